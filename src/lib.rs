@@ -1,0 +1,11 @@
+//! weir: a declarative data-pipeline engine.
+//!
+//! A TOML manifest declares tasks, partitions, pools, retry classes, gates and
+//! backfills. weir validates it (`manifest`), plans it (`plan`), runs it
+//! (`exec`) and publishes every partition only through write-audit-publish:
+//! each attempt writes a private candidate, the gates audit it (`audit`), and
+//! one fenced compare-and-swap on the partition's commit log makes it visible
+//! (`store`). Every decision is an event (`events`).
+
+pub mod audit;
+pub mod store;
