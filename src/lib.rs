@@ -8,4 +8,10 @@
 //! (`store`). Every decision is an event (`events`).
 
 pub mod audit;
+pub mod cli;
+pub mod clock;
+pub mod events;
+pub mod exec;
+pub mod manifest;
+pub mod plan;
 pub mod store;

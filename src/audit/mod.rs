@@ -1,1 +1,252 @@
-//! audit
+//! The audit step of write-audit-publish.
+//!
+//! A candidate is a set of data files, all CSV (with a header row) or all JSON
+//! Lines (one object per line). [`audit`] reads them, runs the quality gates
+//! and computes the candidate's canonical [`Digest`] in one pass.
+//!
+//! Files are streamed, never held in memory: each is folded into its own
+//! accumulator on the rayon pool and the accumulators are merged in file
+//! order. Memory is constant per file except for the uniqueness checks, which
+//! keep a 16-byte hash per distinct key (the grain check always does).
+//!
+//! Values: a CSV field is its text and an empty field is null. In JSON Lines,
+//! a string is its text, a number its text as serde_json writes it, a boolean
+//! `true` / `false`, a nested array or object its compact JSON, and `null` or
+//! a missing key is null. CSV files of one candidate must have the same set of
+//! columns (in any order); JSON Lines columns are the union of the keys of all
+//! rows, since any row may leave a key out.
+
+mod digest;
+mod gates;
+mod read;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use digest::{Digest, DigestParseError};
+pub use gates::{Aggregate, Gate, GateOutcome};
+
+use digest::DigestFold;
+use gates::{CandidateFold, Places};
+use read::{Row, RowFold};
+
+/// The format of a candidate's or an input's data files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// Comma-separated values with a header row.
+    Csv,
+    /// JSON Lines: one JSON object per line.
+    Jsonl,
+}
+
+impl Format {
+    /// The file name extension of the format, without the dot.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Self::Csv => "csv",
+            Self::Jsonl => "jsonl",
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.extension())
+    }
+}
+
+/// An input a reconcile gate can read: its format and its files.
+#[derive(Debug, Clone)]
+pub struct InputData {
+    /// The format of every file.
+    pub format: Format,
+    /// The data files.
+    pub files: Vec<PathBuf>,
+}
+
+/// What to audit a candidate against.
+#[derive(Debug, Clone, Copy)]
+pub struct AuditSpec<'a> {
+    /// The format of every candidate file.
+    pub format: Format,
+    /// The columns that make a row unique. Always checked for uniqueness and
+    /// for nulls, even without a `unique` gate.
+    pub grain: &'a [String],
+    /// The gates, reported in this order after the grain check.
+    pub gates: &'a [Gate],
+    /// Inputs by name, for reconcile gates.
+    pub inputs: &'a HashMap<String, InputData>,
+}
+
+/// What an audit found.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AuditReport {
+    /// The number of rows.
+    pub rows: u64,
+    /// The columns, sorted.
+    pub columns: Vec<String>,
+    /// The canonical digest of the rows.
+    pub digest: Digest,
+    /// One outcome per gate, the implicit grain-uniqueness check first.
+    pub gates: Vec<GateOutcome>,
+}
+
+impl AuditReport {
+    /// True if every gate passed.
+    pub fn passed(&self) -> bool {
+        self.gates.iter().all(|gate| gate.passed)
+    }
+
+    /// The outcomes of the gates that failed.
+    pub fn failures(&self) -> impl Iterator<Item = &GateOutcome> + '_ {
+        self.gates.iter().filter(|gate| !gate.passed)
+    }
+}
+
+/// Why data files could not be audited. A gate failing is not an error: it is
+/// an outcome in the [`AuditReport`].
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum AuditError {
+    /// A file could not be opened or read.
+    #[error("cannot read `{}`", .path.display())]
+    #[diagnostic(code(weir::audit::io))]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file is not valid CSV or JSON Lines.
+    #[error("cannot parse `{}` at line {line}: {message}", .path.display())]
+    #[diagnostic(code(weir::audit::parse))]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The 1-based line (0 if unknown).
+        line: u64,
+        /// What is wrong.
+        message: String,
+    },
+    /// A file's columns differ from the candidate's first file.
+    #[error(
+        "`{}` has columns ({}) but the first file has ({})",
+        .path.display(),
+        .found.join(", "),
+        .expected.join(", ")
+    )]
+    #[diagnostic(
+        code(weir::audit::header_mismatch),
+        help("every data file of one candidate must have the same set of columns")
+    )]
+    HeaderMismatch {
+        /// The file that differs.
+        path: PathBuf,
+        /// The first file's columns, sorted.
+        expected: Vec<String>,
+        /// This file's columns, sorted.
+        found: Vec<String>,
+    },
+}
+
+/// Reads `files` (all in `spec.format`) and audits them.
+pub fn audit(files: &[PathBuf], spec: &AuditSpec<'_>) -> Result<AuditReport, AuditError> {
+    // Inputs are read alongside the candidate: both are rayon work.
+    let (candidate, inputs) = rayon::join(
+        || {
+            let make = |file: usize, columns: &[String]| {
+                CandidateFold::new(file, columns, spec.grain, spec.gates)
+            };
+            let (columns, folds) = read::fold_files(files, spec.format, true, &make)?;
+            let mut folds = folds.into_iter();
+            let mut merged = folds.next().unwrap_or_else(|| make(0, &columns));
+            for later in folds {
+                merged.merge(later);
+            }
+            Ok::<_, AuditError>((columns, merged))
+        },
+        || gates::read_inputs(spec.gates, spec.inputs),
+    );
+    let (columns, mut fold) = candidate?;
+    let inputs = inputs?;
+    fold.locate_duplicates(files, spec.format)?;
+    Ok(AuditReport {
+        rows: fold.rows(),
+        digest: fold.digest(&columns),
+        gates: fold.outcomes(spec.gates, &columns, &Places::new(files), &inputs),
+        columns,
+    })
+}
+
+/// Digest only (no gates): used by `weir verify` and tests. Returns the
+/// number of rows and the digest.
+pub fn digest_files(files: &[PathBuf], format: Format) -> Result<(u64, Digest), AuditError> {
+    let (columns, folds) =
+        read::fold_files(files, format, true, &|_, columns| DigestFold::new(columns))?;
+    let mut merged = DigestFold::new(&columns);
+    for fold in &folds {
+        merged.merge(fold);
+    }
+    Ok((merged.rows(), merged.finish(&columns)))
+}
+
+/// Lists the data files of a directory for a format: every regular file (or
+/// link to one) whose name ends in `.csv` / `.jsonl`, sorted by name, not
+/// descending into subdirectories.
+pub fn data_files(dir: &Path, format: Format) -> std::io::Result<Vec<PathBuf>> {
+    let suffix = format!(".{}", format.extension());
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let named = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|name| name.ends_with(&suffix));
+        if named && std::fs::metadata(entry.path())?.is_file() {
+            files.push(entry.path());
+        }
+    }
+    files.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
+    Ok(files)
+}
+
+/// One row's values in sorted column order, `None` for null, as
+/// [`read_rows`] returns them.
+pub type CanonicalRow = Vec<Option<String>>;
+
+/// Reads all rows of files as canonical rows, for small data only (`weir
+/// show`, `weir verify` diffs): the sorted columns, and each row's values in
+/// that order (`None` for null), rows in file order then line order.
+pub fn read_rows(
+    files: &[PathBuf],
+    format: Format,
+) -> Result<(Vec<String>, Vec<CanonicalRow>), AuditError> {
+    let (columns, folds) = read::fold_files(files, format, true, &|_, columns| Rows {
+        width: columns.len(),
+        rows: Vec::new(),
+    })?;
+    let rows = folds.into_iter().flat_map(|fold| fold.rows).collect();
+    Ok((columns, rows))
+}
+
+/// Collects rows as text for [`read_rows`].
+struct Rows {
+    width: usize,
+    rows: Vec<CanonicalRow>,
+}
+
+impl RowFold for Rows {
+    fn row(&mut self, row: &Row<'_>) {
+        let values = (0..self.width)
+            .map(|column| {
+                row.get(column)
+                    .map(|value| String::from_utf8_lossy(value).into_owned())
+            })
+            .collect();
+        self.rows.push(values);
+    }
+}

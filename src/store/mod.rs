@@ -1,1 +1,55 @@
-//! store
+//! The warehouse: where candidates are staged and partitions are published.
+//!
+//! Every coordination step is built on one storage primitive,
+//! put-if-absent ([`Backend::put_if_absent`]): create a key only if it does
+//! not exist. Nothing relies on a lock held by a live process, so several
+//! engine processes sharing one warehouse stay correct, a crashed process
+//! leaves nothing to clean up before others can go on, and an object store
+//! with conditional PUT can implement the same trait.
+//!
+//! Layout (the README documents it; see [`layout`]):
+//!
+//! ```text
+//! <root>/<dataset>/<partition>/tokens/<token 20-digit>          who got which token
+//! <root>/<dataset>/<partition>/attempts/<token 20-digit>/       data/ stdout.log stderr.log candidate.json
+//! <root>/<dataset>/<partition>/log/<generation 20-digit>.json   commit records, from 1
+//! ```
+//!
+//! One attempt's lifecycle:
+//!
+//! ```text
+//!  allocate_token            prepare_attempt + task        fsync_tree         commit
+//! +------------------+      +-------------------------+   +-----------+   +--------------------------+
+//! | tokens/<t>       | ---> | attempts/<t>/data/...   |-->| audit the |-->| latest = log/<g>, token u|
+//! | put-if-absent at |      | private: nobody reads it|   | candidate,|   | t <= u ? Stale (fenced)  |
+//! | max+1, retry +1  |      | until a record names it |   | fsync all |   | put-if-absent log/<g+1>  |
+//! +------------------+      +-------------------------+   +-----------+   |  taken? reread, re-check |
+//!                                                                          +------------+-------------+
+//!                                                                                       |
+//!          readers: latest() = highest log/<g> -> visible_files() = its attempt's data/ |
+//!          rollback: a newer record whose attempt_dir is an older attempt's   <---------+
+//! ```
+//!
+//! Tokens are strictly increasing per partition and never reused, and a
+//! record is only written if its token beats the latest record's, so tokens
+//! strictly increase along the log: a slow attempt that wakes up after a
+//! newer one has published can never overwrite it.
+
+pub mod allocation;
+pub mod backend;
+pub mod error;
+pub mod fs;
+mod key;
+pub mod layout;
+pub mod log;
+pub mod partition;
+pub mod token;
+pub mod warehouse;
+
+pub use allocation::{TokenOwner, TokenRecord};
+pub use backend::{Backend, FsBackend};
+pub use error::{PublishError, StoreError};
+pub use log::{CommitKind, CommitRecord, NewCommit, FORMAT_VERSION};
+pub use partition::PartitionStore;
+pub use token::{FencingToken, Generation};
+pub use warehouse::Warehouse;

@@ -1,0 +1,688 @@
+//! Streaming readers: turn CSV and JSON Lines files into canonical rows, one
+//! at a time, and fold them into per-file accumulators in parallel.
+//!
+//! A canonical row has one slot per column of the file, columns sorted by
+//! name, each slot null or a byte string. Rows are lent to the accumulator and
+//! never collected, so memory stays flat however large the file is.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use serde_json::{Map, Value};
+
+use super::{AuditError, Format};
+
+/// Read buffer: large sequential reads keep syscalls off the profile of
+/// gigabyte files.
+const BUFFER: usize = 1 << 20;
+
+/// A parsed JSON Lines row.
+type Object = Map<String, Value>;
+
+/// Where a value lies in a row's byte buffer; `None` is null.
+type Span = Option<(usize, usize)>;
+
+/// One canonical row, borrowed from the reader's reused buffers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Row<'a> {
+    /// The file line the row starts on (1-based; CSV line 1 is the header).
+    pub(crate) line: u64,
+    /// The bytes the spans point into.
+    data: &'a [u8],
+    /// One span per column, in sorted column order.
+    spans: &'a [Span],
+}
+
+impl<'a> Row<'a> {
+    /// The value of the `column`-th sorted column, or `None` when it is null.
+    pub(crate) fn get(&self, column: usize) -> Option<&'a [u8]> {
+        let (start, end) = self.spans.get(column).copied().flatten()?;
+        self.data.get(start..end)
+    }
+}
+
+/// An accumulator that one file's rows are folded into.
+pub(crate) trait RowFold {
+    /// Takes one row.
+    fn row(&mut self, row: &Row<'_>);
+
+    /// True once more rows cannot change the result, so reading can stop.
+    fn satisfied(&self) -> bool {
+        false
+    }
+}
+
+/// Folds every file (in parallel) into its own accumulator built by
+/// `make(file index, sorted columns of that file)`.
+///
+/// Returns the candidate's sorted columns and the accumulators in file order.
+/// CSV files must all have the same set of columns. JSON Lines rows may omit
+/// keys (a missing key is null), so their columns are the union over all
+/// files; with `uniform`, every accumulator is guaranteed to have been built
+/// with that union, re-reading a file whose own keys were fewer (needed by the
+/// digest, whose row encoding names every column).
+pub(crate) fn fold_files<F, M>(
+    files: &[PathBuf],
+    format: Format,
+    uniform: bool,
+    make: &M,
+) -> Result<(Vec<String>, Vec<F>), AuditError>
+where
+    F: RowFold + Send,
+    M: Fn(usize, &[String]) -> F + Sync,
+{
+    let results: Vec<Result<(Vec<String>, F), AuditError>> = files
+        .par_iter()
+        .enumerate()
+        .map(|(index, path)| fold_file(path, format, None, &|columns| make(index, columns)))
+        .collect();
+    // Collected in file order, so the error reported is the first file's.
+    let mut folded = Vec::with_capacity(results.len());
+    for result in results {
+        let (columns, fold) = result?;
+        folded.push((columns, Some(fold)));
+    }
+
+    let columns = match format {
+        Format::Csv => same_columns(files, &folded)?,
+        Format::Jsonl => {
+            let union: BTreeSet<&String> = folded.iter().flat_map(|(c, _)| c).collect();
+            union.into_iter().cloned().collect()
+        }
+    };
+
+    if uniform && format == Format::Jsonl {
+        let mut redo = Vec::new();
+        for (index, (own, fold)) in folded.iter_mut().enumerate() {
+            if *own != columns {
+                // Drop the stale accumulator before re-reading to bound memory.
+                *fold = None;
+                redo.push(index);
+            }
+        }
+        let refolded: Vec<Result<(usize, F), AuditError>> = redo
+            .par_iter()
+            .map(|&index| {
+                fold_file(&files[index], format, Some(&columns), &|c| make(index, c))
+                    .map(|(_, fold)| (index, fold))
+            })
+            .collect();
+        for result in refolded {
+            let (index, fold) = result?;
+            folded[index].1 = Some(fold);
+        }
+    }
+
+    let folds = folded.into_iter().filter_map(|(_, fold)| fold).collect();
+    Ok((columns, folds))
+}
+
+/// The columns shared by all CSV files, or the first file that differs.
+fn same_columns<F>(
+    files: &[PathBuf],
+    folded: &[(Vec<String>, Option<F>)],
+) -> Result<Vec<String>, AuditError> {
+    let Some((expected, _)) = folded.first() else {
+        return Ok(Vec::new());
+    };
+    for (path, (found, _)) in files.iter().zip(folded) {
+        if found != expected {
+            return Err(AuditError::HeaderMismatch {
+                path: path.clone(),
+                expected: expected.clone(),
+                found: found.clone(),
+            });
+        }
+    }
+    Ok(expected.clone())
+}
+
+/// Folds one file. `columns` (JSON Lines only) fixes the file's columns to a
+/// superset of its keys; otherwise they are discovered while reading.
+pub(crate) fn fold_file<F: RowFold>(
+    path: &Path,
+    format: Format,
+    columns: Option<&[String]>,
+    make: &dyn Fn(&[String]) -> F,
+) -> Result<(Vec<String>, F), AuditError> {
+    match format {
+        Format::Csv => fold_csv(path, make),
+        Format::Jsonl => {
+            // Optimistically take the first object's keys as the columns: the
+            // common file has the same keys on every line and is read once.
+            if let Pass::Done(c, fold) = fold_jsonl(path, columns.map(<[String]>::to_vec), make)? {
+                return Ok((c, fold));
+            }
+            let mut keys = jsonl_keys(path)?;
+            keys.extend(columns.into_iter().flatten().cloned());
+            match fold_jsonl(path, Some(keys.into_iter().collect()), make)? {
+                Pass::Done(c, fold) => Ok((c, fold)),
+                Pass::NewKeys(line) => Err(parse_error(
+                    path,
+                    line,
+                    "the file changed while it was being read".to_owned(),
+                )),
+            }
+        }
+    }
+}
+
+/// Opens a file for reading, naming it in the error.
+fn open(path: &Path) -> Result<File, AuditError> {
+    File::open(path).map_err(|source| io_error(path, source))
+}
+
+fn io_error(path: &Path, source: std::io::Error) -> AuditError {
+    AuditError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn parse_error(path: &Path, line: u64, message: String) -> AuditError {
+    AuditError::Parse {
+        path: path.to_path_buf(),
+        line,
+        message,
+    }
+}
+
+/// Streams a CSV file through `make(columns)`'s accumulator.
+fn fold_csv<F: RowFold>(
+    path: &Path,
+    make: &dyn Fn(&[String]) -> F,
+) -> Result<(Vec<String>, F), AuditError> {
+    // The csv reader wraps its input in its own buffered reader of this size;
+    // a second BufReader around the file would only copy bytes twice.
+    // Flexible, because a short or long record is reported here with its
+    // true line number (see `NewlineIndex`).
+    let mut reader = csv::ReaderBuilder::new()
+        .buffer_capacity(BUFFER)
+        .flexible(true)
+        .from_reader(NewlineIndex::new(open(path)?));
+    let header = reader
+        .byte_headers()
+        .map_err(|e| csv_error(path, e))?
+        .clone();
+    let header_line = record_line(&mut reader, &header);
+
+    let mut named = Vec::with_capacity(header.len());
+    for (position, name) in header.iter().enumerate() {
+        let name = String::from_utf8(name.to_vec()).map_err(|_| {
+            parse_error(
+                path,
+                header_line,
+                format!("the name of column {} is not UTF-8", position + 1),
+            )
+        })?;
+        named.push((name, position));
+    }
+    named.sort();
+    if let Some(pair) = named.windows(2).find(|pair| pair[0].0 == pair[1].0) {
+        return Err(parse_error(
+            path,
+            header_line,
+            format!("column `{}` appears twice in the header", pair[0].0),
+        ));
+    }
+    let columns: Vec<String> = named.iter().map(|(name, _)| name.clone()).collect();
+    // order[k] = the field position of the k-th sorted column.
+    let order: Vec<usize> = named.iter().map(|&(_, position)| position).collect();
+
+    let mut fold = make(&columns);
+    let mut record = csv::ByteRecord::new();
+    let mut spans: Vec<Span> = vec![None; order.len()];
+    while !fold.satisfied() {
+        if !reader
+            .read_byte_record(&mut record)
+            .map_err(|e| csv_error(path, e))?
+        {
+            break;
+        }
+        let line = record_line(&mut reader, &record);
+        if record.len() != order.len() {
+            return Err(parse_error(
+                path,
+                line,
+                format!(
+                    "found {} fields where the header has {}",
+                    record.len(),
+                    order.len()
+                ),
+            ));
+        }
+        for (span, &position) in spans.iter_mut().zip(&order) {
+            // Quoted or not, an empty field is null, so `""` and `` agree.
+            *span = record
+                .range(position)
+                .filter(|range| !range.is_empty())
+                .map(|range| (range.start, range.end));
+        }
+        fold.row(&Row {
+            line,
+            data: record.as_slice(),
+            spans: &spans,
+        });
+    }
+    Ok((columns, fold))
+}
+
+/// The line a record just read starts on.
+///
+/// The csv crate's own record positions are where the previous record's
+/// terminator ended, which is the line before for CRLF files and for records
+/// after blank lines. The reader's position after the record is exact, though:
+/// its last consumed byte is the record's terminator (`\r` or `\n`) or last
+/// byte. The record ends on the line after every newline before that byte, and
+/// starts as many lines earlier as it has newlines inside quoted fields.
+fn record_line<R: Read>(
+    reader: &mut csv::Reader<NewlineIndex<R>>,
+    record: &csv::ByteRecord,
+) -> u64 {
+    let last = reader.position().byte().saturating_sub(1);
+    let before = reader.get_mut().newlines_before(last);
+    let inside = record.as_slice().iter().filter(|&&b| b == b'\n').count() as u64;
+    (before + 1).saturating_sub(inside)
+}
+
+/// A reader that remembers where the newlines are in what it has read, so
+/// that byte offsets can be turned into line numbers.
+struct NewlineIndex<R> {
+    inner: R,
+    /// Bytes read so far.
+    read: u64,
+    /// Offsets of newlines not yet passed by a query; at most a buffer's worth.
+    pending: VecDeque<u64>,
+    /// Newlines dropped from `pending` because every query since was later.
+    passed: u64,
+}
+
+impl<R> NewlineIndex<R> {
+    fn new(inner: R) -> Self {
+        Self {
+            inner,
+            read: 0,
+            pending: VecDeque::new(),
+            passed: 0,
+        }
+    }
+
+    /// The number of newlines at offsets below `offset`. Offsets must not
+    /// decrease from one call to the next.
+    fn newlines_before(&mut self, offset: u64) -> u64 {
+        while self.pending.front().is_some_and(|&at| at < offset) {
+            self.pending.pop_front();
+            self.passed += 1;
+        }
+        self.passed
+    }
+}
+
+impl<R: Read> Read for NewlineIndex<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let count = self.inner.read(buf)?;
+        let chunk = buf.get(..count).unwrap_or(buf);
+        let start = self.read;
+        self.pending.extend(
+            chunk
+                .iter()
+                .enumerate()
+                .filter(|&(_, &b)| b == b'\n')
+                .map(|(i, _)| start + i as u64),
+        );
+        self.read += chunk.len() as u64;
+        Ok(count)
+    }
+}
+
+/// A csv crate error as an audit error naming the file and line.
+fn csv_error(path: &Path, error: csv::Error) -> AuditError {
+    let line = error.position().map_or(0, csv::Position::line);
+    let message = error.to_string();
+    match error.into_kind() {
+        csv::ErrorKind::Io(source) => io_error(path, source),
+        _ => parse_error(path, line, message),
+    }
+}
+
+/// The result of one pass over a JSON Lines file.
+enum Pass<F> {
+    /// Every row was folded.
+    Done(Vec<String>, F),
+    /// The row on this line has a key outside the columns; nothing is usable.
+    NewKeys(u64),
+}
+
+/// Streams a JSON Lines file through `make(columns)`'s accumulator. Without
+/// `columns`, the first object's keys are taken as the columns.
+fn fold_jsonl<F: RowFold>(
+    path: &Path,
+    columns: Option<Vec<String>>,
+    make: &dyn Fn(&[String]) -> F,
+) -> Result<Pass<F>, AuditError> {
+    let mut state = columns.map(|columns| {
+        let fold = make(&columns);
+        (columns, fold)
+    });
+    let mut lines = JsonLines::open(path)?;
+    let mut data = Vec::new();
+    let mut spans: Vec<Span> = Vec::new();
+    while let Some((line, object)) = lines.next_object()? {
+        let (columns, fold) = state.get_or_insert_with(|| {
+            // serde_json's map may keep insertion order; the columns are sorted.
+            let mut columns: Vec<String> = object.keys().cloned().collect();
+            columns.sort();
+            let fold = make(&columns);
+            (columns, fold)
+        });
+        if fold.satisfied() {
+            break;
+        }
+        data.clear();
+        spans.clear();
+        let mut found = 0;
+        for name in columns.iter() {
+            let value = object.get(name);
+            found += usize::from(value.is_some());
+            spans.push(value.and_then(|value| render(value, &mut data)));
+        }
+        if found < object.len() {
+            return Ok(Pass::NewKeys(line));
+        }
+        fold.row(&Row {
+            line,
+            data: &data,
+            spans: &spans,
+        });
+    }
+    let (columns, fold) = state.unwrap_or_else(|| (Vec::new(), make(&[])));
+    Ok(Pass::Done(columns, fold))
+}
+
+/// Every key used by any object of a JSON Lines file.
+fn jsonl_keys(path: &Path) -> Result<BTreeSet<String>, AuditError> {
+    let mut keys = BTreeSet::new();
+    let mut lines = JsonLines::open(path)?;
+    while let Some((_, object)) = lines.next_object()? {
+        keys.extend(object.into_iter().map(|(key, _)| key));
+    }
+    Ok(keys)
+}
+
+/// Appends a JSON value's canonical text to `data`; `None` for null.
+fn render(value: &Value, data: &mut Vec<u8>) -> Span {
+    let start = data.len();
+    match value {
+        Value::Null => return None,
+        Value::String(text) => data.extend_from_slice(text.as_bytes()),
+        Value::Bool(true) => data.extend_from_slice(b"true"),
+        Value::Bool(false) => data.extend_from_slice(b"false"),
+        // Display of a number or a nested value is serde_json's compact text.
+        Value::Number(number) => data.extend_from_slice(number.to_string().as_bytes()),
+        Value::Array(_) | Value::Object(_) => data.extend_from_slice(value.to_string().as_bytes()),
+    }
+    Some((start, data.len()))
+}
+
+/// A JSON Lines file read one object at a time.
+struct JsonLines<'p> {
+    path: &'p Path,
+    reader: BufReader<File>,
+    buf: Vec<u8>,
+    line: u64,
+}
+
+impl<'p> JsonLines<'p> {
+    fn open(path: &'p Path) -> Result<Self, AuditError> {
+        Ok(Self {
+            path,
+            reader: BufReader::with_capacity(BUFFER, open(path)?),
+            buf: Vec::new(),
+            line: 0,
+        })
+    }
+
+    /// The next object and its line number, skipping blank lines.
+    fn next_object(&mut self) -> Result<Option<(u64, Object)>, AuditError> {
+        loop {
+            self.buf.clear();
+            let read = self
+                .reader
+                .read_until(b'\n', &mut self.buf)
+                .map_err(|source| io_error(self.path, source))?;
+            if read == 0 {
+                return Ok(None);
+            }
+            self.line += 1;
+            if self.buf.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let value: Value = serde_json::from_slice(&self.buf)
+                .map_err(|e| parse_error(self.path, self.line, format!("invalid JSON: {e}")))?;
+            return match value {
+                Value::Object(object) => Ok(Some((self.line, object))),
+                other => Err(parse_error(
+                    self.path,
+                    self.line,
+                    format!("expected a JSON object, found {}", kind(&other)),
+                )),
+            };
+        }
+    }
+}
+
+/// What a JSON value is, for messages.
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Collects rows as text, for inspecting what the readers produce.
+    struct Collect(Vec<(u64, Vec<Option<String>>)>, usize);
+
+    impl RowFold for Collect {
+        fn row(&mut self, row: &Row<'_>) {
+            let values = (0..self.1)
+                .map(|c| row.get(c).map(|v| String::from_utf8_lossy(v).into_owned()))
+                .collect();
+            self.0.push((row.line, values));
+        }
+    }
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, text).expect("write test file");
+        path
+    }
+
+    fn collect(path: &Path, format: Format) -> Result<(Vec<String>, Collect), AuditError> {
+        fold_file(path, format, None, &|c| Collect(Vec::new(), c.len()))
+    }
+
+    fn s(text: &str) -> Option<String> {
+        Some(text.to_owned())
+    }
+
+    #[test]
+    fn csv_rows_are_sorted_by_column_with_empty_fields_null() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = write(
+            dir.path(),
+            "a.csv",
+            "b,a\r\n\"x, y\",1\n,\"\"\n\"multi\nline\",3\n",
+        );
+        let (columns, rows) = collect(&path, Format::Csv).expect("reads");
+        assert_eq!(columns, ["a", "b"]);
+        assert_eq!(
+            rows.0,
+            vec![
+                (2, vec![s("1"), s("x, y")]),
+                (3, vec![None, None]),
+                (4, vec![s("3"), s("multi\nline")]),
+            ]
+        );
+    }
+
+    #[test]
+    fn csv_lines_are_exact_with_crlf_blank_lines_and_a_bom() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = write(
+            dir.path(),
+            "a.csv",
+            "\u{feff}a,b\r\n1,2\r\n\"3\r\nx\",4\r\n\r\n5,6\r\n\n7,8",
+        );
+        let (columns, rows) = collect(&path, Format::Csv).expect("reads");
+        assert_eq!(columns, ["a", "b"]);
+        let lines: Vec<u64> = rows.0.iter().map(|(line, _)| *line).collect();
+        assert_eq!(lines, [2, 3, 6, 8]);
+        assert_eq!(rows.0[1].1, vec![s("3\r\nx"), s("4")]);
+
+        let path = write(dir.path(), "b.csv", "a,b\r\n1,2\r\n\r\n3\r\n");
+        match collect(&path, Format::Csv).err().expect("fails") {
+            AuditError::Parse { line, message, .. } => {
+                assert_eq!(line, 4);
+                assert_eq!(message, "found 1 fields where the header has 2");
+            }
+            other => panic!("unexpected error {other:?}"),
+        }
+    }
+
+    #[test]
+    fn csv_wrong_field_count_names_the_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = write(dir.path(), "bad.csv", "a,b\n1,2\n\"3\n3\",4\n5,6,7\n");
+        let error = collect(&path, Format::Csv).err().expect("fails");
+        match error {
+            AuditError::Parse { line, message, .. } => {
+                assert_eq!(line, 5);
+                assert_eq!(message, "found 3 fields where the header has 2");
+            }
+            other => panic!("unexpected error {other:?}"),
+        }
+    }
+
+    #[test]
+    fn csv_duplicate_header_is_rejected() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = write(dir.path(), "dup.csv", "a,b,a\n1,2,3\n");
+        let error = collect(&path, Format::Csv).err().expect("fails");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "cannot parse `{}` at line 1: column `a` appears twice in the header",
+                path.display()
+            )
+        );
+    }
+
+    #[test]
+    fn jsonl_values_render_as_text_and_missing_keys_are_null() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = write(
+            dir.path(),
+            "a.jsonl",
+            concat!(
+                "{\"s\":\"x\",\"n\":1,\"f\":2.5,\"t\":true,\"z\":null,\"o\":{\"k\":[1, 2]}}\n",
+                "\n   \n",
+                "{\"s\":\"\",\"late\":false}\r\n",
+            ),
+        );
+        let (columns, rows) = collect(&path, Format::Jsonl).expect("reads");
+        assert_eq!(columns, ["f", "late", "n", "o", "s", "t", "z"]);
+        assert_eq!(
+            rows.0,
+            vec![
+                (
+                    1,
+                    vec![
+                        s("2.5"),
+                        None,
+                        s("1"),
+                        s("{\"k\":[1,2]}"),
+                        s("x"),
+                        s("true"),
+                        None
+                    ]
+                ),
+                (4, vec![None, s("false"), None, None, s(""), None, None]),
+            ]
+        );
+    }
+
+    #[test]
+    fn jsonl_non_object_names_the_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = write(dir.path(), "a.jsonl", "{\"a\":1}\n\n[1,2]\n");
+        match collect(&path, Format::Jsonl).err().expect("fails") {
+            AuditError::Parse { line, message, .. } => {
+                assert_eq!(line, 3);
+                assert_eq!(message, "expected a JSON object, found an array");
+            }
+            other => panic!("unexpected error {other:?}"),
+        }
+        let path = write(dir.path(), "b.jsonl", "{\"a\":1}\n{\"a\":\n");
+        match collect(&path, Format::Jsonl).err().expect("fails") {
+            AuditError::Parse { line, .. } => assert_eq!(line, 2),
+            other => panic!("unexpected error {other:?}"),
+        }
+    }
+
+    #[test]
+    fn csv_files_with_different_columns_mismatch() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = write(dir.path(), "a.csv", "x,y\n1,2\n");
+        let b = write(dir.path(), "b.csv", "y,x\n3,4\n");
+        let c = write(dir.path(), "c.csv", "x,z\n5,6\n");
+        let make = |_: usize, c: &[String]| Collect(Vec::new(), c.len());
+        let (columns, _) =
+            fold_files(&[a.clone(), b.clone()], Format::Csv, true, &make).expect("same set");
+        assert_eq!(columns, ["x", "y"]);
+        match fold_files(&[a, b, c.clone()], Format::Csv, true, &make) {
+            Err(AuditError::HeaderMismatch {
+                path,
+                expected,
+                found,
+            }) => {
+                assert_eq!(path, c);
+                assert_eq!(expected, ["x", "y"]);
+                assert_eq!(found, ["x", "z"]);
+            }
+            other => panic!("unexpected {:?}", other.map(|(c, _)| c)),
+        }
+    }
+
+    #[test]
+    fn jsonl_uniform_refolds_files_with_fewer_keys() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = write(dir.path(), "a.jsonl", "{\"x\":1}\n");
+        let b = write(dir.path(), "b.jsonl", "{\"x\":2,\"y\":3}\n");
+        let make = |_: usize, c: &[String]| Collect(Vec::new(), c.len());
+        let (columns, folds) = fold_files(&[a, b], Format::Jsonl, true, &make).expect("reads");
+        assert_eq!(columns, ["x", "y"]);
+        assert_eq!(folds[0].0, vec![(1, vec![s("1"), None])]);
+        assert_eq!(folds[1].0, vec![(1, vec![s("2"), s("3")])]);
+    }
+
+    #[test]
+    fn missing_file_is_an_io_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("nope.csv");
+        match collect(&path, Format::Csv).err().expect("fails") {
+            AuditError::Io { path: p, .. } => assert_eq!(p, path),
+            other => panic!("unexpected error {other:?}"),
+        }
+    }
+}

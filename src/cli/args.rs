@@ -1,0 +1,125 @@
+//! Arguments of every subcommand (clap derive): the one place that says
+//! what weir accepts.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// weir: a declarative data-pipeline engine with fenced write-audit-publish.
+#[derive(Debug, Parser)]
+#[command(name = "weir", version, about, propagate_version = true)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Check manifests and report every problem with its location.
+    Validate(ValidateArgs),
+    /// Show what would run, where, in what order and how long (a dry run).
+    Plan(PlanArgs),
+    /// Run task instances: write, audit, publish (default: the latest partition).
+    Run(RunArgs),
+    /// Print the event log.
+    Events(EventsArgs),
+    /// What is published: generation, token, rows, digest, code_version per partition.
+    Status(StatusArgs),
+    /// Print a partition's visible rows as CSV.
+    Show(ShowArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// Manifest file.
+    pub(crate) manifest: PathBuf,
+    /// Partitions to run (repeatable); default: the latest complete one.
+    #[arg(long)]
+    pub(crate) partition: Vec<String>,
+    /// Only these tasks, plus upstream instances not yet published (repeatable).
+    #[arg(long)]
+    pub(crate) task: Vec<String>,
+    /// Rerun even when published with the same input snapshot and code_version.
+    #[arg(long)]
+    pub(crate) force: bool,
+    /// Run id (default: generated from the start time).
+    #[arg(long)]
+    pub(crate) run_id: Option<String>,
+    /// Seed for retry jitter (reproducible runs).
+    #[arg(long, hide = true)]
+    pub(crate) seed: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct EventsArgs {
+    /// Manifest file.
+    pub(crate) manifest: PathBuf,
+    /// Only this run.
+    #[arg(long = "run")]
+    pub(crate) run_id: Option<String>,
+    /// Only this task.
+    #[arg(long)]
+    pub(crate) task: Option<String>,
+    /// Only this partition.
+    #[arg(long)]
+    pub(crate) partition: Option<String>,
+    /// Print JSON Lines as stored.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct StatusArgs {
+    /// Manifest file.
+    pub(crate) manifest: PathBuf,
+    /// Print one JSON document.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ShowArgs {
+    /// Manifest file.
+    pub(crate) manifest: PathBuf,
+    /// Dataset.
+    pub(crate) dataset: String,
+    /// Partition.
+    #[arg(long)]
+    pub(crate) partition: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ValidateArgs {
+    /// Manifest files.
+    #[arg(required = true)]
+    pub(crate) manifests: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PlanArgs {
+    /// Manifest file.
+    pub(crate) manifest: PathBuf,
+    /// Plan a declared backfill instead of the latest partition.
+    #[arg(long, conflicts_with = "partition")]
+    pub(crate) backfill: Option<String>,
+    /// Plan these partitions (repeatable).
+    #[arg(long)]
+    pub(crate) partition: Vec<String>,
+    /// Only these tasks (repeatable).
+    #[arg(long)]
+    pub(crate) task: Vec<String>,
+    /// Print one JSON document.
+    #[arg(long, conflicts_with = "graph")]
+    pub(crate) json: bool,
+    /// Print the task graph instead.
+    #[arg(long, value_enum)]
+    pub(crate) graph: Option<GraphFormat>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum GraphFormat {
+    /// Graphviz DOT.
+    Dot,
+    /// Mermaid flowchart.
+    Mermaid,
+}

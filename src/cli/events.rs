@@ -1,0 +1,66 @@
+//! `weir events`: the event log, filtered; torn lines are reported, not fatal.
+
+use super::args::EventsArgs;
+use super::{exit, load};
+use crate::events::{read_all, read_log, run_dir};
+
+pub(crate) fn run(args: &EventsArgs) -> u8 {
+    let manifest = match load(&args.manifest) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    let warehouse = &manifest.pipeline.warehouse;
+    let read = match &args.run_id {
+        Some(id) => read_log(&run_dir(warehouse, id).join("events.jsonl")),
+        None => read_all(warehouse),
+    };
+    let (records, bad) = match read {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot read the event log: {e}");
+            return exit::ENGINE;
+        }
+    };
+    for b in &bad {
+        eprintln!(
+            "warning: {}:{}: {}",
+            b.path.display(),
+            b.line,
+            if b.torn {
+                "torn last line (the engine stopped mid-write); ignored"
+            } else {
+                "not a valid event; ignored"
+            }
+        );
+    }
+    let keep = |r: &&crate::events::EventRecord| {
+        args.task
+            .as_ref()
+            .is_none_or(|t| r.task.as_ref() == Some(t))
+            && args
+                .partition
+                .as_ref()
+                .is_none_or(|p| r.partition.as_ref() == Some(p))
+    };
+    for r in records.iter().filter(keep) {
+        if args.json {
+            println!(
+                "{}",
+                serde_json::to_string(r).expect("an event always serializes")
+            );
+        } else {
+            println!(
+                "{}  {}  {:<17} {:<12} {:<10} {:>3} {:>6}  {}",
+                r.ts,
+                r.run_id,
+                r.state.as_str(),
+                r.task.as_deref().unwrap_or("-"),
+                r.partition.as_deref().unwrap_or("-"),
+                r.attempt.map_or("-".to_string(), |a| a.to_string()),
+                r.token.map_or("-".to_string(), |t| t.to_string()),
+                r.detail
+            );
+        }
+    }
+    exit::OK
+}

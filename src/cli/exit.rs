@@ -1,0 +1,23 @@
+//! weir's exit codes, in one place. Scripts and schedulers branch on them.
+//!
+//! | code | meaning |
+//! |------|---------|
+//! | 0 | success |
+//! | 1 | a task instance failed: quarantined, held, skipped or gate failure |
+//! | 2 | invalid manifest, arguments or usage |
+//! | 3 | a publish or an operator action was refused (stale token, nothing to roll back to) |
+//! | 4 | `status --check` found something that needs attention (LATE, HELD, QUARANTINED, missing) |
+//! | 5 | the engine could not do its own work: warehouse I/O, disk full, corrupt record |
+
+/// Success.
+pub const OK: u8 = 0;
+/// A task instance did not publish.
+pub const TASK_FAILED: u8 = 1;
+/// Bad manifest or arguments.
+pub const INVALID: u8 = 2;
+/// A refused publish or operator action.
+pub const REFUSED: u8 = 3;
+/// `status --check` found a problem.
+pub const ATTENTION: u8 = 4;
+/// The engine's own I/O failed.
+pub const ENGINE: u8 = 5;

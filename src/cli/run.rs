@@ -1,0 +1,220 @@
+//! `weir run`: progress on a terminal (indicatif), plain lines elsewhere,
+//! and a closing summary of what did not publish and why.
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::sync::Mutex;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::args::RunArgs;
+use super::{exit, load, report};
+use crate::events::{EventRecord, State};
+use crate::exec::{self, InstanceResult, RunOptions, RunSummary};
+use crate::manifest::Manifest;
+use crate::plan::Scope;
+
+pub(crate) fn run(args: &RunArgs) -> u8 {
+    let manifest = match load(&args.manifest) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    let scope = if args.partition.is_empty() {
+        Scope::Latest
+    } else {
+        Scope::Partitions(args.partition.clone())
+    };
+    let options = RunOptions {
+        scope,
+        tasks: args.task.clone(),
+        force: args.force,
+        run_id: args.run_id.clone(),
+        seed: args.seed,
+    };
+    execute(&manifest, &options)
+}
+
+/// Runs and reports; shared with `weir backfill`.
+pub(crate) fn execute(manifest: &Manifest, options: &RunOptions) -> u8 {
+    let display = Display::new();
+    let observer = display.observer();
+    let summary = match exec::run(manifest, options, Some(observer)) {
+        Ok(s) => s,
+        Err(e) => {
+            report(&e);
+            return match e {
+                exec::ExecError::Plan(_) => exit::INVALID,
+                exec::ExecError::Warehouse(_) => exit::ENGINE,
+            };
+        }
+    };
+    display.finish();
+    print_summary(&summary);
+    if summary.ok() {
+        exit::OK
+    } else {
+        exit::TASK_FAILED
+    }
+}
+
+fn print_summary(summary: &RunSummary) {
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for (_, _, r) in &summary.instances {
+        let key = match r {
+            InstanceResult::Published => "published",
+            InstanceResult::AlreadyPublished => "already published",
+            InstanceResult::RejectedStale => "refused as stale",
+            InstanceResult::Quarantined(_) => "quarantined",
+            InstanceResult::Held(_) => "held",
+            InstanceResult::Skipped(_) => "skipped",
+        };
+        *counts.entry(key).or_default() += 1;
+    }
+    let order = [
+        "published",
+        "already published",
+        "refused as stale",
+        "quarantined",
+        "held",
+        "skipped",
+    ];
+    let parts: Vec<String> = order
+        .iter()
+        .filter_map(|k| counts.get(k).map(|n| format!("{n} {k}")))
+        .collect();
+    println!(
+        "run {}: {} task instances: {}; {} retries",
+        summary.run_id,
+        summary.instances.len(),
+        if parts.is_empty() {
+            "none".to_string()
+        } else {
+            parts.join(", ")
+        },
+        summary.retries
+    );
+    for (task, partition, result) in &summary.instances {
+        let (what, why) = match result {
+            InstanceResult::Quarantined(w) => ("QUARANTINED", w),
+            InstanceResult::Held(w) => ("HELD", w),
+            InstanceResult::Skipped(w) => ("SKIPPED", w),
+            _ => continue,
+        };
+        println!("  {what:<11} {task} {partition}: {why}");
+    }
+    println!("events: {}", summary.events.display());
+}
+
+/// Progress: a bar on a terminal, one line per notable event elsewhere.
+struct Display {
+    bar: Option<ProgressBar>,
+}
+
+impl Display {
+    fn new() -> Display {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new_spinner();
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+                    .expect("a valid template"),
+            );
+            bar.enable_steady_tick(std::time::Duration::from_millis(120));
+            bar
+        });
+        Display { bar }
+    }
+
+    fn observer(&self) -> Box<dyn Fn(&EventRecord) + Send + Sync> {
+        let counts = Mutex::new(Counts::default());
+        match self.bar.clone() {
+            Some(bar) => Box::new(move |e: &EventRecord| {
+                let mut c = counts.lock().unwrap_or_else(|p| p.into_inner());
+                c.update(e);
+                bar.set_message(c.render());
+                if let Some(line) = notable(e) {
+                    bar.println(line);
+                }
+            }),
+            None => Box::new(move |e: &EventRecord| {
+                if let Some(line) = notable(e) {
+                    eprintln!("{line}");
+                }
+            }),
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+#[derive(Default)]
+struct Counts {
+    running: i64,
+    done: u64,
+    failed: u64,
+}
+
+impl Counts {
+    fn update(&mut self, e: &EventRecord) {
+        if e.state == State::Running {
+            self.running += 1;
+        }
+        match e.state {
+            State::Published | State::AlreadyPublished | State::RejectedStale => self.done += 1,
+            State::Quarantined | State::Held | State::Skipped => self.failed += 1,
+            _ => {}
+        }
+        // Each attempt that ran ends in exactly one of these.
+        if matches!(
+            e.state,
+            State::Published | State::RejectedStale | State::Failed | State::GateFailed
+        ) && e.token.is_some()
+        {
+            self.running -= 1;
+        }
+    }
+
+    fn render(&self) -> String {
+        format!(
+            "{} done, {} running, {} failed",
+            self.done,
+            self.running.max(0),
+            self.failed
+        )
+    }
+}
+
+fn notable(e: &EventRecord) -> Option<String> {
+    let interesting = matches!(
+        e.state,
+        State::Published
+            | State::AlreadyPublished
+            | State::Failed
+            | State::Retrying
+            | State::GateFailed
+            | State::RejectedStale
+            | State::Quarantined
+            | State::Held
+            | State::Skipped
+    );
+    if !interesting {
+        return None;
+    }
+    let attempt = e
+        .attempt
+        .map(|a| format!(" attempt {a}"))
+        .unwrap_or_default();
+    let token = e.token.map(|t| format!(" token {t}")).unwrap_or_default();
+    Some(format!(
+        "{} {}{}{}: {} {}",
+        e.task.as_deref().unwrap_or("-"),
+        e.partition.as_deref().unwrap_or("-"),
+        attempt,
+        token,
+        e.state.as_str(),
+        e.detail
+    ))
+}

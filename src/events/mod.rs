@@ -1,0 +1,309 @@
+//! The append-only event log: one JSON Lines file per run,
+//! `<warehouse>/_runs/<run-id>/events.jsonl`.
+//!
+//! Every decision the engine takes is a line: QUEUED, RUNNING, FAILED,
+//! RETRYING, SUCCESS, GATE_FAILED, PUBLISHED, REJECTED_STALE, QUARANTINED,
+//! HELD, SKIPPED … Lines are written whole with one `write` on an
+//! `O_APPEND` file, so concurrent writers never interleave within a line. A
+//! line torn by a crash can only be the last one; readers report it and go on.
+//!
+//! Events are not fsynced one by one: each announces something already made
+//! durable (a commit record is fsynced before its PUBLISHED line is written),
+//! so losing the tail of the log in a power cut loses narration, never state.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the line format.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// What happened to a task instance (or to the run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[allow(missing_docs)]
+pub enum State {
+    RunStarted,
+    RunFinished,
+    Queued,
+    Running,
+    Failed,
+    Retrying,
+    Success,
+    GateFailed,
+    Audited,
+    Published,
+    AlreadyPublished,
+    RejectedStale,
+    Quarantined,
+    Held,
+    Skipped,
+    Unknown,
+    TakenOver,
+    Waiting,
+    RolledBack,
+    Certified,
+    Uncertified,
+    Released,
+    Abandoned,
+    GcDeleted,
+}
+
+impl State {
+    /// The name as written in the log.
+    pub fn as_str(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default()
+    }
+}
+
+/// One line of the log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventRecord {
+    /// Line format version.
+    pub format_version: u32,
+    /// RFC 3339 UTC timestamp.
+    pub ts: String,
+    /// The run.
+    pub run_id: String,
+    /// The task, for instance events.
+    pub task: Option<String>,
+    /// The partition, for instance events.
+    pub partition: Option<String>,
+    /// Attempt number, once an attempt exists.
+    pub attempt: Option<u32>,
+    /// Fencing token, once allocated.
+    pub token: Option<u64>,
+    /// What happened.
+    pub state: State,
+    /// Human-readable detail.
+    pub detail: String,
+    /// Structured evidence (exit code, class, gate outcomes, digest …).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub data: serde_json::Value,
+}
+
+/// An event before it is stamped with time and run.
+#[derive(Debug, Clone, Default)]
+pub struct Event {
+    /// Task.
+    pub task: Option<String>,
+    /// Partition.
+    pub partition: Option<String>,
+    /// Attempt.
+    pub attempt: Option<u32>,
+    /// Token.
+    pub token: Option<u64>,
+    /// Detail.
+    pub detail: String,
+    /// Evidence.
+    pub data: serde_json::Value,
+}
+
+impl Event {
+    /// An event about one task instance.
+    pub fn instance(task: &str, partition: &str) -> Event {
+        Event {
+            task: Some(task.to_string()),
+            partition: Some(partition.to_string()),
+            ..Event::default()
+        }
+    }
+
+    /// With an attempt and token.
+    pub fn attempt(mut self, attempt: u32, token: Option<u64>) -> Event {
+        self.attempt = Some(attempt);
+        self.token = token;
+        self
+    }
+
+    /// With a detail.
+    pub fn detail(mut self, detail: impl Into<String>) -> Event {
+        self.detail = detail.into();
+        self
+    }
+
+    /// With evidence.
+    pub fn data(mut self, data: serde_json::Value) -> Event {
+        self.data = data;
+        self
+    }
+}
+
+/// Sees every record as it is written (progress display, plain log lines).
+pub type Observer = Box<dyn Fn(&EventRecord) + Send + Sync>;
+
+/// The writer of one run's log.
+pub struct EventLog {
+    run_id: String,
+    path: PathBuf,
+    file: Mutex<File>,
+    /// Called with every line written (progress display, plain log lines).
+    observer: Option<Observer>,
+}
+
+/// The directory of a run's files.
+pub fn run_dir(warehouse: &Path, run_id: &str) -> PathBuf {
+    warehouse.join("_runs").join(run_id)
+}
+
+impl EventLog {
+    /// Opens (creating or appending to) the log of `run_id`.
+    pub fn open(warehouse: &Path, run_id: &str) -> std::io::Result<EventLog> {
+        let dir = run_dir(warehouse, run_id);
+        crate::store::fs::create_dir_all_durable(&dir)?;
+        let path = dir.join("events.jsonl");
+        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        Ok(EventLog {
+            run_id: run_id.to_string(),
+            path,
+            file: Mutex::new(file),
+            observer: None,
+        })
+    }
+
+    /// Calls `f` with every record written.
+    pub fn observe(&mut self, f: impl Fn(&EventRecord) + Send + Sync + 'static) {
+        self.observer = Some(Box::new(f));
+    }
+
+    /// The run.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one event. An I/O error here is returned: the caller decides
+    /// (a run cannot go on without evidence).
+    pub fn emit(&self, state: State, event: Event) -> std::io::Result<EventRecord> {
+        let record = EventRecord {
+            format_version: FORMAT_VERSION,
+            ts: crate::clock::now_rfc3339(),
+            run_id: self.run_id.clone(),
+            task: event.task,
+            partition: event.partition,
+            attempt: event.attempt,
+            token: event.token,
+            state,
+            detail: event.detail,
+            data: event.data,
+        };
+        let mut line = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        {
+            let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+            file.write_all(&line)?;
+        }
+        if let Some(observer) = &self.observer {
+            observer(&record);
+        }
+        Ok(record)
+    }
+
+    /// Makes everything written so far durable (end of run).
+    pub fn sync(&self) -> std::io::Result<()> {
+        self.file
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .sync_data()
+    }
+}
+
+/// A line that could not be parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BadLine {
+    /// File.
+    pub path: PathBuf,
+    /// 1-based line number.
+    pub line: usize,
+    /// Whether it is the last line without a newline: a write torn by a crash.
+    pub torn: bool,
+}
+
+/// Reads one log: its records and the lines that did not parse.
+pub fn read_log(path: &Path) -> std::io::Result<(Vec<EventRecord>, Vec<BadLine>)> {
+    let text = std::fs::read(path)?;
+    let text = String::from_utf8_lossy(&text);
+    let ends_clean = text.ends_with('\n') || text.is_empty();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut records = Vec::new();
+    let mut bad = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<EventRecord>(line) {
+            Ok(r) => records.push(r),
+            Err(_) => bad.push(BadLine {
+                path: path.to_path_buf(),
+                line: i + 1,
+                torn: i + 1 == lines.len() && !ends_clean,
+            }),
+        }
+    }
+    Ok((records, bad))
+}
+
+/// Reads every run's log in the warehouse, runs in name order (run ids start
+/// with their start time), records in file order.
+pub fn read_all(warehouse: &Path) -> std::io::Result<(Vec<EventRecord>, Vec<BadLine>)> {
+    let runs = warehouse.join("_runs");
+    let mut dirs: Vec<PathBuf> = match std::fs::read_dir(&runs) {
+        Ok(entries) => entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.join("events.jsonl").is_file())
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    dirs.sort();
+    let mut records = Vec::new();
+    let mut bad = Vec::new();
+    for dir in dirs {
+        let (r, b) = read_log(&dir.join("events.jsonl"))?;
+        records.extend(r);
+        bad.extend(b);
+    }
+    Ok((records, bad))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_torn_last_line_is_reported_not_fatal() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = EventLog::open(dir.path(), "r1").unwrap();
+        log.emit(State::Queued, Event::instance("t", "p")).unwrap();
+        log.emit(
+            State::Running,
+            Event::instance("t", "p").attempt(1, Some(1)),
+        )
+        .unwrap();
+        let mut f = OpenOptions::new().append(true).open(log.path()).unwrap();
+        f.write_all(b"{\"format_version\":1,\"ts\":\"2026").unwrap();
+        let (records, bad) = read_log(log.path()).unwrap();
+        assert_eq!(records.len(), 2);
+        assert_eq!(records[1].state, State::Running);
+        assert_eq!(bad.len(), 1);
+        assert!(bad[0].torn);
+        assert_eq!(bad[0].line, 3);
+    }
+
+    #[test]
+    fn states_are_screaming_snake_case() {
+        assert_eq!(State::RejectedStale.as_str(), "REJECTED_STALE");
+        assert_eq!(State::GateFailed.as_str(), "GATE_FAILED");
+    }
+}

@@ -1,0 +1,78 @@
+//! How an attempt's end is classified, and what that class gets.
+
+use crate::manifest::{Disposition, FailureRule, Manifest, RetryClass, Task};
+
+/// How an attempt ended, before classification.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    /// Exit code 0.
+    Success,
+    /// A non-zero exit code.
+    Exit(i32),
+    /// Killed by a signal (not ours).
+    Signal(i32),
+    /// Killed by us at its timeout.
+    Timeout,
+    /// Could not be started (program missing, not executable).
+    SpawnFailed(String),
+    /// Exited 0 but its candidate failed a gate or could not be read.
+    GateFailed,
+    /// The engine failed around the attempt (warehouse I/O, disk full).
+    Engine(String),
+}
+
+impl Ending {
+    /// Short text for events and explain.
+    pub fn describe(&self) -> String {
+        match self {
+            Ending::Success => "exit code 0".into(),
+            Ending::Exit(c) => format!("exit code {c}"),
+            Ending::Signal(s) => format!("killed by signal {s}"),
+            Ending::Timeout => "timed out".into(),
+            Ending::SpawnFailed(why) => format!("could not start: {why}"),
+            Ending::GateFailed => "gate failed".into(),
+            Ending::Engine(why) => format!("engine error: {why}"),
+        }
+    }
+}
+
+/// The rule that applies to an ending.
+pub fn rule(task: &Task, ending: &Ending) -> FailureRule {
+    match ending {
+        Ending::Exit(code) => task
+            .exit_codes
+            .get(code)
+            .cloned()
+            .unwrap_or_else(|| FailureRule::Class(task.retry.clone())),
+        Ending::Timeout => task.on_timeout.clone(),
+        // A gate failure reproduces on every attempt with the same input, and
+        // a program that cannot start will not start on the next attempt.
+        Ending::GateFailed | Ending::SpawnFailed(_) => FailureRule::Deterministic,
+        // Disk full or a flaky mount may pass; retries are bounded anyway.
+        Ending::Engine(_) => FailureRule::Transient,
+        Ending::Signal(_) | Ending::Success => FailureRule::Class(task.retry.clone()),
+    }
+}
+
+/// What a rule gets, and under which retry class (for attempts and backoff).
+pub fn resolve<'m>(
+    manifest: &'m Manifest,
+    task: &Task,
+    rule: &FailureRule,
+) -> (Disposition, &'m RetryClass, &'static str) {
+    let task_class = &manifest.retry[&task.retry];
+    match rule {
+        FailureRule::Transient => (Disposition::Retry, task_class, "transient"),
+        FailureRule::Deterministic => (Disposition::Quarantine, task_class, "deterministic"),
+        FailureRule::Operator => (Disposition::Hold, task_class, "operator"),
+        FailureRule::Class(name) => {
+            let class = &manifest.retry[name];
+            let kind = match class.on_failure {
+                Disposition::Retry => "transient",
+                Disposition::Quarantine => "deterministic",
+                Disposition::Hold => "operator",
+            };
+            (class.on_failure, class, kind)
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! Launching a task's command: its own process group, the documented
+//! environment, output to files, and a watchdog that kills the whole group
+//! at the timeout.
+//!
+//! The environment contract (README, "The task environment"):
+//! `WEIR_RUN_ID`, `WEIR_TASK`, `WEIR_PARTITION`, `WEIR_ATTEMPT`, `WEIR_TOKEN`,
+//! `WEIR_OUTPUT_DIR`, `WEIR_INPUT_<NAME>` (one per input, NAME upper-cased
+//! with non-alphanumerics as `_`), `WEIR_CODE_VERSION`, `WEIR_PIPELINE`.
+
+use std::fs::File;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use super::classify::Ending;
+
+/// What to launch.
+pub struct Launch<'a> {
+    /// argv.
+    pub argv: &'a [String],
+    /// Working directory (the manifest's).
+    pub cwd: &'a Path,
+    /// Variables added to the engine's environment.
+    pub env: Vec<(String, String)>,
+    /// Where stdout goes.
+    pub stdout: PathBuf,
+    /// Where stderr goes.
+    pub stderr: PathBuf,
+    /// Kill the process group after this long.
+    pub timeout: Duration,
+}
+
+/// `raw_orders` → `WEIR_INPUT_RAW_ORDERS`.
+pub fn input_var(dataset: &str) -> String {
+    let name: String = dataset
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("WEIR_INPUT_{name}")
+}
+
+/// Runs the command to completion (or its timeout) and says how it ended.
+pub fn run(launch: &Launch<'_>) -> Ending {
+    let (Ok(out), Ok(err)) = (File::create(&launch.stdout), File::create(&launch.stderr)) else {
+        return Ending::SpawnFailed(format!("cannot create {}", launch.stdout.display()));
+    };
+    let mut command = Command::new(&launch.argv[0]);
+    command
+        .args(&launch.argv[1..])
+        .current_dir(launch.cwd)
+        .envs(launch.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        // Its own group, so a timeout kills the task's children too.
+        .process_group(0);
+    let mut child = match command.spawn() {
+        Ok(c) => c,
+        Err(e) => return Ending::SpawnFailed(format!("`{}`: {e}", launch.argv[0])),
+    };
+    let pgid = child.id() as libc::pid_t;
+    let timed_out = Arc::new(AtomicBool::new(false));
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let watchdog = {
+        let timed_out = timed_out.clone();
+        let timeout = launch.timeout;
+        std::thread::spawn(move || {
+            if let Err(mpsc::RecvTimeoutError::Timeout) = done_rx.recv_timeout(timeout) {
+                timed_out.store(true, Ordering::SeqCst);
+                kill_group(pgid);
+            }
+        })
+    };
+    let status = child.wait();
+    let _ = done_tx.send(());
+    let _ = watchdog.join();
+    // Whatever the task left running in the background must not write into
+    // the candidate after it is audited.
+    kill_group(pgid);
+    match status {
+        _ if timed_out.load(Ordering::SeqCst) => Ending::Timeout,
+        Ok(s) if s.success() => Ending::Success,
+        Ok(s) => match (s.code(), s.signal()) {
+            (Some(code), _) => Ending::Exit(code),
+            (None, Some(sig)) => Ending::Signal(sig),
+            (None, None) => Ending::Exit(-1),
+        },
+        Err(e) => Ending::SpawnFailed(format!("wait failed: {e}")),
+    }
+}
+
+fn kill_group(pgid: libc::pid_t) {
+    // SAFETY: kill(2) with a negative pid signals a process group; it touches
+    // no memory of ours. ESRCH (group already gone) is fine.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+}
+
+/// The last `max` bytes of a file, lossily decoded, from a line start.
+pub fn tail(path: &Path, max: usize) -> String {
+    let Ok(bytes) = std::fs::read(path) else {
+        return String::new();
+    };
+    let start = bytes.len().saturating_sub(max);
+    let text = String::from_utf8_lossy(&bytes[start..]);
+    let text = if start > 0 {
+        text.split_once('\n')
+            .map_or(text.as_ref(), |(_, rest)| rest)
+            .to_string()
+    } else {
+        text.into_owned()
+    };
+    text.trim_end().to_string()
+}

@@ -1,0 +1,638 @@
+//! Running a plan: a scheduler over the ready set, pool slots, retries, and
+//! the attempt lifecycle (`attempt.rs`).
+//!
+//! ```text
+//!  instance: waiting ──(upstream done)──► QUEUED ──(pool slot)──► attempt
+//!     attempt ──► PUBLISHED | ALREADY_PUBLISHED | REJECTED_STALE ─► done, downstream may start
+//!             └─► FAILED ─┬─ transient, attempts and budget left ─► RETRYING (backoff) ─► QUEUED
+//!                         ├─ deterministic / gate ─► QUARANTINED ─┐
+//!                         └─ operator / exhausted / budget spent ─► HELD ─┴─► downstream SKIPPED
+//! ```
+//!
+//! One coordinator thread owns all scheduling state; each attempt runs on its
+//! own thread (it spends its life blocked on a child process), started only
+//! when its pool has a free slot, so a pool never has more attempts running
+//! than slots. Ready sets are updated incrementally from in-degree counters:
+//! no rescans, so 10,000 instances cost the same per instance as 1,000.
+//! rayon is used where work is CPU-bound: auditing candidates.
+
+mod attempt;
+pub mod classify;
+pub mod fault;
+pub mod launch;
+pub mod retry;
+pub mod snapshot;
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashSet, VecDeque};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::events::{Event, EventLog, State};
+use crate::manifest::{Disposition, Manifest};
+use crate::plan::{Plan, Scope};
+use crate::store::{CommitRecord, Warehouse};
+use attempt::AttemptOutcome;
+use classify::Ending;
+use fault::Faults;
+use retry::{Backoff, RetryBudget};
+use snapshot::InputSnapshot;
+
+/// What `weir run` / `weir backfill` asked for.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Which partitions.
+    pub scope: Scope,
+    /// Narrow to these tasks (plus unpublished upstream instances); empty = all.
+    pub tasks: Vec<String>,
+    /// Rerun even when the same input snapshot and code_version is published.
+    pub force: bool,
+    /// Run id; generated when absent.
+    pub run_id: Option<String>,
+    /// Seed for backoff jitter (tests); random when absent.
+    pub seed: Option<u64>,
+}
+
+/// How one instance ended in this run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InstanceResult {
+    /// Published a new generation.
+    Published,
+    /// Nothing to do: already published with the same input and code.
+    AlreadyPublished,
+    /// Its publish was refused; a newer generation is visible.
+    RejectedStale,
+    /// Poison pill: not retried.
+    Quarantined(String),
+    /// Waits for an operator.
+    Held(String),
+    /// Not run because an upstream instance did not publish.
+    Skipped(String),
+}
+
+impl InstanceResult {
+    /// Whether the instance's output is published and current.
+    pub fn is_ok(&self) -> bool {
+        matches!(
+            self,
+            InstanceResult::Published
+                | InstanceResult::AlreadyPublished
+                | InstanceResult::RejectedStale
+        )
+    }
+}
+
+/// The outcome of a run.
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    /// Run id.
+    pub run_id: String,
+    /// (task, partition, result) for every instance, in plan order.
+    pub instances: Vec<(String, String, InstanceResult)>,
+    /// Retries taken from the budget.
+    pub retries: u32,
+    /// The event log.
+    pub events: std::path::PathBuf,
+}
+
+impl RunSummary {
+    /// Whether every instance is published.
+    pub fn ok(&self) -> bool {
+        self.instances.iter().all(|(_, _, r)| r.is_ok())
+    }
+}
+
+/// Why a run could not start or go on.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum ExecError {
+    /// The plan could not be made.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Plan(#[from] crate::plan::PlanError),
+    /// The warehouse or the event log is unusable.
+    #[error("warehouse error: {0}")]
+    #[diagnostic(code(weir::exec::warehouse))]
+    Warehouse(String),
+}
+
+/// Shared, read-only context of a run's attempts.
+pub(crate) struct Context<'a> {
+    pub(crate) manifest: &'a Manifest,
+    pub(crate) warehouse: Warehouse,
+    pub(crate) run_id: String,
+    pub(crate) log: EventLog,
+    pub(crate) faults: Faults,
+}
+
+impl Context<'_> {
+    /// Appends an event. Losing the log is an engine failure worth stopping
+    /// for, but not worth a panic inside an attempt thread: report and go on.
+    pub(crate) fn emit(&self, state: State, event: Event) {
+        if let Err(e) = self.log.emit(state, event) {
+            eprintln!("error: cannot append to {}: {e}", self.log.path().display());
+        }
+    }
+}
+
+/// A fresh run id: UTC start time plus a random suffix, so ids sort by start.
+pub fn new_run_id() -> String {
+    let now = jiff::Timestamp::now();
+    format!(
+        "run-{}-{:04x}",
+        now.strftime("%Y%m%dT%H%M%SZ"),
+        fastrand::u16(..)
+    )
+}
+
+enum Status {
+    Waiting,
+    Running,
+    Done(InstanceResult),
+}
+
+/// What an attempt thread reports back.
+struct Report {
+    instance: usize,
+    snapshot: Option<InputSnapshot>,
+    outcome: Outcome,
+}
+
+enum Outcome {
+    Attempt(AttemptOutcome),
+    AlreadyPublished,
+    /// Inputs could not be pinned.
+    Unpinned(String),
+}
+
+/// Runs the plan for `options` and returns what happened to every instance.
+/// `observe` sees every event (progress display).
+pub fn run(
+    manifest: &Manifest,
+    options: &RunOptions,
+    observe: Option<crate::events::Observer>,
+) -> Result<RunSummary, ExecError> {
+    let today = crate::clock::today();
+    let selected: Vec<&str> = if options.tasks.is_empty() {
+        manifest.tasks.keys().map(String::as_str).collect()
+    } else {
+        with_upstream(manifest, &options.tasks)?
+    };
+    let plan = Plan::build_for(manifest, &options.scope, &selected, today)?;
+    let explicit: HashSet<&str> = if options.tasks.is_empty() {
+        selected.iter().copied().collect()
+    } else {
+        options.tasks.iter().map(String::as_str).collect()
+    };
+    let warehouse = Warehouse::open(&manifest.pipeline.warehouse)
+        .map_err(|e| ExecError::Warehouse(e.to_string()))?;
+    let run_id = options.run_id.clone().unwrap_or_else(new_run_id);
+    let mut log = EventLog::open(warehouse.root(), &run_id)
+        .map_err(|e| ExecError::Warehouse(format!("cannot open the event log: {e}")))?;
+    if let Some(f) = observe {
+        log.observe(f);
+    }
+    let cx = Context {
+        manifest,
+        warehouse,
+        run_id: run_id.clone(),
+        log,
+        faults: Faults::from_env(),
+    };
+    cx.emit(
+        State::RunStarted,
+        Event::default()
+            .detail(format!(
+                "{} task instances, code_version {}",
+                plan.instance_count(),
+                manifest.pipeline.code_version
+            ))
+            .data(json!({
+                "scope": format!("{:?}", options.scope),
+                "backfill": plan.backfill.as_ref().map(|b| json!({"name": b.name, "reason": b.reason})),
+                "force": options.force,
+            })),
+    );
+    let mut scheduler = Scheduler::new(&cx, &plan, options, explicit);
+    scheduler.run();
+    let summary = scheduler.summary(&run_id);
+    let failed = summary
+        .instances
+        .iter()
+        .filter(|(_, _, r)| !r.is_ok())
+        .count();
+    cx.emit(
+        State::RunFinished,
+        Event::default().detail(format!(
+            "{} published or current, {failed} not",
+            summary.instances.len() - failed
+        )),
+    );
+    let _ = cx.log.sync();
+    Ok(summary)
+}
+
+/// The named tasks plus every task upstream of them.
+fn with_upstream<'m>(manifest: &'m Manifest, names: &[String]) -> Result<Vec<&'m str>, ExecError> {
+    let mut keep: HashSet<&str> = HashSet::new();
+    let mut stack: Vec<&str> = Vec::new();
+    for name in names {
+        let Some((key, _)) = manifest.tasks.get_key_value(name) else {
+            return Err(crate::plan::PlanError::UnknownTask {
+                name: name.clone(),
+                help: crate::manifest::unknown_task_help(manifest, name),
+            }
+            .into());
+        };
+        stack.push(key.as_str());
+    }
+    while let Some(t) = stack.pop() {
+        if keep.insert(t) {
+            stack.extend(manifest.tasks[t].depends_on.iter().map(String::as_str));
+        }
+    }
+    Ok(manifest
+        .tasks
+        .keys()
+        .map(String::as_str)
+        .filter(|t| keep.contains(t))
+        .collect())
+}
+
+struct Scheduler<'c, 'a> {
+    cx: &'c Context<'a>,
+    plan: &'c Plan,
+    options: &'c RunOptions,
+    explicit: HashSet<&'c str>,
+    status: Vec<Status>,
+    indegree: Vec<u32>,
+    attempts: Vec<u32>,
+    snapshots: Vec<Option<InputSnapshot>>,
+    backoffs: Vec<Option<Backoff>>,
+    /// Per pool: ready instances and running count.
+    ready: Vec<VecDeque<usize>>,
+    running: Vec<u32>,
+    slots: Vec<u32>,
+    task_pool: Vec<usize>,
+    delayed: BinaryHeap<Reverse<(Instant, usize)>>,
+    budget: RetryBudget,
+    rng: fastrand::Rng,
+}
+
+impl<'c, 'a> Scheduler<'c, 'a> {
+    fn new(
+        cx: &'c Context<'a>,
+        plan: &'c Plan,
+        options: &'c RunOptions,
+        explicit: HashSet<&'c str>,
+    ) -> Self {
+        let n = plan.instance_count();
+        let pools: Vec<&String> = plan.pools.keys().collect();
+        Scheduler {
+            cx,
+            plan,
+            options,
+            explicit,
+            status: (0..n).map(|_| Status::Waiting).collect(),
+            indegree: plan.in_degrees(),
+            attempts: vec![0; n],
+            snapshots: (0..n).map(|_| None).collect(),
+            backoffs: (0..n).map(|_| None).collect(),
+            ready: vec![VecDeque::new(); pools.len()],
+            running: vec![0; pools.len()],
+            slots: plan.pools.values().copied().collect(),
+            task_pool: plan
+                .tasks
+                .iter()
+                .map(|t| {
+                    pools
+                        .iter()
+                        .position(|p| **p == t.pool)
+                        .expect("every task's pool is in the plan")
+                })
+                .collect(),
+            delayed: BinaryHeap::new(),
+            budget: RetryBudget::default(),
+            rng: options
+                .seed
+                .map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed),
+        }
+    }
+
+    fn names(&self, instance: usize) -> (&'c str, &'c str) {
+        let (t, i) = self.plan.locate(instance);
+        let task = &self.plan.tasks[t];
+        (task.name.as_str(), task.keys[i].as_str())
+    }
+
+    fn enqueue(&mut self, instance: usize) {
+        let (task, partition) = self.names(instance);
+        self.cx
+            .emit(State::Queued, Event::instance(task, partition));
+        let (t, _) = self.plan.locate(instance);
+        self.ready[self.task_pool[t]].push_back(instance);
+    }
+
+    fn run(&mut self) {
+        for id in 0..self.indegree.len() {
+            if self.indegree[id] == 0 {
+                self.enqueue(id);
+            }
+        }
+        let (tx, rx) = mpsc::channel::<Report>();
+        std::thread::scope(|scope| loop {
+            let now = Instant::now();
+            while let Some(Reverse((due, id))) = self.delayed.peek().copied() {
+                if due > now {
+                    break;
+                }
+                self.delayed.pop();
+                self.enqueue(id);
+            }
+            for pool in 0..self.ready.len() {
+                while self.running[pool] < self.slots[pool] {
+                    let Some(id) = self.ready[pool].pop_front() else {
+                        break;
+                    };
+                    self.running[pool] += 1;
+                    self.start(scope, id, tx.clone());
+                }
+            }
+            let in_flight: u32 = self.running.iter().sum();
+            if in_flight == 0 && self.delayed.is_empty() {
+                break;
+            }
+            let report = match self.delayed.peek() {
+                Some(Reverse((due, _))) if in_flight == 0 => {
+                    std::thread::sleep(due.saturating_duration_since(Instant::now()));
+                    continue;
+                }
+                Some(Reverse((due, _))) => {
+                    match rx.recv_timeout(due.saturating_duration_since(Instant::now())) {
+                        Ok(r) => r,
+                        Err(_) => continue,
+                    }
+                }
+                None => rx.recv().expect("a running attempt always reports"),
+            };
+            self.finish(report);
+        });
+    }
+
+    fn start<'s>(
+        &mut self,
+        scope: &'s std::thread::Scope<'s, '_>,
+        id: usize,
+        tx: mpsc::Sender<Report>,
+    ) where
+        'c: 's,
+    {
+        self.attempts[id] += 1;
+        let attempt = self.attempts[id];
+        if attempt == 1 {
+            self.budget.record_first_attempt();
+        }
+        self.status[id] = Status::Running;
+        let (t, _) = self.plan.locate(id);
+        let (task_name, partition) = self.names(id);
+        let task = &self.cx.manifest.tasks[task_name];
+        let snapshot = self.snapshots[id].take();
+        let cx = self.cx;
+        let check_published = attempt == 1 && !self.options.force;
+        let upstream_only = !self.explicit.contains(task_name);
+        let _ = t;
+        scope.spawn(move || {
+            let snapshot = match snapshot {
+                Some(s) => s,
+                None => match snapshot::pin(cx.manifest, &cx.warehouse, task, partition) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = tx.send(Report {
+                            instance: id,
+                            snapshot: None,
+                            outcome: Outcome::Unpinned(e.describe().to_string()),
+                        });
+                        return;
+                    }
+                },
+            };
+            if check_published {
+                let store = cx.warehouse.partition(&task.output.dataset, partition);
+                if let Ok(Some(latest)) = store.latest() {
+                    if upstream_only
+                        || is_current(&latest, &snapshot, &cx.manifest.pipeline.code_version)
+                    {
+                        cx.emit(
+                            State::AlreadyPublished,
+                            Event::instance(task_name, partition).detail(format!(
+                                "generation {} has {} (code_version {}): nothing to do",
+                                latest.generation,
+                                if upstream_only {
+                                    "been published"
+                                } else {
+                                    "the same input snapshot"
+                                },
+                                latest.code_version
+                            )),
+                        );
+                        let _ = tx.send(Report {
+                            instance: id,
+                            snapshot: Some(snapshot),
+                            outcome: Outcome::AlreadyPublished,
+                        });
+                        return;
+                    }
+                }
+            }
+            let outcome = attempt::run(cx, task, partition, attempt, &snapshot);
+            let _ = tx.send(Report {
+                instance: id,
+                snapshot: Some(snapshot),
+                outcome: Outcome::Attempt(outcome),
+            });
+        });
+    }
+
+    fn finish(&mut self, report: Report) {
+        let id = report.instance;
+        let (t, _) = self.plan.locate(id);
+        self.running[self.task_pool[t]] -= 1;
+        self.snapshots[id] = report.snapshot;
+        let (task_name, partition) = self.names(id);
+        let result = match report.outcome {
+            Outcome::AlreadyPublished => InstanceResult::AlreadyPublished,
+            Outcome::Attempt(AttemptOutcome::Published) => InstanceResult::Published,
+            Outcome::Attempt(AttemptOutcome::Stale) => InstanceResult::RejectedStale,
+            Outcome::Unpinned(reason) => {
+                self.cx.emit(
+                    State::Held,
+                    Event::instance(task_name, partition)
+                        .detail(format!("inputs unavailable: {reason}")),
+                );
+                InstanceResult::Held(reason)
+            }
+            Outcome::Attempt(AttemptOutcome::Failed {
+                ending,
+                token,
+                reason,
+            }) => {
+                match self.after_failure(id, &ending, token.map(|t| t.get()), &reason) {
+                    Some(result) => result,
+                    None => return, // retrying
+                }
+            }
+        };
+        let ok = result.is_ok();
+        self.status[id] = Status::Done(result);
+        if ok {
+            let (t, i) = self.plan.locate(id);
+            let mut newly_ready = Vec::new();
+            self.plan.for_each_successor(t, i, |s| {
+                self.indegree[s] -= 1;
+                if self.indegree[s] == 0 {
+                    newly_ready.push(s);
+                }
+            });
+            for s in newly_ready {
+                if matches!(self.status[s], Status::Waiting) {
+                    self.enqueue(s);
+                }
+            }
+        } else {
+            self.skip_downstream(id);
+        }
+    }
+
+    /// Decides what a failure gets; `None` means a retry was scheduled.
+    fn after_failure(
+        &mut self,
+        id: usize,
+        ending: &Ending,
+        token: Option<u64>,
+        reason: &str,
+    ) -> Option<InstanceResult> {
+        let (task_name, partition) = self.names(id);
+        let task = &self.cx.manifest.tasks[task_name];
+        let rule = classify::rule(task, ending);
+        let (disposition, class, kind) = classify::resolve(self.cx.manifest, task, &rule);
+        let attempt = self.attempts[id];
+        let event = || Event::instance(task_name, partition).attempt(attempt, token);
+        match disposition {
+            Disposition::Retry if attempt < class.max_attempts => {
+                if self.budget.try_take() {
+                    let rng = fastrand::Rng::with_seed(self.rng.u64(..));
+                    let backoff =
+                        self.backoffs[id].get_or_insert_with(|| Backoff::new(class.backoff, rng));
+                    let delay = backoff.next().unwrap_or(Duration::ZERO);
+                    self.cx.emit(
+                        State::Retrying,
+                        event()
+                            .detail(format!(
+                                "{kind} failure ({reason}); attempt {} of {} in {} ms",
+                                attempt + 1,
+                                class.max_attempts,
+                                delay.as_millis()
+                            ))
+                            .data(json!({ "class": kind, "delay_ms": delay.as_millis() as u64, "next_attempt": attempt + 1 })),
+                    );
+                    self.status[id] = Status::Waiting;
+                    self.delayed.push(Reverse((Instant::now() + delay, id)));
+                    return None;
+                }
+                let why = format!(
+                    "{kind} failure ({reason}) but the run's retry budget is spent ({} retries): held for an operator",
+                    self.budget.used()
+                );
+                self.cx.emit(
+                    State::Held,
+                    event()
+                        .detail(why.clone())
+                        .data(json!({ "class": kind, "budget_spent": true })),
+                );
+                Some(InstanceResult::Held(why))
+            }
+            Disposition::Retry => {
+                let why = format!(
+                    "{kind} failure ({reason}) after {attempt} of {} attempts",
+                    class.max_attempts
+                );
+                self.terminal(class.on_exhausted, event(), why, kind)
+            }
+            other => self.terminal(other, event(), format!("{kind} failure: {reason}"), kind),
+        }
+    }
+
+    fn terminal(
+        &self,
+        disposition: Disposition,
+        event: Event,
+        why: String,
+        kind: &str,
+    ) -> Option<InstanceResult> {
+        let data = json!({ "class": kind });
+        if disposition == Disposition::Hold {
+            self.cx.emit(
+                State::Held,
+                event
+                    .detail(format!("{why}: held for an operator"))
+                    .data(data),
+            );
+            Some(InstanceResult::Held(why))
+        } else {
+            self.cx.emit(
+                State::Quarantined,
+                event
+                    .detail(format!("{why}: quarantined, not retried"))
+                    .data(data),
+            );
+            Some(InstanceResult::Quarantined(why))
+        }
+    }
+
+    fn skip_downstream(&mut self, id: usize) {
+        let (cause_task, cause_partition) = self.names(id);
+        let mut stack = vec![id];
+        while let Some(cur) = stack.pop() {
+            let (t, i) = self.plan.locate(cur);
+            let mut next = Vec::new();
+            self.plan.for_each_successor(t, i, |s| next.push(s));
+            for s in next {
+                if matches!(self.status[s], Status::Waiting) {
+                    let (task, partition) = self.names(s);
+                    let why = format!("upstream `{cause_task}` {cause_partition} did not publish");
+                    self.cx.emit(
+                        State::Skipped,
+                        Event::instance(task, partition).detail(why.clone()),
+                    );
+                    self.status[s] = Status::Done(InstanceResult::Skipped(why));
+                    stack.push(s);
+                }
+            }
+        }
+    }
+
+    fn summary(&self, run_id: &str) -> RunSummary {
+        let instances = (0..self.status.len())
+            .map(|id| {
+                let (task, partition) = self.names(id);
+                let result = match &self.status[id] {
+                    Status::Done(r) => r.clone(),
+                    _ => InstanceResult::Skipped("never became ready".into()),
+                };
+                (task.to_string(), partition.to_string(), result)
+            })
+            .collect();
+        RunSummary {
+            run_id: run_id.to_string(),
+            instances,
+            retries: self.budget.used(),
+            events: self.cx.log.path().to_path_buf(),
+        }
+    }
+}
+
+/// Published with this exact input snapshot and code version.
+fn is_current(latest: &CommitRecord, snapshot: &InputSnapshot, code_version: &str) -> bool {
+    latest.input_snapshot_digest == snapshot.digest() && latest.code_version == code_version
+}

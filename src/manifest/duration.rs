@@ -1,0 +1,106 @@
+//! Durations as written in manifests and on the command line: one or more
+//! `<integer><unit>` parts, units `ms`, `s`, `m`, `h`, `d` ("90s", "10m",
+//! "1h30m"). Hand-written because the grammar is this small and the error
+//! must say exactly what is accepted.
+
+use std::time::Duration;
+
+/// Parses a duration, or says what is wrong with it.
+pub fn parse(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err("empty duration".into());
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(format!("`{text}` is not a duration"));
+        }
+        let (number, after) = rest.split_at(digits);
+        let unit_len = after.bytes().take_while(u8::is_ascii_alphabetic).count();
+        let (unit, after) = after.split_at(unit_len);
+        let n: u64 = number
+            .parse()
+            .map_err(|_| format!("`{number}` is too large"))?;
+        let part = match unit {
+            "ms" => Duration::from_millis(n),
+            "s" => Duration::from_secs(n),
+            "m" => Duration::from_secs(n.saturating_mul(60)),
+            "h" => Duration::from_secs(n.saturating_mul(3600)),
+            "d" => Duration::from_secs(n.saturating_mul(86_400)),
+            "" if after.is_empty() => return Err(format!("`{text}` has a number without a unit")),
+            "" => return Err(format!("`{text}` is not a duration")),
+            other => return Err(format!("`{other}` is not a duration unit")),
+        };
+        total = total.saturating_add(part);
+        rest = after;
+    }
+    Ok(total)
+}
+
+/// Renders a duration compactly for plans and messages ("1h 1m", "10m", "250ms").
+pub fn render(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let secs = d.as_secs();
+    let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
+    let mut parts = Vec::new();
+    if h > 0 {
+        parts.push(format!("{h}h"));
+    }
+    if m > 0 {
+        parts.push(format!("{m}m"));
+    }
+    if s > 0 || parts.is_empty() {
+        parts.push(format!("{s}s"));
+    }
+    parts.join(" ")
+}
+
+/// Serializes a `Duration` as whole milliseconds (JSON plans, records).
+pub mod serde_millis {
+    use std::time::Duration;
+
+    /// Serializer half.
+    pub fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_units_and_compounds() {
+        assert_eq!(parse("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse("1d"), Ok(Duration::from_secs(86_400)));
+    }
+
+    #[test]
+    fn rejects_malformed() {
+        assert_eq!(parse("10"), Err("`10` has a number without a unit".into()));
+        assert_eq!(
+            parse("10 minutes"),
+            Err("`10 minutes` is not a duration".into())
+        );
+        assert_eq!(parse("5y"), Err("`y` is not a duration unit".into()));
+        assert_eq!(parse("s"), Err("`s` is not a duration".into()));
+        assert_eq!(parse(""), Err("empty duration".into()));
+    }
+
+    #[test]
+    fn renders_compactly() {
+        assert_eq!(render(Duration::from_secs(3650 * 60)), "60h 50m");
+        assert_eq!(render(Duration::from_secs(600)), "10m");
+        assert_eq!(render(Duration::from_millis(5)), "5ms");
+    }
+}

@@ -1,0 +1,259 @@
+//! The validated, owned model. Only `validate` builds it, so everything here
+//! has already been checked: names resolve, durations parse, the DAG is
+//! acyclic.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use indexmap::IndexMap;
+use jiff::civil::Date;
+use serde::Serialize;
+
+use crate::audit::{Format, Gate};
+
+/// A validated pipeline manifest.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    /// The manifest file.
+    pub path: PathBuf,
+    /// Its directory: tasks run here and relative paths start here.
+    pub dir: PathBuf,
+    /// `[pipeline]`.
+    pub pipeline: Pipeline,
+    /// Partition schemes in declaration order.
+    pub partitions: IndexMap<String, PartitionScheme>,
+    /// Pools in declaration order, the implicit `default` pool included.
+    pub pools: IndexMap<String, Pool>,
+    /// Retry classes, the implicit `default` class included.
+    pub retry: IndexMap<String, RetryClass>,
+    /// External datasets.
+    pub datasets: IndexMap<String, ExternalDataset>,
+    /// Tasks in declaration order.
+    pub tasks: IndexMap<String, Task>,
+    /// Declared backfills.
+    pub backfills: IndexMap<String, Backfill>,
+}
+
+/// `[pipeline]`.
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    /// Name.
+    pub name: String,
+    /// Stamped on every publication.
+    pub code_version: String,
+    /// Absolute (manifest-relative resolved) warehouse directory.
+    pub warehouse: PathBuf,
+}
+
+/// A partition scheme.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PartitionScheme {
+    /// One partition per day from `start` to `end` inclusive; no `end` means
+    /// up to the latest complete day (yesterday, UTC).
+    Daily {
+        /// First day.
+        start: Date,
+        /// Last day, if bounded.
+        end: Option<Date>,
+    },
+    /// A fixed list of keys.
+    Static {
+        /// The keys in declaration order.
+        keys: Vec<String>,
+    },
+}
+
+/// A resource pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Pool {
+    /// Attempts that may run at once.
+    pub slots: u32,
+}
+
+/// Slots of the implicit `default` pool when a manifest does not declare one.
+pub const DEFAULT_POOL_SLOTS: u32 = 4;
+
+/// What a failure gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Disposition {
+    /// Retried with backoff while attempts and the run's budget last.
+    Retry,
+    /// A poison pill: never retried, evidence kept.
+    Quarantine,
+    /// Stopped until an operator decides.
+    Hold,
+}
+
+/// How delays grow between attempts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Jitter {
+    /// The exact exponential delay.
+    None,
+    /// Uniform in [0, delay].
+    Full,
+    /// Uniform in [delay/2, delay].
+    Equal,
+}
+
+/// Exponential backoff parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct BackoffSpec {
+    /// First delay.
+    #[serde(with = "crate::manifest::duration::serde_millis")]
+    pub initial: Duration,
+    /// Cap on any delay.
+    #[serde(with = "crate::manifest::duration::serde_millis")]
+    pub max: Duration,
+    /// Growth factor.
+    pub multiplier: f64,
+    /// Jitter mode.
+    pub jitter: Jitter,
+}
+
+/// A retry class.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RetryClass {
+    /// Attempts in all, the first included.
+    pub max_attempts: u32,
+    /// Delay between attempts.
+    pub backoff: BackoffSpec,
+    /// What a failure of this class gets.
+    pub on_failure: Disposition,
+    /// What happens when attempts run out.
+    pub on_exhausted: Disposition,
+}
+
+impl RetryClass {
+    /// The implicit `default` class: 3 attempts, 1s doubling to 1m with full
+    /// jitter, then held for an operator.
+    pub fn default_class() -> Self {
+        RetryClass {
+            max_attempts: 3,
+            backoff: BackoffSpec {
+                initial: Duration::from_secs(1),
+                max: Duration::from_secs(60),
+                multiplier: 2.0,
+                jitter: Jitter::Full,
+            },
+            on_failure: Disposition::Retry,
+            on_exhausted: Disposition::Hold,
+        }
+    }
+}
+
+/// How a failure is classified: one of the three kinds, or a named retry
+/// class (whose `on_failure` and backoff then apply).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureRule {
+    /// Retry with the task's retry class.
+    Transient,
+    /// Quarantine: never retried.
+    Deterministic,
+    /// Hold for an operator.
+    Operator,
+    /// Follow this retry class.
+    Class(String),
+}
+
+/// An external dataset: files outside the warehouse, one per partition.
+#[derive(Debug, Clone)]
+pub struct ExternalDataset {
+    /// Path template relative to the manifest directory, with `{partition}`.
+    pub path: String,
+    /// File format.
+    pub format: Format,
+}
+
+/// Where a task input comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InputSource {
+    /// An external dataset.
+    External,
+    /// The published output of this task.
+    Task(String),
+}
+
+/// One input of a task.
+#[derive(Debug, Clone)]
+pub struct Input {
+    /// Dataset name.
+    pub dataset: String,
+    /// Where it comes from.
+    pub source: InputSource,
+}
+
+/// A task's output dataset.
+#[derive(Debug, Clone)]
+pub struct Output {
+    /// Dataset name.
+    pub dataset: String,
+    /// File format.
+    pub format: Format,
+    /// Columns that make a row unique.
+    pub grain: Vec<String>,
+}
+
+/// A validated task.
+#[derive(Debug, Clone)]
+pub struct Task {
+    /// Name.
+    pub name: String,
+    /// argv.
+    pub command: Vec<String>,
+    /// Inputs in declaration order.
+    pub inputs: Vec<Input>,
+    /// Output.
+    pub output: Output,
+    /// Upstream tasks: explicit `depends_on` plus producers of inputs, deduplicated.
+    pub depends_on: Vec<String>,
+    /// Partition scheme name.
+    pub partitioned_by: String,
+    /// Pool name.
+    pub pool: String,
+    /// Attempt time limit.
+    pub timeout: Duration,
+    /// Lease renewal interval.
+    pub heartbeat: Duration,
+    /// Retry class name.
+    pub retry: String,
+    /// Exit code classification (defaults 75, 65, 78 included).
+    pub exit_codes: BTreeMap<i32, FailureRule>,
+    /// What a timeout counts as.
+    pub on_timeout: FailureRule,
+    /// Gates.
+    pub gates: Vec<Gate>,
+    /// Planning estimate.
+    pub expected_duration: Duration,
+    /// Needs its previous partition first.
+    pub depends_on_past: bool,
+    /// Publication deadline after the partition's interval ends.
+    pub sla: Option<Duration>,
+}
+
+/// A declared backfill.
+#[derive(Debug, Clone)]
+pub struct Backfill {
+    /// Name.
+    pub name: String,
+    /// First partition key.
+    pub from: String,
+    /// Last partition key.
+    pub to: String,
+    /// Pool its attempts run in.
+    pub pool: String,
+    /// Tasks it rebuilds, in manifest order.
+    pub tasks: Vec<String>,
+    /// Why.
+    pub reason: String,
+}
+
+impl Manifest {
+    /// The task that publishes `dataset`, if any.
+    pub fn producer(&self, dataset: &str) -> Option<&Task> {
+        self.tasks.values().find(|t| t.output.dataset == dataset)
+    }
+}

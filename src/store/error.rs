@@ -1,0 +1,91 @@
+//! The store's typed errors.
+//!
+//! Callers branch on variants, never on messages: `Stale` is the only publish
+//! outcome that means "someone newer won", and `Io` means "unknown", so a
+//! caller that sees it must reread before deciding anything.
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::store::token::{FencingToken, Generation};
+
+/// A failure of the warehouse's storage layer.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum StoreError {
+    /// The filesystem (or object store) refused or failed an operation.
+    ///
+    /// For a write this means the outcome is unknown: the key may or may not
+    /// exist now.
+    #[error("i/o error on {}", path.display())]
+    #[diagnostic(code(weir::store::io))]
+    Io {
+        /// The file or directory the operation touched.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+    /// A stored record exists but is not one the store could have written.
+    #[error("corrupt record {key}: {message}")]
+    #[diagnostic(
+        code(weir::store::corrupt),
+        help("records are written whole by put-if-absent; a corrupt one was edited by hand")
+    )]
+    Corrupt {
+        /// The key of the record.
+        key: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A key (or a dataset, partition or file name used to build one) that
+    /// could escape the warehouse root or collide with the store's own files.
+    #[error("invalid key {key:?}: {reason}")]
+    #[diagnostic(code(weir::store::invalid_key))]
+    InvalidKey {
+        /// The rejected key or name.
+        key: String,
+        /// Which rule it breaks.
+        reason: &'static str,
+    },
+    /// A commit was handed to the log of a different partition than it names.
+    #[error("commit for {commit} was submitted to the log of {store}")]
+    #[diagnostic(code(weir::store::wrong_partition))]
+    WrongPartition {
+        /// `dataset/partition` of the log the commit was submitted to.
+        store: String,
+        /// `dataset/partition` the commit names.
+        commit: String,
+    },
+}
+
+impl StoreError {
+    /// Wraps an I/O error with the path it happened on.
+    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> StoreError {
+        let path = path.into();
+        move |source| StoreError::Io { path, source }
+    }
+}
+
+/// Why a commit did not become visible.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum PublishError {
+    /// A publisher holding a token at least as new already committed: this
+    /// attempt is fenced off and must not retry with the same token.
+    #[error(
+        "stale publish: token {mine} is not newer than token {committed} \
+         committed at generation {generation}"
+    )]
+    #[diagnostic(code(weir::store::stale))]
+    Stale {
+        /// The token this publisher holds.
+        mine: FencingToken,
+        /// The token of the latest committed record.
+        committed: FencingToken,
+        /// The generation of the latest committed record.
+        generation: Generation,
+    },
+    /// The log could not be read or written; the commit may or may not exist.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Store(#[from] StoreError),
+}

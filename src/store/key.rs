@@ -1,0 +1,116 @@
+//! Keys: the `/`-separated relative names every backend understands.
+//!
+//! Validation is the only thing standing between a dataset or partition name
+//! taken from a manifest and a path outside the warehouse root, so it is
+//! strict: no leading `/`, no empty segments, and no segment starting with
+//! `.` (which rules out `.` and `..` and keeps dot-names free for the
+//! backend's temp files, which listings hide).
+
+use std::path::{Path, PathBuf};
+
+use crate::store::error::StoreError;
+
+/// Checks one segment (a dataset, partition or file name).
+pub(crate) fn validate_segment(segment: &str) -> Result<(), StoreError> {
+    let reason = if segment.is_empty() {
+        Some("empty segment")
+    } else if segment.contains('/') {
+        Some("a name may not contain '/'")
+    } else if segment.starts_with('.') {
+        Some("a segment may not start with '.'")
+    } else if segment.contains('\\') || segment.contains('\0') {
+        Some("a segment may not contain '\\' or NUL")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(StoreError::InvalidKey {
+            key: segment.to_owned(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Checks a whole key: one or more valid segments joined by `/`.
+pub(crate) fn validate_key(key: &str) -> Result<(), StoreError> {
+    if key.is_empty() {
+        return Err(StoreError::InvalidKey {
+            key: String::new(),
+            reason: "empty key",
+        });
+    }
+    if key.starts_with('/') {
+        return Err(StoreError::InvalidKey {
+            key: key.to_owned(),
+            reason: "a key may not start with '/'",
+        });
+    }
+    for segment in key.split('/') {
+        validate_segment(segment).map_err(|e| match e {
+            StoreError::InvalidKey { reason, .. } => StoreError::InvalidKey {
+                key: key.to_owned(),
+                reason,
+            },
+            other => other,
+        })?;
+    }
+    Ok(())
+}
+
+/// Maps a validated key to a path under `root`, segment by segment so the
+/// separator is the platform's.
+pub(crate) fn key_path(root: &Path, key: &str) -> PathBuf {
+    let mut path = root.to_path_buf();
+    path.extend(key.split('/'));
+    path
+}
+
+/// Joins two key parts.
+pub(crate) fn join(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{prefix}/{name}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rejected(key: &str) -> bool {
+        matches!(validate_key(key), Err(StoreError::InvalidKey { .. }))
+    }
+
+    #[test]
+    fn accepts_ordinary_keys() {
+        validate_key("sales/2024-01-01/log/00000000000000000001.json").unwrap();
+        validate_key("a").unwrap();
+        validate_key("region=eu/x y").unwrap();
+    }
+
+    #[test]
+    fn rejects_escapes_and_empty_segments() {
+        for key in [
+            "", "/abs", "a//b", "a/", "../x", "a/../b", "a/./b", "a/.tmp", "a\\b", "a\0b",
+        ] {
+            assert!(rejected(key), "{key:?} accepted");
+        }
+    }
+
+    #[test]
+    fn segment_rejects_slash() {
+        assert!(validate_segment("a/b").is_err());
+        assert!(validate_segment("").is_err());
+        validate_segment("2024-01-01").unwrap();
+    }
+
+    #[test]
+    fn key_path_stays_under_root() {
+        let p = key_path(Path::new("/w"), "d/p/log");
+        assert_eq!(p, PathBuf::from("/w/d/p/log"));
+        assert_eq!(join("", "x"), "x");
+        assert_eq!(join("a/b", "x"), "a/b/x");
+    }
+}

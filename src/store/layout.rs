@@ -1,0 +1,98 @@
+//! The warehouse layout: which key holds what.
+//!
+//! ```text
+//! <root>/<dataset>/<partition>/tokens/<token 20-digit>          token allocation records
+//! <root>/<dataset>/<partition>/attempts/<token 20-digit>/       one attempt's private staging
+//!                                     data/  stdout.log  stderr.log  candidate.json
+//! <root>/<dataset>/<partition>/log/<generation 20-digit>.json   commit records, from 1
+//! ```
+//!
+//! The README documents this layout; change both together.
+
+use crate::store::key::join;
+use crate::store::token::{FencingToken, Generation};
+
+/// Directory inside an attempt dir that the task writes its output into and
+/// that a commit record's `files` are relative to.
+pub const DATA_DIR: &str = "data";
+/// The task's captured standard output, inside an attempt dir.
+pub const STDOUT_LOG: &str = "stdout.log";
+/// The task's captured standard error, inside an attempt dir.
+pub const STDERR_LOG: &str = "stderr.log";
+/// The audited candidate description, inside an attempt dir.
+pub const CANDIDATE_FILE: &str = "candidate.json";
+
+const TOKENS: &str = "tokens";
+const ATTEMPTS: &str = "attempts";
+const LOG: &str = "log";
+const RECORD_SUFFIX: &str = ".json";
+
+/// `<dataset>/<partition>`.
+pub(crate) fn partition_prefix(dataset: &str, partition: &str) -> String {
+    join(dataset, partition)
+}
+
+pub(crate) fn tokens_prefix(partition: &str) -> String {
+    join(partition, TOKENS)
+}
+
+pub(crate) fn token_key(partition: &str, token: FencingToken) -> String {
+    join(&tokens_prefix(partition), &token.key_name())
+}
+
+pub(crate) fn attempts_prefix(partition: &str) -> String {
+    join(partition, ATTEMPTS)
+}
+
+pub(crate) fn attempt_key(partition: &str, token: FencingToken) -> String {
+    join(&attempts_prefix(partition), &token.key_name())
+}
+
+pub(crate) fn log_prefix(partition: &str) -> String {
+    join(partition, LOG)
+}
+
+pub(crate) fn log_key(partition: &str, generation: Generation) -> String {
+    join(
+        &log_prefix(partition),
+        &format!("{}{RECORD_SUFFIX}", generation.key_name()),
+    )
+}
+
+/// The generation a log entry name stands for; other names (litter, hand
+/// edits) are not records.
+pub(crate) fn parse_log_name(name: &str) -> Option<Generation> {
+    Generation::parse_key_name(name.strip_suffix(RECORD_SUFFIX)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_match_the_documented_layout() {
+        let p = partition_prefix("sales", "2024-01-01");
+        assert_eq!(
+            token_key(&p, FencingToken::from_raw(3)),
+            "sales/2024-01-01/tokens/00000000000000000003"
+        );
+        assert_eq!(
+            attempt_key(&p, FencingToken::from_raw(3)),
+            "sales/2024-01-01/attempts/00000000000000000003"
+        );
+        assert_eq!(
+            log_key(&p, Generation::FIRST),
+            "sales/2024-01-01/log/00000000000000000001.json"
+        );
+    }
+
+    #[test]
+    fn log_names_parse_back() {
+        assert_eq!(
+            parse_log_name("00000000000000000012.json"),
+            Some(Generation::from_raw(12))
+        );
+        assert_eq!(parse_log_name("00000000000000000012"), None);
+        assert_eq!(parse_log_name("12.json"), None);
+    }
+}

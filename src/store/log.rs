@@ -1,0 +1,282 @@
+//! Commit records: the entries of a partition's log.
+//!
+//! `log/<g>.json` is created once, by put-if-absent, and never rewritten.
+//! The record with the highest generation is what readers see; a rollback is
+//! just a newer record pointing at an older attempt's files, so history is
+//! never lost.
+
+use crate::store::error::StoreError;
+use crate::store::key::validate_key;
+use crate::store::token::{FencingToken, Generation};
+
+/// The record format this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// One committed version of a partition.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CommitRecord {
+    /// Always [`FORMAT_VERSION`].
+    pub format_version: u32,
+    /// Position in the log; equals the number in the record's key.
+    pub generation: Generation,
+    /// The publisher's fencing token; strictly increases along the log.
+    pub token: FencingToken,
+    /// The dataset.
+    pub dataset: String,
+    /// The partition.
+    pub partition: String,
+    /// Publish or rollback. Flattened, so the JSON has a top-level
+    /// `"kind": "publish"` (plus `from_generation` for a rollback).
+    #[serde(flatten)]
+    pub kind: CommitKind,
+    /// The run that published.
+    pub run_id: String,
+    /// The task that published.
+    pub task: String,
+    /// The task's attempt number.
+    pub attempt: u32,
+    /// Key of the `attempts/<token>` dir whose `data/` holds the visible
+    /// files (a rollback points at an older one).
+    pub attempt_dir: String,
+    /// File names under `attempt_dir/data`.
+    pub files: Vec<String>,
+    /// Row count of the published data.
+    pub rows: u64,
+    /// Canonical digest of the data, `sha256:...`.
+    pub digest: String,
+    /// What the task read.
+    pub input_snapshot: serde_json::Value,
+    /// Canonical digest of `input_snapshot`.
+    pub input_snapshot_digest: String,
+    /// Version of the code that produced the data.
+    pub code_version: String,
+    /// When the record was committed, RFC 3339 UTC.
+    pub published_at: String,
+}
+
+/// Why a record exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum CommitKind {
+    /// A newly audited candidate became visible.
+    Publish,
+    /// The files of an earlier generation became visible again.
+    Rollback {
+        /// The generation whose files are restored.
+        from_generation: Generation,
+    },
+}
+
+/// What a publisher proposes: a [`CommitRecord`] without the fields the log
+/// assigns (format version, generation, timestamp).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewCommit {
+    /// The publisher's fencing token.
+    pub token: FencingToken,
+    /// The dataset; must match the partition store it is committed to.
+    pub dataset: String,
+    /// The partition; must match the partition store it is committed to.
+    pub partition: String,
+    /// Publish or rollback.
+    pub kind: CommitKind,
+    /// The run that publishes.
+    pub run_id: String,
+    /// The task that publishes.
+    pub task: String,
+    /// The task's attempt number.
+    pub attempt: u32,
+    /// Key of the attempt dir holding the files (see `attempt_key`).
+    pub attempt_dir: String,
+    /// File names under `attempt_dir/data`.
+    pub files: Vec<String>,
+    /// Row count.
+    pub rows: u64,
+    /// Canonical digest of the data.
+    pub digest: String,
+    /// What the task read.
+    pub input_snapshot: serde_json::Value,
+    /// Canonical digest of `input_snapshot`.
+    pub input_snapshot_digest: String,
+    /// Version of the code that produced the data.
+    pub code_version: String,
+}
+
+impl NewCommit {
+    /// The record this commit becomes at `generation`; the caller restamps
+    /// `generation` and `published_at` if it has to try a later one.
+    pub(crate) fn into_record(self, generation: Generation) -> CommitRecord {
+        CommitRecord {
+            format_version: FORMAT_VERSION,
+            generation,
+            token: self.token,
+            dataset: self.dataset,
+            partition: self.partition,
+            kind: self.kind,
+            run_id: self.run_id,
+            task: self.task,
+            attempt: self.attempt,
+            attempt_dir: self.attempt_dir,
+            files: self.files,
+            rows: self.rows,
+            digest: self.digest,
+            input_snapshot: self.input_snapshot,
+            input_snapshot_digest: self.input_snapshot_digest,
+            code_version: self.code_version,
+            published_at: jiff::Timestamp::now().to_string(),
+        }
+    }
+}
+
+/// The first unusable path in a record, with the rule it breaks:
+/// `attempt_dir` must be a key under this partition's `attempts/` and every
+/// file a relative key, or `visible_files` could point outside the
+/// warehouse.
+pub(crate) fn path_problem(
+    rec: &CommitRecord,
+    attempts_prefix: &str,
+) -> Option<(String, &'static str)> {
+    let under_attempts = rec
+        .attempt_dir
+        .strip_prefix(attempts_prefix)
+        .is_some_and(|rest| rest.starts_with('/'));
+    if validate_key(&rec.attempt_dir).is_err() || !under_attempts {
+        return Some((
+            rec.attempt_dir.clone(),
+            "attempt_dir must be a key under the partition's attempts/",
+        ));
+    }
+    rec.files
+        .iter()
+        .find(|f| validate_key(f).is_err())
+        .map(|f| (f.clone(), "a file name must be a relative path under data/"))
+}
+
+/// Parses the record stored at `key`, which must be generation `generation`
+/// of `dataset/partition`. Anything else is a hand edit or a copied file,
+/// and reported as [`StoreError::Corrupt`] naming the key.
+pub(crate) fn parse_record(
+    key: &str,
+    bytes: &[u8],
+    generation: Generation,
+    dataset: &str,
+    partition: &str,
+    attempts_prefix: &str,
+) -> Result<CommitRecord, StoreError> {
+    let corrupt = |message: String| StoreError::Corrupt {
+        key: key.to_owned(),
+        message,
+    };
+    // Check the version first so a newer format gets a clear message rather
+    // than a missing-field error.
+    #[derive(serde::Deserialize)]
+    struct Version {
+        format_version: u32,
+    }
+    let version: Version =
+        serde_json::from_slice(bytes).map_err(|e| corrupt(format!("not a commit record: {e}")))?;
+    if version.format_version != FORMAT_VERSION {
+        return Err(corrupt(format!(
+            "unsupported format_version {} (this build reads {FORMAT_VERSION})",
+            version.format_version
+        )));
+    }
+    let rec: CommitRecord =
+        serde_json::from_slice(bytes).map_err(|e| corrupt(format!("not a commit record: {e}")))?;
+    if rec.generation != generation {
+        return Err(corrupt(format!(
+            "record says generation {} but is stored as generation {generation}",
+            rec.generation
+        )));
+    }
+    if rec.dataset != dataset || rec.partition != partition {
+        return Err(corrupt(format!(
+            "record belongs to {}/{}, not {dataset}/{partition}",
+            rec.dataset, rec.partition
+        )));
+    }
+    if let Some((path, rule)) = path_problem(&rec, attempts_prefix) {
+        return Err(corrupt(format!("{rule}: {path:?}")));
+    }
+    Ok(rec)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn sample(token: u64) -> NewCommit {
+        NewCommit {
+            token: FencingToken::from_raw(token),
+            dataset: "d".into(),
+            partition: "p".into(),
+            kind: CommitKind::Publish,
+            run_id: "run".into(),
+            task: "task".into(),
+            attempt: 1,
+            attempt_dir: format!("d/p/attempts/{}", FencingToken::from_raw(token).key_name()),
+            files: vec!["part-0.csv".into()],
+            rows: 3,
+            digest: "sha256:00".into(),
+            input_snapshot: serde_json::json!({"upstream": 1}),
+            input_snapshot_digest: "sha256:11".into(),
+            code_version: "v1".into(),
+        }
+    }
+
+    fn bytes(rec: &CommitRecord) -> Vec<u8> {
+        serde_json::to_vec(rec).unwrap()
+    }
+
+    #[test]
+    fn round_trips_with_flat_kind() {
+        let mut rec = sample(4).into_record(Generation::from_raw(2));
+        rec.kind = CommitKind::Rollback {
+            from_generation: Generation::FIRST,
+        };
+        let json: serde_json::Value = serde_json::to_value(&rec).unwrap();
+        assert_eq!(json["kind"], "rollback");
+        assert_eq!(json["from_generation"], 1);
+        assert_eq!(json["token"], 4);
+        let back = parse_record("k", &bytes(&rec), rec.generation, "d", "p", "d/p/attempts");
+        assert_eq!(back.unwrap(), rec);
+        let publish = serde_json::to_value(sample(1).into_record(Generation::FIRST)).unwrap();
+        assert_eq!(publish["kind"], "publish");
+        assert!(publish.get("from_generation").is_none());
+    }
+
+    fn corrupt_message(result: Result<CommitRecord, StoreError>) -> String {
+        match result {
+            Err(StoreError::Corrupt { key, message }) => {
+                assert_eq!(key, "the/key");
+                message
+            }
+            other => panic!("expected corrupt, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn rejects_garbage_versions_and_mismatches() {
+        let g = Generation::FIRST;
+        let parse = |b: &[u8], g| parse_record("the/key", b, g, "d", "p", "d/p/attempts");
+        corrupt_message(parse(b"{\"format_version\":1,", g));
+        let rec = sample(1).into_record(g);
+        let mut v = serde_json::to_value(&rec).unwrap();
+        v["format_version"] = 2.into();
+        let msg = corrupt_message(parse(&serde_json::to_vec(&v).unwrap(), g));
+        assert!(msg.contains("format_version 2"), "{msg}");
+        let msg = corrupt_message(parse(&bytes(&rec), Generation::from_raw(2)));
+        assert!(msg.contains("generation"), "{msg}");
+        let mut other = rec.clone();
+        other.partition = "q".into();
+        corrupt_message(parse(&bytes(&other), g));
+        let mut escape = rec.clone();
+        escape.attempt_dir = "d/p/attempts/../../../etc".into();
+        corrupt_message(parse(&bytes(&escape), g));
+        let mut foreign = rec.clone();
+        foreign.attempt_dir = "e/q/attempts/00000000000000000001".into();
+        corrupt_message(parse(&bytes(&foreign), g));
+        let mut file = rec;
+        file.files = vec!["/etc/passwd".into()];
+        corrupt_message(parse(&bytes(&file), g));
+    }
+}

@@ -1,0 +1,639 @@
+//! One partition's slice of the warehouse: token allocation, attempt dirs
+//! and the fenced commit log.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::store::allocation::{TokenOwner, TokenRecord};
+use crate::store::backend::Backend;
+use crate::store::error::{PublishError, StoreError};
+use crate::store::fs::create_dir_all_durable;
+use crate::store::key::{key_path, validate_segment};
+use crate::store::layout::{self, DATA_DIR};
+use crate::store::log::{parse_record, path_problem, CommitRecord, NewCommit};
+use crate::store::token::{FencingToken, Generation};
+
+/// Handle on `<root>/<dataset>/<partition>`. Cheap to clone; holds no lock
+/// and no cached state, so any number of handles in any number of processes
+/// may work on the same partition.
+///
+/// The dataset and partition names are checked by every fallible method
+/// (an invalid one is [`StoreError::InvalidKey`]), so no token can be
+/// allocated, and no attempt dir prepared, for a name that would escape the
+/// root.
+#[derive(Clone)]
+pub struct PartitionStore {
+    backend: Arc<dyn Backend>,
+    root: PathBuf,
+    dataset: String,
+    partition: String,
+    /// `<dataset>/<partition>`, the prefix of every key here.
+    prefix: String,
+}
+
+impl std::fmt::Debug for PartitionStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PartitionStore")
+            .field("root", &self.root)
+            .field("dataset", &self.dataset)
+            .field("partition", &self.partition)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartitionStore {
+    pub(crate) fn new(
+        backend: Arc<dyn Backend>,
+        root: PathBuf,
+        dataset: &str,
+        partition: &str,
+    ) -> PartitionStore {
+        PartitionStore {
+            backend,
+            root,
+            dataset: dataset.to_owned(),
+            partition: partition.to_owned(),
+            prefix: layout::partition_prefix(dataset, partition),
+        }
+    }
+
+    /// The dataset name.
+    pub fn dataset(&self) -> &str {
+        &self.dataset
+    }
+
+    /// The partition name.
+    pub fn partition(&self) -> &str {
+        &self.partition
+    }
+
+    fn check(&self) -> Result<(), StoreError> {
+        validate_segment(&self.dataset)?;
+        validate_segment(&self.partition)
+    }
+
+    /// Durable, strictly increasing per partition, never reused across
+    /// runs/processes/restarts: list `tokens/`, take max+1, put-if-absent; if
+    /// taken, relist and try the next free one. The first token is 1.
+    ///
+    /// Token records are never garbage-collected: the highest one is the
+    /// partition's counter.
+    pub fn allocate_token(&self, owner: &TokenOwner) -> Result<FencingToken, StoreError> {
+        self.check()?;
+        let record = TokenRecord::new(owner);
+        let bytes = serde_json::to_vec(&record).map_err(|e| StoreError::Corrupt {
+            key: layout::tokens_prefix(&self.prefix),
+            message: format!("cannot encode token record: {e}"),
+        })?;
+        let mut candidate = self.next_free_token()?;
+        loop {
+            let key = layout::token_key(&self.prefix, candidate);
+            if self.backend.put_if_absent(&key, &bytes)? {
+                return Ok(candidate);
+            }
+            // Relisting can jump past several racers at once; the `max`
+            // guards against a listing that lags behind what we just saw.
+            candidate = self.next_free_token()?.max(candidate.next());
+        }
+    }
+
+    /// One past the highest allocated token.
+    fn next_free_token(&self) -> Result<FencingToken, StoreError> {
+        let names = self.backend.list(&layout::tokens_prefix(&self.prefix))?;
+        // Sorted 20-digit names: the last valid one is the maximum.
+        match names
+            .iter()
+            .rev()
+            .find_map(|n| FencingToken::parse_key_name(n))
+        {
+            None => Ok(FencingToken::from_raw(1)),
+            Some(max) if max.get() == u64::MAX => Err(StoreError::Corrupt {
+                key: layout::token_key(&self.prefix, max),
+                message: "token space exhausted".to_owned(),
+            }),
+            Some(max) => Ok(max.next()),
+        }
+    }
+
+    /// Who `token` was allocated to, if it was.
+    pub fn token_record(&self, token: FencingToken) -> Result<Option<TokenRecord>, StoreError> {
+        self.check()?;
+        let key = layout::token_key(&self.prefix, token);
+        let Some(bytes) = self.backend.get(&key)? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| StoreError::Corrupt {
+                key,
+                message: format!("not a token record: {e}"),
+            })
+    }
+
+    /// Absolute path of `attempts/<token>`.
+    pub fn attempt_dir(&self, token: FencingToken) -> PathBuf {
+        key_path(&self.root, &self.attempt_key(token))
+    }
+
+    /// Key of `attempts/<token>` (what a commit's `attempt_dir` holds).
+    pub fn attempt_key(&self, token: FencingToken) -> String {
+        layout::attempt_key(&self.prefix, token)
+    }
+
+    /// Creates `attempts/<token>/data/` durably and returns the attempt dir.
+    pub fn prepare_attempt(&self, token: FencingToken) -> Result<PathBuf, StoreError> {
+        self.check()?;
+        let dir = self.attempt_dir(token);
+        let data = dir.join(DATA_DIR);
+        create_dir_all_durable(&data).map_err(StoreError::io(&data))?;
+        Ok(dir)
+    }
+
+    /// Removes `attempts/<token>` (gc). The caller must know no record in
+    /// the log names it.
+    pub fn remove_attempt(&self, token: FencingToken) -> Result<(), StoreError> {
+        self.check()?;
+        self.backend.delete_prefix(&self.attempt_key(token))
+    }
+
+    /// The generations in the log, ascending.
+    pub fn generations(&self) -> Result<Vec<Generation>, StoreError> {
+        self.check()?;
+        let names = self.backend.list(&layout::log_prefix(&self.prefix))?;
+        Ok(names
+            .iter()
+            .filter_map(|n| layout::parse_log_name(n))
+            .collect())
+    }
+
+    /// The record of generation `g`, if committed.
+    pub fn record(&self, g: Generation) -> Result<Option<CommitRecord>, StoreError> {
+        self.check()?;
+        let key = layout::log_key(&self.prefix, g);
+        match self.backend.get(&key)? {
+            None => Ok(None),
+            Some(bytes) => parse_record(
+                &key,
+                &bytes,
+                g,
+                &self.dataset,
+                &self.partition,
+                &layout::attempts_prefix(&self.prefix),
+            )
+            .map(Some),
+        }
+    }
+
+    /// A generation the listing showed must be readable: records are never
+    /// deleted.
+    fn listed_record(&self, g: Generation) -> Result<CommitRecord, StoreError> {
+        self.record(g)?.ok_or_else(|| StoreError::Corrupt {
+            key: layout::log_key(&self.prefix, g),
+            message: "record is listed but cannot be found".to_owned(),
+        })
+    }
+
+    /// The record with the highest generation. Parses only that one.
+    pub fn latest(&self) -> Result<Option<CommitRecord>, StoreError> {
+        match self.generations()?.last() {
+            None => Ok(None),
+            Some(&g) => self.listed_record(g).map(Some),
+        }
+    }
+
+    /// Every record, ascending by generation.
+    pub fn history(&self) -> Result<Vec<CommitRecord>, StoreError> {
+        self.generations()?
+            .into_iter()
+            .map(|g| self.listed_record(g))
+            .collect()
+    }
+
+    /// The fenced compare-and-swap: read the latest record g (token t);
+    /// refuse with [`PublishError::Stale`] if `commit.token <= t`; else
+    /// put-if-absent `log/<g+1>`; if that key was taken (someone else
+    /// committed g+1), reread and re-check. Returns the committed record.
+    ///
+    /// An `Err(Store)` leaves the outcome unknown. Retrying with the same
+    /// token is safe: if the first try landed, the retry is `Stale` with
+    /// `committed == mine` (unless a newer token committed since).
+    pub fn commit(&self, commit: NewCommit) -> Result<CommitRecord, PublishError> {
+        self.check()?;
+        if commit.dataset != self.dataset || commit.partition != self.partition {
+            return Err(StoreError::WrongPartition {
+                store: self.prefix.clone(),
+                commit: format!("{}/{}", commit.dataset, commit.partition),
+            }
+            .into());
+        }
+        let mut record = commit.into_record(Generation::FIRST);
+        if let Some((key, reason)) = path_problem(&record, &layout::attempts_prefix(&self.prefix)) {
+            return Err(StoreError::InvalidKey { key, reason }.into());
+        }
+        let mut latest = self.latest()?;
+        loop {
+            let next = match &latest {
+                None => Generation::FIRST,
+                Some(cur) if record.token <= cur.token => {
+                    return Err(PublishError::Stale {
+                        mine: record.token,
+                        committed: cur.token,
+                        generation: cur.generation,
+                    })
+                }
+                Some(cur) if cur.generation.get() == u64::MAX => {
+                    return Err(StoreError::Corrupt {
+                        key: layout::log_key(&self.prefix, cur.generation),
+                        message: "generation space exhausted".to_owned(),
+                    }
+                    .into())
+                }
+                Some(cur) => cur.generation.next(),
+            };
+            record.generation = next;
+            record.published_at = jiff::Timestamp::now().to_string();
+            let key = layout::log_key(&self.prefix, next);
+            let bytes = serde_json::to_vec_pretty(&record).map_err(|e| StoreError::Corrupt {
+                key: key.clone(),
+                message: format!("cannot encode commit record: {e}"),
+            })?;
+            if self.backend.put_if_absent(&key, &bytes)? {
+                return Ok(record);
+            }
+            // Someone else committed `next`. Prefer a fresh listing (it may
+            // skip several racers), but never one that hasn't caught up with
+            // the key we just collided with, or we would loop on it.
+            latest = match self.latest()? {
+                Some(cur) if cur.generation >= next => Some(cur),
+                _ => Some(self.listed_record(next)?),
+            };
+        }
+    }
+
+    /// Absolute paths of the record's files.
+    pub fn visible_files(&self, rec: &CommitRecord) -> Vec<PathBuf> {
+        let data = key_path(&self.root, &rec.attempt_dir).join(DATA_DIR);
+        rec.files.iter().map(|f| key_path(&data, f)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::log::tests::sample;
+    use crate::store::log::CommitKind;
+    use crate::store::warehouse::Warehouse;
+    use std::collections::BTreeSet;
+    use std::sync::Barrier;
+
+    fn owner(attempt: u32) -> TokenOwner {
+        TokenOwner {
+            run_id: "run".into(),
+            task: "task".into(),
+            attempt,
+        }
+    }
+
+    fn setup() -> (tempfile::TempDir, Warehouse, PartitionStore) {
+        let tmp = tempfile::tempdir().unwrap();
+        let wh = Warehouse::open(tmp.path()).unwrap();
+        let p = wh.partition("d", "p");
+        (tmp, wh, p)
+    }
+
+    #[test]
+    fn tokens_increase_and_survive_reopening() {
+        let (tmp, _wh, p) = setup();
+        let mut last = FencingToken::from_raw(0);
+        for i in 1..=20 {
+            let t = p.allocate_token(&owner(i)).unwrap();
+            assert!(t > last);
+            last = t;
+        }
+        assert_eq!(last.get(), 20);
+        let reopened = Warehouse::open(tmp.path()).unwrap().partition("d", "p");
+        let t = reopened.allocate_token(&owner(21)).unwrap();
+        assert_eq!(t.get(), 21);
+        let rec = reopened.token_record(t).unwrap().unwrap();
+        assert_eq!(rec.owner(), owner(21));
+        assert_eq!(reopened.token_record(t.next()).unwrap(), None);
+        // Partitions count independently.
+        let other = reopened.allocate_token(&owner(1));
+        assert_eq!(other.unwrap().get(), 22);
+        let q = Warehouse::open(tmp.path()).unwrap().partition("d", "q");
+        assert_eq!(q.allocate_token(&owner(1)).unwrap().get(), 1);
+    }
+
+    #[test]
+    fn allocation_skips_a_token_taken_behind_its_back() {
+        let (tmp, _wh, p) = setup();
+        assert_eq!(p.allocate_token(&owner(1)).unwrap().get(), 1);
+        // Stray names in tokens/ don't count; a hand-made higher token does.
+        std::fs::write(tmp.path().join("d/p/tokens/junk"), b"").unwrap();
+        std::fs::write(tmp.path().join("d/p/tokens/00000000000000000007"), b"{}").unwrap();
+        assert_eq!(p.allocate_token(&owner(2)).unwrap().get(), 8);
+    }
+
+    #[test]
+    fn concurrent_allocate_gives_distinct_dense_tokens() {
+        let (_tmp, _wh, p) = setup();
+        let (threads, per_thread) = (8u32, 10u32);
+        let barrier = Barrier::new(threads as usize);
+        let all: Vec<FencingToken> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|i| {
+                    let (p, barrier) = (p.clone(), &barrier);
+                    s.spawn(move || {
+                        barrier.wait();
+                        (0..per_thread)
+                            .map(|j| p.allocate_token(&owner(i * 100 + j)).unwrap())
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect()
+        });
+        let n = u64::from(threads * per_thread);
+        let set: BTreeSet<u64> = all.iter().map(|t| t.get()).collect();
+        assert_eq!(set.len(), all.len(), "duplicate tokens");
+        assert_eq!(set, (1..=n).collect());
+    }
+
+    #[test]
+    fn commits_advance_generations_and_stale_is_refused() {
+        let (_tmp, _wh, p) = setup();
+        assert_eq!(p.latest().unwrap(), None);
+        let t1 = p.allocate_token(&owner(1)).unwrap();
+        let t2 = p.allocate_token(&owner(2)).unwrap();
+        let t3 = p.allocate_token(&owner(3)).unwrap();
+        let r1 = p.commit(sample(t1.get())).unwrap();
+        assert_eq!(r1.generation, Generation::FIRST);
+        let r2 = p.commit(sample(t3.get())).unwrap();
+        assert_eq!(r2.generation.get(), 2);
+        // t2 < t3: fenced off, and the log is unchanged.
+        match p.commit(sample(t2.get())) {
+            Err(PublishError::Stale {
+                mine,
+                committed,
+                generation,
+            }) => {
+                assert_eq!((mine, committed, generation.get()), (t2, t3, 2));
+            }
+            other => panic!("expected stale, got {other:?}"),
+        }
+        // Equal token (a retry after an unknown outcome) is stale too.
+        assert!(matches!(
+            p.commit(sample(t3.get())),
+            Err(PublishError::Stale { mine, committed, .. }) if mine == committed
+        ));
+        assert_eq!(p.history().unwrap(), vec![r1.clone(), r2.clone()]);
+        assert_eq!(p.latest().unwrap(), Some(r2.clone()));
+        assert_eq!(p.record(Generation::FIRST).unwrap(), Some(r1));
+        assert_eq!(p.record(Generation::from_raw(3)).unwrap(), None);
+        assert!(r2.published_at.ends_with('Z'));
+    }
+
+    /// Writes log/<g> as a racing publisher would have.
+    fn plant(tmp: &tempfile::TempDir, p: &PartitionStore, g: u64, token: u64) {
+        let rec = sample(token).into_record(Generation::from_raw(g));
+        let key = layout::log_key(&p.prefix, rec.generation);
+        let path = key_path(tmp.path(), &key);
+        std::fs::write(path, serde_json::to_vec(&rec).unwrap()).unwrap();
+    }
+
+    /// A backend whose listing lags: it hides the newest log record, as a
+    /// stale directory cache would, so the committer collides with it.
+    struct LaggingList(FsBackend);
+
+    impl Backend for LaggingList {
+        fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
+            self.0.put_if_absent(key, bytes)
+        }
+        fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+            self.0.get(key)
+        }
+        fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+            let mut names = self.0.list(prefix)?;
+            if prefix.ends_with("/log") {
+                names.pop();
+            }
+            Ok(names)
+        }
+        fn delete_prefix(&self, prefix: &str) -> Result<(), StoreError> {
+            self.0.delete_prefix(prefix)
+        }
+    }
+
+    use crate::store::backend::FsBackend;
+
+    #[test]
+    fn committer_rereads_a_racing_record_then_commits_after_it() {
+        let (tmp, _wh, p) = setup();
+        p.commit(sample(1)).unwrap();
+        // The racer committed generation 2 with token 5 after we listed; we
+        // hold token 9, so we must land at generation 3.
+        plant(&tmp, &p, 2, 5);
+        let lagging = Warehouse::with_backend(
+            Arc::new(LaggingList(FsBackend::new(tmp.path()))),
+            tmp.path().to_path_buf(),
+        )
+        .partition("d", "p");
+        let rec = lagging.commit(sample(9)).unwrap();
+        assert_eq!(rec.generation.get(), 3);
+        let tokens: Vec<u64> = p.history().unwrap().iter().map(|r| r.token.get()).collect();
+        assert_eq!(tokens, vec![1, 5, 9]);
+    }
+
+    #[test]
+    fn committer_rereads_a_racing_record_then_is_stale() {
+        let (tmp, _wh, p) = setup();
+        p.commit(sample(1)).unwrap();
+        plant(&tmp, &p, 2, 7);
+        let lagging = Warehouse::with_backend(
+            Arc::new(LaggingList(FsBackend::new(tmp.path()))),
+            tmp.path().to_path_buf(),
+        )
+        .partition("d", "p");
+        match lagging.commit(sample(6)) {
+            Err(PublishError::Stale {
+                mine,
+                committed,
+                generation,
+            }) => assert_eq!((mine.get(), committed.get(), generation.get()), (6, 7, 2)),
+            other => panic!("expected stale, got {other:?}"),
+        }
+        assert_eq!(p.generations().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn concurrent_publish_same_partition() {
+        let (_tmp, _wh, p) = setup();
+        let threads = 8;
+        let barrier = Barrier::new(threads);
+        let outcomes: Vec<(FencingToken, Result<CommitRecord, PublishError>)> =
+            std::thread::scope(|s| {
+                let handles: Vec<_> = (0..threads)
+                    .map(|i| {
+                        let (p, barrier) = (p.clone(), &barrier);
+                        s.spawn(move || {
+                            let t = p.allocate_token(&owner(i as u32)).unwrap();
+                            barrier.wait();
+                            (t, p.commit(sample(t.get())))
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+        let mut generations = BTreeSet::new();
+        for (t, outcome) in &outcomes {
+            match outcome {
+                Ok(rec) => {
+                    assert_eq!(rec.token, *t);
+                    assert!(
+                        generations.insert(rec.generation.get()),
+                        "generation reused"
+                    );
+                }
+                Err(PublishError::Stale {
+                    mine, committed, ..
+                }) => {
+                    assert_eq!(mine, t);
+                    assert!(committed > mine);
+                }
+                Err(e) => panic!("unexpected error {e:?}"),
+            }
+        }
+        let k = generations.len() as u64;
+        assert!(k >= 1);
+        assert_eq!(generations, (1..=k).collect());
+        let history = p.history().unwrap();
+        assert_eq!(history.len() as u64, k);
+        assert!(history.windows(2).all(|w| w[0].token < w[1].token));
+        // The highest token always wins in the end.
+        let max = outcomes.iter().map(|(t, _)| *t).max().unwrap();
+        assert_eq!(p.latest().unwrap().unwrap().token, max);
+    }
+
+    #[test]
+    fn commit_rejects_wrong_partition_and_escaping_paths() {
+        let (_tmp, wh, p) = setup();
+        let q = wh.partition("d", "q");
+        assert!(matches!(
+            q.commit(sample(1)),
+            Err(PublishError::Store(StoreError::WrongPartition { .. }))
+        ));
+        let mut bad = sample(1);
+        bad.attempt_dir = "d/q/attempts/00000000000000000001".into();
+        assert!(matches!(
+            p.commit(bad),
+            Err(PublishError::Store(StoreError::InvalidKey { .. }))
+        ));
+        let mut bad = sample(1);
+        bad.files = vec!["../../../../etc/passwd".into()];
+        assert!(matches!(
+            p.commit(bad),
+            Err(PublishError::Store(StoreError::InvalidKey { .. }))
+        ));
+        assert_eq!(p.latest().unwrap(), None);
+    }
+
+    #[test]
+    fn invalid_names_never_touch_the_disk() {
+        let (tmp, wh, _p) = setup();
+        for (d, part) in [("..", "p"), ("d", ".."), ("d", "a/b"), ("", "p")] {
+            let bad = wh.partition(d, part);
+            assert!(matches!(
+                bad.allocate_token(&owner(1)),
+                Err(StoreError::InvalidKey { .. })
+            ));
+            assert!(bad.prepare_attempt(FencingToken::from_raw(1)).is_err());
+            assert!(bad.latest().is_err());
+        }
+        assert!(std::fs::read_dir(tmp.path()).unwrap().next().is_none());
+    }
+
+    #[test]
+    fn corrupt_latest_names_its_key() {
+        let (tmp, _wh, p) = setup();
+        p.commit(sample(1)).unwrap();
+        let path = tmp.path().join("d/p/log/00000000000000000001.json");
+        std::fs::write(&path, b"{\"format_version\": 1, \"gen").unwrap();
+        match p.latest() {
+            Err(StoreError::Corrupt { key, .. }) => {
+                assert_eq!(key, "d/p/log/00000000000000000001.json")
+            }
+            other => panic!("expected corrupt, got {other:?}"),
+        }
+        assert!(matches!(
+            p.commit(sample(2)),
+            Err(PublishError::Store(StoreError::Corrupt { .. }))
+        ));
+    }
+
+    #[test]
+    fn attempts_and_visible_files() {
+        let (tmp, wh, p) = setup();
+        let t = p.allocate_token(&owner(1)).unwrap();
+        let dir = p.prepare_attempt(t).unwrap();
+        assert_eq!(dir, wh.root().join("d/p/attempts/00000000000000000001"));
+        assert_eq!(p.attempt_dir(t), dir);
+        assert_eq!(p.attempt_key(t), "d/p/attempts/00000000000000000001");
+        std::fs::write(dir.join("data/part-0.csv"), b"a\n").unwrap();
+        crate::store::fs::fsync_tree(&dir).unwrap();
+        let rec = p.commit(sample(t.get())).unwrap();
+        let files = p.visible_files(&rec);
+        assert_eq!(files, vec![dir.join("data/part-0.csv")]);
+        assert_eq!(std::fs::read(&files[0]).unwrap(), b"a\n");
+        // A rollback is a newer record naming the older attempt's files.
+        let t2 = p.allocate_token(&owner(2)).unwrap();
+        let mut rollback = sample(t2.get());
+        rollback.kind = CommitKind::Rollback {
+            from_generation: rec.generation,
+        };
+        rollback.attempt_dir = rec.attempt_dir.clone();
+        let rb = p.commit(rollback).unwrap();
+        assert_eq!(p.visible_files(&rb), files);
+        let t3 = p.allocate_token(&owner(3)).unwrap();
+        p.prepare_attempt(t3).unwrap();
+        p.remove_attempt(t3).unwrap();
+        assert!(!p.attempt_dir(t3).exists());
+        assert!(tmp.path().join("d/p/attempts").is_dir());
+    }
+
+    #[test]
+    fn warehouse_lists_datasets_and_partitions() {
+        let (tmp, wh, p) = setup();
+        p.allocate_token(&owner(1)).unwrap();
+        wh.partition("d", "a").allocate_token(&owner(1)).unwrap();
+        wh.partition("e", "x").allocate_token(&owner(1)).unwrap();
+        std::fs::create_dir(tmp.path().join("_runs")).unwrap();
+        assert_eq!(wh.datasets().unwrap(), vec!["d", "e"]);
+        assert_eq!(wh.partitions("d").unwrap(), vec!["a", "p"]);
+        assert!(wh.partitions("none").unwrap().is_empty());
+        assert!(wh.partitions("..").is_err());
+    }
+
+    #[test]
+    fn relative_root_becomes_absolute() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cwd = std::env::current_dir().unwrap();
+        let rel = pathdiff(tmp.path(), &cwd);
+        let wh = Warehouse::open(&rel).unwrap();
+        assert!(wh.root().is_absolute());
+        let t = FencingToken::from_raw(1);
+        assert!(wh.partition("d", "p").attempt_dir(t).is_absolute());
+    }
+
+    /// `target` relative to `base` (both absolute), via `..` segments.
+    fn pathdiff(target: &std::path::Path, base: &std::path::Path) -> PathBuf {
+        let mut rel = PathBuf::new();
+        for _ in base.components().skip(1) {
+            rel.push("..");
+        }
+        rel.extend(target.components().skip(1));
+        rel
+    }
+}

@@ -1,0 +1,195 @@
+//! Every kind of manifest error gets an exact diagnostic: file, line,
+//! column, the underlined key or value, what is wrong and how to fix it.
+//! Each `tests/fixtures/bad/NAME.toml` has its rendered `NAME.stderr`.
+
+use std::path::Path;
+
+use weir::manifest::Manifest;
+
+use crate::support::{assert_snapshot, repo, run_in, stderr};
+
+/// (fixture, diagnostic code, 1-based line, column) of the first error.
+const CASES: &[(&str, &str, usize, usize)] = &[
+    ("syntax", "weir::manifest::syntax", 16, 1),
+    ("unknown_key", "weir::manifest::unknown_key", 15, 1),
+    ("wrong_type", "weir::manifest::wrong_type", 15, 11),
+    ("missing_key", "weir::manifest::missing_key", 16, 10),
+    ("unknown_dependency", "weir::manifest::unknown_task", 20, 15),
+    ("unknown_input", "weir::manifest::unknown_dataset", 19, 11),
+    ("unknown_pool", "weir::manifest::unknown_pool", 17, 8),
+    (
+        "unknown_retry_class",
+        "weir::manifest::unknown_retry_class",
+        20,
+        9,
+    ),
+    (
+        "unknown_partition_scheme",
+        "weir::manifest::unknown_partition_scheme",
+        17,
+        18,
+    ),
+    ("cycle", "weir::manifest::cycle", 16, 15),
+    (
+        "duplicate_grain_column",
+        "weir::manifest::duplicate_grain_column",
+        16,
+        64,
+    ),
+    (
+        "gate_unknown_input",
+        "weir::manifest::gate_unknown_input",
+        21,
+        53,
+    ),
+    ("backfill_reversed", "weir::manifest::bad_range", 20, 6),
+    (
+        "backfill_outside_scheme",
+        "weir::manifest::out_of_range",
+        19,
+        8,
+    ),
+    ("bad_duration", "weir::manifest::bad_duration", 17, 11),
+    ("bad_date", "weir::manifest::bad_date", 8, 9),
+    ("zero_slots", "weir::manifest::bad_slots", 15, 9),
+    (
+        "duplicate_output",
+        "weir::manifest::duplicate_output",
+        20,
+        22,
+    ),
+    ("unknown_section", "weir::manifest::unknown_section", 6, 2),
+    ("many_errors", "weir::manifest::invalid_value", 15, 16),
+];
+
+fn fixture(name: &str) -> std::path::PathBuf {
+    repo()
+        .join("tests/fixtures/bad")
+        .join(format!("{name}.toml"))
+}
+
+#[test]
+fn every_error_kind_has_its_code_and_location() {
+    for (name, code, line, col) in CASES {
+        let path = fixture(name);
+        let errors = Manifest::load(&path).expect_err(name);
+        let first = &errors.errors[0];
+        assert_eq!(first.code, *code, "{name}: code");
+        assert_eq!(
+            first.line_col(),
+            Some((*line, *col)),
+            "{name}: location of `{}`",
+            first.message
+        );
+    }
+}
+
+#[test]
+fn diagnostics_render_exactly() {
+    for (name, _, _, _) in CASES {
+        let out = run_in(
+            &repo().join("tests/fixtures/bad"),
+            &["validate", &format!("{name}.toml")],
+        );
+        assert_eq!(out.status.code(), Some(2), "{name}: exit code");
+        assert!(out.stdout.is_empty(), "{name}: nothing on stdout");
+        let text = stderr(&out);
+        assert!(
+            !text.contains("panicked") && !text.contains("RUST_BACKTRACE"),
+            "{name}: {text}"
+        );
+        assert_snapshot(
+            &repo().join(format!("tests/fixtures/bad/{name}.stderr")),
+            &text,
+        );
+    }
+}
+
+#[test]
+fn every_independent_error_is_reported() {
+    let errors = Manifest::load(&fixture("many_errors")).unwrap_err();
+    let codes: Vec<&str> = errors.errors.iter().map(|e| e.code).collect();
+    assert_eq!(
+        codes,
+        [
+            "weir::manifest::invalid_value", // max_attempts = 0
+            "weir::manifest::unknown_pool",  // bakfill
+            "weir::manifest::bad_duration",  // heartbeat = "soon"
+            "weir::manifest::invalid_value", // format = "parquet"
+            "weir::manifest::unknown_gate",  // row_cout
+        ]
+    );
+}
+
+#[test]
+fn misspelt_names_get_a_suggestion() {
+    let cases = [
+        ("unknown_dependency", "did you mean `extract`?"),
+        ("unknown_input", "did you mean `raw_orders`?"),
+        ("unknown_pool", "did you mean `current`?"),
+        ("unknown_section", "did you mean `partitions`?"),
+    ];
+    for (name, help) in cases {
+        let errors = Manifest::load(&fixture(name)).unwrap_err();
+        assert_eq!(errors.errors[0].help.as_deref(), Some(help), "{name}");
+    }
+}
+
+#[test]
+fn a_cycle_names_every_task_in_order() {
+    let errors = Manifest::load(&fixture("cycle")).unwrap_err();
+    assert_eq!(errors.errors.len(), 1);
+    assert_eq!(
+        errors.errors[0].message,
+        "dependency cycle: `extract` -> `load` -> `transform` -> `extract`"
+    );
+    assert_eq!(
+        errors.errors[0].secondary.len(),
+        2,
+        "each depends_on entry is labelled"
+    );
+}
+
+#[test]
+fn a_missing_file_is_a_diagnostic_not_a_panic() {
+    let out = run_in(Path::new("."), &["validate", "no/such/manifest.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("cannot read `no/such/manifest.toml`"));
+}
+
+mod never_panics {
+    //! Whatever the bytes, validation returns a value: proptest over random
+    //! text and over mutations of a real manifest.
+    use proptest::prelude::*;
+    use std::path::Path;
+    use weir::manifest::Manifest;
+
+    fn atlasmart() -> String {
+        std::fs::read_to_string(crate::support::repo().join("pipelines/atlasmart.toml")).unwrap()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
+
+        #[test]
+        fn random_text(src in "\\PC{0,400}") {
+            let _ = Manifest::parse("random.toml", &src, Path::new("random.toml"));
+        }
+
+        #[test]
+        fn mutated_manifest(cut in 0usize..4000, len in 0usize..40, insert in "[\\[\\]{}=\",.a-z0-9 \n#'-]{0,12}") {
+            let mut src = atlasmart();
+            let start = floor_char(&src, cut.min(src.len()));
+            let end = floor_char(&src, (start + len).min(src.len()));
+            src.replace_range(start..end, &insert);
+            let _ = Manifest::parse("mutated.toml", &src, Path::new("pipelines/mutated.toml"));
+        }
+    }
+
+    fn floor_char(s: &str, mut i: usize) -> usize {
+        while !s.is_char_boundary(i) {
+            i -= 1;
+        }
+        i
+    }
+}
