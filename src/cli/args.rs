@@ -21,6 +21,8 @@ pub(crate) enum Command {
     Plan(PlanArgs),
     /// Run task instances: write, audit, publish (default: the latest partition).
     Run(RunArgs),
+    /// Run a declared backfill in its own pool (`--dry-run`: its plan and cost).
+    Backfill(BackfillArgs),
     /// Print the event log.
     Events(EventsArgs),
     /// What is published: generation, token, rows, digest, code_version per partition.
@@ -48,6 +50,23 @@ pub(crate) struct RunArgs {
     /// Seed for retry jitter (reproducible runs).
     #[arg(long, hide = true)]
     pub(crate) seed: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BackfillArgs {
+    /// Manifest file.
+    pub(crate) manifest: PathBuf,
+    /// The backfill's name, as declared under `[backfills]`.
+    pub(crate) name: String,
+    /// Print the plan (instances, pool, slots, estimated wall time); write nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Rerun even partitions published with the same input snapshot and code_version.
+    #[arg(long)]
+    pub(crate) force: bool,
+    /// Run id (default: generated from the start time).
+    #[arg(long)]
+    pub(crate) run_id: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -37,6 +37,7 @@ pub fn main() -> ExitCode {
         Command::Validate(a) => validate::run(&a),
         Command::Plan(a) => plan::run(&a),
         Command::Run(a) => run::run(&a),
+        Command::Backfill(a) => run::backfill(&a),
         Command::Events(a) => events::run(&a),
         Command::Status(a) => status::status(&a),
         Command::Show(a) => status::show(&a),

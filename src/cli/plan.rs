@@ -2,6 +2,7 @@
 
 use super::args::{GraphFormat, PlanArgs};
 use super::{exit, load, report};
+use crate::manifest::Manifest;
 use crate::plan::{cost, render, Plan, Scope};
 
 pub(crate) fn run(args: &PlanArgs) -> u8 {
@@ -14,31 +15,40 @@ pub(crate) fn run(args: &PlanArgs) -> u8 {
         (None, false) => Scope::Partitions(args.partition.clone()),
         (None, true) => Scope::Latest,
     };
-    let today = crate::clock::today();
-    let built = if args.task.is_empty() {
-        Plan::build(&manifest, &scope, today)
-    } else {
-        let names: Vec<&str> = args.task.iter().map(String::as_str).collect();
-        Plan::build_for(&manifest, &scope, &names, today)
-    };
-    let plan = match built {
-        Ok(p) => p,
-        Err(e) => {
-            report(&e);
+    if let Some(format) = args.graph {
+        let Some(plan) = build(&manifest, &scope, &args.task) else {
             return exit::INVALID;
+        };
+        match format {
+            GraphFormat::Dot => print!("{}", render::dot(&plan)),
+            GraphFormat::Mermaid => print!("{}", render::mermaid(&plan)),
         }
+        return exit::OK;
+    }
+    print(&manifest, &scope, &args.task, args.json)
+}
+
+/// Prints the plan of `scope` as a table or JSON; shared with `backfill --dry-run`.
+pub(crate) fn print(manifest: &Manifest, scope: &Scope, tasks: &[String], json: bool) -> u8 {
+    let Some(plan) = build(manifest, scope, tasks) else {
+        return exit::INVALID;
     };
-    match args.graph {
-        Some(GraphFormat::Dot) => print!("{}", render::dot(&plan)),
-        Some(GraphFormat::Mermaid) => print!("{}", render::mermaid(&plan)),
-        None => {
-            let estimate = cost::estimate(&plan);
-            if args.json {
-                print!("{}", render::json(&plan, &estimate));
-            } else {
-                print!("{}", render::table(&plan, &estimate));
-            }
-        }
+    let estimate = cost::estimate(&plan);
+    if json {
+        print!("{}", render::json(&plan, &estimate));
+    } else {
+        print!("{}", render::table(&plan, &estimate));
     }
     exit::OK
+}
+
+fn build(manifest: &Manifest, scope: &Scope, tasks: &[String]) -> Option<Plan> {
+    let today = crate::clock::today();
+    let built = if tasks.is_empty() {
+        Plan::build(manifest, scope, today)
+    } else {
+        let names: Vec<&str> = tasks.iter().map(String::as_str).collect();
+        Plan::build_for(manifest, scope, &names, today)
+    };
+    built.map_err(|e| report(&e)).ok()
 }

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::args::RunArgs;
+use super::args::{BackfillArgs, RunArgs};
 use super::{exit, load, report};
 use crate::events::{EventRecord, State};
 use crate::exec::{self, InstanceResult, RunOptions, RunSummary};
@@ -30,6 +30,27 @@ pub(crate) fn run(args: &RunArgs) -> u8 {
         force: args.force,
         run_id: args.run_id.clone(),
         seed: args.seed,
+    };
+    execute(&manifest, &options)
+}
+
+/// `weir backfill`: only ever launched explicitly; resumes by skipping what
+/// is already published with the same input snapshot and code_version.
+pub(crate) fn backfill(args: &BackfillArgs) -> u8 {
+    let manifest = match load(&args.manifest) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    let scope = Scope::Backfill(args.name.clone());
+    if args.dry_run {
+        return super::plan::print(&manifest, &scope, &[], false);
+    }
+    let options = RunOptions {
+        scope,
+        tasks: Vec::new(),
+        force: args.force,
+        run_id: args.run_id.clone(),
+        seed: None,
     };
     execute(&manifest, &options)
 }

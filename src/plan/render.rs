@@ -40,11 +40,16 @@ pub fn thousands(n: u64) -> String {
 fn scope_line(plan: &Plan) -> String {
     match (&plan.scope, &plan.backfill) {
         (_, Some(b)) => format!(
-            "backfill `{}`: {} to {} ({} partitions)\nreason: {}",
+            "backfill `{}`: {} to {} ({} {})\nreason: {}",
             b.name,
             b.from,
             b.to,
             plan.tasks.first().map_or(0, |t| t.keys.len()),
+            if plan.tasks.first().is_some_and(|t| t.keys.len() == 1) {
+                "partition"
+            } else {
+                "partitions"
+            },
             b.reason
         ),
         (Scope::Latest, _) => {
