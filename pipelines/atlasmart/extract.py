@@ -1,14 +1,15 @@
 """extract: the committed state of each order line from the raw change log.
 
 The raw file is an append-only change log; each change carries the source's
-sequence number. Only changes up to the source's committed sequence
-(ATLASMART_COMMITTED_SEQ, 206 for the bundled data) are part of the snapshot:
-later ones are still in flight at the source.
+sequence number. Only changes up to the source's committed sequence (the
+dataset's watermark, pinned by weir in the input snapshot and passed as
+WEIR_WATERMARK_RAW_ORDERS: 206 for the bundled data) are part of the
+snapshot: later ones are still in flight at the source.
 """
 import csv
 import os
 
-committed = int(os.environ.get("ATLASMART_COMMITTED_SEQ", "206"))
+committed = int(os.environ["WEIR_WATERMARK_RAW_ORDERS"])
 latest = {}
 with open(os.environ["WEIR_INPUT_RAW_ORDERS"], newline="") as f:
     for change in csv.DictReader(f):

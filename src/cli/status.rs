@@ -61,6 +61,7 @@ pub(crate) fn status(args: &StatusArgs) -> u8 {
                     "attempt": r.attempt,
                     "rows": r.rows,
                     "digest": r.digest,
+                    "input_snapshot": r.input_snapshot,
                     "input_snapshot_digest": r.input_snapshot_digest,
                     "code_version": r.code_version,
                     "published_at": r.published_at,

@@ -192,6 +192,10 @@ fn environment(
     ];
     for input in &snapshot.inputs {
         env.push((launch::input_var(&input.name), absolute(&input.location)));
+        if let Some(w) = &input.watermark {
+            let var = launch::input_var(&input.name).replacen("WEIR_INPUT_", "WEIR_WATERMARK_", 1);
+            env.push((var, w.clone()));
+        }
     }
     env
 }

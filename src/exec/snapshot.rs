@@ -32,6 +32,10 @@ pub struct PinnedInput {
     /// For external inputs: the path relative to the manifest.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// For external inputs with a declared watermark: the source's committed
+    /// position when the input was pinned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub watermark: Option<String>,
     /// Canonical digest (upstream) or SHA-256 of the file bytes (external).
     pub digest: String,
     /// Where the task reads it: a file (external) or a directory (upstream).
@@ -103,6 +107,22 @@ pub fn pin(
                         location.display()
                     ))
                 })?;
+                let watermark = match &dataset.watermark {
+                    Some(template) => {
+                        let path = manifest
+                            .dir
+                            .join(template.replace("{partition}", partition));
+                        let text = std::fs::read_to_string(&path).map_err(|e| {
+                            PinError::External(format!(
+                                "watermark of `{}` ({}): {e}",
+                                input.dataset,
+                                path.display()
+                            ))
+                        })?;
+                        Some(text.trim().to_string())
+                    }
+                    None => None,
+                };
                 inputs.push(PinnedInput {
                     name: input.dataset.clone(),
                     kind: "external",
@@ -110,6 +130,7 @@ pub fn pin(
                     generation: None,
                     token: None,
                     path: Some(relative),
+                    watermark,
                     digest,
                     data: Some(InputData {
                         format: dataset.format,
@@ -142,6 +163,7 @@ pub fn pin(
                     generation: Some(record.generation.get()),
                     token: Some(record.token.get()),
                     path: None,
+                    watermark: None,
                     digest: record.digest.clone(),
                     data: Some(InputData { format, files }),
                     location,

@@ -166,6 +166,8 @@ pub struct ExternalDataset {
     pub path: String,
     /// File format.
     pub format: Format,
+    /// Path template of the source's committed-position file, if declared.
+    pub watermark: Option<String>,
 }
 
 /// Where a task input comes from.

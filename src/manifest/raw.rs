@@ -124,6 +124,10 @@ pub struct RawDataset {
     /// `csv` or `jsonl`.
     #[serde(default = "default_format")]
     pub format: Format,
+    /// File (relative to the manifest, may use `{partition}`) holding the
+    /// source's committed position, e.g. a sequence number; pinned in the
+    /// input snapshot and passed to tasks as `WEIR_WATERMARK_<NAME>`.
+    pub watermark: Option<String>,
 }
 
 /// `[tasks.NAME]`.

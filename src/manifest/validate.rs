@@ -529,6 +529,7 @@ impl Validator<'_, '_, '_, '_> {
                 ExternalDataset {
                     path: raw.path.clone(),
                     format: raw.format,
+                    watermark: raw.watermark.clone(),
                 },
             );
         }

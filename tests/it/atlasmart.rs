@@ -129,6 +129,23 @@ fn the_main_command_reproduces_the_certified_numbers() {
     assert!(versions.iter().all(|v| v == "2026.09.2"));
     let (day1, _) = fact_sales(&dir, &["2026-09-20"]);
     assert_eq!(day1.cost, 42_500);
+    // The source's committed sequence is pinned in the input snapshot.
+    let s = status(&dir);
+    let raw = &record(&s, "stg_order_lines", "2026-09-21")["input_snapshot"]["inputs"][0];
+    assert_eq!(raw["name"], "raw_orders");
+    assert_eq!(raw["watermark"], "206");
+    // A change after the watermark (seq 207, order A-2004) is not published.
+    let day2 = stdout(&run_in(
+        &dir,
+        &[
+            "show",
+            "atlasmart.toml",
+            "fact_sales",
+            "--partition",
+            "2026-09-21",
+        ],
+    ));
+    assert!(!day2.contains("A-2004"), "{day2}");
 }
 
 #[test]
