@@ -13,5 +13,6 @@ pub mod clock;
 pub mod events;
 pub mod exec;
 pub mod manifest;
+pub mod ops;
 pub mod plan;
 pub mod store;

@@ -29,6 +29,61 @@ pub(crate) enum Command {
     Status(StatusArgs),
     /// Print a partition's visible rows as CSV.
     Show(ShowArgs),
+    /// Release a HELD or QUARANTINED instance and run its partition again.
+    Retry(DecisionArgs),
+    /// Give up a HELD instance: it is not run again until `weir retry`.
+    Abandon(DecisionArgs),
+    /// Vouch for a generation again after `uncertify`.
+    Certify(CertifyArgs),
+    /// Mark a generation as suspect: downstream tasks refuse it without --allow-uncertified.
+    Uncertify(CertifyArgs),
+    /// Republish an earlier generation as a new, fenced generation.
+    Rollback(RollbackArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DecisionArgs {
+    /// Manifest file.
+    pub(crate) manifest: PathBuf,
+    /// Task.
+    pub(crate) task: String,
+    /// Partition.
+    #[arg(long)]
+    pub(crate) partition: String,
+    /// Why: recorded in the event log.
+    #[arg(long, required = true)]
+    pub(crate) note: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CertifyArgs {
+    /// Manifest file.
+    pub(crate) manifest: PathBuf,
+    /// Dataset.
+    pub(crate) dataset: String,
+    /// Partition.
+    #[arg(long)]
+    pub(crate) partition: String,
+    /// Generation (default: the current one).
+    #[arg(long)]
+    pub(crate) generation: Option<u64>,
+    /// Why: recorded in the event log.
+    #[arg(long, required = true)]
+    pub(crate) reason: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RollbackArgs {
+    /// Manifest file.
+    pub(crate) manifest: PathBuf,
+    /// Dataset.
+    pub(crate) dataset: String,
+    /// Partition.
+    #[arg(long)]
+    pub(crate) partition: String,
+    /// The generation to make visible again (default: the one before the current).
+    #[arg(long)]
+    pub(crate) to: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -50,6 +105,9 @@ pub(crate) struct RunArgs {
     /// Seed for retry jitter (reproducible runs).
     #[arg(long, hide = true)]
     pub(crate) seed: Option<u64>,
+    /// Read upstream generations even if an operator uncertified them.
+    #[arg(long)]
+    pub(crate) allow_uncertified: bool,
 }
 
 #[derive(Debug, Args)]
@@ -67,6 +125,9 @@ pub(crate) struct BackfillArgs {
     /// Run id (default: generated from the start time).
     #[arg(long)]
     pub(crate) run_id: Option<String>,
+    /// Read upstream generations even if an operator uncertified them.
+    #[arg(long)]
+    pub(crate) allow_uncertified: bool,
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,7 @@
 mod args;
 mod events;
 pub mod exit;
+mod ops;
 mod plan;
 mod run;
 mod status;
@@ -41,6 +42,11 @@ pub fn main() -> ExitCode {
         Command::Events(a) => events::run(&a),
         Command::Status(a) => status::status(&a),
         Command::Show(a) => status::show(&a),
+        Command::Retry(a) => ops::retry(&a),
+        Command::Abandon(a) => ops::abandon(&a),
+        Command::Certify(a) => ops::certify(&a, true),
+        Command::Uncertify(a) => ops::certify(&a, false),
+        Command::Rollback(a) => ops::rollback(&a),
     };
     ExitCode::from(code)
 }

@@ -30,6 +30,7 @@ pub(crate) fn run(args: &RunArgs) -> u8 {
         force: args.force,
         run_id: args.run_id.clone(),
         seed: args.seed,
+        allow_uncertified: args.allow_uncertified,
     };
     execute(&manifest, &options)
 }
@@ -51,6 +52,7 @@ pub(crate) fn backfill(args: &BackfillArgs) -> u8 {
         force: args.force,
         run_id: args.run_id.clone(),
         seed: None,
+        allow_uncertified: args.allow_uncertified,
     };
     execute(&manifest, &options)
 }

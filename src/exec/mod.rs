@@ -31,7 +31,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::events::{Event, EventLog, State};
-use crate::manifest::{Disposition, Manifest};
+use crate::manifest::{Disposition, Manifest, Task};
+use crate::ops::state::{self as marks, InstanceMark, Mark};
 use crate::plan::{Plan, Scope};
 use crate::store::{CommitRecord, Warehouse};
 use attempt::AttemptOutcome;
@@ -53,6 +54,8 @@ pub struct RunOptions {
     pub run_id: Option<String>,
     /// Seed for backoff jitter (tests); random when absent.
     pub seed: Option<u64>,
+    /// Read upstream generations even when an operator uncertified them.
+    pub allow_uncertified: bool,
 }
 
 /// How one instance ended in this run.
@@ -162,6 +165,8 @@ struct Report {
 enum Outcome {
     Attempt(AttemptOutcome),
     AlreadyPublished,
+    /// An operator decision from an earlier run stands.
+    Marked(InstanceMark),
     /// Inputs could not be pinned.
     Unpinned(String),
 }
@@ -394,62 +399,24 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             self.budget.record_first_attempt();
         }
         self.status[id] = Status::Running;
-        let (t, _) = self.plan.locate(id);
         let (task_name, partition) = self.names(id);
-        let task = &self.cx.manifest.tasks[task_name];
-        let snapshot = self.snapshots[id].take();
+        let job = Job {
+            task: &self.cx.manifest.tasks[task_name],
+            partition,
+            attempt,
+            snapshot: self.snapshots[id].take(),
+            first: attempt == 1,
+            force: self.options.force,
+            upstream_only: !self.explicit.contains(task_name),
+            allow_uncertified: self.options.allow_uncertified,
+        };
         let cx = self.cx;
-        let check_published = attempt == 1 && !self.options.force;
-        let upstream_only = !self.explicit.contains(task_name);
-        let _ = t;
         scope.spawn(move || {
-            let snapshot = match snapshot {
-                Some(s) => s,
-                None => match snapshot::pin(cx.manifest, &cx.warehouse, task, partition) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        let _ = tx.send(Report {
-                            instance: id,
-                            snapshot: None,
-                            outcome: Outcome::Unpinned(e.describe().to_string()),
-                        });
-                        return;
-                    }
-                },
-            };
-            if check_published {
-                let store = cx.warehouse.partition(&task.output.dataset, partition);
-                if let Ok(Some(latest)) = store.latest() {
-                    if upstream_only
-                        || is_current(&latest, &snapshot, &cx.manifest.pipeline.code_version)
-                    {
-                        cx.emit(
-                            State::AlreadyPublished,
-                            Event::instance(task_name, partition).detail(format!(
-                                "generation {} has {} (code_version {}): nothing to do",
-                                latest.generation,
-                                if upstream_only {
-                                    "been published"
-                                } else {
-                                    "the same input snapshot"
-                                },
-                                latest.code_version
-                            )),
-                        );
-                        let _ = tx.send(Report {
-                            instance: id,
-                            snapshot: Some(snapshot),
-                            outcome: Outcome::AlreadyPublished,
-                        });
-                        return;
-                    }
-                }
-            }
-            let outcome = attempt::run(cx, task, partition, attempt, &snapshot);
+            let (snapshot, outcome) = job.run(cx);
             let _ = tx.send(Report {
                 instance: id,
-                snapshot: Some(snapshot),
-                outcome: Outcome::Attempt(outcome),
+                snapshot,
+                outcome,
             });
         });
     }
@@ -462,7 +429,36 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         let (task_name, partition) = self.names(id);
         let result = match report.outcome {
             Outcome::AlreadyPublished => InstanceResult::AlreadyPublished,
-            Outcome::Attempt(AttemptOutcome::Published) => InstanceResult::Published,
+            Outcome::Attempt(AttemptOutcome::Published) => {
+                if let Err(e) = marks::clear(self.cx.warehouse.root(), task_name, partition) {
+                    eprintln!("warning: cannot clear the marker of {task_name} {partition}: {e}");
+                }
+                InstanceResult::Published
+            }
+            Outcome::Marked(mark) => {
+                let release = format!(
+                    "release with `weir retry {} {task_name} --partition {partition} --note ...`",
+                    self.cx.manifest.path.display()
+                );
+                let why = format!(
+                    "{} since run {}: {}",
+                    mark.mark.as_str(),
+                    mark.run_id,
+                    mark.reason
+                );
+                let (state, result) = match mark.mark {
+                    Mark::Held => (State::Held, InstanceResult::Held(why.clone())),
+                    Mark::Quarantined => {
+                        (State::Quarantined, InstanceResult::Quarantined(why.clone()))
+                    }
+                    Mark::Abandoned => (State::Skipped, InstanceResult::Skipped(why.clone())),
+                };
+                self.cx.emit(
+                    state,
+                    Event::instance(task_name, partition).detail(format!("{why}; {release}")),
+                );
+                result
+            }
             Outcome::Attempt(AttemptOutcome::Stale) => InstanceResult::RejectedStale,
             Outcome::Unpinned(reason) => {
                 self.cx.emit(
@@ -550,6 +546,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                         .detail(why.clone())
                         .data(json!({ "class": kind, "budget_spent": true })),
                 );
+                self.mark(id, Mark::Held, &why);
                 Some(InstanceResult::Held(why))
             }
             Disposition::Retry => {
@@ -557,20 +554,33 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                     "{kind} failure ({reason}) after {attempt} of {} attempts",
                     class.max_attempts
                 );
-                self.terminal(class.on_exhausted, event(), why, kind)
+                self.terminal(id, class.on_exhausted, event(), why, kind)
             }
-            other => self.terminal(other, event(), format!("{kind} failure: {reason}"), kind),
+            other => self.terminal(
+                id,
+                other,
+                event(),
+                format!("{kind} failure: {reason}"),
+                kind,
+            ),
         }
     }
 
     fn terminal(
         &self,
+        id: usize,
         disposition: Disposition,
         event: Event,
         why: String,
         kind: &str,
     ) -> Option<InstanceResult> {
         let data = json!({ "class": kind });
+        let mark = if disposition == Disposition::Hold {
+            Mark::Held
+        } else {
+            Mark::Quarantined
+        };
+        self.mark(id, mark, &why);
         if disposition == Disposition::Hold {
             self.cx.emit(
                 State::Held,
@@ -587,6 +597,28 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                     .data(data),
             );
             Some(InstanceResult::Quarantined(why))
+        }
+    }
+
+    /// Records an operator-visible state that outlives this run.
+    fn mark(&self, id: usize, mark: Mark, reason: &str) {
+        let (task, partition) = self.names(id);
+        let record = InstanceMark {
+            mark,
+            task: task.to_string(),
+            partition: partition.to_string(),
+            run_id: self.cx.run_id.clone(),
+            reason: reason.to_string(),
+            input_snapshot_digest: self.snapshots[id].as_ref().map(InputSnapshot::digest),
+            code_version: self.cx.manifest.pipeline.code_version.clone(),
+            since: crate::clock::now_rfc3339(),
+            note: None,
+        };
+        if let Err(e) = marks::write(self.cx.warehouse.root(), &record) {
+            eprintln!(
+                "error: cannot record {task} {partition} as {}: {e}",
+                mark.as_str()
+            );
         }
     }
 
@@ -629,6 +661,81 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             retries: self.budget.used(),
             events: self.cx.log.path().to_path_buf(),
         }
+    }
+}
+
+/// One attempt's worth of work for an attempt thread.
+struct Job<'m> {
+    task: &'m Task,
+    partition: &'m str,
+    attempt: u32,
+    /// Pinned on the first attempt and kept for retries: a retry reads the
+    /// same inputs (a new source snapshot is a new run, not a retry).
+    snapshot: Option<InputSnapshot>,
+    first: bool,
+    force: bool,
+    upstream_only: bool,
+    allow_uncertified: bool,
+}
+
+impl Job<'_> {
+    fn run(self, cx: &Context<'_>) -> (Option<InputSnapshot>, Outcome) {
+        let (task, partition) = (self.task, self.partition);
+        if self.first {
+            if let Some(mark) = marks::read(cx.warehouse.root(), &task.name, partition) {
+                if matches!(mark.mark, Mark::Held | Mark::Abandoned) {
+                    return (None, Outcome::Marked(mark));
+                }
+            }
+        }
+        let snapshot = match self.snapshot {
+            Some(s) => s,
+            None => match snapshot::pin(
+                cx.manifest,
+                &cx.warehouse,
+                task,
+                partition,
+                self.allow_uncertified,
+            ) {
+                Ok(s) => s,
+                Err(e) => return (None, Outcome::Unpinned(e.describe().to_string())),
+            },
+        };
+        let code_version = &cx.manifest.pipeline.code_version;
+        if self.first {
+            if let Some(mark) = marks::read(cx.warehouse.root(), &task.name, partition) {
+                let same = mark.input_snapshot_digest.as_deref()
+                    == Some(snapshot.digest().as_str())
+                    && &mark.code_version == code_version;
+                if mark.mark == Mark::Quarantined && same && !self.force {
+                    return (Some(snapshot), Outcome::Marked(mark));
+                }
+            }
+        }
+        // --force reruns the tasks asked for, never their upstream.
+        if self.first && (!self.force || self.upstream_only) {
+            let store = cx.warehouse.partition(&task.output.dataset, partition);
+            if let Ok(Some(latest)) = store.latest() {
+                if self.upstream_only || is_current(&latest, &snapshot, code_version) {
+                    cx.emit(
+                        State::AlreadyPublished,
+                        Event::instance(&task.name, partition).detail(format!(
+                            "generation {} has {} (code_version {}): nothing to do",
+                            latest.generation,
+                            if self.upstream_only {
+                                "been published"
+                            } else {
+                                "the same input snapshot"
+                            },
+                            latest.code_version
+                        )),
+                    );
+                    return (Some(snapshot), Outcome::AlreadyPublished);
+                }
+            }
+        }
+        let outcome = attempt::run(cx, task, partition, self.attempt, &snapshot);
+        (Some(snapshot), Outcome::Attempt(outcome))
     }
 }
 

@@ -11,6 +11,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::audit::{Format, InputData};
 use crate::manifest::{InputSource, Manifest, Task};
+use crate::ops::certify;
 use crate::store::Warehouse;
 
 /// One pinned input.
@@ -75,13 +76,18 @@ pub enum PinError {
     NoUpstream(String),
     /// The warehouse could not be read.
     Store(String),
+    /// An upstream generation was uncertified by an operator.
+    Uncertified(String),
 }
 
 impl PinError {
     /// Text for events.
     pub fn describe(&self) -> &str {
         match self {
-            PinError::External(s) | PinError::NoUpstream(s) | PinError::Store(s) => s,
+            PinError::External(s)
+            | PinError::NoUpstream(s)
+            | PinError::Store(s)
+            | PinError::Uncertified(s) => s,
         }
     }
 }
@@ -92,6 +98,7 @@ pub fn pin(
     warehouse: &Warehouse,
     task: &Task,
     partition: &str,
+    allow_uncertified: bool,
 ) -> Result<InputSnapshot, PinError> {
     let mut inputs = Vec::with_capacity(task.inputs.len());
     for input in &task.inputs {
@@ -150,6 +157,24 @@ pub fn pin(
                             input.dataset
                         ))
                     })?;
+                let generation = record.generation.get();
+                if !allow_uncertified
+                    && !certify::is_certified(
+                        warehouse.root(),
+                        &input.dataset,
+                        partition,
+                        generation,
+                    )
+                {
+                    let why =
+                        certify::read(warehouse.root(), &input.dataset, partition, generation)
+                            .map(|c| c.reason)
+                            .unwrap_or_default();
+                    return Err(PinError::Uncertified(format!(
+                        "upstream `{}` {partition} generation {generation} is uncertified ({why}); run with --allow-uncertified to read it anyway",
+                        input.dataset
+                    )));
+                }
                 let format: Format = manifest.tasks[producer].output.format;
                 let files = store.visible_files(&record);
                 let location = files

@@ -1,0 +1,16 @@
+//! What an operator reaches for: held and quarantined instances, certification,
+//! rollback, evidence (`explain`), garbage collection and verification.
+
+pub mod certify;
+pub mod rollback;
+pub mod state;
+
+use std::path::Path;
+
+use crate::events::EventLog;
+
+/// The event log of one operator action (its run id starts with `op-`).
+pub fn operator_log(warehouse: &Path) -> std::io::Result<EventLog> {
+    let id = crate::exec::new_run_id().replacen("run-", "op-", 1);
+    EventLog::open(warehouse, &id)
+}

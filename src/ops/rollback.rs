@@ -1,0 +1,144 @@
+//! Compensation by rollback: republish an earlier generation's files as a
+//! new generation through the same fenced commit (a fresh token, the log only
+//! grows), then hold the producing instance so that the next scheduled run
+//! does not rebuild what the operator just rolled back.
+
+use serde_json::json;
+
+use crate::events::{Event, EventLog, State};
+use crate::manifest::Manifest;
+use crate::ops::state::{self, InstanceMark, Mark};
+use crate::store::{
+    CommitKind, CommitRecord, Generation, NewCommit, PublishError, TokenOwner, Warehouse,
+};
+
+/// Why a rollback was refused.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum RollbackError {
+    /// Nothing is published.
+    #[error("`{dataset}` has no published generation for partition {partition}")]
+    #[diagnostic(code(weir::rollback::nothing_published))]
+    NothingPublished {
+        /// Dataset.
+        dataset: String,
+        /// Partition.
+        partition: String,
+    },
+    /// The target does not exist or is current.
+    #[error("cannot roll back to generation {to}: {why}")]
+    #[diagnostic(
+        code(weir::rollback::bad_target),
+        help("`weir status` lists generations; pass `--to` one older than the current")
+    )]
+    BadTarget {
+        /// Asked for.
+        to: u64,
+        /// Why not.
+        why: String,
+    },
+    /// The fenced commit was refused or failed.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Publish(#[from] PublishError),
+    /// The warehouse could not be read or written.
+    #[error("warehouse error: {0}")]
+    #[diagnostic(code(weir::rollback::warehouse))]
+    Warehouse(String),
+}
+
+/// Republishes generation `to` (default: the one before the current) of
+/// `dataset` at `partition` as a new generation.
+pub fn rollback(
+    manifest: &Manifest,
+    warehouse: &Warehouse,
+    log: &EventLog,
+    dataset: &str,
+    partition: &str,
+    to: Option<u64>,
+) -> Result<CommitRecord, RollbackError> {
+    let store = warehouse.partition(dataset, partition);
+    let history = store
+        .history()
+        .map_err(|e| RollbackError::Warehouse(e.to_string()))?;
+    let current = history
+        .last()
+        .ok_or_else(|| RollbackError::NothingPublished {
+            dataset: dataset.to_string(),
+            partition: partition.to_string(),
+        })?;
+    let to = to.unwrap_or_else(|| current.generation.get().saturating_sub(1));
+    let target = history
+        .iter()
+        .find(|r| r.generation == Generation::from_raw(to))
+        .ok_or_else(|| RollbackError::BadTarget {
+            to,
+            why: format!("generations are 1 to {}", current.generation),
+        })?;
+    if target.generation == current.generation
+        || target.digest == current.digest && target.attempt_dir == current.attempt_dir
+    {
+        return Err(RollbackError::BadTarget {
+            to,
+            why: "it is what readers already see".into(),
+        });
+    }
+    let owner = TokenOwner {
+        run_id: log.run_id().to_string(),
+        task: target.task.clone(),
+        attempt: 0,
+    };
+    let token = store
+        .allocate_token(&owner)
+        .map_err(|e| RollbackError::Warehouse(e.to_string()))?;
+    let record = store.commit(NewCommit {
+        token,
+        dataset: dataset.to_string(),
+        partition: partition.to_string(),
+        kind: CommitKind::Rollback {
+            from_generation: target.generation,
+        },
+        run_id: log.run_id().to_string(),
+        task: target.task.clone(),
+        attempt: target.attempt,
+        attempt_dir: target.attempt_dir.clone(),
+        files: target.files.clone(),
+        rows: target.rows,
+        digest: target.digest.clone(),
+        input_snapshot: target.input_snapshot.clone(),
+        input_snapshot_digest: target.input_snapshot_digest.clone(),
+        code_version: target.code_version.clone(),
+    })?;
+    let detail = format!(
+        "generation {} republishes generation {} ({} rows, {}, code_version {})",
+        record.generation, target.generation, record.rows, record.digest, record.code_version
+    );
+    let _ = log.emit(
+        State::RolledBack,
+        Event::instance(&target.task, partition)
+            .attempt(target.attempt, Some(token.get()))
+            .detail(detail.clone())
+            .data(json!({
+                "dataset": dataset,
+                "generation": record.generation.get(),
+                "from_generation": target.generation.get(),
+                "replaced_generation": current.generation.get(),
+                "digest": record.digest,
+            })),
+    );
+    let hold = InstanceMark {
+        mark: Mark::Held,
+        task: target.task.clone(),
+        partition: partition.to_string(),
+        run_id: log.run_id().to_string(),
+        reason: format!(
+            "rolled back to generation {}: {detail}; `weir retry` rebuilds it",
+            target.generation
+        ),
+        input_snapshot_digest: Some(target.input_snapshot_digest.clone()),
+        code_version: manifest.pipeline.code_version.clone(),
+        since: crate::clock::now_rfc3339(),
+        note: None,
+    };
+    state::write(warehouse.root(), &hold).map_err(|e| RollbackError::Warehouse(e.to_string()))?;
+    Ok(record)
+}
