@@ -39,6 +39,22 @@ pub(crate) enum Command {
     Uncertify(CertifyArgs),
     /// Republish an earlier generation as a new, fenced generation.
     Rollback(RollbackArgs),
+    /// The evidence about one task instance, and what to do about it.
+    Explain(ExplainArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ExplainArgs {
+    /// Manifest file.
+    pub(crate) manifest: PathBuf,
+    /// Task.
+    pub(crate) task: String,
+    /// Partition.
+    #[arg(long)]
+    pub(crate) partition: String,
+    /// Print one JSON document.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -47,6 +47,7 @@ pub fn main() -> ExitCode {
         Command::Certify(a) => ops::certify(&a, true),
         Command::Uncertify(a) => ops::certify(&a, false),
         Command::Rollback(a) => ops::rollback(&a),
+        Command::Explain(a) => ops::explain(&a),
     };
     ExitCode::from(code)
 }

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::args::{CertifyArgs, DecisionArgs, RollbackArgs};
+use super::args::{CertifyArgs, DecisionArgs, ExplainArgs, RollbackArgs};
 use super::{exit, load, report};
 use crate::events::{Event, State};
 use crate::exec::RunOptions;
@@ -192,6 +192,44 @@ pub(crate) fn certify(args: &CertifyArgs, certified: bool) -> u8 {
         args.dataset,
         args.partition
     );
+    exit::OK
+}
+
+/// `weir explain`.
+pub(crate) fn explain(args: &ExplainArgs) -> u8 {
+    let Ok(manifest) = load(&args.manifest) else {
+        return exit::INVALID;
+    };
+    if let Err(c) = check_task(&manifest, &args.task) {
+        return c;
+    }
+    let Ok(warehouse) = open(&manifest) else {
+        return exit::ENGINE;
+    };
+    let (events, bad) = match crate::events::read_all(warehouse.root()) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot read the event log: {e}");
+            return exit::ENGINE;
+        }
+    };
+    for b in bad {
+        eprintln!(
+            "warning: {}:{}: unreadable event line ignored",
+            b.path.display(),
+            b.line
+        );
+    }
+    let x =
+        crate::ops::explain::explain(&manifest, &warehouse, &events, &args.task, &args.partition);
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&x).expect("an explanation always serializes")
+        );
+    } else {
+        print!("{}", crate::ops::explain::render(&x));
+    }
     exit::OK
 }
 

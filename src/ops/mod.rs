@@ -2,6 +2,7 @@
 //! rollback, evidence (`explain`), garbage collection and verification.
 
 pub mod certify;
+pub mod explain;
 pub mod rollback;
 pub mod state;
 

@@ -1,0 +1,498 @@
+//! `weir explain`: the evidence an operator needs to decide about one task
+//! instance, gathered from the event logs, the attempts' files and the commit
+//! logs, with a recommended action.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::events::{EventRecord, State};
+use crate::manifest::Manifest;
+use crate::ops::certify;
+use crate::ops::state::{self, InstanceMark, Mark};
+use crate::store::{FencingToken, Warehouse};
+
+/// One attempt, as the evidence tells it.
+#[derive(Debug, Clone, Serialize)]
+pub struct AttemptEvidence {
+    /// Run.
+    pub run_id: String,
+    /// Attempt number.
+    pub attempt: u32,
+    /// Token.
+    pub token: Option<u64>,
+    /// When it started.
+    pub started: String,
+    /// Its last state (PUBLISHED, FAILED, GATE_FAILED, REJECTED_STALE …).
+    pub state: String,
+    /// What the scheduler decided next (RETRYING, QUARANTINED, HELD), if anything.
+    pub decision: Option<String>,
+    /// Exit code, if it exited.
+    pub exit_code: Option<i64>,
+    /// Signal, if killed.
+    pub signal: Option<i64>,
+    /// Failure class.
+    pub class: Option<String>,
+    /// Runtime of the command.
+    pub duration_ms: Option<u64>,
+    /// Why, in words.
+    pub detail: String,
+    /// Failed gates with expected and actual values.
+    pub failed_gates: Value,
+    /// The tail of stderr.
+    pub stderr_tail: String,
+}
+
+/// An upstream task's publication for the partition.
+#[derive(Debug, Clone, Serialize)]
+pub struct UpstreamEvidence {
+    /// Task.
+    pub task: String,
+    /// Its dataset.
+    pub dataset: String,
+    /// Current generation, if published.
+    pub generation: Option<u64>,
+    /// Its digest.
+    pub digest: Option<String>,
+    /// Whether downstream may read it.
+    pub certified: bool,
+}
+
+/// Everything about one instance.
+#[derive(Debug, Clone, Serialize)]
+pub struct Explanation {
+    /// Task.
+    pub task: String,
+    /// Partition.
+    pub partition: String,
+    /// Output dataset.
+    pub dataset: String,
+    /// Attempts, oldest first.
+    pub attempts: Vec<AttemptEvidence>,
+    /// The input snapshot of the current publication (or of the latest candidate).
+    pub input_snapshot: Option<Value>,
+    /// The visible generation.
+    pub published: Option<Value>,
+    /// Upstream tasks, nearest first.
+    pub upstream: Vec<UpstreamEvidence>,
+    /// The last upstream task (in dependency order) that has a publication.
+    pub last_successful_upstream: Option<String>,
+    /// An operator state that outlives runs.
+    pub mark: Option<InstanceMark>,
+    /// What to do.
+    pub recommendation: String,
+}
+
+/// Gathers the evidence. `events` are every run's records, in order.
+pub fn explain(
+    manifest: &Manifest,
+    warehouse: &Warehouse,
+    events: &[EventRecord],
+    task: &str,
+    partition: &str,
+) -> Explanation {
+    let spec = &manifest.tasks[task];
+    let dataset = spec.output.dataset.clone();
+    let store = warehouse.partition(&dataset, partition);
+    let mine: Vec<&EventRecord> = events
+        .iter()
+        .filter(|e| e.task.as_deref() == Some(task) && e.partition.as_deref() == Some(partition))
+        .collect();
+    let mut attempts: BTreeMap<(String, u32), AttemptEvidence> = BTreeMap::new();
+    let mut order: Vec<(String, u32)> = Vec::new();
+    for e in &mine {
+        let Some(attempt) = e.attempt else { continue };
+        let key = (e.run_id.clone(), attempt);
+        if !attempts.contains_key(&key) {
+            order.push(key.clone());
+        }
+        let a = attempts.entry(key).or_insert_with(|| AttemptEvidence {
+            run_id: e.run_id.clone(),
+            attempt,
+            token: e.token,
+            started: e.ts.clone(),
+            state: String::new(),
+            decision: None,
+            exit_code: None,
+            signal: None,
+            class: None,
+            duration_ms: None,
+            detail: String::new(),
+            failed_gates: Value::Null,
+            stderr_tail: String::new(),
+        });
+        a.token = a.token.or(e.token);
+        match e.state {
+            State::Retrying | State::Quarantined | State::Held => {
+                a.decision = Some(e.state.as_str());
+                a.class = e
+                    .data
+                    .get("class")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .or(a.class.take());
+                if a.detail.is_empty() {
+                    a.detail = e.detail.clone();
+                }
+            }
+            State::Running | State::Queued | State::Audited | State::Success => {
+                if e.state != State::Running {
+                    a.state = e.state.as_str();
+                }
+                if let Some(ms) = e.data.get("duration_ms").and_then(Value::as_u64) {
+                    a.duration_ms = Some(ms);
+                }
+            }
+            _ => {
+                a.state = e.state.as_str();
+                a.detail = e.detail.clone();
+                a.exit_code = e
+                    .data
+                    .get("exit_code")
+                    .and_then(Value::as_i64)
+                    .or(a.exit_code);
+                a.signal = e.data.get("signal").and_then(Value::as_i64).or(a.signal);
+                if let Some(ms) = e.data.get("duration_ms").and_then(Value::as_u64) {
+                    a.duration_ms = Some(ms);
+                }
+                if let Some(tail) = e.data.get("stderr_tail").and_then(Value::as_str) {
+                    a.stderr_tail = tail.to_string();
+                }
+                if let Some(g) = e.data.get("gates") {
+                    a.failed_gates = g.clone();
+                }
+            }
+        }
+    }
+    let mut attempts: Vec<AttemptEvidence> = order
+        .into_iter()
+        .filter_map(|k| attempts.remove(&k))
+        .collect();
+    for a in &mut attempts {
+        if a.stderr_tail.is_empty() {
+            if let Some(t) = a.token {
+                let path = store
+                    .attempt_dir(FencingToken::from_raw(t))
+                    .join("stderr.log");
+                a.stderr_tail = crate::exec::launch::tail(&path, 2048);
+            }
+        }
+    }
+    let latest = store.latest().ok().flatten();
+    let published = latest.as_ref().map(|r| {
+        serde_json::json!({
+            "generation": r.generation.get(),
+            "token": r.token.get(),
+            "run_id": r.run_id,
+            "attempt": r.attempt,
+            "rows": r.rows,
+            "digest": r.digest,
+            "code_version": r.code_version,
+            "published_at": r.published_at,
+            "certified": certify::is_certified(warehouse.root(), &dataset, partition, r.generation.get()),
+        })
+    });
+    let input_snapshot = latest
+        .as_ref()
+        .map(|r| r.input_snapshot.clone())
+        .or_else(|| {
+            let token = attempts.iter().rev().find_map(|a| a.token)?;
+            let bytes = std::fs::read(
+                store
+                    .attempt_dir(FencingToken::from_raw(token))
+                    .join("candidate.json"),
+            )
+            .ok()?;
+            serde_json::from_slice::<Value>(&bytes)
+                .ok()?
+                .get("input_snapshot")
+                .cloned()
+        });
+    let upstream = upstream_of(manifest, warehouse, task, partition);
+    let last_successful_upstream = upstream
+        .iter()
+        .rev()
+        .find(|u| u.generation.is_some())
+        .map(|u| u.task.clone());
+    let mark = state::read(warehouse.root(), task, partition);
+    let recommendation = recommend(
+        manifest,
+        task,
+        partition,
+        &attempts,
+        published.as_ref(),
+        mark.as_ref(),
+        &upstream,
+    );
+    Explanation {
+        task: task.to_string(),
+        partition: partition.to_string(),
+        dataset,
+        attempts,
+        input_snapshot,
+        published,
+        upstream,
+        last_successful_upstream,
+        mark,
+        recommendation,
+    }
+}
+
+/// Every task upstream of `task`, in dependency order (farthest first).
+fn upstream_of(
+    manifest: &Manifest,
+    warehouse: &Warehouse,
+    task: &str,
+    partition: &str,
+) -> Vec<UpstreamEvidence> {
+    let mut seen: Vec<&str> = Vec::new();
+    let mut stack: Vec<&str> = manifest.tasks[task]
+        .depends_on
+        .iter()
+        .map(String::as_str)
+        .collect();
+    while let Some(t) = stack.pop() {
+        if !seen.contains(&t) {
+            seen.push(t);
+            stack.extend(manifest.tasks[t].depends_on.iter().map(String::as_str));
+        }
+    }
+    // Declaration order is a valid dependency order for display once ancestors sort first.
+    let mut ordered: Vec<&str> = manifest
+        .tasks
+        .keys()
+        .map(String::as_str)
+        .filter(|t| seen.contains(t))
+        .collect();
+    ordered.sort_by_key(|t| depth(manifest, t));
+    ordered
+        .into_iter()
+        .map(|t| {
+            let dataset = manifest.tasks[t].output.dataset.clone();
+            let record = warehouse
+                .partition(&dataset, partition)
+                .latest()
+                .ok()
+                .flatten();
+            UpstreamEvidence {
+                task: t.to_string(),
+                generation: record.as_ref().map(|r| r.generation.get()),
+                digest: record.as_ref().map(|r| r.digest.clone()),
+                certified: record.as_ref().is_none_or(|r| {
+                    certify::is_certified(warehouse.root(), &dataset, partition, r.generation.get())
+                }),
+                dataset,
+            }
+        })
+        .collect()
+}
+
+fn depth(manifest: &Manifest, task: &str) -> usize {
+    manifest.tasks[task]
+        .depends_on
+        .iter()
+        .map(|d| depth(manifest, d) + 1)
+        .max()
+        .unwrap_or(0)
+}
+
+fn recommend(
+    manifest: &Manifest,
+    task: &str,
+    partition: &str,
+    attempts: &[AttemptEvidence],
+    published: Option<&Value>,
+    mark: Option<&InstanceMark>,
+    upstream: &[UpstreamEvidence],
+) -> String {
+    let m = manifest.path.display();
+    let retry = format!("`weir retry {m} {task} --partition {partition} --note \"...\"`");
+    if let Some(mark) = mark {
+        match mark.mark {
+            Mark::Abandoned => return format!("abandoned by an operator ({}); nothing runs until {retry}", mark.reason),
+            Mark::Held if mark.reason.starts_with("rolled back") => {
+                return format!("rolled back by an operator: fix the code or data that made the newer generation wrong, then {retry}")
+            }
+            _ => {}
+        }
+    }
+    if let Some(u) = upstream.iter().find(|u| !u.certified) {
+        return format!(
+            "roll back or re-certify upstream `{}` (generation {} is uncertified), or rerun with --allow-uncertified",
+            u.dataset,
+            u.generation.unwrap_or(0)
+        );
+    }
+    if let Some(p) = published {
+        if p["certified"] == Value::Bool(false) {
+            let dataset = &manifest.tasks[task].output.dataset;
+            return format!("roll back: the current generation is uncertified; `weir rollback {m} {dataset} --partition {partition}`");
+        }
+    }
+    let Some(last) = attempts.last() else {
+        return match published {
+            Some(_) => "nothing to do: published".into(),
+            None => format!("not run yet: `weir run {m} --partition {partition}`"),
+        };
+    };
+    match (last.state.as_str(), last.class.as_deref(), last.decision.as_deref()) {
+        ("PUBLISHED" | "REJECTED_STALE", ..) => "nothing to do: a complete, audited generation is visible".into(),
+        ("GATE_FAILED", ..) => format!(
+            "fix data: the gates above failed on the rows listed (or fix the code or the gate if the data is right), then {retry}"
+        ),
+        (_, Some("deterministic"), _) => format!("fix code: the task fails the same way on every attempt (see stderr), then {retry}"),
+        (_, Some("operator"), _) => format!("decide: the task asked for an operator; fix the cause and {retry}, or `weir abandon`"),
+        (_, _, Some("HELD")) if last.detail.contains("budget") => {
+            format!("retry: the run's retry budget was spent during a wider outage; once it is over, {retry}")
+        }
+        (_, Some("transient"), Some("HELD")) => format!("retry: transient failures used every attempt; check what the task depends on, then {retry}"),
+        (_, _, Some("RETRYING")) => "wait: a retry is scheduled".into(),
+        _ => format!("retry: {retry}"),
+    }
+}
+
+/// Renders for people.
+pub fn render(x: &Explanation) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "{} {} (dataset `{}`)", x.task, x.partition, x.dataset);
+    let _ = writeln!(out);
+    match &x.published {
+        Some(p) => {
+            let _ = writeln!(
+                out,
+                "published: generation {} (token {}, run {}, attempt {}), {} rows, {}, code_version {}{}",
+                p["generation"], p["token"], p["run_id"].as_str().unwrap_or(""), p["attempt"], p["rows"],
+                p["digest"].as_str().unwrap_or(""), p["code_version"].as_str().unwrap_or(""),
+                if p["certified"] == Value::Bool(false) { ", UNCERTIFIED" } else { "" }
+            );
+        }
+        None => {
+            let _ = writeln!(out, "published: nothing");
+        }
+    }
+    if let Some(m) = &x.mark {
+        let _ = writeln!(
+            out,
+            "state: {} since {} (run {}): {}",
+            m.mark.as_str(),
+            m.since,
+            m.run_id,
+            m.reason
+        );
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "attempts:");
+    if x.attempts.is_empty() {
+        let _ = writeln!(out, "  none");
+    }
+    for a in &x.attempts {
+        let _ = writeln!(
+            out,
+            "  run {} attempt {} token {}: {}{}{}{}{}",
+            a.run_id,
+            a.attempt,
+            a.token.map_or("-".into(), |t| t.to_string()),
+            if a.state.is_empty() {
+                "RUNNING"
+            } else {
+                &a.state
+            },
+            a.decision
+                .as_ref()
+                .map(|d| format!(" -> {d}"))
+                .unwrap_or_default(),
+            a.class
+                .as_ref()
+                .map(|c| format!(" ({c})"))
+                .unwrap_or_default(),
+            a.exit_code
+                .map(|c| format!(", exit code {c}"))
+                .or(a.signal.map(|s| format!(", signal {s}")))
+                .unwrap_or_default(),
+            a.duration_ms
+                .map(|d| format!(", {d} ms"))
+                .unwrap_or_default(),
+        );
+        let _ = writeln!(out, "    started {}", a.started);
+        if !a.detail.is_empty() {
+            let _ = writeln!(out, "    {}", a.detail);
+        }
+        if let Some(gates) = a.failed_gates.as_array() {
+            for g in gates {
+                let _ = writeln!(
+                    out,
+                    "    gate {}: expected {}, actual {}",
+                    g["gate"].as_str().unwrap_or(""),
+                    g["expected"].as_str().unwrap_or(""),
+                    g["actual"].as_str().unwrap_or("")
+                );
+                for o in g["offending"].as_array().into_iter().flatten() {
+                    let _ = writeln!(out, "      {}", o.as_str().unwrap_or(""));
+                }
+            }
+        }
+        if !a.stderr_tail.is_empty() {
+            let _ = writeln!(out, "    stderr (tail):");
+            for line in a.stderr_tail.lines() {
+                let _ = writeln!(out, "      | {line}");
+            }
+        }
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "input snapshot:");
+    match x
+        .input_snapshot
+        .as_ref()
+        .and_then(|s| s["inputs"].as_array())
+    {
+        Some(inputs) if !inputs.is_empty() => {
+            for i in inputs {
+                let _ = writeln!(
+                    out,
+                    "  {} ({}){}{}: {}",
+                    i["name"].as_str().unwrap_or(""),
+                    i["kind"].as_str().unwrap_or(""),
+                    i.get("generation")
+                        .map(|g| format!(" generation {g}"))
+                        .unwrap_or_default(),
+                    i.get("watermark")
+                        .and_then(Value::as_str)
+                        .map(|w| format!(" watermark {w}"))
+                        .unwrap_or_default(),
+                    i["digest"].as_str().unwrap_or("")
+                );
+            }
+        }
+        _ => {
+            let _ = writeln!(out, "  no inputs recorded");
+        }
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "upstream:");
+    if x.upstream.is_empty() {
+        let _ = writeln!(out, "  none");
+    }
+    for u in &x.upstream {
+        let _ = writeln!(
+            out,
+            "  {} -> `{}`: {}",
+            u.task,
+            u.dataset,
+            match (&u.generation, &u.digest) {
+                (Some(g), Some(d)) => format!(
+                    "generation {g}, {d}{}",
+                    if u.certified { "" } else { ", UNCERTIFIED" }
+                ),
+                _ => "not published".into(),
+            }
+        );
+    }
+    if let Some(t) = &x.last_successful_upstream {
+        let _ = writeln!(out, "  last successful task upstream: {t}");
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "recommended: {}", x.recommendation);
+    out
+}
