@@ -168,6 +168,9 @@ pub(crate) struct EventsArgs {
 pub(crate) struct StatusArgs {
     /// Manifest file.
     pub(crate) manifest: PathBuf,
+    /// Exit 4 when anything is LATE, HELD or QUARANTINED (for cron and alerting).
+    #[arg(long)]
+    pub(crate) check: bool,
     /// Print one JSON document.
     #[arg(long)]
     pub(crate) json: bool,

@@ -1,4 +1,6 @@
-//! `weir status` and `weir show`: what readers see.
+//! `weir status` and `weir show`: what readers see, and what needs attention.
+
+use std::collections::{BTreeMap, HashSet};
 
 use serde_json::json;
 
@@ -6,25 +8,109 @@ use super::args::{ShowArgs, StatusArgs};
 use super::{exit, load};
 use crate::audit;
 use crate::manifest::Manifest;
+use crate::ops::certify;
+use crate::ops::state::{self, InstanceMark, Mark};
+use crate::plan::partitions;
 use crate::store::{CommitRecord, Warehouse};
 
-/// The current generation of every published partition of the manifest's datasets.
-fn published(
-    manifest: &Manifest,
-    warehouse: &Warehouse,
-) -> Result<Vec<(String, CommitRecord)>, String> {
-    let mut out = Vec::new();
-    for task in manifest.tasks.values() {
-        let dataset = &task.output.dataset;
-        let partitions = warehouse.partitions(dataset).map_err(|e| e.to_string())?;
-        for partition in partitions {
-            let store = warehouse.partition(dataset, &partition);
-            if let Some(record) = store.latest().map_err(|e| e.to_string())? {
-                out.push((task.name.clone(), record));
+/// An expected partition with no publication.
+struct Missing {
+    task: String,
+    dataset: String,
+    partition: String,
+    /// The SLA deadline, when it has passed.
+    late_since: Option<String>,
+}
+
+/// Something `status --check` pages on.
+struct Attention {
+    state: &'static str,
+    task: String,
+    partition: String,
+    detail: String,
+}
+
+/// What `weir status` knows about the pipeline.
+struct Overview {
+    /// (task, current record) per published partition.
+    published: Vec<(String, CommitRecord)>,
+    /// Expected partitions (every key of each task's scheme up to the latest
+    /// complete one) without a publication: a successful run is no proof
+    /// that everything committed.
+    missing: Vec<Missing>,
+    /// Operator states that outlive runs.
+    marks: Vec<InstanceMark>,
+}
+
+impl Overview {
+    fn gather(manifest: &Manifest, warehouse: &Warehouse) -> Result<Overview, String> {
+        let today = crate::clock::today();
+        let now = jiff::Timestamp::now().as_second();
+        let mut published = Vec::new();
+        let mut missing = Vec::new();
+        for task in manifest.tasks.values() {
+            let dataset = &task.output.dataset;
+            let scheme = &manifest.partitions[&task.partitioned_by];
+            let mut seen = HashSet::new();
+            for partition in warehouse.partitions(dataset).map_err(|e| e.to_string())? {
+                let store = warehouse.partition(dataset, &partition);
+                if let Some(record) = store.latest().map_err(|e| e.to_string())? {
+                    seen.insert(partition);
+                    published.push((task.name.clone(), record));
+                }
+            }
+            for key in partitions::keys(scheme, today) {
+                if seen.contains(&key) {
+                    continue;
+                }
+                let late_since = task.sla.and_then(|sla| {
+                    let deadline = partitions::interval_end(scheme, &key)? + sla.as_secs() as i64;
+                    (now > deadline).then(|| {
+                        jiff::Timestamp::from_second(deadline)
+                            .map_or_else(|_| deadline.to_string(), |t| t.to_string())
+                    })
+                });
+                missing.push(Missing {
+                    task: task.name.clone(),
+                    dataset: dataset.clone(),
+                    partition: key,
+                    late_since,
+                });
             }
         }
+        Ok(Overview {
+            published,
+            missing,
+            marks: state::all(warehouse.root()),
+        })
     }
-    Ok(out)
+
+    /// LATE, HELD and QUARANTINED instances.
+    fn attention(&self) -> Vec<Attention> {
+        let mut out: Vec<Attention> = self
+            .missing
+            .iter()
+            .filter_map(|m| {
+                m.late_since.as_ref().map(|deadline| Attention {
+                    state: "LATE",
+                    task: m.task.clone(),
+                    partition: m.partition.clone(),
+                    detail: format!("not published by its SLA deadline {deadline}"),
+                })
+            })
+            .collect();
+        for m in &self.marks {
+            if m.mark != Mark::Abandoned {
+                out.push(Attention {
+                    state: m.mark.as_str(),
+                    task: m.task.clone(),
+                    partition: m.partition.clone(),
+                    detail: m.reason.clone(),
+                });
+            }
+        }
+        out
+    }
 }
 
 pub(crate) fn status(args: &StatusArgs) -> u8 {
@@ -39,15 +125,23 @@ pub(crate) fn status(args: &StatusArgs) -> u8 {
             return exit::ENGINE;
         }
     };
-    let records = match published(&manifest, &warehouse) {
-        Ok(r) => r,
+    let overview = match Overview::gather(&manifest, &warehouse) {
+        Ok(o) => o,
         Err(e) => {
             eprintln!("error: {e}");
             return exit::ENGINE;
         }
     };
+    let attention = overview.attention();
+    let mut versions: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for (_, r) in &overview.published {
+        *versions
+            .entry((r.dataset.as_str(), r.code_version.as_str()))
+            .or_default() += 1;
+    }
     if args.json {
-        let partitions: Vec<_> = records
+        let partitions: Vec<_> = overview
+            .published
             .iter()
             .map(|(task, r)| {
                 let store = warehouse.partition(&r.dataset, &r.partition);
@@ -64,40 +158,112 @@ pub(crate) fn status(args: &StatusArgs) -> u8 {
                     "input_snapshot": r.input_snapshot,
                     "input_snapshot_digest": r.input_snapshot_digest,
                     "code_version": r.code_version,
+                    "certified": certify::is_certified(warehouse.root(), &r.dataset, &r.partition, r.generation.get()),
                     "published_at": r.published_at,
                     "files": store.visible_files(r),
                 })
             })
             .collect();
-        let doc = json!({ "format_version": 1, "pipeline": manifest.pipeline.name, "partitions": partitions });
+        let doc = json!({
+            "format_version": 1,
+            "pipeline": manifest.pipeline.name,
+            "partitions": partitions,
+            "code_versions": versions
+                .iter()
+                .map(|((d, v), n)| json!({"dataset": d, "code_version": v, "partitions": n}))
+                .collect::<Vec<_>>(),
+            "missing": overview
+                .missing
+                .iter()
+                .map(|m| json!({"task": m.task, "dataset": m.dataset, "partition": m.partition, "late_since": m.late_since}))
+                .collect::<Vec<_>>(),
+            "attention": attention
+                .iter()
+                .map(|a| json!({"state": a.state, "task": a.task, "partition": a.partition, "detail": a.detail}))
+                .collect::<Vec<_>>(),
+        });
         println!(
             "{}",
             serde_json::to_string_pretty(&doc).expect("status always serializes")
         );
-        return exit::OK;
+    } else {
+        print_status(&warehouse, &overview, &versions, &attention);
     }
-    if records.is_empty() {
-        println!("nothing published yet in {}", warehouse.root().display());
-        return exit::OK;
-    }
-    println!(
-        "{:<20} {:<11} {:>4} {:>5} {:>7}  {:<14} {:<25} digest",
-        "dataset", "partition", "gen", "token", "rows", "code_version", "published_at"
-    );
-    for (_, r) in &records {
-        println!(
-            "{:<20} {:<11} {:>4} {:>5} {:>7}  {:<14} {:<25} {}",
-            r.dataset,
-            r.partition,
-            r.generation.get(),
-            r.token.get(),
-            r.rows,
-            r.code_version,
-            r.published_at,
-            short(&r.digest)
+    if args.check && !attention.is_empty() {
+        eprintln!(
+            "check failed: {} instance(s) need attention",
+            attention.len()
         );
+        return exit::ATTENTION;
     }
     exit::OK
+}
+
+fn print_status(
+    warehouse: &Warehouse,
+    overview: &Overview,
+    versions: &BTreeMap<(&str, &str), usize>,
+    attention: &[Attention],
+) {
+    if overview.published.is_empty() {
+        println!("nothing published yet in {}", warehouse.root().display());
+    } else {
+        println!(
+            "{:<20} {:<11} {:>4} {:>5} {:>7}  {:<14} {:<25} digest",
+            "dataset", "partition", "gen", "token", "rows", "code_version", "published_at"
+        );
+        for (_, r) in &overview.published {
+            let uncertified = !certify::is_certified(
+                warehouse.root(),
+                &r.dataset,
+                &r.partition,
+                r.generation.get(),
+            );
+            println!(
+                "{:<20} {:<11} {:>4} {:>5} {:>7}  {:<14} {:<25} {}{}",
+                r.dataset,
+                r.partition,
+                r.generation.get(),
+                r.token.get(),
+                r.rows,
+                r.code_version,
+                r.published_at,
+                short(&r.digest),
+                if uncertified { "  UNCERTIFIED" } else { "" }
+            );
+        }
+        println!();
+        for ((dataset, version), n) in versions {
+            println!(
+                "{dataset}: {n} partition{} built by code_version {version}",
+                if *n == 1 { "" } else { "s" }
+            );
+        }
+    }
+    let mut missing: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for m in &overview.missing {
+        missing
+            .entry(m.dataset.as_str())
+            .or_default()
+            .push(m.partition.as_str());
+    }
+    for (dataset, keys) in missing {
+        let shown: Vec<&str> = keys.iter().take(10).copied().collect();
+        println!(
+            "missing: {dataset}: {} expected partition{} without a publication: {}{}",
+            keys.len(),
+            if keys.len() == 1 { "" } else { "s" },
+            shown.join(", "),
+            if keys.len() > shown.len() {
+                ", …"
+            } else {
+                ""
+            }
+        );
+    }
+    for a in attention {
+        println!("{:<11} {} {}: {}", a.state, a.task, a.partition, a.detail);
+    }
 }
 
 fn short(digest: &str) -> String {
