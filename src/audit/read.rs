@@ -9,6 +9,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc};
 
 use rayon::prelude::*;
 use serde_json::{Map, Value};
@@ -45,14 +46,31 @@ impl<'a> Row<'a> {
 }
 
 /// An accumulator that one file's rows are folded into.
-pub(crate) trait RowFold {
+pub(crate) trait RowFold: Sized + Send {
     /// Takes one row.
     fn row(&mut self, row: &Row<'_>);
+
+    /// Called once early in a file with an estimate of its total rows (from
+    /// its size and the bytes per row so far), so storage can be sized once.
+    fn expect_rows(&mut self, _rows: u64) {}
 
     /// True once more rows cannot change the result, so reading can stop.
     fn satisfied(&self) -> bool {
         false
     }
+
+    /// Moves part of the work into a second accumulator that takes the same
+    /// rows on another thread; [`RowFold::join`] puts it back. `None` if
+    /// the work does not divide.
+    fn split(&mut self) -> Option<Self> {
+        None
+    }
+
+    /// Takes back the part [`RowFold::split`] moved out.
+    fn join(&mut self, _lane: Self) {}
+
+    /// Called after the file's last row, before the result is used.
+    fn finish(&mut self) {}
 }
 
 /// Folds every file (in parallel) into its own accumulator built by
@@ -71,13 +89,20 @@ pub(crate) fn fold_files<F, M>(
     make: &M,
 ) -> Result<(Vec<String>, Vec<F>), AuditError>
 where
-    F: RowFold + Send,
+    F: RowFold,
     M: Fn(usize, &[String]) -> F + Sync,
 {
+    // Fewer files than threads would leave cores idle: then each file is
+    // parsed and folded on separate threads too.
+    let pipeline = files.len() < rayon::current_num_threads();
     let results: Vec<Result<(Vec<String>, F), AuditError>> = files
         .par_iter()
         .enumerate()
-        .map(|(index, path)| fold_file(path, format, None, &|columns| make(index, columns)))
+        .map(|(index, path)| {
+            fold_file(path, format, None, pipeline, &|columns| {
+                make(index, columns)
+            })
+        })
         .collect();
     // Collected in file order, so the error reported is the first file's.
     let mut folded = Vec::with_capacity(results.len());
@@ -106,8 +131,10 @@ where
         let refolded: Vec<Result<(usize, F), AuditError>> = redo
             .par_iter()
             .map(|&index| {
-                fold_file(&files[index], format, Some(&columns), &|c| make(index, c))
-                    .map(|(_, fold)| (index, fold))
+                fold_file(&files[index], format, Some(&columns), false, &|c| {
+                    make(index, c)
+                })
+                .map(|(_, fold)| (index, fold))
             })
             .collect();
         for result in refolded {
@@ -142,14 +169,30 @@ fn same_columns<F>(
 
 /// Folds one file. `columns` (JSON Lines only) fixes the file's columns to a
 /// superset of its keys; otherwise they are discovered while reading.
+/// `pipeline` lets a large CSV file be parsed and folded on separate threads
+/// (then `satisfied` is not consulted).
 pub(crate) fn fold_file<F: RowFold>(
     path: &Path,
     format: Format,
     columns: Option<&[String]>,
+    pipeline: bool,
+    make: &dyn Fn(&[String]) -> F,
+) -> Result<(Vec<String>, F), AuditError> {
+    let (columns, mut fold) = fold_file_rows(path, format, columns, pipeline, make)?;
+    fold.finish();
+    Ok((columns, fold))
+}
+
+/// [`fold_file`] up to the last row.
+fn fold_file_rows<F: RowFold>(
+    path: &Path,
+    format: Format,
+    columns: Option<&[String]>,
+    pipeline: bool,
     make: &dyn Fn(&[String]) -> F,
 ) -> Result<(Vec<String>, F), AuditError> {
     match format {
-        Format::Csv => fold_csv(path, make),
+        Format::Csv => fold_csv(path, pipeline, make),
         Format::Jsonl => {
             // Optimistically take the first object's keys as the columns: the
             // common file has the same keys on every line and is read once.
@@ -190,84 +233,327 @@ fn parse_error(path: &Path, line: u64, message: String) -> AuditError {
     }
 }
 
-/// Streams a CSV file through `make(columns)`'s accumulator.
+/// Streams a CSV file through `make(columns)`'s accumulator; with
+/// `pipeline`, parsing and folding run on separate threads.
 fn fold_csv<F: RowFold>(
     path: &Path,
+    pipeline: bool,
     make: &dyn Fn(&[String]) -> F,
 ) -> Result<(Vec<String>, F), AuditError> {
-    // The csv reader wraps its input in its own buffered reader of this size;
-    // a second BufReader around the file would only copy bytes twice.
-    // Flexible, because a short or long record is reported here with its
-    // true line number (see `NewlineIndex`).
-    let mut reader = csv::ReaderBuilder::new()
-        .buffer_capacity(BUFFER)
-        .flexible(true)
-        .from_reader(NewlineIndex::new(open(path)?));
-    let header = reader
-        .byte_headers()
-        .map_err(|e| csv_error(path, e))?
-        .clone();
-    let header_line = record_line(&mut reader, &header);
-
-    let mut named = Vec::with_capacity(header.len());
-    for (position, name) in header.iter().enumerate() {
-        let name = String::from_utf8(name.to_vec()).map_err(|_| {
-            parse_error(
-                path,
-                header_line,
-                format!("the name of column {} is not UTF-8", position + 1),
-            )
-        })?;
-        named.push((name, position));
-    }
-    named.sort();
-    if let Some(pair) = named.windows(2).find(|pair| pair[0].0 == pair[1].0) {
-        return Err(parse_error(
-            path,
-            header_line,
-            format!("column `{}` appears twice in the header", pair[0].0),
-        ));
-    }
-    let columns: Vec<String> = named.iter().map(|(name, _)| name.clone()).collect();
-    // order[k] = the field position of the k-th sorted column.
-    let order: Vec<usize> = named.iter().map(|&(_, position)| position).collect();
-
+    let (columns, mut records) = CsvRecords::open(path)?;
     let mut fold = make(&columns);
-    let mut record = csv::ByteRecord::new();
-    let mut spans: Vec<Span> = vec![None; order.len()];
+    if pipeline && records.estimate.size >= PIPELINE_BYTES {
+        return Ok((columns, fold_pipelined(&mut records, fold)?));
+    }
+    let mut spans: Vec<Span> = Vec::with_capacity(columns.len());
     while !fold.satisfied() {
-        if !reader
-            .read_byte_record(&mut record)
-            .map_err(|e| csv_error(path, e))?
-        {
+        let Some(line) = records.next()? else {
             break;
+        };
+        if let Some(rows) = records.estimate.take() {
+            fold.expect_rows(rows);
         }
-        let line = record_line(&mut reader, &record);
-        if record.len() != order.len() {
-            return Err(parse_error(
-                path,
-                line,
-                format!(
-                    "found {} fields where the header has {}",
-                    record.len(),
-                    order.len()
-                ),
-            ));
-        }
-        for (span, &position) in spans.iter_mut().zip(&order) {
-            // Quoted or not, an empty field is null, so `""` and `` agree.
-            *span = record
-                .range(position)
-                .filter(|range| !range.is_empty())
-                .map(|range| (range.start, range.end));
-        }
+        spans.clear();
+        push_spans(&mut spans, &records.record, &records.order, 0);
         fold.row(&Row {
             line,
-            data: record.as_slice(),
+            data: records.record.as_slice(),
             spans: &spans,
         });
     }
     Ok((columns, fold))
+}
+
+/// Appends a record's spans in sorted column order, offset by `base`.
+fn push_spans(spans: &mut Vec<Span>, record: &csv::ByteRecord, order: &[usize], base: usize) {
+    spans.extend(order.iter().map(|&position| {
+        // Quoted or not, an empty field is null, so `""` and `` agree.
+        record
+            .range(position)
+            .filter(|range| !range.is_empty())
+            .map(|range| (base + range.start, base + range.end))
+    }));
+}
+
+/// The records of a CSV file after its header, checked against it.
+struct CsvRecords<'p> {
+    path: &'p Path,
+    reader: csv::Reader<NewlineIndex<File>>,
+    /// order[k] = the field position of the k-th sorted column.
+    order: Vec<usize>,
+    /// The record last read by `next`.
+    record: csv::ByteRecord,
+    estimate: RowEstimate,
+}
+
+impl<'p> CsvRecords<'p> {
+    /// Opens a file and reads its header: returns its sorted columns.
+    fn open(path: &'p Path) -> Result<(Vec<String>, Self), AuditError> {
+        // The csv reader wraps its input in its own buffered reader of this
+        // size; a second BufReader around the file would only copy bytes
+        // twice. Flexible, because a short or long record is reported here
+        // with its true line number (see `NewlineIndex`).
+        let mut reader = csv::ReaderBuilder::new()
+            .buffer_capacity(BUFFER)
+            .flexible(true)
+            .from_reader(NewlineIndex::new(open(path)?));
+        let header = reader
+            .byte_headers()
+            .map_err(|e| csv_error(path, e))?
+            .clone();
+        let header_line = record_line(&mut reader, &header);
+
+        let mut named = Vec::with_capacity(header.len());
+        for (position, name) in header.iter().enumerate() {
+            let name = String::from_utf8(name.to_vec()).map_err(|_| {
+                parse_error(
+                    path,
+                    header_line,
+                    format!("the name of column {} is not UTF-8", position + 1),
+                )
+            })?;
+            named.push((name, position));
+        }
+        named.sort();
+        if let Some(pair) = named.windows(2).find(|pair| pair[0].0 == pair[1].0) {
+            return Err(parse_error(
+                path,
+                header_line,
+                format!("column `{}` appears twice in the header", pair[0].0),
+            ));
+        }
+        let columns = named.iter().map(|(name, _)| name.clone()).collect();
+        let estimate = RowEstimate::new(reader.get_ref().file());
+        let records = Self {
+            path,
+            reader,
+            order: named.iter().map(|&(_, position)| position).collect(),
+            record: csv::ByteRecord::new(),
+            estimate,
+        };
+        Ok((columns, records))
+    }
+
+    /// Reads the next record into `self.record`; returns its line.
+    fn next(&mut self) -> Result<Option<u64>, AuditError> {
+        if !self
+            .reader
+            .read_byte_record(&mut self.record)
+            .map_err(|e| csv_error(self.path, e))?
+        {
+            return Ok(None);
+        }
+        let line = record_line(&mut self.reader, &self.record);
+        self.estimate.row(self.reader.position().byte());
+        if self.record.len() != self.order.len() {
+            return Err(parse_error(
+                self.path,
+                line,
+                format!(
+                    "found {} fields where the header has {}",
+                    self.record.len(),
+                    self.order.len()
+                ),
+            ));
+        }
+        Ok(Some(line))
+    }
+}
+
+/// Files at least this large are parsed and folded on separate threads when
+/// cores would otherwise idle; below it, starting threads is not worth it.
+const PIPELINE_BYTES: u64 = 8 << 20;
+/// Rows per batch handed from the parsing thread to the folding threads.
+const BATCH_ROWS: usize = 4096;
+/// Batches queued per folding thread. The parser waits when a queue is full,
+/// so with the batches being parsed and folded this bounds a pipelined read's
+/// memory to a few megabytes.
+const QUEUED: usize = 2;
+
+/// Parsed rows on their way from the parsing thread to the folding threads:
+/// all rows' bytes in one buffer, reused from batch to batch.
+struct Batch {
+    data: Vec<u8>,
+    spans: Vec<Span>,
+    lines: Vec<u64>,
+    /// The file's estimated rows, passed on with the batch it was made in.
+    expect: Option<u64>,
+}
+
+impl Batch {
+    fn new() -> Self {
+        Self {
+            data: Vec::new(),
+            spans: Vec::new(),
+            lines: Vec::new(),
+            expect: None,
+        }
+    }
+
+    fn clear(&mut self) {
+        self.data.clear();
+        self.spans.clear();
+        self.lines.clear();
+        self.expect = None;
+    }
+
+    fn push(&mut self, line: u64, record: &csv::ByteRecord, order: &[usize]) {
+        let base = self.data.len();
+        self.data.extend_from_slice(record.as_slice());
+        push_spans(&mut self.spans, record, order, base);
+        self.lines.push(line);
+    }
+
+    fn fold_into<F: RowFold>(&self, fold: &mut F) {
+        if let Some(rows) = self.expect {
+            fold.expect_rows(rows);
+        }
+        let width = self.spans.len() / self.lines.len().max(1);
+        for (index, &line) in self.lines.iter().enumerate() {
+            let spans = self
+                .spans
+                .get(index * width..(index + 1) * width)
+                .unwrap_or_default();
+            fold.row(&Row {
+                line,
+                data: &self.data,
+                spans,
+            });
+        }
+    }
+}
+
+/// Folds a CSV file with parsing on this thread and folding on one thread
+/// per lane of the fold (see [`RowFold::split`]), which see every row.
+///
+/// Used when one file would otherwise keep one core busy and leave the rest
+/// idle, as for a single large candidate file.
+fn fold_pipelined<F: RowFold>(records: &mut CsvRecords<'_>, mut fold: F) -> Result<F, AuditError> {
+    let mut lanes = vec![];
+    if let Some(lane) = fold.split() {
+        lanes.push(lane);
+    }
+    let (recycle, returned) = mpsc::channel::<Batch>();
+    let (result, lanes) = std::thread::scope(|scope| {
+        let mut queues = Vec::new();
+        let mut workers = Vec::new();
+        for mut lane in std::iter::once(fold).chain(lanes) {
+            let (queue, batches) = mpsc::sync_channel::<Arc<Batch>>(QUEUED);
+            let recycle = recycle.clone();
+            queues.push(queue);
+            workers.push(scope.spawn(move || {
+                for batch in batches {
+                    batch.fold_into(&mut lane);
+                    // The last lane done with a batch hands it back.
+                    if let Some(batch) = Arc::into_inner(batch) {
+                        // The parser may have stopped; then it is not wanted.
+                        let _ = recycle.send(batch);
+                    }
+                }
+                lane
+            }));
+        }
+        drop(recycle);
+        let result = produce(records, &queues, &returned);
+        // Closing the queues lets the lanes finish.
+        drop(queues);
+        let lanes: Vec<F> = workers
+            .into_iter()
+            .map(|worker| {
+                worker
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect();
+        (result, lanes)
+    });
+    result?;
+    let mut lanes = lanes.into_iter();
+    let mut fold = lanes
+        .next()
+        .ok_or_else(|| parse_error(records.path, 0, "internal error: no fold lane".to_owned()))?;
+    for lane in lanes {
+        fold.join(lane);
+    }
+    Ok(fold)
+}
+
+/// Parses records into batches and sends each to every queue, until the file
+/// ends, it is malformed, or a lane has stopped.
+fn produce(
+    records: &mut CsvRecords<'_>,
+    queues: &[mpsc::SyncSender<Arc<Batch>>],
+    returned: &mpsc::Receiver<Batch>,
+) -> Result<(), AuditError> {
+    loop {
+        // Lanes hand batches back once done with them; the bounded queues,
+        // not this, are what keep the number of batches alive small.
+        let mut batch = returned.try_recv().unwrap_or_else(|_| Batch::new());
+        batch.clear();
+        let mut done = false;
+        while batch.lines.len() < BATCH_ROWS {
+            let Some(line) = records.next()? else {
+                done = true;
+                break;
+            };
+            if let Some(rows) = records.estimate.take() {
+                batch.expect = Some(rows);
+            }
+            batch.push(line, &records.record, &records.order);
+        }
+        if let (false, Some((last, others))) = (batch.lines.is_empty(), queues.split_last()) {
+            let batch = Arc::new(batch);
+            for queue in others {
+                if queue.send(Arc::clone(&batch)).is_err() {
+                    return Ok(());
+                }
+            }
+            // Moved, not cloned: this thread keeps no handle, so the last lane
+            // to finish the batch can hand it back for reuse.
+            if last.send(batch).is_err() {
+                return Ok(());
+            }
+        }
+        if done {
+            return Ok(());
+        }
+    }
+}
+
+/// Estimates a file's rows from its size once a sample of rows is read.
+struct RowEstimate {
+    /// The file's size; 0 if unknown, which disables the estimate.
+    size: u64,
+    rows: u64,
+    /// The estimate, until taken.
+    ready: Option<u64>,
+}
+
+impl RowEstimate {
+    /// Rows read before estimating: enough to average out odd first rows.
+    const SAMPLE: u64 = 4096;
+
+    fn new(file: &File) -> Self {
+        Self {
+            size: file.metadata().map_or(0, |m| m.len()),
+            rows: 0,
+            ready: None,
+        }
+    }
+
+    /// Counts a row that ends `read` bytes into the file.
+    fn row(&mut self, read: u64) {
+        self.rows += 1;
+        if self.rows == Self::SAMPLE && self.size > 0 && read > 0 {
+            let total = u128::from(self.size) * u128::from(self.rows) / u128::from(read);
+            self.ready = Some(u64::try_from(total).unwrap_or(u64::MAX));
+        }
+    }
+
+    /// The estimate, once.
+    fn take(&mut self) -> Option<u64> {
+        self.ready.take()
+    }
 }
 
 /// The line a record just read starts on.
@@ -301,6 +587,10 @@ struct NewlineIndex<R> {
 }
 
 impl<R> NewlineIndex<R> {
+    fn file(&self) -> &R {
+        &self.inner
+    }
+
     fn new(inner: R) -> Self {
         Self {
             inner,
@@ -321,18 +611,36 @@ impl<R> NewlineIndex<R> {
     }
 }
 
+impl<R> NewlineIndex<R> {
+    fn note(&mut self, bytes: &[u8], offset: u64) {
+        for (i, &byte) in bytes.iter().enumerate() {
+            if byte == b'\n' {
+                self.pending.push_back(offset + i as u64);
+            }
+        }
+    }
+}
+
 impl<R: Read> Read for NewlineIndex<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        const HIGHS: u64 = 0x8080_8080_8080_8080;
         let count = self.inner.read(buf)?;
         let chunk = buf.get(..count).unwrap_or(buf);
-        let start = self.read;
-        self.pending.extend(
-            chunk
-                .iter()
-                .enumerate()
-                .filter(|&(_, &b)| b == b'\n')
-                .map(|(i, _)| start + i as u64),
-        );
+        let mut offset = self.read;
+        // Eight bytes at a time, since most words hold no newline: a word has
+        // one if (w ^ b'\n' * ONES) has a zero byte.
+        let mut words = chunk.chunks_exact(8);
+        for word in &mut words {
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(word);
+            let x = u64::from_ne_bytes(bytes) ^ (u64::from(b'\n') * ONES);
+            if x.wrapping_sub(ONES) & !x & HIGHS != 0 {
+                self.note(word, offset);
+            }
+            offset += 8;
+        }
+        self.note(words.remainder(), offset);
         self.read += chunk.len() as u64;
         Ok(count)
     }
@@ -368,6 +676,7 @@ fn fold_jsonl<F: RowFold>(
         (columns, fold)
     });
     let mut lines = JsonLines::open(path)?;
+    let mut estimate = RowEstimate::new(lines.reader.get_ref());
     let mut data = Vec::new();
     let mut spans: Vec<Span> = Vec::new();
     while let Some((line, object)) = lines.next_object()? {
@@ -391,6 +700,10 @@ fn fold_jsonl<F: RowFold>(
         }
         if found < object.len() {
             return Ok(Pass::NewKeys(line));
+        }
+        estimate.row(lines.read);
+        if let Some(rows) = estimate.take() {
+            fold.expect_rows(rows);
         }
         fold.row(&Row {
             line,
@@ -433,6 +746,8 @@ struct JsonLines<'p> {
     reader: BufReader<File>,
     buf: Vec<u8>,
     line: u64,
+    /// Bytes read so far.
+    read: u64,
 }
 
 impl<'p> JsonLines<'p> {
@@ -442,6 +757,7 @@ impl<'p> JsonLines<'p> {
             reader: BufReader::with_capacity(BUFFER, open(path)?),
             buf: Vec::new(),
             line: 0,
+            read: 0,
         })
     }
 
@@ -456,6 +772,7 @@ impl<'p> JsonLines<'p> {
             if read == 0 {
                 return Ok(None);
             }
+            self.read += read as u64;
             self.line += 1;
             if self.buf.iter().all(u8::is_ascii_whitespace) {
                 continue;
@@ -509,7 +826,7 @@ mod tests {
     }
 
     fn collect(path: &Path, format: Format) -> Result<(Vec<String>, Collect), AuditError> {
-        fold_file(path, format, None, &|c| Collect(Vec::new(), c.len()))
+        fold_file(path, format, None, false, &|c| Collect(Vec::new(), c.len()))
     }
 
     fn s(text: &str) -> Option<String> {
@@ -674,6 +991,112 @@ mod tests {
         assert_eq!(columns, ["x", "y"]);
         assert_eq!(folds[0].0, vec![(1, vec![s("1"), None])]);
         assert_eq!(folds[1].0, vec![(1, vec![s("2"), s("3")])]);
+    }
+
+    /// Collects rows in one lane and only lines in a lane split off it.
+    struct Lanes {
+        rows: Vec<(u64, Vec<Option<String>>)>,
+        width: usize,
+        lane_lines: Vec<u64>,
+        is_lane: bool,
+        expected: Vec<u64>,
+    }
+
+    impl RowFold for Lanes {
+        fn row(&mut self, row: &Row<'_>) {
+            if self.is_lane {
+                self.lane_lines.push(row.line);
+            } else {
+                let values = (0..self.width)
+                    .map(|c| row.get(c).map(|v| String::from_utf8_lossy(v).into_owned()))
+                    .collect();
+                self.rows.push((row.line, values));
+            }
+        }
+
+        fn expect_rows(&mut self, rows: u64) {
+            self.expected.push(rows);
+        }
+
+        fn split(&mut self) -> Option<Self> {
+            Some(Self {
+                rows: Vec::new(),
+                width: 0,
+                lane_lines: Vec::new(),
+                is_lane: true,
+                expected: Vec::new(),
+            })
+        }
+
+        fn join(&mut self, lane: Self) {
+            self.lane_lines = lane.lane_lines;
+            self.expected.extend(lane.expected);
+        }
+    }
+
+    #[test]
+    fn pipelined_csv_reads_exactly_what_sequential_reading_does() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut text = String::from("b,a\r\n");
+        for i in 0..10_000 {
+            match i % 1000 {
+                7 => text.push_str(&format!("\"x\r\n{i}\",\"\"\r\n")),
+                8 => text.push_str(&format!("\r\n{i},\"q\"\"\"\n")),
+                _ => text.push_str(&format!("{i},v{i}\r\n")),
+            }
+        }
+        let path = write(dir.path(), "big.csv", &text);
+        let (columns, sequential) = collect(&path, Format::Csv).expect("reads");
+        let (_, mut records) = CsvRecords::open(&path).expect("opens");
+        let lanes = Lanes {
+            rows: Vec::new(),
+            width: columns.len(),
+            lane_lines: Vec::new(),
+            is_lane: false,
+            expected: Vec::new(),
+        };
+        let piped = fold_pipelined(&mut records, lanes).expect("reads");
+        assert_eq!(piped.rows.len(), 10_000);
+        assert_eq!(piped.rows, sequential.0);
+        let lines: Vec<u64> = piped.rows.iter().map(|(line, _)| *line).collect();
+        assert_eq!(piped.lane_lines, lines);
+        assert_eq!(piped.expected.len(), 2, "both lanes hear the estimate once");
+        assert!(piped.expected[0] > 9_000 && piped.expected[0] < 11_000);
+
+        // A malformed record stops the pipeline with its line.
+        let path = write(dir.path(), "bad.csv", &format!("{text}1,2,3\n"));
+        let (_, mut records) = CsvRecords::open(&path).expect("opens");
+        let lanes = Lanes {
+            rows: Vec::new(),
+            width: 2,
+            lane_lines: Vec::new(),
+            is_lane: false,
+            expected: Vec::new(),
+        };
+        match fold_pipelined(&mut records, lanes) {
+            Err(AuditError::Parse { line, .. }) => assert_eq!(line, 10_000 + 1 + 20 + 1),
+            other => panic!("unexpected {:?}", other.map(|l| l.rows.len())),
+        }
+    }
+
+    #[test]
+    fn newline_index_counts_across_words_and_reads() {
+        let text: Vec<u8> = (0..1000u32)
+            .map(|i| {
+                if i % 7 == 0 || i % 11 == 3 {
+                    b'\n'
+                } else {
+                    b'x'
+                }
+            })
+            .collect();
+        let mut index = NewlineIndex::new(&text[..]);
+        let mut buf = [0u8; 13];
+        while index.read(&mut buf).expect("reads") > 0 {}
+        for offset in [0, 1, 7, 8, 9, 100, 555, 999, 1000] {
+            let expected = text[..offset].iter().filter(|&&b| b == b'\n').count() as u64;
+            assert_eq!(index.newlines_before(offset as u64), expected, "{offset}");
+        }
     }
 
     #[test]

@@ -41,6 +41,36 @@ pub(crate) enum Command {
     Rollback(RollbackArgs),
     /// The evidence about one task instance, and what to do about it.
     Explain(ExplainArgs),
+    /// List (and with --apply delete) candidate directories nothing can need.
+    Gc(GcArgs),
+    /// Rerun a published instance from its pinned inputs into scratch and compare digests.
+    Verify(VerifyArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct GcArgs {
+    /// Manifest file.
+    pub(crate) manifest: PathBuf,
+    /// Only candidates older than this (default: twice the longest task timeout, at least 24h).
+    #[arg(long)]
+    pub(crate) older_than: Option<String>,
+    /// Generations before the current one kept for rollback.
+    #[arg(long, default_value_t = 5)]
+    pub(crate) keep_generations: usize,
+    /// Delete; without it gc only lists what it would delete and why.
+    #[arg(long)]
+    pub(crate) apply: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct VerifyArgs {
+    /// Manifest file.
+    pub(crate) manifest: PathBuf,
+    /// Task.
+    pub(crate) task: String,
+    /// Partition.
+    #[arg(long)]
+    pub(crate) partition: String,
 }
 
 #[derive(Debug, Args)]

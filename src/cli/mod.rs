@@ -48,6 +48,8 @@ pub fn main() -> ExitCode {
         Command::Uncertify(a) => ops::certify(&a, false),
         Command::Rollback(a) => ops::rollback(&a),
         Command::Explain(a) => ops::explain(&a),
+        Command::Gc(a) => ops::gc(&a),
+        Command::Verify(a) => ops::verify(&a),
     };
     ExitCode::from(code)
 }

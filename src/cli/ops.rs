@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use super::args::{CertifyArgs, DecisionArgs, ExplainArgs, RollbackArgs};
+use super::args::{CertifyArgs, DecisionArgs, ExplainArgs, GcArgs, RollbackArgs, VerifyArgs};
 use super::{exit, load, report};
 use crate::events::{Event, State};
 use crate::exec::RunOptions;
@@ -274,6 +274,128 @@ pub(crate) fn rollback(args: &RollbackArgs) -> u8 {
                 | rb::RollbackError::Publish(crate::store::PublishError::Store(_)) => exit::ENGINE,
                 _ => exit::REFUSED,
             }
+        }
+    }
+}
+
+/// `weir gc`: a dry run unless `--apply`.
+pub(crate) fn gc(args: &GcArgs) -> u8 {
+    use crate::ops::gc::{self, GcDecision, GcOptions};
+    let Ok(manifest) = load(&args.manifest) else {
+        return exit::INVALID;
+    };
+    let older_than = match &args.older_than {
+        Some(text) => match crate::manifest::duration::parse(text) {
+            Ok(d) => d,
+            Err(why) => {
+                eprintln!("error: --older-than: {why}\n  help: write a duration such as \"48h\" or \"7d\"");
+                return exit::INVALID;
+            }
+        },
+        None => {
+            let longest = manifest
+                .tasks
+                .values()
+                .map(|t| t.timeout + crate::exec::lease::timeout(t))
+                .max()
+                .unwrap_or_default();
+            (longest * 2).max(std::time::Duration::from_secs(24 * 3600))
+        }
+    };
+    let Ok(warehouse) = open(&manifest) else {
+        return exit::ENGINE;
+    };
+    let options = GcOptions {
+        older_than,
+        keep_generations: args.keep_generations,
+    };
+    let items = match gc::plan(&warehouse, &options) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::ENGINE;
+        }
+    };
+    let (delete, keep): (Vec<_>, Vec<_>) = items.iter().partition(|i| i.decision.is_delete());
+    for item in &items {
+        let (verb, reason) = match &item.decision {
+            GcDecision::Delete { reason } => {
+                (if args.apply { "delete" } else { "would delete" }, reason)
+            }
+            GcDecision::Keep { reason } => ("keep", reason),
+        };
+        println!(
+            "{verb:<12} {} ({} bytes): {reason}",
+            item.path.display(),
+            item.bytes
+        );
+    }
+    let bytes: u64 = delete.iter().map(|i| i.bytes).sum();
+    if !args.apply {
+        println!(
+            "dry run: {} candidate director{} ({bytes} bytes) would be deleted, {} kept; rerun with --apply to delete",
+            delete.len(),
+            if delete.len() == 1 { "y" } else { "ies" },
+            keep.len()
+        );
+        return exit::OK;
+    }
+    let Ok(log) = operator_log(warehouse.root()) else {
+        return exit::ENGINE;
+    };
+    match gc::apply(&warehouse, &log, &options, &items) {
+        Ok(n) => {
+            println!(
+                "deleted {n} candidate director{}, {} kept",
+                if n == 1 { "y" } else { "ies" },
+                items.len() - n
+            );
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            exit::ENGINE
+        }
+    }
+}
+
+/// `weir verify`.
+pub(crate) fn verify(args: &VerifyArgs) -> u8 {
+    let Ok(manifest) = load(&args.manifest) else {
+        return exit::INVALID;
+    };
+    let Ok(warehouse) = open(&manifest) else {
+        return exit::ENGINE;
+    };
+    match crate::ops::verify::verify(&manifest, &warehouse, &args.task, &args.partition) {
+        Ok(r) => {
+            println!(
+                "{} {} generation {}: published {} ({} rows), rerun {} ({} rows)",
+                r.task,
+                r.partition,
+                r.generation,
+                r.published_digest,
+                r.rows.0,
+                r.rerun_digest,
+                r.rows.1
+            );
+            println!("scratch: {}", r.scratch.display());
+            if r.deterministic {
+                println!(
+                    "deterministic: the rerun from the pinned inputs has the published digest"
+                );
+                exit::OK
+            } else {
+                println!("NOT deterministic: the rerun from the same inputs differs");
+                for d in &r.differences {
+                    println!("  {d}");
+                }
+                exit::TASK_FAILED
+            }
+        }
+        Err(e) => {
+            report(&e);
+            exit::TASK_FAILED
         }
     }
 }

@@ -73,10 +73,15 @@ pub(crate) fn execute(manifest: &Manifest, options: &RunOptions) -> u8 {
     };
     display.finish();
     print_summary(&summary);
-    if summary.ok() {
-        exit::OK
-    } else {
-        exit::TASK_FAILED
+    let stale = summary
+        .instances
+        .iter()
+        .any(|(_, _, r)| *r == InstanceResult::RejectedStale);
+    match (summary.ok(), stale) {
+        (false, _) => exit::TASK_FAILED,
+        // Readers see a complete generation, but this run's attempt lost to a newer one.
+        (true, true) => exit::REFUSED,
+        (true, false) => exit::OK,
     }
 }
 

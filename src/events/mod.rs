@@ -158,7 +158,12 @@ impl EventLog {
         let dir = run_dir(warehouse, run_id);
         crate::store::fs::create_dir_all_durable(&dir)?;
         let path = dir.join("events.jsonl");
-        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        let mut file = OpenOptions::new().create(true).append(true).open(&path)?;
+        // A crash may have torn the last line of a log we now append to
+        // (a run resumed under its id): end it, so only that line is lost.
+        if ends_torn(&path)? {
+            file.write_all(b"\n")?;
+        }
         Ok(EventLog {
             run_id: run_id.to_string(),
             path,
@@ -216,6 +221,18 @@ impl EventLog {
             .unwrap_or_else(|p| p.into_inner())
             .sync_data()
     }
+}
+
+fn ends_torn(path: &Path) -> std::io::Result<bool> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = File::open(path)?;
+    if f.metadata()?.len() == 0 {
+        return Ok(false);
+    }
+    f.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8; 1];
+    f.read_exact(&mut last)?;
+    Ok(last[0] != b'\n')
 }
 
 /// A line that could not be parsed.

@@ -19,6 +19,7 @@ use serde_json::json;
 use super::classify::Ending;
 use super::fault::Point;
 use super::launch::{self, Launch};
+use super::lease;
 use super::snapshot::InputSnapshot;
 use super::Context;
 use crate::audit::{self, AuditReport, AuditSpec, GateOutcome};
@@ -101,6 +102,12 @@ pub(crate) fn run(
             )
         }
     };
+    // Held until this function returns, whatever the outcome.
+    let _heartbeat = lease::Heartbeat::start(
+        &dir,
+        lease::Lease::new(cx, task, attempt, token),
+        task.heartbeat,
+    );
     let data_dir = dir.join("data");
     cx.emit(
         State::Running,

@@ -20,6 +20,7 @@ mod attempt;
 pub mod classify;
 pub mod fault;
 pub mod launch;
+pub mod lease;
 pub mod retry;
 pub mod snapshot;
 
@@ -732,6 +733,19 @@ impl Job<'_> {
                     );
                     return (Some(snapshot), Outcome::AlreadyPublished);
                 }
+            }
+        }
+        if let lease::Guard::PublishedElsewhere(generation) =
+            lease::guard(cx, task, partition, self.attempt)
+        {
+            if !self.force {
+                cx.emit(
+                    State::AlreadyPublished,
+                    Event::instance(&task.name, partition).detail(format!(
+                        "another engine published generation {generation} while this one waited"
+                    )),
+                );
+                return (Some(snapshot), Outcome::AlreadyPublished);
             }
         }
         let outcome = attempt::run(cx, task, partition, self.attempt, &snapshot);

@@ -3,8 +3,10 @@
 
 pub mod certify;
 pub mod explain;
+pub mod gc;
 pub mod rollback;
 pub mod state;
+pub mod verify;
 
 use std::path::Path;
 

@@ -25,6 +25,7 @@ pub const CANDIDATE_FILE: &str = "candidate.json";
 const TOKENS: &str = "tokens";
 const ATTEMPTS: &str = "attempts";
 const LOG: &str = "log";
+const CLAIMS: &str = "claims";
 const RECORD_SUFFIX: &str = ".json";
 
 /// `<dataset>/<partition>`.
@@ -38,6 +39,10 @@ pub(crate) fn tokens_prefix(partition: &str) -> String {
 
 pub(crate) fn token_key(partition: &str, token: FencingToken) -> String {
     join(&tokens_prefix(partition), &token.key_name())
+}
+
+pub(crate) fn claim_key(partition: &str, token: FencingToken) -> String {
+    join(&join(partition, CLAIMS), &token.key_name())
 }
 
 pub(crate) fn attempts_prefix(partition: &str) -> String {

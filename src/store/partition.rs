@@ -97,6 +97,35 @@ impl PartitionStore {
         }
     }
 
+    /// The highest token allocated so far, if any: the newest attempt.
+    pub fn latest_token(&self) -> Result<Option<FencingToken>, StoreError> {
+        self.check()?;
+        let names = self.backend.list(&layout::tokens_prefix(&self.prefix))?;
+        Ok(names
+            .iter()
+            .rev()
+            .find_map(|n| FencingToken::parse_key_name(n)))
+    }
+
+    /// Claims the takeover of the attempt holding `stale` (its lease expired
+    /// or its engine died): put-if-absent of `claims/<stale>`, so of several
+    /// engines noticing the same dead attempt exactly one relaunches it.
+    /// `Ok(false)`: another engine claimed it first.
+    pub fn claim_takeover(
+        &self,
+        stale: FencingToken,
+        claimant: &TokenOwner,
+    ) -> Result<bool, StoreError> {
+        self.check()?;
+        let bytes =
+            serde_json::to_vec(&TokenRecord::new(claimant)).map_err(|e| StoreError::Corrupt {
+                key: layout::claim_key(&self.prefix, stale),
+                message: format!("cannot encode claim: {e}"),
+            })?;
+        self.backend
+            .put_if_absent(&layout::claim_key(&self.prefix, stale), &bytes)
+    }
+
     /// One past the highest allocated token.
     fn next_free_token(&self) -> Result<FencingToken, StoreError> {
         let names = self.backend.list(&layout::tokens_prefix(&self.prefix))?;

@@ -2,7 +2,12 @@
 //! One integration binary (one link on a two-core machine), a module per area.
 
 mod atlasmart;
+mod crash;
+mod fencing;
 mod manifest_errors;
 mod plan;
+mod pools;
+mod publish;
+mod retries;
 mod schema;
 mod support;

@@ -1,0 +1,858 @@
+//! Conservative garbage collection of attempt directories.
+//!
+//! Only `<warehouse>/<dataset>/<partition>/attempts/<token>/` directories are
+//! ever candidates. `tokens/` is never touched (the highest token record is
+//! the partition's counter, and gc reads the records for ages), `log/` is
+//! never touched (records are history), and nothing outside a partition's
+//! `attempts/` is either: datasets starting with `_` (`_runs`, `_scratch`,
+//! `_instances` …) are not datasets.
+//!
+//! The invariant: never delete a file that a live generation, a retained
+//! generation or a possibly-live attempt references, and always be able to
+//! show what would be deleted first ([`plan`] writes nothing; [`apply`]
+//! deletes only what a plan said, after checking each item again).
+//!
+//! An attempt directory is kept when
+//!
+//! 1. the current generation, one of the `keep_generations` generations
+//!    before it (the rollback window), or a generation that a retained
+//!    rollback record restores names it as its `attempt_dir`;
+//! 2. it may still be running: its lease is not finished, or its age (now − its token's `allocated_at`,
+//!    else the newest modification time under it) is below `older_than`, or
+//!    something under it was written less than `older_than` ago, or its age
+//!    cannot be told at all.
+//!
+//! Everything else is deleted, each deletion announced by a `GC_DELETED`
+//! event before it happens.
+//!
+//! What gc cannot see: a rollback to a generation *outside* the window that
+//! an operator starts while gc runs may race with the deletion of that
+//! generation's files (the window is the rollback guarantee), and an attempt
+//! that runs longer than `older_than` without writing anything looks dead.
+//! An attempt whose lease (`attempts/<t>/lease.json`) is not marked finished
+//! is kept whatever its age: its engine may only be paused.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use jiff::Timestamp;
+use serde_json::json;
+
+use crate::events::{Event, EventLog, State};
+use crate::manifest::duration::render;
+use crate::store::layout;
+use crate::store::{
+    CommitKind, CommitRecord, FencingToken, PartitionStore, StoreError, TokenRecord, Warehouse,
+};
+
+/// What gc may delete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GcOptions {
+    /// An attempt younger than this may still be running and is kept.
+    pub older_than: Duration,
+    /// How many generations before the current one stay restorable by a
+    /// rollback (their attempt dirs are kept).
+    pub keep_generations: usize,
+}
+
+/// One candidate directory and what gc decided about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GcItem {
+    /// The dataset.
+    pub dataset: String,
+    /// The partition.
+    pub partition: String,
+    /// The attempt's fencing token (the directory's name).
+    pub token: u64,
+    /// The attempt directory, `attempts/<token>`.
+    pub path: PathBuf,
+    /// Bytes of the regular files under it.
+    pub bytes: u64,
+    /// How old the attempt is (zero when unknown; the decision says so).
+    pub age: Duration,
+    /// Delete or keep, and why.
+    pub decision: GcDecision,
+}
+
+/// Why a candidate directory may (or may not) be deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GcDecision {
+    /// Nothing references it and it cannot be running.
+    Delete {
+        /// The evidence, for the plan and the `GC_DELETED` event.
+        reason: String,
+    },
+    /// It must stay.
+    Keep {
+        /// What needs it.
+        reason: String,
+    },
+}
+
+impl GcDecision {
+    /// Whether the decision is to delete.
+    pub fn is_delete(&self) -> bool {
+        matches!(self, GcDecision::Delete { .. })
+    }
+
+    /// The reason, either way.
+    pub fn reason(&self) -> &str {
+        match self {
+            GcDecision::Delete { reason } | GcDecision::Keep { reason } => reason,
+        }
+    }
+}
+
+/// Lists every `attempts/<token>/` directory of every dataset and partition
+/// in the warehouse with its decision. Writes nothing.
+pub fn plan(warehouse: &Warehouse, options: &GcOptions) -> Result<Vec<GcItem>, StoreError> {
+    plan_at(warehouse, options, Timestamp::now())
+}
+
+/// Deletes the items whose decision is Delete, logging a `GC_DELETED` event
+/// (with `dataset`, `partition`, `token`, `path`, `bytes` and `reason` in its
+/// `data`) before each deletion. Each item is checked again right before it
+/// is deleted (a run or a rollback may have committed since the plan); an
+/// item that must now be kept is skipped. Returns how many were deleted.
+pub fn apply(
+    warehouse: &Warehouse,
+    log: &EventLog,
+    options: &GcOptions,
+    items: &[GcItem],
+) -> Result<usize, StoreError> {
+    apply_at(warehouse, log, options, items, Timestamp::now())
+}
+
+fn plan_at(
+    warehouse: &Warehouse,
+    options: &GcOptions,
+    now: Timestamp,
+) -> Result<Vec<GcItem>, StoreError> {
+    let mut items = Vec::new();
+    for dataset in warehouse.datasets()? {
+        for partition in warehouse.partitions(&dataset)? {
+            let store = warehouse.partition(&dataset, &partition);
+            let tokens = attempt_tokens(warehouse, &store)?;
+            if tokens.is_empty() {
+                continue;
+            }
+            // One reading of the log per partition for the plan; `apply`
+            // reads it again per item.
+            let refs = References::read(&store, options.keep_generations);
+            for token in tokens {
+                items.push(assess(&store, &refs, token, options, now));
+            }
+        }
+    }
+    Ok(items)
+}
+
+fn apply_at(
+    warehouse: &Warehouse,
+    log: &EventLog,
+    options: &GcOptions,
+    items: &[GcItem],
+    now: Timestamp,
+) -> Result<usize, StoreError> {
+    let mut deleted = 0;
+    for item in items.iter().filter(|i| i.decision.is_delete()) {
+        let store = warehouse.partition(&item.dataset, &item.partition);
+        let token = FencingToken::from_raw(item.token);
+        // The path is recomputed from the token: only `attempts/<token>` of
+        // this partition can ever be removed, whatever the item says.
+        let dir = store.attempt_dir(token);
+        if std::fs::symlink_metadata(&dir).is_err() {
+            continue; // already gone (another gc)
+        }
+        let refs = References::read(&store, options.keep_generations);
+        let fresh = assess(&store, &refs, token, options, now);
+        let GcDecision::Delete { reason } = fresh.decision else {
+            continue;
+        };
+        let owner = store.token_record(token).ok().flatten();
+        let mut event = Event::default();
+        if let Some(owner) = &owner {
+            event = Event::instance(&owner.task, &item.partition).attempt(owner.attempt, None);
+        } else {
+            event.partition = Some(item.partition.clone());
+        }
+        event.token = Some(item.token);
+        let event = event
+            .detail(format!(
+                "deleting {} ({} bytes): {reason}",
+                fresh.path.display(),
+                fresh.bytes
+            ))
+            .data(json!({
+                "dataset": item.dataset,
+                "partition": item.partition,
+                "token": item.token,
+                "path": fresh.path.display().to_string(),
+                "bytes": fresh.bytes,
+                "reason": reason,
+            }));
+        // The evidence first: no event, no deletion.
+        log.emit(State::GcDeleted, event)
+            .map_err(StoreError::io(log.path()))?;
+        store.remove_attempt(token)?;
+        deleted += 1;
+    }
+    Ok(deleted)
+}
+
+/// The tokens of the partition's attempt dirs, ascending; other names under
+/// `attempts/` are not attempts and are left alone.
+fn attempt_tokens(
+    warehouse: &Warehouse,
+    store: &PartitionStore,
+) -> Result<Vec<FencingToken>, StoreError> {
+    let prefix = layout::attempts_prefix(&layout::partition_prefix(
+        store.dataset(),
+        store.partition(),
+    ));
+    let names = warehouse.backend().list(&prefix)?;
+    Ok(names
+        .iter()
+        .filter_map(|n| FencingToken::parse_key_name(n))
+        .collect())
+}
+
+/// Which attempt dirs the partition's log still needs, and why.
+enum References {
+    /// The log could not be read: nothing in the partition may go.
+    Unreadable(String),
+    Read {
+        /// `attempt_dir` key → why it is kept.
+        kept: HashMap<String, String>,
+        /// `attempt_dir` key → the newest generation outside the window that
+        /// named it (for the deletion's evidence).
+        superseded: HashMap<String, u64>,
+        /// The kept generations, newest first, as text ("5, 4, 3").
+        window: String,
+    },
+}
+
+impl References {
+    fn read(store: &PartitionStore, keep_generations: usize) -> References {
+        match store.history() {
+            Ok(history) => References::from_history(&history, keep_generations),
+            Err(e) => References::Unreadable(e.to_string()),
+        }
+    }
+
+    fn from_history(history: &[CommitRecord], keep_generations: usize) -> References {
+        let start = history
+            .len()
+            .saturating_sub(keep_generations.saturating_add(1));
+        let (old, window) = history.split_at(start);
+        let role = |rec: &CommitRecord| {
+            if Some(rec.generation) == history.last().map(|r| r.generation) {
+                "current"
+            } else {
+                "retained for rollback"
+            }
+        };
+        let mut kept = HashMap::new();
+        // Newest first, so an attempt named by several generations is
+        // explained by the newest one.
+        for rec in window.iter().rev() {
+            kept.entry(rec.attempt_dir.clone()).or_insert_with(|| {
+                format!(
+                    "referenced by generation {} ({})",
+                    rec.generation,
+                    role(rec)
+                )
+            });
+        }
+        // A rollback record copies its target's attempt_dir, so the loop
+        // above already covers it; the target's own record is consulted too
+        // in case the two ever differ.
+        for rec in window.iter().rev() {
+            if let CommitKind::Rollback { from_generation } = rec.kind {
+                if let Some(target) = history.iter().find(|r| r.generation == from_generation) {
+                    kept.entry(target.attempt_dir.clone()).or_insert_with(|| {
+                        format!(
+                            "referenced by generation {from_generation}, which generation {} ({}) rolls back to",
+                            rec.generation,
+                            role(rec)
+                        )
+                    });
+                }
+            }
+        }
+        let mut superseded = HashMap::new();
+        for rec in old {
+            superseded.insert(rec.attempt_dir.clone(), rec.generation.get());
+        }
+        let window = if window.is_empty() {
+            "none".to_owned()
+        } else {
+            window
+                .iter()
+                .rev()
+                .map(|r| r.generation.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        References::Read {
+            kept,
+            superseded,
+            window,
+        }
+    }
+}
+
+/// How old an attempt is, as far as the warehouse can tell.
+struct Age {
+    /// now − allocation (or − newest mtime); `None` if neither is readable.
+    age: Option<Duration>,
+    /// now − the newest modification under the directory.
+    last_write: Option<Duration>,
+}
+
+/// Decides one attempt dir.
+fn assess(
+    store: &PartitionStore,
+    refs: &References,
+    token: FencingToken,
+    options: &GcOptions,
+    now: Timestamp,
+) -> GcItem {
+    let path = store.attempt_dir(token);
+    let (bytes, newest) = walk(&path);
+    let owner = store.token_record(token).ok().flatten();
+    let age = age_of(owner.as_ref(), newest, now);
+    let decision = decide(store, refs, token, owner.as_ref(), &age, options);
+    GcItem {
+        dataset: store.dataset().to_owned(),
+        partition: store.partition().to_owned(),
+        token: token.get(),
+        path,
+        bytes,
+        age: age.age.unwrap_or_default(),
+        decision,
+    }
+}
+
+fn decide(
+    store: &PartitionStore,
+    refs: &References,
+    token: FencingToken,
+    owner: Option<&TokenRecord>,
+    age: &Age,
+    options: &GcOptions,
+) -> GcDecision {
+    let key = store.attempt_key(token);
+    let (superseded, window) = match refs {
+        References::Unreadable(why) => {
+            return GcDecision::Keep {
+                reason: format!("the partition's commit log cannot be read ({why})"),
+            }
+        }
+        References::Read {
+            kept,
+            superseded,
+            window,
+        } => {
+            if let Some(reason) = kept.get(&key) {
+                return GcDecision::Keep {
+                    reason: reason.clone(),
+                };
+            }
+            (superseded.get(&key), window)
+        }
+    };
+    if let Some(lease) = crate::exec::lease::read(&store.attempt_dir(token)).filter(|l| !l.finished)
+    {
+        return GcDecision::Keep {
+            reason: format!(
+                "may still be running: its lease (engine {} pid {} on {}) is not finished",
+                lease.engine_id, lease.pid, lease.host
+            ),
+        };
+    }
+    let threshold = render(options.older_than);
+    let last_write = age.last_write;
+    let Some(age) = age.age else {
+        return GcDecision::Keep {
+            reason: "may still be running (its age cannot be told: no readable token record or modification time)".to_owned(),
+        };
+    };
+    if age < options.older_than {
+        return GcDecision::Keep {
+            reason: format!(
+                "may still be running (age {} < threshold {threshold})",
+                render(age)
+            ),
+        };
+    }
+    if let Some(last) = last_write.filter(|l| *l < options.older_than) {
+        return GcDecision::Keep {
+            reason: format!(
+                "may still be running (written {} ago < threshold {threshold})",
+                render(last)
+            ),
+        };
+    }
+    let what = match superseded {
+        Some(g) => format!("generation {g}, outside the rollback window,"),
+        None => "unreferenced candidate".to_owned(),
+    };
+    let whose = match owner {
+        Some(o) => format!("of run {} attempt {} (token {token})", o.run_id, o.attempt),
+        None => format!("(token {token}, no token record)"),
+    };
+    GcDecision::Delete {
+        reason: format!(
+            "{what} {whose}, age {} > threshold {threshold}; generations kept: {window}",
+            render(age)
+        ),
+    }
+}
+
+fn age_of(owner: Option<&TokenRecord>, newest: Option<SystemTime>, now: Timestamp) -> Age {
+    let since = |t: Timestamp| Duration::try_from(now.duration_since(t)).unwrap_or_default();
+    let last_write = newest.and_then(|t| Timestamp::try_from(t).ok()).map(since);
+    let allocated = owner
+        .and_then(|o| o.allocated_at.parse::<Timestamp>().ok())
+        .map(since);
+    Age {
+        age: allocated.or(last_write),
+        last_write,
+    }
+}
+
+/// Bytes of the regular files under `dir` and the newest modification time
+/// of anything under it (itself included). Symlinks are not followed.
+/// Best effort: unreadable entries count for nothing.
+fn walk(dir: &Path) -> (u64, Option<SystemTime>) {
+    let Ok(meta) = std::fs::symlink_metadata(dir) else {
+        return (0, None);
+    };
+    let mut newest = meta.modified().ok();
+    let mut bytes = 0;
+    if meta.is_file() {
+        bytes += meta.len();
+    } else if meta.is_dir() {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for entry in entries.flatten() {
+                let (b, n) = walk(&entry.path());
+                bytes += b;
+                newest = newest.max(n);
+            }
+        }
+    }
+    (bytes, newest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::read_log;
+    use crate::store::{Generation, NewCommit, TokenOwner};
+    use jiff::SignedDuration;
+    use std::sync::{Arc, Mutex};
+
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    fn setup() -> (tempfile::TempDir, Warehouse, PartitionStore) {
+        let tmp = tempfile::tempdir().unwrap();
+        let wh = Warehouse::open(tmp.path()).unwrap();
+        let p = wh.partition("sales", "2026-09-20");
+        (tmp, wh, p)
+    }
+
+    /// An attempt of `run` with one data file.
+    fn attempt(p: &PartitionStore, run: &str) -> FencingToken {
+        let t = p
+            .allocate_token(&TokenOwner {
+                run_id: run.into(),
+                task: "load".into(),
+                attempt: 1,
+            })
+            .unwrap();
+        let dir = p.prepare_attempt(t).unwrap();
+        std::fs::write(dir.join("data/part-0.csv"), b"id\n1\n").unwrap();
+        std::fs::write(dir.join("stderr.log"), b"").unwrap();
+        t
+    }
+
+    fn commit(p: &PartitionStore, token: FencingToken, kind: CommitKind, dir: &str) {
+        p.commit(NewCommit {
+            token,
+            dataset: p.dataset().into(),
+            partition: p.partition().into(),
+            kind,
+            run_id: "run".into(),
+            task: "load".into(),
+            attempt: 1,
+            attempt_dir: dir.into(),
+            files: vec!["part-0.csv".into()],
+            rows: 1,
+            digest: "sha256:00".into(),
+            input_snapshot: json!({"inputs": []}),
+            input_snapshot_digest: "sha256:11".into(),
+            code_version: "1".into(),
+        })
+        .unwrap();
+    }
+
+    fn publish(p: &PartitionStore, run: &str) -> FencingToken {
+        let t = attempt(p, run);
+        commit(p, t, CommitKind::Publish, &p.attempt_key(t));
+        t
+    }
+
+    /// Rolls back to generation `g` with a fresh token (no attempt dir, as
+    /// `weir rollback` does).
+    fn rollback(p: &PartitionStore, g: u64) {
+        let target = p.record(Generation::from_raw(g)).unwrap().unwrap();
+        let t = p
+            .allocate_token(&TokenOwner {
+                run_id: "op".into(),
+                task: "load".into(),
+                attempt: 0,
+            })
+            .unwrap();
+        let kind = CommitKind::Rollback {
+            from_generation: target.generation,
+        };
+        commit(p, t, kind, &target.attempt_dir);
+    }
+
+    fn later(hours: i64) -> Timestamp {
+        Timestamp::now() + SignedDuration::from_hours(hours)
+    }
+
+    /// Rewrites a token record's `allocated_at` (tests only: records are
+    /// put-if-absent in the engine).
+    fn allocated_at(wh: &Warehouse, p: &PartitionStore, t: FencingToken, at: Timestamp) {
+        let mut rec = p.token_record(t).unwrap().unwrap();
+        rec.allocated_at = at.to_string();
+        let path = wh
+            .root()
+            .join(p.dataset())
+            .join(p.partition())
+            .join("tokens")
+            .join(t.key_name());
+        std::fs::write(path, serde_json::to_vec(&rec).unwrap()).unwrap();
+    }
+
+    fn by_token(items: &[GcItem], t: FencingToken) -> &GcItem {
+        items.iter().find(|i| i.token == t.get()).unwrap()
+    }
+
+    fn kept(items: &[GcItem], t: FencingToken) -> String {
+        match &by_token(items, t).decision {
+            GcDecision::Keep { reason } => reason.clone(),
+            GcDecision::Delete { reason } => panic!("token {t} deleted: {reason}"),
+        }
+    }
+
+    fn deleted(items: &[GcItem], t: FencingToken) -> String {
+        match &by_token(items, t).decision {
+            GcDecision::Delete { reason } => reason.clone(),
+            GcDecision::Keep { reason } => panic!("token {t} kept: {reason}"),
+        }
+    }
+
+    /// Every path under `dir`, sorted.
+    fn tree(dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                out.extend(tree(&path));
+            }
+            out.push(path);
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn plan_keeps_current_retained_and_young_and_writes_nothing() {
+        let (tmp, wh, p) = setup();
+        let gens: Vec<FencingToken> = (1..=5).map(|i| publish(&p, &format!("r{i}"))).collect();
+        let orphan = attempt(&p, "r-failed");
+        let young = attempt(&p, "r-young");
+        let now = later(2);
+        allocated_at(&wh, &p, young, now - SignedDuration::from_mins(5));
+        // Something outside attempts/ that gc must not look at.
+        std::fs::create_dir_all(tmp.path().join("_scratch/verify-1/data")).unwrap();
+        let before = tree(tmp.path());
+
+        let options = GcOptions {
+            older_than: HOUR,
+            keep_generations: 2,
+        };
+        let items = plan_at(&wh, &options, now).unwrap();
+        assert_eq!(tree(tmp.path()), before, "a plan writes nothing");
+        assert_eq!(items.len(), 7);
+        assert!(items.iter().all(|i| i.dataset == "sales"));
+
+        assert_eq!(
+            kept(&items, gens[4]),
+            "referenced by generation 5 (current)"
+        );
+        assert_eq!(
+            kept(&items, gens[3]),
+            "referenced by generation 4 (retained for rollback)"
+        );
+        assert_eq!(
+            kept(&items, gens[2]),
+            "referenced by generation 3 (retained for rollback)"
+        );
+        assert_eq!(
+            kept(&items, young),
+            "may still be running (age 5m < threshold 1h)"
+        );
+        let why = deleted(&items, gens[0]);
+        assert!(
+            why.starts_with(
+                "generation 1, outside the rollback window, of run r1 attempt 1 (token 1), age 2h"
+            ),
+            "{why}"
+        );
+        assert!(
+            why.ends_with("> threshold 1h; generations kept: 5, 4, 3"),
+            "{why}"
+        );
+        let why = deleted(&items, orphan);
+        assert!(
+            why.starts_with("unreferenced candidate of run r-failed attempt 1 (token 6)"),
+            "{why}"
+        );
+        let item = by_token(&items, orphan);
+        assert_eq!(item.path, p.attempt_dir(orphan));
+        assert_eq!(item.bytes, 5);
+        assert!(item.age >= Duration::from_secs(7190), "{:?}", item.age);
+
+        // The real clock: everything is young, nothing would go.
+        let items = plan(&wh, &options).unwrap();
+        assert!(items.iter().all(|i| !i.decision.is_delete()), "{items:?}");
+    }
+
+    #[test]
+    fn apply_deletes_only_old_unreferenced_dirs_after_logging_them() {
+        let (tmp, wh, p) = setup();
+        let old = publish(&p, "r1");
+        let current = publish(&p, "r2");
+        let orphan = attempt(&p, "r3");
+        // Litter under attempts/ that is not an attempt.
+        std::fs::create_dir(tmp.path().join("sales/2026-09-20/attempts/notes")).unwrap();
+        let tokens = tree(&tmp.path().join("sales/2026-09-20/tokens"));
+        let logs = tree(&tmp.path().join("sales/2026-09-20/log"));
+        let options = GcOptions {
+            older_than: HOUR,
+            keep_generations: 0,
+        };
+        let now = later(3);
+        let items = plan_at(&wh, &options, now).unwrap();
+        assert_eq!(items.len(), 3);
+        deleted(&items, old);
+        deleted(&items, orphan);
+        kept(&items, current);
+
+        let mut log = EventLog::open(wh.root(), "op-gc").unwrap();
+        // When each GC_DELETED line is written, its directory still exists.
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let observed = Arc::clone(&seen);
+        log.observe(move |rec| {
+            let path = PathBuf::from(rec.data["path"].as_str().unwrap());
+            observed.lock().unwrap().push((rec.state, path.exists()));
+        });
+        let n = apply_at(&wh, &log, &options, &items, now).unwrap();
+        assert_eq!(n, 2);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![(State::GcDeleted, true), (State::GcDeleted, true)]
+        );
+        assert!(!p.attempt_dir(old).exists());
+        assert!(!p.attempt_dir(orphan).exists());
+        assert!(p.attempt_dir(current).join("data/part-0.csv").is_file());
+        assert!(tmp.path().join("sales/2026-09-20/attempts/notes").is_dir());
+        assert_eq!(tree(&tmp.path().join("sales/2026-09-20/tokens")), tokens);
+        assert_eq!(tree(&tmp.path().join("sales/2026-09-20/log")), logs);
+
+        let (records, bad) = read_log(log.path()).unwrap();
+        assert!(bad.is_empty());
+        assert_eq!(records.len(), 2);
+        let rec = &records[0];
+        assert_eq!(rec.state, State::GcDeleted);
+        assert_eq!(rec.token, Some(old.get()));
+        assert_eq!(rec.task.as_deref(), Some("load"));
+        assert_eq!(rec.data["dataset"], "sales");
+        assert_eq!(rec.data["partition"], "2026-09-20");
+        assert_eq!(rec.data["token"], old.get());
+        assert_eq!(rec.data["bytes"], 5);
+        assert_eq!(
+            rec.data["path"],
+            p.attempt_dir(old).display().to_string().as_str()
+        );
+        assert!(rec.data["reason"]
+            .as_str()
+            .unwrap()
+            .contains("generations kept: 2"));
+
+        // Applying the same plan again deletes nothing more.
+        assert_eq!(apply_at(&wh, &log, &options, &items, now).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_rollback_keeps_the_attempt_it_restores() {
+        let (_tmp, wh, p) = setup();
+        let first = publish(&p, "r1");
+        let second = publish(&p, "r2");
+        let third = publish(&p, "r3");
+        rollback(&p, 1);
+        let options = GcOptions {
+            older_than: HOUR,
+            keep_generations: 0,
+        };
+        let now = later(2);
+        let items = plan_at(&wh, &options, now).unwrap();
+        assert_eq!(items.len(), 3, "a rollback has no attempt dir of its own");
+        assert_eq!(kept(&items, first), "referenced by generation 4 (current)");
+        deleted(&items, second);
+        assert!(deleted(&items, third).contains("generation 3, outside the rollback window"));
+
+        // A newer publication: the rollback is now retained, and so is the
+        // attempt it restores.
+        let fifth = publish(&p, "r5");
+        let options = GcOptions {
+            keep_generations: 1,
+            ..options
+        };
+        let items = plan_at(&wh, &options, later(2)).unwrap();
+        assert_eq!(
+            kept(&items, first),
+            "referenced by generation 4 (retained for rollback)"
+        );
+        assert_eq!(kept(&items, fifth), "referenced by generation 5 (current)");
+        assert!(deleted(&items, third).ends_with("generations kept: 5, 4"));
+    }
+
+    #[test]
+    fn apply_rechecks_each_item_before_deleting_it() {
+        let (tmp, wh, p) = setup();
+        let first = publish(&p, "r1");
+        publish(&p, "r2");
+        let options = GcOptions {
+            older_than: HOUR,
+            keep_generations: 0,
+        };
+        let now = later(2);
+        let items = plan_at(&wh, &options, now).unwrap();
+        deleted(&items, first);
+        // An operator rolls back to generation 1 after the plan was made.
+        rollback(&p, 1);
+        let log = EventLog::open(wh.root(), "op-gc").unwrap();
+        assert_eq!(apply_at(&wh, &log, &options, &items, now).unwrap(), 0);
+        assert!(p.attempt_dir(first).join("data/part-0.csv").is_file());
+        let (records, _) = read_log(log.path()).unwrap();
+        assert!(records.is_empty());
+        // A hand-made item for a referenced dir is refused the same way.
+        let forged = GcItem {
+            decision: GcDecision::Delete {
+                reason: "forged".into(),
+            },
+            path: tmp.path().join("elsewhere"),
+            ..by_token(&items, first).clone()
+        };
+        assert_eq!(apply_at(&wh, &log, &options, &[forged], now).unwrap(), 0);
+        assert!(p.attempt_dir(first).is_dir());
+    }
+
+    #[test]
+    fn recent_writes_and_unreadable_logs_keep_attempts() {
+        let (tmp, wh, p) = setup();
+        publish(&p, "r1");
+        let busy = attempt(&p, "r2");
+        let now = later(2);
+        // Allocated 4h before `now`, but its files were written 2h before.
+        allocated_at(&wh, &p, busy, now - SignedDuration::from_hours(4));
+        let options = GcOptions {
+            older_than: Duration::from_secs(3 * 3600),
+            keep_generations: 0,
+        };
+        let items = plan_at(&wh, &options, now).unwrap();
+        let why = kept(&items, busy);
+        assert!(why.starts_with("may still be running (written 2h"), "{why}");
+        assert_eq!(by_token(&items, busy).age, Duration::from_secs(4 * 3600));
+
+        // No token record: the newest modification time is the age.
+        let q = wh.partition("sales", "2026-09-21");
+        let t = attempt(&q, "r1");
+        std::fs::remove_file(
+            tmp.path()
+                .join("sales/2026-09-21/tokens")
+                .join(t.key_name()),
+        )
+        .unwrap();
+        let mut items = plan_at(
+            &wh,
+            &GcOptions {
+                older_than: HOUR,
+                ..options
+            },
+            later(2),
+        )
+        .unwrap();
+        items.retain(|i| i.partition == "2026-09-21");
+        let why = deleted(&items, t);
+        assert!(
+            why.contains("(token 1, no token record), age 2h >"),
+            "{why}"
+        );
+
+        // A corrupt log keeps the whole partition.
+        std::fs::create_dir(tmp.path().join("sales/2026-09-21/log")).unwrap();
+        std::fs::write(
+            tmp.path()
+                .join("sales/2026-09-21/log/00000000000000000001.json"),
+            b"{",
+        )
+        .unwrap();
+        let items = plan_at(
+            &wh,
+            &GcOptions {
+                older_than: HOUR,
+                ..options
+            },
+            now,
+        )
+        .unwrap();
+        let item = items.iter().find(|i| i.partition == "2026-09-21").unwrap();
+        assert!(item
+            .decision
+            .reason()
+            .starts_with("the partition's commit log cannot be read"));
+        assert!(!item.decision.is_delete());
+    }
+
+    #[test]
+    fn zero_threshold_and_empty_warehouse() {
+        let (_tmp, wh, p) = setup();
+        assert!(plan(
+            &wh,
+            &GcOptions {
+                older_than: Duration::ZERO,
+                keep_generations: 5
+            }
+        )
+        .unwrap()
+        .is_empty());
+        let orphan = attempt(&p, "r1");
+        let items = plan(
+            &wh,
+            &GcOptions {
+                older_than: Duration::ZERO,
+                keep_generations: 5,
+            },
+        )
+        .unwrap();
+        assert!(deleted(&items, orphan).ends_with("generations kept: none"));
+    }
+}

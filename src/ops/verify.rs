@@ -1,0 +1,925 @@
+//! Verification: rerun a published instance from its pinned inputs and
+//! compare the result with what was published. Nothing is published, no
+//! token is allocated and no record or event is written: the rerun's files
+//! stay in a scratch directory, `<warehouse>/_scratch/verify-<time>-<rand>/`,
+//! for the operator to inspect (gc never looks under `_`-names).
+//!
+//! ```text
+//!  latest record of the task's output ──► its input_snapshot
+//!     upstream input ──► the record of that dataset at the *pinned* generation,
+//!                        its token, digest and files checked again
+//!     external input ──► the file at the pinned path, its SHA-256 checked again
+//!  run the command (same environment as an attempt) ──► scratch/data/
+//!  canonical digest of scratch/data ══ record.digest ?  deterministic
+//!                                    ≠                 rows only on one side
+//! ```
+//!
+//! Verification needs the same evidence the publication read: an input that
+//! changed or disappeared since is an error, not a difference.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use sha2::{Digest as _, Sha256};
+
+use crate::audit::{self, CanonicalRow, Format};
+use crate::exec::classify::Ending;
+use crate::exec::launch::{self, input_var, Launch};
+use crate::manifest::{Manifest, Task};
+use crate::store::{CommitRecord, Generation, Warehouse};
+
+/// How many rows only on one side a report lists.
+const MAX_DIFFERENCES: usize = 5;
+/// Bytes of the rerun's stderr kept in [`VerifyError::TaskFailed`].
+const TAIL_BYTES: usize = 2048;
+
+/// What a verification found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// The task.
+    pub task: String,
+    /// The partition.
+    pub partition: String,
+    /// The published generation that was checked.
+    pub generation: u64,
+    /// The digest in its commit record.
+    pub published_digest: String,
+    /// The digest of the rerun's files.
+    pub rerun_digest: String,
+    /// Row counts: (published, rerun).
+    pub rows: (u64, u64),
+    /// Whether the rerun reproduced the published digest.
+    pub deterministic: bool,
+    /// Up to five rows present on one side only, e.g.
+    /// `only in published: order_id=A-1, line_no=1, qty=2` (preceded by a
+    /// `columns differ: …` line when the column sets differ).
+    pub differences: Vec<String>,
+    /// The scratch directory holding the rerun (`data/`, `stdout.log`,
+    /// `stderr.log`); kept for inspection.
+    pub scratch: PathBuf,
+}
+
+/// Why an instance could not be verified.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum VerifyError {
+    /// The manifest has no such task.
+    #[error("unknown task `{task}`")]
+    #[diagnostic(code(weir::verify::unknown_task))]
+    UnknownTask {
+        /// The name given.
+        task: String,
+        /// Did you mean …
+        #[help]
+        help: String,
+    },
+    /// The instance has never been published.
+    #[error("task `{task}` has no published generation of `{dataset}` for partition {partition}")]
+    #[diagnostic(
+        code(weir::verify::nothing_published),
+        help("verification reruns a published instance; `weir run` publishes it first")
+    )]
+    NothingPublished {
+        /// The task.
+        task: String,
+        /// Its output dataset.
+        dataset: String,
+        /// The partition.
+        partition: String,
+    },
+    /// An input no longer holds what the publication read.
+    #[error("input `{input}` changed since it was pinned: pinned {pinned}, now {now}")]
+    #[diagnostic(
+        code(weir::verify::input_changed),
+        help("verification needs the same evidence the publication read; restore the input, or run the instance again to publish a generation from the new one")
+    )]
+    InputChanged {
+        /// The input dataset.
+        input: String,
+        /// What the snapshot pinned.
+        pinned: String,
+        /// What is there now.
+        now: String,
+    },
+    /// An input the publication read is gone.
+    #[error("input `{input}` is no longer available: {why}")]
+    #[diagnostic(
+        code(weir::verify::input_missing),
+        help("verification needs the pinned input; restore it (an upstream generation's files stay only while gc retains them)")
+    )]
+    InputMissing {
+        /// The input dataset.
+        input: String,
+        /// What is missing.
+        why: String,
+    },
+    /// The rerun did not exit 0.
+    #[error("the rerun failed: {ending}")]
+    #[diagnostic(
+        code(weir::verify::task_failed),
+        help(
+            "the rerun's stdout.log and stderr.log are in its scratch directory under `_scratch/`"
+        )
+    )]
+    TaskFailed {
+        /// How it ended.
+        ending: String,
+        /// The end of its stderr.
+        stderr_tail: String,
+    },
+    /// The published or rerun files cannot be read.
+    #[error("cannot read the data: {0}")]
+    #[diagnostic(code(weir::verify::audit))]
+    Audit(String),
+    /// The warehouse cannot be read, or the record is not one verification
+    /// understands.
+    #[error("warehouse error: {0}")]
+    #[diagnostic(
+        code(weir::verify::warehouse),
+        help("check that the warehouse is readable and writable (the rerun is written under `_scratch/`)")
+    )]
+    Store(String),
+}
+
+/// One input as a commit record's `input_snapshot` holds it (see
+/// [`crate::exec::snapshot::PinnedInput`]).
+#[derive(Debug, Deserialize)]
+struct StoredInput {
+    name: String,
+    kind: String,
+    #[serde(default)]
+    task: Option<String>,
+    #[serde(default)]
+    generation: Option<u64>,
+    #[serde(default)]
+    token: Option<u64>,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    watermark: Option<String>,
+    digest: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct StoredSnapshot {
+    inputs: Vec<StoredInput>,
+}
+
+/// An input pinned again for the rerun.
+struct Repinned {
+    name: String,
+    location: PathBuf,
+    watermark: Option<String>,
+}
+
+/// Reruns `task` at `partition` from the inputs its published generation
+/// pinned, in a scratch directory, and compares the rerun's canonical digest
+/// with the published one. Publishes nothing.
+pub fn verify(
+    manifest: &Manifest,
+    warehouse: &Warehouse,
+    task: &str,
+    partition: &str,
+) -> Result<VerifyReport, VerifyError> {
+    let spec = manifest
+        .tasks
+        .get(task)
+        .ok_or_else(|| VerifyError::UnknownTask {
+            task: task.to_string(),
+            help: crate::manifest::unknown_task_help(manifest, task),
+        })?;
+    let store = warehouse.partition(&spec.output.dataset, partition);
+    let record = store
+        .latest()
+        .map_err(|e| VerifyError::Store(e.to_string()))?
+        .ok_or_else(|| VerifyError::NothingPublished {
+            task: task.to_string(),
+            dataset: spec.output.dataset.clone(),
+            partition: partition.to_string(),
+        })?;
+    let snapshot: StoredSnapshot =
+        serde_json::from_value(record.input_snapshot.clone()).map_err(|e| {
+            VerifyError::Store(format!(
+                "the input_snapshot of `{}` {partition} generation {} cannot be read: {e}",
+                spec.output.dataset, record.generation
+            ))
+        })?;
+    let inputs = snapshot
+        .inputs
+        .iter()
+        .map(|input| repin(manifest, warehouse, partition, input))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let (run_id, scratch) = scratch_dir(warehouse.root())?;
+    let data = scratch.join("data");
+    let ending = launch::run(&Launch {
+        argv: &spec.command,
+        cwd: &manifest.dir,
+        env: environment(manifest, spec, partition, &record, &run_id, &data, &inputs),
+        stdout: scratch.join("stdout.log"),
+        stderr: scratch.join("stderr.log"),
+        timeout: spec.timeout,
+    });
+    if ending != Ending::Success {
+        return Err(VerifyError::TaskFailed {
+            ending: ending.describe(),
+            stderr_tail: launch::tail(&scratch.join("stderr.log"), TAIL_BYTES),
+        });
+    }
+
+    let format = spec.output.format;
+    let rerun_files = audit::data_files(&data, format)
+        .map_err(|e| VerifyError::Audit(format!("cannot list {}: {e}", data.display())))?;
+    let (rerun_rows, rerun_digest) =
+        audit::digest_files(&rerun_files, format).map_err(|e| VerifyError::Audit(e.to_string()))?;
+    let rerun_digest = rerun_digest.as_str().to_string();
+    let deterministic = rerun_digest == record.digest;
+    let differences = if deterministic {
+        Vec::new()
+    } else {
+        differences(
+            &store.visible_files(&record),
+            &rerun_files,
+            format,
+            &spec.output.grain,
+        )?
+    };
+    Ok(VerifyReport {
+        task: task.to_string(),
+        partition: partition.to_string(),
+        generation: record.generation.get(),
+        published_digest: record.digest.clone(),
+        rerun_digest,
+        rows: (record.rows, rerun_rows),
+        deterministic,
+        differences,
+        scratch,
+    })
+}
+
+/// Pins `input` again exactly as the snapshot did, or says why it cannot.
+fn repin(
+    manifest: &Manifest,
+    warehouse: &Warehouse,
+    partition: &str,
+    input: &StoredInput,
+) -> Result<Repinned, VerifyError> {
+    let missing = |why: String| VerifyError::InputMissing {
+        input: input.name.clone(),
+        why,
+    };
+    let changed = |now: String| VerifyError::InputChanged {
+        input: input.name.clone(),
+        pinned: input.digest.clone(),
+        now,
+    };
+    match input.kind.as_str() {
+        "external" => {
+            let relative = input.path.as_deref().ok_or_else(|| {
+                VerifyError::Store(format!(
+                    "pinned external input `{}` has no path",
+                    input.name
+                ))
+            })?;
+            let location = manifest.dir.join(relative);
+            let digest = file_digest(&location)
+                .map_err(|e| missing(format!("cannot read {}: {e}", location.display())))?;
+            if digest != input.digest {
+                return Err(changed(digest));
+            }
+            Ok(Repinned {
+                name: input.name.clone(),
+                location,
+                watermark: input.watermark.clone(),
+            })
+        }
+        "upstream" => {
+            let generation = input.generation.ok_or_else(|| {
+                VerifyError::Store(format!(
+                    "pinned upstream input `{}` has no generation",
+                    input.name
+                ))
+            })?;
+            let store = warehouse.partition(&input.name, partition);
+            let record = store
+                .record(Generation::from_raw(generation))
+                .map_err(|e| VerifyError::Store(e.to_string()))?
+                .ok_or_else(|| {
+                    missing(format!(
+                        "partition {partition} has no generation {generation}"
+                    ))
+                })?;
+            if input.token.is_some_and(|t| t != record.token.get()) || record.digest != input.digest
+            {
+                return Err(changed(format!(
+                    "generation {generation} holds token {} and {}",
+                    record.token, record.digest
+                )));
+            }
+            let files = store.visible_files(&record);
+            if let Some(gone) = files.iter().find(|f| !f.is_file()) {
+                return Err(missing(format!(
+                    "generation {generation}'s file {} is gone",
+                    gone.display()
+                )));
+            }
+            // Records never change, but files can be edited by hand: the
+            // rows must still have the pinned canonical digest.
+            let format = input
+                .task
+                .as_deref()
+                .and_then(|t| manifest.tasks.get(t))
+                .or_else(|| manifest.producer(&input.name))
+                .map(|t| t.output.format);
+            if let Some(format) = format {
+                let now = match audit::digest_files(&files, format) {
+                    Ok((_, digest)) => digest.as_str().to_string(),
+                    Err(e) => format!("unreadable ({e})"),
+                };
+                if now != input.digest {
+                    return Err(changed(now));
+                }
+            }
+            let location = files
+                .first()
+                .and_then(|f| f.parent().map(Path::to_path_buf))
+                .unwrap_or_else(|| warehouse.root().join(&record.attempt_dir).join("data"));
+            Ok(Repinned {
+                name: input.name.clone(),
+                location,
+                watermark: None,
+            })
+        }
+        other => Err(VerifyError::Store(format!(
+            "pinned input `{}` has unknown kind `{other}`",
+            input.name
+        ))),
+    }
+}
+
+/// Creates `<warehouse>/_scratch/verify-<time>-<rand>/data` and returns the
+/// id and the scratch dir (the parent of `data`).
+fn scratch_dir(root: &Path) -> Result<(String, PathBuf), VerifyError> {
+    let parent = root.join("_scratch");
+    std::fs::create_dir_all(&parent)
+        .map_err(|e| VerifyError::Store(format!("cannot create {}: {e}", parent.display())))?;
+    loop {
+        let id = crate::exec::new_run_id().replacen("run-", "verify-", 1);
+        let dir = parent.join(&id);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {
+                let data = dir.join("data");
+                std::fs::create_dir(&data).map_err(|e| {
+                    VerifyError::Store(format!("cannot create {}: {e}", data.display()))
+                })?;
+                return Ok((id, dir));
+            }
+            // Same second, same random suffix: draw again.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(VerifyError::Store(format!(
+                    "cannot create {}: {e}",
+                    dir.display()
+                )))
+            }
+        }
+    }
+}
+
+/// The attempt's environment contract (README, "The task environment"),
+/// with `WEIR_ATTEMPT` and `WEIR_TOKEN` 0 and the record's `code_version`,
+/// so a task that stamps rows stamps them as the publication did.
+fn environment(
+    manifest: &Manifest,
+    task: &Task,
+    partition: &str,
+    record: &CommitRecord,
+    run_id: &str,
+    data: &Path,
+    inputs: &[Repinned],
+) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("WEIR_RUN_ID".to_string(), run_id.to_string()),
+        ("WEIR_PIPELINE".into(), manifest.pipeline.name.clone()),
+        ("WEIR_TASK".into(), task.name.clone()),
+        ("WEIR_PARTITION".into(), partition.to_string()),
+        ("WEIR_ATTEMPT".into(), "0".into()),
+        ("WEIR_TOKEN".into(), "0".into()),
+        ("WEIR_OUTPUT_DIR".into(), absolute(data)),
+        ("WEIR_CODE_VERSION".into(), record.code_version.clone()),
+    ];
+    for input in inputs {
+        env.push((input_var(&input.name), absolute(&input.location)));
+        if let Some(w) = &input.watermark {
+            let var = input_var(&input.name).replacen("WEIR_INPUT_", "WEIR_WATERMARK_", 1);
+            env.push((var, w.clone()));
+        }
+    }
+    env
+}
+
+fn absolute(path: &Path) -> String {
+    std::path::absolute(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string()
+}
+
+/// SHA-256 of a file's bytes, as the snapshot writes it.
+fn file_digest(path: &Path) -> std::io::Result<String> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(format!("sha256:{:x}", hasher.finalize()))
+}
+
+/// Up to [`MAX_DIFFERENCES`] rows present on one side only, alternating
+/// sides, with columns aligned by name (grain columns first).
+fn differences(
+    published: &[PathBuf],
+    rerun: &[PathBuf],
+    format: Format,
+    grain: &[String],
+) -> Result<Vec<String>, VerifyError> {
+    let (p_columns, p_rows) = audit::read_rows(published, format)
+        .map_err(|e| VerifyError::Audit(format!("published generation: {e}")))?;
+    let (r_columns, r_rows) =
+        audit::read_rows(rerun, format).map_err(|e| VerifyError::Audit(format!("rerun: {e}")))?;
+    let mut out = Vec::new();
+    if p_columns != r_columns {
+        out.push(format!(
+            "columns differ: published ({}), rerun ({})",
+            p_columns.join(", "),
+            r_columns.join(", ")
+        ));
+    }
+    // Grain columns first (as declared), then the rest by name.
+    let mut columns: Vec<String> = grain
+        .iter()
+        .filter(|g| p_columns.contains(g) || r_columns.contains(g))
+        .cloned()
+        .collect();
+    let mut rest: Vec<&String> = p_columns
+        .iter()
+        .chain(&r_columns)
+        .filter(|c| !grain.contains(c))
+        .collect();
+    rest.sort();
+    rest.dedup();
+    columns.extend(rest.into_iter().cloned());
+    let p_rows = align(&p_columns, p_rows, &columns);
+    let r_rows = align(&r_columns, r_rows, &columns);
+    let only_p = one_sided(&p_rows, &r_rows);
+    let only_r = one_sided(&r_rows, &p_rows);
+    let mut p = only_p.into_iter();
+    let mut r = only_r.into_iter();
+    let mut listed = 0;
+    while listed < MAX_DIFFERENCES {
+        let (a, b) = (p.next(), r.next());
+        if a.is_none() && b.is_none() {
+            break;
+        }
+        for (side, row) in [("published", a), ("rerun", b)] {
+            if let Some(row) = row {
+                if listed < MAX_DIFFERENCES {
+                    out.push(format!("only in {side}: {}", render_row(&columns, row)));
+                    listed += 1;
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Rows reordered to `columns` (a column the side lacks is null).
+fn align(have: &[String], rows: Vec<CanonicalRow>, columns: &[String]) -> Vec<CanonicalRow> {
+    let index: Vec<Option<usize>> = columns
+        .iter()
+        .map(|c| have.iter().position(|h| h == c))
+        .collect();
+    rows.into_iter()
+        .map(|row| {
+            index
+                .iter()
+                .map(|i| i.and_then(|i| row.get(i).cloned().flatten()))
+                .collect()
+        })
+        .collect()
+}
+
+/// The rows of `side` that `other` does not have, counting duplicates, in
+/// `side`'s order.
+fn one_sided<'a>(side: &'a [CanonicalRow], other: &[CanonicalRow]) -> Vec<&'a CanonicalRow> {
+    let mut counts: HashMap<&CanonicalRow, usize> = HashMap::new();
+    for row in other {
+        *counts.entry(row).or_default() += 1;
+    }
+    side.iter()
+        .filter(|row| match counts.get_mut(row) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                false
+            }
+            _ => true,
+        })
+        .collect()
+}
+
+/// `order_id=A-1, line_no=1, qty=2`; a null is `null`.
+fn render_row(columns: &[String], row: &CanonicalRow) -> String {
+    columns
+        .iter()
+        .zip(row)
+        .map(|(c, v)| format!("{c}={}", v.as_deref().unwrap_or("null")))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::snapshot;
+    use crate::store::{CommitKind, NewCommit, TokenOwner};
+
+    const MANIFEST: &str = r#"
+[pipeline]
+name = "v"
+code_version = "7"
+warehouse = "wh"
+
+[partitions.k]
+kind = "static"
+keys = ["p"]
+
+[datasets.raw]
+path = "raw_{partition}.csv"
+format = "csv"
+
+[tasks.copy]
+command = ["sh", "copy.sh"]
+inputs = ["raw"]
+output = { dataset = "copied", grain = ["id"] }
+
+[tasks.derive]
+command = ["sh", "derive.sh"]
+inputs = ["copied"]
+output = { dataset = "derived", grain = ["id"] }
+
+[tasks.stamp]
+command = ["sh", "stamp.sh"]
+output = { dataset = "stamped", grain = ["id"] }
+
+[tasks.count]
+command = ["sh", "count.sh"]
+output = { dataset = "counted", grain = ["id"] }
+
+[tasks.flaky]
+command = ["sh", "flaky.sh"]
+output = { dataset = "flaked", grain = ["id"] }
+"#;
+
+    /// Copies the raw rows, stamped with the partition and code_version;
+    /// leaves its `WEIR_*` environment beside its output directory.
+    const COPY: &str = r#"set -e
+env | grep '^WEIR_' | sort > "$WEIR_OUTPUT_DIR/../env.txt"
+out="$WEIR_OUTPUT_DIR/out.csv"
+printf 'id,v,part,code\n' > "$out"
+tail -n +2 "$WEIR_INPUT_RAW" | while IFS=, read -r id v; do
+  printf '%s,%s,%s,%s\n' "$id" "$v" "$WEIR_PARTITION" "$WEIR_CODE_VERSION" >> "$out"
+done
+"#;
+
+    const DERIVE: &str = r#"set -e
+cat "$WEIR_INPUT_COPIED"/*.csv > "$WEIR_OUTPUT_DIR/out.csv"
+"#;
+
+    const STAMP: &str = r#"printf 'id,t\n1,%s\n' "$(date +%s%N)" > "$WEIR_OUTPUT_DIR/out.csv"
+"#;
+
+    const COUNT: &str = r#"n=$(cat counter 2>/dev/null || echo 0)
+n=$((n + 1))
+echo "$n" > counter
+printf 'id,n\n1,%s\n2,fixed\n' "$n" > "$WEIR_OUTPUT_DIR/out.csv"
+"#;
+
+    const FLAKY: &str = r#"if [ -f ran-once ]; then echo "boom: second run" >&2; exit 3; fi
+touch ran-once
+printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
+"#;
+
+    struct Sandbox {
+        dir: tempfile::TempDir,
+        manifest: Manifest,
+        warehouse: Warehouse,
+    }
+
+    fn sandbox() -> Sandbox {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.toml");
+        std::fs::write(&path, MANIFEST).unwrap();
+        for (name, body) in [
+            ("copy.sh", COPY),
+            ("derive.sh", DERIVE),
+            ("stamp.sh", STAMP),
+            ("count.sh", COUNT),
+            ("flaky.sh", FLAKY),
+        ] {
+            std::fs::write(dir.path().join(name), body).unwrap();
+        }
+        std::fs::write(dir.path().join("raw_p.csv"), "id,v\n1,a\n2,b\n").unwrap();
+        let manifest = Manifest::load(&path).unwrap_or_else(|e| panic!("{:?}", e.errors));
+        let warehouse = Warehouse::open(&dir.path().join("wh")).unwrap();
+        Sandbox {
+            dir,
+            manifest,
+            warehouse,
+        }
+    }
+
+    /// Publishes `task` at partition `p` the way an attempt does: pin, run
+    /// in the attempt dir, digest, fenced commit.
+    fn publish(sb: &Sandbox, task: &str) -> CommitRecord {
+        let spec = &sb.manifest.tasks[task];
+        let snap = snapshot::pin(&sb.manifest, &sb.warehouse, spec, "p", false).unwrap();
+        let store = sb.warehouse.partition(&spec.output.dataset, "p");
+        let owner = TokenOwner {
+            run_id: "run-test".into(),
+            task: task.into(),
+            attempt: 1,
+        };
+        let token = store.allocate_token(&owner).unwrap();
+        let dir = store.prepare_attempt(token).unwrap();
+        let data = dir.join("data");
+        let mut env = vec![
+            ("WEIR_RUN_ID".to_string(), "run-test".to_string()),
+            ("WEIR_PIPELINE".into(), "v".into()),
+            ("WEIR_TASK".into(), task.into()),
+            ("WEIR_PARTITION".into(), "p".into()),
+            ("WEIR_ATTEMPT".into(), "1".into()),
+            ("WEIR_TOKEN".into(), token.get().to_string()),
+            ("WEIR_OUTPUT_DIR".into(), absolute(&data)),
+            ("WEIR_CODE_VERSION".into(), "7".into()),
+        ];
+        for input in &snap.inputs {
+            env.push((input_var(&input.name), absolute(&input.location)));
+        }
+        let ending = launch::run(&Launch {
+            argv: &spec.command,
+            cwd: &sb.manifest.dir,
+            env,
+            stdout: dir.join("stdout.log"),
+            stderr: dir.join("stderr.log"),
+            timeout: spec.timeout,
+        });
+        assert_eq!(ending, Ending::Success);
+        let files = audit::data_files(&data, spec.output.format).unwrap();
+        let (rows, digest) = audit::digest_files(&files, spec.output.format).unwrap();
+        store
+            .commit(NewCommit {
+                token,
+                dataset: spec.output.dataset.clone(),
+                partition: "p".into(),
+                kind: CommitKind::Publish,
+                run_id: "run-test".into(),
+                task: task.into(),
+                attempt: 1,
+                attempt_dir: store.attempt_key(token),
+                files: files
+                    .iter()
+                    .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+                    .collect(),
+                rows,
+                digest: digest.as_str().to_string(),
+                input_snapshot: snap.to_json(),
+                input_snapshot_digest: snap.digest(),
+                code_version: "7".into(),
+            })
+            .unwrap()
+    }
+
+    /// Every file under the warehouse except the scratch area.
+    fn warehouse_files(sb: &Sandbox) -> Vec<PathBuf> {
+        fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.ends_with("_scratch") {
+                    continue;
+                }
+                if path.is_dir() {
+                    walk(&path, out);
+                }
+                out.push(path);
+            }
+        }
+        let mut out = Vec::new();
+        walk(sb.warehouse.root(), &mut out);
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn a_deterministic_task_verifies_equal_and_publishes_nothing() {
+        let sb = sandbox();
+        let rec = publish(&sb, "copy");
+        let before = warehouse_files(&sb);
+        let report = verify(&sb.manifest, &sb.warehouse, "copy", "p").unwrap();
+        assert!(report.deterministic, "{report:?}");
+        assert_eq!(report.task, "copy");
+        assert_eq!(report.partition, "p");
+        assert_eq!(report.generation, 1);
+        assert_eq!(report.published_digest, rec.digest);
+        assert_eq!(report.rerun_digest, rec.digest);
+        assert_eq!(report.rows, (2, 2));
+        assert!(report.differences.is_empty());
+        // No token, no record, no event: only the scratch dir is new.
+        assert_eq!(warehouse_files(&sb), before);
+        let scratch = &report.scratch;
+        assert!(scratch.starts_with(sb.warehouse.root().join("_scratch")));
+        let name = scratch.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.starts_with("verify-"), "{name}");
+        let rows = std::fs::read_to_string(scratch.join("data/out.csv")).unwrap();
+        assert_eq!(rows, "id,v,part,code\n1,a,p,7\n2,b,p,7\n");
+        // The attempt's environment contract, with attempt and token 0.
+        let env = std::fs::read_to_string(scratch.join("env.txt")).unwrap();
+        let raw = sb.dir.path().join("raw_p.csv");
+        for line in [
+            "WEIR_ATTEMPT=0".to_string(),
+            "WEIR_TOKEN=0".to_string(),
+            "WEIR_CODE_VERSION=7".to_string(),
+            "WEIR_PARTITION=p".to_string(),
+            "WEIR_PIPELINE=v".to_string(),
+            "WEIR_TASK=copy".to_string(),
+            format!("WEIR_RUN_ID={name}"),
+            format!("WEIR_OUTPUT_DIR={}", scratch.join("data").display()),
+            format!("WEIR_INPUT_RAW={}", raw.display()),
+        ] {
+            assert!(env.lines().any(|l| l == line), "{line} not in\n{env}");
+        }
+        assert!(scratch.join("stderr.log").is_file());
+        // A second verification gets its own scratch dir.
+        let again = verify(&sb.manifest, &sb.warehouse, "copy", "p").unwrap();
+        assert!(again.deterministic);
+        assert_ne!(again.scratch, report.scratch);
+    }
+
+    #[test]
+    fn a_clock_reading_task_is_not_deterministic() {
+        let sb = sandbox();
+        let rec = publish(&sb, "stamp");
+        let report = verify(&sb.manifest, &sb.warehouse, "stamp", "p").unwrap();
+        assert!(!report.deterministic);
+        assert_eq!(report.published_digest, rec.digest);
+        assert_ne!(report.rerun_digest, rec.digest);
+        assert_eq!(report.rows, (1, 1));
+        assert_eq!(report.differences.len(), 2, "{:?}", report.differences);
+        assert!(report.differences[0].starts_with("only in published: id=1, t="));
+        assert!(report.differences[1].starts_with("only in rerun: id=1, t="));
+    }
+
+    #[test]
+    fn a_counter_reading_task_lists_the_rows_that_differ() {
+        let sb = sandbox();
+        publish(&sb, "count");
+        let report = verify(&sb.manifest, &sb.warehouse, "count", "p").unwrap();
+        assert!(!report.deterministic);
+        assert_eq!(
+            report.differences,
+            vec!["only in published: id=1, n=1", "only in rerun: id=1, n=2"]
+        );
+    }
+
+    #[test]
+    fn differences_align_columns_and_stop_at_five() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = tmp.path().join("a.csv");
+        let b = tmp.path().join("b.csv");
+        let mut left = String::from("qty,order_id,line_no\n");
+        let mut right = String::from("line_no,order_id,qty,extra\n");
+        for i in 0..10 {
+            left.push_str(&format!("{i},A-{i},1\n"));
+            right.push_str(&format!("1,A-{i},{},\n", if i < 2 { i } else { i + 100 }));
+        }
+        std::fs::write(&a, left).unwrap();
+        std::fs::write(&b, right).unwrap();
+        let grain = vec!["order_id".to_string(), "line_no".to_string()];
+        let out = differences(&[a], &[b], Format::Csv, &grain).unwrap();
+        assert_eq!(out.len(), 6, "{out:?}");
+        assert_eq!(
+            out[0],
+            "columns differ: published (line_no, order_id, qty), rerun (extra, line_no, order_id, qty)"
+        );
+        assert_eq!(
+            out[1],
+            "only in published: order_id=A-2, line_no=1, extra=null, qty=2"
+        );
+        assert_eq!(
+            out[2],
+            "only in rerun: order_id=A-2, line_no=1, extra=null, qty=102"
+        );
+        assert!(out[5].starts_with("only in published: order_id=A-4"));
+    }
+
+    #[test]
+    fn an_external_input_modified_after_publication_is_refused() {
+        let sb = sandbox();
+        let rec = publish(&sb, "copy");
+        let pinned = rec.input_snapshot["inputs"][0]["digest"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        std::fs::write(sb.dir.path().join("raw_p.csv"), "id,v\n1,a\n2,CHANGED\n").unwrap();
+        match verify(&sb.manifest, &sb.warehouse, "copy", "p") {
+            Err(VerifyError::InputChanged {
+                input,
+                pinned: p,
+                now,
+            }) => {
+                assert_eq!(input, "raw");
+                assert_eq!(p, pinned);
+                assert!(now.starts_with("sha256:") && now != pinned, "{now}");
+            }
+            other => panic!("expected InputChanged, got {other:?}"),
+        }
+        std::fs::remove_file(sb.dir.path().join("raw_p.csv")).unwrap();
+        assert!(matches!(
+            verify(&sb.manifest, &sb.warehouse, "copy", "p"),
+            Err(VerifyError::InputMissing { input, .. }) if input == "raw"
+        ));
+    }
+
+    #[test]
+    fn an_upstream_input_is_read_at_its_pinned_generation() {
+        let sb = sandbox();
+        let first = publish(&sb, "copy");
+        publish(&sb, "derive");
+        // The upstream moves on after `derive` was published.
+        std::fs::write(sb.dir.path().join("raw_p.csv"), "id,v\n9,z\n").unwrap();
+        let second = publish(&sb, "copy");
+        assert_ne!(first.digest, second.digest);
+        let report = verify(&sb.manifest, &sb.warehouse, "derive", "p").unwrap();
+        assert!(report.deterministic, "{report:?}");
+        assert_eq!(report.rows, (2, 2));
+
+        // Its files edited by hand: not the evidence that was pinned.
+        let store = sb.warehouse.partition("copied", "p");
+        let file = store.visible_files(&first).remove(0);
+        let text = std::fs::read_to_string(&file).unwrap();
+        std::fs::write(&file, text.replace(",a,", ",A,")).unwrap();
+        assert!(matches!(
+            verify(&sb.manifest, &sb.warehouse, "derive", "p"),
+            Err(VerifyError::InputChanged { input, .. }) if input == "copied"
+        ));
+
+        // Its files garbage-collected: gone.
+        store.remove_attempt(first.token).unwrap();
+        assert!(matches!(
+            verify(&sb.manifest, &sb.warehouse, "derive", "p"),
+            Err(VerifyError::InputMissing { input, .. }) if input == "copied"
+        ));
+    }
+
+    #[test]
+    fn refusals_name_the_problem() {
+        let sb = sandbox();
+        assert!(matches!(
+            verify(&sb.manifest, &sb.warehouse, "copy", "p"),
+            Err(VerifyError::NothingPublished { dataset, partition, .. })
+                if dataset == "copied" && partition == "p"
+        ));
+        match verify(&sb.manifest, &sb.warehouse, "cpy", "p") {
+            Err(VerifyError::UnknownTask { task, help }) => {
+                assert_eq!(task, "cpy");
+                assert!(help.contains("copy"), "{help}");
+            }
+            other => panic!("expected UnknownTask, got {other:?}"),
+        }
+        publish(&sb, "flaky");
+        match verify(&sb.manifest, &sb.warehouse, "flaky", "p") {
+            Err(VerifyError::TaskFailed {
+                ending,
+                stderr_tail,
+            }) => {
+                assert_eq!(ending, "exit code 3");
+                assert_eq!(stderr_tail, "boom: second run");
+            }
+            other => panic!("expected TaskFailed, got {other:?}"),
+        }
+        let err = VerifyError::InputChanged {
+            input: "raw".into(),
+            pinned: "sha256:aa".into(),
+            now: "sha256:bb".into(),
+        };
+        assert_eq!(
+            err.to_string(),
+            "input `raw` changed since it was pinned: pinned sha256:aa, now sha256:bb"
+        );
+    }
+}

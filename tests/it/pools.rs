@@ -1,0 +1,96 @@
+//! Pools: never more attempts at once than slots, and the slots are used.
+
+use weir::exec::InstanceResult;
+use weir::plan::Scope;
+
+use crate::support::{run_options, Sandbox};
+
+/// The highest number of intervals open at once. At equal instants an end
+/// counts before a start (nanosecond ties do not happen in practice).
+fn max_overlap(intervals: &[(u128, u128)]) -> usize {
+    let mut points: Vec<(u128, i32)> = intervals
+        .iter()
+        .flat_map(|&(s, e)| [(s, 1), (e, -1)])
+        .collect();
+    points.sort();
+    let (mut open, mut max) = (0i32, 0i32);
+    for (_, delta) in points {
+        open += delta;
+        max = max.max(open);
+    }
+    max as usize
+}
+
+#[test]
+fn pool_limit_holds() {
+    let keys: Vec<String> = (1..=12).map(|i| format!("k{i:02}")).collect();
+    let sb = Sandbox::new(&format!(
+        r#"
+[pipeline]
+name = "pools"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.k]
+kind = "static"
+keys = {keys:?}
+
+[pools.narrow]
+slots = 3
+
+[tasks.t]
+command = ["sh", "t.sh"]
+output = {{ dataset = "out", grain = ["id"] }}
+pool = "narrow"
+"#
+    ));
+    // intervals.log is in the manifest's directory, outside the warehouse.
+    sb.script(
+        "t.sh",
+        r#"echo "start $(date +%s%N) $WEIR_PARTITION" >> intervals.log
+sleep 0.2
+printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
+echo "end $(date +%s%N) $WEIR_PARTITION" >> intervals.log
+"#,
+    );
+    let summary = weir::exec::run(
+        &sb.manifest(),
+        &run_options(Scope::Latest, "pools", false),
+        None,
+    )
+    .unwrap();
+    assert_eq!(summary.instances.len(), 12);
+    assert!(
+        summary
+            .instances
+            .iter()
+            .all(|(_, _, r)| *r == InstanceResult::Published),
+        "{:?}",
+        summary.instances
+    );
+
+    let log = std::fs::read_to_string(sb.path().join("intervals.log")).unwrap();
+    let mut intervals = Vec::new();
+    for key in &keys {
+        let at = |what: &str| -> u128 {
+            let found: Vec<u128> = log
+                .lines()
+                .filter_map(|l| {
+                    let mut parts = l.split_whitespace();
+                    let (w, t, k) = (parts.next()?, parts.next()?, parts.next()?);
+                    (w == what && k == key).then(|| t.parse().expect("date +%s%N"))
+                })
+                .collect();
+            assert_eq!(found.len(), 1, "{what} of {key}:\n{log}");
+            found[0]
+        };
+        let (start, end) = (at("start"), at("end"));
+        assert!(start < end, "{key}");
+        intervals.push((start, end));
+    }
+    assert_eq!(
+        max_overlap(&intervals),
+        3,
+        "at most 3 at once, and 3 were reached:\n{log}"
+    );
+}
