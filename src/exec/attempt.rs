@@ -116,14 +116,27 @@ pub(crate) fn run(
             .detail(format!("staging {}", data_dir.display())),
     );
     let started = Instant::now();
-    let ending = launch::run(&Launch {
-        argv: &task.command,
-        cwd: &cx.manifest.dir,
-        env: environment(cx, task, partition, attempt, token, &data_dir, snapshot),
-        stdout: dir.join("stdout.log"),
-        stderr: dir.join("stderr.log"),
-        timeout: task.timeout,
-    });
+    let injected = cx
+        .chaos
+        .as_ref()
+        .and_then(|c| c.exit_code(&task.name, partition, attempt));
+    let ending = match injected {
+        Some(code) => {
+            let _ = std::fs::write(
+                dir.join("stderr.log"),
+                format!("WEIR_CHAOS: injected exit code {code}\n"),
+            );
+            Ending::Exit(code)
+        }
+        None => launch::run(&Launch {
+            argv: &task.command,
+            cwd: &cx.manifest.dir,
+            env: environment(cx, task, partition, attempt, token, &data_dir, snapshot),
+            stdout: dir.join("stdout.log"),
+            stderr: dir.join("stderr.log"),
+            timeout: task.timeout,
+        }),
+    };
     let elapsed_ms = started.elapsed().as_millis() as u64;
     if ending != Ending::Success {
         let stderr_tail = launch::tail(&dir.join("stderr.log"), TAIL_BYTES);

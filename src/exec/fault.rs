@@ -99,3 +99,102 @@ impl Faults {
         }
     }
 }
+
+/// Injected task failures: `WEIR_CHAOS=seed=7,transient=0.2,deterministic=0.05,operator=0.01`.
+///
+/// For each attempt the engine draws from an RNG seeded by the seed, the task,
+/// the partition and (for transient faults) the attempt number, so the same
+/// seed always fails the same attempts. A deterministic or operator fault
+/// belongs to the instance (every attempt of it fails the same way); a
+/// transient one to the attempt. An injected failure replaces the command:
+/// the attempt ends as if the task had exited 75, 65 or 78.
+#[derive(Debug, Clone, Default)]
+pub struct Chaos {
+    seed: u64,
+    transient: f64,
+    deterministic: f64,
+    operator: f64,
+}
+
+impl Chaos {
+    /// Reads `WEIR_CHAOS`; `None` when unset or empty.
+    pub fn from_env() -> Option<Chaos> {
+        Chaos::parse(&std::env::var("WEIR_CHAOS").ok()?)
+    }
+
+    /// Parses `key=value` pairs; unknown keys are ignored with a warning.
+    pub fn parse(text: &str) -> Option<Chaos> {
+        let mut chaos = Chaos::default();
+        for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let Some((key, value)) = pair.split_once('=') else {
+                continue;
+            };
+            match (key, value.parse::<f64>()) {
+                ("seed", _) => chaos.seed = value.parse().unwrap_or(0),
+                ("transient", Ok(p)) => chaos.transient = p,
+                ("deterministic", Ok(p)) => chaos.deterministic = p,
+                ("operator", Ok(p)) => chaos.operator = p,
+                _ => eprintln!("warning: WEIR_CHAOS: `{pair}` ignored"),
+            }
+        }
+        (chaos.transient + chaos.deterministic + chaos.operator > 0.0).then_some(chaos)
+    }
+
+    fn draw(&self, parts: &[&str]) -> f64 {
+        // FNV-1a: stable across processes and Rust versions, unlike DefaultHasher.
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325 ^ self.seed;
+        for part in parts {
+            for b in part.bytes().chain(std::iter::once(0)) {
+                hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        fastrand::Rng::with_seed(hash).f64()
+    }
+
+    /// The exit code an attempt is made to end with, if any.
+    pub fn exit_code(&self, task: &str, partition: &str, attempt: u32) -> Option<i32> {
+        let instance = self.draw(&[task, partition]);
+        if instance < self.deterministic {
+            return Some(65);
+        }
+        if instance < self.deterministic + self.operator {
+            return Some(78);
+        }
+        (self.draw(&[task, partition, &attempt.to_string()]) < self.transient).then_some(75)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chaos_is_deterministic_per_seed_and_near_its_rates() {
+        let chaos = Chaos::parse("seed=7,transient=0.2,deterministic=0.05").unwrap();
+        let again = Chaos::parse("seed=7,transient=0.2,deterministic=0.05").unwrap();
+        let keys: Vec<String> = (0..2000).map(|i| format!("p{i}")).collect();
+        let codes: Vec<Option<i32>> = keys.iter().map(|k| chaos.exit_code("t", k, 1)).collect();
+        let same: Vec<Option<i32>> = keys.iter().map(|k| again.exit_code("t", k, 1)).collect();
+        assert_eq!(codes, same);
+        let det = codes.iter().filter(|c| **c == Some(65)).count();
+        let tra = codes.iter().filter(|c| **c == Some(75)).count();
+        assert!((60..=140).contains(&det), "{det} deterministic of 2000");
+        assert!((300..=460).contains(&tra), "{tra} transient of 2000");
+        // A deterministic fault follows the instance into every attempt.
+        for k in &keys {
+            if chaos.exit_code("t", k, 1) == Some(65) {
+                assert_eq!(chaos.exit_code("t", k, 2), Some(65));
+            }
+        }
+        assert!(Chaos::parse("seed=1").is_none());
+    }
+
+    #[test]
+    fn fault_rules_match_points_and_targets() {
+        let f = Faults::parse("after_commit@load/2026-09-21:fail, before_event@extract:fail");
+        assert!(f.hit(Point::AfterCommit, "load", "2026-09-21").is_err());
+        assert!(f.hit(Point::AfterCommit, "load", "2026-09-20").is_ok());
+        assert!(f.hit(Point::BeforeEvent, "extract", "any").is_err());
+        assert!(f.hit(Point::AfterCandidate, "extract", "any").is_ok());
+    }
+}

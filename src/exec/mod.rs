@@ -128,6 +128,7 @@ pub(crate) struct Context<'a> {
     pub(crate) run_id: String,
     pub(crate) log: EventLog,
     pub(crate) faults: Faults,
+    pub(crate) chaos: Option<fault::Chaos>,
 }
 
 impl Context<'_> {
@@ -205,6 +206,7 @@ pub fn run(
         run_id: run_id.clone(),
         log,
         faults: Faults::from_env(),
+        chaos: fault::Chaos::from_env(),
     };
     cx.emit(
         State::RunStarted,
