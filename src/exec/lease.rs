@@ -202,6 +202,15 @@ pub(crate) fn guard(cx: &Context<'_>, task: &Task, partition: &str, attempt: u32
                 _ => Guard::Proceed,
             };
         }
+        // This run's own earlier attempts have ended before it retries.
+        if store
+            .token_record(newest)
+            .ok()
+            .flatten()
+            .is_some_and(|r| r.run_id == cx.run_id)
+        {
+            return Guard::Proceed;
+        }
         let dir = store.attempt_dir(newest);
         let event = || Event::instance(&task.name, partition).attempt(attempt, Some(newest.get()));
         let Some(lease) = read(&dir) else {

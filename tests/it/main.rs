@@ -3,6 +3,7 @@
 
 mod atlasmart;
 mod crash;
+mod disk_full;
 mod fencing;
 mod manifest_errors;
 mod plan;

@@ -1,0 +1,169 @@
+//! A full disk: the attempt fails, the published generation stays visible and
+//! readable, nothing partial appears; once space is back, a rerun converges
+//! to the digest of a run that never saw the disk fill.
+//!
+//! The warehouse lives on a small tmpfs, so this needs root (CI has it); where
+//! mounting is not permitted the test says so and returns.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::support::{run_in, stdout};
+
+const MANIFEST: &str = r#"
+[pipeline]
+name = "full"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.keys]
+kind = "static"
+keys = ["p"]
+
+[retry.quick]
+max_attempts = 2
+backoff = { initial = "1ms", max = "2ms" }
+
+[datasets.raw]
+path = "raw.csv"
+
+[tasks.copy]
+command = ["sh", "copy.sh"]
+inputs = ["raw"]
+output = { dataset = "copied", grain = ["id"] }
+retry = "quick"
+"#;
+
+fn setup(dir: &Path, rows: usize) {
+    std::fs::write(dir.join("m.toml"), MANIFEST).unwrap();
+    std::fs::write(
+        dir.join("copy.sh"),
+        "cat \"$WEIR_INPUT_RAW\" > \"$WEIR_OUTPUT_DIR/out.csv\"\n",
+    )
+    .unwrap();
+    write_raw(dir, rows);
+}
+
+fn write_raw(dir: &Path, rows: usize) {
+    let mut text = String::from("id,payload\n");
+    for i in 0..rows {
+        text.push_str(&format!("{i},{}\n", "x".repeat(60)));
+    }
+    std::fs::write(dir.join("raw.csv"), text).unwrap();
+}
+
+fn mount_tmpfs(at: &Path, size: &str) -> bool {
+    std::fs::create_dir_all(at).unwrap();
+    Command::new("mount")
+        .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+        .arg(at)
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+struct Unmount<'a>(&'a Path);
+
+impl Drop for Unmount<'_> {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0).status();
+    }
+}
+
+fn latest(dir: &Path) -> serde_json::Value {
+    let out = run_in(dir, &["status", "m.toml", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    doc["partitions"][0].clone()
+}
+
+#[test]
+fn a_full_disk_loses_nothing_and_a_rerun_converges() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    setup(dir, 100);
+    let wh = dir.join("wh");
+    if !mount_tmpfs(&wh, "1m") {
+        eprintln!("skipping: cannot mount a tmpfs here (needs root)");
+        return;
+    }
+    let _unmount = Unmount(&wh);
+
+    // Generation 1: small, fits.
+    assert_eq!(run_in(dir, &["run", "m.toml"]).status.code(), Some(0));
+    let before = latest(dir);
+    let shown_before = stdout(&run_in(
+        dir,
+        &["show", "m.toml", "copied", "--partition", "p"],
+    ));
+
+    // New input of ~2 MB on a 1 MB disk: the attempt cannot be written.
+    write_raw(dir, 30_000);
+    let out = run_in(dir, &["run", "m.toml"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let during = latest(dir);
+    assert_eq!(
+        during["generation"], before["generation"],
+        "nothing new is visible"
+    );
+    assert_eq!(during["digest"], before["digest"]);
+    assert_eq!(
+        stdout(&run_in(
+            dir,
+            &["show", "m.toml", "copied", "--partition", "p"]
+        )),
+        shown_before,
+        "the published rows are intact and readable"
+    );
+
+    // Space comes back: the same input converges to the reference digest.
+    let ok = Command::new("mount")
+        .args(["-o", "remount,size=64m"])
+        .arg(&wh)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let out = run_in(
+        dir,
+        &[
+            "retry",
+            "m.toml",
+            "copy",
+            "--partition",
+            "p",
+            "--note",
+            "disk grown",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = latest(dir);
+    assert_eq!(after["rows"], 30_000);
+
+    let reference = tempfile::tempdir().unwrap();
+    setup(reference.path(), 30_000);
+    assert_eq!(
+        run_in(reference.path(), &["run", "m.toml"]).status.code(),
+        Some(0)
+    );
+    assert_eq!(after["digest"], latest(reference.path())["digest"]);
+    // Every generation in the log is complete: each names files that exist.
+    let history = weir::store::Warehouse::open(&wh)
+        .unwrap()
+        .partition("copied", "p")
+        .history()
+        .unwrap();
+    assert_eq!(history.len(), 2);
+    for record in &history {
+        for f in &record.files {
+            assert!(wh.join(&record.attempt_dir).join("data").join(f).is_file());
+        }
+    }
+}
