@@ -191,6 +191,7 @@ pub(crate) fn guard(cx: &Context<'_>, task: &Task, partition: &str, attempt: u32
         .min(Duration::from_millis(200))
         .max(Duration::from_millis(10));
     let mut waiting_for: Option<u64> = None;
+    let mut reported_unknown: Option<u64> = None;
     loop {
         let Ok(Some(newest)) = store.latest_token() else {
             return Guard::Proceed;
@@ -256,15 +257,20 @@ pub(crate) fn guard(cx: &Context<'_>, task: &Task, partition: &str, attempt: u32
         } else {
             "it outlived its timeout plus the lease timeout".to_string()
         };
-        cx.emit(
-            State::Unknown,
-            event()
-                .detail(format!(
-                    "attempt {} (token {}) of run {} is unreachable: {why}",
-                    lease.attempt, lease.token, lease.run_id
-                ))
-                .data(json!({ "lease": lease, "dead": dead, "expired": expired })),
-        );
+        if reported_unknown == Some(newest.get()) {
+            // Already reported; only the claim outcome below can change.
+        } else {
+            reported_unknown = Some(newest.get());
+            cx.emit(
+                State::Unknown,
+                event()
+                    .detail(format!(
+                        "attempt {} (token {}) of run {} is unreachable: {why}",
+                        lease.attempt, lease.token, lease.run_id
+                    ))
+                    .data(json!({ "lease": lease, "dead": dead, "expired": expired })),
+            );
+        }
         let claimant = TokenOwner {
             run_id: cx.run_id.clone(),
             task: task.name.clone(),
@@ -281,13 +287,31 @@ pub(crate) fn guard(cx: &Context<'_>, task: &Task, partition: &str, attempt: u32
                 );
                 return Guard::Proceed;
             }
-            // Another engine claimed it: wait for that engine's attempt.
+            // Another engine claimed it and will allocate a newer token at
+            // once; a claim that leads nowhere within a lease timeout was
+            // made by an engine that died in between.
             Ok(false) => {
                 waiting_for = Some(newest.get());
-                std::thread::sleep(poll);
-                if Instant::now() >= deadline {
+                let claim_age = store
+                    .claim_record(newest)
+                    .ok()
+                    .flatten()
+                    .and_then(|r| r.allocated_at.parse::<jiff::Timestamp>().ok())
+                    .map(|at| {
+                        Duration::from_millis(
+                            u64::try_from(now_ms() - at.as_millisecond()).unwrap_or(0),
+                        )
+                    });
+                if claim_age.is_none_or(|age| age > timeout(task)) || Instant::now() >= deadline {
+                    cx.emit(
+                        State::TakenOver,
+                        event().detail(format!(
+                            "the engine that claimed token {newest} never relaunched it; relaunching with a newer token"
+                        )),
+                    );
                     return Guard::Proceed;
                 }
+                std::thread::sleep(poll);
             }
             Err(_) => return Guard::Proceed,
         }

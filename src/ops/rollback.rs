@@ -82,6 +82,20 @@ pub fn rollback(
             why: "it is what readers already see".into(),
         });
     }
+    // A generation gc has already collected cannot come back.
+    if let Some(missing) = store
+        .visible_files(target)
+        .into_iter()
+        .find(|f| !f.is_file())
+    {
+        return Err(RollbackError::BadTarget {
+            to,
+            why: format!(
+                "its files are gone (garbage-collected?): {}",
+                missing.display()
+            ),
+        });
+    }
     let owner = TokenOwner {
         run_id: log.run_id().to_string(),
         task: target.task.clone(),
@@ -131,7 +145,7 @@ pub fn rollback(
         partition: partition.to_string(),
         run_id: log.run_id().to_string(),
         reason: format!(
-            "rolled back to generation {}: {detail}; `weir retry` rebuilds it",
+            "rolled back to generation {}: {detail}; `weir retry` releases it (a run then rebuilds it if its inputs or code differ from the restored generation's)",
             target.generation
         ),
         input_snapshot_digest: Some(target.input_snapshot_digest.clone()),

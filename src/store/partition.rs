@@ -126,6 +126,22 @@ impl PartitionStore {
             .put_if_absent(&layout::claim_key(&self.prefix, stale), &bytes)
     }
 
+    /// Who claimed the takeover of `stale`, and when, if anyone did.
+    pub fn claim_record(&self, stale: FencingToken) -> Result<Option<TokenRecord>, StoreError> {
+        self.check()?;
+        match self.backend.get(&layout::claim_key(&self.prefix, stale))? {
+            None => Ok(None),
+            Some(bytes) => {
+                serde_json::from_slice(&bytes)
+                    .map(Some)
+                    .map_err(|e| StoreError::Corrupt {
+                        key: layout::claim_key(&self.prefix, stale),
+                        message: format!("unreadable claim: {e}"),
+                    })
+            }
+        }
+    }
+
     /// One past the highest allocated token.
     fn next_free_token(&self) -> Result<FencingToken, StoreError> {
         let names = self.backend.list(&layout::tokens_prefix(&self.prefix))?;
