@@ -59,14 +59,15 @@ pub(crate) trait RowFold: Sized + Send {
         false
     }
 
-    /// Moves part of the work into a second accumulator that takes the same
-    /// rows on another thread; [`RowFold::join`] puts it back. `None` if
-    /// the work does not divide.
+    /// Moves part of the work into another accumulator (a lane) that takes
+    /// the same rows on another thread; `None` if no more work divides off.
+    /// May be called repeatedly.
     fn split(&mut self) -> Option<Self> {
         None
     }
 
-    /// Takes back the part [`RowFold::split`] moved out.
+    /// Takes back the work a [`RowFold::split`] moved out. Lanes are joined
+    /// last split first.
     fn join(&mut self, _lane: Self) {}
 
     /// Called after the file's last row, before the result is used.
@@ -363,8 +364,11 @@ impl<'p> CsvRecords<'p> {
 /// Files at least this large are parsed and folded on separate threads when
 /// cores would otherwise idle; below it, starting threads is not worth it.
 const PIPELINE_BYTES: u64 = 8 << 20;
-/// Rows per batch handed from the parsing thread to the folding threads.
-const BATCH_ROWS: usize = 4096;
+/// Rows per batch handed from the parsing thread to the folding threads:
+/// large enough that waking threads is rare.
+const BATCH_ROWS: usize = 8192;
+/// Folding threads per file at most (lanes beyond are folded together).
+const MAX_LANES: usize = 4;
 /// Batches queued per folding thread. The parser waits when a queue is full,
 /// so with the batches being parsed and folded this bounds a pipelined read's
 /// memory to a few megabytes.
@@ -429,9 +433,12 @@ impl Batch {
 /// Used when one file would otherwise keep one core busy and leave the rest
 /// idle, as for a single large candidate file.
 fn fold_pipelined<F: RowFold>(records: &mut CsvRecords<'_>, mut fold: F) -> Result<F, AuditError> {
-    let mut lanes = vec![];
-    if let Some(lane) = fold.split() {
-        lanes.push(lane);
+    let mut lanes = Vec::new();
+    while lanes.len() + 1 < MAX_LANES {
+        match fold.split() {
+            Some(lane) => lanes.push(lane),
+            None => break,
+        }
     }
     let (recycle, returned) = mpsc::channel::<Batch>();
     let (result, lanes) = std::thread::scope(|scope| {
@@ -472,10 +479,23 @@ fn fold_pipelined<F: RowFold>(records: &mut CsvRecords<'_>, mut fold: F) -> Resu
     let mut fold = lanes
         .next()
         .ok_or_else(|| parse_error(records.path, 0, "internal error: no fold lane".to_owned()))?;
-    for lane in lanes {
+    for lane in lanes.rev() {
         fold.join(lane);
     }
     Ok(fold)
+}
+
+/// Folds a CSV file through the pipeline whatever its size, so tests can
+/// check that a fold's lanes add up to the fold.
+#[cfg(test)]
+pub(crate) fn fold_csv_pipelined<F: RowFold>(
+    path: &Path,
+    make: &dyn Fn(&[String]) -> F,
+) -> Result<(Vec<String>, F), AuditError> {
+    let (columns, mut records) = CsvRecords::open(path)?;
+    let mut fold = fold_pipelined(&mut records, make(&columns))?;
+    fold.finish();
+    Ok((columns, fold))
 }
 
 /// Parses records into batches and sends each to every queue, until the file
@@ -570,7 +590,14 @@ fn record_line<R: Read>(
 ) -> u64 {
     let last = reader.position().byte().saturating_sub(1);
     let before = reader.get_mut().newlines_before(last);
-    let inside = record.as_slice().iter().filter(|&&b| b == b'\n').count() as u64;
+    let data = record.as_slice();
+    // Newlines inside quoted fields are rare: look for one (memchr) before
+    // counting them byte by byte.
+    let inside = if data.contains(&b'\n') {
+        data.iter().filter(|&&b| b == b'\n').count() as u64
+    } else {
+        0
+    };
     (before + 1).saturating_sub(inside)
 }
 
@@ -993,19 +1020,25 @@ mod tests {
         assert_eq!(folds[1].0, vec![(1, vec![s("2"), s("3")])]);
     }
 
-    /// Collects rows in one lane and only lines in a lane split off it.
+    /// Collects rows in the first lane and only lines in the lanes split
+    /// off it (two, numbered 1 and 2).
+    #[derive(Default)]
     struct Lanes {
         rows: Vec<(u64, Vec<Option<String>>)>,
         width: usize,
-        lane_lines: Vec<u64>,
-        is_lane: bool,
+        /// 0 for the first lane.
+        id: usize,
+        splits: usize,
+        /// Each joined lane's id and lines, in the order joined.
+        joined: Vec<(usize, Vec<u64>)>,
+        lines: Vec<u64>,
         expected: Vec<u64>,
     }
 
     impl RowFold for Lanes {
         fn row(&mut self, row: &Row<'_>) {
-            if self.is_lane {
-                self.lane_lines.push(row.line);
+            if self.id > 0 {
+                self.lines.push(row.line);
             } else {
                 let values = (0..self.width)
                     .map(|c| row.get(c).map(|v| String::from_utf8_lossy(v).into_owned()))
@@ -1019,17 +1052,18 @@ mod tests {
         }
 
         fn split(&mut self) -> Option<Self> {
+            if self.splits == 2 {
+                return None;
+            }
+            self.splits += 1;
             Some(Self {
-                rows: Vec::new(),
-                width: 0,
-                lane_lines: Vec::new(),
-                is_lane: true,
-                expected: Vec::new(),
+                id: self.splits,
+                ..Self::default()
             })
         }
 
         fn join(&mut self, lane: Self) {
-            self.lane_lines = lane.lane_lines;
+            self.joined.push((lane.id, lane.lines));
             self.expected.extend(lane.expected);
         }
     }
@@ -1049,29 +1083,27 @@ mod tests {
         let (columns, sequential) = collect(&path, Format::Csv).expect("reads");
         let (_, mut records) = CsvRecords::open(&path).expect("opens");
         let lanes = Lanes {
-            rows: Vec::new(),
             width: columns.len(),
-            lane_lines: Vec::new(),
-            is_lane: false,
-            expected: Vec::new(),
+            ..Lanes::default()
         };
         let piped = fold_pipelined(&mut records, lanes).expect("reads");
         assert_eq!(piped.rows.len(), 10_000);
         assert_eq!(piped.rows, sequential.0);
         let lines: Vec<u64> = piped.rows.iter().map(|(line, _)| *line).collect();
-        assert_eq!(piped.lane_lines, lines);
-        assert_eq!(piped.expected.len(), 2, "both lanes hear the estimate once");
+        assert_eq!(
+            piped.joined,
+            [(2, lines.clone()), (1, lines)],
+            "every lane sees every row; lanes join last split first"
+        );
+        assert_eq!(piped.expected.len(), 3, "each lane hears the estimate once");
         assert!(piped.expected[0] > 9_000 && piped.expected[0] < 11_000);
 
         // A malformed record stops the pipeline with its line.
         let path = write(dir.path(), "bad.csv", &format!("{text}1,2,3\n"));
         let (_, mut records) = CsvRecords::open(&path).expect("opens");
         let lanes = Lanes {
-            rows: Vec::new(),
             width: 2,
-            lane_lines: Vec::new(),
-            is_lane: false,
-            expected: Vec::new(),
+            ..Lanes::default()
         };
         match fold_pipelined(&mut records, lanes) {
             Err(AuditError::Parse { line, .. }) => assert_eq!(line, 10_000 + 1 + 20 + 1),
