@@ -195,11 +195,8 @@ impl Counts {
             State::Quarantined | State::Held | State::Skipped => self.failed += 1,
             _ => {}
         }
-        // Each attempt that ran ends in exactly one of these.
-        if matches!(
-            e.state,
-            State::Published | State::RejectedStale | State::Failed | State::GateFailed
-        ) && e.token.is_some()
+        // A command ends in SUCCESS, or in a FAILED that says how it ended.
+        if e.state == State::Success || (e.state == State::Failed && e.data.get("ending").is_some())
         {
             self.running -= 1;
         }

@@ -68,6 +68,7 @@ pub(crate) fn run(
     partition: &str,
     attempt: u32,
     snapshot: &InputSnapshot,
+    command_ended: &dyn Fn(),
 ) -> AttemptOutcome {
     let store = cx.warehouse.partition(&task.output.dataset, partition);
     let event = || Event::instance(&task.name, partition);
@@ -154,6 +155,8 @@ pub(crate) fn run(
                     "stderr_tail": stderr_tail,
                 })),
         );
+        // Announced first, so the log never shows more commands running than slots.
+        command_ended();
         return AttemptOutcome::Failed {
             ending,
             token: Some(token),
@@ -167,6 +170,7 @@ pub(crate) fn run(
             .detail(format!("exit code 0 after {elapsed_ms} ms"))
             .data(json!({ "duration_ms": elapsed_ms })),
     );
+    command_ended();
     let files = match audit::data_files(&data_dir, task.output.format) {
         Ok(f) => f,
         Err(e) => {
@@ -286,7 +290,9 @@ fn audit_candidate(
     });
     let bytes =
         serde_json::to_vec_pretty(&manifest).expect("a candidate manifest always serializes");
-    if let Err(e) = crate::store::fs::write_durable(&candidate.dir.join("candidate.json"), &bytes) {
+    // Not fsynced here: `fsync_tree` makes it durable with the data, before
+    // any commit names the candidate.
+    if let Err(e) = std::fs::write(candidate.dir.join("candidate.json"), &bytes) {
         return Err(engine_failure(
             cx,
             task,

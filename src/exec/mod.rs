@@ -11,10 +11,13 @@
 //!
 //! One coordinator thread owns all scheduling state; each attempt runs on its
 //! own thread (it spends its life blocked on a child process), started only
-//! when its pool has a free slot, so a pool never has more attempts running
-//! than slots. Ready sets are updated incrementally from in-degree counters:
-//! no rescans, so 10,000 instances cost the same per instance as 1,000.
-//! rayon is used where work is CPU-bound: auditing candidates.
+//! when its pool has a free slot, so a pool never runs more task commands
+//! than slots. A slot is the task's: it is released when the command exits,
+//! and the engine's own work (audit, fsyncs, the commit) overlaps the next
+//! instance's command instead of being paid serially inside the slot. Ready
+//! sets are updated incrementally from in-degree counters: no rescans, so
+//! 10,000 instances cost the same per instance as 1,000. rayon is used where
+//! work is CPU-bound: auditing candidates.
 
 mod attempt;
 pub mod classify;
@@ -157,6 +160,14 @@ enum Status {
     Done(InstanceResult),
 }
 
+/// What attempt threads tell the coordinator.
+enum Msg {
+    /// The command ended; the pool slot is free.
+    SlotFree(usize),
+    /// The instance's attempt is over.
+    Done(Box<Report>),
+}
+
 /// What an attempt thread reports back.
 struct Report {
     instance: usize,
@@ -278,9 +289,13 @@ struct Scheduler<'c, 'a> {
     attempts: Vec<u32>,
     snapshots: Vec<Option<InputSnapshot>>,
     backoffs: Vec<Option<Backoff>>,
-    /// Per pool: ready instances and running count.
+    /// Per pool: ready instances and running commands.
     ready: Vec<VecDeque<usize>>,
     running: Vec<u32>,
+    /// Whether an instance's attempt still holds its pool slot.
+    slot_held: Vec<bool>,
+    /// Attempts started and not yet reported done.
+    active: usize,
     slots: Vec<u32>,
     task_pool: Vec<usize>,
     delayed: BinaryHeap<Reverse<(Instant, usize)>>,
@@ -308,6 +323,8 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             snapshots: (0..n).map(|_| None).collect(),
             backoffs: (0..n).map(|_| None).collect(),
             ready: vec![VecDeque::new(); pools.len()],
+            slot_held: vec![false; n],
+            active: 0,
             running: vec![0; pools.len()],
             slots: plan.pools.values().copied().collect(),
             task_pool: plan
@@ -348,7 +365,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 self.enqueue(id);
             }
         }
-        let (tx, rx) = mpsc::channel::<Report>();
+        let (tx, rx) = mpsc::channel::<Msg>();
         std::thread::scope(|scope| loop {
             let now = Instant::now();
             while let Some(Reverse((due, id))) = self.delayed.peek().copied() {
@@ -367,12 +384,11 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                     self.start(scope, id, tx.clone());
                 }
             }
-            let in_flight: u32 = self.running.iter().sum();
-            if in_flight == 0 && self.delayed.is_empty() {
+            if self.active == 0 && self.delayed.is_empty() {
                 break;
             }
-            let report = match self.delayed.peek() {
-                Some(Reverse((due, _))) if in_flight == 0 => {
+            let msg = match self.delayed.peek() {
+                Some(Reverse((due, _))) if self.active == 0 => {
                     std::thread::sleep(due.saturating_duration_since(Instant::now()));
                     continue;
                 }
@@ -384,16 +400,15 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 }
                 None => rx.recv().expect("a running attempt always reports"),
             };
-            self.finish(report);
+            match msg {
+                Msg::SlotFree(id) => self.free_slot(id),
+                Msg::Done(report) => self.finish(*report),
+            }
         });
     }
 
-    fn start<'s>(
-        &mut self,
-        scope: &'s std::thread::Scope<'s, '_>,
-        id: usize,
-        tx: mpsc::Sender<Report>,
-    ) where
+    fn start<'s>(&mut self, scope: &'s std::thread::Scope<'s, '_>, id: usize, tx: mpsc::Sender<Msg>)
+    where
         'c: 's,
     {
         self.attempts[id] += 1;
@@ -402,6 +417,8 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             self.budget.record_first_attempt();
         }
         self.status[id] = Status::Running;
+        self.slot_held[id] = true;
+        self.active += 1;
         let (task_name, partition) = self.names(id);
         let job = Job {
             task: &self.cx.manifest.tasks[task_name],
@@ -415,19 +432,31 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         };
         let cx = self.cx;
         scope.spawn(move || {
-            let (snapshot, outcome) = job.run(cx);
-            let _ = tx.send(Report {
+            let release = || {
+                let _ = tx.send(Msg::SlotFree(id));
+            };
+            let (snapshot, outcome) = job.run(cx, &release);
+            let _ = tx.send(Msg::Done(Box::new(Report {
                 instance: id,
                 snapshot,
                 outcome,
-            });
+            })));
         });
+    }
+
+    /// The attempt's command ended: its pool slot goes to the next instance
+    /// while this one is audited and published.
+    fn free_slot(&mut self, id: usize) {
+        if std::mem::take(&mut self.slot_held[id]) {
+            let (t, _) = self.plan.locate(id);
+            self.running[self.task_pool[t]] -= 1;
+        }
     }
 
     fn finish(&mut self, report: Report) {
         let id = report.instance;
-        let (t, _) = self.plan.locate(id);
-        self.running[self.task_pool[t]] -= 1;
+        self.free_slot(id);
+        self.active -= 1;
         self.snapshots[id] = report.snapshot;
         let (task_name, partition) = self.names(id);
         let result = match report.outcome {
@@ -682,7 +711,8 @@ struct Job<'m> {
 }
 
 impl Job<'_> {
-    fn run(self, cx: &Context<'_>) -> (Option<InputSnapshot>, Outcome) {
+    /// `release` frees the pool slot once the command has ended.
+    fn run(self, cx: &Context<'_>, release: &dyn Fn()) -> (Option<InputSnapshot>, Outcome) {
         let (task, partition) = (self.task, self.partition);
         if self.first {
             if let Some(mark) = marks::read(cx.warehouse.root(), &task.name, partition) {
@@ -750,7 +780,7 @@ impl Job<'_> {
                 return (Some(snapshot), Outcome::AlreadyPublished);
             }
         }
-        let outcome = attempt::run(cx, task, partition, self.attempt, &snapshot);
+        let outcome = attempt::run(cx, task, partition, self.attempt, &snapshot, release);
         (Some(snapshot), Outcome::Attempt(outcome))
     }
 }
