@@ -413,9 +413,6 @@ impl<'c, 'a> Scheduler<'c, 'a> {
     {
         self.attempts[id] += 1;
         let attempt = self.attempts[id];
-        if attempt == 1 {
-            self.budget.record_first_attempt();
-        }
         self.status[id] = Status::Running;
         self.slot_held[id] = true;
         self.active += 1;
@@ -457,6 +454,11 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         let id = report.instance;
         self.free_slot(id);
         self.active -= 1;
+        // The budget is a fraction of attempts launched, not of instances that
+        // turned out to have nothing to do.
+        if self.attempts[id] == 1 && matches!(report.outcome, Outcome::Attempt(_)) {
+            self.budget.record_first_attempt();
+        }
         self.snapshots[id] = report.snapshot;
         let (task_name, partition) = self.names(id);
         let result = match report.outcome {

@@ -2,13 +2,18 @@
 //! One integration binary (one link on a two-core machine), a module per area.
 
 mod atlasmart;
+mod backfill;
+mod chaos;
 mod crash;
 mod disk_full;
 mod fencing;
+mod kill9;
 mod manifest_errors;
+mod operator;
 mod plan;
 mod pools;
 mod publish;
 mod retries;
 mod schema;
 mod support;
+mod zombie;

@@ -1,0 +1,891 @@
+//! Operator commands through the binary: rollback, certify/uncertify, gc,
+//! verify, retry/abandon of held instances, `status --check` and explain.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use sha2::Digest as _;
+use weir::events::{EventRecord, State};
+
+use crate::support::{printed_run_id, states, stderr, stdout, Sandbox, Visible};
+
+/// A pipeline `m.toml` over static `keys` with `tasks` (TOML tables) and
+/// `extra` tables (datasets, retry classes).
+fn pipeline(keys: &[&str], extra: &str, tasks: &str) -> Sandbox {
+    Sandbox::new(&format!(
+        r#"
+[pipeline]
+name = "operator"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.k]
+kind = "static"
+keys = {keys:?}
+
+{extra}
+
+{tasks}
+"#
+    ))
+}
+
+#[track_caller]
+fn assert_exit(out: &std::process::Output, expected: i32) {
+    assert_eq!(
+        out.status.code(),
+        Some(expected),
+        "stdout:\n{}\nstderr:\n{}",
+        stdout(out),
+        stderr(out)
+    );
+}
+
+/// The events of `state` in `events`.
+fn of(events: &[EventRecord], state: State) -> Vec<&EventRecord> {
+    events.iter().filter(|e| e.state == state).collect()
+}
+
+fn file_sha256(path: &Path) -> String {
+    format!(
+        "sha256:{:x}",
+        sha2::Sha256::digest(std::fs::read(path).unwrap())
+    )
+}
+
+/// `weir show m.toml DATASET --partition P`, exit 0 asserted.
+#[track_caller]
+fn show(sb: &Sandbox, dataset: &str, partition: &str) -> String {
+    let out = sb.weir_out(&["show", "m.toml", dataset, "--partition", partition]);
+    assert_exit(&out, 0);
+    stdout(&out)
+}
+
+/// The entry of `dataset`/`partition` in `status --json`.
+#[track_caller]
+fn status_entry(sb: &Sandbox, dataset: &str, partition: &str) -> serde_json::Value {
+    sb.status_json()["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["dataset"] == dataset && p["partition"] == partition)
+        .unwrap_or_else(|| panic!("{dataset} {partition} is published"))
+        .clone()
+}
+
+#[test]
+fn rollback_then_status() {
+    let sb = pipeline(
+        &["k1"],
+        r#"
+[datasets.feed]
+path = "feed_{partition}.csv""#,
+        r#"
+[tasks.t]
+command = ["sh", "t.sh"]
+inputs = ["feed"]
+output = { dataset = "out", grain = ["id"] }"#,
+    );
+    // With `flag` present the task is "buggy": it rewrites the rows.
+    sb.script(
+        "t.sh",
+        r#"if [ -f flag ]; then printf 'id,v\n1,wrong\n2,wrong\n3,wrong\n' > "$WEIR_OUTPUT_DIR/out.csv"
+else cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"; fi
+"#,
+    );
+    std::fs::write(sb.path().join("feed_k1.csv"), "id,v\n1,a\n2,b\n").unwrap();
+    let store = sb.store("out", "k1");
+
+    assert_exit(&sb.run("r1", &[]), 0);
+    let gen1 = Visible::of(&store);
+    std::fs::write(sb.path().join("flag"), "").unwrap();
+    assert_exit(&sb.run("r2", &["--force"]), 0);
+    let gen2 = Visible::of(&store);
+    assert_eq!(gen2.record.generation.get(), 2);
+    assert_ne!(gen2.record.digest, gen1.record.digest, "gen 2 differs");
+
+    let out = sb.weir_out(&["rollback", "m.toml", "out", "--partition", "k1"]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).contains("generation 3 now shows the files of generation 1"),
+        "{}",
+        stdout(&out)
+    );
+
+    // Readers see generation 3 with generation 1's rows and digest.
+    let entry = status_entry(&sb, "out", "k1");
+    assert_eq!(entry["generation"], 3);
+    assert_eq!(entry["digest"], gen1.record.digest.as_str());
+    assert_eq!(entry["rows"], 2);
+    let gen3 = Visible::of(&store);
+    assert_eq!(gen3.files, gen1.files, "the files of generation 1");
+    assert_eq!(gen3.recomputed_digest().1, gen1.record.digest);
+    assert_eq!(show(&sb, "out", "k1"), "id,v\n1,a\n2,b\n");
+
+    // The log only grew: three records, tokens increasing, the third a rollback.
+    let history = store.history().unwrap();
+    assert_eq!(history.len(), 3);
+    assert!(
+        history.windows(2).all(|w| w[0].token < w[1].token),
+        "{history:?}"
+    );
+    assert_eq!(
+        history[2].kind,
+        weir::store::CommitKind::Rollback {
+            from_generation: weir::store::Generation::from_raw(1)
+        }
+    );
+    assert_eq!(history[0].kind, weir::store::CommitKind::Publish);
+    let events = sb.all_runs_events();
+    let rolled = of(&events, State::RolledBack);
+    assert_eq!(rolled.len(), 1);
+    assert_eq!(rolled[0].data["generation"], 3);
+    assert_eq!(rolled[0].data["from_generation"], 1);
+    assert_eq!(rolled[0].data["replaced_generation"], 2);
+    assert_eq!(rolled[0].data["digest"], gen1.record.digest.as_str());
+    assert_eq!(rolled[0].token, Some(history[2].token.get()));
+
+    // The operator fixes the code and new data arrives: without the hold the
+    // next run would rebuild the partition. It is HELD instead.
+    std::fs::remove_file(sb.path().join("flag")).unwrap();
+    std::fs::write(sb.path().join("feed_k1.csv"), "id,v\n1,a\n2,b\n3,c\n").unwrap();
+    let out = sb.weir_out(&["status", "m.toml", "--check"]);
+    assert_exit(&out, 4);
+    assert!(stdout(&out).contains("HELD        t k1: rolled back to generation 1"));
+    let out = sb.run("r3", &[]);
+    assert_exit(&out, 1);
+    let r3 = sb.events("r3");
+    assert_eq!(states(&r3, "t", "k1"), [State::Queued, State::Held]);
+    assert!(of(&r3, State::Held)[0].detail.contains("weir retry"));
+    assert_eq!(store.history().unwrap().len(), 3, "nothing rebuilt");
+
+    let out = sb.weir_out(&[
+        "retry",
+        "m.toml",
+        "t",
+        "--partition",
+        "k1",
+        "--note",
+        "bug fixed, new feed checked",
+    ]);
+    assert_exit(&out, 0);
+    let retry = sb.events(&printed_run_id(&out));
+    let s = states(&retry, "t", "k1");
+    assert!(s.contains(&State::Running), "{s:?}");
+    assert_eq!(s.last(), Some(&State::Published), "{s:?}");
+    let gen4 = Visible::of(&store);
+    assert_eq!(gen4.record.generation.get(), 4);
+    assert_eq!(gen4.record.kind, weir::store::CommitKind::Publish);
+    assert_eq!(show(&sb, "out", "k1"), "id,v\n1,a\n2,b\n3,c\n");
+    assert_exit(&sb.weir_out(&["status", "m.toml", "--check"]), 0);
+}
+
+#[test]
+fn uncertify_blocks_downstream() {
+    let sb = pipeline(
+        &["p"],
+        "",
+        r#"
+[tasks.up]
+command = ["sh", "up.sh"]
+output = { dataset = "up", grain = ["id"] }
+
+[tasks.down]
+command = ["sh", "down.sh"]
+inputs = ["up"]
+output = { dataset = "down", grain = ["id"] }"#,
+    );
+    sb.script(
+        "up.sh",
+        r#"printf 'id,token\n1,%s\n' "$WEIR_TOKEN" > "$WEIR_OUTPUT_DIR/up.csv""#,
+    );
+    sb.script(
+        "down.sh",
+        r#"cp "$WEIR_INPUT_UP"/*.csv "$WEIR_OUTPUT_DIR/""#,
+    );
+    assert_exit(&sb.run("r1", &[]), 0);
+    // A second generation of `up`, which its consumer finds wrong.
+    assert_exit(&sb.run("r1b", &["--force", "--task", "up"]), 0);
+    let down = sb.store("down", "p");
+    assert_eq!(down.history().unwrap().len(), 1);
+
+    let out = sb.weir_out(&[
+        "uncertify",
+        "m.toml",
+        "up",
+        "--partition",
+        "p",
+        "--reason",
+        "vendor resent the feed",
+    ]);
+    assert_exit(&out, 0);
+    assert_eq!(status_entry(&sb, "up", "p")["certified"], false);
+
+    let out = sb.run("r2", &["--force", "--task", "down"]);
+    assert_exit(&out, 1);
+    let r2 = sb.events("r2");
+    assert_eq!(
+        states(&r2, "up", "p"),
+        [State::Queued, State::AlreadyPublished]
+    );
+    assert_eq!(states(&r2, "down", "p"), [State::Queued, State::Held]);
+    let held = &of(&r2, State::Held)[0].detail;
+    assert!(
+        held.contains("upstream `up` p generation 2 is uncertified (vendor resent the feed)"),
+        "{held}"
+    );
+    assert!(held.contains("--allow-uncertified"), "{held}");
+    assert_eq!(down.history().unwrap().len(), 1, "nothing published");
+    assert!(
+        stdout(&out).contains("HELD        down p: upstream `up` p generation 2 is uncertified"),
+        "{}",
+        stdout(&out)
+    );
+
+    let out = sb.run("r3", &["--force", "--task", "down", "--allow-uncertified"]);
+    assert_exit(&out, 0);
+    let published = Visible::of(&down).record;
+    assert_eq!(published.generation.get(), 2);
+    assert_eq!(published.run_id, "r3");
+    assert_eq!(published.input_snapshot["inputs"][0]["generation"], 2);
+
+    let out = sb.weir_out(&[
+        "certify",
+        "m.toml",
+        "up",
+        "--partition",
+        "p",
+        "--reason",
+        "checked against the vendor's totals",
+    ]);
+    assert_exit(&out, 0);
+    assert_eq!(status_entry(&sb, "up", "p")["certified"], true);
+    let out = sb.run("r4", &["--force", "--task", "down"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        states(&sb.events("r4"), "down", "p").last(),
+        Some(&State::Published)
+    );
+    assert_eq!(Visible::of(&down).record.generation.get(), 3);
+
+    let events = sb.all_runs_events();
+    for (state, reason) in [
+        (State::Uncertified, "vendor resent the feed"),
+        (State::Certified, "checked against the vendor's totals"),
+    ] {
+        let found = of(&events, state);
+        assert_eq!(found.len(), 1, "{state:?}");
+        assert_eq!(found[0].task.as_deref(), Some("up"));
+        assert_eq!(found[0].partition.as_deref(), Some("p"));
+        assert_eq!(found[0].data["dataset"], "up");
+        assert_eq!(found[0].data["generation"], 2);
+        assert!(found[0].detail.contains(reason), "{}", found[0].detail);
+    }
+}
+
+/// Every file under `dir` (recursively) with its bytes, by relative path.
+fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                out.insert(path.strip_prefix(root).unwrap().join(""), Vec::new());
+                walk(root, &path, out);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                out.insert(path.strip_prefix(root).unwrap().to_path_buf(), bytes);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// A pipeline whose task `t` stamps its token in a column and fails its
+/// accepted_values gate when `bad_<partition>` exists.
+fn gated(keys: &[&str]) -> Sandbox {
+    let sb = pipeline(
+        keys,
+        "",
+        r#"
+[tasks.t]
+command = ["sh", "t.sh"]
+output = { dataset = "out", grain = ["id"] }
+gates = [{ check = "accepted_values", column = "v", values = ["ok"] }]"#,
+    );
+    sb.script(
+        "t.sh",
+        r#"if [ -f "bad_$WEIR_PARTITION" ]; then v=bad; else v=ok; fi
+printf 'id,v,token\n1,%s,%s\n' "$v" "$WEIR_TOKEN" > "$WEIR_OUTPUT_DIR/out.csv"
+"#,
+    );
+    sb
+}
+
+#[test]
+fn gc_dry_run_deletes_nothing_and_apply_keeps_referenced() {
+    let sb = gated(&["p", "q"]);
+    let bad = |on: bool| {
+        for k in ["p", "q"] {
+            let flag = sb.path().join(format!("bad_{k}"));
+            if on {
+                std::fs::write(flag, "").unwrap();
+            } else {
+                std::fs::remove_file(flag).unwrap();
+            }
+        }
+    };
+    // p: generations 1 and 2 (tokens 1, 2), a gate-failed candidate (token
+    // 3), generations 3 and 4 (tokens 4, 5). q: generation 1 (token 1) and a
+    // gate-failed candidate (token 2).
+    assert_exit(&sb.run("r1", &[]), 0);
+    assert_exit(&sb.run("r2", &["--force", "--partition", "p"]), 0);
+    bad(true);
+    assert_exit(&sb.run("r3", &["--force"]), 1);
+    bad(false);
+    assert_exit(&sb.run("r4", &["--force", "--partition", "p"]), 0);
+    assert_exit(&sb.run("r5", &["--force", "--partition", "p"]), 0);
+    let p = sb.store("out", "p");
+    let q = sb.store("out", "q");
+    assert_eq!(p.history().unwrap().len(), 4);
+    assert_eq!(sb.entries("out", "p", "attempts").len(), 5);
+    assert_eq!(sb.entries("out", "q", "attempts").len(), 2);
+
+    // q's candidate looks like one whose engine is still on it.
+    let q2 = q.attempt_dir(weir::store::FencingToken::from_raw(2));
+    let lease = serde_json::json!({
+        "engine_id": "00000000deadbeef",
+        "host": "elsewhere",
+        "pid": 4_000_000,
+        "pid_start": null,
+        "run_id": "r3",
+        "task": "t",
+        "attempt": 1,
+        "token": 2,
+        "heartbeat_ms": 1_700_000_000_000_i64,
+        "heartbeat_at": "2023-11-14T22:13:20.000Z",
+        "timeout_ms": 30_000,
+        "finished": false,
+    });
+    std::fs::write(q2.join("lease.json"), lease.to_string()).unwrap();
+    let parsed = weir::exec::lease::read(&q2).expect("the hand-written lease parses");
+    assert!(!parsed.finished);
+
+    let wh = sb.path().join("wh");
+    let before = tree(&wh);
+    let out = sb.weir_out(&[
+        "gc",
+        "m.toml",
+        "--older-than",
+        "0s",
+        "--keep-generations",
+        "1",
+    ]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    let line = |partition: &str, token: u64| -> String {
+        let suffix = format!("out/{partition}/attempts/{token:020}");
+        text.lines()
+            .find(|l| l.split(" (").next().unwrap().ends_with(&suffix))
+            .unwrap_or_else(|| panic!("no line for {suffix}:\n{text}"))
+            .to_owned()
+    };
+    for (partition, token) in [("p", 1), ("p", 2), ("p", 3)] {
+        assert!(
+            line(partition, token).starts_with("would delete "),
+            "{text}"
+        );
+    }
+    for (partition, token, why) in [
+        ("p", 4, "referenced by generation 3 (retained for rollback)"),
+        ("p", 5, "referenced by generation 4 (current)"),
+        ("q", 1, "referenced by generation 1 (current)"),
+        ("q", 2, "its lease (engine 00000000deadbeef"),
+    ] {
+        let l = line(partition, token);
+        assert!(l.starts_with("keep "), "{l}");
+        assert!(l.contains(why), "{l}");
+    }
+    assert!(text.contains("dry run: 3 candidate directories"), "{text}");
+    assert_eq!(tree(&wh), before, "a dry run changes nothing");
+
+    let out = sb.weir_out(&[
+        "gc",
+        "m.toml",
+        "--older-than",
+        "0s",
+        "--keep-generations",
+        "1",
+        "--apply",
+    ]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).contains("deleted 3 candidate directories, 4 kept"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(
+        sb.entries("out", "p", "attempts"),
+        [format!("{:020}", 4), format!("{:020}", 5)]
+    );
+    assert_eq!(
+        sb.entries("out", "q", "attempts"),
+        [format!("{:020}", 1), format!("{:020}", 2)]
+    );
+    // Nothing but attempt directories went: records, tokens, events stay.
+    let after = tree(&wh);
+    for path in before.keys() {
+        let in_deleted = (1..=3).any(|t| path.starts_with(format!("out/p/attempts/{t:020}")));
+        assert_eq!(after.contains_key(path), !in_deleted, "{}", path.display());
+    }
+    let events = sb.all_runs_events();
+    let deleted = of(&events, State::GcDeleted);
+    let mut tokens: Vec<u64> = deleted
+        .iter()
+        .map(|e| {
+            assert_eq!(e.data["partition"], "p");
+            assert!(!Path::new(e.data["path"].as_str().unwrap()).exists());
+            e.data["token"].as_u64().unwrap()
+        })
+        .collect();
+    tokens.sort_unstable();
+    assert_eq!(tokens, [1, 2, 3]);
+
+    // The current and the retained generation are whole and readable.
+    for g in [3, 4] {
+        let record = p
+            .record(weir::store::Generation::from_raw(g))
+            .unwrap()
+            .unwrap();
+        for f in p.visible_files(&record) {
+            assert!(f.is_file(), "{}", f.display());
+        }
+    }
+    assert_eq!(show(&sb, "out", "p"), "id,token,v\n1,5,ok\n");
+    assert_eq!(show(&sb, "out", "q"), "id,token,v\n1,1,ok\n");
+    // The retained generation can still be rolled back to.
+    let out = sb.weir_out(&["rollback", "m.toml", "out", "--partition", "p", "--to", "3"]);
+    assert_exit(&out, 0);
+    assert_eq!(show(&sb, "out", "p"), "id,token,v\n1,4,ok\n");
+}
+
+#[test]
+fn rollback_to_a_generation_gc_deleted_is_refused() {
+    let sb = gated(&["p"]);
+    assert_exit(&sb.run("r1", &[]), 0);
+    assert_exit(&sb.run("r2", &["--force"]), 0);
+    assert_exit(&sb.run("r3", &["--force"]), 0);
+    let out = sb.weir_out(&[
+        "gc",
+        "m.toml",
+        "--older-than",
+        "0s",
+        "--keep-generations",
+        "1",
+        "--apply",
+    ]);
+    assert_exit(&out, 0);
+    assert!(!sb
+        .path()
+        .join(format!("wh/out/p/attempts/{:020}", 1))
+        .exists());
+
+    // Generation 1 is outside the rollback window and its files are gone:
+    // a rollback to it must be refused, not publish a record without files.
+    let out = sb.weir_out(&["rollback", "m.toml", "out", "--partition", "p", "--to", "1"]);
+    assert_exit(&out, 3);
+    assert_eq!(sb.store("out", "p").history().unwrap().len(), 3);
+    assert_eq!(show(&sb, "out", "p"), "id,token,v\n1,3,ok\n");
+}
+
+#[test]
+fn verify_detects_a_non_deterministic_task() {
+    let sb = pipeline(
+        &["p"],
+        "",
+        r#"
+[tasks.clock]
+command = ["sh", "clock.sh"]
+output = { dataset = "clock", grain = ["id"] }
+
+[tasks.fixed]
+command = ["sh", "fixed.sh"]
+output = { dataset = "fixed", grain = ["id"] }"#,
+    );
+    sb.script(
+        "clock.sh",
+        r#"printf 'id,at\n1,%s\n2,constant\n' "$(date +%s%N)" > "$WEIR_OUTPUT_DIR/out.csv""#,
+    );
+    sb.script(
+        "fixed.sh",
+        r#"printf 'id,v\n1,a\n2,b\n' > "$WEIR_OUTPUT_DIR/out.csv""#,
+    );
+    assert_exit(&sb.run("r1", &[]), 0);
+    let published = Visible::of(&sb.store("clock", "p"));
+    let stamp = published.rows().into_iter().find(|r| r[0] == "1").unwrap()[1].clone();
+    let wh = sb.path().join("wh");
+    let runs_before = std::fs::read_dir(wh.join("_runs")).unwrap().count();
+
+    let out = sb.weir_out(&["verify", "m.toml", "clock", "--partition", "p"]);
+    assert_exit(&out, 1);
+    let text = stdout(&out);
+    assert!(
+        text.contains("NOT deterministic: the rerun from the same inputs differs"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("only in published: id=1, at={stamp}")),
+        "{text}"
+    );
+    assert!(text.contains("only in rerun: id=1, at="), "{text}");
+    assert!(
+        !text.contains("id=2"),
+        "the constant row is no difference: {text}"
+    );
+
+    let out = sb.weir_out(&["verify", "m.toml", "fixed", "--partition", "p"]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    assert!(
+        text.contains("deterministic: the rerun from the pinned inputs has the published digest"),
+        "{text}"
+    );
+    assert!(!text.contains("NOT"), "{text}");
+
+    // Verification publishes nothing and starts no run.
+    for dataset in ["clock", "fixed"] {
+        assert_eq!(sb.entries(dataset, "p", "log").len(), 1, "{dataset}");
+        assert_eq!(sb.entries(dataset, "p", "tokens").len(), 1, "{dataset}");
+    }
+    assert_eq!(
+        Visible::of(&sb.store("clock", "p")).record,
+        published.record
+    );
+    assert_eq!(
+        std::fs::read_dir(wh.join("_runs")).unwrap().count(),
+        runs_before
+    );
+}
+
+#[test]
+fn held_instance_waits_for_retry() {
+    let sb = pipeline(
+        &["a", "b"],
+        "",
+        r#"
+[tasks.t]
+command = ["sh", "t.sh"]
+output = { dataset = "out", grain = ["id"] }"#,
+    );
+    sb.script(
+        "t.sh",
+        "echo 'credentials expired: ask the vendor' >&2\nexit 78\n",
+    );
+    let out = sb.run("r1", &[]);
+    assert_exit(&out, 1);
+    let r1 = sb.events("r1");
+    for k in ["a", "b"] {
+        assert_eq!(
+            states(&r1, "t", k),
+            [State::Queued, State::Running, State::Failed, State::Held]
+        );
+    }
+
+    // The next run does not launch them.
+    let out = sb.run("r2", &[]);
+    assert_exit(&out, 1);
+    let r2 = sb.events("r2");
+    assert!(of(&r2, State::Running).is_empty(), "{r2:?}");
+    for k in ["a", "b"] {
+        assert_eq!(states(&r2, "t", k), [State::Queued, State::Held]);
+    }
+    for held in of(&r2, State::Held) {
+        assert!(
+            held.detail.contains("HELD since run r1")
+                && held
+                    .detail
+                    .contains("release with `weir retry m.toml t --partition"),
+            "{}",
+            held.detail
+        );
+    }
+    assert_eq!(sb.entries("out", "a", "tokens").len(), 1, "no new attempt");
+
+    let out = sb.weir_out(&["status", "m.toml", "--check"]);
+    assert_exit(&out, 4);
+    for k in ["a", "b"] {
+        assert!(
+            stdout(&out).contains(&format!(
+                "HELD        t {k}: operator failure: exit code 78"
+            )),
+            "{}",
+            stdout(&out)
+        );
+    }
+    assert!(stderr(&out).contains("check failed: 2 instance(s) need attention"));
+
+    // Fixed: `weir retry` releases and runs `a`.
+    sb.script("t.sh", r#"printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv""#);
+    let out = sb.weir_out(&[
+        "retry",
+        "m.toml",
+        "t",
+        "--partition",
+        "a",
+        "--note",
+        "fixed",
+    ]);
+    assert_exit(&out, 0);
+    let retry = sb.events(&printed_run_id(&out));
+    assert_eq!(
+        states(&retry, "t", "a"),
+        [
+            State::Queued,
+            State::Running,
+            State::Success,
+            State::Audited,
+            State::Published
+        ]
+    );
+    assert!(states(&retry, "t", "b").is_empty(), "only `a` was retried");
+    assert_eq!(
+        Visible::of(&sb.store("out", "a")).record.generation.get(),
+        1
+    );
+    let events = sb.all_runs_events();
+    let released = of(&events, State::Released);
+    assert_eq!(released.len(), 1);
+    assert_eq!(released[0].partition.as_deref(), Some("a"));
+    assert_eq!(released[0].data["note"], "fixed");
+    assert_eq!(released[0].data["was"]["mark"], "HELD");
+    assert!(released[0].detail.contains("fixed"));
+    let out = sb.weir_out(&["status", "m.toml", "--check"]);
+    assert_exit(&out, 4);
+    assert!(
+        !stdout(&out).contains("HELD        t a"),
+        "{}",
+        stdout(&out)
+    );
+
+    // `b` is given up: not run again, and no longer paged on.
+    let out = sb.weir_out(&[
+        "abandon",
+        "m.toml",
+        "t",
+        "--partition",
+        "b",
+        "--note",
+        "source retired",
+    ]);
+    assert_exit(&out, 0);
+    let out = sb.weir_out(&["status", "m.toml", "--check"]);
+    assert_exit(&out, 0);
+    assert!(!stdout(&out).contains("HELD"), "{}", stdout(&out));
+    let out = sb.run("r3", &[]);
+    assert_exit(&out, 1);
+    let r3 = sb.events("r3");
+    assert!(of(&r3, State::Running).is_empty(), "{r3:?}");
+    assert_eq!(states(&r3, "t", "b"), [State::Queued, State::Skipped]);
+    assert!(of(&r3, State::Skipped)[0].detail.contains("source retired"));
+    assert_eq!(
+        states(&r3, "t", "a"),
+        [State::Queued, State::AlreadyPublished]
+    );
+    assert!(sb.store("out", "b").latest().unwrap().is_none());
+    let abandoned = of(&sb.all_runs_events(), State::Abandoned)
+        .into_iter()
+        .cloned()
+        .collect::<Vec<_>>();
+    assert_eq!(abandoned.len(), 1);
+    assert_eq!(abandoned[0].data["note"], "source retired");
+}
+
+#[test]
+fn status_check_fails_on_late() {
+    let sb = Sandbox::new(
+        r#"
+[pipeline]
+name = "late"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.daily]
+kind = "daily"
+start = "2026-11-18"
+end = "2026-11-20"
+
+[tasks.t]
+command = ["sh", "t.sh"]
+output = { dataset = "out", grain = ["id"] }
+sla = "6h"
+"#,
+    );
+    sb.script("t.sh", r#"printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv""#);
+    let days = ["2026-11-18", "2026-11-19", "2026-11-20"];
+
+    let out = sb.weir_out(&["status", "m.toml", "--check"]);
+    assert_exit(&out, 4);
+    let text = stdout(&out);
+    for (day, deadline) in days.iter().zip([
+        "2026-11-19T06:00:00Z",
+        "2026-11-20T06:00:00Z",
+        "2026-11-21T06:00:00Z",
+    ]) {
+        assert!(
+            text.contains(&format!(
+                "LATE        t {day}: not published by its SLA deadline {deadline}"
+            )),
+            "{text}"
+        );
+    }
+    let status = sb.status_json();
+    let late: Vec<&str> = status["attention"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            assert_eq!(a["state"], "LATE");
+            a["partition"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(late, days);
+
+    let mut args = vec![];
+    for d in &days {
+        args.extend(["--partition", d]);
+    }
+    assert_exit(&sb.run("r1", &args), 0);
+    let out = sb.weir_out(&["status", "m.toml", "--check"]);
+    assert_exit(&out, 0);
+    assert!(!stdout(&out).contains("LATE"), "{}", stdout(&out));
+    let status = sb.status_json();
+    assert_eq!(status["attention"], serde_json::json!([]));
+    assert_eq!(status["missing"], serde_json::json!([]));
+}
+
+#[test]
+fn explain_gives_evidence_and_a_recommendation() {
+    let sb = pipeline(
+        &["p"],
+        r#"
+[retry.quick]
+max_attempts = 2
+backoff = { initial = "10ms", max = "20ms" }
+
+[datasets.orders]
+path = "orders_{partition}.csv""#,
+        r#"
+[tasks.paid]
+command = ["sh", "paid.sh"]
+inputs = ["orders"]
+output = { dataset = "paid", grain = ["id"] }
+gates = [{ check = "accepted_values", column = "status", values = ["paid"] }]
+
+[tasks.flaky]
+command = ["sh", "flaky.sh"]
+output = { dataset = "flaky", grain = ["id"] }
+retry = "quick""#,
+    );
+    std::fs::write(
+        sb.path().join("orders_p.csv"),
+        "id,status\n1,paid\n2,refunded\n3,paid\n",
+    )
+    .unwrap();
+    sb.script(
+        "paid.sh",
+        r#"cp "$WEIR_INPUT_ORDERS" "$WEIR_OUTPUT_DIR/out.csv""#,
+    );
+    sb.script(
+        "flaky.sh",
+        "echo \"connection reset by peer (attempt $WEIR_ATTEMPT)\" >&2\nexit 75\n",
+    );
+    assert_exit(&sb.run("r1", &[]), 1);
+    let events = sb.events("r1");
+    let gate_failed = of(&events, State::GateFailed);
+    assert_eq!(gate_failed.len(), 1);
+    let gate_token = gate_failed[0].token.unwrap();
+    let orders_sha = file_sha256(&sb.path().join("orders_p.csv"));
+
+    // A gate failure: evidence, then "fix data".
+    let out = sb.weir_out(&["explain", "m.toml", "paid", "--partition", "p"]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    for needle in [
+        format!("run r1 attempt 1 token {gate_token}: GATE_FAILED -> QUARANTINED (deterministic)"),
+        r#"gate accepted_values(status in paid): expected one of "paid", actual 1 row with values outside the set: "refunded""#.to_owned(),
+        r#"line 3: status="refunded""#.to_owned(),
+        format!("orders (external): {orders_sha}"),
+        "recommended: fix data".to_owned(),
+    ] {
+        assert!(text.contains(&needle), "missing {needle:?} in:\n{text}");
+    }
+    let out = sb.weir_out(&["explain", "m.toml", "paid", "--partition", "p", "--json"]);
+    assert_exit(&out, 0);
+    let x: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(x["attempts"].as_array().unwrap().len(), 1);
+    let a = &x["attempts"][0];
+    assert_eq!(a["run_id"], "r1");
+    assert_eq!(a["token"], gate_token);
+    assert_eq!(a["state"], "GATE_FAILED");
+    assert_eq!(a["decision"], "QUARANTINED");
+    let gate = &a["failed_gates"][0];
+    assert_eq!(gate["expected"], r#"one of "paid""#);
+    assert_eq!(
+        gate["actual"],
+        r#"1 row with values outside the set: "refunded""#
+    );
+    assert_eq!(
+        gate["offending"],
+        serde_json::json!([r#"line 3: status="refunded""#])
+    );
+    assert_eq!(x["input_snapshot"]["inputs"][0]["name"], "orders");
+    assert_eq!(
+        x["input_snapshot"]["inputs"][0]["digest"],
+        orders_sha.as_str()
+    );
+    assert_eq!(x["mark"]["mark"], "QUARANTINED");
+    assert!(x["recommendation"]
+        .as_str()
+        .unwrap()
+        .starts_with("fix data"));
+
+    // Transient failures until the attempts ran out: exit code, stderr, "retry".
+    let out = sb.weir_out(&["explain", "m.toml", "flaky", "--partition", "p"]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    let flaky_tokens: Vec<u64> = of(&events, State::Failed)
+        .iter()
+        .filter(|e| e.task.as_deref() == Some("flaky"))
+        .map(|e| e.token.unwrap())
+        .collect();
+    assert_eq!(flaky_tokens.len(), 2);
+    for needle in [
+        format!(
+            "run r1 attempt 1 token {}: FAILED -> RETRYING (transient), exit code 75",
+            flaky_tokens[0]
+        ),
+        format!(
+            "run r1 attempt 2 token {}: FAILED -> HELD (transient), exit code 75",
+            flaky_tokens[1]
+        ),
+        "| connection reset by peer (attempt 2)".to_owned(),
+        "recommended: retry: ".to_owned(),
+        "`weir retry m.toml flaky --partition p --note \"...\"`".to_owned(),
+    ] {
+        assert!(text.contains(&needle), "missing {needle:?} in:\n{text}");
+    }
+    let out = sb.weir_out(&["explain", "m.toml", "flaky", "--partition", "p", "--json"]);
+    assert_exit(&out, 0);
+    let x: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let last = x["attempts"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["exit_code"], 75);
+    assert_eq!(last["decision"], "HELD");
+    assert_eq!(last["class"], "transient");
+    assert!(last["stderr_tail"]
+        .as_str()
+        .unwrap()
+        .contains("connection reset by peer (attempt 2)"));
+    assert!(x["recommendation"].as_str().unwrap().starts_with("retry"));
+    assert_eq!(x["mark"]["mark"], "HELD");
+}
