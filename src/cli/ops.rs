@@ -14,6 +14,13 @@ use crate::ops::{operator_log, rollback as rb};
 use crate::plan::Scope;
 use crate::store::Warehouse;
 
+/// The manifest and its warehouse, or the exit code of what went wrong.
+fn setup(path: &std::path::Path) -> Result<(Manifest, Warehouse), u8> {
+    let manifest = load(path)?;
+    let warehouse = open(&manifest)?;
+    Ok((manifest, warehouse))
+}
+
 fn open(manifest: &Manifest) -> Result<Warehouse, u8> {
     Warehouse::open(&manifest.pipeline.warehouse).map_err(|e| {
         eprintln!("error: {e}");
@@ -34,15 +41,13 @@ fn check_task(manifest: &Manifest, task: &str) -> Result<(), u8> {
 
 /// `weir retry`: clears the marker, records the note, runs the partition.
 pub(crate) fn retry(args: &DecisionArgs) -> u8 {
-    let Ok(manifest) = load(&args.manifest) else {
-        return exit::INVALID;
+    let (manifest, warehouse) = match setup(&args.manifest) {
+        Ok(x) => x,
+        Err(code) => return code,
     };
     if let Err(c) = check_task(&manifest, &args.task) {
         return c;
     }
-    let Ok(warehouse) = open(&manifest) else {
-        return exit::ENGINE;
-    };
     let previous = state::read(warehouse.root(), &args.task, &args.partition);
     let log = match operator_log(warehouse.root()) {
         Ok(l) => l,
@@ -82,15 +87,13 @@ pub(crate) fn retry(args: &DecisionArgs) -> u8 {
 
 /// `weir abandon`.
 pub(crate) fn abandon(args: &DecisionArgs) -> u8 {
-    let Ok(manifest) = load(&args.manifest) else {
-        return exit::INVALID;
+    let (manifest, warehouse) = match setup(&args.manifest) {
+        Ok(x) => x,
+        Err(code) => return code,
     };
     if let Err(c) = check_task(&manifest, &args.task) {
         return c;
     }
-    let Ok(warehouse) = open(&manifest) else {
-        return exit::ENGINE;
-    };
     let Ok(log) = operator_log(warehouse.root()) else {
         return exit::ENGINE;
     };
@@ -127,11 +130,9 @@ pub(crate) fn abandon(args: &DecisionArgs) -> u8 {
 
 /// `weir certify` and `weir uncertify`.
 pub(crate) fn certify(args: &CertifyArgs, certified: bool) -> u8 {
-    let Ok(manifest) = load(&args.manifest) else {
-        return exit::INVALID;
-    };
-    let Ok(warehouse) = open(&manifest) else {
-        return exit::ENGINE;
+    let (_, warehouse) = match setup(&args.manifest) {
+        Ok(x) => x,
+        Err(code) => return code,
     };
     let store = warehouse.partition(&args.dataset, &args.partition);
     let generation = match (args.generation, store.latest()) {
@@ -197,15 +198,13 @@ pub(crate) fn certify(args: &CertifyArgs, certified: bool) -> u8 {
 
 /// `weir explain`.
 pub(crate) fn explain(args: &ExplainArgs) -> u8 {
-    let Ok(manifest) = load(&args.manifest) else {
-        return exit::INVALID;
+    let (manifest, warehouse) = match setup(&args.manifest) {
+        Ok(x) => x,
+        Err(code) => return code,
     };
     if let Err(c) = check_task(&manifest, &args.task) {
         return c;
     }
-    let Ok(warehouse) = open(&manifest) else {
-        return exit::ENGINE;
-    };
     let (events, bad) = match crate::events::read_all(warehouse.root()) {
         Ok(r) => r,
         Err(e) => {
@@ -235,11 +234,9 @@ pub(crate) fn explain(args: &ExplainArgs) -> u8 {
 
 /// `weir rollback`.
 pub(crate) fn rollback(args: &RollbackArgs) -> u8 {
-    let Ok(manifest) = load(&args.manifest) else {
-        return exit::INVALID;
-    };
-    let Ok(warehouse) = open(&manifest) else {
-        return exit::ENGINE;
+    let (manifest, warehouse) = match setup(&args.manifest) {
+        Ok(x) => x,
+        Err(code) => return code,
     };
     let Ok(log) = operator_log(warehouse.root()) else {
         return exit::ENGINE;
@@ -281,8 +278,9 @@ pub(crate) fn rollback(args: &RollbackArgs) -> u8 {
 /// `weir gc`: a dry run unless `--apply`.
 pub(crate) fn gc(args: &GcArgs) -> u8 {
     use crate::ops::gc::{self, GcDecision, GcOptions};
-    let Ok(manifest) = load(&args.manifest) else {
-        return exit::INVALID;
+    let (manifest, warehouse) = match setup(&args.manifest) {
+        Ok(x) => x,
+        Err(code) => return code,
     };
     let older_than = match &args.older_than {
         Some(text) => match crate::manifest::duration::parse(text) {
@@ -301,9 +299,6 @@ pub(crate) fn gc(args: &GcArgs) -> u8 {
                 .unwrap_or_default();
             (longest * 2).max(std::time::Duration::from_secs(24 * 3600))
         }
-    };
-    let Ok(warehouse) = open(&manifest) else {
-        return exit::ENGINE;
     };
     let options = GcOptions {
         older_than,
@@ -361,11 +356,9 @@ pub(crate) fn gc(args: &GcArgs) -> u8 {
 
 /// `weir verify`.
 pub(crate) fn verify(args: &VerifyArgs) -> u8 {
-    let Ok(manifest) = load(&args.manifest) else {
-        return exit::INVALID;
-    };
-    let Ok(warehouse) = open(&manifest) else {
-        return exit::ENGINE;
+    let (manifest, warehouse) = match setup(&args.manifest) {
+        Ok(x) => x,
+        Err(code) => return code,
     };
     match crate::ops::verify::verify(&manifest, &warehouse, &args.task, &args.partition) {
         Ok(r) => {

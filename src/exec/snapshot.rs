@@ -199,7 +199,8 @@ pub fn pin(
     Ok(InputSnapshot { inputs })
 }
 
-fn file_digest(path: &std::path::Path) -> std::io::Result<String> {
+/// SHA-256 of a file's bytes, as snapshots record external inputs.
+pub(crate) fn file_digest(path: &std::path::Path) -> std::io::Result<String> {
     let mut file = std::fs::File::open(path)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];

@@ -18,11 +18,9 @@
 //! changed or disappeared since is an error, not a difference.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use sha2::{Digest as _, Sha256};
 
 use crate::audit::{self, CanonicalRow, Format};
 use crate::exec::classify::Ending;
@@ -283,7 +281,7 @@ fn repin(
                 ))
             })?;
             let location = manifest.dir.join(relative);
-            let digest = file_digest(&location)
+            let digest = crate::exec::snapshot::file_digest(&location)
                 .map_err(|e| missing(format!("cannot read {}: {e}", location.display())))?;
             if digest != input.digest {
                 return Err(changed(digest));
@@ -424,21 +422,6 @@ fn absolute(path: &Path) -> String {
         .unwrap_or_else(|_| path.to_path_buf())
         .display()
         .to_string()
-}
-
-/// SHA-256 of a file's bytes, as the snapshot writes it.
-fn file_digest(path: &Path) -> std::io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(format!("sha256:{:x}", hasher.finalize()))
 }
 
 /// Up to [`MAX_DIFFERENCES`] rows present on one side only, alternating
