@@ -290,7 +290,7 @@ fn audit_candidate(
     });
     let bytes =
         serde_json::to_vec_pretty(&manifest).expect("a candidate manifest always serializes");
-    // Not fsynced here: `fsync_tree` makes it durable with the data, before
+    // Not fsynced here: `fsync_candidate` makes it durable with the data, before
     // any commit names the candidate.
     if let Err(e) = std::fs::write(candidate.dir.join("candidate.json"), &bytes) {
         return Err(engine_failure(
@@ -360,7 +360,7 @@ fn publish(
     let AuditedCandidate { candidate, report } = audited;
     let token = candidate.token;
     // Every file is durable before the record that names it.
-    if let Err(e) = crate::store::fs::fsync_tree(&candidate.dir) {
+    if let Err(e) = crate::store::fs::fsync_candidate(&candidate.dir, &candidate.files) {
         return engine_failure(
             cx,
             task,

@@ -63,6 +63,23 @@ fn fsync_tree_inner(dir: &Path) -> io::Result<()> {
     fsync_dir(dir)
 }
 
+/// Makes a candidate durable before its commit: the data files and
+/// `candidate.json`, the `data/` directory, the attempt directory and its
+/// entry in `attempts/`. Logs and the lease are evidence, not data, and are
+/// left to the page cache (three fewer fsyncs per attempt than `fsync_tree`).
+pub fn fsync_candidate(attempt_dir: &Path, data_files: &[std::path::PathBuf]) -> io::Result<()> {
+    for file in data_files {
+        File::open(file)?.sync_all()?;
+    }
+    File::open(attempt_dir.join("candidate.json"))?.sync_all()?;
+    fsync_dir(&attempt_dir.join("data"))?;
+    fsync_dir(attempt_dir)?;
+    match attempt_dir.parent() {
+        Some(parent) => fsync_dir(non_empty(parent)),
+        None => Ok(()),
+    }
+}
+
 /// Creates `dir` and any missing ancestors, fsyncing the parent of each
 /// directory it creates so the new entries survive a crash.
 pub fn create_dir_all_durable(dir: &Path) -> io::Result<()> {

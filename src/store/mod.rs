@@ -18,7 +18,7 @@
 //! One attempt's lifecycle:
 //!
 //! ```text
-//!  allocate_token            prepare_attempt + task        fsync_tree         commit
+//!  allocate_token            prepare_attempt + task        fsync_candidate      commit
 //! +------------------+      +-------------------------+   +-----------+   +--------------------------+
 //! | tokens/<t>       | ---> | attempts/<t>/data/...   |-->| audit the |-->| latest = log/<g>, token u|
 //! | put-if-absent at |      | private: nobody reads it|   | candidate,|   | t <= u ? Stale (fenced)  |

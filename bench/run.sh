@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The weir benchmark: W1-W5 against their baselines, one markdown table.
+#
+# usage: bench/run.sh [--quick] [--runs N] [--only W1,W2,W3,W4,W5] [--json FILE]
+#                     [--size w1=N] [--weir BIN]
+#
+#   (default)  full sizes, median of 3 runs: 1,000 / 10,000 partitions, a
+#              730,000-instance plan and a 1 GB, 10 M-row CSV (5 to 11 min on
+#              the 2-core VM of BENCHMARKS.md; needs about 1.2 GB free in
+#              $TMPDIR, whose filesystem is the one measured)
+#   --quick    CI sizes, 1 run: 50 / 500 partitions, a 20x5x30 plan, a
+#              20,000-row CSV (about 5 s once weir is built); its verdicts are
+#              a smoke test, not a measurement
+#   --runs N   median of N runs (default 3, or 1 with --quick)
+#   --only     a subset of the workloads (W5 always brings W1, its reference)
+#   --size     override one size: w1=N, w2=N, w3=TASKSxLAYERSxDAYS, w4=ROWS, w5=N
+#   --json     also write every measurement to FILE
+#   --weir BIN use this binary instead of building one with cargo
+#
+# Needs: cargo, python3 (standard library only), sh, openssl, and GNU
+# coreutils/findutils (xargs -a, sync FILE, ln). GNU time (/usr/bin/time) is
+# used for peak RSS when present, else /proc is sampled. Everything is
+# generated in a mktemp dir that is removed on exit (the 1 GB CSV as soon as
+# W4 is measured). Exits 0 when every workload ran, whether or not its target
+# was met (this is a report); non-zero only if something failed to build or
+# run (2: a required tool is missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+weir=""
+args=()
+while (($#)); do
+  case "$1" in
+    --weir) weir=${2:?--weir needs a path}; shift 2 ;;
+    --weir=*) weir=${1#--weir=}; shift ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+
+missing=()
+[[ -n "$weir" ]] || command -v cargo >/dev/null 2>&1 || missing+=(cargo)
+for tool in python3 sh openssl xargs sync ln mktemp; do
+  command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
+if ((${#missing[@]})); then
+  echo "bench: missing required tool(s): ${missing[*]}" >&2
+  case " ${missing[*]} " in *" openssl "*)
+    echo "bench: openssl is W4's baseline; install it (e.g. apt-get install openssl)" >&2 ;;
+  esac
+  exit 2
+fi
+
+# Build (cargo waits on the shared target dir's lock by itself) and find the
+# binary wherever CARGO_TARGET_DIR puts it.
+if [[ -z "$weir" ]]; then
+  echo "[bench] cargo build --release" >&2
+  weir=$(cargo build --release --bin weir --message-format=json-render-diagnostics \
+    | python3 -c '
+import json, sys
+exe = None
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") == "compiler-artifact" and m.get("target", {}).get("name") == "weir" and m.get("executable"):
+        exe = m["executable"]
+print(exe or "")')
+fi
+if [[ -z "$weir" || ! -x "$weir" ]]; then
+  echo "bench: cannot find the weir binary after cargo build" >&2
+  exit 1
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/weir-bench.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM
+
+{
+  echo "[bench] weir $("$weir" --version 2>/dev/null | awk '{print $2}') at $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- src 2>/dev/null || echo ' (src/ modified)'), binary $weir"
+  echo "[bench] work dir $work on $(df -PT "$work" | awk 'NR==2 {print $1 " (" $2 ")"}')"
+} >&2
+
+python3 -B bench/harness.py --weir "$weir" --work "$work" ${args[@]+"${args[@]}"}
