@@ -716,12 +716,17 @@ impl Job<'_> {
     /// `release` frees the pool slot once the command has ended.
     fn run(self, cx: &Context<'_>, release: &dyn Fn()) -> (Option<InputSnapshot>, Outcome) {
         let (task, partition) = (self.task, self.partition);
-        if self.first {
-            if let Some(mark) = marks::read(cx.warehouse.root(), &task.name, partition) {
-                if matches!(mark.mark, Mark::Held | Mark::Abandoned) {
-                    return (None, Outcome::Marked(mark));
-                }
-            }
+        // An operator decision from an earlier run, read once per instance.
+        let mark = if self.first {
+            marks::read(cx.warehouse.root(), &task.name, partition)
+        } else {
+            None
+        };
+        if let Some(mark) = mark
+            .as_ref()
+            .filter(|m| matches!(m.mark, Mark::Held | Mark::Abandoned))
+        {
+            return (None, Outcome::Marked(mark.clone()));
         }
         let snapshot = match self.snapshot {
             Some(s) => s,
@@ -737,14 +742,11 @@ impl Job<'_> {
             },
         };
         let code_version = &cx.manifest.pipeline.code_version;
-        if self.first {
-            if let Some(mark) = marks::read(cx.warehouse.root(), &task.name, partition) {
-                let same = mark.input_snapshot_digest.as_deref()
-                    == Some(snapshot.digest().as_str())
-                    && &mark.code_version == code_version;
-                if mark.mark == Mark::Quarantined && same && !self.force {
-                    return (Some(snapshot), Outcome::Marked(mark));
-                }
+        if let Some(mark) = mark {
+            let same = mark.input_snapshot_digest.as_deref() == Some(snapshot.digest().as_str())
+                && &mark.code_version == code_version;
+            if mark.mark == Mark::Quarantined && same && !self.force {
+                return (Some(snapshot), Outcome::Marked(mark));
             }
         }
         // --force reruns the tasks asked for, never their upstream.
