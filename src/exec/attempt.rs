@@ -68,7 +68,7 @@ pub(crate) fn run(
     partition: &str,
     attempt: u32,
     snapshot: &InputSnapshot,
-    command_ended: &dyn Fn(),
+    slots: &super::pool::Slots,
 ) -> AttemptOutcome {
     let store = cx.warehouse.partition(&task.output.dataset, partition);
     let event = || Event::instance(&task.name, partition);
@@ -110,6 +110,8 @@ pub(crate) fn run(
         task.heartbeat,
     );
     let data_dir = dir.join("data");
+    // Everything above is the engine's; the slot is the command's.
+    let permit = slots.acquire();
     cx.emit(
         State::Running,
         event()
@@ -156,7 +158,7 @@ pub(crate) fn run(
                 })),
         );
         // Announced first, so the log never shows more commands running than slots.
-        command_ended();
+        drop(permit);
         return AttemptOutcome::Failed {
             ending,
             token: Some(token),
@@ -170,7 +172,7 @@ pub(crate) fn run(
             .detail(format!("exit code 0 after {elapsed_ms} ms"))
             .data(json!({ "duration_ms": elapsed_ms })),
     );
-    command_ended();
+    drop(permit);
     let files = match audit::data_files(&data_dir, task.output.format) {
         Ok(f) => f,
         Err(e) => {

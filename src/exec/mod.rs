@@ -9,21 +9,24 @@
 //!                         └─ operator / exhausted / budget spent ─► HELD ─┴─► downstream SKIPPED
 //! ```
 //!
-//! One coordinator thread owns all scheduling state; each attempt runs on its
-//! own thread (it spends its life blocked on a child process), started only
-//! when its pool has a free slot, so a pool never runs more task commands
-//! than slots. A slot is the task's: it is released when the command exits,
-//! and the engine's own work (audit, fsyncs, the commit) overlaps the next
-//! instance's command instead of being paid serially inside the slot. Ready
-//! sets are updated incrementally from in-degree counters: no rescans, so
-//! 10,000 instances cost the same per instance as 1,000. rayon is used where
-//! work is CPU-bound: auditing candidates.
+//! One coordinator thread owns all scheduling state and admits a few
+//! instances per pool slot; each admitted attempt runs on its own thread (it
+//! spends its life blocked on a child process). A slot is the task command's
+//! (`pool.rs`): the attempt takes one just before its command starts and
+//! gives it back when the command exits, so a pool never runs more commands
+//! than slots, while the engine's own work before (pinning, the token's
+//! put-if-absent, staging) and after (audit, fsyncs, the commit) overlaps
+//! other instances' commands instead of being paid serially inside the slot.
+//! Ready sets are updated incrementally from in-degree counters: no rescans,
+//! so 10,000 instances cost the same per instance as 1,000. rayon is used
+//! where work is CPU-bound: auditing candidates.
 
 mod attempt;
 pub mod classify;
 pub mod fault;
 pub mod launch;
 pub mod lease;
+mod pool;
 pub mod retry;
 pub mod snapshot;
 
@@ -44,6 +47,10 @@ use classify::Ending;
 use fault::Faults;
 use retry::{Backoff, RetryBudget};
 use snapshot::InputSnapshot;
+
+/// Instances admitted per pool slot: the one running its command, and others
+/// getting ready for a slot or publishing after theirs.
+const ADMIT_PER_SLOT: u32 = 3;
 
 /// What `weir run` / `weir backfill` asked for.
 #[derive(Debug, Clone)]
@@ -158,14 +165,6 @@ enum Status {
     Waiting,
     Running,
     Done(InstanceResult),
-}
-
-/// What attempt threads tell the coordinator.
-enum Msg {
-    /// The command ended; the pool slot is free.
-    SlotFree(usize),
-    /// The instance's attempt is over.
-    Done(Box<Report>),
 }
 
 /// What an attempt thread reports back.
@@ -289,11 +288,10 @@ struct Scheduler<'c, 'a> {
     attempts: Vec<u32>,
     snapshots: Vec<Option<InputSnapshot>>,
     backoffs: Vec<Option<Backoff>>,
-    /// Per pool: ready instances and running commands.
+    /// Per pool: ready instances, and instances admitted (started, not yet
+    /// reported done).
     ready: Vec<VecDeque<usize>>,
-    running: Vec<u32>,
-    /// Whether an instance's attempt still holds its pool slot.
-    slot_held: Vec<bool>,
+    admitted: Vec<u32>,
     /// Attempts started and not yet reported done.
     active: usize,
     slots: Vec<u32>,
@@ -323,9 +321,8 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             snapshots: (0..n).map(|_| None).collect(),
             backoffs: (0..n).map(|_| None).collect(),
             ready: vec![VecDeque::new(); pools.len()],
-            slot_held: vec![false; n],
             active: 0,
-            running: vec![0; pools.len()],
+            admitted: vec![0; pools.len()],
             slots: plan.pools.values().copied().collect(),
             task_pool: plan
                 .tasks
@@ -365,7 +362,9 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 self.enqueue(id);
             }
         }
-        let (tx, rx) = mpsc::channel::<Msg>();
+        let (tx, rx) = mpsc::channel::<Report>();
+        let pool_slots: Vec<pool::Slots> =
+            self.slots.iter().map(|s| pool::Slots::new(*s)).collect();
         std::thread::scope(|scope| loop {
             let now = Instant::now();
             while let Some(Reverse((due, id))) = self.delayed.peek().copied() {
@@ -375,13 +374,15 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 self.delayed.pop();
                 self.enqueue(id);
             }
-            for pool in 0..self.ready.len() {
-                while self.running[pool] < self.slots[pool] {
+            for (pool, slots) in pool_slots.iter().enumerate() {
+                // Admit a few instances beyond the slots, so their pinning,
+                // token and staging are done by the time a slot frees up.
+                while self.admitted[pool] < self.slots[pool].saturating_mul(ADMIT_PER_SLOT) {
                     let Some(id) = self.ready[pool].pop_front() else {
                         break;
                     };
-                    self.running[pool] += 1;
-                    self.start(scope, id, tx.clone());
+                    self.admitted[pool] += 1;
+                    self.start(scope, id, tx.clone(), slots);
                 }
             }
             if self.active == 0 && self.delayed.is_empty() {
@@ -400,21 +401,22 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 }
                 None => rx.recv().expect("a running attempt always reports"),
             };
-            match msg {
-                Msg::SlotFree(id) => self.free_slot(id),
-                Msg::Done(report) => self.finish(*report),
-            }
+            self.finish(msg);
         });
     }
 
-    fn start<'s>(&mut self, scope: &'s std::thread::Scope<'s, '_>, id: usize, tx: mpsc::Sender<Msg>)
-    where
+    fn start<'s>(
+        &mut self,
+        scope: &'s std::thread::Scope<'s, '_>,
+        id: usize,
+        tx: mpsc::Sender<Report>,
+        slots: &'s pool::Slots,
+    ) where
         'c: 's,
     {
         self.attempts[id] += 1;
         let attempt = self.attempts[id];
         self.status[id] = Status::Running;
-        self.slot_held[id] = true;
         self.active += 1;
         let (task_name, partition) = self.names(id);
         let job = Job {
@@ -429,30 +431,19 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         };
         let cx = self.cx;
         scope.spawn(move || {
-            let release = || {
-                let _ = tx.send(Msg::SlotFree(id));
-            };
-            let (snapshot, outcome) = job.run(cx, &release);
-            let _ = tx.send(Msg::Done(Box::new(Report {
+            let (snapshot, outcome) = job.run(cx, slots);
+            let _ = tx.send(Report {
                 instance: id,
                 snapshot,
                 outcome,
-            })));
+            });
         });
-    }
-
-    /// The attempt's command ended: its pool slot goes to the next instance
-    /// while this one is audited and published.
-    fn free_slot(&mut self, id: usize) {
-        if std::mem::take(&mut self.slot_held[id]) {
-            let (t, _) = self.plan.locate(id);
-            self.running[self.task_pool[t]] -= 1;
-        }
     }
 
     fn finish(&mut self, report: Report) {
         let id = report.instance;
-        self.free_slot(id);
+        let (t, _) = self.plan.locate(id);
+        self.admitted[self.task_pool[t]] -= 1;
         self.active -= 1;
         // The budget is a fraction of attempts launched, not of instances that
         // turned out to have nothing to do.
@@ -713,8 +704,8 @@ struct Job<'m> {
 }
 
 impl Job<'_> {
-    /// `release` frees the pool slot once the command has ended.
-    fn run(self, cx: &Context<'_>, release: &dyn Fn()) -> (Option<InputSnapshot>, Outcome) {
+    /// The command runs holding one of `slots`.
+    fn run(self, cx: &Context<'_>, slots: &pool::Slots) -> (Option<InputSnapshot>, Outcome) {
         let (task, partition) = (self.task, self.partition);
         // An operator decision from an earlier run, read once per instance.
         let mark = if self.first {
@@ -784,7 +775,7 @@ impl Job<'_> {
                 return (Some(snapshot), Outcome::AlreadyPublished);
             }
         }
-        let outcome = attempt::run(cx, task, partition, self.attempt, &snapshot, release);
+        let outcome = attempt::run(cx, task, partition, self.attempt, &snapshot, slots);
         (Some(snapshot), Outcome::Attempt(outcome))
     }
 }
