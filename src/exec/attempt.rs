@@ -70,6 +70,9 @@ pub(crate) fn run(
     snapshot: &InputSnapshot,
     slots: &super::pool::Slots,
 ) -> AttemptOutcome {
+    let fail = |token: Option<FencingToken>, reason: String| {
+        engine_failure(cx, task, partition, attempt, token, reason)
+    };
     let store = cx.warehouse.partition(&task.output.dataset, partition);
     let event = || Event::instance(&task.name, partition);
     let owner = TokenOwner {
@@ -79,25 +82,12 @@ pub(crate) fn run(
     };
     let token = match store.allocate_token(&owner) {
         Ok(t) => t,
-        Err(e) => {
-            return engine_failure(
-                cx,
-                task,
-                partition,
-                attempt,
-                None,
-                format!("cannot allocate a token: {e}"),
-            )
-        }
+        Err(e) => return fail(None, format!("cannot allocate a token: {e}")),
     };
     let dir = match store.prepare_attempt(token) {
         Ok(d) => d,
         Err(e) => {
-            return engine_failure(
-                cx,
-                task,
-                partition,
-                attempt,
+            return fail(
                 Some(token),
                 format!("cannot create the staging directory: {e}"),
             )
@@ -175,16 +165,7 @@ pub(crate) fn run(
     drop(permit);
     let files = match audit::data_files(&data_dir, task.output.format) {
         Ok(f) => f,
-        Err(e) => {
-            return engine_failure(
-                cx,
-                task,
-                partition,
-                attempt,
-                Some(token),
-                format!("cannot list the candidate: {e}"),
-            )
-        }
+        Err(e) => return fail(Some(token), format!("cannot list the candidate: {e}")),
     };
     let candidate = Candidate { token, dir, files };
     let audited = match audit_candidate(cx, task, partition, attempt, snapshot, candidate) {
@@ -242,6 +223,9 @@ fn audit_candidate(
     snapshot: &InputSnapshot,
     candidate: Candidate,
 ) -> Result<AuditedCandidate, AttemptOutcome> {
+    let fail = |token: Option<FencingToken>, reason: String| {
+        engine_failure(cx, task, partition, attempt, token, reason)
+    };
     let token = candidate.token;
     let inputs = snapshot
         .inputs
@@ -295,11 +279,7 @@ fn audit_candidate(
     // Not fsynced here: `fsync_candidate` makes it durable with the data, before
     // any commit names the candidate.
     if let Err(e) = std::fs::write(candidate.dir.join("candidate.json"), &bytes) {
-        return Err(engine_failure(
-            cx,
-            task,
-            partition,
-            attempt,
+        return Err(fail(
             Some(token),
             format!("cannot write candidate.json: {e}"),
         ));
@@ -337,7 +317,7 @@ fn audit_candidate(
             .data(json!({ "rows": report.rows, "digest": report.digest.as_str() })),
     );
     if let Err(e) = cx.faults.hit(Point::AfterCandidate, &task.name, partition) {
-        return Err(engine_failure(cx, task, partition, attempt, Some(token), e));
+        return Err(fail(Some(token), e));
     }
     Ok(AuditedCandidate { candidate, report })
 }
@@ -359,21 +339,17 @@ fn publish(
     store: &PartitionStore,
     audited: AuditedCandidate,
 ) -> AttemptOutcome {
+    let fail = |token: Option<FencingToken>, reason: String| {
+        engine_failure(cx, task, partition, attempt, token, reason)
+    };
     let AuditedCandidate { candidate, report } = audited;
     let token = candidate.token;
     // Every file is durable before the record that names it.
     if let Err(e) = crate::store::fs::fsync_candidate(&candidate.dir, &candidate.files) {
-        return engine_failure(
-            cx,
-            task,
-            partition,
-            attempt,
-            Some(token),
-            format!("cannot fsync the candidate: {e}"),
-        );
+        return fail(Some(token), format!("cannot fsync the candidate: {e}"));
     }
     if let Err(e) = cx.faults.hit(Point::BeforeCommit, &task.name, partition) {
-        return engine_failure(cx, task, partition, attempt, Some(token), e);
+        return fail(Some(token), e);
     }
     let commit = NewCommit {
         token,
@@ -405,7 +381,7 @@ fn publish(
         }
     }
     if let Err(e) = cx.faults.hit(Point::BeforeEvent, &task.name, partition) {
-        return engine_failure(cx, task, partition, attempt, Some(token), e);
+        return fail(Some(token), e);
     }
     match result {
         Ok(record) => {
@@ -443,14 +419,7 @@ fn publish(
             );
             AttemptOutcome::Stale
         }
-        Err(PublishError::Store(e)) => engine_failure(
-            cx,
-            task,
-            partition,
-            attempt,
-            Some(token),
-            format!("commit failed: {e}"),
-        ),
+        Err(PublishError::Store(e)) => fail(Some(token), format!("commit failed: {e}")),
     }
 }
 
