@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use weir::events::{EventRecord, State};
 
 use crate::support::{
-    copy_tree_without_warehouse, exclusive, poll_until, repo, states, stderr, stdout, Engine,
-    Sandbox, Visible,
+    copy_tree_without_warehouse, exclusive, max_overlap, poll_until, repo, states, stderr, stdout,
+    Engine, Sandbox, Visible,
 };
 
 /// A task script that logs `start|end <ns> <partition> <run id>` to
@@ -61,26 +61,6 @@ fn intervals(sb: &Sandbox) -> BTreeMap<(String, String), (u128, u128)> {
         .collect()
 }
 
-/// The highest number of intervals open at once (an end counts before a
-/// start at the same instant).
-fn max_overlap<'a>(intervals: impl IntoIterator<Item = &'a (u128, u128)>) -> usize {
-    let mut points: Vec<(u128, i32)> = intervals
-        .into_iter()
-        .flat_map(|&(s, e)| [(s, 1), (e, -1)])
-        .collect();
-    points.sort();
-    let (mut open, mut max) = (0i32, 0i32);
-    for (_, delta) in points {
-        open += delta;
-        max = max.max(open);
-    }
-    max as usize
-}
-
-/// The highest number of attempts that were, in log order, between their
-/// RUNNING event and the event that ends the attempt. The engine emits
-/// RUNNING after taking a pool slot and the ending event before giving it
-/// back, so this never exceeds the slots actually held.
 /// The most task commands running at once according to the log: a command
 /// runs from its attempt's RUNNING to its SUCCESS or FAILED (a pool slot is
 /// the command's; auditing and publishing happen outside it).

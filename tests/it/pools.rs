@@ -3,23 +3,7 @@
 use weir::exec::InstanceResult;
 use weir::plan::Scope;
 
-use crate::support::{run_options, Sandbox};
-
-/// The highest number of intervals open at once. At equal instants an end
-/// counts before a start (nanosecond ties do not happen in practice).
-fn max_overlap(intervals: &[(u128, u128)]) -> usize {
-    let mut points: Vec<(u128, i32)> = intervals
-        .iter()
-        .flat_map(|&(s, e)| [(s, 1), (e, -1)])
-        .collect();
-    points.sort();
-    let (mut open, mut max) = (0i32, 0i32);
-    for (_, delta) in points {
-        open += delta;
-        max = max.max(open);
-    }
-    max as usize
-}
+use crate::support::{max_overlap, run_options, Sandbox};
 
 #[test]
 fn pool_limit_holds() {

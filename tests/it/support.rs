@@ -421,3 +421,19 @@ pub(crate) fn copy_tree_without_warehouse(from: &Path, to: &Path) {
         }
     }
 }
+
+/// The highest number of intervals open at once. At equal instants an end
+/// counts before a start.
+pub(crate) fn max_overlap<'a>(intervals: impl IntoIterator<Item = &'a (u128, u128)>) -> usize {
+    let mut points: Vec<(u128, i32)> = intervals
+        .into_iter()
+        .flat_map(|&(s, e)| [(s, 1), (e, -1)])
+        .collect();
+    points.sort();
+    let (mut open, mut max) = (0i32, 0i32);
+    for (_, delta) in points {
+        open += delta;
+        max = max.max(open);
+    }
+    max as usize
+}
