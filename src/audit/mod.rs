@@ -19,6 +19,7 @@
 //! columns (in any order); JSON Lines columns are the union of the keys of all
 //! rows, since any row may leave a key out.
 
+mod candidate;
 mod digest;
 mod gates;
 mod read;
@@ -29,6 +30,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use candidate::{candidate_files, CandidateError};
 pub use digest::{Digest, DigestParseError};
 pub use gates::{Aggregate, Gate, GateOutcome};
 

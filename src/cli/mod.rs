@@ -23,6 +23,9 @@ use args::{Cli, Command};
 
 /// Entry point of the `weir` binary.
 pub fn main() -> ExitCode {
+    // Descendants a task leaves behind are reparented to the engine, which
+    // stops and reaps them (exec/tree.rs).
+    crate::exec::tree::become_subreaper();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

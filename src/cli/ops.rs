@@ -388,7 +388,10 @@ pub(crate) fn verify(args: &VerifyArgs) -> u8 {
         }
         Err(e) => {
             report(&e);
-            exit::TASK_FAILED
+            match e {
+                crate::ops::verify::VerifyError::Drift(_) => exit::ENGINE,
+                _ => exit::TASK_FAILED,
+            }
         }
     }
 }

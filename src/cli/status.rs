@@ -11,7 +11,7 @@ use crate::manifest::Manifest;
 use crate::ops::certify;
 use crate::ops::state::{self, InstanceMark, Mark};
 use crate::plan::partitions;
-use crate::store::{CommitRecord, Warehouse};
+use crate::store::{CommitRecord, Depth, Drift, Warehouse};
 
 /// An expected partition with no publication.
 struct Missing {
@@ -133,6 +133,10 @@ pub(crate) fn status(args: &StatusArgs) -> u8 {
         }
     };
     let attention = overview.attention();
+    // Every visible file is what its generation committed: sizes always,
+    // every byte's hash under --check.
+    let depth = if args.check { Depth::Hash } else { Depth::Stat };
+    let drifts = drifted(&warehouse, &overview.published, depth);
     let mut versions: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for (_, r) in &overview.published {
         *versions
@@ -181,6 +185,10 @@ pub(crate) fn status(args: &StatusArgs) -> u8 {
                 .iter()
                 .map(|a| json!({"state": a.state, "task": a.task, "partition": a.partition, "detail": a.detail}))
                 .collect::<Vec<_>>(),
+            "drifted": drifts
+                .iter()
+                .map(|d| json!({"dataset": d.dataset, "partition": d.partition, "generation": d.generation, "file": d.path, "detail": d.to_string()}))
+                .collect::<Vec<_>>(),
         });
         println!(
             "{}",
@@ -188,6 +196,16 @@ pub(crate) fn status(args: &StatusArgs) -> u8 {
         );
     } else {
         print_status(&warehouse, &overview, &versions, &attention);
+    }
+    if !drifts.is_empty() {
+        for d in &drifts {
+            eprintln!("error: {d}");
+        }
+        eprintln!(
+            "{} published file(s) drifted from their commit records",
+            drifts.len()
+        );
+        return exit::ENGINE;
     }
     if args.check && !attention.is_empty() {
         eprintln!(
@@ -197,6 +215,25 @@ pub(crate) fn status(args: &StatusArgs) -> u8 {
         return exit::ATTENTION;
     }
     exit::OK
+}
+
+/// The first drifted or vanished file of each visible generation.
+fn drifted(
+    warehouse: &Warehouse,
+    published: &[(String, CommitRecord)],
+    depth: Depth,
+) -> Vec<Drift> {
+    use rayon::prelude::*;
+    published
+        .par_iter()
+        .filter_map(|(_, r)| {
+            warehouse
+                .partition(&r.dataset, &r.partition)
+                .check_files(r, depth)
+                .err()
+                .map(|d| *d)
+        })
+        .collect()
 }
 
 fn print_status(
@@ -304,6 +341,10 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
             return exit::ENGINE;
         }
     };
+    if let Err(drift) = store.check_files(&record, Depth::Hash) {
+        super::report(drift.as_ref());
+        return exit::ENGINE;
+    }
     let (columns, rows) = match audit::read_rows(&store.visible_files(&record), task.output.format)
     {
         Ok(r) => r,

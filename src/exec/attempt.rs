@@ -18,14 +18,18 @@ use serde_json::json;
 
 use super::classify::Ending;
 use super::fault::Point;
+use super::inputs;
 use super::launch::{self, Launch};
 use super::lease;
 use super::snapshot::InputSnapshot;
+use super::tree;
 use super::Context;
 use crate::audit::{self, AuditReport, AuditSpec, GateOutcome};
 use crate::events::{Event, State};
 use crate::manifest::Task;
-use crate::store::{CommitKind, FencingToken, NewCommit, PartitionStore, PublishError, TokenOwner};
+use crate::store::{
+    CommitKind, FencingToken, FileSum, NewCommit, PartitionStore, PublishError, TokenOwner,
+};
 
 /// How an attempt ended, for the scheduler.
 #[derive(Debug)]
@@ -56,6 +60,15 @@ struct Candidate {
 struct AuditedCandidate {
     candidate: Candidate,
     report: AuditReport,
+}
+
+/// Removes the attempt's input copies when dropped.
+struct DiscardInputs(PathBuf);
+
+impl Drop for DiscardInputs {
+    fn drop(&mut self) {
+        inputs::discard(&self.0);
+    }
 }
 
 /// Bytes of stderr kept as evidence.
@@ -93,13 +106,35 @@ pub(crate) fn run(
             )
         }
     };
-    // Held until this function returns, whatever the outcome.
-    let _heartbeat = lease::Heartbeat::start(
-        &dir,
-        lease::Lease::new(cx, task, attempt, token),
-        task.heartbeat,
-    );
+    // Held until this function returns, whatever the outcome. The lease
+    // names the task's process tag, for an engine that takes over from us.
+    let tag = tree::new_tag();
+    let mut lease = lease::Lease::new(cx, task, attempt, token);
+    lease.process_tag = Some(tag.clone());
+    let _heartbeat = lease::Heartbeat::start(&dir, lease, task.heartbeat);
     let data_dir = dir.join("data");
+    // The task reads private copies; they go when this function returns.
+    let _discard = DiscardInputs(dir.clone());
+    let inputs = match inputs::materialize(snapshot, &cx.warehouse, partition, &dir) {
+        Ok(m) => m,
+        Err(inputs::MaterializeError::Moved { input, pinned, now }) => {
+            let reason = format!(
+                "external input `{input}` changed since it was pinned (pinned {pinned}, now {now}); the next attempt pins it again"
+            );
+            cx.emit(
+                State::Failed,
+                event()
+                    .attempt(attempt, Some(token.get()))
+                    .detail(reason.clone()),
+            );
+            return AttemptOutcome::Failed {
+                ending: Ending::InputMoved(reason.clone()),
+                token: Some(token),
+                reason,
+            };
+        }
+        Err(e) => return fail(Some(token), format!("cannot hand the task its inputs: {e}")),
+    };
     // Everything above is the engine's; the slot is the command's.
     let permit = slots.acquire();
     cx.emit(
@@ -124,10 +159,11 @@ pub(crate) fn run(
         None => launch::run(&Launch {
             argv: &task.command,
             cwd: &cx.manifest.dir,
-            env: environment(cx, task, partition, attempt, token, &data_dir, snapshot),
+            env: environment(cx, task, partition, attempt, token, &data_dir, &inputs),
             stdout: dir.join("stdout.log"),
             stderr: dir.join("stderr.log"),
             timeout: task.timeout,
+            tag,
         }),
     };
     let elapsed_ms = started.elapsed().as_millis() as u64;
@@ -163,12 +199,29 @@ pub(crate) fn run(
             .data(json!({ "duration_ms": elapsed_ms })),
     );
     drop(permit);
-    let files = match audit::data_files(&data_dir, task.output.format) {
+    let files = match audit::candidate_files(&data_dir, task.output.format) {
         Ok(f) => f,
+        Err(audit::CandidateError::Refused { problems }) => {
+            // The task broke the output contract: the same inputs reproduce it.
+            let reason = format!("the output is not publishable: {}", problems.join("; "));
+            cx.emit(
+                State::GateFailed,
+                event()
+                    .attempt(attempt, Some(token.get()))
+                    .detail(reason.clone())
+                    .data(json!({ "refused": problems })),
+            );
+            return AttemptOutcome::Failed {
+                ending: Ending::GateFailed,
+                token: Some(token),
+                reason,
+            };
+        }
         Err(e) => return fail(Some(token), format!("cannot list the candidate: {e}")),
     };
     let candidate = Candidate { token, dir, files };
-    let audited = match audit_candidate(cx, task, partition, attempt, snapshot, candidate) {
+    let audited = match audit_candidate(cx, task, partition, attempt, snapshot, &inputs, candidate)
+    {
         Ok(a) => a,
         Err(outcome) => return outcome,
     };
@@ -182,7 +235,7 @@ fn environment(
     attempt: u32,
     token: FencingToken,
     data_dir: &std::path::Path,
-    snapshot: &InputSnapshot,
+    inputs: &[inputs::Materialized],
 ) -> Vec<(String, String)> {
     let mut env = vec![
         ("WEIR_RUN_ID".to_string(), cx.run_id.clone()),
@@ -197,7 +250,7 @@ fn environment(
             cx.manifest.pipeline.code_version.clone(),
         ),
     ];
-    for input in &snapshot.inputs {
+    for input in inputs {
         env.push((launch::input_var(&input.name), absolute(&input.location)));
         if let Some(w) = &input.watermark {
             let var = launch::input_var(&input.name).replacen("WEIR_INPUT_", "WEIR_WATERMARK_", 1);
@@ -221,16 +274,17 @@ fn audit_candidate(
     partition: &str,
     attempt: u32,
     snapshot: &InputSnapshot,
+    copies: &[inputs::Materialized],
     candidate: Candidate,
 ) -> Result<AuditedCandidate, AttemptOutcome> {
     let fail = |token: Option<FencingToken>, reason: String| {
         engine_failure(cx, task, partition, attempt, token, reason)
     };
     let token = candidate.token;
-    let inputs = snapshot
-        .inputs
+    // Reconcile gates read what the task read: its copies.
+    let inputs = copies
         .iter()
-        .filter_map(|i| i.data.clone().map(|d| (i.name.clone(), d)))
+        .map(|i| (i.name.clone(), i.data.clone()))
         .collect();
     let spec = AuditSpec {
         format: task.output.format,
@@ -329,6 +383,22 @@ fn file_names(files: &[PathBuf]) -> Vec<String> {
         .collect()
 }
 
+/// Each file's size and SHA-256, read in parallel.
+pub(crate) fn sum_files(files: &[PathBuf]) -> std::io::Result<Vec<FileSum>> {
+    use rayon::prelude::*;
+    files
+        .par_iter()
+        .map(|f| {
+            let name = f
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            FileSum::of(f, &name)
+                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", f.display())))
+        })
+        .collect()
+}
+
 /// The fenced compare-and-swap that makes an audited candidate visible.
 fn publish(
     cx: &Context<'_>,
@@ -344,6 +414,11 @@ fn publish(
     };
     let AuditedCandidate { candidate, report } = audited;
     let token = candidate.token;
+    // What readers will check the files against from now on.
+    let file_sums = match sum_files(&candidate.files) {
+        Ok(s) => s,
+        Err(e) => return fail(Some(token), format!("cannot read the candidate: {e}")),
+    };
     // Every file is durable before the record that names it.
     if let Err(e) = crate::store::fs::fsync_candidate(&candidate.dir, &candidate.files) {
         return fail(Some(token), format!("cannot fsync the candidate: {e}"));
@@ -361,6 +436,7 @@ fn publish(
         attempt,
         attempt_dir: store.attempt_key(token),
         files: file_names(&candidate.files),
+        file_sums,
         rows: report.rows,
         digest: report.digest.as_str().to_string(),
         input_snapshot: snapshot.to_json(),

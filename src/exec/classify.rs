@@ -19,6 +19,9 @@ pub enum Ending {
     GateFailed,
     /// The engine failed around the attempt (warehouse I/O, disk full).
     Engine(String),
+    /// An external input no longer held its pinned bytes when the attempt
+    /// copied it: nothing ran; the next attempt pins the input again.
+    InputMoved(String),
 }
 
 impl Ending {
@@ -32,6 +35,7 @@ impl Ending {
             Ending::SpawnFailed(why) => format!("could not start: {why}"),
             Ending::GateFailed => "gate failed".into(),
             Ending::Engine(why) => format!("engine error: {why}"),
+            Ending::InputMoved(why) => why.clone(),
         }
     }
 }
@@ -49,7 +53,7 @@ pub fn rule(task: &Task, ending: &Ending) -> FailureRule {
         // a program that cannot start will not start on the next attempt.
         Ending::GateFailed | Ending::SpawnFailed(_) => FailureRule::Deterministic,
         // Disk full or a flaky mount may pass; retries are bounded anyway.
-        Ending::Engine(_) => FailureRule::Transient,
+        Ending::Engine(_) | Ending::InputMoved(_) => FailureRule::Transient,
         Ending::Signal(_) | Ending::Success => FailureRule::Class(task.retry.clone()),
     }
 }

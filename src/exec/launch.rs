@@ -1,6 +1,7 @@
 //! Launching a task's command: its own process group, the documented
-//! environment, output to files, and a watchdog that kills the whole group
-//! at the timeout.
+//! environment, output to files, a watchdog that kills the whole group at
+//! the timeout, and its whole process tree stopped when it exits
+//! (`tree.rs`).
 //!
 //! The environment contract (README, "The task environment"):
 //! `WEIR_RUN_ID`, `WEIR_TASK`, `WEIR_PARTITION`, `WEIR_ATTEMPT`, `WEIR_TOKEN`,
@@ -16,6 +17,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use super::classify::Ending;
+use super::tree;
 
 /// What to launch.
 pub struct Launch<'a> {
@@ -31,6 +33,9 @@ pub struct Launch<'a> {
     pub stderr: PathBuf,
     /// Kill the process group after this long.
     pub timeout: Duration,
+    /// The launch's process tag (`tree::new_tag`): every process of the task
+    /// carries it, and it is what stops them all when the command exits.
+    pub tag: String,
 }
 
 /// `raw_orders` → `WEIR_INPUT_RAW_ORDERS`.
@@ -58,14 +63,19 @@ pub fn run(launch: &Launch<'_>) -> Ending {
         .args(&launch.argv[1..])
         .current_dir(launch.cwd)
         .envs(launch.env.iter().map(|(k, v)| (k, v)))
+        .env(tree::TAG_VAR, &launch.tag)
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
         // Its own group, so a timeout kills the task's children too.
         .process_group(0);
-    let mut child = match command.spawn() {
+    let cgroup = tree::Cgroup::create(&launch.tag);
+    let mut child = match tree::spawn(&mut command, cgroup.as_ref()) {
         Ok(c) => c,
-        Err(e) => return Ending::SpawnFailed(format!("`{}`: {e}", launch.argv[0])),
+        Err(e) => {
+            tree::stop(&launch.tag, cgroup.as_ref(), None);
+            return Ending::SpawnFailed(format!("`{}`: {e}", launch.argv[0]));
+        }
     };
     let pgid = child.id() as libc::pid_t;
     let timed_out = Arc::new(AtomicBool::new(false));
@@ -81,11 +91,12 @@ pub fn run(launch: &Launch<'_>) -> Ending {
         })
     };
     let status = child.wait();
+    tree::waited(child.id());
     let _ = done_tx.send(());
     let _ = watchdog.join();
-    // Whatever the task left running in the background must not write into
-    // the candidate after it is audited.
-    kill_group(pgid);
+    // Whatever the task left running in the background, in its group or
+    // not, must not write into the candidate after it is audited.
+    tree::stop(&launch.tag, cgroup.as_ref(), Some(pgid));
     match status {
         _ if timed_out.load(Ordering::SeqCst) => Ending::Timeout,
         Ok(s) if s.success() => Ending::Success,

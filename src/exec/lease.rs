@@ -62,6 +62,10 @@ pub struct Lease {
     pub timeout_ms: u64,
     /// The attempt ended (whatever its outcome).
     pub finished: bool,
+    /// The task's process tag (`tree.rs`): an engine that takes over from a
+    /// dead holder on this host stops the processes carrying it first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_tag: Option<String>,
 }
 
 /// This engine process's identity.
@@ -145,6 +149,7 @@ impl Lease {
             heartbeat_at: String::new(),
             timeout_ms: u64::try_from(timeout(task).as_millis()).unwrap_or(u64::MAX),
             finished: false,
+            process_tag: None,
         };
         lease.beat();
         lease
@@ -276,8 +281,16 @@ pub(crate) fn guard(cx: &Context<'_>, task: &Task, partition: &str, attempt: u32
             task: task.name.clone(),
             attempt,
         };
+        // A dead holder's task must not run beside its successor: its
+        // command died with it (PDEATHSIG); stop what the command left.
+        let stop_orphans = || {
+            if let (true, Some(tag)) = (dead, lease.process_tag.as_deref()) {
+                super::tree::stop_orphans(tag);
+            }
+        };
         match store.claim_takeover(newest, &claimant) {
             Ok(true) => {
+                stop_orphans();
                 cx.emit(
                     State::TakenOver,
                     event().detail(format!(
@@ -303,6 +316,7 @@ pub(crate) fn guard(cx: &Context<'_>, task: &Task, partition: &str, attempt: u32
                         )
                     });
                 if claim_age.is_none_or(|age| age > timeout(task)) || Instant::now() >= deadline {
+                    stop_orphans();
                     cx.emit(
                         State::TakenOver,
                         event().detail(format!(

@@ -24,11 +24,13 @@
 mod attempt;
 pub mod classify;
 pub mod fault;
+pub mod inputs;
 pub mod launch;
 pub mod lease;
 mod pool;
 pub mod retry;
 pub mod snapshot;
+pub mod tree;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet, VecDeque};
@@ -776,7 +778,15 @@ impl Job<'_> {
             }
         }
         let outcome = attempt::run(cx, task, partition, self.attempt, &snapshot, slots);
-        (Some(snapshot), Outcome::Attempt(outcome))
+        // An external input that moved since it was pinned is pinned again.
+        let keep = !matches!(
+            &outcome,
+            AttemptOutcome::Failed {
+                ending: Ending::InputMoved(_),
+                ..
+            }
+        );
+        (keep.then_some(snapshot), Outcome::Attempt(outcome))
     }
 }
 

@@ -489,6 +489,7 @@ mod tests {
             attempt: 1,
             attempt_dir: dir.into(),
             files: vec!["part-0.csv".into()],
+            file_sums: Vec::new(),
             rows: 1,
             digest: "sha256:00".into(),
             input_snapshot: json!({"inputs": []}),

@@ -116,6 +116,7 @@ pub fn rollback(
         attempt: target.attempt,
         attempt_dir: target.attempt_dir.clone(),
         files: target.files.clone(),
+        file_sums: target.file_sums.clone(),
         rows: target.rows,
         digest: target.digest.clone(),
         input_snapshot: target.input_snapshot.clone(),

@@ -24,9 +24,10 @@ use serde::Deserialize;
 
 use crate::audit::{self, CanonicalRow, Format};
 use crate::exec::classify::Ending;
+use crate::exec::inputs;
 use crate::exec::launch::{self, input_var, Launch};
 use crate::manifest::{Manifest, Task};
-use crate::store::{CommitRecord, Generation, Warehouse};
+use crate::store::{CommitRecord, Depth, Drift, DriftKind, Generation, Warehouse};
 
 /// How many rows only on one side a report lists.
 const MAX_DIFFERENCES: usize = 5;
@@ -126,6 +127,10 @@ pub enum VerifyError {
         /// The end of its stderr.
         stderr_tail: String,
     },
+    /// A published file is not what its generation committed.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Drift(Box<Drift>),
     /// The published or rerun files cannot be read.
     #[error("cannot read the data: {0}")]
     #[diagnostic(code(weir::verify::audit))]
@@ -203,13 +208,18 @@ pub fn verify(
                 spec.output.dataset, record.generation
             ))
         })?;
+    // What is published must still be what was committed before it is
+    // compared with anything.
+    store
+        .check_files(&record, Depth::Hash)
+        .map_err(VerifyError::Drift)?;
+    let (run_id, scratch) = scratch_dir(warehouse.root())?;
     let inputs = snapshot
         .inputs
         .iter()
-        .map(|input| repin(manifest, warehouse, partition, input))
+        .map(|input| repin(manifest, warehouse, partition, input, &scratch))
         .collect::<Result<Vec<_>, _>>()?;
 
-    let (run_id, scratch) = scratch_dir(warehouse.root())?;
     let data = scratch.join("data");
     let ending = launch::run(&Launch {
         argv: &spec.command,
@@ -218,6 +228,7 @@ pub fn verify(
         stdout: scratch.join("stdout.log"),
         stderr: scratch.join("stderr.log"),
         timeout: spec.timeout,
+        tag: crate::exec::tree::new_tag(),
     });
     if ending != Ending::Success {
         return Err(VerifyError::TaskFailed {
@@ -227,8 +238,8 @@ pub fn verify(
     }
 
     let format = spec.output.format;
-    let rerun_files = audit::data_files(&data, format)
-        .map_err(|e| VerifyError::Audit(format!("cannot list {}: {e}", data.display())))?;
+    let rerun_files =
+        audit::candidate_files(&data, format).map_err(|e| VerifyError::Audit(e.to_string()))?;
     let (rerun_rows, rerun_digest) =
         audit::digest_files(&rerun_files, format).map_err(|e| VerifyError::Audit(e.to_string()))?;
     let rerun_digest = rerun_digest.as_str().to_string();
@@ -262,7 +273,9 @@ fn repin(
     warehouse: &Warehouse,
     partition: &str,
     input: &StoredInput,
+    scratch: &Path,
 ) -> Result<Repinned, VerifyError> {
+    let copies = scratch.join(inputs::INPUTS_DIR).join(&input.name);
     let missing = |why: String| VerifyError::InputMissing {
         input: input.name.clone(),
         why,
@@ -280,12 +293,17 @@ fn repin(
                     input.name
                 ))
             })?;
-            let location = manifest.dir.join(relative);
-            let digest = crate::exec::snapshot::file_digest(&location)
-                .map_err(|e| missing(format!("cannot read {}: {e}", location.display())))?;
-            if digest != input.digest {
-                return Err(changed(digest));
-            }
+            let live = manifest.dir.join(relative);
+            // The rerun reads a private copy, hashed while it was made.
+            let location =
+                match inputs::materialize_external(&live, &input.digest, &copies, &input.name) {
+                    Ok(copy) => copy,
+                    Err(inputs::MaterializeError::Moved { now, .. }) => return Err(changed(now)),
+                    Err(inputs::MaterializeError::Io { path, source }) if path == live => {
+                        return Err(missing(format!("cannot read {}: {source}", live.display())))
+                    }
+                    Err(e) => return Err(VerifyError::Store(e.to_string())),
+                };
             Ok(Repinned {
                 name: input.name.clone(),
                 location,
@@ -339,10 +357,18 @@ fn repin(
                     return Err(changed(now));
                 }
             }
-            let location = files
-                .first()
-                .and_then(|f| f.parent().map(Path::to_path_buf))
-                .unwrap_or_else(|| warehouse.root().join(&record.attempt_dir).join("data"));
+            // The rerun reads private copies, checked against the record's sums.
+            match inputs::materialize_generation(&store, &record, &copies) {
+                Ok(_) => {}
+                Err(inputs::MaterializeError::Drift(d)) => {
+                    return Err(match d.kind {
+                        DriftKind::Vanished => missing(d.to_string()),
+                        _ => changed(d.to_string()),
+                    })
+                }
+                Err(e) => return Err(VerifyError::Store(e.to_string())),
+            }
+            let location = copies;
             Ok(Repinned {
                 name: input.name.clone(),
                 location,
@@ -661,6 +687,7 @@ printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
             stdout: dir.join("stdout.log"),
             stderr: dir.join("stderr.log"),
             timeout: spec.timeout,
+            tag: crate::exec::tree::new_tag(),
         });
         assert_eq!(ending, Ending::Success);
         let files = audit::data_files(&data, spec.output.format).unwrap();
@@ -678,6 +705,13 @@ printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
                 files: files
                     .iter()
                     .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+                    .collect(),
+                file_sums: files
+                    .iter()
+                    .map(|f| {
+                        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+                        crate::store::FileSum::of(f, &name).unwrap()
+                    })
                     .collect(),
                 rows,
                 digest: digest.as_str().to_string(),
@@ -732,7 +766,8 @@ printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
         assert_eq!(rows, "id,v,part,code\n1,a,p,7\n2,b,p,7\n");
         // The attempt's environment contract, with attempt and token 0.
         let env = std::fs::read_to_string(scratch.join("env.txt")).unwrap();
-        let raw = sb.dir.path().join("raw_p.csv");
+        // A private copy of the pinned bytes, not the live file.
+        let raw = scratch.join("inputs/raw/raw_p.csv");
         for line in [
             "WEIR_ATTEMPT=0".to_string(),
             "WEIR_TOKEN=0".to_string(),

@@ -6,6 +6,7 @@
 //! never lost.
 
 use crate::store::error::StoreError;
+use crate::store::file_sum::FileSum;
 use crate::store::key::validate_key;
 use crate::store::token::{FencingToken, Generation};
 
@@ -40,6 +41,10 @@ pub struct CommitRecord {
     pub attempt_dir: String,
     /// File names under `attempt_dir/data`.
     pub files: Vec<String>,
+    /// Each file's size and SHA-256 as committed, in `files` order (empty in
+    /// records written before weir recorded them: those cannot be checked).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub file_sums: Vec<FileSum>,
     /// Row count of the published data.
     pub rows: u64,
     /// Canonical digest of the data, `sha256:...`.
@@ -89,6 +94,8 @@ pub struct NewCommit {
     pub attempt_dir: String,
     /// File names under `attempt_dir/data`.
     pub files: Vec<String>,
+    /// Each file's size and SHA-256, in `files` order.
+    pub file_sums: Vec<FileSum>,
     /// Row count.
     pub rows: u64,
     /// Canonical digest of the data.
@@ -117,6 +124,7 @@ impl NewCommit {
             attempt: self.attempt,
             attempt_dir: self.attempt_dir,
             files: self.files,
+            file_sums: self.file_sums,
             rows: self.rows,
             digest: self.digest,
             input_snapshot: self.input_snapshot,
@@ -215,6 +223,7 @@ pub(crate) mod tests {
             attempt: 1,
             attempt_dir: format!("d/p/attempts/{}", FencingToken::from_raw(token).key_name()),
             files: vec!["part-0.csv".into()],
+            file_sums: Vec::new(),
             rows: 3,
             digest: "sha256:00".into(),
             input_snapshot: serde_json::json!({"upstream": 1}),

@@ -38,6 +38,7 @@
 pub mod allocation;
 pub mod backend;
 pub mod error;
+pub mod file_sum;
 pub mod fs;
 mod key;
 pub mod layout;
@@ -49,6 +50,7 @@ pub mod warehouse;
 pub use allocation::{TokenOwner, TokenRecord};
 pub use backend::{Backend, FsBackend};
 pub use error::{PublishError, StoreError};
+pub use file_sum::{Depth, Drift, DriftKind, FileSum};
 pub use log::{CommitKind, CommitRecord, NewCommit, FORMAT_VERSION};
 pub use partition::PartitionStore;
 pub use token::{FencingToken, Generation};

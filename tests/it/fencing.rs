@@ -26,7 +26,7 @@ fn staged(store: &PartitionStore, token: FencingToken, run_id: &str, csv: &str) 
     let dir = store.prepare_attempt(token).unwrap();
     let file = dir.join("data/out.csv");
     std::fs::write(&file, csv).unwrap();
-    let (rows, digest) = digest_files(&[file], Format::Csv).unwrap();
+    let (rows, digest) = digest_files(std::slice::from_ref(&file), Format::Csv).unwrap();
     NewCommit {
         token,
         dataset: store.dataset().into(),
@@ -37,6 +37,7 @@ fn staged(store: &PartitionStore, token: FencingToken, run_id: &str, csv: &str) 
         attempt: 1,
         attempt_dir: store.attempt_key(token),
         files: vec!["out.csv".into()],
+        file_sums: vec![weir::store::FileSum::of(&file, "out.csv").unwrap()],
         rows,
         digest: digest.as_str().into(),
         input_snapshot: serde_json::json!({ "inputs": [] }),

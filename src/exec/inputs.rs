@@ -1,0 +1,286 @@
+//! Input materialisation: a task reads private copies of its inputs, never
+//! the published files or the live external file.
+//!
+//! ```text
+//!  upstream generation g ──copy (reflink if the filesystem can) + check sums──► attempts/<t>/inputs/<name>/<file>
+//!  external file          ──copy, SHA-256 while copying == pinned digest ────► attempts/<t>/inputs/<name>/<file name>
+//! ```
+//!
+//! Tasks may run as root, so file modes alone stop nothing: what keeps a
+//! downstream task from changing the generation it reads is that it holds
+//! its own copy (a reflink shares blocks copy-on-write, so a write to it
+//! never reaches the original). The copies are made read-only anyway, to
+//! catch the honest mistake early. Every copied byte is checked: an
+//! upstream file against the size and SHA-256 its commit record holds (a
+//! drifted published file is never fed to a task), an external file against
+//! the digest its snapshot pinned (the commit record never claims an input
+//! the task did not read). The copies go when the attempt ends.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use crate::audit::InputData;
+use crate::store::file_sum::{hash_file, hash_reader};
+use crate::store::{CommitRecord, Drift, DriftKind, Generation, PartitionStore, Warehouse};
+
+use super::snapshot::InputSnapshot;
+
+/// The attempt's sub-directory holding its input copies.
+pub const INPUTS_DIR: &str = "inputs";
+
+/// Why an input could not be handed to a task.
+#[derive(Debug, thiserror::Error)]
+pub enum MaterializeError {
+    /// Copying failed (disk full, permissions, a missing file).
+    #[error("cannot copy `{}`: {source}", .path.display())]
+    Io {
+        /// The file being read or written.
+        path: PathBuf,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The external file no longer holds the pinned bytes.
+    #[error("external input `{input}` changed since it was pinned: pinned {pinned}, copied {now}")]
+    Moved {
+        /// The input dataset.
+        input: String,
+        /// The digest in the snapshot.
+        pinned: String,
+        /// The digest of what was there to copy.
+        now: String,
+    },
+    /// A published upstream file is not what its generation committed.
+    #[error(transparent)]
+    Drift(Box<Drift>),
+    /// The upstream record cannot be read.
+    #[error("upstream `{input}`: {message}")]
+    Store {
+        /// The input dataset.
+        input: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// One input as the task gets it.
+#[derive(Debug, Clone)]
+pub struct Materialized {
+    /// The input dataset.
+    pub name: String,
+    /// `WEIR_INPUT_<NAME>`: the copied file (external) or the directory of
+    /// copies (upstream).
+    pub location: PathBuf,
+    /// What reconcile gates read: the copies.
+    pub data: InputData,
+    /// The source's committed position, for `WEIR_WATERMARK_<NAME>`.
+    pub watermark: Option<String>,
+}
+
+/// Copies every input of `snapshot` into `<attempt_dir>/inputs/<name>/`.
+pub fn materialize(
+    snapshot: &InputSnapshot,
+    warehouse: &Warehouse,
+    partition: &str,
+    attempt_dir: &Path,
+) -> Result<Vec<Materialized>, MaterializeError> {
+    let root = attempt_dir.join(INPUTS_DIR);
+    let mut out = Vec::with_capacity(snapshot.inputs.len());
+    for input in &snapshot.inputs {
+        let dest = root.join(&input.name);
+        let format = input.data.as_ref().map(|d| d.format);
+        match (input.kind, input.generation) {
+            ("upstream", Some(generation)) => {
+                let store = warehouse.partition(&input.name, partition);
+                let record = store
+                    .record(Generation::from_raw(generation))
+                    .map_err(|e| MaterializeError::Store {
+                        input: input.name.clone(),
+                        message: e.to_string(),
+                    })?
+                    .ok_or_else(|| MaterializeError::Store {
+                        input: input.name.clone(),
+                        message: format!(
+                            "generation {generation} of partition {partition} is not in the log"
+                        ),
+                    })?;
+                let files = materialize_generation(&store, &record, &dest)?;
+                out.push(Materialized {
+                    name: input.name.clone(),
+                    location: dest,
+                    data: InputData {
+                        format: format.unwrap_or(crate::audit::Format::Csv),
+                        files,
+                    },
+                    watermark: input.watermark.clone(),
+                });
+            }
+            _ => {
+                let copy =
+                    materialize_external(&input.location, &input.digest, &dest, &input.name)?;
+                out.push(Materialized {
+                    name: input.name.clone(),
+                    location: copy.clone(),
+                    data: InputData {
+                        format: format.unwrap_or(crate::audit::Format::Csv),
+                        files: vec![copy],
+                    },
+                    watermark: input.watermark.clone(),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Copies the files of one published generation into `dest` (created),
+/// checking each against the record's size and SHA-256, and makes them
+/// read-only. Returns the copies in record order. The one place a task's
+/// view of an upstream generation is made.
+pub fn materialize_generation(
+    store: &PartitionStore,
+    record: &CommitRecord,
+    dest: &Path,
+) -> Result<Vec<PathBuf>, MaterializeError> {
+    std::fs::create_dir_all(dest).map_err(io(dest))?;
+    let sources = store.visible_files(record);
+    let mut copies = Vec::with_capacity(sources.len());
+    for (i, source) in sources.iter().enumerate() {
+        let name = record.files.get(i).map_or("data", String::as_str);
+        // Nested names stay flat: a record's names are keys under data/.
+        let target = dest.join(name.replace('/', "_"));
+        let drift = |kind| {
+            MaterializeError::Drift(Box::new(Drift {
+                dataset: record.dataset.clone(),
+                partition: record.partition.clone(),
+                generation: record.generation.get(),
+                path: source.clone(),
+                kind,
+            }))
+        };
+        match std::fs::symlink_metadata(source) {
+            Ok(m) if m.file_type().is_file() => {}
+            Ok(_) => return Err(drift(DriftKind::NotRegular)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(drift(DriftKind::Vanished))
+            }
+            Err(e) => {
+                return Err(MaterializeError::Io {
+                    path: source.clone(),
+                    source: e,
+                })
+            }
+        }
+        let (size, sha256) = copy_file(source, &target)?;
+        if let Some(sum) = record.file_sums.get(i) {
+            if size != sum.size {
+                return Err(drift(DriftKind::Size {
+                    recorded: sum.size,
+                    now: size,
+                }));
+            }
+            if sha256 != sum.sha256 {
+                return Err(drift(DriftKind::Content {
+                    recorded: sum.sha256.clone(),
+                    now: sha256,
+                }));
+            }
+        }
+        read_only(&target)?;
+        copies.push(target);
+    }
+    Ok(copies)
+}
+
+/// Copies an external file into `dest/<its file name>`, hashing while
+/// copying; the copy must have the `pinned` digest.
+pub fn materialize_external(
+    source: &Path,
+    pinned: &str,
+    dest: &Path,
+    input: &str,
+) -> Result<PathBuf, MaterializeError> {
+    std::fs::create_dir_all(dest).map_err(io(dest))?;
+    let name = source
+        .file_name()
+        .map_or_else(|| "input".into(), |n| n.to_os_string());
+    let target = dest.join(name);
+    let (_, now) = copy_file(source, &target)?;
+    if now != pinned {
+        return Err(MaterializeError::Moved {
+            input: input.to_owned(),
+            pinned: pinned.to_owned(),
+            now,
+        });
+    }
+    read_only(&target)?;
+    Ok(target)
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> MaterializeError + '_ {
+    move |source| MaterializeError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Copies `from` to `to` (a reflink when the filesystem can, else bytes),
+/// returning the size and SHA-256 of the copy's bytes.
+fn copy_file(from: &Path, to: &Path) -> Result<(u64, String), MaterializeError> {
+    let src = File::open(from).map_err(io(from))?;
+    let mut dst = File::create(to).map_err(io(to))?;
+    // SAFETY: FICLONE takes the source descriptor as its argument; both
+    // descriptors are open for the duration of the call.
+    let cloned = unsafe { libc::ioctl(dst.as_raw_fd(), libc::FICLONE, src.as_raw_fd()) } == 0;
+    if cloned {
+        drop(src);
+        // The clone is the copy's bytes; hash those, not the source's.
+        return hash_file(to).map_err(io(to));
+    }
+    hash_reader(src, |chunk| dst.write_all(chunk)).map_err(io(to))
+}
+
+fn read_only(path: &Path) -> Result<(), MaterializeError> {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o444)).map_err(io(path))
+}
+
+/// Removes an attempt's input copies (best effort: they are private, and gc
+/// removes the attempt's directory in the end anyway).
+pub fn discard(attempt_dir: &Path) {
+    let _ = std::fs::remove_dir_all(attempt_dir.join(INPUTS_DIR));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_external_copy_must_hold_the_pinned_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("raw.csv");
+        std::fs::write(&src, "id\n1\n").unwrap();
+        let pinned = crate::exec::snapshot::file_digest(&src).unwrap();
+        let dest = dir.path().join("inputs/raw");
+        let copy = materialize_external(&src, &pinned, &dest, "raw").unwrap();
+        assert_eq!(copy, dest.join("raw.csv"));
+        assert_eq!(std::fs::read(&copy).unwrap(), b"id\n1\n");
+        let mode = std::fs::metadata(&copy).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o444);
+        std::fs::write(&src, "id\n2\n").unwrap();
+        let other = dir.path().join("inputs/again");
+        match materialize_external(&src, &pinned, &other, "raw") {
+            Err(MaterializeError::Moved {
+                input,
+                pinned: p,
+                now,
+            }) => {
+                assert_eq!((input.as_str(), p.as_str()), ("raw", pinned.as_str()));
+                assert_ne!(now, pinned);
+            }
+            other => panic!("expected Moved, got {other:?}"),
+        }
+    }
+}

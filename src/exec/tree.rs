@@ -1,0 +1,308 @@
+//! A task's whole process tree: found, stopped and reaped when its command
+//! exits, and never left running beside its engine's successor.
+//!
+//! ```text
+//!  launch ──► child: own process group, PR_SET_PDEATHSIG=SIGKILL (dies with its engine),
+//!             WEIR_PROCESS_TAG=<engine id>-<n> in its environment (inherited by every descendant),
+//!             joins the freezer cgroup weir/<tag> where cgroup v1 is mounted and writable
+//!  command exits ──► stop(tag): freeze the cgroup, SIGKILL its members, thaw, remove it;
+//!                    SIGKILL the process group; SIGKILL every process whose environment
+//!                    carries the tag (a descendant that left the group: setsid, a double
+//!                    fork) until a scan finds none; reap the zombies reparented to us
+//!  engine killed ──► the child dies (PDEATHSIG); its descendants are stopped by the engine that
+//!                    takes the attempt over (the lease records the tag)
+//! ```
+//!
+//! The engine binary makes itself a child subreaper (`PR_SET_CHILD_SUBREAPER`),
+//! so descendants that escape their command are reparented to it rather than
+//! to init, and it reaps them once they are killed. The cgroup is the exact
+//! answer where it exists; the tag is the fallback that always works. It
+//! misses only a process that both leaves the process group and replaces its
+//! environment (`setsid env -i …`): README's task contract forbids leaving
+//! background processes behind.
+
+use std::collections::HashSet;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The environment variable that marks a task's processes.
+pub const TAG_VAR: &str = "WEIR_PROCESS_TAG";
+
+/// Children spawned by [`spawn`] and not yet waited for: the zombie sweep
+/// must never reap one of them behind its `Child::wait`.
+static DIRECT: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
+/// Set once this process is a child subreaper.
+static SUBREAPER: AtomicBool = AtomicBool::new(false);
+
+/// Makes this process the child subreaper of everything it launches, so a
+/// task's escaped descendants are reparented to it (and reaped by it). Only
+/// the engine binary calls this: a library user (a test harness) may wait
+/// on children of its own that a sweep must not touch.
+pub fn become_subreaper() {
+    // SAFETY: prctl with integer arguments only.
+    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    if rc == 0 {
+        SUBREAPER.store(true, Ordering::SeqCst);
+    }
+}
+
+/// A fresh tag for one launch: unique per engine process and launch.
+pub fn new_tag() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    format!(
+        "{}-{}",
+        super::lease::engine().id,
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Spawns `command` (already given its environment, including the tag, and
+/// its process group) so that it dies with this engine and joins the tag's
+/// cgroup when there is one. The returned `Child` must be passed to
+/// [`waited`] once waited for.
+pub fn spawn(command: &mut Command, cgroup: Option<&Cgroup>) -> std::io::Result<Child> {
+    let parent = std::process::id() as libc::pid_t;
+    let procs = cgroup.and_then(|c| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(c.path.join("cgroup.procs"))
+            .ok()
+    });
+    let procs_fd = procs.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+    // SAFETY: the closure runs between fork and exec and calls only
+    // async-signal-safe functions (prctl, getppid, write, raise).
+    unsafe {
+        command.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            // The engine died before the line above: die now, as it would have.
+            if libc::getppid() != parent {
+                libc::raise(libc::SIGKILL);
+            }
+            if let Some(fd) = procs_fd {
+                // "0": the writing process. Failure leaves the tag as the fallback.
+                let _ = libc::write(fd, b"0".as_ptr().cast(), 1);
+            }
+            Ok(())
+        });
+    }
+    let mut direct = DIRECT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let child = command.spawn()?;
+    direct
+        .get_or_insert_with(HashSet::new)
+        .insert(child.id() as i32);
+    drop(procs);
+    Ok(child)
+}
+
+/// Forgets a child [`spawn`] returned, after its `wait`.
+pub fn waited(pid: u32) {
+    let mut direct = DIRECT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(set) = direct.as_mut() {
+        set.remove(&(pid as i32));
+    }
+}
+
+/// A freezer cgroup (v1) holding one launch's processes.
+#[derive(Debug)]
+pub struct Cgroup {
+    path: PathBuf,
+}
+
+impl Cgroup {
+    /// `<freezer mount>/weir/<tag>`, where it can be made; `None` otherwise.
+    pub fn create(tag: &str) -> Option<Cgroup> {
+        let path = Self::path_for(tag)?;
+        std::fs::create_dir_all(&path).ok()?;
+        Some(Cgroup { path })
+    }
+
+    /// Where the cgroup of `tag` is (or would be).
+    fn path_for(tag: &str) -> Option<PathBuf> {
+        static MOUNT: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+        let mount = MOUNT.get_or_init(freezer_mount).as_ref()?;
+        Some(mount.join("weir").join(tag))
+    }
+
+    /// Freezes, kills and removes every process in it, then the cgroup.
+    fn stop(&self) {
+        let state = self.path.join("freezer.state");
+        // Frozen processes cannot fork; killed while frozen, they die on thaw.
+        let frozen = std::fs::write(&state, "FROZEN").is_ok() && {
+            let deadline = Instant::now() + Duration::from_secs(1);
+            loop {
+                match std::fs::read_to_string(&state) {
+                    Ok(s) if s.trim() == "FROZEN" => break true,
+                    Ok(_) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(1))
+                    }
+                    _ => break false,
+                }
+            }
+        };
+        for pid in self.members() {
+            kill(pid);
+        }
+        if frozen {
+            let _ = std::fs::write(&state, "THAWED");
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            let members = self.members();
+            if members.is_empty() || Instant::now() >= deadline {
+                break;
+            }
+            members.into_iter().for_each(kill);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let _ = std::fs::remove_dir(&self.path);
+    }
+
+    fn members(&self) -> Vec<i32> {
+        std::fs::read_to_string(self.path.join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+}
+
+/// The mount point of the cgroup v1 freezer hierarchy, if any.
+fn freezer_mount() -> Option<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    mounts.lines().find_map(|line| {
+        let mut fields = line.split_whitespace();
+        let (_, dir, kind, options) = (
+            fields.next()?,
+            fields.next()?,
+            fields.next()?,
+            fields.next()?,
+        );
+        (kind == "cgroup" && options.split(',').any(|o| o == "freezer")).then(|| PathBuf::from(dir))
+    })
+}
+
+fn kill(pid: i32) {
+    // SAFETY: kill(2) with a pid; ESRCH (already gone) is fine.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+}
+
+/// Stops everything launched under `tag`: its cgroup (if `cgroup`), its
+/// process group `pgid` (if given) and every process carrying the tag; then
+/// reaps the zombies this subreaper inherited.
+pub fn stop(tag: &str, cgroup: Option<&Cgroup>, pgid: Option<i32>) {
+    if let Some(cg) = cgroup {
+        cg.stop();
+    }
+    if let Some(pgid) = pgid {
+        // SAFETY: kill(2) on a process group; ESRCH is fine.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+    }
+    let killed = kill_tagged(tag);
+    wait_gone(&killed, Duration::from_secs(2));
+    reap();
+}
+
+/// Stops the processes of an attempt another engine launched under `tag`
+/// (that engine is gone): the cgroup it made, and every tagged process this
+/// host can see.
+pub fn stop_orphans(tag: &str) {
+    if let Some(path) = Cgroup::path_for(tag).filter(|p| p.is_dir()) {
+        Cgroup { path }.stop();
+    }
+    let killed = kill_tagged(tag);
+    wait_gone(&killed, Duration::from_secs(2));
+    reap();
+}
+
+/// SIGKILLs every process whose environment carries `TAG_VAR=tag`, scanning
+/// again until a scan finds none (a process may fork between a scan and its
+/// kill); returns the pids killed.
+fn kill_tagged(tag: &str) -> Vec<i32> {
+    let needle = format!("{TAG_VAR}={tag}");
+    let me = std::process::id() as i32;
+    let mut killed = Vec::new();
+    for _ in 0..100 {
+        let found: Vec<i32> = pids()
+            .filter(|&pid| pid != me)
+            .filter(|&pid| {
+                std::fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == needle.as_bytes()))
+            })
+            .collect();
+        if found.is_empty() {
+            break;
+        }
+        for &pid in &found {
+            kill(pid);
+        }
+        killed.extend(found);
+        // A zombie's environ reads empty, so a killed process drops out of
+        // the next scan as soon as it is dead.
+        wait_gone(&killed, Duration::from_millis(200));
+    }
+    killed
+}
+
+fn pids() -> impl Iterator<Item = i32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+}
+
+/// (state, ppid) from /proc/<pid>/stat.
+fn stat(pid: i32) -> Option<(char, i32)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut fields = text.rsplit_once(')')?.1.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    Some((state, ppid))
+}
+
+/// Waits until every pid is a zombie or gone, at most `limit`.
+fn wait_gone(pids: &[i32], limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while pids
+        .iter()
+        .any(|&p| stat(p).is_some_and(|(s, _)| s != 'Z' && s != 'X'))
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Reaps the zombies reparented to this subreaper: children it did not
+/// spawn through [`spawn`] (those are waited for by their own thread).
+fn reap() {
+    if !SUBREAPER.load(Ordering::SeqCst) {
+        return;
+    }
+    let me = std::process::id() as i32;
+    let direct = DIRECT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for pid in pids() {
+        if direct.as_ref().is_some_and(|d| d.contains(&pid)) {
+            continue;
+        }
+        if stat(pid).is_some_and(|(state, ppid)| ppid == me && state == 'Z') {
+            let mut status = 0;
+            // SAFETY: waitpid on one specific zombie child of ours.
+            unsafe {
+                libc::waitpid(pid, &mut status, libc::WNOHANG);
+            }
+        }
+    }
+}
