@@ -12,8 +12,8 @@
 //! distinct key in a table at most 3/4 full (256 MiB for 10 M rows); the grain
 //! check always does.
 //!
-//! Values: a CSV field is its text and an empty field is null. In JSON Lines,
-//! a string is its text, a number its text as serde_json writes it, a boolean
+//! Values: a CSV field is its bytes and an empty field is null. In JSON Lines,
+//! a string is its text, a number its literal text as written, a boolean
 //! `true` / `false`, a nested array or object its compact JSON, and `null` or
 //! a missing key is null. CSV files of one candidate must have the same set of
 //! columns (in any order); JSON Lines columns are the union of the keys of all
@@ -238,6 +238,23 @@ pub fn read_rows(
     Ok((columns, rows))
 }
 
+/// One row's values as bytes, exactly as read (`None` for null).
+pub type RawRow = Vec<Option<Vec<u8>>>;
+
+/// [`read_rows`] without decoding: values are their bytes as is, so a value
+/// that is not UTF-8 is shown as it was written (`weir show`).
+pub fn read_raw_rows(
+    files: &[PathBuf],
+    format: Format,
+) -> Result<(Vec<String>, Vec<RawRow>), AuditError> {
+    let (columns, folds) = read::fold_files(files, format, true, &|_, columns| RawRows {
+        width: columns.len(),
+        rows: Vec::new(),
+    })?;
+    let rows = folds.into_iter().flat_map(|fold| fold.rows).collect();
+    Ok((columns, rows))
+}
+
 /// Collects rows as text for [`read_rows`].
 struct Rows {
     width: usize,
@@ -251,6 +268,21 @@ impl RowFold for Rows {
                 row.get(column)
                     .map(|value| String::from_utf8_lossy(value).into_owned())
             })
+            .collect();
+        self.rows.push(values);
+    }
+}
+
+/// Collects rows as bytes for [`read_raw_rows`].
+struct RawRows {
+    width: usize,
+    rows: Vec<RawRow>,
+}
+
+impl RowFold for RawRows {
+    fn row(&mut self, row: &Row<'_>) {
+        let values = (0..self.width)
+            .map(|column| row.get(column).map(<[u8]>::to_vec))
             .collect();
         self.rows.push(values);
     }

@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
 
 use rayon::prelude::*;
-use serde_json::{Map, Value};
+use serde_json::value::RawValue;
+use serde_json::Value;
 
 use super::{AuditError, Format};
 
@@ -20,8 +21,9 @@ use super::{AuditError, Format};
 /// gigabyte files.
 const BUFFER: usize = 1 << 20;
 
-/// A parsed JSON Lines row.
-type Object = Map<String, Value>;
+/// A parsed JSON Lines row: each key's value as its raw JSON text (a
+/// repeated key keeps its last value, as serde_json's map does).
+type Object = std::collections::BTreeMap<String, Box<RawValue>>;
 
 /// Where a value lies in a row's byte buffer; `None` is null.
 type Span = Option<(usize, usize)>;
@@ -747,22 +749,32 @@ fn jsonl_keys(path: &Path) -> Result<BTreeSet<String>, AuditError> {
     let mut keys = BTreeSet::new();
     let mut lines = JsonLines::open(path)?;
     while let Some((_, object)) = lines.next_object()? {
-        keys.extend(object.into_iter().map(|(key, _)| key));
+        keys.extend(object.into_keys());
     }
     Ok(keys)
 }
 
 /// Appends a JSON value's canonical text to `data`; `None` for null.
-fn render(value: &Value, data: &mut Vec<u8>) -> Span {
+///
+/// A number is its literal text as written (`123456789012345678901234567890`
+/// stays exact, where a float would round it; for every integer and every
+/// float in the shortest form serde_json writes, that is the text serde_json
+/// would print). A nested array or object is serde_json's compact text.
+fn render(value: &RawValue, data: &mut Vec<u8>) -> Span {
     let start = data.len();
-    match value {
-        Value::Null => return None,
-        Value::String(text) => data.extend_from_slice(text.as_bytes()),
-        Value::Bool(true) => data.extend_from_slice(b"true"),
-        Value::Bool(false) => data.extend_from_slice(b"false"),
-        // Display of a number or a nested value is serde_json's compact text.
-        Value::Number(number) => data.extend_from_slice(number.to_string().as_bytes()),
-        Value::Array(_) | Value::Object(_) => data.extend_from_slice(value.to_string().as_bytes()),
+    let text = value.get().trim();
+    match text.as_bytes().first() {
+        None | Some(b'n') => return None,
+        Some(b'"') => match serde_json::from_str::<std::borrow::Cow<'_, str>>(text) {
+            Ok(unescaped) => data.extend_from_slice(unescaped.as_bytes()),
+            Err(_) => data.extend_from_slice(text.as_bytes()),
+        },
+        Some(b'[' | b'{') => match serde_json::from_str::<Value>(text) {
+            Ok(nested) => data.extend_from_slice(nested.to_string().as_bytes()),
+            Err(_) => data.extend_from_slice(text.as_bytes()),
+        },
+        // true, false and numbers: their literal text.
+        Some(_) => data.extend_from_slice(text.as_bytes()),
     }
     Some((start, data.len()))
 }
@@ -804,16 +816,17 @@ impl<'p> JsonLines<'p> {
             if self.buf.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
+            if let Ok(object) = serde_json::from_slice::<Object>(&self.buf) {
+                return Ok(Some((self.line, object)));
+            }
+            // Not an object: say what it is instead.
             let value: Value = serde_json::from_slice(&self.buf)
                 .map_err(|e| parse_error(self.path, self.line, format!("invalid JSON: {e}")))?;
-            return match value {
-                Value::Object(object) => Ok(Some((self.line, object))),
-                other => Err(parse_error(
-                    self.path,
-                    self.line,
-                    format!("expected a JSON object, found {}", kind(&other)),
-                )),
-            };
+            return Err(parse_error(
+                self.path,
+                self.line,
+                format!("expected a JSON object, found {}", kind(&value)),
+            ));
         }
     }
 }

@@ -345,18 +345,20 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
         super::report(drift.as_ref());
         return exit::ENGINE;
     }
-    let (columns, rows) = match audit::read_rows(&store.visible_files(&record), task.output.format)
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return exit::ENGINE;
-        }
-    };
+    let (columns, rows) =
+        match audit::read_raw_rows(&store.visible_files(&record), task.output.format) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return exit::ENGINE;
+            }
+        };
     let mut out = csv::Writer::from_writer(std::io::stdout());
     let _ = out.write_record(&columns);
     for row in rows {
-        let _ = out.write_record(row.iter().map(|v| v.as_deref().unwrap_or("")));
+        // Bytes as they were published: a value that is not UTF-8 is not
+        // replaced by U+FFFD.
+        let _ = out.write_record(row.iter().map(|v| v.as_deref().unwrap_or(b"")));
     }
     let _ = out.flush();
     exit::OK
