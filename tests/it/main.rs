@@ -3,6 +3,7 @@
 
 mod atlasmart;
 mod backfill;
+mod boundary;
 mod chaos;
 mod crash;
 mod disk_full;

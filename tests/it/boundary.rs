@@ -1,0 +1,615 @@
+//! Published means immutable: no task behaviour can change a published
+//! generation's bytes or make weir vouch for bytes it did not verify.
+//! Background processes that leave the group, downstream tasks writing into
+//! their inputs, links, odd entries in the output, an external input that
+//! moves mid-task, an engine killed under a 1-slot pool, big JSON integers,
+//! and files that drift after publication.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use weir::events::State;
+
+use crate::support::{
+    exclusive, max_overlap, poll_until, stderr, stdout, Engine, Sandbox, Visible,
+};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn manifest(body: &str) -> String {
+    format!(
+        r#"
+[pipeline]
+name = "boundary"
+code_version = "1"
+warehouse = "wh"
+{body}
+"#
+    )
+}
+
+/// Every published generation's files still have the sizes and hashes
+/// their records hold, and their canonical digest.
+#[track_caller]
+fn intact(sb: &Sandbox, dataset: &str, partition: &str, format: weir::audit::Format) {
+    let store = sb.store(dataset, partition);
+    for record in store.history().unwrap() {
+        assert_eq!(record.file_sums.len(), record.files.len(), "{record:?}");
+        store
+            .check_files(&record, weir::store::Depth::Hash)
+            .unwrap_or_else(|d| panic!("{d}"));
+        let (rows, digest) =
+            weir::audit::digest_files(&store.visible_files(&record), format).unwrap();
+        assert_eq!(
+            (rows, digest.as_str()),
+            (record.rows, record.digest.as_str())
+        );
+    }
+}
+
+// issue 11: a background child that leaves the process group (setsid,
+// Python's start_new_session=True, a double fork) is stopped when the
+// command exits; it never writes into the published file.
+#[test]
+fn issue_11_background_children_outside_the_group_die_with_the_command() {
+    let sb = Sandbox::new(&manifest(
+        r#"
+[partitions.k]
+kind = "static"
+keys = ["setsid", "python", "doublefork"]
+
+[tasks.t]
+command = ["sh", "t.sh"]
+output = { dataset = "out", grain = ["id"] }
+"#,
+    ));
+    // Each escapee waits until its partition's generation is committed,
+    // then appends a row and leaves a mark.
+    sb.script(
+        "late.sh",
+        r#"log="$(dirname "$WEIR_OUTPUT_DIR")/../../log"
+i=0
+while [ ! -f "$log/00000000000000000001.json" ] && [ $i -lt 300 ]; do sleep 0.01; i=$((i+1)); done
+echo "9,late" >> "$WEIR_OUTPUT_DIR/rows.csv"
+touch "$MARKS/$WEIR_PARTITION"
+"#,
+    );
+    sb.script(
+        "late.py",
+        r#"import os, subprocess, sys
+subprocess.Popen(["sh", "late.sh"], start_new_session=True)
+"#,
+    );
+    sb.script(
+        "t.sh",
+        r#"printf 'id,v\n1,a\n' > "$WEIR_OUTPUT_DIR/rows.csv"
+case "$WEIR_PARTITION" in
+  setsid) setsid sh late.sh > /dev/null 2>&1 < /dev/null & ;;
+  python) python3 late.py ;;
+  doublefork) ( setsid sh -c 'sh late.sh &' > /dev/null 2>&1 < /dev/null & ) ;;
+esac
+exit 0
+"#,
+    );
+    let marks = sb.path().join("marks");
+    std::fs::create_dir(&marks).unwrap();
+    let out = sb
+        .weir(&["run", "m.toml", "--run-id", "r1"])
+        .env("MARKS", &marks)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // Longer than an escapee needs to see the commit and write.
+    std::thread::sleep(Duration::from_millis(800));
+    for key in ["setsid", "python", "doublefork"] {
+        assert!(
+            !marks.join(key).exists(),
+            "{key}: a background child outlived its command"
+        );
+        let visible = Visible::of(&sb.store("out", key));
+        assert_eq!(visible.rows(), [["1", "a"]], "{key}");
+        intact(&sb, "out", key, weir::audit::Format::Csv);
+    }
+    let check = sb.weir_out(&["status", "m.toml", "--check"]);
+    assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
+}
+
+// issue 11: a downstream task that writes into WEIR_INPUT_<NAME> changes its
+// private copy, never the upstream's published generation.
+#[test]
+fn issue_11_a_downstream_task_cannot_write_into_its_published_input() {
+    let sb = Sandbox::new(&manifest(
+        r#"
+[partitions.k]
+kind = "static"
+keys = ["p"]
+
+[datasets.raw]
+path = "raw.csv"
+format = "csv"
+
+[tasks.up]
+command = ["sh", "up.sh"]
+output = { dataset = "upd", grain = ["id"] }
+
+[tasks.down]
+command = ["sh", "down.sh"]
+inputs = ["upd", "raw"]
+output = { dataset = "downd", grain = ["id"] }
+"#,
+    ));
+    std::fs::write(sb.path().join("raw.csv"), "id,v\n1,r\n").unwrap();
+    sb.script(
+        "up.sh",
+        "printf 'id,v\\n1,a\\n2,b\\n' > \"$WEIR_OUTPUT_DIR/up.csv\"\n",
+    );
+    sb.script(
+        "down.sh",
+        r#"for f in "$WEIR_INPUT_UPD"/*.csv; do
+  chmod u+w "$f"; echo "3,EVIL" >> "$f"
+done
+chmod u+w "$WEIR_INPUT_RAW"; echo "2,EVIL" >> "$WEIR_INPUT_RAW"
+echo "$WEIR_INPUT_UPD" > "$WEIR_OUTPUT_DIR/../input-path.txt"
+printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/down.csv"
+"#,
+    );
+    let upstream_before = {
+        let out = sb.run("r1", &["--task", "up"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        Visible::of(&sb.store("upd", "p")).bytes()
+    };
+    let out = sb.run("r2", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let upstream = Visible::of(&sb.store("upd", "p"));
+    assert_eq!(
+        upstream.bytes(),
+        upstream_before,
+        "the published input changed"
+    );
+    intact(&sb, "upd", "p", weir::audit::Format::Csv);
+    assert_eq!(
+        std::fs::read_to_string(sb.path().join("raw.csv")).unwrap(),
+        "id,v\n1,r\n",
+        "the external input changed"
+    );
+    // The task was handed a copy inside its own attempt, gone after it.
+    let down = Visible::of(&sb.store("downd", "p"));
+    let attempt = sb.store("downd", "p").attempt_dir(down.record.token);
+    let seen = std::fs::read_to_string(attempt.join("input-path.txt")).unwrap();
+    assert!(Path::new(seen.trim()).starts_with(&attempt), "{seen}");
+    assert!(!attempt.join("inputs").exists());
+    let check = sb.weir_out(&["status", "m.toml", "--check"]);
+    assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
+}
+
+/// A one-task manifest over `keys` whose script is `t.sh`.
+fn one_task(keys: &[&str], format: &str) -> Sandbox {
+    Sandbox::new(&manifest(&format!(
+        r#"
+[partitions.k]
+kind = "static"
+keys = {keys:?}
+
+[tasks.t]
+command = ["sh", "t.sh"]
+output = {{ dataset = "out", format = "{format}", grain = ["id"] }}
+"#
+    )))
+}
+
+/// The GATE_FAILED detail of `t` at `key` in run `run_id`.
+#[track_caller]
+fn refusal(sb: &Sandbox, run_id: &str, key: &str) -> String {
+    let events = sb.events(run_id);
+    let found: Vec<&weir::events::EventRecord> = events
+        .iter()
+        .filter(|e| e.partition.as_deref() == Some(key) && e.state == State::GateFailed)
+        .collect();
+    assert_eq!(found.len(), 1, "{key}: {events:#?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| e.partition.as_deref() == Some(key) && e.state == State::Quarantined),
+        "{key}"
+    );
+    assert!(
+        sb.store("out", key).latest().unwrap().is_none(),
+        "{key} was published"
+    );
+    found[0].detail.clone()
+}
+
+// issue 11: links in the output are refused, naming the file: a symlink to
+// a file outside, a hard link to another partition's published file, a
+// dangling symlink.
+#[test]
+fn issue_11_links_in_the_output_are_refused() {
+    let sb = one_task(&["a", "symlink", "hardlink", "dangling"], "csv");
+    std::fs::write(sb.path().join("outside.csv"), "id,v\n1,x\n").unwrap();
+    sb.script(
+        "t.sh",
+        r#"d="$WEIR_OUTPUT_DIR"
+case "$WEIR_PARTITION" in
+  a) printf 'id,v\n1,a\n' > "$d/rows.csv" ;;
+  symlink) ln -s "$PWD/outside.csv" "$d/rows.csv" ;;
+  hardlink) ln "$(ls "$d"/../../../../a/attempts/*/data/rows.csv | head -n 1)" "$d/rows.csv" ;;
+  dangling) printf 'id,v\n1,a\n' > "$d/rows.csv"; ln -s "$PWD/nowhere.csv" "$d/more.csv" ;;
+esac
+"#,
+    );
+    let out = sb.run("r1", &["--partition", "a"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = sb.run("r2", &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let symlink = refusal(&sb, "r2", "symlink");
+    assert!(
+        symlink.contains("`rows.csv` is a symbolic link to `"),
+        "{symlink}"
+    );
+    assert!(symlink.contains("outside.csv`"), "{symlink}");
+    let hard = refusal(&sb, "r2", "hardlink");
+    assert!(
+        hard.contains("`rows.csv` is a hard link (2 names"),
+        "{hard}"
+    );
+    let dangling = refusal(&sb, "r2", "dangling");
+    assert!(
+        dangling.contains("`more.csv` is a symbolic link to `")
+            && dangling.contains("nowhere.csv` (dangling)"),
+        "{dangling}"
+    );
+    // The other partition's published file is untouched and still the
+    // only name of its bytes.
+    intact(&sb, "out", "a", weir::audit::Format::Csv);
+}
+
+// issue 11: a sub-directory, another suffix (`.CSV`), a dot-file and a FIFO
+// in the output are a gate failure naming the entry, not silently ignored.
+#[test]
+fn issue_11_odd_entries_in_the_output_are_named() {
+    let sb = one_task(&["subdir", "upper", "dot", "fifo"], "csv");
+    sb.script(
+        "t.sh",
+        r#"d="$WEIR_OUTPUT_DIR"
+printf 'id,v\n1,a\n' > "$d/rows.csv"
+case "$WEIR_PARTITION" in
+  subdir) mkdir "$d/part-2"; printf 'id,v\n2,b\n' > "$d/part-2/rows.csv" ;;
+  upper) printf 'id,v\n2,b\n' > "$d/MORE.CSV" ;;
+  dot) printf 'id,v\n2,b\n' > "$d/.more.csv" ;;
+  fifo) mkfifo "$d/more.csv" ;;
+esac
+"#,
+    );
+    let out = sb.run("r1", &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    for (key, needle) in [
+        ("subdir", "`part-2` is a directory"),
+        ("upper", "`MORE.CSV` is not named `*.csv`"),
+        ("dot", "`.more.csv` is a dot-file"),
+        ("fifo", "`more.csv` is a FIFO"),
+    ] {
+        let detail = refusal(&sb, "r1", key);
+        assert!(detail.contains(needle), "{key}: {detail}");
+    }
+}
+
+// issue 11: the task reads the pinned bytes of an external input, even when
+// the live file changes while it runs; the snapshot's hash is what it read.
+#[test]
+fn issue_11_an_external_input_changed_mid_task_is_not_read() {
+    let sb = Sandbox::new(&manifest(
+        r#"
+[partitions.k]
+kind = "static"
+keys = ["p"]
+
+[datasets.raw]
+path = "raw.csv"
+format = "csv"
+
+[tasks.copy]
+command = ["sh", "copy.sh"]
+inputs = ["raw"]
+output = { dataset = "copied", grain = ["id"] }
+"#,
+    ));
+    let original = "id,v\n1,old\n2,old\n";
+    std::fs::write(sb.path().join("raw.csv"), original).unwrap();
+    sb.script(
+        "copy.sh",
+        r#"touch started
+while [ ! -f go ]; do sleep 0.01; done
+cat "$WEIR_INPUT_RAW" > "$WEIR_OUTPUT_DIR/out.csv"
+"#,
+    );
+    let engine = Engine::spawn(
+        sb.weir(&["run", "m.toml", "--run-id", "r1"]),
+        sb.path(),
+        "r1",
+    );
+    poll_until("the task to start", LIMIT, || {
+        sb.path().join("started").exists()
+    });
+    std::fs::write(sb.path().join("raw.csv"), "id,v\n1,NEW\n").unwrap();
+    std::fs::write(sb.path().join("go"), "").unwrap();
+    let out = engine.finish(LIMIT);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let visible = Visible::of(&sb.store("copied", "p"));
+    assert_eq!(visible.bytes(), [original.as_bytes()]);
+    let pinned = &visible.record.input_snapshot["inputs"][0]["digest"];
+    let (_, read) = weir::store::file_sum::hash_file(&visible.files[0]).unwrap();
+    assert_eq!(
+        pinned.as_str(),
+        Some(read.as_str()),
+        "the snapshot names what was read"
+    );
+}
+
+// issue 11: a killed engine's task does not run beside its retry: with a
+// 1-slot pool, kill -9 of the engine mid-command then a restart never has
+// two commands running at once (from the commands' own clocks).
+#[test]
+fn issue_11_kill_9_then_restart_never_runs_two_commands_in_one_slot() {
+    let _serial = exclusive();
+    let sb = Sandbox::new(&manifest(
+        r#"
+[partitions.k]
+kind = "static"
+keys = ["a", "b"]
+
+[pools.one]
+slots = 1
+
+[tasks.t]
+command = ["sh", "t.sh"]
+output = { dataset = "out", grain = ["id"] }
+pool = "one"
+heartbeat = "100ms"
+"#,
+    ));
+    // sh runs the ticker as its child: the engine's death kills sh; the
+    // ticker is a grandchild only the next engine can stop.
+    sb.script(
+        "t.sh",
+        r#"python3 tick.py "$WEIR_TOKEN-$WEIR_PARTITION"
+printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
+"#,
+    );
+    sb.script(
+        "tick.py",
+        r#"import sys, time
+with open("ticks.log", "a") as log:
+    for _ in range(40):
+        log.write(f"{sys.argv[1]} {time.time_ns()}\n")
+        log.flush()
+        time.sleep(0.02)
+"#,
+    );
+    let ticks = sb.path().join("ticks.log");
+    let first = Engine::spawn(
+        sb.weir(&["run", "m.toml", "--run-id", "k1"]),
+        sb.path(),
+        "k1",
+    );
+    poll_until("the first command to tick", LIMIT, || {
+        std::fs::read_to_string(&ticks).is_ok_and(|t| t.lines().count() >= 5)
+    });
+    let status = first.kill();
+    assert_eq!(status.signal(), Some(libc::SIGKILL));
+    let out = Engine::spawn(
+        sb.weir(&["run", "m.toml", "--run-id", "k2"]),
+        sb.path(),
+        "k2",
+    )
+    .finish(LIMIT);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // Long enough for a surviving ticker to finish its 40 ticks.
+    std::thread::sleep(Duration::from_millis(900));
+    let text = std::fs::read_to_string(&ticks).unwrap();
+    let mut spans: std::collections::BTreeMap<&str, (u128, u128)> = Default::default();
+    for line in text.lines() {
+        let (who, ns) = line.split_once(' ').unwrap();
+        let ns: u128 = ns.parse().unwrap();
+        let span = spans.entry(who).or_insert((ns, ns));
+        span.0 = span.0.min(ns);
+        span.1 = span.1.max(ns);
+    }
+    assert!(
+        spans.len() >= 3,
+        "killed, retried and the other partition: {spans:?}"
+    );
+    assert_eq!(
+        max_overlap(spans.values()),
+        1,
+        "two commands overlapped: {spans:?}"
+    );
+    let events = sb.events("k2");
+    assert!(
+        events.iter().any(|e| e.state == State::TakenOver),
+        "{events:#?}"
+    );
+}
+
+// issue 11: JSON Lines numbers are values by their literal text: two keys
+// that differ beyond 2^64 are not duplicates, their digests differ, and
+// `show` prints them exactly; a CSV value that is not UTF-8 is shown as is.
+#[test]
+fn issue_11_big_json_integers_and_raw_bytes_are_values() {
+    let sb = one_task(&["p1", "p2"], "jsonl");
+    sb.script(
+        "t.sh",
+        r#"if [ "$WEIR_PARTITION" = p1 ]; then
+  printf '{"id":123456789012345678901234567890,"v":1}\n{"id":123456789012345678901234567891,"v":1}\n' > "$WEIR_OUTPUT_DIR/rows.jsonl"
+else
+  printf '{"id":123456789012345678901234567890,"v":1}\n{"id":123456789012345678901234567892,"v":1}\n' > "$WEIR_OUTPUT_DIR/rows.jsonl"
+fi
+"#,
+    );
+    let out = sb.run("r1", &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let p1 = sb.store("out", "p1").latest().unwrap().unwrap();
+    let p2 = sb.store("out", "p2").latest().unwrap().unwrap();
+    assert_eq!((p1.rows, p2.rows), (2, 2));
+    assert_ne!(p1.digest, p2.digest);
+    let show = sb.weir_out(&["show", "m.toml", "out", "--partition", "p1"]);
+    assert_eq!(show.status.code(), Some(0), "{}", stderr(&show));
+    assert_eq!(
+        stdout(&show),
+        "id,v\n123456789012345678901234567890,1\n123456789012345678901234567891,1\n"
+    );
+
+    let sb = one_task(&["p"], "csv");
+    sb.script(
+        "t.sh",
+        "printf 'id,v\\n1,caf\\351\\n' > \"$WEIR_OUTPUT_DIR/rows.csv\"\n",
+    );
+    let out = sb.run("r1", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let show = sb.weir_out(&["show", "m.toml", "out", "--partition", "p"]);
+    assert_eq!(show.status.code(), Some(0), "{}", stderr(&show));
+    assert_eq!(show.stdout, b"id,v\n1,caf\xe9\n");
+}
+
+// issue 11: a published file that drifts (same size, other bytes) or
+// vanishes is reported by name with exit 5 by `show`, `verify` and
+// `status --check`; plain `status` catches a size change or a vanished file.
+#[test]
+fn issue_11_drifted_or_vanished_files_exit_5_naming_the_file() {
+    let sb = one_task(&["p"], "csv");
+    sb.script(
+        "t.sh",
+        "printf 'id,v\\n1,a\\n' > \"$WEIR_OUTPUT_DIR/rows.csv\"\n",
+    );
+    let out = sb.run("r1", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let file: PathBuf = Visible::of(&sb.store("out", "p")).files.remove(0);
+    let shown = file.display().to_string();
+    std::fs::write(&file, "id,v\n1,b\n").unwrap();
+    for args in [
+        &["show", "m.toml", "out", "--partition", "p"][..],
+        &["verify", "m.toml", "t", "--partition", "p"],
+        &["status", "m.toml", "--check"],
+    ] {
+        let out = sb.weir_out(args);
+        assert_eq!(out.status.code(), Some(5), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out).replace('\n', " ");
+        assert!(err.contains("rows.csv"), "{args:?}: {err}");
+        assert!(err.contains("changed content"), "{args:?}: {err}");
+    }
+    assert!(stderr(&sb.weir_out(&["status", "m.toml", "--check"])).contains(&shown));
+    std::fs::remove_file(&file).unwrap();
+    let out = sb.weir_out(&["status", "m.toml"]);
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    assert!(stderr(&out).contains("vanished"), "{}", stderr(&out));
+    let json = sb.weir_out(&["status", "m.toml", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(doc["drifted"][0]["file"], shown.as_str());
+}
+
+/// Three engines on one warehouse, paused, continued and killed at random,
+/// then restarted until the pipeline is published: every generation any of
+/// them published still has the files, sizes and hashes it committed.
+#[test]
+fn issue_11_three_engines_under_stop_cont_kill_publish_only_intact_files() {
+    let _serial = exclusive();
+    let keys: Vec<String> = (0..6).map(|i| format!("p{i}")).collect();
+    let sb = Sandbox::new(&manifest(&format!(
+        r#"
+[partitions.k]
+kind = "static"
+keys = {keys:?}
+
+[pools.work]
+slots = 2
+
+[tasks.up]
+command = ["sh", "up.sh"]
+output = {{ dataset = "upd", grain = ["id"] }}
+pool = "work"
+heartbeat = "50ms"
+
+[tasks.down]
+command = ["sh", "down.sh"]
+inputs = ["upd"]
+output = {{ dataset = "downd", grain = ["id"] }}
+pool = "work"
+heartbeat = "50ms"
+"#
+    )));
+    // A background writer that would append after the command, and a
+    // downstream that writes into its input.
+    sb.script(
+        "up.sh",
+        r#"printf 'id,v\n1,%s\n2,%s\n' "$WEIR_PARTITION" "$WEIR_PARTITION" > "$WEIR_OUTPUT_DIR/rows.csv"
+setsid sh -c 'sleep 0.2; echo "9,late" >> "$0"' "$WEIR_OUTPUT_DIR/rows.csv" > /dev/null 2>&1 < /dev/null &
+sleep 0.05
+"#,
+    );
+    sb.script(
+        "down.sh",
+        r#"for f in "$WEIR_INPUT_UPD"/*.csv; do chmod u+w "$f"; echo "8,evil" >> "$f"; done
+printf 'id\n%s\n' "$WEIR_PARTITION" > "$WEIR_OUTPUT_DIR/down.csv"
+sleep 0.05
+"#,
+    );
+    let mut rng = fastrand::Rng::with_seed(11);
+    let started = Instant::now();
+    let mut n = 0;
+    for _round in 0..3 {
+        let mut engines: Vec<Engine> = (0..3)
+            .map(|_| {
+                n += 1;
+                let id = format!("e{n}");
+                Engine::spawn(
+                    sb.weir(&["run", "m.toml", "--run-id", &id, "--force"]),
+                    sb.path(),
+                    &id,
+                )
+            })
+            .collect();
+        for _ in 0..8 {
+            std::thread::sleep(Duration::from_millis(rng.u64(20..80)));
+            let e = rng.usize(..engines.len());
+            if engines[e].exited() {
+                continue;
+            }
+            match rng.u8(0..3) {
+                0 => engines[e].signal(libc::SIGSTOP),
+                1 => engines[e].signal(libc::SIGCONT),
+                _ => engines[e].signal(libc::SIGKILL),
+            }
+        }
+        for e in &mut engines {
+            if !e.exited() {
+                e.signal(libc::SIGCONT);
+            }
+        }
+        for e in engines {
+            // Any ending is fine here: killed, refused, or done.
+            let _ = e.finish_within(LIMIT);
+        }
+    }
+    let out = sb.run("final", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    std::thread::sleep(Duration::from_millis(300));
+    let mut generations = 0;
+    for key in &keys {
+        for dataset in ["upd", "downd"] {
+            intact(&sb, dataset, key, weir::audit::Format::Csv);
+            generations += sb.store(dataset, key).history().unwrap().len();
+        }
+    }
+    let check = sb.weir_out(&["status", "m.toml", "--check"]);
+    assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
+    eprintln!(
+        "chaos: {n} engines, {generations} generations checked in {:.1?}",
+        started.elapsed()
+    );
+}
