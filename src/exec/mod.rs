@@ -206,6 +206,9 @@ pub fn run(
     };
     let warehouse = Warehouse::open(&manifest.pipeline.warehouse)
         .map_err(|e| ExecError::Warehouse(e.to_string()))?;
+    // Task processes of engines that died on this host stop before any
+    // command of this run starts.
+    tree::sweep_orphans();
     let run_id = options.run_id.clone().unwrap_or_else(new_run_id);
     let mut log = EventLog::open(warehouse.root(), &run_id)
         .map_err(|e| ExecError::Warehouse(format!("cannot open the event log: {e}")))?;

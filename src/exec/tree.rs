@@ -53,11 +53,115 @@ pub fn become_subreaper() {
 /// A fresh tag for one launch: unique per engine process and launch.
 pub fn new_tag() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(1);
+    let me = Owner::me();
     format!(
-        "{}-{}",
+        "{}-{}-{}-{}-{}",
         super::lease::engine().id,
+        me.namespace,
+        me.pid,
+        me.start,
         NEXT.fetch_add(1, Ordering::Relaxed)
     )
+}
+
+/// The engine process a tag belongs to: its pid namespace, pid and start
+/// time, so another engine on the host can tell whether it is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Owner {
+    namespace: u64,
+    pid: u32,
+    start: u64,
+}
+
+impl Owner {
+    fn me() -> Owner {
+        static ME: std::sync::OnceLock<Owner> = std::sync::OnceLock::new();
+        *ME.get_or_init(|| {
+            let pid = std::process::id();
+            Owner {
+                namespace: pid_namespace().unwrap_or(0),
+                pid,
+                start: process_start(pid as i32).unwrap_or(0),
+            }
+        })
+    }
+
+    /// `<engine id>-<namespace>-<pid>-<start>-<n>`.
+    fn of(tag: &str) -> Option<Owner> {
+        let mut parts = tag.split('-').skip(1);
+        Some(Owner {
+            namespace: parts.next()?.parse().ok()?,
+            pid: parts.next()?.parse().ok()?,
+            start: parts.next()?.parse().ok()?,
+        })
+    }
+
+    /// Certainly gone: in this pid namespace (so its pid means the same
+    /// here) and no process with its pid and start time exists.
+    fn gone(self) -> bool {
+        let me = Owner::me();
+        me.namespace != 0
+            && self.namespace == me.namespace
+            && self != me
+            && process_start(self.pid as i32) != Some(self.start)
+    }
+}
+
+/// The inode of this process's pid namespace.
+fn pid_namespace() -> Option<u64> {
+    let link = std::fs::read_link("/proc/self/ns/pid").ok()?;
+    let text = link.to_str()?;
+    text.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()
+}
+
+/// Field 22 of /proc/<pid>/stat: when the process started.
+fn process_start(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+/// Stops what engines that died on this host left running: processes
+/// carrying the tag of an engine that is gone (a task's command dies with
+/// its engine; its escaped descendants would not), and their cgroups,
+/// frozen ones included. Called when an engine starts a run.
+pub fn sweep_orphans() {
+    let me = std::process::id() as i32;
+    if let Some(weir) = Cgroup::path_for("").map(|p| p.join("")) {
+        for entry in std::fs::read_dir(&weir).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                if Owner::of(&name).is_some_and(Owner::gone) {
+                    Cgroup::at(entry.path(), &name).stop();
+                } else {
+                    // An empty one is removed (rmdir refuses one with members).
+                    let _ = std::fs::remove_dir(entry.path());
+                }
+            }
+        }
+    }
+    let prefix = format!("{TAG_VAR}=");
+    let mut killed = Vec::new();
+    for pid in pids().filter(|&p| p != me) {
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let orphan = env
+            .split(|b| *b == 0)
+            .filter_map(|var| var.strip_prefix(prefix.as_bytes()))
+            .filter_map(|tag| std::str::from_utf8(tag).ok())
+            .any(|tag| Owner::of(tag).is_some_and(Owner::gone));
+        if orphan {
+            kill(pid);
+            killed.push(pid);
+        }
+    }
+    wait_gone(&killed, Duration::from_secs(2));
+    reap();
 }
 
 /// Spawns `command` (already given its environment, including the tag, and
@@ -97,6 +201,17 @@ pub fn spawn(command: &mut Command, cgroup: Option<&Cgroup>) -> std::io::Result<
         .get_or_insert_with(HashSet::new)
         .insert(child.id() as i32);
     drop(procs);
+    if let Some(cg) = cgroup {
+        // spawn returns after the exec, so the child has joined by now (or
+        // failed to): every descendant inherits the membership.
+        let needle = format!(":{}", cg.relative);
+        let joined =
+            std::fs::read_to_string(format!("/proc/{}/cgroup", child.id())).is_ok_and(|text| {
+                text.lines()
+                    .any(|l| l.contains("freezer") && l.ends_with(&needle))
+            });
+        cg.contains_all.store(joined, Ordering::SeqCst);
+    }
     Ok(child)
 }
 
@@ -114,14 +229,31 @@ pub fn waited(pid: u32) {
 #[derive(Debug)]
 pub struct Cgroup {
     path: PathBuf,
+    /// `/weir/<tag>`, as /proc/<pid>/cgroup names it.
+    relative: String,
+    /// The command joined it, so every descendant is in it.
+    contains_all: AtomicBool,
 }
 
 impl Cgroup {
     /// `<freezer mount>/weir/<tag>`, where it can be made; `None` otherwise.
     pub fn create(tag: &str) -> Option<Cgroup> {
+        // `WEIR_CGROUP=off` exercises the fallback (tests, or a host whose
+        // cgroups weir must not touch).
+        if std::env::var_os("WEIR_CGROUP").is_some_and(|v| v == "off") {
+            return None;
+        }
         let path = Self::path_for(tag)?;
         std::fs::create_dir_all(&path).ok()?;
-        Some(Cgroup { path })
+        Some(Cgroup::at(path, tag))
+    }
+
+    fn at(path: PathBuf, tag: &str) -> Cgroup {
+        Cgroup {
+            path,
+            relative: format!("/weir/{tag}"),
+            contains_all: AtomicBool::new(false),
+        }
     }
 
     /// Where the cgroup of `tag` is (or would be).
@@ -133,6 +265,10 @@ impl Cgroup {
 
     /// Freezes, kills and removes every process in it, then the cgroup.
     fn stop(&self) {
+        if self.members().is_empty() {
+            let _ = std::fs::remove_dir(&self.path);
+            return;
+        }
         let state = self.path.join("freezer.state");
         // Frozen processes cannot fork; killed while frozen, they die on thaw.
         let frozen = std::fs::write(&state, "FROZEN").is_ok() && {
@@ -209,8 +345,12 @@ pub fn stop(tag: &str, cgroup: Option<&Cgroup>, pgid: Option<i32>) {
             libc::kill(-pgid, libc::SIGKILL);
         }
     }
-    let killed = kill_tagged(tag);
-    wait_gone(&killed, Duration::from_secs(2));
+    // Where the cgroup held the command, it held every descendant: the
+    // scan of every process's environment is only the fallback.
+    if !cgroup.is_some_and(|c| c.contains_all.load(Ordering::SeqCst)) {
+        let killed = kill_tagged(tag);
+        wait_gone(&killed, Duration::from_secs(2));
+    }
     reap();
 }
 
@@ -219,7 +359,7 @@ pub fn stop(tag: &str, cgroup: Option<&Cgroup>, pgid: Option<i32>) {
 /// host can see.
 pub fn stop_orphans(tag: &str) {
     if let Some(path) = Cgroup::path_for(tag).filter(|p| p.is_dir()) {
-        Cgroup { path }.stop();
+        Cgroup::at(path, tag).stop();
     }
     let killed = kill_tagged(tag);
     wait_gone(&killed, Duration::from_secs(2));
@@ -283,10 +423,20 @@ fn wait_gone(pids: &[i32], limit: Duration) {
     }
 }
 
+/// Whether any child of this process is a zombie (peeked, not reaped).
+fn has_zombie_child() -> bool {
+    // SAFETY: siginfo_t is plain data; waitid with WNOWAIT only reports.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+        libc::waitid(libc::P_ALL, 0, &mut info, flags) == 0 && info.si_pid() != 0
+    }
+}
+
 /// Reaps the zombies reparented to this subreaper: children it did not
 /// spawn through [`spawn`] (those are waited for by their own thread).
 fn reap() {
-    if !SUBREAPER.load(Ordering::SeqCst) {
+    if !SUBREAPER.load(Ordering::SeqCst) || !has_zombie_child() {
         return;
     }
     let me = std::process::id() as i32;

@@ -48,6 +48,30 @@ fn intact(sb: &Sandbox, dataset: &str, partition: &str, format: weir::audit::For
     }
 }
 
+/// Processes whose environment names the sandbox: task processes of it.
+fn survivors(sb: &Sandbox) -> Vec<String> {
+    let needle = sb.path().to_string_lossy().into_owned();
+    let me = std::process::id().to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) || pid == me {
+            continue;
+        }
+        let Ok(env) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if String::from_utf8_lossy(&env).contains(&needle) {
+            let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            found.push(format!(
+                "{pid}: {}",
+                String::from_utf8_lossy(&cmd).replace('\0', " ")
+            ));
+        }
+    }
+    found
+}
+
 // issue 11: a background child that leaves the process group (setsid,
 // Python's start_new_session=True, a double fork) is stopped when the
 // command exits; it never writes into the published file.
@@ -64,13 +88,15 @@ command = ["sh", "t.sh"]
 output = { dataset = "out", grain = ["id"] }
 "#,
     ));
-    // Each escapee waits until its partition's generation is committed,
+    // Each escapee waits until its partition's next generation is committed,
     // then appends a row and leaves a mark.
     sb.script(
         "late.sh",
         r#"log="$(dirname "$WEIR_OUTPUT_DIR")/../../log"
+mkdir -p "$log"
+n=$(ls "$log" | wc -l)
 i=0
-while [ ! -f "$log/00000000000000000001.json" ] && [ $i -lt 300 ]; do sleep 0.01; i=$((i+1)); done
+while [ "$(ls "$log" | wc -l)" -le "$n" ] && [ $i -lt 300 ]; do sleep 0.01; i=$((i+1)); done
 echo "9,late" >> "$WEIR_OUTPUT_DIR/rows.csv"
 touch "$MARKS/$WEIR_PARTITION"
 "#,
@@ -92,27 +118,32 @@ esac
 exit 0
 "#,
     );
-    let marks = sb.path().join("marks");
-    std::fs::create_dir(&marks).unwrap();
-    let out = sb
-        .weir(&["run", "m.toml", "--run-id", "r1"])
-        .env("MARKS", &marks)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    // Longer than an escapee needs to see the commit and write.
-    std::thread::sleep(Duration::from_millis(800));
-    for key in ["setsid", "python", "doublefork"] {
-        assert!(
-            !marks.join(key).exists(),
-            "{key}: a background child outlived its command"
-        );
-        let visible = Visible::of(&sb.store("out", key));
-        assert_eq!(visible.rows(), [["1", "a"]], "{key}");
-        intact(&sb, "out", key, weir::audit::Format::Csv);
+    // With the cgroup where the host has one, and with the fallback that
+    // finds the processes by their tag.
+    for cgroup in ["on", "off"] {
+        let marks = sb.path().join(format!("marks-{cgroup}"));
+        std::fs::create_dir(&marks).unwrap();
+        let out = sb
+            .weir(&["run", "m.toml", "--run-id", cgroup, "--force"])
+            .env("MARKS", &marks)
+            .env("WEIR_CGROUP", cgroup)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        // Longer than an escapee needs to see the commit and write.
+        std::thread::sleep(Duration::from_millis(800));
+        for key in ["setsid", "python", "doublefork"] {
+            assert!(
+                !marks.join(key).exists(),
+                "{key}, cgroup {cgroup}: a background child outlived its command"
+            );
+            let visible = Visible::of(&sb.store("out", key));
+            assert_eq!(visible.rows(), [["1", "a"]], "{key}");
+            intact(&sb, "out", key, weir::audit::Format::Csv);
+        }
+        let check = sb.weir_out(&["status", "m.toml", "--check"]);
+        assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
     }
-    let check = sb.weir_out(&["status", "m.toml", "--check"]);
-    assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
 }
 
 // issue 11: a downstream task that writes into WEIR_INPUT_<NAME> changes its
@@ -406,6 +437,7 @@ with open("ticks.log", "a") as log:
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     // Long enough for a surviving ticker to finish its 40 ticks.
     std::thread::sleep(Duration::from_millis(900));
+    assert_eq!(survivors(&sb), Vec::<String>::new());
     let text = std::fs::read_to_string(&ticks).unwrap();
     let mut spans: std::collections::BTreeMap<&str, (u128, u128)> = Default::default();
     for line in text.lines() {
@@ -596,9 +628,15 @@ sleep 0.05
             let _ = e.finish_within(LIMIT);
         }
     }
+    // The last engine stops what the killed ones left running first.
     let out = sb.run("final", &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        survivors(&sb),
+        Vec::<String>::new(),
+        "task processes outlived every engine"
+    );
     let mut generations = 0;
     for key in &keys {
         for dataset in ["upd", "downd"] {
