@@ -33,8 +33,10 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 WRITE = """printf 'id,v\\n1,a\\n2,b\\n' > "${1:-$WEIR_OUTPUT_DIR}/out.csv\""""
 TRANSFORM = """sed 's/,a$/,A/' "${2:-$WEIR_INPUT_RAW}/out.csv" > "${1:-$WEIR_OUTPUT_DIR}/out.csv\""""
 LOAD = """cp "${2:-$WEIR_INPUT_STG}/out.csv" "${1:-$WEIR_OUTPUT_DIR}/out.csv\""""
-# W4's task: hard-link (or, across filesystems, copy) the pre-generated file.
-LINK = """ln {src} "$WEIR_OUTPUT_DIR/big.csv" 2>/dev/null || cp {src} "$WEIR_OUTPUT_DIR/big.csv\""""
+# W4's task: copy the pre-generated file (a reflink where the filesystem can).
+# weir refuses hard links in the output (issue 11: a published file must be the
+# only name of its bytes), so the task can no longer hard-link it.
+LINK = """cp --reflink=auto {src} "$WEIR_OUTPUT_DIR/big.csv\""""
 
 FULL = {"w1": 1000, "w2": 1000, "w3": (2000, 20, 365), "w4": 10_000_000, "w5": 10_000}
 QUICK = {"w1": 50, "w2": 50, "w3": (20, 5, 30), "w4": 20_000, "w5": 500}
@@ -630,7 +632,7 @@ def report(res, sizes, runs, quick):
     if "W4" in res:
         x = res["W4"]
         print(f"\nW4: AUDITED→PUBLISHED median {1000 * median(x['publish_s']):.0f} ms "
-              f"(fsync of the hard-linked candidate tree + commit).")
+              f"(SHA-256 and fsync of the copied candidate + commit).")
     print()
     print("Every run exited 0 and published every instance; a baseline is the same "
           "`sh -c` command run under `xargs -P2` (W4: `openssl dgst -sha256`).")

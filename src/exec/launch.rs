@@ -6,7 +6,8 @@
 //! The environment contract (README, "The task environment"):
 //! `WEIR_RUN_ID`, `WEIR_TASK`, `WEIR_PARTITION`, `WEIR_ATTEMPT`, `WEIR_TOKEN`,
 //! `WEIR_OUTPUT_DIR`, `WEIR_INPUT_<NAME>` (one per input, NAME upper-cased
-//! with non-alphanumerics as `_`), `WEIR_CODE_VERSION`, `WEIR_PIPELINE`.
+//! with non-alphanumerics as `_`), `WEIR_CODE_VERSION`, `WEIR_PIPELINE`,
+//! `WEIR_PROCESS_TAG` (`tree.rs`).
 
 use std::fs::File;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
