@@ -414,13 +414,18 @@ fn publish(
     };
     let AuditedCandidate { candidate, report } = audited;
     let token = candidate.token;
-    // What readers will check the files against from now on.
-    let file_sums = match sum_files(&candidate.files) {
+    // What readers will check the files against from now on (hashed from the
+    // page cache while the same files are flushed to disk), and every file
+    // durable before the record that names it.
+    let (file_sums, synced) = rayon::join(
+        || sum_files(&candidate.files),
+        || crate::store::fs::fsync_candidate(&candidate.dir, &candidate.files),
+    );
+    let file_sums = match file_sums {
         Ok(s) => s,
         Err(e) => return fail(Some(token), format!("cannot read the candidate: {e}")),
     };
-    // Every file is durable before the record that names it.
-    if let Err(e) = crate::store::fs::fsync_candidate(&candidate.dir, &candidate.files) {
+    if let Err(e) = synced {
         return fail(Some(token), format!("cannot fsync the candidate: {e}"));
     }
     if let Err(e) = cx.faults.hit(Point::BeforeCommit, &task.name, partition) {

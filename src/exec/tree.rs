@@ -456,3 +456,30 @@ fn reap() {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tag_names_its_engine_and_tells_when_it_is_gone() {
+        let tag = new_tag();
+        let me = Owner::of(&tag).expect("a tag names its owner");
+        assert_eq!(me, Owner::me());
+        assert!(!me.gone(), "this process is alive");
+        assert_ne!(new_tag(), tag, "tags are unique per launch");
+        // Same namespace, a start time no live process has: gone.
+        let dead = Owner {
+            start: me.start + 1,
+            ..me
+        };
+        assert!(dead.gone());
+        // Another pid namespace: its pids mean nothing here, never gone.
+        let elsewhere = Owner {
+            namespace: me.namespace + 1,
+            ..dead
+        };
+        assert!(!elsewhere.gone());
+        assert_eq!(Owner::of("garbage"), None);
+    }
+}
