@@ -374,8 +374,8 @@ fn kill_tagged(tag: &str) -> Vec<i32> {
     let me = std::process::id() as i32;
     let mut killed = Vec::new();
     for _ in 0..100 {
-        let found: Vec<i32> = pids()
-            .filter(|&pid| pid != me)
+        let found: Vec<i32> = candidates(me)
+            .into_iter()
             .filter(|&pid| {
                 std::fs::read(format!("/proc/{pid}/environ"))
                     .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == needle.as_bytes()))
@@ -393,6 +393,33 @@ fn kill_tagged(tag: &str) -> Vec<i32> {
         wait_gone(&killed, Duration::from_millis(200));
     }
     killed
+}
+
+/// The processes that may carry one of this engine's tags. A subreaper's
+/// are all its descendants (an escaped process is reparented to it, not to
+/// init), found from /proc/<pid>/stat, which is cheap to read; only their
+/// environments are read, since reading another process's environment
+/// takes its memory map lock and costs milliseconds on a busy host. Without
+/// the subreaper (a library user), every process is a candidate.
+fn candidates(me: i32) -> Vec<i32> {
+    if !SUBREAPER.load(Ordering::SeqCst) {
+        return pids().filter(|&pid| pid != me).collect();
+    }
+    let mut children: std::collections::HashMap<i32, Vec<i32>> = Default::default();
+    for pid in pids() {
+        if let Some((_, ppid)) = stat(pid) {
+            children.entry(ppid).or_default().push(pid);
+        }
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![me];
+    while let Some(parent) = stack.pop() {
+        if let Some(kids) = children.remove(&parent) {
+            out.extend_from_slice(&kids);
+            stack.extend(kids);
+        }
+    }
+    out
 }
 
 fn pids() -> impl Iterator<Item = i32> {
