@@ -14,7 +14,7 @@
 //!
 //! Values: a CSV field is its bytes and an empty field is null. In JSON Lines,
 //! a string is its text, a number its literal text as written, a boolean
-//! `true` / `false`, a nested array or object its compact JSON, and `null` or
+//! `true` / `false`, a nested array or object its compact JSON (keys sorted, numbers literal), and `null` or
 //! a missing key is null. CSV files of one candidate must have the same set of
 //! columns (in any order); JSON Lines columns are the union of the keys of all
 //! rows, since any row may leave a key out.

@@ -759,7 +759,9 @@ fn jsonl_keys(path: &Path) -> Result<BTreeSet<String>, AuditError> {
 /// A number is its literal text as written (`123456789012345678901234567890`
 /// stays exact, where a float would round it; for every integer and every
 /// float in the shortest form serde_json writes, that is the text serde_json
-/// would print). A nested array or object is serde_json's compact text.
+/// would print). A nested array or object is compact JSON with its object
+/// keys sorted, its strings escaped as serde_json escapes them and its
+/// numbers literal: serde_json's compact text for every ordinary value.
 fn render(value: &RawValue, data: &mut Vec<u8>) -> Span {
     let start = data.len();
     let text = value.get().trim();
@@ -769,14 +771,52 @@ fn render(value: &RawValue, data: &mut Vec<u8>) -> Span {
             Ok(unescaped) => data.extend_from_slice(unescaped.as_bytes()),
             Err(_) => data.extend_from_slice(text.as_bytes()),
         },
-        Some(b'[' | b'{') => match serde_json::from_str::<Value>(text) {
-            Ok(nested) => data.extend_from_slice(nested.to_string().as_bytes()),
-            Err(_) => data.extend_from_slice(text.as_bytes()),
-        },
+        Some(b'[' | b'{') => {
+            if compact(text, data).is_err() {
+                data.truncate(start);
+                data.extend_from_slice(text.as_bytes());
+            }
+        }
         // true, false and numbers: their literal text.
         Some(_) => data.extend_from_slice(text.as_bytes()),
     }
     Some((start, data.len()))
+}
+
+/// Appends the canonical compact text of a JSON value (see [`render`]).
+fn compact(text: &str, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+    match text.as_bytes().first() {
+        Some(b'{') => {
+            let object: Object = serde_json::from_str(text)?;
+            out.push(b'{');
+            for (i, (key, value)) in object.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                serde_json::to_writer(&mut *out, key)?;
+                out.push(b':');
+                compact(value.get().trim(), out)?;
+            }
+            out.push(b'}');
+        }
+        Some(b'[') => {
+            let items: Vec<Box<RawValue>> = serde_json::from_str(text)?;
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                compact(item.get().trim(), out)?;
+            }
+            out.push(b']');
+        }
+        Some(b'"') => {
+            let unescaped: std::borrow::Cow<'_, str> = serde_json::from_str(text)?;
+            serde_json::to_writer(&mut *out, &unescaped)?;
+        }
+        _ => out.extend_from_slice(text.as_bytes()),
+    }
+    Ok(())
 }
 
 /// A JSON Lines file read one object at a time.
@@ -977,6 +1017,34 @@ mod tests {
                 (4, vec![None, s("false"), None, None, s(""), None, None]),
             ]
         );
+    }
+
+    #[test]
+    fn jsonl_numbers_are_their_literal_text_nested_too() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let big = "123456789012345678901234567891";
+        let path = write(
+            dir.path(),
+            "a.jsonl",
+            &format!("{{\"n\":{big},\"o\":{{\"z\": [{big}, 2.5, \"\\u00e9\\/\"], \"a\":true}}}}\n"),
+        );
+        let (_, rows) = collect(&path, Format::Jsonl).expect("reads");
+        assert_eq!(
+            rows.0,
+            vec![(
+                1,
+                vec![
+                    s(big),
+                    s(&format!("{{\"a\":true,\"z\":[{big},2.5,\"é/\"]}}"))
+                ]
+            )]
+        );
+        // Ordinary nested values render as serde_json's compact text.
+        let ordinary = r#"{"z":[1,-2,0.5,"x\"y",null,{"b":false,"a":[]}],"a":{}}"#;
+        let mut out = Vec::new();
+        compact(ordinary, &mut out).expect("valid JSON");
+        let value: Value = serde_json::from_str(ordinary).expect("valid JSON");
+        assert_eq!(String::from_utf8(out).expect("UTF-8"), value.to_string());
     }
 
     #[test]
