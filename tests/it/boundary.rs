@@ -428,6 +428,16 @@ with open("ticks.log", "a") as log:
     });
     let status = first.kill();
     assert_eq!(status.signal(), Some(libc::SIGKILL));
+    // The command itself dies with its engine (PR_SET_PDEATHSIG), at once.
+    let killed_at = Instant::now();
+    while survivors(&sb).iter().any(|p| p.contains(" t.sh")) {
+        assert!(
+            killed_at.elapsed() < Duration::from_millis(300),
+            "the command outlived its engine: {:?}",
+            survivors(&sb)
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let out = Engine::spawn(
         sb.weir(&["run", "m.toml", "--run-id", "k2"]),
         sb.path(),
