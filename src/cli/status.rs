@@ -40,6 +40,9 @@ struct Overview {
     missing: Vec<Missing>,
     /// Operator states that outlive runs.
     marks: Vec<InstanceMark>,
+    /// Partitions whose commit log cannot be read (a corrupt record, an
+    /// I/O error): named, while the others are still listed.
+    unreadable: Vec<(String, String, String)>,
 }
 
 impl Overview {
@@ -48,15 +51,23 @@ impl Overview {
         let now = jiff::Timestamp::now().as_second();
         let mut published = Vec::new();
         let mut missing = Vec::new();
+        let mut unreadable = Vec::new();
         for task in manifest.tasks.values() {
             let dataset = &task.output.dataset;
             let scheme = &manifest.partitions[&task.partitioned_by];
             let mut seen = HashSet::new();
             for partition in warehouse.partitions(dataset).map_err(|e| e.to_string())? {
                 let store = warehouse.partition(dataset, &partition);
-                if let Some(record) = store.latest().map_err(|e| e.to_string())? {
-                    seen.insert(partition);
-                    published.push((task.name.clone(), record));
+                match store.latest() {
+                    Ok(Some(record)) => {
+                        seen.insert(partition);
+                        published.push((task.name.clone(), record));
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        seen.insert(partition.clone());
+                        unreadable.push((dataset.clone(), partition, crate::exec::chain(&e)));
+                    }
                 }
             }
             for key in partitions::keys(scheme, today) {
@@ -82,6 +93,7 @@ impl Overview {
             published,
             missing,
             marks: state::all(warehouse.root()),
+            unreadable,
         })
     }
 
@@ -181,6 +193,11 @@ pub(crate) fn status(args: &StatusArgs) -> u8 {
                 .iter()
                 .map(|a| json!({"state": a.state, "task": a.task, "partition": a.partition, "detail": a.detail}))
                 .collect::<Vec<_>>(),
+            "unreadable": overview
+                .unreadable
+                .iter()
+                .map(|(d, p, e)| json!({"dataset": d, "partition": p, "error": e}))
+                .collect::<Vec<_>>(),
         });
         println!(
             "{}",
@@ -188,6 +205,12 @@ pub(crate) fn status(args: &StatusArgs) -> u8 {
         );
     } else {
         print_status(&warehouse, &overview, &versions, &attention);
+    }
+    if !overview.unreadable.is_empty() {
+        for (dataset, partition, error) in &overview.unreadable {
+            eprintln!("error: {dataset} {partition}: cannot read its commit log: {error}");
+        }
+        return exit::ENGINE;
     }
     if args.check && !attention.is_empty() {
         eprintln!(
@@ -300,7 +323,7 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
             return exit::TASK_FAILED;
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::exec::chain(&e));
             return exit::ENGINE;
         }
     };
