@@ -126,9 +126,12 @@ pub(crate) fn run(
         lease::Lease::new(cx, task, attempt, token),
         task.heartbeat,
     );
-    if lease::guard(cx, task, partition, attempt, token) == lease::Guard::Waited {
-        // The currency test of every ALREADY_PUBLISHED: what the other
-        // engine published counts only if it is what this one would publish.
+    let waited = lease::guard(cx, task, partition, attempt, token) == lease::Guard::Waited;
+    // Another engine may have published while this one waited, or between
+    // the caller's look at the log and this token. The currency test of
+    // every ALREADY_PUBLISHED applies: what it published counts only if it
+    // is what this one would publish.
+    if waited || !rerun.force {
         match store.latest() {
             Ok(Some(latest))
                 if rerun.upstream_only
@@ -142,8 +145,10 @@ pub(crate) fn run(
                 cx.emit(
                     State::AlreadyPublished,
                     event().attempt(attempt, Some(token.get())).detail(format!(
-                        "another engine published generation {} (code_version {}) while this one waited: nothing to do",
-                        latest.generation, latest.code_version
+                        "another engine published generation {} (code_version {}){}: nothing to do",
+                        latest.generation,
+                        latest.code_version,
+                        if waited { " while this one waited" } else { "" }
                     )),
                 );
                 return AttemptOutcome::AlreadyPublished;

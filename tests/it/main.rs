@@ -6,6 +6,7 @@ mod backfill;
 mod chaos;
 mod crash;
 mod disk_full;
+mod engine_races;
 mod fencing;
 mod kill9;
 mod manifest_errors;
