@@ -297,7 +297,7 @@ fn issue_11_rollback_killed_after_its_commit_is_not_undone_by_the_next_run() {
 
 /// Runs `cmd` under strace, tracing fsyncs and unlinks with fd paths;
 /// `None` where strace cannot run here.
-fn traced(cmd: Command) -> Option<(Output, String)> {
+fn traced(cmd: &Command) -> Option<(Output, String)> {
     let trace = tempfile::NamedTempFile::new().unwrap();
     let program = cmd.get_program().to_owned();
     let args: Vec<_> = cmd.get_args().map(ToOwned::to_owned).collect();
@@ -336,7 +336,7 @@ fn issue_11_gc_event_is_durable_before_the_delete() {
     let sb = sandbox(&["p"], "", COPY);
     assert_exit(&sb.run("R1", &[]), 0);
     assert_exit(&sb.run("R2", &["--force"]), 0);
-    let Some((out, trace)) = traced(sb.weir(&[
+    let Some((out, trace)) = traced(&sb.weir(&[
         "gc",
         "m.toml",
         "--older-than",
