@@ -23,7 +23,7 @@ fn setup(path: &std::path::Path) -> Result<(Manifest, Warehouse), u8> {
 
 fn open(manifest: &Manifest) -> Result<Warehouse, u8> {
     Warehouse::open(&manifest.pipeline.warehouse).map_err(|e| {
-        eprintln!("error: {e}");
+        eprintln!("error: {}", crate::exec::chain(&e));
         exit::ENGINE
     })
 }
@@ -167,7 +167,7 @@ pub(crate) fn certify(args: &CertifyArgs, certified: bool) -> u8 {
             return exit::REFUSED;
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::exec::chain(&e));
             return exit::ENGINE;
         }
     };

@@ -56,7 +56,10 @@ impl Overview {
             let dataset = &task.output.dataset;
             let scheme = &manifest.partitions[&task.partitioned_by];
             let mut seen = HashSet::new();
-            for partition in warehouse.partitions(dataset).map_err(|e| e.to_string())? {
+            for partition in warehouse
+                .partitions(dataset)
+                .map_err(|e| crate::exec::chain(&e))?
+            {
                 let store = warehouse.partition(dataset, &partition);
                 match store.latest() {
                     Ok(Some(record)) => {
@@ -133,7 +136,7 @@ pub(crate) fn status(args: &StatusArgs) -> u8 {
     let warehouse = match Warehouse::open(&manifest.pipeline.warehouse) {
         Ok(w) => w,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::exec::chain(&e));
             return exit::ENGINE;
         }
     };
@@ -308,7 +311,7 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
     let warehouse = match Warehouse::open(&manifest.pipeline.warehouse) {
         Ok(w) => w,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::exec::chain(&e));
             return exit::ENGINE;
         }
     };

@@ -259,6 +259,14 @@ pub(crate) fn run(
     publish(cx, task, partition, attempt, snapshot, &store, audited)
 }
 
+/// An I/O error that says the storage failed (not that a file is wrong).
+fn storage_fault(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EIO | libc::ENOSPC | libc::EDQUOT | libc::EROFS | libc::ESTALE)
+    )
+}
+
 /// An error and its causes, each once: "i/o error on …/log: Permission denied".
 pub fn chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
@@ -338,10 +346,18 @@ fn audit_candidate(
     };
     let report = match audit::audit(&candidate.files, &spec) {
         Ok(r) => r,
+        // The disk under the warehouse failing is the engine's problem,
+        // not a property of the candidate.
+        Err(audit::AuditError::Io { path, source }) if storage_fault(&source) => {
+            return Err(fail(
+                Some(token),
+                format!("cannot read {}: {source}", path.display()),
+            ));
+        }
         Err(e) => {
             // Unreadable data (bad CSV, mismatched headers) is a property of
             // this candidate: the same input reproduces it.
-            let reason = format!("candidate cannot be read: {e}");
+            let reason = format!("candidate cannot be read: {}", chain(&e));
             cx.emit(
                 State::GateFailed,
                 Event::instance(&task.name, partition)

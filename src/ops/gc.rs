@@ -242,7 +242,7 @@ impl References {
     fn read(store: &PartitionStore, keep_generations: usize) -> References {
         match store.history() {
             Ok(history) => References::from_history(&history, keep_generations),
-            Err(e) => References::Unreadable(e.to_string()),
+            Err(e) => References::Unreadable(crate::exec::chain(&e)),
         }
     }
 

@@ -66,7 +66,7 @@ pub fn rollback(
     let store = warehouse.partition(dataset, partition);
     let history = store
         .history()
-        .map_err(|e| RollbackError::Warehouse(e.to_string()))?;
+        .map_err(|e| RollbackError::Warehouse(crate::exec::chain(&e)))?;
     let current = history
         .last()
         .ok_or_else(|| RollbackError::NothingPublished {
