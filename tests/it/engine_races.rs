@@ -726,3 +726,65 @@ fn issue_11_engine_paused_past_the_timeout_records_the_success() {
     );
     assert_eq!(launches(&sb, "p").len(), 1);
 }
+
+// issue 11: a real engine in another PID namespace (a container) of this host is waited for
+#[test]
+fn issue_11_engine_in_a_real_other_pid_namespace_is_waited_for() {
+    let _serial = exclusive();
+    let works = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !works {
+        eprintln!("skipping: `unshare --pid --fork` is not permitted here");
+        return;
+    }
+    let sb = sandbox(
+        &["p"],
+        "heartbeat = \"100ms\"",
+        &format!(
+            "{COPY}i=0\nwhile [ ! -f release.flag ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done\n"
+        ),
+    );
+    let mut inside = Command::new("unshare");
+    inside
+        .args(["--pid", "--fork", "--mount-proc"])
+        .arg(env!("CARGO_BIN_EXE_weir"))
+        .args(["run", "m.toml", "--run-id", "A"])
+        .current_dir(sb.path())
+        .env("WEIR_TODAY", "2026-11-29");
+    let a = Engine::spawn(inside, sb.path(), "A");
+    poll_until("A's command", LIMIT, || launches(&sb, "p").len() == 1);
+    let lease =
+        weir::exec::lease::read(&sb.store("out", "p").attempt_dir(FencingToken::from_raw(1)))
+            .expect("A's lease");
+    assert_eq!(lease.pid, 1, "A is pid 1 of its own namespace");
+    let mut b = Engine::spawn(sb.weir(&["run", "m.toml", "--run-id", "B"]), sb.path(), "B");
+    let b_log = weir::events::run_dir(&sb.path().join("wh"), "B").join("events.jsonl");
+    poll_until("B to decide about A's attempt", LIMIT, || {
+        weir::events::read_log(&b_log).is_ok_and(|(r, _)| {
+            r.iter()
+                .any(|e| matches!(e.state, State::Waiting | State::Unknown))
+        })
+    });
+    assert_eq!(
+        states(&sb.events("B"), "t", "p"),
+        [State::Queued, State::Waiting],
+        "B waits for A, never takes it for dead"
+    );
+    // Several lease timeouts (3 × 100 ms): only A's heartbeats hold B back.
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(!b.exited(), "B still waits");
+    std::fs::write(sb.path().join("release.flag"), "").unwrap();
+    assert_exit(&a.finish(LIMIT), 0);
+    assert_exit(&b.finish(LIMIT), 0);
+    let b_events = sb.events("B");
+    assert!(of(&b_events, State::Unknown).is_empty(), "{b_events:#?}");
+    assert!(of(&b_events, State::TakenOver).is_empty(), "{b_events:#?}");
+    assert_eq!(
+        of(&b_events, State::AlreadyPublished).len(),
+        1,
+        "{b_events:#?}"
+    );
+    assert_eq!(launches(&sb, "p").len(), 1, "launched once");
+}
