@@ -117,6 +117,10 @@ pub struct RunSummary {
     /// The first event the log could not take, if any: the run stopped
     /// admitting instances then (its evidence is incomplete).
     pub log_error: Option<String>,
+    /// Instance markers the engine could not write or clear (a HELD that
+    /// would not outlive the run, a stale one that would hold a published
+    /// instance): the run exits 5.
+    pub marker_errors: Vec<String>,
 }
 
 impl RunSummary {
@@ -128,6 +132,7 @@ impl RunSummary {
     /// Whether the engine failed at its own work (exit 5).
     pub fn engine_failed(&self) -> bool {
         self.log_error.is_some()
+            || !self.marker_errors.is_empty()
             || self
                 .instances
                 .iter()
@@ -346,6 +351,7 @@ struct Scheduler<'c, 'a> {
     delayed: BinaryHeap<Reverse<(Instant, usize)>>,
     budget: RetryBudget,
     rng: fastrand::Rng,
+    marker_errors: std::cell::RefCell<Vec<String>>,
 }
 
 impl<'c, 'a> Scheduler<'c, 'a> {
@@ -386,6 +392,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             rng: options
                 .seed
                 .map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed),
+            marker_errors: std::cell::RefCell::new(Vec::new()),
         }
     }
 
@@ -514,7 +521,9 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             ) => InstanceResult::AlreadyPublished,
             Outcome::Attempt(AttemptOutcome::Published { unsure }) => {
                 if let Err(e) = marks::clear(self.cx.warehouse.root(), task_name, partition) {
-                    eprintln!("warning: cannot clear the marker of {task_name} {partition}: {e}");
+                    let why = format!("cannot clear the marker of {task_name} {partition}: {e}");
+                    eprintln!("error: {why}");
+                    self.marker_errors.borrow_mut().push(why);
                 }
                 match unsure {
                     // Published, as the reread log shows; the engine still
@@ -740,10 +749,9 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             note: None,
         };
         if let Err(e) = marks::write(self.cx.warehouse.root(), &record) {
-            eprintln!(
-                "error: cannot record {task} {partition} as {}: {e}",
-                mark.as_str()
-            );
+            let why = format!("cannot record {task} {partition} as {}: {e}", mark.as_str());
+            eprintln!("error: {why}");
+            self.marker_errors.borrow_mut().push(why);
         }
     }
 
@@ -786,6 +794,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             retries: self.budget.used(),
             events: self.cx.log.path().to_path_buf(),
             log_error: None,
+            marker_errors: self.marker_errors.borrow().clone(),
         }
     }
 }

@@ -788,3 +788,20 @@ fn issue_11_engine_in_a_real_other_pid_namespace_is_waited_for() {
     );
     assert_eq!(launches(&sb, "p").len(), 1, "launched once");
 }
+
+// issue 11: a quarantine that cannot be recorded is the engine's failure (exit 5), not a silent exit 1
+#[test]
+fn issue_11_marker_that_cannot_be_written_exits_5() {
+    let sb = sandbox(&["p"], "", "exit 65\n");
+    // `_instances` is a file: no marker can be written under it.
+    std::fs::create_dir_all(sb.path().join("wh")).unwrap();
+    std::fs::write(sb.path().join("wh/_instances"), "").unwrap();
+    let out = sb.run("R", &[]);
+    assert_exit(&out, 5);
+    assert!(
+        stderr(&out).contains("cannot record t p as QUARANTINED"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(of(&sb.events("R"), State::Quarantined).len(), 1);
+}
