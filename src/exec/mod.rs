@@ -7,6 +7,7 @@
 //!             └─► FAILED ─┬─ transient, attempts and budget left ─► RETRYING (backoff) ─► QUEUED
 //!                         ├─ deterministic / gate ─► QUARANTINED ─┐
 //!                         └─ operator / exhausted / budget spent ─► HELD ─┴─► downstream SKIPPED
+//!             └─► the engine's own I/O failed ─► ENGINE_FAILED (no retry, no marker; exit 5)
 //! ```
 //!
 //! One coordinator thread owns all scheduling state and admits a few
