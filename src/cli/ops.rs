@@ -23,7 +23,7 @@ fn setup(path: &std::path::Path) -> Result<(Manifest, Warehouse), u8> {
 
 fn open(manifest: &Manifest) -> Result<Warehouse, u8> {
     Warehouse::open(&manifest.pipeline.warehouse).map_err(|e| {
-        eprintln!("error: {e}");
+        eprintln!("error: {}", crate::exec::chain(&e));
         exit::ENGINE
     })
 }
@@ -56,11 +56,8 @@ pub(crate) fn retry(args: &DecisionArgs) -> u8 {
             return exit::ENGINE;
         }
     };
-    if let Err(e) = state::clear(warehouse.root(), &args.task, &args.partition) {
-        eprintln!("error: cannot release: {e}");
-        return exit::ENGINE;
-    }
-    let _ = log.emit(
+    // The decision is on disk before the change it announces.
+    if let Err(e) = log.emit_durable(
         State::Released,
         Event::instance(&args.task, &args.partition)
             .detail(format!(
@@ -69,7 +66,14 @@ pub(crate) fn retry(args: &DecisionArgs) -> u8 {
                 args.note
             ))
             .data(json!({ "note": args.note, "was": previous })),
-    );
+    ) {
+        eprintln!("error: cannot log the decision: {e}");
+        return exit::ENGINE;
+    }
+    if let Err(e) = state::clear(warehouse.root(), &args.task, &args.partition) {
+        eprintln!("error: cannot release: {e}");
+        return exit::ENGINE;
+    }
     println!(
         "released {} {}; running the partition",
         args.task, args.partition
@@ -111,16 +115,19 @@ pub(crate) fn abandon(args: &DecisionArgs) -> u8 {
         since: crate::clock::now_rfc3339(),
         note: Some(args.note.clone()),
     };
-    if let Err(e) = state::write(warehouse.root(), &mark) {
-        eprintln!("error: cannot record the decision: {e}");
-        return exit::ENGINE;
-    }
-    let _ = log.emit(
+    if let Err(e) = log.emit_durable(
         State::Abandoned,
         Event::instance(&args.task, &args.partition)
             .detail(args.note.clone())
             .data(json!({ "note": args.note, "was": previous })),
-    );
+    ) {
+        eprintln!("error: cannot log the decision: {e}");
+        return exit::ENGINE;
+    }
+    if let Err(e) = state::write(warehouse.root(), &mark) {
+        eprintln!("error: cannot record the decision: {e}");
+        return exit::ENGINE;
+    }
     println!(
         "abandoned {} {}: not run again until `weir retry`",
         args.task, args.partition
@@ -146,7 +153,7 @@ pub(crate) fn certify(args: &CertifyArgs, certified: bool) -> u8 {
             return exit::REFUSED;
         }
         (None, Err(e)) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::exec::chain(&e));
             return exit::ENGINE;
         }
     };
@@ -160,7 +167,7 @@ pub(crate) fn certify(args: &CertifyArgs, certified: bool) -> u8 {
             return exit::REFUSED;
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::exec::chain(&e));
             return exit::ENGINE;
         }
     };
@@ -173,16 +180,19 @@ pub(crate) fn certify(args: &CertifyArgs, certified: bool) -> u8 {
         reason: args.reason.clone(),
         at: crate::clock::now_rfc3339(),
     };
-    if let Err(e) = certs::write(warehouse.root(), &args.dataset, &args.partition, &mark) {
-        eprintln!("error: cannot record the certification: {e}");
-        return exit::ENGINE;
-    }
-    let _ = log.emit(
+    if let Err(e) = log.emit_durable(
         if certified { State::Certified } else { State::Uncertified },
         Event::instance(&record.task, &args.partition)
             .detail(format!("{} generation {generation}: {}", args.dataset, args.reason))
             .data(json!({ "dataset": args.dataset, "generation": generation, "digest": record.digest })),
-    );
+    ) {
+        eprintln!("error: cannot log the decision: {e}");
+        return exit::ENGINE;
+    }
+    if let Err(e) = certs::write(warehouse.root(), &args.dataset, &args.partition, &mark) {
+        eprintln!("error: cannot record the certification: {e}");
+        return exit::ENGINE;
+    }
     println!(
         "{} {} {} generation {generation}",
         if certified {
@@ -307,7 +317,7 @@ pub(crate) fn gc(args: &GcArgs) -> u8 {
     let items = match gc::plan(&warehouse, &options) {
         Ok(i) => i,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::exec::chain(&e));
             return exit::ENGINE;
         }
     };
@@ -348,7 +358,7 @@ pub(crate) fn gc(args: &GcArgs) -> u8 {
             exit::OK
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::exec::chain(&e));
             exit::ENGINE
         }
     }

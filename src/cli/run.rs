@@ -77,6 +77,9 @@ pub(crate) fn execute(manifest: &Manifest, options: &RunOptions) -> u8 {
         .instances
         .iter()
         .any(|(_, _, r)| *r == InstanceResult::RejectedStale);
+    if summary.engine_failed() {
+        return exit::ENGINE;
+    }
     match (summary.ok(), stale) {
         (false, _) => exit::TASK_FAILED,
         // Readers see a complete generation, but this run's attempt lost to a newer one.
@@ -95,6 +98,7 @@ fn print_summary(summary: &RunSummary) {
             InstanceResult::Quarantined(_) => "quarantined",
             InstanceResult::Held(_) => "held",
             InstanceResult::Skipped(_) => "skipped",
+            InstanceResult::EngineFailed(_) => "engine failures",
         };
         *counts.entry(key).or_default() += 1;
     }
@@ -105,6 +109,7 @@ fn print_summary(summary: &RunSummary) {
         "quarantined",
         "held",
         "skipped",
+        "engine failures",
     ];
     let parts: Vec<String> = order
         .iter()
@@ -126,11 +131,15 @@ fn print_summary(summary: &RunSummary) {
             InstanceResult::Quarantined(w) => ("QUARANTINED", w),
             InstanceResult::Held(w) => ("HELD", w),
             InstanceResult::Skipped(w) => ("SKIPPED", w),
+            InstanceResult::EngineFailed(w) => ("ENGINE", w),
             _ => continue,
         };
         println!("  {what:<11} {task} {partition}: {why}");
     }
     println!("events: {}", summary.events.display());
+    if let Some(e) = &summary.log_error {
+        eprintln!("error: the event log is incomplete: {e}");
+    }
 }
 
 /// Progress: a bar on a terminal, one line per notable event elsewhere.
@@ -192,7 +201,9 @@ impl Counts {
         }
         match e.state {
             State::Published | State::AlreadyPublished | State::RejectedStale => self.done += 1,
-            State::Quarantined | State::Held | State::Skipped => self.failed += 1,
+            State::Quarantined | State::Held | State::Skipped | State::EngineFailed => {
+                self.failed += 1
+            }
             _ => {}
         }
         // A command ends in SUCCESS, or in a FAILED that says how it ended.
@@ -224,6 +235,7 @@ fn notable(e: &EventRecord) -> Option<String> {
             | State::Quarantined
             | State::Held
             | State::Skipped
+            | State::EngineFailed
     );
     if !interesting {
         return None;

@@ -40,6 +40,9 @@ struct Overview {
     missing: Vec<Missing>,
     /// Operator states that outlive runs.
     marks: Vec<InstanceMark>,
+    /// Partitions whose commit log cannot be read (a corrupt record, an
+    /// I/O error): named, while the others are still listed.
+    unreadable: Vec<(String, String, String)>,
 }
 
 impl Overview {
@@ -48,15 +51,26 @@ impl Overview {
         let now = jiff::Timestamp::now().as_second();
         let mut published = Vec::new();
         let mut missing = Vec::new();
+        let mut unreadable = Vec::new();
         for task in manifest.tasks.values() {
             let dataset = &task.output.dataset;
             let scheme = &manifest.partitions[&task.partitioned_by];
             let mut seen = HashSet::new();
-            for partition in warehouse.partitions(dataset).map_err(|e| e.to_string())? {
+            for partition in warehouse
+                .partitions(dataset)
+                .map_err(|e| crate::exec::chain(&e))?
+            {
                 let store = warehouse.partition(dataset, &partition);
-                if let Some(record) = store.latest().map_err(|e| e.to_string())? {
-                    seen.insert(partition);
-                    published.push((task.name.clone(), record));
+                match store.latest() {
+                    Ok(Some(record)) => {
+                        seen.insert(partition);
+                        published.push((task.name.clone(), record));
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        seen.insert(partition.clone());
+                        unreadable.push((dataset.clone(), partition, crate::exec::chain(&e)));
+                    }
                 }
             }
             for key in partitions::keys(scheme, today) {
@@ -82,6 +96,7 @@ impl Overview {
             published,
             missing,
             marks: state::all(warehouse.root()),
+            unreadable,
         })
     }
 
@@ -121,7 +136,7 @@ pub(crate) fn status(args: &StatusArgs) -> u8 {
     let warehouse = match Warehouse::open(&manifest.pipeline.warehouse) {
         Ok(w) => w,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::exec::chain(&e));
             return exit::ENGINE;
         }
     };
@@ -189,6 +204,11 @@ pub(crate) fn status(args: &StatusArgs) -> u8 {
                 .iter()
                 .map(|d| json!({"dataset": d.dataset, "partition": d.partition, "generation": d.generation, "file": d.path, "detail": d.to_string()}))
                 .collect::<Vec<_>>(),
+            "unreadable": overview
+                .unreadable
+                .iter()
+                .map(|(d, p, e)| json!({"dataset": d, "partition": p, "error": e}))
+                .collect::<Vec<_>>(),
         });
         println!(
             "{}",
@@ -196,6 +216,13 @@ pub(crate) fn status(args: &StatusArgs) -> u8 {
         );
     } else {
         print_status(&warehouse, &overview, &versions, &attention);
+    }
+    let mut failed = false;
+    if !overview.unreadable.is_empty() {
+        for (dataset, partition, error) in &overview.unreadable {
+            eprintln!("error: {dataset} {partition}: cannot read its commit log: {error}");
+        }
+        failed = true;
     }
     if !drifts.is_empty() {
         for d in &drifts {
@@ -205,6 +232,9 @@ pub(crate) fn status(args: &StatusArgs) -> u8 {
             "{} published file(s) drifted from their commit records",
             drifts.len()
         );
+        failed = true;
+    }
+    if failed {
         return exit::ENGINE;
     }
     if args.check && !attention.is_empty() {
@@ -322,7 +352,7 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
     let warehouse = match Warehouse::open(&manifest.pipeline.warehouse) {
         Ok(w) => w,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::exec::chain(&e));
             return exit::ENGINE;
         }
     };
@@ -337,7 +367,7 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
             return exit::TASK_FAILED;
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::exec::chain(&e));
             return exit::ENGINE;
         }
     };

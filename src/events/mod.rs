@@ -50,6 +50,7 @@ pub enum State {
     Released,
     Abandoned,
     GcDeleted,
+    EngineFailed,
 }
 
 impl State {
@@ -211,6 +212,15 @@ impl EventLog {
         if let Some(observer) = &self.observer {
             observer(&record);
         }
+        Ok(record)
+    }
+
+    /// Appends one event and makes the log durable before returning: for an
+    /// operator action, whose event must survive a crash before the change
+    /// it announces is made.
+    pub fn emit_durable(&self, state: State, event: Event) -> std::io::Result<EventRecord> {
+        let record = self.emit(state, event)?;
+        self.sync()?;
         Ok(record)
     }
 

@@ -28,16 +28,29 @@ use crate::audit::{self, AuditReport, AuditSpec, GateOutcome};
 use crate::events::{Event, State};
 use crate::manifest::Task;
 use crate::store::{
-    CommitKind, FencingToken, FileSum, NewCommit, PartitionStore, PublishError, TokenOwner,
+    CommitKind, FencingToken, FileSum, NewCommit, PartitionStore, PublishError, StoreError,
+    TokenOwner,
 };
 
 /// How an attempt ended, for the scheduler.
 #[derive(Debug)]
 pub(crate) enum AttemptOutcome {
-    /// Visible now.
-    Published,
-    /// Refused: a newer token had already committed.
-    Stale,
+    /// Visible now. `unsure` holds the engine's error when the commit
+    /// reported a failure and rereading the log found the record anyway.
+    Published {
+        /// The engine error that was settled by rereading the log.
+        unsure: Option<String>,
+    },
+    /// Another engine's live attempt was waited for and published what this
+    /// one would have (same input snapshot and code_version).
+    AlreadyPublished,
+    /// Refused: a newer token had already committed. `current`: the visible
+    /// generation has this attempt's input snapshot and code_version, so the
+    /// partition ended correct anyway (a benign race).
+    Stale {
+        /// Whether the visible generation is current for this attempt.
+        current: bool,
+    },
     /// Did not produce a publishable candidate.
     Failed {
         /// How it ended.
@@ -75,6 +88,16 @@ impl Drop for DiscardInputs {
 const TAIL_BYTES: usize = 2048;
 
 /// Runs attempt `attempt` of `task` at `partition`.
+/// How the caller wants a published instance treated.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rerun {
+    /// Run even when the visible generation is current (`--force`).
+    pub(crate) force: bool,
+    /// Only needed as another task's input: any publication will do.
+    pub(crate) upstream_only: bool,
+}
+
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     cx: &Context<'_>,
     task: &Task,
@@ -82,6 +105,7 @@ pub(crate) fn run(
     attempt: u32,
     snapshot: &InputSnapshot,
     slots: &super::pool::Slots,
+    rerun: Rerun,
 ) -> AttemptOutcome {
     let fail = |token: Option<FencingToken>, reason: String| {
         engine_failure(cx, task, partition, attempt, token, reason)
@@ -93,16 +117,18 @@ pub(crate) fn run(
         task: task.name.clone(),
         attempt,
     };
+    // The token first, then the look at other engines' attempts: the
+    // put-if-absent of the token is the claim (see `lease`).
     let token = match store.allocate_token(&owner) {
         Ok(t) => t,
-        Err(e) => return fail(None, format!("cannot allocate a token: {e}")),
+        Err(e) => return fail(None, format!("cannot allocate a token: {}", chain(&e))),
     };
     let dir = match store.prepare_attempt(token) {
         Ok(d) => d,
         Err(e) => {
             return fail(
                 Some(token),
-                format!("cannot create the staging directory: {e}"),
+                format!("cannot create the staging directory: {}", chain(&e)),
             )
         }
     };
@@ -112,7 +138,59 @@ pub(crate) fn run(
     let mut lease = lease::Lease::new(cx, task, attempt, token);
     lease.process_tag = Some(tag.clone());
     let _heartbeat = lease::Heartbeat::start(&dir, lease, task.heartbeat);
+    let waited = lease::guard(cx, task, partition, attempt, token) == lease::Guard::Waited;
+    // Another engine may have published while this one waited, or between
+    // the caller's look at the log and this token. The currency test of
+    // every ALREADY_PUBLISHED applies: what it published counts only if it
+    // is what this one would publish.
+    if waited || !rerun.force {
+        match store.latest() {
+            Ok(Some(latest))
+                if rerun.upstream_only
+                    || (!rerun.force
+                        && super::is_current(
+                            &latest,
+                            snapshot,
+                            &cx.manifest.pipeline.code_version,
+                        )) =>
+            {
+                cx.emit(
+                    State::AlreadyPublished,
+                    event().attempt(attempt, Some(token.get())).detail(format!(
+                        "another engine published generation {} (code_version {}){}: nothing to do",
+                        latest.generation,
+                        latest.code_version,
+                        if waited { " while this one waited" } else { "" }
+                    )),
+                );
+                return AttemptOutcome::AlreadyPublished;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                return fail(
+                    Some(token),
+                    format!("cannot read the commit log: {}", chain(&e)),
+                )
+            }
+        }
+    }
     let data_dir = dir.join("data");
+    // The logs are the engine's files: failing to create them (disk full,
+    // permissions) is the engine's failure, not the task's.
+    for log in ["stdout.log", "stderr.log"] {
+        let path = dir.join(log);
+        let created = cx
+            .faults
+            .hit(Point::CreateLogs, &task.name, partition)
+            .map_err(|_| std::io::Error::from_raw_os_error(libc::ENOSPC))
+            .and_then(|()| std::fs::File::create(&path));
+        if let Err(e) = created {
+            return fail(
+                Some(token),
+                format!("cannot create {}: {e}", path.display()),
+            );
+        }
+    }
     // The task reads private copies; they go when this function returns.
     let _discard = DiscardInputs(dir.clone());
     let inputs = match inputs::materialize(snapshot, &cx.warehouse, partition, &dir) {
@@ -133,7 +211,12 @@ pub(crate) fn run(
                 reason,
             };
         }
-        Err(e) => return fail(Some(token), format!("cannot hand the task its inputs: {e}")),
+        Err(e) => {
+            return fail(
+                Some(token),
+                format!("cannot hand the task its inputs: {}", chain(&e)),
+            )
+        }
     };
     // Everything above is the engine's; the slot is the command's.
     let permit = slots.acquire();
@@ -217,7 +300,12 @@ pub(crate) fn run(
                 reason,
             };
         }
-        Err(e) => return fail(Some(token), format!("cannot list the candidate: {e}")),
+        Err(e) => {
+            return fail(
+                Some(token),
+                format!("cannot list the candidate: {}", chain(&e)),
+            )
+        }
     };
     let candidate = Candidate { token, dir, files };
     let audited = match audit_candidate(cx, task, partition, attempt, snapshot, &inputs, candidate)
@@ -226,6 +314,28 @@ pub(crate) fn run(
         Err(outcome) => return outcome,
     };
     publish(cx, task, partition, attempt, snapshot, &store, audited)
+}
+
+/// An I/O error that says the storage failed (not that a file is wrong).
+fn storage_fault(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EIO | libc::ENOSPC | libc::EDQUOT | libc::EROFS | libc::ESTALE)
+    )
+}
+
+/// An error and its causes, each once: "i/o error on …/log: Permission denied".
+pub fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        source = cause.source();
+    }
+    text
 }
 
 fn environment(
@@ -294,10 +404,18 @@ fn audit_candidate(
     };
     let report = match audit::audit(&candidate.files, &spec) {
         Ok(r) => r,
+        // The disk under the warehouse failing is the engine's problem,
+        // not a property of the candidate.
+        Err(audit::AuditError::Io { path, source }) if storage_fault(&source) => {
+            return Err(fail(
+                Some(token),
+                format!("cannot read {}: {source}", path.display()),
+            ));
+        }
         Err(e) => {
             // Unreadable data (bad CSV, mismatched headers) is a property of
             // this candidate: the same input reproduces it.
-            let reason = format!("candidate cannot be read: {e}");
+            let reason = format!("candidate cannot be read: {}", chain(&e));
             cx.emit(
                 State::GateFailed,
                 Event::instance(&task.name, partition)
@@ -423,10 +541,18 @@ fn publish(
     );
     let file_sums = match file_sums {
         Ok(s) => s,
-        Err(e) => return fail(Some(token), format!("cannot read the candidate: {e}")),
+        Err(e) => {
+            return fail(
+                Some(token),
+                format!("cannot read the candidate: {}", chain(&e)),
+            )
+        }
     };
     if let Err(e) = synced {
-        return fail(Some(token), format!("cannot fsync the candidate: {e}"));
+        return fail(
+            Some(token),
+            format!("cannot fsync the candidate: {}", chain(&e)),
+        );
     }
     if let Err(e) = cx.faults.hit(Point::BeforeCommit, &task.name, partition) {
         return fail(Some(token), e);
@@ -448,7 +574,21 @@ fn publish(
         input_snapshot_digest: snapshot.digest(),
         code_version: cx.manifest.pipeline.code_version.clone(),
     };
-    let result = store.commit(commit);
+    let mut result = store.commit(commit);
+    if result.is_ok() {
+        // The record is linked but its directory fsync "failed": the outcome
+        // is unknown to the engine, as with a real EIO there.
+        if cx
+            .faults
+            .hit(Point::CommitFsync, &task.name, partition)
+            .is_err()
+        {
+            result = Err(PublishError::Store(StoreError::Io {
+                path: store.log_dir(),
+                source: std::io::Error::from_raw_os_error(libc::EIO),
+            }));
+        }
+    }
     if result.is_ok() {
         // The record is durable; dying here is a crash after the write and
         // before its acknowledgement.
@@ -458,50 +598,88 @@ fn publish(
             .is_err()
         {
             // An injected failure here loses only the acknowledgement.
-            return AttemptOutcome::Published;
+            return AttemptOutcome::Published { unsure: None };
         }
     }
     if let Err(e) = cx.faults.hit(Point::BeforeEvent, &task.name, partition) {
         return fail(Some(token), e);
     }
-    match result {
-        Ok(record) => {
-            cx.emit(
-                State::Published,
-                Event::instance(&task.name, partition)
-                    .attempt(attempt, Some(token.get()))
-                    .detail(format!(
-                        "generation {}: {} rows, {}",
-                        record.generation, record.rows, record.digest
-                    ))
-                    .data(json!({
-                        "generation": record.generation.get(),
-                        "rows": record.rows,
-                        "digest": record.digest,
-                        "input_snapshot_digest": record.input_snapshot_digest,
-                        "code_version": record.code_version,
-                    })),
-            );
-            AttemptOutcome::Published
+    let (record, unsure) = match result {
+        Ok(record) => (record, None),
+        Err(PublishError::Store(e)) => {
+            // Unknown outcome: the store's contract says reread the log for
+            // this token, and report what really happened.
+            let error = chain(&e);
+            match store.history() {
+                Ok(history) => match history.into_iter().find(|r| r.token == token) {
+                    Some(record) => (record, Some(error)),
+                    None => {
+                        return fail(
+                            Some(token),
+                            format!(
+                                "commit failed: {error}; the log holds no record with token {token}: not published"
+                            ),
+                        )
+                    }
+                },
+                Err(reread) => {
+                    return fail(
+                        Some(token),
+                        format!(
+                            "commit failed: {error}; rereading the log failed too ({}): whether token {token} is published is unknown",
+                            chain(&reread)
+                        ),
+                    )
+                }
+            }
         }
         Err(PublishError::Stale {
             mine,
             committed,
             generation,
         }) => {
+            let code_version = &cx.manifest.pipeline.code_version;
+            let current = store
+                .latest()
+                .ok()
+                .flatten()
+                .is_some_and(|latest| super::is_current(&latest, snapshot, code_version));
             cx.emit(
                 State::RejectedStale,
                 Event::instance(&task.name, partition)
                     .attempt(attempt, Some(token.get()))
                     .detail(format!(
-                        "token {mine} is not newer than token {committed} committed at generation {generation}; the candidate stays unpublished"
+                        "token {mine} is not newer than token {committed} committed at generation {generation}; the candidate stays unpublished{}",
+                        if current { " (the visible generation has the same input snapshot and code_version)" } else { "" }
                     ))
-                    .data(json!({ "mine": mine.get(), "committed": committed.get(), "generation": generation.get() })),
+                    .data(json!({ "mine": mine.get(), "committed": committed.get(), "generation": generation.get(), "current": current })),
             );
-            AttemptOutcome::Stale
+            return AttemptOutcome::Stale { current };
         }
-        Err(PublishError::Store(e)) => fail(Some(token), format!("commit failed: {e}")),
-    }
+    };
+    cx.emit(
+        State::Published,
+        Event::instance(&task.name, partition)
+            .attempt(attempt, Some(token.get()))
+            .detail(match &unsure {
+                None => format!(
+                    "generation {}: {} rows, {}",
+                    record.generation, record.rows, record.digest
+                ),
+                Some(e) => format!(
+                    "generation {}: {} rows, {} (the commit reported `{e}`; rereading the log with token {token} found the record)",
+                    record.generation, record.rows, record.digest
+                ),
+            })
+            .data(json!({
+                "generation": record.generation.get(),
+                "rows": record.rows,
+                "digest": record.digest,
+                "input_snapshot_digest": record.input_snapshot_digest,
+                "code_version": record.code_version,
+            })),
+    );
+    AttemptOutcome::Published { unsure }
 }
 
 /// The engine itself failed (warehouse I/O, disk full): FAILED, transient.

@@ -8,6 +8,9 @@
 //! | `before_commit` | the candidate's files are fsynced, the commit record not yet written |
 //! | `after_commit` | the commit record is durable, the PUBLISHED event not yet written (a crash after the write, before its acknowledgement) |
 //! | `before_event` | before any event line is written for the attempt's outcome |
+//! | `commit_fsync` | the commit record is linked but the engine is told its directory fsync failed (EIO): an unknown outcome (use `:fail`) |
+//! | `create_logs` | creating the attempt's `stdout.log` fails with ENOSPC (use `:fail`) |
+//! | `rollback_commit` | `weir rollback` committed its record and has not yet announced it |
 //!
 //! ACTION is `crash` (default: the engine kills itself with SIGKILL, as
 //! `kill -9` would) or `fail` (the attempt fails as an engine error).
@@ -21,6 +24,9 @@ pub enum Point {
     BeforeCommit,
     AfterCommit,
     BeforeEvent,
+    CommitFsync,
+    CreateLogs,
+    RollbackCommit,
 }
 
 #[derive(Debug, Clone)]
@@ -56,6 +62,9 @@ impl Faults {
                 "before_commit" => Point::BeforeCommit,
                 "after_commit" => Point::AfterCommit,
                 "before_event" => Point::BeforeEvent,
+                "commit_fsync" => Point::CommitFsync,
+                "create_logs" => Point::CreateLogs,
+                "rollback_commit" => Point::RollbackCommit,
                 other => {
                     eprintln!("warning: WEIR_FAULT: unknown point `{other}` ignored");
                     continue;

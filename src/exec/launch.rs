@@ -85,9 +85,14 @@ pub fn run(launch: &Launch<'_>) -> Ending {
         let timed_out = timed_out.clone();
         let timeout = launch.timeout;
         std::thread::spawn(move || {
+            // An engine paused past the timeout (SIGSTOP, a stopped VM)
+            // wakes with the deadline passed: a child that exited meanwhile
+            // finished in time and is not a timeout.
             if let Err(mpsc::RecvTimeoutError::Timeout) = done_rx.recv_timeout(timeout) {
-                timed_out.store(true, Ordering::SeqCst);
-                kill_group(pgid);
+                if !exited(pgid) {
+                    timed_out.store(true, Ordering::SeqCst);
+                    kill_group(pgid);
+                }
             }
         })
     };
@@ -107,6 +112,24 @@ pub fn run(launch: &Launch<'_>) -> Ending {
             (None, None) => Ending::Exit(-1),
         },
         Err(e) => Ending::SpawnFailed(format!("wait failed: {e}")),
+    }
+}
+
+/// Whether the child `pid` has exited (or was reaped already), without
+/// reaping it: `wait` in the launching thread still collects its status.
+fn exited(pid: libc::pid_t) -> bool {
+    // SAFETY: waitid(2) writes only into the zeroed siginfo_t we own;
+    // WNOWAIT leaves the child waitable, WNOHANG makes it non-blocking.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let rc = libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        );
+        // -1 is ECHILD: already reaped by the launching thread.
+        rc == -1 || info.si_pid() != 0
     }
 }
 

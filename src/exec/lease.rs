@@ -2,26 +2,37 @@
 //! relying on fencing, not on the telling, for safety.
 //!
 //! ```text
-//!  attempt starts ──► attempts/<t>/lease.json {engine, host, pid, heartbeat_at}
-//!        │ renewed every `heartbeat` by the engine while the command runs
+//!  allocate token t ──► attempts/<t>/lease.json {engine, host, boot, pid ns, pid, beats}
+//!        │ renewed every `heartbeat` by the engine from then on
 //!        ▼
-//!  finished ──► lease.finished = true
-//!
-//!  another engine needing the partition looks at the newest token t:
-//!    committed, finished, or no lease and old ──► go ahead
-//!    lease fresh ──────────────────────────────► WAITING (up to timeout + lease timeout),
-//!                                                 then use its publication or re-check
-//!    lease expired, or its engine is dead ─────► UNKNOWN, claim claims/<t> (put-if-absent)
-//!                                                 ──► TAKEN_OVER: relaunch with a token > t
+//!  guard: every token below t that is not committed ──┬─ finished ─────────────► ignore
+//!                                                     ├─ live ────────────────► WAITING (up to
+//!                                                     │     timeout + lease timeout), then re-check
+//!                                                     └─ expired, or holder dead ► UNKNOWN, TAKEN_OVER
+//!  none live below t ──► launch with t
 //! ```
+//!
+//! The check and the claim are one step: the token is allocated (put-if-absent)
+//! *before* the engine looks for other attempts, so of two engines that start
+//! together the one with the higher token always sees the lower one and waits
+//! for it; only the lowest live token launches. Its own earlier attempts
+//! have finished leases, so a run never waits for itself, and two engines
+//! given the same run id still tell each other apart by their engine ids.
+//!
+//! A lease's age is measured on the reader's own monotonic clock: the reader
+//! notes when it first saw the lease's beat counter and calls the lease
+//! expired only when the counter has not moved for the lease timeout. The
+//! writer's wall clock (skewed ahead or behind) plays no part. A holder is
+//! "certainly dead" only to a process on the same host, boot and PID
+//! namespace that finds its pid gone or reused ([`Holder`]).
 //!
 //! A taken-over attempt that was only paused (a zombie) may still finish and
 //! try to publish: its token is older than its successor's, so the commit log
 //! refuses it (REJECTED_STALE). Leases are written without fsync: after a
 //! machine crash a missing lease reads as "dead", which fencing makes safe.
 
+use std::collections::HashMap;
 use std::path::Path;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -30,7 +41,7 @@ use serde_json::json;
 use super::Context;
 use crate::events::{Event, State};
 use crate::manifest::Task;
-use crate::store::{FencingToken, PartitionStore, TokenOwner};
+use crate::store::{FencingToken, Holder, PartitionStore, TokenOwner};
 
 /// A lease expires after this many missed heartbeats.
 pub const MISSED_HEARTBEATS: u32 = 3;
@@ -46,6 +57,12 @@ pub struct Lease {
     pub pid: u32,
     /// Its start time in clock ticks since boot (Linux), so a reused pid is not mistaken for it.
     pub pid_start: Option<u64>,
+    /// The kernel boot id of its machine (Linux).
+    #[serde(default)]
+    pub boot_id: Option<String>,
+    /// Its PID namespace (Linux): a pid means nothing outside it.
+    #[serde(default)]
+    pub pid_ns: Option<String>,
     /// Run.
     pub run_id: String,
     /// Task.
@@ -54,7 +71,11 @@ pub struct Lease {
     pub attempt: u32,
     /// Token.
     pub token: u64,
-    /// Last heartbeat, ms since the Unix epoch.
+    /// Heartbeats so far: readers watch it change on their own clock.
+    #[serde(default)]
+    pub beats: u64,
+    /// Last heartbeat, ms since the Unix epoch (the writer's clock: evidence
+    /// for people, not used to judge liveness).
     pub heartbeat_ms: i64,
     /// Last heartbeat, RFC 3339.
     pub heartbeat_at: String,
@@ -69,38 +90,8 @@ pub struct Lease {
 }
 
 /// This engine process's identity.
-pub struct EngineId {
-    /// Random id.
-    pub id: String,
-    /// Host name.
-    pub host: String,
-    /// Process start time (Linux clock ticks since boot).
-    pub pid_start: Option<u64>,
-}
-
-/// The identity of this process, made once.
-pub fn engine() -> &'static EngineId {
-    static ID: OnceLock<EngineId> = OnceLock::new();
-    ID.get_or_init(|| EngineId {
-        id: format!("{:016x}", fastrand::u64(..)),
-        host: host_name(),
-        pid_start: process_start(std::process::id()),
-    })
-}
-
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown-host".into())
-}
-
-/// Field 22 of /proc/<pid>/stat: when the process started.
-fn process_start(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may contain spaces; fields resume after ')'.
-    let after = stat.rsplit_once(')')?.1;
-    after.split_whitespace().nth(19)?.parse().ok()
+pub fn engine() -> &'static Holder {
+    Holder::current()
 }
 
 fn now_ms() -> i64 {
@@ -137,14 +128,17 @@ impl Lease {
     pub(crate) fn new(cx: &Context<'_>, task: &Task, attempt: u32, token: FencingToken) -> Lease {
         let me = engine();
         let mut lease = Lease {
-            engine_id: me.id.clone(),
+            engine_id: me.engine_id.clone(),
             host: me.host.clone(),
-            pid: std::process::id(),
+            pid: me.pid,
             pid_start: me.pid_start,
+            boot_id: me.boot_id.clone(),
+            pid_ns: me.pid_ns.clone(),
             run_id: cx.run_id.clone(),
             task: task.name.clone(),
             attempt,
             token: token.get(),
+            beats: 0,
             heartbeat_ms: 0,
             heartbeat_at: String::new(),
             timeout_ms: u64::try_from(timeout(task).as_millis()).unwrap_or(u64::MAX),
@@ -157,186 +151,257 @@ impl Lease {
 
     /// Stamps a heartbeat.
     pub fn beat(&mut self) {
+        self.beats += 1;
         self.heartbeat_ms = now_ms();
         self.heartbeat_at = crate::clock::now_rfc3339();
     }
 
-    /// Whether the holder is certainly gone: same host, and its pid is not
-    /// the process that wrote the lease.
-    fn holder_dead(&self) -> bool {
-        if self.host != engine().host {
-            return false;
-        }
-        match (process_start(self.pid), self.pid_start) {
-            (None, _) => true,
-            (Some(now), Some(then)) => now != then,
-            (Some(_), None) => false,
+    /// The engine process that holds it.
+    pub fn holder(&self) -> Holder {
+        Holder {
+            engine_id: self.engine_id.clone(),
+            host: self.host.clone(),
+            pid: self.pid,
+            pid_start: self.pid_start,
+            boot_id: self.boot_id.clone(),
+            pid_ns: self.pid_ns.clone(),
         }
     }
 
-    fn age_ms(&self) -> i64 {
-        now_ms() - self.heartbeat_ms
+    /// Whether the holder is certainly gone (see [`Holder::certainly_dead`]).
+    pub fn holder_dead(&self) -> bool {
+        self.holder().certainly_dead()
     }
 }
 
 /// What the engine should do about an instance before launching it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Guard {
-    /// Nobody else is on it: launch.
+    /// No other attempt is live: launch.
     Proceed,
-    /// Another engine published it while we waited.
-    PublishedElsewhere(u64),
+    /// Another engine's attempt was live and has ended (or was given up on):
+    /// the caller re-checks what is published before launching.
+    Waited,
 }
 
-/// Waits for or takes over another engine's attempt on the same partition.
-pub(crate) fn guard(cx: &Context<'_>, task: &Task, partition: &str, attempt: u32) -> Guard {
+/// What the reader has seen of one lower token, on its own clock.
+struct Watch {
+    /// The lease's beat counter (`None`: no lease yet).
+    seen: Option<(u64, i64)>,
+    /// When `seen` last changed.
+    since: Instant,
+}
+
+/// How a lower token looks now.
+enum Other {
+    /// Ended, committed or given up on: nothing to wait for.
+    Done,
+    /// Its holder is certainly gone, or its lease did not move for the lease timeout.
+    Unreachable {
+        lease: Option<Lease>,
+        dead: bool,
+        silent: Duration,
+    },
+    /// Someone is on it.
+    Live(Option<Lease>, Duration),
+}
+
+/// Waits for, or takes over, other engines' attempts on the same partition
+/// that hold tokens below `mine` (already allocated, its lease being renewed).
+pub(crate) fn guard(
+    cx: &Context<'_>,
+    task: &Task,
+    partition: &str,
+    attempt: u32,
+    mine: FencingToken,
+) -> Guard {
     let store = cx.warehouse.partition(&task.output.dataset, partition);
-    let deadline = Instant::now() + task.timeout + timeout(task);
+    let lease_timeout = timeout(task);
+    let deadline = Instant::now() + task.timeout + lease_timeout;
     let poll = task
         .heartbeat
         .min(Duration::from_millis(200))
         .max(Duration::from_millis(10));
-    let mut waiting_for: Option<u64> = None;
-    let mut reported_unknown: Option<u64> = None;
+    let mut watches: HashMap<u64, Watch> = HashMap::new();
+    let mut waited_for: Option<u64> = None;
+    let mut reported: std::collections::HashSet<u64> = std::collections::HashSet::new();
     loop {
-        let Ok(Some(newest)) = store.latest_token() else {
+        let committed = store.latest().ok().flatten().map(|r| r.token);
+        let Ok(tokens) = store.tokens() else {
             return Guard::Proceed;
         };
-        let committed = store.latest().ok().flatten();
-        if committed.as_ref().is_some_and(|r| r.token >= newest) {
-            return match (waiting_for, committed) {
-                (Some(_), Some(r)) => Guard::PublishedElsewhere(r.generation.get()),
-                _ => Guard::Proceed,
-            };
+        let lower: Vec<FencingToken> = tokens
+            .into_iter()
+            .filter(|t| *t < mine && committed.is_none_or(|c| *t > c))
+            .collect();
+        let mut live = None;
+        let mut unreachable = Vec::new();
+        for t in lower.iter().rev() {
+            match look(&store, *t, &mut watches, lease_timeout) {
+                Other::Done => {}
+                Other::Live(lease, silent) => {
+                    live.get_or_insert((*t, lease, silent));
+                }
+                Other::Unreachable {
+                    lease,
+                    dead,
+                    silent,
+                } => unreachable.push((*t, lease, dead, silent)),
+            }
         }
-        // This run's own earlier attempts have ended before it retries.
-        if store
-            .token_record(newest)
-            .ok()
-            .flatten()
-            .is_some_and(|r| r.run_id == cx.run_id)
-        {
-            return Guard::Proceed;
-        }
-        let dir = store.attempt_dir(newest);
-        let event = || Event::instance(&task.name, partition).attempt(attempt, Some(newest.get()));
-        let Some(lease) = read(&dir) else {
-            // Allocated but no lease: an engine between two steps, or one
-            // that died there. The token record's age tells which.
-            if token_age(&store, newest).is_some_and(|age| age < timeout(task))
-                && Instant::now() < deadline
-            {
+        let event = |t: FencingToken| {
+            Event::instance(&task.name, partition).attempt(attempt, Some(t.get()))
+        };
+        if let Some((t, lease, silent)) = live {
+            if Instant::now() < deadline {
+                if waited_for != Some(t.get()) {
+                    waited_for = Some(t.get());
+                    let who = lease.as_ref().map_or_else(
+                        || "an engine that has not written its lease yet".to_string(),
+                        |l| {
+                            format!(
+                                "attempt {} of run {} on {} pid {} (engine {}; heartbeat seen {} ms ago)",
+                                l.attempt,
+                                l.run_id,
+                                l.host,
+                                l.pid,
+                                l.engine_id,
+                                silent.as_millis()
+                            )
+                        },
+                    );
+                    cx.emit(
+                        State::Waiting,
+                        event(t)
+                            .detail(format!(
+                                "token {t} is live: {who}; not launching a duplicate"
+                            ))
+                            .data(json!({ "lease": lease, "mine": mine.get() })),
+                    );
+                }
                 std::thread::sleep(poll);
                 continue;
             }
-            return Guard::Proceed;
-        };
-        if lease.finished {
-            return Guard::Proceed;
+            unreachable.push((t, lease, false, silent));
         }
-        let expired = lease.age_ms() > lease.timeout_ms as i64;
-        let dead = lease.holder_dead();
-        if !expired && !dead && Instant::now() < deadline {
-            if waiting_for != Some(newest.get()) {
-                waiting_for = Some(newest.get());
-                cx.emit(
-                    State::Waiting,
-                    event()
-                        .detail(format!(
-                            "attempt {} (token {}) of run {} is live on {} pid {} (heartbeat {} ms ago); not launching a duplicate",
-                            lease.attempt, lease.token, lease.run_id, lease.host, lease.pid, lease.age_ms()
-                        ))
-                        .data(json!({ "lease": lease })),
-                );
+        for (t, lease, dead, silent) in unreachable {
+            if !reported.insert(t.get()) {
+                continue;
             }
-            std::thread::sleep(poll);
-            continue;
-        }
-        let why = if dead {
-            format!("its engine (pid {} on {}) is gone", lease.pid, lease.host)
-        } else if expired {
-            format!(
-                "no heartbeat for {} ms (lease timeout {} ms)",
-                lease.age_ms(),
-                lease.timeout_ms
-            )
-        } else {
-            "it outlived its timeout plus the lease timeout".to_string()
-        };
-        if reported_unknown == Some(newest.get()) {
-            // Already reported; only the claim outcome below can change.
-        } else {
-            reported_unknown = Some(newest.get());
+            let expired = silent >= lease_timeout;
+            let why = if dead {
+                let h = lease
+                    .as_ref()
+                    .map(Lease::holder)
+                    .or_else(|| store.token_record(t).ok().flatten().and_then(|r| r.holder));
+                h.map_or_else(
+                    || "its engine is gone".to_string(),
+                    |h| format!("its engine (pid {} on {}) is gone", h.pid, h.host),
+                )
+            } else if expired {
+                format!(
+                    "no heartbeat for {} ms by this engine's clock (lease timeout {} ms)",
+                    silent.as_millis(),
+                    lease_timeout.as_millis()
+                )
+            } else {
+                "it outlived its timeout plus the lease timeout".to_string()
+            };
+            let whose = lease.as_ref().map_or_else(
+                || format!("token {t} (no lease written)"),
+                |l| format!("attempt {} (token {t}) of run {}", l.attempt, l.run_id),
+            );
             cx.emit(
                 State::Unknown,
-                event()
-                    .detail(format!(
-                        "attempt {} (token {}) of run {} is unreachable: {why}",
-                        lease.attempt, lease.token, lease.run_id
-                    ))
+                event(t)
+                    .detail(format!("{whose} is unreachable: {why}"))
                     .data(json!({ "lease": lease, "dead": dead, "expired": expired })),
             );
-        }
-        let claimant = TokenOwner {
-            run_id: cx.run_id.clone(),
-            task: task.name.clone(),
-            attempt,
-        };
-        // A dead holder's task must not run beside its successor: its
-        // command died with it (PDEATHSIG); stop what the command left.
-        let stop_orphans = || {
-            if let (true, Some(tag)) = (dead, lease.process_tag.as_deref()) {
-                super::tree::stop_orphans(tag);
-            }
-        };
-        match store.claim_takeover(newest, &claimant) {
-            Ok(true) => {
-                stop_orphans();
-                cx.emit(
-                    State::TakenOver,
-                    event().detail(format!(
-                        "relaunching with a newer token; if token {} wakes up, its publish will be refused",
-                        newest
-                    )),
-                );
-                return Guard::Proceed;
-            }
-            // Another engine claimed it and will allocate a newer token at
-            // once; a claim that leads nowhere within a lease timeout was
-            // made by an engine that died in between.
-            Ok(false) => {
-                waiting_for = Some(newest.get());
-                let claim_age = store
-                    .claim_record(newest)
-                    .ok()
-                    .flatten()
-                    .and_then(|r| r.allocated_at.parse::<jiff::Timestamp>().ok())
-                    .map(|at| {
-                        Duration::from_millis(
-                            u64::try_from(now_ms() - at.as_millisecond()).unwrap_or(0),
-                        )
-                    });
-                if claim_age.is_none_or(|age| age > timeout(task)) || Instant::now() >= deadline {
-                    stop_orphans();
-                    cx.emit(
-                        State::TakenOver,
-                        event().detail(format!(
-                            "the engine that claimed token {newest} never relaunched it; relaunching with a newer token"
-                        )),
-                    );
-                    return Guard::Proceed;
+            // The claim is evidence (gc collects what was taken over); which
+            // engine relaunches is already decided by the token order.
+            let claimant = TokenOwner {
+                run_id: cx.run_id.clone(),
+                task: task.name.clone(),
+                attempt,
+            };
+            let _ = store.claim_takeover(t, &claimant);
+            // A dead holder's task must not run beside its successor: its
+            // command died with it (PDEATHSIG); stop what the command left.
+            if dead {
+                if let Some(tag) = lease.as_ref().and_then(|l| l.process_tag.as_deref()) {
+                    super::tree::stop_orphans(tag);
                 }
-                std::thread::sleep(poll);
             }
-            Err(_) => return Guard::Proceed,
+            cx.emit(
+                State::TakenOver,
+                event(t).detail(format!(
+                    "relaunching with token {mine}; if token {t} wakes up, its publish will be refused"
+                )),
+            );
         }
+        return if waited_for.is_some() {
+            Guard::Waited
+        } else {
+            Guard::Proceed
+        };
     }
 }
 
-fn token_age(store: &PartitionStore, token: FencingToken) -> Option<Duration> {
-    let record = store.token_record(token).ok()??;
-    let at: jiff::Timestamp = record.allocated_at.parse().ok()?;
-    let ms = now_ms() - at.as_millisecond();
-    u64::try_from(ms).ok().map(Duration::from_millis)
+/// Looks at one lower token's lease (or its absence) and updates its watch.
+fn look(
+    store: &PartitionStore,
+    t: FencingToken,
+    watches: &mut HashMap<u64, Watch>,
+    lease_timeout: Duration,
+) -> Other {
+    let lease = read(&store.attempt_dir(t));
+    if lease.as_ref().is_some_and(|l| l.finished) {
+        return Other::Done;
+    }
+    let record = store.token_record(t).ok().flatten();
+    // Operators' tokens (rollback: attempt 0) never run anything.
+    if lease.is_none() && record.as_ref().is_some_and(|r| r.attempt == 0) {
+        return Other::Done;
+    }
+    // This engine runs one attempt of an instance at a time: its own lower
+    // tokens are attempts that ended, even if their lease could not say so.
+    let me = &engine().engine_id;
+    let mine = match &lease {
+        Some(l) => &l.engine_id == me,
+        None => record
+            .as_ref()
+            .and_then(|r| r.holder.as_ref())
+            .is_some_and(|h| &h.engine_id == me),
+    };
+    if mine {
+        return Other::Done;
+    }
+    let seen = lease.as_ref().map(|l| (l.beats, l.heartbeat_ms));
+    let now = Instant::now();
+    let watch = watches.entry(t.get()).or_insert(Watch { seen, since: now });
+    if watch.seen != seen {
+        watch.seen = seen;
+        watch.since = now;
+    }
+    let silent = now.duration_since(watch.since);
+    let dead = match &lease {
+        Some(l) => l.holder_dead(),
+        None => record
+            .and_then(|r| r.holder)
+            .is_some_and(|h| h.certainly_dead()),
+    };
+    let limit = lease
+        .as_ref()
+        .map_or(lease_timeout, |l| Duration::from_millis(l.timeout_ms));
+    if dead || silent >= limit {
+        Other::Unreachable {
+            lease,
+            dead,
+            silent,
+        }
+    } else {
+        Other::Live(lease, silent)
+    }
 }
 
 /// Renews an attempt's lease on a background thread until dropped; on drop

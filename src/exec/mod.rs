@@ -7,6 +7,7 @@
 //!             └─► FAILED ─┬─ transient, attempts and budget left ─► RETRYING (backoff) ─► QUEUED
 //!                         ├─ deterministic / gate ─► QUARANTINED ─┐
 //!                         └─ operator / exhausted / budget spent ─► HELD ─┴─► downstream SKIPPED
+//!             └─► the engine's own I/O failed ─► ENGINE_FAILED (no retry, no marker; exit 5)
 //! ```
 //!
 //! One coordinator thread owns all scheduling state and admits a few
@@ -44,6 +45,7 @@ use crate::manifest::{Disposition, Manifest, Task};
 use crate::ops::state::{self as marks, InstanceMark, Mark};
 use crate::plan::{Plan, Scope};
 use crate::store::{CommitRecord, Warehouse};
+pub use attempt::chain;
 use attempt::AttemptOutcome;
 use classify::Ending;
 use fault::Faults;
@@ -86,6 +88,10 @@ pub enum InstanceResult {
     Held(String),
     /// Not run because an upstream instance did not publish.
     Skipped(String),
+    /// The engine could not do its own work for it (warehouse I/O, disk full,
+    /// a corrupt record): not the task's failure, no retry spent, no marker;
+    /// the run exits 5.
+    EngineFailed(String),
 }
 
 impl InstanceResult {
@@ -111,12 +117,29 @@ pub struct RunSummary {
     pub retries: u32,
     /// The event log.
     pub events: std::path::PathBuf,
+    /// The first event the log could not take, if any: the run stopped
+    /// admitting instances then (its evidence is incomplete).
+    pub log_error: Option<String>,
+    /// Instance markers the engine could not write or clear (a HELD that
+    /// would not outlive the run, a stale one that would hold a published
+    /// instance): the run exits 5.
+    pub marker_errors: Vec<String>,
 }
 
 impl RunSummary {
     /// Whether every instance is published.
     pub fn ok(&self) -> bool {
         self.instances.iter().all(|(_, _, r)| r.is_ok())
+    }
+
+    /// Whether the engine failed at its own work (exit 5).
+    pub fn engine_failed(&self) -> bool {
+        self.log_error.is_some()
+            || !self.marker_errors.is_empty()
+            || self
+                .instances
+                .iter()
+                .any(|(_, _, r)| matches!(r, InstanceResult::EngineFailed(_)))
     }
 }
 
@@ -141,15 +164,33 @@ pub(crate) struct Context<'a> {
     pub(crate) log: EventLog,
     pub(crate) faults: Faults,
     pub(crate) chaos: Option<fault::Chaos>,
+    /// The first append the event log refused.
+    pub(crate) log_error: std::sync::Mutex<Option<String>>,
 }
 
 impl Context<'_> {
-    /// Appends an event. Losing the log is an engine failure worth stopping
-    /// for, but not worth a panic inside an attempt thread: report and go on.
+    /// Appends an event. Losing the log is an engine failure: the first one
+    /// is kept, the run admits nothing more and exits 5; attempts already
+    /// going finish (a panic inside an attempt thread would help nobody).
     pub(crate) fn emit(&self, state: State, event: Event) {
         if let Err(e) = self.log.emit(state, event) {
-            eprintln!("error: cannot append to {}: {e}", self.log.path().display());
+            let why = format!(
+                "cannot append {} to {}: {e}",
+                state.as_str(),
+                self.log.path().display()
+            );
+            eprintln!("error: {why}");
+            let mut first = self.log_error.lock().unwrap_or_else(|p| p.into_inner());
+            first.get_or_insert(why);
         }
+    }
+
+    /// Whether an append has failed.
+    pub(crate) fn log_failed(&self) -> bool {
+        self.log_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
     }
 }
 
@@ -183,6 +224,8 @@ enum Outcome {
     Marked(InstanceMark),
     /// Inputs could not be pinned.
     Unpinned(String),
+    /// The engine could not read what it must before spending a token.
+    Engine(String),
 }
 
 /// Runs the plan for `options` and returns what happened to every instance.
@@ -205,7 +248,7 @@ pub fn run(
         options.tasks.iter().map(String::as_str).collect()
     };
     let warehouse = Warehouse::open(&manifest.pipeline.warehouse)
-        .map_err(|e| ExecError::Warehouse(e.to_string()))?;
+        .map_err(|e| ExecError::Warehouse(attempt::chain(&e)))?;
     // Task processes of engines that died on this host stop before any
     // command of this run starts.
     tree::sweep_orphans();
@@ -222,6 +265,7 @@ pub fn run(
         log,
         faults: Faults::from_env(),
         chaos: fault::Chaos::from_env(),
+        log_error: std::sync::Mutex::new(None),
     };
     cx.emit(
         State::RunStarted,
@@ -252,7 +296,16 @@ pub fn run(
             summary.instances.len() - failed
         )),
     );
-    let _ = cx.log.sync();
+    if let Err(e) = cx.log.sync() {
+        let mut first = cx.log_error.lock().unwrap_or_else(|p| p.into_inner());
+        first.get_or_insert(format!("cannot sync {}: {e}", cx.log.path().display()));
+    }
+    let mut summary = summary;
+    summary.log_error = cx
+        .log_error
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
     Ok(summary)
 }
 
@@ -304,6 +357,7 @@ struct Scheduler<'c, 'a> {
     delayed: BinaryHeap<Reverse<(Instant, usize)>>,
     budget: RetryBudget,
     rng: fastrand::Rng,
+    marker_errors: std::cell::RefCell<Vec<String>>,
 }
 
 impl<'c, 'a> Scheduler<'c, 'a> {
@@ -344,6 +398,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             rng: options
                 .seed
                 .map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed),
+            marker_errors: std::cell::RefCell::new(Vec::new()),
         }
     }
 
@@ -379,10 +434,15 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 self.delayed.pop();
                 self.enqueue(id);
             }
+            // Without evidence there is no run: admit nothing more once the
+            // event log refused a line.
+            let admitting = !self.cx.log_failed();
             for (pool, slots) in pool_slots.iter().enumerate() {
                 // Admit a few instances beyond the slots, so their pinning,
                 // token and staging are done by the time a slot frees up.
-                while self.admitted[pool] < self.slots[pool].saturating_mul(ADMIT_PER_SLOT) {
+                while admitting
+                    && self.admitted[pool] < self.slots[pool].saturating_mul(ADMIT_PER_SLOT)
+                {
                     let Some(id) = self.ready[pool].pop_front() else {
                         break;
                     };
@@ -390,7 +450,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                     self.start(scope, id, tx.clone(), slots);
                 }
             }
-            if self.active == 0 && self.delayed.is_empty() {
+            if self.active == 0 && (self.delayed.is_empty() || !admitting) {
                 break;
             }
             let msg = match self.delayed.peek() {
@@ -458,12 +518,41 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         self.snapshots[id] = report.snapshot;
         let (task_name, partition) = self.names(id);
         let result = match report.outcome {
-            Outcome::AlreadyPublished => InstanceResult::AlreadyPublished,
-            Outcome::Attempt(AttemptOutcome::Published) => {
+            // A lost race that left the partition with what this attempt
+            // would have published (Stale and current) refused nothing that
+            // matters.
+            Outcome::AlreadyPublished
+            | Outcome::Attempt(
+                AttemptOutcome::AlreadyPublished | AttemptOutcome::Stale { current: true },
+            ) => InstanceResult::AlreadyPublished,
+            Outcome::Attempt(AttemptOutcome::Published { unsure }) => {
                 if let Err(e) = marks::clear(self.cx.warehouse.root(), task_name, partition) {
-                    eprintln!("warning: cannot clear the marker of {task_name} {partition}: {e}");
+                    let why = format!("cannot clear the marker of {task_name} {partition}: {e}");
+                    eprintln!("error: {why}");
+                    self.marker_errors.borrow_mut().push(why);
                 }
-                InstanceResult::Published
+                match unsure {
+                    // Published, as the reread log shows; the engine still
+                    // failed at its own work, and says so with exit 5.
+                    Some(e) => {
+                        self.engine_failed(id, &format!("published, but the commit reported: {e}"));
+                        // Downstream may use it: it is published.
+                        self.status[id] = Status::Done(InstanceResult::EngineFailed(format!(
+                            "published, but the commit reported: {e}"
+                        )));
+                        self.release_successors(id);
+                        return;
+                    }
+                    None => InstanceResult::Published,
+                }
+            }
+            Outcome::Engine(reason)
+            | Outcome::Attempt(AttemptOutcome::Failed {
+                ending: Ending::Engine(reason),
+                ..
+            }) => {
+                self.engine_failed(id, &reason);
+                InstanceResult::EngineFailed(reason)
             }
             Outcome::Marked(mark) => {
                 let release = format!(
@@ -489,7 +578,9 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 );
                 result
             }
-            Outcome::Attempt(AttemptOutcome::Stale) => InstanceResult::RejectedStale,
+            Outcome::Attempt(AttemptOutcome::Stale { current: false }) => {
+                InstanceResult::RejectedStale
+            }
             Outcome::Unpinned(reason) => {
                 self.cx.emit(
                     State::Held,
@@ -512,6 +603,27 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         let ok = result.is_ok();
         self.status[id] = Status::Done(result);
         if ok {
+            self.release_successors(id);
+        } else {
+            self.skip_downstream(id);
+        }
+    }
+
+    /// The engine failed at its own work for this instance: an event, no
+    /// marker (nothing about the task is known), no retry spent.
+    fn engine_failed(&self, id: usize, reason: &str) {
+        let (task_name, partition) = self.names(id);
+        self.cx.emit(
+            State::EngineFailed,
+            Event::instance(task_name, partition).detail(format!(
+                "{reason}; not the task's failure: no retry spent, no marker; the run exits 5"
+            )),
+        );
+    }
+
+    /// Downstream instances whose last upstream this was become ready.
+    fn release_successors(&mut self, id: usize) {
+        {
             let (t, i) = self.plan.locate(id);
             let mut newly_ready = Vec::new();
             self.plan.for_each_successor(t, i, |s| {
@@ -525,8 +637,6 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                     self.enqueue(s);
                 }
             }
-        } else {
-            self.skip_downstream(id);
         }
     }
 
@@ -645,10 +755,9 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             note: None,
         };
         if let Err(e) = marks::write(self.cx.warehouse.root(), &record) {
-            eprintln!(
-                "error: cannot record {task} {partition} as {}: {e}",
-                mark.as_str()
-            );
+            let why = format!("cannot record {task} {partition} as {}: {e}", mark.as_str());
+            eprintln!("error: {why}");
+            self.marker_errors.borrow_mut().push(why);
         }
     }
 
@@ -690,6 +799,8 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             instances,
             retries: self.budget.used(),
             events: self.cx.log.path().to_path_buf(),
+            log_error: None,
+            marker_errors: self.marker_errors.borrow().clone(),
         }
     }
 }
@@ -745,10 +856,25 @@ impl Job<'_> {
                 return (Some(snapshot), Outcome::Marked(mark));
             }
         }
+        // The log is read on every attempt, before a token is spent: a
+        // corrupt record refuses the instance here, not after its task ran.
+        let store = cx.warehouse.partition(&task.output.dataset, partition);
+        let latest = match store.latest() {
+            Ok(latest) => latest,
+            Err(e) => {
+                return (
+                    Some(snapshot),
+                    Outcome::Engine(format!(
+                        "cannot read the commit log of {} {partition}: {}",
+                        task.output.dataset,
+                        attempt::chain(&e)
+                    )),
+                )
+            }
+        };
         // --force reruns the tasks asked for, never their upstream.
         if self.first && (!self.force || self.upstream_only) {
-            let store = cx.warehouse.partition(&task.output.dataset, partition);
-            if let Ok(Some(latest)) = store.latest() {
+            if let Some(latest) = latest {
                 if self.upstream_only || is_current(&latest, &snapshot, code_version) {
                     cx.emit(
                         State::AlreadyPublished,
@@ -767,20 +893,11 @@ impl Job<'_> {
                 }
             }
         }
-        if let lease::Guard::PublishedElsewhere(generation) =
-            lease::guard(cx, task, partition, self.attempt)
-        {
-            if !self.force {
-                cx.emit(
-                    State::AlreadyPublished,
-                    Event::instance(&task.name, partition).detail(format!(
-                        "another engine published generation {generation} while this one waited"
-                    )),
-                );
-                return (Some(snapshot), Outcome::AlreadyPublished);
-            }
-        }
-        let outcome = attempt::run(cx, task, partition, self.attempt, &snapshot, slots);
+        let rerun = attempt::Rerun {
+            force: self.force && !self.upstream_only,
+            upstream_only: self.upstream_only,
+        };
+        let outcome = attempt::run(cx, task, partition, self.attempt, &snapshot, slots, rerun);
         // An external input that moved since it was pinned is pinned again.
         let keep = !matches!(
             &outcome,
@@ -794,6 +911,10 @@ impl Job<'_> {
 }
 
 /// Published with this exact input snapshot and code version.
-fn is_current(latest: &CommitRecord, snapshot: &InputSnapshot, code_version: &str) -> bool {
+pub(crate) fn is_current(
+    latest: &CommitRecord,
+    snapshot: &InputSnapshot,
+    code_version: &str,
+) -> bool {
     latest.input_snapshot_digest == snapshot.digest() && latest.code_version == code_version
 }

@@ -56,7 +56,7 @@ pub fn new_tag() -> String {
     let me = Owner::me();
     format!(
         "{}-{}-{}-{}-{}",
-        super::lease::engine().id,
+        super::lease::engine().engine_id,
         me.namespace,
         me.pid,
         me.start,

@@ -14,6 +14,10 @@ use super::locate::Locator;
 use super::model::*;
 use super::raw::{self, PartitionKind};
 use super::suggest::{closest, unknown_help};
+
+/// The shortest lease heartbeat accepted: a lease expires after 3 missed
+/// beats, and a loaded machine delays a thread by tens of milliseconds.
+pub(super) const MIN_HEARTBEAT: Duration = Duration::from_millis(100);
 use super::{duration, ticked, Entry, ManifestError, Sections};
 use crate::audit::{Aggregate, Gate};
 
@@ -780,11 +784,25 @@ impl Validator<'_, '_, '_, '_> {
             Duration::from_secs(3600),
             &p("timeout"),
         );
-        let heartbeat = self.duration(
+        let mut heartbeat = self.duration(
             raw.heartbeat.as_deref(),
             Duration::from_secs(10),
             &p("heartbeat"),
         );
+        if heartbeat < MIN_HEARTBEAT {
+            self.err(
+                ManifestError::new(
+                    "weir::manifest::heartbeat_too_short",
+                    format!(
+                        "heartbeat `{}` is shorter than the minimum of 100ms",
+                        raw.heartbeat.as_deref().unwrap_or_default()
+                    ),
+                )
+                .at(self.value(&p("heartbeat")), "below 100ms")
+                .help("a lease expires after 3 missed heartbeats; below 100ms a busy machine's scheduling delays look like a dead engine and cause false takeovers: use \"1s\" or more"),
+            );
+            heartbeat = MIN_HEARTBEAT;
+        }
         let expected_duration = self.duration(
             raw.expected_duration.as_deref(),
             Duration::from_secs(60),

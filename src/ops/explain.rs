@@ -103,6 +103,10 @@ pub fn explain(
     let mut order: Vec<(String, u32)> = Vec::new();
     for e in &mine {
         let Some(attempt) = e.attempt else { continue };
+        // Evidence about another engine's attempt (its token, not this one's).
+        if matches!(e.state, State::Waiting | State::Unknown | State::TakenOver) {
+            continue;
+        }
         let key = (e.run_id.clone(), attempt);
         if !attempts.contains_key(&key) {
             order.push(key.clone());

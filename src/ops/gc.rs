@@ -17,7 +17,8 @@
 //! 1. the current generation, one of the `keep_generations` generations
 //!    before it (the rollback window), or a generation that a retained
 //!    rollback record restores names it as its `attempt_dir`;
-//! 2. it may still be running: its lease is not finished, or its age (now − its token's `allocated_at`,
+//! 2. it may still be running: its lease is not finished (and it was not
+//!    taken over, nor is its engine certainly gone), or its age (now − its token's `allocated_at`,
 //!    else the newest modification time under it) is below `older_than`, or
 //!    something under it was written less than `older_than` ago, or its age
 //!    cannot be told at all.
@@ -30,7 +31,11 @@
 //! generation's files (the window is the rollback guarantee), and an attempt
 //! that runs longer than `older_than` without writing anything looks dead.
 //! An attempt whose lease (`attempts/<t>/lease.json`) is not marked finished
-//! is kept whatever its age: its engine may only be paused.
+//! is kept whatever its age (its engine may only be paused) unless its engine
+//! is certainly gone (same host, boot and PID namespace, pid gone) or another
+//! engine claimed its takeover (`claims/<t>`): then a newer token holds the
+//! partition, fencing refuses this attempt's publish, and its candidate is
+//! collectable like any other once older than the threshold.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -192,8 +197,8 @@ fn apply_at(
                 "bytes": fresh.bytes,
                 "reason": reason,
             }));
-        // The evidence first: no event, no deletion.
-        log.emit(State::GcDeleted, event)
+        // The evidence first, durable: no event on disk, no deletion.
+        log.emit_durable(State::GcDeleted, event)
             .map_err(StoreError::io(log.path()))?;
         store.remove_attempt(token)?;
         deleted += 1;
@@ -237,7 +242,7 @@ impl References {
     fn read(store: &PartitionStore, keep_generations: usize) -> References {
         match store.history() {
             Ok(history) => References::from_history(&history, keep_generations),
-            Err(e) => References::Unreadable(e.to_string()),
+            Err(e) => References::Unreadable(crate::exec::chain(&e)),
         }
     }
 
@@ -363,8 +368,28 @@ fn decide(
             (superseded.get(&key), window)
         }
     };
+    let taken_over = || store.claim_record(token).ok().flatten();
     if let Some(lease) = crate::exec::lease::read(&store.attempt_dir(token)).filter(|l| !l.finished)
     {
+        // An engine that is certainly gone, or whose attempt another engine
+        // took over (a newer token then holds the partition; fencing refuses
+        // this one's publish if it ever wakes), no longer needs its candidate.
+        let ended = if lease.holder_dead() {
+            Some(format!(
+                "its engine (pid {} on {}) is gone",
+                lease.pid, lease.host
+            ))
+        } else {
+            taken_over().map(|c| {
+                format!(
+                    "run {} took its attempt over at {}",
+                    c.run_id, c.allocated_at
+                )
+            })
+        };
+        if let Some(ended) = ended {
+            return delete_or_young(token, owner, age, options, superseded, window, &ended);
+        }
         return GcDecision::Keep {
             reason: format!(
                 "may still be running: its lease (engine {} pid {} on {}) is not finished",
@@ -372,6 +397,20 @@ fn decide(
             ),
         };
     }
+    delete_or_young(token, owner, age, options, superseded, window, "")
+}
+
+/// An attempt nothing runs any more: deleted once older than the threshold.
+#[allow(clippy::too_many_arguments)]
+fn delete_or_young(
+    token: FencingToken,
+    owner: Option<&TokenRecord>,
+    age: &Age,
+    options: &GcOptions,
+    superseded: Option<&u64>,
+    window: &str,
+    ended: &str,
+) -> GcDecision {
     let threshold = render(options.older_than);
     let last_write = age.last_write;
     let Some(age) = age.age else {
@@ -403,9 +442,14 @@ fn decide(
         Some(o) => format!("of run {} attempt {} (token {token})", o.run_id, o.attempt),
         None => format!("(token {token}, no token record)"),
     };
+    let ended = if ended.is_empty() {
+        String::new()
+    } else {
+        format!(" (lease unfinished: {ended})")
+    };
     GcDecision::Delete {
         reason: format!(
-            "{what} {whose}, age {} > threshold {threshold}; generations kept: {window}",
+            "{what} {whose}{ended}, age {} > threshold {threshold}; generations kept: {window}",
             render(age)
         ),
     }

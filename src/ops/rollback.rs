@@ -1,7 +1,14 @@
 //! Compensation by rollback: republish an earlier generation's files as a
 //! new generation through the same fenced commit (a fresh token, the log only
-//! grows), then hold the producing instance so that the next scheduled run
+//! grows), and hold the producing instance so that the next scheduled run
 //! does not rebuild what the operator just rolled back.
+//!
+//! Crash-safe by order: the HELD marker (the intent) is written durably
+//! first, then the `ROLLED_BACK` event naming the rollback's token is made
+//! durable, and only then is the record committed. A crash at any instant
+//! leaves either nothing changed but a held instance (the operator sees why
+//! and reruns the rollback or `weir retry`), or the rollback committed and
+//! held; never a committed rollback that the next run undoes.
 
 use serde_json::json;
 
@@ -59,7 +66,7 @@ pub fn rollback(
     let store = warehouse.partition(dataset, partition);
     let history = store
         .history()
-        .map_err(|e| RollbackError::Warehouse(e.to_string()))?;
+        .map_err(|e| RollbackError::Warehouse(crate::exec::chain(&e)))?;
     let current = history
         .last()
         .ok_or_else(|| RollbackError::NothingPublished {
@@ -103,8 +110,42 @@ pub fn rollback(
     };
     let token = store
         .allocate_token(&owner)
-        .map_err(|e| RollbackError::Warehouse(e.to_string()))?;
-    let record = store.commit(NewCommit {
+        .map_err(|e| RollbackError::Warehouse(crate::exec::chain(&e)))?;
+    let previous = state::read(warehouse.root(), &target.task, partition);
+    let hold = InstanceMark {
+        mark: Mark::Held,
+        task: target.task.clone(),
+        partition: partition.to_string(),
+        run_id: log.run_id().to_string(),
+        reason: format!(
+            "rolled back to generation {} of {dataset} (token {token}, replacing generation {}); `weir retry` releases it (a run then rebuilds it if its inputs or code differ from the restored generation's)",
+            target.generation, current.generation
+        ),
+        input_snapshot_digest: Some(target.input_snapshot_digest.clone()),
+        code_version: manifest.pipeline.code_version.clone(),
+        since: crate::clock::now_rfc3339(),
+        note: None,
+    };
+    state::write(warehouse.root(), &hold)
+        .map_err(|e| RollbackError::Warehouse(format!("cannot hold the instance: {e}")))?;
+    log.emit_durable(
+        State::RolledBack,
+        Event::instance(&target.task, partition)
+            .attempt(target.attempt, Some(token.get()))
+            .detail(format!(
+                "token {token} republishes generation {} ({} rows, {}, code_version {}) in place of generation {}; the instance is held",
+                target.generation, target.rows, target.digest, target.code_version, current.generation
+            ))
+            .data(json!({
+                "dataset": dataset,
+                "token": token.get(),
+                "from_generation": target.generation.get(),
+                "replaced_generation": current.generation.get(),
+                "digest": target.digest,
+            })),
+    )
+    .map_err(|e| RollbackError::Warehouse(format!("cannot log the rollback: {e}")))?;
+    let committed = store.commit(NewCommit {
         token,
         dataset: dataset.to_string(),
         partition: partition.to_string(),
@@ -122,38 +163,32 @@ pub fn rollback(
         input_snapshot: target.input_snapshot.clone(),
         input_snapshot_digest: target.input_snapshot_digest.clone(),
         code_version: target.code_version.clone(),
-    })?;
-    let detail = format!(
-        "generation {} republishes generation {} ({} rows, {}, code_version {})",
-        record.generation, target.generation, record.rows, record.digest, record.code_version
-    );
-    let _ = log.emit(
-        State::RolledBack,
-        Event::instance(&target.task, partition)
-            .attempt(target.attempt, Some(token.get()))
-            .detail(detail.clone())
-            .data(json!({
-                "dataset": dataset,
-                "generation": record.generation.get(),
-                "from_generation": target.generation.get(),
-                "replaced_generation": current.generation.get(),
-                "digest": record.digest,
-            })),
-    );
-    let hold = InstanceMark {
-        mark: Mark::Held,
-        task: target.task.clone(),
-        partition: partition.to_string(),
-        run_id: log.run_id().to_string(),
-        reason: format!(
-            "rolled back to generation {}: {detail}; `weir retry` releases it (a run then rebuilds it if its inputs or code differ from the restored generation's)",
-            target.generation
-        ),
-        input_snapshot_digest: Some(target.input_snapshot_digest.clone()),
-        code_version: manifest.pipeline.code_version.clone(),
-        since: crate::clock::now_rfc3339(),
-        note: None,
+    });
+    let record = match committed {
+        Ok(record) => record,
+        Err(PublishError::Stale { .. }) => {
+            // Refused: nothing changed, so the instance goes back to what it was.
+            let restored = match &previous {
+                Some(m) => state::write(warehouse.root(), m),
+                None => state::clear(warehouse.root(), &target.task, partition),
+            };
+            if let Err(e) = restored {
+                eprintln!(
+                    "warning: cannot restore the marker of {} {partition}: {e}",
+                    target.task
+                );
+            }
+            return Err(committed.unwrap_err().into());
+        }
+        Err(e) => return Err(e.into()),
     };
-    state::write(warehouse.root(), &hold).map_err(|e| RollbackError::Warehouse(e.to_string()))?;
+    // A crash here leaves the rollback committed and the instance held.
+    if let Err(e) = crate::exec::fault::Faults::from_env().hit(
+        crate::exec::fault::Point::RollbackCommit,
+        &target.task,
+        partition,
+    ) {
+        return Err(RollbackError::Warehouse(e));
+    }
     Ok(record)
 }

@@ -26,6 +26,11 @@ pub struct TokenRecord {
     pub attempt: u32,
     /// When the token was allocated, RFC 3339 UTC.
     pub allocated_at: String,
+    /// The engine process that allocated it (absent in records written
+    /// before it was recorded): lets another engine tell a token whose
+    /// holder died before writing a lease from one about to write it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<crate::store::Holder>,
 }
 
 impl TokenRecord {
@@ -36,6 +41,7 @@ impl TokenRecord {
             task: owner.task.clone(),
             attempt: owner.attempt,
             allocated_at: jiff::Timestamp::now().to_string(),
+            holder: Some(crate::store::Holder::current().clone()),
         }
     }
 
@@ -70,7 +76,10 @@ mod tests {
             .map(String::as_str)
             .collect();
         keys.sort();
-        assert_eq!(keys, ["allocated_at", "attempt", "run_id", "task"]);
+        assert_eq!(
+            keys,
+            ["allocated_at", "attempt", "holder", "run_id", "task"]
+        );
         assert!(rec.allocated_at.ends_with('Z'));
     }
 }

@@ -107,6 +107,16 @@ impl PartitionStore {
             .find_map(|n| FencingToken::parse_key_name(n)))
     }
 
+    /// Every allocated token, ascending.
+    pub fn tokens(&self) -> Result<Vec<FencingToken>, StoreError> {
+        self.check()?;
+        let names = self.backend.list(&layout::tokens_prefix(&self.prefix))?;
+        Ok(names
+            .iter()
+            .filter_map(|n| FencingToken::parse_key_name(n))
+            .collect())
+    }
+
     /// Claims the takeover of the attempt holding `stale` (its lease expired
     /// or its engine died): put-if-absent of `claims/<stale>`, so of several
     /// engines noticing the same dead attempt exactly one relaunches it.
@@ -206,6 +216,11 @@ impl PartitionStore {
     pub fn remove_attempt(&self, token: FencingToken) -> Result<(), StoreError> {
         self.check()?;
         self.backend.delete_prefix(&self.attempt_key(token))
+    }
+
+    /// Absolute path of the partition's commit log directory (`log/`).
+    pub fn log_dir(&self) -> PathBuf {
+        key_path(&self.root, &layout::log_prefix(&self.prefix))
     }
 
     /// The generations in the log, ascending.

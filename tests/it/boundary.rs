@@ -575,14 +575,14 @@ slots = 2
 command = ["sh", "up.sh"]
 output = {{ dataset = "upd", grain = ["id"] }}
 pool = "work"
-heartbeat = "50ms"
+heartbeat = "100ms"
 
 [tasks.down]
 command = ["sh", "down.sh"]
 inputs = ["upd"]
 output = {{ dataset = "downd", grain = ["id"] }}
 pool = "work"
-heartbeat = "50ms"
+heartbeat = "100ms"
 "#
     )));
     // A background writer that would append after the command, and a

@@ -97,10 +97,12 @@ fn a_full_disk_loses_nothing_and_a_rerun_converges() {
 
     // New input of ~2 MB on a 1 MB disk: the attempt cannot be written.
     write_raw(dir, 30_000);
+    // The task's own write fails first (exit 1, retried); the engine's
+    // next token then finds no space: the engine's failure, exit 5 (issue 11).
     let out = run_in(dir, &["run", "m.toml"]);
     assert_eq!(
         out.status.code(),
-        Some(1),
+        Some(5),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

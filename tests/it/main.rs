@@ -7,6 +7,7 @@ mod boundary;
 mod chaos;
 mod crash;
 mod disk_full;
+mod engine_races;
 mod fencing;
 mod kill9;
 mod manifest_errors;

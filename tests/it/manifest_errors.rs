@@ -60,6 +60,13 @@ const CASES: &[(&str, &str, usize, usize)] = &[
     ),
     ("unknown_section", "weir::manifest::unknown_section", 6, 2),
     ("many_errors", "weir::manifest::invalid_value", 15, 16),
+    // issue 11: a heartbeat so short that scheduling delays look like a dead engine
+    (
+        "heartbeat_too_short",
+        "weir::manifest::heartbeat_too_short",
+        17,
+        13,
+    ),
 ];
 
 fn fixture(name: &str) -> std::path::PathBuf {

@@ -139,7 +139,7 @@ else cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"; fi
     let events = sb.all_runs_events();
     let rolled = of(&events, State::RolledBack);
     assert_eq!(rolled.len(), 1);
-    assert_eq!(rolled[0].data["generation"], 3);
+    assert_eq!(rolled[0].data["token"], history[2].token.get());
     assert_eq!(rolled[0].data["from_generation"], 1);
     assert_eq!(rolled[0].data["replaced_generation"], 2);
     assert_eq!(rolled[0].data["digest"], gen1.record.digest.as_str());
