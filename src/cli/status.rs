@@ -10,7 +10,6 @@ use crate::audit;
 use crate::manifest::Manifest;
 use crate::ops::certify;
 use crate::ops::state::{self, InstanceMark, Mark};
-use crate::plan::partitions;
 use crate::store::{CommitRecord, Warehouse};
 
 /// An expected partition with no publication.
@@ -44,13 +43,12 @@ struct Overview {
 
 impl Overview {
     fn gather(manifest: &Manifest, warehouse: &Warehouse) -> Result<Overview, String> {
-        let today = crate::clock::today();
+        let planned_now = crate::clock::now();
         let now = jiff::Timestamp::now().as_second();
         let mut published = Vec::new();
         let mut missing = Vec::new();
         for task in manifest.tasks.values() {
             let dataset = &task.output.dataset;
-            let scheme = &manifest.partitions[&task.partitioned_by];
             let mut seen = HashSet::new();
             for partition in warehouse.partitions(dataset).map_err(|e| e.to_string())? {
                 let store = warehouse.partition(dataset, &partition);
@@ -59,12 +57,12 @@ impl Overview {
                     published.push((task.name.clone(), record));
                 }
             }
-            for key in partitions::keys(scheme, today) {
+            for key in task.dims.keys(planned_now) {
                 if seen.contains(&key) {
                     continue;
                 }
                 let late_since = task.sla.and_then(|sla| {
-                    let deadline = partitions::interval_end(scheme, &key)? + sla.as_secs() as i64;
+                    let deadline = task.dims.interval_end(&key)? + sla.as_secs() as i64;
                     (now > deadline).then(|| {
                         jiff::Timestamp::from_second(deadline)
                             .map_or_else(|_| deadline.to_string(), |t| t.to_string())

@@ -190,20 +190,23 @@ pub fn run(
     options: &RunOptions,
     observe: Option<crate::events::Observer>,
 ) -> Result<RunSummary, ExecError> {
-    let today = crate::clock::today();
+    let now = crate::clock::now();
     let selected: Vec<&str> = if options.tasks.is_empty() {
         manifest.tasks.keys().map(String::as_str).collect()
     } else {
         with_upstream(manifest, &options.tasks)?
     };
-    let plan = Plan::build_for(manifest, &options.scope, &selected, today)?;
+    let warehouse = Warehouse::open(&manifest.pipeline.warehouse)
+        .map_err(|e| ExecError::Warehouse(e.to_string()))?;
+    let published = |dataset: &str, key: &str| {
+        matches!(warehouse.partition(dataset, key).latest(), Ok(Some(_)))
+    };
+    let plan = Plan::build_for(manifest, &options.scope, &selected, now, &published)?;
     let explicit: HashSet<&str> = if options.tasks.is_empty() {
         selected.iter().copied().collect()
     } else {
         options.tasks.iter().map(String::as_str).collect()
     };
-    let warehouse = Warehouse::open(&manifest.pipeline.warehouse)
-        .map_err(|e| ExecError::Warehouse(e.to_string()))?;
     let run_id = options.run_id.clone().unwrap_or_else(new_run_id);
     let mut log = EventLog::open(warehouse.root(), &run_id)
         .map_err(|e| ExecError::Warehouse(format!("cannot open the event log: {e}")))?;
@@ -426,7 +429,10 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             snapshot: self.snapshots[id].take(),
             first: attempt == 1,
             force: self.options.force,
-            upstream_only: !self.explicit.contains(task_name),
+            upstream_only: !self.explicit.contains(task_name) || {
+                let (t, i) = self.plan.locate(id);
+                self.plan.is_added(t, i)
+            },
             allow_uncertified: self.options.allow_uncertified,
         };
         let cx = self.cx;

@@ -14,6 +14,7 @@
 mod error;
 mod locate;
 mod model;
+mod partitions;
 pub mod raw;
 mod suggest;
 mod validate;
@@ -108,7 +109,7 @@ impl Manifest {
             locator: &locator,
             path,
             dir: &dir,
-            today: crate::clock::today(),
+            now: crate::clock::now(),
         };
         let manifest = validate::validate(&sections, &context, &mut errors);
         errors.sort_by_key(|e| e.primary.as_ref().map_or(0, |(s, _)| s.start));

@@ -51,33 +51,7 @@ pub struct RawPipeline {
     pub warehouse: String,
 }
 
-/// `[partitions.NAME]`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RawPartitionScheme {
-    /// `daily` (a date range) or `static` (a list of keys).
-    pub kind: PartitionKind,
-    /// First day (daily), inclusive, ISO date.
-    #[serde(default, deserialize_with = "date_like")]
-    #[schemars(with = "Option<String>")]
-    pub start: Option<String>,
-    /// Last day (daily), inclusive; omitted = up to the latest complete day.
-    #[serde(default, deserialize_with = "date_like")]
-    #[schemars(with = "Option<String>")]
-    pub end: Option<String>,
-    /// The keys (static).
-    pub keys: Option<Vec<String>>,
-}
-
-/// The kinds of partition scheme.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum PartitionKind {
-    /// One partition per calendar day.
-    Daily,
-    /// A fixed list of keys.
-    Static,
-}
+pub use super::partitions::{PartitionKind, RawPartitionScheme};
 
 /// `[pools.NAME]`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -136,16 +110,22 @@ pub struct RawDataset {
 pub struct RawTask {
     /// Program and arguments; run in the manifest's directory.
     pub command: Vec<String>,
-    /// Datasets read: external datasets or other tasks' outputs.
+    /// Datasets read: external datasets or other tasks' outputs; a table
+    /// `{ dataset = "sales", offset = -1 }` or `{ dataset = "sales", window
+    /// = [-6, 0] }` shifts the time dimension's mapping.
     #[serde(default)]
-    pub inputs: Vec<String>,
+    pub inputs: Vec<RawInput>,
     /// The dataset this task publishes.
     pub output: RawOutput,
     /// Tasks that must publish the same partition first.
     #[serde(default)]
     pub depends_on: Vec<String>,
-    /// Partition scheme; may be omitted when the manifest has exactly one.
-    pub partitioned_by: Option<String>,
+    /// Partition schemes: one name, or a list of names whose product
+    /// partitions the task (`[]` = unpartitioned); may be omitted when the
+    /// manifest has exactly one scheme.
+    #[serde(default, deserialize_with = "string_or_list")]
+    #[schemars(with = "Option<StringOrList>")]
+    pub partitioned_by: Option<Vec<String>>,
     /// Pool the attempts run in (default `default`).
     pub pool: Option<String>,
     /// Wall-clock limit of one attempt (default "1h").
@@ -228,6 +208,8 @@ pub struct RawBackfill {
     pub pool: String,
     /// Tasks to rebuild (default: all).
     pub tasks: Option<Vec<String>>,
+    /// Narrows static dimensions: `keys = { region = ["eu"] }`.
+    pub keys: Option<IndexMap<String, Vec<String>>>,
     /// Why: recorded with the run.
     pub reason: String,
 }
@@ -237,7 +219,7 @@ fn default_format() -> Format {
 }
 
 /// Dates may be written as strings or as bare TOML dates.
-fn date_like<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+pub(super) fn date_like<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     date_like_required(d).map(Some)
 }
 
@@ -250,5 +232,112 @@ fn date_like_required<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Erro
             "wrong type: expected a date such as \"2026-09-20\", found {}",
             other.type_str()
         ))),
+    }
+}
+
+/// `partitioned_by` as the schema shows it: a name or a list of names.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum StringOrList {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// A string is a one-dimension list.
+fn string_or_list<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    use serde::de::Error;
+    match toml::Value::deserialize(d)? {
+        toml::Value::String(s) => Ok(Some(vec![s])),
+        toml::Value::Array(items) => items
+            .into_iter()
+            .map(|v| match v {
+                toml::Value::String(s) => Ok(s),
+                other => Err(D::Error::custom(format!(
+                    "wrong type: expected a scheme name, found {}",
+                    other.type_str()
+                ))),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        other => Err(D::Error::custom(format!(
+            "wrong type: expected a scheme name or a list of names, found {}",
+            other.type_str()
+        ))),
+    }
+}
+
+/// One entry of `inputs`: a dataset name, or a table with an override.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawInput {
+    /// Dataset name.
+    pub dataset: String,
+    /// `offset = k`: the k-th period from the mapped one (-1 = previous).
+    pub offset: Option<i64>,
+    /// `window = [lo, hi]`: periods lo..=hi relative to the mapped ones.
+    pub window: Option<Vec<i64>>,
+    /// Written as a table (spans then point inside it).
+    pub table: bool,
+}
+
+/// `inputs` entries as the schema shows them.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum RawInputSchema {
+    /// A dataset name.
+    Name(String),
+    /// A dataset with an override of the time dimension's mapping.
+    Shifted {
+        /// Dataset name.
+        dataset: String,
+        /// The k-th period from the mapped one (-1 = the previous period).
+        offset: Option<i64>,
+        /// A trailing or leading window `[lo, hi]`, inclusive, e.g. `[-6, 0]`.
+        window: Option<[i64; 2]>,
+    },
+}
+
+impl JsonSchema for RawInput {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "RawInput".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        RawInputSchema::json_schema(generator)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawInput {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<RawInput, D::Error> {
+        use serde::de::Error;
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Table {
+            dataset: String,
+            offset: Option<i64>,
+            window: Option<Vec<i64>>,
+        }
+        match toml::Value::deserialize(d)? {
+            toml::Value::String(dataset) => Ok(RawInput {
+                dataset,
+                offset: None,
+                window: None,
+                table: false,
+            }),
+            v @ toml::Value::Table(_) => {
+                let t = Table::deserialize(v).map_err(D::Error::custom)?;
+                Ok(RawInput {
+                    dataset: t.dataset,
+                    offset: t.offset,
+                    window: t.window,
+                    table: true,
+                })
+            }
+            other => Err(D::Error::custom(format!(
+                "wrong type: expected a dataset name or a table such as {{ dataset = \"sales\", offset = -1 }}, found {}",
+                other.type_str()
+            ))),
+        }
     }
 }

@@ -12,16 +12,18 @@ use petgraph::graph::{DiGraph, NodeIndex};
 
 use super::locate::Locator;
 use super::model::*;
-use super::raw::{self, PartitionKind};
+use super::raw;
 use super::suggest::{closest, unknown_help};
 use super::{duration, ticked, Entry, ManifestError, Sections};
 use crate::audit::{Aggregate, Gate};
+use crate::partition::time::{format_day, parse_day};
+use crate::partition::TimeScheme;
 
 pub(crate) struct Context<'a, 'b, 'i> {
     pub(crate) locator: &'a Locator<'b, 'i>,
     pub(crate) path: &'a Path,
     pub(crate) dir: &'a Path,
-    pub(crate) today: Date,
+    pub(crate) now: i64,
 }
 
 const FAILURE_KINDS: [&str; 3] = ["transient", "deterministic", "operator"];
@@ -33,7 +35,7 @@ const GATE_CHECKS: [&str; 5] = [
     "reconcile",
 ];
 
-struct Validator<'c, 'a, 'b, 'i> {
+pub(super) struct Validator<'c, 'a, 'b, 'i> {
     cx: &'c Context<'a, 'b, 'i>,
     errors: &'c mut Vec<ManifestError>,
     /// Output dataset → the task that publishes it.
@@ -54,15 +56,15 @@ pub(crate) fn validate(
 }
 
 impl Validator<'_, '_, '_, '_> {
-    fn err(&mut self, error: ManifestError) {
+    pub(super) fn err(&mut self, error: ManifestError) {
         self.errors.push(error);
     }
 
-    fn value(&self, path: &[&str]) -> std::ops::Range<usize> {
+    pub(super) fn value(&self, path: &[&str]) -> std::ops::Range<usize> {
         self.cx.locator.value(path)
     }
 
-    fn key(&self, path: &[&str]) -> std::ops::Range<usize> {
+    pub(super) fn key(&self, path: &[&str]) -> std::ops::Range<usize> {
         self.cx.locator.key(path)
     }
 
@@ -98,7 +100,7 @@ impl Validator<'_, '_, '_, '_> {
                 tasks.insert(entry.name.clone(), task);
             }
         }
-        self.cross_scheme_dependencies(&tasks);
+        self.shifts_need_time(&tasks, &s.tasks);
         self.cycles(&tasks, &s.tasks);
         let backfills = self.backfills(&s.backfills, &names, &tasks, &partitions);
         let pipeline = pipeline?;
@@ -150,7 +152,7 @@ impl Validator<'_, '_, '_, '_> {
         })
     }
 
-    fn date(&mut self, text: &str, path: &[&str]) -> Option<Date> {
+    pub(super) fn date(&mut self, text: &str, path: &[&str]) -> Option<Date> {
         match text.parse::<Date>() {
             Ok(d) if text.len() == 10 => Some(d),
             _ => {
@@ -196,7 +198,7 @@ impl Validator<'_, '_, '_, '_> {
         }
     }
 
-    fn safe_name(&mut self, what: &str, name: &str, path: &[&str], key: bool) -> bool {
+    pub(super) fn safe_name(&mut self, what: &str, name: &str, path: &[&str], key: bool) -> bool {
         let ok = !name.is_empty()
             && !name.starts_with(['_', '.', '-'])
             && name
@@ -218,132 +220,6 @@ impl Validator<'_, '_, '_, '_> {
             );
         }
         ok
-    }
-
-    fn partitions(
-        &mut self,
-        entries: &[Entry<raw::RawPartitionScheme>],
-    ) -> IndexMap<String, PartitionScheme> {
-        let mut out = IndexMap::new();
-        for entry in entries {
-            let Some(raw) = &entry.raw else { continue };
-            let name = entry.name.as_str();
-            let p = |k: &'static str| ["partitions", name, k];
-            let scheme = match raw.kind {
-                PartitionKind::Daily => {
-                    if raw.keys.is_some() {
-                        self.err(
-                            ManifestError::new(
-                                "weir::manifest::unexpected_key",
-                                format!("daily scheme `{name}` cannot have `keys`"),
-                            )
-                            .at(self.key(&p("keys")), "only for `kind = \"static\"`")
-                            .help("remove `keys`, or make the scheme `kind = \"static\"`"),
-                        );
-                    }
-                    let Some(start_text) = &raw.start else {
-                        self.err(
-                            ManifestError::new(
-                                "weir::manifest::missing_key",
-                                format!("daily scheme `{name}` needs a `start` date"),
-                            )
-                            .at(self.key(&["partitions", name]), "no `start`")
-                            .help("add `start = \"YYYY-MM-DD\"` (and optionally `end`)"),
-                        );
-                        continue;
-                    };
-                    let start = self.date(start_text, &p("start"));
-                    let end = raw.end.as_ref().and_then(|e| self.date(e, &p("end")));
-                    let Some(start) = start else { continue };
-                    if let Some(end) = end {
-                        if end < start {
-                            self.err(
-                                ManifestError::new(
-                                    "weir::manifest::bad_range",
-                                    format!("daily scheme `{name}` ends ({end}) before it starts ({start})"),
-                                )
-                                .at(self.value(&p("end")), "before `start`")
-                                .also(self.value(&p("start")), "starts here")
-                                .help("swap `start` and `end`, or fix the dates"),
-                            );
-                            continue;
-                        }
-                    }
-                    PartitionScheme::Daily { start, end }
-                }
-                PartitionKind::Static => {
-                    for k in ["start", "end"] {
-                        let present = if k == "start" {
-                            raw.start.is_some()
-                        } else {
-                            raw.end.is_some()
-                        };
-                        if present {
-                            self.err(
-                                ManifestError::new(
-                                    "weir::manifest::unexpected_key",
-                                    format!("static scheme `{name}` cannot have `{k}`"),
-                                )
-                                .at(self.key(&p(k)), "only for `kind = \"daily\"`")
-                                .help("list the partitions in `keys`, or make the scheme `kind = \"daily\"`"),
-                            );
-                        }
-                    }
-                    let Some(keys) = &raw.keys else {
-                        self.err(
-                            ManifestError::new(
-                                "weir::manifest::missing_key",
-                                format!("static scheme `{name}` needs `keys`"),
-                            )
-                            .at(self.key(&["partitions", name]), "no `keys`")
-                            .help("add `keys = [\"eu\", \"us\"]`"),
-                        );
-                        continue;
-                    };
-                    if keys.is_empty() {
-                        self.err(
-                            ManifestError::new(
-                                "weir::manifest::empty_value",
-                                format!("static scheme `{name}` has no keys"),
-                            )
-                            .at(self.value(&p("keys")), "empty")
-                            .help("list at least one key"),
-                        );
-                    }
-                    let mut seen = HashMap::new();
-                    for (i, key) in keys.iter().enumerate() {
-                        let idx = i.to_string();
-                        self.safe_name(
-                            "partition key",
-                            key,
-                            &["partitions", name, "keys", &idx],
-                            false,
-                        );
-                        if let Some(first) = seen.insert(key.as_str(), i) {
-                            let first = first.to_string();
-                            self.err(
-                                ManifestError::new(
-                                    "weir::manifest::duplicate",
-                                    format!("partition key `{key}` is listed twice in `{name}`"),
-                                )
-                                .at(
-                                    self.value(&["partitions", name, "keys", &idx]),
-                                    "listed again",
-                                )
-                                .also(
-                                    self.value(&["partitions", name, "keys", &first]),
-                                    "first here",
-                                )
-                                .help("remove the repeated key"),
-                            );
-                        }
-                    }
-                    PartitionScheme::Static { keys: keys.clone() }
-                }
-            };
-            out.insert(entry.name.clone(), scheme);
-        }
-        out
     }
 
     fn pools(&mut self, entries: &[Entry<raw::RawPool>]) -> IndexMap<String, Pool> {
@@ -573,7 +449,13 @@ impl Validator<'_, '_, '_, '_> {
         producers
     }
 
-    fn reference(&mut self, what: &str, name: &str, known: &[String], path: &[&str]) -> bool {
+    pub(super) fn reference(
+        &mut self,
+        what: &str,
+        name: &str,
+        known: &[String],
+        path: &[&str],
+    ) -> bool {
         if known.iter().any(|k| k == name) {
             return true;
         }
@@ -654,13 +536,30 @@ impl Validator<'_, '_, '_, '_> {
             .cloned()
             .chain(outputs.keys().cloned())
             .collect();
-        for (i, input) in raw.inputs.iter().enumerate() {
+        for (i, raw_input) in raw.inputs.iter().enumerate() {
             let idx = i.to_string();
-            let path = ["tasks", name, "inputs", idx.as_str()];
+            let path: Vec<&str> = if raw_input.table {
+                vec!["tasks", name, "inputs", idx.as_str(), "dataset"]
+            } else {
+                vec!["tasks", name, "inputs", idx.as_str()]
+            };
+            let input = &raw_input.dataset;
+            let shift = self.shift(name, i, raw_input);
             if names.datasets.contains(input) {
+                if !shift.is_none() {
+                    self.err(
+                        ManifestError::new(
+                            "weir::manifest::invalid_shift",
+                            format!("task `{name}` shifts external input `{input}`"),
+                        )
+                        .at(self.key(&["tasks", name, "inputs", &idx, if raw_input.offset.is_some() { "offset" } else { "window" }]), "only for another task's output")
+                        .help("an external dataset is read at the task's own partition; remove `offset`/`window`"),
+                    );
+                }
                 inputs.push(Input {
                     dataset: input.clone(),
                     source: InputSource::External,
+                    shift: Shift::NONE,
                 });
             } else if let Some(producer) = outputs.get(input) {
                 if producer == name {
@@ -674,6 +573,7 @@ impl Validator<'_, '_, '_, '_> {
                 inputs.push(Input {
                     dataset: input.clone(),
                     source: InputSource::Task(producer.clone()),
+                    shift,
                 });
                 if !depends_on.contains(producer) {
                     depends_on.push(producer.clone());
@@ -728,18 +628,38 @@ impl Validator<'_, '_, '_, '_> {
                 );
             }
         }
-        // Partition scheme.
-        let partitioned_by = match &raw.partitioned_by {
-            Some(scheme) => {
-                self.reference(
-                    "partition scheme",
-                    scheme,
-                    &names.schemes,
-                    &p("partitioned_by"),
-                );
-                scheme.clone()
+        // Partition schemes: the dimensions, in order.
+        let partitioned_by: Vec<String> = match &raw.partitioned_by {
+            Some(list) => {
+                let mut seen: HashMap<&str, usize> = HashMap::new();
+                for (i, scheme) in list.iter().enumerate() {
+                    let idx = i.to_string();
+                    let path: Vec<&str> =
+                        if list.len() == 1 && self.cx.locator.is_string(&p("partitioned_by")) {
+                            p("partitioned_by")
+                        } else {
+                            vec!["tasks", name, "partitioned_by", &idx]
+                        };
+                    self.reference("partition scheme", scheme, &names.schemes, &path);
+                    if let Some(first) = seen.insert(scheme.as_str(), i) {
+                        let first = first.to_string();
+                        self.err(
+                            ManifestError::new(
+                                "weir::manifest::duplicate",
+                                format!("task `{name}` lists partition scheme `{scheme}` twice"),
+                            )
+                            .at(self.value(&path), "listed again")
+                            .also(
+                                self.value(&["tasks", name, "partitioned_by", &first]),
+                                "first here",
+                            )
+                            .help("each dimension appears once; remove the repeat"),
+                        );
+                    }
+                }
+                list.clone()
             }
-            None if names.schemes.len() == 1 => names.schemes[0].clone(),
+            None if names.schemes.len() == 1 => vec![names.schemes[0].clone()],
             None => {
                 self.err(
                     ManifestError::new(
@@ -748,23 +668,36 @@ impl Validator<'_, '_, '_, '_> {
                     )
                     .at(self.key(&["tasks", name]), "no partition scheme")
                     .help(if names.schemes.is_empty() {
-                        "declare a scheme, e.g. `[partitions.daily]` with `kind = \"daily\"` and `start`".to_string()
+                        "declare a scheme, e.g. `[partitions.daily]` with `kind = \"daily\"` and `start`, or write `partitioned_by = []` for one partition".to_string()
                     } else {
-                        format!("the manifest declares several schemes; pick one of {}", ticked(&names.schemes))
+                        format!("the manifest declares several schemes; pick one of {}, or a list of them", ticked(&names.schemes))
                     }),
                 );
-                String::new()
+                Vec::new()
             }
         };
-        if matches!(
-            schemes.get(&partitioned_by),
-            Some(PartitionScheme::Static { .. })
-        ) && raw.depends_on_past
+        let dims = Dims(
+            partitioned_by
+                .iter()
+                .filter_map(|n| {
+                    schemes.get(n).map(|s| crate::partition::Dimension {
+                        name: n.clone(),
+                        scheme: s.clone(),
+                    })
+                })
+                .collect(),
+        );
+        if raw.depends_on_past && dims.time_dim().is_none() && dims.0.len() == partitioned_by.len()
         {
+            let what = match partitioned_by.as_slice() {
+                [] => "no partition scheme".to_string(),
+                [one] => format!("static scheme `{one}`"),
+                many => format!("static schemes {}", ticked(many)),
+            };
             self.err(
-                ManifestError::new("weir::manifest::invalid_value", format!("task `{name}` sets `depends_on_past` on static scheme `{partitioned_by}`"))
+                ManifestError::new("weir::manifest::invalid_value", format!("task `{name}` sets `depends_on_past` on {what}"))
                     .at(self.value(&p("depends_on_past")), "needs an ordered (daily) scheme")
-                    .help("static keys have no \"previous\" partition; remove `depends_on_past` or use a daily scheme"),
+                    .help("static keys have no \"previous\" partition; remove `depends_on_past` or use a time scheme (daily, weekly …)"),
             );
         }
         let pool = raw.pool.clone().unwrap_or_else(|| "default".into());
@@ -821,7 +754,7 @@ impl Validator<'_, '_, '_, '_> {
                 .unwrap_or(FailureRule::Transient),
             None => FailureRule::Transient,
         };
-        let input_names: Vec<String> = raw.inputs.clone();
+        let input_names: Vec<String> = raw.inputs.iter().map(|i| i.dataset.clone()).collect();
         let gates = raw
             .gates
             .iter()
@@ -842,6 +775,7 @@ impl Validator<'_, '_, '_, '_> {
             },
             depends_on,
             partitioned_by,
+            dims,
             pool,
             timeout,
             heartbeat,
@@ -1026,27 +960,89 @@ impl Validator<'_, '_, '_, '_> {
         })
     }
 
-    /// A dependency links the same partition key, so both ends need one scheme.
-    fn cross_scheme_dependencies(&mut self, tasks: &IndexMap<String, Task>) {
-        for task in tasks.values() {
-            for dep in &task.depends_on {
-                let Some(upstream) = tasks.get(dep) else {
-                    continue;
-                };
-                if upstream.partitioned_by != task.partitioned_by {
-                    let span = self.dependency_span(&task.name, dep);
+    /// `offset = k` or `window = [lo, hi]` of input `i`, checked for shape.
+    fn shift(&mut self, task: &str, i: usize, raw: &raw::RawInput) -> Shift {
+        let idx = i.to_string();
+        let at = |k: &'static str| ["tasks", task, "inputs", idx.as_str(), k];
+        match (raw.offset, &raw.window) {
+            (None, None) => Shift::NONE,
+            (Some(k), None) => Shift { lo: k, hi: k },
+            (Some(_), Some(_)) => {
+                self.err(
+                    ManifestError::new(
+                        "weir::manifest::invalid_shift",
+                        format!(
+                            "input `{}` of task `{task}` sets both `offset` and `window`",
+                            raw.dataset
+                        ),
+                    )
+                    .at(self.key(&at("window")), "and `offset`")
+                    .also(self.key(&at("offset")), "one of these")
+                    .help("`offset = k` is `window = [k, k]`: keep one of them"),
+                );
+                Shift::NONE
+            }
+            (None, Some(w)) => match w.as_slice() {
+                [lo, hi] if lo <= hi => Shift { lo: *lo, hi: *hi },
+                _ => {
                     self.err(
                         ManifestError::new(
-                            "weir::manifest::scheme_mismatch",
-                            format!(
-                                "task `{}` (partitioned by `{}`) depends on `{dep}` (partitioned by `{}`)",
-                                task.name, task.partitioned_by, upstream.partitioned_by
-                            ),
+                            "weir::manifest::invalid_shift",
+                            format!("window of input `{}` of task `{task}` is not `[first, last]` with first ≤ last", raw.dataset),
                         )
-                        .at(span, "different partition schemes")
-                        .help("a dependency links the same partition key: partition both tasks by the same scheme"),
+                        .at(self.value(&at("window")), "not a window")
+                        .help("write two periods relative to the mapped one, first ≤ last, e.g. `window = [-6, 0]` for the last seven days"),
                     );
+                    Shift::NONE
                 }
+            },
+        }
+    }
+
+    /// An `offset` or `window` moves along the time dimension: both the task
+    /// and the upstream it reads need one.
+    fn shifts_need_time(
+        &mut self,
+        tasks: &IndexMap<String, Task>,
+        entries: &[Entry<raw::RawTask>],
+    ) {
+        for entry in entries {
+            let (Some(raw), Some(task)) = (&entry.raw, tasks.get(&entry.name)) else {
+                continue;
+            };
+            for (i, raw_input) in raw.inputs.iter().enumerate() {
+                if raw_input.offset.is_none() && raw_input.window.is_none() {
+                    continue;
+                }
+                let Some(up) = self
+                    .producers
+                    .get(&raw_input.dataset)
+                    .and_then(|p| tasks.get(p))
+                else {
+                    continue;
+                };
+                let missing = match (task.dims.time_dim(), up.dims.time_dim()) {
+                    (Some(_), Some(_)) => continue,
+                    (None, _) => format!("task `{}` has no time dimension", task.name),
+                    (_, None) => format!(
+                        "`{}` (from task `{}`) has no time dimension",
+                        raw_input.dataset, up.name
+                    ),
+                };
+                let idx = i.to_string();
+                let key = if raw_input.offset.is_some() {
+                    "offset"
+                } else {
+                    "window"
+                };
+                self.err(
+                    ManifestError::new(
+                        "weir::manifest::invalid_shift",
+                        format!("input `{}` of task `{}` sets `{key}`, but {missing}", raw_input.dataset, task.name),
+                    )
+                    .at(self.key(&["tasks", &task.name, "inputs", &idx, key]), "needs time on both sides")
+                    .help("`offset` and `window` count periods of a time scheme (hourly, daily, weekly, monthly); remove it or partition both tasks by one"),
+                );
             }
         }
     }
@@ -1154,27 +1150,75 @@ impl Validator<'_, '_, '_, '_> {
                 }
                 None => names.tasks.clone(),
             };
-            let used: Vec<&str> = {
-                let mut v: Vec<&str> = task_names
-                    .iter()
-                    .filter_map(|t| tasks.get(t))
-                    .map(|t| t.partitioned_by.as_str())
-                    .collect();
-                v.dedup();
-                v
-            };
-            if used.len() > 1 {
+            // Every scheme the backfill's tasks use, first use first.
+            let mut used: Vec<&str> = Vec::new();
+            for t in task_names.iter().filter_map(|t| tasks.get(t)) {
+                for s in &t.partitioned_by {
+                    if !used.contains(&s.as_str()) {
+                        used.push(s);
+                    }
+                }
+            }
+            let time: Vec<(&str, &TimeScheme)> = used
+                .iter()
+                .filter_map(|s| schemes.get(*s).and_then(|x| x.time()).map(|t| (*s, t)))
+                .collect();
+            let mut days = None;
+            if !time.is_empty() {
+                days = self.backfill_days(name, raw, &time);
+            } else if used.len() > 1 {
                 self.err(
                     ManifestError::new(
                         "weir::manifest::scheme_mismatch",
-                        format!("backfill `{name}` spans tasks of several partition schemes ({})", ticked(&used)),
+                        format!("backfill `{name}` spans tasks of several static schemes ({})", ticked(&used)),
                     )
                     .at(self.key(&["backfills", name]), "mixed schemes")
-                    .help("list in `tasks` only tasks of one scheme, or declare one backfill per scheme"),
+                    .help("list in `tasks` only tasks of one static scheme, or narrow static dimensions with `keys` in a backfill over a time range"),
                 );
             } else if let Some(scheme) = used.first().and_then(|s| schemes.get(*s).map(|x| (*s, x)))
             {
-                self.backfill_range(name, raw, scheme);
+                self.backfill_static_range(name, raw, scheme);
+            }
+            let mut keys = IndexMap::new();
+            for (scheme, list) in raw.keys.iter().flatten() {
+                let path = ["backfills", name, "keys", scheme.as_str()];
+                let declared = match schemes.get(scheme) {
+                    Some(PartitionScheme::Static { keys }) if used.contains(&scheme.as_str()) => {
+                        keys
+                    }
+                    _ => {
+                        let statics: Vec<&str> = used
+                            .iter()
+                            .copied()
+                            .filter(|s| {
+                                matches!(schemes.get(*s), Some(PartitionScheme::Static { .. }))
+                            })
+                            .collect();
+                        self.err(
+                            ManifestError::new(
+                                "weir::manifest::unknown_partition_scheme",
+                                format!("backfill `{name}` narrows `{scheme}`, which is not a static scheme of its tasks"),
+                            )
+                            .at(self.key(&path), "not a static dimension here")
+                            .help(unknown_help("static scheme", scheme, statics)),
+                        );
+                        continue;
+                    }
+                };
+                for (i, k) in list.iter().enumerate() {
+                    if !declared.contains(k) {
+                        let idx = i.to_string();
+                        self.err(
+                            ManifestError::new(
+                                "weir::manifest::out_of_range",
+                                format!("backfill `{name}` narrows `{scheme}` to `{k}`, which is not one of its keys"),
+                            )
+                            .at(self.value(&["backfills", name, "keys", scheme, &idx]), "not a key")
+                            .help(unknown_help("key", k, declared.iter().map(String::as_str))),
+                        );
+                    }
+                }
+                keys.insert(scheme.clone(), list.clone());
             }
             if self.errors.len() == errors_before {
                 out.insert(
@@ -1186,6 +1230,8 @@ impl Validator<'_, '_, '_, '_> {
                         pool: raw.pool.clone(),
                         tasks: task_names,
                         reason: raw.reason.clone(),
+                        days,
+                        keys,
                     },
                 );
             }
@@ -1193,7 +1239,55 @@ impl Validator<'_, '_, '_, '_> {
         out
     }
 
-    fn backfill_range(
+    /// `from`/`to` of a backfill over time schemes: dates, inside the range
+    /// of every time scheme its tasks use.
+    fn backfill_days(
+        &mut self,
+        name: &str,
+        raw: &raw::RawBackfill,
+        time: &[(&str, &TimeScheme)],
+    ) -> Option<(i64, i64)> {
+        let at = |k: &'static str| ["backfills", name, k];
+        let from = self.date(&raw.from, &at("from"));
+        let to = self.date(&raw.to, &at("to"));
+        let (Some(from), Some(to)) = (from, to) else {
+            return None;
+        };
+        if from > to {
+            self.err(
+                ManifestError::new(
+                    "weir::manifest::bad_range",
+                    format!("backfill `{name}` runs backwards: from {from} to {to}"),
+                )
+                .at(self.value(&at("to")), "before `from`")
+                .also(self.value(&at("from")), "from here")
+                .help("swap `from` and `to`"),
+            );
+            return None;
+        }
+        let (from_day, to_day) = (parse_day(&raw.from)?, parse_day(&raw.to)?);
+        let errors_before = self.errors.len();
+        for (scheme_name, t) in time {
+            let first = t.days(t.start).0;
+            let last = t.days(t.last(self.cx.now)).1;
+            let (first_s, last_s) = (format_day(first), format_day(last));
+            for (key, day, text) in [("from", from_day, from), ("to", to_day, to)] {
+                if day < first || day > last {
+                    self.err(
+                        ManifestError::new(
+                            "weir::manifest::out_of_range",
+                            format!("backfill `{name}` `{key}` = {text} is outside scheme `{scheme_name}` ({first_s} to {last_s})"),
+                        )
+                        .at(self.value(&at(key)), "outside the scheme")
+                        .help(format!("backfill only partitions that exist: between {first_s} and {last_s}")),
+                    );
+                }
+            }
+        }
+        (self.errors.len() == errors_before).then_some((from_day, to_day))
+    }
+
+    fn backfill_static_range(
         &mut self,
         name: &str,
         raw: &raw::RawBackfill,
@@ -1201,39 +1295,7 @@ impl Validator<'_, '_, '_, '_> {
     ) {
         let at = |k: &'static str| ["backfills", name, k];
         match scheme {
-            PartitionScheme::Daily { start, end } => {
-                let from = self.date(&raw.from, &at("from"));
-                let to = self.date(&raw.to, &at("to"));
-                let (Some(from), Some(to)) = (from, to) else {
-                    return;
-                };
-                if from > to {
-                    self.err(
-                        ManifestError::new(
-                            "weir::manifest::bad_range",
-                            format!("backfill `{name}` runs backwards: from {from} to {to}"),
-                        )
-                        .at(self.value(&at("to")), "before `from`")
-                        .also(self.value(&at("from")), "from here")
-                        .help("swap `from` and `to`"),
-                    );
-                    return;
-                }
-                let last =
-                    end.unwrap_or_else(|| self.cx.today.yesterday().unwrap_or(self.cx.today));
-                for (key, day) in [("from", from), ("to", to)] {
-                    if day < *start || day > last {
-                        self.err(
-                            ManifestError::new(
-                                "weir::manifest::out_of_range",
-                                format!("backfill `{name}` `{key}` = {day} is outside scheme `{scheme_name}` ({start} to {last})"),
-                            )
-                            .at(self.value(&at(key)), "outside the scheme")
-                            .help(format!("backfill only partitions that exist: between {start} and {last}")),
-                        );
-                    }
-                }
-            }
+            PartitionScheme::Time(_) => {}
             PartitionScheme::Static { keys } => {
                 let position = |k: &str| keys.iter().position(|x| x == k);
                 let (from, to) = (position(&raw.from), position(&raw.to));

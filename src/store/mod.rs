@@ -40,6 +40,7 @@ pub mod backend;
 pub mod error;
 pub mod fs;
 mod key;
+pub use key::{decode_partition, encode_partition};
 pub mod layout;
 pub mod log;
 pub mod partition;

@@ -60,6 +60,20 @@ const CASES: &[(&str, &str, usize, usize)] = &[
     ),
     ("unknown_section", "weir::manifest::unknown_section", 6, 2),
     ("many_errors", "weir::manifest::invalid_value", 15, 16),
+    // issue 10: timezones, period keys and input overrides
+    (
+        "unknown_timezone",
+        "weir::manifest::unknown_timezone",
+        9,
+        12,
+    ),
+    (
+        "bad_partition_key",
+        "weir::manifest::bad_partition_key",
+        8,
+        9,
+    ),
+    ("invalid_shift", "weir::manifest::invalid_shift", 22, 34),
 ];
 
 fn fixture(name: &str) -> std::path::PathBuf {
