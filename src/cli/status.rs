@@ -21,6 +21,15 @@ struct Missing {
     late_since: Option<String>,
 }
 
+/// A publication that pinned an upstream generation which is no longer
+/// the current one (the upstream was repaired or rolled back since).
+struct Stale {
+    task: String,
+    partition: String,
+    /// Which upstream partitions changed, in words.
+    detail: String,
+}
+
 /// Something `status --check` pages on.
 struct Attention {
     state: &'static str,
@@ -39,6 +48,8 @@ struct Overview {
     missing: Vec<Missing>,
     /// Operator states that outlive runs.
     marks: Vec<InstanceMark>,
+    /// Publications whose pinned upstream generations are not current.
+    stale: Vec<Stale>,
 }
 
 impl Overview {
@@ -76,14 +87,19 @@ impl Overview {
                 });
             }
         }
+        let stale = stale(warehouse, &published);
         Ok(Overview {
             published,
             missing,
             marks: state::all(warehouse.root()),
+            stale,
         })
     }
 
     /// LATE, HELD and QUARANTINED instances.
+    ///
+    /// STALE publications are shown but not paged on: a repair upstream is
+    /// often deliberate, and rerunning its downstream is a decision.
     fn attention(&self) -> Vec<Attention> {
         let mut out: Vec<Attention> = self
             .missing
@@ -175,6 +191,11 @@ pub(crate) fn status(args: &StatusArgs) -> u8 {
                 .iter()
                 .map(|m| json!({"task": m.task, "dataset": m.dataset, "partition": m.partition, "late_since": m.late_since}))
                 .collect::<Vec<_>>(),
+            "stale": overview
+                .stale
+                .iter()
+                .map(|st| json!({"task": st.task, "partition": st.partition, "detail": st.detail}))
+                .collect::<Vec<_>>(),
             "attention": attention
                 .iter()
                 .map(|a| json!({"state": a.state, "task": a.task, "partition": a.partition, "detail": a.detail}))
@@ -262,6 +283,80 @@ fn print_status(
     for a in attention {
         println!("{:<11} {} {}: {}", a.state, a.task, a.partition, a.detail);
     }
+    for st in &overview.stale {
+        println!(
+            "{:<11} {} {}: {} (rerun it with `weir run --partition {}`)",
+            "STALE", st.task, st.partition, st.detail, st.partition
+        );
+    }
+}
+
+/// Every upstream (dataset, partition, generation) a commit record's input
+/// snapshot pinned: one per input read at one partition, one per partition
+/// of an input mapped to several.
+fn pinned_upstream(record: &CommitRecord) -> Vec<(String, String, u64)> {
+    let mut out = Vec::new();
+    let Some(inputs) = record.input_snapshot["inputs"].as_array() else {
+        return out;
+    };
+    for input in inputs.iter().filter(|i| i["kind"] == "upstream") {
+        let Some(dataset) = input["name"].as_str() else {
+            continue;
+        };
+        match input["partitions"].as_array() {
+            Some(parts) => {
+                for p in parts {
+                    if let (Some(key), Some(g)) =
+                        (p["partition"].as_str(), p["generation"].as_u64())
+                    {
+                        out.push((dataset.to_string(), key.to_string(), g));
+                    }
+                }
+            }
+            None => {
+                let key = input["partition"].as_str().unwrap_or(&record.partition);
+                if let Some(g) = input["generation"].as_u64() {
+                    out.push((dataset.to_string(), key.to_string(), g));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Publications that pinned an upstream generation other than the current.
+fn stale(warehouse: &Warehouse, published: &[(String, CommitRecord)]) -> Vec<Stale> {
+    let mut current: std::collections::HashMap<(String, String), Option<u64>> =
+        std::collections::HashMap::new();
+    let mut out = Vec::new();
+    for (task, record) in published {
+        let mut changed = Vec::new();
+        for (dataset, key, pinned) in pinned_upstream(record) {
+            let now = *current
+                .entry((dataset.clone(), key.clone()))
+                .or_insert_with(|| {
+                    warehouse
+                        .partition(&dataset, &key)
+                        .latest()
+                        .ok()
+                        .flatten()
+                        .map(|r| r.generation.get())
+                });
+            if let Some(now) = now.filter(|g| *g != pinned) {
+                changed.push(format!(
+                    "`{dataset}` {key} is at generation {now}, this publication read generation {pinned}"
+                ));
+            }
+        }
+        if !changed.is_empty() {
+            out.push(Stale {
+                task: task.clone(),
+                partition: record.partition.clone(),
+                detail: changed.join("; "),
+            });
+        }
+    }
+    out
 }
 
 fn short(digest: &str) -> String {

@@ -134,6 +134,8 @@ pub enum ExecError {
 /// Shared, read-only context of a run's attempts.
 pub(crate) struct Context<'a> {
     pub(crate) manifest: &'a Manifest,
+    /// The plan's "now": ends open ranges when inputs are mapped.
+    pub(crate) now: i64,
     pub(crate) warehouse: Warehouse,
     pub(crate) run_id: String,
     pub(crate) log: EventLog,
@@ -215,6 +217,7 @@ pub fn run(
     }
     let cx = Context {
         manifest,
+        now,
         warehouse,
         run_id: run_id.clone(),
         log,
@@ -733,6 +736,7 @@ impl Job<'_> {
                 task,
                 partition,
                 self.allow_uncertified,
+                cx.now,
             ) {
                 Ok(s) => s,
                 Err(e) => return (None, Outcome::Unpinned(e.describe().to_string())),

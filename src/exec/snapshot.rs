@@ -37,6 +37,15 @@ pub struct PinnedInput {
     /// position when the input was pinned.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub watermark: Option<String>,
+    /// For an upstream input read at another partition than the task's own
+    /// (a coarser period, an offset, a fan-out): that partition.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    /// For an upstream input mapped to several partitions: each one pinned,
+    /// in the mapping's order (then `generation` and `token` are absent and
+    /// `digest` covers the list).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub partitions: Vec<PinnedPartition>,
     /// Canonical digest (upstream) or SHA-256 of the file bytes (external).
     pub digest: String,
     /// Where the task reads it: a file (external) or a directory (upstream).
@@ -45,6 +54,22 @@ pub struct PinnedInput {
     /// Its files and format, for reconcile gates.
     #[serde(skip)]
     pub data: Option<InputData>,
+}
+
+/// One upstream partition of an input mapped to several.
+#[derive(Debug, Clone, Serialize)]
+pub struct PinnedPartition {
+    /// The upstream partition key.
+    pub partition: String,
+    /// Its pinned generation.
+    pub generation: u64,
+    /// That generation's token.
+    pub token: u64,
+    /// That generation's canonical digest.
+    pub digest: String,
+    /// Its published data directory.
+    #[serde(skip)]
+    pub dir: PathBuf,
 }
 
 /// Everything an instance reads.
@@ -99,6 +124,7 @@ pub fn pin(
     task: &Task,
     partition: &str,
     allow_uncertified: bool,
+    now: i64,
 ) -> Result<InputSnapshot, PinError> {
     let mut inputs = Vec::with_capacity(task.inputs.len());
     for input in &task.inputs {
@@ -138,6 +164,8 @@ pub fn pin(
                     token: None,
                     path: Some(relative),
                     watermark,
+                    partition: None,
+                    partitions: Vec::new(),
                     digest,
                     data: Some(InputData {
                         format: dataset.format,
@@ -147,56 +175,192 @@ pub fn pin(
                 });
             }
             InputSource::Task(producer) => {
-                let store = warehouse.partition(&input.dataset, partition);
-                let record = store
-                    .latest()
-                    .map_err(|e| PinError::Store(e.to_string()))?
-                    .ok_or_else(|| {
-                        PinError::NoUpstream(format!(
-                            "upstream dataset `{}` has no publication for partition {partition}",
-                            input.dataset
-                        ))
-                    })?;
-                let generation = record.generation.get();
-                if !allow_uncertified
-                    && !certify::is_certified(
-                        warehouse.root(),
-                        &input.dataset,
-                        partition,
-                        generation,
-                    )
-                {
-                    let why =
-                        certify::read(warehouse.root(), &input.dataset, partition, generation)
-                            .map(|c| c.reason)
-                            .unwrap_or_default();
-                    return Err(PinError::Uncertified(format!(
-                        "upstream `{}` {partition} generation {generation} is uncertified ({why}); run with --allow-uncertified to read it anyway",
-                        input.dataset
-                    )));
+                let upstream = &manifest.tasks[producer];
+                let keys = crate::partition::map_keys(
+                    &task.dims,
+                    partition,
+                    &upstream.dims,
+                    input.shift,
+                    now,
+                )
+                .map_err(|e| PinError::NoUpstream(format!("upstream `{}`: {e}", input.dataset)))?;
+                let format: Format = upstream.output.format;
+                let mut pinned = Vec::with_capacity(keys.len());
+                let mut files = Vec::new();
+                for key in &keys {
+                    let (part, part_files) =
+                        pin_partition(warehouse, &input.dataset, key.as_str(), allow_uncertified)?;
+                    files.extend(part_files);
+                    pinned.push(part);
                 }
-                let format: Format = manifest.tasks[producer].output.format;
-                let files = store.visible_files(&record);
-                let location = files
-                    .first()
-                    .and_then(|f| f.parent().map(PathBuf::from))
-                    .unwrap_or_else(|| warehouse.root().join(&record.attempt_dir).join("data"));
-                inputs.push(PinnedInput {
-                    name: input.dataset.clone(),
-                    kind: "upstream",
-                    task: Some(producer.clone()),
-                    generation: Some(record.generation.get()),
-                    token: Some(record.token.get()),
-                    path: None,
-                    watermark: None,
-                    digest: record.digest.clone(),
-                    data: Some(InputData { format, files }),
-                    location,
-                });
+                match pinned.as_slice() {
+                    [one] => {
+                        let one = one.clone();
+                        inputs.push(PinnedInput {
+                            name: input.dataset.clone(),
+                            kind: "upstream",
+                            task: Some(producer.clone()),
+                            generation: Some(one.generation),
+                            token: Some(one.token),
+                            path: None,
+                            watermark: None,
+                            partition: (one.partition != partition).then(|| one.partition.clone()),
+                            partitions: Vec::new(),
+                            digest: one.digest,
+                            data: Some(InputData { format, files }),
+                            location: one.dir,
+                        });
+                    }
+                    _ => {
+                        let mut hasher = Sha256::new();
+                        for p in &pinned {
+                            hasher.update(p.partition.as_bytes());
+                            hasher.update(b"\0");
+                            hasher.update(p.digest.as_bytes());
+                            hasher.update(b"\n");
+                        }
+                        let digest = format!("sha256:{:x}", hasher.finalize());
+                        let location = stage_partitions(
+                            warehouse,
+                            task,
+                            partition,
+                            &input.dataset,
+                            &digest,
+                            &pinned,
+                        )
+                        .map_err(|e| {
+                            PinError::Store(format!("cannot stage input `{}`: {e}", input.dataset))
+                        })?;
+                        inputs.push(PinnedInput {
+                            name: input.dataset.clone(),
+                            kind: "upstream",
+                            task: Some(producer.clone()),
+                            generation: None,
+                            token: None,
+                            path: None,
+                            watermark: None,
+                            partition: None,
+                            partitions: pinned,
+                            digest,
+                            data: Some(InputData { format, files }),
+                            location,
+                        });
+                    }
+                }
             }
         }
     }
     Ok(InputSnapshot { inputs })
+}
+
+/// The latest generation of one upstream partition, if published and
+/// certified, and its files.
+fn pin_partition(
+    warehouse: &Warehouse,
+    dataset: &str,
+    partition: &str,
+    allow_uncertified: bool,
+) -> Result<(PinnedPartition, Vec<PathBuf>), PinError> {
+    let store = warehouse.partition(dataset, partition);
+    let record = store
+        .latest()
+        .map_err(|e| PinError::Store(e.to_string()))?
+        .ok_or_else(|| {
+            PinError::NoUpstream(format!(
+                "upstream dataset `{dataset}` has no publication for partition {partition}"
+            ))
+        })?;
+    let generation = record.generation.get();
+    if !allow_uncertified
+        && !certify::is_certified(warehouse.root(), dataset, partition, generation)
+    {
+        let why = certify::read(warehouse.root(), dataset, partition, generation)
+            .map(|c| c.reason)
+            .unwrap_or_default();
+        return Err(PinError::Uncertified(format!(
+            "upstream `{dataset}` {partition} generation {generation} is uncertified ({why}); run with --allow-uncertified to read it anyway"
+        )));
+    }
+    let files = store.visible_files(&record);
+    let dir = files
+        .first()
+        .and_then(|f| f.parent().map(PathBuf::from))
+        .unwrap_or_else(|| warehouse.root().join(&record.attempt_dir).join("data"));
+    Ok((
+        PinnedPartition {
+            partition: partition.to_string(),
+            generation,
+            token: record.token.get(),
+            digest: record.digest.clone(),
+            dir,
+        },
+        files,
+    ))
+}
+
+/// The name of the list of keys inside an input mapped to several
+/// partitions: a JSON array of the keys, in the mapping's order.
+pub const KEYS_FILE: &str = "_keys.json";
+
+/// Lays out an input mapped to several partitions as the task reads it:
+/// `<dir>/<encoded key>/` per partition holding that generation's files,
+/// and [`KEYS_FILE`]. Built once per instance and snapshot under
+/// `<warehouse>/_inputs/` (in a temporary directory renamed into place, so
+/// two engines never see half of one) and reused by retries.
+fn stage_partitions(
+    warehouse: &Warehouse,
+    task: &Task,
+    partition: &str,
+    dataset: &str,
+    digest: &str,
+    pinned: &[PinnedPartition],
+) -> std::io::Result<PathBuf> {
+    use crate::store::encode_partition;
+    let short = digest
+        .trim_start_matches("sha256:")
+        .get(..16)
+        .unwrap_or(digest);
+    let parent = warehouse
+        .root()
+        .join("_inputs")
+        .join(&task.name)
+        .join(encode_partition(partition));
+    let dest = parent.join(format!("{}-{short}", encode_partition(dataset)));
+    if dest.join(KEYS_FILE).is_file() {
+        return Ok(dest);
+    }
+    std::fs::create_dir_all(&parent)?;
+    let tmp = parent.join(format!(".tmp-{}-{}", std::process::id(), fastrand::u64(..)));
+    std::fs::create_dir(&tmp)?;
+    for p in pinned {
+        materialize(&p.dir, &tmp.join(encode_partition(&p.partition)))?;
+    }
+    let keys: Vec<&str> = pinned.iter().map(|p| p.partition.as_str()).collect();
+    std::fs::write(
+        tmp.join(KEYS_FILE),
+        serde_json::to_vec(&keys).expect("a list of strings serializes"),
+    )?;
+    match std::fs::rename(&tmp, &dest) {
+        Ok(()) => Ok(dest),
+        // Another engine or instance staged the same snapshot first.
+        Err(_) if dest.join(KEYS_FILE).is_file() => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            Ok(dest)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// Makes a pinned generation's files (its published data directory) appear
+/// at `dest`. The one place that decides how a task is handed a generation.
+pub(crate) fn materialize(
+    generation_dir: &std::path::Path,
+    dest: &std::path::Path,
+) -> std::io::Result<()> {
+    std::os::unix::fs::symlink(generation_dir, dest)
 }
 
 /// SHA-256 of a file's bytes, as snapshots record external inputs.

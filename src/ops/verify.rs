@@ -631,7 +631,7 @@ printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
     /// in the attempt dir, digest, fenced commit.
     fn publish(sb: &Sandbox, task: &str) -> CommitRecord {
         let spec = &sb.manifest.tasks[task];
-        let snap = snapshot::pin(&sb.manifest, &sb.warehouse, spec, "p", false).unwrap();
+        let snap = snapshot::pin(&sb.manifest, &sb.warehouse, spec, "p", false, 0).unwrap();
         let store = sb.warehouse.partition(&spec.output.dataset, "p");
         let owner = TokenOwner {
             run_id: "run-test".into(),

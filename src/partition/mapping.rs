@@ -261,3 +261,119 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod props {
+    use proptest::prelude::*;
+
+    use super::super::time::parse_day;
+    use super::super::{Dimension, Zone};
+    use super::*;
+
+    const ZONES: [&str; 5] = [
+        "UTC",
+        "Europe/Paris",
+        "America/New_York",
+        "Asia/Kolkata",
+        "Australia/Sydney",
+    ];
+    const GRAINS: [Grain; 4] = [Grain::Hourly, Grain::Daily, Grain::Weekly, Grain::Monthly];
+    const NOW: i64 = 2_000_000_000; // 2033
+
+    fn dims(name: &str, grain: Grain, zone: &str, start_day: i64, end: Option<i64>) -> Dims {
+        let zone = Zone::get(zone).unwrap();
+        let probe = TimeScheme::new(grain, zone.clone(), 0, None);
+        let start = probe.of_day(start_day);
+        let end = end.map(|span| start + span);
+        Dims(vec![Dimension {
+            name: name.into(),
+            scheme: PartitionScheme::Time(TimeScheme::new(grain, zone, start, end)),
+        }])
+    }
+
+    fn time(d: &Dims) -> &TimeScheme {
+        d.0[0].scheme.time().unwrap()
+    }
+
+    fn day(text: &str) -> i64 {
+        parse_day(text).unwrap()
+    }
+
+    proptest! {
+        // issue 10: every mapped upstream key is a key inside the upstream's range
+        #[test]
+        fn issue_10_mapped_keys_are_inside_the_upstream_range(
+            dg in 0..4usize, ug in 0..4usize, dz in 0..5usize, uz in 0..5usize,
+            ustart in 0..3000i64, uspan in proptest::option::of(0..5000i64),
+            p in 0..2000i64, lo in -10..3i64, width in 0..10i64,
+        ) {
+            let down = dims("down", GRAINS[dg], ZONES[dz], day("2020-01-01"), None);
+            let up = dims("up", GRAINS[ug], ZONES[uz], day("2019-01-01") + ustart, uspan);
+            let key = time(&down).key(time(&down).start + p);
+            let shift = Shift { lo, hi: lo + width };
+            if let Ok(keys) = map_keys(&down, &key, &up, shift, NOW) {
+                let ut = time(&up);
+                for k in keys {
+                    let q = ut.parse(k.as_str());
+                    prop_assert!(q.is_some(), "{k} is not an upstream key");
+                    let q = q.unwrap();
+                    prop_assert!(q >= ut.start && ut.end.is_none_or(|e| q <= e), "{k} outside");
+                }
+            }
+        }
+
+        // issue 10: hourly to daily in a DST zone covers each local hour exactly once
+        #[test]
+        fn issue_10_hourly_to_daily_covers_each_hour_once(
+            z in 1..5usize, first in 0..4000i64, n in 1..40i64,
+        ) {
+            let daily = dims("day", Grain::Daily, ZONES[z], day("2015-01-01"), None);
+            let hourly = dims("hour", Grain::Hourly, ZONES[z], day("2014-01-01"), None);
+            let (dt, ht) = (time(&daily), time(&hourly));
+            let mut hours: Vec<i64> = Vec::new();
+            for d in dt.start + first..dt.start + first + n {
+                let keys = map_keys(&daily, &dt.key(d), &hourly, Shift::NONE, NOW).unwrap();
+                let len = (dt.period_end(d) - dt.period_start(d)) / 3600;
+                prop_assert_eq!(keys.len() as i64, len);
+                prop_assert!((23..=25).contains(&len));
+                hours.extend(keys.iter().map(|k| ht.parse(k.as_str()).unwrap()));
+            }
+            for w in hours.windows(2) {
+                prop_assert_eq!(w[1], w[0] + 1, "a gap or an overlap");
+            }
+        }
+
+        // issue 10: a rollup's inputs each map back (containment) to the rollup's key
+        #[test]
+        fn issue_10_rollup_then_containment_is_the_same_key(
+            fine in 0..3usize, coarse_off in 1..3usize, dz in 0..5usize, uz in 0..5usize,
+            p in 0..1500i64,
+        ) {
+            let coarse = (fine + coarse_off).min(3);
+            prop_assume!(coarse > fine);
+            let down = dims("coarse", GRAINS[coarse], ZONES[dz], day("2020-01-01"), None);
+            let up = dims("fine", GRAINS[fine], ZONES[uz], day("2019-01-01"), None);
+            let key = time(&down).key(time(&down).start + p);
+            let keys = map_keys(&down, &key, &up, Shift::NONE, NOW).unwrap();
+            prop_assert!(!keys.is_empty());
+            for k in keys {
+                let back = map_keys(&up, k.as_str(), &down, Shift::NONE, NOW).unwrap();
+                prop_assert_eq!(back, vec![PartitionKey::new(key.clone())]);
+            }
+        }
+
+        // issue 10: keys of every grain and zone parse back to their period
+        #[test]
+        fn issue_10_keys_round_trip(
+            g in 0..4usize, z in 0..5usize, days in 0i64..47_000, hour in 0..24i64,
+        ) {
+            let d = dims("x", GRAINS[g], ZONES[z], 0, None);
+            let t = time(&d);
+            let p = match t.grain {
+                Grain::Hourly => t.containing(days * 86_400 + hour * 3600),
+                _ => t.of_day(days),
+            };
+            prop_assert_eq!(t.parse(&t.key(p)), Some(p));
+        }
+    }
+}

@@ -170,7 +170,7 @@ pub enum PlanError {
         help: String,
     },
     /// A selected instance needs an upstream partition that cannot exist.
-    #[error("task `{task}` partition {key} cannot be planned: upstream `{upstream}` {source}")]
+    #[error("task `{task}` partition {key} cannot be planned: upstream `{upstream}` {why}")]
     #[diagnostic(
         code(weir::plan::mapping),
         help("a partition before a scheme's start does not exist: start the backfill later, move the scheme's `start` earlier, or shorten the input's `offset`/`window`")
@@ -183,7 +183,7 @@ pub enum PlanError {
         /// The upstream task.
         upstream: String,
         /// Why.
-        source: Box<MapError>,
+        why: Box<MapError>,
     },
     /// `--task` names nothing declared.
     #[error("unknown task `{name}`")]
@@ -257,12 +257,29 @@ impl Plan {
                 .collect(),
             None => task_names.to_vec(),
         };
-        let order = topological(manifest, &selected);
+        // Upstream tasks of the selected ones take part with no key of their
+        // own: only the partitions a selected instance needs and that are not
+        // published are added to them.
+        let mut closure: Vec<&str> = selected.clone();
+        let mut stack: Vec<&str> = selected.clone();
+        while let Some(t) = stack.pop() {
+            for d in &manifest.tasks[t].depends_on {
+                if !closure.contains(&d.as_str()) {
+                    closure.push(d);
+                    stack.push(d);
+                }
+            }
+        }
+        let order = topological(manifest, &closure);
         // Selected keys per task; tasks of the same dimensions share them.
         let mut by_dims: HashMap<Vec<String>, Arc<Vec<String>>> = HashMap::new();
         let mut keys: Vec<Arc<Vec<String>>> = Vec::with_capacity(order.len());
         for name in &order {
             let task = &manifest.tasks[*name];
+            if !selected.contains(name) {
+                keys.push(Arc::new(Vec::new()));
+                continue;
+            }
             let shared = by_dims
                 .entry(task.partitioned_by.clone())
                 .or_insert_with(|| {
@@ -282,7 +299,7 @@ impl Plan {
         if let Scope::Partitions(given) = scope {
             for key in given {
                 if !keys.iter().any(|ks| ks.contains(key))
-                    && !order.iter().any(|n| {
+                    && !selected.iter().any(|n| {
                         manifest.tasks[*n]
                             .dims
                             .0
@@ -292,7 +309,7 @@ impl Plan {
                 {
                     return Err(PlanError::UnknownPartition {
                         key: key.clone(),
-                        help: partition_help(manifest, &order, now),
+                        help: partition_help(manifest, &selected, now),
                     });
                 }
             }
@@ -301,32 +318,33 @@ impl Plan {
             order.iter().enumerate().map(|(i, n)| (*n, i)).collect();
         // Upstream tasks in the plan with the overrides of the inputs that
         // read them (`depends_on` alone: no override).
-        let upstream_of = |name: &str| -> Vec<(usize, Vec<Shift>)> {
-            let task = &manifest.tasks[name];
-            task.depends_on
-                .iter()
-                .filter_map(|d| {
-                    let u = *position.get(d.as_str())?;
-                    let mut shifts: Vec<Shift> = task
-                        .inputs
-                        .iter()
-                        .filter(|i| i.source == InputSource::Task(d.clone()))
-                        .map(|i| i.shift)
-                        .collect();
-                    if shifts.is_empty() {
-                        shifts.push(Shift::NONE);
-                    }
-                    shifts.dedup();
-                    Some((u, shifts))
-                })
-                .collect()
-        };
+        let upstream_in =
+            |position: &HashMap<&str, usize>, name: &str| -> Vec<(usize, Vec<Shift>)> {
+                let task = &manifest.tasks[name];
+                task.depends_on
+                    .iter()
+                    .filter_map(|d| {
+                        let u = *position.get(d.as_str())?;
+                        let mut shifts: Vec<Shift> = task
+                            .inputs
+                            .iter()
+                            .filter(|i| i.source == InputSource::Task(d.clone()))
+                            .map(|i| i.shift)
+                            .collect();
+                        if shifts.is_empty() {
+                            shifts.push(Shift::NONE);
+                        }
+                        shifts.dedup();
+                        Some((u, shifts))
+                    })
+                    .collect()
+            };
         // Downstream first: add the upstream keys a selected instance needs
         // that nobody selected and that are not published.
         let mut added: Vec<HashSet<u32>> = vec![HashSet::new(); order.len()];
         for t in (0..order.len()).rev() {
             let task = &manifest.tasks[order[t]];
-            for (u, shifts) in upstream_of(order[t]) {
+            for (u, shifts) in upstream_in(&position, order[t]) {
                 let up = &manifest.tasks[order[u]];
                 if identity(&task.dims, &up.dims, &shifts) && Arc::ptr_eq(&keys[t], &keys[u]) {
                     continue;
@@ -339,7 +357,7 @@ impl Plan {
                             task: task.name.clone(),
                             key: key.clone(),
                             upstream: up.name.clone(),
-                            source: Box::new(source),
+                            why: Box::new(source),
                         }
                     })? {
                         let k = k.into_string();
@@ -373,11 +391,32 @@ impl Plan {
                 }
             }
         }
+        // Unselected upstream tasks with nothing added leave the plan.
+        let keep: Vec<bool> = (0..order.len())
+            .map(|t| selected.contains(&order[t]) || !keys[t].is_empty())
+            .collect();
+        let order: Vec<&str> = order
+            .iter()
+            .zip(&keep)
+            .filter_map(|(n, k)| k.then_some(*n))
+            .collect();
+        let keys: Vec<Arc<Vec<String>>> = keys
+            .into_iter()
+            .zip(&keep)
+            .filter_map(|(n, k)| k.then_some(n))
+            .collect();
+        let mut added: Vec<HashSet<u32>> = added
+            .into_iter()
+            .zip(&keep)
+            .filter_map(|(n, k)| k.then_some(n))
+            .collect();
+        let position: HashMap<&str, usize> =
+            order.iter().enumerate().map(|(i, n)| (*n, i)).collect();
         let mut tasks: Vec<PlannedTask> = Vec::with_capacity(order.len());
         for (t, name) in order.iter().enumerate() {
             let task = &manifest.tasks[*name];
             let mut upstream = Vec::new();
-            for (u, shifts) in upstream_of(name) {
+            for (u, shifts) in upstream_in(&position, name) {
                 let up = &manifest.tasks[order[u]];
                 let link =
                     if identity(&task.dims, &up.dims, &shifts) && Arc::ptr_eq(&keys[t], &keys[u]) {
@@ -396,7 +435,7 @@ impl Plan {
                                     task: task.name.clone(),
                                     key: key.clone(),
                                     upstream: up.name.clone(),
-                                    source: Box::new(source),
+                                    why: Box::new(source),
                                 }
                             })? {
                                 if let Some(&i) = index.get(k.as_str()) {

@@ -1,0 +1,449 @@
+//! Partitions across schemes (issue 10): rollups wait for and pin every
+//! period they cover, fan-in and fan-out, offsets and windows, backfills
+//! that pull in the upstream partitions they need, and staleness after a
+//! repair.
+
+use serde_json::Value;
+use weir::events::State;
+
+use crate::support::{stderr, stdout, Sandbox, Visible};
+
+/// Daily sales, a weekly rollup and a monthly close over them, a balance
+/// reading yesterday, a trailing seven days, a region × day table fanned
+/// out from unpartitioned FX rates and fanned into a daily total.
+const MANIFEST: &str = r#"
+[pipeline]
+name = "shop"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.day]
+kind = "daily"
+start = "2026-09-01"
+end = "2026-09-30"
+
+[partitions.week]
+kind = "weekly"
+start = "2026-09-07"
+end = "2026-09-27"
+
+[partitions.month]
+kind = "monthly"
+start = "2026-09"
+end = "2026-09"
+
+[partitions.region]
+kind = "static"
+keys = ["eu", "us"]
+
+[tasks.sales]
+command = ["sh", "sales.sh"]
+partitioned_by = "day"
+output = { dataset = "sales", grain = ["day"] }
+
+[tasks.weekly]
+command = ["sh", "rollup.sh"]
+partitioned_by = "week"
+inputs = ["sales"]
+output = { dataset = "weekly", grain = ["day"] }
+
+[tasks.monthly]
+command = ["sh", "rollup.sh"]
+partitioned_by = "month"
+inputs = ["sales"]
+output = { dataset = "monthly", grain = ["day"] }
+
+[tasks.balance]
+command = ["sh", "one.sh"]
+partitioned_by = "day"
+inputs = [{ dataset = "sales", offset = -1 }]
+output = { dataset = "balance", grain = ["day"] }
+
+[tasks.trailing]
+command = ["sh", "rollup.sh"]
+partitioned_by = "day"
+inputs = [{ dataset = "sales", window = [-6, 0] }]
+output = { dataset = "trailing", grain = ["day"] }
+
+[tasks.fx]
+command = ["sh", "fx.sh"]
+partitioned_by = []
+output = { dataset = "fx", grain = ["currency"] }
+
+[tasks.regional]
+command = ["sh", "regional.sh"]
+partitioned_by = ["region", "day"]
+inputs = ["fx"]
+output = { dataset = "regional", grain = ["region"] }
+
+[tasks.total]
+command = ["sh", "total.sh"]
+partitioned_by = "day"
+inputs = ["regional"]
+output = { dataset = "total", grain = ["region"] }
+
+[backfills.mid_september]
+from = "2026-09-16"
+to = "2026-09-22"
+pool = "default"
+tasks = ["weekly", "monthly"]
+reason = "rebuild the rollups of a week of late sales"
+"#;
+
+fn sandbox() -> Sandbox {
+    let sb = Sandbox::new(MANIFEST);
+    // A day's amount is 1 unless amounts/<day> says otherwise (a repair).
+    sb.script(
+        "sales.sh",
+        r#"a=$(cat "amounts/$WEIR_PARTITION" 2>/dev/null || echo 1)
+printf 'day,amount\n%s,%s\n' "$WEIR_PARTITION" "$a" > "$WEIR_OUTPUT_DIR/sales.csv"
+"#,
+    );
+    // Every mapped day, in the order of _keys.json, one row each.
+    sb.script(
+        "rollup.sh",
+        r#"printf 'day,amount\n' > "$WEIR_OUTPUT_DIR/out.csv"
+for k in $(tr -d '[]"' < "$WEIR_INPUT_SALES/_keys.json" | tr ',' ' '); do
+  tail -n +2 "$WEIR_INPUT_SALES/$k/sales.csv" >> "$WEIR_OUTPUT_DIR/out.csv"
+done
+"#,
+    );
+    sb.script(
+        "one.sh",
+        r#"cp "$WEIR_INPUT_SALES/sales.csv" "$WEIR_OUTPUT_DIR/out.csv""#,
+    );
+    sb.script(
+        "fx.sh",
+        r#"printf 'currency,rate\nusd,1.1\n' > "$WEIR_OUTPUT_DIR/fx.csv""#,
+    );
+    sb.script(
+        "regional.sh",
+        r#"rate=$(tail -n 1 "$WEIR_INPUT_FX/fx.csv" | cut -d, -f2)
+printf 'region,day,rate\n%s,%s,%s\n' "$WEIR_PARTITION_REGION" "$WEIR_PARTITION_DAY" "$rate" > "$WEIR_OUTPUT_DIR/r.csv"
+"#,
+    );
+    sb.script(
+        "total.sh",
+        r#"printf 'region,day,rate\n' > "$WEIR_OUTPUT_DIR/t.csv"
+for k in eu%7C$WEIR_PARTITION us%7C$WEIR_PARTITION; do
+  tail -n +2 "$WEIR_INPUT_REGIONAL/$k/r.csv" >> "$WEIR_OUTPUT_DIR/t.csv"
+done
+"#,
+    );
+    sb
+}
+
+#[track_caller]
+fn ok(out: &std::process::Output) {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        stdout(out),
+        stderr(out)
+    );
+}
+
+fn snapshot_input<'a>(record: &'a weir::store::CommitRecord, name: &str) -> &'a Value {
+    record.input_snapshot["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == name)
+        .unwrap_or_else(|| panic!("no input {name} in {}", record.input_snapshot))
+}
+
+fn pinned(record: &weir::store::CommitRecord, name: &str) -> Vec<(String, u64)> {
+    snapshot_input(record, name)["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["partition"].as_str().unwrap().to_owned(),
+                p["generation"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn days(first: u32, last: u32) -> Vec<String> {
+    (first..=last).map(|d| format!("2026-09-{d:02}")).collect()
+}
+
+// issue 10: a weekly rollup waits for its seven days and pins seven generations
+#[test]
+fn issue_10_weekly_rollup_waits_for_and_pins_its_seven_days() {
+    let sb = sandbox();
+    let plan = sb
+        .weir(&["plan", "m.toml", "--partition", "2026-W38"])
+        .output()
+        .unwrap();
+    ok(&plan);
+    let text = stdout(&plan);
+    assert!(
+        text.contains("weekly 2026-W38 ← sales × 7 (2026-09-14 … 2026-09-20)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("sales × 7: 2026-09-14, 2026-09-15, 2026-09-16, 2026-09-17, 2026-09-18, 2026-09-19, 2026-09-20"),
+        "the unpublished days are added and named:\n{text}"
+    );
+
+    ok(&sb.run("r1", &["--partition", "2026-W38"]));
+    let events = sb.events("r1");
+    let weekly_started = events
+        .iter()
+        .position(|e| e.task.as_deref() == Some("weekly") && e.state == State::Running)
+        .expect("the week ran");
+    for day in days(14, 20) {
+        let published = events
+            .iter()
+            .position(|e| {
+                e.task.as_deref() == Some("sales")
+                    && e.partition.as_deref() == Some(day.as_str())
+                    && e.state == State::Published
+            })
+            .unwrap_or_else(|| panic!("{day} published"));
+        assert!(published < weekly_started, "{day} before the week");
+    }
+    let week = Visible::of(&sb.store("weekly", "2026-W38"));
+    assert_eq!(
+        pinned(&week.record, "sales"),
+        days(14, 20).into_iter().map(|d| (d, 1)).collect::<Vec<_>>()
+    );
+    for day in days(14, 20) {
+        let digest = Visible::of(&sb.store("sales", &day)).record.digest;
+        let pin = snapshot_input(&week.record, "sales")["partitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["partition"] == day.as_str())
+            .unwrap()["digest"]
+            .clone();
+        assert_eq!(pin, digest.as_str(), "{day}");
+    }
+    assert_eq!(
+        week.rows(),
+        days(14, 20)
+            .into_iter()
+            .map(|d| vec![d, "1".to_owned()])
+            .collect::<Vec<_>>()
+    );
+    // Nothing outside the week ran: no catch-up.
+    assert!(sb.entries("sales", "2026-09-13", "log").is_empty());
+    assert!(sb.entries("sales", "2026-09-21", "log").is_empty());
+}
+
+// issue 10: a repaired day makes its week STALE; a rerun of the week republishes with the new day's digest
+#[test]
+fn issue_10_a_repaired_day_makes_its_week_stale_until_rerun() {
+    let sb = sandbox();
+    ok(&sb.run("r1", &["--partition", "2026-W38"]));
+    let before = Visible::of(&sb.store("weekly", "2026-W38")).record;
+    let status = sb.weir(&["status", "m.toml"]).output().unwrap();
+    ok(&status);
+    assert!(!stdout(&status).contains("STALE"), "{}", stdout(&status));
+
+    std::fs::create_dir(sb.path().join("amounts")).unwrap();
+    std::fs::write(sb.path().join("amounts/2026-09-16"), "5\n").unwrap();
+    ok(&sb.run(
+        "repair",
+        &["--task", "sales", "--partition", "2026-09-16", "--force"],
+    ));
+    let repaired = Visible::of(&sb.store("sales", "2026-09-16")).record;
+    assert_eq!(repaired.generation.get(), 2);
+
+    let status = sb.weir(&["status", "m.toml"]).output().unwrap();
+    ok(&status);
+    let text = stdout(&status);
+    assert!(
+        text.contains("STALE       weekly 2026-W38: `sales` 2026-09-16 is at generation 2, this publication read generation 1"),
+        "{text}"
+    );
+    // Nothing reran on its own.
+    assert_eq!(
+        Visible::of(&sb.store("weekly", "2026-W38"))
+            .record
+            .generation,
+        before.generation
+    );
+
+    ok(&sb.run("r2", &["--partition", "2026-W38"]));
+    let week = Visible::of(&sb.store("weekly", "2026-W38"));
+    assert_eq!(week.record.generation.get(), 2);
+    let pins = pinned(&week.record, "sales");
+    assert_eq!(pins[2], ("2026-09-16".to_owned(), 2));
+    assert!(pins
+        .iter()
+        .filter(|(d, _)| d != "2026-09-16")
+        .all(|(_, g)| *g == 1));
+    let pin = &snapshot_input(&week.record, "sales")["partitions"][2]["digest"];
+    assert_eq!(pin, repaired.digest.as_str());
+    assert!(week
+        .rows()
+        .contains(&vec!["2026-09-16".to_owned(), "5".to_owned()]));
+    // The other days were pinned, not rerun.
+    for day in days(14, 20).iter().filter(|d| *d != "2026-09-16") {
+        assert_eq!(
+            Visible::of(&sb.store("sales", day)).record.generation.get(),
+            1
+        );
+    }
+    let status = sb.weir(&["status", "m.toml"]).output().unwrap();
+    assert!(!stdout(&status).contains("STALE"), "{}", stdout(&status));
+}
+
+// issue 10: fan-out from an unpartitioned input and fan-in over regions
+#[test]
+fn issue_10_fan_out_from_unpartitioned_and_fan_in_over_regions() {
+    let sb = sandbox();
+    ok(&sb.run("r1", &["--task", "total", "--partition", "2026-09-20"]));
+    for region in ["eu", "us"] {
+        let key = format!("{region}|2026-09-20");
+        let regional = Visible::of(&sb.store("regional", &key));
+        assert_eq!(
+            regional.rows(),
+            vec![vec![
+                region.to_owned(),
+                "2026-09-20".to_owned(),
+                "1.1".to_owned()
+            ]]
+        );
+        // The one FX partition, the same for every region.
+        let fx = snapshot_input(&regional.record, "fx");
+        assert_eq!(fx["partition"], "all");
+        assert_eq!(fx["generation"], 1);
+    }
+    // Multi-dimension keys are one encoded directory each.
+    assert!(sb.path().join("wh/regional/eu%7C2026-09-20/log").is_dir());
+    let total = Visible::of(&sb.store("total", "2026-09-20"));
+    assert_eq!(
+        pinned(&total.record, "regional"),
+        [
+            ("eu|2026-09-20".to_owned(), 1),
+            ("us|2026-09-20".to_owned(), 1)
+        ]
+    );
+    assert_eq!(total.rows().len(), 2);
+}
+
+// issue 10: an offset reads the previous period, a window the last seven; before the start is a plan error
+#[test]
+fn issue_10_offset_and_window_inputs() {
+    let sb = sandbox();
+    ok(&sb.run(
+        "r1",
+        &[
+            "--task",
+            "balance",
+            "--task",
+            "trailing",
+            "--partition",
+            "2026-09-10",
+        ],
+    ));
+    let balance = Visible::of(&sb.store("balance", "2026-09-10"));
+    let input = snapshot_input(&balance.record, "sales");
+    assert_eq!(input["partition"], "2026-09-09");
+    assert_eq!(
+        balance.rows(),
+        vec![vec!["2026-09-09".to_owned(), "1".to_owned()]]
+    );
+    let trailing = Visible::of(&sb.store("trailing", "2026-09-10"));
+    assert_eq!(
+        pinned(&trailing.record, "sales")
+            .into_iter()
+            .map(|(d, _)| d)
+            .collect::<Vec<_>>(),
+        days(4, 10)
+    );
+
+    let early = sb
+        .weir(&[
+            "plan",
+            "m.toml",
+            "--task",
+            "balance",
+            "--partition",
+            "2026-09-01",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(early.status.code(), Some(2), "{}", stderr(&early));
+    assert!(stdout(&early).is_empty());
+    // miette wraps at 80 columns: compare the words.
+    let words = stderr(&early)
+        .split_whitespace()
+        .filter(|w| *w != "│")
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        words.contains("task `balance` partition 2026-09-01 cannot be planned: upstream `sales` needs `day` partition 2026-08-31, before the scheme's start 2026-09-01"),
+        "{words}"
+    );
+}
+
+// issue 10: a backfill over days covers the weeks and months they touch and pulls in (and names) unpublished days
+#[test]
+fn issue_10_backfill_over_days_covers_touched_weeks_and_months() {
+    let sb = sandbox();
+    // Some days are published already: pinned, not rerun.
+    ok(&sb.run(
+        "early",
+        &[
+            "--task",
+            "sales",
+            "--partition",
+            "2026-09-14",
+            "--partition",
+            "2026-09-15",
+        ],
+    ));
+    let plan = sb
+        .weir(&["plan", "m.toml", "--backfill", "mid_september", "--json"])
+        .output()
+        .unwrap();
+    ok(&plan);
+    let doc: Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let task = |name: &str| {
+        doc["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in the plan"))
+            .clone()
+    };
+    assert_eq!(
+        task("weekly")["partitions"],
+        serde_json::json!(["2026-W38", "2026-W39"])
+    );
+    assert_eq!(
+        task("monthly")["partitions"],
+        serde_json::json!(["2026-09"])
+    );
+    let mut unpublished: Vec<String> = days(1, 13);
+    unpublished.extend(days(16, 30));
+    assert_eq!(task("sales")["added"], serde_json::json!(unpublished));
+    assert_eq!(task("sales")["partitions"], serde_json::json!(unpublished));
+    assert_eq!(
+        task("weekly")["needs"][0][0]["partitions"],
+        serde_json::json!(days(14, 20))
+    );
+
+    ok(&sb
+        .weir(&["backfill", "m.toml", "mid_september", "--run-id", "bf"])
+        .output()
+        .unwrap());
+    let month = Visible::of(&sb.store("monthly", "2026-09"));
+    assert_eq!(pinned(&month.record, "sales").len(), 30);
+    assert_eq!(Visible::of(&sb.store("weekly", "2026-W39")).rows().len(), 7);
+    for day in ["2026-09-14", "2026-09-15"] {
+        let record = Visible::of(&sb.store("sales", day)).record;
+        assert_eq!(
+            (record.generation.get(), record.run_id.as_str()),
+            (1, "early")
+        );
+    }
+}
