@@ -1271,8 +1271,17 @@ impl Validator<'_, '_, '_, '_> {
             let first = t.days(t.start).0;
             let last = t.days(t.last(self.cx.now)).1;
             let (first_s, last_s) = (format_day(first), format_day(last));
+            // A daily scheme holds both ends; a coarser one only needs to
+            // share a day with the range (its periods there are selected).
+            let outside = |day: i64| day < first || day > last;
+            let disjoint = to_day < first || from_day > last;
             for (key, day, text) in [("from", from_day, from), ("to", to_day, to)] {
-                if day < first || day > last {
+                let wrong = if t.grain == crate::partition::Grain::Daily {
+                    outside(day)
+                } else {
+                    disjoint && outside(day)
+                };
+                if wrong {
                     self.err(
                         ManifestError::new(
                             "weir::manifest::out_of_range",
