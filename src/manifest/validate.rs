@@ -1267,31 +1267,38 @@ impl Validator<'_, '_, '_, '_> {
         }
         let (from_day, to_day) = (parse_day(&raw.from)?, parse_day(&raw.to)?);
         let errors_before = self.errors.len();
-        for (scheme_name, t) in time {
-            let first = t.days(t.start).0;
-            let last = t.days(t.last(self.cx.now)).1;
-            let (first_s, last_s) = (format_day(first), format_day(last));
-            // A daily scheme holds both ends; a coarser one only needs to
-            // share a day with the range (its periods there are selected).
-            let outside = |day: i64| day < first || day > last;
-            let disjoint = to_day < first || from_day > last;
-            for (key, day, text) in [("from", from_day, from), ("to", to_day, to)] {
-                let wrong = if t.grain == crate::partition::Grain::Daily {
-                    outside(day)
-                } else {
-                    disjoint && outside(day)
-                };
-                if wrong {
-                    self.err(
-                        ManifestError::new(
-                            "weir::manifest::out_of_range",
-                            format!("backfill `{name}` `{key}` = {text} is outside scheme `{scheme_name}` ({first_s} to {last_s})"),
-                        )
-                        .at(self.value(&at(key)), "outside the scheme")
-                        .help(format!("backfill only partitions that exist: between {first_s} and {last_s}")),
-                    );
-                }
+        // Each end must be a day of some time scheme of the backfill's tasks
+        // (a typo guard); each scheme then takes the periods the range
+        // touches, possibly none.
+        let ranges: Vec<(&str, i64, i64)> = time
+            .iter()
+            .map(|(n, t)| (*n, t.days(t.start).0, t.days(t.last(self.cx.now)).1))
+            .collect();
+        for (key, day, text) in [("from", from_day, from), ("to", to_day, to)] {
+            if ranges.iter().any(|(_, a, b)| day >= *a && day <= *b) {
+                continue;
             }
+            let (message, help) = match ranges.as_slice() {
+                [(scheme, a, b)] => (
+                    format!("backfill `{name}` `{key}` = {text} is outside scheme `{scheme}` ({} to {})", format_day(*a), format_day(*b)),
+                    format!("backfill only partitions that exist: between {} and {}", format_day(*a), format_day(*b)),
+                ),
+                many => (
+                    format!("backfill `{name}` `{key}` = {text} is outside every time scheme of its tasks"),
+                    format!(
+                        "backfill only partitions that exist: {}",
+                        many.iter()
+                            .map(|(n, a, b)| format!("`{n}` {} to {}", format_day(*a), format_day(*b)))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ),
+            };
+            self.err(
+                ManifestError::new("weir::manifest::out_of_range", message)
+                    .at(self.value(&at(key)), "outside the scheme")
+                    .help(help),
+            );
         }
         (self.errors.len() == errors_before).then_some((from_day, to_day))
     }

@@ -447,3 +447,64 @@ fn issue_10_backfill_over_days_covers_touched_weeks_and_months() {
         );
     }
 }
+
+// issue 10: the bundled cross-scheme example runs for real
+#[test]
+fn issue_10_atlasmart_web_runs_hours_to_days_to_a_week() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = crate::support::repo().join("pipelines");
+    std::fs::copy(
+        src.join("atlasmart_web.toml"),
+        tmp.path().join("atlasmart_web.toml"),
+    )
+    .unwrap();
+    copy_dir(
+        &src.join("atlasmart_web"),
+        &tmp.path().join("atlasmart_web"),
+    );
+    let out = crate::support::run_in(
+        tmp.path(),
+        &["run", "atlasmart_web.toml", "--run-id", "web"],
+    );
+    ok(&out);
+    assert!(
+        stdout(&out).contains("run web: 193 task instances: 193 published; 0 retries"),
+        "{}",
+        stdout(&out)
+    );
+    let wh = weir::store::Warehouse::open(&tmp.path().join("atlasmart_web/warehouse")).unwrap();
+    let week = Visible::of(&wh.partition("weekly_report", "2026-W38"));
+    let pins = pinned(&week.record, "sessions");
+    assert_eq!(pins.len(), 21, "3 regions × 7 days");
+    assert_eq!(pins[0].0, "eu|2026-09-14");
+    // Every region's row counts its seven days, and the reconcile gate held.
+    assert_eq!(week.record.rows, 3);
+    for row in week.rows() {
+        assert_eq!(row[2], "7", "{row:?}");
+    }
+    let day = Visible::of(&wh.partition("sessions", "us|2026-09-16"));
+    let hours: Vec<String> = pinned(&day.record, "web_events")
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(hours.len(), 24);
+    assert_eq!(
+        (hours[0].as_str(), hours[23].as_str()),
+        ("2026-09-16T00", "2026-09-16T23")
+    );
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name() == "warehouse" {
+            continue;
+        }
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &to.join(entry.file_name()));
+        } else {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+}
