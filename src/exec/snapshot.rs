@@ -307,7 +307,7 @@ pub const KEYS_FILE: &str = "_keys.json";
 /// and [`KEYS_FILE`]. Built once per instance and snapshot under
 /// `<warehouse>/_inputs/` (in a temporary directory renamed into place, so
 /// two engines never see half of one) and reused by retries.
-fn stage_partitions(
+pub(crate) fn stage_partitions(
     warehouse: &Warehouse,
     task: &Task,
     partition: &str,

@@ -156,6 +156,21 @@ struct StoredInput {
     path: Option<String>,
     #[serde(default)]
     watermark: Option<String>,
+    /// The upstream partition, when not the task's own (issue 10).
+    #[serde(default)]
+    partition: Option<String>,
+    /// Each upstream partition of an input mapped to several.
+    #[serde(default)]
+    partitions: Vec<StoredPartition>,
+    digest: String,
+}
+
+/// One upstream partition of an input mapped to several.
+#[derive(Debug, Deserialize)]
+struct StoredPartition {
+    partition: String,
+    generation: u64,
+    token: u64,
     digest: String,
 }
 
@@ -206,7 +221,7 @@ pub fn verify(
     let inputs = snapshot
         .inputs
         .iter()
-        .map(|input| repin(manifest, warehouse, partition, input))
+        .map(|input| repin(manifest, warehouse, spec, partition, input))
         .collect::<Result<Vec<_>, _>>()?;
 
     let (run_id, scratch) = scratch_dir(warehouse.root())?;
@@ -260,6 +275,7 @@ pub fn verify(
 fn repin(
     manifest: &Manifest,
     warehouse: &Warehouse,
+    task: &crate::manifest::Task,
     partition: &str,
     input: &StoredInput,
 ) -> Result<Repinned, VerifyError> {
@@ -292,6 +308,41 @@ fn repin(
                 watermark: input.watermark.clone(),
             })
         }
+        "upstream" if !input.partitions.is_empty() => {
+            let mut pinned = Vec::with_capacity(input.partitions.len());
+            for p in &input.partitions {
+                let dir = repin_generation(
+                    manifest,
+                    warehouse,
+                    input,
+                    &p.partition,
+                    p.generation,
+                    Some(p.token),
+                    &p.digest,
+                )?;
+                pinned.push(crate::exec::snapshot::PinnedPartition {
+                    partition: p.partition.clone(),
+                    generation: p.generation,
+                    token: p.token,
+                    digest: p.digest.clone(),
+                    dir,
+                });
+            }
+            let location = crate::exec::snapshot::stage_partitions(
+                warehouse,
+                task,
+                partition,
+                &input.name,
+                &input.digest,
+                &pinned,
+            )
+            .map_err(|e| VerifyError::Store(format!("cannot stage input `{}`: {e}", input.name)))?;
+            Ok(Repinned {
+                name: input.name.clone(),
+                location,
+                watermark: None,
+            })
+        }
         "upstream" => {
             let generation = input.generation.ok_or_else(|| {
                 VerifyError::Store(format!(
@@ -299,50 +350,16 @@ fn repin(
                     input.name
                 ))
             })?;
-            let store = warehouse.partition(&input.name, partition);
-            let record = store
-                .record(Generation::from_raw(generation))
-                .map_err(|e| VerifyError::Store(e.to_string()))?
-                .ok_or_else(|| {
-                    missing(format!(
-                        "partition {partition} has no generation {generation}"
-                    ))
-                })?;
-            if input.token.is_some_and(|t| t != record.token.get()) || record.digest != input.digest
-            {
-                return Err(changed(format!(
-                    "generation {generation} holds token {} and {}",
-                    record.token, record.digest
-                )));
-            }
-            let files = store.visible_files(&record);
-            if let Some(gone) = files.iter().find(|f| !f.is_file()) {
-                return Err(missing(format!(
-                    "generation {generation}'s file {} is gone",
-                    gone.display()
-                )));
-            }
-            // Records never change, but files can be edited by hand: the
-            // rows must still have the pinned canonical digest.
-            let format = input
-                .task
-                .as_deref()
-                .and_then(|t| manifest.tasks.get(t))
-                .or_else(|| manifest.producer(&input.name))
-                .map(|t| t.output.format);
-            if let Some(format) = format {
-                let now = match audit::digest_files(&files, format) {
-                    Ok((_, digest)) => digest.as_str().to_string(),
-                    Err(e) => format!("unreadable ({e})"),
-                };
-                if now != input.digest {
-                    return Err(changed(now));
-                }
-            }
-            let location = files
-                .first()
-                .and_then(|f| f.parent().map(Path::to_path_buf))
-                .unwrap_or_else(|| warehouse.root().join(&record.attempt_dir).join("data"));
+            let key = input.partition.as_deref().unwrap_or(partition);
+            let location = repin_generation(
+                manifest,
+                warehouse,
+                input,
+                key,
+                generation,
+                input.token,
+                &input.digest,
+            )?;
             Ok(Repinned {
                 name: input.name.clone(),
                 location,
@@ -354,6 +371,72 @@ fn repin(
             input.name
         ))),
     }
+}
+
+/// The data directory of upstream generation `generation` of `input` at
+/// `partition`, checked against the pinned token and digest.
+fn repin_generation(
+    manifest: &Manifest,
+    warehouse: &Warehouse,
+    input: &StoredInput,
+    partition: &str,
+    generation: u64,
+    token: Option<u64>,
+    digest: &str,
+) -> Result<PathBuf, VerifyError> {
+    let missing = |why: String| VerifyError::InputMissing {
+        input: input.name.clone(),
+        why,
+    };
+    let changed = |now: String| VerifyError::InputChanged {
+        input: input.name.clone(),
+        pinned: digest.to_string(),
+        now,
+    };
+    let store = warehouse.partition(&input.name, partition);
+    let record = store
+        .record(Generation::from_raw(generation))
+        .map_err(|e| VerifyError::Store(e.to_string()))?
+        .ok_or_else(|| {
+            missing(format!(
+                "partition {partition} has no generation {generation}"
+            ))
+        })?;
+    if token.is_some_and(|t| t != record.token.get()) || record.digest != digest {
+        return Err(changed(format!(
+            "generation {generation} holds token {} and {}",
+            record.token, record.digest
+        )));
+    }
+    let files = store.visible_files(&record);
+    if let Some(gone) = files.iter().find(|f| !f.is_file()) {
+        return Err(missing(format!(
+            "generation {generation}'s file {} is gone",
+            gone.display()
+        )));
+    }
+    // Records never change, but files can be edited by hand: the
+    // rows must still have the pinned canonical digest.
+    let format = input
+        .task
+        .as_deref()
+        .and_then(|t| manifest.tasks.get(t))
+        .or_else(|| manifest.producer(&input.name))
+        .map(|t| t.output.format);
+    if let Some(format) = format {
+        let now = match audit::digest_files(&files, format) {
+            Ok((_, digest)) => digest.as_str().to_string(),
+            Err(e) => format!("unreadable ({e})"),
+        };
+        if now != digest {
+            return Err(changed(now));
+        }
+    }
+    let location = files
+        .first()
+        .and_then(|f| f.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| warehouse.root().join(&record.attempt_dir).join("data"));
+    Ok(location)
 }
 
 /// Creates `<warehouse>/_scratch/verify-<time>-<rand>/data` and returns the

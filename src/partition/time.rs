@@ -522,6 +522,45 @@ mod tests {
         assert_eq!(monthly.parse_bound("2026-09-20"), monthly.parse("2026-09"));
     }
 
+    // issue 10: "latest complete" is local to the scheme's timezone
+    #[test]
+    fn issue_10_latest_complete_period_is_local() {
+        let at = |s: &str| s.parse::<Timestamp>().unwrap().as_second();
+        let latest = |g: Grain, z: &str, now: &str| {
+            let s = scheme(g, z);
+            s.key(s.latest(at(now)).unwrap())
+        };
+        // 00:30 in Paris on the 22nd is still the 21st in UTC.
+        let now = "2026-09-21T22:30:00Z";
+        assert_eq!(latest(Grain::Daily, "Europe/Paris", now), "2026-09-21");
+        assert_eq!(latest(Grain::Daily, "UTC", now), "2026-09-20");
+        assert_eq!(latest(Grain::Hourly, "Europe/Paris", now), "2026-09-21T23");
+        assert_eq!(latest(Grain::Hourly, "UTC", now), "2026-09-21T21");
+        // Monday 04:30 in Paris, Sunday 22:30 in New York: the week ending
+        // that Sunday is complete in Paris only.
+        let monday = "2026-09-21T02:30:00Z";
+        assert_eq!(latest(Grain::Weekly, "Europe/Paris", monday), "2026-W38");
+        assert_eq!(
+            latest(Grain::Weekly, "America/New_York", monday),
+            "2026-W37"
+        );
+        assert_eq!(
+            latest(Grain::Monthly, "Europe/Paris", "2026-09-30T22:30:00Z"),
+            "2026-09"
+        );
+        assert_eq!(
+            latest(Grain::Monthly, "UTC", "2026-09-30T22:30:00Z"),
+            "2026-08"
+        );
+        let bounded = TimeScheme::new(Grain::Daily, Zone::utc(), 20_000, Some(20_010));
+        assert_eq!(bounded.latest(at(now)), Some(20_010));
+        assert_eq!(
+            bounded.latest(20_000 * 86_400),
+            None,
+            "nothing complete yet"
+        );
+    }
+
     #[test]
     fn a_paris_day_across_dst_holds_23_or_25_hours() {
         let daily = scheme(Grain::Daily, "Europe/Paris");

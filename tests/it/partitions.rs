@@ -181,6 +181,14 @@ fn issue_10_weekly_rollup_waits_for_and_pins_its_seven_days() {
         .unwrap();
     ok(&plan);
     let text = stdout(&plan);
+    // The cost simulation waits for the seven days: two rounds of 1m days on
+    // 4 slots, then the week; not the 2m it would be if the week ran beside them.
+    let json = sb
+        .weir(&["plan", "m.toml", "--partition", "2026-W38", "--json"])
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(doc["total"]["estimated_wall_ms"], 3 * 60_000);
     assert!(
         text.contains("weekly 2026-W38 ← sales × 7 (2026-09-14 … 2026-09-20)"),
         "{text}"
@@ -229,6 +237,18 @@ fn issue_10_weekly_rollup_waits_for_and_pins_its_seven_days() {
             .into_iter()
             .map(|d| vec![d, "1".to_owned()])
             .collect::<Vec<_>>()
+    );
+    // Reruns from the seven pinned generations give the published digest.
+    let verify = sb
+        .weir(&["verify", "m.toml", "weekly", "--partition", "2026-W38"])
+        .output()
+        .unwrap();
+    ok(&verify);
+    assert!(
+        stdout(&verify)
+            .contains("deterministic: the rerun from the pinned inputs has the published digest"),
+        "{}",
+        stdout(&verify)
     );
     // Nothing outside the week ran: no catch-up.
     assert!(sb.entries("sales", "2026-09-13", "log").is_empty());
