@@ -11,6 +11,7 @@
 //! every independent problem in a file is reported at once, each a miette
 //! diagnostic pointing at the key or value in the source.
 
+mod backfills;
 mod error;
 mod locate;
 mod model;

@@ -192,27 +192,7 @@ pub struct RawGate {
     pub filter: Option<IndexMap<String, String>>,
 }
 
-/// `[backfills.NAME]`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RawBackfill {
-    /// First partition, inclusive.
-    #[serde(deserialize_with = "date_like_required")]
-    #[schemars(with = "String")]
-    pub from: String,
-    /// Last partition, inclusive.
-    #[serde(deserialize_with = "date_like_required")]
-    #[schemars(with = "String")]
-    pub to: String,
-    /// Pool the backfill's attempts run in.
-    pub pool: String,
-    /// Tasks to rebuild (default: all).
-    pub tasks: Option<Vec<String>>,
-    /// Narrows static dimensions: `keys = { region = ["eu"] }`.
-    pub keys: Option<IndexMap<String, Vec<String>>>,
-    /// Why: recorded with the run.
-    pub reason: String,
-}
+pub use super::backfills::RawBackfill;
 
 fn default_format() -> Format {
     Format::Csv
@@ -223,7 +203,7 @@ pub(super) fn date_like<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String
     date_like_required(d).map(Some)
 }
 
-fn date_like_required<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+pub(super) fn date_like_required<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     use serde::de::Error;
     match toml::Value::deserialize(d)? {
         toml::Value::String(s) => Ok(s),

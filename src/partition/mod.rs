@@ -106,13 +106,4 @@ impl PartitionScheme {
             PartitionScheme::Static { .. } => None,
         }
     }
-
-    /// "daily", "weekly (Europe/Paris)", "static" …, for plans.
-    pub fn describe(&self) -> String {
-        match self {
-            PartitionScheme::Static { .. } => "static".into(),
-            PartitionScheme::Time(t) if t.zone.is_utc() => t.grain.to_string(),
-            PartitionScheme::Time(t) => format!("{} ({})", t.grain, t.zone.name()),
-        }
-    }
 }

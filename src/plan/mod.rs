@@ -318,27 +318,13 @@ impl Plan {
             order.iter().enumerate().map(|(i, n)| (*n, i)).collect();
         // Upstream tasks in the plan with the overrides of the inputs that
         // read them (`depends_on` alone: no override).
-        let upstream_in =
-            |position: &HashMap<&str, usize>, name: &str| -> Vec<(usize, Vec<Shift>)> {
-                let task = &manifest.tasks[name];
-                task.depends_on
-                    .iter()
-                    .filter_map(|d| {
-                        let u = *position.get(d.as_str())?;
-                        let mut shifts: Vec<Shift> = task
-                            .inputs
-                            .iter()
-                            .filter(|i| i.source == InputSource::Task(d.clone()))
-                            .map(|i| i.shift)
-                            .collect();
-                        if shifts.is_empty() {
-                            shifts.push(Shift::NONE);
-                        }
-                        shifts.dedup();
-                        Some((u, shifts))
-                    })
-                    .collect()
-            };
+        let upstream_in = |position: &HashMap<&str, usize>, name: &str| {
+            let task = &manifest.tasks[name];
+            task.depends_on
+                .iter()
+                .filter_map(|d| Some((*position.get(d.as_str())?, shifts_of(task, d))))
+                .collect::<Vec<(usize, Vec<Shift>)>>()
+        };
         // Downstream first: add the upstream keys a selected instance needs
         // that nobody selected and that are not published.
         let mut added: Vec<HashSet<u32>> = vec![HashSet::new(); order.len()];
@@ -352,14 +338,7 @@ impl Plan {
                 let have: HashSet<&str> = keys[u].iter().map(String::as_str).collect();
                 let mut extra: Vec<String> = Vec::new();
                 for key in keys[t].iter() {
-                    for k in needed(task, key, up, &shifts, now).map_err(|source| {
-                        PlanError::Mapping {
-                            task: task.name.clone(),
-                            key: key.clone(),
-                            upstream: up.name.clone(),
-                            why: Box::new(source),
-                        }
-                    })? {
+                    for k in needed(task, key, up, &shifts, now)? {
                         let k = k.into_string();
                         if !have.contains(k.as_str())
                             && !extra.contains(&k)
@@ -430,14 +409,7 @@ impl Plan {
                         let mut lists = Vec::with_capacity(keys[t].len());
                         for key in keys[t].iter() {
                             let mut row: Vec<u32> = Vec::new();
-                            for k in needed(task, key, up, &shifts, now).map_err(|source| {
-                                PlanError::Mapping {
-                                    task: task.name.clone(),
-                                    key: key.clone(),
-                                    upstream: up.name.clone(),
-                                    why: Box::new(source),
-                                }
-                            })? {
+                            for k in needed(task, key, up, &shifts, now)? {
                                 if let Some(&i) = index.get(k.as_str()) {
                                     if !row.contains(&i) {
                                         row.push(i);
@@ -659,8 +631,13 @@ pub fn shifts_of(task: &crate::manifest::Task, upstream: &str) -> Vec<Shift> {
     if shifts.is_empty() {
         shifts.push(Shift::NONE);
     }
-    shifts.dedup();
-    shifts
+    let mut unique: Vec<Shift> = Vec::with_capacity(shifts.len());
+    for s in shifts {
+        if !unique.contains(&s) {
+            unique.push(s);
+        }
+    }
+    unique
 }
 
 /// Same dimensions and no override: key for key.
@@ -675,13 +652,20 @@ fn needed(
     up: &crate::manifest::Task,
     shifts: &[Shift],
     now: i64,
-) -> Result<Vec<PartitionKey>, MapError> {
+) -> Result<Vec<PartitionKey>, PlanError> {
     if identity(&task.dims, &up.dims, shifts) {
         return Ok(vec![PartitionKey::new(key)]);
     }
     let mut out: Vec<PartitionKey> = Vec::new();
     for s in shifts {
-        for k in map_keys(&task.dims, key, &up.dims, *s, now)? {
+        let keys =
+            map_keys(&task.dims, key, &up.dims, *s, now).map_err(|why| PlanError::Mapping {
+                task: task.name.clone(),
+                key: key.to_string(),
+                upstream: up.name.clone(),
+                why: Box::new(why),
+            })?;
+        for k in keys {
             if !out.contains(&k) {
                 out.push(k);
             }
