@@ -213,11 +213,17 @@ pub fn pin(
                     }
                     _ => {
                         let mut hasher = Sha256::new();
+                        // Generation and token too: a staged directory
+                        // points at one generation's files, never at an
+                        // equal-digest sibling that gc may collect.
                         for p in &pinned {
-                            hasher.update(p.partition.as_bytes());
-                            hasher.update(b"\0");
-                            hasher.update(p.digest.as_bytes());
-                            hasher.update(b"\n");
+                            hasher.update(
+                                format!(
+                                    "{}\0{}\0{}\0{}\n",
+                                    p.partition, p.generation, p.token, p.digest
+                                )
+                                .as_bytes(),
+                            );
                         }
                         let digest = format!("sha256:{:x}", hasher.finalize());
                         let location = stage_partitions(

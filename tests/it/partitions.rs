@@ -88,6 +88,14 @@ to = "2026-09-22"
 pool = "default"
 tasks = ["weekly", "monthly"]
 reason = "rebuild the rollups of a week of late sales"
+
+[backfills.eu_only]
+from = "2026-09-20"
+to = "2026-09-21"
+pool = "default"
+tasks = ["regional"]
+keys = { region = ["eu"] }
+reason = "the EU feed was late"
 "#;
 
 fn sandbox() -> Sandbox {
@@ -527,4 +535,32 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
             std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
         }
     }
+}
+
+// issue 10: a backfill narrows a static dimension with `keys`
+#[test]
+fn issue_10_backfill_narrows_a_static_dimension() {
+    let sb = sandbox();
+    let plan = sb
+        .weir(&["plan", "m.toml", "--backfill", "eu_only", "--json"])
+        .output()
+        .unwrap();
+    ok(&plan);
+    let doc: Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let tasks = doc["tasks"].as_array().unwrap();
+    let names: Vec<&str> = tasks.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["fx", "regional"],
+        "the unpublished FX partition is added"
+    );
+    assert_eq!(tasks[0]["added"], serde_json::json!(["all"]));
+    assert_eq!(
+        tasks[1]["partitions"],
+        serde_json::json!(["eu|2026-09-20", "eu|2026-09-21"])
+    );
+    assert_eq!(
+        tasks[1]["partitioned_by"],
+        serde_json::json!(["region", "day"])
+    );
 }
