@@ -39,8 +39,43 @@ pub(crate) fn print(manifest: &Manifest, scope: &Scope, tasks: &[String], json: 
         print!("{}", render::json(&plan, &estimate, manifest));
     } else {
         print!("{}", render::table(&plan, &estimate));
+        let stale = stale_instances(manifest, &plan);
+        if !stale.is_empty() {
+            println!();
+            println!("stale: planned partitions whose publication read an upstream generation that has changed (they rerun):");
+            for line in stale {
+                println!("  {line}");
+            }
+        }
     }
     exit::OK
+}
+
+/// Planned instances whose current publication is STALE, in words.
+fn stale_instances(manifest: &Manifest, plan: &Plan) -> Vec<String> {
+    if !manifest.pipeline.warehouse.is_dir() {
+        return Vec::new();
+    }
+    let Ok(warehouse) = Warehouse::open(&manifest.pipeline.warehouse) else {
+        return Vec::new();
+    };
+    let mut current = crate::plan::stale::Current::default();
+    let mut out = Vec::new();
+    for (t, task) in plan.tasks.iter().enumerate() {
+        let dataset = &manifest.tasks[&task.name].output.dataset;
+        for (i, key) in task.keys.iter().enumerate() {
+            if plan.is_added(t, i) {
+                continue;
+            }
+            if let Ok(Some(record)) = warehouse.partition(dataset, key).latest() {
+                let changed = current.changed(&warehouse, &record);
+                if !changed.is_empty() {
+                    out.push(format!("{} {key}: {}", task.name, changed.join("; ")));
+                }
+            }
+        }
+    }
+    out
 }
 
 fn build(manifest: &Manifest, scope: &Scope, tasks: &[String]) -> Option<Plan> {

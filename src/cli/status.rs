@@ -291,72 +291,20 @@ fn print_status(
     }
 }
 
-/// Every upstream (dataset, partition, generation) a commit record's input
-/// snapshot pinned: one per input read at one partition, one per partition
-/// of an input mapped to several.
-fn pinned_upstream(record: &CommitRecord) -> Vec<(String, String, u64)> {
-    let mut out = Vec::new();
-    let Some(inputs) = record.input_snapshot["inputs"].as_array() else {
-        return out;
-    };
-    for input in inputs.iter().filter(|i| i["kind"] == "upstream") {
-        let Some(dataset) = input["name"].as_str() else {
-            continue;
-        };
-        match input["partitions"].as_array() {
-            Some(parts) => {
-                for p in parts {
-                    if let (Some(key), Some(g)) =
-                        (p["partition"].as_str(), p["generation"].as_u64())
-                    {
-                        out.push((dataset.to_string(), key.to_string(), g));
-                    }
-                }
-            }
-            None => {
-                let key = input["partition"].as_str().unwrap_or(&record.partition);
-                if let Some(g) = input["generation"].as_u64() {
-                    out.push((dataset.to_string(), key.to_string(), g));
-                }
-            }
-        }
-    }
-    out
-}
-
 /// Publications that pinned an upstream generation other than the current.
 fn stale(warehouse: &Warehouse, published: &[(String, CommitRecord)]) -> Vec<Stale> {
-    let mut current: std::collections::HashMap<(String, String), Option<u64>> =
-        std::collections::HashMap::new();
-    let mut out = Vec::new();
-    for (task, record) in published {
-        let mut changed = Vec::new();
-        for (dataset, key, pinned) in pinned_upstream(record) {
-            let now = *current
-                .entry((dataset.clone(), key.clone()))
-                .or_insert_with(|| {
-                    warehouse
-                        .partition(&dataset, &key)
-                        .latest()
-                        .ok()
-                        .flatten()
-                        .map(|r| r.generation.get())
-                });
-            if let Some(now) = now.filter(|g| *g != pinned) {
-                changed.push(format!(
-                    "`{dataset}` {key} is at generation {now}, this publication read generation {pinned}"
-                ));
-            }
-        }
-        if !changed.is_empty() {
-            out.push(Stale {
+    let mut current = crate::plan::stale::Current::default();
+    published
+        .iter()
+        .filter_map(|(task, record)| {
+            let changed = current.changed(warehouse, record);
+            (!changed.is_empty()).then(|| Stale {
                 task: task.clone(),
                 partition: record.partition.clone(),
                 detail: changed.join("; "),
-            });
-        }
-    }
-    out
+            })
+        })
+        .collect()
 }
 
 fn short(digest: &str) -> String {

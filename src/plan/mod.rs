@@ -18,6 +18,7 @@
 pub mod cost;
 pub mod partitions;
 pub mod render;
+pub mod stale;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -289,6 +289,16 @@ fn issue_10_a_repaired_day_makes_its_week_stale_until_rerun() {
         text.contains("STALE       weekly 2026-W38: `sales` 2026-09-16 is at generation 2, this publication read generation 1"),
         "{text}"
     );
+    let plan = sb
+        .weir(&["plan", "m.toml", "--partition", "2026-W38"])
+        .output()
+        .unwrap();
+    ok(&plan);
+    assert!(
+        stdout(&plan).contains("  weekly 2026-W38: `sales` 2026-09-16 is at generation 2, this publication read generation 1"),
+        "the plan lists the stale week as work:\n{}",
+        stdout(&plan)
+    );
     // Nothing reran on its own.
     assert_eq!(
         Visible::of(&sb.store("weekly", "2026-W38"))
