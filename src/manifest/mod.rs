@@ -13,11 +13,13 @@
 
 mod backfills;
 mod error;
+mod gates;
 mod locate;
 mod model;
 mod partitions;
 pub mod raw;
 mod suggest;
+mod tasks;
 mod validate;
 
 pub mod duration;

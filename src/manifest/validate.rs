@@ -1,8 +1,13 @@
 //! Meaning, after shape: names resolve, durations and dates parse, ranges
 //! hold, the task graph is acyclic. Ordinary code returning every problem;
 //! serde only carried the shape.
+//!
+//! This file holds the pass over the whole manifest and the small sections
+//! (pipeline, pools, retry classes, datasets, the DAG); each larger section
+//! validates in its own file beside its raw type: `partitions.rs`,
+//! `tasks.rs` (with inputs and their overrides), `gates.rs`, `backfills.rs`.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
 
@@ -15,7 +20,6 @@ use super::model::*;
 use super::raw;
 use super::suggest::{closest, unknown_help};
 use super::{duration, ticked, Entry, ManifestError, Sections};
-use crate::audit::{Aggregate, Gate};
 
 pub(crate) struct Context<'a, 'b, 'i> {
     pub(crate) locator: &'a Locator<'b, 'i>,
@@ -25,19 +29,12 @@ pub(crate) struct Context<'a, 'b, 'i> {
 }
 
 const FAILURE_KINDS: [&str; 3] = ["transient", "deterministic", "operator"];
-const GATE_CHECKS: [&str; 5] = [
-    "row_count",
-    "unique",
-    "not_null",
-    "accepted_values",
-    "reconcile",
-];
 
 pub(super) struct Validator<'c, 'a, 'b, 'i> {
     pub(super) cx: &'c Context<'a, 'b, 'i>,
     pub(super) errors: &'c mut Vec<ManifestError>,
     /// Output dataset → the task that publishes it.
-    producers: HashMap<String, String>,
+    pub(super) producers: HashMap<String, String>,
 }
 
 pub(crate) fn validate(
@@ -167,7 +164,12 @@ impl Validator<'_, '_, '_, '_> {
         }
     }
 
-    fn duration(&mut self, text: Option<&str>, default: Duration, path: &[&str]) -> Duration {
+    pub(super) fn duration(
+        &mut self,
+        text: Option<&str>,
+        default: Duration,
+        path: &[&str],
+    ) -> Duration {
         let Some(text) = text else { return default };
         match duration::parse(text) {
             Ok(d) if !d.is_zero() => d,
@@ -474,7 +476,12 @@ impl Validator<'_, '_, '_, '_> {
         false
     }
 
-    fn failure_rule(&mut self, text: &str, names: &Names, path: &[&str]) -> Option<FailureRule> {
+    pub(super) fn failure_rule(
+        &mut self,
+        text: &str,
+        names: &Names,
+        path: &[&str],
+    ) -> Option<FailureRule> {
         match text {
             "transient" => Some(FailureRule::Transient),
             "deterministic" => Some(FailureRule::Deterministic),
@@ -506,545 +513,6 @@ impl Validator<'_, '_, '_, '_> {
             }
         }
     }
-
-    fn task(
-        &mut self,
-        name: &str,
-        raw: &raw::RawTask,
-        names: &Names,
-        outputs: &HashMap<String, String>,
-        schemes: &IndexMap<String, PartitionScheme>,
-    ) -> Option<Task> {
-        let errors_before = self.errors.len();
-        let p = |k: &'static str| vec!["tasks", name, k];
-        self.safe_name("task", name, &["tasks", name], true);
-        if raw.command.is_empty() || raw.command[0].trim().is_empty() {
-            self.err(
-                ManifestError::new("weir::manifest::empty_value", format!("task `{name}` has an empty command"))
-                    .at(self.value(&p("command")), "empty")
-                    .help("give the program and its arguments, e.g. `command = [\"python3\", \"load.py\"]`"),
-            );
-        }
-        // Inputs: an external dataset or another task's output.
-        let mut inputs = Vec::new();
-        let mut depends_on: Vec<String> = Vec::new();
-        let all_datasets: Vec<String> = names
-            .datasets
-            .iter()
-            .cloned()
-            .chain(outputs.keys().cloned())
-            .collect();
-        for (i, raw_input) in raw.inputs.iter().enumerate() {
-            let idx = i.to_string();
-            let path: Vec<&str> = if raw_input.table {
-                vec!["tasks", name, "inputs", idx.as_str(), "dataset"]
-            } else {
-                vec!["tasks", name, "inputs", idx.as_str()]
-            };
-            let input = &raw_input.dataset;
-            let shift = self.shift(name, i, raw_input);
-            if names.datasets.contains(input) {
-                if !shift.is_none() {
-                    self.err(
-                        ManifestError::new(
-                            "weir::manifest::invalid_shift",
-                            format!("task `{name}` shifts external input `{input}`"),
-                        )
-                        .at(self.key(&["tasks", name, "inputs", &idx, if raw_input.offset.is_some() { "offset" } else { "window" }]), "only for another task's output")
-                        .help("an external dataset is read at the task's own partition; remove `offset`/`window`"),
-                    );
-                }
-                inputs.push(Input {
-                    dataset: input.clone(),
-                    source: InputSource::External,
-                    shift: Shift::NONE,
-                });
-            } else if let Some(producer) = outputs.get(input) {
-                if producer == name {
-                    self.err(
-                        ManifestError::new("weir::manifest::self_input", format!("task `{name}` reads its own output `{input}`"))
-                            .at(self.value(&path), "its own output")
-                            .help("a task cannot depend on itself; for running totals use `depends_on_past = true`"),
-                    );
-                    continue;
-                }
-                inputs.push(Input {
-                    dataset: input.clone(),
-                    source: InputSource::Task(producer.clone()),
-                    shift,
-                });
-                if !depends_on.contains(producer) {
-                    depends_on.push(producer.clone());
-                }
-            } else {
-                self.reference("dataset", input, &all_datasets, &path);
-            }
-        }
-        for (i, dep) in raw.depends_on.iter().enumerate() {
-            let idx = i.to_string();
-            let path = ["tasks", name, "depends_on", idx.as_str()];
-            if dep == name {
-                self.err(
-                    ManifestError::new(
-                        "weir::manifest::self_dependency",
-                        format!("task `{name}` depends on itself"),
-                    )
-                    .at(self.value(&path), "itself")
-                    .help("remove it; for running totals use `depends_on_past = true`"),
-                );
-            } else if self.reference("task", dep, &names.tasks, &path) && !depends_on.contains(dep)
-            {
-                depends_on.push(dep.clone());
-            }
-        }
-        // Output and its grain.
-        if raw.output.grain.is_empty() {
-            self.err(
-                ManifestError::new("weir::manifest::empty_value", format!("task `{name}` has an empty grain"))
-                    .at(self.value(&["tasks", name, "output", "grain"]), "empty")
-                    .help("list the columns that make a row unique, e.g. `grain = [\"order_id\", \"line_no\"]`"),
-            );
-        }
-        let mut seen = HashMap::new();
-        for (i, col) in raw.output.grain.iter().enumerate() {
-            if let Some(first) = seen.insert(col.as_str(), i) {
-                let (i, first) = (i.to_string(), first.to_string());
-                self.err(
-                    ManifestError::new(
-                        "weir::manifest::duplicate_grain_column",
-                        format!("grain column `{col}` is listed twice"),
-                    )
-                    .at(
-                        self.value(&["tasks", name, "output", "grain", &i]),
-                        "listed again",
-                    )
-                    .also(
-                        self.value(&["tasks", name, "output", "grain", &first]),
-                        "first here",
-                    )
-                    .help("each grain column appears once; remove the repeat"),
-                );
-            }
-        }
-        // Partition schemes: the dimensions, in order.
-        let partitioned_by: Vec<String> = match &raw.partitioned_by {
-            Some(list) => {
-                let mut seen: HashMap<&str, usize> = HashMap::new();
-                for (i, scheme) in list.iter().enumerate() {
-                    let idx = i.to_string();
-                    let path: Vec<&str> =
-                        if list.len() == 1 && self.cx.locator.is_string(&p("partitioned_by")) {
-                            p("partitioned_by")
-                        } else {
-                            vec!["tasks", name, "partitioned_by", &idx]
-                        };
-                    self.reference("partition scheme", scheme, &names.schemes, &path);
-                    if let Some(first) = seen.insert(scheme.as_str(), i) {
-                        let first = first.to_string();
-                        self.err(
-                            ManifestError::new(
-                                "weir::manifest::duplicate",
-                                format!("task `{name}` lists partition scheme `{scheme}` twice"),
-                            )
-                            .at(self.value(&path), "listed again")
-                            .also(
-                                self.value(&["tasks", name, "partitioned_by", &first]),
-                                "first here",
-                            )
-                            .help("each dimension appears once; remove the repeat"),
-                        );
-                    }
-                }
-                list.clone()
-            }
-            None if names.schemes.len() == 1 => vec![names.schemes[0].clone()],
-            None => {
-                self.err(
-                    ManifestError::new(
-                        "weir::manifest::missing_key",
-                        format!("task `{name}` needs `partitioned_by`"),
-                    )
-                    .at(self.key(&["tasks", name]), "no partition scheme")
-                    .help(if names.schemes.is_empty() {
-                        "declare a scheme, e.g. `[partitions.daily]` with `kind = \"daily\"` and `start`, or write `partitioned_by = []` for one partition".to_string()
-                    } else {
-                        format!("the manifest declares several schemes; pick one of {}, or a list of them", ticked(&names.schemes))
-                    }),
-                );
-                Vec::new()
-            }
-        };
-        let dims = Dims(
-            partitioned_by
-                .iter()
-                .filter_map(|n| {
-                    schemes.get(n).map(|s| crate::partition::Dimension {
-                        name: n.clone(),
-                        scheme: s.clone(),
-                    })
-                })
-                .collect(),
-        );
-        if raw.depends_on_past && dims.time_dim().is_none() && dims.0.len() == partitioned_by.len()
-        {
-            let what = match partitioned_by.as_slice() {
-                [] => "no partition scheme".to_string(),
-                [one] => format!("static scheme `{one}`"),
-                many => format!("static schemes {}", ticked(many)),
-            };
-            self.err(
-                ManifestError::new("weir::manifest::invalid_value", format!("task `{name}` sets `depends_on_past` on {what}"))
-                    .at(self.value(&p("depends_on_past")), "needs an ordered (daily) scheme")
-                    .help("static keys have no \"previous\" partition; remove `depends_on_past` or use a time scheme (daily, weekly …)"),
-            );
-        }
-        let pool = raw.pool.clone().unwrap_or_else(|| "default".into());
-        if raw.pool.is_some() {
-            self.reference("pool", &pool, &names.pools, &p("pool"));
-        }
-        let retry = raw.retry.clone().unwrap_or_else(|| "default".into());
-        if raw.retry.is_some() {
-            self.reference("retry class", &retry, &names.retry, &p("retry"));
-        }
-        let timeout = self.duration(
-            raw.timeout.as_deref(),
-            Duration::from_secs(3600),
-            &p("timeout"),
-        );
-        let heartbeat = self.duration(
-            raw.heartbeat.as_deref(),
-            Duration::from_secs(10),
-            &p("heartbeat"),
-        );
-        let expected_duration = self.duration(
-            raw.expected_duration.as_deref(),
-            Duration::from_secs(60),
-            &p("expected_duration"),
-        );
-        let sla = raw
-            .sla
-            .as_deref()
-            .map(|s| self.duration(Some(s), Duration::ZERO, &p("sla")));
-        // Exit codes: defaults first, then the task's own.
-        let mut exit_codes = BTreeMap::from([
-            (75, FailureRule::Transient),
-            (65, FailureRule::Deterministic),
-            (78, FailureRule::Operator),
-        ]);
-        for (code, class) in &raw.exit_codes {
-            let path = ["tasks", name, "exit_codes", code.as_str()];
-            match code.parse::<i32>() {
-                Ok(n @ 1..=255) => {
-                    if let Some(rule) = self.failure_rule(class, names, &path) {
-                        exit_codes.insert(n, rule);
-                    }
-                }
-                _ => self.err(
-                    ManifestError::new("weir::manifest::bad_exit_code", format!("`{code}` is not an exit code"))
-                        .at(self.key(&path), "not between 1 and 255")
-                        .help("map failing exit codes (1 to 255) to a class, e.g. `exit_codes = { 75 = \"transient\" }`"),
-                ),
-            }
-        }
-        let on_timeout = match &raw.on_timeout {
-            Some(text) => self
-                .failure_rule(text, names, &p("on_timeout"))
-                .unwrap_or(FailureRule::Transient),
-            None => FailureRule::Transient,
-        };
-        let input_names: Vec<String> = raw.inputs.iter().map(|i| i.dataset.clone()).collect();
-        let gates = raw
-            .gates
-            .iter()
-            .enumerate()
-            .filter_map(|(i, g)| self.gate(name, i, g, &input_names))
-            .collect();
-        if self.errors.len() > errors_before {
-            return None;
-        }
-        Some(Task {
-            name: name.to_string(),
-            command: raw.command.clone(),
-            inputs,
-            output: Output {
-                dataset: raw.output.dataset.clone(),
-                format: raw.output.format,
-                grain: raw.output.grain.clone(),
-            },
-            depends_on,
-            partitioned_by,
-            dims,
-            pool,
-            timeout,
-            heartbeat,
-            retry,
-            exit_codes,
-            on_timeout,
-            gates,
-            expected_duration,
-            depends_on_past: raw.depends_on_past,
-            sla,
-        })
-    }
-
-    fn gate(
-        &mut self,
-        task: &str,
-        index: usize,
-        raw: &raw::RawGate,
-        inputs: &[String],
-    ) -> Option<Gate> {
-        let idx = index.to_string();
-        let at = |k: &'static str| ["tasks", task, "gates", idx.as_str(), k];
-        let present: Vec<&'static str> = [
-            ("min", raw.min.is_some()),
-            ("max", raw.max.is_some()),
-            ("columns", raw.columns.is_some()),
-            ("column", raw.column.is_some()),
-            ("values", raw.values.is_some()),
-            ("aggregate", raw.aggregate.is_some()),
-            ("input", raw.input.is_some()),
-            ("input_column", raw.input_column.is_some()),
-            ("where", raw.filter.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(k, p)| p.then_some(k))
-        .collect();
-        let (allowed, required): (&[&str], &[&str]) = match raw.check.as_str() {
-            "row_count" => (&["min", "max"], &[]),
-            "unique" | "not_null" => (&["columns"], &["columns"]),
-            "accepted_values" => (&["column", "values"], &["column", "values"]),
-            "reconcile" => (
-                &["column", "aggregate", "input", "input_column", "where"],
-                &["column", "input", "input_column"],
-            ),
-            other => {
-                self.err(
-                    ManifestError::new(
-                        "weir::manifest::unknown_gate",
-                        format!("unknown gate check `{other}`"),
-                    )
-                    .at(self.value(&at("check")), "no such check")
-                    .help(match closest(other, GATE_CHECKS) {
-                        Some(s) => format!("did you mean `{s}`?"),
-                        None => format!("checks are {}", ticked(&GATE_CHECKS)),
-                    }),
-                );
-                return None;
-            }
-        };
-        let mut ok = true;
-        for key in &present {
-            if !allowed.contains(key) {
-                ok = false;
-                self.err(
-                    ManifestError::new(
-                        "weir::manifest::unexpected_key",
-                        format!("gate `{}` does not take `{key}`", raw.check),
-                    )
-                    .at(self.key(&at(key)), "not for this check")
-                    .help(format!("`{}` takes {}", raw.check, ticked(allowed))),
-                );
-            }
-        }
-        for key in required {
-            if !present.contains(key) {
-                ok = false;
-                self.err(
-                    ManifestError::new(
-                        "weir::manifest::missing_key",
-                        format!("gate `{}` needs `{key}`", raw.check),
-                    )
-                    .at(
-                        self.value(&["tasks", task, "gates", idx.as_str()]),
-                        format!("no `{key}`"),
-                    )
-                    .help(format!("`{}` takes {}", raw.check, ticked(allowed))),
-                );
-            }
-        }
-        if !ok {
-            return None;
-        }
-        let non_negative = |v: Option<i64>| v.map(|n| u64::try_from(n).ok());
-        Some(match raw.check.as_str() {
-            "row_count" => {
-                let (min, max) = (non_negative(raw.min), non_negative(raw.max));
-                if min == Some(None) || max == Some(None) {
-                    let key = if min == Some(None) { "min" } else { "max" };
-                    self.err(
-                        ManifestError::new(
-                            "weir::manifest::invalid_value",
-                            "a row count cannot be negative",
-                        )
-                        .at(self.value(&at(key)), "negative")
-                        .help("use 0 or more"),
-                    );
-                    return None;
-                }
-                let (min, max) = (min.flatten(), max.flatten());
-                if let (Some(lo), Some(hi)) = (min, max) {
-                    if lo > hi {
-                        self.err(
-                            ManifestError::new(
-                                "weir::manifest::bad_range",
-                                format!("row_count gate has min {lo} above max {hi}"),
-                            )
-                            .at(self.value(&at("min")), "above `max`")
-                            .help("make `min` at most `max`"),
-                        );
-                        return None;
-                    }
-                }
-                Gate::RowCount { min, max }
-            }
-            "unique" => Gate::Unique {
-                columns: raw.columns.clone().unwrap_or_default(),
-            },
-            "not_null" => Gate::NotNull {
-                columns: raw.columns.clone().unwrap_or_default(),
-            },
-            "accepted_values" => Gate::AcceptedValues {
-                column: raw.column.clone().unwrap_or_default(),
-                values: raw.values.clone().unwrap_or_default(),
-            },
-            _ => {
-                let input = raw.input.clone().unwrap_or_default();
-                if !inputs.contains(&input) {
-                    self.err(
-                        ManifestError::new(
-                            "weir::manifest::gate_unknown_input",
-                            format!("gate reconciles against `{input}`, which is not an input of task `{task}`"),
-                        )
-                        .at(self.value(&at("input")), "not among the task's inputs")
-                        .help(if inputs.is_empty() {
-                            format!("add `{input}` to the task's `inputs`")
-                        } else {
-                            match closest(&input, inputs.iter().map(String::as_str)) {
-                                Some(s) => format!("did you mean `{s}`?"),
-                                None => format!("the task's inputs are {}; add `{input}` to them", ticked(inputs)),
-                            }
-                        }),
-                    );
-                    return None;
-                }
-                let aggregate = match raw.aggregate.as_deref() {
-                    None | Some("sum") => Aggregate::Sum,
-                    Some("count") => Aggregate::Count,
-                    Some(other) => {
-                        self.err(
-                            ManifestError::new(
-                                "weir::manifest::invalid_value",
-                                format!("`{other}` is not an aggregate"),
-                            )
-                            .at(self.value(&at("aggregate")), "unknown aggregate")
-                            .help("use `sum` or `count`"),
-                        );
-                        return None;
-                    }
-                };
-                Gate::Reconcile {
-                    column: raw.column.clone().unwrap_or_default(),
-                    aggregate,
-                    input,
-                    input_column: raw.input_column.clone().unwrap_or_default(),
-                    filter: raw
-                        .filter
-                        .as_ref()
-                        .map(|f| f.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-                        .unwrap_or_default(),
-                }
-            }
-        })
-    }
-
-    /// `offset = k` or `window = [lo, hi]` of input `i`, checked for shape.
-    fn shift(&mut self, task: &str, i: usize, raw: &raw::RawInput) -> Shift {
-        let idx = i.to_string();
-        let at = |k: &'static str| ["tasks", task, "inputs", idx.as_str(), k];
-        match (raw.offset, &raw.window) {
-            (None, None) => Shift::NONE,
-            (Some(k), None) => Shift { lo: k, hi: k },
-            (Some(_), Some(_)) => {
-                self.err(
-                    ManifestError::new(
-                        "weir::manifest::invalid_shift",
-                        format!(
-                            "input `{}` of task `{task}` sets both `offset` and `window`",
-                            raw.dataset
-                        ),
-                    )
-                    .at(self.key(&at("window")), "and `offset`")
-                    .also(self.key(&at("offset")), "one of these")
-                    .help("`offset = k` is `window = [k, k]`: keep one of them"),
-                );
-                Shift::NONE
-            }
-            (None, Some(w)) => match w.as_slice() {
-                [lo, hi] if lo <= hi => Shift { lo: *lo, hi: *hi },
-                _ => {
-                    self.err(
-                        ManifestError::new(
-                            "weir::manifest::invalid_shift",
-                            format!("window of input `{}` of task `{task}` is not `[first, last]` with first ≤ last", raw.dataset),
-                        )
-                        .at(self.value(&at("window")), "not a window")
-                        .help("write two periods relative to the mapped one, first ≤ last, e.g. `window = [-6, 0]` for the last seven days"),
-                    );
-                    Shift::NONE
-                }
-            },
-        }
-    }
-
-    /// An `offset` or `window` moves along the time dimension: both the task
-    /// and the upstream it reads need one.
-    fn shifts_need_time(
-        &mut self,
-        tasks: &IndexMap<String, Task>,
-        entries: &[Entry<raw::RawTask>],
-    ) {
-        for entry in entries {
-            let (Some(raw), Some(task)) = (&entry.raw, tasks.get(&entry.name)) else {
-                continue;
-            };
-            for (i, raw_input) in raw.inputs.iter().enumerate() {
-                if raw_input.offset.is_none() && raw_input.window.is_none() {
-                    continue;
-                }
-                let Some(up) = self
-                    .producers
-                    .get(&raw_input.dataset)
-                    .and_then(|p| tasks.get(p))
-                else {
-                    continue;
-                };
-                let missing = match (task.dims.time_dim(), up.dims.time_dim()) {
-                    (Some(_), Some(_)) => continue,
-                    (None, _) => format!("task `{}` has no time dimension", task.name),
-                    (_, None) => format!(
-                        "`{}` (from task `{}`) has no time dimension",
-                        raw_input.dataset, up.name
-                    ),
-                };
-                let idx = i.to_string();
-                let key = if raw_input.offset.is_some() {
-                    "offset"
-                } else {
-                    "window"
-                };
-                self.err(
-                    ManifestError::new(
-                        "weir::manifest::invalid_shift",
-                        format!("input `{}` of task `{}` sets `{key}`, but {missing}", raw_input.dataset, task.name),
-                    )
-                    .at(self.key(&["tasks", &task.name, "inputs", &idx, key]), "needs time on both sides")
-                    .help("`offset` and `window` count periods of a time scheme (hourly, daily, weekly, monthly); remove it or partition both tasks by one"),
-                );
-            }
-        }
-    }
-
     /// The span of the `depends_on` or `inputs` entry that makes `task` depend on `dep`.
     fn dependency_span(&self, task: &str, dep: &str) -> std::ops::Range<usize> {
         let locator = self.cx.locator;
