@@ -574,3 +574,47 @@ fn issue_10_backfill_narrows_a_static_dimension() {
         serde_json::json!(["region", "day"])
     );
 }
+
+// issue 10: depends_on_past chains each region's days, not the product's order
+#[test]
+fn issue_10_depends_on_past_follows_the_time_dimension_per_region() {
+    let sb = Sandbox::new(
+        r#"
+[pipeline]
+name = "ledger"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.day]
+kind = "daily"
+start = "2026-09-01"
+end = "2026-09-30"
+
+[partitions.region]
+kind = "static"
+keys = ["eu", "us"]
+
+[tasks.balance]
+command = ["true"]
+partitioned_by = ["region", "day"]
+depends_on_past = true
+output = { dataset = "balance", grain = ["region"] }
+
+[backfills.three_days]
+from = "2026-09-10"
+to = "2026-09-12"
+pool = "default"
+reason = "replay"
+"#,
+    );
+    let plan = sb
+        .weir(&["plan", "m.toml", "--backfill", "three_days", "--json"])
+        .output()
+        .unwrap();
+    ok(&plan);
+    let doc: Value = serde_json::from_slice(&plan.stdout).unwrap();
+    assert_eq!(doc["total"]["instances"], 6);
+    // Two chains of three 1m days side by side: 3m (6m if the regions were
+    // one chain, 2m if the days did not wait for each other).
+    assert_eq!(doc["total"]["estimated_wall_ms"], 3 * 60_000);
+}
