@@ -28,16 +28,6 @@ out = [
     f'start = "{start}"',
     f'end = "{end}"',
     "",
-    "[partitions.weekly]",
-    'kind = "weekly"',
-    f'start = "{start + datetime.timedelta(days=(7 - start.weekday()) % 7)}"',
-    f'end = "{end - datetime.timedelta(days=end.weekday() + 1)}"',
-    "",
-    "[partitions.monthly]",
-    'kind = "monthly"',
-    f'start = "{start}"',
-    f'end = "{end if (end + datetime.timedelta(days=1)).day == 1 else end.replace(day=1) - datetime.timedelta(days=1)}"',
-    "",
     "[pools.backfill]",
     "slots = 8",
     "",
@@ -48,6 +38,19 @@ out = [
     'reason = "planning benchmark"',
     "",
 ]
+if rollups:
+    out += [
+        "[partitions.weekly]",
+        'kind = "weekly"',
+        f'start = "{start + datetime.timedelta(days=(7 - start.weekday()) % 7)}"',
+        f'end = "{end - datetime.timedelta(days=(end.weekday() + 1) % 7)}"',
+        "",
+        "[partitions.monthly]",
+        'kind = "monthly"',
+        f'start = "{start}"',
+        f'end = "{end if (end + datetime.timedelta(days=1)).day == 1 else end.replace(day=1) - datetime.timedelta(days=1)}"',
+        "",
+    ]
 for layer in range(layers):
     for i in range(per_layer):
         name = f"t{layer:02d}_{i:04d}"
