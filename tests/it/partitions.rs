@@ -258,6 +258,19 @@ fn issue_10_weekly_rollup_waits_for_and_pins_its_seven_days() {
         "{}",
         stdout(&verify)
     );
+    // explain names the upstream partitions the week needs, not `sales 2026-W38`.
+    let explain = sb
+        .weir(&["explain", "m.toml", "weekly", "--partition", "2026-W38"])
+        .output()
+        .unwrap();
+    ok(&explain);
+    let text = stdout(&explain);
+    for day in days(14, 20) {
+        assert!(
+            text.contains(&format!("  sales -> `sales` {day}: generation 1, sha256:")),
+            "{text}"
+        );
+    }
     // Nothing outside the week ran: no catch-up.
     assert!(sb.entries("sales", "2026-09-13", "log").is_empty());
     assert!(sb.entries("sales", "2026-09-21", "log").is_empty());
