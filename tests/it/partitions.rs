@@ -631,3 +631,78 @@ reason = "replay"
     // one chain, 2m if the days did not wait for each other).
     assert_eq!(doc["total"]["estimated_wall_ms"], 3 * 60_000);
 }
+
+// issue 10: a local day across the end of DST holds 25 hours, the repeated one named by its offset
+#[test]
+fn issue_10_a_paris_day_across_dst_reads_25_hours() {
+    let sb = Sandbox::new(
+        r#"
+[pipeline]
+name = "clicks"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.hour]
+kind = "hourly"
+start = "2026-03-01T00"
+timezone = "Europe/Paris"
+
+[partitions.day]
+kind = "daily"
+start = "2026-03-01"
+timezone = "Europe/Paris"
+
+[tasks.hits]
+command = ["true"]
+partitioned_by = "hour"
+output = { dataset = "hits", grain = ["id"] }
+
+[tasks.daily_hits]
+command = ["true"]
+partitioned_by = "day"
+inputs = ["hits"]
+output = { dataset = "daily_hits", grain = ["id"] }
+"#,
+    );
+    let plan = sb
+        .weir(&[
+            "plan",
+            "m.toml",
+            "--task",
+            "daily_hits",
+            "--partition",
+            "2026-10-25",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    ok(&plan);
+    let doc: Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let hours: Vec<String> = doc["tasks"][0]["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(hours.len(), 25, "{hours:?}");
+    assert_eq!(&hours[2..4], ["2026-10-25T02+02:00", "2026-10-25T02+01:00"]);
+    assert_eq!(hours[24], "2026-10-25T23");
+    let spring = sb
+        .weir(&[
+            "plan",
+            "m.toml",
+            "--task",
+            "daily_hits",
+            "--partition",
+            "2026-03-29",
+        ])
+        .output()
+        .unwrap();
+    ok(&spring);
+    assert!(
+        stdout(&spring)
+            .contains("daily_hits 2026-03-29 ← hits × 23 (2026-03-29T00 … 2026-03-29T23)"),
+        "{}",
+        stdout(&spring)
+    );
+}
