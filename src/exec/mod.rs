@@ -236,6 +236,7 @@ pub fn run(
                 "scope": format!("{:?}", options.scope),
                 "backfill": plan.backfill.as_ref().map(|b| json!({"name": b.name, "reason": b.reason})),
                 "force": options.force,
+                "tzdb": crate::partition::time::tzdb_version(),
             })),
     );
     let mut scheduler = Scheduler::new(&cx, &plan, options, explicit);

