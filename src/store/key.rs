@@ -172,6 +172,16 @@ mod tests {
         assert_eq!(decode_partition("eu%7c2026"), None, "only canonical names");
     }
 
+    proptest::proptest! {
+        // issue 10: any key, any bytes: one valid segment that decodes back
+        #[test]
+        fn issue_10_partition_encoding_round_trips(key in "\\PC{1,40}") {
+            let seg = encode_partition(&key);
+            proptest::prop_assert!(validate_segment(&seg).is_ok(), "{seg}");
+            proptest::prop_assert_eq!(decode_partition(&seg), Some(key));
+        }
+    }
+
     #[test]
     fn key_path_stays_under_root() {
         let p = key_path(Path::new("/w"), "d/p/log");
