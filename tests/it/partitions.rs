@@ -707,3 +707,25 @@ output = { dataset = "daily_hits", grain = ["id"] }
         stdout(&spring)
     );
 }
+
+// issue 10: the README's worked example is the plan weir prints
+#[test]
+fn issue_10_readme_worked_example_matches_the_plan() {
+    let repo = crate::support::repo();
+    let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
+    let start = readme
+        .find("$ weir plan pipelines/atlasmart_web.toml\n")
+        .expect("the worked example");
+    let block = &readme[start..];
+    let block = &block[..block.find("```").unwrap()];
+    let out = crate::support::run_in(&repo.join("pipelines"), &["plan", "atlasmart_web.toml"]);
+    ok(&out);
+    let plan = stdout(&out);
+    let lines: Vec<&str> = plan.lines().collect();
+    for line in block.lines().skip(1).filter(|l| !l.trim().is_empty()) {
+        assert!(
+            lines.contains(&line),
+            "README line not in the plan: {line:?}\n{plan}"
+        );
+    }
+}
