@@ -337,12 +337,13 @@ impl Plan {
                     continue;
                 }
                 let have: HashSet<&str> = keys[u].iter().map(String::as_str).collect();
+                let mut seen: HashSet<String> = HashSet::new();
                 let mut extra: Vec<String> = Vec::new();
                 for key in keys[t].iter() {
                     for k in needed(task, key, up, &shifts, now)? {
                         let k = k.into_string();
                         if !have.contains(k.as_str())
-                            && !extra.contains(&k)
+                            && seen.insert(k.clone())
                             && !published(&up.output.dataset, &k)
                         {
                             extra.push(k);
@@ -409,14 +410,11 @@ impl Plan {
                             .collect();
                         let mut lists = Vec::with_capacity(keys[t].len());
                         for key in keys[t].iter() {
-                            let mut row: Vec<u32> = Vec::new();
-                            for k in needed(task, key, up, &shifts, now)? {
-                                if let Some(&i) = index.get(k.as_str()) {
-                                    if !row.contains(&i) {
-                                        row.push(i);
-                                    }
-                                }
-                            }
+                            // `needed` yields each key once.
+                            let row: Vec<u32> = needed(task, key, up, &shifts, now)?
+                                .iter()
+                                .filter_map(|k| index.get(k.as_str()).copied())
+                                .collect();
                             lists.push(row);
                         }
                         Link::Mapped(Rows::from_lists(&lists))
@@ -658,6 +656,7 @@ fn needed(
         return Ok(vec![PartitionKey::new(key)]);
     }
     let mut out: Vec<PartitionKey> = Vec::new();
+    let mut seen: HashSet<PartitionKey> = HashSet::new();
     for s in shifts {
         let keys =
             map_keys(&task.dims, key, &up.dims, *s, now).map_err(|why| PlanError::Mapping {
@@ -666,11 +665,11 @@ fn needed(
                 upstream: up.name.clone(),
                 why: Box::new(why),
             })?;
-        for k in keys {
-            if !out.contains(&k) {
-                out.push(k);
-            }
+        if shifts.len() == 1 {
+            // One mapping never repeats a key.
+            return Ok(keys);
         }
+        out.extend(keys.into_iter().filter(|k| seen.insert(k.clone())));
     }
     Ok(out)
 }
