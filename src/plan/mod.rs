@@ -272,31 +272,7 @@ impl Plan {
             }
         }
         let order = topological(manifest, &closure);
-        // Selected keys per task; tasks of the same dimensions share them.
-        let mut by_dims: HashMap<Vec<String>, Arc<Vec<String>>> = HashMap::new();
-        let mut keys: Vec<Arc<Vec<String>>> = Vec::with_capacity(order.len());
-        for name in &order {
-            let task = &manifest.tasks[*name];
-            if !selected.contains(name) {
-                keys.push(Arc::new(Vec::new()));
-                continue;
-            }
-            let shared = by_dims
-                .entry(task.partitioned_by.clone())
-                .or_insert_with(|| {
-                    Arc::new(match (scope, &backfill) {
-                        (_, Some(b)) => partitions::backfill(&task.dims, b, now),
-                        (Scope::Latest, _) => partitions::latest(&task.dims, now),
-                        (Scope::Partitions(given), _) => {
-                            partitions::explicit(&task.dims, given, now)
-                        }
-                        (Scope::Backfill(_), None) => {
-                            unreachable!("a backfill scope resolved above")
-                        }
-                    })
-                });
-            keys.push(shared.clone());
-        }
+        let mut keys = select_keys(manifest, scope, backfill.as_ref(), &order, &selected, now);
         if let Scope::Partitions(given) = scope {
             for key in given {
                 if !keys.iter().any(|ks| ks.contains(key))
@@ -315,133 +291,38 @@ impl Plan {
                 }
             }
         }
-        let position: HashMap<&str, usize> =
-            order.iter().enumerate().map(|(i, n)| (*n, i)).collect();
-        // Upstream tasks in the plan with the overrides of the inputs that
-        // read them (`depends_on` alone: no override).
-        let upstream_in = |position: &HashMap<&str, usize>, name: &str| {
-            let task = &manifest.tasks[name];
-            task.depends_on
-                .iter()
-                .filter_map(|d| Some((*position.get(d.as_str())?, shifts_of(task, d))))
-                .collect::<Vec<(usize, Vec<Shift>)>>()
-        };
-        // Downstream first: add the upstream keys a selected instance needs
-        // that nobody selected and that are not published.
-        let mut added: Vec<HashSet<u32>> = vec![HashSet::new(); order.len()];
-        for t in (0..order.len()).rev() {
-            let task = &manifest.tasks[order[t]];
-            for (u, shifts) in upstream_in(&position, order[t]) {
-                let up = &manifest.tasks[order[u]];
-                if identity(&task.dims, &up.dims, &shifts) && Arc::ptr_eq(&keys[t], &keys[u]) {
-                    continue;
-                }
-                let have: HashSet<&str> = keys[u].iter().map(String::as_str).collect();
-                let mut seen: HashSet<String> = HashSet::new();
-                let mut extra: Vec<String> = Vec::new();
-                for key in keys[t].iter() {
-                    for k in needed(task, key, up, &shifts, now)? {
-                        let k = k.into_string();
-                        if !have.contains(k.as_str())
-                            && seen.insert(k.clone())
-                            && !published(&up.output.dataset, &k)
-                        {
-                            extra.push(k);
-                        }
-                    }
-                }
-                if !extra.is_empty() {
-                    let mut all: Vec<String> = keys[u]
-                        .iter()
-                        .cloned()
-                        .chain(extra.iter().cloned())
-                        .collect();
-                    partitions::sort(&up.dims, &mut all);
-                    let is_extra: HashSet<&str> = extra.iter().map(String::as_str).collect();
-                    let prev: HashSet<String> = added[u]
-                        .iter()
-                        .map(|i| keys[u][*i as usize].clone())
-                        .collect();
-                    added[u] = all
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, k)| is_extra.contains(k.as_str()) || prev.contains(*k))
-                        .map(|(i, _)| i as u32)
-                        .collect();
-                    keys[u] = Arc::new(all);
-                }
-            }
-        }
+        let added = add_unpublished(manifest, &order, &mut keys, published, now)?;
         // Unselected upstream tasks with nothing added leave the plan.
         let keep: Vec<bool> = (0..order.len())
             .map(|t| selected.contains(&order[t]) || !keys[t].is_empty())
             .collect();
-        let order: Vec<&str> = order
-            .iter()
-            .zip(&keep)
-            .filter_map(|(n, k)| k.then_some(*n))
-            .collect();
-        let keys: Vec<Arc<Vec<String>>> = keys
-            .into_iter()
-            .zip(&keep)
-            .filter_map(|(n, k)| k.then_some(n))
+        let kept = |t: &usize| keep[*t];
+        let order: Vec<&str> = (0..order.len()).filter(kept).map(|t| order[t]).collect();
+        let keys: Vec<Arc<Vec<String>>> = (0..keys.len())
+            .filter(kept)
+            .map(|t| keys[t].clone())
             .collect();
         let mut added: Vec<HashSet<u32>> = added
             .into_iter()
-            .zip(&keep)
-            .filter_map(|(n, k)| k.then_some(n))
+            .enumerate()
+            .filter(|(t, _)| keep[*t])
+            .map(|(_, a)| a)
             .collect();
-        let position: HashMap<&str, usize> =
-            order.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+        let position = positions(&order);
         let mut tasks: Vec<PlannedTask> = Vec::with_capacity(order.len());
         for (t, name) in order.iter().enumerate() {
             let task = &manifest.tasks[*name];
             let mut upstream = Vec::new();
-            for (u, shifts) in upstream_in(&position, name) {
+            for (u, shifts) in upstream_in(manifest, &position, name) {
                 let up = &manifest.tasks[order[u]];
-                let link =
-                    if identity(&task.dims, &up.dims, &shifts) && Arc::ptr_eq(&keys[t], &keys[u]) {
-                        Link::Identity
-                    } else {
-                        let index: HashMap<&str, u32> = keys[u]
-                            .iter()
-                            .enumerate()
-                            .map(|(i, k)| (k.as_str(), i as u32))
-                            .collect();
-                        let mut lists = Vec::with_capacity(keys[t].len());
-                        for key in keys[t].iter() {
-                            // `needed` yields each key once.
-                            let row: Vec<u32> = needed(task, key, up, &shifts, now)?
-                                .iter()
-                                .filter_map(|k| index.get(k.as_str()).copied())
-                                .collect();
-                            lists.push(row);
-                        }
-                        Link::Mapped(Rows::from_lists(&lists))
-                    };
+                let link = link(task, &keys[t], up, &keys[u], &shifts, now)?;
                 upstream.push(UpstreamLink {
                     task: u,
                     shifts,
                     link,
                 });
             }
-            let past = if task.depends_on_past {
-                let index: HashMap<&str, u32> = keys[t]
-                    .iter()
-                    .enumerate()
-                    .map(|(i, k)| (k.as_str(), i as u32))
-                    .collect();
-                keys[t]
-                    .iter()
-                    .map(|k| {
-                        task.dims
-                            .previous(k)
-                            .and_then(|p| index.get(p.as_str()).copied())
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            };
+            let (past, next) = past_links(task, &keys[t]);
             tasks.push(PlannedTask {
                 name: task.name.clone(),
                 pool: backfill
@@ -455,16 +336,8 @@ impl Plan {
                 upstream,
                 downstream: Vec::new(),
                 depends_on_past: task.depends_on_past,
-                next: {
-                    let mut next = vec![None; if past.is_empty() { 0 } else { keys[t].len() }];
-                    for (i, p) in past.iter().enumerate() {
-                        if let Some(p) = p {
-                            next[*p as usize] = Some(i as u32);
-                        }
-                    }
-                    next
-                },
                 past,
+                next,
                 expected_duration: task.expected_duration,
             });
         }
@@ -616,6 +489,181 @@ impl Plan {
             })
             .collect()
     }
+}
+
+/// Selected keys per task in `order`: the scope's keys for selected tasks
+/// (tasks of the same dimensions share one list), none for the others.
+fn select_keys(
+    manifest: &Manifest,
+    scope: &Scope,
+    backfill: Option<&Backfill>,
+    order: &[&str],
+    selected: &[&str],
+    now: i64,
+) -> Vec<Arc<Vec<String>>> {
+    let mut by_dims: HashMap<&[String], Arc<Vec<String>>> = HashMap::new();
+    order
+        .iter()
+        .map(|name| {
+            let task = &manifest.tasks[*name];
+            if !selected.contains(name) {
+                return Arc::new(Vec::new());
+            }
+            by_dims
+                .entry(task.partitioned_by.as_slice())
+                .or_insert_with(|| {
+                    Arc::new(match (scope, backfill) {
+                        (_, Some(b)) => partitions::backfill(&task.dims, b, now),
+                        (Scope::Latest, _) => partitions::latest(&task.dims, now),
+                        (Scope::Partitions(given), _) => {
+                            partitions::explicit(&task.dims, given, now)
+                        }
+                        (Scope::Backfill(_), None) => {
+                            unreachable!("a backfill scope resolves before keys are selected")
+                        }
+                    })
+                })
+                .clone()
+        })
+        .collect()
+}
+
+/// Downstream first, adds to each upstream task the keys a planned instance
+/// needs that nobody selected and that are not published; returns, per
+/// task, the indices of its added keys.
+fn add_unpublished(
+    manifest: &Manifest,
+    order: &[&str],
+    keys: &mut [Arc<Vec<String>>],
+    published: &dyn Fn(&str, &str) -> bool,
+    now: i64,
+) -> Result<Vec<HashSet<u32>>, PlanError> {
+    let position = positions(order);
+    let mut added: Vec<HashSet<u32>> = vec![HashSet::new(); order.len()];
+    for t in (0..order.len()).rev() {
+        let task = &manifest.tasks[order[t]];
+        for (u, shifts) in upstream_in(manifest, &position, order[t]) {
+            let up = &manifest.tasks[order[u]];
+            if identity(&task.dims, &up.dims, &shifts) && Arc::ptr_eq(&keys[t], &keys[u]) {
+                continue;
+            }
+            let have: HashSet<&str> = keys[u].iter().map(String::as_str).collect();
+            let mut seen: HashSet<String> = HashSet::new();
+            let mut extra: Vec<String> = Vec::new();
+            for key in keys[t].iter() {
+                for k in needed(task, key, up, &shifts, now)? {
+                    let k = k.into_string();
+                    if !have.contains(k.as_str())
+                        && seen.insert(k.clone())
+                        && !published(&up.output.dataset, &k)
+                    {
+                        extra.push(k);
+                    }
+                }
+            }
+            if extra.is_empty() {
+                continue;
+            }
+            let mut all: Vec<String> = keys[u]
+                .iter()
+                .cloned()
+                .chain(extra.iter().cloned())
+                .collect();
+            partitions::sort(&up.dims, &mut all);
+            let is_extra: HashSet<&str> = extra.iter().map(String::as_str).collect();
+            let before: HashSet<&str> = added[u]
+                .iter()
+                .map(|i| keys[u][*i as usize].as_str())
+                .collect();
+            let now_added: HashSet<u32> = all
+                .iter()
+                .enumerate()
+                .filter(|(_, k)| is_extra.contains(k.as_str()) || before.contains(k.as_str()))
+                .map(|(i, _)| i as u32)
+                .collect();
+            added[u] = now_added;
+            keys[u] = Arc::new(all);
+        }
+    }
+    Ok(added)
+}
+
+/// How `task`'s instances (`keys`) depend on `up`'s (`up_keys`).
+fn link(
+    task: &crate::manifest::Task,
+    keys: &Arc<Vec<String>>,
+    up: &crate::manifest::Task,
+    up_keys: &Arc<Vec<String>>,
+    shifts: &[Shift],
+    now: i64,
+) -> Result<Link, PlanError> {
+    if identity(&task.dims, &up.dims, shifts) && Arc::ptr_eq(keys, up_keys) {
+        return Ok(Link::Identity);
+    }
+    let index: HashMap<&str, u32> = up_keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (k.as_str(), i as u32))
+        .collect();
+    let mut lists = Vec::with_capacity(keys.len());
+    for key in keys.iter() {
+        // `needed` yields each key once.
+        let row: Vec<u32> = needed(task, key, up, shifts, now)?
+            .iter()
+            .filter_map(|k| index.get(k.as_str()).copied())
+            .collect();
+        lists.push(row);
+    }
+    Ok(Link::Mapped(Rows::from_lists(&lists)))
+}
+
+/// With `depends_on_past`: each instance's previous-key instance, and the
+/// reverse; empty otherwise.
+fn past_links(
+    task: &crate::manifest::Task,
+    keys: &[String],
+) -> (Vec<Option<u32>>, Vec<Option<u32>>) {
+    if !task.depends_on_past {
+        return (Vec::new(), Vec::new());
+    }
+    let index: HashMap<&str, u32> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (k.as_str(), i as u32))
+        .collect();
+    let past: Vec<Option<u32>> = keys
+        .iter()
+        .map(|k| {
+            task.dims
+                .previous(k)
+                .and_then(|p| index.get(p.as_str()).copied())
+        })
+        .collect();
+    let mut next = vec![None; keys.len()];
+    for (i, p) in past.iter().enumerate() {
+        if let Some(p) = p {
+            next[*p as usize] = Some(i as u32);
+        }
+    }
+    (past, next)
+}
+
+fn positions<'m>(order: &[&'m str]) -> HashMap<&'m str, usize> {
+    order.iter().enumerate().map(|(i, n)| (*n, i)).collect()
+}
+
+/// Upstream tasks of `name` in the plan, with the overrides of the inputs
+/// that read them (`depends_on` alone: no override).
+fn upstream_in(
+    manifest: &Manifest,
+    position: &HashMap<&str, usize>,
+    name: &str,
+) -> Vec<(usize, Vec<Shift>)> {
+    let task = &manifest.tasks[name];
+    task.depends_on
+        .iter()
+        .filter_map(|d| Some((*position.get(d.as_str())?, shifts_of(task, d))))
+        .collect()
 }
 
 /// The overrides of `task`'s inputs read from `upstream`; none for a bare
