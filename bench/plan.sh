@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # W3: planning 730,000 task instances (2,000 tasks in 20 layers x 365 days).
 # Target: under 2 s and under 1 GiB peak memory. Prints the median of RUNS runs.
-# usage: bench/plan.sh [RUNS]   (TASKS/LAYERS/DAYS env vars shrink it for CI)
+# usage: bench/plan.sh [RUNS]   (TASKS/LAYERS/DAYS env vars shrink it for CI;
+#        ROLLUPS=N adds N weekly and N monthly rollups over the last layer)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-5}
-tasks=${TASKS:-2000} layers=${LAYERS:-20} days=${DAYS:-365}
+tasks=${TASKS:-2000} layers=${LAYERS:-20} days=${DAYS:-365} rollups=${ROLLUPS:-0}
 cargo build --release --quiet
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-python3 bench/gen_manifest.py "$tasks" "$layers" "$days" > "$work/big.toml"
+python3 bench/gen_manifest.py "$tasks" "$layers" "$days" "$rollups" > "$work/big.toml"
 for _ in $(seq "$runs"); do
   /usr/bin/time -f "%e %M" -o "$work/t" ./target/release/weir plan "$work/big.toml" --backfill all > "$work/plan.txt"
   cat "$work/t" >> "$work/times"

@@ -1,20 +1,34 @@
-//! The engine's notion of "today". Daily partitions are complete once their
-//! day has ended in UTC, so the latest complete partition is yesterday (UTC).
+//! The engine's notion of "now". A period is complete once it has ended in
+//! its scheme's timezone, so the latest complete day of a UTC scheme is
+//! yesterday (UTC).
 //!
-//! `WEIR_TODAY=YYYY-MM-DD` pins today's date: for tests and for rehearsing
-//! what a scheduled run on a given day would do. It never moves wall-clock
-//! timestamps in events or records.
+//! `WEIR_NOW=2026-09-21T00:30:00Z` (any RFC 3339 instant) or
+//! `WEIR_TODAY=YYYY-MM-DD` (midnight UTC of that day) pins now: for tests and
+//! for rehearsing what a scheduled run at that time would do. Neither moves
+//! wall-clock timestamps in events or records.
 
 use jiff::civil::Date;
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
 
-/// Today's date in UTC, or `WEIR_TODAY` when set to a valid date.
-pub fn today() -> Date {
-    std::env::var("WEIR_TODAY")
+/// Now, as seconds since the Unix epoch, honouring `WEIR_NOW` and
+/// `WEIR_TODAY`.
+pub fn now() -> i64 {
+    if let Some(ts) = std::env::var("WEIR_NOW")
+        .ok()
+        .and_then(|s| s.trim().parse::<Timestamp>().ok())
+    {
+        return ts.as_second();
+    }
+    if let Some(day) = std::env::var("WEIR_TODAY")
         .ok()
         .and_then(|s| s.trim().parse::<Date>().ok())
-        .unwrap_or_else(|| Timestamp::now().to_zoned_datetime(TimeZone::UTC).date())
+    {
+        if let Ok(ts) = day.to_zoned_datetime(TimeZone::UTC) {
+            return ts.timestamp().as_second();
+        }
+    }
+    Timestamp::now().as_second()
 }
 
 /// The current instant, RFC 3339 in UTC with millisecond precision.

@@ -14,5 +14,6 @@ pub mod events;
 pub mod exec;
 pub mod manifest;
 pub mod ops;
+pub mod partition;
 pub mod plan;
 pub mod store;

@@ -4,6 +4,7 @@ use super::args::{GraphFormat, PlanArgs};
 use super::{exit, load, report};
 use crate::manifest::Manifest;
 use crate::plan::{cost, render, Plan, Scope};
+use crate::store::Warehouse;
 
 pub(crate) fn run(args: &PlanArgs) -> u8 {
     let manifest = match load(&args.manifest) {
@@ -35,20 +36,67 @@ pub(crate) fn print(manifest: &Manifest, scope: &Scope, tasks: &[String], json: 
     };
     let estimate = cost::estimate(&plan);
     if json {
-        print!("{}", render::json(&plan, &estimate));
+        print!("{}", render::json(&plan, &estimate, manifest));
     } else {
         print!("{}", render::table(&plan, &estimate));
+        let stale = stale_instances(manifest, &plan);
+        if !stale.is_empty() {
+            println!();
+            println!("stale: planned partitions whose publication read an upstream generation that has changed (they rerun):");
+            for line in stale {
+                println!("  {line}");
+            }
+        }
     }
     exit::OK
 }
 
+/// Planned instances whose current publication is STALE, in words.
+fn stale_instances(manifest: &Manifest, plan: &Plan) -> Vec<String> {
+    if !manifest.pipeline.warehouse.is_dir() {
+        return Vec::new();
+    }
+    let Ok(warehouse) = Warehouse::open(&manifest.pipeline.warehouse) else {
+        return Vec::new();
+    };
+    let mut current = crate::plan::stale::Current::default();
+    let mut out = Vec::new();
+    for (t, task) in plan.tasks.iter().enumerate() {
+        let dataset = &manifest.tasks[&task.name].output.dataset;
+        for (i, key) in task.keys.iter().enumerate() {
+            if plan.is_added(t, i) {
+                continue;
+            }
+            if let Ok(Some(record)) = warehouse.partition(dataset, key).latest() {
+                let changed = current.changed(&warehouse, &record);
+                if !changed.is_empty() {
+                    out.push(format!("{} {key}: {}", task.name, changed.join("; ")));
+                }
+            }
+        }
+    }
+    out
+}
+
 fn build(manifest: &Manifest, scope: &Scope, tasks: &[String]) -> Option<Plan> {
-    let today = crate::clock::today();
+    let now = crate::clock::now();
+    // A plan writes nothing: an absent warehouse has published nothing.
+    let warehouse = manifest
+        .pipeline
+        .warehouse
+        .is_dir()
+        .then(|| Warehouse::open(&manifest.pipeline.warehouse).ok())
+        .flatten();
+    let published = |dataset: &str, key: &str| {
+        warehouse
+            .as_ref()
+            .is_some_and(|w| matches!(w.partition(dataset, key).latest(), Ok(Some(_))))
+    };
     let built = if tasks.is_empty() {
-        Plan::build(manifest, scope, today)
+        Plan::build(manifest, scope, now, &published)
     } else {
         let names: Vec<&str> = tasks.iter().map(String::as_str).collect();
-        Plan::build_for(manifest, scope, &names, today)
+        Plan::build_for(manifest, scope, &names, now, &published)
     };
     built.map_err(|e| report(&e)).ok()
 }

@@ -10,7 +10,6 @@ use crate::audit;
 use crate::manifest::Manifest;
 use crate::ops::certify;
 use crate::ops::state::{self, InstanceMark, Mark};
-use crate::plan::partitions;
 use crate::store::{CommitRecord, Depth, Drift, Warehouse};
 
 /// An expected partition with no publication.
@@ -20,6 +19,15 @@ struct Missing {
     partition: String,
     /// The SLA deadline, when it has passed.
     late_since: Option<String>,
+}
+
+/// A publication that pinned an upstream generation which is no longer
+/// the current one (the upstream was repaired or rolled back since).
+struct Stale {
+    task: String,
+    partition: String,
+    /// Which upstream partitions changed, in words.
+    detail: String,
 }
 
 /// Something `status --check` pages on.
@@ -43,18 +51,19 @@ struct Overview {
     /// Partitions whose commit log cannot be read (a corrupt record, an
     /// I/O error): named, while the others are still listed.
     unreadable: Vec<(String, String, String)>,
+    /// Publications whose pinned upstream generations are not current.
+    stale: Vec<Stale>,
 }
 
 impl Overview {
     fn gather(manifest: &Manifest, warehouse: &Warehouse) -> Result<Overview, String> {
-        let today = crate::clock::today();
+        let planned_now = crate::clock::now();
         let now = jiff::Timestamp::now().as_second();
         let mut published = Vec::new();
         let mut missing = Vec::new();
         let mut unreadable = Vec::new();
         for task in manifest.tasks.values() {
             let dataset = &task.output.dataset;
-            let scheme = &manifest.partitions[&task.partitioned_by];
             let mut seen = HashSet::new();
             for partition in warehouse
                 .partitions(dataset)
@@ -73,12 +82,12 @@ impl Overview {
                     }
                 }
             }
-            for key in partitions::keys(scheme, today) {
+            for key in task.dims.keys(planned_now) {
                 if seen.contains(&key) {
                     continue;
                 }
                 let late_since = task.sla.and_then(|sla| {
-                    let deadline = partitions::interval_end(scheme, &key)? + sla.as_secs() as i64;
+                    let deadline = task.dims.interval_end(&key)? + sla.as_secs() as i64;
                     (now > deadline).then(|| {
                         jiff::Timestamp::from_second(deadline)
                             .map_or_else(|_| deadline.to_string(), |t| t.to_string())
@@ -92,15 +101,20 @@ impl Overview {
                 });
             }
         }
+        let stale = stale(warehouse, &published);
         Ok(Overview {
             published,
             missing,
             marks: state::all(warehouse.root()),
             unreadable,
+            stale,
         })
     }
 
     /// LATE, HELD and QUARANTINED instances.
+    ///
+    /// STALE publications are shown but not paged on: a repair upstream is
+    /// often deliberate, and rerunning its downstream is a decision.
     fn attention(&self) -> Vec<Attention> {
         let mut out: Vec<Attention> = self
             .missing
@@ -195,6 +209,11 @@ pub(crate) fn status(args: &StatusArgs) -> u8 {
                 .missing
                 .iter()
                 .map(|m| json!({"task": m.task, "dataset": m.dataset, "partition": m.partition, "late_since": m.late_since}))
+                .collect::<Vec<_>>(),
+            "stale": overview
+                .stale
+                .iter()
+                .map(|st| json!({"task": st.task, "partition": st.partition, "detail": st.detail}))
                 .collect::<Vec<_>>(),
             "attention": attention
                 .iter()
@@ -331,6 +350,28 @@ fn print_status(
     for a in attention {
         println!("{:<11} {} {}: {}", a.state, a.task, a.partition, a.detail);
     }
+    for st in &overview.stale {
+        println!(
+            "{:<11} {} {}: {} (rerun it with `weir run --partition {}`)",
+            "STALE", st.task, st.partition, st.detail, st.partition
+        );
+    }
+}
+
+/// Publications that pinned an upstream generation other than the current.
+fn stale(warehouse: &Warehouse, published: &[(String, CommitRecord)]) -> Vec<Stale> {
+    let mut current = crate::plan::stale::Current::default();
+    published
+        .iter()
+        .filter_map(|(task, record)| {
+            let changed = current.changed(warehouse, record);
+            (!changed.is_empty()).then(|| Stale {
+                task: task.clone(),
+                partition: record.partition.clone(),
+                detail: changed.join("; "),
+            })
+        })
+        .collect()
 }
 
 fn short(digest: &str) -> String {

@@ -360,6 +360,7 @@ fn environment(
             cx.manifest.pipeline.code_version.clone(),
         ),
     ];
+    env.extend(launch::partition_vars(&task.dims, partition));
     for input in inputs {
         env.push((launch::input_var(&input.name), absolute(&input.location)));
         if let Some(w) = &input.watermark {

@@ -94,20 +94,28 @@ pub fn materialize(
         let format = input.data.as_ref().map(|d| d.format);
         match (input.kind, input.generation) {
             ("upstream", Some(generation)) => {
-                let store = warehouse.partition(&input.name, partition);
-                let record = store
-                    .record(Generation::from_raw(generation))
-                    .map_err(|e| MaterializeError::Store {
-                        input: input.name.clone(),
-                        message: e.to_string(),
-                    })?
-                    .ok_or_else(|| MaterializeError::Store {
-                        input: input.name.clone(),
-                        message: format!(
-                            "generation {generation} of partition {partition} is not in the log"
-                        ),
-                    })?;
-                let files = materialize_generation(&store, &record, &dest)?;
+                // An input read at another partition than the task's own
+                // names it.
+                let key = input.partition.as_deref().unwrap_or(partition);
+                let files = materialize_pinned(warehouse, &input.name, key, generation, &dest)?;
+                out.push(Materialized {
+                    name: input.name.clone(),
+                    location: dest,
+                    data: InputData {
+                        format: format.unwrap_or(crate::audit::Format::Csv),
+                        files,
+                    },
+                    watermark: input.watermark.clone(),
+                });
+            }
+            // Mapped to several partitions: a directory per key.
+            ("upstream", None) => {
+                let files = super::snapshot::stage_partitions(
+                    warehouse,
+                    &input.name,
+                    &input.partitions,
+                    &dest,
+                )?;
                 out.push(Materialized {
                     name: input.name.clone(),
                     location: dest,
@@ -134,6 +142,29 @@ pub fn materialize(
         }
     }
     Ok(out)
+}
+
+/// Copies generation `generation` of `dataset` at `partition` into `dest`
+/// (see [`materialize_generation`]).
+pub fn materialize_pinned(
+    warehouse: &Warehouse,
+    dataset: &str,
+    partition: &str,
+    generation: u64,
+    dest: &Path,
+) -> Result<Vec<PathBuf>, MaterializeError> {
+    let store = warehouse.partition(dataset, partition);
+    let record = store
+        .record(Generation::from_raw(generation))
+        .map_err(|e| MaterializeError::Store {
+            input: dataset.to_owned(),
+            message: crate::exec::chain(&e),
+        })?
+        .ok_or_else(|| MaterializeError::Store {
+            input: dataset.to_owned(),
+            message: format!("generation {generation} of partition {partition} is not in the log"),
+        })?;
+    materialize_generation(&store, &record, dest)
 }
 
 /// Copies the files of one published generation into `dest` (created),
@@ -243,7 +274,7 @@ fn copy_file(from: &Path, to: &Path) -> Result<(u64, String), MaterializeError> 
     hash_reader(src, |chunk| dst.write_all(chunk)).map_err(io(to))
 }
 
-fn read_only(path: &Path) -> Result<(), MaterializeError> {
+pub(crate) fn read_only(path: &Path) -> Result<(), MaterializeError> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o444)).map_err(io(path))
 }
 

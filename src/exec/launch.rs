@@ -6,8 +6,9 @@
 //! The environment contract (README, "The task environment"):
 //! `WEIR_RUN_ID`, `WEIR_TASK`, `WEIR_PARTITION`, `WEIR_ATTEMPT`, `WEIR_TOKEN`,
 //! `WEIR_OUTPUT_DIR`, `WEIR_INPUT_<NAME>` (one per input, NAME upper-cased
-//! with non-alphanumerics as `_`), `WEIR_CODE_VERSION`, `WEIR_PIPELINE`,
-//! `WEIR_PROCESS_TAG` (`tree.rs`).
+//! with non-alphanumerics as `_`), `WEIR_PARTITION_<SCHEME>` (one per
+//! dimension), `WEIR_CODE_VERSION`, `WEIR_PIPELINE`, `WEIR_PROCESS_TAG`
+//! (`tree.rs`).
 
 use std::fs::File;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -52,6 +53,22 @@ pub fn input_var(dataset: &str) -> String {
         })
         .collect();
     format!("WEIR_INPUT_{name}")
+}
+
+/// `WEIR_PARTITION_<SCHEME>` per dimension of a task's key
+/// (`WEIR_PARTITION_REGION=eu`).
+pub fn partition_vars(dims: &crate::partition::Dims, key: &str) -> Vec<(String, String)> {
+    let Some(parts) = dims.split(key) else {
+        return Vec::new();
+    };
+    dims.0
+        .iter()
+        .zip(parts)
+        .map(|(d, part)| {
+            let var = input_var(&d.name).replacen("WEIR_INPUT_", "WEIR_PARTITION_", 1);
+            (var, part.to_string())
+        })
+        .collect()
 }
 
 /// Runs the command to completion (or its timeout) and says how it ended.

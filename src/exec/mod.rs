@@ -159,6 +159,8 @@ pub enum ExecError {
 /// Shared, read-only context of a run's attempts.
 pub(crate) struct Context<'a> {
     pub(crate) manifest: &'a Manifest,
+    /// The plan's "now": ends open ranges when inputs are mapped.
+    pub(crate) now: i64,
     pub(crate) warehouse: Warehouse,
     pub(crate) run_id: String,
     pub(crate) log: EventLog,
@@ -235,20 +237,23 @@ pub fn run(
     options: &RunOptions,
     observe: Option<crate::events::Observer>,
 ) -> Result<RunSummary, ExecError> {
-    let today = crate::clock::today();
+    let now = crate::clock::now();
     let selected: Vec<&str> = if options.tasks.is_empty() {
         manifest.tasks.keys().map(String::as_str).collect()
     } else {
         with_upstream(manifest, &options.tasks)?
     };
-    let plan = Plan::build_for(manifest, &options.scope, &selected, today)?;
+    let warehouse = Warehouse::open(&manifest.pipeline.warehouse)
+        .map_err(|e| ExecError::Warehouse(attempt::chain(&e)))?;
+    let published = |dataset: &str, key: &str| {
+        matches!(warehouse.partition(dataset, key).latest(), Ok(Some(_)))
+    };
+    let plan = Plan::build_for(manifest, &options.scope, &selected, now, &published)?;
     let explicit: HashSet<&str> = if options.tasks.is_empty() {
         selected.iter().copied().collect()
     } else {
         options.tasks.iter().map(String::as_str).collect()
     };
-    let warehouse = Warehouse::open(&manifest.pipeline.warehouse)
-        .map_err(|e| ExecError::Warehouse(attempt::chain(&e)))?;
     // Task processes of engines that died on this host stop before any
     // command of this run starts.
     tree::sweep_orphans();
@@ -260,6 +265,7 @@ pub fn run(
     }
     let cx = Context {
         manifest,
+        now,
         warehouse,
         run_id: run_id.clone(),
         log,
@@ -279,6 +285,7 @@ pub fn run(
                 "scope": format!("{:?}", options.scope),
                 "backfill": plan.backfill.as_ref().map(|b| json!({"name": b.name, "reason": b.reason})),
                 "force": options.force,
+                "tzdb": crate::partition::time::tzdb_version(),
             })),
     );
     let mut scheduler = Scheduler::new(&cx, &plan, options, explicit);
@@ -491,7 +498,10 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             snapshot: self.snapshots[id].take(),
             first: attempt == 1,
             force: self.options.force,
-            upstream_only: !self.explicit.contains(task_name),
+            upstream_only: !self.explicit.contains(task_name) || {
+                let (t, i) = self.plan.locate(id);
+                self.plan.is_added(t, i)
+            },
             allow_uncertified: self.options.allow_uncertified,
         };
         let cx = self.cx;
@@ -843,6 +853,7 @@ impl Job<'_> {
                 task,
                 partition,
                 self.allow_uncertified,
+                cx.now,
             ) {
                 Ok(s) => s,
                 Err(e) => return (None, Outcome::Unpinned(e.describe().to_string())),

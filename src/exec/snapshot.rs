@@ -4,7 +4,7 @@
 //! equal snapshot has nothing to do.
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use sha2::{Digest as _, Sha256};
@@ -13,6 +13,8 @@ use crate::audit::{Format, InputData};
 use crate::manifest::{InputSource, Manifest, Task};
 use crate::ops::certify;
 use crate::store::Warehouse;
+
+use super::inputs::{self, MaterializeError};
 
 /// One pinned input.
 #[derive(Debug, Clone, Serialize)]
@@ -37,14 +39,38 @@ pub struct PinnedInput {
     /// position when the input was pinned.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub watermark: Option<String>,
+    /// For an upstream input read at another partition than the task's own
+    /// (a coarser period, an offset, a fan-out): that partition.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    /// For an upstream input mapped to several partitions: each one pinned,
+    /// in the mapping's order (then `generation` and `token` are absent and
+    /// `digest` covers the list).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub partitions: Vec<PinnedPartition>,
     /// Canonical digest (upstream) or SHA-256 of the file bytes (external).
     pub digest: String,
-    /// Where the task reads it: a file (external) or a directory (upstream).
+    /// Where it is published: the external file, the upstream generation's
+    /// data directory, or (an input mapped to several partitions) the
+    /// dataset's directory. Tasks read private copies (`inputs`).
     #[serde(skip)]
     pub location: PathBuf,
     /// Its files and format, for reconcile gates.
     #[serde(skip)]
     pub data: Option<InputData>,
+}
+
+/// One upstream partition of an input mapped to several.
+#[derive(Debug, Clone, Serialize)]
+pub struct PinnedPartition {
+    /// The upstream partition key.
+    pub partition: String,
+    /// Its pinned generation.
+    pub generation: u64,
+    /// That generation's token.
+    pub token: u64,
+    /// That generation's canonical digest.
+    pub digest: String,
 }
 
 /// Everything an instance reads.
@@ -99,6 +125,7 @@ pub fn pin(
     task: &Task,
     partition: &str,
     allow_uncertified: bool,
+    now: i64,
 ) -> Result<InputSnapshot, PinError> {
     let mut inputs = Vec::with_capacity(task.inputs.len());
     for input in &task.inputs {
@@ -138,6 +165,8 @@ pub fn pin(
                     token: None,
                     path: Some(relative),
                     watermark,
+                    partition: None,
+                    partitions: Vec::new(),
                     digest,
                     data: Some(InputData {
                         format: dataset.format,
@@ -147,56 +176,190 @@ pub fn pin(
                 });
             }
             InputSource::Task(producer) => {
-                let store = warehouse.partition(&input.dataset, partition);
-                let record = store
-                    .latest()
-                    .map_err(|e| PinError::Store(e.to_string()))?
-                    .ok_or_else(|| {
-                        PinError::NoUpstream(format!(
-                            "upstream dataset `{}` has no publication for partition {partition}",
-                            input.dataset
-                        ))
-                    })?;
-                let generation = record.generation.get();
-                if !allow_uncertified
-                    && !certify::is_certified(
-                        warehouse.root(),
-                        &input.dataset,
-                        partition,
-                        generation,
-                    )
-                {
-                    let why =
-                        certify::read(warehouse.root(), &input.dataset, partition, generation)
-                            .map(|c| c.reason)
-                            .unwrap_or_default();
-                    return Err(PinError::Uncertified(format!(
-                        "upstream `{}` {partition} generation {generation} is uncertified ({why}); run with --allow-uncertified to read it anyway",
-                        input.dataset
-                    )));
+                let upstream = &manifest.tasks[producer];
+                let keys = crate::partition::map_keys(
+                    &task.dims,
+                    partition,
+                    &upstream.dims,
+                    input.shift,
+                    now,
+                )
+                .map_err(|e| PinError::NoUpstream(format!("upstream `{}`: {e}", input.dataset)))?;
+                let format: Format = upstream.output.format;
+                let mut pinned = Vec::with_capacity(keys.len());
+                let mut files = Vec::new();
+                let mut dirs = Vec::with_capacity(keys.len());
+                for key in &keys {
+                    let (part, part_files, dir) =
+                        pin_partition(warehouse, &input.dataset, key.as_str(), allow_uncertified)?;
+                    files.extend(part_files);
+                    pinned.push(part);
+                    dirs.push(dir);
                 }
-                let format: Format = manifest.tasks[producer].output.format;
-                let files = store.visible_files(&record);
-                let location = files
-                    .first()
-                    .and_then(|f| f.parent().map(PathBuf::from))
-                    .unwrap_or_else(|| warehouse.root().join(&record.attempt_dir).join("data"));
-                inputs.push(PinnedInput {
-                    name: input.dataset.clone(),
-                    kind: "upstream",
-                    task: Some(producer.clone()),
-                    generation: Some(record.generation.get()),
-                    token: Some(record.token.get()),
-                    path: None,
-                    watermark: None,
-                    digest: record.digest.clone(),
-                    data: Some(InputData { format, files }),
-                    location,
-                });
+                match pinned.as_slice() {
+                    [one] => {
+                        let one = one.clone();
+                        let dir = dirs.swap_remove(0);
+                        inputs.push(PinnedInput {
+                            name: input.dataset.clone(),
+                            kind: "upstream",
+                            task: Some(producer.clone()),
+                            generation: Some(one.generation),
+                            token: Some(one.token),
+                            path: None,
+                            watermark: None,
+                            partition: (one.partition != partition).then(|| one.partition.clone()),
+                            partitions: Vec::new(),
+                            digest: one.digest,
+                            data: Some(InputData { format, files }),
+                            location: dir,
+                        });
+                    }
+                    _ => {
+                        let mut hasher = Sha256::new();
+                        // Generation and token too: a staged directory
+                        // points at one generation's files, never at an
+                        // equal-digest sibling that gc may collect.
+                        for p in &pinned {
+                            hasher.update(
+                                format!(
+                                    "{}\0{}\0{}\0{}\n",
+                                    p.partition, p.generation, p.token, p.digest
+                                )
+                                .as_bytes(),
+                            );
+                        }
+                        let digest = format!("sha256:{:x}", hasher.finalize());
+                        // The task gets its own copies, laid out per key
+                        // when the attempt starts (`stage_partitions`).
+                        let location = warehouse.root().join(&input.dataset);
+                        inputs.push(PinnedInput {
+                            name: input.dataset.clone(),
+                            kind: "upstream",
+                            task: Some(producer.clone()),
+                            generation: None,
+                            token: None,
+                            path: None,
+                            watermark: None,
+                            partition: None,
+                            partitions: pinned,
+                            digest,
+                            data: Some(InputData { format, files }),
+                            location,
+                        });
+                    }
+                }
             }
         }
     }
     Ok(InputSnapshot { inputs })
+}
+
+/// The latest generation of one upstream partition, if published and
+/// certified, its files and their directory.
+fn pin_partition(
+    warehouse: &Warehouse,
+    dataset: &str,
+    partition: &str,
+    allow_uncertified: bool,
+) -> Result<(PinnedPartition, Vec<PathBuf>, PathBuf), PinError> {
+    let store = warehouse.partition(dataset, partition);
+    let record = store
+        .latest()
+        .map_err(|e| PinError::Store(e.to_string()))?
+        .ok_or_else(|| {
+            PinError::NoUpstream(format!(
+                "upstream dataset `{dataset}` has no publication for partition {partition}"
+            ))
+        })?;
+    let generation = record.generation.get();
+    if !allow_uncertified
+        && !certify::is_certified(warehouse.root(), dataset, partition, generation)
+    {
+        let why = certify::read(warehouse.root(), dataset, partition, generation)
+            .map(|c| c.reason)
+            .unwrap_or_default();
+        return Err(PinError::Uncertified(format!(
+            "upstream `{dataset}` {partition} generation {generation} is uncertified ({why}); run with --allow-uncertified to read it anyway"
+        )));
+    }
+    let files = store.visible_files(&record);
+    let dir = files
+        .first()
+        .and_then(|f| f.parent().map(PathBuf::from))
+        .unwrap_or_else(|| warehouse.root().join(&record.attempt_dir).join("data"));
+    Ok((
+        PinnedPartition {
+            partition: partition.to_string(),
+            generation,
+            token: record.token.get(),
+            digest: record.digest.clone(),
+        },
+        files,
+        dir,
+    ))
+}
+
+/// The name of the list of keys inside an input mapped to several
+/// partitions: a JSON array of the keys, in the mapping's order.
+pub const KEYS_FILE: &str = "_keys.json";
+
+/// Lays out an input mapped to several partitions as the task reads it,
+/// in `dest` (created): `<dest>/<encoded key>/` per partition holding that
+/// generation's files, and [`KEYS_FILE`]. Every file is a private,
+/// read-only copy checked against its commit record (see [`materialize`]);
+/// returns the copies in the mapping's order.
+pub(crate) fn stage_partitions(
+    warehouse: &Warehouse,
+    dataset: &str,
+    pinned: &[PinnedPartition],
+    dest: &Path,
+) -> Result<Vec<PathBuf>, MaterializeError> {
+    use crate::store::encode_partition;
+    std::fs::create_dir_all(dest).map_err(|source| MaterializeError::Io {
+        path: dest.to_path_buf(),
+        source,
+    })?;
+    let mut files = Vec::new();
+    for p in pinned {
+        files.extend(materialize(
+            warehouse,
+            dataset,
+            p,
+            &dest.join(encode_partition(&p.partition)),
+        )?);
+    }
+    let keys: Vec<&str> = pinned.iter().map(|p| p.partition.as_str()).collect();
+    let list = dest.join(KEYS_FILE);
+    std::fs::write(
+        &list,
+        serde_json::to_vec(&keys).expect("a list of strings serializes"),
+    )
+    .map_err(|source| MaterializeError::Io {
+        path: list.clone(),
+        source,
+    })?;
+    inputs::read_only(&list)?;
+    Ok(files)
+}
+
+/// Makes a pinned generation's files appear at `dest`: private, read-only
+/// copies checked against the generation's commit record
+/// ([`inputs::materialize_pinned`]). The one place that decides how a task
+/// is handed a generation of an input mapped to several partitions.
+pub(crate) fn materialize(
+    warehouse: &Warehouse,
+    dataset: &str,
+    pinned: &PinnedPartition,
+    dest: &Path,
+) -> Result<Vec<PathBuf>, MaterializeError> {
+    inputs::materialize_pinned(
+        warehouse,
+        dataset,
+        &pinned.partition,
+        pinned.generation,
+        dest,
+    )
 }
 
 /// SHA-256 of a file's bytes, as snapshots record external inputs.

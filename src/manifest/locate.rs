@@ -31,6 +31,23 @@ impl<'a, 'i> Locator<'a, 'i> {
         self.find(path, true)
     }
 
+    /// Whether the value at `path` is a string (not, say, a list of them).
+    pub(crate) fn is_string(&self, path: &[&str]) -> bool {
+        let mut node: Option<&Spanned<DeValue<'i>>> = None;
+        let mut table = self.root;
+        for segment in path {
+            let Some((_, v)) = table.iter().find(|(k, _)| k.get_ref() == segment) else {
+                return false;
+            };
+            node = Some(v);
+            match v.get_ref() {
+                DeValue::Table(t) => table = t,
+                _ => continue,
+            }
+        }
+        node.is_some_and(|v| matches!(v.get_ref(), DeValue::String(_)))
+    }
+
     /// Span of the first string element of the array at `path` that `matches`.
     pub(crate) fn find_string(
         &self,

@@ -11,11 +11,15 @@
 //! every independent problem in a file is reported at once, each a miette
 //! diagnostic pointing at the key or value in the source.
 
+mod backfills;
 mod error;
+mod gates;
 mod locate;
 mod model;
+mod partitions;
 pub mod raw;
 mod suggest;
+mod tasks;
 mod validate;
 
 pub mod duration;
@@ -108,7 +112,7 @@ impl Manifest {
             locator: &locator,
             path,
             dir: &dir,
-            today: crate::clock::today(),
+            now: crate::clock::now(),
         };
         let manifest = validate::validate(&sections, &context, &mut errors);
         errors.sort_by_key(|e| e.primary.as_ref().map_or(0, |(s, _)| s.start));

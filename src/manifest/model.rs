@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use indexmap::IndexMap;
-use jiff::civil::Date;
 use serde::Serialize;
 
 use crate::audit::{Format, Gate};
@@ -46,23 +45,7 @@ pub struct Pipeline {
     pub warehouse: PathBuf,
 }
 
-/// A partition scheme.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PartitionScheme {
-    /// One partition per day from `start` to `end` inclusive; no `end` means
-    /// up to the latest complete day (yesterday, UTC).
-    Daily {
-        /// First day.
-        start: Date,
-        /// Last day, if bounded.
-        end: Option<Date>,
-    },
-    /// A fixed list of keys.
-    Static {
-        /// The keys in declaration order.
-        keys: Vec<String>,
-    },
-}
+pub use crate::partition::{Dims, PartitionScheme, Shift};
 
 /// A resource pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -186,6 +169,8 @@ pub struct Input {
     pub dataset: String,
     /// Where it comes from.
     pub source: InputSource,
+    /// `offset` / `window` override of the time dimension's mapping.
+    pub shift: Shift,
 }
 
 /// A task's output dataset.
@@ -212,8 +197,10 @@ pub struct Task {
     pub output: Output,
     /// Upstream tasks: explicit `depends_on` plus producers of inputs, deduplicated.
     pub depends_on: Vec<String>,
-    /// Partition scheme name.
-    pub partitioned_by: String,
+    /// Partition scheme names, in order (empty = unpartitioned).
+    pub partitioned_by: Vec<String>,
+    /// The same, with their schemes.
+    pub dims: Dims,
     /// Pool name.
     pub pool: String,
     /// Attempt time limit.
@@ -251,6 +238,11 @@ pub struct Backfill {
     pub tasks: Vec<String>,
     /// Why.
     pub reason: String,
+    /// The civil days `from..=to` (days since the epoch) when its tasks use
+    /// time schemes; `None` when `from`/`to` are static keys.
+    pub days: Option<(i64, i64)>,
+    /// Static dimensions narrowed to these keys.
+    pub keys: IndexMap<String, Vec<String>>,
 }
 
 impl Manifest {

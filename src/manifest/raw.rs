@@ -51,33 +51,7 @@ pub struct RawPipeline {
     pub warehouse: String,
 }
 
-/// `[partitions.NAME]`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RawPartitionScheme {
-    /// `daily` (a date range) or `static` (a list of keys).
-    pub kind: PartitionKind,
-    /// First day (daily), inclusive, ISO date.
-    #[serde(default, deserialize_with = "date_like")]
-    #[schemars(with = "Option<String>")]
-    pub start: Option<String>,
-    /// Last day (daily), inclusive; omitted = up to the latest complete day.
-    #[serde(default, deserialize_with = "date_like")]
-    #[schemars(with = "Option<String>")]
-    pub end: Option<String>,
-    /// The keys (static).
-    pub keys: Option<Vec<String>>,
-}
-
-/// The kinds of partition scheme.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum PartitionKind {
-    /// One partition per calendar day.
-    Daily,
-    /// A fixed list of keys.
-    Static,
-}
+pub use super::partitions::{PartitionKind, RawPartitionScheme};
 
 /// `[pools.NAME]`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -130,118 +104,21 @@ pub struct RawDataset {
     pub watermark: Option<String>,
 }
 
-/// `[tasks.NAME]`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RawTask {
-    /// Program and arguments; run in the manifest's directory.
-    pub command: Vec<String>,
-    /// Datasets read: external datasets or other tasks' outputs.
-    #[serde(default)]
-    pub inputs: Vec<String>,
-    /// The dataset this task publishes.
-    pub output: RawOutput,
-    /// Tasks that must publish the same partition first.
-    #[serde(default)]
-    pub depends_on: Vec<String>,
-    /// Partition scheme; may be omitted when the manifest has exactly one.
-    pub partitioned_by: Option<String>,
-    /// Pool the attempts run in (default `default`).
-    pub pool: Option<String>,
-    /// Wall-clock limit of one attempt (default "1h").
-    pub timeout: Option<String>,
-    /// Lease renewal interval (default "10s").
-    pub heartbeat: Option<String>,
-    /// Retry class (default `default`).
-    pub retry: Option<String>,
-    /// Exit code → `transient`, `deterministic`, `operator` or a retry class.
-    #[serde(default)]
-    pub exit_codes: IndexMap<String, String>,
-    /// What a timeout counts as (default `transient`).
-    pub on_timeout: Option<String>,
-    /// Quality gates run on every candidate before it may publish.
-    #[serde(default)]
-    pub gates: Vec<RawGate>,
-    /// Planning estimate of one attempt (default "1m").
-    pub expected_duration: Option<String>,
-    /// Each partition needs this task's previous partition published first.
-    #[serde(default)]
-    pub depends_on_past: bool,
-    /// Publish within this long after the partition's interval ends.
-    pub sla: Option<String>,
-}
+pub use super::gates::RawGate;
+pub use super::tasks::{RawInput, RawOutput, RawTask};
 
-/// `output = { ... }` of a task.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RawOutput {
-    /// Dataset name.
-    pub dataset: String,
-    /// `csv` or `jsonl`.
-    #[serde(default = "default_format")]
-    pub format: Format,
-    /// Columns that make a row unique.
-    pub grain: Vec<String>,
-}
+pub use super::backfills::RawBackfill;
 
-/// One gate. Kept flat (not a tagged enum) so that serde reports unknown keys
-/// instead of guessing a variant; `validate` checks which keys each check takes.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RawGate {
-    /// `row_count`, `unique`, `not_null`, `accepted_values` or `reconcile`.
-    pub check: String,
-    /// row_count: fewest rows.
-    pub min: Option<i64>,
-    /// row_count: most rows.
-    pub max: Option<i64>,
-    /// unique, not_null: the columns.
-    pub columns: Option<Vec<String>>,
-    /// accepted_values, reconcile: the output column.
-    pub column: Option<String>,
-    /// accepted_values: the allowed values.
-    pub values: Option<Vec<String>>,
-    /// reconcile: `sum` or `count`.
-    pub aggregate: Option<String>,
-    /// reconcile: the input to compare with.
-    pub input: Option<String>,
-    /// reconcile: the input's column.
-    pub input_column: Option<String>,
-    /// reconcile: equality filter on input rows.
-    #[serde(rename = "where")]
-    pub filter: Option<IndexMap<String, String>>,
-}
-
-/// `[backfills.NAME]`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RawBackfill {
-    /// First partition, inclusive.
-    #[serde(deserialize_with = "date_like_required")]
-    #[schemars(with = "String")]
-    pub from: String,
-    /// Last partition, inclusive.
-    #[serde(deserialize_with = "date_like_required")]
-    #[schemars(with = "String")]
-    pub to: String,
-    /// Pool the backfill's attempts run in.
-    pub pool: String,
-    /// Tasks to rebuild (default: all).
-    pub tasks: Option<Vec<String>>,
-    /// Why: recorded with the run.
-    pub reason: String,
-}
-
-fn default_format() -> Format {
+pub(super) fn default_format() -> Format {
     Format::Csv
 }
 
 /// Dates may be written as strings or as bare TOML dates.
-fn date_like<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+pub(super) fn date_like<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     date_like_required(d).map(Some)
 }
 
-fn date_like_required<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+pub(super) fn date_like_required<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     use serde::de::Error;
     match toml::Value::deserialize(d)? {
         toml::Value::String(s) => Ok(s),

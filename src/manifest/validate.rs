@@ -1,8 +1,13 @@
 //! Meaning, after shape: names resolve, durations and dates parse, ranges
 //! hold, the task graph is acyclic. Ordinary code returning every problem;
 //! serde only carried the shape.
+//!
+//! This file holds the pass over the whole manifest and the small sections
+//! (pipeline, pools, retry classes, datasets, the DAG); each larger section
+//! validates in its own file beside its raw type: `partitions.rs`,
+//! `tasks.rs` (with inputs and their overrides), `gates.rs`, `backfills.rs`.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
 
@@ -12,36 +17,24 @@ use petgraph::graph::{DiGraph, NodeIndex};
 
 use super::locate::Locator;
 use super::model::*;
-use super::raw::{self, PartitionKind};
+use super::raw;
 use super::suggest::{closest, unknown_help};
-
-/// The shortest lease heartbeat accepted: a lease expires after 3 missed
-/// beats, and a loaded machine delays a thread by tens of milliseconds.
-pub(super) const MIN_HEARTBEAT: Duration = Duration::from_millis(100);
 use super::{duration, ticked, Entry, ManifestError, Sections};
-use crate::audit::{Aggregate, Gate};
 
 pub(crate) struct Context<'a, 'b, 'i> {
     pub(crate) locator: &'a Locator<'b, 'i>,
     pub(crate) path: &'a Path,
     pub(crate) dir: &'a Path,
-    pub(crate) today: Date,
+    pub(crate) now: i64,
 }
 
 const FAILURE_KINDS: [&str; 3] = ["transient", "deterministic", "operator"];
-const GATE_CHECKS: [&str; 5] = [
-    "row_count",
-    "unique",
-    "not_null",
-    "accepted_values",
-    "reconcile",
-];
 
-struct Validator<'c, 'a, 'b, 'i> {
-    cx: &'c Context<'a, 'b, 'i>,
-    errors: &'c mut Vec<ManifestError>,
+pub(super) struct Validator<'c, 'a, 'b, 'i> {
+    pub(super) cx: &'c Context<'a, 'b, 'i>,
+    pub(super) errors: &'c mut Vec<ManifestError>,
     /// Output dataset → the task that publishes it.
-    producers: HashMap<String, String>,
+    pub(super) producers: HashMap<String, String>,
 }
 
 pub(crate) fn validate(
@@ -58,15 +51,15 @@ pub(crate) fn validate(
 }
 
 impl Validator<'_, '_, '_, '_> {
-    fn err(&mut self, error: ManifestError) {
+    pub(super) fn err(&mut self, error: ManifestError) {
         self.errors.push(error);
     }
 
-    fn value(&self, path: &[&str]) -> std::ops::Range<usize> {
+    pub(super) fn value(&self, path: &[&str]) -> std::ops::Range<usize> {
         self.cx.locator.value(path)
     }
 
-    fn key(&self, path: &[&str]) -> std::ops::Range<usize> {
+    pub(super) fn key(&self, path: &[&str]) -> std::ops::Range<usize> {
         self.cx.locator.key(path)
     }
 
@@ -102,7 +95,7 @@ impl Validator<'_, '_, '_, '_> {
                 tasks.insert(entry.name.clone(), task);
             }
         }
-        self.cross_scheme_dependencies(&tasks);
+        self.shifts_need_time(&tasks, &s.tasks);
         self.cycles(&tasks, &s.tasks);
         let backfills = self.backfills(&s.backfills, &names, &tasks, &partitions);
         let pipeline = pipeline?;
@@ -154,7 +147,7 @@ impl Validator<'_, '_, '_, '_> {
         })
     }
 
-    fn date(&mut self, text: &str, path: &[&str]) -> Option<Date> {
+    pub(super) fn date(&mut self, text: &str, path: &[&str]) -> Option<Date> {
         match text.parse::<Date>() {
             Ok(d) if text.len() == 10 => Some(d),
             _ => {
@@ -171,7 +164,12 @@ impl Validator<'_, '_, '_, '_> {
         }
     }
 
-    fn duration(&mut self, text: Option<&str>, default: Duration, path: &[&str]) -> Duration {
+    pub(super) fn duration(
+        &mut self,
+        text: Option<&str>,
+        default: Duration,
+        path: &[&str],
+    ) -> Duration {
         let Some(text) = text else { return default };
         match duration::parse(text) {
             Ok(d) if !d.is_zero() => d,
@@ -200,7 +198,7 @@ impl Validator<'_, '_, '_, '_> {
         }
     }
 
-    fn safe_name(&mut self, what: &str, name: &str, path: &[&str], key: bool) -> bool {
+    pub(super) fn safe_name(&mut self, what: &str, name: &str, path: &[&str], key: bool) -> bool {
         let ok = !name.is_empty()
             && !name.starts_with(['_', '.', '-'])
             && name
@@ -222,132 +220,6 @@ impl Validator<'_, '_, '_, '_> {
             );
         }
         ok
-    }
-
-    fn partitions(
-        &mut self,
-        entries: &[Entry<raw::RawPartitionScheme>],
-    ) -> IndexMap<String, PartitionScheme> {
-        let mut out = IndexMap::new();
-        for entry in entries {
-            let Some(raw) = &entry.raw else { continue };
-            let name = entry.name.as_str();
-            let p = |k: &'static str| ["partitions", name, k];
-            let scheme = match raw.kind {
-                PartitionKind::Daily => {
-                    if raw.keys.is_some() {
-                        self.err(
-                            ManifestError::new(
-                                "weir::manifest::unexpected_key",
-                                format!("daily scheme `{name}` cannot have `keys`"),
-                            )
-                            .at(self.key(&p("keys")), "only for `kind = \"static\"`")
-                            .help("remove `keys`, or make the scheme `kind = \"static\"`"),
-                        );
-                    }
-                    let Some(start_text) = &raw.start else {
-                        self.err(
-                            ManifestError::new(
-                                "weir::manifest::missing_key",
-                                format!("daily scheme `{name}` needs a `start` date"),
-                            )
-                            .at(self.key(&["partitions", name]), "no `start`")
-                            .help("add `start = \"YYYY-MM-DD\"` (and optionally `end`)"),
-                        );
-                        continue;
-                    };
-                    let start = self.date(start_text, &p("start"));
-                    let end = raw.end.as_ref().and_then(|e| self.date(e, &p("end")));
-                    let Some(start) = start else { continue };
-                    if let Some(end) = end {
-                        if end < start {
-                            self.err(
-                                ManifestError::new(
-                                    "weir::manifest::bad_range",
-                                    format!("daily scheme `{name}` ends ({end}) before it starts ({start})"),
-                                )
-                                .at(self.value(&p("end")), "before `start`")
-                                .also(self.value(&p("start")), "starts here")
-                                .help("swap `start` and `end`, or fix the dates"),
-                            );
-                            continue;
-                        }
-                    }
-                    PartitionScheme::Daily { start, end }
-                }
-                PartitionKind::Static => {
-                    for k in ["start", "end"] {
-                        let present = if k == "start" {
-                            raw.start.is_some()
-                        } else {
-                            raw.end.is_some()
-                        };
-                        if present {
-                            self.err(
-                                ManifestError::new(
-                                    "weir::manifest::unexpected_key",
-                                    format!("static scheme `{name}` cannot have `{k}`"),
-                                )
-                                .at(self.key(&p(k)), "only for `kind = \"daily\"`")
-                                .help("list the partitions in `keys`, or make the scheme `kind = \"daily\"`"),
-                            );
-                        }
-                    }
-                    let Some(keys) = &raw.keys else {
-                        self.err(
-                            ManifestError::new(
-                                "weir::manifest::missing_key",
-                                format!("static scheme `{name}` needs `keys`"),
-                            )
-                            .at(self.key(&["partitions", name]), "no `keys`")
-                            .help("add `keys = [\"eu\", \"us\"]`"),
-                        );
-                        continue;
-                    };
-                    if keys.is_empty() {
-                        self.err(
-                            ManifestError::new(
-                                "weir::manifest::empty_value",
-                                format!("static scheme `{name}` has no keys"),
-                            )
-                            .at(self.value(&p("keys")), "empty")
-                            .help("list at least one key"),
-                        );
-                    }
-                    let mut seen = HashMap::new();
-                    for (i, key) in keys.iter().enumerate() {
-                        let idx = i.to_string();
-                        self.safe_name(
-                            "partition key",
-                            key,
-                            &["partitions", name, "keys", &idx],
-                            false,
-                        );
-                        if let Some(first) = seen.insert(key.as_str(), i) {
-                            let first = first.to_string();
-                            self.err(
-                                ManifestError::new(
-                                    "weir::manifest::duplicate",
-                                    format!("partition key `{key}` is listed twice in `{name}`"),
-                                )
-                                .at(
-                                    self.value(&["partitions", name, "keys", &idx]),
-                                    "listed again",
-                                )
-                                .also(
-                                    self.value(&["partitions", name, "keys", &first]),
-                                    "first here",
-                                )
-                                .help("remove the repeated key"),
-                            );
-                        }
-                    }
-                    PartitionScheme::Static { keys: keys.clone() }
-                }
-            };
-            out.insert(entry.name.clone(), scheme);
-        }
-        out
     }
 
     fn pools(&mut self, entries: &[Entry<raw::RawPool>]) -> IndexMap<String, Pool> {
@@ -577,7 +449,13 @@ impl Validator<'_, '_, '_, '_> {
         producers
     }
 
-    fn reference(&mut self, what: &str, name: &str, known: &[String], path: &[&str]) -> bool {
+    pub(super) fn reference(
+        &mut self,
+        what: &str,
+        name: &str,
+        known: &[String],
+        path: &[&str],
+    ) -> bool {
         if known.iter().any(|k| k == name) {
             return true;
         }
@@ -598,7 +476,12 @@ impl Validator<'_, '_, '_, '_> {
         false
     }
 
-    fn failure_rule(&mut self, text: &str, names: &Names, path: &[&str]) -> Option<FailureRule> {
+    pub(super) fn failure_rule(
+        &mut self,
+        text: &str,
+        names: &Names,
+        path: &[&str],
+    ) -> Option<FailureRule> {
         match text {
             "transient" => Some(FailureRule::Transient),
             "deterministic" => Some(FailureRule::Deterministic),
@@ -630,445 +513,6 @@ impl Validator<'_, '_, '_, '_> {
             }
         }
     }
-
-    fn task(
-        &mut self,
-        name: &str,
-        raw: &raw::RawTask,
-        names: &Names,
-        outputs: &HashMap<String, String>,
-        schemes: &IndexMap<String, PartitionScheme>,
-    ) -> Option<Task> {
-        let errors_before = self.errors.len();
-        let p = |k: &'static str| vec!["tasks", name, k];
-        self.safe_name("task", name, &["tasks", name], true);
-        if raw.command.is_empty() || raw.command[0].trim().is_empty() {
-            self.err(
-                ManifestError::new("weir::manifest::empty_value", format!("task `{name}` has an empty command"))
-                    .at(self.value(&p("command")), "empty")
-                    .help("give the program and its arguments, e.g. `command = [\"python3\", \"load.py\"]`"),
-            );
-        }
-        // Inputs: an external dataset or another task's output.
-        let mut inputs = Vec::new();
-        let mut depends_on: Vec<String> = Vec::new();
-        let all_datasets: Vec<String> = names
-            .datasets
-            .iter()
-            .cloned()
-            .chain(outputs.keys().cloned())
-            .collect();
-        for (i, input) in raw.inputs.iter().enumerate() {
-            let idx = i.to_string();
-            let path = ["tasks", name, "inputs", idx.as_str()];
-            if names.datasets.contains(input) {
-                inputs.push(Input {
-                    dataset: input.clone(),
-                    source: InputSource::External,
-                });
-            } else if let Some(producer) = outputs.get(input) {
-                if producer == name {
-                    self.err(
-                        ManifestError::new("weir::manifest::self_input", format!("task `{name}` reads its own output `{input}`"))
-                            .at(self.value(&path), "its own output")
-                            .help("a task cannot depend on itself; for running totals use `depends_on_past = true`"),
-                    );
-                    continue;
-                }
-                inputs.push(Input {
-                    dataset: input.clone(),
-                    source: InputSource::Task(producer.clone()),
-                });
-                if !depends_on.contains(producer) {
-                    depends_on.push(producer.clone());
-                }
-            } else {
-                self.reference("dataset", input, &all_datasets, &path);
-            }
-        }
-        for (i, dep) in raw.depends_on.iter().enumerate() {
-            let idx = i.to_string();
-            let path = ["tasks", name, "depends_on", idx.as_str()];
-            if dep == name {
-                self.err(
-                    ManifestError::new(
-                        "weir::manifest::self_dependency",
-                        format!("task `{name}` depends on itself"),
-                    )
-                    .at(self.value(&path), "itself")
-                    .help("remove it; for running totals use `depends_on_past = true`"),
-                );
-            } else if self.reference("task", dep, &names.tasks, &path) && !depends_on.contains(dep)
-            {
-                depends_on.push(dep.clone());
-            }
-        }
-        // Output and its grain.
-        if raw.output.grain.is_empty() {
-            self.err(
-                ManifestError::new("weir::manifest::empty_value", format!("task `{name}` has an empty grain"))
-                    .at(self.value(&["tasks", name, "output", "grain"]), "empty")
-                    .help("list the columns that make a row unique, e.g. `grain = [\"order_id\", \"line_no\"]`"),
-            );
-        }
-        let mut seen = HashMap::new();
-        for (i, col) in raw.output.grain.iter().enumerate() {
-            if let Some(first) = seen.insert(col.as_str(), i) {
-                let (i, first) = (i.to_string(), first.to_string());
-                self.err(
-                    ManifestError::new(
-                        "weir::manifest::duplicate_grain_column",
-                        format!("grain column `{col}` is listed twice"),
-                    )
-                    .at(
-                        self.value(&["tasks", name, "output", "grain", &i]),
-                        "listed again",
-                    )
-                    .also(
-                        self.value(&["tasks", name, "output", "grain", &first]),
-                        "first here",
-                    )
-                    .help("each grain column appears once; remove the repeat"),
-                );
-            }
-        }
-        // Partition scheme.
-        let partitioned_by = match &raw.partitioned_by {
-            Some(scheme) => {
-                self.reference(
-                    "partition scheme",
-                    scheme,
-                    &names.schemes,
-                    &p("partitioned_by"),
-                );
-                scheme.clone()
-            }
-            None if names.schemes.len() == 1 => names.schemes[0].clone(),
-            None => {
-                self.err(
-                    ManifestError::new(
-                        "weir::manifest::missing_key",
-                        format!("task `{name}` needs `partitioned_by`"),
-                    )
-                    .at(self.key(&["tasks", name]), "no partition scheme")
-                    .help(if names.schemes.is_empty() {
-                        "declare a scheme, e.g. `[partitions.daily]` with `kind = \"daily\"` and `start`".to_string()
-                    } else {
-                        format!("the manifest declares several schemes; pick one of {}", ticked(&names.schemes))
-                    }),
-                );
-                String::new()
-            }
-        };
-        if matches!(
-            schemes.get(&partitioned_by),
-            Some(PartitionScheme::Static { .. })
-        ) && raw.depends_on_past
-        {
-            self.err(
-                ManifestError::new("weir::manifest::invalid_value", format!("task `{name}` sets `depends_on_past` on static scheme `{partitioned_by}`"))
-                    .at(self.value(&p("depends_on_past")), "needs an ordered (daily) scheme")
-                    .help("static keys have no \"previous\" partition; remove `depends_on_past` or use a daily scheme"),
-            );
-        }
-        let pool = raw.pool.clone().unwrap_or_else(|| "default".into());
-        if raw.pool.is_some() {
-            self.reference("pool", &pool, &names.pools, &p("pool"));
-        }
-        let retry = raw.retry.clone().unwrap_or_else(|| "default".into());
-        if raw.retry.is_some() {
-            self.reference("retry class", &retry, &names.retry, &p("retry"));
-        }
-        let timeout = self.duration(
-            raw.timeout.as_deref(),
-            Duration::from_secs(3600),
-            &p("timeout"),
-        );
-        let mut heartbeat = self.duration(
-            raw.heartbeat.as_deref(),
-            Duration::from_secs(10),
-            &p("heartbeat"),
-        );
-        if heartbeat < MIN_HEARTBEAT {
-            self.err(
-                ManifestError::new(
-                    "weir::manifest::heartbeat_too_short",
-                    format!(
-                        "heartbeat `{}` is shorter than the minimum of 100ms",
-                        raw.heartbeat.as_deref().unwrap_or_default()
-                    ),
-                )
-                .at(self.value(&p("heartbeat")), "below 100ms")
-                .help("a lease expires after 3 missed heartbeats; below 100ms a busy machine's scheduling delays look like a dead engine and cause false takeovers: use \"1s\" or more"),
-            );
-            heartbeat = MIN_HEARTBEAT;
-        }
-        let expected_duration = self.duration(
-            raw.expected_duration.as_deref(),
-            Duration::from_secs(60),
-            &p("expected_duration"),
-        );
-        let sla = raw
-            .sla
-            .as_deref()
-            .map(|s| self.duration(Some(s), Duration::ZERO, &p("sla")));
-        // Exit codes: defaults first, then the task's own.
-        let mut exit_codes = BTreeMap::from([
-            (75, FailureRule::Transient),
-            (65, FailureRule::Deterministic),
-            (78, FailureRule::Operator),
-        ]);
-        for (code, class) in &raw.exit_codes {
-            let path = ["tasks", name, "exit_codes", code.as_str()];
-            match code.parse::<i32>() {
-                Ok(n @ 1..=255) => {
-                    if let Some(rule) = self.failure_rule(class, names, &path) {
-                        exit_codes.insert(n, rule);
-                    }
-                }
-                _ => self.err(
-                    ManifestError::new("weir::manifest::bad_exit_code", format!("`{code}` is not an exit code"))
-                        .at(self.key(&path), "not between 1 and 255")
-                        .help("map failing exit codes (1 to 255) to a class, e.g. `exit_codes = { 75 = \"transient\" }`"),
-                ),
-            }
-        }
-        let on_timeout = match &raw.on_timeout {
-            Some(text) => self
-                .failure_rule(text, names, &p("on_timeout"))
-                .unwrap_or(FailureRule::Transient),
-            None => FailureRule::Transient,
-        };
-        let input_names: Vec<String> = raw.inputs.clone();
-        let gates = raw
-            .gates
-            .iter()
-            .enumerate()
-            .filter_map(|(i, g)| self.gate(name, i, g, &input_names))
-            .collect();
-        if self.errors.len() > errors_before {
-            return None;
-        }
-        Some(Task {
-            name: name.to_string(),
-            command: raw.command.clone(),
-            inputs,
-            output: Output {
-                dataset: raw.output.dataset.clone(),
-                format: raw.output.format,
-                grain: raw.output.grain.clone(),
-            },
-            depends_on,
-            partitioned_by,
-            pool,
-            timeout,
-            heartbeat,
-            retry,
-            exit_codes,
-            on_timeout,
-            gates,
-            expected_duration,
-            depends_on_past: raw.depends_on_past,
-            sla,
-        })
-    }
-
-    fn gate(
-        &mut self,
-        task: &str,
-        index: usize,
-        raw: &raw::RawGate,
-        inputs: &[String],
-    ) -> Option<Gate> {
-        let idx = index.to_string();
-        let at = |k: &'static str| ["tasks", task, "gates", idx.as_str(), k];
-        let present: Vec<&'static str> = [
-            ("min", raw.min.is_some()),
-            ("max", raw.max.is_some()),
-            ("columns", raw.columns.is_some()),
-            ("column", raw.column.is_some()),
-            ("values", raw.values.is_some()),
-            ("aggregate", raw.aggregate.is_some()),
-            ("input", raw.input.is_some()),
-            ("input_column", raw.input_column.is_some()),
-            ("where", raw.filter.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(k, p)| p.then_some(k))
-        .collect();
-        let (allowed, required): (&[&str], &[&str]) = match raw.check.as_str() {
-            "row_count" => (&["min", "max"], &[]),
-            "unique" | "not_null" => (&["columns"], &["columns"]),
-            "accepted_values" => (&["column", "values"], &["column", "values"]),
-            "reconcile" => (
-                &["column", "aggregate", "input", "input_column", "where"],
-                &["column", "input", "input_column"],
-            ),
-            other => {
-                self.err(
-                    ManifestError::new(
-                        "weir::manifest::unknown_gate",
-                        format!("unknown gate check `{other}`"),
-                    )
-                    .at(self.value(&at("check")), "no such check")
-                    .help(match closest(other, GATE_CHECKS) {
-                        Some(s) => format!("did you mean `{s}`?"),
-                        None => format!("checks are {}", ticked(&GATE_CHECKS)),
-                    }),
-                );
-                return None;
-            }
-        };
-        let mut ok = true;
-        for key in &present {
-            if !allowed.contains(key) {
-                ok = false;
-                self.err(
-                    ManifestError::new(
-                        "weir::manifest::unexpected_key",
-                        format!("gate `{}` does not take `{key}`", raw.check),
-                    )
-                    .at(self.key(&at(key)), "not for this check")
-                    .help(format!("`{}` takes {}", raw.check, ticked(allowed))),
-                );
-            }
-        }
-        for key in required {
-            if !present.contains(key) {
-                ok = false;
-                self.err(
-                    ManifestError::new(
-                        "weir::manifest::missing_key",
-                        format!("gate `{}` needs `{key}`", raw.check),
-                    )
-                    .at(
-                        self.value(&["tasks", task, "gates", idx.as_str()]),
-                        format!("no `{key}`"),
-                    )
-                    .help(format!("`{}` takes {}", raw.check, ticked(allowed))),
-                );
-            }
-        }
-        if !ok {
-            return None;
-        }
-        let non_negative = |v: Option<i64>| v.map(|n| u64::try_from(n).ok());
-        Some(match raw.check.as_str() {
-            "row_count" => {
-                let (min, max) = (non_negative(raw.min), non_negative(raw.max));
-                if min == Some(None) || max == Some(None) {
-                    let key = if min == Some(None) { "min" } else { "max" };
-                    self.err(
-                        ManifestError::new(
-                            "weir::manifest::invalid_value",
-                            "a row count cannot be negative",
-                        )
-                        .at(self.value(&at(key)), "negative")
-                        .help("use 0 or more"),
-                    );
-                    return None;
-                }
-                let (min, max) = (min.flatten(), max.flatten());
-                if let (Some(lo), Some(hi)) = (min, max) {
-                    if lo > hi {
-                        self.err(
-                            ManifestError::new(
-                                "weir::manifest::bad_range",
-                                format!("row_count gate has min {lo} above max {hi}"),
-                            )
-                            .at(self.value(&at("min")), "above `max`")
-                            .help("make `min` at most `max`"),
-                        );
-                        return None;
-                    }
-                }
-                Gate::RowCount { min, max }
-            }
-            "unique" => Gate::Unique {
-                columns: raw.columns.clone().unwrap_or_default(),
-            },
-            "not_null" => Gate::NotNull {
-                columns: raw.columns.clone().unwrap_or_default(),
-            },
-            "accepted_values" => Gate::AcceptedValues {
-                column: raw.column.clone().unwrap_or_default(),
-                values: raw.values.clone().unwrap_or_default(),
-            },
-            _ => {
-                let input = raw.input.clone().unwrap_or_default();
-                if !inputs.contains(&input) {
-                    self.err(
-                        ManifestError::new(
-                            "weir::manifest::gate_unknown_input",
-                            format!("gate reconciles against `{input}`, which is not an input of task `{task}`"),
-                        )
-                        .at(self.value(&at("input")), "not among the task's inputs")
-                        .help(if inputs.is_empty() {
-                            format!("add `{input}` to the task's `inputs`")
-                        } else {
-                            match closest(&input, inputs.iter().map(String::as_str)) {
-                                Some(s) => format!("did you mean `{s}`?"),
-                                None => format!("the task's inputs are {}; add `{input}` to them", ticked(inputs)),
-                            }
-                        }),
-                    );
-                    return None;
-                }
-                let aggregate = match raw.aggregate.as_deref() {
-                    None | Some("sum") => Aggregate::Sum,
-                    Some("count") => Aggregate::Count,
-                    Some(other) => {
-                        self.err(
-                            ManifestError::new(
-                                "weir::manifest::invalid_value",
-                                format!("`{other}` is not an aggregate"),
-                            )
-                            .at(self.value(&at("aggregate")), "unknown aggregate")
-                            .help("use `sum` or `count`"),
-                        );
-                        return None;
-                    }
-                };
-                Gate::Reconcile {
-                    column: raw.column.clone().unwrap_or_default(),
-                    aggregate,
-                    input,
-                    input_column: raw.input_column.clone().unwrap_or_default(),
-                    filter: raw
-                        .filter
-                        .as_ref()
-                        .map(|f| f.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-                        .unwrap_or_default(),
-                }
-            }
-        })
-    }
-
-    /// A dependency links the same partition key, so both ends need one scheme.
-    fn cross_scheme_dependencies(&mut self, tasks: &IndexMap<String, Task>) {
-        for task in tasks.values() {
-            for dep in &task.depends_on {
-                let Some(upstream) = tasks.get(dep) else {
-                    continue;
-                };
-                if upstream.partitioned_by != task.partitioned_by {
-                    let span = self.dependency_span(&task.name, dep);
-                    self.err(
-                        ManifestError::new(
-                            "weir::manifest::scheme_mismatch",
-                            format!(
-                                "task `{}` (partitioned by `{}`) depends on `{dep}` (partitioned by `{}`)",
-                                task.name, task.partitioned_by, upstream.partitioned_by
-                            ),
-                        )
-                        .at(span, "different partition schemes")
-                        .help("a dependency links the same partition key: partition both tasks by the same scheme"),
-                    );
-                }
-            }
-        }
-    }
-
     /// The span of the `depends_on` or `inputs` entry that makes `task` depend on `dep`.
     fn dependency_span(&self, task: &str, dep: &str) -> std::ops::Range<usize> {
         let locator = self.cx.locator;
@@ -1130,166 +574,14 @@ impl Validator<'_, '_, '_, '_> {
             self.err(error.help("a pipeline is a DAG: remove one of these dependencies"));
         }
     }
-
-    fn backfills(
-        &mut self,
-        entries: &[Entry<raw::RawBackfill>],
-        names: &Names,
-        tasks: &IndexMap<String, Task>,
-        schemes: &IndexMap<String, PartitionScheme>,
-    ) -> IndexMap<String, Backfill> {
-        let mut out = IndexMap::new();
-        for entry in entries {
-            let Some(raw) = &entry.raw else { continue };
-            let name = entry.name.as_str();
-            let errors_before = self.errors.len();
-            let at = |k: &'static str| ["backfills", name, k];
-            self.reference("pool", &raw.pool, &names.pools, &at("pool"));
-            if raw.reason.trim().is_empty() {
-                self.err(
-                    ManifestError::new("weir::manifest::empty_value", format!("backfill `{name}` has no reason"))
-                        .at(self.value(&at("reason")), "empty")
-                        .help("say why the range is rebuilt; it is recorded with every run of the backfill"),
-                );
-            }
-            let task_names: Vec<String> = match &raw.tasks {
-                Some(list) => {
-                    for (i, t) in list.iter().enumerate() {
-                        let idx = i.to_string();
-                        self.reference(
-                            "task",
-                            t,
-                            &names.tasks,
-                            &["backfills", name, "tasks", &idx],
-                        );
-                    }
-                    names
-                        .tasks
-                        .iter()
-                        .filter(|t| list.contains(t))
-                        .cloned()
-                        .collect()
-                }
-                None => names.tasks.clone(),
-            };
-            let used: Vec<&str> = {
-                let mut v: Vec<&str> = task_names
-                    .iter()
-                    .filter_map(|t| tasks.get(t))
-                    .map(|t| t.partitioned_by.as_str())
-                    .collect();
-                v.dedup();
-                v
-            };
-            if used.len() > 1 {
-                self.err(
-                    ManifestError::new(
-                        "weir::manifest::scheme_mismatch",
-                        format!("backfill `{name}` spans tasks of several partition schemes ({})", ticked(&used)),
-                    )
-                    .at(self.key(&["backfills", name]), "mixed schemes")
-                    .help("list in `tasks` only tasks of one scheme, or declare one backfill per scheme"),
-                );
-            } else if let Some(scheme) = used.first().and_then(|s| schemes.get(*s).map(|x| (*s, x)))
-            {
-                self.backfill_range(name, raw, scheme);
-            }
-            if self.errors.len() == errors_before {
-                out.insert(
-                    entry.name.clone(),
-                    Backfill {
-                        name: entry.name.clone(),
-                        from: raw.from.clone(),
-                        to: raw.to.clone(),
-                        pool: raw.pool.clone(),
-                        tasks: task_names,
-                        reason: raw.reason.clone(),
-                    },
-                );
-            }
-        }
-        out
-    }
-
-    fn backfill_range(
-        &mut self,
-        name: &str,
-        raw: &raw::RawBackfill,
-        (scheme_name, scheme): (&str, &PartitionScheme),
-    ) {
-        let at = |k: &'static str| ["backfills", name, k];
-        match scheme {
-            PartitionScheme::Daily { start, end } => {
-                let from = self.date(&raw.from, &at("from"));
-                let to = self.date(&raw.to, &at("to"));
-                let (Some(from), Some(to)) = (from, to) else {
-                    return;
-                };
-                if from > to {
-                    self.err(
-                        ManifestError::new(
-                            "weir::manifest::bad_range",
-                            format!("backfill `{name}` runs backwards: from {from} to {to}"),
-                        )
-                        .at(self.value(&at("to")), "before `from`")
-                        .also(self.value(&at("from")), "from here")
-                        .help("swap `from` and `to`"),
-                    );
-                    return;
-                }
-                let last =
-                    end.unwrap_or_else(|| self.cx.today.yesterday().unwrap_or(self.cx.today));
-                for (key, day) in [("from", from), ("to", to)] {
-                    if day < *start || day > last {
-                        self.err(
-                            ManifestError::new(
-                                "weir::manifest::out_of_range",
-                                format!("backfill `{name}` `{key}` = {day} is outside scheme `{scheme_name}` ({start} to {last})"),
-                            )
-                            .at(self.value(&at(key)), "outside the scheme")
-                            .help(format!("backfill only partitions that exist: between {start} and {last}")),
-                        );
-                    }
-                }
-            }
-            PartitionScheme::Static { keys } => {
-                let position = |k: &str| keys.iter().position(|x| x == k);
-                let (from, to) = (position(&raw.from), position(&raw.to));
-                for (key, value, pos) in [("from", &raw.from, from), ("to", &raw.to, to)] {
-                    if pos.is_none() {
-                        self.err(
-                            ManifestError::new("weir::manifest::out_of_range", format!("backfill `{name}` `{key}` = `{value}` is not a key of scheme `{scheme_name}`"))
-                                .at(self.value(&at(key)), "not a key")
-                                .help(unknown_help("key", value, keys.iter().map(String::as_str))),
-                        );
-                    }
-                }
-                if let (Some(f), Some(t)) = (from, to) {
-                    if f > t {
-                        self.err(
-                            ManifestError::new(
-                                "weir::manifest::bad_range",
-                                format!(
-                                    "backfill `{name}` runs backwards: `{}` comes after `{}`",
-                                    raw.from, raw.to
-                                ),
-                            )
-                            .at(self.value(&at("to")), "declared before `from`")
-                            .help("static keys are ordered as declared; swap `from` and `to`"),
-                        );
-                    }
-                }
-            }
-        }
-    }
 }
 
-struct Names {
-    schemes: Vec<String>,
-    pools: Vec<String>,
-    retry: Vec<String>,
-    datasets: Vec<String>,
-    tasks: Vec<String>,
+pub(super) struct Names {
+    pub(super) schemes: Vec<String>,
+    pub(super) pools: Vec<String>,
+    pub(super) retry: Vec<String>,
+    pub(super) datasets: Vec<String>,
+    pub(super) tasks: Vec<String>,
 }
 
 /// A path around the cycle that `start` is on, staying inside its SCC.

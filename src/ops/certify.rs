@@ -28,7 +28,7 @@ fn path(warehouse: &Path, dataset: &str, partition: &str, generation: u64) -> Pa
     warehouse
         .join("_certs")
         .join(dataset)
-        .join(partition)
+        .join(crate::store::encode_partition(partition))
         .join(format!("{generation}.json"))
 }
 

@@ -44,13 +44,16 @@ pub struct AttemptEvidence {
     pub stderr_tail: String,
 }
 
-/// An upstream task's publication for the partition.
+/// An upstream task's publication for one partition the instance needs
+/// (directly or through other upstream tasks, by the partition mapping).
 #[derive(Debug, Clone, Serialize)]
 pub struct UpstreamEvidence {
     /// Task.
     pub task: String,
     /// Its dataset.
     pub dataset: String,
+    /// The upstream partition.
+    pub partition: String,
     /// Current generation, if published.
     pub generation: Option<u64>,
     /// Its digest.
@@ -270,23 +273,59 @@ fn upstream_of(
         .filter(|t| seen.contains(t))
         .collect();
     ordered.sort_by_key(|t| depth(manifest, t));
+    // The partitions each ancestor contributes, mapped downstream first.
+    let mut keys: std::collections::HashMap<&str, Vec<String>> =
+        std::collections::HashMap::from([(task, vec![partition.to_string()])]);
+    let mut downstream_first: Vec<&str> = ordered.clone();
+    downstream_first.push(task);
+    downstream_first.sort_by_key(|t| std::cmp::Reverse(depth(manifest, t)));
+    for t in downstream_first {
+        let spec = &manifest.tasks[t];
+        let mine = keys.get(t).cloned().unwrap_or_default();
+        for d in &spec.depends_on {
+            let up = &manifest.tasks[d];
+            for key in &mine {
+                for shift in crate::plan::shifts_of(spec, d) {
+                    let mapped = crate::partition::map_keys(
+                        &spec.dims,
+                        key,
+                        &up.dims,
+                        shift,
+                        crate::clock::now(),
+                    )
+                    .unwrap_or_default();
+                    let entry = keys.entry(d.as_str()).or_default();
+                    for k in mapped {
+                        let k = k.into_string();
+                        if !entry.contains(&k) {
+                            entry.push(k);
+                        }
+                    }
+                }
+            }
+        }
+    }
     ordered
         .into_iter()
-        .map(|t| {
+        .flat_map(|t| {
             let dataset = manifest.tasks[t].output.dataset.clone();
-            let record = warehouse
-                .partition(&dataset, partition)
-                .latest()
-                .ok()
-                .flatten();
+            keys.get(t)
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(move |key| (t, dataset.clone(), key))
+        })
+        .map(|(t, dataset, key)| {
+            let record = warehouse.partition(&dataset, &key).latest().ok().flatten();
             UpstreamEvidence {
                 task: t.to_string(),
                 generation: record.as_ref().map(|r| r.generation.get()),
                 digest: record.as_ref().map(|r| r.digest.clone()),
                 certified: record.as_ref().is_none_or(|r| {
-                    certify::is_certified(warehouse.root(), &dataset, partition, r.generation.get())
+                    certify::is_certified(warehouse.root(), &dataset, &key, r.generation.get())
                 }),
                 dataset,
+                partition: key,
             }
         })
         .collect()
@@ -323,8 +362,13 @@ fn recommend(
     }
     if let Some(u) = upstream.iter().find(|u| !u.certified) {
         return format!(
-            "roll back or re-certify upstream `{}` (generation {} is uncertified), or rerun with --allow-uncertified",
+            "roll back or re-certify upstream `{}`{} (generation {} is uncertified), or rerun with --allow-uncertified",
             u.dataset,
+            if u.partition == partition {
+                String::new()
+            } else {
+                format!(" {}", u.partition)
+            },
             u.generation.unwrap_or(0)
         );
     }
@@ -481,9 +525,14 @@ pub fn render(x: &Explanation) -> String {
     for u in &x.upstream {
         let _ = writeln!(
             out,
-            "  {} -> `{}`: {}",
+            "  {} -> `{}`{}: {}",
             u.task,
             u.dataset,
+            if u.partition == x.partition {
+                String::new()
+            } else {
+                format!(" {}", u.partition)
+            },
             match (&u.generation, &u.digest) {
                 (Some(g), Some(d)) => format!(
                     "generation {g}, {d}{}",

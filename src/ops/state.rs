@@ -60,10 +60,10 @@ pub struct InstanceMark {
 }
 
 fn path(warehouse: &Path, task: &str, partition: &str) -> PathBuf {
-    warehouse
-        .join("_instances")
-        .join(task)
-        .join(format!("{partition}.json"))
+    warehouse.join("_instances").join(task).join(format!(
+        "{}.json",
+        crate::store::encode_partition(partition)
+    ))
 }
 
 /// The marker of an instance, if any. An unreadable marker counts as held:
@@ -117,9 +117,12 @@ pub fn all(warehouse: &Path) -> Vec<InstanceMark> {
         };
         for file in files.filter_map(Result::ok) {
             let name = file.file_name().to_string_lossy().into_owned();
-            if let Some(partition) = name.strip_suffix(".json") {
+            if let Some(partition) = name
+                .strip_suffix(".json")
+                .and_then(crate::store::decode_partition)
+            {
                 let task = task.file_name().to_string_lossy().into_owned();
-                if let Some(m) = read(warehouse, &task, partition) {
+                if let Some(m) = read(warehouse, &task, &partition) {
                     out.push(m);
                 }
             }

@@ -161,6 +161,21 @@ struct StoredInput {
     path: Option<String>,
     #[serde(default)]
     watermark: Option<String>,
+    /// The upstream partition, when not the task's own (issue 10).
+    #[serde(default)]
+    partition: Option<String>,
+    /// Each upstream partition of an input mapped to several.
+    #[serde(default)]
+    partitions: Vec<StoredPartition>,
+    digest: String,
+}
+
+/// One upstream partition of an input mapped to several.
+#[derive(Debug, Deserialize)]
+struct StoredPartition {
+    partition: String,
+    generation: u64,
+    token: u64,
     digest: String,
 }
 
@@ -285,6 +300,14 @@ fn repin(
         pinned: input.digest.clone(),
         now,
     };
+    // A pinned file that is gone is missing; one that changed is changed.
+    let copy_failed = |e: inputs::MaterializeError| match e {
+        inputs::MaterializeError::Drift(d) => match d.kind {
+            DriftKind::Vanished => missing(d.to_string()),
+            _ => changed(d.to_string()),
+        },
+        e => VerifyError::Store(crate::exec::chain(&e)),
+    };
     match input.kind.as_str() {
         "external" => {
             let relative = input.path.as_deref().ok_or_else(|| {
@@ -310,6 +333,34 @@ fn repin(
                 watermark: input.watermark.clone(),
             })
         }
+        "upstream" if !input.partitions.is_empty() => {
+            let mut pinned = Vec::with_capacity(input.partitions.len());
+            for p in &input.partitions {
+                repin_generation(
+                    manifest,
+                    warehouse,
+                    input,
+                    &p.partition,
+                    p.generation,
+                    Some(p.token),
+                    &p.digest,
+                )?;
+                pinned.push(crate::exec::snapshot::PinnedPartition {
+                    partition: p.partition.clone(),
+                    generation: p.generation,
+                    token: p.token,
+                    digest: p.digest.clone(),
+                });
+            }
+            // Private copies, a directory per key, as the attempt had them.
+            crate::exec::snapshot::stage_partitions(warehouse, &input.name, &pinned, &copies)
+                .map_err(copy_failed)?;
+            Ok(Repinned {
+                name: input.name.clone(),
+                location: copies,
+                watermark: None,
+            })
+        }
         "upstream" => {
             let generation = input.generation.ok_or_else(|| {
                 VerifyError::Store(format!(
@@ -317,57 +368,23 @@ fn repin(
                     input.name
                 ))
             })?;
-            let store = warehouse.partition(&input.name, partition);
-            let record = store
-                .record(Generation::from_raw(generation))
-                .map_err(|e| VerifyError::Store(e.to_string()))?
-                .ok_or_else(|| {
-                    missing(format!(
-                        "partition {partition} has no generation {generation}"
-                    ))
-                })?;
-            if input.token.is_some_and(|t| t != record.token.get()) || record.digest != input.digest
-            {
-                return Err(changed(format!(
-                    "generation {generation} holds token {} and {}",
-                    record.token, record.digest
-                )));
-            }
-            let files = store.visible_files(&record);
-            if let Some(gone) = files.iter().find(|f| !f.is_file()) {
-                return Err(missing(format!(
-                    "generation {generation}'s file {} is gone",
-                    gone.display()
-                )));
-            }
-            // Records never change, but files can be edited by hand: the
-            // rows must still have the pinned canonical digest.
-            let format = input
-                .task
-                .as_deref()
-                .and_then(|t| manifest.tasks.get(t))
-                .or_else(|| manifest.producer(&input.name))
-                .map(|t| t.output.format);
-            if let Some(format) = format {
-                let now = match audit::digest_files(&files, format) {
-                    Ok((_, digest)) => digest.as_str().to_string(),
-                    Err(e) => format!("unreadable ({e})"),
-                };
-                if now != input.digest {
-                    return Err(changed(now));
-                }
-            }
+            let key = input.partition.as_deref().unwrap_or(partition);
+            let record = repin_generation(
+                manifest,
+                warehouse,
+                input,
+                key,
+                generation,
+                input.token,
+                &input.digest,
+            )?;
             // The rerun reads private copies, checked against the record's sums.
-            match inputs::materialize_generation(&store, &record, &copies) {
-                Ok(_) => {}
-                Err(inputs::MaterializeError::Drift(d)) => {
-                    return Err(match d.kind {
-                        DriftKind::Vanished => missing(d.to_string()),
-                        _ => changed(d.to_string()),
-                    })
-                }
-                Err(e) => return Err(VerifyError::Store(e.to_string())),
-            }
+            inputs::materialize_generation(
+                &warehouse.partition(&input.name, key),
+                &record,
+                &copies,
+            )
+            .map_err(copy_failed)?;
             let location = copies;
             Ok(Repinned {
                 name: input.name.clone(),
@@ -380,6 +397,68 @@ fn repin(
             input.name
         ))),
     }
+}
+
+/// The record of upstream generation `generation` of `input` at
+/// `partition`, checked against the pinned token and digest.
+fn repin_generation(
+    manifest: &Manifest,
+    warehouse: &Warehouse,
+    input: &StoredInput,
+    partition: &str,
+    generation: u64,
+    token: Option<u64>,
+    digest: &str,
+) -> Result<CommitRecord, VerifyError> {
+    let missing = |why: String| VerifyError::InputMissing {
+        input: input.name.clone(),
+        why,
+    };
+    let changed = |now: String| VerifyError::InputChanged {
+        input: input.name.clone(),
+        pinned: digest.to_string(),
+        now,
+    };
+    let store = warehouse.partition(&input.name, partition);
+    let record = store
+        .record(Generation::from_raw(generation))
+        .map_err(|e| VerifyError::Store(e.to_string()))?
+        .ok_or_else(|| {
+            missing(format!(
+                "partition {partition} has no generation {generation}"
+            ))
+        })?;
+    if token.is_some_and(|t| t != record.token.get()) || record.digest != digest {
+        return Err(changed(format!(
+            "generation {generation} holds token {} and {}",
+            record.token, record.digest
+        )));
+    }
+    let files = store.visible_files(&record);
+    if let Some(gone) = files.iter().find(|f| !f.is_file()) {
+        return Err(missing(format!(
+            "generation {generation}'s file {} is gone",
+            gone.display()
+        )));
+    }
+    // Records never change, but files can be edited by hand: the
+    // rows must still have the pinned canonical digest.
+    let format = input
+        .task
+        .as_deref()
+        .and_then(|t| manifest.tasks.get(t))
+        .or_else(|| manifest.producer(&input.name))
+        .map(|t| t.output.format);
+    if let Some(format) = format {
+        let now = match audit::digest_files(&files, format) {
+            Ok((_, digest)) => digest.as_str().to_string(),
+            Err(e) => format!("unreadable ({e})"),
+        };
+        if now != digest {
+            return Err(changed(now));
+        }
+    }
+    Ok(record)
 }
 
 /// Creates `<warehouse>/_scratch/verify-<time>-<rand>/data` and returns the
@@ -657,7 +736,7 @@ printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
     /// in the attempt dir, digest, fenced commit.
     fn publish(sb: &Sandbox, task: &str) -> CommitRecord {
         let spec = &sb.manifest.tasks[task];
-        let snap = snapshot::pin(&sb.manifest, &sb.warehouse, spec, "p", false).unwrap();
+        let snap = snapshot::pin(&sb.manifest, &sb.warehouse, spec, "p", false, 0).unwrap();
         let store = sb.warehouse.partition(&spec.output.dataset, "p");
         let owner = TokenOwner {
             run_id: "run-test".into(),

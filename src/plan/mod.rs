@@ -2,23 +2,33 @@
 //! pool, and how long that should take. Planning has no side effects; a dry
 //! run is a plan rendered.
 //!
-//! The instance graph is never materialised as edges: instance `(t, i)` is
-//! task `t` at the `i`-th selected key of its scheme, and its predecessors
-//! are `(d, i)` for each upstream task `d` in the plan plus `(t, i-1)` when
-//! `t` depends on its past. That keeps 730,000 instances to a few vectors.
+//! Instance `(t, i)` is task `t` at its `i`-th selected key. Tasks with the
+//! same dimensions share one key list, and an upstream link between two such
+//! tasks (same key, no offset) stays implicit: the predecessor of `(t, i)`
+//! is `(u, i)`, which keeps 730,000 daily instances to a few vectors. Every
+//! other link (a rollup, a fan-in, an offset …) is the mapping
+//! (`crate::partition::map_keys`) evaluated once per downstream instance and
+//! kept as compact index lists both ways, so readiness, ordering and the
+//! cost simulation follow exactly the partitions that feed each other.
+//!
+//! Upstream partitions a selected instance needs but the command did not
+//! select are added when they are not published (and named as added);
+//! published ones are pinned, not rerun.
 
 pub mod cost;
 pub mod partitions;
 pub mod render;
+pub mod stale;
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use indexmap::IndexMap;
-use jiff::civil::Date;
 use thiserror::Error;
 
-use crate::manifest::{Backfill, Manifest};
+use crate::manifest::{Backfill, InputSource, Manifest};
+use crate::partition::{map_keys, Dims, MapError, PartitionKey, Shift};
 
 /// What a command covers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +41,56 @@ pub enum Scope {
     Backfill(String),
 }
 
+/// Index lists in compressed rows: row `i` is `targets[starts[i]..starts[i + 1]]`.
+#[derive(Debug, Clone, Default)]
+pub struct Rows {
+    starts: Vec<u32>,
+    targets: Vec<u32>,
+}
+
+impl Rows {
+    fn from_lists(lists: &[Vec<u32>]) -> Rows {
+        let mut rows = Rows {
+            starts: Vec::with_capacity(lists.len() + 1),
+            targets: Vec::new(),
+        };
+        rows.starts.push(0);
+        for l in lists {
+            rows.targets.extend_from_slice(l);
+            rows.starts.push(rows.targets.len() as u32);
+        }
+        rows
+    }
+
+    /// Row `i`.
+    pub fn row(&self, i: usize) -> &[u32] {
+        match (self.starts.get(i), self.starts.get(i + 1)) {
+            (Some(&a), Some(&b)) => &self.targets[a as usize..b as usize],
+            _ => &[],
+        }
+    }
+}
+
+/// How a task's instances depend on one upstream task in the plan.
+#[derive(Debug, Clone)]
+pub enum Link {
+    /// `(t, i)` needs `(u, i)`: same dimensions, same selected keys.
+    Identity,
+    /// `(t, i)` needs the upstream key indices of row `i`.
+    Mapped(Rows),
+}
+
+/// One upstream task of a planned task.
+#[derive(Debug, Clone)]
+pub struct UpstreamLink {
+    /// Index into `Plan::tasks`.
+    pub task: usize,
+    /// The inputs' overrides (`offset`, `window`); none for `depends_on`.
+    pub shifts: Vec<Shift>,
+    /// Which of its instances each of ours needs.
+    pub link: Link,
+}
+
 /// One task in a plan.
 #[derive(Debug, Clone)]
 pub struct PlannedTask {
@@ -40,16 +100,28 @@ pub struct PlannedTask {
     pub pool: String,
     /// Retry class.
     pub retry: String,
-    /// Partition scheme.
+    /// Its dimensions described ("daily", "region × day", "unpartitioned").
     pub scheme: String,
-    /// Selected keys, shared by every task of the scheme.
+    /// Its dimensions.
+    pub dims: Dims,
+    /// Selected keys in scheme order, shared by tasks of the same dimensions
+    /// and selection.
     pub keys: Arc<Vec<String>>,
-    /// Indices (into `Plan::tasks`) of upstream tasks in the plan.
-    pub upstream: Vec<usize>,
-    /// Indices of downstream tasks in the plan.
-    pub downstream: Vec<usize>,
+    /// Keys the command did not select but a selected instance needs and
+    /// that are not published: they run only if still unpublished.
+    pub added: HashSet<u32>,
+    /// Upstream tasks in the plan and how their instances feed ours.
+    pub upstream: Vec<UpstreamLink>,
+    /// Downstream tasks in the plan and, for mapped links, which of their
+    /// instances each of ours feeds.
+    pub downstream: Vec<(usize, Link)>,
     /// Serialises this task's partitions.
     pub depends_on_past: bool,
+    /// With `depends_on_past`: the index of each instance's previous key,
+    /// when that is in the plan too.
+    pub past: Vec<Option<u32>>,
+    /// The reverse of `past`: the instance whose previous key is ours.
+    pub next: Vec<Option<u32>>,
     /// Planning estimate of one attempt.
     pub expected_duration: Duration,
 }
@@ -71,6 +143,8 @@ pub struct Plan {
     pub pools: IndexMap<String, u32>,
     /// First instance id of each task: instance `(t, i)` is `offsets[t] + i`.
     pub offsets: Vec<usize>,
+    /// When it was planned (seconds since the epoch): ends open ranges.
+    pub now: i64,
 }
 
 /// Why a plan cannot be made.
@@ -96,6 +170,22 @@ pub enum PlanError {
         #[help]
         help: String,
     },
+    /// A selected instance needs an upstream partition that cannot exist.
+    #[error("task `{task}` partition {key} cannot be planned: upstream `{upstream}` {why}")]
+    #[diagnostic(
+        code(weir::plan::mapping),
+        help("a partition before a scheme's start does not exist: start the backfill later, move the scheme's `start` earlier, or shorten the input's `offset`/`window`")
+    )]
+    Mapping {
+        /// The downstream task.
+        task: String,
+        /// Its key.
+        key: String,
+        /// The upstream task.
+        upstream: String,
+        /// Why.
+        why: Box<MapError>,
+    },
     /// `--task` names nothing declared.
     #[error("unknown task `{name}`")]
     #[diagnostic(code(weir::plan::unknown_task))]
@@ -109,10 +199,17 @@ pub enum PlanError {
 }
 
 impl Plan {
-    /// Plans `scope` over every task of the manifest.
-    pub fn build(manifest: &Manifest, scope: &Scope, today: Date) -> Result<Plan, PlanError> {
+    /// Plans `scope` over every task of the manifest. `published(dataset,
+    /// key)` says whether an upstream partition outside the selection is
+    /// already published (then it is pinned, not added).
+    pub fn build(
+        manifest: &Manifest,
+        scope: &Scope,
+        now: i64,
+        published: &dyn Fn(&str, &str) -> bool,
+    ) -> Result<Plan, PlanError> {
         let all: Vec<&str> = manifest.tasks.keys().map(String::as_str).collect();
-        Plan::build_for(manifest, scope, &all, today)
+        Plan::build_for(manifest, scope, &all, now, published)
     }
 
     /// Plans `scope` over the named tasks only.
@@ -120,7 +217,8 @@ impl Plan {
         manifest: &Manifest,
         scope: &Scope,
         task_names: &[&str],
-        today: Date,
+        now: i64,
+        published: &dyn Fn(&str, &str) -> bool,
     ) -> Result<Plan, PlanError> {
         for name in task_names {
             if !manifest.tasks.contains_key(*name) {
@@ -160,65 +258,106 @@ impl Plan {
                 .collect(),
             None => task_names.to_vec(),
         };
-        // Keys per scheme, computed once and shared.
-        let mut scheme_keys: IndexMap<String, Arc<Vec<String>>> = IndexMap::new();
-        for name in &selected {
-            let scheme_name = &manifest.tasks[*name].partitioned_by;
-            if scheme_keys.contains_key(scheme_name) {
-                continue;
+        // Upstream tasks of the selected ones take part with no key of their
+        // own: only the partitions a selected instance needs and that are not
+        // published are added to them.
+        let mut closure: Vec<&str> = selected.clone();
+        let mut stack: Vec<&str> = selected.clone();
+        while let Some(t) = stack.pop() {
+            for d in &manifest.tasks[t].depends_on {
+                if !closure.contains(&d.as_str()) {
+                    closure.push(d);
+                    stack.push(d);
+                }
             }
-            let scheme = &manifest.partitions[scheme_name];
-            let keys = match (scope, &backfill) {
-                (_, Some(b)) => partitions::range(scheme, &b.from, &b.to, today),
-                (Scope::Latest, _) => partitions::latest(scheme, today),
-                (Scope::Partitions(keys), _) => keys
-                    .iter()
-                    .filter(|k| partitions::contains(scheme, k, today))
-                    .cloned()
-                    .collect(),
-                (Scope::Backfill(_), None) => unreachable!("a backfill scope resolved above"),
-            };
-            scheme_keys.insert(scheme_name.clone(), Arc::new(keys));
         }
-        if let Scope::Partitions(keys) = scope {
-            for key in keys {
-                if !scheme_keys.values().any(|ks| ks.contains(key)) {
+        let order = topological(manifest, &closure);
+        let mut keys = select_keys(manifest, scope, backfill.as_ref(), &order, &selected, now);
+        if let Scope::Partitions(given) = scope {
+            for key in given {
+                if !keys.iter().any(|ks| ks.contains(key))
+                    && !selected.iter().any(|n| {
+                        manifest.tasks[*n]
+                            .dims
+                            .0
+                            .iter()
+                            .any(|d| d.scheme.contains(key, now))
+                    })
+                {
                     return Err(PlanError::UnknownPartition {
                         key: key.clone(),
-                        help: partition_help(manifest, &scheme_keys, today),
+                        help: partition_help(manifest, &selected, now),
                     });
                 }
             }
         }
-        let order = topological(manifest, &selected);
-        let position: std::collections::HashMap<&str, usize> =
-            order.iter().enumerate().map(|(i, n)| (*n, i)).collect();
-        let mut tasks: Vec<PlannedTask> = order
-            .iter()
-            .map(|name| {
-                let task = &manifest.tasks[*name];
-                PlannedTask {
-                    name: task.name.clone(),
-                    pool: backfill
-                        .as_ref()
-                        .map_or_else(|| task.pool.clone(), |b| b.pool.clone()),
-                    retry: task.retry.clone(),
-                    scheme: task.partitioned_by.clone(),
-                    keys: scheme_keys[&task.partitioned_by].clone(),
-                    upstream: task
-                        .depends_on
-                        .iter()
-                        .filter_map(|d| position.get(d.as_str()).copied())
-                        .collect(),
-                    downstream: Vec::new(),
-                    depends_on_past: task.depends_on_past,
-                    expected_duration: task.expected_duration,
-                }
-            })
+        let added = add_unpublished(manifest, &order, &mut keys, published, now)?;
+        // Unselected upstream tasks with nothing added leave the plan.
+        let keep: Vec<bool> = (0..order.len())
+            .map(|t| selected.contains(&order[t]) || !keys[t].is_empty())
             .collect();
+        let kept = |t: &usize| keep[*t];
+        let order: Vec<&str> = (0..order.len()).filter(kept).map(|t| order[t]).collect();
+        let keys: Vec<Arc<Vec<String>>> = (0..keys.len())
+            .filter(kept)
+            .map(|t| keys[t].clone())
+            .collect();
+        let mut added: Vec<HashSet<u32>> = added
+            .into_iter()
+            .enumerate()
+            .filter(|(t, _)| keep[*t])
+            .map(|(_, a)| a)
+            .collect();
+        let position = positions(&order);
+        let mut tasks: Vec<PlannedTask> = Vec::with_capacity(order.len());
+        for (t, name) in order.iter().enumerate() {
+            let task = &manifest.tasks[*name];
+            let mut upstream = Vec::new();
+            for (u, shifts) in upstream_in(manifest, &position, name) {
+                let up = &manifest.tasks[order[u]];
+                let link = link(task, &keys[t], up, &keys[u], &shifts, now)?;
+                upstream.push(UpstreamLink {
+                    task: u,
+                    shifts,
+                    link,
+                });
+            }
+            let (past, next) = past_links(task, &keys[t]);
+            tasks.push(PlannedTask {
+                name: task.name.clone(),
+                pool: backfill
+                    .as_ref()
+                    .map_or_else(|| task.pool.clone(), |b| b.pool.clone()),
+                retry: task.retry.clone(),
+                scheme: task.dims.describe(),
+                dims: task.dims.clone(),
+                keys: keys[t].clone(),
+                added: std::mem::take(&mut added[t]),
+                upstream,
+                downstream: Vec::new(),
+                depends_on_past: task.depends_on_past,
+                past,
+                next,
+                expected_duration: task.expected_duration,
+            });
+        }
+        // The reverse of every link.
         for t in 0..tasks.len() {
-            for u in tasks[t].upstream.clone() {
-                tasks[u].downstream.push(t);
+            for l in 0..tasks[t].upstream.len() {
+                let u = tasks[t].upstream[l].task;
+                let reverse = match &tasks[t].upstream[l].link {
+                    Link::Identity => Link::Identity,
+                    Link::Mapped(rows) => {
+                        let mut lists: Vec<Vec<u32>> = vec![Vec::new(); tasks[u].keys.len()];
+                        for i in 0..tasks[t].keys.len() {
+                            for &j in rows.row(i) {
+                                lists[j as usize].push(i as u32);
+                            }
+                        }
+                        Link::Mapped(Rows::from_lists(&lists))
+                    }
+                };
+                tasks[u].downstream.push((t, reverse));
             }
         }
         let mut pools = IndexMap::new();
@@ -241,6 +380,7 @@ impl Plan {
             tasks,
             pools,
             offsets,
+            now,
         })
     }
 
@@ -260,13 +400,50 @@ impl Plan {
         self.offsets[t] + i
     }
 
+    /// Whether instance `(t, i)` was added because a selected instance needs
+    /// it and it is not published.
+    pub fn is_added(&self, t: usize, i: usize) -> bool {
+        self.tasks[t].added.contains(&(i as u32))
+    }
+
+    /// Calls `f` with each in-plan predecessor of instance `(t, i)`.
+    pub fn for_each_predecessor(&self, t: usize, i: usize, mut f: impl FnMut(usize)) {
+        let task = &self.tasks[t];
+        for up in &task.upstream {
+            match &up.link {
+                Link::Identity => f(self.instance(up.task, i)),
+                Link::Mapped(rows) => {
+                    for &j in rows.row(i) {
+                        f(self.instance(up.task, j as usize));
+                    }
+                }
+            }
+        }
+        if let Some(Some(p)) = task.past.get(i) {
+            f(self.instance(t, *p as usize));
+        }
+    }
+
     /// Number of predecessors of each instance, in id order.
     pub fn in_degrees(&self) -> Vec<u32> {
         let mut out = Vec::with_capacity(self.instance_count());
-        for task in &self.tasks {
-            let upstream = u32::try_from(task.upstream.len()).unwrap_or(u32::MAX);
+        for (t, task) in self.tasks.iter().enumerate() {
+            let identity = task
+                .upstream
+                .iter()
+                .filter(|u| matches!(u.link, Link::Identity))
+                .count() as u32;
             for i in 0..task.keys.len() {
-                out.push(upstream + u32::from(task.depends_on_past && i > 0));
+                let mut n = identity;
+                for up in &task.upstream {
+                    if let Link::Mapped(rows) = &up.link {
+                        n += rows.row(i).len() as u32;
+                    }
+                }
+                if let Some(Some(_)) = self.tasks[t].past.get(i) {
+                    n += 1;
+                }
+                out.push(n);
             }
         }
         out
@@ -275,13 +452,274 @@ impl Plan {
     /// Calls `f` for each successor of instance `(t, i)`.
     pub fn for_each_successor(&self, t: usize, i: usize, mut f: impl FnMut(usize)) {
         let task = &self.tasks[t];
-        for &d in &task.downstream {
-            f(self.instance(d, i));
+        for (d, link) in &task.downstream {
+            match link {
+                Link::Identity => f(self.instance(*d, i)),
+                Link::Mapped(rows) => {
+                    for &j in rows.row(i) {
+                        f(self.instance(*d, j as usize));
+                    }
+                }
+            }
         }
-        if task.depends_on_past && i + 1 < task.keys.len() {
-            f(self.instance(t, i + 1));
+        if let Some(Some(next)) = task.next.get(i) {
+            f(self.instance(t, *next as usize));
         }
     }
+
+    /// The upstream keys instance `(t, i)` needs from each upstream task in
+    /// the plan or not: (upstream task, keys), in `depends_on` order.
+    pub fn needs(
+        &self,
+        manifest: &Manifest,
+        t: usize,
+        i: usize,
+    ) -> Vec<(String, Vec<PartitionKey>)> {
+        let task = &manifest.tasks[&self.tasks[t].name];
+        let key = &self.tasks[t].keys[i];
+        task.depends_on
+            .iter()
+            .map(|d| {
+                let up = &manifest.tasks[d];
+                let shifts = shifts_of(task, d);
+                (
+                    d.clone(),
+                    needed(task, key, up, &shifts, self.now).unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+}
+
+/// Selected keys per task in `order`: the scope's keys for selected tasks
+/// (tasks of the same dimensions share one list), none for the others.
+fn select_keys(
+    manifest: &Manifest,
+    scope: &Scope,
+    backfill: Option<&Backfill>,
+    order: &[&str],
+    selected: &[&str],
+    now: i64,
+) -> Vec<Arc<Vec<String>>> {
+    let mut by_dims: HashMap<&[String], Arc<Vec<String>>> = HashMap::new();
+    order
+        .iter()
+        .map(|name| {
+            let task = &manifest.tasks[*name];
+            if !selected.contains(name) {
+                return Arc::new(Vec::new());
+            }
+            by_dims
+                .entry(task.partitioned_by.as_slice())
+                .or_insert_with(|| {
+                    Arc::new(match (scope, backfill) {
+                        (_, Some(b)) => partitions::backfill(&task.dims, b, now),
+                        (Scope::Latest, _) => partitions::latest(&task.dims, now),
+                        (Scope::Partitions(given), _) => {
+                            partitions::explicit(&task.dims, given, now)
+                        }
+                        (Scope::Backfill(_), None) => {
+                            unreachable!("a backfill scope resolves before keys are selected")
+                        }
+                    })
+                })
+                .clone()
+        })
+        .collect()
+}
+
+/// Downstream first, adds to each upstream task the keys a planned instance
+/// needs that nobody selected and that are not published; returns, per
+/// task, the indices of its added keys.
+fn add_unpublished(
+    manifest: &Manifest,
+    order: &[&str],
+    keys: &mut [Arc<Vec<String>>],
+    published: &dyn Fn(&str, &str) -> bool,
+    now: i64,
+) -> Result<Vec<HashSet<u32>>, PlanError> {
+    let position = positions(order);
+    let mut added: Vec<HashSet<u32>> = vec![HashSet::new(); order.len()];
+    for t in (0..order.len()).rev() {
+        let task = &manifest.tasks[order[t]];
+        for (u, shifts) in upstream_in(manifest, &position, order[t]) {
+            let up = &manifest.tasks[order[u]];
+            if identity(&task.dims, &up.dims, &shifts) && Arc::ptr_eq(&keys[t], &keys[u]) {
+                continue;
+            }
+            let have: HashSet<&str> = keys[u].iter().map(String::as_str).collect();
+            let mut seen: HashSet<String> = HashSet::new();
+            let mut extra: Vec<String> = Vec::new();
+            for key in keys[t].iter() {
+                for k in needed(task, key, up, &shifts, now)? {
+                    let k = k.into_string();
+                    if !have.contains(k.as_str())
+                        && seen.insert(k.clone())
+                        && !published(&up.output.dataset, &k)
+                    {
+                        extra.push(k);
+                    }
+                }
+            }
+            if extra.is_empty() {
+                continue;
+            }
+            let mut all: Vec<String> = keys[u]
+                .iter()
+                .cloned()
+                .chain(extra.iter().cloned())
+                .collect();
+            partitions::sort(&up.dims, &mut all);
+            let is_extra: HashSet<&str> = extra.iter().map(String::as_str).collect();
+            let before: HashSet<&str> = added[u]
+                .iter()
+                .map(|i| keys[u][*i as usize].as_str())
+                .collect();
+            let now_added: HashSet<u32> = all
+                .iter()
+                .enumerate()
+                .filter(|(_, k)| is_extra.contains(k.as_str()) || before.contains(k.as_str()))
+                .map(|(i, _)| i as u32)
+                .collect();
+            added[u] = now_added;
+            keys[u] = Arc::new(all);
+        }
+    }
+    Ok(added)
+}
+
+/// How `task`'s instances (`keys`) depend on `up`'s (`up_keys`).
+fn link(
+    task: &crate::manifest::Task,
+    keys: &Arc<Vec<String>>,
+    up: &crate::manifest::Task,
+    up_keys: &Arc<Vec<String>>,
+    shifts: &[Shift],
+    now: i64,
+) -> Result<Link, PlanError> {
+    if identity(&task.dims, &up.dims, shifts) && Arc::ptr_eq(keys, up_keys) {
+        return Ok(Link::Identity);
+    }
+    let index: HashMap<&str, u32> = up_keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (k.as_str(), i as u32))
+        .collect();
+    let mut lists = Vec::with_capacity(keys.len());
+    for key in keys.iter() {
+        // `needed` yields each key once.
+        let row: Vec<u32> = needed(task, key, up, shifts, now)?
+            .iter()
+            .filter_map(|k| index.get(k.as_str()).copied())
+            .collect();
+        lists.push(row);
+    }
+    Ok(Link::Mapped(Rows::from_lists(&lists)))
+}
+
+/// With `depends_on_past`: each instance's previous-key instance, and the
+/// reverse; empty otherwise.
+fn past_links(
+    task: &crate::manifest::Task,
+    keys: &[String],
+) -> (Vec<Option<u32>>, Vec<Option<u32>>) {
+    if !task.depends_on_past {
+        return (Vec::new(), Vec::new());
+    }
+    let index: HashMap<&str, u32> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (k.as_str(), i as u32))
+        .collect();
+    let past: Vec<Option<u32>> = keys
+        .iter()
+        .map(|k| {
+            task.dims
+                .previous(k)
+                .and_then(|p| index.get(p.as_str()).copied())
+        })
+        .collect();
+    let mut next = vec![None; keys.len()];
+    for (i, p) in past.iter().enumerate() {
+        if let Some(p) = p {
+            next[*p as usize] = Some(i as u32);
+        }
+    }
+    (past, next)
+}
+
+fn positions<'m>(order: &[&'m str]) -> HashMap<&'m str, usize> {
+    order.iter().enumerate().map(|(i, n)| (*n, i)).collect()
+}
+
+/// Upstream tasks of `name` in the plan, with the overrides of the inputs
+/// that read them (`depends_on` alone: no override).
+fn upstream_in(
+    manifest: &Manifest,
+    position: &HashMap<&str, usize>,
+    name: &str,
+) -> Vec<(usize, Vec<Shift>)> {
+    let task = &manifest.tasks[name];
+    task.depends_on
+        .iter()
+        .filter_map(|d| Some((*position.get(d.as_str())?, shifts_of(task, d))))
+        .collect()
+}
+
+/// The overrides of `task`'s inputs read from `upstream`; none for a bare
+/// `depends_on`.
+pub fn shifts_of(task: &crate::manifest::Task, upstream: &str) -> Vec<Shift> {
+    let mut shifts: Vec<Shift> = task
+        .inputs
+        .iter()
+        .filter(|i| i.source == InputSource::Task(upstream.to_string()))
+        .map(|i| i.shift)
+        .collect();
+    if shifts.is_empty() {
+        shifts.push(Shift::NONE);
+    }
+    let mut unique: Vec<Shift> = Vec::with_capacity(shifts.len());
+    for s in shifts {
+        if !unique.contains(&s) {
+            unique.push(s);
+        }
+    }
+    unique
+}
+
+/// Same dimensions and no override: key for key.
+fn identity(down: &Dims, up: &Dims, shifts: &[Shift]) -> bool {
+    down.names() == up.names() && shifts.iter().all(|s| s.is_none())
+}
+
+/// The union, in order, of the upstream keys `key` needs under each shift.
+fn needed(
+    task: &crate::manifest::Task,
+    key: &str,
+    up: &crate::manifest::Task,
+    shifts: &[Shift],
+    now: i64,
+) -> Result<Vec<PartitionKey>, PlanError> {
+    if identity(&task.dims, &up.dims, shifts) {
+        return Ok(vec![PartitionKey::new(key)]);
+    }
+    let mut out: Vec<PartitionKey> = Vec::new();
+    let mut seen: HashSet<PartitionKey> = HashSet::new();
+    for s in shifts {
+        let keys =
+            map_keys(&task.dims, key, &up.dims, *s, now).map_err(|why| PlanError::Mapping {
+                task: task.name.clone(),
+                key: key.to_string(),
+                upstream: up.name.clone(),
+                why: Box::new(why),
+            })?;
+        if shifts.len() == 1 {
+            // One mapping never repeats a key.
+            return Ok(keys);
+        }
+        out.extend(keys.into_iter().filter(|k| seen.insert(k.clone())));
+    }
+    Ok(out)
 }
 
 /// Kahn's algorithm with ties broken by declaration order, so plans are stable.
@@ -330,30 +768,49 @@ fn topological<'m>(manifest: &'m Manifest, selected: &[&'m str]) -> Vec<&'m str>
     order
 }
 
-fn partition_help(
-    manifest: &Manifest,
-    schemes: &IndexMap<String, Arc<Vec<String>>>,
-    today: Date,
-) -> String {
-    let described: Vec<String> = schemes
-        .keys()
-        .map(|name| match &manifest.partitions[name] {
-            crate::manifest::PartitionScheme::Daily { start, end } => {
-                let last = end.map_or_else(
-                    || {
-                        format!(
-                            "{} (the latest complete day)",
-                            today.yesterday().unwrap_or(today)
-                        )
-                    },
-                    |e| e.to_string(),
-                );
-                format!("`{name}`: days from {start} to {last}")
+fn partition_help(manifest: &Manifest, order: &[&str], now: i64) -> String {
+    let mut described: Vec<String> = Vec::new();
+    let mut seen: HashSet<&str> = HashSet::new();
+    for name in order {
+        for d in &manifest.tasks[*name].dims.0 {
+            if !seen.insert(d.name.as_str()) {
+                continue;
             }
-            crate::manifest::PartitionScheme::Static { keys } => {
-                format!("`{name}`: {}", crate::manifest::ticked(keys))
-            }
-        })
-        .collect();
-    format!("partitions are {}", described.join("; "))
+            described.push(match &d.scheme {
+                crate::partition::PartitionScheme::Time(t) => {
+                    let last = t.last(now);
+                    let last = if t.end.is_some_and(|e| e <= last) {
+                        t.key(last)
+                    } else {
+                        format!("{} (the latest complete {})", t.key(last), t.grain.unit())
+                    };
+                    format!(
+                        "`{}`: {} from {} to {last}",
+                        d.name,
+                        plural_unit(t.grain),
+                        t.key(t.start)
+                    )
+                }
+                crate::partition::PartitionScheme::Static { keys } => {
+                    format!("`{}`: {}", d.name, crate::manifest::ticked(keys))
+                }
+            });
+        }
+    }
+    if described.is_empty() {
+        return "the selected tasks are unpartitioned: their one partition is `all`".into();
+    }
+    format!(
+        "partitions are {}; a task of several dimensions takes keys joined by `|`",
+        described.join("; ")
+    )
+}
+
+fn plural_unit(g: crate::partition::Grain) -> &'static str {
+    match g {
+        crate::partition::Grain::Hourly => "hours",
+        crate::partition::Grain::Daily => "days",
+        crate::partition::Grain::Weekly => "ISO weeks",
+        crate::partition::Grain::Monthly => "months",
+    }
 }

@@ -1,159 +1,107 @@
-//! Expanding partition schemes into keys, and choosing which keys a command
-//! covers. There is no catch-up: with no explicit partitions, only the latest
-//! complete one is selected.
+//! Which keys of a task a command covers. There is no catch-up: with no
+//! explicit partitions, only the latest complete period of each time
+//! dimension is selected (every key of a static one).
 
-use jiff::civil::Date;
-use jiff::ToSpan;
+use crate::manifest::Backfill;
+use crate::partition::{Dims, PartitionScheme};
 
-use crate::manifest::PartitionScheme;
-
-/// Every key of a scheme, in order. An open-ended daily scheme ends at the
-/// latest complete day (`today - 1`).
-pub fn keys(scheme: &PartitionScheme, today: Date) -> Vec<String> {
-    match scheme {
-        PartitionScheme::Static { keys } => keys.clone(),
-        PartitionScheme::Daily { start, end } => {
-            let last = last_day(*end, today);
-            days(*start, last)
-        }
-    }
+/// The keys of a task with dimensions `dims` in the latest scope.
+pub fn latest(dims: &Dims, now: i64) -> Vec<String> {
+    let per: Vec<Vec<String>> = dims.0.iter().map(|d| d.scheme.latest(now)).collect();
+    Dims::product(&per)
 }
 
-/// The latest complete partitions: yesterday (capped at `end`) for daily
-/// schemes, every key for static ones (a static key has no "latest").
-pub fn latest(scheme: &PartitionScheme, today: Date) -> Vec<String> {
-    match scheme {
-        PartitionScheme::Static { keys } => keys.clone(),
-        PartitionScheme::Daily { start, end } => {
-            let last = last_day(*end, today);
-            if last < *start {
-                Vec::new()
-            } else {
-                vec![last.to_string()]
+/// The keys of a task that `given` (`--partition` values) select: a full
+/// key, or keys of single dimensions whose product covers the others (a
+/// static dimension no key names takes all its keys; a time one none).
+pub fn explicit(dims: &Dims, given: &[String], now: i64) -> Vec<String> {
+    let mut out: Vec<String> = given
+        .iter()
+        .filter(|k| dims.contains(k, now))
+        .cloned()
+        .collect();
+    if dims.0.len() > 1 {
+        let per: Vec<Vec<String>> = dims
+            .0
+            .iter()
+            .map(|d| {
+                let named: Vec<String> = given
+                    .iter()
+                    .filter(|k| d.scheme.contains(k, now))
+                    .cloned()
+                    .collect();
+                match (&d.scheme, named.is_empty()) {
+                    (PartitionScheme::Static { keys }, true) => keys.clone(),
+                    _ => named,
+                }
+            })
+            .collect();
+        // Only when some dimension was named: a bare static product is not
+        // what anybody asked for.
+        let named_any = dims
+            .0
+            .iter()
+            .any(|d| given.iter().any(|k| d.scheme.contains(k, now)));
+        if named_any {
+            for k in Dims::product(&per) {
+                if !out.contains(&k) {
+                    out.push(k);
+                }
             }
         }
     }
-}
-
-/// Whether `key` is a partition of the scheme.
-pub fn contains(scheme: &PartitionScheme, key: &str, today: Date) -> bool {
-    match scheme {
-        PartitionScheme::Static { keys } => keys.iter().any(|k| k == key),
-        PartitionScheme::Daily { start, end } => match parse_day(key) {
-            Some(day) => day >= *start && day <= last_day(*end, today),
-            None => false,
-        },
-    }
-}
-
-/// The keys from `from` to `to` inclusive, in scheme order.
-pub fn range(scheme: &PartitionScheme, from: &str, to: &str, today: Date) -> Vec<String> {
-    match scheme {
-        PartitionScheme::Static { keys } => {
-            let pos = |k: &str| keys.iter().position(|x| x == k);
-            match (pos(from), pos(to)) {
-                (Some(a), Some(b)) if a <= b => keys[a..=b].to_vec(),
-                _ => Vec::new(),
-            }
-        }
-        PartitionScheme::Daily { .. } => match (parse_day(from), parse_day(to)) {
-            (Some(a), Some(b)) => days(a, b)
-                .into_iter()
-                .filter(|k| contains(scheme, k, today))
-                .collect(),
-            _ => Vec::new(),
-        },
-    }
-}
-
-/// The key before `key` in the scheme, if any (for `depends_on_past`).
-pub fn previous(scheme: &PartitionScheme, key: &str) -> Option<String> {
-    match scheme {
-        PartitionScheme::Static { .. } => None,
-        PartitionScheme::Daily { start, .. } => {
-            let day = parse_day(key)?;
-            (day > *start)
-                .then(|| day.yesterday().ok())
-                .flatten()
-                .map(|d| d.to_string())
-        }
-    }
-}
-
-/// When a daily partition's interval ends (midnight UTC after the day), as
-/// seconds since the Unix epoch; `None` for static keys.
-pub fn interval_end(scheme: &PartitionScheme, key: &str) -> Option<i64> {
-    match scheme {
-        PartitionScheme::Static { .. } => None,
-        PartitionScheme::Daily { .. } => {
-            let next = parse_day(key)?.tomorrow().ok()?;
-            let ts = next
-                .to_zoned_datetime(jiff::tz::TimeZone::UTC)
-                .ok()?
-                .timestamp();
-            Some(ts.as_second())
-        }
-    }
-}
-
-fn last_day(end: Option<Date>, today: Date) -> Date {
-    let yesterday = today.yesterday().unwrap_or(today);
-    match end {
-        Some(end) => end.min(yesterday),
-        None => yesterday,
-    }
-}
-
-fn parse_day(key: &str) -> Option<Date> {
-    (key.len() == 10)
-        .then(|| key.parse::<Date>().ok())
-        .flatten()
-}
-
-fn days(first: Date, last: Date) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut day = first;
-    while day <= last {
-        out.push(day.to_string());
-        match day.checked_add(1.day()) {
-            Ok(next) => day = next,
-            Err(_) => break,
-        }
-    }
+    sort(dims, &mut out);
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// The keys of a task in a backfill: periods of each time dimension any of
+/// whose days is in `from..=to`, static dimensions narrowed by `keys` (or
+/// the `from..=to` key range of a static-only backfill).
+pub fn backfill(dims: &Dims, backfill: &Backfill, now: i64) -> Vec<String> {
+    let per: Vec<Vec<String>> = dims
+        .0
+        .iter()
+        .map(|d| {
+            if let Some(narrow) = backfill.keys.get(&d.name) {
+                return narrow.clone();
+            }
+            match (&d.scheme, backfill.days) {
+                (PartitionScheme::Time(_), Some((a, b))) => d.scheme.days_range(a, b, now),
+                (PartitionScheme::Static { keys }, None) => {
+                    let pos = |k: &str| keys.iter().position(|x| x == k);
+                    match (pos(&backfill.from), pos(&backfill.to)) {
+                        (Some(a), Some(b)) if a <= b => keys[a..=b].to_vec(),
+                        _ => keys.clone(),
+                    }
+                }
+                (PartitionScheme::Static { keys }, Some(_)) => keys.clone(),
+                (PartitionScheme::Time(_), None) => Vec::new(),
+            }
+        })
+        .collect();
+    Dims::product(&per)
+}
 
-    fn d(s: &str) -> Date {
-        s.parse().unwrap()
-    }
+/// Sorts keys in scheme order: by each dimension's period or declared
+/// position, the first dimension first.
+pub fn sort(dims: &Dims, keys: &mut [String]) {
+    keys.sort_by_cached_key(|k| order(dims, k));
+}
 
-    #[test]
-    fn daily_keys_stop_at_the_latest_complete_day() {
-        let open = PartitionScheme::Daily {
-            start: d("2026-01-01"),
-            end: None,
-        };
-        let today = d("2026-01-04");
-        assert_eq!(
-            keys(&open, today),
-            ["2026-01-01", "2026-01-02", "2026-01-03"]
-        );
-        assert_eq!(latest(&open, today), ["2026-01-03"]);
-        assert!(!contains(&open, "2026-01-04", today));
-        let closed = PartitionScheme::Daily {
-            start: d("2024-01-01"),
-            end: Some(d("2025-12-30")),
-        };
-        assert_eq!(keys(&closed, today).len(), 730);
-        assert_eq!(latest(&closed, today), ["2025-12-30"]);
-        assert_eq!(previous(&closed, "2024-01-01"), None);
-        assert_eq!(
-            previous(&closed, "2024-03-01").as_deref(),
-            Some("2024-02-29")
-        );
-    }
+/// The sort key of a task key.
+pub fn order(dims: &Dims, key: &str) -> Vec<i64> {
+    let Some(parts) = dims.split(key) else {
+        return Vec::new();
+    };
+    parts
+        .iter()
+        .zip(&dims.0)
+        .map(|(k, d)| match &d.scheme {
+            PartitionScheme::Time(t) => t.parse(k).unwrap_or(i64::MAX),
+            PartitionScheme::Static { keys } => keys
+                .iter()
+                .position(|x| x == k)
+                .map_or(i64::MAX, |p| p as i64),
+        })
+        .collect()
 }

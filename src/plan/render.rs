@@ -56,13 +56,20 @@ fn scope_line(plan: &Plan) -> String {
             let keys: Vec<&str> = plan
                 .tasks
                 .iter()
-                .flat_map(|t| t.keys.iter().map(String::as_str))
+                .enumerate()
+                .flat_map(|(t, task)| {
+                    task.keys
+                        .iter()
+                        .enumerate()
+                        .filter(move |(i, _)| !plan.is_added(t, *i))
+                        .map(|(_, k)| k.as_str())
+                })
                 .collect::<indexmap::IndexSet<_>>()
                 .into_iter()
                 .collect();
             format!(
                 "latest complete partition: {} (no catch-up: earlier partitions run only as a backfill)",
-                if keys.is_empty() { "none yet".to_string() } else { keys.join(", ") }
+                if keys.is_empty() { "none yet".to_string() } else { elide(&keys) }
             )
         }
         (Scope::Partitions(keys), _) => format!("partitions: {}", keys.join(", ")),
@@ -88,6 +95,13 @@ pub fn table(plan: &Plan, estimate: &Estimate) -> String {
         .unwrap_or(4)
         .max(4);
     let pool_w = plan.pools.keys().map(String::len).max().unwrap_or(4).max(4);
+    let scheme_w = plan
+        .tasks
+        .iter()
+        .map(|t| t.scheme.chars().count())
+        .max()
+        .unwrap_or(6)
+        .max(6);
     let retry_w = plan
         .tasks
         .iter()
@@ -97,15 +111,16 @@ pub fn table(plan: &Plan, estimate: &Estimate) -> String {
         .max(5);
     let _ = writeln!(
         out,
-        "{:>4}  {:name_w$}  {:pool_w$}  {:retry_w$}  {:>9}  expected",
-        "step", "task", "pool", "retry", "instances"
+        "{:>4}  {:name_w$}  {:scheme_w$}  {:pool_w$}  {:retry_w$}  {:>9}  expected",
+        "step", "task", "scheme", "pool", "retry", "instances"
     );
     for (i, t) in plan.tasks.iter().enumerate() {
         let _ = writeln!(
             out,
-            "{:>4}  {:name_w$}  {:pool_w$}  {:retry_w$}  {:>9}  {}{}",
+            "{:>4}  {:name_w$}  {:scheme_w$}  {:pool_w$}  {:retry_w$}  {:>9}  {}{}",
             i + 1,
             t.name,
+            pad(&t.scheme, scheme_w),
             t.pool,
             t.retry,
             thousands(t.keys.len() as u64),
@@ -116,6 +131,41 @@ pub fn table(plan: &Plan, estimate: &Estimate) -> String {
                 ""
             }
         );
+    }
+    let links = mappings(plan);
+    if !links.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "inputs by partition (first planned partition of each task):"
+        );
+        for line in links {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
+    let added: Vec<&super::PlannedTask> =
+        plan.tasks.iter().filter(|t| !t.added.is_empty()).collect();
+    if !added.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "added: upstream partitions a planned instance needs that are not published (they run first):"
+        );
+        for t in added {
+            let mut idx: Vec<u32> = t.added.iter().copied().collect();
+            idx.sort_unstable();
+            let _ = writeln!(
+                out,
+                "  {} × {}: {}",
+                t.name,
+                idx.len(),
+                elide(
+                    &idx.iter()
+                        .map(|i| t.keys[*i as usize].as_str())
+                        .collect::<Vec<_>>()
+                )
+            );
+        }
     }
     let _ = writeln!(out);
     let _ = writeln!(
@@ -143,9 +193,80 @@ pub fn table(plan: &Plan, estimate: &Estimate) -> String {
     out
 }
 
+/// `s` padded with spaces to `w` characters (`{:w$}` counts bytes of `×`).
+fn pad(s: &str, w: usize) -> String {
+    let n = s.chars().count();
+    format!("{s}{}", " ".repeat(w.saturating_sub(n)))
+}
+
+/// "a, b, c" for a few keys; "a, b … y, z" for many.
+fn elide(keys: &[&str]) -> String {
+    if keys.len() <= 8 {
+        keys.join(", ")
+    } else {
+        format!(
+            "{} … {}",
+            keys[..3].join(", "),
+            keys[keys.len() - 3..].join(", ")
+        )
+    }
+}
+
+/// One line per upstream link, in words, for the task's first planned key:
+/// `weekly_report 2026-W38 ← daily_sales × 7 (2026-09-14 … 2026-09-20)`.
+fn mappings(plan: &Plan) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in &plan.tasks {
+        let Some(key) = t.keys.first() else { continue };
+        for up in &t.upstream {
+            let u = &plan.tasks[up.task];
+            let mut keys: Vec<String> = Vec::new();
+            for shift in &up.shifts {
+                if let Ok(ks) = crate::partition::map_keys(&t.dims, key, &u.dims, *shift, plan.now)
+                {
+                    for k in ks {
+                        let k = k.into_string();
+                        if !keys.contains(&k) {
+                            keys.push(k);
+                        }
+                    }
+                }
+            }
+            let how = match (keys.len(), keys.first(), keys.last()) {
+                (0, _, _) => format!("{} × 0", u.name),
+                (1, Some(k), _) if k == key => format!("{} (same partition)", u.name),
+                (1, Some(k), _) => format!("{} {k}", u.name),
+                (n, Some(a), Some(b)) => format!("{} × {n} ({a} … {b})", u.name),
+                _ => continue,
+            };
+            let shift = up
+                .shifts
+                .iter()
+                .filter(|s| !s.is_none())
+                .map(|s| {
+                    if s.lo == s.hi {
+                        format!("offset {}", s.lo)
+                    } else {
+                        format!("window [{}, {}]", s.lo, s.hi)
+                    }
+                })
+                .collect::<Vec<_>>();
+            let shift = if shift.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", shift.join(", "))
+            };
+            out.push(format!("{} {key} ← {how}{shift}", t.name));
+        }
+    }
+    out
+}
+
 #[derive(Serialize)]
 struct JsonPlan<'a> {
     format_version: u32,
+    /// The IANA database version time periods were computed with.
+    tzdb: &'static str,
     pipeline: &'a str,
     code_version: &'a str,
     scope: JsonScope<'a>,
@@ -174,12 +295,24 @@ struct JsonTask<'a> {
     name: &'a str,
     pool: &'a str,
     retry: &'a str,
-    partitioned_by: &'a str,
+    partitioned_by: Vec<&'a str>,
+    scheme: &'a str,
     depends_on: Vec<&'a str>,
     depends_on_past: bool,
     instances: usize,
     partitions: &'a [String],
+    /// Keys added because a planned instance needs them and they are not
+    /// published.
+    added: Vec<&'a str>,
+    /// Per partition (same order), the upstream partitions it needs.
+    needs: Vec<Vec<JsonNeed>>,
     expected_duration_ms: u128,
+}
+
+#[derive(Serialize)]
+struct JsonNeed {
+    task: String,
+    partitions: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -197,9 +330,10 @@ struct JsonTotal {
 }
 
 /// One JSON document; field names are part of weir's interface.
-pub fn json(plan: &Plan, estimate: &Estimate) -> String {
+pub fn json(plan: &Plan, estimate: &Estimate, manifest: &crate::manifest::Manifest) -> String {
     let doc = JsonPlan {
         format_version: 1,
+        tzdb: crate::partition::time::tzdb_version(),
         pipeline: &plan.pipeline,
         code_version: &plan.code_version,
         scope: match (&plan.scope, &plan.backfill) {
@@ -215,19 +349,37 @@ pub fn json(plan: &Plan, estimate: &Estimate) -> String {
         tasks: plan
             .tasks
             .iter()
-            .map(|t| JsonTask {
+            .enumerate()
+            .map(|(ti, t)| JsonTask {
                 name: &t.name,
                 pool: &t.pool,
                 retry: &t.retry,
-                partitioned_by: &t.scheme,
+                partitioned_by: t.dims.names(),
+                scheme: &t.scheme,
                 depends_on: t
                     .upstream
                     .iter()
-                    .map(|u| plan.tasks[*u].name.as_str())
+                    .map(|u| plan.tasks[u.task].name.as_str())
                     .collect(),
                 depends_on_past: t.depends_on_past,
                 instances: t.keys.len(),
                 partitions: &t.keys,
+                added: {
+                    let mut idx: Vec<u32> = t.added.iter().copied().collect();
+                    idx.sort_unstable();
+                    idx.iter().map(|i| t.keys[*i as usize].as_str()).collect()
+                },
+                needs: (0..t.keys.len())
+                    .map(|i| {
+                        plan.needs(manifest, ti, i)
+                            .into_iter()
+                            .map(|(task, keys)| JsonNeed {
+                                task,
+                                partitions: keys.into_iter().map(|k| k.into_string()).collect(),
+                            })
+                            .collect()
+                    })
+                    .collect(),
                 expected_duration_ms: t.expected_duration.as_millis(),
             })
             .collect(),
@@ -267,7 +419,7 @@ pub fn dot(plan: &Plan) -> String {
     }
     for t in &plan.tasks {
         for d in &t.downstream {
-            let _ = writeln!(out, "  {:?} -> {:?};", t.name, plan.tasks[*d].name);
+            let _ = writeln!(out, "  {:?} -> {:?};", t.name, plan.tasks[d.0].name);
         }
     }
     out.push_str("}\n");
@@ -288,7 +440,7 @@ pub fn mermaid(plan: &Plan) -> String {
     }
     for (i, t) in plan.tasks.iter().enumerate() {
         for d in &t.downstream {
-            let _ = writeln!(out, "  t{i} --> t{d}");
+            let _ = writeln!(out, "  t{i} --> t{}", d.0);
         }
     }
     out

@@ -58,6 +58,45 @@ pub(crate) fn validate_key(key: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// A partition key as one path segment: bytes other than ASCII letters,
+/// digits, `-`, `_` and `.` (and a leading `.`) become `%XX`, so `|` of a
+/// multi-dimension key, `+` and `:` of an hour's offset, or anything a
+/// future scheme allows can never split, hide or escape a path, and the
+/// segment decodes back to exactly one key. Keys of daily and static
+/// schemes are unchanged by it, so existing warehouses stay readable.
+pub fn encode_partition(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    for (i, b) in key.bytes().enumerate() {
+        let plain = b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || (b == b'.' && i > 0);
+        if plain {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The key a segment made by [`encode_partition`] stands for; `None` for a
+/// name it cannot have made.
+pub fn decode_partition(segment: &str) -> Option<String> {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = segment.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    let key = String::from_utf8(out).ok()?;
+    (encode_partition(&key) == segment).then_some(key)
+}
+
 /// Maps a validated key to a path under `root`, segment by segment so the
 /// separator is the platform's.
 pub(crate) fn key_path(root: &Path, key: &str) -> PathBuf {
@@ -104,6 +143,43 @@ mod tests {
         assert!(validate_segment("a/b").is_err());
         assert!(validate_segment("").is_err());
         validate_segment("2024-01-01").unwrap();
+    }
+
+    // issue 10: any partition key is one safe segment and decodes back
+    #[test]
+    fn issue_10_partition_keys_encode_to_one_reversible_segment() {
+        for key in ["2026-09-20", "eu", "all", "a.b"] {
+            assert_eq!(encode_partition(key), key, "unchanged");
+        }
+        for key in [
+            "eu|2026-09-20",
+            "2026-10-25T02+01:00",
+            ".hidden",
+            "..",
+            "a/b",
+            "x%7C",
+            "é|ü",
+            "",
+        ] {
+            let seg = encode_partition(key);
+            if !key.is_empty() {
+                validate_segment(&seg).unwrap();
+            }
+            assert!(!seg.contains(['/', '|', ':', '+']), "{seg}");
+            assert_eq!(decode_partition(&seg).as_deref(), Some(key));
+        }
+        assert_ne!(encode_partition("eu|x"), encode_partition("eu%7Cx"));
+        assert_eq!(decode_partition("eu%7c2026"), None, "only canonical names");
+    }
+
+    proptest::proptest! {
+        // issue 10: any key, any bytes: one valid segment that decodes back
+        #[test]
+        fn issue_10_partition_encoding_round_trips(key in "\\PC{1,40}") {
+            let seg = encode_partition(&key);
+            proptest::prop_assert!(validate_segment(&seg).is_ok(), "{seg}");
+            proptest::prop_assert_eq!(decode_partition(&seg), Some(key));
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //!
 //! The README documents this layout; change both together.
 
-use crate::store::key::join;
+use crate::store::key::{encode_partition, join};
 use crate::store::token::{FencingToken, Generation};
 
 /// Directory inside an attempt dir that the task writes its output into and
@@ -28,9 +28,9 @@ const LOG: &str = "log";
 const CLAIMS: &str = "claims";
 const RECORD_SUFFIX: &str = ".json";
 
-/// `<dataset>/<partition>`.
+/// `<dataset>/<partition>`, the partition key encoded as one segment.
 pub(crate) fn partition_prefix(dataset: &str, partition: &str) -> String {
-    join(dataset, partition)
+    join(dataset, &encode_partition(partition))
 }
 
 pub(crate) fn tokens_prefix(partition: &str) -> String {

@@ -42,6 +42,7 @@ pub mod file_sum;
 pub mod fs;
 pub mod holder;
 mod key;
+pub use key::{decode_partition, encode_partition};
 pub mod layout;
 pub mod log;
 pub mod partition;

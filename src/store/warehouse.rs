@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::store::backend::{Backend, FsBackend};
 use crate::store::error::StoreError;
 use crate::store::fs::create_dir_all_durable;
-use crate::store::key::validate_segment;
+use crate::store::key::{decode_partition, validate_segment};
 use crate::store::partition::PartitionStore;
 
 /// Handle on a warehouse. Cheap to clone; several processes may open the
@@ -73,9 +73,16 @@ impl Warehouse {
         Ok(names)
     }
 
-    /// Partition names of `dataset`, sorted; empty if it has none.
+    /// Partition keys of `dataset` (decoded from their directory names;
+    /// names no key encodes to are skipped), sorted by directory name;
+    /// empty if it has none.
     pub fn partitions(&self, dataset: &str) -> Result<Vec<String>, StoreError> {
         validate_segment(dataset)?;
-        self.backend.list(dataset)
+        Ok(self
+            .backend
+            .list(dataset)?
+            .iter()
+            .filter_map(|name| decode_partition(name))
+            .collect())
     }
 }

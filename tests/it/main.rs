@@ -12,6 +12,7 @@ mod fencing;
 mod kill9;
 mod manifest_errors;
 mod operator;
+mod partitions;
 mod plan;
 mod pools;
 mod publish;

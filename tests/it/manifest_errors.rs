@@ -67,6 +67,20 @@ const CASES: &[(&str, &str, usize, usize)] = &[
         17,
         13,
     ),
+    // issue 10: timezones, period keys and input overrides
+    (
+        "unknown_timezone",
+        "weir::manifest::unknown_timezone",
+        9,
+        12,
+    ),
+    (
+        "bad_partition_key",
+        "weir::manifest::bad_partition_key",
+        8,
+        9,
+    ),
+    ("invalid_shift", "weir::manifest::invalid_shift", 22, 34),
 ];
 
 fn fixture(name: &str) -> std::path::PathBuf {

