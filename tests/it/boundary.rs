@@ -661,3 +661,33 @@ sleep 0.05
         started.elapsed()
     );
 }
+
+// issue 11: a rollback never republishes files that drifted from the
+// generation they belong to.
+#[test]
+fn issue_11_rollback_refuses_a_drifted_generation() {
+    let sb = one_task(&["p"], "csv");
+    sb.script(
+        "t.sh",
+        "printf 'id,v\\n1,%s\\n' \"$WEIR_TOKEN\" > \"$WEIR_OUTPUT_DIR/rows.csv\"\n",
+    );
+    for run in ["r1", "r2"] {
+        let out = sb.run(run, &["--force"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    let store = sb.store("out", "p");
+    let first = store
+        .record(weir::store::Generation::FIRST)
+        .unwrap()
+        .unwrap();
+    let file = store.visible_files(&first).remove(0);
+    std::fs::write(&file, "id,v\n1,X\n").unwrap();
+    let out = sb.weir_out(&["rollback", "m.toml", "out", "--partition", "p", "--to", "1"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let err = stderr(&out).replace('\n', " ");
+    assert!(
+        err.contains("rows.csv") && err.contains("changed content"),
+        "{err}"
+    );
+    assert_eq!(store.history().unwrap().len(), 2, "nothing was committed");
+}
