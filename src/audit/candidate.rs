@@ -142,6 +142,7 @@ mod tests {
         let fifo = std::ffi::CString::new(d.join("pipe.csv").to_str().unwrap()).unwrap();
         // SAFETY: mkfifo with a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        let _socket = std::os::unix::net::UnixListener::bind(d.join("sock.csv")).unwrap();
         let problems = refused(d, Format::Csv);
         let joined = problems.join("\n");
         for needle in [
@@ -154,9 +155,10 @@ mod tests {
             "`hard.csv` is a hard link (2 names",
             "`hard2.csv` is a hard link",
             "`pipe.csv` is a FIFO",
+            "`sock.csv` is a socket",
         ] {
             assert!(joined.contains(needle), "{needle} not in:\n{joined}");
         }
-        assert_eq!(problems.len(), 9, "{joined}");
+        assert_eq!(problems.len(), 10, "{joined}");
     }
 }

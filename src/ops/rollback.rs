@@ -16,7 +16,8 @@ use crate::events::{Event, EventLog, State};
 use crate::manifest::Manifest;
 use crate::ops::state::{self, InstanceMark, Mark};
 use crate::store::{
-    CommitKind, CommitRecord, Generation, NewCommit, PublishError, TokenOwner, Warehouse,
+    CommitKind, CommitRecord, Depth, DriftKind, Generation, NewCommit, PublishError, TokenOwner,
+    Warehouse,
 };
 
 /// Why a rollback was refused.
@@ -89,19 +90,17 @@ pub fn rollback(
             why: "it is what readers already see".into(),
         });
     }
-    // A generation gc has already collected cannot come back.
-    if let Some(missing) = store
-        .visible_files(target)
-        .into_iter()
-        .find(|f| !f.is_file())
-    {
-        return Err(RollbackError::BadTarget {
-            to,
-            why: format!(
+    // A generation gc has already collected cannot come back, nor one whose
+    // files are no longer what it committed.
+    if let Err(drift) = store.check_files(target, Depth::Hash) {
+        let why = match drift.kind {
+            DriftKind::Vanished => format!(
                 "its files are gone (garbage-collected?): {}",
-                missing.display()
+                drift.path.display()
             ),
-        });
+            _ => drift.to_string(),
+        };
+        return Err(RollbackError::BadTarget { to, why });
     }
     let owner = TokenOwner {
         run_id: log.run_id().to_string(),

@@ -661,3 +661,114 @@ sleep 0.05
         started.elapsed()
     );
 }
+
+// issue 11: a rollback never republishes files that drifted from the
+// generation they belong to.
+#[test]
+fn issue_11_rollback_refuses_a_drifted_generation() {
+    let sb = one_task(&["p"], "csv");
+    sb.script(
+        "t.sh",
+        "printf 'id,v\\n1,%s\\n' \"$WEIR_TOKEN\" > \"$WEIR_OUTPUT_DIR/rows.csv\"\n",
+    );
+    for run in ["r1", "r2"] {
+        let out = sb.run(run, &["--force"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    let store = sb.store("out", "p");
+    let first = store
+        .record(weir::store::Generation::FIRST)
+        .unwrap()
+        .unwrap();
+    let file = store.visible_files(&first).remove(0);
+    std::fs::write(&file, "id,v\n1,X\n").unwrap();
+    let out = sb.weir_out(&["rollback", "m.toml", "out", "--partition", "p", "--to", "1"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let err = stderr(&out).replace('\n', " ");
+    assert!(
+        err.contains("rows.csv") && err.contains("changed content"),
+        "{err}"
+    );
+    assert_eq!(store.history().unwrap().len(), 2, "nothing was committed");
+}
+
+// issue 11: an external input that moves between pinning and the attempt's
+// copy fails that attempt as transient, and the retry pins it again: the
+// record names exactly the bytes the task read.
+#[test]
+fn issue_11_an_input_moved_after_pinning_is_pinned_again() {
+    let _serial = exclusive();
+    let sb = Sandbox::new(&manifest(
+        r#"
+[partitions.k]
+kind = "static"
+keys = ["p"]
+
+[datasets.raw]
+path = "raw.csv"
+format = "csv"
+
+[retry.quick]
+max_attempts = 3
+backoff = { initial = "10ms", max = "20ms" }
+
+[tasks.copy]
+command = ["sh", "copy.sh"]
+inputs = ["raw"]
+output = { dataset = "copied", grain = ["id"] }
+heartbeat = "100ms"
+retry = "quick"
+"#,
+    ));
+    std::fs::write(sb.path().join("raw.csv"), "id,v\n1,old\n").unwrap();
+    sb.script(
+        "copy.sh",
+        r#"touch "started-$WEIR_RUN_ID"
+while [ ! -f go ]; do sleep 0.01; done
+cat "$WEIR_INPUT_RAW" > "$WEIR_OUTPUT_DIR/out.csv"
+"#,
+    );
+    // A runs the instance; B, forced, pins the input and waits for A's lease.
+    let a = Engine::spawn(sb.weir(&["run", "m.toml", "--run-id", "A"]), sb.path(), "A");
+    poll_until("A's task", LIMIT, || sb.path().join("started-A").exists());
+    let b = Engine::spawn(
+        sb.weir(&["run", "m.toml", "--run-id", "B", "--force"]),
+        sb.path(),
+        "B",
+    );
+    poll_until("B to wait for A", LIMIT, || {
+        weir::events::read_log(&sb.path().join("wh/_runs/B/events.jsonl"))
+            .is_ok_and(|(events, _)| events.iter().any(|e| e.state == State::Waiting))
+    });
+    std::fs::write(sb.path().join("raw.csv"), "id,v\n1,new\n").unwrap();
+    std::fs::write(sb.path().join("go"), "").unwrap();
+    let a = a.finish(LIMIT);
+    assert_eq!(a.status.code(), Some(0), "{}", stderr(&a));
+    let b = b.finish(LIMIT);
+    assert_eq!(b.status.code(), Some(0), "{}", stderr(&b));
+    let events = sb.events("B");
+    let moved = events
+        .iter()
+        .find(|e| e.state == State::Failed)
+        .unwrap_or_else(|| panic!("{events:#?}"));
+    assert!(
+        moved.detail.contains("changed since it was pinned"),
+        "{}",
+        moved.detail
+    );
+    assert!(events.iter().any(|e| e.state == State::Retrying));
+    let store = sb.store("copied", "p");
+    let history = store.history().unwrap();
+    assert_eq!(history.len(), 2, "A's and B's generations");
+    for record in &history {
+        let files = store.visible_files(record);
+        let (_, read) = weir::store::file_sum::hash_file(&files[0]).unwrap();
+        assert_eq!(
+            record.input_snapshot["inputs"][0]["digest"].as_str(),
+            Some(read.as_str()),
+            "generation {}: the snapshot names what was read",
+            record.generation
+        );
+    }
+    assert_eq!(Visible::of(&store).bytes(), [b"id,v\n1,new\n".to_vec()]);
+}
