@@ -696,7 +696,7 @@ fn issue_11_engine_paused_past_the_timeout_records_the_success() {
     let _serial = exclusive();
     let sb = sandbox(
         &["p"],
-        "timeout = \"1s\"",
+        "timeout = \"3s\"",
         &format!("{COPY}sleep 0.3\ntouch done.flag\n"),
     );
     let engine = Engine::spawn(sb.weir(&["run", "m.toml", "--run-id", "R"]), sb.path(), "R");
@@ -710,8 +710,8 @@ fn issue_11_engine_paused_past_the_timeout_records_the_success() {
     poll_until("the command to finish", LIMIT, || {
         sb.path().join("done.flag").is_file()
     });
-    // Well past the 1 s timeout while the engine sleeps.
-    std::thread::sleep(Duration::from_millis(1500));
+    // Well past the 3 s timeout while the engine sleeps.
+    std::thread::sleep(Duration::from_millis(3500));
     engine.signal(libc::SIGCONT);
     let out = engine.finish(LIMIT);
     assert_exit(&out, 0);
