@@ -363,19 +363,6 @@ fn look(
     if lease.is_none() && record.as_ref().is_some_and(|r| r.attempt == 0) {
         return Other::Done;
     }
-    // This engine runs one attempt of an instance at a time: its own lower
-    // tokens are attempts that ended, even if their lease could not say so.
-    let me = &engine().engine_id;
-    let mine = match &lease {
-        Some(l) => &l.engine_id == me,
-        None => record
-            .as_ref()
-            .and_then(|r| r.holder.as_ref())
-            .is_some_and(|h| &h.engine_id == me),
-    };
-    if mine {
-        return Other::Done;
-    }
     let seen = lease.as_ref().map(|l| (l.beats, l.heartbeat_ms));
     let now = Instant::now();
     let watch = watches.entry(t.get()).or_insert(Watch { seen, since: now });
