@@ -222,24 +222,36 @@ pub(crate) struct Places<'a> {
     files: &'a [PathBuf],
     /// Put in front of every location, e.g. naming an input.
     prefix: String,
+    /// What a location counts: `line` (CSV, JSON Lines) or `row` (Parquet).
+    unit: &'static str,
 }
 
 impl<'a> Places<'a> {
     /// Locations in `files`: just the line when there is one file, the file
     /// name and the line otherwise.
-    pub(crate) fn new(files: &'a [PathBuf]) -> Self {
+    pub(crate) fn new(files: &'a [PathBuf], format: Format) -> Self {
         Self {
             files,
             prefix: String::new(),
+            unit: unit(format),
         }
     }
 
     fn render(&self, offense: &Offense) -> String {
         let Offense { file, line, detail } = offense;
+        let (prefix, unit) = (&self.prefix, self.unit);
         match self.files.get(*file).filter(|_| self.files.len() > 1) {
-            Some(path) => format!("{}{} line {line}: {detail}", self.prefix, file_name(path)),
-            None => format!("{}line {line}: {detail}", self.prefix),
+            Some(path) => format!("{prefix}{} {unit} {line}: {detail}", file_name(path)),
+            None => format!("{prefix}{unit} {line}: {detail}"),
         }
+    }
+}
+
+/// How rows are located in files of a format.
+fn unit(format: Format) -> &'static str {
+    match format {
+        Format::Csv | Format::Jsonl => "line",
+        Format::Parquet => "row",
     }
 }
 
@@ -1304,6 +1316,7 @@ fn read_input<'a>(
                 places: Places {
                     files: &data.files,
                     prefix: format!("input {name} "),
+                    unit: unit(data.format),
                 },
             };
             (index, side)
@@ -2136,7 +2149,7 @@ A-1003,refunded,100
         let (_, piped) = read::fold_csv_pipelined(&file, &make).expect("reads");
         assert_eq!(piped.keys.len(), 4, "joined back");
         let files = [file];
-        let places = Places::new(&files);
+        let places = Places::new(&files, Format::Csv);
         let outcomes =
             |fold: &CandidateFold| fold.outcomes(&gates, &columns, &places, &InputSides::new());
         assert_eq!(piped.rows(), 20_000);

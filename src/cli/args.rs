@@ -215,6 +215,10 @@ pub(crate) struct ShowArgs {
     /// Partition.
     #[arg(long)]
     pub(crate) partition: String,
+    /// JSON Lines instead of CSV: one object per row, each value its
+    /// canonical text or null.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]

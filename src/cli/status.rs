@@ -353,6 +353,28 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
                 return exit::ENGINE;
             }
         };
+    if args.json {
+        use std::io::Write as _;
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        for row in rows {
+            let object: serde_json::Map<String, serde_json::Value> = columns
+                .iter()
+                .zip(row)
+                .map(|(name, value)| {
+                    // JSON holds text: a value that is not UTF-8 is shown
+                    // with U+FFFD (the CSV output keeps its bytes).
+                    let value = value.map_or(serde_json::Value::Null, |v| {
+                        serde_json::Value::String(String::from_utf8_lossy(&v).into_owned())
+                    });
+                    (name.clone(), value)
+                })
+                .collect();
+            let _ = serde_json::to_writer(&mut out, &object);
+            let _ = out.write_all(b"\n");
+        }
+        let _ = out.flush();
+        return exit::OK;
+    }
     let mut out = csv::Writer::from_writer(std::io::stdout());
     let _ = out.write_record(&columns);
     for row in rows {

@@ -11,6 +11,7 @@ mod fencing;
 mod kill9;
 mod manifest_errors;
 mod operator;
+mod parquet;
 mod plan;
 mod pools;
 mod publish;
