@@ -1,8 +1,10 @@
 //! The audit step of write-audit-publish.
 //!
-//! A candidate is a set of data files, all CSV (with a header row) or all JSON
-//! Lines (one object per line). [`audit`] reads them, runs the quality gates
-//! and computes the candidate's canonical [`Digest`] in one pass.
+//! A candidate is a set of data files, all CSV (with a header row), all JSON
+//! Lines (one object per line) or all Parquet. [`audit`] reads them, runs the
+//! quality gates and computes the candidate's canonical [`Digest`] in one
+//! pass. A format is a reader (`read::Reader`) that turns files into
+//! canonical rows; the gates and the digest consume only those rows.
 //!
 //! Files are streamed, never held in memory: each is folded into its own
 //! accumulator on the rayon pool and the accumulators are merged in file
@@ -248,7 +250,7 @@ pub fn digest_files(files: &[PathBuf], format: Format) -> Result<(u64, Digest), 
 }
 
 /// Lists the data files of a directory for a format: every regular file (or
-/// link to one) whose name ends in `.csv` / `.jsonl`, sorted by name, not
+/// link to one) whose name ends in `.csv` / `.jsonl` / `.parquet`, sorted by name, not
 /// descending into subdirectories.
 pub fn data_files(dir: &Path, format: Format) -> std::io::Result<Vec<PathBuf>> {
     let suffix = format!(".{}", format.extension());

@@ -1,5 +1,6 @@
-//! Streaming readers: turn CSV and JSON Lines files into canonical rows, one
-//! at a time, and fold them into per-file accumulators in parallel.
+//! Streaming readers: turn CSV, JSON Lines and Parquet files into canonical
+//! rows, one at a time, and fold them into per-file accumulators in parallel.
+//! Each format is a [`Reader`]; everything downstream sees only rows.
 //!
 //! A canonical row has one slot per column of the file, columns sorted by
 //! name, each slot null or a byte string. Rows are lent to the accumulator and
@@ -96,9 +97,110 @@ where
     F: RowFold,
     M: Fn(usize, &[String]) -> F + Sync,
 {
-    if format == Format::Parquet {
-        same_schema(files)?;
+    match format {
+        Format::Csv => fold_files_as::<Csv, F, M>(files, uniform, make),
+        Format::Jsonl => fold_files_as::<Jsonl, F, M>(files, uniform, make),
+        Format::Parquet => fold_files_as::<Parquet, F, M>(files, uniform, make),
     }
+}
+
+/// A format's reader: how the files of a candidate are checked against each
+/// other, and how one file becomes canonical [`Row`]s. The gates and the
+/// digest see only rows, never a format.
+pub(crate) trait Reader {
+    /// True if files may lack columns, the candidate's columns being the
+    /// union of theirs (JSON Lines: any row may leave a key out). Otherwise
+    /// every file must have the same columns.
+    const UNION: bool = false;
+
+    /// Checks the files against each other before any row is read.
+    fn precheck(_files: &[PathBuf]) -> Result<(), AuditError> {
+        Ok(())
+    }
+
+    /// Folds one file up to its last row. `columns` (only with
+    /// [`Reader::UNION`]) fixes the file's columns to a superset of its own;
+    /// `pipeline` lets a large file be read on several threads.
+    fn fold_rows<F: RowFold>(
+        path: &Path,
+        columns: Option<&[String]>,
+        pipeline: bool,
+        make: &dyn Fn(&[String]) -> F,
+    ) -> Result<(Vec<String>, F), AuditError>;
+}
+
+/// CSV with a header row.
+pub(crate) struct Csv;
+/// JSON Lines.
+pub(crate) struct Jsonl;
+/// Parquet (see [`super::parquet`]).
+pub(crate) struct Parquet;
+
+impl Reader for Csv {
+    fn fold_rows<F: RowFold>(
+        path: &Path,
+        _columns: Option<&[String]>,
+        pipeline: bool,
+        make: &dyn Fn(&[String]) -> F,
+    ) -> Result<(Vec<String>, F), AuditError> {
+        fold_csv(path, pipeline, make)
+    }
+}
+
+impl Reader for Jsonl {
+    const UNION: bool = true;
+
+    fn fold_rows<F: RowFold>(
+        path: &Path,
+        columns: Option<&[String]>,
+        _pipeline: bool,
+        make: &dyn Fn(&[String]) -> F,
+    ) -> Result<(Vec<String>, F), AuditError> {
+        // Optimistically take the first object's keys as the columns: the
+        // common file has the same keys on every line and is read once.
+        if let Pass::Done(c, fold) = fold_jsonl(path, columns.map(<[String]>::to_vec), make)? {
+            return Ok((c, fold));
+        }
+        let mut keys = jsonl_keys(path)?;
+        keys.extend(columns.into_iter().flatten().cloned());
+        match fold_jsonl(path, Some(keys.into_iter().collect()), make)? {
+            Pass::Done(c, fold) => Ok((c, fold)),
+            Pass::NewKeys(line) => Err(parse_error(
+                path,
+                line,
+                "the file changed while it was being read".to_owned(),
+            )),
+        }
+    }
+}
+
+impl Reader for Parquet {
+    fn precheck(files: &[PathBuf]) -> Result<(), AuditError> {
+        same_schema(files)
+    }
+
+    fn fold_rows<F: RowFold>(
+        path: &Path,
+        _columns: Option<&[String]>,
+        pipeline: bool,
+        make: &dyn Fn(&[String]) -> F,
+    ) -> Result<(Vec<String>, F), AuditError> {
+        fold_parquet(path, pipeline, make)
+    }
+}
+
+/// [`fold_files`] with the reader `R`.
+fn fold_files_as<R, F, M>(
+    files: &[PathBuf],
+    uniform: bool,
+    make: &M,
+) -> Result<(Vec<String>, Vec<F>), AuditError>
+where
+    R: Reader,
+    F: RowFold,
+    M: Fn(usize, &[String]) -> F + Sync,
+{
+    R::precheck(files)?;
     // Fewer files than threads would leave cores idle: then each file is
     // parsed and folded on separate threads too.
     let pipeline = files.len() < rayon::current_num_threads();
@@ -106,9 +208,7 @@ where
         .par_iter()
         .enumerate()
         .map(|(index, path)| {
-            fold_file(path, format, None, pipeline, &|columns| {
-                make(index, columns)
-            })
+            fold_one::<R, F>(path, None, pipeline, &|columns| make(index, columns))
         })
         .collect();
     // Collected in file order, so the error reported is the first file's.
@@ -118,17 +218,14 @@ where
         folded.push((columns, Some(fold)));
     }
 
-    let columns = match format {
-        Format::Csv => same_columns(files, &folded)?,
-        // Checked (with the types) before any row was read.
-        Format::Parquet => folded.first().map(|(c, _)| c.clone()).unwrap_or_default(),
-        Format::Jsonl => {
-            let union: BTreeSet<&String> = folded.iter().flat_map(|(c, _)| c).collect();
-            union.into_iter().cloned().collect()
-        }
+    let columns = if R::UNION {
+        let union: BTreeSet<&String> = folded.iter().flat_map(|(c, _)| c).collect();
+        union.into_iter().cloned().collect()
+    } else {
+        same_columns(files, &folded)?
     };
 
-    if uniform && format == Format::Jsonl {
+    if uniform && R::UNION {
         let mut redo = Vec::new();
         for (index, (own, fold)) in folded.iter_mut().enumerate() {
             if *own != columns {
@@ -140,10 +237,8 @@ where
         let refolded: Vec<Result<(usize, F), AuditError>> = redo
             .par_iter()
             .map(|&index| {
-                fold_file(&files[index], format, Some(&columns), false, &|c| {
-                    make(index, c)
-                })
-                .map(|(_, fold)| (index, fold))
+                fold_one::<R, F>(&files[index], Some(&columns), false, &|c| make(index, c))
+                    .map(|(_, fold)| (index, fold))
             })
             .collect();
         for result in refolded {
@@ -253,40 +348,23 @@ pub(crate) fn fold_file<F: RowFold>(
     pipeline: bool,
     make: &dyn Fn(&[String]) -> F,
 ) -> Result<(Vec<String>, F), AuditError> {
-    let (columns, mut fold) = fold_file_rows(path, format, columns, pipeline, make)?;
-    fold.finish();
-    Ok((columns, fold))
+    match format {
+        Format::Csv => fold_one::<Csv, F>(path, columns, pipeline, make),
+        Format::Jsonl => fold_one::<Jsonl, F>(path, columns, pipeline, make),
+        Format::Parquet => fold_one::<Parquet, F>(path, columns, pipeline, make),
+    }
 }
 
-/// [`fold_file`] up to the last row.
-fn fold_file_rows<F: RowFold>(
+/// [`fold_file`] with the reader `R`.
+fn fold_one<R: Reader, F: RowFold>(
     path: &Path,
-    format: Format,
     columns: Option<&[String]>,
     pipeline: bool,
     make: &dyn Fn(&[String]) -> F,
 ) -> Result<(Vec<String>, F), AuditError> {
-    match format {
-        Format::Csv => fold_csv(path, pipeline, make),
-        Format::Parquet => fold_parquet(path, pipeline, make),
-        Format::Jsonl => {
-            // Optimistically take the first object's keys as the columns: the
-            // common file has the same keys on every line and is read once.
-            if let Pass::Done(c, fold) = fold_jsonl(path, columns.map(<[String]>::to_vec), make)? {
-                return Ok((c, fold));
-            }
-            let mut keys = jsonl_keys(path)?;
-            keys.extend(columns.into_iter().flatten().cloned());
-            match fold_jsonl(path, Some(keys.into_iter().collect()), make)? {
-                Pass::Done(c, fold) => Ok((c, fold)),
-                Pass::NewKeys(line) => Err(parse_error(
-                    path,
-                    line,
-                    "the file changed while it was being read".to_owned(),
-                )),
-            }
-        }
-    }
+    let (columns, mut fold) = R::fold_rows(path, columns, pipeline, make)?;
+    fold.finish();
+    Ok((columns, fold))
 }
 
 /// Opens a file for reading, naming it in the error.
