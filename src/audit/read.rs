@@ -306,7 +306,14 @@ fn fold_parquet<F: RowFold>(
         1
     };
     if pipeline {
-        let fold = fold_lanes(fold, path, &mut |send, _| file.decode(threads, send))?;
+        let fold = fold_lanes(fold, path, &mut |send, returned| {
+            file.decode(threads, &mut |batch| {
+                // Decoders make their own batches: drop the ones handed back,
+                // or they would pile up in the channel.
+                while returned.try_recv().is_ok() {}
+                send(batch)
+            })
+        })?;
         return Ok((file.columns.clone(), fold));
     }
     let mut fold = fold;
