@@ -12,6 +12,7 @@ pub mod cli;
 pub mod clock;
 pub mod events;
 pub mod exec;
+pub mod lineage;
 pub mod manifest;
 pub mod ops;
 pub mod plan;

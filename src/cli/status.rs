@@ -189,6 +189,7 @@ pub(crate) fn status(args: &StatusArgs) -> u8 {
                 .iter()
                 .map(|d| json!({"dataset": d.dataset, "partition": d.partition, "generation": d.generation, "file": d.path, "detail": d.to_string()}))
                 .collect::<Vec<_>>(),
+            "lineage": crate::lineage::last_note(warehouse.root()),
         });
         println!(
             "{}",
@@ -300,6 +301,18 @@ fn print_status(
     }
     for a in attention {
         println!("{:<11} {} {}: {}", a.state, a.task, a.partition, a.detail);
+    }
+    // Lineage is a side channel: noted here, never a reason to page.
+    if let Some(note) = crate::lineage::last_note(warehouse.root()) {
+        if !note.delivery.complete() {
+            println!(
+                "LINEAGE     run {}: {} OpenLineage event(s) not delivered to {}: {}",
+                note.run_id.as_deref().unwrap_or("?"),
+                note.delivery.failed + note.delivery.dropped,
+                note.sink,
+                note.delivery.last_error.as_deref().unwrap_or("queue full")
+            );
+        }
     }
 }
 

@@ -50,6 +50,8 @@ pub enum State {
     Released,
     Abandoned,
     GcDeleted,
+    /// OpenLineage events of the run could not all be delivered.
+    LineageUndelivered,
 }
 
 impl State {

@@ -9,6 +9,7 @@ mod crash;
 mod disk_full;
 mod fencing;
 mod kill9;
+mod lineage;
 mod manifest_errors;
 mod operator;
 mod parquet;
