@@ -284,3 +284,31 @@ fn issue_15_lineage_to_a_file_appends_valid_events() {
     assert_eq!(kinds.iter().filter(|k| **k == "COMPLETE").count(), 2);
     assert_eq!(events[0]["job"]["namespace"], "lin");
 }
+
+// issue 15: `[lineage]` takes exactly one of `url` (http://) and `file`.
+#[test]
+fn issue_15_lineage_section_needs_one_http_url_or_a_file() {
+    for (body, code) in [
+        (
+            "url = \"http://x:1/\"\nfile = \"l.jsonl\"",
+            "weir::manifest::lineage_sink",
+        ),
+        ("namespace = \"n\"", "weir::manifest::lineage_sink"),
+        (
+            "url = \"https://x/api/v1/lineage\"",
+            "weir::manifest::lineage_url",
+        ),
+    ] {
+        let sb = sandbox(body);
+        let out = sb.weir(&["validate", "m.toml"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{body}");
+        assert!(stderr(&out).contains(code), "{body}: {}", stderr(&out));
+    }
+    let sb = sandbox("file = \"l.jsonl\"");
+    let lineage = sb.manifest().lineage.expect("configured");
+    assert_eq!(lineage.namespace, "lin");
+    assert_eq!(
+        lineage.sink,
+        weir::manifest::LineageSink::File(sb.path().join("l.jsonl"))
+    );
+}
