@@ -16,4 +16,5 @@ pub mod lineage;
 pub mod manifest;
 pub mod ops;
 pub mod plan;
+pub mod report;
 pub mod store;

@@ -45,6 +45,20 @@ pub(crate) enum Command {
     Gc(GcArgs),
     /// Rerun a published instance from its pinned inputs into scratch and compare digests.
     Verify(VerifyArgs),
+    /// Write one self-contained HTML page: partitions by state, a run's Gantt chart, generation history.
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReportArgs {
+    /// Manifest file.
+    pub(crate) manifest: PathBuf,
+    /// Where to write the page.
+    #[arg(long, default_value = "report.html")]
+    pub(crate) out: PathBuf,
+    /// The run drawn as a Gantt chart (default: the latest).
+    #[arg(long)]
+    pub(crate) run: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -16,6 +16,7 @@ mod parquet;
 mod plan;
 mod pools;
 mod publish;
+mod report;
 mod retries;
 mod schema;
 mod support;
