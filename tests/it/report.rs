@@ -144,3 +144,49 @@ fn issue_15_report_renders_states_in_a_headless_browser() {
     assert!(dom.contains("<h2>Run RUN-R1</h2>"));
     assert_eq!(dom.matches("<td>up_out</td>").count(), 2);
 }
+
+// issue 15: 730 daily partitions × 10 tasks is one 7,300-cell page that
+// weir writes and a headless browser lays out in seconds.
+#[test]
+fn issue_15_report_of_730_partitions_by_10_tasks_stays_light() {
+    let mut manifest = String::from(
+        "[pipeline]\nname = \"big\"\ncode_version = \"1\"\nwarehouse = \"wh\"\n\n\
+         [partitions.daily]\nkind = \"daily\"\nstart = \"2024-01-01\"\nend = \"2025-12-30\"\n",
+    );
+    for t in 0..10 {
+        manifest.push_str(&format!(
+            "\n[tasks.t{t}]\ncommand = [\"true\"]\noutput = {{ dataset = \"d{t}\", grain = [\"id\"] }}\n"
+        ));
+    }
+    let sb = Sandbox::new(&manifest);
+    let started = std::time::Instant::now();
+    let made = sb
+        .weir(&["report", "m.toml", "--out", "big.html"])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", stderr(&made));
+    let html = std::fs::read_to_string(sb.path().join("big.html")).unwrap();
+    assert_eq!(html.matches("data-state=\"missing\"").count(), 7300);
+    assert!(html.len() < 3 << 20, "{} bytes", html.len());
+    let written = started.elapsed();
+    assert!(written < std::time::Duration::from_secs(10), "{written:?}");
+
+    let Some(browser) = chromium() else {
+        eprintln!("skipped: chromium is not installed (CI installs it)");
+        return;
+    };
+    let started = std::time::Instant::now();
+    let shown = Command::new(browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
+        .arg(format!("file://{}", sb.path().join("big.html").display()))
+        .output()
+        .expect("chromium runs");
+    assert!(shown.status.success());
+    assert_eq!(
+        stdout(&shown).matches("data-state=\"missing\"").count(),
+        7300
+    );
+    let loaded = started.elapsed();
+    assert!(loaded < std::time::Duration::from_secs(30), "{loaded:?}");
+    eprintln!("730 x 10 report: written in {written:?}, loaded by chromium in {loaded:?}");
+}
