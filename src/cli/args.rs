@@ -261,6 +261,9 @@ pub(crate) struct PlanArgs {
     /// Print the task graph instead.
     #[arg(long, value_enum)]
     pub(crate) graph: Option<GraphFormat>,
+    /// Write the simulated schedule as one self-contained HTML page to this file.
+    #[arg(long, conflicts_with_all = ["graph", "json"])]
+    pub(crate) html: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

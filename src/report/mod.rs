@@ -10,6 +10,8 @@
 //! plain HTML and CSS so that 730 partitions × 10 tasks (7,300 cells) is a
 //! table the browser lays out once, with nothing to run.
 
+pub mod plan;
+
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -436,7 +438,7 @@ fn history(html: &mut String, histories: &Histories) {
 }
 
 /// Escapes text for HTML content and attribute values.
-fn esc(text: &str) -> String {
+pub(crate) fn esc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -458,7 +460,7 @@ pub fn write(manifest: &Manifest, run: Option<&str>, out: &PathBuf) -> Result<()
     std::fs::write(out, html).map_err(|e| format!("cannot write `{}`: {e}", out.display()))
 }
 
-const STYLE: &str = "body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.5em;color:#1d2430}\
+pub(crate) const STYLE: &str = "body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.5em;color:#1d2430}\
 h1{font-size:20px;margin:0}h2{font-size:16px;margin:1.4em 0 .4em}.meta{color:#5b6472;margin:.2em 0}\
 .scroll{max-height:70vh;overflow:auto;border:1px solid #d7dbe0}\
 table{border-collapse:collapse}th,td{padding:2px 6px;text-align:left;white-space:nowrap}\
@@ -470,5 +472,6 @@ table{border-collapse:collapse}th,td{padding:2px 6px;text-align:left;white-space
 #gantt{min-width:900px;padding:4px}.lane{display:flex;align-items:center;height:22px}\
 .label{width:110px;flex:none;color:#5b6472;font-size:12px}.track{position:relative;flex:1;height:16px;background:#f4f5f7}\
 .bar{position:absolute;top:1px;height:14px;border-radius:2px}.bar.success{background:#2f9e44}.bar.failed{background:#e03131}\
-.bar.unknown{background:#f59f00}.bar.running{background:#1c7ed6}\
+.bar.unknown{background:#f59f00}.bar.running{background:#1c7ed6}.bar.planned{background:#4c6ef5;border-radius:0;box-shadow:inset -1px 0 #fff}\
+.util .track{height:30px}\
 #history td{border-bottom:1px solid #eef0f2;font-size:12px}.digest{font-family:ui-monospace,monospace}";

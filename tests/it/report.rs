@@ -190,3 +190,74 @@ fn issue_15_report_of_730_partitions_by_10_tasks_stays_light() {
     assert!(loaded < std::time::Duration::from_secs(30), "{loaded:?}");
     eprintln!("730 x 10 report: written in {written:?}, loaded by chromium in {loaded:?}");
 }
+
+// issue 15: `weir plan --html` draws the simulated schedule of a backfill:
+// every task as a row, every instance as a bar in its pool's slot lanes
+// (small plans) or the pool's busy slots over time (large ones).
+#[test]
+fn issue_15_plan_html_shows_the_simulated_schedule() {
+    let mut manifest = String::from(
+        "[pipeline]\nname = \"big\"\ncode_version = \"1\"\nwarehouse = \"wh\"\n\n\
+         [partitions.daily]\nkind = \"daily\"\nstart = \"2024-01-01\"\nend = \"2025-12-30\"\n\n\
+         [pools.bf]\nslots = 2\n\n\
+         [backfills.week]\nfrom = \"2024-01-01\"\nto = \"2024-01-07\"\npool = \"bf\"\nreason = \"r\"\n\n\
+         [backfills.all]\nfrom = \"2024-01-01\"\nto = \"2025-12-30\"\npool = \"bf\"\nreason = \"r\"\n",
+    );
+    for t in 0..10 {
+        let inputs = if t == 0 {
+            String::new()
+        } else {
+            format!("inputs = [\"d{}\"]\n", t - 1)
+        };
+        manifest.push_str(&format!(
+            "\n[tasks.t{t}]\ncommand = [\"true\"]\n{inputs}output = {{ dataset = \"d{t}\", grain = [\"id\"] }}\nexpected_duration = \"1m\"\n"
+        ));
+    }
+    let sb = Sandbox::new(&manifest);
+    for (backfill, page) in [("week", "week.html"), ("all", "all.html")] {
+        let out = sb
+            .weir(&["plan", "m.toml", "--backfill", backfill, "--html", page])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let week = std::fs::read_to_string(sb.path().join("week.html")).unwrap();
+    // 70 instances of 1 minute on 2 slots: 35 minutes.
+    assert!(
+        week.contains("70 instances · estimated wall time 35m"),
+        "{week}"
+    );
+    assert_eq!(week.matches("class=\"bar planned\"").count(), 70);
+    assert_eq!(week.matches("class=\"lane\" data-pool=\"bf\"").count(), 2);
+    assert_eq!(week.matches("class=\"lane\" data-task=").count(), 10);
+    let all = std::fs::read_to_string(sb.path().join("all.html")).unwrap();
+    assert!(all.contains("7300 instances"));
+    assert_eq!(
+        all.matches("class=\"lane util\" data-pool=\"bf\"").count(),
+        1
+    );
+    assert!(all.len() < 200_000, "{} bytes", all.len());
+
+    let Some(browser) = chromium() else {
+        eprintln!("skipped: chromium is not installed (CI installs it)");
+        return;
+    };
+    for page in ["week.html", "all.html"] {
+        let shown = Command::new(browser)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--enable-logging=stderr",
+                "--v=0",
+                "--dump-dom",
+            ])
+            .arg(format!("file://{}", sb.path().join(page).display()))
+            .output()
+            .expect("chromium runs");
+        assert!(shown.status.success());
+        let log = stderr(&shown);
+        assert!(!log.contains("CONSOLE"), "{log}");
+        assert!(stdout(&shown).contains("class=\"lane\" data-task=\"t9\""));
+    }
+}
