@@ -19,7 +19,8 @@
 //!   run ends: ABORT.
 //!
 //! Delivery runs on one background thread behind a bounded queue: the
-//! engine never waits on it, a full queue drops events (counted), and each
+//! engine never waits on it (a COMPLETE's commit record and audit are read
+//! there too, not on the engine's thread), a full queue drops events (counted), and each
 //! event gets a few tries with backoff. What could not be delivered is
 //! reported by [`Emitter::finish`].
 
@@ -97,18 +98,32 @@ impl Delivery {
 /// Turns a run's event records into RunEvents and delivers them.
 pub struct Emitter {
     state: Mutex<Mapper>,
-    queue: Mutex<Option<mpsc::SyncSender<Value>>>,
+    queue: Mutex<Option<mpsc::SyncSender<Job>>>,
     delivery: Arc<Mutex<Delivery>>,
     done: Mutex<Option<mpsc::Receiver<()>>>,
+}
+
+/// One event on its way: a COMPLETE's datasets are looked up (commit
+/// record, `candidate.json`) on the delivery thread, not the engine's.
+struct Job {
+    event: Value,
+    /// (task, partition, generation) of a publication.
+    publication: Option<(String, String, Option<u64>)>,
+}
+
+/// Finds a publication's inputs and output.
+#[derive(Clone)]
+struct Resolver {
+    namespace: String,
+    warehouse: PathBuf,
+    /// task → the dataset it publishes.
+    outputs: HashMap<String, String>,
 }
 
 /// What the mapping remembers between records.
 struct Mapper {
     config: Lineage,
     pipeline: String,
-    warehouse: PathBuf,
-    /// (task, partition) → the dataset it publishes.
-    outputs: HashMap<String, String>,
     /// Attempts started and not ended: (task, partition, attempt) → record.
     open: HashMap<(String, String, u32), EventRecord>,
     /// The last FAILED of an instance, until its decision names the class.
@@ -119,7 +134,16 @@ impl Emitter {
     /// Starts the delivery thread for `manifest`'s `[lineage]`, if any.
     pub fn start(manifest: &Manifest) -> Option<Emitter> {
         let config = manifest.lineage.clone()?;
-        let (queue, events) = mpsc::sync_channel::<Value>(QUEUE);
+        let (queue, events) = mpsc::sync_channel::<Job>(QUEUE);
+        let resolver = Resolver {
+            namespace: config.namespace.clone(),
+            warehouse: manifest.pipeline.warehouse.clone(),
+            outputs: manifest
+                .tasks
+                .values()
+                .map(|t| (t.name.clone(), t.output.dataset.clone()))
+                .collect(),
+        };
         let delivery = Arc::new(Mutex::new(Delivery::default()));
         let (done_tx, done) = mpsc::channel();
         let sink = config.sink.clone();
@@ -127,7 +151,16 @@ impl Emitter {
         std::thread::Builder::new()
             .name("weir-lineage".into())
             .spawn(move || {
-                for event in events {
+                for Job {
+                    mut event,
+                    publication,
+                } in events
+                {
+                    if let Some((task, partition, generation)) = publication {
+                        let (inputs, outputs) = resolver.datasets(&task, &partition, generation);
+                        event["inputs"] = Value::Array(inputs);
+                        event["outputs"] = Value::Array(outputs);
+                    }
                     let result = deliver(&sink, &event);
                     if let Ok(mut d) = shared.lock() {
                         match result {
@@ -145,12 +178,6 @@ impl Emitter {
         Some(Emitter {
             state: Mutex::new(Mapper {
                 pipeline: manifest.pipeline.name.clone(),
-                warehouse: manifest.pipeline.warehouse.clone(),
-                outputs: manifest
-                    .tasks
-                    .values()
-                    .map(|t| (t.name.clone(), t.output.dataset.clone()))
-                    .collect(),
                 config,
                 open: HashMap::new(),
                 failed: HashMap::new(),
@@ -172,7 +199,7 @@ impl Emitter {
         }
     }
 
-    fn send(&self, event: Value) {
+    fn send(&self, event: Job) {
         let sent = self
             .queue
             .lock()
@@ -248,7 +275,25 @@ fn append(path: &Path, line: &str) -> Result<(), String> {
 }
 
 impl Mapper {
-    fn map(&mut self, record: &EventRecord) -> Vec<Value> {
+    fn map(&mut self, record: &EventRecord) -> Vec<Job> {
+        let publication = match (record.state, &record.task, &record.partition) {
+            (State::Published, Some(task), Some(partition)) => Some((
+                task.clone(),
+                partition.clone(),
+                record.data["generation"].as_u64(),
+            )),
+            _ => None,
+        };
+        self.map_events(record)
+            .into_iter()
+            .map(|event| Job {
+                event,
+                publication: publication.clone(),
+            })
+            .collect()
+    }
+
+    fn map_events(&mut self, record: &EventRecord) -> Vec<Value> {
         let (Some(task), Some(partition)) = (&record.task, &record.partition) else {
             return Vec::new();
         };
@@ -266,8 +311,8 @@ impl Mapper {
                     return Vec::new();
                 };
                 self.open.remove(&key(attempt));
-                let (inputs, outputs) = self.datasets(task, partition, record);
-                vec![self.event("COMPLETE", record, &inputs, &outputs, None)]
+                // Inputs and outputs are filled in on the delivery thread.
+                vec![self.event("COMPLETE", record, &[], &[], None)]
             }
             State::Failed => {
                 self.failed
@@ -306,7 +351,7 @@ impl Mapper {
 
     /// FAIL events for failures whose decision never came, ABORT for the
     /// attempts still open.
-    fn close(&mut self) -> Vec<Value> {
+    fn close(&mut self) -> Vec<Job> {
         let mut events = Vec::new();
         let failed: Vec<EventRecord> = self.failed.drain().map(|(_, r)| r).collect();
         for record in failed {
@@ -325,6 +370,12 @@ impl Mapper {
             events.push(self.event("ABORT", &record, &[], &[], None));
         }
         events
+            .into_iter()
+            .map(|event| Job {
+                event,
+                publication: None,
+            })
+            .collect()
     }
 
     fn fail(&self, record: &EventRecord, class: &str) -> Value {
@@ -396,19 +447,20 @@ impl Mapper {
             "outputs": outputs,
         })
     }
+}
 
+impl Resolver {
     /// The inputs and the output of a publication, from its commit record
     /// and its candidate's audit (`candidate.json`).
     fn datasets(
         &self,
         task: &str,
         partition: &str,
-        record: &EventRecord,
+        generation: Option<u64>,
     ) -> (Vec<Value>, Vec<Value>) {
         let Some(dataset) = self.outputs.get(task) else {
             return (Vec::new(), Vec::new());
         };
-        let generation = record.data["generation"].as_u64();
         let Ok(warehouse) = Warehouse::open(&self.warehouse) else {
             return (Vec::new(), Vec::new());
         };
@@ -421,7 +473,7 @@ impl Mapper {
         let Some(commit) = commit else {
             return (Vec::new(), Vec::new());
         };
-        let namespace = &self.config.namespace;
+        let namespace = &self.namespace;
         let version = |v: String| {
             json!({
                 "_producer": PRODUCER,
