@@ -1027,4 +1027,31 @@ mod tests {
         );
         let _ = Schema::empty();
     }
+
+    // issue 15: an empty Parquet file digests like a header-only CSV file of
+    // the same columns, and a column type without canonical text is refused
+    // by name.
+    #[test]
+    fn issue_15_empty_files_agree_and_unsupported_types_are_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let empty = write(&dir.path().join("e.parquet"), &people(&[]), 10);
+        let csv = dir.path().join("e.csv");
+        std::fs::write(&csv, "name,id,day,paid\n").expect("csv");
+        let parquet = digest_files(&[empty], Format::Parquet).expect("digest");
+        assert_eq!(parquet.0, 0);
+        assert_eq!(parquet, digest_files(&[csv], Format::Csv).expect("digest"));
+
+        let odd = RecordBatch::try_from_iter(vec![(
+            "wait",
+            Arc::new(arrow_array::DurationSecondArray::from(vec![5])) as ArrayRef,
+        )])
+        .expect("batch");
+        let file = write(&dir.path().join("d.parquet"), &odd, 10);
+        let error =
+            digest_files(std::slice::from_ref(&file), Format::Parquet).expect_err("refused");
+        assert!(matches!(error, AuditError::ParquetColumn { ref column, .. } if column == "wait"));
+        assert!(error
+            .to_string()
+            .starts_with(&format!("`{}` column `wait`: type ", file.display())));
+    }
 }
