@@ -27,6 +27,9 @@ use crate::store::{CommitRecord, Warehouse};
 pub enum CellState {
     /// The latest generation is visible.
     Published,
+    /// Published, but built from an upstream generation that has since been
+    /// superseded, or by another code_version than the manifest's.
+    Stale,
     /// An attempt of the chosen run is running.
     Running,
     /// Held for an operator.
@@ -44,6 +47,7 @@ impl CellState {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Published => "published",
+            Self::Stale => "stale",
             Self::Running => "running",
             Self::Held => "held",
             Self::Quarantined => "quarantined",
@@ -160,6 +164,7 @@ fn grid(
     // Partition keys of every scheme, newest first, as rows.
     let mut keys: Vec<String> = Vec::new();
     let mut cells: HashMap<(String, String), (CellState, String)> = HashMap::new();
+    let mut stale_why: HashMap<(String, String), String> = HashMap::new();
     for task in manifest.tasks.values() {
         let dataset = &task.output.dataset;
         let scheme = &manifest.partitions[&task.partitioned_by];
@@ -189,6 +194,9 @@ fn grid(
                 CellState::Held
             } else if mark == Some(Mark::Quarantined) {
                 CellState::Quarantined
+            } else if let Some(why) = latest.and_then(|r| stale(warehouse, manifest, r)) {
+                stale_why.insert((task.name.clone(), key.clone()), why);
+                CellState::Stale
             } else if latest.is_some() {
                 CellState::Published
             } else if late {
@@ -196,9 +204,13 @@ fn grid(
             } else {
                 CellState::Missing
             };
+            let why = stale_why
+                .get(&(task.name.clone(), key.clone()))
+                .map(|w| format!("\n{w}"))
+                .unwrap_or_default();
             let hover = match latest {
                 Some(r) => format!(
-                    "{} {} · {}\ngeneration {} · {} rows\ncode_version {}\n{}\npublished {} by {} attempt {}",
+                    "{} {} · {}\ngeneration {} · {} rows\ncode_version {}\n{}\npublished {} by {} attempt {}{why}",
                     task.name,
                     key,
                     state.as_str(),
@@ -230,6 +242,7 @@ fn grid(
     html.push_str("<h2>Partitions</h2>\n<p class=\"legend\">");
     for state in [
         CellState::Published,
+        CellState::Stale,
         CellState::Running,
         CellState::Held,
         CellState::Quarantined,
@@ -271,6 +284,38 @@ fn grid(
     }
     html.push_str("</tbody></table></div>\n");
     Ok(histories)
+}
+
+/// Why a publication is stale: an upstream partition it pinned has a newer
+/// generation, or another code_version built it; `None` if it is current.
+fn stale(warehouse: &Warehouse, manifest: &Manifest, record: &CommitRecord) -> Option<String> {
+    if record.code_version != manifest.pipeline.code_version {
+        return Some(format!(
+            "stale: built by code_version {}, the manifest says {}",
+            record.code_version, manifest.pipeline.code_version
+        ));
+    }
+    for input in record.input_snapshot["inputs"].as_array()? {
+        if input["kind"] != "upstream" {
+            continue;
+        }
+        let (Some(name), Some(pinned)) = (input["name"].as_str(), input["generation"].as_u64())
+        else {
+            continue;
+        };
+        let latest = warehouse
+            .partition(name, &record.partition)
+            .latest()
+            .ok()
+            .flatten()?;
+        if latest.generation.get() > pinned {
+            return Some(format!(
+                "stale: read {name} generation {pinned}, now {}",
+                latest.generation.get()
+            ));
+        }
+    }
+    None
 }
 
 /// Instances with an attempt RUNNING and not ended in the run (none once
@@ -467,7 +512,7 @@ table{border-collapse:collapse}th,td{padding:2px 6px;text-align:left;white-space
 #grid th{position:sticky;background:#f4f5f7;font-weight:600}#grid thead th{top:0;z-index:2}#grid tbody th{left:0;z-index:1}\
 #grid td{width:34px;height:18px;border:1px solid #fff}\
 .legend .cell{display:inline-block;width:14px;height:14px;vertical-align:middle;margin-left:.8em}\
-.published{background:#2f9e44}.running{background:#1c7ed6}.held{background:#f59f00}.quarantined{background:#e03131}\
+.published{background:#2f9e44}.stale{background:#a9e34b}.running{background:#1c7ed6}.held{background:#f59f00}.quarantined{background:#e03131}\
 .late{background:#9c36b5}.missing{background:#ced4da}.none{background:#fff}\
 #gantt{min-width:900px;padding:4px}.lane{display:flex;align-items:center;height:22px}\
 .label{width:110px;flex:none;color:#5b6472;font-size:12px}.track{position:relative;flex:1;height:16px;background:#f4f5f7}\

@@ -41,7 +41,7 @@ fn chromium() -> Option<&'static str> {
 
 // issue 15: the report loads in headless Chromium without console errors,
 // and its DOM holds a cell per task and partition with its state (published,
-// quarantined, held, missing), the hover evidence of a published cell, the
+// stale, quarantined, held, missing), the hover evidence of a published cell, the
 // run's attempts as bars in their pool's lanes and the generation history.
 #[test]
 fn issue_15_report_renders_states_in_a_headless_browser() {
@@ -64,9 +64,12 @@ fn issue_15_report_renders_states_in_a_headless_browser() {
         stdout(&out),
         stderr(&out)
     );
+    // A forced rebuild of up a makes down a stale: it read generation 1.
+    let again = sb.run("RUN-R2", &["--task", "up", "--partition", "a", "--force"]);
+    assert!(again.status.success(), "{}", stderr(&again));
     let page = sb.path().join("r.html");
     let made = sb
-        .weir(&["report", "m.toml", "--out", "r.html"])
+        .weir(&["report", "m.toml", "--out", "r.html", "--run", "RUN-R1"])
         .output()
         .unwrap();
     assert!(made.status.success(), "{}", stderr(&made));
@@ -115,7 +118,7 @@ fn issue_15_report_renders_states_in_a_headless_browser() {
         ("up", "a", "published"),
         ("up", "b", "published"),
         ("up", "c", "quarantined"),
-        ("down", "a", "published"),
+        ("down", "a", "stale"),
         ("down", "b", "held"),
         ("down", "c", "missing"),
     ] {
@@ -125,7 +128,7 @@ fn issue_15_report_renders_states_in_a_headless_browser() {
         );
     }
     let up = sb
-        .store("up_out", "a")
+        .store("up_out", "b")
         .latest()
         .unwrap()
         .expect("published");
@@ -142,7 +145,9 @@ fn issue_15_report_renders_states_in_a_headless_browser() {
     assert_eq!(dom.matches("class=\"bar success\"").count(), 3);
     assert_eq!(dom.matches("class=\"bar failed\"").count(), 2);
     assert!(dom.contains("<h2>Run RUN-R1</h2>"));
-    assert_eq!(dom.matches("<td>up_out</td>").count(), 2);
+    assert!(dom.contains("stale: read up_out generation 1, now 2"));
+    // Every generation: up_out a has two.
+    assert_eq!(dom.matches("<td>up_out</td>").count(), 3);
 }
 
 // issue 15: 730 daily partitions × 10 tasks is one 7,300-cell page that
