@@ -38,8 +38,12 @@ LOAD = """cp "${2:-$WEIR_INPUT_STG}/out.csv" "${1:-$WEIR_OUTPUT_DIR}/out.csv\"""
 # only name of its bytes), so the task can no longer hard-link it.
 LINK = """cp --reflink=auto {src} "$WEIR_OUTPUT_DIR/big.csv\""""
 
-FULL = {"w1": 1000, "w2": 1000, "w3": (2000, 20, 365), "w4": 10_000_000, "w5": 10_000}
-QUICK = {"w1": 50, "w2": 50, "w3": (20, 5, 30), "w4": 20_000, "w5": 500}
+# W6's task: the same copy, of a Parquet candidate.
+LINK_PARQUET = """cp --reflink=auto {src} "$WEIR_OUTPUT_DIR/big.parquet\""""
+
+FULL = {"w1": 1000, "w2": 1000, "w3": (2000, 20, 365), "w4": 10_000_000, "w5": 10_000,
+        "w6": 10_000_000}
+QUICK = {"w1": 50, "w2": 50, "w3": (20, 5, 30), "w4": 20_000, "w5": 500, "w6": 20_000}
 SLOTS = 2
 
 
@@ -473,6 +477,78 @@ def w4(r, rows):
     }
 
 
+def w6(r, rows, gen_parquet):
+    """The audit of the same rows as CSV and as Parquet (typed, snappy, row
+    groups of 2^20 rows): rows per second of AUDITED−SUCCESS, and the two
+    digests, which must be equal."""
+    d = os.path.join(r.work, "W6")
+    os.makedirs(d, exist_ok=True)
+    csv_src, pq_src = os.path.join(d, "candidate.csv"), os.path.join(d, "candidate.parquet")
+    log(f"W6: generating {rows} rows as CSV and as Parquet")
+    subprocess.run([sys.executable, os.path.join(BENCH, "gen_csv.py"), str(rows), csv_src],
+                   check=True)
+    subprocess.run([gen_parquet, str(rows), pq_src], check=True)
+    subprocess.run(["sync", csv_src, pq_src], check=True)
+    manifests = {}
+    for fmt, src, link in (("csv", csv_src, LINK), ("parquet", pq_src, LINK_PARQUET)):
+        sub = os.path.join(d, fmt)
+        os.makedirs(sub, exist_ok=True)
+        manifest = os.path.join(sub, "pipeline.toml")
+        with open(manifest, "w") as f:
+            f.write("\n".join([
+                "[pipeline]",
+                f'name = "w6_{fmt}"',
+                'code_version = "bench"',
+                'warehouse = "warehouse"',
+                "",
+                "[partitions.one]",
+                'kind = "static"',
+                'keys = ["all"]',
+                "",
+                "[tasks.copy]",
+                f'command = ["sh", "-c", {toml_str(link.format(src=shlex_quote(src)))}]',
+                f'output = {{ dataset = "big", format = "{fmt}", grain = ["id"] }}',
+                "gates = [",
+                f'  {{ check = "row_count", min = 1, max = {rows} }},',
+                '  { check = "unique", columns = ["ref"] },',
+                '  { check = "not_null", columns = ["id", "amount_cents"] },',
+                "]",
+                "",
+            ]))
+        manifests[fmt] = (sub, manifest)
+    sizes = {fmt: os.path.getsize(src) for fmt, src in (("csv", csv_src), ("parquet", pq_src))}
+    log(f"W6: CSV {sizes['csv'] / 1e9:.2f} GB, Parquet {sizes['parquet'] / 1e9:.2f} GB, "
+        f"{r.runs} run(s) each")
+    audits = {"csv": [], "parquet": []}
+    digests = {}
+
+    def one(fmt):
+        sub, manifest = manifests[fmt]
+        wall, rss = r.weir_run(sub, manifest, 1)
+        events = [e for e in r.events(sub, manifest) if e.get("task") == "copy"]
+        ev = {e["state"]: parse_ts(e["ts"]) for e in events}
+        must({"SUCCESS", "AUDITED", "PUBLISHED"} <= ev.keys(), f"W6 {fmt}: missing events")
+        audits[fmt].append(ev["AUDITED"] - ev["SUCCESS"])
+        digests[fmt] = next(e["data"]["digest"] for e in events if e["state"] == "AUDITED")
+        return wall, rss
+
+    b, w = r.interleave(lambda: one("csv"), lambda: one("parquet"), "W6")
+    must(digests["csv"] == digests["parquet"],
+         f"W6: the CSV and Parquet digests differ: {digests}")
+    rmtree(d)
+    return {
+        "rows": rows,
+        "bytes": sizes,
+        "csv_audit_s": audits["csv"],
+        "parquet_audit_s": audits["parquet"],
+        "csv_s": [x[0] for x in b],
+        "parquet_s": [x[0] for x in w],
+        "csv_peak_kib": max(x[1] for x in b),
+        "parquet_peak_kib": max(x[1] for x in w),
+        "digest": digests["parquet"],
+    }
+
+
 def timeline(events):
     """Phases, and the pace (ms per PUBLISHED) in the first and the last
     tenth of the run: a scheduler that slows as it goes shows up here, free
@@ -567,6 +643,14 @@ def report(res, sizes, runs, quick):
         row("W4 whole `weir run` (same runs)", f"openssl sha256: {fmt_s(bm)}",
             f"{fmt_s(wm)}, peak {mib(x['weir_peak_kib'])}", f"{1000 * wm:.0f}",
             f"{wm / bm:.2f}×", "(reported)", "—")
+    if "W6" in res:
+        x = res["W6"]
+        cm, pm = median(x["csv_audit_s"]), median(x["parquet_audit_s"])
+        crate, prate = x["rows"] / cm, x["rows"] / pm
+        row(f"W6 Parquet audit, {x['rows']:,} rows, {x['bytes']['parquet'] / 1e9:.2f} GB",
+            f"CSV audit: {fmt_s(cm)} ({crate / 1e6:.2f} M rows/s)",
+            f"{fmt_s(pm)} ({prate / 1e6:.2f} M rows/s), peak {mib(x['parquet_peak_kib'])}", "—",
+            f"{prate / crate:.2f}× the CSV rate", "≥ 1×", yn(prate >= crate))
     if "W5" in res:
         x = res["W5"]
         bm, wm = median(x["baseline_s"]), median(x["weir_s"])
@@ -662,10 +746,11 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--runs", type=int)
-    ap.add_argument("--only", default="W1,W2,W3,W4,W5")
+    ap.add_argument("--only", default="W1,W2,W3,W4,W5,W6")
+    ap.add_argument("--gen-parquet", help="the gen_parquet example binary (W6)")
     ap.add_argument("--json")
     ap.add_argument("--size", action="append", default=[],
-                    help="override a size: w1=N, w2=N, w3=TASKSxLAYERSxDAYS, w4=ROWS, w5=N")
+                    help="override a size: w1=N, w2=N, w3=TASKSxLAYERSxDAYS, w4=ROWS, w5=N, w6=ROWS")
     args = ap.parse_args()
     sizes = dict(QUICK if args.quick else FULL)
     for item in args.size:
@@ -675,7 +760,10 @@ def main():
         sizes[key] = tuple(int(v) for v in val.split("x")) if key == "w3" else int(val)
     runs = args.runs or (1 if args.quick else 3)
     only = {w.strip().upper() for w in args.only.split(",") if w.strip()}
-    unknown = only - {"W1", "W2", "W3", "W4", "W5"}
+    unknown = only - {"W1", "W2", "W3", "W4", "W5", "W6"}
+    if "W6" in only and not args.gen_parquet:
+        log("W6 skipped: it needs --gen-parquet BIN (bench/run.sh builds it with cargo)")
+        only.discard("W6")
     if unknown:
         raise SystemExit(f"unknown workload(s): {', '.join(sorted(unknown))}")
     weir = os.path.abspath(args.weir)
@@ -698,6 +786,8 @@ def main():
         res["W3"] = w3(r, sizes["w3"])
     if "W4" in only:
         res["W4"] = w4(r, sizes["w4"])
+    if "W6" in only:
+        res["W6"] = w6(r, sizes["w6"], os.path.abspath(args.gen_parquet))
     info["load_after"] = os.getloadavg()
     log(f"measured in {time.perf_counter() - started:.0f} s")
     report(res, sizes, runs, args.quick)

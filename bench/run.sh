@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The weir benchmark: W1-W5 against their baselines, one markdown table.
 #
-# usage: bench/run.sh [--quick] [--runs N] [--only W1,W2,W3,W4,W5] [--json FILE]
+# usage: bench/run.sh [--quick] [--runs N] [--only W1,W2,W3,W4,W5,W6] [--json FILE]
 #                     [--size w1=N] [--weir BIN]
 #
 #   (default)  full sizes, median of 3 runs: 1,000 / 10,000 partitions, a
@@ -13,7 +13,7 @@
 #              a smoke test, not a measurement
 #   --runs N   median of N runs (default 3, or 1 with --quick)
 #   --only     a subset of the workloads (W5 always brings W1, its reference)
-#   --size     override one size: w1=N, w2=N, w3=TASKSxLAYERSxDAYS, w4=ROWS, w5=N
+#   --size     override one size: w1=N, w2=N, w3=TASKSxLAYERSxDAYS, w4=ROWS, w5=N, w6=ROWS
 #   --json     also write every measurement to FILE
 #   --weir BIN use this binary instead of building one with cargo
 #
@@ -81,4 +81,23 @@ trap 'exit 130' INT TERM
   echo "[bench] work dir $work on $(df -PT "$work" | awk 'NR==2 {print $1 " (" $2 ")"}')"
 } >&2
 
-python3 -B bench/harness.py --weir "$weir" --work "$work" ${args[@]+"${args[@]}"}
+# W6's generator: the rows of gen_csv.py written as Parquet by the parquet
+# crate (Python's standard library has no Parquet writer).
+gen_parquet=()
+if command -v cargo >/dev/null 2>&1; then
+  echo "[bench] cargo build --release --example gen_parquet" >&2
+  gen=$(cargo build --release --example gen_parquet --message-format=json-render-diagnostics \
+    | python3 -c '
+import json, sys
+exe = None
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") == "compiler-artifact" and m.get("target", {}).get("name") == "gen_parquet" and m.get("executable"):
+        exe = m["executable"]
+print(exe or "")')
+  [[ -n "$gen" && -x "$gen" ]] && gen_parquet=(--gen-parquet "$gen")
+fi
+python3 -B bench/harness.py --weir "$weir" --work "$work" ${gen_parquet[@]+"${gen_parquet[@]}"} ${args[@]+"${args[@]}"}

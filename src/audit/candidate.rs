@@ -3,7 +3,7 @@
 //!
 //! Only regular files the attempt wrote itself are audited and published:
 //! one name, one link (`st_nlink == 1`), in `data/` itself, named
-//! `*.csv` or `*.jsonl` exactly as the output's format says. Anything else
+//! `*.csv`, `*.jsonl` or `*.parquet` exactly as the output's format says. Anything else
 //! is not ignored: a symbolic link (its target can change after the audit,
 //! or be another partition's file that gc deletes), a hard link (the same
 //! bytes reachable, and writable, under another name), a sub-directory, a

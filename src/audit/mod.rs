@@ -1,8 +1,10 @@
 //! The audit step of write-audit-publish.
 //!
-//! A candidate is a set of data files, all CSV (with a header row) or all JSON
-//! Lines (one object per line). [`audit`] reads them, runs the quality gates
-//! and computes the candidate's canonical [`Digest`] in one pass.
+//! A candidate is a set of data files, all CSV (with a header row), all JSON
+//! Lines (one object per line) or all Parquet. [`audit`] reads them, runs the
+//! quality gates and computes the candidate's canonical [`Digest`] in one
+//! pass. A format is a reader (`read::Reader`) that turns files into
+//! canonical rows; the gates and the digest consume only those rows.
 //!
 //! Files are streamed, never held in memory: each is folded into its own
 //! accumulator on the rayon pool and the accumulators are merged in file
@@ -22,6 +24,7 @@
 mod candidate;
 mod digest;
 mod gates;
+mod parquet;
 mod read;
 
 use std::collections::HashMap;
@@ -46,6 +49,8 @@ pub enum Format {
     Csv,
     /// JSON Lines: one JSON object per line.
     Jsonl,
+    /// Apache Parquet: typed columns in row groups.
+    Parquet,
 }
 
 impl Format {
@@ -54,6 +59,7 @@ impl Format {
         match self {
             Self::Csv => "csv",
             Self::Jsonl => "jsonl",
+            Self::Parquet => "parquet",
         }
     }
 }
@@ -137,6 +143,45 @@ pub enum AuditError {
         /// What is wrong.
         message: String,
     },
+    /// A file is not a readable Parquet file.
+    #[error("`{}` is not a valid Parquet file: {message}", .path.display())]
+    #[diagnostic(code(weir::audit::parquet))]
+    ParquetInvalid {
+        /// The file.
+        path: PathBuf,
+        /// What the Parquet reader said.
+        message: String,
+    },
+    /// A Parquet column cannot be read as canonical values.
+    #[error("`{}` column `{column}`: {message}", .path.display())]
+    #[diagnostic(code(weir::audit::parquet_column))]
+    ParquetColumn {
+        /// The file.
+        path: PathBuf,
+        /// The column.
+        column: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A Parquet file's schema differs from the candidate's first file.
+    #[error(
+        "`{}` column `{column}` is {found} but in the first file it is {expected}",
+        .path.display()
+    )]
+    #[diagnostic(
+        code(weir::audit::schema_mismatch),
+        help("every Parquet file of one candidate must have the same columns with the same types")
+    )]
+    SchemaMismatch {
+        /// The file that differs.
+        path: PathBuf,
+        /// The first column (by name) that differs.
+        column: String,
+        /// Its type in the first file, or `no such column`.
+        expected: String,
+        /// Its type in this file, or `no such column`.
+        found: String,
+    },
     /// A file's columns differ from the candidate's first file.
     #[error(
         "`{}` has columns ({}) but the first file has ({})",
@@ -182,7 +227,12 @@ pub fn audit(files: &[PathBuf], spec: &AuditSpec<'_>) -> Result<AuditReport, Aud
     Ok(AuditReport {
         rows: fold.rows(),
         digest: fold.digest(&columns),
-        gates: fold.outcomes(spec.gates, &columns, &Places::new(files), &inputs),
+        gates: fold.outcomes(
+            spec.gates,
+            &columns,
+            &Places::new(files, spec.format),
+            &inputs,
+        ),
         columns,
     })
 }
@@ -200,7 +250,7 @@ pub fn digest_files(files: &[PathBuf], format: Format) -> Result<(u64, Digest), 
 }
 
 /// Lists the data files of a directory for a format: every regular file (or
-/// link to one) whose name ends in `.csv` / `.jsonl`, sorted by name, not
+/// link to one) whose name ends in `.csv` / `.jsonl` / `.parquet`, sorted by name, not
 /// descending into subdirectories.
 pub fn data_files(dir: &Path, format: Format) -> std::io::Result<Vec<PathBuf>> {
     let suffix = format!(".{}", format.extension());

@@ -1,5 +1,6 @@
-//! Streaming readers: turn CSV and JSON Lines files into canonical rows, one
-//! at a time, and fold them into per-file accumulators in parallel.
+//! Streaming readers: turn CSV, JSON Lines and Parquet files into canonical
+//! rows, one at a time, and fold them into per-file accumulators in parallel.
+//! Each format is a [`Reader`]; everything downstream sees only rows.
 //!
 //! A canonical row has one slot per column of the file, columns sorted by
 //! name, each slot null or a byte string. Rows are lent to the accumulator and
@@ -15,6 +16,7 @@ use rayon::prelude::*;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::parquet::ParquetFile;
 use super::{AuditError, Format};
 
 /// Read buffer: large sequential reads keep syscalls off the profile of
@@ -26,7 +28,7 @@ const BUFFER: usize = 1 << 20;
 type Object = std::collections::BTreeMap<String, Box<RawValue>>;
 
 /// Where a value lies in a row's byte buffer; `None` is null.
-type Span = Option<(usize, usize)>;
+pub(crate) type Span = Option<(usize, usize)>;
 
 /// One canonical row, borrowed from the reader's reused buffers.
 #[derive(Debug, Clone, Copy)]
@@ -95,6 +97,110 @@ where
     F: RowFold,
     M: Fn(usize, &[String]) -> F + Sync,
 {
+    match format {
+        Format::Csv => fold_files_as::<Csv, F, M>(files, uniform, make),
+        Format::Jsonl => fold_files_as::<Jsonl, F, M>(files, uniform, make),
+        Format::Parquet => fold_files_as::<Parquet, F, M>(files, uniform, make),
+    }
+}
+
+/// A format's reader: how the files of a candidate are checked against each
+/// other, and how one file becomes canonical [`Row`]s. The gates and the
+/// digest see only rows, never a format.
+pub(crate) trait Reader {
+    /// True if files may lack columns, the candidate's columns being the
+    /// union of theirs (JSON Lines: any row may leave a key out). Otherwise
+    /// every file must have the same columns.
+    const UNION: bool = false;
+
+    /// Checks the files against each other before any row is read.
+    fn precheck(_files: &[PathBuf]) -> Result<(), AuditError> {
+        Ok(())
+    }
+
+    /// Folds one file up to its last row. `columns` (only with
+    /// [`Reader::UNION`]) fixes the file's columns to a superset of its own;
+    /// `pipeline` lets a large file be read on several threads.
+    fn fold_rows<F: RowFold>(
+        path: &Path,
+        columns: Option<&[String]>,
+        pipeline: bool,
+        make: &dyn Fn(&[String]) -> F,
+    ) -> Result<(Vec<String>, F), AuditError>;
+}
+
+/// CSV with a header row.
+pub(crate) struct Csv;
+/// JSON Lines.
+pub(crate) struct Jsonl;
+/// Parquet (see [`super::parquet`]).
+pub(crate) struct Parquet;
+
+impl Reader for Csv {
+    fn fold_rows<F: RowFold>(
+        path: &Path,
+        _columns: Option<&[String]>,
+        pipeline: bool,
+        make: &dyn Fn(&[String]) -> F,
+    ) -> Result<(Vec<String>, F), AuditError> {
+        fold_csv(path, pipeline, make)
+    }
+}
+
+impl Reader for Jsonl {
+    const UNION: bool = true;
+
+    fn fold_rows<F: RowFold>(
+        path: &Path,
+        columns: Option<&[String]>,
+        _pipeline: bool,
+        make: &dyn Fn(&[String]) -> F,
+    ) -> Result<(Vec<String>, F), AuditError> {
+        // Optimistically take the first object's keys as the columns: the
+        // common file has the same keys on every line and is read once.
+        if let Pass::Done(c, fold) = fold_jsonl(path, columns.map(<[String]>::to_vec), make)? {
+            return Ok((c, fold));
+        }
+        let mut keys = jsonl_keys(path)?;
+        keys.extend(columns.into_iter().flatten().cloned());
+        match fold_jsonl(path, Some(keys.into_iter().collect()), make)? {
+            Pass::Done(c, fold) => Ok((c, fold)),
+            Pass::NewKeys(line) => Err(parse_error(
+                path,
+                line,
+                "the file changed while it was being read".to_owned(),
+            )),
+        }
+    }
+}
+
+impl Reader for Parquet {
+    fn precheck(files: &[PathBuf]) -> Result<(), AuditError> {
+        same_schema(files)
+    }
+
+    fn fold_rows<F: RowFold>(
+        path: &Path,
+        _columns: Option<&[String]>,
+        pipeline: bool,
+        make: &dyn Fn(&[String]) -> F,
+    ) -> Result<(Vec<String>, F), AuditError> {
+        fold_parquet(path, pipeline, make)
+    }
+}
+
+/// [`fold_files`] with the reader `R`.
+fn fold_files_as<R, F, M>(
+    files: &[PathBuf],
+    uniform: bool,
+    make: &M,
+) -> Result<(Vec<String>, Vec<F>), AuditError>
+where
+    R: Reader,
+    F: RowFold,
+    M: Fn(usize, &[String]) -> F + Sync,
+{
+    R::precheck(files)?;
     // Fewer files than threads would leave cores idle: then each file is
     // parsed and folded on separate threads too.
     let pipeline = files.len() < rayon::current_num_threads();
@@ -102,9 +208,7 @@ where
         .par_iter()
         .enumerate()
         .map(|(index, path)| {
-            fold_file(path, format, None, pipeline, &|columns| {
-                make(index, columns)
-            })
+            fold_one::<R, F>(path, None, pipeline, &|columns| make(index, columns))
         })
         .collect();
     // Collected in file order, so the error reported is the first file's.
@@ -114,15 +218,14 @@ where
         folded.push((columns, Some(fold)));
     }
 
-    let columns = match format {
-        Format::Csv => same_columns(files, &folded)?,
-        Format::Jsonl => {
-            let union: BTreeSet<&String> = folded.iter().flat_map(|(c, _)| c).collect();
-            union.into_iter().cloned().collect()
-        }
+    let columns = if R::UNION {
+        let union: BTreeSet<&String> = folded.iter().flat_map(|(c, _)| c).collect();
+        union.into_iter().cloned().collect()
+    } else {
+        same_columns(files, &folded)?
     };
 
-    if uniform && format == Format::Jsonl {
+    if uniform && R::UNION {
         let mut redo = Vec::new();
         for (index, (own, fold)) in folded.iter_mut().enumerate() {
             if *own != columns {
@@ -134,10 +237,8 @@ where
         let refolded: Vec<Result<(usize, F), AuditError>> = redo
             .par_iter()
             .map(|&index| {
-                fold_file(&files[index], format, Some(&columns), false, &|c| {
-                    make(index, c)
-                })
-                .map(|(_, fold)| (index, fold))
+                fold_one::<R, F>(&files[index], Some(&columns), false, &|c| make(index, c))
+                    .map(|(_, fold)| (index, fold))
             })
             .collect();
         for result in refolded {
@@ -148,6 +249,79 @@ where
 
     let folds = folded.into_iter().filter_map(|(_, fold)| fold).collect();
     Ok((columns, folds))
+}
+
+/// Checks that every Parquet file has the first file's columns with the
+/// same types (nullability aside), reading only their footers; the error
+/// names the first file and column that differ.
+fn same_schema(files: &[PathBuf]) -> Result<(), AuditError> {
+    let opened: Vec<Result<ParquetFile, AuditError>> = files
+        .par_iter()
+        .map(|path| ParquetFile::open(path))
+        .collect();
+    let mut expected: Option<ParquetFile> = None;
+    for (path, file) in files.iter().zip(opened) {
+        let file = file?;
+        let Some(first) = &expected else {
+            expected = Some(file);
+            continue;
+        };
+        let types = |f: &ParquetFile| -> std::collections::BTreeMap<String, String> {
+            f.schema()
+                .fields()
+                .iter()
+                .map(|field| (field.name().clone(), field.data_type().to_string()))
+                .collect()
+        };
+        let (want, found) = (types(first), types(&file));
+        let names: BTreeSet<&String> = want.keys().chain(found.keys()).collect();
+        for name in names {
+            let (a, b) = (want.get(name), found.get(name));
+            if a != b {
+                return Err(AuditError::SchemaMismatch {
+                    path: path.clone(),
+                    column: name.clone(),
+                    expected: a.cloned().unwrap_or_else(|| "no such column".to_owned()),
+                    found: b.cloned().unwrap_or_else(|| "no such column".to_owned()),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Streams a Parquet file's rows through `make(columns)`'s accumulator; its
+/// row groups are decoded in parallel (all cores with `pipeline`, where
+/// the fold's lanes also run on their own threads; one core otherwise).
+fn fold_parquet<F: RowFold>(
+    path: &Path,
+    pipeline: bool,
+    make: &dyn Fn(&[String]) -> F,
+) -> Result<(Vec<String>, F), AuditError> {
+    let file = ParquetFile::open(path)?;
+    let fold = make(&file.columns);
+    let threads = if pipeline {
+        std::thread::available_parallelism().map_or(1, usize::from)
+    } else {
+        1
+    };
+    if pipeline {
+        let fold = fold_lanes(fold, path, &mut |send, returned| {
+            file.decode(threads, &mut |batch| {
+                // Decoders make their own batches: drop the ones handed back,
+                // or they would pile up in the channel.
+                while returned.try_recv().is_ok() {}
+                send(batch)
+            })
+        })?;
+        return Ok((file.columns.clone(), fold));
+    }
+    let mut fold = fold;
+    file.decode(threads, &mut |batch| {
+        batch.fold_into(&mut fold);
+        !fold.satisfied()
+    })?;
+    Ok((file.columns.clone(), fold))
 }
 
 /// The columns shared by all CSV files, or the first file that differs.
@@ -181,39 +355,23 @@ pub(crate) fn fold_file<F: RowFold>(
     pipeline: bool,
     make: &dyn Fn(&[String]) -> F,
 ) -> Result<(Vec<String>, F), AuditError> {
-    let (columns, mut fold) = fold_file_rows(path, format, columns, pipeline, make)?;
-    fold.finish();
-    Ok((columns, fold))
+    match format {
+        Format::Csv => fold_one::<Csv, F>(path, columns, pipeline, make),
+        Format::Jsonl => fold_one::<Jsonl, F>(path, columns, pipeline, make),
+        Format::Parquet => fold_one::<Parquet, F>(path, columns, pipeline, make),
+    }
 }
 
-/// [`fold_file`] up to the last row.
-fn fold_file_rows<F: RowFold>(
+/// [`fold_file`] with the reader `R`.
+fn fold_one<R: Reader, F: RowFold>(
     path: &Path,
-    format: Format,
     columns: Option<&[String]>,
     pipeline: bool,
     make: &dyn Fn(&[String]) -> F,
 ) -> Result<(Vec<String>, F), AuditError> {
-    match format {
-        Format::Csv => fold_csv(path, pipeline, make),
-        Format::Jsonl => {
-            // Optimistically take the first object's keys as the columns: the
-            // common file has the same keys on every line and is read once.
-            if let Pass::Done(c, fold) = fold_jsonl(path, columns.map(<[String]>::to_vec), make)? {
-                return Ok((c, fold));
-            }
-            let mut keys = jsonl_keys(path)?;
-            keys.extend(columns.into_iter().flatten().cloned());
-            match fold_jsonl(path, Some(keys.into_iter().collect()), make)? {
-                Pass::Done(c, fold) => Ok((c, fold)),
-                Pass::NewKeys(line) => Err(parse_error(
-                    path,
-                    line,
-                    "the file changed while it was being read".to_owned(),
-                )),
-            }
-        }
-    }
+    let (columns, mut fold) = R::fold_rows(path, columns, pipeline, make)?;
+    fold.finish();
+    Ok((columns, fold))
 }
 
 /// Opens a file for reading, naming it in the error.
@@ -378,16 +536,18 @@ const QUEUED: usize = 2;
 
 /// Parsed rows on their way from the parsing thread to the folding threads:
 /// all rows' bytes in one buffer, reused from batch to batch.
-struct Batch {
-    data: Vec<u8>,
-    spans: Vec<Span>,
-    lines: Vec<u64>,
+pub(crate) struct Batch {
+    pub(crate) data: Vec<u8>,
+    /// `width` spans per row, row after row.
+    pub(crate) spans: Vec<Span>,
+    /// Each row's line (Parquet: its 1-based row in the file).
+    pub(crate) lines: Vec<u64>,
     /// The file's estimated rows, passed on with the batch it was made in.
-    expect: Option<u64>,
+    pub(crate) expect: Option<u64>,
 }
 
 impl Batch {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             data: Vec::new(),
             spans: Vec::new(),
@@ -410,7 +570,7 @@ impl Batch {
         self.lines.push(line);
     }
 
-    fn fold_into<F: RowFold>(&self, fold: &mut F) {
+    pub(crate) fn fold_into<F: RowFold>(&self, fold: &mut F) {
         if let Some(rows) = self.expect {
             fold.expect_rows(rows);
         }
@@ -434,7 +594,25 @@ impl Batch {
 ///
 /// Used when one file would otherwise keep one core busy and leave the rest
 /// idle, as for a single large candidate file.
-fn fold_pipelined<F: RowFold>(records: &mut CsvRecords<'_>, mut fold: F) -> Result<F, AuditError> {
+fn fold_pipelined<F: RowFold>(records: &mut CsvRecords<'_>, fold: F) -> Result<F, AuditError> {
+    let path = records.path;
+    fold_lanes(fold, path, &mut |send, returned| {
+        produce(records, send, returned)
+    })
+}
+
+/// Sends batches to the lanes: `send` hands one to every lane and returns
+/// false once a lane has stopped; `returned` gives back batches done with.
+type Producer<'a> =
+    dyn FnMut(&mut dyn FnMut(Batch) -> bool, &mpsc::Receiver<Batch>) -> Result<(), AuditError> + 'a;
+
+/// Folds the batches `producer` makes (on this thread) on one thread per lane
+/// of the fold (see [`RowFold::split`]), which see every batch.
+fn fold_lanes<F: RowFold>(
+    mut fold: F,
+    path: &Path,
+    producer: &mut Producer<'_>,
+) -> Result<F, AuditError> {
     let mut lanes = Vec::new();
     while lanes.len() + 1 < MAX_LANES {
         match fold.split() {
@@ -463,7 +641,21 @@ fn fold_pipelined<F: RowFold>(records: &mut CsvRecords<'_>, mut fold: F) -> Resu
             }));
         }
         drop(recycle);
-        let result = produce(records, &queues, &returned);
+        let mut send = |batch: Batch| -> bool {
+            let Some((last, others)) = queues.split_last() else {
+                return false;
+            };
+            let batch = Arc::new(batch);
+            for queue in others {
+                if queue.send(Arc::clone(&batch)).is_err() {
+                    return false;
+                }
+            }
+            // Moved, not cloned: this thread keeps no handle, so the last lane
+            // to finish the batch can hand it back for reuse.
+            last.send(batch).is_ok()
+        };
+        let result = producer(&mut send, &returned);
         // Closing the queues lets the lanes finish.
         drop(queues);
         let lanes: Vec<F> = workers
@@ -480,7 +672,7 @@ fn fold_pipelined<F: RowFold>(records: &mut CsvRecords<'_>, mut fold: F) -> Resu
     let mut lanes = lanes.into_iter();
     let mut fold = lanes
         .next()
-        .ok_or_else(|| parse_error(records.path, 0, "internal error: no fold lane".to_owned()))?;
+        .ok_or_else(|| parse_error(path, 0, "internal error: no fold lane".to_owned()))?;
     for lane in lanes.rev() {
         fold.join(lane);
     }
@@ -504,7 +696,7 @@ pub(crate) fn fold_csv_pipelined<F: RowFold>(
 /// ends, it is malformed, or a lane has stopped.
 fn produce(
     records: &mut CsvRecords<'_>,
-    queues: &[mpsc::SyncSender<Arc<Batch>>],
+    send: &mut dyn FnMut(Batch) -> bool,
     returned: &mpsc::Receiver<Batch>,
 ) -> Result<(), AuditError> {
     loop {
@@ -523,18 +715,8 @@ fn produce(
             }
             batch.push(line, &records.record, &records.order);
         }
-        if let (false, Some((last, others))) = (batch.lines.is_empty(), queues.split_last()) {
-            let batch = Arc::new(batch);
-            for queue in others {
-                if queue.send(Arc::clone(&batch)).is_err() {
-                    return Ok(());
-                }
-            }
-            // Moved, not cloned: this thread keeps no handle, so the last lane
-            // to finish the batch can hand it back for reuse.
-            if last.send(batch).is_err() {
-                return Ok(());
-            }
+        if !batch.lines.is_empty() && !send(batch) {
+            return Ok(());
         }
         if done {
             return Ok(());

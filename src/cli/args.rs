@@ -45,6 +45,20 @@ pub(crate) enum Command {
     Gc(GcArgs),
     /// Rerun a published instance from its pinned inputs into scratch and compare digests.
     Verify(VerifyArgs),
+    /// Write one self-contained HTML page: partitions by state, a run's Gantt chart, generation history.
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReportArgs {
+    /// Manifest file.
+    pub(crate) manifest: PathBuf,
+    /// Where to write the page.
+    #[arg(long, default_value = "report.html")]
+    pub(crate) out: PathBuf,
+    /// The run drawn as a Gantt chart (default: the latest).
+    #[arg(long)]
+    pub(crate) run: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -215,6 +229,10 @@ pub(crate) struct ShowArgs {
     /// Partition.
     #[arg(long)]
     pub(crate) partition: String,
+    /// JSON Lines instead of CSV: one object per row, each value its
+    /// canonical text or null.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -243,6 +261,9 @@ pub(crate) struct PlanArgs {
     /// Print the task graph instead.
     #[arg(long, value_enum)]
     pub(crate) graph: Option<GraphFormat>,
+    /// Write the simulated schedule as one self-contained HTML page to this file.
+    #[arg(long, conflicts_with_all = ["graph", "json"])]
+    pub(crate) html: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

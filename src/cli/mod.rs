@@ -53,6 +53,7 @@ pub fn main() -> ExitCode {
         Command::Explain(a) => ops::explain(&a),
         Command::Gc(a) => ops::gc(&a),
         Command::Verify(a) => ops::verify(&a),
+        Command::Report(a) => write_report(&a),
     };
     ExitCode::from(code)
 }
@@ -86,4 +87,26 @@ fn terminal_width() -> usize {
         .ok()
         .and_then(|c| c.parse().ok())
         .unwrap_or(100)
+}
+
+/// `weir report`.
+fn write_report(args: &args::ReportArgs) -> u8 {
+    let manifest = match load(&args.manifest) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    match crate::report::write(&manifest, args.run.as_deref(), &args.out) {
+        Ok(()) => {
+            println!("wrote {}", args.out.display());
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            if e.starts_with("no run") {
+                exit::INVALID
+            } else {
+                exit::ENGINE
+            }
+        }
+    }
 }

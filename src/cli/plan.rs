@@ -26,6 +26,21 @@ pub(crate) fn run(args: &PlanArgs) -> u8 {
         }
         return exit::OK;
     }
+    if let Some(path) = &args.html {
+        let Some(plan) = build(&manifest, &scope, &args.task) else {
+            return exit::INVALID;
+        };
+        return match std::fs::write(path, crate::report::plan::render(&plan)) {
+            Ok(()) => {
+                println!("wrote {}", path.display());
+                exit::OK
+            }
+            Err(e) => {
+                eprintln!("error: cannot write `{}`: {e}", path.display());
+                exit::ENGINE
+            }
+        };
+    }
     print(&manifest, &scope, &args.task, args.json)
 }
 

@@ -11,6 +11,7 @@ use super::args::{BackfillArgs, RunArgs};
 use super::{exit, load, report};
 use crate::events::{EventRecord, State};
 use crate::exec::{self, InstanceResult, RunOptions, RunSummary};
+use crate::lineage;
 use crate::manifest::Manifest;
 use crate::plan::Scope;
 
@@ -60,8 +61,26 @@ pub(crate) fn backfill(args: &BackfillArgs) -> u8 {
 /// Runs and reports; shared with `weir backfill`.
 pub(crate) fn execute(manifest: &Manifest, options: &RunOptions) -> u8 {
     let display = Display::new();
-    let observer = display.observer();
-    let summary = match exec::run(manifest, options, Some(observer)) {
+    let shown = display.observer();
+    // Lineage watches the same typed events; it never blocks them.
+    let lineage = lineage::Emitter::start(manifest).map(std::sync::Arc::new);
+    let observer: Box<dyn Fn(&EventRecord) + Send + Sync> = match &lineage {
+        Some(emitter) => {
+            let emitter = std::sync::Arc::clone(emitter);
+            Box::new(move |record: &EventRecord| {
+                shown(record);
+                emitter.observe(record);
+            })
+        }
+        None => shown,
+    };
+    let summary = exec::run(manifest, options, Some(observer));
+    if let Some(emitter) = &lineage {
+        let delivery = emitter.finish();
+        let run_id = summary.as_ref().ok().map(|s| s.run_id.as_str());
+        lineage::record(manifest, run_id, &delivery);
+    }
+    let summary = match summary {
         Ok(s) => s,
         Err(e) => {
             report(&e);

@@ -228,6 +228,7 @@ pub(crate) fn status(args: &StatusArgs) -> u8 {
                 .iter()
                 .map(|(d, p, e)| json!({"dataset": d, "partition": p, "error": e}))
                 .collect::<Vec<_>>(),
+            "lineage": crate::lineage::last_note(warehouse.root()),
         });
         println!(
             "{}",
@@ -356,6 +357,18 @@ fn print_status(
             "STALE", st.task, st.partition, st.detail, st.partition
         );
     }
+    // Lineage is a side channel: noted here, never a reason to page.
+    if let Some(note) = crate::lineage::last_note(warehouse.root()) {
+        if !note.delivery.complete() {
+            println!(
+                "LINEAGE     run {}: {} OpenLineage event(s) not delivered to {}: {}",
+                note.run_id.as_deref().unwrap_or("?"),
+                note.delivery.failed + note.delivery.dropped,
+                note.sink,
+                note.delivery.last_error.as_deref().unwrap_or("queue full")
+            );
+        }
+    }
 }
 
 /// Publications that pinned an upstream generation other than the current.
@@ -424,6 +437,28 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
                 return exit::ENGINE;
             }
         };
+    if args.json {
+        use std::io::Write as _;
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        for row in rows {
+            let object: serde_json::Map<String, serde_json::Value> = columns
+                .iter()
+                .zip(row)
+                .map(|(name, value)| {
+                    // JSON holds text: a value that is not UTF-8 is shown
+                    // with U+FFFD (the CSV output keeps its bytes).
+                    let value = value.map_or(serde_json::Value::Null, |v| {
+                        serde_json::Value::String(String::from_utf8_lossy(&v).into_owned())
+                    });
+                    (name.clone(), value)
+                })
+                .collect();
+            let _ = serde_json::to_writer(&mut out, &object);
+            let _ = out.write_all(b"\n");
+        }
+        let _ = out.flush();
+        return exit::OK;
+    }
     let mut out = csv::Writer::from_writer(std::io::stdout());
     let _ = out.write_record(&columns);
     for row in rows {

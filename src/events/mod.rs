@@ -51,6 +51,8 @@ pub enum State {
     Abandoned,
     GcDeleted,
     EngineFailed,
+    /// OpenLineage events of the run could not all be delivered.
+    LineageUndelivered,
 }
 
 impl State {

@@ -38,7 +38,7 @@ pub use model::*;
 use locate::Locator;
 
 /// The top-level sections a manifest may have.
-const SECTIONS: [&str; 7] = [
+const SECTIONS: [&str; 8] = [
     "pipeline",
     "partitions",
     "pools",
@@ -46,6 +46,7 @@ const SECTIONS: [&str; 7] = [
     "datasets",
     "tasks",
     "backfills",
+    "lineage",
 ];
 
 /// One named entry of a section; `raw` is `None` when it failed to
@@ -66,6 +67,7 @@ pub(crate) struct Sections {
     pub(crate) datasets: Vec<Entry<raw::RawDataset>>,
     pub(crate) tasks: Vec<Entry<raw::RawTask>>,
     pub(crate) backfills: Vec<Entry<raw::RawBackfill>>,
+    pub(crate) lineage: Option<raw::RawLineage>,
 }
 
 impl Manifest {
@@ -152,6 +154,7 @@ fn read_sections(document: &DeTable<'_>, errors: &mut Vec<ManifestError>) -> Sec
             "datasets" => sections.datasets = entries(name, value, errors),
             "tasks" => sections.tasks = entries(name, value, errors),
             "backfills" => sections.backfills = entries(name, value, errors),
+            "lineage" => sections.lineage = deserialize(value, errors),
             other => errors.push(
                 ManifestError::new(
                     "weir::manifest::unknown_section",

@@ -32,6 +32,26 @@ pub struct Manifest {
     pub tasks: IndexMap<String, Task>,
     /// Declared backfills.
     pub backfills: IndexMap<String, Backfill>,
+    /// `[lineage]`, if any.
+    pub lineage: Option<Lineage>,
+}
+
+/// `[lineage]`: where OpenLineage run events go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lineage {
+    /// The sink.
+    pub sink: LineageSink,
+    /// The namespace of jobs and datasets.
+    pub namespace: String,
+}
+
+/// Where lineage events are sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LineageSink {
+    /// POSTed to an `http://` endpoint.
+    Http(String),
+    /// Appended to a JSON Lines file (absolute).
+    File(PathBuf),
 }
 
 /// `[pipeline]`.

@@ -37,6 +37,21 @@ pub struct RawManifest {
     /// Declared backfills by name.
     #[serde(default)]
     pub backfills: IndexMap<String, RawBackfill>,
+    /// Where OpenLineage run events go.
+    pub lineage: Option<RawLineage>,
+}
+
+/// `[lineage]`: OpenLineage run events, to an HTTP endpoint or a file.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawLineage {
+    /// An `http://host:port/path` endpoint taking POSTed RunEvents, e.g.
+    /// Marquez's `http://localhost:5000/api/v1/lineage`.
+    pub url: Option<String>,
+    /// A JSON Lines file (relative to the manifest) the events are appended to.
+    pub file: Option<String>,
+    /// The namespace of weir's jobs and datasets (default: the pipeline name).
+    pub namespace: Option<String>,
 }
 
 /// `[pipeline]`.

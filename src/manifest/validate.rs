@@ -98,6 +98,7 @@ impl Validator<'_, '_, '_, '_> {
         self.shifts_need_time(&tasks, &s.tasks);
         self.cycles(&tasks, &s.tasks);
         let backfills = self.backfills(&s.backfills, &names, &tasks, &partitions);
+        let lineage = self.lineage(s.lineage.as_ref(), pipeline.as_ref());
         let pipeline = pipeline?;
         // Only a fully valid manifest is built; partial pieces above exist so
         // that every independent problem is found in one pass.
@@ -111,7 +112,56 @@ impl Validator<'_, '_, '_, '_> {
             datasets,
             tasks,
             backfills,
+            lineage,
         })
+    }
+
+    /// `[lineage]`: exactly one of `url` (http://) and `file`.
+    fn lineage(
+        &mut self,
+        raw: Option<&raw::RawLineage>,
+        pipeline: Option<&Pipeline>,
+    ) -> Option<Lineage> {
+        let raw = raw?;
+        let namespace = raw
+            .namespace
+            .clone()
+            .or_else(|| pipeline.map(|p| p.name.clone()))
+            .unwrap_or_default();
+        match (&raw.url, &raw.file) {
+            (Some(url), None) if url.starts_with("http://") => Some(Lineage {
+                sink: LineageSink::Http(url.clone()),
+                namespace,
+            }),
+            (Some(_), None) => {
+                self.err(
+                    ManifestError::new(
+                        "weir::manifest::lineage_url",
+                        "`lineage.url` is not an http:// URL",
+                    )
+                    .at(self.value(&["lineage", "url"]), "not http://")
+                    .help("e.g. `url = \"http://localhost:5000/api/v1/lineage\"`; for https, use a local relay or `file`"),
+                );
+                None
+            }
+            (None, Some(file)) if !file.trim().is_empty() => Some(Lineage {
+                sink: LineageSink::File(self.cx.dir.join(file)),
+                namespace,
+            }),
+            _ => {
+                self.err(
+                    ManifestError::new(
+                        "weir::manifest::lineage_sink",
+                        "`[lineage]` needs exactly one of `url` and `file`",
+                    )
+                    .at(self.key(&["lineage"]), "here")
+                    .help(
+                        "`url = \"http://host:port/api/v1/lineage\"` or `file = \"lineage.jsonl\"`",
+                    ),
+                );
+                None
+            }
+        }
     }
 
     fn pipeline(&mut self, raw: Option<&raw::RawPipeline>) -> Option<Pipeline> {

@@ -42,6 +42,16 @@ pub struct Estimate {
 
 /// Simulates the plan.
 pub fn estimate(plan: &Plan) -> Estimate {
+    simulate(plan, &mut |_, _, _| {})
+}
+
+/// Simulates the plan and reports every instance's simulated start and end
+/// (milliseconds from the plan's start) to `record(instance, start, end)`.
+pub fn schedule(plan: &Plan, record: &mut dyn FnMut(usize, u64, u64)) -> Estimate {
+    simulate(plan, record)
+}
+
+fn simulate(plan: &Plan, record: &mut dyn FnMut(usize, u64, u64)) -> Estimate {
     let pool_index: IndexMap<&str, usize> = plan
         .pools
         .keys()
@@ -81,6 +91,7 @@ pub fn estimate(plan: &Plan) -> Estimate {
                 let t = task_of[id] as usize;
                 let ms =
                     u64::try_from(plan.tasks[t].expected_duration.as_millis()).unwrap_or(u64::MAX);
+                record(id, now, now.saturating_add(ms));
                 running.push(Reverse((now.saturating_add(ms), id)));
             }
         }

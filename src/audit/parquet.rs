@@ -1,0 +1,1057 @@
+//! Parquet files as canonical rows, through the Arrow project's reader.
+//!
+//! A file's footer gives its schema and row groups; the row groups are
+//! decoded on up to one thread per core at once, each into batches of
+//! rendered rows, and handed to the fold in file order through queues of two
+//! batches, so memory stays bounded by the row groups being decoded.
+//!
+//! Every value is rendered to the text it would have in a CSV file (see the
+//! README's "The canonical digest"), so the same logical rows digest the same
+//! in CSV, JSON Lines and Parquet:
+//!
+//! - strings: their UTF-8 text; binary: its bytes; booleans `true` / `false`;
+//! - integers: decimal digits; floats: the shortest text that reads back as
+//!   the same value, as serde_json writes it (`2.5`, `1.0`, `1e-7`), and
+//!   `NaN`, `inf`, `-inf`;
+//! - decimals: the unscaled integer with the scale's digits after the point
+//!   (`DECIMAL(9,2)` 1250 is `12.50`);
+//! - dates `YYYY-MM-DD`; times `HH:MM:SS` with the fraction's digits that are
+//!   not trailing zeros; timestamps adjusted to UTC as RFC 3339 with `Z`
+//!   (`2026-09-20T08:12:00Z`, `…00.25Z`), local timestamps without it;
+//! - nulls are null (an empty string is a value, not null);
+//! - lists, structs and maps: compact JSON text as a nested JSON Lines value
+//!   is rendered (keys sorted; numbers as above, decimals as JSON numbers,
+//!   dates, times and timestamps as strings, binary as lossy UTF-8);
+//! - dictionary-encoded columns: their values. Other types (durations,
+//!   intervals, unions) are refused, naming the column.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    Date32Type, Date64Type, Decimal128Type, Decimal256Type, Decimal32Type, Decimal64Type,
+    Float16Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type,
+    Time32MillisecondType, Time32SecondType, Time64MicrosecondType, Time64NanosecondType,
+    TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
+    TimestampSecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+};
+use arrow_array::{Array, ArrayRef, ArrowPrimitiveType, RecordBatch};
+use arrow_schema::{DataType, Schema, TimeUnit};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
+use parquet::file::reader::{ChunkReader, Length};
+use serde_json::Value;
+
+use super::read::{Batch, Span};
+use super::AuditError;
+
+/// Rows per decoded batch.
+const BATCH_ROWS: usize = 8192;
+/// Batches queued per row group being decoded.
+const QUEUED: usize = 2;
+
+/// A file read with positioned reads (`pread`), so threads share one handle
+/// without sharing a file offset.
+#[derive(Clone)]
+struct Shared(Arc<File>);
+
+impl Length for Shared {
+    fn len(&self) -> u64 {
+        self.0.metadata().map_or(0, |m| m.len())
+    }
+}
+
+/// A sequential reader over a [`Shared`] file from an offset.
+struct ReadFrom {
+    file: Arc<File>,
+    at: u64,
+}
+
+impl Read for ReadFrom {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let read = self.file.read_at(buf, self.at)?;
+        self.at += read as u64;
+        Ok(read)
+    }
+}
+
+impl ChunkReader for Shared {
+    type T = std::io::BufReader<ReadFrom>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        Ok(std::io::BufReader::new(ReadFrom {
+            file: Arc::clone(&self.0),
+            at: start,
+        }))
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<bytes::Bytes> {
+        let mut buffer = vec![0; length];
+        self.0.read_exact_at(&mut buffer, start)?;
+        Ok(buffer.into())
+    }
+}
+
+/// An open Parquet file: its footer and its columns in sorted order.
+pub(crate) struct ParquetFile {
+    path: PathBuf,
+    file: Shared,
+    metadata: ArrowReaderMetadata,
+    /// The top-level columns, sorted by name.
+    pub(crate) columns: Vec<String>,
+    /// order[k] = the schema position of the k-th sorted column.
+    order: Vec<usize>,
+}
+
+impl ParquetFile {
+    /// Opens a file and reads its footer.
+    pub(crate) fn open(path: &Path) -> Result<Self, AuditError> {
+        let file = File::open(path).map_err(|source| AuditError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let file = Shared(Arc::new(file));
+        let metadata = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
+            .map_err(|e| invalid(path, &e))?;
+        let mut named: Vec<(String, usize)> = metadata
+            .schema()
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(position, field)| (field.name().clone(), position))
+            .collect();
+        named.sort();
+        if let Some(pair) = named.windows(2).find(|pair| pair[0].0 == pair[1].0) {
+            return Err(AuditError::ParquetColumn {
+                path: path.to_path_buf(),
+                column: pair[0].0.clone(),
+                message: "the column appears twice in the schema".to_owned(),
+            });
+        }
+        let schema = metadata.schema();
+        for (name, position) in &named {
+            let data_type = schema.field(*position).data_type();
+            if let Err(unsupported) = supported(data_type, true) {
+                return Err(AuditError::ParquetColumn {
+                    path: path.to_path_buf(),
+                    column: name.clone(),
+                    message: format!(
+                        "type {unsupported} has no canonical text (see the README's canonical digest)"
+                    ),
+                });
+            }
+        }
+        Ok(Self {
+            path: path.to_path_buf(),
+            file,
+            columns: named.iter().map(|(name, _)| name.clone()).collect(),
+            order: named.iter().map(|&(_, position)| position).collect(),
+            metadata,
+        })
+    }
+
+    /// The Arrow schema of the file.
+    pub(crate) fn schema(&self) -> &Schema {
+        self.metadata.schema()
+    }
+
+    /// The rows the footer declares.
+    pub(crate) fn rows(&self) -> u64 {
+        u64::try_from(self.metadata.metadata().file_metadata().num_rows()).unwrap_or(0)
+    }
+
+    /// Decodes the row groups on up to `threads` threads and hands their
+    /// batches to `sink` in file order, until it returns false.
+    pub(crate) fn decode(
+        &self,
+        threads: usize,
+        sink: &mut dyn FnMut(Batch) -> bool,
+    ) -> Result<(), AuditError> {
+        let groups = self.metadata.metadata().row_groups();
+        let mut first = Vec::with_capacity(groups.len());
+        let mut row = 1u64;
+        for group in groups {
+            first.push(row);
+            row += u64::try_from(group.num_rows()).unwrap_or(0);
+        }
+        type Item = Result<Batch, AuditError>;
+        let mut senders = Vec::with_capacity(groups.len());
+        let mut receivers = Vec::with_capacity(groups.len());
+        for _ in groups {
+            let (sender, receiver) = mpsc::sync_channel::<Item>(QUEUED);
+            senders.push(Mutex::new(Some(sender)));
+            receivers.push(receiver);
+        }
+        let next = AtomicUsize::new(0);
+        let stop = AtomicBool::new(false);
+        let workers = threads.clamp(1, groups.len().max(1));
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(|| loop {
+                    let group = next.fetch_add(1, Ordering::Relaxed);
+                    if group >= groups.len() || stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let sender = senders.get(group).and_then(|slot| slot.lock().ok()?.take());
+                    let (Some(sender), Some(&first)) = (sender, first.get(group)) else {
+                        break;
+                    };
+                    if let Err(error) = self.decode_group(group, first, &sender) {
+                        let _ = sender.send(Err(error));
+                    }
+                });
+            }
+            let mut result = Ok(());
+            let mut receivers = receivers.into_iter();
+            'groups: for receiver in receivers.by_ref() {
+                for item in receiver {
+                    match item {
+                        Ok(batch) => {
+                            if !sink(batch) {
+                                break 'groups;
+                            }
+                        }
+                        Err(error) => {
+                            result = Err(error);
+                            break 'groups;
+                        }
+                    }
+                }
+            }
+            // Dropping the queues stops the decoders still sending.
+            stop.store(true, Ordering::Relaxed);
+            drop(receivers);
+            result
+        })
+    }
+
+    /// Decodes one row group into batches sent to `sender`; stops quietly
+    /// when the receiving side has gone.
+    fn decode_group(
+        &self,
+        group: usize,
+        first: u64,
+        sender: &mpsc::SyncSender<Result<Batch, AuditError>>,
+    ) -> Result<(), AuditError> {
+        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(
+            self.file.clone(),
+            self.metadata.clone(),
+        )
+        .with_row_groups(vec![group])
+        .with_batch_size(BATCH_ROWS)
+        .build()
+        .map_err(|e| invalid(&self.path, &e))?;
+        let mut line = first;
+        for record in reader {
+            let record = record.map_err(|e| AuditError::ParquetInvalid {
+                path: self.path.clone(),
+                message: format!("row group {group}: {e}"),
+            })?;
+            let mut batch = Batch::new();
+            if group == 0 && line == first {
+                batch.expect = Some(self.rows());
+            }
+            self.render(&record, line, &mut batch)?;
+            line += record.num_rows() as u64;
+            if sender.send(Ok(batch)).is_err() {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Renders a record batch's rows into `batch`, rows numbered from `line`.
+    fn render(&self, record: &RecordBatch, line: u64, batch: &mut Batch) -> Result<(), AuditError> {
+        let rows = record.num_rows();
+        let width = self.order.len();
+        batch.lines.extend((0..rows as u64).map(|row| line + row));
+        batch.spans.clear();
+        batch.spans.resize(rows * width, None);
+        for (k, &position) in self.order.iter().enumerate() {
+            let column = record.column(position);
+            let name = self.columns.get(k).map_or("", String::as_str);
+            let failed = |message: String| AuditError::ParquetColumn {
+                path: self.path.clone(),
+                column: name.to_owned(),
+                message,
+            };
+            render_column(column, &mut batch.data, &mut batch.spans, width, k).map_err(failed)?;
+        }
+        Ok(())
+    }
+}
+
+fn invalid(path: &Path, error: &parquet::errors::ParquetError) -> AuditError {
+    AuditError::ParquetInvalid {
+        path: path.to_path_buf(),
+        message: error.to_string(),
+    }
+}
+
+/// Renders one column of a batch: row `r`'s value goes to `data` and its
+/// span to `spans[r * width + k]`.
+fn render_column(
+    column: &ArrayRef,
+    data: &mut Vec<u8>,
+    spans: &mut [Span],
+    width: usize,
+    k: usize,
+) -> Result<(), String> {
+    let (array, keys): (&dyn Array, Option<Vec<usize>>) = match column.as_any_dictionary_opt() {
+        Some(dictionary) => (
+            dictionary.values().as_ref(),
+            Some(dictionary.normalized_keys()),
+        ),
+        None => (column.as_ref(), None),
+    };
+    let write = writer(array)?;
+    for row in 0..column.len() {
+        if column.is_null(row) {
+            continue;
+        }
+        let at = keys
+            .as_ref()
+            .map_or(Some(row), |keys| keys.get(row).copied());
+        let Some(at) = at.filter(|&at| !array.is_null(at)) else {
+            continue;
+        };
+        let start = data.len();
+        write(at, data)?;
+        if let Some(span) = spans.get_mut(row * width + k) {
+            *span = Some((start, data.len()));
+        }
+    }
+    Ok(())
+}
+
+/// Writes one non-null value of an array as its canonical text.
+type Writer<'a> = Box<dyn Fn(usize, &mut Vec<u8>) -> Result<(), String> + 'a>;
+
+fn integer<'a, T>(array: &'a dyn Array) -> Writer<'a>
+where
+    T: ArrowPrimitiveType,
+    T::Native: itoa::Integer,
+{
+    let array = array.as_primitive::<T>();
+    Box::new(move |row, out| {
+        out.extend_from_slice(itoa::Buffer::new().format(array.value(row)).as_bytes());
+        Ok(())
+    })
+}
+
+fn decimal<'a, T: arrow_array::types::DecimalType>(array: &'a dyn Array) -> Writer<'a> {
+    let array = array.as_primitive::<T>();
+    Box::new(move |row, out| {
+        out.extend_from_slice(array.value_as_string(row).as_bytes());
+        Ok(())
+    })
+}
+
+fn float64(value: f64, out: &mut Vec<u8>) {
+    if value.is_nan() {
+        out.extend_from_slice(b"NaN");
+    } else if value.is_infinite() {
+        out.extend_from_slice(if value > 0.0 { b"inf" } else { b"-inf" });
+    } else {
+        out.extend_from_slice(ryu::Buffer::new().format_finite(value).as_bytes());
+    }
+}
+
+fn float32(value: f32, out: &mut Vec<u8>) {
+    if value.is_finite() {
+        out.extend_from_slice(ryu::Buffer::new().format_finite(value).as_bytes());
+    } else {
+        float64(f64::from(value), out);
+    }
+}
+
+/// Nanoseconds per tick of a time unit.
+fn nanos(unit: TimeUnit) -> i128 {
+    match unit {
+        TimeUnit::Second => 1_000_000_000,
+        TimeUnit::Millisecond => 1_000_000,
+        TimeUnit::Microsecond => 1_000,
+        TimeUnit::Nanosecond => 1,
+    }
+}
+
+fn date(days: i64) -> Result<String, String> {
+    let timestamp = jiff::Timestamp::from_second(days.saturating_mul(86_400))
+        .map_err(|e| format!("date {days} days from 1970-01-01 is out of range: {e}"))?;
+    Ok(timestamp
+        .to_zoned_datetime(jiff::tz::TimeZone::UTC)
+        .date()
+        .to_string())
+}
+
+fn timestamp(value: i64, unit: TimeUnit, utc: bool) -> Result<String, String> {
+    let at = jiff::Timestamp::from_nanosecond(i128::from(value) * nanos(unit))
+        .map_err(|e| format!("timestamp {value} is out of range: {e}"))?;
+    Ok(if utc {
+        at.to_string()
+    } else {
+        at.to_zoned_datetime(jiff::tz::TimeZone::UTC)
+            .datetime()
+            .to_string()
+    })
+}
+
+fn time(value: i64, unit: TimeUnit) -> Result<String, String> {
+    let total = i128::from(value) * nanos(unit);
+    let out_of_range = || format!("time of day {value} is out of range");
+    let second = total.div_euclid(1_000_000_000);
+    let nano = i32::try_from(total.rem_euclid(1_000_000_000)).map_err(|_| out_of_range())?;
+    let part = |n: i128| i8::try_from(n).map_err(|_| out_of_range());
+    let time = jiff::civil::Time::new(
+        part(second / 3600)?,
+        part(second / 60 % 60)?,
+        part(second % 60)?,
+        nano,
+    )
+    .map_err(|_| out_of_range())?;
+    Ok(time.to_string())
+}
+
+fn text<'a>(render: impl Fn(usize) -> Result<String, String> + 'a) -> Writer<'a> {
+    Box::new(move |row, out| {
+        out.extend_from_slice(render(row)?.as_bytes());
+        Ok(())
+    })
+}
+
+/// The writer for an array's values; `Err` names a type without canonical
+/// text.
+fn writer(array: &dyn Array) -> Result<Writer<'_>, String> {
+    let data_type = array.data_type().clone();
+    Ok(match &data_type {
+        DataType::Null => Box::new(|_, _| Ok(())),
+        DataType::Boolean => {
+            let array = array.as_boolean();
+            Box::new(move |row, out| {
+                let word: &[u8] = if array.value(row) { b"true" } else { b"false" };
+                out.extend_from_slice(word);
+                Ok(())
+            })
+        }
+        DataType::Int8 => integer::<Int8Type>(array),
+        DataType::Int16 => integer::<Int16Type>(array),
+        DataType::Int32 => integer::<Int32Type>(array),
+        DataType::Int64 => integer::<Int64Type>(array),
+        DataType::UInt8 => integer::<UInt8Type>(array),
+        DataType::UInt16 => integer::<UInt16Type>(array),
+        DataType::UInt32 => integer::<UInt32Type>(array),
+        DataType::UInt64 => integer::<UInt64Type>(array),
+        DataType::Float16 => {
+            let array = array.as_primitive::<Float16Type>();
+            Box::new(move |row, out| {
+                float32(array.value(row).to_f32(), out);
+                Ok(())
+            })
+        }
+        DataType::Float32 => {
+            let array = array.as_primitive::<Float32Type>();
+            Box::new(move |row, out| {
+                float32(array.value(row), out);
+                Ok(())
+            })
+        }
+        DataType::Float64 => {
+            let array = array.as_primitive::<Float64Type>();
+            Box::new(move |row, out| {
+                float64(array.value(row), out);
+                Ok(())
+            })
+        }
+        DataType::Decimal32(..) => decimal::<Decimal32Type>(array),
+        DataType::Decimal64(..) => decimal::<Decimal64Type>(array),
+        DataType::Decimal128(..) => decimal::<Decimal128Type>(array),
+        DataType::Decimal256(..) => decimal::<Decimal256Type>(array),
+        DataType::Utf8 => {
+            let array = array.as_string::<i32>();
+            Box::new(move |row, out| {
+                out.extend_from_slice(array.value(row).as_bytes());
+                Ok(())
+            })
+        }
+        DataType::LargeUtf8 => {
+            let array = array.as_string::<i64>();
+            Box::new(move |row, out| {
+                out.extend_from_slice(array.value(row).as_bytes());
+                Ok(())
+            })
+        }
+        DataType::Utf8View => {
+            let array = array.as_string_view();
+            Box::new(move |row, out| {
+                out.extend_from_slice(array.value(row).as_bytes());
+                Ok(())
+            })
+        }
+        DataType::Binary => {
+            let array = array.as_binary::<i32>();
+            Box::new(move |row, out| {
+                out.extend_from_slice(array.value(row));
+                Ok(())
+            })
+        }
+        DataType::LargeBinary => {
+            let array = array.as_binary::<i64>();
+            Box::new(move |row, out| {
+                out.extend_from_slice(array.value(row));
+                Ok(())
+            })
+        }
+        DataType::BinaryView => {
+            let array = array.as_binary_view();
+            Box::new(move |row, out| {
+                out.extend_from_slice(array.value(row));
+                Ok(())
+            })
+        }
+        DataType::FixedSizeBinary(_) => {
+            let array = array.as_fixed_size_binary();
+            Box::new(move |row, out| {
+                out.extend_from_slice(array.value(row));
+                Ok(())
+            })
+        }
+        DataType::Date32 => {
+            let array = array.as_primitive::<Date32Type>();
+            text(move |row| date(i64::from(array.value(row))))
+        }
+        DataType::Date64 => {
+            let array = array.as_primitive::<Date64Type>();
+            text(move |row| date(array.value(row).div_euclid(86_400_000)))
+        }
+        DataType::Timestamp(unit, zone) => {
+            let (unit, utc) = (*unit, zone.is_some());
+            match unit {
+                TimeUnit::Second => {
+                    let array = array.as_primitive::<TimestampSecondType>();
+                    text(move |row| timestamp(array.value(row), unit, utc))
+                }
+                TimeUnit::Millisecond => {
+                    let array = array.as_primitive::<TimestampMillisecondType>();
+                    text(move |row| timestamp(array.value(row), unit, utc))
+                }
+                TimeUnit::Microsecond => {
+                    let array = array.as_primitive::<TimestampMicrosecondType>();
+                    text(move |row| timestamp(array.value(row), unit, utc))
+                }
+                TimeUnit::Nanosecond => {
+                    let array = array.as_primitive::<TimestampNanosecondType>();
+                    text(move |row| timestamp(array.value(row), unit, utc))
+                }
+            }
+        }
+        DataType::Time32(TimeUnit::Second) => {
+            let array = array.as_primitive::<Time32SecondType>();
+            text(move |row| time(i64::from(array.value(row)), TimeUnit::Second))
+        }
+        DataType::Time32(TimeUnit::Millisecond) => {
+            let array = array.as_primitive::<Time32MillisecondType>();
+            text(move |row| time(i64::from(array.value(row)), TimeUnit::Millisecond))
+        }
+        DataType::Time64(TimeUnit::Microsecond) => {
+            let array = array.as_primitive::<Time64MicrosecondType>();
+            text(move |row| time(array.value(row), TimeUnit::Microsecond))
+        }
+        DataType::Time64(TimeUnit::Nanosecond) => {
+            let array = array.as_primitive::<Time64NanosecondType>();
+            text(move |row| time(array.value(row), TimeUnit::Nanosecond))
+        }
+        DataType::List(_)
+        | DataType::LargeList(_)
+        | DataType::FixedSizeList(..)
+        | DataType::Struct(_)
+        | DataType::Map(..) => {
+            supported(&data_type, false)?;
+            Box::new(move |row, out| {
+                let value = json(array, row)?;
+                serde_json::to_writer(out, &value).map_err(|e| e.to_string())
+            })
+        }
+        other => return Err(other.to_string()),
+    })
+}
+
+/// Checks that a type has canonical text; dictionaries only at the top
+/// level (`top`). `Err` is the first type that has none.
+fn supported(data_type: &DataType, top: bool) -> Result<(), String> {
+    match data_type {
+        DataType::Null
+        | DataType::Boolean
+        | DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::UInt8
+        | DataType::UInt16
+        | DataType::UInt32
+        | DataType::UInt64
+        | DataType::Float16
+        | DataType::Float32
+        | DataType::Float64
+        | DataType::Decimal32(..)
+        | DataType::Decimal64(..)
+        | DataType::Decimal128(..)
+        | DataType::Decimal256(..)
+        | DataType::Utf8
+        | DataType::LargeUtf8
+        | DataType::Utf8View
+        | DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView
+        | DataType::FixedSizeBinary(_)
+        | DataType::Date32
+        | DataType::Date64
+        | DataType::Timestamp(..)
+        | DataType::Time32(TimeUnit::Second | TimeUnit::Millisecond)
+        | DataType::Time64(TimeUnit::Microsecond | TimeUnit::Nanosecond) => Ok(()),
+        DataType::List(field) | DataType::LargeList(field) | DataType::FixedSizeList(field, _) => {
+            supported(field.data_type(), false)
+        }
+        DataType::Struct(fields) => fields
+            .iter()
+            .try_for_each(|field| supported(field.data_type(), false)),
+        DataType::Map(entries, _) => supported(entries.data_type(), false),
+        DataType::Dictionary(_, values) if top => supported(values, false),
+        other => Err(other.to_string()),
+    }
+}
+
+/// A nested value as JSON, for the compact text of lists, structs and maps.
+fn json(array: &dyn Array, row: usize) -> Result<Value, String> {
+    if array.is_null(row) {
+        return Ok(Value::Null);
+    }
+    let items = |values: ArrayRef| -> Result<Value, String> {
+        (0..values.len())
+            .map(|item| json(values.as_ref(), item))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Value::Array)
+    };
+    Ok(match array.data_type() {
+        DataType::List(_) => items(array.as_list::<i32>().value(row))?,
+        DataType::LargeList(_) => items(array.as_list::<i64>().value(row))?,
+        DataType::FixedSizeList(..) => items(array.as_fixed_size_list().value(row))?,
+        DataType::Struct(fields) => {
+            let array = array.as_struct();
+            let mut object = serde_json::Map::new();
+            for (field, column) in fields.iter().zip(array.columns()) {
+                object.insert(field.name().clone(), json(column.as_ref(), row)?);
+            }
+            Value::Object(object)
+        }
+        DataType::Map(..) => {
+            let entries = array.as_map().value(row);
+            let mut object = serde_json::Map::new();
+            for entry in 0..entries.len() {
+                let key = match json(entries.column(0).as_ref(), entry)? {
+                    Value::String(key) => key,
+                    other => other.to_string(),
+                };
+                object.insert(key, json(entries.column(1).as_ref(), entry)?);
+            }
+            Value::Object(object)
+        }
+        DataType::Boolean => Value::Bool(array.as_boolean().value(row)),
+        DataType::Float16 | DataType::Float32 | DataType::Float64 => {
+            let mut text = Vec::new();
+            writer(array)?(row, &mut text)?;
+            serde_json::from_slice(&text).unwrap_or(Value::Null)
+        }
+        DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView
+        | DataType::FixedSizeBinary(_)
+        | DataType::Utf8
+        | DataType::LargeUtf8
+        | DataType::Utf8View
+        | DataType::Date32
+        | DataType::Date64
+        | DataType::Timestamp(..)
+        | DataType::Time32(_)
+        | DataType::Time64(_) => {
+            let mut text = Vec::new();
+            writer(array)?(row, &mut text)?;
+            Value::String(String::from_utf8_lossy(&text).into_owned())
+        }
+        // Integers and decimals: JSON numbers, read back as a nested JSON
+        // Lines number is.
+        _ => {
+            let mut text = Vec::new();
+            writer(array)?(row, &mut text)?;
+            serde_json::from_slice(&text).map_err(|e| e.to_string())?
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use arrow_array::builder::{Int32Builder, ListBuilder};
+    use arrow_array::{
+        ArrayRef, BooleanArray, Date32Array, Decimal128Array, DictionaryArray, Float32Array,
+        Float64Array, Int64Array, RecordBatch, StringArray, StructArray, Time64MicrosecondArray,
+        TimestampMicrosecondArray, TimestampMillisecondArray,
+    };
+    use arrow_schema::{DataType, Field, Schema};
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::properties::WriterProperties;
+
+    use super::super::{audit, digest_files, read_rows, AuditError, AuditSpec, Format, Gate};
+    use super::super::{Aggregate, InputData};
+    use std::path::{Path, PathBuf};
+
+    /// Writes `batch` as a Parquet file, `group` rows per row group.
+    fn write(path: &Path, batch: &RecordBatch, group: usize) -> PathBuf {
+        let file = std::fs::File::create(path).expect("create");
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(group))
+            .build();
+        let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(props)).expect("writer");
+        writer.write(batch).expect("write");
+        writer.close().expect("close");
+        path.to_path_buf()
+    }
+
+    fn people(ids: &[i64]) -> RecordBatch {
+        let n = ids.len();
+        let names: Vec<Option<String>> = ids
+            .iter()
+            .map(|id| (id % 3 != 0).then(|| format!("name \"{id}\", ok")))
+            .collect();
+        RecordBatch::try_from_iter(vec![
+            ("id", Arc::new(Int64Array::from(ids.to_vec())) as ArrayRef),
+            ("name", Arc::new(StringArray::from(names)) as ArrayRef),
+            (
+                "paid",
+                Arc::new(BooleanArray::from(
+                    ids.iter().map(|id| id % 2 == 0).collect::<Vec<_>>(),
+                )) as ArrayRef,
+            ),
+            (
+                "day",
+                Arc::new(Date32Array::from(
+                    (0..n).map(|i| 20_716 + i as i32 % 3).collect::<Vec<_>>(),
+                )) as ArrayRef,
+            ),
+        ])
+        .expect("batch")
+    }
+
+    fn people_csv(ids: &[i64]) -> String {
+        // Columns in another order, rows reversed: neither counts.
+        let mut text = String::from("day,paid,name,id\n");
+        for (i, id) in ids.iter().enumerate().rev() {
+            let day = ["2026-09-20", "2026-09-21", "2026-09-22"][i % 3];
+            let name = if id % 3 != 0 {
+                format!("\"name \"\"{id}\"\", ok\"")
+            } else {
+                String::new()
+            };
+            text.push_str(&format!("{day},{},{name},{id}\n", id % 2 == 0));
+        }
+        text
+    }
+
+    // issue 15: the same logical rows digest the same in Parquet, CSV and
+    // JSON Lines (strings, integers, booleans, dates and nulls).
+    #[test]
+    fn issue_15_parquet_csv_and_jsonl_rows_have_one_digest() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ids: Vec<i64> = (1..=1000).collect();
+        // Two files, several row groups each, decoded in parallel.
+        let a = write(&dir.path().join("a.parquet"), &people(&ids[..600]), 128);
+        let b = write(&dir.path().join("b.parquet"), &people(&ids[600..]), 100);
+        let csv = dir.path().join("all.csv");
+        std::fs::write(&csv, people_csv(&ids)).expect("csv");
+        let jsonl = dir.path().join("all.jsonl");
+        let mut lines = String::new();
+        for (i, id) in ids.iter().enumerate() {
+            let day = ["2026-09-20", "2026-09-21", "2026-09-22"][i % 3];
+            let name = if id % 3 != 0 {
+                serde_json::Value::String(format!("name \"{id}\", ok"))
+            } else {
+                serde_json::Value::Null
+            };
+            let row = serde_json::json!({"id": id, "name": name, "paid": id % 2 == 0, "day": day});
+            lines.push_str(&format!("{row}\n"));
+        }
+        std::fs::write(&jsonl, lines).expect("jsonl");
+
+        let parquet = digest_files(&[a.clone(), b], Format::Parquet).expect("parquet");
+        let csv = digest_files(&[csv], Format::Csv).expect("csv");
+        let jsonl = digest_files(&[jsonl], Format::Jsonl).expect("jsonl");
+        assert_eq!(parquet.0, 1000);
+        assert_eq!(parquet, csv);
+        assert_eq!(parquet, jsonl);
+        // Any changed value changes it.
+        let changed = write(&dir.path().join("c.parquet"), &people(&[1, 2, 3]), 2);
+        let small = dir.path().join("small.csv");
+        std::fs::write(&small, people_csv(&[1, 2, 3]).replace(",true,", ",false,")).expect("w");
+        assert_ne!(
+            digest_files(&[changed], Format::Parquet).expect("digest"),
+            digest_files(&[small], Format::Csv).expect("digest")
+        );
+    }
+
+    // issue 15: the canonical text of floats, decimals, timestamps, times,
+    // nested values and dictionary columns, as the README documents it.
+    #[test]
+    fn issue_15_parquet_values_render_as_documented() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut list = ListBuilder::new(Int32Builder::new());
+        list.values().append_value(1);
+        list.values().append_null();
+        list.append(true);
+        list.append(false);
+        let inner = StructArray::from(vec![
+            (
+                Arc::new(Field::new("z", DataType::Utf8, true)),
+                Arc::new(StringArray::from(vec!["a", "b"])) as ArrayRef,
+            ),
+            (
+                Arc::new(Field::new("a", DataType::Float64, true)),
+                Arc::new(Float64Array::from(vec![1.0, 0.5])) as ArrayRef,
+            ),
+        ]);
+        let dictionary: DictionaryArray<arrow_array::types::Int8Type> =
+            vec!["x", "y"].into_iter().collect();
+        let batch = RecordBatch::try_from_iter(vec![
+            (
+                "f64",
+                Arc::new(Float64Array::from(vec![2.5, 1e21])) as ArrayRef,
+            ),
+            (
+                "f32",
+                Arc::new(Float32Array::from(vec![0.1, f32::NAN])) as ArrayRef,
+            ),
+            (
+                "dec",
+                Arc::new(
+                    Decimal128Array::from(vec![1250, -5])
+                        .with_precision_and_scale(9, 2)
+                        .expect("decimal"),
+                ) as ArrayRef,
+            ),
+            (
+                "ts_utc",
+                Arc::new(
+                    TimestampMillisecondArray::from(vec![1_790_064_000_250, 0])
+                        .with_timezone("+02:00"),
+                ) as ArrayRef,
+            ),
+            (
+                "ts_local",
+                Arc::new(TimestampMicrosecondArray::from(vec![
+                    1_790_064_000_000_000,
+                    1,
+                ])) as ArrayRef,
+            ),
+            (
+                "t",
+                Arc::new(Time64MicrosecondArray::from(vec![
+                    30_600_000_000,
+                    1_500_000,
+                ])) as ArrayRef,
+            ),
+            ("list", Arc::new(list.finish()) as ArrayRef),
+            ("st", Arc::new(inner) as ArrayRef),
+            ("dict", Arc::new(dictionary) as ArrayRef),
+        ])
+        .expect("batch");
+        let file = write(&dir.path().join("v.parquet"), &batch, 10);
+        let (columns, rows) = read_rows(&[file], Format::Parquet).expect("reads");
+        assert_eq!(
+            columns,
+            ["dec", "dict", "f32", "f64", "list", "st", "t", "ts_local", "ts_utc"]
+        );
+        let s = |t: &str| Some(t.to_owned());
+        assert_eq!(
+            rows[0],
+            vec![
+                s("12.50"),
+                s("x"),
+                s("0.1"),
+                s("2.5"),
+                s("[1,null]"),
+                s(r#"{"a":1.0,"z":"a"}"#),
+                s("08:30:00"),
+                s("2026-09-22T08:00:00"),
+                s("2026-09-22T08:00:00.25Z"),
+            ]
+        );
+        assert_eq!(
+            rows[1],
+            vec![
+                s("-0.05"),
+                s("y"),
+                s("NaN"),
+                s("1e21"),
+                None,
+                s(r#"{"a":0.5,"z":"b"}"#),
+                s("00:00:01.5"),
+                s("1970-01-01T00:00:00.000001"),
+                s("1970-01-01T00:00:00Z"),
+            ]
+        );
+    }
+
+    fn spec<'a>(
+        grain: &'a [String],
+        gates: &'a [Gate],
+        inputs: &'a HashMap<String, InputData>,
+    ) -> AuditSpec<'a> {
+        AuditSpec {
+            format: Format::Parquet,
+            grain,
+            gates,
+            inputs,
+        }
+    }
+
+    // issue 15: gates run on Parquet: duplicates across row groups and files
+    // are located by file and row, and a reconcile gate compares a Parquet
+    // output with a CSV input.
+    #[test]
+    fn issue_15_gates_on_parquet_locate_rows_and_reconcile_with_csv() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = write(
+            &dir.path().join("a.parquet"),
+            &people(&[1, 2, 3, 4, 5, 2]),
+            2,
+        );
+        let b = write(&dir.path().join("b.parquet"), &people(&[7, 4]), 1);
+        let input = dir.path().join("in.csv");
+        std::fs::write(&input, "id,kind\n1,x\n2,y\n3,x\n4,x\n5,x\n7,x\n").expect("csv");
+        let grain = vec!["id".to_owned()];
+        let gates = vec![
+            Gate::NotNull {
+                columns: vec!["name".to_owned()],
+            },
+            Gate::Reconcile {
+                column: "id".to_owned(),
+                aggregate: Aggregate::Sum,
+                input: "raw".to_owned(),
+                input_column: "id".to_owned(),
+                filter: vec![("kind".to_owned(), "x".to_owned())],
+            },
+        ];
+        let inputs = HashMap::from([(
+            "raw".to_owned(),
+            InputData {
+                format: Format::Csv,
+                files: vec![input],
+            },
+        )]);
+        let report = audit(&[a, b], &spec(&grain, &gates, &inputs)).expect("audits");
+        assert_eq!(report.rows, 8);
+        assert_eq!(report.gates[0].actual, "2 duplicate keys");
+        assert_eq!(
+            report.gates[0].offending,
+            ["a.parquet row 6: id=2", "b.parquet row 2: id=4"]
+        );
+        assert_eq!(report.gates[1].offending, ["a.parquet row 3: name=null"]);
+        // 1+2+3+4+5+2+7+4 = 28 against 1+3+4+5+7 = 20.
+        assert!(!report.gates[2].passed);
+        assert_eq!(report.gates[2].actual, "28");
+        assert_eq!(report.gates[2].expected, "20");
+    }
+
+    // issue 15: an invalid file, or files of one candidate whose schemas
+    // differ, fail the audit naming the file and the column.
+    #[test]
+    fn issue_15_invalid_parquet_and_schema_drift_name_file_and_column() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = write(&dir.path().join("a.parquet"), &people(&[1]), 10);
+        let grain = vec!["id".to_owned()];
+        let inputs = HashMap::new();
+
+        let bad = dir.path().join("bad.parquet");
+        std::fs::write(&bad, b"id,name\n1,x\n").expect("write");
+        let error = audit(&[a.clone(), bad.clone()], &spec(&grain, &[], &inputs)).expect_err("bad");
+        assert!(matches!(error, AuditError::ParquetInvalid { ref path, .. } if *path == bad));
+        assert!(error.to_string().starts_with(&format!(
+            "`{}` is not a valid Parquet file: ",
+            bad.display()
+        )));
+
+        // Truncated: the footer is gone.
+        let bytes = std::fs::read(&a).expect("read");
+        let cut = dir.path().join("cut.parquet");
+        std::fs::write(&cut, &bytes[..bytes.len() - 9]).expect("write");
+        assert!(matches!(
+            digest_files(&[cut], Format::Parquet),
+            Err(AuditError::ParquetInvalid { .. })
+        ));
+
+        let other = RecordBatch::try_from_iter(vec![
+            ("id", Arc::new(StringArray::from(vec!["2"])) as ArrayRef),
+            ("name", Arc::new(StringArray::from(vec!["x"])) as ArrayRef),
+            ("paid", Arc::new(BooleanArray::from(vec![true])) as ArrayRef),
+            ("day", Arc::new(Date32Array::from(vec![1])) as ArrayRef),
+        ])
+        .expect("batch");
+        let b = write(&dir.path().join("b.parquet"), &other, 10);
+        let error = audit(&[a.clone(), b.clone()], &spec(&grain, &[], &inputs)).expect_err("drift");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "`{}` column `id` is Utf8 but in the first file it is Int64",
+                b.display()
+            )
+        );
+        let fewer = RecordBatch::try_from_iter(vec![(
+            "id",
+            Arc::new(Int64Array::from(vec![3])) as ArrayRef,
+        )])
+        .expect("batch");
+        let c = write(&dir.path().join("c.parquet"), &fewer, 10);
+        let error = audit(&[a, c.clone()], &spec(&grain, &[], &inputs)).expect_err("drift");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "`{}` column `day` is no such column but in the first file it is Date32",
+                c.display()
+            )
+        );
+        let _ = Schema::empty();
+    }
+
+    // issue 15: an empty Parquet file digests like a header-only CSV file of
+    // the same columns, and a column type without canonical text is refused
+    // by name.
+    #[test]
+    fn issue_15_empty_files_agree_and_unsupported_types_are_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let empty = write(&dir.path().join("e.parquet"), &people(&[]), 10);
+        let csv = dir.path().join("e.csv");
+        std::fs::write(&csv, "name,id,day,paid\n").expect("csv");
+        let parquet = digest_files(&[empty], Format::Parquet).expect("digest");
+        assert_eq!(parquet.0, 0);
+        assert_eq!(parquet, digest_files(&[csv], Format::Csv).expect("digest"));
+
+        let odd = RecordBatch::try_from_iter(vec![(
+            "wait",
+            Arc::new(arrow_array::DurationSecondArray::from(vec![5])) as ArrayRef,
+        )])
+        .expect("batch");
+        let file = write(&dir.path().join("d.parquet"), &odd, 10);
+        let error =
+            digest_files(std::slice::from_ref(&file), Format::Parquet).expect_err("refused");
+        assert!(matches!(error, AuditError::ParquetColumn { ref column, .. } if column == "wait"));
+        assert!(error
+            .to_string()
+            .starts_with(&format!("`{}` column `wait`: type ", file.display())));
+    }
+}

@@ -1,0 +1,652 @@
+//! OpenLineage: RunEvents made from the typed event log and commit records
+//! (never from free text), delivered off the engine's path.
+//!
+//! One OpenLineage run per attempt, its runId a UUID derived from (weir run,
+//! task, partition, attempt), so START and its end agree without shared
+//! state; the `parent` facet names the weir run (a UUID derived from its id)
+//! as a run of the job `<pipeline>`. Mapping:
+//!
+//! - RUNNING: START of the job `<pipeline>.<task>`;
+//! - PUBLISHED: COMPLETE, inputs the pinned upstream generations and external
+//!   files of the commit record's input snapshot (version `<generation>:<digest>`
+//!   or the file's digest), output the published dataset (version
+//!   `<generation>:<digest>`, its row count, schema and gate outcomes as
+//!   data-quality assertions, from the audit's `candidate.json`);
+//! - FAILED followed by the instance's decision (RETRYING, QUARANTINED, HELD
+//!   with its failure class), or GATE_FAILED (deterministic): FAIL with an
+//!   `errorMessage` facet (class, ending, stderr tail);
+//! - UNKNOWN (lease lost), REJECTED_STALE, or an attempt still open when the
+//!   run ends: ABORT.
+//!
+//! Delivery runs on one background thread behind a bounded queue: the
+//! engine never waits on it (a COMPLETE's commit record and audit are read
+//! there too, not on the engine's thread), a full queue drops events (counted), and each
+//! event gets a few tries with backoff. What could not be delivered is
+//! reported by [`Emitter::finish`].
+
+mod http;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use sha2::{Digest as _, Sha256};
+
+use crate::events::{EventRecord, State};
+use crate::manifest::{Lineage, LineageSink, Manifest};
+use crate::store::{CommitRecord, Warehouse};
+
+/// The OpenLineage spec version the events follow.
+pub const SCHEMA_URL: &str = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent";
+/// Who produced the events.
+pub const PRODUCER: &str = "https://github.com/weir-pipelines/weir";
+/// Events waiting for delivery at most; more are dropped and counted.
+const QUEUE: usize = 1024;
+/// Tries per event.
+const TRIES: u32 = 4;
+/// The first retry's delay; it doubles.
+const BACKOFF: Duration = Duration::from_millis(100);
+/// How long [`Emitter::finish`] waits for the queue to drain.
+const DRAIN: Duration = Duration::from_secs(3);
+
+/// A UUID (RFC 4122 layout, version 5 bits) derived from `parts`.
+pub fn uuid(parts: &[&str]) -> String {
+    let mut hash = Sha256::new();
+    hash.update(b"weir.lineage.v1\0");
+    for part in parts {
+        hash.update((part.len() as u32).to_le_bytes());
+        hash.update(part.as_bytes());
+    }
+    let mut b: [u8; 16] = hash.finalize()[..16].try_into().unwrap_or([0; 16]);
+    b[6] = (b[6] & 0x0f) | 0x50;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|byte| format!("{byte:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// What delivery achieved, for the run's summary, event log and `status`.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Delivery {
+    /// Events delivered.
+    pub sent: u64,
+    /// Events given up on after every try.
+    pub failed: u64,
+    /// Events dropped because the queue was full or the run ended first.
+    pub dropped: u64,
+    /// The last delivery error.
+    pub last_error: Option<String>,
+}
+
+impl Delivery {
+    /// True if every event was delivered.
+    pub fn complete(&self) -> bool {
+        self.failed == 0 && self.dropped == 0
+    }
+}
+
+/// Turns a run's event records into RunEvents and delivers them.
+pub struct Emitter {
+    state: Mutex<Mapper>,
+    queue: Mutex<Option<mpsc::SyncSender<Job>>>,
+    delivery: Arc<Mutex<Delivery>>,
+    done: Mutex<Option<mpsc::Receiver<()>>>,
+}
+
+/// One event on its way: a COMPLETE's datasets are looked up (commit
+/// record, `candidate.json`) on the delivery thread, not the engine's.
+struct Job {
+    event: Value,
+    /// (task, partition, generation) of a publication.
+    publication: Option<(String, String, Option<u64>)>,
+}
+
+/// Finds a publication's inputs and output.
+#[derive(Clone)]
+struct Resolver {
+    namespace: String,
+    warehouse: PathBuf,
+    /// task → the dataset it publishes.
+    outputs: HashMap<String, String>,
+}
+
+/// What the mapping remembers between records.
+struct Mapper {
+    config: Lineage,
+    pipeline: String,
+    /// Attempts started and not ended: (task, partition, attempt) → record.
+    open: HashMap<(String, String, u32), EventRecord>,
+    /// The last FAILED of an instance, until its decision names the class.
+    failed: HashMap<(String, String), EventRecord>,
+}
+
+impl Emitter {
+    /// Starts the delivery thread for `manifest`'s `[lineage]`, if any.
+    pub fn start(manifest: &Manifest) -> Option<Emitter> {
+        let config = manifest.lineage.clone()?;
+        let (queue, events) = mpsc::sync_channel::<Job>(QUEUE);
+        let resolver = Resolver {
+            namespace: config.namespace.clone(),
+            warehouse: manifest.pipeline.warehouse.clone(),
+            outputs: manifest
+                .tasks
+                .values()
+                .map(|t| (t.name.clone(), t.output.dataset.clone()))
+                .collect(),
+        };
+        let delivery = Arc::new(Mutex::new(Delivery::default()));
+        let (done_tx, done) = mpsc::channel();
+        let sink = config.sink.clone();
+        let shared = Arc::clone(&delivery);
+        std::thread::Builder::new()
+            .name("weir-lineage".into())
+            .spawn(move || {
+                for Job {
+                    mut event,
+                    publication,
+                } in events
+                {
+                    if let Some((task, partition, generation)) = publication {
+                        let (inputs, outputs) = resolver.datasets(&task, &partition, generation);
+                        event["inputs"] = Value::Array(inputs);
+                        event["outputs"] = Value::Array(outputs);
+                    }
+                    let result = deliver(&sink, &event);
+                    if let Ok(mut d) = shared.lock() {
+                        match result {
+                            Ok(()) => d.sent += 1,
+                            Err(e) => {
+                                d.failed += 1;
+                                d.last_error = Some(e);
+                            }
+                        }
+                    }
+                }
+                let _ = done_tx.send(());
+            })
+            .ok()?;
+        Some(Emitter {
+            state: Mutex::new(Mapper {
+                pipeline: manifest.pipeline.name.clone(),
+                config,
+                open: HashMap::new(),
+                failed: HashMap::new(),
+            }),
+            queue: Mutex::new(Some(queue)),
+            delivery,
+            done: Mutex::new(Some(done)),
+        })
+    }
+
+    /// Maps one event record; never blocks on delivery.
+    pub fn observe(&self, record: &EventRecord) {
+        let events = match self.state.lock() {
+            Ok(mut mapper) => mapper.map(record),
+            Err(_) => Vec::new(),
+        };
+        for event in events {
+            self.send(event);
+        }
+    }
+
+    fn send(&self, event: Job) {
+        let sent = self
+            .queue
+            .lock()
+            .ok()
+            .and_then(|q| q.as_ref().map(|q| q.try_send(event).is_ok()));
+        if sent != Some(true) {
+            if let Ok(mut d) = self.delivery.lock() {
+                d.dropped += 1;
+            }
+        }
+    }
+
+    /// Ends the attempts still open (ABORT), lets the queue drain for at
+    /// most a few seconds, and says what was delivered.
+    pub fn finish(&self) -> Delivery {
+        let aborts = match self.state.lock() {
+            Ok(mut mapper) => mapper.close(),
+            Err(_) => Vec::new(),
+        };
+        for event in aborts {
+            self.send(event);
+        }
+        let queued = self.queue.lock().ok().and_then(|mut q| q.take());
+        drop(queued);
+        let drained = self
+            .done
+            .lock()
+            .ok()
+            .and_then(|mut d| d.take())
+            .is_some_and(|done| done.recv_timeout(DRAIN).is_ok());
+        let mut delivery = self.delivery.lock().map(|d| d.clone()).unwrap_or_default();
+        if !drained {
+            delivery.last_error.get_or_insert_with(|| {
+                format!(
+                    "delivery still in progress after {} s; the rest is dropped",
+                    DRAIN.as_secs()
+                )
+            });
+            delivery.dropped += 1;
+        }
+        delivery
+    }
+}
+
+/// Sends one event, with retries; the error of the last try.
+fn deliver(sink: &LineageSink, event: &Value) -> Result<(), String> {
+    let body = event.to_string();
+    let mut last = String::new();
+    for attempt in 0..TRIES {
+        if attempt > 0 {
+            std::thread::sleep(BACKOFF * 2u32.pow(attempt - 1));
+        }
+        let result = match sink {
+            LineageSink::Http(url) => http::post_json(url, &body),
+            LineageSink::File(path) => append(path, &body),
+        };
+        match result {
+            Ok(()) => return Ok(()),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+fn append(path: &Path, line: &str) -> Result<(), String> {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| format!("cannot open `{}`: {e}", path.display()))?;
+    file.write_all(format!("{line}\n").as_bytes())
+        .map_err(|e| format!("cannot write `{}`: {e}", path.display()))
+}
+
+impl Mapper {
+    fn map(&mut self, record: &EventRecord) -> Vec<Job> {
+        let publication = match (record.state, &record.task, &record.partition) {
+            (State::Published, Some(task), Some(partition)) => Some((
+                task.clone(),
+                partition.clone(),
+                record.data["generation"].as_u64(),
+            )),
+            _ => None,
+        };
+        self.map_events(record)
+            .into_iter()
+            .map(|event| Job {
+                event,
+                publication: publication.clone(),
+            })
+            .collect()
+    }
+
+    fn map_events(&mut self, record: &EventRecord) -> Vec<Value> {
+        let (Some(task), Some(partition)) = (&record.task, &record.partition) else {
+            return Vec::new();
+        };
+        let key = |attempt: u32| (task.clone(), partition.clone(), attempt);
+        match record.state {
+            State::Running => {
+                let Some(attempt) = record.attempt else {
+                    return Vec::new();
+                };
+                self.open.insert(key(attempt), record.clone());
+                vec![self.event("START", record, &[], &[], None)]
+            }
+            State::Published => {
+                let Some(attempt) = record.attempt else {
+                    return Vec::new();
+                };
+                self.open.remove(&key(attempt));
+                // Inputs and outputs are filled in on the delivery thread.
+                vec![self.event("COMPLETE", record, &[], &[], None)]
+            }
+            State::Failed => {
+                self.failed
+                    .insert((task.clone(), partition.clone()), record.clone());
+                Vec::new()
+            }
+            State::Retrying | State::Quarantined | State::Held => {
+                let Some(failed) = self.failed.remove(&(task.clone(), partition.clone())) else {
+                    return Vec::new();
+                };
+                let class = record.data["class"]
+                    .as_str()
+                    .unwrap_or("unknown")
+                    .to_owned();
+                if let Some(attempt) = failed.attempt {
+                    self.open.remove(&key(attempt));
+                }
+                vec![self.fail(&failed, &class)]
+            }
+            State::GateFailed => {
+                if let Some(attempt) = record.attempt {
+                    self.open.remove(&key(attempt));
+                }
+                vec![self.fail(record, "deterministic")]
+            }
+            State::Unknown | State::RejectedStale => {
+                let Some(attempt) = record.attempt else {
+                    return Vec::new();
+                };
+                self.open.remove(&key(attempt));
+                vec![self.event("ABORT", record, &[], &[], None)]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// FAIL events for failures whose decision never came, ABORT for the
+    /// attempts still open.
+    fn close(&mut self) -> Vec<Job> {
+        let mut events = Vec::new();
+        let failed: Vec<EventRecord> = self.failed.drain().map(|(_, r)| r).collect();
+        for record in failed {
+            if let Some(attempt) = record.attempt {
+                let key = (
+                    record.task.clone().unwrap_or_default(),
+                    record.partition.clone().unwrap_or_default(),
+                    attempt,
+                );
+                self.open.remove(&key);
+            }
+            events.push(self.fail(&record, "unknown"));
+        }
+        let open: Vec<EventRecord> = self.open.drain().map(|(_, r)| r).collect();
+        for record in open {
+            events.push(self.event("ABORT", &record, &[], &[], None));
+        }
+        events
+            .into_iter()
+            .map(|event| Job {
+                event,
+                publication: None,
+            })
+            .collect()
+    }
+
+    fn fail(&self, record: &EventRecord, class: &str) -> Value {
+        let ending = record.data["ending"].as_str().unwrap_or(&record.detail);
+        let error = json!({
+            "_producer": PRODUCER,
+            "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/ErrorMessageRunFacet.json#/$defs/ErrorMessageRunFacet",
+            "message": format!("{class}: {ending}"),
+            "programmingLanguage": "shell",
+            "stackTrace": record.data["stderr_tail"].as_str().unwrap_or_default(),
+        });
+        self.event("FAIL", record, &[], &[], Some(error))
+    }
+
+    fn event(
+        &self,
+        kind: &str,
+        record: &EventRecord,
+        inputs: &[Value],
+        outputs: &[Value],
+        error: Option<Value>,
+    ) -> Value {
+        let task = record.task.as_deref().unwrap_or_default();
+        let partition = record.partition.as_deref().unwrap_or_default();
+        let attempt = record.attempt.unwrap_or(0).to_string();
+        let namespace = &self.config.namespace;
+        let mut facets = json!({
+            "parent": {
+                "_producer": PRODUCER,
+                "_schemaURL": "https://openlineage.io/spec/facets/1-1-0/ParentRunFacet.json#/$defs/ParentRunFacet",
+                "job": { "namespace": namespace, "name": self.pipeline },
+                "run": { "runId": uuid(&[&record.run_id]) },
+            },
+            "weir": {
+                "_producer": PRODUCER,
+                "_schemaURL": format!("{PRODUCER}/blob/main/tests/lineage/WeirRunFacet.json"),
+                "run_id": record.run_id,
+                "partition": partition,
+                "attempt": record.attempt,
+                "token": record.token,
+            },
+        });
+        if let (Some(error), Some(map)) = (error, facets.as_object_mut()) {
+            map.insert("errorMessage".into(), error);
+        }
+        json!({
+            "eventType": kind,
+            "eventTime": record.ts,
+            "producer": PRODUCER,
+            "schemaURL": SCHEMA_URL,
+            "run": {
+                "runId": uuid(&[&record.run_id, task, partition, &attempt]),
+                "facets": facets,
+            },
+            "job": {
+                "namespace": namespace,
+                "name": format!("{}.{task}", self.pipeline),
+                "facets": {
+                    "jobType": {
+                        "_producer": PRODUCER,
+                        "_schemaURL": "https://openlineage.io/spec/facets/2-0-3/JobTypeJobFacet.json#/$defs/JobTypeJobFacet",
+                        "processingType": "BATCH",
+                        "integration": "WEIR",
+                        "jobType": "TASK",
+                    }
+                },
+            },
+            "inputs": inputs,
+            "outputs": outputs,
+        })
+    }
+}
+
+impl Resolver {
+    /// The inputs and the output of a publication, from its commit record
+    /// and its candidate's audit (`candidate.json`).
+    fn datasets(
+        &self,
+        task: &str,
+        partition: &str,
+        generation: Option<u64>,
+    ) -> (Vec<Value>, Vec<Value>) {
+        let Some(dataset) = self.outputs.get(task) else {
+            return (Vec::new(), Vec::new());
+        };
+        let Ok(warehouse) = Warehouse::open(&self.warehouse) else {
+            return (Vec::new(), Vec::new());
+        };
+        let store = warehouse.partition(dataset, partition);
+        let commit: Option<CommitRecord> = store.history().ok().and_then(|history| {
+            history
+                .into_iter()
+                .find(|c| Some(c.generation.get()) == generation)
+        });
+        let Some(commit) = commit else {
+            return (Vec::new(), Vec::new());
+        };
+        let namespace = &self.namespace;
+        let version = |v: String| {
+            json!({
+                "_producer": PRODUCER,
+                "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DatasetVersionDatasetFacet.json#/$defs/DatasetVersionDatasetFacet",
+                "datasetVersion": v,
+            })
+        };
+        let inputs = commit.input_snapshot["inputs"]
+            .as_array()
+            .map(|pinned| {
+                let entry = |name: &str, v: String| {
+                    json!({
+                        "namespace": namespace,
+                        "name": name,
+                        "facets": { "version": version(v) },
+                    })
+                };
+                pinned
+                    .iter()
+                    .flat_map(|input| {
+                        let name = input["name"].as_str().unwrap_or_default();
+                        // An input mapped to several upstream partitions pins
+                        // one generation each: one dataset version per partition.
+                        if let Some(parts) = input["partitions"].as_array() {
+                            return parts
+                                .iter()
+                                .map(|p| {
+                                    let v = format!(
+                                        "{}@{}:{}",
+                                        p["partition"].as_str().unwrap_or_default(),
+                                        p["generation"].as_u64().unwrap_or_default(),
+                                        p["digest"].as_str().unwrap_or_default()
+                                    );
+                                    entry(name, v)
+                                })
+                                .collect::<Vec<_>>();
+                        }
+                        let digest = input["digest"].as_str().unwrap_or_default();
+                        let v = match input["generation"].as_u64() {
+                            Some(g) => format!("{g}:{digest}"),
+                            None => digest.to_owned(),
+                        };
+                        vec![entry(name, v)]
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        // The attempt directory holds `data/<file>` and the audit's report.
+        let audit = store
+            .visible_files(&commit)
+            .first()
+            .and_then(|file| file.parent()?.parent().map(Path::to_path_buf))
+            .and_then(|dir| candidate(&dir));
+        let mut facets = json!({
+            "version": version(format!("{}:{}", commit.generation.get(), commit.digest)),
+        });
+        if let (Some(audit), Some(map)) = (audit, facets.as_object_mut()) {
+            map.insert(
+                "schema".into(),
+                json!({
+                    "_producer": PRODUCER,
+                    "_schemaURL": "https://openlineage.io/spec/facets/1-1-1/SchemaDatasetFacet.json#/$defs/SchemaDatasetFacet",
+                    "fields": audit.columns.iter().map(|c| json!({ "name": c })).collect::<Vec<_>>(),
+                }),
+            );
+            map.insert(
+                "dataQualityAssertions".into(),
+                json!({
+                    "_producer": PRODUCER,
+                    "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DataQualityAssertionsDatasetFacet.json#/$defs/DataQualityAssertionsDatasetFacet",
+                    "assertions": audit.gates.iter().map(|g| json!({
+                        "assertion": g.gate,
+                        "success": g.passed,
+                    })).collect::<Vec<_>>(),
+                }),
+            );
+        }
+        let output = json!({
+            "namespace": namespace,
+            "name": dataset,
+            "facets": facets,
+            "outputFacets": {
+                "outputStatistics": {
+                    "_producer": PRODUCER,
+                    "_schemaURL": "https://openlineage.io/spec/facets/1-0-2/OutputStatisticsOutputDatasetFacet.json#/$defs/OutputStatisticsOutputDatasetFacet",
+                    "rowCount": commit.rows,
+                    "size": commit.file_sums.iter().map(|f| f.size).sum::<u64>(),
+                    "fileCount": commit.files.len(),
+                }
+            },
+        });
+        (inputs, vec![output])
+    }
+}
+
+/// The part of an audit's `candidate.json` lineage reports.
+#[derive(serde::Deserialize)]
+struct Audit {
+    columns: Vec<String>,
+    gates: Vec<crate::audit::GateOutcome>,
+}
+
+fn candidate(attempt_dir: &Path) -> Option<Audit> {
+    let bytes = std::fs::read(attempt_dir.join("candidate.json")).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Where the last run's delivery is noted for `weir status`.
+pub fn status_path(warehouse: &Path) -> PathBuf {
+    warehouse.join("_lineage").join("status.json")
+}
+
+/// The last run's delivery, as `weir status` reports it.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Note {
+    /// The run.
+    pub run_id: Option<String>,
+    /// Where the events went.
+    pub sink: String,
+    /// What was delivered.
+    pub delivery: Delivery,
+}
+
+/// Records a run's delivery: a warning on stderr and a LINEAGE_UNDELIVERED
+/// event when something was not delivered, and the note `weir status`
+/// reads. Nothing here fails the run.
+pub fn record(manifest: &Manifest, run_id: Option<&str>, delivery: &Delivery) {
+    let Some(config) = &manifest.lineage else {
+        return;
+    };
+    let sink = match &config.sink {
+        LineageSink::Http(url) => url.clone(),
+        LineageSink::File(path) => path.display().to_string(),
+    };
+    let warehouse = &manifest.pipeline.warehouse;
+    if !delivery.complete() {
+        let error = delivery.last_error.as_deref().unwrap_or("queue full");
+        eprintln!(
+            "warning: lineage: {} event(s) not delivered to {sink} ({} failed, {} dropped): {error}",
+            delivery.failed + delivery.dropped,
+            delivery.failed,
+            delivery.dropped
+        );
+        if let Some(run_id) = run_id {
+            if let Ok(log) = crate::events::EventLog::open(warehouse, run_id) {
+                let _ = log.emit(
+                    State::LineageUndelivered,
+                    crate::events::Event::default()
+                        .detail(format!(
+                            "{} OpenLineage event(s) not delivered to {sink}: {error}",
+                            delivery.failed + delivery.dropped
+                        ))
+                        .data(json!(delivery)),
+                );
+            }
+        }
+    }
+    let note = Note {
+        run_id: run_id.map(str::to_owned),
+        sink,
+        delivery: delivery.clone(),
+    };
+    let path = status_path(warehouse);
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if let Ok(bytes) = serde_json::to_vec_pretty(&note) {
+        let _ = std::fs::write(&path, bytes);
+    }
+}
+
+/// The last run's delivery note, if lineage is configured and it ran.
+pub fn last_note(warehouse: &Path) -> Option<Note> {
+    let bytes = std::fs::read(status_path(warehouse)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}

@@ -1,0 +1,510 @@
+//! `weir report`: one self-contained HTML file (no script, no network, no
+//! external font) showing a pipeline's state from the same typed records
+//! `weir status` and `weir explain` read: commit records, instance marks and
+//! event logs.
+//!
+//! Three parts: a grid of partitions × tasks coloured by state, the hover
+//! text of a cell giving its generation, code_version and digest; a Gantt
+//! chart of one run's attempts (RUNNING to SUCCESS or FAILED) in one lane
+//! per pool slot; and each partition's generation history. The page is
+//! plain HTML and CSS so that 730 partitions × 10 tasks (7,300 cells) is a
+//! table the browser lays out once, with nothing to run.
+
+pub mod plan;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::events::{self, EventRecord, State};
+use crate::manifest::Manifest;
+use crate::ops::state::{self, Mark};
+use crate::store::{CommitRecord, Warehouse};
+
+/// A cell's state, as its CSS class and legend name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CellState {
+    /// The latest generation is visible.
+    Published,
+    /// Published, but built from an upstream generation that has since been
+    /// superseded, or by another code_version than the manifest's.
+    Stale,
+    /// An attempt of the chosen run is running.
+    Running,
+    /// Held for an operator.
+    Held,
+    /// Quarantined.
+    Quarantined,
+    /// Not published by its SLA deadline.
+    Late,
+    /// Expected, not published, not late.
+    Missing,
+}
+
+impl CellState {
+    /// Its name (and CSS class).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Published => "published",
+            Self::Stale => "stale",
+            Self::Running => "running",
+            Self::Held => "held",
+            Self::Quarantined => "quarantined",
+            Self::Late => "late",
+            Self::Missing => "missing",
+        }
+    }
+}
+
+/// Why a report could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The warehouse could not be read.
+    #[error("cannot read the warehouse: {0}")]
+    Warehouse(String),
+    /// `--run` names no run.
+    #[error("no run `{0}` in the warehouse")]
+    NoRun(String),
+}
+
+/// One attempt in the Gantt chart.
+struct Bar {
+    task: String,
+    partition: String,
+    attempt: u32,
+    pool: String,
+    start: i64,
+    end: i64,
+    outcome: &'static str,
+}
+
+/// Renders the report of `manifest`'s warehouse; `run` picks the Gantt
+/// chart's run (default: the latest).
+pub fn render(manifest: &Manifest, run: Option<&str>) -> Result<String, ReportError> {
+    let warehouse = Warehouse::open(&manifest.pipeline.warehouse)
+        .map_err(|e| ReportError::Warehouse(e.to_string()))?;
+    let run_id = match run {
+        Some(id) => {
+            if !events::run_dir(warehouse.root(), id)
+                .join("events.jsonl")
+                .is_file()
+            {
+                return Err(ReportError::NoRun(id.to_owned()));
+            }
+            Some(id.to_owned())
+        }
+        None => latest_run(warehouse.root()),
+    };
+    let records: Vec<EventRecord> = run_id
+        .as_ref()
+        .and_then(|id| {
+            events::read_log(&events::run_dir(warehouse.root(), id).join("events.jsonl")).ok()
+        })
+        .map(|(records, _)| records)
+        .unwrap_or_default();
+
+    let mut html = String::new();
+    let title = format!("weir report: {}", manifest.pipeline.name);
+    let _ = write!(
+        html,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width\">\
+         <title>{}</title><style>{STYLE}</style></head><body>\n<h1>{}</h1>\n\
+         <p class=\"meta\">code_version {} · warehouse {} · generated {}</p>\n",
+        esc(&title),
+        esc(&title),
+        esc(&manifest.pipeline.code_version),
+        esc(&manifest.pipeline.warehouse.display().to_string()),
+        esc(&jiff::Timestamp::now().to_string()),
+    );
+    let histories = grid(&mut html, manifest, &warehouse, &records)?;
+    gantt(&mut html, manifest, run_id.as_deref(), &records);
+    history(&mut html, &histories);
+    html.push_str("</body></html>\n");
+    Ok(html)
+}
+
+/// The run whose log was written last.
+fn latest_run(warehouse: &Path) -> Option<String> {
+    let entries = std::fs::read_dir(warehouse.join("_runs")).ok()?;
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let modified = e
+                .path()
+                .join("events.jsonl")
+                .metadata()
+                .ok()?
+                .modified()
+                .ok()?;
+            Some((modified, e.file_name().to_string_lossy().into_owned()))
+        })
+        .max()
+        .map(|(_, id)| id)
+}
+
+/// Generation histories by (dataset, partition).
+type Histories = BTreeMap<(String, String), Vec<CommitRecord>>;
+
+fn grid(
+    html: &mut String,
+    manifest: &Manifest,
+    warehouse: &Warehouse,
+    records: &[EventRecord],
+) -> Result<Histories, ReportError> {
+    let planned_now = crate::clock::now();
+    let now = jiff::Timestamp::now().as_second();
+    let mut current = crate::plan::stale::Current::default();
+    let marks: HashMap<(String, String), Mark> = state::all(warehouse.root())
+        .into_iter()
+        .map(|m| ((m.task, m.partition), m.mark))
+        .collect();
+    let running = running(records);
+    let mut histories = Histories::new();
+    // Partition keys of every scheme, newest first, as rows.
+    let mut keys: Vec<String> = Vec::new();
+    let mut cells: HashMap<(String, String), (CellState, String)> = HashMap::new();
+    let mut stale_why: HashMap<(String, String), String> = HashMap::new();
+    for task in manifest.tasks.values() {
+        let dataset = &task.output.dataset;
+        let mut expected = task.dims.keys(planned_now);
+        for key in warehouse
+            .partitions(dataset)
+            .map_err(|e| ReportError::Warehouse(e.to_string()))?
+        {
+            if !expected.contains(&key) {
+                expected.push(key);
+            }
+        }
+        for key in expected {
+            let store = warehouse.partition(dataset, &key);
+            let history = store
+                .history()
+                .map_err(|e| ReportError::Warehouse(e.to_string()))?;
+            let latest = history.last();
+            let mark = marks.get(&(task.name.clone(), key.clone())).copied();
+            let late = task.sla.is_some_and(|sla| {
+                task.dims
+                    .interval_end(&key)
+                    .is_some_and(|end| now > end + sla.as_secs() as i64)
+            });
+            let state = if running.contains_key(&(task.name.clone(), key.clone())) {
+                CellState::Running
+            } else if mark == Some(Mark::Held) {
+                CellState::Held
+            } else if mark == Some(Mark::Quarantined) {
+                CellState::Quarantined
+            } else if let Some(why) =
+                latest.and_then(|r| stale(&mut current, warehouse, manifest, r))
+            {
+                stale_why.insert((task.name.clone(), key.clone()), why);
+                CellState::Stale
+            } else if latest.is_some() {
+                CellState::Published
+            } else if late {
+                CellState::Late
+            } else {
+                CellState::Missing
+            };
+            let why = stale_why
+                .get(&(task.name.clone(), key.clone()))
+                .map(|w| format!("\n{w}"))
+                .unwrap_or_default();
+            let hover = match latest {
+                Some(r) => format!(
+                    "{} {} · {}\ngeneration {} · {} rows\ncode_version {}\n{}\npublished {} by {} attempt {}{why}",
+                    task.name,
+                    key,
+                    state.as_str(),
+                    r.generation.get(),
+                    r.rows,
+                    r.code_version,
+                    r.digest,
+                    r.published_at,
+                    r.run_id,
+                    r.attempt
+                ),
+                None => format!("{} {} · {}\nno generation", task.name, key, state.as_str()),
+            };
+            if !keys.contains(&key) {
+                keys.push(key.clone());
+            }
+            cells.insert((task.name.clone(), key.clone()), (state, hover));
+            if !history.is_empty() {
+                histories.insert((dataset.clone(), key), history);
+            }
+        }
+    }
+    keys.sort_by(|a, b| b.cmp(a));
+
+    let mut counts: BTreeMap<CellState, usize> = BTreeMap::new();
+    for (state, _) in cells.values() {
+        *counts.entry(*state).or_default() += 1;
+    }
+    html.push_str("<h2>Partitions</h2>\n<p class=\"legend\">");
+    for state in [
+        CellState::Published,
+        CellState::Stale,
+        CellState::Running,
+        CellState::Held,
+        CellState::Quarantined,
+        CellState::Late,
+        CellState::Missing,
+    ] {
+        let _ = write!(
+            html,
+            "<span class=\"cell {0}\"></span> {0} {1} ",
+            state.as_str(),
+            counts.get(&state).copied().unwrap_or(0)
+        );
+    }
+    html.push_str(
+        "</p>\n<div class=\"scroll grid\"><table id=\"grid\"><thead><tr><th>partition</th>",
+    );
+    for task in manifest.tasks.keys() {
+        let _ = write!(html, "<th>{}</th>", esc(task));
+    }
+    html.push_str("</tr></thead><tbody>\n");
+    for key in &keys {
+        let _ = write!(html, "<tr><th>{}</th>", esc(key));
+        for task in manifest.tasks.keys() {
+            match cells.get(&(task.clone(), key.clone())) {
+                Some((state, hover)) => {
+                    let _ = write!(
+                        html,
+                        "<td class=\"cell {0}\" data-task=\"{1}\" data-partition=\"{2}\" data-state=\"{0}\" title=\"{3}\"></td>",
+                        state.as_str(),
+                        esc(task),
+                        esc(key),
+                        esc(hover)
+                    );
+                }
+                None => html.push_str("<td class=\"none\"></td>"),
+            }
+        }
+        html.push_str("</tr>\n");
+    }
+    html.push_str("</tbody></table></div>\n");
+    Ok(histories)
+}
+
+/// Why a publication is stale: an upstream partition it pinned has a newer
+/// generation, or another code_version built it; `None` if it is current.
+fn stale(
+    current: &mut crate::plan::stale::Current,
+    warehouse: &Warehouse,
+    manifest: &Manifest,
+    record: &CommitRecord,
+) -> Option<String> {
+    if record.code_version != manifest.pipeline.code_version {
+        return Some(format!(
+            "stale: built by code_version {}, the manifest says {}",
+            record.code_version, manifest.pipeline.code_version
+        ));
+    }
+    let changed = current.changed(warehouse, record);
+    (!changed.is_empty()).then(|| format!("stale: {}", changed.join("; ")))
+}
+
+/// Instances with an attempt RUNNING and not ended in the run (none once
+/// the run finished).
+fn running(records: &[EventRecord]) -> HashMap<(String, String), u32> {
+    let mut open = HashMap::new();
+    for record in records {
+        if record.state == State::RunFinished {
+            return HashMap::new();
+        }
+        let (Some(task), Some(partition)) = (&record.task, &record.partition) else {
+            continue;
+        };
+        let key = (task.clone(), partition.clone());
+        match record.state {
+            State::Running => {
+                open.insert(key, record.attempt.unwrap_or(0));
+            }
+            State::Success | State::Failed | State::Unknown => {
+                open.remove(&key);
+            }
+            _ => {}
+        }
+    }
+    open
+}
+
+fn seconds(ts: &str) -> Option<i64> {
+    ts.parse::<jiff::Timestamp>()
+        .ok()
+        .map(|t| t.as_millisecond())
+}
+
+fn gantt(html: &mut String, manifest: &Manifest, run_id: Option<&str>, records: &[EventRecord]) {
+    let Some(run_id) = run_id else {
+        html.push_str("<h2>Run</h2>\n<p>No run yet.</p>\n");
+        return;
+    };
+    let mut starts: HashMap<(String, String, u32), i64> = HashMap::new();
+    let mut bars = Vec::new();
+    let (mut first, mut last) = (i64::MAX, i64::MIN);
+    for record in records {
+        let Some(at) = seconds(&record.ts) else {
+            continue;
+        };
+        first = first.min(at);
+        last = last.max(at);
+        let (Some(task), Some(partition), Some(attempt)) =
+            (&record.task, &record.partition, record.attempt)
+        else {
+            continue;
+        };
+        let key = (task.clone(), partition.clone(), attempt);
+        let outcome = match record.state {
+            State::Running => {
+                starts.insert(key, at);
+                continue;
+            }
+            State::Success => "success",
+            State::Failed => "failed",
+            State::Unknown => "unknown",
+            _ => continue,
+        };
+        if let Some(start) = starts.remove(&key) {
+            bars.push(Bar {
+                pool: manifest
+                    .tasks
+                    .get(task)
+                    .map_or_else(String::new, |t| t.pool.clone()),
+                task: task.clone(),
+                partition: partition.clone(),
+                attempt,
+                start,
+                end: at,
+                outcome,
+            });
+        }
+    }
+    for ((task, partition, attempt), start) in starts {
+        bars.push(Bar {
+            pool: manifest
+                .tasks
+                .get(&task)
+                .map_or_else(String::new, |t| t.pool.clone()),
+            task,
+            partition,
+            attempt,
+            start,
+            end: last,
+            outcome: "running",
+        });
+    }
+    bars.sort_by_key(|b| (b.pool.clone(), b.start, b.end));
+    let span = (last - first).max(1) as f64;
+    let _ = write!(
+        html,
+        "<h2>Run {}</h2>\n<p class=\"meta\">{} attempts over {:.1} s; one lane per pool slot</p>\n<div class=\"scroll\"><div id=\"gantt\">",
+        esc(run_id),
+        bars.len(),
+        span / 1000.0
+    );
+    let mut pools: BTreeMap<&str, Vec<Vec<&Bar>>> = BTreeMap::new();
+    for bar in &bars {
+        let lanes = pools.entry(bar.pool.as_str()).or_default();
+        match lanes
+            .iter_mut()
+            .find(|lane| lane.last().is_some_and(|b| b.end <= bar.start))
+        {
+            Some(lane) => lane.push(bar),
+            None => lanes.push(vec![bar]),
+        }
+    }
+    for (pool, lanes) in &pools {
+        for (n, lane) in lanes.iter().enumerate() {
+            let _ = write!(
+                html,
+                "<div class=\"lane\" data-pool=\"{0}\"><span class=\"label\">{0} {1}</span><div class=\"track\">",
+                esc(pool),
+                n + 1
+            );
+            for bar in lane {
+                let left = (bar.start - first) as f64 / span * 100.0;
+                let width = ((bar.end - bar.start) as f64 / span * 100.0).max(0.3);
+                let _ = write!(
+                    html,
+                    "<div class=\"bar {}\" style=\"left:{left:.3}%;width:{width:.3}%\" title=\"{}\"></div>",
+                    bar.outcome,
+                    esc(&format!(
+                        "{} {} attempt {} · {} · {:.1} s",
+                        bar.task,
+                        bar.partition,
+                        bar.attempt,
+                        bar.outcome,
+                        (bar.end - bar.start) as f64 / 1000.0
+                    ))
+                );
+            }
+            html.push_str("</div></div>\n");
+        }
+    }
+    html.push_str("</div></div>\n");
+}
+
+fn history(html: &mut String, histories: &Histories) {
+    html.push_str("<h2>Generation history</h2>\n<div class=\"scroll\"><table id=\"history\"><thead><tr><th>dataset</th><th>partition</th><th>generation</th><th>kind</th><th>run</th><th>attempt</th><th>rows</th><th>code_version</th><th>digest</th><th>published</th></tr></thead><tbody>\n");
+    for ((dataset, partition), records) in histories {
+        for r in records.iter().rev() {
+            let _ = writeln!(
+                html,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"digest\">{}</td><td>{}</td></tr>",
+                esc(dataset),
+                esc(partition),
+                r.generation.get(),
+                esc(&format!("{:?}", r.kind).to_lowercase()),
+                esc(&r.run_id),
+                r.attempt,
+                r.rows,
+                esc(&r.code_version),
+                esc(&r.digest),
+                esc(&r.published_at)
+            );
+        }
+    }
+    html.push_str("</tbody></table></div>\n");
+}
+
+/// Escapes text for HTML content and attribute values.
+pub(crate) fn esc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            '\n' => out.push_str("&#10;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Writes the report to `out`.
+pub fn write(manifest: &Manifest, run: Option<&str>, out: &PathBuf) -> Result<(), String> {
+    let html = render(manifest, run).map_err(|e| e.to_string())?;
+    std::fs::write(out, html).map_err(|e| format!("cannot write `{}`: {e}", out.display()))
+}
+
+pub(crate) const STYLE: &str = "body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.5em;color:#1d2430}\
+h1{font-size:20px;margin:0}h2{font-size:16px;margin:1.4em 0 .4em}.meta{color:#5b6472;margin:.2em 0}\
+.scroll{max-height:70vh;overflow:auto;border:1px solid #d7dbe0}\
+table{border-collapse:collapse}th,td{padding:2px 6px;text-align:left;white-space:nowrap}\
+#grid th{position:sticky;background:#f4f5f7;font-weight:600}#grid thead th{top:0;z-index:2}#grid tbody th{left:0;z-index:1}\
+#grid td{width:34px;height:18px;border:1px solid #fff}\
+.legend .cell{display:inline-block;width:14px;height:14px;vertical-align:middle;margin-left:.8em}\
+.published{background:#2f9e44}.stale{background:#a9e34b}.running{background:#1c7ed6}.held{background:#f59f00}.quarantined{background:#e03131}\
+.late{background:#9c36b5}.missing{background:#ced4da}.none{background:#fff}\
+#gantt{min-width:900px;padding:4px}.lane{display:flex;align-items:center;height:22px}\
+.label{width:110px;flex:none;color:#5b6472;font-size:12px}.track{position:relative;flex:1;height:16px;background:#f4f5f7}\
+.bar{position:absolute;top:1px;height:14px;border-radius:2px}.bar.success{background:#2f9e44}.bar.failed{background:#e03131}\
+.bar.unknown{background:#f59f00}.bar.running{background:#1c7ed6}.bar.planned{background:#4c6ef5;border-radius:0;box-shadow:inset -1px 0 #fff}\
+.util .track{height:30px}\
+#history td{border-bottom:1px solid #eef0f2;font-size:12px}.digest{font-family:ui-monospace,monospace}";

@@ -1,0 +1,314 @@
+//! OpenLineage RunEvents: to a local HTTP receiver, valid against the
+//! schema subset in tests/lineage/, and never in the way of a run.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use weir::events::State;
+
+use crate::support::{stderr, stdout, Sandbox};
+
+fn manifest(lineage: &str) -> String {
+    format!(
+        r#"
+[pipeline]
+name = "lin"
+code_version = "7"
+warehouse = "wh"
+
+[partitions.keys]
+kind = "static"
+keys = ["a", "b"]
+
+[tasks.up]
+command = ["sh", "up.sh"]
+output = {{ dataset = "up_out", format = "csv", grain = ["id"] }}
+
+[tasks.down]
+command = ["sh", "down.sh"]
+inputs = ["up_out"]
+output = {{ dataset = "down_out", format = "csv", grain = ["id"] }}
+gates = [{{ check = "row_count", min = 1 }}]
+
+[lineage]
+{lineage}
+"#
+    )
+}
+
+fn sandbox(lineage: &str) -> Sandbox {
+    let sb = Sandbox::new(&manifest(lineage));
+    sb.script(
+        "up.sh",
+        "printf 'id,v\\n1,x\\n2,y\\n' > \"$WEIR_OUTPUT_DIR/out.csv\"\n",
+    );
+    sb.script(
+        "down.sh",
+        "if [ \"$WEIR_PARTITION\" = b ]; then echo 'boom: bad input' >&2; exit 65; fi\n\
+         cp \"$WEIR_INPUT_UP_OUT\"/*.csv \"$WEIR_OUTPUT_DIR/out.csv\"\n",
+    );
+    sb
+}
+
+/// A collector on 127.0.0.1: answers 201 to every POST and keeps the JSON
+/// bodies; with `silent`, accepts connections and never answers.
+fn receiver(silent: bool) -> (String, Arc<Mutex<Vec<Value>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!(
+        "http://{}/api/v1/lineage",
+        listener.local_addr().expect("addr")
+    );
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    let kept = Arc::clone(&bodies);
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            if silent {
+                held.push(stream);
+                continue;
+            }
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut length = 0;
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                if line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+                line.clear();
+            }
+            let mut body = vec![0; length];
+            if reader.read_exact(&mut body).is_ok() {
+                if let Ok(value) = serde_json::from_slice(&body) {
+                    kept.lock().unwrap().push(value);
+                }
+            }
+            let _ = stream.write_all(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    (url, bodies)
+}
+
+fn validator() -> jsonschema::Validator {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/lineage/OpenLineage.json"),
+    )
+    .expect("the schema copy");
+    let schema: Value = serde_json::from_str(&text).expect("JSON");
+    jsonschema::validator_for(&schema).expect("a valid schema")
+}
+
+fn find<'e>(events: &'e [Value], kind: &str, job: &str, partition: &str) -> &'e Value {
+    events
+        .iter()
+        .find(|e| {
+            e["eventType"] == kind
+                && e["job"]["name"] == job
+                && e["run"]["facets"]["weir"]["partition"] == partition
+        })
+        .unwrap_or_else(|| panic!("no {kind} of {job} {partition} in {events:#?}"))
+}
+
+// issue 15: START when an attempt starts, COMPLETE with its inputs (pinned
+// upstream generations) and output (generation and digest, rows, schema,
+// gates as assertions), FAIL with the class and stderr tail, one runId per
+// attempt under the weir run as parent; every event valid against the
+// OpenLineage schema.
+#[test]
+fn issue_15_lineage_events_reach_an_http_collector_and_validate() {
+    let (url, bodies) = receiver(false);
+    let sb = sandbox(&format!("url = \"{url}\"\nnamespace = \"warehouse-tests\""));
+    let out = sb.run("RUN-L1", &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("lineage"), "{}", stderr(&out));
+    let events = bodies.lock().unwrap().clone();
+    let validator = validator();
+    // The schema copy does reject what the spec rejects.
+    let mut broken = events.first().cloned().expect("events arrived");
+    broken["run"]["runId"] = Value::from("not-a-uuid");
+    assert!(!validator.is_valid(&broken));
+    assert!(!validator.is_valid(&serde_json::json!({"eventType": "START"})));
+    for event in &events {
+        let errors: Vec<String> = validator
+            .iter_errors(event)
+            .map(|e| e.to_string())
+            .collect();
+        assert!(errors.is_empty(), "{errors:?} in {event:#}");
+    }
+    let parent = weir::lineage::uuid(&["RUN-L1"]);
+    assert!(events.iter().all(
+        |e| e["run"]["facets"]["parent"]["run"]["runId"] == parent.as_str()
+            && e["run"]["facets"]["parent"]["job"]["name"] == "lin"
+            && e["job"]["namespace"] == "warehouse-tests"
+    ));
+
+    let start = find(&events, "START", "lin.up", "a");
+    let complete = find(&events, "COMPLETE", "lin.up", "a");
+    assert_eq!(start["run"]["runId"], complete["run"]["runId"]);
+    let up = sb
+        .store("up_out", "a")
+        .latest()
+        .unwrap()
+        .expect("published");
+    let output = &complete["outputs"][0];
+    assert_eq!(output["name"], "up_out");
+    assert_eq!(
+        output["facets"]["version"]["datasetVersion"],
+        format!("1:{}", up.digest)
+    );
+    assert_eq!(output["outputFacets"]["outputStatistics"]["rowCount"], 2);
+    assert_eq!(
+        output["facets"]["schema"]["fields"],
+        serde_json::json!([{"name": "id"}, {"name": "v"}])
+    );
+    assert_eq!(
+        output["facets"]["dataQualityAssertions"]["assertions"][0]["success"],
+        true
+    );
+
+    let down = find(&events, "COMPLETE", "lin.down", "a");
+    assert_eq!(down["inputs"][0]["name"], "up_out");
+    assert_eq!(
+        down["inputs"][0]["facets"]["version"]["datasetVersion"],
+        format!("1:{}", up.digest)
+    );
+    assert_ne!(down["run"]["runId"], complete["run"]["runId"]);
+
+    let fail = find(&events, "FAIL", "lin.down", "b");
+    let error = &fail["run"]["facets"]["errorMessage"];
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("deterministic: "),
+        "{error}"
+    );
+    assert!(error["stackTrace"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("boom: bad input"));
+    assert_eq!(
+        find(&events, "START", "lin.down", "b")["run"]["runId"],
+        fail["run"]["runId"]
+    );
+    assert_eq!(events.len(), 8, "{events:#?}");
+}
+
+// issue 15: a collector that never answers does not fail the run or hold
+// up its publications: the run ends within the bounded drain, publishes,
+// warns on stderr, logs LINEAGE_UNDELIVERED and `weir status` notes it.
+#[test]
+fn issue_15_an_unresponsive_collector_never_fails_or_delays_a_run() {
+    let (url, _) = receiver(true);
+    let sb = sandbox(&format!("url = \"{url}\""));
+    sb.script(
+        "down.sh",
+        "cp \"$WEIR_INPUT_UP_OUT\"/*.csv \"$WEIR_OUTPUT_DIR/out.csv\"\n",
+    );
+    let started = Instant::now();
+    let out = sb.run("RUN-L2", &[]);
+    let took = started.elapsed();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert!(
+        stderr(&out).contains("warning: lineage: "),
+        "{}",
+        stderr(&out)
+    );
+    for (dataset, key) in [
+        ("up_out", "a"),
+        ("up_out", "b"),
+        ("down_out", "a"),
+        ("down_out", "b"),
+    ] {
+        assert!(sb.store(dataset, key).latest().unwrap().is_some());
+    }
+    let events = sb.events("RUN-L2");
+    let published = events
+        .iter()
+        .filter(|e| e.state == State::Published)
+        .count();
+    assert_eq!(published, 4);
+    assert!(events.iter().any(|e| e.state == State::LineageUndelivered));
+    let status = sb.weir(&["status", "m.toml"]).output().unwrap();
+    assert_eq!(status.status.code(), Some(0));
+    assert!(
+        stdout(&status).contains("LINEAGE     run RUN-L2: "),
+        "{}",
+        stdout(&status)
+    );
+}
+
+// issue 15: `file = ...` appends the same events as JSON Lines.
+#[test]
+fn issue_15_lineage_to_a_file_appends_valid_events() {
+    let sb = sandbox("file = \"lineage.jsonl\"");
+    let out = sb.run("RUN-L3", &["--partition", "a"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let text = std::fs::read_to_string(sb.path().join("lineage.jsonl")).expect("written");
+    let events: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let validator = validator();
+    assert!(events.iter().all(|e| validator.is_valid(e)));
+    let kinds: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e["eventType"].as_str())
+        .collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "START").count(), 2);
+    assert_eq!(kinds.iter().filter(|k| **k == "COMPLETE").count(), 2);
+    assert_eq!(events[0]["job"]["namespace"], "lin");
+}
+
+// issue 15: `[lineage]` takes exactly one of `url` (http://) and `file`.
+#[test]
+fn issue_15_lineage_section_needs_one_http_url_or_a_file() {
+    for (body, code) in [
+        (
+            "url = \"http://x:1/\"\nfile = \"l.jsonl\"",
+            "weir::manifest::lineage_sink",
+        ),
+        ("namespace = \"n\"", "weir::manifest::lineage_sink"),
+        (
+            "url = \"https://x/api/v1/lineage\"",
+            "weir::manifest::lineage_url",
+        ),
+    ] {
+        let sb = sandbox(body);
+        let out = sb.weir(&["validate", "m.toml"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{body}");
+        assert!(stderr(&out).contains(code), "{body}: {}", stderr(&out));
+    }
+    let sb = sandbox("file = \"l.jsonl\"");
+    let lineage = sb.manifest().lineage.expect("configured");
+    assert_eq!(lineage.namespace, "lin");
+    assert_eq!(
+        lineage.sink,
+        weir::manifest::LineageSink::File(sb.path().join("l.jsonl"))
+    );
+}
