@@ -373,17 +373,43 @@ fn kill_tagged(tag: &str) -> Vec<i32> {
     let needle = format!("{TAG_VAR}={tag}");
     let me = std::process::id() as i32;
     let mut killed = Vec::new();
-    for _ in 0..100 {
-        let found: Vec<i32> = candidates(me)
-            .into_iter()
-            .filter(|&pid| {
-                std::fs::read(format!("/proc/{pid}/environ"))
-                    .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == needle.as_bytes()))
-            })
-            .collect();
-        if found.is_empty() {
-            break;
+    // A scan can miss a process: one in the middle of an exec has no
+    // readable environment, and one forked as the scan passed may not be
+    // listed. So a scan that finds none only ends the search when no
+    // candidate was unreadable and a second scan, a moment later, agrees.
+    let mut quiet_scans = 0;
+    for _ in 0..200 {
+        let mut found = Vec::new();
+        let mut unsure = false;
+        for pid in candidates(me) {
+            match std::fs::read(format!("/proc/{pid}/environ")) {
+                Ok(env) if env.split(|b| *b == 0).any(|var| var == needle.as_bytes()) => {
+                    found.push(pid);
+                }
+                Ok(env) if !env.is_empty() => {}
+                // Empty or unreadable: a zombie (done), or a process between
+                // fork and exec whose environment cannot be read yet.
+                // (Only among our own descendants: every process of the
+                // host, kernel threads included, is no signal.)
+                _ => {
+                    unsure |= SUBREAPER.load(Ordering::SeqCst)
+                        && stat(pid).is_some_and(|(s, _)| s != 'Z' && s != 'X');
+                }
+            }
         }
+        if found.is_empty() {
+            if unsure {
+                quiet_scans = 0;
+            } else {
+                quiet_scans += 1;
+                if quiet_scans == 2 {
+                    break;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(2));
+            continue;
+        }
+        quiet_scans = 0;
         for &pid in &found {
             kill(pid);
         }
