@@ -222,8 +222,13 @@ struct Report {
 enum Outcome {
     Attempt(AttemptOutcome),
     AlreadyPublished,
-    /// An operator decision from an earlier run stands.
-    Marked(InstanceMark),
+    /// An operator decision from an earlier run stands. `consumable`: the
+    /// instance is HELD (do not rebuild) and has a published generation,
+    /// which its downstream instances read as usual.
+    Marked {
+        mark: InstanceMark,
+        consumable: bool,
+    },
     /// Inputs could not be pinned.
     Unpinned(String),
     /// The engine could not read what it must before spending a token.
@@ -564,7 +569,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 self.engine_failed(id, &reason);
                 InstanceResult::EngineFailed(reason)
             }
-            Outcome::Marked(mark) => {
+            Outcome::Marked { mark, consumable } => {
                 let release = format!(
                     "release with `weir retry {} {task_name} --partition {partition} --note ...`",
                     self.cx.manifest.path.display()
@@ -582,10 +587,24 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                     }
                     Mark::Abandoned => (State::Skipped, InstanceResult::Skipped(why.clone())),
                 };
+                let consumed = if consumable {
+                    "; its published generation stays readable downstream"
+                } else {
+                    ""
+                };
                 self.cx.emit(
                     state,
-                    Event::instance(task_name, partition).detail(format!("{why}; {release}")),
+                    Event::instance(task_name, partition)
+                        .detail(format!("{why}; {release}{consumed}")),
                 );
+                if consumable {
+                    // HELD means "do not rebuild": what it published is
+                    // still the partition's generation, and downstream
+                    // instances pinned to another one rebuild from it.
+                    self.status[id] = Status::Done(result);
+                    self.release_successors(id);
+                    return;
+                }
                 result
             }
             Outcome::Attempt(AttemptOutcome::Stale { current: false }) => {
@@ -843,7 +862,20 @@ impl Job<'_> {
             .as_ref()
             .filter(|m| matches!(m.mark, Mark::Held | Mark::Abandoned))
         {
-            return (None, Outcome::Marked(mark.clone()));
+            let consumable = mark.mark == Mark::Held
+                && matches!(
+                    cx.warehouse
+                        .partition(&task.output.dataset, partition)
+                        .latest(),
+                    Ok(Some(_))
+                );
+            return (
+                None,
+                Outcome::Marked {
+                    mark: mark.clone(),
+                    consumable,
+                },
+            );
         }
         let snapshot = match self.snapshot {
             Some(s) => s,
@@ -864,7 +896,13 @@ impl Job<'_> {
             let same = mark.input_snapshot_digest.as_deref() == Some(snapshot.digest().as_str())
                 && &mark.code_version == code_version;
             if mark.mark == Mark::Quarantined && same && !self.force {
-                return (Some(snapshot), Outcome::Marked(mark));
+                return (
+                    Some(snapshot),
+                    Outcome::Marked {
+                        mark,
+                        consumable: false,
+                    },
+                );
             }
         }
         // The log is read on every attempt, before a token is spent: a
