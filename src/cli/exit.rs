@@ -8,6 +8,7 @@
 //! | 3 | a publish or an operator action was refused (stale token while readers see something else than it would have published, nothing to roll back to) |
 //! | 4 | `status --check` found something that needs attention (LATE, HELD, QUARANTINED, missing) |
 //! | 5 | the engine could not do its own work: warehouse or event-log I/O (ENOSPC, EIO, EACCES), corrupt record, a commit whose outcome had to be settled by rereading the log; it wins over 1 and 3 |
+//! | 130, 143 | a run interrupted by SIGINT, SIGTERM (it wins over every other code) |
 
 /// Success.
 pub const OK: u8 = 0;

@@ -59,6 +59,11 @@ pub(crate) fn backfill(args: &BackfillArgs) -> u8 {
 
 /// Runs and reports; shared with `weir backfill`.
 pub(crate) fn execute(manifest: &Manifest, options: &RunOptions) -> u8 {
+    // A first Ctrl-C / SIGTERM stops the run cleanly, a second exits at once.
+    if let Err(e) = exec::interrupt::install() {
+        eprintln!("error: cannot install the SIGINT/SIGTERM handlers: {e}");
+        return exit::ENGINE;
+    }
     let display = Display::new();
     let observer = display.observer();
     let summary = match exec::run(manifest, options, Some(observer)) {
@@ -77,6 +82,11 @@ pub(crate) fn execute(manifest: &Manifest, options: &RunOptions) -> u8 {
         .instances
         .iter()
         .any(|(_, _, r)| *r == InstanceResult::RejectedStale);
+    // The shell's convention (128 + the signal) wins: whoever pressed
+    // Ctrl-C learns that the run did not finish.
+    if let Some(sig) = summary.interrupted {
+        return sig.exit_code();
+    }
     if summary.engine_failed() {
         return exit::ENGINE;
     }
@@ -87,6 +97,9 @@ pub(crate) fn execute(manifest: &Manifest, options: &RunOptions) -> u8 {
         (true, false) => exit::OK,
     }
 }
+
+/// Instances left undone by an interrupt that the summary names one by one.
+const MAX_UNDONE_LISTED: usize = 20;
 
 fn print_summary(summary: &RunSummary) {
     let mut counts: HashMap<&str, usize> = HashMap::new();
@@ -99,6 +112,7 @@ fn print_summary(summary: &RunSummary) {
             InstanceResult::Held(_) => "held",
             InstanceResult::Skipped(_) => "skipped",
             InstanceResult::EngineFailed(_) => "engine failures",
+            InstanceResult::Interrupted(_) => "interrupted",
         };
         *counts.entry(key).or_default() += 1;
     }
@@ -110,6 +124,7 @@ fn print_summary(summary: &RunSummary) {
         "held",
         "skipped",
         "engine failures",
+        "interrupted",
     ];
     let parts: Vec<String> = order
         .iter()
@@ -126,8 +141,16 @@ fn print_summary(summary: &RunSummary) {
         },
         summary.retries
     );
+    let mut undone = 0;
     for (task, partition, result) in &summary.instances {
         let (what, why) = match result {
+            InstanceResult::Interrupted(w) => {
+                undone += 1;
+                if undone > MAX_UNDONE_LISTED {
+                    continue;
+                }
+                ("INTERRUPTED", w)
+            }
             InstanceResult::Quarantined(w) => ("QUARANTINED", w),
             InstanceResult::Held(w) => ("HELD", w),
             InstanceResult::Skipped(w) => ("SKIPPED", w),
@@ -135,6 +158,16 @@ fn print_summary(summary: &RunSummary) {
             _ => continue,
         };
         println!("  {what:<11} {task} {partition}: {why}");
+    }
+    if undone > MAX_UNDONE_LISTED {
+        println!("  … and {} more left undone", undone - MAX_UNDONE_LISTED);
+    }
+    if let Some(sig) = summary.interrupted {
+        eprintln!(
+            "weir: interrupted by {}: {undone} task {} left undone; run the same command again to resume",
+            sig.name(),
+            if undone == 1 { "instance" } else { "instances" }
+        );
     }
     println!("events: {}", summary.events.display());
     if let Some(e) = &summary.log_error {
@@ -201,9 +234,11 @@ impl Counts {
         }
         match e.state {
             State::Published | State::AlreadyPublished | State::RejectedStale => self.done += 1,
-            State::Quarantined | State::Held | State::Skipped | State::EngineFailed => {
-                self.failed += 1
-            }
+            State::Quarantined
+            | State::Held
+            | State::Skipped
+            | State::EngineFailed
+            | State::Interrupted => self.failed += 1,
             _ => {}
         }
         // A command ends in SUCCESS, or in a FAILED that says how it ended.
@@ -236,6 +271,7 @@ fn notable(e: &EventRecord) -> Option<String> {
             | State::Held
             | State::Skipped
             | State::EngineFailed
+            | State::Interrupted
     );
     if !interesting {
         return None;

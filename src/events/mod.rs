@@ -51,6 +51,7 @@ pub enum State {
     Abandoned,
     GcDeleted,
     EngineFailed,
+    Interrupted,
 }
 
 impl State {

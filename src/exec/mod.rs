@@ -26,6 +26,7 @@ mod attempt;
 pub mod classify;
 pub mod fault;
 pub mod inputs;
+pub mod interrupt;
 pub mod launch;
 pub mod lease;
 mod pool;
@@ -92,6 +93,10 @@ pub enum InstanceResult {
     /// a corrupt record): not the task's failure, no retry spent, no marker;
     /// the run exits 5.
     EngineFailed(String),
+    /// weir was asked to stop (SIGINT, SIGTERM) before the instance ended:
+    /// its command's process tree was stopped, or it never started. No
+    /// marker: the next run simply runs it.
+    Interrupted(String),
 }
 
 impl InstanceResult {
@@ -124,6 +129,8 @@ pub struct RunSummary {
     /// would not outlive the run, a stale one that would hold a published
     /// instance): the run exits 5.
     pub marker_errors: Vec<String>,
+    /// The signal that stopped the run early, if one did.
+    pub interrupted: Option<interrupt::Signal>,
 }
 
 impl RunSummary {
@@ -301,12 +308,22 @@ pub fn run(
         .iter()
         .filter(|(_, _, r)| !r.is_ok())
         .count();
+    let stopped = summary.interrupted.map_or(String::new(), |sig| {
+        let undone = summary
+            .instances
+            .iter()
+            .filter(|(_, _, r)| matches!(r, InstanceResult::Interrupted(_)))
+            .count();
+        format!("; interrupted by {}: {undone} left undone", sig.name())
+    });
     cx.emit(
         State::RunFinished,
-        Event::default().detail(format!(
-            "{} published or current, {failed} not",
-            summary.instances.len() - failed
-        )),
+        Event::default()
+            .detail(format!(
+                "{} published or current, {failed} not{stopped}",
+                summary.instances.len() - failed
+            ))
+            .data(json!({ "interrupted": summary.interrupted.map(interrupt::Signal::name) })),
     );
     if let Err(e) = cx.log.sync() {
         let mut first = cx.log_error.lock().unwrap_or_else(|p| p.into_inner());
@@ -370,6 +387,8 @@ struct Scheduler<'c, 'a> {
     budget: RetryBudget,
     rng: fastrand::Rng,
     marker_errors: std::cell::RefCell<Vec<String>>,
+    /// The stop request seen, if any: nothing more is admitted.
+    interrupted: Option<interrupt::Signal>,
 }
 
 impl<'c, 'a> Scheduler<'c, 'a> {
@@ -411,6 +430,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 .seed
                 .map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed),
             marker_errors: std::cell::RefCell::new(Vec::new()),
+            interrupted: None,
         }
     }
 
@@ -447,8 +467,12 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 self.enqueue(id);
             }
             // Without evidence there is no run: admit nothing more once the
-            // event log refused a line.
-            let admitting = !self.cx.log_failed();
+            // event log refused a line, or once asked to stop (the running
+            // commands' watchdogs stop their trees).
+            if self.interrupted.is_none() {
+                self.interrupted = interrupt::requested();
+            }
+            let admitting = !self.cx.log_failed() && self.interrupted.is_none();
             for (pool, slots) in pool_slots.iter().enumerate() {
                 // Admit a few instances beyond the slots, so their pinning,
                 // token and staging are done by the time a slot frees up.
@@ -467,16 +491,25 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             }
             let msg = match self.delayed.peek() {
                 Some(Reverse((due, _))) if self.active == 0 => {
-                    std::thread::sleep(due.saturating_duration_since(Instant::now()));
+                    let wait = due.saturating_duration_since(Instant::now());
+                    std::thread::sleep(wait.min(interrupt::POLL));
                     continue;
                 }
                 Some(Reverse((due, _))) => {
-                    match rx.recv_timeout(due.saturating_duration_since(Instant::now())) {
+                    let wait = due.saturating_duration_since(Instant::now());
+                    match rx.recv_timeout(wait.min(interrupt::POLL)) {
                         Ok(r) => r,
                         Err(_) => continue,
                     }
                 }
-                None => rx.recv().expect("a running attempt always reports"),
+                // Woken now and then to notice a stop request.
+                None => match rx.recv_timeout(interrupt::POLL) {
+                    Ok(r) => r,
+                    Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => {
+                        unreachable!("the scheduler holds a sender")
+                    }
+                },
             };
             self.finish(msg);
         });
@@ -617,6 +650,24 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                         .detail(format!("inputs unavailable: {reason}")),
                 );
                 InstanceResult::Held(reason)
+            }
+            Outcome::Attempt(AttemptOutcome::Failed {
+                ending: Ending::Interrupted(_),
+                token,
+                reason,
+            }) => {
+                self.cx.emit(
+                    State::Interrupted,
+                    Event::instance(task_name, partition)
+                        .attempt(self.attempts[id], token.map(|t| t.get()))
+                        .detail(format!(
+                            "{reason}; its process tree is stopped, no marker: the next run runs it"
+                        )),
+                );
+                // Downstream instances were not started: they are listed
+                // as left undone, not SKIPPED.
+                self.status[id] = Status::Done(InstanceResult::Interrupted(reason));
+                return;
             }
             Outcome::Attempt(AttemptOutcome::Failed {
                 ending,
@@ -818,6 +869,9 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 let (task, partition) = self.names(id);
                 let result = match &self.status[id] {
                     Status::Done(r) => r.clone(),
+                    _ if self.interrupted.is_some() => {
+                        InstanceResult::Interrupted("not started: the run was interrupted".into())
+                    }
                     _ => InstanceResult::Skipped("never became ready".into()),
                 };
                 (task.to_string(), partition.to_string(), result)
@@ -830,6 +884,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             events: self.cx.log.path().to_path_buf(),
             log_error: None,
             marker_errors: self.marker_errors.borrow().clone(),
+            interrupted: self.interrupted,
         }
     }
 }

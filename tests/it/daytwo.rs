@@ -126,3 +126,154 @@ fn issue_12_rollback_is_consumed_downstream() {
     assert_eq!(rows(&sb, "c_out", "k1"), "id,v\n1,a\n2,b\n");
     assert!(!stdout(&out).contains("SKIPPED"), "{}", stdout(&out));
 }
+
+/// `m.toml` over keys k1, k2 in one slot: `slow` records its pid and its
+/// child `sleep`'s, then waits for the sleep (unless `fast` exists); `after`
+/// copies `slow`'s output.
+fn slow_pipeline() -> Sandbox {
+    let sb = Sandbox::new(
+        r#"
+[pipeline]
+name = "interrupts"
+code_version = "1"
+warehouse = "wh"
+
+[pools.default]
+slots = 1
+
+[partitions.k]
+kind = "static"
+keys = ["k1", "k2"]
+
+[tasks.slow]
+command = ["sh", "slow.sh"]
+output = { dataset = "slow", grain = ["id"] }
+
+[tasks.after]
+command = ["sh", "after.sh"]
+inputs = ["slow"]
+output = { dataset = "after", grain = ["id"] }
+"#,
+    );
+    sb.script(
+        "slow.sh",
+        r#"if [ ! -f fast ]; then
+  sleep 60 & echo "$$ $!" > "pids_$WEIR_PARTITION"; wait
+fi
+printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
+"#,
+    );
+    sb.script(
+        "after.sh",
+        r#"cp "$WEIR_INPUT_SLOW"/*.csv "$WEIR_OUTPUT_DIR/""#,
+    );
+    sb
+}
+
+// issue 12: a first SIGINT stops the running task's process tree, records
+// the attempt INTERRUPTED, writes RUN_FINISHED, names what was left undone
+// and exits 130; the next run resumes at once.
+#[test]
+fn issue_12_sigint_stops_cleanly_and_the_next_run_resumes() {
+    for (signal, code, name) in [
+        (libc::SIGINT, 130, "SIGINT"),
+        (libc::SIGTERM, 143, "SIGTERM"),
+    ] {
+        let _serial = crate::support::exclusive();
+        let sb = slow_pipeline();
+        let engine = crate::support::Engine::spawn(
+            sb.weir(&[
+                "run",
+                "m.toml",
+                "--run-id",
+                "r1",
+                "--partition",
+                "k1",
+                "--partition",
+                "k2",
+            ]),
+            sb.path(),
+            "r1",
+        );
+        // One slot: exactly one `slow` instance is running its sleep.
+        let pids_file = || {
+            ["k1", "k2"]
+                .iter()
+                .map(|k| sb.path().join(format!("pids_{k}")))
+                .find(|p| std::fs::read_to_string(p).is_ok_and(|t| t.ends_with('\n')))
+        };
+        crate::support::poll_until("a task running", std::time::Duration::from_secs(20), || {
+            pids_file().is_some()
+        });
+        let pids: Vec<u32> = std::fs::read_to_string(pids_file().unwrap())
+            .unwrap()
+            .split_whitespace()
+            .map(|p| p.parse().unwrap())
+            .collect();
+        assert_eq!(pids.len(), 2);
+        engine.signal(signal);
+        let started = std::time::Instant::now();
+        let out = engine.finish(std::time::Duration::from_secs(10));
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_exit(&out, code);
+        for pid in &pids {
+            assert!(
+                matches!(crate::support::process_state(*pid), None | Some('Z')),
+                "task process {pid} outlived the interrupt"
+            );
+        }
+        let text = stdout(&out);
+        assert!(
+            text.contains("run r1: 4 task instances: 4 interrupted; 0 retries"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  INTERRUPTED slow ")
+                && text.contains(&format!("interrupted: weir received {name}")),
+            "{text}"
+        );
+        assert!(
+            text.contains("not started: the run was interrupted"),
+            "{text}"
+        );
+        assert!(
+            stderr(&out).ends_with(&format!(
+                "weir: interrupted by {name}: 4 task instances left undone; run the same command again to resume\n"
+            )),
+            "{}",
+            stderr(&out)
+        );
+        let events = sb.events("r1");
+        let last = events.last().unwrap();
+        assert_eq!(last.state, State::RunFinished);
+        assert_eq!(last.data["interrupted"], name);
+        // The running attempt and the one admitted, waiting for the slot:
+        // both had tokens, both end INTERRUPTED; `after` never started.
+        let interrupted: Vec<_> = events
+            .iter()
+            .filter(|e| e.state == State::Interrupted)
+            .collect();
+        assert_eq!(interrupted.len(), 2, "{interrupted:?}");
+        assert!(interrupted
+            .iter()
+            .all(|e| e.task.as_deref() == Some("slow")));
+        assert!(!events.iter().any(|e| e.task.as_deref() == Some("after")));
+        assert!(!events.iter().any(|e| e.state == State::Skipped));
+
+        // The next run does not wait for r1's leases.
+        std::fs::write(sb.path().join("fast"), "").unwrap();
+        let started = std::time::Instant::now();
+        let out = sb.run("r2", &["--partition", "k1", "--partition", "k2"]);
+        assert_exit(&out, 0);
+        assert!(stdout(&out).contains("run r2: 4 task instances: 4 published; 0 retries"));
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        assert!(
+            !sb.events("r2").iter().any(|e| e.state == State::Waiting),
+            "no takeover wait"
+        );
+    }
+}
