@@ -139,7 +139,15 @@ pub(crate) struct RunArgs {
     /// Partitions to run (repeatable); default: the latest complete one.
     #[arg(long)]
     pub(crate) partition: Vec<String>,
-    /// Only these tasks, plus upstream instances not yet published (repeatable).
+    /// First partition of an ad-hoc range (a day, or a static key): the
+    /// partitions a backfill over --from..=--to would cover, in the tasks' own pools.
+    #[arg(long, requires = "to", conflicts_with = "partition")]
+    pub(crate) from: Option<String>,
+    /// Last partition of the ad-hoc range (inclusive).
+    #[arg(long, requires = "from")]
+    pub(crate) to: Option<String>,
+    /// Only these tasks (`NAME`; `NAME+` with everything downstream; `+NAME`
+    /// with everything upstream), plus upstream instances not yet published (repeatable).
     #[arg(long)]
     pub(crate) task: Vec<String>,
     /// Rerun even when published with the same input snapshot and code_version.
@@ -234,7 +242,14 @@ pub(crate) struct PlanArgs {
     /// Plan these partitions (repeatable).
     #[arg(long)]
     pub(crate) partition: Vec<String>,
-    /// Only these tasks (repeatable).
+    /// First partition of an ad-hoc range (a day, or a static key): the
+    /// partitions a backfill over --from..=--to would cover, in the tasks' own pools.
+    #[arg(long, requires = "to", conflicts_with_all = ["partition", "backfill"])]
+    pub(crate) from: Option<String>,
+    /// Last partition of the ad-hoc range (inclusive).
+    #[arg(long, requires = "from")]
+    pub(crate) to: Option<String>,
+    /// Only these tasks (`NAME`, `NAME+`, `+NAME`; repeatable).
     #[arg(long)]
     pub(crate) task: Vec<String>,
     /// Print one JSON document.

@@ -19,10 +19,13 @@ pub(crate) fn run(args: &RunArgs) -> u8 {
         Ok(m) => m,
         Err(code) => return code,
     };
-    let scope = if args.partition.is_empty() {
-        Scope::Latest
-    } else {
-        Scope::Partitions(args.partition.clone())
+    let scope = match (&args.from, &args.to) {
+        (Some(from), Some(to)) => Scope::Range {
+            from: from.clone(),
+            to: to.clone(),
+        },
+        _ if !args.partition.is_empty() => Scope::Partitions(args.partition.clone()),
+        _ => Scope::Latest,
     };
     let options = RunOptions {
         scope,

@@ -62,7 +62,8 @@ const ADMIT_PER_SLOT: u32 = 3;
 pub struct RunOptions {
     /// Which partitions.
     pub scope: Scope,
-    /// Narrow to these tasks (plus unpublished upstream instances); empty = all.
+    /// Narrow to these task selectors (`NAME`, `NAME+`, `+NAME`; plus
+    /// unpublished upstream instances); empty = all.
     pub tasks: Vec<String>,
     /// Rerun even when the same input snapshot and code_version is published.
     pub force: bool,
@@ -250,22 +251,16 @@ pub fn run(
     observe: Option<crate::events::Observer>,
 ) -> Result<RunSummary, ExecError> {
     let now = crate::clock::now();
-    let selected: Vec<&str> = if options.tasks.is_empty() {
-        manifest.tasks.keys().map(String::as_str).collect()
-    } else {
-        with_upstream(manifest, &options.tasks)?
-    };
+    // The selected tasks run under the currency test; upstream instances
+    // they need are added by the plan only when not published.
+    let selected = crate::plan::select::select(manifest, &options.tasks)?;
     let warehouse = Warehouse::open(&manifest.pipeline.warehouse)
         .map_err(|e| ExecError::Warehouse(attempt::chain(&e)))?;
     let published = |dataset: &str, key: &str| {
         matches!(warehouse.partition(dataset, key).latest(), Ok(Some(_)))
     };
     let plan = Plan::build_for(manifest, &options.scope, &selected, now, &published)?;
-    let explicit: HashSet<&str> = if options.tasks.is_empty() {
-        selected.iter().copied().collect()
-    } else {
-        options.tasks.iter().map(String::as_str).collect()
-    };
+    let explicit: HashSet<&str> = selected.iter().copied().collect();
     // Task processes of engines that died on this host stop before any
     // command of this run starts.
     tree::sweep_orphans();
@@ -336,33 +331,6 @@ pub fn run(
         .unwrap_or_else(|p| p.into_inner())
         .clone();
     Ok(summary)
-}
-
-/// The named tasks plus every task upstream of them.
-fn with_upstream<'m>(manifest: &'m Manifest, names: &[String]) -> Result<Vec<&'m str>, ExecError> {
-    let mut keep: HashSet<&str> = HashSet::new();
-    let mut stack: Vec<&str> = Vec::new();
-    for name in names {
-        let Some((key, _)) = manifest.tasks.get_key_value(name) else {
-            return Err(crate::plan::PlanError::UnknownTask {
-                name: name.clone(),
-                help: crate::manifest::unknown_task_help(manifest, name),
-            }
-            .into());
-        };
-        stack.push(key.as_str());
-    }
-    while let Some(t) = stack.pop() {
-        if keep.insert(t) {
-            stack.extend(manifest.tasks[t].depends_on.iter().map(String::as_str));
-        }
-    }
-    Ok(manifest
-        .tasks
-        .keys()
-        .map(String::as_str)
-        .filter(|t| keep.contains(t))
-        .collect())
 }
 
 struct Scheduler<'c, 'a> {
@@ -634,7 +602,8 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                     // HELD means "do not rebuild": what it published is
                     // still the partition's generation, and downstream
                     // instances pinned to another one rebuild from it.
-                    self.status[id] = Status::Done(result);
+                    self.status[id] =
+                        Status::Done(InstanceResult::Held(format!("{why}{consumed}")));
                     self.release_successors(id);
                     return;
                 }

@@ -73,6 +73,7 @@ fn scope_line(plan: &Plan) -> String {
             )
         }
         (Scope::Partitions(keys), _) => format!("partitions: {}", keys.join(", ")),
+        (Scope::Range { from, to }, _) => format!("range: {from} to {to} (ad hoc)"),
         (Scope::Backfill(_), None) => String::new(),
     }
 }
@@ -288,6 +289,10 @@ enum JsonScope<'a> {
         to: &'a str,
         reason: &'a str,
     },
+    Range {
+        from: &'a str,
+        to: &'a str,
+    },
 }
 
 #[derive(Serialize)]
@@ -344,6 +349,7 @@ pub fn json(plan: &Plan, estimate: &Estimate, manifest: &crate::manifest::Manife
                 reason: &b.reason,
             },
             (Scope::Partitions(keys), _) => JsonScope::Partitions { keys },
+            (Scope::Range { from, to }, _) => JsonScope::Range { from, to },
             _ => JsonScope::Latest,
         },
         tasks: plan

@@ -9,6 +9,12 @@ use crate::support::{states, stderr, stdout, Sandbox, Visible};
 /// `m.toml` over static `keys`: `a` copies `feed_{partition}.csv` (or writes
 /// wrong rows while `flag` exists), `b` copies `a`'s output, `c` copies `b`'s.
 fn chain(keys: &[&str]) -> Sandbox {
+    chain_over(&format!("kind = \"static\"\nkeys = {keys:?}"), keys)
+}
+
+/// `chain` over the scheme `scheme` (the body of `[partitions.k]`), with a
+/// feed for each of `keys`.
+fn chain_over(scheme: &str, keys: &[&str]) -> Sandbox {
     let sb = Sandbox::new(&format!(
         r#"
 [pipeline]
@@ -17,8 +23,7 @@ code_version = "1"
 warehouse = "wh"
 
 [partitions.k]
-kind = "static"
-keys = {keys:?}
+{scheme}
 
 [datasets.feed]
 path = "feed_{{partition}}.csv"
@@ -90,21 +95,17 @@ fn issue_12_rollback_is_consumed_downstream() {
     let rolled = Visible::of(&sb.store("a_out", "k1"));
     assert_eq!(rolled.record.generation.get(), 3);
 
-    // `--task b`: the held upstream is not rebuilt, its rolled-back
-    // generation is read.
+    // `--task b`: the held upstream is published, so it is pinned, not
+    // planned; b rebuilds from its rolled-back generation.
     let out = sb.run("r3", &["--task", "b"]);
-    assert_exit(&out, 1);
+    assert_exit(&out, 0);
     let text = stdout(&out);
     assert!(
-        text.contains("run r3: 2 task instances: 1 published, 1 held; 0 retries"),
-        "{text}"
-    );
-    assert!(
-        text.contains("HELD        a k1: HELD since run op-"),
+        text.starts_with("run r3: 1 task instances: 1 published; 0 retries\n"),
         "{text}"
     );
     let r3 = sb.events("r3");
-    assert_eq!(states(&r3, "a", "k1"), [State::Queued, State::Held]);
+    assert_eq!(states(&r3, "a", "k1"), []);
     assert_eq!(states(&r3, "b", "k1").last(), Some(&State::Published));
     assert_eq!(rows(&sb, "b_out", "k1"), "id,v\n1,a\n2,b\n");
     assert_eq!(
@@ -116,6 +117,15 @@ fn issue_12_rollback_is_consumed_downstream() {
     // The whole pipeline: c rebuilds from b's new generation; b is current.
     let out = sb.run("r4", &[]);
     assert_exit(&out, 1);
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("run r4: 3 task instances: 1 published, 1 already published, 1 held; 0 retries\n  HELD        a k1: HELD since run op-"),
+        "{text}"
+    );
+    assert!(
+        text.contains("its published generation stays readable downstream"),
+        "{text}"
+    );
     let r4 = sb.events("r4");
     assert_eq!(states(&r4, "a", "k1"), [State::Queued, State::Held]);
     assert_eq!(
@@ -124,7 +134,7 @@ fn issue_12_rollback_is_consumed_downstream() {
     );
     assert_eq!(states(&r4, "c", "k1").last(), Some(&State::Published));
     assert_eq!(rows(&sb, "c_out", "k1"), "id,v\n1,a\n2,b\n");
-    assert!(!stdout(&out).contains("SKIPPED"), "{}", stdout(&out));
+    assert!(!text.contains("SKIPPED"), "{text}");
 }
 
 /// `m.toml` over keys k1, k2 in one slot: `slow` records its pid and its
@@ -276,4 +286,241 @@ fn issue_12_sigint_stops_cleanly_and_the_next_run_resumes() {
             "no takeover wait"
         );
     }
+}
+
+/// The (task, partition, last state) of every instance event of a run, in
+/// log order of first appearance.
+fn outcome(sb: &Sandbox, run: &str) -> Vec<(String, String, State)> {
+    let mut out: Vec<(String, String, State)> = Vec::new();
+    for e in sb.events(run) {
+        let (Some(t), Some(p)) = (e.task, e.partition) else {
+            continue;
+        };
+        match out.iter_mut().find(|(a, b, _)| *a == t && *b == p) {
+            Some(entry) => entry.2 = e.state,
+            None => out.push((t, p, e.state)),
+        }
+    }
+    out
+}
+
+fn row(t: &str, p: &str, s: State) -> (String, String, State) {
+    (t.to_string(), p.to_string(), s)
+}
+
+// issue 12: `--task NAME` runs exactly that task (published upstream is
+// pinned, not planned); `NAME+` adds everything downstream, `+NAME`
+// everything upstream under the currency test.
+#[test]
+fn issue_12_task_selectors() {
+    let sb = chain(&["k1", "k2"]);
+    assert_exit(&sb.run("r1", &["--partition", "k1"]), 0);
+
+    let out = sb.run("exact", &["--partition", "k1", "--task", "b", "--force"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        stdout(&out).lines().next(),
+        Some("run exact: 1 task instances: 1 published; 0 retries")
+    );
+    assert_eq!(outcome(&sb, "exact"), [row("b", "k1", State::Published)]);
+
+    let out = sb.run("down", &["--partition", "k1", "--task", "b+", "--force"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        outcome(&sb, "down"),
+        [
+            row("b", "k1", State::Published),
+            row("c", "k1", State::Published)
+        ]
+    );
+
+    // Nothing changed upstream of b in k1: current, nothing runs.
+    let out = sb.run("up1", &["--partition", "k1", "--task", "+b"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        outcome(&sb, "up1"),
+        [
+            row("a", "k1", State::AlreadyPublished),
+            row("b", "k1", State::AlreadyPublished)
+        ]
+    );
+    // A changed feed makes a (and so b) not current: both rebuild, c does not.
+    std::fs::write(sb.path().join("feed_k1.csv"), "id,v\n1,a\n2,b\n3,c\n").unwrap();
+    let out = sb.run("up2", &["--partition", "k1", "--task", "+b"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        outcome(&sb, "up2"),
+        [
+            row("a", "k1", State::Published),
+            row("b", "k1", State::Published)
+        ]
+    );
+    assert_eq!(rows(&sb, "b_out", "k1"), "id,v\n1,a\n2,b\n3,c\n");
+
+    // `--task c` in an unpublished partition adds the upstream it needs.
+    let out = sb.run("k2", &["--partition", "k2", "--task", "c"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        outcome(&sb, "k2"),
+        [
+            row("a", "k2", State::Published),
+            row("b", "k2", State::Published),
+            row("c", "k2", State::Published)
+        ]
+    );
+
+    let out = sb.run("bad", &["--task", "x+"]);
+    assert_exit(&out, 2);
+    assert_eq!(stdout(&out), "");
+    assert!(
+        stderr(&out).contains("unknown task `x`"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+// issue 12: `weir run --from A --to B` reruns an ad-hoc range without a
+// declared backfill; a backwards or empty range is refused with exit 2.
+#[test]
+fn issue_12_ad_hoc_range() {
+    let days = ["2026-09-01", "2026-09-02", "2026-09-03", "2026-09-04"];
+    let sb = chain_over(
+        "kind = \"daily\"\nstart = \"2026-09-01\"\nend = \"2026-09-04\"",
+        &days,
+    );
+    let out = sb.run(
+        "range",
+        &["--from", "2026-09-02", "--to", "2026-09-03", "--task", "a"],
+    );
+    assert_exit(&out, 0);
+    assert_eq!(
+        stdout(&out).lines().next(),
+        Some("run range: 2 task instances: 2 published; 0 retries")
+    );
+    assert_eq!(
+        outcome(&sb, "range"),
+        [
+            row("a", "2026-09-02", State::Published),
+            row("a", "2026-09-03", State::Published)
+        ]
+    );
+    let plan = sb.weir_out(&[
+        "plan",
+        "m.toml",
+        "--from",
+        "2026-09-02",
+        "--to",
+        "2026-09-03",
+    ]);
+    assert_exit(&plan, 0);
+    assert!(
+        stdout(&plan).contains("range: 2026-09-02 to 2026-09-03 (ad hoc)"),
+        "{}",
+        stdout(&plan)
+    );
+
+    let out = sb.run("back", &["--from", "2026-09-03", "--to", "2026-09-02"]);
+    assert_exit(&out, 2);
+    assert_eq!(stdout(&out), "");
+    assert!(
+        stderr(&out)
+            .contains("range 2026-09-03 to 2026-09-02: runs backwards: swap --from and --to"),
+        "{}",
+        stderr(&out)
+    );
+    let out = sb.run("none", &["--from", "2027-01-01", "--to", "2027-01-02"]);
+    assert_exit(&out, 2);
+    assert!(
+        stderr(&out).contains("covers no partition of the selected tasks"),
+        "{}",
+        stderr(&out)
+    );
+    let out = sb.run("half", &["--from", "2026-09-01"]);
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("--to"), "{}", stderr(&out));
+    assert!(!sb.path().join("wh/_runs/back").exists(), "nothing logged");
+}
+
+// issue 12: `weir retry TASK --partition P` reruns that instance and its
+// downstream in P only; retry/abandon refuse an instance that waits for no
+// decision (exit 3), and a partition outside the scheme (exit 2), before
+// anything is logged.
+#[test]
+fn issue_12_retry_runs_the_instance_and_its_downstream_only() {
+    let sb = chain(&["k1", "k2"]);
+    // b fails for an operator while `hold_b` exists: HELD, c SKIPPED.
+    sb.script(
+        "copy.sh",
+        r#"if [ "$1" = A_OUT ] && [ -f hold_b ]; then exit 78; fi
+eval "src=\$WEIR_INPUT_$1"; cat "$src"/*.csv > "$WEIR_OUTPUT_DIR/out.csv"
+"#,
+    );
+    std::fs::write(sb.path().join("hold_b"), "").unwrap();
+    let out = sb.run("r1", &["--partition", "k1", "--partition", "k2"]);
+    assert_exit(&out, 1);
+    assert!(
+        stdout(&out).contains("2 published, 2 held, 2 skipped"),
+        "{}",
+        stdout(&out)
+    );
+    let ops_before = std::fs::read_dir(sb.path().join("wh/_runs"))
+        .unwrap()
+        .count();
+
+    // Refusals first: nothing is logged, nothing runs.
+    let refusals = [
+        (&["retry", "m.toml", "a", "--partition", "k1", "--note", "n"][..], 3,
+         "error: refused: a k1 is neither held nor quarantined; `weir retry` acts only on a HELD or QUARANTINED or ABANDONED instance"),
+        (&["abandon", "m.toml", "c", "--partition", "k1", "--note", "n"][..], 3,
+         "error: refused: c k1 is neither held nor quarantined; `weir abandon` acts only on a HELD or QUARANTINED instance"),
+        (&["retry", "m.toml", "b", "--partition", "k9", "--note", "n"][..], 2,
+         "error: partition `k9` is not in the partition scheme of task `b`"),
+    ];
+    for (args, code, message) in refusals {
+        let out = sb.weir_out(args);
+        assert_exit(&out, code);
+        assert_eq!(stdout(&out), "");
+        assert!(stderr(&out).starts_with(message), "{}", stderr(&out));
+    }
+    assert_eq!(
+        std::fs::read_dir(sb.path().join("wh/_runs"))
+            .unwrap()
+            .count(),
+        ops_before,
+        "no operator log was written"
+    );
+
+    std::fs::remove_file(sb.path().join("hold_b")).unwrap();
+    let out = sb.weir_out(&[
+        "retry",
+        "m.toml",
+        "b",
+        "--partition",
+        "k1",
+        "--note",
+        "fixed",
+    ]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("released b k1; running it and its downstream instances in k1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(": 2 task instances: 2 published; 0 retries"),
+        "{text}"
+    );
+    let run = crate::support::printed_run_id(&out);
+    assert_eq!(
+        outcome(&sb, &run),
+        [
+            row("b", "k1", State::Published),
+            row("c", "k1", State::Published)
+        ]
+    );
+    // k2 still waits for its own decision.
+    let out = sb.weir_out(&["status", "m.toml", "--check"]);
+    assert_exit(&out, 4);
+    assert!(stdout(&out).contains("b k2"), "{}", stdout(&out));
+    assert!(!stdout(&out).contains("b k1"), "{}", stdout(&out));
 }

@@ -224,10 +224,9 @@ output = { dataset = "down", grain = ["id"] }"#,
     let out = sb.run("r2", &["--force", "--task", "down"]);
     assert_exit(&out, 1);
     let r2 = sb.events("r2");
-    assert_eq!(
-        states(&r2, "up", "p"),
-        [State::Queued, State::AlreadyPublished]
-    );
+    // `--task down` selects exactly `down`: the published `up` is pinned,
+    // not planned (issue 12).
+    assert_eq!(states(&r2, "up", "p"), []);
     assert_eq!(states(&r2, "down", "p"), [State::Queued, State::Held]);
     let held = &of(&r2, State::Held)[0].detail;
     assert!(
