@@ -45,11 +45,21 @@ pub(crate) enum Command {
     Gc(GcArgs),
     /// Rerun a published instance from its pinned inputs into scratch and compare digests.
     Verify(VerifyArgs),
+    /// Print a shell completion script (`weir completions bash > /etc/bash_completion.d/weir`).
+    Completions(CompletionsArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub(crate) shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct GcArgs {
-    /// Manifest file.
+    /// Manifest file (default: `weir.toml` in the current directory).
+    #[arg(default_value = "weir.toml")]
     pub(crate) manifest: PathBuf,
     /// Only candidates older than this (default: twice the longest task timeout, at least 24h).
     #[arg(long)]
@@ -134,7 +144,8 @@ pub(crate) struct RollbackArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
-    /// Manifest file.
+    /// Manifest file (default: `weir.toml` in the current directory).
+    #[arg(default_value = "weir.toml")]
     pub(crate) manifest: PathBuf,
     /// Partitions to run (repeatable); default: the latest complete one.
     #[arg(long)]
@@ -186,7 +197,8 @@ pub(crate) struct BackfillArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct EventsArgs {
-    /// Manifest file.
+    /// Manifest file (default: `weir.toml` in the current directory).
+    #[arg(default_value = "weir.toml")]
     pub(crate) manifest: PathBuf,
     /// Only this run.
     #[arg(long = "run")]
@@ -204,7 +216,8 @@ pub(crate) struct EventsArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct StatusArgs {
-    /// Manifest file.
+    /// Manifest file (default: `weir.toml` in the current directory).
+    #[arg(default_value = "weir.toml")]
     pub(crate) manifest: PathBuf,
     /// Exit 4 when anything is LATE, HELD or QUARANTINED (for cron and alerting).
     #[arg(long)]
@@ -227,14 +240,15 @@ pub(crate) struct ShowArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ValidateArgs {
-    /// Manifest files.
-    #[arg(required = true)]
+    /// Manifest files (default: `weir.toml` in the current directory).
+    #[arg(default_value = "weir.toml")]
     pub(crate) manifests: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct PlanArgs {
-    /// Manifest file.
+    /// Manifest file (default: `weir.toml` in the current directory).
+    #[arg(default_value = "weir.toml")]
     pub(crate) manifest: PathBuf,
     /// Plan a declared backfill instead of the latest partition.
     #[arg(long, conflicts_with = "partition")]

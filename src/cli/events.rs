@@ -11,6 +11,14 @@ pub(crate) fn run(args: &EventsArgs) -> u8 {
     };
     let warehouse = &manifest.pipeline.warehouse;
     let read = match &args.run_id {
+        Some(id) if !run_dir(warehouse, id).join("events.jsonl").is_file() => {
+            eprintln!(
+                "error: no run `{id}` in {}\n  help: `weir events {}` prints every run's events with its run id",
+                warehouse.join("_runs").display(),
+                args.manifest.display()
+            );
+            return exit::INVALID;
+        }
         Some(id) => read_log(&run_dir(warehouse, id).join("events.jsonl")),
         None => read_all(warehouse),
     };

@@ -22,3 +22,34 @@ pub const REFUSED: u8 = 3;
 pub const ATTENTION: u8 = 4;
 /// The engine's own I/O failed.
 pub const ENGINE: u8 = 5;
+
+/// An error that knows which of the codes above it ends weir with: the
+/// code is decided once, from the error's kind, wherever it is reported.
+pub(crate) trait Coded {
+    /// The exit code.
+    fn exit_code(&self) -> u8;
+}
+
+impl Coded for crate::ops::verify::VerifyError {
+    fn exit_code(&self) -> u8 {
+        use crate::ops::verify::VerifyError as E;
+        match self {
+            E::UnknownTask { .. } => INVALID,
+            E::Drift(_) | E::Store(_) => ENGINE,
+            E::NothingPublished { .. }
+            | E::InputChanged { .. }
+            | E::InputMissing { .. }
+            | E::TaskFailed { .. }
+            | E::Audit(_) => TASK_FAILED,
+        }
+    }
+}
+
+impl Coded for crate::exec::ExecError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            crate::exec::ExecError::Plan(_) => INVALID,
+            crate::exec::ExecError::Warehouse(_) => ENGINE,
+        }
+    }
+}

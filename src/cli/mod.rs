@@ -23,6 +23,7 @@ use args::{Cli, Command};
 
 /// Entry point of the `weir` binary.
 pub fn main() -> ExitCode {
+    quiet_broken_pipe();
     // Descendants a task leaves behind are reparented to the engine, which
     // stops and reaps them (exec/tree.rs).
     crate::exec::tree::become_subreaper();
@@ -53,6 +54,18 @@ pub fn main() -> ExitCode {
         Command::Explain(a) => ops::explain(&a),
         Command::Gc(a) => ops::gc(&a),
         Command::Verify(a) => ops::verify(&a),
+        Command::Completions(a) => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            let mut script = Vec::new();
+            clap_complete::generate(a.shell, &mut command, "weir", &mut script);
+            match std::io::Write::write_all(&mut std::io::stdout(), &script) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    eprintln!("error: cannot write the completions: {e}");
+                    exit::ENGINE
+                }
+                _ => exit::OK,
+            }
+        }
     };
     ExitCode::from(code)
 }
@@ -60,7 +73,7 @@ pub fn main() -> ExitCode {
 /// Loads a manifest, printing its diagnostics on failure.
 pub(crate) fn load(path: &Path) -> Result<Manifest, u8> {
     Manifest::load(path).map_err(|errors| {
-        let color = std::io::stderr().is_terminal();
+        let color = color();
         eprint!("{}", errors.render(color, terminal_width()));
         exit::INVALID
     })
@@ -68,7 +81,7 @@ pub(crate) fn load(path: &Path) -> Result<Manifest, u8> {
 
 /// Prints any diagnostic the way miette renders it, without a backtrace.
 pub(crate) fn report(error: &dyn Diagnostic) {
-    let theme = if std::io::stderr().is_terminal() {
+    let theme = if color() {
         GraphicalTheme::unicode()
     } else {
         GraphicalTheme::unicode_nocolor()
@@ -86,4 +99,32 @@ fn terminal_width() -> usize {
         .ok()
         .and_then(|c| c.parse().ok())
         .unwrap_or(100)
+}
+
+/// Whether stderr gets colors and other escape codes: only on a terminal,
+/// and never when `NO_COLOR` is set to anything non-empty (no-color.org).
+pub(crate) fn color() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// A reader that went away (`weir status | head -1`) ends weir quietly with
+/// exit 0, as for every Unix filter, instead of a panic message: `print!`
+/// panics on EPIPE (Rust ignores SIGPIPE), and this hook turns exactly that
+/// panic into an exit.
+fn quiet_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout")
+            && message.contains(&std::io::Error::from_raw_os_error(libc::EPIPE).to_string())
+        {
+            std::process::exit(exit::OK.into());
+        }
+        default(info);
+    }));
 }

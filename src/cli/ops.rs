@@ -469,10 +469,7 @@ pub(crate) fn verify(args: &VerifyArgs) -> u8 {
         }
         Err(e) => {
             report(&e);
-            match e {
-                crate::ops::verify::VerifyError::Drift(_) => exit::ENGINE,
-                _ => exit::TASK_FAILED,
-            }
+            exit::Coded::exit_code(&e)
         }
     }
 }

@@ -2,7 +2,6 @@
 //! and a closing summary of what did not publish and why.
 
 use std::collections::HashMap;
-use std::io::IsTerminal;
 use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -73,10 +72,7 @@ pub(crate) fn execute(manifest: &Manifest, options: &RunOptions) -> u8 {
         Ok(s) => s,
         Err(e) => {
             report(&e);
-            return match e {
-                exec::ExecError::Plan(_) => exit::INVALID,
-                exec::ExecError::Warehouse(_) => exit::ENGINE,
-            };
+            return exit::Coded::exit_code(&e);
         }
     };
     display.finish();
@@ -185,7 +181,8 @@ struct Display {
 
 impl Display {
     fn new() -> Display {
-        let bar = std::io::stderr().is_terminal().then(|| {
+        // NO_COLOR: plain lines, no escape codes at all.
+        let bar = super::color().then(|| {
             let bar = ProgressBar::new_spinner();
             bar.set_style(
                 ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")

@@ -390,6 +390,16 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
         );
         return exit::INVALID;
     };
+    if !task.dims.contains(&args.partition, crate::clock::now()) {
+        eprintln!(
+            "error: partition `{}` is not in the partition scheme of `{}`\n  help: `{}` is partitioned {}",
+            args.partition,
+            args.dataset,
+            task.name,
+            task.dims.describe()
+        );
+        return exit::INVALID;
+    }
     let warehouse = match Warehouse::open(&manifest.pipeline.warehouse) {
         Ok(w) => w,
         Err(e) => {

@@ -184,12 +184,23 @@ fn kill_group(pgid: libc::pid_t) {
 }
 
 /// The last `max` bytes of a file, lossily decoded, from a line start.
+/// Only those bytes are read: a task that wrote gigabytes to stderr costs
+/// the engine `max` bytes of memory, not the file.
 pub fn tail(path: &Path, max: usize) -> String {
-    let Ok(bytes) = std::fs::read(path) else {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = File::open(path) else {
         return String::new();
     };
-    let start = bytes.len().saturating_sub(max);
-    let text = String::from_utf8_lossy(&bytes[start..]);
+    let len = file.metadata().map_or(0, |m| m.len());
+    let start = len.saturating_sub(max as u64);
+    let mut bytes = Vec::with_capacity(max.min(len as usize));
+    if file.seek(SeekFrom::Start(start)).is_err()
+        || file.take(max as u64).read_to_end(&mut bytes).is_err()
+    {
+        return String::new();
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    // Cut mid-file: drop the partial first line.
     let text = if start > 0 {
         text.split_once('\n')
             .map_or(text.as_ref(), |(_, rest)| rest)

@@ -524,3 +524,226 @@ eval "src=\$WEIR_INPUT_$1"; cat "$src"/*.csv > "$WEIR_OUTPUT_DIR/out.csv"
     assert!(stdout(&out).contains("b k2"), "{}", stdout(&out));
     assert!(!stdout(&out).contains("b k1"), "{}", stdout(&out));
 }
+
+// issue 12: a reader that goes away (`weir status | head -1`) ends weir
+// quietly with exit 0: no panic message, no backtrace.
+#[test]
+fn issue_12_broken_pipe_exits_quietly() {
+    let sb = chain(&["k1", "k2"]);
+    assert_exit(
+        &sb.run("r1", &["--partition", "k1", "--partition", "k2"]),
+        0,
+    );
+    for args in [
+        &["status", "m.toml"][..],
+        &["events", "m.toml"][..],
+        &["show", "m.toml", "a_out", "--partition", "k1"][..],
+        &["completions", "bash"][..],
+    ] {
+        let mut child = sb
+            .weir(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader is gone before weir writes its first line.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert_exit(&out, 0);
+        assert_eq!(stderr(&out), "", "{args:?}");
+    }
+}
+
+/// Runs `weir args` in `dir` with its stderr on a pseudo-terminal and the
+/// given environment; returns (exit code, what the terminal received).
+fn on_a_terminal(dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    use std::os::fd::FromRawFd;
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty writes the two descriptors it opens into our ints;
+    // the name, termios and winsize arguments may be null.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty");
+    // SAFETY: both descriptors were just opened and are owned here only.
+    let (master, slave) = unsafe {
+        (
+            std::fs::File::from_raw_fd(master),
+            std::fs::File::from_raw_fd(slave),
+        )
+    };
+    let mut cmd = crate::support::weir();
+    cmd.current_dir(dir)
+        .args(args)
+        .stderr(slave)
+        .stdout(std::process::Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let status = cmd.status().unwrap();
+    drop(cmd);
+    let mut text = Vec::new();
+    let mut master = master;
+    let mut buf = [0u8; 4096];
+    loop {
+        // EIO once the slave side is closed and drained.
+        match std::io::Read::read(&mut master, &mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => text.extend_from_slice(&buf[..n]),
+        }
+    }
+    (
+        status.code().unwrap(),
+        String::from_utf8_lossy(&text).into_owned(),
+    )
+}
+
+// issue 12: NO_COLOR on a terminal gets no escape codes (and without it
+// the same diagnostic is colored, so the check can fail).
+#[test]
+fn issue_12_no_color_on_a_terminal() {
+    let sb = Sandbox::new("[pipeline]\nname = \"x\"\ncode_version = 1\n");
+    let (code, colored) = on_a_terminal(sb.path(), &["validate", "m.toml"], &[]);
+    assert_eq!(code, 2);
+    assert!(colored.contains('\x1b'), "{colored:?}");
+    let (code, plain) = on_a_terminal(sb.path(), &["validate", "m.toml"], &[("NO_COLOR", "1")]);
+    assert_eq!(code, 2);
+    assert!(!plain.contains('\x1b'), "{plain:?}");
+    assert!(plain.contains("code_version"), "{plain}");
+}
+
+// issue 12: a task that writes 150 MB to stderr does not drive weir's
+// memory up: only the tail it keeps is read.
+#[test]
+fn issue_12_memory_stays_flat_with_a_huge_stderr() {
+    let _serial = crate::support::exclusive();
+    let sb = Sandbox::new(
+        r#"
+[pipeline]
+name = "loud"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.k]
+kind = "static"
+keys = ["k1"]
+
+[tasks.loud]
+partitioned_by = ["k"]
+command = ["sh", "loud.sh"]
+output = { dataset = "loud", grain = ["id"] }
+"#,
+    );
+    sb.script(
+        "loud.sh",
+        "head -c 150000000 /dev/zero | tr '\\0' x >&2; printf '\\nthe last line\\n' >&2; exit 78\n",
+    );
+    let child = sb
+        .weir(&["run", "m.toml", "--run-id", "r1", "--partition", "k1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: rusage is plain data written by wait4 for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child; the std handle is not waited again.
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(rc, pid);
+    std::mem::forget(child);
+    assert_eq!(libc::WEXITSTATUS(status), 1, "held");
+    // ru_maxrss is in KiB; the stderr file alone is 146 MiB.
+    assert!(
+        usage.ru_maxrss < 64 * 1024,
+        "weir peaked at {} KiB",
+        usage.ru_maxrss
+    );
+    let failed: Vec<_> = sb
+        .events("r1")
+        .into_iter()
+        .filter(|e| e.state == State::Failed)
+        .collect();
+    let tail = failed[0].data["stderr_tail"].as_str().unwrap();
+    assert_eq!(tail, "the last line");
+}
+
+// issue 12: usage errors exit 2 with stdout empty and the reason on stderr,
+// in every command; `weir.toml` is the default manifest; completions print.
+#[test]
+fn issue_12_exit_codes_default_manifest_and_completions() {
+    let sb = chain(&["k1"]);
+    assert_exit(&sb.run("r1", &["--partition", "k1"]), 0);
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["events", "m.toml", "--run", "nope"],
+            "error: no run `nope` in ",
+        ),
+        (
+            &["show", "m.toml", "a_out", "--partition", "k9"],
+            "error: partition `k9` is not in the partition scheme of `a_out`",
+        ),
+        (
+            &["verify", "m.toml", "nosuch", "--partition", "k1"],
+            "unknown task `nosuch`",
+        ),
+        (
+            &["run", "m.toml", "--task", "nosuch"],
+            "unknown task `nosuch`",
+        ),
+        (
+            &["abandon", "m.toml", "a", "--partition", "k9", "--note", "n"],
+            "error: partition `k9` is not in the partition scheme of task `a`",
+        ),
+    ];
+    for (args, message) in cases {
+        let out = sb.weir_out(args);
+        assert_exit(&out, 2);
+        assert_eq!(stdout(&out), "", "{args:?}");
+        assert!(stderr(&out).contains(message), "{args:?}: {}", stderr(&out));
+    }
+
+    // No manifest argument: `weir.toml` in the current directory.
+    let out = sb.weir_out(&["status"]);
+    assert_exit(&out, 2);
+    assert_eq!(stdout(&out), "");
+    assert!(
+        stderr(&out).contains("cannot read `weir.toml`"),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::rename(sb.path().join("m.toml"), sb.path().join("weir.toml")).unwrap();
+    let out = sb.weir_out(&["status"]);
+    assert_exit(&out, 0);
+    assert!(stdout(&out).contains("a_out"), "{}", stdout(&out));
+    assert_eq!(stderr(&out), "");
+    let out = sb.weir_out(&["validate"]);
+    assert_exit(&out, 0);
+    assert!(stdout(&out).contains("weir.toml"), "{}", stdout(&out));
+
+    for (shell, marker) in [
+        ("bash", "complete -F"),
+        ("zsh", "#compdef weir"),
+        ("fish", "complete -c weir"),
+    ] {
+        let out = sb.weir_out(&["completions", shell]);
+        assert_exit(&out, 0);
+        assert!(stdout(&out).contains(marker), "{shell}");
+        assert!(stdout(&out).contains("rollback"), "{shell}");
+        assert_eq!(stderr(&out), "");
+    }
+    let out = sb.weir_out(&["completions", "tcsh"]);
+    assert_exit(&out, 2);
+    assert_eq!(stdout(&out), "");
+    assert!(
+        stderr(&out).contains("invalid value 'tcsh'"),
+        "{}",
+        stderr(&out)
+    );
+}
