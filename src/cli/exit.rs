@@ -48,7 +48,7 @@ impl Coded for crate::ops::verify::VerifyError {
 impl Coded for crate::exec::ExecError {
     fn exit_code(&self) -> u8 {
         match self {
-            crate::exec::ExecError::Plan(_) => INVALID,
+            crate::exec::ExecError::Plan(_) | crate::exec::ExecError::Code(_) => INVALID,
             crate::exec::ExecError::Warehouse(_) => ENGINE,
         }
     }

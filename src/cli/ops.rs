@@ -183,6 +183,7 @@ pub(crate) fn abandon(args: &DecisionArgs) -> u8 {
             .as_ref()
             .and_then(|m| m.input_snapshot_digest.clone()),
         code_version: manifest.pipeline.code_version.clone(),
+        code_fingerprint: previous.as_ref().and_then(|m| m.code_fingerprint.clone()),
         since: crate::clock::now_rfc3339(),
         note: Some(args.note.clone()),
     };

@@ -1,6 +1,6 @@
 //! `weir status` and `weir show`: what readers see, and what needs attention.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::json;
 
@@ -101,7 +101,7 @@ impl Overview {
                 });
             }
         }
-        let stale = stale(warehouse, &published);
+        let stale = stale(manifest, warehouse, &published);
         Ok(Overview {
             published,
             missing,
@@ -359,12 +359,35 @@ fn print_status(
 }
 
 /// Publications that pinned an upstream generation other than the current.
-fn stale(warehouse: &Warehouse, published: &[(String, CommitRecord)]) -> Vec<Stale> {
+fn stale(
+    manifest: &Manifest,
+    warehouse: &Warehouse,
+    published: &[(String, CommitRecord)],
+) -> Vec<Stale> {
     let mut current = crate::plan::stale::Current::default();
+    // Each task's fingerprint, computed once (an unreadable `code` path
+    // leaves it unknown: only code_version is compared then).
+    let mut prints: HashMap<&str, Option<String>> = HashMap::new();
     published
         .iter()
         .filter_map(|(task, record)| {
-            let changed = current.changed(warehouse, record);
+            let mut changed = current.changed(warehouse, record);
+            if let Some(t) = manifest.tasks.get(task) {
+                let print = prints
+                    .entry(task.as_str())
+                    .or_insert_with(|| {
+                        crate::manifest::fingerprint::fingerprint(&manifest.dir, t).ok()
+                    })
+                    .clone();
+                let fingerprint = print
+                    .as_deref()
+                    .unwrap_or_else(|| record.code_fingerprint.as_deref().unwrap_or_default());
+                changed.extend(crate::plan::stale::code_changed(
+                    record,
+                    &t.code_version,
+                    fingerprint,
+                ));
+            }
             (!changed.is_empty()).then(|| Stale {
                 task: task.clone(),
                 partition: record.partition.clone(),

@@ -151,7 +151,8 @@ pub(crate) fn run(
                         && super::is_current(
                             &latest,
                             snapshot,
-                            &cx.manifest.pipeline.code_version,
+                            &task.code_version,
+                            cx.fingerprint(task),
                         )) =>
             {
                 cx.emit(
@@ -355,10 +356,7 @@ fn environment(
         ("WEIR_ATTEMPT".into(), attempt.to_string()),
         ("WEIR_TOKEN".into(), token.get().to_string()),
         ("WEIR_OUTPUT_DIR".into(), absolute(data_dir)),
-        (
-            "WEIR_CODE_VERSION".into(),
-            cx.manifest.pipeline.code_version.clone(),
-        ),
+        ("WEIR_CODE_VERSION".into(), task.code_version.clone()),
     ];
     env.extend(launch::partition_vars(&task.dims, partition));
     for input in inputs {
@@ -437,7 +435,8 @@ fn audit_candidate(
         "run_id": cx.run_id,
         "attempt": attempt,
         "token": token.get(),
-        "code_version": cx.manifest.pipeline.code_version,
+        "code_version": task.code_version,
+        "code_fingerprint": cx.fingerprint(task),
         "input_snapshot": snapshot.to_json(),
         "input_snapshot_digest": snapshot.digest(),
         "files": file_names(&candidate.files),
@@ -573,7 +572,8 @@ fn publish(
         digest: report.digest.as_str().to_string(),
         input_snapshot: snapshot.to_json(),
         input_snapshot_digest: snapshot.digest(),
-        code_version: cx.manifest.pipeline.code_version.clone(),
+        code_version: task.code_version.clone(),
+        code_fingerprint: Some(cx.fingerprint(task).to_string()),
     };
     let mut result = store.commit(commit);
     if result.is_ok() {
@@ -639,12 +639,9 @@ fn publish(
             committed,
             generation,
         }) => {
-            let code_version = &cx.manifest.pipeline.code_version;
-            let current = store
-                .latest()
-                .ok()
-                .flatten()
-                .is_some_and(|latest| super::is_current(&latest, snapshot, code_version));
+            let current = store.latest().ok().flatten().is_some_and(|latest| {
+                super::is_current(&latest, snapshot, &task.code_version, cx.fingerprint(task))
+            });
             cx.emit(
                 State::RejectedStale,
                 Event::instance(&task.name, partition)

@@ -162,6 +162,10 @@ pub enum ExecError {
     #[error("warehouse error: {0}")]
     #[diagnostic(code(weir::exec::warehouse))]
     Warehouse(String),
+    /// A task's `code` could not be read.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Code(#[from] crate::manifest::fingerprint::FingerprintError),
 }
 
 /// Shared, read-only context of a run's attempts.
@@ -176,6 +180,15 @@ pub(crate) struct Context<'a> {
     pub(crate) chaos: Option<fault::Chaos>,
     /// The first append the event log refused.
     pub(crate) log_error: std::sync::Mutex<Option<String>>,
+    /// Each planned task's code fingerprint (`manifest::fingerprint`).
+    pub(crate) fingerprints: std::collections::HashMap<String, String>,
+}
+
+impl Context<'_> {
+    /// The fingerprint of `task`'s code, computed when the run started.
+    pub(crate) fn fingerprint(&self, task: &Task) -> &str {
+        self.fingerprints.get(&task.name).map_or("", String::as_str)
+    }
 }
 
 impl Context<'_> {
@@ -261,6 +274,16 @@ pub fn run(
     };
     let plan = Plan::build_for(manifest, &options.scope, &selected, now, &published)?;
     let explicit: HashSet<&str> = selected.iter().copied().collect();
+    // Each planned task's code identity, read once: an unreadable `code`
+    // path refuses the run before anything starts.
+    let mut fingerprints = std::collections::HashMap::new();
+    for t in &plan.tasks {
+        let task = &manifest.tasks[&t.name];
+        fingerprints.insert(
+            t.name.clone(),
+            crate::manifest::fingerprint::fingerprint(&manifest.dir, task)?,
+        );
+    }
     // Task processes of engines that died on this host stop before any
     // command of this run starts.
     tree::sweep_orphans();
@@ -279,6 +302,7 @@ pub fn run(
         faults: Faults::from_env(),
         chaos: fault::Chaos::from_env(),
         log_error: std::sync::Mutex::new(None),
+        fingerprints,
     };
     cx.emit(
         State::RunStarted,
@@ -799,7 +823,12 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             run_id: self.cx.run_id.clone(),
             reason: reason.to_string(),
             input_snapshot_digest: self.snapshots[id].as_ref().map(InputSnapshot::digest),
-            code_version: self.cx.manifest.pipeline.code_version.clone(),
+            code_version: self.cx.manifest.tasks[task].code_version.clone(),
+            code_fingerprint: Some(
+                self.cx
+                    .fingerprint(&self.cx.manifest.tasks[task])
+                    .to_string(),
+            ),
             since: crate::clock::now_rfc3339(),
             note: None,
         };
@@ -915,10 +944,17 @@ impl Job<'_> {
                 Err(e) => return (None, Outcome::Unpinned(e.describe().to_string())),
             },
         };
-        let code_version = &cx.manifest.pipeline.code_version;
+        let code_version = &task.code_version;
+        let fingerprint = cx.fingerprint(task);
         if let Some(mark) = mark {
+            // A new gate, script or command is a new question: the
+            // quarantine the old code caused does not stand.
             let same = mark.input_snapshot_digest.as_deref() == Some(snapshot.digest().as_str())
-                && &mark.code_version == code_version;
+                && &mark.code_version == code_version
+                && mark
+                    .code_fingerprint
+                    .as_deref()
+                    .is_none_or(|f| f == fingerprint);
             if mark.mark == Mark::Quarantined && same && !self.force {
                 return (
                     Some(snapshot),
@@ -948,7 +984,7 @@ impl Job<'_> {
         // --force reruns the tasks asked for, never their upstream.
         if self.first && (!self.force || self.upstream_only) {
             if let Some(latest) = latest {
-                if self.upstream_only || is_current(&latest, &snapshot, code_version) {
+                if self.upstream_only || is_current(&latest, &snapshot, code_version, fingerprint) {
                     cx.emit(
                         State::AlreadyPublished,
                         Event::instance(&task.name, partition).detail(format!(
@@ -983,11 +1019,19 @@ impl Job<'_> {
     }
 }
 
-/// Published with this exact input snapshot and code version.
+/// Published with this exact input snapshot, code version and code
+/// fingerprint (a record without a fingerprint predates them: its
+/// code_version alone is compared).
 pub(crate) fn is_current(
     latest: &CommitRecord,
     snapshot: &InputSnapshot,
     code_version: &str,
+    fingerprint: &str,
 ) -> bool {
-    latest.input_snapshot_digest == snapshot.digest() && latest.code_version == code_version
+    latest.input_snapshot_digest == snapshot.digest()
+        && latest.code_version == code_version
+        && latest
+            .code_fingerprint
+            .as_deref()
+            .is_none_or(|f| f == fingerprint)
 }

@@ -65,6 +65,13 @@ pub struct RawTask {
     pub depends_on_past: bool,
     /// Publish within this long after the partition's interval ends.
     pub sla: Option<String>,
+    /// This task's own code version (default: the pipeline's `code_version`),
+    /// stamped on its publications and part of their currency test.
+    pub code_version: Option<String>,
+    /// Files and directories (relative to the manifest) whose content is the
+    /// task's code: an edit makes its publications STALE and reruns them.
+    #[serde(default)]
+    pub code: Vec<String>,
 }
 
 /// `output = { ... }` of a task.
@@ -454,10 +461,47 @@ impl Validator<'_, '_, '_, '_> {
             .enumerate()
             .filter_map(|(i, g)| self.gate(name, i, g, &input_names))
             .collect();
+        for (i, path) in raw.code.iter().enumerate() {
+            if !self.cx.dir.join(path).exists() {
+                let idx = i.to_string();
+                self.err(
+                    ManifestError::new(
+                        "weir::manifest::missing_code",
+                        format!("task `{name}` names code `{path}`, which does not exist"),
+                    )
+                    .at(
+                        self.value(&["tasks", name, "code", &idx]),
+                        "no such file or directory",
+                    )
+                    .help(
+                        "list the task's scripts and library directories, relative to the manifest",
+                    ),
+                );
+            }
+        }
+        if raw
+            .code_version
+            .as_deref()
+            .is_some_and(|v| v.trim().is_empty())
+        {
+            self.err(
+                ManifestError::new(
+                    "weir::manifest::empty_value",
+                    format!("task `{name}` has an empty `code_version`"),
+                )
+                .at(self.value(&p("code_version")), "empty")
+                .help("give a version such as \"2026.09.2\", or remove it to use the pipeline's"),
+            );
+        }
         if self.errors.len() > errors_before {
             return None;
         }
         Some(Task {
+            code_version: raw
+                .code_version
+                .clone()
+                .unwrap_or_else(|| self.pipeline_code_version.clone()),
+            code: raw.code.clone(),
             name: name.to_string(),
             command: raw.command.clone(),
             inputs,

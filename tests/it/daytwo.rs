@@ -747,3 +747,166 @@ fn issue_12_exit_codes_default_manifest_and_completions() {
         stderr(&out)
     );
 }
+
+/// `m.toml` over k1, k2: `a` runs `a.sh`, which sources `lib/helper.sh`
+/// (`code = ["a.sh", "lib/"]`); `b` copies `a`, with `b_extra` appended to
+/// its table; `b`'s gate is `gate`.
+fn coded(b_extra: &str, gate: &str) -> Sandbox {
+    let sb = Sandbox::new(&format!(
+        r#"
+[pipeline]
+name = "coded"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.k]
+kind = "static"
+keys = ["k1", "k2"]
+
+[tasks.a]
+command = ["sh", "a.sh"]
+code = ["a.sh", "lib/"]
+output = {{ dataset = "a_out", grain = ["id"] }}
+
+[tasks.b]
+command = ["sh", "b.sh"]
+inputs = ["a_out"]
+output = {{ dataset = "b_out", grain = ["id"] }}
+gates = [{gate}]
+{b_extra}
+"#
+    ));
+    std::fs::create_dir_all(sb.path().join("lib")).unwrap();
+    sb.script(
+        "a.sh",
+        ". lib/helper.sh\nrows > \"$WEIR_OUTPUT_DIR/out.csv\"\n",
+    );
+    sb.script("lib/helper.sh", "rows() { printf 'id,v\\n1,ok\\n'; }\n");
+    sb.script(
+        "b.sh",
+        r#"cp "$WEIR_INPUT_A_OUT"/*.csv "$WEIR_OUTPUT_DIR/""#,
+    );
+    sb
+}
+
+fn stale_lines(sb: &Sandbox) -> Vec<String> {
+    let out = sb.weir_out(&["status", "m.toml"]);
+    assert_exit(&out, 0);
+    assert_eq!(stderr(&out), "");
+    stdout(&out)
+        .lines()
+        .filter(|l| l.starts_with("STALE"))
+        .map(str::to_string)
+        .collect()
+}
+
+// issue 12: an edited library file of `code` makes exactly its task's
+// instances STALE and reruns them on the next run of those partitions; the
+// commit record keeps the declared version and the fingerprint; a task's own
+// code_version does the same for its instances.
+#[test]
+fn issue_12_edited_code_makes_its_instances_stale_and_reruns_them() {
+    let sb = coded("", "");
+    assert_exit(
+        &sb.run("r1", &["--partition", "k1", "--partition", "k2"]),
+        0,
+    );
+    assert_eq!(stale_lines(&sb), Vec::<String>::new());
+    let first = Visible::of(&sb.store("a_out", "k1")).record;
+    assert_eq!(first.code_version, "1");
+    let print1 = first.code_fingerprint.clone().expect("a fingerprint");
+    assert!(print1.starts_with("sha256:"), "{print1}");
+
+    // Nothing changed: nothing reruns.
+    let out = sb.run("r2", &["--partition", "k1"]);
+    assert_exit(&out, 0);
+    assert!(stdout(&out).starts_with("run r2: 2 task instances: 2 already published;"));
+
+    sb.script(
+        "lib/helper.sh",
+        "rows() { printf 'id,v\\n1,ok\\n2,ok\\n'; }\n",
+    );
+    let stale = stale_lines(&sb);
+    assert_eq!(stale.len(), 2, "{stale:?}");
+    for (line, k) in stale.iter().zip(["k1", "k2"]) {
+        assert!(
+            line.starts_with(&format!("STALE       a {k}: its code changed (command, gates, output or `code` files): built with sha256:")),
+            "{line}"
+        );
+    }
+    let out = sb.run("r3", &["--partition", "k1"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        outcome(&sb, "r3"),
+        [
+            row("a", "k1", State::Published),
+            row("b", "k1", State::Published)
+        ]
+    );
+    let second = Visible::of(&sb.store("a_out", "k1")).record;
+    assert_eq!(second.generation.get(), 2);
+    assert_eq!(second.code_version, "1");
+    assert_ne!(second.code_fingerprint.as_deref(), Some(print1.as_str()));
+    assert_eq!(rows(&sb, "b_out", "k1"), "id,v\n1,ok\n2,ok\n");
+    // k2 was not run: still stale (and its downstream is not yet).
+    let stale = stale_lines(&sb);
+    assert_eq!(stale.len(), 1, "{stale:?}");
+    assert!(stale[0].starts_with("STALE       a k2:"), "{stale:?}");
+
+    // A task's own code_version: only its instances.
+    let text = std::fs::read_to_string(sb.path().join("m.toml")).unwrap();
+    std::fs::write(
+        sb.path().join("m.toml"),
+        text.replace("gates = []\n", "gates = []\ncode_version = \"2\"\n"),
+    )
+    .unwrap();
+    let stale = stale_lines(&sb);
+    assert_eq!(stale.len(), 3, "{stale:?}");
+    assert!(stale.contains(&"STALE       b k1: built by code_version 1, the task is now at 2 (rerun it with `weir run --partition k1`)".to_string()), "{stale:?}");
+    let out = sb.run("r4", &["--partition", "k1"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        outcome(&sb, "r4"),
+        [
+            row("a", "k1", State::AlreadyPublished),
+            row("b", "k1", State::Published)
+        ]
+    );
+    let b = Visible::of(&sb.store("b_out", "k1")).record;
+    assert_eq!(b.code_version, "2");
+}
+
+// issue 12: a gate edit releases the quarantine the old gate caused; the
+// same gate keeps it.
+#[test]
+fn issue_12_gate_edit_releases_its_quarantine() {
+    let strict = r#"{ check = "row_count", min = 2 }"#;
+    let sb = coded("", strict);
+    let out = sb.run("r1", &["--partition", "k1"]);
+    assert_exit(&out, 1);
+    assert!(
+        stdout(&out).contains("QUARANTINED b k1"),
+        "{}",
+        stdout(&out)
+    );
+    let out = sb.run("r2", &["--partition", "k1"]);
+    assert_exit(&out, 1);
+    assert_eq!(
+        outcome(&sb, "r2"),
+        [
+            row("a", "k1", State::AlreadyPublished),
+            row("b", "k1", State::Quarantined)
+        ]
+    );
+    let text = std::fs::read_to_string(sb.path().join("m.toml")).unwrap();
+    std::fs::write(sb.path().join("m.toml"), text.replace("min = 2", "min = 1")).unwrap();
+    let out = sb.run("r3", &["--partition", "k1"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        outcome(&sb, "r3"),
+        [
+            row("a", "k1", State::AlreadyPublished),
+            row("b", "k1", State::Published)
+        ]
+    );
+}
