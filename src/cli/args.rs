@@ -45,8 +45,24 @@ pub(crate) enum Command {
     Gc(GcArgs),
     /// Rerun a published instance from its pinned inputs into scratch and compare digests.
     Verify(VerifyArgs),
+    /// Every generation of a dataset's partition: what `rollback --to` can choose from.
+    History(HistoryArgs),
     /// Print a shell completion script (`weir completions bash > /etc/bash_completion.d/weir`).
     Completions(CompletionsArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct HistoryArgs {
+    /// Manifest file.
+    pub(crate) manifest: PathBuf,
+    /// Dataset.
+    pub(crate) dataset: String,
+    /// Partition.
+    #[arg(long)]
+    pub(crate) partition: String,
+    /// Print one JSON document.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,7 @@
 mod args;
 mod events;
 pub mod exit;
+mod history;
 mod ops;
 mod plan;
 mod run;
@@ -54,6 +55,7 @@ pub fn main() -> ExitCode {
         Command::Explain(a) => ops::explain(&a),
         Command::Gc(a) => ops::gc(&a),
         Command::Verify(a) => ops::verify(&a),
+        Command::History(a) => history::run(&a),
         Command::Completions(a) => {
             let mut command = <Cli as clap::CommandFactory>::command();
             let mut script = Vec::new();

@@ -225,7 +225,9 @@ pub(crate) fn run(
         State::Running,
         event()
             .attempt(attempt, Some(token.get()))
-            .detail(format!("staging {}", data_dir.display())),
+            .detail(format!("staging {}", data_dir.display()))
+            // The attempt's own evidence: what it read, failed or not.
+            .data(json!({ "input_snapshot": snapshot.to_json() })),
     );
     let started = Instant::now();
     let injected = cx

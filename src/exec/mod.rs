@@ -852,7 +852,9 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                     let why = format!("upstream `{cause_task}` {cause_partition} did not publish");
                     self.cx.emit(
                         State::Skipped,
-                        Event::instance(task, partition).detail(why.clone()),
+                        Event::instance(task, partition)
+                            .detail(why.clone())
+                            .data(json!({ "upstream_task": cause_task, "upstream_partition": cause_partition })),
                     );
                     self.status[s] = Status::Done(InstanceResult::Skipped(why));
                     stack.push(s);

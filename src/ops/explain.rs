@@ -42,6 +42,9 @@ pub struct AttemptEvidence {
     pub failed_gates: Value,
     /// The tail of stderr.
     pub stderr_tail: String,
+    /// What this attempt read (from its RUNNING event).
+    #[serde(skip)]
+    pub input_snapshot: Option<Value>,
 }
 
 /// An upstream task's publication for one partition the instance needs
@@ -62,6 +65,45 @@ pub struct UpstreamEvidence {
     pub certified: bool,
 }
 
+/// What an operator should do, for machines (`explain --json`'s `action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Published and current.
+    Nothing,
+    /// Never run: run the partition.
+    Run,
+    /// A retry is scheduled.
+    Wait,
+    /// Release it with `weir retry` (transient causes).
+    Retry,
+    /// The data is wrong (a gate, or the task's data-error exit code 65).
+    FixData,
+    /// The code fails the same way every time.
+    FixCode,
+    /// The task asked for a person.
+    Decide,
+    /// An upstream instance blocked it: act on that one first.
+    FixUpstream,
+    /// An upstream generation is uncertified.
+    Recertify,
+    /// The current generation is uncertified.
+    Rollback,
+    /// An operator abandoned or rolled it back: a decision stands.
+    Released,
+}
+
+/// The upstream instance a SKIPPED instance waited for.
+#[derive(Debug, Clone, Serialize)]
+pub struct Blocker {
+    /// The upstream task.
+    pub task: String,
+    /// Its partition.
+    pub partition: String,
+    /// The run that skipped this instance.
+    pub run_id: String,
+}
+
 /// Everything about one instance.
 #[derive(Debug, Clone, Serialize)]
 pub struct Explanation {
@@ -73,8 +115,14 @@ pub struct Explanation {
     pub dataset: String,
     /// Attempts, oldest first.
     pub attempts: Vec<AttemptEvidence>,
-    /// The input snapshot of the current publication (or of the latest candidate).
+    /// The input snapshot of the last attempt when it did not publish (its
+    /// own evidence), else of the current publication.
     pub input_snapshot: Option<Value>,
+    /// Whose snapshot that is: `failed attempt` or `published generation`.
+    pub input_snapshot_of: Option<String>,
+    /// For an instance whose last outcome was SKIPPED: the upstream
+    /// instance that did not publish.
+    pub blocked_by: Option<Blocker>,
     /// The visible generation.
     pub published: Option<Value>,
     /// Upstream tasks, nearest first.
@@ -83,8 +131,10 @@ pub struct Explanation {
     pub last_successful_upstream: Option<String>,
     /// An operator state that outlives runs.
     pub mark: Option<InstanceMark>,
-    /// What to do.
+    /// What to do, in words.
     pub recommendation: String,
+    /// What to do, for machines.
+    pub action: Action,
 }
 
 /// Gathers the evidence. `events` are every run's records, in order.
@@ -128,6 +178,7 @@ pub fn explain(
             detail: String::new(),
             failed_gates: Value::Null,
             stderr_tail: String::new(),
+            input_snapshot: None,
         });
         a.token = a.token.or(e.token);
         match e.state {
@@ -146,6 +197,9 @@ pub fn explain(
             State::Running | State::Queued | State::Audited | State::Success => {
                 if e.state != State::Running {
                     a.state = e.state.as_str();
+                }
+                if let Some(s) = e.data.get("input_snapshot") {
+                    a.input_snapshot = Some(s.clone());
                 }
                 if let Some(ms) = e.data.get("duration_ms").and_then(Value::as_u64) {
                     a.duration_ms = Some(ms);
@@ -200,9 +254,19 @@ pub fn explain(
             "certified": certify::is_certified(warehouse.root(), &dataset, partition, r.generation.get()),
         })
     });
-    let input_snapshot = latest
-        .as_ref()
-        .map(|r| r.input_snapshot.clone())
+    // A failed last attempt is explained by what it read, not by what the
+    // published generation read.
+    let failed_own = attempts
+        .last()
+        .filter(|a| !matches!(a.state.as_str(), "PUBLISHED" | "ALREADY_PUBLISHED"))
+        .and_then(|a| a.input_snapshot.clone());
+    let input_snapshot_of = match (&failed_own, &latest) {
+        (Some(_), _) => Some("failed attempt".to_string()),
+        (None, Some(r)) => Some(format!("published generation {}", r.generation.get())),
+        (None, None) => None,
+    };
+    let input_snapshot = failed_own
+        .or_else(|| latest.as_ref().map(|r| r.input_snapshot.clone()))
         .or_else(|| {
             let token = attempts.iter().rev().find_map(|a| a.token)?;
             let bytes = std::fs::read(
@@ -223,7 +287,23 @@ pub fn explain(
         .find(|u| u.generation.is_some())
         .map(|u| u.task.clone());
     let mark = state::read(warehouse.root(), task, partition);
-    let recommendation = recommend(
+    // SKIPPED after its last attempt (or with none): who blocked it.
+    let last_attempt_at = mine
+        .iter()
+        .rposition(|e| e.attempt.is_some())
+        .map_or(0, |i| i + 1);
+    let blocked_by = mine[last_attempt_at..]
+        .iter()
+        .rev()
+        .find(|e| e.state == State::Skipped)
+        .and_then(|e| {
+            Some(Blocker {
+                task: e.data.get("upstream_task")?.as_str()?.to_string(),
+                partition: e.data.get("upstream_partition")?.as_str()?.to_string(),
+                run_id: e.run_id.clone(),
+            })
+        });
+    let (action, recommendation) = recommend(
         manifest,
         task,
         partition,
@@ -231,6 +311,7 @@ pub fn explain(
         published.as_ref(),
         mark.as_ref(),
         &upstream,
+        blocked_by.as_ref(),
     );
     Explanation {
         task: task.to_string(),
@@ -238,11 +319,14 @@ pub fn explain(
         dataset,
         attempts,
         input_snapshot,
+        input_snapshot_of,
+        blocked_by,
         published,
         upstream,
         last_successful_upstream,
         mark,
         recommendation,
+        action,
     }
 }
 
@@ -340,6 +424,7 @@ fn depth(manifest: &Manifest, task: &str) -> usize {
         .unwrap_or(0)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn recommend(
     manifest: &Manifest,
     task: &str,
@@ -348,20 +433,30 @@ fn recommend(
     published: Option<&Value>,
     mark: Option<&InstanceMark>,
     upstream: &[UpstreamEvidence],
-) -> String {
+    blocked_by: Option<&Blocker>,
+) -> (Action, String) {
     let m = manifest.path.display();
     let retry = format!("`weir retry {m} {task} --partition {partition} --note \"...\"`");
     if let Some(mark) = mark {
         match mark.mark {
-            Mark::Abandoned => return format!("abandoned by an operator ({}); nothing runs until {retry}", mark.reason),
+            Mark::Abandoned => return (Action::Released, format!("abandoned by an operator ({}); nothing runs until {retry}", mark.reason)),
             Mark::Held if mark.reason.starts_with("rolled back") => {
-                return format!("rolled back by an operator: fix the code or data that made the newer generation wrong, then {retry}")
+                return (Action::Released, format!("rolled back by an operator: fix the code or data that made the newer generation wrong, then {retry}"))
             }
             _ => {}
         }
     }
+    if let Some(b) = blocked_by {
+        return (
+            Action::FixUpstream,
+            format!(
+                "fix upstream first: `{}` {} did not publish, so this instance was SKIPPED in run {}; see `weir explain {m} {} --partition {}`, act on it, then `weir run {m} --partition {partition}`",
+                b.task, b.partition, b.run_id, b.task, b.partition
+            ),
+        );
+    }
     if let Some(u) = upstream.iter().find(|u| !u.certified) {
-        return format!(
+        return (Action::Recertify, format!(
             "roll back or re-certify upstream `{}`{} (generation {} is uncertified), or rerun with --allow-uncertified",
             u.dataset,
             if u.partition == partition {
@@ -370,33 +465,41 @@ fn recommend(
                 format!(" {}", u.partition)
             },
             u.generation.unwrap_or(0)
-        );
+        ));
     }
     if let Some(p) = published {
         if p["certified"] == Value::Bool(false) {
             let dataset = &manifest.tasks[task].output.dataset;
-            return format!("roll back: the current generation is uncertified; `weir rollback {m} {dataset} --partition {partition}`");
+            return (Action::Rollback, format!("roll back: the current generation is uncertified; `weir rollback {m} {dataset} --partition {partition}`"));
         }
     }
     let Some(last) = attempts.last() else {
         return match published {
-            Some(_) => "nothing to do: published".into(),
-            None => format!("not run yet: `weir run {m} --partition {partition}`"),
+            Some(_) => (Action::Nothing, "nothing to do: published".into()),
+            None => (
+                Action::Run,
+                format!("not run yet: `weir run {m} --partition {partition}`"),
+            ),
         };
     };
+    // EX_DATAERR (65): the task says its input is wrong.
+    let data_error = last.exit_code == Some(65);
     match (last.state.as_str(), last.class.as_deref(), last.decision.as_deref()) {
-        ("PUBLISHED" | "REJECTED_STALE", ..) => "nothing to do: a complete, audited generation is visible".into(),
-        ("GATE_FAILED", ..) => format!(
+        ("PUBLISHED" | "REJECTED_STALE", ..) => (Action::Nothing, "nothing to do: a complete, audited generation is visible".into()),
+        ("GATE_FAILED", ..) => (Action::FixData, format!(
             "fix data: the gates above failed on the rows listed (or fix the code or the gate if the data is right), then {retry}"
-        ),
-        (_, Some("deterministic"), _) => format!("fix code: the task fails the same way on every attempt (see stderr), then {retry}"),
-        (_, Some("operator"), _) => format!("decide: the task asked for an operator; fix the cause and {retry}, or `weir abandon`"),
+        )),
+        (_, Some("deterministic"), _) if data_error => (Action::FixData, format!(
+            "fix data: the task rejected its input (exit code 65, data error; see stderr and the input snapshot above), then {retry}"
+        )),
+        (_, Some("deterministic"), _) => (Action::FixCode, format!("fix code: the task fails the same way for this input (see stderr), then {retry}")),
+        (_, Some("operator"), _) => (Action::Decide, format!("decide: the task asked for an operator; fix the cause and {retry}, or `weir abandon`")),
         (_, _, Some("HELD")) if last.detail.contains("budget") => {
-            format!("retry: the run's retry budget was spent during a wider outage; once it is over, {retry}")
+            (Action::Retry, format!("retry: the run's retry budget was spent during a wider outage; once it is over, {retry}"))
         }
-        (_, Some("transient"), Some("HELD")) => format!("retry: transient failures used every attempt; check what the task depends on, then {retry}"),
-        (_, _, Some("RETRYING")) => "wait: a retry is scheduled".into(),
-        _ => format!("retry: {retry}"),
+        (_, Some("transient"), Some("HELD")) => (Action::Retry, format!("retry: transient failures used every attempt; check what the task depends on, then {retry}")),
+        (_, _, Some("RETRYING")) => (Action::Wait, "wait: a retry is scheduled".into()),
+        _ => (Action::Retry, format!("retry: {retry}")),
     }
 }
 
@@ -489,7 +592,14 @@ pub fn render(x: &Explanation) -> String {
         }
     }
     let _ = writeln!(out);
-    let _ = writeln!(out, "input snapshot:");
+    let _ = writeln!(
+        out,
+        "input snapshot{}:",
+        x.input_snapshot_of
+            .as_ref()
+            .map(|o| format!(" (of the {o})"))
+            .unwrap_or_default()
+    );
     match x
         .input_snapshot
         .as_ref()

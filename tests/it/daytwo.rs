@@ -910,3 +910,116 @@ fn issue_12_gate_edit_releases_its_quarantine() {
         ]
     );
 }
+
+// issue 12: explain bases its advice on the failure class and evidence:
+// one attempt rejecting bad data (exit 65) is "fix data", shown with the
+// failed attempt's own input snapshot; a SKIPPED instance names the
+// upstream instance that blocked it; `--json` carries the action.
+#[test]
+fn issue_12_explain_bad_data_and_skipped() {
+    let sb = chain(&["k1"]);
+    sb.script(
+        "a.sh",
+        r#"if grep -q bad "$WEIR_INPUT_FEED"; then echo "row 2: bad value" >&2; exit 65; fi
+cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"
+"#,
+    );
+    assert_exit(&sb.run("r1", &["--partition", "k1"]), 0);
+    let published_feed =
+        Visible::of(&sb.store("a_out", "k1")).record.input_snapshot["inputs"][0]["digest"].clone();
+    std::fs::write(sb.path().join("feed_k1.csv"), "id,v\n1,a\n2,bad\n").unwrap();
+    let out = sb.run("r2", &["--partition", "k1"]);
+    assert_exit(&out, 1);
+
+    let out = sb.weir_out(&["explain", "m.toml", "a", "--partition", "k1", "--json"]);
+    assert_exit(&out, 0);
+    assert_eq!(stderr(&out), "");
+    let x: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(x["action"], "fix_data");
+    assert_eq!(x["input_snapshot_of"], "failed attempt");
+    let failed_feed = &x["input_snapshot"]["inputs"][0]["digest"];
+    assert!(failed_feed.is_string());
+    assert_ne!(
+        failed_feed, &published_feed,
+        "the failed attempt's own snapshot"
+    );
+    let text = stdout(&sb.weir_out(&["explain", "m.toml", "a", "--partition", "k1"]));
+    assert!(
+        text.contains("input snapshot (of the failed attempt):"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "recommended: fix data: the task rejected its input (exit code 65, data error"
+        ),
+        "{text}"
+    );
+
+    let out = sb.weir_out(&["explain", "m.toml", "b", "--partition", "k1", "--json"]);
+    assert_exit(&out, 0);
+    let x: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(x["action"], "fix_upstream");
+    assert_eq!(x["blocked_by"]["task"], "a");
+    assert_eq!(x["blocked_by"]["partition"], "k1");
+    assert_eq!(x["blocked_by"]["run_id"], "r2");
+    let text = stdout(&sb.weir_out(&["explain", "m.toml", "b", "--partition", "k1"]));
+    assert!(
+        text.contains("recommended: fix upstream first: `a` k1 did not publish, so this instance was SKIPPED in run r2; see `weir explain "),
+        "{text}"
+    );
+}
+
+// issue 12: `weir history DATASET --partition P` lists every generation.
+#[test]
+fn issue_12_history_lists_every_generation() {
+    let sb = chain(&["k1"]);
+    assert_exit(&sb.run("r1", &["--partition", "k1", "--task", "a"]), 0);
+    assert_exit(
+        &sb.run("r2", &["--partition", "k1", "--task", "a", "--force"]),
+        0,
+    );
+    assert_exit(
+        &sb.weir_out(&[
+            "rollback",
+            "m.toml",
+            "a_out",
+            "--partition",
+            "k1",
+            "--to",
+            "1",
+        ]),
+        0,
+    );
+    let out = sb.weir_out(&["history", "m.toml", "a_out", "--partition", "k1"]);
+    assert_exit(&out, 0);
+    assert_eq!(stderr(&out), "");
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(
+        lines[0].starts_with("GEN  KIND             TOKEN  RUN"),
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with("1    publish          1      r1 "),
+        "{text}"
+    );
+    assert!(
+        lines[2].starts_with("2    publish          2      r2 "),
+        "{text}"
+    );
+    assert!(
+        lines[3].starts_with("3    rollback from 1  3      op-"),
+        "{text}"
+    );
+    assert!(lines.iter().skip(1).all(|l| l.ends_with("yes")), "{text}");
+    let out = sb.weir_out(&["history", "m.toml", "a_out", "--partition", "k1", "--json"]);
+    assert_exit(&out, 0);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(doc.as_array().unwrap().len(), 3);
+    assert_eq!(doc[2]["kind"], "rollback from 1");
+    assert_eq!(doc[0]["code_version"], "1");
+    let out = sb.weir_out(&["history", "m.toml", "a_out", "--partition", "k9"]);
+    assert_exit(&out, 2);
+    assert_eq!(stdout(&out), "");
+}
