@@ -216,12 +216,6 @@ impl Validator<'_, '_, '_, '_> {
         // Inputs: an external dataset or another task's output.
         let mut inputs = Vec::new();
         let mut depends_on: Vec<String> = Vec::new();
-        let all_datasets: Vec<String> = names
-            .datasets
-            .iter()
-            .cloned()
-            .chain(outputs.keys().cloned())
-            .collect();
         for (i, raw_input) in raw.inputs.iter().enumerate() {
             let idx = i.to_string();
             let path: Vec<&str> = if raw_input.table {
@@ -265,6 +259,14 @@ impl Validator<'_, '_, '_, '_> {
                     depends_on.push(producer.clone());
                 }
             } else {
+                // Built only for the diagnostic: per task it made
+                // validation quadratic.
+                let all_datasets: Vec<String> = names
+                    .datasets
+                    .iter()
+                    .cloned()
+                    .chain(outputs.keys().cloned())
+                    .collect();
                 self.reference("dataset", input, &all_datasets, &path);
             }
         }
@@ -280,7 +282,9 @@ impl Validator<'_, '_, '_, '_> {
                     .at(self.value(&path), "itself")
                     .help("remove it; for running totals use `depends_on_past = true`"),
                 );
-            } else if self.reference("task", dep, &names.tasks, &path) && !depends_on.contains(dep)
+            } else if (names.task_set.contains(dep.as_str())
+                || self.reference("task", dep, &names.tasks, &path))
+                && !depends_on.contains(dep)
             {
                 depends_on.push(dep.clone());
             }
@@ -318,16 +322,23 @@ impl Validator<'_, '_, '_, '_> {
         let partitioned_by: Vec<String> = match &raw.partitioned_by {
             Some(list) => {
                 let mut seen: HashMap<&str, usize> = HashMap::new();
+                let cx = self.cx;
                 for (i, scheme) in list.iter().enumerate() {
                     let idx = i.to_string();
-                    let path: Vec<&str> =
-                        if list.len() == 1 && self.cx.locator.is_string(&p("partitioned_by")) {
+                    // Only a diagnostic needs the path: looking the document
+                    // up for every task made validation quadratic.
+                    let path = || -> Vec<&str> {
+                        if list.len() == 1 && cx.locator.is_string(&p("partitioned_by")) {
                             p("partitioned_by")
                         } else {
                             vec!["tasks", name, "partitioned_by", &idx]
-                        };
-                    self.reference("partition scheme", scheme, &names.schemes, &path);
+                        }
+                    };
+                    if !names.schemes.contains(scheme) {
+                        self.reference("partition scheme", scheme, &names.schemes, &path());
+                    }
                     if let Some(first) = seen.insert(scheme.as_str(), i) {
+                        let path = path();
                         let first = first.to_string();
                         self.err(
                             ManifestError::new(

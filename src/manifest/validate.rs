@@ -91,6 +91,7 @@ impl Validator<'_, '_, '_, '_> {
                 .collect(),
             datasets: s.datasets.iter().map(|e| e.name.clone()).collect(),
             tasks: s.tasks.iter().map(|e| e.name.clone()).collect(),
+            task_set: s.tasks.iter().map(|e| e.name.clone()).collect(),
         };
         let outputs = self.outputs(&s.tasks, &names);
         self.producers = outputs.clone();
@@ -588,6 +589,10 @@ pub(super) struct Names {
     pub(super) retry: Vec<String>,
     pub(super) datasets: Vec<String>,
     pub(super) tasks: Vec<String>,
+    /// The same task names for O(1) lookups: a 20,000-task manifest checks
+    /// every dependency against it (a scan of `tasks` made validation
+    /// quadratic).
+    pub(super) task_set: HashSet<String>,
 }
 
 /// A path around the cycle that `start` is on, staying inside its SCC.

@@ -1023,3 +1023,60 @@ fn issue_12_history_lists_every_generation() {
     assert_exit(&out, 2);
     assert_eq!(stdout(&out), "");
 }
+
+// issue 12: validation and planning are linear: 20,000 tasks (each reading
+// one task of the layer before and depending on another) validate and plan
+// in seconds even in a debug build; the quadratic steps took minutes.
+#[test]
+fn issue_12_validation_and_planning_stay_linear() {
+    let _serial = crate::support::exclusive();
+    let mut text = String::from(
+        "[pipeline]\nname = \"big\"\ncode_version = \"1\"\nwarehouse = \"wh\"\n\n[partitions.daily]\nkind = \"daily\"\nstart = \"2026-01-01\"\nend = \"2026-01-02\"\n\n",
+    );
+    let (layers, per_layer) = (20, 1000);
+    for layer in 0..layers {
+        for i in 0..per_layer {
+            text.push_str(&format!(
+                "[tasks.t{layer:02}_{i:04}]\ncommand = [\"true\"]\noutput = {{ dataset = \"d{layer:02}_{i:04}\", grain = [\"id\"] }}\n"
+            ));
+            if layer > 0 {
+                let prev = layer - 1;
+                let j = (i + 1) % per_layer;
+                text.push_str(&format!(
+                    "inputs = [\"d{prev:02}_{i:04}\"]\ndepends_on = [\"t{prev:02}_{j:04}\"]\n"
+                ));
+            }
+            text.push('\n');
+        }
+    }
+    let sb = Sandbox::new(&text);
+    let started = std::time::Instant::now();
+    let out = sb.weir_out(&["validate", "m.toml"]);
+    let validated = started.elapsed();
+    assert_exit(&out, 0);
+    assert!(stdout(&out).contains("20000 tasks"), "{}", stdout(&out));
+    assert!(
+        validated < std::time::Duration::from_secs(15),
+        "validate took {validated:?}"
+    );
+    let started = std::time::Instant::now();
+    let out = sb.weir_out(&[
+        "plan",
+        "m.toml",
+        "--from",
+        "2026-01-01",
+        "--to",
+        "2026-01-02",
+    ]);
+    let planned = started.elapsed();
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).contains("total: 40,000 task instances"),
+        "{}",
+        stdout(&out).lines().last().unwrap_or_default()
+    );
+    assert!(
+        planned < std::time::Duration::from_secs(15),
+        "plan took {planned:?}"
+    );
+}
