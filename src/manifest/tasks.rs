@@ -45,13 +45,16 @@ pub struct RawTask {
     /// Pool the attempts run in (default `default`).
     pub pool: Option<String>,
     /// Wall-clock limit of one attempt (default "1h").
+    #[schemars(pattern(r"^([0-9]+(ms|s|m|h|d))+$"))]
     pub timeout: Option<String>,
     /// Lease renewal interval (default "10s").
+    #[schemars(pattern(r"^([0-9]+(ms|s|m|h|d))+$"))]
     pub heartbeat: Option<String>,
     /// Retry class (default `default`).
     pub retry: Option<String>,
     /// Exit code → `transient`, `deterministic`, `operator` or a retry class.
     #[serde(default)]
+    #[schemars(extend("propertyNames" = { "pattern": "^[0-9]+$" }))]
     pub exit_codes: IndexMap<String, String>,
     /// What a timeout counts as (default `transient`).
     pub on_timeout: Option<String>,
@@ -59,14 +62,17 @@ pub struct RawTask {
     #[serde(default)]
     pub gates: Vec<RawGate>,
     /// Planning estimate of one attempt (default "1m").
+    #[schemars(pattern(r"^([0-9]+(ms|s|m|h|d))+$"))]
     pub expected_duration: Option<String>,
     /// Each partition needs this task's previous partition published first.
     #[serde(default)]
     pub depends_on_past: bool,
     /// Publish within this long after the partition's interval ends.
+    #[schemars(pattern(r"^([0-9]+(ms|s|m|h|d))+$"))]
     pub sla: Option<String>,
     /// This task's own code version (default: the pipeline's `code_version`),
     /// stamped on its publications and part of their currency test.
+    #[schemars(length(min = 1))]
     pub code_version: Option<String>,
     /// Files and directories (relative to the manifest) whose content is the
     /// task's code: an edit makes its publications STALE and reruns them.

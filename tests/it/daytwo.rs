@@ -1080,3 +1080,91 @@ fn issue_12_validation_and_planning_stay_linear() {
         "plan took {planned:?}"
     );
 }
+
+// issue 12: the committed schema flags what `validate` flags where a schema
+// can: durations, dates per scheme kind, slots ≥ 1, gate names, enums; and
+// `weir validate` refuses the same manifests (exit 2).
+#[test]
+fn issue_12_schema_flags_malformed_values() {
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(crate::support::repo().join("schemas/pipeline.schema.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let base = |partitions: &str, pools: &str, task_extra: &str| {
+        format!(
+            "[pipeline]\nname = \"s\"\ncode_version = \"1\"\nwarehouse = \"wh\"\n\n[partitions.p]\n{partitions}\n\n{pools}\n\n[tasks.t]\ncommand = [\"true\"]\noutput = {{ dataset = \"o\", grain = [\"id\"] }}\n{task_extra}\n"
+        )
+    };
+    let good = base(
+        "kind = \"daily\"\nstart = \"2026-09-01\"",
+        "[pools.x]\nslots = 2",
+        "timeout = \"1h30m\"\ngates = [{ check = \"row_count\", min = 1 }]",
+    );
+    let bad = [
+        (
+            "a malformed duration",
+            base(
+                "kind = \"daily\"\nstart = \"2026-09-01\"",
+                "",
+                "timeout = \"90 minutes\"",
+            ),
+        ),
+        (
+            "a daily start that is not a date",
+            base("kind = \"daily\"\nstart = \"2026-9-1\"", "", ""),
+        ),
+        (
+            "an hourly start without its hour",
+            base("kind = \"hourly\"\nstart = \"2026-09-01\"", "", ""),
+        ),
+        (
+            "slots = 0",
+            base(
+                "kind = \"daily\"\nstart = \"2026-09-01\"",
+                "[pools.x]\nslots = 0",
+                "",
+            ),
+        ),
+        (
+            "an unknown gate",
+            base(
+                "kind = \"daily\"\nstart = \"2026-09-01\"",
+                "",
+                "gates = [{ check = \"row_cnt\", min = 1 }]",
+            ),
+        ),
+        (
+            "a static scheme without keys",
+            base("kind = \"static\"", "", ""),
+        ),
+        (
+            "an unknown jitter",
+            base(
+                "kind = \"daily\"\nstart = \"2026-09-01\"",
+                "[retry.r]\nmax_attempts = 2\nbackoff = { jitter = \"some\" }",
+                "",
+            ),
+        ),
+    ];
+    let as_json =
+        |text: &str| serde_json::to_value(toml::from_str::<toml::Value>(text).unwrap()).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&as_json(&good))
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    let sb = Sandbox::new(&good);
+    assert_exit(&sb.weir_out(&["validate", "m.toml"]), 0);
+    for (what, text) in bad {
+        assert!(
+            !validator.is_valid(&as_json(&text)),
+            "the schema accepts {what}"
+        );
+        std::fs::write(sb.path().join("m.toml"), &text).unwrap();
+        let out = sb.weir_out(&["validate", "m.toml"]);
+        assert_exit(&out, 2);
+        assert_eq!(stdout(&out), "", "{what}");
+    }
+}
