@@ -252,6 +252,15 @@ pub(crate) struct ShowArgs {
     /// Partition.
     #[arg(long)]
     pub(crate) partition: String,
+    /// An earlier generation (see `weir history`); default: the visible one.
+    #[arg(long)]
+    pub(crate) generation: Option<u64>,
+    /// At most this many rows (the header is always printed).
+    #[arg(long)]
+    pub(crate) limit: Option<usize>,
+    /// One JSON document: columns in the file's order, rows as strings or null.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -50,7 +50,16 @@ pub(crate) fn run(args: &EventsArgs) -> u8 {
                 .as_ref()
                 .is_none_or(|p| r.partition.as_ref() == Some(p))
     };
-    for r in records.iter().filter(keep) {
+    let shown: Vec<&crate::events::EventRecord> = records.iter().filter(keep).collect();
+    // Aligned columns: each as wide as its widest value.
+    let width = |f: &dyn Fn(&crate::events::EventRecord) -> usize| {
+        shown.iter().map(|r| f(r)).max().unwrap_or(0)
+    };
+    let w_run = width(&|r| r.run_id.len());
+    let w_state = width(&|r| r.state.as_str().len());
+    let w_task = width(&|r| r.task.as_deref().unwrap_or("-").len());
+    let w_part = width(&|r| r.partition.as_deref().unwrap_or("-").len());
+    for r in shown {
         if args.json {
             println!(
                 "{}",
@@ -58,8 +67,8 @@ pub(crate) fn run(args: &EventsArgs) -> u8 {
             );
         } else {
             println!(
-                "{}  {}  {:<17} {:<12} {:<10} {:>3} {:>6}  {}",
-                r.ts,
+                "{}  {:<w_run$}  {:<w_state$}  {:<w_task$}  {:<w_part$}  {:>3} {:>6}  {}",
+                fixed_width(&r.ts),
                 r.run_id,
                 r.state.as_str(),
                 r.task.as_deref().unwrap_or("-"),
@@ -71,4 +80,13 @@ pub(crate) fn run(args: &EventsArgs) -> u8 {
         }
     }
     exit::OK
+}
+
+/// A timestamp at one width: UTC to the millisecond
+/// (`2026-11-30T22:56:12.120Z`), whatever precision the log holds.
+fn fixed_width(ts: &str) -> String {
+    ts.parse::<jiff::Timestamp>().map_or_else(
+        |_| ts.to_string(),
+        |t| t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
+    )
 }

@@ -130,15 +130,17 @@ fn print_summary(summary: &RunSummary) {
         .filter_map(|k| counts.get(k).map(|n| format!("{n} {k}")))
         .collect();
     println!(
-        "run {}: {} task instances: {}; {} retries",
+        "run {}: {} task {}: {}; {} {}",
         summary.run_id,
         summary.instances.len(),
+        plural(summary.instances.len(), "instance", "instances"),
         if parts.is_empty() {
             "none".to_string()
         } else {
             parts.join(", ")
         },
-        summary.retries
+        summary.retries,
+        plural(summary.retries as usize, "retry", "retries")
     );
     let mut undone = 0;
     for (task, partition, result) in &summary.instances {
@@ -156,6 +158,8 @@ fn print_summary(summary: &RunSummary) {
             InstanceResult::EngineFailed(w) => ("ENGINE", w),
             _ => continue,
         };
+        // "QUARANTINED since run …", not "QUARANTINED QUARANTINED since …".
+        let why = why.strip_prefix(what).map_or(why.as_str(), str::trim_start);
         println!("  {what:<11} {task} {partition}: {why}");
     }
     if undone > MAX_UNDONE_LISTED {
@@ -290,4 +294,13 @@ fn notable(e: &EventRecord) -> Option<String> {
         e.state.as_str(),
         e.detail
     ))
+}
+
+/// `one` for 1, `many` otherwise.
+pub(crate) fn plural(n: usize, one: &'static str, many: &'static str) -> &'static str {
+    if n == 1 {
+        one
+    } else {
+        many
+    }
 }

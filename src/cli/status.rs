@@ -431,9 +431,29 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
         }
     };
     let store = warehouse.partition(&args.dataset, &args.partition);
-    let record = match store.latest() {
-        Ok(Some(r)) => r,
-        Ok(None) => {
+    let chosen = match args.generation {
+        // An earlier generation, as `weir history` lists them.
+        Some(g) => store.history().map(|h| {
+            let found = h.iter().find(|r| r.generation.get() == g).cloned();
+            if found.is_none() {
+                eprintln!(
+                    "error: `{}` {} has no generation {g} (it has {})\n  help: `weir history` lists them",
+                    args.dataset,
+                    args.partition,
+                    match h.last() {
+                        Some(last) => format!("1 to {}", last.generation.get()),
+                        None => "none".into(),
+                    }
+                );
+            }
+            found.ok_or(())
+        }),
+        None => store.latest().map(|r| r.ok_or(())),
+    };
+    let record = match chosen {
+        Ok(Ok(r)) => r,
+        Ok(Err(())) if args.generation.is_some() => return exit::INVALID,
+        Ok(Err(())) => {
             eprintln!(
                 "error: `{}` has no published generation for partition {}",
                 args.dataset, args.partition
@@ -457,6 +477,37 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
                 return exit::ENGINE;
             }
         };
+    // The reader sorts columns (the canonical digest's order); show them in
+    // the file's own order, read from the first file's header.
+    let visible = store.visible_files(&record);
+    let order = file_order(visible.first(), task.output.format, &columns);
+    let columns: Vec<String> = order.iter().map(|&i| columns[i].clone()).collect();
+    let rows = rows
+        .into_iter()
+        .take(args.limit.unwrap_or(usize::MAX))
+        .map(|r| order.iter().map(|&i| r[i].clone()).collect::<Vec<_>>());
+    if args.json {
+        let rows: Vec<Vec<Option<String>>> = rows
+            .map(|r| {
+                r.iter()
+                    .map(|v| v.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()))
+                    .collect()
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "dataset": args.dataset,
+            "partition": args.partition,
+            "generation": record.generation.get(),
+            "digest": record.digest,
+            "columns": columns,
+            "rows": rows,
+        });
+        println!(
+            "{}",
+            serde_json::to_string(&doc).expect("json values serialize")
+        );
+        return exit::OK;
+    }
     let mut out = csv::Writer::from_writer(std::io::stdout());
     let _ = out.write_record(&columns);
     for row in rows {
@@ -466,4 +517,32 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
     }
     let _ = out.flush();
     exit::OK
+}
+
+/// Positions in `sorted` of a CSV file's header columns, in the file's order;
+/// the identity for JSON Lines (objects have no column order) or when the
+/// header cannot be read again.
+fn file_order(
+    file: Option<&std::path::PathBuf>,
+    format: crate::audit::Format,
+    sorted: &[String],
+) -> Vec<usize> {
+    let identity = (0..sorted.len()).collect();
+    if format != crate::audit::Format::Csv {
+        return identity;
+    }
+    let Some(header) = file
+        .and_then(|f| csv::Reader::from_path(f).ok())
+        .and_then(|mut r| r.headers().ok().cloned())
+    else {
+        return identity;
+    };
+    let order: Option<Vec<usize>> = header
+        .iter()
+        .map(|name| sorted.iter().position(|c| c == name))
+        .collect();
+    match order {
+        Some(o) if o.len() == sorted.len() => o,
+        _ => identity,
+    }
 }

@@ -187,8 +187,13 @@ pub fn table(plan: &Plan, estimate: &Estimate) -> String {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "total: {} task instances, estimated wall time {}",
+        "total: {} task {}, estimated wall time {}",
         thousands(plan.instance_count() as u64),
+        if plan.instance_count() == 1 {
+            "instance"
+        } else {
+            "instances"
+        },
         human_duration(estimate.total)
     );
     out

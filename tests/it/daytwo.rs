@@ -101,7 +101,7 @@ fn issue_12_rollback_is_consumed_downstream() {
     assert_exit(&out, 0);
     let text = stdout(&out);
     assert!(
-        text.starts_with("run r3: 1 task instances: 1 published; 0 retries\n"),
+        text.starts_with("run r3: 1 task instance: 1 published; 0 retries\n"),
         "{text}"
     );
     let r3 = sb.events("r3");
@@ -119,7 +119,7 @@ fn issue_12_rollback_is_consumed_downstream() {
     assert_exit(&out, 1);
     let text = stdout(&out);
     assert!(
-        text.starts_with("run r4: 3 task instances: 1 published, 1 already published, 1 held; 0 retries\n  HELD        a k1: HELD since run op-"),
+        text.starts_with("run r4: 3 task instances: 1 published, 1 already published, 1 held; 0 retries\n  HELD        a k1: since run op-"),
         "{text}"
     );
     assert!(
@@ -320,7 +320,7 @@ fn issue_12_task_selectors() {
     assert_exit(&out, 0);
     assert_eq!(
         stdout(&out).lines().next(),
-        Some("run exact: 1 task instances: 1 published; 0 retries")
+        Some("run exact: 1 task instance: 1 published; 0 retries")
     );
     assert_eq!(outcome(&sb, "exact"), [row("b", "k1", State::Published)]);
 
@@ -1167,4 +1167,109 @@ fn issue_12_schema_flags_malformed_values() {
         assert_exit(&out, 2);
         assert_eq!(stdout(&out), "", "{what}");
     }
+}
+
+// issue 12: output people can read: `show` keeps the file's column order and
+// takes --generation, --limit and --json; plurals; no repeated state words;
+// `events` columns aligned with timestamps at one width.
+#[test]
+fn issue_12_readable_output() {
+    let sb = chain(&["k1"]);
+    std::fs::write(sb.path().join("feed_k1.csv"), "v,id\na,1\nb,2\nc,3\n").unwrap();
+    let out = sb.run("r1", &["--partition", "k1", "--task", "a"]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).starts_with("run r1: 1 task instance: 1 published; 0 retries\n"),
+        "{}",
+        stdout(&out)
+    );
+    std::fs::write(sb.path().join("feed_k1.csv"), "v,id\nz,9\n").unwrap();
+    assert_exit(&sb.run("r2", &["--partition", "k1", "--task", "a"]), 0);
+
+    assert_eq!(
+        rows(&sb, "a_out", "k1"),
+        "v,id\nz,9\n",
+        "the file's column order"
+    );
+    let out = sb.weir_out(&[
+        "show",
+        "m.toml",
+        "a_out",
+        "--partition",
+        "k1",
+        "--generation",
+        "1",
+        "--limit",
+        "2",
+    ]);
+    assert_exit(&out, 0);
+    assert_eq!(stdout(&out), "v,id\na,1\nb,2\n");
+    assert_eq!(stderr(&out), "");
+    let out = sb.weir_out(&[
+        "show",
+        "m.toml",
+        "a_out",
+        "--partition",
+        "k1",
+        "--generation",
+        "1",
+        "--json",
+    ]);
+    assert_exit(&out, 0);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(doc["generation"], 1);
+    assert_eq!(doc["columns"], serde_json::json!(["v", "id"]));
+    assert_eq!(
+        doc["rows"],
+        serde_json::json!([["a", "1"], ["b", "2"], ["c", "3"]])
+    );
+    let out = sb.weir_out(&[
+        "show",
+        "m.toml",
+        "a_out",
+        "--partition",
+        "k1",
+        "--generation",
+        "7",
+    ]);
+    assert_exit(&out, 2);
+    assert_eq!(stdout(&out), "");
+    assert!(
+        stderr(&out).starts_with("error: `a_out` k1 has no generation 7 (it has 1 to 2)"),
+        "{}",
+        stderr(&out)
+    );
+
+    // A quarantined instance is listed once as QUARANTINED, not twice.
+    sb.script("a.sh", "exit 65\n");
+    std::fs::write(sb.path().join("feed_k1.csv"), "v,id\ny,8\n").unwrap();
+    assert_exit(&sb.run("r3", &["--partition", "k1", "--task", "a"]), 1);
+    let out = sb.run("r4", &["--partition", "k1", "--task", "a"]);
+    assert_exit(&out, 1);
+    let text = stdout(&out);
+    assert!(
+        text.contains("  QUARANTINED a k1: since run r3: "),
+        "{text}"
+    );
+    assert!(
+        !text.contains("QUARANTINED QUARANTINED")
+            && !text.contains("QUARANTINED a k1: QUARANTINED"),
+        "{text}"
+    );
+
+    let out = sb.weir_out(&["events", "m.toml"]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() > 10);
+    let state_at: Vec<usize> = lines
+        .iter()
+        .map(|l| l.find(" r").expect("a run id column"))
+        .collect();
+    assert!(state_at.iter().all(|c| *c == state_at[0]), "{lines:#?}");
+    let queued: Vec<usize> = lines
+        .iter()
+        .filter_map(|l| l.find("QUEUED").or(l.find("RUN_STARTED")))
+        .collect();
+    assert!(queued.iter().all(|c| *c == queued[0]), "{lines:#?}");
 }
