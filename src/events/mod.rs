@@ -18,6 +18,8 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
+pub mod payload;
+
 /// Version of the line format.
 pub const FORMAT_VERSION: u32 = 1;
 

@@ -11,6 +11,7 @@
 //! `AuditedCandidate` can be published: a candidate that failed a gate has
 //! no path to the commit log.
 
+use crate::events::payload::{self, CommandEnded, Payload};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -227,7 +228,12 @@ pub(crate) fn run(
             .attempt(attempt, Some(token.get()))
             .detail(format!("staging {}", data_dir.display()))
             // The attempt's own evidence: what it read, failed or not.
-            .data(json!({ "input_snapshot": snapshot.to_json() })),
+            .data(
+                Payload::Running(payload::Running {
+                    input_snapshot: snapshot.to_json(),
+                })
+                .to_json(),
+            ),
     );
     let started = Instant::now();
     let injected = cx
@@ -261,13 +267,22 @@ pub(crate) fn run(
             event()
                 .attempt(attempt, Some(token.get()))
                 .detail(reason.clone())
-                .data(json!({
-                    "ending": reason,
-                    "exit_code": match ending { Ending::Exit(c) => Some(c), _ => None },
-                    "signal": match ending { Ending::Signal(s) => Some(s), _ => None },
-                    "duration_ms": elapsed_ms,
-                    "stderr_tail": stderr_tail,
-                })),
+                .data(
+                    Payload::Failed(CommandEnded {
+                        ending: reason.clone(),
+                        exit_code: match ending {
+                            Ending::Exit(c) => Some(c),
+                            _ => None,
+                        },
+                        signal: match ending {
+                            Ending::Signal(s) => Some(s),
+                            _ => None,
+                        },
+                        duration_ms: elapsed_ms,
+                        stderr_tail,
+                    })
+                    .to_json(),
+                ),
         );
         // Announced first, so the log never shows more commands running than slots.
         drop(permit);

@@ -41,6 +41,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use crate::events::payload::{self, Payload};
 use crate::events::{Event, EventLog, State};
 use crate::manifest::{Disposition, Manifest, Task};
 use crate::ops::state::{self as marks, InstanceMark, Mark};
@@ -743,7 +744,14 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                                 class.max_attempts,
                                 delay.as_millis()
                             ))
-                            .data(json!({ "class": kind, "delay_ms": delay.as_millis() as u64, "next_attempt": attempt + 1 })),
+                            .data(
+                                Payload::Retrying(payload::Retrying {
+                                    class: kind.to_string(),
+                                    delay_ms: delay.as_millis() as u64,
+                                    next_attempt: attempt + 1,
+                                })
+                                .to_json(),
+                            ),
                     );
                     self.status[id] = Status::Waiting;
                     self.delayed.push(Reverse((Instant::now() + delay, id)));
@@ -755,9 +763,13 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 );
                 self.cx.emit(
                     State::Held,
-                    event()
-                        .detail(why.clone())
-                        .data(json!({ "class": kind, "budget_spent": true })),
+                    event().detail(why.clone()).data(
+                        Payload::Decided(payload::Decided {
+                            class: kind.to_string(),
+                            budget_spent: true,
+                        })
+                        .to_json(),
+                    ),
                 );
                 self.mark(id, Mark::Held, &why);
                 Some(InstanceResult::Held(why))
@@ -787,7 +799,11 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         why: String,
         kind: &str,
     ) -> Option<InstanceResult> {
-        let data = json!({ "class": kind });
+        let data = Payload::Decided(payload::Decided {
+            class: kind.to_string(),
+            budget_spent: false,
+        })
+        .to_json();
         let mark = if disposition == Disposition::Hold {
             Mark::Held
         } else {
@@ -852,9 +868,13 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                     let why = format!("upstream `{cause_task}` {cause_partition} did not publish");
                     self.cx.emit(
                         State::Skipped,
-                        Event::instance(task, partition)
-                            .detail(why.clone())
-                            .data(json!({ "upstream_task": cause_task, "upstream_partition": cause_partition })),
+                        Event::instance(task, partition).detail(why.clone()).data(
+                            Payload::Skipped(payload::Skipped {
+                                upstream_task: cause_task.to_string(),
+                                upstream_partition: cause_partition.to_string(),
+                            })
+                            .to_json(),
+                        ),
                     );
                     self.status[s] = Status::Done(InstanceResult::Skipped(why));
                     stack.push(s);

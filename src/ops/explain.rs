@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::events::payload::Payload;
 use crate::events::{EventRecord, State};
 use crate::manifest::Manifest;
 use crate::ops::certify;
@@ -184,12 +185,12 @@ pub fn explain(
         match e.state {
             State::Retrying | State::Quarantined | State::Held => {
                 a.decision = Some(e.state.as_str());
-                a.class = e
-                    .data
-                    .get("class")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .or(a.class.take());
+                let class = match Payload::read(e.state, &e.data) {
+                    Some(Payload::Retrying(p)) => Some(p.class),
+                    Some(Payload::Decided(p)) => Some(p.class),
+                    _ => None,
+                };
+                a.class = class.or(a.class.take());
                 if a.detail.is_empty() {
                     a.detail = e.detail.clone();
                 }
@@ -198,8 +199,8 @@ pub fn explain(
                 if e.state != State::Running {
                     a.state = e.state.as_str();
                 }
-                if let Some(s) = e.data.get("input_snapshot") {
-                    a.input_snapshot = Some(s.clone());
+                if let Some(Payload::Running(p)) = Payload::read(e.state, &e.data) {
+                    a.input_snapshot = Some(p.input_snapshot);
                 }
                 if let Some(ms) = e.data.get("duration_ms").and_then(Value::as_u64) {
                     a.duration_ms = Some(ms);
@@ -208,17 +209,11 @@ pub fn explain(
             _ => {
                 a.state = e.state.as_str();
                 a.detail = e.detail.clone();
-                a.exit_code = e
-                    .data
-                    .get("exit_code")
-                    .and_then(Value::as_i64)
-                    .or(a.exit_code);
-                a.signal = e.data.get("signal").and_then(Value::as_i64).or(a.signal);
-                if let Some(ms) = e.data.get("duration_ms").and_then(Value::as_u64) {
-                    a.duration_ms = Some(ms);
-                }
-                if let Some(tail) = e.data.get("stderr_tail").and_then(Value::as_str) {
-                    a.stderr_tail = tail.to_string();
+                if let Some(Payload::Failed(p)) = Payload::read(e.state, &e.data) {
+                    a.exit_code = p.exit_code.map(i64::from).or(a.exit_code);
+                    a.signal = p.signal.map(i64::from).or(a.signal);
+                    a.duration_ms = Some(p.duration_ms);
+                    a.stderr_tail = p.stderr_tail;
                 }
                 if let Some(g) = e.data.get("gates") {
                     a.failed_gates = g.clone();
@@ -296,12 +291,13 @@ pub fn explain(
         .iter()
         .rev()
         .find(|e| e.state == State::Skipped)
-        .and_then(|e| {
-            Some(Blocker {
-                task: e.data.get("upstream_task")?.as_str()?.to_string(),
-                partition: e.data.get("upstream_partition")?.as_str()?.to_string(),
+        .and_then(|e| match Payload::read(e.state, &e.data)? {
+            Payload::Skipped(p) => Some(Blocker {
+                task: p.upstream_task,
+                partition: p.upstream_partition,
                 run_id: e.run_id.clone(),
-            })
+            }),
+            _ => None,
         });
     let (action, recommendation) = recommend(
         manifest,
