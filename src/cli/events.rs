@@ -68,7 +68,7 @@ pub(crate) fn run(args: &EventsArgs) -> u8 {
         } else {
             println!(
                 "{}  {:<w_run$}  {:<w_state$}  {:<w_task$}  {:<w_part$}  {:>3} {:>6}  {}",
-                fixed_width(&r.ts),
+                super::fixed_ts(&r.ts),
                 r.run_id,
                 r.state.as_str(),
                 r.task.as_deref().unwrap_or("-"),
@@ -80,13 +80,4 @@ pub(crate) fn run(args: &EventsArgs) -> u8 {
         }
     }
     exit::OK
-}
-
-/// A timestamp at one width: UTC to the millisecond
-/// (`2026-11-30T22:56:12.120Z`), whatever precision the log holds.
-fn fixed_width(ts: &str) -> String {
-    ts.parse::<jiff::Timestamp>().map_or_else(
-        |_| ts.to_string(),
-        |t| t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
-    )
 }

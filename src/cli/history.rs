@@ -94,8 +94,8 @@ pub(crate) fn run(args: &HistoryArgs) -> u8 {
                 s("run_id"),
                 s("code_version"),
                 s("rows"),
-                digest.chars().take(7 + 12).collect(),
-                s("published_at"),
+                super::short_digest(&digest),
+                super::fixed_ts(&s("published_at")),
                 if r["certified"] == true { "yes" } else { "NO" }.to_string(),
             ]
         })

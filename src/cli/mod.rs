@@ -130,3 +130,33 @@ fn quiet_broken_pipe() {
         default(info);
     }));
 }
+
+/// A digest as tables show it: `sha256:` and 12 hex digits, then `…`.
+pub(crate) fn short_digest(digest: &str) -> String {
+    if digest.len() <= 7 + 12 {
+        return digest.to_string();
+    }
+    digest.chars().take(7 + 12).collect::<String>() + "…"
+}
+
+/// A timestamp at one width: UTC to the millisecond
+/// (`2026-11-30T22:56:12.120Z`), whatever precision it was written with.
+pub(crate) fn fixed_ts(ts: &str) -> String {
+    ts.parse::<jiff::Timestamp>().map_or_else(
+        |_| ts.to_string(),
+        |t| t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
+    )
+}
+
+/// 12,345,678.
+pub(crate) fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}

@@ -294,28 +294,71 @@ fn print_status(
     if overview.published.is_empty() {
         println!("nothing published yet in {}", warehouse.root().display());
     } else {
-        println!(
-            "{:<20} {:<11} {:>4} {:>5} {:>7}  {:<14} {:<25} digest",
-            "dataset", "partition", "gen", "token", "rows", "code_version", "published_at"
-        );
-        for (_, r) in &overview.published {
-            let uncertified = !certify::is_certified(
-                warehouse.root(),
-                &r.dataset,
-                &r.partition,
-                r.generation.get(),
-            );
+        // Aligned: each column as wide as its widest value; timestamps at
+        // one width; digests abbreviated as everywhere else.
+        let rows: Vec<[String; 8]> = overview
+            .published
+            .iter()
+            .map(|(_, r)| {
+                let uncertified = !certify::is_certified(
+                    warehouse.root(),
+                    &r.dataset,
+                    &r.partition,
+                    r.generation.get(),
+                );
+                [
+                    r.dataset.clone(),
+                    r.partition.clone(),
+                    r.generation.get().to_string(),
+                    r.token.get().to_string(),
+                    super::thousands(r.rows),
+                    r.code_version.clone(),
+                    super::fixed_ts(&r.published_at),
+                    format!(
+                        "{}{}",
+                        super::short_digest(&r.digest),
+                        if uncertified { "  UNCERTIFIED" } else { "" }
+                    ),
+                ]
+            })
+            .collect();
+        let header = [
+            "dataset",
+            "partition",
+            "gen",
+            "token",
+            "rows",
+            "code_version",
+            "published_at",
+            "digest",
+        ];
+        let widths: Vec<usize> = (0..header.len())
+            .map(|c| {
+                rows.iter()
+                    .map(|r| r[c].chars().count())
+                    .chain([header[c].len()])
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let line = |cells: [&str; 8]| {
+            let mut out = String::new();
+            for (c, cell) in cells.iter().enumerate() {
+                let w = widths[c];
+                // Numbers right-aligned, text left-aligned.
+                if (2..=4).contains(&c) {
+                    out.push_str(&format!("{cell:>w$}  "));
+                } else {
+                    out.push_str(&format!("{cell:<w$}  "));
+                }
+            }
+            out.trim_end().to_string()
+        };
+        println!("{}", line(header));
+        for r in &rows {
             println!(
-                "{:<20} {:<11} {:>4} {:>5} {:>7}  {:<14} {:<25} {}{}",
-                r.dataset,
-                r.partition,
-                r.generation.get(),
-                r.token.get(),
-                r.rows,
-                r.code_version,
-                r.published_at,
-                short(&r.digest),
-                if uncertified { "  UNCERTIFIED" } else { "" }
+                "{}",
+                line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5], &r[6], &r[7]])
             );
         }
         println!();
@@ -395,10 +438,6 @@ fn stale(
             })
         })
         .collect()
-}
-
-fn short(digest: &str) -> String {
-    digest.chars().take(7 + 16).collect::<String>() + "…"
 }
 
 pub(crate) fn show(args: &ShowArgs) -> u8 {

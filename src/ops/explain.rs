@@ -509,8 +509,9 @@ pub fn render(x: &Explanation) -> String {
         Some(p) => {
             let _ = writeln!(
                 out,
-                "published: generation {} (token {}, run {}, attempt {}), {} rows, {}, code_version {}{}",
+                "published: generation {} (token {}, run {}, attempt {}), {} {}, {}, code_version {}{}",
                 p["generation"], p["token"], p["run_id"].as_str().unwrap_or(""), p["attempt"], p["rows"],
+                if p["rows"] == 1 { "row" } else { "rows" },
                 p["digest"].as_str().unwrap_or(""), p["code_version"].as_str().unwrap_or(""),
                 if p["certified"] == Value::Bool(false) { ", UNCERTIFIED" } else { "" }
             );

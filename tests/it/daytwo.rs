@@ -1257,6 +1257,25 @@ fn issue_12_readable_output() {
         "{text}"
     );
 
+    // status: aligned columns, one timestamp width, digests abbreviated.
+    let out = sb.weir_out(&["status", "m.toml"]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    let table: Vec<&str> = text.lines().take_while(|l| !l.is_empty()).collect();
+    let digest_at = table[0].find("digest").unwrap();
+    let published_at = table[0].find("published_at").unwrap();
+    for row in &table[1..] {
+        assert_eq!(row.find("sha256:"), Some(digest_at), "{text}");
+        assert_eq!(
+            row[digest_at..].chars().count(),
+            "sha256:".len() + 12 + 1,
+            "{text}"
+        );
+        assert!(row[digest_at..].ends_with('…'), "{text}");
+        assert_eq!(&row[published_at + 10..published_at + 11], "T", "{text}");
+        assert_eq!(&row[published_at + 23..published_at + 24], "Z", "{text}");
+    }
+
     let out = sb.weir_out(&["events", "m.toml"]);
     assert_exit(&out, 0);
     let text = stdout(&out);
