@@ -139,7 +139,19 @@ pub(crate) fn run(
     let mut lease = lease::Lease::new(cx, task, attempt, token);
     lease.process_tag = Some(tag.clone());
     let _heartbeat = lease::Heartbeat::start(&dir, lease, task.heartbeat);
-    let waited = lease::guard(cx, task, partition, attempt, token) == lease::Guard::Waited;
+    let waited = match lease::guard(cx, task, partition, attempt, token) {
+        lease::Guard::Waited => true,
+        lease::Guard::Proceed => false,
+        // Asked to stop while another engine's attempt was live.
+        lease::Guard::Interrupted(sig) => {
+            let ending = Ending::Interrupted(sig);
+            return AttemptOutcome::Failed {
+                reason: ending.describe(),
+                ending,
+                token: Some(token),
+            };
+        }
+    };
     // Another engine may have published while this one waited, or between
     // the caller's look at the log and this token. The currency test of
     // every ALREADY_PUBLISHED applies: what it published counts only if it

@@ -1292,3 +1292,78 @@ fn issue_12_readable_output() {
         .collect();
     assert!(queued.iter().all(|c| *c == queued[0]), "{lines:#?}");
 }
+
+// issue 12: an engine waiting for another engine's live attempt stops
+// waiting on SIGINT (exit 130, the waiting attempt INTERRUPTED) and leaves
+// the other engine's attempt alone.
+#[test]
+fn issue_12_sigint_while_waiting_for_another_engine() {
+    let _serial = crate::support::exclusive();
+    let sb = slow_pipeline();
+    let first = crate::support::Engine::spawn(
+        sb.weir(&[
+            "run",
+            "m.toml",
+            "--run-id",
+            "r1",
+            "--partition",
+            "k1",
+            "--task",
+            "slow",
+        ]),
+        sb.path(),
+        "r1",
+    );
+    let pids = sb.path().join("pids_k1");
+    crate::support::poll_until(
+        "the first engine's task",
+        std::time::Duration::from_secs(20),
+        || std::fs::read_to_string(&pids).is_ok_and(|t| t.ends_with('\n')),
+    );
+    let second = crate::support::Engine::spawn(
+        sb.weir(&[
+            "run",
+            "m.toml",
+            "--run-id",
+            "r2",
+            "--partition",
+            "k1",
+            "--task",
+            "slow",
+        ]),
+        sb.path(),
+        "r2",
+    );
+    let log = sb.path().join("wh/_runs/r2/events.jsonl");
+    crate::support::poll_until(
+        "the second engine waiting",
+        std::time::Duration::from_secs(20),
+        || std::fs::read_to_string(&log).is_ok_and(|t| t.contains("\"WAITING\"")),
+    );
+    second.signal(libc::SIGINT);
+    let out = second.finish(std::time::Duration::from_secs(10));
+    assert_exit(&out, 130);
+    assert!(
+        stdout(&out).starts_with("run r2: 1 task instance: 1 interrupted; 0 retries\n"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(stderr(&out).ends_with("weir: interrupted by SIGINT: 1 task instance left undone; run the same command again to resume\n"), "{}", stderr(&out));
+    assert_eq!(
+        states(&sb.events("r2"), "slow", "k1"),
+        [State::Queued, State::Waiting, State::Interrupted]
+    );
+    let task_pid: u32 = std::fs::read_to_string(&pids)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        crate::support::process_state(task_pid).is_some_and(|s| s != 'Z'),
+        "the first engine's task still runs"
+    );
+    first.signal(libc::SIGINT);
+    assert_exit(&first.finish(std::time::Duration::from_secs(10)), 130);
+}
