@@ -47,6 +47,10 @@ pub(crate) enum Command {
     Verify(VerifyArgs),
     /// Write one self-contained HTML page: partitions by state, a run's Gantt chart, generation history.
     Report(ReportArgs),
+    /// Every generation of a dataset's partition: what `rollback --to` can choose from.
+    History(HistoryArgs),
+    /// Print a shell completion script (`weir completions bash > /etc/bash_completion.d/weir`).
+    Completions(CompletionsArgs),
 }
 
 #[derive(Debug, Args)]
@@ -62,8 +66,30 @@ pub(crate) struct ReportArgs {
 }
 
 #[derive(Debug, Args)]
-pub(crate) struct GcArgs {
+pub(crate) struct HistoryArgs {
     /// Manifest file.
+    pub(crate) manifest: PathBuf,
+    /// Dataset.
+    pub(crate) dataset: String,
+    /// Partition.
+    #[arg(long)]
+    pub(crate) partition: String,
+    /// Print one JSON document.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub(crate) shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct GcArgs {
+    /// Manifest file (default: `weir.toml` in the current directory).
+    #[arg(default_value = "weir.toml")]
     pub(crate) manifest: PathBuf,
     /// Only candidates older than this (default: twice the longest task timeout, at least 24h).
     #[arg(long)]
@@ -148,12 +174,21 @@ pub(crate) struct RollbackArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
-    /// Manifest file.
+    /// Manifest file (default: `weir.toml` in the current directory).
+    #[arg(default_value = "weir.toml")]
     pub(crate) manifest: PathBuf,
     /// Partitions to run (repeatable); default: the latest complete one.
     #[arg(long)]
     pub(crate) partition: Vec<String>,
-    /// Only these tasks, plus upstream instances not yet published (repeatable).
+    /// First partition of an ad-hoc range (a day, or a static key): the
+    /// partitions a backfill over --from..=--to would cover, in the tasks' own pools.
+    #[arg(long, requires = "to", conflicts_with = "partition")]
+    pub(crate) from: Option<String>,
+    /// Last partition of the ad-hoc range (inclusive).
+    #[arg(long, requires = "from")]
+    pub(crate) to: Option<String>,
+    /// Only these tasks (`NAME`; `NAME+` with everything downstream; `+NAME`
+    /// with everything upstream), plus upstream instances not yet published (repeatable).
     #[arg(long)]
     pub(crate) task: Vec<String>,
     /// Rerun even when published with the same input snapshot and code_version.
@@ -192,7 +227,8 @@ pub(crate) struct BackfillArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct EventsArgs {
-    /// Manifest file.
+    /// Manifest file (default: `weir.toml` in the current directory).
+    #[arg(default_value = "weir.toml")]
     pub(crate) manifest: PathBuf,
     /// Only this run.
     #[arg(long = "run")]
@@ -210,7 +246,8 @@ pub(crate) struct EventsArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct StatusArgs {
-    /// Manifest file.
+    /// Manifest file (default: `weir.toml` in the current directory).
+    #[arg(default_value = "weir.toml")]
     pub(crate) manifest: PathBuf,
     /// Exit 4 when anything is LATE, HELD or QUARANTINED (for cron and alerting).
     #[arg(long)]
@@ -229,22 +266,28 @@ pub(crate) struct ShowArgs {
     /// Partition.
     #[arg(long)]
     pub(crate) partition: String,
-    /// JSON Lines instead of CSV: one object per row, each value its
-    /// canonical text or null.
+    /// An earlier generation (see `weir history`); default: the visible one.
+    #[arg(long)]
+    pub(crate) generation: Option<u64>,
+    /// At most this many rows (the header is always printed).
+    #[arg(long)]
+    pub(crate) limit: Option<usize>,
+    /// One JSON document: columns in the file's order, rows as strings or null.
     #[arg(long)]
     pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct ValidateArgs {
-    /// Manifest files.
-    #[arg(required = true)]
+    /// Manifest files (default: `weir.toml` in the current directory).
+    #[arg(default_value = "weir.toml")]
     pub(crate) manifests: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct PlanArgs {
-    /// Manifest file.
+    /// Manifest file (default: `weir.toml` in the current directory).
+    #[arg(default_value = "weir.toml")]
     pub(crate) manifest: PathBuf,
     /// Plan a declared backfill instead of the latest partition.
     #[arg(long, conflicts_with = "partition")]
@@ -252,7 +295,14 @@ pub(crate) struct PlanArgs {
     /// Plan these partitions (repeatable).
     #[arg(long)]
     pub(crate) partition: Vec<String>,
-    /// Only these tasks (repeatable).
+    /// First partition of an ad-hoc range (a day, or a static key): the
+    /// partitions a backfill over --from..=--to would cover, in the tasks' own pools.
+    #[arg(long, requires = "to", conflicts_with_all = ["partition", "backfill"])]
+    pub(crate) from: Option<String>,
+    /// Last partition of the ad-hoc range (inclusive).
+    #[arg(long, requires = "from")]
+    pub(crate) to: Option<String>,
+    /// Only these tasks (`NAME`, `NAME+`, `+NAME`; repeatable).
     #[arg(long)]
     pub(crate) task: Vec<String>,
     /// Print one JSON document.

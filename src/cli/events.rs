@@ -11,6 +11,14 @@ pub(crate) fn run(args: &EventsArgs) -> u8 {
     };
     let warehouse = &manifest.pipeline.warehouse;
     let read = match &args.run_id {
+        Some(id) if !run_dir(warehouse, id).join("events.jsonl").is_file() => {
+            eprintln!(
+                "error: no run `{id}` in {}\n  help: `weir events {}` prints every run's events with its run id",
+                warehouse.join("_runs").display(),
+                args.manifest.display()
+            );
+            return exit::INVALID;
+        }
         Some(id) => read_log(&run_dir(warehouse, id).join("events.jsonl")),
         None => read_all(warehouse),
     };
@@ -42,7 +50,16 @@ pub(crate) fn run(args: &EventsArgs) -> u8 {
                 .as_ref()
                 .is_none_or(|p| r.partition.as_ref() == Some(p))
     };
-    for r in records.iter().filter(keep) {
+    let shown: Vec<&crate::events::EventRecord> = records.iter().filter(keep).collect();
+    // Aligned columns: each as wide as its widest value.
+    let width = |f: &dyn Fn(&crate::events::EventRecord) -> usize| {
+        shown.iter().map(|r| f(r)).max().unwrap_or(0)
+    };
+    let w_run = width(&|r| r.run_id.len());
+    let w_state = width(&|r| r.state.as_str().len());
+    let w_task = width(&|r| r.task.as_deref().unwrap_or("-").len());
+    let w_part = width(&|r| r.partition.as_deref().unwrap_or("-").len());
+    for r in shown {
         if args.json {
             println!(
                 "{}",
@@ -50,8 +67,8 @@ pub(crate) fn run(args: &EventsArgs) -> u8 {
             );
         } else {
             println!(
-                "{}  {}  {:<17} {:<12} {:<10} {:>3} {:>6}  {}",
-                r.ts,
+                "{}  {:<w_run$}  {:<w_state$}  {:<w_task$}  {:<w_part$}  {:>3} {:>6}  {}",
+                super::fixed_ts(&r.ts),
                 r.run_id,
                 r.state.as_str(),
                 r.task.as_deref().unwrap_or("-"),

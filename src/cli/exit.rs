@@ -8,6 +8,7 @@
 //! | 3 | a publish or an operator action was refused (stale token while readers see something else than it would have published, nothing to roll back to) |
 //! | 4 | `status --check` found something that needs attention (LATE, HELD, QUARANTINED, missing) |
 //! | 5 | the engine could not do its own work: warehouse or event-log I/O (ENOSPC, EIO, EACCES), corrupt record, a commit whose outcome had to be settled by rereading the log; it wins over 1 and 3 |
+//! | 130, 143 | a run interrupted by SIGINT, SIGTERM (it wins over every other code) |
 
 /// Success.
 pub const OK: u8 = 0;
@@ -21,3 +22,34 @@ pub const REFUSED: u8 = 3;
 pub const ATTENTION: u8 = 4;
 /// The engine's own I/O failed.
 pub const ENGINE: u8 = 5;
+
+/// An error that knows which of the codes above it ends weir with: the
+/// code is decided once, from the error's kind, wherever it is reported.
+pub(crate) trait Coded {
+    /// The exit code.
+    fn exit_code(&self) -> u8;
+}
+
+impl Coded for crate::ops::verify::VerifyError {
+    fn exit_code(&self) -> u8 {
+        use crate::ops::verify::VerifyError as E;
+        match self {
+            E::UnknownTask { .. } => INVALID,
+            E::Drift(_) | E::Store(_) => ENGINE,
+            E::NothingPublished { .. }
+            | E::InputChanged { .. }
+            | E::InputMissing { .. }
+            | E::TaskFailed { .. }
+            | E::Audit(_) => TASK_FAILED,
+        }
+    }
+}
+
+impl Coded for crate::exec::ExecError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            crate::exec::ExecError::Plan(_) | crate::exec::ExecError::Code(_) => INVALID,
+            crate::exec::ExecError::Warehouse(_) => ENGINE,
+        }
+    }
+}

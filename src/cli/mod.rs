@@ -5,6 +5,7 @@
 mod args;
 mod events;
 pub mod exit;
+mod history;
 mod ops;
 mod plan;
 mod run;
@@ -23,6 +24,7 @@ use args::{Cli, Command};
 
 /// Entry point of the `weir` binary.
 pub fn main() -> ExitCode {
+    quiet_broken_pipe();
     // Descendants a task leaves behind are reparented to the engine, which
     // stops and reaps them (exec/tree.rs).
     crate::exec::tree::become_subreaper();
@@ -54,6 +56,19 @@ pub fn main() -> ExitCode {
         Command::Gc(a) => ops::gc(&a),
         Command::Verify(a) => ops::verify(&a),
         Command::Report(a) => write_report(&a),
+        Command::History(a) => history::run(&a),
+        Command::Completions(a) => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            let mut script = Vec::new();
+            clap_complete::generate(a.shell, &mut command, "weir", &mut script);
+            match std::io::Write::write_all(&mut std::io::stdout(), &script) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    eprintln!("error: cannot write the completions: {e}");
+                    exit::ENGINE
+                }
+                _ => exit::OK,
+            }
+        }
     };
     ExitCode::from(code)
 }
@@ -61,7 +76,7 @@ pub fn main() -> ExitCode {
 /// Loads a manifest, printing its diagnostics on failure.
 pub(crate) fn load(path: &Path) -> Result<Manifest, u8> {
     Manifest::load(path).map_err(|errors| {
-        let color = std::io::stderr().is_terminal();
+        let color = color();
         eprint!("{}", errors.render(color, terminal_width()));
         exit::INVALID
     })
@@ -69,7 +84,7 @@ pub(crate) fn load(path: &Path) -> Result<Manifest, u8> {
 
 /// Prints any diagnostic the way miette renders it, without a backtrace.
 pub(crate) fn report(error: &dyn Diagnostic) {
-    let theme = if std::io::stderr().is_terminal() {
+    let theme = if color() {
         GraphicalTheme::unicode()
     } else {
         GraphicalTheme::unicode_nocolor()
@@ -109,4 +124,62 @@ fn write_report(args: &args::ReportArgs) -> u8 {
             }
         }
     }
+}
+
+/// Whether stderr gets colors and other escape codes: only on a terminal,
+/// and never when `NO_COLOR` is set to anything non-empty (no-color.org).
+pub(crate) fn color() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// A reader that went away (`weir status | head -1`) ends weir quietly with
+/// exit 0, as for every Unix filter, instead of a panic message: `print!`
+/// panics on EPIPE (Rust ignores SIGPIPE), and this hook turns exactly that
+/// panic into an exit.
+fn quiet_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout")
+            && message.contains(&std::io::Error::from_raw_os_error(libc::EPIPE).to_string())
+        {
+            std::process::exit(exit::OK.into());
+        }
+        default(info);
+    }));
+}
+
+/// A digest as tables show it: `sha256:` and 12 hex digits, then `…`.
+pub(crate) fn short_digest(digest: &str) -> String {
+    if digest.len() <= 7 + 12 {
+        return digest.to_string();
+    }
+    digest.chars().take(7 + 12).collect::<String>() + "…"
+}
+
+/// A timestamp at one width: UTC to the millisecond
+/// (`2026-11-30T22:56:12.120Z`), whatever precision it was written with.
+pub(crate) fn fixed_ts(ts: &str) -> String {
+    ts.parse::<jiff::Timestamp>().map_or_else(
+        |_| ts.to_string(),
+        |t| t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
+    )
+}
+
+/// 12,345,678.
+pub(crate) fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }

@@ -39,7 +39,52 @@ fn check_task(manifest: &Manifest, task: &str) -> Result<(), u8> {
     Err(exit::INVALID)
 }
 
-/// `weir retry`: clears the marker, records the note, runs the partition.
+/// A partition key of the task's scheme, or exit 2 before anything is logged.
+fn check_partition(manifest: &Manifest, task: &str, partition: &str) -> Result<(), u8> {
+    let dims = &manifest.tasks[task].dims;
+    if dims.contains(partition, crate::clock::now()) {
+        return Ok(());
+    }
+    eprintln!(
+        "error: partition `{partition}` is not in the partition scheme of task `{task}`\n  help: `{task}` is partitioned {}",
+        dims.describe()
+    );
+    Err(exit::INVALID)
+}
+
+/// The instance's marker when it is one of `accepted`, or exit 3: an
+/// operator decision about an instance that waits for none is refused.
+fn check_marker(
+    warehouse: &Warehouse,
+    args: &DecisionArgs,
+    accepted: &[Mark],
+    verb: &str,
+) -> Result<InstanceMark, u8> {
+    match state::read(warehouse.root(), &args.task, &args.partition) {
+        Some(m) if accepted.contains(&m.mark) => Ok(m),
+        found => {
+            let what = found.map_or("neither held nor quarantined".to_string(), |m| {
+                format!("{} already", m.mark.as_str())
+            });
+            eprintln!(
+                "error: refused: {} {} is {what}; `weir {verb}` acts only on a {} instance\n  help: `weir status` lists them; `weir run --task {} --partition {} --force` reruns a published one",
+                args.task,
+                args.partition,
+                accepted
+                    .iter()
+                    .map(|m| m.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" or "),
+                args.task,
+                args.partition
+            );
+            Err(exit::REFUSED)
+        }
+    }
+}
+
+/// `weir retry`: clears the marker, records the note, runs that instance
+/// and its downstream instances in that partition.
 pub(crate) fn retry(args: &DecisionArgs) -> u8 {
     let (manifest, warehouse) = match setup(&args.manifest) {
         Ok(x) => x,
@@ -48,7 +93,18 @@ pub(crate) fn retry(args: &DecisionArgs) -> u8 {
     if let Err(c) = check_task(&manifest, &args.task) {
         return c;
     }
-    let previous = state::read(warehouse.root(), &args.task, &args.partition);
+    if let Err(c) = check_partition(&manifest, &args.task, &args.partition) {
+        return c;
+    }
+    let previous = match check_marker(
+        &warehouse,
+        args,
+        &[Mark::Held, Mark::Quarantined, Mark::Abandoned],
+        "retry",
+    ) {
+        Ok(m) => Some(m),
+        Err(c) => return c,
+    };
     let log = match operator_log(warehouse.root()) {
         Ok(l) => l,
         Err(e) => {
@@ -75,12 +131,12 @@ pub(crate) fn retry(args: &DecisionArgs) -> u8 {
         return exit::ENGINE;
     }
     println!(
-        "released {} {}; running the partition",
-        args.task, args.partition
+        "released {} {}; running it and its downstream instances in {}",
+        args.task, args.partition, args.partition
     );
     let options = RunOptions {
         scope: Scope::Partitions(vec![args.partition.clone()]),
-        tasks: Vec::new(),
+        tasks: vec![format!("{}+", args.task)],
         force: false,
         run_id: None,
         seed: None,
@@ -98,10 +154,25 @@ pub(crate) fn abandon(args: &DecisionArgs) -> u8 {
     if let Err(c) = check_task(&manifest, &args.task) {
         return c;
     }
-    let Ok(log) = operator_log(warehouse.root()) else {
-        return exit::ENGINE;
+    if let Err(c) = check_partition(&manifest, &args.task, &args.partition) {
+        return c;
+    }
+    let previous = match check_marker(
+        &warehouse,
+        args,
+        &[Mark::Held, Mark::Quarantined],
+        "abandon",
+    ) {
+        Ok(m) => Some(m),
+        Err(c) => return c,
     };
-    let previous = state::read(warehouse.root(), &args.task, &args.partition);
+    let log = match operator_log(warehouse.root()) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: cannot open the event log: {e}");
+            return exit::ENGINE;
+        }
+    };
     let mark = InstanceMark {
         mark: Mark::Abandoned,
         task: args.task.clone(),
@@ -112,6 +183,7 @@ pub(crate) fn abandon(args: &DecisionArgs) -> u8 {
             .as_ref()
             .and_then(|m| m.input_snapshot_digest.clone()),
         code_version: manifest.pipeline.code_version.clone(),
+        code_fingerprint: previous.as_ref().and_then(|m| m.code_fingerprint.clone()),
         since: crate::clock::now_rfc3339(),
         note: Some(args.note.clone()),
     };
@@ -398,10 +470,7 @@ pub(crate) fn verify(args: &VerifyArgs) -> u8 {
         }
         Err(e) => {
             report(&e);
-            match e {
-                crate::ops::verify::VerifyError::Drift(_) => exit::ENGINE,
-                _ => exit::TASK_FAILED,
-            }
+            exit::Coded::exit_code(&e)
         }
     }
 }

@@ -11,10 +11,14 @@ pub(crate) fn run(args: &PlanArgs) -> u8 {
         Ok(m) => m,
         Err(code) => return code,
     };
-    let scope = match (&args.backfill, args.partition.is_empty()) {
-        (Some(name), _) => Scope::Backfill(name.clone()),
-        (None, false) => Scope::Partitions(args.partition.clone()),
-        (None, true) => Scope::Latest,
+    let scope = match (&args.backfill, &args.from, &args.to) {
+        (Some(name), _, _) => Scope::Backfill(name.clone()),
+        (None, Some(from), Some(to)) => Scope::Range {
+            from: from.clone(),
+            to: to.clone(),
+        },
+        _ if !args.partition.is_empty() => Scope::Partitions(args.partition.clone()),
+        _ => Scope::Latest,
     };
     if let Some(format) = args.graph {
         let Some(plan) = build(&manifest, &scope, &args.task) else {
@@ -107,11 +111,8 @@ fn build(manifest: &Manifest, scope: &Scope, tasks: &[String]) -> Option<Plan> {
             .as_ref()
             .is_some_and(|w| matches!(w.partition(dataset, key).latest(), Ok(Some(_))))
     };
-    let built = if tasks.is_empty() {
-        Plan::build(manifest, scope, now, &published)
-    } else {
-        let names: Vec<&str> = tasks.iter().map(String::as_str).collect();
-        Plan::build_for(manifest, scope, &names, now, &published)
-    };
-    built.map_err(|e| report(&e)).ok()
+    crate::plan::select::select(manifest, tasks)
+        .and_then(|names| Plan::build_for(manifest, scope, &names, now, &published))
+        .map_err(|e| report(&e))
+        .ok()
 }

@@ -2,7 +2,6 @@
 //! and a closing summary of what did not publish and why.
 
 use std::collections::HashMap;
-use std::io::IsTerminal;
 use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -20,10 +19,13 @@ pub(crate) fn run(args: &RunArgs) -> u8 {
         Ok(m) => m,
         Err(code) => return code,
     };
-    let scope = if args.partition.is_empty() {
-        Scope::Latest
-    } else {
-        Scope::Partitions(args.partition.clone())
+    let scope = match (&args.from, &args.to) {
+        (Some(from), Some(to)) => Scope::Range {
+            from: from.clone(),
+            to: to.clone(),
+        },
+        _ if !args.partition.is_empty() => Scope::Partitions(args.partition.clone()),
+        _ => Scope::Latest,
     };
     let options = RunOptions {
         scope,
@@ -60,6 +62,11 @@ pub(crate) fn backfill(args: &BackfillArgs) -> u8 {
 
 /// Runs and reports; shared with `weir backfill`.
 pub(crate) fn execute(manifest: &Manifest, options: &RunOptions) -> u8 {
+    // A first Ctrl-C / SIGTERM stops the run cleanly, a second exits at once.
+    if let Err(e) = exec::interrupt::install() {
+        eprintln!("error: cannot install the SIGINT/SIGTERM handlers: {e}");
+        return exit::ENGINE;
+    }
     let display = Display::new();
     let shown = display.observer();
     // Lineage watches the same typed events; it never blocks them.
@@ -84,10 +91,7 @@ pub(crate) fn execute(manifest: &Manifest, options: &RunOptions) -> u8 {
         Ok(s) => s,
         Err(e) => {
             report(&e);
-            return match e {
-                exec::ExecError::Plan(_) => exit::INVALID,
-                exec::ExecError::Warehouse(_) => exit::ENGINE,
-            };
+            return exit::Coded::exit_code(&e);
         }
     };
     display.finish();
@@ -96,6 +100,11 @@ pub(crate) fn execute(manifest: &Manifest, options: &RunOptions) -> u8 {
         .instances
         .iter()
         .any(|(_, _, r)| *r == InstanceResult::RejectedStale);
+    // The shell's convention (128 + the signal) wins: whoever pressed
+    // Ctrl-C learns that the run did not finish.
+    if let Some(sig) = summary.interrupted {
+        return sig.exit_code();
+    }
     if summary.engine_failed() {
         return exit::ENGINE;
     }
@@ -106,6 +115,9 @@ pub(crate) fn execute(manifest: &Manifest, options: &RunOptions) -> u8 {
         (true, false) => exit::OK,
     }
 }
+
+/// Instances left undone by an interrupt that the summary names one by one.
+const MAX_UNDONE_LISTED: usize = 20;
 
 fn print_summary(summary: &RunSummary) {
     let mut counts: HashMap<&str, usize> = HashMap::new();
@@ -118,6 +130,7 @@ fn print_summary(summary: &RunSummary) {
             InstanceResult::Held(_) => "held",
             InstanceResult::Skipped(_) => "skipped",
             InstanceResult::EngineFailed(_) => "engine failures",
+            InstanceResult::Interrupted(_) => "interrupted",
         };
         *counts.entry(key).or_default() += 1;
     }
@@ -129,31 +142,54 @@ fn print_summary(summary: &RunSummary) {
         "held",
         "skipped",
         "engine failures",
+        "interrupted",
     ];
     let parts: Vec<String> = order
         .iter()
         .filter_map(|k| counts.get(k).map(|n| format!("{n} {k}")))
         .collect();
     println!(
-        "run {}: {} task instances: {}; {} retries",
+        "run {}: {} task {}: {}; {} {}",
         summary.run_id,
         summary.instances.len(),
+        plural(summary.instances.len(), "instance", "instances"),
         if parts.is_empty() {
             "none".to_string()
         } else {
             parts.join(", ")
         },
-        summary.retries
+        summary.retries,
+        plural(summary.retries as usize, "retry", "retries")
     );
+    let mut undone = 0;
     for (task, partition, result) in &summary.instances {
         let (what, why) = match result {
+            InstanceResult::Interrupted(w) => {
+                undone += 1;
+                if undone > MAX_UNDONE_LISTED {
+                    continue;
+                }
+                ("INTERRUPTED", w)
+            }
             InstanceResult::Quarantined(w) => ("QUARANTINED", w),
             InstanceResult::Held(w) => ("HELD", w),
             InstanceResult::Skipped(w) => ("SKIPPED", w),
             InstanceResult::EngineFailed(w) => ("ENGINE", w),
             _ => continue,
         };
+        // "QUARANTINED since run …", not "QUARANTINED QUARANTINED since …".
+        let why = why.strip_prefix(what).map_or(why.as_str(), str::trim_start);
         println!("  {what:<11} {task} {partition}: {why}");
+    }
+    if undone > MAX_UNDONE_LISTED {
+        println!("  … and {} more left undone", undone - MAX_UNDONE_LISTED);
+    }
+    if let Some(sig) = summary.interrupted {
+        eprintln!(
+            "weir: interrupted by {}: {undone} task {} left undone; run the same command again to resume",
+            sig.name(),
+            if undone == 1 { "instance" } else { "instances" }
+        );
     }
     println!("events: {}", summary.events.display());
     if let Some(e) = &summary.log_error {
@@ -168,7 +204,8 @@ struct Display {
 
 impl Display {
     fn new() -> Display {
-        let bar = std::io::stderr().is_terminal().then(|| {
+        // NO_COLOR: plain lines, no escape codes at all.
+        let bar = super::color().then(|| {
             let bar = ProgressBar::new_spinner();
             bar.set_style(
                 ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
@@ -220,9 +257,11 @@ impl Counts {
         }
         match e.state {
             State::Published | State::AlreadyPublished | State::RejectedStale => self.done += 1,
-            State::Quarantined | State::Held | State::Skipped | State::EngineFailed => {
-                self.failed += 1
-            }
+            State::Quarantined
+            | State::Held
+            | State::Skipped
+            | State::EngineFailed
+            | State::Interrupted => self.failed += 1,
             _ => {}
         }
         // A command ends in SUCCESS, or in a FAILED that says how it ended.
@@ -255,6 +294,7 @@ fn notable(e: &EventRecord) -> Option<String> {
             | State::Held
             | State::Skipped
             | State::EngineFailed
+            | State::Interrupted
     );
     if !interesting {
         return None;
@@ -273,4 +313,13 @@ fn notable(e: &EventRecord) -> Option<String> {
         e.state.as_str(),
         e.detail
     ))
+}
+
+/// `one` for 1, `many` otherwise.
+pub(crate) fn plural(n: usize, one: &'static str, many: &'static str) -> &'static str {
+    if n == 1 {
+        one
+    } else {
+        many
+    }
 }

@@ -1,6 +1,6 @@
 //! `weir status` and `weir show`: what readers see, and what needs attention.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::json;
 
@@ -101,7 +101,7 @@ impl Overview {
                 });
             }
         }
-        let stale = stale(warehouse, &published);
+        let stale = stale(manifest, warehouse, &published);
         Ok(Overview {
             published,
             missing,
@@ -295,28 +295,71 @@ fn print_status(
     if overview.published.is_empty() {
         println!("nothing published yet in {}", warehouse.root().display());
     } else {
-        println!(
-            "{:<20} {:<11} {:>4} {:>5} {:>7}  {:<14} {:<25} digest",
-            "dataset", "partition", "gen", "token", "rows", "code_version", "published_at"
-        );
-        for (_, r) in &overview.published {
-            let uncertified = !certify::is_certified(
-                warehouse.root(),
-                &r.dataset,
-                &r.partition,
-                r.generation.get(),
-            );
+        // Aligned: each column as wide as its widest value; timestamps at
+        // one width; digests abbreviated as everywhere else.
+        let rows: Vec<[String; 8]> = overview
+            .published
+            .iter()
+            .map(|(_, r)| {
+                let uncertified = !certify::is_certified(
+                    warehouse.root(),
+                    &r.dataset,
+                    &r.partition,
+                    r.generation.get(),
+                );
+                [
+                    r.dataset.clone(),
+                    r.partition.clone(),
+                    r.generation.get().to_string(),
+                    r.token.get().to_string(),
+                    super::thousands(r.rows),
+                    r.code_version.clone(),
+                    super::fixed_ts(&r.published_at),
+                    format!(
+                        "{}{}",
+                        super::short_digest(&r.digest),
+                        if uncertified { "  UNCERTIFIED" } else { "" }
+                    ),
+                ]
+            })
+            .collect();
+        let header = [
+            "dataset",
+            "partition",
+            "gen",
+            "token",
+            "rows",
+            "code_version",
+            "published_at",
+            "digest",
+        ];
+        let widths: Vec<usize> = (0..header.len())
+            .map(|c| {
+                rows.iter()
+                    .map(|r| r[c].chars().count())
+                    .chain([header[c].len()])
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let line = |cells: [&str; 8]| {
+            let mut out = String::new();
+            for (c, cell) in cells.iter().enumerate() {
+                let w = widths[c];
+                // Numbers right-aligned, text left-aligned.
+                if (2..=4).contains(&c) {
+                    out.push_str(&format!("{cell:>w$}  "));
+                } else {
+                    out.push_str(&format!("{cell:<w$}  "));
+                }
+            }
+            out.trim_end().to_string()
+        };
+        println!("{}", line(header));
+        for r in &rows {
             println!(
-                "{:<20} {:<11} {:>4} {:>5} {:>7}  {:<14} {:<25} {}{}",
-                r.dataset,
-                r.partition,
-                r.generation.get(),
-                r.token.get(),
-                r.rows,
-                r.code_version,
-                r.published_at,
-                short(&r.digest),
-                if uncertified { "  UNCERTIFIED" } else { "" }
+                "{}",
+                line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5], &r[6], &r[7]])
             );
         }
         println!();
@@ -372,12 +415,35 @@ fn print_status(
 }
 
 /// Publications that pinned an upstream generation other than the current.
-fn stale(warehouse: &Warehouse, published: &[(String, CommitRecord)]) -> Vec<Stale> {
+fn stale(
+    manifest: &Manifest,
+    warehouse: &Warehouse,
+    published: &[(String, CommitRecord)],
+) -> Vec<Stale> {
     let mut current = crate::plan::stale::Current::default();
+    // Each task's fingerprint, computed once (an unreadable `code` path
+    // leaves it unknown: only code_version is compared then).
+    let mut prints: HashMap<&str, Option<String>> = HashMap::new();
     published
         .iter()
         .filter_map(|(task, record)| {
-            let changed = current.changed(warehouse, record);
+            let mut changed = current.changed(warehouse, record);
+            if let Some(t) = manifest.tasks.get(task) {
+                let print = prints
+                    .entry(task.as_str())
+                    .or_insert_with(|| {
+                        crate::manifest::fingerprint::fingerprint(&manifest.dir, t).ok()
+                    })
+                    .clone();
+                let fingerprint = print
+                    .as_deref()
+                    .unwrap_or_else(|| record.code_fingerprint.as_deref().unwrap_or_default());
+                changed.extend(crate::plan::stale::code_changed(
+                    record,
+                    &t.code_version,
+                    fingerprint,
+                ));
+            }
             (!changed.is_empty()).then(|| Stale {
                 task: task.clone(),
                 partition: record.partition.clone(),
@@ -385,10 +451,6 @@ fn stale(warehouse: &Warehouse, published: &[(String, CommitRecord)]) -> Vec<Sta
             })
         })
         .collect()
-}
-
-fn short(digest: &str) -> String {
-    digest.chars().take(7 + 16).collect::<String>() + "…"
 }
 
 pub(crate) fn show(args: &ShowArgs) -> u8 {
@@ -403,6 +465,16 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
         );
         return exit::INVALID;
     };
+    if !task.dims.contains(&args.partition, crate::clock::now()) {
+        eprintln!(
+            "error: partition `{}` is not in the partition scheme of `{}`\n  help: `{}` is partitioned {}",
+            args.partition,
+            args.dataset,
+            task.name,
+            task.dims.describe()
+        );
+        return exit::INVALID;
+    }
     let warehouse = match Warehouse::open(&manifest.pipeline.warehouse) {
         Ok(w) => w,
         Err(e) => {
@@ -411,9 +483,29 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
         }
     };
     let store = warehouse.partition(&args.dataset, &args.partition);
-    let record = match store.latest() {
-        Ok(Some(r)) => r,
-        Ok(None) => {
+    let chosen = match args.generation {
+        // An earlier generation, as `weir history` lists them.
+        Some(g) => store.history().map(|h| {
+            let found = h.iter().find(|r| r.generation.get() == g).cloned();
+            if found.is_none() {
+                eprintln!(
+                    "error: `{}` {} has no generation {g} (it has {})\n  help: `weir history` lists them",
+                    args.dataset,
+                    args.partition,
+                    match h.last() {
+                        Some(last) => format!("1 to {}", last.generation.get()),
+                        None => "none".into(),
+                    }
+                );
+            }
+            found.ok_or(())
+        }),
+        None => store.latest().map(|r| r.ok_or(())),
+    };
+    let record = match chosen {
+        Ok(Ok(r)) => r,
+        Ok(Err(())) if args.generation.is_some() => return exit::INVALID,
+        Ok(Err(())) => {
             eprintln!(
                 "error: `{}` has no published generation for partition {}",
                 args.dataset, args.partition
@@ -437,26 +529,35 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
                 return exit::ENGINE;
             }
         };
+    // The reader sorts columns (the canonical digest's order); show them in
+    // the file's own order, read from the first file's header.
+    let visible = store.visible_files(&record);
+    let order = file_order(visible.first(), task.output.format, &columns);
+    let columns: Vec<String> = order.iter().map(|&i| columns[i].clone()).collect();
+    let rows = rows
+        .into_iter()
+        .take(args.limit.unwrap_or(usize::MAX))
+        .map(|r| order.iter().map(|&i| r[i].clone()).collect::<Vec<_>>());
     if args.json {
-        use std::io::Write as _;
-        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        for row in rows {
-            let object: serde_json::Map<String, serde_json::Value> = columns
-                .iter()
-                .zip(row)
-                .map(|(name, value)| {
-                    // JSON holds text: a value that is not UTF-8 is shown
-                    // with U+FFFD (the CSV output keeps its bytes).
-                    let value = value.map_or(serde_json::Value::Null, |v| {
-                        serde_json::Value::String(String::from_utf8_lossy(&v).into_owned())
-                    });
-                    (name.clone(), value)
-                })
-                .collect();
-            let _ = serde_json::to_writer(&mut out, &object);
-            let _ = out.write_all(b"\n");
-        }
-        let _ = out.flush();
+        let rows: Vec<Vec<Option<String>>> = rows
+            .map(|r| {
+                r.iter()
+                    .map(|v| v.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()))
+                    .collect()
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "dataset": args.dataset,
+            "partition": args.partition,
+            "generation": record.generation.get(),
+            "digest": record.digest,
+            "columns": columns,
+            "rows": rows,
+        });
+        println!(
+            "{}",
+            serde_json::to_string(&doc).expect("json values serialize")
+        );
         return exit::OK;
     }
     let mut out = csv::Writer::from_writer(std::io::stdout());
@@ -468,4 +569,32 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
     }
     let _ = out.flush();
     exit::OK
+}
+
+/// Positions in `sorted` of a CSV file's header columns, in the file's order;
+/// the identity for JSON Lines (objects have no column order) or when the
+/// header cannot be read again.
+fn file_order(
+    file: Option<&std::path::PathBuf>,
+    format: crate::audit::Format,
+    sorted: &[String],
+) -> Vec<usize> {
+    let identity = (0..sorted.len()).collect();
+    if format != crate::audit::Format::Csv {
+        return identity;
+    }
+    let Some(header) = file
+        .and_then(|f| csv::Reader::from_path(f).ok())
+        .and_then(|mut r| r.headers().ok().cloned())
+    else {
+        return identity;
+    };
+    let order: Option<Vec<usize>> = header
+        .iter()
+        .map(|name| sorted.iter().position(|c| c == name))
+        .collect();
+    match order {
+        Some(o) if o.len() == sorted.len() => o,
+        _ => identity,
+    }
 }

@@ -18,6 +18,8 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
+pub mod payload;
+
 /// Version of the line format.
 pub const FORMAT_VERSION: u32 = 1;
 
@@ -53,6 +55,7 @@ pub enum State {
     EngineFailed,
     /// OpenLineage events of the run could not all be delivered.
     LineageUndelivered,
+    Interrupted,
 }
 
 impl State {

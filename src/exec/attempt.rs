@@ -11,6 +11,7 @@
 //! `AuditedCandidate` can be published: a candidate that failed a gate has
 //! no path to the commit log.
 
+use crate::events::payload::{self, CommandEnded, Payload};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -138,7 +139,19 @@ pub(crate) fn run(
     let mut lease = lease::Lease::new(cx, task, attempt, token);
     lease.process_tag = Some(tag.clone());
     let _heartbeat = lease::Heartbeat::start(&dir, lease, task.heartbeat);
-    let waited = lease::guard(cx, task, partition, attempt, token) == lease::Guard::Waited;
+    let waited = match lease::guard(cx, task, partition, attempt, token) {
+        lease::Guard::Waited => true,
+        lease::Guard::Proceed => false,
+        // Asked to stop while another engine's attempt was live.
+        lease::Guard::Interrupted(sig) => {
+            let ending = Ending::Interrupted(sig);
+            return AttemptOutcome::Failed {
+                reason: ending.describe(),
+                ending,
+                token: Some(token),
+            };
+        }
+    };
     // Another engine may have published while this one waited, or between
     // the caller's look at the log and this token. The currency test of
     // every ALREADY_PUBLISHED applies: what it published counts only if it
@@ -151,7 +164,8 @@ pub(crate) fn run(
                         && super::is_current(
                             &latest,
                             snapshot,
-                            &cx.manifest.pipeline.code_version,
+                            &task.code_version,
+                            cx.fingerprint(task),
                         )) =>
             {
                 cx.emit(
@@ -224,7 +238,14 @@ pub(crate) fn run(
         State::Running,
         event()
             .attempt(attempt, Some(token.get()))
-            .detail(format!("staging {}", data_dir.display())),
+            .detail(format!("staging {}", data_dir.display()))
+            // The attempt's own evidence: what it read, failed or not.
+            .data(
+                Payload::Running(payload::Running {
+                    input_snapshot: snapshot.to_json(),
+                })
+                .to_json(),
+            ),
     );
     let started = Instant::now();
     let injected = cx
@@ -258,13 +279,22 @@ pub(crate) fn run(
             event()
                 .attempt(attempt, Some(token.get()))
                 .detail(reason.clone())
-                .data(json!({
-                    "ending": reason,
-                    "exit_code": match ending { Ending::Exit(c) => Some(c), _ => None },
-                    "signal": match ending { Ending::Signal(s) => Some(s), _ => None },
-                    "duration_ms": elapsed_ms,
-                    "stderr_tail": stderr_tail,
-                })),
+                .data(
+                    Payload::Failed(CommandEnded {
+                        ending: reason.clone(),
+                        exit_code: match ending {
+                            Ending::Exit(c) => Some(c),
+                            _ => None,
+                        },
+                        signal: match ending {
+                            Ending::Signal(s) => Some(s),
+                            _ => None,
+                        },
+                        duration_ms: elapsed_ms,
+                        stderr_tail,
+                    })
+                    .to_json(),
+                ),
         );
         // Announced first, so the log never shows more commands running than slots.
         drop(permit);
@@ -355,10 +385,7 @@ fn environment(
         ("WEIR_ATTEMPT".into(), attempt.to_string()),
         ("WEIR_TOKEN".into(), token.get().to_string()),
         ("WEIR_OUTPUT_DIR".into(), absolute(data_dir)),
-        (
-            "WEIR_CODE_VERSION".into(),
-            cx.manifest.pipeline.code_version.clone(),
-        ),
+        ("WEIR_CODE_VERSION".into(), task.code_version.clone()),
     ];
     env.extend(launch::partition_vars(&task.dims, partition));
     for input in inputs {
@@ -437,7 +464,8 @@ fn audit_candidate(
         "run_id": cx.run_id,
         "attempt": attempt,
         "token": token.get(),
-        "code_version": cx.manifest.pipeline.code_version,
+        "code_version": task.code_version,
+        "code_fingerprint": cx.fingerprint(task),
         "input_snapshot": snapshot.to_json(),
         "input_snapshot_digest": snapshot.digest(),
         "files": file_names(&candidate.files),
@@ -573,7 +601,8 @@ fn publish(
         digest: report.digest.as_str().to_string(),
         input_snapshot: snapshot.to_json(),
         input_snapshot_digest: snapshot.digest(),
-        code_version: cx.manifest.pipeline.code_version.clone(),
+        code_version: task.code_version.clone(),
+        code_fingerprint: Some(cx.fingerprint(task).to_string()),
     };
     let mut result = store.commit(commit);
     if result.is_ok() {
@@ -639,12 +668,9 @@ fn publish(
             committed,
             generation,
         }) => {
-            let code_version = &cx.manifest.pipeline.code_version;
-            let current = store
-                .latest()
-                .ok()
-                .flatten()
-                .is_some_and(|latest| super::is_current(&latest, snapshot, code_version));
+            let current = store.latest().ok().flatten().is_some_and(|latest| {
+                super::is_current(&latest, snapshot, &task.code_version, cx.fingerprint(task))
+            });
             cx.emit(
                 State::RejectedStale,
                 Event::instance(&task.name, partition)

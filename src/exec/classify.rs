@@ -22,6 +22,9 @@ pub enum Ending {
     /// An external input no longer held its pinned bytes when the attempt
     /// copied it: nothing ran; the next attempt pins the input again.
     InputMoved(String),
+    /// weir was asked to stop (SIGINT, SIGTERM): the command's process tree
+    /// was stopped, or the command never started.
+    Interrupted(super::interrupt::Signal),
 }
 
 impl Ending {
@@ -36,6 +39,7 @@ impl Ending {
             Ending::GateFailed => "gate failed".into(),
             Ending::Engine(why) => format!("engine error: {why}"),
             Ending::InputMoved(why) => why.clone(),
+            Ending::Interrupted(sig) => format!("interrupted: weir received {}", sig.name()),
         }
     }
 }
@@ -53,7 +57,11 @@ pub fn rule(task: &Task, ending: &Ending) -> FailureRule {
         // a program that cannot start will not start on the next attempt.
         Ending::GateFailed | Ending::SpawnFailed(_) => FailureRule::Deterministic,
         // Disk full or a flaky mount may pass; retries are bounded anyway.
-        Ending::Engine(_) | Ending::InputMoved(_) => FailureRule::Transient,
+        // Never classified by the scheduler (an interrupted attempt ends
+        // the instance INTERRUPTED); transient if it ever were.
+        Ending::Engine(_) | Ending::InputMoved(_) | Ending::Interrupted(_) => {
+            FailureRule::Transient
+        }
         Ending::Signal(_) | Ending::Success => FailureRule::Class(task.retry.clone()),
     }
 }

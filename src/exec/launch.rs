@@ -76,6 +76,10 @@ pub fn run(launch: &Launch<'_>) -> Ending {
     let (Ok(out), Ok(err)) = (File::create(&launch.stdout), File::create(&launch.stderr)) else {
         return Ending::SpawnFailed(format!("cannot create {}", launch.stdout.display()));
     };
+    // Asked to stop while waiting for a slot: the command never starts.
+    if let Some(sig) = super::interrupt::requested() {
+        return Ending::Interrupted(sig);
+    }
     let mut command = Command::new(&launch.argv[0]);
     command
         .args(&launch.argv[1..])
@@ -97,18 +101,36 @@ pub fn run(launch: &Launch<'_>) -> Ending {
     };
     let pgid = child.id() as libc::pid_t;
     let timed_out = Arc::new(AtomicBool::new(false));
+    let interrupted = Arc::new(std::sync::Mutex::new(None));
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let watchdog = {
         let timed_out = timed_out.clone();
+        let interrupted = interrupted.clone();
         let timeout = launch.timeout;
         std::thread::spawn(move || {
-            // An engine paused past the timeout (SIGSTOP, a stopped VM)
-            // wakes with the deadline passed: a child that exited meanwhile
-            // finished in time and is not a timeout.
-            if let Err(mpsc::RecvTimeoutError::Timeout) = done_rx.recv_timeout(timeout) {
-                if !exited(pgid) {
-                    timed_out.store(true, Ordering::SeqCst);
+            let deadline = std::time::Instant::now() + timeout;
+            loop {
+                // Polled: a stop request (SIGINT, SIGTERM) kills the group,
+                // and the tree is stopped below like after any exit.
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                match done_rx.recv_timeout(left.min(super::interrupt::POLL)) {
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    _ => return,
+                }
+                if let Some(sig) = super::interrupt::requested() {
+                    *interrupted.lock().unwrap_or_else(|p| p.into_inner()) = Some(sig);
                     kill_group(pgid);
+                    return;
+                }
+                // An engine paused past the timeout (SIGSTOP, a stopped VM)
+                // wakes with the deadline passed: a child that exited meanwhile
+                // finished in time and is not a timeout.
+                if std::time::Instant::now() >= deadline {
+                    if !exited(pgid) {
+                        timed_out.store(true, Ordering::SeqCst);
+                        kill_group(pgid);
+                    }
+                    return;
                 }
             }
         })
@@ -120,6 +142,9 @@ pub fn run(launch: &Launch<'_>) -> Ending {
     // Whatever the task left running in the background, in its group or
     // not, must not write into the candidate after it is audited.
     tree::stop(&launch.tag, cgroup.as_ref(), Some(pgid));
+    if let Some(sig) = *interrupted.lock().unwrap_or_else(|p| p.into_inner()) {
+        return Ending::Interrupted(sig);
+    }
     match status {
         _ if timed_out.load(Ordering::SeqCst) => Ending::Timeout,
         Ok(s) if s.success() => Ending::Success,
@@ -159,12 +184,23 @@ fn kill_group(pgid: libc::pid_t) {
 }
 
 /// The last `max` bytes of a file, lossily decoded, from a line start.
+/// Only those bytes are read: a task that wrote gigabytes to stderr costs
+/// the engine `max` bytes of memory, not the file.
 pub fn tail(path: &Path, max: usize) -> String {
-    let Ok(bytes) = std::fs::read(path) else {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = File::open(path) else {
         return String::new();
     };
-    let start = bytes.len().saturating_sub(max);
-    let text = String::from_utf8_lossy(&bytes[start..]);
+    let len = file.metadata().map_or(0, |m| m.len());
+    let start = len.saturating_sub(max as u64);
+    let mut bytes = Vec::with_capacity(max.min(len as usize));
+    if file.seek(SeekFrom::Start(start)).is_err()
+        || file.take(max as u64).read_to_end(&mut bytes).is_err()
+    {
+        return String::new();
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    // Cut mid-file: drop the partial first line.
     let text = if start > 0 {
         text.split_once('\n')
             .map_or(text.as_ref(), |(_, rest)| rest)

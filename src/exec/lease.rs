@@ -182,6 +182,8 @@ pub(crate) enum Guard {
     /// Another engine's attempt was live and has ended (or was given up on):
     /// the caller re-checks what is published before launching.
     Waited,
+    /// weir was asked to stop while it waited: launch nothing.
+    Interrupted(super::interrupt::Signal),
 }
 
 /// What the reader has seen of one lower token, on its own clock.
@@ -280,6 +282,9 @@ pub(crate) fn guard(
                     );
                 }
                 std::thread::sleep(poll);
+                if let Some(sig) = super::interrupt::requested() {
+                    return Guard::Interrupted(sig);
+                }
                 continue;
             }
             unreachable.push((t, lease, false, silent));

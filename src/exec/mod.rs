@@ -26,6 +26,7 @@ mod attempt;
 pub mod classify;
 pub mod fault;
 pub mod inputs;
+pub mod interrupt;
 pub mod launch;
 pub mod lease;
 mod pool;
@@ -40,6 +41,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use crate::events::payload::{self, Payload};
 use crate::events::{Event, EventLog, State};
 use crate::manifest::{Disposition, Manifest, Task};
 use crate::ops::state::{self as marks, InstanceMark, Mark};
@@ -61,7 +63,8 @@ const ADMIT_PER_SLOT: u32 = 3;
 pub struct RunOptions {
     /// Which partitions.
     pub scope: Scope,
-    /// Narrow to these tasks (plus unpublished upstream instances); empty = all.
+    /// Narrow to these task selectors (`NAME`, `NAME+`, `+NAME`; plus
+    /// unpublished upstream instances); empty = all.
     pub tasks: Vec<String>,
     /// Rerun even when the same input snapshot and code_version is published.
     pub force: bool,
@@ -92,6 +95,10 @@ pub enum InstanceResult {
     /// a corrupt record): not the task's failure, no retry spent, no marker;
     /// the run exits 5.
     EngineFailed(String),
+    /// weir was asked to stop (SIGINT, SIGTERM) before the instance ended:
+    /// its command's process tree was stopped, or it never started. No
+    /// marker: the next run simply runs it.
+    Interrupted(String),
 }
 
 impl InstanceResult {
@@ -124,6 +131,8 @@ pub struct RunSummary {
     /// would not outlive the run, a stale one that would hold a published
     /// instance): the run exits 5.
     pub marker_errors: Vec<String>,
+    /// The signal that stopped the run early, if one did.
+    pub interrupted: Option<interrupt::Signal>,
 }
 
 impl RunSummary {
@@ -154,6 +163,10 @@ pub enum ExecError {
     #[error("warehouse error: {0}")]
     #[diagnostic(code(weir::exec::warehouse))]
     Warehouse(String),
+    /// A task's `code` could not be read.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Code(#[from] crate::manifest::fingerprint::FingerprintError),
 }
 
 /// Shared, read-only context of a run's attempts.
@@ -168,6 +181,15 @@ pub(crate) struct Context<'a> {
     pub(crate) chaos: Option<fault::Chaos>,
     /// The first append the event log refused.
     pub(crate) log_error: std::sync::Mutex<Option<String>>,
+    /// Each planned task's code fingerprint (`manifest::fingerprint`).
+    pub(crate) fingerprints: std::collections::HashMap<String, String>,
+}
+
+impl Context<'_> {
+    /// The fingerprint of `task`'s code, computed when the run started.
+    pub(crate) fn fingerprint(&self, task: &Task) -> &str {
+        self.fingerprints.get(&task.name).map_or("", String::as_str)
+    }
 }
 
 impl Context<'_> {
@@ -222,8 +244,13 @@ struct Report {
 enum Outcome {
     Attempt(AttemptOutcome),
     AlreadyPublished,
-    /// An operator decision from an earlier run stands.
-    Marked(InstanceMark),
+    /// An operator decision from an earlier run stands. `consumable`: the
+    /// instance is HELD (do not rebuild) and has a published generation,
+    /// which its downstream instances read as usual.
+    Marked {
+        mark: InstanceMark,
+        consumable: bool,
+    },
     /// Inputs could not be pinned.
     Unpinned(String),
     /// The engine could not read what it must before spending a token.
@@ -238,22 +265,26 @@ pub fn run(
     observe: Option<crate::events::Observer>,
 ) -> Result<RunSummary, ExecError> {
     let now = crate::clock::now();
-    let selected: Vec<&str> = if options.tasks.is_empty() {
-        manifest.tasks.keys().map(String::as_str).collect()
-    } else {
-        with_upstream(manifest, &options.tasks)?
-    };
+    // The selected tasks run under the currency test; upstream instances
+    // they need are added by the plan only when not published.
+    let selected = crate::plan::select::select(manifest, &options.tasks)?;
     let warehouse = Warehouse::open(&manifest.pipeline.warehouse)
         .map_err(|e| ExecError::Warehouse(attempt::chain(&e)))?;
     let published = |dataset: &str, key: &str| {
         matches!(warehouse.partition(dataset, key).latest(), Ok(Some(_)))
     };
     let plan = Plan::build_for(manifest, &options.scope, &selected, now, &published)?;
-    let explicit: HashSet<&str> = if options.tasks.is_empty() {
-        selected.iter().copied().collect()
-    } else {
-        options.tasks.iter().map(String::as_str).collect()
-    };
+    let explicit: HashSet<&str> = selected.iter().copied().collect();
+    // Each planned task's code identity, read once: an unreadable `code`
+    // path refuses the run before anything starts.
+    let mut fingerprints = std::collections::HashMap::new();
+    for t in &plan.tasks {
+        let task = &manifest.tasks[&t.name];
+        fingerprints.insert(
+            t.name.clone(),
+            crate::manifest::fingerprint::fingerprint(&manifest.dir, task)?,
+        );
+    }
     // Task processes of engines that died on this host stop before any
     // command of this run starts.
     tree::sweep_orphans();
@@ -272,6 +303,7 @@ pub fn run(
         faults: Faults::from_env(),
         chaos: fault::Chaos::from_env(),
         log_error: std::sync::Mutex::new(None),
+        fingerprints,
     };
     cx.emit(
         State::RunStarted,
@@ -296,12 +328,22 @@ pub fn run(
         .iter()
         .filter(|(_, _, r)| !r.is_ok())
         .count();
+    let stopped = summary.interrupted.map_or(String::new(), |sig| {
+        let undone = summary
+            .instances
+            .iter()
+            .filter(|(_, _, r)| matches!(r, InstanceResult::Interrupted(_)))
+            .count();
+        format!("; interrupted by {}: {undone} left undone", sig.name())
+    });
     cx.emit(
         State::RunFinished,
-        Event::default().detail(format!(
-            "{} published or current, {failed} not",
-            summary.instances.len() - failed
-        )),
+        Event::default()
+            .detail(format!(
+                "{} published or current, {failed} not{stopped}",
+                summary.instances.len() - failed
+            ))
+            .data(json!({ "interrupted": summary.interrupted.map(interrupt::Signal::name) })),
     );
     if let Err(e) = cx.log.sync() {
         let mut first = cx.log_error.lock().unwrap_or_else(|p| p.into_inner());
@@ -314,33 +356,6 @@ pub fn run(
         .unwrap_or_else(|p| p.into_inner())
         .clone();
     Ok(summary)
-}
-
-/// The named tasks plus every task upstream of them.
-fn with_upstream<'m>(manifest: &'m Manifest, names: &[String]) -> Result<Vec<&'m str>, ExecError> {
-    let mut keep: HashSet<&str> = HashSet::new();
-    let mut stack: Vec<&str> = Vec::new();
-    for name in names {
-        let Some((key, _)) = manifest.tasks.get_key_value(name) else {
-            return Err(crate::plan::PlanError::UnknownTask {
-                name: name.clone(),
-                help: crate::manifest::unknown_task_help(manifest, name),
-            }
-            .into());
-        };
-        stack.push(key.as_str());
-    }
-    while let Some(t) = stack.pop() {
-        if keep.insert(t) {
-            stack.extend(manifest.tasks[t].depends_on.iter().map(String::as_str));
-        }
-    }
-    Ok(manifest
-        .tasks
-        .keys()
-        .map(String::as_str)
-        .filter(|t| keep.contains(t))
-        .collect())
 }
 
 struct Scheduler<'c, 'a> {
@@ -365,6 +380,8 @@ struct Scheduler<'c, 'a> {
     budget: RetryBudget,
     rng: fastrand::Rng,
     marker_errors: std::cell::RefCell<Vec<String>>,
+    /// The stop request seen, if any: nothing more is admitted.
+    interrupted: Option<interrupt::Signal>,
 }
 
 impl<'c, 'a> Scheduler<'c, 'a> {
@@ -406,6 +423,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 .seed
                 .map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed),
             marker_errors: std::cell::RefCell::new(Vec::new()),
+            interrupted: None,
         }
     }
 
@@ -442,8 +460,12 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 self.enqueue(id);
             }
             // Without evidence there is no run: admit nothing more once the
-            // event log refused a line.
-            let admitting = !self.cx.log_failed();
+            // event log refused a line, or once asked to stop (the running
+            // commands' watchdogs stop their trees).
+            if self.interrupted.is_none() {
+                self.interrupted = interrupt::requested();
+            }
+            let admitting = !self.cx.log_failed() && self.interrupted.is_none();
             for (pool, slots) in pool_slots.iter().enumerate() {
                 // Admit a few instances beyond the slots, so their pinning,
                 // token and staging are done by the time a slot frees up.
@@ -462,16 +484,25 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             }
             let msg = match self.delayed.peek() {
                 Some(Reverse((due, _))) if self.active == 0 => {
-                    std::thread::sleep(due.saturating_duration_since(Instant::now()));
+                    let wait = due.saturating_duration_since(Instant::now());
+                    std::thread::sleep(wait.min(interrupt::POLL));
                     continue;
                 }
                 Some(Reverse((due, _))) => {
-                    match rx.recv_timeout(due.saturating_duration_since(Instant::now())) {
+                    let wait = due.saturating_duration_since(Instant::now());
+                    match rx.recv_timeout(wait.min(interrupt::POLL)) {
                         Ok(r) => r,
                         Err(_) => continue,
                     }
                 }
-                None => rx.recv().expect("a running attempt always reports"),
+                // Woken now and then to notice a stop request.
+                None => match rx.recv_timeout(interrupt::POLL) {
+                    Ok(r) => r,
+                    Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => {
+                        unreachable!("the scheduler holds a sender")
+                    }
+                },
             };
             self.finish(msg);
         });
@@ -564,7 +595,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 self.engine_failed(id, &reason);
                 InstanceResult::EngineFailed(reason)
             }
-            Outcome::Marked(mark) => {
+            Outcome::Marked { mark, consumable } => {
                 let release = format!(
                     "release with `weir retry {} {task_name} --partition {partition} --note ...`",
                     self.cx.manifest.path.display()
@@ -582,10 +613,25 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                     }
                     Mark::Abandoned => (State::Skipped, InstanceResult::Skipped(why.clone())),
                 };
+                let consumed = if consumable {
+                    "; its published generation stays readable downstream"
+                } else {
+                    ""
+                };
                 self.cx.emit(
                     state,
-                    Event::instance(task_name, partition).detail(format!("{why}; {release}")),
+                    Event::instance(task_name, partition)
+                        .detail(format!("{why}; {release}{consumed}")),
                 );
+                if consumable {
+                    // HELD means "do not rebuild": what it published is
+                    // still the partition's generation, and downstream
+                    // instances pinned to another one rebuild from it.
+                    self.status[id] =
+                        Status::Done(InstanceResult::Held(format!("{why}{consumed}")));
+                    self.release_successors(id);
+                    return;
+                }
                 result
             }
             Outcome::Attempt(AttemptOutcome::Stale { current: false }) => {
@@ -598,6 +644,24 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                         .detail(format!("inputs unavailable: {reason}")),
                 );
                 InstanceResult::Held(reason)
+            }
+            Outcome::Attempt(AttemptOutcome::Failed {
+                ending: Ending::Interrupted(_),
+                token,
+                reason,
+            }) => {
+                self.cx.emit(
+                    State::Interrupted,
+                    Event::instance(task_name, partition)
+                        .attempt(self.attempts[id], token.map(|t| t.get()))
+                        .detail(format!(
+                            "{reason}; its process tree is stopped, no marker: the next run runs it"
+                        )),
+                );
+                // Downstream instances were not started: they are listed
+                // as left undone, not SKIPPED.
+                self.status[id] = Status::Done(InstanceResult::Interrupted(reason));
+                return;
             }
             Outcome::Attempt(AttemptOutcome::Failed {
                 ending,
@@ -680,7 +744,14 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                                 class.max_attempts,
                                 delay.as_millis()
                             ))
-                            .data(json!({ "class": kind, "delay_ms": delay.as_millis() as u64, "next_attempt": attempt + 1 })),
+                            .data(
+                                Payload::Retrying(payload::Retrying {
+                                    class: kind.to_string(),
+                                    delay_ms: delay.as_millis() as u64,
+                                    next_attempt: attempt + 1,
+                                })
+                                .to_json(),
+                            ),
                     );
                     self.status[id] = Status::Waiting;
                     self.delayed.push(Reverse((Instant::now() + delay, id)));
@@ -692,9 +763,13 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 );
                 self.cx.emit(
                     State::Held,
-                    event()
-                        .detail(why.clone())
-                        .data(json!({ "class": kind, "budget_spent": true })),
+                    event().detail(why.clone()).data(
+                        Payload::Decided(payload::Decided {
+                            class: kind.to_string(),
+                            budget_spent: true,
+                        })
+                        .to_json(),
+                    ),
                 );
                 self.mark(id, Mark::Held, &why);
                 Some(InstanceResult::Held(why))
@@ -724,7 +799,11 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         why: String,
         kind: &str,
     ) -> Option<InstanceResult> {
-        let data = json!({ "class": kind });
+        let data = Payload::Decided(payload::Decided {
+            class: kind.to_string(),
+            budget_spent: false,
+        })
+        .to_json();
         let mark = if disposition == Disposition::Hold {
             Mark::Held
         } else {
@@ -760,7 +839,12 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             run_id: self.cx.run_id.clone(),
             reason: reason.to_string(),
             input_snapshot_digest: self.snapshots[id].as_ref().map(InputSnapshot::digest),
-            code_version: self.cx.manifest.pipeline.code_version.clone(),
+            code_version: self.cx.manifest.tasks[task].code_version.clone(),
+            code_fingerprint: Some(
+                self.cx
+                    .fingerprint(&self.cx.manifest.tasks[task])
+                    .to_string(),
+            ),
             since: crate::clock::now_rfc3339(),
             note: None,
         };
@@ -784,7 +868,13 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                     let why = format!("upstream `{cause_task}` {cause_partition} did not publish");
                     self.cx.emit(
                         State::Skipped,
-                        Event::instance(task, partition).detail(why.clone()),
+                        Event::instance(task, partition).detail(why.clone()).data(
+                            Payload::Skipped(payload::Skipped {
+                                upstream_task: cause_task.to_string(),
+                                upstream_partition: cause_partition.to_string(),
+                            })
+                            .to_json(),
+                        ),
                     );
                     self.status[s] = Status::Done(InstanceResult::Skipped(why));
                     stack.push(s);
@@ -799,6 +889,9 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 let (task, partition) = self.names(id);
                 let result = match &self.status[id] {
                     Status::Done(r) => r.clone(),
+                    _ if self.interrupted.is_some() => {
+                        InstanceResult::Interrupted("not started: the run was interrupted".into())
+                    }
                     _ => InstanceResult::Skipped("never became ready".into()),
                 };
                 (task.to_string(), partition.to_string(), result)
@@ -811,6 +904,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             events: self.cx.log.path().to_path_buf(),
             log_error: None,
             marker_errors: self.marker_errors.borrow().clone(),
+            interrupted: self.interrupted,
         }
     }
 }
@@ -843,7 +937,20 @@ impl Job<'_> {
             .as_ref()
             .filter(|m| matches!(m.mark, Mark::Held | Mark::Abandoned))
         {
-            return (None, Outcome::Marked(mark.clone()));
+            let consumable = mark.mark == Mark::Held
+                && matches!(
+                    cx.warehouse
+                        .partition(&task.output.dataset, partition)
+                        .latest(),
+                    Ok(Some(_))
+                );
+            return (
+                None,
+                Outcome::Marked {
+                    mark: mark.clone(),
+                    consumable,
+                },
+            );
         }
         let snapshot = match self.snapshot {
             Some(s) => s,
@@ -859,12 +966,25 @@ impl Job<'_> {
                 Err(e) => return (None, Outcome::Unpinned(e.describe().to_string())),
             },
         };
-        let code_version = &cx.manifest.pipeline.code_version;
+        let code_version = &task.code_version;
+        let fingerprint = cx.fingerprint(task);
         if let Some(mark) = mark {
+            // A new gate, script or command is a new question: the
+            // quarantine the old code caused does not stand.
             let same = mark.input_snapshot_digest.as_deref() == Some(snapshot.digest().as_str())
-                && &mark.code_version == code_version;
+                && &mark.code_version == code_version
+                && mark
+                    .code_fingerprint
+                    .as_deref()
+                    .is_none_or(|f| f == fingerprint);
             if mark.mark == Mark::Quarantined && same && !self.force {
-                return (Some(snapshot), Outcome::Marked(mark));
+                return (
+                    Some(snapshot),
+                    Outcome::Marked {
+                        mark,
+                        consumable: false,
+                    },
+                );
             }
         }
         // The log is read on every attempt, before a token is spent: a
@@ -886,7 +1006,7 @@ impl Job<'_> {
         // --force reruns the tasks asked for, never their upstream.
         if self.first && (!self.force || self.upstream_only) {
             if let Some(latest) = latest {
-                if self.upstream_only || is_current(&latest, &snapshot, code_version) {
+                if self.upstream_only || is_current(&latest, &snapshot, code_version, fingerprint) {
                     cx.emit(
                         State::AlreadyPublished,
                         Event::instance(&task.name, partition).detail(format!(
@@ -921,11 +1041,19 @@ impl Job<'_> {
     }
 }
 
-/// Published with this exact input snapshot and code version.
+/// Published with this exact input snapshot, code version and code
+/// fingerprint (a record without a fingerprint predates them: its
+/// code_version alone is compared).
 pub(crate) fn is_current(
     latest: &CommitRecord,
     snapshot: &InputSnapshot,
     code_version: &str,
+    fingerprint: &str,
 ) -> bool {
-    latest.input_snapshot_digest == snapshot.digest() && latest.code_version == code_version
+    latest.input_snapshot_digest == snapshot.digest()
+        && latest.code_version == code_version
+        && latest
+            .code_fingerprint
+            .as_deref()
+            .is_none_or(|f| f == fingerprint)
 }

@@ -338,7 +338,16 @@ impl Mapper {
                 }
                 vec![self.fail(record, "deterministic")]
             }
-            State::Unknown | State::RejectedStale => {
+            State::EngineFailed => {
+                if let Some(attempt) = record.attempt {
+                    self.open.remove(&key(attempt));
+                }
+                vec![self.fail(record, "engine")]
+            }
+            State::Unknown | State::RejectedStale | State::Interrupted => {
+                // An interrupted attempt is FAILED, then INTERRUPTED: the
+                // second decides, so it is an ABORT, not a FAIL.
+                self.failed.remove(&(task.clone(), partition.clone()));
                 let Some(attempt) = record.attempt else {
                     return Vec::new();
                 };

@@ -24,8 +24,10 @@ const GATE_CHECKS: [&str; 5] = [
 #[serde(deny_unknown_fields)]
 pub struct RawGate {
     /// `row_count`, `unique`, `not_null`, `accepted_values` or `reconcile`.
+    #[schemars(extend("enum" = ["row_count", "unique", "not_null", "accepted_values", "reconcile"]))]
     pub check: String,
     /// row_count: fewest rows.
+    #[schemars(range(min = 0))]
     pub min: Option<i64>,
     /// row_count: most rows.
     pub max: Option<i64>,
@@ -36,6 +38,7 @@ pub struct RawGate {
     /// accepted_values: the allowed values.
     pub values: Option<Vec<String>>,
     /// reconcile: `sum` or `count`.
+    #[schemars(extend("enum" = ["sum", "count"]))]
     pub aggregate: Option<String>,
     /// reconcile: the input to compare with.
     pub input: Option<String>,

@@ -13,6 +13,7 @@
 
 mod backfills;
 mod error;
+pub mod fingerprint;
 mod gates;
 mod locate;
 mod model;

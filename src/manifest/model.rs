@@ -241,6 +241,11 @@ pub struct Task {
     pub depends_on_past: bool,
     /// Publication deadline after the partition's interval ends.
     pub sla: Option<Duration>,
+    /// Its code version: its own, or the pipeline's.
+    pub code_version: String,
+    /// Code paths (relative to the manifest's directory) fingerprinted into
+    /// its publications' identity (`fingerprint.rs`).
+    pub code: Vec<String>,
 }
 
 /// A declared backfill.

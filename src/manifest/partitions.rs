@@ -15,6 +15,23 @@ use crate::partition::{time::parse_day, Grain, PartitionScheme, TimeScheme, Zone
 /// `[partitions.NAME]`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+// `start`/`end` take the key form of their kind; a static scheme needs keys.
+#[schemars(extend("allOf" = [
+    { "if": { "properties": { "kind": { "const": "hourly" } } },
+      "then": { "properties": { "start": { "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}$" },
+                                "end": { "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}$" } } } },
+    { "if": { "properties": { "kind": { "const": "daily" } } },
+      "then": { "properties": { "start": { "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$" },
+                                "end": { "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$" } } } },
+    { "if": { "properties": { "kind": { "const": "weekly" } } },
+      "then": { "properties": { "start": { "pattern": "^[0-9]{4}-(W[0-9]{2}|[0-9]{2}-[0-9]{2})$" },
+                                "end": { "pattern": "^[0-9]{4}-(W[0-9]{2}|[0-9]{2}-[0-9]{2})$" } } } },
+    { "if": { "properties": { "kind": { "const": "monthly" } } },
+      "then": { "properties": { "start": { "pattern": "^[0-9]{4}-[0-9]{2}(-[0-9]{2})?$" },
+                                "end": { "pattern": "^[0-9]{4}-[0-9]{2}(-[0-9]{2})?$" } } } },
+    { "if": { "properties": { "kind": { "const": "static" } } },
+      "then": { "required": ["keys"], "properties": { "keys": { "minItems": 1 } } } }
+]))]
 pub struct RawPartitionScheme {
     /// `hourly`, `daily`, `weekly` (ISO weeks), `monthly` (time periods) or
     /// `static` (a list of keys).

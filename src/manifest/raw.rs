@@ -59,8 +59,10 @@ pub struct RawLineage {
 #[serde(deny_unknown_fields)]
 pub struct RawPipeline {
     /// The pipeline's name.
+    #[schemars(length(min = 1))]
     pub name: String,
     /// Version of the pipeline's logic, stamped on every publication.
+    #[schemars(length(min = 1))]
     pub code_version: String,
     /// Warehouse directory, relative to the manifest file.
     pub warehouse: String,
@@ -73,6 +75,7 @@ pub use super::partitions::{PartitionKind, RawPartitionScheme};
 #[serde(deny_unknown_fields)]
 pub struct RawPool {
     /// How many attempts may run in this pool at once.
+    #[schemars(range(min = 1))]
     pub slots: i64,
 }
 
@@ -81,12 +84,15 @@ pub struct RawPool {
 #[serde(deny_unknown_fields)]
 pub struct RawRetryClass {
     /// Attempts in all, the first included.
+    #[schemars(range(min = 1))]
     pub max_attempts: i64,
     /// Delay between attempts.
     pub backoff: Option<RawBackoff>,
     /// What a failure of this class gets: `retry`, `quarantine` or `hold`.
+    #[schemars(extend("enum" = ["retry", "quarantine", "hold"]))]
     pub on_failure: Option<String>,
     /// What happens when attempts run out: `quarantine` or `hold`.
+    #[schemars(extend("enum" = ["quarantine", "hold"]))]
     pub on_exhausted: Option<String>,
 }
 
@@ -95,12 +101,16 @@ pub struct RawRetryClass {
 #[serde(deny_unknown_fields)]
 pub struct RawBackoff {
     /// First delay, e.g. "1s".
+    #[schemars(pattern(r"^([0-9]+(ms|s|m|h|d))+$"))]
     pub initial: Option<String>,
     /// Cap on any delay, e.g. "1m".
+    #[schemars(pattern(r"^([0-9]+(ms|s|m|h|d))+$"))]
     pub max: Option<String>,
-    /// Growth factor per attempt (at least 1).
+    /// Growth factor per attempt (1 to 100).
+    #[schemars(range(min = 1, max = 100))]
     pub multiplier: Option<f64>,
     /// `none`, `full` or `equal`.
+    #[schemars(extend("enum" = ["none", "full", "equal"]))]
     pub jitter: Option<String>,
 }
 

@@ -45,13 +45,16 @@ pub struct RawTask {
     /// Pool the attempts run in (default `default`).
     pub pool: Option<String>,
     /// Wall-clock limit of one attempt (default "1h").
+    #[schemars(pattern(r"^([0-9]+(ms|s|m|h|d))+$"))]
     pub timeout: Option<String>,
     /// Lease renewal interval (default "10s").
+    #[schemars(pattern(r"^([0-9]+(ms|s|m|h|d))+$"))]
     pub heartbeat: Option<String>,
     /// Retry class (default `default`).
     pub retry: Option<String>,
     /// Exit code → `transient`, `deterministic`, `operator` or a retry class.
     #[serde(default)]
+    #[schemars(extend("propertyNames" = { "pattern": "^[0-9]+$" }))]
     pub exit_codes: IndexMap<String, String>,
     /// What a timeout counts as (default `transient`).
     pub on_timeout: Option<String>,
@@ -59,12 +62,22 @@ pub struct RawTask {
     #[serde(default)]
     pub gates: Vec<RawGate>,
     /// Planning estimate of one attempt (default "1m").
+    #[schemars(pattern(r"^([0-9]+(ms|s|m|h|d))+$"))]
     pub expected_duration: Option<String>,
     /// Each partition needs this task's previous partition published first.
     #[serde(default)]
     pub depends_on_past: bool,
     /// Publish within this long after the partition's interval ends.
+    #[schemars(pattern(r"^([0-9]+(ms|s|m|h|d))+$"))]
     pub sla: Option<String>,
+    /// This task's own code version (default: the pipeline's `code_version`),
+    /// stamped on its publications and part of their currency test.
+    #[schemars(length(min = 1))]
+    pub code_version: Option<String>,
+    /// Files and directories (relative to the manifest) whose content is the
+    /// task's code: an edit makes its publications STALE and reruns them.
+    #[serde(default)]
+    pub code: Vec<String>,
 }
 
 /// `output = { ... }` of a task.
@@ -209,12 +222,6 @@ impl Validator<'_, '_, '_, '_> {
         // Inputs: an external dataset or another task's output.
         let mut inputs = Vec::new();
         let mut depends_on: Vec<String> = Vec::new();
-        let all_datasets: Vec<String> = names
-            .datasets
-            .iter()
-            .cloned()
-            .chain(outputs.keys().cloned())
-            .collect();
         for (i, raw_input) in raw.inputs.iter().enumerate() {
             let idx = i.to_string();
             let path: Vec<&str> = if raw_input.table {
@@ -258,6 +265,14 @@ impl Validator<'_, '_, '_, '_> {
                     depends_on.push(producer.clone());
                 }
             } else {
+                // Built only for the diagnostic: per task it made
+                // validation quadratic.
+                let all_datasets: Vec<String> = names
+                    .datasets
+                    .iter()
+                    .cloned()
+                    .chain(outputs.keys().cloned())
+                    .collect();
                 self.reference("dataset", input, &all_datasets, &path);
             }
         }
@@ -273,7 +288,9 @@ impl Validator<'_, '_, '_, '_> {
                     .at(self.value(&path), "itself")
                     .help("remove it; for running totals use `depends_on_past = true`"),
                 );
-            } else if self.reference("task", dep, &names.tasks, &path) && !depends_on.contains(dep)
+            } else if (names.task_set.contains(dep.as_str())
+                || self.reference("task", dep, &names.tasks, &path))
+                && !depends_on.contains(dep)
             {
                 depends_on.push(dep.clone());
             }
@@ -311,16 +328,23 @@ impl Validator<'_, '_, '_, '_> {
         let partitioned_by: Vec<String> = match &raw.partitioned_by {
             Some(list) => {
                 let mut seen: HashMap<&str, usize> = HashMap::new();
+                let cx = self.cx;
                 for (i, scheme) in list.iter().enumerate() {
                     let idx = i.to_string();
-                    let path: Vec<&str> =
-                        if list.len() == 1 && self.cx.locator.is_string(&p("partitioned_by")) {
+                    // Only a diagnostic needs the path: looking the document
+                    // up for every task made validation quadratic.
+                    let path = || -> Vec<&str> {
+                        if list.len() == 1 && cx.locator.is_string(&p("partitioned_by")) {
                             p("partitioned_by")
                         } else {
                             vec!["tasks", name, "partitioned_by", &idx]
-                        };
-                    self.reference("partition scheme", scheme, &names.schemes, &path);
+                        }
+                    };
+                    if !names.schemes.contains(scheme) {
+                        self.reference("partition scheme", scheme, &names.schemes, &path());
+                    }
                     if let Some(first) = seen.insert(scheme.as_str(), i) {
+                        let path = path();
                         let first = first.to_string();
                         self.err(
                             ManifestError::new(
@@ -454,10 +478,47 @@ impl Validator<'_, '_, '_, '_> {
             .enumerate()
             .filter_map(|(i, g)| self.gate(name, i, g, &input_names))
             .collect();
+        for (i, path) in raw.code.iter().enumerate() {
+            if !self.cx.dir.join(path).exists() {
+                let idx = i.to_string();
+                self.err(
+                    ManifestError::new(
+                        "weir::manifest::missing_code",
+                        format!("task `{name}` names code `{path}`, which does not exist"),
+                    )
+                    .at(
+                        self.value(&["tasks", name, "code", &idx]),
+                        "no such file or directory",
+                    )
+                    .help(
+                        "list the task's scripts and library directories, relative to the manifest",
+                    ),
+                );
+            }
+        }
+        if raw
+            .code_version
+            .as_deref()
+            .is_some_and(|v| v.trim().is_empty())
+        {
+            self.err(
+                ManifestError::new(
+                    "weir::manifest::empty_value",
+                    format!("task `{name}` has an empty `code_version`"),
+                )
+                .at(self.value(&p("code_version")), "empty")
+                .help("give a version such as \"2026.09.2\", or remove it to use the pipeline's"),
+            );
+        }
         if self.errors.len() > errors_before {
             return None;
         }
         Some(Task {
+            code_version: raw
+                .code_version
+                .clone()
+                .unwrap_or_else(|| self.pipeline_code_version.clone()),
+            code: raw.code.clone(),
             name: name.to_string(),
             command: raw.command.clone(),
             inputs,

@@ -35,6 +35,8 @@ pub(super) struct Validator<'c, 'a, 'b, 'i> {
     pub(super) errors: &'c mut Vec<ManifestError>,
     /// Output dataset → the task that publishes it.
     pub(super) producers: HashMap<String, String>,
+    /// `pipeline.code_version`: a task's when it declares none.
+    pub(super) pipeline_code_version: String,
 }
 
 pub(crate) fn validate(
@@ -46,6 +48,7 @@ pub(crate) fn validate(
         cx,
         errors,
         producers: HashMap::new(),
+        pipeline_code_version: String::new(),
     };
     v.run(sections)
 }
@@ -65,6 +68,9 @@ impl Validator<'_, '_, '_, '_> {
 
     fn run(&mut self, s: &Sections) -> Option<Manifest> {
         let pipeline = self.pipeline(s.pipeline.as_ref());
+        if let Some(p) = &pipeline {
+            self.pipeline_code_version = p.code_version.clone();
+        }
         let partitions = self.partitions(&s.partitions);
         let pools = self.pools(&s.pools);
         let retry = self.retry_classes(&s.retry);
@@ -85,6 +91,7 @@ impl Validator<'_, '_, '_, '_> {
                 .collect(),
             datasets: s.datasets.iter().map(|e| e.name.clone()).collect(),
             tasks: s.tasks.iter().map(|e| e.name.clone()).collect(),
+            task_set: s.tasks.iter().map(|e| e.name.clone()).collect(),
         };
         let outputs = self.outputs(&s.tasks, &names);
         self.producers = outputs.clone();
@@ -632,6 +639,10 @@ pub(super) struct Names {
     pub(super) retry: Vec<String>,
     pub(super) datasets: Vec<String>,
     pub(super) tasks: Vec<String>,
+    /// The same task names for O(1) lookups: a 20,000-task manifest checks
+    /// every dependency against it (a scan of `tasks` made validation
+    /// quadratic).
+    pub(super) task_set: HashSet<String>,
 }
 
 /// A path around the cycle that `start` is on, staying inside its SCC.

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::events::payload::Payload;
 use crate::events::{EventRecord, State};
 use crate::manifest::Manifest;
 use crate::ops::certify;
@@ -42,6 +43,9 @@ pub struct AttemptEvidence {
     pub failed_gates: Value,
     /// The tail of stderr.
     pub stderr_tail: String,
+    /// What this attempt read (from its RUNNING event).
+    #[serde(skip)]
+    pub input_snapshot: Option<Value>,
 }
 
 /// An upstream task's publication for one partition the instance needs
@@ -62,6 +66,45 @@ pub struct UpstreamEvidence {
     pub certified: bool,
 }
 
+/// What an operator should do, for machines (`explain --json`'s `action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Published and current.
+    Nothing,
+    /// Never run: run the partition.
+    Run,
+    /// A retry is scheduled.
+    Wait,
+    /// Release it with `weir retry` (transient causes).
+    Retry,
+    /// The data is wrong (a gate, or the task's data-error exit code 65).
+    FixData,
+    /// The code fails the same way every time.
+    FixCode,
+    /// The task asked for a person.
+    Decide,
+    /// An upstream instance blocked it: act on that one first.
+    FixUpstream,
+    /// An upstream generation is uncertified.
+    Recertify,
+    /// The current generation is uncertified.
+    Rollback,
+    /// An operator abandoned or rolled it back: a decision stands.
+    Released,
+}
+
+/// The upstream instance a SKIPPED instance waited for.
+#[derive(Debug, Clone, Serialize)]
+pub struct Blocker {
+    /// The upstream task.
+    pub task: String,
+    /// Its partition.
+    pub partition: String,
+    /// The run that skipped this instance.
+    pub run_id: String,
+}
+
 /// Everything about one instance.
 #[derive(Debug, Clone, Serialize)]
 pub struct Explanation {
@@ -73,8 +116,14 @@ pub struct Explanation {
     pub dataset: String,
     /// Attempts, oldest first.
     pub attempts: Vec<AttemptEvidence>,
-    /// The input snapshot of the current publication (or of the latest candidate).
+    /// The input snapshot of the last attempt when it did not publish (its
+    /// own evidence), else of the current publication.
     pub input_snapshot: Option<Value>,
+    /// Whose snapshot that is: `failed attempt` or `published generation`.
+    pub input_snapshot_of: Option<String>,
+    /// For an instance whose last outcome was SKIPPED: the upstream
+    /// instance that did not publish.
+    pub blocked_by: Option<Blocker>,
     /// The visible generation.
     pub published: Option<Value>,
     /// Upstream tasks, nearest first.
@@ -83,8 +132,10 @@ pub struct Explanation {
     pub last_successful_upstream: Option<String>,
     /// An operator state that outlives runs.
     pub mark: Option<InstanceMark>,
-    /// What to do.
+    /// What to do, in words.
     pub recommendation: String,
+    /// What to do, for machines.
+    pub action: Action,
 }
 
 /// Gathers the evidence. `events` are every run's records, in order.
@@ -128,17 +179,18 @@ pub fn explain(
             detail: String::new(),
             failed_gates: Value::Null,
             stderr_tail: String::new(),
+            input_snapshot: None,
         });
         a.token = a.token.or(e.token);
         match e.state {
             State::Retrying | State::Quarantined | State::Held => {
                 a.decision = Some(e.state.as_str());
-                a.class = e
-                    .data
-                    .get("class")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .or(a.class.take());
+                let class = match Payload::read(e.state, &e.data) {
+                    Some(Payload::Retrying(p)) => Some(p.class),
+                    Some(Payload::Decided(p)) => Some(p.class),
+                    _ => None,
+                };
+                a.class = class.or(a.class.take());
                 if a.detail.is_empty() {
                     a.detail = e.detail.clone();
                 }
@@ -147,6 +199,9 @@ pub fn explain(
                 if e.state != State::Running {
                     a.state = e.state.as_str();
                 }
+                if let Some(Payload::Running(p)) = Payload::read(e.state, &e.data) {
+                    a.input_snapshot = Some(p.input_snapshot);
+                }
                 if let Some(ms) = e.data.get("duration_ms").and_then(Value::as_u64) {
                     a.duration_ms = Some(ms);
                 }
@@ -154,17 +209,11 @@ pub fn explain(
             _ => {
                 a.state = e.state.as_str();
                 a.detail = e.detail.clone();
-                a.exit_code = e
-                    .data
-                    .get("exit_code")
-                    .and_then(Value::as_i64)
-                    .or(a.exit_code);
-                a.signal = e.data.get("signal").and_then(Value::as_i64).or(a.signal);
-                if let Some(ms) = e.data.get("duration_ms").and_then(Value::as_u64) {
-                    a.duration_ms = Some(ms);
-                }
-                if let Some(tail) = e.data.get("stderr_tail").and_then(Value::as_str) {
-                    a.stderr_tail = tail.to_string();
+                if let Some(Payload::Failed(p)) = Payload::read(e.state, &e.data) {
+                    a.exit_code = p.exit_code.map(i64::from).or(a.exit_code);
+                    a.signal = p.signal.map(i64::from).or(a.signal);
+                    a.duration_ms = Some(p.duration_ms);
+                    a.stderr_tail = p.stderr_tail;
                 }
                 if let Some(g) = e.data.get("gates") {
                     a.failed_gates = g.clone();
@@ -200,9 +249,19 @@ pub fn explain(
             "certified": certify::is_certified(warehouse.root(), &dataset, partition, r.generation.get()),
         })
     });
-    let input_snapshot = latest
-        .as_ref()
-        .map(|r| r.input_snapshot.clone())
+    // A failed last attempt is explained by what it read, not by what the
+    // published generation read.
+    let failed_own = attempts
+        .last()
+        .filter(|a| !matches!(a.state.as_str(), "PUBLISHED" | "ALREADY_PUBLISHED"))
+        .and_then(|a| a.input_snapshot.clone());
+    let input_snapshot_of = match (&failed_own, &latest) {
+        (Some(_), _) => Some("failed attempt".to_string()),
+        (None, Some(r)) => Some(format!("published generation {}", r.generation.get())),
+        (None, None) => None,
+    };
+    let input_snapshot = failed_own
+        .or_else(|| latest.as_ref().map(|r| r.input_snapshot.clone()))
         .or_else(|| {
             let token = attempts.iter().rev().find_map(|a| a.token)?;
             let bytes = std::fs::read(
@@ -223,7 +282,24 @@ pub fn explain(
         .find(|u| u.generation.is_some())
         .map(|u| u.task.clone());
     let mark = state::read(warehouse.root(), task, partition);
-    let recommendation = recommend(
+    // SKIPPED after its last attempt (or with none): who blocked it.
+    let last_attempt_at = mine
+        .iter()
+        .rposition(|e| e.attempt.is_some())
+        .map_or(0, |i| i + 1);
+    let blocked_by = mine[last_attempt_at..]
+        .iter()
+        .rev()
+        .find(|e| e.state == State::Skipped)
+        .and_then(|e| match Payload::read(e.state, &e.data)? {
+            Payload::Skipped(p) => Some(Blocker {
+                task: p.upstream_task,
+                partition: p.upstream_partition,
+                run_id: e.run_id.clone(),
+            }),
+            _ => None,
+        });
+    let (action, recommendation) = recommend(
         manifest,
         task,
         partition,
@@ -231,6 +307,7 @@ pub fn explain(
         published.as_ref(),
         mark.as_ref(),
         &upstream,
+        blocked_by.as_ref(),
     );
     Explanation {
         task: task.to_string(),
@@ -238,11 +315,14 @@ pub fn explain(
         dataset,
         attempts,
         input_snapshot,
+        input_snapshot_of,
+        blocked_by,
         published,
         upstream,
         last_successful_upstream,
         mark,
         recommendation,
+        action,
     }
 }
 
@@ -340,6 +420,7 @@ fn depth(manifest: &Manifest, task: &str) -> usize {
         .unwrap_or(0)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn recommend(
     manifest: &Manifest,
     task: &str,
@@ -348,20 +429,30 @@ fn recommend(
     published: Option<&Value>,
     mark: Option<&InstanceMark>,
     upstream: &[UpstreamEvidence],
-) -> String {
+    blocked_by: Option<&Blocker>,
+) -> (Action, String) {
     let m = manifest.path.display();
     let retry = format!("`weir retry {m} {task} --partition {partition} --note \"...\"`");
     if let Some(mark) = mark {
         match mark.mark {
-            Mark::Abandoned => return format!("abandoned by an operator ({}); nothing runs until {retry}", mark.reason),
+            Mark::Abandoned => return (Action::Released, format!("abandoned by an operator ({}); nothing runs until {retry}", mark.reason)),
             Mark::Held if mark.reason.starts_with("rolled back") => {
-                return format!("rolled back by an operator: fix the code or data that made the newer generation wrong, then {retry}")
+                return (Action::Released, format!("rolled back by an operator: fix the code or data that made the newer generation wrong, then {retry}"))
             }
             _ => {}
         }
     }
+    if let Some(b) = blocked_by {
+        return (
+            Action::FixUpstream,
+            format!(
+                "fix upstream first: `{}` {} did not publish, so this instance was SKIPPED in run {}; see `weir explain {m} {} --partition {}`, act on it, then `weir run {m} --partition {partition}`",
+                b.task, b.partition, b.run_id, b.task, b.partition
+            ),
+        );
+    }
     if let Some(u) = upstream.iter().find(|u| !u.certified) {
-        return format!(
+        return (Action::Recertify, format!(
             "roll back or re-certify upstream `{}`{} (generation {} is uncertified), or rerun with --allow-uncertified",
             u.dataset,
             if u.partition == partition {
@@ -370,33 +461,41 @@ fn recommend(
                 format!(" {}", u.partition)
             },
             u.generation.unwrap_or(0)
-        );
+        ));
     }
     if let Some(p) = published {
         if p["certified"] == Value::Bool(false) {
             let dataset = &manifest.tasks[task].output.dataset;
-            return format!("roll back: the current generation is uncertified; `weir rollback {m} {dataset} --partition {partition}`");
+            return (Action::Rollback, format!("roll back: the current generation is uncertified; `weir rollback {m} {dataset} --partition {partition}`"));
         }
     }
     let Some(last) = attempts.last() else {
         return match published {
-            Some(_) => "nothing to do: published".into(),
-            None => format!("not run yet: `weir run {m} --partition {partition}`"),
+            Some(_) => (Action::Nothing, "nothing to do: published".into()),
+            None => (
+                Action::Run,
+                format!("not run yet: `weir run {m} --partition {partition}`"),
+            ),
         };
     };
+    // EX_DATAERR (65): the task says its input is wrong.
+    let data_error = last.exit_code == Some(65);
     match (last.state.as_str(), last.class.as_deref(), last.decision.as_deref()) {
-        ("PUBLISHED" | "REJECTED_STALE", ..) => "nothing to do: a complete, audited generation is visible".into(),
-        ("GATE_FAILED", ..) => format!(
+        ("PUBLISHED" | "REJECTED_STALE", ..) => (Action::Nothing, "nothing to do: a complete, audited generation is visible".into()),
+        ("GATE_FAILED", ..) => (Action::FixData, format!(
             "fix data: the gates above failed on the rows listed (or fix the code or the gate if the data is right), then {retry}"
-        ),
-        (_, Some("deterministic"), _) => format!("fix code: the task fails the same way on every attempt (see stderr), then {retry}"),
-        (_, Some("operator"), _) => format!("decide: the task asked for an operator; fix the cause and {retry}, or `weir abandon`"),
+        )),
+        (_, Some("deterministic"), _) if data_error => (Action::FixData, format!(
+            "fix data: the task rejected its input (exit code 65, data error; see stderr and the input snapshot above), then {retry}"
+        )),
+        (_, Some("deterministic"), _) => (Action::FixCode, format!("fix code: the task fails the same way for this input (see stderr), then {retry}")),
+        (_, Some("operator"), _) => (Action::Decide, format!("decide: the task asked for an operator; fix the cause and {retry}, or `weir abandon`")),
         (_, _, Some("HELD")) if last.detail.contains("budget") => {
-            format!("retry: the run's retry budget was spent during a wider outage; once it is over, {retry}")
+            (Action::Retry, format!("retry: the run's retry budget was spent during a wider outage; once it is over, {retry}"))
         }
-        (_, Some("transient"), Some("HELD")) => format!("retry: transient failures used every attempt; check what the task depends on, then {retry}"),
-        (_, _, Some("RETRYING")) => "wait: a retry is scheduled".into(),
-        _ => format!("retry: {retry}"),
+        (_, Some("transient"), Some("HELD")) => (Action::Retry, format!("retry: transient failures used every attempt; check what the task depends on, then {retry}")),
+        (_, _, Some("RETRYING")) => (Action::Wait, "wait: a retry is scheduled".into()),
+        _ => (Action::Retry, format!("retry: {retry}")),
     }
 }
 
@@ -410,8 +509,9 @@ pub fn render(x: &Explanation) -> String {
         Some(p) => {
             let _ = writeln!(
                 out,
-                "published: generation {} (token {}, run {}, attempt {}), {} rows, {}, code_version {}{}",
+                "published: generation {} (token {}, run {}, attempt {}), {} {}, {}, code_version {}{}",
                 p["generation"], p["token"], p["run_id"].as_str().unwrap_or(""), p["attempt"], p["rows"],
+                if p["rows"] == 1 { "row" } else { "rows" },
                 p["digest"].as_str().unwrap_or(""), p["code_version"].as_str().unwrap_or(""),
                 if p["certified"] == Value::Bool(false) { ", UNCERTIFIED" } else { "" }
             );
@@ -489,7 +589,14 @@ pub fn render(x: &Explanation) -> String {
         }
     }
     let _ = writeln!(out);
-    let _ = writeln!(out, "input snapshot:");
+    let _ = writeln!(
+        out,
+        "input snapshot{}:",
+        x.input_snapshot_of
+            .as_ref()
+            .map(|o| format!(" (of the {o})"))
+            .unwrap_or_default()
+    );
     match x
         .input_snapshot
         .as_ref()

@@ -539,6 +539,7 @@ mod tests {
             input_snapshot: json!({"inputs": []}),
             input_snapshot_digest: "sha256:11".into(),
             code_version: "1".into(),
+            code_fingerprint: None,
         })
         .unwrap();
     }

@@ -122,6 +122,7 @@ pub fn rollback(
         ),
         input_snapshot_digest: Some(target.input_snapshot_digest.clone()),
         code_version: manifest.pipeline.code_version.clone(),
+        code_fingerprint: None,
         since: crate::clock::now_rfc3339(),
         note: None,
     };
@@ -162,6 +163,7 @@ pub fn rollback(
         input_snapshot: target.input_snapshot.clone(),
         input_snapshot_digest: target.input_snapshot_digest.clone(),
         code_version: target.code_version.clone(),
+        code_fingerprint: target.code_fingerprint.clone(),
     });
     let record = match committed {
         Ok(record) => record,

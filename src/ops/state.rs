@@ -52,6 +52,11 @@ pub struct InstanceMark {
     pub input_snapshot_digest: Option<String>,
     /// The code it failed with.
     pub code_version: String,
+    /// The fingerprint of that code (command, gates, output, `code` files):
+    /// a quarantine stands only while it is unchanged. Absent in markers
+    /// written before fingerprints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_fingerprint: Option<String>,
     /// When.
     pub since: String,
     /// The operator's note, for ABANDONED.
@@ -79,6 +84,7 @@ pub fn read(warehouse: &Path, task: &str, partition: &str) -> Option<InstanceMar
             reason: format!("unreadable instance marker: {e}"),
             input_snapshot_digest: None,
             code_version: String::new(),
+            code_fingerprint: None,
             since: String::new(),
             note: None,
         }),

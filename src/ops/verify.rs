@@ -797,6 +797,7 @@ printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
                 input_snapshot: snap.to_json(),
                 input_snapshot_digest: snap.digest(),
                 code_version: "7".into(),
+                code_fingerprint: None,
             })
             .unwrap()
     }

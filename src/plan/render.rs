@@ -73,6 +73,7 @@ fn scope_line(plan: &Plan) -> String {
             )
         }
         (Scope::Partitions(keys), _) => format!("partitions: {}", keys.join(", ")),
+        (Scope::Range { from, to }, _) => format!("range: {from} to {to} (ad hoc)"),
         (Scope::Backfill(_), None) => String::new(),
     }
 }
@@ -186,8 +187,13 @@ pub fn table(plan: &Plan, estimate: &Estimate) -> String {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "total: {} task instances, estimated wall time {}",
+        "total: {} task {}, estimated wall time {}",
         thousands(plan.instance_count() as u64),
+        if plan.instance_count() == 1 {
+            "instance"
+        } else {
+            "instances"
+        },
         human_duration(estimate.total)
     );
     out
@@ -288,6 +294,10 @@ enum JsonScope<'a> {
         to: &'a str,
         reason: &'a str,
     },
+    Range {
+        from: &'a str,
+        to: &'a str,
+    },
 }
 
 #[derive(Serialize)]
@@ -344,6 +354,7 @@ pub fn json(plan: &Plan, estimate: &Estimate, manifest: &crate::manifest::Manife
                 reason: &b.reason,
             },
             (Scope::Partitions(keys), _) => JsonScope::Partitions { keys },
+            (Scope::Range { from, to }, _) => JsonScope::Range { from, to },
             _ => JsonScope::Latest,
         },
         tasks: plan

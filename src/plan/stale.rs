@@ -71,3 +71,32 @@ impl Current {
         out
     }
 }
+
+/// How the task's code differs from what built `record`, in words; `None`
+/// when it is the same. A record without a fingerprint (written before weir
+/// fingerprinted code) is compared by `code_version` alone.
+pub fn code_changed(
+    record: &CommitRecord,
+    code_version: &str,
+    fingerprint: &str,
+) -> Option<String> {
+    if record.code_version != code_version {
+        return Some(format!(
+            "built by code_version {}, the task is now at {code_version}",
+            record.code_version
+        ));
+    }
+    match record.code_fingerprint.as_deref() {
+        Some(built) if built != fingerprint => Some(format!(
+            "its code changed (command, gates, output or `code` files): built with {}, now {}",
+            abbreviate(built),
+            abbreviate(fingerprint)
+        )),
+        _ => None,
+    }
+}
+
+/// `sha256:` and the first 12 hex digits.
+fn abbreviate(digest: &str) -> &str {
+    &digest[..digest.len().min(7 + 12)]
+}

@@ -53,8 +53,14 @@ pub struct CommitRecord {
     pub input_snapshot: serde_json::Value,
     /// Canonical digest of `input_snapshot`.
     pub input_snapshot_digest: String,
-    /// Version of the code that produced the data.
+    /// Version of the code that produced the data (the task's own, or the
+    /// pipeline's).
     pub code_version: String,
+    /// Fingerprint of the task's code, command, gates and output declaration
+    /// (`manifest::fingerprint`); absent in records written before weir
+    /// fingerprinted code, which are then compared by `code_version` alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_fingerprint: Option<String>,
     /// When the record was committed, RFC 3339 UTC.
     pub published_at: String,
 }
@@ -106,6 +112,8 @@ pub struct NewCommit {
     pub input_snapshot_digest: String,
     /// Version of the code that produced the data.
     pub code_version: String,
+    /// Fingerprint of the task's code (see [`CommitRecord`]).
+    pub code_fingerprint: Option<String>,
 }
 
 impl NewCommit {
@@ -130,6 +138,7 @@ impl NewCommit {
             input_snapshot: self.input_snapshot,
             input_snapshot_digest: self.input_snapshot_digest,
             code_version: self.code_version,
+            code_fingerprint: self.code_fingerprint,
             published_at: jiff::Timestamp::now().to_string(),
         }
     }
@@ -229,6 +238,7 @@ pub(crate) mod tests {
             input_snapshot: serde_json::json!({"upstream": 1}),
             input_snapshot_digest: "sha256:11".into(),
             code_version: "v1".into(),
+            code_fingerprint: None,
         }
     }
 

@@ -151,7 +151,7 @@ fn no_catch_up() {
     assert_eq!(published.len(), 1);
     assert_eq!(published[0].partition.as_deref(), Some("2026-11-28"));
     assert!(
-        stdout(&out).contains("1 task instances: 1 published"),
+        stdout(&out).contains("1 task instance: 1 published"),
         "{}",
         stdout(&out)
     );

@@ -43,6 +43,7 @@ fn staged(store: &PartitionStore, token: FencingToken, run_id: &str, csv: &str) 
         input_snapshot: serde_json::json!({ "inputs": [] }),
         input_snapshot_digest: "sha256:by-hand".into(),
         code_version: "1".into(),
+        code_fingerprint: None,
     }
 }
 

@@ -312,3 +312,42 @@ fn issue_15_lineage_section_needs_one_http_url_or_a_file() {
         weir::manifest::LineageSink::File(sb.path().join("l.jsonl"))
     );
 }
+
+// issue 15: an attempt interrupted by Ctrl-C (SIGINT) ends its OpenLineage
+// run with ABORT: the collector never sees a START left open.
+#[test]
+fn issue_15_an_interrupted_attempt_is_aborted_in_lineage() {
+    let _serial = crate::support::exclusive();
+    let sb = sandbox("file = \"lineage.jsonl\"");
+    sb.script("up.sh", "touch \"started_$WEIR_PARTITION\"\nsleep 30\n");
+    let engine = crate::support::Engine::spawn(
+        sb.weir(&["run", "m.toml", "--run-id", "RUN-L9", "--partition", "a"]),
+        sb.path(),
+        "RUN-L9",
+    );
+    crate::support::poll_until("the task running", Duration::from_secs(20), || {
+        sb.path().join("started_a").exists()
+    });
+    engine.signal(libc::SIGINT);
+    let out = engine.finish(Duration::from_secs(15));
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let text = std::fs::read_to_string(sb.path().join("lineage.jsonl")).expect("written");
+    let events: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let validator = validator();
+    assert!(events.iter().all(|e| validator.is_valid(e)));
+    let kinds: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e["eventType"].as_str())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["START", "ABORT"],
+        "{text}\n{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert_eq!(events[0]["run"]["runId"], events[1]["run"]["runId"]);
+}

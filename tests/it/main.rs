@@ -6,6 +6,7 @@ mod backfill;
 mod boundary;
 mod chaos;
 mod crash;
+mod daytwo;
 mod disk_full;
 mod engine_races;
 mod fencing;

@@ -224,10 +224,9 @@ output = { dataset = "down", grain = ["id"] }"#,
     let out = sb.run("r2", &["--force", "--task", "down"]);
     assert_exit(&out, 1);
     let r2 = sb.events("r2");
-    assert_eq!(
-        states(&r2, "up", "p"),
-        [State::Queued, State::AlreadyPublished]
-    );
+    // `--task down` selects exactly `down`: the published `up` is pinned,
+    // not planned (issue 12).
+    assert_eq!(states(&r2, "up", "p"), []);
     assert_eq!(states(&r2, "down", "p"), [State::Queued, State::Held]);
     let held = &of(&r2, State::Held)[0].detail;
     assert!(
@@ -462,12 +461,13 @@ fn gc_dry_run_deletes_nothing_and_apply_keeps_referenced() {
             assert!(f.is_file(), "{}", f.display());
         }
     }
-    assert_eq!(show(&sb, "out", "p"), "id,token,v\n1,5,ok\n");
-    assert_eq!(show(&sb, "out", "q"), "id,token,v\n1,1,ok\n");
+    // `show` keeps the file's column order (issue 12).
+    assert_eq!(show(&sb, "out", "p"), "id,v,token\n1,ok,5\n");
+    assert_eq!(show(&sb, "out", "q"), "id,v,token\n1,ok,1\n");
     // The retained generation can still be rolled back to.
     let out = sb.weir_out(&["rollback", "m.toml", "out", "--partition", "p", "--to", "3"]);
     assert_exit(&out, 0);
-    assert_eq!(show(&sb, "out", "p"), "id,token,v\n1,4,ok\n");
+    assert_eq!(show(&sb, "out", "p"), "id,v,token\n1,ok,4\n");
 }
 
 #[test]
@@ -496,7 +496,7 @@ fn rollback_to_a_generation_gc_deleted_is_refused() {
     let out = sb.weir_out(&["rollback", "m.toml", "out", "--partition", "p", "--to", "1"]);
     assert_exit(&out, 3);
     assert_eq!(sb.store("out", "p").history().unwrap().len(), 3);
-    assert_eq!(show(&sb, "out", "p"), "id,token,v\n1,3,ok\n");
+    assert_eq!(show(&sb, "out", "p"), "id,v,token\n1,ok,3\n");
 }
 
 #[test]

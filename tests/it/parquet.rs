@@ -171,12 +171,16 @@ fn issue_15_parquet_output_is_audited_digested_and_shown_like_csv() {
         .output()
         .unwrap();
     assert!(json.status.success(), "{}", stderr(&json));
-    let first = stdout(&json).lines().next().unwrap_or_default().to_owned();
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
     assert_eq!(
-        first,
-        r#"{"amount":"100","day":"2026-09-20","id":"1","name":"n1","paid":"false"}"#
+        doc["columns"],
+        serde_json::json!(["amount", "day", "id", "name", "paid"])
     );
-    assert_eq!(stdout(&json).lines().count(), 5);
+    assert_eq!(
+        doc["rows"][0],
+        serde_json::json!(["100", "2026-09-20", "1", "n1", "false"])
+    );
+    assert_eq!(doc["rows"].as_array().map(Vec::len), Some(5));
 }
 
 // issue 15: files of one Parquet candidate whose schemas differ fail the

@@ -398,7 +398,7 @@ pub(crate) fn printed_run_id(out: &Output) -> String {
         .find_map(|l| {
             l.strip_prefix("run ")
                 .and_then(|rest| rest.split_once(": "))
-                .filter(|(_, rest)| rest.contains("task instances"))
+                .filter(|(_, rest)| rest.contains("task instance"))
                 .map(|(id, _)| id.to_owned())
         })
         .unwrap_or_else(|| panic!("no run summary line in:\n{text}"))

@@ -1,0 +1,140 @@
+//! `weir history DATASET --partition P`: every generation of a partition,
+//! oldest first, so `weir rollback --to` has something to choose from.
+
+use super::args::HistoryArgs;
+use super::{exit, load};
+use crate::ops::certify;
+use crate::store::{CommitKind, Warehouse};
+
+pub(crate) fn run(args: &HistoryArgs) -> u8 {
+    let manifest = match load(&args.manifest) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    let Some(task) = manifest.producer(&args.dataset) else {
+        eprintln!(
+            "error: no task of `{}` publishes dataset `{}`",
+            manifest.pipeline.name, args.dataset
+        );
+        return exit::INVALID;
+    };
+    if !task.dims.contains(&args.partition, crate::clock::now()) {
+        eprintln!(
+            "error: partition `{}` is not in the partition scheme of `{}`\n  help: `{}` is partitioned {}",
+            args.partition,
+            args.dataset,
+            task.name,
+            task.dims.describe()
+        );
+        return exit::INVALID;
+    }
+    let warehouse = match Warehouse::open(&manifest.pipeline.warehouse) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("error: {}", crate::exec::chain(&e));
+            return exit::ENGINE;
+        }
+    };
+    let history = match warehouse
+        .partition(&args.dataset, &args.partition)
+        .history()
+    {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("error: {}", crate::exec::chain(&e));
+            return exit::ENGINE;
+        }
+    };
+    let rows: Vec<serde_json::Value> = history
+        .iter()
+        .map(|r| {
+            let g = r.generation.get();
+            serde_json::json!({
+                "generation": g,
+                "kind": match r.kind {
+                    CommitKind::Publish => "publish".to_string(),
+                    CommitKind::Rollback { from_generation } => format!("rollback from {}", from_generation.get()),
+                },
+                "token": r.token.get(),
+                "run_id": r.run_id,
+                "code_version": r.code_version,
+                "rows": r.rows,
+                "digest": r.digest,
+                "published_at": r.published_at,
+                "certified": certify::is_certified(warehouse.root(), &args.dataset, &args.partition, g),
+            })
+        })
+        .collect();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&rows).expect("json values serialize")
+        );
+        return exit::OK;
+    }
+    if rows.is_empty() {
+        println!(
+            "`{}` {}: no generation published",
+            args.dataset, args.partition
+        );
+        return exit::OK;
+    }
+    let table: Vec<[String; 9]> = rows
+        .iter()
+        .map(|r| {
+            let s = |k: &str| match &r[k] {
+                serde_json::Value::String(s) => s.clone(),
+                v => v.to_string(),
+            };
+            let digest = s("digest");
+            [
+                s("generation"),
+                s("kind"),
+                s("token"),
+                s("run_id"),
+                s("code_version"),
+                s("rows"),
+                super::short_digest(&digest),
+                super::fixed_ts(&s("published_at")),
+                if r["certified"] == true { "yes" } else { "NO" }.to_string(),
+            ]
+        })
+        .collect();
+    let header = [
+        "GEN",
+        "KIND",
+        "TOKEN",
+        "RUN",
+        "CODE_VERSION",
+        "ROWS",
+        "DIGEST",
+        "PUBLISHED_AT",
+        "CERTIFIED",
+    ];
+    let widths: Vec<usize> = (0..header.len())
+        .map(|c| {
+            table
+                .iter()
+                .map(|r| r[c].chars().count())
+                .chain([header[c].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &[&str]| {
+        cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    println!("{}", line(&header));
+    for r in &table {
+        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
+        println!("{}", line(&cells));
+    }
+    exit::OK
+}

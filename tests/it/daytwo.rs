@@ -1,0 +1,1369 @@
+//! Day two: the operator's repair path (rollback propagates, precise
+//! selection, retry of one instance), clean interrupts and Unix manners,
+//! through the binary with exit code, stdout and stderr asserted together.
+
+use weir::events::State;
+
+use crate::support::{states, stderr, stdout, Sandbox, Visible};
+
+/// `m.toml` over static `keys`: `a` copies `feed_{partition}.csv` (or writes
+/// wrong rows while `flag` exists), `b` copies `a`'s output, `c` copies `b`'s.
+fn chain(keys: &[&str]) -> Sandbox {
+    chain_over(&format!("kind = \"static\"\nkeys = {keys:?}"), keys)
+}
+
+/// `chain` over the scheme `scheme` (the body of `[partitions.k]`), with a
+/// feed for each of `keys`.
+fn chain_over(scheme: &str, keys: &[&str]) -> Sandbox {
+    let sb = Sandbox::new(&format!(
+        r#"
+[pipeline]
+name = "daytwo"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.k]
+{scheme}
+
+[datasets.feed]
+path = "feed_{{partition}}.csv"
+
+[tasks.a]
+command = ["sh", "a.sh"]
+inputs = ["feed"]
+output = {{ dataset = "a_out", grain = ["id"] }}
+
+[tasks.b]
+command = ["sh", "copy.sh", "A_OUT"]
+inputs = ["a_out"]
+output = {{ dataset = "b_out", grain = ["id"] }}
+
+[tasks.c]
+command = ["sh", "copy.sh", "B_OUT"]
+inputs = ["b_out"]
+output = {{ dataset = "c_out", grain = ["id"] }}
+"#
+    ));
+    sb.script(
+        "a.sh",
+        r#"if [ -f flag ]; then printf 'id,v\n1,wrong\n' > "$WEIR_OUTPUT_DIR/out.csv"
+else cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"; fi
+"#,
+    );
+    sb.script(
+        "copy.sh",
+        r#"eval "src=\$WEIR_INPUT_$1"; cat "$src"/*.csv > "$WEIR_OUTPUT_DIR/out.csv"
+"#,
+    );
+    for k in keys {
+        std::fs::write(sb.path().join(format!("feed_{k}.csv")), "id,v\n1,a\n2,b\n").unwrap();
+    }
+    sb
+}
+
+#[track_caller]
+fn assert_exit(out: &std::process::Output, expected: i32) {
+    assert_eq!(
+        out.status.code(),
+        Some(expected),
+        "stdout:\n{}\nstderr:\n{}",
+        stdout(out),
+        stderr(out)
+    );
+}
+
+fn rows(sb: &Sandbox, dataset: &str, partition: &str) -> String {
+    let out = sb.weir_out(&["show", "m.toml", dataset, "--partition", partition]);
+    assert_exit(&out, 0);
+    assert_eq!(stderr(&out), "");
+    stdout(&out)
+}
+
+// issue 12: a rolled-back upstream is HELD (not rebuilt) and its published
+// generation is consumed downstream: downstream rebuilds from it.
+#[test]
+fn issue_12_rollback_is_consumed_downstream() {
+    let sb = chain(&["k1"]);
+    assert_exit(&sb.run("r1", &[]), 0);
+    std::fs::write(sb.path().join("flag"), "").unwrap();
+    assert_exit(&sb.run("r2", &["--force", "--task", "a"]), 0);
+    assert_exit(&sb.run("r2b", &[]), 0);
+    assert_eq!(rows(&sb, "c_out", "k1"), "id,v\n1,wrong\n");
+
+    let out = sb.weir_out(&["rollback", "m.toml", "a_out", "--partition", "k1"]);
+    assert_exit(&out, 0);
+    let rolled = Visible::of(&sb.store("a_out", "k1"));
+    assert_eq!(rolled.record.generation.get(), 3);
+
+    // `--task b`: the held upstream is published, so it is pinned, not
+    // planned; b rebuilds from its rolled-back generation.
+    let out = sb.run("r3", &["--task", "b"]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("run r3: 1 task instance: 1 published; 0 retries\n"),
+        "{text}"
+    );
+    let r3 = sb.events("r3");
+    assert_eq!(states(&r3, "a", "k1"), []);
+    assert_eq!(states(&r3, "b", "k1").last(), Some(&State::Published));
+    assert_eq!(rows(&sb, "b_out", "k1"), "id,v\n1,a\n2,b\n");
+    assert_eq!(
+        sb.store("a_out", "k1").history().unwrap().len(),
+        3,
+        "a not rebuilt"
+    );
+
+    // The whole pipeline: c rebuilds from b's new generation; b is current.
+    let out = sb.run("r4", &[]);
+    assert_exit(&out, 1);
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("run r4: 3 task instances: 1 published, 1 already published, 1 held; 0 retries\n  HELD        a k1: since run op-"),
+        "{text}"
+    );
+    assert!(
+        text.contains("its published generation stays readable downstream"),
+        "{text}"
+    );
+    let r4 = sb.events("r4");
+    assert_eq!(states(&r4, "a", "k1"), [State::Queued, State::Held]);
+    assert_eq!(
+        states(&r4, "b", "k1").last(),
+        Some(&State::AlreadyPublished)
+    );
+    assert_eq!(states(&r4, "c", "k1").last(), Some(&State::Published));
+    assert_eq!(rows(&sb, "c_out", "k1"), "id,v\n1,a\n2,b\n");
+    assert!(!text.contains("SKIPPED"), "{text}");
+}
+
+/// `m.toml` over keys k1, k2 in one slot: `slow` records its pid and its
+/// child `sleep`'s, then waits for the sleep (unless `fast` exists); `after`
+/// copies `slow`'s output.
+fn slow_pipeline() -> Sandbox {
+    let sb = Sandbox::new(
+        r#"
+[pipeline]
+name = "interrupts"
+code_version = "1"
+warehouse = "wh"
+
+[pools.default]
+slots = 1
+
+[partitions.k]
+kind = "static"
+keys = ["k1", "k2"]
+
+[tasks.slow]
+command = ["sh", "slow.sh"]
+output = { dataset = "slow", grain = ["id"] }
+
+[tasks.after]
+command = ["sh", "after.sh"]
+inputs = ["slow"]
+output = { dataset = "after", grain = ["id"] }
+"#,
+    );
+    sb.script(
+        "slow.sh",
+        r#"if [ ! -f fast ]; then
+  sleep 60 & echo "$$ $!" > "pids_$WEIR_PARTITION"; wait
+fi
+printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
+"#,
+    );
+    sb.script(
+        "after.sh",
+        r#"cp "$WEIR_INPUT_SLOW"/*.csv "$WEIR_OUTPUT_DIR/""#,
+    );
+    sb
+}
+
+// issue 12: a first SIGINT stops the running task's process tree, records
+// the attempt INTERRUPTED, writes RUN_FINISHED, names what was left undone
+// and exits 130; the next run resumes at once.
+#[test]
+fn issue_12_sigint_stops_cleanly_and_the_next_run_resumes() {
+    for (signal, code, name) in [
+        (libc::SIGINT, 130, "SIGINT"),
+        (libc::SIGTERM, 143, "SIGTERM"),
+    ] {
+        let _serial = crate::support::exclusive();
+        let sb = slow_pipeline();
+        let engine = crate::support::Engine::spawn(
+            sb.weir(&[
+                "run",
+                "m.toml",
+                "--run-id",
+                "r1",
+                "--partition",
+                "k1",
+                "--partition",
+                "k2",
+            ]),
+            sb.path(),
+            "r1",
+        );
+        // One slot: exactly one `slow` instance is running its sleep.
+        let pids_file = || {
+            ["k1", "k2"]
+                .iter()
+                .map(|k| sb.path().join(format!("pids_{k}")))
+                .find(|p| std::fs::read_to_string(p).is_ok_and(|t| t.ends_with('\n')))
+        };
+        crate::support::poll_until("a task running", std::time::Duration::from_secs(20), || {
+            pids_file().is_some()
+        });
+        let pids: Vec<u32> = std::fs::read_to_string(pids_file().unwrap())
+            .unwrap()
+            .split_whitespace()
+            .map(|p| p.parse().unwrap())
+            .collect();
+        assert_eq!(pids.len(), 2);
+        engine.signal(signal);
+        let started = std::time::Instant::now();
+        let out = engine.finish(std::time::Duration::from_secs(10));
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_exit(&out, code);
+        for pid in &pids {
+            assert!(
+                matches!(crate::support::process_state(*pid), None | Some('Z')),
+                "task process {pid} outlived the interrupt"
+            );
+        }
+        let text = stdout(&out);
+        assert!(
+            text.contains("run r1: 4 task instances: 4 interrupted; 0 retries"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  INTERRUPTED slow ")
+                && text.contains(&format!("interrupted: weir received {name}")),
+            "{text}"
+        );
+        assert!(
+            text.contains("not started: the run was interrupted"),
+            "{text}"
+        );
+        assert!(
+            stderr(&out).ends_with(&format!(
+                "weir: interrupted by {name}: 4 task instances left undone; run the same command again to resume\n"
+            )),
+            "{}",
+            stderr(&out)
+        );
+        let events = sb.events("r1");
+        let last = events.last().unwrap();
+        assert_eq!(last.state, State::RunFinished);
+        assert_eq!(last.data["interrupted"], name);
+        // The running attempt and the one admitted, waiting for the slot:
+        // both had tokens, both end INTERRUPTED; `after` never started.
+        let interrupted: Vec<_> = events
+            .iter()
+            .filter(|e| e.state == State::Interrupted)
+            .collect();
+        assert_eq!(interrupted.len(), 2, "{interrupted:?}");
+        assert!(interrupted
+            .iter()
+            .all(|e| e.task.as_deref() == Some("slow")));
+        assert!(!events.iter().any(|e| e.task.as_deref() == Some("after")));
+        assert!(!events.iter().any(|e| e.state == State::Skipped));
+
+        // The next run does not wait for r1's leases.
+        std::fs::write(sb.path().join("fast"), "").unwrap();
+        let started = std::time::Instant::now();
+        let out = sb.run("r2", &["--partition", "k1", "--partition", "k2"]);
+        assert_exit(&out, 0);
+        assert!(stdout(&out).contains("run r2: 4 task instances: 4 published; 0 retries"));
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        assert!(
+            !sb.events("r2").iter().any(|e| e.state == State::Waiting),
+            "no takeover wait"
+        );
+    }
+}
+
+/// The (task, partition, last state) of every instance event of a run, in
+/// log order of first appearance.
+fn outcome(sb: &Sandbox, run: &str) -> Vec<(String, String, State)> {
+    let mut out: Vec<(String, String, State)> = Vec::new();
+    for e in sb.events(run) {
+        let (Some(t), Some(p)) = (e.task, e.partition) else {
+            continue;
+        };
+        match out.iter_mut().find(|(a, b, _)| *a == t && *b == p) {
+            Some(entry) => entry.2 = e.state,
+            None => out.push((t, p, e.state)),
+        }
+    }
+    out
+}
+
+fn row(t: &str, p: &str, s: State) -> (String, String, State) {
+    (t.to_string(), p.to_string(), s)
+}
+
+// issue 12: `--task NAME` runs exactly that task (published upstream is
+// pinned, not planned); `NAME+` adds everything downstream, `+NAME`
+// everything upstream under the currency test.
+#[test]
+fn issue_12_task_selectors() {
+    let sb = chain(&["k1", "k2"]);
+    assert_exit(&sb.run("r1", &["--partition", "k1"]), 0);
+
+    let out = sb.run("exact", &["--partition", "k1", "--task", "b", "--force"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        stdout(&out).lines().next(),
+        Some("run exact: 1 task instance: 1 published; 0 retries")
+    );
+    assert_eq!(outcome(&sb, "exact"), [row("b", "k1", State::Published)]);
+
+    let out = sb.run("down", &["--partition", "k1", "--task", "b+", "--force"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        outcome(&sb, "down"),
+        [
+            row("b", "k1", State::Published),
+            row("c", "k1", State::Published)
+        ]
+    );
+
+    // Nothing changed upstream of b in k1: current, nothing runs.
+    let out = sb.run("up1", &["--partition", "k1", "--task", "+b"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        outcome(&sb, "up1"),
+        [
+            row("a", "k1", State::AlreadyPublished),
+            row("b", "k1", State::AlreadyPublished)
+        ]
+    );
+    // A changed feed makes a (and so b) not current: both rebuild, c does not.
+    std::fs::write(sb.path().join("feed_k1.csv"), "id,v\n1,a\n2,b\n3,c\n").unwrap();
+    let out = sb.run("up2", &["--partition", "k1", "--task", "+b"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        outcome(&sb, "up2"),
+        [
+            row("a", "k1", State::Published),
+            row("b", "k1", State::Published)
+        ]
+    );
+    assert_eq!(rows(&sb, "b_out", "k1"), "id,v\n1,a\n2,b\n3,c\n");
+
+    // `--task c` in an unpublished partition adds the upstream it needs.
+    let out = sb.run("k2", &["--partition", "k2", "--task", "c"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        outcome(&sb, "k2"),
+        [
+            row("a", "k2", State::Published),
+            row("b", "k2", State::Published),
+            row("c", "k2", State::Published)
+        ]
+    );
+
+    let out = sb.run("bad", &["--task", "x+"]);
+    assert_exit(&out, 2);
+    assert_eq!(stdout(&out), "");
+    assert!(
+        stderr(&out).contains("unknown task `x`"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+// issue 12: `weir run --from A --to B` reruns an ad-hoc range without a
+// declared backfill; a backwards or empty range is refused with exit 2.
+#[test]
+fn issue_12_ad_hoc_range() {
+    let days = ["2026-09-01", "2026-09-02", "2026-09-03", "2026-09-04"];
+    let sb = chain_over(
+        "kind = \"daily\"\nstart = \"2026-09-01\"\nend = \"2026-09-04\"",
+        &days,
+    );
+    let out = sb.run(
+        "range",
+        &["--from", "2026-09-02", "--to", "2026-09-03", "--task", "a"],
+    );
+    assert_exit(&out, 0);
+    assert_eq!(
+        stdout(&out).lines().next(),
+        Some("run range: 2 task instances: 2 published; 0 retries")
+    );
+    assert_eq!(
+        outcome(&sb, "range"),
+        [
+            row("a", "2026-09-02", State::Published),
+            row("a", "2026-09-03", State::Published)
+        ]
+    );
+    let plan = sb.weir_out(&[
+        "plan",
+        "m.toml",
+        "--from",
+        "2026-09-02",
+        "--to",
+        "2026-09-03",
+    ]);
+    assert_exit(&plan, 0);
+    assert!(
+        stdout(&plan).contains("range: 2026-09-02 to 2026-09-03 (ad hoc)"),
+        "{}",
+        stdout(&plan)
+    );
+
+    let out = sb.run("back", &["--from", "2026-09-03", "--to", "2026-09-02"]);
+    assert_exit(&out, 2);
+    assert_eq!(stdout(&out), "");
+    assert!(
+        stderr(&out)
+            .contains("range 2026-09-03 to 2026-09-02: runs backwards: swap --from and --to"),
+        "{}",
+        stderr(&out)
+    );
+    let out = sb.run("none", &["--from", "2027-01-01", "--to", "2027-01-02"]);
+    assert_exit(&out, 2);
+    assert!(
+        stderr(&out).contains("covers no partition of the selected tasks"),
+        "{}",
+        stderr(&out)
+    );
+    let out = sb.run("half", &["--from", "2026-09-01"]);
+    assert_exit(&out, 2);
+    assert!(stderr(&out).contains("--to"), "{}", stderr(&out));
+    assert!(!sb.path().join("wh/_runs/back").exists(), "nothing logged");
+}
+
+// issue 12: `weir retry TASK --partition P` reruns that instance and its
+// downstream in P only; retry/abandon refuse an instance that waits for no
+// decision (exit 3), and a partition outside the scheme (exit 2), before
+// anything is logged.
+#[test]
+fn issue_12_retry_runs_the_instance_and_its_downstream_only() {
+    let sb = chain(&["k1", "k2"]);
+    // b fails for an operator while `hold_b` exists: HELD, c SKIPPED.
+    sb.script(
+        "copy.sh",
+        r#"if [ "$1" = A_OUT ] && [ -f hold_b ]; then exit 78; fi
+eval "src=\$WEIR_INPUT_$1"; cat "$src"/*.csv > "$WEIR_OUTPUT_DIR/out.csv"
+"#,
+    );
+    std::fs::write(sb.path().join("hold_b"), "").unwrap();
+    let out = sb.run("r1", &["--partition", "k1", "--partition", "k2"]);
+    assert_exit(&out, 1);
+    assert!(
+        stdout(&out).contains("2 published, 2 held, 2 skipped"),
+        "{}",
+        stdout(&out)
+    );
+    let ops_before = std::fs::read_dir(sb.path().join("wh/_runs"))
+        .unwrap()
+        .count();
+
+    // Refusals first: nothing is logged, nothing runs.
+    let refusals = [
+        (&["retry", "m.toml", "a", "--partition", "k1", "--note", "n"][..], 3,
+         "error: refused: a k1 is neither held nor quarantined; `weir retry` acts only on a HELD or QUARANTINED or ABANDONED instance"),
+        (&["abandon", "m.toml", "c", "--partition", "k1", "--note", "n"][..], 3,
+         "error: refused: c k1 is neither held nor quarantined; `weir abandon` acts only on a HELD or QUARANTINED instance"),
+        (&["retry", "m.toml", "b", "--partition", "k9", "--note", "n"][..], 2,
+         "error: partition `k9` is not in the partition scheme of task `b`"),
+    ];
+    for (args, code, message) in refusals {
+        let out = sb.weir_out(args);
+        assert_exit(&out, code);
+        assert_eq!(stdout(&out), "");
+        assert!(stderr(&out).starts_with(message), "{}", stderr(&out));
+    }
+    assert_eq!(
+        std::fs::read_dir(sb.path().join("wh/_runs"))
+            .unwrap()
+            .count(),
+        ops_before,
+        "no operator log was written"
+    );
+
+    std::fs::remove_file(sb.path().join("hold_b")).unwrap();
+    let out = sb.weir_out(&[
+        "retry",
+        "m.toml",
+        "b",
+        "--partition",
+        "k1",
+        "--note",
+        "fixed",
+    ]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("released b k1; running it and its downstream instances in k1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(": 2 task instances: 2 published; 0 retries"),
+        "{text}"
+    );
+    let run = crate::support::printed_run_id(&out);
+    assert_eq!(
+        outcome(&sb, &run),
+        [
+            row("b", "k1", State::Published),
+            row("c", "k1", State::Published)
+        ]
+    );
+    // k2 still waits for its own decision.
+    let out = sb.weir_out(&["status", "m.toml", "--check"]);
+    assert_exit(&out, 4);
+    assert!(stdout(&out).contains("b k2"), "{}", stdout(&out));
+    assert!(!stdout(&out).contains("b k1"), "{}", stdout(&out));
+}
+
+// issue 12: a reader that goes away (`weir status | head -1`) ends weir
+// quietly with exit 0: no panic message, no backtrace.
+#[test]
+fn issue_12_broken_pipe_exits_quietly() {
+    let sb = chain(&["k1", "k2"]);
+    assert_exit(
+        &sb.run("r1", &["--partition", "k1", "--partition", "k2"]),
+        0,
+    );
+    for args in [
+        &["status", "m.toml"][..],
+        &["events", "m.toml"][..],
+        &["show", "m.toml", "a_out", "--partition", "k1"][..],
+        &["completions", "bash"][..],
+    ] {
+        let mut child = sb
+            .weir(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader is gone before weir writes its first line.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert_exit(&out, 0);
+        assert_eq!(stderr(&out), "", "{args:?}");
+    }
+}
+
+/// Runs `weir args` in `dir` with its stderr on a pseudo-terminal and the
+/// given environment; returns (exit code, what the terminal received).
+fn on_a_terminal(dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    use std::os::fd::FromRawFd;
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty writes the two descriptors it opens into our ints;
+    // the name, termios and winsize arguments may be null.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty");
+    // SAFETY: both descriptors were just opened and are owned here only.
+    let (master, slave) = unsafe {
+        (
+            std::fs::File::from_raw_fd(master),
+            std::fs::File::from_raw_fd(slave),
+        )
+    };
+    let mut cmd = crate::support::weir();
+    cmd.current_dir(dir)
+        .args(args)
+        .stderr(slave)
+        .stdout(std::process::Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let status = cmd.status().unwrap();
+    drop(cmd);
+    let mut text = Vec::new();
+    let mut master = master;
+    let mut buf = [0u8; 4096];
+    loop {
+        // EIO once the slave side is closed and drained.
+        match std::io::Read::read(&mut master, &mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => text.extend_from_slice(&buf[..n]),
+        }
+    }
+    (
+        status.code().unwrap(),
+        String::from_utf8_lossy(&text).into_owned(),
+    )
+}
+
+// issue 12: NO_COLOR on a terminal gets no escape codes (and without it
+// the same diagnostic is colored, so the check can fail).
+#[test]
+fn issue_12_no_color_on_a_terminal() {
+    let sb = Sandbox::new("[pipeline]\nname = \"x\"\ncode_version = 1\n");
+    let (code, colored) = on_a_terminal(sb.path(), &["validate", "m.toml"], &[]);
+    assert_eq!(code, 2);
+    assert!(colored.contains('\x1b'), "{colored:?}");
+    let (code, plain) = on_a_terminal(sb.path(), &["validate", "m.toml"], &[("NO_COLOR", "1")]);
+    assert_eq!(code, 2);
+    assert!(!plain.contains('\x1b'), "{plain:?}");
+    assert!(plain.contains("code_version"), "{plain}");
+}
+
+// issue 12: a task that writes 150 MB to stderr does not drive weir's
+// memory up: only the tail it keeps is read.
+#[test]
+fn issue_12_memory_stays_flat_with_a_huge_stderr() {
+    let _serial = crate::support::exclusive();
+    let sb = Sandbox::new(
+        r#"
+[pipeline]
+name = "loud"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.k]
+kind = "static"
+keys = ["k1"]
+
+[tasks.loud]
+partitioned_by = ["k"]
+command = ["sh", "loud.sh"]
+output = { dataset = "loud", grain = ["id"] }
+"#,
+    );
+    sb.script(
+        "loud.sh",
+        "head -c 150000000 /dev/zero | tr '\\0' x >&2; printf '\\nthe last line\\n' >&2; exit 78\n",
+    );
+    let child = sb
+        .weir(&["run", "m.toml", "--run-id", "r1", "--partition", "k1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: rusage is plain data written by wait4 for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child; the std handle is not waited again.
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(rc, pid);
+    std::mem::forget(child);
+    assert_eq!(libc::WEXITSTATUS(status), 1, "held");
+    // ru_maxrss is in KiB; the stderr file alone is 146 MiB.
+    assert!(
+        usage.ru_maxrss < 64 * 1024,
+        "weir peaked at {} KiB",
+        usage.ru_maxrss
+    );
+    let failed: Vec<_> = sb
+        .events("r1")
+        .into_iter()
+        .filter(|e| e.state == State::Failed)
+        .collect();
+    let tail = failed[0].data["stderr_tail"].as_str().unwrap();
+    assert_eq!(tail, "the last line");
+}
+
+// issue 12: usage errors exit 2 with stdout empty and the reason on stderr,
+// in every command; `weir.toml` is the default manifest; completions print.
+#[test]
+fn issue_12_exit_codes_default_manifest_and_completions() {
+    let sb = chain(&["k1"]);
+    assert_exit(&sb.run("r1", &["--partition", "k1"]), 0);
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["events", "m.toml", "--run", "nope"],
+            "error: no run `nope` in ",
+        ),
+        (
+            &["show", "m.toml", "a_out", "--partition", "k9"],
+            "error: partition `k9` is not in the partition scheme of `a_out`",
+        ),
+        (
+            &["verify", "m.toml", "nosuch", "--partition", "k1"],
+            "unknown task `nosuch`",
+        ),
+        (
+            &["run", "m.toml", "--task", "nosuch"],
+            "unknown task `nosuch`",
+        ),
+        (
+            &["abandon", "m.toml", "a", "--partition", "k9", "--note", "n"],
+            "error: partition `k9` is not in the partition scheme of task `a`",
+        ),
+    ];
+    for (args, message) in cases {
+        let out = sb.weir_out(args);
+        assert_exit(&out, 2);
+        assert_eq!(stdout(&out), "", "{args:?}");
+        assert!(stderr(&out).contains(message), "{args:?}: {}", stderr(&out));
+    }
+
+    // No manifest argument: `weir.toml` in the current directory.
+    let out = sb.weir_out(&["status"]);
+    assert_exit(&out, 2);
+    assert_eq!(stdout(&out), "");
+    assert!(
+        stderr(&out).contains("cannot read `weir.toml`"),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::rename(sb.path().join("m.toml"), sb.path().join("weir.toml")).unwrap();
+    let out = sb.weir_out(&["status"]);
+    assert_exit(&out, 0);
+    assert!(stdout(&out).contains("a_out"), "{}", stdout(&out));
+    assert_eq!(stderr(&out), "");
+    let out = sb.weir_out(&["validate"]);
+    assert_exit(&out, 0);
+    assert!(stdout(&out).contains("weir.toml"), "{}", stdout(&out));
+
+    for (shell, marker) in [
+        ("bash", "complete -F"),
+        ("zsh", "#compdef weir"),
+        ("fish", "complete -c weir"),
+    ] {
+        let out = sb.weir_out(&["completions", shell]);
+        assert_exit(&out, 0);
+        assert!(stdout(&out).contains(marker), "{shell}");
+        assert!(stdout(&out).contains("rollback"), "{shell}");
+        assert_eq!(stderr(&out), "");
+    }
+    let out = sb.weir_out(&["completions", "tcsh"]);
+    assert_exit(&out, 2);
+    assert_eq!(stdout(&out), "");
+    assert!(
+        stderr(&out).contains("invalid value 'tcsh'"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `m.toml` over k1, k2: `a` runs `a.sh`, which sources `lib/helper.sh`
+/// (`code = ["a.sh", "lib/"]`); `b` copies `a`, with `b_extra` appended to
+/// its table; `b`'s gate is `gate`.
+fn coded(b_extra: &str, gate: &str) -> Sandbox {
+    let sb = Sandbox::new(&format!(
+        r#"
+[pipeline]
+name = "coded"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.k]
+kind = "static"
+keys = ["k1", "k2"]
+
+[tasks.a]
+command = ["sh", "a.sh"]
+code = ["a.sh", "lib/"]
+output = {{ dataset = "a_out", grain = ["id"] }}
+
+[tasks.b]
+command = ["sh", "b.sh"]
+inputs = ["a_out"]
+output = {{ dataset = "b_out", grain = ["id"] }}
+gates = [{gate}]
+{b_extra}
+"#
+    ));
+    std::fs::create_dir_all(sb.path().join("lib")).unwrap();
+    sb.script(
+        "a.sh",
+        ". lib/helper.sh\nrows > \"$WEIR_OUTPUT_DIR/out.csv\"\n",
+    );
+    sb.script("lib/helper.sh", "rows() { printf 'id,v\\n1,ok\\n'; }\n");
+    sb.script(
+        "b.sh",
+        r#"cp "$WEIR_INPUT_A_OUT"/*.csv "$WEIR_OUTPUT_DIR/""#,
+    );
+    sb
+}
+
+fn stale_lines(sb: &Sandbox) -> Vec<String> {
+    let out = sb.weir_out(&["status", "m.toml"]);
+    assert_exit(&out, 0);
+    assert_eq!(stderr(&out), "");
+    stdout(&out)
+        .lines()
+        .filter(|l| l.starts_with("STALE"))
+        .map(str::to_string)
+        .collect()
+}
+
+// issue 12: an edited library file of `code` makes exactly its task's
+// instances STALE and reruns them on the next run of those partitions; the
+// commit record keeps the declared version and the fingerprint; a task's own
+// code_version does the same for its instances.
+#[test]
+fn issue_12_edited_code_makes_its_instances_stale_and_reruns_them() {
+    let sb = coded("", "");
+    assert_exit(
+        &sb.run("r1", &["--partition", "k1", "--partition", "k2"]),
+        0,
+    );
+    assert_eq!(stale_lines(&sb), Vec::<String>::new());
+    let first = Visible::of(&sb.store("a_out", "k1")).record;
+    assert_eq!(first.code_version, "1");
+    let print1 = first.code_fingerprint.clone().expect("a fingerprint");
+    assert!(print1.starts_with("sha256:"), "{print1}");
+
+    // Nothing changed: nothing reruns.
+    let out = sb.run("r2", &["--partition", "k1"]);
+    assert_exit(&out, 0);
+    assert!(stdout(&out).starts_with("run r2: 2 task instances: 2 already published;"));
+
+    sb.script(
+        "lib/helper.sh",
+        "rows() { printf 'id,v\\n1,ok\\n2,ok\\n'; }\n",
+    );
+    let stale = stale_lines(&sb);
+    assert_eq!(stale.len(), 2, "{stale:?}");
+    for (line, k) in stale.iter().zip(["k1", "k2"]) {
+        assert!(
+            line.starts_with(&format!("STALE       a {k}: its code changed (command, gates, output or `code` files): built with sha256:")),
+            "{line}"
+        );
+    }
+    let out = sb.run("r3", &["--partition", "k1"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        outcome(&sb, "r3"),
+        [
+            row("a", "k1", State::Published),
+            row("b", "k1", State::Published)
+        ]
+    );
+    let second = Visible::of(&sb.store("a_out", "k1")).record;
+    assert_eq!(second.generation.get(), 2);
+    assert_eq!(second.code_version, "1");
+    assert_ne!(second.code_fingerprint.as_deref(), Some(print1.as_str()));
+    assert_eq!(rows(&sb, "b_out", "k1"), "id,v\n1,ok\n2,ok\n");
+    // k2 was not run: still stale (and its downstream is not yet).
+    let stale = stale_lines(&sb);
+    assert_eq!(stale.len(), 1, "{stale:?}");
+    assert!(stale[0].starts_with("STALE       a k2:"), "{stale:?}");
+
+    // A task's own code_version: only its instances.
+    let text = std::fs::read_to_string(sb.path().join("m.toml")).unwrap();
+    std::fs::write(
+        sb.path().join("m.toml"),
+        text.replace("gates = []\n", "gates = []\ncode_version = \"2\"\n"),
+    )
+    .unwrap();
+    let stale = stale_lines(&sb);
+    assert_eq!(stale.len(), 3, "{stale:?}");
+    assert!(stale.contains(&"STALE       b k1: built by code_version 1, the task is now at 2 (rerun it with `weir run --partition k1`)".to_string()), "{stale:?}");
+    let out = sb.run("r4", &["--partition", "k1"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        outcome(&sb, "r4"),
+        [
+            row("a", "k1", State::AlreadyPublished),
+            row("b", "k1", State::Published)
+        ]
+    );
+    let b = Visible::of(&sb.store("b_out", "k1")).record;
+    assert_eq!(b.code_version, "2");
+}
+
+// issue 12: a gate edit releases the quarantine the old gate caused; the
+// same gate keeps it.
+#[test]
+fn issue_12_gate_edit_releases_its_quarantine() {
+    let strict = r#"{ check = "row_count", min = 2 }"#;
+    let sb = coded("", strict);
+    let out = sb.run("r1", &["--partition", "k1"]);
+    assert_exit(&out, 1);
+    assert!(
+        stdout(&out).contains("QUARANTINED b k1"),
+        "{}",
+        stdout(&out)
+    );
+    let out = sb.run("r2", &["--partition", "k1"]);
+    assert_exit(&out, 1);
+    assert_eq!(
+        outcome(&sb, "r2"),
+        [
+            row("a", "k1", State::AlreadyPublished),
+            row("b", "k1", State::Quarantined)
+        ]
+    );
+    let text = std::fs::read_to_string(sb.path().join("m.toml")).unwrap();
+    std::fs::write(sb.path().join("m.toml"), text.replace("min = 2", "min = 1")).unwrap();
+    let out = sb.run("r3", &["--partition", "k1"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        outcome(&sb, "r3"),
+        [
+            row("a", "k1", State::AlreadyPublished),
+            row("b", "k1", State::Published)
+        ]
+    );
+}
+
+// issue 12: explain bases its advice on the failure class and evidence:
+// one attempt rejecting bad data (exit 65) is "fix data", shown with the
+// failed attempt's own input snapshot; a SKIPPED instance names the
+// upstream instance that blocked it; `--json` carries the action.
+#[test]
+fn issue_12_explain_bad_data_and_skipped() {
+    let sb = chain(&["k1"]);
+    sb.script(
+        "a.sh",
+        r#"if grep -q bad "$WEIR_INPUT_FEED"; then echo "row 2: bad value" >&2; exit 65; fi
+cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"
+"#,
+    );
+    assert_exit(&sb.run("r1", &["--partition", "k1"]), 0);
+    let published_feed =
+        Visible::of(&sb.store("a_out", "k1")).record.input_snapshot["inputs"][0]["digest"].clone();
+    std::fs::write(sb.path().join("feed_k1.csv"), "id,v\n1,a\n2,bad\n").unwrap();
+    let out = sb.run("r2", &["--partition", "k1"]);
+    assert_exit(&out, 1);
+
+    let out = sb.weir_out(&["explain", "m.toml", "a", "--partition", "k1", "--json"]);
+    assert_exit(&out, 0);
+    assert_eq!(stderr(&out), "");
+    let x: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(x["action"], "fix_data");
+    assert_eq!(x["input_snapshot_of"], "failed attempt");
+    let failed_feed = &x["input_snapshot"]["inputs"][0]["digest"];
+    assert!(failed_feed.is_string());
+    assert_ne!(
+        failed_feed, &published_feed,
+        "the failed attempt's own snapshot"
+    );
+    let text = stdout(&sb.weir_out(&["explain", "m.toml", "a", "--partition", "k1"]));
+    assert!(
+        text.contains("input snapshot (of the failed attempt):"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "recommended: fix data: the task rejected its input (exit code 65, data error"
+        ),
+        "{text}"
+    );
+
+    let out = sb.weir_out(&["explain", "m.toml", "b", "--partition", "k1", "--json"]);
+    assert_exit(&out, 0);
+    let x: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(x["action"], "fix_upstream");
+    assert_eq!(x["blocked_by"]["task"], "a");
+    assert_eq!(x["blocked_by"]["partition"], "k1");
+    assert_eq!(x["blocked_by"]["run_id"], "r2");
+    let text = stdout(&sb.weir_out(&["explain", "m.toml", "b", "--partition", "k1"]));
+    assert!(
+        text.contains("recommended: fix upstream first: `a` k1 did not publish, so this instance was SKIPPED in run r2; see `weir explain "),
+        "{text}"
+    );
+}
+
+// issue 12: `weir history DATASET --partition P` lists every generation.
+#[test]
+fn issue_12_history_lists_every_generation() {
+    let sb = chain(&["k1"]);
+    assert_exit(&sb.run("r1", &["--partition", "k1", "--task", "a"]), 0);
+    assert_exit(
+        &sb.run("r2", &["--partition", "k1", "--task", "a", "--force"]),
+        0,
+    );
+    assert_exit(
+        &sb.weir_out(&[
+            "rollback",
+            "m.toml",
+            "a_out",
+            "--partition",
+            "k1",
+            "--to",
+            "1",
+        ]),
+        0,
+    );
+    let out = sb.weir_out(&["history", "m.toml", "a_out", "--partition", "k1"]);
+    assert_exit(&out, 0);
+    assert_eq!(stderr(&out), "");
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(
+        lines[0].starts_with("GEN  KIND             TOKEN  RUN"),
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with("1    publish          1      r1 "),
+        "{text}"
+    );
+    assert!(
+        lines[2].starts_with("2    publish          2      r2 "),
+        "{text}"
+    );
+    assert!(
+        lines[3].starts_with("3    rollback from 1  3      op-"),
+        "{text}"
+    );
+    assert!(lines.iter().skip(1).all(|l| l.ends_with("yes")), "{text}");
+    let out = sb.weir_out(&["history", "m.toml", "a_out", "--partition", "k1", "--json"]);
+    assert_exit(&out, 0);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(doc.as_array().unwrap().len(), 3);
+    assert_eq!(doc[2]["kind"], "rollback from 1");
+    assert_eq!(doc[0]["code_version"], "1");
+    let out = sb.weir_out(&["history", "m.toml", "a_out", "--partition", "k9"]);
+    assert_exit(&out, 2);
+    assert_eq!(stdout(&out), "");
+}
+
+// issue 12: validation and planning are linear: 20,000 tasks (each reading
+// one task of the layer before and depending on another) validate and plan
+// in seconds even in a debug build; the quadratic steps took minutes.
+#[test]
+fn issue_12_validation_and_planning_stay_linear() {
+    let _serial = crate::support::exclusive();
+    let mut text = String::from(
+        "[pipeline]\nname = \"big\"\ncode_version = \"1\"\nwarehouse = \"wh\"\n\n[partitions.daily]\nkind = \"daily\"\nstart = \"2026-01-01\"\nend = \"2026-01-02\"\n\n",
+    );
+    let (layers, per_layer) = (20, 1000);
+    for layer in 0..layers {
+        for i in 0..per_layer {
+            text.push_str(&format!(
+                "[tasks.t{layer:02}_{i:04}]\ncommand = [\"true\"]\noutput = {{ dataset = \"d{layer:02}_{i:04}\", grain = [\"id\"] }}\n"
+            ));
+            if layer > 0 {
+                let prev = layer - 1;
+                let j = (i + 1) % per_layer;
+                text.push_str(&format!(
+                    "inputs = [\"d{prev:02}_{i:04}\"]\ndepends_on = [\"t{prev:02}_{j:04}\"]\n"
+                ));
+            }
+            text.push('\n');
+        }
+    }
+    let sb = Sandbox::new(&text);
+    let started = std::time::Instant::now();
+    let out = sb.weir_out(&["validate", "m.toml"]);
+    let validated = started.elapsed();
+    assert_exit(&out, 0);
+    assert!(stdout(&out).contains("20000 tasks"), "{}", stdout(&out));
+    assert!(
+        validated < std::time::Duration::from_secs(15),
+        "validate took {validated:?}"
+    );
+    let started = std::time::Instant::now();
+    let out = sb.weir_out(&[
+        "plan",
+        "m.toml",
+        "--from",
+        "2026-01-01",
+        "--to",
+        "2026-01-02",
+    ]);
+    let planned = started.elapsed();
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).contains("total: 40,000 task instances"),
+        "{}",
+        stdout(&out).lines().last().unwrap_or_default()
+    );
+    assert!(
+        planned < std::time::Duration::from_secs(15),
+        "plan took {planned:?}"
+    );
+}
+
+// issue 12: the committed schema flags what `validate` flags where a schema
+// can: durations, dates per scheme kind, slots ≥ 1, gate names, enums; and
+// `weir validate` refuses the same manifests (exit 2).
+#[test]
+fn issue_12_schema_flags_malformed_values() {
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(crate::support::repo().join("schemas/pipeline.schema.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let base = |partitions: &str, pools: &str, task_extra: &str| {
+        format!(
+            "[pipeline]\nname = \"s\"\ncode_version = \"1\"\nwarehouse = \"wh\"\n\n[partitions.p]\n{partitions}\n\n{pools}\n\n[tasks.t]\ncommand = [\"true\"]\noutput = {{ dataset = \"o\", grain = [\"id\"] }}\n{task_extra}\n"
+        )
+    };
+    let good = base(
+        "kind = \"daily\"\nstart = \"2026-09-01\"",
+        "[pools.x]\nslots = 2",
+        "timeout = \"1h30m\"\ngates = [{ check = \"row_count\", min = 1 }]",
+    );
+    let bad = [
+        (
+            "a malformed duration",
+            base(
+                "kind = \"daily\"\nstart = \"2026-09-01\"",
+                "",
+                "timeout = \"90 minutes\"",
+            ),
+        ),
+        (
+            "a daily start that is not a date",
+            base("kind = \"daily\"\nstart = \"2026-9-1\"", "", ""),
+        ),
+        (
+            "an hourly start without its hour",
+            base("kind = \"hourly\"\nstart = \"2026-09-01\"", "", ""),
+        ),
+        (
+            "slots = 0",
+            base(
+                "kind = \"daily\"\nstart = \"2026-09-01\"",
+                "[pools.x]\nslots = 0",
+                "",
+            ),
+        ),
+        (
+            "an unknown gate",
+            base(
+                "kind = \"daily\"\nstart = \"2026-09-01\"",
+                "",
+                "gates = [{ check = \"row_cnt\", min = 1 }]",
+            ),
+        ),
+        (
+            "a static scheme without keys",
+            base("kind = \"static\"", "", ""),
+        ),
+        (
+            "an unknown jitter",
+            base(
+                "kind = \"daily\"\nstart = \"2026-09-01\"",
+                "[retry.r]\nmax_attempts = 2\nbackoff = { jitter = \"some\" }",
+                "",
+            ),
+        ),
+    ];
+    let as_json =
+        |text: &str| serde_json::to_value(toml::from_str::<toml::Value>(text).unwrap()).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&as_json(&good))
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    let sb = Sandbox::new(&good);
+    assert_exit(&sb.weir_out(&["validate", "m.toml"]), 0);
+    for (what, text) in bad {
+        assert!(
+            !validator.is_valid(&as_json(&text)),
+            "the schema accepts {what}"
+        );
+        std::fs::write(sb.path().join("m.toml"), &text).unwrap();
+        let out = sb.weir_out(&["validate", "m.toml"]);
+        assert_exit(&out, 2);
+        assert_eq!(stdout(&out), "", "{what}");
+    }
+}
+
+// issue 12: output people can read: `show` keeps the file's column order and
+// takes --generation, --limit and --json; plurals; no repeated state words;
+// `events` columns aligned with timestamps at one width.
+#[test]
+fn issue_12_readable_output() {
+    let sb = chain(&["k1"]);
+    std::fs::write(sb.path().join("feed_k1.csv"), "v,id\na,1\nb,2\nc,3\n").unwrap();
+    let out = sb.run("r1", &["--partition", "k1", "--task", "a"]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).starts_with("run r1: 1 task instance: 1 published; 0 retries\n"),
+        "{}",
+        stdout(&out)
+    );
+    std::fs::write(sb.path().join("feed_k1.csv"), "v,id\nz,9\n").unwrap();
+    assert_exit(&sb.run("r2", &["--partition", "k1", "--task", "a"]), 0);
+
+    assert_eq!(
+        rows(&sb, "a_out", "k1"),
+        "v,id\nz,9\n",
+        "the file's column order"
+    );
+    let out = sb.weir_out(&[
+        "show",
+        "m.toml",
+        "a_out",
+        "--partition",
+        "k1",
+        "--generation",
+        "1",
+        "--limit",
+        "2",
+    ]);
+    assert_exit(&out, 0);
+    assert_eq!(stdout(&out), "v,id\na,1\nb,2\n");
+    assert_eq!(stderr(&out), "");
+    let out = sb.weir_out(&[
+        "show",
+        "m.toml",
+        "a_out",
+        "--partition",
+        "k1",
+        "--generation",
+        "1",
+        "--json",
+    ]);
+    assert_exit(&out, 0);
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(doc["generation"], 1);
+    assert_eq!(doc["columns"], serde_json::json!(["v", "id"]));
+    assert_eq!(
+        doc["rows"],
+        serde_json::json!([["a", "1"], ["b", "2"], ["c", "3"]])
+    );
+    let out = sb.weir_out(&[
+        "show",
+        "m.toml",
+        "a_out",
+        "--partition",
+        "k1",
+        "--generation",
+        "7",
+    ]);
+    assert_exit(&out, 2);
+    assert_eq!(stdout(&out), "");
+    assert!(
+        stderr(&out).starts_with("error: `a_out` k1 has no generation 7 (it has 1 to 2)"),
+        "{}",
+        stderr(&out)
+    );
+
+    // A quarantined instance is listed once as QUARANTINED, not twice.
+    sb.script("a.sh", "exit 65\n");
+    std::fs::write(sb.path().join("feed_k1.csv"), "v,id\ny,8\n").unwrap();
+    assert_exit(&sb.run("r3", &["--partition", "k1", "--task", "a"]), 1);
+    let out = sb.run("r4", &["--partition", "k1", "--task", "a"]);
+    assert_exit(&out, 1);
+    let text = stdout(&out);
+    assert!(
+        text.contains("  QUARANTINED a k1: since run r3: "),
+        "{text}"
+    );
+    assert!(
+        !text.contains("QUARANTINED QUARANTINED")
+            && !text.contains("QUARANTINED a k1: QUARANTINED"),
+        "{text}"
+    );
+
+    // status: aligned columns, one timestamp width, digests abbreviated.
+    let out = sb.weir_out(&["status", "m.toml"]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    let table: Vec<&str> = text.lines().take_while(|l| !l.is_empty()).collect();
+    let digest_at = table[0].find("digest").unwrap();
+    let published_at = table[0].find("published_at").unwrap();
+    for row in &table[1..] {
+        assert_eq!(row.find("sha256:"), Some(digest_at), "{text}");
+        assert_eq!(
+            row[digest_at..].chars().count(),
+            "sha256:".len() + 12 + 1,
+            "{text}"
+        );
+        assert!(row[digest_at..].ends_with('…'), "{text}");
+        assert_eq!(&row[published_at + 10..published_at + 11], "T", "{text}");
+        assert_eq!(&row[published_at + 23..published_at + 24], "Z", "{text}");
+    }
+
+    let out = sb.weir_out(&["events", "m.toml"]);
+    assert_exit(&out, 0);
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() > 10);
+    let state_at: Vec<usize> = lines
+        .iter()
+        .map(|l| l.find(" r").expect("a run id column"))
+        .collect();
+    assert!(state_at.iter().all(|c| *c == state_at[0]), "{lines:#?}");
+    let queued: Vec<usize> = lines
+        .iter()
+        .filter_map(|l| l.find("QUEUED").or(l.find("RUN_STARTED")))
+        .collect();
+    assert!(queued.iter().all(|c| *c == queued[0]), "{lines:#?}");
+}
+
+// issue 12: an engine waiting for another engine's live attempt stops
+// waiting on SIGINT (exit 130, the waiting attempt INTERRUPTED) and leaves
+// the other engine's attempt alone.
+#[test]
+fn issue_12_sigint_while_waiting_for_another_engine() {
+    let _serial = crate::support::exclusive();
+    let sb = slow_pipeline();
+    let first = crate::support::Engine::spawn(
+        sb.weir(&[
+            "run",
+            "m.toml",
+            "--run-id",
+            "r1",
+            "--partition",
+            "k1",
+            "--task",
+            "slow",
+        ]),
+        sb.path(),
+        "r1",
+    );
+    let pids = sb.path().join("pids_k1");
+    crate::support::poll_until(
+        "the first engine's task",
+        std::time::Duration::from_secs(20),
+        || std::fs::read_to_string(&pids).is_ok_and(|t| t.ends_with('\n')),
+    );
+    let second = crate::support::Engine::spawn(
+        sb.weir(&[
+            "run",
+            "m.toml",
+            "--run-id",
+            "r2",
+            "--partition",
+            "k1",
+            "--task",
+            "slow",
+        ]),
+        sb.path(),
+        "r2",
+    );
+    let log = sb.path().join("wh/_runs/r2/events.jsonl");
+    crate::support::poll_until(
+        "the second engine waiting",
+        std::time::Duration::from_secs(20),
+        || std::fs::read_to_string(&log).is_ok_and(|t| t.contains("\"WAITING\"")),
+    );
+    second.signal(libc::SIGINT);
+    let out = second.finish(std::time::Duration::from_secs(10));
+    assert_exit(&out, 130);
+    assert!(
+        stdout(&out).starts_with("run r2: 1 task instance: 1 interrupted; 0 retries\n"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(stderr(&out).ends_with("weir: interrupted by SIGINT: 1 task instance left undone; run the same command again to resume\n"), "{}", stderr(&out));
+    assert_eq!(
+        states(&sb.events("r2"), "slow", "k1"),
+        [State::Queued, State::Waiting, State::Interrupted]
+    );
+    let task_pid: u32 = std::fs::read_to_string(&pids)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        crate::support::process_state(task_pid).is_some_and(|s| s != 'Z'),
+        "the first engine's task still runs"
+    );
+    first.signal(libc::SIGINT);
+    assert_exit(&first.finish(std::time::Duration::from_secs(10)), 130);
+}
