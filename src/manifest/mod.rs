@@ -13,6 +13,7 @@
 
 mod backfills;
 mod error;
+mod executors;
 mod gates;
 mod locate;
 mod model;
@@ -33,17 +34,19 @@ use toml::de::{DeTable, DeValue, ValueDeserializer};
 use toml::Spanned;
 
 pub use error::{ManifestError, ManifestErrors};
+pub use executors::{Executor, ExecutorKind, Resources, LOCAL_EXECUTOR};
 pub use model::*;
 
 use locate::Locator;
 
 /// The top-level sections a manifest may have.
-const SECTIONS: [&str; 7] = [
+const SECTIONS: [&str; 8] = [
     "pipeline",
     "partitions",
     "pools",
     "retry",
     "datasets",
+    "executors",
     "tasks",
     "backfills",
 ];
@@ -64,6 +67,7 @@ pub(crate) struct Sections {
     pub(crate) pools: Vec<Entry<raw::RawPool>>,
     pub(crate) retry: Vec<Entry<raw::RawRetryClass>>,
     pub(crate) datasets: Vec<Entry<raw::RawDataset>>,
+    pub(crate) executors: Vec<Entry<raw::RawExecutor>>,
     pub(crate) tasks: Vec<Entry<raw::RawTask>>,
     pub(crate) backfills: Vec<Entry<raw::RawBackfill>>,
 }
@@ -150,6 +154,7 @@ fn read_sections(document: &DeTable<'_>, errors: &mut Vec<ManifestError>) -> Sec
             "pools" => sections.pools = entries(name, value, errors),
             "retry" => sections.retry = entries(name, value, errors),
             "datasets" => sections.datasets = entries(name, value, errors),
+            "executors" => sections.executors = entries(name, value, errors),
             "tasks" => sections.tasks = entries(name, value, errors),
             "backfills" => sections.backfills = entries(name, value, errors),
             other => errors.push(

@@ -28,6 +28,8 @@ pub struct Manifest {
     pub retry: IndexMap<String, RetryClass>,
     /// External datasets.
     pub datasets: IndexMap<String, ExternalDataset>,
+    /// Executors, the implicit `local` one included.
+    pub executors: IndexMap<String, super::Executor>,
     /// Tasks in declaration order.
     pub tasks: IndexMap<String, Task>,
     /// Declared backfills.
@@ -203,6 +205,10 @@ pub struct Task {
     pub dims: Dims,
     /// Pool name.
     pub pool: String,
+    /// Executor name (`local` unless the task names one).
+    pub executor: String,
+    /// What each attempt asks the executor for.
+    pub resources: super::Resources,
     /// Attempt time limit.
     pub timeout: Duration,
     /// Lease renewal interval.

@@ -44,6 +44,12 @@ pub struct RawTask {
     pub partitioned_by: Option<Vec<String>>,
     /// Pool the attempts run in (default `default`).
     pub pool: Option<String>,
+    /// Executor the attempts run on (default `local`).
+    pub executor: Option<String>,
+    /// What each attempt asks the executor for: `{ cpus = 4, memory = "8G",
+    /// time = "2h", gpus = 1 }` (Slurm: `--cpus-per-task`, `--mem`,
+    /// `--time`, `--gpus`).
+    pub resources: Option<super::executors::RawResources>,
     /// Wall-clock limit of one attempt (default "1h").
     pub timeout: Option<String>,
     /// Lease renewal interval (default "10s").
@@ -392,6 +398,12 @@ impl Validator<'_, '_, '_, '_> {
             Duration::from_secs(3600),
             &p("timeout"),
         );
+        let executor = raw.executor.clone().unwrap_or_else(|| "local".into());
+        if raw.executor.is_some() {
+            self.reference("executor", &executor, &names.executors, &p("executor"));
+        }
+        let resources =
+            self.resources(name, raw.resources.as_ref(), timeout, raw.timeout.is_some());
         let mut heartbeat = self.duration(
             raw.heartbeat.as_deref(),
             Duration::from_secs(10),
@@ -470,6 +482,8 @@ impl Validator<'_, '_, '_, '_> {
             partitioned_by,
             dims,
             pool,
+            executor,
+            resources,
             timeout,
             heartbeat,
             retry,

@@ -69,6 +69,7 @@ impl Validator<'_, '_, '_, '_> {
         let pools = self.pools(&s.pools);
         let retry = self.retry_classes(&s.retry);
         let datasets = self.datasets(&s.datasets);
+        let executors = self.executors(&s.executors);
         let names = Names {
             schemes: s.partitions.iter().map(|e| e.name.clone()).collect(),
             pools: s
@@ -85,6 +86,7 @@ impl Validator<'_, '_, '_, '_> {
                 .collect(),
             datasets: s.datasets.iter().map(|e| e.name.clone()).collect(),
             tasks: s.tasks.iter().map(|e| e.name.clone()).collect(),
+            executors: executors.keys().cloned().collect(),
         };
         let outputs = self.outputs(&s.tasks, &names);
         self.producers = outputs.clone();
@@ -109,6 +111,7 @@ impl Validator<'_, '_, '_, '_> {
             pools,
             retry,
             datasets,
+            executors,
             tasks,
             backfills,
         })
@@ -582,6 +585,7 @@ pub(super) struct Names {
     pub(super) retry: Vec<String>,
     pub(super) datasets: Vec<String>,
     pub(super) tasks: Vec<String>,
+    pub(super) executors: Vec<String>,
 }
 
 /// A path around the cycle that `start` is on, staying inside its SCC.
