@@ -17,6 +17,7 @@ use std::time::Instant;
 use serde_json::json;
 
 use super::classify::Ending;
+use super::executor;
 use super::fault::Point;
 use super::inputs;
 use super::launch::{self, Launch};
@@ -137,7 +138,7 @@ pub(crate) fn run(
     let tag = tree::new_tag();
     let mut lease = lease::Lease::new(cx, task, attempt, token);
     lease.process_tag = Some(tag.clone());
-    let _heartbeat = lease::Heartbeat::start(&dir, lease, task.heartbeat);
+    let heartbeat = lease::Heartbeat::start(&dir, lease, task.heartbeat);
     let waited = lease::guard(cx, task, partition, attempt, token) == lease::Guard::Waited;
     // Another engine may have published while this one waited, or between
     // the caller's look at the log and this token. The currency test of
@@ -218,14 +219,24 @@ pub(crate) fn run(
             )
         }
     };
-    // Everything above is the engine's; the slot is the command's.
+    // Everything above is the engine's; the slot is the command's (for a
+    // scheduler's job: from submission until it is seen to end).
     let permit = slots.acquire();
-    cx.emit(
-        State::Running,
-        event()
+    let running = |job_id: Option<&str>| {
+        let e = event()
             .attempt(attempt, Some(token.get()))
-            .detail(format!("staging {}", data_dir.display())),
-    );
+            .detail(match job_id {
+                Some(id) => format!("staging {}; Slurm job {id}", data_dir.display()),
+                None => format!("staging {}", data_dir.display()),
+            });
+        cx.emit(
+            State::Running,
+            match job_id {
+                Some(id) => e.data(json!({ "job_id": id })),
+                None => e,
+            },
+        );
+    };
     let started = Instant::now();
     let injected = cx
         .chaos
@@ -233,21 +244,40 @@ pub(crate) fn run(
         .and_then(|c| c.exit_code(&task.name, partition, attempt));
     let ending = match injected {
         Some(code) => {
+            running(None);
             let _ = std::fs::write(
                 dir.join("stderr.log"),
                 format!("WEIR_CHAOS: injected exit code {code}\n"),
             );
             Ending::Exit(code)
         }
-        None => launch::run(&Launch {
-            argv: &task.command,
-            cwd: &cx.manifest.dir,
-            env: environment(cx, task, partition, attempt, token, &data_dir, &inputs),
-            stdout: dir.join("stdout.log"),
-            stderr: dir.join("stderr.log"),
-            timeout: task.timeout,
-            tag,
-        }),
+        None => {
+            let executor =
+                executor::for_spec(&cx.manifest.executors[&task.executor], &task.resources);
+            let submitted = executor.submit(Launch {
+                argv: &task.command,
+                cwd: &cx.manifest.dir,
+                env: environment(cx, task, partition, attempt, token, &data_dir, &inputs),
+                stdout: dir.join("stdout.log"),
+                stderr: dir.join("stderr.log"),
+                timeout: task.timeout,
+                tag,
+            });
+            match submitted {
+                Ok(job) => {
+                    let id = job.id();
+                    if let Some(id) = &id {
+                        heartbeat.set_job(id);
+                    }
+                    running(id.as_deref());
+                    job.wait()
+                }
+                Err(ending) => {
+                    running(None);
+                    ending
+                }
+            }
+        }
     };
     let elapsed_ms = started.elapsed().as_millis() as u64;
     if ending != Ending::Success {

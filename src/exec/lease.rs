@@ -87,6 +87,11 @@ pub struct Lease {
     /// dead holder on this host stops the processes carrying it first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process_tag: Option<String>,
+    /// The Slurm job running the attempt's command, once submitted: an
+    /// engine taking over waits for it to end (`slurm.rs`) instead of
+    /// running a duplicate beside it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
 }
 
 /// This engine process's identity.
@@ -144,6 +149,7 @@ impl Lease {
             timeout_ms: u64::try_from(timeout(task).as_millis()).unwrap_or(u64::MAX),
             finished: false,
             process_tag: None,
+            job_id: None,
         };
         lease.beat();
         lease
@@ -394,7 +400,8 @@ fn look(
 /// Renews an attempt's lease on a background thread until dropped; on drop
 /// the lease is marked finished.
 pub(crate) struct Heartbeat {
-    stop: Option<std::sync::mpsc::Sender<()>>,
+    /// Carries the job id once submitted; dropping it ends the lease.
+    stop: Option<std::sync::mpsc::Sender<String>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -403,11 +410,15 @@ impl Heartbeat {
     pub(crate) fn start(attempt_dir: &Path, mut lease: Lease, interval: Duration) -> Heartbeat {
         let dir = attempt_dir.to_path_buf();
         let _ = write(&dir, &lease);
-        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let (stop, stopped) = std::sync::mpsc::channel::<String>();
         let thread = std::thread::spawn(move || {
-            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
-                stopped.recv_timeout(interval)
-            {
+            loop {
+                match stopped.recv_timeout(interval) {
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                    // Written at once: the job id is what a successor needs.
+                    Ok(job_id) => lease.job_id = Some(job_id),
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                }
                 lease.beat();
                 let _ = write(&dir, &lease);
             }
@@ -418,6 +429,15 @@ impl Heartbeat {
         Heartbeat {
             stop: Some(stop),
             thread: Some(thread),
+        }
+    }
+}
+
+impl Heartbeat {
+    /// Records the scheduler job running the attempt in the lease.
+    pub(crate) fn set_job(&self, job_id: &str) {
+        if let Some(stop) = &self.stop {
+            let _ = stop.send(job_id.to_string());
         }
     }
 }

@@ -24,12 +24,14 @@
 
 mod attempt;
 pub mod classify;
+pub mod executor;
 pub mod fault;
 pub mod inputs;
 pub mod launch;
 pub mod lease;
 mod pool;
 pub mod retry;
+pub mod slurm;
 pub mod snapshot;
 pub mod tree;
 

@@ -49,6 +49,47 @@ pub enum ExecutorKind {
     Slurm,
 }
 
+/// How a scheduler ended a job, beyond exit codes and signals; the names
+/// `exit_codes` accepts as keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClusterEnd {
+    /// `OUT_OF_MEMORY`: over its memory request (default deterministic).
+    OutOfMemory,
+    /// `NODE_FAIL` / `BOOT_FAIL`: its node died (default transient).
+    NodeFail,
+    /// `PREEMPTED`: made room for another job (default transient).
+    Preempted,
+    /// `CANCELLED` by someone other than weir, e.g. `scancel` (default: the
+    /// task's retry class, like a signal).
+    Cancelled,
+}
+
+impl ClusterEnd {
+    /// Every end, in the order the README lists them.
+    pub const ALL: [ClusterEnd; 4] = [
+        ClusterEnd::OutOfMemory,
+        ClusterEnd::NodeFail,
+        ClusterEnd::Preempted,
+        ClusterEnd::Cancelled,
+    ];
+
+    /// Its name in `exit_codes`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClusterEnd::OutOfMemory => "out_of_memory",
+            ClusterEnd::NodeFail => "node_fail",
+            ClusterEnd::Preempted => "preempted",
+            ClusterEnd::Cancelled => "cancelled",
+        }
+    }
+
+    /// The name as written in `exit_codes`.
+    pub fn from_name(name: &str) -> Option<ClusterEnd> {
+        ClusterEnd::ALL.into_iter().find(|e| e.name() == name)
+    }
+}
+
 /// A validated executor.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Executor {

@@ -34,7 +34,7 @@ use toml::de::{DeTable, DeValue, ValueDeserializer};
 use toml::Spanned;
 
 pub use error::{ManifestError, ManifestErrors};
-pub use executors::{Executor, ExecutorKind, Resources, LOCAL_EXECUTOR};
+pub use executors::{ClusterEnd, Executor, ExecutorKind, Resources, LOCAL_EXECUTOR};
 pub use model::*;
 
 use locate::Locator;

@@ -217,6 +217,9 @@ pub struct Task {
     pub retry: String,
     /// Exit code classification (defaults 75, 65, 78 included).
     pub exit_codes: BTreeMap<i32, FailureRule>,
+    /// Scheduler end states (`out_of_memory` …) → rule, defaults included;
+    /// `Cancelled` is absent unless set (then the task's retry class applies).
+    pub cluster_ends: BTreeMap<super::ClusterEnd, FailureRule>,
     /// What a timeout counts as.
     pub on_timeout: FailureRule,
     /// Gates.

@@ -56,7 +56,9 @@ pub struct RawTask {
     pub heartbeat: Option<String>,
     /// Retry class (default `default`).
     pub retry: Option<String>,
-    /// Exit code → `transient`, `deterministic`, `operator` or a retry class.
+    /// Exit code → `transient`, `deterministic`, `operator` or a retry class;
+    /// a scheduler's end state is a key too: `out_of_memory`, `node_fail`,
+    /// `preempted`, `cancelled`.
     #[serde(default)]
     pub exit_codes: IndexMap<String, String>,
     /// What a timeout counts as (default `transient`).
@@ -438,8 +440,19 @@ impl Validator<'_, '_, '_, '_> {
             (65, FailureRule::Deterministic),
             (78, FailureRule::Operator),
         ]);
+        let mut cluster_ends = BTreeMap::from([
+            (super::ClusterEnd::OutOfMemory, FailureRule::Deterministic),
+            (super::ClusterEnd::NodeFail, FailureRule::Transient),
+            (super::ClusterEnd::Preempted, FailureRule::Transient),
+        ]);
         for (code, class) in &raw.exit_codes {
             let path = ["tasks", name, "exit_codes", code.as_str()];
+            if let Some(end) = super::ClusterEnd::from_name(code) {
+                if let Some(rule) = self.failure_rule(class, names, &path) {
+                    cluster_ends.insert(end, rule);
+                }
+                continue;
+            }
             match code.parse::<i32>() {
                 Ok(n @ 1..=255) => {
                     if let Some(rule) = self.failure_rule(class, names, &path) {
@@ -488,6 +501,7 @@ impl Validator<'_, '_, '_, '_> {
             heartbeat,
             retry,
             exit_codes,
+            cluster_ends,
             on_timeout,
             gates,
             expected_duration,

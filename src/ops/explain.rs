@@ -32,6 +32,9 @@ pub struct AttemptEvidence {
     pub exit_code: Option<i64>,
     /// Signal, if killed.
     pub signal: Option<i64>,
+    /// The scheduler job that ran it (Slurm), from RUNNING's data.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
     /// Failure class.
     pub class: Option<String>,
     /// Runtime of the command.
@@ -123,6 +126,7 @@ pub fn explain(
             decision: None,
             exit_code: None,
             signal: None,
+            job_id: None,
             class: None,
             duration_ms: None,
             detail: String::new(),
@@ -146,6 +150,9 @@ pub fn explain(
             State::Running | State::Queued | State::Audited | State::Success => {
                 if e.state != State::Running {
                     a.state = e.state.as_str();
+                }
+                if let Some(id) = e.data.get("job_id").and_then(Value::as_str) {
+                    a.job_id = Some(id.to_string());
                 }
                 if let Some(ms) = e.data.get("duration_ms").and_then(Value::as_u64) {
                     a.duration_ms = Some(ms);
@@ -464,6 +471,9 @@ pub fn render(x: &Explanation) -> String {
                 .unwrap_or_default(),
         );
         let _ = writeln!(out, "    started {}", a.started);
+        if let Some(id) = &a.job_id {
+            let _ = writeln!(out, "    Slurm job {id}");
+        }
         if !a.detail.is_empty() {
             let _ = writeln!(out, "    {}", a.detail);
         }
