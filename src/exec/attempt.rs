@@ -22,6 +22,7 @@ use super::fault::Point;
 use super::inputs;
 use super::launch::{self, Launch};
 use super::lease;
+use super::slurm;
 use super::snapshot::InputSnapshot;
 use super::tree;
 use super::Context;
@@ -139,7 +140,8 @@ pub(crate) fn run(
     let mut lease = lease::Lease::new(cx, task, attempt, token);
     lease.process_tag = Some(tag.clone());
     let heartbeat = lease::Heartbeat::start(&dir, lease, task.heartbeat);
-    let waited = lease::guard(cx, task, partition, attempt, token) == lease::Guard::Waited;
+    let guard = lease::guard(cx, task, partition, attempt, token);
+    let waited = guard != lease::Guard::Proceed;
     // Another engine may have published while this one waited, or between
     // the caller's look at the log and this token. The currency test of
     // every ALREADY_PUBLISHED applies: what it published counts only if it
@@ -242,7 +244,31 @@ pub(crate) fn run(
         .chaos
         .as_ref()
         .and_then(|c| c.exit_code(&task.name, partition, attempt));
+    let adopted = match guard {
+        lease::Guard::Adopt(old, ref job) => slurm::adopt(
+            &store.attempt_dir(old),
+            &dir,
+            &snapshot.digest(),
+            &cx.manifest.pipeline.code_version,
+        )
+        .map(|_| job.clone()),
+        _ => None,
+    };
     let ending = match injected {
+        _ if adopted.is_some() => {
+            let job = adopted.as_deref();
+            cx.emit(
+                State::Running,
+                event()
+                    .attempt(attempt, Some(token.get()))
+                    .detail(format!(
+                        "adopting the output of Slurm job {} (its engine is gone; it completed on the same inputs and code_version)",
+                        job.unwrap_or_default()
+                    ))
+                    .data(json!({ "job_id": job, "adopted": true })),
+            );
+            Ending::Success
+        }
         Some(code) => {
             running(None);
             let _ = std::fs::write(
@@ -254,6 +280,17 @@ pub(crate) fn run(
         None => {
             let executor =
                 executor::for_spec(&cx.manifest.executors[&task.executor], &task.resources);
+            // For an engine that takes over a job that outlived us: what it
+            // runs on (written before the job exists).
+            if cx.manifest.executors[&task.executor].kind == crate::manifest::ExecutorKind::Slurm {
+                let _ = slurm::record(
+                    &dir,
+                    &slurm::JobRecord {
+                        snapshot_digest: snapshot.digest(),
+                        code_version: cx.manifest.pipeline.code_version.clone(),
+                    },
+                );
+            }
             let submitted = executor.submit(Launch {
                 argv: &task.command,
                 cwd: &cx.manifest.dir,

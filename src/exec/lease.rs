@@ -181,13 +181,17 @@ impl Lease {
 }
 
 /// What the engine should do about an instance before launching it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Guard {
     /// No other attempt is live: launch.
     Proceed,
     /// Another engine's attempt was live and has ended (or was given up on):
     /// the caller re-checks what is published before launching.
     Waited,
+    /// A gone engine's scheduler job was waited for and completed: the
+    /// caller re-checks what is published, then may adopt that attempt's
+    /// output instead of running the command again (`slurm::adopt`).
+    Adopt(FencingToken, String),
 }
 
 /// What the reader has seen of one lower token, on its own clock.
@@ -231,6 +235,7 @@ pub(crate) fn guard(
     let mut watches: HashMap<u64, Watch> = HashMap::new();
     let mut waited_for: Option<u64> = None;
     let mut reported: std::collections::HashSet<u64> = std::collections::HashSet::new();
+    let mut adopt = None;
     loop {
         let committed = store.latest().ok().flatten().map(|r| r.token);
         let Ok(tokens) = store.tokens() else {
@@ -330,6 +335,31 @@ pub(crate) fn guard(
                 task: task.name.clone(),
                 attempt,
             };
+            // Its job outlives its engine on the cluster: wait for it (a
+            // duplicate must not run beside it), cancelling it only if it
+            // outlives its own time limit; a completed job's output may be
+            // adopted.
+            let job = lease
+                .as_ref()
+                .and_then(|l| l.job_id.clone())
+                .or_else(|| super::slurm::find_job(&store.attempt_dir(t)));
+            if let Some(job) = job {
+                let waiting = || {
+                    cx.emit(
+                        State::Waiting,
+                        event(t)
+                            .detail(format!(
+                                "Slurm job {job} of token {t} still runs on the cluster; waiting for it, not launching a duplicate"
+                            ))
+                            .data(json!({ "job_id": job, "mine": mine.get() })),
+                    )
+                };
+                let end = super::slurm::await_job(&job, task.timeout + lease_timeout, waiting);
+                waited_for = Some(t.get());
+                if end.is_some_and(|s| s.ending() == super::classify::Ending::Success) {
+                    adopt = Some((t, job));
+                }
+            }
             let _ = store.claim_takeover(t, &claimant);
             // A dead holder's task must not run beside its successor: its
             // command died with it (PDEATHSIG); stop what the command left.
@@ -345,7 +375,9 @@ pub(crate) fn guard(
                 )),
             );
         }
-        return if waited_for.is_some() {
+        return if let Some((t, job)) = adopt {
+            Guard::Adopt(t, job)
+        } else if waited_for.is_some() {
             Guard::Waited
         } else {
             Guard::Proceed

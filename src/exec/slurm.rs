@@ -185,6 +185,97 @@ impl SlurmJob {
     }
 }
 
+/// Waits for another engine's job to end; cancels it if it is still running
+/// after `limit` and waits for that. `waiting` is called once if it is
+/// still running. `None`: the controller does not know it (aged out).
+pub fn await_job(id: &str, limit: Duration, waiting: impl FnOnce()) -> Option<JobState> {
+    let deadline = Instant::now() + limit;
+    let mut waiting = Some(waiting);
+    let mut cancelled = false;
+    loop {
+        let s = state(id).ok().flatten()?;
+        if s.terminal() {
+            return Some(s);
+        }
+        if let Some(w) = waiting.take() {
+            w();
+        }
+        if !cancelled && Instant::now() >= deadline {
+            cancelled = true;
+            cancel(id);
+        }
+        std::thread::sleep(MAX_POLL);
+    }
+}
+
+/// What an attempt records about its job, for an engine that takes over.
+pub const JOB_RECORD: &str = "job.json";
+
+/// The job record, written before submission: on which inputs and code
+/// the attempt's job runs.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct JobRecord {
+    /// Digest of the attempt's input snapshot.
+    pub snapshot_digest: String,
+    /// The pipeline's code_version.
+    pub code_version: String,
+}
+
+/// Writes `job.json` in the attempt directory.
+pub fn record(dir: &Path, record: &JobRecord) -> std::io::Result<()> {
+    std::fs::write(
+        dir.join(JOB_RECORD),
+        serde_json::to_vec(record).map_err(std::io::Error::other)?,
+    )
+}
+
+/// Moves a completed job's output from the attempt directory `old` into
+/// `new` (both `data/` inside), when that job ran on the same input
+/// snapshot and code_version; returns its record. Logs are copied as
+/// evidence. The new attempt then audits and publishes it under its own
+/// token, fenced as always.
+pub fn adopt(
+    old: &Path,
+    new: &Path,
+    snapshot_digest: &str,
+    code_version: &str,
+) -> Option<JobRecord> {
+    let record: JobRecord =
+        serde_json::from_slice(&std::fs::read(old.join(JOB_RECORD)).ok()?).ok()?;
+    if record.snapshot_digest != snapshot_digest || record.code_version != code_version {
+        return None;
+    }
+    let (from, to) = (old.join("data"), new.join("data"));
+    let entries: Vec<_> = std::fs::read_dir(&from).ok()?.flatten().collect();
+    for e in entries {
+        std::fs::rename(e.path(), to.join(e.file_name())).ok()?;
+    }
+    for log in ["stdout.log", "stderr.log"] {
+        let _ = std::fs::copy(old.join(log), new.join(log));
+    }
+    Some(record)
+}
+
+/// The job of the attempt in `dir`, by its script's path (unique to the
+/// attempt), for a lease that does not name it: its engine died between
+/// `sbatch` and the lease's next write.
+pub fn find_job(dir: &Path) -> Option<String> {
+    let script = dir.join(SCRIPT);
+    if !script.exists() {
+        return None;
+    }
+    let out = Command::new("squeue")
+        .args(["-h", "-t", "all", "-o", "%i|%o"])
+        .output()
+        .ok()?;
+    let want = script.display().to_string();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once('|'))
+        .find(|(_, command)| *command == want)
+        .map(|(id, _)| id.to_string())
+}
+
 /// Cancels a job (`scancel`); an unknown or finished job is fine.
 pub fn cancel(id: &str) {
     let _ = Command::new("scancel")

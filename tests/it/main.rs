@@ -18,5 +18,6 @@ mod pools;
 mod publish;
 mod retries;
 mod schema;
+mod slurm;
 mod support;
 mod zombie;
