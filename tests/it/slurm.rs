@@ -369,3 +369,99 @@ fn issue_14_terminated_engine_leaves_no_job_after_restart() {
     }
     engine_dies_then_restart(libc::SIGTERM, "raw_t");
 }
+
+// issue 14: a job that cannot see its attempt directory fails clearly (held
+// for an operator), not as a missing output. Simulated by running the job as
+// `nobody`, who cannot enter the sandbox (mode 0700): what a node without
+// the shared filesystem sees.
+#[test]
+fn issue_14_job_that_cannot_see_staging_fails_clearly() {
+    if !slurm() {
+        return;
+    }
+    let sb = Sandbox::new(&manifest("hpc", "raw_n", 4, "").replace(
+        "args = [\"--partition=debug\"]",
+        "args = [\"--partition=debug\", \"--uid=nobody\"]",
+    ));
+    sb.script("extract.sh", EXTRACT);
+    sb.script("clean.sh", CLEAN);
+    let out = sb.run("blind", &["--task", "extract", "--partition", "a"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let events = sb.events("blind");
+    let failed = events
+        .iter()
+        .find(|e| e.state == State::Failed)
+        .expect("a FAILED event");
+    assert!(
+        failed.detail.contains("cannot see the attempt directory")
+            && failed.detail.contains("shared with the compute nodes"),
+        "{}",
+        failed.detail
+    );
+    assert!(
+        events.iter().any(|e| e.state == State::Held),
+        "held for an operator"
+    );
+    assert!(sb.store("raw_n", "a").latest().unwrap().is_none());
+}
+
+// issue 14: `cancel_all` (for the engine's interrupt handling) scancels every
+// job the engine has submitted and not seen end
+#[test]
+fn issue_14_cancel_all_empties_the_queue() {
+    use weir::exec::executor::{cancel_all, Executor};
+    if !slurm() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let resources = weir::manifest::Resources::default();
+    let slurm = weir::exec::slurm::Slurm {
+        args: &[],
+        resources: &resources,
+    };
+    let attempt = dir.path().join("cancel_all-x-1");
+    std::fs::create_dir_all(&attempt).unwrap();
+    let argv = vec!["sleep".to_string(), "60".to_string()];
+    let job = slurm
+        .submit(weir::exec::launch::Launch {
+            argv: &argv,
+            cwd: dir.path(),
+            env: Vec::new(),
+            stdout: attempt.join("stdout.log"),
+            stderr: attempt.join("stderr.log"),
+            timeout: Duration::from_secs(60),
+            tag: String::new(),
+        })
+        .expect("submitted");
+    let id = job.id().expect("a job id");
+    let ending = std::thread::scope(|s| {
+        let waiter = s.spawn(move || job.wait());
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(cancel_all(), vec![id.clone()]);
+        waiter.join().unwrap()
+    });
+    assert_eq!(
+        ending,
+        weir::exec::classify::Ending::Cluster(weir::exec::classify::ClusterEnd::Cancelled)
+    );
+    let state = weir::exec::slurm::state(&id).unwrap().unwrap();
+    assert_eq!(state.state, "CANCELLED");
+}
+
+// issue 14: `weir plan` shows each task's executor and resources
+#[test]
+fn issue_14_plan_shows_executor_and_resources() {
+    let sb = sandbox("hpc", "raw_plan", 4, "");
+    let out = sb.weir(&["plan", "m.toml"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("executors (where each attempt runs, what it asks for):\n  extract  hpc (slurm)  cpus=1 memory=64M\n  clean    hpc (slurm)  -\n"),
+        "{text}"
+    );
+    let out = sb.weir(&["plan", "m.toml", "--json"]).output().unwrap();
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(plan["tasks"][0]["executor"], "hpc");
+    assert_eq!(plan["tasks"][0]["executor_kind"], "slurm");
+    assert_eq!(plan["tasks"][0]["resources"]["memory"], "64M");
+}
