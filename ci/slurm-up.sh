@@ -28,7 +28,13 @@ host=$(hostname -s)
 cpus=$(nproc)
 mem=$(awk '/MemTotal/ {print int($2/1024) - 512}' /proc/meminfo)
 mkdir -p "$STATE/spool/ctld" "$STATE/spool/d" "$CONF_DIR"
+# Never overwrite a site's own configuration.
+if [ -f "$CONF_DIR/slurm.conf" ] && ! head -1 "$CONF_DIR/slurm.conf" | grep -q '^# weir ci'; then
+  echo "slurm-up: $CONF_DIR/slurm.conf exists and is not ours; not touching it" >&2
+  exit 1
+fi
 cat > "$CONF_DIR/slurm.conf" <<CONF
+# weir ci: single-node Slurm written by ci/slurm-up.sh
 ClusterName=weir-ci
 SlurmctldHost=$host
 AuthType=auth/none
