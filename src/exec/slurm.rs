@@ -168,10 +168,11 @@ impl SlurmJob {
         if cancelled_at_timeout {
             return Ending::Timeout;
         }
-        // A job that ran (not one cancelled while pending) leaves job.node
-        // first thing; without it the node could not see the directory.
-        let ran = !matches!(s.state.as_str(), "CANCELLED" | "PREEMPTED" | "DEADLINE") || s.ran;
-        if ran && !self.dir.join(NODE_MARKER).exists() && !s.node_failed() {
+        // A job whose script ran to its end (not one cancelled, preempted or
+        // timed out, perhaps before its first line) wrote job.node first
+        // thing; without it the node could not see the directory.
+        let ran_to_end = matches!(s.state.as_str(), "COMPLETED" | "FAILED");
+        if ran_to_end && !self.dir.join(NODE_MARKER).exists() {
             return Ending::NotShared(format!(
                 "job {} on {} ended {} without writing {}: the node cannot see the attempt directory {} (the warehouse must be on a filesystem shared with the compute nodes)",
                 self.id,
@@ -303,8 +304,6 @@ pub struct JobState {
     pub exit: (i32, i32),
     /// `BatchHost` / `NodeList`, once placed.
     pub node: Option<String>,
-    /// It was started (`StartTime` set and `RunTime` past zero or a node given).
-    pub ran: bool,
 }
 
 impl JobState {
@@ -324,13 +323,7 @@ impl JobState {
             .or_else(|| field("NodeList"))
             .filter(|n| *n != "(null)" && !n.is_empty())
             .map(str::to_string);
-        let ran = field("RunTime").is_some_and(|t| t != "00:00:00") || field("BatchHost").is_some();
-        Some(JobState {
-            state,
-            exit,
-            node,
-            ran,
-        })
+        Some(JobState { state, exit, node })
     }
 
     /// Whether the job is over (its files written, its node released).
@@ -347,10 +340,6 @@ impl JobState {
                 | "BOOT_FAIL"
                 | "DEADLINE"
         )
-    }
-
-    fn node_failed(&self) -> bool {
-        matches!(self.state.as_str(), "NODE_FAIL" | "BOOT_FAIL")
     }
 
     /// How a terminal state ends the attempt.
