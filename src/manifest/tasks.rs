@@ -460,9 +460,9 @@ impl Validator<'_, '_, '_, '_> {
                     }
                 }
                 _ => self.err(
-                    ManifestError::new("weir::manifest::bad_exit_code", format!("`{code}` is not an exit code"))
-                        .at(self.key(&path), "not between 1 and 255")
-                        .help("map failing exit codes (1 to 255) to a class, e.g. `exit_codes = { 75 = \"transient\" }`"),
+                    ManifestError::new("weir::manifest::bad_exit_code", format!("`{code}` is not an exit code or a scheduler end state"))
+                        .at(self.key(&path), "not between 1 and 255, nor a scheduler end state")
+                        .help("map failing exit codes (1 to 255), or the scheduler end states `out_of_memory`, `node_fail`, `preempted` and `cancelled`, to a class, e.g. `exit_codes = { 75 = \"transient\", out_of_memory = \"deterministic\" }`"),
                 ),
             }
         }

@@ -88,6 +88,8 @@ const CASES: &[(&str, &str, usize, usize)] = &[
         16,
         47,
     ),
+    // issue 14: exit_codes keys are codes or Slurm end-state names
+    ("exit_code_name", "weir::manifest::bad_exit_code", 14, 45),
 ];
 
 fn fixture(name: &str) -> std::path::PathBuf {

@@ -477,3 +477,37 @@ fn issue_14_plan_shows_executor_and_resources() {
     assert_eq!(plan["tasks"][0]["executor_kind"], "slurm");
     assert_eq!(plan["tasks"][0]["resources"]["memory"], "64M");
 }
+
+// issue 14: Slurm end states have defaults (node failure and preemption
+// transient, out-of-memory deterministic) that `exit_codes` overrides by name
+#[test]
+fn issue_14_end_state_defaults_and_overrides() {
+    use weir::exec::classify::{rule, ClusterEnd, Ending};
+    use weir::manifest::FailureRule;
+    let sb = sandbox("hpc", "raw_c", 4, "");
+    let m = sb.manifest();
+    let t = &m.tasks["extract"];
+    let of = |e: ClusterEnd| rule(t, &Ending::Cluster(e));
+    assert_eq!(of(ClusterEnd::NodeFail), FailureRule::Transient);
+    assert_eq!(of(ClusterEnd::Preempted), FailureRule::Transient);
+    assert_eq!(of(ClusterEnd::OutOfMemory), FailureRule::Deterministic);
+    assert_eq!(
+        of(ClusterEnd::Cancelled),
+        FailureRule::Class("quick".into())
+    );
+    let sb = sandbox(
+        "hpc",
+        "raw_c",
+        4,
+        "exit_codes = { out_of_memory = \"quick\", preempted = \"operator\" }",
+    );
+    let m = sb.manifest();
+    let t = &m.tasks["extract"];
+    let of = |e: ClusterEnd| rule(t, &Ending::Cluster(e));
+    assert_eq!(
+        of(ClusterEnd::OutOfMemory),
+        FailureRule::Class("quick".into())
+    );
+    assert_eq!(of(ClusterEnd::Preempted), FailureRule::Operator);
+    assert_eq!(of(ClusterEnd::NodeFail), FailureRule::Transient);
+}
