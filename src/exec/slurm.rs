@@ -98,10 +98,16 @@ impl Executor for Slurm<'_> {
             Ending::SpawnFailed(format!("`sbatch`: {e} (is Slurm installed on this host?)"))
         })?;
         if !out.status.success() {
-            return Err(Ending::SpawnFailed(format!(
-                "sbatch refused the job: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
+            let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            // A controller that does not answer may answer the next attempt;
+            // a refused job (bad partition, account, resources) will not.
+            return Err(
+                if why.contains("Unable to contact") || why.contains("timed out") {
+                    Ending::Engine(format!("sbatch could not reach the controller: {why}"))
+                } else {
+                    Ending::SpawnFailed(format!("sbatch refused the job: {why}"))
+                },
+            );
         }
         let text = String::from_utf8_lossy(&out.stdout);
         // `--parsable`: "ID" or "ID;CLUSTER".
@@ -134,10 +140,12 @@ impl Job for SlurmJob {
         let mut poll = Duration::from_millis(50);
         let mut started: Option<Instant> = None;
         let mut cancelled_at_timeout = false;
+        let mut unanswered: Option<Instant> = None;
         let ending = loop {
             match state(&self.id) {
                 Ok(Some(s)) if s.terminal() => break self.ending(&s, cancelled_at_timeout),
                 Ok(Some(s)) => {
+                    unanswered = None;
                     if s.state != "PENDING" {
                         started.get_or_insert_with(Instant::now);
                     }
@@ -149,8 +157,19 @@ impl Job for SlurmJob {
                         self.id
                     ))
                 }
-                Err(why) => break Ending::Engine(why),
+                // The controller does not answer (restarting, overloaded):
+                // the job may still run, so keep asking; give up (and try to
+                // cancel it, so no duplicate runs beside the retry) only
+                // after the task's timeout.
+                Err(why) => {
+                    let since = *unanswered.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= self.timeout {
+                        cancel(&self.id);
+                        break Ending::Engine(why);
+                    }
+                }
             }
+
             if !cancelled_at_timeout && started.is_some_and(|t| t.elapsed() >= self.timeout) {
                 cancelled_at_timeout = true;
                 cancel(&self.id);
