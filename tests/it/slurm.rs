@@ -51,7 +51,7 @@ fn manifest(exec: &str, dataset: &str, slots: u32, extra: &str) -> String {
     format!(
         r#"
 [pipeline]
-name = "hpc"
+name = "hpc, a=b 'x' $HOME"
 code_version = "1"
 warehouse = "wh"
 
@@ -89,11 +89,12 @@ executor = "{exec}"
 }
 
 /// Rows derived from the key, the argument (with its comma) and the
-/// environment contract, so a value cut at a comma changes the digest.
+/// environment contract (`WEIR_PIPELINE` holds a comma, `=`, quotes and
+/// `$`), so a value cut at a comma or expanded changes the digest.
 const EXTRACT: &str = r#"p="$WEIR_PARTITION"
 [ -n "$SLEEP" ] && sleep "$SLEEP"
 echo "$WEIR_TOKEN $SLURM_JOB_ID $(date +%s%N)" >> "runs-$p.log"
-printf 'id,part,arg,run\n%s-1,%s,"%s",%s\n' "$p" "$p" "$1" "$WEIR_PIPELINE" > "$WEIR_OUTPUT_DIR/one.csv"
+printf 'id,part,arg,run\n%s-1,%s,"%s","%s"\n' "$p" "$p" "$1" "$WEIR_PIPELINE" > "$WEIR_OUTPUT_DIR/one.csv"
 "#;
 
 const CLEAN: &str = r#"out="$WEIR_OUTPUT_DIR/clean.csv"
@@ -155,6 +156,10 @@ fn issue_14_slurm_publishes_the_same_digests_as_local() {
     let want = digests(&local, &["raw", "clean"]);
     assert!(!want.values().any(|d| d == "unpublished"), "{want:?}");
     assert_eq!(digests(&hpc, &["raw", "clean"]), want);
+    // The environment reached the job intact (no cut at the comma, no expansion).
+    let bytes = crate::support::Visible::of(&hpc.store("raw", "a")).bytes();
+    let text = String::from_utf8_lossy(&bytes.concat()).into_owned();
+    assert!(text.contains(r#","a,b c","hpc, a=b 'x' $HOME""#), "{text}");
     // Every attempt was a job, named in RUNNING, the lease and explain.
     let ids = job_ids(&hpc, "hpc", "extract");
     assert_eq!(ids.len(), 4, "{ids:?}");
