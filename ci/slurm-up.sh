@@ -24,7 +24,7 @@ if ! command -v slurmctld >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends slurm-wlm
 fi
 
-host=$(hostname -s)
+host=$(uname -n | cut -d. -f1)   # what slurmd calls itself (NodeName must match)
 cpus=$(nproc)
 mem=$(awk '/MemTotal/ {print int($2/1024) - 512}' /proc/meminfo)
 mkdir -p "$STATE/spool/ctld" "$STATE/spool/d" "$CONF_DIR"
@@ -72,7 +72,7 @@ CONF
 if ! scontrol ping >/dev/null 2>&1; then
   slurmctld
 fi
-if ! pgrep -F "$STATE/slurmd.pid" >/dev/null 2>&1; then
+if ! { [ -f "$STATE/slurmd.pid" ] && kill -0 "$(cat "$STATE/slurmd.pid")" 2>/dev/null; }; then
   slurmd
 fi
 for _ in $(seq 100); do
