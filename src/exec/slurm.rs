@@ -249,11 +249,14 @@ pub fn record(dir: &Path, record: &JobRecord) -> std::io::Result<()> {
     )
 }
 
-/// Moves a completed job's output from the attempt directory `old` into
-/// `new` (both `data/` inside), when that job ran on the same input
-/// snapshot and code_version; returns its record. Logs are copied as
-/// evidence. The new attempt then audits and publishes it under its own
-/// token, fenced as always.
+/// Takes a completed job's output from the attempt directory `old` into
+/// `new` (both `data/` inside), when that job ran on the same input snapshot
+/// and code_version; returns its record. Files are copied (a candidate may
+/// hold no hard links), never moved: the old attempt's engine may be only
+/// paused, and if it wakes it must audit the files its job wrote, not an
+/// emptied directory (its commit is then refused by fencing, or it publishes
+/// those same bytes first). Logs are copied as evidence. The new attempt
+/// audits and publishes under its own token, fenced as always.
 pub fn adopt(
     old: &Path,
     new: &Path,
@@ -267,8 +270,24 @@ pub fn adopt(
     }
     let (from, to) = (old.join("data"), new.join("data"));
     let entries: Vec<_> = std::fs::read_dir(&from).ok()?.flatten().collect();
-    for e in entries {
-        std::fs::rename(e.path(), to.join(e.file_name())).ok()?;
+    // Only plain files (the task contract): anything else is left for the
+    // command to produce again, with nothing half-taken.
+    if !entries
+        .iter()
+        .all(|e| e.file_type().is_ok_and(|t| t.is_file()))
+    {
+        return None;
+    }
+    let mut taken = Vec::new();
+    for e in &entries {
+        let dest = to.join(e.file_name());
+        if std::fs::copy(e.path(), &dest).is_err() {
+            for t in &taken {
+                let _ = std::fs::remove_file(t);
+            }
+            return None;
+        }
+        taken.push(dest);
     }
     for log in ["stdout.log", "stderr.log"] {
         let _ = std::fs::copy(old.join(log), new.join(log));
