@@ -58,6 +58,9 @@ pub struct Skipped {
 pub struct Running {
     /// Its input snapshot.
     pub input_snapshot: Value,
+    /// The scheduler's job id, for an attempt run by an executor such as Slurm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
 }
 
 /// The evidence of one event, by its state.
@@ -155,9 +158,10 @@ mod tests {
                     upstream_partition,
                 })
             }),
-            (text, text).prop_map(|(name, digest)| {
+            (text, text, proptest::option::of(text)).prop_map(|(name, digest, job_id)| {
                 Payload::Running(Running {
                     input_snapshot: serde_json::json!({"inputs": [{"name": name, "digest": digest}]}),
+                    job_id,
                 })
             }),
         ]

@@ -18,10 +18,12 @@ use std::time::Instant;
 use serde_json::json;
 
 use super::classify::Ending;
+use super::executor;
 use super::fault::Point;
 use super::inputs;
 use super::launch::{self, Launch};
 use super::lease;
+use super::slurm;
 use super::snapshot::InputSnapshot;
 use super::tree;
 use super::Context;
@@ -138,20 +140,18 @@ pub(crate) fn run(
     let tag = tree::new_tag();
     let mut lease = lease::Lease::new(cx, task, attempt, token);
     lease.process_tag = Some(tag.clone());
-    let _heartbeat = lease::Heartbeat::start(&dir, lease, task.heartbeat);
-    let waited = match lease::guard(cx, task, partition, attempt, token) {
-        lease::Guard::Waited => true,
-        lease::Guard::Proceed => false,
-        // Asked to stop while another engine's attempt was live.
-        lease::Guard::Interrupted(sig) => {
-            let ending = Ending::Interrupted(sig);
-            return AttemptOutcome::Failed {
-                reason: ending.describe(),
-                ending,
-                token: Some(token),
-            };
-        }
-    };
+    let heartbeat = lease::Heartbeat::start(&dir, lease, task.heartbeat);
+    let guard = lease::guard(cx, task, partition, attempt, token);
+    // Asked to stop while another engine's attempt was live.
+    if let lease::Guard::Interrupted(sig) = guard {
+        let ending = Ending::Interrupted(sig);
+        return AttemptOutcome::Failed {
+            reason: ending.describe(),
+            ending,
+            token: Some(token),
+        };
+    }
+    let waited = guard != lease::Guard::Proceed;
     // Another engine may have published while this one waited, or between
     // the caller's look at the log and this token. The currency test of
     // every ALREADY_PUBLISHED applies: what it published counts only if it
@@ -232,43 +232,102 @@ pub(crate) fn run(
             )
         }
     };
-    // Everything above is the engine's; the slot is the command's.
+    // Everything above is the engine's; the slot is the command's (for a
+    // scheduler's job: from submission until it is seen to end).
     let permit = slots.acquire();
-    cx.emit(
-        State::Running,
-        event()
+    let running = |job_id: Option<&str>| {
+        let e = event()
             .attempt(attempt, Some(token.get()))
-            .detail(format!("staging {}", data_dir.display()))
+            .detail(match job_id {
+                Some(id) => format!("staging {}; Slurm job {id}", data_dir.display()),
+                None => format!("staging {}", data_dir.display()),
+            })
             // The attempt's own evidence: what it read, failed or not.
             .data(
                 Payload::Running(payload::Running {
                     input_snapshot: snapshot.to_json(),
+                    job_id: job_id.map(str::to_string),
                 })
                 .to_json(),
-            ),
-    );
+            );
+        cx.emit(State::Running, e);
+    };
     let started = Instant::now();
     let injected = cx
         .chaos
         .as_ref()
         .and_then(|c| c.exit_code(&task.name, partition, attempt));
+    let adopted = match guard {
+        lease::Guard::Adopt(old, ref job) => slurm::adopt(
+            &store.attempt_dir(old),
+            &dir,
+            &snapshot.digest(),
+            &cx.manifest.pipeline.code_version,
+        )
+        .map(|_| job.clone()),
+        _ => None,
+    };
     let ending = match injected {
+        _ if adopted.is_some() => {
+            let job = adopted.as_deref();
+            cx.emit(
+                State::Running,
+                event()
+                    .attempt(attempt, Some(token.get()))
+                    .detail(format!(
+                        "adopting the output of Slurm job {} (its engine is gone; it completed on the same inputs and code_version)",
+                        job.unwrap_or_default()
+                    ))
+                    .data(json!({ "job_id": job, "adopted": true })),
+            );
+            Ending::Success
+        }
         Some(code) => {
+            running(None);
             let _ = std::fs::write(
                 dir.join("stderr.log"),
                 format!("WEIR_CHAOS: injected exit code {code}\n"),
             );
             Ending::Exit(code)
         }
-        None => launch::run(&Launch {
-            argv: &task.command,
-            cwd: &cx.manifest.dir,
-            env: environment(cx, task, partition, attempt, token, &data_dir, &inputs),
-            stdout: dir.join("stdout.log"),
-            stderr: dir.join("stderr.log"),
-            timeout: task.timeout,
-            tag,
-        }),
+        None => {
+            let executor =
+                executor::for_spec(&cx.manifest.executors[&task.executor], &task.resources);
+            // For an engine that takes over a job that outlived us: what it
+            // runs on (written before the job exists).
+            if cx.manifest.executors[&task.executor].kind == crate::manifest::ExecutorKind::Slurm {
+                let _ = slurm::record(
+                    &dir,
+                    &slurm::JobRecord {
+                        snapshot_digest: snapshot.digest(),
+                        code_version: cx.manifest.pipeline.code_version.clone(),
+                    },
+                );
+            }
+            let submitted = executor.submit(Launch {
+                argv: &task.command,
+                cwd: &cx.manifest.dir,
+                env: environment(cx, task, partition, attempt, token, &data_dir, &inputs),
+                stdout: dir.join("stdout.log"),
+                stderr: dir.join("stderr.log"),
+                timeout: task.timeout,
+                tag,
+            });
+            match submitted {
+                Ok(job) => {
+                    let id = job.id();
+                    if let Some(id) = &id {
+                        heartbeat.set_job(id);
+                    }
+                    running(id.as_deref());
+                    job.wait()
+                }
+                Err(ending) => {
+                    running(None);
+                    ending
+                }
+            }
+        }
     };
     let elapsed_ms = started.elapsed().as_millis() as u64;
     if ending != Ending::Success {

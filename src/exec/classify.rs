@@ -1,5 +1,6 @@
 //! How an attempt's end is classified, and what that class gets.
 
+pub use crate::manifest::ClusterEnd;
 use crate::manifest::{Disposition, FailureRule, Manifest, RetryClass, Task};
 
 /// How an attempt ended, before classification.
@@ -19,6 +20,12 @@ pub enum Ending {
     GateFailed,
     /// The engine failed around the attempt (warehouse I/O, disk full).
     Engine(String),
+    /// The scheduler ended the job (out of memory, node failure, preemption,
+    /// cancelled by someone else).
+    Cluster(ClusterEnd),
+    /// The job could not see its attempt directory on its node: the
+    /// warehouse is not on a shared filesystem.
+    NotShared(String),
     /// An external input no longer held its pinned bytes when the attempt
     /// copied it: nothing ran; the next attempt pins the input again.
     InputMoved(String),
@@ -33,12 +40,13 @@ impl Ending {
         match self {
             Ending::Success => "exit code 0".into(),
             Ending::Exit(c) => format!("exit code {c}"),
-            Ending::Signal(s) => format!("killed by signal {s}"),
+            Ending::Signal(s) => format!("killed by signal {s} (exit status {})", 128 + s),
+            Ending::Cluster(end) => format!("ended by the scheduler: {}", end.name()),
             Ending::Timeout => "timed out".into(),
             Ending::SpawnFailed(why) => format!("could not start: {why}"),
             Ending::GateFailed => "gate failed".into(),
             Ending::Engine(why) => format!("engine error: {why}"),
-            Ending::InputMoved(why) => why.clone(),
+            Ending::NotShared(why) | Ending::InputMoved(why) => why.clone(),
             Ending::Interrupted(sig) => format!("interrupted: weir received {}", sig.name()),
         }
     }
@@ -53,6 +61,14 @@ pub fn rule(task: &Task, ending: &Ending) -> FailureRule {
             .cloned()
             .unwrap_or_else(|| FailureRule::Class(task.retry.clone())),
         Ending::Timeout => task.on_timeout.clone(),
+        Ending::Cluster(end) => task
+            .cluster_ends
+            .get(end)
+            .cloned()
+            .unwrap_or_else(|| FailureRule::Class(task.retry.clone())),
+        // Every job on this cluster will fail alike until someone fixes the
+        // filesystem.
+        Ending::NotShared(_) => FailureRule::Operator,
         // A gate failure reproduces on every attempt with the same input, and
         // a program that cannot start will not start on the next attempt.
         Ending::GateFailed | Ending::SpawnFailed(_) => FailureRule::Deterministic,

@@ -87,6 +87,11 @@ pub struct Lease {
     /// dead holder on this host stops the processes carrying it first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process_tag: Option<String>,
+    /// The Slurm job running the attempt's command, once submitted: an
+    /// engine taking over waits for it to end (`slurm.rs`) instead of
+    /// running a duplicate beside it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
 }
 
 /// This engine process's identity.
@@ -144,6 +149,7 @@ impl Lease {
             timeout_ms: u64::try_from(timeout(task).as_millis()).unwrap_or(u64::MAX),
             finished: false,
             process_tag: None,
+            job_id: None,
         };
         lease.beat();
         lease
@@ -175,7 +181,7 @@ impl Lease {
 }
 
 /// What the engine should do about an instance before launching it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Guard {
     /// No other attempt is live: launch.
     Proceed,
@@ -184,6 +190,10 @@ pub(crate) enum Guard {
     Waited,
     /// weir was asked to stop while it waited: launch nothing.
     Interrupted(super::interrupt::Signal),
+    /// A gone engine's scheduler job was waited for and completed: the
+    /// caller re-checks what is published, then may adopt that attempt's
+    /// output instead of running the command again (`slurm::adopt`).
+    Adopt(FencingToken, String),
 }
 
 /// What the reader has seen of one lower token, on its own clock.
@@ -227,6 +237,7 @@ pub(crate) fn guard(
     let mut watches: HashMap<u64, Watch> = HashMap::new();
     let mut waited_for: Option<u64> = None;
     let mut reported: std::collections::HashSet<u64> = std::collections::HashSet::new();
+    let mut adopt = None;
     loop {
         let committed = store.latest().ok().flatten().map(|r| r.token);
         let Ok(tokens) = store.tokens() else {
@@ -329,6 +340,31 @@ pub(crate) fn guard(
                 task: task.name.clone(),
                 attempt,
             };
+            // Its job outlives its engine on the cluster: wait for it (a
+            // duplicate must not run beside it), cancelling it only if it
+            // outlives its own time limit; a completed job's output may be
+            // adopted.
+            let job = lease
+                .as_ref()
+                .and_then(|l| l.job_id.clone())
+                .or_else(|| super::slurm::find_job(&store.attempt_dir(t)));
+            if let Some(job) = job {
+                let waiting = || {
+                    cx.emit(
+                        State::Waiting,
+                        event(t)
+                            .detail(format!(
+                                "Slurm job {job} of token {t} still runs on the cluster; waiting for it, not launching a duplicate"
+                            ))
+                            .data(json!({ "job_id": job, "mine": mine.get() })),
+                    )
+                };
+                let end = super::slurm::await_job(&job, task.timeout + lease_timeout, waiting);
+                waited_for = Some(t.get());
+                if end.is_some_and(|s| s.ending() == super::classify::Ending::Success) {
+                    adopt = Some((t, job));
+                }
+            }
             let _ = store.claim_takeover(t, &claimant);
             // A dead holder's task must not run beside its successor: its
             // command died with it (PDEATHSIG); stop what the command left.
@@ -344,7 +380,9 @@ pub(crate) fn guard(
                 )),
             );
         }
-        return if waited_for.is_some() {
+        return if let Some((t, job)) = adopt {
+            Guard::Adopt(t, job)
+        } else if waited_for.is_some() {
             Guard::Waited
         } else {
             Guard::Proceed
@@ -399,7 +437,8 @@ fn look(
 /// Renews an attempt's lease on a background thread until dropped; on drop
 /// the lease is marked finished.
 pub(crate) struct Heartbeat {
-    stop: Option<std::sync::mpsc::Sender<()>>,
+    /// Carries the job id once submitted; dropping it ends the lease.
+    stop: Option<std::sync::mpsc::Sender<String>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -408,11 +447,15 @@ impl Heartbeat {
     pub(crate) fn start(attempt_dir: &Path, mut lease: Lease, interval: Duration) -> Heartbeat {
         let dir = attempt_dir.to_path_buf();
         let _ = write(&dir, &lease);
-        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let (stop, stopped) = std::sync::mpsc::channel::<String>();
         let thread = std::thread::spawn(move || {
-            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
-                stopped.recv_timeout(interval)
-            {
+            loop {
+                match stopped.recv_timeout(interval) {
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                    // Written at once: the job id is what a successor needs.
+                    Ok(job_id) => lease.job_id = Some(job_id),
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                }
                 lease.beat();
                 let _ = write(&dir, &lease);
             }
@@ -423,6 +466,15 @@ impl Heartbeat {
         Heartbeat {
             stop: Some(stop),
             thread: Some(thread),
+        }
+    }
+}
+
+impl Heartbeat {
+    /// Records the scheduler job running the attempt in the lease.
+    pub(crate) fn set_job(&self, job_id: &str) {
+        if let Some(stop) = &self.stop {
+            let _ = stop.send(job_id.to_string());
         }
     }
 }

@@ -24,6 +24,7 @@
 
 mod attempt;
 pub mod classify;
+pub mod executor;
 pub mod fault;
 pub mod inputs;
 pub mod interrupt;
@@ -31,6 +32,7 @@ pub mod launch;
 pub mod lease;
 mod pool;
 pub mod retry;
+pub mod slurm;
 pub mod snapshot;
 pub mod tree;
 

@@ -13,6 +13,7 @@
 
 mod backfills;
 mod error;
+mod executors;
 pub mod fingerprint;
 mod gates;
 mod locate;
@@ -34,17 +35,19 @@ use toml::de::{DeTable, DeValue, ValueDeserializer};
 use toml::Spanned;
 
 pub use error::{ManifestError, ManifestErrors};
+pub use executors::{ClusterEnd, Executor, ExecutorKind, Resources, LOCAL_EXECUTOR};
 pub use model::*;
 
 use locate::Locator;
 
 /// The top-level sections a manifest may have.
-const SECTIONS: [&str; 8] = [
+const SECTIONS: [&str; 9] = [
     "pipeline",
     "partitions",
     "pools",
     "retry",
     "datasets",
+    "executors",
     "tasks",
     "backfills",
     "lineage",
@@ -66,6 +69,7 @@ pub(crate) struct Sections {
     pub(crate) pools: Vec<Entry<raw::RawPool>>,
     pub(crate) retry: Vec<Entry<raw::RawRetryClass>>,
     pub(crate) datasets: Vec<Entry<raw::RawDataset>>,
+    pub(crate) executors: Vec<Entry<raw::RawExecutor>>,
     pub(crate) tasks: Vec<Entry<raw::RawTask>>,
     pub(crate) backfills: Vec<Entry<raw::RawBackfill>>,
     pub(crate) lineage: Option<raw::RawLineage>,
@@ -153,6 +157,7 @@ fn read_sections(document: &DeTable<'_>, errors: &mut Vec<ManifestError>) -> Sec
             "pools" => sections.pools = entries(name, value, errors),
             "retry" => sections.retry = entries(name, value, errors),
             "datasets" => sections.datasets = entries(name, value, errors),
+            "executors" => sections.executors = entries(name, value, errors),
             "tasks" => sections.tasks = entries(name, value, errors),
             "backfills" => sections.backfills = entries(name, value, errors),
             "lineage" => sections.lineage = deserialize(value, errors),

@@ -28,6 +28,8 @@ pub struct Manifest {
     pub retry: IndexMap<String, RetryClass>,
     /// External datasets.
     pub datasets: IndexMap<String, ExternalDataset>,
+    /// Executors, the implicit `local` one included.
+    pub executors: IndexMap<String, super::Executor>,
     /// Tasks in declaration order.
     pub tasks: IndexMap<String, Task>,
     /// Declared backfills.
@@ -223,6 +225,10 @@ pub struct Task {
     pub dims: Dims,
     /// Pool name.
     pub pool: String,
+    /// Executor name (`local` unless the task names one).
+    pub executor: String,
+    /// What each attempt asks the executor for.
+    pub resources: super::Resources,
     /// Attempt time limit.
     pub timeout: Duration,
     /// Lease renewal interval.
@@ -231,6 +237,9 @@ pub struct Task {
     pub retry: String,
     /// Exit code classification (defaults 75, 65, 78 included).
     pub exit_codes: BTreeMap<i32, FailureRule>,
+    /// Scheduler end states (`out_of_memory` …) → rule, defaults included;
+    /// `Cancelled` is absent unless set (then the task's retry class applies).
+    pub cluster_ends: BTreeMap<super::ClusterEnd, FailureRule>,
     /// What a timeout counts as.
     pub on_timeout: FailureRule,
     /// Gates.

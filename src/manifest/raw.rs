@@ -32,6 +32,9 @@ pub struct RawManifest {
     /// External input datasets by name.
     #[serde(default)]
     pub datasets: IndexMap<String, RawDataset>,
+    /// Executors by name (`local` is implicit).
+    #[serde(default)]
+    pub executors: IndexMap<String, RawExecutor>,
     /// Tasks by name.
     pub tasks: IndexMap<String, RawTask>,
     /// Declared backfills by name.
@@ -129,6 +132,7 @@ pub struct RawDataset {
     pub watermark: Option<String>,
 }
 
+pub use super::executors::{ExecutorKind, RawExecutor, RawResources};
 pub use super::gates::RawGate;
 pub use super::tasks::{RawInput, RawOutput, RawTask};
 

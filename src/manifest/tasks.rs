@@ -44,6 +44,12 @@ pub struct RawTask {
     pub partitioned_by: Option<Vec<String>>,
     /// Pool the attempts run in (default `default`).
     pub pool: Option<String>,
+    /// Executor the attempts run on (default `local`).
+    pub executor: Option<String>,
+    /// What each attempt asks the executor for: `{ cpus = 4, memory = "8G",
+    /// time = "2h", gpus = 1 }` (Slurm: `--cpus-per-task`, `--mem`,
+    /// `--time`, `--gpus`).
+    pub resources: Option<super::executors::RawResources>,
     /// Wall-clock limit of one attempt (default "1h").
     #[schemars(pattern(r"^([0-9]+(ms|s|m|h|d))+$"))]
     pub timeout: Option<String>,
@@ -52,7 +58,9 @@ pub struct RawTask {
     pub heartbeat: Option<String>,
     /// Retry class (default `default`).
     pub retry: Option<String>,
-    /// Exit code → `transient`, `deterministic`, `operator` or a retry class.
+    /// Exit code → `transient`, `deterministic`, `operator` or a retry class;
+    /// a scheduler's end state is a key too: `out_of_memory`, `node_fail`,
+    /// `preempted`, `cancelled`.
     #[serde(default)]
     #[schemars(extend("propertyNames" = { "pattern": "^[0-9]+$" }))]
     pub exit_codes: IndexMap<String, String>,
@@ -416,6 +424,12 @@ impl Validator<'_, '_, '_, '_> {
             Duration::from_secs(3600),
             &p("timeout"),
         );
+        let executor = raw.executor.clone().unwrap_or_else(|| "local".into());
+        if raw.executor.is_some() {
+            self.reference("executor", &executor, &names.executors, &p("executor"));
+        }
+        let resources =
+            self.resources(name, raw.resources.as_ref(), timeout, raw.timeout.is_some());
         let mut heartbeat = self.duration(
             raw.heartbeat.as_deref(),
             Duration::from_secs(10),
@@ -450,8 +464,19 @@ impl Validator<'_, '_, '_, '_> {
             (65, FailureRule::Deterministic),
             (78, FailureRule::Operator),
         ]);
+        let mut cluster_ends = BTreeMap::from([
+            (super::ClusterEnd::OutOfMemory, FailureRule::Deterministic),
+            (super::ClusterEnd::NodeFail, FailureRule::Transient),
+            (super::ClusterEnd::Preempted, FailureRule::Transient),
+        ]);
         for (code, class) in &raw.exit_codes {
             let path = ["tasks", name, "exit_codes", code.as_str()];
+            if let Some(end) = super::ClusterEnd::from_name(code) {
+                if let Some(rule) = self.failure_rule(class, names, &path) {
+                    cluster_ends.insert(end, rule);
+                }
+                continue;
+            }
             match code.parse::<i32>() {
                 Ok(n @ 1..=255) => {
                     if let Some(rule) = self.failure_rule(class, names, &path) {
@@ -459,9 +484,9 @@ impl Validator<'_, '_, '_, '_> {
                     }
                 }
                 _ => self.err(
-                    ManifestError::new("weir::manifest::bad_exit_code", format!("`{code}` is not an exit code"))
-                        .at(self.key(&path), "not between 1 and 255")
-                        .help("map failing exit codes (1 to 255) to a class, e.g. `exit_codes = { 75 = \"transient\" }`"),
+                    ManifestError::new("weir::manifest::bad_exit_code", format!("`{code}` is not an exit code or a scheduler end state"))
+                        .at(self.key(&path), "not between 1 and 255, nor a scheduler end state")
+                        .help("map failing exit codes (1 to 255), or the scheduler end states `out_of_memory`, `node_fail`, `preempted` and `cancelled`, to a class, e.g. `exit_codes = { 75 = \"transient\", out_of_memory = \"deterministic\" }`"),
                 ),
             }
         }
@@ -531,10 +556,13 @@ impl Validator<'_, '_, '_, '_> {
             partitioned_by,
             dims,
             pool,
+            executor,
+            resources,
             timeout,
             heartbeat,
             retry,
             exit_codes,
+            cluster_ends,
             on_timeout,
             gates,
             expected_duration,

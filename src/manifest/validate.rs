@@ -75,6 +75,7 @@ impl Validator<'_, '_, '_, '_> {
         let pools = self.pools(&s.pools);
         let retry = self.retry_classes(&s.retry);
         let datasets = self.datasets(&s.datasets);
+        let executors = self.executors(&s.executors);
         let names = Names {
             schemes: s.partitions.iter().map(|e| e.name.clone()).collect(),
             pools: s
@@ -92,6 +93,7 @@ impl Validator<'_, '_, '_, '_> {
             datasets: s.datasets.iter().map(|e| e.name.clone()).collect(),
             tasks: s.tasks.iter().map(|e| e.name.clone()).collect(),
             task_set: s.tasks.iter().map(|e| e.name.clone()).collect(),
+            executors: executors.keys().cloned().collect(),
         };
         let outputs = self.outputs(&s.tasks, &names);
         self.producers = outputs.clone();
@@ -117,6 +119,7 @@ impl Validator<'_, '_, '_, '_> {
             pools,
             retry,
             datasets,
+            executors,
             tasks,
             backfills,
             lineage,
@@ -643,6 +646,7 @@ pub(super) struct Names {
     /// every dependency against it (a scan of `tasks` made validation
     /// quadratic).
     pub(super) task_set: HashSet<String>,
+    pub(super) executors: Vec<String>,
 }
 
 /// A path around the cycle that `start` is on, staying inside its SCC.

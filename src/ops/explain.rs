@@ -33,6 +33,9 @@ pub struct AttemptEvidence {
     pub exit_code: Option<i64>,
     /// Signal, if killed.
     pub signal: Option<i64>,
+    /// The scheduler job that ran it (Slurm), from RUNNING's data.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
     /// Failure class.
     pub class: Option<String>,
     /// Runtime of the command.
@@ -174,6 +177,7 @@ pub fn explain(
             decision: None,
             exit_code: None,
             signal: None,
+            job_id: None,
             class: None,
             duration_ms: None,
             detail: String::new(),
@@ -201,6 +205,7 @@ pub fn explain(
                 }
                 if let Some(Payload::Running(p)) = Payload::read(e.state, &e.data) {
                     a.input_snapshot = Some(p.input_snapshot);
+                    a.job_id = p.job_id.or(a.job_id.take());
                 }
                 if let Some(ms) = e.data.get("duration_ms").and_then(Value::as_u64) {
                     a.duration_ms = Some(ms);
@@ -564,6 +569,9 @@ pub fn render(x: &Explanation) -> String {
                 .unwrap_or_default(),
         );
         let _ = writeln!(out, "    started {}", a.started);
+        if let Some(id) = &a.job_id {
+            let _ = writeln!(out, "    Slurm job {id}");
+        }
         if !a.detail.is_empty() {
             let _ = writeln!(out, "    {}", a.detail);
         }

@@ -109,6 +109,10 @@ pub struct PlannedTask {
     pub pool: String,
     /// Retry class.
     pub retry: String,
+    /// Executor name and kind (`local` unless the task names one).
+    pub executor: (String, crate::manifest::ExecutorKind),
+    /// What each attempt asks the executor for.
+    pub resources: crate::manifest::Resources,
     /// Its dimensions described ("daily", "region × day", "unpartitioned").
     pub scheme: String,
     /// Its dimensions.
@@ -378,6 +382,11 @@ impl Plan {
                     .as_ref()
                     .map_or_else(|| task.pool.clone(), |b| b.pool.clone()),
                 retry: task.retry.clone(),
+                executor: (
+                    task.executor.clone(),
+                    manifest.executors[&task.executor].kind,
+                ),
+                resources: task.resources.clone(),
                 scheme: task.dims.describe(),
                 dims: task.dims.clone(),
                 keys: keys[t].clone(),

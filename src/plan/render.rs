@@ -144,6 +144,32 @@ pub fn table(plan: &Plan, estimate: &Estimate) -> String {
             let _ = writeln!(out, "  {line}");
         }
     }
+    // Only where a task leaves the default: local, nothing requested.
+    let placed: Vec<&super::PlannedTask> = plan
+        .tasks
+        .iter()
+        .filter(|t| t.executor.0 != crate::manifest::LOCAL_EXECUTOR || !t.resources.is_empty())
+        .collect();
+    if !placed.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "executors (where each attempt runs, what it asks for):"
+        );
+        for t in placed {
+            let _ = writeln!(
+                out,
+                "  {:name_w$}  {} ({})  {}",
+                t.name,
+                t.executor.0,
+                match t.executor.1 {
+                    crate::manifest::ExecutorKind::Local => "local",
+                    crate::manifest::ExecutorKind::Slurm => "slurm",
+                },
+                t.resources.describe()
+            );
+        }
+    }
     let added: Vec<&super::PlannedTask> =
         plan.tasks.iter().filter(|t| !t.added.is_empty()).collect();
     if !added.is_empty() {
@@ -305,6 +331,9 @@ struct JsonTask<'a> {
     name: &'a str,
     pool: &'a str,
     retry: &'a str,
+    executor: &'a str,
+    executor_kind: crate::manifest::ExecutorKind,
+    resources: &'a crate::manifest::Resources,
     partitioned_by: Vec<&'a str>,
     scheme: &'a str,
     depends_on: Vec<&'a str>,
@@ -365,6 +394,9 @@ pub fn json(plan: &Plan, estimate: &Estimate, manifest: &crate::manifest::Manife
                 name: &t.name,
                 pool: &t.pool,
                 retry: &t.retry,
+                executor: &t.executor.0,
+                executor_kind: t.executor.1,
+                resources: &t.resources,
                 partitioned_by: t.dims.names(),
                 scheme: &t.scheme,
                 depends_on: t

@@ -22,5 +22,6 @@ mod publish;
 mod report;
 mod retries;
 mod schema;
+mod slurm;
 mod support;
 mod zombie;

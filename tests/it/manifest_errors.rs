@@ -81,6 +81,15 @@ const CASES: &[(&str, &str, usize, usize)] = &[
         9,
     ),
     ("invalid_shift", "weir::manifest::invalid_shift", 22, 34),
+    // issue 14: a scheduler time limit below the task's timeout
+    (
+        "time_below_timeout",
+        "weir::manifest::time_below_timeout",
+        16,
+        47,
+    ),
+    // issue 14: exit_codes keys are codes or Slurm end-state names
+    ("exit_code_name", "weir::manifest::bad_exit_code", 14, 45),
 ];
 
 fn fixture(name: &str) -> std::path::PathBuf {
