@@ -41,13 +41,6 @@ pub fn for_spec<'a>(spec: &'a ExecutorSpec, resources: &'a Resources) -> Box<dyn
     }
 }
 
-/// Cancels every scheduler job this engine has submitted and not seen end
-/// (for an interrupt of the engine); local children die with the engine
-/// (PDEATHSIG). Returns the job ids cancelled.
-pub fn cancel_all() -> Vec<String> {
-    slurm::cancel_all()
-}
-
 /// A child process of the engine: today's code path, unchanged.
 pub struct Local;
 

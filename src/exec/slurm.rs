@@ -21,10 +21,8 @@
 //! counts from the job's start (queue wait is not the task's); at the
 //! timeout weir `scancel`s the job and waits for it to leave the node.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::classify::{ClusterEnd, Ending};
@@ -32,8 +30,9 @@ use super::executor::{Executor, Job};
 use super::launch::Launch;
 use crate::manifest::Resources;
 
-/// Jobs this engine submitted and has not seen end.
-static LIVE: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+/// How long an interrupted engine waits for its cancelled job to leave the
+/// queue before it exits anyway (the job is cancelled either way).
+const INTERRUPT_GRACE: Duration = Duration::from_secs(10);
 
 /// The job script's name in the attempt directory.
 pub const SCRIPT: &str = "job.sh";
@@ -67,6 +66,10 @@ impl Executor for Slurm<'_> {
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_default();
+        // Asked to stop while waiting for a slot: nothing is submitted.
+        if let Some(sig) = super::interrupt::requested() {
+            return Err(Ending::Interrupted(sig));
+        }
         let _ = std::fs::remove_file(dir.join(NODE_MARKER));
         let env_file = dir.join(ENV_FILE);
         let script = dir.join(SCRIPT);
@@ -118,17 +121,12 @@ impl Executor for Slurm<'_> {
                 text.trim()
             )));
         }
-        live().insert(id.clone());
         Ok(Box::new(SlurmJob {
             id,
             dir,
             timeout: launch.timeout,
         }))
     }
-}
-
-fn live() -> std::sync::MutexGuard<'static, BTreeSet<String>> {
-    LIVE.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Job for SlurmJob {
@@ -141,9 +139,27 @@ impl Job for SlurmJob {
         let mut started: Option<Instant> = None;
         let mut cancelled_at_timeout = false;
         let mut unanswered: Option<Instant> = None;
+        // weir was asked to stop (Ctrl-C, SIGTERM): the job is cancelled
+        // first, then waited for until it leaves the queue (a few seconds at
+        // most), so an interrupt leaves nothing queued or running.
+        let mut interrupted: Option<(super::interrupt::Signal, Instant)> = None;
         let ending = loop {
+            if interrupted.is_none() {
+                if let Some(sig) = super::interrupt::requested() {
+                    cancel(&self.id);
+                    interrupted = Some((sig, Instant::now()));
+                }
+            }
+            if let Some((sig, since)) = interrupted {
+                if since.elapsed() >= INTERRUPT_GRACE {
+                    break Ending::Interrupted(sig);
+                }
+            }
             match state(&self.id) {
-                Ok(Some(s)) if s.terminal() => break self.ending(&s, cancelled_at_timeout),
+                Ok(Some(s)) if s.terminal() => match interrupted {
+                    Some((sig, _)) => break Ending::Interrupted(sig),
+                    None => break self.ending(&s, cancelled_at_timeout),
+                },
                 Ok(Some(s)) => {
                     unanswered = None;
                     if s.state != "PENDING" {
@@ -174,10 +190,9 @@ impl Job for SlurmJob {
                 cancelled_at_timeout = true;
                 cancel(&self.id);
             }
-            std::thread::sleep(poll);
+            std::thread::sleep(poll.min(super::interrupt::POLL * 4));
             poll = (poll * 2).min(MAX_POLL);
         };
-        live().remove(&self.id);
         ending
     }
 }
@@ -322,15 +337,6 @@ pub fn cancel(id: &str) {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status();
-}
-
-/// Cancels every job this engine submitted and has not seen end.
-pub fn cancel_all() -> Vec<String> {
-    let ids: Vec<String> = live().iter().cloned().collect();
-    for id in &ids {
-        cancel(id);
-    }
-    ids
 }
 
 /// What `scontrol show job -o` says about a job.

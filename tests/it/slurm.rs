@@ -338,6 +338,28 @@ fn engine_dies_then_restart(signal: i32, dataset: &str) {
         first.exited()
     });
     let orphans: BTreeSet<String> = queued(&prefix).into_iter().collect();
+    if signal != libc::SIGKILL {
+        // A signal weir can handle (Ctrl-C, SIGTERM): it cancels its jobs
+        // before it exits, records them INTERRUPTED, and the next run runs
+        // them again from the start.
+        assert!(orphans.is_empty(), "jobs left queued: {orphans:?}");
+        let events = sb.events("one");
+        assert_eq!(
+            events
+                .iter()
+                .filter(|e| e.state == State::Interrupted)
+                .count(),
+            4
+        );
+        let out = sb.run("two", &["--task", "extract"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(queued(&prefix).is_empty(), "nothing left in the queue");
+        let clean = sandbox("hpc", dataset, 4, "heartbeat = \"200ms\"");
+        let out = clean.run("ref", &["--task", "extract"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(digests(&sb, &[dataset]), digests(&clean, &[dataset]));
+        return;
+    }
     assert_eq!(orphans.len(), 4, "the jobs outlive their engine");
     let out = sb.run("two", &["--task", "extract"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -377,10 +399,10 @@ fn issue_14_kill9_then_restart_adopts_running_jobs() {
     engine_dies_then_restart(libc::SIGKILL, "raw_s");
 }
 
-// issue 14: an interrupted engine (SIGTERM; Ctrl-C handling lives on another
-// branch) leaves no job in the queue once restarted
+// issue 14: an interrupted engine (SIGTERM, as Ctrl-C) scancels its jobs before
+// it exits, and a restart runs them to the same digests
 #[test]
-fn issue_14_terminated_engine_leaves_no_job_after_restart() {
+fn issue_14_interrupted_engine_cancels_its_jobs() {
     if !slurm() {
         return;
     }
@@ -420,49 +442,6 @@ fn issue_14_job_that_cannot_see_staging_fails_clearly() {
         "held for an operator"
     );
     assert!(sb.store("raw_n", "a").latest().unwrap().is_none());
-}
-
-// issue 14: `cancel_all` (for the engine's interrupt handling) scancels every
-// job the engine has submitted and not seen end
-#[test]
-fn issue_14_cancel_all_empties_the_queue() {
-    use weir::exec::executor::{cancel_all, Executor};
-    if !slurm() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let resources = weir::manifest::Resources::default();
-    let slurm = weir::exec::slurm::Slurm {
-        args: &[],
-        resources: &resources,
-    };
-    let attempt = dir.path().join("cancel_all-x-1");
-    std::fs::create_dir_all(&attempt).unwrap();
-    let argv = vec!["sleep".to_string(), "60".to_string()];
-    let job = slurm
-        .submit(weir::exec::launch::Launch {
-            argv: &argv,
-            cwd: dir.path(),
-            env: Vec::new(),
-            stdout: attempt.join("stdout.log"),
-            stderr: attempt.join("stderr.log"),
-            timeout: Duration::from_secs(60),
-            tag: String::new(),
-        })
-        .expect("submitted");
-    let id = job.id().expect("a job id");
-    let ending = std::thread::scope(|s| {
-        let waiter = s.spawn(move || job.wait());
-        std::thread::sleep(Duration::from_millis(300));
-        assert_eq!(cancel_all(), vec![id.clone()]);
-        waiter.join().unwrap()
-    });
-    assert_eq!(
-        ending,
-        weir::exec::classify::Ending::Cluster(weir::exec::classify::ClusterEnd::Cancelled)
-    );
-    let state = weir::exec::slurm::state(&id).unwrap().unwrap();
-    assert_eq!(state.state, "CANCELLED");
 }
 
 // issue 14: `weir plan` shows each task's executor and resources
