@@ -3,6 +3,7 @@
 //! (`exit.rs`). Errors are miette diagnostics on stderr, never a backtrace.
 
 mod args;
+mod error;
 mod events;
 pub mod exit;
 mod history;
@@ -45,7 +46,7 @@ pub fn main() -> ExitCode {
         Command::Run(a) => run::run(&a),
         Command::Backfill(a) => run::backfill(&a),
         Command::Events(a) => events::run(&a),
-        Command::Status(a) => status::status(&a),
+        Command::Status(a) => error::finish(status::status(&a)),
         Command::Show(a) => status::show(&a),
         Command::Retry(a) => ops::retry(&a),
         Command::Abandon(a) => ops::abandon(&a),
@@ -53,9 +54,9 @@ pub fn main() -> ExitCode {
         Command::Uncertify(a) => ops::certify(&a, false),
         Command::Rollback(a) => ops::rollback(&a),
         Command::Explain(a) => ops::explain(&a),
-        Command::Gc(a) => ops::gc(&a),
+        Command::Gc(a) => error::finish(ops::gc(&a)),
         Command::Verify(a) => ops::verify(&a),
-        Command::Report(a) => write_report(&a),
+        Command::Report(a) => error::finish(write_report(&a)),
         Command::History(a) => history::run(&a),
         Command::Completions(a) => {
             let mut command = <Cli as clap::CommandFactory>::command();
@@ -105,25 +106,11 @@ fn terminal_width() -> usize {
 }
 
 /// `weir report`.
-fn write_report(args: &args::ReportArgs) -> u8 {
-    let manifest = match load(&args.manifest) {
-        Ok(m) => m,
-        Err(code) => return code,
-    };
-    match crate::report::write(&manifest, args.run.as_deref(), &args.out) {
-        Ok(()) => {
-            println!("wrote {}", args.out.display());
-            exit::OK
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            if e.starts_with("no run") {
-                exit::INVALID
-            } else {
-                exit::ENGINE
-            }
-        }
-    }
+fn write_report(args: &args::ReportArgs) -> Result<u8, error::CliError> {
+    let manifest = error::load(&args.manifest)?;
+    crate::report::write(&manifest, args.run.as_deref(), &args.out)?;
+    println!("wrote {}", args.out.display());
+    Ok(exit::OK)
 }
 
 /// Whether stderr gets colors and other escape codes: only on a terminal,
@@ -171,6 +158,21 @@ pub(crate) fn fixed_ts(ts: &str) -> String {
     )
 }
 
+/// A size as people read it: `512 B`, `1.2 KiB`, `3.4 MiB`, `1.0 GiB`.
+pub(crate) fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut value = n as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
 /// 12,345,678.
 pub(crate) fn thousands(n: u64) -> String {
     let digits = n.to_string();
@@ -182,4 +184,27 @@ pub(crate) fn thousands(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    // Issue 12: sizes are printed for people (1.2 MiB), not as byte counts.
+    #[test]
+    fn issue_12_human_bytes() {
+        assert_eq!(super::human_bytes(0), "0 B");
+        assert_eq!(super::human_bytes(1023), "1023 B");
+        assert_eq!(super::human_bytes(1024), "1.0 KiB");
+        assert_eq!(super::human_bytes(1_258_291), "1.2 MiB");
+        assert_eq!(super::human_bytes(5 * 1024 * 1024 * 1024), "5.0 GiB");
+    }
+
+    // Issue 12: durations are printed for people, keeping tenths of a second.
+    #[test]
+    fn issue_12_human_duration() {
+        use crate::manifest::duration::human;
+        use std::time::Duration;
+        assert_eq!(human(Duration::from_millis(850)), "850ms");
+        assert_eq!(human(Duration::from_millis(1234)), "1.2s");
+        assert_eq!(human(Duration::from_millis(3_723_000)), "1h 2m 3s");
+    }
 }

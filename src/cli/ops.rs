@@ -4,6 +4,7 @@
 use serde_json::json;
 
 use super::args::{CertifyArgs, DecisionArgs, ExplainArgs, GcArgs, RollbackArgs, VerifyArgs};
+use super::error::CliError;
 use super::{exit, load, report};
 use crate::events::{Event, State};
 use crate::exec::RunOptions;
@@ -358,18 +359,17 @@ pub(crate) fn rollback(args: &RollbackArgs) -> u8 {
 }
 
 /// `weir gc`: a dry run unless `--apply`.
-pub(crate) fn gc(args: &GcArgs) -> u8 {
+pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
     use crate::ops::gc::{self, GcDecision, GcOptions};
-    let (manifest, warehouse) = match setup(&args.manifest) {
-        Ok(x) => x,
-        Err(code) => return code,
-    };
+    let manifest = super::error::load(&args.manifest)?;
+    let warehouse = super::error::open(&manifest)?;
     let older_than = match &args.older_than {
         Some(text) => match crate::manifest::duration::parse(text) {
             Ok(d) => d,
             Err(why) => {
-                eprintln!("error: --older-than: {why}\n  help: write a duration such as \"48h\" or \"7d\"");
-                return exit::INVALID;
+                return Err(CliError::Usage(format!(
+                    "--older-than: {why}\n  help: write a duration such as \"48h\" or \"7d\""
+                )));
             }
         },
         None => {
@@ -386,13 +386,7 @@ pub(crate) fn gc(args: &GcArgs) -> u8 {
         older_than,
         keep_generations: args.keep_generations,
     };
-    let items = match gc::plan(&warehouse, &options) {
-        Ok(i) => i,
-        Err(e) => {
-            eprintln!("error: {}", crate::exec::chain(&e));
-            return exit::ENGINE;
-        }
-    };
+    let items = gc::plan(&warehouse, &options).map_err(CliError::engine)?;
     let (delete, keep): (Vec<_>, Vec<_>) = items.iter().partition(|i| i.decision.is_delete());
     for item in &items {
         let (verb, reason) = match &item.decision {
@@ -402,38 +396,31 @@ pub(crate) fn gc(args: &GcArgs) -> u8 {
             GcDecision::Keep { reason } => ("keep", reason),
         };
         println!(
-            "{verb:<12} {} ({} bytes): {reason}",
+            "{verb:<12} {} ({}): {reason}",
             item.path.display(),
-            item.bytes
+            super::human_bytes(item.bytes)
         );
     }
     let bytes: u64 = delete.iter().map(|i| i.bytes).sum();
     if !args.apply {
         println!(
-            "dry run: {} candidate director{} ({bytes} bytes) would be deleted, {} kept; rerun with --apply to delete",
+            "dry run: {} candidate director{} ({}) would be deleted, {} kept; rerun with --apply to delete",
             delete.len(),
             if delete.len() == 1 { "y" } else { "ies" },
+            super::human_bytes(bytes),
             keep.len()
         );
-        return exit::OK;
+        return Ok(exit::OK);
     }
-    let Ok(log) = operator_log(warehouse.root()) else {
-        return exit::ENGINE;
-    };
-    match gc::apply(&warehouse, &log, &options, &items) {
-        Ok(n) => {
-            println!(
-                "deleted {n} candidate director{}, {} kept",
-                if n == 1 { "y" } else { "ies" },
-                items.len() - n
-            );
-            exit::OK
-        }
-        Err(e) => {
-            eprintln!("error: {}", crate::exec::chain(&e));
-            exit::ENGINE
-        }
-    }
+    let log = operator_log(warehouse.root())
+        .map_err(super::error::doing("cannot open the operator's event log"))?;
+    let n = gc::apply(&warehouse, &log, &options, &items).map_err(CliError::engine)?;
+    println!(
+        "deleted {n} candidate director{}, {} kept",
+        if n == 1 { "y" } else { "ies" },
+        items.len() - n
+    );
+    Ok(exit::OK)
 }
 
 /// `weir verify`.

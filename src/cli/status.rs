@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde_json::json;
 
 use super::args::{ShowArgs, StatusArgs};
+use super::error::CliError;
 use super::{exit, load};
 use crate::audit;
 use crate::manifest::Manifest;
@@ -142,25 +143,10 @@ impl Overview {
     }
 }
 
-pub(crate) fn status(args: &StatusArgs) -> u8 {
-    let manifest = match load(&args.manifest) {
-        Ok(m) => m,
-        Err(code) => return code,
-    };
-    let warehouse = match Warehouse::open(&manifest.pipeline.warehouse) {
-        Ok(w) => w,
-        Err(e) => {
-            eprintln!("error: {}", crate::exec::chain(&e));
-            return exit::ENGINE;
-        }
-    };
-    let overview = match Overview::gather(&manifest, &warehouse) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return exit::ENGINE;
-        }
-    };
+pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
+    let manifest = super::error::load(&args.manifest)?;
+    let warehouse = super::error::open(&manifest)?;
+    let overview = Overview::gather(&manifest, &warehouse).map_err(CliError::engine)?;
     let attention = overview.attention();
     // Every visible file is what its generation committed: sizes always,
     // every byte's hash under --check.
@@ -255,16 +241,16 @@ pub(crate) fn status(args: &StatusArgs) -> u8 {
         failed = true;
     }
     if failed {
-        return exit::ENGINE;
+        return Ok(exit::ENGINE);
     }
     if args.check && !attention.is_empty() {
         eprintln!(
             "check failed: {} instance(s) need attention",
             attention.len()
         );
-        return exit::ATTENTION;
+        return Ok(exit::ATTENTION);
     }
-    exit::OK
+    Ok(exit::OK)
 }
 
 /// The first drifted or vanished file of each visible generation.

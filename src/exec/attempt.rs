@@ -367,7 +367,10 @@ pub(crate) fn run(
         State::Success,
         event()
             .attempt(attempt, Some(token.get()))
-            .detail(format!("exit code 0 after {elapsed_ms} ms"))
+            .detail(format!(
+                "exit code 0 after {}",
+                crate::manifest::duration::human(std::time::Duration::from_millis(elapsed_ms))
+            ))
             .data(json!({ "duration_ms": elapsed_ms })),
     );
     drop(permit);

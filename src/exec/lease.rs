@@ -273,13 +273,13 @@ pub(crate) fn guard(
                         || "an engine that has not written its lease yet".to_string(),
                         |l| {
                             format!(
-                                "attempt {} of run {} on {} pid {} (engine {}; heartbeat seen {} ms ago)",
+                                "attempt {} of run {} on {} pid {} (engine {}; heartbeat seen {} ago)",
                                 l.attempt,
                                 l.run_id,
                                 l.host,
                                 l.pid,
                                 l.engine_id,
-                                silent.as_millis()
+                                crate::manifest::duration::human(silent)
                             )
                         },
                     );
@@ -316,9 +316,9 @@ pub(crate) fn guard(
                 )
             } else if expired {
                 format!(
-                    "no heartbeat for {} ms by this engine's clock (lease timeout {} ms)",
-                    silent.as_millis(),
-                    lease_timeout.as_millis()
+                    "no heartbeat for {} by this engine's clock (lease timeout {})",
+                    crate::manifest::duration::human(silent),
+                    crate::manifest::duration::human(lease_timeout)
                 )
             } else {
                 "it outlived its timeout plus the lease timeout".to_string()

@@ -741,10 +741,10 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                         State::Retrying,
                         event()
                             .detail(format!(
-                                "{kind} failure ({reason}); attempt {} of {} in {} ms",
+                                "{kind} failure ({reason}); attempt {} of {} in {}",
                                 attempt + 1,
                                 class.max_attempts,
-                                delay.as_millis()
+                                crate::manifest::duration::human(delay)
                             ))
                             .data(
                                 Payload::Retrying(payload::Retrying {

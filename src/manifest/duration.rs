@@ -61,6 +61,18 @@ pub fn render(d: Duration) -> String {
     parts.join(" ")
 }
 
+/// A duration as people read it in events and explanations: `850ms` under a
+/// second, `12.3s` under a minute (tenths), then `1h 2m 3s` (`render`).
+pub fn human(d: Duration) -> String {
+    if d.as_millis() < 1000 {
+        return render(d);
+    }
+    if d.as_secs() < 60 {
+        return format!("{:.1}s", d.as_secs_f64());
+    }
+    render(d)
+}
+
 /// Serializes a `Duration` as whole milliseconds (JSON plans, records).
 pub mod serde_millis {
     use std::time::Duration;

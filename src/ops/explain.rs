@@ -565,7 +565,12 @@ pub fn render(x: &Explanation) -> String {
                 .or(a.signal.map(|s| format!(", signal {s}")))
                 .unwrap_or_default(),
             a.duration_ms
-                .map(|d| format!(", {d} ms"))
+                .map(|d| {
+                    format!(
+                        ", {}",
+                        crate::manifest::duration::human(std::time::Duration::from_millis(d))
+                    )
+                })
                 .unwrap_or_default(),
         );
         let _ = writeln!(out, "    started {}", a.started);

@@ -60,8 +60,17 @@ impl CellState {
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
     /// The warehouse could not be read.
-    #[error("cannot read the warehouse: {0}")]
-    Warehouse(String),
+    #[error("cannot read the warehouse")]
+    Warehouse(#[source] crate::store::StoreError),
+    /// The report file could not be written.
+    #[error("cannot write `{}`", path.display())]
+    Write {
+        /// The report's path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// `--run` names no run.
     #[error("no run `{0}` in the warehouse")]
     NoRun(String),
@@ -81,8 +90,8 @@ struct Bar {
 /// Renders the report of `manifest`'s warehouse; `run` picks the Gantt
 /// chart's run (default: the latest).
 pub fn render(manifest: &Manifest, run: Option<&str>) -> Result<String, ReportError> {
-    let warehouse = Warehouse::open(&manifest.pipeline.warehouse)
-        .map_err(|e| ReportError::Warehouse(e.to_string()))?;
+    let warehouse =
+        Warehouse::open(&manifest.pipeline.warehouse).map_err(ReportError::Warehouse)?;
     let run_id = match run {
         Some(id) => {
             if !events::run_dir(warehouse.root(), id)
@@ -170,7 +179,7 @@ fn grid(
         let mut expected = task.dims.keys(planned_now);
         for key in warehouse
             .partitions(dataset)
-            .map_err(|e| ReportError::Warehouse(e.to_string()))?
+            .map_err(ReportError::Warehouse)?
         {
             if !expected.contains(&key) {
                 expected.push(key);
@@ -178,9 +187,7 @@ fn grid(
         }
         for key in expected {
             let store = warehouse.partition(dataset, &key);
-            let history = store
-                .history()
-                .map_err(|e| ReportError::Warehouse(e.to_string()))?;
+            let history = store.history().map_err(ReportError::Warehouse)?;
             let latest = history.last();
             let mark = marks.get(&(task.name.clone(), key.clone())).copied();
             let late = task.sla.is_some_and(|sla| {
@@ -488,9 +495,12 @@ pub(crate) fn esc(text: &str) -> String {
 }
 
 /// Writes the report to `out`.
-pub fn write(manifest: &Manifest, run: Option<&str>, out: &PathBuf) -> Result<(), String> {
-    let html = render(manifest, run).map_err(|e| e.to_string())?;
-    std::fs::write(out, html).map_err(|e| format!("cannot write `{}`: {e}", out.display()))
+pub fn write(manifest: &Manifest, run: Option<&str>, out: &PathBuf) -> Result<(), ReportError> {
+    let html = render(manifest, run)?;
+    std::fs::write(out, html).map_err(|source| ReportError::Write {
+        path: out.clone(),
+        source,
+    })
 }
 
 pub(crate) const STYLE: &str = "body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.5em;color:#1d2430}\

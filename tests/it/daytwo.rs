@@ -1367,3 +1367,106 @@ fn issue_12_sigint_while_waiting_for_another_engine() {
     first.signal(libc::SIGINT);
     assert_exit(&first.finish(std::time::Duration::from_secs(10)), 130);
 }
+
+// issue 12: an engine failure keeps its OS cause on stderr ("Not a
+// directory", "Permission denied") and exits 5, whatever the command.
+#[test]
+fn issue_12_errors_keep_their_os_cause_and_exit_5() {
+    let sb = chain(&["k1"]);
+    assert_exit(&sb.run("r1", &["--task", "a"]), 0);
+    // The warehouse is a file: every command that reads it fails.
+    let wh = sb.path().join("wh");
+    std::fs::rename(&wh, sb.path().join("wh.d")).unwrap();
+    std::fs::write(&wh, "").unwrap();
+    for args in [
+        &["status", "m.toml"][..],
+        &["gc", "m.toml"][..],
+        &["report", "m.toml", "--out", "r.html"][..],
+        &["events", "m.toml"][..],
+        &["history", "m.toml", "a_out", "--partition", "k1"][..],
+    ] {
+        let out = sb.weir_out(args);
+        assert_exit(&out, 5);
+        assert_eq!(stdout(&out), "", "{args:?}");
+        let err = stderr(&out);
+        assert!(
+            err.starts_with("error: ") && err.to_lowercase().contains("not a directory"),
+            "{args:?}: {err}"
+        );
+    }
+    std::fs::remove_file(&wh).unwrap();
+    std::fs::rename(sb.path().join("wh.d"), &wh).unwrap();
+
+    // A report that cannot be written says why, with the OS's words.
+    let out = sb.weir_out(&["report", "m.toml", "--out", "m.toml/r.html"]);
+    assert_exit(&out, 5);
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "error: cannot write `m.toml/r.html`: {}\n",
+            std::io::Error::from_raw_os_error(libc::ENOTDIR)
+        )
+    );
+
+    // gc --apply whose operator log cannot be opened says so (it printed
+    // nothing before) and keeps "Permission denied".
+    let runs = wh.join("_runs");
+    std::fs::rename(&runs, sb.path().join("runs.d")).unwrap();
+    std::fs::write(&runs, "").unwrap();
+    let out = sb.weir_out(&["gc", "m.toml", "--apply"]);
+    assert_exit(&out, 5);
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("error: cannot open the operator's event log: ")
+            && err.contains("Not a directory"),
+        "{err}"
+    );
+    std::fs::remove_file(&runs).unwrap();
+    std::fs::rename(sb.path().join("runs.d"), &runs).unwrap();
+
+    // As another user, a commit log without permissions: EACCES reaches
+    // stderr (root reads everything, so drop privileges where possible).
+    if unsafe { libc::geteuid() } == 0
+        && std::process::Command::new("setpriv")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mut up = sb.path().to_path_buf();
+        let mut traversable = true;
+        while let Some(parent) = up.parent() {
+            up = parent.to_path_buf();
+            if std::fs::metadata(&up).unwrap().permissions().mode() & 0o001 == 0 {
+                traversable = false;
+            }
+        }
+        if traversable {
+            let status = std::process::Command::new("chmod")
+                .args(["-R", "a+rwX"])
+                .arg(sb.path())
+                .status()
+                .unwrap();
+            assert!(status.success());
+            let log = wh.join("a_out/k1/log");
+            std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o000)).unwrap();
+            for args in [
+                &["status", "m.toml"][..],
+                &["report", "m.toml", "--out", "r.html"][..],
+            ] {
+                let out = std::process::Command::new("setpriv")
+                    .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                    .arg(env!("CARGO_BIN_EXE_weir"))
+                    .args(args)
+                    .current_dir(sb.path())
+                    .env("NO_COLOR", "1")
+                    .output()
+                    .unwrap();
+                assert_exit(&out, 5);
+                let err = stderr(&out);
+                assert!(err.contains("Permission denied"), "{args:?}: {err}");
+            }
+            std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
+}
