@@ -1,34 +1,25 @@
 //! `weir events`: the event log, filtered; torn lines are reported, not fatal.
 
 use super::args::EventsArgs;
-use super::{exit, load};
+use super::error::CliError;
+use super::exit;
 use crate::events::{read_all, read_log, run_dir};
 
-pub(crate) fn run(args: &EventsArgs) -> u8 {
-    let manifest = match load(&args.manifest) {
-        Ok(m) => m,
-        Err(code) => return code,
-    };
+pub(crate) fn run(args: &EventsArgs) -> Result<u8, CliError> {
+    let manifest = super::error::load(&args.manifest)?;
     let warehouse = &manifest.pipeline.warehouse;
     let read = match &args.run_id {
         Some(id) if !run_dir(warehouse, id).join("events.jsonl").is_file() => {
-            eprintln!(
-                "error: no run `{id}` in {}\n  help: `weir events {}` prints every run's events with its run id",
+            return Err(CliError::Usage(format!(
+                "no run `{id}` in {}\n  help: `weir events {}` prints every run's events with its run id",
                 warehouse.join("_runs").display(),
                 args.manifest.display()
-            );
-            return exit::INVALID;
+            )));
         }
         Some(id) => read_log(&run_dir(warehouse, id).join("events.jsonl")),
         None => read_all(warehouse),
     };
-    let (records, bad) = match read {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot read the event log: {e}");
-            return exit::ENGINE;
-        }
-    };
+    let (records, bad) = read.map_err(super::error::doing("cannot read the event log"))?;
     for b in &bad {
         eprintln!(
             "warning: {}:{}: {}",
@@ -79,5 +70,5 @@ pub(crate) fn run(args: &EventsArgs) -> u8 {
             );
         }
     }
-    exit::OK
+    Ok(exit::OK)
 }

@@ -2,49 +2,33 @@
 //! oldest first, so `weir rollback --to` has something to choose from.
 
 use super::args::HistoryArgs;
-use super::{exit, load};
+use super::error::CliError;
+use super::exit;
 use crate::ops::certify;
-use crate::store::{CommitKind, Warehouse};
+use crate::store::CommitKind;
 
-pub(crate) fn run(args: &HistoryArgs) -> u8 {
-    let manifest = match load(&args.manifest) {
-        Ok(m) => m,
-        Err(code) => return code,
-    };
+pub(crate) fn run(args: &HistoryArgs) -> Result<u8, CliError> {
+    let manifest = super::error::load(&args.manifest)?;
     let Some(task) = manifest.producer(&args.dataset) else {
-        eprintln!(
-            "error: no task of `{}` publishes dataset `{}`",
+        return Err(CliError::Usage(format!(
+            "no task of `{}` publishes dataset `{}`",
             manifest.pipeline.name, args.dataset
-        );
-        return exit::INVALID;
+        )));
     };
     if !task.dims.contains(&args.partition, crate::clock::now()) {
-        eprintln!(
-            "error: partition `{}` is not in the partition scheme of `{}`\n  help: `{}` is partitioned {}",
+        return Err(CliError::Usage(format!(
+            "partition `{}` is not in the partition scheme of `{}`\n  help: `{}` is partitioned {}",
             args.partition,
             args.dataset,
             task.name,
             task.dims.describe()
-        );
-        return exit::INVALID;
+        )));
     }
-    let warehouse = match Warehouse::open(&manifest.pipeline.warehouse) {
-        Ok(w) => w,
-        Err(e) => {
-            eprintln!("error: {}", crate::exec::chain(&e));
-            return exit::ENGINE;
-        }
-    };
-    let history = match warehouse
+    let warehouse = super::error::open(&manifest)?;
+    let history = warehouse
         .partition(&args.dataset, &args.partition)
         .history()
-    {
-        Ok(h) => h,
-        Err(e) => {
-            eprintln!("error: {}", crate::exec::chain(&e));
-            return exit::ENGINE;
-        }
-    };
+        .map_err(CliError::engine)?;
     let rows: Vec<serde_json::Value> = history
         .iter()
         .map(|r| {
@@ -70,14 +54,14 @@ pub(crate) fn run(args: &HistoryArgs) -> u8 {
             "{}",
             serde_json::to_string_pretty(&rows).expect("json values serialize")
         );
-        return exit::OK;
+        return Ok(exit::OK);
     }
     if rows.is_empty() {
         println!(
             "`{}` {}: no generation published",
             args.dataset, args.partition
         );
-        return exit::OK;
+        return Ok(exit::OK);
     }
     let table: Vec<[String; 9]> = rows
         .iter()
@@ -136,5 +120,5 @@ pub(crate) fn run(args: &HistoryArgs) -> u8 {
         let cells: Vec<&str> = r.iter().map(String::as_str).collect();
         println!("{}", line(&cells));
     }
-    exit::OK
+    Ok(exit::OK)
 }

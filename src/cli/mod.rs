@@ -45,7 +45,7 @@ pub fn main() -> ExitCode {
         Command::Plan(a) => plan::run(&a),
         Command::Run(a) => run::run(&a),
         Command::Backfill(a) => run::backfill(&a),
-        Command::Events(a) => events::run(&a),
+        Command::Events(a) => error::finish(events::run(&a)),
         Command::Status(a) => error::finish(status::status(&a)),
         Command::Show(a) => status::show(&a),
         Command::Retry(a) => ops::retry(&a),
@@ -57,7 +57,7 @@ pub fn main() -> ExitCode {
         Command::Gc(a) => error::finish(ops::gc(&a)),
         Command::Verify(a) => ops::verify(&a),
         Command::Report(a) => error::finish(write_report(&a)),
-        Command::History(a) => history::run(&a),
+        Command::History(a) => error::finish(history::run(&a)),
         Command::Completions(a) => {
             let mut command = <Cli as clap::CommandFactory>::command();
             let mut script = Vec::new();
