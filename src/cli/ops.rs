@@ -29,6 +29,15 @@ fn open(manifest: &Manifest) -> Result<Warehouse, u8> {
     })
 }
 
+/// The operator's event log, or why it cannot be opened (on stderr).
+fn open_operator_log(root: &std::path::Path) -> Result<crate::events::EventLog, u8> {
+    operator_log(root).map_err(|e| {
+        let error = super::error::doing("cannot open the operator's event log")(e);
+        error.report();
+        error.exit_code()
+    })
+}
+
 fn check_task(manifest: &Manifest, task: &str) -> Result<(), u8> {
     if manifest.tasks.contains_key(task) {
         return Ok(());
@@ -244,8 +253,9 @@ pub(crate) fn certify(args: &CertifyArgs, certified: bool) -> u8 {
             return exit::ENGINE;
         }
     };
-    let Ok(log) = operator_log(warehouse.root()) else {
-        return exit::ENGINE;
+    let log = match open_operator_log(warehouse.root()) {
+        Ok(log) => log,
+        Err(code) => return code,
     };
     let mark = Certification {
         generation,
@@ -321,8 +331,9 @@ pub(crate) fn rollback(args: &RollbackArgs) -> u8 {
         Ok(x) => x,
         Err(code) => return code,
     };
-    let Ok(log) = operator_log(warehouse.root()) else {
-        return exit::ENGINE;
+    let log = match open_operator_log(warehouse.root()) {
+        Ok(log) => log,
+        Err(code) => return code,
     };
     match rb::rollback(
         &manifest,

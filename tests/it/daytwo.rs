@@ -1408,19 +1408,33 @@ fn issue_12_errors_keep_their_os_cause_and_exit_5() {
         )
     );
 
-    // gc --apply whose operator log cannot be opened says so (it printed
-    // nothing before) and keeps "Permission denied".
+    // gc --apply, rollback and certify whose operator log cannot be opened
+    // say so (they exited 5 in silence before), with the OS's cause.
     let runs = wh.join("_runs");
     std::fs::rename(&runs, sb.path().join("runs.d")).unwrap();
     std::fs::write(&runs, "").unwrap();
-    let out = sb.weir_out(&["gc", "m.toml", "--apply"]);
-    assert_exit(&out, 5);
-    let err = stderr(&out);
-    assert!(
-        err.starts_with("error: cannot open the operator's event log: ")
-            && err.contains("Not a directory"),
-        "{err}"
-    );
+    for args in [
+        &["gc", "m.toml", "--apply"][..],
+        &["rollback", "m.toml", "a_out", "--partition", "k1"][..],
+        &[
+            "certify",
+            "m.toml",
+            "a_out",
+            "--partition",
+            "k1",
+            "--reason",
+            "ok",
+        ][..],
+    ] {
+        let out = sb.weir_out(args);
+        assert_exit(&out, 5);
+        let err = stderr(&out);
+        assert!(
+            err.starts_with("error: cannot open the operator's event log: ")
+                && err.contains("Not a directory"),
+            "{args:?}: {err}"
+        );
+    }
     std::fs::remove_file(&runs).unwrap();
     std::fs::rename(sb.path().join("runs.d"), &runs).unwrap();
 
