@@ -298,7 +298,7 @@ fn print_status(
                     r.partition.clone(),
                     r.generation.get().to_string(),
                     r.token.get().to_string(),
-                    super::thousands(r.rows),
+                    crate::plan::render::thousands(r.rows),
                     r.code_version.clone(),
                     super::fixed_ts(&r.published_at),
                     format!(
