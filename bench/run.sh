@@ -52,9 +52,11 @@ fi
 
 # Build (cargo waits on the shared target dir's lock by itself) and find the
 # binary wherever CARGO_TARGET_DIR puts it.
-if [[ -z "$weir" ]]; then
-  echo "[bench] cargo build --release" >&2
-  weir=$(cargo build --release --bin weir --message-format=json-render-diagnostics \
+# built TARGET CARGO-ARGS...: builds and prints the path of TARGET's executable.
+built() {
+  local target=$1
+  shift
+  cargo build --release "$@" --message-format=json-render-diagnostics \
     | python3 -c '
 import json, sys
 exe = None
@@ -63,9 +65,13 @@ for line in sys.stdin:
         m = json.loads(line)
     except ValueError:
         continue
-    if m.get("reason") == "compiler-artifact" and m.get("target", {}).get("name") == "weir" and m.get("executable"):
+    if m.get("reason") == "compiler-artifact" and m.get("target", {}).get("name") == sys.argv[1] and m.get("executable"):
         exe = m["executable"]
-print(exe or "")')
+print(exe or "")' "$target"
+}
+if [[ -z "$weir" ]]; then
+  echo "[bench] cargo build --release" >&2
+  weir=$(built weir --bin weir)
 fi
 if [[ -z "$weir" || ! -x "$weir" ]]; then
   echo "bench: cannot find the weir binary after cargo build" >&2
@@ -86,18 +92,7 @@ trap 'exit 130' INT TERM
 gen_parquet=()
 if command -v cargo >/dev/null 2>&1; then
   echo "[bench] cargo build --release --example gen_parquet" >&2
-  gen=$(cargo build --release --example gen_parquet --message-format=json-render-diagnostics \
-    | python3 -c '
-import json, sys
-exe = None
-for line in sys.stdin:
-    try:
-        m = json.loads(line)
-    except ValueError:
-        continue
-    if m.get("reason") == "compiler-artifact" and m.get("target", {}).get("name") == "gen_parquet" and m.get("executable"):
-        exe = m["executable"]
-print(exe or "")')
+  gen=$(built gen_parquet --example gen_parquet)
   [[ -n "$gen" && -x "$gen" ]] && gen_parquet=(--gen-parquet "$gen")
 fi
 python3 -B bench/harness.py --weir "$weir" --work "$work" ${gen_parquet[@]+"${gen_parquet[@]}"} ${args[@]+"${args[@]}"}
