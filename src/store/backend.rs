@@ -19,19 +19,89 @@ use crate::store::error::StoreError;
 use crate::store::fs::{create_temp, fsync_dir};
 use crate::store::key::{key_path, validate_key, validate_segment};
 
-/// The storage primitives. Contract: put_if_absent is atomic and durable
-/// when it returns `Ok(true)`: the key exists with exactly these bytes and
-/// survives a crash; `Ok(false)` = the key already existed (caller rereads
-/// and decides: the only outcome a caller may retry on); `Err` = unknown, the
-/// key may or may not exist.
+/// An object's version: opaque, compared only for equality. Two reads that
+/// see the same version saw the same bytes, and a write of other bytes
+/// always changes it (an S3 ETag, a file's inode and change stamp, a write
+/// counter in memory).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Version(String);
+
+impl Version {
+    /// Wraps a backend's own version string.
+    pub fn new(raw: impl Into<String>) -> Version {
+        Version(raw.into())
+    }
+
+    /// The backend's version string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// What a backend knows about one stored object besides its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectMeta {
+    /// The full key.
+    pub key: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Changes with every write of the key.
+    pub version: Version,
+    /// When the store (not the writer's host) last wrote it: the one clock
+    /// that every engine sharing the warehouse reads alike.
+    pub last_modified: jiff::Timestamp,
+}
+
+/// An object's bytes with its metadata, read together (one version).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Object {
+    /// The bytes.
+    pub bytes: Vec<u8>,
+    /// The metadata of exactly these bytes.
+    pub meta: ObjectMeta,
+}
+
+/// The storage primitives, object-store shaped. Contract:
+///
+/// - `put_if_absent` is atomic and durable when it returns `Ok(true)`: the
+///   key exists with exactly these bytes and survives a crash; `Ok(false)` =
+///   the key already existed (caller rereads and decides: the only outcome a
+///   caller may retry on); `Err` = unknown, the key may or may not exist.
+/// - `put_if_version_matches` replaces the key only if its current version
+///   is `expected`: `Ok(Some(new))` = replaced, `Ok(None)` = it was changed,
+///   deleted or never existed; `Err` = unknown.
+/// - `get_object` returns bytes and metadata of one version together.
+/// - `list_objects` is every object under a prefix (recursively), sorted by
+///   key; `list` is the names directly under a prefix, like a directory.
+/// - `delete` removes one key, `delete_prefix` everything under a prefix;
+///   neither is conditional (S3 has no conditional delete), and a missing
+///   key is not an error.
+///
+/// `contract` holds the tests every backend passes.
 pub trait Backend: Send + Sync {
     /// Creates `key` with `bytes` only if it does not exist.
     fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError>;
+    /// Replaces `key` with `bytes` only if its version is `expected`.
+    fn put_if_version_matches(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        expected: &Version,
+    ) -> Result<Option<Version>, StoreError>;
+    /// Reads a key with its metadata; `None` if it does not exist.
+    fn get_object(&self, key: &str) -> Result<Option<Object>, StoreError>;
     /// Reads a key; `None` if it does not exist.
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.get_object(key)?.map(|o| o.bytes))
+    }
     /// Names directly under the prefix "directory", sorted; a missing prefix
     /// is empty. The empty prefix lists the root.
     fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError>;
+    /// Every object at or under `prefix` (a whole key or a "directory"),
+    /// recursively, sorted by key; the empty prefix is the whole store.
+    fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError>;
+    /// Removes one key; a missing key is not an error.
+    fn delete(&self, key: &str) -> Result<(), StoreError>;
     /// Removes a key or everything under a prefix (gc of attempt dirs); a
     /// missing prefix is not an error.
     fn delete_prefix(&self, prefix: &str) -> Result<(), StoreError>;
@@ -154,6 +224,105 @@ fn link_temp(tmp: &Path, mut file: File, bytes: &[u8], path: &Path) -> Result<bo
     }
 }
 
+/// An fs object's version: its inode with its change and modification
+/// stamps and size. Every write here is a new inode (temp, then link or
+/// rename), so two reads with the same version saw the same write.
+fn fs_version(meta: &fs::Metadata) -> Version {
+    Version(format!(
+        "{:x}.{:x}.{:x}.{:x}.{:x}",
+        meta.ino(),
+        meta.ctime(),
+        meta.ctime_nsec(),
+        meta.mtime_nsec(),
+        meta.size()
+    ))
+}
+
+fn fs_meta(key: String, meta: &fs::Metadata) -> ObjectMeta {
+    let nanos = i32::try_from(meta.mtime_nsec()).unwrap_or(0);
+    ObjectMeta {
+        key,
+        size: meta.size(),
+        version: fs_version(meta),
+        last_modified: jiff::Timestamp::new(meta.mtime(), nanos).unwrap_or_default(),
+    }
+}
+
+/// An exclusive `flock` on a key's hidden lock file (`.<name>.lock`),
+/// released when dropped. Conditional replace and delete take it, so a
+/// replace never lands on a key deleted and recreated since it checked the
+/// version. put-if-absent needs no lock (the link is the atomic step).
+struct KeyLock(#[allow(dead_code)] File);
+
+impl KeyLock {
+    /// `None` if the key's directory does not exist (so neither does the key).
+    fn take(dir: &Path, name: &str) -> Result<Option<KeyLock>, StoreError> {
+        use std::os::fd::AsRawFd;
+        let path = dir.join(format!(".{name}.lock"));
+        let file = match fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+        {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StoreError::io(path)(e)),
+        };
+        loop {
+            // SAFETY: flock on a descriptor this function owns.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                return Ok(Some(KeyLock(file)));
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(StoreError::io(path)(e));
+            }
+        }
+    }
+}
+
+impl FsBackend {
+    fn split_key<'k>(&self, key: &'k str) -> Result<(PathBuf, PathBuf, &'k str), StoreError> {
+        let path = self.path(key)?;
+        let dir = path.parent().unwrap_or(&self.root).to_path_buf();
+        let name = key.rsplit('/').next().unwrap_or(key);
+        Ok((path, dir, name))
+    }
+
+    fn walk(&self, dir: &Path, key: &str, out: &mut Vec<ObjectMeta>) -> Result<(), StoreError> {
+        let entries = match fs::read_dir(dir) {
+            Ok(entries) => entries,
+            // Removed by a concurrent gc while we walked: nothing under it.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(StoreError::io(dir)(e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(StoreError::io(dir))?;
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            if validate_segment(&name).is_err() {
+                continue;
+            }
+            let child = if key.is_empty() {
+                name
+            } else {
+                format!("{key}/{name}")
+            };
+            let path = entry.path();
+            match fs::symlink_metadata(&path) {
+                Ok(meta) if meta.is_dir() => self.walk(&path, &child, out)?,
+                Ok(meta) if meta.is_file() => out.push(fs_meta(child, &meta)),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StoreError::io(path)(e)),
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Backend for FsBackend {
     fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
         let path = self.path(key)?;
@@ -172,13 +341,59 @@ impl Backend for FsBackend {
         Ok(created)
     }
 
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let path = self.path(key)?;
-        match fs::read(&path) {
-            Ok(bytes) => Ok(Some(bytes)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(StoreError::io(path)(e)),
+    fn put_if_version_matches(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        expected: &Version,
+    ) -> Result<Option<Version>, StoreError> {
+        let (path, dir, name) = self.split_key(key)?;
+        let Some(_lock) = KeyLock::take(&dir, name)? else {
+            return Ok(None);
+        };
+        match fs::symlink_metadata(&path) {
+            Ok(meta) if meta.is_file() && fs_version(&meta) == *expected => {}
+            Ok(_) => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StoreError::io(path)(e)),
         }
+        let (tmp, mut file) = self.create_temp_in(&dir, name)?;
+        let replaced = (|| {
+            file.write_all(bytes).map_err(StoreError::io(&tmp))?;
+            file.sync_all().map_err(StoreError::io(&tmp))?;
+            fs::rename(&tmp, &path).map_err(StoreError::io(&path))?;
+            fsync_dir(&dir).map_err(StoreError::io(&dir))?;
+            // The renamed inode, stamped after the rename (which may touch
+            // its ctime), is what the next reader sees.
+            file.metadata().map_err(StoreError::io(&path))
+        })();
+        if replaced.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        Ok(Some(fs_version(&replaced?)))
+    }
+
+    fn get_object(&self, key: &str) -> Result<Option<Object>, StoreError> {
+        use std::io::Read;
+        let path = self.path(key)?;
+        let mut file = match File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StoreError::io(path)(e)),
+        };
+        // Metadata and bytes from one open file: one version, even if the
+        // key is replaced meanwhile.
+        let meta = file.metadata().map_err(StoreError::io(&path))?;
+        if !meta.is_file() {
+            return Ok(None);
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(meta.size()).unwrap_or(0));
+        file.read_to_end(&mut bytes)
+            .map_err(StoreError::io(&path))?;
+        Ok(Some(Object {
+            bytes,
+            meta: fs_meta(key.to_owned(), &meta),
+        }))
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
@@ -209,6 +424,44 @@ impl Backend for FsBackend {
         }
         names.sort();
         Ok(names)
+    }
+
+    fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
+        let mut out = Vec::new();
+        if prefix.is_empty() {
+            self.walk(&self.root, "", &mut out)?;
+        } else {
+            let path = self.path(prefix)?;
+            match fs::symlink_metadata(&path) {
+                Ok(meta) if meta.is_dir() => self.walk(&path, prefix, &mut out)?,
+                Ok(meta) if meta.is_file() => out.push(fs_meta(prefix.to_owned(), &meta)),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StoreError::io(path)(e)),
+            }
+        }
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+
+    fn delete(&self, key: &str) -> Result<(), StoreError> {
+        let (path, dir, name) = self.split_key(key)?;
+        let Some(_lock) = KeyLock::take(&dir, name)? else {
+            return Ok(());
+        };
+        match fs::symlink_metadata(&path) {
+            Ok(meta) if meta.is_file() => {}
+            // A "directory" is not an object; delete_prefix removes those.
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(StoreError::io(path)(e)),
+        }
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(StoreError::io(path)(e)),
+        }
+        fsync_dir(&dir).map_err(StoreError::io(&dir))
     }
 
     fn delete_prefix(&self, prefix: &str) -> Result<(), StoreError> {
@@ -356,5 +609,37 @@ mod tests {
         assert_eq!(winners.len(), 1);
         assert_eq!(b.get("d/p/log/k").unwrap().unwrap(), vec![winners[0]]);
         assert_eq!(all_entries(&tmp.path().join("d/p/log")), vec!["k"]);
+    }
+
+    // issue 13: one contract for every backend; the filesystem keeps it,
+    // races included (link and flock are atomic across processes).
+    #[test]
+    fn issue_13_fs_backend_keeps_the_contract() {
+        let dirs = Mutex::new(Vec::new());
+        let make = || -> Arc<dyn Backend> {
+            let tmp = tempfile::tempdir().unwrap();
+            let b = Arc::new(FsBackend::new(tmp.path()));
+            dirs.lock().unwrap().push(tmp);
+            b
+        };
+        crate::store::contract::run(crate::store::contract::CHECKS, &make);
+        crate::store::contract::run(crate::store::contract::RACES, &make);
+    }
+
+    // issue 13: a conditional replace checks the version and writes under
+    // the key's lock, so a replace racing a delete and re-create loses.
+    #[test]
+    fn issue_13_fs_replace_after_delete_and_recreate_is_refused() {
+        let (tmp, b) = backend();
+        assert!(b.put_if_absent("k", b"one").unwrap());
+        let v = b.get_object("k").unwrap().unwrap().meta.version;
+        b.delete("k").unwrap();
+        assert_eq!(b.put_if_version_matches("k", b"two", &v).unwrap(), None);
+        assert!(b.put_if_absent("k", b"three").unwrap());
+        assert_eq!(b.put_if_version_matches("k", b"two", &v).unwrap(), None);
+        assert_eq!(b.get("k").unwrap().unwrap(), b"three");
+        // The lock file is hidden from listings.
+        assert_eq!(b.list("").unwrap(), vec!["k"]);
+        assert!(all_entries(tmp.path()).contains(&".k.lock".to_owned()));
     }
 }

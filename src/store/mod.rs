@@ -37,6 +37,8 @@
 
 pub mod allocation;
 pub mod backend;
+#[doc(hidden)]
+pub mod contract;
 pub mod error;
 pub mod file_sum;
 pub mod fs;
@@ -45,16 +47,18 @@ mod key;
 pub use key::{decode_partition, encode_partition};
 pub mod layout;
 pub mod log;
+pub mod memory;
 pub mod partition;
 pub mod token;
 pub mod warehouse;
 
 pub use allocation::{TokenOwner, TokenRecord};
-pub use backend::{Backend, FsBackend};
+pub use backend::{Backend, FsBackend, Object, ObjectMeta, Version};
 pub use error::{PublishError, StoreError};
 pub use file_sum::{Depth, Drift, DriftKind, FileSum};
 pub use holder::Holder;
 pub use log::{CommitKind, CommitRecord, NewCommit, FORMAT_VERSION};
+pub use memory::MemoryBackend;
 pub use partition::PartitionStore;
 pub use token::{FencingToken, Generation};
 pub use warehouse::Warehouse;

@@ -479,8 +479,16 @@ mod tests {
         fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
             self.0.put_if_absent(key, bytes)
         }
-        fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-            self.0.get(key)
+        fn put_if_version_matches(
+            &self,
+            key: &str,
+            bytes: &[u8],
+            expected: &crate::store::Version,
+        ) -> Result<Option<crate::store::Version>, StoreError> {
+            self.0.put_if_version_matches(key, bytes, expected)
+        }
+        fn get_object(&self, key: &str) -> Result<Option<crate::store::Object>, StoreError> {
+            self.0.get_object(key)
         }
         fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
             let mut names = self.0.list(prefix)?;
@@ -488,6 +496,12 @@ mod tests {
                 names.pop();
             }
             Ok(names)
+        }
+        fn list_objects(&self, prefix: &str) -> Result<Vec<crate::store::ObjectMeta>, StoreError> {
+            self.0.list_objects(prefix)
+        }
+        fn delete(&self, key: &str) -> Result<(), StoreError> {
+            self.0.delete(key)
         }
         fn delete_prefix(&self, prefix: &str) -> Result<(), StoreError> {
             self.0.delete_prefix(prefix)

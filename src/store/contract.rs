@@ -1,0 +1,467 @@
+//! The contract every [`Backend`] keeps, as checks any test can run against
+//! a fresh, empty backend: the filesystem and memory backends run them in
+//! the unit tests, the S3 backend in `tests/it/s3.rs` against a real S3
+//! protocol server.
+//!
+//! [`CHECKS`] are the single-writer semantics plus light concurrency that
+//! any backend must survive; [`RACES`] hammer the protocol (many threads
+//! allocating tokens and committing at once) and are run where conditional
+//! writes are truly atomic (memory, filesystem), since moto's are not under
+//! heavy races. [`Jitter`] widens the windows between a protocol's steps.
+//!
+//! The checks panic on a broken promise: they are test code that lives in
+//! the library so that integration tests can reach them.
+
+// Every check has one signature (a fresh backend, owned), so that they fit
+// one table; most only borrow it.
+#![allow(clippy::needless_pass_by_value)]
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use crate::store::backend::{Backend, Object, ObjectMeta, Version};
+use crate::store::error::{PublishError, StoreError};
+use crate::store::log::{CommitKind, NewCommit};
+use crate::store::{FencingToken, TokenOwner, Warehouse};
+
+/// A named check on a fresh, empty backend.
+pub type Check = (&'static str, fn(Arc<dyn Backend>));
+
+/// What every backend must do.
+pub const CHECKS: &[Check] = &[
+    ("put_if_absent_creates_once", put_if_absent_creates_once),
+    ("get_object_has_metadata", get_object_has_metadata),
+    (
+        "replace_only_at_the_expected_version",
+        replace_only_at_the_expected_version,
+    ),
+    (
+        "list_is_a_sorted_directory_view",
+        list_is_a_sorted_directory_view,
+    ),
+    (
+        "list_objects_is_recursive_with_metadata",
+        list_objects_is_recursive_with_metadata,
+    ),
+    ("delete_and_delete_prefix", delete_and_delete_prefix),
+    ("bad_keys_are_refused", bad_keys_are_refused),
+    (
+        "concurrent_put_if_absent_has_one_winner",
+        concurrent_put_if_absent_has_one_winner,
+    ),
+    (
+        "protocol_tokens_and_fenced_commit",
+        protocol_tokens_and_fenced_commit,
+    ),
+];
+
+/// The protocol's races, for backends whose conditional writes are atomic.
+pub const RACES: &[Check] = &[
+    ("race_put_if_absent_many_keys", race_put_if_absent_many_keys),
+    ("race_replace_loses_no_update", race_replace_loses_no_update),
+    (
+        "race_token_allocation_is_dense_and_unique",
+        race_token_allocation_is_dense_and_unique,
+    ),
+    (
+        "race_fenced_commit_keeps_tokens_increasing",
+        race_fenced_commit_keeps_tokens_increasing,
+    ),
+];
+
+/// Runs `checks`, each on a fresh backend from `make`, naming the one that
+/// failed.
+pub fn run(checks: &[Check], make: &dyn Fn() -> Arc<dyn Backend>) {
+    for (name, check) in checks {
+        eprintln!("contract: {name}");
+        check(make());
+    }
+}
+
+/// A backend that sleeps a random few microseconds before every call, so
+/// that the steps of racing protocol runs interleave in every order.
+pub struct Jitter<B>(pub B);
+
+impl<B: Backend> Jitter<B> {
+    fn pause(&self) {
+        std::thread::sleep(Duration::from_micros(fastrand::u64(0..200)));
+    }
+}
+
+impl<B: Backend> Backend for Jitter<B> {
+    fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
+        self.pause();
+        self.0.put_if_absent(key, bytes)
+    }
+    fn put_if_version_matches(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        expected: &Version,
+    ) -> Result<Option<Version>, StoreError> {
+        self.pause();
+        self.0.put_if_version_matches(key, bytes, expected)
+    }
+    fn get_object(&self, key: &str) -> Result<Option<Object>, StoreError> {
+        self.pause();
+        self.0.get_object(key)
+    }
+    fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.pause();
+        self.0.list(prefix)
+    }
+    fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
+        self.pause();
+        self.0.list_objects(prefix)
+    }
+    fn delete(&self, key: &str) -> Result<(), StoreError> {
+        self.pause();
+        self.0.delete(key)
+    }
+    fn delete_prefix(&self, prefix: &str) -> Result<(), StoreError> {
+        self.pause();
+        self.0.delete_prefix(prefix)
+    }
+}
+
+fn put_if_absent_creates_once(b: Arc<dyn Backend>) {
+    assert!(b.put_if_absent("d/p/log/k", b"first").unwrap());
+    assert!(!b.put_if_absent("d/p/log/k", b"second").unwrap());
+    assert_eq!(b.get("d/p/log/k").unwrap().unwrap(), b"first");
+    assert_eq!(b.get("d/p/log/missing").unwrap(), None);
+    // An empty object is an object.
+    assert!(b.put_if_absent("d/p/empty", b"").unwrap());
+    assert_eq!(b.get("d/p/empty").unwrap().unwrap(), b"");
+}
+
+fn get_object_has_metadata(b: Arc<dyn Backend>) {
+    let before = jiff::Timestamp::now();
+    assert!(b.put_if_absent("a/k", b"hello").unwrap());
+    let o = b.get_object("a/k").unwrap().unwrap();
+    assert_eq!(o.bytes, b"hello");
+    assert_eq!((o.meta.key.as_str(), o.meta.size), ("a/k", 5));
+    // The store's clock may differ from ours, but not by hours.
+    let skew = o.meta.last_modified.duration_since(before).as_secs().abs();
+    assert!(
+        skew < 3600,
+        "last_modified {} vs {before}",
+        o.meta.last_modified
+    );
+    // Metadata is stable while nobody writes.
+    assert_eq!(b.get_object("a/k").unwrap().unwrap().meta, o.meta);
+    assert!(b.get_object("a/none").unwrap().is_none());
+}
+
+fn replace_only_at_the_expected_version(b: Arc<dyn Backend>) {
+    assert!(b.put_if_absent("lease", b"v1").unwrap());
+    let v1 = b.get_object("lease").unwrap().unwrap().meta.version;
+    let v2 = b
+        .put_if_version_matches("lease", b"v2", &v1)
+        .unwrap()
+        .expect("replace at the current version");
+    assert_ne!(v1, v2);
+    let o = b.get_object("lease").unwrap().unwrap();
+    assert_eq!((o.bytes.as_slice(), &o.meta.version), (&b"v2"[..], &v2));
+    // A writer still holding v1 lost: refused, bytes untouched.
+    assert_eq!(b.put_if_version_matches("lease", b"v3", &v1).unwrap(), None);
+    assert_eq!(b.get("lease").unwrap().unwrap(), b"v2");
+    // A missing key has no version to match.
+    assert_eq!(b.put_if_version_matches("nope", b"x", &v2).unwrap(), None);
+    assert_eq!(b.get("nope").unwrap(), None);
+    // Deleted and recreated with other bytes: the old version is dead.
+    // (S3's version is an ETag, a digest of the bytes: writers that need a
+    // new version per write, like a lease's heartbeat, change the bytes.)
+    b.delete("lease").unwrap();
+    assert!(b.put_if_absent("lease", b"v3").unwrap());
+    assert_eq!(b.put_if_version_matches("lease", b"x", &v2).unwrap(), None);
+    assert_eq!(b.get("lease").unwrap().unwrap(), b"v3");
+}
+
+fn list_is_a_sorted_directory_view(b: Arc<dyn Backend>) {
+    for k in ["a/c", "a/b", "a/d/e", "a/x-1", "a/x/y", "z"] {
+        assert!(b.put_if_absent(k, b"x").unwrap());
+    }
+    assert_eq!(b.list("a").unwrap(), vec!["b", "c", "d", "x", "x-1"]);
+    assert_eq!(b.list("").unwrap(), vec!["a", "z"]);
+    assert_eq!(b.list("a/d").unwrap(), vec!["e"]);
+    assert!(b.list("nope").unwrap().is_empty());
+    // A key has nothing under it, and "a/x" does not list "a/x-1".
+    assert!(b.list("a/b").unwrap().is_empty());
+    assert_eq!(b.list("a/x").unwrap(), vec!["y"]);
+}
+
+fn list_objects_is_recursive_with_metadata(b: Arc<dyn Backend>) {
+    for (k, v) in [
+        ("r/1", &b"a"[..]),
+        ("r/2/x", b"bb"),
+        ("r/2/y/z", b"ccc"),
+        ("r-2", b"d"),
+    ] {
+        assert!(b.put_if_absent(k, v).unwrap());
+    }
+    let all = b.list_objects("r").unwrap();
+    let keys: Vec<(&str, u64)> = all.iter().map(|m| (m.key.as_str(), m.size)).collect();
+    assert_eq!(keys, vec![("r/1", 1), ("r/2/x", 2), ("r/2/y/z", 3)]);
+    for m in &all {
+        assert_eq!(b.get_object(&m.key).unwrap().unwrap().meta, *m);
+    }
+    let whole: Vec<String> = b
+        .list_objects("")
+        .unwrap()
+        .into_iter()
+        .map(|m| m.key)
+        .collect();
+    assert_eq!(whole, vec!["r-2", "r/1", "r/2/x", "r/2/y/z"]);
+    // A whole key lists itself.
+    let one: Vec<String> = b
+        .list_objects("r/2/x")
+        .unwrap()
+        .into_iter()
+        .map(|m| m.key)
+        .collect();
+    assert_eq!(one, vec!["r/2/x"]);
+    assert!(b.list_objects("none").unwrap().is_empty());
+}
+
+fn delete_and_delete_prefix(b: Arc<dyn Backend>) {
+    for k in [
+        "d/p/attempts/1/data/f",
+        "d/p/attempts/1/c",
+        "d/p/attempts/10/c",
+        "d/p/k",
+    ] {
+        assert!(b.put_if_absent(k, b"x").unwrap());
+    }
+    b.delete("d/p/k").unwrap();
+    b.delete("d/p/k").unwrap();
+    assert_eq!(b.get("d/p/k").unwrap(), None);
+    b.delete_prefix("d/p/attempts/1").unwrap();
+    assert_eq!(b.list("d/p/attempts").unwrap(), vec!["10"]);
+    b.delete_prefix("d/p/attempts/1").unwrap();
+    // Gone means gone: it can be created afresh.
+    assert!(b.put_if_absent("d/p/attempts/1/data/f", b"y").unwrap());
+    assert_eq!(b.get("d/p/attempts/1/data/f").unwrap().unwrap(), b"y");
+}
+
+fn bad_keys_are_refused(b: Arc<dyn Backend>) {
+    for key in [
+        "../x",
+        "/etc/passwd",
+        "a//b",
+        "a/",
+        "",
+        "a/../../x",
+        "a/.hidden",
+    ] {
+        let refused = |r: Result<(), StoreError>| matches!(r, Err(StoreError::InvalidKey { .. }));
+        assert!(refused(b.put_if_absent(key, b"x").map(drop)), "{key:?}");
+        assert!(refused(b.get(key).map(drop)), "{key:?}");
+        assert!(refused(b.delete(key)), "{key:?}");
+    }
+    assert!(matches!(
+        b.delete_prefix(""),
+        Err(StoreError::InvalidKey { .. })
+    ));
+    assert!(matches!(b.list("../"), Err(StoreError::InvalidKey { .. })));
+    assert!(b.list_objects("").unwrap().is_empty());
+}
+
+fn concurrent_put_if_absent_has_one_winner(b: Arc<dyn Backend>) {
+    let n = 8u8;
+    let barrier = Barrier::new(usize::from(n));
+    let winners: Vec<u8> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|i| {
+                let (b, barrier) = (&b, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    b.put_if_absent("d/p/log/k", &[i]).unwrap().then_some(i)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .filter_map(|h| h.join().unwrap())
+            .collect()
+    });
+    assert_eq!(winners.len(), 1, "{winners:?}");
+    assert_eq!(b.get("d/p/log/k").unwrap().unwrap(), vec![winners[0]]);
+    assert_eq!(b.list("d/p/log").unwrap(), vec!["k"]);
+}
+
+fn owner(attempt: u32) -> TokenOwner {
+    TokenOwner {
+        run_id: "run".into(),
+        task: "task".into(),
+        attempt,
+    }
+}
+
+fn commit(token: FencingToken) -> NewCommit {
+    NewCommit {
+        token,
+        dataset: "d".into(),
+        partition: "p".into(),
+        kind: CommitKind::Publish,
+        run_id: "run".into(),
+        task: "task".into(),
+        attempt: 1,
+        attempt_dir: format!("d/p/attempts/{}", token.key_name()),
+        files: vec!["part-0.csv".into()],
+        file_sums: Vec::new(),
+        rows: 1,
+        digest: "sha256:00".into(),
+        input_snapshot: serde_json::json!({}),
+        input_snapshot_digest: "sha256:11".into(),
+        code_version: "v1".into(),
+        code_fingerprint: None,
+    }
+}
+
+fn warehouse(b: Arc<dyn Backend>) -> Warehouse {
+    Warehouse::with_backend(b, std::env::temp_dir().join("weir-contract-unused"))
+}
+
+fn protocol_tokens_and_fenced_commit(b: Arc<dyn Backend>) {
+    let p = warehouse(b).partition("d", "p");
+    let t: Vec<FencingToken> = (1..=3)
+        .map(|i| p.allocate_token(&owner(i)).unwrap())
+        .collect();
+    assert_eq!(t.iter().map(|t| t.get()).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert_eq!(p.commit(commit(t[0])).unwrap().generation.get(), 1);
+    assert_eq!(p.commit(commit(t[2])).unwrap().generation.get(), 2);
+    match p.commit(commit(t[1])) {
+        Err(PublishError::Stale {
+            mine, committed, ..
+        }) => assert_eq!((mine, committed), (t[1], t[2])),
+        other => panic!("expected stale, got {other:?}"),
+    }
+    let tokens: Vec<u64> = p.history().unwrap().iter().map(|r| r.token.get()).collect();
+    assert_eq!(tokens, vec![1, 3]);
+}
+
+fn race_put_if_absent_many_keys(b: Arc<dyn Backend>) {
+    let (threads, keys) = (8usize, 40usize);
+    let barrier = Barrier::new(threads);
+    let won: Vec<Vec<usize>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let (b, barrier) = (&b, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    (0..keys)
+                        .filter(|k| b.put_if_absent(&format!("k/{k:03}"), &[i as u8]).unwrap())
+                        .collect()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    // Every key has exactly one winner, and holds the winner's bytes.
+    let mut winners = vec![None; keys];
+    for (i, ks) in won.iter().enumerate() {
+        for &k in ks {
+            assert!(winners[k].replace(i).is_none(), "key {k} won twice");
+        }
+    }
+    for (k, w) in winners.iter().enumerate() {
+        let w = w.unwrap_or_else(|| panic!("key {k} has no winner"));
+        assert_eq!(b.get(&format!("k/{k:03}")).unwrap().unwrap(), vec![w as u8]);
+    }
+}
+
+fn race_replace_loses_no_update(b: Arc<dyn Backend>) {
+    assert!(b.put_if_absent("counter", b"0").unwrap());
+    let (threads, each) = (6u64, 15u64);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            let b = &b;
+            s.spawn(move || {
+                for _ in 0..each {
+                    loop {
+                        let o = b.get_object("counter").unwrap().unwrap();
+                        let n: u64 = std::str::from_utf8(&o.bytes).unwrap().parse().unwrap();
+                        let next = (n + 1).to_string();
+                        if b.put_if_version_matches("counter", next.as_bytes(), &o.meta.version)
+                            .unwrap()
+                            .is_some()
+                        {
+                            break;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let total = (threads * each).to_string();
+    assert_eq!(b.get("counter").unwrap().unwrap(), total.as_bytes());
+}
+
+fn race_token_allocation_is_dense_and_unique(b: Arc<dyn Backend>) {
+    let p = warehouse(b).partition("d", "p");
+    let (threads, each) = (8u32, 8u32);
+    let barrier = Barrier::new(threads as usize);
+    let all: Vec<u64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let (p, barrier) = (p.clone(), &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    (0..each)
+                        .map(|j| p.allocate_token(&owner(i * 100 + j)).unwrap().get())
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    let set: BTreeSet<u64> = all.iter().copied().collect();
+    assert_eq!(set.len(), all.len(), "a token was handed out twice");
+    assert_eq!(set, (1..=u64::from(threads * each)).collect());
+}
+
+fn race_fenced_commit_keeps_tokens_increasing(b: Arc<dyn Backend>) {
+    let p = warehouse(b).partition("d", "p");
+    let threads = 8;
+    let barrier = Barrier::new(threads);
+    let outcomes: Vec<(FencingToken, Result<u64, PublishError>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let (p, barrier) = (p.clone(), &barrier);
+                s.spawn(move || {
+                    let t = p.allocate_token(&owner(i as u32)).unwrap();
+                    barrier.wait();
+                    (t, p.commit(commit(t)).map(|r| r.generation.get()))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut generations = BTreeSet::new();
+    for (t, outcome) in &outcomes {
+        match outcome {
+            Ok(g) => assert!(generations.insert(*g), "generation {g} committed twice"),
+            Err(PublishError::Stale {
+                mine, committed, ..
+            }) => {
+                assert_eq!(mine, t);
+                assert!(committed > mine);
+            }
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+    }
+    let k = generations.len() as u64;
+    assert_eq!(generations, (1..=k).collect());
+    let history = p.history().unwrap();
+    assert!(history.windows(2).all(|w| w[0].token < w[1].token));
+    let max = outcomes.iter().map(|(t, _)| *t).max().unwrap();
+    assert_eq!(
+        p.latest().unwrap().unwrap().token,
+        max,
+        "the newest token wins"
+    );
+}
