@@ -4,7 +4,7 @@
 use super::args::HistoryArgs;
 use super::error::CliError;
 use super::exit;
-use crate::ops::certify;
+use crate::store::certs as certify;
 use crate::store::CommitKind;
 
 pub(crate) fn run(args: &HistoryArgs) -> Result<u8, CliError> {
@@ -45,7 +45,7 @@ pub(crate) fn run(args: &HistoryArgs) -> Result<u8, CliError> {
                 "rows": r.rows,
                 "digest": r.digest,
                 "published_at": r.published_at,
-                "certified": certify::is_certified(warehouse.root(), &args.dataset, &args.partition, g),
+                "certified": certify::is_certified(&warehouse, &args.dataset, &args.partition, g),
             })
         })
         .collect();

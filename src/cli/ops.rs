@@ -9,10 +9,10 @@ use super::{exit, load, report};
 use crate::events::{Event, State};
 use crate::exec::RunOptions;
 use crate::manifest::Manifest;
-use crate::ops::certify::{self as certs, Certification};
-use crate::ops::state::{self, InstanceMark, Mark};
 use crate::ops::{operator_log, rollback as rb};
 use crate::plan::Scope;
+use crate::store::certs::{self, Certification};
+use crate::store::marks::{self as state, InstanceMark, Mark};
 use crate::store::Warehouse;
 
 /// The manifest and its warehouse, or the exit code of what went wrong.
@@ -70,7 +70,7 @@ fn check_marker(
     accepted: &[Mark],
     verb: &str,
 ) -> Result<InstanceMark, u8> {
-    match state::read(warehouse.root(), &args.task, &args.partition) {
+    match state::read(warehouse, &args.task, &args.partition) {
         Some(m) if accepted.contains(&m.mark) => Ok(m),
         found => {
             let what = found.map_or("neither held nor quarantined".to_string(), |m| {
@@ -136,8 +136,8 @@ pub(crate) fn retry(args: &DecisionArgs) -> u8 {
         eprintln!("error: cannot log the decision: {e}");
         return exit::ENGINE;
     }
-    if let Err(e) = state::clear(warehouse.root(), &args.task, &args.partition) {
-        eprintln!("error: cannot release: {e}");
+    if let Err(e) = state::clear(&warehouse, &args.task, &args.partition) {
+        eprintln!("error: cannot release: {}", crate::exec::chain(&e));
         return exit::ENGINE;
     }
     println!(
@@ -206,8 +206,11 @@ pub(crate) fn abandon(args: &DecisionArgs) -> u8 {
         eprintln!("error: cannot log the decision: {e}");
         return exit::ENGINE;
     }
-    if let Err(e) = state::write(warehouse.root(), &mark) {
-        eprintln!("error: cannot record the decision: {e}");
+    if let Err(e) = state::write(&warehouse, &mark) {
+        eprintln!(
+            "error: cannot record the decision: {}",
+            crate::exec::chain(&e)
+        );
         return exit::ENGINE;
     }
     println!(
@@ -272,8 +275,11 @@ pub(crate) fn certify(args: &CertifyArgs, certified: bool) -> u8 {
         eprintln!("error: cannot log the decision: {e}");
         return exit::ENGINE;
     }
-    if let Err(e) = certs::write(warehouse.root(), &args.dataset, &args.partition, &mark) {
-        eprintln!("error: cannot record the certification: {e}");
+    if let Err(e) = certs::write(&warehouse, &args.dataset, &args.partition, &mark) {
+        eprintln!(
+            "error: cannot record the certification: {}",
+            crate::exec::chain(&e)
+        );
         return exit::ENGINE;
     }
     println!(

@@ -9,8 +9,8 @@ use super::error::CliError;
 use super::{exit, load};
 use crate::audit;
 use crate::manifest::Manifest;
-use crate::ops::certify;
-use crate::ops::state::{self, InstanceMark, Mark};
+use crate::store::certs as certify;
+use crate::store::marks::{self as state, InstanceMark, Mark};
 use crate::store::{CommitRecord, Depth, Drift, Warehouse};
 
 /// An expected partition with no publication.
@@ -106,7 +106,7 @@ impl Overview {
         Ok(Overview {
             published,
             missing,
-            marks: state::all(warehouse.root()),
+            marks: state::all(warehouse).map_err(|e| crate::exec::chain(&e))?,
             unreadable,
             stale,
         })
@@ -177,7 +177,7 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
                     "input_snapshot": r.input_snapshot,
                     "input_snapshot_digest": r.input_snapshot_digest,
                     "code_version": r.code_version,
-                    "certified": certify::is_certified(warehouse.root(), &r.dataset, &r.partition, r.generation.get()),
+                    "certified": certify::is_certified(&warehouse, &r.dataset, &r.partition, r.generation.get()),
                     "published_at": r.published_at,
                     "files": store.visible_files(r),
                 })
@@ -287,12 +287,8 @@ fn print_status(
             .published
             .iter()
             .map(|(_, r)| {
-                let uncertified = !certify::is_certified(
-                    warehouse.root(),
-                    &r.dataset,
-                    &r.partition,
-                    r.generation.get(),
-                );
+                let uncertified =
+                    !certify::is_certified(warehouse, &r.dataset, &r.partition, r.generation.get());
                 [
                     r.dataset.clone(),
                     r.partition.clone(),

@@ -46,8 +46,8 @@ use serde_json::json;
 use crate::events::payload::{self, Payload};
 use crate::events::{Event, EventLog, State};
 use crate::manifest::{Disposition, Manifest, Task};
-use crate::ops::state::{self as marks, InstanceMark, Mark};
 use crate::plan::{Plan, Scope};
+use crate::store::marks::{self, InstanceMark, Mark};
 use crate::store::{CommitRecord, Warehouse};
 pub use attempt::chain;
 use attempt::AttemptOutcome;
@@ -569,8 +569,11 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 AttemptOutcome::AlreadyPublished | AttemptOutcome::Stale { current: true },
             ) => InstanceResult::AlreadyPublished,
             Outcome::Attempt(AttemptOutcome::Published { unsure }) => {
-                if let Err(e) = marks::clear(self.cx.warehouse.root(), task_name, partition) {
-                    let why = format!("cannot clear the marker of {task_name} {partition}: {e}");
+                if let Err(e) = marks::clear(&self.cx.warehouse, task_name, partition) {
+                    let why = format!(
+                        "cannot clear the marker of {task_name} {partition}: {}",
+                        chain(&e)
+                    );
                     eprintln!("error: {why}");
                     self.marker_errors.borrow_mut().push(why);
                 }
@@ -850,8 +853,12 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             since: crate::clock::now_rfc3339(),
             note: None,
         };
-        if let Err(e) = marks::write(self.cx.warehouse.root(), &record) {
-            let why = format!("cannot record {task} {partition} as {}: {e}", mark.as_str());
+        if let Err(e) = marks::write(&self.cx.warehouse, &record) {
+            let why = format!(
+                "cannot record {task} {partition} as {}: {}",
+                mark.as_str(),
+                chain(&e)
+            );
             eprintln!("error: {why}");
             self.marker_errors.borrow_mut().push(why);
         }
@@ -931,7 +938,7 @@ impl Job<'_> {
         let (task, partition) = (self.task, self.partition);
         // An operator decision from an earlier run, read once per instance.
         let mark = if self.first {
-            marks::read(cx.warehouse.root(), &task.name, partition)
+            marks::read(&cx.warehouse, &task.name, partition)
         } else {
             None
         };

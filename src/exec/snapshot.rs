@@ -11,7 +11,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::audit::{Format, InputData};
 use crate::manifest::{InputSource, Manifest, Task};
-use crate::ops::certify;
+use crate::store::certs as certify;
 use crate::store::Warehouse;
 
 use super::inputs::{self, MaterializeError};
@@ -273,10 +273,8 @@ fn pin_partition(
             ))
         })?;
     let generation = record.generation.get();
-    if !allow_uncertified
-        && !certify::is_certified(warehouse.root(), dataset, partition, generation)
-    {
-        let why = certify::read(warehouse.root(), dataset, partition, generation)
+    if !allow_uncertified && !certify::is_certified(warehouse, dataset, partition, generation) {
+        let why = certify::read(warehouse, dataset, partition, generation)
             .map(|c| c.reason)
             .unwrap_or_default();
         return Err(PinError::Uncertified(format!(

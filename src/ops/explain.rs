@@ -10,8 +10,8 @@ use serde_json::Value;
 use crate::events::payload::Payload;
 use crate::events::{EventRecord, State};
 use crate::manifest::Manifest;
-use crate::ops::certify;
-use crate::ops::state::{self, InstanceMark, Mark};
+use crate::store::certs as certify;
+use crate::store::marks::{self as state, InstanceMark, Mark};
 use crate::store::{FencingToken, Warehouse};
 
 /// One attempt, as the evidence tells it.
@@ -251,7 +251,7 @@ pub fn explain(
             "digest": r.digest,
             "code_version": r.code_version,
             "published_at": r.published_at,
-            "certified": certify::is_certified(warehouse.root(), &dataset, partition, r.generation.get()),
+            "certified": certify::is_certified(warehouse, &dataset, partition, r.generation.get()),
         })
     });
     // A failed last attempt is explained by what it read, not by what the
@@ -286,7 +286,7 @@ pub fn explain(
         .rev()
         .find(|u| u.generation.is_some())
         .map(|u| u.task.clone());
-    let mark = state::read(warehouse.root(), task, partition);
+    let mark = state::read(warehouse, task, partition);
     // SKIPPED after its last attempt (or with none): who blocked it.
     let last_attempt_at = mine
         .iter()
@@ -407,7 +407,7 @@ fn upstream_of(
                 generation: record.as_ref().map(|r| r.generation.get()),
                 digest: record.as_ref().map(|r| r.digest.clone()),
                 certified: record.as_ref().is_none_or(|r| {
-                    certify::is_certified(warehouse.root(), &dataset, &key, r.generation.get())
+                    certify::is_certified(warehouse, &dataset, &key, r.generation.get())
                 }),
                 dataset,
                 partition: key,

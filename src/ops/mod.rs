@@ -1,11 +1,9 @@
 //! What an operator reaches for: held and quarantined instances, certification,
 //! rollback, evidence (`explain`), garbage collection and verification.
 
-pub mod certify;
 pub mod explain;
 pub mod gc;
 pub mod rollback;
-pub mod state;
 pub mod verify;
 
 use std::path::Path;

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use crate::events::{Event, EventLog, State};
 use crate::manifest::Manifest;
-use crate::ops::state::{self, InstanceMark, Mark};
+use crate::store::marks::{self as state, InstanceMark, Mark};
 use crate::store::{
     CommitKind, CommitRecord, Depth, DriftKind, Generation, NewCommit, PublishError, TokenOwner,
     Warehouse,
@@ -110,7 +110,7 @@ pub fn rollback(
     let token = store
         .allocate_token(&owner)
         .map_err(|e| RollbackError::Warehouse(crate::exec::chain(&e)))?;
-    let previous = state::read(warehouse.root(), &target.task, partition);
+    let previous = state::read(warehouse, &target.task, partition);
     let hold = InstanceMark {
         mark: Mark::Held,
         task: target.task.clone(),
@@ -126,8 +126,12 @@ pub fn rollback(
         since: crate::clock::now_rfc3339(),
         note: None,
     };
-    state::write(warehouse.root(), &hold)
-        .map_err(|e| RollbackError::Warehouse(format!("cannot hold the instance: {e}")))?;
+    state::write(warehouse, &hold).map_err(|e| {
+        RollbackError::Warehouse(format!(
+            "cannot hold the instance: {}",
+            crate::exec::chain(&e)
+        ))
+    })?;
     log.emit_durable(
         State::RolledBack,
         Event::instance(&target.task, partition)
@@ -170,8 +174,8 @@ pub fn rollback(
         Err(PublishError::Stale { .. }) => {
             // Refused: nothing changed, so the instance goes back to what it was.
             let restored = match &previous {
-                Some(m) => state::write(warehouse.root(), m),
-                None => state::clear(warehouse.root(), &target.task, partition),
+                Some(m) => state::write(warehouse, m),
+                None => state::clear(warehouse, &target.task, partition),
             };
             if let Err(e) = restored {
                 eprintln!(

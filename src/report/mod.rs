@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use crate::events::{self, EventRecord, State};
 use crate::manifest::Manifest;
-use crate::ops::state::{self, Mark};
+use crate::store::marks::{self, Mark};
 use crate::store::{CommitRecord, Warehouse};
 
 /// A cell's state, as its CSS class and legend name.
@@ -164,7 +164,8 @@ fn grid(
     let planned_now = crate::clock::now();
     let now = jiff::Timestamp::now().as_second();
     let mut current = crate::plan::stale::Current::default();
-    let marks: HashMap<(String, String), Mark> = state::all(warehouse.root())
+    let marks: HashMap<(String, String), Mark> = marks::all(warehouse)
+        .map_err(ReportError::Warehouse)?
         .into_iter()
         .map(|m| ((m.task, m.partition), m.mark))
         .collect();

@@ -107,6 +107,30 @@ pub trait Backend: Send + Sync {
     fn delete_prefix(&self, prefix: &str) -> Result<(), StoreError>;
 }
 
+/// Writes `key` whatever it holds now (a marker, a certification): create
+/// it if absent, else replace the version just read, and start over if
+/// another writer got in between. The last writer wins whole; nobody sees a
+/// mix.
+pub fn put_replacing(backend: &dyn Backend, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
+    loop {
+        match backend.get_object(key)? {
+            None => {
+                if backend.put_if_absent(key, bytes)? {
+                    return Ok(());
+                }
+            }
+            Some(current) => {
+                if backend
+                    .put_if_version_matches(key, bytes, &current.meta.version)?
+                    .is_some()
+                {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
 /// A [`Backend`] on a local (POSIX) filesystem: keys are `/`-separated
 /// relative paths under `root`.
 ///

@@ -37,6 +37,7 @@
 
 pub mod allocation;
 pub mod backend;
+pub mod certs;
 #[doc(hidden)]
 pub mod contract;
 pub mod error;
@@ -47,6 +48,7 @@ mod key;
 pub use key::{decode_partition, encode_partition};
 pub mod layout;
 pub mod log;
+pub mod marks;
 pub mod memory;
 pub mod partition;
 pub mod token;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use weir::events::{EventRecord, State};
 use weir::exec::fault::Chaos;
-use weir::ops::state::Mark;
+use weir::store::marks::Mark;
 
 use crate::support::{all_events, exclusive, stderr, stdout, Engine, Sandbox};
 
@@ -203,7 +203,11 @@ fn seeded_chaos_over_300_partitions() {
         let fate = fates[key];
         let store = sb.store("out", key);
         let history = store.history().unwrap();
-        let mark = weir::ops::state::read(&sb.path().join("wh"), "t", key);
+        let mark = weir::store::marks::read(
+            &weir::store::Warehouse::open(&sb.path().join("wh")).unwrap(),
+            "t",
+            key,
+        );
         let published = of(&chaos_events, key, State::Published);
         let retrying = of(&chaos_events, key, State::Retrying);
         let context = format!(

@@ -1,0 +1,115 @@
+//! Certification marks on generations. A publication passed its gates and is
+//! certified by default; `weir uncertify` marks a generation as suspect (a
+//! consumer found a problem the gates missed), `weir certify` vouches for it
+//! again. Downstream tasks refuse an uncertified input unless their run is
+//! given `--allow-uncertified`.
+//!
+//! `_certs/<dataset>/<partition>/<generation>.json` in the warehouse's
+//! backend, replaced whole; the CERTIFIED / UNCERTIFIED events keep the
+//! history.
+
+use serde::{Deserialize, Serialize};
+
+use crate::store::backend::put_replacing;
+use crate::store::error::StoreError;
+use crate::store::key::validate_segment;
+use crate::store::Warehouse;
+
+/// The latest word on one generation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Certification {
+    /// The generation.
+    pub generation: u64,
+    /// Certified or not.
+    pub certified: bool,
+    /// Why.
+    pub reason: String,
+    /// When.
+    pub at: String,
+}
+
+fn key(dataset: &str, partition: &str, generation: u64) -> Result<String, StoreError> {
+    validate_segment(dataset)?;
+    Ok(format!(
+        "_certs/{dataset}/{}/{generation}.json",
+        crate::store::encode_partition(partition)
+    ))
+}
+
+/// The mark of a generation, if any was ever made and is readable.
+pub fn read(
+    warehouse: &Warehouse,
+    dataset: &str,
+    partition: &str,
+    generation: u64,
+) -> Option<Certification> {
+    let bytes = warehouse
+        .backend()
+        .get(&key(dataset, partition, generation).ok()?)
+        .ok()??;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Whether a generation may be read by downstream tasks: yes unless uncertified.
+pub fn is_certified(
+    warehouse: &Warehouse,
+    dataset: &str,
+    partition: &str,
+    generation: u64,
+) -> bool {
+    read(warehouse, dataset, partition, generation).is_none_or(|c| c.certified)
+}
+
+/// Records a mark durably, replacing the previous one.
+pub fn write(
+    warehouse: &Warehouse,
+    dataset: &str,
+    partition: &str,
+    mark: &Certification,
+) -> Result<(), StoreError> {
+    let key = key(dataset, partition, mark.generation)?;
+    let bytes = serde_json::to_vec_pretty(mark).map_err(|e| StoreError::Corrupt {
+        key: key.clone(),
+        message: format!("cannot encode certification: {e}"),
+    })?;
+    put_replacing(warehouse.backend().as_ref(), &key, &bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::store::{Backend, MemoryBackend};
+
+    // issue 13: certifications are a typed store over the backend, replaced
+    // whole: the latest word on a generation wins.
+    #[test]
+    fn issue_13_certifications_go_through_the_backend() {
+        let backend = Arc::new(MemoryBackend::new());
+        let wh = Warehouse::with_backend(backend.clone(), std::env::temp_dir().join("unused"));
+        assert!(is_certified(&wh, "sales", "2026-09-20", 3));
+        let word = |certified: bool, reason: &str| Certification {
+            generation: 3,
+            certified,
+            reason: reason.into(),
+            at: "2026-12-01T00:00:00Z".into(),
+        };
+        write(&wh, "sales", "2026-09-20", &word(false, "totals off")).unwrap();
+        assert!(!is_certified(&wh, "sales", "2026-09-20", 3));
+        assert!(is_certified(&wh, "sales", "2026-09-20", 2));
+        write(&wh, "sales", "2026-09-20", &word(true, "checked")).unwrap();
+        assert_eq!(
+            read(&wh, "sales", "2026-09-20", 3),
+            Some(word(true, "checked"))
+        );
+        let keys: Vec<String> = backend
+            .list_objects("")
+            .unwrap()
+            .into_iter()
+            .map(|m| m.key)
+            .collect();
+        assert_eq!(keys, vec!["_certs/sales/2026-09-20/3.json"]);
+        assert!(write(&wh, "..", "p", &word(true, "x")).is_err());
+    }
+}

@@ -1,0 +1,215 @@
+//! Operator-visible instance states that outlive a run: HELD (waits for an
+//! operator), QUARANTINED (a poison pill for one input snapshot and code
+//! version) and ABANDONED (an operator gave it up).
+//!
+//! One small JSON object per instance, `_instances/<task>/<partition>.json`
+//! in the warehouse's backend, replaced whole (create if absent, else replace
+//! the version read, durably). A later run reads it before doing
+//! anything: a held or abandoned instance is not run again until `weir retry`
+//! releases it; a quarantined one is not retried with the same snapshot and
+//! code (new data or new code is a new question, so it runs).
+
+use serde::{Deserialize, Serialize};
+
+use crate::store::backend::put_replacing;
+use crate::store::error::StoreError;
+use crate::store::key::validate_segment;
+use crate::store::Warehouse;
+
+/// Where markers live in the warehouse.
+const INSTANCES: &str = "_instances";
+
+/// An error with its causes, for a marker read as held.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    out
+}
+
+/// The kinds of marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Mark {
+    /// Waits for `weir retry` or `weir abandon`.
+    Held,
+    /// Not retried with the same input snapshot and code_version.
+    Quarantined,
+    /// Given up by an operator; not run until `weir retry`.
+    Abandoned,
+}
+
+impl Mark {
+    /// As written in markers and events.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mark::Held => "HELD",
+            Mark::Quarantined => "QUARANTINED",
+            Mark::Abandoned => "ABANDONED",
+        }
+    }
+}
+
+/// A marker's content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstanceMark {
+    /// Which.
+    pub mark: Mark,
+    /// Task.
+    pub task: String,
+    /// Partition.
+    pub partition: String,
+    /// The run that decided it.
+    pub run_id: String,
+    /// Why.
+    pub reason: String,
+    /// The snapshot it failed on (quarantine applies to this one only).
+    pub input_snapshot_digest: Option<String>,
+    /// The code it failed with.
+    pub code_version: String,
+    /// The fingerprint of that code (command, gates, output, `code` files):
+    /// a quarantine stands only while it is unchanged. Absent in markers
+    /// written before fingerprints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_fingerprint: Option<String>,
+    /// When.
+    pub since: String,
+    /// The operator's note, for ABANDONED.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+fn key(task: &str, partition: &str) -> Result<String, StoreError> {
+    validate_segment(task)?;
+    Ok(format!(
+        "{INSTANCES}/{task}/{}.json",
+        crate::store::encode_partition(partition)
+    ))
+}
+
+/// The marker of an instance, if any. An unreadable marker counts as held:
+/// when in doubt, wait for a person.
+pub fn read(warehouse: &Warehouse, task: &str, partition: &str) -> Option<InstanceMark> {
+    let held = |reason: String| InstanceMark {
+        mark: Mark::Held,
+        task: task.to_string(),
+        partition: partition.to_string(),
+        run_id: String::new(),
+        reason,
+        input_snapshot_digest: None,
+        code_version: String::new(),
+        code_fingerprint: None,
+        since: String::new(),
+        note: None,
+    };
+    let bytes = match key(task, partition).and_then(|k| warehouse.backend().get(&k)) {
+        Ok(bytes) => bytes?,
+        Err(e) => return Some(held(format!("unreadable instance marker: {}", chain(&e)))),
+    };
+    Some(
+        serde_json::from_slice(&bytes)
+            .unwrap_or_else(|e| held(format!("unreadable instance marker: {e}"))),
+    )
+}
+
+/// Writes a marker durably, replacing any other.
+pub fn write(warehouse: &Warehouse, mark: &InstanceMark) -> Result<(), StoreError> {
+    let key = key(&mark.task, &mark.partition)?;
+    let bytes = serde_json::to_vec_pretty(mark).map_err(|e| StoreError::Corrupt {
+        key: key.clone(),
+        message: format!("cannot encode marker: {e}"),
+    })?;
+    put_replacing(warehouse.backend().as_ref(), &key, &bytes)
+}
+
+/// Removes a marker (published, or released by an operator).
+pub fn clear(warehouse: &Warehouse, task: &str, partition: &str) -> Result<(), StoreError> {
+    warehouse.backend().delete(&key(task, partition)?)
+}
+
+/// Every marker in the warehouse, by task and partition. A listing that
+/// fails is an error: "no marker" would let held instances run.
+pub fn all(warehouse: &Warehouse) -> Result<Vec<InstanceMark>, StoreError> {
+    let mut out = Vec::new();
+    for meta in warehouse.backend().list_objects(INSTANCES)? {
+        let mut parts = meta.key.splitn(3, '/').skip(1);
+        let (Some(task), Some(file)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        if let Some(partition) = file
+            .strip_suffix(".json")
+            .and_then(crate::store::decode_partition)
+        {
+            if let Some(m) = read(warehouse, task, &partition) {
+                out.push(m);
+            }
+        }
+    }
+    out.sort_by(|a, b| (&a.task, &a.partition).cmp(&(&b.task, &b.partition)));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::store::{Backend, MemoryBackend};
+
+    fn mark(task: &str, partition: &str, mark: Mark) -> InstanceMark {
+        InstanceMark {
+            mark,
+            task: task.into(),
+            partition: partition.into(),
+            run_id: "run-1".into(),
+            reason: "why".into(),
+            input_snapshot_digest: Some("sha256:aa".into()),
+            code_version: "1".into(),
+            code_fingerprint: None,
+            since: "2026-12-01T00:00:00Z".into(),
+            note: None,
+        }
+    }
+
+    // issue 13: markers are a typed store over the backend: they live in
+    // memory when the warehouse does, and no file is written beside it.
+    #[test]
+    fn issue_13_markers_go_through_the_backend() {
+        let root = std::env::temp_dir().join(format!("weir-marks-{}", fastrand::u64(..)));
+        let backend = Arc::new(MemoryBackend::new());
+        let wh = Warehouse::with_backend(backend.clone(), root.clone());
+        let held = mark("t", "2026-09-20|eu", Mark::Held);
+        write(&wh, &held).unwrap();
+        assert_eq!(read(&wh, "t", "2026-09-20|eu"), Some(held.clone()));
+        let quarantined = mark("t", "2026-09-20|eu", Mark::Quarantined);
+        write(&wh, &quarantined).unwrap();
+        write(&wh, &mark("a", "k", Mark::Abandoned)).unwrap();
+        let all = all(&wh).unwrap();
+        assert_eq!(all, vec![mark("a", "k", Mark::Abandoned), quarantined]);
+        let keys: Vec<String> = backend
+            .list_objects("")
+            .unwrap()
+            .into_iter()
+            .map(|m| m.key)
+            .collect();
+        assert_eq!(
+            keys,
+            vec!["_instances/a/k.json", "_instances/t/2026-09-20%7Ceu.json"]
+        );
+        clear(&wh, "t", "2026-09-20|eu").unwrap();
+        clear(&wh, "t", "2026-09-20|eu").unwrap();
+        assert_eq!(read(&wh, "t", "2026-09-20|eu"), None);
+        assert!(!root.exists());
+        // An unreadable marker holds the instance; a bad task name cannot
+        // escape the store.
+        assert!(backend.put_if_absent("_instances/t/x.json", b"{").unwrap());
+        let unreadable = read(&wh, "t", "x").unwrap();
+        assert_eq!(unreadable.mark, Mark::Held);
+        assert!(unreadable.reason.contains("unreadable"), "{unreadable:?}");
+        assert!(write(&wh, &mark("../x", "k", Mark::Held)).is_err());
+        assert_eq!(read(&wh, "..", "k").map(|m| m.mark), Some(Mark::Held));
+    }
+}
