@@ -25,6 +25,17 @@ pub enum StoreError {
         #[source]
         source: io::Error,
     },
+    /// The object store (S3) refused or failed a request, or cannot be
+    /// configured. For a write the outcome is unknown, as for `Io`.
+    #[error("object store error on {key}")]
+    #[diagnostic(code(weir::store::remote))]
+    Remote {
+        /// The key (or `s3://` URL) the request was for.
+        key: String,
+        /// The client's error, with its own causes (HTTP status, network).
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A stored record exists but is not one the store could have written.
     #[error("corrupt record {key}: {message}")]
     #[diagnostic(

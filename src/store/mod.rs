@@ -51,6 +51,8 @@ pub mod log;
 pub mod marks;
 pub mod memory;
 pub mod partition;
+#[cfg(feature = "s3")]
+pub mod s3;
 pub mod token;
 pub mod warehouse;
 

@@ -21,6 +21,7 @@ mod pools;
 mod publish;
 mod report;
 mod retries;
+mod s3;
 mod schema;
 mod slurm;
 mod support;

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# moto's standalone S3 server for the S3 backend's tests (issue 13).
+#   ci/moto-up.sh        install moto[server] if missing, start it on loopback, wait until it answers,
+#                        print `export WEIR_S3_TEST_ENDPOINT=...` for the caller to eval
+#   ci/moto-up.sh down   stop the server this script started
+# moto honours S3's If-None-Match: * and If-Match, which the store's protocol needs.
+set -euo pipefail
+STATE=${WEIR_MOTO_STATE:-/tmp/weir-moto}
+PORT=${WEIR_MOTO_PORT:-5599}
+VERSION=5.2.5
+
+if [ "${1:-}" = down ]; then
+  if [ -f "$STATE/moto.pid" ]; then
+    pid=$(cat "$STATE/moto.pid")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    rm -f "$STATE/moto.pid"
+  fi
+  exit 0
+fi
+
+installed=$(python3 -c 'import moto; print(moto.__version__)' 2>/dev/null || true)
+if [ "$installed" != "$VERSION" ] || ! command -v moto_server >/dev/null 2>&1; then
+  python3 -m pip install --quiet "moto[server]==$VERSION" >&2
+fi
+mkdir -p "$STATE"
+moto_server -H 127.0.0.1 -p "$PORT" >"$STATE/moto.log" 2>&1 &
+echo $! >"$STATE/moto.pid"
+for _ in $(seq 100); do
+  if python3 - "$PORT" <<'PY' 2>/dev/null
+import sys, urllib.request
+urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/", timeout=1)
+PY
+  then
+    echo "export WEIR_S3_TEST_ENDPOINT=http://127.0.0.1:$PORT"
+    exit 0
+  fi
+  sleep 0.1
+done
+echo "moto_server did not answer on port $PORT; its log:" >&2
+cat "$STATE/moto.log" >&2
+exit 1

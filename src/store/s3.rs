@@ -1,0 +1,359 @@
+//! The S3 [`Backend`], through the `object_store` crate: a warehouse at
+//! `s3://bucket/prefix` on AWS S3 or anything that speaks its protocol with
+//! conditional writes (MinIO, Ceph, R2, moto).
+//!
+//! - put-if-absent is a PUT with `If-None-Match: *`, a conditional replace a
+//!   PUT with `If-Match: <etag>`; the version is the ETag.
+//! - object_store retries a request after a 5xx or a timeout, so a create
+//!   whose first try landed comes back `AlreadyExists` (412) from the retry,
+//!   and a replace comes back `Precondition`. Either may be our own write:
+//!   the backend rereads the key and calls it ours when the bytes it holds
+//!   are the bytes it wrote (every record the store writes carries its
+//!   writer's token, engine id or time, so two writers never write the same
+//!   bytes by accident; and if they did, either one's is the same record).
+//! - S3 has no conditional delete: delete is used only where the store's
+//!   protocol never needs it to be conditional (gc, markers).
+//! - The client is async and the engine is threaded: the backend owns a
+//!   small tokio runtime and every call blocks on it, from any engine thread.
+//!
+//! Configuration is the standard `AWS_*` environment: `AWS_ENDPOINT_URL`,
+//! `AWS_REGION` (or `AWS_DEFAULT_REGION`), `AWS_ACCESS_KEY_ID`,
+//! `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, and `AWS_ALLOW_HTTP=true`
+//! for a local server on plain http.
+
+use std::sync::Arc;
+
+use futures_util::TryStreamExt;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, UpdateVersion};
+
+use crate::store::backend::{Backend, Object, ObjectMeta, Version};
+use crate::store::error::StoreError;
+use crate::store::key::validate_key;
+
+/// A [`Backend`] on an S3 bucket, under an optional key prefix.
+pub struct S3Backend {
+    store: Arc<dyn ObjectStore>,
+    /// `prefix/` (or empty): prepended to every key.
+    prefix: String,
+    /// `s3://bucket/prefix`, for messages.
+    url: String,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl std::fmt::Debug for S3Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Backend")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `s3://bucket/prefix` split into bucket and prefix (without slashes at
+/// its ends); `None` if `url` is not an `s3://` URL with a bucket.
+pub fn parse_url(url: &str) -> Option<(String, String)> {
+    let rest = url.strip_prefix("s3://")?;
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    if bucket.is_empty() {
+        return None;
+    }
+    Some((bucket.to_owned(), prefix.trim_matches('/').to_owned()))
+}
+
+/// Installs the ring crypto provider for rustls, once per process (the
+/// build has no other; without it building a client panics, even for http).
+pub fn install_crypto_provider() {
+    // Err = a provider is already installed: fine either way.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+impl S3Backend {
+    /// A backend for `s3://bucket/prefix`, configured from the `AWS_*`
+    /// environment. Lists the prefix once, so that a missing bucket, a wrong
+    /// endpoint or bad credentials fail here, not later as "nothing there".
+    pub fn open(url: &str) -> Result<S3Backend, StoreError> {
+        S3Backend::open_with(url, &[])
+    }
+
+    /// [`S3Backend::open`] with `object_store` configuration keys on top of
+    /// the environment (`aws_endpoint`, `aws_allow_http`, ...).
+    pub fn open_with(url: &str, config: &[(&str, &str)]) -> Result<S3Backend, StoreError> {
+        let remote = |message: String| StoreError::Remote {
+            key: url.to_owned(),
+            source: message.into(),
+        };
+        let (bucket, prefix) =
+            parse_url(url).ok_or_else(|| remote("not an s3://bucket/prefix URL".to_owned()))?;
+        if !prefix.is_empty() {
+            validate_key(&prefix)?;
+        }
+        install_crypto_provider();
+        let mut builder = AmazonS3Builder::from_env().with_bucket_name(&bucket);
+        for (key, value) in config {
+            let key = key
+                .parse::<AmazonS3ConfigKey>()
+                .map_err(|e| StoreError::Remote {
+                    key: url.to_owned(),
+                    source: Box::new(e),
+                })?;
+            builder = builder.with_config(key, *value);
+        }
+        let store = builder.build().map_err(|e| StoreError::Remote {
+            key: url.to_owned(),
+            source: Box::new(e),
+        })?;
+        let backend = S3Backend::with_store(Arc::new(store), &prefix, url)?;
+        let dir = backend.dir("")?;
+        backend
+            .runtime
+            .block_on(backend.store.list_with_delimiter(dir.as_ref()))
+            .map_err(|e| StoreError::Remote {
+                key: url.to_owned(),
+                source: Box::new(e),
+            })?;
+        Ok(backend)
+    }
+
+    /// A backend over any object store (tests wrap one to inject faults).
+    pub fn with_store(
+        store: Arc<dyn ObjectStore>,
+        prefix: &str,
+        url: &str,
+    ) -> Result<S3Backend, StoreError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("weir-s3")
+            .enable_all()
+            .build()
+            .map_err(StoreError::io(url))?;
+        Ok(S3Backend {
+            store,
+            prefix: if prefix.is_empty() {
+                String::new()
+            } else {
+                format!("{prefix}/")
+            },
+            url: url.to_owned(),
+            runtime,
+        })
+    }
+
+    /// The `s3://` URL it was opened with.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn path(&self, key: &str) -> Result<ObjectPath, StoreError> {
+        validate_key(key)?;
+        Ok(ObjectPath::from(format!("{}{key}", self.prefix)))
+    }
+
+    /// The path of a prefix "directory" (`None` = the whole warehouse).
+    fn dir(&self, prefix: &str) -> Result<Option<ObjectPath>, StoreError> {
+        if prefix.is_empty() {
+            let root = self.prefix.trim_end_matches('/');
+            return Ok((!root.is_empty()).then(|| ObjectPath::from(root)));
+        }
+        self.path(prefix).map(Some)
+    }
+
+    /// Our key for an object's location; `None` outside our prefix.
+    fn key_of(&self, location: &ObjectPath) -> Option<String> {
+        let decoded = percent_decode(location.as_ref())?;
+        decoded.strip_prefix(&self.prefix).map(str::to_owned)
+    }
+
+    fn meta(&self, meta: &object_store::ObjectMeta) -> Option<ObjectMeta> {
+        let at = meta.last_modified;
+        Some(ObjectMeta {
+            key: self.key_of(&meta.location)?,
+            size: meta.size,
+            version: Version::new(meta.e_tag.clone().unwrap_or_default()),
+            last_modified: jiff::Timestamp::new(
+                at.timestamp(),
+                i32::try_from(at.timestamp_subsec_nanos()).unwrap_or(0),
+            )
+            .unwrap_or_default(),
+        })
+    }
+
+    fn error(&self, key: &str, e: object_store::Error) -> StoreError {
+        StoreError::Remote {
+            key: format!("{}{key}", self.url_prefix()),
+            source: Box::new(e),
+        }
+    }
+
+    fn url_prefix(&self) -> String {
+        format!("{}/", self.url.trim_end_matches('/'))
+    }
+
+    /// Whether `key` now holds exactly `bytes`: after a create or replace
+    /// refused by its own retry, that means the first try landed.
+    fn holds(&self, key: &str, bytes: &[u8]) -> Result<Option<Version>, StoreError> {
+        Ok(self
+            .get_object(key)?
+            .filter(|o| o.bytes == bytes)
+            .map(|o| o.meta.version))
+    }
+}
+
+/// Undoes object_store's percent-encoding of a path (which encodes `%`
+/// itself, so decoding once gives the key back exactly).
+fn percent_decode(raw: &str) -> Option<String> {
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+impl Backend for S3Backend {
+    fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
+        let path = self.path(key)?;
+        let put = self.store.put_opts(
+            &path,
+            bytes.to_vec().into(),
+            PutOptions::from(PutMode::Create),
+        );
+        match self.runtime.block_on(put) {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(self.holds(key, bytes)?.is_some()),
+            Err(e) => Err(self.error(key, e)),
+        }
+    }
+
+    fn put_if_version_matches(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        expected: &Version,
+    ) -> Result<Option<Version>, StoreError> {
+        let path = self.path(key)?;
+        let mode = PutMode::Update(UpdateVersion {
+            e_tag: Some(expected.as_str().to_owned()),
+            version: None,
+        });
+        let put = self
+            .store
+            .put_opts(&path, bytes.to_vec().into(), PutOptions::from(mode));
+        match self.runtime.block_on(put) {
+            Ok(done) => Ok(Some(Version::new(done.e_tag.unwrap_or_default()))),
+            Err(
+                object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. },
+            ) => {
+                // Our own first try may have landed before a retry was
+                // refused; else someone else changed (or deleted) it.
+                self.holds(key, bytes)
+            }
+            Err(e) => Err(self.error(key, e)),
+        }
+    }
+
+    fn get_object(&self, key: &str) -> Result<Option<Object>, StoreError> {
+        let path = self.path(key)?;
+        let read = async {
+            let got = self.store.get(&path).await?;
+            let meta = got.meta.clone();
+            let bytes = got.bytes().await?;
+            Ok::<_, object_store::Error>((meta, bytes))
+        };
+        match self.runtime.block_on(read) {
+            Ok((meta, bytes)) => Ok(self.meta(&meta).map(|meta| Object {
+                bytes: bytes.to_vec(),
+                meta,
+            })),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.error(key, e)),
+        }
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        let dir = self.dir(prefix)?;
+        let listed = self
+            .runtime
+            .block_on(self.store.list_with_delimiter(dir.as_ref()))
+            .map_err(|e| self.error(prefix, e))?;
+        let mut names: Vec<String> = listed
+            .common_prefixes
+            .iter()
+            .chain(listed.objects.iter().map(|o| &o.location))
+            .filter_map(|p| self.key_of(p))
+            .filter_map(|k| k.rsplit('/').next().map(str::to_owned))
+            .collect();
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
+        let dir = self.dir(prefix)?;
+        let listed: Vec<object_store::ObjectMeta> = self
+            .runtime
+            .block_on(self.store.list(dir.as_ref()).try_collect())
+            .map_err(|e| self.error(prefix, e))?;
+        let mut out: Vec<ObjectMeta> = listed.iter().filter_map(|m| self.meta(m)).collect();
+        // A listing covers what is under `prefix/`; the key itself too.
+        if !prefix.is_empty() && !out.iter().any(|m| m.key == prefix) {
+            let path = self.path(prefix)?;
+            match self.runtime.block_on(self.store.head(&path)) {
+                Ok(meta) => out.extend(self.meta(&meta)),
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(self.error(prefix, e)),
+            }
+        }
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+
+    fn delete(&self, key: &str) -> Result<(), StoreError> {
+        let path = self.path(key)?;
+        match self.runtime.block_on(self.store.delete(&path)) {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.error(key, e)),
+        }
+    }
+
+    fn delete_prefix(&self, prefix: &str) -> Result<(), StoreError> {
+        validate_key(prefix)?;
+        for meta in self.list_objects(prefix)? {
+            self.delete(&meta.key)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_split_into_bucket_and_prefix() {
+        assert_eq!(parse_url("s3://b"), Some(("b".into(), String::new())));
+        assert_eq!(parse_url("s3://b/"), Some(("b".into(), String::new())));
+        assert_eq!(parse_url("s3://b/x/y/"), Some(("b".into(), "x/y".into())));
+        assert_eq!(parse_url("s3:///x"), None);
+        assert_eq!(parse_url("/tmp/wh"), None);
+    }
+
+    #[test]
+    fn paths_decode_back_to_keys() {
+        let encoded = ObjectPath::from("wh/d/2026%7Ceu/log");
+        assert_eq!(encoded.as_ref(), "wh/d/2026%257Ceu/log");
+        assert_eq!(
+            percent_decode(encoded.as_ref()).as_deref(),
+            Some("wh/d/2026%7Ceu/log")
+        );
+        assert_eq!(percent_decode("a%2"), None);
+    }
+}
