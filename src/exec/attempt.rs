@@ -140,7 +140,7 @@ pub(crate) fn run(
     let tag = tree::new_tag();
     let mut lease = lease::Lease::new(cx, task, attempt, token);
     lease.process_tag = Some(tag.clone());
-    let heartbeat = lease::Heartbeat::start(&dir, lease, task.heartbeat);
+    let heartbeat = lease::Heartbeat::start(&store, token, lease, task.heartbeat);
     let guard = lease::guard(cx, task, partition, attempt, token);
     // Asked to stop while another engine's attempt was live.
     if let lease::Guard::Interrupted(sig) = guard {

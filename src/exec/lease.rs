@@ -32,100 +32,27 @@
 //! machine crash a missing lease reads as "dead", which fencing makes safe.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::Context;
 use crate::events::{Event, State};
 use crate::manifest::Task;
+pub use crate::store::leases::Lease;
 use crate::store::{FencingToken, Holder, PartitionStore, TokenOwner};
 
 /// A lease expires after this many missed heartbeats.
 pub const MISSED_HEARTBEATS: u32 = 3;
-
-/// Who holds an attempt, and when it last said so.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Lease {
-    /// Random id of the engine process.
-    pub engine_id: String,
-    /// Its host.
-    pub host: String,
-    /// Its pid.
-    pub pid: u32,
-    /// Its start time in clock ticks since boot (Linux), so a reused pid is not mistaken for it.
-    pub pid_start: Option<u64>,
-    /// The kernel boot id of its machine (Linux).
-    #[serde(default)]
-    pub boot_id: Option<String>,
-    /// Its PID namespace (Linux): a pid means nothing outside it.
-    #[serde(default)]
-    pub pid_ns: Option<String>,
-    /// Run.
-    pub run_id: String,
-    /// Task.
-    pub task: String,
-    /// Attempt number.
-    pub attempt: u32,
-    /// Token.
-    pub token: u64,
-    /// Heartbeats so far: readers watch it change on their own clock.
-    #[serde(default)]
-    pub beats: u64,
-    /// Last heartbeat, ms since the Unix epoch (the writer's clock: evidence
-    /// for people, not used to judge liveness).
-    pub heartbeat_ms: i64,
-    /// Last heartbeat, RFC 3339.
-    pub heartbeat_at: String,
-    /// The lease is over when no heartbeat came for this long.
-    pub timeout_ms: u64,
-    /// The attempt ended (whatever its outcome).
-    pub finished: bool,
-    /// The task's process tag (`tree.rs`): an engine that takes over from a
-    /// dead holder on this host stops the processes carrying it first.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub process_tag: Option<String>,
-    /// The Slurm job running the attempt's command, once submitted: an
-    /// engine taking over waits for it to end (`slurm.rs`) instead of
-    /// running a duplicate beside it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub job_id: Option<String>,
-}
 
 /// This engine process's identity.
 pub fn engine() -> &'static Holder {
     Holder::current()
 }
 
-fn now_ms() -> i64 {
-    jiff::Timestamp::now().as_millisecond()
-}
-
 /// The lease timeout of a task.
 pub fn timeout(task: &Task) -> Duration {
     task.heartbeat * MISSED_HEARTBEATS
-}
-
-fn path(attempt_dir: &Path) -> std::path::PathBuf {
-    attempt_dir.join("lease.json")
-}
-
-/// Writes (renews) a lease: temp file + rename, so a reader never sees half
-/// of one. No fsync: see the module doc.
-pub fn write(attempt_dir: &Path, lease: &Lease) -> std::io::Result<()> {
-    let tmp = attempt_dir.join(".lease.json.tmp");
-    std::fs::write(
-        &tmp,
-        serde_json::to_vec(lease).map_err(std::io::Error::other)?,
-    )?;
-    std::fs::rename(tmp, path(attempt_dir))
-}
-
-/// Reads a lease.
-pub fn read(attempt_dir: &Path) -> Option<Lease> {
-    serde_json::from_slice(&std::fs::read(path(attempt_dir)).ok()?).ok()
 }
 
 impl Lease {
@@ -153,30 +80,6 @@ impl Lease {
         };
         lease.beat();
         lease
-    }
-
-    /// Stamps a heartbeat.
-    pub fn beat(&mut self) {
-        self.beats += 1;
-        self.heartbeat_ms = now_ms();
-        self.heartbeat_at = crate::clock::now_rfc3339();
-    }
-
-    /// The engine process that holds it.
-    pub fn holder(&self) -> Holder {
-        Holder {
-            engine_id: self.engine_id.clone(),
-            host: self.host.clone(),
-            pid: self.pid,
-            pid_start: self.pid_start,
-            boot_id: self.boot_id.clone(),
-            pid_ns: self.pid_ns.clone(),
-        }
-    }
-
-    /// Whether the holder is certainly gone (see [`Holder::certainly_dead`]).
-    pub fn holder_dead(&self) -> bool {
-        self.holder().certainly_dead()
     }
 }
 
@@ -397,7 +300,7 @@ fn look(
     watches: &mut HashMap<u64, Watch>,
     lease_timeout: Duration,
 ) -> Other {
-    let lease = read(&store.attempt_dir(t));
+    let lease = store.read_lease(t);
     if lease.as_ref().is_some_and(|l| l.finished) {
         return Other::Done;
     }
@@ -444,9 +347,14 @@ pub(crate) struct Heartbeat {
 
 impl Heartbeat {
     /// Writes the lease and starts renewing it every `interval`.
-    pub(crate) fn start(attempt_dir: &Path, mut lease: Lease, interval: Duration) -> Heartbeat {
-        let dir = attempt_dir.to_path_buf();
-        let _ = write(&dir, &lease);
+    pub(crate) fn start(
+        store: &PartitionStore,
+        token: FencingToken,
+        mut lease: Lease,
+        interval: Duration,
+    ) -> Heartbeat {
+        let store = store.clone();
+        let _ = store.write_lease(token, &lease);
         let (stop, stopped) = std::sync::mpsc::channel::<String>();
         let thread = std::thread::spawn(move || {
             loop {
@@ -457,11 +365,11 @@ impl Heartbeat {
                     Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
                 }
                 lease.beat();
-                let _ = write(&dir, &lease);
+                let _ = store.write_lease(token, &lease);
             }
             lease.beat();
             lease.finished = true;
-            let _ = write(&dir, &lease);
+            let _ = store.write_lease(token, &lease);
         });
         Heartbeat {
             stop: Some(stop),

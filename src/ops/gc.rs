@@ -369,8 +369,7 @@ fn decide(
         }
     };
     let taken_over = || store.claim_record(token).ok().flatten();
-    if let Some(lease) = crate::exec::lease::read(&store.attempt_dir(token)).filter(|l| !l.finished)
-    {
+    if let Some(lease) = store.read_lease(token).filter(|l| !l.finished) {
         // An engine that is certainly gone, or whose attempt another engine
         // took over (a newer token then holds the partition; fencing refuses
         // this one's publish if it ever wakes), no longer needs its candidate.

@@ -70,6 +70,10 @@ pub struct Object {
 /// - `put_if_version_matches` replaces the key only if its current version
 ///   is `expected`: `Ok(Some(new))` = replaced, `Ok(None)` = it was changed,
 ///   deleted or never existed; `Err` = unknown.
+/// - `put` creates or replaces a key whatever it holds, for keys with one
+///   writer (a lease and its heartbeat): on an object store durable like any
+///   PUT, on the filesystem atomic (a reader sees the old or the new bytes)
+///   but left to the page cache, not fsynced.
 /// - `get_object` returns bytes and metadata of one version together.
 /// - `list_objects` is every object under a prefix (recursively), sorted by
 ///   key; `list` is the names directly under a prefix, like a directory.
@@ -88,6 +92,8 @@ pub trait Backend: Send + Sync {
         bytes: &[u8],
         expected: &Version,
     ) -> Result<Option<Version>, StoreError>;
+    /// Creates or replaces `key` unconditionally (one writer per key).
+    fn put(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError>;
     /// Reads a key with its metadata; `None` if it does not exist.
     fn get_object(&self, key: &str) -> Result<Option<Object>, StoreError>;
     /// Reads a key; `None` if it does not exist.
@@ -397,12 +403,33 @@ impl Backend for FsBackend {
         Ok(Some(fs_version(&replaced?)))
     }
 
+    fn put(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        let (path, dir, name) = self.split_key(key)?;
+        let (tmp, mut file) = self.create_temp_in(&dir, name)?;
+        // Temp and rename, so a reader never sees half of it; no fsync (see
+        // the trait: one writer, whose loss a reader survives).
+        let written = file
+            .write_all(bytes)
+            .map_err(StoreError::io(&tmp))
+            .and_then(|()| fs::rename(&tmp, &path).map_err(StoreError::io(&path)));
+        if written.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        written
+    }
+
     fn get_object(&self, key: &str) -> Result<Option<Object>, StoreError> {
         use std::io::Read;
         let path = self.path(key)?;
         let mut file = match File::open(&path) {
             Ok(file) => file,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            // A file where a directory of the key would be: no such key.
+            Err(e)
+                if e.kind() == io::ErrorKind::NotFound
+                    || e.kind() == io::ErrorKind::NotADirectory =>
+            {
+                return Ok(None)
+            }
             Err(e) => return Err(StoreError::io(path)(e)),
         };
         // Metadata and bytes from one open file: one version, even if the

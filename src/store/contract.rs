@@ -37,6 +37,10 @@ pub const CHECKS: &[Check] = &[
         replace_only_at_the_expected_version,
     ),
     (
+        "put_overwrites_whatever_is_there",
+        put_overwrites_whatever_is_there,
+    ),
+    (
         "list_is_a_sorted_directory_view",
         list_is_a_sorted_directory_view,
     ),
@@ -102,6 +106,10 @@ impl<B: Backend> Backend for Jitter<B> {
     ) -> Result<Option<Version>, StoreError> {
         self.pause();
         self.0.put_if_version_matches(key, bytes, expected)
+    }
+    fn put(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        self.pause();
+        self.0.put(key, bytes)
     }
     fn get_object(&self, key: &str) -> Result<Option<Object>, StoreError> {
         self.pause();
@@ -176,6 +184,27 @@ fn replace_only_at_the_expected_version(b: Arc<dyn Backend>) {
     assert!(b.put_if_absent("lease", b"v3").unwrap());
     assert_eq!(b.put_if_version_matches("lease", b"x", &v2).unwrap(), None);
     assert_eq!(b.get("lease").unwrap().unwrap(), b"v3");
+}
+
+fn put_overwrites_whatever_is_there(b: Arc<dyn Backend>) {
+    b.put("a/lease", b"beat 1").unwrap();
+    let v1 = b.get_object("a/lease").unwrap().unwrap().meta.version;
+    b.put("a/lease", b"beat 2").unwrap();
+    let o = b.get_object("a/lease").unwrap().unwrap();
+    assert_eq!(o.bytes, b"beat 2");
+    assert_ne!(o.meta.version, v1);
+    // A put-if-absent now finds it taken; the conditional replace of the
+    // overwritten version is refused.
+    assert!(!b.put_if_absent("a/lease", b"x").unwrap());
+    assert_eq!(
+        b.put_if_version_matches("a/lease", b"x", &v1).unwrap(),
+        None
+    );
+    assert_eq!(b.list("a").unwrap(), vec!["lease"]);
+    assert!(matches!(
+        b.put("../x", b"x"),
+        Err(StoreError::InvalidKey { .. })
+    ));
 }
 
 fn list_is_a_sorted_directory_view(b: Arc<dyn Backend>) {

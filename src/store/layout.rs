@@ -22,6 +22,9 @@ pub const STDERR_LOG: &str = "stderr.log";
 /// The audited candidate description, inside an attempt dir.
 pub const CANDIDATE_FILE: &str = "candidate.json";
 
+/// The attempt's lease, inside an attempt dir.
+pub const LEASE_FILE: &str = "lease.json";
+
 const TOKENS: &str = "tokens";
 const ATTEMPTS: &str = "attempts";
 const LOG: &str = "log";
@@ -51,6 +54,11 @@ pub(crate) fn attempts_prefix(partition: &str) -> String {
 
 pub(crate) fn attempt_key(partition: &str, token: FencingToken) -> String {
     join(&attempts_prefix(partition), &token.key_name())
+}
+
+/// An attempt's lease, inside its attempt dir.
+pub(crate) fn lease_key(partition: &str, token: FencingToken) -> String {
+    join(&attempt_key(partition, token), LEASE_FILE)
 }
 
 pub(crate) fn log_prefix(partition: &str) -> String {

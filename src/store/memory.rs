@@ -108,6 +108,12 @@ impl Backend for MemoryBackend {
         }
     }
 
+    fn put(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        validate_key(key)?;
+        self.state().write(key, bytes);
+        Ok(())
+    }
+
     fn get_object(&self, key: &str) -> Result<Option<Object>, StoreError> {
         validate_key(key)?;
         Ok(self.state().objects.get(key).map(|entry| Object {

@@ -47,6 +47,7 @@ pub mod holder;
 mod key;
 pub use key::{decode_partition, encode_partition};
 pub mod layout;
+pub mod leases;
 pub mod log;
 pub mod marks;
 pub mod memory;

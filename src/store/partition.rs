@@ -10,6 +10,7 @@ use crate::store::error::{PublishError, StoreError};
 use crate::store::fs::create_dir_all_durable;
 use crate::store::key::{key_path, validate_segment};
 use crate::store::layout::{self, DATA_DIR};
+use crate::store::leases::Lease;
 use crate::store::log::{parse_record, path_problem, CommitRecord, NewCommit};
 use crate::store::token::{FencingToken, Generation};
 
@@ -209,6 +210,29 @@ impl PartitionStore {
         }
         std::fs::create_dir_all(&data).map_err(StoreError::io(&data))?;
         Ok(dir)
+    }
+
+    /// Writes (renews) the lease of the attempt holding `token`; only its
+    /// holder writes it.
+    pub fn write_lease(&self, token: FencingToken, lease: &Lease) -> Result<(), StoreError> {
+        self.check()?;
+        let key = layout::lease_key(&self.prefix, token);
+        let bytes = serde_json::to_vec(lease).map_err(|e| StoreError::Corrupt {
+            key: key.clone(),
+            message: format!("cannot encode lease: {e}"),
+        })?;
+        self.backend.put(&key, &bytes)
+    }
+
+    /// The lease of the attempt holding `token`; `None` if it has none or
+    /// it cannot be read (a reader then watches for one, or calls it dead).
+    pub fn read_lease(&self, token: FencingToken) -> Option<Lease> {
+        self.check().ok()?;
+        let bytes = self
+            .backend
+            .get(&layout::lease_key(&self.prefix, token))
+            .ok()??;
+        serde_json::from_slice(&bytes).ok()
     }
 
     /// Removes `attempts/<token>` (gc). The caller must know no record in
@@ -486,6 +510,9 @@ mod tests {
             expected: &crate::store::Version,
         ) -> Result<Option<crate::store::Version>, StoreError> {
             self.0.put_if_version_matches(key, bytes, expected)
+        }
+        fn put(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
+            self.0.put(key, bytes)
         }
         fn get_object(&self, key: &str) -> Result<Option<crate::store::Object>, StoreError> {
             self.0.get_object(key)

@@ -260,6 +260,15 @@ impl Backend for S3Backend {
         }
     }
 
+    fn put(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        let path = self.path(key)?;
+        let put = self.store.put(&path, bytes.to_vec().into());
+        self.runtime
+            .block_on(put)
+            .map(drop)
+            .map_err(|e| self.error(key, e))
+    }
+
     fn get_object(&self, key: &str) -> Result<Option<Object>, StoreError> {
         let path = self.path(key)?;
         let read = async {

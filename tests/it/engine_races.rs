@@ -393,10 +393,10 @@ fn issue_11_taken_over_candidates_are_collectable_by_gc() {
     // Make A's lease look like one from another machine: only the takeover
     // claim says it is over.
     let dir = store.attempt_dir(first);
-    let mut lease = weir::exec::lease::read(&dir).expect("A's lease");
+    let mut lease = weir::store::leases::read_at(&dir).expect("A's lease");
     assert!(!lease.finished);
     lease.host = "elsewhere".into();
-    weir::exec::lease::write(&dir, &lease).unwrap();
+    weir::store::leases::write_at(&dir, &lease).unwrap();
     let out = sb.weir_out(&[
         "gc",
         "m.toml",
@@ -669,14 +669,14 @@ fn issue_11_same_host_other_pid_namespace_is_not_taken_for_dead() {
     // The other engine renews its lease for 1.5 s, then finishes its attempt.
     let renewer = std::thread::spawn(move || {
         let until = Instant::now() + Duration::from_millis(1500);
-        let mut lease = weir::exec::lease::read(&dir).unwrap();
+        let mut lease = weir::store::leases::read_at(&dir).unwrap();
         while Instant::now() < until {
             std::thread::sleep(Duration::from_millis(50));
             lease.beat();
-            weir::exec::lease::write(&dir, &lease).unwrap();
+            weir::store::leases::write_at(&dir, &lease).unwrap();
         }
         lease.finished = true;
-        weir::exec::lease::write(&dir, &lease).unwrap();
+        weir::store::leases::write_at(&dir, &lease).unwrap();
     });
     let started = Instant::now();
     let out = sb.run("R", &[]);
@@ -770,7 +770,7 @@ fn issue_11_engine_in_a_real_other_pid_namespace_is_waited_for() {
     let a = Engine::spawn(inside, sb.path(), "A");
     poll_until("A's command", LIMIT, || launches(&sb, "p").len() == 1);
     let lease =
-        weir::exec::lease::read(&sb.store("out", "p").attempt_dir(FencingToken::from_raw(1)))
+        weir::store::leases::read_at(&sb.store("out", "p").attempt_dir(FencingToken::from_raw(1)))
             .expect("A's lease");
     assert_eq!(lease.pid, 1, "A is pid 1 of its own namespace");
     let mut b = Engine::spawn(sb.weir(&["run", "m.toml", "--run-id", "B"]), sb.path(), "B");

@@ -368,7 +368,7 @@ fn gc_dry_run_deletes_nothing_and_apply_keeps_referenced() {
         "finished": false,
     });
     std::fs::write(q2.join("lease.json"), lease.to_string()).unwrap();
-    let parsed = weir::exec::lease::read(&q2).expect("the hand-written lease parses");
+    let parsed = weir::store::leases::read_at(&q2).expect("the hand-written lease parses");
     assert!(!parsed.finished);
 
     let wh = sb.path().join("wh");

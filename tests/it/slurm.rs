@@ -167,7 +167,7 @@ fn issue_14_slurm_publishes_the_same_digests_as_local() {
     let dir = hpc
         .store("raw", "a")
         .attempt_dir(weir::store::FencingToken::from_raw(1));
-    let lease = weir::exec::lease::read(&dir).expect("a lease");
+    let lease = weir::store::leases::read_at(&dir).expect("a lease");
     assert_eq!(lease.job_id.as_deref(), Some(a.as_str()));
     assert!(dir.join("job.node").exists());
     let explain = hpc.run_explain("a");

@@ -132,7 +132,7 @@ fn zombie_engine_loses_after_takeover() {
         zombie_dir.join("data/second.csv").is_file()
     });
     assert_eq!(process_state(a.pid()), Some('T'), "A is still paused");
-    let lease = weir::exec::lease::read(&zombie_dir).expect("A's lease");
+    let lease = weir::store::leases::read_at(&zombie_dir).expect("A's lease");
     assert!(!lease.finished, "A never got to end its lease");
     assert_eq!(lease.token, 1);
 
@@ -306,7 +306,7 @@ printf 'id,token\n2,%s\n' "$t" > "$WEIR_OUTPUT_DIR/second.csv"
         2,
         "A's token and B's unlaunched one"
     );
-    let b_lease = weir::exec::lease::read(&attempt_dir(&sb, 2)).expect("B's lease");
+    let b_lease = weir::store::leases::read_at(&attempt_dir(&sb, 2)).expect("B's lease");
     assert!(b_lease.finished && b_lease.run_id == "B");
     assert!(
         !attempt_dir(&sb, 2).join("stdout.log").exists(),
