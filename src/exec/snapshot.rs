@@ -232,7 +232,7 @@ pub fn pin(
                         let digest = format!("sha256:{:x}", hasher.finalize());
                         // The task gets its own copies, laid out per key
                         // when the attempt starts (`stage_partitions`).
-                        let location = warehouse.root().join(&input.dataset);
+                        let location = warehouse.dataset_dir(&input.dataset);
                         inputs.push(PinnedInput {
                             name: input.dataset.clone(),
                             kind: "upstream",
@@ -285,7 +285,7 @@ fn pin_partition(
     let dir = files
         .first()
         .and_then(|f| f.parent().map(PathBuf::from))
-        .unwrap_or_else(|| warehouse.root().join(&record.attempt_dir).join("data"));
+        .unwrap_or_else(|| store.data_dir(&record));
     Ok((
         PinnedPartition {
             partition: partition.to_string(),

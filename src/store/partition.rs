@@ -361,6 +361,11 @@ impl PartitionStore {
         }
     }
 
+    /// Absolute path of the directory holding the record's files.
+    pub fn data_dir(&self, rec: &CommitRecord) -> PathBuf {
+        key_path(&self.root, &rec.attempt_dir).join(DATA_DIR)
+    }
+
     /// Absolute paths of the record's files.
     pub fn visible_files(&self, rec: &CommitRecord) -> Vec<PathBuf> {
         let data = key_path(&self.root, &rec.attempt_dir).join(DATA_DIR);

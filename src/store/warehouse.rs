@@ -50,6 +50,12 @@ impl Warehouse {
         &self.root
     }
 
+    /// The local directory of a dataset's partitions (a location to show;
+    /// the name is not checked).
+    pub fn dataset_dir(&self, dataset: &str) -> PathBuf {
+        self.root.join(dataset)
+    }
+
     /// The storage backend.
     pub fn backend(&self) -> &Arc<dyn Backend> {
         &self.backend
