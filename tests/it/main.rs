@@ -21,6 +21,7 @@ mod pools;
 mod publish;
 mod report;
 mod retries;
+#[cfg(feature = "s3")]
 mod s3;
 mod schema;
 mod slurm;
