@@ -18,7 +18,8 @@
 //!    before it (the rollback window), or a generation that a retained
 //!    rollback record restores names it as its `attempt_dir`;
 //! 2. it may still be running: its lease is not finished (and it was not
-//!    taken over, nor is its engine certainly gone), or its age (now − its token's `allocated_at`,
+//!    taken over, nor is its engine certainly gone), or its age (now − when
+//!    the store wrote its token record, else the record's `allocated_at`,
 //!    else the newest modification time under it) is below `older_than`, or
 //!    something under it was written less than `older_than` ago, or its age
 //!    cannot be told at all.
@@ -327,7 +328,7 @@ fn assess(
     let path = store.attempt_dir(token);
     let (bytes, newest) = walk(&path);
     let owner = store.token_record(token).ok().flatten();
-    let age = age_of(owner.as_ref(), newest, now);
+    let age = age_of(owner.as_ref(), store.token_written_at(token), newest, now);
     let decision = decide(store, refs, token, owner.as_ref(), &age, options);
     GcItem {
         dataset: store.dataset().to_owned(),
@@ -454,11 +455,20 @@ fn delete_or_young(
     }
 }
 
-fn age_of(owner: Option<&TokenRecord>, newest: Option<SystemTime>, now: Timestamp) -> Age {
+/// The attempt's age. Its birth is when the store wrote its token record
+/// (the store's clock, the one every engine's writes share), not the
+/// allocating engine's `allocated_at` (that host's wall clock, which may be
+/// skewed against ours); `allocated_at` only when the store keeps no time.
+fn age_of(
+    owner: Option<&TokenRecord>,
+    written: Option<Timestamp>,
+    newest: Option<SystemTime>,
+    now: Timestamp,
+) -> Age {
     let since = |t: Timestamp| Duration::try_from(now.duration_since(t)).unwrap_or_default();
     let last_write = newest.and_then(|t| Timestamp::try_from(t).ok()).map(since);
-    let allocated = owner
-        .and_then(|o| o.allocated_at.parse::<Timestamp>().ok())
+    let allocated = written
+        .or_else(|| owner.and_then(|o| o.allocated_at.parse::<Timestamp>().ok()))
         .map(since);
     Age {
         age: allocated.or(last_write),
@@ -570,18 +580,75 @@ mod tests {
         Timestamp::now() + SignedDuration::from_hours(hours)
     }
 
-    /// Rewrites a token record's `allocated_at` (tests only: records are
-    /// put-if-absent in the engine).
+    /// Makes a token look allocated at `at`, as the store would have
+    /// stamped it: its record's modification time (and `allocated_at`).
     fn allocated_at(wh: &Warehouse, p: &PartitionStore, t: FencingToken, at: Timestamp) {
         let mut rec = p.token_record(t).unwrap().unwrap();
         rec.allocated_at = at.to_string();
-        let path = wh
-            .root()
+        let path = token_path(wh, p, t);
+        std::fs::write(&path, serde_json::to_vec(&rec).unwrap()).unwrap();
+        stamp(&path, at);
+    }
+
+    fn token_path(wh: &Warehouse, p: &PartitionStore, t: FencingToken) -> PathBuf {
+        wh.root()
             .join(p.dataset())
             .join(p.partition())
             .join("tokens")
-            .join(t.key_name());
-        std::fs::write(path, serde_json::to_vec(&rec).unwrap()).unwrap();
+            .join(t.key_name())
+    }
+
+    fn system_time(at: Timestamp) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_nanos(u64::try_from(at.as_nanosecond()).unwrap())
+    }
+
+    fn stamp(path: &Path, at: Timestamp) {
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(system_time(at))
+            .unwrap();
+    }
+
+    // issue 13: an attempt's age counts from when the store wrote its token,
+    // not from the allocating engine's clock: an engine whose clock runs 10
+    // hours behind does not make its fresh attempt look old, nor one 10
+    // hours ahead an old attempt look young.
+    #[test]
+    fn issue_13_age_comes_from_the_store_not_the_writers_clock() {
+        let (_tmp, wh, p) = setup();
+        let fresh = attempt(&p, "r-behind");
+        let old = attempt(&p, "r-ahead");
+        let now = Timestamp::now();
+        for (t, skew) in [(fresh, -10), (old, 10)] {
+            let mut rec = p.token_record(t).unwrap().unwrap();
+            rec.allocated_at = (now + SignedDuration::from_hours(skew)).to_string();
+            let path = token_path(&wh, &p, t);
+            std::fs::write(&path, serde_json::to_vec(&rec).unwrap()).unwrap();
+        }
+        stamp(
+            &token_path(&wh, &p, old),
+            now - SignedDuration::from_hours(3),
+        );
+        // The attempts' own files are as old as their tokens.
+        for (t, at) in [(fresh, now), (old, now - SignedDuration::from_hours(3))] {
+            let dir = p.attempt_dir(t);
+            for entry in tree(&dir).iter().chain([&dir]) {
+                let _ = std::fs::File::open(entry).and_then(|f| f.set_modified(system_time(at)));
+            }
+        }
+        let options = GcOptions {
+            older_than: HOUR,
+            keep_generations: 2,
+        };
+        let items = plan_at(&wh, &options, now).unwrap();
+        let young = by_token(&items, fresh);
+        assert!(young.age < Duration::from_secs(60), "{young:?}");
+        kept(&items, fresh);
+        let aged = by_token(&items, old);
+        assert!(aged.age >= Duration::from_secs(3 * 3600 - 60), "{aged:?}");
+        deleted(&items, old);
     }
 
     fn by_token(items: &[GcItem], t: FencingToken) -> &GcItem {

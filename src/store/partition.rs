@@ -171,6 +171,14 @@ impl PartitionStore {
         }
     }
 
+    /// When the store wrote `token`'s record (its own clock: the file's
+    /// modification time, S3's Last-Modified), if it can tell.
+    pub fn token_written_at(&self, token: FencingToken) -> Option<jiff::Timestamp> {
+        self.check().ok()?;
+        let key = layout::token_key(&self.prefix, token);
+        Some(self.backend.get_object(&key).ok()??.meta.last_modified)
+    }
+
     /// Who `token` was allocated to, if it was.
     pub fn token_record(&self, token: FencingToken) -> Result<Option<TokenRecord>, StoreError> {
         self.check()?;
