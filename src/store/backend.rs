@@ -405,7 +405,14 @@ impl Backend for FsBackend {
 
     fn put(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
         let (path, dir, name) = self.split_key(key)?;
-        let (tmp, mut file) = self.create_temp_in(&dir, name)?;
+        // Into an existing directory without making it durable first (an
+        // attempt dir is made durable with its candidate); a missing one is
+        // created the durable way.
+        let (tmp, mut file) = match create_temp(&dir, name) {
+            Ok(created) => created,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => self.create_temp_in(&dir, name)?,
+            Err(e) => return Err(StoreError::io(&dir)(e)),
+        };
         // Temp and rename, so a reader never sees half of it; no fsync (see
         // the trait: one writer, whose loss a reader survives).
         let written = file
