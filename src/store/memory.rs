@@ -186,6 +186,34 @@ mod tests {
         contract::run(contract::RACES, &make);
     }
 
+    // issue 13: markers and certifications are replaced whole by
+    // create-or-replace-the-version-read; racing writers (two engines
+    // marking one instance) never fail, never lose the key, and the last
+    // one's bytes stand whole.
+    #[test]
+    fn issue_13_racing_replacements_leave_one_whole_write() {
+        let b = Jitter(MemoryBackend::new());
+        std::thread::scope(|s| {
+            for i in 0..6u8 {
+                let b = &b;
+                s.spawn(move || {
+                    for j in 0..10u8 {
+                        let bytes = vec![i; 64 + usize::from(j)];
+                        crate::store::backend::put_replacing(b, "_instances/t/p.json", &bytes)
+                            .unwrap();
+                        let now = b
+                            .get("_instances/t/p.json")
+                            .unwrap()
+                            .expect("never missing");
+                        assert!(now.iter().all(|&x| x == now[0]), "a torn write");
+                    }
+                });
+            }
+        });
+        let last = b.get("_instances/t/p.json").unwrap().unwrap();
+        assert!(last.iter().all(|&x| x == last[0]) && last.len() >= 64);
+    }
+
     // issue 13: random pauses between every step of racing token
     // allocations and fenced commits interleave them in every order.
     #[test]
