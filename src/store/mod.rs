@@ -7,6 +7,12 @@
 //! leaves nothing to clean up before others can go on, and an object store
 //! with conditional PUT can implement the same trait.
 //!
+//! Backends ([`Backend`], held to one contract by [`contract`]): the
+//! filesystem ([`FsBackend`]), memory ([`MemoryBackend`]) and, with the `s3`
+//! feature, S3 (`s3::S3Backend`). Typed stores over them: the partition's
+//! tokens, claims, leases and commit log ([`PartitionStore`]), instance
+//! markers ([`marks`]) and certifications ([`certs`]).
+//!
 //! Layout (the README documents it; see [`layout`]):
 //!
 //! ```text
