@@ -49,7 +49,19 @@ impl Coded for crate::exec::ExecError {
     fn exit_code(&self) -> u8 {
         match self {
             crate::exec::ExecError::Plan(_) | crate::exec::ExecError::Code(_) => INVALID,
-            crate::exec::ExecError::Warehouse(_) => ENGINE,
+            crate::exec::ExecError::Warehouse(_)
+            | crate::exec::ExecError::EventLog(_)
+            | crate::exec::ExecError::Signals(_) => ENGINE,
+        }
+    }
+}
+
+impl Coded for crate::ops::rollback::RollbackError {
+    fn exit_code(&self) -> u8 {
+        use crate::ops::rollback::RollbackError as E;
+        match self {
+            E::Warehouse { .. } | E::Publish(crate::store::PublishError::Store(_)) => ENGINE,
+            E::NothingPublished { .. } | E::BadTarget { .. } | E::Publish(_) => REFUSED,
         }
     }
 }

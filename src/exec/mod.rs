@@ -161,10 +161,18 @@ pub enum ExecError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Plan(#[from] crate::plan::PlanError),
-    /// The warehouse or the event log is unusable.
-    #[error("warehouse error: {0}")]
+    /// The warehouse cannot be opened.
+    #[error("cannot open the warehouse")]
     #[diagnostic(code(weir::exec::warehouse))]
-    Warehouse(String),
+    Warehouse(#[source] crate::store::StoreError),
+    /// The run's event log cannot be opened.
+    #[error("cannot open the event log")]
+    #[diagnostic(code(weir::exec::event_log))]
+    EventLog(#[source] std::io::Error),
+    /// The SIGINT/SIGTERM handlers cannot be installed.
+    #[error("cannot install the SIGINT/SIGTERM handlers")]
+    #[diagnostic(code(weir::exec::signals))]
+    Signals(#[source] std::io::Error),
     /// A task's `code` could not be read.
     #[error(transparent)]
     #[diagnostic(transparent)]
@@ -270,8 +278,7 @@ pub fn run(
     // The selected tasks run under the currency test; upstream instances
     // they need are added by the plan only when not published.
     let selected = crate::plan::select::select(manifest, &options.tasks)?;
-    let warehouse = Warehouse::open(&manifest.pipeline.warehouse)
-        .map_err(|e| ExecError::Warehouse(attempt::chain(&e)))?;
+    let warehouse = Warehouse::open(&manifest.pipeline.warehouse).map_err(ExecError::Warehouse)?;
     let published = |dataset: &str, key: &str| {
         matches!(warehouse.partition(dataset, key).latest(), Ok(Some(_)))
     };
@@ -291,8 +298,7 @@ pub fn run(
     // command of this run starts.
     tree::sweep_orphans();
     let run_id = options.run_id.clone().unwrap_or_else(new_run_id);
-    let mut log = EventLog::open(warehouse.root(), &run_id)
-        .map_err(|e| ExecError::Warehouse(format!("cannot open the event log: {e}")))?;
+    let mut log = EventLog::open(warehouse.root(), &run_id).map_err(ExecError::EventLog)?;
     if let Some(f) = observe {
         log.observe(f);
     }

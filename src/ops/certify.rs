@@ -32,15 +32,28 @@ fn path(warehouse: &Path, dataset: &str, partition: &str, generation: u64) -> Pa
         .join(format!("{generation}.json"))
 }
 
-/// The mark of a generation, if any was ever made.
+/// The mark of a generation, if any was ever made. A mark that cannot be
+/// read (EACCES, ENOTDIR, a torn file) counts as uncertified, naming why:
+/// when in doubt, downstream tasks wait for a person.
 pub fn read(
     warehouse: &Path,
     dataset: &str,
     partition: &str,
     generation: u64,
 ) -> Option<Certification> {
-    let bytes = std::fs::read(path(warehouse, dataset, partition, generation)).ok()?;
-    serde_json::from_slice(&bytes).ok()
+    let path = path(warehouse, dataset, partition, generation);
+    let unreadable = |why: String| Certification {
+        generation,
+        certified: false,
+        reason: format!("unreadable certification mark `{}`: {why}", path.display()),
+        at: String::new(),
+    };
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => return Some(unreadable(e.to_string())),
+    };
+    Some(serde_json::from_slice(&bytes).unwrap_or_else(|e| unreadable(e.to_string())))
 }
 
 /// Whether a generation may be read by downstream tasks: yes unless uncertified.

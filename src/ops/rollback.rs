@@ -49,9 +49,15 @@ pub enum RollbackError {
     #[diagnostic(transparent)]
     Publish(#[from] PublishError),
     /// The warehouse could not be read or written.
-    #[error("warehouse error: {0}")]
+    #[error("{what}")]
     #[diagnostic(code(weir::rollback::warehouse))]
-    Warehouse(String),
+    Warehouse {
+        /// What failed ("cannot hold the instance").
+        what: &'static str,
+        /// Why, with the OS's cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 /// Republishes generation `to` (default: the one before the current) of
@@ -67,7 +73,7 @@ pub fn rollback(
     let store = warehouse.partition(dataset, partition);
     let history = store
         .history()
-        .map_err(|e| RollbackError::Warehouse(crate::exec::chain(&e)))?;
+        .map_err(failed("cannot read the commit log"))?;
     let current = history
         .last()
         .ok_or_else(|| RollbackError::NothingPublished {
@@ -109,7 +115,7 @@ pub fn rollback(
     };
     let token = store
         .allocate_token(&owner)
-        .map_err(|e| RollbackError::Warehouse(crate::exec::chain(&e)))?;
+        .map_err(failed("cannot allocate a fencing token"))?;
     let previous = state::read(warehouse.root(), &target.task, partition);
     let hold = InstanceMark {
         mark: Mark::Held,
@@ -126,8 +132,7 @@ pub fn rollback(
         since: crate::clock::now_rfc3339(),
         note: None,
     };
-    state::write(warehouse.root(), &hold)
-        .map_err(|e| RollbackError::Warehouse(format!("cannot hold the instance: {e}")))?;
+    state::write(warehouse.root(), &hold).map_err(failed("cannot hold the instance"))?;
     log.emit_durable(
         State::RolledBack,
         Event::instance(&target.task, partition)
@@ -144,7 +149,7 @@ pub fn rollback(
                 "digest": target.digest,
             })),
     )
-    .map_err(|e| RollbackError::Warehouse(format!("cannot log the rollback: {e}")))?;
+    .map_err(failed("cannot log the rollback"))?;
     let committed = store.commit(NewCommit {
         token,
         dataset: dataset.to_string(),
@@ -189,7 +194,17 @@ pub fn rollback(
         &target.task,
         partition,
     ) {
-        return Err(RollbackError::Warehouse(e));
+        return Err(failed("injected fault")(e));
     }
     Ok(record)
+}
+
+/// A warehouse failure while doing `what`, keeping its cause.
+fn failed<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
+    what: &'static str,
+) -> impl FnOnce(E) -> RollbackError {
+    move |e| RollbackError::Warehouse {
+        what,
+        source: e.into(),
+    }
 }

@@ -71,24 +71,29 @@ fn path(warehouse: &Path, task: &str, partition: &str) -> PathBuf {
     ))
 }
 
-/// The marker of an instance, if any. An unreadable marker counts as held:
-/// when in doubt, wait for a person.
+/// The marker of an instance, if any. An unreadable marker (EACCES,
+/// ENOTDIR, a torn file) counts as held, naming why: when in doubt, wait
+/// for a person.
 pub fn read(warehouse: &Path, task: &str, partition: &str) -> Option<InstanceMark> {
-    let bytes = std::fs::read(path(warehouse, task, partition)).ok()?;
-    Some(
-        serde_json::from_slice(&bytes).unwrap_or_else(|e| InstanceMark {
-            mark: Mark::Held,
-            task: task.to_string(),
-            partition: partition.to_string(),
-            run_id: String::new(),
-            reason: format!("unreadable instance marker: {e}"),
-            input_snapshot_digest: None,
-            code_version: String::new(),
-            code_fingerprint: None,
-            since: String::new(),
-            note: None,
-        }),
-    )
+    let path = path(warehouse, task, partition);
+    let unreadable = |why: String| InstanceMark {
+        mark: Mark::Held,
+        task: task.to_string(),
+        partition: partition.to_string(),
+        run_id: String::new(),
+        reason: format!("unreadable instance marker `{}`: {why}", path.display()),
+        input_snapshot_digest: None,
+        code_version: String::new(),
+        code_fingerprint: None,
+        since: String::new(),
+        note: None,
+    };
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => return Some(unreadable(e.to_string())),
+    };
+    Some(serde_json::from_slice(&bytes).unwrap_or_else(|e| unreadable(e.to_string())))
 }
 
 /// Writes a marker durably.
@@ -111,17 +116,22 @@ pub fn clear(warehouse: &Path, task: &str, partition: &str) -> std::io::Result<(
     }
 }
 
-/// Every marker in the warehouse.
-pub fn all(warehouse: &Path) -> Vec<InstanceMark> {
+/// Every marker in the warehouse; an error names the directory that
+/// cannot be listed (an absent `_instances` holds no marker).
+pub fn all(warehouse: &Path) -> Result<Vec<InstanceMark>, crate::store::StoreError> {
     let mut out = Vec::new();
-    let Ok(tasks) = std::fs::read_dir(warehouse.join("_instances")) else {
-        return out;
+    let root = warehouse.join("_instances");
+    let tasks = match std::fs::read_dir(&root) {
+        Ok(tasks) => tasks,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(crate::store::StoreError::io(&root)(e)),
     };
-    for task in tasks.filter_map(Result::ok) {
-        let Ok(files) = std::fs::read_dir(task.path()) else {
-            continue;
-        };
-        for file in files.filter_map(Result::ok) {
+    for task in tasks {
+        let task = task.map_err(crate::store::StoreError::io(&root))?;
+        let files =
+            std::fs::read_dir(task.path()).map_err(crate::store::StoreError::io(task.path()))?;
+        for file in files {
+            let file = file.map_err(crate::store::StoreError::io(task.path()))?;
             let name = file.file_name().to_string_lossy().into_owned();
             if let Some(partition) = name
                 .strip_suffix(".json")
@@ -135,5 +145,5 @@ pub fn all(warehouse: &Path) -> Vec<InstanceMark> {
         }
     }
     out.sort_by(|a, b| (&a.task, &a.partition).cmp(&(&b.task, &b.partition)));
-    out
+    Ok(out)
 }

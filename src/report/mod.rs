@@ -165,6 +165,7 @@ fn grid(
     let now = jiff::Timestamp::now().as_second();
     let mut current = crate::plan::stale::Current::default();
     let marks: HashMap<(String, String), Mark> = state::all(warehouse.root())
+        .map_err(ReportError::Warehouse)?
         .into_iter()
         .map(|m| ((m.task, m.partition), m.mark))
         .collect();

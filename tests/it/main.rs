@@ -9,6 +9,7 @@ mod crash;
 mod daytwo;
 mod disk_full;
 mod engine_races;
+mod exit_codes;
 mod fencing;
 mod kill9;
 mod lineage;
