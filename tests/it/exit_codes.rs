@@ -235,6 +235,36 @@ fn issue_12_a_file_where_a_directory_belongs_is_not_absence() {
     std::fs::remove_file(part.join("attempts")).unwrap();
     std::fs::rename(part.join("attempts.d"), part.join("attempts")).unwrap();
 
+    // The latest run's event log cannot be read: the report says so
+    // instead of drawing that run with no attempts.
+    let runs = sb.path().join("wh/_runs");
+    std::fs::create_dir_all(runs.join("r9/events.jsonl")).unwrap();
+    check(
+        &sb,
+        &["report", "m.toml", "--out", "r.html"],
+        5,
+        "",
+        Err::Is(format!(
+            "error: cannot read the warehouse: i/o error on $SB/wh/_runs/r9/events.jsonl: {}\n",
+            os(libc::EISDIR)
+        )),
+    );
+    std::fs::remove_dir_all(runs.join("r9")).unwrap();
+    std::fs::write(sb.path().join("wh/_runs.tmp"), "").unwrap();
+    std::fs::rename(&runs, sb.path().join("wh/runs.d")).unwrap();
+    std::fs::rename(sb.path().join("wh/_runs.tmp"), &runs).unwrap();
+    check(
+        &sb,
+        &["report", "m.toml", "--out", "r.html"],
+        5,
+        "",
+        Err::Is(format!(
+            "error: cannot read the warehouse: i/o error on $SB/wh/_runs: {notdir}\n"
+        )),
+    );
+    std::fs::remove_file(&runs).unwrap();
+    std::fs::rename(sb.path().join("wh/runs.d"), &runs).unwrap();
+
     // Operator markers: a directory that cannot be listed fails status; a
     // marker that cannot be read holds its instance (when in doubt, wait
     // for a person), naming why.
