@@ -80,6 +80,12 @@ pub fn rollback(
             dataset: dataset.to_string(),
             partition: partition.to_string(),
         })?;
+    if to.is_none() && current.generation == Generation::FIRST {
+        return Err(RollbackError::BadTarget {
+            to: current.generation.get(),
+            why: "it is the only generation: there is nothing older to roll back to".into(),
+        });
+    }
     let to = to.unwrap_or_else(|| current.generation.get().saturating_sub(1));
     let target = history
         .iter()

@@ -119,7 +119,7 @@ fn issue_12_every_command_decides_its_exit_code_from_the_error() {
             Err::Is("error: `a_out` has no published generation for partition k2\n".into())),
         (vec!["uncertify", "m.toml", "a_out", "--partition", "k1", "--generation", "9", "--reason", "r"], 3, "",
             Err::Is("error: `a_out` k1 has no generation 9\n".into())),
-        (vec!["rollback", "m.toml", "a_out", "--partition", "k1"], 3, "", Err::Has("× cannot roll back to generation 0: generations are 1 to 1\n")),
+        (vec!["rollback", "m.toml", "a_out", "--partition", "k1"], 3, "", Err::Has("× cannot roll back to generation 1: it is the only generation: there is\n  │ nothing older to roll back to\n")),
         // The engine's own failure: 5, with the OS's cause.
         (vec!["plan", "m.toml", "--html", "m.toml/plan.html"], 5, "",
             Err::Is(format!("error: cannot write `m.toml/plan.html`: {}\n", os(libc::ENOTDIR)))),
