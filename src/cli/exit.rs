@@ -51,6 +51,7 @@ impl Coded for crate::exec::ExecError {
             crate::exec::ExecError::Plan(_) | crate::exec::ExecError::Code(_) => INVALID,
             crate::exec::ExecError::Warehouse(_)
             | crate::exec::ExecError::EventLog(_)
+            | crate::exec::ExecError::Pools(_)
             | crate::exec::ExecError::Signals(_) => ENGINE,
         }
     }

@@ -169,6 +169,10 @@ pub enum ExecError {
     #[error("cannot open the event log")]
     #[diagnostic(code(weir::exec::event_log))]
     EventLog(#[source] std::io::Error),
+    /// The pools' slots in the warehouse cannot be set up.
+    #[error("cannot take part in the warehouse's pools")]
+    #[diagnostic(code(weir::exec::pools))]
+    Pools(#[source] crate::store::StoreError),
     /// The SIGINT/SIGTERM handlers cannot be installed.
     #[error("cannot install the SIGINT/SIGTERM handlers")]
     #[diagnostic(code(weir::exec::signals))]
@@ -313,6 +317,25 @@ pub fn run(
         log_error: std::sync::Mutex::new(None),
         fingerprints,
     };
+    // Pool limits hold across the engines sharing the warehouse: this
+    // engine beats while it may hold slots there.
+    let timing = crate::store::slots::SlotTiming::default();
+    let heartbeat = pool::EngineHeartbeat::start(
+        std::sync::Arc::clone(cx.warehouse.backend()),
+        &lease::engine().engine_id,
+        timing,
+    )
+    .map_err(ExecError::Pools)?;
+    let pools: Vec<_> = plan
+        .pools
+        .iter()
+        .map(|(name, slots)| {
+            let rate = manifest.pools.get(name).and_then(|p| p.rate);
+            (name.clone(), *slots, rate)
+        })
+        .collect();
+    let pool_slots =
+        pool::shared(cx.warehouse.backend(), &pools, timing).map_err(ExecError::Pools)?;
     cx.emit(
         State::RunStarted,
         Event::default()
@@ -329,7 +352,10 @@ pub fn run(
             })),
     );
     let mut scheduler = Scheduler::new(&cx, &plan, options, explicit);
-    scheduler.run();
+    scheduler.run(&pool_slots);
+    // Every attempt ended and released its slots: the heartbeat stops.
+    drop(pool_slots);
+    drop(heartbeat);
     let summary = scheduler.summary(&run_id);
     let failed = summary
         .instances
@@ -449,15 +475,13 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         self.ready[self.task_pool[t]].push_back(instance);
     }
 
-    fn run(&mut self) {
+    fn run(&mut self, pool_slots: &[pool::Slots]) {
         for id in 0..self.indegree.len() {
             if self.indegree[id] == 0 {
                 self.enqueue(id);
             }
         }
         let (tx, rx) = mpsc::channel::<Report>();
-        let pool_slots: Vec<pool::Slots> =
-            self.slots.iter().map(|s| pool::Slots::new(*s)).collect();
         std::thread::scope(|scope| loop {
             let now = Instant::now();
             while let Some(Reverse((due, id))) = self.delayed.peek().copied() {

@@ -46,6 +46,7 @@ pub use key::{decode_partition, encode_partition};
 pub mod layout;
 pub mod log;
 pub mod partition;
+pub mod slots;
 pub mod token;
 pub mod warehouse;
 
