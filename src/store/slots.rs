@@ -220,8 +220,18 @@ impl GlobalPool {
             };
             let record = self.record(SlotState::Held, what, reclaimed_from);
             let next = generation + 1;
-            if write_next(&*self.backend, &prefix, next, &record)? {
-                lock(&self.held).insert((slot, next));
+            // Noted as this process's before it exists: another thread of
+            // this engine that reads it must not take it for a leaked one.
+            // Already noted: another thread of this engine is taking this
+            // very generation; leave it the slot.
+            if !lock(&self.held).insert((slot, next)) {
+                continue;
+            }
+            let won = write_next(&*self.backend, &prefix, next, &record);
+            if !matches!(won, Ok(true)) {
+                lock(&self.held).remove(&(slot, next));
+            }
+            if won? {
                 return Ok(Some(HeldSlot {
                     slot,
                     generation: next,
@@ -469,13 +479,20 @@ mod tests {
         let (_tmp, b) = backend();
         let inside = std::sync::atomic::AtomicU32::new(0);
         let most = std::sync::atomic::AtomicU32::new(0);
+        // Three engines of three threads each: threads of one engine race for
+        // the same generation too (one once took the other's fresh slot for
+        // a leaked one).
+        let engines: Vec<GlobalPool> = (0..3)
+            .map(|e| pool(&b, &format!("e{e}"), 2, None, Duration::from_secs(60)))
+            .collect();
+        let _beats: Vec<EngineBeat> = (0..3)
+            .map(|e| EngineBeat::start(Arc::clone(&b), &format!("e{e}")).unwrap())
+            .collect();
         std::thread::scope(|s| {
-            for e in 0..6 {
-                let b = &b;
+            for t in 0..9 {
+                let p = &engines[t % 3];
                 let (inside, most) = (&inside, &most);
                 s.spawn(move || {
-                    let p = pool(b, &format!("e{e}"), 2, None, Duration::from_secs(60));
-                    let _beat = EngineBeat::start(Arc::clone(b), &format!("e{e}")).unwrap();
                     for _ in 0..15 {
                         let held = loop {
                             if let Some(h) = p.try_acquire("x").unwrap() {
@@ -485,7 +502,7 @@ mod tests {
                         };
                         let now = inside.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
                         most.fetch_max(now, std::sync::atomic::Ordering::SeqCst);
-                        std::thread::sleep(Duration::from_micros(200));
+                        std::thread::sleep(Duration::from_millis(1));
                         inside.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
                         p.release(held, "x").unwrap();
                     }

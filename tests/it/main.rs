@@ -11,6 +11,7 @@ mod disk_full;
 mod engine_races;
 mod exit_codes;
 mod fencing;
+mod global_pools;
 mod kill9;
 mod lineage;
 mod manifest_errors;
