@@ -336,3 +336,25 @@ impl Manifest {
         self.tasks.values().find(|t| t.output.dataset == dataset)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Rate;
+    use std::time::Duration;
+
+    // Issue 13: `rate = "COUNT/DURATION"` on a pool.
+    #[test]
+    fn issue_13_rates_parse_and_refuse() {
+        assert_eq!(
+            Rate::parse("60/1m"),
+            Ok(Rate {
+                launches: 60,
+                per: Duration::from_secs(60)
+            })
+        );
+        assert_eq!(Rate::parse("2/1s").unwrap().to_string(), "2/1s");
+        for bad in ["0/1m", "60", "x/1m", "60/1q", "60/0s", "1001/1s", "-1/1m"] {
+            assert!(Rate::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
