@@ -57,7 +57,9 @@ fn check_marker(
     accepted: &[Mark],
     verb: &str,
 ) -> Result<InstanceMark, CliError> {
-    match state::read(warehouse.root(), &args.task, &args.partition) {
+    let found = state::read(warehouse.root(), &args.task, &args.partition)
+        .map_err(doing("cannot read the instance's marker"))?;
+    match found {
         Some(m) if accepted.contains(&m.mark) => Ok(m),
         found => {
             let what = found.map_or("neither held nor quarantined".to_string(), |m| {

@@ -880,7 +880,13 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             since: crate::clock::now_rfc3339(),
             note: None,
         };
-        if let Err(e) = marks::write(self.cx.warehouse.root(), &record) {
+        let written = self
+            .cx
+            .faults
+            .hit(fault::Point::WriteMarker, task, partition)
+            .map_err(|_| std::io::Error::from_raw_os_error(libc::ENOSPC))
+            .and_then(|()| marks::write(self.cx.warehouse.root(), &record));
+        if let Err(e) = written {
             let why = format!("cannot record {task} {partition} as {}: {e}", mark.as_str());
             eprintln!("error: {why}");
             self.marker_errors.borrow_mut().push(why);
@@ -961,7 +967,18 @@ impl Job<'_> {
         let (task, partition) = (self.task, self.partition);
         // An operator decision from an earlier run, read once per instance.
         let mark = if self.first {
-            marks::read(cx.warehouse.root(), &task.name, partition)
+            match marks::read(cx.warehouse.root(), &task.name, partition) {
+                Ok(mark) => mark,
+                Err(e) => {
+                    return (
+                        None,
+                        Outcome::Engine(format!(
+                            "cannot read the instance's marker: {}",
+                            attempt::chain(&e)
+                        )),
+                    )
+                }
+            }
         } else {
             None
         };

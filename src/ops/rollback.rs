@@ -122,7 +122,8 @@ pub fn rollback(
     let token = store
         .allocate_token(&owner)
         .map_err(failed("cannot allocate a fencing token"))?;
-    let previous = state::read(warehouse.root(), &target.task, partition);
+    let previous = state::read(warehouse.root(), &target.task, partition)
+        .map_err(failed("cannot read the instance's marker"))?;
     let hold = InstanceMark {
         mark: Mark::Held,
         task: target.task.clone(),

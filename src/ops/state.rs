@@ -71,29 +71,45 @@ fn path(warehouse: &Path, task: &str, partition: &str) -> PathBuf {
     ))
 }
 
-/// The marker of an instance, if any. An unreadable marker (EACCES,
-/// ENOTDIR, a torn file) counts as held, naming why: when in doubt, wait
-/// for a person.
-pub fn read(warehouse: &Path, task: &str, partition: &str) -> Option<InstanceMark> {
+/// The marker of an instance, if any. A marker that is not valid JSON (a
+/// torn or hand-edited file) counts as held, naming why: when in doubt,
+/// wait for a person. A marker that cannot be read at all (EACCES, EIO, a
+/// file where `_instances/<task>` belongs) is an error naming the path,
+/// never "no marker".
+pub fn read(
+    warehouse: &Path,
+    task: &str,
+    partition: &str,
+) -> Result<Option<InstanceMark>, crate::store::StoreError> {
     let path = path(warehouse, task, partition);
-    let unreadable = |why: String| InstanceMark {
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(crate::store::StoreError::io(path)(e)),
+    };
+    Ok(Some(serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+        unreadable(
+            task,
+            partition,
+            format!("unreadable instance marker `{}`: {e}", path.display()),
+        )
+    })))
+}
+
+/// A HELD marker standing for one that cannot be read (`reason` says why).
+pub fn unreadable(task: &str, partition: &str, reason: String) -> InstanceMark {
+    InstanceMark {
         mark: Mark::Held,
         task: task.to_string(),
         partition: partition.to_string(),
         run_id: String::new(),
-        reason: format!("unreadable instance marker `{}`: {why}", path.display()),
+        reason,
         input_snapshot_digest: None,
         code_version: String::new(),
         code_fingerprint: None,
         since: String::new(),
         note: None,
-    };
-    let bytes = match std::fs::read(&path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
-        Err(e) => return Some(unreadable(e.to_string())),
-    };
-    Some(serde_json::from_slice(&bytes).unwrap_or_else(|e| unreadable(e.to_string())))
+    }
 }
 
 /// Writes a marker durably.
@@ -138,7 +154,7 @@ pub fn all(warehouse: &Path) -> Result<Vec<InstanceMark>, crate::store::StoreErr
                 .and_then(crate::store::decode_partition)
             {
                 let task = task.file_name().to_string_lossy().into_owned();
-                if let Some(m) = read(warehouse, &task, &partition) {
+                if let Some(m) = read(warehouse, &task, &partition)? {
                     out.push(m);
                 }
             }

@@ -203,7 +203,8 @@ fn seeded_chaos_over_300_partitions() {
         let fate = fates[key];
         let store = sb.store("out", key);
         let history = store.history().unwrap();
-        let mark = weir::ops::state::read(&sb.path().join("wh"), "t", key);
+        let mark = weir::ops::state::read(&sb.path().join("wh"), "t", key)
+            .expect("the marker is readable");
         let published = of(&chaos_events, key, State::Published);
         let retrying = of(&chaos_events, key, State::Retrying);
         let context = format!(

@@ -265,8 +265,10 @@ fn issue_12_a_file_where_a_directory_belongs_is_not_absence() {
     std::fs::remove_file(&runs).unwrap();
     std::fs::rename(sb.path().join("wh/runs.d"), &runs).unwrap();
 
-    // Operator markers: a directory that cannot be listed fails status; a
-    // marker that cannot be read holds its instance (when in doubt, wait
+    // Operator markers: one that cannot be read (here a directory: EISDIR),
+    // or a directory of them that cannot be listed, fails status, and the
+    // run fails the instance as the engine's (exit 5) before running it;
+    // one that is not valid JSON holds its instance (when in doubt, wait
     // for a person), naming why.
     let marks = sb.path().join("wh/_instances");
     std::fs::create_dir_all(marks.join("a")).unwrap();
@@ -280,8 +282,29 @@ fn issue_12_a_file_where_a_directory_belongs_is_not_absence() {
             "error: i/o error on $SB/wh/_instances/b: {notdir}\n"
         )),
     );
+    let o = sb.run("r2", &["--partition", "k1", "--task", "b", "--force"]);
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    assert!(
+        stdout(&o).replace(&sb.path().display().to_string(), "$SB").contains(&format!(
+            "  ENGINE      b k1: cannot read the instance's marker: i/o error on $SB/wh/_instances/b/k1.json: {notdir}\n"
+        )),
+        "{}",
+        stdout(&o)
+    );
     std::fs::remove_file(marks.join("b")).unwrap();
     std::fs::create_dir(marks.join("a/k1.json")).unwrap();
+    check(
+        &sb,
+        &["status", "m.toml"],
+        5,
+        "",
+        Err::Is(format!(
+            "error: i/o error on $SB/wh/_instances/a/k1.json: {}\n",
+            os(libc::EISDIR)
+        )),
+    );
+    std::fs::remove_dir(marks.join("a/k1.json")).unwrap();
+    std::fs::write(marks.join("a/k1.json"), "{").unwrap();
     let o = sb.weir_out(&["status", "m.toml", "--check"]);
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
     let held = stdout(&o)
@@ -292,11 +315,7 @@ fn issue_12_a_file_where_a_directory_belongs_is_not_absence() {
     assert_eq!(
         held.as_deref(),
         Some(
-            format!(
-                "HELD        a k1: unreadable instance marker `$SB/wh/_instances/a/k1.json`: {}",
-                os(libc::EISDIR)
-            )
-            .as_str()
+            "HELD        a k1: unreadable instance marker `$SB/wh/_instances/a/k1.json`: EOF while parsing an object at line 1 column 1"
         )
     );
 }
