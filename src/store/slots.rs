@@ -232,6 +232,11 @@ impl GlobalPool {
                 lock(&self.held).remove(&(slot, next));
             }
             if won? {
+                if let (true, Some(gone)) = (from_dead_neighbour, &record.reclaimed_from) {
+                    // Its heartbeat will never move again: collected (best
+                    // effort; an engine elsewhere leaves its two beat keys).
+                    let _ = self.backend.delete_prefix(&format!("{ENGINES}/{gone}"));
+                }
                 return Ok(Some(HeldSlot {
                     slot,
                     generation: next,

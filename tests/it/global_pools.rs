@@ -199,6 +199,14 @@ fn issue_13_a_killed_engines_slots_are_reclaimed() {
     for key in ["k03", "k04"] {
         assert!(sb.store("out", key).latest().unwrap().is_some(), "{key}");
     }
+    // a's heartbeat went with it; b's ended with its run.
+    let engines = sb.path().join("wh/_engines");
+    assert_eq!(
+        std::fs::read_dir(&engines).map(|d| d.count()).unwrap_or(0),
+        0,
+        "{:?}",
+        std::fs::read_dir(&engines).map(|d| d.collect::<Vec<_>>())
+    );
     // b gave its slots back: the latest record of each is free.
     for i in 0..2 {
         let dir = sb.path().join(format!("wh/_pools/p/slots/{i}"));
