@@ -35,12 +35,12 @@ impl Coded for crate::ops::verify::VerifyError {
         use crate::ops::verify::VerifyError as E;
         match self {
             E::UnknownTask { .. } => INVALID,
-            E::Drift(_) | E::Store(_) => ENGINE,
+            E::Drift(_) | E::Store { .. } => ENGINE,
             E::NothingPublished { .. }
             | E::InputChanged { .. }
             | E::InputMissing { .. }
             | E::TaskFailed { .. }
-            | E::Audit(_) => TASK_FAILED,
+            | E::Audit { .. } => TASK_FAILED,
         }
     }
 }

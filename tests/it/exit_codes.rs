@@ -218,6 +218,20 @@ fn issue_12_a_file_where_a_directory_belongs_is_not_absence() {
             )),
         );
     }
+    // verify keeps the cause too (it was flattened to a string).
+    let o = sb.weir_out(&["verify", "m.toml", "a", "--partition", "k1"]);
+    let err = stderr(&o).replace(&sb.path().display().to_string(), "$SB");
+    assert_eq!(
+        (o.status.code(), stdout(&o).as_str()),
+        (Some(5), ""),
+        "{err}"
+    );
+    assert!(
+        err.contains("× cannot read the commit log\n")
+            && err.contains("i/o error on $SB/wh/a_out/k1/log\n")
+            && err.contains(&format!("╰─▶ {notdir}\n")),
+        "{err}"
+    );
     std::fs::remove_file(part.join("log")).unwrap();
     std::fs::rename(part.join("log.d"), part.join("log")).unwrap();
 
