@@ -48,7 +48,9 @@ impl Coded for crate::ops::verify::VerifyError {
 impl Coded for crate::exec::ExecError {
     fn exit_code(&self) -> u8 {
         match self {
-            crate::exec::ExecError::Plan(_) | crate::exec::ExecError::Code(_) => INVALID,
+            crate::exec::ExecError::Plan(_)
+            | crate::exec::ExecError::Code(_)
+            | crate::exec::ExecError::Settings(_) => INVALID,
             crate::exec::ExecError::Warehouse(_)
             | crate::exec::ExecError::EventLog(_)
             | crate::exec::ExecError::Pools(_)

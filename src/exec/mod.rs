@@ -173,6 +173,10 @@ pub enum ExecError {
     #[error("cannot take part in the warehouse's pools")]
     #[diagnostic(code(weir::exec::pools))]
     Pools(#[source] crate::store::StoreError),
+    /// An environment setting is invalid (`WEIR_POOL_TIMEOUT`).
+    #[error("{0}")]
+    #[diagnostic(code(weir::exec::settings))]
+    Settings(String),
     /// The SIGINT/SIGTERM handlers cannot be installed.
     #[error("cannot install the SIGINT/SIGTERM handlers")]
     #[diagnostic(code(weir::exec::signals))]
@@ -279,6 +283,7 @@ pub fn run(
     observe: Option<crate::events::Observer>,
 ) -> Result<RunSummary, ExecError> {
     let now = crate::clock::now();
+    let timing = crate::store::slots::SlotTiming::from_env().map_err(ExecError::Settings)?;
     // The selected tasks run under the currency test; upstream instances
     // they need are added by the plan only when not published.
     let selected = crate::plan::select::select(manifest, &options.tasks)?;
@@ -319,7 +324,6 @@ pub fn run(
     };
     // Pool limits hold across the engines sharing the warehouse: this
     // engine beats while it may hold slots there.
-    let timing = crate::store::slots::SlotTiming::default();
     let heartbeat = pool::EngineHeartbeat::start(
         std::sync::Arc::clone(cx.warehouse.backend()),
         &lease::engine().engine_id,

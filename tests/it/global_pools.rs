@@ -246,3 +246,64 @@ fn issue_13_a_rate_caps_launches_across_engines() {
         );
     }
 }
+
+// Issue 13: an engine elsewhere (or paused: its pid is alive, so no one can
+// call it dead) loses its slots only once its heartbeat has not moved for
+// the timeout on the other engine's own clock; a beating one never does.
+#[test]
+fn issue_13_a_silent_engine_loses_its_slots_after_the_timeout() {
+    let sb = pipeline("slots = 2");
+    let timeout = [("WEIR_POOL_TIMEOUT", "2s")];
+    let a = engine(&sb, "a", &["k01", "k02"], &[("SLEEP", "4"), timeout[0]]);
+    let started = Instant::now();
+    while intervals(&sb).len() < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "a did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stop = |sig: i32| {
+        // SAFETY: kill(2) on the pid of a child this test spawned.
+        assert_eq!(unsafe { libc::kill(a.id() as i32, sig) }, 0);
+    };
+    stop(libc::SIGSTOP);
+    let stopped = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let b = engine(&sb, "b", &["k03", "k04"], &[("SLEEP", "0.1"), timeout[0]]);
+    let b_out = b.wait_with_output().unwrap();
+    stop(libc::SIGCONT);
+    assert_eq!(b_out.status.code(), Some(0), "{}", stderr(&b_out));
+    let runs = intervals(&sb);
+    let first_b = runs
+        .iter()
+        .filter(|(k, _, _)| k == "k03" || k == "k04")
+        .map(|(_, s, _)| *s)
+        .min()
+        .expect("b ran");
+    // Not before a's heartbeat had been still for the timeout.
+    assert!(
+        first_b >= stopped + 2_000_000_000,
+        "b started {} ms after a stopped",
+        (first_b.saturating_sub(stopped)) / 1_000_000
+    );
+    // a wakes: its commands ended while it was stopped; it publishes them,
+    // and its releases find the slots already taken over (nothing to do).
+    let a_out = a.wait_with_output().unwrap();
+    assert_eq!(a_out.status.code(), Some(0), "{}", stderr(&a_out));
+    for i in 1..=4 {
+        let key = format!("k{i:02}");
+        assert!(sb.store("out", &key).latest().unwrap().is_some(), "{key}");
+    }
+    let records: String = (0..2)
+        .flat_map(|i| {
+            std::fs::read_dir(sb.path().join(format!("wh/_pools/p/slots/{i}")))
+                .unwrap()
+                .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap_or_default())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(records.contains("\"reclaimed_from\""), "{records}");
+}
