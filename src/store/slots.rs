@@ -154,9 +154,9 @@ pub struct GlobalPool {
     held: Mutex<HashSet<(u32, u64)>>,
     /// Other engines' heartbeats as this process watches them.
     beats: Mutex<HashMap<String, Seen>>,
-    /// Launch keys: (key, generation) → when this process first saw it (or
-    /// wrote it, for its own).
-    launches: Mutex<HashMap<(u32, u64), Instant>>,
+    /// Launch keys: key → its latest generation seen here, and when this
+    /// process first saw it (or wrote it, for its own).
+    launches: Mutex<HashMap<u32, (u64, Instant)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -314,7 +314,13 @@ impl GlobalPool {
             let (generation, latest) = latest(&*self.backend, &prefix)?;
             if latest.is_some() {
                 let now = Instant::now();
-                let since = *lock(&self.launches).entry((key, generation)).or_insert(now);
+                let mut seen = lock(&self.launches);
+                let (seen_gen, since) = seen.entry(key).or_insert((generation, now));
+                if *seen_gen != generation {
+                    (*seen_gen, *since) = (generation, now);
+                }
+                let since = *since;
+                drop(seen);
                 if now.duration_since(since) < per {
                     continue;
                 }
@@ -323,9 +329,7 @@ impl GlobalPool {
             if write_next(&*self.backend, &prefix, generation + 1, &record)? {
                 // From when the write is known to have landed: no other
                 // engine can have seen it earlier.
-                let mut seen = lock(&self.launches);
-                seen.retain(|(k, _), _| *k != key);
-                seen.insert((key, generation + 1), Instant::now());
+                lock(&self.launches).insert(key, (generation + 1, Instant::now()));
                 return Ok(true);
             }
         }
