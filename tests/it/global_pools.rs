@@ -307,3 +307,52 @@ fn issue_13_a_silent_engine_loses_its_slots_after_the_timeout() {
         .collect();
     assert!(records.contains("\"reclaimed_from\""), "{records}");
 }
+
+// Issue 13: an engine waiting for another engine's slots stops waiting on
+// SIGINT: exit 130, its instances INTERRUPTED, nothing launched.
+#[test]
+fn issue_13_a_wait_for_a_slot_is_interruptible() {
+    let sb = pipeline("slots = 1");
+    let a = engine(&sb, "a", &["k01"], &[("SLEEP", "60")]);
+    let started = Instant::now();
+    while intervals(&sb).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "a did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let b = engine(&sb, "b", &["k02"], &[]);
+    let b_log = weir::events::run_dir(&sb.path().join("wh"), "b").join("events.jsonl");
+    // b has queued its instance and allocated its token: it waits for the slot.
+    while !weir::events::read_log(&b_log)
+        .is_ok_and(|(r, _)| r.iter().any(|e| e.state == weir::events::State::Queued))
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "b did not queue"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill(2) on the pid of a child this test spawned.
+    assert_eq!(unsafe { libc::kill(b.id() as i32, libc::SIGINT) }, 0);
+    let interrupted = Instant::now();
+    let out = b.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(interrupted.elapsed() < Duration::from_secs(5));
+    let states = crate::support::states(&sb.events("b"), "t", "k02");
+    assert_eq!(
+        states.last(),
+        Some(&weir::events::State::Interrupted),
+        "{states:?}"
+    );
+    assert!(
+        !states.contains(&weir::events::State::Running),
+        "{states:?}"
+    );
+    assert_eq!(intervals(&sb).len(), 1, "only a's command ran");
+    let mut a = a;
+    a.kill().unwrap();
+    a.wait().unwrap();
+}
