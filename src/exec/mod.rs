@@ -338,8 +338,13 @@ pub fn run(
             (name.clone(), *slots, rate)
         })
         .collect();
-    let pool_slots =
-        pool::shared(cx.warehouse.backend(), &pools, timing).map_err(ExecError::Pools)?;
+    let pool_slots = pool::shared(
+        cx.warehouse.backend(),
+        &cx.warehouse.root().display().to_string(),
+        &pools,
+        timing,
+    )
+    .map_err(ExecError::Pools)?;
     cx.emit(
         State::RunStarted,
         Event::default()

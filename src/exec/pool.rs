@@ -171,9 +171,11 @@ impl Drop for EngineHeartbeat {
     }
 }
 
-/// The warehouse slots of every pool of a run, in `pools`' order.
+/// The warehouse slots of every pool of a run, in `pools`' order; `scope`
+/// names the warehouse (its location).
 pub(crate) fn shared(
     backend: &Arc<dyn Backend>,
+    scope: &str,
     pools: &[(String, u32, Option<crate::manifest::Rate>)],
     timing: SlotTiming,
 ) -> Result<Vec<Slots>, StoreError> {
@@ -182,6 +184,7 @@ pub(crate) fn shared(
         .map(|(name, slots, rate)| {
             let global = GlobalPool::new(
                 Arc::clone(backend),
+                scope.to_owned(),
                 name,
                 *slots,
                 rate.map(|r| (r.launches, r.per)),

@@ -148,15 +148,25 @@ pub struct GlobalPool {
     rate: Option<(u32, Duration)>,
     timing: SlotTiming,
     me: Holder,
-    /// Slots this process holds (slot, generation), so a slot held under
-    /// this engine id but not here (a release whose write failed) is known
-    /// to be no one's.
-    held: Mutex<HashSet<(u32, u64)>>,
+    /// The warehouse, as [`held_here`] tells warehouses apart.
+    scope: String,
     /// Other engines' heartbeats as this process watches them.
     beats: Mutex<HashMap<String, Seen>>,
     /// Launch keys: key → its latest generation seen here, and when this
     /// process first saw it (or wrote it, for its own).
     launches: Mutex<HashMap<u32, (u64, Instant)>>,
+}
+
+/// (warehouse, pool, slot, generation) of a slot generation.
+type HeldKey = (String, String, u32, u64);
+
+/// Slot generations this process holds or is taking, over every run in it
+/// (two runs of one process on one warehouse share its engine id): a slot
+/// held under this engine id but not here (a release whose write failed) is
+/// known to be no one's.
+fn held_here() -> &'static Mutex<HashSet<HeldKey>> {
+    static HELD: std::sync::OnceLock<Mutex<HashSet<HeldKey>>> = std::sync::OnceLock::new();
+    HELD.get_or_init(|| Mutex::new(HashSet::new()))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -168,10 +178,12 @@ fn gen_name(g: u64) -> String {
 }
 
 impl GlobalPool {
-    /// The pool `pool` with `slots` slots and an optional rate of
-    /// `launches` per interval, for the engine `me`.
+    /// The pool `pool` of the warehouse `scope` (its location) with `slots`
+    /// slots and an optional rate of `launches` per interval, for the
+    /// engine `me`.
     pub fn new(
         backend: Arc<dyn Backend>,
+        scope: String,
         pool: &str,
         slots: u32,
         rate: Option<(u32, Duration)>,
@@ -186,10 +198,14 @@ impl GlobalPool {
             rate,
             timing,
             me,
-            held: Mutex::new(HashSet::new()),
+            scope,
             beats: Mutex::new(HashMap::new()),
             launches: Mutex::new(HashMap::new()),
         })
+    }
+
+    fn key(&self, slot: u32, generation: u64) -> HeldKey {
+        (self.scope.clone(), self.pool.clone(), slot, generation)
     }
 
     fn slot_prefix(&self, slot: u32) -> String {
@@ -226,7 +242,7 @@ impl GlobalPool {
                 None => None,
                 Some(r) if r.state == SlotState::Free => None,
                 Some(r) if r.holder.engine_id == self.me.engine_id => {
-                    if lock(&self.held).contains(&(slot, generation)) {
+                    if lock(held_here()).contains(&self.key(slot, generation)) {
                         continue; // another attempt of this engine runs in it
                     }
                     // Ours by a release that did not land: no one's.
@@ -247,12 +263,12 @@ impl GlobalPool {
             // this engine that reads it must not take it for a leaked one.
             // Already noted: another thread of this engine is taking this
             // very generation; leave it the slot.
-            if !lock(&self.held).insert((slot, next)) {
+            if !lock(held_here()).insert(self.key(slot, next)) {
                 continue;
             }
             let won = write_next(&*self.backend, &prefix, next, &record);
             if !matches!(won, Ok(true)) {
-                lock(&self.held).remove(&(slot, next));
+                lock(held_here()).remove(&self.key(slot, next));
             }
             if won? {
                 if let (true, Some(gone)) = (from_dead_neighbour, &record.reclaimed_from) {
@@ -275,7 +291,7 @@ impl GlobalPool {
     // Taken by value: a slot released cannot be released again.
     #[allow(clippy::needless_pass_by_value)]
     pub fn release(&self, held: HeldSlot, what: &str) -> Result<(), StoreError> {
-        lock(&self.held).remove(&(held.slot, held.generation));
+        lock(held_here()).remove(&self.key(held.slot, held.generation));
         let record = self.record(SlotState::Free, what, None);
         write_next(
             &*self.backend,
@@ -466,6 +482,8 @@ mod tests {
     ) -> GlobalPool {
         GlobalPool::new(
             Arc::clone(backend),
+            // One warehouse per backend (tests share the process).
+            format!("{:p}", Arc::as_ptr(backend)),
             "p",
             slots,
             rate,
@@ -590,6 +608,19 @@ mod tests {
         other.release(taken, "t k2").unwrap();
         let left: Vec<String> = b.list("_pools/p/slots/0").unwrap();
         assert_eq!(left, vec![gen_name(2), gen_name(3)], "{:?}", tmp.path());
+    }
+
+    // Two runs in one process share its engine id: neither takes the
+    // other's slot for one whose release did not land.
+    #[test]
+    fn two_runs_of_one_process_share_the_slots() {
+        let (_tmp, b) = backend();
+        let first = pool(&b, "same", 1, None, Duration::from_secs(60));
+        let second = pool(&b, "same", 1, None, Duration::from_secs(60));
+        let held = first.try_acquire("run 1").unwrap().expect("free");
+        assert_eq!(second.try_acquire("run 2").unwrap(), None);
+        first.release(held, "run 1").unwrap();
+        assert!(second.try_acquire("run 2").unwrap().is_some());
     }
 
     #[test]
