@@ -292,16 +292,34 @@ pub fn read_rows(
 pub type RawRow = Vec<Option<Vec<u8>>>;
 
 /// [`read_rows`] without decoding: values are their bytes as is, so a value
-/// that is not UTF-8 is shown as it was written (`weir show`).
+/// that is not UTF-8 is shown as it was written (`weir show`). With a
+/// `limit`, the first `limit` rows in file order, each file read only up to
+/// `limit` rows (`weir show --limit 10` of a large partition stays quick).
 pub fn read_raw_rows(
     files: &[PathBuf],
     format: Format,
+    limit: Option<usize>,
 ) -> Result<(Vec<String>, Vec<RawRow>), AuditError> {
-    let (columns, folds) = read::fold_files(files, format, true, &|_, columns| RawRows {
-        width: columns.len(),
-        rows: Vec::new(),
+    let Some(limit) = limit else {
+        let (columns, folds) = read::fold_files(files, format, true, &|_, columns| RawRows {
+            width: columns.len(),
+            rows: Vec::new(),
+        })?;
+        let rows = folds.into_iter().flat_map(|fold| fold.rows).collect();
+        return Ok((columns, rows));
+    };
+    let (columns, folds) = read::fold_files(files, format, true, &|_, columns| FirstRawRows {
+        rows: RawRows {
+            width: columns.len(),
+            rows: Vec::new(),
+        },
+        limit,
     })?;
-    let rows = folds.into_iter().flat_map(|fold| fold.rows).collect();
+    let rows = folds
+        .into_iter()
+        .flat_map(|fold| fold.rows.rows)
+        .take(limit)
+        .collect();
     Ok((columns, rows))
 }
 
@@ -335,6 +353,24 @@ impl RowFold for RawRows {
             .map(|column| row.get(column).map(<[u8]>::to_vec))
             .collect();
         self.rows.push(values);
+    }
+}
+
+/// A file's first `limit` rows as bytes: reading stops there.
+struct FirstRawRows {
+    rows: RawRows,
+    limit: usize,
+}
+
+impl RowFold for FirstRawRows {
+    const STOPS_EARLY: bool = true;
+
+    fn row(&mut self, row: &Row<'_>) {
+        self.rows.row(row);
+    }
+
+    fn satisfied(&self) -> bool {
+        self.rows.rows.len() >= self.limit
     }
 }
 

@@ -51,6 +51,12 @@ impl<'a> Row<'a> {
 
 /// An accumulator that one file's rows are folded into.
 pub(crate) trait RowFold: Sized + Send {
+    /// True for a fold that usually stops early ([`RowFold::satisfied`]
+    /// after a few rows, `weir show --limit`): its files are then read on
+    /// one thread each, where `satisfied` is consulted, instead of
+    /// pipelined, where the whole file would be parsed.
+    const STOPS_EARLY: bool = false;
+
     /// Takes one row.
     fn row(&mut self, row: &Row<'_>);
 
@@ -203,7 +209,7 @@ where
     R::precheck(files)?;
     // Fewer files than threads would leave cores idle: then each file is
     // parsed and folded on separate threads too.
-    let pipeline = files.len() < rayon::current_num_threads();
+    let pipeline = !F::STOPS_EARLY && files.len() < rayon::current_num_threads();
     let results: Vec<Result<(Vec<String>, F), AuditError>> = files
         .par_iter()
         .enumerate()

@@ -1,10 +1,12 @@
-//! The command line's one error type. A command returns `Result<u8, CliError>`:
-//! `Ok` carries the outcome's code (0, 1 a task did not publish, 4
-//! `status --check` attention), `Err` an error that keeps its cause
-//! (`#[source]`); `cli::main` reports it with its cause chain and ends weir
-//! with the code decided here, from the error's kind, once.
+//! The command line's one error type. Every command returns
+//! `Result<u8, CliError>`: `Ok` carries the outcome's code (0, 1 a task did
+//! not publish, 3 a run's publish refused as stale, 4 `status --check`
+//! attention, 130/143 interrupted), `Err` an error that keeps its cause
+//! (`#[source]`). `cli::main` reports it with its cause chain and ends weir
+//! with the code decided here, from the error's kind, once
+//! ([`CliError::exit_code`]).
 
-use super::exit;
+use super::exit::{self, Coded};
 
 /// Any cause: an `io::Error`, a `StoreError`, …, kept as is.
 pub(crate) type Source = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -15,17 +17,22 @@ pub(crate) enum CliError {
     /// The manifest did not load; its diagnostics are already on stderr.
     #[error("the manifest is invalid")]
     Manifest,
-    /// Bad arguments (`--older-than yesterday`); the text carries its help.
+    /// Bad arguments (`--older-than yesterday`, an unknown task, a
+    /// partition outside the scheme); the text carries its help.
     #[error("{0}")]
     Usage(String),
+    /// The warehouse holds nothing the command could act on (`show` of a
+    /// partition never published).
+    #[error("{0}")]
+    NothingPublished(String),
+    /// An operator action refused (`retry` of an instance that waits for no
+    /// decision, `certify` of a generation that does not exist).
+    #[error("{0}")]
+    Refused(String),
     /// The engine could not do its own work: warehouse or event-log I/O,
     /// a corrupt record. The cause chain ("Permission denied") is kept.
     #[error(transparent)]
     Engine(Source),
-    /// `weir report` could not read the warehouse or write its file, or
-    /// `--run` names no run.
-    #[error(transparent)]
-    Report(#[from] crate::report::ReportError),
     /// An engine failure, saying what weir was doing.
     #[error("{what}")]
     EngineDoing {
@@ -35,29 +42,61 @@ pub(crate) enum CliError {
         #[source]
         source: Source,
     },
+    /// A published file is not what its commit record says.
+    #[error(transparent)]
+    Drift(Box<crate::store::Drift>),
+    /// `weir report` could not read the warehouse or write its file, or
+    /// `--run` names no run.
+    #[error(transparent)]
+    Report(#[from] crate::report::ReportError),
+    /// The plan could not be made (a selector naming no task, a range
+    /// outside the scheme).
+    #[error(transparent)]
+    Plan(#[from] crate::plan::PlanError),
+    /// `weir run`, `backfill`, `retry` could not start.
+    #[error(transparent)]
+    Exec(#[from] crate::exec::ExecError),
+    /// `weir verify` could not verify.
+    #[error(transparent)]
+    Verify(#[from] crate::ops::verify::VerifyError),
+    /// `weir rollback` refused or failed.
+    #[error(transparent)]
+    Rollback(#[from] crate::ops::rollback::RollbackError),
 }
 
 impl CliError {
-    /// The exit code (README's table).
+    /// The exit code (README's table), from the error's kind alone.
     pub(crate) fn exit_code(&self) -> u8 {
         match self {
             CliError::Manifest
             | CliError::Usage(_)
+            | CliError::Plan(_)
             | CliError::Report(crate::report::ReportError::NoRun(_)) => exit::INVALID,
-            CliError::Engine(_) | CliError::EngineDoing { .. } | CliError::Report(_) => {
-                exit::ENGINE
-            }
+            CliError::NothingPublished(_) => exit::TASK_FAILED,
+            CliError::Refused(_) => exit::REFUSED,
+            CliError::Engine(_)
+            | CliError::EngineDoing { .. }
+            | CliError::Drift(_)
+            | CliError::Report(_) => exit::ENGINE,
+            CliError::Exec(e) => e.exit_code(),
+            CliError::Verify(e) => e.exit_code(),
+            CliError::Rollback(e) => e.exit_code(),
         }
     }
 
     /// Prints the error with its causes on stderr (`error: …: Permission
-    /// denied (os error 13)`), unless it was already printed.
+    /// denied (os error 13)`), or as a miette diagnostic where the error
+    /// has a help or a location; nothing when it was already printed.
     pub(crate) fn report(&self) {
+        use crate::exec::ExecError;
         match self {
             CliError::Manifest => {}
-            _ => {
-                eprintln!("error: {}", crate::exec::chain(self));
-            }
+            CliError::Drift(d) => super::report(d.as_ref()),
+            CliError::Plan(e) => super::report(e),
+            CliError::Exec(e @ (ExecError::Plan(_) | ExecError::Code(_))) => super::report(e),
+            CliError::Verify(e) => super::report(e),
+            CliError::Rollback(e) => super::report(e),
+            _ => eprintln!("error: {}", crate::exec::chain(self)),
         }
     }
 
@@ -68,17 +107,17 @@ impl CliError {
 }
 
 /// An engine failure while doing `what`.
-pub(crate) fn doing(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> CliError {
+pub(crate) fn doing<E: Into<Source>>(what: impl Into<String>) -> impl FnOnce(E) -> CliError {
     let what = what.into();
     move |e| CliError::EngineDoing {
         what,
-        source: Box::new(e),
+        source: e.into(),
     }
 }
 
 /// Loads a manifest; its diagnostics are printed where they are found.
 pub(crate) fn load(path: &std::path::Path) -> Result<crate::manifest::Manifest, CliError> {
-    super::load(path).map_err(|_| CliError::Manifest)
+    super::load(path)
 }
 
 /// Opens the manifest's warehouse.
@@ -88,7 +127,8 @@ pub(crate) fn open(
     crate::store::Warehouse::open(&manifest.pipeline.warehouse).map_err(CliError::engine)
 }
 
-/// What `cli::main` does with a command's outcome.
+/// What `cli::main` does with a command's outcome: the one place an error
+/// becomes an exit code.
 pub(crate) fn finish(outcome: Result<u8, CliError>) -> u8 {
     outcome.unwrap_or_else(|e| {
         e.report();

@@ -6,7 +6,7 @@
 //! | 1 | a task instance failed: quarantined, held, skipped or gate failure |
 //! | 2 | invalid manifest, arguments or usage |
 //! | 3 | a publish or an operator action was refused (stale token while readers see something else than it would have published, nothing to roll back to) |
-//! | 4 | `status --check` found something that needs attention (LATE, HELD, QUARANTINED, missing) |
+//! | 4 | `status --check` found something that needs attention (LATE, HELD, QUARANTINED) |
 //! | 5 | the engine could not do its own work: warehouse or event-log I/O (ENOSPC, EIO, EACCES), corrupt record, a commit whose outcome had to be settled by rereading the log; it wins over 1 and 3 |
 //! | 130, 143 | a run interrupted by SIGINT, SIGTERM (it wins over every other code) |
 
@@ -35,12 +35,12 @@ impl Coded for crate::ops::verify::VerifyError {
         use crate::ops::verify::VerifyError as E;
         match self {
             E::UnknownTask { .. } => INVALID,
-            E::Drift(_) | E::Store(_) => ENGINE,
+            E::Drift(_) | E::Store { .. } => ENGINE,
             E::NothingPublished { .. }
             | E::InputChanged { .. }
             | E::InputMissing { .. }
             | E::TaskFailed { .. }
-            | E::Audit(_) => TASK_FAILED,
+            | E::Audit { .. } => TASK_FAILED,
         }
     }
 }
@@ -48,8 +48,23 @@ impl Coded for crate::ops::verify::VerifyError {
 impl Coded for crate::exec::ExecError {
     fn exit_code(&self) -> u8 {
         match self {
-            crate::exec::ExecError::Plan(_) | crate::exec::ExecError::Code(_) => INVALID,
-            crate::exec::ExecError::Warehouse(_) => ENGINE,
+            crate::exec::ExecError::Plan(_)
+            | crate::exec::ExecError::Code(_)
+            | crate::exec::ExecError::Settings(_) => INVALID,
+            crate::exec::ExecError::Warehouse(_)
+            | crate::exec::ExecError::EventLog(_)
+            | crate::exec::ExecError::Pools(_)
+            | crate::exec::ExecError::Signals(_) => ENGINE,
+        }
+    }
+}
+
+impl Coded for crate::ops::rollback::RollbackError {
+    fn exit_code(&self) -> u8 {
+        use crate::ops::rollback::RollbackError as E;
+        match self {
+            E::Warehouse { .. } | E::Publish(crate::store::PublishError::Store(_)) => ENGINE,
+            E::NothingPublished { .. } | E::BadTarget { .. } | E::Publish(_) => REFUSED,
         }
     }
 }

@@ -40,13 +40,13 @@ pub fn main() -> ExitCode {
             });
         }
     };
-    let code = match cli.command {
+    let outcome = match cli.command {
         Command::Validate(a) => validate::run(&a),
         Command::Plan(a) => plan::run(&a),
         Command::Run(a) => run::run(&a),
         Command::Backfill(a) => run::backfill(&a),
-        Command::Events(a) => error::finish(events::run(&a)),
-        Command::Status(a) => error::finish(status::status(&a)),
+        Command::Events(a) => events::run(&a),
+        Command::Status(a) => status::status(&a),
         Command::Show(a) => status::show(&a),
         Command::Retry(a) => ops::retry(&a),
         Command::Abandon(a) => ops::abandon(&a),
@@ -54,32 +54,35 @@ pub fn main() -> ExitCode {
         Command::Uncertify(a) => ops::certify(&a, false),
         Command::Rollback(a) => ops::rollback(&a),
         Command::Explain(a) => ops::explain(&a),
-        Command::Gc(a) => error::finish(ops::gc(&a)),
+        Command::Gc(a) => ops::gc(&a),
         Command::Verify(a) => ops::verify(&a),
-        Command::Report(a) => error::finish(write_report(&a)),
-        Command::History(a) => error::finish(history::run(&a)),
-        Command::Completions(a) => {
-            let mut command = <Cli as clap::CommandFactory>::command();
-            let mut script = Vec::new();
-            clap_complete::generate(a.shell, &mut command, "weir", &mut script);
-            match std::io::Write::write_all(&mut std::io::stdout(), &script) {
-                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-                    eprintln!("error: cannot write the completions: {e}");
-                    exit::ENGINE
-                }
-                _ => exit::OK,
-            }
-        }
+        Command::Report(a) => write_report(&a),
+        Command::History(a) => history::run(&a),
+        Command::Completions(a) => completions(&a),
     };
-    ExitCode::from(code)
+    // The one place where an error becomes an exit code.
+    ExitCode::from(error::finish(outcome))
+}
+
+/// `weir completions SHELL`.
+fn completions(args: &args::CompletionsArgs) -> Result<u8, error::CliError> {
+    let mut command = <Cli as clap::CommandFactory>::command();
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut command, "weir", &mut script);
+    match std::io::Write::write_all(&mut std::io::stdout(), &script) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(error::doing("cannot write the completions")(e))
+        }
+        _ => Ok(exit::OK),
+    }
 }
 
 /// Loads a manifest, printing its diagnostics on failure.
-pub(crate) fn load(path: &Path) -> Result<Manifest, u8> {
+pub(crate) fn load(path: &Path) -> Result<Manifest, error::CliError> {
     Manifest::load(path).map_err(|errors| {
         let color = color();
         eprint!("{}", errors.render(color, terminal_width()));
-        exit::INVALID
+        error::CliError::Manifest
     })
 }
 

@@ -4,8 +4,8 @@
 use serde_json::json;
 
 use super::args::{CertifyArgs, DecisionArgs, ExplainArgs, GcArgs, RollbackArgs, VerifyArgs};
-use super::error::CliError;
-use super::{exit, load, report};
+use super::error::{doing, CliError};
+use super::exit;
 use crate::events::{Event, State};
 use crate::exec::RunOptions;
 use crate::manifest::Manifest;
@@ -15,69 +15,58 @@ use crate::store::certs::{self, Certification};
 use crate::store::marks::{self as state, InstanceMark, Mark};
 use crate::store::Warehouse;
 
-/// The manifest and its warehouse, or the exit code of what went wrong.
-fn setup(path: &std::path::Path) -> Result<(Manifest, Warehouse), u8> {
-    let manifest = load(path)?;
-    let warehouse = open(&manifest)?;
+/// The manifest and its warehouse.
+fn setup(path: &std::path::Path) -> Result<(Manifest, Warehouse), CliError> {
+    let manifest = super::error::load(path)?;
+    let warehouse = super::error::open(&manifest)?;
     Ok((manifest, warehouse))
 }
 
-fn open(manifest: &Manifest) -> Result<Warehouse, u8> {
-    Warehouse::open(&manifest.pipeline.warehouse).map_err(|e| {
-        eprintln!("error: {}", crate::exec::chain(&e));
-        exit::ENGINE
-    })
+/// The operator's event log, or why it cannot be opened.
+fn open_operator_log(root: &std::path::Path) -> Result<crate::events::EventLog, CliError> {
+    operator_log(root).map_err(doing("cannot open the operator's event log"))
 }
 
-/// The operator's event log, or why it cannot be opened (on stderr).
-fn open_operator_log(root: &std::path::Path) -> Result<crate::events::EventLog, u8> {
-    operator_log(root).map_err(|e| {
-        let error = super::error::doing("cannot open the operator's event log")(e);
-        error.report();
-        error.exit_code()
-    })
-}
-
-fn check_task(manifest: &Manifest, task: &str) -> Result<(), u8> {
+fn check_task(manifest: &Manifest, task: &str) -> Result<(), CliError> {
     if manifest.tasks.contains_key(task) {
         return Ok(());
     }
-    eprintln!(
-        "error: unknown task `{task}`\n  help: {}",
+    Err(CliError::Usage(format!(
+        "unknown task `{task}`\n  help: {}",
         crate::manifest::unknown_task_help(manifest, task)
-    );
-    Err(exit::INVALID)
+    )))
 }
 
 /// A partition key of the task's scheme, or exit 2 before anything is logged.
-fn check_partition(manifest: &Manifest, task: &str, partition: &str) -> Result<(), u8> {
+fn check_partition(manifest: &Manifest, task: &str, partition: &str) -> Result<(), CliError> {
     let dims = &manifest.tasks[task].dims;
     if dims.contains(partition, crate::clock::now()) {
         return Ok(());
     }
-    eprintln!(
-        "error: partition `{partition}` is not in the partition scheme of task `{task}`\n  help: `{task}` is partitioned {}",
+    Err(CliError::Usage(format!(
+        "partition `{partition}` is not in the partition scheme of task `{task}`\n  help: `{task}` is partitioned {}",
         dims.describe()
-    );
-    Err(exit::INVALID)
+    )))
 }
 
-/// The instance's marker when it is one of `accepted`, or exit 3: an
-/// operator decision about an instance that waits for none is refused.
+/// The instance's marker when it is one of `accepted`; an operator decision
+/// about an instance that waits for none is refused (exit 3).
 fn check_marker(
     warehouse: &Warehouse,
     args: &DecisionArgs,
     accepted: &[Mark],
     verb: &str,
-) -> Result<InstanceMark, u8> {
-    match state::read(warehouse, &args.task, &args.partition) {
+) -> Result<InstanceMark, CliError> {
+    let found = state::read(warehouse, &args.task, &args.partition)
+        .map_err(doing("cannot read the instance's marker"))?;
+    match found {
         Some(m) if accepted.contains(&m.mark) => Ok(m),
         found => {
             let what = found.map_or("neither held nor quarantined".to_string(), |m| {
                 format!("{} already", m.mark.as_str())
             });
-            eprintln!(
-                "error: refused: {} {} is {what}; `weir {verb}` acts only on a {} instance\n  help: `weir status` lists them; `weir run --task {} --partition {} --force` reruns a published one",
+            Err(CliError::Refused(format!(
+                "refused: {} {} is {what}; `weir {verb}` acts only on a {} instance\n  help: `weir status` lists them; `weir run --task {} --partition {} --force` reruns a published one",
                 args.task,
                 args.partition,
                 accepted
@@ -87,59 +76,38 @@ fn check_marker(
                     .join(" or "),
                 args.task,
                 args.partition
-            );
-            Err(exit::REFUSED)
+            )))
         }
     }
 }
 
 /// `weir retry`: clears the marker, records the note, runs that instance
 /// and its downstream instances in that partition.
-pub(crate) fn retry(args: &DecisionArgs) -> u8 {
-    let (manifest, warehouse) = match setup(&args.manifest) {
-        Ok(x) => x,
-        Err(code) => return code,
-    };
-    if let Err(c) = check_task(&manifest, &args.task) {
-        return c;
-    }
-    if let Err(c) = check_partition(&manifest, &args.task, &args.partition) {
-        return c;
-    }
-    let previous = match check_marker(
+pub(crate) fn retry(args: &DecisionArgs) -> Result<u8, CliError> {
+    let (manifest, warehouse) = setup(&args.manifest)?;
+    check_task(&manifest, &args.task)?;
+    check_partition(&manifest, &args.task, &args.partition)?;
+    let previous = check_marker(
         &warehouse,
         args,
         &[Mark::Held, Mark::Quarantined, Mark::Abandoned],
         "retry",
-    ) {
-        Ok(m) => Some(m),
-        Err(c) => return c,
-    };
-    let log = match operator_log(warehouse.root()) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("error: cannot open the event log: {e}");
-            return exit::ENGINE;
-        }
-    };
+    )?;
+    let log = open_operator_log(warehouse.root())?;
     // The decision is on disk before the change it announces.
-    if let Err(e) = log.emit_durable(
+    log.emit_durable(
         State::Released,
         Event::instance(&args.task, &args.partition)
             .detail(format!(
                 "released by an operator ({}): {}",
-                previous.as_ref().map_or("not held", |m| m.mark.as_str()),
+                previous.mark.as_str(),
                 args.note
             ))
             .data(json!({ "note": args.note, "was": previous })),
-    ) {
-        eprintln!("error: cannot log the decision: {e}");
-        return exit::ENGINE;
-    }
-    if let Err(e) = state::clear(&warehouse, &args.task, &args.partition) {
-        eprintln!("error: cannot release: {}", crate::exec::chain(&e));
-        return exit::ENGINE;
-    }
+    )
+    .map_err(doing("cannot log the decision"))?;
+    state::clear(&warehouse, &args.task, &args.partition)
+        .map_err(doing("cannot release the instance"))?;
     println!(
         "released {} {}; running it and its downstream instances in {}",
         args.task, args.partition, args.partition
@@ -156,132 +124,85 @@ pub(crate) fn retry(args: &DecisionArgs) -> u8 {
 }
 
 /// `weir abandon`.
-pub(crate) fn abandon(args: &DecisionArgs) -> u8 {
-    let (manifest, warehouse) = match setup(&args.manifest) {
-        Ok(x) => x,
-        Err(code) => return code,
-    };
-    if let Err(c) = check_task(&manifest, &args.task) {
-        return c;
-    }
-    if let Err(c) = check_partition(&manifest, &args.task, &args.partition) {
-        return c;
-    }
-    let previous = match check_marker(
+pub(crate) fn abandon(args: &DecisionArgs) -> Result<u8, CliError> {
+    let (manifest, warehouse) = setup(&args.manifest)?;
+    check_task(&manifest, &args.task)?;
+    check_partition(&manifest, &args.task, &args.partition)?;
+    let previous = check_marker(
         &warehouse,
         args,
         &[Mark::Held, Mark::Quarantined],
         "abandon",
-    ) {
-        Ok(m) => Some(m),
-        Err(c) => return c,
-    };
-    let log = match operator_log(warehouse.root()) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("error: cannot open the event log: {e}");
-            return exit::ENGINE;
-        }
-    };
+    )?;
+    let log = open_operator_log(warehouse.root())?;
     let mark = InstanceMark {
         mark: Mark::Abandoned,
         task: args.task.clone(),
         partition: args.partition.clone(),
         run_id: log.run_id().to_string(),
         reason: format!("abandoned by an operator: {}", args.note),
-        input_snapshot_digest: previous
-            .as_ref()
-            .and_then(|m| m.input_snapshot_digest.clone()),
+        input_snapshot_digest: previous.input_snapshot_digest.clone(),
         code_version: manifest.pipeline.code_version.clone(),
-        code_fingerprint: previous.as_ref().and_then(|m| m.code_fingerprint.clone()),
+        code_fingerprint: previous.code_fingerprint.clone(),
         since: crate::clock::now_rfc3339(),
         note: Some(args.note.clone()),
     };
-    if let Err(e) = log.emit_durable(
+    log.emit_durable(
         State::Abandoned,
         Event::instance(&args.task, &args.partition)
             .detail(args.note.clone())
             .data(json!({ "note": args.note, "was": previous })),
-    ) {
-        eprintln!("error: cannot log the decision: {e}");
-        return exit::ENGINE;
-    }
-    if let Err(e) = state::write(&warehouse, &mark) {
-        eprintln!(
-            "error: cannot record the decision: {}",
-            crate::exec::chain(&e)
-        );
-        return exit::ENGINE;
-    }
+    )
+    .map_err(doing("cannot log the decision"))?;
+    state::write(&warehouse, &mark).map_err(doing("cannot record the decision"))?;
     println!(
         "abandoned {} {}: not run again until `weir retry`",
         args.task, args.partition
     );
-    exit::OK
+    Ok(exit::OK)
 }
 
 /// `weir certify` and `weir uncertify`.
-pub(crate) fn certify(args: &CertifyArgs, certified: bool) -> u8 {
-    let (_, warehouse) = match setup(&args.manifest) {
-        Ok(x) => x,
-        Err(code) => return code,
-    };
+pub(crate) fn certify(args: &CertifyArgs, certified: bool) -> Result<u8, CliError> {
+    let (_, warehouse) = setup(&args.manifest)?;
     let store = warehouse.partition(&args.dataset, &args.partition);
-    let generation = match (args.generation, store.latest()) {
-        (Some(g), _) => g,
-        (None, Ok(Some(r))) => r.generation.get(),
-        (None, Ok(None)) => {
-            eprintln!(
-                "error: `{}` has no published generation for partition {}",
+    let generation = match args.generation {
+        Some(g) => g,
+        None => match store.latest().map_err(CliError::engine)? {
+            Some(r) => r.generation.get(),
+            None => {
+                return Err(CliError::Refused(format!(
+                    "`{}` has no published generation for partition {}",
+                    args.dataset, args.partition
+                )))
+            }
+        },
+    };
+    let record = store
+        .record(crate::store::Generation::from_raw(generation))
+        .map_err(CliError::engine)?
+        .ok_or_else(|| {
+            CliError::Refused(format!(
+                "`{}` {} has no generation {generation}",
                 args.dataset, args.partition
-            );
-            return exit::REFUSED;
-        }
-        (None, Err(e)) => {
-            eprintln!("error: {}", crate::exec::chain(&e));
-            return exit::ENGINE;
-        }
-    };
-    let record = match store.record(crate::store::Generation::from_raw(generation)) {
-        Ok(Some(r)) => r,
-        Ok(None) => {
-            eprintln!(
-                "error: `{}` {} has no generation {generation}",
-                args.dataset, args.partition
-            );
-            return exit::REFUSED;
-        }
-        Err(e) => {
-            eprintln!("error: {}", crate::exec::chain(&e));
-            return exit::ENGINE;
-        }
-    };
-    let log = match open_operator_log(warehouse.root()) {
-        Ok(log) => log,
-        Err(code) => return code,
-    };
+            ))
+        })?;
+    let log = open_operator_log(warehouse.root())?;
     let mark = Certification {
         generation,
         certified,
         reason: args.reason.clone(),
         at: crate::clock::now_rfc3339(),
     };
-    if let Err(e) = log.emit_durable(
+    log.emit_durable(
         if certified { State::Certified } else { State::Uncertified },
         Event::instance(&record.task, &args.partition)
             .detail(format!("{} generation {generation}: {}", args.dataset, args.reason))
             .data(json!({ "dataset": args.dataset, "generation": generation, "digest": record.digest })),
-    ) {
-        eprintln!("error: cannot log the decision: {e}");
-        return exit::ENGINE;
-    }
-    if let Err(e) = certs::write(&warehouse, &args.dataset, &args.partition, &mark) {
-        eprintln!(
-            "error: cannot record the certification: {}",
-            crate::exec::chain(&e)
-        );
-        return exit::ENGINE;
-    }
+    )
+    .map_err(doing("cannot log the decision"))?;
+    certs::write(&warehouse, &args.dataset, &args.partition, &mark)
+        .map_err(doing("cannot record the certification"))?;
     println!(
         "{} {} {} generation {generation}",
         if certified {
@@ -292,25 +213,15 @@ pub(crate) fn certify(args: &CertifyArgs, certified: bool) -> u8 {
         args.dataset,
         args.partition
     );
-    exit::OK
+    Ok(exit::OK)
 }
 
 /// `weir explain`.
-pub(crate) fn explain(args: &ExplainArgs) -> u8 {
-    let (manifest, warehouse) = match setup(&args.manifest) {
-        Ok(x) => x,
-        Err(code) => return code,
-    };
-    if let Err(c) = check_task(&manifest, &args.task) {
-        return c;
-    }
-    let (events, bad) = match crate::events::read_all(warehouse.root()) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot read the event log: {e}");
-            return exit::ENGINE;
-        }
-    };
+pub(crate) fn explain(args: &ExplainArgs) -> Result<u8, CliError> {
+    let (manifest, warehouse) = setup(&args.manifest)?;
+    check_task(&manifest, &args.task)?;
+    let (events, bad) =
+        crate::events::read_all(warehouse.root()).map_err(doing("cannot read the event log"))?;
     for b in bad {
         eprintln!(
             "warning: {}:{}: unreadable event line ignored",
@@ -328,51 +239,34 @@ pub(crate) fn explain(args: &ExplainArgs) -> u8 {
     } else {
         print!("{}", crate::ops::explain::render(&x));
     }
-    exit::OK
+    Ok(exit::OK)
 }
 
 /// `weir rollback`.
-pub(crate) fn rollback(args: &RollbackArgs) -> u8 {
-    let (manifest, warehouse) = match setup(&args.manifest) {
-        Ok(x) => x,
-        Err(code) => return code,
-    };
-    let log = match open_operator_log(warehouse.root()) {
-        Ok(log) => log,
-        Err(code) => return code,
-    };
-    match rb::rollback(
+pub(crate) fn rollback(args: &RollbackArgs) -> Result<u8, CliError> {
+    let (manifest, warehouse) = setup(&args.manifest)?;
+    let log = open_operator_log(warehouse.root())?;
+    let record = rb::rollback(
         &manifest,
         &warehouse,
         &log,
         &args.dataset,
         &args.partition,
         args.to,
-    ) {
-        Ok(record) => {
-            println!(
-                "{} {}: generation {} now shows the files of generation {} ({} rows, {}); the instance is held until `weir retry`",
-                args.dataset,
-                args.partition,
-                record.generation,
-                match record.kind {
-                    crate::store::CommitKind::Rollback { from_generation } => from_generation.get(),
-                    crate::store::CommitKind::Publish => record.generation.get(),
-                },
-                record.rows,
-                record.digest
-            );
-            exit::OK
-        }
-        Err(e) => {
-            report(&e);
-            match e {
-                rb::RollbackError::Warehouse(_)
-                | rb::RollbackError::Publish(crate::store::PublishError::Store(_)) => exit::ENGINE,
-                _ => exit::REFUSED,
-            }
-        }
-    }
+    )?;
+    println!(
+        "{} {}: generation {} now shows the files of generation {} ({} rows, {}); the instance is held until `weir retry`",
+        args.dataset,
+        args.partition,
+        record.generation,
+        match record.kind {
+            crate::store::CommitKind::Rollback { from_generation } => from_generation.get(),
+            crate::store::CommitKind::Publish => record.generation.get(),
+        },
+        record.rows,
+        record.digest
+    );
+    Ok(exit::OK)
 }
 
 /// `weir gc`: a dry run unless `--apply`.
@@ -429,8 +323,7 @@ pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
         );
         return Ok(exit::OK);
     }
-    let log = operator_log(warehouse.root())
-        .map_err(super::error::doing("cannot open the operator's event log"))?;
+    let log = open_operator_log(warehouse.root())?;
     let n = gc::apply(&warehouse, &log, &options, &items).map_err(CliError::engine)?;
     println!(
         "deleted {n} candidate director{}, {} kept",
@@ -441,40 +334,22 @@ pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
 }
 
 /// `weir verify`.
-pub(crate) fn verify(args: &VerifyArgs) -> u8 {
-    let (manifest, warehouse) = match setup(&args.manifest) {
-        Ok(x) => x,
-        Err(code) => return code,
-    };
-    match crate::ops::verify::verify(&manifest, &warehouse, &args.task, &args.partition) {
-        Ok(r) => {
-            println!(
-                "{} {} generation {}: published {} ({} rows), rerun {} ({} rows)",
-                r.task,
-                r.partition,
-                r.generation,
-                r.published_digest,
-                r.rows.0,
-                r.rerun_digest,
-                r.rows.1
-            );
-            println!("scratch: {}", r.scratch.display());
-            if r.deterministic {
-                println!(
-                    "deterministic: the rerun from the pinned inputs has the published digest"
-                );
-                exit::OK
-            } else {
-                println!("NOT deterministic: the rerun from the same inputs differs");
-                for d in &r.differences {
-                    println!("  {d}");
-                }
-                exit::TASK_FAILED
-            }
+pub(crate) fn verify(args: &VerifyArgs) -> Result<u8, CliError> {
+    let (manifest, warehouse) = setup(&args.manifest)?;
+    let r = crate::ops::verify::verify(&manifest, &warehouse, &args.task, &args.partition)?;
+    println!(
+        "{} {} generation {}: published {} ({} rows), rerun {} ({} rows)",
+        r.task, r.partition, r.generation, r.published_digest, r.rows.0, r.rerun_digest, r.rows.1
+    );
+    println!("scratch: {}", r.scratch.display());
+    if r.deterministic {
+        println!("deterministic: the rerun from the pinned inputs has the published digest");
+        Ok(exit::OK)
+    } else {
+        println!("NOT deterministic: the rerun from the same inputs differs");
+        for d in &r.differences {
+            println!("  {d}");
         }
-        Err(e) => {
-            report(&e);
-            exit::Coded::exit_code(&e)
-        }
+        Ok(exit::TASK_FAILED)
     }
 }

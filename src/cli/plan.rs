@@ -1,16 +1,14 @@
 //! `weir plan`: a dry run. Reads the manifest, writes nothing.
 
 use super::args::{GraphFormat, PlanArgs};
-use super::{exit, load, report};
+use super::error::{doing, CliError};
+use super::exit;
 use crate::manifest::Manifest;
 use crate::plan::{cost, render, Plan, Scope};
 use crate::store::Warehouse;
 
-pub(crate) fn run(args: &PlanArgs) -> u8 {
-    let manifest = match load(&args.manifest) {
-        Ok(m) => m,
-        Err(code) => return code,
-    };
+pub(crate) fn run(args: &PlanArgs) -> Result<u8, CliError> {
+    let manifest = super::error::load(&args.manifest)?;
     let scope = match (&args.backfill, &args.from, &args.to) {
         (Some(name), _, _) => Scope::Backfill(name.clone()),
         (None, Some(from), Some(to)) => Scope::Range {
@@ -21,38 +19,31 @@ pub(crate) fn run(args: &PlanArgs) -> u8 {
         _ => Scope::Latest,
     };
     if let Some(format) = args.graph {
-        let Some(plan) = build(&manifest, &scope, &args.task) else {
-            return exit::INVALID;
-        };
+        let plan = build(&manifest, &scope, &args.task)?;
         match format {
             GraphFormat::Dot => print!("{}", render::dot(&plan)),
             GraphFormat::Mermaid => print!("{}", render::mermaid(&plan)),
         }
-        return exit::OK;
+        return Ok(exit::OK);
     }
     if let Some(path) = &args.html {
-        let Some(plan) = build(&manifest, &scope, &args.task) else {
-            return exit::INVALID;
-        };
-        return match std::fs::write(path, crate::report::plan::render(&plan)) {
-            Ok(()) => {
-                println!("wrote {}", path.display());
-                exit::OK
-            }
-            Err(e) => {
-                eprintln!("error: cannot write `{}`: {e}", path.display());
-                exit::ENGINE
-            }
-        };
+        let plan = build(&manifest, &scope, &args.task)?;
+        std::fs::write(path, crate::report::plan::render(&plan))
+            .map_err(doing(format!("cannot write `{}`", path.display())))?;
+        println!("wrote {}", path.display());
+        return Ok(exit::OK);
     }
     print(&manifest, &scope, &args.task, args.json)
 }
 
 /// Prints the plan of `scope` as a table or JSON; shared with `backfill --dry-run`.
-pub(crate) fn print(manifest: &Manifest, scope: &Scope, tasks: &[String], json: bool) -> u8 {
-    let Some(plan) = build(manifest, scope, tasks) else {
-        return exit::INVALID;
-    };
+pub(crate) fn print(
+    manifest: &Manifest,
+    scope: &Scope,
+    tasks: &[String],
+    json: bool,
+) -> Result<u8, CliError> {
+    let plan = build(manifest, scope, tasks)?;
     let estimate = cost::estimate(&plan);
     if json {
         print!("{}", render::json(&plan, &estimate, manifest));
@@ -67,7 +58,7 @@ pub(crate) fn print(manifest: &Manifest, scope: &Scope, tasks: &[String], json: 
             }
         }
     }
-    exit::OK
+    Ok(exit::OK)
 }
 
 /// Planned instances whose current publication is STALE, in words.
@@ -97,7 +88,7 @@ fn stale_instances(manifest: &Manifest, plan: &Plan) -> Vec<String> {
     out
 }
 
-fn build(manifest: &Manifest, scope: &Scope, tasks: &[String]) -> Option<Plan> {
+fn build(manifest: &Manifest, scope: &Scope, tasks: &[String]) -> Result<Plan, CliError> {
     let now = crate::clock::now();
     // A plan writes nothing: an absent warehouse has published nothing.
     let warehouse = manifest
@@ -111,8 +102,6 @@ fn build(manifest: &Manifest, scope: &Scope, tasks: &[String]) -> Option<Plan> {
             .as_ref()
             .is_some_and(|w| matches!(w.partition(dataset, key).latest(), Ok(Some(_))))
     };
-    crate::plan::select::select(manifest, tasks)
-        .and_then(|names| Plan::build_for(manifest, scope, &names, now, &published))
-        .map_err(|e| report(&e))
-        .ok()
+    let names = crate::plan::select::select(manifest, tasks)?;
+    Ok(Plan::build_for(manifest, scope, &names, now, &published)?)
 }

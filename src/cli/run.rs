@@ -7,18 +7,16 @@ use std::sync::Mutex;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::args::{BackfillArgs, RunArgs};
-use super::{exit, load, report};
+use super::error::CliError;
+use super::exit;
 use crate::events::{EventRecord, State};
 use crate::exec::{self, InstanceResult, RunOptions, RunSummary};
 use crate::lineage;
 use crate::manifest::Manifest;
 use crate::plan::Scope;
 
-pub(crate) fn run(args: &RunArgs) -> u8 {
-    let manifest = match load(&args.manifest) {
-        Ok(m) => m,
-        Err(code) => return code,
-    };
+pub(crate) fn run(args: &RunArgs) -> Result<u8, CliError> {
+    let manifest = super::error::load(&args.manifest)?;
     let scope = match (&args.from, &args.to) {
         (Some(from), Some(to)) => Scope::Range {
             from: from.clone(),
@@ -40,11 +38,8 @@ pub(crate) fn run(args: &RunArgs) -> u8 {
 
 /// `weir backfill`: only ever launched explicitly; resumes by skipping what
 /// is already published with the same input snapshot and code_version.
-pub(crate) fn backfill(args: &BackfillArgs) -> u8 {
-    let manifest = match load(&args.manifest) {
-        Ok(m) => m,
-        Err(code) => return code,
-    };
+pub(crate) fn backfill(args: &BackfillArgs) -> Result<u8, CliError> {
+    let manifest = super::error::load(&args.manifest)?;
     let scope = Scope::Backfill(args.name.clone());
     if args.dry_run {
         return super::plan::print(&manifest, &scope, &[], false);
@@ -61,12 +56,9 @@ pub(crate) fn backfill(args: &BackfillArgs) -> u8 {
 }
 
 /// Runs and reports; shared with `weir backfill`.
-pub(crate) fn execute(manifest: &Manifest, options: &RunOptions) -> u8 {
+pub(crate) fn execute(manifest: &Manifest, options: &RunOptions) -> Result<u8, CliError> {
     // A first Ctrl-C / SIGTERM stops the run cleanly, a second exits at once.
-    if let Err(e) = exec::interrupt::install() {
-        eprintln!("error: cannot install the SIGINT/SIGTERM handlers: {e}");
-        return exit::ENGINE;
-    }
+    exec::interrupt::install().map_err(exec::ExecError::Signals)?;
     let display = Display::new();
     let shown = display.observer();
     // Lineage watches the same typed events; it never blocks them.
@@ -87,13 +79,7 @@ pub(crate) fn execute(manifest: &Manifest, options: &RunOptions) -> u8 {
         let run_id = summary.as_ref().ok().map(|s| s.run_id.as_str());
         lineage::record(manifest, run_id, &delivery);
     }
-    let summary = match summary {
-        Ok(s) => s,
-        Err(e) => {
-            report(&e);
-            return exit::Coded::exit_code(&e);
-        }
-    };
+    let summary = summary?;
     display.finish();
     print_summary(&summary);
     let stale = summary
@@ -103,17 +89,17 @@ pub(crate) fn execute(manifest: &Manifest, options: &RunOptions) -> u8 {
     // The shell's convention (128 + the signal) wins: whoever pressed
     // Ctrl-C learns that the run did not finish.
     if let Some(sig) = summary.interrupted {
-        return sig.exit_code();
+        return Ok(sig.exit_code());
     }
     if summary.engine_failed() {
-        return exit::ENGINE;
+        return Ok(exit::ENGINE);
     }
-    match (summary.ok(), stale) {
+    Ok(match (summary.ok(), stale) {
         (false, _) => exit::TASK_FAILED,
         // Readers see a complete generation, but this run's attempt lost to a newer one.
         (true, true) => exit::REFUSED,
         (true, false) => exit::OK,
-    }
+    })
 }
 
 /// Instances left undone by an interrupt that the summary names one by one.

@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde_json::json;
 
 use super::args::{ShowArgs, StatusArgs};
-use super::error::CliError;
-use super::{exit, load};
+use super::error::{doing, CliError};
+use super::exit;
 use crate::audit;
 use crate::manifest::Manifest;
 use crate::store::certs as certify;
@@ -279,7 +279,11 @@ fn print_status(
     attention: &[Attention],
 ) {
     if overview.published.is_empty() {
-        println!("nothing published yet in {}", warehouse.root().display());
+        // An unreadable commit log is no proof that nothing was published:
+        // its error (stderr) says so instead.
+        if overview.unreadable.is_empty() {
+            println!("nothing published yet in {}", warehouse.root().display());
+        }
     } else {
         // Aligned: each column as wide as its widest value; timestamps at
         // one width; digests abbreviated as everywhere else.
@@ -435,82 +439,58 @@ fn stale(
         .collect()
 }
 
-pub(crate) fn show(args: &ShowArgs) -> u8 {
-    let manifest = match load(&args.manifest) {
-        Ok(m) => m,
-        Err(code) => return code,
-    };
+pub(crate) fn show(args: &ShowArgs) -> Result<u8, CliError> {
+    let manifest = super::error::load(&args.manifest)?;
     let Some(task) = manifest.producer(&args.dataset) else {
-        eprintln!(
-            "error: no task of `{}` publishes dataset `{}`",
+        return Err(CliError::Usage(format!(
+            "no task of `{}` publishes dataset `{}`",
             manifest.pipeline.name, args.dataset
-        );
-        return exit::INVALID;
+        )));
     };
     if !task.dims.contains(&args.partition, crate::clock::now()) {
-        eprintln!(
-            "error: partition `{}` is not in the partition scheme of `{}`\n  help: `{}` is partitioned {}",
+        return Err(CliError::Usage(format!(
+            "partition `{}` is not in the partition scheme of `{}`\n  help: `{}` is partitioned {}",
             args.partition,
             args.dataset,
             task.name,
             task.dims.describe()
-        );
-        return exit::INVALID;
+        )));
     }
-    let warehouse = match Warehouse::open(&manifest.pipeline.warehouse) {
-        Ok(w) => w,
-        Err(e) => {
-            eprintln!("error: {}", crate::exec::chain(&e));
-            return exit::ENGINE;
-        }
-    };
+    let warehouse = super::error::open(&manifest)?;
     let store = warehouse.partition(&args.dataset, &args.partition);
-    let chosen = match args.generation {
+    let record = match args.generation {
         // An earlier generation, as `weir history` lists them.
-        Some(g) => store.history().map(|h| {
-            let found = h.iter().find(|r| r.generation.get() == g).cloned();
-            if found.is_none() {
-                eprintln!(
-                    "error: `{}` {} has no generation {g} (it has {})\n  help: `weir history` lists them",
+        Some(g) => {
+            let history = store.history().map_err(CliError::engine)?;
+            let found = history.iter().find(|r| r.generation.get() == g).cloned();
+            found.ok_or_else(|| {
+                CliError::Usage(format!(
+                    "`{}` {} has no generation {g} (it has {})\n  help: `weir history` lists them",
                     args.dataset,
                     args.partition,
-                    match h.last() {
+                    match history.last() {
                         Some(last) => format!("1 to {}", last.generation.get()),
                         None => "none".into(),
                     }
-                );
-            }
-            found.ok_or(())
-        }),
-        None => store.latest().map(|r| r.ok_or(())),
-    };
-    let record = match chosen {
-        Ok(Ok(r)) => r,
-        Ok(Err(())) if args.generation.is_some() => return exit::INVALID,
-        Ok(Err(())) => {
-            eprintln!(
-                "error: `{}` has no published generation for partition {}",
+                ))
+            })?
+        }
+        None => store.latest().map_err(CliError::engine)?.ok_or_else(|| {
+            CliError::NothingPublished(format!(
+                "`{}` has no published generation for partition {}",
                 args.dataset, args.partition
-            );
-            return exit::TASK_FAILED;
-        }
-        Err(e) => {
-            eprintln!("error: {}", crate::exec::chain(&e));
-            return exit::ENGINE;
-        }
+            ))
+        })?,
     };
-    if let Err(drift) = store.check_files(&record, Depth::Hash) {
-        super::report(drift.as_ref());
-        return exit::ENGINE;
-    }
-    let (columns, rows) =
-        match audit::read_raw_rows(&store.visible_files(&record), task.output.format) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return exit::ENGINE;
-            }
-        };
+    store
+        .check_files(&record, Depth::Hash)
+        .map_err(CliError::Drift)?;
+    let (columns, rows) = audit::read_raw_rows(
+        &store.visible_files(&record),
+        task.output.format,
+        args.limit,
+    )
+    .map_err(doing("cannot read the published files"))?;
     // The reader sorts columns (the canonical digest's order); show them in
     // the file's own order, read from the first file's header.
     let visible = store.visible_files(&record);
@@ -518,7 +498,6 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
     let columns: Vec<String> = order.iter().map(|&i| columns[i].clone()).collect();
     let rows = rows
         .into_iter()
-        .take(args.limit.unwrap_or(usize::MAX))
         .map(|r| order.iter().map(|&i| r[i].clone()).collect::<Vec<_>>());
     if args.json {
         let rows: Vec<Vec<Option<String>>> = rows
@@ -540,17 +519,27 @@ pub(crate) fn show(args: &ShowArgs) -> u8 {
             "{}",
             serde_json::to_string(&doc).expect("json values serialize")
         );
-        return exit::OK;
+        return Ok(exit::OK);
     }
     let mut out = csv::Writer::from_writer(std::io::stdout());
-    let _ = out.write_record(&columns);
-    for row in rows {
-        // Bytes as they were published: a value that is not UTF-8 is not
-        // replaced by U+FFFD.
-        let _ = out.write_record(row.iter().map(|v| v.as_deref().unwrap_or(b"")));
+    let written = (|| {
+        out.write_record(&columns)?;
+        for row in rows {
+            // Bytes as they were published: a value that is not UTF-8 is
+            // not replaced by U+FFFD.
+            out.write_record(row.iter().map(|v| v.as_deref().unwrap_or(b"")))?;
+        }
+        out.flush()?;
+        Ok::<(), csv::Error>(())
+    })();
+    match written {
+        // A reader that went away (`weir show … | head`) ends weir quietly.
+        Err(e) if matches!(e.kind(), csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::BrokenPipe) => {
+            Ok(exit::OK)
+        }
+        Err(e) => Err(doing("cannot write the rows")(e)),
+        Ok(()) => Ok(exit::OK),
     }
-    let _ = out.flush();
-    exit::OK
 }
 
 /// Positions in `sorted` of a CSV file's header columns, in the file's order;

@@ -1,10 +1,13 @@
 //! `weir validate`.
 
 use super::args::ValidateArgs;
+use super::error::CliError;
 use super::{exit, load};
 
-pub(crate) fn run(args: &ValidateArgs) -> u8 {
-    let mut code = exit::OK;
+/// Validates every manifest given, reporting each; any invalid one makes
+/// the whole command fail (its diagnostics are on stderr already).
+pub(crate) fn run(args: &ValidateArgs) -> Result<u8, CliError> {
+    let mut invalid = false;
     for path in &args.manifests {
         match load(path) {
             Ok(m) => {
@@ -24,10 +27,13 @@ pub(crate) fn run(args: &ValidateArgs) -> u8 {
                     plural(m.backfills.len(), "backfill", "backfills"),
                 );
             }
-            Err(c) => code = c,
+            Err(_) => invalid = true,
         }
     }
-    code
+    if invalid {
+        return Err(CliError::Manifest);
+    }
+    Ok(exit::OK)
 }
 
 fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {

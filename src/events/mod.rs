@@ -311,6 +311,90 @@ pub fn read_all(warehouse: &Path) -> std::io::Result<(Vec<EventRecord>, Vec<BadL
 
 #[cfg(test)]
 mod tests {
+    // Issue 12: README's state table documents every event state; a state
+    // added without its row fails here.
+    #[test]
+    fn issue_12_readme_documents_every_state() {
+        let all = [
+            State::RunStarted,
+            State::RunFinished,
+            State::Queued,
+            State::Running,
+            State::Failed,
+            State::Retrying,
+            State::Success,
+            State::GateFailed,
+            State::Audited,
+            State::Published,
+            State::AlreadyPublished,
+            State::RejectedStale,
+            State::Quarantined,
+            State::Held,
+            State::Skipped,
+            State::Unknown,
+            State::TakenOver,
+            State::Waiting,
+            State::RolledBack,
+            State::Certified,
+            State::Uncertified,
+            State::Released,
+            State::Abandoned,
+            State::GcDeleted,
+            State::EngineFailed,
+            State::LineageUndelivered,
+            State::Interrupted,
+        ];
+        // Exhaustive, no wildcard: a new variant does not compile until it
+        // is listed above too.
+        for state in all {
+            match state {
+                State::RunStarted
+                | State::RunFinished
+                | State::Queued
+                | State::Running
+                | State::Failed
+                | State::Retrying
+                | State::Success
+                | State::GateFailed
+                | State::Audited
+                | State::Published
+                | State::AlreadyPublished
+                | State::RejectedStale
+                | State::Quarantined
+                | State::Held
+                | State::Skipped
+                | State::Unknown
+                | State::TakenOver
+                | State::Waiting
+                | State::RolledBack
+                | State::Certified
+                | State::Uncertified
+                | State::Released
+                | State::Abandoned
+                | State::GcDeleted
+                | State::EngineFailed
+                | State::LineageUndelivered
+                | State::Interrupted => {}
+            }
+        }
+        let readme = include_str!("../../README.md");
+        let events = readme
+            .split_once("\n## Events\n")
+            .and_then(|(_, rest)| rest.split("\n## ").next())
+            .expect("README has an Events section");
+        let rows: Vec<&str> = events
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `")?.split_once("` | ").map(|(s, _)| s))
+            .collect();
+        for state in all {
+            let name = state.as_str();
+            assert!(
+                rows.contains(&name.as_str()),
+                "README's state table has no row for {name}"
+            );
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -234,7 +234,27 @@ pub(crate) fn run(
     };
     // Everything above is the engine's; the slot is the command's (for a
     // scheduler's job: from submission until it is seen to end).
-    let permit = slots.acquire();
+    // The slot is the pool's across engines (`pool.rs`, `store::slots`).
+    let permit = match slots.acquire(&format!(
+        "{} {partition} attempt {attempt} token {token} (run {})",
+        task.name, cx.run_id
+    )) {
+        Ok(permit) => permit,
+        Err(super::pool::NoSlot::Interrupted(sig)) => {
+            let ending = Ending::Interrupted(sig);
+            return AttemptOutcome::Failed {
+                reason: ending.describe(),
+                ending,
+                token: Some(token),
+            };
+        }
+        Err(super::pool::NoSlot::Store(e)) => {
+            return fail(
+                Some(token),
+                format!("cannot take a slot of pool `{}`: {}", task.pool, chain(&e)),
+            )
+        }
+    };
     let running = |job_id: Option<&str>| {
         let e = event()
             .attempt(attempt, Some(token.get()))
@@ -416,19 +436,7 @@ fn storage_fault(e: &std::io::Error) -> bool {
     )
 }
 
-/// An error and its causes, each once: "i/o error on …/log: Permission denied".
-pub fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let more = cause.to_string();
-        if !text.contains(&more) {
-            text = format!("{text}: {more}");
-        }
-        source = cause.source();
-    }
-    text
-}
+pub use crate::store::chain;
 
 fn environment(
     cx: &Context<'_>,

@@ -11,6 +11,7 @@
 //! | `commit_fsync` | the commit record is linked but the engine is told its directory fsync failed (EIO): an unknown outcome (use `:fail`) |
 //! | `create_logs` | creating the attempt's `stdout.log` fails with ENOSPC (use `:fail`) |
 //! | `rollback_commit` | `weir rollback` committed its record and has not yet announced it |
+//! | `write_marker` | writing an instance's HELD/QUARANTINED marker fails with ENOSPC (use `:fail`) |
 //!
 //! ACTION is `crash` (default: the engine kills itself with SIGKILL, as
 //! `kill -9` would) or `fail` (the attempt fails as an engine error).
@@ -27,6 +28,7 @@ pub enum Point {
     CommitFsync,
     CreateLogs,
     RollbackCommit,
+    WriteMarker,
 }
 
 #[derive(Debug, Clone)]
@@ -65,6 +67,7 @@ impl Faults {
                 "commit_fsync" => Point::CommitFsync,
                 "create_logs" => Point::CreateLogs,
                 "rollback_commit" => Point::RollbackCommit,
+                "write_marker" => Point::WriteMarker,
                 other => {
                     eprintln!("warning: WEIR_FAULT: unknown point `{other}` ignored");
                     continue;

@@ -161,10 +161,26 @@ pub enum ExecError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Plan(#[from] crate::plan::PlanError),
-    /// The warehouse or the event log is unusable.
-    #[error("warehouse error: {0}")]
+    /// The warehouse cannot be opened.
+    #[error("cannot open the warehouse")]
     #[diagnostic(code(weir::exec::warehouse))]
-    Warehouse(String),
+    Warehouse(#[source] crate::store::StoreError),
+    /// The run's event log cannot be opened.
+    #[error("cannot open the event log")]
+    #[diagnostic(code(weir::exec::event_log))]
+    EventLog(#[source] std::io::Error),
+    /// The pools' slots in the warehouse cannot be set up.
+    #[error("cannot take part in the warehouse's pools")]
+    #[diagnostic(code(weir::exec::pools))]
+    Pools(#[source] crate::store::StoreError),
+    /// An environment setting is invalid (`WEIR_POOL_TIMEOUT`).
+    #[error("{0}")]
+    #[diagnostic(code(weir::exec::settings))]
+    Settings(String),
+    /// The SIGINT/SIGTERM handlers cannot be installed.
+    #[error("cannot install the SIGINT/SIGTERM handlers")]
+    #[diagnostic(code(weir::exec::signals))]
+    Signals(#[source] std::io::Error),
     /// A task's `code` could not be read.
     #[error(transparent)]
     #[diagnostic(transparent)]
@@ -267,11 +283,11 @@ pub fn run(
     observe: Option<crate::events::Observer>,
 ) -> Result<RunSummary, ExecError> {
     let now = crate::clock::now();
+    let timing = crate::store::slots::SlotTiming::from_env().map_err(ExecError::Settings)?;
     // The selected tasks run under the currency test; upstream instances
     // they need are added by the plan only when not published.
     let selected = crate::plan::select::select(manifest, &options.tasks)?;
-    let warehouse = Warehouse::open(&manifest.pipeline.warehouse)
-        .map_err(|e| ExecError::Warehouse(attempt::chain(&e)))?;
+    let warehouse = Warehouse::open(&manifest.pipeline.warehouse).map_err(ExecError::Warehouse)?;
     let published = |dataset: &str, key: &str| {
         matches!(warehouse.partition(dataset, key).latest(), Ok(Some(_)))
     };
@@ -291,8 +307,7 @@ pub fn run(
     // command of this run starts.
     tree::sweep_orphans();
     let run_id = options.run_id.clone().unwrap_or_else(new_run_id);
-    let mut log = EventLog::open(warehouse.root(), &run_id)
-        .map_err(|e| ExecError::Warehouse(format!("cannot open the event log: {e}")))?;
+    let mut log = EventLog::open(warehouse.root(), &run_id).map_err(ExecError::EventLog)?;
     if let Some(f) = observe {
         log.observe(f);
     }
@@ -307,6 +322,29 @@ pub fn run(
         log_error: std::sync::Mutex::new(None),
         fingerprints,
     };
+    // Pool limits hold across the engines sharing the warehouse: this
+    // engine beats while it may hold slots there.
+    let heartbeat = pool::EngineHeartbeat::start(
+        std::sync::Arc::clone(cx.warehouse.backend()),
+        &lease::engine().engine_id,
+        timing,
+    )
+    .map_err(ExecError::Pools)?;
+    let pools: Vec<_> = plan
+        .pools
+        .iter()
+        .map(|(name, slots)| {
+            let rate = manifest.pools.get(name).and_then(|p| p.rate);
+            (name.clone(), *slots, rate)
+        })
+        .collect();
+    let pool_slots = pool::shared(
+        cx.warehouse.backend(),
+        &cx.warehouse.root().display().to_string(),
+        &pools,
+        timing,
+    )
+    .map_err(ExecError::Pools)?;
     cx.emit(
         State::RunStarted,
         Event::default()
@@ -323,7 +361,10 @@ pub fn run(
             })),
     );
     let mut scheduler = Scheduler::new(&cx, &plan, options, explicit);
-    scheduler.run();
+    scheduler.run(&pool_slots);
+    // Every attempt ended and released its slots: the heartbeat stops.
+    drop(pool_slots);
+    drop(heartbeat);
     let summary = scheduler.summary(&run_id);
     let failed = summary
         .instances
@@ -443,15 +484,13 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         self.ready[self.task_pool[t]].push_back(instance);
     }
 
-    fn run(&mut self) {
+    fn run(&mut self, pool_slots: &[pool::Slots]) {
         for id in 0..self.indegree.len() {
             if self.indegree[id] == 0 {
                 self.enqueue(id);
             }
         }
         let (tx, rx) = mpsc::channel::<Report>();
-        let pool_slots: Vec<pool::Slots> =
-            self.slots.iter().map(|s| pool::Slots::new(*s)).collect();
         std::thread::scope(|scope| loop {
             let now = Instant::now();
             while let Some(Reverse((due, id))) = self.delayed.peek().copied() {
@@ -853,7 +892,17 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             since: crate::clock::now_rfc3339(),
             note: None,
         };
-        if let Err(e) = marks::write(&self.cx.warehouse, &record) {
+        let written = self
+            .cx
+            .faults
+            .hit(fault::Point::WriteMarker, task, partition)
+            .map_err(|_| {
+                crate::store::StoreError::io("_instances")(std::io::Error::from_raw_os_error(
+                    libc::ENOSPC,
+                ))
+            })
+            .and_then(|()| marks::write(&self.cx.warehouse, &record));
+        if let Err(e) = written {
             let why = format!(
                 "cannot record {task} {partition} as {}: {}",
                 mark.as_str(),
@@ -938,7 +987,18 @@ impl Job<'_> {
         let (task, partition) = (self.task, self.partition);
         // An operator decision from an earlier run, read once per instance.
         let mark = if self.first {
-            marks::read(&cx.warehouse, &task.name, partition)
+            match marks::read(&cx.warehouse, &task.name, partition) {
+                Ok(mark) => mark,
+                Err(e) => {
+                    return (
+                        None,
+                        Outcome::Engine(format!(
+                            "cannot read the instance's marker: {}",
+                            attempt::chain(&e)
+                        )),
+                    )
+                }
+            }
         } else {
             None
         };

@@ -69,11 +69,62 @@ pub struct Pipeline {
 
 pub use crate::partition::{Dims, PartitionScheme, Shift};
 
-/// A resource pool.
+/// A resource pool. Its limits hold across every engine sharing the
+/// warehouse (`store::slots`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Pool {
     /// Attempts that may run at once.
     pub slots: u32,
+    /// At most this many launches per interval (`rate = "60/1m"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate: Option<Rate>,
+}
+
+/// A launch rate: at most `launches` commands start in any window of
+/// length `per`, across engines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Rate {
+    /// Launches allowed per window.
+    pub launches: u32,
+    /// The window.
+    #[serde(
+        rename = "per_ms",
+        serialize_with = "super::duration::serde_millis::serialize"
+    )]
+    pub per: std::time::Duration,
+}
+
+/// Most launches a rate may allow per interval: each is a key in the
+/// warehouse that a launch may have to scan.
+pub const MAX_RATE_LAUNCHES: u32 = 1_000;
+
+impl Rate {
+    /// Parses `"60/1m"`: a positive count, a slash, a duration.
+    pub fn parse(text: &str) -> Result<Rate, String> {
+        let (count, per) = text
+            .split_once('/')
+            .ok_or_else(|| format!("`{text}` is not COUNT/DURATION"))?;
+        let launches: u32 = count
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{count}` is not a count of launches"))?;
+        if !(1..=MAX_RATE_LAUNCHES).contains(&launches) {
+            return Err(format!(
+                "{launches} launches: a rate allows 1 to {MAX_RATE_LAUNCHES} per interval"
+            ));
+        }
+        let per = super::duration::parse(per)?;
+        if per.is_zero() {
+            return Err("the interval must be longer than 0".into());
+        }
+        Ok(Rate { launches, per })
+    }
+}
+
+impl std::fmt::Display for Rate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.launches, super::duration::render(self.per))
+    }
 }
 
 /// Slots of the implicit `default` pool when a manifest does not declare one.
@@ -283,5 +334,27 @@ impl Manifest {
     /// The task that publishes `dataset`, if any.
     pub fn producer(&self, dataset: &str) -> Option<&Task> {
         self.tasks.values().find(|t| t.output.dataset == dataset)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Rate;
+    use std::time::Duration;
+
+    // Issue 13: `rate = "COUNT/DURATION"` on a pool.
+    #[test]
+    fn issue_13_rates_parse_and_refuse() {
+        assert_eq!(
+            Rate::parse("60/1m"),
+            Ok(Rate {
+                launches: 60,
+                per: Duration::from_secs(60)
+            })
+        );
+        assert_eq!(Rate::parse("2/1s").unwrap().to_string(), "2/1s");
+        for bad in ["0/1m", "60", "x/1m", "60/1q", "60/0s", "1001/1s", "-1/1m"] {
+            assert!(Rate::parse(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -77,9 +77,14 @@ pub use super::partitions::{PartitionKind, RawPartitionScheme};
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawPool {
-    /// How many attempts may run in this pool at once.
+    /// How many attempts may run in this pool at once, across every engine
+    /// sharing the warehouse.
     #[schemars(range(min = 1))]
     pub slots: i64,
+    /// At most COUNT launches per DURATION across engines, e.g. `"60/1m"`
+    /// (for rate-limited sources).
+    #[schemars(pattern(r"^[1-9][0-9]*/([0-9]+(ms|s|m|h|d))+$"))]
+    pub rate: Option<String>,
 }
 
 /// `[retry.NAME]`.

@@ -288,9 +288,25 @@ impl Validator<'_, '_, '_, '_> {
             let Some(raw) = &entry.raw else { continue };
             let name = entry.name.as_str();
             self.safe_name("pool", name, &["pools", name], true);
+            let rate = raw.rate.as_deref().and_then(|text| match Rate::parse(text) {
+                Ok(rate) => Some(rate),
+                Err(why) => {
+                    self.err(
+                        ManifestError::new(
+                            "weir::manifest::bad_rate",
+                            format!("pool `{name}` has an invalid rate: {why}"),
+                        )
+                        .at(self.value(&["pools", name, "rate"]), "not a rate")
+                        .help(format!(
+                            "write COUNT/DURATION, such as \"60/1m\" or \"5/1s\": at most COUNT launches (1 to {MAX_RATE_LAUNCHES}) in any DURATION"
+                        )),
+                    );
+                    None
+                }
+            });
             match u32::try_from(raw.slots) {
                 Ok(slots @ 1..=100_000) => {
-                    out.insert(entry.name.clone(), Pool { slots });
+                    out.insert(entry.name.clone(), Pool { slots, rate });
                 }
                 _ => self.err(
                     ManifestError::new(
@@ -304,6 +320,7 @@ impl Validator<'_, '_, '_, '_> {
         }
         out.entry("default".into()).or_insert(Pool {
             slots: DEFAULT_POOL_SLOTS,
+            rate: None,
         });
         out
     }

@@ -286,7 +286,8 @@ pub fn explain(
         .rev()
         .find(|u| u.generation.is_some())
         .map(|u| u.task.clone());
-    let mark = state::read(warehouse, task, partition);
+    let mark = state::read(warehouse, task, partition)
+        .unwrap_or_else(|e| Some(state::unreadable(task, partition, crate::store::chain(&e))));
     // SKIPPED after its last attempt (or with none): who blocked it.
     let last_attempt_at = mine
         .iter()

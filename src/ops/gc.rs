@@ -370,7 +370,20 @@ fn decide(
         }
     };
     let taken_over = || store.claim_record(token).ok().flatten();
-    if let Some(lease) = store.read_lease(token).filter(|l| !l.finished) {
+    // A lease that exists but cannot be read (EACCES, EIO, torn) may be a
+    // live attempt's: kept. Only a missing lease is "no lease".
+    let lease = match store.try_read_lease(token) {
+        Ok(lease) => lease,
+        Err(e) => {
+            return GcDecision::Keep {
+                reason: format!(
+                    "may still be running: its lease cannot be read ({})",
+                    crate::store::chain(&e)
+                ),
+            }
+        }
+    };
+    if let Some(lease) = lease.filter(|l| !l.finished) {
         // An engine that is certainly gone, or whose attempt another engine
         // took over (a newer token then holds the partition; fencing refuses
         // this one's publish if it ever wakes), no longer needs its candidate.
@@ -942,6 +955,30 @@ mod tests {
             .reason()
             .starts_with("the partition's commit log cannot be read"));
         assert!(!item.decision.is_delete());
+    }
+
+    // Issue 12: a lease that cannot be read (here a directory: EISDIR) was
+    // taken as no lease, and its attempt deleted by age; it may be live.
+    #[test]
+    fn issue_12_an_unreadable_lease_keeps_its_attempt() {
+        let (_tmp, wh, p) = setup();
+        let t = attempt(&p, "r1");
+        let lease = p.attempt_dir(t).join("lease.json");
+        let _ = std::fs::remove_file(&lease);
+        std::fs::create_dir(&lease).unwrap();
+        let options = GcOptions {
+            older_than: Duration::ZERO,
+            keep_generations: 5,
+        };
+        let items = plan(&wh, &options).unwrap();
+        let why = kept(&items, t);
+        assert!(
+            why.starts_with("may still be running: its lease ") && why.contains("Is a directory"),
+            "{why}"
+        );
+        std::fs::remove_dir(&lease).unwrap();
+        let items = plan(&wh, &options).unwrap();
+        assert!(by_token(&items, t).decision.is_delete());
     }
 
     #[test]

@@ -49,9 +49,15 @@ pub enum RollbackError {
     #[diagnostic(transparent)]
     Publish(#[from] PublishError),
     /// The warehouse could not be read or written.
-    #[error("warehouse error: {0}")]
+    #[error("{what}")]
     #[diagnostic(code(weir::rollback::warehouse))]
-    Warehouse(String),
+    Warehouse {
+        /// What failed ("cannot hold the instance").
+        what: &'static str,
+        /// Why, with the OS's cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 /// Republishes generation `to` (default: the one before the current) of
@@ -67,13 +73,19 @@ pub fn rollback(
     let store = warehouse.partition(dataset, partition);
     let history = store
         .history()
-        .map_err(|e| RollbackError::Warehouse(crate::exec::chain(&e)))?;
+        .map_err(failed("cannot read the commit log"))?;
     let current = history
         .last()
         .ok_or_else(|| RollbackError::NothingPublished {
             dataset: dataset.to_string(),
             partition: partition.to_string(),
         })?;
+    if to.is_none() && current.generation == Generation::FIRST {
+        return Err(RollbackError::BadTarget {
+            to: current.generation.get(),
+            why: "it is the only generation: there is nothing older to roll back to".into(),
+        });
+    }
     let to = to.unwrap_or_else(|| current.generation.get().saturating_sub(1));
     let target = history
         .iter()
@@ -109,8 +121,9 @@ pub fn rollback(
     };
     let token = store
         .allocate_token(&owner)
-        .map_err(|e| RollbackError::Warehouse(crate::exec::chain(&e)))?;
-    let previous = state::read(warehouse, &target.task, partition);
+        .map_err(failed("cannot allocate a fencing token"))?;
+    let previous = state::read(warehouse, &target.task, partition)
+        .map_err(failed("cannot read the instance's marker"))?;
     let hold = InstanceMark {
         mark: Mark::Held,
         task: target.task.clone(),
@@ -126,12 +139,7 @@ pub fn rollback(
         since: crate::clock::now_rfc3339(),
         note: None,
     };
-    state::write(warehouse, &hold).map_err(|e| {
-        RollbackError::Warehouse(format!(
-            "cannot hold the instance: {}",
-            crate::exec::chain(&e)
-        ))
-    })?;
+    state::write(warehouse, &hold).map_err(failed("cannot hold the instance"))?;
     log.emit_durable(
         State::RolledBack,
         Event::instance(&target.task, partition)
@@ -148,7 +156,7 @@ pub fn rollback(
                 "digest": target.digest,
             })),
     )
-    .map_err(|e| RollbackError::Warehouse(format!("cannot log the rollback: {e}")))?;
+    .map_err(failed("cannot log the rollback"))?;
     let committed = store.commit(NewCommit {
         token,
         dataset: dataset.to_string(),
@@ -193,7 +201,17 @@ pub fn rollback(
         &target.task,
         partition,
     ) {
-        return Err(RollbackError::Warehouse(e));
+        return Err(failed("injected fault")(e));
     }
     Ok(record)
+}
+
+/// A warehouse failure while doing `what`, keeping its cause.
+fn failed<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
+    what: &'static str,
+) -> impl FnOnce(E) -> RollbackError {
+    move |e| RollbackError::Warehouse {
+        what,
+        source: e.into(),
+    }
 }

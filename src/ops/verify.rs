@@ -132,17 +132,55 @@ pub enum VerifyError {
     #[diagnostic(transparent)]
     Drift(Box<Drift>),
     /// The published or rerun files cannot be read.
-    #[error("cannot read the data: {0}")]
+    #[error("cannot read the data of the {what}")]
     #[diagnostic(code(weir::verify::audit))]
-    Audit(String),
+    Audit {
+        /// Whose data ("published generation", "rerun").
+        what: &'static str,
+        /// Why, with the OS's or the parser's cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// The warehouse cannot be read, or the record is not one verification
     /// understands.
-    #[error("warehouse error: {0}")]
+    #[error("{what}")]
     #[diagnostic(
         code(weir::verify::warehouse),
         help("check that the warehouse is readable and writable (the rerun is written under `_scratch/`)")
     )]
-    Store(String),
+    Store {
+        /// What failed.
+        what: String,
+        /// Why (the OS's cause), when something below failed.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+}
+
+/// A warehouse failure while doing `what`, keeping its cause.
+fn warehouse_failed<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
+    what: impl Into<String>,
+) -> impl FnOnce(E) -> VerifyError {
+    let what = what.into();
+    move |e| VerifyError::Store {
+        what,
+        source: Some(e.into()),
+    }
+}
+
+/// A record verification does not understand.
+fn not_understood(what: String) -> VerifyError {
+    VerifyError::Store { what, source: None }
+}
+
+/// The data of `what` cannot be read.
+fn audit<E: Into<Box<dyn std::error::Error + Send + Sync>>>(
+    what: &'static str,
+) -> impl FnOnce(E) -> VerifyError {
+    move |e| VerifyError::Audit {
+        what,
+        source: e.into(),
+    }
 }
 
 /// One input as a commit record's `input_snapshot` holds it (see
@@ -210,7 +248,7 @@ pub fn verify(
     let store = warehouse.partition(&spec.output.dataset, partition);
     let record = store
         .latest()
-        .map_err(|e| VerifyError::Store(e.to_string()))?
+        .map_err(warehouse_failed("cannot read the commit log"))?
         .ok_or_else(|| VerifyError::NothingPublished {
             task: task.to_string(),
             dataset: spec.output.dataset.clone(),
@@ -218,10 +256,10 @@ pub fn verify(
         })?;
     let snapshot: StoredSnapshot =
         serde_json::from_value(record.input_snapshot.clone()).map_err(|e| {
-            VerifyError::Store(format!(
-                "the input_snapshot of `{}` {partition} generation {} cannot be read: {e}",
+            warehouse_failed(format!(
+                "the input_snapshot of `{}` {partition} generation {} cannot be read",
                 spec.output.dataset, record.generation
-            ))
+            ))(e)
         })?;
     // What is published must still be what was committed before it is
     // compared with anything.
@@ -253,10 +291,9 @@ pub fn verify(
     }
 
     let format = spec.output.format;
-    let rerun_files =
-        audit::candidate_files(&data, format).map_err(|e| VerifyError::Audit(e.to_string()))?;
+    let rerun_files = audit::candidate_files(&data, format).map_err(audit("rerun"))?;
     let (rerun_rows, rerun_digest) =
-        audit::digest_files(&rerun_files, format).map_err(|e| VerifyError::Audit(e.to_string()))?;
+        audit::digest_files(&rerun_files, format).map_err(audit("rerun"))?;
     let rerun_digest = rerun_digest.as_str().to_string();
     let deterministic = rerun_digest == record.digest;
     let differences = if deterministic {
@@ -306,12 +343,12 @@ fn repin(
             DriftKind::Vanished => missing(d.to_string()),
             _ => changed(d.to_string()),
         },
-        e => VerifyError::Store(crate::exec::chain(&e)),
+        e => warehouse_failed("cannot check the published files")(e),
     };
     match input.kind.as_str() {
         "external" => {
             let relative = input.path.as_deref().ok_or_else(|| {
-                VerifyError::Store(format!(
+                not_understood(format!(
                     "pinned external input `{}` has no path",
                     input.name
                 ))
@@ -325,7 +362,7 @@ fn repin(
                     Err(inputs::MaterializeError::Io { path, source }) if path == live => {
                         return Err(missing(format!("cannot read {}: {source}", live.display())))
                     }
-                    Err(e) => return Err(VerifyError::Store(e.to_string())),
+                    Err(e) => return Err(warehouse_failed("cannot read a pinned input")(e)),
                 };
             Ok(Repinned {
                 name: input.name.clone(),
@@ -363,7 +400,7 @@ fn repin(
         }
         "upstream" => {
             let generation = input.generation.ok_or_else(|| {
-                VerifyError::Store(format!(
+                not_understood(format!(
                     "pinned upstream input `{}` has no generation",
                     input.name
                 ))
@@ -392,7 +429,7 @@ fn repin(
                 watermark: None,
             })
         }
-        other => Err(VerifyError::Store(format!(
+        other => Err(not_understood(format!(
             "pinned input `{}` has unknown kind `{other}`",
             input.name
         ))),
@@ -422,7 +459,7 @@ fn repin_generation(
     let store = warehouse.partition(&input.name, partition);
     let record = store
         .record(Generation::from_raw(generation))
-        .map_err(|e| VerifyError::Store(e.to_string()))?
+        .map_err(warehouse_failed("cannot read an upstream commit log"))?
         .ok_or_else(|| {
             missing(format!(
                 "partition {partition} has no generation {generation}"
@@ -465,27 +502,25 @@ fn repin_generation(
 /// id and the scratch dir (the parent of `data`).
 fn scratch_dir(root: &Path) -> Result<(String, PathBuf), VerifyError> {
     let parent = root.join("_scratch");
-    std::fs::create_dir_all(&parent)
-        .map_err(|e| VerifyError::Store(format!("cannot create {}: {e}", parent.display())))?;
+    std::fs::create_dir_all(&parent).map_err(warehouse_failed(format!(
+        "cannot create {}",
+        parent.display()
+    )))?;
     loop {
         let id = crate::exec::new_run_id().replacen("run-", "verify-", 1);
         let dir = parent.join(&id);
         match std::fs::create_dir(&dir) {
             Ok(()) => {
                 let data = dir.join("data");
-                std::fs::create_dir(&data).map_err(|e| {
-                    VerifyError::Store(format!("cannot create {}: {e}", data.display()))
-                })?;
+                std::fs::create_dir(&data).map_err(warehouse_failed(format!(
+                    "cannot create {}",
+                    data.display()
+                )))?;
                 return Ok((id, dir));
             }
             // Same second, same random suffix: draw again.
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => {
-                return Err(VerifyError::Store(format!(
-                    "cannot create {}: {e}",
-                    dir.display()
-                )))
-            }
+            Err(e) => return Err(warehouse_failed(format!("cannot create {}", dir.display()))(e)),
         }
     }
 }
@@ -537,10 +572,9 @@ fn differences(
     format: Format,
     grain: &[String],
 ) -> Result<Vec<String>, VerifyError> {
-    let (p_columns, p_rows) = audit::read_rows(published, format)
-        .map_err(|e| VerifyError::Audit(format!("published generation: {e}")))?;
-    let (r_columns, r_rows) =
-        audit::read_rows(rerun, format).map_err(|e| VerifyError::Audit(format!("rerun: {e}")))?;
+    let (p_columns, p_rows) =
+        audit::read_rows(published, format).map_err(audit("published generation"))?;
+    let (r_columns, r_rows) = audit::read_rows(rerun, format).map_err(audit("rerun"))?;
     let mut out = Vec::new();
     if p_columns != r_columns {
         out.push(format!(

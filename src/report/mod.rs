@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use crate::events::{self, EventRecord, State};
 use crate::manifest::Manifest;
 use crate::store::marks::{self, Mark};
-use crate::store::{CommitRecord, Warehouse};
+use crate::store::{CommitRecord, StoreError, Warehouse};
 
 /// A cell's state, as its CSS class and legend name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -102,15 +102,21 @@ pub fn render(manifest: &Manifest, run: Option<&str>) -> Result<String, ReportEr
             }
             Some(id.to_owned())
         }
-        None => latest_run(warehouse.root()),
+        None => latest_run(warehouse.root())?,
     };
-    let records: Vec<EventRecord> = run_id
-        .as_ref()
-        .and_then(|id| {
-            events::read_log(&events::run_dir(warehouse.root(), id).join("events.jsonl")).ok()
-        })
-        .map(|(records, _)| records)
-        .unwrap_or_default();
+    // A run's log that cannot be read fails the report, naming it: an
+    // empty Gantt chart would claim the run did nothing.
+    let records: Vec<EventRecord> = match &run_id {
+        Some(id) => {
+            let path = events::run_dir(warehouse.root(), id).join("events.jsonl");
+            match events::read_log(&path) {
+                Ok((records, _)) => records,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+                Err(e) => return Err(ReportError::Warehouse(StoreError::io(path)(e))),
+            }
+        }
+        None => Vec::new(),
+    };
 
     let mut html = String::new();
     let title = format!("weir report: {}", manifest.pipeline.name);
@@ -133,10 +139,15 @@ pub fn render(manifest: &Manifest, run: Option<&str>) -> Result<String, ReportEr
     Ok(html)
 }
 
-/// The run whose log was written last.
-fn latest_run(warehouse: &Path) -> Option<String> {
-    let entries = std::fs::read_dir(warehouse.join("_runs")).ok()?;
-    entries
+/// The run whose log was written last (none in a warehouse without runs).
+fn latest_run(warehouse: &Path) -> Result<Option<String>, ReportError> {
+    let runs = warehouse.join("_runs");
+    let entries = match std::fs::read_dir(&runs) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(ReportError::Warehouse(StoreError::io(runs)(e))),
+    };
+    Ok(entries
         .filter_map(Result::ok)
         .filter_map(|e| {
             let modified = e
@@ -149,7 +160,7 @@ fn latest_run(warehouse: &Path) -> Option<String> {
             Some((modified, e.file_name().to_string_lossy().into_owned()))
         })
         .max()
-        .map(|(_, id)| id)
+        .map(|(_, id)| id))
 }
 
 /// Generation histories by (dataset, partition).

@@ -101,7 +101,10 @@ pub trait Backend: Send + Sync {
         Ok(self.get_object(key)?.map(|o| o.bytes))
     }
     /// Names directly under the prefix "directory", sorted; a missing prefix
-    /// is empty. The empty prefix lists the root.
+    /// is empty. The empty prefix lists the root. A prefix that cannot be
+    /// listed (on a filesystem: EACCES, or a regular file where a directory
+    /// belongs) is an error, never "empty": a commit log that reads as
+    /// empty would say that nothing was published.
     fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError>;
     /// Every object at or under `prefix` (a whole key or a "directory"),
     /// recursively, sorted by key; the empty prefix is the whole store.
@@ -466,12 +469,7 @@ impl Backend for FsBackend {
         };
         let entries = match fs::read_dir(&dir) {
             Ok(entries) => entries,
-            Err(e)
-                if e.kind() == io::ErrorKind::NotFound
-                    || e.kind() == io::ErrorKind::NotADirectory =>
-            {
-                return Ok(Vec::new())
-            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(StoreError::io(dir)(e)),
         };
         let mut names = Vec::new();
@@ -607,8 +605,16 @@ mod tests {
         fs::write(tmp.path().join("a/.c.123.0.tmp"), b"litter").unwrap();
         assert_eq!(b.list("a").unwrap(), vec!["b", "c", "d"]);
         assert_eq!(b.list("").unwrap(), vec!["a"]);
-        // A key that is a file has nothing under it.
-        assert!(b.list("a/b").unwrap().is_empty());
+        // Issue 12: a file where a prefix's directory belongs is damage (an
+        // object store cannot be in that state), not an empty prefix: a
+        // commit log listed as empty would say "nothing published".
+        match b.list("a/b") {
+            Err(StoreError::Io { path, source }) => {
+                assert_eq!(path, tmp.path().join("a/b"));
+                assert_eq!(source.kind(), io::ErrorKind::NotADirectory);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

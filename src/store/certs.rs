@@ -36,18 +36,28 @@ fn key(dataset: &str, partition: &str, generation: u64) -> Result<String, StoreE
     ))
 }
 
-/// The mark of a generation, if any was ever made and is readable.
+/// The mark of a generation, if any was ever made. A mark that cannot be
+/// read (EACCES, ENOTDIR, a torn object, an unreachable store) counts as
+/// uncertified, naming why: when in doubt, downstream tasks wait for a
+/// person.
 pub fn read(
     warehouse: &Warehouse,
     dataset: &str,
     partition: &str,
     generation: u64,
 ) -> Option<Certification> {
-    let bytes = warehouse
-        .backend()
-        .get(&key(dataset, partition, generation).ok()?)
-        .ok()??;
-    serde_json::from_slice(&bytes).ok()
+    let unreadable = |why: String| Certification {
+        generation,
+        certified: false,
+        reason: format!("unreadable certification mark: {why}"),
+        at: String::new(),
+    };
+    let bytes = match key(dataset, partition, generation).and_then(|k| warehouse.backend().get(&k))
+    {
+        Ok(bytes) => bytes?,
+        Err(e) => return Some(unreadable(crate::store::chain(&e))),
+    };
+    Some(serde_json::from_slice(&bytes).unwrap_or_else(|e| unreadable(e.to_string())))
 }
 
 /// Whether a generation may be read by downstream tasks: yes unless uncertified.

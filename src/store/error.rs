@@ -100,3 +100,17 @@ pub enum PublishError {
     #[diagnostic(transparent)]
     Store(#[from] StoreError),
 }
+
+/// An error and its causes, each once: "i/o error on …/log: Permission denied".
+pub fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        source = cause.source();
+    }
+    text
+}

@@ -86,13 +86,12 @@ pub fn create_dir_all_durable(dir: &Path) -> io::Result<()> {
     match fs::create_dir(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            // The OS's own words for a file in the way ("Not a directory"),
+            // as any later step below it would fail.
             return if dir.is_dir() {
                 Ok(())
             } else {
-                Err(io::Error::new(
-                    io::ErrorKind::AlreadyExists,
-                    format!("{} exists and is not a directory", dir.display()),
-                ))
+                Err(io::Error::from_raw_os_error(libc::ENOTDIR))
             };
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {

@@ -19,17 +19,6 @@ use crate::store::Warehouse;
 /// Where markers live in the warehouse.
 const INSTANCES: &str = "_instances";
 
-/// An error with its causes, for a marker read as held.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(&format!(": {s}"));
-        source = s.source();
-    }
-    out
-}
-
 /// The kinds of marker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -90,10 +79,32 @@ fn key(task: &str, partition: &str) -> Result<String, StoreError> {
     ))
 }
 
-/// The marker of an instance, if any. An unreadable marker counts as held:
-/// when in doubt, wait for a person.
-pub fn read(warehouse: &Warehouse, task: &str, partition: &str) -> Option<InstanceMark> {
-    let held = |reason: String| InstanceMark {
+/// The marker of an instance, if any. A marker that is not valid JSON (a
+/// torn or hand-edited object) counts as held, naming why: when in doubt,
+/// wait for a person. A marker that cannot be read at all (EACCES, EIO, a
+/// file where `_instances/<task>` belongs, an unreachable store) is an
+/// error naming the key, never "no marker".
+pub fn read(
+    warehouse: &Warehouse,
+    task: &str,
+    partition: &str,
+) -> Result<Option<InstanceMark>, StoreError> {
+    let key = key(task, partition)?;
+    let Some(bytes) = warehouse.backend().get(&key)? else {
+        return Ok(None);
+    };
+    Ok(Some(serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+        unreadable(
+            task,
+            partition,
+            format!("unreadable instance marker `{key}`: {e}"),
+        )
+    })))
+}
+
+/// A HELD marker standing for one that cannot be read (`reason` says why).
+pub fn unreadable(task: &str, partition: &str, reason: String) -> InstanceMark {
+    InstanceMark {
         mark: Mark::Held,
         task: task.to_string(),
         partition: partition.to_string(),
@@ -104,15 +115,7 @@ pub fn read(warehouse: &Warehouse, task: &str, partition: &str) -> Option<Instan
         code_fingerprint: None,
         since: String::new(),
         note: None,
-    };
-    let bytes = match key(task, partition).and_then(|k| warehouse.backend().get(&k)) {
-        Ok(bytes) => bytes?,
-        Err(e) => return Some(held(format!("unreadable instance marker: {}", chain(&e)))),
-    };
-    Some(
-        serde_json::from_slice(&bytes)
-            .unwrap_or_else(|e| held(format!("unreadable instance marker: {e}"))),
-    )
+    }
 }
 
 /// Writes a marker durably, replacing any other.
@@ -143,7 +146,7 @@ pub fn all(warehouse: &Warehouse) -> Result<Vec<InstanceMark>, StoreError> {
             .strip_suffix(".json")
             .and_then(crate::store::decode_partition)
         {
-            if let Some(m) = read(warehouse, task, &partition) {
+            if let Some(m) = read(warehouse, task, &partition)? {
                 out.push(m);
             }
         }
@@ -183,7 +186,7 @@ mod tests {
         let wh = Warehouse::with_backend(backend.clone(), root.clone());
         let held = mark("t", "2026-09-20|eu", Mark::Held);
         write(&wh, &held).unwrap();
-        assert_eq!(read(&wh, "t", "2026-09-20|eu"), Some(held.clone()));
+        assert_eq!(read(&wh, "t", "2026-09-20|eu").unwrap(), Some(held.clone()));
         let quarantined = mark("t", "2026-09-20|eu", Mark::Quarantined);
         write(&wh, &quarantined).unwrap();
         write(&wh, &mark("a", "k", Mark::Abandoned)).unwrap();
@@ -201,15 +204,15 @@ mod tests {
         );
         clear(&wh, "t", "2026-09-20|eu").unwrap();
         clear(&wh, "t", "2026-09-20|eu").unwrap();
-        assert_eq!(read(&wh, "t", "2026-09-20|eu"), None);
+        assert_eq!(read(&wh, "t", "2026-09-20|eu").unwrap(), None);
         assert!(!root.exists());
-        // An unreadable marker holds the instance; a bad task name cannot
-        // escape the store.
+        // A torn marker holds the instance; a bad task name cannot escape
+        // the store.
         assert!(backend.put_if_absent("_instances/t/x.json", b"{").unwrap());
-        let unreadable = read(&wh, "t", "x").unwrap();
+        let unreadable = read(&wh, "t", "x").unwrap().unwrap();
         assert_eq!(unreadable.mark, Mark::Held);
         assert!(unreadable.reason.contains("unreadable"), "{unreadable:?}");
         assert!(write(&wh, &mark("../x", "k", Mark::Held)).is_err());
-        assert_eq!(read(&wh, "..", "k").map(|m| m.mark), Some(Mark::Held));
+        assert!(read(&wh, "..", "k").is_err());
     }
 }

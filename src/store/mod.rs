@@ -60,12 +60,13 @@ pub mod memory;
 pub mod partition;
 #[cfg(feature = "s3")]
 pub mod s3;
+pub mod slots;
 pub mod token;
 pub mod warehouse;
 
 pub use allocation::{TokenOwner, TokenRecord};
 pub use backend::{Backend, FsBackend, Object, ObjectMeta, Version};
-pub use error::{PublishError, StoreError};
+pub use error::{chain, PublishError, StoreError};
 pub use file_sum::{Depth, Drift, DriftKind, FileSum};
 pub use holder::Holder;
 pub use log::{CommitKind, CommitRecord, NewCommit, FORMAT_VERSION};

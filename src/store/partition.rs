@@ -235,12 +235,23 @@ impl PartitionStore {
     /// The lease of the attempt holding `token`; `None` if it has none or
     /// it cannot be read (a reader then watches for one, or calls it dead).
     pub fn read_lease(&self, token: FencingToken) -> Option<Lease> {
-        self.check().ok()?;
-        let bytes = self
-            .backend
-            .get(&layout::lease_key(&self.prefix, token))
-            .ok()??;
-        serde_json::from_slice(&bytes).ok()
+        self.try_read_lease(token).ok().flatten()
+    }
+
+    /// The lease of an attempt, telling a lease that cannot be read (EACCES,
+    /// EIO, torn) from one that does not exist: gc must keep the former.
+    pub fn try_read_lease(&self, token: FencingToken) -> Result<Option<Lease>, StoreError> {
+        self.check()?;
+        let key = layout::lease_key(&self.prefix, token);
+        let Some(bytes) = self.backend.get(&key)? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| StoreError::Corrupt {
+                key,
+                message: format!("unreadable lease: {e}"),
+            })
     }
 
     /// Removes `attempts/<token>` (gc). The caller must know no record in

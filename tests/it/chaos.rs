@@ -207,7 +207,8 @@ fn seeded_chaos_over_300_partitions() {
             &weir::store::Warehouse::open(&sb.path().join("wh")).unwrap(),
             "t",
             key,
-        );
+        )
+        .expect("the marker is readable");
         let published = of(&chaos_events, key, State::Published);
         let retrying = of(&chaos_events, key, State::Retrying);
         let context = format!(

@@ -807,10 +807,14 @@ fn issue_11_engine_in_a_real_other_pid_namespace_is_waited_for() {
 #[test]
 fn issue_11_marker_that_cannot_be_written_exits_5() {
     let sb = sandbox(&["p"], "", "exit 65\n");
-    // `_instances` is a file: no marker can be written under it.
-    std::fs::create_dir_all(sb.path().join("wh")).unwrap();
-    std::fs::write(sb.path().join("wh/_instances"), "").unwrap();
-    let out = sb.run("R", &[]);
+    // Writing the marker fails (ENOSPC); reading markers still works (a
+    // marker that cannot be read is the engine's failure before anything
+    // runs: exit_codes.rs).
+    let out = sb
+        .weir(&["run", "m.toml", "--run-id", "R"])
+        .env("WEIR_FAULT", "write_marker:fail")
+        .output()
+        .unwrap();
     assert_exit(&out, 5);
     assert!(
         stderr(&out).contains("cannot record t p as QUARANTINED"),

@@ -90,6 +90,8 @@ const CASES: &[(&str, &str, usize, usize)] = &[
     ),
     // issue 14: exit_codes keys are codes or Slurm end-state names
     ("exit_code_name", "weir::manifest::bad_exit_code", 14, 45),
+    // issue 13: a pool's launch rate is COUNT/DURATION
+    ("bad_rate", "weir::manifest::bad_rate", 16, 8),
 ];
 
 fn fixture(name: &str) -> std::path::PathBuf {

@@ -1,0 +1,670 @@
+//! Pool slots and launch rates that hold across every engine sharing the
+//! warehouse, built on put-if-absent alone (no lock, no conditional delete,
+//! no clock shared between hosts).
+//!
+//! ```text
+//! _pools/<pool>/slots/<i>/<gen 20-digit>   slot i's records; its state is the highest gen's
+//! _pools/<pool>/rate/<j>/<gen 20-digit>    launch j's records (a pool with `rate`)
+//! _engines/<engine id>/<beat 20-digit>     an engine's heartbeat: the highest beat
+//!
+//!  slot i at gen g ── free (or no record) ──► put-if-absent g+1 {held by me} ──► list: g+1 highest? ── yes ─► mine
+//!                 └── held by X ── X certainly dead, or X's beat unchanged for    │                    └ no ──► lost
+//!                                  the lease timeout on *my* monotonic clock ─────┘ (reclaim: same put)
+//!  release: put-if-absent g+1 {free}; taken already = someone reclaimed it: nothing to do
+//! ```
+//!
+//! Every change of a slot is the creation of its next generation, so two
+//! engines that race for it (to take, to release, to reclaim) cannot both
+//! win: exactly one put-if-absent of g+1 succeeds. A writer confirms that its
+//! generation is still the highest after writing, because old generations are
+//! collected (each writer deletes those below its predecessor): a writer that
+//! read a stale listing could otherwise recreate a deleted generation below
+//! the current one and believe it current. The highest generation and the one
+//! below it are never deleted, so the highest never goes down.
+//!
+//! A holder's liveness is its engine's heartbeat (a new `_engines/<id>/<n>`
+//! key every [`SlotTiming::beat`]), judged by the reader: it notes when it
+//! first saw the beat counter at its value, on its own monotonic clock, and
+//! takes the slot only when the counter has not moved for
+//! [`SlotTiming::timeout`]. A holder on the reader's own host, boot and PID
+//! namespace whose process is gone ([`Holder::certainly_dead`]) loses its
+//! slots at once. A crashed engine therefore leaks nothing; an engine paused
+//! for longer than the timeout loses its slots (its commands, if still
+//! running, then overlap the new holders': the timeout is the trade-off).
+//!
+//! A launch rate of N per interval is N launch keys: a launch takes one
+//! whose latest record this engine has watched unchanged for the interval
+//! (or, for its own, wrote at least the interval ago), by put-if-absent of
+//! the next generation. A record cannot be seen before it was written, so
+//! any window of one interval holds at most one take of each key: at most N
+//! launches, whichever engines and clocks.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::store::backend::Backend;
+use crate::store::error::StoreError;
+use crate::store::holder::Holder;
+use crate::store::key::validate_segment;
+
+const POOLS: &str = "_pools";
+const ENGINES: &str = "_engines";
+
+/// How often an engine beats, and after how long without a beat its slots
+/// are taken by others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotTiming {
+    /// Between two heartbeats.
+    pub beat: Duration,
+    /// A holder whose beat did not move for this long (on the reader's
+    /// clock) loses its slots.
+    pub timeout: Duration,
+}
+
+impl Default for SlotTiming {
+    fn default() -> SlotTiming {
+        SlotTiming {
+            beat: Duration::from_secs(1),
+            timeout: Duration::from_secs(15),
+        }
+    }
+}
+
+impl SlotTiming {
+    /// The default, or a timeout of `WEIR_POOL_TIMEOUT` (a duration such as
+    /// `30s`; beats come five times per timeout, at most once a second).
+    pub fn from_env() -> Result<SlotTiming, String> {
+        match std::env::var("WEIR_POOL_TIMEOUT") {
+            Err(_) => Ok(SlotTiming::default()),
+            Ok(text) => {
+                let timeout = crate::manifest::duration::parse(&text)
+                    .map_err(|why| format!("WEIR_POOL_TIMEOUT: {why}"))?;
+                if timeout < Duration::from_millis(500) {
+                    return Err(format!(
+                        "WEIR_POOL_TIMEOUT: `{text}` is shorter than 500ms: scheduling delays would look like dead engines"
+                    ));
+                }
+                Ok(SlotTiming {
+                    beat: (timeout / 5).min(Duration::from_secs(1)),
+                    timeout,
+                })
+            }
+        }
+    }
+}
+
+/// Whether a slot is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SlotState {
+    /// An engine holds it while a command runs.
+    Held,
+    /// Given back (or never taken).
+    Free,
+}
+
+/// One generation of a slot (or of a launch key): who wrote it and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlotRecord {
+    /// Held or free.
+    pub state: SlotState,
+    /// The engine that wrote this generation.
+    pub holder: Holder,
+    /// What for ("task partition"), evidence for people.
+    pub what: String,
+    /// The writer's wall clock, evidence for people (never compared).
+    pub at: String,
+    /// The engine whose hold this generation ended without its word.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaimed_from: Option<String>,
+}
+
+/// A slot this engine holds; [`GlobalPool::release`] gives it back.
+#[derive(Debug, PartialEq, Eq)]
+pub struct HeldSlot {
+    slot: u32,
+    generation: u64,
+    /// Taken from an engine that died on this host: what it left running
+    /// here must stop before the slot is used (a task's command dies with
+    /// its engine; an escaped descendant would not).
+    pub from_dead_neighbour: bool,
+}
+
+/// What an engine last saw of another's heartbeat, and since when.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    beat: Option<u64>,
+    since: Instant,
+}
+
+/// The slots (and launch rate) of one pool in one engine process.
+pub struct GlobalPool {
+    backend: Arc<dyn Backend>,
+    pool: String,
+    slots: u32,
+    rate: Option<(u32, Duration)>,
+    timing: SlotTiming,
+    me: Holder,
+    /// The warehouse, as [`held_here`] tells warehouses apart.
+    scope: String,
+    /// Other engines' heartbeats as this process watches them.
+    beats: Mutex<HashMap<String, Seen>>,
+    /// Launch keys: key → its latest generation seen here, and when this
+    /// process first saw it (or wrote it, for its own).
+    launches: Mutex<HashMap<u32, (u64, Instant)>>,
+}
+
+/// (warehouse, pool, slot, generation) of a slot generation.
+type HeldKey = (String, String, u32, u64);
+
+/// Slot generations this process holds or is taking, over every run in it
+/// (two runs of one process on one warehouse share its engine id): a slot
+/// held under this engine id but not here (a release whose write failed) is
+/// known to be no one's.
+fn held_here() -> &'static Mutex<HashSet<HeldKey>> {
+    static HELD: std::sync::OnceLock<Mutex<HashSet<HeldKey>>> = std::sync::OnceLock::new();
+    HELD.get_or_init(|| Mutex::new(HashSet::new()))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn gen_name(g: u64) -> String {
+    format!("{g:020}")
+}
+
+impl GlobalPool {
+    /// The pool `pool` of the warehouse `scope` (its location) with `slots`
+    /// slots and an optional rate of `launches` per interval, for the
+    /// engine `me`.
+    pub fn new(
+        backend: Arc<dyn Backend>,
+        scope: String,
+        pool: &str,
+        slots: u32,
+        rate: Option<(u32, Duration)>,
+        timing: SlotTiming,
+        me: Holder,
+    ) -> Result<GlobalPool, StoreError> {
+        validate_segment(pool)?;
+        Ok(GlobalPool {
+            backend,
+            pool: pool.to_owned(),
+            slots,
+            rate,
+            timing,
+            me,
+            scope,
+            beats: Mutex::new(HashMap::new()),
+            launches: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn key(&self, slot: u32, generation: u64) -> HeldKey {
+        (self.scope.clone(), self.pool.clone(), slot, generation)
+    }
+
+    fn slot_prefix(&self, slot: u32) -> String {
+        format!("{POOLS}/{}/slots/{slot}", self.pool)
+    }
+
+    fn launch_prefix(&self, key: u32) -> String {
+        format!("{POOLS}/{}/rate/{key}", self.pool)
+    }
+
+    fn record(&self, state: SlotState, what: &str, reclaimed_from: Option<String>) -> SlotRecord {
+        SlotRecord {
+            state,
+            holder: self.me.clone(),
+            what: what.to_owned(),
+            at: crate::clock::now_rfc3339(),
+            reclaimed_from,
+        }
+    }
+
+    /// Takes a free slot, or one whose holder is gone, if there is one now;
+    /// `None` if every slot is held by a live engine (the caller waits and
+    /// asks again). Never waits.
+    pub fn try_acquire(&self, what: &str) -> Result<Option<HeldSlot>, StoreError> {
+        // Start at a different slot in each engine, so engines do not all
+        // race for slot 0.
+        let offset = fastrand::u32(..self.slots.max(1));
+        for n in 0..self.slots {
+            let slot = (offset + n) % self.slots;
+            let prefix = self.slot_prefix(slot);
+            let (generation, latest) = latest(&*self.backend, &prefix)?;
+            let mut from_dead_neighbour = false;
+            let reclaimed_from = match &latest {
+                None => None,
+                Some(r) if r.state == SlotState::Free => None,
+                Some(r) if r.holder.engine_id == self.me.engine_id => {
+                    if lock(held_here()).contains(&self.key(slot, generation)) {
+                        continue; // another attempt of this engine runs in it
+                    }
+                    // Ours by a release that did not land: no one's.
+                    Some(r.holder.engine_id.clone())
+                }
+                Some(r) => {
+                    if r.holder.certainly_dead() {
+                        from_dead_neighbour = true;
+                    } else if !self.silent(&r.holder)? {
+                        continue;
+                    }
+                    Some(r.holder.engine_id.clone())
+                }
+            };
+            let record = self.record(SlotState::Held, what, reclaimed_from);
+            let next = generation + 1;
+            // Noted as this process's before it exists: another thread of
+            // this engine that reads it must not take it for a leaked one.
+            // Already noted: another thread of this engine is taking this
+            // very generation; leave it the slot.
+            if !lock(held_here()).insert(self.key(slot, next)) {
+                continue;
+            }
+            let won = write_next(&*self.backend, &prefix, next, &record);
+            if !matches!(won, Ok(true)) {
+                lock(held_here()).remove(&self.key(slot, next));
+            }
+            if won? {
+                if let (true, Some(gone)) = (from_dead_neighbour, &record.reclaimed_from) {
+                    // Its heartbeat will never move again: collected (best
+                    // effort; an engine elsewhere leaves its two beat keys).
+                    let _ = self.backend.delete_prefix(&format!("{ENGINES}/{gone}"));
+                }
+                return Ok(Some(HeldSlot {
+                    slot,
+                    generation: next,
+                    from_dead_neighbour,
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Gives a slot back. A slot someone reclaimed meanwhile (this engine
+    /// was taken for dead) is theirs: nothing to do.
+    // Taken by value: a slot released cannot be released again.
+    #[allow(clippy::needless_pass_by_value)]
+    pub fn release(&self, held: HeldSlot, what: &str) -> Result<(), StoreError> {
+        lock(held_here()).remove(&self.key(held.slot, held.generation));
+        let record = self.record(SlotState::Free, what, None);
+        write_next(
+            &*self.backend,
+            &self.slot_prefix(held.slot),
+            held.generation + 1,
+            &record,
+        )
+        .map(|_| ())
+    }
+
+    /// Whether another engine's heartbeat has not moved for the timeout, on
+    /// this process's clock.
+    fn silent(&self, holder: &Holder) -> Result<bool, StoreError> {
+        let beat = last_beat(&*self.backend, &holder.engine_id)?;
+        let now = Instant::now();
+        let mut beats = lock(&self.beats);
+        let seen = beats
+            .entry(holder.engine_id.clone())
+            .or_insert(Seen { beat, since: now });
+        if seen.beat != beat {
+            *seen = Seen { beat, since: now };
+        }
+        Ok(now.duration_since(seen.since) >= self.timing.timeout)
+    }
+
+    /// Takes one launch of the pool's rate if one is available now (always
+    /// for a pool without a rate); `false`: wait and ask again.
+    pub fn try_launch(&self, what: &str) -> Result<bool, StoreError> {
+        let Some((launches, per)) = self.rate else {
+            return Ok(true);
+        };
+        let offset = fastrand::u32(..launches);
+        for n in 0..launches {
+            let key = (offset + n) % launches;
+            let prefix = self.launch_prefix(key);
+            let (generation, latest) = latest(&*self.backend, &prefix)?;
+            if latest.is_some() {
+                let now = Instant::now();
+                let mut seen = lock(&self.launches);
+                let (seen_gen, since) = seen.entry(key).or_insert((generation, now));
+                if *seen_gen != generation {
+                    (*seen_gen, *since) = (generation, now);
+                }
+                let since = *since;
+                drop(seen);
+                if now.duration_since(since) < per {
+                    continue;
+                }
+            }
+            let record = self.record(SlotState::Held, what, None);
+            if write_next(&*self.backend, &prefix, generation + 1, &record)? {
+                // From when the write is known to have landed: no other
+                // engine can have seen it earlier.
+                lock(&self.launches).insert(key, (generation + 1, Instant::now()));
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// The highest generation under `prefix` and its record (0 and `None` for
+/// none).
+fn latest(backend: &dyn Backend, prefix: &str) -> Result<(u64, Option<SlotRecord>), StoreError> {
+    let Some(generation) = generations(backend, prefix)?.pop() else {
+        return Ok((0, None));
+    };
+    let key = format!("{prefix}/{}", gen_name(generation));
+    match backend.get(&key)? {
+        Some(bytes) => serde_json::from_slice(&bytes)
+            .map(|r| (generation, Some(r)))
+            .map_err(|e| StoreError::Corrupt {
+                key,
+                message: e.to_string(),
+            }),
+        // Collected between the listing and the read: a newer one exists.
+        None => latest(backend, prefix),
+    }
+}
+
+/// The generations under `prefix`, ascending.
+fn generations(backend: &dyn Backend, prefix: &str) -> Result<Vec<u64>, StoreError> {
+    let mut gens: Vec<u64> = backend
+        .list(prefix)?
+        .iter()
+        .filter(|n| n.len() == 20)
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    gens.sort_unstable();
+    Ok(gens)
+}
+
+/// put-if-absent of generation `next`, confirmed still the highest after the
+/// write; collects the generations below its predecessor. `false`: another
+/// writer got there first.
+fn write_next(
+    backend: &dyn Backend,
+    prefix: &str,
+    next: u64,
+    record: &SlotRecord,
+) -> Result<bool, StoreError> {
+    let bytes = serde_json::to_vec(record).map_err(|e| StoreError::Corrupt {
+        key: prefix.to_owned(),
+        message: e.to_string(),
+    })?;
+    if !backend.put_if_absent(&format!("{prefix}/{}", gen_name(next)), &bytes)? {
+        return Ok(false);
+    }
+    let gens = generations(backend, prefix)?;
+    if gens.last().is_some_and(|&g| g > next) {
+        return Ok(false);
+    }
+    for old in gens.into_iter().filter(|&g| g + 1 < next) {
+        backend.delete_prefix(&format!("{prefix}/{}", gen_name(old)))?;
+    }
+    Ok(true)
+}
+
+/// The engine's latest heartbeat number, `None` if it has none.
+fn last_beat(backend: &dyn Backend, engine_id: &str) -> Result<Option<u64>, StoreError> {
+    validate_segment(engine_id)?;
+    Ok(generations(backend, &format!("{ENGINES}/{engine_id}"))?.pop())
+}
+
+/// One engine's heartbeat in the warehouse: beat `n` is the key
+/// `_engines/<id>/<n>`; the two newest are kept.
+pub struct EngineBeat {
+    backend: Arc<dyn Backend>,
+    prefix: String,
+    next: u64,
+}
+
+impl EngineBeat {
+    /// Starts beating for `engine_id` (writes its first beat).
+    pub fn start(backend: Arc<dyn Backend>, engine_id: &str) -> Result<EngineBeat, StoreError> {
+        validate_segment(engine_id)?;
+        let mut beat = EngineBeat {
+            backend,
+            prefix: format!("{ENGINES}/{engine_id}"),
+            next: 1,
+        };
+        beat.beat()?;
+        Ok(beat)
+    }
+
+    /// One heartbeat.
+    pub fn beat(&mut self) -> Result<(), StoreError> {
+        let n = self.next;
+        self.backend
+            .put_if_absent(&format!("{}/{}", self.prefix, gen_name(n)), b"")?;
+        self.next += 1;
+        if n > 2 {
+            self.backend
+                .delete_prefix(&format!("{}/{}", self.prefix, gen_name(n - 2)))?;
+        }
+        Ok(())
+    }
+
+    /// The engine ends: its heartbeat goes (after it released its slots).
+    pub fn stop(self) -> Result<(), StoreError> {
+        self.backend.delete_prefix(&self.prefix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::FsBackend;
+
+    fn holder(engine: &str) -> Holder {
+        Holder {
+            engine_id: engine.into(),
+            // Another host: only its heartbeat can tell it is gone.
+            host: "elsewhere".into(),
+            pid: 1,
+            pid_start: None,
+            boot_id: None,
+            pid_ns: None,
+        }
+    }
+
+    fn pool(
+        backend: &Arc<dyn Backend>,
+        engine: &str,
+        slots: u32,
+        rate: Option<(u32, Duration)>,
+        timeout: Duration,
+    ) -> GlobalPool {
+        GlobalPool::new(
+            Arc::clone(backend),
+            // One warehouse per backend (tests share the process).
+            format!("{:p}", Arc::as_ptr(backend)),
+            "p",
+            slots,
+            rate,
+            SlotTiming {
+                beat: Duration::from_millis(10),
+                timeout,
+            },
+            holder(engine),
+        )
+        .unwrap()
+    }
+
+    fn backend() -> (tempfile::TempDir, Arc<dyn Backend>) {
+        let tmp = tempfile::tempdir().unwrap();
+        let backend: Arc<dyn Backend> = Arc::new(FsBackend::new(tmp.path()));
+        (tmp, backend)
+    }
+
+    #[test]
+    fn two_engines_never_hold_more_than_the_slots() {
+        let (_tmp, b) = backend();
+        let a = pool(&b, "a", 2, None, Duration::from_secs(60));
+        let c = pool(&b, "c", 2, None, Duration::from_secs(60));
+        let _beat_a = EngineBeat::start(Arc::clone(&b), "a").unwrap();
+        let _beat_c = EngineBeat::start(Arc::clone(&b), "c").unwrap();
+        let first = a.try_acquire("t k1").unwrap().expect("a free slot");
+        let second = c.try_acquire("t k2").unwrap().expect("a free slot");
+        assert_eq!(a.try_acquire("t k3").unwrap(), None);
+        assert_eq!(c.try_acquire("t k3").unwrap(), None);
+        a.release(first, "t k1").unwrap();
+        let third = c
+            .try_acquire("t k3")
+            .unwrap()
+            .expect("the slot a gave back");
+        assert_eq!(a.try_acquire("t k4").unwrap(), None);
+        c.release(second, "t k2").unwrap();
+        c.release(third, "t k3").unwrap();
+        assert!(a.try_acquire("t k4").unwrap().is_some());
+    }
+
+    #[test]
+    fn concurrent_engines_race_for_slots() {
+        let (_tmp, b) = backend();
+        let inside = std::sync::atomic::AtomicU32::new(0);
+        let most = std::sync::atomic::AtomicU32::new(0);
+        // Three engines of three threads each: threads of one engine race for
+        // the same generation too (one once took the other's fresh slot for
+        // a leaked one).
+        let engines: Vec<GlobalPool> = (0..3)
+            .map(|e| pool(&b, &format!("e{e}"), 2, None, Duration::from_secs(60)))
+            .collect();
+        let _beats: Vec<EngineBeat> = (0..3)
+            .map(|e| EngineBeat::start(Arc::clone(&b), &format!("e{e}")).unwrap())
+            .collect();
+        std::thread::scope(|s| {
+            for t in 0..9 {
+                let p = &engines[t % 3];
+                let (inside, most) = (&inside, &most);
+                s.spawn(move || {
+                    for _ in 0..15 {
+                        let held = loop {
+                            if let Some(h) = p.try_acquire("x").unwrap() {
+                                break h;
+                            }
+                            std::thread::yield_now();
+                        };
+                        let now = inside.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                        most.fetch_max(now, std::sync::atomic::Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(1));
+                        inside.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                        p.release(held, "x").unwrap();
+                    }
+                });
+            }
+        });
+        assert_eq!(most.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_holder_whose_beat_stops_loses_its_slot_after_the_timeout() {
+        let (tmp, b) = backend();
+        let gone = pool(&b, "gone", 1, None, Duration::from_secs(60));
+        let mut beat = EngineBeat::start(Arc::clone(&b), "gone").unwrap();
+        let _held = gone.try_acquire("t k1").unwrap().expect("free");
+        let other = pool(&b, "other", 1, None, Duration::from_millis(300));
+        // Beating: never taken, however long.
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_millis(600) {
+            beat.beat().unwrap();
+            assert_eq!(other.try_acquire("t k2").unwrap(), None);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Silent: taken once the beat has not moved for the timeout on the
+        // reader's clock, not before.
+        let silent = Instant::now();
+        let taken = loop {
+            if let Some(h) = other.try_acquire("t k2").unwrap() {
+                break h;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(silent.elapsed() >= Duration::from_millis(250));
+        let record: SlotRecord = serde_json::from_slice(
+            &b.get(&format!("_pools/p/slots/0/{}", gen_name(taken.generation)))
+                .unwrap()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(record.reclaimed_from.as_deref(), Some("gone"));
+        // The late release of the taken-for-dead engine changes nothing.
+        gone.release(
+            HeldSlot {
+                slot: 0,
+                generation: 1,
+                from_dead_neighbour: false,
+            },
+            "t k1",
+        )
+        .unwrap();
+        assert_eq!(gone.try_acquire("t k3").unwrap(), None);
+        // Old generations are collected: the two newest stay.
+        other.release(taken, "t k2").unwrap();
+        let left: Vec<String> = b.list("_pools/p/slots/0").unwrap();
+        assert_eq!(left, vec![gen_name(2), gen_name(3)], "{:?}", tmp.path());
+    }
+
+    // Two runs in one process share its engine id: neither takes the
+    // other's slot for one whose release did not land.
+    #[test]
+    fn two_runs_of_one_process_share_the_slots() {
+        let (_tmp, b) = backend();
+        let first = pool(&b, "same", 1, None, Duration::from_secs(60));
+        let second = pool(&b, "same", 1, None, Duration::from_secs(60));
+        let held = first.try_acquire("run 1").unwrap().expect("free");
+        assert_eq!(second.try_acquire("run 2").unwrap(), None);
+        first.release(held, "run 1").unwrap();
+        assert!(second.try_acquire("run 2").unwrap().is_some());
+    }
+
+    #[test]
+    fn a_stale_writer_cannot_take_a_collected_generation() {
+        let (_tmp, b) = backend();
+        let a = pool(&b, "a", 1, None, Duration::from_secs(60));
+        for _ in 0..3 {
+            let h = a.try_acquire("x").unwrap().unwrap();
+            a.release(h, "x").unwrap();
+        }
+        // Generation 1 was collected; a writer that read a stale listing
+        // recreates it, but it is not the highest: not taken.
+        assert!(b
+            .get("_pools/p/slots/0/00000000000000000001")
+            .unwrap()
+            .is_none());
+        let record = a.record(SlotState::Held, "late", None);
+        assert!(!write_next(&*b, "_pools/p/slots/0", 1, &record).unwrap());
+    }
+
+    #[test]
+    fn a_rate_allows_n_launches_per_interval_across_engines() {
+        let (_tmp, b) = backend();
+        let per = Duration::from_millis(400);
+        let a = pool(&b, "a", 9, Some((2, per)), Duration::from_secs(60));
+        let c = pool(&b, "c", 9, Some((2, per)), Duration::from_secs(60));
+        let start = Instant::now();
+        assert!(a.try_launch("1").unwrap());
+        assert!(c.try_launch("2").unwrap());
+        assert!(!a.try_launch("3").unwrap());
+        assert!(!c.try_launch("3").unwrap());
+        // Each engine takes a launch key only after watching it for the
+        // interval, or after the interval since it wrote its own.
+        let mut taken = Vec::new();
+        while taken.len() < 2 {
+            for p in [&a, &c] {
+                if p.try_launch("later").unwrap() {
+                    taken.push(start.elapsed());
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(taken.iter().all(|t| *t >= per), "{taken:?}");
+        let unlimited = pool(&b, "u", 1, None, Duration::from_secs(60));
+        assert!(unlimited.try_launch("any").unwrap());
+    }
+}

@@ -1,0 +1,335 @@
+//! Issue 12 item 6: every command's error paths, with the exit code decided
+//! once from the error's kind, asserted with stdout and stderr together;
+//! and reads that fail for another reason than "absent" (ENOTDIR, EACCES)
+//! are engine failures naming the path, never "nothing there".
+
+use crate::support::{stderr, stdout, Sandbox};
+
+/// `a` copies `feed_{partition}.csv`, `b` copies `a`'s output, over k1, k2.
+fn pipeline() -> Sandbox {
+    let sb = Sandbox::new(
+        r#"
+[pipeline]
+name = "codes"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.k]
+kind = "static"
+keys = ["k1", "k2"]
+
+[datasets.feed]
+path = "feed_{partition}.csv"
+
+[tasks.a]
+command = ["sh", "-c", "cp \"$WEIR_INPUT_FEED\" \"$WEIR_OUTPUT_DIR/out.csv\""]
+inputs = ["feed"]
+output = { dataset = "a_out", grain = ["id"] }
+
+[tasks.b]
+command = ["sh", "-c", "cat \"$WEIR_INPUT_A_OUT\"/*.csv > \"$WEIR_OUTPUT_DIR/out.csv\""]
+inputs = ["a_out"]
+output = { dataset = "b_out", grain = ["id"] }
+
+[pools.p]
+slots = 1
+
+[backfills.all]
+pool = "p"
+from = "k1"
+to = "k2"
+reason = "test"
+"#,
+    );
+    for k in ["k1", "k2"] {
+        std::fs::write(sb.path().join(format!("feed_{k}.csv")), "id,v\n1,a\n2,b\n").unwrap();
+    }
+    sb
+}
+
+/// What a case expects on stderr.
+enum Err {
+    /// Exactly this text (`$SB` stands for the sandbox's path).
+    Is(String),
+    /// This text somewhere (miette diagnostics, whose frames are tested
+    /// elsewhere).
+    Has(&'static str),
+}
+
+#[track_caller]
+fn check(sb: &Sandbox, args: &[&str], code: i32, out: &str, err: Err) {
+    let o = sb.weir_out(args);
+    let (actual_out, actual_err) = (stdout(&o), stderr(&o));
+    let at = sb.path().display().to_string();
+    let actual_err = actual_err.replace(&at, "$SB");
+    assert_eq!(
+        (o.status.code(), actual_out.as_str()),
+        (Some(code), out),
+        "{args:?}\nstderr:\n{actual_err}"
+    );
+    match err {
+        Err::Is(text) => assert_eq!(actual_err, text, "{args:?}"),
+        Err::Has(text) => assert!(actual_err.contains(text), "{args:?}: {actual_err}"),
+    }
+}
+
+fn os(errno: i32) -> String {
+    std::io::Error::from_raw_os_error(errno).to_string()
+}
+
+// Issue 12: the exit code is decided once, from the error's kind, for every
+// command's usage (2), refusal (3), nothing-published (1) and engine (5) errors.
+#[test]
+fn issue_12_every_command_decides_its_exit_code_from_the_error() {
+    let sb = pipeline();
+    let o = sb.run("r1", &["--partition", "k1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    std::fs::write(sb.path().join("bad.toml"), "[pipeline]\nname = 1\n").unwrap();
+    let unknown =
+        || Err::Is("error: unknown task `nosuch`\n  help: declared tasks: `a`, `b`\n".into());
+    let cases: Vec<(Vec<&str>, i32, &str, Err)> = vec![
+        // Usage and manifest: 2.
+        (vec!["validate", "m.toml", "bad.toml"], 2,
+            "ok: m.toml (pipeline `codes`, code_version 1: 2 tasks, 1 partition scheme, 2 pools, 1 backfill)\n",
+            Err::Has("error: `bad.toml` is not a valid manifest: 2 errors\n")),
+        (vec!["plan", "m.toml", "--task", "nosuch"], 2, "", Err::Has("× unknown task `nosuch`\n  help: declared tasks: `a`, `b`\n")),
+        (vec!["run", "m.toml", "--task", "nosuch"], 2, "", Err::Has("× unknown task `nosuch`\n  help: declared tasks: `a`, `b`\n")),
+        (vec!["backfill", "m.toml", "nosuch"], 2, "", Err::Has("× unknown backfill `nosuch`\n  help: declared backfills: `all`\n")),
+        (vec!["show", "m.toml", "nosuch", "--partition", "k1"], 2, "",
+            Err::Is("error: no task of `codes` publishes dataset `nosuch`\n".into())),
+        (vec!["show", "m.toml", "a_out", "--partition", "k1", "--generation", "9"], 2, "",
+            Err::Is("error: `a_out` k1 has no generation 9 (it has 1 to 1)\n  help: `weir history` lists them\n".into())),
+        (vec!["retry", "m.toml", "nosuch", "--partition", "k1", "--note", "n"], 2, "", unknown()),
+        (vec!["abandon", "m.toml", "a", "--partition", "k9", "--note", "n"], 2, "",
+            Err::Is("error: partition `k9` is not in the partition scheme of task `a`\n  help: `a` is partitioned k\n".into())),
+        (vec!["explain", "m.toml", "nosuch", "--partition", "k1"], 2, "", unknown()),
+        (vec!["verify", "m.toml", "nosuch", "--partition", "k1"], 2, "", Err::Has("× unknown task `nosuch`\n  help: declared tasks: `a`, `b`\n")),
+        (vec!["gc", "m.toml", "--older-than", "yesterday"], 2, "", Err::Is("error: --older-than: `yesterday` is not a duration\n  help: write a duration such as \"48h\" or \"7d\"\n".into())),
+        (vec!["events", "m.toml", "--run", "nope"], 2, "", Err::Is("error: no run `nope` in ./wh/_runs\n  help: `weir events m.toml` prints every run's events with its run id\n".into())),
+        (vec!["report", "m.toml", "--run", "nope"], 2, "", Err::Is("error: no run `nope` in the warehouse\n".into())),
+        // Nothing published: 1.
+        (vec!["show", "m.toml", "a_out", "--partition", "k2"], 1, "",
+            Err::Is("error: `a_out` has no published generation for partition k2\n".into())),
+        (vec!["verify", "m.toml", "a", "--partition", "k2"], 1, "",
+            Err::Has("task `a` has no published generation of `a_out` for partition k2")),
+        // Refused: 3.
+        (vec!["retry", "m.toml", "a", "--partition", "k1", "--note", "n"], 3, "",
+            Err::Is("error: refused: a k1 is neither held nor quarantined; `weir retry` acts only on a HELD or QUARANTINED or ABANDONED instance\n  help: `weir status` lists them; `weir run --task a --partition k1 --force` reruns a published one\n".into())),
+        (vec!["certify", "m.toml", "a_out", "--partition", "k2", "--reason", "r"], 3, "",
+            Err::Is("error: `a_out` has no published generation for partition k2\n".into())),
+        (vec!["uncertify", "m.toml", "a_out", "--partition", "k1", "--generation", "9", "--reason", "r"], 3, "",
+            Err::Is("error: `a_out` k1 has no generation 9\n".into())),
+        (vec!["rollback", "m.toml", "a_out", "--partition", "k1"], 3, "", Err::Has("× cannot roll back to generation 1: it is the only generation: there is\n  │ nothing older to roll back to\n")),
+        // The engine's own failure: 5, with the OS's cause.
+        (vec!["plan", "m.toml", "--html", "m.toml/plan.html"], 5, "",
+            Err::Is(format!("error: cannot write `m.toml/plan.html`: {}\n", os(libc::ENOTDIR)))),
+    ];
+    for (args, code, out, err) in cases {
+        check(&sb, &args, code, out, err);
+    }
+
+    // The warehouse is a regular file: every command that opens it exits 5
+    // saying so (status, gc, report, events, history are in daytwo.rs).
+    let wh = sb.path().join("wh");
+    std::fs::rename(&wh, sb.path().join("wh.d")).unwrap();
+    std::fs::write(&wh, "").unwrap();
+    let cases: [&[&str]; 10] = [
+        &["run", "m.toml"],
+        &["backfill", "m.toml", "all"],
+        &["show", "m.toml", "a_out", "--partition", "k1"],
+        &["explain", "m.toml", "a", "--partition", "k1"],
+        &["retry", "m.toml", "a", "--partition", "k1", "--note", "n"],
+        &["abandon", "m.toml", "a", "--partition", "k1", "--note", "n"],
+        &[
+            "certify",
+            "m.toml",
+            "a_out",
+            "--partition",
+            "k1",
+            "--reason",
+            "r",
+        ],
+        &[
+            "uncertify",
+            "m.toml",
+            "a_out",
+            "--partition",
+            "k1",
+            "--reason",
+            "r",
+        ],
+        &["rollback", "m.toml", "a_out", "--partition", "k1"],
+        &["verify", "m.toml", "a", "--partition", "k1"],
+    ];
+    for args in cases {
+        let open = if args[0] == "run" || args[0] == "backfill" {
+            "cannot open the warehouse: "
+        } else {
+            ""
+        };
+        check(
+            &sb,
+            args,
+            5,
+            "",
+            Err::Is(format!(
+                "error: {open}i/o error on $SB/wh: {}\n",
+                os(libc::ENOTDIR)
+            )),
+        );
+    }
+}
+
+// Issue 12: a partition whose `log` is a regular file read as "nothing
+// published" (status exited 0), and an `attempts` that is a regular file made
+// gc report 0 candidates; both are the engine's failure, naming the path.
+#[test]
+fn issue_12_a_file_where_a_directory_belongs_is_not_absence() {
+    let sb = pipeline();
+    let o = sb.run("r1", &["--partition", "k1", "--task", "a"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let part = sb.path().join("wh/a_out/k1");
+    let notdir = os(libc::ENOTDIR);
+
+    std::fs::rename(part.join("log"), part.join("log.d")).unwrap();
+    std::fs::write(part.join("log"), "").unwrap();
+    let o = sb.weir_out(&["status", "m.toml"]);
+    assert_eq!(o.status.code(), Some(5), "{}", stdout(&o));
+    assert_eq!(
+        stderr(&o).replace(&sb.path().display().to_string(), "$SB"),
+        format!("error: a_out k1: cannot read its commit log: i/o error on $SB/wh/a_out/k1/log: {notdir}\n")
+    );
+    assert_eq!(
+        stdout(&o),
+        "missing: a_out: 1 expected partition without a publication: k2\n\
+         missing: b_out: 2 expected partitions without a publication: k1, k2\n"
+    );
+    for args in [
+        &["history", "m.toml", "a_out", "--partition", "k1"][..],
+        &["show", "m.toml", "a_out", "--partition", "k1"][..],
+    ] {
+        check(
+            &sb,
+            args,
+            5,
+            "",
+            Err::Is(format!(
+                "error: i/o error on $SB/wh/a_out/k1/log: {notdir}\n"
+            )),
+        );
+    }
+    // verify keeps the cause too (it was flattened to a string).
+    let o = sb.weir_out(&["verify", "m.toml", "a", "--partition", "k1"]);
+    let err = stderr(&o).replace(&sb.path().display().to_string(), "$SB");
+    assert_eq!(
+        (o.status.code(), stdout(&o).as_str()),
+        (Some(5), ""),
+        "{err}"
+    );
+    assert!(
+        err.contains("× cannot read the commit log\n")
+            && err.contains("i/o error on $SB/wh/a_out/k1/log\n")
+            && err.contains(&format!("╰─▶ {notdir}\n")),
+        "{err}"
+    );
+    std::fs::remove_file(part.join("log")).unwrap();
+    std::fs::rename(part.join("log.d"), part.join("log")).unwrap();
+
+    std::fs::rename(part.join("attempts"), part.join("attempts.d")).unwrap();
+    std::fs::write(part.join("attempts"), "").unwrap();
+    check(
+        &sb,
+        &["gc", "m.toml"],
+        5,
+        "",
+        Err::Is(format!(
+            "error: i/o error on $SB/wh/a_out/k1/attempts: {notdir}\n"
+        )),
+    );
+    std::fs::remove_file(part.join("attempts")).unwrap();
+    std::fs::rename(part.join("attempts.d"), part.join("attempts")).unwrap();
+
+    // The latest run's event log cannot be read: the report says so
+    // instead of drawing that run with no attempts.
+    let runs = sb.path().join("wh/_runs");
+    std::fs::create_dir_all(runs.join("r9/events.jsonl")).unwrap();
+    check(
+        &sb,
+        &["report", "m.toml", "--out", "r.html"],
+        5,
+        "",
+        Err::Is(format!(
+            "error: cannot read the warehouse: i/o error on $SB/wh/_runs/r9/events.jsonl: {}\n",
+            os(libc::EISDIR)
+        )),
+    );
+    std::fs::remove_dir_all(runs.join("r9")).unwrap();
+    std::fs::write(sb.path().join("wh/_runs.tmp"), "").unwrap();
+    std::fs::rename(&runs, sb.path().join("wh/runs.d")).unwrap();
+    std::fs::rename(sb.path().join("wh/_runs.tmp"), &runs).unwrap();
+    check(
+        &sb,
+        &["report", "m.toml", "--out", "r.html"],
+        5,
+        "",
+        Err::Is(format!(
+            "error: cannot read the warehouse: i/o error on $SB/wh/_runs: {notdir}\n"
+        )),
+    );
+    std::fs::remove_file(&runs).unwrap();
+    std::fs::rename(sb.path().join("wh/runs.d"), &runs).unwrap();
+
+    // Operator markers: one that cannot be read (here a directory: EISDIR),
+    // or a directory of them that cannot be listed, fails status, and the
+    // run fails the instance as the engine's (exit 5) before running it;
+    // one that is not valid JSON holds its instance (when in doubt, wait
+    // for a person), naming why.
+    let marks = sb.path().join("wh/_instances");
+    std::fs::create_dir_all(marks.join("a")).unwrap();
+    std::fs::write(marks.join("b"), "").unwrap();
+    check(
+        &sb,
+        &["status", "m.toml"],
+        5,
+        "",
+        Err::Is(format!(
+            "error: i/o error on $SB/wh/_instances/b: {notdir}\n"
+        )),
+    );
+    let o = sb.run("r2", &["--partition", "k1", "--task", "b", "--force"]);
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    assert!(
+        stdout(&o).replace(&sb.path().display().to_string(), "$SB").contains(&format!(
+            "  ENGINE      b k1: cannot read the instance's marker: i/o error on $SB/wh/_instances/b/k1.json: {notdir}\n"
+        )),
+        "{}",
+        stdout(&o)
+    );
+    std::fs::remove_file(marks.join("b")).unwrap();
+    std::fs::create_dir(marks.join("a/k1.json")).unwrap();
+    check(
+        &sb,
+        &["status", "m.toml"],
+        5,
+        "",
+        Err::Is(format!(
+            "error: i/o error on $SB/wh/_instances/a/k1.json: {}\n",
+            os(libc::EISDIR)
+        )),
+    );
+    std::fs::remove_dir(marks.join("a/k1.json")).unwrap();
+    std::fs::write(marks.join("a/k1.json"), "{").unwrap();
+    let o = sb.weir_out(&["status", "m.toml", "--check"]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    let held = stdout(&o)
+        .replace(&sb.path().display().to_string(), "$SB")
+        .lines()
+        .find(|l| l.starts_with("HELD"))
+        .map(str::to_string);
+    assert_eq!(
+        held.as_deref(),
+        Some(
+            "HELD        a k1: unreadable instance marker `$SB/wh/_instances/a/k1.json`: EOF while parsing an object at line 1 column 1"
+        )
+    );
+}

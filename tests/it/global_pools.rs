@@ -1,0 +1,358 @@
+//! Issue 13 item 4: a pool's limits hold across every engine sharing the
+//! warehouse. Engines are separate `weir` processes; each task records its
+//! own start and end (`date +%s%N`), and the limits are measured from those
+//! timestamps, not from weir's own account.
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::{max_overlap, stderr, stdout, Sandbox};
+
+/// Partitions k01..k12 of a task `t` in pool `p` (`pool` is the body of
+/// `[pools.p]`); `t` sleeps `$SLEEP` (default 0.3 s) between its start and
+/// end lines in `intervals.log`.
+fn pipeline(pool: &str) -> Sandbox {
+    let keys: Vec<String> = (1..=12).map(|i| format!("k{i:02}")).collect();
+    let sb = Sandbox::new(&format!(
+        r#"
+[pipeline]
+name = "global"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.k]
+kind = "static"
+keys = {keys:?}
+
+[pools.p]
+{pool}
+
+[tasks.t]
+command = ["sh", "t.sh"]
+output = {{ dataset = "out", grain = ["id"] }}
+pool = "p"
+"#
+    ));
+    sb.script(
+        "t.sh",
+        r#"echo "start $(date +%s%N) $WEIR_PARTITION" >> intervals.log
+sleep "${SLEEP:-0.3}"
+printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
+echo "end $(date +%s%N) $WEIR_PARTITION" >> intervals.log
+"#,
+    );
+    sb
+}
+
+/// `weir run` of `keys` as its own process, run id `run`.
+fn engine(sb: &Sandbox, run: &str, keys: &[&str], env: &[(&str, &str)]) -> Child {
+    let mut args = vec!["run", "m.toml", "--run-id", run];
+    for k in keys {
+        args.extend(["--partition", k]);
+    }
+    let mut cmd = sb.weir(&args);
+    cmd.envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd.spawn().expect("weir starts")
+}
+
+#[track_caller]
+fn finished_ok(child: Child) {
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+}
+
+/// (start, end) in ns of each partition's run, from `intervals.log`; a
+/// partition without an end (its command was killed) has none.
+fn intervals(sb: &Sandbox) -> Vec<(String, u128, Option<u128>)> {
+    let log = std::fs::read_to_string(sb.path().join("intervals.log")).unwrap_or_default();
+    let mut out: Vec<(String, u128, Option<u128>)> = Vec::new();
+    for line in log.lines() {
+        let mut parts = line.split_whitespace();
+        let (what, t, key) = (
+            parts.next().unwrap(),
+            parts.next().unwrap().parse::<u128>().unwrap(),
+            parts.next().unwrap().to_string(),
+        );
+        match what {
+            "start" => out.push((key, t, None)),
+            _ => {
+                let open = out
+                    .iter_mut()
+                    .rev()
+                    .find(|(k, _, e)| *k == key && e.is_none())
+                    .unwrap_or_else(|| panic!("an end without a start:\n{log}"));
+                open.2 = Some(t);
+            }
+        }
+    }
+    out
+}
+
+fn most_at_once(sb: &Sandbox) -> usize {
+    let done: Vec<(u128, u128)> = intervals(sb)
+        .into_iter()
+        .map(|(_, s, e)| (s, e.expect("every command ended")))
+        .collect();
+    max_overlap(&done)
+}
+
+// Issue 13: two engines on one warehouse and a 2-slot pool ran 4 commands
+// at once; three ran 6. The slots are the warehouse's now.
+#[test]
+fn issue_13_two_and_three_engines_share_a_pools_slots() {
+    let sb = pipeline("slots = 2");
+    let a = engine(&sb, "a", &["k01", "k02", "k03", "k04", "k05", "k06"], &[]);
+    let b = engine(&sb, "b", &["k07", "k08", "k09", "k10", "k11", "k12"], &[]);
+    finished_ok(a);
+    finished_ok(b);
+    assert_eq!(intervals(&sb).len(), 12);
+    assert_eq!(most_at_once(&sb), 2, "{:?}", intervals(&sb));
+
+    let sb = pipeline("slots = 2");
+    let engines: Vec<Child> = [
+        ("a", ["k01", "k02", "k03", "k04"]),
+        ("b", ["k05", "k06", "k07", "k08"]),
+        ("c", ["k09", "k10", "k11", "k12"]),
+    ]
+    .iter()
+    .map(|(run, keys)| engine(&sb, run, keys, &[]))
+    .collect();
+    for e in engines {
+        finished_ok(e);
+    }
+    assert_eq!(intervals(&sb).len(), 12);
+    assert_eq!(most_at_once(&sb), 2, "{:?}", intervals(&sb));
+    // Every partition published, once.
+    for i in 1..=12 {
+        let latest = sb.store("out", &format!("k{i:02}")).latest().unwrap();
+        assert_eq!(latest.map(|r| r.generation.get()), Some(1), "k{i:02}");
+    }
+}
+
+// Issue 13: an engine killed (-9) while holding every slot leaks none: an
+// engine on the same host sees it gone and takes its slots at once.
+#[test]
+fn issue_13_a_killed_engines_slots_are_reclaimed() {
+    let sb = pipeline("slots = 2");
+    let mut a = engine(&sb, "a", &["k01", "k02"], &[("SLEEP", "60")]);
+    let started = Instant::now();
+    while intervals(&sb).len() < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "a's commands did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Both slots are a's: the slot records name it.
+    let held: Vec<String> = (0..2)
+        .map(|i| {
+            let dir = sb.path().join(format!("wh/_pools/p/slots/{i}"));
+            let mut names: Vec<_> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .filter(|n| !n.starts_with('.'))
+                .collect();
+            names.sort();
+            std::fs::read_to_string(dir.join(names.last().unwrap())).unwrap()
+        })
+        .collect();
+    assert!(
+        held.iter().all(|r| r.contains("\"state\":\"held\"")),
+        "{held:?}"
+    );
+    a.kill().unwrap();
+    a.wait().unwrap();
+    let killed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+
+    let b_started = Instant::now();
+    finished_ok(engine(&sb, "b", &["k03", "k04"], &[("SLEEP", "0.2")]));
+    // Without waiting for a heartbeat to time out (15 s): a is certainly
+    // dead on this host.
+    assert!(
+        b_started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        b_started.elapsed()
+    );
+    let runs = intervals(&sb);
+    let b_runs: Vec<_> = runs
+        .iter()
+        .filter(|(k, _, _)| k == "k03" || k == "k04")
+        .collect();
+    assert_eq!(b_runs.len(), 2, "{runs:?}");
+    assert!(b_runs.iter().all(|(_, s, e)| *s > killed && e.is_some()));
+    // a's commands died with it: they never wrote their end.
+    assert!(runs
+        .iter()
+        .filter(|(k, _, _)| k == "k01" || k == "k02")
+        .all(|(_, _, e)| e.is_none()));
+    for key in ["k03", "k04"] {
+        assert!(sb.store("out", key).latest().unwrap().is_some(), "{key}");
+    }
+    // a's heartbeat went with it; b's ended with its run.
+    let engines = sb.path().join("wh/_engines");
+    assert_eq!(
+        std::fs::read_dir(&engines).map(|d| d.count()).unwrap_or(0),
+        0,
+        "{:?}",
+        std::fs::read_dir(&engines).map(|d| d.collect::<Vec<_>>())
+    );
+    // b gave its slots back: the latest record of each is free.
+    for i in 0..2 {
+        let dir = sb.path().join(format!("wh/_pools/p/slots/{i}"));
+        let mut names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| !n.starts_with('.'))
+            .collect();
+        names.sort();
+        let last = std::fs::read_to_string(dir.join(names.last().unwrap())).unwrap();
+        assert!(last.contains("\"state\":\"free\""), "{last}");
+    }
+}
+
+// Issue 13: `rate = "2/1s"` caps launches across engines: in any second at
+// most 2 commands start, measured from the commands' own start times.
+#[test]
+fn issue_13_a_rate_caps_launches_across_engines() {
+    let sb = pipeline("slots = 4\nrate = \"2/1s\"");
+    let a = engine(&sb, "a", &["k01", "k02", "k03"], &[("SLEEP", "0.05")]);
+    let b = engine(&sb, "b", &["k04", "k05", "k06"], &[("SLEEP", "0.05")]);
+    finished_ok(a);
+    finished_ok(b);
+    let mut starts: Vec<u128> = intervals(&sb).iter().map(|(_, s, _)| *s).collect();
+    starts.sort_unstable();
+    assert_eq!(starts.len(), 6);
+    // The third launch after any launch comes a full second later; the
+    // commands' own clocks start a few ms after weir launches them, so
+    // allow 50 ms of that.
+    let second = 1_000_000_000u128;
+    let slack = 50_000_000u128;
+    for w in starts.windows(3) {
+        assert!(
+            w[2] - w[0] + slack >= second,
+            "3 launches within {} ms: {starts:?}",
+            (w[2] - w[0]) / 1_000_000
+        );
+    }
+}
+
+// Issue 13: an engine elsewhere (or paused: its pid is alive, so no one can
+// call it dead) loses its slots only once its heartbeat has not moved for
+// the timeout on the other engine's own clock; a beating one never does.
+#[test]
+fn issue_13_a_silent_engine_loses_its_slots_after_the_timeout() {
+    let sb = pipeline("slots = 2");
+    let timeout = [("WEIR_POOL_TIMEOUT", "2s")];
+    let a = engine(&sb, "a", &["k01", "k02"], &[("SLEEP", "4"), timeout[0]]);
+    let started = Instant::now();
+    while intervals(&sb).len() < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "a did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stop = |sig: i32| {
+        // SAFETY: kill(2) on the pid of a child this test spawned.
+        assert_eq!(unsafe { libc::kill(a.id() as i32, sig) }, 0);
+    };
+    stop(libc::SIGSTOP);
+    let stopped = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let b = engine(&sb, "b", &["k03", "k04"], &[("SLEEP", "0.1"), timeout[0]]);
+    let b_out = b.wait_with_output().unwrap();
+    stop(libc::SIGCONT);
+    assert_eq!(b_out.status.code(), Some(0), "{}", stderr(&b_out));
+    let runs = intervals(&sb);
+    let first_b = runs
+        .iter()
+        .filter(|(k, _, _)| k == "k03" || k == "k04")
+        .map(|(_, s, _)| *s)
+        .min()
+        .expect("b ran");
+    // Not before a's heartbeat had been still for the timeout.
+    assert!(
+        first_b >= stopped + 2_000_000_000,
+        "b started {} ms after a stopped",
+        (first_b.saturating_sub(stopped)) / 1_000_000
+    );
+    // a wakes: its commands ended while it was stopped; it publishes them,
+    // and its releases find the slots already taken over (nothing to do).
+    let a_out = a.wait_with_output().unwrap();
+    assert_eq!(a_out.status.code(), Some(0), "{}", stderr(&a_out));
+    for i in 1..=4 {
+        let key = format!("k{i:02}");
+        assert!(sb.store("out", &key).latest().unwrap().is_some(), "{key}");
+    }
+    let records: String = (0..2)
+        .flat_map(|i| {
+            std::fs::read_dir(sb.path().join(format!("wh/_pools/p/slots/{i}")))
+                .unwrap()
+                .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap_or_default())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(records.contains("\"reclaimed_from\""), "{records}");
+}
+
+// Issue 13: an engine waiting for another engine's slots stops waiting on
+// SIGINT: exit 130, its instances INTERRUPTED, nothing launched.
+#[test]
+fn issue_13_a_wait_for_a_slot_is_interruptible() {
+    let sb = pipeline("slots = 1");
+    let a = engine(&sb, "a", &["k01"], &[("SLEEP", "60")]);
+    let started = Instant::now();
+    while intervals(&sb).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "a did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let b = engine(&sb, "b", &["k02"], &[]);
+    let b_log = weir::events::run_dir(&sb.path().join("wh"), "b").join("events.jsonl");
+    // b has queued its instance and allocated its token: it waits for the slot.
+    while !weir::events::read_log(&b_log)
+        .is_ok_and(|(r, _)| r.iter().any(|e| e.state == weir::events::State::Queued))
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "b did not queue"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill(2) on the pid of a child this test spawned.
+    assert_eq!(unsafe { libc::kill(b.id() as i32, libc::SIGINT) }, 0);
+    let interrupted = Instant::now();
+    let out = b.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(interrupted.elapsed() < Duration::from_secs(5));
+    let states = crate::support::states(&sb.events("b"), "t", "k02");
+    assert_eq!(
+        states.last(),
+        Some(&weir::events::State::Interrupted),
+        "{states:?}"
+    );
+    assert!(
+        !states.contains(&weir::events::State::Running),
+        "{states:?}"
+    );
+    assert_eq!(intervals(&sb).len(), 1, "only a's command ran");
+    let mut a = a;
+    a.kill().unwrap();
+    a.wait().unwrap();
+}
