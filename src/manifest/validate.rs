@@ -200,6 +200,21 @@ impl Validator<'_, '_, '_, '_> {
                 ),
             );
         }
+        if raw.warehouse.contains("://") {
+            self.err(
+                ManifestError::new(
+                    "weir::manifest::remote_warehouse",
+                    format!(
+                        "`pipeline.warehouse` is a URL (`{}`), and the engine runs on a local directory only",
+                        raw.warehouse
+                    ),
+                )
+                .at(self.value(&["pipeline", "warehouse"]), "a URL, not a directory")
+                .help(
+                    "the S3 backend is in the library and its tests (README: \"Storage backends and S3\"), but no command opens an `s3://` warehouse yet; name a directory, relative to the manifest",
+                ),
+            );
+        }
         Some(Pipeline {
             name: raw.name.clone(),
             code_version: raw.code_version.clone(),

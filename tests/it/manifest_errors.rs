@@ -51,6 +51,12 @@ const CASES: &[(&str, &str, usize, usize)] = &[
     ),
     ("bad_duration", "weir::manifest::bad_duration", 17, 11),
     ("bad_date", "weir::manifest::bad_date", 8, 9),
+    (
+        "remote_warehouse",
+        "weir::manifest::remote_warehouse",
+        4,
+        13,
+    ),
     ("zero_slots", "weir::manifest::bad_slots", 15, 9),
     (
         "duplicate_output",
