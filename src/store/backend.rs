@@ -437,20 +437,19 @@ impl Backend for FsBackend {
         let path = self.path(key)?;
         let mut file = match File::open(&path) {
             Ok(file) => file,
-            // A file where a directory of the key would be: no such key.
-            Err(e)
-                if e.kind() == io::ErrorKind::NotFound
-                    || e.kind() == io::ErrorKind::NotADirectory =>
-            {
-                return Ok(None)
-            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            // A file where a directory of the key belongs is damage (the
+            // store never writes one), not "no such key": a marker or a
+            // lease read as absent would let an instance run.
             Err(e) => return Err(StoreError::io(path)(e)),
         };
         // Metadata and bytes from one open file: one version, even if the
         // key is replaced meanwhile.
         let meta = file.metadata().map_err(StoreError::io(&path))?;
         if !meta.is_file() {
-            return Ok(None);
+            return Err(StoreError::io(&path)(io::Error::from_raw_os_error(
+                libc::EISDIR,
+            )));
         }
         let mut bytes = Vec::with_capacity(usize::try_from(meta.size()).unwrap_or(0));
         file.read_to_end(&mut bytes)

@@ -136,18 +136,20 @@ pub fn clear(warehouse: &Warehouse, task: &str, partition: &str) -> Result<(), S
 /// Every marker in the warehouse, by task and partition. A listing that
 /// fails is an error: "no marker" would let held instances run.
 pub fn all(warehouse: &Warehouse) -> Result<Vec<InstanceMark>, StoreError> {
+    // Listed a level at a time rather than recursively: on a filesystem, a
+    // file where a task's directory belongs, or a directory where a marker
+    // belongs, then fails its listing or its read instead of being skipped.
+    let backend = warehouse.backend();
     let mut out = Vec::new();
-    for meta in warehouse.backend().list_objects(INSTANCES)? {
-        let mut parts = meta.key.splitn(3, '/').skip(1);
-        let (Some(task), Some(file)) = (parts.next(), parts.next()) else {
-            continue;
-        };
-        if let Some(partition) = file
-            .strip_suffix(".json")
-            .and_then(crate::store::decode_partition)
-        {
-            if let Some(m) = read(warehouse, task, &partition)? {
-                out.push(m);
+    for task in backend.list(INSTANCES)? {
+        for file in backend.list(&format!("{INSTANCES}/{task}"))? {
+            if let Some(partition) = file
+                .strip_suffix(".json")
+                .and_then(crate::store::decode_partition)
+            {
+                if let Some(m) = read(warehouse, &task, &partition)? {
+                    out.push(m);
+                }
             }
         }
     }
