@@ -1125,6 +1125,38 @@ A-1003,refunded,100
         assert_eq!(repeats.unverified, 0);
     }
 
+    // Issue 16: past the suspects verified against their keys, repeats are
+    // still counted, so the count stays exact for real duplicates.
+    #[test]
+    fn issue_16_duplicates_beyond_the_verified_suspects_are_counted() {
+        let keys = MAX_SUSPECTS + 1000;
+        let mut text = String::from("id\n");
+        for round in 0..2 {
+            for key in 0..keys {
+                text.push_str(&format!("k{key}\n"));
+            }
+            if round == 0 {
+                text.push_str("k0\n");
+            }
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = write(dir.path(), "a.csv", &text);
+        let grain = strings(&["id"]);
+        let spec = AuditSpec {
+            format: Format::Csv,
+            grain: &grain,
+            gates: &[],
+            inputs: &HashMap::new(),
+        };
+        let report = audit(&[file], &spec).expect("audits");
+        assert_eq!(report.rows, 2 * keys as u64 + 1);
+        assert_eq!(
+            report.gates[0].actual,
+            format!("{} duplicate keys", keys + 1)
+        );
+        assert_eq!(report.gates[0].offending.len(), MAX_OFFENDING);
+    }
+
     /// Audits `text` as one CSV file with grain `id`, every key hashing to
     /// the same value.
     fn audit_colliding(text: &str) -> GateOutcome {
