@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use super::keys::{key_hash, print_of, xxh3, KeyHash, KeyPrints, StoredKeys};
+use super::keys::{encode_key, key_hash, print_of, xxh3, KeyHash, KeyPrints, StoredKeys};
 use super::reconcile::{reconcile_outcome, Aggregator, InputSides};
 use super::{missing, plural, position, text, Gate, GateOutcome, Offenses, Places, MAX_DISTINCT};
 use crate::audit::digest::{Digest, RowDigest};
@@ -211,6 +211,9 @@ impl RowFold for Verify<'_> {
         let Some(stored) = self.state.keys.get_mut(&print_of(hash)) else {
             return;
         };
+        if encode_key(columns, row, &mut self.buf).is_none() {
+            return;
+        }
         if stored.contains(&self.buf) {
             self.state.duplicates += 1;
             let names = self.names;

@@ -2,8 +2,8 @@
 //! fingerprints, sorted once at the end to find repeats, which are then
 //! verified against the keys themselves.
 //!
-//! A key (the values of its columns, each a u32 LE length and bytes) is
-//! hashed with 128-bit xxh3, seeded once per process. The top
+//! A key (its value, or for several columns their values each as a u32 LE
+//! length and bytes) is hashed with 128-bit xxh3, seeded once per process. The top
 //! [`BUCKET_BITS`] bits of the hash pick a bucket and its low 64 bits are
 //! stored there: 8 bytes per row, so 10 M keys take 80 MB and no table
 //! slack (an open-addressing table of 16-byte hashes took 256 MiB). Equal
@@ -175,19 +175,31 @@ impl KeyPrints {
     }
 }
 
-/// Encodes a key's values into `buf` (each a u32 LE length and bytes) and
-/// returns its hash, or `None` if any key column is null.
+/// The hash of a row's key, or `None` if any key column is null: of its
+/// one value for a one-column key (hashed where the reader left it: a copy
+/// just written would stall the hash's loads), of [`encode_key`]'s bytes
+/// (written to `buf`) otherwise.
 pub(super) fn key_hash(
     hash: KeyHash,
     columns: &[usize],
     row: &Row<'_>,
     buf: &mut Vec<u8>,
 ) -> Option<u128> {
+    if let [column] = columns {
+        return row.get(*column).map(hash);
+    }
+    encode_key(columns, row, buf)?;
+    Some(hash(buf))
+}
+
+/// Encodes a key's values into `buf` (each a u32 LE length and bytes);
+/// `None` if any key column is null.
+pub(super) fn encode_key(columns: &[usize], row: &Row<'_>, buf: &mut Vec<u8>) -> Option<()> {
     buf.clear();
     for &column in columns {
         let value = row.get(column)?;
         buf.extend_from_slice(&u32::try_from(value.len()).unwrap_or(u32::MAX).to_le_bytes());
         buf.extend_from_slice(value);
     }
-    Some(hash(buf))
+    Some(())
 }
