@@ -168,9 +168,14 @@ impl ParquetFile {
 
     /// Decodes the row groups on up to `threads` threads and hands their
     /// batches to `sink` in file order, until it returns false.
+    ///
+    /// Batches are taken from `spare` when it has any (the caller puts
+    /// back the ones it is done with), so their buffers are not allocated
+    /// and faulted in again for every batch.
     pub(crate) fn decode(
         &self,
         threads: usize,
+        spare: &Mutex<Vec<Batch>>,
         sink: &mut dyn FnMut(Batch) -> bool,
     ) -> Result<(), AuditError> {
         let groups = self.metadata.metadata().row_groups();
@@ -202,7 +207,7 @@ impl ParquetFile {
                     let (Some(sender), Some(&first)) = (sender, first.get(group)) else {
                         break;
                     };
-                    if let Err(error) = self.decode_group(group, first, &sender) {
+                    if let Err(error) = self.decode_group(group, first, spare, &sender) {
                         let _ = sender.send(Err(error));
                     }
                 });
@@ -237,6 +242,7 @@ impl ParquetFile {
         &self,
         group: usize,
         first: u64,
+        spare: &Mutex<Vec<Batch>>,
         sender: &mpsc::SyncSender<Result<Batch, AuditError>>,
     ) -> Result<(), AuditError> {
         let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(
@@ -256,7 +262,12 @@ impl ParquetFile {
                 path: self.path.clone(),
                 message: format!("row group {group}: {e}"),
             })?;
-            let mut batch = Batch::new();
+            let mut batch = spare
+                .lock()
+                .ok()
+                .and_then(|mut spare| spare.pop())
+                .unwrap_or_else(Batch::new);
+            batch.clear();
             batch.data.reserve(size + size / 8);
             if group == 0 && line == first {
                 batch.expect = Some(self.rows());

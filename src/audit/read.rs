@@ -306,20 +306,30 @@ fn fold_parquet<F: RowFold>(
     } else {
         1
     };
+    // Batches done with, for the decoders to reuse; a few are enough.
+    let spare = std::sync::Mutex::new(Vec::new());
+    let keep = |batch: Batch| {
+        if let Ok(mut spare) = spare.lock() {
+            if spare.len() < SPARE_BATCHES {
+                spare.push(batch);
+            }
+        }
+    };
     if pipeline {
         let fold = fold_lanes(fold, path, &mut |send, returned| {
-            file.decode(threads, &mut |batch| {
-                // Decoders make their own batches: drop the ones handed back,
-                // or they would pile up in the channel.
-                while returned.try_recv().is_ok() {}
+            file.decode(threads, &spare, &mut |batch| {
+                while let Ok(done) = returned.try_recv() {
+                    keep(done);
+                }
                 send(batch)
             })
         })?;
         return Ok((file.columns.clone(), fold));
     }
     let mut fold = fold;
-    file.decode(threads, &mut |batch| {
+    file.decode(threads, &spare, &mut |batch| {
         batch.fold_into(&mut fold);
+        keep(batch);
         !fold.satisfied()
     })?;
     Ok((file.columns.clone(), fold))
@@ -442,6 +452,8 @@ fn push_spans(spans: &mut Vec<Span>, fields: &[Field], order: &[usize]) {
 /// Files at least this large are parsed and folded on separate threads when
 /// cores would otherwise idle; below it, starting threads is not worth it.
 const PIPELINE_BYTES: u64 = 8 << 20;
+/// Parquet batches kept for reuse at most.
+const SPARE_BATCHES: usize = 8;
 /// Rows per batch handed from the parsing thread to the folding threads:
 /// large enough that waking threads is rare.
 const BATCH_ROWS: usize = 8192;
@@ -474,7 +486,7 @@ impl Batch {
         }
     }
 
-    fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.data.clear();
         self.spans.clear();
         self.lines.clear();
