@@ -475,9 +475,15 @@ fn whole_second_timestamp(value: i64, unit: TimeUnit, utc: bool, out: &mut Vec<u
     if !(FIRST..=LAST).contains(&seconds) {
         return false;
     }
-    let (year, month, day) = civil_from_days(seconds.div_euclid(86_400));
-    let of_day = seconds.rem_euclid(86_400);
-    let two = |n: i64| [b'0' + (n / 10 % 10) as u8, b'0' + (n % 10) as u8];
+    // Unsigned from here: days since 0000-01-01, which is in range.
+    let since = (seconds - FIRST).unsigned_abs();
+    let (year, month, day) = civil_from_days(since / 86_400);
+    let of_day = since % 86_400;
+    let two = |n: u64| {
+        let at = usize::try_from(n % 100).unwrap_or(0) * 2;
+        let pair = PAIRS.get(at..at + 2).unwrap_or(b"00");
+        [pair[0], pair[1]]
+    };
     let [y0, y1] = two(year / 100);
     let [y2, y3] = two(year);
     let [mo0, mo1] = two(month);
@@ -494,18 +500,28 @@ fn whole_second_timestamp(value: i64, unit: TimeUnit, utc: bool, out: &mut Vec<u
     true
 }
 
+/// "00" to "99".
+const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
 /// The proleptic Gregorian (year, month, day) of a day count from
-/// 1970-01-01 (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
+/// 0000-01-01 (Howard Hinnant's `civil_from_days`, shifted by 400 years
+/// so that all of it is unsigned).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    // Days since -0400-03-01: eras of 400 years start on a March 1st, and
+    // 0000-01-01 is 60 days before 0000-03-01.
+    let z = days + 146_097 - 60;
+    let era = z / 146_097;
+    let doe = z % 146_097;
     let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
     let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
     let mp = (5 * doy + 2) / 153;
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let year = (yoe + era * 400 + u64::from(month <= 2)).saturating_sub(400);
     (year, month, day)
 }
 
