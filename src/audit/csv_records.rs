@@ -164,7 +164,10 @@ impl<'p> CsvRecords<'p> {
         let base = data.len();
         let (mut written, mut fields) = (0, 0);
         loop {
-            let room = (self.end - self.start) + 1024;
+            // Room for the output, doubling while a long record fills it
+            // (zeroing a buffer's worth for every short record would cost
+            // more than parsing it).
+            let room = written.max(4096);
             data.resize(base + written + room, 0);
             if self.ends.len() < fields + 64 {
                 self.ends.resize(fields + 64, 0);
