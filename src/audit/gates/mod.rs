@@ -6,9 +6,9 @@
 //! most [`MAX_OFFENDING`] per gate), so passing data costs no allocation.
 //!
 //! The module splits along what a gate needs: the vocabulary and outcome
-//! reporting here, the key hash table in [`keys`], exact decimal arithmetic
-//! in [`decimal`], the per-row checks in [`checks`], and the reading of a
-//! reconcile gate's input in [`reconcile`].
+//! reporting here, the uniqueness checks' key fingerprints in [`keys`],
+//! exact decimal arithmetic in [`decimal`], the per-row checks in
+//! [`checks`], and the reading of a reconcile gate's input in [`reconcile`].
 
 mod checks;
 mod decimal;
