@@ -123,6 +123,15 @@ impl RowDigest {
         }
     }
 
+    /// A zero sum for the same columns.
+    pub(crate) fn fresh(&self) -> Self {
+        Self {
+            sum: [0; 4],
+            names: self.names.clone(),
+            buf: Vec::new(),
+        }
+    }
+
     /// Adds one row's hash to the sum.
     pub(crate) fn add(&mut self, row: &Row<'_>) {
         self.buf.clear();

@@ -8,11 +8,12 @@
 //!
 //! Files are streamed, never held in memory: each is folded into its own
 //! accumulator on the rayon pool and the accumulators are merged in file
-//! order. With fewer files than threads (one big file), a file's parsing,
-//! digest and key checks also run on separate threads. Memory is constant per
-//! file except for the uniqueness checks, which keep a 16-byte hash per
-//! distinct key in a table at most 3/4 full (256 MiB for 10 M rows); the grain
-//! check always does.
+//! order. With fewer files than threads (one big file), a file is parsed on
+//! one thread while lanes on the others each digest a share of its rows and
+//! run some of the key checks. Memory is constant per file except for the
+//! uniqueness checks, which keep an 8-byte fingerprint per key (80 MB for
+//! 10 M rows; the grain check always does) and verify repeated fingerprints
+//! against the keys by reading the files again (see `gates/keys.rs`).
 //!
 //! Values: a CSV field is its bytes and an empty field is null. In JSON Lines,
 //! a string is its text, a number its literal text as written, a boolean
@@ -22,6 +23,7 @@
 //! rows, since any row may leave a key out.
 
 mod candidate;
+mod csv_records;
 mod digest;
 mod gates;
 mod parquet;

@@ -168,9 +168,14 @@ impl ParquetFile {
 
     /// Decodes the row groups on up to `threads` threads and hands their
     /// batches to `sink` in file order, until it returns false.
+    ///
+    /// Batches are taken from `spare` when it has any (the caller puts
+    /// back the ones it is done with), so their buffers are not allocated
+    /// and faulted in again for every batch.
     pub(crate) fn decode(
         &self,
         threads: usize,
+        spare: &Mutex<Vec<Batch>>,
         sink: &mut dyn FnMut(Batch) -> bool,
     ) -> Result<(), AuditError> {
         let groups = self.metadata.metadata().row_groups();
@@ -202,7 +207,7 @@ impl ParquetFile {
                     let (Some(sender), Some(&first)) = (sender, first.get(group)) else {
                         break;
                     };
-                    if let Err(error) = self.decode_group(group, first, &sender) {
+                    if let Err(error) = self.decode_group(group, first, spare, &sender) {
                         let _ = sender.send(Err(error));
                     }
                 });
@@ -237,6 +242,7 @@ impl ParquetFile {
         &self,
         group: usize,
         first: u64,
+        spare: &Mutex<Vec<Batch>>,
         sender: &mpsc::SyncSender<Result<Batch, AuditError>>,
     ) -> Result<(), AuditError> {
         let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(
@@ -248,16 +254,26 @@ impl ParquetFile {
         .build()
         .map_err(|e| invalid(&self.path, &e))?;
         let mut line = first;
+        // Sized like the last batch: growing from empty would copy and
+        // fault in each batch's bytes several times.
+        let mut size = 0;
         for record in reader {
             let record = record.map_err(|e| AuditError::ParquetInvalid {
                 path: self.path.clone(),
                 message: format!("row group {group}: {e}"),
             })?;
-            let mut batch = Batch::new();
+            let mut batch = spare
+                .lock()
+                .ok()
+                .and_then(|mut spare| spare.pop())
+                .unwrap_or_else(Batch::new);
+            batch.clear();
+            batch.data.reserve(size + size / 8);
             if group == 0 && line == first {
                 batch.expect = Some(self.rows());
             }
             self.render(&record, line, &mut batch)?;
+            size = batch.data.len();
             line += record.num_rows() as u64;
             if sender.send(Ok(batch)).is_err() {
                 return Ok(());
@@ -311,14 +327,17 @@ fn render_column(
         None => (column.as_ref(), None),
     };
     let write = writer(array)?;
+    // Checking each value for null goes through `dyn Array`: skip it for
+    // columns without nulls, the common case.
+    let (column_nulls, array_nulls) = (column.null_count() > 0, array.null_count() > 0);
     for row in 0..column.len() {
-        if column.is_null(row) {
+        if column_nulls && column.is_null(row) {
             continue;
         }
         let at = keys
             .as_ref()
             .map_or(Some(row), |keys| keys.get(row).copied());
-        let Some(at) = at.filter(|&at| !array.is_null(at)) else {
+        let Some(at) = at.filter(|&at| !array_nulls || !array.is_null(at)) else {
             continue;
         };
         let start = data.len();
@@ -416,6 +435,94 @@ fn time(value: i64, unit: TimeUnit) -> Result<String, String> {
     )
     .map_err(|_| out_of_range())?;
     Ok(time.to_string())
+}
+
+/// The writer of a timestamp column whose row `row` is `value(row)` ticks.
+fn stamp<'a>(value: impl Fn(usize) -> i64 + 'a, unit: TimeUnit, utc: bool) -> Writer<'a> {
+    Box::new(move |row, out| {
+        let value = value(row);
+        if !whole_second_timestamp(value, unit, utc, out) {
+            out.extend_from_slice(timestamp(value, unit, utc)?.as_bytes());
+        }
+        Ok(())
+    })
+}
+
+/// Writes a timestamp of whole seconds from the year 0000 to the end of jiff's range exactly
+/// as [`timestamp`] does (`2026-09-20T08:12:00Z`, the `Z` only if `utc`),
+/// without jiff's formatting machinery or a `String`; false, writing
+/// nothing, for any other value.
+fn whole_second_timestamp(value: i64, unit: TimeUnit, utc: bool, out: &mut Vec<u8>) -> bool {
+    /// 0000-01-01T00:00:00Z, and the last second jiff accepts
+    /// (9999-12-30T22:00:00Z), in Unix seconds.
+    const FIRST: i64 = -62_167_219_200;
+    const LAST: i64 = 253_402_207_200;
+    let per_second = match unit {
+        TimeUnit::Second => 1,
+        TimeUnit::Millisecond => 1_000,
+        TimeUnit::Microsecond => 1_000_000,
+        TimeUnit::Nanosecond => 1_000_000_000,
+    };
+    // A constant divisor for the common unit: a division by a variable
+    // costs more than the rest of the rendering.
+    let seconds = if per_second == 1 {
+        value
+    } else if value % per_second == 0 {
+        value / per_second
+    } else {
+        return false;
+    };
+    if !(FIRST..=LAST).contains(&seconds) {
+        return false;
+    }
+    // Unsigned from here: days since 0000-01-01, which is in range.
+    let since = (seconds - FIRST).unsigned_abs();
+    let (year, month, day) = civil_from_days(since / 86_400);
+    let of_day = since % 86_400;
+    let two = |n: u64| {
+        let at = usize::try_from(n % 100).unwrap_or(0) * 2;
+        let pair = PAIRS.get(at..at + 2).unwrap_or(b"00");
+        [pair[0], pair[1]]
+    };
+    let [y0, y1] = two(year / 100);
+    let [y2, y3] = two(year);
+    let [mo0, mo1] = two(month);
+    let [d0, d1] = two(day);
+    let [h0, h1] = two(of_day / 3600);
+    let [mi0, mi1] = two(of_day / 60 % 60);
+    let [s0, s1] = two(of_day % 60);
+    out.extend_from_slice(&[
+        y0, y1, y2, y3, b'-', mo0, mo1, b'-', d0, d1, b'T', h0, h1, b':', mi0, mi1, b':', s0, s1,
+    ]);
+    if utc {
+        out.push(b'Z');
+    }
+    true
+}
+
+/// "00" to "99".
+const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// The proleptic Gregorian (year, month, day) of a day count from
+/// 0000-01-01 (Howard Hinnant's `civil_from_days`, shifted by 400 years
+/// so that all of it is unsigned).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    // Days since -0400-03-01: eras of 400 years start on a March 1st, and
+    // 0000-01-01 is 60 days before 0000-03-01.
+    let z = days + 146_097 - 60;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = (yoe + era * 400 + u64::from(month <= 2)).saturating_sub(400);
+    (year, month, day)
 }
 
 fn text<'a>(render: impl Fn(usize) -> Result<String, String> + 'a) -> Writer<'a> {
@@ -534,19 +641,19 @@ fn writer(array: &dyn Array) -> Result<Writer<'_>, String> {
             match unit {
                 TimeUnit::Second => {
                     let array = array.as_primitive::<TimestampSecondType>();
-                    text(move |row| timestamp(array.value(row), unit, utc))
+                    stamp(move |row| array.value(row), unit, utc)
                 }
                 TimeUnit::Millisecond => {
                     let array = array.as_primitive::<TimestampMillisecondType>();
-                    text(move |row| timestamp(array.value(row), unit, utc))
+                    stamp(move |row| array.value(row), unit, utc)
                 }
                 TimeUnit::Microsecond => {
                     let array = array.as_primitive::<TimestampMicrosecondType>();
-                    text(move |row| timestamp(array.value(row), unit, utc))
+                    stamp(move |row| array.value(row), unit, utc)
                 }
                 TimeUnit::Nanosecond => {
                     let array = array.as_primitive::<TimestampNanosecondType>();
-                    text(move |row| timestamp(array.value(row), unit, utc))
+                    stamp(move |row| array.value(row), unit, utc)
                 }
             }
         }
@@ -704,12 +811,13 @@ mod tests {
         Float64Array, Int64Array, RecordBatch, StringArray, StructArray, Time64MicrosecondArray,
         TimestampMicrosecondArray, TimestampMillisecondArray,
     };
-    use arrow_schema::{DataType, Field, Schema};
+    use arrow_schema::{DataType, Field, Schema, TimeUnit};
     use parquet::arrow::ArrowWriter;
     use parquet::file::properties::WriterProperties;
 
     use super::super::{audit, digest_files, read_rows, AuditError, AuditSpec, Format, Gate};
     use super::super::{Aggregate, InputData};
+    use super::{timestamp, whole_second_timestamp};
     use std::path::{Path, PathBuf};
 
     /// Writes `batch` as a Parquet file, `group` rows per row group.
@@ -1053,5 +1161,66 @@ mod tests {
         assert!(error
             .to_string()
             .starts_with(&format!("`{}` column `wait`: type ", file.display())));
+    }
+
+    // Issue 15: the fast timestamp text is jiff's, byte for byte, wherever
+    // it applies (whole seconds, years 0000 to 9999), and declines elsewhere.
+    #[test]
+    fn issue_15_whole_second_timestamps_render_as_jiff_does() {
+        let mut seconds: Vec<i64> = vec![
+            -62_167_219_200,
+            -62_167_219_201,
+            253_402_207_200,
+            253_402_207_201,
+            253_402_300_799,
+            -1,
+            0,
+            1,
+            951_782_400,
+            951_868_799,
+            1_788_220_800,
+            4_107_542_400,
+        ];
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            seconds.push((x % 315_569_520_000) as i64 - 62_167_219_200);
+        }
+        let units = [
+            (TimeUnit::Second, 1),
+            (TimeUnit::Millisecond, 1_000),
+            (TimeUnit::Microsecond, 1_000_000),
+            (TimeUnit::Nanosecond, 1_000_000_000),
+        ];
+        for &second in &seconds {
+            for (unit, per) in units {
+                for utc in [true, false] {
+                    for extra in [0, 1] {
+                        let Some(value) =
+                            second.checked_mul(per).and_then(|v| v.checked_add(extra))
+                        else {
+                            continue;
+                        };
+                        let mut fast = Vec::new();
+                        let slow = timestamp(value, unit, utc);
+                        if whole_second_timestamp(value, unit, utc, &mut fast) {
+                            assert_eq!(
+                                Ok(String::from_utf8(fast).expect("ASCII")),
+                                slow,
+                                "{value} {unit:?} {utc}"
+                            );
+                        } else {
+                            assert!(fast.is_empty());
+                            let whole = value % per == 0;
+                            let in_range =
+                                (-62_167_219_200..=253_402_207_200).contains(&(value / per));
+                            assert!(!(whole && in_range), "{value} {unit:?} declined");
+                        }
+                    }
+                }
+            }
+        }
     }
 }

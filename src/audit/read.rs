@@ -6,9 +6,9 @@
 //! name, each slot null or a byte string. Rows are lent to the accumulator and
 //! never collected, so memory stays flat however large the file is.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
 
@@ -16,12 +16,13 @@ use rayon::prelude::*;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::csv_records::{CsvRecords, Field};
 use super::parquet::ParquetFile;
 use super::{AuditError, Format};
 
 /// Read buffer: large sequential reads keep syscalls off the profile of
 /// gigabyte files.
-const BUFFER: usize = 1 << 20;
+pub(super) const BUFFER: usize = 1 << 20;
 
 /// A parsed JSON Lines row: each key's value as its raw JSON text (a
 /// repeated key keeps its last value, as serde_json's map does).
@@ -311,20 +312,30 @@ fn fold_parquet<F: RowFold>(
     } else {
         1
     };
+    // Batches done with, for the decoders to reuse; a few are enough.
+    let spare = std::sync::Mutex::new(Vec::new());
+    let keep = |batch: Batch| {
+        if let Ok(mut spare) = spare.lock() {
+            if spare.len() < SPARE_BATCHES {
+                spare.push(batch);
+            }
+        }
+    };
     if pipeline {
         let fold = fold_lanes(fold, path, &mut |send, returned| {
-            file.decode(threads, &mut |batch| {
-                // Decoders make their own batches: drop the ones handed back,
-                // or they would pile up in the channel.
-                while returned.try_recv().is_ok() {}
+            file.decode(threads, &spare, &mut |batch| {
+                while let Ok(done) = returned.try_recv() {
+                    keep(done);
+                }
                 send(batch)
             })
         })?;
         return Ok((file.columns.clone(), fold));
     }
     let mut fold = fold;
-    file.decode(threads, &mut |batch| {
+    file.decode(threads, &spare, &mut |batch| {
         batch.fold_into(&mut fold);
+        keep(batch);
         !fold.satisfied()
     })?;
     Ok((file.columns.clone(), fold))
@@ -381,18 +392,18 @@ fn fold_one<R: Reader, F: RowFold>(
 }
 
 /// Opens a file for reading, naming it in the error.
-fn open(path: &Path) -> Result<File, AuditError> {
+pub(super) fn open(path: &Path) -> Result<File, AuditError> {
     File::open(path).map_err(|source| io_error(path, source))
 }
 
-fn io_error(path: &Path, source: std::io::Error) -> AuditError {
+pub(super) fn io_error(path: &Path, source: std::io::Error) -> AuditError {
     AuditError::Io {
         path: path.to_path_buf(),
         source,
     }
 }
 
-fn parse_error(path: &Path, line: u64, message: String) -> AuditError {
+pub(super) fn parse_error(path: &Path, line: u64, message: String) -> AuditError {
     AuditError::Parse {
         path: path.to_path_buf(),
         line,
@@ -413,123 +424,42 @@ fn fold_csv<F: RowFold>(
         return Ok((columns, fold_pipelined(&mut records, fold)?));
     }
     let mut spans: Vec<Span> = Vec::with_capacity(columns.len());
+    let mut data = Vec::new();
     while !fold.satisfied() {
-        let Some(line) = records.next()? else {
+        data.clear();
+        let Some(line) = records.next_into(&mut data)? else {
             break;
         };
         if let Some(rows) = records.estimate.take() {
             fold.expect_rows(rows);
         }
         spans.clear();
-        push_spans(&mut spans, &records.record, &records.order, 0);
+        push_spans(&mut spans, &records.fields, &records.order);
         fold.row(&Row {
             line,
-            data: records.record.as_slice(),
+            data: &data,
             spans: &spans,
         });
     }
     Ok((columns, fold))
 }
 
-/// Appends a record's spans in sorted column order, offset by `base`.
-fn push_spans(spans: &mut Vec<Span>, record: &csv::ByteRecord, order: &[usize], base: usize) {
+/// Appends a record's spans in sorted column order.
+fn push_spans(spans: &mut Vec<Span>, fields: &[Field], order: &[usize]) {
     spans.extend(order.iter().map(|&position| {
         // Quoted or not, an empty field is null, so `""` and `` agree.
-        record
-            .range(position)
-            .filter(|range| !range.is_empty())
-            .map(|range| (base + range.start, base + range.end))
+        fields
+            .get(position)
+            .copied()
+            .filter(|(start, end)| start < end)
     }));
-}
-
-/// The records of a CSV file after its header, checked against it.
-struct CsvRecords<'p> {
-    path: &'p Path,
-    reader: csv::Reader<NewlineIndex<File>>,
-    /// order[k] = the field position of the k-th sorted column.
-    order: Vec<usize>,
-    /// The record last read by `next`.
-    record: csv::ByteRecord,
-    estimate: RowEstimate,
-}
-
-impl<'p> CsvRecords<'p> {
-    /// Opens a file and reads its header: returns its sorted columns.
-    fn open(path: &'p Path) -> Result<(Vec<String>, Self), AuditError> {
-        // The csv reader wraps its input in its own buffered reader of this
-        // size; a second BufReader around the file would only copy bytes
-        // twice. Flexible, because a short or long record is reported here
-        // with its true line number (see `NewlineIndex`).
-        let mut reader = csv::ReaderBuilder::new()
-            .buffer_capacity(BUFFER)
-            .flexible(true)
-            .from_reader(NewlineIndex::new(open(path)?));
-        let header = reader
-            .byte_headers()
-            .map_err(|e| csv_error(path, e))?
-            .clone();
-        let header_line = record_line(&mut reader, &header);
-
-        let mut named = Vec::with_capacity(header.len());
-        for (position, name) in header.iter().enumerate() {
-            let name = String::from_utf8(name.to_vec()).map_err(|_| {
-                parse_error(
-                    path,
-                    header_line,
-                    format!("the name of column {} is not UTF-8", position + 1),
-                )
-            })?;
-            named.push((name, position));
-        }
-        named.sort();
-        if let Some(pair) = named.windows(2).find(|pair| pair[0].0 == pair[1].0) {
-            return Err(parse_error(
-                path,
-                header_line,
-                format!("column `{}` appears twice in the header", pair[0].0),
-            ));
-        }
-        let columns = named.iter().map(|(name, _)| name.clone()).collect();
-        let estimate = RowEstimate::new(reader.get_ref().file());
-        let records = Self {
-            path,
-            reader,
-            order: named.iter().map(|&(_, position)| position).collect(),
-            record: csv::ByteRecord::new(),
-            estimate,
-        };
-        Ok((columns, records))
-    }
-
-    /// Reads the next record into `self.record`; returns its line.
-    fn next(&mut self) -> Result<Option<u64>, AuditError> {
-        if !self
-            .reader
-            .read_byte_record(&mut self.record)
-            .map_err(|e| csv_error(self.path, e))?
-        {
-            return Ok(None);
-        }
-        let line = record_line(&mut self.reader, &self.record);
-        self.estimate.row(self.reader.position().byte());
-        if self.record.len() != self.order.len() {
-            return Err(parse_error(
-                self.path,
-                line,
-                format!(
-                    "found {} fields where the header has {}",
-                    self.record.len(),
-                    self.order.len()
-                ),
-            ));
-        }
-        Ok(Some(line))
-    }
 }
 
 /// Files at least this large are parsed and folded on separate threads when
 /// cores would otherwise idle; below it, starting threads is not worth it.
 const PIPELINE_BYTES: u64 = 8 << 20;
+/// Parquet batches kept for reuse at most.
+const SPARE_BATCHES: usize = 8;
 /// Rows per batch handed from the parsing thread to the folding threads:
 /// large enough that waking threads is rare.
 const BATCH_ROWS: usize = 8192;
@@ -562,18 +492,11 @@ impl Batch {
         }
     }
 
-    fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.data.clear();
         self.spans.clear();
         self.lines.clear();
         self.expect = None;
-    }
-
-    fn push(&mut self, line: u64, record: &csv::ByteRecord, order: &[usize]) {
-        let base = self.data.len();
-        self.data.extend_from_slice(record.as_slice());
-        push_spans(&mut self.spans, record, order, base);
-        self.lines.push(line);
     }
 
     pub(crate) fn fold_into<F: RowFold>(&self, fold: &mut F) {
@@ -712,14 +635,15 @@ fn produce(
         batch.clear();
         let mut done = false;
         while batch.lines.len() < BATCH_ROWS {
-            let Some(line) = records.next()? else {
+            let Some(line) = records.next_into(&mut batch.data)? else {
                 done = true;
                 break;
             };
             if let Some(rows) = records.estimate.take() {
                 batch.expect = Some(rows);
             }
-            batch.push(line, &records.record, &records.order);
+            push_spans(&mut batch.spans, &records.fields, &records.order);
+            batch.lines.push(line);
         }
         if !batch.lines.is_empty() && !send(batch) {
             return Ok(());
@@ -731,7 +655,7 @@ fn produce(
 }
 
 /// Estimates a file's rows from its size once a sample of rows is read.
-struct RowEstimate {
+pub(super) struct RowEstimate {
     /// The file's size; 0 if unknown, which disables the estimate.
     size: u64,
     rows: u64,
@@ -743,7 +667,7 @@ impl RowEstimate {
     /// Rows read before estimating: enough to average out odd first rows.
     const SAMPLE: u64 = 4096;
 
-    fn new(file: &File) -> Self {
+    pub(super) fn new(file: &File) -> Self {
         Self {
             size: file.metadata().map_or(0, |m| m.len()),
             rows: 0,
@@ -752,7 +676,7 @@ impl RowEstimate {
     }
 
     /// Counts a row that ends `read` bytes into the file.
-    fn row(&mut self, read: u64) {
+    pub(super) fn row(&mut self, read: u64) {
         self.rows += 1;
         if self.rows == Self::SAMPLE && self.size > 0 && read > 0 {
             let total = u128::from(self.size) * u128::from(self.rows) / u128::from(read);
@@ -761,115 +685,8 @@ impl RowEstimate {
     }
 
     /// The estimate, once.
-    fn take(&mut self) -> Option<u64> {
+    pub(super) fn take(&mut self) -> Option<u64> {
         self.ready.take()
-    }
-}
-
-/// The line a record just read starts on.
-///
-/// The csv crate's own record positions are where the previous record's
-/// terminator ended, which is the line before for CRLF files and for records
-/// after blank lines. The reader's position after the record is exact, though:
-/// its last consumed byte is the record's terminator (`\r` or `\n`) or last
-/// byte. The record ends on the line after every newline before that byte, and
-/// starts as many lines earlier as it has newlines inside quoted fields.
-fn record_line<R: Read>(
-    reader: &mut csv::Reader<NewlineIndex<R>>,
-    record: &csv::ByteRecord,
-) -> u64 {
-    let last = reader.position().byte().saturating_sub(1);
-    let before = reader.get_mut().newlines_before(last);
-    let data = record.as_slice();
-    // Newlines inside quoted fields are rare: look for one (memchr) before
-    // counting them byte by byte.
-    let inside = if data.contains(&b'\n') {
-        data.iter().filter(|&&b| b == b'\n').count() as u64
-    } else {
-        0
-    };
-    (before + 1).saturating_sub(inside)
-}
-
-/// A reader that remembers where the newlines are in what it has read, so
-/// that byte offsets can be turned into line numbers.
-struct NewlineIndex<R> {
-    inner: R,
-    /// Bytes read so far.
-    read: u64,
-    /// Offsets of newlines not yet passed by a query; at most a buffer's worth.
-    pending: VecDeque<u64>,
-    /// Newlines dropped from `pending` because every query since was later.
-    passed: u64,
-}
-
-impl<R> NewlineIndex<R> {
-    fn file(&self) -> &R {
-        &self.inner
-    }
-
-    fn new(inner: R) -> Self {
-        Self {
-            inner,
-            read: 0,
-            pending: VecDeque::new(),
-            passed: 0,
-        }
-    }
-
-    /// The number of newlines at offsets below `offset`. Offsets must not
-    /// decrease from one call to the next.
-    fn newlines_before(&mut self, offset: u64) -> u64 {
-        while self.pending.front().is_some_and(|&at| at < offset) {
-            self.pending.pop_front();
-            self.passed += 1;
-        }
-        self.passed
-    }
-}
-
-impl<R> NewlineIndex<R> {
-    fn note(&mut self, bytes: &[u8], offset: u64) {
-        for (i, &byte) in bytes.iter().enumerate() {
-            if byte == b'\n' {
-                self.pending.push_back(offset + i as u64);
-            }
-        }
-    }
-}
-
-impl<R: Read> Read for NewlineIndex<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        const ONES: u64 = 0x0101_0101_0101_0101;
-        const HIGHS: u64 = 0x8080_8080_8080_8080;
-        let count = self.inner.read(buf)?;
-        let chunk = buf.get(..count).unwrap_or(buf);
-        let mut offset = self.read;
-        // Eight bytes at a time, since most words hold no newline: a word has
-        // one if (w ^ b'\n' * ONES) has a zero byte.
-        let mut words = chunk.chunks_exact(8);
-        for word in &mut words {
-            let mut bytes = [0u8; 8];
-            bytes.copy_from_slice(word);
-            let x = u64::from_ne_bytes(bytes) ^ (u64::from(b'\n') * ONES);
-            if x.wrapping_sub(ONES) & !x & HIGHS != 0 {
-                self.note(word, offset);
-            }
-            offset += 8;
-        }
-        self.note(words.remainder(), offset);
-        self.read += chunk.len() as u64;
-        Ok(count)
-    }
-}
-
-/// A csv crate error as an audit error naming the file and line.
-fn csv_error(path: &Path, error: csv::Error) -> AuditError {
-    let line = error.position().map_or(0, csv::Position::line);
-    let message = error.to_string();
-    match error.into_kind() {
-        csv::ErrorKind::Io(source) => io_error(path, source),
-        _ => parse_error(path, line, message),
     }
 }
 
@@ -1380,24 +1197,83 @@ mod tests {
         }
     }
 
-    #[test]
-    fn newline_index_counts_across_words_and_reads() {
-        let text: Vec<u8> = (0..1000u32)
-            .map(|i| {
-                if i % 7 == 0 || i % 11 == 3 {
-                    b'\n'
-                } else {
-                    b'x'
-                }
-            })
+    /// What the csv crate reads from `text` (header skipped), each record's
+    /// fields in sorted column order, empty as null.
+    fn csv_crate_rows(text: &str) -> Vec<Vec<Option<String>>> {
+        let mut reader = csv::ReaderBuilder::new()
+            .flexible(true)
+            .from_reader(text.as_bytes());
+        let header = reader.byte_headers().expect("header").clone();
+        let mut order: Vec<(Vec<u8>, usize)> = header
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.to_vec(), i))
             .collect();
-        let mut index = NewlineIndex::new(&text[..]);
-        let mut buf = [0u8; 13];
-        while index.read(&mut buf).expect("reads") > 0 {}
-        for offset in [0, 1, 7, 8, 9, 100, 555, 999, 1000] {
-            let expected = text[..offset].iter().filter(|&&b| b == b'\n').count() as u64;
-            assert_eq!(index.newlines_before(offset as u64), expected, "{offset}");
+        order.sort();
+        reader
+            .byte_records()
+            .map(|record| {
+                let record = record.expect("record");
+                order
+                    .iter()
+                    .map(|&(_, i)| {
+                        let field = record.get(i).expect("field");
+                        (!field.is_empty()).then(|| String::from_utf8_lossy(field).into_owned())
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    proptest::proptest! {
+        // Issue 16: the CSV fast path (lines without quotes split on commas)
+        // and csv_core for the rest read every file as the csv crate does:
+        // quoting, CRLF, a lone CR ending a record, blank lines, no final newline.
+        #[test]
+        fn issue_16_csv_fast_path_reads_as_the_csv_crate(
+            rows in proptest::collection::vec(
+                (proptest::collection::vec(0..9usize, 3), 0..6usize), 0..40),
+            bom in proptest::bool::ANY,
+            last in 0..3usize,
+        ) {
+            const FIELDS: [&str; 9] = [
+                "", "a", "b c", "\"q\"\"x\"", "\"multi\nline\"", "\"a,b\"",
+                "\"cr\r\nlf\"", "\"\"", "x\"y",
+            ];
+            const ENDS: [&str; 6] = ["\n", "\r\n", "\r", "\n\n", "\r\n\r\n", "\n \n"];
+            let mut text = String::from(if bom { "\u{feff}c,a,b\r\n" } else { "c,a,b\n" });
+            for (i, (fields, end)) in rows.iter().enumerate() {
+                let line: Vec<&str> = fields.iter().map(|&f| FIELDS[f]).collect();
+                text.push_str(&line.join(","));
+                if i + 1 < rows.len() || last > 0 {
+                    // "\n \n": a line holding one space is a 1-field record.
+                    text.push_str(if *end == 5 { "\n" } else { ENDS[*end] });
+                }
+            }
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = write(dir.path(), "a.csv", &text);
+            let ours = collect(&path, Format::Csv).map(|(c, rows)| {
+                (c, rows.0.into_iter().map(|(_, values)| values).collect::<Vec<_>>())
+            });
+            let (columns, ours) = ours.map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?;
+            proptest::prop_assert_eq!(columns, ["a", "b", "c"]);
+            proptest::prop_assert_eq!(ours, csv_crate_rows(&text));
         }
+    }
+
+    // Issue 16: lines and quoted fields longer than the read buffer.
+    #[test]
+    fn issue_16_csv_records_longer_than_the_buffer() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let long = "x".repeat(3 * BUFFER + 17);
+        let text = format!("a,b\n{long},1\n\"{long}\n\",2\r\n3,{long}");
+        let path = write(dir.path(), "long.csv", &text);
+        let (_, rows) = collect(&path, Format::Csv).expect("reads");
+        let lines: Vec<u64> = rows.0.iter().map(|(line, _)| *line).collect();
+        assert_eq!(lines, [2, 3, 5]);
+        assert_eq!(rows.0[0].1, vec![s(&long), s("1")]);
+        assert_eq!(rows.0[1].1, vec![s(&format!("{long}\n")), s("2")]);
+        assert_eq!(rows.0[2].1, vec![s("3"), s(&long)]);
     }
 
     #[test]

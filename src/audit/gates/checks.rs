@@ -4,35 +4,12 @@
 
 use std::path::PathBuf;
 
-use super::keys::{key_hash, FewKeys, KeySet, KEY_DOMAIN};
+use super::keys::{encode_key, key_hash, print_of, xxh3, KeyHash, KeyPrints, StoredKeys};
 use super::reconcile::{reconcile_outcome, Aggregator, InputSides};
-use super::{
-    missing, plural, position, text, Gate, GateOutcome, Offenses, Places, MAX_DISTINCT,
-    MAX_OFFENDING,
-};
+use super::{missing, plural, position, text, Gate, GateOutcome, Offenses, Places, MAX_DISTINCT};
 use crate::audit::digest::{Digest, RowDigest};
 use crate::audit::read::{self, Row, RowFold};
 use crate::audit::{AuditError, Format};
-
-/// Per file, how many keys duplicated from earlier files are remembered so
-/// their rows can be found again; beyond this only the count is exact.
-const MAX_CROSS: usize = 1 << 16;
-
-/// `a=1, b=2` from a key's encoded values (each a u32 LE length and bytes).
-fn render_values(names: &[String], encoded: &[u8]) -> String {
-    let mut rest = encoded;
-    let mut parts = Vec::with_capacity(names.len());
-    for name in names {
-        let Some((len, tail)) = rest.split_first_chunk::<4>() else {
-            break;
-        };
-        let len = usize::try_from(u32::from_le_bytes(*len)).unwrap_or(usize::MAX);
-        let value = tail.get(..len).unwrap_or(tail);
-        parts.push(format!("{name}={}", text(value)));
-        rest = tail.get(len..).unwrap_or_default();
-    }
-    parts.join(", ")
-}
 
 /// `a=1, b=null` for the key columns of a row.
 fn render_key(names: &[String], columns: &[usize], row: &Row<'_>) -> String {
@@ -49,9 +26,10 @@ fn render_key(names: &[String], columns: &[usize], row: &Row<'_>) -> String {
 
 /// Uniqueness of a key over all rows (the grain, or a `unique` gate).
 ///
-/// Remembers a 128-bit hash of each distinct key (see [`KeySet`] for the
-/// memory this takes); on a repeat, reports the later row. Rows with a null
-/// key value are not hashed.
+/// Keeps an 8-byte fingerprint of each key (see [`KeyPrints`]). Repeated
+/// fingerprints are verified at the end by reading the rows again and
+/// comparing the keys themselves, which also finds the rows to report.
+/// Rows with a null key value are not hashed.
 #[derive(Debug)]
 pub(super) struct KeyCheck {
     file: usize,
@@ -60,31 +38,13 @@ pub(super) struct KeyCheck {
     columns: Option<Vec<usize>>,
     /// The grain rejects null key values; `unique` skips such rows.
     reject_nulls: bool,
-    seen: KeySet,
+    hash: KeyHash,
+    prints: KeyPrints,
     duplicates: u64,
     null_keys: u64,
     offenses: Offenses,
-    /// Keys of a later file already seen in earlier files, by later file.
-    cross: Vec<(usize, FewKeys)>,
     buf: Vec<u8>,
-    /// Keys hashed but not yet looked up (see [`KeyCheck::flush`]).
-    pending: Vec<PendingKey>,
-    /// The encoded values of the pending keys, for rendering duplicates.
-    pending_values: Vec<u8>,
 }
-
-/// A key waiting to be looked up in the set.
-#[derive(Debug)]
-struct PendingKey {
-    hash: u128,
-    line: u64,
-    /// Its encoded values in `pending_values`.
-    values: (usize, usize),
-}
-
-/// Keys looked up together: enough for their cache misses to overlap, few
-/// enough that their table lines stay in the L1 cache.
-const PENDING_KEYS: usize = 128;
 
 impl KeyCheck {
     fn new(file: usize, columns: &[String], names: &[String], reject_nulls: bool) -> Self {
@@ -93,14 +53,12 @@ impl KeyCheck {
             names: names.to_vec(),
             columns: names.iter().map(|name| position(columns, name)).collect(),
             reject_nulls,
-            seen: KeySet::default(),
+            hash: xxh3,
+            prints: KeyPrints::default(),
             duplicates: 0,
             null_keys: 0,
             offenses: Offenses::default(),
-            cross: Vec::new(),
             buf: Vec::new(),
-            pending: Vec::with_capacity(PENDING_KEYS),
-            pending_values: Vec::new(),
         }
     }
 
@@ -108,111 +66,72 @@ impl KeyCheck {
         let Some(columns) = &self.columns else {
             return;
         };
-        let Some(hash) = key_hash(columns, row, &mut self.buf) else {
-            if self.reject_nulls {
+        match key_hash(self.hash, columns, row, &mut self.buf) {
+            Some(hash) => self.prints.push(hash),
+            None if self.reject_nulls => {
                 self.null_keys += 1;
                 self.offenses.push(self.file, row.line, || {
                     render_key(&self.names, columns, row)
                 });
             }
-            return;
-        };
-        let start = self.pending_values.len();
-        let values = self.buf.get(KEY_DOMAIN.len()..).unwrap_or_default();
-        self.pending_values.extend_from_slice(values);
-        self.pending.push(PendingKey {
-            hash,
-            line: row.line,
-            values: (start, self.pending_values.len()),
-        });
-        if self.pending.len() >= PENDING_KEYS {
-            self.flush();
+            None => {}
         }
     }
 
-    /// Looks up the pending keys. The set is far larger than the caches, so
-    /// each lookup waits on memory; loading all their slots first, with no
-    /// branch between the loads, lets those waits overlap.
-    fn flush(&mut self) {
-        self.seen.reserve(self.pending.len());
-        self.seen.touch(self.pending.iter().map(|key| key.hash));
-        for key in &self.pending {
-            if !self.seen.insert(key.hash) {
-                self.duplicates += 1;
-                let (start, end) = key.values;
-                let values = self.pending_values.get(start..end).unwrap_or_default();
-                self.offenses
-                    .push(self.file, key.line, || render_values(&self.names, values));
-            }
-        }
-        self.pending.clear();
-        self.pending_values.clear();
-    }
-
-    /// Makes room for about `rows` keys at once: growing by doubling would
-    /// briefly hold the old and the new table, half again the final memory.
+    /// Makes room for about `rows` keys at once.
     fn expect_rows(&mut self, rows: u64) {
         if self.columns.is_some() {
-            let rows = usize::try_from(rows).unwrap_or(usize::MAX);
-            self.seen.reserve(rows.saturating_sub(self.seen.len()));
+            self.prints
+                .reserve(usize::try_from(rows).unwrap_or(usize::MAX).min(1 << 40));
         }
     }
 
     /// Merges the check of the next file, `later`, into this one (which covers
-    /// all earlier files): keys in both are duplicates whose later row is in
-    /// `later`'s file.
-    fn merge(&mut self, mut later: Self) {
-        self.flush();
-        later.flush();
+    /// all earlier files).
+    fn merge(&mut self, later: Self) {
         self.duplicates += later.duplicates;
         self.null_keys += later.null_keys;
         self.offenses.merge(later.offenses);
-        self.cross.extend(later.cross);
-        let earlier = std::mem::take(&mut self.seen);
-        // Insert the smaller set into the larger: the work is the same for
-        // the duplicates found, and far less for one big file among small ones.
-        let (mut big, small) = if earlier.len() >= later.seen.len() {
-            (earlier, later.seen)
+        // Append the smaller to the larger: one big file among small ones
+        // is not copied.
+        let earlier = std::mem::take(&mut self.prints);
+        let (mut big, small) = if earlier.len() >= later.prints.len() {
+            (earlier, later.prints)
         } else {
-            (later.seen, earlier)
+            (later.prints, earlier)
         };
-        big.reserve(small.len());
-        let mut cross = FewKeys::default();
-        for hash in small.into_iter() {
-            if !big.insert(hash) {
-                self.duplicates += 1;
-                if cross.len() < MAX_CROSS {
-                    cross.insert(hash);
-                }
-            }
-        }
-        self.seen = big;
-        if !cross.is_empty() {
-            self.cross.push((later.file, cross));
-        }
+        big.append(small);
+        self.prints = big;
     }
 
-    /// Re-reads files holding keys duplicated from earlier files to list
-    /// those rows, as long as they would be among the first offending rows.
-    fn locate_cross_duplicates(
-        &mut self,
-        files: &[PathBuf],
-        format: Format,
-    ) -> Result<(), AuditError> {
-        if self.columns.is_none() {
+    /// Finds the repeated fingerprints and, if there are any, reads the
+    /// files again in order to count the keys that really repeat (the first
+    /// row of a key is its original, every later one a duplicate) and to
+    /// list their rows.
+    fn locate_duplicates(&mut self, files: &[PathBuf], format: Format) -> Result<(), AuditError> {
+        let prints = std::mem::take(&mut self.prints);
+        if self.columns.is_none() || prints.len() < 2 {
             return Ok(());
         }
-        let mut cross = std::mem::take(&mut self.cross);
-        cross.sort_by_key(|(file, _)| *file);
-        for (file, targets) in cross {
-            let earlier = self.offenses.0.iter().filter(|o| o.file < file).count();
-            if earlier >= MAX_OFFENDING {
-                break;
-            }
-            let Some(path) = files.get(file) else {
-                continue;
-            };
-            let (_, rescan) = read::fold_file(path, format, None, false, &|file_columns| Rescan {
+        let mut prints = prints;
+        let repeats = prints.repeats();
+        drop(prints);
+        self.duplicates += repeats.unverified;
+        if repeats.suspects.is_empty() {
+            return Ok(());
+        }
+        let mut state = Verified {
+            keys: repeats
+                .suspects
+                .into_iter()
+                .map(|print| (print, Vec::new()))
+                .collect(),
+            duplicates: 0,
+            offenses: Offenses::default(),
+        };
+        for (file, path) in files.iter().enumerate() {
+            let template = &state;
+            let (_, verify) = read::fold_file(path, format, None, false, &|file_columns| Verify {
                 file,
                 names: &self.names,
                 // Resolved again: a JSON Lines file alone may have fewer keys.
@@ -221,12 +140,15 @@ impl KeyCheck {
                     .iter()
                     .map(|n| position(file_columns, n))
                     .collect(),
-                targets: targets.clone(),
+                hash: self.hash,
+                // A fresh copy per pass: a JSON Lines file may be read twice.
+                state: template.clone(),
                 buf: Vec::new(),
-                offenses: Offenses::default(),
             })?;
-            self.offenses.merge(rescan.offenses);
+            state = verify.state;
         }
+        self.duplicates += state.duplicates;
+        self.offenses.merge(state.offenses);
         Ok(())
     }
 
@@ -256,34 +178,51 @@ impl KeyCheck {
     }
 }
 
-/// Finds the first row of one file for each of some key hashes.
-struct Rescan<'n> {
+/// What the verifying read has found so far, carried from file to file.
+#[derive(Debug, Clone)]
+struct Verified {
+    /// Per suspect print, the distinct keys seen with it.
+    keys: StoredKeys,
+    duplicates: u64,
+    offenses: Offenses,
+}
+
+/// Compares the keys of rows whose print is a suspect with the keys seen
+/// before with that print: an equal key is a duplicate, another key is a
+/// hash collision and is stored in turn.
+struct Verify<'n> {
     file: usize,
     names: &'n [String],
     /// `None` when the file lacks a key column, so none of its rows has a key.
     columns: Option<Vec<usize>>,
-    targets: FewKeys,
+    hash: KeyHash,
+    state: Verified,
     buf: Vec<u8>,
-    offenses: Offenses,
 }
 
-impl RowFold for Rescan<'_> {
+impl RowFold for Verify<'_> {
     fn row(&mut self, row: &Row<'_>) {
         let Some(columns) = &self.columns else {
             return;
         };
-        if let Some(hash) = key_hash(columns, row, &mut self.buf) {
-            // Only the first row with the key in this file duplicates an
-            // earlier file; later ones were reported by the file's own check.
-            if self.targets.remove(&hash) {
-                self.offenses
-                    .push(self.file, row.line, || render_key(self.names, columns, row));
-            }
+        let Some(hash) = key_hash(self.hash, columns, row, &mut self.buf) else {
+            return;
+        };
+        let Some(stored) = self.state.keys.get_mut(&print_of(hash)) else {
+            return;
+        };
+        if encode_key(columns, row, &mut self.buf).is_none() {
+            return;
         }
-    }
-
-    fn satisfied(&self) -> bool {
-        self.columns.is_none() || self.targets.is_empty() || !self.offenses.wants_more()
+        if stored.contains(&self.buf) {
+            self.state.duplicates += 1;
+            let names = self.names;
+            self.state
+                .offenses
+                .push(self.file, row.line, || render_key(names, columns, row));
+        } else {
+            stored.push(self.buf.clone());
+        }
     }
 }
 
@@ -393,6 +332,9 @@ impl AcceptedCheck {
     }
 }
 
+/// The most lanes a candidate fold splits into.
+const MAX_SHARES: usize = 4;
+
 /// One gate's accumulator over the candidate.
 #[derive(Debug)]
 enum Check {
@@ -411,11 +353,17 @@ enum Check {
 pub(crate) struct CandidateFold {
     rows: u64,
     digest: RowDigest,
+    /// The rows this fold digests: those whose line is `share.0` modulo
+    /// `share.1` (all of them unless lanes were split off).
+    share: (u64, u64),
+    /// The share of the next lane split off.
+    next_share: u64,
     /// The grain check, then one per `unique` gate.
     pub(super) keys: Vec<KeyCheck>,
     checks: Vec<Check>,
-    /// Set in the lane split off to run only the key checks.
-    keys_only: bool,
+    /// Set in a lane split off: it digests its share of the rows and runs
+    /// the key checks it took, nothing else.
+    lane: bool,
 }
 
 impl CandidateFold {
@@ -461,10 +409,22 @@ impl CandidateFold {
         Self {
             rows: 0,
             digest: RowDigest::new(columns),
+            share: (0, 1),
+            next_share: 1,
             keys,
             checks,
-            keys_only: false,
+            lane: false,
         }
+    }
+
+    /// The same fold with every key check hashing keys with `hash`: lets
+    /// tests force key hash collisions.
+    #[cfg(test)]
+    pub(crate) fn with_key_hash(mut self, hash: KeyHash) -> Self {
+        for key in &mut self.keys {
+            key.hash = hash;
+        }
+        self
     }
 
     /// Merges the accumulator of the next file into this one, which covers
@@ -505,7 +465,7 @@ impl CandidateFold {
         format: Format,
     ) -> Result<(), AuditError> {
         for key in &mut self.keys {
-            key.locate_cross_duplicates(files, format)?;
+            key.locate_duplicates(files, format)?;
         }
         Ok(())
     }
@@ -573,17 +533,12 @@ impl CandidateFold {
 }
 
 impl RowFold for CandidateFold {
-    fn finish(&mut self) {
-        for key in &mut self.keys {
-            key.flush();
-        }
-    }
-
     fn split(&mut self) -> Option<Self> {
-        self.split_keys()
+        self.split_lane()
     }
 
     fn join(&mut self, lane: Self) {
+        self.digest.merge(&lane.digest);
         self.keys.extend(lane.keys);
     }
 
@@ -597,11 +552,14 @@ impl RowFold for CandidateFold {
         for key in &mut self.keys {
             key.row(row);
         }
-        if self.keys_only {
+        let (share, shares) = self.share;
+        if row.line % shares == share {
+            self.digest.add(row);
+        }
+        if self.lane {
             return;
         }
         self.rows += 1;
-        self.digest.add(row);
         for check in &mut self.checks {
             match check {
                 Check::RowCount | Check::Unique(_) => {}
@@ -614,21 +572,37 @@ impl RowFold for CandidateFold {
 }
 
 impl CandidateFold {
-    /// Each key check (a hash and a set insert per row) costs about as much
-    /// as all other checks together and needs nothing they have, so each
-    /// makes a lane of its own. Taken from the back, so that joining the
-    /// lanes last split first rebuilds `keys` in order.
-    fn split_keys(&mut self) -> Option<Self> {
-        if self.keys_only {
+    /// Splits off one lane per core (at most [`MAX_SHARES`] in all). The
+    /// digest, SHA-256 of every row, is the largest cost and rows add up in
+    /// any order, so each lane digests its share of the rows (by line);
+    /// the key checks are dealt out to the lanes, taken from the back so
+    /// that joining the lanes last split first rebuilds `keys` in order.
+    fn split_lane(&mut self) -> Option<Self> {
+        if self.lane {
             return None;
         }
-        let check = self.keys.pop()?;
+        if self.share.1 == 1 {
+            let cores = std::thread::available_parallelism().map_or(1, usize::from);
+            self.share.1 = cores.clamp(1, MAX_SHARES) as u64;
+            self.next_share = 1;
+        }
+        let (shares, share) = (self.share.1, self.next_share);
+        if share >= shares {
+            return None;
+        }
+        self.next_share += 1;
+        // Lanes still to make, counting this one, and the main fold.
+        let ways = usize::try_from(shares - share).unwrap_or(1) + 1;
+        let take = self.keys.len().div_ceil(ways);
+        let keys = self.keys.split_off(self.keys.len() - take);
         Some(Self {
             rows: 0,
-            digest: RowDigest::new(&[]),
-            keys: vec![check],
+            digest: self.digest.fresh(),
+            share: (share, shares),
+            next_share: shares,
+            keys,
             checks: Vec::new(),
-            keys_only: true,
+            lane: true,
         })
     }
 }

@@ -1,22 +1,63 @@
-//! The key hash table of the uniqueness checks: 128-bit key hashes in an
-//! open-addressing table sized for the rows expected.
+//! The key table of the uniqueness checks: a compact list of key
+//! fingerprints, sorted once at the end to find repeats, which are then
+//! verified against the keys themselves.
+//!
+//! A key (its value, or for several columns their values each as a u32 LE
+//! length and bytes) is hashed with 128-bit xxh3, seeded once per process. The top
+//! [`BUCKET_BITS`] bits of the hash pick a bucket and its low 64 bits are
+//! stored there: 8 bytes per row, so 10 M keys take 80 MB and no table
+//! slack (an open-addressing table of 16-byte hashes took 256 MiB). Equal
+//! keys always have equal fingerprints, so a candidate whose fingerprints
+//! are all distinct has no duplicate, and that is decided without a second
+//! read. Fingerprints that repeat (74 compared bits: a chance of about
+//! 3·10⁻⁹ for 10 M distinct keys) are only suspects: the caller reads the
+//! rows again and compares each suspect's key bytes with the keys stored
+//! for it, so a hash collision is never reported as a duplicate.
 
-use std::collections::HashSet;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::sync::OnceLock;
 
-use sha2::{Digest as _, Sha256};
+use rayon::prelude::*;
 
 use crate::audit::read::Row;
 
-/// Domain separator of a key hash.
-pub(super) const KEY_DOMAIN: &[u8] = b"weir.key.v1\0";
+/// Bits of the key hash that pick a bucket. 1,024 buckets of 10 M keys
+/// hold about 80 KB each, which sort inside the L2 cache.
+pub(super) const BUCKET_BITS: u32 = 10;
+const BUCKETS: usize = 1 << BUCKET_BITS;
 
-/// Hashes u128 key hashes by their own bits: they are already uniform, and
-/// SipHash would cost as much as the set lookup itself.
+/// How many repeated fingerprints are verified against their keys. Beyond
+/// this the check has failed many times over; the rest are counted by
+/// fingerprint (74 bits) without reading their keys.
+pub(super) const MAX_SUSPECTS: usize = 1 << 16;
+
+/// How a key's encoded values are hashed: [`xxh3`] except in tests that
+/// force collisions.
+pub(super) type KeyHash = fn(&[u8]) -> u128;
+
+/// The 128-bit xxh3 hash of an encoded key with this process's seed. xxh3
+/// is several times faster than SHA-256 on short keys; the seed keeps a
+/// file from being crafted to collide, and a collision is harmless anyway
+/// (see the module documentation).
+pub(super) fn xxh3(encoded: &[u8]) -> u128 {
+    static SEED: OnceLock<u64> = OnceLock::new();
+    let seed = *SEED.get_or_init(|| std::collections::hash_map::RandomState::new().hash_one(0u8));
+    xxhash_rust::xxh3::xxh3_128_with_seed(encoded, seed)
+}
+
+/// What is kept of a key hash: its bucket in the high bits and its
+/// fingerprint in the low 64.
+pub(super) fn print_of(hash: u128) -> u128 {
+    let bucket = hash >> (128 - BUCKET_BITS);
+    (bucket << 64) | u128::from(hash as u64)
+}
+
+/// Hashes prints by their own low bits: they are already uniform.
 #[derive(Debug, Default)]
-pub(super) struct KeyHasher(u64);
+pub(super) struct PrintHasher(u64);
 
-impl Hasher for KeyHasher {
+impl Hasher for PrintHasher {
     fn finish(&self) -> u64 {
         self.0
     }
@@ -28,113 +69,137 @@ impl Hasher for KeyHasher {
     }
 
     fn write_u128(&mut self, n: u128) {
-        // Truncation is the point: the low bits of a SHA-256 prefix.
+        // Truncation is the point: the fingerprint's bits.
         self.0 ^= n as u64;
     }
 }
 
-/// A small set of key hashes (duplicates to look for again).
-pub(super) type FewKeys = HashSet<u128, BuildHasherDefault<KeyHasher>>;
+/// A set of prints (the suspects to verify).
+pub(super) type Prints = HashSet<u128, BuildHasherDefault<PrintHasher>>;
+/// Per suspect print, the distinct encoded keys seen with it so far.
+pub(super) type StoredKeys = HashMap<u128, Vec<Vec<u8>>, BuildHasherDefault<PrintHasher>>;
 
-/// The set of 128-bit key hashes seen: open addressing with linear probing
-/// over a power-of-two table of `u128`, 0 marking an empty slot.
-///
-/// This is the audit's main memory cost: 16 bytes per slot, at most 3/4 full,
-/// so 10 M distinct keys take 256 MiB. Key hashes are SHA-256 prefixes, already
-/// uniform, so their low bits index the table directly; four slots share a
-/// cache line, so an insert usually touches one line, where std's `HashSet`
-/// touches its control bytes and its slot in separate lines.
+/// The fingerprints of every non-null key, by bucket.
 #[derive(Debug, Default)]
-pub(super) struct KeySet {
-    pub(super) slots: Vec<u128>,
-    /// Non-zero hashes stored.
-    pub(super) stored: usize,
-    /// Whether the hash 0, which cannot be stored, is in the set.
-    pub(super) zero: bool,
+pub(super) struct KeyPrints {
+    /// Empty until the first key, then [`BUCKETS`] buckets.
+    buckets: Vec<Vec<u64>>,
+    len: usize,
 }
 
-impl KeySet {
+/// What sorting the fingerprints found.
+#[derive(Debug, Default)]
+pub(super) struct Repeats {
+    /// Prints seen more than once, at most [`MAX_SUSPECTS`].
+    pub(super) suspects: Prints,
+    /// Repeats of prints beyond the first [`MAX_SUSPECTS`]: counted as
+    /// duplicates without verification.
+    pub(super) unverified: u64,
+}
+
+impl KeyPrints {
     pub(super) fn len(&self) -> usize {
-        self.stored + usize::from(self.zero)
+        self.len
     }
 
-    /// Adds a hash; false if it was already in the set.
-    pub(super) fn insert(&mut self, hash: u128) -> bool {
-        if hash == 0 {
-            return !std::mem::replace(&mut self.zero, true);
+    pub(super) fn push(&mut self, hash: u128) {
+        if self.buckets.is_empty() {
+            self.buckets.resize_with(BUCKETS, Vec::new);
         }
-        if (self.stored + 1) * 4 > self.slots.len() * 3 {
-            self.resize(Self::slots_for(self.stored + 1).max(self.slots.len() * 2));
+        let print = print_of(hash);
+        // The high bits of the print are the bucket, below BUCKETS.
+        if let Some(bucket) = self.buckets.get_mut((print >> 64) as usize) {
+            bucket.push(print as u64);
+            self.len += 1;
         }
-        let mask = self.slots.len() - 1;
-        // Truncation is the point: the low bits pick the slot.
-        let mut index = hash as usize & mask;
-        loop {
-            let slot = &mut self.slots[index];
-            if *slot == 0 {
-                *slot = hash;
-                self.stored += 1;
-                return true;
+    }
+
+    /// Makes room for about `keys` keys in all, so buckets are not copied
+    /// as they grow (room not written to costs no memory).
+    pub(super) fn reserve(&mut self, keys: usize) {
+        if self.buckets.is_empty() {
+            self.buckets.resize_with(BUCKETS, Vec::new);
+        }
+        let each = keys / BUCKETS + keys / BUCKETS / 16 + 64;
+        for bucket in &mut self.buckets {
+            bucket.reserve(each.saturating_sub(bucket.len()));
+        }
+    }
+
+    /// Takes in the prints of another set.
+    pub(super) fn append(&mut self, mut other: Self) {
+        if self.buckets.is_empty() {
+            *self = other;
+            return;
+        }
+        for (mine, theirs) in self.buckets.iter_mut().zip(&mut other.buckets) {
+            mine.append(theirs);
+        }
+        self.len += other.len;
+    }
+
+    /// Sorts each bucket (in parallel) and collects the prints that occur
+    /// more than once.
+    pub(super) fn repeats(&mut self) -> Repeats {
+        let found: Vec<Vec<(u128, u64)>> = self
+            .buckets
+            .par_iter_mut()
+            .enumerate()
+            .map(|(bucket, prints)| {
+                prints.sort_unstable();
+                let mut repeated = Vec::new();
+                let mut at = 0;
+                while at < prints.len() {
+                    let run = prints[at..]
+                        .iter()
+                        .take_while(|&&p| p == prints[at])
+                        .count();
+                    if run > 1 {
+                        let print = ((bucket as u128) << 64) | u128::from(prints[at]);
+                        repeated.push((print, (run - 1) as u64));
+                    }
+                    at += run;
+                }
+                repeated
+            })
+            .collect();
+        let mut repeats = Repeats::default();
+        for (print, extra) in found.into_iter().flatten() {
+            if repeats.suspects.len() < MAX_SUSPECTS {
+                repeats.suspects.insert(print);
+            } else {
+                repeats.unverified += extra;
             }
-            if *slot == hash {
-                return false;
-            }
-            index = (index + 1) & mask;
         }
-    }
-
-    /// Makes room for `additional` more hashes without growing.
-    pub(super) fn reserve(&mut self, additional: usize) {
-        let wanted = Self::slots_for(self.stored.saturating_add(additional));
-        if wanted > self.slots.len() {
-            self.resize(wanted);
-        }
-    }
-
-    /// A power-of-two table size that holds `hashes` at most 3/4 full.
-    pub(super) fn slots_for(hashes: usize) -> usize {
-        (hashes.saturating_mul(4) / 3 + 1)
-            .next_power_of_two()
-            .max(16)
-    }
-
-    pub(super) fn resize(&mut self, slots: usize) {
-        let old = std::mem::replace(&mut self.slots, vec![0; slots]);
-        self.stored = 0;
-        for hash in old.into_iter().filter(|&hash| hash != 0) {
-            self.insert(hash);
-        }
-    }
-
-    /// Loads the slot of each hash and discards it: independent loads run
-    /// in parallel, so the inserts that follow find their lines cached.
-    pub(super) fn touch(&self, hashes: impl Iterator<Item = u128>) {
-        let mask = self.slots.len().wrapping_sub(1);
-        let mut any = 0;
-        for hash in hashes {
-            any |= self.slots.get(hash as usize & mask).copied().unwrap_or(0);
-        }
-        std::hint::black_box(any);
-    }
-
-    pub(super) fn into_iter(self) -> impl Iterator<Item = u128> {
-        let zero = self.zero.then_some(0);
-        self.slots.into_iter().filter(|&hash| hash != 0).chain(zero)
+        repeats
     }
 }
 
-/// The 128-bit hash of a key (the first 16 bytes of SHA-256 of its values,
-/// each a u32 LE length and bytes), or `None` if any key column is null.
-pub(super) fn key_hash(columns: &[usize], row: &Row<'_>, buf: &mut Vec<u8>) -> Option<u128> {
+/// The hash of a row's key, or `None` if any key column is null: of its
+/// one value for a one-column key (hashed where the reader left it: a copy
+/// just written would stall the hash's loads), of [`encode_key`]'s bytes
+/// (written to `buf`) otherwise.
+pub(super) fn key_hash(
+    hash: KeyHash,
+    columns: &[usize],
+    row: &Row<'_>,
+    buf: &mut Vec<u8>,
+) -> Option<u128> {
+    if let [column] = columns {
+        return row.get(*column).map(hash);
+    }
+    encode_key(columns, row, buf)?;
+    Some(hash(buf))
+}
+
+/// Encodes a key's values into `buf` (each a u32 LE length and bytes);
+/// `None` if any key column is null.
+pub(super) fn encode_key(columns: &[usize], row: &Row<'_>, buf: &mut Vec<u8>) -> Option<()> {
     buf.clear();
-    buf.extend_from_slice(KEY_DOMAIN);
     for &column in columns {
         let value = row.get(column)?;
         buf.extend_from_slice(&u32::try_from(value.len()).unwrap_or(u32::MAX).to_le_bytes());
         buf.extend_from_slice(value);
     }
-    let hash: [u8; 32] = Sha256::digest(&*buf).into();
-    let mut low = [0u8; 16];
-    low.copy_from_slice(&hash[..16]);
-    Some(u128::from_le_bytes(low))
+    Some(())
 }

@@ -6,9 +6,9 @@
 //! most [`MAX_OFFENDING`] per gate), so passing data costs no allocation.
 //!
 //! The module splits along what a gate needs: the vocabulary and outcome
-//! reporting here, the key hash table in [`keys`], exact decimal arithmetic
-//! in [`decimal`], the per-row checks in [`checks`], and the reading of a
-//! reconcile gate's input in [`reconcile`].
+//! reporting here, the uniqueness checks' key fingerprints in [`keys`],
+//! exact decimal arithmetic in [`decimal`], the per-row checks in
+//! [`checks`], and the reading of a reconcile gate's input in [`reconcile`].
 
 mod checks;
 mod decimal;
@@ -171,7 +171,7 @@ pub(super) struct Offense {
 }
 
 /// The first offending rows of a gate, in (file, line) order.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct Offenses(pub(super) Vec<Offense>);
 
 impl Offenses {
@@ -1061,11 +1061,15 @@ A-1003,refunded,100
             },
         ];
         let make = |columns: &[String]| CandidateFold::new(0, columns, &grain, &gates);
-        let (columns, sequential) =
+        let (columns, mut sequential) =
             read::fold_file(&file, Format::Csv, None, false, &make).expect("reads");
-        let (_, piped) = read::fold_csv_pipelined(&file, &make).expect("reads");
+        let (_, mut piped) = read::fold_csv_pipelined(&file, &make).expect("reads");
         assert_eq!(piped.keys.len(), 4, "joined back");
         let files = [file];
+        for fold in [&mut sequential, &mut piped] {
+            fold.locate_duplicates(&files, Format::Csv)
+                .expect("rereads");
+        }
         let places = Places::new(&files, Format::Csv);
         let outcomes =
             |fold: &CandidateFold| fold.outcomes(&gates, &columns, &places, &InputSides::new());
@@ -1092,35 +1096,99 @@ A-1003,refunded,100
         );
     }
 
+    // Issue 16: key fingerprints are kept by bucket and sorted once; only
+    // repeated prints are suspects, the rest are decided without a reread.
     #[test]
-    fn key_set_grows_and_finds_duplicates() {
-        let mut set = KeySet::default();
-        // Spread like SHA-256 prefixes, plus colliding low bits and zero.
-        let hashes: Vec<u128> = (1..=5000u128)
-            .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835))
-            .chain([0, 1 << 64, 2 << 64, 3 << 64])
-            .collect();
-        for &hash in &hashes {
-            assert!(set.insert(hash), "{hash:#x} is new");
+    fn issue_16_key_prints_report_only_repeated_prints() {
+        let mut prints = KeyPrints::default();
+        let spread = |i: u128| i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835);
+        for i in 1..=50_000u128 {
+            prints.push(spread(i));
         }
-        for &hash in &hashes {
-            assert!(!set.insert(hash), "{hash:#x} is a duplicate");
+        // Same fingerprint (low 64 bits) in another bucket: not a repeat.
+        prints.push(spread(7) ^ (1 << 127));
+        // A real repeat, three times over, and one twice.
+        for _ in 0..3 {
+            prints.push(spread(11));
         }
-        assert_eq!(set.len(), hashes.len());
-        assert!(set.slots.len() * 3 >= set.stored * 4);
-        let mut back: Vec<u128> = set.into_iter().collect();
-        let mut expected = hashes.clone();
-        back.sort_unstable();
+        prints.push(spread(12));
+        let mut other = KeyPrints::default();
+        other.push(spread(40_000));
+        prints.append(other);
+        assert_eq!(prints.len(), 50_006);
+        let repeats = prints.repeats();
+        let mut suspects: Vec<u128> = repeats.suspects.into_iter().collect();
+        suspects.sort_unstable();
+        let mut expected: Vec<u128> = [11, 12, 40_000].map(|i| print_of(spread(i))).to_vec();
         expected.sort_unstable();
-        assert_eq!(back, expected);
+        assert_eq!(suspects, expected);
+        assert_eq!(repeats.unverified, 0);
+    }
 
-        let mut set = KeySet::default();
-        set.reserve(1000);
-        let slots = set.slots.len();
-        for hash in 1..=1000u128 {
-            set.insert(hash << 70);
+    // Issue 16: past the suspects verified against their keys, repeats are
+    // still counted, so the count stays exact for real duplicates.
+    #[test]
+    fn issue_16_duplicates_beyond_the_verified_suspects_are_counted() {
+        let keys = MAX_SUSPECTS + 1000;
+        let mut text = String::from("id\n");
+        for round in 0..2 {
+            for key in 0..keys {
+                text.push_str(&format!("k{key}\n"));
+            }
+            if round == 0 {
+                text.push_str("k0\n");
+            }
         }
-        assert_eq!(set.slots.len(), slots, "reserved room is enough");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = write(dir.path(), "a.csv", &text);
+        let grain = strings(&["id"]);
+        let spec = AuditSpec {
+            format: Format::Csv,
+            grain: &grain,
+            gates: &[],
+            inputs: &HashMap::new(),
+        };
+        let report = audit(&[file], &spec).expect("audits");
+        assert_eq!(report.rows, 2 * keys as u64 + 1);
+        assert_eq!(
+            report.gates[0].actual,
+            format!("{} duplicate keys", keys + 1)
+        );
+        assert_eq!(report.gates[0].offending.len(), MAX_OFFENDING);
+    }
+
+    /// Audits `text` as one CSV file with grain `id`, every key hashing to
+    /// the same value.
+    fn audit_colliding(text: &str) -> GateOutcome {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = write(dir.path(), "a.csv", text);
+        let grain = strings(&["id"]);
+        let make = |columns: &[String]| {
+            CandidateFold::new(0, columns, &grain, &[]).with_key_hash(|_| 0x5eed)
+        };
+        let (columns, mut fold) =
+            read::fold_file(&file, Format::Csv, None, false, &make).expect("reads");
+        let files = [file];
+        fold.locate_duplicates(&files, Format::Csv)
+            .expect("rereads");
+        let places = Places::new(&files, Format::Csv);
+        fold.outcomes(&[], &columns, &places, &InputSides::new())
+            .remove(0)
+    }
+
+    // Issue 16: a key hash collision is verified against the keys: distinct
+    // keys with one hash are not duplicates, an equal key still is.
+    #[test]
+    fn issue_16_forced_key_hash_collision_is_no_duplicate_but_a_real_one_is() {
+        let distinct = audit_colliding("id,v\na,1\nb,2\nc,3\n");
+        assert!(distinct.passed, "{distinct:?}");
+        assert_eq!(distinct.actual, "0 duplicate keys");
+        assert!(distinct.offending.is_empty());
+
+        let repeated = audit_colliding("id,v\na,1\nb,2\nc,3\nb,4\n\na,5\n");
+        assert!(!repeated.passed);
+        assert_eq!(repeated.actual, "2 duplicate keys");
+        assert_eq!(repeated.offending, ["line 5: id=b", "line 7: id=a"]);
     }
 
     #[test]

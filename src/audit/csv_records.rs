@@ -1,0 +1,283 @@
+//! The records of a CSV file after its header: a fast path for lines
+//! without quotes, and the csv crate's state machine (`csv_core`) for the
+//! rest.
+//!
+//! Most CSV lines hold no `"` and no stray `\r`; such a line is one record
+//! whose fields lie between its commas, which `memchr` finds several bytes
+//! per cycle. A line with a quote or a `\r` anywhere but at its end is
+//! handed to `csv_core` from its first byte, with the same settings as the
+//! csv crate's reader (RFC 4180 quoting, `\r`, `\n` or `\r\n` ends a
+//! record, blank lines skipped), so both paths read every file alike.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use csv_core::ReadRecordResult;
+
+use super::read::{io_error, open, parse_error, RowEstimate, BUFFER};
+use super::AuditError;
+
+/// A field of the last record: where its bytes lie in the caller's buffer.
+pub(super) type Field = (usize, usize);
+
+/// The records of a CSV file after its header, checked against it.
+pub(super) struct CsvRecords<'p> {
+    pub(super) path: &'p Path,
+    file: File,
+    buf: Vec<u8>,
+    /// The unread bytes are `buf[start..end]`.
+    start: usize,
+    end: usize,
+    eof: bool,
+    /// The file offset of `buf[start]`.
+    offset: u64,
+    /// Newlines before `buf[start]`.
+    newlines: u64,
+    core: csv_core::Reader,
+    /// order[k] = the field position of the k-th sorted column.
+    pub(super) order: Vec<usize>,
+    /// The fields of the record last read, in file order.
+    pub(super) fields: Vec<Field>,
+    /// csv_core's field ends, reused.
+    ends: Vec<usize>,
+    pub(super) estimate: RowEstimate,
+}
+
+impl<'p> CsvRecords<'p> {
+    /// Opens a file and reads its header: returns its sorted columns.
+    pub(super) fn open(path: &'p Path) -> Result<(Vec<String>, Self), AuditError> {
+        let mut reader = csv::ReaderBuilder::new()
+            .flexible(true)
+            .from_reader(open(path)?);
+        let header = reader
+            .byte_headers()
+            .map_err(|e| csv_error(path, e))?
+            .clone();
+        // The header as the csv crate read it (a BOM, quoting); the records
+        // start right after it.
+        let offset = reader.position().byte();
+        let mut file = reader.into_inner();
+        let header_line = 1;
+
+        let mut named = Vec::with_capacity(header.len());
+        for (position, name) in header.iter().enumerate() {
+            let name = String::from_utf8(name.to_vec()).map_err(|_| {
+                parse_error(
+                    path,
+                    header_line,
+                    format!("the name of column {} is not UTF-8", position + 1),
+                )
+            })?;
+            named.push((name, position));
+        }
+        named.sort();
+        if let Some(pair) = named.windows(2).find(|pair| pair[0].0 == pair[1].0) {
+            return Err(parse_error(
+                path,
+                header_line,
+                format!("column `{}` appears twice in the header", pair[0].0),
+            ));
+        }
+        let columns = named.iter().map(|(name, _)| name.clone()).collect();
+        let newlines = newlines_before(&file, offset).map_err(|e| io_error(path, e))?;
+        file.seek(SeekFrom::Start(offset))
+            .map_err(|e| io_error(path, e))?;
+        let estimate = RowEstimate::new(&file);
+        let mut core = csv_core::Reader::new();
+        // csv_core strips a BOM from its first input: the header's, which
+        // the csv crate has read. A newline alone marks it as read.
+        let _ = core.read_record(b"\n", &mut [0; 1], &mut [0; 1]);
+        let records = Self {
+            path,
+            file,
+            buf: vec![0; BUFFER],
+            start: 0,
+            end: 0,
+            eof: false,
+            offset,
+            newlines,
+            core,
+            order: named.iter().map(|&(_, position)| position).collect(),
+            fields: Vec::with_capacity(named.len()),
+            ends: Vec::new(),
+            estimate,
+        };
+        Ok((columns, records))
+    }
+
+    /// Reads the next record: appends its field bytes to `data`, sets
+    /// `self.fields` to where they lie there, and returns the line the
+    /// record starts on.
+    pub(super) fn next_into(&mut self, data: &mut Vec<u8>) -> Result<Option<u64>, AuditError> {
+        loop {
+            let pending = self.buf.get(self.start..self.end).unwrap_or_default();
+            let newline = memchr::memchr(b'\n', pending);
+            if newline.is_none() && !self.eof {
+                self.fill()?;
+                continue;
+            }
+            if pending.is_empty() {
+                return Ok(None);
+            }
+            let taken = newline.map_or(pending.len(), |at| at + 1);
+            let mut line = pending
+                .get(..newline.unwrap_or(pending.len()))
+                .unwrap_or_default();
+            if let [rest @ .., b'\r'] = line {
+                line = rest;
+            }
+            let number = self.newlines + 1;
+            if line.is_empty() {
+                self.consume(taken, u64::from(newline.is_some()));
+                continue;
+            }
+            let base = data.len();
+            self.fields.clear();
+            let mut from = 0;
+            let mut simple = true;
+            for at in memchr::memchr3_iter(b',', b'"', b'\r', line) {
+                if line.get(at) != Some(&b',') {
+                    simple = false;
+                    break;
+                }
+                self.fields.push((base + from, base + at));
+                from = at + 1;
+            }
+            if !simple {
+                return self.quoted_record(data, number);
+            }
+            self.fields.push((base + from, base + line.len()));
+            data.extend_from_slice(line);
+            self.consume(taken, u64::from(newline.is_some()));
+            return self.checked(number).map(Some);
+        }
+    }
+
+    /// Reads one record with `csv_core` from the start of a line.
+    fn quoted_record(
+        &mut self,
+        data: &mut Vec<u8>,
+        number: u64,
+    ) -> Result<Option<u64>, AuditError> {
+        let base = data.len();
+        let (mut written, mut fields) = (0, 0);
+        loop {
+            // Room for the output, doubling while a long record fills it
+            // (zeroing a buffer's worth for every short record would cost
+            // more than parsing it).
+            let room = written.max(4096);
+            data.resize(base + written + room, 0);
+            if self.ends.len() < fields + 64 {
+                self.ends.resize(fields + 64, 0);
+            }
+            let input = self.buf.get(self.start..self.end).unwrap_or_default();
+            let output = data.get_mut(base + written..).unwrap_or_default();
+            let ends = self.ends.get_mut(fields..).unwrap_or_default();
+            let (result, read, wrote, ended) = self.core.read_record(input, output, ends);
+            let newlines =
+                memchr::memchr_iter(b'\n', input.get(..read).unwrap_or_default()).count() as u64;
+            self.consume(read, newlines);
+            written += wrote;
+            fields += ended;
+            match result {
+                ReadRecordResult::InputEmpty => {
+                    if !self.eof {
+                        self.fill()?;
+                    }
+                }
+                ReadRecordResult::OutputFull | ReadRecordResult::OutputEndsFull => {}
+                ReadRecordResult::Record => break,
+                ReadRecordResult::End => {
+                    data.truncate(base);
+                    return Ok(None);
+                }
+            }
+        }
+        data.truncate(base + written);
+        self.fields.clear();
+        let mut from = 0;
+        for &end in self.ends.get(..fields).unwrap_or_default() {
+            self.fields.push((base + from, base + end));
+            from = end;
+        }
+        self.checked(number).map(Some)
+    }
+
+    /// Checks the record's width against the header's.
+    fn checked(&mut self, number: u64) -> Result<u64, AuditError> {
+        self.estimate.row(self.offset);
+        if self.fields.len() != self.order.len() {
+            return Err(parse_error(
+                self.path,
+                number,
+                format!(
+                    "found {} fields where the header has {}",
+                    self.fields.len(),
+                    self.order.len()
+                ),
+            ));
+        }
+        Ok(number)
+    }
+
+    /// Marks `bytes` as read, `newlines` of them newlines.
+    fn consume(&mut self, bytes: usize, newlines: u64) {
+        self.start += bytes;
+        self.offset += bytes as u64;
+        self.newlines += newlines;
+    }
+
+    /// Moves the unread bytes to the front and reads more after them,
+    /// growing the buffer if a line fills it.
+    fn fill(&mut self) -> Result<(), AuditError> {
+        self.buf.copy_within(self.start..self.end, 0);
+        self.end -= self.start;
+        self.start = 0;
+        if self.end == self.buf.len() {
+            self.buf.resize(self.buf.len() * 2, 0);
+        }
+        let read = loop {
+            match self
+                .file
+                .read(self.buf.get_mut(self.end..).unwrap_or_default())
+            {
+                Ok(read) => break read,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_error(self.path, e)),
+            }
+        };
+        self.end += read;
+        self.eof = read == 0;
+        Ok(())
+    }
+}
+
+/// The newlines in a file's first `offset` bytes (its header).
+fn newlines_before(file: &File, offset: u64) -> std::io::Result<u64> {
+    let mut buf = vec![0; usize::try_from(offset).unwrap_or(usize::MAX).min(1 << 20)];
+    let (mut at, mut count) = (0u64, 0u64);
+    while at < offset {
+        let want = usize::try_from(offset - at)
+            .unwrap_or(usize::MAX)
+            .min(buf.len());
+        let read = file.read_at(buf.get_mut(..want).unwrap_or_default(), at)?;
+        if read == 0 {
+            break;
+        }
+        count += memchr::memchr_iter(b'\n', buf.get(..read).unwrap_or_default()).count() as u64;
+        at += read as u64;
+    }
+    Ok(count)
+}
+
+/// A csv crate error as an audit error naming the file and line.
+fn csv_error(path: &Path, error: csv::Error) -> AuditError {
+    let line = error.position().map_or(0, csv::Position::line);
+    let message = error.to_string();
+    match error.into_kind() {
+        csv::ErrorKind::Io(source) => io_error(path, source),
+        _ => parse_error(path, line, message),
+    }
+}
