@@ -26,6 +26,8 @@ mod attempt;
 pub mod classify;
 pub mod executor;
 pub mod fault;
+#[cfg(test)]
+mod fsync_budget;
 pub mod inputs;
 pub mod interrupt;
 pub mod launch;

@@ -39,6 +39,7 @@ pub mod allocation;
 pub mod backend;
 pub mod error;
 pub mod file_sum;
+pub mod flush;
 pub mod fs;
 pub mod holder;
 mod key;
