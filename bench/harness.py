@@ -92,10 +92,11 @@ def _peak_rss_kib(proc, done, result):
     result.append(best)
 
 
-def timed(argv, cwd, stdout=None, stderr=None, env=None):
+def timed(argv, cwd, stdout=None, stderr=None, env=None, sync=True):
     """Runs argv; returns (wall seconds, peak RSS KiB, exit code).
 
-    Flushes every dirty page first (untimed), so a measured run does not pay
+    Flushes every dirty page first (untimed; R1 turns that off to show what
+    it is for), so a measured run does not pay
     for the writeback of whatever ran before it (the previous run's files,
     the rm -rf of its warehouse, another build on the machine).
 
@@ -107,7 +108,8 @@ def timed(argv, cwd, stdout=None, stderr=None, env=None):
     import tempfile
     import threading
 
-    os.sync()
+    if sync:
+        os.sync()
     rss_file = None
     if GNU_TIME:
         fd, rss_file = tempfile.mkstemp(prefix="weir-bench-rss.")
@@ -223,11 +225,14 @@ class Runner:
         self.work = work
         self.runs = runs
 
-    def weir_run(self, d, manifest, expect):
-        """A fresh warehouse, `weir run MANIFEST`, checked: (wall, rss)."""
-        rmtree(os.path.join(d, "warehouse"))
+    def weir_run(self, d, manifest, expect, fresh=True, sync=True, force=False):
+        """`weir run MANIFEST` (on a fresh warehouse unless `fresh` is
+        false; `--force` with `force`), checked: (wall, rss)."""
+        if fresh:
+            rmtree(os.path.join(d, "warehouse"))
         out, err = os.path.join(d, "run.out"), os.path.join(d, "run.err")
-        wall, rss, rc = timed([self.weir, "run", manifest], d, out, err)
+        argv = [self.weir, "run", manifest] + (["--force"] if force else [])
+        wall, rss, rc = timed(argv, d, out, err, sync=sync)
         must(rc == 0, f"weir run {manifest} exited {rc}", (out, err))
         with open(out) as f:
             text = f.read()
@@ -268,6 +273,19 @@ def xargs_stage(keys_file, cmd, out_root, in_root=None):
     """argv for one stage under xargs -P2, with per-partition dirs."""
     dirs = [f"{out_root}/{{}}"] + ([f"{in_root}/{{}}"] if in_root else [])
     return ["xargs", "-a", keys_file, f"-P{SLOTS}", "-I{}", "sh", "-c", cmd, "sh", *dirs]
+
+
+def dirty_kib():
+    """Dirty + Writeback from /proc/meminfo: page cache not yet on disk."""
+    total = 0
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith(("Dirty:", "Writeback:")):
+                    total += int(line.split()[1])
+    except OSError:
+        pass
+    return total
 
 
 def baseline_pipeline(d, keys_file, stages, n):
@@ -354,6 +372,61 @@ def w_write(r, sizes):
         rmtree(os.path.join(d, "warehouse"))
         rmtree(os.path.join(d, "xargs"))
     return out
+
+
+def r1(r, n, reps=5):
+    """R1: W1 run `reps` times back to back, as sequences: xargs; weir on a
+    fresh warehouse each time with the usual sync before each run; the same
+    without the sync (the previous run's writeback and rm -rf land in the
+    next); and weir on one warehouse, the first run then `--force` reruns
+    (every partition gains a generation, a token and an attempt dir per
+    run: the state that grows). Dirty + Writeback KiB is read just before
+    each run."""
+    d = os.path.join(r.work, "R1")
+    os.makedirs(d, exist_ok=True)
+    keys = keys_of(n)
+    keys_file = os.path.join(d, "keys.txt")
+    with open(keys_file, "w") as f:
+        f.write("\n".join(keys) + "\n")
+    manifest = os.path.join(d, "pipeline.toml")
+    static_manifest(manifest, "r1", keys, [("write", WRITE, [], "rows", [])])
+    log(f"R1: {n:,} partitions, {reps} back-to-back runs per sequence")
+    sequences = {
+        "xargs -P2, sync before each": lambda i: baseline_pipeline(
+            d, keys_file, [(WRITE, "rows", None)], n),
+        "weir, fresh warehouse, sync before each": lambda i: r.weir_run(d, manifest, n),
+        "weir, fresh warehouse, no sync": lambda i: r.weir_run(d, manifest, n, sync=False),
+        "weir, one warehouse (--force after the first), sync before each":
+            lambda i: r.weir_run(d, manifest, n, fresh=i == 0, force=i > 0),
+        "weir, fresh warehouse, the previous one moved aside (not deleted), sync before each":
+            lambda i: (set_aside(d, i), r.weir_run(d, manifest, n, fresh=False))[1],
+    }
+    out = {}
+    for name, run in sequences.items():
+        rmtree(os.path.join(d, "warehouse"))
+        os.sync()
+        walls, dirty = [], []
+        for i in range(reps):
+            dirty.append(dirty_kib())
+            walls.append(run(i)[0])
+        log(f"  {name}: " + ", ".join(f"{w:.3f}" for w in walls) + " s")
+        out[name] = {"wall_s": walls, "dirty_kib_before": dirty}
+    rmtree(os.path.join(d, "warehouse"))
+    rmtree(os.path.join(d, "xargs"))
+    rmtree(os.path.join(d, "aside"))
+    return {"instances": n, "sequences": out}
+
+
+def set_aside(d, i):
+    """Renames the last run's warehouse out of the way instead of deleting
+    it: on ext4 without a journal, inodes freed in the last 60 s (300 s if
+    their inode table block is dirty) are skipped by the inode allocator one
+    by one, so a run right after an `rm -rf` of the previous one's ~14,000
+    inodes pays for them (see BENCHMARKS.md, "Repeated runs")."""
+    old = os.path.join(d, "warehouse")
+    if os.path.exists(old):
+        os.makedirs(os.path.join(d, "aside"), exist_ok=True)
+        os.rename(old, os.path.join(d, "aside", str(i)))
 
 
 def w2(r, n):
@@ -667,6 +740,18 @@ def report(res, sizes, runs, quick):
             f"{per:.2f} (xargs {1000 * bm / x['instances']:.2f})", ratio,
             "≤ 1.2× W1 per instance", met)
 
+    if "R1" in res:
+        x = res["R1"]
+        rows.append("")
+        rows.append(f"R1: {x['instances']:,} W1 instances, back-to-back runs (s); "
+                    "last/first; Dirty+Writeback MiB just before each run (before its sync, if any)")
+        rows.append("")
+        rows.append("| sequence | runs (s) | last/first | dirty before (MiB) |")
+        rows.append("|---|---|---|---|")
+        for name, seq in x["sequences"].items():
+            w = seq["wall_s"]
+            rows.append(f"| {name} | {', '.join(f'{v:.2f}' for v in w)} | {w[-1] / w[0]:.2f}× | "
+                        f"{', '.join(f'{v / 1024:.0f}' for v in seq['dirty_kib_before'])} |")
     mode = "quick" if quick else "full"
     print(f"### weir benchmarks ({mode}: median of {runs} run(s); "
           f"sizes {json.dumps(sizes)})\n")
@@ -760,7 +845,7 @@ def main():
         sizes[key] = tuple(int(v) for v in val.split("x")) if key == "w3" else int(val)
     runs = args.runs or (1 if args.quick else 3)
     only = {w.strip().upper() for w in args.only.split(",") if w.strip()}
-    unknown = only - {"W1", "W2", "W3", "W4", "W5", "W6"}
+    unknown = only - {"W1", "W2", "W3", "W4", "W5", "W6", "R1"}
     if "W6" in only and not args.gen_parquet:
         log("W6 skipped: it needs --gen-parquet BIN (bench/run.sh builds it with cargo)")
         only.discard("W6")
@@ -782,6 +867,8 @@ def main():
         res.update(w_write(r, wanted))
     if "W2" in only:
         res["W2"] = w2(r, sizes["w2"])
+    if "R1" in only:
+        res["R1"] = r1(r, sizes["w1"])
     if "W3" in only:
         res["W3"] = w3(r, sizes["w3"])
     if "W4" in only:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The weir benchmark: W1-W5 against their baselines, one markdown table.
 #
-# usage: bench/run.sh [--quick] [--runs N] [--only W1,W2,W3,W4,W5,W6] [--json FILE]
+# usage: bench/run.sh [--quick] [--runs N] [--only W1,W2,W3,W4,W5,W6,R1] [--json FILE]
 #                     [--size w1=N] [--weir BIN]
 #
 #   (default)  full sizes, median of 3 runs: 1,000 / 10,000 partitions, a
@@ -12,7 +12,8 @@
 #              20,000-row CSV (about 5 s once weir is built); its verdicts are
 #              a smoke test, not a measurement
 #   --runs N   median of N runs (default 3, or 1 with --quick)
-#   --only     a subset of the workloads (W5 always brings W1, its reference)
+#   --only     a subset of the workloads (W5 always brings W1, its reference;
+#              R1, five back-to-back W1 runs per sequence, runs only when named)
 #   --size     override one size: w1=N, w2=N, w3=TASKSxLAYERSxDAYS, w4=ROWS, w5=N, w6=ROWS
 #   --json     also write every measurement to FILE
 #   --weir BIN use this binary instead of building one with cargo

@@ -326,6 +326,7 @@ pub(crate) fn run(
             }
             let submitted = executor.submit(Launch {
                 argv: &task.command,
+                program: cx.program(task),
                 cwd: &cx.manifest.dir,
                 env: environment(cx, task, partition, attempt, token, &data_dir, &inputs),
                 stdout: dir.join("stdout.log"),

@@ -15,7 +15,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::classify::Ending;
@@ -25,6 +25,10 @@ use super::tree;
 pub struct Launch<'a> {
     /// argv.
     pub argv: &'a [String],
+    /// `argv[0]` found along the engine's PATH once per task ([`resolve`]):
+    /// the child then makes one `execve` instead of one per PATH entry.
+    /// `None`: the child searches PATH itself.
+    pub program: Option<&'a Path>,
     /// Working directory (the manifest's).
     pub cwd: &'a Path,
     /// Variables added to the engine's environment.
@@ -71,6 +75,31 @@ pub fn partition_vars(dims: &crate::partition::Dims, key: &str) -> Vec<(String, 
         .collect()
 }
 
+/// Where `execvp(3)` would find `program` along the engine's PATH, if that
+/// can be known before the child exists: `None` for a name with a slash (no
+/// search), a PATH with a relative entry before the match (it depends on the
+/// child's working directory), or no executable match (the child then
+/// reports the error as before).
+pub fn resolve(program: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if program.is_empty() || program.contains('/') {
+        return None;
+    }
+    let path = std::env::var_os("PATH")?;
+    for dir in std::env::split_paths(&path) {
+        if !dir.is_absolute() {
+            return None;
+        }
+        let candidate = dir.join(program);
+        if let Ok(meta) = std::fs::metadata(&candidate) {
+            if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {
+                return Some(candidate);
+            }
+        }
+    }
+    None
+}
+
 /// Runs the command to completion (or its timeout) and says how it ended.
 pub fn run(launch: &Launch<'_>) -> Ending {
     let (Ok(out), Ok(err)) = (File::create(&launch.stdout), File::create(&launch.stderr)) else {
@@ -80,7 +109,14 @@ pub fn run(launch: &Launch<'_>) -> Ending {
     if let Some(sig) = super::interrupt::requested() {
         return Ending::Interrupted(sig);
     }
-    let mut command = Command::new(&launch.argv[0]);
+    let mut command = match launch.program {
+        Some(program) => {
+            let mut command = Command::new(program);
+            command.arg0(&launch.argv[0]);
+            command
+        }
+        None => Command::new(&launch.argv[0]),
+    };
     command
         .args(&launch.argv[1..])
         .current_dir(launch.cwd)
@@ -102,43 +138,50 @@ pub fn run(launch: &Launch<'_>) -> Ending {
     let pgid = child.id() as libc::pid_t;
     let timed_out = Arc::new(AtomicBool::new(false));
     let interrupted = Arc::new(std::sync::Mutex::new(None));
-    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let deadline = std::time::Instant::now() + launch.timeout;
+    // On the shared timer thread: polled, so a stop request (SIGINT,
+    // SIGTERM) kills the group, and the tree is stopped below like after any
+    // exit.
     let watchdog = {
         let timed_out = timed_out.clone();
         let interrupted = interrupted.clone();
-        let timeout = launch.timeout;
-        std::thread::spawn(move || {
-            let deadline = std::time::Instant::now() + timeout;
-            loop {
-                // Polled: a stop request (SIGINT, SIGTERM) kills the group,
-                // and the tree is stopped below like after any exit.
-                let left = deadline.saturating_duration_since(std::time::Instant::now());
-                match done_rx.recv_timeout(left.min(super::interrupt::POLL)) {
-                    Err(mpsc::RecvTimeoutError::Timeout) => {}
-                    _ => return,
-                }
+        super::timer::schedule(
+            launch.timeout.min(super::interrupt::POLL),
+            Box::new(move || {
                 if let Some(sig) = super::interrupt::requested() {
                     *interrupted.lock().unwrap_or_else(|p| p.into_inner()) = Some(sig);
                     kill_group(pgid);
-                    return;
+                    return None;
                 }
                 // An engine paused past the timeout (SIGSTOP, a stopped VM)
-                // wakes with the deadline passed: a child that exited meanwhile
-                // finished in time and is not a timeout.
-                if std::time::Instant::now() >= deadline {
+                // wakes with the deadline passed: a child that exited
+                // meanwhile finished in time and is not a timeout.
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
                     if !exited(pgid) {
                         timed_out.store(true, Ordering::SeqCst);
                         kill_group(pgid);
                     }
-                    return;
+                    return None;
                 }
-            }
-        })
+                Some(left.min(super::interrupt::POLL))
+            }),
+        )
+    };
+    let watchdog = match watchdog {
+        Ok(w) => w,
+        Err(e) => {
+            // No timeout could be enforced: the command does not run unwatched.
+            kill_group(pgid);
+            let _ = child.wait();
+            tree::waited(child.id());
+            tree::stop(&launch.tag, cgroup.as_ref(), Some(pgid));
+            return Ending::SpawnFailed(format!("`{}`: {e}", launch.argv[0]));
+        }
     };
     let status = child.wait();
     tree::waited(child.id());
-    let _ = done_tx.send(());
-    let _ = watchdog.join();
+    watchdog.cancel();
     // Whatever the task left running in the background, in its group or
     // not, must not write into the candidate after it is audited.
     tree::stop(&launch.tag, cgroup.as_ref(), Some(pgid));

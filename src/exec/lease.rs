@@ -337,12 +337,16 @@ fn look(
     }
 }
 
-/// Renews an attempt's lease on a background thread until dropped; on drop
-/// the lease is marked finished.
+/// Renews an attempt's lease on the shared timer thread until dropped; on
+/// drop the lease is marked finished.
 pub(crate) struct Heartbeat {
-    /// Carries the job id once submitted; dropping it ends the lease.
-    stop: Option<std::sync::mpsc::Sender<String>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    store: PartitionStore,
+    token: FencingToken,
+    lease: std::sync::Arc<std::sync::Mutex<Lease>>,
+    /// `None` if the timer thread could not be started: the lease is then
+    /// written at start and end only, and may look expired meanwhile (an
+    /// engine that takes over is fenced by the token anyway).
+    beats: Option<super::timer::Handle>,
 }
 
 impl Heartbeat {
@@ -350,48 +354,58 @@ impl Heartbeat {
     pub(crate) fn start(
         store: &PartitionStore,
         token: FencingToken,
-        mut lease: Lease,
+        lease: Lease,
         interval: Duration,
     ) -> Heartbeat {
         let store = store.clone();
         let _ = store.write_lease(token, &lease);
-        let (stop, stopped) = std::sync::mpsc::channel::<String>();
-        let thread = std::thread::spawn(move || {
-            loop {
-                match stopped.recv_timeout(interval) {
-                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-                    // Written at once: the job id is what a successor needs.
-                    Ok(job_id) => lease.job_id = Some(job_id),
-                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                }
-                lease.beat();
-                let _ = store.write_lease(token, &lease);
-            }
-            lease.beat();
-            lease.finished = true;
-            let _ = store.write_lease(token, &lease);
-        });
+        let lease = std::sync::Arc::new(std::sync::Mutex::new(lease));
+        let beats = {
+            let (store, lease) = (store.clone(), lease.clone());
+            super::timer::schedule(
+                interval,
+                Box::new(move || {
+                    let mut lease = lease.lock().unwrap_or_else(|p| p.into_inner());
+                    lease.beat();
+                    let _ = store.write_lease(token, &lease);
+                    Some(interval)
+                }),
+            )
+            .ok()
+        };
         Heartbeat {
-            stop: Some(stop),
-            thread: Some(thread),
+            store,
+            token,
+            lease,
+            beats,
         }
+    }
+
+    fn lease(&self) -> std::sync::MutexGuard<'_, Lease> {
+        self.lease.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
 impl Heartbeat {
-    /// Records the scheduler job running the attempt in the lease.
+    /// Records the scheduler job running the attempt in the lease, written
+    /// at once: the job id is what a successor needs.
     pub(crate) fn set_job(&self, job_id: &str) {
-        if let Some(stop) = &self.stop {
-            let _ = stop.send(job_id.to_string());
-        }
+        let mut lease = self.lease();
+        lease.job_id = Some(job_id.to_string());
+        lease.beat();
+        let _ = self.store.write_lease(self.token, &lease);
     }
 }
 
 impl Drop for Heartbeat {
     fn drop(&mut self) {
-        drop(self.stop.take());
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        // No beat runs after this, so the last write is the finished lease.
+        if let Some(beats) = self.beats.take() {
+            beats.cancel();
         }
+        let mut lease = self.lease();
+        lease.beat();
+        lease.finished = true;
+        let _ = self.store.write_lease(self.token, &lease);
     }
 }

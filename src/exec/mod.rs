@@ -26,6 +26,8 @@ mod attempt;
 pub mod classify;
 pub mod executor;
 pub mod fault;
+#[cfg(test)]
+mod fsync_budget;
 pub mod inputs;
 pub mod interrupt;
 pub mod launch;
@@ -34,6 +36,7 @@ mod pool;
 pub mod retry;
 pub mod slurm;
 pub mod snapshot;
+mod timer;
 pub mod tree;
 
 use std::cmp::Reverse;
@@ -201,12 +204,21 @@ pub(crate) struct Context<'a> {
     pub(crate) log_error: std::sync::Mutex<Option<String>>,
     /// Each planned task's code fingerprint (`manifest::fingerprint`).
     pub(crate) fingerprints: std::collections::HashMap<String, String>,
+    /// Each planned task's program found along PATH (`launch::resolve`).
+    pub(crate) programs: std::collections::HashMap<String, std::path::PathBuf>,
 }
 
 impl Context<'_> {
     /// The fingerprint of `task`'s code, computed when the run started.
     pub(crate) fn fingerprint(&self, task: &Task) -> &str {
         self.fingerprints.get(&task.name).map_or("", String::as_str)
+    }
+
+    /// Where `task`'s program was found along PATH when the run started.
+    pub(crate) fn program(&self, task: &Task) -> Option<&std::path::Path> {
+        self.programs
+            .get(&task.name)
+            .map(std::path::PathBuf::as_path)
     }
 }
 
@@ -296,12 +308,16 @@ pub fn run(
     // Each planned task's code identity, read once: an unreadable `code`
     // path refuses the run before anything starts.
     let mut fingerprints = std::collections::HashMap::new();
+    let mut programs = std::collections::HashMap::new();
     for t in &plan.tasks {
         let task = &manifest.tasks[&t.name];
         fingerprints.insert(
             t.name.clone(),
             crate::manifest::fingerprint::fingerprint(&manifest.dir, task)?,
         );
+        if let Some(program) = task.command.first().and_then(|p| launch::resolve(p)) {
+            programs.insert(t.name.clone(), program);
+        }
     }
     // Task processes of engines that died on this host stop before any
     // command of this run starts.
@@ -321,6 +337,7 @@ pub fn run(
         chaos: fault::Chaos::from_env(),
         log_error: std::sync::Mutex::new(None),
         fingerprints,
+        programs,
     };
     // Pool limits hold across the engines sharing the warehouse: this
     // engine beats while it may hold slots there.

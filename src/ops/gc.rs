@@ -933,7 +933,7 @@ mod tests {
         );
 
         // A corrupt log keeps the whole partition.
-        std::fs::create_dir(tmp.path().join("sales/2026-09-21/log")).unwrap();
+        std::fs::create_dir_all(tmp.path().join("sales/2026-09-21/log")).unwrap();
         std::fs::write(
             tmp.path()
                 .join("sales/2026-09-21/log/00000000000000000001.json"),

@@ -276,6 +276,7 @@ pub fn verify(
     let data = scratch.join("data");
     let ending = launch::run(&Launch {
         argv: &spec.command,
+        program: None,
         cwd: &manifest.dir,
         env: environment(manifest, spec, partition, &record, &run_id, &data, &inputs),
         stdout: scratch.join("stdout.log"),
@@ -795,6 +796,7 @@ printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
         }
         let ending = launch::run(&Launch {
             argv: &spec.command,
+            program: None,
             cwd: &sb.manifest.dir,
             env,
             stdout: dir.join("stdout.log"),

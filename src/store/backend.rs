@@ -114,6 +114,14 @@ pub trait Backend: Send + Sync {
     /// Removes a key or everything under a prefix (gc of attempt dirs); a
     /// missing prefix is not an error.
     fn delete_prefix(&self, prefix: &str) -> Result<(), StoreError>;
+    /// Makes the "directories" `names` under `prefix` exist durably before
+    /// any key is put under them, all at once: a partition's skeleton costs
+    /// one durable step instead of one per directory. A store without
+    /// directories (an object store) has nothing to do.
+    fn prepare_dirs(&self, prefix: &str, names: &[&str]) -> Result<(), StoreError> {
+        let _ = (prefix, names);
+        Ok(())
+    }
 }
 
 /// Writes `key` whatever it holds now (a marker, a certification): create
@@ -238,7 +246,7 @@ impl std::fmt::Debug for FsBackend {
 /// link is ours.
 fn link_temp(tmp: &Path, mut file: File, bytes: &[u8], path: &Path) -> Result<bool, StoreError> {
     file.write_all(bytes).map_err(StoreError::io(tmp))?;
-    file.sync_all().map_err(StoreError::io(tmp))?;
+    crate::store::fs::sync(&file, tmp).map_err(StoreError::io(tmp))?;
     match fs::hard_link(tmp, path) {
         Ok(()) => Ok(true),
         Err(e) => {
@@ -544,6 +552,33 @@ impl Backend for FsBackend {
         }
         let parent = path.parent().unwrap_or(&self.root);
         fsync_dir(parent).map_err(StoreError::io(parent))
+    }
+
+    /// Creates every missing directory of `names` under `prefix` and fsyncs
+    /// `prefix` once (after making `prefix`'s own entry durable), so one
+    /// directory fsync covers them all; later calls in this process, and
+    /// puts under them, skip it.
+    fn prepare_dirs(&self, prefix: &str, names: &[&str]) -> Result<(), StoreError> {
+        let dir = self.path(prefix)?;
+        let mut children = Vec::with_capacity(names.len());
+        for name in names {
+            validate_segment(name)?;
+            children.push(dir.join(name));
+        }
+        if children.iter().all(|c| self.known().contains(c)) {
+            return Ok(());
+        }
+        self.ensure_dir(&dir)?;
+        for child in &children {
+            match fs::create_dir(child) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(StoreError::io(child)(e)),
+            }
+        }
+        fsync_dir(&dir).map_err(StoreError::io(&dir))?;
+        self.known().extend(children);
+        Ok(())
     }
 }
 

@@ -13,7 +13,50 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// fsyncs a directory so the entries created, renamed or removed in it
 /// survive a crash.
 pub fn fsync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
+    fsync_path(dir)
+}
+
+/// fsyncs a file or a directory by path.
+pub fn fsync_path(path: &Path) -> io::Result<()> {
+    sync(&File::open(path)?, path)
+}
+
+/// Every fsync of the store goes through here, so a test can count them.
+pub(crate) fn sync(file: &File, path: &Path) -> io::Result<()> {
+    #[cfg(test)]
+    counted::record(path);
+    #[cfg(not(test))]
+    let _ = path;
+    file.sync_all()
+}
+
+/// The paths fsynced by this process, for tests that hold the store to its
+/// fsync budget (see BENCHMARKS.md).
+#[cfg(test)]
+pub(crate) mod counted {
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+
+    static SYNCED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+    pub(crate) fn record(path: &Path) {
+        SYNCED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(path.to_path_buf());
+    }
+
+    /// The fsynced paths under `root` so far, in order (tests run in
+    /// parallel: each looks only under its own temp dir).
+    pub(crate) fn under(root: &Path) -> Vec<PathBuf> {
+        SYNCED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|p| p.starts_with(root))
+            .cloned()
+            .collect()
+    }
 }
 
 /// Replaces `path` with `bytes` atomically and durably: temp file in the same
@@ -24,7 +67,7 @@ pub fn write_durable(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let (tmp, mut file) = create_temp(dir, name)?;
     let result = (|| {
         file.write_all(bytes)?;
-        file.sync_all()?;
+        sync(&file, &tmp)?;
         drop(file);
         fs::rename(&tmp, path)?;
         fsync_dir(dir)
@@ -57,27 +100,25 @@ fn fsync_tree_inner(dir: &Path) -> io::Result<()> {
         if kind.is_dir() {
             fsync_tree_inner(&entry.path())?;
         } else if kind.is_file() {
-            File::open(entry.path())?.sync_all()?;
+            fsync_path(&entry.path())?;
         }
     }
     fsync_dir(dir)
 }
 
-/// Makes a candidate durable before its commit: the data files and
-/// `candidate.json`, the `data/` directory, the attempt directory and its
-/// entry in `attempts/`. Logs and the lease are evidence, not data, and are
-/// left to the page cache (three fewer fsyncs per attempt than `fsync_tree`).
+/// Makes a candidate durable before its commit: the data files, the `data/`
+/// directory, the attempt directory and its entry in `attempts/`, all
+/// fsynced at once (see [`super::flush`]). Logs, the lease and
+/// `candidate.json` are evidence, not data: they are left to the page cache
+/// (the commit record carries the rows, digest and file sums readers check).
 pub fn fsync_candidate(attempt_dir: &Path, data_files: &[std::path::PathBuf]) -> io::Result<()> {
-    for file in data_files {
-        File::open(file)?.sync_all()?;
+    let mut paths = data_files.to_vec();
+    paths.push(attempt_dir.join("data"));
+    paths.push(attempt_dir.to_path_buf());
+    if let Some(parent) = attempt_dir.parent() {
+        paths.push(non_empty(parent).to_path_buf());
     }
-    File::open(attempt_dir.join("candidate.json"))?.sync_all()?;
-    fsync_dir(&attempt_dir.join("data"))?;
-    fsync_dir(attempt_dir)?;
-    match attempt_dir.parent() {
-        Some(parent) => fsync_dir(non_empty(parent)),
-        None => Ok(()),
-    }
+    super::flush::sync_all(paths)
 }
 
 /// Creates `dir` and any missing ancestors, fsyncing the parent of each

@@ -29,6 +29,8 @@ const TOKENS: &str = "tokens";
 const ATTEMPTS: &str = "attempts";
 const LOG: &str = "log";
 const CLAIMS: &str = "claims";
+/// The directories every partition has, made durable together.
+pub(crate) const SKELETON: [&str; 3] = [TOKENS, ATTEMPTS, LOG];
 const RECORD_SUFFIX: &str = ".json";
 
 /// `<dataset>/<partition>`, the partition key encoded as one segment.

@@ -48,6 +48,7 @@ pub mod certs;
 pub mod contract;
 pub mod error;
 pub mod file_sum;
+pub mod flush;
 pub mod fs;
 pub mod holder;
 mod key;

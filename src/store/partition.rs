@@ -86,6 +86,9 @@ impl PartitionStore {
             key: layout::tokens_prefix(&self.prefix),
             message: format!("cannot encode token record: {e}"),
         })?;
+        // The partition's skeleton (tokens/, attempts/, log/) in one
+        // durable step, before the first key under it.
+        self.backend.prepare_dirs(&self.prefix, &layout::SKELETON)?;
         let mut candidate = self.next_free_token()?;
         loop {
             let key = layout::token_key(&self.prefix, candidate);
@@ -209,14 +212,29 @@ impl PartitionStore {
         self.check()?;
         let dir = self.attempt_dir(token);
         let data = dir.join(DATA_DIR);
-        // `attempts/` itself is made durable once; the attempt's own
-        // directories need not be yet: `fsync_candidate` makes them durable
-        // before any commit names them, and an attempt lost in a crash before
-        // that is one nobody can read. Two fsyncs fewer inside the pool slot.
-        if let Some(attempts) = dir.parent() {
-            create_dir_all_durable(attempts).map_err(StoreError::io(attempts))?;
+        // `attempts/` itself was made durable with the partition's skeleton
+        // when the token was allocated; the attempt's own directories need
+        // not be yet: `fsync_candidate` makes them durable before any commit
+        // names them, and an attempt lost in a crash before that is one
+        // nobody can read. No fsync inside the pool slot.
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // `attempts/` is gone (removed by hand) or was never made
+                // here: make it, durably, the slow way.
+                if let Some(attempts) = dir.parent() {
+                    create_dir_all_durable(attempts).map_err(StoreError::io(attempts))?;
+                }
+                std::fs::create_dir_all(&dir).map_err(StoreError::io(&dir))?;
+            }
+            Err(e) => return Err(StoreError::io(&dir)(e)),
         }
-        std::fs::create_dir_all(&data).map_err(StoreError::io(&data))?;
+        match std::fs::create_dir(&data) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(StoreError::io(&data)(e)),
+        }
         Ok(dir)
     }
 

@@ -1,0 +1,106 @@
+//! The fsync budget of one instance (BENCHMARKS.md, "The fsync budget"):
+//! what a publication must make durable, and nothing more.
+
+use std::path::Path;
+
+use super::{run, InstanceResult, RunOptions};
+use crate::manifest::Manifest;
+use crate::plan::Scope;
+use crate::store::fs::counted;
+
+/// A path fsynced under `<warehouse>/rows`, with the partition, token and
+/// temp names taken out: `p/tokens/<tmp>`, `p/attempts/<t>/data/out.csv`.
+fn label(rows: &Path, path: &Path) -> Option<(String, String)> {
+    let rel = path.strip_prefix(rows).ok()?;
+    let mut parts = rel.iter().map(|p| p.to_string_lossy().into_owned());
+    let Some(partition) = parts.next() else {
+        return Some((String::new(), "rows/".into()));
+    };
+    let mut label = vec!["p".to_string()];
+    for (i, part) in parts.enumerate() {
+        label.push(match part {
+            _ if part.starts_with('.') && part.ends_with(".tmp") => "<tmp>".into(),
+            _ if i == 1 && part.bytes().all(|b| b.is_ascii_digit()) => "<t>".into(),
+            _ => part,
+        });
+    }
+    Some((partition, label.join("/")))
+}
+
+// issue 16: one instance of a new partition costs 10 fsyncs, each one needed by an invariant
+#[test]
+fn issue_16_one_instance_stays_within_its_fsync_budget() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("budget.toml");
+    std::fs::write(
+        &path,
+        r#"[pipeline]
+name = "budget"
+code_version = "v1"
+warehouse = "warehouse"
+
+[partitions.parts]
+kind = "static"
+keys = ["a", "b", "c"]
+
+[pools.work]
+slots = 2
+
+[tasks.write]
+command = ["sh", "-c", "printf 'id,v\n1,a\n2,b\n' > \"$WEIR_OUTPUT_DIR/out.csv\""]
+output = { dataset = "rows", format = "csv", grain = ["id"] }
+pool = "work"
+"#,
+    )
+    .unwrap();
+    let manifest = Manifest::load(&path).unwrap();
+    let options = RunOptions {
+        scope: Scope::Latest,
+        tasks: Vec::new(),
+        force: false,
+        run_id: None,
+        seed: Some(1),
+        allow_uncertified: false,
+    };
+    let summary = run(&manifest, &options, None).unwrap();
+    assert_eq!(summary.instances.len(), 3);
+    assert!(summary
+        .instances
+        .iter()
+        .all(|(_, _, r)| matches!(r, InstanceResult::Published)));
+
+    let rows = manifest.pipeline.warehouse.join("rows");
+    let mut shared = Vec::new();
+    let mut per_partition = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for synced in counted::under(&rows) {
+        match label(&rows, &synced) {
+            Some((p, l)) if p.is_empty() => shared.push(l),
+            Some((p, l)) => per_partition.entry(p).or_default().push(l),
+            None => {}
+        }
+    }
+    // Each new partition's entry in rows/, once.
+    assert_eq!(shared, ["rows/"; 3]);
+    let budget = [
+        // the partition's skeleton: tokens/, attempts/ and log/ at once
+        "p",
+        // the token: its record, then its name (the fence)
+        "p/tokens/<tmp>",
+        "p/tokens",
+        // the candidate, concurrently: data, data/, the attempt dir, its entry
+        "p/attempts",
+        "p/attempts/<t>",
+        "p/attempts/<t>/data",
+        "p/attempts/<t>/data/out.csv",
+        // the commit record: its bytes, then its name (the commit point)
+        "p/log",
+        "p/log/<tmp>",
+    ];
+    assert_eq!(per_partition.len(), 3, "{per_partition:?}");
+    for (partition, mut synced) in per_partition {
+        synced.sort();
+        let mut expected = budget.to_vec();
+        expected.sort();
+        assert_eq!(synced, expected, "the fsyncs of partition {partition}");
+    }
+}
