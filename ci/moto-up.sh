@@ -20,11 +20,13 @@ if [ "${1:-}" = down ]; then
 fi
 
 installed=$(python3 -c 'import moto; print(moto.__version__)' 2>/dev/null || true)
-if [ "$installed" != "$VERSION" ] || ! command -v moto_server >/dev/null 2>&1; then
+if [ "$installed" != "$VERSION" ] || ! python3 -c 'import moto.server' 2>/dev/null; then
   python3 -m pip install --quiet "moto[server]==$VERSION" >&2
 fi
 mkdir -p "$STATE"
-moto_server -H 127.0.0.1 -p "$PORT" >"$STATE/moto.log" 2>&1 &
+# As a module of the python3 that has it, not through a console script that
+# a fresh pip install may have left off PATH (pyenv shims, ~/.local/bin).
+python3 -m moto.server -H 127.0.0.1 -p "$PORT" >"$STATE/moto.log" 2>&1 &
 echo $! >"$STATE/moto.pid"
 for _ in $(seq 100); do
   if python3 - "$PORT" <<'PY' 2>/dev/null
