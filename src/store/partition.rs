@@ -185,16 +185,7 @@ impl PartitionStore {
     /// Who `token` was allocated to, if it was.
     pub fn token_record(&self, token: FencingToken) -> Result<Option<TokenRecord>, StoreError> {
         self.check()?;
-        let key = layout::token_key(&self.prefix, token);
-        let Some(bytes) = self.backend.get(&key)? else {
-            return Ok(None);
-        };
-        serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| StoreError::Corrupt {
-                key,
-                message: format!("not a token record: {e}"),
-            })
+        self.read_json(layout::token_key(&self.prefix, token), "not a token record")
     }
 
     /// Absolute path of `attempts/<token>`.
@@ -260,7 +251,16 @@ impl PartitionStore {
     /// EIO, torn) from one that does not exist: gc must keep the former.
     pub fn try_read_lease(&self, token: FencingToken) -> Result<Option<Lease>, StoreError> {
         self.check()?;
-        let key = layout::lease_key(&self.prefix, token);
+        self.read_json(layout::lease_key(&self.prefix, token), "unreadable lease")
+    }
+
+    /// A JSON record the store wrote; `None` if absent, `Corrupt` (saying
+    /// `what`) if it does not parse.
+    fn read_json<T: serde::de::DeserializeOwned>(
+        &self,
+        key: String,
+        what: &str,
+    ) -> Result<Option<T>, StoreError> {
         let Some(bytes) = self.backend.get(&key)? else {
             return Ok(None);
         };
@@ -268,7 +268,7 @@ impl PartitionStore {
             .map(Some)
             .map_err(|e| StoreError::Corrupt {
                 key,
-                message: format!("unreadable lease: {e}"),
+                message: format!("{what}: {e}"),
             })
     }
 
