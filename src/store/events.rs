@@ -563,4 +563,23 @@ mod tests {
         assert_eq!(store.read_run("r2").unwrap(), None);
         assert_eq!(store.runs().unwrap()[0].id, "r1");
     }
+
+    // Issue 13: on the filesystem a run whose log is damaged (a directory
+    // where the file belongs) is listed and its read fails naming the file:
+    // damage is not "no events".
+    #[test]
+    fn issue_13_a_damaged_log_file_is_an_error_not_absence() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("_runs/r9/events.jsonl");
+        std::fs::create_dir_all(&log).unwrap();
+        let store = EventStore::dir(dir.path());
+        assert_eq!(store.runs().unwrap()[0].id, "r9");
+        match store.read_run("r9") {
+            Err(StoreError::Io { path, source }) => {
+                assert_eq!(path, log);
+                assert_eq!(source.raw_os_error(), Some(libc::EISDIR));
+            }
+            other => panic!("expected EISDIR on the log, got {other:?}"),
+        }
+    }
 }
