@@ -3,21 +3,24 @@
 use super::args::EventsArgs;
 use super::error::CliError;
 use super::exit;
-use crate::events::{read_all, read_log, run_dir};
+use crate::events::{read_all_in, read_run};
+use crate::store::events::EventStore;
 
 pub(crate) fn run(args: &EventsArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
     let warehouse = &manifest.pipeline.warehouse;
+    let store = EventStore::dir(warehouse);
     let read = match &args.run_id {
-        Some(id) if !run_dir(warehouse, id).join("events.jsonl").is_file() => {
-            return Err(CliError::Usage(format!(
-                "no run `{id}` in {}\n  help: `weir events {}` prints every run's events with its run id",
-                warehouse.join("_runs").display(),
-                args.manifest.display()
-            )));
-        }
-        Some(id) => read_log(&run_dir(warehouse, id).join("events.jsonl")),
-        None => read_all(warehouse),
+        Some(id) => read_run(&store, id).transpose(),
+        None => Some(read_all_in(&store)),
+    };
+    let Some(read) = read else {
+        return Err(CliError::Usage(format!(
+            "no run `{}` in {}\n  help: `weir events {}` prints every run's events with its run id",
+            args.run_id.as_deref().unwrap_or_default(),
+            store.location(),
+            args.manifest.display()
+        )));
     };
     let (records, bad) = read.map_err(super::error::doing("cannot read the event log"))?;
     for b in &bad {

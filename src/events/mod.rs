@@ -1,5 +1,7 @@
-//! The append-only event log: one JSON Lines file per run,
-//! `<warehouse>/_runs/<run-id>/events.jsonl`.
+//! The append-only event log of each run, kept by the warehouse's event
+//! store ([`crate::store::events`]): on a local warehouse one JSON Lines file
+//! per run, `<warehouse>/_runs/<run-id>/events.jsonl`; on an object store
+//! ordered put-if-absent chunks of lines that readers merge in order.
 //!
 //! Every decision the engine takes is a line: QUEUED, RUNNING, FAILED,
 //! RETRYING, SUCCESS, GATE_FAILED, PUBLISHED, REJECTED_STALE, QUARANTINED,
@@ -10,11 +12,15 @@
 //! Events are not fsynced one by one: each announces something already made
 //! durable (a commit record is fsynced before its PUBLISHED line is written),
 //! so losing the tail of the log in a power cut loses narration, never state.
+//! [`EventLog::emit_durable`] and [`EventLog::sync`] make the log durable
+//! (on an object store: store the pending lines as a chunk) before they
+//! return.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+
+pub use crate::store::events::run_dir;
+use crate::store::events::{EventStore, EventWriter, Segment};
+use crate::store::StoreError;
 
 use serde::{Deserialize, Serialize};
 
@@ -147,33 +153,23 @@ pub type Observer = Box<dyn Fn(&EventRecord) + Send + Sync>;
 /// The writer of one run's log.
 pub struct EventLog {
     run_id: String,
-    path: PathBuf,
-    file: Mutex<File>,
+    writer: EventWriter,
     /// Called with every line written (progress display, plain log lines).
     observer: Option<Observer>,
 }
 
-/// The directory of a run's files.
-pub fn run_dir(warehouse: &Path, run_id: &str) -> PathBuf {
-    warehouse.join("_runs").join(run_id)
-}
-
 impl EventLog {
-    /// Opens (creating or appending to) the log of `run_id`.
+    /// Opens (creating or appending to) the log of `run_id` in a local
+    /// warehouse directory.
     pub fn open(warehouse: &Path, run_id: &str) -> std::io::Result<EventLog> {
-        let dir = run_dir(warehouse, run_id);
-        crate::store::fs::create_dir_all_durable(&dir)?;
-        let path = dir.join("events.jsonl");
-        let mut file = OpenOptions::new().create(true).append(true).open(&path)?;
-        // A crash may have torn the last line of a log we now append to
-        // (a run resumed under its id): end it, so only that line is lost.
-        if ends_torn(&path)? {
-            file.write_all(b"\n")?;
-        }
+        EventLog::open_in(&EventStore::dir(warehouse), run_id)
+    }
+
+    /// Opens (creating or appending to) the log of `run_id` in `store`.
+    pub fn open_in(store: &EventStore, run_id: &str) -> std::io::Result<EventLog> {
         Ok(EventLog {
             run_id: run_id.to_string(),
-            path,
-            file: Mutex::new(file),
+            writer: store.open(run_id)?,
             observer: None,
         })
     }
@@ -188,9 +184,9 @@ impl EventLog {
         &self.run_id
     }
 
-    /// The file.
+    /// Where the log is (its file, or its chunks' prefix), for messages.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.writer.origin()
     }
 
     /// Appends one event. An I/O error here is returned: the caller decides
@@ -210,10 +206,7 @@ impl EventLog {
         };
         let mut line = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
         line.push(b'\n');
-        {
-            let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
-            file.write_all(&line)?;
-        }
+        self.writer.append(&line)?;
         if let Some(observer) = &self.observer {
             observer(&record);
         }
@@ -231,24 +224,12 @@ impl EventLog {
 
     /// Makes everything written so far durable (end of run).
     pub fn sync(&self) -> std::io::Result<()> {
-        self.file
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .sync_data()
+        self.writer.sync()
     }
 }
 
-fn ends_torn(path: &Path) -> std::io::Result<bool> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut f = File::open(path)?;
-    if f.metadata()?.len() == 0 {
-        return Ok(false);
-    }
-    f.seek(SeekFrom::End(-1))?;
-    let mut last = [0u8; 1];
-    f.read_exact(&mut last)?;
-    Ok(last[0] != b'\n')
-}
+/// A log's records, and the lines that did not parse.
+pub type Parsed = (Vec<EventRecord>, Vec<BadLine>);
 
 /// A line that could not be parsed.
 #[derive(Debug, Clone, PartialEq)]
@@ -261,14 +242,21 @@ pub struct BadLine {
     pub torn: bool,
 }
 
-/// Reads one log: its records and the lines that did not parse.
+/// Reads one log file: its records and the lines that did not parse.
 pub fn read_log(path: &Path) -> std::io::Result<(Vec<EventRecord>, Vec<BadLine>)> {
-    let text = std::fs::read(path)?;
-    let text = String::from_utf8_lossy(&text);
-    let ends_clean = text.ends_with('\n') || text.is_empty();
-    let lines: Vec<&str> = text.lines().collect();
+    let bytes = std::fs::read(path)?;
     let mut records = Vec::new();
     let mut bad = Vec::new();
+    parse_into(path, &bytes, &mut records, &mut bad);
+    Ok((records, bad))
+}
+
+/// Parses one stored segment (a log file or a chunk), line numbers counted
+/// within it.
+fn parse_into(origin: &Path, bytes: &[u8], records: &mut Vec<EventRecord>, bad: &mut Vec<BadLine>) {
+    let text = String::from_utf8_lossy(bytes);
+    let ends_clean = text.ends_with('\n') || text.is_empty();
+    let lines: Vec<&str> = text.lines().collect();
     for (i, line) in lines.iter().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -276,37 +264,47 @@ pub fn read_log(path: &Path) -> std::io::Result<(Vec<EventRecord>, Vec<BadLine>)
         match serde_json::from_str::<EventRecord>(line) {
             Ok(r) => records.push(r),
             Err(_) => bad.push(BadLine {
-                path: path.to_path_buf(),
+                path: origin.to_path_buf(),
                 line: i + 1,
                 torn: i + 1 == lines.len() && !ends_clean,
             }),
         }
     }
+}
+
+fn parse_segments(segments: &[Segment]) -> (Vec<EventRecord>, Vec<BadLine>) {
+    let mut records = Vec::new();
+    let mut bad = Vec::new();
+    for s in segments {
+        parse_into(&s.origin, &s.bytes, &mut records, &mut bad);
+    }
+    (records, bad)
+}
+
+/// Reads one run's log from `store`, its chunks merged in order; `None` if
+/// the run has no log.
+pub fn read_run(store: &EventStore, run_id: &str) -> Result<Option<Parsed>, StoreError> {
+    Ok(store.read_run(run_id)?.map(|s| parse_segments(&s)))
+}
+
+/// Reads every run's log in `store`, runs in name order (run ids start with
+/// their start time), records in log order.
+pub fn read_all_in(store: &EventStore) -> Result<(Vec<EventRecord>, Vec<BadLine>), StoreError> {
+    let mut records = Vec::new();
+    let mut bad = Vec::new();
+    for run in store.runs()? {
+        if let Some(segments) = store.read_run(&run.id)? {
+            let (r, b) = parse_segments(&segments);
+            records.extend(r);
+            bad.extend(b);
+        }
+    }
     Ok((records, bad))
 }
 
-/// Reads every run's log in the warehouse, runs in name order (run ids start
-/// with their start time), records in file order.
-pub fn read_all(warehouse: &Path) -> std::io::Result<(Vec<EventRecord>, Vec<BadLine>)> {
-    let runs = warehouse.join("_runs");
-    let mut dirs: Vec<PathBuf> = match std::fs::read_dir(&runs) {
-        Ok(entries) => entries
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.join("events.jsonl").is_file())
-            .collect(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(e),
-    };
-    dirs.sort();
-    let mut records = Vec::new();
-    let mut bad = Vec::new();
-    for dir in dirs {
-        let (r, b) = read_log(&dir.join("events.jsonl"))?;
-        records.extend(r);
-        bad.extend(b);
-    }
-    Ok((records, bad))
+/// Reads every run's log in a local warehouse directory.
+pub fn read_all(warehouse: &Path) -> Result<(Vec<EventRecord>, Vec<BadLine>), StoreError> {
+    read_all_in(&EventStore::dir(warehouse))
 }
 
 #[cfg(test)]
@@ -396,6 +394,8 @@ mod tests {
     }
 
     use super::*;
+    use std::fs::OpenOptions;
+    use std::io::Write;
 
     #[test]
     fn a_torn_last_line_is_reported_not_fatal() {
@@ -415,6 +415,51 @@ mod tests {
         assert_eq!(bad.len(), 1);
         assert!(bad[0].torn);
         assert_eq!(bad[0].line, 3);
+    }
+
+    // Issue 13: on a backend without append the log is chunks that
+    // `read_run` merges in order; a garbage chunk is reported as bad lines
+    // naming its key, and the records around it survive.
+    #[test]
+    fn issue_13_log_on_chunks_merges_and_reports_garbage() {
+        use crate::store::{Backend, MemoryBackend};
+        let backend: std::sync::Arc<dyn Backend> = std::sync::Arc::new(MemoryBackend::new());
+        let store = EventStore::objects(std::sync::Arc::clone(&backend));
+        let log = EventLog::open_in(&store, "r1").unwrap();
+        log.emit(State::Queued, Event::instance("t", "p")).unwrap();
+        log.emit_durable(
+            State::Running,
+            Event::instance("t", "p").attempt(1, Some(1)),
+        )
+        .unwrap();
+        assert!(backend
+            .put_if_absent("_runs/r1/events/00000000000000000002", b"not json\n{\"torn")
+            .unwrap());
+        log.emit_durable(State::Success, Event::instance("t", "p"))
+            .unwrap();
+        drop(log);
+        let (records, bad) = read_run(&store, "r1").unwrap().unwrap();
+        let states: Vec<State> = records.iter().map(|r| r.state).collect();
+        assert_eq!(states, [State::Queued, State::Running, State::Success]);
+        let key = PathBuf::from("_runs/r1/events/00000000000000000002");
+        assert_eq!(
+            bad,
+            [
+                BadLine {
+                    path: key.clone(),
+                    line: 1,
+                    torn: false
+                },
+                BadLine {
+                    path: key,
+                    line: 2,
+                    torn: true
+                },
+            ]
+        );
+        let (all, _) = read_all_in(&store).unwrap();
+        assert_eq!(all, records);
+        assert!(read_run(&store, "r2").unwrap().is_none());
     }
 
     #[test]

@@ -14,12 +14,13 @@ pub mod plan;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::events::{self, EventRecord, State};
 use crate::manifest::Manifest;
+use crate::store::events::EventStore;
 use crate::store::marks::{self, Mark};
-use crate::store::{CommitRecord, StoreError, Warehouse};
+use crate::store::{CommitRecord, Warehouse};
 
 /// A cell's state, as its CSS class and legend name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -92,29 +93,20 @@ struct Bar {
 pub fn render(manifest: &Manifest, run: Option<&str>) -> Result<String, ReportError> {
     let warehouse =
         Warehouse::open(&manifest.pipeline.warehouse).map_err(ReportError::Warehouse)?;
+    let store = EventStore::dir(warehouse.root());
     let run_id = match run {
-        Some(id) => {
-            if !events::run_dir(warehouse.root(), id)
-                .join("events.jsonl")
-                .is_file()
-            {
-                return Err(ReportError::NoRun(id.to_owned()));
-            }
-            Some(id.to_owned())
-        }
-        None => latest_run(warehouse.root())?,
+        Some(id) => Some(id.to_owned()),
+        None => latest_run(&store)?,
     };
     // A run's log that cannot be read fails the report, naming it: an
     // empty Gantt chart would claim the run did nothing.
     let records: Vec<EventRecord> = match &run_id {
-        Some(id) => {
-            let path = events::run_dir(warehouse.root(), id).join("events.jsonl");
-            match events::read_log(&path) {
-                Ok((records, _)) => records,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-                Err(e) => return Err(ReportError::Warehouse(StoreError::io(path)(e))),
-            }
-        }
+        Some(id) => match events::read_run(&store, id) {
+            Ok(Some((records, _))) => records,
+            Ok(None) if run.is_some() => return Err(ReportError::NoRun(id.to_owned())),
+            Ok(None) => Vec::new(),
+            Err(e) => return Err(ReportError::Warehouse(e)),
+        },
         None => Vec::new(),
     };
 
@@ -140,25 +132,11 @@ pub fn render(manifest: &Manifest, run: Option<&str>) -> Result<String, ReportEr
 }
 
 /// The run whose log was written last (none in a warehouse without runs).
-fn latest_run(warehouse: &Path) -> Result<Option<String>, ReportError> {
-    let runs = warehouse.join("_runs");
-    let entries = match std::fs::read_dir(&runs) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(ReportError::Warehouse(StoreError::io(runs)(e))),
-    };
-    Ok(entries
-        .filter_map(Result::ok)
-        .filter_map(|e| {
-            let modified = e
-                .path()
-                .join("events.jsonl")
-                .metadata()
-                .ok()?
-                .modified()
-                .ok()?;
-            Some((modified, e.file_name().to_string_lossy().into_owned()))
-        })
+fn latest_run(store: &EventStore) -> Result<Option<String>, ReportError> {
+    let runs = store.runs().map_err(ReportError::Warehouse)?;
+    Ok(runs
+        .into_iter()
+        .filter_map(|r| Some((r.last_written?, r.id)))
         .max()
         .map(|(_, id)| id))
 }

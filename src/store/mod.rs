@@ -11,7 +11,8 @@
 //! filesystem ([`FsBackend`]), memory ([`MemoryBackend`]) and, with the `s3`
 //! feature, S3 (`s3::S3Backend`). Typed stores over them: the partition's
 //! tokens, claims, leases and commit log ([`PartitionStore`]), instance
-//! markers ([`marks`]) and certifications ([`certs`]).
+//! markers ([`marks`]), certifications ([`certs`]) and run event logs
+//! ([`events`]).
 //!
 //! Layout (the README documents it; see [`layout`]):
 //!
@@ -47,6 +48,7 @@ pub mod certs;
 #[doc(hidden)]
 pub mod contract;
 pub mod error;
+pub mod events;
 pub mod file_sum;
 pub mod flush;
 pub mod fs;

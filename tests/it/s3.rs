@@ -268,3 +268,46 @@ fn issue_13_s3_missing_bucket_is_an_error_with_its_cause() {
         Err(StoreError::Remote { .. })
     ));
 }
+
+// issue 13: a run's events on S3 are ordered put-if-absent chunks: a
+// durable emit is stored before it returns, a reopened run appends after
+// the last chunk, and `read_run` / `read_all_in` merge them in order.
+#[test]
+fn issue_13_s3_event_log_in_ordered_chunks() {
+    use weir::events::{read_all_in, read_run, Event, EventLog, State};
+    use weir::store::events::EventStore;
+    let Some(endpoint) = endpoint() else { return };
+    let bucket = new_bucket(&endpoint);
+    let backend: Arc<dyn Backend> = Arc::new(backend(&endpoint, &format!("s3://{bucket}/wh")));
+    let store = EventStore::objects(Arc::clone(&backend));
+    let log = EventLog::open_in(&store, "run-1").unwrap();
+    log.emit(State::Queued, Event::instance("t", "p")).unwrap();
+    assert!(backend.list("_runs/run-1/events").unwrap().is_empty());
+    log.emit_durable(
+        State::Running,
+        Event::instance("t", "p").attempt(1, Some(1)),
+    )
+    .unwrap();
+    assert_eq!(
+        backend.list("_runs/run-1/events").unwrap(),
+        vec!["00000000000000000001"]
+    );
+    drop(log);
+    let log = EventLog::open_in(&store, "run-1").unwrap();
+    log.emit(State::Published, Event::instance("t", "p"))
+        .unwrap();
+    drop(log);
+    assert_eq!(
+        backend.list("_runs/run-1/events").unwrap(),
+        vec!["00000000000000000001", "00000000000000000002"]
+    );
+    let (records, bad) = read_run(&store, "run-1").unwrap().unwrap();
+    assert!(bad.is_empty(), "{bad:?}");
+    let states: Vec<State> = records.iter().map(|r| r.state).collect();
+    assert_eq!(states, [State::Queued, State::Running, State::Published]);
+    let (all, _) = read_all_in(&store).unwrap();
+    assert_eq!(all, records);
+    let runs = store.runs().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert!(runs[0].last_written.is_some());
+}

@@ -1,0 +1,585 @@
+//! Run event logs in the warehouse: the one module that knows their keys.
+//!
+//! On the filesystem a run's events are one append-only JSON Lines file,
+//! `_runs/<run-id>/events.jsonl`, written with one `write` per line on an
+//! `O_APPEND` file and fsynced by [`EventWriter::sync`], exactly as before
+//! the store owned it.
+//!
+//! An object store has no append, so on any other backend a run's events
+//! are ordered chunks `_runs/<run-id>/events/<seq 20-digit>`, each created
+//! once with put-if-absent and never replaced. A writer buffers the lines
+//! of plain appends and turns them into the next chunk on [`EventWriter::sync`]
+//! (so a durable emit is stored before it returns), when the buffer passes
+//! [`CHUNK_BYTES`] or is older than [`CHUNK_AGE`] at the next append, and
+//! when it is dropped. A chunk's seq found taken is reread: the same bytes
+//! are our own create retried after a lost reply (ours, move on), other
+//! bytes are another writer's on the same run id (try the next seq). Either
+//! way nothing is overwritten and each chunk holds one writer's lines.
+//! Readers merge a run's chunks in seq order.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::store::backend::Backend;
+use crate::store::error::StoreError;
+use crate::store::key::validate_segment;
+
+/// Buffered bytes past which a plain append writes a chunk.
+pub const CHUNK_BYTES: usize = 256 * 1024;
+/// Age past which the next plain append writes the buffer as a chunk.
+pub const CHUNK_AGE: Duration = Duration::from_secs(2);
+
+const RUNS: &str = "_runs";
+const LOG_FILE: &str = "events.jsonl";
+const CHUNKS: &str = "events";
+
+/// Where a warehouse keeps its runs' event logs.
+#[derive(Clone)]
+pub enum EventStore {
+    /// A local warehouse directory: one append-only file per run.
+    Dir(PathBuf),
+    /// Any backend: ordered put-if-absent chunks per run.
+    Objects(Arc<dyn Backend>),
+}
+
+/// A run that has an event log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunEntry {
+    /// The run id.
+    pub id: String,
+    /// When its log was last written (the file's mtime, or the store's
+    /// timestamp of its newest chunk); `None` if that could not be read.
+    pub last_written: Option<jiff::Timestamp>,
+}
+
+/// Stored bytes of a run's log, in order: the file, or one chunk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Segment {
+    /// Where the bytes are (a path, or the chunk's key), for messages.
+    pub origin: PathBuf,
+    /// The bytes.
+    pub bytes: Vec<u8>,
+}
+
+/// The directory of a run's files in a local warehouse.
+pub fn run_dir(warehouse: &Path, run_id: &str) -> PathBuf {
+    warehouse.join(RUNS).join(run_id)
+}
+
+fn store_io(e: StoreError) -> io::Error {
+    io::Error::other(e)
+}
+
+impl EventStore {
+    /// The event logs of a local warehouse directory.
+    pub fn dir(root: impl Into<PathBuf>) -> EventStore {
+        EventStore::Dir(root.into())
+    }
+
+    /// The event logs of a warehouse on any backend.
+    pub fn objects(backend: Arc<dyn Backend>) -> EventStore {
+        EventStore::Objects(backend)
+    }
+
+    /// Where the runs are, for messages.
+    pub fn location(&self) -> String {
+        match self {
+            EventStore::Dir(root) => root.join(RUNS).display().to_string(),
+            EventStore::Objects(_) => RUNS.to_owned(),
+        }
+    }
+
+    fn chunk_prefix(run_id: &str) -> Result<String, StoreError> {
+        validate_segment(run_id)?;
+        Ok(format!("{RUNS}/{run_id}/{CHUNKS}"))
+    }
+
+    /// Opens the writer of `run_id`'s log (appending to it if it exists).
+    pub fn open(&self, run_id: &str) -> io::Result<EventWriter> {
+        match self {
+            EventStore::Dir(root) => {
+                let dir = run_dir(root, run_id);
+                crate::store::fs::create_dir_all_durable(&dir)?;
+                let path = dir.join(LOG_FILE);
+                let mut file = OpenOptions::new().create(true).append(true).open(&path)?;
+                // A crash may have torn the last line of a log we now append
+                // to (a run resumed under its id): end it, so only that line
+                // is lost.
+                if ends_torn(&path)? {
+                    file.write_all(b"\n")?;
+                }
+                Ok(EventWriter {
+                    origin: path,
+                    sink: Sink::File(Mutex::new(file)),
+                })
+            }
+            EventStore::Objects(backend) => {
+                let prefix = Self::chunk_prefix(run_id).map_err(store_io)?;
+                let last = backend
+                    .list(&prefix)
+                    .map_err(store_io)?
+                    .iter()
+                    .filter_map(|n| n.parse::<u64>().ok())
+                    .max()
+                    .unwrap_or(0);
+                Ok(EventWriter {
+                    origin: PathBuf::from(&prefix),
+                    sink: Sink::Chunks(Mutex::new(Chunks {
+                        backend: Arc::clone(backend),
+                        prefix,
+                        next: last + 1,
+                        pending: Vec::new(),
+                        since: None,
+                    })),
+                })
+            }
+        }
+    }
+
+    /// The stored bytes of `run_id`'s log in order; `None` if the run has
+    /// no log. A log that exists but cannot be read (EACCES, a directory
+    /// where the file belongs) is an error, never "no events".
+    pub fn read_run(&self, run_id: &str) -> Result<Option<Vec<Segment>>, StoreError> {
+        match self {
+            EventStore::Dir(root) => {
+                let path = run_dir(root, run_id).join(LOG_FILE);
+                match std::fs::read(&path) {
+                    Ok(bytes) => Ok(Some(vec![Segment {
+                        origin: path,
+                        bytes,
+                    }])),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+                    Err(e) => Err(StoreError::io(path)(e)),
+                }
+            }
+            EventStore::Objects(backend) => {
+                let Ok(prefix) = Self::chunk_prefix(run_id) else {
+                    return Ok(None);
+                };
+                let mut seqs: Vec<u64> = backend
+                    .list(&prefix)?
+                    .iter()
+                    .filter_map(|n| n.parse::<u64>().ok())
+                    .collect();
+                if seqs.is_empty() {
+                    return Ok(None);
+                }
+                seqs.sort_unstable();
+                let mut segments = Vec::with_capacity(seqs.len());
+                for seq in seqs {
+                    let key = format!("{prefix}/{seq:020}");
+                    // Gone between list and get (gc of the run): skip it.
+                    if let Some(bytes) = backend.get(&key)? {
+                        segments.push(Segment {
+                            origin: PathBuf::from(key),
+                            bytes,
+                        });
+                    }
+                }
+                Ok(Some(segments))
+            }
+        }
+    }
+
+    /// Every run with a log, in id order (run ids start with their start
+    /// time). On the filesystem a run whose `events.jsonl` exists in any
+    /// form is listed, so that reading it reports damage.
+    pub fn runs(&self) -> Result<Vec<RunEntry>, StoreError> {
+        match self {
+            EventStore::Dir(root) => {
+                let runs = root.join(RUNS);
+                let entries = match std::fs::read_dir(&runs) {
+                    Ok(entries) => entries,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+                    Err(e) => return Err(StoreError::io(runs)(e)),
+                };
+                let mut out: Vec<RunEntry> = entries
+                    .filter_map(Result::ok)
+                    .filter_map(|e| {
+                        let meta = e.path().join(LOG_FILE).metadata().ok()?;
+                        let last_written = meta
+                            .modified()
+                            .ok()
+                            .and_then(|t| jiff::Timestamp::try_from(t).ok());
+                        Some(RunEntry {
+                            id: e.file_name().to_string_lossy().into_owned(),
+                            last_written,
+                        })
+                    })
+                    .collect();
+                out.sort_by(|a, b| a.id.cmp(&b.id));
+                Ok(out)
+            }
+            EventStore::Objects(backend) => {
+                let mut out = Vec::new();
+                for id in backend.list(RUNS)? {
+                    let Ok(prefix) = Self::chunk_prefix(&id) else {
+                        continue;
+                    };
+                    let chunks = backend.list_objects(&prefix)?;
+                    if chunks.is_empty() {
+                        continue;
+                    }
+                    let last_written = chunks.iter().map(|c| c.last_modified).max();
+                    out.push(RunEntry { id, last_written });
+                }
+                out.sort_by(|a, b| a.id.cmp(&b.id));
+                Ok(out)
+            }
+        }
+    }
+}
+
+fn ends_torn(path: &Path) -> io::Result<bool> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = File::open(path)?;
+    if f.metadata()?.len() == 0 {
+        return Ok(false);
+    }
+    f.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8; 1];
+    f.read_exact(&mut last)?;
+    Ok(last[0] != b'\n')
+}
+
+/// The writer of one run's log.
+pub struct EventWriter {
+    origin: PathBuf,
+    sink: Sink,
+}
+
+enum Sink {
+    File(Mutex<File>),
+    Chunks(Mutex<Chunks>),
+}
+
+struct Chunks {
+    backend: Arc<dyn Backend>,
+    prefix: String,
+    /// The seq the next chunk tries first.
+    next: u64,
+    /// Whole lines not yet in a chunk.
+    pending: Vec<u8>,
+    /// When the oldest pending line was appended.
+    since: Option<Instant>,
+}
+
+impl Chunks {
+    /// Stores the pending lines as the next free chunk.
+    fn flush(&mut self) -> Result<(), StoreError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        loop {
+            let key = format!("{}/{:020}", self.prefix, self.next);
+            if self.backend.put_if_absent(&key, &self.pending)? {
+                break;
+            }
+            // Taken. The same bytes: our own create, retried after its reply
+            // was lost (by us, or inside the backend's client). Other bytes
+            // (or gone again): another writer's chunk, so try the next seq.
+            if self.backend.get(&key)?.as_deref() == Some(&self.pending[..]) {
+                break;
+            }
+            self.next += 1;
+        }
+        self.next += 1;
+        self.pending.clear();
+        self.since = None;
+        Ok(())
+    }
+}
+
+impl EventWriter {
+    /// Where the log is (the file, or the run's chunk prefix), for messages.
+    pub fn origin(&self) -> &Path {
+        &self.origin
+    }
+
+    /// Appends whole lines (each ending in `\n`). On the filesystem one
+    /// `write`, not fsynced; on chunks buffered until [`EventWriter::sync`],
+    /// a threshold or drop.
+    pub fn append(&self, lines: &[u8]) -> io::Result<()> {
+        match &self.sink {
+            Sink::File(file) => file
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .write_all(lines),
+            Sink::Chunks(chunks) => {
+                let mut c = chunks.lock().unwrap_or_else(PoisonError::into_inner);
+                c.pending.extend_from_slice(lines);
+                let since = *c.since.get_or_insert_with(Instant::now);
+                if c.pending.len() >= CHUNK_BYTES || since.elapsed() >= CHUNK_AGE {
+                    c.flush().map_err(store_io)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Makes everything appended so far durable: fsync of the file, or the
+    /// pending lines stored as a chunk.
+    pub fn sync(&self) -> io::Result<()> {
+        match &self.sink {
+            Sink::File(file) => file
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .sync_data(),
+            Sink::Chunks(chunks) => chunks
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .flush()
+                .map_err(store_io),
+        }
+    }
+}
+
+impl Drop for EventWriter {
+    fn drop(&mut self) {
+        if let Sink::Chunks(chunks) = &self.sink {
+            // Best effort: a writer that could not store its tail already
+            // failed a sync or an append the caller saw.
+            let _ = chunks
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .flush();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::backend::{Object, ObjectMeta, Version};
+    use crate::store::MemoryBackend;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    fn memory() -> (Arc<MemoryBackend>, EventStore) {
+        let backend = Arc::new(MemoryBackend::new());
+        let store = EventStore::objects(Arc::clone(&backend) as Arc<dyn Backend>);
+        (backend, store)
+    }
+
+    fn text(store: &EventStore, run: &str) -> String {
+        store
+            .read_run(run)
+            .unwrap()
+            .unwrap()
+            .iter()
+            .map(|s| String::from_utf8(s.bytes.clone()).unwrap())
+            .collect()
+    }
+
+    // Issue 13: a run's chunks read back in seq order, across writers that
+    // reopen the run, and a plain append is buffered until sync or drop.
+    #[test]
+    fn issue_13_chunks_read_back_in_order() {
+        let (backend, store) = memory();
+        let w = store.open("r1").unwrap();
+        w.append(b"1\n").unwrap();
+        w.append(b"2\n").unwrap();
+        assert_eq!(store.read_run("r1").unwrap(), None, "plain appends buffer");
+        w.sync().unwrap();
+        w.append(b"3\n").unwrap();
+        drop(w);
+        let w = store.open("r1").unwrap();
+        for i in 4..=12 {
+            w.append(format!("{i}\n").as_bytes()).unwrap();
+            w.sync().unwrap();
+        }
+        drop(w);
+        let want: String = (1..=12).map(|i| format!("{i}\n")).collect();
+        assert_eq!(text(&store, "r1"), want);
+        // Ten chunks, zero-padded so that seq 10 sorts after seq 9.
+        let keys: Vec<String> = backend
+            .list_objects("_runs/r1/events")
+            .unwrap()
+            .into_iter()
+            .map(|m| m.key)
+            .collect();
+        assert_eq!(keys.len(), 11);
+        assert_eq!(keys[0], "_runs/r1/events/00000000000000000001");
+        assert_eq!(keys[10], "_runs/r1/events/00000000000000000011");
+        let runs = store.runs().unwrap();
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].id, "r1");
+        assert!(runs[0].last_written.is_some());
+    }
+
+    // Issue 13: the durability point: once sync returns, the chunk holding
+    // every line appended before it is in the backend.
+    #[test]
+    fn issue_13_sync_stores_the_chunk_before_returning() {
+        let (backend, store) = memory();
+        let w = store.open("r1").unwrap();
+        w.append(b"queued\n").unwrap();
+        w.append(b"deleting\n").unwrap();
+        assert_eq!(
+            backend.list("_runs/r1/events").unwrap(),
+            Vec::<String>::new()
+        );
+        w.sync().unwrap();
+        assert_eq!(
+            backend
+                .get("_runs/r1/events/00000000000000000001")
+                .unwrap()
+                .as_deref(),
+            Some(&b"queued\ndeleting\n"[..])
+        );
+        // Nothing pending: another sync writes no empty chunk.
+        w.sync().unwrap();
+        assert_eq!(backend.list("_runs/r1/events").unwrap().len(), 1);
+    }
+
+    // Issue 13: two writers on one run id lose no line and never mix lines
+    // inside a chunk: a seq found taken by other bytes moves on.
+    #[test]
+    fn issue_13_two_writers_on_one_run_lose_nothing() {
+        let (backend, store) = memory();
+        let writers = [store.open("r1").unwrap(), store.open("r1").unwrap()];
+        std::thread::scope(|s| {
+            for (w, name) in writers.iter().zip(["a", "b"]) {
+                s.spawn(move || {
+                    for i in 0..200 {
+                        w.append(format!("{name}{i}\n").as_bytes()).unwrap();
+                        if i % 3 == 0 {
+                            w.sync().unwrap();
+                        }
+                    }
+                    w.sync().unwrap();
+                });
+            }
+        });
+        let mut seen: Vec<String> = Vec::new();
+        for segment in store.read_run("r1").unwrap().unwrap() {
+            let chunk = String::from_utf8(segment.bytes).unwrap();
+            let lines: Vec<&str> = chunk.lines().collect();
+            let first = &lines[0][..1];
+            assert!(
+                lines.iter().all(|l| l.starts_with(first)),
+                "chunk {} mixes writers: {chunk:?}",
+                segment.origin.display()
+            );
+            seen.extend(lines.iter().map(|l| l.to_string()));
+        }
+        for name in ["a", "b"] {
+            let mine: Vec<&String> = seen.iter().filter(|l| l.starts_with(name)).collect();
+            let want: Vec<String> = (0..200).map(|i| format!("{name}{i}")).collect();
+            assert_eq!(mine, want.iter().collect::<Vec<_>>(), "writer {name}");
+        }
+        drop(writers);
+        // 67 syncs inside the loop and a last one, each writer.
+        assert_eq!(backend.list_objects("_runs/r1").unwrap().len(), 2 * 68);
+    }
+
+    /// Memory, except that the first put-if-absent stores its bytes and then
+    /// reports an error: a committed create whose reply was lost.
+    struct LostReply {
+        inner: MemoryBackend,
+        fired: AtomicBool,
+    }
+
+    impl Backend for LostReply {
+        fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
+            let created = self.inner.put_if_absent(key, bytes)?;
+            if !self.fired.swap(true, Ordering::SeqCst) {
+                return Err(StoreError::io(key)(io::Error::other("503 after the write")));
+            }
+            Ok(created)
+        }
+        fn put_if_version_matches(
+            &self,
+            key: &str,
+            bytes: &[u8],
+            expected: &Version,
+        ) -> Result<Option<Version>, StoreError> {
+            self.inner.put_if_version_matches(key, bytes, expected)
+        }
+        fn put(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
+            self.inner.put(key, bytes)
+        }
+        fn get_object(&self, key: &str) -> Result<Option<Object>, StoreError> {
+            self.inner.get_object(key)
+        }
+        fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+            self.inner.list(prefix)
+        }
+        fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
+            self.inner.list_objects(prefix)
+        }
+        fn delete(&self, key: &str) -> Result<(), StoreError> {
+            self.inner.delete(key)
+        }
+        fn delete_prefix(&self, prefix: &str) -> Result<(), StoreError> {
+            self.inner.delete_prefix(prefix)
+        }
+    }
+
+    // Issue 13: a create that was stored but reported as failed, retried,
+    // finds its own bytes and counts them as its chunk: no duplicate lines,
+    // no gap.
+    #[test]
+    fn issue_13_a_retried_create_of_the_same_bytes_is_ours() {
+        let backend = Arc::new(LostReply {
+            inner: MemoryBackend::new(),
+            fired: AtomicBool::new(false),
+        });
+        let store = EventStore::objects(Arc::clone(&backend) as Arc<dyn Backend>);
+        let w = store.open("r1").unwrap();
+        w.append(b"gc-deleted\n").unwrap();
+        let err = w.sync().unwrap_err();
+        let why = crate::store::chain(&err);
+        assert!(why.contains("503 after the write"), "{why}");
+        w.sync().unwrap();
+        w.append(b"next\n").unwrap();
+        w.sync().unwrap();
+        assert_eq!(text(&store, "r1"), "gc-deleted\nnext\n");
+        assert_eq!(
+            backend
+                .get("_runs/r1/events/00000000000000000002")
+                .unwrap()
+                .as_deref(),
+            Some(&b"next\n"[..])
+        );
+    }
+
+    // Issue 13: the filesystem keeps one append-only file per run, where
+    // existing warehouses have it.
+    #[test]
+    fn issue_13_filesystem_keeps_one_file_per_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = EventStore::dir(dir.path());
+        let w = store.open("r1").unwrap();
+        w.append(b"a\n").unwrap();
+        w.append(b"b\n").unwrap();
+        let path = dir.path().join("_runs/r1/events.jsonl");
+        assert_eq!(w.origin(), path);
+        assert_eq!(std::fs::read(&path).unwrap(), b"a\nb\n");
+        let segments = store.read_run("r1").unwrap().unwrap();
+        assert_eq!(segments.len(), 1);
+        assert_eq!(store.read_run("r2").unwrap(), None);
+        assert_eq!(store.runs().unwrap()[0].id, "r1");
+    }
+
+    // Issue 13: on the filesystem a run whose log is damaged (a directory
+    // where the file belongs) is listed and its read fails naming the file:
+    // damage is not "no events".
+    #[test]
+    fn issue_13_a_damaged_log_file_is_an_error_not_absence() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("_runs/r9/events.jsonl");
+        std::fs::create_dir_all(&log).unwrap();
+        let store = EventStore::dir(dir.path());
+        assert_eq!(store.runs().unwrap()[0].id, "r9");
+        match store.read_run("r9") {
+            Err(StoreError::Io { path, source }) => {
+                assert_eq!(path, log);
+                assert_eq!(source.raw_os_error(), Some(libc::EISDIR));
+            }
+            other => panic!("expected EISDIR on the log, got {other:?}"),
+        }
+    }
+}
