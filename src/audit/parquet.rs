@@ -103,6 +103,11 @@ pub(crate) struct ParquetFile {
     path: PathBuf,
     file: Shared,
     metadata: ArrowReaderMetadata,
+    /// The footer with top-level strings and binaries read as views
+    /// (`Utf8View`, `BinaryView`): their bytes stay in the decoded pages
+    /// instead of being copied into an offsets array, which is most of the
+    /// reader's cost on string columns. Only decoding uses it.
+    decoding: ArrowReaderMetadata,
     /// The top-level columns, sorted by name.
     pub(crate) columns: Vec<String>,
     /// order[k] = the schema position of the k-th sorted column.
@@ -147,9 +152,31 @@ impl ParquetFile {
                 });
             }
         }
+        let viewed: Vec<arrow_schema::FieldRef> = schema
+            .fields()
+            .iter()
+            .map(|field| match field.data_type() {
+                DataType::Utf8 | DataType::LargeUtf8 => {
+                    Arc::new(field.as_ref().clone().with_data_type(DataType::Utf8View))
+                }
+                DataType::Binary | DataType::LargeBinary => {
+                    Arc::new(field.as_ref().clone().with_data_type(DataType::BinaryView))
+                }
+                _ => Arc::clone(field),
+            })
+            .collect();
+        let decoding = ArrowReaderMetadata::try_new(
+            Arc::clone(metadata.metadata()),
+            ArrowReaderOptions::new().with_schema(Arc::new(Schema::new_with_metadata(
+                viewed,
+                schema.metadata().clone(),
+            ))),
+        )
+        .map_err(|e| invalid(path, &e))?;
         Ok(Self {
             path: path.to_path_buf(),
             file,
+            decoding,
             columns: named.iter().map(|(name, _)| name.clone()).collect(),
             order: named.iter().map(|&(_, position)| position).collect(),
             metadata,
@@ -247,7 +274,7 @@ impl ParquetFile {
     ) -> Result<(), AuditError> {
         let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(
             self.file.clone(),
-            self.metadata.clone(),
+            self.decoding.clone(),
         )
         .with_row_groups(vec![group])
         .with_batch_size(BATCH_ROWS)
