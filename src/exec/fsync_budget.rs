@@ -27,7 +27,8 @@ fn label(rows: &Path, path: &Path) -> Option<(String, String)> {
     Some((partition, label.join("/")))
 }
 
-// issue 16: one instance of a new partition costs 10 fsyncs, each one needed by an invariant
+// issue 16: one instance of a new partition costs 10 fsyncs, each one needed by an invariant,
+// and its pool slot none
 #[test]
 fn issue_16_one_instance_stays_within_its_fsync_budget() {
     let tmp = tempfile::tempdir().unwrap();
@@ -69,6 +70,21 @@ pool = "work"
         .iter()
         .all(|(_, _, r)| matches!(r, InstanceResult::Published)));
 
+    // Pool slots and engine heartbeats are liveness: none of their records
+    // is fsynced, however many launches take and release slots; only their
+    // directories' entries, once each when first made.
+    for liveness in ["_pools", "_engines"] {
+        let root = manifest.pipeline.warehouse.join(liveness);
+        assert!(root.exists(), "{liveness} was written");
+        let synced = counted::under(&root);
+        let mut dirs = synced.clone();
+        dirs.sort();
+        dirs.dedup();
+        assert!(
+            dirs.iter().all(|p| p.is_dir()) && synced.len() <= 2 * dirs.len(),
+            "{liveness} fsynced: {synced:?}"
+        );
+    }
     let rows = manifest.pipeline.warehouse.join("rows");
     let mut shared = Vec::new();
     let mut per_partition = std::collections::BTreeMap::<String, Vec<String>>::new();

@@ -85,6 +85,14 @@ pub struct Object {
 pub trait Backend: Send + Sync {
     /// Creates `key` with `bytes` only if it does not exist.
     fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError>;
+    /// put-if-absent for liveness records (pool slots, engine heartbeats):
+    /// as atomic, but not made durable. A crash of the writer's host may
+    /// leave the key absent or torn, which loses nothing: the record's
+    /// holder died with it, and readers take a torn record for a dead
+    /// holder's. A backend whose writes are durable anyway keeps the default.
+    fn put_if_absent_volatile(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
+        self.put_if_absent(key, bytes)
+    }
     /// Replaces `key` with `bytes` only if its version is `expected`.
     fn put_if_version_matches(
         &self,
@@ -244,9 +252,17 @@ impl std::fmt::Debug for FsBackend {
 
 /// Writes and fsyncs the temp, then links it to `path`. Returns whether the
 /// link is ours.
-fn link_temp(tmp: &Path, mut file: File, bytes: &[u8], path: &Path) -> Result<bool, StoreError> {
+fn link_temp(
+    tmp: &Path,
+    mut file: File,
+    bytes: &[u8],
+    path: &Path,
+    durable: bool,
+) -> Result<bool, StoreError> {
     file.write_all(bytes).map_err(StoreError::io(tmp))?;
-    crate::store::fs::sync(&file, tmp).map_err(StoreError::io(tmp))?;
+    if durable {
+        crate::store::fs::sync(&file, tmp).map_err(StoreError::io(tmp))?;
+    }
     match fs::hard_link(tmp, path) {
         Ok(()) => Ok(true),
         Err(e) => {
@@ -374,7 +390,7 @@ impl Backend for FsBackend {
         let dir = path.parent().unwrap_or(&self.root).to_path_buf();
         let name = key.rsplit('/').next().unwrap_or(key);
         let (tmp, file) = self.create_temp_in(&dir, name)?;
-        let outcome = link_temp(&tmp, file, bytes, &path);
+        let outcome = link_temp(&tmp, file, bytes, &path, true);
         // The key (if linked) holds its own link to the inode; the temp name
         // is hidden from listings, so a failed removal only leaves litter.
         let _ = fs::remove_file(&tmp);
@@ -384,6 +400,18 @@ impl Backend for FsBackend {
         // acts on it (its writer may not have reached its own fsync yet).
         fsync_dir(&dir).map_err(StoreError::io(&dir))?;
         Ok(created)
+    }
+
+    /// The same link trick without the file and directory fsyncs: the link
+    /// is still atomic for every process that shares this filesystem.
+    fn put_if_absent_volatile(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
+        let path = self.path(key)?;
+        let dir = path.parent().unwrap_or(&self.root).to_path_buf();
+        let name = key.rsplit('/').next().unwrap_or(key);
+        let (tmp, file) = self.create_temp_in(&dir, name)?;
+        let outcome = link_temp(&tmp, file, bytes, &path, false);
+        let _ = fs::remove_file(&tmp);
+        outcome
     }
 
     fn put_if_version_matches(

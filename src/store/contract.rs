@@ -300,26 +300,36 @@ fn bad_keys_are_refused(b: Arc<dyn Backend>) {
 }
 
 fn concurrent_put_if_absent_has_one_winner(b: Arc<dyn Backend>) {
-    let n = 8u8;
-    let barrier = Barrier::new(usize::from(n));
-    let winners: Vec<u8> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..n)
-            .map(|i| {
-                let (b, barrier) = (&b, &barrier);
-                s.spawn(move || {
-                    barrier.wait();
-                    b.put_if_absent("d/p/log/k", &[i]).unwrap().then_some(i)
+    // The volatile kind (liveness records) is exactly as atomic.
+    for volatile in [false, true] {
+        let n = 8u8;
+        let barrier = Barrier::new(usize::from(n));
+        let winners: Vec<u8> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..n)
+                .map(|i| {
+                    let (b, barrier) = (&b, &barrier);
+                    s.spawn(move || {
+                        barrier.wait();
+                        let key = format!("d/p/log/k{volatile}");
+                        let won = if volatile {
+                            b.put_if_absent_volatile(&key, &[i])
+                        } else {
+                            b.put_if_absent(&key, &[i])
+                        };
+                        won.unwrap().then_some(i)
+                    })
                 })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .filter_map(|h| h.join().unwrap())
-            .collect()
-    });
-    assert_eq!(winners.len(), 1, "{winners:?}");
-    assert_eq!(b.get("d/p/log/k").unwrap().unwrap(), vec![winners[0]]);
-    assert_eq!(b.list("d/p/log").unwrap(), vec!["k"]);
+                .collect();
+            handles
+                .into_iter()
+                .filter_map(|h| h.join().unwrap())
+                .collect()
+        });
+        assert_eq!(winners.len(), 1, "{winners:?}");
+        let key = format!("d/p/log/k{volatile}");
+        assert_eq!(b.get(&key).unwrap().unwrap(), vec![winners[0]]);
+    }
+    assert_eq!(b.list("d/p/log").unwrap(), vec!["kfalse", "ktrue"]);
 }
 
 fn owner(attempt: u32) -> TokenOwner {

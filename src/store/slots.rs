@@ -361,12 +361,10 @@ fn latest(backend: &dyn Backend, prefix: &str) -> Result<(u64, Option<SlotRecord
     };
     let key = format!("{prefix}/{}", gen_name(generation));
     match backend.get(&key)? {
-        Some(bytes) => serde_json::from_slice(&bytes)
-            .map(|r| (generation, Some(r)))
-            .map_err(|e| StoreError::Corrupt {
-                key,
-                message: e.to_string(),
-            }),
+        // Slot records are written whole but not fsynced: one that does
+        // not parse was torn by its writer's crash, so its holder is gone
+        // and the slot is free.
+        Some(bytes) => Ok((generation, serde_json::from_slice(&bytes).ok())),
         // Collected between the listing and the read: a newer one exists.
         None => latest(backend, prefix),
     }
@@ -397,7 +395,7 @@ fn write_next(
         key: prefix.to_owned(),
         message: e.to_string(),
     })?;
-    if !backend.put_if_absent(&format!("{prefix}/{}", gen_name(next)), &bytes)? {
+    if !backend.put_if_absent_volatile(&format!("{prefix}/{}", gen_name(next)), &bytes)? {
         return Ok(false);
     }
     let gens = generations(backend, prefix)?;
@@ -441,7 +439,7 @@ impl EngineBeat {
     pub fn beat(&mut self) -> Result<(), StoreError> {
         let n = self.next;
         self.backend
-            .put_if_absent(&format!("{}/{}", self.prefix, gen_name(n)), b"")?;
+            .put_if_absent_volatile(&format!("{}/{}", self.prefix, gen_name(n)), b"")?;
         self.next += 1;
         if n > 2 {
             self.backend
@@ -522,6 +520,31 @@ mod tests {
         c.release(second, "t k2").unwrap();
         c.release(third, "t k3").unwrap();
         assert!(a.try_acquire("t k4").unwrap().is_some());
+    }
+
+    // issue 16: slot records are not fsynced, so a host crash can leave the
+    // newest one torn (empty or cut short); its holder died with that host,
+    // so the slot is free, never a pool stuck on a corrupt record.
+    #[test]
+    fn issue_16_a_torn_slot_record_is_a_free_slot() {
+        let (_tmp, b) = backend();
+        let a = pool(&b, "a", 1, None, Duration::from_secs(60));
+        let _beat = EngineBeat::start(Arc::clone(&b), "a").unwrap();
+        for torn in [&b""[..], b"{\"state\":\"HEL"] {
+            let latest = generations(&*b, "_pools/p/slots/0")
+                .unwrap()
+                .pop()
+                .unwrap_or(0);
+            assert!(b
+                .put_if_absent(&format!("_pools/p/slots/0/{}", gen_name(latest + 1)), torn)
+                .unwrap());
+            let held = a
+                .try_acquire("t k1")
+                .unwrap()
+                .expect("the torn slot is free");
+            assert_eq!(held.generation, latest + 2);
+            a.release(held, "t k1").unwrap();
+        }
     }
 
     #[test]
