@@ -9,21 +9,7 @@ use crate::store::CommitKind;
 
 pub(crate) fn run(args: &HistoryArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
-    let Some(task) = manifest.producer(&args.dataset) else {
-        return Err(CliError::Usage(format!(
-            "no task of `{}` publishes dataset `{}`",
-            manifest.pipeline.name, args.dataset
-        )));
-    };
-    if !task.dims.contains(&args.partition, crate::clock::now()) {
-        return Err(CliError::Usage(format!(
-            "partition `{}` is not in the partition scheme of `{}`\n  help: `{}` is partitioned {}",
-            args.partition,
-            args.dataset,
-            task.name,
-            task.dims.describe()
-        )));
-    }
+    super::status::producer_of(&manifest, &args.dataset, &args.partition)?;
     let warehouse = super::error::open(&manifest)?;
     let history = warehouse
         .partition(&args.dataset, &args.partition)

@@ -8,7 +8,7 @@ use super::args::{ShowArgs, StatusArgs};
 use super::error::{doing, CliError};
 use super::exit;
 use crate::audit;
-use crate::manifest::Manifest;
+use crate::manifest::{Manifest, Task};
 use crate::store::certs as certify;
 use crate::store::marks::{self as state, InstanceMark, Mark};
 use crate::store::{CommitRecord, Depth, Drift, Warehouse};
@@ -439,23 +439,32 @@ fn stale(
         .collect()
 }
 
-pub(crate) fn show(args: &ShowArgs) -> Result<u8, CliError> {
-    let manifest = super::error::load(&args.manifest)?;
-    let Some(task) = manifest.producer(&args.dataset) else {
+/// The task that publishes `dataset`, if `partition` is in its scheme: what
+/// `show` and `history` need before they read a partition.
+pub(crate) fn producer_of<'m>(
+    manifest: &'m Manifest,
+    dataset: &str,
+    partition: &str,
+) -> Result<&'m Task, CliError> {
+    let Some(task) = manifest.producer(dataset) else {
         return Err(CliError::Usage(format!(
-            "no task of `{}` publishes dataset `{}`",
-            manifest.pipeline.name, args.dataset
+            "no task of `{}` publishes dataset `{dataset}`",
+            manifest.pipeline.name
         )));
     };
-    if !task.dims.contains(&args.partition, crate::clock::now()) {
+    if !task.dims.contains(partition, crate::clock::now()) {
         return Err(CliError::Usage(format!(
-            "partition `{}` is not in the partition scheme of `{}`\n  help: `{}` is partitioned {}",
-            args.partition,
-            args.dataset,
+            "partition `{partition}` is not in the partition scheme of `{dataset}`\n  help: `{}` is partitioned {}",
             task.name,
             task.dims.describe()
         )));
     }
+    Ok(task)
+}
+
+pub(crate) fn show(args: &ShowArgs) -> Result<u8, CliError> {
+    let manifest = super::error::load(&args.manifest)?;
+    let task = producer_of(&manifest, &args.dataset, &args.partition)?;
     let warehouse = super::error::open(&manifest)?;
     let store = warehouse.partition(&args.dataset, &args.partition);
     let record = match args.generation {
