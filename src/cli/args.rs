@@ -11,6 +11,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
+    /// Use this warehouse instead of the manifest's `pipeline.warehouse`: a
+    /// directory (relative to the current one) or `s3://bucket/prefix`.
+    #[arg(long, global = true, value_name = "DIR|URL")]
+    pub(crate) warehouse: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

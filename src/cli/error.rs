@@ -124,7 +124,7 @@ pub(crate) fn load(path: &std::path::Path) -> Result<crate::manifest::Manifest, 
 pub(crate) fn open(
     manifest: &crate::manifest::Manifest,
 ) -> Result<crate::store::Warehouse, CliError> {
-    crate::store::Warehouse::open(&manifest.pipeline.warehouse).map_err(CliError::engine)
+    crate::store::Warehouse::open_for(&manifest.pipeline).map_err(CliError::engine)
 }
 
 /// What `cli::main` does with a command's outcome: the one place an error

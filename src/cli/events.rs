@@ -8,8 +8,11 @@ use crate::store::events::EventStore;
 
 pub(crate) fn run(args: &EventsArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
-    let warehouse = &manifest.pipeline.warehouse;
-    let store = EventStore::dir(warehouse);
+    // A local warehouse is read where it is (nothing is created for it).
+    let store = match manifest.pipeline.remote {
+        None => EventStore::dir(&manifest.pipeline.warehouse),
+        Some(_) => super::error::open(&manifest)?.events(),
+    };
     let read = match &args.run_id {
         Some(id) => read_run(&store, id).transpose(),
         None => Some(read_all_in(&store)),

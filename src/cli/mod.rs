@@ -40,6 +40,9 @@ pub fn main() -> ExitCode {
             });
         }
     };
+    if let Some(location) = cli.warehouse {
+        let _ = WAREHOUSE.set(location);
+    }
     let outcome = match cli.command {
         Command::Validate(a) => validate::run(&a),
         Command::Plan(a) => plan::run(&a),
@@ -79,12 +82,24 @@ fn completions(args: &args::CompletionsArgs) -> Result<u8, error::CliError> {
 
 /// Loads a manifest, printing its diagnostics on failure.
 pub(crate) fn load(path: &Path) -> Result<Manifest, error::CliError> {
-    Manifest::load(path).map_err(|errors| {
+    let mut manifest = Manifest::load(path).map_err(|errors| {
         let color = color();
         eprint!("{}", errors.render(color, terminal_width()));
         error::CliError::Manifest
-    })
+    })?;
+    if let Some(location) = WAREHOUSE.get() {
+        let here =
+            std::env::current_dir().map_err(error::doing("cannot read the current directory"))?;
+        manifest
+            .pipeline
+            .set_warehouse(location, &here)
+            .map_err(|e| error::CliError::Usage(format!("--warehouse: {e}")))?;
+    }
+    Ok(manifest)
 }
+
+/// `--warehouse`, which every command applies to the manifest it loads.
+static WAREHOUSE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// Prints any diagnostic the way miette renders it, without a backtrace.
 pub(crate) fn report(error: &dyn Diagnostic) {

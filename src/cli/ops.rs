@@ -23,8 +23,10 @@ fn setup(path: &std::path::Path) -> Result<(Manifest, Warehouse), CliError> {
 }
 
 /// The operator's event log, or why it cannot be opened.
-fn open_operator_log(root: &std::path::Path) -> Result<crate::events::EventLog, CliError> {
-    operator_log(root).map_err(doing("cannot open the operator's event log"))
+fn open_operator_log(
+    warehouse: &crate::store::Warehouse,
+) -> Result<crate::events::EventLog, CliError> {
+    operator_log(warehouse).map_err(doing("cannot open the operator's event log"))
 }
 
 fn check_task(manifest: &Manifest, task: &str) -> Result<(), CliError> {
@@ -93,7 +95,7 @@ pub(crate) fn retry(args: &DecisionArgs) -> Result<u8, CliError> {
         &[Mark::Held, Mark::Quarantined, Mark::Abandoned],
         "retry",
     )?;
-    let log = open_operator_log(warehouse.root())?;
+    let log = open_operator_log(&warehouse)?;
     // The decision is on disk before the change it announces.
     log.emit_durable(
         State::Released,
@@ -134,7 +136,7 @@ pub(crate) fn abandon(args: &DecisionArgs) -> Result<u8, CliError> {
         &[Mark::Held, Mark::Quarantined],
         "abandon",
     )?;
-    let log = open_operator_log(warehouse.root())?;
+    let log = open_operator_log(&warehouse)?;
     let mark = InstanceMark {
         mark: Mark::Abandoned,
         task: args.task.clone(),
@@ -187,7 +189,7 @@ pub(crate) fn certify(args: &CertifyArgs, certified: bool) -> Result<u8, CliErro
                 args.dataset, args.partition
             ))
         })?;
-    let log = open_operator_log(warehouse.root())?;
+    let log = open_operator_log(&warehouse)?;
     let mark = Certification {
         generation,
         certified,
@@ -220,8 +222,8 @@ pub(crate) fn certify(args: &CertifyArgs, certified: bool) -> Result<u8, CliErro
 pub(crate) fn explain(args: &ExplainArgs) -> Result<u8, CliError> {
     let (manifest, warehouse) = setup(&args.manifest)?;
     check_task(&manifest, &args.task)?;
-    let (events, bad) =
-        crate::events::read_all(warehouse.root()).map_err(doing("cannot read the event log"))?;
+    let (events, bad) = crate::events::read_all_in(&warehouse.events())
+        .map_err(doing("cannot read the event log"))?;
     for b in bad {
         eprintln!(
             "warning: {}:{}: unreadable event line ignored",
@@ -245,7 +247,7 @@ pub(crate) fn explain(args: &ExplainArgs) -> Result<u8, CliError> {
 /// `weir rollback`.
 pub(crate) fn rollback(args: &RollbackArgs) -> Result<u8, CliError> {
     let (manifest, warehouse) = setup(&args.manifest)?;
-    let log = open_operator_log(warehouse.root())?;
+    let log = open_operator_log(&warehouse)?;
     let record = rb::rollback(
         &manifest,
         &warehouse,
@@ -323,7 +325,7 @@ pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
         );
         return Ok(exit::OK);
     }
-    let log = open_operator_log(warehouse.root())?;
+    let log = open_operator_log(&warehouse)?;
     let n = gc::apply(&warehouse, &log, &options, &items).map_err(CliError::engine)?;
     println!(
         "deleted {n} candidate director{}, {} kept",

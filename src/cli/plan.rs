@@ -61,12 +61,19 @@ pub(crate) fn print(
     Ok(exit::OK)
 }
 
+/// The manifest's warehouse if it exists: a plan writes nothing, and an
+/// absent warehouse has published nothing. An object store is opened
+/// (which creates nothing there).
+fn existing_warehouse(manifest: &Manifest) -> Option<Warehouse> {
+    if manifest.pipeline.remote.is_none() && !manifest.pipeline.warehouse.is_dir() {
+        return None;
+    }
+    Warehouse::open_for(&manifest.pipeline).ok()
+}
+
 /// Planned instances whose current publication is STALE, in words.
 fn stale_instances(manifest: &Manifest, plan: &Plan) -> Vec<String> {
-    if !manifest.pipeline.warehouse.is_dir() {
-        return Vec::new();
-    }
-    let Ok(warehouse) = Warehouse::open(&manifest.pipeline.warehouse) else {
+    let Some(warehouse) = existing_warehouse(manifest) else {
         return Vec::new();
     };
     let mut current = crate::plan::stale::Current::default();
@@ -91,12 +98,7 @@ fn stale_instances(manifest: &Manifest, plan: &Plan) -> Vec<String> {
 fn build(manifest: &Manifest, scope: &Scope, tasks: &[String]) -> Result<Plan, CliError> {
     let now = crate::clock::now();
     // A plan writes nothing: an absent warehouse has published nothing.
-    let warehouse = manifest
-        .pipeline
-        .warehouse
-        .is_dir()
-        .then(|| Warehouse::open(&manifest.pipeline.warehouse).ok())
-        .flatten();
+    let warehouse = existing_warehouse(manifest);
     let published = |dataset: &str, key: &str| {
         warehouse
             .as_ref()

@@ -635,9 +635,13 @@ fn publish(
     // What readers will check the files against from now on (hashed from the
     // page cache while the same files are flushed to disk), and every file
     // durable before the record that names it.
+    // In a remote warehouse the upload below is what makes them durable.
     let (file_sums, synced) = rayon::join(
         || sum_files(&candidate.files),
-        || crate::store::fs::fsync_candidate(&candidate.dir, &candidate.files),
+        || match cx.warehouse.is_remote() {
+            false => crate::store::fs::fsync_candidate(&candidate.dir, &candidate.files),
+            true => Ok(()),
+        },
     );
     let file_sums = match file_sums {
         Ok(s) => s,
@@ -652,6 +656,12 @@ fn publish(
         return fail(
             Some(token),
             format!("cannot fsync the candidate: {}", chain(&e)),
+        );
+    }
+    if let Err(e) = store.upload_attempt(token, &candidate.files, &file_sums) {
+        return fail(
+            Some(token),
+            format!("cannot upload the candidate: {}", chain(&e)),
         );
     }
     if let Err(e) = cx.faults.hit(Point::BeforeCommit, &task.name, partition) {

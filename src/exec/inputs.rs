@@ -177,7 +177,12 @@ pub fn materialize_generation(
     dest: &Path,
 ) -> Result<Vec<PathBuf>, MaterializeError> {
     std::fs::create_dir_all(dest).map_err(io(dest))?;
-    let sources = store.visible_files(record);
+    let sources = store
+        .local_files(record)
+        .map_err(|e| MaterializeError::Store {
+            input: record.dataset.clone(),
+            message: crate::exec::chain(&e),
+        })?;
     let mut copies = Vec::with_capacity(sources.len());
     for (i, source) in sources.iter().enumerate() {
         let name = record.files.get(i).map_or("data", String::as_str);

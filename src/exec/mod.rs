@@ -299,7 +299,7 @@ pub fn run(
     // The selected tasks run under the currency test; upstream instances
     // they need are added by the plan only when not published.
     let selected = crate::plan::select::select(manifest, &options.tasks)?;
-    let warehouse = Warehouse::open(&manifest.pipeline.warehouse).map_err(ExecError::Warehouse)?;
+    let warehouse = Warehouse::open_for(&manifest.pipeline).map_err(ExecError::Warehouse)?;
     let published = |dataset: &str, key: &str| {
         matches!(warehouse.partition(dataset, key).latest(), Ok(Some(_)))
     };
@@ -323,7 +323,7 @@ pub fn run(
     // command of this run starts.
     tree::sweep_orphans();
     let run_id = options.run_id.clone().unwrap_or_else(new_run_id);
-    let mut log = EventLog::open(warehouse.root(), &run_id).map_err(ExecError::EventLog)?;
+    let mut log = EventLog::open_in(&warehouse.events(), &run_id).map_err(ExecError::EventLog)?;
     if let Some(f) = observe {
         log.observe(f);
     }
@@ -357,7 +357,7 @@ pub fn run(
         .collect();
     let pool_slots = pool::shared(
         cx.warehouse.backend(),
-        &cx.warehouse.root().display().to_string(),
+        &cx.warehouse.location(),
         &pools,
         timing,
     )

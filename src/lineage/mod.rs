@@ -115,7 +115,9 @@ struct Job {
 #[derive(Clone)]
 struct Resolver {
     namespace: String,
-    warehouse: PathBuf,
+    /// Opened once when delivery starts; `None` if it cannot be opened
+    /// (the events then go without datasets, as for any lookup failure).
+    warehouse: Option<Warehouse>,
     /// task → the dataset it publishes.
     outputs: HashMap<String, String>,
 }
@@ -137,7 +139,7 @@ impl Emitter {
         let (queue, events) = mpsc::sync_channel::<Job>(QUEUE);
         let resolver = Resolver {
             namespace: config.namespace.clone(),
-            warehouse: manifest.pipeline.warehouse.clone(),
+            warehouse: Warehouse::open_for(&manifest.pipeline).ok(),
             outputs: manifest
                 .tasks
                 .values()
@@ -470,7 +472,7 @@ impl Resolver {
         let Some(dataset) = self.outputs.get(task) else {
             return (Vec::new(), Vec::new());
         };
-        let Ok(warehouse) = Warehouse::open(&self.warehouse) else {
+        let Some(warehouse) = &self.warehouse else {
             return (Vec::new(), Vec::new());
         };
         let store = warehouse.partition(dataset, partition);
@@ -627,7 +629,10 @@ pub fn record(manifest: &Manifest, run_id: Option<&str>, delivery: &Delivery) {
             delivery.dropped
         );
         if let Some(run_id) = run_id {
-            if let Ok(log) = crate::events::EventLog::open(warehouse, run_id) {
+            let log = Warehouse::open_for(&manifest.pipeline)
+                .ok()
+                .and_then(|w| crate::events::EventLog::open_in(&w.events(), run_id).ok());
+            if let Some(log) = log {
                 let _ = log.emit(
                     State::LineageUndelivered,
                     crate::events::Event::default()

@@ -63,8 +63,55 @@ pub struct Pipeline {
     pub name: String,
     /// Stamped on every publication.
     pub code_version: String,
-    /// Absolute (manifest-relative resolved) warehouse directory.
+    /// Absolute (manifest-relative resolved) warehouse directory; for an
+    /// S3 warehouse, the local directory where attempts stage their files
+    /// and inputs are materialised (`WEIR_STAGING`, else the user's cache).
     pub warehouse: PathBuf,
+    /// `s3://bucket/prefix` when the warehouse is in object storage.
+    pub remote: Option<String>,
+}
+
+impl Pipeline {
+    /// Where the warehouse is, as a person would name it: the URL or the
+    /// directory.
+    pub fn location(&self) -> String {
+        self.remote
+            .clone()
+            .unwrap_or_else(|| self.warehouse.display().to_string())
+    }
+
+    /// Points the pipeline at another warehouse (`--warehouse`): a directory
+    /// (relative to `base`) or an `s3://` URL.
+    pub fn set_warehouse(&mut self, location: &str, base: &std::path::Path) -> Result<(), String> {
+        if location.starts_with("s3://") && location.len() > "s3://".len() {
+            self.warehouse = staging_dir(location);
+            self.remote = Some(location.to_string());
+        } else if location.contains("://") || location.is_empty() {
+            return Err(format!(
+                "`{location}` is neither a directory nor an s3://bucket/prefix URL"
+            ));
+        } else {
+            self.warehouse = base.join(location);
+            self.remote = None;
+        }
+        Ok(())
+    }
+}
+
+/// The local staging directory of an S3 warehouse: `$WEIR_STAGING`, else
+/// `$XDG_CACHE_HOME/weir/staging/<bucket>/<prefix>` (or `~/.cache/...`),
+/// so that two warehouses never share attempt directories.
+pub fn staging_dir(url: &str) -> PathBuf {
+    let tail = url.trim_start_matches("s3://").trim_matches('/');
+    let base = match std::env::var_os("WEIR_STAGING") {
+        Some(dir) if !dir.is_empty() => return PathBuf::from(dir).join(tail),
+        _ => std::env::var_os("XDG_CACHE_HOME")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .unwrap_or_else(std::env::temp_dir),
+    };
+    base.join("weir").join("staging").join(tail)
 }
 
 pub use crate::partition::{Dims, PartitionScheme, Shift};

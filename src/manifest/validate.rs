@@ -200,25 +200,36 @@ impl Validator<'_, '_, '_, '_> {
                 ),
             );
         }
-        if raw.warehouse.contains("://") {
-            self.err(
-                ManifestError::new(
-                    "weir::manifest::remote_warehouse",
-                    format!(
-                        "`pipeline.warehouse` is a URL (`{}`), and the engine runs on a local directory only",
-                        raw.warehouse
+        let remote = raw
+            .warehouse
+            .contains("://")
+            .then(|| raw.warehouse.trim().to_string());
+        if let Some(url) = &remote {
+            let valid = url
+                .strip_prefix("s3://")
+                .and_then(|rest| rest.split('/').next())
+                .is_some_and(|bucket| !bucket.is_empty());
+            if !valid {
+                self.err(
+                    ManifestError::new(
+                        "weir::manifest::remote_warehouse",
+                        format!("`pipeline.warehouse` is a URL weir cannot open: `{url}`"),
+                    )
+                    .at(self.value(&["pipeline", "warehouse"]), "not an s3:// URL")
+                    .help(
+                        "name a directory, relative to the manifest, or an S3 location `s3://bucket/prefix` (README: \"Warehouses on S3\")",
                     ),
-                )
-                .at(self.value(&["pipeline", "warehouse"]), "a URL, not a directory")
-                .help(
-                    "the S3 backend is in the library and its tests (README: \"Storage backends and S3\"), but no command opens an `s3://` warehouse yet; name a directory, relative to the manifest",
-                ),
-            );
+                );
+            }
         }
         Some(Pipeline {
             name: raw.name.clone(),
             code_version: raw.code_version.clone(),
-            warehouse: self.cx.dir.join(&raw.warehouse),
+            warehouse: match &remote {
+                Some(url) => super::model::staging_dir(url),
+                None => self.cx.dir.join(&raw.warehouse),
+            },
+            remote,
         })
     }
 

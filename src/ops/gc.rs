@@ -167,8 +167,7 @@ fn apply_at(
         let token = FencingToken::from_raw(item.token);
         // The path is recomputed from the token: only `attempts/<token>` of
         // this partition can ever be removed, whatever the item says.
-        let dir = store.attempt_dir(token);
-        if std::fs::symlink_metadata(&dir).is_err() {
+        if usage(&store, token).is_none() {
             continue; // already gone (another gc)
         }
         let refs = References::read(&store, options.keep_generations);
@@ -325,8 +324,8 @@ fn assess(
     options: &GcOptions,
     now: Timestamp,
 ) -> GcItem {
-    let path = store.attempt_dir(token);
-    let (bytes, newest) = walk(&path);
+    let path = store.attempt_location(token);
+    let (bytes, newest) = usage(store, token).unwrap_or((0, None));
     let owner = store.token_record(token).ok().flatten();
     let age = age_of(owner.as_ref(), store.token_written_at(token), newest, now);
     let decision = decide(store, refs, token, owner.as_ref(), &age, options);
@@ -492,6 +491,27 @@ fn age_of(
 /// Bytes of the regular files under `dir` and the newest modification time
 /// of anything under it (itself included). Symlinks are not followed.
 /// Best effort: unreadable entries count for nothing.
+/// The bytes under an attempt and its newest write; `None` if it is gone.
+/// In an object store, from one listing of the attempt's keys.
+fn usage(store: &PartitionStore, token: FencingToken) -> Option<(u64, Option<SystemTime>)> {
+    if !store.is_remote() {
+        let dir = store.attempt_dir(token);
+        std::fs::symlink_metadata(&dir).ok()?;
+        return Some(walk(&dir));
+    }
+    let objects = store
+        .backend()
+        .list_objects(&store.attempt_key(token))
+        .ok()
+        .filter(|o| !o.is_empty())?;
+    let bytes = objects.iter().map(|o| o.size).sum();
+    let newest = objects
+        .iter()
+        .map(|o| SystemTime::try_from(o.last_modified).unwrap_or(SystemTime::UNIX_EPOCH))
+        .max();
+    Some((bytes, newest))
+}
+
 fn walk(dir: &Path) -> (u64, Option<SystemTime>) {
     let Ok(meta) = std::fs::symlink_metadata(dir) else {
         return (0, None);

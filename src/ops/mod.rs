@@ -6,12 +6,11 @@ pub mod gc;
 pub mod rollback;
 pub mod verify;
 
-use std::path::Path;
-
 use crate::events::EventLog;
+use crate::store::Warehouse;
 
 /// The event log of one operator action (its run id starts with `op-`).
-pub fn operator_log(warehouse: &Path) -> std::io::Result<EventLog> {
+pub fn operator_log(warehouse: &Warehouse) -> std::io::Result<EventLog> {
     let id = crate::exec::new_run_id().replacen("run-", "op-", 1);
-    EventLog::open(warehouse, &id)
+    EventLog::open_in(&warehouse.events(), &id)
 }

@@ -472,7 +472,9 @@ fn repin_generation(
             record.token, record.digest
         )));
     }
-    let files = store.visible_files(&record);
+    let files = store
+        .local_files(&record)
+        .map_err(warehouse_failed("cannot read an upstream generation"))?;
     if let Some(gone) = files.iter().find(|f| !f.is_file()) {
         return Err(missing(format!(
             "generation {generation}'s file {} is gone",

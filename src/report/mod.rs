@@ -91,9 +91,8 @@ struct Bar {
 /// Renders the report of `manifest`'s warehouse; `run` picks the Gantt
 /// chart's run (default: the latest).
 pub fn render(manifest: &Manifest, run: Option<&str>) -> Result<String, ReportError> {
-    let warehouse =
-        Warehouse::open(&manifest.pipeline.warehouse).map_err(ReportError::Warehouse)?;
-    let store = EventStore::dir(warehouse.root());
+    let warehouse = Warehouse::open_for(&manifest.pipeline).map_err(ReportError::Warehouse)?;
+    let store = warehouse.events();
     let run_id = match run {
         Some(id) => Some(id.to_owned()),
         None => latest_run(&store)?,
@@ -121,7 +120,7 @@ pub fn render(manifest: &Manifest, run: Option<&str>) -> Result<String, ReportEr
         esc(&title),
         esc(&title),
         esc(&manifest.pipeline.code_version),
-        esc(&manifest.pipeline.warehouse.display().to_string()),
+        esc(&warehouse.location()),
         esc(&jiff::Timestamp::now().to_string()),
     );
     let histories = grid(&mut html, manifest, &warehouse, &records)?;

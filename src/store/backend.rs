@@ -130,6 +130,24 @@ pub trait Backend: Send + Sync {
         let _ = (prefix, names);
         Ok(())
     }
+    /// Creates or replaces `key` with the bytes of the local file `path`
+    /// (a candidate's file being uploaded; one writer per key). A backend
+    /// that can stream large files overrides the default, which reads the
+    /// file into memory.
+    fn put_file(&self, key: &str, path: &Path) -> Result<(), StoreError> {
+        let bytes = fs::read(path).map_err(StoreError::io(path))?;
+        self.put(key, &bytes)
+    }
+    /// Writes the object `key` into the local file `path` (created or
+    /// truncated); `false` if there is no such object. A backend that can
+    /// stream large objects overrides the default, which holds it in memory.
+    fn get_file(&self, key: &str, path: &Path) -> Result<bool, StoreError> {
+        let Some(bytes) = self.get(key)? else {
+            return Ok(false);
+        };
+        fs::write(path, bytes).map_err(StoreError::io(path))?;
+        Ok(true)
+    }
 }
 
 /// Writes `key` whatever it holds now (a marker, a certification): create

@@ -187,7 +187,22 @@ impl crate::store::PartitionStore {
                 kind,
             })
         };
-        let paths = self.visible_files(rec);
+        if self.is_remote() && depth == Depth::Stat && !rec.file_sums.is_empty() {
+            return self
+                .stat_remote(rec)
+                .map_err(|(path, kind)| drift(path, kind));
+        }
+        let paths = match self.local_files(rec) {
+            Ok(paths) => paths,
+            Err(e) => {
+                let first = self
+                    .visible_files(rec)
+                    .into_iter()
+                    .next()
+                    .unwrap_or_default();
+                return Err(drift(first, DriftKind::Unreadable(crate::store::chain(&e))));
+            }
+        };
         if rec.file_sums.is_empty() {
             return match paths.into_iter().find(|p| !p.is_file()) {
                 Some(p) => Err(drift(p, DriftKind::Vanished)),
@@ -197,6 +212,36 @@ impl crate::store::PartitionStore {
         for (path, sum) in paths.iter().zip(&rec.file_sums) {
             if let Some(kind) = compare(path, sum, depth) {
                 return Err(drift(path.clone(), kind));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl crate::store::PartitionStore {
+    /// [`Depth::Stat`] against an object store: each file's size from one
+    /// listing of the generation's `data/`, nothing downloaded.
+    fn stat_remote(&self, rec: &crate::store::CommitRecord) -> Result<(), (PathBuf, DriftKind)> {
+        let prefix = format!("{}/{}", rec.attempt_dir, crate::store::layout::DATA_DIR);
+        let paths = self.visible_files(rec);
+        let listed = self.backend().list_objects(&prefix).map_err(|e| {
+            let first = paths.first().cloned().unwrap_or_default();
+            (first, DriftKind::Unreadable(crate::store::chain(&e)))
+        })?;
+        for (path, sum) in paths.iter().zip(&rec.file_sums) {
+            let key = format!("{prefix}/{}", sum.name);
+            match listed.iter().find(|m| m.key == key) {
+                None => return Err((path.clone(), DriftKind::Vanished)),
+                Some(m) if m.size != sum.size => {
+                    return Err((
+                        path.clone(),
+                        DriftKind::Size {
+                            recorded: sum.size,
+                            now: m.size,
+                        },
+                    ))
+                }
+                Some(_) => {}
             }
         }
         Ok(())

@@ -26,6 +26,9 @@ use crate::store::token::{FencingToken, Generation};
 pub struct PartitionStore {
     backend: Arc<dyn Backend>,
     root: PathBuf,
+    /// The object store's URL when published files live there, not under
+    /// `root`.
+    remote: Option<String>,
     dataset: String,
     partition: String,
     /// `<dataset>/<partition>`, the prefix of every key here.
@@ -46,16 +49,40 @@ impl PartitionStore {
     pub(crate) fn new(
         backend: Arc<dyn Backend>,
         root: PathBuf,
+        remote: Option<String>,
         dataset: &str,
         partition: &str,
     ) -> PartitionStore {
         PartitionStore {
             backend,
             root,
+            remote,
             dataset: dataset.to_owned(),
             partition: partition.to_owned(),
             prefix: layout::partition_prefix(dataset, partition),
         }
+    }
+
+    /// Whether published files live in the backend, not under the local root.
+    pub fn is_remote(&self) -> bool {
+        self.remote.is_some()
+    }
+
+    /// Where an attempt's files are, for people: its directory, or its
+    /// URL in the object store.
+    pub fn attempt_location(&self, token: FencingToken) -> PathBuf {
+        match &self.remote {
+            None => self.attempt_dir(token),
+            Some(url) => PathBuf::from(format!(
+                "{}/{}",
+                url.trim_end_matches('/'),
+                self.attempt_key(token)
+            )),
+        }
+    }
+
+    pub(crate) fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
     }
 
     /// The dataset name.
@@ -276,7 +303,17 @@ impl PartitionStore {
     /// the log names it.
     pub fn remove_attempt(&self, token: FencingToken) -> Result<(), StoreError> {
         self.check()?;
-        self.backend.delete_prefix(&self.attempt_key(token))
+        self.backend.delete_prefix(&self.attempt_key(token))?;
+        if self.remote.is_some() {
+            // Its staging copy on this host, if any.
+            let dir = self.attempt_dir(token);
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StoreError::io(&dir)(e)),
+            }
+        }
+        Ok(())
     }
 
     /// Absolute path of the partition's commit log directory (`log/`).
@@ -403,11 +440,109 @@ impl PartitionStore {
         key_path(&self.root, &rec.attempt_dir).join(DATA_DIR)
     }
 
-    /// Absolute paths of the record's files.
+    /// Absolute paths of the record's files under the local root (for a
+    /// remote warehouse, where [`PartitionStore::local_files`] puts them).
     pub fn visible_files(&self, rec: &CommitRecord) -> Vec<PathBuf> {
         let data = key_path(&self.root, &rec.attempt_dir).join(DATA_DIR);
         rec.files.iter().map(|f| key_path(&data, f)).collect()
     }
+
+    /// The record's files as local paths a reader can open: in place in a
+    /// local warehouse; from a remote one, downloaded into the staging
+    /// directory first (each to a private name, then renamed, so readers
+    /// in parallel never see half a file). A file the store no longer
+    /// holds is removed locally too, so the caller sees it vanished. As for
+    /// local files, the caller checks them against the record's sums.
+    pub fn local_files(&self, rec: &CommitRecord) -> Result<Vec<PathBuf>, StoreError> {
+        let paths = self.visible_files(rec);
+        if self.remote.is_none() {
+            return Ok(paths);
+        }
+        for (name, path) in rec.files.iter().zip(&paths) {
+            let key = format!("{}/{DATA_DIR}/{name}", rec.attempt_dir);
+            let dir = path.parent().unwrap_or(&self.root);
+            std::fs::create_dir_all(dir).map_err(StoreError::io(dir))?;
+            let part = dir.join(format!(".{}.download-{}", unique(), std::process::id()));
+            let found = self.backend.get_file(&key, &part);
+            match found {
+                Ok(true) => std::fs::rename(&part, path).map_err(StoreError::io(path))?,
+                Ok(false) => match std::fs::remove_file(path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(StoreError::io(path)(e)),
+                },
+                Err(e) => {
+                    let _ = std::fs::remove_file(&part);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(paths)
+    }
+
+    /// Uploads an attempt's audited files (`data/<name>`) and its evidence
+    /// (`candidate.json`, the logs) from its local staging directory to a
+    /// remote warehouse, then reads every data file back and checks it
+    /// against `sums`: the commit record may name only what the store
+    /// holds. Nothing to do for a local warehouse, where they already are.
+    pub fn upload_attempt(
+        &self,
+        token: FencingToken,
+        files: &[PathBuf],
+        sums: &[crate::store::FileSum],
+    ) -> Result<(), StoreError> {
+        self.check()?;
+        if self.remote.is_none() {
+            return Ok(());
+        }
+        let key = self.attempt_key(token);
+        let dir = self.attempt_dir(token);
+        for (file, sum) in files.iter().zip(sums) {
+            self.backend
+                .put_file(&format!("{key}/{DATA_DIR}/{}", sum.name), file)?;
+        }
+        for evidence in ["candidate.json", "stdout.log", "stderr.log"] {
+            let path = dir.join(evidence);
+            if path.is_file() {
+                self.backend.put_file(&format!("{key}/{evidence}"), &path)?;
+            }
+        }
+        let check = dir.join(format!(".{}.check-{}", unique(), std::process::id()));
+        let verified = (|| {
+            for sum in sums {
+                let data_key = format!("{key}/{DATA_DIR}/{}", sum.name);
+                let held = if self.backend.get_file(&data_key, &check)? {
+                    Some(
+                        crate::store::FileSum::of(&check, &sum.name)
+                            .map_err(StoreError::io(&check))?,
+                    )
+                } else {
+                    None
+                };
+                if held.as_ref() != Some(sum) {
+                    return Err(StoreError::Corrupt {
+                        key: data_key,
+                        message: match held {
+                            None => "the upload is not there when read back".to_owned(),
+                            Some(h) => format!(
+                                "read back {} bytes with SHA-256 {}, uploaded {} bytes with SHA-256 {}",
+                                h.size, h.sha256, sum.size, sum.sha256
+                            ),
+                        },
+                    });
+                }
+            }
+            Ok(())
+        })();
+        let _ = std::fs::remove_file(&check);
+        verified
+    }
+}
+
+/// A name no other download or check in this process uses at once.
+fn unique() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 #[cfg(test)]

@@ -88,6 +88,17 @@ impl S3Backend {
         if !prefix.is_empty() {
             validate_key(&prefix)?;
         }
+        // object_store panics on an endpoint that is not an absolute URL
+        // (an empty `AWS_ENDPOINT=` from a script, a bare host name).
+        for var in ["AWS_ENDPOINT", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"] {
+            if let Ok(value) = std::env::var(var) {
+                if !value.starts_with("http://") && !value.starts_with("https://") {
+                    return Err(remote(format!(
+                        "{var} is `{value}`, not an http:// or https:// URL (unset it for AWS itself)"
+                    )));
+                }
+            }
+        }
         install_crypto_provider();
         let mut builder = AmazonS3Builder::from_env().with_bucket_name(&bucket);
         for (key, value) in config {
@@ -340,7 +351,72 @@ impl Backend for S3Backend {
         }
         Ok(())
     }
+
+    fn put_file(&self, key: &str, local: &std::path::Path) -> Result<(), StoreError> {
+        use std::io::Read;
+        let size = std::fs::metadata(local)
+            .map_err(StoreError::io(local))?
+            .len();
+        // One request for a small file; a multipart upload in parts of
+        // PART bytes (a few in flight) for a large one, never all in memory.
+        if size <= PART as u64 {
+            let bytes = std::fs::read(local).map_err(StoreError::io(local))?;
+            return self.put(key, &bytes);
+        }
+        let path = self.path(key)?;
+        let mut file = std::fs::File::open(local).map_err(StoreError::io(local))?;
+        let upload = async {
+            let upload = self.store.put_multipart(&path).await?;
+            let mut writer = object_store::WriteMultipart::new_with_chunk_size(upload, PART);
+            let mut buf = vec![0; PART];
+            loop {
+                let n = match file.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) => {
+                        let _ = writer.abort().await;
+                        return Ok(Err(e));
+                    }
+                };
+                writer.wait_for_capacity(4).await?;
+                writer.write(&buf[..n]);
+            }
+            writer.finish().await.map(|_| Ok(()))
+        };
+        match self.runtime.block_on(upload) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(StoreError::io(local)(e)),
+            Err(e) => Err(self.error(key, e)),
+        }
+    }
+
+    fn get_file(&self, key: &str, local: &std::path::Path) -> Result<bool, StoreError> {
+        use std::io::Write;
+        let path = self.path(key)?;
+        let mut file = std::fs::File::create(local).map_err(StoreError::io(local))?;
+        let download = async {
+            let mut stream = self.store.get(&path).await?.into_stream();
+            while let Some(chunk) = stream.try_next().await? {
+                if let Err(e) = file.write_all(&chunk) {
+                    return Ok(Err(e));
+                }
+            }
+            Ok(Ok(()))
+        };
+        match self.runtime.block_on(download) {
+            Ok(Ok(())) => Ok(true),
+            Ok(Err(e)) => Err(StoreError::io(local)(e)),
+            Err(object_store::Error::NotFound { .. }) => {
+                let _ = std::fs::remove_file(local);
+                Ok(false)
+            }
+            Err(e) => Err(self.error(key, e)),
+        }
+    }
 }
+
+/// The part size of a multipart upload (S3's minimum is 5 MiB).
+const PART: usize = 16 << 20;
 
 #[cfg(test)]
 mod tests {

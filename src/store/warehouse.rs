@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::store::backend::{Backend, FsBackend};
 use crate::store::error::StoreError;
+use crate::store::events::EventStore;
 use crate::store::fs::create_dir_all_durable;
 use crate::store::key::{decode_partition, validate_segment};
 use crate::store::partition::PartitionStore;
@@ -16,6 +17,8 @@ use crate::store::partition::PartitionStore;
 pub struct Warehouse {
     backend: Arc<dyn Backend>,
     root: PathBuf,
+    /// The object store's URL when the warehouse is not `root` itself.
+    remote: Option<String>,
 }
 
 impl std::fmt::Debug for Warehouse {
@@ -42,12 +45,73 @@ impl Warehouse {
     /// A warehouse over any backend; `root` is where attempt dirs live
     /// locally (tasks write real files).
     pub fn with_backend(backend: Arc<dyn Backend>, root: PathBuf) -> Warehouse {
-        Warehouse { backend, root }
+        Warehouse {
+            backend,
+            root,
+            remote: None,
+        }
     }
 
-    /// The root directory.
+    /// A warehouse in object storage at `url`, staging attempts in the
+    /// local directory `staging`: candidates are uploaded after their audit
+    /// and published files are downloaded (and checked) to be read.
+    pub fn remote(
+        backend: Arc<dyn Backend>,
+        url: &str,
+        staging: &Path,
+    ) -> Result<Warehouse, StoreError> {
+        let staging = std::path::absolute(staging).map_err(StoreError::io(staging))?;
+        std::fs::create_dir_all(&staging).map_err(StoreError::io(&staging))?;
+        Ok(Warehouse {
+            backend,
+            root: staging,
+            remote: Some(url.to_owned()),
+        })
+    }
+
+    /// Opens the warehouse a manifest names: its directory, or its `s3://`
+    /// location (configured from the `AWS_*` environment).
+    pub fn open_for(pipeline: &crate::manifest::Pipeline) -> Result<Warehouse, StoreError> {
+        let Some(url) = &pipeline.remote else {
+            return Warehouse::open(&pipeline.warehouse);
+        };
+        #[cfg(feature = "s3")]
+        {
+            let backend = crate::store::s3::S3Backend::open(url)?;
+            Warehouse::remote(Arc::new(backend), url, &pipeline.warehouse)
+        }
+        #[cfg(not(feature = "s3"))]
+        Err(StoreError::Remote {
+            key: url.clone(),
+            source: "this weir was built without the `s3` feature".into(),
+        })
+    }
+
+    /// The local directory: the warehouse itself, or the staging directory
+    /// of a remote one.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Whether published files live elsewhere than under `root`.
+    pub fn is_remote(&self) -> bool {
+        self.remote.is_some()
+    }
+
+    /// Where the warehouse is, for messages: its URL or its directory.
+    pub fn location(&self) -> String {
+        self.remote
+            .clone()
+            .unwrap_or_else(|| self.root.display().to_string())
+    }
+
+    /// The run event logs: a file per run in a local warehouse, ordered
+    /// chunks in object storage.
+    pub fn events(&self) -> EventStore {
+        match self.remote {
+            None => EventStore::dir(&self.root),
+            Some(_) => EventStore::objects(Arc::clone(&self.backend)),
+        }
     }
 
     /// The local directory of a dataset's partitions (a location to show;
@@ -66,6 +130,7 @@ impl Warehouse {
         PartitionStore::new(
             Arc::clone(&self.backend),
             self.root.clone(),
+            self.remote.clone(),
             dataset,
             partition,
         )
