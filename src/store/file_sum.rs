@@ -183,7 +183,9 @@ impl crate::store::PartitionStore {
                 dataset: rec.dataset.clone(),
                 partition: rec.partition.clone(),
                 generation: rec.generation.get(),
-                path,
+                // In an object store the file is named by its URL, not by
+                // the download that was checked.
+                path: self.location_of(&path),
                 kind,
             })
         };

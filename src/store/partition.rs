@@ -68,6 +68,17 @@ impl PartitionStore {
         self.remote.is_some()
     }
 
+    /// A local path under the root as people should see it: itself, or
+    /// the object's URL when the warehouse is remote.
+    pub fn location_of(&self, local: &std::path::Path) -> PathBuf {
+        match (&self.remote, local.strip_prefix(&self.root)) {
+            (Some(url), Ok(key)) => {
+                PathBuf::from(format!("{}/{}", url.trim_end_matches('/'), key.display()))
+            }
+            _ => local.to_path_buf(),
+        }
+    }
+
     /// Where an attempt's files are, for people: its directory, or its
     /// URL in the object store.
     pub fn attempt_location(&self, token: FencingToken) -> PathBuf {

@@ -25,6 +25,7 @@ mod report;
 mod retries;
 #[cfg(feature = "s3")]
 mod s3;
+mod s3_warehouse;
 mod schema;
 mod slurm;
 mod support;

@@ -18,7 +18,7 @@ use weir::store::s3::S3Backend;
 use weir::store::{Backend, StoreError};
 
 /// The server's endpoint; panics under CI when none is configured.
-fn endpoint() -> Option<String> {
+pub(crate) fn endpoint() -> Option<String> {
     match std::env::var("WEIR_S3_TEST_ENDPOINT") {
         Ok(e) if !e.is_empty() => Some(e),
         _ => {
@@ -35,7 +35,7 @@ fn endpoint() -> Option<String> {
 }
 
 /// A fresh bucket (moto accepts an unsigned CreateBucket).
-fn new_bucket(endpoint: &str) -> String {
+pub(crate) fn new_bucket(endpoint: &str) -> String {
     let name = format!("weir-{:016x}", fastrand_u64());
     let host = endpoint.trim_start_matches("http://");
     let mut conn = TcpStream::connect(host).expect("the S3 server accepts connections");
@@ -62,7 +62,7 @@ fn fastrand_u64() -> u64 {
     h.finish()
 }
 
-fn backend(endpoint: &str, url: &str) -> S3Backend {
+pub(crate) fn backend(endpoint: &str, url: &str) -> S3Backend {
     S3Backend::open_with(
         url,
         &[

@@ -1,0 +1,520 @@
+//! Issue 13: `weir` commands on an `s3://` warehouse, against moto's S3
+//! server (`ci/moto-up.sh`; see s3.rs for when these are skipped). Each
+//! engine or command gets its own staging directory, as separate hosts
+//! would: nothing may pass between them except through the bucket.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use weir::store::Backend;
+
+use crate::s3::{backend, endpoint, new_bucket};
+use crate::support::{copy_tree_without_warehouse, repo, stderr, stdout, weir, Engine};
+
+/// `weir --warehouse WAREHOUSE ARGS...` in `dir`, configured for the S3
+/// server through the standard `AWS_*` environment, staging in `staging`.
+fn weir_s3(dir: &Path, endpoint: &str, staging: &Path, warehouse: &str, args: &[&str]) -> Command {
+    let mut cmd = weir();
+    cmd.current_dir(dir)
+        .args(["--warehouse", warehouse])
+        .args(args)
+        .env("AWS_ENDPOINT", endpoint)
+        .env("AWS_ALLOW_HTTP", "true")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "weir-test")
+        .env("AWS_SECRET_ACCESS_KEY", "weir-test")
+        .env("WEIR_STAGING", staging)
+        .env("COLUMNS", "400");
+    cmd
+}
+
+#[track_caller]
+fn ok(out: &Output) -> String {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        stdout(out),
+        stderr(out)
+    );
+    stdout(out)
+}
+
+/// (dataset, partition) → (generation, rows, digest) from `status --json`.
+fn published(status: &str) -> BTreeMap<(String, String), (u64, u64, String)> {
+    let doc: serde_json::Value = serde_json::from_str(status).expect("status --json is JSON");
+    doc["partitions"]
+        .as_array()
+        .expect("a partitions array")
+        .iter()
+        .map(|p| {
+            (
+                (
+                    p["dataset"].as_str().unwrap().to_owned(),
+                    p["partition"].as_str().unwrap().to_owned(),
+                ),
+                (
+                    p["generation"].as_u64().unwrap(),
+                    p["rows"].as_u64().unwrap(),
+                    p["digest"].as_str().unwrap().to_owned(),
+                ),
+            )
+        })
+        .collect()
+}
+
+// issue 13: the AtlasMart example run on S3 publishes exactly the digests it
+// publishes on disk, and every command reads, repairs and cleans the S3
+// warehouse the way it does a directory, from any host's staging directory.
+#[test]
+fn issue_13_atlasmart_on_s3_matches_disk_and_every_command_works() {
+    let Some(endpoint) = endpoint() else { return };
+    let bucket = new_bucket(&endpoint);
+    let url = format!("s3://{bucket}/atlasmart");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("pipelines");
+    copy_tree_without_warehouse(&repo().join("pipelines"), &dir);
+    let days = ["--partition", "2026-09-20", "--partition", "2026-09-21"];
+    let host_a = tmp.path().join("host-a");
+    let host_b = tmp.path().join("host-b");
+    let s3 = |staging: &Path, args: &[&str]| {
+        weir_s3(&dir, &endpoint, staging, &url, args)
+            .output()
+            .unwrap()
+    };
+
+    // On disk, then on S3.
+    let local = tmp.path().join("local-wh");
+    let local_wh = local.to_str().unwrap();
+    let mut run = vec!["--warehouse", local_wh, "run", "atlasmart.toml"];
+    run.extend(days);
+    ok(&weir().current_dir(&dir).args(&run).output().unwrap());
+    let on_disk = published(&ok(&weir()
+        .current_dir(&dir)
+        .args([
+            "--warehouse",
+            local_wh,
+            "status",
+            "atlasmart.toml",
+            "--json",
+        ])
+        .output()
+        .unwrap()));
+    assert_eq!(on_disk.len(), 6, "{on_disk:?}");
+    let mut run = vec!["run", "atlasmart.toml"];
+    run.extend(days);
+    let out = ok(&s3(&host_a, &run));
+    assert!(out.contains("6 published"), "{out}");
+    // Read from another host: the same publications, the same digests.
+    let on_s3 = published(&ok(&s3(&host_b, &["status", "atlasmart.toml", "--json"])));
+    assert_eq!(on_s3, on_disk);
+    ok(&s3(&host_b, &["status", "atlasmart.toml", "--check"]));
+    // The bucket holds the files; host b's staging held nothing of them.
+    let objects = backend(&endpoint, &url).list_objects("fact_sales").unwrap();
+    assert!(
+        objects.iter().any(|o| o.key.contains("/data/")),
+        "{objects:?}"
+    );
+
+    // show downloads and checks the files: the rows of the local warehouse.
+    let show = [
+        "show",
+        "atlasmart.toml",
+        "fact_sales",
+        "--partition",
+        "2026-09-21",
+    ];
+    let local_rows = ok(&weir()
+        .current_dir(&dir)
+        .args(["--warehouse", local_wh])
+        .args(show)
+        .output()
+        .unwrap());
+    assert_eq!(ok(&s3(&host_b, &show)), local_rows);
+
+    let events = ok(&s3(&host_b, &["events", "atlasmart.toml"]));
+    assert_eq!(events.matches("PUBLISHED").count(), 6, "{events}");
+    let history = ok(&s3(
+        &host_b,
+        &[
+            "history",
+            "atlasmart.toml",
+            "fact_sales",
+            "--partition",
+            "2026-09-21",
+        ],
+    ));
+    assert!(history.contains(&on_disk[&("fact_sales".into(), "2026-09-21".into())].2[..19]));
+    let explain = ok(&s3(
+        &host_b,
+        &[
+            "explain",
+            "atlasmart.toml",
+            "load",
+            "--partition",
+            "2026-09-21",
+        ],
+    ));
+    assert!(explain.contains("published: generation 1"), "{explain}");
+    // verify reruns from the pinned inputs, downloaded on host b.
+    let verify = ok(&s3(
+        &host_b,
+        &[
+            "verify",
+            "atlasmart.toml",
+            "load",
+            "--partition",
+            "2026-09-21",
+        ],
+    ));
+    assert!(verify.contains("deterministic"), "{verify}");
+
+    // A forced rebuild, a rollback to generation 1, certification.
+    let forced = ok(&s3(
+        &host_b,
+        &[
+            "run",
+            "atlasmart.toml",
+            "--task",
+            "load",
+            "--partition",
+            "2026-09-21",
+            "--force",
+        ],
+    ));
+    assert!(forced.contains("1 published"), "{forced}");
+    let key = ("fact_sales".to_owned(), "2026-09-21".to_owned());
+    let now = published(&ok(&s3(&host_a, &["status", "atlasmart.toml", "--json"])));
+    assert_eq!(now[&key].0, 2);
+    ok(&s3(
+        &host_a,
+        &[
+            "rollback",
+            "atlasmart.toml",
+            "fact_sales",
+            "--partition",
+            "2026-09-21",
+            "--to",
+            "1",
+        ],
+    ));
+    let after = published(&ok(&s3(&host_a, &["status", "atlasmart.toml", "--json"])));
+    assert_eq!(after[&key].0, 3);
+    assert_eq!(after[&key].2, on_disk[&key].2);
+    let reason = ["--reason", "checked by hand"];
+    let mut uncertify = vec![
+        "uncertify",
+        "atlasmart.toml",
+        "fact_sales",
+        "--partition",
+        "2026-09-21",
+    ];
+    uncertify.extend(reason);
+    ok(&s3(&host_a, &uncertify));
+    let status = s3(&host_b, &["status", "atlasmart.toml"]);
+    assert!(
+        stdout(&status).contains("UNCERTIFIED"),
+        "{}",
+        stdout(&status)
+    );
+    let mut certify = uncertify.clone();
+    certify[0] = "certify";
+    ok(&s3(&host_b, &certify));
+
+    // gc lists attempts by their S3 location and deletes what nothing needs.
+    let gc = ok(&s3(
+        &host_b,
+        &["gc", "atlasmart.toml", "--keep-generations", "1"],
+    ));
+    assert!(
+        gc.contains(&format!("{url}/fact_sales/2026-09-21/attempts/")),
+        "{gc}"
+    );
+    ok(&s3(
+        &host_b,
+        &["gc", "atlasmart.toml", "--keep-generations", "1", "--apply"],
+    ));
+    // The rollback held `load`; releasing it reruns nothing (the restored
+    // generation is current), and then nothing needs attention.
+    let held = s3(&host_b, &["status", "atlasmart.toml", "--check"]);
+    assert_eq!(held.status.code(), Some(4), "{}", stderr(&held));
+    assert!(stdout(&held).contains("HELD"), "{}", stdout(&held));
+    let retry = ok(&s3(
+        &host_a,
+        &[
+            "retry",
+            "atlasmart.toml",
+            "load",
+            "--partition",
+            "2026-09-21",
+            "--note",
+            "rolled back on purpose",
+        ],
+    ));
+    assert!(!retry.contains("1 published"), "{retry}");
+    ok(&s3(&host_b, &["status", "atlasmart.toml", "--check"]));
+    assert_eq!(ok(&s3(&host_a, &show)), local_rows);
+
+    let report = tmp.path().join("report.html");
+    ok(&s3(
+        &host_b,
+        &[
+            "report",
+            "atlasmart.toml",
+            "--out",
+            report.to_str().unwrap(),
+        ],
+    ));
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(html.contains(&url), "the report names the S3 warehouse");
+    let plan = ok(&s3(
+        &host_b,
+        &["plan", "atlasmart.toml", "--partition", "2026-09-21"],
+    ));
+    assert!(plan.contains("load"), "{plan}");
+}
+
+// issue 13: a published object changed in the bucket behind weir's back is
+// drift: readers refuse it (exit 5, naming the file and how it changed), and
+// a downstream task is never handed it.
+#[test]
+fn issue_13_an_object_changed_in_the_bucket_is_refused() {
+    let Some(endpoint) = endpoint() else { return };
+    let bucket = new_bucket(&endpoint);
+    let url = format!("s3://{bucket}/wh");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(
+        dir.join("m.toml"),
+        r#"
+[pipeline]
+name = "drift"
+code_version = "1"
+warehouse = "unused"
+
+[partitions.k]
+kind = "static"
+keys = ["a"]
+
+[tasks.up]
+command = ["sh", "-c", "printf 'id,v\n1,10\n2,20\n' > \"$WEIR_OUTPUT_DIR/up.csv\""]
+output = { dataset = "up", grain = ["id"] }
+
+[tasks.down]
+command = ["sh", "-c", "cat \"$WEIR_INPUT_UP\"/*.csv > \"$WEIR_OUTPUT_DIR/down.csv\""]
+inputs = ["up"]
+output = { dataset = "down", grain = ["id"] }
+"#,
+    )
+    .unwrap();
+    let staging = dir.join("staging");
+    let s3 = |args: &[&str]| {
+        weir_s3(dir, &endpoint, &staging, &url, args)
+            .output()
+            .unwrap()
+    };
+    ok(&s3(&["run", "m.toml", "--task", "up"]));
+    let store = backend(&endpoint, &url);
+    let data: Vec<String> = store
+        .list_objects("up/a")
+        .unwrap()
+        .into_iter()
+        .map(|o| o.key)
+        .filter(|k| k.contains("/data/"))
+        .collect();
+    assert_eq!(data.len(), 1, "{data:?}");
+    store.put(&data[0], b"id,v\n1,10\n2,99\n").unwrap();
+
+    let show = s3(&["show", "m.toml", "up", "--partition", "a"]);
+    assert_eq!(show.status.code(), Some(5), "{}", stderr(&show));
+    // Named by its URL.
+    let said = stderr(&show);
+    assert!(said.contains(&format!("`{url}/up/a/attempts/")), "{said}");
+    assert!(said.contains("changed content"), "{said}");
+    assert!(stdout(&show).is_empty());
+    let down = s3(&["run", "m.toml", "--task", "down"]);
+    assert_ne!(down.status.code(), Some(0), "{}", stdout(&down));
+    assert!(
+        backend(&endpoint, &url)
+            .list("down/a/log")
+            .unwrap()
+            .is_empty(),
+        "down published from a drifted input"
+    );
+}
+
+/// The rows every partition of the chaos pipeline publishes, by key.
+fn chaos_manifest(keys: &[String]) -> String {
+    format!(
+        r#"
+[pipeline]
+name = "s3chaos"
+code_version = "1"
+warehouse = "unused"
+
+[partitions.k]
+kind = "static"
+keys = {keys:?}
+
+[pools.work]
+slots = 3
+
+[retry.flaky]
+max_attempts = 5
+backoff = {{ initial = "10ms", max = "50ms" }}
+
+[tasks.t]
+command = ["sh", "t.sh"]
+output = {{ dataset = "out", grain = ["id"] }}
+pool = "work"
+retry = "flaky"
+heartbeat = "300ms"
+"#
+    )
+}
+
+// issue 13: three engines on one S3 warehouse, each staging on its own
+// "host", one SIGSTOPped past its leases and continued, one killed -9 mid-run:
+// every partition converges to the digest a lone engine on disk publishes,
+// and no generation in any commit log holds anything else (nothing torn,
+// nothing stale, nothing doubled).
+#[test]
+fn issue_13_three_engines_on_s3_with_kill9_and_sigstop_converge() {
+    let _serial = crate::support::exclusive();
+    let Some(endpoint) = endpoint() else { return };
+    let bucket = new_bucket(&endpoint);
+    let url = format!("s3://{bucket}/wh");
+    let keys: Vec<String> = (0..24).map(|i| format!("p{i:02}")).collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("m.toml"), chaos_manifest(&keys)).unwrap();
+    // Slow enough that the signals land while commands run; rows are a
+    // function of the partition only.
+    std::fs::write(
+        dir.join("t.sh"),
+        "sleep 0.2\np=\"$WEIR_PARTITION\"\n\
+         printf 'id,part\\n%s-1,%s\\n%s-2,%s\\n' \"$p\" \"$p\" \"$p\" \"$p\" > \"$WEIR_OUTPUT_DIR/rows.csv\"\n",
+    )
+    .unwrap();
+
+    // The reference: one engine on disk.
+    let reference = dir.join("reference-wh");
+    ok(&weir()
+        .current_dir(dir)
+        .args(["--warehouse", reference.to_str().unwrap(), "run", "m.toml"])
+        .output()
+        .unwrap());
+    let canonical: BTreeMap<String, String> = keys
+        .iter()
+        .map(|k| {
+            let record = weir::store::Warehouse::open(&reference)
+                .unwrap()
+                .partition("out", k)
+                .latest()
+                .unwrap()
+                .unwrap();
+            (k.clone(), record.digest)
+        })
+        .collect();
+
+    let spawn = |name: &str| {
+        let staging = dir.join(format!("host-{name}"));
+        let cmd = weir_s3(
+            dir,
+            &endpoint,
+            &staging,
+            &url,
+            &["run", "m.toml", "--run-id", name],
+        );
+        Engine::spawn(cmd, dir, name)
+    };
+    let a = spawn("a");
+    let b = spawn("b");
+    let c = spawn("c");
+    std::thread::sleep(Duration::from_millis(700));
+    b.signal(libc::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(400));
+    let killed = c.kill();
+    assert!(!killed.success());
+    // b stays stopped well past its leases (3 heartbeats).
+    std::thread::sleep(Duration::from_millis(1500));
+    b.signal(libc::SIGCONT);
+    let a = a.finish(Duration::from_secs(120));
+    let b = b.finish(Duration::from_secs(120));
+    for (name, out) in [("a", &a), ("b", &b)] {
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)),
+            "engine {name}: {:?}\n{}",
+            out.status,
+            stderr(out)
+        );
+    }
+    // A last engine converges what the killed one left.
+    ok(&weir_s3(
+        dir,
+        &endpoint,
+        &dir.join("host-d"),
+        &url,
+        &["run", "m.toml"],
+    )
+    .output()
+    .unwrap());
+
+    let warehouse = weir::store::Warehouse::remote(
+        std::sync::Arc::new(backend(&endpoint, &url)),
+        &url,
+        &dir.join("host-check"),
+    )
+    .unwrap();
+    for k in &keys {
+        let store = warehouse.partition("out", k);
+        let history = store.history().unwrap();
+        assert!(!history.is_empty(), "{k} never published");
+        let mut last_token = 0;
+        for record in &history {
+            assert_eq!(
+                &record.digest, &canonical[k],
+                "{k} generation {}",
+                record.generation
+            );
+            assert_eq!(record.rows, 2);
+            assert!(
+                record.token.get() > last_token,
+                "{k}: tokens not increasing"
+            );
+            last_token = record.token.get();
+        }
+        // What a reader downloads is what was committed.
+        let files: Vec<PathBuf> = store.local_files(history.last().unwrap()).unwrap();
+        let (rows, digest) = weir::audit::digest_files(&files, weir::audit::Format::Csv).unwrap();
+        assert_eq!((rows, digest.as_str()), (2, canonical[k].as_str()), "{k}");
+    }
+    // Each run's event chunks read back in order, whoever wrote them.
+    let events = ok(&weir_s3(
+        dir,
+        &endpoint,
+        &dir.join("host-e"),
+        &url,
+        &["events", "m.toml"],
+    )
+    .output()
+    .unwrap());
+    let count = |state: &str| {
+        events
+            .lines()
+            .filter(|l| l.split_whitespace().nth(2) == Some(state))
+            .count()
+    };
+    eprintln!(
+        "published {}, taken over {}, waiting {}, stale {}, already {}",
+        count("PUBLISHED"),
+        count("TAKEN_OVER"),
+        count("WAITING"),
+        count("REJECTED_STALE"),
+        count("ALREADY_PUBLISHED")
+    );
+    // The killed engine's attempts were taken over, not waited on forever.
+    assert!(count("TAKEN_OVER") >= 1, "{events}");
+}
