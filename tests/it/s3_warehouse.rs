@@ -518,3 +518,134 @@ fn issue_13_three_engines_on_s3_with_kill9_and_sigstop_converge() {
     // The killed engine's attempts were taken over, not waited on forever.
     assert!(count("TAKEN_OVER") >= 1, "{events}");
 }
+
+/// A 12-partition pipeline whose task `t` (pool `p`, 2 slots) logs its own
+/// start and end (`date +%s%N`) in `intervals.log` around `sleep $SLEEP`.
+fn pool_pipeline(dir: &Path) {
+    let keys: Vec<String> = (1..=12).map(|i| format!("k{i:02}")).collect();
+    std::fs::write(
+        dir.join("m.toml"),
+        format!(
+            r#"
+[pipeline]
+name = "s3pools"
+code_version = "1"
+warehouse = "unused"
+
+[partitions.k]
+kind = "static"
+keys = {keys:?}
+
+[pools.p]
+slots = 2
+
+[tasks.t]
+command = ["sh", "t.sh"]
+output = {{ dataset = "out", grain = ["id"] }}
+pool = "p"
+"#
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("t.sh"),
+        "echo \"start $(date +%s%N) $WEIR_PARTITION\" >> intervals.log\n\
+         sleep \"${SLEEP:-0.3}\"\n\
+         printf 'id\\n1\\n' > \"$WEIR_OUTPUT_DIR/out.csv\"\n\
+         echo \"end $(date +%s%N) $WEIR_PARTITION\" >> intervals.log\n",
+    )
+    .unwrap();
+}
+
+/// (partition, start, end) from `intervals.log`; no end for a killed command.
+fn intervals(dir: &Path) -> Vec<(String, u128, Option<u128>)> {
+    let log = std::fs::read_to_string(dir.join("intervals.log")).unwrap_or_default();
+    let mut out: Vec<(String, u128, Option<u128>)> = Vec::new();
+    for line in log.lines() {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let t: u128 = parts[1].parse().unwrap();
+        match parts[0] {
+            "start" => out.push((parts[2].to_owned(), t, None)),
+            _ => {
+                let open = out
+                    .iter_mut()
+                    .rev()
+                    .find(|(k, _, e)| k == parts[2] && e.is_none())
+                    .expect("an end after its start");
+                open.2 = Some(t);
+            }
+        }
+    }
+    out
+}
+
+// issue 13: two engines on one S3 warehouse, each on its own "host", never
+// run more than the pool's 2 commands at once (measured from the commands'
+// own clocks); one killed -9 while holding both slots leaks neither: the
+// other gets them back once the dead engine's heartbeat has stopped moving.
+#[test]
+fn issue_13_s3_pool_slots_hold_across_engines_and_survive_kill9() {
+    let _serial = crate::support::exclusive();
+    let Some(endpoint) = endpoint() else { return };
+    let bucket = new_bucket(&endpoint);
+    let url = format!("s3://{bucket}/wh");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    pool_pipeline(dir);
+    let engine = |name: &str, keys: &[&str], env: &[(&str, &str)]| {
+        let mut args = vec!["run", "m.toml", "--run-id", name];
+        for k in keys {
+            args.extend(["--partition", k]);
+        }
+        let mut cmd = weir_s3(
+            dir,
+            &endpoint,
+            &dir.join(format!("host-{name}")),
+            &url,
+            &args,
+        );
+        cmd.envs(env.iter().copied());
+        Engine::spawn(cmd, dir, name)
+    };
+    let a = engine("a", &["k01", "k02", "k03", "k04", "k05"], &[]);
+    let b = engine("b", &["k06", "k07", "k08", "k09", "k10"], &[]);
+    ok(&a.finish(Duration::from_secs(120)));
+    ok(&b.finish(Duration::from_secs(120)));
+    let done: Vec<(u128, u128)> = intervals(dir)
+        .into_iter()
+        .map(|(_, s, e)| (s, e.expect("every command ended")))
+        .collect();
+    assert_eq!(done.len(), 10);
+    assert_eq!(crate::support::max_overlap(&done), 2, "{done:?}");
+
+    // c takes both slots with long commands and is killed -9.
+    let timeout = ("WEIR_POOL_TIMEOUT", "2s");
+    let c = engine("c", &["k11", "k12"], &[("SLEEP", "60"), timeout]);
+    crate::support::poll_until("c's two commands", Duration::from_secs(60), || {
+        intervals(dir).len() == 12
+    });
+    assert!(!c.kill().success());
+    let killed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    // d gets both slots back: at once here, where c's pid is seen gone; on
+    // another host once c's heartbeat has not moved for the 2 s timeout.
+    let d = engine("d", &["k11", "k12"], &[("SLEEP", "0.1"), timeout]);
+    ok(&d.finish(Duration::from_secs(60)));
+    let runs = intervals(dir);
+    let after: Vec<_> = runs.iter().filter(|(_, s, _)| *s > killed).collect();
+    assert_eq!(after.len(), 2, "{runs:?}");
+    assert!(after.iter().all(|(_, _, e)| e.is_some()), "{runs:?}");
+    let warehouse = weir::store::Warehouse::remote(
+        std::sync::Arc::new(backend(&endpoint, &url)),
+        &url,
+        &dir.join("host-check"),
+    )
+    .unwrap();
+    for i in 1..=12 {
+        let key = format!("k{i:02}");
+        let latest = warehouse.partition("out", &key).latest().unwrap();
+        assert!(latest.is_some(), "{key} not published");
+    }
+}
