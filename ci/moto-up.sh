@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # moto's standalone S3 server for the S3 backend's tests (issue 13).
 #   ci/moto-up.sh        install moto[server] if missing, start it on loopback, wait until it answers,
-#                        print `export WEIR_S3_TEST_ENDPOINT=...` for the caller to eval
+#                        create the bucket `weir`, print `export WEIR_S3_TEST_ENDPOINT=...` and the
+#                        AWS_* settings of the server for the caller to eval
 #   ci/moto-up.sh down   stop the server this script started
 # moto honours S3's If-None-Match: * and If-Match, which the store's protocol needs.
 set -euo pipefail
@@ -34,7 +35,16 @@ import sys, urllib.request
 urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/", timeout=1)
 PY
   then
+    # A bucket `weir` to point a warehouse at (moto takes an unsigned
+    # CreateBucket; an existing one is fine).
+    python3 - "$PORT" <<'PY' >&2
+import sys, urllib.request
+req = urllib.request.Request(f"http://127.0.0.1:{sys.argv[1]}/weir", method="PUT")
+urllib.request.urlopen(req, timeout=5)
+PY
     echo "export WEIR_S3_TEST_ENDPOINT=http://127.0.0.1:$PORT"
+    # What any S3 client (weir included) reads: moto takes any credentials.
+    echo "export AWS_ENDPOINT_URL=http://127.0.0.1:$PORT AWS_ALLOW_HTTP=true AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=weir-local AWS_SECRET_ACCESS_KEY=weir-local"
     exit 0
   fi
   sleep 0.1

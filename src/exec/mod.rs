@@ -976,7 +976,14 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             run_id: run_id.to_string(),
             instances,
             retries: self.budget.used(),
-            events: self.cx.log.path().to_path_buf(),
+            events: match self.cx.warehouse.is_remote() {
+                false => self.cx.log.path().to_path_buf(),
+                true => std::path::PathBuf::from(format!(
+                    "{}/{}",
+                    self.cx.warehouse.location().trim_end_matches('/'),
+                    self.cx.log.path().display()
+                )),
+            },
             log_error: None,
             marker_errors: self.marker_errors.borrow().clone(),
             interrupted: self.interrupted,
