@@ -114,6 +114,14 @@ pub trait Backend: Send + Sync {
     /// belongs) is an error, never "empty": a commit log that reads as
     /// empty would say that nothing was published.
     fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError>;
+    /// [`Backend::list`], only the names that sort after `after`. An object
+    /// store starts its listing there (S3's `start-after`), so a long
+    /// commit log costs one request from a known generation on.
+    fn list_after(&self, prefix: &str, after: &str) -> Result<Vec<String>, StoreError> {
+        let mut names = self.list(prefix)?;
+        names.retain(|n| n.as_str() > after);
+        Ok(names)
+    }
     /// Every object at or under `prefix` (a whole key or a "directory"),
     /// recursively, sorted by key; the empty prefix is the whole store.
     fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError>;

@@ -48,6 +48,11 @@ pub const CHECKS: &[Check] = &[
         "list_objects_is_recursive_with_metadata",
         list_objects_is_recursive_with_metadata,
     ),
+    (
+        "list_after_starts_after_a_name",
+        list_after_starts_after_a_name,
+    ),
+    ("files_round_trip", files_round_trip),
     ("delete_and_delete_prefix", delete_and_delete_prefix),
     ("bad_keys_are_refused", bad_keys_are_refused),
     (
@@ -221,6 +226,64 @@ fn list_is_a_sorted_directory_view(b: Arc<dyn Backend>) {
     // the contract: an object store has nothing there, a filesystem sees
     // a file where a directory belongs, which is damage, and says so.)
     assert_eq!(b.list("a/x").unwrap(), vec!["y"]);
+}
+
+fn list_after_starts_after_a_name(b: Arc<dyn Backend>) {
+    for k in [
+        "l/0001.json",
+        "l/0002.json",
+        "l/0003.json",
+        "l/0010.json",
+        "l-x",
+    ] {
+        assert!(b.put_if_absent(k, b"x").unwrap());
+    }
+    assert_eq!(
+        b.list_after("l", "0002.json").unwrap(),
+        vec!["0003.json", "0010.json"]
+    );
+    assert!(b.list_after("l", "0010.json").unwrap().is_empty());
+    assert_eq!(b.list_after("l", "").unwrap().len(), 4);
+    assert!(b.list_after("nope", "0").unwrap().is_empty());
+}
+
+/// A candidate's file goes up and comes back byte for byte, a large one
+/// (past one multipart part) included; a missing object is `false`.
+fn files_round_trip(b: Arc<dyn Backend>) {
+    // (The contract ships in the library, without the test-only tempfile.)
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let root = std::env::temp_dir().join(format!("weir-contract-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&root).unwrap();
+    struct Gone(std::path::PathBuf);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let dir = Gone(root);
+    let dir = &dir.0;
+    let small = dir.join("small.csv");
+    std::fs::write(&small, b"id\n1\n").unwrap();
+    let large = dir.join("large.csv");
+    let bytes: Vec<u8> = (0..17 * 1024 * 1024 + 3).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&large, &bytes).unwrap();
+    b.put_file("f/small.csv", &small).unwrap();
+    b.put_file("f/large.csv", &large).unwrap();
+    let back = dir.join("back");
+    assert!(b.get_file("f/small.csv", &back).unwrap());
+    assert_eq!(std::fs::read(&back).unwrap(), b"id\n1\n");
+    assert!(b.get_file("f/large.csv", &back).unwrap());
+    assert!(
+        std::fs::read(&back).unwrap() == bytes,
+        "the large file differs"
+    );
+    assert_eq!(
+        b.get_object("f/large.csv").unwrap().unwrap().meta.size,
+        bytes.len() as u64
+    );
+    assert!(!b.get_file("f/none.csv", &dir.join("none")).unwrap());
 }
 
 fn list_objects_is_recursive_with_metadata(b: Arc<dyn Backend>) {

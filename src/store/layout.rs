@@ -67,11 +67,19 @@ pub(crate) fn log_prefix(partition: &str) -> String {
     join(partition, LOG)
 }
 
+/// Key of a partition's log checkpoint: a generation known to be in the
+/// log, from which a remote reader lists (object stores only).
+pub(crate) fn log_checkpoint_key(partition: &str) -> String {
+    format!("{partition}/log-checkpoint")
+}
+
 pub(crate) fn log_key(partition: &str, generation: Generation) -> String {
-    join(
-        &log_prefix(partition),
-        &format!("{}{RECORD_SUFFIX}", generation.key_name()),
-    )
+    join(&log_prefix(partition), &log_name(generation))
+}
+
+/// The name of a generation's record under `log/`.
+pub(crate) fn log_name(generation: Generation) -> String {
+    format!("{}{RECORD_SUFFIX}", generation.key_name())
 }
 
 /// The generation a log entry name stands for; other names (litter, hand

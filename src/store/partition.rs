@@ -29,6 +29,10 @@ pub struct PartitionStore {
     /// The object store's URL when published files live there, not under
     /// `root`.
     remote: Option<String>,
+    /// Generations this process has seen committed, per partition prefix
+    /// (shared by every handle of one warehouse): records are never
+    /// deleted, so each is a lower bound a remote listing can start after.
+    seen: SeenGenerations,
     dataset: String,
     partition: String,
     /// `<dataset>/<partition>`, the prefix of every key here.
@@ -50,6 +54,7 @@ impl PartitionStore {
         backend: Arc<dyn Backend>,
         root: PathBuf,
         remote: Option<String>,
+        seen: SeenGenerations,
         dataset: &str,
         partition: &str,
     ) -> PartitionStore {
@@ -57,6 +62,7 @@ impl PartitionStore {
             backend,
             root,
             remote,
+            seen,
             dataset: dataset.to_owned(),
             partition: partition.to_owned(),
             prefix: layout::partition_prefix(dataset, partition),
@@ -371,10 +377,44 @@ impl PartitionStore {
 
     /// The record with the highest generation. Parses only that one.
     pub fn latest(&self) -> Result<Option<CommitRecord>, StoreError> {
-        match self.generations()?.last() {
+        match self.newest_generation()? {
             None => Ok(None),
-            Some(&g) => self.listed_record(g).map(Some),
+            Some(g) => self.listed_record(g).map(Some),
         }
+    }
+
+    /// The highest generation in the log. In an object store, whose
+    /// listings come a thousand keys per request, the listing starts after
+    /// a generation known to be committed: the newest this process has
+    /// seen, else the log's checkpoint (one GET). So a log of any length
+    /// costs one short LIST. A missing or unreadable checkpoint only means
+    /// listing from the start.
+    fn newest_generation(&self) -> Result<Option<Generation>, StoreError> {
+        if self.remote.is_none() {
+            return Ok(self.generations()?.last().copied());
+        }
+        self.check()?;
+        let log = layout::log_prefix(&self.prefix);
+        let floor = match self.seen.get(&self.prefix) {
+            Some(seen) => seen,
+            None => self
+                .backend
+                .get(&layout::log_checkpoint_key(&self.prefix))?
+                .and_then(|b| String::from_utf8(b).ok()?.trim().parse::<u64>().ok())
+                .filter(|&g| g > 0)
+                .map(Generation::from_raw),
+        };
+        let names = match floor {
+            Some(g) => self.backend.list_after(&log, &layout::log_name(g))?,
+            None => self.backend.list(&log)?,
+        };
+        let newest = names
+            .iter()
+            .filter_map(|n| layout::parse_log_name(n))
+            .max()
+            .or(floor);
+        self.seen.saw(&self.prefix, newest);
+        Ok(newest)
     }
 
     /// Every record, ascending by generation.
@@ -434,6 +474,19 @@ impl PartitionStore {
                 message: format!("cannot encode commit record: {e}"),
             })?;
             if self.backend.put_if_absent(&key, &bytes)? {
+                if self.remote.is_some() {
+                    self.seen.saw(&self.prefix, Some(next));
+                }
+                if self.remote.is_some() && next.get() % LOG_CHECKPOINT_EVERY == 0 {
+                    // A hint, written after the record it names: losing it
+                    // (a crash, an error) only makes listings longer, and
+                    // an older one overwriting it is still a committed
+                    // generation.
+                    let _ = self.backend.put(
+                        &layout::log_checkpoint_key(&self.prefix),
+                        next.get().to_string().as_bytes(),
+                    );
+                }
                 return Ok(record);
             }
             // Someone else committed `next`. Prefer a fresh listing (it may
@@ -549,6 +602,39 @@ impl PartitionStore {
         verified
     }
 }
+
+/// The newest generation a process has seen committed in each partition
+/// of a remote warehouse. A checkpoint read from the store can be older
+/// than the truth, never newer, and so is every entry here.
+/// An entry of `None` says the log was empty when last looked at (so the
+/// checkpoint need not be read again).
+#[derive(Clone, Default)]
+pub(crate) struct SeenGenerations(
+    Arc<std::sync::Mutex<std::collections::HashMap<String, Option<Generation>>>>,
+);
+
+impl SeenGenerations {
+    /// `None` if this process has not looked at the partition's log yet.
+    fn get(&self, prefix: &str) -> Option<Option<Generation>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(prefix)
+            .copied()
+    }
+
+    fn saw(&self, prefix: &str, g: Option<Generation>) {
+        let mut seen = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let entry = seen.entry(prefix.to_owned()).or_insert(g);
+        *entry = (*entry).max(g);
+    }
+}
+
+/// Generations between two log checkpoints: one listing page of S3.
+const LOG_CHECKPOINT_EVERY: u64 = 1000;
 
 /// A name no other download or check in this process uses at once.
 fn unique() -> u64 {
@@ -724,6 +810,117 @@ mod tests {
     }
 
     use crate::store::backend::FsBackend;
+
+    /// A memory backend that counts whole listings of a commit log and
+    /// records where listings from a name started.
+    #[derive(Default)]
+    struct LogListings {
+        inner: crate::store::MemoryBackend,
+        whole: std::sync::atomic::AtomicUsize,
+        after: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl Backend for LogListings {
+        fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
+            self.inner.put_if_absent(key, bytes)
+        }
+        fn put_if_version_matches(
+            &self,
+            key: &str,
+            bytes: &[u8],
+            expected: &crate::store::Version,
+        ) -> Result<Option<crate::store::Version>, StoreError> {
+            self.inner.put_if_version_matches(key, bytes, expected)
+        }
+        fn put(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
+            self.inner.put(key, bytes)
+        }
+        fn get_object(&self, key: &str) -> Result<Option<crate::store::Object>, StoreError> {
+            self.inner.get_object(key)
+        }
+        fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+            if prefix.ends_with("/log") {
+                self.whole
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            self.inner.list(prefix)
+        }
+        fn list_after(&self, prefix: &str, after: &str) -> Result<Vec<String>, StoreError> {
+            self.after.lock().unwrap().push(after.to_owned());
+            self.inner.list_after(prefix, after)
+        }
+        fn list_objects(&self, prefix: &str) -> Result<Vec<crate::store::ObjectMeta>, StoreError> {
+            self.inner.list_objects(prefix)
+        }
+        fn delete(&self, key: &str) -> Result<(), StoreError> {
+            self.inner.delete(key)
+        }
+        fn delete_prefix(&self, prefix: &str) -> Result<(), StoreError> {
+            self.inner.delete_prefix(prefix)
+        }
+    }
+
+    // issue 13: in an object store the newest generation of a long commit
+    // log is found from its checkpoint (one GET and one short LIST), not by
+    // listing thousands of records; a lost, stale or garbled checkpoint
+    // still finds the newest.
+    #[test]
+    fn issue_13_remote_latest_lists_from_the_log_checkpoint() {
+        let tmp = tempfile::tempdir().unwrap();
+        let backend = Arc::new(LogListings::default());
+        let wh = Warehouse::remote(backend.clone(), "s3://b/wh", tmp.path()).unwrap();
+        let p = wh.partition("d", "p");
+        for t in 1..=2_500 {
+            p.commit(sample(t)).unwrap();
+        }
+        let checkpoint = layout::log_checkpoint_key("d/p");
+        assert_eq!(backend.get(&checkpoint).unwrap().unwrap(), b"2000");
+        // Another process: it knows nothing yet, so it starts at the
+        // checkpoint; then at what it saw.
+        let reader = || {
+            Warehouse::remote(backend.clone(), "s3://b/wh", tmp.path())
+                .unwrap()
+                .partition("d", "p")
+        };
+        let other = reader();
+        backend.whole.store(0, std::sync::atomic::Ordering::Relaxed);
+        backend.after.lock().unwrap().clear();
+        assert_eq!(other.latest().unwrap().unwrap().generation.get(), 2_500);
+        assert_eq!(other.latest().unwrap().unwrap().generation.get(), 2_500);
+        assert_eq!(backend.whole.load(std::sync::atomic::Ordering::Relaxed), 0);
+        assert_eq!(
+            *backend.after.lock().unwrap(),
+            vec![
+                layout::log_name(Generation::from_raw(2000)),
+                layout::log_name(Generation::from_raw(2500))
+            ]
+        );
+        // A generation committed by someone else after what it saw.
+        p.commit(sample(2_501)).unwrap();
+        assert_eq!(other.latest().unwrap().unwrap().generation.get(), 2_501);
+        // An older checkpoint (a slow committer's) is still a lower bound.
+        backend.put(&checkpoint, b"1000").unwrap();
+        assert_eq!(reader().latest().unwrap().unwrap().generation.get(), 2_501);
+        for garbage in [&b"not a number"[..], b"0"] {
+            backend.put(&checkpoint, garbage).unwrap();
+            assert_eq!(reader().latest().unwrap().unwrap().generation.get(), 2_501);
+        }
+        backend.delete(&checkpoint).unwrap();
+        assert_eq!(reader().latest().unwrap().unwrap().generation.get(), 2_501);
+        assert_eq!(backend.whole.load(std::sync::atomic::Ordering::Relaxed), 3);
+        // A checkpoint at the newest generation: nothing after it.
+        backend.put(&checkpoint, b"2501").unwrap();
+        assert_eq!(reader().latest().unwrap().unwrap().generation.get(), 2_501);
+        // And the fence holds across it.
+        assert!(matches!(
+            p.commit(sample(7)),
+            Err(PublishError::Stale { .. })
+        ));
+        assert_eq!(
+            reader().commit(sample(2_502)).unwrap().generation.get(),
+            2_502
+        );
+    }
 
     #[test]
     fn committer_rereads_a_racing_record_then_commits_after_it() {

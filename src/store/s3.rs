@@ -316,6 +316,36 @@ impl Backend for S3Backend {
         Ok(names)
     }
 
+    fn list_after(&self, prefix: &str, after: &str) -> Result<Vec<String>, StoreError> {
+        if after.is_empty() {
+            return self.list(prefix);
+        }
+        // A flat listing from `after` on: the names directly under `prefix`.
+        let dir = self.dir(prefix)?;
+        let offset = self.path(&format!("{prefix}/{after}"))?;
+        let listed: Vec<object_store::ObjectMeta> = self
+            .runtime
+            .block_on(
+                self.store
+                    .list_with_offset(dir.as_ref(), &offset)
+                    .try_collect(),
+            )
+            .map_err(|e| self.error(prefix, e))?;
+        let base = format!("{prefix}/");
+        let mut names: Vec<String> = listed
+            .iter()
+            .filter_map(|m| self.key_of(&m.location))
+            .filter_map(|k| {
+                k.strip_prefix(&base)
+                    .map(|rest| rest.split('/').next().unwrap_or(rest).to_owned())
+            })
+            .filter(|n| n.as_str() > after)
+            .collect();
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
     fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
         let dir = self.dir(prefix)?;
         let listed: Vec<object_store::ObjectMeta> = self

@@ -9,7 +9,7 @@ use crate::store::error::StoreError;
 use crate::store::events::EventStore;
 use crate::store::fs::create_dir_all_durable;
 use crate::store::key::{decode_partition, validate_segment};
-use crate::store::partition::PartitionStore;
+use crate::store::partition::{PartitionStore, SeenGenerations};
 
 /// Handle on a warehouse. Cheap to clone; several processes may open the
 /// same root at once, since every coordination step is a put-if-absent.
@@ -19,6 +19,7 @@ pub struct Warehouse {
     root: PathBuf,
     /// The object store's URL when the warehouse is not `root` itself.
     remote: Option<String>,
+    seen: SeenGenerations,
 }
 
 impl std::fmt::Debug for Warehouse {
@@ -49,6 +50,7 @@ impl Warehouse {
             backend,
             root,
             remote: None,
+            seen: SeenGenerations::default(),
         }
     }
 
@@ -66,6 +68,7 @@ impl Warehouse {
             backend,
             root: staging,
             remote: Some(url.to_owned()),
+            seen: SeenGenerations::default(),
         })
     }
 
@@ -131,6 +134,7 @@ impl Warehouse {
             Arc::clone(&self.backend),
             self.root.clone(),
             self.remote.clone(),
+            self.seen.clone(),
             dataset,
             partition,
         )
