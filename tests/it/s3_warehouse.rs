@@ -241,6 +241,29 @@ fn issue_13_atlasmart_on_s3_matches_disk_and_every_command_works() {
     let held = s3(&host_b, &["status", "atlasmart.toml", "--check"]);
     assert_eq!(held.status.code(), Some(4), "{}", stderr(&held));
     assert!(stdout(&held).contains("HELD"), "{}", stdout(&held));
+    ok(&s3(
+        &host_b,
+        &[
+            "abandon",
+            "atlasmart.toml",
+            "load",
+            "--partition",
+            "2026-09-21",
+            "--note",
+            "looking into it",
+        ],
+    ));
+    let abandoned = ok(&s3(
+        &host_a,
+        &[
+            "explain",
+            "atlasmart.toml",
+            "load",
+            "--partition",
+            "2026-09-21",
+        ],
+    ));
+    assert!(abandoned.contains("ABANDONED"), "{abandoned}");
     let retry = ok(&s3(
         &host_a,
         &[
@@ -256,6 +279,30 @@ fn issue_13_atlasmart_on_s3_matches_disk_and_every_command_works() {
     assert!(!retry.contains("1 published"), "{retry}");
     ok(&s3(&host_b, &["status", "atlasmart.toml", "--check"]));
     assert_eq!(ok(&s3(&host_a, &show)), local_rows);
+
+    // The declared backfill: its cost first, then the run in its own pool;
+    // forced, it republishes the same digests.
+    let dry = ok(&s3(
+        &host_b,
+        &[
+            "backfill",
+            "atlasmart.toml",
+            "repair_2026_09_20",
+            "--dry-run",
+        ],
+    ));
+    assert!(dry.contains("2026-09-20"), "{dry}");
+    ok(&s3(
+        &host_b,
+        &["backfill", "atlasmart.toml", "repair_2026_09_20", "--force"],
+    ));
+    let after = published(&ok(&s3(&host_a, &["status", "atlasmart.toml", "--json"])));
+    for (key, (generation, rows, digest)) in &on_disk {
+        if key.1 == "2026-09-20" {
+            assert_eq!(after[key].0, generation + 1, "{key:?}");
+            assert_eq!((&after[key].1, &after[key].2), (rows, digest), "{key:?}");
+        }
+    }
 
     let report = tmp.path().join("report.html");
     ok(&s3(
