@@ -179,7 +179,7 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
                     "code_version": r.code_version,
                     "certified": certify::is_certified(&warehouse, &r.dataset, &r.partition, r.generation.get()),
                     "published_at": r.published_at,
-                    "files": store.visible_files(r),
+                    "files": (0..r.files.len()).map(|i| store.file_location(r, i)).collect::<Vec<_>>(),
                 })
             })
             .collect();
@@ -494,15 +494,15 @@ pub(crate) fn show(args: &ShowArgs) -> Result<u8, CliError> {
     store
         .check_files(&record, Depth::Hash)
         .map_err(CliError::Drift)?;
-    let (columns, rows) = audit::read_raw_rows(
-        &store.visible_files(&record),
-        task.output.format,
-        args.limit,
-    )
-    .map_err(doing("cannot read the published files"))?;
+    // (From an object store, downloaded again to be read: the check's
+    // download is gone.)
+    let visible = store
+        .local_files(&record)
+        .map_err(doing("cannot read the published files"))?;
+    let (columns, rows) = audit::read_raw_rows(&visible, task.output.format, args.limit)
+        .map_err(doing("cannot read the published files"))?;
     // The reader sorts columns (the canonical digest's order); show them in
     // the file's own order, read from the first file's header.
-    let visible = store.visible_files(&record);
     let order = file_order(visible.first(), task.output.format, &columns);
     let columns: Vec<String> = order.iter().map(|&i| columns[i].clone()).collect();
     let rows = rows

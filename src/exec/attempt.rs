@@ -765,6 +765,11 @@ fn publish(
             return AttemptOutcome::Stale { current };
         }
     };
+    if cx.warehouse.is_remote() {
+        // The bucket holds the files now; the staged copy would only grow
+        // this host's disk (candidate.json and the logs stay as evidence).
+        let _ = std::fs::remove_dir_all(candidate.dir.join("data"));
+    }
     cx.emit(
         State::Published,
         Event::instance(&task.name, partition)

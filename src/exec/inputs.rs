@@ -193,7 +193,7 @@ pub fn materialize_generation(
                 dataset: record.dataset.clone(),
                 partition: record.partition.clone(),
                 generation: record.generation.get(),
-                path: source.clone(),
+                path: store.file_location(record, i),
                 kind,
             }))
         };

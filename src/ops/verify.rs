@@ -301,7 +301,9 @@ pub fn verify(
         Vec::new()
     } else {
         differences(
-            &store.visible_files(&record),
+            &store
+                .local_files(&record)
+                .map_err(warehouse_failed("cannot read the published files"))?,
             &rerun_files,
             format,
             &spec.output.grain,

@@ -178,42 +178,32 @@ impl crate::store::PartitionStore {
         rec: &crate::store::CommitRecord,
         depth: Depth,
     ) -> Result<(), Box<Drift>> {
-        let drift = |path: PathBuf, kind| {
+        // A file is named by where it is published: its path, or in an
+        // object store its URL (not the download that was checked).
+        let drift = |i: usize, kind| {
             Box::new(Drift {
                 dataset: rec.dataset.clone(),
                 partition: rec.partition.clone(),
                 generation: rec.generation.get(),
-                // In an object store the file is named by its URL, not by
-                // the download that was checked.
-                path: self.location_of(&path),
+                path: self.file_location(rec, i),
                 kind,
             })
         };
         if self.is_remote() && depth == Depth::Stat && !rec.file_sums.is_empty() {
-            return self
-                .stat_remote(rec)
-                .map_err(|(path, kind)| drift(path, kind));
+            return self.stat_remote(rec).map_err(|(i, kind)| drift(i, kind));
         }
-        let paths = match self.local_files(rec) {
-            Ok(paths) => paths,
-            Err(e) => {
-                let first = self
-                    .visible_files(rec)
-                    .into_iter()
-                    .next()
-                    .unwrap_or_default();
-                return Err(drift(first, DriftKind::Unreadable(crate::store::chain(&e))));
-            }
-        };
+        let paths = self
+            .local_files(rec)
+            .map_err(|e| drift(0, DriftKind::Unreadable(crate::store::chain(&e))))?;
         if rec.file_sums.is_empty() {
-            return match paths.into_iter().find(|p| !p.is_file()) {
-                Some(p) => Err(drift(p, DriftKind::Vanished)),
+            return match paths.iter().position(|p| !p.is_file()) {
+                Some(i) => Err(drift(i, DriftKind::Vanished)),
                 None => Ok(()),
             };
         }
-        for (path, sum) in paths.iter().zip(&rec.file_sums) {
+        for (i, (path, sum)) in paths.iter().zip(&rec.file_sums).enumerate() {
             if let Some(kind) = compare(path, sum, depth) {
-                return Err(drift(path.clone(), kind));
+                return Err(drift(i, kind));
             }
         }
         Ok(())
@@ -223,20 +213,19 @@ impl crate::store::PartitionStore {
 impl crate::store::PartitionStore {
     /// [`Depth::Stat`] against an object store: each file's size from one
     /// listing of the generation's `data/`, nothing downloaded.
-    fn stat_remote(&self, rec: &crate::store::CommitRecord) -> Result<(), (PathBuf, DriftKind)> {
+    fn stat_remote(&self, rec: &crate::store::CommitRecord) -> Result<(), (usize, DriftKind)> {
         let prefix = format!("{}/{}", rec.attempt_dir, crate::store::layout::DATA_DIR);
-        let paths = self.visible_files(rec);
-        let listed = self.backend().list_objects(&prefix).map_err(|e| {
-            let first = paths.first().cloned().unwrap_or_default();
-            (first, DriftKind::Unreadable(crate::store::chain(&e)))
-        })?;
-        for (path, sum) in paths.iter().zip(&rec.file_sums) {
+        let listed = self
+            .backend()
+            .list_objects(&prefix)
+            .map_err(|e| (0, DriftKind::Unreadable(crate::store::chain(&e))))?;
+        for (i, sum) in rec.file_sums.iter().enumerate() {
             let key = format!("{prefix}/{}", sum.name);
             match listed.iter().find(|m| m.key == key) {
-                None => return Err((path.clone(), DriftKind::Vanished)),
+                None => return Err((i, DriftKind::Vanished)),
                 Some(m) if m.size != sum.size => {
                     return Err((
-                        path.clone(),
+                        i,
                         DriftKind::Size {
                             recorded: sum.size,
                             now: m.size,

@@ -74,14 +74,19 @@ impl PartitionStore {
         self.remote.is_some()
     }
 
-    /// A local path under the root as people should see it: itself, or
-    /// the object's URL when the warehouse is remote.
-    pub fn location_of(&self, local: &std::path::Path) -> PathBuf {
-        match (&self.remote, local.strip_prefix(&self.root)) {
-            (Some(url), Ok(key)) => {
-                PathBuf::from(format!("{}/{}", url.trim_end_matches('/'), key.display()))
-            }
-            _ => local.to_path_buf(),
+    /// Where the record's `i`th file is published, for people: its path,
+    /// or its URL in an object store.
+    pub fn file_location(&self, rec: &CommitRecord, i: usize) -> PathBuf {
+        let name = rec.files.get(i).map_or("", String::as_str);
+        match &self.remote {
+            None => key_path(&self.root, &rec.attempt_dir)
+                .join(DATA_DIR)
+                .join(name),
+            Some(url) => PathBuf::from(format!(
+                "{}/{}/{DATA_DIR}/{name}",
+                url.trim_end_matches('/'),
+                rec.attempt_dir
+            )),
         }
     }
 
@@ -512,36 +517,40 @@ impl PartitionStore {
     }
 
     /// The record's files as local paths a reader can open: in place in a
-    /// local warehouse; from a remote one, downloaded into the staging
-    /// directory first (each to a private name, then renamed, so readers
-    /// in parallel never see half a file). A file the store no longer
-    /// holds is removed locally too, so the caller sees it vanished. As for
-    /// local files, the caller checks them against the record's sums.
-    pub fn local_files(&self, rec: &CommitRecord) -> Result<Vec<PathBuf>, StoreError> {
-        let paths = self.visible_files(rec);
+    /// local warehouse; from a remote one, downloaded into a directory of
+    /// their own under the staging root (`_downloads/`), removed when the
+    /// returned value is dropped, so reading never leaves copies behind nor
+    /// touches an engine's staged attempts. A file the store does not hold
+    /// is absent locally too, so the caller sees it vanished. As for local
+    /// files, the caller checks them against the record's sums.
+    pub fn local_files(&self, rec: &CommitRecord) -> Result<Downloaded, StoreError> {
         if self.remote.is_none() {
-            return Ok(paths);
+            return Ok(Downloaded {
+                paths: self.visible_files(rec),
+                dir: None,
+            });
         }
-        for (name, path) in rec.files.iter().zip(&paths) {
+        let parent = self.root.join("_downloads");
+        std::fs::create_dir_all(&parent).map_err(StoreError::io(&parent))?;
+        let dir = parent.join(format!("{}-{}", std::process::id(), unique()));
+        std::fs::create_dir(&dir).map_err(StoreError::io(&dir))?;
+        let mut downloaded = Downloaded {
+            paths: Vec::with_capacity(rec.files.len()),
+            dir: Some(dir.clone()),
+        };
+        let data = dir.join(DATA_DIR);
+        for name in &rec.files {
             let key = format!("{}/{DATA_DIR}/{name}", rec.attempt_dir);
-            let dir = path.parent().unwrap_or(&self.root);
-            std::fs::create_dir_all(dir).map_err(StoreError::io(dir))?;
-            let part = dir.join(format!(".{}.download-{}", unique(), std::process::id()));
-            let found = self.backend.get_file(&key, &part);
-            match found {
-                Ok(true) => std::fs::rename(&part, path).map_err(StoreError::io(path))?,
-                Ok(false) => match std::fs::remove_file(path) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(StoreError::io(path)(e)),
-                },
-                Err(e) => {
-                    let _ = std::fs::remove_file(&part);
-                    return Err(e);
-                }
+            let path = key_path(&data, name);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(StoreError::io(parent))?;
             }
+            if !self.backend.get_file(&key, &path)? {
+                let _ = std::fs::remove_file(&path);
+            }
+            downloaded.paths.push(path);
         }
-        Ok(paths)
+        Ok(downloaded)
     }
 
     /// Uploads an attempt's audited files (`data/<name>`) and its evidence
@@ -635,6 +644,30 @@ impl SeenGenerations {
 
 /// Generations between two log checkpoints: one listing page of S3.
 const LOG_CHECKPOINT_EVERY: u64 = 1000;
+
+/// A generation's files where a reader can open them
+/// ([`PartitionStore::local_files`]); a remote warehouse's downloads are
+/// removed when this is dropped.
+#[derive(Debug)]
+pub struct Downloaded {
+    paths: Vec<PathBuf>,
+    dir: Option<PathBuf>,
+}
+
+impl std::ops::Deref for Downloaded {
+    type Target = [PathBuf];
+    fn deref(&self) -> &[PathBuf] {
+        &self.paths
+    }
+}
+
+impl Drop for Downloaded {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
 
 /// A name no other download or check in this process uses at once.
 fn unique() -> u64 {

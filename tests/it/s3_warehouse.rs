@@ -42,6 +42,26 @@ fn ok(out: &Output) -> String {
     stdout(out)
 }
 
+/// CSV files under a staging directory, outside verify's `_scratch`.
+fn data_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for entry in entries {
+        let path = entry.unwrap().path();
+        if path.file_name().is_some_and(|n| n == "_scratch") {
+            continue;
+        }
+        if path.is_dir() {
+            out.extend(data_files(&path));
+        } else if path.extension().is_some_and(|e| e == "csv") {
+            out.push(path);
+        }
+    }
+    out
+}
+
 /// (dataset, partition) → (generation, rows, digest) from `status --json`.
 fn published(status: &str) -> BTreeMap<(String, String), (u64, u64, String)> {
     let doc: serde_json::Value = serde_json::from_str(status).expect("status --json is JSON");
@@ -304,6 +324,13 @@ fn issue_13_atlasmart_on_s3_matches_disk_and_every_command_works() {
         }
     }
 
+    // Nothing read or published stays behind on either host (verify's
+    // scratch is kept on purpose, for inspection).
+    for host in [&host_a, &host_b] {
+        let left = data_files(host);
+        assert!(left.is_empty(), "left in {}: {left:?}", host.display());
+    }
+
     let report = tmp.path().join("report.html");
     ok(&s3(
         &host_b,
@@ -534,7 +561,7 @@ fn issue_13_three_engines_on_s3_with_kill9_and_sigstop_converge() {
             last_token = record.token.get();
         }
         // What a reader downloads is what was committed.
-        let files: Vec<PathBuf> = store.local_files(history.last().unwrap()).unwrap();
+        let files = store.local_files(history.last().unwrap()).unwrap();
         let (rows, digest) = weir::audit::digest_files(&files, weir::audit::Format::Csv).unwrap();
         assert_eq!((rows, digest.as_str()), (2, canonical[k].as_str()), "{k}");
     }
