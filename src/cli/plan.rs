@@ -68,7 +68,21 @@ fn existing_warehouse(manifest: &Manifest) -> Option<Warehouse> {
     if manifest.pipeline.remote.is_none() && !manifest.pipeline.warehouse.is_dir() {
         return None;
     }
-    Warehouse::open_for(&manifest.pipeline).ok()
+    match Warehouse::open_for(&manifest.pipeline) {
+        Ok(warehouse) => Some(warehouse),
+        Err(e) => {
+            // Said once, though a plan may look twice.
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| {
+                eprintln!(
+                    "warning: cannot open the warehouse {}: {}; planning as if nothing were published",
+                    manifest.pipeline.location(),
+                    crate::store::chain(&e)
+                );
+            });
+            None
+        }
+    }
 }
 
 /// Planned instances whose current publication is STALE, in words.

@@ -417,6 +417,27 @@ output = { dataset = "down", grain = ["id"] }
             .is_empty(),
         "down published from a drifted input"
     );
+    // A bucket that is not there: commands fail with the server's answer,
+    // a plan warns and plans as if nothing were published.
+    let gone = format!("s3://no-such-{bucket}/wh");
+    let status = weir_s3(dir, &endpoint, &staging, &gone, &["status", "m.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(status.status.code(), Some(5), "{}", stderr(&status));
+    assert!(
+        stderr(&status).contains("NoSuchBucket"),
+        "{}",
+        stderr(&status)
+    );
+    let plan = weir_s3(dir, &endpoint, &staging, &gone, &["plan", "m.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(plan.status.code(), Some(0), "{}", stderr(&plan));
+    assert!(
+        stderr(&plan).contains(&format!("warning: cannot open the warehouse {gone}")),
+        "{}",
+        stderr(&plan)
+    );
 }
 
 /// The rows every partition of the chaos pipeline publishes, by key.
