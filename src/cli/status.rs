@@ -491,14 +491,13 @@ pub(crate) fn show(args: &ShowArgs) -> Result<u8, CliError> {
             ))
         })?,
     };
-    store
-        .check_files(&record, Depth::Hash)
-        .map_err(CliError::Drift)?;
-    // (From an object store, downloaded again to be read: the check's
-    // download is gone.)
+    // What is shown is what was checked (from an object store, one download).
     let visible = store
         .local_files(&record)
         .map_err(doing("cannot read the published files"))?;
+    store
+        .check_paths(&record, &visible, Depth::Hash)
+        .map_err(CliError::Drift)?;
     let (columns, rows) = audit::read_raw_rows(&visible, task.output.format, args.limit)
         .map_err(doing("cannot read the published files"))?;
     // The reader sorts columns (the canonical digest's order); show them in

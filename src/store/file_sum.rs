@@ -195,6 +195,26 @@ impl crate::store::PartitionStore {
         let paths = self
             .local_files(rec)
             .map_err(|e| drift(0, DriftKind::Unreadable(crate::store::chain(&e))))?;
+        self.check_paths(rec, &paths, depth)
+    }
+
+    /// [`PartitionStore::check_files`] of files already at hand (from
+    /// [`PartitionStore::local_files`]), so a reader checks what it reads.
+    pub fn check_paths(
+        &self,
+        rec: &crate::store::CommitRecord,
+        paths: &[PathBuf],
+        depth: Depth,
+    ) -> Result<(), Box<Drift>> {
+        let drift = |i: usize, kind| {
+            Box::new(Drift {
+                dataset: rec.dataset.clone(),
+                partition: rec.partition.clone(),
+                generation: rec.generation.get(),
+                path: self.file_location(rec, i),
+                kind,
+            })
+        };
         if rec.file_sums.is_empty() {
             return match paths.iter().position(|p| !p.is_file()) {
                 Some(i) => Err(drift(i, DriftKind::Vanished)),
