@@ -266,7 +266,7 @@ fn pin_partition(
     let store = warehouse.partition(dataset, partition);
     let record = store
         .latest()
-        .map_err(|e| PinError::Store(e.to_string()))?
+        .map_err(|e| PinError::Store(crate::store::chain(&e)))?
         .ok_or_else(|| {
             PinError::NoUpstream(format!(
                 "upstream dataset `{dataset}` has no publication for partition {partition}"
