@@ -113,7 +113,9 @@ pub struct SlotRecord {
     pub state: SlotState,
     /// The engine that wrote this generation.
     pub holder: Holder,
-    /// What for ("task partition"), evidence for people.
+    /// What for ("task partition"), evidence for people: the attempt that
+    /// took the slot from the warehouse (its engine may keep the slot for
+    /// its next attempts without a new record, `exec::pool`).
     pub what: String,
     /// The writer's wall clock, evidence for people (never compared).
     pub at: String,
