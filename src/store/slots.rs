@@ -113,7 +113,9 @@ pub struct SlotRecord {
     pub state: SlotState,
     /// The engine that wrote this generation.
     pub holder: Holder,
-    /// What for ("task partition"), evidence for people.
+    /// What for ("task partition"), evidence for people: the attempt that
+    /// took the slot from the warehouse (its engine may keep the slot for
+    /// its next attempts without a new record, `exec::pool`).
     pub what: String,
     /// The writer's wall clock, evidence for people (never compared).
     pub at: String,
@@ -131,6 +133,18 @@ pub struct HeldSlot {
     /// here must stop before the slot is used (a task's command dies with
     /// its engine; an escaped descendant would not).
     pub from_dead_neighbour: bool,
+}
+
+impl HeldSlot {
+    /// The slot's number in its pool.
+    pub fn slot(&self) -> u32 {
+        self.slot
+    }
+
+    /// The generation of the slot's record that made it this engine's.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
 }
 
 /// What an engine last saw of another's heartbeat, and since when.
@@ -300,6 +314,20 @@ impl GlobalPool {
             &record,
         )
         .map(|_| ())
+    }
+
+    /// Whether `held` is still this engine's, for handing it on to another
+    /// attempt of this engine without giving it back: its generation is
+    /// still the slot's highest (no one reclaimed it while this engine was
+    /// taken for dead). A listing, no write. `false`: it is someone else's
+    /// now, and forgotten here.
+    pub fn still_held(&self, held: &HeldSlot) -> Result<bool, StoreError> {
+        let highest = generations(&*self.backend, &self.slot_prefix(held.slot))?.pop();
+        if highest == Some(held.generation) {
+            return Ok(true);
+        }
+        lock(held_here()).remove(&self.key(held.slot, held.generation));
+        Ok(false)
     }
 
     /// Whether another engine's heartbeat has not moved for the timeout, on

@@ -12,7 +12,12 @@ use crate::support::{max_overlap, stderr, stdout, Sandbox};
 /// `[pools.p]`); `t` sleeps `$SLEEP` (default 0.3 s) between its start and
 /// end lines in `intervals.log`.
 fn pipeline(pool: &str) -> Sandbox {
-    let keys: Vec<String> = (1..=12).map(|i| format!("k{i:02}")).collect();
+    pipeline_of(pool, 12)
+}
+
+/// [`pipeline`] with partitions k01..k`n`.
+fn pipeline_of(pool: &str, n: usize) -> Sandbox {
+    let keys: Vec<String> = (1..=n).map(|i| format!("k{i:02}")).collect();
     let sb = Sandbox::new(&format!(
         r#"
 [pipeline]
@@ -355,4 +360,120 @@ fn issue_13_a_wait_for_a_slot_is_interruptible() {
     let mut a = a;
     a.kill().unwrap();
     a.wait().unwrap();
+}
+
+/// The records of slot `i` of pool `p`: (generation, text), oldest first.
+fn slot_records(sb: &Sandbox, i: u32) -> Vec<(u64, String)> {
+    let dir = sb.path().join(format!("wh/_pools/p/slots/{i}"));
+    let mut records: Vec<(u64, String)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter_map(|e| {
+            let name = e.file_name().into_string().unwrap();
+            let generation = name.parse().ok()?;
+            Some((
+                generation,
+                std::fs::read_to_string(e.path()).unwrap_or_default(),
+            ))
+        })
+        .collect();
+    records.sort();
+    records
+}
+
+fn keys(range: std::ops::RangeInclusive<usize>) -> Vec<String> {
+    range.map(|i| format!("k{i:02}")).collect()
+}
+
+// Issue 16: an engine keeps its warehouse slot from one launch to the next
+// instead of giving it back and taking it again. Two engines launching many
+// short commands on a 2-slot pool still never run more than 2 at once, by
+// the commands' own clocks, and the slots are written far less than twice
+// per launch.
+#[test]
+fn issue_16_two_engines_launching_many_short_commands_never_exceed_the_slots() {
+    let sb = pipeline_of("slots = 2", 60);
+    let (a_keys, b_keys) = (keys(1..=30), keys(31..=60));
+    let a_refs: Vec<&str> = a_keys.iter().map(String::as_str).collect();
+    let b_refs: Vec<&str> = b_keys.iter().map(String::as_str).collect();
+    let a = engine(&sb, "a", &a_refs, &[("SLEEP", "0.02")]);
+    let b = engine(&sb, "b", &b_refs, &[("SLEEP", "0.02")]);
+    finished_ok(a);
+    finished_ok(b);
+    assert_eq!(intervals(&sb).len(), 60);
+    assert_eq!(most_at_once(&sb), 2, "{:?}", intervals(&sb));
+    for k in a_keys.iter().chain(&b_keys) {
+        assert!(sb.store("out", k).latest().unwrap().is_some(), "{k}");
+    }
+    // A take and a release per launch would be 120 generations.
+    let written: u64 = (0..2)
+        .map(|i| slot_records(&sb, i).last().expect("a record").0)
+        .sum();
+    assert!(written < 60, "{written} slot generations for 60 launches");
+    for i in 0..2 {
+        let (_, last) = slot_records(&sb, i).pop().unwrap();
+        assert!(last.contains("\"state\":\"free\""), "{last}");
+    }
+}
+
+// Issue 16: an engine killed (-9) in the middle of many short launches,
+// with its slots kept between them, leaks none: an engine on the same host
+// takes both at once, and never runs more than the slots.
+#[test]
+fn issue_16_a_killed_engine_keeping_its_slots_leaks_none() {
+    let sb = pipeline_of("slots = 2", 44);
+    let a_keys = keys(1..=40);
+    let a_refs: Vec<&str> = a_keys.iter().map(String::as_str).collect();
+    let mut a = engine(&sb, "a", &a_refs, &[("SLEEP", "0.05")]);
+    let started = Instant::now();
+    while intervals(&sb)
+        .iter()
+        .filter(|(_, _, e)| e.is_some())
+        .count()
+        < 6
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "a's commands did not run"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    a.kill().unwrap();
+    a.wait().unwrap();
+    let killed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let b_started = Instant::now();
+    finished_ok(engine(
+        &sb,
+        "b",
+        &["k41", "k42", "k43", "k44"],
+        &[("SLEEP", "0.3")],
+    ));
+    // Without waiting for a heartbeat to time out (15 s).
+    assert!(
+        b_started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        b_started.elapsed()
+    );
+    let runs = intervals(&sb);
+    let b_runs: Vec<(u128, u128)> = runs
+        .iter()
+        .filter(|(k, _, _)| ["k41", "k42", "k43", "k44"].contains(&k.as_str()))
+        .map(|(_, s, e)| (*s, e.expect("b's commands ended")))
+        .collect();
+    assert_eq!(b_runs.len(), 4, "{runs:?}");
+    assert!(b_runs.iter().all(|(s, _)| *s > killed), "{runs:?}");
+    // Both slots were b's at once (4 commands of 0.3 s, two at a time).
+    assert_eq!(max_overlap(&b_runs), 2, "{runs:?}");
+    let done: Vec<(u128, u128)> = runs
+        .iter()
+        .filter_map(|(_, s, e)| e.map(|e| (*s, e)))
+        .collect();
+    assert!(max_overlap(&done) <= 2, "{runs:?}");
+    for i in 0..2 {
+        let (_, last) = slot_records(&sb, i).pop().unwrap();
+        assert!(last.contains("\"state\":\"free\""), "{last}");
+    }
 }
