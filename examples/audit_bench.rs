@@ -3,13 +3,16 @@
 //! rest of `weir run`: the loop to profile the audit in (`perf record`,
 //! `/usr/bin/time -v` for peak RSS).
 //!
-//! usage: cargo run --release --example audit_bench -- csv|parquet FILE [RUNS]
+//! usage: cargo run --release --example audit_bench -- csv|parquet FILE [RUNS] [--scan]
+//!
+//! With `--scan`, only reads the rows (no digest, no gates): the cost of
+//! the format's reader alone.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use weir::audit::{audit, AuditSpec, Format, Gate};
+use weir::audit::{audit, scan_files, AuditSpec, Format, Gate};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -23,7 +26,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "jsonl" => Format::Jsonl,
         other => return Err(format!("unknown format {other}").into()),
     };
-    let runs: usize = args.get(2).map_or(Ok(1), |n| n.parse())?;
+    let scan = args.iter().any(|arg| arg == "--scan");
+    let runs: usize = args
+        .get(2)
+        .filter(|arg| *arg != "--scan")
+        .map_or(Ok(1), |n| n.parse())?;
     let grain = vec!["id".to_owned()];
     let gates = [
         Gate::RowCount {
@@ -46,6 +53,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     for _ in 0..runs {
         let start = Instant::now();
+        if scan {
+            let (rows, bytes) = scan_files(std::slice::from_ref(&file), format)?;
+            let seconds = start.elapsed().as_secs_f64();
+            println!(
+                "{seconds:.3} s  {rows} rows  {:.2} M rows/s  {bytes} value bytes (scan only)",
+                rows as f64 / seconds / 1e6
+            );
+            continue;
+        }
         let report = audit(std::slice::from_ref(&file), &spec)?;
         let seconds = start.elapsed().as_secs_f64();
         let failed: Vec<String> = report

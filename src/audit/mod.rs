@@ -251,6 +251,36 @@ pub fn digest_files(files: &[PathBuf], format: Format) -> Result<(u64, Digest), 
     Ok((merged.rows(), merged.finish(&columns)))
 }
 
+/// Reads every row of the files and counts the rows and the bytes of their
+/// values, without the digest or any gate: what reading a format costs on
+/// its own (`examples/audit_bench --scan`).
+pub fn scan_files(files: &[PathBuf], format: Format) -> Result<(u64, u64), AuditError> {
+    let (_, folds) = read::fold_files(files, format, false, &|_, columns| Scan {
+        width: columns.len(),
+        rows: 0,
+        bytes: 0,
+    })?;
+    Ok(folds.iter().fold((0, 0), |(rows, bytes), scan| {
+        (rows + scan.rows, bytes + scan.bytes)
+    }))
+}
+
+/// Counts rows and value bytes for [`scan_files`].
+struct Scan {
+    width: usize,
+    rows: u64,
+    bytes: u64,
+}
+
+impl RowFold for Scan {
+    fn row(&mut self, row: &Row<'_>) {
+        self.rows += 1;
+        for column in 0..self.width {
+            self.bytes += row.get(column).map_or(0, |value| value.len() as u64);
+        }
+    }
+}
+
 /// Lists the data files of a directory for a format: every regular file (or
 /// link to one) whose name ends in `.csv` / `.jsonl` / `.parquet`, sorted by name, not
 /// descending into subdirectories.
