@@ -378,6 +378,9 @@ pub(crate) fn run(
         );
         // Announced first, so the log never shows more commands running than slots.
         drop(permit);
+        // On a remote warehouse the logs are this attempt's evidence for
+        // other hosts too (best effort: the event has the stderr tail).
+        let _ = store.upload_evidence(token);
         return AttemptOutcome::Failed {
             ending,
             token: Some(token),
@@ -424,7 +427,12 @@ pub(crate) fn run(
     let audited = match audit_candidate(cx, task, partition, attempt, snapshot, &inputs, candidate)
     {
         Ok(a) => a,
-        Err(outcome) => return outcome,
+        Err(outcome) => {
+            // The audit's report says which rows failed: evidence for
+            // every host of a remote warehouse (best effort).
+            let _ = store.upload_evidence(token);
+            return outcome;
+        }
     };
     publish(cx, task, partition, attempt, snapshot, &store, audited)
 }

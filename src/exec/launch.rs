@@ -242,9 +242,20 @@ pub fn tail(path: &Path, max: usize) -> String {
     {
         return String::new();
     }
-    let text = String::from_utf8_lossy(&bytes);
+    last_lines(&bytes, start > 0)
+}
+
+/// The last `max` bytes of `bytes` as text, in whole lines (what [`tail`]
+/// reads from a file, for evidence that came from the store).
+pub fn tail_bytes(bytes: &[u8], max: usize) -> String {
+    let start = bytes.len().saturating_sub(max);
+    last_lines(&bytes[start..], start > 0)
+}
+
+fn last_lines(bytes: &[u8], cut: bool) -> String {
+    let text = String::from_utf8_lossy(bytes);
     // Cut mid-file: drop the partial first line.
-    let text = if start > 0 {
+    let text = if cut {
         text.split_once('\n')
             .map_or(text.as_ref(), |(_, rest)| rest)
             .to_string()

@@ -233,10 +233,10 @@ pub fn explain(
     for a in &mut attempts {
         if a.stderr_tail.is_empty() {
             if let Some(t) = a.token {
-                let path = store
-                    .attempt_dir(FencingToken::from_raw(t))
-                    .join("stderr.log");
-                a.stderr_tail = crate::exec::launch::tail(&path, 2048);
+                // This host's staging, else the store (a remote warehouse).
+                if let Some(bytes) = store.read_evidence(FencingToken::from_raw(t), "stderr.log") {
+                    a.stderr_tail = crate::exec::launch::tail_bytes(&bytes, 2048);
+                }
             }
         }
     }
@@ -269,12 +269,7 @@ pub fn explain(
         .or_else(|| latest.as_ref().map(|r| r.input_snapshot.clone()))
         .or_else(|| {
             let token = attempts.iter().rev().find_map(|a| a.token)?;
-            let bytes = std::fs::read(
-                store
-                    .attempt_dir(FencingToken::from_raw(token))
-                    .join("candidate.json"),
-            )
-            .ok()?;
+            let bytes = store.read_evidence(FencingToken::from_raw(token), "candidate.json")?;
             serde_json::from_slice::<Value>(&bytes)
                 .ok()?
                 .get("input_snapshot")

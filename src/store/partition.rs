@@ -553,6 +553,40 @@ impl PartitionStore {
         Ok(downloaded)
     }
 
+    /// Uploads what an attempt leaves as evidence (`candidate.json` and the
+    /// command's logs, those that exist) from its local staging directory to
+    /// a remote warehouse, so that `explain` on any host shows a failed
+    /// attempt's stderr. Nothing to do for a local warehouse.
+    pub fn upload_evidence(&self, token: FencingToken) -> Result<(), StoreError> {
+        self.check()?;
+        if self.remote.is_none() {
+            return Ok(());
+        }
+        let key = self.attempt_key(token);
+        let dir = self.attempt_dir(token);
+        for evidence in [CANDIDATE_FILE, layout::STDOUT_LOG, layout::STDERR_LOG] {
+            let path = dir.join(evidence);
+            if path.is_file() {
+                self.backend.put_file(&format!("{key}/{evidence}"), &path)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One evidence file of an attempt (`stderr.log`, `candidate.json`):
+    /// from its staging directory on this host, else from the store; `None`
+    /// if neither has it.
+    pub fn read_evidence(&self, token: FencingToken, name: &str) -> Option<Vec<u8>> {
+        if let Ok(bytes) = std::fs::read(self.attempt_dir(token).join(name)) {
+            return Some(bytes);
+        }
+        self.remote.as_ref()?;
+        self.backend
+            .get(&format!("{}/{name}", self.attempt_key(token)))
+            .ok()
+            .flatten()
+    }
+
     /// Uploads an attempt's audited files (`data/<name>`) and its evidence
     /// (`candidate.json`, the logs) from its local staging directory to a
     /// remote warehouse, then reads every data file back and checks it
@@ -574,12 +608,7 @@ impl PartitionStore {
             self.backend
                 .put_file(&format!("{key}/{DATA_DIR}/{}", sum.name), file)?;
         }
-        for evidence in ["candidate.json", "stdout.log", "stderr.log"] {
-            let path = dir.join(evidence);
-            if path.is_file() {
-                self.backend.put_file(&format!("{key}/{evidence}"), &path)?;
-            }
-        }
+        self.upload_evidence(token)?;
         let check = dir.join(format!(".{}.check-{}", unique(), std::process::id()));
         let verified = (|| {
             for sum in sums {
@@ -641,6 +670,9 @@ impl SeenGenerations {
         *entry = (*entry).max(g);
     }
 }
+
+/// The audit's report an attempt leaves beside its `data/`.
+const CANDIDATE_FILE: &str = "candidate.json";
 
 /// Generations between two log checkpoints: one listing page of S3.
 const LOG_CHECKPOINT_EVERY: u64 = 1000;

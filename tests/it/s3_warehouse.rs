@@ -744,3 +744,64 @@ fn issue_13_s3_pool_slots_hold_across_engines_and_survive_kill9() {
         assert!(latest.is_some(), "{key} not published");
     }
 }
+
+// issue 13: what a failed attempt leaves as evidence reaches the bucket:
+// its stderr (a command that failed) and its audit report (a gate that
+// failed), so any host can read them; nothing is published.
+#[test]
+fn issue_13_failed_attempts_leave_their_evidence_in_the_bucket() {
+    let Some(endpoint) = endpoint() else { return };
+    let bucket = new_bucket(&endpoint);
+    let url = format!("s3://{bucket}/wh");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(
+        dir.join("m.toml"),
+        r#"
+[pipeline]
+name = "evidence"
+code_version = "1"
+warehouse = "unused"
+
+[partitions.k]
+kind = "static"
+keys = ["a"]
+
+[tasks.crash]
+command = ["sh", "-c", "echo 'boom: the source is gone' >&2; exit 65"]
+output = { dataset = "crashed", grain = ["id"] }
+
+[tasks.dup]
+command = ["sh", "-c", "printf 'id\n1\n1\n' > \"$WEIR_OUTPUT_DIR/d.csv\""]
+output = { dataset = "dups", grain = ["id"] }
+"#,
+    )
+    .unwrap();
+    let out = weir_s3(
+        dir,
+        &endpoint,
+        &dir.join("host-a"),
+        &url,
+        &["run", "m.toml"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let store = backend(&endpoint, &url);
+    let key =
+        |dataset: &str, name: &str| format!("{dataset}/a/attempts/00000000000000000001/{name}");
+    let stderr_log = store
+        .get(&key("crashed", "stderr.log"))
+        .unwrap()
+        .expect("uploaded");
+    assert!(String::from_utf8_lossy(&stderr_log).contains("boom: the source is gone"));
+    let report = store
+        .get(&key("dups", "candidate.json"))
+        .unwrap()
+        .expect("uploaded");
+    let report: serde_json::Value = serde_json::from_slice(&report).unwrap();
+    assert_eq!(report["passed"], false, "{report}");
+    for dataset in ["crashed", "dups"] {
+        assert!(store.list(&format!("{dataset}/a/log")).unwrap().is_empty());
+    }
+}
