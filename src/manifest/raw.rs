@@ -67,7 +67,7 @@ pub struct RawPipeline {
     /// Version of the pipeline's logic, stamped on every publication.
     #[schemars(length(min = 1))]
     pub code_version: String,
-    /// Warehouse directory, relative to the manifest file.
+    /// Warehouse: a directory relative to the manifest file, or `s3://bucket/prefix`.
     pub warehouse: String,
 }
 
