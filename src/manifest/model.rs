@@ -83,7 +83,7 @@ impl Pipeline {
     /// Points the pipeline at another warehouse (`--warehouse`): a directory
     /// (relative to `base`) or an `s3://` URL.
     pub fn set_warehouse(&mut self, location: &str, base: &std::path::Path) -> Result<(), String> {
-        if location.starts_with("s3://") && location.len() > "s3://".len() {
+        if is_s3_url(location) {
             self.warehouse = staging_dir(location);
             self.remote = Some(location.to_string());
         } else if location.contains("://") || location.is_empty() {
@@ -96,6 +96,14 @@ impl Pipeline {
         }
         Ok(())
     }
+}
+
+/// Whether `location` is an `s3://bucket[/prefix]` URL (with a bucket).
+pub fn is_s3_url(location: &str) -> bool {
+    location
+        .strip_prefix("s3://")
+        .and_then(|rest| rest.split('/').next())
+        .is_some_and(|bucket| !bucket.is_empty())
 }
 
 /// The local staging directory of an S3 warehouse: `$WEIR_STAGING`, else

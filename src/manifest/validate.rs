@@ -205,11 +205,7 @@ impl Validator<'_, '_, '_, '_> {
             .contains("://")
             .then(|| raw.warehouse.trim().to_string());
         if let Some(url) = &remote {
-            let valid = url
-                .strip_prefix("s3://")
-                .and_then(|rest| rest.split('/').next())
-                .is_some_and(|bucket| !bucket.is_empty());
-            if !valid {
+            if !super::model::is_s3_url(url) {
                 self.err(
                     ManifestError::new(
                         "weir::manifest::remote_warehouse",

@@ -805,3 +805,38 @@ output = { dataset = "dups", grain = ["id"] }
         assert!(store.list(&format!("{dataset}/a/log")).unwrap().is_empty());
     }
 }
+
+// issue 13: `--warehouse` takes a directory (relative to the current one)
+// or an s3:// URL, on any command; any other URL is a usage error, never a
+// directory named `gs:`.
+#[test]
+fn issue_13_the_warehouse_flag_takes_a_directory_or_an_s3_url() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(
+        dir.join("m.toml"),
+        "[pipeline]\nname = \"flag\"\ncode_version = \"1\"\nwarehouse = \"wh\"\n\n\
+         [tasks.t]\ncommand = [\"sh\", \"-c\", \"printf 'id\\\\n1\\\\n' > \\\"$WEIR_OUTPUT_DIR/t.csv\\\"\"]\n\
+         output = { dataset = \"out\", grain = [\"id\"] }\npartitioned_by = []\n",
+    )
+    .unwrap();
+    for bad in ["gs://bucket/wh", "s3://", ""] {
+        let out = weir()
+            .current_dir(dir)
+            .args(["status", "m.toml", "--warehouse", bad])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}: {}", stderr(&out));
+        assert!(stderr(&out).contains("--warehouse:"), "{}", stderr(&out));
+    }
+    ok(&weir()
+        .current_dir(dir)
+        .args(["--warehouse", "elsewhere", "run", "m.toml"])
+        .output()
+        .unwrap());
+    assert!(dir.join("elsewhere/out").is_dir());
+    assert!(
+        !dir.join("wh").exists(),
+        "the manifest's warehouse was used"
+    );
+}
