@@ -80,7 +80,29 @@ impl Warehouse {
         };
         #[cfg(feature = "s3")]
         {
-            let backend = crate::store::s3::S3Backend::open(url)?;
+            let backend = crate::store::s3::S3Backend::open(url).map_err(|e| {
+                // Without credentials object_store falls back to the EC2
+                // metadata service, whose refusal names neither.
+                let configured = [
+                    "AWS_ACCESS_KEY_ID",
+                    "AWS_WEB_IDENTITY_TOKEN_FILE",
+                    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                ]
+                .iter()
+                .any(|var| std::env::var_os(var).is_some());
+                match e {
+                    StoreError::Remote { key, source } if !configured => StoreError::Remote {
+                        key,
+                        source: format!(
+                            "no AWS credentials in the environment (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or run with a role): {}",
+                            crate::store::chain(source.as_ref())
+                        )
+                        .into(),
+                    },
+                    other => other,
+                }
+            })?;
             Warehouse::remote(Arc::new(backend), url, &pipeline.warehouse)
         }
         #[cfg(not(feature = "s3"))]
