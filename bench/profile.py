@@ -320,7 +320,10 @@ def main():
     calls = parse_strace(trace_file)
     threads = attempt_threads(calls, root)
     seqs = [label_fsyncs(cs, root) for cs in threads.values()]
-    life, by_call = describe_thread_time(threads)
+    # Since issue 16 an attempt may not have a thread of its own (the
+    # publish's fsyncs go to the flusher pool): then there is no per-attempt
+    # breakdown to give, only the counts above.
+    life, by_call = describe_thread_time(threads) if threads else (0.0, {})
     os.remove(trace_file)
     perf = perf_trace(weir, manifest, d)
     harness.rmtree(root)
@@ -359,31 +362,36 @@ def main():
     for name, (c, e) in sorted(counts.items(), key=lambda kv: -kv[1][0]):
         if c / n >= 0.5:
             print(f"| {name} | {c / n:.1f}" + (f" [{e / n:.1f}]" if e else "") + " |")
-    print(f"\nfsyncs of one attempt thread, in order ({len(threads)} attempt threads; "
-          "median latency under strace):\n")
-    print("| # | what is made durable | share of instances | median µs |")
-    print("|---|---|---|---|")
-    by_pos = collections.defaultdict(list)
-    for seq in seqs:
-        for i, (what, dur) in enumerate(seq):
-            by_pos[(i, what)].append(dur)
-    shown = sorted(by_pos.items(), key=lambda kv: (kv[0][0], -len(kv[1])))
-    for (i, what), durs in shown:
-        if len(durs) >= 0.02 * len(seqs):
-            print(f"| {i + 1} | {what} | {len(durs) / len(seqs):.0%} | "
-                  f"{1e6 * statistics.median(durs):.0f} |")
-    total_fsync = sum(d for seq in seqs for _, d in seq) / max(1, len(seqs))
-    print(f"\nMean fsyncs per attempt thread: {statistics.fmean(len(s) for s in seqs):.2f}, "
-          f"{1000 * total_fsync:.2f} ms.\n")
-    print(f"Attempt thread time by syscall (mean per attempt, traced; lifetime "
-          f"{1000 * life:.2f} ms):\n")
-    print("| syscall | ms | share of lifetime |")
-    print("|---|---|---|")
-    for name, v in sorted(by_call.items(), key=lambda kv: -kv[1]):
-        if v >= 0.01 * life:
-            print(f"| {name} | {1000 * v:.2f} | {v / life:.0%} |")
-    rest = life - sum(by_call.values())
-    print(f"| (untraced syscalls, user CPU, run queue) | {1000 * rest:.2f} | {rest / life:.0%} |")
+    if not threads:
+        print("\nNo thread both spawned a task and fsynced under the warehouse: attempts "
+              "no longer run on a thread each, so there is no per-attempt fsync sequence or "
+              "thread time to show (the syscall counts above cover the whole tree).\n")
+    else:
+        print(f"\nfsyncs of one attempt thread, in order ({len(threads)} attempt threads; "
+              "median latency under strace):\n")
+        print("| # | what is made durable | share of instances | median µs |")
+        print("|---|---|---|---|")
+        by_pos = collections.defaultdict(list)
+        for seq in seqs:
+            for i, (what, dur) in enumerate(seq):
+                by_pos[(i, what)].append(dur)
+        shown = sorted(by_pos.items(), key=lambda kv: (kv[0][0], -len(kv[1])))
+        for (i, what), durs in shown:
+            if len(durs) >= 0.02 * len(seqs):
+                print(f"| {i + 1} | {what} | {len(durs) / len(seqs):.0%} | "
+                      f"{1e6 * statistics.median(durs):.0f} |")
+        total_fsync = sum(d for seq in seqs for _, d in seq) / max(1, len(seqs))
+        print(f"\nMean fsyncs per attempt thread: {statistics.fmean(len(s) for s in seqs):.2f}, "
+              f"{1000 * total_fsync:.2f} ms.\n")
+        print(f"Attempt thread time by syscall (mean per attempt, traced; lifetime "
+              f"{1000 * life:.2f} ms):\n")
+        print("| syscall | ms | share of lifetime |")
+        print("|---|---|---|")
+        for name, v in sorted(by_call.items(), key=lambda kv: -kv[1]):
+            if v >= 0.01 * life:
+                print(f"| {name} | {1000 * v:.2f} | {v / life:.0%} |")
+        rest = life - sum(by_call.values())
+        print(f"| (untraced syscalls, user CPU, run queue) | {1000 * rest:.2f} | {rest / life:.0%} |")
     if perf:
         pwall, per, nthreads = perf
         print(f"\nSame, under `perf trace -s` (lighter than strace; wall {pwall:.3f} s, "
