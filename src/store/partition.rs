@@ -78,28 +78,20 @@ impl PartitionStore {
     /// or its URL in an object store.
     pub fn file_location(&self, rec: &CommitRecord, i: usize) -> PathBuf {
         let name = rec.files.get(i).map_or("", String::as_str);
-        match &self.remote {
-            None => key_path(&self.root, &rec.attempt_dir)
-                .join(DATA_DIR)
-                .join(name),
-            Some(url) => PathBuf::from(format!(
-                "{}/{}/{DATA_DIR}/{name}",
-                url.trim_end_matches('/'),
-                rec.attempt_dir
-            )),
-        }
+        self.location(&format!("{}/{DATA_DIR}/{name}", rec.attempt_dir))
     }
 
     /// Where an attempt's files are, for people: its directory, or its
     /// URL in the object store.
     pub fn attempt_location(&self, token: FencingToken) -> PathBuf {
+        self.location(&self.attempt_key(token))
+    }
+
+    /// A key as people should see it: its path under the root, or its URL.
+    fn location(&self, key: &str) -> PathBuf {
         match &self.remote {
-            None => self.attempt_dir(token),
-            Some(url) => PathBuf::from(format!(
-                "{}/{}",
-                url.trim_end_matches('/'),
-                self.attempt_key(token)
-            )),
+            None => key_path(&self.root, key),
+            Some(url) => PathBuf::from(format!("{}/{key}", url.trim_end_matches('/'))),
         }
     }
 
