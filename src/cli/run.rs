@@ -163,8 +163,6 @@ fn print_summary(summary: &RunSummary) {
             InstanceResult::EngineFailed(w) => ("ENGINE", w),
             _ => continue,
         };
-        // "QUARANTINED since run …", not "QUARANTINED QUARANTINED since …".
-        let why = why.strip_prefix(what).map_or(why.as_str(), str::trim_start);
         println!("  {what:<11} {task} {partition}: {why}");
     }
     if undone > MAX_UNDONE_LISTED {

@@ -7,6 +7,7 @@ use serde_json::json;
 use super::args::{ShowArgs, StatusArgs};
 use super::error::{doing, CliError};
 use super::exit;
+use super::run::plural;
 use crate::audit;
 use crate::manifest::{Manifest, Task};
 use crate::store::certs as certify;
@@ -235,8 +236,10 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
             eprintln!("error: {d}");
         }
         eprintln!(
-            "{} published file(s) drifted from their commit records",
-            drifts.len()
+            "{} published {} drifted from {} commit records",
+            drifts.len(),
+            plural(drifts.len(), "file", "files"),
+            plural(drifts.len(), "its", "their")
         );
         failed = true;
     }
@@ -245,8 +248,9 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
     }
     if args.check && !attention.is_empty() {
         eprintln!(
-            "check failed: {} instance(s) need attention",
-            attention.len()
+            "check failed: {} {} attention",
+            attention.len(),
+            plural(attention.len(), "instance needs", "instances need")
         );
         return Ok(exit::ATTENTION);
     }
@@ -390,9 +394,14 @@ fn print_status(
     if let Some(note) = crate::lineage::last_note(warehouse.root()) {
         if !note.delivery.complete() {
             println!(
-                "LINEAGE     run {}: {} OpenLineage event(s) not delivered to {}: {}",
+                "LINEAGE     run {}: {} OpenLineage {} not delivered to {}: {}",
                 note.run_id.as_deref().unwrap_or("?"),
                 note.delivery.failed + note.delivery.dropped,
+                if note.delivery.failed + note.delivery.dropped == 1 {
+                    "event"
+                } else {
+                    "events"
+                },
                 note.sink,
                 note.delivery.last_error.as_deref().unwrap_or("queue full")
             );

@@ -2,6 +2,7 @@
 
 use super::args::ValidateArgs;
 use super::error::CliError;
+use super::run::plural;
 use super::{exit, load};
 
 /// Validates every manifest given, reporting each; any invalid one makes
@@ -34,12 +35,4 @@ pub(crate) fn run(args: &ValidateArgs) -> Result<u8, CliError> {
         return Err(CliError::Manifest);
     }
     Ok(exit::OK)
-}
-
-fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
-    if n == 1 {
-        one
-    } else {
-        many
-    }
 }

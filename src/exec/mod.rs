@@ -661,12 +661,9 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                     "release with `weir retry {} {task_name} --partition {partition} --note ...`",
                     self.cx.manifest.path.display()
                 );
-                let why = format!(
-                    "{} since run {}: {}",
-                    mark.mark.as_str(),
-                    mark.run_id,
-                    mark.reason
-                );
+                // The event's state and the summary's column name the mark:
+                // the text must not repeat it ("HELD HELD since …").
+                let why = format!("since run {}: {}", mark.run_id, mark.reason);
                 let (state, result) = match mark.mark {
                     Mark::Held => (State::Held, InstanceResult::Held(why.clone())),
                     Mark::Quarantined => {

@@ -622,9 +622,10 @@ pub fn record(manifest: &Manifest, run_id: Option<&str>, delivery: &Delivery) {
     let warehouse = &manifest.pipeline.warehouse;
     if !delivery.complete() {
         let error = delivery.last_error.as_deref().unwrap_or("queue full");
+        let undelivered = delivery.failed + delivery.dropped;
+        let events = if undelivered == 1 { "event" } else { "events" };
         eprintln!(
-            "warning: lineage: {} event(s) not delivered to {sink} ({} failed, {} dropped): {error}",
-            delivery.failed + delivery.dropped,
+            "warning: lineage: {undelivered} {events} not delivered to {sink} ({} failed, {} dropped): {error}",
             delivery.failed,
             delivery.dropped
         );
@@ -637,8 +638,7 @@ pub fn record(manifest: &Manifest, run_id: Option<&str>, delivery: &Delivery) {
                     State::LineageUndelivered,
                     crate::events::Event::default()
                         .detail(format!(
-                            "{} OpenLineage event(s) not delivered to {sink}: {error}",
-                            delivery.failed + delivery.dropped
+                            "{undelivered} OpenLineage {events} not delivered to {sink}: {error}"
                         ))
                         .data(json!(delivery)),
                 );

@@ -135,6 +135,10 @@ fn issue_12_rollback_is_consumed_downstream() {
     assert_eq!(states(&r4, "c", "k1").last(), Some(&State::Published));
     assert_eq!(rows(&sb, "c_out", "k1"), "id,v\n1,a\n2,b\n");
     assert!(!text.contains("SKIPPED"), "{text}");
+    // The progress line names the state once: "a k1: HELD since run …".
+    let progress = String::from_utf8_lossy(&out.stderr);
+    assert!(progress.contains("a k1: HELD since run op-"), "{progress}");
+    assert!(!progress.contains("HELD HELD"), "{progress}");
 }
 
 /// `m.toml` over keys k1, k2 in one slot: `slow` records its pid and its

@@ -152,6 +152,7 @@ else cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"; fi
     let out = sb.weir_out(&["status", "m.toml", "--check"]);
     assert_exit(&out, 4);
     assert!(stdout(&out).contains("HELD        t k1: rolled back to generation 1"));
+    assert_eq!(stderr(&out), "check failed: 1 instance needs attention\n");
     let out = sb.run("r3", &[]);
     assert_exit(&out, 1);
     let r3 = sb.events("r3");
@@ -602,7 +603,7 @@ output = { dataset = "out", grain = ["id"] }"#,
     }
     for held in of(&r2, State::Held) {
         assert!(
-            held.detail.contains("HELD since run r1")
+            held.detail.starts_with("since run r1")
                 && held
                     .detail
                     .contains("release with `weir retry m.toml t --partition"),
@@ -623,7 +624,7 @@ output = { dataset = "out", grain = ["id"] }"#,
             stdout(&out)
         );
     }
-    assert!(stderr(&out).contains("check failed: 2 instance(s) need attention"));
+    assert!(stderr(&out).contains("check failed: 2 instances need attention"));
 
     // Fixed: `weir retry` releases and runs `a`.
     sb.script("t.sh", r#"printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv""#);
