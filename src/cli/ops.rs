@@ -6,6 +6,7 @@ use serde_json::json;
 use super::args::{CertifyArgs, DecisionArgs, ExplainArgs, GcArgs, RollbackArgs, VerifyArgs};
 use super::error::{doing, CliError};
 use super::exit;
+use super::status::producer_of;
 use crate::events::{Event, State};
 use crate::exec::RunOptions;
 use crate::manifest::Manifest;
@@ -39,15 +40,20 @@ fn check_task(manifest: &Manifest, task: &str) -> Result<(), CliError> {
     )))
 }
 
-/// A partition key of the task's scheme, or exit 2 before anything is logged.
-fn check_partition(manifest: &Manifest, task: &str, partition: &str) -> Result<(), CliError> {
-    let dims = &manifest.tasks[task].dims;
-    if dims.contains(partition, crate::clock::now()) {
+/// A partition key of the task's scheme, or exit 2 before anything is read
+/// or logged.
+pub(crate) fn check_partition(
+    manifest: &Manifest,
+    task: &str,
+    partition: &str,
+) -> Result<(), CliError> {
+    let now = crate::clock::now();
+    if manifest.tasks[task].dims.contains(partition, now) {
         return Ok(());
     }
     Err(CliError::Usage(format!(
-        "partition `{partition}` is not in the partition scheme of task `{task}`\n  help: `{task}` is partitioned {}",
-        dims.describe()
+        "partition `{partition}` is not in the partition scheme of task `{task}`\n  help: {}",
+        crate::plan::partition_help(manifest, &[task], now)
     )))
 }
 
@@ -166,7 +172,8 @@ pub(crate) fn abandon(args: &DecisionArgs) -> Result<u8, CliError> {
 
 /// `weir certify` and `weir uncertify`.
 pub(crate) fn certify(args: &CertifyArgs, certified: bool) -> Result<u8, CliError> {
-    let (_, warehouse) = setup(&args.manifest)?;
+    let (manifest, warehouse) = setup(&args.manifest)?;
+    producer_of(&manifest, &args.dataset, &args.partition)?;
     let store = warehouse.partition(&args.dataset, &args.partition);
     let generation = match args.generation {
         Some(g) => g,
@@ -222,6 +229,7 @@ pub(crate) fn certify(args: &CertifyArgs, certified: bool) -> Result<u8, CliErro
 pub(crate) fn explain(args: &ExplainArgs) -> Result<u8, CliError> {
     let (manifest, warehouse) = setup(&args.manifest)?;
     check_task(&manifest, &args.task)?;
+    check_partition(&manifest, &args.task, &args.partition)?;
     let (events, bad) = crate::events::read_all_in(&warehouse.events())
         .map_err(doing("cannot read the event log"))?;
     for b in bad {
@@ -247,6 +255,7 @@ pub(crate) fn explain(args: &ExplainArgs) -> Result<u8, CliError> {
 /// `weir rollback`.
 pub(crate) fn rollback(args: &RollbackArgs) -> Result<u8, CliError> {
     let (manifest, warehouse) = setup(&args.manifest)?;
+    producer_of(&manifest, &args.dataset, &args.partition)?;
     let log = open_operator_log(&warehouse)?;
     let record = rb::rollback(
         &manifest,
@@ -338,6 +347,10 @@ pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
 /// `weir verify`.
 pub(crate) fn verify(args: &VerifyArgs) -> Result<u8, CliError> {
     let (manifest, warehouse) = setup(&args.manifest)?;
+    // An unknown task is verify's own diagnostic (it lists the tasks).
+    if manifest.tasks.contains_key(&args.task) {
+        check_partition(&manifest, &args.task, &args.partition)?;
+    }
     let r = crate::ops::verify::verify(&manifest, &warehouse, &args.task, &args.partition)?;
     println!(
         "{} {} generation {}: published {} ({} rows), rerun {} ({} rows)",

@@ -456,18 +456,27 @@ pub(crate) fn producer_of<'m>(
     partition: &str,
 ) -> Result<&'m Task, CliError> {
     let Some(task) = manifest.producer(dataset) else {
+        let help = match manifest.tasks.get(dataset) {
+            Some(task) => format!(
+                "`{dataset}` is a task; it publishes dataset `{}`",
+                task.output.dataset
+            ),
+            None => format!(
+                "published datasets: {}",
+                manifest
+                    .tasks
+                    .values()
+                    .map(|t| format!("`{}`", t.output.dataset))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
         return Err(CliError::Usage(format!(
-            "no task of `{}` publishes dataset `{dataset}`",
+            "no task of `{}` publishes dataset `{dataset}`\n  help: {help}",
             manifest.pipeline.name
         )));
     };
-    if !task.dims.contains(partition, crate::clock::now()) {
-        return Err(CliError::Usage(format!(
-            "partition `{partition}` is not in the partition scheme of `{dataset}`\n  help: `{}` is partitioned {}",
-            task.name,
-            task.dims.describe()
-        )));
-    }
+    super::ops::check_partition(manifest, &task.name, partition)?;
     Ok(task)
 }
 

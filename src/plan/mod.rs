@@ -887,7 +887,9 @@ fn topological<'m>(manifest: &'m Manifest, selected: &[&'m str]) -> Vec<&'m str>
     order
 }
 
-fn partition_help(manifest: &Manifest, order: &[&str], now: i64) -> String {
+/// The partitions the tasks of `order` take, for a help text: "partitions
+/// are `daily`: days from 2026-09-20 to 2026-09-21; …".
+pub(crate) fn partition_help(manifest: &Manifest, order: &[&str], now: i64) -> String {
     let mut described: Vec<String> = Vec::new();
     let mut seen: HashSet<&str> = HashSet::new();
     for name in order {

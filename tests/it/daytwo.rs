@@ -691,7 +691,7 @@ fn issue_12_exit_codes_default_manifest_and_completions() {
         ),
         (
             &["show", "m.toml", "a_out", "--partition", "k9"],
-            "error: partition `k9` is not in the partition scheme of `a_out`",
+            "error: partition `k9` is not in the partition scheme of task `a`",
         ),
         (
             &["verify", "m.toml", "nosuch", "--partition", "k1"],

@@ -87,6 +87,10 @@ fn issue_12_every_command_decides_its_exit_code_from_the_error() {
     std::fs::write(sb.path().join("bad.toml"), "[pipeline]\nname = 1\n").unwrap();
     let unknown =
         || Err::Is("error: unknown task `nosuch`\n  help: declared tasks: `a`, `b`\n".into());
+    // A key outside the scheme is refused before anything is read or logged.
+    let not_a_key = || {
+        Err::Is("error: partition `k9` is not in the partition scheme of task `a`\n  help: partitions are `k`: `k1`, `k2`; a task of several dimensions takes keys joined by `|`\n".into())
+    };
     let cases: Vec<(Vec<&str>, i32, &str, Err)> = vec![
         // Usage and manifest: 2.
         (vec!["validate", "m.toml", "bad.toml"], 2,
@@ -96,12 +100,20 @@ fn issue_12_every_command_decides_its_exit_code_from_the_error() {
         (vec!["run", "m.toml", "--task", "nosuch"], 2, "", Err::Has("× unknown task `nosuch`\n  help: declared tasks: `a`, `b`\n")),
         (vec!["backfill", "m.toml", "nosuch"], 2, "", Err::Has("× unknown backfill `nosuch`\n  help: declared backfills: `all`\n")),
         (vec!["show", "m.toml", "nosuch", "--partition", "k1"], 2, "",
-            Err::Is("error: no task of `codes` publishes dataset `nosuch`\n".into())),
+            Err::Is("error: no task of `codes` publishes dataset `nosuch`\n  help: published datasets: `a_out`, `b_out`\n".into())),
+        (vec!["history", "m.toml", "a", "--partition", "k1"], 2, "",
+            Err::Is("error: no task of `codes` publishes dataset `a`\n  help: `a` is a task; it publishes dataset `a_out`\n".into())),
         (vec!["show", "m.toml", "a_out", "--partition", "k1", "--generation", "9"], 2, "",
             Err::Is("error: `a_out` k1 has no generation 9 (it has 1 to 1)\n  help: `weir history` lists them\n".into())),
         (vec!["retry", "m.toml", "nosuch", "--partition", "k1", "--note", "n"], 2, "", unknown()),
-        (vec!["abandon", "m.toml", "a", "--partition", "k9", "--note", "n"], 2, "",
-            Err::Is("error: partition `k9` is not in the partition scheme of task `a`\n  help: `a` is partitioned k\n".into())),
+        (vec!["abandon", "m.toml", "a", "--partition", "k9", "--note", "n"], 2, "", not_a_key()),
+        (vec!["explain", "m.toml", "a", "--partition", "k9"], 2, "", not_a_key()),
+        (vec!["verify", "m.toml", "a", "--partition", "k9"], 2, "", not_a_key()),
+        (vec!["show", "m.toml", "a_out", "--partition", "k9"], 2, "", not_a_key()),
+        (vec!["history", "m.toml", "a_out", "--partition", "k9"], 2, "", not_a_key()),
+        (vec!["rollback", "m.toml", "a_out", "--partition", "k9"], 2, "", not_a_key()),
+        (vec!["certify", "m.toml", "a_out", "--partition", "k9", "--reason", "r"], 2, "", not_a_key()),
+        (vec!["uncertify", "m.toml", "a_out", "--partition", "k9", "--generation", "1", "--reason", "r"], 2, "", not_a_key()),
         (vec!["explain", "m.toml", "nosuch", "--partition", "k1"], 2, "", unknown()),
         (vec!["verify", "m.toml", "nosuch", "--partition", "k1"], 2, "", Err::Has("× unknown task `nosuch`\n  help: declared tasks: `a`, `b`\n")),
         (vec!["gc", "m.toml", "--older-than", "yesterday"], 2, "", Err::Is("error: --older-than: `yesterday` is not a duration\n  help: write a duration such as \"48h\" or \"7d\"\n".into())),
