@@ -52,7 +52,7 @@ pub(crate) fn print(
         let stale = stale_instances(manifest, &plan);
         if !stale.is_empty() {
             println!();
-            println!("stale: planned partitions whose publication read an upstream generation that has changed (they rerun):");
+            println!("stale: planned partitions whose publication read an upstream generation that has changed, or whose code changed (they rerun):");
             for line in stale {
                 println!("  {line}");
             }
@@ -90,16 +90,16 @@ fn stale_instances(manifest: &Manifest, plan: &Plan) -> Vec<String> {
     let Some(warehouse) = existing_warehouse(manifest) else {
         return Vec::new();
     };
-    let mut current = crate::plan::stale::Current::default();
+    let mut staleness = crate::plan::stale::Staleness::default();
     let mut out = Vec::new();
     for (t, task) in plan.tasks.iter().enumerate() {
-        let dataset = &manifest.tasks[&task.name].output.dataset;
+        let declared = &manifest.tasks[&task.name];
         for (i, key) in task.keys.iter().enumerate() {
             if plan.is_added(t, i) {
                 continue;
             }
-            if let Ok(Some(record)) = warehouse.partition(dataset, key).latest() {
-                let changed = current.changed(&warehouse, &record);
+            if let Ok(Some(record)) = warehouse.partition(&declared.output.dataset, key).latest() {
+                let changed = staleness.of(manifest, &warehouse, declared, &record);
                 if !changed.is_empty() {
                     out.push(format!("{} {key}: {}", task.name, changed.join("; ")));
                 }

@@ -1,6 +1,6 @@
 //! `weir status` and `weir show`: what readers see, and what needs attention.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 use serde_json::json;
 
@@ -222,7 +222,7 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
             serde_json::to_string_pretty(&doc).expect("status always serializes")
         );
     } else {
-        print_status(&warehouse, &overview, &versions, &attention);
+        print_status(&args.manifest, &warehouse, &overview, &versions, &attention);
     }
     let mut failed = false;
     if !overview.unreadable.is_empty() {
@@ -277,6 +277,7 @@ fn drifted(
 }
 
 fn print_status(
+    manifest: &std::path::Path,
     warehouse: &Warehouse,
     overview: &Overview,
     versions: &BTreeMap<(&str, &str), usize>,
@@ -386,8 +387,13 @@ fn print_status(
     }
     for st in &overview.stale {
         println!(
-            "{:<11} {} {}: {} (rerun it with `weir run --partition {}`)",
-            "STALE", st.task, st.partition, st.detail, st.partition
+            "{:<11} {} {}: {} (rerun it with `weir run {} --partition {}`)",
+            "STALE",
+            st.task,
+            st.partition,
+            st.detail,
+            manifest.display(),
+            st.partition
         );
     }
     // Lineage is a side channel: noted here, never a reason to page.
@@ -409,36 +415,19 @@ fn print_status(
     }
 }
 
-/// Publications that pinned an upstream generation other than the current.
+/// Publications that are STALE: an upstream partition they pinned has
+/// moved on, or their task's code changed.
 fn stale(
     manifest: &Manifest,
     warehouse: &Warehouse,
     published: &[(String, CommitRecord)],
 ) -> Vec<Stale> {
-    let mut current = crate::plan::stale::Current::default();
-    // Each task's fingerprint, computed once (an unreadable `code` path
-    // leaves it unknown: only code_version is compared then).
-    let mut prints: HashMap<&str, Option<String>> = HashMap::new();
+    let mut staleness = crate::plan::stale::Staleness::default();
     published
         .iter()
         .filter_map(|(task, record)| {
-            let mut changed = current.changed(warehouse, record);
-            if let Some(t) = manifest.tasks.get(task) {
-                let print = prints
-                    .entry(task.as_str())
-                    .or_insert_with(|| {
-                        crate::manifest::fingerprint::fingerprint(&manifest.dir, t).ok()
-                    })
-                    .clone();
-                let fingerprint = print
-                    .as_deref()
-                    .unwrap_or_else(|| record.code_fingerprint.as_deref().unwrap_or_default());
-                changed.extend(crate::plan::stale::code_changed(
-                    record,
-                    &t.code_version,
-                    fingerprint,
-                ));
-            }
+            let t = manifest.tasks.get(task)?;
+            let changed = staleness.of(manifest, warehouse, t, record);
             (!changed.is_empty()).then(|| Stale {
                 task: task.clone(),
                 partition: record.partition.clone(),

@@ -1,11 +1,48 @@
 //! Staleness: a publication pinned upstream generations in its input
 //! snapshot; when one of those partitions has published another generation
-//! since (a repair, a rollback), the publication is STALE. `weir status`
-//! marks it and `weir plan` lists it as work; nothing reruns on its own.
+//! since (a repair, a rollback), or the task's code is no longer the code
+//! that built it, the publication is STALE. `weir status`, `weir plan` and
+//! `weir report` mark it, all through [`Staleness`]; nothing reruns on its
+//! own.
 
 use std::collections::HashMap;
 
+use crate::manifest::{Manifest, Task};
 use crate::store::{CommitRecord, Warehouse};
+
+/// Why publications are stale, reading each upstream partition and
+/// fingerprinting each task's code once however many records are asked
+/// about.
+#[derive(Debug, Default)]
+pub struct Staleness {
+    current: Current,
+    /// Each task's fingerprint; `None` when a `code` path cannot be read
+    /// (only code_version is compared then).
+    prints: HashMap<String, Option<String>>,
+}
+
+impl Staleness {
+    /// What makes `record`, published by `task`, stale, in words; empty
+    /// when it is current.
+    pub fn of(
+        &mut self,
+        manifest: &Manifest,
+        warehouse: &Warehouse,
+        task: &Task,
+        record: &CommitRecord,
+    ) -> Vec<String> {
+        let mut changed = self.current.changed(warehouse, record);
+        let print = self
+            .prints
+            .entry(task.name.clone())
+            .or_insert_with(|| crate::manifest::fingerprint::fingerprint(&manifest.dir, task).ok());
+        let fingerprint = print
+            .as_deref()
+            .unwrap_or_else(|| record.code_fingerprint.as_deref().unwrap_or_default());
+        changed.extend(code_changed(record, &task.code_version, fingerprint));
+        changed
+    }
+}
 
 /// Every upstream (dataset, partition, generation) a commit record's input
 /// snapshot pinned: one per input read at one partition, one per partition
@@ -42,13 +79,13 @@ pub fn pinned_upstream(record: &CommitRecord) -> Vec<(String, String, u64)> {
 
 /// Current generations of upstream partitions, read once each.
 #[derive(Debug, Default)]
-pub struct Current {
+struct Current {
     generations: HashMap<(String, String), Option<u64>>,
 }
 
 impl Current {
     /// What changed upstream of `record`, in words; empty when it is current.
-    pub fn changed(&mut self, warehouse: &Warehouse, record: &CommitRecord) -> Vec<String> {
+    fn changed(&mut self, warehouse: &Warehouse, record: &CommitRecord) -> Vec<String> {
         let mut out = Vec::new();
         for (dataset, key, pinned) in pinned_upstream(record) {
             let now = *self

@@ -151,7 +151,7 @@ fn grid(
 ) -> Result<Histories, ReportError> {
     let planned_now = crate::clock::now();
     let now = jiff::Timestamp::now().as_second();
-    let mut current = crate::plan::stale::Current::default();
+    let mut staleness = crate::plan::stale::Staleness::default();
     let marks: HashMap<(String, String), Mark> = marks::all(warehouse)
         .map_err(ReportError::Warehouse)?
         .into_iter()
@@ -190,9 +190,10 @@ fn grid(
                 CellState::Held
             } else if mark == Some(Mark::Quarantined) {
                 CellState::Quarantined
-            } else if let Some(why) =
-                latest.and_then(|r| stale(&mut current, warehouse, manifest, r))
-            {
+            } else if let Some(why) = latest.and_then(|r| {
+                let changed = staleness.of(manifest, warehouse, task, r);
+                (!changed.is_empty()).then(|| format!("stale: {}", changed.join("; ")))
+            }) {
                 stale_why.insert((task.name.clone(), key.clone()), why);
                 CellState::Stale
             } else if latest.is_some() {
@@ -282,24 +283,6 @@ fn grid(
     }
     html.push_str("</tbody></table></div>\n");
     Ok(histories)
-}
-
-/// Why a publication is stale: an upstream partition it pinned has a newer
-/// generation, or another code_version built it; `None` if it is current.
-fn stale(
-    current: &mut crate::plan::stale::Current,
-    warehouse: &Warehouse,
-    manifest: &Manifest,
-    record: &CommitRecord,
-) -> Option<String> {
-    if record.code_version != manifest.pipeline.code_version {
-        return Some(format!(
-            "stale: built by code_version {}, the manifest says {}",
-            record.code_version, manifest.pipeline.code_version
-        ));
-    }
-    let changed = current.changed(warehouse, record);
-    (!changed.is_empty()).then(|| format!("stale: {}", changed.join("; ")))
 }
 
 /// Instances with an attempt RUNNING and not ended in the run (none once

@@ -838,6 +838,14 @@ fn issue_12_edited_code_makes_its_instances_stale_and_reruns_them() {
             "{line}"
         );
     }
+    // The plan lists them as work too.
+    let out = sb.weir_out(&["plan", "m.toml", "--partition", "k1"]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).contains("\n  a k1: its code changed (command, gates, output or `code` files): built with sha256:"),
+        "{}",
+        stdout(&out)
+    );
     let out = sb.run("r3", &["--partition", "k1"]);
     assert_exit(&out, 0);
     assert_eq!(
@@ -866,7 +874,7 @@ fn issue_12_edited_code_makes_its_instances_stale_and_reruns_them() {
     .unwrap();
     let stale = stale_lines(&sb);
     assert_eq!(stale.len(), 3, "{stale:?}");
-    assert!(stale.contains(&"STALE       b k1: built by code_version 1, the task is now at 2 (rerun it with `weir run --partition k1`)".to_string()), "{stale:?}");
+    assert!(stale.contains(&"STALE       b k1: built by code_version 1, the task is now at 2 (rerun it with `weir run m.toml --partition k1`)".to_string()), "{stale:?}");
     let out = sb.run("r4", &["--partition", "k1"]);
     assert_exit(&out, 0);
     assert_eq!(
