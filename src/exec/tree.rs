@@ -22,9 +22,9 @@
 //! background processes behind.
 
 use std::collections::HashSet;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command};
+
+pub use super::spawn::Child;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -136,7 +136,7 @@ pub fn sweep_orphans() {
             let name = entry.file_name().to_string_lossy().into_owned();
             if entry.file_type().is_ok_and(|t| t.is_dir()) {
                 if Owner::of(&name).is_some_and(Owner::gone) {
-                    Cgroup::at(entry.path(), &name).stop();
+                    Cgroup::at(entry.path()).stop();
                 } else {
                     // An empty one is removed (rmdir refuses one with members).
                     let _ = std::fs::remove_dir(entry.path());
@@ -164,53 +164,33 @@ pub fn sweep_orphans() {
     reap();
 }
 
-/// Spawns `command` (already given its environment, including the tag, and
-/// its process group) so that it dies with this engine and joins the tag's
-/// cgroup when there is one. The returned `Child` must be passed to
-/// [`waited`] once waited for.
-pub fn spawn(command: &mut Command, cgroup: Option<&Cgroup>) -> std::io::Result<Child> {
-    let parent = std::process::id() as libc::pid_t;
+/// Starts `spec`'s command (`spawn.rs`: its own process group, dies with
+/// this engine, no copy of the engine) with the tag in its environment, in
+/// the tag's cgroup when there is one. The returned `Child` must be passed
+/// to [`waited`] once waited for.
+pub fn spawn(spec: &super::spawn::Spec<'_>, cgroup: Option<&Cgroup>) -> std::io::Result<Child> {
     let procs = cgroup.and_then(|c| {
         std::fs::OpenOptions::new()
             .write(true)
             .open(c.path.join("cgroup.procs"))
             .ok()
     });
-    let procs_fd = procs.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
-    // SAFETY: the closure runs between fork and exec and calls only
-    // async-signal-safe functions (prctl, getppid, write, raise).
-    unsafe {
-        command.pre_exec(move || {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-            // The engine died before the line above: die now, as it would have.
-            if libc::getppid() != parent {
-                libc::raise(libc::SIGKILL);
-            }
-            if let Some(fd) = procs_fd {
-                // "0": the writing process. Failure leaves the tag as the fallback.
-                let _ = libc::write(fd, b"0".as_ptr().cast(), 1);
-            }
-            Ok(())
-        });
-    }
+    let spec = super::spawn::Spec {
+        cgroup_procs: procs.as_ref(),
+        ..*spec
+    };
     let mut direct = DIRECT
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let child = command.spawn()?;
+    let child = super::spawn::spawn(&spec)?;
     direct
         .get_or_insert_with(HashSet::new)
         .insert(child.id() as i32);
-    drop(procs);
     if let Some(cg) = cgroup {
-        // spawn returns after the exec, so the child has joined by now (or
-        // failed to): every descendant inherits the membership.
-        let needle = format!(":{}", cg.relative);
-        let joined =
-            std::fs::read_to_string(format!("/proc/{}/cgroup", child.id())).is_ok_and(|text| {
-                text.lines()
-                    .any(|l| l.contains("freezer") && l.ends_with(&needle))
-            });
-        cg.contains_all.store(joined, Ordering::SeqCst);
+        // It joined before its exec, or not at all: every descendant
+        // inherits the membership.
+        cg.contains_all
+            .store(child.joined_cgroup(), Ordering::SeqCst);
     }
     Ok(child)
 }
@@ -229,8 +209,6 @@ pub fn waited(pid: u32) {
 #[derive(Debug)]
 pub struct Cgroup {
     path: PathBuf,
-    /// `/weir/<tag>`, as /proc/<pid>/cgroup names it.
-    relative: String,
     /// The command joined it, so every descendant is in it.
     contains_all: AtomicBool,
 }
@@ -245,13 +223,12 @@ impl Cgroup {
         }
         let path = Self::path_for(tag)?;
         std::fs::create_dir_all(&path).ok()?;
-        Some(Cgroup::at(path, tag))
+        Some(Cgroup::at(path))
     }
 
-    fn at(path: PathBuf, tag: &str) -> Cgroup {
+    fn at(path: PathBuf) -> Cgroup {
         Cgroup {
             path,
-            relative: format!("/weir/{tag}"),
             contains_all: AtomicBool::new(false),
         }
     }
@@ -359,7 +336,7 @@ pub fn stop(tag: &str, cgroup: Option<&Cgroup>, pgid: Option<i32>) {
 /// host can see.
 pub fn stop_orphans(tag: &str) {
     if let Some(path) = Cgroup::path_for(tag).filter(|p| p.is_dir()) {
-        Cgroup::at(path, tag).stop();
+        Cgroup::at(path).stop();
     }
     let killed = kill_tagged(tag);
     wait_gone(&killed, Duration::from_secs(2));
