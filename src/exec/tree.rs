@@ -34,7 +34,24 @@ pub const TAG_VAR: &str = "WEIR_PROCESS_TAG";
 
 /// Children spawned by [`spawn`] and not yet waited for: the zombie sweep
 /// must never reap one of them behind its `Child::wait`.
-static DIRECT: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
+static DIRECT: Mutex<Direct> = Mutex::new(Direct {
+    starting: 0,
+    pids: None,
+});
+
+/// [`DIRECT`]: held only for a moment, never across a spawn.
+struct Direct {
+    /// Spawns under way: their children may exit before their pid is
+    /// known, so the sweep waits for a later call while any is.
+    starting: usize,
+    pids: Option<HashSet<i32>>,
+}
+
+fn direct() -> std::sync::MutexGuard<'static, Direct> {
+    DIRECT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 /// Set once this process is a child subreaper.
 static SUBREAPER: AtomicBool = AtomicBool::new(false);
 
@@ -179,13 +196,16 @@ pub fn spawn(spec: &super::spawn::Spec<'_>, cgroup: Option<&Cgroup>) -> std::io:
         cgroup_procs: procs.as_ref(),
         ..*spec
     };
-    let mut direct = DIRECT
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let child = super::spawn::spawn(&spec)?;
+    direct().starting += 1;
+    let child = super::spawn::spawn(&spec);
+    let mut direct = direct();
+    direct.starting -= 1;
+    let child = child?;
     direct
+        .pids
         .get_or_insert_with(HashSet::new)
         .insert(child.id() as i32);
+    drop(direct);
     if let Some(cg) = cgroup {
         // It joined before its exec, or not at all: every descendant
         // inherits the membership.
@@ -197,10 +217,7 @@ pub fn spawn(spec: &super::spawn::Spec<'_>, cgroup: Option<&Cgroup>) -> std::io:
 
 /// Forgets a child [`spawn`] returned, after its `wait`.
 pub fn waited(pid: u32) {
-    let mut direct = DIRECT
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(set) = direct.as_mut() {
+    if let Some(set) = direct().pids.as_mut() {
         set.remove(&(pid as i32));
     }
 }
@@ -453,36 +470,39 @@ fn wait_gone(pids: &[i32], limit: Duration) {
     }
 }
 
-/// Whether any child of this process is a zombie (peeked, not reaped).
-fn has_zombie_child() -> bool {
+/// A child of this process that is a zombie (peeked, not reaped).
+fn zombie_child() -> Option<i32> {
     // SAFETY: siginfo_t is plain data; waitid with WNOWAIT only reports.
     unsafe {
         let mut info: libc::siginfo_t = std::mem::zeroed();
         let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
-        libc::waitid(libc::P_ALL, 0, &mut info, flags) == 0 && info.si_pid() != 0
+        (libc::waitid(libc::P_ALL, 0, &mut info, flags) == 0 && info.si_pid() != 0)
+            .then(|| info.si_pid())
     }
 }
 
-/// Reaps the zombies reparented to this subreaper: children it did not
-/// spawn through [`spawn`] (those are waited for by their own thread).
+/// Reaps the zombies reparented to this subreaper, as the kernel reports
+/// them, without reading /proc: children it did not spawn through
+/// [`spawn`] (those are waited for by their own thread). It stops at a
+/// zombie that is one of those, and does nothing while a spawn is under
+/// way (its child may already be a zombie whose pid is not yet known): a
+/// later call, at the next command's stop, reaps what is left.
 fn reap() {
-    if !SUBREAPER.load(Ordering::SeqCst) || !has_zombie_child() {
+    if !SUBREAPER.load(Ordering::SeqCst) {
         return;
     }
-    let me = std::process::id() as i32;
-    let direct = DIRECT
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    for pid in pids() {
-        if direct.as_ref().is_some_and(|d| d.contains(&pid)) {
-            continue;
+    let direct = direct();
+    if direct.starting > 0 {
+        return;
+    }
+    while let Some(pid) = zombie_child() {
+        if direct.pids.as_ref().is_some_and(|d| d.contains(&pid)) {
+            break;
         }
-        if stat(pid).is_some_and(|(state, ppid)| ppid == me && state == 'Z') {
-            let mut status = 0;
-            // SAFETY: waitpid on one specific zombie child of ours.
-            unsafe {
-                libc::waitpid(pid, &mut status, libc::WNOHANG);
-            }
+        let mut status = 0;
+        // SAFETY: waitpid on one specific zombie child of ours.
+        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } != pid {
+            break;
         }
     }
 }
