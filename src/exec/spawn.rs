@@ -394,49 +394,63 @@ mod tests {
     #[test]
     fn issue_16_the_child_starts_in_the_documented_state() {
         let dir = tempfile::tempdir().unwrap();
-        let (out, err) = logs(dir.path());
-        let argv = [
-            "sh".to_string(),
-            "-c".into(),
-            r#"set -- $(cut -d' ' -f5 /proc/$$/stat); echo "pgid $1 pid $$"
-grep -E '^(SigBlk|SigIgn):' /proc/$$/status
-echo "var $WEIR_SPAWN_TEST home ${HOME:+set} cwd $(pwd)"
-read line; echo "stdin $?""#
-                .into(),
-        ];
-        let env = [("WEIR_SPAWN_TEST".to_string(), "yes".to_string())];
-        let spec = Spec {
-            argv: &argv,
-            program: None,
-            cwd: dir.path(),
-            env: &env,
-            stdout: &out,
-            stderr: &err,
-            cgroup_procs: None,
+        let run = |argv: &[&str], env: &[(String, String)]| {
+            let (out, err) = logs(dir.path());
+            let argv: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
+            let spec = Spec {
+                argv: &argv,
+                program: None,
+                cwd: dir.path(),
+                env,
+                stdout: &out,
+                stderr: &err,
+                cgroup_procs: None,
+            };
+            let mut child = spawn(&spec).unwrap();
+            assert!(child.wait().unwrap().success());
+            assert!(
+                child.wait().unwrap().success(),
+                "a second wait repeats the status"
+            );
+            (
+                child.id(),
+                std::fs::read_to_string(dir.path().join("out")).unwrap(),
+            )
         };
-        let mut child = spawn(&spec).unwrap();
-        assert!(child.wait().unwrap().success());
-        assert!(
-            child.wait().unwrap().success(),
-            "a second wait repeats the status"
+        // The child's own status, read by the child itself (a shell's
+        // children would see the shell's mask while it forks them).
+        let (pid, text) = run(
+            &[
+                "grep",
+                "-E",
+                "^(Pid|NSpgid|SigBlk|SigIgn):",
+                "/proc/self/status",
+            ],
+            &[],
         );
-        let text = std::fs::read_to_string(dir.path().join("out")).unwrap();
-        let lines: Vec<&str> = text.lines().collect();
-        let pid = child.id();
-        assert_eq!(lines[0], format!("pgid {pid} pid {pid}"), "{text}");
-        let mask = |name: &str| {
-            let line = lines.iter().find(|l| l.starts_with(name)).unwrap();
-            u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap()
+        let field = |name: &str| {
+            let line = text.lines().find(|l| l.starts_with(name)).unwrap();
+            line.split_whitespace().nth(1).unwrap().to_string()
         };
+        assert_eq!(field("Pid:"), pid.to_string(), "{text}");
+        assert_eq!(field("NSpgid:"), pid.to_string(), "its own group: {text}");
+        let mask = |name: &str| u64::from_str_radix(&field(name), 16).unwrap();
         assert_eq!(mask("SigBlk:"), 0, "{text}");
         assert_eq!(mask("SigIgn:") & (1 << (libc::SIGPIPE - 1)), 0, "{text}");
+        let env = [("WEIR_SPAWN_TEST".to_string(), "yes".to_string())];
+        let (_, text) = run(
+            &[
+                "sh",
+                "-c",
+                r#"echo "var $WEIR_SPAWN_TEST home ${HOME:+set} cwd $(pwd)"; read line; echo "stdin $?""#,
+            ],
+            &env,
+        );
         let cwd = dir.path().canonicalize().unwrap();
         assert_eq!(
-            lines[3],
-            format!("var yes home set cwd {}", cwd.display()),
-            "{text}"
+            text,
+            format!("var yes home set cwd {}\nstdin 1\n", cwd.display())
         );
-        assert_eq!(lines[4], "stdin 1", "{text}");
     }
 
     // issue 16: a command that cannot start is an error carrying the OS's
