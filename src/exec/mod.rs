@@ -36,6 +36,7 @@ mod pool;
 pub mod retry;
 pub mod slurm;
 pub mod snapshot;
+pub mod spawn;
 mod timer;
 pub mod tree;
 

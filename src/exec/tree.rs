@@ -22,9 +22,9 @@
 //! background processes behind.
 
 use std::collections::HashSet;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command};
+
+pub use super::spawn::Child;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -34,7 +34,24 @@ pub const TAG_VAR: &str = "WEIR_PROCESS_TAG";
 
 /// Children spawned by [`spawn`] and not yet waited for: the zombie sweep
 /// must never reap one of them behind its `Child::wait`.
-static DIRECT: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
+static DIRECT: Mutex<Direct> = Mutex::new(Direct {
+    starting: 0,
+    pids: None,
+});
+
+/// [`DIRECT`]: held only for a moment, never across a spawn.
+struct Direct {
+    /// Spawns under way: their children may exit before their pid is
+    /// known, so the sweep waits for a later call while any is.
+    starting: usize,
+    pids: Option<HashSet<i32>>,
+}
+
+fn direct() -> std::sync::MutexGuard<'static, Direct> {
+    DIRECT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 /// Set once this process is a child subreaper.
 static SUBREAPER: AtomicBool = AtomicBool::new(false);
 
@@ -136,7 +153,7 @@ pub fn sweep_orphans() {
             let name = entry.file_name().to_string_lossy().into_owned();
             if entry.file_type().is_ok_and(|t| t.is_dir()) {
                 if Owner::of(&name).is_some_and(Owner::gone) {
-                    Cgroup::at(entry.path(), &name).stop();
+                    Cgroup::at(entry.path()).stop();
                 } else {
                     // An empty one is removed (rmdir refuses one with members).
                     let _ = std::fs::remove_dir(entry.path());
@@ -164,63 +181,43 @@ pub fn sweep_orphans() {
     reap();
 }
 
-/// Spawns `command` (already given its environment, including the tag, and
-/// its process group) so that it dies with this engine and joins the tag's
-/// cgroup when there is one. The returned `Child` must be passed to
-/// [`waited`] once waited for.
-pub fn spawn(command: &mut Command, cgroup: Option<&Cgroup>) -> std::io::Result<Child> {
-    let parent = std::process::id() as libc::pid_t;
+/// Starts `spec`'s command (`spawn.rs`: its own process group, dies with
+/// this engine, no copy of the engine) with the tag in its environment, in
+/// the tag's cgroup when there is one. The returned `Child` must be passed
+/// to [`waited`] once waited for.
+pub fn spawn(spec: &super::spawn::Spec<'_>, cgroup: Option<&Cgroup>) -> std::io::Result<Child> {
     let procs = cgroup.and_then(|c| {
         std::fs::OpenOptions::new()
             .write(true)
             .open(c.path.join("cgroup.procs"))
             .ok()
     });
-    let procs_fd = procs.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
-    // SAFETY: the closure runs between fork and exec and calls only
-    // async-signal-safe functions (prctl, getppid, write, raise).
-    unsafe {
-        command.pre_exec(move || {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-            // The engine died before the line above: die now, as it would have.
-            if libc::getppid() != parent {
-                libc::raise(libc::SIGKILL);
-            }
-            if let Some(fd) = procs_fd {
-                // "0": the writing process. Failure leaves the tag as the fallback.
-                let _ = libc::write(fd, b"0".as_ptr().cast(), 1);
-            }
-            Ok(())
-        });
-    }
-    let mut direct = DIRECT
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let child = command.spawn()?;
+    let spec = super::spawn::Spec {
+        cgroup_procs: procs.as_ref(),
+        ..*spec
+    };
+    direct().starting += 1;
+    let child = super::spawn::spawn(&spec);
+    let mut direct = direct();
+    direct.starting -= 1;
+    let child = child?;
     direct
+        .pids
         .get_or_insert_with(HashSet::new)
         .insert(child.id() as i32);
-    drop(procs);
+    drop(direct);
     if let Some(cg) = cgroup {
-        // spawn returns after the exec, so the child has joined by now (or
-        // failed to): every descendant inherits the membership.
-        let needle = format!(":{}", cg.relative);
-        let joined =
-            std::fs::read_to_string(format!("/proc/{}/cgroup", child.id())).is_ok_and(|text| {
-                text.lines()
-                    .any(|l| l.contains("freezer") && l.ends_with(&needle))
-            });
-        cg.contains_all.store(joined, Ordering::SeqCst);
+        // It joined before its exec, or not at all: every descendant
+        // inherits the membership.
+        cg.contains_all
+            .store(child.joined_cgroup(), Ordering::SeqCst);
     }
     Ok(child)
 }
 
 /// Forgets a child [`spawn`] returned, after its `wait`.
 pub fn waited(pid: u32) {
-    let mut direct = DIRECT
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(set) = direct.as_mut() {
+    if let Some(set) = direct().pids.as_mut() {
         set.remove(&(pid as i32));
     }
 }
@@ -229,8 +226,6 @@ pub fn waited(pid: u32) {
 #[derive(Debug)]
 pub struct Cgroup {
     path: PathBuf,
-    /// `/weir/<tag>`, as /proc/<pid>/cgroup names it.
-    relative: String,
     /// The command joined it, so every descendant is in it.
     contains_all: AtomicBool,
 }
@@ -245,13 +240,12 @@ impl Cgroup {
         }
         let path = Self::path_for(tag)?;
         std::fs::create_dir_all(&path).ok()?;
-        Some(Cgroup::at(path, tag))
+        Some(Cgroup::at(path))
     }
 
-    fn at(path: PathBuf, tag: &str) -> Cgroup {
+    fn at(path: PathBuf) -> Cgroup {
         Cgroup {
             path,
-            relative: format!("/weir/{tag}"),
             contains_all: AtomicBool::new(false),
         }
     }
@@ -359,7 +353,7 @@ pub fn stop(tag: &str, cgroup: Option<&Cgroup>, pgid: Option<i32>) {
 /// host can see.
 pub fn stop_orphans(tag: &str) {
     if let Some(path) = Cgroup::path_for(tag).filter(|p| p.is_dir()) {
-        Cgroup::at(path, tag).stop();
+        Cgroup::at(path).stop();
     }
     let killed = kill_tagged(tag);
     wait_gone(&killed, Duration::from_secs(2));
@@ -476,36 +470,39 @@ fn wait_gone(pids: &[i32], limit: Duration) {
     }
 }
 
-/// Whether any child of this process is a zombie (peeked, not reaped).
-fn has_zombie_child() -> bool {
+/// A child of this process that is a zombie (peeked, not reaped).
+fn zombie_child() -> Option<i32> {
     // SAFETY: siginfo_t is plain data; waitid with WNOWAIT only reports.
     unsafe {
         let mut info: libc::siginfo_t = std::mem::zeroed();
         let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
-        libc::waitid(libc::P_ALL, 0, &mut info, flags) == 0 && info.si_pid() != 0
+        (libc::waitid(libc::P_ALL, 0, &mut info, flags) == 0 && info.si_pid() != 0)
+            .then(|| info.si_pid())
     }
 }
 
-/// Reaps the zombies reparented to this subreaper: children it did not
-/// spawn through [`spawn`] (those are waited for by their own thread).
+/// Reaps the zombies reparented to this subreaper, as the kernel reports
+/// them, without reading /proc: children it did not spawn through
+/// [`spawn`] (those are waited for by their own thread). It stops at a
+/// zombie that is one of those, and does nothing while a spawn is under
+/// way (its child may already be a zombie whose pid is not yet known): a
+/// later call, at the next command's stop, reaps what is left.
 fn reap() {
-    if !SUBREAPER.load(Ordering::SeqCst) || !has_zombie_child() {
+    if !SUBREAPER.load(Ordering::SeqCst) {
         return;
     }
-    let me = std::process::id() as i32;
-    let direct = DIRECT
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    for pid in pids() {
-        if direct.as_ref().is_some_and(|d| d.contains(&pid)) {
-            continue;
+    let direct = direct();
+    if direct.starting > 0 {
+        return;
+    }
+    while let Some(pid) = zombie_child() {
+        if direct.pids.as_ref().is_some_and(|d| d.contains(&pid)) {
+            break;
         }
-        if stat(pid).is_some_and(|(state, ppid)| ppid == me && state == 'Z') {
-            let mut status = 0;
-            // SAFETY: waitpid on one specific zombie child of ours.
-            unsafe {
-                libc::waitpid(pid, &mut status, libc::WNOHANG);
-            }
+        let mut status = 0;
+        // SAFETY: waitpid on one specific zombie child of ours.
+        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } != pid {
+            break;
         }
     }
 }
