@@ -178,17 +178,7 @@ impl crate::store::PartitionStore {
         rec: &crate::store::CommitRecord,
         depth: Depth,
     ) -> Result<(), Box<Drift>> {
-        // A file is named by where it is published: its path, or in an
-        // object store its URL (not the download that was checked).
-        let drift = |i: usize, kind| {
-            Box::new(Drift {
-                dataset: rec.dataset.clone(),
-                partition: rec.partition.clone(),
-                generation: rec.generation.get(),
-                path: self.file_location(rec, i),
-                kind,
-            })
-        };
+        let drift = |i: usize, kind| self.drift(rec, i, kind);
         if self.is_remote() && depth == Depth::Stat && !rec.file_sums.is_empty() {
             return self.stat_remote(rec).map_err(|(i, kind)| drift(i, kind));
         }
@@ -206,15 +196,7 @@ impl crate::store::PartitionStore {
         paths: &[PathBuf],
         depth: Depth,
     ) -> Result<(), Box<Drift>> {
-        let drift = |i: usize, kind| {
-            Box::new(Drift {
-                dataset: rec.dataset.clone(),
-                partition: rec.partition.clone(),
-                generation: rec.generation.get(),
-                path: self.file_location(rec, i),
-                kind,
-            })
-        };
+        let drift = |i: usize, kind| self.drift(rec, i, kind);
         if rec.file_sums.is_empty() {
             return match paths.iter().position(|p| !p.is_file()) {
                 Some(i) => Err(drift(i, DriftKind::Vanished)),
@@ -227,6 +209,19 @@ impl crate::store::PartitionStore {
             }
         }
         Ok(())
+    }
+
+    /// `rec`'s file `i` drifted. A file is named by where it is published:
+    /// its path, or in an object store its URL (not the download that was
+    /// checked).
+    fn drift(&self, rec: &crate::store::CommitRecord, i: usize, kind: DriftKind) -> Box<Drift> {
+        Box::new(Drift {
+            dataset: rec.dataset.clone(),
+            partition: rec.partition.clone(),
+            generation: rec.generation.get(),
+            path: self.file_location(rec, i),
+            kind,
+        })
     }
 }
 

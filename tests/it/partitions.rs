@@ -6,7 +6,7 @@
 use serde_json::Value;
 use weir::events::State;
 
-use crate::support::{stderr, stdout, Sandbox, Visible};
+use crate::support::{ok, stderr, stdout, Sandbox, Visible};
 
 /// Daily sales, a weekly rollup and a monthly close over them, a balance
 /// reading yesterday, a trailing seven days, a region × day table fanned
@@ -139,17 +139,6 @@ done
 "#,
     );
     sb
-}
-
-#[track_caller]
-fn ok(out: &std::process::Output) {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout:\n{}\nstderr:\n{}",
-        stdout(out),
-        stderr(out)
-    );
 }
 
 fn snapshot_input<'a>(record: &'a weir::store::CommitRecord, name: &str) -> &'a Value {

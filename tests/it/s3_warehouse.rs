@@ -5,13 +5,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 
 use weir::store::Backend;
 
 use crate::s3::{backend, endpoint, new_bucket};
-use crate::support::{copy_tree_without_warehouse, repo, stderr, stdout, weir, Engine};
+use crate::support::{copy_tree_without_warehouse, ok, repo, stderr, stdout, weir, Engine};
 
 /// `weir --warehouse WAREHOUSE ARGS...` in `dir`, configured for the S3
 /// server through the standard `AWS_*` environment, staging in `staging`.
@@ -28,18 +28,6 @@ fn weir_s3(dir: &Path, endpoint: &str, staging: &Path, warehouse: &str, args: &[
         .env("WEIR_STAGING", staging)
         .env("COLUMNS", "400");
     cmd
-}
-
-#[track_caller]
-fn ok(out: &Output) -> String {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stdout:\n{}\nstderr:\n{}",
-        stdout(out),
-        stderr(out)
-    );
-    stdout(out)
 }
 
 /// CSV files under a staging directory, outside verify's `_scratch`.

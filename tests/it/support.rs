@@ -34,6 +34,19 @@ pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Asserts a command exited 0 (showing both streams if not); its stdout.
+#[track_caller]
+pub(crate) fn ok(out: &Output) -> String {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        stdout(out),
+        stderr(out)
+    );
+    stdout(out)
+}
+
 /// Compares `actual` with the file at `path`, or writes it when
 /// `WEIR_BLESS=1` (then review the diff before committing).
 #[track_caller]
