@@ -97,7 +97,7 @@ impl Executor for Slurm<'_> {
             .args(self.args)
             .arg(&script)
             .current_dir(launch.cwd);
-        let out = sbatch.output().map_err(|e| {
+        let out = super::tree::output(&mut sbatch).map_err(|e| {
             Ending::SpawnFailed(format!("`sbatch`: {e} (is Slurm installed on this host?)"))
         })?;
         if !out.status.success() {
@@ -222,18 +222,28 @@ impl SlurmJob {
 
 /// Waits for another engine's job to end; cancels it if it is still running
 /// after `limit` and waits for that. `waiting` is called once if it is
-/// still running. `None`: the controller does not know it (aged out).
+/// still running. `None`: the controller does not know it (aged out), or
+/// did not answer until `limit` (the job was then cancelled, so that no
+/// duplicate runs beside it).
 pub fn await_job(id: &str, limit: Duration, waiting: impl FnOnce()) -> Option<JobState> {
     let deadline = Instant::now() + limit;
     let mut waiting = Some(waiting);
     let mut cancelled = false;
     loop {
-        let s = state(id).ok().flatten()?;
-        if s.terminal() {
-            return Some(s);
-        }
-        if let Some(w) = waiting.take() {
-            w();
+        match state(id) {
+            Ok(Some(s)) if s.terminal() => return Some(s),
+            Ok(None) => return None,
+            Ok(Some(_)) => {
+                if let Some(w) = waiting.take() {
+                    w();
+                }
+            }
+            // A busy controller: the job may still run; ask again.
+            Err(_) if Instant::now() < deadline => {}
+            Err(_) => {
+                cancel(id);
+                return None;
+            }
         }
         if !cancelled && Instant::now() >= deadline {
             cancelled = true;
@@ -318,9 +328,7 @@ pub fn find_job(dir: &Path) -> Option<String> {
     if !script.exists() {
         return None;
     }
-    let out = Command::new("squeue")
-        .args(["-h", "-t", "all", "-o", "%i|%o"])
-        .output()
+    let out = super::tree::output(Command::new("squeue").args(["-h", "-t", "all", "-o", "%i|%o"]))
         .ok()?;
     let want = script.display().to_string();
     String::from_utf8_lossy(&out.stdout)
@@ -332,11 +340,7 @@ pub fn find_job(dir: &Path) -> Option<String> {
 
 /// Cancels a job (`scancel`); an unknown or finished job is fine.
 pub fn cancel(id: &str) {
-    let _ = Command::new("scancel")
-        .arg(id)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status();
+    let _ = super::tree::output(Command::new("scancel").arg(id));
 }
 
 /// What `scontrol show job -o` says about a job.
@@ -406,9 +410,7 @@ impl JobState {
 pub fn state(id: &str) -> Result<Option<JobState>, String> {
     let mut tries = 0;
     loop {
-        let out = Command::new("scontrol")
-            .args(["show", "job", "-o", id])
-            .output()
+        let out = super::tree::output(Command::new("scontrol").args(["show", "job", "-o", id]))
             .map_err(|e| format!("`scontrol show job {id}`: {e}"))?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);

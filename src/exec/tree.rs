@@ -215,6 +215,33 @@ pub fn spawn(spec: &super::spawn::Spec<'_>, cgroup: Option<&Cgroup>) -> std::io:
     Ok(child)
 }
 
+/// Runs one of the engine's own short commands (`sbatch`, `squeue`,
+/// `scontrol`, `scancel`) to its end and returns what it printed. Its pid is
+/// registered like a task's child: the zombie sweep of a subreaper would
+/// otherwise reap it behind std's wait, which then fails with ECHILD (a
+/// poll of a running Slurm job read as "the controller does not know it").
+pub fn output(command: &mut std::process::Command) -> std::io::Result<std::process::Output> {
+    use std::process::Stdio;
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    direct().starting += 1;
+    let child = command.spawn();
+    let mut direct = direct();
+    direct.starting -= 1;
+    let child = child?;
+    let pid = child.id();
+    direct
+        .pids
+        .get_or_insert_with(HashSet::new)
+        .insert(pid as i32);
+    drop(direct);
+    let out = child.wait_with_output();
+    waited(pid);
+    out
+}
+
 /// Forgets a child [`spawn`] returned, after its `wait`.
 pub fn waited(pid: u32) {
     if let Some(set) = direct().pids.as_mut() {
