@@ -32,8 +32,8 @@ use std::time::{Duration, Instant};
 /// The environment variable that marks a task's processes.
 pub const TAG_VAR: &str = "WEIR_PROCESS_TAG";
 
-/// Children spawned by [`spawn`] and not yet waited for: the zombie sweep
-/// must never reap one of them behind its `Child::wait`.
+/// Children started by [`spawn`] or [`output`] and not yet waited for: the
+/// zombie sweep must never reap one of them behind its wait.
 static DIRECT: Mutex<Direct> = Mutex::new(Direct {
     starting: 0,
     pids: None,
@@ -509,8 +509,8 @@ fn zombie_child() -> Option<i32> {
 }
 
 /// Reaps the zombies reparented to this subreaper, as the kernel reports
-/// them, without reading /proc: children it did not spawn through
-/// [`spawn`] (those are waited for by their own thread). It stops at a
+/// them, without reading /proc: children it did not start through
+/// [`spawn`] or [`output`] (those are waited for by their own thread). It stops at a
 /// zombie that is one of those, and does nothing while a spawn is under
 /// way (its child may already be a zombie whose pid is not yet known): a
 /// later call, at the next command's stop, reaps what is left.
