@@ -422,7 +422,7 @@ impl Mapper {
             },
             "weir": {
                 "_producer": PRODUCER,
-                "_schemaURL": format!("{PRODUCER}/blob/main/tests/lineage/WeirRunFacet.json"),
+                "_schemaURL": format!("{PRODUCER}/blob/main/tests/lineage/WeirRunFacet.json#/$defs/WeirRunFacet"),
                 "run_id": record.run_id,
                 "partition": partition,
                 "attempt": record.attempt,

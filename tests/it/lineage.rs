@@ -1,6 +1,8 @@
 //! OpenLineage RunEvents: to a local HTTP receiver, valid against the
-//! schema subset in tests/lineage/, and never in the way of a run.
+//! OpenLineage spec's own schemas in tests/lineage/spec (each facet against
+//! the schema its `_schemaURL` names), and never in the way of a run.
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
@@ -95,13 +97,116 @@ fn receiver(silent: bool) -> (String, Arc<Mutex<Vec<Value>>>) {
     (url, bodies)
 }
 
-fn validator() -> jsonschema::Validator {
-    let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/lineage/OpenLineage.json"),
-    )
-    .expect("the schema copy");
-    let schema: Value = serde_json::from_str(&text).expect("JSON");
-    jsonschema::validator_for(&schema).expect("a valid schema")
+/// The OpenLineage schemas under tests/lineage (the spec's own, copied
+/// unchanged, and weir's run facet), by their `$id`: every `$ref` resolves
+/// here, never on the network.
+struct LocalSchemas(HashMap<String, Value>);
+
+impl jsonschema::Retrieve for LocalSchemas {
+    fn retrieve(
+        &self,
+        uri: &jsonschema::Uri<String>,
+    ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
+        self.0
+            .get(uri.as_str())
+            .cloned()
+            .ok_or_else(|| format!("no schema {uri} under tests/lineage").into())
+    }
+}
+
+fn local_schemas() -> HashMap<String, Value> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/lineage");
+    let mut files = vec![root.clone()];
+    let mut schemas = HashMap::new();
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        } else if path.extension().is_some_and(|x| x == "json") {
+            let schema: Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            let id = schema["$id"].as_str().expect("every schema has an $id");
+            schemas.insert(id.to_string(), schema);
+        }
+    }
+    schemas
+}
+
+/// Validates RunEvents against `OpenLineage.json#/$defs/RunEvent` and each
+/// facet against the schema its `_schemaURL` names, formats (uuid,
+/// date-time, uri) included.
+struct Spec {
+    schemas: HashMap<String, Value>,
+    validators: Mutex<HashMap<String, Arc<jsonschema::Validator>>>,
+}
+
+impl Spec {
+    fn validator(&self, url: &str) -> Result<Arc<jsonschema::Validator>, String> {
+        let mut cache = self.validators.lock().unwrap();
+        if let Some(v) = cache.get(url) {
+            return Ok(Arc::clone(v));
+        }
+        let (id, _) = url.split_once('#').unwrap_or((url, ""));
+        if !self.schemas.contains_key(id) {
+            return Err(format!("no schema {id} under tests/lineage"));
+        }
+        let v = jsonschema::options()
+            .should_validate_formats(true)
+            .with_retriever(LocalSchemas(self.schemas.clone()))
+            .build(&serde_json::json!({ "$ref": url }))
+            .map_err(|e| format!("{url}: {e}"))?;
+        let v = Arc::new(v);
+        cache.insert(url.to_string(), Arc::clone(&v));
+        Ok(v)
+    }
+
+    /// The violations of `value` against the schema at `url`.
+    fn check(&self, url: &str, value: &Value, at: &str) -> Vec<String> {
+        match self.validator(url) {
+            Ok(v) => v.iter_errors(value).map(|e| format!("{at}: {e}")).collect(),
+            Err(e) => vec![format!("{at}: {e}")],
+        }
+    }
+
+    /// Every violation in `event`, its facets' included.
+    fn errors(&self, event: &Value) -> Vec<String> {
+        let mut errors = self.check(
+            "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+            event,
+            "event",
+        );
+        let mut groups = vec![
+            ("run.facets".to_string(), &event["run"]["facets"]),
+            ("job.facets".to_string(), &event["job"]["facets"]),
+        ];
+        for side in ["inputs", "outputs"] {
+            for (i, dataset) in event[side].as_array().into_iter().flatten().enumerate() {
+                for kind in ["facets", "inputFacets", "outputFacets"] {
+                    groups.push((format!("{side}[{i}].{kind}"), &dataset[kind]));
+                }
+            }
+        }
+        for (at, facets) in groups {
+            for (name, facet) in facets.as_object().into_iter().flatten() {
+                let at = format!("{at}.{name}");
+                match facet["_schemaURL"].as_str() {
+                    Some(url) => errors.extend(self.check(url, facet, &at)),
+                    None => errors.push(format!("{at}: no _schemaURL")),
+                }
+            }
+        }
+        errors
+    }
+
+    fn is_valid(&self, event: &Value) -> bool {
+        self.errors(event).is_empty()
+    }
+}
+
+fn validator() -> Spec {
+    Spec {
+        schemas: local_schemas(),
+        validators: Mutex::new(HashMap::new()),
+    }
 }
 
 fn find<'e>(events: &'e [Value], kind: &str, job: &str, partition: &str) -> &'e Value {
@@ -135,16 +240,33 @@ fn issue_15_lineage_events_reach_an_http_collector_and_validate() {
     assert!(!stderr(&out).contains("lineage"), "{}", stderr(&out));
     let events = bodies.lock().unwrap().clone();
     let validator = validator();
-    // The schema copy does reject what the spec rejects.
-    let mut broken = events.first().cloned().expect("events arrived");
-    broken["run"]["runId"] = Value::from("not-a-uuid");
-    assert!(!validator.is_valid(&broken));
+    // The spec's schemas do reject what the spec rejects: a malformed
+    // event, and facets that break their own schema or name none we have.
+    let first = events.first().cloned().expect("events arrived");
+    assert!(validator.is_valid(&first), "{:?}", validator.errors(&first));
     assert!(!validator.is_valid(&serde_json::json!({"eventType": "START"})));
+    let broken = |edit: &dyn Fn(&mut Value)| {
+        let mut event = first.clone();
+        edit(&mut event);
+        !validator.is_valid(&event)
+    };
+    assert!(broken(&|e| e["run"]["runId"] = Value::from("not-a-uuid")));
+    assert!(broken(&|e| e["eventTime"] = Value::from("yesterday")));
+    assert!(broken(
+        &|e| e["run"]["facets"]["parent"]["run"]["runId"] = Value::from("x")
+    ));
+    assert!(broken(
+        &|e| e["run"]["facets"]["parent"]["job"] = serde_json::json!({})
+    ));
+    assert!(broken(
+        &|e| e["run"]["facets"]["weir"]["attempt"] = Value::from("one")
+    ));
+    assert!(broken(&|e| e["job"]["facets"]["jobType"]["_schemaURL"] =
+        Value::from(
+            "https://openlineage.io/spec/facets/9-9-9/JobTypeJobFacet.json#/$defs/JobTypeJobFacet"
+        )));
     for event in &events {
-        let errors: Vec<String> = validator
-            .iter_errors(event)
-            .map(|e| e.to_string())
-            .collect();
+        let errors = validator.errors(event);
         assert!(errors.is_empty(), "{errors:?} in {event:#}");
     }
     let parent = weir::lineage::uuid(&["RUN-L1"]);
