@@ -220,10 +220,26 @@ def keys_of(n):
 
 
 class Runner:
-    def __init__(self, weir, work, runs):
+    def __init__(self, weir, work, runs, floor=None):
         self.weir = weir
         self.work = work
         self.runs = runs
+        self.floor = floor
+
+    def floor_run(self, d, keys_file, stages, expect):
+        """The durability floor (examples/durable_floor.rs): the same commands
+        with only the filesystem work weir's invariants require, on a fresh
+        root: (wall, rss)."""
+        root = os.path.join(d, "floor")
+        rmtree(root)
+        out, err = os.path.join(d, "floor.out"), os.path.join(d, "floor.err")
+        argv = [self.floor, root, keys_file, str(SLOTS), *[cmd for cmd, _, _ in stages]]
+        wall, rss, rc = timed(argv, d, out, err)
+        must(rc == 0, f"the durability floor exited {rc}", (out, err))
+        with open(out) as f:
+            text = f.read()
+        must(f"{expect} published" in text, f"the durability floor: {text.strip()}", (err,))
+        return wall, rss
 
     def weir_run(self, d, manifest, expect, fresh=True, sync=True, force=False):
         """`weir run MANIFEST` (on a fresh warehouse unless `fresh` is
@@ -344,6 +360,7 @@ def w_write(r, sizes):
     log(", ".join(f"{label}: {n:,} partitions x 1 task" for label, n in sizes.items())
         + f"; {r.runs} run(s) each of xargs -P{SLOTS} and weir, interleaved")
     runs = {label: ([], []) for label in sizes}
+    floors = []
     for rep in range(r.runs):
         for label, (d, keys_file, manifest, n) in setups.items():
             b, w = runs[label]
@@ -351,12 +368,15 @@ def w_write(r, sizes):
                 (lambda: baseline_pipeline(d, keys_file, [(WRITE, "rows", None)], n), b),
                 (lambda: r.weir_run(d, manifest, n), w),
             ]
-            if rep % 2:
-                order.reverse()
+            if r.floor and label == "W1":
+                order.append((lambda: r.floor_run(d, keys_file, [(WRITE, "rows", None)], n),
+                              floors))
+            rotate(order, rep)
             for fn, acc in order:
                 acc.append(fn())
             log(f"  {label} run {rep + 1}/{r.runs}: xargs {b[-1][0]:.3f} s, "
-                f"weir {w[-1][0]:.3f} s")
+                f"weir {w[-1][0]:.3f} s"
+                + (f", floor {floors[-1][0]:.3f} s" if r.floor and label == "W1" else ""))
     out = {}
     for label, (d, keys_file, manifest, n) in setups.items():
         b, w = runs[label]
@@ -369,9 +389,19 @@ def w_write(r, sizes):
             "weir_peak_kib": max(x[1] for x in w),
             **timeline(r.events(d, manifest)),
         }
+        if floors and label == "W1":
+            out[label]["floor_s"] = [x[0] for x in floors]
         rmtree(os.path.join(d, "warehouse"))
         rmtree(os.path.join(d, "xargs"))
+        rmtree(os.path.join(d, "floor"))
     return out
+
+
+def rotate(order, rep):
+    """Which contender goes first changes from run to run, so drift over a
+    run (writeback, the disk's recently freed inodes) hits each alike."""
+    k = rep % len(order)
+    order[:] = order[k:] + order[:k]
 
 
 def r1(r, n, reps=5):
@@ -444,19 +474,29 @@ def w2(r, n):
     ])
     stages = [(WRITE, "raw", None), (TRANSFORM, "stg", "raw"), (LOAD, "fact", "stg")]
     log(f"W2: {n} partitions x extract -> transform -> load, {r.runs} run(s) each")
-    b, w = r.interleave(
-        lambda: baseline_pipeline(d, keys_file, stages, n),
-        lambda: r.weir_run(d, manifest, 3 * n),
-        "W2",
-    )
+    b, w, floors = [], [], []
+    for rep in range(r.runs):
+        order = [(lambda: baseline_pipeline(d, keys_file, stages, n), b),
+                 (lambda: r.weir_run(d, manifest, 3 * n), w)]
+        if r.floor:
+            order.append((lambda: r.floor_run(d, keys_file, stages, 3 * n), floors))
+        rotate(order, rep)
+        for fn, acc in order:
+            acc.append(fn())
+        log(f"  W2 run {rep + 1}/{r.runs}: xargs {b[-1][0]:.3f} s, weir {w[-1][0]:.3f} s"
+            + (f", floor {floors[-1][0]:.3f} s" if floors else ""))
     rmtree(os.path.join(d, "warehouse"))
     rmtree(os.path.join(d, "xargs"))
-    return {
+    rmtree(os.path.join(d, "floor"))
+    out = {
         "instances": 3 * n,
         "baseline_s": [x[0] for x in b],
         "weir_s": [x[0] for x in w],
         "weir_peak_kib": max(x[1] for x in w),
     }
+    if floors:
+        out["floor_s"] = [x[0] for x in floors]
+    return out
 
 
 def w3(r, shape):
@@ -698,6 +738,12 @@ def report(res, sizes, runs, quick):
                 f"xargs -P2: {fmt_s(bm)}", fmt_s(wm),
                 f"{1000 * wm / x['instances']:.2f} (xargs {1000 * bm / x['instances']:.2f})",
                 f"{ratio:.2f}×", "≤ 1.5×", yn(ratio <= 1.5))
+            if "floor_s" in x:
+                fm = median(x["floor_s"])
+                row(f"{key} durability floor (same commands, only the invariants' fsyncs and inodes)",
+                    f"xargs -P2: {fmt_s(bm)}", f"floor: {fmt_s(fm)}",
+                    f"{1000 * fm / x['instances']:.2f}",
+                    f"{fm / bm:.2f}× xargs; weir {wm / fm:.2f}× the floor", "(reported)", "—")
     if "W3" in res:
         x = res["W3"]
         wm, peak = median(x["weir_s"]), x["weir_peak_kib"]
@@ -833,6 +879,7 @@ def main():
     ap.add_argument("--runs", type=int)
     ap.add_argument("--only", default="W1,W2,W3,W4,W5,W6")
     ap.add_argument("--gen-parquet", help="the gen_parquet example binary (W6)")
+    ap.add_argument("--floor", help="the durable_floor example binary (W1 and W2's floor)")
     ap.add_argument("--json")
     ap.add_argument("--size", action="append", default=[],
                     help="override a size: w1=N, w2=N, w3=TASKSxLAYERSxDAYS, w4=ROWS, w5=N, w6=ROWS")
@@ -852,7 +899,8 @@ def main():
     if unknown:
         raise SystemExit(f"unknown workload(s): {', '.join(sorted(unknown))}")
     weir = os.path.abspath(args.weir)
-    r = Runner(weir, os.path.abspath(args.work), runs)
+    r = Runner(weir, os.path.abspath(args.work), runs,
+               os.path.abspath(args.floor) if args.floor else None)
     info = machine()
     log(f"machine: {info}")
     # Warm-up: the binary, the shell and xargs into the page cache.

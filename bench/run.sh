@@ -90,10 +90,14 @@ trap 'exit 130' INT TERM
 
 # W6's generator: the rows of gen_csv.py written as Parquet by the parquet
 # crate (Python's standard library has no Parquet writer).
-gen_parquet=()
+# W1 and W2's durability floor: the same commands with only the filesystem
+# work the invariants require (examples/durable_floor.rs).
+examples=()
 if command -v cargo >/dev/null 2>&1; then
-  echo "[bench] cargo build --release --example gen_parquet" >&2
+  echo "[bench] cargo build --release --example gen_parquet --example durable_floor" >&2
   gen=$(built gen_parquet --example gen_parquet)
-  [[ -n "$gen" && -x "$gen" ]] && gen_parquet=(--gen-parquet "$gen")
+  [[ -n "$gen" && -x "$gen" ]] && examples+=(--gen-parquet "$gen")
+  floor=$(built durable_floor --example durable_floor)
+  [[ -n "$floor" && -x "$floor" ]] && examples+=(--floor "$floor")
 fi
-python3 -B bench/harness.py --weir "$weir" --work "$work" ${gen_parquet[@]+"${gen_parquet[@]}"} ${args[@]+"${args[@]}"}
+python3 -B bench/harness.py --weir "$weir" --work "$work" ${examples[@]+"${examples[@]}"} ${args[@]+"${args[@]}"}
