@@ -85,6 +85,13 @@ impl<'p> CsvRecords<'p> {
         file.seek(SeekFrom::Start(offset))
             .map_err(|e| io_error(path, e))?;
         let estimate = RowEstimate::new(&file);
+        // The records' bytes, and one more for the read that sees the end,
+        // up to BUFFER: a small file (most partitions) is not given a
+        // megabyte to zero.
+        let buffer = usize::try_from(estimate.size().saturating_sub(offset))
+            .unwrap_or(BUFFER)
+            .saturating_add(1)
+            .clamp(4096, BUFFER);
         let mut core = csv_core::Reader::new();
         // csv_core strips a BOM from its first input: the header's, which
         // the csv crate has read. A newline alone marks it as read.
@@ -92,7 +99,7 @@ impl<'p> CsvRecords<'p> {
         let records = Self {
             path,
             file,
-            buf: vec![0; BUFFER],
+            buf: vec![0; buffer],
             start: 0,
             end: 0,
             eof: false,

@@ -207,22 +207,31 @@ pub enum AuditError {
 
 /// Reads `files` (all in `spec.format`) and audits them.
 pub fn audit(files: &[PathBuf], spec: &AuditSpec<'_>) -> Result<AuditReport, AuditError> {
-    // Inputs are read alongside the candidate: both are rayon work.
-    let (candidate, inputs) = rayon::join(
-        || {
-            let make = |file: usize, columns: &[String]| {
-                CandidateFold::new(file, columns, spec.grain, spec.gates)
-            };
-            let (columns, folds) = read::fold_files(files, spec.format, true, &make)?;
-            let mut folds = folds.into_iter();
-            let mut merged = folds.next().unwrap_or_else(|| make(0, &columns));
-            for later in folds {
-                merged.merge(later);
-            }
-            Ok::<_, AuditError>((columns, merged))
-        },
-        || gates::read_inputs(spec.gates, spec.inputs),
-    );
+    let read_candidate = || {
+        let make = |file: usize, columns: &[String]| {
+            CandidateFold::new(file, columns, spec.grain, spec.gates)
+        };
+        let (columns, folds) = read::fold_files(files, spec.format, true, &make)?;
+        let mut folds = folds.into_iter();
+        let mut merged = folds.next().unwrap_or_else(|| make(0, &columns));
+        for later in folds {
+            merged.merge(later);
+        }
+        Ok::<_, AuditError>((columns, merged))
+    };
+    let read_inputs = || gates::read_inputs(spec.gates, spec.inputs);
+    // Inputs that reconcile gates compare with are read alongside the
+    // candidate, on the rayon pool; without such gates there is nothing to
+    // read alongside, and the pool is not woken.
+    let reconciles = spec
+        .gates
+        .iter()
+        .any(|gate| matches!(gate, Gate::Reconcile { .. }));
+    let (candidate, inputs) = if reconciles {
+        rayon::join(read_candidate, read_inputs)
+    } else {
+        (read_candidate(), read_inputs())
+    };
     let (columns, mut fold) = candidate?;
     let inputs = inputs?;
     fold.locate_duplicates(files, spec.format)?;

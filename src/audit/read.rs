@@ -211,13 +211,16 @@ where
     // Fewer files than threads would leave cores idle: then each file is
     // parsed and folded on separate threads too.
     let pipeline = !F::STOPS_EARLY && files.len() < rayon::current_num_threads();
-    let results: Vec<Result<(Vec<String>, F), AuditError>> = files
-        .par_iter()
-        .enumerate()
-        .map(|(index, path)| {
-            fold_one::<R, F>(path, None, pipeline, &|columns| make(index, columns))
-        })
-        .collect();
+    let fold = |(index, path): (usize, &PathBuf)| {
+        fold_one::<R, F>(path, None, pipeline, &|columns| make(index, columns))
+    };
+    // One file (most candidates) is folded here: the pool would only hand
+    // it to a worker and wake this thread again when it is done.
+    let results: Vec<Result<(Vec<String>, F), AuditError>> = if files.len() == 1 {
+        files.iter().enumerate().map(fold).collect()
+    } else {
+        files.par_iter().enumerate().map(fold).collect()
+    };
     // Collected in file order, so the error reported is the first file's.
     let mut folded = Vec::with_capacity(results.len());
     for result in results {
@@ -673,6 +676,11 @@ impl RowEstimate {
             rows: 0,
             ready: None,
         }
+    }
+
+    /// The file's size in bytes; 0 if unknown.
+    pub(super) fn size(&self) -> u64 {
+        self.size
     }
 
     /// Counts a row that ends `read` bytes into the file.

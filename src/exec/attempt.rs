@@ -609,21 +609,28 @@ fn file_names(files: &[PathBuf]) -> Vec<String> {
         .collect()
 }
 
-/// Each file's size and SHA-256, read in parallel.
+/// Each file's size and SHA-256, read in parallel when there are several.
 pub(crate) fn sum_files(files: &[PathBuf]) -> std::io::Result<Vec<FileSum>> {
     use rayon::prelude::*;
-    files
-        .par_iter()
-        .map(|f| {
-            let name = f
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            FileSum::of(f, &name)
-                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", f.display())))
-        })
-        .collect()
+    let sum = |f: &PathBuf| {
+        let name = f
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        FileSum::of(f, &name)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", f.display())))
+    };
+    if files.len() == 1 {
+        files.iter().map(sum).collect()
+    } else {
+        files.par_iter().map(sum).collect()
+    }
 }
+
+/// Below this many bytes a candidate's files are hashed and then flushed on
+/// the attempt's own thread: waking the rayon pool to overlap the two costs
+/// more than hashing them.
+const OVERLAP_BYTES: u64 = 1 << 20;
 
 /// The fenced compare-and-swap that makes an audited candidate visible.
 fn publish(
@@ -644,13 +651,22 @@ fn publish(
     // page cache while the same files are flushed to disk), and every file
     // durable before the record that names it.
     // In a remote warehouse the upload below is what makes them durable.
-    let (file_sums, synced) = rayon::join(
-        || sum_files(&candidate.files),
-        || match cx.warehouse.is_remote() {
-            false => crate::store::fs::fsync_candidate(&candidate.dir, &candidate.files),
-            true => Ok(()),
-        },
-    );
+    let sums = || sum_files(&candidate.files);
+    let sync = || match cx.warehouse.is_remote() {
+        false => crate::store::fs::fsync_candidate(&candidate.dir, &candidate.files),
+        true => Ok(()),
+    };
+    let bytes: u64 = candidate
+        .files
+        .iter()
+        .filter_map(|f| f.metadata().ok())
+        .map(|m| m.len())
+        .sum();
+    let (file_sums, synced) = if bytes < OVERLAP_BYTES {
+        (sums(), sync())
+    } else {
+        rayon::join(sums, sync)
+    };
     let file_sums = match file_sums {
         Ok(s) => s,
         Err(e) => {

@@ -138,31 +138,22 @@ impl KeyPrints {
         self.len += other.len;
     }
 
-    /// Sorts each bucket (in parallel) and collects the prints that occur
-    /// more than once.
+    /// Sorts each bucket (in parallel, for enough keys to be worth waking
+    /// the pool) and collects the prints that occur more than once.
     pub(super) fn repeats(&mut self) -> Repeats {
-        let found: Vec<Vec<(u128, u64)>> = self
-            .buckets
-            .par_iter_mut()
-            .enumerate()
-            .map(|(bucket, prints)| {
-                prints.sort_unstable();
-                let mut repeated = Vec::new();
-                let mut at = 0;
-                while at < prints.len() {
-                    let run = prints[at..]
-                        .iter()
-                        .take_while(|&&p| p == prints[at])
-                        .count();
-                    if run > 1 {
-                        let print = ((bucket as u128) << 64) | u128::from(prints[at]);
-                        repeated.push((print, (run - 1) as u64));
-                    }
-                    at += run;
-                }
-                repeated
-            })
-            .collect();
+        let found: Vec<Vec<(u128, u64)>> = if self.len < PARALLEL_SORT {
+            self.buckets
+                .iter_mut()
+                .enumerate()
+                .map(bucket_repeats)
+                .collect()
+        } else {
+            self.buckets
+                .par_iter_mut()
+                .enumerate()
+                .map(bucket_repeats)
+                .collect()
+        };
         let mut repeats = Repeats::default();
         for (print, extra) in found.into_iter().flatten() {
             if repeats.suspects.len() < MAX_SUSPECTS {
@@ -173,6 +164,31 @@ impl KeyPrints {
         }
         repeats
     }
+}
+
+/// Fewer keys than this are sorted on the calling thread: for a small
+/// partition, handing the buckets to the rayon pool (waking its workers,
+/// which then spin before they sleep again) costs more than the sort.
+const PARALLEL_SORT: usize = 1 << 16;
+
+/// One bucket's prints, sorted, and those that occur more than once with
+/// how many times more.
+fn bucket_repeats((bucket, prints): (usize, &mut Vec<u64>)) -> Vec<(u128, u64)> {
+    prints.sort_unstable();
+    let mut repeated = Vec::new();
+    let mut at = 0;
+    while at < prints.len() {
+        let run = prints[at..]
+            .iter()
+            .take_while(|&&p| p == prints[at])
+            .count();
+        if run > 1 {
+            let print = ((bucket as u128) << 64) | u128::from(prints[at]);
+            repeated.push((print, (run - 1) as u64));
+        }
+        at += run;
+    }
+    repeated
 }
 
 /// The hash of a row's key, or `None` if any key column is null: of its
