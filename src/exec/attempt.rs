@@ -140,7 +140,7 @@ pub(crate) fn run(
     let tag = tree::new_tag();
     let mut lease = lease::Lease::new(cx, task, attempt, token);
     lease.process_tag = Some(tag.clone());
-    let heartbeat = lease::Heartbeat::start(&store, token, lease, task.heartbeat);
+    let mut heartbeat = lease::Heartbeat::start(&store, token, lease, task.heartbeat);
     let guard = lease::guard(cx, task, partition, attempt, token);
     // Asked to stop while another engine's attempt was live.
     if let lease::Guard::Interrupted(sig) = guard {
@@ -434,7 +434,11 @@ pub(crate) fn run(
             return outcome;
         }
     };
-    publish(cx, task, partition, attempt, snapshot, &store, audited)
+    let outcome = publish(cx, task, partition, attempt, snapshot, &store, audited);
+    if matches!(outcome, AttemptOutcome::Published { .. }) {
+        heartbeat.committed();
+    }
+    outcome
 }
 
 /// An I/O error that says the storage failed (not that a file is wrong).

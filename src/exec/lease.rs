@@ -338,11 +338,16 @@ fn look(
 }
 
 /// Renews an attempt's lease on the shared timer thread until dropped; on
-/// drop the lease is marked finished.
+/// drop the lease is marked finished, unless the attempt committed.
 pub(crate) struct Heartbeat {
     store: PartitionStore,
     token: FencingToken,
     lease: std::sync::Arc<std::sync::Mutex<Lease>>,
+    /// The attempt's token is in the commit log: it ended before its
+    /// commit, which tells every reader so (the guard looks only above the
+    /// committed token; gc keeps a committed attempt by its generation), so
+    /// the lease is not rewritten to say it once more.
+    committed: bool,
     /// `None` if the timer thread could not be started: the lease is then
     /// written at start and end only, and may look expired meanwhile (an
     /// engine that takes over is fenced by the token anyway).
@@ -378,7 +383,13 @@ impl Heartbeat {
             token,
             lease,
             beats,
+            committed: false,
         }
+    }
+
+    /// The attempt's generation is committed: its lease needs no last write.
+    pub(crate) fn committed(&mut self) {
+        self.committed = true;
     }
 
     fn lease(&self) -> std::sync::MutexGuard<'_, Lease> {
@@ -402,6 +413,9 @@ impl Drop for Heartbeat {
         // No beat runs after this, so the last write is the finished lease.
         if let Some(beats) = self.beats.take() {
             beats.cancel();
+        }
+        if self.committed {
+            return;
         }
         let mut lease = self.lease();
         lease.beat();

@@ -382,7 +382,9 @@ fn decide(
             }
         }
     };
-    if let Some(lease) = lease.filter(|l| !l.finished) {
+    // A committed generation's attempt ended before its commit, whatever
+    // its lease says (an engine does not mark a committed lease finished).
+    if let Some(lease) = lease.filter(|l| !l.finished && superseded.is_none()) {
         // An engine that is certainly gone, or whose attempt another engine
         // took over (a newer token then holds the partition; fencing refuses
         // this one's publish if it ever wakes), no longer needs its candidate.
@@ -999,6 +1001,61 @@ mod tests {
         std::fs::remove_dir(&lease).unwrap();
         let items = plan(&wh, &options).unwrap();
         assert!(by_token(&items, t).decision.is_delete());
+    }
+
+    /// An unfinished lease held by an engine on another host, which this
+    /// host cannot tell dead.
+    fn foreign_lease(p: &PartitionStore, t: FencingToken) {
+        let lease = crate::store::leases::Lease {
+            engine_id: "elsewhere".into(),
+            host: "another-host".into(),
+            pid: 1,
+            pid_start: None,
+            boot_id: Some("another-boot".into()),
+            pid_ns: None,
+            run_id: "r".into(),
+            task: "load".into(),
+            attempt: 1,
+            token: t.get(),
+            beats: 1,
+            heartbeat_ms: 0,
+            heartbeat_at: String::new(),
+            timeout_ms: 1000,
+            finished: false,
+            process_tag: None,
+            job_id: None,
+        };
+        p.write_lease(t, &lease).unwrap();
+    }
+
+    // Issue 16: an engine no longer marks a committed attempt's lease
+    // finished (one write and one inode less per publication); gc tells the
+    // attempt ended by its commit, so a superseded generation is still
+    // collected, while an uncommitted attempt with such a lease is kept.
+    #[test]
+    fn issue_16_a_committed_attempt_is_collectable_with_an_unfinished_lease() {
+        let (_tmp, wh, p) = setup();
+        let old = publish(&p, "r1");
+        publish(&p, "r2");
+        let running = attempt(&p, "r3");
+        foreign_lease(&p, old);
+        foreign_lease(&p, running);
+        let items = plan(
+            &wh,
+            &GcOptions {
+                older_than: Duration::ZERO,
+                keep_generations: 0,
+            },
+        )
+        .unwrap();
+        assert!(
+            deleted(&items, old).starts_with("generation 1, outside the rollback window"),
+            "{items:?}"
+        );
+        assert!(
+            kept(&items, running).contains("is not finished"),
+            "{items:?}"
+        );
     }
 
     #[test]
