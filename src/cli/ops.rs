@@ -298,10 +298,12 @@ pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
             let longest = manifest
                 .tasks
                 .values()
-                .map(|t| t.timeout + crate::exec::lease::timeout(t))
+                .map(|t| t.timeout.saturating_add(crate::exec::lease::timeout(t)))
                 .max()
                 .unwrap_or_default();
-            (longest * 2).max(std::time::Duration::from_secs(24 * 3600))
+            longest
+                .saturating_mul(2)
+                .max(std::time::Duration::from_secs(24 * 3600))
         }
     };
     let options = GcOptions {

@@ -89,7 +89,10 @@ impl Overview {
                     continue;
                 }
                 let late_since = task.sla.and_then(|sla| {
-                    let deadline = task.dims.interval_end(&key)? + sla.as_secs() as i64;
+                    let deadline = task
+                        .dims
+                        .interval_end(&key)?
+                        .saturating_add(i64::try_from(sla.as_secs()).unwrap_or(i64::MAX));
                     (now > deadline).then(|| {
                         jiff::Timestamp::from_second(deadline)
                             .map_or_else(|_| deadline.to_string(), |t| t.to_string())

@@ -1496,3 +1496,47 @@ fn issue_12_errors_keep_their_os_cause_and_exit_5() {
         }
     }
 }
+
+// Issue 12 item 1: `timeout = "99999999999999999d"` validated, then `weir
+// run` panicked adding it to an `Instant` (and hung) and `weir gc` panicked
+// doubling it. Durations are capped at 3650d with a located diagnostic, and
+// the longest accepted ones run and collect without overflow.
+#[test]
+fn issue_12_huge_durations_are_refused_not_panicked() {
+    let sb = chain(&["k1"]);
+    let manifest = std::fs::read_to_string(sb.path().join("m.toml")).unwrap();
+    let with = |a_extra: &str| {
+        let text = manifest.replace("[tasks.a]\n", &format!("[tasks.a]\n{a_extra}\n"));
+        std::fs::write(sb.path().join("m.toml"), text).unwrap();
+    };
+    with("timeout = \"99999999999999999d\"\nsla = \"3651d\"");
+    for args in [&["validate", "m.toml"][..], &["run", "m.toml"][..]] {
+        let out = sb.weir_out(args);
+        assert_exit(&out, 2);
+        assert_eq!(stdout(&out), "");
+        let err = stderr(&out);
+        assert!(
+            err.contains("duration `99999999999999999d` is longer than the maximum of 3650d")
+                && err.contains("duration `3651d` is longer than the maximum of 3650d")
+                && err.contains("too long")
+                && err.contains("timeout = \"99999999999999999d\""),
+            "{err}"
+        );
+    }
+    let out = sb.weir_out(&["gc", "m.toml", "--older-than", "99999999999999999d"]);
+    assert_exit(&out, 2);
+    assert_eq!(stdout(&out), "");
+
+    // The longest accepted durations: the run's deadlines and gc's default
+    // threshold (twice timeout plus lease) are computed without overflow.
+    with("timeout = \"3650d\"\nsla = \"3650d\"");
+    assert_exit(&sb.run("r1", &[]), 0);
+    let out = sb.weir_out(&["gc", "m.toml"]);
+    assert_exit(&out, 0);
+    assert_eq!(stderr(&out), "");
+    let out = sb.weir_out(&["gc", "m.toml", "--older-than", "99999999999999999d"]);
+    assert_eq!(
+        stderr(&out),
+        "error: --older-than: `99999999999999999d` is longer than the maximum of 3650d\n  help: write a duration such as \"48h\" or \"7d\"\n"
+    );
+}
