@@ -240,7 +240,8 @@ pub(crate) fn explain(args: &ExplainArgs) -> Result<u8, CliError> {
         );
     }
     let x =
-        crate::ops::explain::explain(&manifest, &warehouse, &events, &args.task, &args.partition);
+        crate::ops::explain::explain(&manifest, &warehouse, &events, &args.task, &args.partition)
+            .map_err(CliError::engine)?;
     if args.json {
         println!(
             "{}",

@@ -12,7 +12,7 @@ use crate::events::{EventRecord, State};
 use crate::manifest::Manifest;
 use crate::store::certs as certify;
 use crate::store::marks::{self as state, InstanceMark, Mark};
-use crate::store::{FencingToken, Warehouse};
+use crate::store::{FencingToken, StoreError, Warehouse};
 
 /// One attempt, as the evidence tells it.
 #[derive(Debug, Clone, Serialize)]
@@ -142,13 +142,16 @@ pub struct Explanation {
 }
 
 /// Gathers the evidence. `events` are every run's records, in order.
+///
+/// A commit log or instance marker that cannot be read is an error, not
+/// absence: "nothing to do" about state weir could not see would be a lie.
 pub fn explain(
     manifest: &Manifest,
     warehouse: &Warehouse,
     events: &[EventRecord],
     task: &str,
     partition: &str,
-) -> Explanation {
+) -> Result<Explanation, StoreError> {
     let spec = &manifest.tasks[task];
     let dataset = spec.output.dataset.clone();
     let store = warehouse.partition(&dataset, partition);
@@ -240,7 +243,7 @@ pub fn explain(
             }
         }
     }
-    let latest = store.latest().ok().flatten();
+    let latest = store.latest()?;
     let published = latest.as_ref().map(|r| {
         serde_json::json!({
             "generation": r.generation.get(),
@@ -275,14 +278,15 @@ pub fn explain(
                 .get("input_snapshot")
                 .cloned()
         });
-    let upstream = upstream_of(manifest, warehouse, task, partition);
+    let upstream = upstream_of(manifest, warehouse, task, partition)?;
     let last_successful_upstream = upstream
         .iter()
         .rev()
         .find(|u| u.generation.is_some())
         .map(|u| u.task.clone());
-    let mark = state::read(warehouse, task, partition)
-        .unwrap_or_else(|e| Some(state::unreadable(task, partition, crate::store::chain(&e))));
+    // A marker that is not valid JSON reads as HELD naming why (as in
+    // status); one that cannot be read at all is an error.
+    let mark = state::read(warehouse, task, partition)?;
     // SKIPPED after its last attempt (or with none): who blocked it.
     let last_attempt_at = mine
         .iter()
@@ -310,7 +314,7 @@ pub fn explain(
         &upstream,
         blocked_by.as_ref(),
     );
-    Explanation {
+    Ok(Explanation {
         task: task.to_string(),
         partition: partition.to_string(),
         dataset,
@@ -324,7 +328,7 @@ pub fn explain(
         mark,
         recommendation,
         action,
-    }
+    })
 }
 
 /// Every task upstream of `task`, in dependency order (farthest first).
@@ -333,7 +337,7 @@ fn upstream_of(
     warehouse: &Warehouse,
     task: &str,
     partition: &str,
-) -> Vec<UpstreamEvidence> {
+) -> Result<Vec<UpstreamEvidence>, StoreError> {
     let mut seen: Vec<&str> = Vec::new();
     let mut stack: Vec<&str> = manifest.tasks[task]
         .depends_on
@@ -397,8 +401,8 @@ fn upstream_of(
                 .map(move |key| (t, dataset.clone(), key))
         })
         .map(|(t, dataset, key)| {
-            let record = warehouse.partition(&dataset, &key).latest().ok().flatten();
-            UpstreamEvidence {
+            let record = warehouse.partition(&dataset, &key).latest()?;
+            Ok(UpstreamEvidence {
                 task: t.to_string(),
                 generation: record.as_ref().map(|r| r.generation.get()),
                 digest: record.as_ref().map(|r| r.digest.clone()),
@@ -407,7 +411,7 @@ fn upstream_of(
                 }),
                 dataset,
                 partition: key,
-            }
+            })
         })
         .collect()
 }
@@ -437,6 +441,11 @@ fn recommend(
     if let Some(mark) = mark {
         match mark.mark {
             Mark::Abandoned => return (Action::Released, format!("abandoned by an operator ({}); nothing runs until {retry}", mark.reason)),
+            // The marker itself is the problem: no attempt's evidence says
+            // what it held, so a person looks at it.
+            Mark::Held if state::is_unreadable(mark) => {
+                return (Action::Decide, format!("decide: {}; fix or remove the marker, then {retry}", mark.reason))
+            }
             Mark::Held if mark.reason.starts_with("rolled back") => {
                 return (Action::Released, format!("rolled back by an operator: fix the code or data that made the newer generation wrong, then {retry}"))
             }
@@ -521,7 +530,9 @@ pub fn render(x: &Explanation) -> String {
             let _ = writeln!(out, "published: nothing");
         }
     }
-    if let Some(m) = &x.mark {
+    if let Some(m) = x.mark.as_ref().filter(|m| state::is_unreadable(m)) {
+        let _ = writeln!(out, "state: {}: {}", m.mark.as_str(), m.reason);
+    } else if let Some(m) = &x.mark {
         let _ = writeln!(
             out,
             "state: {} since {} (run {}): {}",

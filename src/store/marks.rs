@@ -118,6 +118,12 @@ pub fn unreadable(task: &str, partition: &str, reason: String) -> InstanceMark {
     }
 }
 
+/// Whether `mark` stands for a marker that could not be parsed
+/// ([`unreadable`]): no run wrote it.
+pub fn is_unreadable(mark: &InstanceMark) -> bool {
+    mark.mark == Mark::Held && mark.run_id.is_empty() && mark.since.is_empty()
+}
+
 /// Writes a marker durably, replacing any other.
 pub fn write(warehouse: &Warehouse, mark: &InstanceMark) -> Result<(), StoreError> {
     let key = key(&mark.task, &mark.partition)?;

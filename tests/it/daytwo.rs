@@ -1479,6 +1479,8 @@ fn issue_12_errors_keep_their_os_cause_and_exit_5() {
             for args in [
                 &["status", "m.toml"][..],
                 &["report", "m.toml", "--out", "r.html"][..],
+                &["explain", "m.toml", "a", "--partition", "k1"][..],
+                &["explain", "m.toml", "b", "--partition", "k1"][..],
             ] {
                 let out = std::process::Command::new("setpriv")
                     .args(["--reuid=65534", "--regid=65534", "--clear-groups"])

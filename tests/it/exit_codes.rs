@@ -345,3 +345,60 @@ fn issue_12_a_file_where_a_directory_belongs_is_not_absence() {
         )
     );
 }
+
+// Issue 12 item 2: `explain` read a commit log that is a regular file, an
+// upstream's unreadable log and a marker that is a directory as absence
+// ("nothing to do", exit 0) where status, show and history exit 5; and a
+// marker that is not valid JSON was not mentioned.
+#[test]
+fn issue_12_explain_does_not_take_unreadable_state_for_absence() {
+    let sb = pipeline();
+    let o = sb.run("r1", &["--partition", "k1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let part = sb.path().join("wh/a_out/k1");
+    let notdir = os(libc::ENOTDIR);
+    std::fs::rename(part.join("log"), part.join("log.d")).unwrap();
+    std::fs::write(part.join("log"), "").unwrap();
+    for task in ["a", "b"] {
+        check(
+            &sb,
+            &["explain", "m.toml", task, "--partition", "k1"],
+            5,
+            "",
+            Err::Is(format!(
+                "error: i/o error on $SB/wh/a_out/k1/log: {notdir}\n"
+            )),
+        );
+    }
+    std::fs::remove_file(part.join("log")).unwrap();
+    std::fs::rename(part.join("log.d"), part.join("log")).unwrap();
+
+    let marks = sb.path().join("wh/_instances/a");
+    std::fs::create_dir_all(marks.join("k1.json")).unwrap();
+    check(
+        &sb,
+        &["explain", "m.toml", "a", "--partition", "k1"],
+        5,
+        "",
+        Err::Is(format!(
+            "error: i/o error on $SB/wh/_instances/a/k1.json: {}\n",
+            os(libc::EISDIR)
+        )),
+    );
+    std::fs::remove_dir(marks.join("k1.json")).unwrap();
+    std::fs::write(marks.join("k1.json"), "{").unwrap();
+    let o = sb.weir_out(&["explain", "m.toml", "a", "--partition", "k1"]);
+    assert_eq!((o.status.code(), stderr(&o).as_str()), (Some(0), ""));
+    let text = stdout(&o);
+    let why = "unreadable instance marker `_instances/a/k1.json`: EOF while parsing an object at line 1 column 1";
+    assert!(
+        text.contains(&format!("\nstate: HELD: {why}\n"))
+            && text.contains(&format!(
+                "recommended: decide: {why}; fix or remove the marker, then `weir retry m.toml a --partition k1 --note \"...\"`"
+            )),
+        "{text}"
+    );
+    let o = sb.weir_out(&["explain", "m.toml", "a", "--partition", "k1", "--json"]);
+    let x: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(x["action"], "decide");
+}
