@@ -48,8 +48,13 @@ struct Overview {
     /// complete one) without a publication: a successful run is no proof
     /// that everything committed.
     missing: Vec<Missing>,
-    /// Operator states that outlive runs.
+    /// Operator states that outlive runs, except the two below.
     marks: Vec<InstanceMark>,
+    /// QUARANTINED markers the next run would release (its inputs or code
+    /// changed since), with what changed: shown, never paged on.
+    released: Vec<(InstanceMark, String)>,
+    /// ABANDONED instances: an operator's decision, shown, never paged on.
+    abandoned: Vec<InstanceMark>,
     /// Partitions whose commit log cannot be read (a corrupt record, an
     /// I/O error): named, while the others are still listed.
     unreadable: Vec<(String, String, String)>,
@@ -107,10 +112,27 @@ impl Overview {
             }
         }
         let stale = stale(manifest, warehouse, &published);
+        let mut marks = Vec::new();
+        let mut released = Vec::new();
+        let mut abandoned = Vec::new();
+        for m in state::all(warehouse).map_err(|e| crate::exec::chain(&e))? {
+            // The run's own test: a quarantine whose inputs or code changed
+            // would be rerun, so paging on it would send a person for nothing.
+            let changed = crate::plan::stale::quarantine_released(manifest, warehouse, &m);
+            if m.mark == Mark::Abandoned {
+                abandoned.push(m);
+            } else if !changed.is_empty() {
+                released.push((m, changed.join("; ")));
+            } else {
+                marks.push(m);
+            }
+        }
         Ok(Overview {
             published,
             missing,
-            marks: state::all(warehouse).map_err(|e| crate::exec::chain(&e))?,
+            marks,
+            released,
+            abandoned,
             unreadable,
             stale,
         })
@@ -134,14 +156,12 @@ impl Overview {
             })
             .collect();
         for m in &self.marks {
-            if m.mark != Mark::Abandoned {
-                out.push(Attention {
-                    state: m.mark.as_str(),
-                    task: m.task.clone(),
-                    partition: m.partition.clone(),
-                    detail: m.reason.clone(),
-                });
-            }
+            out.push(Attention {
+                state: m.mark.as_str(),
+                task: m.task.clone(),
+                partition: m.partition.clone(),
+                detail: m.reason.clone(),
+            });
         }
         out
     }
@@ -204,6 +224,16 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
                 .stale
                 .iter()
                 .map(|st| json!({"task": st.task, "partition": st.partition, "detail": st.detail}))
+                .collect::<Vec<_>>(),
+            "released": overview
+                .released
+                .iter()
+                .map(|(m, changed)| json!({"task": m.task, "partition": m.partition, "detail": m.reason, "changed": changed}))
+                .collect::<Vec<_>>(),
+            "abandoned": overview
+                .abandoned
+                .iter()
+                .map(|m| json!({"task": m.task, "partition": m.partition, "detail": m.reason, "note": m.note}))
                 .collect::<Vec<_>>(),
             "attention": attention
                 .iter()
@@ -387,6 +417,30 @@ fn print_status(
     }
     for a in attention {
         println!("{:<11} {} {}: {}", a.state, a.task, a.partition, a.detail);
+    }
+    for (m, changed) in &overview.released {
+        println!(
+            "{:<11} {} {}: was quarantined ({}), but {changed}: will rerun on the next run (`weir run {} --task {} --partition {}`)",
+            "RELEASED",
+            m.task,
+            m.partition,
+            m.reason,
+            manifest.display(),
+            m.task,
+            m.partition
+        );
+    }
+    for m in &overview.abandoned {
+        println!(
+            "{:<11} {} {}: {} (not run until `weir retry {} {} --partition {} --note …`)",
+            "ABANDONED",
+            m.task,
+            m.partition,
+            m.reason.strip_prefix("abandoned ").unwrap_or(&m.reason),
+            manifest.display(),
+            m.task,
+            m.partition
+        );
     }
     for st in &overview.stale {
         println!(

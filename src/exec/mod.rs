@@ -1062,12 +1062,9 @@ impl Job<'_> {
         if let Some(mark) = mark {
             // A new gate, script or command is a new question: the
             // quarantine the old code caused does not stand.
-            let same = mark.input_snapshot_digest.as_deref() == Some(snapshot.digest().as_str())
-                && &mark.code_version == code_version
-                && mark
-                    .code_fingerprint
-                    .as_deref()
-                    .is_none_or(|f| f == fingerprint);
+            let same = mark
+                .changed_since(&snapshot.digest(), code_version, fingerprint)
+                .is_empty();
             if mark.mark == Mark::Quarantined && same && !self.force {
                 return (
                     Some(snapshot),

@@ -287,6 +287,12 @@ pub fn explain(
     // A marker that is not valid JSON reads as HELD naming why (as in
     // status); one that cannot be read at all is an error.
     let mark = state::read(warehouse, task, partition)?;
+    // The run's own test: a quarantine whose inputs or code changed since
+    // is rerun by the next run, so it is no longer the operator's to fix.
+    let released = mark
+        .as_ref()
+        .map(|m| crate::plan::stale::quarantine_released(manifest, warehouse, m))
+        .unwrap_or_default();
     // SKIPPED after its last attempt (or with none): who blocked it.
     let last_attempt_at = mine
         .iter()
@@ -311,6 +317,7 @@ pub fn explain(
         &attempts,
         published.as_ref(),
         mark.as_ref(),
+        &released,
         &upstream,
         blocked_by.as_ref(),
     );
@@ -433,11 +440,14 @@ fn recommend(
     attempts: &[AttemptEvidence],
     published: Option<&Value>,
     mark: Option<&InstanceMark>,
+    released: &[String],
     upstream: &[UpstreamEvidence],
     blocked_by: Option<&Blocker>,
 ) -> (Action, String) {
     let m = manifest.path.display();
     let retry = format!("`weir retry {m} {task} --partition {partition} --note \"...\"`");
+    // A released quarantine is the next run's to try, not `weir retry`'s.
+    let run = format!("`weir run {m} --task {task} --partition {partition}`");
     if let Some(mark) = mark {
         match mark.mark {
             Mark::Abandoned => return (Action::Released, format!("abandoned by an operator ({}); nothing runs until {retry}", mark.reason)),
@@ -448,6 +458,12 @@ fn recommend(
             }
             Mark::Held if mark.reason.starts_with("rolled back") => {
                 return (Action::Released, format!("rolled back by an operator: fix the code or data that made the newer generation wrong, then {retry}"))
+            }
+            Mark::Quarantined if !released.is_empty() => {
+                return (Action::Run, format!(
+                    "run: the quarantine no longer stands ({}), so the next run reruns it: {run}",
+                    released.join("; ")
+                ))
             }
             _ => {}
         }

@@ -1542,3 +1542,96 @@ fn issue_12_huge_durations_are_refused_not_panicked() {
         "error: --older-than: `99999999999999999d` is longer than the maximum of 3650d\n  help: write a duration such as \"48h\" or \"7d\"\n"
     );
 }
+
+// Issue 12 item 3: a quarantine its gate edit (or an upstream republish)
+// invalidated still paged in `status --check` (exit 4) and explain said
+// fix_data, while the next run would release it. Both now apply the run's
+// test: RELEASED, not paged, and explain recommends the run.
+#[test]
+fn issue_12_an_invalidated_quarantine_does_not_page() {
+    let sb = coded("", r#"{ check = "row_count", min = 2 }"#);
+    assert_exit(&sb.run("r1", &["--partition", "k1"]), 1);
+    let out = sb.weir_out(&["status", "m.toml", "--check"]);
+    assert_exit(&out, 4);
+    assert!(
+        stdout(&out).contains("QUARANTINED b k1: "),
+        "{}",
+        stdout(&out)
+    );
+    let text = std::fs::read_to_string(sb.path().join("m.toml")).unwrap();
+    std::fs::write(sb.path().join("m.toml"), text.replace("min = 2", "min = 1")).unwrap();
+    let released = |changed: &str| {
+        let out = sb.weir_out(&["status", "m.toml", "--check"]);
+        assert_exit(&out, 0);
+        assert_eq!(stderr(&out), "");
+        let text = stdout(&out);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("RELEASED"))
+            .unwrap_or_else(|| panic!("no RELEASED line in:\n{text}"));
+        assert!(
+            line.starts_with("RELEASED    b k1: was quarantined (")
+                && line.ends_with(&format!(
+                    "), but {changed}: will rerun on the next run (`weir run m.toml --task b --partition k1`)"
+                )),
+            "{line}"
+        );
+        assert!(!text.contains("QUARANTINED"), "{text}");
+        let out = sb.weir_out(&["status", "m.toml", "--json"]);
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["attention"], serde_json::json!([]));
+        assert_eq!(doc["released"][0]["task"], "b");
+        assert_eq!(doc["released"][0]["changed"], changed);
+        let out = sb.weir_out(&["explain", "m.toml", "b", "--partition", "k1", "--json"]);
+        assert_exit(&out, 0);
+        let x: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(x["action"], "run");
+        assert_eq!(
+            x["recommendation"],
+            format!("run: the quarantine no longer stands ({changed}), so the next run reruns it: `weir run m.toml --task b --partition k1`")
+        );
+    };
+    released("its code changed");
+
+    // Back to the gate that failed: the quarantine stands again; then an
+    // upstream republish (new rows from a's library) releases it.
+    std::fs::write(sb.path().join("m.toml"), &text).unwrap();
+    assert_exit(&sb.weir_out(&["status", "m.toml", "--check"]), 4);
+    sb.script("lib/helper.sh", "rows() { printf 'id,v\\n1,new\\n'; }\n");
+    assert_exit(&sb.run("r2", &["--partition", "k1", "--task", "a"]), 0);
+    released("its input snapshot changed");
+}
+
+// Issue 12 item 5: ABANDONED instances were missing from `weir status`
+// (text and --json) although the README lists them; they do not page.
+#[test]
+fn issue_12_status_lists_abandoned_instances() {
+    let sb = coded("", r#"{ check = "row_count", min = 2 }"#);
+    assert_exit(&sb.run("r1", &["--partition", "k1"]), 1);
+    let out = sb.weir_out(&[
+        "abandon",
+        "m.toml",
+        "b",
+        "--partition",
+        "k1",
+        "--note",
+        "known bad feed",
+    ]);
+    assert_exit(&out, 0);
+    let out = sb.weir_out(&["status", "m.toml", "--check"]);
+    assert_exit(&out, 0);
+    assert_eq!(stderr(&out), "");
+    assert!(
+        stdout(&out).contains("\nABANDONED   b k1: by an operator: known bad feed (not run until `weir retry m.toml b --partition k1 --note …`)\n"),
+        "{}",
+        stdout(&out)
+    );
+    let out = sb.weir_out(&["status", "m.toml", "--json"]);
+    assert_exit(&out, 0);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["attention"], serde_json::json!([]));
+    assert_eq!(
+        doc["abandoned"],
+        serde_json::json!([{"task": "b", "partition": "k1", "detail": "abandoned by an operator: known bad feed", "note": "known bad feed"}])
+    );
+}
