@@ -446,7 +446,8 @@ fn recommend(
 ) -> (Action, String) {
     let m = manifest.path.display();
     let retry = format!("`weir retry {m} {task} --partition {partition} --note \"...\"`");
-    // A released quarantine is the next run's to try, not `weir retry`'s.
+    // `weir retry` acts only on a marked instance; any other is the next
+    // run's to try.
     let run = format!("`weir run {m} --task {task} --partition {partition}`");
     if let Some(mark) = mark {
         match mark.mark {
@@ -504,6 +505,21 @@ fn recommend(
             ),
         };
     };
+    let marked = mark.is_some_and(|m| m.mark != Mark::Abandoned);
+    let published_last = matches!(last.state.as_str(), "PUBLISHED" | "REJECTED_STALE");
+    if !marked && !published_last && last.decision.as_deref() != Some("RETRYING") {
+        return (
+            Action::Run,
+            if last.state == "INTERRUPTED" {
+                format!("run: the last attempt was interrupted and nothing holds the instance; {run} resumes it")
+            } else {
+                format!(
+                    "run: nothing holds the instance (its last attempt ended {}); {run} tries it again",
+                    if last.state.is_empty() { "RUNNING" } else { &last.state }
+                )
+            },
+        );
+    }
     // EX_DATAERR (65): the task says its input is wrong.
     let data_error = last.exit_code == Some(65);
     match (last.state.as_str(), last.class.as_deref(), last.decision.as_deref()) {

@@ -278,6 +278,19 @@ fn issue_12_sigint_stops_cleanly_and_the_next_run_resumes() {
         assert!(!events.iter().any(|e| e.task.as_deref() == Some("after")));
         assert!(!events.iter().any(|e| e.state == State::Skipped));
 
+        // Issue 12 item 4: an interrupted instance has no marker, so
+        // `weir retry` would refuse it: explain recommends the run.
+        let out = sb.weir_out(&["explain", "m.toml", "slow", "--partition", "k1"]);
+        assert_exit(&out, 0);
+        assert!(
+            stdout(&out).contains("\nrecommended: run: the last attempt was interrupted and nothing holds the instance; `weir run m.toml --task slow --partition k1` resumes it\n"),
+            "{}",
+            stdout(&out)
+        );
+        let out = sb.weir_out(&["explain", "m.toml", "slow", "--partition", "k1", "--json"]);
+        let x: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(x["action"], "run");
+
         // The next run does not wait for r1's leases.
         std::fs::write(sb.path().join("fast"), "").unwrap();
         let started = std::time::Instant::now();
