@@ -296,6 +296,9 @@ pub fn run(
     observe: Option<crate::events::Observer>,
 ) -> Result<RunSummary, ExecError> {
     let now = crate::clock::now();
+    if let Some(id) = &options.run_id {
+        crate::events::check_run_id(id).map_err(ExecError::Settings)?;
+    }
     let timing = crate::store::slots::SlotTiming::from_env().map_err(ExecError::Settings)?;
     // The selected tasks run under the currency test; upstream instances
     // they need are added by the plan only when not published.

@@ -402,3 +402,35 @@ fn issue_12_explain_does_not_take_unreadable_state_for_absence() {
     let x: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(x["action"], "decide");
 }
+
+// Issue 12 item 6: `--run-id` names a directory under `_runs/`: `../../x`
+// wrote an event log outside the warehouse, `..` broke gc, and an empty
+// id, `a/b` or a newline were accepted. Refused (exit 2) before anything is
+// written, saying what is allowed.
+#[test]
+fn issue_12_run_ids_are_validated() {
+    let sb = pipeline();
+    let long = "r".repeat(129);
+    for id in ["../../x", "..", "", "a/b", "a\nb", ".hidden", long.as_str()] {
+        for args in [
+            vec!["run", "m.toml", "--run-id", id],
+            vec!["backfill", "m.toml", "all", "--run-id", id],
+        ] {
+            check(
+                &sb,
+                &args,
+                2,
+                "",
+                Err::Is(format!(
+                    "error: run id {id:?} is not allowed: a run id is 1 to 128 letters, digits, `.`, `_` and `-`, not starting with `.`\n"
+                )),
+            );
+        }
+    }
+    assert!(!sb.path().join("x").exists());
+    assert!(!sb.path().join("wh/_runs").exists());
+    let o = sb.run(&"r".repeat(128), &["--partition", "k1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = sb.run("r-1.2_b", &["--partition", "k2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
