@@ -326,6 +326,21 @@ pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
             super::human_bytes(item.bytes)
         );
     }
+    let unreadable = gc::unreadable_logs(&warehouse).map_err(CliError::engine)?;
+    // Kept whole (above), but not a success: nothing proves what they need.
+    let outcome = || {
+        for u in &unreadable {
+            eprintln!(
+                "error: {} {}: cannot read its commit log, so gc kept everything under it: {}",
+                u.dataset, u.partition, u.why
+            );
+        }
+        if unreadable.is_empty() {
+            exit::OK
+        } else {
+            exit::ENGINE
+        }
+    };
     let bytes: u64 = delete.iter().map(|i| i.bytes).sum();
     if !args.apply {
         println!(
@@ -335,7 +350,7 @@ pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
             super::human_bytes(bytes),
             keep.len()
         );
-        return Ok(exit::OK);
+        return Ok(outcome());
     }
     let log = open_operator_log(&warehouse)?;
     let n = gc::apply(&warehouse, &log, &options, &items).map_err(CliError::engine)?;
@@ -344,7 +359,7 @@ pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
         if n == 1 { "y" } else { "ies" },
         items.len() - n
     );
-    Ok(exit::OK)
+    Ok(outcome())
 }
 
 /// `weir verify`.

@@ -434,3 +434,44 @@ fn issue_12_run_ids_are_validated() {
     let o = sb.run("r-1.2_b", &["--partition", "k2"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
+
+// Issue 12 item 7: `weir gc` printed `keep … cannot be read` and exited 0
+// when a commit log could not be read. It still keeps everything under it,
+// but exits 5 naming the partition, dry run or --apply.
+#[test]
+fn issue_12_gc_exits_5_on_an_unreadable_commit_log() {
+    let sb = pipeline();
+    let o = sb.run("r1", &["--partition", "k1", "--task", "a"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let part = sb.path().join("wh/a_out/k1");
+    std::fs::rename(part.join("log"), part.join("log.d")).unwrap();
+    std::fs::write(part.join("log"), "").unwrap();
+    let why = format!(
+        "error: a_out k1: cannot read its commit log, so gc kept everything under it: i/o error on $SB/wh/a_out/k1/log: {}\n",
+        os(libc::ENOTDIR)
+    );
+    for args in [
+        &["gc", "m.toml", "--older-than", "0s"][..],
+        &["gc", "m.toml", "--older-than", "0s", "--apply"][..],
+    ] {
+        let o = sb.weir_out(args);
+        let out = stdout(&o).replace(&sb.path().display().to_string(), "$SB");
+        assert_eq!(
+            (
+                o.status.code(),
+                stderr(&o).replace(&sb.path().display().to_string(), "$SB")
+            ),
+            (Some(5), why.clone()),
+            "{args:?}: {out}"
+        );
+        assert!(
+            out.starts_with("keep ") && out.contains("the partition's commit log cannot be read"),
+            "{out}"
+        );
+    }
+    assert_eq!(
+        sb.entries("a_out", "k1", "attempts").len(),
+        1,
+        "nothing deleted"
+    );
+}
