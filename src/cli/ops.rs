@@ -30,7 +30,7 @@ fn open_operator_log(
     operator_log(warehouse).map_err(doing("cannot open the operator's event log"))
 }
 
-fn check_task(manifest: &Manifest, task: &str) -> Result<(), CliError> {
+pub(crate) fn check_task(manifest: &Manifest, task: &str) -> Result<(), CliError> {
     if manifest.tasks.contains_key(task) {
         return Ok(());
     }

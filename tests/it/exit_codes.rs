@@ -115,6 +115,11 @@ fn issue_12_every_command_decides_its_exit_code_from_the_error() {
         (vec!["certify", "m.toml", "a_out", "--partition", "k9", "--reason", "r"], 2, "", not_a_key()),
         (vec!["uncertify", "m.toml", "a_out", "--partition", "k9", "--generation", "1", "--reason", "r"], 2, "", not_a_key()),
         (vec!["explain", "m.toml", "nosuch", "--partition", "k1"], 2, "", unknown()),
+        // Issue 12 item 8: events filters are checked like show's and explain's.
+        (vec!["events", "m.toml", "--task", "nosuch"], 2, "", unknown()),
+        (vec!["events", "m.toml", "--task", "a", "--partition", "k9"], 2, "", not_a_key()),
+        (vec!["events", "m.toml", "--partition", "2030-01-01"], 2, "",
+            Err::Is("error: partition `2030-01-01` is not in the partition scheme of any task\n  help: partitions are `k`: `k1`, `k2`; a task of several dimensions takes keys joined by `|`\n".into())),
         (vec!["verify", "m.toml", "nosuch", "--partition", "k1"], 2, "", Err::Has("× unknown task `nosuch`\n  help: declared tasks: `a`, `b`\n")),
         (vec!["gc", "m.toml", "--older-than", "yesterday"], 2, "", Err::Is("error: --older-than: `yesterday` is not a duration\n  help: write a duration such as \"48h\" or \"7d\"\n".into())),
         (vec!["events", "m.toml", "--run", "nope"], 2, "", Err::Is("error: no run `nope` in ./wh/_runs\n  help: `weir events m.toml` prints every run's events with its run id\n".into())),
