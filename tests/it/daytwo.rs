@@ -1648,3 +1648,52 @@ fn issue_12_status_lists_abandoned_instances() {
         serde_json::json!([{"task": "b", "partition": "k1", "detail": "abandoned by an operator: known bad feed", "note": "known bad feed"}])
     );
 }
+
+/// `weir ARGS` in `sb`, killed (and the test failed) if it outlives `limit`.
+fn within(sb: &Sandbox, args: &[&str], limit: std::time::Duration) -> std::process::Output {
+    let mut child = sb
+        .weir(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("`weir {args:?}` still running after {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+// Issue 12 item 9: a FIFO under a task's `code` paths blocked `run` and
+// `status` forever in open(). The fingerprint refuses anything that is not
+// a regular file or directory, by its type, without opening it.
+#[test]
+fn issue_12_a_fifo_in_code_is_refused_not_opened() {
+    let sb = coded("", r#"{ check = "row_count", min = 1 }"#);
+    assert_exit(&sb.run("r1", &["--partition", "k1"]), 0);
+    let fifo = sb.path().join("lib/pipe");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let limit = std::time::Duration::from_secs(20);
+    let out = within(
+        &sb,
+        &["run", "m.toml", "--run-id", "r2", "--partition", "k1"],
+        limit,
+    );
+    assert_exit(&out, 2);
+    assert_eq!(stdout(&out), "");
+    let err = stderr(&out);
+    assert!(
+        err.contains("cannot fingerprint the code of task `a`")
+            && err.contains("lib/pipe")
+            && err.contains("it is a FIFO, not a regular file or directory"),
+        "{err}"
+    );
+    let out = within(&sb, &["status", "m.toml"], limit);
+    assert_exit(&out, 0);
+}
