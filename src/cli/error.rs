@@ -26,7 +26,8 @@ pub(crate) enum CliError {
     #[error("{0}")]
     NothingPublished(String),
     /// An operator action refused (`retry` of an instance that waits for no
-    /// decision, `certify` of a generation that does not exist).
+    /// decision, `certify` of a partition with nothing published). A
+    /// generation that does not exist is `Usage`, as in every command.
     #[error("{0}")]
     Refused(String),
     /// The engine could not do its own work: warehouse or event-log I/O,

@@ -74,7 +74,7 @@ fn check_marker(
                 format!("{} already", m.mark.as_str())
             });
             Err(CliError::Refused(format!(
-                "refused: {} {} is {what}; `weir {verb}` acts only on a {} instance\n  help: `weir status` lists them; `weir run --task {} --partition {} --force` reruns a published one",
+                "refused: {} {} is {what}; `weir {verb}` acts only on a {} instance\n  help: `weir status` lists them; `weir run {} --task {} --partition {} --force` reruns a published one",
                 args.task,
                 args.partition,
                 accepted
@@ -82,6 +82,7 @@ fn check_marker(
                     .map(|m| m.as_str())
                     .collect::<Vec<_>>()
                     .join(" or "),
+                args.manifest.display(),
                 args.task,
                 args.partition
             )))
@@ -190,12 +191,18 @@ pub(crate) fn certify(args: &CertifyArgs, certified: bool) -> Result<u8, CliErro
     let record = store
         .record(crate::store::Generation::from_raw(generation))
         .map_err(CliError::engine)?
-        .ok_or_else(|| {
-            CliError::Refused(format!(
-                "`{}` {} has no generation {generation}",
-                args.dataset, args.partition
-            ))
-        })?;
+        .map_or_else(
+            || {
+                let last = store.latest().map_err(CliError::engine)?;
+                Err(super::status::no_generation(
+                    &args.dataset,
+                    &args.partition,
+                    generation,
+                    last.map(|r| r.generation.get()),
+                ))
+            },
+            Ok,
+        )?;
     let log = open_operator_log(&warehouse)?;
     let mark = Certification {
         generation,

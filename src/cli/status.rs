@@ -526,6 +526,21 @@ pub(crate) fn producer_of<'m>(
     Ok(task)
 }
 
+/// A generation the partition never had: a bad argument (exit 2) in every
+/// command that takes one (`show`, `certify`, `uncertify`; `rollback` says
+/// it in its own diagnostic).
+pub(crate) fn no_generation(
+    dataset: &str,
+    partition: &str,
+    generation: u64,
+    last: Option<u64>,
+) -> CliError {
+    CliError::Usage(format!(
+        "`{dataset}` {partition} has no generation {generation} (it has {})\n  help: `weir history` lists them",
+        last.map_or_else(|| "none".to_string(), |l| format!("1 to {l}"))
+    ))
+}
+
 pub(crate) fn show(args: &ShowArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
     let task = producer_of(&manifest, &args.dataset, &args.partition)?;
@@ -537,15 +552,12 @@ pub(crate) fn show(args: &ShowArgs) -> Result<u8, CliError> {
             let history = store.history().map_err(CliError::engine)?;
             let found = history.iter().find(|r| r.generation.get() == g).cloned();
             found.ok_or_else(|| {
-                CliError::Usage(format!(
-                    "`{}` {} has no generation {g} (it has {})\n  help: `weir history` lists them",
-                    args.dataset,
-                    args.partition,
-                    match history.last() {
-                        Some(last) => format!("1 to {}", last.generation.get()),
-                        None => "none".into(),
-                    }
-                ))
+                no_generation(
+                    &args.dataset,
+                    &args.partition,
+                    g,
+                    history.last().map(|r| r.generation.get()),
+                )
             })?
         }
         None => store.latest().map_err(CliError::engine)?.ok_or_else(|| {

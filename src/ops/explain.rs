@@ -451,7 +451,11 @@ fn recommend(
     let run = format!("`weir run {m} --task {task} --partition {partition}`");
     if let Some(mark) = mark {
         match mark.mark {
-            Mark::Abandoned => return (Action::Released, format!("abandoned by an operator ({}); nothing runs until {retry}", mark.reason)),
+            Mark::Abandoned => {
+                // The note, not the reason: the reason repeats "abandoned by an operator".
+                let note = mark.note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+                return (Action::Released, format!("abandoned by an operator{note}; nothing runs until {retry}"));
+            }
             // The marker itself is the problem: no attempt's evidence says
             // what it held, so a person looks at it.
             Mark::Held if state::is_unreadable(mark) => {
@@ -616,7 +620,12 @@ pub fn render(x: &Explanation) -> String {
         if let Some(id) = &a.job_id {
             let _ = writeln!(out, "    Slurm job {id}");
         }
-        if !a.detail.is_empty() {
+        // The header already says "exit code 65": a detail that only
+        // repeats it is left out.
+        let repeated = a
+            .exit_code
+            .is_some_and(|c| a.detail == format!("exit code {c}"));
+        if !a.detail.is_empty() && !repeated {
             let _ = writeln!(out, "    {}", a.detail);
         }
         if let Some(gates) = a.failed_gates.as_array() {

@@ -131,11 +131,19 @@ fn issue_12_every_command_decides_its_exit_code_from_the_error() {
             Err::Has("task `a` has no published generation of `a_out` for partition k2")),
         // Refused: 3.
         (vec!["retry", "m.toml", "a", "--partition", "k1", "--note", "n"], 3, "",
-            Err::Is("error: refused: a k1 is neither held nor quarantined; `weir retry` acts only on a HELD or QUARANTINED or ABANDONED instance\n  help: `weir status` lists them; `weir run --task a --partition k1 --force` reruns a published one\n".into())),
+            Err::Is("error: refused: a k1 is neither held nor quarantined; `weir retry` acts only on a HELD or QUARANTINED or ABANDONED instance\n  help: `weir status` lists them; `weir run m.toml --task a --partition k1 --force` reruns a published one\n".into())),
         (vec!["certify", "m.toml", "a_out", "--partition", "k2", "--reason", "r"], 3, "",
             Err::Is("error: `a_out` has no published generation for partition k2\n".into())),
-        (vec!["uncertify", "m.toml", "a_out", "--partition", "k1", "--generation", "9", "--reason", "r"], 3, "",
-            Err::Is("error: `a_out` k1 has no generation 9\n".into())),
+        // Issue 12 item 10: a generation that does not exist is a bad
+        // argument (2) everywhere, as in `show` (it was 3 here).
+        (vec!["uncertify", "m.toml", "a_out", "--partition", "k1", "--generation", "9", "--reason", "r"], 2, "",
+            Err::Is("error: `a_out` k1 has no generation 9 (it has 1 to 1)\n  help: `weir history` lists them\n".into())),
+        (vec!["certify", "m.toml", "a_out", "--partition", "k1", "--generation", "99", "--reason", "r"], 2, "",
+            Err::Is("error: `a_out` k1 has no generation 99 (it has 1 to 1)\n  help: `weir history` lists them\n".into())),
+        (vec!["rollback", "m.toml", "a_out", "--partition", "k1", "--to", "9"], 2, "",
+            Err::Has("× cannot roll back to generation 9: it does not exist")),
+        (vec!["rollback", "m.toml", "a_out", "--partition", "k1", "--to", "9"], 2, "",
+            Err::Has("help: `weir history` lists generations; pass `--to` one older")),
         (vec!["rollback", "m.toml", "a_out", "--partition", "k1"], 3, "", Err::Has("× cannot roll back to generation 1: it is the only generation: there is\n  │ nothing older to roll back to\n")),
         // The engine's own failure: 5, with the OS's cause.
         (vec!["plan", "m.toml", "--html", "m.toml/plan.html"], 5, "",
@@ -315,6 +323,12 @@ fn issue_12_a_file_where_a_directory_belongs_is_not_absence() {
     );
     let o = sb.run("r2", &["--partition", "k1", "--task", "b", "--force"]);
     assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    // Issue 12 item 10: one engine failure, not "1 engine failures".
+    assert!(
+        stdout(&o).starts_with("run r2: 1 task instance: 1 engine failure; 0 retries\n"),
+        "{}",
+        stdout(&o)
+    );
     assert!(
         stdout(&o).replace(&sb.path().display().to_string(), "$SB").contains(&format!(
             "  ENGINE      b k1: cannot read the instance's marker: i/o error on $SB/wh/_instances/b/k1.json: {notdir}\n"
