@@ -121,6 +121,14 @@ pub(crate) fn load(path: &std::path::Path) -> Result<crate::manifest::Manifest, 
     super::load(path)
 }
 
+/// Opens the manifest's warehouse for a command that only reads it: a
+/// local warehouse that does not exist is not created, and reads as empty.
+pub(crate) fn open_to_read(
+    manifest: &crate::manifest::Manifest,
+) -> Result<crate::store::Warehouse, CliError> {
+    crate::store::Warehouse::open_to_read(&manifest.pipeline).map_err(CliError::engine)
+}
+
 /// Opens the manifest's warehouse.
 pub(crate) fn open(
     manifest: &crate::manifest::Manifest,

@@ -23,6 +23,14 @@ fn setup(path: &std::path::Path) -> Result<(Manifest, Warehouse), CliError> {
     Ok((manifest, warehouse))
 }
 
+/// The manifest and its warehouse, for a command that only reads: nothing
+/// is created for a warehouse that does not exist.
+fn setup_to_read(path: &std::path::Path) -> Result<(Manifest, Warehouse), CliError> {
+    let manifest = super::error::load(path)?;
+    let warehouse = super::error::open_to_read(&manifest)?;
+    Ok((manifest, warehouse))
+}
+
 /// The operator's event log, or why it cannot be opened.
 fn open_operator_log(
     warehouse: &crate::store::Warehouse,
@@ -234,7 +242,7 @@ pub(crate) fn certify(args: &CertifyArgs, certified: bool) -> Result<u8, CliErro
 
 /// `weir explain`.
 pub(crate) fn explain(args: &ExplainArgs) -> Result<u8, CliError> {
-    let (manifest, warehouse) = setup(&args.manifest)?;
+    let (manifest, warehouse) = setup_to_read(&args.manifest)?;
     check_task(&manifest, &args.task)?;
     check_partition(&manifest, &args.task, &args.partition)?;
     let (events, bad) = crate::events::read_all_in(&warehouse.events())
@@ -292,7 +300,12 @@ pub(crate) fn rollback(args: &RollbackArgs) -> Result<u8, CliError> {
 pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
     use crate::ops::gc::{self, GcDecision, GcOptions};
     let manifest = super::error::load(&args.manifest)?;
-    let warehouse = super::error::open(&manifest)?;
+    // A dry run only reads; --apply logs its deletions.
+    let warehouse = if args.apply {
+        super::error::open(&manifest)?
+    } else {
+        super::error::open_to_read(&manifest)?
+    };
     let older_than = match &args.older_than {
         Some(text) => match crate::manifest::duration::parse(text) {
             Ok(d) => d,
@@ -371,7 +384,7 @@ pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
 
 /// `weir verify`.
 pub(crate) fn verify(args: &VerifyArgs) -> Result<u8, CliError> {
-    let (manifest, warehouse) = setup(&args.manifest)?;
+    let (manifest, warehouse) = setup_to_read(&args.manifest)?;
     // An unknown task is verify's own diagnostic (it lists the tasks).
     if manifest.tasks.contains_key(&args.task) {
         check_partition(&manifest, &args.task, &args.partition)?;

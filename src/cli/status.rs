@@ -169,7 +169,7 @@ impl Overview {
 
 pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
-    let warehouse = super::error::open(&manifest)?;
+    let warehouse = super::error::open_to_read(&manifest)?;
     let overview = Overview::gather(&manifest, &warehouse).map_err(CliError::engine)?;
     let attention = overview.attention();
     // Every visible file is what its generation committed: sizes always,
@@ -544,7 +544,7 @@ pub(crate) fn no_generation(
 pub(crate) fn show(args: &ShowArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
     let task = producer_of(&manifest, &args.dataset, &args.partition)?;
-    let warehouse = super::error::open(&manifest)?;
+    let warehouse = super::error::open_to_read(&manifest)?;
     let store = warehouse.partition(&args.dataset, &args.partition);
     let record = match args.generation {
         // An earlier generation, as `weir history` lists them.

@@ -1715,3 +1715,50 @@ fn issue_12_a_fifo_in_code_is_refused_not_opened() {
     let out = within(&sb, &["status", "m.toml"], limit);
     assert_exit(&out, 0);
 }
+
+// Issue 12 item 11: read-only commands given `--warehouse` of a directory
+// that does not exist created it (and said "nothing published yet"). They
+// read it as empty and create nothing; a missing parent is an error.
+#[test]
+fn issue_12_read_only_commands_create_no_warehouse() {
+    let sb = chain(&["k1"]);
+    let cases: [(&[&str], i32); 9] = [
+        (&["status", "m.toml"], 0),
+        (&["show", "m.toml", "a_out", "--partition", "k1"], 1),
+        (&["history", "m.toml", "a_out", "--partition", "k1"], 0),
+        (&["explain", "m.toml", "a", "--partition", "k1"], 0),
+        (&["gc", "m.toml"], 0),
+        (&["verify", "m.toml", "a", "--partition", "k1"], 1),
+        (&["report", "m.toml", "--out", "r.html"], 0),
+        (&["plan", "m.toml"], 0),
+        (&["events", "m.toml"], 0),
+    ];
+    for (args, code) in cases {
+        let mut with = vec!["--warehouse", "typo"];
+        with.extend_from_slice(args);
+        let out = sb.weir_out(&with);
+        assert_exit(&out, code);
+        assert!(!sb.path().join("typo").exists(), "{args:?} created it");
+    }
+    let out = sb.weir_out(&["--warehouse", "typo", "status", "m.toml"]);
+    assert!(
+        stdout(&out).starts_with(&format!(
+            "nothing published yet in {}\n",
+            sb.path().join("typo").display()
+        )),
+        "{}",
+        stdout(&out)
+    );
+    let out = sb.weir_out(&["--warehouse", "no/such/typo", "status", "m.toml"]);
+    assert_exit(&out, 5);
+    assert_eq!(stdout(&out), "");
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "error: i/o error on {}: {}\n",
+            sb.path().join("no/such").display(),
+            std::io::Error::from_raw_os_error(libc::ENOENT)
+        )
+    );
+    assert!(!sb.path().join("no").exists());
+}
