@@ -35,6 +35,10 @@ pub(crate) fn run(args: &EventsArgs) -> Result<u8, CliError> {
         None => EventStore::dir(&manifest.pipeline.warehouse),
         Some(_) => super::error::open(&manifest)?.events(),
     };
+    // `_runs/<id>`: a path outside the warehouse is never read.
+    if let Some(id) = &args.run_id {
+        crate::events::check_run_id(id).map_err(CliError::Usage)?;
+    }
     let read = match &args.run_id {
         Some(id) => read_run(&store, id).transpose(),
         None => Some(read_all_in(&store)),

@@ -136,6 +136,10 @@ fn terminal_width() -> usize {
 /// `weir report`.
 fn write_report(args: &args::ReportArgs) -> Result<u8, error::CliError> {
     let manifest = error::load(&args.manifest)?;
+    // `_runs/<id>`: a path outside the warehouse is never read.
+    if let Some(id) = &args.run {
+        crate::events::check_run_id(id).map_err(error::CliError::Usage)?;
+    }
     crate::report::write(&manifest, args.run.as_deref(), &args.out)?;
     println!("wrote {}", args.out.display());
     Ok(exit::OK)

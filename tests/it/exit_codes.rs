@@ -448,6 +448,21 @@ fn issue_12_run_ids_are_validated() {
     }
     assert!(!sb.path().join("x").exists());
     assert!(!sb.path().join("wh/_runs").exists());
+    // Nor is a path outside `_runs/` read as a run's log.
+    std::fs::create_dir_all(sb.path().join("elsewhere")).unwrap();
+    std::fs::write(sb.path().join("elsewhere/events.jsonl"), "").unwrap();
+    for args in [
+        &["events", "m.toml", "--run", "../../elsewhere"][..],
+        &["report", "m.toml", "--run", "../../elsewhere"][..],
+    ] {
+        check(
+            &sb,
+            args,
+            2,
+            "",
+            Err::Is("error: run id \"../../elsewhere\" is not allowed: a run id is 1 to 128 letters, digits, `.`, `_` and `-`, not starting with `.`\n".into()),
+        );
+    }
     let o = sb.run(&"r".repeat(128), &["--partition", "k1"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let o = sb.run("r-1.2_b", &["--partition", "k2"]);
