@@ -31,8 +31,31 @@ pub fn now() -> i64 {
     Timestamp::now().as_second()
 }
 
+/// The monotonic instant `after` from now, or a point far in the future
+/// when that is beyond what `Instant` can represent: deadlines come from
+/// manifest durations, and a huge one must mean "never", not a panic.
+pub fn instant_after(after: std::time::Duration) -> std::time::Instant {
+    let now = std::time::Instant::now();
+    now.checked_add(after)
+        .or_else(|| now.checked_add(std::time::Duration::from_secs(100 * 365 * 86_400)))
+        .unwrap_or(now)
+}
+
 /// The current instant, RFC 3339 in UTC with millisecond precision.
 pub fn now_rfc3339() -> String {
     let now = Timestamp::now();
     format!("{:.3}", now)
+}
+
+#[cfg(test)]
+mod instant_tests {
+    use std::time::Duration;
+
+    #[test]
+    fn instant_after_a_huge_duration_is_far_away_not_a_panic() {
+        let far = super::instant_after(Duration::MAX);
+        assert!(far > std::time::Instant::now() + Duration::from_secs(365 * 86_400));
+        let soon = super::instant_after(Duration::from_secs(1));
+        assert!(soon < far);
+    }
 }

@@ -26,7 +26,8 @@ pub(crate) enum CliError {
     #[error("{0}")]
     NothingPublished(String),
     /// An operator action refused (`retry` of an instance that waits for no
-    /// decision, `certify` of a generation that does not exist).
+    /// decision, `certify` of a partition with nothing published). A
+    /// generation that does not exist is `Usage`, as in every command.
     #[error("{0}")]
     Refused(String),
     /// The engine could not do its own work: warehouse or event-log I/O,
@@ -118,6 +119,14 @@ pub(crate) fn doing<E: Into<Source>>(what: impl Into<String>) -> impl FnOnce(E) 
 /// Loads a manifest; its diagnostics are printed where they are found.
 pub(crate) fn load(path: &std::path::Path) -> Result<crate::manifest::Manifest, CliError> {
     super::load(path)
+}
+
+/// Opens the manifest's warehouse for a command that only reads it: a
+/// local warehouse that does not exist is not created, and reads as empty.
+pub(crate) fn open_to_read(
+    manifest: &crate::manifest::Manifest,
+) -> Result<crate::store::Warehouse, CliError> {
+    crate::store::Warehouse::open_to_read(&manifest.pipeline).map_err(CliError::engine)
 }
 
 /// Opens the manifest's warehouse.

@@ -8,11 +8,37 @@ use crate::store::events::EventStore;
 
 pub(crate) fn run(args: &EventsArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
+    // A filter naming no task or a key outside the scheme would print
+    // nothing, as if nothing had happened: refused like `show` and
+    // `explain` refuse them.
+    match (&args.task, &args.partition) {
+        (Some(task), partition) => {
+            super::ops::check_task(&manifest, task)?;
+            if let Some(p) = partition {
+                super::ops::check_partition(&manifest, task, p)?;
+            }
+        }
+        (None, Some(p)) => {
+            let now = crate::clock::now();
+            if !manifest.tasks.values().any(|t| t.dims.contains(p, now)) {
+                let names: Vec<&str> = manifest.tasks.keys().map(String::as_str).collect();
+                return Err(CliError::Usage(format!(
+                    "partition `{p}` is not in the partition scheme of any task\n  help: {}",
+                    crate::plan::partition_help(&manifest, &names, now)
+                )));
+            }
+        }
+        (None, None) => {}
+    }
     // A local warehouse is read where it is (nothing is created for it).
     let store = match manifest.pipeline.remote {
         None => EventStore::dir(&manifest.pipeline.warehouse),
         Some(_) => super::error::open(&manifest)?.events(),
     };
+    // `_runs/<id>`: a path outside the warehouse is never read.
+    if let Some(id) = &args.run_id {
+        crate::events::check_run_id(id).map_err(CliError::Usage)?;
+    }
     let read = match &args.run_id {
         Some(id) => read_run(&store, id).transpose(),
         None => Some(read_all_in(&store)),

@@ -64,6 +64,7 @@ impl Coded for crate::ops::rollback::RollbackError {
         use crate::ops::rollback::RollbackError as E;
         match self {
             E::Warehouse { .. } | E::Publish(crate::store::PublishError::Store(_)) => ENGINE,
+            E::NoSuchGeneration { .. } => INVALID,
             E::NothingPublished { .. } | E::BadTarget { .. } | E::Publish(_) => REFUSED,
         }
     }

@@ -10,7 +10,7 @@ use crate::store::CommitKind;
 pub(crate) fn run(args: &HistoryArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
     super::status::producer_of(&manifest, &args.dataset, &args.partition)?;
-    let warehouse = super::error::open(&manifest)?;
+    let warehouse = super::error::open_to_read(&manifest)?;
     let history = warehouse
         .partition(&args.dataset, &args.partition)
         .history()

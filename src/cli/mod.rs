@@ -82,6 +82,13 @@ fn completions(args: &args::CompletionsArgs) -> Result<u8, error::CliError> {
 
 /// Loads a manifest, printing its diagnostics on failure.
 pub(crate) fn load(path: &Path) -> Result<Manifest, error::CliError> {
+    // The default manifest absent: say that, not "not a valid manifest" of
+    // a file the user never named.
+    if path == Path::new(DEFAULT_MANIFEST) && std::fs::symlink_metadata(path).is_err() {
+        return Err(error::CliError::Usage(format!(
+            "no manifest given and no `{DEFAULT_MANIFEST}` in the current directory\n  help: name one: `weir status pipelines/marigold.toml`"
+        )));
+    }
     let mut manifest = Manifest::load(path).map_err(|errors| {
         let color = color();
         eprint!("{}", errors.render(color, terminal_width()));
@@ -97,6 +104,9 @@ pub(crate) fn load(path: &Path) -> Result<Manifest, error::CliError> {
     }
     Ok(manifest)
 }
+
+/// The manifest commands read when given none.
+const DEFAULT_MANIFEST: &str = "weir.toml";
 
 /// `--warehouse`, which every command applies to the manifest it loads.
 static WAREHOUSE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -126,6 +136,10 @@ fn terminal_width() -> usize {
 /// `weir report`.
 fn write_report(args: &args::ReportArgs) -> Result<u8, error::CliError> {
     let manifest = error::load(&args.manifest)?;
+    // `_runs/<id>`: a path outside the warehouse is never read.
+    if let Some(id) = &args.run {
+        crate::events::check_run_id(id).map_err(error::CliError::Usage)?;
+    }
     crate::report::write(&manifest, args.run.as_deref(), &args.out)?;
     println!("wrote {}", args.out.display());
     Ok(exit::OK)

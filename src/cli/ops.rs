@@ -23,6 +23,14 @@ fn setup(path: &std::path::Path) -> Result<(Manifest, Warehouse), CliError> {
     Ok((manifest, warehouse))
 }
 
+/// The manifest and its warehouse, for a command that only reads: nothing
+/// is created for a warehouse that does not exist.
+fn setup_to_read(path: &std::path::Path) -> Result<(Manifest, Warehouse), CliError> {
+    let manifest = super::error::load(path)?;
+    let warehouse = super::error::open_to_read(&manifest)?;
+    Ok((manifest, warehouse))
+}
+
 /// The operator's event log, or why it cannot be opened.
 fn open_operator_log(
     warehouse: &crate::store::Warehouse,
@@ -30,7 +38,7 @@ fn open_operator_log(
     operator_log(warehouse).map_err(doing("cannot open the operator's event log"))
 }
 
-fn check_task(manifest: &Manifest, task: &str) -> Result<(), CliError> {
+pub(crate) fn check_task(manifest: &Manifest, task: &str) -> Result<(), CliError> {
     if manifest.tasks.contains_key(task) {
         return Ok(());
     }
@@ -74,7 +82,7 @@ fn check_marker(
                 format!("{} already", m.mark.as_str())
             });
             Err(CliError::Refused(format!(
-                "refused: {} {} is {what}; `weir {verb}` acts only on a {} instance\n  help: `weir status` lists them; `weir run --task {} --partition {} --force` reruns a published one",
+                "refused: {} {} is {what}; `weir {verb}` acts only on a {} instance\n  help: `weir status` lists them; `weir run {} --task {} --partition {} --force` reruns a published one",
                 args.task,
                 args.partition,
                 accepted
@@ -82,6 +90,7 @@ fn check_marker(
                     .map(|m| m.as_str())
                     .collect::<Vec<_>>()
                     .join(" or "),
+                args.manifest.display(),
                 args.task,
                 args.partition
             )))
@@ -190,12 +199,18 @@ pub(crate) fn certify(args: &CertifyArgs, certified: bool) -> Result<u8, CliErro
     let record = store
         .record(crate::store::Generation::from_raw(generation))
         .map_err(CliError::engine)?
-        .ok_or_else(|| {
-            CliError::Refused(format!(
-                "`{}` {} has no generation {generation}",
-                args.dataset, args.partition
-            ))
-        })?;
+        .map_or_else(
+            || {
+                let last = store.latest().map_err(CliError::engine)?;
+                Err(super::status::no_generation(
+                    &args.dataset,
+                    &args.partition,
+                    generation,
+                    last.map(|r| r.generation.get()),
+                ))
+            },
+            Ok,
+        )?;
     let log = open_operator_log(&warehouse)?;
     let mark = Certification {
         generation,
@@ -227,7 +242,7 @@ pub(crate) fn certify(args: &CertifyArgs, certified: bool) -> Result<u8, CliErro
 
 /// `weir explain`.
 pub(crate) fn explain(args: &ExplainArgs) -> Result<u8, CliError> {
-    let (manifest, warehouse) = setup(&args.manifest)?;
+    let (manifest, warehouse) = setup_to_read(&args.manifest)?;
     check_task(&manifest, &args.task)?;
     check_partition(&manifest, &args.task, &args.partition)?;
     let (events, bad) = crate::events::read_all_in(&warehouse.events())
@@ -240,7 +255,8 @@ pub(crate) fn explain(args: &ExplainArgs) -> Result<u8, CliError> {
         );
     }
     let x =
-        crate::ops::explain::explain(&manifest, &warehouse, &events, &args.task, &args.partition);
+        crate::ops::explain::explain(&manifest, &warehouse, &events, &args.task, &args.partition)
+            .map_err(CliError::engine)?;
     if args.json {
         println!(
             "{}",
@@ -284,7 +300,12 @@ pub(crate) fn rollback(args: &RollbackArgs) -> Result<u8, CliError> {
 pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
     use crate::ops::gc::{self, GcDecision, GcOptions};
     let manifest = super::error::load(&args.manifest)?;
-    let warehouse = super::error::open(&manifest)?;
+    // A dry run only reads; --apply logs its deletions.
+    let warehouse = if args.apply {
+        super::error::open(&manifest)?
+    } else {
+        super::error::open_to_read(&manifest)?
+    };
     let older_than = match &args.older_than {
         Some(text) => match crate::manifest::duration::parse(text) {
             Ok(d) => d,
@@ -298,10 +319,12 @@ pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
             let longest = manifest
                 .tasks
                 .values()
-                .map(|t| t.timeout + crate::exec::lease::timeout(t))
+                .map(|t| t.timeout.saturating_add(crate::exec::lease::timeout(t)))
                 .max()
                 .unwrap_or_default();
-            (longest * 2).max(std::time::Duration::from_secs(24 * 3600))
+            longest
+                .saturating_mul(2)
+                .max(std::time::Duration::from_secs(24 * 3600))
         }
     };
     let options = GcOptions {
@@ -323,6 +346,21 @@ pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
             super::human_bytes(item.bytes)
         );
     }
+    let unreadable = gc::unreadable_logs(&warehouse).map_err(CliError::engine)?;
+    // Kept whole (above), but not a success: nothing proves what they need.
+    let outcome = || {
+        for u in &unreadable {
+            eprintln!(
+                "error: {} {}: cannot read its commit log, so gc kept everything under it: {}",
+                u.dataset, u.partition, u.why
+            );
+        }
+        if unreadable.is_empty() {
+            exit::OK
+        } else {
+            exit::ENGINE
+        }
+    };
     let bytes: u64 = delete.iter().map(|i| i.bytes).sum();
     if !args.apply {
         println!(
@@ -332,7 +370,7 @@ pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
             super::human_bytes(bytes),
             keep.len()
         );
-        return Ok(exit::OK);
+        return Ok(outcome());
     }
     let log = open_operator_log(&warehouse)?;
     let n = gc::apply(&warehouse, &log, &options, &items).map_err(CliError::engine)?;
@@ -341,12 +379,12 @@ pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
         if n == 1 { "y" } else { "ies" },
         items.len() - n
     );
-    Ok(exit::OK)
+    Ok(outcome())
 }
 
 /// `weir verify`.
 pub(crate) fn verify(args: &VerifyArgs) -> Result<u8, CliError> {
-    let (manifest, warehouse) = setup(&args.manifest)?;
+    let (manifest, warehouse) = setup_to_read(&args.manifest)?;
     // An unknown task is verify's own diagnostic (it lists the tasks).
     if manifest.tasks.contains_key(&args.task) {
         check_partition(&manifest, &args.task, &args.partition)?;

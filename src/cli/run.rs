@@ -132,7 +132,12 @@ fn print_summary(summary: &RunSummary) {
     ];
     let parts: Vec<String> = order
         .iter()
-        .filter_map(|k| counts.get(k).map(|n| format!("{n} {k}")))
+        .filter_map(|k| {
+            counts.get(k).map(|&n| match *k {
+                "engine failures" => format!("{n} {}", plural(n, "engine failure", k)),
+                _ => format!("{n} {k}"),
+            })
+        })
         .collect();
     println!(
         "run {}: {} task {}: {}; {} {}",
@@ -155,12 +160,13 @@ fn print_summary(summary: &RunSummary) {
                 if undone > MAX_UNDONE_LISTED {
                     continue;
                 }
-                ("INTERRUPTED", w)
+                // The state says it already: "INTERRUPTED slow k1: weir received SIGINT".
+                ("INTERRUPTED", w.strip_prefix("interrupted: ").unwrap_or(w))
             }
-            InstanceResult::Quarantined(w) => ("QUARANTINED", w),
-            InstanceResult::Held(w) => ("HELD", w),
-            InstanceResult::Skipped(w) => ("SKIPPED", w),
-            InstanceResult::EngineFailed(w) => ("ENGINE", w),
+            InstanceResult::Quarantined(w) => ("QUARANTINED", w.as_str()),
+            InstanceResult::Held(w) => ("HELD", w.as_str()),
+            InstanceResult::Skipped(w) => ("SKIPPED", w.as_str()),
+            InstanceResult::EngineFailed(w) => ("ENGINE", w.as_str()),
             _ => continue,
         };
         println!("  {what:<11} {task} {partition}: {why}");

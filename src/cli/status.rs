@@ -48,8 +48,13 @@ struct Overview {
     /// complete one) without a publication: a successful run is no proof
     /// that everything committed.
     missing: Vec<Missing>,
-    /// Operator states that outlive runs.
+    /// Operator states that outlive runs, except the two below.
     marks: Vec<InstanceMark>,
+    /// QUARANTINED markers the next run would release (its inputs or code
+    /// changed since), with what changed: shown, never paged on.
+    released: Vec<(InstanceMark, String)>,
+    /// ABANDONED instances: an operator's decision, shown, never paged on.
+    abandoned: Vec<InstanceMark>,
     /// Partitions whose commit log cannot be read (a corrupt record, an
     /// I/O error): named, while the others are still listed.
     unreadable: Vec<(String, String, String)>,
@@ -89,7 +94,10 @@ impl Overview {
                     continue;
                 }
                 let late_since = task.sla.and_then(|sla| {
-                    let deadline = task.dims.interval_end(&key)? + sla.as_secs() as i64;
+                    let deadline = task
+                        .dims
+                        .interval_end(&key)?
+                        .saturating_add(i64::try_from(sla.as_secs()).unwrap_or(i64::MAX));
                     (now > deadline).then(|| {
                         jiff::Timestamp::from_second(deadline)
                             .map_or_else(|_| deadline.to_string(), |t| t.to_string())
@@ -104,10 +112,27 @@ impl Overview {
             }
         }
         let stale = stale(manifest, warehouse, &published);
+        let mut marks = Vec::new();
+        let mut released = Vec::new();
+        let mut abandoned = Vec::new();
+        for m in state::all(warehouse).map_err(|e| crate::exec::chain(&e))? {
+            // The run's own test: a quarantine whose inputs or code changed
+            // would be rerun, so paging on it would send a person for nothing.
+            let changed = crate::plan::stale::quarantine_released(manifest, warehouse, &m);
+            if m.mark == Mark::Abandoned {
+                abandoned.push(m);
+            } else if !changed.is_empty() {
+                released.push((m, changed.join("; ")));
+            } else {
+                marks.push(m);
+            }
+        }
         Ok(Overview {
             published,
             missing,
-            marks: state::all(warehouse).map_err(|e| crate::exec::chain(&e))?,
+            marks,
+            released,
+            abandoned,
             unreadable,
             stale,
         })
@@ -131,14 +156,12 @@ impl Overview {
             })
             .collect();
         for m in &self.marks {
-            if m.mark != Mark::Abandoned {
-                out.push(Attention {
-                    state: m.mark.as_str(),
-                    task: m.task.clone(),
-                    partition: m.partition.clone(),
-                    detail: m.reason.clone(),
-                });
-            }
+            out.push(Attention {
+                state: m.mark.as_str(),
+                task: m.task.clone(),
+                partition: m.partition.clone(),
+                detail: m.reason.clone(),
+            });
         }
         out
     }
@@ -146,7 +169,7 @@ impl Overview {
 
 pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
-    let warehouse = super::error::open(&manifest)?;
+    let warehouse = super::error::open_to_read(&manifest)?;
     let overview = Overview::gather(&manifest, &warehouse).map_err(CliError::engine)?;
     let attention = overview.attention();
     // Every visible file is what its generation committed: sizes always,
@@ -201,6 +224,16 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
                 .stale
                 .iter()
                 .map(|st| json!({"task": st.task, "partition": st.partition, "detail": st.detail}))
+                .collect::<Vec<_>>(),
+            "released": overview
+                .released
+                .iter()
+                .map(|(m, changed)| json!({"task": m.task, "partition": m.partition, "detail": m.reason, "changed": changed}))
+                .collect::<Vec<_>>(),
+            "abandoned": overview
+                .abandoned
+                .iter()
+                .map(|m| json!({"task": m.task, "partition": m.partition, "detail": m.reason, "note": m.note}))
                 .collect::<Vec<_>>(),
             "attention": attention
                 .iter()
@@ -385,6 +418,30 @@ fn print_status(
     for a in attention {
         println!("{:<11} {} {}: {}", a.state, a.task, a.partition, a.detail);
     }
+    for (m, changed) in &overview.released {
+        println!(
+            "{:<11} {} {}: was quarantined ({}), but {changed}: will rerun on the next run (`weir run {} --task {} --partition {}`)",
+            "RELEASED",
+            m.task,
+            m.partition,
+            m.reason,
+            manifest.display(),
+            m.task,
+            m.partition
+        );
+    }
+    for m in &overview.abandoned {
+        println!(
+            "{:<11} {} {}: {} (not run until `weir retry {} {} --partition {} --note …`)",
+            "ABANDONED",
+            m.task,
+            m.partition,
+            m.reason.strip_prefix("abandoned ").unwrap_or(&m.reason),
+            manifest.display(),
+            m.task,
+            m.partition
+        );
+    }
     for st in &overview.stale {
         println!(
             "{:<11} {} {}: {} (rerun it with `weir run {} --partition {}`)",
@@ -469,10 +526,25 @@ pub(crate) fn producer_of<'m>(
     Ok(task)
 }
 
+/// A generation the partition never had: a bad argument (exit 2) in every
+/// command that takes one (`show`, `certify`, `uncertify`; `rollback` says
+/// it in its own diagnostic).
+pub(crate) fn no_generation(
+    dataset: &str,
+    partition: &str,
+    generation: u64,
+    last: Option<u64>,
+) -> CliError {
+    CliError::Usage(format!(
+        "`{dataset}` {partition} has no generation {generation} (it has {})\n  help: `weir history` lists them",
+        last.map_or_else(|| "none".to_string(), |l| format!("1 to {l}"))
+    ))
+}
+
 pub(crate) fn show(args: &ShowArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
     let task = producer_of(&manifest, &args.dataset, &args.partition)?;
-    let warehouse = super::error::open(&manifest)?;
+    let warehouse = super::error::open_to_read(&manifest)?;
     let store = warehouse.partition(&args.dataset, &args.partition);
     let record = match args.generation {
         // An earlier generation, as `weir history` lists them.
@@ -480,15 +552,12 @@ pub(crate) fn show(args: &ShowArgs) -> Result<u8, CliError> {
             let history = store.history().map_err(CliError::engine)?;
             let found = history.iter().find(|r| r.generation.get() == g).cloned();
             found.ok_or_else(|| {
-                CliError::Usage(format!(
-                    "`{}` {} has no generation {g} (it has {})\n  help: `weir history` lists them",
-                    args.dataset,
-                    args.partition,
-                    match history.last() {
-                        Some(last) => format!("1 to {}", last.generation.get()),
-                        None => "none".into(),
-                    }
-                ))
+                no_generation(
+                    &args.dataset,
+                    &args.partition,
+                    g,
+                    history.last().map(|r| r.generation.get()),
+                )
             })?
         }
         None => store.latest().map_err(CliError::engine)?.ok_or_else(|| {

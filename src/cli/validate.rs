@@ -28,7 +28,12 @@ pub(crate) fn run(args: &ValidateArgs) -> Result<u8, CliError> {
                     plural(m.backfills.len(), "backfill", "backfills"),
                 );
             }
-            Err(_) => invalid = true,
+            // Its diagnostics are printed already; anything else is not.
+            Err(CliError::Manifest) => invalid = true,
+            Err(e) => {
+                e.report();
+                invalid = true;
+            }
         }
     }
     if invalid {

@@ -26,6 +26,29 @@ use serde::{Deserialize, Serialize};
 
 pub mod payload;
 
+/// The longest run id accepted.
+pub const MAX_RUN_ID: usize = 128;
+
+/// Checks a run id given by a person (`--run-id`): it names a directory
+/// under `_runs/`, so `..`, `a/b`, an empty or hidden name or a newline
+/// would write an event log outside the warehouse, break gc or corrupt the
+/// columns of `weir events`. Says what is allowed when it is refused.
+pub fn check_run_id(id: &str) -> Result<(), String> {
+    let ok = !id.is_empty()
+        && id.len() <= MAX_RUN_ID
+        && !id.starts_with('.')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "run id {id:?} is not allowed: a run id is 1 to {MAX_RUN_ID} letters, digits, `.`, `_` and `-`, not starting with `.`"
+        ))
+    }
+}
+
 /// Version of the line format.
 pub const FORMAT_VERSION: u32 = 1;
 

@@ -130,7 +130,7 @@ pub fn run(launch: &Launch<'_>) -> Ending {
     let pgid = child.id() as libc::pid_t;
     let timed_out = Arc::new(AtomicBool::new(false));
     let interrupted = Arc::new(std::sync::Mutex::new(None));
-    let deadline = std::time::Instant::now() + launch.timeout;
+    let deadline = crate::clock::instant_after(launch.timeout);
     // On the shared timer thread: polled, so a stop request (SIGINT,
     // SIGTERM) kills the group, and the tree is stopped below like after any
     // exit.

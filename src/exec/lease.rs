@@ -52,7 +52,7 @@ pub fn engine() -> &'static Holder {
 
 /// The lease timeout of a task.
 pub fn timeout(task: &Task) -> Duration {
-    task.heartbeat * MISSED_HEARTBEATS
+    task.heartbeat.saturating_mul(MISSED_HEARTBEATS)
 }
 
 impl Lease {
@@ -132,7 +132,7 @@ pub(crate) fn guard(
 ) -> Guard {
     let store = cx.warehouse.partition(&task.output.dataset, partition);
     let lease_timeout = timeout(task);
-    let deadline = Instant::now() + task.timeout + lease_timeout;
+    let deadline = crate::clock::instant_after(task.timeout.saturating_add(lease_timeout));
     let poll = task
         .heartbeat
         .min(Duration::from_millis(200))

@@ -296,6 +296,9 @@ pub fn run(
     observe: Option<crate::events::Observer>,
 ) -> Result<RunSummary, ExecError> {
     let now = crate::clock::now();
+    if let Some(id) = &options.run_id {
+        crate::events::check_run_id(id).map_err(ExecError::Settings)?;
+    }
     let timing = crate::store::slots::SlotTiming::from_env().map_err(ExecError::Settings)?;
     // The selected tasks run under the currency test; upstream instances
     // they need are added by the plan only when not published.
@@ -1062,12 +1065,9 @@ impl Job<'_> {
         if let Some(mark) = mark {
             // A new gate, script or command is a new question: the
             // quarantine the old code caused does not stand.
-            let same = mark.input_snapshot_digest.as_deref() == Some(snapshot.digest().as_str())
-                && &mark.code_version == code_version
-                && mark
-                    .code_fingerprint
-                    .as_deref()
-                    .is_none_or(|f| f == fingerprint);
+            let same = mark
+                .changed_since(&snapshot.digest(), code_version, fingerprint)
+                .is_empty();
             if mark.mark == Mark::Quarantined && same && !self.force {
                 return (
                     Some(snapshot),

@@ -226,7 +226,7 @@ impl SlurmJob {
 /// did not answer until `limit` (the job was then cancelled, so that no
 /// duplicate runs beside it).
 pub fn await_job(id: &str, limit: Duration, waiting: impl FnOnce()) -> Option<JobState> {
-    let deadline = Instant::now() + limit;
+    let deadline = crate::clock::instant_after(limit);
     let mut waiting = Some(waiting);
     let mut cancelled = false;
     loop {

@@ -94,7 +94,9 @@ pub(crate) fn schedule(after: Duration, job: Job) -> std::io::Result<Handle> {
     let id = state.next_id;
     state.next_id += 1;
     state.jobs.insert(id, slot.clone());
-    state.due.push(Reverse((Instant::now() + after, id)));
+    state
+        .due
+        .push(Reverse((crate::clock::instant_after(after), id)));
     drop(state);
     timers.changed.notify_one();
     Ok(Handle { id, slot })
@@ -140,7 +142,9 @@ fn run(timers: &Timers) {
                 state = timers.state.lock().unwrap_or_else(PoisonError::into_inner);
                 match again {
                     Some(d) if state.jobs.contains_key(&id) => {
-                        state.due.push(Reverse((Instant::now() + d, id)));
+                        state
+                            .due
+                            .push(Reverse((crate::clock::instant_after(d), id)));
                     }
                     _ => {
                         state.jobs.remove(&id);

@@ -487,7 +487,7 @@ fn stat(pid: i32) -> Option<(char, i32)> {
 
 /// Waits until every pid is a zombie or gone, at most `limit`.
 fn wait_gone(pids: &[i32], limit: Duration) {
-    let deadline = Instant::now() + limit;
+    let deadline = crate::clock::instant_after(limit);
     while pids
         .iter()
         .any(|&p| stat(p).is_some_and(|(s, _)| s != 'Z' && s != 'X'))

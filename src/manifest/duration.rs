@@ -5,8 +5,29 @@
 
 use std::time::Duration;
 
-/// Parses a duration, or says what is wrong with it.
+/// The longest duration weir accepts (3650 days, about 10 years): beyond
+/// it a timeout or SLA is a typo, and deadlines computed from it (an
+/// `Instant` plus it, twice it for gc) would overflow.
+pub const MAX: Duration = Duration::from_secs(3650 * 86_400);
+
+/// How [`MAX`] is written in messages.
+pub const MAX_TEXT: &str = "3650d";
+
+/// Parses a duration of at most [`MAX`], or says what is wrong with it.
 pub fn parse(text: &str) -> Result<Duration, String> {
+    let d = parse_unbounded(text)?;
+    if d > MAX {
+        return Err(format!(
+            "`{}` is longer than the maximum of {MAX_TEXT}",
+            text.trim()
+        ));
+    }
+    Ok(d)
+}
+
+/// Parses a duration of any length (saturating), or says what is wrong with
+/// its syntax; the manifest checks the length itself, to locate it.
+pub(crate) fn parse_unbounded(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     if text.is_empty() {
         return Err("empty duration".into());
@@ -107,6 +128,11 @@ mod tests {
         assert_eq!(parse("5y"), Err("`y` is not a duration unit".into()));
         assert_eq!(parse("s"), Err("`s` is not a duration".into()));
         assert_eq!(parse(""), Err("empty duration".into()));
+        assert_eq!(
+            parse("99999999999999999d"),
+            Err("`99999999999999999d` is longer than the maximum of 3650d".into())
+        );
+        assert_eq!(parse("3650d"), Ok(MAX));
     }
 
     #[test]

@@ -72,7 +72,20 @@ pub fn fingerprint(dir: &Path, task: &Task) -> Result<String, FingerprintError> 
         let relative = file.strip_prefix(dir).unwrap_or(&file);
         field("file", relative.to_string_lossy().as_bytes());
         let mut content = Sha256::new();
-        let mut reader = std::fs::File::open(&file).map_err(|e| fail(&file, e))?;
+        // Non-blocking, and checked again once open: a FIFO swapped in since
+        // `collect` must not block the run (or `status`) in open or read.
+        let mut reader = {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&file)
+                .map_err(|e| fail(&file, e))?
+        };
+        let meta = reader.metadata().map_err(|e| fail(&file, e))?;
+        if !meta.is_file() {
+            return Err(fail(&file, not_a_file(&meta)));
+        }
         let mut buf = vec![0u8; 64 * 1024];
         loop {
             let n = reader.read(&mut buf).map_err(|e| fail(&file, e))?;
@@ -86,9 +99,35 @@ pub fn fingerprint(dir: &Path, task: &Task) -> Result<String, FingerprintError> 
     Ok(format!("sha256:{:x}", h.finalize()))
 }
 
-/// Every regular file at or under `path`.
+/// Why a `code` path that is neither a regular file nor a directory is
+/// refused: a FIFO would block open forever, a device read without end.
+fn not_a_file(meta: &std::fs::Metadata) -> std::io::Error {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    let what = if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_char_device() {
+        "a character device"
+    } else {
+        "of another kind"
+    };
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("it is {what}, not a regular file or directory"),
+    )
+}
+
+/// Every regular file at or under `path` (symlinks followed); anything else
+/// is an error, found by its type without opening it.
 fn collect(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), (PathBuf, std::io::Error)> {
     let meta = std::fs::metadata(path).map_err(|e| (path.to_path_buf(), e))?;
+    if !meta.is_dir() && !meta.is_file() {
+        return Err((path.to_path_buf(), not_a_file(&meta)));
+    }
     if meta.is_dir() {
         for entry in std::fs::read_dir(path).map_err(|e| (path.to_path_buf(), e))? {
             let entry = entry.map_err(|e| (path.to_path_buf(), e))?;

@@ -253,7 +253,24 @@ impl Validator<'_, '_, '_, '_> {
         path: &[&str],
     ) -> Duration {
         let Some(text) = text else { return default };
-        match duration::parse(text) {
+        match duration::parse_unbounded(text) {
+            Ok(d) if d > duration::MAX => {
+                self.err(
+                    ManifestError::new(
+                        "weir::manifest::duration_too_long",
+                        format!(
+                            "duration `{text}` is longer than the maximum of {}",
+                            duration::MAX_TEXT
+                        ),
+                    )
+                    .at(self.value(path), "too long")
+                    .help(format!(
+                        "weir accepts durations up to {} (about 10 years); a longer one is almost certainly a typo",
+                        duration::MAX_TEXT
+                    )),
+                );
+                default
+            }
             Ok(d) if !d.is_zero() => d,
             Ok(_) => {
                 self.err(

@@ -12,7 +12,7 @@ use crate::events::{EventRecord, State};
 use crate::manifest::Manifest;
 use crate::store::certs as certify;
 use crate::store::marks::{self as state, InstanceMark, Mark};
-use crate::store::{FencingToken, Warehouse};
+use crate::store::{FencingToken, StoreError, Warehouse};
 
 /// One attempt, as the evidence tells it.
 #[derive(Debug, Clone, Serialize)]
@@ -142,13 +142,16 @@ pub struct Explanation {
 }
 
 /// Gathers the evidence. `events` are every run's records, in order.
+///
+/// A commit log or instance marker that cannot be read is an error, not
+/// absence: "nothing to do" about state weir could not see would be a lie.
 pub fn explain(
     manifest: &Manifest,
     warehouse: &Warehouse,
     events: &[EventRecord],
     task: &str,
     partition: &str,
-) -> Explanation {
+) -> Result<Explanation, StoreError> {
     let spec = &manifest.tasks[task];
     let dataset = spec.output.dataset.clone();
     let store = warehouse.partition(&dataset, partition);
@@ -240,7 +243,7 @@ pub fn explain(
             }
         }
     }
-    let latest = store.latest().ok().flatten();
+    let latest = store.latest()?;
     let published = latest.as_ref().map(|r| {
         serde_json::json!({
             "generation": r.generation.get(),
@@ -275,14 +278,21 @@ pub fn explain(
                 .get("input_snapshot")
                 .cloned()
         });
-    let upstream = upstream_of(manifest, warehouse, task, partition);
+    let upstream = upstream_of(manifest, warehouse, task, partition)?;
     let last_successful_upstream = upstream
         .iter()
         .rev()
         .find(|u| u.generation.is_some())
         .map(|u| u.task.clone());
-    let mark = state::read(warehouse, task, partition)
-        .unwrap_or_else(|e| Some(state::unreadable(task, partition, crate::store::chain(&e))));
+    // A marker that is not valid JSON reads as HELD naming why (as in
+    // status); one that cannot be read at all is an error.
+    let mark = state::read(warehouse, task, partition)?;
+    // The run's own test: a quarantine whose inputs or code changed since
+    // is rerun by the next run, so it is no longer the operator's to fix.
+    let released = mark
+        .as_ref()
+        .map(|m| crate::plan::stale::quarantine_released(manifest, warehouse, m))
+        .unwrap_or_default();
     // SKIPPED after its last attempt (or with none): who blocked it.
     let last_attempt_at = mine
         .iter()
@@ -307,10 +317,11 @@ pub fn explain(
         &attempts,
         published.as_ref(),
         mark.as_ref(),
+        &released,
         &upstream,
         blocked_by.as_ref(),
     );
-    Explanation {
+    Ok(Explanation {
         task: task.to_string(),
         partition: partition.to_string(),
         dataset,
@@ -324,7 +335,7 @@ pub fn explain(
         mark,
         recommendation,
         action,
-    }
+    })
 }
 
 /// Every task upstream of `task`, in dependency order (farthest first).
@@ -333,7 +344,7 @@ fn upstream_of(
     warehouse: &Warehouse,
     task: &str,
     partition: &str,
-) -> Vec<UpstreamEvidence> {
+) -> Result<Vec<UpstreamEvidence>, StoreError> {
     let mut seen: Vec<&str> = Vec::new();
     let mut stack: Vec<&str> = manifest.tasks[task]
         .depends_on
@@ -397,8 +408,8 @@ fn upstream_of(
                 .map(move |key| (t, dataset.clone(), key))
         })
         .map(|(t, dataset, key)| {
-            let record = warehouse.partition(&dataset, &key).latest().ok().flatten();
-            UpstreamEvidence {
+            let record = warehouse.partition(&dataset, &key).latest()?;
+            Ok(UpstreamEvidence {
                 task: t.to_string(),
                 generation: record.as_ref().map(|r| r.generation.get()),
                 digest: record.as_ref().map(|r| r.digest.clone()),
@@ -407,7 +418,7 @@ fn upstream_of(
                 }),
                 dataset,
                 partition: key,
-            }
+            })
         })
         .collect()
 }
@@ -429,16 +440,35 @@ fn recommend(
     attempts: &[AttemptEvidence],
     published: Option<&Value>,
     mark: Option<&InstanceMark>,
+    released: &[String],
     upstream: &[UpstreamEvidence],
     blocked_by: Option<&Blocker>,
 ) -> (Action, String) {
     let m = manifest.path.display();
     let retry = format!("`weir retry {m} {task} --partition {partition} --note \"...\"`");
+    // `weir retry` acts only on a marked instance; any other is the next
+    // run's to try.
+    let run = format!("`weir run {m} --task {task} --partition {partition}`");
     if let Some(mark) = mark {
         match mark.mark {
-            Mark::Abandoned => return (Action::Released, format!("abandoned by an operator ({}); nothing runs until {retry}", mark.reason)),
+            Mark::Abandoned => {
+                // The note, not the reason: the reason repeats "abandoned by an operator".
+                let note = mark.note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+                return (Action::Released, format!("abandoned by an operator{note}; nothing runs until {retry}"));
+            }
+            // The marker itself is the problem: no attempt's evidence says
+            // what it held, so a person looks at it.
+            Mark::Held if state::is_unreadable(mark) => {
+                return (Action::Decide, format!("decide: {}; fix or remove the marker, then {retry}", mark.reason))
+            }
             Mark::Held if mark.reason.starts_with("rolled back") => {
                 return (Action::Released, format!("rolled back by an operator: fix the code or data that made the newer generation wrong, then {retry}"))
+            }
+            Mark::Quarantined if !released.is_empty() => {
+                return (Action::Run, format!(
+                    "run: the quarantine no longer stands ({}), so the next run reruns it: {run}",
+                    released.join("; ")
+                ))
             }
             _ => {}
         }
@@ -479,6 +509,21 @@ fn recommend(
             ),
         };
     };
+    let marked = mark.is_some_and(|m| m.mark != Mark::Abandoned);
+    let published_last = matches!(last.state.as_str(), "PUBLISHED" | "REJECTED_STALE");
+    if !marked && !published_last && last.decision.as_deref() != Some("RETRYING") {
+        return (
+            Action::Run,
+            if last.state == "INTERRUPTED" {
+                format!("run: the last attempt was interrupted and nothing holds the instance; {run} resumes it")
+            } else {
+                format!(
+                    "run: nothing holds the instance (its last attempt ended {}); {run} tries it again",
+                    if last.state.is_empty() { "RUNNING" } else { &last.state }
+                )
+            },
+        );
+    }
     // EX_DATAERR (65): the task says its input is wrong.
     let data_error = last.exit_code == Some(65);
     match (last.state.as_str(), last.class.as_deref(), last.decision.as_deref()) {
@@ -521,7 +566,9 @@ pub fn render(x: &Explanation) -> String {
             let _ = writeln!(out, "published: nothing");
         }
     }
-    if let Some(m) = &x.mark {
+    if let Some(m) = x.mark.as_ref().filter(|m| state::is_unreadable(m)) {
+        let _ = writeln!(out, "state: {}: {}", m.mark.as_str(), m.reason);
+    } else if let Some(m) = &x.mark {
         let _ = writeln!(
             out,
             "state: {} since {} (run {}): {}",
@@ -573,7 +620,12 @@ pub fn render(x: &Explanation) -> String {
         if let Some(id) = &a.job_id {
             let _ = writeln!(out, "    Slurm job {id}");
         }
-        if !a.detail.is_empty() {
+        // The header already says "exit code 65": a detail that only
+        // repeats it is left out.
+        let repeated = a
+            .exit_code
+            .is_some_and(|c| a.detail == format!("exit code {c}"));
+        if !a.detail.is_empty() && !repeated {
             let _ = writeln!(out, "    {}", a.detail);
         }
         if let Some(gates) = a.failed_gates.as_array() {

@@ -116,6 +116,37 @@ pub fn plan(warehouse: &Warehouse, options: &GcOptions) -> Result<Vec<GcItem>, S
     plan_at(warehouse, options, Timestamp::now())
 }
 
+/// A partition whose commit log cannot be read (ENOTDIR, EACCES, a corrupt
+/// record): gc keeps everything under it, and the command must say so
+/// rather than succeed, since nothing proves what it still needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnreadableLog {
+    /// The dataset.
+    pub dataset: String,
+    /// The partition.
+    pub partition: String,
+    /// Why, with its causes.
+    pub why: String,
+}
+
+/// Every partition whose commit log cannot be read, whether or not it has
+/// candidate directories.
+pub fn unreadable_logs(warehouse: &Warehouse) -> Result<Vec<UnreadableLog>, StoreError> {
+    let mut out = Vec::new();
+    for dataset in warehouse.datasets()? {
+        for partition in warehouse.partitions(&dataset)? {
+            if let Err(e) = warehouse.partition(&dataset, &partition).history() {
+                out.push(UnreadableLog {
+                    dataset: dataset.clone(),
+                    partition,
+                    why: crate::exec::chain(&e),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Deletes the items whose decision is Delete, logging a `GC_DELETED` event
 /// (with `dataset`, `partition`, `token`, `path`, `bytes` and `reason` in its
 /// `data`) before each deletion. Each item is checked again right before it

@@ -32,11 +32,26 @@ pub enum RollbackError {
         /// Partition.
         partition: String,
     },
-    /// The target does not exist or is current.
+    /// The partition never had generation `to`: a bad argument (exit 2),
+    /// like `show --generation` of one, not a refusal.
+    #[error(
+        "cannot roll back to generation {to}: it does not exist (generations are 1 to {current})"
+    )]
+    #[diagnostic(
+        code(weir::rollback::no_such_generation),
+        help("`weir history` lists generations; pass `--to` one older than the current")
+    )]
+    NoSuchGeneration {
+        /// Asked for.
+        to: u64,
+        /// The current generation.
+        current: u64,
+    },
+    /// The target is current, or its files cannot be republished.
     #[error("cannot roll back to generation {to}: {why}")]
     #[diagnostic(
         code(weir::rollback::bad_target),
-        help("`weir status` lists generations; pass `--to` one older than the current")
+        help("`weir history` lists generations; pass `--to` one older than the current")
     )]
     BadTarget {
         /// Asked for.
@@ -90,9 +105,9 @@ pub fn rollback(
     let target = history
         .iter()
         .find(|r| r.generation == Generation::from_raw(to))
-        .ok_or_else(|| RollbackError::BadTarget {
+        .ok_or_else(|| RollbackError::NoSuchGeneration {
             to,
-            why: format!("generations are 1 to {}", current.generation),
+            current: current.generation.get(),
         })?;
     if target.generation == current.generation
         || target.digest == current.digest && target.attempt_dir == current.attempt_dir

@@ -44,6 +44,42 @@ impl Staleness {
     }
 }
 
+/// Why the next run would release the quarantine `mark` records (its
+/// inputs, pinned now, or its code changed since: the run's own test,
+/// [`crate::store::marks::InstanceMark::changed_since`]), in words; empty
+/// when the quarantine stands, or when the inputs cannot be pinned (the run
+/// would not run the instance then either).
+pub fn quarantine_released(
+    manifest: &Manifest,
+    warehouse: &Warehouse,
+    mark: &crate::store::marks::InstanceMark,
+) -> Vec<String> {
+    use crate::store::marks::Mark;
+    let Some(task) = manifest.tasks.get(&mark.task) else {
+        return Vec::new();
+    };
+    if mark.mark != Mark::Quarantined {
+        return Vec::new();
+    }
+    let Ok(snapshot) = crate::exec::snapshot::pin(
+        manifest,
+        warehouse,
+        task,
+        &mark.partition,
+        false,
+        crate::clock::now(),
+    ) else {
+        return Vec::new();
+    };
+    // Code that cannot be fingerprinted now refuses the run before anything
+    // starts: compare code_version and inputs only.
+    let fingerprint = crate::manifest::fingerprint::fingerprint(&manifest.dir, task)
+        .ok()
+        .or_else(|| mark.code_fingerprint.clone())
+        .unwrap_or_default();
+    mark.changed_since(&snapshot.digest(), &task.code_version, &fingerprint)
+}
+
 /// Every upstream (dataset, partition, generation) a commit record's input
 /// snapshot pinned: one per input read at one partition, one per partition
 /// of an input mapped to several.

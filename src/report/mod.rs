@@ -91,7 +91,7 @@ struct Bar {
 /// Renders the report of `manifest`'s warehouse; `run` picks the Gantt
 /// chart's run (default: the latest).
 pub fn render(manifest: &Manifest, run: Option<&str>) -> Result<String, ReportError> {
-    let warehouse = Warehouse::open_for(&manifest.pipeline).map_err(ReportError::Warehouse)?;
+    let warehouse = Warehouse::open_to_read(&manifest.pipeline).map_err(ReportError::Warehouse)?;
     let store = warehouse.events();
     let run_id = match run {
         Some(id) => Some(id.to_owned()),

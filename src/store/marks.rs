@@ -71,6 +71,40 @@ pub struct InstanceMark {
     pub note: Option<String>,
 }
 
+impl InstanceMark {
+    /// What changed since this marker was written, in words, given the
+    /// instance's current input snapshot digest, code_version and code
+    /// fingerprint; empty when nothing did. A QUARANTINED marker stands only
+    /// while this is empty: new data or new code is a new question. The run
+    /// and `status`/`explain` all decide with this one test. A marker from
+    /// before fingerprints is compared by snapshot and code_version alone.
+    pub fn changed_since(
+        &self,
+        snapshot_digest: &str,
+        code_version: &str,
+        fingerprint: &str,
+    ) -> Vec<String> {
+        let mut changed = Vec::new();
+        if self.input_snapshot_digest.as_deref() != Some(snapshot_digest) {
+            changed.push("its input snapshot changed".to_string());
+        }
+        if self.code_version != code_version {
+            changed.push(format!(
+                "its code_version changed from {} to {code_version}",
+                self.code_version
+            ));
+        }
+        if self
+            .code_fingerprint
+            .as_deref()
+            .is_some_and(|f| f != fingerprint)
+        {
+            changed.push("its code changed".to_string());
+        }
+        changed
+    }
+}
+
 fn key(task: &str, partition: &str) -> Result<String, StoreError> {
     validate_segment(task)?;
     Ok(format!(
@@ -116,6 +150,12 @@ pub fn unreadable(task: &str, partition: &str, reason: String) -> InstanceMark {
         since: String::new(),
         note: None,
     }
+}
+
+/// Whether `mark` stands for a marker that could not be parsed
+/// ([`unreadable`]): no run wrote it.
+pub fn is_unreadable(mark: &InstanceMark) -> bool {
+    mark.mark == Mark::Held && mark.run_id.is_empty() && mark.since.is_empty()
 }
 
 /// Writes a marker durably, replacing any other.

@@ -43,6 +43,32 @@ impl Warehouse {
         ))
     }
 
+    /// Opens the pipeline's warehouse to read it: a local warehouse
+    /// directory that does not exist is not created (a read-only command
+    /// must leave no trace, least of all for a mistyped `--warehouse`) and
+    /// reads as empty; one whose parent directory does not exist either is
+    /// an error naming that parent. An object store is opened as by
+    /// [`Warehouse::open_for`].
+    pub fn open_to_read(pipeline: &crate::manifest::Pipeline) -> Result<Warehouse, StoreError> {
+        if pipeline.remote.is_some() {
+            return Warehouse::open_for(pipeline);
+        }
+        let given = &pipeline.warehouse;
+        let root = std::path::absolute(given).map_err(StoreError::io(given))?;
+        match std::fs::symlink_metadata(&root) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if let Some(parent) = root.parent() {
+                    std::fs::metadata(parent).map_err(StoreError::io(parent))?;
+                }
+                Ok(Warehouse::with_backend(
+                    Arc::new(FsBackend::new(&root)),
+                    root,
+                ))
+            }
+            _ => Warehouse::open(&root),
+        }
+    }
+
     /// A warehouse over any backend; `root` is where attempt dirs live
     /// locally (tasks write real files).
     pub fn with_backend(backend: Arc<dyn Backend>, root: PathBuf) -> Warehouse {

@@ -247,7 +247,9 @@ fn issue_12_sigint_stops_cleanly_and_the_next_run_resumes() {
         );
         assert!(
             text.contains("  INTERRUPTED slow ")
-                && text.contains(&format!("interrupted: weir received {name}")),
+                && text.contains(&format!(": weir received {name}\n"))
+                && !text.contains("INTERRUPTED slow k1: interrupted")
+                && !text.contains("INTERRUPTED slow k2: interrupted"),
             "{text}"
         );
         assert!(
@@ -277,6 +279,19 @@ fn issue_12_sigint_stops_cleanly_and_the_next_run_resumes() {
             .all(|e| e.task.as_deref() == Some("slow")));
         assert!(!events.iter().any(|e| e.task.as_deref() == Some("after")));
         assert!(!events.iter().any(|e| e.state == State::Skipped));
+
+        // Issue 12 item 4: an interrupted instance has no marker, so
+        // `weir retry` would refuse it: explain recommends the run.
+        let out = sb.weir_out(&["explain", "m.toml", "slow", "--partition", "k1"]);
+        assert_exit(&out, 0);
+        assert!(
+            stdout(&out).contains("\nrecommended: run: the last attempt was interrupted and nothing holds the instance; `weir run m.toml --task slow --partition k1` resumes it\n"),
+            "{}",
+            stdout(&out)
+        );
+        let out = sb.weir_out(&["explain", "m.toml", "slow", "--partition", "k1", "--json"]);
+        let x: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(x["action"], "run");
 
         // The next run does not wait for r1's leases.
         std::fs::write(sb.path().join("fast"), "").unwrap();
@@ -717,10 +732,14 @@ fn issue_12_exit_codes_default_manifest_and_completions() {
     let out = sb.weir_out(&["status"]);
     assert_exit(&out, 2);
     assert_eq!(stdout(&out), "");
-    assert!(
-        stderr(&out).contains("cannot read `weir.toml`"),
-        "{}",
-        stderr(&out)
+    // Issue 12 item 10: said "`weir.toml` is not a valid manifest".
+    let missing = "error: no manifest given and no `weir.toml` in the current directory\n  help: name one: `weir status pipelines/marigold.toml`\n";
+    assert_eq!(stderr(&out), missing);
+    let out = sb.weir_out(&["validate"]);
+    assert_exit(&out, 2);
+    assert_eq!(
+        (stdout(&out).as_str(), stderr(&out).as_str()),
+        ("", missing)
     );
     std::fs::rename(sb.path().join("m.toml"), sb.path().join("weir.toml")).unwrap();
     let out = sb.weir_out(&["status"]);
@@ -966,6 +985,10 @@ cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"
         ),
         "{text}"
     );
+    // Issue 12 item 10: the attempt's header says "exit code 65"; its
+    // detail line no longer repeats it.
+    assert!(text.contains(", exit code 65"), "{text}");
+    assert!(!text.contains("\n    exit code 65\n"), "{text}");
 
     let out = sb.weir_out(&["explain", "m.toml", "b", "--partition", "k1", "--json"]);
     assert_exit(&out, 0);
@@ -1479,6 +1502,8 @@ fn issue_12_errors_keep_their_os_cause_and_exit_5() {
             for args in [
                 &["status", "m.toml"][..],
                 &["report", "m.toml", "--out", "r.html"][..],
+                &["explain", "m.toml", "a", "--partition", "k1"][..],
+                &["explain", "m.toml", "b", "--partition", "k1"][..],
             ] {
                 let out = std::process::Command::new("setpriv")
                     .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
@@ -1495,4 +1520,245 @@ fn issue_12_errors_keep_their_os_cause_and_exit_5() {
             std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
     }
+}
+
+// Issue 12 item 1: `timeout = "99999999999999999d"` validated, then `weir
+// run` panicked adding it to an `Instant` (and hung) and `weir gc` panicked
+// doubling it. Durations are capped at 3650d with a located diagnostic, and
+// the longest accepted ones run and collect without overflow.
+#[test]
+fn issue_12_huge_durations_are_refused_not_panicked() {
+    let sb = chain(&["k1"]);
+    let manifest = std::fs::read_to_string(sb.path().join("m.toml")).unwrap();
+    let with = |a_extra: &str| {
+        let text = manifest.replace("[tasks.a]\n", &format!("[tasks.a]\n{a_extra}\n"));
+        std::fs::write(sb.path().join("m.toml"), text).unwrap();
+    };
+    with("timeout = \"99999999999999999d\"\nsla = \"3651d\"");
+    for args in [&["validate", "m.toml"][..], &["run", "m.toml"][..]] {
+        let out = sb.weir_out(args);
+        assert_exit(&out, 2);
+        assert_eq!(stdout(&out), "");
+        let err = stderr(&out);
+        assert!(
+            err.contains("duration `99999999999999999d` is longer than the maximum of 3650d")
+                && err.contains("duration `3651d` is longer than the maximum of 3650d")
+                && err.contains("too long")
+                && err.contains("timeout = \"99999999999999999d\""),
+            "{err}"
+        );
+    }
+    let out = sb.weir_out(&["gc", "m.toml", "--older-than", "99999999999999999d"]);
+    assert_exit(&out, 2);
+    assert_eq!(stdout(&out), "");
+
+    // The longest accepted durations: the run's deadlines and gc's default
+    // threshold (twice timeout plus lease) are computed without overflow.
+    with("timeout = \"3650d\"\nsla = \"3650d\"");
+    assert_exit(&sb.run("r1", &[]), 0);
+    let out = sb.weir_out(&["gc", "m.toml"]);
+    assert_exit(&out, 0);
+    assert_eq!(stderr(&out), "");
+    let out = sb.weir_out(&["gc", "m.toml", "--older-than", "99999999999999999d"]);
+    assert_eq!(
+        stderr(&out),
+        "error: --older-than: `99999999999999999d` is longer than the maximum of 3650d\n  help: write a duration such as \"48h\" or \"7d\"\n"
+    );
+}
+
+// Issue 12 item 3: a quarantine its gate edit (or an upstream republish)
+// invalidated still paged in `status --check` (exit 4) and explain said
+// fix_data, while the next run would release it. Both now apply the run's
+// test: RELEASED, not paged, and explain recommends the run.
+#[test]
+fn issue_12_an_invalidated_quarantine_does_not_page() {
+    let sb = coded("", r#"{ check = "row_count", min = 2 }"#);
+    assert_exit(&sb.run("r1", &["--partition", "k1"]), 1);
+    let out = sb.weir_out(&["status", "m.toml", "--check"]);
+    assert_exit(&out, 4);
+    assert!(
+        stdout(&out).contains("QUARANTINED b k1: "),
+        "{}",
+        stdout(&out)
+    );
+    let text = std::fs::read_to_string(sb.path().join("m.toml")).unwrap();
+    std::fs::write(sb.path().join("m.toml"), text.replace("min = 2", "min = 1")).unwrap();
+    let released = |changed: &str| {
+        let out = sb.weir_out(&["status", "m.toml", "--check"]);
+        assert_exit(&out, 0);
+        assert_eq!(stderr(&out), "");
+        let text = stdout(&out);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("RELEASED"))
+            .unwrap_or_else(|| panic!("no RELEASED line in:\n{text}"));
+        assert!(
+            line.starts_with("RELEASED    b k1: was quarantined (")
+                && line.ends_with(&format!(
+                    "), but {changed}: will rerun on the next run (`weir run m.toml --task b --partition k1`)"
+                )),
+            "{line}"
+        );
+        assert!(!text.contains("QUARANTINED"), "{text}");
+        let out = sb.weir_out(&["status", "m.toml", "--json"]);
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["attention"], serde_json::json!([]));
+        assert_eq!(doc["released"][0]["task"], "b");
+        assert_eq!(doc["released"][0]["changed"], changed);
+        let out = sb.weir_out(&["explain", "m.toml", "b", "--partition", "k1", "--json"]);
+        assert_exit(&out, 0);
+        let x: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(x["action"], "run");
+        assert_eq!(
+            x["recommendation"],
+            format!("run: the quarantine no longer stands ({changed}), so the next run reruns it: `weir run m.toml --task b --partition k1`")
+        );
+    };
+    released("its code changed");
+
+    // Back to the gate that failed: the quarantine stands again; then an
+    // upstream republish (new rows from a's library) releases it.
+    std::fs::write(sb.path().join("m.toml"), &text).unwrap();
+    assert_exit(&sb.weir_out(&["status", "m.toml", "--check"]), 4);
+    sb.script("lib/helper.sh", "rows() { printf 'id,v\\n1,new\\n'; }\n");
+    assert_exit(&sb.run("r2", &["--partition", "k1", "--task", "a"]), 0);
+    released("its input snapshot changed");
+}
+
+// Issue 12 item 5: ABANDONED instances were missing from `weir status`
+// (text and --json) although the README lists them; they do not page.
+#[test]
+fn issue_12_status_lists_abandoned_instances() {
+    let sb = coded("", r#"{ check = "row_count", min = 2 }"#);
+    assert_exit(&sb.run("r1", &["--partition", "k1"]), 1);
+    let out = sb.weir_out(&[
+        "abandon",
+        "m.toml",
+        "b",
+        "--partition",
+        "k1",
+        "--note",
+        "known bad feed",
+    ]);
+    assert_exit(&out, 0);
+    let out = sb.weir_out(&["status", "m.toml", "--check"]);
+    assert_exit(&out, 0);
+    assert_eq!(stderr(&out), "");
+    assert!(
+        stdout(&out).contains("\nABANDONED   b k1: by an operator: known bad feed (not run until `weir retry m.toml b --partition k1 --note …`)\n"),
+        "{}",
+        stdout(&out)
+    );
+    let out = sb.weir_out(&["status", "m.toml", "--json"]);
+    assert_exit(&out, 0);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["attention"], serde_json::json!([]));
+    assert_eq!(
+        doc["abandoned"],
+        serde_json::json!([{"task": "b", "partition": "k1", "detail": "abandoned by an operator: known bad feed", "note": "known bad feed"}])
+    );
+    // Issue 12 item 10: explain said "abandoned by an operator (abandoned
+    // by an operator: …)".
+    let out = sb.weir_out(&["explain", "m.toml", "b", "--partition", "k1", "--json"]);
+    let x: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        x["recommendation"],
+        "abandoned by an operator (known bad feed); nothing runs until `weir retry m.toml b --partition k1 --note \"...\"`"
+    );
+}
+
+/// `weir ARGS` in `sb`, killed (and the test failed) if it outlives `limit`.
+fn within(sb: &Sandbox, args: &[&str], limit: std::time::Duration) -> std::process::Output {
+    let mut child = sb
+        .weir(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("`weir {args:?}` still running after {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+// Issue 12 item 9: a FIFO under a task's `code` paths blocked `run` and
+// `status` forever in open(). The fingerprint refuses anything that is not
+// a regular file or directory, by its type, without opening it.
+#[test]
+fn issue_12_a_fifo_in_code_is_refused_not_opened() {
+    let sb = coded("", r#"{ check = "row_count", min = 1 }"#);
+    assert_exit(&sb.run("r1", &["--partition", "k1"]), 0);
+    let fifo = sb.path().join("lib/pipe");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let limit = std::time::Duration::from_secs(20);
+    let out = within(
+        &sb,
+        &["run", "m.toml", "--run-id", "r2", "--partition", "k1"],
+        limit,
+    );
+    assert_exit(&out, 2);
+    assert_eq!(stdout(&out), "");
+    let err = stderr(&out);
+    assert!(
+        err.contains("cannot fingerprint the code of task `a`")
+            && err.contains("lib/pipe")
+            && err.contains("it is a FIFO, not a regular file or directory"),
+        "{err}"
+    );
+    let out = within(&sb, &["status", "m.toml"], limit);
+    assert_exit(&out, 0);
+}
+
+// Issue 12 item 11: read-only commands given `--warehouse` of a directory
+// that does not exist created it (and said "nothing published yet"). They
+// read it as empty and create nothing; a missing parent is an error.
+#[test]
+fn issue_12_read_only_commands_create_no_warehouse() {
+    let sb = chain(&["k1"]);
+    let cases: [(&[&str], i32); 9] = [
+        (&["status", "m.toml"], 0),
+        (&["show", "m.toml", "a_out", "--partition", "k1"], 1),
+        (&["history", "m.toml", "a_out", "--partition", "k1"], 0),
+        (&["explain", "m.toml", "a", "--partition", "k1"], 0),
+        (&["gc", "m.toml"], 0),
+        (&["verify", "m.toml", "a", "--partition", "k1"], 1),
+        (&["report", "m.toml", "--out", "r.html"], 0),
+        (&["plan", "m.toml"], 0),
+        (&["events", "m.toml"], 0),
+    ];
+    for (args, code) in cases {
+        let mut with = vec!["--warehouse", "typo"];
+        with.extend_from_slice(args);
+        let out = sb.weir_out(&with);
+        assert_exit(&out, code);
+        assert!(!sb.path().join("typo").exists(), "{args:?} created it");
+    }
+    let out = sb.weir_out(&["--warehouse", "typo", "status", "m.toml"]);
+    assert!(
+        stdout(&out).starts_with(&format!(
+            "nothing published yet in {}\n",
+            sb.path().join("typo").display()
+        )),
+        "{}",
+        stdout(&out)
+    );
+    let out = sb.weir_out(&["--warehouse", "no/such/typo", "status", "m.toml"]);
+    assert_exit(&out, 5);
+    assert_eq!(stdout(&out), "");
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "error: i/o error on {}: {}\n",
+            sb.path().join("no/such").display(),
+            std::io::Error::from_raw_os_error(libc::ENOENT)
+        )
+    );
+    assert!(!sb.path().join("no").exists());
 }

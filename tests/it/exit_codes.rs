@@ -115,6 +115,11 @@ fn issue_12_every_command_decides_its_exit_code_from_the_error() {
         (vec!["certify", "m.toml", "a_out", "--partition", "k9", "--reason", "r"], 2, "", not_a_key()),
         (vec!["uncertify", "m.toml", "a_out", "--partition", "k9", "--generation", "1", "--reason", "r"], 2, "", not_a_key()),
         (vec!["explain", "m.toml", "nosuch", "--partition", "k1"], 2, "", unknown()),
+        // Issue 12 item 8: events filters are checked like show's and explain's.
+        (vec!["events", "m.toml", "--task", "nosuch"], 2, "", unknown()),
+        (vec!["events", "m.toml", "--task", "a", "--partition", "k9"], 2, "", not_a_key()),
+        (vec!["events", "m.toml", "--partition", "2030-01-01"], 2, "",
+            Err::Is("error: partition `2030-01-01` is not in the partition scheme of any task\n  help: partitions are `k`: `k1`, `k2`; a task of several dimensions takes keys joined by `|`\n".into())),
         (vec!["verify", "m.toml", "nosuch", "--partition", "k1"], 2, "", Err::Has("× unknown task `nosuch`\n  help: declared tasks: `a`, `b`\n")),
         (vec!["gc", "m.toml", "--older-than", "yesterday"], 2, "", Err::Is("error: --older-than: `yesterday` is not a duration\n  help: write a duration such as \"48h\" or \"7d\"\n".into())),
         (vec!["events", "m.toml", "--run", "nope"], 2, "", Err::Is("error: no run `nope` in ./wh/_runs\n  help: `weir events m.toml` prints every run's events with its run id\n".into())),
@@ -126,11 +131,19 @@ fn issue_12_every_command_decides_its_exit_code_from_the_error() {
             Err::Has("task `a` has no published generation of `a_out` for partition k2")),
         // Refused: 3.
         (vec!["retry", "m.toml", "a", "--partition", "k1", "--note", "n"], 3, "",
-            Err::Is("error: refused: a k1 is neither held nor quarantined; `weir retry` acts only on a HELD or QUARANTINED or ABANDONED instance\n  help: `weir status` lists them; `weir run --task a --partition k1 --force` reruns a published one\n".into())),
+            Err::Is("error: refused: a k1 is neither held nor quarantined; `weir retry` acts only on a HELD or QUARANTINED or ABANDONED instance\n  help: `weir status` lists them; `weir run m.toml --task a --partition k1 --force` reruns a published one\n".into())),
         (vec!["certify", "m.toml", "a_out", "--partition", "k2", "--reason", "r"], 3, "",
             Err::Is("error: `a_out` has no published generation for partition k2\n".into())),
-        (vec!["uncertify", "m.toml", "a_out", "--partition", "k1", "--generation", "9", "--reason", "r"], 3, "",
-            Err::Is("error: `a_out` k1 has no generation 9\n".into())),
+        // Issue 12 item 10: a generation that does not exist is a bad
+        // argument (2) everywhere, as in `show` (it was 3 here).
+        (vec!["uncertify", "m.toml", "a_out", "--partition", "k1", "--generation", "9", "--reason", "r"], 2, "",
+            Err::Is("error: `a_out` k1 has no generation 9 (it has 1 to 1)\n  help: `weir history` lists them\n".into())),
+        (vec!["certify", "m.toml", "a_out", "--partition", "k1", "--generation", "99", "--reason", "r"], 2, "",
+            Err::Is("error: `a_out` k1 has no generation 99 (it has 1 to 1)\n  help: `weir history` lists them\n".into())),
+        (vec!["rollback", "m.toml", "a_out", "--partition", "k1", "--to", "9"], 2, "",
+            Err::Has("× cannot roll back to generation 9: it does not exist")),
+        (vec!["rollback", "m.toml", "a_out", "--partition", "k1", "--to", "9"], 2, "",
+            Err::Has("help: `weir history` lists generations; pass `--to` one older")),
         (vec!["rollback", "m.toml", "a_out", "--partition", "k1"], 3, "", Err::Has("× cannot roll back to generation 1: it is the only generation: there is\n  │ nothing older to roll back to\n")),
         // The engine's own failure: 5, with the OS's cause.
         (vec!["plan", "m.toml", "--html", "m.toml/plan.html"], 5, "",
@@ -310,6 +323,12 @@ fn issue_12_a_file_where_a_directory_belongs_is_not_absence() {
     );
     let o = sb.run("r2", &["--partition", "k1", "--task", "b", "--force"]);
     assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    // Issue 12 item 10: one engine failure, not "1 engine failures".
+    assert!(
+        stdout(&o).starts_with("run r2: 1 task instance: 1 engine failure; 0 retries\n"),
+        "{}",
+        stdout(&o)
+    );
     assert!(
         stdout(&o).replace(&sb.path().display().to_string(), "$SB").contains(&format!(
             "  ENGINE      b k1: cannot read the instance's marker: i/o error on $SB/wh/_instances/b/k1.json: {notdir}\n"
@@ -343,5 +362,150 @@ fn issue_12_a_file_where_a_directory_belongs_is_not_absence() {
         Some(
             "HELD        a k1: unreadable instance marker `_instances/a/k1.json`: EOF while parsing an object at line 1 column 1"
         )
+    );
+}
+
+// Issue 12 item 2: `explain` read a commit log that is a regular file, an
+// upstream's unreadable log and a marker that is a directory as absence
+// ("nothing to do", exit 0) where status, show and history exit 5; and a
+// marker that is not valid JSON was not mentioned.
+#[test]
+fn issue_12_explain_does_not_take_unreadable_state_for_absence() {
+    let sb = pipeline();
+    let o = sb.run("r1", &["--partition", "k1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let part = sb.path().join("wh/a_out/k1");
+    let notdir = os(libc::ENOTDIR);
+    std::fs::rename(part.join("log"), part.join("log.d")).unwrap();
+    std::fs::write(part.join("log"), "").unwrap();
+    for task in ["a", "b"] {
+        check(
+            &sb,
+            &["explain", "m.toml", task, "--partition", "k1"],
+            5,
+            "",
+            Err::Is(format!(
+                "error: i/o error on $SB/wh/a_out/k1/log: {notdir}\n"
+            )),
+        );
+    }
+    std::fs::remove_file(part.join("log")).unwrap();
+    std::fs::rename(part.join("log.d"), part.join("log")).unwrap();
+
+    let marks = sb.path().join("wh/_instances/a");
+    std::fs::create_dir_all(marks.join("k1.json")).unwrap();
+    check(
+        &sb,
+        &["explain", "m.toml", "a", "--partition", "k1"],
+        5,
+        "",
+        Err::Is(format!(
+            "error: i/o error on $SB/wh/_instances/a/k1.json: {}\n",
+            os(libc::EISDIR)
+        )),
+    );
+    std::fs::remove_dir(marks.join("k1.json")).unwrap();
+    std::fs::write(marks.join("k1.json"), "{").unwrap();
+    let o = sb.weir_out(&["explain", "m.toml", "a", "--partition", "k1"]);
+    assert_eq!((o.status.code(), stderr(&o).as_str()), (Some(0), ""));
+    let text = stdout(&o);
+    let why = "unreadable instance marker `_instances/a/k1.json`: EOF while parsing an object at line 1 column 1";
+    assert!(
+        text.contains(&format!("\nstate: HELD: {why}\n"))
+            && text.contains(&format!(
+                "recommended: decide: {why}; fix or remove the marker, then `weir retry m.toml a --partition k1 --note \"...\"`"
+            )),
+        "{text}"
+    );
+    let o = sb.weir_out(&["explain", "m.toml", "a", "--partition", "k1", "--json"]);
+    let x: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(x["action"], "decide");
+}
+
+// Issue 12 item 6: `--run-id` names a directory under `_runs/`: `../../x`
+// wrote an event log outside the warehouse, `..` broke gc, and an empty
+// id, `a/b` or a newline were accepted. Refused (exit 2) before anything is
+// written, saying what is allowed.
+#[test]
+fn issue_12_run_ids_are_validated() {
+    let sb = pipeline();
+    let long = "r".repeat(129);
+    for id in ["../../x", "..", "", "a/b", "a\nb", ".hidden", long.as_str()] {
+        for args in [
+            vec!["run", "m.toml", "--run-id", id],
+            vec!["backfill", "m.toml", "all", "--run-id", id],
+        ] {
+            check(
+                &sb,
+                &args,
+                2,
+                "",
+                Err::Is(format!(
+                    "error: run id {id:?} is not allowed: a run id is 1 to 128 letters, digits, `.`, `_` and `-`, not starting with `.`\n"
+                )),
+            );
+        }
+    }
+    assert!(!sb.path().join("x").exists());
+    assert!(!sb.path().join("wh/_runs").exists());
+    // Nor is a path outside `_runs/` read as a run's log.
+    std::fs::create_dir_all(sb.path().join("elsewhere")).unwrap();
+    std::fs::write(sb.path().join("elsewhere/events.jsonl"), "").unwrap();
+    for args in [
+        &["events", "m.toml", "--run", "../../elsewhere"][..],
+        &["report", "m.toml", "--run", "../../elsewhere"][..],
+    ] {
+        check(
+            &sb,
+            args,
+            2,
+            "",
+            Err::Is("error: run id \"../../elsewhere\" is not allowed: a run id is 1 to 128 letters, digits, `.`, `_` and `-`, not starting with `.`\n".into()),
+        );
+    }
+    let o = sb.run(&"r".repeat(128), &["--partition", "k1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = sb.run("r-1.2_b", &["--partition", "k2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+// Issue 12 item 7: `weir gc` printed `keep … cannot be read` and exited 0
+// when a commit log could not be read. It still keeps everything under it,
+// but exits 5 naming the partition, dry run or --apply.
+#[test]
+fn issue_12_gc_exits_5_on_an_unreadable_commit_log() {
+    let sb = pipeline();
+    let o = sb.run("r1", &["--partition", "k1", "--task", "a"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let part = sb.path().join("wh/a_out/k1");
+    std::fs::rename(part.join("log"), part.join("log.d")).unwrap();
+    std::fs::write(part.join("log"), "").unwrap();
+    let why = format!(
+        "error: a_out k1: cannot read its commit log, so gc kept everything under it: i/o error on $SB/wh/a_out/k1/log: {}\n",
+        os(libc::ENOTDIR)
+    );
+    for args in [
+        &["gc", "m.toml", "--older-than", "0s"][..],
+        &["gc", "m.toml", "--older-than", "0s", "--apply"][..],
+    ] {
+        let o = sb.weir_out(args);
+        let out = stdout(&o).replace(&sb.path().display().to_string(), "$SB");
+        assert_eq!(
+            (
+                o.status.code(),
+                stderr(&o).replace(&sb.path().display().to_string(), "$SB")
+            ),
+            (Some(5), why.clone()),
+            "{args:?}: {out}"
+        );
+        assert!(
+            out.starts_with("keep ") && out.contains("the partition's commit log cannot be read"),
+            "{out}"
+        );
+    }
+    assert_eq!(
+        sb.entries("a_out", "k1", "attempts").len(),
+        1,
+        "nothing deleted"
     );
 }
