@@ -152,10 +152,10 @@ fn grid(
     let planned_now = crate::clock::now();
     let now = jiff::Timestamp::now().as_second();
     let mut staleness = crate::plan::stale::Staleness::default();
-    let marks: HashMap<(String, String), Mark> = marks::all(warehouse)
+    let marks: HashMap<(String, String), marks::InstanceMark> = marks::all(warehouse)
         .map_err(ReportError::Warehouse)?
         .into_iter()
-        .map(|m| ((m.task, m.partition), m.mark))
+        .map(|m| ((m.task.clone(), m.partition.clone()), m))
         .collect();
     let running = running(records);
     let mut histories = Histories::new();
@@ -178,7 +178,13 @@ fn grid(
             let store = warehouse.partition(dataset, &key);
             let history = store.history().map_err(ReportError::Warehouse)?;
             let latest = history.last();
-            let mark = marks.get(&(task.name.clone(), key.clone())).copied();
+            let marked = marks.get(&(task.name.clone(), key.clone()));
+            let mark = marked.map(|m| m.mark);
+            // A quarantine that the next run releases (its inputs or code
+            // changed since) is judged as status and explain judge it: stale.
+            let released = marked
+                .map(|m| crate::plan::stale::quarantine_released(manifest, warehouse, m))
+                .filter(|changed| !changed.is_empty());
             let late = task.sla.is_some_and(|sla| {
                 task.dims
                     .interval_end(&key)
@@ -188,6 +194,15 @@ fn grid(
                 CellState::Running
             } else if mark == Some(Mark::Held) {
                 CellState::Held
+            } else if let Some(changed) = released {
+                stale_why.insert(
+                    (task.name.clone(), key.clone()),
+                    format!(
+                        "was quarantined, but {}: will rerun on the next run",
+                        changed.join("; ")
+                    ),
+                );
+                CellState::Stale
             } else if mark == Some(Mark::Quarantined) {
                 CellState::Quarantined
             } else if let Some(why) = latest.and_then(|r| {
@@ -221,7 +236,12 @@ fn grid(
                     r.run_id,
                     r.attempt
                 ),
-                None => format!("{} {} · {}\nno generation", task.name, key, state.as_str()),
+                None => format!(
+                    "{} {} · {}\nno generation{why}",
+                    task.name,
+                    key,
+                    state.as_str()
+                ),
             };
             if !keys.contains(&key) {
                 keys.push(key.clone());

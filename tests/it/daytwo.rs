@@ -1613,6 +1613,19 @@ fn issue_12_an_invalidated_quarantine_does_not_page() {
             x["recommendation"],
             format!("run: the quarantine no longer stands ({changed}), so the next run reruns it: `weir run m.toml --task b --partition k1`")
         );
+        // The report judges it the same way: a stale cell, saying why.
+        let out = sb.weir_out(&["report", "m.toml", "--out", "r.html"]);
+        assert_exit(&out, 0);
+        let html = std::fs::read_to_string(sb.path().join("r.html")).unwrap();
+        let cell = html
+            .split("<td ")
+            .find(|c| c.contains(r#"data-task="b" data-partition="k1""#))
+            .unwrap_or_else(|| panic!("no cell for b k1 in the report"));
+        assert!(
+            cell.contains(r#"data-state="stale""#)
+                && cell.contains(&format!("was quarantined, but {changed}")),
+            "{cell}"
+        );
     };
     released("its code changed");
 
@@ -1620,6 +1633,12 @@ fn issue_12_an_invalidated_quarantine_does_not_page() {
     // upstream republish (new rows from a's library) releases it.
     std::fs::write(sb.path().join("m.toml"), &text).unwrap();
     assert_exit(&sb.weir_out(&["status", "m.toml", "--check"]), 4);
+    assert_exit(&sb.weir_out(&["report", "m.toml", "--out", "r.html"]), 0);
+    let html = std::fs::read_to_string(sb.path().join("r.html")).unwrap();
+    assert!(
+        html.contains(r#"data-task="b" data-partition="k1" data-state="quarantined""#),
+        "a standing quarantine is shown as one"
+    );
     sb.script("lib/helper.sh", "rows() { printf 'id,v\\n1,new\\n'; }\n");
     assert_exit(&sb.run("r2", &["--partition", "k1", "--task", "a"]), 0);
     released("its input snapshot changed");
