@@ -137,10 +137,55 @@ pub(crate) fn open(
 }
 
 /// What `cli::main` does with a command's outcome: the one place an error
-/// becomes an exit code.
+/// becomes an exit code. A reader that went away (`weir report --out
+/// /dev/stdout | head`) ends weir quietly with 0, as it does for stdout.
 pub(crate) fn finish(outcome: Result<u8, CliError>) -> u8 {
     outcome.unwrap_or_else(|e| {
+        if broken_pipe(&e) {
+            return exit::OK;
+        }
         e.report();
         e.exit_code()
     })
+}
+
+/// Whether an EPIPE is among the error's causes.
+fn broken_pipe(error: &CliError) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = cause {
+        if e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Issue 12 item 6: `weir report --out /dev/stdout | head` and `weir plan
+    // --html /dev/stdout | head` exited 5 on the EPIPE of their file write;
+    // a reader that went away ends weir with 0, whatever wrote to it.
+    #[test]
+    fn issue_12_a_broken_pipe_anywhere_in_the_causes_exits_0() {
+        let epipe = || std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        let report = CliError::Report(crate::report::ReportError::Write {
+            path: "/dev/stdout".into(),
+            source: epipe(),
+        });
+        assert_eq!(finish(Err(report)), exit::OK);
+        assert_eq!(
+            finish(Err(doing("cannot write `/dev/stdout`")(epipe()))),
+            exit::OK
+        );
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        assert_eq!(
+            finish(Err(doing("cannot write `r.html`")(denied))),
+            exit::ENGINE
+        );
+    }
 }

@@ -89,7 +89,7 @@ pub(crate) fn run(args: &EventsArgs) -> Result<u8, CliError> {
                 serde_json::to_string(r).expect("an event always serializes")
             );
         } else {
-            println!(
+            let line = format!(
                 "{}  {:<w_run$}  {:<w_state$}  {:<w_task$}  {:<w_part$}  {:>3} {:>6}  {}",
                 super::fixed_ts(&r.ts),
                 r.run_id,
@@ -100,6 +100,8 @@ pub(crate) fn run(args: &EventsArgs) -> Result<u8, CliError> {
                 r.token.map_or("-".to_string(), |t| t.to_string()),
                 r.detail
             );
+            // An event without a detail (QUEUED) leaves no trailing spaces.
+            println!("{}", line.trim_end());
         }
     }
     Ok(exit::OK)

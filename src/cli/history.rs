@@ -49,62 +49,40 @@ pub(crate) fn run(args: &HistoryArgs) -> Result<u8, CliError> {
         );
         return Ok(exit::OK);
     }
-    let table: Vec<[String; 9]> = rows
+    let table: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
             let s = |k: &str| match &r[k] {
                 serde_json::Value::String(s) => s.clone(),
                 v => v.to_string(),
             };
-            let digest = s("digest");
-            [
+            vec![
                 s("generation"),
                 s("kind"),
                 s("token"),
                 s("run_id"),
                 s("code_version"),
-                s("rows"),
-                super::short_digest(&digest),
+                crate::plan::render::thousands(r["rows"].as_u64().unwrap_or_default()),
+                super::short_digest(&s("digest")),
                 super::fixed_ts(&s("published_at")),
                 if r["certified"] == true { "yes" } else { "NO" }.to_string(),
             ]
         })
         .collect();
     let header = [
-        "GEN",
-        "KIND",
-        "TOKEN",
-        "RUN",
-        "CODE_VERSION",
-        "ROWS",
-        "DIGEST",
-        "PUBLISHED_AT",
-        "CERTIFIED",
+        "gen",
+        "kind",
+        "token",
+        "run",
+        "code_version",
+        "rows",
+        "digest",
+        "published_at",
+        "certified",
     ];
-    let widths: Vec<usize> = (0..header.len())
-        .map(|c| {
-            table
-                .iter()
-                .map(|r| r[c].chars().count())
-                .chain([header[c].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let line = |cells: &[&str]| {
-        cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
-    };
-    println!("{}", line(&header));
-    for r in &table {
-        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
-        println!("{}", line(&cells));
+    // Generation, token and rows are numbers, right-aligned as in `status`.
+    for line in super::aligned(&header, &table, &[0, 2, 5]) {
+        println!("{line}");
     }
     Ok(exit::OK)
 }

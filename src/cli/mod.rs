@@ -173,6 +173,36 @@ fn quiet_broken_pipe() {
     }));
 }
 
+/// A table as every command prints one: a lowercase header, each column as
+/// wide as its widest cell, the `numeric` columns right-aligned and the
+/// others left-aligned, two spaces between columns, no trailing spaces.
+pub(crate) fn aligned(header: &[&str], rows: &[Vec<String>], numeric: &[usize]) -> Vec<String> {
+    let widths: Vec<usize> = (0..header.len())
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|cell| cell.chars().count())
+                .chain([header[c].chars().count()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut out = String::new();
+        for (c, (cell, w)) in cells.zip(&widths).enumerate() {
+            if numeric.contains(&c) {
+                out.push_str(&format!("{cell:>w$}  "));
+            } else {
+                out.push_str(&format!("{cell:<w$}  "));
+            }
+        }
+        out.trim_end().to_string()
+    };
+    std::iter::once(line(&mut header.iter().copied()))
+        .chain(rows.iter().map(|r| line(&mut r.iter().map(String::as_str))))
+        .collect()
+}
+
 /// A digest as tables show it: `sha256:` and 12 hex digits, then `…`.
 pub(crate) fn short_digest(digest: &str) -> String {
     if digest.len() <= 7 + 12 {

@@ -325,13 +325,13 @@ fn print_status(
     } else {
         // Aligned: each column as wide as its widest value; timestamps at
         // one width; digests abbreviated as everywhere else.
-        let rows: Vec<[String; 8]> = overview
+        let rows: Vec<Vec<String>> = overview
             .published
             .iter()
             .map(|(_, r)| {
                 let uncertified =
                     !certify::is_certified(warehouse, &r.dataset, &r.partition, r.generation.get());
-                [
+                vec![
                     r.dataset.clone(),
                     r.partition.clone(),
                     r.generation.get().to_string(),
@@ -357,34 +357,8 @@ fn print_status(
             "published_at",
             "digest",
         ];
-        let widths: Vec<usize> = (0..header.len())
-            .map(|c| {
-                rows.iter()
-                    .map(|r| r[c].chars().count())
-                    .chain([header[c].len()])
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
-        let line = |cells: [&str; 8]| {
-            let mut out = String::new();
-            for (c, cell) in cells.iter().enumerate() {
-                let w = widths[c];
-                // Numbers right-aligned, text left-aligned.
-                if (2..=4).contains(&c) {
-                    out.push_str(&format!("{cell:>w$}  "));
-                } else {
-                    out.push_str(&format!("{cell:<w$}  "));
-                }
-            }
-            out.trim_end().to_string()
-        };
-        println!("{}", line(header));
-        for r in &rows {
-            println!(
-                "{}",
-                line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5], &r[6], &r[7]])
-            );
+        for line in super::aligned(&header, &rows, &[2, 3, 4]) {
+            println!("{line}");
         }
         println!();
         for ((dataset, version), n) in versions {

@@ -102,15 +102,23 @@ impl EventStore {
         match self {
             EventStore::Dir(root) => {
                 let dir = run_dir(root, run_id);
-                crate::store::fs::create_dir_all_durable(&dir)?;
                 let path = dir.join(LOG_FILE);
-                let mut file = OpenOptions::new().create(true).append(true).open(&path)?;
-                // A crash may have torn the last line of a log we now append
-                // to (a run resumed under its id): end it, so only that line
-                // is lost.
-                if ends_torn(&path)? {
-                    file.write_all(b"\n")?;
-                }
+                let open = || {
+                    crate::store::fs::create_dir_all_durable(&dir)?;
+                    let mut file = OpenOptions::new().create(true).append(true).open(&path)?;
+                    // A crash may have torn the last line of a log we now
+                    // append to (a run resumed under its id): end it, so only
+                    // that line is lost.
+                    if ends_torn(&path)? {
+                        file.write_all(b"\n")?;
+                    }
+                    Ok(file)
+                };
+                // The cause names the log ("Read-only file system" alone does
+                // not say where); its kind is kept.
+                let file = open().map_err(|e: io::Error| {
+                    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+                })?;
                 Ok(EventWriter {
                     origin: path,
                     sink: Sink::File(Mutex::new(file)),

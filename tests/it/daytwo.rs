@@ -1031,23 +1031,34 @@ fn issue_12_history_lists_every_generation() {
     let text = stdout(&out);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 4, "{text}");
+    // The same table style as `status`: lowercase header, numbers
+    // right-aligned.
     assert!(
-        lines[0].starts_with("GEN  KIND             TOKEN  RUN"),
+        lines[0].starts_with("gen  kind             token  run"),
         "{text}"
     );
     assert!(
-        lines[1].starts_with("1    publish          1      r1 "),
+        lines[1].starts_with("  1  publish              1  r1 "),
         "{text}"
     );
     assert!(
-        lines[2].starts_with("2    publish          2      r2 "),
+        lines[2].starts_with("  2  publish              2  r2 "),
         "{text}"
     );
     assert!(
-        lines[3].starts_with("3    rollback from 1  3      op-"),
+        lines[3].starts_with("  3  rollback from 1      3  op-"),
         "{text}"
     );
     assert!(lines.iter().skip(1).all(|l| l.ends_with("yes")), "{text}");
+    // No table line ends in spaces (QUEUED events have no detail).
+    let out = sb.weir_out(&["events", "m.toml"]);
+    assert_exit(&out, 0);
+    let events = stdout(&out);
+    assert!(events.contains(" QUEUED "), "{events}");
+    assert!(
+        events.lines().all(|l| !l.ends_with(' ')),
+        "trailing spaces in:\n{events}"
+    );
     let out = sb.weir_out(&["history", "m.toml", "a_out", "--partition", "k1", "--json"]);
     assert_exit(&out, 0);
     let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
@@ -1466,6 +1477,7 @@ fn issue_12_errors_keep_their_os_cause_and_exit_5() {
         let err = stderr(&out);
         assert!(
             err.starts_with("error: cannot open the operator's event log: ")
+                && err.contains("/_runs/op-")
                 && err.contains("Not a directory"),
             "{args:?}: {err}"
         );
