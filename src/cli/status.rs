@@ -417,14 +417,29 @@ fn print_status(
         );
     }
     for st in &overview.stale {
+        // A held instance (a rollback) is not rebuilt by a run until an
+        // operator releases it.
+        let held = overview
+            .marks
+            .iter()
+            .any(|m| m.mark == Mark::Held && m.task == st.task && m.partition == st.partition);
+        let hint = if held {
+            format!(
+                "held: `weir retry {} {} --partition {} --note …` releases it and rebuilds it",
+                manifest.display(),
+                st.task,
+                st.partition
+            )
+        } else {
+            format!(
+                "rerun it with `weir run {} --partition {}`",
+                manifest.display(),
+                st.partition
+            )
+        };
         println!(
-            "{:<11} {} {}: {} (rerun it with `weir run {} --partition {}`)",
-            "STALE",
-            st.task,
-            st.partition,
-            st.detail,
-            manifest.display(),
-            st.partition
+            "{:<11} {} {}: {} ({hint})",
+            "STALE", st.task, st.partition, st.detail,
         );
     }
     // Lineage is a side channel: noted here, never a reason to page.

@@ -233,6 +233,11 @@ pub fn explain(
         .into_iter()
         .filter_map(|k| attempts.remove(&k))
         .collect();
+    // The logs come run by run in the order of their ids, which is not time
+    // order once ids of different shapes mix (`--run-id RUN-…` beside
+    // `run-…`): the attempts are listed, and the last one judged, by when
+    // they started.
+    attempts.sort_by_key(|a| a.started.parse::<jiff::Timestamp>().ok());
     for a in &mut attempts {
         if a.stderr_tail.is_empty() {
             if let Some(t) = a.token {

@@ -1656,6 +1656,52 @@ fn issue_12_an_invalidated_quarantine_does_not_page() {
     released("its input snapshot changed");
 }
 
+// Issue 12 item 7: the STALE line of a held (rolled-back) instance said
+// "rerun it with `weir run`", which the hold prevents: it names the retry.
+#[test]
+fn issue_12_a_held_stale_instance_points_at_retry() {
+    let sb = chain(&["k1"]);
+    assert_exit(&sb.run("r1", &["--partition", "k1"]), 0);
+    assert_exit(&sb.run("r2", &["--partition", "k1", "--force"]), 0);
+    let out = sb.weir_out(&["rollback", "m.toml", "a_out", "--partition", "k1"]);
+    assert_exit(&out, 0);
+    let text = std::fs::read_to_string(sb.path().join("m.toml")).unwrap();
+    let text = text.replace("[tasks.a]\n", "[tasks.a]\ncode_version = \"2\"\n");
+    std::fs::write(sb.path().join("m.toml"), text).unwrap();
+    let out = sb.weir_out(&["status", "m.toml"]);
+    let text = stdout(&out);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("STALE       a k1: "))
+        .unwrap_or_else(|| panic!("no STALE line for a k1 in:\n{text}"));
+    assert!(
+        line.ends_with(
+            "(held: `weir retry m.toml a --partition k1 --note …` releases it and rebuilds it)"
+        ),
+        "{line}"
+    );
+}
+
+// Issue 12 item 5: explain listed attempts in the order of their runs' ids,
+// so an operator's `--run-id RUN-…` rerun came before the nightly `run-…`
+// it followed, and the recommendation judged the older attempt.
+#[test]
+fn issue_12_explain_lists_attempts_in_time_order() {
+    let sb = chain(&["k1"]);
+    assert_exit(&sb.run("zz-nightly", &["--partition", "k1"]), 0);
+    assert_exit(&sb.run("aa-rerun", &["--partition", "k1", "--force"]), 0);
+    let out = sb.weir_out(&["explain", "m.toml", "a", "--partition", "k1", "--json"]);
+    assert_exit(&out, 0);
+    let x: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs: Vec<&str> = x["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["run_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(runs, ["zz-nightly", "aa-rerun"], "{x:#}");
+}
+
 // Issue 12 item 5: ABANDONED instances were missing from `weir status`
 // (text and --json) although the README lists them; they do not page.
 #[test]
