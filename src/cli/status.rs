@@ -111,14 +111,15 @@ impl Overview {
                 });
             }
         }
-        let stale = stale(manifest, warehouse, &published);
+        let mut staleness = crate::plan::stale::Staleness::default();
+        let stale = stale(&mut staleness, manifest, warehouse, &published);
         let mut marks = Vec::new();
         let mut released = Vec::new();
         let mut abandoned = Vec::new();
         for m in state::all(warehouse).map_err(|e| crate::exec::chain(&e))? {
             // The run's own test: a quarantine whose inputs or code changed
             // would be rerun, so paging on it would send a person for nothing.
-            let changed = crate::plan::stale::quarantine_released(manifest, warehouse, &m);
+            let changed = staleness.quarantine_released(manifest, warehouse, &m);
             if m.mark == Mark::Abandoned {
                 abandoned.push(m);
             } else if !changed.is_empty() {
@@ -464,11 +465,11 @@ fn print_status(
 /// Publications that are STALE: an upstream partition they pinned has
 /// moved on, or their task's code changed.
 fn stale(
+    staleness: &mut crate::plan::stale::Staleness,
     manifest: &Manifest,
     warehouse: &Warehouse,
     published: &[(String, CommitRecord)],
 ) -> Vec<Stale> {
-    let mut staleness = crate::plan::stale::Staleness::default();
     published
         .iter()
         .filter_map(|(task, record)| {

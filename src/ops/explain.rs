@@ -296,7 +296,9 @@ pub fn explain(
     // is rerun by the next run, so it is no longer the operator's to fix.
     let released = mark
         .as_ref()
-        .map(|m| crate::plan::stale::quarantine_released(manifest, warehouse, m))
+        .map(|m| {
+            crate::plan::stale::Staleness::default().quarantine_released(manifest, warehouse, m)
+        })
         .unwrap_or_default();
     // SKIPPED after its last attempt (or with none): who blocked it.
     let last_attempt_at = mine

@@ -32,52 +32,58 @@ impl Staleness {
         record: &CommitRecord,
     ) -> Vec<String> {
         let mut changed = self.current.changed(warehouse, record);
-        let print = self
-            .prints
-            .entry(task.name.clone())
-            .or_insert_with(|| crate::manifest::fingerprint::fingerprint(&manifest.dir, task).ok());
-        let fingerprint = print
-            .as_deref()
+        let fingerprint = self
+            .fingerprint(manifest, task)
             .unwrap_or_else(|| record.code_fingerprint.as_deref().unwrap_or_default());
         changed.extend(code_changed(record, &task.code_version, fingerprint));
         changed
     }
-}
 
-/// Why the next run would release the quarantine `mark` records (its
-/// inputs, pinned now, or its code changed since: the run's own test,
-/// [`crate::store::marks::InstanceMark::changed_since`]), in words; empty
-/// when the quarantine stands, or when the inputs cannot be pinned (the run
-/// would not run the instance then either).
-pub fn quarantine_released(
-    manifest: &Manifest,
-    warehouse: &Warehouse,
-    mark: &crate::store::marks::InstanceMark,
-) -> Vec<String> {
-    use crate::store::marks::Mark;
-    let Some(task) = manifest.tasks.get(&mark.task) else {
-        return Vec::new();
-    };
-    if mark.mark != Mark::Quarantined {
-        return Vec::new();
+    /// Why the next run would release the quarantine `mark` records (its
+    /// inputs, pinned now, or its code changed since: the run's own test,
+    /// [`crate::store::marks::InstanceMark::changed_since`]), in words;
+    /// empty when the quarantine stands, or when the inputs cannot be
+    /// pinned (the run would not run the instance then either).
+    pub fn quarantine_released(
+        &mut self,
+        manifest: &Manifest,
+        warehouse: &Warehouse,
+        mark: &crate::store::marks::InstanceMark,
+    ) -> Vec<String> {
+        use crate::store::marks::Mark;
+        let Some(task) = manifest.tasks.get(&mark.task) else {
+            return Vec::new();
+        };
+        if mark.mark != Mark::Quarantined {
+            return Vec::new();
+        }
+        let Ok(snapshot) = crate::exec::snapshot::pin(
+            manifest,
+            warehouse,
+            task,
+            &mark.partition,
+            false,
+            crate::clock::now(),
+        ) else {
+            return Vec::new();
+        };
+        // Code that cannot be fingerprinted now refuses the run before
+        // anything starts: compare code_version and inputs only.
+        let fingerprint = self
+            .fingerprint(manifest, task)
+            .or(mark.code_fingerprint.as_deref())
+            .unwrap_or_default()
+            .to_owned();
+        mark.changed_since(&snapshot.digest(), &task.code_version, &fingerprint)
     }
-    let Ok(snapshot) = crate::exec::snapshot::pin(
-        manifest,
-        warehouse,
-        task,
-        &mark.partition,
-        false,
-        crate::clock::now(),
-    ) else {
-        return Vec::new();
-    };
-    // Code that cannot be fingerprinted now refuses the run before anything
-    // starts: compare code_version and inputs only.
-    let fingerprint = crate::manifest::fingerprint::fingerprint(&manifest.dir, task)
-        .ok()
-        .or_else(|| mark.code_fingerprint.clone())
-        .unwrap_or_default();
-    mark.changed_since(&snapshot.digest(), &task.code_version, &fingerprint)
+
+    /// `task`'s code fingerprint, computed once per task.
+    fn fingerprint(&mut self, manifest: &Manifest, task: &Task) -> Option<&str> {
+        self.prints
+            .entry(task.name.clone())
+            .or_insert_with(|| crate::manifest::fingerprint::fingerprint(&manifest.dir, task).ok())
+            .as_deref()
+    }
 }
 
 /// Every upstream (dataset, partition, generation) a commit record's input

@@ -183,7 +183,7 @@ fn grid(
             // A quarantine that the next run releases (its inputs or code
             // changed since) is judged as status and explain judge it: stale.
             let released = marked
-                .map(|m| crate::plan::stale::quarantine_released(manifest, warehouse, m))
+                .map(|m| staleness.quarantine_released(manifest, warehouse, m))
                 .filter(|changed| !changed.is_empty());
             let late = task.sla.is_some_and(|sla| {
                 task.dims
