@@ -19,14 +19,8 @@ pub(crate) fn run(args: &EventsArgs) -> Result<u8, CliError> {
             }
         }
         (None, Some(p)) => {
-            let now = crate::clock::now();
-            if !manifest.tasks.values().any(|t| t.dims.contains(p, now)) {
-                let names: Vec<&str> = manifest.tasks.keys().map(String::as_str).collect();
-                return Err(CliError::Usage(format!(
-                    "partition `{p}` is not in the partition scheme of any task\n  help: {}",
-                    crate::plan::partition_help(&manifest, &names, now)
-                )));
-            }
+            let names: Vec<&str> = manifest.tasks.keys().map(String::as_str).collect();
+            super::ops::check_partition_of(&manifest, &names, p)?;
         }
         (None, None) => {}
     }

@@ -55,13 +55,29 @@ pub(crate) fn check_partition(
     task: &str,
     partition: &str,
 ) -> Result<(), CliError> {
+    check_partition_of(manifest, &[task], partition)
+}
+
+/// Refuses (exit 2) a partition in the scheme of none of `tasks`.
+pub(crate) fn check_partition_of(
+    manifest: &Manifest,
+    tasks: &[&str],
+    partition: &str,
+) -> Result<(), CliError> {
     let now = crate::clock::now();
-    if manifest.tasks[task].dims.contains(partition, now) {
+    if tasks
+        .iter()
+        .any(|t| manifest.tasks[*t].dims.contains(partition, now))
+    {
         return Ok(());
     }
+    let whose = match tasks {
+        [task] => format!("task `{task}`"),
+        _ => "any task".to_owned(),
+    };
     Err(CliError::Usage(format!(
-        "partition `{partition}` is not in the partition scheme of task `{task}`\n  help: {}",
-        crate::plan::partition_help(manifest, &[task], now)
+        "partition `{partition}` is not in the partition scheme of {whose}\n  help: {}",
+        crate::plan::partition_help(manifest, tasks, now)
     )))
 }
 
@@ -331,7 +347,8 @@ pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
         older_than,
         keep_generations: args.keep_generations,
     };
-    let items = gc::plan(&warehouse, &options).map_err(CliError::engine)?;
+    let gc::GcPlan { items, unreadable } =
+        gc::plan(&warehouse, &options).map_err(CliError::engine)?;
     let (delete, keep): (Vec<_>, Vec<_>) = items.iter().partition(|i| i.decision.is_delete());
     for item in &items {
         let (verb, reason) = match &item.decision {
@@ -346,7 +363,6 @@ pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
             super::human_bytes(item.bytes)
         );
     }
-    let unreadable = gc::unreadable_logs(&warehouse).map_err(CliError::engine)?;
     // Kept whole (above), but not a success: nothing proves what they need.
     let outcome = || {
         for u in &unreadable {

@@ -111,8 +111,9 @@ impl GcDecision {
 }
 
 /// Lists every `attempts/<token>/` directory of every dataset and partition
-/// in the warehouse with its decision. Writes nothing.
-pub fn plan(warehouse: &Warehouse, options: &GcOptions) -> Result<Vec<GcItem>, StoreError> {
+/// in the warehouse with its decision, reading each commit log once.
+/// Writes nothing.
+pub fn plan(warehouse: &Warehouse, options: &GcOptions) -> Result<GcPlan, StoreError> {
     plan_at(warehouse, options, Timestamp::now())
 }
 
@@ -129,22 +130,15 @@ pub struct UnreadableLog {
     pub why: String,
 }
 
-/// Every partition whose commit log cannot be read, whether or not it has
-/// candidate directories.
-pub fn unreadable_logs(warehouse: &Warehouse) -> Result<Vec<UnreadableLog>, StoreError> {
-    let mut out = Vec::new();
-    for dataset in warehouse.datasets()? {
-        for partition in warehouse.partitions(&dataset)? {
-            if let Err(e) = warehouse.partition(&dataset, &partition).history() {
-                out.push(UnreadableLog {
-                    dataset: dataset.clone(),
-                    partition,
-                    why: crate::exec::chain(&e),
-                });
-            }
-        }
-    }
-    Ok(out)
+/// What gc would do: every candidate directory with its decision, and
+/// every partition whose commit log cannot be read (whether or not it has
+/// candidate directories), found in the same walk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GcPlan {
+    /// The candidate directories.
+    pub items: Vec<GcItem>,
+    /// The partitions kept whole because their log cannot be read.
+    pub unreadable: Vec<UnreadableLog>,
 }
 
 /// Deletes the items whose decision is Delete, logging a `GC_DELETED` event
@@ -165,24 +159,29 @@ fn plan_at(
     warehouse: &Warehouse,
     options: &GcOptions,
     now: Timestamp,
-) -> Result<Vec<GcItem>, StoreError> {
+) -> Result<GcPlan, StoreError> {
     let mut items = Vec::new();
+    let mut unreadable = Vec::new();
     for dataset in warehouse.datasets()? {
         for partition in warehouse.partitions(&dataset)? {
             let store = warehouse.partition(&dataset, &partition);
             let tokens = attempt_tokens(warehouse, &store)?;
-            if tokens.is_empty() {
-                continue;
-            }
             // One reading of the log per partition for the plan; `apply`
             // reads it again per item.
             let refs = References::read(&store, options.keep_generations);
+            if let References::Unreadable(why) = &refs {
+                unreadable.push(UnreadableLog {
+                    dataset: dataset.clone(),
+                    partition: partition.clone(),
+                    why: why.clone(),
+                });
+            }
             for token in tokens {
                 items.push(assess(&store, &refs, token, options, now));
             }
         }
     }
-    Ok(items)
+    Ok(GcPlan { items, unreadable })
 }
 
 fn apply_at(
@@ -708,7 +707,7 @@ mod tests {
             older_than: HOUR,
             keep_generations: 2,
         };
-        let items = plan_at(&wh, &options, now).unwrap();
+        let items = plan_at(&wh, &options, now).unwrap().items;
         let young = by_token(&items, fresh);
         assert!(young.age < Duration::from_secs(60), "{young:?}");
         kept(&items, fresh);
@@ -765,7 +764,7 @@ mod tests {
             older_than: HOUR,
             keep_generations: 2,
         };
-        let items = plan_at(&wh, &options, now).unwrap();
+        let items = plan_at(&wh, &options, now).unwrap().items;
         assert_eq!(tree(tmp.path()), before, "a plan writes nothing");
         assert_eq!(items.len(), 7);
         assert!(items.iter().all(|i| i.dataset == "sales"));
@@ -808,7 +807,7 @@ mod tests {
         assert!(item.age >= Duration::from_secs(7190), "{:?}", item.age);
 
         // The real clock: everything is young, nothing would go.
-        let items = plan(&wh, &options).unwrap();
+        let items = plan(&wh, &options).unwrap().items;
         assert!(items.iter().all(|i| !i.decision.is_delete()), "{items:?}");
     }
 
@@ -827,7 +826,7 @@ mod tests {
             keep_generations: 0,
         };
         let now = later(3);
-        let items = plan_at(&wh, &options, now).unwrap();
+        let items = plan_at(&wh, &options, now).unwrap().items;
         assert_eq!(items.len(), 3);
         deleted(&items, old);
         deleted(&items, orphan);
@@ -890,7 +889,7 @@ mod tests {
             keep_generations: 0,
         };
         let now = later(2);
-        let items = plan_at(&wh, &options, now).unwrap();
+        let items = plan_at(&wh, &options, now).unwrap().items;
         assert_eq!(items.len(), 3, "a rollback has no attempt dir of its own");
         assert_eq!(kept(&items, first), "referenced by generation 4 (current)");
         deleted(&items, second);
@@ -903,7 +902,7 @@ mod tests {
             keep_generations: 1,
             ..options
         };
-        let items = plan_at(&wh, &options, later(2)).unwrap();
+        let items = plan_at(&wh, &options, later(2)).unwrap().items;
         assert_eq!(
             kept(&items, first),
             "referenced by generation 4 (retained for rollback)"
@@ -922,7 +921,7 @@ mod tests {
             keep_generations: 0,
         };
         let now = later(2);
-        let items = plan_at(&wh, &options, now).unwrap();
+        let items = plan_at(&wh, &options, now).unwrap().items;
         deleted(&items, first);
         // An operator rolls back to generation 1 after the plan was made.
         rollback(&p, 1);
@@ -955,7 +954,7 @@ mod tests {
             older_than: Duration::from_secs(3 * 3600),
             keep_generations: 0,
         };
-        let items = plan_at(&wh, &options, now).unwrap();
+        let items = plan_at(&wh, &options, now).unwrap().items;
         let why = kept(&items, busy);
         assert!(why.starts_with("may still be running (written 2h"), "{why}");
         assert_eq!(by_token(&items, busy).age, Duration::from_secs(4 * 3600));
@@ -977,7 +976,8 @@ mod tests {
             },
             later(2),
         )
-        .unwrap();
+        .unwrap()
+        .items;
         items.retain(|i| i.partition == "2026-09-21");
         let why = deleted(&items, t);
         assert!(
@@ -1001,7 +1001,8 @@ mod tests {
             },
             now,
         )
-        .unwrap();
+        .unwrap()
+        .items;
         let item = items.iter().find(|i| i.partition == "2026-09-21").unwrap();
         assert!(item
             .decision
@@ -1023,14 +1024,14 @@ mod tests {
             older_than: Duration::ZERO,
             keep_generations: 5,
         };
-        let items = plan(&wh, &options).unwrap();
+        let items = plan(&wh, &options).unwrap().items;
         let why = kept(&items, t);
         assert!(
             why.starts_with("may still be running: its lease ") && why.contains("Is a directory"),
             "{why}"
         );
         std::fs::remove_dir(&lease).unwrap();
-        let items = plan(&wh, &options).unwrap();
+        let items = plan(&wh, &options).unwrap().items;
         assert!(by_token(&items, t).decision.is_delete());
     }
 
@@ -1078,7 +1079,8 @@ mod tests {
                 keep_generations: 0,
             },
         )
-        .unwrap();
+        .unwrap()
+        .items;
         assert!(
             deleted(&items, old).starts_with("generation 1, outside the rollback window"),
             "{items:?}"
@@ -1100,6 +1102,7 @@ mod tests {
             }
         )
         .unwrap()
+        .items
         .is_empty());
         let orphan = attempt(&p, "r1");
         let items = plan(
@@ -1109,7 +1112,8 @@ mod tests {
                 keep_generations: 5,
             },
         )
-        .unwrap();
+        .unwrap()
+        .items;
         assert!(deleted(&items, orphan).ends_with("generations kept: none"));
     }
 }
