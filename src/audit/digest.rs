@@ -213,6 +213,12 @@ impl DigestFold {
 }
 
 impl RowFold for DigestFold {
+    const PARTS: bool = true;
+
+    fn append(&mut self, later: Self) {
+        self.merge(&later);
+    }
+
     fn row(&mut self, row: &Row<'_>) {
         self.rows += 1;
         self.digest.add(row);

@@ -282,6 +282,13 @@ struct Scan {
 }
 
 impl RowFold for Scan {
+    const PARTS: bool = true;
+
+    fn append(&mut self, later: Self) {
+        self.rows += later.rows;
+        self.bytes += later.bytes;
+    }
+
     fn row(&mut self, row: &Row<'_>) {
         self.rows += 1;
         for column in 0..self.width {
@@ -371,6 +378,12 @@ struct Rows {
 }
 
 impl RowFold for Rows {
+    const PARTS: bool = true;
+
+    fn append(&mut self, mut later: Self) {
+        self.rows.append(&mut later.rows);
+    }
+
     fn row(&mut self, row: &Row<'_>) {
         let values = (0..self.width)
             .map(|column| {
@@ -389,6 +402,12 @@ struct RawRows {
 }
 
 impl RowFold for RawRows {
+    const PARTS: bool = true;
+
+    fn append(&mut self, mut later: Self) {
+        self.rows.append(&mut later.rows);
+    }
+
     fn row(&mut self, row: &Row<'_>) {
         let values = (0..self.width)
             .map(|column| row.get(column).map(<[u8]>::to_vec))

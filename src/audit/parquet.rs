@@ -1,9 +1,17 @@
 //! Parquet files as canonical rows, through the Arrow project's reader.
 //!
-//! A file's footer gives its schema and row groups; the row groups are
-//! decoded on up to one thread per core at once, each into batches of
-//! rendered rows, and handed to the fold in file order through queues of two
-//! batches, so memory stays bounded by the row groups being decoded.
+//! A file's footer gives its schema and row groups. Row groups can be
+//! decoded independently, which CSV lines cannot, so a file of several row
+//! groups is folded a row group at a time on up to one thread per core:
+//! each thread decodes a group, renders it in small batches and folds them
+//! itself, into an accumulator of that group's own, and the accumulators are
+//! merged in file order as they are done. Rendered rows then never leave the
+//! core (and its cache) that rendered them, and nothing is handed between
+//! threads per batch. A file whose groups would leave cores idle (one group,
+//! or three on two cores) is decoded on one thread per group instead and its
+//! batches handed in file order, through queues of two batches, to the
+//! fold's lanes (see `read::fold_lanes`). Memory stays bounded by the row
+//! groups being decoded either way.
 //!
 //! Every value is rendered to the text it would have in a CSV file (see the
 //! README's "The canonical digest"), so the same logical rows digest the same
@@ -48,11 +56,19 @@ use parquet::arrow::arrow_reader::{
 use parquet::file::reader::{ChunkReader, Length};
 use serde_json::Value;
 
-use super::read::{Batch, Span};
+use super::read::{Batch, RowFold, Span};
 use super::AuditError;
 
-/// Rows per decoded batch.
+/// Rows per decoded batch handed to the lanes.
 const BATCH_ROWS: usize = 8192;
+/// Rows per batch rendered and folded on one thread: small enough for the
+/// batch (about 200 bytes a row of values and spans here) to stay in the
+/// core's L2 cache between the two.
+const PART_BATCH_ROWS: usize = 2048;
+/// How much longer than a perfect split of the rows over the threads
+/// folding whole row groups may take before the lanes are used instead
+/// (they cost about this much more per row, in `bench` W6).
+const PART_IMBALANCE: f64 = 1.125;
 /// Batches queued per row group being decoded.
 const QUEUED: usize = 2;
 
@@ -272,49 +288,199 @@ impl ParquetFile {
         spare: &Mutex<Vec<Batch>>,
         sender: &mpsc::SyncSender<Result<Batch, AuditError>>,
     ) -> Result<(), AuditError> {
-        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(
-            self.file.clone(),
-            self.decoding.clone(),
-        )
-        .with_row_groups(vec![group])
-        .with_batch_size(BATCH_ROWS)
-        .build()
-        .map_err(|e| invalid(&self.path, &e))?;
-        let mut line = first;
         // Sized like the last batch: growing from empty would copy and
         // fault in each batch's bytes several times.
         let mut size = 0;
-        for record in reader {
-            let record = record.map_err(|e| AuditError::ParquetInvalid {
-                path: self.path.clone(),
-                message: format!("row group {group}: {e}"),
-            })?;
+        self.render_group(group, first, BATCH_ROWS, &mut |record, line| {
             let mut batch = spare
                 .lock()
                 .ok()
                 .and_then(|mut spare| spare.pop())
                 .unwrap_or_else(Batch::new);
-            // The spans are kept: every one is written again (see `Fill`),
-            // so they need not be cleared to null first.
-            let spans = std::mem::take(&mut batch.spans);
-            batch.clear();
-            batch.spans = spans;
             batch.data.reserve(size + size / 8);
+            self.render(record, line, &mut batch)?;
             if group == 0 && line == first {
                 batch.expect = Some(self.rows());
             }
-            self.render(&record, line, &mut batch)?;
             size = batch.data.len();
-            line += record.num_rows() as u64;
-            if sender.send(Ok(batch)).is_err() {
-                return Ok(());
+            Ok(sender.send(Ok(batch)).is_ok())
+        })
+    }
+
+    /// Decodes row group `group`, whose first row is `first`, in record
+    /// batches of `rows` rows, handing each with its first row's number to
+    /// `each` until it returns false.
+    fn render_group(
+        &self,
+        group: usize,
+        first: u64,
+        rows: usize,
+        each: &mut dyn FnMut(&RecordBatch, u64) -> Result<bool, AuditError>,
+    ) -> Result<(), AuditError> {
+        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(
+            self.file.clone(),
+            self.decoding.clone(),
+        )
+        .with_row_groups(vec![group])
+        .with_batch_size(rows)
+        .build()
+        .map_err(|e| invalid(&self.path, &e))?;
+        let mut line = first;
+        for record in reader {
+            let record = record.map_err(|e| AuditError::ParquetInvalid {
+                path: self.path.clone(),
+                message: format!("row group {group}: {e}"),
+            })?;
+            if !each(&record, line)? {
+                break;
             }
+            line += record.num_rows() as u64;
         }
         Ok(())
     }
 
-    /// Renders a record batch's rows into `batch`, rows numbered from `line`.
+    /// Folds row group `group` into `fold` on this thread, rendering into
+    /// `batch`; stops early once the fold is satisfied.
+    fn fold_group<F: RowFold>(
+        &self,
+        group: usize,
+        first: u64,
+        batch: &mut Batch,
+        fold: &mut F,
+    ) -> Result<(), AuditError> {
+        self.render_group(group, first, PART_BATCH_ROWS, &mut |record, line| {
+            self.render(record, line, batch)?;
+            batch.fold_into(fold);
+            Ok(!fold.satisfied())
+        })
+    }
+
+    /// Folds every row group into `fold` on this thread, in file order,
+    /// until the fold is satisfied.
+    pub(crate) fn fold_here<F: RowFold>(&self, fold: &mut F) -> Result<(), AuditError> {
+        fold.expect_rows(self.rows());
+        let mut batch = Batch::new();
+        for (group, first) in self.first_rows().into_iter().enumerate() {
+            if fold.satisfied() {
+                break;
+            }
+            self.fold_group(group, first, &mut batch, fold)?;
+        }
+        Ok(())
+    }
+
+    /// The number of the first row of each row group, from 1.
+    fn first_rows(&self) -> Vec<u64> {
+        let mut row = 1u64;
+        self.group_rows()
+            .into_iter()
+            .map(|rows| {
+                let first = row;
+                row += rows;
+                first
+            })
+            .collect()
+    }
+
+    /// The rows of each row group, as the footer declares them.
+    fn group_rows(&self) -> Vec<u64> {
+        self.metadata
+            .metadata()
+            .row_groups()
+            .iter()
+            .map(|group| u64::try_from(group.num_rows()).unwrap_or(0))
+            .collect()
+    }
+
+    /// True if folding whole row groups on `threads` threads, each taking
+    /// the next group when done with one, keeps the threads busy: the
+    /// last one finishes within [`PART_IMBALANCE`] of an even split of the
+    /// rows (taking a group's time as its rows).
+    pub(crate) fn folds_in_parts(&self, threads: usize) -> bool {
+        let rows = self.group_rows();
+        if threads < 2 || rows.len() < 2 {
+            return false;
+        }
+        let mut busy = vec![0u64; threads.min(rows.len())];
+        for group in &rows {
+            if let Some(least) = busy.iter_mut().min() {
+                *least += group;
+            }
+        }
+        let last = busy.iter().copied().max().unwrap_or(0) as f64;
+        let even = rows.iter().sum::<u64>() as f64 / threads as f64;
+        last <= even * PART_IMBALANCE
+    }
+
+    /// Folds the row groups on up to `threads` threads, each group into its
+    /// own accumulator built by `make`, and returns them merged in file
+    /// order ([`RowFold::append`]). A group's accumulator is merged as soon
+    /// as those before it are, so few are held at once; the first expects
+    /// the whole file's rows, so what the others bring fits without
+    /// growing it.
+    pub(crate) fn fold_parts<F: RowFold>(
+        &self,
+        threads: usize,
+        make: &dyn Fn(&[String]) -> F,
+    ) -> Result<F, AuditError> {
+        let groups = self.group_rows();
+        let first_rows = self.first_rows();
+        // Made here, since `make` need not be shareable between threads,
+        // but sized by the thread that fills it: storage reserved for rows
+        // is only touched (and so only costs memory) once rows arrive.
+        let made: Vec<Mutex<Option<F>>> = groups
+            .iter()
+            .map(|_| Mutex::new(Some(make(&self.columns))))
+            .collect();
+        let merged = Mutex::new(InOrder::new(groups.len()));
+        let next = AtomicUsize::new(0);
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            for _ in 0..threads.clamp(1, groups.len().max(1)) {
+                scope.spawn(|| {
+                    let mut batch = Batch::new();
+                    loop {
+                        let group = next.fetch_add(1, Ordering::Relaxed);
+                        if group >= groups.len() || stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        let fold = made.get(group).and_then(|slot| slot.lock().ok()?.take());
+                        let (Some(mut fold), Some(&first), Some(&rows)) =
+                            (fold, first_rows.get(group), groups.get(group))
+                        else {
+                            break;
+                        };
+                        fold.expect_rows(if group == 0 { self.rows() } else { rows });
+                        let done = self
+                            .fold_group(group, first, &mut batch, &mut fold)
+                            .map(|()| fold);
+                        if done.is_err() {
+                            stop.store(true, Ordering::Relaxed);
+                        }
+                        if let Ok(mut merged) = merged.lock() {
+                            merged.put(group, done);
+                        }
+                    }
+                });
+            }
+        });
+        let merged = merged
+            .into_inner()
+            .map_err(|_| invalid_text(&self.path, "internal error: a row group's fold panicked"))?;
+        merged.finish(&self.path).unwrap_or_else(|| {
+            // No row group: the accumulator of no rows.
+            Ok(make(&self.columns))
+        })
+    }
+
+    /// Renders a record batch's rows into `batch` (emptied first), rows
+    /// numbered from `line`.
     fn render(&self, record: &RecordBatch, line: u64, batch: &mut Batch) -> Result<(), AuditError> {
+        // The spans are kept: every one is written again (see `Fill`), so
+        // they need not be cleared to null first.
+        let spans = std::mem::take(&mut batch.spans);
+        batch.clear();
+        batch.spans = spans;
         let rows = record.num_rows();
         let width = self.order.len();
         batch.lines.extend((0..rows as u64).map(|row| line + row));
@@ -330,6 +496,72 @@ impl ParquetFile {
             render_column(column, &mut batch.data, &mut batch.spans, width, k).map_err(failed)?;
         }
         Ok(())
+    }
+}
+
+/// Row groups' accumulators merged in file order as they arrive in any.
+struct InOrder<F> {
+    /// The merge of groups `0..next`.
+    merged: Option<F>,
+    next: usize,
+    /// Groups done out of order, waiting for the ones before them.
+    waiting: Vec<Option<F>>,
+    /// The error of the first group (in file order) that failed.
+    error: Option<(usize, AuditError)>,
+}
+
+impl<F: RowFold> InOrder<F> {
+    fn new(groups: usize) -> Self {
+        Self {
+            merged: None,
+            next: 0,
+            waiting: (0..groups).map(|_| None).collect(),
+            error: None,
+        }
+    }
+
+    fn put(&mut self, group: usize, done: Result<F, AuditError>) {
+        match done {
+            Ok(fold) => {
+                if let Some(slot) = self.waiting.get_mut(group) {
+                    *slot = Some(fold);
+                }
+            }
+            Err(error) => {
+                if self.error.as_ref().is_none_or(|(first, _)| group < *first) {
+                    self.error = Some((group, error));
+                }
+                return;
+            }
+        }
+        while let Some(fold) = self.waiting.get_mut(self.next).and_then(Option::take) {
+            match &mut self.merged {
+                Some(merged) => merged.append(fold),
+                None => self.merged = Some(fold),
+            }
+            self.next += 1;
+        }
+    }
+
+    /// The merge of every group, the first error, or `None` for no groups.
+    fn finish(self, path: &Path) -> Option<Result<F, AuditError>> {
+        if let Some((_, error)) = self.error {
+            return Some(Err(error));
+        }
+        if self.next < self.waiting.len() {
+            return Some(Err(invalid_text(
+                path,
+                "internal error: a row group was not folded",
+            )));
+        }
+        self.merged.map(Ok)
+    }
+}
+
+fn invalid_text(path: &Path, message: &str) -> AuditError {
+    AuditError::ParquetInvalid {
+        path: path.to_path_buf(),
+        message: message.to_owned(),
     }
 }
 
@@ -1190,6 +1422,7 @@ mod tests {
     use parquet::arrow::ArrowWriter;
     use parquet::file::properties::WriterProperties;
 
+    use super::super::read::RowFold;
     use super::super::{audit, digest_files, read_rows, AuditError, AuditSpec, Format, Gate};
     use super::super::{Aggregate, InputData};
     use super::{timestamp, whole_second_timestamp, Dates};
@@ -1718,5 +1951,168 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The lines of the rows folded, in the order folded.
+    struct Lines(Vec<u64>);
+
+    impl RowFold for Lines {
+        const PARTS: bool = true;
+
+        fn row(&mut self, row: &super::super::read::Row<'_>) {
+            self.0.push(row.line);
+        }
+
+        fn append(&mut self, mut later: Self) {
+            self.0.append(&mut later.0);
+        }
+    }
+
+    /// A file of `groups` row groups of the given sizes.
+    fn grouped(dir: &Path, sizes: &[usize]) -> super::ParquetFile {
+        let path = dir.join(format!("groups-{}.parquet", sizes.len()));
+        let file = std::fs::File::create(&path).expect("create");
+        let ids: Vec<i64> = (1..=sizes.iter().sum::<usize>() as i64).collect();
+        let batch = people(&ids);
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(usize::MAX))
+            .build();
+        let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(props)).expect("writer");
+        let mut at = 0;
+        for &size in sizes {
+            writer.write(&batch.slice(at, size)).expect("write");
+            writer.flush().expect("close the row group");
+            at += size;
+        }
+        writer.close().expect("close");
+        super::ParquetFile::open(&path).expect("opens")
+    }
+
+    // issue 15: row groups folded in parts, on more threads than cores and
+    // finishing in any order, are merged in file order: every row once.
+    #[test]
+    fn issue_15_row_groups_folded_in_parts_merge_in_file_order() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = grouped(dir.path(), &[300, 1, 250, 90, 300, 7, 52]);
+        assert_eq!(file.group_rows(), [300, 1, 250, 90, 300, 7, 52]);
+        for threads in [1, 2, 3, 8] {
+            let parts = file
+                .fold_parts(threads, &|_| Lines(Vec::new()))
+                .expect("folds");
+            assert_eq!(
+                parts.0,
+                (1..=1000).collect::<Vec<u64>>(),
+                "{threads} threads"
+            );
+        }
+        let mut here = Lines(Vec::new());
+        file.fold_here(&mut here).expect("folds");
+        assert_eq!(here.0, (1..=1000).collect::<Vec<u64>>());
+    }
+
+    // issue 15: parts are merged as they are done in file order, and the
+    // error reported is the first group's in file order, not the first to
+    // fail in time.
+    #[test]
+    fn issue_15_parts_arriving_out_of_order_merge_in_order_and_report_the_first_error() {
+        let mut in_order = super::InOrder::new(3);
+        in_order.put(2, Ok(Lines(vec![5, 6])));
+        in_order.put(0, Ok(Lines(vec![1, 2])));
+        assert_eq!(
+            in_order.merged.as_ref().map(|l| l.0.clone()),
+            Some(vec![1, 2])
+        );
+        in_order.put(1, Ok(Lines(vec![3, 4])));
+        let merged = in_order.finish(Path::new("f")).expect("some").expect("ok");
+        assert_eq!(merged.0, [1, 2, 3, 4, 5, 6]);
+
+        let error = |group: usize| {
+            Err(super::invalid_text(
+                Path::new("f"),
+                &format!("group {group}"),
+            ))
+        };
+        let mut failed = super::InOrder::<Lines>::new(3);
+        failed.put(2, error(2));
+        failed.put(0, Ok(Lines(vec![1])));
+        failed.put(1, error(1));
+        let Some(Err(error)) = failed.finish(Path::new("f")) else {
+            panic!("an error");
+        };
+        assert!(error.to_string().ends_with("group 1"), "{error}");
+
+        let mut missing = super::InOrder::new(2);
+        missing.put(0, Ok(Lines(vec![1])));
+        assert!(matches!(missing.finish(Path::new("f")), Some(Err(_))));
+        assert!(super::InOrder::<Lines>::new(0)
+            .finish(Path::new("f"))
+            .is_none());
+    }
+
+    // issue 15: whole row groups are folded in parts only when they keep
+    // the threads about equally busy; otherwise the lanes are used.
+    #[test]
+    fn issue_15_parts_only_when_the_row_groups_divide_evenly() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let one = grouped(dir.path(), &[100]);
+        assert!(!one.folds_in_parts(2));
+        let two = grouped(dir.path(), &[100, 100]);
+        assert!(two.folds_in_parts(2));
+        assert!(!two.folds_in_parts(1));
+        // Three on two threads: one thread folds two, the other waits.
+        let three = grouped(dir.path(), &[100, 100, 100]);
+        assert!(!three.folds_in_parts(2));
+        assert!(three.folds_in_parts(3));
+        // W6's layout: nine full groups and a half one.
+        let w6 = grouped(
+            dir.path(),
+            &[100, 100, 100, 100, 100, 100, 100, 100, 100, 54],
+        );
+        assert!(w6.folds_in_parts(2));
+    }
+
+    // issue 15: one file of many row groups, audited (in parts on a
+    // machine of several cores): the digest is the CSV's, duplicates
+    // across groups and nulls are located by row.
+    #[test]
+    fn issue_15_one_file_of_many_row_groups_audits_as_its_csv() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut ids: Vec<i64> = (1..=1000).collect();
+        ids[870] = 12;
+        ids[400] = 399;
+        let path = write(&dir.path().join("a.parquet"), &people(&ids), 100);
+        assert_eq!(
+            super::ParquetFile::open(&path)
+                .expect("opens")
+                .group_rows()
+                .len(),
+            10
+        );
+        let csv = dir.path().join("a.csv");
+        std::fs::write(&csv, people_csv(&ids)).expect("csv");
+        let grain = vec!["id".to_owned()];
+        let gates = vec![Gate::NotNull {
+            columns: vec!["name".to_owned()],
+        }];
+        let inputs = HashMap::new();
+        let report =
+            audit(std::slice::from_ref(&path), &spec(&grain, &gates, &inputs)).expect("audits");
+        assert_eq!(report.rows, 1000);
+        assert_eq!(report.gates[0].actual, "2 duplicate keys");
+        assert_eq!(
+            report.gates[0].offending,
+            ["row 401: id=399", "row 871: id=12"]
+        );
+        let nulls = ids.iter().filter(|id| *id % 3 == 0).count();
+        assert_eq!(report.gates[1].actual, format!("{nulls} null values"));
+        assert_eq!(report.gates[1].offending[0], "row 3: name=null");
+        assert_eq!(
+            digest_files(std::slice::from_ref(&path), Format::Parquet).expect("digest"),
+            digest_files(&[csv], Format::Csv).expect("digest")
+        );
+        let rows = read_rows(&[path], Format::Parquet).expect("rows").1;
+        let read: Vec<String> = rows.iter().filter_map(|row| row[1].clone()).collect();
+        let expected: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
+        assert_eq!(read, expected);
     }
 }

@@ -81,6 +81,16 @@ pub(crate) trait RowFold: Sized + Send {
     /// last split first.
     fn join(&mut self, _lane: Self) {}
 
+    /// True for a fold that can take a file in parts: rows `a..b` folded
+    /// into one accumulator and rows `b..c` into another made the same way,
+    /// then [`RowFold::append`]ed, give the same result as folding `a..c`
+    /// into one. Parquet's row groups are then folded on separate threads.
+    const PARTS: bool = false;
+
+    /// Takes in the fold of the part of the file right after this one's
+    /// (only called when [`RowFold::PARTS`]).
+    fn append(&mut self, _later: Self) {}
+
     /// Called after the file's last row, before the result is used.
     fn finish(&mut self) {}
 }
@@ -300,21 +310,27 @@ fn same_schema(files: &[PathBuf]) -> Result<(), AuditError> {
     Ok(())
 }
 
-/// Streams a Parquet file's rows through `make(columns)`'s accumulator; its
-/// row groups are decoded in parallel (all cores with `pipeline`, where
-/// the fold's lanes also run on their own threads; one core otherwise).
+/// Streams a Parquet file's rows through `make(columns)`'s accumulator.
+/// With `pipeline`, on every core: in parts (a row group per thread at a
+/// time) if the fold takes them and the groups divide evenly enough, its
+/// row groups decoded in parallel for the fold's lanes otherwise. Without,
+/// on this thread.
 fn fold_parquet<F: RowFold>(
     path: &Path,
     pipeline: bool,
     make: &dyn Fn(&[String]) -> F,
 ) -> Result<(Vec<String>, F), AuditError> {
     let file = ParquetFile::open(path)?;
-    let fold = make(&file.columns);
-    let threads = if pipeline {
-        std::thread::available_parallelism().map_or(1, usize::from)
-    } else {
-        1
-    };
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    if !pipeline {
+        let mut fold = make(&file.columns);
+        file.fold_here(&mut fold)?;
+        return Ok((file.columns.clone(), fold));
+    }
+    if F::PARTS && file.folds_in_parts(threads) {
+        let fold = file.fold_parts(threads, make)?;
+        return Ok((file.columns.clone(), fold));
+    }
     // Batches done with, for the decoders to reuse; a few are enough.
     let spare = std::sync::Mutex::new(Vec::new());
     let keep = |batch: Batch| {
@@ -324,22 +340,13 @@ fn fold_parquet<F: RowFold>(
             }
         }
     };
-    if pipeline {
-        let fold = fold_lanes(fold, path, &mut |send, returned| {
-            file.decode(threads, &spare, &mut |batch| {
-                while let Ok(done) = returned.try_recv() {
-                    keep(done);
-                }
-                send(batch)
-            })
-        })?;
-        return Ok((file.columns.clone(), fold));
-    }
-    let mut fold = fold;
-    file.decode(threads, &spare, &mut |batch| {
-        batch.fold_into(&mut fold);
-        keep(batch);
-        !fold.satisfied()
+    let fold = fold_lanes(make(&file.columns), path, &mut |send, returned| {
+        file.decode(threads, &spare, &mut |batch| {
+            while let Ok(done) = returned.try_recv() {
+                keep(done);
+            }
+            send(batch)
+        })
     })?;
     Ok((file.columns.clone(), fold))
 }

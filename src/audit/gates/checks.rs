@@ -533,6 +533,12 @@ impl CandidateFold {
 }
 
 impl RowFold for CandidateFold {
+    const PARTS: bool = true;
+
+    fn append(&mut self, later: Self) {
+        self.merge(later);
+    }
+
     fn split(&mut self) -> Option<Self> {
         self.split_lane()
     }

@@ -129,6 +129,14 @@ pub(crate) type InputSides<'a> = HashMap<usize, InputSide<'a>>;
 struct InputFold(Vec<Aggregator>);
 
 impl RowFold for InputFold {
+    const PARTS: bool = true;
+
+    fn append(&mut self, later: Self) {
+        for (aggregator, later) in self.0.iter_mut().zip(later.0) {
+            aggregator.merge(later);
+        }
+    }
+
     fn row(&mut self, row: &Row<'_>) {
         for aggregator in &mut self.0 {
             aggregator.row(row);
