@@ -1,17 +1,15 @@
 //! Parquet files as canonical rows, through the Arrow project's reader.
 //!
-//! A file's footer gives its schema and row groups. Row groups can be
-//! decoded independently, which CSV lines cannot, so a file of several row
-//! groups is folded a row group at a time on up to one thread per core:
-//! each thread decodes a group, renders it in small batches and folds them
-//! itself, into an accumulator of that group's own, and the accumulators are
-//! merged in file order as they are done. Rendered rows then never leave the
-//! core (and its cache) that rendered them, and nothing is handed between
-//! threads per batch. A file whose groups would leave cores idle (one group,
-//! or three on two cores) is decoded on one thread per group instead and its
-//! batches handed in file order, through queues of two batches, to the
-//! fold's lanes (see `read::fold_lanes`). Memory stays bounded by the row
-//! groups being decoded either way.
+//! A file's footer gives its schema and row groups. Unlike CSV lines, a
+//! row group can be read from any row without reading the rows before it
+//! (whole pages before that row are skipped by their headers), so a file is
+//! folded in parts, ranges of up to 262,144 rows of a row group, on up to
+//! one thread per core: each thread decodes a part, renders it in small
+//! batches and folds them itself, into an accumulator of that part's own,
+//! and the accumulators are merged in file order as they are done. Rendered
+//! rows then never leave the core (and its cache) that rendered them, and
+//! nothing is handed between threads per batch. Memory stays bounded by the
+//! parts being folded.
 //!
 //! Every value is rendered to the text it would have in a CSV file (see the
 //! README's "The canonical digest"), so the same logical rows digest the same
@@ -38,7 +36,7 @@ use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
@@ -51,7 +49,8 @@ use arrow_array::types::{
 use arrow_array::{Array, ArrayRef, ArrowPrimitiveType, RecordBatch};
 use arrow_schema::{DataType, Schema, TimeUnit};
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+    RowSelectionPolicy, RowSelector,
 };
 use parquet::file::reader::{ChunkReader, Length};
 use serde_json::Value;
@@ -59,18 +58,51 @@ use serde_json::Value;
 use super::read::{Batch, RowFold, Span};
 use super::AuditError;
 
-/// Rows per decoded batch handed to the lanes.
-const BATCH_ROWS: usize = 8192;
-/// Rows per batch rendered and folded on one thread: small enough for the
-/// batch (about 200 bytes a row of values and spans here) to stay in the
+/// Rows per batch, rendered and folded on one thread: small enough for the
+/// batch (about 200 bytes a row of values and spans in W6) to stay in the
 /// core's L2 cache between the two.
-const PART_BATCH_ROWS: usize = 2048;
-/// How much longer than a perfect split of the rows over the threads
-/// folding whole row groups may take before the lanes are used instead
-/// (they cost about this much more per row, in `bench` W6).
-const PART_IMBALANCE: f64 = 1.125;
-/// Batches queued per row group being decoded.
-const QUEUED: usize = 2;
+const BATCH_ROWS: usize = 2048;
+/// The fewest and most rows of a part. Fewer would spend much of a part
+/// decoding the rest of the page it starts in (a writer's pages commonly
+/// hold 20,000 rows); more would leave a thread idle at the end for long.
+const PART_ROWS: (u64, u64) = (65_536, 262_144);
+/// Parts per thread aimed at, so that threads finish about together
+/// whatever the rows of each part cost.
+const PARTS_PER_THREAD: u64 = 4;
+
+/// Rows `skip..skip + rows` of row group `group`, the file's rows from
+/// `first` (counted from 1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Part {
+    group: usize,
+    skip: u64,
+    rows: u64,
+    first: u64,
+}
+
+/// Cuts row groups of the given rows into parts of at most about `target`
+/// rows each, of equal rows within a group, in file order.
+fn parts_of(groups: &[u64], target: u64) -> Vec<Part> {
+    let mut parts = Vec::new();
+    let mut first = 1;
+    for (group, &rows) in groups.iter().enumerate() {
+        let count = rows.div_ceil(target.max(1)).max(1);
+        let mut skip = 0;
+        for k in 0..count {
+            // Spread the remainder over the first parts.
+            let size = rows / count + u64::from(k < rows % count);
+            parts.push(Part {
+                group,
+                skip,
+                rows: size,
+                first: first + skip,
+            });
+            skip += size;
+        }
+        first += rows;
+    }
+    parts
+}
 
 /// A file read with positioned reads (`pread`), so threads share one handle
 /// without sharing a file offset.
@@ -209,177 +241,13 @@ impl ParquetFile {
         u64::try_from(self.metadata.metadata().file_metadata().num_rows()).unwrap_or(0)
     }
 
-    /// Decodes the row groups on up to `threads` threads and hands their
-    /// batches to `sink` in file order, until it returns false.
-    ///
-    /// Batches are taken from `spare` when it has any (the caller puts
-    /// back the ones it is done with), so their buffers are not allocated
-    /// and faulted in again for every batch.
-    pub(crate) fn decode(
-        &self,
-        threads: usize,
-        spare: &Mutex<Vec<Batch>>,
-        sink: &mut dyn FnMut(Batch) -> bool,
-    ) -> Result<(), AuditError> {
-        let groups = self.metadata.metadata().row_groups();
-        let mut first = Vec::with_capacity(groups.len());
-        let mut row = 1u64;
-        for group in groups {
-            first.push(row);
-            row += u64::try_from(group.num_rows()).unwrap_or(0);
-        }
-        type Item = Result<Batch, AuditError>;
-        let mut senders = Vec::with_capacity(groups.len());
-        let mut receivers = Vec::with_capacity(groups.len());
-        for _ in groups {
-            let (sender, receiver) = mpsc::sync_channel::<Item>(QUEUED);
-            senders.push(Mutex::new(Some(sender)));
-            receivers.push(receiver);
-        }
-        let next = AtomicUsize::new(0);
-        let stop = AtomicBool::new(false);
-        let workers = threads.clamp(1, groups.len().max(1));
-        std::thread::scope(|scope| {
-            for _ in 0..workers {
-                scope.spawn(|| loop {
-                    let group = next.fetch_add(1, Ordering::Relaxed);
-                    if group >= groups.len() || stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    let sender = senders.get(group).and_then(|slot| slot.lock().ok()?.take());
-                    let (Some(sender), Some(&first)) = (sender, first.get(group)) else {
-                        break;
-                    };
-                    if let Err(error) = self.decode_group(group, first, spare, &sender) {
-                        let _ = sender.send(Err(error));
-                    }
-                });
-            }
-            let mut result = Ok(());
-            let mut receivers = receivers.into_iter();
-            'groups: for receiver in receivers.by_ref() {
-                for item in receiver {
-                    match item {
-                        Ok(batch) => {
-                            if !sink(batch) {
-                                break 'groups;
-                            }
-                        }
-                        Err(error) => {
-                            result = Err(error);
-                            break 'groups;
-                        }
-                    }
-                }
-            }
-            // Dropping the queues stops the decoders still sending.
-            stop.store(true, Ordering::Relaxed);
-            drop(receivers);
-            result
-        })
-    }
-
-    /// Decodes one row group into batches sent to `sender`; stops quietly
-    /// when the receiving side has gone.
-    fn decode_group(
-        &self,
-        group: usize,
-        first: u64,
-        spare: &Mutex<Vec<Batch>>,
-        sender: &mpsc::SyncSender<Result<Batch, AuditError>>,
-    ) -> Result<(), AuditError> {
-        // Sized like the last batch: growing from empty would copy and
-        // fault in each batch's bytes several times.
-        let mut size = 0;
-        self.render_group(group, first, BATCH_ROWS, &mut |record, line| {
-            let mut batch = spare
-                .lock()
-                .ok()
-                .and_then(|mut spare| spare.pop())
-                .unwrap_or_else(Batch::new);
-            batch.data.reserve(size + size / 8);
-            self.render(record, line, &mut batch)?;
-            if group == 0 && line == first {
-                batch.expect = Some(self.rows());
-            }
-            size = batch.data.len();
-            Ok(sender.send(Ok(batch)).is_ok())
-        })
-    }
-
-    /// Decodes row group `group`, whose first row is `first`, in record
-    /// batches of `rows` rows, handing each with its first row's number to
-    /// `each` until it returns false.
-    fn render_group(
-        &self,
-        group: usize,
-        first: u64,
-        rows: usize,
-        each: &mut dyn FnMut(&RecordBatch, u64) -> Result<bool, AuditError>,
-    ) -> Result<(), AuditError> {
-        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(
-            self.file.clone(),
-            self.decoding.clone(),
-        )
-        .with_row_groups(vec![group])
-        .with_batch_size(rows)
-        .build()
-        .map_err(|e| invalid(&self.path, &e))?;
-        let mut line = first;
-        for record in reader {
-            let record = record.map_err(|e| AuditError::ParquetInvalid {
-                path: self.path.clone(),
-                message: format!("row group {group}: {e}"),
-            })?;
-            if !each(&record, line)? {
-                break;
-            }
-            line += record.num_rows() as u64;
-        }
-        Ok(())
-    }
-
-    /// Folds row group `group` into `fold` on this thread, rendering into
-    /// `batch`; stops early once the fold is satisfied.
-    fn fold_group<F: RowFold>(
-        &self,
-        group: usize,
-        first: u64,
-        batch: &mut Batch,
-        fold: &mut F,
-    ) -> Result<(), AuditError> {
-        self.render_group(group, first, PART_BATCH_ROWS, &mut |record, line| {
-            self.render(record, line, batch)?;
-            batch.fold_into(fold);
-            Ok(!fold.satisfied())
-        })
-    }
-
-    /// Folds every row group into `fold` on this thread, in file order,
-    /// until the fold is satisfied.
-    pub(crate) fn fold_here<F: RowFold>(&self, fold: &mut F) -> Result<(), AuditError> {
-        fold.expect_rows(self.rows());
-        let mut batch = Batch::new();
-        for (group, first) in self.first_rows().into_iter().enumerate() {
-            if fold.satisfied() {
-                break;
-            }
-            self.fold_group(group, first, &mut batch, fold)?;
-        }
-        Ok(())
-    }
-
-    /// The number of the first row of each row group, from 1.
-    fn first_rows(&self) -> Vec<u64> {
-        let mut row = 1u64;
-        self.group_rows()
-            .into_iter()
-            .map(|rows| {
-                let first = row;
-                row += rows;
-                first
-            })
-            .collect()
+    /// The parts a file is folded in on `threads` threads: each row group
+    /// cut into ranges of about equal rows, enough of them for the threads
+    /// to finish about together (see [`PART_ROWS`]).
+    fn parts(&self, threads: usize) -> Vec<Part> {
+        let target = (self.rows() / (threads.max(1) as u64 * PARTS_PER_THREAD))
+            .clamp(PART_ROWS.0, PART_ROWS.1);
+        parts_of(&self.group_rows(), target)
     }
 
     /// The rows of each row group, as the footer declares them.
@@ -392,73 +260,78 @@ impl ParquetFile {
             .collect()
     }
 
-    /// True if folding whole row groups on `threads` threads, each taking
-    /// the next group when done with one, keeps the threads busy: the
-    /// last one finishes within [`PART_IMBALANCE`] of an even split of the
-    /// rows (taking a group's time as its rows).
-    pub(crate) fn folds_in_parts(&self, threads: usize) -> bool {
-        let rows = self.group_rows();
-        if threads < 2 || rows.len() < 2 {
-            return false;
-        }
-        let mut busy = vec![0u64; threads.min(rows.len())];
-        for group in &rows {
-            if let Some(least) = busy.iter_mut().min() {
-                *least += group;
+    /// Folds every row of the file into `fold` on this thread, in file
+    /// order, until the fold is satisfied.
+    pub(crate) fn fold_here<F: RowFold>(&self, fold: &mut F) -> Result<(), AuditError> {
+        fold.expect_rows(self.rows());
+        let mut batch = Batch::new();
+        for part in parts_of(&self.group_rows(), u64::MAX) {
+            if fold.satisfied() {
+                break;
             }
+            self.fold_part(&part, &mut batch, fold)?;
         }
-        let last = busy.iter().copied().max().unwrap_or(0) as f64;
-        let even = rows.iter().sum::<u64>() as f64 / threads as f64;
-        last <= even * PART_IMBALANCE
+        Ok(())
     }
 
-    /// Folds the row groups on up to `threads` threads, each group into its
-    /// own accumulator built by `make`, and returns them merged in file
-    /// order ([`RowFold::append`]). A group's accumulator is merged as soon
-    /// as those before it are, so few are held at once; the first expects
-    /// the whole file's rows, so what the others bring fits without
-    /// growing it.
-    pub(crate) fn fold_parts<F: RowFold>(
+    /// Folds the file on up to `threads` threads in parts
+    /// ([`ParquetFile::parts`]), each into its own accumulator built by
+    /// `make`, and returns them merged in file order
+    /// ([`RowFold::append`]). A part's accumulator is merged as soon as
+    /// those before it are, so few are held at once; the first expects the
+    /// whole file's rows, so what the others bring fits without growing it.
+    /// A file of one part is folded on this thread.
+    pub(crate) fn fold_in_parts<F: RowFold>(
         &self,
         threads: usize,
         make: &dyn Fn(&[String]) -> F,
     ) -> Result<F, AuditError> {
-        let groups = self.group_rows();
-        let first_rows = self.first_rows();
+        let parts = self.parts(threads);
+        if parts.len() < 2 || threads < 2 {
+            let mut fold = make(&self.columns);
+            self.fold_here(&mut fold)?;
+            return Ok(fold);
+        }
+        self.fold_parts(&parts, threads, make)
+    }
+
+    /// [`ParquetFile::fold_in_parts`] with the parts given.
+    fn fold_parts<F: RowFold>(
+        &self,
+        parts: &[Part],
+        threads: usize,
+        make: &dyn Fn(&[String]) -> F,
+    ) -> Result<F, AuditError> {
         // Made here, since `make` need not be shareable between threads,
         // but sized by the thread that fills it: storage reserved for rows
         // is only touched (and so only costs memory) once rows arrive.
-        let made: Vec<Mutex<Option<F>>> = groups
+        let made: Vec<Mutex<Option<F>>> = parts
             .iter()
             .map(|_| Mutex::new(Some(make(&self.columns))))
             .collect();
-        let merged = Mutex::new(InOrder::new(groups.len()));
+        let merged = Mutex::new(InOrder::new(parts.len()));
         let next = AtomicUsize::new(0);
         let stop = AtomicBool::new(false);
         std::thread::scope(|scope| {
-            for _ in 0..threads.clamp(1, groups.len().max(1)) {
+            for _ in 0..threads.clamp(1, parts.len().max(1)) {
                 scope.spawn(|| {
                     let mut batch = Batch::new();
                     loop {
-                        let group = next.fetch_add(1, Ordering::Relaxed);
-                        if group >= groups.len() || stop.load(Ordering::Relaxed) {
+                        let at = next.fetch_add(1, Ordering::Relaxed);
+                        if at >= parts.len() || stop.load(Ordering::Relaxed) {
                             break;
                         }
-                        let fold = made.get(group).and_then(|slot| slot.lock().ok()?.take());
-                        let (Some(mut fold), Some(&first), Some(&rows)) =
-                            (fold, first_rows.get(group), groups.get(group))
-                        else {
+                        let fold = made.get(at).and_then(|slot| slot.lock().ok()?.take());
+                        let (Some(mut fold), Some(part)) = (fold, parts.get(at)) else {
                             break;
                         };
-                        fold.expect_rows(if group == 0 { self.rows() } else { rows });
-                        let done = self
-                            .fold_group(group, first, &mut batch, &mut fold)
-                            .map(|()| fold);
+                        fold.expect_rows(if at == 0 { self.rows() } else { part.rows });
+                        let done = self.fold_part(part, &mut batch, &mut fold).map(|()| fold);
                         if done.is_err() {
                             stop.store(true, Ordering::Relaxed);
                         }
                         if let Ok(mut merged) = merged.lock() {
-                            merged.put(group, done);
+                            merged.put(at, done);
                         }
                     }
                 });
@@ -466,11 +339,53 @@ impl ParquetFile {
         });
         let merged = merged
             .into_inner()
-            .map_err(|_| invalid_text(&self.path, "internal error: a row group's fold panicked"))?;
+            .map_err(|_| invalid_text(&self.path, "internal error: the fold of a part panicked"))?;
         merged.finish(&self.path).unwrap_or_else(|| {
             // No row group: the accumulator of no rows.
             Ok(make(&self.columns))
         })
+    }
+
+    /// Folds one part into `fold` on this thread, rendering into `batch`;
+    /// stops early once the fold is satisfied.
+    fn fold_part<F: RowFold>(
+        &self,
+        part: &Part,
+        batch: &mut Batch,
+        fold: &mut F,
+    ) -> Result<(), AuditError> {
+        let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
+            self.file.clone(),
+            self.decoding.clone(),
+        )
+        .with_row_groups(vec![part.group])
+        .with_batch_size(BATCH_ROWS);
+        if part.rows < self.group_rows().get(part.group).copied().unwrap_or(0) {
+            // Pages before the part are skipped by their headers, without
+            // being decompressed; reading stops after its last row.
+            let rows = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+            builder = builder
+                .with_row_selection(RowSelection::from(vec![
+                    RowSelector::skip(rows(part.skip)),
+                    RowSelector::select(rows(part.rows)),
+                ]))
+                .with_row_selection_policy(RowSelectionPolicy::Selectors);
+        }
+        let reader = builder.build().map_err(|e| invalid(&self.path, &e))?;
+        let mut line = part.first;
+        for record in reader {
+            let record = record.map_err(|e| AuditError::ParquetInvalid {
+                path: self.path.clone(),
+                message: format!("row group {}: {e}", part.group),
+            })?;
+            self.render(&record, line, batch)?;
+            batch.fold_into(fold);
+            if fold.satisfied() {
+                break;
+            }
+            line += record.num_rows() as u64;
+        }
+        Ok(())
     }
 
     /// Renders a record batch's rows into `batch` (emptied first), rows
@@ -499,37 +414,37 @@ impl ParquetFile {
     }
 }
 
-/// Row groups' accumulators merged in file order as they arrive in any.
+/// Parts' accumulators merged in file order as they arrive in any.
 struct InOrder<F> {
-    /// The merge of groups `0..next`.
+    /// The merge of parts `0..next`.
     merged: Option<F>,
     next: usize,
-    /// Groups done out of order, waiting for the ones before them.
+    /// Parts done out of order, waiting for the ones before them.
     waiting: Vec<Option<F>>,
-    /// The error of the first group (in file order) that failed.
+    /// The error of the first part (in file order) that failed.
     error: Option<(usize, AuditError)>,
 }
 
 impl<F: RowFold> InOrder<F> {
-    fn new(groups: usize) -> Self {
+    fn new(parts: usize) -> Self {
         Self {
             merged: None,
             next: 0,
-            waiting: (0..groups).map(|_| None).collect(),
+            waiting: (0..parts).map(|_| None).collect(),
             error: None,
         }
     }
 
-    fn put(&mut self, group: usize, done: Result<F, AuditError>) {
+    fn put(&mut self, part: usize, done: Result<F, AuditError>) {
         match done {
             Ok(fold) => {
-                if let Some(slot) = self.waiting.get_mut(group) {
+                if let Some(slot) = self.waiting.get_mut(part) {
                     *slot = Some(fold);
                 }
             }
             Err(error) => {
-                if self.error.as_ref().is_none_or(|(first, _)| group < *first) {
-                    self.error = Some((group, error));
+                if self.error.as_ref().is_none_or(|(first, _)| part < *first) {
+                    self.error = Some((part, error));
                 }
                 return;
             }
@@ -543,7 +458,7 @@ impl<F: RowFold> InOrder<F> {
         }
     }
 
-    /// The merge of every group, the first error, or `None` for no groups.
+    /// The merge of every part, the first error, or `None` for no parts.
     fn finish(self, path: &Path) -> Option<Result<F, AuditError>> {
         if let Some((_, error)) = self.error {
             return Some(Err(error));
@@ -551,7 +466,7 @@ impl<F: RowFold> InOrder<F> {
         if self.next < self.waiting.len() {
             return Some(Err(invalid_text(
                 path,
-                "internal error: a row group was not folded",
+                "internal error: a part of the file was not folded",
             )));
         }
         self.merged.map(Ok)
@@ -1953,14 +1868,18 @@ mod tests {
         }
     }
 
-    /// The lines of the rows folded, in the order folded.
-    struct Lines(Vec<u64>);
+    /// The line and `id` of the rows folded, in the order folded.
+    struct Lines(Vec<(u64, String)>);
 
     impl RowFold for Lines {
         const PARTS: bool = true;
 
         fn row(&mut self, row: &super::super::read::Row<'_>) {
-            self.0.push(row.line);
+            // Columns sorted: day, id, name, paid.
+            let id = row
+                .get(1)
+                .map(|id| String::from_utf8_lossy(id).into_owned());
+            self.0.push((row.line, id.unwrap_or_default()));
         }
 
         fn append(&mut self, mut later: Self) {
@@ -1968,7 +1887,8 @@ mod tests {
         }
     }
 
-    /// A file of `groups` row groups of the given sizes.
+    /// A file of row groups of the given rows (`id` 1 up), in pages of 16
+    /// rows, so that parts start and end inside pages.
     fn grouped(dir: &Path, sizes: &[usize]) -> super::ParquetFile {
         let path = dir.join(format!("groups-{}.parquet", sizes.len()));
         let file = std::fs::File::create(&path).expect("create");
@@ -1976,6 +1896,8 @@ mod tests {
         let batch = people(&ids);
         let props = WriterProperties::builder()
             .set_max_row_group_row_count(Some(usize::MAX))
+            .set_data_page_row_count_limit(16)
+            .set_write_batch_size(16)
             .build();
         let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(props)).expect("writer");
         let mut at = 0;
@@ -1988,87 +1910,93 @@ mod tests {
         super::ParquetFile::open(&path).expect("opens")
     }
 
-    // issue 15: row groups folded in parts, on more threads than cores and
-    // finishing in any order, are merged in file order: every row once.
+    // issue 15: a file folded in parts (ranges of row groups that start and
+    // end inside pages), on more threads than cores and finishing in any
+    // order, is merged in file order: every row once, with its own values.
     #[test]
-    fn issue_15_row_groups_folded_in_parts_merge_in_file_order() {
+    fn issue_15_parts_of_row_groups_merge_in_file_order_with_their_values() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let file = grouped(dir.path(), &[300, 1, 250, 90, 300, 7, 52]);
+        let sizes = [300, 1, 250, 90, 300, 7, 52];
+        let file = grouped(dir.path(), &sizes);
         assert_eq!(file.group_rows(), [300, 1, 250, 90, 300, 7, 52]);
-        for threads in [1, 2, 3, 8] {
-            let parts = file
-                .fold_parts(threads, &|_| Lines(Vec::new()))
-                .expect("folds");
-            assert_eq!(
-                parts.0,
-                (1..=1000).collect::<Vec<u64>>(),
-                "{threads} threads"
-            );
+        let expected: Vec<(u64, String)> = (1..=1000).map(|n| (n, n.to_string())).collect();
+        for target in [1, 37, 100, u64::MAX] {
+            let parts = super::parts_of(&file.group_rows(), target);
+            for threads in [1, 2, 3, 8] {
+                let folded = file
+                    .fold_parts(&parts, threads, &|_| Lines(Vec::new()))
+                    .expect("folds");
+                assert_eq!(
+                    folded.0, expected,
+                    "parts of {target} rows, {threads} threads"
+                );
+            }
         }
         let mut here = Lines(Vec::new());
         file.fold_here(&mut here).expect("folds");
-        assert_eq!(here.0, (1..=1000).collect::<Vec<u64>>());
+        assert_eq!(here.0, expected);
+    }
+
+    // issue 15: row groups are cut into parts of equal rows, in order, the
+    // remainder spread over the first.
+    #[test]
+    fn issue_15_row_groups_are_cut_into_parts_of_about_equal_rows() {
+        let part = |group, skip, rows, first| super::Part {
+            group,
+            skip,
+            rows,
+            first,
+        };
+        assert_eq!(
+            super::parts_of(&[300, 1, 250], 100),
+            [
+                part(0, 0, 100, 1),
+                part(0, 100, 100, 101),
+                part(0, 200, 100, 201),
+                part(1, 0, 1, 301),
+                part(2, 0, 84, 302),
+                part(2, 84, 83, 386),
+                part(2, 167, 83, 469),
+            ]
+        );
+        assert_eq!(super::parts_of(&[0], 100), [part(0, 0, 0, 1)]);
+        assert_eq!(super::parts_of(&[], 100), []);
+        // A small file is one part per row group, folded on one thread.
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert_eq!(grouped(dir.path(), &[1000]).parts(2).len(), 1);
     }
 
     // issue 15: parts are merged as they are done in file order, and the
-    // error reported is the first group's in file order, not the first to
+    // error reported is the first part's in file order, not the first to
     // fail in time.
     #[test]
     fn issue_15_parts_arriving_out_of_order_merge_in_order_and_report_the_first_error() {
+        let lines = |ns: &[u64]| Lines(ns.iter().map(|&n| (n, String::new())).collect());
+        let numbers = |l: &Lines| l.0.iter().map(|(n, _)| *n).collect::<Vec<u64>>();
         let mut in_order = super::InOrder::new(3);
-        in_order.put(2, Ok(Lines(vec![5, 6])));
-        in_order.put(0, Ok(Lines(vec![1, 2])));
-        assert_eq!(
-            in_order.merged.as_ref().map(|l| l.0.clone()),
-            Some(vec![1, 2])
-        );
-        in_order.put(1, Ok(Lines(vec![3, 4])));
+        in_order.put(2, Ok(lines(&[5, 6])));
+        in_order.put(0, Ok(lines(&[1, 2])));
+        assert_eq!(in_order.merged.as_ref().map(numbers), Some(vec![1, 2]));
+        in_order.put(1, Ok(lines(&[3, 4])));
         let merged = in_order.finish(Path::new("f")).expect("some").expect("ok");
-        assert_eq!(merged.0, [1, 2, 3, 4, 5, 6]);
+        assert_eq!(numbers(&merged), [1, 2, 3, 4, 5, 6]);
 
-        let error = |group: usize| {
-            Err(super::invalid_text(
-                Path::new("f"),
-                &format!("group {group}"),
-            ))
-        };
+        let error = |part: usize| Err(super::invalid_text(Path::new("f"), &format!("part {part}")));
         let mut failed = super::InOrder::<Lines>::new(3);
         failed.put(2, error(2));
-        failed.put(0, Ok(Lines(vec![1])));
+        failed.put(0, Ok(lines(&[1])));
         failed.put(1, error(1));
         let Some(Err(error)) = failed.finish(Path::new("f")) else {
             panic!("an error");
         };
-        assert!(error.to_string().ends_with("group 1"), "{error}");
+        assert!(error.to_string().ends_with("part 1"), "{error}");
 
         let mut missing = super::InOrder::new(2);
-        missing.put(0, Ok(Lines(vec![1])));
+        missing.put(0, Ok(lines(&[1])));
         assert!(matches!(missing.finish(Path::new("f")), Some(Err(_))));
         assert!(super::InOrder::<Lines>::new(0)
             .finish(Path::new("f"))
             .is_none());
-    }
-
-    // issue 15: whole row groups are folded in parts only when they keep
-    // the threads about equally busy; otherwise the lanes are used.
-    #[test]
-    fn issue_15_parts_only_when_the_row_groups_divide_evenly() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let one = grouped(dir.path(), &[100]);
-        assert!(!one.folds_in_parts(2));
-        let two = grouped(dir.path(), &[100, 100]);
-        assert!(two.folds_in_parts(2));
-        assert!(!two.folds_in_parts(1));
-        // Three on two threads: one thread folds two, the other waits.
-        let three = grouped(dir.path(), &[100, 100, 100]);
-        assert!(!three.folds_in_parts(2));
-        assert!(three.folds_in_parts(3));
-        // W6's layout: nine full groups and a half one.
-        let w6 = grouped(
-            dir.path(),
-            &[100, 100, 100, 100, 100, 100, 100, 100, 100, 54],
-        );
-        assert!(w6.folds_in_parts(2));
     }
 
     // issue 15: one file of many row groups, audited (in parts on a
@@ -2084,7 +2012,7 @@ mod tests {
         assert_eq!(
             super::ParquetFile::open(&path)
                 .expect("opens")
-                .group_rows()
+                .parts(2)
                 .len(),
             10
         );

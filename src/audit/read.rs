@@ -310,44 +310,22 @@ fn same_schema(files: &[PathBuf]) -> Result<(), AuditError> {
     Ok(())
 }
 
-/// Streams a Parquet file's rows through `make(columns)`'s accumulator.
-/// With `pipeline`, on every core: in parts (a row group per thread at a
-/// time) if the fold takes them and the groups divide evenly enough, its
-/// row groups decoded in parallel for the fold's lanes otherwise. Without,
-/// on this thread.
+/// Streams a Parquet file's rows through `make(columns)`'s accumulator:
+/// with `pipeline`, in parts on every core if the fold takes them
+/// ([`RowFold::PARTS`]); on this thread otherwise.
 fn fold_parquet<F: RowFold>(
     path: &Path,
     pipeline: bool,
     make: &dyn Fn(&[String]) -> F,
 ) -> Result<(Vec<String>, F), AuditError> {
     let file = ParquetFile::open(path)?;
-    let threads = std::thread::available_parallelism().map_or(1, usize::from);
-    if !pipeline {
-        let mut fold = make(&file.columns);
-        file.fold_here(&mut fold)?;
+    if pipeline && F::PARTS {
+        let threads = std::thread::available_parallelism().map_or(1, usize::from);
+        let fold = file.fold_in_parts(threads, make)?;
         return Ok((file.columns.clone(), fold));
     }
-    if F::PARTS && file.folds_in_parts(threads) {
-        let fold = file.fold_parts(threads, make)?;
-        return Ok((file.columns.clone(), fold));
-    }
-    // Batches done with, for the decoders to reuse; a few are enough.
-    let spare = std::sync::Mutex::new(Vec::new());
-    let keep = |batch: Batch| {
-        if let Ok(mut spare) = spare.lock() {
-            if spare.len() < SPARE_BATCHES {
-                spare.push(batch);
-            }
-        }
-    };
-    let fold = fold_lanes(make(&file.columns), path, &mut |send, returned| {
-        file.decode(threads, &spare, &mut |batch| {
-            while let Ok(done) = returned.try_recv() {
-                keep(done);
-            }
-            send(batch)
-        })
-    })?;
+    let mut fold = make(&file.columns);
+    file.fold_here(&mut fold)?;
     Ok((file.columns.clone(), fold))
 }
 
@@ -468,8 +446,6 @@ fn push_spans(spans: &mut Vec<Span>, fields: &[Field], order: &[usize]) {
 /// Files at least this large are parsed and folded on separate threads when
 /// cores would otherwise idle; below it, starting threads is not worth it.
 const PIPELINE_BYTES: u64 = 8 << 20;
-/// Parquet batches kept for reuse at most.
-const SPARE_BATCHES: usize = 8;
 /// Rows per batch handed from the parsing thread to the folding threads:
 /// large enough that waking threads is rare.
 const BATCH_ROWS: usize = 8192;
