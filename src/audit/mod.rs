@@ -8,9 +8,11 @@
 //!
 //! Files are streamed, never held in memory: each is folded into its own
 //! accumulator on the rayon pool and the accumulators are merged in file
-//! order. With fewer files than threads (one big file), a file is parsed on
-//! one thread while lanes on the others each digest a share of its rows and
-//! run some of the key checks. Memory is constant per file except for the
+//! order. With fewer files than threads (one big file), a CSV or JSON Lines
+//! file is parsed on one thread while lanes on the others each digest a
+//! share of its rows and run some of the key checks; a Parquet file is
+//! folded in parts (ranges of its row groups), a part per thread at a time,
+//! each into an accumulator of its own merged in file order. Memory is constant per file except for the
 //! uniqueness checks, which keep an 8-byte fingerprint per key (80 MB for
 //! 10 M rows; the grain check always does) and verify repeated fingerprints
 //! against the keys by reading the files again (see `gates/keys.rs`).
