@@ -509,25 +509,8 @@ impl Batch {
 ///
 /// Used when one file would otherwise keep one core busy and leave the rest
 /// idle, as for a single large candidate file.
-fn fold_pipelined<F: RowFold>(records: &mut CsvRecords<'_>, fold: F) -> Result<F, AuditError> {
+fn fold_pipelined<F: RowFold>(records: &mut CsvRecords<'_>, mut fold: F) -> Result<F, AuditError> {
     let path = records.path;
-    fold_lanes(fold, path, &mut |send, returned| {
-        produce(records, send, returned)
-    })
-}
-
-/// Sends batches to the lanes: `send` hands one to every lane and returns
-/// false once a lane has stopped; `returned` gives back batches done with.
-type Producer<'a> =
-    dyn FnMut(&mut dyn FnMut(Batch) -> bool, &mpsc::Receiver<Batch>) -> Result<(), AuditError> + 'a;
-
-/// Folds the batches `producer` makes (on this thread) on one thread per lane
-/// of the fold (see [`RowFold::split`]), which see every batch.
-fn fold_lanes<F: RowFold>(
-    mut fold: F,
-    path: &Path,
-    producer: &mut Producer<'_>,
-) -> Result<F, AuditError> {
     let mut lanes = Vec::new();
     while lanes.len() + 1 < MAX_LANES {
         match fold.split() {
@@ -570,7 +553,7 @@ fn fold_lanes<F: RowFold>(
             // to finish the batch can hand it back for reuse.
             last.send(batch).is_ok()
         };
-        let result = producer(&mut send, &returned);
+        let result = produce(records, &mut send, &returned);
         // Closing the queues lets the lanes finish.
         drop(queues);
         let lanes: Vec<F> = workers
