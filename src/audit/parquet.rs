@@ -360,7 +360,11 @@ impl ParquetFile {
         )
         .with_row_groups(vec![part.group])
         .with_batch_size(BATCH_ROWS);
-        if part.rows < self.group_rows().get(part.group).copied().unwrap_or(0) {
+        let row_groups = self.metadata.metadata().row_groups();
+        let group_rows = row_groups
+            .get(part.group)
+            .map_or(0, |group| group.num_rows());
+        if i64::try_from(part.rows).is_ok_and(|rows| rows < group_rows) {
             // Pages before the part are skipped by their headers, without
             // being decompressed; reading stops after its last row.
             let rows = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
