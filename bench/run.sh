@@ -2,7 +2,7 @@
 # The weir benchmark: W1-W5 against their baselines, one markdown table.
 #
 # usage: bench/run.sh [--quick] [--runs N] [--only W1,W2,W3,W4,W5,W6,R1] [--json FILE]
-#                     [--size w1=N] [--weir BIN]
+#                     [--size w1=N] [--weir BIN] [--profile PROFILE]
 #
 #   (default)  full sizes, median of 3 runs: 1,000 / 10,000 partitions, a
 #              730,000-instance plan and a 1 GB, 10 M-row CSV (5 to 11 min on
@@ -17,6 +17,8 @@
 #   --size     override one size: w1=N, w2=N, w3=TASKSxLAYERSxDAYS, w4=ROWS, w5=N, w6=ROWS
 #   --json     also write every measurement to FILE
 #   --weir BIN use this binary instead of building one with cargo
+#   --profile  build with this cargo profile (default release); CI's --quick smoke run
+#              passes `dev` so it reuses the test build instead of a second, release build
 #
 # Needs: cargo, python3 (standard library only), sh, openssl, and GNU
 # coreutils/findutils (xargs -a, sync FILE, ln). GNU time (/usr/bin/time) is
@@ -29,11 +31,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 weir=""
+profile=release
 args=()
 while (($#)); do
   case "$1" in
     --weir) weir=${2:?--weir needs a path}; shift 2 ;;
     --weir=*) weir=${1#--weir=}; shift ;;
+    --profile) profile=${2:?--profile needs a cargo profile}; shift 2 ;;
+    --profile=*) profile=${1#--profile=}; shift ;;
     *) args+=("$1"); shift ;;
   esac
 done
@@ -57,7 +62,7 @@ fi
 built() {
   local target=$1
   shift
-  cargo build --release "$@" --message-format=json-render-diagnostics \
+  cargo build --profile "$profile" "$@" --message-format=json-render-diagnostics \
     | python3 -c '
 import json, sys
 exe = None
@@ -71,7 +76,7 @@ for line in sys.stdin:
 print(exe or "")' "$target"
 }
 if [[ -z "$weir" ]]; then
-  echo "[bench] cargo build --release" >&2
+  echo "[bench] cargo build --profile $profile" >&2
   weir=$(built weir --bin weir)
 fi
 if [[ -z "$weir" || ! -x "$weir" ]]; then
@@ -94,7 +99,7 @@ trap 'exit 130' INT TERM
 # work the invariants require (examples/durable_floor.rs).
 examples=()
 if command -v cargo >/dev/null 2>&1; then
-  echo "[bench] cargo build --release --example gen_parquet --example durable_floor" >&2
+  echo "[bench] cargo build --profile $profile --example gen_parquet --example durable_floor" >&2
   gen=$(built gen_parquet --example gen_parquet)
   [[ -n "$gen" && -x "$gen" ]] && examples+=(--gen-parquet "$gen")
   floor=$(built durable_floor --example durable_floor)
