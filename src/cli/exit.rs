@@ -35,7 +35,7 @@ impl Coded for crate::ops::verify::VerifyError {
         use crate::ops::verify::VerifyError as E;
         match self {
             E::UnknownTask { .. } => INVALID,
-            E::Drift(_) | E::Store { .. } => ENGINE,
+            E::Drift(_) | E::Unproven(_) | E::Store { .. } => ENGINE,
             E::NothingPublished { .. }
             | E::InputChanged { .. }
             | E::InputMissing { .. }
