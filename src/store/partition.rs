@@ -970,6 +970,81 @@ mod tests {
     }
 
     /// Writes log/<g> as a racing publisher would have.
+    // issue 23 item 3: the hole a listing shows, from where it starts.
+    #[test]
+    fn issue_23_log_listing_finds_gaps_and_markers_without_records() {
+        let names = |list: &[&str]| list.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let (g, t) = (Generation::from_raw, FencingToken::from_raw);
+        let rec = |n| layout::log_name(g(n));
+        let mark = |n, tok| layout::published_name(g(n), t(tok));
+        let hole = |list: Vec<String>, first| LogListing::parse(&list).hole(g(first));
+        let whole = names(&[&rec(1), &mark(1, 1), &rec(2), &mark(2, 4)]);
+        assert_eq!(hole(whole.clone(), 1), None);
+        // The newest record gone: its marker names it and its token.
+        assert_eq!(
+            hole(names(&[&rec(1), &mark(1, 1), &mark(2, 4)]), 1),
+            Some((g(2), Some(t(4))))
+        );
+        // A record gone from the middle: the gap, with or without a marker.
+        assert_eq!(
+            hole(names(&[&mark(1, 1), &rec(2), &mark(2, 4)]), 1),
+            Some((g(1), Some(t(1))))
+        );
+        assert_eq!(hole(names(&[&rec(2), &rec(3)]), 1), Some((g(1), None)));
+        // Listed after a floor of 1: the floor's marker is not a hole there.
+        assert_eq!(hole(names(&[&mark(1, 1), &rec(2), &mark(2, 4)]), 2), None);
+        assert_eq!(hole(names(&[&mark(1, 1), &rec(3)]), 2), Some((g(2), None)));
+        // Records written before markers existed have none: no hole.
+        assert_eq!(hole(names(&[&rec(1), &rec(2)]), 1), None);
+        assert_eq!(hole(Vec::new(), 1), None);
+    }
+
+    // issue 23 items 1 and 4: a token comes from above the newest record
+    // even with tokens/ gone, and its attempt directory starts empty.
+    #[test]
+    fn issue_23_tokens_come_from_above_the_log_and_attempts_start_empty() {
+        let (tmp, _wh, p) = setup();
+        for i in 1..=3 {
+            let t = p.allocate_token(&owner(i)).unwrap();
+            p.commit(sample(t.get())).unwrap();
+        }
+        std::fs::remove_dir_all(tmp.path().join("d/p/tokens")).unwrap();
+        let stale = tmp.path().join("d/p/attempts/00000000000000000004");
+        std::fs::create_dir_all(stale.join("data/sub")).unwrap();
+        std::fs::write(stale.join("data/sub/left.csv"), b"x\n").unwrap();
+        std::fs::write(stale.join("lease.json"), b"{}").unwrap();
+        let t = p.allocate_token(&owner(4)).unwrap();
+        assert_eq!(t.get(), 4);
+        let dir = p.prepare_attempt(t).unwrap();
+        assert_eq!(dir, stale);
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+        assert_eq!(std::fs::read_dir(dir.join("data")).unwrap().count(), 0);
+        assert_eq!(p.commit(sample(t.get())).unwrap().generation.get(), 4);
+        // A newest record that goes stops allocation, reads and commits.
+        std::fs::remove_file(tmp.path().join("d/p/log/00000000000000000004.json")).unwrap();
+        let missing = |e: StoreError| match e {
+            StoreError::MissingRecord {
+                key,
+                generation,
+                token,
+            } => {
+                assert_eq!(key, "d/p/log/00000000000000000004.json");
+                (generation.get(), token.map(FencingToken::get))
+            }
+            other => panic!("expected a missing record, got {other:?}"),
+        };
+        assert_eq!(missing(p.latest().unwrap_err()), (4, Some(4)));
+        assert_eq!(
+            missing(p.allocate_token(&owner(5)).unwrap_err()),
+            (4, Some(4))
+        );
+        match p.commit(sample(9)) {
+            Err(PublishError::Store(e)) => assert_eq!(missing(e), (4, Some(4))),
+            other => panic!("expected a missing record, got {other:?}"),
+        }
+        assert_eq!(missing(p.history().unwrap_err()), (4, Some(4)));
+    }
+
     fn plant(tmp: &tempfile::TempDir, p: &PartitionStore, g: u64, token: u64) {
         let rec = sample(token).into_record(Generation::from_raw(g));
         let key = layout::log_key(&p.prefix, rec.generation);
