@@ -218,6 +218,40 @@ fn issue_23_tokens_come_from_above_the_log_when_token_records_go() {
     assert_eq!(sb.entries("out", "p", "tokens"), [key(3)]);
 }
 
+// https://github.com/weir/weir/issues/23 item 4: a forced rebuild that a
+// newer token fences off publishes nothing, and that is not a success,
+// even when the visible generation has the same inputs and code: the record
+// that beat it was there before it began (here: generation 1's token turned
+// into 999 by hand while the task ran). It exited 0.
+#[test]
+fn issue_23_a_forced_rebuild_that_publishes_nothing_is_refused() {
+    let sb = sandbox();
+    sb.script(
+        "write.sh",
+        "printf 'id,v\\n1,a\\n2,b\\n' > \"$WEIR_OUTPUT_DIR/out.csv\"\n\
+         if [ -n \"$FORGE\" ]; then sed -i 's/\"token\": 1,/\"token\": 999,/' \"$WEIR_OUTPUT_DIR/../../../log/00000000000000000001.json\"; fi\n",
+    );
+    ok(&sb.run("r1", &[]));
+    let run = sb
+        .weir(&["run", "m.toml", "--run-id", "r2", "--force"])
+        .env("FORGE", "1")
+        .output()
+        .unwrap();
+    exits(&run, 3);
+    assert!(
+        stderr(&run).contains(
+            "write p attempt 1 token 2: REJECTED_STALE token 2 is not newer than token 999 committed at generation 1; the candidate stays unpublished\n"
+        ),
+        "{}",
+        stderr(&run)
+    );
+    assert_eq!(
+        states(&sb.events("r2"), "write", "p").last(),
+        Some(&State::RejectedStale)
+    );
+    assert_eq!(sb.records("out", "p"), [format!("{}.json", key(1))]);
+}
+
 /// Rewrites generation `g`'s record at `to` with `edit` applied.
 fn rewrite_record(sb: &Sandbox, g: u64, to: u64, edit: impl FnOnce(&mut serde_json::Value)) {
     let from = part(sb, &format!("log/{}.json", key(g)));
