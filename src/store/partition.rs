@@ -1045,6 +1045,38 @@ mod tests {
         assert_eq!(missing(p.history().unwrap_err()), (4, Some(4)));
     }
 
+    // issue 23 item 3: in an object store too, whether this process saw
+    // the newest generation (its listing starts there) or not.
+    #[test]
+    fn issue_23_remote_newest_record_that_goes_is_missing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let backend = Arc::new(crate::store::MemoryBackend::default());
+        let open = || {
+            Warehouse::remote(backend.clone(), "s3://b/wh", tmp.path())
+                .unwrap()
+                .partition("d", "p")
+        };
+        let p = open();
+        for t in [3, 5] {
+            p.commit(sample(t)).unwrap();
+        }
+        backend.delete("d/p/log/00000000000000000002.json").unwrap();
+        for (reader, token) in [(p, None), (open(), Some(5))] {
+            match reader.latest() {
+                Err(StoreError::MissingRecord {
+                    generation,
+                    token: t,
+                    ..
+                }) => assert_eq!((generation.get(), t.map(FencingToken::get)), (2, token)),
+                other => panic!("expected a missing record, got {other:?}"),
+            }
+        }
+        assert!(matches!(
+            open().commit(sample(9)),
+            Err(PublishError::Store(StoreError::MissingRecord { .. }))
+        ));
+    }
+
     fn plant(tmp: &tempfile::TempDir, p: &PartitionStore, g: u64, token: u64) {
         let rec = sample(token).into_record(Generation::from_raw(g));
         let key = layout::log_key(&p.prefix, rec.generation);
