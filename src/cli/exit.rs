@@ -7,7 +7,7 @@
 //! | 2 | invalid manifest, arguments or usage |
 //! | 3 | a publish or an operator action was refused (stale token while readers see something else than it would have published, nothing to roll back to) |
 //! | 4 | `status --check` found something that needs attention (LATE, HELD, QUARANTINED) |
-//! | 5 | the engine could not do its own work: warehouse or event-log I/O (ENOSPC, EIO, EACCES), corrupt record, a commit whose outcome had to be settled by rereading the log; it wins over 1 and 3 |
+//! | 5 | the engine could not do its own work: warehouse or event-log I/O (ENOSPC, EIO, EACCES), corrupt or missing record, a visible generation its record does not prove (sums, digest, token), a commit whose outcome had to be settled by rereading the log; it wins over 1 and 3 |
 //! | 130, 143 | a run interrupted by SIGINT, SIGTERM (it wins over every other code) |
 
 /// Success.
@@ -35,7 +35,7 @@ impl Coded for crate::ops::verify::VerifyError {
         use crate::ops::verify::VerifyError as E;
         match self {
             E::UnknownTask { .. } => INVALID,
-            E::Drift(_) | E::Store { .. } => ENGINE,
+            E::Drift(_) | E::Unproven(_) | E::Store { .. } => ENGINE,
             E::NothingPublished { .. }
             | E::InputChanged { .. }
             | E::InputMissing { .. }

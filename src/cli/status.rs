@@ -171,12 +171,22 @@ impl Overview {
 pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
     let warehouse = super::error::open_to_read(&manifest)?;
-    let overview = Overview::gather(&manifest, &warehouse).map_err(CliError::engine)?;
+    let mut overview = Overview::gather(&manifest, &warehouse).map_err(CliError::engine)?;
     let attention = overview.attention();
-    // Every visible file is what its generation committed: sizes always,
-    // every byte's hash under --check.
-    let depth = if args.check { Depth::Hash } else { Depth::Stat };
-    let drifts = drifted(&warehouse, &overview.published, depth);
+    // Every visible file is what its generation committed: sizes always;
+    // under --check every byte's hash, the files' digest and rows, the
+    // record's token, and every PUBLISHED event's record.
+    let (drifts, unproven) = if args.check {
+        overview
+            .unreadable
+            .extend(unrecorded(&manifest, &warehouse, &overview).map_err(CliError::engine)?);
+        proven(&manifest, &warehouse, &overview.published)
+    } else {
+        (
+            drifted(&warehouse, &overview.published, Depth::Stat),
+            Vec::new(),
+        )
+    };
     let mut versions: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for (_, r) in &overview.published {
         *versions
@@ -249,6 +259,10 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
                 .iter()
                 .map(|(d, p, e)| json!({"dataset": d, "partition": p, "error": e}))
                 .collect::<Vec<_>>(),
+            "unproven": unproven
+                .iter()
+                .map(|u| json!({"detail": crate::exec::chain(u)}))
+                .collect::<Vec<_>>(),
             "lineage": crate::lineage::last_note(warehouse.root()),
         });
         println!(
@@ -275,6 +289,12 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
             plural(drifts.len(), "file", "files"),
             plural(drifts.len(), "its", "their")
         );
+        failed = true;
+    }
+    if !unproven.is_empty() {
+        for u in &unproven {
+            eprintln!("error: {}", crate::exec::chain(u));
+        }
         failed = true;
     }
     if failed {
@@ -308,6 +328,99 @@ fn drifted(
                 .map(|d| *d)
         })
         .collect()
+}
+
+/// `status --check` of each visible generation
+/// ([`crate::ops::verify::check_visible`]): the drifted files, and the
+/// generations whose digest, rows or token are not what their record says.
+fn proven(
+    manifest: &Manifest,
+    warehouse: &Warehouse,
+    published: &[(String, CommitRecord)],
+) -> (Vec<Drift>, Vec<crate::ops::verify::Unproven>) {
+    use crate::ops::verify::Unproven;
+    use rayon::prelude::*;
+    let found: Vec<Unproven> = published
+        .par_iter()
+        .filter_map(|(task, r)| {
+            let format = manifest.tasks.get(task)?.output.format;
+            crate::ops::verify::check_visible(
+                &warehouse.partition(&r.dataset, &r.partition),
+                r,
+                format,
+            )
+            .err()
+            .map(|u| *u)
+        })
+        .collect();
+    let mut drifts = Vec::new();
+    let mut unproven = Vec::new();
+    for u in found {
+        match u {
+            Unproven::Drift(d) => drifts.push(*d),
+            other => unproven.push(other),
+        }
+    }
+    (drifts, unproven)
+}
+
+/// Publications the event logs prove and the commit logs lack: a
+/// PUBLISHED event whose generation has no record, or a record of another
+/// token (the generation number was used again), as (dataset, partition,
+/// what is wrong). A partition already unreadable is not checked again.
+/// This witness survives what the log's own markers do not: the record and
+/// its marker both gone, the whole `log/` restored from an older backup.
+fn unrecorded(
+    manifest: &Manifest,
+    warehouse: &Warehouse,
+    overview: &Overview,
+) -> Result<Vec<(String, String, String)>, String> {
+    let (events, _bad) = crate::events::read_all_in(&warehouse.events())
+        .map_err(|e| format!("cannot read the event logs: {}", crate::exec::chain(&e)))?;
+    let mut out: Vec<(String, String, String)> = Vec::new();
+    let mut checked = HashSet::new();
+    for e in events {
+        if e.state != crate::events::State::Published {
+            continue;
+        }
+        let (Some(task), Some(partition), Some(token)) = (&e.task, &e.partition, e.token) else {
+            continue;
+        };
+        let Some(generation) = e.data.get("generation").and_then(serde_json::Value::as_u64) else {
+            continue;
+        };
+        let Some(spec) = manifest.tasks.get(task) else {
+            continue;
+        };
+        let dataset = &spec.output.dataset;
+        let known_bad = |out: &[(String, String, String)]| {
+            overview
+                .unreadable
+                .iter()
+                .chain(out)
+                .any(|(d, p, _)| d == dataset && p == partition)
+        };
+        if known_bad(&out) || !checked.insert((dataset.clone(), partition.clone(), generation)) {
+            continue;
+        }
+        let store = warehouse.partition(dataset, partition);
+        let g = crate::store::Generation::from_raw(generation);
+        let wrong = match store.record(g) {
+            Ok(Some(rec)) if rec.token.get() == token => continue,
+            Ok(Some(rec)) => format!(
+                "generation {generation} holds token {}, but run {} published token {token} as generation {generation}: the number was used twice",
+                rec.token, e.run_id
+            ),
+            Ok(None) => format!(
+                "run {} published generation {generation} (token {token}), and its commit record {} is missing",
+                e.run_id,
+                store.record_location(g).display()
+            ),
+            Err(err) => crate::exec::chain(&err),
+        };
+        out.push((dataset.clone(), partition.clone(), wrong));
+    }
+    Ok(out)
 }
 
 fn print_status(

@@ -31,8 +31,8 @@ use crate::audit::{self, AuditReport, AuditSpec, GateOutcome};
 use crate::events::{Event, State};
 use crate::manifest::Task;
 use crate::store::{
-    CommitKind, FencingToken, FileSum, NewCommit, PartitionStore, PublishError, StoreError,
-    TokenOwner,
+    CommitKind, FencingToken, FileSum, Generation, NewCommit, PartitionStore, PublishError,
+    StoreError, TokenOwner,
 };
 
 /// How an attempt ended, for the scheduler.
@@ -70,6 +70,10 @@ struct Candidate {
     token: FencingToken,
     dir: PathBuf,
     files: Vec<PathBuf>,
+    /// For a forced rebuild, the generation readers saw when it began
+    /// (`Some(None)`: none): a newer token that beat it counts as a rebuild
+    /// only if it committed after that.
+    forced_over: Option<Option<Generation>>,
 }
 
 /// A candidate whose every gate passed.
@@ -152,6 +156,22 @@ pub(crate) fn run(
         };
     }
     let waited = guard != lease::Guard::Proceed;
+    // What readers saw when a forced rebuild began: losing the race to it
+    // (a stale token) publishes nothing, and only a generation committed
+    // since is a rebuild someone else did for this one.
+    let forced_over = if rerun.force {
+        match store.latest() {
+            Ok(latest) => Some(latest.map(|r| r.generation)),
+            Err(e) => {
+                return fail(
+                    Some(token),
+                    format!("cannot read the commit log: {}", chain(&e)),
+                )
+            }
+        }
+    } else {
+        None
+    };
     // Another engine may have published while this one waited, or between
     // the caller's look at the log and this token. The currency test of
     // every ALREADY_PUBLISHED applies: what it published counts only if it
@@ -423,7 +443,12 @@ pub(crate) fn run(
             )
         }
     };
-    let candidate = Candidate { token, dir, files };
+    let candidate = Candidate {
+        token,
+        dir,
+        files,
+        forced_over,
+    };
     let audited = match audit_candidate(cx, task, partition, attempt, snapshot, &inputs, candidate)
     {
         Ok(a) => a,
@@ -779,6 +804,9 @@ fn publish(
         }) => {
             let current = store.latest().ok().flatten().is_some_and(|latest| {
                 super::is_current(&latest, snapshot, &task.code_version, cx.fingerprint(task))
+                    && candidate
+                        .forced_over
+                        .is_none_or(|before| Some(latest.generation) > before)
             });
             cx.emit(
                 State::RejectedStale,

@@ -106,20 +106,46 @@ pub fn is_s3_url(location: &str) -> bool {
         .is_some_and(|bucket| !bucket.is_empty())
 }
 
-/// The local staging directory of an S3 warehouse: `$WEIR_STAGING`, else
-/// `$XDG_CACHE_HOME/weir/staging/<bucket>/<prefix>` (or `~/.cache/...`),
-/// so that two warehouses never share attempt directories.
+/// The local staging directory of an S3 warehouse:
+/// `$WEIR_STAGING/<endpoint>/<bucket>/<prefix>`, else
+/// `$XDG_CACHE_HOME/weir/staging/<endpoint>/<bucket>/<prefix>` (or
+/// `~/.cache/...`), so that two warehouses never share attempt directories:
+/// one bucket name on two servers (prod and dev, a local test server beside
+/// the real one) is two warehouses whose tokens both start at 1.
 pub fn staging_dir(url: &str) -> PathBuf {
     let tail = url.trim_start_matches("s3://").trim_matches('/');
+    let endpoint = endpoint_segment(s3_endpoint().as_deref());
     let base = match std::env::var_os("WEIR_STAGING") {
-        Some(dir) if !dir.is_empty() => return PathBuf::from(dir).join(tail),
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
         _ => std::env::var_os("XDG_CACHE_HOME")
             .filter(|d| !d.is_empty())
             .map(PathBuf::from)
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-            .unwrap_or_else(std::env::temp_dir),
+            .unwrap_or_else(std::env::temp_dir)
+            .join("weir")
+            .join("staging"),
     };
-    base.join("weir").join("staging").join(tail)
+    base.join(endpoint).join(tail)
+}
+
+/// The S3 endpoint the client will talk to, as `object_store` picks it from
+/// the environment: `AWS_ENDPOINT_URL_S3` over `AWS_ENDPOINT_URL` over
+/// `AWS_ENDPOINT`; `None` for AWS itself.
+fn s3_endpoint() -> Option<String> {
+    ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"]
+        .iter()
+        .find_map(|var| std::env::var(var).ok().filter(|v| !v.is_empty()))
+}
+
+/// The endpoint as one path segment: `aws` for AWS itself, else the URL
+/// (without a trailing `/`) with every byte but letters, digits, `-`, `_`
+/// and `.` escaped as `%XX`, so that two endpoints never map to one
+/// directory (an endpoint URL starts with `http`, never `aws`).
+fn endpoint_segment(endpoint: Option<&str>) -> String {
+    match endpoint {
+        None => "aws".to_owned(),
+        Some(url) => crate::store::encode_partition(url.trim_end_matches('/')),
+    }
 }
 
 pub use crate::partition::{Dims, PartitionScheme, Shift};
@@ -396,6 +422,22 @@ impl Manifest {
 mod tests {
     use super::Rate;
     use std::time::Duration;
+
+    // issue 23 item 1: one bucket name on two servers is two staging
+    // directories, and no endpoint's segment is another's.
+    #[test]
+    fn issue_23_endpoints_have_their_own_segment() {
+        use super::endpoint_segment;
+        let prod = endpoint_segment(Some("https://s3.example.com"));
+        let dev = endpoint_segment(Some("http://127.0.0.1:5612/"));
+        assert_eq!(prod, "https%3A%2F%2Fs3.example.com");
+        assert_eq!(dev, "http%3A%2F%2F127.0.0.1%3A5612");
+        assert_ne!(
+            endpoint_segment(Some("http://a:1")),
+            endpoint_segment(Some("http://a_1"))
+        );
+        assert_eq!(endpoint_segment(None), "aws");
+    }
 
     // Issue 13: `rate = "COUNT/DURATION"` on a pool.
     #[test]

@@ -131,6 +131,11 @@ pub enum VerifyError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Drift(Box<Drift>),
+    /// The visible generation is not what its commit record says, beyond
+    /// what per-file sums show (its digest, its token).
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Unproven(Box<Unproven>),
     /// The published or rerun files cannot be read.
     #[error("cannot read the data of the {what}")]
     #[diagnostic(code(weir::verify::audit))]
@@ -155,6 +160,134 @@ pub enum VerifyError {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
+}
+
+/// Why a visible generation is not proven to be what its commit record
+/// says. The per-file sums alone prove nothing against whoever rewrites a
+/// record: they are written with it. So the files' canonical digest and
+/// row count are computed again, and the record's token must be one the
+/// partition allocated.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum Unproven {
+    /// A file is not what the record's per-file sums say.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Drift(Box<Drift>),
+    /// The files' digest or row count is not the record's.
+    #[error("the files of `{dataset}` {partition} generation {generation} hold {rows} rows with {digest}; its commit record says {recorded_rows} rows with {recorded}")]
+    #[diagnostic(
+        code(weir::verify::digest_mismatch),
+        help("the files changed and the record's per-file sums were rewritten to match them: restore the files, or roll back to a generation whose files are intact")
+    )]
+    Digest {
+        /// The dataset.
+        dataset: String,
+        /// The partition.
+        partition: String,
+        /// The generation checked.
+        generation: u64,
+        /// The digest its record holds.
+        recorded: String,
+        /// The rows its record holds.
+        recorded_rows: u64,
+        /// The digest of its files now.
+        digest: String,
+        /// The rows of its files now.
+        rows: u64,
+    },
+    /// The record names a token the partition never handed out.
+    #[error("the commit record of `{dataset}` {partition} generation {generation} names token {token}, which this partition never allocated (there is no tokens/{key})")]
+    #[diagnostic(
+        code(weir::verify::unallocated_token),
+        help("only the holder of an allocated token writes a commit record: this one was written or copied by hand, or the partition's token records were removed; restore them from the same backup as the log")
+    )]
+    UnallocatedToken {
+        /// The dataset.
+        dataset: String,
+        /// The partition.
+        partition: String,
+        /// The generation checked.
+        generation: u64,
+        /// The token it names.
+        token: u64,
+        /// The token's key name.
+        key: String,
+    },
+    /// The files, or the token records, cannot be read.
+    #[error("cannot check `{dataset}` {partition} generation {generation}")]
+    #[diagnostic(code(weir::verify::unreadable))]
+    Unreadable {
+        /// The dataset.
+        dataset: String,
+        /// The partition.
+        partition: String,
+        /// The generation checked.
+        generation: u64,
+        /// Why, with its causes.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// Proves the visible generation `record` of `store` is what it says: its
+/// token was allocated, every file matches its size and SHA-256, and the
+/// files' canonical digest and rows (in `format`) are the record's. Reads
+/// every byte (from an object store, one download).
+pub fn check_visible(
+    store: &crate::store::PartitionStore,
+    record: &CommitRecord,
+    format: Format,
+) -> Result<(), Box<Unproven>> {
+    let unreadable = |source: Box<dyn std::error::Error + Send + Sync>| {
+        Box::new(Unproven::Unreadable {
+            dataset: record.dataset.clone(),
+            partition: record.partition.clone(),
+            generation: record.generation.get(),
+            source,
+        })
+    };
+    match store.token_record(record.token) {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            return Err(Box::new(Unproven::UnallocatedToken {
+                dataset: record.dataset.clone(),
+                partition: record.partition.clone(),
+                generation: record.generation.get(),
+                token: record.token.get(),
+                key: record.token.key_name(),
+            }))
+        }
+        Err(e) => return Err(unreadable(Box::new(e))),
+    }
+    let paths = store
+        .local_files(record)
+        .map_err(|e| unreadable(Box::new(e)))?;
+    store
+        .check_paths(record, &paths, Depth::Hash)
+        .map_err(|d| Box::new(Unproven::Drift(d)))?;
+    let (rows, digest) =
+        audit::digest_files(&paths, format).map_err(|e| unreadable(Box::new(e)))?;
+    if rows != record.rows || digest.as_str() != record.digest {
+        return Err(Box::new(Unproven::Digest {
+            dataset: record.dataset.clone(),
+            partition: record.partition.clone(),
+            generation: record.generation.get(),
+            recorded: record.digest.clone(),
+            recorded_rows: record.rows,
+            digest: digest.as_str().to_string(),
+            rows,
+        }));
+    }
+    Ok(())
+}
+
+impl From<Box<Unproven>> for VerifyError {
+    fn from(unproven: Box<Unproven>) -> VerifyError {
+        match *unproven {
+            Unproven::Drift(d) => VerifyError::Drift(d),
+            other => VerifyError::Unproven(Box::new(other)),
+        }
+    }
 }
 
 /// A warehouse failure while doing `what`, keeping its cause.
@@ -263,9 +396,7 @@ pub fn verify(
         })?;
     // What is published must still be what was committed before it is
     // compared with anything.
-    store
-        .check_files(&record, Depth::Hash)
-        .map_err(VerifyError::Drift)?;
+    check_visible(&store, &record, spec.output.format)?;
     let (run_id, scratch) = scratch_dir(warehouse.root())?;
     let inputs = snapshot
         .inputs

@@ -48,6 +48,24 @@ pub enum StoreError {
         /// What is wrong with it.
         message: String,
     },
+    /// A commit record that was committed is gone (a hand `rm`, a bucket
+    /// lifecycle rule, a bad restore): its publication marker, or a gap
+    /// in the log's generations, says so. Records are never deleted, so
+    /// reading past the hole would show readers an older generation and
+    /// let the next commit reuse the number.
+    #[error("commit record {key} is missing: generation {generation}{} was committed", .token.map(|t| format!(" (token {t})")).unwrap_or_default())]
+    #[diagnostic(
+        code(weir::store::missing_record),
+        help("commit records are never deleted: restore it (from a backup, or the bucket's versions); until then this partition is neither read nor published")
+    )]
+    MissingRecord {
+        /// The key the record was committed at.
+        key: String,
+        /// Its generation.
+        generation: Generation,
+        /// Its token, when its marker names it.
+        token: Option<FencingToken>,
+    },
     /// A key (or a dataset, partition or file name used to build one) that
     /// could escape the warehouse root or collide with the store's own files.
     #[error("invalid key {key:?}: {reason}")]

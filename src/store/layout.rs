@@ -5,6 +5,7 @@
 //! <root>/<dataset>/<partition>/attempts/<token 20-digit>/       one attempt's private staging
 //!                                     data/  stdout.log  stderr.log  candidate.json
 //! <root>/<dataset>/<partition>/log/<generation 20-digit>.json   commit records, from 1
+//! <root>/<dataset>/<partition>/log/<generation>.published-<token>  marker: that record was committed
 //! ```
 //!
 //! The README documents this layout; change both together.
@@ -82,8 +83,41 @@ pub(crate) fn log_name(generation: Generation) -> String {
     format!("{}{RECORD_SUFFIX}", generation.key_name())
 }
 
+/// The name of the marker a committer leaves beside generation `g`'s
+/// record once it is committed, naming its token: `<g>.published-<token>`.
+/// A listing of `log/` shows it with the records, so a reader notices a
+/// record that is gone at no extra request (see [`PartitionStore::latest`]).
+///
+/// [`PartitionStore::latest`]: crate::store::PartitionStore::latest
+pub(crate) fn published_name(generation: Generation, token: FencingToken) -> String {
+    format!(
+        "{}{PUBLISHED_INFIX}{}",
+        generation.key_name(),
+        token.key_name()
+    )
+}
+
+pub(crate) fn published_key(
+    partition: &str,
+    generation: Generation,
+    token: FencingToken,
+) -> String {
+    join(&log_prefix(partition), &published_name(generation, token))
+}
+
+/// The generation and token a marker name stands for.
+pub(crate) fn parse_published_name(name: &str) -> Option<(Generation, FencingToken)> {
+    let (g, t) = name.split_once(PUBLISHED_INFIX)?;
+    Some((
+        Generation::parse_key_name(g)?,
+        FencingToken::parse_key_name(t)?,
+    ))
+}
+
+const PUBLISHED_INFIX: &str = ".published-";
+
 /// The generation a log entry name stands for; other names (litter, hand
-/// edits) are not records.
+/// edits, publication markers) are not records.
 pub(crate) fn parse_log_name(name: &str) -> Option<Generation> {
     Generation::parse_key_name(name.strip_suffix(RECORD_SUFFIX)?)
 }
@@ -107,6 +141,18 @@ mod tests {
             log_key(&p, Generation::FIRST),
             "sales/2024-01-01/log/00000000000000000001.json"
         );
+    }
+
+    #[test]
+    fn published_markers_parse_back_and_are_not_records() {
+        let (g, t) = (Generation::from_raw(3), FencingToken::from_raw(7));
+        let name = published_name(g, t);
+        assert_eq!(name, "00000000000000000003.published-00000000000000000007");
+        assert_eq!(parse_published_name(&name), Some((g, t)));
+        assert_eq!(parse_log_name(&name), None);
+        assert_eq!(parse_published_name("00000000000000000003.json"), None);
+        // A listing after a record's name still shows its marker.
+        assert!(name > log_name(g) && name < log_name(g.next()));
     }
 
     #[test]

@@ -1,5 +1,34 @@
 //! One partition's slice of the warehouse: token allocation, attempt dirs
 //! and the fenced commit log.
+//!
+//! # What keeps the fence when files go
+//!
+//! The invariant: tokens strictly increase along the log, and a generation
+//! number, once committed, always means that record. Both rest on files an
+//! operator's `rm`, a bucket lifecycle rule or a bad restore can remove,
+//! so each has a second witness that the same accident is unlikely to take
+//! with it, and the store refuses to go on when the witnesses disagree
+//! rather than quietly starting over:
+//!
+//! ```text
+//!  what can go            its witness                      what the store does
+//!  tokens/<t> records     the log: the newest record's     allocates above both
+//!                         token (tokens only grow along it) (allocate_token)
+//!  log/<g>.json, newest   log/<g>.published-<t>, written   latest(), history() and
+//!                         by the commit beside the record,  commit() fail with
+//!                         listed with the records          MissingRecord (exit 5):
+//!  log/<g>.json, older    the gap: generations are 1..n    nothing read past it,
+//!                         with none missing                nothing committed over it
+//!  both record and marker PUBLISHED events in _runs/       `status --check` names it
+//! ```
+//!
+//! The marker costs nothing to read (the listing that finds the newest
+//! record shows it) and one write per commit, made after the record lands:
+//! a marker never names a record that was not committed. Losing the marker
+//! alone (a crash right after the commit) only takes one witness away.
+//! Allocation reads the newest record, so a log with a hole allocates no
+//! token either: a partition in doubt stays as it is until a person
+//! restores the record.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -87,6 +116,12 @@ impl PartitionStore {
         self.location(&self.attempt_key(token))
     }
 
+    /// Where generation `g`'s commit record is, for people: its path, or
+    /// its URL in an object store.
+    pub fn record_location(&self, g: Generation) -> PathBuf {
+        self.location(&layout::log_key(&self.prefix, g))
+    }
+
     /// A key as people should see it: its path under the root, or its URL.
     fn location(&self, key: &str) -> PathBuf {
         match &self.remote {
@@ -115,11 +150,16 @@ impl PartitionStore {
     }
 
     /// Durable, strictly increasing per partition, never reused across
-    /// runs/processes/restarts: list `tokens/`, take max+1, put-if-absent; if
-    /// taken, relist and try the next free one. The first token is 1.
+    /// runs/processes/restarts: list `tokens/`, take max+1, but never at or
+    /// below the latest commit record's token, put-if-absent; if taken,
+    /// relist and try the next free one. The first token is 1.
     ///
     /// Token records are never garbage-collected: the highest one is the
-    /// partition's counter.
+    /// partition's counter. The log is its floor: with `tokens/` lost (a
+    /// hand `rm`, a lifecycle rule, a partial restore) a count restarting
+    /// at 1 would hand out tokens every commit refuses as stale, or a token
+    /// whose attempt directory a record names. A log with a hole
+    /// ([`PartitionStore::latest`] refuses it) allocates nothing.
     pub fn allocate_token(&self, owner: &TokenOwner) -> Result<FencingToken, StoreError> {
         self.check()?;
         let record = TokenRecord::new(owner);
@@ -130,7 +170,17 @@ impl PartitionStore {
         // The partition's skeleton (tokens/, attempts/, log/) in one
         // durable step, before the first key under it.
         self.backend.prepare_dirs(&self.prefix, &layout::SKELETON)?;
-        let mut candidate = self.next_free_token()?;
+        let floor = match self.latest()? {
+            Some(rec) if rec.token.get() == u64::MAX => {
+                return Err(StoreError::Corrupt {
+                    key: layout::log_key(&self.prefix, rec.generation),
+                    message: "token space exhausted".to_owned(),
+                })
+            }
+            Some(rec) => rec.token.next(),
+            None => FencingToken::from_raw(1),
+        };
+        let mut candidate = self.next_free_token()?.max(floor);
         loop {
             let key = layout::token_key(&self.prefix, candidate);
             if self.backend.put_if_absent(&key, &bytes)? {
@@ -239,11 +289,18 @@ impl PartitionStore {
         layout::attempt_key(&self.prefix, token)
     }
 
-    /// Creates `attempts/<token>/data/` and returns the attempt dir.
+    /// Creates `attempts/<token>/data/`, empty, and returns the attempt
+    /// dir. Whatever a directory of that name already holds is removed
+    /// first: the files a killed attempt left in its staging (a remote
+    /// warehouse's local copy outlives a bucket that forgot its token, a
+    /// hand-restored tree) would otherwise be audited and published as this
+    /// attempt's. No record can name it: the token was allocated above every
+    /// committed one ([`PartitionStore::allocate_token`]).
     pub fn prepare_attempt(&self, token: FencingToken) -> Result<PathBuf, StoreError> {
         self.check()?;
         let dir = self.attempt_dir(token);
         let data = dir.join(DATA_DIR);
+        remove_path(&dir)?;
         // `attempts/` itself was made durable with the partition's skeleton
         // when the token was allocated; the attempt's own directories need
         // not be yet: `fsync_candidate` makes them durable before any commit
@@ -335,14 +392,26 @@ impl PartitionStore {
         key_path(&self.root, &layout::log_prefix(&self.prefix))
     }
 
-    /// The generations in the log, ascending.
+    /// The generations in the log, ascending: 1 to the newest, every one.
+    /// A record that is gone (a gap, or a publication marker without its
+    /// record) is [`StoreError::MissingRecord`], never skipped.
     pub fn generations(&self) -> Result<Vec<Generation>, StoreError> {
         self.check()?;
         let names = self.backend.list(&layout::log_prefix(&self.prefix))?;
-        Ok(names
-            .iter()
-            .filter_map(|n| layout::parse_log_name(n))
-            .collect())
+        let listing = LogListing::parse(&names);
+        match listing.hole(Generation::FIRST) {
+            Some((g, token)) => Err(self.missing(g, token)),
+            None => Ok(listing.records),
+        }
+    }
+
+    /// The error for generation `g`'s record, committed and gone.
+    fn missing(&self, g: Generation, token: Option<FencingToken>) -> StoreError {
+        StoreError::MissingRecord {
+            key: layout::log_key(&self.prefix, g),
+            generation: g,
+            token,
+        }
     }
 
     /// The record of generation `g`, if committed.
@@ -363,16 +432,18 @@ impl PartitionStore {
         }
     }
 
-    /// A generation the listing showed must be readable: records are never
-    /// deleted.
+    /// A generation the listing showed (or this process saw committed) must
+    /// be readable: records are never deleted.
     fn listed_record(&self, g: Generation) -> Result<CommitRecord, StoreError> {
-        self.record(g)?.ok_or_else(|| StoreError::Corrupt {
-            key: layout::log_key(&self.prefix, g),
-            message: "record is listed but cannot be found".to_owned(),
-        })
+        self.record(g)?.ok_or_else(|| self.missing(g, None))
     }
 
     /// The record with the highest generation. Parses only that one.
+    ///
+    /// A newest record that is gone is [`StoreError::MissingRecord`], not
+    /// the one before it: its publication marker, left beside it in `log/`
+    /// by the commit, shows in the same listing (and a gap below it, in a
+    /// local warehouse whose listing is whole anyway).
     pub fn latest(&self) -> Result<Option<CommitRecord>, StoreError> {
         match self.newest_generation()? {
             None => Ok(None),
@@ -405,11 +476,14 @@ impl PartitionStore {
             Some(g) => self.backend.list_after(&log, &layout::log_name(g))?,
             None => self.backend.list(&log)?,
         };
-        let newest = names
-            .iter()
-            .filter_map(|n| layout::parse_log_name(n))
-            .max()
-            .or(floor);
+        let listing = LogListing::parse(&names);
+        // What follows the floor must be its successors, each with its
+        // record (the floor's own record is read by the caller).
+        let first = floor.map_or(Generation::FIRST, Generation::next);
+        if let Some((g, token)) = listing.hole(first) {
+            return Err(self.missing(g, token));
+        }
+        let newest = listing.records.last().copied().or(floor);
         self.seen.saw(&self.prefix, newest);
         Ok(newest)
     }
@@ -471,6 +545,14 @@ impl PartitionStore {
                 message: format!("cannot encode commit record: {e}"),
             })?;
             if self.backend.put_if_absent(&key, &bytes)? {
+                // The marker that lets every later listing notice this
+                // record if it goes (see `latest`). Evidence, not state:
+                // not made durable here (the log's next commit syncs the
+                // directory), and a failure to write it loses only that.
+                let _ = self.backend.put_if_absent_volatile(
+                    &layout::published_key(&self.prefix, next, record.token),
+                    record.token.to_string().as_bytes(),
+                );
                 if self.remote.is_some() {
                     self.seen.saw(&self.prefix, Some(next));
                 }
@@ -630,6 +712,75 @@ impl PartitionStore {
         })();
         let _ = std::fs::remove_file(&check);
         verified
+    }
+}
+
+/// One listing of `log/`: the records' generations, ascending, and the
+/// publication markers (generation, token).
+struct LogListing {
+    records: Vec<Generation>,
+    markers: Vec<(Generation, FencingToken)>,
+}
+
+impl LogListing {
+    fn parse(names: &[String]) -> LogListing {
+        let mut records: Vec<Generation> = names
+            .iter()
+            .filter_map(|n| layout::parse_log_name(n))
+            .collect();
+        records.sort_unstable();
+        records.dedup();
+        LogListing {
+            records,
+            markers: names
+                .iter()
+                .filter_map(|n| layout::parse_published_name(n))
+                .collect(),
+        }
+    }
+
+    /// The lowest generation from `first` on that was committed and whose
+    /// record is not listed: a gap in `first, first+1, ...` up to the
+    /// newest record, or a marker from `first` on without its record.
+    /// Generations are assigned one after the other and records are never
+    /// deleted, so either is a record that went.
+    fn hole(&self, first: Generation) -> Option<(Generation, Option<FencingToken>)> {
+        let token_of = |g: Generation| self.markers.iter().find(|(m, _)| *m == g).map(|&(_, t)| t);
+        let mut expected = first;
+        let mut gap = None;
+        for &g in &self.records {
+            if g != expected {
+                gap = Some(expected);
+                break;
+            }
+            expected = expected.next();
+        }
+        let orphan = self
+            .markers
+            .iter()
+            .filter(|(g, _)| *g >= first && self.records.binary_search(g).is_err())
+            .map(|&(g, _)| g)
+            .min();
+        let hole = match (gap, orphan) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b)?,
+        };
+        Some((hole, token_of(hole)))
+    }
+}
+
+/// Removes a directory tree, or a file or link standing where one should
+/// be.
+fn remove_path(path: &std::path::Path) -> Result<(), StoreError> {
+    let removed = match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(e) => Err(e),
+    };
+    match removed {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(StoreError::io(path)(e)),
     }
 }
 
@@ -819,6 +970,113 @@ mod tests {
     }
 
     /// Writes log/<g> as a racing publisher would have.
+    // issue 23 item 3: the hole a listing shows, from where it starts.
+    #[test]
+    fn issue_23_log_listing_finds_gaps_and_markers_without_records() {
+        let names = |list: &[&str]| list.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let (g, t) = (Generation::from_raw, FencingToken::from_raw);
+        let rec = |n| layout::log_name(g(n));
+        let mark = |n, tok| layout::published_name(g(n), t(tok));
+        let hole = |list: Vec<String>, first| LogListing::parse(&list).hole(g(first));
+        let whole = names(&[&rec(1), &mark(1, 1), &rec(2), &mark(2, 4)]);
+        assert_eq!(hole(whole.clone(), 1), None);
+        // The newest record gone: its marker names it and its token.
+        assert_eq!(
+            hole(names(&[&rec(1), &mark(1, 1), &mark(2, 4)]), 1),
+            Some((g(2), Some(t(4))))
+        );
+        // A record gone from the middle: the gap, with or without a marker.
+        assert_eq!(
+            hole(names(&[&mark(1, 1), &rec(2), &mark(2, 4)]), 1),
+            Some((g(1), Some(t(1))))
+        );
+        assert_eq!(hole(names(&[&rec(2), &rec(3)]), 1), Some((g(1), None)));
+        // Listed after a floor of 1: the floor's marker is not a hole there.
+        assert_eq!(hole(names(&[&mark(1, 1), &rec(2), &mark(2, 4)]), 2), None);
+        assert_eq!(hole(names(&[&mark(1, 1), &rec(3)]), 2), Some((g(2), None)));
+        // Records written before markers existed have none: no hole.
+        assert_eq!(hole(names(&[&rec(1), &rec(2)]), 1), None);
+        assert_eq!(hole(Vec::new(), 1), None);
+    }
+
+    // issue 23 items 1 and 4: a token comes from above the newest record
+    // even with tokens/ gone, and its attempt directory starts empty.
+    #[test]
+    fn issue_23_tokens_come_from_above_the_log_and_attempts_start_empty() {
+        let (tmp, _wh, p) = setup();
+        for i in 1..=3 {
+            let t = p.allocate_token(&owner(i)).unwrap();
+            p.commit(sample(t.get())).unwrap();
+        }
+        std::fs::remove_dir_all(tmp.path().join("d/p/tokens")).unwrap();
+        let stale = tmp.path().join("d/p/attempts/00000000000000000004");
+        std::fs::create_dir_all(stale.join("data/sub")).unwrap();
+        std::fs::write(stale.join("data/sub/left.csv"), b"x\n").unwrap();
+        std::fs::write(stale.join("lease.json"), b"{}").unwrap();
+        let t = p.allocate_token(&owner(4)).unwrap();
+        assert_eq!(t.get(), 4);
+        let dir = p.prepare_attempt(t).unwrap();
+        assert_eq!(dir, stale);
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+        assert_eq!(std::fs::read_dir(dir.join("data")).unwrap().count(), 0);
+        assert_eq!(p.commit(sample(t.get())).unwrap().generation.get(), 4);
+        // A newest record that goes stops allocation, reads and commits.
+        std::fs::remove_file(tmp.path().join("d/p/log/00000000000000000004.json")).unwrap();
+        let missing = |e: StoreError| match e {
+            StoreError::MissingRecord {
+                key,
+                generation,
+                token,
+            } => {
+                assert_eq!(key, "d/p/log/00000000000000000004.json");
+                (generation.get(), token.map(FencingToken::get))
+            }
+            other => panic!("expected a missing record, got {other:?}"),
+        };
+        assert_eq!(missing(p.latest().unwrap_err()), (4, Some(4)));
+        assert_eq!(
+            missing(p.allocate_token(&owner(5)).unwrap_err()),
+            (4, Some(4))
+        );
+        match p.commit(sample(9)) {
+            Err(PublishError::Store(e)) => assert_eq!(missing(e), (4, Some(4))),
+            other => panic!("expected a missing record, got {other:?}"),
+        }
+        assert_eq!(missing(p.history().unwrap_err()), (4, Some(4)));
+    }
+
+    // issue 23 item 3: in an object store too, whether this process saw
+    // the newest generation (its listing starts there) or not.
+    #[test]
+    fn issue_23_remote_newest_record_that_goes_is_missing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let backend = Arc::new(crate::store::MemoryBackend::default());
+        let open = || {
+            Warehouse::remote(backend.clone(), "s3://b/wh", tmp.path())
+                .unwrap()
+                .partition("d", "p")
+        };
+        let p = open();
+        for t in [3, 5] {
+            p.commit(sample(t)).unwrap();
+        }
+        backend.delete("d/p/log/00000000000000000002.json").unwrap();
+        for (reader, token) in [(p, None), (open(), Some(5))] {
+            match reader.latest() {
+                Err(StoreError::MissingRecord {
+                    generation,
+                    token: t,
+                    ..
+                }) => assert_eq!((generation.get(), t.map(FencingToken::get)), (2, token)),
+                other => panic!("expected a missing record, got {other:?}"),
+            }
+        }
+        assert!(matches!(
+            open().commit(sample(9)),
+            Err(PublishError::Store(StoreError::MissingRecord { .. }))
+        ));
+    }
+
     fn plant(tmp: &tempfile::TempDir, p: &PartitionStore, g: u64, token: u64) {
         let rec = sample(token).into_record(Generation::from_raw(g));
         let key = layout::log_key(&p.prefix, rec.generation);

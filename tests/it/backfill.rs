@@ -350,7 +350,7 @@ reason = "five days in order"
         ]
     );
     for day in &expected {
-        assert_eq!(sb.entries("out", day, "log").len(), 1, "{day}");
+        assert_eq!(sb.records("out", day).len(), 1, "{day}");
     }
 }
 
@@ -409,7 +409,7 @@ reason = "eight days"
     for day in &all_days {
         let s = states(&events, "t", day);
         assert_eq!(
-            sb.entries("out", day, "log").len(),
+            sb.records("out", day).len(),
             1,
             "{day}: exactly one generation"
         );

@@ -28,5 +28,6 @@ mod s3;
 mod s3_warehouse;
 mod schema;
 mod slurm;
+mod store_integrity;
 mod support;
 mod zombie;

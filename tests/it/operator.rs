@@ -556,7 +556,7 @@ output = { dataset = "fixed", grain = ["id"] }"#,
 
     // Verification publishes nothing and starts no run.
     for dataset in ["clock", "fixed"] {
-        assert_eq!(sb.entries(dataset, "p", "log").len(), 1, "{dataset}");
+        assert_eq!(sb.records(dataset, "p").len(), 1, "{dataset}");
         assert_eq!(sb.entries(dataset, "p", "tokens").len(), 1, "{dataset}");
     }
     assert_eq!(

@@ -450,3 +450,13 @@ pub(crate) fn max_overlap<'a>(intervals: impl IntoIterator<Item = &'a (u128, u12
     }
     max as usize
 }
+
+impl Sandbox {
+    /// Names of the commit records of `<wh>/<dataset>/<partition>/log`,
+    /// sorted (without the publication markers beside them).
+    pub(crate) fn records(&self, dataset: &str, partition: &str) -> Vec<String> {
+        let mut names = self.entries(dataset, partition, "log");
+        names.retain(|n| n.ends_with(".json"));
+        names
+    }
+}
