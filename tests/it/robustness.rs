@@ -445,3 +445,53 @@ fn issue_23_a_file_name_the_store_refuses_fails_the_audit_naming_it() {
     );
     assert!(!states(&sb.events("r2"), "t", "all").contains(&State::Running));
 }
+
+// https://github.com/weir/weir/issues/23 (item 8)
+// Keys each short enough alone, joined across a task's two schemes, would
+// name a partition the warehouse cannot hold: `validate` refuses the task.
+#[test]
+fn issue_23_keys_joined_across_schemes_must_fit_the_warehouse() {
+    let manifest = |len: usize| {
+        format!(
+            r#"
+[pipeline]
+name = "robust"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.a]
+kind = "static"
+keys = ["{}"]
+
+[partitions.b]
+kind = "static"
+keys = ["x", "{}"]
+
+[tasks.t]
+command = ["sh", "t.sh"]
+partitioned_by = ["a", "b"]
+output = {{ dataset = "t_out", grain = ["id"] }}
+"#,
+            "a".repeat(123),
+            "b".repeat(len)
+        )
+    };
+    // 123 + 3 (`|` encoded) + 124 = 250 bytes: the longest that fits.
+    let sb = Sandbox::new(&manifest(124));
+    let out = sb.weir_out(&["validate", "m.toml"]);
+    assert_exit(&out, 0);
+    let sb = Sandbox::new(&manifest(125));
+    let out = sb.weir_out(&["validate", "m.toml"]);
+    assert_exit(&out, 2);
+    assert_eq!(stdout(&out), "");
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("weir::manifest::key_too_long\n\n  × task `t` has partition keys too long for the warehouse, such as\n  │ `aaaaaaaaaaaaaaaaaaaaaaaa…`\n"),
+        "{err}"
+    );
+    assert!(err.contains("[m.toml:17:18]"), "{err}");
+    assert!(
+        err.contains("its name in the warehouse is 251 bytes, over the 250"),
+        "{err}"
+    );
+}
