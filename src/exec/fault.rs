@@ -5,7 +5,7 @@
 //! | point | where the engine is |
 //! |---|---|
 //! | `after_command` | the command exited 0, on the attempt's thread, before its output is listed |
-//! | `audit` | the candidate's audit, on the thread that reads each of its files (a rayon worker when there are several) |
+//! | `audit` | the candidate's audit, on the thread that reads each of its files (a rayon worker when there are several; use `:panic` or `:crash`) |
 //! | `after_candidate` | the candidate is written and audited, nothing committed |
 //! | `before_commit` | the candidate's files are fsynced, the commit record not yet written |
 //! | `after_commit` | the commit record is durable, the PUBLISHED event not yet written (a crash after the write, before its acknowledgement) |
