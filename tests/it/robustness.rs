@@ -495,3 +495,53 @@ output = {{ dataset = "t_out", grain = ["id"] }}
         "{err}"
     );
 }
+
+// https://github.com/weir/weir/issues/23 (item 8)
+// The longest key `validate` accepts (250 bytes) works end to end: its
+// partition publishes, and its marker (`<key>.json`, 255 bytes, written
+// through a temp file) is written when it fails.
+#[test]
+fn issue_23_the_longest_accepted_key_publishes_and_is_marked() {
+    let key = "k".repeat(250);
+    let sb = Sandbox::new(&format!(
+        r#"
+[pipeline]
+name = "robust"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.long]
+kind = "static"
+keys = ["{key}"]
+
+[tasks.t]
+command = ["sh", "t.sh"]
+output = {{ dataset = "t_out", grain = ["id"] }}
+
+[tasks.u]
+command = ["sh", "-c", "exit 65"]
+output = {{ dataset = "u_out", grain = ["id"] }}
+"#
+    ));
+    sb.script(
+        "t.sh",
+        "printf 'id\\n1\\n' > \"$WEIR_OUTPUT_DIR/out.csv\"\n",
+    );
+    let out = sb.run("r1", &[]);
+    assert_exit(&out, 1);
+    assert!(
+        stdout(&out).starts_with(&format!(
+            "run r1: 2 task instances: 1 published, 1 quarantined; 0 retries\n  QUARANTINED u {key}: deterministic failure: exit code 65\n"
+        )),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(Visible::of(&sb.store("t_out", &key)).record.rows, 1);
+    let marker = sb
+        .path()
+        .join("wh/_instances/u")
+        .join(format!("{key}.json"));
+    let marker: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(marker).expect("the marker")).unwrap();
+    assert_eq!(marker["mark"], "QUARANTINED");
+}
