@@ -545,3 +545,44 @@ output = {{ dataset = "u_out", grain = ["id"] }}
         serde_json::from_str(&std::fs::read_to_string(marker).expect("the marker")).unwrap();
     assert_eq!(marker["mark"], "QUARANTINED");
 }
+
+// https://github.com/weir/weir/issues/23 (item 2)
+// A quarantine names the code that failed, as it launched: the deployed
+// code (v2) fails, and once the deploy is reverted the next run releases
+// the quarantine and publishes with v1, which never failed.
+#[test]
+fn issue_23_a_quarantine_names_the_code_its_command_launched_with() {
+    let sb = deploy_mid_run(&format!(
+        ". ./lib.sh\nif [ \"$(v)\" = 2 ]; then exit 65; fi\n{T_WRITES}"
+    ));
+    let out = sb.run("r1", &[]);
+    assert_exit(&out, 1);
+    assert!(
+        stdout(&out).starts_with("run r1: 2 task instances: 1 published, 1 quarantined; 0 retries\n  QUARANTINED t all: deterministic failure: exit code 65\n"),
+        "{}",
+        stdout(&out)
+    );
+    let v2 = fingerprint_now(&sb);
+    let marker: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sb.path().join("wh/_instances/t/all.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(marker["code_fingerprint"], v2.as_str());
+
+    // The deploy is reverted: v1 is not the code that failed.
+    sb.script("lib.sh", V1);
+    let out = sb.run("r2", &[]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out)
+            .starts_with("run r2: 2 task instances: 1 published, 1 already published; 0 retries\n"),
+        "{}",
+        stdout(&out)
+    );
+    let visible = Visible::of(&sb.store("t_out", "all"));
+    assert_eq!(visible.rows(), [["1", "1"]]);
+    assert_eq!(
+        visible.record.code_fingerprint.as_deref(),
+        Some(fingerprint_now(&sb).as_str())
+    );
+}
