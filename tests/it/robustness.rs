@@ -78,8 +78,7 @@ fn stale_lines(sb: &Sandbox) -> Vec<String> {
         .collect()
 }
 
-// https://github.com/weir/weir/issues/23 (item 2)
-// A deploy that lands after the run started and before `t` launches, then
+// issue 23 item 2: a deploy that lands after the run started and before `t` launches, then
 // is reverted: `t`'s publication names the code it ran (v2), so it is STALE
 // once v1 is back, instead of passing as current.
 #[test]
@@ -127,8 +126,7 @@ fn issue_23_code_is_fingerprinted_when_its_command_launches() {
     );
 }
 
-// https://github.com/weir/weir/issues/23 (item 2)
-// The code changes while `t`'s command runs (here: the command itself
+// issue 23 item 2: the code changes while `t`'s command runs (here: the command itself
 // deploys, once): the attempt fails as transient, naming both
 // fingerprints, and the retry publishes as the new code.
 #[test]
@@ -242,8 +240,7 @@ output = { dataset = "slow_out", grain = ["id"] }
     sb
 }
 
-// https://github.com/weir/weir/issues/23 (item 6)
-// A panic on a rayon worker of `bad`'s audit ends `bad` ENGINE_FAILED with
+// issue 23 item 6: a panic on a rayon worker of `bad`'s audit ends `bad` ENGINE_FAILED with
 // the panic's message; `after` is skipped, `slow` publishes, the run
 // finishes and exits 5.
 #[test]
@@ -314,8 +311,7 @@ fn issue_23_panic_in_an_audit_worker_fails_the_instance_and_the_run_ends() {
     );
 }
 
-// https://github.com/weir/weir/issues/23 (item 6)
-// A panic in `bad`'s attempt thread while `slow` runs: the first SIGINT
+// issue 23 item 6: a panic in `bad`'s attempt thread while `slow` runs: the first SIGINT
 // still stops the run (exit 130, `slow` INTERRUPTED, RUN_FINISHED) and
 // `bad` is an engine failure carrying the panic's message.
 #[test]
@@ -397,8 +393,7 @@ output = { dataset = "t_out", grain = ["id"] }
     )
 }
 
-// https://github.com/weir/weir/issues/23 (item 8)
-// An output file whose name the store refuses (a backslash) fails the
+// issue 23 item 8: an output file whose name the store refuses (a backslash) fails the
 // audit as a gate, naming the file: QUARANTINED, not ENGINE_FAILED and a
 // new launch every run.
 #[test]
@@ -446,8 +441,7 @@ fn issue_23_a_file_name_the_store_refuses_fails_the_audit_naming_it() {
     assert!(!states(&sb.events("r2"), "t", "all").contains(&State::Running));
 }
 
-// https://github.com/weir/weir/issues/23 (item 8)
-// Keys each short enough alone, joined across a task's two schemes, would
+// issue 23 item 8: keys each short enough alone, joined across a task's two schemes, would
 // name a partition the warehouse cannot hold: `validate` refuses the task.
 #[test]
 fn issue_23_keys_joined_across_schemes_must_fit_the_warehouse() {
@@ -496,8 +490,7 @@ output = {{ dataset = "t_out", grain = ["id"] }}
     );
 }
 
-// https://github.com/weir/weir/issues/23 (item 8)
-// The longest key `validate` accepts (250 bytes) works end to end: its
+// issue 23 item 8: the longest key `validate` accepts (250 bytes) works end to end: its
 // partition publishes, and its marker (`<key>.json`, 255 bytes, written
 // through a temp file) is written when it fails.
 #[test]
@@ -546,8 +539,7 @@ output = {{ dataset = "u_out", grain = ["id"] }}
     assert_eq!(marker["mark"], "QUARANTINED");
 }
 
-// https://github.com/weir/weir/issues/23 (item 2)
-// A quarantine names the code that failed, as it launched: the deployed
+// issue 23 item 2: a quarantine names the code that failed, as it launched: the deployed
 // code (v2) fails, and once the deploy is reverted the next run releases
 // the quarantine and publishes with v1, which never failed.
 #[test]
