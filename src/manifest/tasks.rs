@@ -219,7 +219,9 @@ impl Validator<'_, '_, '_, '_> {
     ) -> Option<Task> {
         let errors_before = self.errors.len();
         let p = |k: &'static str| vec!["tasks", name, k];
-        self.safe_name("task", name, &["tasks", name], true);
+        if self.safe_name("task", name, &["tasks", name], true) {
+            self.name_fits("task", name, &["tasks", name], true);
+        }
         if raw.command.is_empty() || raw.command[0].trim().is_empty() {
             self.err(
                 ManifestError::new("weir::manifest::empty_value", format!("task `{name}` has an empty command"))

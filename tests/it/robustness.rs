@@ -578,3 +578,58 @@ fn issue_23_a_quarantine_names_the_code_its_command_launched_with() {
         Some(fingerprint_now(&sb).as_str())
     );
 }
+
+// issue 23 item 8: a task, pool or dataset name becomes a directory name in
+// the warehouse: one longer than the store's 255 bytes is refused by
+// `validate`, where it is written, instead of failing every run.
+#[test]
+fn issue_23_names_longer_than_the_warehouse_takes_are_refused() {
+    let long = "n".repeat(256);
+    let manifest = |task: &str, pool: &str, dataset: &str| {
+        format!(
+            r#"
+[pipeline]
+name = "robust"
+code_version = "1"
+warehouse = "wh"
+
+[pools.{pool}]
+slots = 1
+
+[tasks.{task}]
+command = ["sh", "t.sh"]
+partitioned_by = []
+pool = "{pool}"
+output = {{ dataset = "{dataset}", grain = ["id"] }}
+"#
+        )
+    };
+    let ok = "n".repeat(255);
+    let out = Sandbox::new(&manifest(&ok, &ok, &ok)).weir_out(&["validate", "m.toml"]);
+    assert_exit(&out, 0);
+    for (what, text, line) in [
+        ("task", manifest(&long, "p", "d"), 10),
+        ("pool", manifest("t", &long, "d"), 7),
+        ("dataset", manifest("t", "p", &long), 14),
+    ] {
+        let out = Sandbox::new(&text).weir_out(&["validate", "m.toml"]);
+        assert_exit(&out, 2);
+        let err = stderr(&out);
+        assert!(
+            err.starts_with(&format!(
+                "weir::manifest::name_too_long\n\n  × {what} `nnnnnnnnnnnnnnnnnnnnnnnn…` is too long for the warehouse\n"
+            )),
+            "{what}: {err}"
+        );
+        assert!(err.contains(&format!("[m.toml:{line}:")), "{what}: {err}");
+        assert!(err.contains("256 bytes"), "{what}: {err}");
+        assert!(
+            err.contains("longer than 255 bytes); shorten it\n"),
+            "{what}: {err}"
+        );
+        assert!(
+            err.ends_with("error: `m.toml` is not a valid manifest: 1 error\n"),
+            "{what}: {err}"
+        );
+    }
+}
