@@ -9,7 +9,10 @@
 //! bytes reachable, and writable, under another name), a sub-directory, a
 //! dot-file, a file with another suffix (`.CSV`, `.txt`), a FIFO, a socket
 //! or a device makes the candidate fail its audit, naming the entry, so a
-//! task's output is never silently partial.
+//! task's output is never silently partial. So does a name the store
+//! refuses (`\`, over 255 bytes: [`crate::store::segment_problem`], the
+//! store's own rule), which would otherwise pass the audit and then fail
+//! every commit as the engine's error.
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -87,7 +90,8 @@ pub fn candidate_files(dir: &Path, format: Format) -> Result<Vec<PathBuf>, Candi
                 Some(name) if !name.ends_with(&suffix) || name.len() == suffix.len() => Some(
                     format!("`{shown}` is not named `*{suffix}` (the output's format is {format})"),
                 ),
-                Some(_) => None,
+                Some(name) => crate::store::segment_problem(name)
+                    .map(|why| format!("`{shown}` is a name the warehouse refuses: {why}")),
             }
         };
         match problem {
@@ -143,6 +147,7 @@ mod tests {
         // SAFETY: mkfifo with a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
         let _socket = std::os::unix::net::UnixListener::bind(d.join("sock.csv")).unwrap();
+        std::fs::write(d.join("back\\slash.csv"), "x\n").unwrap();
         let problems = refused(d, Format::Csv);
         let joined = problems.join("\n");
         for needle in [
@@ -156,9 +161,10 @@ mod tests {
             "`hard2.csv` is a hard link",
             "`pipe.csv` is a FIFO",
             "`sock.csv` is a socket",
+            "`back\\slash.csv` is a name the warehouse refuses: a segment may not contain '\\' or NUL",
         ] {
             assert!(joined.contains(needle), "{needle} not in:\n{joined}");
         }
-        assert_eq!(problems.len(), 10, "{joined}");
+        assert_eq!(problems.len(), 11, "{joined}");
     }
 }

@@ -209,8 +209,22 @@ pub enum AuditError {
 
 /// Reads `files` (all in `spec.format`) and audits them.
 pub fn audit(files: &[PathBuf], spec: &AuditSpec<'_>) -> Result<AuditReport, AuditError> {
+    audit_with(files, spec, &|_| {})
+}
+
+/// [`audit`], calling `probe` with each file on the thread that starts
+/// reading it (a rayon worker when there are several files): the engine's
+/// fault points (`exec::fault`) rehearse a reader's panic there.
+pub fn audit_with(
+    files: &[PathBuf],
+    spec: &AuditSpec<'_>,
+    probe: &(dyn Fn(&Path) + Sync),
+) -> Result<AuditReport, AuditError> {
     let read_candidate = || {
         let make = |file: usize, columns: &[String]| {
+            if let Some(path) = files.get(file) {
+                probe(path);
+            }
             CandidateFold::new(file, columns, spec.grain, spec.gates)
         };
         let (columns, folds) = read::fold_files(files, spec.format, true, &make)?;
@@ -486,6 +500,33 @@ mod tests {
                 vec![None, s("2.5"), None],
             ]
         );
+    }
+
+    // issue 23: the probe runs on the rayon workers reading a candidate of
+    // several files, so a fault injected there is a panic in a worker.
+    #[test]
+    fn issue_23_audit_probe_runs_on_the_threads_reading_the_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = write(dir.path(), "a.csv", "id\n1\n");
+        let b = write(dir.path(), "b.csv", "id\n2\n");
+        let grain = vec!["id".to_owned()];
+        let inputs = HashMap::new();
+        let spec = AuditSpec {
+            format: Format::Csv,
+            grain: &grain,
+            gates: &[],
+            inputs: &inputs,
+        };
+        let seen = std::sync::Mutex::new(Vec::new());
+        let probe = |path: &Path| {
+            let worker = rayon::current_thread_index().is_some();
+            seen.lock().unwrap().push((path.to_path_buf(), worker));
+        };
+        let report = audit_with(&[a.clone(), b.clone()], &spec, &probe).expect("audits");
+        assert_eq!(report.rows, 2);
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort();
+        assert_eq!(seen, [(a, true), (b, true)]);
     }
 
     #[test]

@@ -62,6 +62,9 @@ pub(crate) enum AttemptOutcome {
         token: Option<FencingToken>,
         /// One-line reason.
         reason: String,
+        /// The fingerprint of the code its command was launched with;
+        /// `None` when no command was launched.
+        code: Option<String>,
     },
 }
 
@@ -74,6 +77,9 @@ struct Candidate {
     /// (`Some(None)`: none): a newer token that beat it counts as a rebuild
     /// only if it committed after that.
     forced_over: Option<Option<Generation>>,
+    /// The fingerprint of the code that wrote them, taken as the command
+    /// launched: what the candidate is published as.
+    code: String,
 }
 
 /// A candidate whose every gate passed.
@@ -153,6 +159,7 @@ pub(crate) fn run(
             reason: ending.describe(),
             ending,
             token: Some(token),
+            code: None,
         };
     }
     let waited = guard != lease::Guard::Proceed;
@@ -243,6 +250,7 @@ pub(crate) fn run(
                 ending: Ending::InputMoved(reason.clone()),
                 token: Some(token),
                 reason,
+                code: None,
             };
         }
         Err(e) => {
@@ -266,6 +274,7 @@ pub(crate) fn run(
                 reason: ending.describe(),
                 ending,
                 token: Some(token),
+                code: None,
             };
         }
         Err(super::pool::NoSlot::Store(e)) => {
@@ -307,7 +316,16 @@ pub(crate) fn run(
         .map(|_| job.clone()),
         _ => None,
     };
-    let ending = match injected {
+    // What the command runs is what its output is published as: the code is
+    // fingerprinted now, as the command launches, not when the run started
+    // (a deploy may land in between, and be reverted before the run ends),
+    // and again once it exits (`code_moved`).
+    let launched = crate::manifest::fingerprint::fingerprint(&cx.manifest.dir, task);
+    let ending = match (&launched, injected) {
+        (Err(e), _) => Ending::CodeMoved(format!(
+            "the task's code cannot be fingerprinted at launch: {}; the next attempt fingerprints it again",
+            chain(e)
+        )),
         _ if adopted.is_some() => {
             let job = adopted.as_deref();
             cx.emit(
@@ -322,7 +340,7 @@ pub(crate) fn run(
             );
             Ending::Success
         }
-        Some(code) => {
+        (Ok(_), Some(code)) => {
             running(None);
             let _ = std::fs::write(
                 dir.join("stderr.log"),
@@ -330,7 +348,7 @@ pub(crate) fn run(
             );
             Ending::Exit(code)
         }
-        None => {
+        (Ok(_), None) => {
             let executor =
                 executor::for_spec(&cx.manifest.executors[&task.executor], &task.resources);
             // For an engine that takes over a job that outlived us: what it
@@ -371,6 +389,11 @@ pub(crate) fn run(
         }
     };
     let elapsed_ms = started.elapsed().as_millis() as u64;
+    let launched = launched.ok();
+    let ending = match (&ending, &launched) {
+        (Ending::Success, Some(launched)) => code_moved(cx, task, launched).unwrap_or(ending),
+        _ => ending,
+    };
     if ending != Ending::Success {
         let stderr_tail = launch::tail(&dir.join("stderr.log"), TAIL_BYTES);
         let reason = ending.describe();
@@ -405,8 +428,11 @@ pub(crate) fn run(
             ending,
             token: Some(token),
             reason,
+            code: launched,
         };
     }
+    // Success: the code was fingerprinted at launch.
+    let code = launched.unwrap_or_default();
     cx.emit(
         State::Success,
         event()
@@ -418,6 +444,9 @@ pub(crate) fn run(
             .data(json!({ "duration_ms": elapsed_ms })),
     );
     drop(permit);
+    if let Err(e) = cx.faults.hit(Point::AfterCommand, &task.name, partition) {
+        return fail(Some(token), e);
+    }
     let files = match audit::candidate_files(&data_dir, task.output.format) {
         Ok(f) => f,
         Err(audit::CandidateError::Refused { problems }) => {
@@ -434,6 +463,7 @@ pub(crate) fn run(
                 ending: Ending::GateFailed,
                 token: Some(token),
                 reason,
+                code: Some(code),
             };
         }
         Err(e) => {
@@ -448,6 +478,7 @@ pub(crate) fn run(
         dir,
         files,
         forced_over,
+        code,
     };
     let audited = match audit_candidate(cx, task, partition, attempt, snapshot, &inputs, candidate)
     {
@@ -475,6 +506,22 @@ fn storage_fault(e: &std::io::Error) -> bool {
 }
 
 pub use crate::store::chain;
+
+/// The ending of a command that exited 0 whose task's code is no longer the
+/// code it was launched with (`launched`), if so: its output is not
+/// published as either, and the next attempt runs the code as it is then.
+fn code_moved(cx: &Context<'_>, task: &Task, launched: &str) -> Option<Ending> {
+    match crate::manifest::fingerprint::fingerprint(&cx.manifest.dir, task) {
+        Ok(now) if now == launched => None,
+        Ok(now) => Some(Ending::CodeMoved(format!(
+            "the task's code changed while its command ran ({launched} at launch, {now} at exit): its output is not published; the next attempt runs the new code"
+        ))),
+        Err(e) => Some(Ending::CodeMoved(format!(
+            "the task's code cannot be fingerprinted after its command: {}; its output is not published",
+            chain(&e)
+        ))),
+    }
+}
 
 fn environment(
     cx: &Context<'_>,
@@ -538,7 +585,12 @@ fn audit_candidate(
         gates: &task.gates,
         inputs: &inputs,
     };
-    let report = match audit::audit(&candidate.files, &spec) {
+    // `audit` rehearses a panic (or a crash) on a thread reading the files.
+    let faults = &cx.faults;
+    let probe = |_: &std::path::Path| {
+        let _ = faults.hit(Point::Audit, &task.name, partition);
+    };
+    let report = match audit::audit_with(&candidate.files, &spec, &probe) {
         Ok(r) => r,
         // The disk under the warehouse failing is the engine's problem,
         // not a property of the candidate.
@@ -562,6 +614,7 @@ fn audit_candidate(
                 ending: Ending::GateFailed,
                 token: Some(token),
                 reason,
+                code: Some(candidate.code.clone()),
             });
         }
     };
@@ -573,7 +626,7 @@ fn audit_candidate(
         "attempt": attempt,
         "token": token.get(),
         "code_version": task.code_version,
-        "code_fingerprint": cx.fingerprint(task),
+        "code_fingerprint": candidate.code,
         "input_snapshot": snapshot.to_json(),
         "input_snapshot_digest": snapshot.digest(),
         "files": file_names(&candidate.files),
@@ -611,6 +664,7 @@ fn audit_candidate(
             ending: Ending::GateFailed,
             token: Some(token),
             reason: detail,
+            code: Some(candidate.code.clone()),
         });
     }
     cx.emit(
@@ -736,7 +790,7 @@ fn publish(
         input_snapshot: snapshot.to_json(),
         input_snapshot_digest: snapshot.digest(),
         code_version: task.code_version.clone(),
-        code_fingerprint: Some(cx.fingerprint(task).to_string()),
+        code_fingerprint: Some(candidate.code.clone()),
     };
     let mut result = store.commit(commit);
     if result.is_ok() {
@@ -803,7 +857,7 @@ fn publish(
             generation,
         }) => {
             let current = store.latest().ok().flatten().is_some_and(|latest| {
-                super::is_current(&latest, snapshot, &task.code_version, cx.fingerprint(task))
+                super::is_current(&latest, snapshot, &task.code_version, &candidate.code)
                     && candidate
                         .forced_over
                         .is_none_or(|before| Some(latest.generation) > before)
@@ -870,5 +924,6 @@ fn engine_failure(
         ending: Ending::Engine(reason.clone()),
         token,
         reason,
+        code: None,
     }
 }

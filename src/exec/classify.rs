@@ -29,6 +29,10 @@ pub enum Ending {
     /// An external input no longer held its pinned bytes when the attempt
     /// copied it: nothing ran; the next attempt pins the input again.
     InputMoved(String),
+    /// The task's `code` could not be fingerprinted as its command launched,
+    /// or changed while it ran: the output is not published as code it may
+    /// not have come from; the next attempt runs the code as it is then.
+    CodeMoved(String),
     /// weir was asked to stop (SIGINT, SIGTERM): the command's process tree
     /// was stopped, or the command never started.
     Interrupted(super::interrupt::Signal),
@@ -46,7 +50,9 @@ impl Ending {
             Ending::SpawnFailed(why) => format!("could not start: {why}"),
             Ending::GateFailed => "gate failed".into(),
             Ending::Engine(why) => format!("engine error: {why}"),
-            Ending::NotShared(why) | Ending::InputMoved(why) => why.clone(),
+            Ending::NotShared(why) | Ending::InputMoved(why) | Ending::CodeMoved(why) => {
+                why.clone()
+            }
             Ending::Interrupted(sig) => format!("interrupted: weir received {}", sig.name()),
         }
     }
@@ -75,9 +81,11 @@ pub fn rule(task: &Task, ending: &Ending) -> FailureRule {
         // Disk full or a flaky mount may pass; retries are bounded anyway.
         // Never classified by the scheduler (an interrupted attempt ends
         // the instance INTERRUPTED); transient if it ever were.
-        Ending::Engine(_) | Ending::InputMoved(_) | Ending::Interrupted(_) => {
-            FailureRule::Transient
-        }
+        // A deploy in progress settles: the next attempt runs what landed.
+        Ending::Engine(_)
+        | Ending::InputMoved(_)
+        | Ending::CodeMoved(_)
+        | Ending::Interrupted(_) => FailureRule::Transient,
         Ending::Signal(_) | Ending::Success => FailureRule::Class(task.retry.clone()),
     }
 }

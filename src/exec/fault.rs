@@ -4,6 +4,8 @@
 //!
 //! | point | where the engine is |
 //! |---|---|
+//! | `after_command` | the command exited 0, on the attempt's thread, before its output is listed |
+//! | `audit` | the candidate's audit, on the thread that reads each of its files (a rayon worker when there are several; use `:panic` or `:crash`) |
 //! | `after_candidate` | the candidate is written and audited, nothing committed |
 //! | `before_commit` | the candidate's files are fsynced, the commit record not yet written |
 //! | `after_commit` | the commit record is durable, the PUBLISHED event not yet written (a crash after the write, before its acknowledgement) |
@@ -14,13 +16,17 @@
 //! | `write_marker` | writing an instance's HELD/QUARANTINED marker fails with ENOSPC (use `:fail`) |
 //!
 //! ACTION is `crash` (default: the engine kills itself with SIGKILL, as
-//! `kill -9` would) or `fail` (the attempt fails as an engine error).
+//! `kill -9` would), `fail` (the attempt fails as an engine error) or
+//! `panic` (the thread there panics, as a bug in weir or a library would:
+//! the instance ends ENGINE_FAILED with the panic's message).
 //! Example: `WEIR_FAULT=after_candidate@transform/2026-09-21:crash`.
 
 /// A named point in the publish path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[allow(missing_docs)]
 pub enum Point {
+    AfterCommand,
+    Audit,
     AfterCandidate,
     BeforeCommit,
     AfterCommit,
@@ -36,7 +42,14 @@ struct Rule {
     point: Point,
     task: Option<String>,
     partition: Option<String>,
-    crash: bool,
+    action: Action,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    Crash,
+    Fail,
+    Panic,
 }
 
 /// The parsed rules.
@@ -60,6 +73,8 @@ impl Faults {
                 .split_once('@')
                 .map_or((spec, None), |(p, t)| (p, Some(t)));
             let point = match point {
+                "after_command" => Point::AfterCommand,
+                "audit" => Point::Audit,
                 "after_candidate" => Point::AfterCandidate,
                 "before_commit" => Point::BeforeCommit,
                 "after_commit" => Point::AfterCommit,
@@ -84,29 +99,34 @@ impl Faults {
                 point,
                 task,
                 partition,
-                crash: action != "fail",
+                action: match action {
+                    "fail" => Action::Fail,
+                    "panic" => Action::Panic,
+                    _ => Action::Crash,
+                },
             });
         }
         Faults { rules }
     }
 
-    /// Acts on a rule matching this point: crashes the engine, or returns
-    /// `Err` for an injected failure.
+    /// Acts on a rule matching this point: crashes the engine, panics, or
+    /// returns `Err` for an injected failure.
     pub fn hit(&self, point: Point, task: &str, partition: &str) -> Result<(), String> {
         let rule = self.rules.iter().find(|r| {
             r.point == point
                 && r.task.as_deref().is_none_or(|t| t == task)
                 && r.partition.as_deref().is_none_or(|p| p == partition)
         });
-        match rule {
-            Some(r) if r.crash => {
+        match rule.map(|r| r.action) {
+            Some(Action::Crash) => {
                 // SAFETY: signalling our own pid; the point is to die here.
                 unsafe {
                     libc::kill(libc::getpid(), libc::SIGKILL);
                 }
                 unreachable!("SIGKILL cannot be caught")
             }
-            Some(_) => Err(format!("injected failure at {point:?}")),
+            Some(Action::Panic) => panic!("injected panic at {point:?}"),
+            Some(Action::Fail) => Err(format!("injected failure at {point:?}")),
             None => Ok(()),
         }
     }
@@ -208,5 +228,13 @@ mod tests {
         assert!(f.hit(Point::AfterCommit, "load", "2026-09-20").is_ok());
         assert!(f.hit(Point::BeforeEvent, "extract", "any").is_err());
         assert!(f.hit(Point::AfterCandidate, "extract", "any").is_ok());
+        let f = Faults::parse("audit@load:panic");
+        let hit = std::panic::catch_unwind(|| f.hit(Point::Audit, "load", "p"));
+        let message = hit.expect_err("a panic rule panics");
+        assert_eq!(
+            message.downcast_ref::<String>().map(String::as_str),
+            Some("injected panic at Audit")
+        );
+        assert!(f.hit(Point::Audit, "extract", "p").is_ok());
     }
 }

@@ -7,7 +7,7 @@
 //!             └─► FAILED ─┬─ transient, attempts and budget left ─► RETRYING (backoff) ─► QUEUED
 //!                         ├─ deterministic / gate ─► QUARANTINED ─┐
 //!                         └─ operator / exhausted / budget spent ─► HELD ─┴─► downstream SKIPPED
-//!             └─► the engine's own I/O failed ─► ENGINE_FAILED (no retry, no marker; exit 5)
+//!             └─► the engine's own I/O failed, or it panicked ─► ENGINE_FAILED (no retry, no marker; exit 5)
 //! ```
 //!
 //! One coordinator thread owns all scheduling state and admits a few
@@ -210,7 +210,10 @@ pub(crate) struct Context<'a> {
 }
 
 impl Context<'_> {
-    /// The fingerprint of `task`'s code, computed when the run started.
+    /// The fingerprint of `task`'s code, computed when the run started: what
+    /// the run compares publications and markers with. What an attempt
+    /// publishes is stamped with the fingerprint taken as its command
+    /// launched (`attempt.rs`), since a deploy may land mid-run.
     pub(crate) fn fingerprint(&self, task: &Task) -> &str {
         self.fingerprints.get(&task.name).map_or("", String::as_str)
     }
@@ -431,6 +434,8 @@ struct Scheduler<'c, 'a> {
     indegree: Vec<u32>,
     attempts: Vec<u32>,
     snapshots: Vec<Option<InputSnapshot>>,
+    /// The code fingerprint of each instance's last launched command.
+    codes: Vec<Option<String>>,
     backoffs: Vec<Option<Backoff>>,
     /// Per pool: ready instances, and instances admitted (started, not yet
     /// reported done).
@@ -466,6 +471,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             indegree: plan.in_degrees(),
             attempts: vec![0; n],
             snapshots: (0..n).map(|_| None).collect(),
+            codes: (0..n).map(|_| None).collect(),
             backoffs: (0..n).map(|_| None).collect(),
             ready: vec![VecDeque::new(); pools.len()],
             active: 0,
@@ -599,7 +605,19 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         };
         let cx = self.cx;
         scope.spawn(move || {
-            let (snapshot, outcome) = job.run(cx, slots);
+            // A panic here (a bug in weir or a library, in this thread or a
+            // rayon worker of its audit) ends the instance, never the run:
+            // unreported, it would leave the scheduler waiting for it
+            // forever, deaf to SIGINT. Unwinding has released its slot,
+            // lease and staging copies (their `Drop`s).
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run(cx, slots)));
+            let (snapshot, outcome) = ran.unwrap_or_else(|panic| {
+                let reason = format!(
+                    "the engine panicked in attempt {attempt}: {}",
+                    panic_message(panic.as_ref())
+                );
+                (None, Outcome::Engine(reason))
+            });
             let _ = tx.send(Report {
                 instance: id,
                 snapshot,
@@ -711,6 +729,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 ending: Ending::Interrupted(_),
                 token,
                 reason,
+                ..
             }) => {
                 self.cx.emit(
                     State::Interrupted,
@@ -729,7 +748,10 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 ending,
                 token,
                 reason,
+                code,
             }) => {
+                // A marker names the code that failed, not the run's.
+                self.codes[id] = code;
                 match self.after_failure(id, &ending, token.map(|t| t.get()), &reason) {
                     Some(result) => result,
                     None => return, // retrying
@@ -902,11 +924,11 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             reason: reason.to_string(),
             input_snapshot_digest: self.snapshots[id].as_ref().map(InputSnapshot::digest),
             code_version: self.cx.manifest.tasks[task].code_version.clone(),
-            code_fingerprint: Some(
+            code_fingerprint: Some(self.codes[id].clone().unwrap_or_else(|| {
                 self.cx
                     .fingerprint(&self.cx.manifest.tasks[task])
-                    .to_string(),
-            ),
+                    .to_string()
+            })),
             since: crate::clock::now_rfc3339(),
             note: None,
         };
@@ -1130,6 +1152,15 @@ impl Job<'_> {
         );
         (keep.then_some(snapshot), Outcome::Attempt(outcome))
     }
+}
+
+/// The text a panic was raised with (`panic!`'s formatted message).
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("a panic without a message")
 }
 
 /// Published with this exact input snapshot, code version and code

@@ -259,12 +259,30 @@ impl Validator<'_, '_, '_, '_> {
         let mut seen = HashMap::new();
         for (i, key) in keys.iter().enumerate() {
             let idx = i.to_string();
-            self.safe_name(
+            let safe = self.safe_name(
                 "partition key",
                 key,
                 &["partitions", name, "keys", &idx],
                 false,
             );
+            // The warehouse's own rule, before any run: a key it cannot
+            // name would validate, then fail every run.
+            if let Some(why) = safe.then(|| crate::store::partition_problem(key)).flatten() {
+                self.err(
+                    ManifestError::new(
+                        "weir::manifest::key_too_long",
+                        format!(
+                            "partition key `{}` of `{name}` is too long for the warehouse",
+                            abbreviated(key)
+                        ),
+                    )
+                    .at(
+                        self.value(&["partitions", name, "keys", &idx]),
+                        format!("{} bytes", key.len()),
+                    )
+                    .help(format!("{why}; shorten the key")),
+                );
+            }
             if let Some(first) = seen.insert(key.as_str(), i) {
                 let first = first.to_string();
                 self.err(
@@ -285,6 +303,14 @@ impl Validator<'_, '_, '_, '_> {
             }
         }
         Some(PartitionScheme::Static { keys: keys.clone() })
+    }
+}
+
+/// A key short enough to read in a message: its first 24 characters.
+pub(super) fn abbreviated(key: &str) -> String {
+    match key.char_indices().nth(24) {
+        Some((end, _)) => format!("{}…", &key[..end]),
+        None => key.to_owned(),
     }
 }
 

@@ -219,7 +219,9 @@ impl Validator<'_, '_, '_, '_> {
     ) -> Option<Task> {
         let errors_before = self.errors.len();
         let p = |k: &'static str| vec!["tasks", name, k];
-        self.safe_name("task", name, &["tasks", name], true);
+        if self.safe_name("task", name, &["tasks", name], true) {
+            self.name_fits("task", name, &["tasks", name], true);
+        }
         if raw.command.is_empty() || raw.command[0].trim().is_empty() {
             self.err(
                 ManifestError::new("weir::manifest::empty_value", format!("task `{name}` has an empty command"))
@@ -398,6 +400,7 @@ impl Validator<'_, '_, '_, '_> {
                 })
                 .collect(),
         );
+        self.combined_keys_fit(name, &dims, &p("partitioned_by"));
         if raw.depends_on_past && dims.time_dim().is_none() && dims.0.len() == partitioned_by.len()
         {
             let what = match partitioned_by.as_slice() {
@@ -655,6 +658,52 @@ impl Validator<'_, '_, '_, '_> {
                     .help("`offset` and `window` count periods of a time scheme (hourly, daily, weekly, monthly); remove it or partition both tasks by one"),
                 );
             }
+        }
+    }
+}
+
+impl Validator<'_, '_, '_, '_> {
+    /// A task of several dimensions names each partition by its keys joined
+    /// with `|`: the longest such key must fit the warehouse's names too
+    /// (each scheme's own keys are checked where they are listed).
+    fn combined_keys_fit(&mut self, task: &str, dims: &crate::partition::Dims, path: &[&str]) {
+        if dims.0.len() < 2 {
+            return;
+        }
+        let longest: Vec<String> = dims
+            .0
+            .iter()
+            .map(|d| match &d.scheme {
+                crate::partition::PartitionScheme::Static { keys } => keys
+                    .iter()
+                    .max_by_key(|k| crate::store::encode_partition(k).len())
+                    .cloned()
+                    .unwrap_or_default(),
+                crate::partition::PartitionScheme::Time(t) => t.key(t.start),
+            })
+            .collect();
+        let key = longest.join(&crate::partition::dims::SEPARATOR.to_string());
+        // A key that is too long alone is reported at its scheme.
+        if longest
+            .iter()
+            .any(|k| crate::store::partition_problem(k).is_some())
+        {
+            return;
+        }
+        if let Some(why) = crate::store::partition_problem(&key) {
+            self.err(
+                ManifestError::new(
+                    "weir::manifest::key_too_long",
+                    format!(
+                        "task `{task}` has partition keys too long for the warehouse, such as `{}`",
+                        super::partitions::abbreviated(&key)
+                    ),
+                )
+                .at(self.value(path), "these dimensions' keys joined")
+                .help(format!(
+                    "{why}; shorten the keys, or partition by fewer schemes"
+                )),
+            );
         }
     }
 }

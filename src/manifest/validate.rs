@@ -321,12 +321,42 @@ impl Validator<'_, '_, '_, '_> {
         ok
     }
 
+    /// Whether a valid `name` (of a task, pool or dataset) also fits the
+    /// warehouse, which makes it a directory name: the store's own rule
+    /// ([`crate::store::segment_problem`]), before any run fails on it.
+    pub(super) fn name_fits(&mut self, what: &str, name: &str, path: &[&str], key: bool) -> bool {
+        let Some(why) = crate::store::segment_problem(name) else {
+            return true;
+        };
+        let span = if key {
+            self.key(path)
+        } else {
+            self.value(path)
+        };
+        self.err(
+            ManifestError::new(
+                "weir::manifest::name_too_long",
+                format!(
+                    "{what} `{}` is too long for the warehouse",
+                    super::partitions::abbreviated(name)
+                ),
+            )
+            .at(span, format!("{} bytes", name.len()))
+            .help(format!(
+                "it becomes a directory name in the warehouse ({why}); shorten it"
+            )),
+        );
+        false
+    }
+
     fn pools(&mut self, entries: &[Entry<raw::RawPool>]) -> IndexMap<String, Pool> {
         let mut out = IndexMap::new();
         for entry in entries {
             let Some(raw) = &entry.raw else { continue };
             let name = entry.name.as_str();
-            self.safe_name("pool", name, &["pools", name], true);
+            if self.safe_name("pool", name, &["pools", name], true) {
+                self.name_fits("pool", name, &["pools", name], true);
+            }
             let rate = raw.rate.as_deref().and_then(|text| match Rate::parse(text) {
                 Ok(rate) => Some(rate),
                 Err(why) => {
@@ -508,7 +538,9 @@ impl Validator<'_, '_, '_, '_> {
         let mut out = IndexMap::new();
         for entry in entries {
             let Some(raw) = &entry.raw else { continue };
-            self.safe_name("dataset", &entry.name, &["datasets", &entry.name], true);
+            if self.safe_name("dataset", &entry.name, &["datasets", &entry.name], true) {
+                self.name_fits("dataset", &entry.name, &["datasets", &entry.name], true);
+            }
             if raw.path.trim().is_empty() {
                 self.err(
                     ManifestError::new("weir::manifest::empty_value", format!("dataset `{}` has an empty path", entry.name))
@@ -535,7 +567,9 @@ impl Validator<'_, '_, '_, '_> {
             let Some(raw) = &entry.raw else { continue };
             let dataset = &raw.output.dataset;
             let path = ["tasks", entry.name.as_str(), "output", "dataset"];
-            if !self.safe_name("dataset", dataset, &path, false) {
+            if !self.safe_name("dataset", dataset, &path, false)
+                || !self.name_fits("dataset", dataset, &path, false)
+            {
                 continue;
             }
             if names.datasets.contains(dataset) {

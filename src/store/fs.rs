@@ -156,10 +156,17 @@ pub fn create_dir_all_durable(dir: &Path) -> io::Result<()> {
 /// Creates a fresh hidden temp file next to `name` in `dir`. The name holds
 /// the pid and a process-wide counter so concurrent writers never share one;
 /// `create_new` turns the rare collision (a pid reused after a crash left a
-/// temp behind) into a retry instead of two writers in one file.
+/// temp behind) into a retry instead of two writers in one file. Only the
+/// first 200 bytes of `name` are kept, so the temp of any name a key may
+/// have (up to 255 bytes) fits in a directory entry too.
 pub(crate) fn create_temp(dir: &Path, name: &str) -> io::Result<(PathBuf, File)> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let pid = std::process::id();
+    let mut end = name.len().min(200);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    let name = &name[..end];
     let mut last = None;
     for _ in 0..16 {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);

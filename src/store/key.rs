@@ -2,17 +2,33 @@
 //!
 //! Validation is the only thing standing between a dataset or partition name
 //! taken from a manifest and a path outside the warehouse root, so it is
-//! strict: no leading `/`, no empty segments, and no segment starting with
+//! strict: no leading `/`, no empty segments, no segment starting with
 //! `.` (which rules out `.` and `..` and keeps dot-names free for the
-//! backend's temp files, which listings hide).
+//! backend's temp files, which listings hide), and no segment longer than
+//! a directory entry may be.
+//!
+//! These rules are the store's, stated once: the audit refuses a candidate
+//! file the store would refuse ([`segment_problem`]), and `validate`
+//! refuses a partition key whose names would not fit
+//! ([`partition_problem`]), so neither waits for a commit to fail.
 
 use std::path::{Path, PathBuf};
 
 use crate::store::error::StoreError;
 
-/// Checks one segment (a dataset, partition or file name).
-pub(crate) fn validate_segment(segment: &str) -> Result<(), StoreError> {
-    let reason = if segment.is_empty() {
+/// The longest segment a key may have, in bytes: NAME_MAX of the
+/// filesystems a local warehouse lives on (ext4, xfs, tmpfs), kept by every
+/// backend so a warehouse can move between them.
+pub const MAX_SEGMENT_BYTES: usize = 255;
+
+/// The suffix of the files named after a partition (an instance's marker,
+/// a certification): `<partition>.json`.
+const PARTITION_FILE_SUFFIX: &str = ".json";
+
+/// Why the store refuses `segment` as one segment of a key (a dataset, a
+/// partition's directory, a file name), if it does.
+pub fn segment_problem(segment: &str) -> Option<&'static str> {
+    if segment.is_empty() {
         Some("empty segment")
     } else if segment.contains('/') {
         Some("a name may not contain '/'")
@@ -20,9 +36,35 @@ pub(crate) fn validate_segment(segment: &str) -> Result<(), StoreError> {
         Some("a segment may not start with '.'")
     } else if segment.contains('\\') || segment.contains('\0') {
         Some("a segment may not contain '\\' or NUL")
+    } else if segment.len() > MAX_SEGMENT_BYTES {
+        Some("a segment may not be longer than 255 bytes")
     } else {
         None
-    };
+    }
+}
+
+/// Why the store cannot hold partition `key`, if it cannot: its encoded
+/// segment ([`encode_partition`]) is a directory name and, with `.json`
+/// after it, the name of a marker and of a certification, and each must be
+/// a valid segment.
+pub fn partition_problem(key: &str) -> Option<String> {
+    let segment = encode_partition(key);
+    let longest = format!("{segment}{PARTITION_FILE_SUFFIX}");
+    segment_problem(&segment)
+        .or_else(|| segment_problem(&longest))
+        .map(|reason| match segment.len() + PARTITION_FILE_SUFFIX.len() {
+            n if n > MAX_SEGMENT_BYTES => format!(
+                "its name in the warehouse is {} bytes, over the {} a partition may have ({MAX_SEGMENT_BYTES} bytes a name, less `{PARTITION_FILE_SUFFIX}` of its marker file)",
+                segment.len(),
+                MAX_SEGMENT_BYTES - PARTITION_FILE_SUFFIX.len()
+            ),
+            _ => reason.to_owned(),
+        })
+}
+
+/// Checks one segment (a dataset, partition or file name).
+pub(crate) fn validate_segment(segment: &str) -> Result<(), StoreError> {
+    let reason = segment_problem(segment);
     match reason {
         Some(reason) => Err(StoreError::InvalidKey {
             key: segment.to_owned(),
@@ -145,6 +187,31 @@ mod tests {
         validate_segment("2024-01-01").unwrap();
     }
 
+    // issue 23: a segment longer than a directory entry may be is refused,
+    // and so is a partition whose marker's name would be
+    #[test]
+    fn issue_23_long_segments_and_partitions_are_refused() {
+        validate_segment(&"a".repeat(255)).unwrap();
+        assert_eq!(
+            segment_problem(&"a".repeat(256)),
+            Some("a segment may not be longer than 255 bytes")
+        );
+        assert_eq!(partition_problem(&"k".repeat(250)), None);
+        assert_eq!(
+            partition_problem(&"k".repeat(251)).as_deref(),
+            Some("its name in the warehouse is 251 bytes, over the 250 a partition may have (255 bytes a name, less `.json` of its marker file)")
+        );
+        // Encoded: `|` is three bytes.
+        let multi = format!("{}|{}", "a".repeat(123), "b".repeat(123));
+        assert_eq!(encode_partition(&multi).len(), 249);
+        assert_eq!(partition_problem(&multi), None);
+        assert!(partition_problem(&format!("{multi}c|")).is_some());
+        assert_eq!(
+            segment_problem("a\\b.csv"),
+            Some("a segment may not contain '\\' or NUL")
+        );
+    }
+
     // issue 10: any partition key is one safe segment and decodes back
     #[test]
     fn issue_10_partition_keys_encode_to_one_reversible_segment() {
@@ -177,7 +244,13 @@ mod tests {
         #[test]
         fn issue_10_partition_encoding_round_trips(key in "\\PC{1,40}") {
             let seg = encode_partition(&key);
-            proptest::prop_assert!(validate_segment(&seg).is_ok(), "{seg}");
+            // Within the length limit, every key is one valid segment; over
+            // it, `validate` refuses the key before the store sees it.
+            if seg.len() <= MAX_SEGMENT_BYTES {
+                proptest::prop_assert!(validate_segment(&seg).is_ok(), "{seg}");
+            } else {
+                proptest::prop_assert!(partition_problem(&key).is_some(), "{seg}");
+            }
             proptest::prop_assert_eq!(decode_partition(&seg), Some(key));
         }
     }

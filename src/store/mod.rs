@@ -58,7 +58,9 @@ pub mod flush;
 pub mod fs;
 pub mod holder;
 mod key;
-pub use key::{decode_partition, encode_partition};
+pub use key::{
+    decode_partition, encode_partition, partition_problem, segment_problem, MAX_SEGMENT_BYTES,
+};
 pub mod layout;
 pub mod leases;
 pub mod log;

@@ -23,6 +23,7 @@ mod pools;
 mod publish;
 mod report;
 mod retries;
+mod robustness;
 #[cfg(feature = "s3")]
 mod s3;
 mod s3_warehouse;

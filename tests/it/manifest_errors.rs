@@ -105,6 +105,8 @@ const CASES: &[(&str, &str, usize, usize)] = &[
         17,
         11,
     ),
+    // issue 23: a static key too long for the warehouse's names
+    ("key_too_long", "weir::manifest::key_too_long", 8, 15),
 ];
 
 fn fixture(name: &str) -> std::path::PathBuf {

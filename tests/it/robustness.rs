@@ -1,0 +1,635 @@
+//! Issue 23 items 2, 6 and 8: code fingerprinted as it launches, panics
+//! contained to their instance, names the store refuses caught before it.
+
+use std::time::Duration;
+
+use weir::events::State;
+
+use crate::support::{poll_until, states, stderr, stdout, Engine, Sandbox, Visible};
+
+#[track_caller]
+fn assert_exit(out: &std::process::Output, expected: i32) {
+    assert_eq!(
+        out.status.code(),
+        Some(expected),
+        "stdout:\n{}\nstderr:\n{}",
+        stdout(out),
+        stderr(out)
+    );
+}
+
+/// `m.toml`: `deploy` runs first and rewrites `lib.sh`, the `code` of `t`,
+/// which `t` launches after it (it depends on `deploy`); `t` writes what
+/// `lib.sh`'s `v` says. Both unpartitioned.
+fn deploy_mid_run(t_script: &str) -> Sandbox {
+    let sb = Sandbox::new(
+        r#"
+[pipeline]
+name = "robust"
+code_version = "1"
+warehouse = "wh"
+
+[retry.fast]
+max_attempts = 3
+backoff = { initial = "10ms", max = "20ms" }
+
+[tasks.deploy]
+command = ["sh", "deploy.sh"]
+partitioned_by = []
+output = { dataset = "deployed", grain = ["id"] }
+
+[tasks.t]
+command = ["sh", "t.sh"]
+code = ["lib.sh"]
+partitioned_by = []
+depends_on = ["deploy"]
+retry = "fast"
+output = { dataset = "t_out", grain = ["id"] }
+"#,
+    );
+    sb.script("lib.sh", V1);
+    sb.script(
+        "deploy.sh",
+        "printf 'v() { echo 2; }\\n' > lib.sh\nprintf 'id\\n1\\n' > \"$WEIR_OUTPUT_DIR/out.csv\"\n",
+    );
+    sb.script("t.sh", t_script);
+    sb
+}
+
+const V1: &str = "v() { echo 1; }\n";
+const T_WRITES: &str =
+    ". ./lib.sh\nprintf 'id,v\\n1,%s\\n' \"$(v)\" > \"$WEIR_OUTPUT_DIR/out.csv\"\n";
+
+/// The fingerprint `weir` gives `t`'s code as it is on disk now.
+fn fingerprint_now(sb: &Sandbox) -> String {
+    let manifest = sb.manifest();
+    weir::manifest::fingerprint::fingerprint(sb.path(), &manifest.tasks["t"])
+        .expect("t's code is readable")
+}
+
+/// `weir status` lines that start with STALE.
+fn stale_lines(sb: &Sandbox) -> Vec<String> {
+    let out = sb.weir_out(&["status", "m.toml"]);
+    assert_exit(&out, 0);
+    stdout(&out)
+        .lines()
+        .filter(|l| l.starts_with("STALE"))
+        .map(str::to_string)
+        .collect()
+}
+
+// issue 23 item 2: a deploy that lands after the run started and before `t` launches, then
+// is reverted: `t`'s publication names the code it ran (v2), so it is STALE
+// once v1 is back, instead of passing as current.
+#[test]
+fn issue_23_code_is_fingerprinted_when_its_command_launches() {
+    let sb = deploy_mid_run(T_WRITES);
+    let v1 = fingerprint_now(&sb);
+    let out = sb.run("r1", &[]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).starts_with("run r1: 2 task instances: 2 published; 0 retries\n"),
+        "{}",
+        stdout(&out)
+    );
+    let v2 = fingerprint_now(&sb);
+    assert_ne!(v1, v2);
+    let visible = Visible::of(&sb.store("t_out", "all"));
+    assert_eq!(visible.rows(), [["1", "2"]], "t ran the deployed code");
+    assert_eq!(
+        visible.record.code_fingerprint.as_deref(),
+        Some(v2.as_str())
+    );
+    // The candidate's evidence says the same.
+    let candidate = std::fs::read_to_string(
+        sb.path()
+            .join("wh")
+            .join(&visible.record.attempt_dir)
+            .join("candidate.json"),
+    )
+    .unwrap();
+    let candidate: serde_json::Value = serde_json::from_str(&candidate).unwrap();
+    assert_eq!(candidate["code_fingerprint"], v2.as_str());
+    assert_eq!(stale_lines(&sb), Vec::<String>::new());
+
+    // The deploy is reverted: what `t` published is not what v1 builds.
+    sb.script("lib.sh", V1);
+    assert_eq!(fingerprint_now(&sb), v1);
+    // Fingerprints are shown by their first 12 hex digits.
+    assert_eq!(
+        stale_lines(&sb),
+        [format!(
+            "STALE       t all: its code changed (command, gates, output or `code` files): built with {}, now {} (rerun it with `weir run m.toml --partition all`)",
+            &v2[..19],
+            &v1[..19]
+        )]
+    );
+}
+
+// issue 23 item 2: the code changes while `t`'s command runs (here: the command itself
+// deploys, once): the attempt fails as transient, naming both
+// fingerprints, and the retry publishes as the new code.
+#[test]
+fn issue_23_code_changed_while_the_command_ran_fails_the_attempt_as_transient() {
+    let sb = deploy_mid_run(&format!(
+        "if [ ! -e deployed_by_t ]; then touch deployed_by_t; printf 'v() {{ echo 3; }}\\n' > lib.sh; fi\n{T_WRITES}"
+    ));
+    // `deploy` writes v2 before `t` launches: t launches with v2, and its
+    // command writes v3 while it runs.
+    let out = sb.run("r1", &[]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).starts_with("run r1: 2 task instances: 2 published; 1 retry\n"),
+        "{}",
+        stdout(&out)
+    );
+    let v3 = fingerprint_now(&sb);
+    sb.script("lib.sh", "v() { echo 2; }\n");
+    let v2 = fingerprint_now(&sb);
+    let events = sb.events("r1");
+    assert_eq!(
+        states(&events, "t", "all"),
+        [
+            State::Queued,
+            State::Running,
+            State::Failed,
+            State::Retrying,
+            State::Queued,
+            State::Running,
+            State::Success,
+            State::Audited,
+            State::Published
+        ]
+    );
+    let failed = events
+        .iter()
+        .find(|e| e.state == State::Failed)
+        .expect("a FAILED event");
+    assert_eq!(failed.attempt, Some(1));
+    assert_eq!(
+        failed.detail,
+        format!("the task's code changed while its command ran ({v2} at launch, {v3} at exit): its output is not published; the next attempt runs the new code")
+    );
+    let retrying = events
+        .iter()
+        .find(|e| e.state == State::Retrying)
+        .expect("a RETRYING event");
+    assert!(
+        retrying
+            .detail
+            .starts_with("transient failure (the task's code changed while its command ran"),
+        "{}",
+        retrying.detail
+    );
+    let visible = Visible::of(&sb.store("t_out", "all"));
+    assert_eq!(
+        visible.record.generation.get(),
+        1,
+        "attempt 1 published nothing"
+    );
+    assert_eq!(visible.record.attempt, 2);
+    assert_eq!(visible.rows(), [["1", "3"]]);
+    assert_eq!(
+        visible.record.code_fingerprint.as_deref(),
+        Some(v3.as_str())
+    );
+}
+
+/// `m.toml`: `bad` (two CSV files, so its audit reads them on rayon
+/// workers), `after` reading `bad`, and `slow`, which runs `slow.sh`; all
+/// unpartitioned, in a pool of 4 slots.
+fn panicking() -> Sandbox {
+    let sb = Sandbox::new(
+        r#"
+[pipeline]
+name = "robust"
+code_version = "1"
+warehouse = "wh"
+
+[pools.four]
+slots = 4
+
+[tasks.bad]
+command = ["sh", "bad.sh"]
+partitioned_by = []
+pool = "four"
+output = { dataset = "bad_out", grain = ["id"] }
+
+[tasks.after]
+command = ["sh", "-c", "cp \"$WEIR_INPUT_BAD_OUT\"/*.csv \"$WEIR_OUTPUT_DIR/\""]
+inputs = ["bad_out"]
+partitioned_by = []
+pool = "four"
+output = { dataset = "after_out", grain = ["id"] }
+
+[tasks.slow]
+command = ["sh", "slow.sh"]
+partitioned_by = []
+pool = "four"
+output = { dataset = "slow_out", grain = ["id"] }
+"#,
+    );
+    sb.script(
+        "bad.sh",
+        "printf 'id\\n1\\n' > \"$WEIR_OUTPUT_DIR/a.csv\"\nprintf 'id\\n2\\n' > \"$WEIR_OUTPUT_DIR/b.csv\"\n",
+    );
+    sb.script(
+        "slow.sh",
+        "while [ ! -e go ]; do sleep 0.05; done\nprintf 'id\\n1\\n' > \"$WEIR_OUTPUT_DIR/out.csv\"\n",
+    );
+    sb
+}
+
+// issue 23 item 6: a panic on a rayon worker of `bad`'s audit ends `bad` ENGINE_FAILED with
+// the panic's message; `after` is skipped, `slow` publishes, the run
+// finishes and exits 5.
+#[test]
+fn issue_23_panic_in_an_audit_worker_fails_the_instance_and_the_run_ends() {
+    let sb = panicking();
+    std::fs::write(sb.path().join("go"), "").unwrap();
+    let mut cmd = sb.weir(&["run", "m.toml", "--run-id", "r1"]);
+    cmd.env("WEIR_FAULT", "audit@bad:panic");
+    // Before the fix the run never ended: bounded here.
+    let out = Engine::spawn(cmd, sb.path(), "r1")
+        .finish_within(Duration::from_secs(60))
+        .expect("the run ends");
+    assert_exit(&out, 5);
+    let text = stdout(&out);
+    assert!(
+        text.starts_with(
+            "run r1: 3 task instances: 1 published, 1 skipped, 1 engine failure; 0 retries\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "\n  ENGINE      bad all: the engine panicked in attempt 1: injected panic at Audit\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("\n  SKIPPED     after all: upstream `bad` all did not publish\n"),
+        "{text}"
+    );
+    // The panic is reported where it happened, by the default hook.
+    let err = stderr(&out);
+    assert!(
+        err.contains("panicked at ") && err.contains("injected panic at Audit"),
+        "{err}"
+    );
+    let events = sb.events("r1");
+    assert_eq!(
+        states(&events, "bad", "all"),
+        [
+            State::Queued,
+            State::Running,
+            State::Success,
+            State::EngineFailed
+        ]
+    );
+    let failed = events
+        .iter()
+        .find(|e| e.state == State::EngineFailed)
+        .unwrap();
+    assert_eq!(
+        failed.detail,
+        "the engine panicked in attempt 1: injected panic at Audit; not the task's failure: no retry spent, no marker; the run exits 5"
+    );
+    assert_eq!(events.last().unwrap().state, State::RunFinished);
+    assert_eq!(Visible::of(&sb.store("slow_out", "all")).record.rows, 1);
+    assert!(sb.store("bad_out", "all").latest().unwrap().is_none());
+
+    // Nothing of the panicked attempt holds the next run: without the
+    // fault it publishes.
+    let out = sb.run("r2", &[]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out)
+            .starts_with("run r2: 3 task instances: 2 published, 1 already published; 0 retries\n"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+// issue 23 item 6: a panic in `bad`'s attempt thread while `slow` runs: the first SIGINT
+// still stops the run (exit 130, `slow` INTERRUPTED, RUN_FINISHED) and
+// `bad` is an engine failure carrying the panic's message.
+#[test]
+fn issue_23_panic_in_an_attempt_thread_then_sigint_stops_the_run() {
+    let _serial = crate::support::exclusive();
+    let sb = panicking();
+    let mut cmd = sb.weir(&["run", "m.toml", "--run-id", "r1"]);
+    cmd.env("WEIR_FAULT", "after_command@bad:panic");
+    let engine = Engine::spawn(cmd, sb.path(), "r1");
+    let log = weir::events::run_dir(&sb.path().join("wh"), "r1").join("events.jsonl");
+    let seen = |task: &str, state: State| {
+        weir::events::read_log(&log).is_ok_and(|(records, _)| {
+            records
+                .iter()
+                .any(|e| e.task.as_deref() == Some(task) && e.state == state)
+        })
+    };
+    // `bad`'s command exited (its thread panics right after) while `slow`
+    // runs its loop.
+    poll_until(
+        "bad's command to end and slow to run",
+        Duration::from_secs(30),
+        || seen("bad", State::Success) && seen("slow", State::Running),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    engine.signal(libc::SIGINT);
+    let out = engine
+        .finish_within(Duration::from_secs(30))
+        .expect("the first SIGINT stops the run");
+    assert_exit(&out, 130);
+    let text = stdout(&out);
+    assert!(
+        text.starts_with(
+            "run r1: 3 task instances: 1 skipped, 1 engine failure, 1 interrupted; 0 retries\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("\n  ENGINE      bad all: the engine panicked in attempt 1: injected panic at AfterCommand\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\n  INTERRUPTED slow all: weir received SIGINT\n"),
+        "{text}"
+    );
+    assert!(
+        stderr(&out).ends_with("weir: interrupted by SIGINT: 1 task instance left undone; run the same command again to resume\n"),
+        "{}",
+        stderr(&out)
+    );
+    let events = sb.events("r1");
+    assert_eq!(
+        states(&events, "bad", "all").last(),
+        Some(&State::EngineFailed)
+    );
+    assert_eq!(
+        states(&events, "slow", "all").last(),
+        Some(&State::Interrupted)
+    );
+    let last = events.last().unwrap();
+    assert_eq!(last.state, State::RunFinished);
+    assert_eq!(last.data["interrupted"], "SIGINT");
+}
+
+/// `m.toml`: one unpartitioned task `t` running `t.sh`.
+fn one_task() -> Sandbox {
+    Sandbox::new(
+        r#"
+[pipeline]
+name = "robust"
+code_version = "1"
+warehouse = "wh"
+
+[tasks.t]
+command = ["sh", "t.sh"]
+partitioned_by = []
+output = { dataset = "t_out", grain = ["id"] }
+"#,
+    )
+}
+
+// issue 23 item 8: an output file whose name the store refuses (a backslash) fails the
+// audit as a gate, naming the file: QUARANTINED, not ENGINE_FAILED and a
+// new launch every run.
+#[test]
+fn issue_23_a_file_name_the_store_refuses_fails_the_audit_naming_it() {
+    let sb = one_task();
+    sb.script(
+        "t.sh",
+        "printf 'id\\n1\\n' > \"$WEIR_OUTPUT_DIR/ok.csv\"\nprintf 'id\\n2\\n' > \"$WEIR_OUTPUT_DIR/back\\\\slash.csv\"\n",
+    );
+    let out = sb.run("r1", &[]);
+    assert_exit(&out, 1);
+    let why = "the output is not publishable: `back\\slash.csv` is a name the warehouse refuses: a segment may not contain '\\' or NUL";
+    assert!(
+        stdout(&out).starts_with(&format!(
+            "run r1: 1 task instance: 1 quarantined; 0 retries\n  QUARANTINED t all: deterministic failure: {why}\n"
+        )),
+        "{}",
+        stdout(&out)
+    );
+    let events = sb.events("r1");
+    assert_eq!(
+        states(&events, "t", "all"),
+        [
+            State::Queued,
+            State::Running,
+            State::Success,
+            State::GateFailed,
+            State::Quarantined
+        ]
+    );
+    let gate = events
+        .iter()
+        .find(|e| e.state == State::GateFailed)
+        .unwrap();
+    assert_eq!(gate.detail, why);
+    assert!(sb.store("t_out", "all").latest().unwrap().is_none());
+    // The quarantine stands: the next run launches nothing.
+    let out = sb.run("r2", &[]);
+    assert_exit(&out, 1);
+    assert!(
+        stdout(&out).starts_with("run r2: 1 task instance: 1 quarantined; 0 retries\n"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!states(&sb.events("r2"), "t", "all").contains(&State::Running));
+}
+
+// issue 23 item 8: keys each short enough alone, joined across a task's two schemes, would
+// name a partition the warehouse cannot hold: `validate` refuses the task.
+#[test]
+fn issue_23_keys_joined_across_schemes_must_fit_the_warehouse() {
+    let manifest = |len: usize| {
+        format!(
+            r#"
+[pipeline]
+name = "robust"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.a]
+kind = "static"
+keys = ["{}"]
+
+[partitions.b]
+kind = "static"
+keys = ["x", "{}"]
+
+[tasks.t]
+command = ["sh", "t.sh"]
+partitioned_by = ["a", "b"]
+output = {{ dataset = "t_out", grain = ["id"] }}
+"#,
+            "a".repeat(123),
+            "b".repeat(len)
+        )
+    };
+    // 123 + 3 (`|` encoded) + 124 = 250 bytes: the longest that fits.
+    let sb = Sandbox::new(&manifest(124));
+    let out = sb.weir_out(&["validate", "m.toml"]);
+    assert_exit(&out, 0);
+    let sb = Sandbox::new(&manifest(125));
+    let out = sb.weir_out(&["validate", "m.toml"]);
+    assert_exit(&out, 2);
+    assert_eq!(stdout(&out), "");
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("weir::manifest::key_too_long\n\n  × task `t` has partition keys too long for the warehouse, such as\n  │ `aaaaaaaaaaaaaaaaaaaaaaaa…`\n"),
+        "{err}"
+    );
+    assert!(err.contains("[m.toml:17:18]"), "{err}");
+    assert!(
+        err.contains("its name in the warehouse is 251 bytes, over the 250"),
+        "{err}"
+    );
+}
+
+// issue 23 item 8: the longest key `validate` accepts (250 bytes) works end to end: its
+// partition publishes, and its marker (`<key>.json`, 255 bytes, written
+// through a temp file) is written when it fails.
+#[test]
+fn issue_23_the_longest_accepted_key_publishes_and_is_marked() {
+    let key = "k".repeat(250);
+    let sb = Sandbox::new(&format!(
+        r#"
+[pipeline]
+name = "robust"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.long]
+kind = "static"
+keys = ["{key}"]
+
+[tasks.t]
+command = ["sh", "t.sh"]
+output = {{ dataset = "t_out", grain = ["id"] }}
+
+[tasks.u]
+command = ["sh", "-c", "exit 65"]
+output = {{ dataset = "u_out", grain = ["id"] }}
+"#
+    ));
+    sb.script(
+        "t.sh",
+        "printf 'id\\n1\\n' > \"$WEIR_OUTPUT_DIR/out.csv\"\n",
+    );
+    let out = sb.run("r1", &[]);
+    assert_exit(&out, 1);
+    assert!(
+        stdout(&out).starts_with(&format!(
+            "run r1: 2 task instances: 1 published, 1 quarantined; 0 retries\n  QUARANTINED u {key}: deterministic failure: exit code 65\n"
+        )),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(Visible::of(&sb.store("t_out", &key)).record.rows, 1);
+    let marker = sb
+        .path()
+        .join("wh/_instances/u")
+        .join(format!("{key}.json"));
+    let marker: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(marker).expect("the marker")).unwrap();
+    assert_eq!(marker["mark"], "QUARANTINED");
+}
+
+// issue 23 item 2: a quarantine names the code that failed, as it launched: the deployed
+// code (v2) fails, and once the deploy is reverted the next run releases
+// the quarantine and publishes with v1, which never failed.
+#[test]
+fn issue_23_a_quarantine_names_the_code_its_command_launched_with() {
+    let sb = deploy_mid_run(&format!(
+        ". ./lib.sh\nif [ \"$(v)\" = 2 ]; then exit 65; fi\n{T_WRITES}"
+    ));
+    let out = sb.run("r1", &[]);
+    assert_exit(&out, 1);
+    assert!(
+        stdout(&out).starts_with("run r1: 2 task instances: 1 published, 1 quarantined; 0 retries\n  QUARANTINED t all: deterministic failure: exit code 65\n"),
+        "{}",
+        stdout(&out)
+    );
+    let v2 = fingerprint_now(&sb);
+    let marker: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sb.path().join("wh/_instances/t/all.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(marker["code_fingerprint"], v2.as_str());
+
+    // The deploy is reverted: v1 is not the code that failed.
+    sb.script("lib.sh", V1);
+    let out = sb.run("r2", &[]);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out)
+            .starts_with("run r2: 2 task instances: 1 published, 1 already published; 0 retries\n"),
+        "{}",
+        stdout(&out)
+    );
+    let visible = Visible::of(&sb.store("t_out", "all"));
+    assert_eq!(visible.rows(), [["1", "1"]]);
+    assert_eq!(
+        visible.record.code_fingerprint.as_deref(),
+        Some(fingerprint_now(&sb).as_str())
+    );
+}
+
+// issue 23 item 8: a task, pool or dataset name becomes a directory name in
+// the warehouse: one longer than the store's 255 bytes is refused by
+// `validate`, where it is written, instead of failing every run.
+#[test]
+fn issue_23_names_longer_than_the_warehouse_takes_are_refused() {
+    let long = "n".repeat(256);
+    let manifest = |task: &str, pool: &str, dataset: &str| {
+        format!(
+            r#"
+[pipeline]
+name = "robust"
+code_version = "1"
+warehouse = "wh"
+
+[pools.{pool}]
+slots = 1
+
+[tasks.{task}]
+command = ["sh", "t.sh"]
+partitioned_by = []
+pool = "{pool}"
+output = {{ dataset = "{dataset}", grain = ["id"] }}
+"#
+        )
+    };
+    let ok = "n".repeat(255);
+    let out = Sandbox::new(&manifest(&ok, &ok, &ok)).weir_out(&["validate", "m.toml"]);
+    assert_exit(&out, 0);
+    for (what, text, line) in [
+        ("task", manifest(&long, "p", "d"), 10),
+        ("pool", manifest("t", &long, "d"), 7),
+        ("dataset", manifest("t", "p", &long), 14),
+    ] {
+        let out = Sandbox::new(&text).weir_out(&["validate", "m.toml"]);
+        assert_exit(&out, 2);
+        let err = stderr(&out);
+        assert!(
+            err.starts_with(&format!(
+                "weir::manifest::name_too_long\n\n  × {what} `nnnnnnnnnnnnnnnnnnnnnnnn…` is too long for the warehouse\n"
+            )),
+            "{what}: {err}"
+        );
+        assert!(err.contains(&format!("[m.toml:{line}:")), "{what}: {err}");
+        assert!(err.contains("256 bytes"), "{what}: {err}");
+        assert!(
+            err.contains("longer than 255 bytes); shorten it\n"),
+            "{what}: {err}"
+        );
+        assert!(
+            err.ends_with("error: `m.toml` is not a valid manifest: 1 error\n"),
+            "{what}: {err}"
+        );
+    }
+}
