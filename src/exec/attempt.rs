@@ -270,7 +270,9 @@ pub(crate) fn run(
                 })
                 .to_json(),
             );
-        cx.emit(State::Running, e);
+        // Stored before the command starts (on an object store too), so an
+        // engine killed while its command runs still shows it started.
+        cx.emit_flushed(State::Running, e)
     };
     let started = Instant::now();
     let injected = cx
@@ -303,7 +305,7 @@ pub(crate) fn run(
             Ending::Success
         }
         Some(code) => {
-            running(None);
+            let _ = running(None);
             let _ = std::fs::write(
                 dir.join("stderr.log"),
                 format!("WEIR_CHAOS: injected exit code {code}\n"),
@@ -340,11 +342,15 @@ pub(crate) fn run(
                     if let Some(id) = &id {
                         heartbeat.set_job(id);
                     }
-                    running(id.as_deref());
+                    // A local command starts in `wait`: without its RUNNING
+                    // stored it does not start (a Slurm job already has).
+                    if let (Err(why), None) = (running(id.as_deref()), &id) {
+                        return fail(Some(token), format!("the command was not started: {why}"));
+                    }
                     job.wait()
                 }
                 Err(ending) => {
-                    running(None);
+                    let _ = running(None);
                     ending
                 }
             }

@@ -25,6 +25,8 @@ mod report;
 mod retries;
 #[cfg(feature = "s3")]
 mod s3;
+#[cfg(feature = "s3")]
+mod s3_evidence;
 mod s3_warehouse;
 mod schema;
 mod slurm;
