@@ -533,3 +533,48 @@ fn issue_23_a_503_burst_is_reported_with_its_cause_and_truthfully() {
     let published = lines_in_state(&events, "PUBLISHED").len();
     assert_eq!(running, published + 1, "{events}");
 }
+
+// issue 23 item 13, the local counterpart of the burst: a log that lost
+// lines for good (the file on a full disk) is still called incomplete, and
+// the instances never admitted say why rather than "never became ready".
+#[test]
+fn issue_23_a_log_that_lost_lines_is_called_incomplete() {
+    let sb = crate::support::Sandbox::new(
+        r#"
+[pipeline]
+name = "full"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.k]
+kind = "static"
+keys = ["k1", "k2"]
+
+[tasks.t]
+command = ["sh", "-c", "printf 'id\n1\n' > \"$WEIR_OUTPUT_DIR/rows.csv\""]
+output = { dataset = "out", grain = ["id"] }
+partitioned_by = ["k"]
+"#,
+    );
+    let run_dir = weir::events::run_dir(&sb.path().join("wh"), "R");
+    std::fs::create_dir_all(&run_dir).unwrap();
+    std::os::unix::fs::symlink("/dev/full", run_dir.join("events.jsonl")).unwrap();
+    let out = sb.run("R", &[]);
+    let (text, err) = (stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(5), "{text}\n{err}");
+    assert!(
+        err.contains("error: the event log is incomplete: cannot append RUN_STARTED")
+            && err.contains("No space left on device"),
+        "{err}"
+    );
+    assert!(!err.contains("the log is complete"), "{err}");
+    assert!(!text.contains("never became ready"), "{text}");
+    for k in ["k1", "k2"] {
+        assert!(
+            text.contains(&format!(
+                "SKIPPED     t {k}: not started: the run stopped admitting instances when the event log could not take a line"
+            )),
+            "{text}"
+        );
+    }
+}
