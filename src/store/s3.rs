@@ -276,11 +276,11 @@ impl S3Backend {
         if status.is_success() {
             Ok(body)
         } else {
-            Err(format!(
-                "{method} {url}: HTTP {status}: {}",
-                tag(&body, "Code").unwrap_or_default()
-            )
-            .into())
+            Err(Box::new(Refused {
+                request: format!("{method} {url}"),
+                status: status.to_string(),
+                code: tag(&body, "Code").unwrap_or_default(),
+            }))
         }
     }
 
@@ -290,6 +290,18 @@ impl S3Backend {
             source: "this S3 backend was built over a given store: it cannot list uploads".into(),
         })
     }
+}
+
+/// A reply other than 2xx to a signed request.
+#[derive(Debug, thiserror::Error)]
+#[error("{request}: HTTP {status}: {code}")]
+struct Refused {
+    /// The method and URL.
+    request: String,
+    /// The HTTP status with its reason ("404 Not Found").
+    status: String,
+    /// S3's error code (`NoSuchUpload`), if the body had one.
+    code: String,
 }
 
 /// The text of the first `<name>…</name>` in `xml`, unescaped.
@@ -689,7 +701,12 @@ impl Backend for S3Backend {
         {
             Ok(_) => Ok(()),
             // Completed or aborted meanwhile: nothing left to abort.
-            Err(e) if e.to_string().contains("NoSuchUpload") => Ok(()),
+            Err(e)
+                if e.downcast_ref::<Refused>()
+                    .is_some_and(|r| r.code == "NoSuchUpload") =>
+            {
+                Ok(())
+            }
             Err(source) => Err(StoreError::Remote {
                 key: format!("{}{} (upload {})", self.url_prefix(), upload.key, upload.id),
                 source,
@@ -756,6 +773,30 @@ mod tests {
         assert_eq!(parse_url("s3://b/x/y/"), Some(("b".into(), "x/y".into())));
         assert_eq!(parse_url("s3:///x"), None);
         assert_eq!(parse_url("/tmp/wh"), None);
+    }
+
+    // Issue 23 item 13: what the upload listing is read with.
+    #[test]
+    fn issue_23_list_uploads_reply_is_read_and_keys_encoded() {
+        let xml = "<ListMultipartUploadsResult><IsTruncated>true</IsTruncated>\
+            <NextKeyMarker>wh/a&amp;b</NextKeyMarker>\
+            <Upload><Key>wh/d/2026%257Ceu/x&lt;1&gt;</Key><UploadId>u1</UploadId>\
+            <Initiated>2026-12-02T04:00:00.000Z</Initiated></Upload>\
+            <Upload><Key>wh/e&#x41;&#66;</Key><UploadId>u2</UploadId></Upload>\
+            </ListMultipartUploadsResult>";
+        let uploads = elements(xml, "Upload");
+        assert_eq!(uploads.len(), 2);
+        assert_eq!(
+            tag(uploads[0], "Key").as_deref(),
+            Some("wh/d/2026%257Ceu/x<1>")
+        );
+        assert_eq!(tag(uploads[1], "Key").as_deref(), Some("wh/eAB"));
+        assert_eq!(tag(uploads[1], "Initiated"), None);
+        assert_eq!(tag(xml, "NextKeyMarker").as_deref(), Some("wh/a&b"));
+        assert_eq!(tag(xml, "IsTruncated").as_deref(), Some("true"));
+        assert_eq!(unescape("a &bogus; & b"), "a &bogus; & b");
+        assert_eq!(encode("wh/d/2026%7Ceu x", true), "wh/d/2026%257Ceu%20x");
+        assert_eq!(encode("wh/", false), "wh%2F");
     }
 
     #[test]
