@@ -347,8 +347,11 @@ pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
         older_than,
         keep_generations: args.keep_generations,
     };
-    let gc::GcPlan { items, unreadable } =
-        gc::plan(&warehouse, &options).map_err(CliError::engine)?;
+    let gc::GcPlan {
+        items,
+        unreadable,
+        uploads,
+    } = gc::plan(&warehouse, &options).map_err(CliError::engine)?;
     let (delete, keep): (Vec<_>, Vec<_>) = items.iter().partition(|i| i.decision.is_delete());
     for item in &items {
         let (verb, reason) = match &item.decision {
@@ -363,6 +366,20 @@ pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
             super::human_bytes(item.bytes)
         );
     }
+    for u in &uploads {
+        let verb = match (&u.decision, args.apply) {
+            (GcDecision::Delete { .. }, true) => "abort",
+            (GcDecision::Delete { .. }, false) => "would abort",
+            (GcDecision::Keep { .. }, _) => "keep",
+        };
+        println!(
+            "{verb:<12} upload {} of {}: {}",
+            u.upload.id,
+            u.upload.key,
+            u.decision.reason()
+        );
+    }
+    let to_abort = uploads.iter().filter(|u| u.decision.is_delete()).count();
     // Kept whole (above), but not a success: nothing proves what they need.
     let outcome = || {
         for u in &unreadable {
@@ -386,6 +403,13 @@ pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
             super::human_bytes(bytes),
             keep.len()
         );
+        if !uploads.is_empty() {
+            println!(
+                "dry run: {to_abort} incomplete upload{} would be aborted, {} kept",
+                if to_abort == 1 { "" } else { "s" },
+                uploads.len() - to_abort
+            );
+        }
         return Ok(outcome());
     }
     let log = open_operator_log(&warehouse)?;
@@ -395,6 +419,14 @@ pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
         if n == 1 { "y" } else { "ies" },
         items.len() - n
     );
+    if !uploads.is_empty() {
+        let a = gc::abort_uploads(&warehouse, &log, &uploads).map_err(CliError::engine)?;
+        println!(
+            "aborted {a} incomplete upload{}, {} kept",
+            if a == 1 { "" } else { "s" },
+            uploads.len() - a
+        );
+    }
     Ok(outcome())
 }
 

@@ -182,8 +182,12 @@ fn print_summary(summary: &RunSummary) {
         );
     }
     println!("events: {}", summary.events.display());
-    if let Some(e) = &summary.log_error {
-        eprintln!("error: the event log is incomplete: {e}");
+    match &summary.log_error {
+        Some(e) if summary.log_complete => eprintln!(
+            "error: the event log could not take a line, so the run stopped admitting instances: {e}\n  the log is complete: every line was stored later"
+        ),
+        Some(e) => eprintln!("error: the event log is incomplete: {e}"),
+        None => {}
     }
 }
 

@@ -245,6 +245,23 @@ impl EventLog {
         Ok(record)
     }
 
+    /// Appends one event and makes the log outlive this process before
+    /// returning (a kill -9, not a power cut): free on a local warehouse,
+    /// whose writes are in the kernel already; on an object store the
+    /// pending lines are stored. For RUNNING: a command's start is evidence
+    /// that must not die with the engine.
+    pub fn emit_flushed(&self, state: State, event: Event) -> std::io::Result<EventRecord> {
+        let record = self.emit(state, event)?;
+        self.writer.flush()?;
+        Ok(record)
+    }
+
+    /// Whether an event was lost for good (a failed write to the file); an
+    /// object store keeps refused lines for the next sync.
+    pub fn lost_lines(&self) -> bool {
+        self.writer.lost_lines()
+    }
+
     /// Makes everything written so far durable (end of run).
     pub fn sync(&self) -> std::io::Result<()> {
         self.writer.sync()

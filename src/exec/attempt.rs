@@ -299,7 +299,9 @@ pub(crate) fn run(
                 })
                 .to_json(),
             );
-        cx.emit(State::Running, e);
+        // Stored before the command starts (on an object store too), so an
+        // engine killed while its command runs still shows it started.
+        cx.emit_flushed(State::Running, e)
     };
     let started = Instant::now();
     let injected = cx
@@ -341,7 +343,7 @@ pub(crate) fn run(
             Ending::Success
         }
         (Ok(_), Some(code)) => {
-            running(None);
+            let _ = running(None);
             let _ = std::fs::write(
                 dir.join("stderr.log"),
                 format!("WEIR_CHAOS: injected exit code {code}\n"),
@@ -378,11 +380,15 @@ pub(crate) fn run(
                     if let Some(id) = &id {
                         heartbeat.set_job(id);
                     }
-                    running(id.as_deref());
+                    // A local command starts in `wait`: without its RUNNING
+                    // stored it does not start (a Slurm job already has).
+                    if let (Err(why), None) = (running(id.as_deref()), &id) {
+                        return fail(Some(token), format!("the command was not started: {why}"));
+                    }
                     job.wait()
                 }
                 Err(ending) => {
-                    running(None);
+                    let _ = running(None);
                     ending
                 }
             }

@@ -130,9 +130,13 @@ pub struct RunSummary {
     pub retries: u32,
     /// The event log.
     pub events: std::path::PathBuf,
-    /// The first event the log could not take, if any: the run stopped
-    /// admitting instances then (its evidence is incomplete).
+    /// The first event the log could not take or store, if any: the run
+    /// stopped admitting instances then.
     pub log_error: Option<String>,
+    /// Whether every line of the event log is stored at the end (the last
+    /// sync succeeded): lines refused for a while are kept and stored
+    /// later, so a log error alone does not make the log incomplete.
+    pub log_complete: bool,
     /// Instance markers the engine could not write or clear (a HELD that
     /// would not outlive the run, a stale one that would hold a published
     /// instance): the run exits 5.
@@ -240,6 +244,26 @@ impl Context<'_> {
             eprintln!("error: {why}");
             let mut first = self.log_error.lock().unwrap_or_else(|p| p.into_inner());
             first.get_or_insert(why);
+        }
+    }
+
+    /// [`Context::emit`], and the log made to outlive this process (see
+    /// [`EventLog::emit_flushed`]); why not when it could not be (recorded
+    /// as for `emit`).
+    pub(crate) fn emit_flushed(&self, state: State, event: Event) -> Result<(), String> {
+        match self.log.emit_flushed(state, event) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let why = format!(
+                    "cannot store {} in {}: {e}",
+                    state.as_str(),
+                    self.log.path().display()
+                );
+                eprintln!("error: {why}");
+                let mut first = self.log_error.lock().unwrap_or_else(|p| p.into_inner());
+                first.get_or_insert(why.clone());
+                Err(why)
+            }
         }
     }
 
@@ -412,11 +436,13 @@ pub fn run(
             ))
             .data(json!({ "interrupted": summary.interrupted.map(interrupt::Signal::name) })),
     );
+    let mut summary = summary;
+    summary.log_complete = !cx.log.lost_lines();
     if let Err(e) = cx.log.sync() {
+        summary.log_complete = false;
         let mut first = cx.log_error.lock().unwrap_or_else(|p| p.into_inner());
         first.get_or_insert(format!("cannot sync {}: {e}", cx.log.path().display()));
     }
-    let mut summary = summary;
     summary.log_error = cx
         .log_error
         .lock()
@@ -990,6 +1016,10 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                     _ if self.interrupted.is_some() => {
                         InstanceResult::Interrupted("not started: the run was interrupted".into())
                     }
+                    // Admission stops when the event log refuses a line.
+                    _ if self.cx.log_failed() => InstanceResult::Skipped(
+                        "not started: the run stopped admitting instances when the event log could not take a line".into(),
+                    ),
                     _ => InstanceResult::Skipped("never became ready".into()),
                 };
                 (task.to_string(), partition.to_string(), result)
@@ -1008,6 +1038,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 )),
             },
             log_error: None,
+            log_complete: true,
             marker_errors: self.marker_errors.borrow().clone(),
             interrupted: self.interrupted,
         }

@@ -27,6 +27,12 @@
 //! Everything else is deleted, each deletion announced by a `GC_DELETED`
 //! event before it happens.
 //!
+//! On an object store gc also lists the multipart uploads under the
+//! warehouse that were begun and never completed nor aborted (an engine
+//! killed mid-upload; one cut off by the network aborts its own): their
+//! parts are stored, and billed, but are no object. One older than
+//! `older_than` (by the store's clock) is aborted, announced the same way.
+//!
 //! What gc cannot see: a rollback to a generation *outside* the window that
 //! an operator starts while gc runs may race with the deletion of that
 //! generation's files (the window is the rollback guarantee), and an attempt
@@ -49,7 +55,8 @@ use crate::events::{Event, EventLog, State};
 use crate::manifest::duration::render;
 use crate::store::layout;
 use crate::store::{
-    CommitKind, CommitRecord, FencingToken, PartitionStore, StoreError, TokenRecord, Warehouse,
+    CommitKind, CommitRecord, FencingToken, IncompleteUpload, PartitionStore, StoreError,
+    TokenRecord, Warehouse,
 };
 
 /// What gc may delete.
@@ -139,6 +146,70 @@ pub struct GcPlan {
     pub items: Vec<GcItem>,
     /// The partitions kept whole because their log cannot be read.
     pub unreadable: Vec<UnreadableLog>,
+    /// Multipart uploads under the warehouse never completed nor aborted
+    /// (an engine killed or cut off mid-upload), with their decisions.
+    pub uploads: Vec<GcUpload>,
+}
+
+/// An incomplete multipart upload and what gc decided about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GcUpload {
+    /// The upload.
+    pub upload: IncompleteUpload,
+    /// How long ago the store began it.
+    pub age: Duration,
+    /// Abort (Delete) once older than the threshold, else keep: it may
+    /// still be going.
+    pub decision: GcDecision,
+}
+
+/// Aborts the uploads whose decision is Delete, logging a `GC_DELETED`
+/// event (with `key`, `upload_id` and `reason` in its `data`) before each.
+/// Returns how many were aborted.
+pub fn abort_uploads(
+    warehouse: &Warehouse,
+    log: &EventLog,
+    uploads: &[GcUpload],
+) -> Result<usize, StoreError> {
+    let mut aborted = 0;
+    for u in uploads.iter().filter(|u| u.decision.is_delete()) {
+        let reason = u.decision.reason();
+        let event = Event::default()
+            .detail(format!(
+                "aborting upload {} of {}: {reason}",
+                u.upload.id, u.upload.key
+            ))
+            .data(json!({
+                "key": u.upload.key,
+                "upload_id": u.upload.id,
+                "reason": reason,
+            }));
+        log.emit_durable(State::GcDeleted, event)
+            .map_err(StoreError::io(log.path()))?;
+        warehouse.backend().abort_upload(&u.upload)?;
+        aborted += 1;
+    }
+    Ok(aborted)
+}
+
+/// The decision about an upload begun `age` ago.
+fn judge_upload(age: Duration, options: &GcOptions) -> GcDecision {
+    let threshold = render(options.older_than);
+    if age < options.older_than {
+        GcDecision::Keep {
+            reason: format!(
+                "may still be uploading (age {} < threshold {threshold})",
+                render(age)
+            ),
+        }
+    } else {
+        GcDecision::Delete {
+            reason: format!(
+                "incomplete multipart upload, age {} > threshold {threshold}: its parts are stored but are no object",
+                render(age)
+            ),
+        }
+    }
 }
 
 /// Deletes the items whose decision is Delete, logging a `GC_DELETED` event
@@ -181,7 +252,24 @@ fn plan_at(
             }
         }
     }
-    Ok(GcPlan { items, unreadable })
+    let uploads = warehouse
+        .backend()
+        .incomplete_uploads()?
+        .into_iter()
+        .map(|upload| {
+            let age = Duration::try_from(now.duration_since(upload.initiated)).unwrap_or_default();
+            GcUpload {
+                decision: judge_upload(age, options),
+                upload,
+                age,
+            }
+        })
+        .collect();
+    Ok(GcPlan {
+        items,
+        unreadable,
+        uploads,
+    })
 }
 
 fn apply_at(
@@ -1089,6 +1177,29 @@ mod tests {
             kept(&items, running).contains("is not finished"),
             "{items:?}"
         );
+    }
+
+    #[test]
+    fn issue_23_an_upload_is_aborted_only_once_older_than_the_threshold() {
+        let options = GcOptions {
+            older_than: HOUR,
+            keep_generations: 5,
+        };
+        assert_eq!(
+            judge_upload(Duration::from_secs(59 * 60), &options),
+            GcDecision::Keep {
+                reason: "may still be uploading (age 59m < threshold 1h)".to_owned()
+            }
+        );
+        assert_eq!(
+            judge_upload(Duration::from_secs(3 * 3600), &options),
+            GcDecision::Delete {
+                reason: "incomplete multipart upload, age 3h > threshold 1h: its parts are stored but are no object".to_owned()
+            }
+        );
+        // A local warehouse has none to list.
+        let (_tmp, wh, _p) = setup();
+        assert_eq!(plan_at(&wh, &options, later(0)).unwrap().uploads, vec![]);
     }
 
     #[test]

@@ -202,8 +202,9 @@ pub fn rollback(
             };
             if let Err(e) = restored {
                 eprintln!(
-                    "warning: cannot restore the marker of {} {partition}: {e}",
-                    target.task
+                    "warning: cannot restore the marker of {} {partition}: {}",
+                    target.task,
+                    crate::store::chain(&e)
                 );
             }
             return Err(committed.unwrap_err().into());

@@ -156,6 +156,32 @@ pub trait Backend: Send + Sync {
         fs::write(path, bytes).map_err(StoreError::io(path))?;
         Ok(true)
     }
+    /// Uploads under the warehouse begun and never completed nor aborted
+    /// (an engine killed, or a network lost, during a multipart upload):
+    /// their parts are stored, and billed, but are no object. None where a
+    /// write is never left partial in the store (filesystem, memory).
+    fn incomplete_uploads(&self) -> Result<Vec<IncompleteUpload>, StoreError> {
+        Ok(Vec::new())
+    }
+    /// Aborts an incomplete upload, deleting its parts (one already gone
+    /// is not an error).
+    fn abort_upload(&self, upload: &IncompleteUpload) -> Result<(), StoreError> {
+        Err(StoreError::Remote {
+            key: upload.key.clone(),
+            source: "this backend has no incomplete uploads to abort".into(),
+        })
+    }
+}
+
+/// A multipart upload begun and never completed nor aborted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IncompleteUpload {
+    /// The key it was to create.
+    pub key: String,
+    /// The store's id of the upload.
+    pub id: String,
+    /// When the store began it (its clock, not a writer's).
+    pub initiated: jiff::Timestamp,
 }
 
 /// Writes `key` whatever it holds now (a marker, a certification): create

@@ -9,9 +9,11 @@
 //! are ordered chunks `_runs/<run-id>/events/<seq 20-digit>`, each created
 //! once with put-if-absent and never replaced. A writer buffers the lines
 //! of plain appends and turns them into the next chunk on [`EventWriter::sync`]
-//! (so a durable emit is stored before it returns), when the buffer passes
-//! [`CHUNK_BYTES`] or is older than [`CHUNK_AGE`] at the next append, and
-//! when it is dropped. A chunk's seq found taken is reread: the same bytes
+//! and [`EventWriter::flush`] (so a durable emit is stored before it
+//! returns), from its own flusher thread once the buffer passes
+//! [`CHUNK_BYTES`] or is [`CHUNK_AGE`] old (whether or not more lines
+//! come), and when it is dropped. A chunk that could not be stored keeps its
+//! lines for the next flush. A chunk's seq found taken is reread: the same bytes
 //! are our own create retried after a lost reply (ours, move on), other
 //! bytes are another writer's on the same run id (try the next seq). Either
 //! way nothing is overwritten and each chunk holds one writer's lines.
@@ -20,7 +22,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::store::backend::Backend;
@@ -69,8 +71,11 @@ pub fn run_dir(warehouse: &Path, run_id: &str) -> PathBuf {
     warehouse.join(RUNS).join(run_id)
 }
 
-fn store_io(e: StoreError) -> io::Error {
-    io::Error::other(e)
+/// The store's error as an I/O error whose message keeps every cause
+/// (an `io::Error` shows only its inner error's own message, and "object
+/// store error on KEY" alone does not say what went wrong).
+fn store_io(e: &StoreError) -> io::Error {
+    io::Error::other(crate::store::chain(e))
 }
 
 impl EventStore {
@@ -122,26 +127,44 @@ impl EventStore {
                 Ok(EventWriter {
                     origin: path,
                     sink: Sink::File(Mutex::new(file)),
+                    lost: std::sync::atomic::AtomicBool::new(false),
                 })
             }
             EventStore::Objects(backend) => {
-                let prefix = Self::chunk_prefix(run_id).map_err(store_io)?;
+                let prefix = Self::chunk_prefix(run_id).map_err(|e| store_io(&e))?;
                 let last = backend
                     .list(&prefix)
-                    .map_err(store_io)?
+                    .map_err(|e| store_io(&e))?
                     .iter()
                     .filter_map(|n| n.parse::<u64>().ok())
                     .max()
                     .unwrap_or(0);
+                let chunks = Arc::new(Chunks {
+                    backend: Arc::clone(backend),
+                    prefix: prefix.clone(),
+                    stored: Mutex::new(Stored {
+                        next: last + 1,
+                        unsure: None,
+                    }),
+                    pending: Mutex::new(Pending {
+                        bytes: Vec::new(),
+                        since: None,
+                        failing: false,
+                        closed: false,
+                    }),
+                    wake: Condvar::new(),
+                });
+                let shared = Arc::clone(&chunks);
+                let flusher = std::thread::Builder::new()
+                    .name("weir-events".to_owned())
+                    .spawn(move || flusher(&shared))?;
                 Ok(EventWriter {
                     origin: PathBuf::from(&prefix),
-                    sink: Sink::Chunks(Mutex::new(Chunks {
-                        backend: Arc::clone(backend),
-                        prefix,
-                        next: last + 1,
-                        pending: Vec::new(),
-                        since: None,
-                    })),
+                    sink: Sink::Chunks {
+                        chunks,
+                        flusher: Some(flusher),
+                    },
+                    lost: std::sync::atomic::AtomicBool::new(false),
                 })
             }
         }
@@ -257,47 +280,146 @@ fn ends_torn(path: &Path) -> io::Result<bool> {
 pub struct EventWriter {
     origin: PathBuf,
     sink: Sink,
+    /// A line was lost: a failed write to the file (chunks keep theirs).
+    lost: std::sync::atomic::AtomicBool,
 }
 
 enum Sink {
     File(Mutex<File>),
-    Chunks(Mutex<Chunks>),
+    Chunks {
+        chunks: Arc<Chunks>,
+        /// The thread that stores pending lines once they are
+        /// [`CHUNK_AGE`] old or [`CHUNK_BYTES`] long; joined on drop.
+        flusher: Option<std::thread::JoinHandle<()>>,
+    },
 }
 
+/// A run's chunked log, shared by its writer and the writer's flusher.
+///
+/// Two locks: `pending` (the lines not yet in a chunk) is only ever held
+/// to add or take lines, never across a request, so an append never waits
+/// for the network; `stored` is held across the store of a chunk, so chunks
+/// are stored one at a time, in the order their lines were appended.
 struct Chunks {
     backend: Arc<dyn Backend>,
     prefix: String,
-    /// The seq the next chunk tries first.
-    next: u64,
-    /// Whole lines not yet in a chunk.
-    pending: Vec<u8>,
-    /// When the oldest pending line was appended.
-    since: Option<Instant>,
+    stored: Mutex<Stored>,
+    pending: Mutex<Pending>,
+    /// Wakes the flusher: a full buffer, or the writer's end.
+    wake: Condvar,
 }
 
+struct Stored {
+    /// The seq the next chunk tries first.
+    next: u64,
+    /// A chunk whose create failed with an unknown outcome: the next flush
+    /// stores exactly these bytes first, so that a create that did land is
+    /// recognised as ours (the same bytes) and not stored twice.
+    unsure: Option<Vec<u8>>,
+}
+
+struct Pending {
+    /// Whole lines not yet handed to a chunk.
+    bytes: Vec<u8>,
+    /// When the oldest of them was appended.
+    since: Option<Instant>,
+    /// The last flush failed: the flusher retries at its next tick.
+    failing: bool,
+    /// The writer is gone: the flusher stops.
+    closed: bool,
+}
+
+/// How often the flusher looks at the pending lines.
+const TICK: Duration = Duration::from_millis(250);
+
+/// Pending bytes past which an append stores them itself and reports a
+/// failure to (the store refuses chunks and the buffer would only grow).
+const MAX_PENDING: usize = 16 * CHUNK_BYTES;
+
 impl Chunks {
-    /// Stores the pending lines as the next free chunk.
-    fn flush(&mut self) -> Result<(), StoreError> {
-        if self.pending.is_empty() {
+    fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stores everything appended so far: an unsure chunk again, then the
+    /// pending lines as the next free chunk. Lines whose chunk could not be
+    /// stored are kept for the next flush, never dropped.
+    fn flush(&self) -> Result<(), StoreError> {
+        let mut stored = self.stored.lock().unwrap_or_else(PoisonError::into_inner);
+        let result = self.flush_locked(&mut stored);
+        self.pending().failing = result.is_err();
+        result
+    }
+
+    fn flush_locked(&self, stored: &mut Stored) -> Result<(), StoreError> {
+        if let Some(bytes) = stored.unsure.take() {
+            if let Err(e) = self.store(&mut stored.next, &bytes) {
+                stored.unsure = Some(bytes);
+                return Err(e);
+            }
+        }
+        let bytes = {
+            let mut pending = self.pending();
+            pending.since = None;
+            std::mem::take(&mut pending.bytes)
+        };
+        if bytes.is_empty() {
             return Ok(());
         }
+        if let Err(e) = self.store(&mut stored.next, &bytes) {
+            stored.unsure = Some(bytes);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Stores `bytes` as the next free chunk from seq `next` on.
+    fn store(&self, next: &mut u64, bytes: &[u8]) -> Result<(), StoreError> {
         loop {
-            let key = format!("{}/{:020}", self.prefix, self.next);
-            if self.backend.put_if_absent(&key, &self.pending)? {
+            let key = format!("{}/{:020}", self.prefix, *next);
+            if self.backend.put_if_absent(&key, bytes)? {
                 break;
             }
             // Taken. The same bytes: our own create, retried after its reply
             // was lost (by us, or inside the backend's client). Other bytes
             // (or gone again): another writer's chunk, so try the next seq.
-            if self.backend.get(&key)?.as_deref() == Some(&self.pending[..]) {
+            if self.backend.get(&key)?.as_deref() == Some(bytes) {
                 break;
             }
-            self.next += 1;
+            *next += 1;
         }
-        self.next += 1;
-        self.pending.clear();
-        self.since = None;
+        *next += 1;
         Ok(())
+    }
+}
+
+/// The flusher of a chunked log: stores the pending lines once the oldest
+/// is [`CHUNK_AGE`] old or they pass [`CHUNK_BYTES`], and retries a failed
+/// flush each tick, so that lines reach the store while the run waits on
+/// a long command (a kill -9 then loses at most the last [`CHUNK_AGE`]).
+/// A thread of its own: a slow store never delays the engine's timers.
+fn flusher(chunks: &Chunks) {
+    let mut pending = chunks.pending();
+    loop {
+        if pending.closed {
+            return;
+        }
+        let due = pending.failing
+            || pending.bytes.len() >= CHUNK_BYTES
+            || pending.since.is_some_and(|s| s.elapsed() >= CHUNK_AGE);
+        if due {
+            drop(pending);
+            // A failure is the caller's to see at its next sync; the lines
+            // stay pending and are tried again at the next tick.
+            let _ = chunks.flush();
+            pending = chunks.pending();
+            continue;
+        }
+        pending = chunks
+            .wake
+            .wait_timeout(pending, TICK)
+            .unwrap_or_else(PoisonError::into_inner)
+            .0;
     }
 }
 
@@ -309,22 +431,52 @@ impl EventWriter {
 
     /// Appends whole lines (each ending in `\n`). On the filesystem one
     /// `write`, not fsynced; on chunks buffered until [`EventWriter::sync`],
-    /// a threshold or drop.
+    /// [`EventWriter::flush`], the flusher thread (after [`CHUNK_AGE`] or
+    /// [`CHUNK_BYTES`]) or drop. An error on chunks means the store refused
+    /// them for long: the lines are kept and stored by a later flush.
     pub fn append(&self, lines: &[u8]) -> io::Result<()> {
         match &self.sink {
-            Sink::File(file) => file
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .write_all(lines),
-            Sink::Chunks(chunks) => {
-                let mut c = chunks.lock().unwrap_or_else(PoisonError::into_inner);
-                c.pending.extend_from_slice(lines);
-                let since = *c.since.get_or_insert_with(Instant::now);
-                if c.pending.len() >= CHUNK_BYTES || since.elapsed() >= CHUNK_AGE {
-                    c.flush().map_err(store_io)?;
+            Sink::File(file) => {
+                let written = file
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .write_all(lines);
+                if written.is_err() {
+                    self.lost.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+                written
+            }
+            Sink::Chunks { chunks, .. } => {
+                let mut pending = chunks.pending();
+                pending.bytes.extend_from_slice(lines);
+                pending.since.get_or_insert_with(Instant::now);
+                let size = pending.bytes.len();
+                drop(pending);
+                if size >= MAX_PENDING {
+                    return chunks.flush().map_err(|e| store_io(&e));
+                }
+                if size >= CHUNK_BYTES {
+                    chunks.wake.notify_one();
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// Whether a line appended was lost (a failed write to the file); lines
+    /// a store refused stay pending, and [`EventWriter::sync`] says whether
+    /// they were stored in the end.
+    pub fn lost_lines(&self) -> bool {
+        self.lost.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Makes everything appended so far outlive this process (a kill -9,
+    /// not a power cut): on the filesystem every append already has (its
+    /// `write` is in the kernel), on chunks the pending lines are stored.
+    pub fn flush(&self) -> io::Result<()> {
+        match &self.sink {
+            Sink::File(_) => Ok(()),
+            Sink::Chunks { chunks, .. } => chunks.flush().map_err(|e| store_io(&e)),
         }
     }
 
@@ -336,24 +488,22 @@ impl EventWriter {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .sync_data(),
-            Sink::Chunks(chunks) => chunks
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .flush()
-                .map_err(store_io),
+            Sink::Chunks { chunks, .. } => chunks.flush().map_err(|e| store_io(&e)),
         }
     }
 }
 
 impl Drop for EventWriter {
     fn drop(&mut self) {
-        if let Sink::Chunks(chunks) = &self.sink {
+        if let Sink::Chunks { chunks, flusher } = &mut self.sink {
+            chunks.pending().closed = true;
+            chunks.wake.notify_all();
+            if let Some(thread) = flusher.take() {
+                let _ = thread.join();
+            }
             // Best effort: a writer that could not store its tail already
             // failed a sync or an append the caller saw.
-            let _ = chunks
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .flush();
+            let _ = chunks.flush();
         }
     }
 }
@@ -552,6 +702,129 @@ mod tests {
                 .as_deref(),
             Some(&b"next\n"[..])
         );
+    }
+
+    // Issue 23 item 13: lines nobody syncs reach the store on the flusher's
+    // timer, with no further append: an engine killed while a long command
+    // runs keeps them.
+    #[test]
+    fn issue_23_pending_lines_are_stored_on_a_timer() {
+        let (backend, store) = memory();
+        let w = store.open("r1").unwrap();
+        w.append(b"published\n").unwrap();
+        assert_eq!(store.read_run("r1").unwrap(), None, "not yet");
+        let deadline = Instant::now() + CHUNK_AGE + Duration::from_secs(3);
+        while backend.list("_runs/r1/events").unwrap().is_empty() {
+            assert!(Instant::now() < deadline, "no chunk after {CHUNK_AGE:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(text(&store, "r1"), "published\n");
+        // While the writer lives: not its drop.
+        w.append(b"next\n").unwrap();
+        w.sync().unwrap();
+        assert_eq!(text(&store, "r1"), "published\nnext\n");
+    }
+
+    /// Memory, except that put-if-absent fails (`lost`: after storing) the
+    /// next `fail` times.
+    struct Flaky {
+        inner: MemoryBackend,
+        fail: std::sync::atomic::AtomicUsize,
+        lost: bool,
+    }
+
+    impl Backend for Flaky {
+        fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
+            let failing = self
+                .fail
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            if failing && !self.lost {
+                return Err(StoreError::Remote {
+                    key: key.to_owned(),
+                    source: "HTTP 503 Service Unavailable".into(),
+                });
+            }
+            let created = self.inner.put_if_absent(key, bytes)?;
+            if failing {
+                return Err(StoreError::Remote {
+                    key: key.to_owned(),
+                    source: "HTTP 503 after the write".into(),
+                });
+            }
+            Ok(created)
+        }
+        fn put_if_version_matches(
+            &self,
+            key: &str,
+            bytes: &[u8],
+            expected: &Version,
+        ) -> Result<Option<Version>, StoreError> {
+            self.inner.put_if_version_matches(key, bytes, expected)
+        }
+        fn put(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
+            self.inner.put(key, bytes)
+        }
+        fn get_object(&self, key: &str) -> Result<Option<Object>, StoreError> {
+            self.inner.get_object(key)
+        }
+        fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+            self.inner.list(prefix)
+        }
+        fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
+            self.inner.list_objects(prefix)
+        }
+        fn delete(&self, key: &str) -> Result<(), StoreError> {
+            self.inner.delete(key)
+        }
+        fn delete_prefix(&self, prefix: &str) -> Result<(), StoreError> {
+            self.inner.delete_prefix(prefix)
+        }
+    }
+
+    fn flaky(fail: usize, lost: bool) -> (Arc<Flaky>, EventStore) {
+        let backend = Arc::new(Flaky {
+            inner: MemoryBackend::new(),
+            fail: std::sync::atomic::AtomicUsize::new(fail),
+            lost,
+        });
+        let store = EventStore::objects(Arc::clone(&backend) as Arc<dyn Backend>);
+        (backend, store)
+    }
+
+    // Issue 23 item 13: a refused chunk's error says why (the store's
+    // cause, not "object store error on KEY" alone), and its lines are kept:
+    // the next flush stores them with the lines appended since, in order.
+    #[test]
+    fn issue_23_a_refused_chunk_names_its_cause_and_keeps_its_lines() {
+        let (_backend, store) = flaky(1, false);
+        let w = store.open("r1").unwrap();
+        w.append(b"running\n").unwrap();
+        let err = w.sync().unwrap_err();
+        let shown = err.to_string();
+        assert!(
+            shown.contains("_runs/r1/events/00000000000000000001")
+                && shown.contains("HTTP 503 Service Unavailable"),
+            "{shown}"
+        );
+        w.append(b"success\n").unwrap();
+        w.sync().unwrap();
+        assert_eq!(text(&store, "r1"), "running\nsuccess\n");
+    }
+
+    // Issue 23 item 13: a chunk whose create landed but was reported failed
+    // is retried with exactly its own bytes, though lines were appended
+    // since: found as ours, not stored twice.
+    #[test]
+    fn issue_23_an_unsure_chunk_is_retried_alone_and_never_doubled() {
+        let (backend, store) = flaky(1, true);
+        let w = store.open("r1").unwrap();
+        w.append(b"running\n").unwrap();
+        assert!(w.sync().is_err());
+        w.append(b"success\n").unwrap();
+        w.sync().unwrap();
+        assert_eq!(text(&store, "r1"), "running\nsuccess\n");
+        assert_eq!(backend.list("_runs/r1/events").unwrap().len(), 2);
     }
 
     // Issue 13: the filesystem keeps one append-only file per run, where

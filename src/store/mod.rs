@@ -74,7 +74,7 @@ pub mod token;
 pub mod warehouse;
 
 pub use allocation::{TokenOwner, TokenRecord};
-pub use backend::{Backend, FsBackend, Object, ObjectMeta, Version};
+pub use backend::{Backend, FsBackend, IncompleteUpload, Object, ObjectMeta, Version};
 pub use error::{chain, PublishError, StoreError};
 pub use file_sum::{Depth, Drift, DriftKind, FileSum};
 pub use holder::Holder;

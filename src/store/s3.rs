@@ -28,7 +28,7 @@ use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, UpdateVersion};
 
-use crate::store::backend::{Backend, Object, ObjectMeta, Version};
+use crate::store::backend::{Backend, IncompleteUpload, Object, ObjectMeta, Version};
 use crate::store::error::StoreError;
 use crate::store::key::validate_key;
 
@@ -40,6 +40,19 @@ pub struct S3Backend {
     /// `s3://bucket/prefix`, for messages.
     url: String,
     runtime: tokio::runtime::Runtime,
+    /// For the requests object_store does not make (incomplete multipart
+    /// uploads); `None` for a backend over a store given by a test.
+    raw: Option<RawClient>,
+}
+
+/// Signed requests to the bucket that object_store has no call for:
+/// listing and aborting incomplete multipart uploads.
+struct RawClient {
+    /// `http(s)://host/bucket` or `https://bucket.host`, no trailing slash.
+    bucket_url: String,
+    region: String,
+    credentials: object_store::aws::AwsCredentialProvider,
+    http: reqwest::Client,
 }
 
 impl std::fmt::Debug for S3Backend {
@@ -110,11 +123,36 @@ impl S3Backend {
                 })?;
             builder = builder.with_config(key, *value);
         }
+        let setting = |key: AmazonS3ConfigKey| builder.get_config_value(&key);
+        let region = setting(AmazonS3ConfigKey::Region).unwrap_or_else(|| "us-east-1".to_owned());
+        let virtual_hosted = setting(AmazonS3ConfigKey::VirtualHostedStyleRequest)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        // As object_store addresses the bucket.
+        let bucket_url = match (setting(AmazonS3ConfigKey::Endpoint), virtual_hosted) {
+            (Some(endpoint), true) => endpoint.trim_end_matches('/').to_owned(),
+            (Some(endpoint), false) => format!("{}/{bucket}", endpoint.trim_end_matches('/')),
+            (None, true) => format!("https://{bucket}.s3.{region}.amazonaws.com"),
+            (None, false) => format!("https://s3.{region}.amazonaws.com/{bucket}"),
+        };
         let store = builder.build().map_err(|e| StoreError::Remote {
             key: url.to_owned(),
             source: Box::new(e),
         })?;
-        let backend = S3Backend::with_store(Arc::new(store), &prefix, url)?;
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(60))
+            .build()
+            .map_err(|e| StoreError::Remote {
+                key: url.to_owned(),
+                source: Box::new(e),
+            })?;
+        let raw = RawClient {
+            bucket_url,
+            region,
+            credentials: Arc::clone(store.credentials()),
+            http,
+        };
+        let mut backend = S3Backend::with_store(Arc::new(store), &prefix, url)?;
+        backend.raw = Some(raw);
         let dir = backend.dir("")?;
         backend
             .runtime
@@ -147,6 +185,7 @@ impl S3Backend {
             },
             url: url.to_owned(),
             runtime,
+            raw: None,
         })
     }
 
@@ -208,6 +247,140 @@ impl S3Backend {
             .filter(|o| o.bytes == bytes)
             .map(|o| o.meta.version))
     }
+}
+
+impl S3Backend {
+    /// Sends a signed request for `url` (already percent-encoded) and
+    /// returns the reply's body; a reply other than 2xx is an error
+    /// naming the method, the URL and the HTTP status.
+    async fn signed(
+        raw: &RawClient,
+        method: reqwest::Method,
+        url: &str,
+    ) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+        use object_store::client::{HttpRequest, HttpRequestBody};
+        let credential = raw.credentials.get_credential().await?;
+        let mut request = HttpRequest::new(HttpRequestBody::empty());
+        *request.method_mut() = method.clone();
+        *request.uri_mut() = url.parse()?;
+        object_store::aws::AwsAuthorizer::new(&credential, "s3", &raw.region)
+            .try_authorize(&mut request, None)?;
+        let reply = raw
+            .http
+            .request(method.clone(), url)
+            .headers(request.headers().clone())
+            .send()
+            .await?;
+        let status = reply.status();
+        let body = reply.text().await?;
+        if status.is_success() {
+            Ok(body)
+        } else {
+            Err(Box::new(Refused {
+                request: format!("{method} {url}"),
+                status: status.to_string(),
+                code: tag(&body, "Code").unwrap_or_default(),
+            }))
+        }
+    }
+
+    fn raw(&self) -> Result<&RawClient, StoreError> {
+        self.raw.as_ref().ok_or_else(|| StoreError::Remote {
+            key: self.url.clone(),
+            source: "this S3 backend was built over a given store: it cannot list uploads".into(),
+        })
+    }
+}
+
+/// A reply other than 2xx to a signed request.
+#[derive(Debug, thiserror::Error)]
+#[error("{request}: HTTP {status}: {code}")]
+struct Refused {
+    /// The method and URL.
+    request: String,
+    /// The HTTP status with its reason ("404 Not Found").
+    status: String,
+    /// S3's error code (`NoSuchUpload`), if the body had one.
+    code: String,
+}
+
+/// The text of the first `<name>…</name>` in `xml`, unescaped.
+fn tag(xml: &str, name: &str) -> Option<String> {
+    let open = format!("<{name}>");
+    let start = xml.find(&open)? + open.len();
+    let end = start + xml[start..].find(&format!("</{name}>"))?;
+    Some(unescape(&xml[start..end]))
+}
+
+/// Each `<name>…</name>` element of `xml`, its inner text raw.
+fn elements<'x>(xml: &'x str, name: &str) -> Vec<&'x str> {
+    let (open, close) = (format!("<{name}>"), format!("</{name}>"));
+    let mut out = Vec::new();
+    let mut rest = xml;
+    while let Some(i) = rest.find(&open) {
+        let inner = &rest[i + open.len()..];
+        let Some(j) = inner.find(&close) else { break };
+        out.push(&inner[..j]);
+        rest = &inner[j + close.len()..];
+    }
+    out
+}
+
+/// XML's predefined and numeric character references.
+fn unescape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find('&') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let Some(j) = after.find(';') else {
+            out.push_str(&rest[i..]);
+            return out;
+        };
+        let entity = &after[..j];
+        let ch = match entity {
+            "amp" => Some('&'),
+            "lt" => Some('<'),
+            "gt" => Some('>'),
+            "quot" => Some('"'),
+            "apos" => Some('\''),
+            _ => entity
+                .strip_prefix("#x")
+                .map(|h| u32::from_str_radix(h, 16))
+                .or_else(|| entity.strip_prefix('#').map(str::parse::<u32>))
+                .and_then(Result::ok)
+                .and_then(char::from_u32),
+        };
+        match ch {
+            Some(c) => {
+                out.push(c);
+                rest = &after[j + 1..];
+            }
+            None => {
+                out.push('&');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Percent-encodes everything but S3's unreserved characters (and `/`
+/// when `slash` is kept, for a key in a URL's path).
+fn encode(text: &str, slash: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric()
+            || matches!(b, b'-' | b'_' | b'.' | b'~')
+            || (slash && b == b'/')
+        {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// Undoes object_store's percent-encoding of a path (which encodes `%`
@@ -383,7 +556,6 @@ impl Backend for S3Backend {
     }
 
     fn put_file(&self, key: &str, local: &std::path::Path) -> Result<(), StoreError> {
-        use std::io::Read;
         let size = std::fs::metadata(local)
             .map_err(StoreError::io(local))?
             .len();
@@ -396,27 +568,42 @@ impl Backend for S3Backend {
         let path = self.path(key)?;
         let mut file = std::fs::File::open(local).map_err(StoreError::io(local))?;
         let upload = async {
-            let upload = self.store.put_multipart(&path).await?;
-            let mut writer = object_store::WriteMultipart::new_with_chunk_size(upload, PART);
-            let mut buf = vec![0; PART];
-            loop {
-                let n = match file.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => n,
-                    Err(e) => {
-                        let _ = writer.abort().await;
-                        return Ok(Err(e));
+            let mut upload = self
+                .store
+                .put_multipart(&path)
+                .await
+                .map_err(Failed::Store)?;
+            let done = async {
+                let mut inflight = tokio::task::JoinSet::new();
+                loop {
+                    let mut buf = vec![0; PART];
+                    let n = read_full(&mut file, &mut buf)?;
+                    if n == 0 {
+                        break;
                     }
-                };
-                writer.wait_for_capacity(4).await?;
-                writer.write(&buf[..n]);
+                    buf.truncate(n);
+                    while inflight.len() >= PARTS_IN_FLIGHT {
+                        joined(inflight.join_next().await)?;
+                    }
+                    inflight.spawn(upload.put_part(buf.into()));
+                }
+                while let Some(part) = inflight.join_next().await {
+                    joined(Some(part))?;
+                }
+                upload.complete().await.map(drop).map_err(Failed::Store)
             }
-            writer.finish().await.map(|_| Ok(()))
+            .await;
+            if done.is_err() {
+                // Its stored parts are kept (and billed) until the upload is
+                // aborted; an abort that fails too is left to gc.
+                let _ = upload.abort().await;
+            }
+            done
         };
         match self.runtime.block_on(upload) {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(StoreError::io(local)(e)),
-            Err(e) => Err(self.error(key, e)),
+            Ok(()) => Ok(()),
+            Err(Failed::Read(e)) => Err(StoreError::io(local)(e)),
+            Err(Failed::Store(e)) => Err(self.error(key, e)),
         }
     }
 
@@ -443,10 +630,137 @@ impl Backend for S3Backend {
             Err(e) => Err(self.error(key, e)),
         }
     }
+
+    fn incomplete_uploads(&self) -> Result<Vec<IncompleteUpload>, StoreError> {
+        let raw = self.raw()?;
+        let mut out = Vec::new();
+        let mut markers: Option<(String, String)> = None;
+        loop {
+            let mut url = format!(
+                "{}?uploads=&prefix={}",
+                raw.bucket_url,
+                encode(&self.prefix, false)
+            );
+            if let Some((key, id)) = &markers {
+                url.push_str(&format!(
+                    "&key-marker={}&upload-id-marker={}",
+                    encode(key, false),
+                    encode(id, false)
+                ));
+            }
+            let body = self
+                .runtime
+                .block_on(S3Backend::signed(raw, reqwest::Method::GET, &url))
+                .map_err(|source| StoreError::Remote {
+                    key: format!("{} (incomplete multipart uploads)", self.url_prefix()),
+                    source,
+                })?;
+            for upload in elements(&body, "Upload") {
+                let (Some(stored), Some(id), Some(initiated)) = (
+                    tag(upload, "Key"),
+                    tag(upload, "UploadId"),
+                    tag(upload, "Initiated"),
+                ) else {
+                    continue;
+                };
+                // The stored key is object_store's path, percent-encoded.
+                let Some(key) = percent_decode(&stored)
+                    .and_then(|k| k.strip_prefix(&self.prefix).map(str::to_owned))
+                else {
+                    continue;
+                };
+                let Ok(initiated) = initiated.parse::<jiff::Timestamp>() else {
+                    continue;
+                };
+                out.push(IncompleteUpload { key, id, initiated });
+            }
+            let truncated = tag(&body, "IsTruncated").is_some_and(|t| t == "true");
+            match (
+                tag(&body, "NextKeyMarker"),
+                tag(&body, "NextUploadIdMarker"),
+            ) {
+                (Some(key), Some(id)) if truncated => markers = Some((key, id)),
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+
+    fn abort_upload(&self, upload: &IncompleteUpload) -> Result<(), StoreError> {
+        let raw = self.raw()?;
+        let path = self.path(&upload.key)?;
+        let url = format!(
+            "{}/{}?uploadId={}",
+            raw.bucket_url,
+            encode(path.as_ref(), true),
+            encode(&upload.id, false)
+        );
+        match self
+            .runtime
+            .block_on(S3Backend::signed(raw, reqwest::Method::DELETE, &url))
+        {
+            Ok(_) => Ok(()),
+            // Completed or aborted meanwhile: nothing left to abort.
+            Err(e)
+                if e.downcast_ref::<Refused>()
+                    .is_some_and(|r| r.code == "NoSuchUpload") =>
+            {
+                Ok(())
+            }
+            Err(source) => Err(StoreError::Remote {
+                key: format!("{}{} (upload {})", self.url_prefix(), upload.key, upload.id),
+                source,
+            }),
+        }
+    }
 }
 
 /// The part size of a multipart upload (S3's minimum is 5 MiB).
 const PART: usize = 16 << 20;
+
+/// Parts of one upload sent at once.
+const PARTS_IN_FLIGHT: usize = 4;
+
+/// Why a multipart upload stopped: the local file, or the store.
+enum Failed {
+    Read(std::io::Error),
+    Store(object_store::Error),
+}
+
+impl From<std::io::Error> for Failed {
+    fn from(e: std::io::Error) -> Failed {
+        Failed::Read(e)
+    }
+}
+
+/// Reads until `buf` is full or the file ends; how many bytes were read.
+fn read_full(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    use std::io::Read;
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// The outcome of one part's task.
+fn joined(
+    part: Option<Result<object_store::Result<()>, tokio::task::JoinError>>,
+) -> Result<(), Failed> {
+    match part {
+        None | Some(Ok(Ok(()))) => Ok(()),
+        Some(Ok(Err(e))) => Err(Failed::Store(e)),
+        Some(Err(e)) => Err(Failed::Store(object_store::Error::Generic {
+            store: "S3",
+            source: Box::new(e),
+        })),
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -459,6 +773,30 @@ mod tests {
         assert_eq!(parse_url("s3://b/x/y/"), Some(("b".into(), "x/y".into())));
         assert_eq!(parse_url("s3:///x"), None);
         assert_eq!(parse_url("/tmp/wh"), None);
+    }
+
+    // Issue 23 item 13: what the upload listing is read with.
+    #[test]
+    fn issue_23_list_uploads_reply_is_read_and_keys_encoded() {
+        let xml = "<ListMultipartUploadsResult><IsTruncated>true</IsTruncated>\
+            <NextKeyMarker>wh/a&amp;b</NextKeyMarker>\
+            <Upload><Key>wh/d/2026%257Ceu/x&lt;1&gt;</Key><UploadId>u1</UploadId>\
+            <Initiated>2026-12-02T04:00:00.000Z</Initiated></Upload>\
+            <Upload><Key>wh/e&#x41;&#66;</Key><UploadId>u2</UploadId></Upload>\
+            </ListMultipartUploadsResult>";
+        let uploads = elements(xml, "Upload");
+        assert_eq!(uploads.len(), 2);
+        assert_eq!(
+            tag(uploads[0], "Key").as_deref(),
+            Some("wh/d/2026%257Ceu/x<1>")
+        );
+        assert_eq!(tag(uploads[1], "Key").as_deref(), Some("wh/eAB"));
+        assert_eq!(tag(uploads[1], "Initiated"), None);
+        assert_eq!(tag(xml, "NextKeyMarker").as_deref(), Some("wh/a&b"));
+        assert_eq!(tag(xml, "IsTruncated").as_deref(), Some("true"));
+        assert_eq!(unescape("a &bogus; & b"), "a &bogus; & b");
+        assert_eq!(encode("wh/d/2026%7Ceu x", true), "wh/d/2026%257Ceu%20x");
+        assert_eq!(encode("wh/", false), "wh%2F");
     }
 
     #[test]

@@ -26,6 +26,8 @@ mod retries;
 mod robustness;
 #[cfg(feature = "s3")]
 mod s3;
+#[cfg(feature = "s3")]
+mod s3_evidence;
 mod s3_warehouse;
 mod schema;
 mod slurm;

@@ -1,0 +1,580 @@
+//! Issue 23 item 13: evidence and leftovers on an `s3://` warehouse, against
+//! moto's S3 server (`ci/moto-up.sh`; skipped without one, failing under
+//! `CI=true`, as in s3.rs): RUNNING and lines pending on a timer survive a
+//! kill -9, incomplete multipart uploads are aborted (by the upload that
+//! failed, else by gc), and a burst of 503s is reported with its cause.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use weir::store::Backend;
+
+use crate::s3::{backend, endpoint, new_bucket};
+use crate::support::{ok, poll_until, stderr, stdout, weir, Engine};
+
+/// `weir --warehouse WAREHOUSE ARGS...` in `dir`, configured for the S3
+/// server at `endpoint` through the `AWS_*` environment.
+fn weir_s3(dir: &Path, endpoint: &str, warehouse: &str, args: &[&str]) -> Command {
+    let mut cmd = weir();
+    cmd.current_dir(dir)
+        .args(["--warehouse", warehouse])
+        .args(args)
+        .env("AWS_ENDPOINT", endpoint)
+        .env("AWS_ALLOW_HTTP", "true")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "weir-test")
+        .env("AWS_SECRET_ACCESS_KEY", "weir-test")
+        .env("WEIR_STAGING", dir.join("staging"))
+        .env("COLUMNS", "400");
+    cmd
+}
+
+/// The lines of `weir events` whose state column is `state`.
+fn lines_in_state<'a>(events: &'a str, state: &str) -> Vec<&'a str> {
+    events
+        .lines()
+        .filter(|l| l.split_whitespace().nth(2) == Some(state))
+        .collect()
+}
+
+/// What the fault proxy does with one request, given its head (request
+/// line and headers, lowercased) and body: a status to answer, or `None`
+/// to forward it.
+type Rule = dyn Fn(&str, &[u8]) -> Option<u16> + Send + Sync;
+
+/// A proxy in front of the S3 server: each request the rule answers with a
+/// status gets that status (an S3 error body, no forwarding); the others
+/// reach the server and its reply is relayed. One request per connection.
+struct FaultProxy {
+    endpoint: String,
+    faulted: Arc<AtomicUsize>,
+}
+
+impl FaultProxy {
+    fn start(upstream: &str, rule: Arc<Rule>) -> FaultProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let upstream = upstream.trim_start_matches("http://").to_owned();
+        let faulted = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&faulted);
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let (upstream, rule, counter) =
+                    (upstream.clone(), Arc::clone(&rule), Arc::clone(&counter));
+                std::thread::spawn(move || relay(client, &upstream, &*rule, &counter));
+            }
+        });
+        FaultProxy { endpoint, faulted }
+    }
+
+    fn faulted(&self) -> usize {
+        self.faulted.load(Ordering::SeqCst)
+    }
+}
+
+fn relay(mut client: TcpStream, upstream: &str, rule: &Rule, faulted: &AtomicUsize) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 65536];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        match client.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    while buf.len() < head_end + length {
+        match client.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    if let Some(status) = rule(
+        &head.to_ascii_lowercase(),
+        &buf[head_end..head_end + length],
+    ) {
+        faulted.fetch_add(1, Ordering::SeqCst);
+        let (reason, code) = match status {
+            503 => ("Service Unavailable", "SlowDown"),
+            _ => ("Bad Request", "InvalidRequest"),
+        };
+        let body = format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{code}</Code><Message>injected by the test</Message></Error>");
+        let _ = write!(
+            client,
+            "HTTP/1.1 {status} {reason}\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        return;
+    }
+    let (line, rest) = head.split_once("\r\n").unwrap();
+    let headers: String = rest
+        .split("\r\n")
+        .filter(|h| !h.is_empty() && !h.to_ascii_lowercase().starts_with("connection:"))
+        .map(|h| format!("{h}\r\n"))
+        .collect();
+    let Ok(mut server) = TcpStream::connect(upstream) else {
+        return;
+    };
+    let sent = server
+        .write_all(format!("{line}\r\nConnection: close\r\n{headers}\r\n").as_bytes())
+        .and_then(|()| server.write_all(&buf[head_end..head_end + length]));
+    if sent.is_err() {
+        return;
+    }
+    let mut reply = Vec::new();
+    if server.read_to_end(&mut reply).is_ok() {
+        let _ = client.write_all(&reply);
+    }
+}
+
+/// A raw request to the S3 server (moto takes unsigned ones); the reply.
+fn raw_request(endpoint: &str, method: &str, path: &str, body: &[u8]) -> String {
+    let host = endpoint.trim_start_matches("http://");
+    let mut conn = TcpStream::connect(host).expect("the S3 server accepts connections");
+    write!(
+        conn,
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    conn.write_all(body).unwrap();
+    let mut reply = String::new();
+    conn.read_to_string(&mut reply).unwrap();
+    assert!(
+        reply.starts_with("HTTP/1.1 200"),
+        "{method} {path}: {reply}"
+    );
+    reply
+}
+
+/// Begins a multipart upload of `key` in `bucket`, stores one part of it
+/// and leaves it incomplete, as an engine killed mid-upload does; its id.
+fn begin_upload(endpoint: &str, bucket: &str, key: &str) -> String {
+    let reply = raw_request(endpoint, "POST", &format!("/{bucket}/{key}?uploads"), b"");
+    let start = reply.find("<UploadId>").expect("an upload id") + "<UploadId>".len();
+    let end = start + reply[start..].find("</UploadId>").unwrap();
+    let id = reply[start..end].to_owned();
+    raw_request(
+        endpoint,
+        "PUT",
+        &format!("/{bucket}/{key}?partNumber=1&uploadId={id}"),
+        &vec![b'x'; 1 << 20],
+    );
+    id
+}
+
+/// The incomplete multipart uploads of `bucket`, as (key, upload id),
+/// asked of the server directly.
+fn uploads_in(endpoint: &str, bucket: &str) -> Vec<(String, String)> {
+    let reply = raw_request(endpoint, "GET", &format!("/{bucket}?uploads"), b"");
+    let inner = |text: &str, tag: &str| {
+        let open = format!("<{tag}>");
+        let start = text.find(&open)? + open.len();
+        let end = start + text[start..].find(&format!("</{tag}>"))?;
+        Some(text[start..end].to_owned())
+    };
+    let mut out: Vec<(String, String)> = reply
+        .split("<Upload>")
+        .skip(1)
+        .map(|u| (inner(u, "Key").unwrap(), inner(u, "UploadId").unwrap()))
+        .collect();
+    out.sort();
+    out
+}
+
+const GC_MANIFEST: &str = r#"
+[pipeline]
+name = "s3gc"
+code_version = "1"
+warehouse = "unused"
+
+[tasks.t]
+command = ["sh", "-c", "echo id > \"$WEIR_OUTPUT_DIR/rows.csv\""]
+output = { dataset = "out", grain = ["id"] }
+partitioned_by = []
+"#;
+
+// issue 23 item 13: a multipart upload an engine began and never finished
+// (killed mid-upload) is listed by gc's dry run with its age, aborted by
+// --apply (with a GC_DELETED event), and one outside the warehouse's prefix
+// is never touched.
+#[test]
+fn issue_23_gc_aborts_incomplete_uploads_under_the_warehouse() {
+    let Some(endpoint) = endpoint() else { return };
+    let bucket = new_bucket(&endpoint);
+    let url = format!("s3://{bucket}/wh");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("m.toml"), GC_MANIFEST).unwrap();
+    let key = "out/p/attempts/7/data/big.csv";
+    let id = begin_upload(&endpoint, &bucket, &format!("wh/{key}"));
+    let other = begin_upload(&endpoint, &bucket, "elsewhere/big.csv");
+    let gc = |args: &[&str]| {
+        let mut all = vec!["gc", "m.toml"];
+        all.extend(args);
+        weir_s3(dir, &endpoint, &url, &all).output().unwrap()
+    };
+
+    // moto dates every upload 2010-11-10T20:48:33Z (real S3 gives the time
+    // it began), so here it is always older than the threshold; a young
+    // one's "keep" is in ops::gc's unit tests. The dry run names it, with
+    // its age, and aborts nothing.
+    let dry = ok(&gc(&["--older-than", "1h"]));
+    assert!(
+        dry.contains(&format!(
+            "would abort  upload {id} of {key}: incomplete multipart upload, age "
+        )) && dry.contains("> threshold 1h: its parts are stored but are no object"),
+        "{dry}"
+    );
+    assert!(
+        dry.contains("dry run: 1 incomplete upload would be aborted, 0 kept"),
+        "{dry}"
+    );
+    assert!(!dry.contains(&other), "outside the warehouse: {dry}");
+    let mut both = vec![
+        ("elsewhere/big.csv".to_owned(), other.clone()),
+        (format!("wh/{key}"), id.clone()),
+    ];
+    both.sort();
+    assert_eq!(
+        uploads_in(&endpoint, &bucket),
+        both,
+        "a dry run aborts nothing"
+    );
+
+    let applied = ok(&gc(&["--older-than", "1h", "--apply"]));
+    assert!(
+        applied.contains(&format!("abort        upload {id} of {key}: ")),
+        "{applied}"
+    );
+    assert!(
+        applied.contains("aborted 1 incomplete upload, 0 kept"),
+        "{applied}"
+    );
+    assert_eq!(
+        uploads_in(&endpoint, &bucket),
+        vec![("elsewhere/big.csv".to_owned(), other.clone())]
+    );
+    // The abort is in the operator log.
+    let events = ok(&weir_s3(dir, &endpoint, &url, &["events", "m.toml"])
+        .output()
+        .unwrap());
+    let deleted = lines_in_state(&events, "GC_DELETED");
+    assert_eq!(deleted.len(), 1, "{events}");
+    assert!(
+        deleted[0].contains(&format!("aborting upload {id} of {key}")),
+        "{events}"
+    );
+    // Nothing left under the warehouse: gc lists no upload.
+    let after = ok(&gc(&["--older-than", "1h"]));
+    assert!(!after.contains("upload"), "{after}");
+}
+
+// issue 23 item 13: an upload whose part the store refuses is aborted by
+// the writer there and then: no incomplete upload is left behind for gc.
+// Six parts, so that the refusal is seen while more parts are still to be
+// sent (before, only a failure seen at the end was aborted).
+#[test]
+fn issue_23_a_failed_multipart_upload_is_aborted() {
+    let Some(endpoint) = endpoint() else { return };
+    let bucket = new_bucket(&endpoint);
+    let url = format!("s3://{bucket}/wh");
+    // Every part upload is refused (400: not retried).
+    let proxy = FaultProxy::start(
+        &endpoint,
+        Arc::new(|head: &str, _: &[u8]| {
+            (head.starts_with("put ") && head.contains("partnumber=")).then_some(400)
+        }),
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let big = tmp.path().join("big.csv");
+    std::fs::write(&big, vec![b'y'; (5 << 24) + 5]).unwrap();
+    let through = backend(&proxy.endpoint, &url);
+    let err = through.put_file("out/p/data/big.csv", &big).unwrap_err();
+    let why = weir::store::chain(&err);
+    assert!(why.contains("out/p/data/big.csv"), "{why}");
+    assert!(why.contains("400"), "{why}");
+    assert!(proxy.faulted() >= 1);
+    let direct = backend(&endpoint, &url);
+    assert_eq!(uploads_in(&endpoint, &bucket), vec![]);
+    assert_eq!(direct.get("out/p/data/big.csv").unwrap(), None);
+}
+
+/// A quick task and a slow one (its command records its pid in `slow.pid`
+/// and then sleeps), in a pool of two slots: both start together.
+const KILL_MANIFEST: &str = r#"
+[pipeline]
+name = "s3kill"
+code_version = "1"
+warehouse = "unused"
+
+[pools.work]
+slots = 2
+
+[tasks.quick]
+command = ["sh", "-c", "printf 'id\n1\n' > \"$WEIR_OUTPUT_DIR/rows.csv\""]
+output = { dataset = "quick", grain = ["id"] }
+partitioned_by = []
+pool = "work"
+
+[tasks.slow]
+command = ["sh", "-c", "echo $$ > slow.pid; exec sleep 120"]
+output = { dataset = "slow", grain = ["id"] }
+partitioned_by = []
+pool = "work"
+timeout = "10m"
+"#;
+
+// issue 23 item 13: an engine killed -9 while a long command runs on S3
+// leaves its evidence: RUNNING was stored before the command started, and
+// the quick task's lines written since (PUBLISHED) were stored by the
+// timer though nothing else was emitted. Before: no event at all.
+#[test]
+fn issue_23_kill9_on_s3_keeps_running_and_the_lines_flushed_since() {
+    let _serial = crate::support::exclusive();
+    let Some(endpoint) = endpoint() else { return };
+    let bucket = new_bucket(&endpoint);
+    let url = format!("s3://{bucket}/wh");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("m.toml"), KILL_MANIFEST).unwrap();
+    let engine = Engine::spawn(
+        weir_s3(
+            dir,
+            &endpoint,
+            &url,
+            &["run", "m.toml", "--run-id", "killed"],
+        ),
+        dir,
+        "engine",
+    );
+    let pid_file = dir.join("slow.pid");
+    poll_until("the slow command to start", Duration::from_secs(60), || {
+        std::fs::read_to_string(&pid_file).is_ok_and(|p| p.ends_with('\n'))
+    });
+    let sleeper: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // The quick task publishes; its last lines then wait for the timer.
+    let b = backend(&endpoint, &url);
+    poll_until("quick to publish", Duration::from_secs(60), || {
+        b.list_objects("quick")
+            .unwrap_or_default()
+            .iter()
+            .any(|o| o.key.contains("/log/"))
+    });
+    std::thread::sleep(Duration::from_millis(3500));
+    let killed = engine.kill();
+    // SAFETY: kill(2) on the pid the test's own command wrote.
+    unsafe {
+        libc::kill(sleeper, libc::SIGKILL);
+    }
+    assert!(!killed.success());
+
+    let events = ok(&weir_s3(
+        dir,
+        &endpoint,
+        &url,
+        &["events", "m.toml", "--run", "killed"],
+    )
+    .output()
+    .unwrap());
+    assert_eq!(lines_in_state(&events, "RUN_STARTED").len(), 1, "{events}");
+    let running = lines_in_state(&events, "RUNNING");
+    assert!(
+        running.iter().any(|l| l.contains(" slow ")),
+        "RUNNING of the slow task: {events}"
+    );
+    let published = lines_in_state(&events, "PUBLISHED");
+    assert!(
+        published.len() == 1 && published[0].contains(" quick "),
+        "PUBLISHED of the quick task, stored by the timer: {events}"
+    );
+    // The run never ended: nothing claims it did.
+    assert!(
+        lines_in_state(&events, "RUN_FINISHED").is_empty(),
+        "{events}"
+    );
+}
+
+/// Four partitions of a quick task, one slot.
+const BURST_MANIFEST: &str = r#"
+[pipeline]
+name = "s3burst"
+code_version = "1"
+warehouse = "unused"
+
+[partitions.k]
+kind = "static"
+keys = ["k1", "k2", "k3", "k4"]
+
+[pools.work]
+slots = 1
+
+[tasks.t]
+command = ["sh", "-c", "sleep 0.3; printf 'id\n%s\n' \"$WEIR_PARTITION\" > \"$WEIR_OUTPUT_DIR/rows.csv\""]
+output = { dataset = "out", grain = ["id"] }
+partitioned_by = ["k"]
+pool = "work"
+"#;
+
+// issue 23 item 13: a burst of 503 SlowDown on the event log's prefix,
+// long enough that the client's retries give up storing a RUNNING: that
+// command is not started and the run admits nothing more (exit 5), and
+// every message says what is true: the error names the HTTP status and the
+// key, the instances never admitted say why (not "never became ready"),
+// and the log, stored in full once the burst is over, is not called
+// incomplete.
+#[test]
+fn issue_23_a_503_burst_is_reported_with_its_cause_and_truthfully() {
+    let _serial = crate::support::exclusive();
+    let Some(endpoint) = endpoint() else { return };
+    let bucket = new_bucket(&endpoint);
+    let url = format!("s3://{bucket}/wh");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("m.toml"), BURST_MANIFEST).unwrap();
+    // The first chunk holding a RUNNING line is refused 11 times: the
+    // first try and the client's 10 retries.
+    let refused = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&refused);
+    let proxy = FaultProxy::start(
+        &endpoint,
+        Arc::new(move |head: &str, body: &[u8]| {
+            let running = head.starts_with("put ") && head.contains("/_runs/burst/events/") && {
+                let needle = br#""state":"RUNNING","#;
+                body.windows(needle.len()).any(|w| w == needle)
+            };
+            (running
+                && count
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                        (n < 11).then_some(n + 1)
+                    })
+                    .is_ok())
+            .then_some(503)
+        }),
+    );
+    let out = weir_s3(
+        dir,
+        &proxy.endpoint,
+        &url,
+        &["run", "m.toml", "--run-id", "burst"],
+    )
+    .output()
+    .unwrap();
+    let (text, err) = (stdout(&out), stderr(&out));
+    assert_eq!(refused.load(Ordering::SeqCst), 11, "{text}\n{err}");
+    assert_eq!(out.status.code(), Some(5), "{text}\n{err}");
+    // The cause: the status, the operation and the key.
+    let engine: Vec<&str> = text.lines().filter(|l| l.contains("ENGINE ")).collect();
+    assert_eq!(engine.len(), 1, "{text}");
+    for shown in [engine[0], err.as_str()] {
+        assert!(
+            shown.contains("503 Service Unavailable")
+                && shown.contains("PUT")
+                && shown.contains(&format!(
+                    "s3://{bucket}/wh/_runs/burst/events/0000000000000000000"
+                )),
+            "the cause is named: {shown}"
+        );
+    }
+    assert!(
+        engine[0]
+            .contains("the command was not started: cannot store RUNNING in _runs/burst/events"),
+        "{text}"
+    );
+    // Instances never admitted: why, truthfully.
+    assert!(!text.contains("never became ready"), "{text}");
+    let unadmitted: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("not started: the run stopped admitting instances when the event log could not take a line"))
+        .collect();
+    assert!(!unadmitted.is_empty(), "{text}");
+    // The log is complete, and says so.
+    assert!(!err.contains("the event log is incomplete"), "{err}");
+    assert!(
+        err.contains("the log is complete: every line was stored later"),
+        "{err}"
+    );
+    let events = ok(&weir_s3(
+        dir,
+        &endpoint,
+        &url,
+        &["events", "m.toml", "--run", "burst"],
+    )
+    .output()
+    .unwrap());
+    assert_eq!(lines_in_state(&events, "RUN_STARTED").len(), 1, "{events}");
+    assert_eq!(lines_in_state(&events, "RUN_FINISHED").len(), 1, "{events}");
+    let failed = lines_in_state(&events, "FAILED");
+    assert!(
+        failed.len() == 1 && failed[0].contains("engine error: the command was not started"),
+        "{events}"
+    );
+    // Every RUNNING stored, the refused one included, once each.
+    let running = lines_in_state(&events, "RUNNING").len();
+    let published = lines_in_state(&events, "PUBLISHED").len();
+    assert_eq!(running, published + 1, "{events}");
+}
+
+// issue 23 item 13, the local counterpart of the burst: a log that lost
+// lines for good (the file on a full disk) is still called incomplete, and
+// the instances never admitted say why rather than "never became ready".
+#[test]
+fn issue_23_a_log_that_lost_lines_is_called_incomplete() {
+    let sb = crate::support::Sandbox::new(
+        r#"
+[pipeline]
+name = "full"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.k]
+kind = "static"
+keys = ["k1", "k2"]
+
+[tasks.t]
+command = ["sh", "-c", "printf 'id\n1\n' > \"$WEIR_OUTPUT_DIR/rows.csv\""]
+output = { dataset = "out", grain = ["id"] }
+partitioned_by = ["k"]
+"#,
+    );
+    let run_dir = weir::events::run_dir(&sb.path().join("wh"), "R");
+    std::fs::create_dir_all(&run_dir).unwrap();
+    std::os::unix::fs::symlink("/dev/full", run_dir.join("events.jsonl")).unwrap();
+    let out = sb.run("R", &[]);
+    let (text, err) = (stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(5), "{text}\n{err}");
+    assert!(
+        err.contains("error: the event log is incomplete: cannot append RUN_STARTED")
+            && err.contains("No space left on device"),
+        "{err}"
+    );
+    assert!(!err.contains("the log is complete"), "{err}");
+    assert!(!text.contains("never became ready"), "{text}");
+    for k in ["k1", "k2"] {
+        assert!(
+            text.contains(&format!(
+                "SKIPPED     t {k}: not started: the run stopped admitting instances when the event log could not take a line"
+            )),
+            "{text}"
+        );
+    }
+}
