@@ -325,6 +325,9 @@ fn drifted(
         .collect()
 }
 
+/// WAITING instances of one task that status names one by one.
+const MAX_WAITING_LISTED: usize = 5;
+
 fn print_status(
     manifest: &std::path::Path,
     warehouse: &Warehouse,
@@ -408,13 +411,34 @@ fn print_status(
     for a in attention {
         println!("{:<11} {} {}: {}", a.state, a.task, a.partition, a.detail);
     }
+    // The latest few per task by name (what a run without `--partition`
+    // holds), then a count: a feed that never arrived is one story, not a
+    // page of lines.
+    let mut per_task: BTreeMap<&str, Vec<(&str, &str)>> = BTreeMap::new();
     for (task, partition, detail) in &overview.waiting {
-        println!(
-            "{:<11} {task} {partition}: {detail}; put it in place, then `weir run {} --task {task} --partition {}`",
-            "WAITING",
-            shell_word(&manifest.display().to_string()),
-            shell_word(partition)
-        );
+        per_task
+            .entry(task.as_str())
+            .or_default()
+            .push((partition.as_str(), detail.as_str()));
+    }
+    for (task, waiting) in per_task {
+        let earlier = waiting.len().saturating_sub(MAX_WAITING_LISTED);
+        if earlier > 0 {
+            println!(
+                "{:<11} {task}: {earlier} earlier {} without {} external input too (`weir status --json` lists them)",
+                "WAITING",
+                plural(earlier, "partition", "partitions"),
+                plural(earlier, "its", "their")
+            );
+        }
+        for (partition, detail) in &waiting[earlier..] {
+            println!(
+                "{:<11} {task} {partition}: {detail}; put it in place, then `weir run {} --task {task} --partition {}`",
+                "WAITING",
+                shell_word(&manifest.display().to_string()),
+                shell_word(partition)
+            );
+        }
     }
     for (m, changed) in &overview.released {
         println!(
