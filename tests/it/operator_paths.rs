@@ -458,24 +458,32 @@ printf 'day\n%s\n' "$WEIR_PARTITION" > "$WEIR_OUTPUT_DIR/d.csv"
 // and the report's Gantt labelled lanes with the tasks' own pool
 #[test]
 fn issue_23_the_backfill_header_counts_each_scheme_and_its_lanes_are_its_pool() {
-    let sb = backfill_sandbox();
+    // A monthly task planned first: the header counted its one partition.
+    let sb = Sandbox::new(&BACKFILL.replace(
+        "[tasks.sales]",
+        "[tasks.budget]\ncommand = [\"sh\", \"-c\", \"echo day > \\\"$WEIR_OUTPUT_DIR/b.csv\\\"\"]\npartitioned_by = \"month\"\noutput = { dataset = \"budget\", grain = [\"day\"] }\n\n[tasks.sales]",
+    ));
+    sb.script(
+        "day.sh",
+        r#"printf 'day\n%s\n' "$WEIR_PARTITION" > "$WEIR_OUTPUT_DIR/d.csv""#,
+    );
     for args in [
         &["plan", "m.toml", "--backfill", "october"][..],
         &["backfill", "m.toml", "october", "--dry-run"][..],
     ] {
         let out = sb.weir_out(args);
         assert!(
-            ok(&out).starts_with("plan for `bf` (code_version 1)\nbackfill `october`: 2026-10-01 to 2026-10-31 (31 partitions of `day (daily)`, 1 of `month (monthly)`)\nreason: restate October\n"),
+            ok(&out).starts_with("plan for `bf` (code_version 1)\nbackfill `october`: 2026-10-01 to 2026-10-31 (1 partition of `month (monthly)`, 31 of `day (daily)`)\nreason: restate October\n"),
             "{}",
             stdout(&out)
         );
     }
     let out = sb.weir_out(&["backfill", "m.toml", "october", "--run-id", "b1"]);
-    assert!(ok(&out).starts_with("run b1: 32 task instances: 32 published; 0 retries\n"));
+    assert!(ok(&out).starts_with("run b1: 33 task instances: 33 published; 0 retries\n"));
     let out = sb.weir_out(&["report", "m.toml", "--run", "b1", "--out", "r.html"]);
     assert_eq!(ok(&out), "wrote r.html\n");
     let html = std::fs::read_to_string(sb.path().join("r.html")).unwrap();
-    // One slot of `rebuild`: one lane, holding all 32 attempts.
+    // One slot of `rebuild`: one lane, holding all 33 attempts.
     assert_eq!(html.matches("data-pool=\"rebuild\"").count(), 1, "{html}");
     assert_eq!(html.matches("data-pool=\"default\"").count(), 0, "{html}");
     assert!(
