@@ -1119,9 +1119,12 @@ impl Job<'_> {
         };
         // A resumed forced backfill: what the interrupted run (or any run
         // since it started) published is not forced again.
-        if let (true, true, Some(since), Some(latest)) =
-            (self.first, self.force, self.resume_since, &latest)
-        {
+        if let (true, true, Some(since), Some(latest)) = (
+            self.first,
+            self.force && !self.upstream_only,
+            self.resume_since,
+            &latest,
+        ) {
             let at = latest.published_at.parse::<jiff::Timestamp>();
             if at.is_ok_and(|at| at.as_millisecond() >= since) {
                 cx.emit(
