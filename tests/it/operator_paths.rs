@@ -396,6 +396,20 @@ output = { dataset = "daily", grain = ["hour"] }
     assert!(stderr(&out).starts_with(warning), "{}", stderr(&out));
     // Commands that only read stay quiet.
     assert_eq!(stderr(&sb.weir_out(&["status", "m.toml"])), "");
+    // A `depends_on` maps partitions as an input does: warned of too.
+    let text = std::fs::read_to_string(sb.path().join("m.toml")).unwrap();
+    std::fs::write(
+        sb.path().join("m.toml"),
+        text.replace("inputs = [\"clicks\"]", "depends_on = [\"clicks\"]"),
+    )
+    .unwrap();
+    let out = sb.weir_out(&["validate", "m.toml"]);
+    ok(&out);
+    assert!(
+        stderr(&out).starts_with("weir::manifest::cross_timezone_mapping\n\n  ⚠ upstream task `clicks` of task `daily` maps `America/New_York` hours into\n  │ `UTC` days\n    ╭─[m.toml:23:15]\n"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 const BACKFILL: &str = r#"
