@@ -117,6 +117,62 @@ fn issue_23_hourly_schemes_in_nepal_and_liberia_validate_plan_and_run() {
     }
 }
 
+// issue 23 item 9: a sub-minute phase (Liberia was 44 min 30 s behind UTC
+// until 1972): its hours are whole local hours; a range across the change
+// to UTC is refused
+#[test]
+fn issue_23_liberia_before_1972_keeps_its_sub_minute_phase() {
+    let manifest = |end: &str| {
+        format!(
+            r#"[pipeline]
+name = "tz"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.liberia]
+kind = "hourly"
+timezone = "Africa/Monrovia"
+start = "1971-03-01T00"
+{end}
+
+[tasks.old]
+command = ["sh", "hour.sh"]
+partitioned_by = "liberia"
+output = {{ dataset = "old", grain = ["hour"] }}
+"#
+        )
+    };
+    let sb = Sandbox::new(&manifest("end = \"1971-03-01T03\""));
+    sb.script(
+        "hour.sh",
+        r#"printf 'hour\n%s\n' "$WEIR_PARTITION" > "$WEIR_OUTPUT_DIR/h.csv""#,
+    );
+    ok(&sb.weir_out(&["validate", "m.toml"]));
+    let out = sb.run("r1", &["--from", "1971-03-01", "--to", "1971-03-01"]);
+    assert!(
+        ok(&out).starts_with("run r1: 4 task instances: 4 published; 0 retries\n"),
+        "{}",
+        stdout(&out)
+    );
+    for key in [
+        "1971-03-01T00",
+        "1971-03-01T01",
+        "1971-03-01T02",
+        "1971-03-01T03",
+    ] {
+        let out = sb.weir_out(&["show", "m.toml", "old", "--partition", key]);
+        assert_eq!(ok(&out), format!("hour\n{key}\n"));
+    }
+    let open = Sandbox::new(&manifest(""));
+    let out = open.weir_out(&["validate", "m.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("× hourly scheme `liberia` cannot be in `Africa/Monrovia`: its clocks change\n  │ by a fraction of an hour (-00:44:30 to +00:00 at 1972-01-07T00:44:30Z)"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 // issue 23 item 9: Lord Howe's half-hour DST was accepted, then mislabelled
 // hours; refused at validate wherever `start` falls
 #[test]
