@@ -221,6 +221,10 @@ pub(crate) struct BackfillArgs {
     /// Rerun even partitions published with the same input snapshot and code_version.
     #[arg(long)]
     pub(crate) force: bool,
+    /// With --force: resume the interrupted forced backfill RUN (its run id);
+    /// partitions published since RUN started are not forced again.
+    #[arg(long, value_name = "RUN", requires = "force")]
+    pub(crate) resume: Option<String>,
     /// Run id (default: generated from the start time).
     #[arg(long)]
     pub(crate) run_id: Option<String>,

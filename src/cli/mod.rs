@@ -105,6 +105,17 @@ pub(crate) fn load(path: &Path) -> Result<Manifest, error::CliError> {
     Ok(manifest)
 }
 
+/// Prints a valid manifest's warnings on stderr (`validate`, `plan`, `run`
+/// and `backfill`: the commands that say what a manifest means).
+pub(crate) fn print_warnings(manifest: &Manifest) {
+    if !manifest.warnings.is_empty() {
+        eprint!(
+            "{}",
+            crate::manifest::render_warnings(&manifest.warnings, color(), terminal_width())
+        );
+    }
+}
+
 /// The manifest commands read when given none.
 const DEFAULT_MANIFEST: &str = "weir.toml";
 

@@ -11,6 +11,7 @@ use crate::events::{Event, State};
 use crate::exec::RunOptions;
 use crate::manifest::Manifest;
 use crate::ops::{operator_log, rollback as rb};
+use crate::partition::shell_word;
 use crate::plan::Scope;
 use crate::store::certs::{self, Certification};
 use crate::store::marks::{self as state, InstanceMark, Mark};
@@ -84,6 +85,7 @@ pub(crate) fn check_partition_of(
 /// The instance's marker when it is one of `accepted`; an operator decision
 /// about an instance that waits for none is refused (exit 3).
 fn check_marker(
+    manifest: &Manifest,
     warehouse: &Warehouse,
     args: &DecisionArgs,
     accepted: &[Mark],
@@ -91,9 +93,31 @@ fn check_marker(
 ) -> Result<InstanceMark, CliError> {
     let found = state::read(warehouse, &args.task, &args.partition)
         .map_err(doing("cannot read the instance's marker"))?;
-    match found {
-        Some(m) if accepted.contains(&m.mark) => Ok(m),
-        found => {
+    // A run held it for an external file it could not pin: no marker, so
+    // the run that finds the file is what releases it.
+    let absent = match &found {
+        None => manifest
+            .tasks
+            .get(&args.task)
+            .and_then(|t| crate::exec::snapshot::missing_external(manifest, t, &args.partition)),
+        Some(_) => None,
+    };
+    match (found, absent) {
+        (Some(m), _) if accepted.contains(&m.mark) => Ok(m),
+        (None, Some(absent)) => Err(CliError::Refused(format!(
+            "refused: {} {} waits for its input, not for a decision: {absent}; `weir {verb}` acts only on a {} instance\n  help: put it in place, then `weir run {} --task {} --partition {}`",
+            args.task,
+            args.partition,
+            accepted
+                .iter()
+                .map(|m| m.as_str())
+                .collect::<Vec<_>>()
+                .join(" or "),
+            shell_word(&args.manifest.display().to_string()),
+            args.task,
+            shell_word(&args.partition)
+        ))),
+        (found, _) => {
             let what = found.map_or("neither held nor quarantined".to_string(), |m| {
                 format!("{} already", m.mark.as_str())
             });
@@ -106,9 +130,9 @@ fn check_marker(
                     .map(|m| m.as_str())
                     .collect::<Vec<_>>()
                     .join(" or "),
-                args.manifest.display(),
+                shell_word(&args.manifest.display().to_string()),
                 args.task,
-                args.partition
+                shell_word(&args.partition)
             )))
         }
     }
@@ -121,6 +145,7 @@ pub(crate) fn retry(args: &DecisionArgs) -> Result<u8, CliError> {
     check_task(&manifest, &args.task)?;
     check_partition(&manifest, &args.task, &args.partition)?;
     let previous = check_marker(
+        &manifest,
         &warehouse,
         args,
         &[Mark::Held, Mark::Quarantined, Mark::Abandoned],
@@ -149,6 +174,7 @@ pub(crate) fn retry(args: &DecisionArgs) -> Result<u8, CliError> {
         scope: Scope::Partitions(vec![args.partition.clone()]),
         tasks: vec![format!("{}+", args.task)],
         force: false,
+        resume_since: None,
         run_id: None,
         seed: None,
         allow_uncertified: false,
@@ -162,6 +188,7 @@ pub(crate) fn abandon(args: &DecisionArgs) -> Result<u8, CliError> {
     check_task(&manifest, &args.task)?;
     check_partition(&manifest, &args.task, &args.partition)?;
     let previous = check_marker(
+        &manifest,
         &warehouse,
         args,
         &[Mark::Held, Mark::Quarantined],

@@ -17,6 +17,7 @@ use crate::plan::Scope;
 
 pub(crate) fn run(args: &RunArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
+    super::print_warnings(&manifest);
     let scope = match (&args.from, &args.to) {
         (Some(from), Some(to)) => Scope::Range {
             from: from.clone(),
@@ -29,6 +30,7 @@ pub(crate) fn run(args: &RunArgs) -> Result<u8, CliError> {
         scope,
         tasks: args.task.clone(),
         force: args.force,
+        resume_since: None,
         run_id: args.run_id.clone(),
         seed: args.seed,
         allow_uncertified: args.allow_uncertified,
@@ -37,26 +39,92 @@ pub(crate) fn run(args: &RunArgs) -> Result<u8, CliError> {
 }
 
 /// `weir backfill`: only ever launched explicitly; resumes by skipping what
-/// is already published with the same input snapshot and code_version.
+/// is already published with the same input snapshot and code_version, or
+/// (forced, `--resume RUN`) what was published since RUN started.
 pub(crate) fn backfill(args: &BackfillArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
+    super::print_warnings(&manifest);
     let scope = Scope::Backfill(args.name.clone());
     if args.dry_run {
         return super::plan::print(&manifest, &scope, &[], false);
     }
+    let resume_since = match &args.resume {
+        Some(run) => Some(started(&manifest, &args.name, run)?),
+        None => None,
+    };
     let options = RunOptions {
         scope,
         tasks: Vec::new(),
         force: args.force,
+        resume_since,
         run_id: args.run_id.clone(),
         seed: None,
         allow_uncertified: args.allow_uncertified,
     };
-    execute(&manifest, &options)
+    // The same command would force every partition again: an interrupted
+    // forced backfill names the one that resumes it.
+    let resume = args.force.then(|| Resume {
+        manifest: args.manifest.display().to_string(),
+        backfill: args.name.clone(),
+        run: args.resume.clone(),
+    });
+    execute_resumable(&manifest, &options, resume.as_ref())
 }
 
-/// Runs and reports; shared with `weir backfill`.
+/// When run `run`, a run of backfill `name`, started (ms since the epoch):
+/// a run id that is no such run is a usage error (exit 2).
+fn started(manifest: &Manifest, name: &str, run: &str) -> Result<i64, CliError> {
+    crate::events::check_run_id(run).map_err(CliError::Usage)?;
+    let store = super::error::open(manifest)?.events();
+    let (records, _) = crate::events::read_run(&store, run)
+        .map_err(super::error::doing("cannot read the event log"))?
+        .ok_or_else(|| {
+            CliError::Usage(format!(
+                "--resume: no run `{run}` in {}\n  help: the interrupted backfill printed its run id (`run ID: …`); `weir events` lists every run",
+                store.location()
+            ))
+        })?;
+    let start = records.iter().find(|r| r.state == State::RunStarted);
+    let of = start
+        .and_then(|r| r.data.get("backfill")?.get("name")?.as_str())
+        .map(str::to_owned);
+    match (start, of) {
+        (Some(start), Some(of)) if of == name => start
+            .ts
+            .parse::<jiff::Timestamp>()
+            .map(|t| t.as_millisecond())
+            .map_err(|e| {
+                CliError::Usage(format!(
+                    "--resume: run `{run}` has no readable start time: {e}"
+                ))
+            }),
+        (_, of) => Err(CliError::Usage(format!(
+            "--resume: run `{run}` is not a run of backfill `{name}`{}",
+            of.map(|o| format!(" (it ran backfill `{o}`)"))
+                .unwrap_or_default()
+        ))),
+    }
+}
+
+/// How to resume an interrupted forced backfill.
+struct Resume {
+    manifest: String,
+    backfill: String,
+    /// The run it resumed, if it did: resuming it again covers both.
+    run: Option<String>,
+}
+
+/// Runs and reports; shared with `weir retry`.
 pub(crate) fn execute(manifest: &Manifest, options: &RunOptions) -> Result<u8, CliError> {
+    execute_resumable(manifest, options, None)
+}
+
+/// Runs and reports; `resume` says how a forced backfill resumes.
+fn execute_resumable(
+    manifest: &Manifest,
+    options: &RunOptions,
+    resume: Option<&Resume>,
+) -> Result<u8, CliError> {
     // A first Ctrl-C / SIGTERM stops the run cleanly, a second exits at once.
     exec::interrupt::install().map_err(exec::ExecError::Signals)?;
     let display = Display::new();
@@ -81,7 +149,7 @@ pub(crate) fn execute(manifest: &Manifest, options: &RunOptions) -> Result<u8, C
     }
     let summary = summary?;
     display.finish();
-    print_summary(&summary);
+    print_summary(&summary, resume);
     let stale = summary
         .instances
         .iter()
@@ -105,7 +173,7 @@ pub(crate) fn execute(manifest: &Manifest, options: &RunOptions) -> Result<u8, C
 /// Instances left undone by an interrupt that the summary names one by one.
 const MAX_UNDONE_LISTED: usize = 20;
 
-fn print_summary(summary: &RunSummary) {
+fn print_summary(summary: &RunSummary, resume: Option<&Resume>) {
     let mut counts: HashMap<&str, usize> = HashMap::new();
     for (_, _, r) in &summary.instances {
         let key = match r {
@@ -175,8 +243,17 @@ fn print_summary(summary: &RunSummary) {
         println!("  … and {} more left undone", undone - MAX_UNDONE_LISTED);
     }
     if let Some(sig) = summary.interrupted {
+        let how = match resume {
+            Some(r) => format!(
+                "`weir backfill {} {} --force --resume {}` resumes it (the same command would force every partition again)",
+                crate::partition::shell_word(&r.manifest),
+                crate::partition::shell_word(&r.backfill),
+                r.run.as_deref().unwrap_or(&summary.run_id)
+            ),
+            None => "run the same command again to resume".to_owned(),
+        };
         eprintln!(
-            "weir: interrupted by {}: {undone} task {} left undone; run the same command again to resume",
+            "weir: interrupted by {}: {undone} task {} left undone; {how}",
             sig.name(),
             if undone == 1 { "instance" } else { "instances" }
         );

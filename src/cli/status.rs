@@ -10,6 +10,7 @@ use super::exit;
 use super::run::plural;
 use crate::audit;
 use crate::manifest::{Manifest, Task};
+use crate::partition::shell_word;
 use crate::store::certs as certify;
 use crate::store::marks::{self as state, InstanceMark, Mark};
 use crate::store::{CommitRecord, Depth, Drift, Warehouse};
@@ -60,6 +61,9 @@ struct Overview {
     unreadable: Vec<(String, String, String)>,
     /// Publications whose pinned upstream generations are not current.
     stale: Vec<Stale>,
+    /// Missing partitions whose external input is not there (a run holds
+    /// them, without a marker, until it is): (task, partition, what).
+    waiting: Vec<(String, String, String)>,
 }
 
 impl Overview {
@@ -69,6 +73,7 @@ impl Overview {
         let mut published = Vec::new();
         let mut missing = Vec::new();
         let mut unreadable = Vec::new();
+        let mut waiting = Vec::new();
         for task in manifest.tasks.values() {
             let dataset = &task.output.dataset;
             let mut seen = HashSet::new();
@@ -103,6 +108,10 @@ impl Overview {
                             .map_or_else(|_| deadline.to_string(), |t| t.to_string())
                     })
                 });
+                if let Some(absent) = crate::exec::snapshot::missing_external(manifest, task, &key)
+                {
+                    waiting.push((task.name.clone(), key.clone(), absent.to_string()));
+                }
                 missing.push(Missing {
                     task: task.name.clone(),
                     dataset: dataset.clone(),
@@ -136,6 +145,7 @@ impl Overview {
             abandoned,
             unreadable,
             stale,
+            waiting,
         })
     }
 
@@ -235,6 +245,11 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
                 .stale
                 .iter()
                 .map(|st| json!({"task": st.task, "partition": st.partition, "detail": st.detail}))
+                .collect::<Vec<_>>(),
+            "waiting": overview
+                .waiting
+                .iter()
+                .map(|(task, partition, detail)| json!({"task": task, "partition": partition, "detail": detail}))
                 .collect::<Vec<_>>(),
             "released": overview
                 .released
@@ -423,6 +438,9 @@ fn unrecorded(
     Ok(out)
 }
 
+/// WAITING instances of one task that status names one by one.
+const MAX_WAITING_LISTED: usize = 5;
+
 fn print_status(
     manifest: &std::path::Path,
     warehouse: &Warehouse,
@@ -506,6 +524,35 @@ fn print_status(
     for a in attention {
         println!("{:<11} {} {}: {}", a.state, a.task, a.partition, a.detail);
     }
+    // The latest few per task by name (what a run without `--partition`
+    // holds), then a count: a feed that never arrived is one story, not a
+    // page of lines.
+    let mut per_task: BTreeMap<&str, Vec<(&str, &str)>> = BTreeMap::new();
+    for (task, partition, detail) in &overview.waiting {
+        per_task
+            .entry(task.as_str())
+            .or_default()
+            .push((partition.as_str(), detail.as_str()));
+    }
+    for (task, waiting) in per_task {
+        let earlier = waiting.len().saturating_sub(MAX_WAITING_LISTED);
+        if earlier > 0 {
+            println!(
+                "{:<11} {task}: {earlier} earlier {} without {} external input too (`weir status --json` lists them)",
+                "WAITING",
+                plural(earlier, "partition", "partitions"),
+                plural(earlier, "its", "their")
+            );
+        }
+        for (partition, detail) in &waiting[earlier..] {
+            println!(
+                "{:<11} {task} {partition}: {detail}; put it in place, then `weir run {} --task {task} --partition {}`",
+                "WAITING",
+                shell_word(&manifest.display().to_string()),
+                shell_word(partition)
+            );
+        }
+    }
     for (m, changed) in &overview.released {
         println!(
             "{:<11} {} {}: was quarantined ({}), but {changed}: will rerun on the next run (`weir run {} --task {} --partition {}`)",
@@ -513,9 +560,9 @@ fn print_status(
             m.task,
             m.partition,
             m.reason,
-            manifest.display(),
+            shell_word(&manifest.display().to_string()),
             m.task,
-            m.partition
+            shell_word(&m.partition)
         );
     }
     for m in &overview.abandoned {
@@ -525,9 +572,9 @@ fn print_status(
             m.task,
             m.partition,
             m.reason.strip_prefix("abandoned ").unwrap_or(&m.reason),
-            manifest.display(),
+            shell_word(&manifest.display().to_string()),
             m.task,
-            m.partition
+            shell_word(&m.partition)
         );
     }
     for st in &overview.stale {
@@ -540,15 +587,15 @@ fn print_status(
         let hint = if held {
             format!(
                 "held: `weir retry {} {} --partition {} --note …` releases it and rebuilds it",
-                manifest.display(),
+                shell_word(&manifest.display().to_string()),
                 st.task,
-                st.partition
+                shell_word(&st.partition)
             )
         } else {
             format!(
                 "rerun it with `weir run {} --partition {}`",
-                manifest.display(),
-                st.partition
+                shell_word(&manifest.display().to_string()),
+                shell_word(&st.partition)
             )
         };
         println!(

@@ -12,6 +12,7 @@ pub(crate) fn run(args: &ValidateArgs) -> Result<u8, CliError> {
     for path in &args.manifests {
         match load(path) {
             Ok(m) => {
+                super::print_warnings(&m);
                 let instances: usize = m.tasks.len();
                 println!(
                     "ok: {} (pipeline `{}`, code_version {}: {} {}, {} partition {}, {} {}, {} {})",

@@ -59,6 +59,7 @@ pool = "work"
         scope: Scope::Latest,
         tasks: Vec::new(),
         force: false,
+        resume_since: None,
         run_id: None,
         seed: Some(1),
         allow_uncertified: false,

@@ -74,6 +74,11 @@ pub struct RunOptions {
     pub tasks: Vec<String>,
     /// Rerun even when the same input snapshot and code_version is published.
     pub force: bool,
+    /// With `force`, a forced backfill resumed (`weir backfill --force
+    /// --resume RUN`): an instance whose current generation was published
+    /// at or after this instant (ms since the epoch, when RUN started) is
+    /// not forced again.
+    pub resume_since: Option<i64>,
     /// Run id; generated when absent.
     pub run_id: Option<String>,
     /// Seed for backoff jitter (tests); random when absent.
@@ -623,6 +628,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             snapshot: self.snapshots[id].take(),
             first: attempt == 1,
             force: self.options.force,
+            resume_since: self.options.resume_since,
             upstream_only: !self.explicit.contains(task_name) || {
                 let (t, i) = self.plan.locate(id);
                 self.plan.is_added(t, i)
@@ -706,8 +712,9 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             }
             Outcome::Marked { mark, consumable } => {
                 let release = format!(
-                    "release with `weir retry {} {task_name} --partition {partition} --note ...`",
-                    self.cx.manifest.path.display()
+                    "release with `weir retry {} {task_name} --partition {} --note ...`",
+                    crate::partition::shell_word(&self.cx.manifest.path.display().to_string()),
+                    crate::partition::shell_word(partition)
                 );
                 // The event's state and the summary's column name the mark:
                 // the text must not repeat it ("HELD HELD since …").
@@ -1055,6 +1062,7 @@ struct Job<'m> {
     snapshot: Option<InputSnapshot>,
     first: bool,
     force: bool,
+    resume_since: Option<i64>,
     upstream_only: bool,
     allow_uncertified: bool,
 }
@@ -1110,6 +1118,21 @@ impl Job<'_> {
                 cx.now,
             ) {
                 Ok(s) => s,
+                Err(e @ snapshot::PinError::External(_)) => {
+                    // Nothing holds it but the missing file: the next run
+                    // pins it once the file is there (`weir retry` would
+                    // find no marker to release).
+                    return (
+                        None,
+                        Outcome::Unpinned(format!(
+                            "{}; put it in place, then `weir run {} --task {} --partition {}`",
+                            e.describe(),
+                            crate::partition::shell_word(&cx.manifest.path.display().to_string()),
+                            task.name,
+                            crate::partition::shell_word(partition)
+                        )),
+                    );
+                }
                 Err(e) => return (None, Outcome::Unpinned(e.describe().to_string())),
             },
         };
@@ -1147,6 +1170,26 @@ impl Job<'_> {
                 )
             }
         };
+        // A resumed forced backfill: what the interrupted run (or any run
+        // since it started) published is not forced again.
+        if let (true, true, Some(since), Some(latest)) = (
+            self.first,
+            self.force && !self.upstream_only,
+            self.resume_since,
+            &latest,
+        ) {
+            let at = latest.published_at.parse::<jiff::Timestamp>();
+            if at.is_ok_and(|at| at.as_millisecond() >= since) {
+                cx.emit(
+                    State::AlreadyPublished,
+                    Event::instance(&task.name, partition).detail(format!(
+                        "generation {} was published at {}, since the resumed run started: nothing to do",
+                        latest.generation, latest.published_at
+                    )),
+                );
+                return (Some(snapshot), Outcome::AlreadyPublished);
+            }
+        }
         // --force reruns the tasks asked for, never their upstream.
         if self.first && (!self.force || self.upstream_only) {
             if let Some(latest) = latest {

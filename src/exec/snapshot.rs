@@ -118,6 +118,66 @@ impl PinError {
     }
 }
 
+/// An external input file (or its watermark file) that is not there: what
+/// a run holds the instance for, and what `status`, `explain` and `retry`
+/// name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingExternal {
+    /// The external dataset.
+    pub dataset: String,
+    /// The file that does not exist.
+    pub path: PathBuf,
+    /// Whether it is the dataset's watermark file, not its data.
+    pub watermark: bool,
+}
+
+impl std::fmt::Display for MissingExternal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.watermark {
+            write!(
+                f,
+                "the watermark of external input `{}` ({}) does not exist",
+                self.dataset,
+                self.path.display()
+            )
+        } else {
+            write!(
+                f,
+                "external input `{}` ({}) does not exist",
+                self.dataset,
+                self.path.display()
+            )
+        }
+    }
+}
+
+/// The first external input of `task` at `partition` whose file or
+/// watermark file does not exist, as [`pin`] would find it.
+pub fn missing_external(
+    manifest: &Manifest,
+    task: &Task,
+    partition: &str,
+) -> Option<MissingExternal> {
+    task.inputs
+        .iter()
+        .filter(|i| matches!(i.source, InputSource::External))
+        .find_map(|input| {
+            let dataset = manifest.datasets.get(&input.dataset)?;
+            let files = std::iter::once((dataset.path.as_str(), false))
+                .chain(dataset.watermark.as_deref().map(|w| (w, true)));
+            files.into_iter().find_map(|(template, watermark)| {
+                let path = manifest
+                    .dir
+                    .join(template.replace("{partition}", partition));
+                (!path.exists()).then(|| MissingExternal {
+                    dataset: input.dataset.clone(),
+                    path,
+                    watermark,
+                })
+            })
+        })
+}
+
 /// Pins every input of `task` at `partition`.
 pub fn pin(
     manifest: &Manifest,

@@ -23,6 +23,8 @@ pub struct ManifestError {
     pub secondary: Vec<(Range<usize>, String)>,
     /// How to fix it.
     pub help: Option<String>,
+    /// A warning: the manifest is valid, but probably not what was meant.
+    warning: bool,
 }
 
 impl ManifestError {
@@ -35,7 +37,20 @@ impl ManifestError {
             primary: None,
             secondary: Vec::new(),
             help: None,
+            warning: false,
         }
+    }
+
+    /// Makes it a warning: printed (by `validate`, `plan`, `run` and
+    /// `backfill`), never a reason to refuse the manifest.
+    pub fn warning(mut self) -> Self {
+        self.warning = true;
+        self
+    }
+
+    /// Whether it is a warning.
+    pub fn is_warning(&self) -> bool {
+        self.warning
     }
 
     /// Points at `span` with `label`.
@@ -81,6 +96,14 @@ impl fmt::Display for ManifestError {
 impl std::error::Error for ManifestError {}
 
 impl Diagnostic for ManifestError {
+    fn severity(&self) -> Option<miette::Severity> {
+        Some(if self.warning {
+            miette::Severity::Warning
+        } else {
+            miette::Severity::Error
+        })
+    }
+
     fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
         Some(Box::new(self.code))
     }
@@ -151,6 +174,26 @@ impl ManifestErrors {
         out.push_str(&format!("error: {self}\n"));
         out
     }
+}
+
+/// Renders warnings as miette does (each marked as a warning), without a
+/// summary line: the manifest they belong to is valid.
+pub fn render_warnings(warnings: &[ManifestError], color: bool, width: usize) -> String {
+    let theme = if color {
+        GraphicalTheme::unicode()
+    } else {
+        GraphicalTheme::unicode_nocolor()
+    };
+    let handler = GraphicalReportHandler::new_themed(theme)
+        .with_width(width)
+        .with_links(false);
+    let mut out = String::new();
+    for warning in warnings {
+        // Writing into a String cannot fail.
+        let _ = handler.render_report(&mut out, warning);
+        out.push('\n');
+    }
+    out
 }
 
 /// Rewrites serde's and toml's wording into ours: no "variant", no "field",

@@ -34,7 +34,7 @@ use serde::de::DeserializeOwned;
 use toml::de::{DeTable, DeValue, ValueDeserializer};
 use toml::Spanned;
 
-pub use error::{ManifestError, ManifestErrors};
+pub use error::{render_warnings, ManifestError, ManifestErrors};
 pub use executors::{ClusterEnd, Executor, ExecutorKind, Resources, LOCAL_EXECUTOR};
 pub use model::*;
 
@@ -124,7 +124,13 @@ impl Manifest {
         let manifest = validate::validate(&sections, &context, &mut errors);
         errors.sort_by_key(|e| e.primary.as_ref().map_or(0, |(s, _)| s.start));
         match manifest {
-            Some(m) if errors.is_empty() => Ok(m),
+            Some(mut m) if errors.is_empty() => {
+                m.warnings = std::mem::take(&mut m.warnings)
+                    .into_iter()
+                    .map(|w| w.with_source(named.clone()))
+                    .collect();
+                Ok(m)
+            }
             _ => Err(fail(errors)),
         }
     }

@@ -36,6 +36,9 @@ pub struct Manifest {
     pub backfills: IndexMap<String, Backfill>,
     /// `[lineage]`, if any.
     pub lineage: Option<Lineage>,
+    /// What is valid but probably not meant (a mapping across timezones),
+    /// as warning diagnostics located in the manifest.
+    pub warnings: Vec<super::ManifestError>,
 }
 
 /// `[lineage]`: where OpenLineage run events go.

@@ -10,25 +10,54 @@ use serde::Deserialize;
 use super::raw::date_like;
 use super::validate::Validator;
 use super::{Entry, ManifestError};
-use crate::partition::{time::parse_day, Grain, PartitionScheme, TimeScheme, Zone};
+use crate::partition::{
+    time::offset_text, time::parse_day, Grain, PartitionScheme, TimeScheme, Zone,
+};
+
+/// A calendar date `YYYY-MM-DD` that exists: 31 days in seven months, 30 in
+/// four, 28 in February and 29 in a leap year (every fourth, centuries only
+/// when divisible by 400). Without anchors, to build the patterns below.
+macro_rules! real_date {
+    () => {
+        concat!(
+            "(?:[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])",
+            "|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)",
+            "|02-(?:0[1-9]|1[0-9]|2[0-8]))",
+            "|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29)"
+        )
+    };
+}
+/// An hourly key: a date, `T`, an hour, and the offset of a repeated hour.
+const HOUR_PATTERN: &str = concat!(
+    "^",
+    real_date!(),
+    "T(?:[01][0-9]|2[0-3])(?:[+-][0-9]{2}:[0-5][0-9](?::[0-5][0-9])?)?$"
+);
+/// A daily key.
+const DAY_PATTERN: &str = concat!("^", real_date!(), "$");
+/// An ISO week `YYYY-Www` (weeks 01 to 53), or a date.
+const WEEK_PATTERN: &str = concat!(
+    "^(?:[0-9]{4}-W(?:0[1-9]|[1-4][0-9]|5[0-3])|",
+    real_date!(),
+    ")$"
+);
+/// A month `YYYY-MM`, or a date.
+const MONTH_PATTERN: &str = concat!("^(?:[0-9]{4}-(?:0[1-9]|1[0-2])|", real_date!(), ")$");
 
 /// `[partitions.NAME]`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-// `start`/`end` take the key form of their kind; a static scheme needs keys.
+// `start`/`end` take the key form of their kind, with real dates only (no
+// month 13, day 32 or 30 February); a static scheme needs keys.
 #[schemars(extend("allOf" = [
     { "if": { "properties": { "kind": { "const": "hourly" } } },
-      "then": { "properties": { "start": { "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}$" },
-                                "end": { "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}$" } } } },
+      "then": { "properties": { "start": { "pattern": HOUR_PATTERN }, "end": { "pattern": HOUR_PATTERN } } } },
     { "if": { "properties": { "kind": { "const": "daily" } } },
-      "then": { "properties": { "start": { "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$" },
-                                "end": { "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$" } } } },
+      "then": { "properties": { "start": { "pattern": DAY_PATTERN }, "end": { "pattern": DAY_PATTERN } } } },
     { "if": { "properties": { "kind": { "const": "weekly" } } },
-      "then": { "properties": { "start": { "pattern": "^[0-9]{4}-(W[0-9]{2}|[0-9]{2}-[0-9]{2})$" },
-                                "end": { "pattern": "^[0-9]{4}-(W[0-9]{2}|[0-9]{2}-[0-9]{2})$" } } } },
+      "then": { "properties": { "start": { "pattern": WEEK_PATTERN }, "end": { "pattern": WEEK_PATTERN } } } },
     { "if": { "properties": { "kind": { "const": "monthly" } } },
-      "then": { "properties": { "start": { "pattern": "^[0-9]{4}-[0-9]{2}(-[0-9]{2})?$" },
-                                "end": { "pattern": "^[0-9]{4}-[0-9]{2}(-[0-9]{2})?$" } } } },
+      "then": { "properties": { "start": { "pattern": MONTH_PATTERN }, "end": { "pattern": MONTH_PATTERN } } } },
     { "if": { "properties": { "kind": { "const": "static" } } },
       "then": { "required": ["keys"], "properties": { "keys": { "minItems": 1 } } } }
 ]))]
@@ -158,7 +187,7 @@ impl Validator<'_, '_, '_, '_> {
             return None;
         };
         let zone = zone?;
-        let probe = TimeScheme::new(grain, zone.clone(), 0, None);
+        let probe = TimeScheme::probe(grain, zone, start_text);
         let start = self.bound(&probe, start_text, &p("start"));
         let end = raw
             .end
@@ -180,9 +209,28 @@ impl Validator<'_, '_, '_, '_> {
                 return None;
             }
         }
-        Some(PartitionScheme::Time(TimeScheme::new(
-            grain, zone, start, end,
-        )))
+        let scheme = probe.with_range(start, end);
+        if let Some((at, before, after)) = scheme.fractional_offset_change() {
+            let zone = scheme.zone.name();
+            let when = jiff::Timestamp::from_second(at)
+                .map(|t| t.to_string())
+                .unwrap_or_else(|_| at.to_string());
+            self.err(
+                ManifestError::new(
+                    "weir::manifest::fractional_offset_change",
+                    format!(
+                        "hourly scheme `{name}` cannot be in `{zone}`: its clocks change by a fraction of an hour ({} to {} at {when})",
+                        offset_text(before),
+                        offset_text(after)
+                    ),
+                )
+                .at(self.value(&p("timezone")), "offsets change by a fraction of an hour")
+                .also(self.value(&p("start")), "from here on")
+                .help("its local hours would not stay whole hours: make the scheme `kind = \"daily\"`, or hourly in a zone such as \"UTC\""),
+            );
+            return None;
+        }
+        Some(PartitionScheme::Time(scheme))
     }
 
     /// A `start`/`end` of a time scheme. Daily bounds keep the date

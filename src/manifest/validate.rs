@@ -37,6 +37,8 @@ pub(super) struct Validator<'c, 'a, 'b, 'i> {
     pub(super) producers: HashMap<String, String>,
     /// `pipeline.code_version`: a task's when it declares none.
     pub(super) pipeline_code_version: String,
+    /// Warnings: valid, but probably not what was meant.
+    pub(super) warnings: Vec<ManifestError>,
 }
 
 pub(crate) fn validate(
@@ -49,6 +51,7 @@ pub(crate) fn validate(
         errors,
         producers: HashMap::new(),
         pipeline_code_version: String::new(),
+        warnings: Vec::new(),
     };
     v.run(sections)
 }
@@ -56,6 +59,10 @@ pub(crate) fn validate(
 impl Validator<'_, '_, '_, '_> {
     pub(super) fn err(&mut self, error: ManifestError) {
         self.errors.push(error);
+    }
+
+    pub(super) fn warn(&mut self, warning: ManifestError) {
+        self.warnings.push(warning.warning());
     }
 
     pub(super) fn value(&self, path: &[&str]) -> std::ops::Range<usize> {
@@ -105,6 +112,7 @@ impl Validator<'_, '_, '_, '_> {
             }
         }
         self.shifts_need_time(&tasks, &s.tasks);
+        self.mappings_across_zones(&tasks, &s.tasks);
         self.cycles(&tasks, &s.tasks);
         let backfills = self.backfills(&s.backfills, &names, &tasks, &partitions);
         let lineage = self.lineage(s.lineage.as_ref(), pipeline.as_ref());
@@ -123,6 +131,7 @@ impl Validator<'_, '_, '_, '_> {
             tasks,
             backfills,
             lineage,
+            warnings: std::mem::take(&mut self.warnings),
         })
     }
 

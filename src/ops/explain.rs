@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::events::payload::Payload;
 use crate::events::{EventRecord, State};
 use crate::manifest::Manifest;
+use crate::partition::shell_word;
 use crate::store::certs as certify;
 use crate::store::marks::{self as state, InstanceMark, Mark};
 use crate::store::{FencingToken, StoreError, Warehouse};
@@ -77,7 +78,7 @@ pub enum Action {
     Nothing,
     /// Never run: run the partition.
     Run,
-    /// A retry is scheduled.
+    /// A retry is scheduled, or an external input is not there yet.
     Wait,
     /// Release it with `weir retry` (transient causes).
     Retry,
@@ -451,11 +452,12 @@ fn recommend(
     upstream: &[UpstreamEvidence],
     blocked_by: Option<&Blocker>,
 ) -> (Action, String) {
-    let m = manifest.path.display();
-    let retry = format!("`weir retry {m} {task} --partition {partition} --note \"...\"`");
+    let m = shell_word(&manifest.path.display().to_string()).into_owned();
+    let partition_arg = shell_word(partition);
+    let retry = format!("`weir retry {m} {task} --partition {partition_arg} --note \"...\"`");
     // `weir retry` acts only on a marked instance; any other is the next
     // run's to try.
-    let run = format!("`weir run {m} --task {task} --partition {partition}`");
+    let run = format!("`weir run {m} --task {task} --partition {partition_arg}`");
     if let Some(mark) = mark {
         match mark.mark {
             Mark::Abandoned => {
@@ -484,8 +486,8 @@ fn recommend(
         return (
             Action::FixUpstream,
             format!(
-                "fix upstream first: `{}` {} did not publish, so this instance was SKIPPED in run {}; see `weir explain {m} {} --partition {}`, act on it, then `weir run {m} --partition {partition}`",
-                b.task, b.partition, b.run_id, b.task, b.partition
+                "fix upstream first: `{}` {} did not publish, so this instance was SKIPPED in run {}; see `weir explain {m} {} --partition {}`, act on it, then `weir run {m} --partition {partition_arg}`",
+                b.task, b.partition, b.run_id, b.task, shell_word(&b.partition)
             ),
         );
     }
@@ -504,7 +506,20 @@ fn recommend(
     if let Some(p) = published {
         if p["certified"] == Value::Bool(false) {
             let dataset = &manifest.tasks[task].output.dataset;
-            return (Action::Rollback, format!("roll back: the current generation is uncertified; `weir rollback {m} {dataset} --partition {partition}`"));
+            return (Action::Rollback, format!("roll back: the current generation is uncertified; `weir rollback {m} {dataset} --partition {partition_arg}`"));
+        }
+    }
+    // What the next run would hold it for: the story the run told (HELD,
+    // no marker) and status tells (WAITING), with the command that works.
+    let held_for_input = attempts.last().is_none_or(|l| l.state != "PUBLISHED");
+    if published.is_none() && held_for_input && mark.is_none() {
+        if let Some(absent) =
+            crate::exec::snapshot::missing_external(manifest, &manifest.tasks[task], partition)
+        {
+            return (
+                Action::Wait,
+                format!("wait for the input: {absent}; put it in place, then {run} (nothing holds the instance, so `weir retry` has nothing to release)"),
+            );
         }
     }
     let Some(last) = attempts.last() else {
@@ -512,7 +527,7 @@ fn recommend(
             Some(_) => (Action::Nothing, "nothing to do: published".into()),
             None => (
                 Action::Run,
-                format!("not run yet: `weir run {m} --partition {partition}`"),
+                format!("not run yet: `weir run {m} --partition {partition_arg}`"),
             ),
         };
     };

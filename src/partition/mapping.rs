@@ -143,6 +143,19 @@ pub fn across(down: &TimeScheme, p: i64, up: &TimeScheme) -> (i64, i64) {
     }
 }
 
+/// In words, the rule [`across`] follows from periods of `down` to those of
+/// `up`: "each UTC day takes the America/New_York hours that start inside
+/// it". Plans show it where the zones differ.
+pub fn rule(down: &TimeScheme, up: &TimeScheme) -> String {
+    let (dz, uz) = (down.zone.name(), up.zone.name());
+    let (du, uu) = (down.grain.unit(), up.grain.unit());
+    if finer_or_equal(up.grain, down.grain) {
+        format!("each {dz} {du} takes the {uz} {uu}s that start inside it")
+    } else {
+        format!("each {dz} {du} takes the {uz} {uu} containing its start")
+    }
+}
+
 /// Whether periods of `a` nest inside periods of `b` or are as long (a week
 /// is neither inside a month nor the other way: weeks count as finer, so a
 /// month takes the weeks that start in it).

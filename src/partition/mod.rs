@@ -107,3 +107,32 @@ impl PartitionScheme {
         }
     }
 }
+
+/// A key (or any argument) as a suggested command writes it, so that it
+/// pastes into a POSIX shell as one word: as it is when every character is
+/// plain (`2026-09-20`, `all`), else in single quotes (`'eu|2026-09-20'`: a
+/// bare `|` would be a pipe).
+pub fn shell_word(text: &str) -> std::borrow::Cow<'_, str> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_.,:/+=@%".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        std::borrow::Cow::Borrowed(text)
+    } else {
+        std::borrow::Cow::Owned(format!("'{}'", text.replace('\'', r"'\''")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_word;
+
+    // issue 23 item 14: a suggested `--partition eu|2026-11-15` was a pipe
+    #[test]
+    fn issue_23_keys_are_one_shell_word() {
+        assert_eq!(shell_word("2026-09-20"), "2026-09-20");
+        assert_eq!(shell_word("2026-10-25T02+02:00"), "2026-10-25T02+02:00");
+        assert_eq!(shell_word("all"), "all");
+        assert_eq!(shell_word("eu|2026-11-15"), "'eu|2026-11-15'");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+        assert_eq!(shell_word(""), "''");
+    }
+}

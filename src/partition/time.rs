@@ -180,25 +180,105 @@ pub struct TimeScheme {
     /// Last period, if bounded; otherwise up to the latest complete one.
     pub end: Option<i64>,
     /// Seconds past the UTC hour at which the zone's hours begin (30 min in
-    /// India); 0 for every whole-hour zone.
+    /// India, 15 in Nepal), as at the scheme's `start`; 0 for every
+    /// whole-hour zone.
     pub phase: i64,
 }
 
+/// How many of a zone's offset changes after an hourly scheme's start are
+/// checked for a fraction of an hour: two centuries of DST twice a year.
+const CHECKED_TRANSITIONS: usize = 400;
+
 impl TimeScheme {
-    /// A scheme of `grain` in `zone`; the range is set by the caller.
+    /// A scheme of `grain` in `zone`; the range is set by the caller. An
+    /// hourly scheme's hours begin at the zone's phase at the hour `start`
+    /// (hours since the epoch): use [`TimeScheme::probe`] where the start is a
+    /// key, whose ordinal depends on the phase.
     pub fn new(grain: Grain, zone: Zone, start: i64, end: Option<i64>) -> TimeScheme {
-        let mut scheme = TimeScheme {
+        let phase = match grain {
+            Grain::Hourly => phase_at(&zone, start * HOUR),
+            _ => 0,
+        };
+        TimeScheme {
             grain,
-            phase: 0,
+            phase,
             zone,
             start,
             end,
-        };
+        }
+    }
+
+    /// A scheme of `grain` in `zone` whose range is yet to be set (start 0,
+    /// no end), to parse its bounds with: an hourly one's hours begin at the
+    /// zone's phase at the local hour `start` names (a key), so that keys
+    /// from `start` on round-trip. The phase is the zone's at the epoch if
+    /// `start` is no hourly key (the caller reports that).
+    pub fn probe(grain: Grain, zone: Zone, start: &str) -> TimeScheme {
+        let mut scheme = TimeScheme::new(grain, zone, 0, None);
         if grain == Grain::Hourly {
-            let at = scheme.start * HOUR;
-            scheme.phase = scheme.zone.offset_at(at).rem_euclid(HOUR);
+            if let Some(at) = scheme.hour_instant(start) {
+                scheme.phase = phase_at(&scheme.zone, at);
+            }
         }
         scheme
+    }
+
+    /// The probe with its range set.
+    pub fn with_range(self, start: i64, end: Option<i64>) -> TimeScheme {
+        TimeScheme { start, end, ..self }
+    }
+
+    /// For an hourly scheme, the first change of its zone's offset inside
+    /// its range that is not a whole number of hours (Lord Howe Island's
+    /// half-hour DST, Nepal's move from +05:30 to +05:45): the instant, and
+    /// the offsets (seconds east of UTC) before and after. Such a change
+    /// would shift the hours' phase, so such a scheme has no stable keys.
+    pub fn fractional_offset_change(&self) -> Option<(i64, i64, i64)> {
+        if self.grain != Grain::Hourly || self.zone.utc {
+            return None;
+        }
+        let from = Timestamp::from_second(self.period_start(self.start)).ok()?;
+        let until = self.end.map(|e| self.period_end(e));
+        for change in self.zone.tz.following(from).take(CHECKED_TRANSITIONS) {
+            let at = change.timestamp().as_second();
+            if until.is_some_and(|u| at >= u) {
+                break;
+            }
+            let after = i64::from(change.offset().seconds());
+            if (-after).rem_euclid(HOUR) != self.phase {
+                return Some((at, self.zone.offset_at(at - 1), after));
+            }
+        }
+        None
+    }
+
+    /// The instant the local hour of an hourly key begins (its offset, if it
+    /// has one, says which of a repeated hour); `None` if `key` is no hourly
+    /// key shape or names a local hour that does not exist.
+    fn hour_instant(&self, key: &str) -> Option<i64> {
+        let (base, offset) = match key.len() {
+            13 => (key, None),
+            19 | 22 => (key.get(..13)?, Some(parse_offset(key.get(13..)?)?)),
+            _ => return None,
+        };
+        let day = parse_day(base.get(..10)?)?;
+        if base.as_bytes()[10] != b'T' {
+            return None;
+        }
+        let hour = parse_digits(base.get(11..13)?)?;
+        if hour > 23 {
+            return None;
+        }
+        match offset {
+            Some(off) => Some(day * DAY + hour * HOUR - off),
+            None if self.zone.utc => Some(day * DAY + hour * HOUR),
+            None => {
+                let (y, m, d) = civil_from_days(day);
+                let dt = DateTime::new(y as i16, m as i8, d as i8, hour as i8, 0, 0, 0).ok()?;
+                let ts = self.zone.tz.to_ambiguous_timestamp(dt).compatible().ok()?;
+                Some(ts.as_second())
+            }
+        }
     }
 
     /// The instant (seconds since the epoch) period `p` begins.
@@ -315,10 +395,7 @@ impl TimeScheme {
                     .iter()
                     .any(|&q| self.zone.local(self.period_start(q)) == (day, hour));
                 if repeated {
-                    let off = self.zone.offset_at(start);
-                    let sign = if off < 0 { '-' } else { '+' };
-                    let off = off.abs();
-                    format!("{base}{sign}{:02}:{:02}", off / HOUR, off % HOUR / 60)
+                    format!("{base}{}", offset_text(self.zone.offset_at(start)))
                 } else {
                     base
                 }
@@ -343,35 +420,7 @@ impl TimeScheme {
     pub fn parse(&self, key: &str) -> Option<i64> {
         match self.grain {
             Grain::Hourly => {
-                let (base, offset) = match key.len() {
-                    13 => (key, None),
-                    19 => (&key[..13], Some(parse_offset(&key[13..])?)),
-                    _ => return None,
-                };
-                let day = parse_day(base.get(..10)?)?;
-                if base.as_bytes()[10] != b'T' {
-                    return None;
-                }
-                let hour = parse_digits(&base[11..13])?;
-                if hour > 23 {
-                    return None;
-                }
-                let secs = match offset {
-                    Some(off) => day * DAY + hour * HOUR - off,
-                    None if self.zone.utc => day * DAY + hour * HOUR,
-                    None => {
-                        let (y, m, d) = civil_from_days(day);
-                        let dt =
-                            DateTime::new(y as i16, m as i8, d as i8, hour as i8, 0, 0, 0).ok()?;
-                        self.zone
-                            .tz
-                            .to_ambiguous_timestamp(dt)
-                            .compatible()
-                            .ok()?
-                            .as_second()
-                    }
-                };
-                let p = self.containing(secs);
+                let p = self.containing(self.hour_instant(key)?);
                 // Round trip: a skipped hour, an ambiguous hour without its
                 // offset, or a wrong offset is not a key.
                 (self.key(p) == key).then_some(p)
@@ -468,10 +517,29 @@ fn parse_digits(text: &str) -> Option<i64> {
         .flatten()
 }
 
-/// `+02:00` / `-05:30` as seconds east of UTC.
+/// The zone's phase at an instant: seconds past the UTC hour at which its
+/// local hours begin (an offset of +05:45 begins them at 15 past).
+fn phase_at(zone: &Zone, secs: i64) -> i64 {
+    (-zone.offset_at(secs)).rem_euclid(HOUR)
+}
+
+/// An offset (seconds east of UTC) as a key writes it: `+02:00`, or
+/// `-00:44:30` for an offset with seconds (Liberia before 1972).
+pub fn offset_text(off: i64) -> String {
+    let sign = if off < 0 { '-' } else { '+' };
+    let off = off.abs();
+    let (h, m, s) = (off / HOUR, off % HOUR / 60, off % 60);
+    if s == 0 {
+        format!("{sign}{h:02}:{m:02}")
+    } else {
+        format!("{sign}{h:02}:{m:02}:{s:02}")
+    }
+}
+
+/// `+02:00` / `-05:30` / `-00:44:30` as seconds east of UTC.
 fn parse_offset(text: &str) -> Option<i64> {
     let b = text.as_bytes();
-    if b.len() != 6 || b[3] != b':' {
+    if !(b.len() == 6 || b.len() == 9 && b[6] == b':') || b[3] != b':' {
         return None;
     }
     let sign = match b[0] {
@@ -479,9 +547,13 @@ fn parse_offset(text: &str) -> Option<i64> {
         b'-' => -1,
         _ => return None,
     };
-    let h = parse_digits(&text[1..3])?;
-    let m = parse_digits(&text[4..6])?;
-    Some(sign * (h * HOUR + m * 60))
+    let h = parse_digits(text.get(1..3)?)?;
+    let m = parse_digits(text.get(4..6)?)?;
+    let s = match text.get(7..) {
+        Some(s) if !s.is_empty() => parse_digits(s)?,
+        _ => 0,
+    };
+    (m < 60 && s < 60).then_some(sign * (h * HOUR + m * 60 + s))
 }
 
 #[cfg(test)]
@@ -588,5 +660,104 @@ mod tests {
             hourly.key(hourly.parse("2026-03-29T03").unwrap()),
             "2026-03-29T03"
         );
+    }
+
+    /// An hourly scheme from `start`, of `hours` hours or open.
+    fn hourly(zone: &str, start: &str, hours: Option<i64>) -> TimeScheme {
+        let probe = TimeScheme::probe(Grain::Hourly, Zone::get(zone).unwrap(), start);
+        let p = probe
+            .parse(start)
+            .unwrap_or_else(|| panic!("{start} in {zone}"));
+        probe.with_range(p, hours.map(|h| p + h - 1))
+    }
+
+    // issue 23 item 9: the sub-hour phase is the zone's at `start`, and local
+    // hours begin on the local hour (+05:45 begins them at 15 past UTC)
+    #[test]
+    fn issue_23_hours_in_nepal_and_liberia_begin_on_their_local_hour() {
+        let at = |s: &str| s.parse::<Timestamp>().unwrap().as_second();
+        for (zone, start, hours, key, utc) in [
+            (
+                "Asia/Kathmandu",
+                "2026-09-20T00",
+                None,
+                "2026-09-20T13",
+                "2026-09-20T07:15:00Z",
+            ),
+            (
+                "Africa/Monrovia",
+                "2026-09-20T00",
+                None,
+                "2026-09-20T13",
+                "2026-09-20T13:00:00Z",
+            ),
+            // Before 1972 Liberia was 44 min 30 s behind UTC.
+            (
+                "Africa/Monrovia",
+                "1971-03-01T00",
+                Some(48),
+                "1971-03-01T13",
+                "1971-03-01T13:44:30Z",
+            ),
+            (
+                "Asia/Kolkata",
+                "2026-09-20T00",
+                None,
+                "2026-09-20T13",
+                "2026-09-20T07:30:00Z",
+            ),
+        ] {
+            let s = hourly(zone, start, hours);
+            assert!(s.fractional_offset_change().is_none(), "{zone} {start}");
+            let p = s.parse(key).unwrap_or_else(|| panic!("{key} in {zone}"));
+            assert_eq!(s.period_start(p), at(utc), "{key} in {zone}");
+            assert_eq!(s.containing(at(utc) + 3599), p);
+            for q in s.start..s.start + 48 {
+                assert_eq!(s.parse(&s.key(q)), Some(q), "{zone}: {}", s.key(q));
+            }
+        }
+    }
+
+    // issue 23 item 9: a zone whose offset moves by a fraction of an hour
+    // within the range has no stable hours
+    #[test]
+    fn issue_23_fractional_offset_changes_are_found_in_the_range() {
+        let change = |zone: &str, start: &str, hours: Option<i64>| {
+            hourly(zone, start, hours)
+                .fractional_offset_change()
+                .map(|(at, before, after)| {
+                    let at = Timestamp::from_second(at).unwrap().to_string();
+                    (at, offset_text(before), offset_text(after))
+                })
+        };
+        let found = |at: &str, before: &str, after: &str| {
+            Some((at.to_string(), before.to_string(), after.to_string()))
+        };
+        // Lord Howe: +10:30, +11:00 in summer (October to April).
+        assert_eq!(
+            change("Australia/Lord_Howe", "2026-07-01T00", None),
+            found("2026-10-03T15:30:00Z", "+10:30", "+11:00")
+        );
+        assert_eq!(
+            change("Australia/Lord_Howe", "2026-12-01T00", None),
+            found("2027-04-03T15:00:00Z", "+11:00", "+10:30")
+        );
+        // Two days in July hold no change.
+        assert_eq!(
+            change("Australia/Lord_Howe", "2026-07-01T00", Some(48)),
+            None
+        );
+        // Nepal moved from +05:30 to +05:45 in 1986; Liberia from -00:44:30 in 1972.
+        assert_eq!(
+            change("Asia/Kathmandu", "1985-01-01T00", None),
+            found("1985-12-31T18:30:00Z", "+05:30", "+05:45")
+        );
+        assert_eq!(
+            change("Africa/Monrovia", "1971-03-01T00", None),
+            found("1972-01-07T00:44:30Z", "-00:44:30", "+00:00")
+        );
+        // Whole-hour DST is no such change.
+        assert_eq!(change("Europe/Paris", "2026-01-01T00", None), None);
+        assert_eq!(change("America/New_York", "1970-01-01T00", None), None);
     }
 }

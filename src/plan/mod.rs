@@ -29,6 +29,7 @@ use indexmap::IndexMap;
 use thiserror::Error;
 
 use crate::manifest::{Backfill, InputSource, Manifest};
+use crate::partition::dims::SEPARATOR;
 use crate::partition::{map_keys, Dims, MapError, PartitionKey, Shift};
 
 /// What a command covers.
@@ -180,6 +181,19 @@ pub enum PlanError {
         /// The key given.
         key: String,
         /// What the schemes hold.
+        #[help]
+        help: String,
+    },
+    /// `--partition` names a key of one dimension of tasks that have a time
+    /// dimension too, and no period of it: no instance.
+    #[error("partition `{key}` selects no instance: {why}")]
+    #[diagnostic(code(weir::plan::selects_nothing))]
+    SelectsNothing {
+        /// The key given.
+        key: String,
+        /// Which dimension it names, and which it leaves out.
+        why: String,
+        /// A key that would select something.
         #[help]
         help: String,
     },
@@ -341,6 +355,13 @@ impl Plan {
                         key: key.clone(),
                         help: partition_help(manifest, &selected, now),
                     });
+                }
+                let selects = keys.iter().any(|ks| {
+                    ks.iter()
+                        .any(|k| k == key || k.split(SEPARATOR).any(|part| part == key))
+                });
+                if !selects {
+                    return Err(selects_nothing(manifest, &selected, key, now));
                 }
             }
         }
@@ -889,6 +910,71 @@ fn topological<'m>(manifest: &'m Manifest, selected: &[&'m str]) -> Vec<&'m str>
 
 /// The partitions the tasks of `order` take, for a help text: "partitions
 /// are `daily`: days from 2026-09-20 to 2026-09-21; …".
+/// Why `key`, a key of some dimension of the selected tasks, selected no
+/// instance (the other dimensions of those tasks are time ones, and
+/// `--partition` named no period), with a full key that would.
+fn selects_nothing(manifest: &Manifest, selected: &[&str], key: &str, now: i64) -> PlanError {
+    let mut why = "no selected task has it as a key or as part of one".to_string();
+    let mut help = partition_help(manifest, selected, now);
+    for name in selected {
+        let dims = &manifest.tasks[*name].dims;
+        let Some(named) = dims.0.iter().position(|d| d.scheme.contains(key, now)) else {
+            continue;
+        };
+        let others: Vec<String> = dims
+            .0
+            .iter()
+            .enumerate()
+            .filter(|(i, d)| *i != named && d.scheme.time().is_some())
+            .map(|(_, d)| format!("`{}`", d.name))
+            .collect();
+        if others.is_empty() {
+            continue;
+        }
+        let example: Option<Vec<String>> = dims
+            .0
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                if i == named {
+                    Some(key.to_string())
+                } else {
+                    d.scheme.latest(now).first().cloned()
+                }
+            })
+            .collect();
+        why = format!(
+            "it is a `{}` key, and `{name}` is also partitioned by {}, of which no key was given",
+            dims.0[named].name,
+            others.join(" and ")
+        );
+        if let Some(example) = example {
+            let full = example.join(&SEPARATOR.to_string());
+            let rest: Vec<&str> = example
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != named)
+                .map(|(_, k)| k.as_str())
+                .collect();
+            help = format!(
+                "name a full key, e.g. `--partition {}`, or add the other dimensions' keys: `--partition {} --partition {}`",
+                crate::partition::shell_word(&full),
+                crate::partition::shell_word(key),
+                rest.iter()
+                    .map(|k| crate::partition::shell_word(k))
+                    .collect::<Vec<_>>()
+                    .join(" --partition ")
+            );
+        }
+        break;
+    }
+    PlanError::SelectsNothing {
+        key: key.to_string(),
+        why,
+        help,
+    }
+}
+
 pub(crate) fn partition_help(manifest: &Manifest, order: &[&str], now: i64) -> String {
     let mut described: Vec<String> = Vec::new();
     let mut seen: HashSet<&str> = HashSet::new();

@@ -40,16 +40,11 @@ pub fn thousands(n: u64) -> String {
 fn scope_line(plan: &Plan) -> String {
     match (&plan.scope, &plan.backfill) {
         (_, Some(b)) => format!(
-            "backfill `{}`: {} to {} ({} {})\nreason: {}",
+            "backfill `{}`: {} to {} ({})\nreason: {}",
             b.name,
             b.from,
             b.to,
-            plan.tasks.first().map_or(0, |t| t.keys.len()),
-            if plan.tasks.first().is_some_and(|t| t.keys.len() == 1) {
-                "partition"
-            } else {
-                "partitions"
-            },
+            backfill_extent(plan),
             b.reason
         ),
         (Scope::Latest, _) => {
@@ -75,6 +70,43 @@ fn scope_line(plan: &Plan) -> String {
         (Scope::Partitions(keys), _) => format!("partitions: {}", keys.join(", ")),
         (Scope::Range { from, to }, _) => format!("range: {from} to {to} (ad hoc)"),
         (Scope::Backfill(_), None) => String::new(),
+    }
+}
+
+/// How many partitions a backfill covers, per scheme of its own tasks (not
+/// the upstream ones added to it): "31 partitions", or "31 partitions of
+/// `day`, 1 of `month`" when its tasks are partitioned differently.
+fn backfill_extent(plan: &Plan) -> String {
+    let mut per: indexmap::IndexMap<&str, usize> = indexmap::IndexMap::new();
+    for (t, task) in plan.tasks.iter().enumerate() {
+        let own = (0..task.keys.len())
+            .filter(|&i| !plan.is_added(t, i))
+            .count();
+        if own == 0 {
+            continue;
+        }
+        let n = per.entry(task.scheme.as_str()).or_default();
+        *n = (*n).max(own);
+    }
+    let noun = |n: usize| if n == 1 { "partition" } else { "partitions" };
+    match per.len() {
+        0 => "no partition".into(),
+        1 => {
+            let n = per[0];
+            format!("{} {}", thousands(n as u64), noun(n))
+        }
+        _ => per
+            .iter()
+            .enumerate()
+            .map(|(i, (scheme, &n))| {
+                if i == 0 {
+                    format!("{} {} of `{scheme}`", thousands(n as u64), noun(n))
+                } else {
+                    format!("{} of `{scheme}`", thousands(n as u64))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
     }
 }
 
@@ -288,10 +320,36 @@ fn mappings(plan: &Plan) -> Vec<String> {
             } else {
                 format!(", {}", shift.join(", "))
             };
-            out.push(format!("{} {key} ← {how}{shift}", t.name));
+            out.push(format!(
+                "{} {key} ← {how}{shift}{}",
+                t.name,
+                zone_rule(&t.dims, &u.dims)
+            ));
         }
     }
     out
+}
+
+/// The rule of a mapping between time schemes of different timezones
+/// (`; each UTC day takes the America/New_York hours that start inside
+/// it`), which validation warns of; empty otherwise.
+fn zone_rule(down: &crate::partition::Dims, up: &crate::partition::Dims) -> String {
+    match (time_of(down), time_of(up)) {
+        (Some((_, dt)), Some((ud, ut)))
+            if down.position(&ud.name).is_none() && dt.zone != ut.zone =>
+        {
+            format!("; {}", crate::partition::mapping::rule(dt, ut))
+        }
+        _ => String::new(),
+    }
+}
+
+/// The time dimension of `dims` and its scheme.
+fn time_of(
+    dims: &crate::partition::Dims,
+) -> Option<(&crate::partition::Dimension, &crate::partition::TimeScheme)> {
+    let d = &dims.0[dims.time_dim()?];
+    Some((d, d.scheme.time()?))
 }
 
 #[derive(Serialize)]

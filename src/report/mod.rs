@@ -341,6 +341,21 @@ fn gantt(html: &mut String, manifest: &Manifest, run_id: Option<&str>, records: 
         html.push_str("<h2>Run</h2>\n<p>No run yet.</p>\n");
         return;
     };
+    // A backfill runs every instance in its own pool, as the plan does: the
+    // lanes are that pool's slots, not the tasks' usual pools.
+    let backfill_pool = records
+        .iter()
+        .find(|r| r.state == State::RunStarted)
+        .and_then(|r| r.data.get("backfill")?.get("name")?.as_str())
+        .and_then(|name| manifest.backfills.get(name))
+        .map(|b| b.pool.clone());
+    let pool_of = |task: &str| match &backfill_pool {
+        Some(pool) => pool.clone(),
+        None => manifest
+            .tasks
+            .get(task)
+            .map_or_else(String::new, |t| t.pool.clone()),
+    };
     let mut starts: HashMap<(String, String, u32), i64> = HashMap::new();
     let mut bars = Vec::new();
     let (mut first, mut last) = (i64::MAX, i64::MIN);
@@ -368,10 +383,7 @@ fn gantt(html: &mut String, manifest: &Manifest, run_id: Option<&str>, records: 
         };
         if let Some(start) = starts.remove(&key) {
             bars.push(Bar {
-                pool: manifest
-                    .tasks
-                    .get(task)
-                    .map_or_else(String::new, |t| t.pool.clone()),
+                pool: pool_of(task),
                 task: task.clone(),
                 partition: partition.clone(),
                 attempt,
@@ -383,10 +395,7 @@ fn gantt(html: &mut String, manifest: &Manifest, run_id: Option<&str>, records: 
     }
     for ((task, partition, attempt), start) in starts {
         bars.push(Bar {
-            pool: manifest
-                .tasks
-                .get(&task)
-                .map_or_else(String::new, |t| t.pool.clone()),
+            pool: pool_of(&task),
             task,
             partition,
             attempt,

@@ -16,6 +16,7 @@ mod kill9;
 mod lineage;
 mod manifest_errors;
 mod operator;
+mod operator_paths;
 mod parquet;
 mod partitions;
 mod plan;

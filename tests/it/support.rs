@@ -209,6 +209,7 @@ pub(crate) fn run_options(
         scope,
         tasks: Vec::new(),
         force,
+        resume_since: None,
         run_id: Some(run_id.to_owned()),
         seed: Some(1),
         allow_uncertified: false,
