@@ -722,5 +722,7 @@ pub fn render(x: &Explanation) -> String {
     }
     let _ = writeln!(out);
     let _ = writeln!(out, "recommended: {}", x.recommendation);
-    out
+    // Tails and details are a task's bytes: nothing in them reaches the
+    // operator's terminal as a control sequence.
+    super::printable(&out).into_owned()
 }
