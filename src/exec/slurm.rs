@@ -73,30 +73,23 @@ impl Executor for Slurm<'_> {
         let _ = std::fs::remove_file(dir.join(NODE_MARKER));
         let env_file = dir.join(ENV_FILE);
         let script = dir.join(SCRIPT);
-        let written = std::fs::write(&env_file, env_text(&launch.env)).and_then(|()| {
-            std::fs::write(
-                &script,
-                script_text(&dir, &env_file, launch.cwd, launch.argv),
-            )
-        });
+        // Secrets never go to disk: the job gets them from sbatch's own
+        // environment (below), which is exactly the task's.
+        let written =
+            std::fs::write(&env_file, env_text(&launch.env.public_vars())).and_then(|()| {
+                std::fs::write(
+                    &script,
+                    script_text(&dir, &env_file, launch.cwd, launch.argv),
+                )
+            });
         if let Err(e) = written {
             return Err(Ending::Engine(format!(
                 "cannot write the job script in {}: {e}",
                 dir.display()
             )));
         }
-        let mut sbatch = Command::new("sbatch");
-        sbatch
-            .arg("--parsable")
-            .arg("--no-requeue")
-            .arg(format!("--job-name=weir-{}", job_name(&dir)))
-            .arg(format!("--output={}", pattern_safe(&launch.stdout)))
-            .arg(format!("--error={}", pattern_safe(&launch.stderr)))
-            .arg(format!("--chdir={}", launch.cwd.display()))
-            .args(self.resources.sbatch_flags())
-            .args(self.args)
-            .arg(&script)
-            .current_dir(launch.cwd);
+        let program = super::launch::resolve("sbatch").unwrap_or_else(|| "sbatch".into());
+        let mut sbatch = self.sbatch(&program, &launch, &dir, &script);
         let out = super::tree::output(&mut sbatch).map_err(|e| {
             Ending::SpawnFailed(format!("`sbatch`: {e} (is Slurm installed on this host?)"))
         })?;
@@ -127,6 +120,46 @@ impl Executor for Slurm<'_> {
             timeout: launch.timeout,
         }))
     }
+}
+
+impl Slurm<'_> {
+    /// The `sbatch` command for `launch`. Its environment is exactly the
+    /// task's (`env.rs`), plus `SLURM_CONF` when the engine has one (where
+    /// sbatch finds its controller): sbatch's default `--export=ALL` hands
+    /// the job that, so the job sees what a local task would, and never the
+    /// engine's other variables (an S3 warehouse's credentials).
+    fn sbatch(&self, program: &Path, launch: &Launch<'_>, dir: &Path, script: &Path) -> Command {
+        let mut sbatch = Command::new(program);
+        sbatch
+            .env_clear()
+            .envs(sbatch_env(&launch.env, std::env::var_os("SLURM_CONF")))
+            .arg("--parsable")
+            .arg("--no-requeue")
+            .arg(format!("--job-name=weir-{}", job_name(dir)))
+            .arg(format!("--output={}", pattern_safe(&launch.stdout)))
+            .arg(format!("--error={}", pattern_safe(&launch.stderr)))
+            .arg(format!("--chdir={}", launch.cwd.display()))
+            .args(self.resources.sbatch_flags())
+            .args(self.args)
+            .arg(script)
+            .current_dir(launch.cwd);
+        sbatch
+    }
+}
+
+/// sbatch's environment: the task's, and the engine's `SLURM_CONF` unless
+/// the task sets its own.
+fn sbatch_env(
+    env: &super::env::TaskEnv,
+    slurm_conf: Option<std::ffi::OsString>,
+) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    let mut all = env.all();
+    if let Some(conf) = slurm_conf {
+        if !all.iter().any(|(k, _)| k == "SLURM_CONF") {
+            all.push(("SLURM_CONF".into(), conf));
+        }
+    }
+    all
 }
 
 impl Job for SlurmJob {

@@ -29,4 +29,5 @@ mod s3_warehouse;
 mod schema;
 mod slurm;
 mod support;
+mod task_env;
 mod zombie;
