@@ -129,7 +129,7 @@ pub enum VerifyError {
     },
     /// The task's environment cannot be built (a `file:` or `env:`
     /// reference of its `env.set`): nothing ran.
-    #[error("cannot build the rerun's environment: {0}")]
+    #[error("cannot build the rerun's environment")]
     #[diagnostic(
         code(weir::verify::environment),
         help("verification runs the task with the environment `run` gives it: make the referenced variable or file readable by this weir")

@@ -592,3 +592,158 @@ fn issue_23_a_task_of_an_s3_warehouse_never_sees_the_store_credentials() {
         }
     }
 }
+
+/// A stand-in for Slurm's commands in `bin`: `sbatch` runs the job script at
+/// once, with its own environment (what `--export=ALL` hands a job), its pid
+/// the job id, and `scontrol` reports the job COMPLETED or FAILED with the
+/// script's status.
+fn fake_slurm(bin: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(bin).unwrap();
+    let state = bin.join("job.status");
+    let sbatch = format!(
+        r#"#!/bin/sh
+for a in "$@"; do
+  case "$a" in
+    --output=*) out="${{a#--output=}}" ;;
+    --error=*) err="${{a#--error=}}" ;;
+  esac
+  script="$a"
+done
+/bin/sh "$script" > "$out" 2> "$err"
+echo $? > '{state}'.$$
+echo $$
+"#,
+        state = state.display()
+    );
+    let scontrol = format!(
+        r#"#!/bin/sh
+for id in "$@"; do :; done
+code=$(cat '{state}'.$id)
+if [ "$code" = 0 ]; then s=COMPLETED; else s=FAILED; fi
+echo "JobId=$id JobName=x JobState=$s Reason=None ExitCode=$code:0 RunTime=00:00:01 BatchHost=fake"
+"#,
+        state = state.display()
+    );
+    for (name, text) in [
+        ("sbatch", sbatch),
+        ("scontrol", scontrol),
+        ("scancel", "#!/bin/sh\n".into()),
+    ] {
+        let path = bin.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+// https://github.com/weir/weir/issues/23 (item 11): a Slurm job gets the
+// environment a local task gets (sbatch ran with the engine's whole
+// environment), and its `job.env` in the attempt directory holds no secret.
+#[test]
+fn issue_23_a_slurm_job_gets_the_tasks_environment_and_no_secret_on_disk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = tmp.path().join("bin");
+    fake_slurm(&bin);
+    let dump_path = tmp.path().join("env");
+    let manifest = env_manifest(
+        r#"executor = "hpc"
+env = { pass = ["PATH"], set = { TOKEN = "env:WEIR_TEST_API_TOKEN", DB = "file:db.secret", DUMP = "DUMP_PATH" } }
+
+[executors.hpc]
+kind = "slurm""#,
+        &dump_path,
+    );
+    let sb = Sandbox::new(&manifest);
+    sb.script("t.sh", TASK);
+    std::fs::write(sb.path().join("db.secret"), SECRET_FILE).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let out = sb
+        .weir(&["run", "m.toml", "--run-id", "RUN-SL"])
+        .env("PATH", &path)
+        .env("WEIR_TEST_API_TOKEN", SECRET_ENV)
+        .env("ENGINE_ONLY", "must-not-leak")
+        .env("AWS_SECRET_ACCESS_KEY", "engine-key")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let seen = dump(&tmp.path().join("env.good"));
+    let extra: BTreeSet<&str> = names(&seen)
+        .into_iter()
+        .filter(|k| !k.starts_with("WEIR_"))
+        .collect();
+    assert_eq!(extra, ["DB", "DUMP", "PATH", "TOKEN"].into(), "{seen:?}");
+    assert_eq!(seen["TOKEN"], SECRET_ENV);
+    assert_eq!(seen["DB"], SECRET_FILE);
+    assert_eq!(seen["PATH"], path);
+    assert_eq!(seen["WEIR_PARTITION_K"], "good");
+    assert_eq!(
+        sb.store("out", "good")
+            .latest()
+            .unwrap()
+            .unwrap()
+            .generation
+            .get(),
+        1
+    );
+    let events = sb.events("RUN-SL");
+    let failed = events
+        .iter()
+        .find(|e| e.state == State::Failed)
+        .unwrap_or_else(|| panic!("no FAILED: {events:#?}"));
+    assert_eq!(
+        failed.data["stderr_tail"].as_str().unwrap(),
+        "token=[redacted] db=[redacted]\nfailing with [redacted] and [redacted]"
+    );
+    let stored = files(&sb.path().join("wh"));
+    assert!(stored.iter().any(|(p, _)| p.ends_with("job.env")));
+    for (path, bytes) in stored {
+        assert_no_secret(
+            &path.display().to_string(),
+            &String::from_utf8_lossy(&bytes),
+        );
+    }
+}
+
+// https://github.com/weir/weir/issues/23 (item 11): `verify` builds the rerun's
+// environment as `run` does, so a secret that can no longer be read refuses
+// the verification before the task runs.
+#[test]
+fn issue_23_verify_refuses_an_unreadable_secret() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dump_path = tmp.path().join("env");
+    let sb = Sandbox::new(&env_manifest(
+        r#"env = { set = { DB = "file:db.secret", DUMP = "DUMP_PATH" } }"#,
+        &dump_path,
+    ));
+    sb.script(
+        "t.sh",
+        "touch \"$DUMP.ran\"\nprintf 'id\\n1\\n' > \"$WEIR_OUTPUT_DIR/out.csv\"\n",
+    );
+    std::fs::write(sb.path().join("db.secret"), SECRET_FILE).unwrap();
+    ok(&sb.run("RUN-VS", &["--partition", "good"]));
+    ok(&sb.weir_out(&["verify", "m.toml", "t", "--partition", "good"]));
+    let ran = tmp.path().join("env.ran");
+    std::fs::remove_file(&ran).expect("the task ran under run and verify");
+    std::fs::remove_file(sb.path().join("db.secret")).unwrap();
+    // Wide enough that the path is not wrapped.
+    let out = sb
+        .weir(&["verify", "m.toml", "t", "--partition", "good"])
+        .env("COLUMNS", "400")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "");
+    assert!(!ran.exists(), "the rerun started");
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "weir::verify::environment
+
+  × cannot build the rerun's environment
+  ╰─▶ `env.set.DB` of task `t` reads `{}/db.secret`, which cannot be read: No such file or directory (os error 2)
+  help: verification runs the task with the environment `run` gives it: make the referenced variable or file readable by this weir
+",
+            sb.path().display()
+        )
+    );
+}
