@@ -357,6 +357,29 @@ pub fn build_from(
     Ok(env)
 }
 
+/// The secret values of `task` this process can read (unreadable ones
+/// left out), as a [`TaskEnv`] that only redacts: for evidence an engine
+/// never redacted (it was killed while the command ran), read by `explain`.
+pub fn readable_secrets(manifest: &Manifest, task: &Task) -> TaskEnv {
+    let mut env = TaskEnv::default();
+    for (_, value) in task.env.iter().flat_map(|s| s.set.iter()) {
+        let secret = match value {
+            EnvValue::Literal(_) => None,
+            EnvValue::Env(name) => std::env::var(name).ok(),
+            EnvValue::File(path) => std::fs::read_to_string(manifest.dir.join(path))
+                .ok()
+                .map(|t| t.trim_end_matches(['\n', '\r']).to_string()),
+        };
+        if let Some(secret) = secret.filter(|s| !s.is_empty()) {
+            if !env.secrets.contains(&secret) {
+                env.secrets.push(secret);
+            }
+        }
+    }
+    env.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    env
+}
+
 /// weir's own variables (README, "The task environment").
 fn weir_vars(manifest: &Manifest, task: &Task, c: &Contract<'_>) -> Vec<(String, String)> {
     let mut env = vec![

@@ -124,15 +124,16 @@ impl Executor for Slurm<'_> {
 
 impl Slurm<'_> {
     /// The `sbatch` command for `launch`. Its environment is exactly the
-    /// task's (`env.rs`), plus `SLURM_CONF` when the engine has one (where
-    /// sbatch finds its controller): sbatch's default `--export=ALL` hands
-    /// the job that, so the job sees what a local task would, and never the
-    /// engine's other variables (an S3 warehouse's credentials).
+    /// task's (`env.rs`), plus the engine's `SLURM_CONF` (where sbatch finds
+    /// its controller) and `SBATCH_*` (sbatch's own options): sbatch's
+    /// default `--export=ALL` hands the job that, so the job sees what a
+    /// local task would, and never the engine's other variables (an S3
+    /// warehouse's credentials).
     fn sbatch(&self, program: &Path, launch: &Launch<'_>, dir: &Path, script: &Path) -> Command {
         let mut sbatch = Command::new(program);
         sbatch
             .env_clear()
-            .envs(sbatch_env(&launch.env, std::env::var_os("SLURM_CONF")))
+            .envs(sbatch_env(&launch.env, std::env::vars_os()))
             .arg("--parsable")
             .arg("--no-requeue")
             .arg(format!("--job-name=weir-{}", job_name(dir)))
@@ -147,16 +148,17 @@ impl Slurm<'_> {
     }
 }
 
-/// sbatch's environment: the task's, and the engine's `SLURM_CONF` unless
-/// the task sets its own.
+/// sbatch's environment: the task's, and the engine's `SLURM_CONF` and
+/// `SBATCH_*` unless the task sets them itself.
 fn sbatch_env(
     env: &super::env::TaskEnv,
-    slurm_conf: Option<std::ffi::OsString>,
+    engine: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
 ) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
     let mut all = env.all();
-    if let Some(conf) = slurm_conf {
-        if !all.iter().any(|(k, _)| k == "SLURM_CONF") {
-            all.push(("SLURM_CONF".into(), conf));
+    for (k, v) in engine {
+        let scheduler = k == "SLURM_CONF" || k.as_encoded_bytes().starts_with(b"SBATCH_");
+        if scheduler && !all.iter().any(|(name, _)| *name == k) {
+            all.push((k, v));
         }
     }
     all
@@ -558,6 +560,37 @@ mod tests {
         assert!(!line("RUNNING", "0:0").terminal());
         assert!(!line("COMPLETING", "0:0").terminal());
         assert_eq!(line("RUNNING", "0:0").node.as_deref(), Some("vm"));
+    }
+
+    // issue 23 item 11: sbatch gets the task's environment and the
+    // scheduler's own settings, nothing else of the engine's
+    #[test]
+    fn issue_23_sbatch_gets_the_task_environment_and_scheduler_settings() {
+        let task = crate::exec::env::TaskEnv::exactly(vec![
+            ("WEIR_TASK".into(), "t".into()),
+            ("SBATCH_QOS".into(), "task's".into()),
+        ]);
+        let engine = [
+            ("AWS_SECRET_ACCESS_KEY", "k"),
+            ("SLURM_CONF", "/etc/slurm/x.conf"),
+            ("SBATCH_PARTITION", "batch"),
+            ("SBATCH_QOS", "engine's"),
+            ("HOME", "/root"),
+        ]
+        .map(|(k, v)| (k.into(), v.into()));
+        let got: Vec<(String, String)> = sbatch_env(&task, engine.into_iter())
+            .into_iter()
+            .map(|(k, v)| (k.into_string().unwrap(), v.into_string().unwrap()))
+            .collect();
+        let want: Vec<(String, String)> = [
+            ("WEIR_TASK", "t"),
+            ("SBATCH_QOS", "task's"),
+            ("SLURM_CONF", "/etc/slurm/x.conf"),
+            ("SBATCH_PARTITION", "batch"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into();
+        assert_eq!(got, want);
     }
 
     // issue 14: values with commas, quotes, newlines and `$` survive the env file

@@ -97,7 +97,10 @@ fn issue_23_env_gives_exactly_what_it_declares_and_secrets_are_redacted() {
     let tmp = tempfile::tempdir().unwrap();
     let dump_path = tmp.path().join("env");
     let sb = Sandbox::new(&env_manifest(
-        r#"env = { pass = ["PATH", "NOT_IN_ENGINE"], set = { LEVEL = "info", TOKEN = "env:WEIR_TEST_API_TOKEN", DB = "file:db.secret", DUMP = "DUMP_PATH" } }"#,
+        r#"env = { pass = ["PATH", "NOT_IN_ENGINE"], set = { LEVEL = "info", TOKEN = "env:WEIR_TEST_API_TOKEN", DB = "file:db.secret", DUMP = "DUMP_PATH" } }
+
+[lineage]
+file = "lineage.jsonl""#,
         &dump_path,
     ));
     sb.script("t.sh", TASK);
@@ -176,6 +179,12 @@ fn issue_23_env_gives_exactly_what_it_declares_and_secrets_are_redacted() {
     assert_no_secret("status", &stdout(&status));
     let events = ok(&sb.weir_out(&["events", "m.toml", "--json"]));
     assert_no_secret("events", &events);
+    let lineage = std::fs::read_to_string(sb.path().join("lineage.jsonl")).unwrap();
+    assert!(
+        lineage.contains(r#""stackTrace":"token=[redacted] db=[redacted]\nfailing with [redacted] and [redacted]""#),
+        "{lineage}"
+    );
+    assert_no_secret("lineage events", &lineage);
 }
 
 // https://github.com/weir/weir/issues/23 (item 11): a reference that cannot
@@ -307,7 +316,7 @@ error: `m.toml` is not a valid manifest: 5 errors
 #[test]
 fn issue_29_verify_environment_equals_runs() {
     let tmp = tempfile::tempdir().unwrap();
-    let sb = Sandbox::new(&format!(
+    let sb = Sandbox::new(
         r#"
 [pipeline]
 name = "same"
@@ -329,15 +338,17 @@ path = "raw.csv"
 command = ["sh", "t.sh"]
 inputs = ["raw"]
 partitioned_by = ["region", "shop"]
-output = {{ dataset = "out", format = "csv", grain = ["id"] }}
-env = {{ pass = ["PATH"], set = {{ LEVEL = "debug", DUMP = "{dump}" }} }}
+output = { dataset = "out", format = "csv", grain = ["id"] }
 "#,
-        dump = tmp.path().join("env").display()
-    ));
+    );
     std::fs::write(sb.path().join("raw.csv"), "id\n1\n").unwrap();
+    // No `env`: the engine's environment, as both commands get it here.
     sb.script(
         "t.sh",
-        "env > \"$DUMP.$WEIR_ATTEMPT\"\nprintf 'id,r\\n1,%s\\n' \"$WEIR_PARTITION_REGION\" > \"$WEIR_OUTPUT_DIR/out.csv\"\n",
+        &format!(
+            "env > '{}'.$WEIR_ATTEMPT\nprintf 'id,r\\n1,%s\\n' \"$WEIR_PARTITION_REGION\" > \"$WEIR_OUTPUT_DIR/out.csv\"\n",
+            tmp.path().join("env").display()
+        ),
     );
     ok(&sb.run("RUN-V", &["--partition", "eu|s1"]));
     let verify = sb.weir_out(&["verify", "m.toml", "t", "--partition", "eu|s1"]);
@@ -746,4 +757,42 @@ fn issue_23_verify_refuses_an_unreadable_secret() {
             sb.path().display()
         )
     );
+}
+
+// https://github.com/weir/weir/issues/23 (item 11): an engine killed while
+// the command ran never redacted its logs; `explain`, reading the attempt's
+// stderr.log as evidence, redacts the secrets it can read itself.
+#[test]
+fn issue_23_explain_redacts_the_logs_of_a_killed_engine() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sb = Sandbox::new(&env_manifest(
+        r#"env = { pass = ["PATH"], set = { DB = "file:db.secret" } }"#,
+        &tmp.path().join("unused"),
+    ));
+    std::fs::write(sb.path().join("db.secret"), SECRET_FILE).unwrap();
+    let marker = tmp.path().join("started");
+    sb.script(
+        "t.sh",
+        &format!(
+            "echo \"connecting with $DB\" >&2\ntouch '{}'\nsleep 30\n",
+            marker.display()
+        ),
+    );
+    let engine = crate::support::Engine::spawn(
+        sb.weir(&["run", "m.toml", "--run-id", "RUN-K", "--partition", "good"]),
+        tmp.path(),
+        "engine",
+    );
+    crate::support::poll_until(
+        "the task started",
+        std::time::Duration::from_secs(20),
+        || marker.exists(),
+    );
+    engine.kill();
+    let explain = ok(&sb.weir_out(&["explain", "m.toml", "t", "--partition", "good"]));
+    assert!(
+        explain.contains("      | connecting with [redacted]\n"),
+        "{explain}"
+    );
+    assert_no_secret("explain", &explain);
 }
