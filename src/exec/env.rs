@@ -151,14 +151,6 @@ impl TaskEnv {
         all
     }
 
-    /// The value the command sees for `name`.
-    pub fn get(&self, name: &str) -> Option<OsString> {
-        self.all()
-            .into_iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v)
-    }
-
     /// weir's and `set` variables that are not secrets: what may be written
     /// down (a Slurm job's `job.env`).
     pub fn public_vars(&self) -> Vec<(String, String)> {
