@@ -47,6 +47,19 @@ pub const STORE_CREDENTIALS: &[&str] = &[
     "AWS_CONFIG_FILE",
 ];
 
+/// Makes the engine's process not dumpable (`PR_SET_DUMPABLE` 0): its
+/// `/proc/<pid>/environ`, `mem` and the like become root's, and it cannot
+/// be ptraced, so a task (which runs as the same user) cannot read the
+/// engine's environment, the store's credentials included. A task is
+/// dumpable again from its `execve`; the engine leaves no core dump.
+pub fn protect_engine() {
+    // SAFETY: prctl(2) with PR_SET_DUMPABLE takes an integer and touches no
+    // memory of ours; a failure leaves the process as it was.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+}
+
 /// One input of the `WEIR_*` contract.
 pub struct ContractInput<'a> {
     /// Input dataset name (`WEIR_INPUT_<NAME>`).

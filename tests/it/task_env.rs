@@ -796,3 +796,63 @@ fn issue_23_explain_redacts_the_logs_of_a_killed_engine() {
     );
     assert_no_secret("explain", &explain);
 }
+
+// https://github.com/weir/weir/issues/23 (item 11): a local task runs as the
+// engine's user, so it could read the engine's own environment (the store's
+// credentials) through /proc/<engine pid>/environ; the engine is not dumpable,
+// which makes that file its alone. Run as an unprivileged user (root reads
+// any process's environment).
+#[test]
+fn issue_23_a_task_cannot_read_the_engines_environment_through_proc() {
+    use std::os::unix::fs::PermissionsExt;
+    if !Path::new("/usr/bin/setpriv").exists() || unsafe_uid() != 0 {
+        eprintln!("skipped: needs root and setpriv to run the engine as nobody");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let seen = tmp.path().join("seen");
+    let sb = Sandbox::new(&env_manifest("", Path::new("/unused")));
+    std::fs::set_permissions(sb.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    sb.script(
+        "t.sh",
+        &format!(
+            "cat /proc/$PPID/environ > '{seen}' 2>&1; echo \"exit $?\" >> '{seen}'\nprintf 'id\\n1\\n' > \"$WEIR_OUTPUT_DIR/out.csv\"\n",
+            seen = seen.display()
+        ),
+    );
+    std::fs::set_permissions(
+        sb.path().join("m.toml"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        sb.path().join("t.sh"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let out = std::process::Command::new("/usr/bin/setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_weir"))
+        .args(["run", "m.toml", "--partition", "good"])
+        .current_dir(sb.path())
+        .env("AWS_SECRET_ACCESS_KEY", SECRET_ENV)
+        .env("HOME", tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&seen).unwrap();
+    assert!(
+        !text.contains(SECRET_ENV),
+        "the task read the engine's environment"
+    );
+    assert!(
+        text.contains("Permission denied") && text.ends_with("exit 1\n"),
+        "{text}"
+    );
+}
+
+fn unsafe_uid() -> u32 {
+    // SAFETY: getuid(2) cannot fail and touches no memory.
+    unsafe { libc::getuid() }
+}
