@@ -805,7 +805,7 @@ fn issue_23_explain_redacts_the_logs_of_a_killed_engine() {
 #[test]
 fn issue_23_a_task_cannot_read_the_engines_environment_through_proc() {
     use std::os::unix::fs::PermissionsExt;
-    if !Path::new("/usr/bin/setpriv").exists() || unsafe_uid() != 0 {
+    if !Path::new("/usr/bin/setpriv").exists() || process_uid() != 0 {
         eprintln!("skipped: needs root and setpriv to run the engine as nobody");
         return;
     }
@@ -852,7 +852,7 @@ fn issue_23_a_task_cannot_read_the_engines_environment_through_proc() {
     );
 }
 
-fn unsafe_uid() -> u32 {
+fn process_uid() -> u32 {
     // SAFETY: getuid(2) cannot fail and touches no memory.
     unsafe { libc::getuid() }
 }
