@@ -95,7 +95,7 @@ pub(crate) fn run(args: &EventsArgs) -> Result<u8, CliError> {
                 r.detail
             );
             // An event without a detail (QUEUED) leaves no trailing spaces.
-            println!("{}", line.trim_end());
+            println!("{}", crate::ops::printable(line.trim_end()));
         }
     }
     Ok(exit::OK)

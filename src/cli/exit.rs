@@ -40,6 +40,7 @@ impl Coded for crate::ops::verify::VerifyError {
             | E::InputChanged { .. }
             | E::InputMissing { .. }
             | E::TaskFailed { .. }
+            | E::Environment(_)
             | E::Audit { .. } => TASK_FAILED,
         }
     }

@@ -29,6 +29,9 @@ pub fn main() -> ExitCode {
     // Descendants a task leaves behind are reparented to the engine, which
     // stops and reaps them (exec/tree.rs).
     crate::exec::tree::become_subreaper();
+    // A task runs as this user: it must not read weir's environment (the
+    // store's credentials) through /proc (exec/env.rs).
+    crate::exec::env::protect_engine();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -522,7 +522,13 @@ fn print_status(
         );
     }
     for a in attention {
-        println!("{:<11} {} {}: {}", a.state, a.task, a.partition, a.detail);
+        println!(
+            "{:<11} {} {}: {}",
+            a.state,
+            a.task,
+            a.partition,
+            crate::ops::printable(&a.detail)
+        );
     }
     // The latest few per task by name (what a run without `--partition`
     // holds), then a count: a feed that never arrived is one story, not a
@@ -734,10 +740,20 @@ pub(crate) fn show(args: &ShowArgs) -> Result<u8, CliError> {
         .into_iter()
         .map(|r| order.iter().map(|&i| r[i].clone()).collect::<Vec<_>>());
     if args.json {
-        let rows: Vec<Vec<Option<String>>> = rows
+        // A value that is not UTF-8 is marked, never silently replaced:
+        // `{"invalid_utf8": "<its bytes in hex>"}` instead of a string.
+        let rows: Vec<Vec<serde_json::Value>> = rows
             .map(|r| {
                 r.iter()
-                    .map(|v| v.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()))
+                    .map(|v| match v.as_deref().map(std::str::from_utf8) {
+                        None => serde_json::Value::Null,
+                        Some(Ok(text)) => serde_json::Value::String(text.to_string()),
+                        Some(Err(_)) => {
+                            let bytes = v.as_deref().unwrap_or_default();
+                            let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+                            serde_json::json!({ "invalid_utf8": hex })
+                        }
+                    })
                     .collect()
             })
             .collect();

@@ -260,6 +260,26 @@ pub(crate) fn run(
             )
         }
     };
+    // A secret that cannot be read fails the attempt before anything runs:
+    // an empty value would run the task with the wrong credentials.
+    let env = match environment(cx, task, partition, attempt, token, &data_dir, &inputs) {
+        Ok(env) => env,
+        Err(e) => {
+            let ending = Ending::Environment(e.to_string());
+            cx.emit(
+                State::Failed,
+                event()
+                    .attempt(attempt, Some(token.get()))
+                    .detail(ending.describe()),
+            );
+            return AttemptOutcome::Failed {
+                reason: ending.describe(),
+                ending,
+                token: Some(token),
+                code: None,
+            };
+        }
+    };
     // Everything above is the engine's; the slot is the command's (for a
     // scheduler's job: from submission until it is seen to end).
     // The slot is the pool's across engines (`pool.rs`, `store::slots`).
@@ -368,7 +388,7 @@ pub(crate) fn run(
                 argv: &task.command,
                 program: cx.program(task),
                 cwd: &cx.manifest.dir,
-                env: environment(cx, task, partition, attempt, token, &data_dir, &inputs),
+                env: env.clone(),
                 stdout: dir.join("stdout.log"),
                 stderr: dir.join("stderr.log"),
                 timeout: task.timeout,
@@ -395,6 +415,17 @@ pub(crate) fn run(
         }
     };
     let elapsed_ms = started.elapsed().as_millis() as u64;
+    // Secret values leave the logs before anything reads them: the FAILED
+    // event's tail, explain, the evidence a remote warehouse keeps.
+    for log in ["stdout.log", "stderr.log"] {
+        if let Err(e) = env.redact_file(&dir.join(log)) {
+            let _ = std::fs::remove_file(dir.join(log));
+            eprintln!(
+                "warning: {} {partition}: cannot redact {log} ({e}); removed it",
+                task.name
+            );
+        }
+    }
     let launched = launched.ok();
     let ending = match (&ending, &launched) {
         (Ending::Success, Some(launched)) => code_moved(cx, task, launched).unwrap_or(ending),
@@ -537,33 +568,24 @@ fn environment(
     token: FencingToken,
     data_dir: &std::path::Path,
     inputs: &[inputs::Materialized],
-) -> Vec<(String, String)> {
-    let mut env = vec![
-        ("WEIR_RUN_ID".to_string(), cx.run_id.clone()),
-        ("WEIR_PIPELINE".into(), cx.manifest.pipeline.name.clone()),
-        ("WEIR_TASK".into(), task.name.clone()),
-        ("WEIR_PARTITION".into(), partition.to_string()),
-        ("WEIR_ATTEMPT".into(), attempt.to_string()),
-        ("WEIR_TOKEN".into(), token.get().to_string()),
-        ("WEIR_OUTPUT_DIR".into(), absolute(data_dir)),
-        ("WEIR_CODE_VERSION".into(), task.code_version.clone()),
-    ];
-    env.extend(launch::partition_vars(&task.dims, partition));
-    for input in inputs {
-        env.push((launch::input_var(&input.name), absolute(&input.location)));
-        if let Some(w) = &input.watermark {
-            let var = launch::input_var(&input.name).replacen("WEIR_INPUT_", "WEIR_WATERMARK_", 1);
-            env.push((var, w.clone()));
-        }
-    }
-    env
-}
-
-fn absolute(path: &std::path::Path) -> String {
-    std::path::absolute(path)
-        .unwrap_or_else(|_| path.to_path_buf())
-        .display()
-        .to_string()
+) -> Result<super::env::TaskEnv, super::env::EnvError> {
+    let contract = super::env::Contract {
+        run_id: &cx.run_id,
+        partition,
+        attempt,
+        token: token.get(),
+        output_dir: data_dir,
+        code_version: &task.code_version,
+        inputs: inputs
+            .iter()
+            .map(|i| super::env::ContractInput {
+                name: &i.name,
+                location: &i.location,
+                watermark: i.watermark.as_deref(),
+            })
+            .collect(),
+    };
+    super::env::build(cx.manifest, task, &contract)
 }
 
 /// Reads the candidate and runs the gates; writes `candidate.json` either way.

@@ -33,6 +33,9 @@ pub enum Ending {
     /// or changed while it ran: the output is not published as code it may
     /// not have come from; the next attempt runs the code as it is then.
     CodeMoved(String),
+    /// The task's environment could not be built (a `file:` or `env:`
+    /// reference of `env.set` cannot be read): nothing ran.
+    Environment(String),
     /// weir was asked to stop (SIGINT, SIGTERM): the command's process tree
     /// was stopped, or the command never started.
     Interrupted(super::interrupt::Signal),
@@ -53,6 +56,7 @@ impl Ending {
             Ending::NotShared(why) | Ending::InputMoved(why) | Ending::CodeMoved(why) => {
                 why.clone()
             }
+            Ending::Environment(why) => format!("cannot build the environment: {why}"),
             Ending::Interrupted(sig) => format!("interrupted: weir received {}", sig.name()),
         }
     }
@@ -74,7 +78,8 @@ pub fn rule(task: &Task, ending: &Ending) -> FailureRule {
             .unwrap_or_else(|| FailureRule::Class(task.retry.clone())),
         // Every job on this cluster will fail alike until someone fixes the
         // filesystem.
-        Ending::NotShared(_) => FailureRule::Operator,
+        // Every attempt fails alike until someone provides the secret.
+        Ending::NotShared(_) | Ending::Environment(_) => FailureRule::Operator,
         // A gate failure reproduces on every attempt with the same input, and
         // a program that cannot start will not start on the next attempt.
         Ending::GateFailed | Ending::SpawnFailed(_) => FailureRule::Deterministic,

@@ -3,7 +3,7 @@
 //! the timeout, and its whole process tree stopped when it exits
 //! (`tree.rs`).
 //!
-//! The environment contract (README, "The task environment"):
+//! The environment (`env.rs` builds it, README "The task environment"):
 //! `WEIR_RUN_ID`, `WEIR_TASK`, `WEIR_PARTITION`, `WEIR_ATTEMPT`, `WEIR_TOKEN`,
 //! `WEIR_OUTPUT_DIR`, `WEIR_INPUT_<NAME>` (one per input, NAME upper-cased
 //! with non-alphanumerics as `_`), `WEIR_PARTITION_<SCHEME>` (one per
@@ -30,8 +30,8 @@ pub struct Launch<'a> {
     pub program: Option<&'a Path>,
     /// Working directory (the manifest's).
     pub cwd: &'a Path,
-    /// Variables added to the engine's environment.
-    pub env: Vec<(String, String)>,
+    /// The command's whole environment (`env::build`).
+    pub env: super::env::TaskEnv,
     /// Where stdout goes.
     pub stdout: PathBuf,
     /// Where stderr goes.
@@ -109,7 +109,8 @@ pub fn run(launch: &Launch<'_>) -> Ending {
         return Ending::Interrupted(sig);
     }
     let mut env = launch.env.clone();
-    env.push((tree::TAG_VAR.to_string(), launch.tag.clone()));
+    env.set(tree::TAG_VAR, &launch.tag);
+    let env = env.all();
     let spec = super::spawn::Spec {
         argv: launch.argv,
         program: launch.program,
@@ -307,7 +308,7 @@ mod tests {
             argv: &argv,
             program: None,
             cwd: dir.path(),
-            env: vec![("WEIR_TASK".into(), "t".into())],
+            env: crate::exec::env::TaskEnv::exactly(vec![("WEIR_TASK".into(), "t".into())]),
             stdout: dir.path().join("stdout.log"),
             stderr: dir.path().join("stderr.log"),
             timeout: Duration::from_secs(30),

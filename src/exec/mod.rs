@@ -24,6 +24,7 @@
 
 mod attempt;
 pub mod classify;
+pub mod env;
 pub mod executor;
 pub mod fault;
 #[cfg(test)]
@@ -351,7 +352,17 @@ pub fn run(
             t.name.clone(),
             crate::manifest::fingerprint::fingerprint(&manifest.dir, task)?,
         );
-        if let Some(program) = task.command.first().and_then(|p| launch::resolve(p)) {
+        // Found along the engine's PATH only when that is the task's PATH
+        // too (`env` may give it another, or none).
+        let own_path = task.env.as_ref().is_some_and(|e| {
+            !e.pass.iter().any(|p| p == "PATH") || e.set.iter().any(|(k, _)| k == "PATH")
+        });
+        let resolved = if own_path {
+            None
+        } else {
+            task.command.first().and_then(|p| launch::resolve(p))
+        };
+        if let Some(program) = resolved {
             programs.insert(t.name.clone(), program);
         }
     }

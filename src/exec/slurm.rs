@@ -73,30 +73,23 @@ impl Executor for Slurm<'_> {
         let _ = std::fs::remove_file(dir.join(NODE_MARKER));
         let env_file = dir.join(ENV_FILE);
         let script = dir.join(SCRIPT);
-        let written = std::fs::write(&env_file, env_text(&launch.env)).and_then(|()| {
-            std::fs::write(
-                &script,
-                script_text(&dir, &env_file, launch.cwd, launch.argv),
-            )
-        });
+        // Secrets never go to disk: the job gets them from sbatch's own
+        // environment (below), which is exactly the task's.
+        let written =
+            std::fs::write(&env_file, env_text(&launch.env.public_vars())).and_then(|()| {
+                std::fs::write(
+                    &script,
+                    script_text(&dir, &env_file, launch.cwd, launch.argv),
+                )
+            });
         if let Err(e) = written {
             return Err(Ending::Engine(format!(
                 "cannot write the job script in {}: {e}",
                 dir.display()
             )));
         }
-        let mut sbatch = Command::new("sbatch");
-        sbatch
-            .arg("--parsable")
-            .arg("--no-requeue")
-            .arg(format!("--job-name=weir-{}", job_name(&dir)))
-            .arg(format!("--output={}", pattern_safe(&launch.stdout)))
-            .arg(format!("--error={}", pattern_safe(&launch.stderr)))
-            .arg(format!("--chdir={}", launch.cwd.display()))
-            .args(self.resources.sbatch_flags())
-            .args(self.args)
-            .arg(&script)
-            .current_dir(launch.cwd);
+        let program = super::launch::resolve("sbatch").unwrap_or_else(|| "sbatch".into());
+        let mut sbatch = self.sbatch(&program, &launch, &dir, &script);
         let out = super::tree::output(&mut sbatch).map_err(|e| {
             Ending::SpawnFailed(format!("`sbatch`: {e} (is Slurm installed on this host?)"))
         })?;
@@ -127,6 +120,48 @@ impl Executor for Slurm<'_> {
             timeout: launch.timeout,
         }))
     }
+}
+
+impl Slurm<'_> {
+    /// The `sbatch` command for `launch`. Its environment is exactly the
+    /// task's (`env.rs`), plus the engine's `SLURM_CONF` (where sbatch finds
+    /// its controller) and `SBATCH_*` (sbatch's own options): sbatch's
+    /// default `--export=ALL` hands the job that, so the job sees what a
+    /// local task would, and never the engine's other variables (an S3
+    /// warehouse's credentials).
+    fn sbatch(&self, program: &Path, launch: &Launch<'_>, dir: &Path, script: &Path) -> Command {
+        let mut sbatch = Command::new(program);
+        sbatch
+            .env_clear()
+            .envs(sbatch_env(&launch.env, std::env::vars_os()))
+            .arg("--parsable")
+            .arg("--no-requeue")
+            .arg(format!("--job-name=weir-{}", job_name(dir)))
+            .arg(format!("--output={}", pattern_safe(&launch.stdout)))
+            .arg(format!("--error={}", pattern_safe(&launch.stderr)))
+            .arg(format!("--chdir={}", launch.cwd.display()))
+            .args(self.resources.sbatch_flags())
+            .args(self.args)
+            .arg(script)
+            .current_dir(launch.cwd);
+        sbatch
+    }
+}
+
+/// sbatch's environment: the task's, and the engine's `SLURM_CONF` and
+/// `SBATCH_*` unless the task sets them itself.
+fn sbatch_env(
+    env: &super::env::TaskEnv,
+    engine: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    let mut all = env.all();
+    for (k, v) in engine {
+        let scheduler = k == "SLURM_CONF" || k.as_encoded_bytes().starts_with(b"SBATCH_");
+        if scheduler && !all.iter().any(|(name, _)| *name == k) {
+            all.push((k, v));
+        }
+    }
+    all
 }
 
 impl Job for SlurmJob {
@@ -525,6 +560,37 @@ mod tests {
         assert!(!line("RUNNING", "0:0").terminal());
         assert!(!line("COMPLETING", "0:0").terminal());
         assert_eq!(line("RUNNING", "0:0").node.as_deref(), Some("vm"));
+    }
+
+    // issue 23 item 11: sbatch gets the task's environment and the
+    // scheduler's own settings, nothing else of the engine's
+    #[test]
+    fn issue_23_sbatch_gets_the_task_environment_and_scheduler_settings() {
+        let task = crate::exec::env::TaskEnv::exactly(vec![
+            ("WEIR_TASK".into(), "t".into()),
+            ("SBATCH_QOS".into(), "task's".into()),
+        ]);
+        let engine = [
+            ("AWS_SECRET_ACCESS_KEY", "k"),
+            ("SLURM_CONF", "/etc/slurm/x.conf"),
+            ("SBATCH_PARTITION", "batch"),
+            ("SBATCH_QOS", "engine's"),
+            ("HOME", "/root"),
+        ]
+        .map(|(k, v)| (k.into(), v.into()));
+        let got: Vec<(String, String)> = sbatch_env(&task, engine.into_iter())
+            .into_iter()
+            .map(|(k, v)| (k.into_string().unwrap(), v.into_string().unwrap()))
+            .collect();
+        let want: Vec<(String, String)> = [
+            ("WEIR_TASK", "t"),
+            ("SBATCH_QOS", "task's"),
+            ("SLURM_CONF", "/etc/slurm/x.conf"),
+            ("SBATCH_PARTITION", "batch"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .into();
+        assert_eq!(got, want);
     }
 
     // issue 14: values with commas, quotes, newlines and `$` survive the env file

@@ -26,7 +26,7 @@ use std::ffi::{CString, OsStr, OsString};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::ExitStatus;
@@ -42,8 +42,8 @@ pub struct Spec<'a> {
     pub program: Option<&'a Path>,
     /// Working directory.
     pub cwd: &'a Path,
-    /// Variables added to (or replacing) the engine's environment.
-    pub env: &'a [(String, String)],
+    /// The command's whole environment: nothing of the engine's is added.
+    pub env: &'a [(OsString, OsString)],
     /// Where stdout goes.
     pub stdout: &'a File,
     /// Where stderr goes.
@@ -171,27 +171,18 @@ pub fn spawn(spec: &Spec<'_>) -> io::Result<Child> {
     let Some(arg0) = spec.argv.first() else {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty argv"));
     };
-    // The environment: the engine's, with `env` added or replacing.
-    let overridden = |k: &OsStr| spec.env.iter().any(|(name, _)| OsStr::new(name) == k);
+    // The environment: exactly `env` (`exec/env.rs` decided what of the
+    // engine's the task gets).
     let mut env_owned: Vec<CString> = Vec::new();
-    let mut child_path: Option<OsString> = None;
-    for (k, v) in std::env::vars_os() {
-        if overridden(&k) {
-            continue;
-        }
+    let mut child_path: Option<&OsStr> = None;
+    for (k, v) in spec.env {
         if k == "PATH" {
-            child_path = Some(v.clone());
+            child_path = Some(v);
         }
-        let mut kv = k.into_vec();
+        let mut kv = k.as_bytes().to_vec();
         kv.push(b'=');
         kv.extend_from_slice(v.as_bytes());
         env_owned.push(cstring(&kv)?);
-    }
-    for (k, v) in spec.env {
-        if k == "PATH" {
-            child_path = Some(OsString::from(v));
-        }
-        env_owned.push(cstring(format!("{k}={v}").as_bytes())?);
     }
     let argv_owned = spec
         .argv
@@ -200,7 +191,7 @@ pub fn spawn(spec: &Spec<'_>) -> io::Result<Child> {
         .collect::<io::Result<Vec<_>>>()?;
     let paths = match spec.program {
         Some(program) => vec![cstring(program.as_os_str().as_bytes())?],
-        None => candidates(arg0.as_bytes(), child_path.as_deref())?,
+        None => candidates(arg0.as_bytes(), child_path)?,
     };
     let sh = cstring(b"/bin/sh")?;
     let mut argv: Vec<*const libc::c_char> = argv_owned.iter().map(|a| a.as_ptr()).collect();
@@ -390,11 +381,11 @@ mod tests {
 
     // issue 16: the child starts as `Command` started it: its own process
     // group, no signal blocked, SIGPIPE not ignored, stdin from /dev/null,
-    // the engine's environment plus the launch's, in the working directory
+    // exactly the launch's environment, in the working directory
     #[test]
     fn issue_16_the_child_starts_in_the_documented_state() {
         let dir = tempfile::tempdir().unwrap();
-        let run = |argv: &[&str], env: &[(String, String)]| {
+        let run = |argv: &[&str], env: &[(OsString, OsString)]| {
             let (out, err) = logs(dir.path());
             let argv: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
             let spec = Spec {
@@ -437,7 +428,10 @@ mod tests {
         let mask = |name: &str| u64::from_str_radix(&field(name), 16).unwrap();
         assert_eq!(mask("SigBlk:"), 0, "{text}");
         assert_eq!(mask("SigIgn:") & (1 << (libc::SIGPIPE - 1)), 0, "{text}");
-        let env = [("WEIR_SPAWN_TEST".to_string(), "yes".to_string())];
+        let env = [
+            ("WEIR_SPAWN_TEST".into(), "yes".into()),
+            ("HOME".into(), "/nonexistent".into()),
+        ];
         let (_, text) = run(
             &[
                 "sh",

@@ -390,6 +390,29 @@ pub struct Task {
     /// Code paths (relative to the manifest's directory) fingerprinted into
     /// its publications' identity (`fingerprint.rs`).
     pub code: Vec<String>,
+    /// Its declared environment; `None`: the engine's, minus the
+    /// warehouse's store credentials (`exec/env.rs`).
+    pub env: Option<EnvSpec>,
+}
+
+/// `env = { pass, set }` of a task, validated.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnvSpec {
+    /// Names of the engine's variables the task gets.
+    pub pass: Vec<String>,
+    /// Variables set for the task, in declaration order.
+    pub set: Vec<(String, EnvValue)>,
+}
+
+/// A value of `env.set`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EnvValue {
+    /// Written in the manifest.
+    Literal(String),
+    /// `env:NAME`: the engine's variable, a secret.
+    Env(String),
+    /// `file:PATH`: a file's content (relative to the manifest), a secret.
+    File(PathBuf),
 }
 
 /// A declared backfill.

@@ -86,6 +86,11 @@ pub struct RawTask {
     /// task's code: an edit makes its publications STALE and reruns them.
     #[serde(default)]
     pub code: Vec<String>,
+    /// The task's environment: `{ pass = ["PATH", "HOME"], set = { LEVEL =
+    /// "info", TOKEN = "env:API_TOKEN" } }` gives it exactly those and weir's
+    /// `WEIR_*` variables. Without it: the engine's environment minus the
+    /// credentials of an S3 warehouse's store.
+    pub env: Option<super::task_env::RawTaskEnv>,
 }
 
 /// `output = { ... }` of a task.
@@ -538,10 +543,12 @@ impl Validator<'_, '_, '_, '_> {
                 .help("give a version such as \"2026.09.2\", or remove it to use the pipeline's"),
             );
         }
+        let env = self.task_env(name, raw.env.as_ref());
         if self.errors.len() > errors_before {
             return None;
         }
         Some(Task {
+            env,
             code_version: raw
                 .code_version
                 .clone()

@@ -239,6 +239,9 @@ pub fn explain(
     // `run-…`): the attempts are listed, and the last one judged, by when
     // they started.
     attempts.sort_by_key(|a| a.started.parse::<jiff::Timestamp>().ok());
+    // An engine killed while the command ran never redacted its logs: the
+    // secrets this process can read are redacted here too.
+    let secrets = crate::exec::env::readable_secrets(manifest, spec);
     for a in &mut attempts {
         if a.stderr_tail.is_empty() {
             if let Some(t) = a.token {
@@ -247,6 +250,9 @@ pub fn explain(
                     a.stderr_tail = crate::exec::launch::tail_bytes(&bytes, 2048);
                 }
             }
+        }
+        if secrets.has_secrets() {
+            a.stderr_tail = secrets.redact(&a.stderr_tail);
         }
     }
     let latest = store.latest()?;
@@ -737,5 +743,7 @@ pub fn render(x: &Explanation) -> String {
     }
     let _ = writeln!(out);
     let _ = writeln!(out, "recommended: {}", x.recommendation);
-    out
+    // Tails and details are a task's bytes: nothing in them reaches the
+    // operator's terminal as a control sequence.
+    super::printable(&out).into_owned()
 }

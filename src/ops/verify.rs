@@ -25,7 +25,7 @@ use serde::Deserialize;
 use crate::audit::{self, CanonicalRow, Format};
 use crate::exec::classify::Ending;
 use crate::exec::inputs;
-use crate::exec::launch::{self, input_var, Launch};
+use crate::exec::launch::{self, Launch};
 use crate::manifest::{Manifest, Task};
 use crate::store::{CommitRecord, Depth, Drift, DriftKind, Generation, Warehouse};
 
@@ -127,6 +127,14 @@ pub enum VerifyError {
         /// The end of its stderr.
         stderr_tail: String,
     },
+    /// The task's environment cannot be built (a `file:` or `env:`
+    /// reference of its `env.set`): nothing ran.
+    #[error("cannot build the rerun's environment")]
+    #[diagnostic(
+        code(weir::verify::environment),
+        help("verification runs the task with the environment `run` gives it: make the referenced variable or file readable by this weir")
+    )]
+    Environment(#[from] crate::exec::env::EnvError),
     /// A published file is not what its generation committed.
     #[error(transparent)]
     #[diagnostic(transparent)]
@@ -405,16 +413,23 @@ pub fn verify(
         .collect::<Result<Vec<_>, _>>()?;
 
     let data = scratch.join("data");
+    let env = environment(manifest, spec, partition, &record, &run_id, &data, &inputs)?;
     let ending = launch::run(&Launch {
         argv: &spec.command,
         program: None,
         cwd: &manifest.dir,
-        env: environment(manifest, spec, partition, &record, &run_id, &data, &inputs),
+        env: env.clone(),
         stdout: scratch.join("stdout.log"),
         stderr: scratch.join("stderr.log"),
         timeout: spec.timeout,
         tag: crate::exec::tree::new_tag(),
     });
+    // As after an attempt: no secret value stays in the logs.
+    for log in ["stdout.log", "stderr.log"] {
+        if env.redact_file(&scratch.join(log)).is_err() {
+            let _ = std::fs::remove_file(scratch.join(log));
+        }
+    }
     if ending != Ending::Success {
         return Err(VerifyError::TaskFailed {
             ending: ending.describe(),
@@ -661,9 +676,9 @@ fn scratch_dir(root: &Path) -> Result<(String, PathBuf), VerifyError> {
     }
 }
 
-/// The attempt's environment contract (README, "The task environment"),
-/// with `WEIR_ATTEMPT` and `WEIR_TOKEN` 0 and the record's `code_version`,
-/// so a task that stamps rows stamps them as the publication did.
+/// The attempt's environment (`exec::env::build`, the one `run` uses), with
+/// `WEIR_ATTEMPT` and `WEIR_TOKEN` 0 and the record's `code_version`, so a
+/// task that stamps rows stamps them as the publication did.
 fn environment(
     manifest: &Manifest,
     task: &Task,
@@ -672,27 +687,40 @@ fn environment(
     run_id: &str,
     data: &Path,
     inputs: &[Repinned],
-) -> Vec<(String, String)> {
-    let mut env = vec![
-        ("WEIR_RUN_ID".to_string(), run_id.to_string()),
-        ("WEIR_PIPELINE".into(), manifest.pipeline.name.clone()),
-        ("WEIR_TASK".into(), task.name.clone()),
-        ("WEIR_PARTITION".into(), partition.to_string()),
-        ("WEIR_ATTEMPT".into(), "0".into()),
-        ("WEIR_TOKEN".into(), "0".into()),
-        ("WEIR_OUTPUT_DIR".into(), absolute(data)),
-        ("WEIR_CODE_VERSION".into(), record.code_version.clone()),
-    ];
-    for input in inputs {
-        env.push((input_var(&input.name), absolute(&input.location)));
-        if let Some(w) = &input.watermark {
-            let var = input_var(&input.name).replacen("WEIR_INPUT_", "WEIR_WATERMARK_", 1);
-            env.push((var, w.clone()));
-        }
-    }
-    env
+) -> Result<crate::exec::env::TaskEnv, crate::exec::env::EnvError> {
+    crate::exec::env::build(
+        manifest,
+        task,
+        &contract(partition, record, run_id, data, inputs),
+    )
 }
 
+fn contract<'a>(
+    partition: &'a str,
+    record: &'a CommitRecord,
+    run_id: &'a str,
+    data: &'a Path,
+    inputs: &'a [Repinned],
+) -> crate::exec::env::Contract<'a> {
+    crate::exec::env::Contract {
+        run_id,
+        partition,
+        attempt: 0,
+        token: 0,
+        output_dir: data,
+        code_version: &record.code_version,
+        inputs: inputs
+            .iter()
+            .map(|i| crate::exec::env::ContractInput {
+                name: &i.name,
+                location: &i.location,
+                watermark: i.watermark.as_deref(),
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
 fn absolute(path: &Path) -> String {
     std::path::absolute(path)
         .unwrap_or_else(|_| path.to_path_buf())
@@ -804,6 +832,7 @@ fn render_row(columns: &[String], row: &CanonicalRow) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exec::launch::input_var;
     use crate::exec::snapshot;
     use crate::store::{CommitKind, NewCommit, TokenOwner};
 
@@ -933,7 +962,7 @@ printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
             argv: &spec.command,
             program: None,
             cwd: &sb.manifest.dir,
-            env,
+            env: crate::exec::env::TaskEnv::exactly(env),
             stdout: dir.join("stdout.log"),
             stderr: dir.join("stderr.log"),
             timeout: spec.timeout,

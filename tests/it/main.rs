@@ -34,4 +34,5 @@ mod schema;
 mod slurm;
 mod store_integrity;
 mod support;
+mod task_env;
 mod zombie;

@@ -1,0 +1,535 @@
+//! A task's environment: the one builder `run`, `verify` and every executor
+//! use (README, "What a task can reach").
+//!
+//! ```text
+//!  task has `env`?  ── yes ──► its `pass` names from the engine's environment
+//!        │                     + its `set` (literals; `env:`/`file:` read now, secrets)
+//!        no                    + weir's WEIR_* contract
+//!        ▼
+//!  the engine's environment, minus the store's credentials (S3 warehouse)
+//!        + weir's WEIR_* contract
+//! ```
+//!
+//! Secret values (read through `env:` or `file:`) are redacted from the
+//! attempt's logs ([`TaskEnv::redact_file`]) before anything reads a tail of
+//! them, so events, explain, lineage and the evidence uploaded to a remote
+//! warehouse never hold them.
+
+use std::ffi::{OsStr, OsString};
+use std::io::{Read, Write};
+use std::path::Path;
+
+use crate::manifest::{EnvValue, Manifest, Task};
+
+/// What a secret value is replaced with.
+pub const REDACTED: &str = "[redacted]";
+
+/// Credential variables of an S3 warehouse's store: the task of an S3
+/// warehouse never inherits them (an explicit `pass` still can). Each is
+/// something the AWS SDKs and object_store read to authenticate: keys,
+/// session tokens, the web-identity and container-credential endpoints, and
+/// the profile and shared files that name other keys.
+pub const STORE_CREDENTIALS: &[&str] = &[
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_SECURITY_TOKEN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_ROLE_ARN",
+    "AWS_ROLE_SESSION_NAME",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_CONFIG_FILE",
+];
+
+/// Makes the engine's process not dumpable (`PR_SET_DUMPABLE` 0): its
+/// `/proc/<pid>/environ`, `mem` and the like become root's, and it cannot
+/// be ptraced, so a task (which runs as the same user) cannot read the
+/// engine's environment, the store's credentials included. A task is
+/// dumpable again from its `execve`; the engine leaves no core dump.
+pub fn protect_engine() {
+    // SAFETY: prctl(2) with PR_SET_DUMPABLE takes an integer and touches no
+    // memory of ours; a failure leaves the process as it was.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+}
+
+/// One input of the `WEIR_*` contract.
+pub struct ContractInput<'a> {
+    /// Input dataset name (`WEIR_INPUT_<NAME>`).
+    pub name: &'a str,
+    /// Where the task reads it.
+    pub location: &'a Path,
+    /// Its pinned watermark (`WEIR_WATERMARK_<NAME>`).
+    pub watermark: Option<&'a str>,
+}
+
+/// The attempt-specific values of weir's `WEIR_*` contract.
+pub struct Contract<'a> {
+    /// `WEIR_RUN_ID`.
+    pub run_id: &'a str,
+    /// `WEIR_PARTITION` (and `WEIR_PARTITION_<SCHEME>` per dimension).
+    pub partition: &'a str,
+    /// `WEIR_ATTEMPT` (0 for `verify`).
+    pub attempt: u32,
+    /// `WEIR_TOKEN` (0 for `verify`).
+    pub token: u64,
+    /// `WEIR_OUTPUT_DIR`.
+    pub output_dir: &'a Path,
+    /// `WEIR_CODE_VERSION` (the record's for `verify`).
+    pub code_version: &'a str,
+    /// `WEIR_INPUT_<NAME>` and `WEIR_WATERMARK_<NAME>`.
+    pub inputs: Vec<ContractInput<'a>>,
+}
+
+/// A task's whole environment: nothing else reaches its command.
+#[derive(Debug, Clone, Default)]
+pub struct TaskEnv {
+    /// The engine's variables the task gets.
+    inherited: Vec<(OsString, OsString)>,
+    /// weir's `WEIR_*` variables, then the task's `set`.
+    vars: Vec<(String, String)>,
+    /// Names in `vars` whose values are secrets.
+    secret_names: Vec<String>,
+    /// Secret values, longest first.
+    secrets: Vec<String>,
+}
+
+/// A reference in `env.set` that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnvError {
+    /// `env:NAME` of a variable the engine does not have (or not UTF-8).
+    #[error(
+        "`env.set.{var}` of task `{task}` reads `{name}` from weir's environment, which {why}"
+    )]
+    Unset {
+        /// Task.
+        task: String,
+        /// The variable set for the task.
+        var: String,
+        /// The engine's variable.
+        name: String,
+        /// "is not set" or "is not UTF-8".
+        why: &'static str,
+    },
+    /// `file:PATH` that cannot be read.
+    #[error("`env.set.{var}` of task `{task}` reads `{path}`, which cannot be read: {why}")]
+    Unreadable {
+        /// Task.
+        task: String,
+        /// The variable set for the task.
+        var: String,
+        /// The file, as resolved.
+        path: String,
+        /// The OS's reason.
+        why: String,
+    },
+}
+
+impl TaskEnv {
+    /// An environment of exactly `vars` (tests, and callers with no task).
+    pub fn exactly(vars: Vec<(String, String)>) -> TaskEnv {
+        TaskEnv {
+            vars,
+            ..TaskEnv::default()
+        }
+    }
+
+    /// Adds (or replaces) a variable weir sets.
+    pub fn set(&mut self, name: &str, value: &str) {
+        self.vars.retain(|(k, _)| k != name);
+        self.vars.push((name.to_string(), value.to_string()));
+    }
+
+    /// Every variable the command sees; weir's and `set` win over inherited
+    /// ones of the same name.
+    pub fn all(&self) -> Vec<(OsString, OsString)> {
+        let mut all: Vec<(OsString, OsString)> = self
+            .inherited
+            .iter()
+            .filter(|(k, _)| !self.vars.iter().any(|(name, _)| OsStr::new(name) == k))
+            .cloned()
+            .collect();
+        all.extend(
+            self.vars
+                .iter()
+                .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+        );
+        all
+    }
+
+    /// weir's and `set` variables that are not secrets: what may be written
+    /// down (a Slurm job's `job.env`).
+    pub fn public_vars(&self) -> Vec<(String, String)> {
+        self.vars
+            .iter()
+            .filter(|(k, _)| !self.secret_names.contains(k))
+            .cloned()
+            .collect()
+    }
+
+    /// Whether any value is a secret.
+    pub fn has_secrets(&self) -> bool {
+        !self.secrets.is_empty()
+    }
+
+    /// `text` with every secret value replaced by [`REDACTED`].
+    pub fn redact(&self, text: &str) -> String {
+        let mut text = text.to_string();
+        for secret in &self.secrets {
+            if text.contains(secret.as_str()) {
+                text = text.replace(secret.as_str(), REDACTED);
+            }
+        }
+        text
+    }
+
+    /// Rewrites the file at `path` with every secret value replaced, in
+    /// bounded memory (a task's log may be gigabytes); untouched when it
+    /// holds none. A missing file is fine.
+    pub fn redact_file(&self, path: &Path) -> std::io::Result<()> {
+        if self.secrets.is_empty() {
+            return Ok(());
+        }
+        let mut input = match std::fs::File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let mut temp_name = path.as_os_str().to_owned();
+        temp_name.push(".redacting");
+        let temp = Path::new(&temp_name);
+        let mut out = std::io::BufWriter::new(std::fs::File::create(temp)?);
+        let found = redact_stream(&mut input, &mut out, &self.secrets).and_then(|found| {
+            out.flush()?;
+            Ok(found)
+        });
+        drop(out);
+        match found {
+            Ok(true) => std::fs::rename(temp, path),
+            Ok(false) => std::fs::remove_file(temp),
+            Err(e) => {
+                let _ = std::fs::remove_file(temp);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Copies `input` to `out` with every secret replaced; whether one was found.
+fn redact_stream(
+    input: &mut impl Read,
+    out: &mut impl Write,
+    secrets: &[String],
+) -> std::io::Result<bool> {
+    // A match that starts before the last `keep` bytes of the buffer ends
+    // inside it: only the tail can hold the start of one still cut off.
+    let keep = secrets.iter().map(String::len).max().unwrap_or(1) - 1;
+    let finders: Vec<memchr::memmem::Finder<'_>> = secrets
+        .iter()
+        .map(|s| memchr::memmem::Finder::new(s.as_bytes()))
+        .collect();
+    let mut pending: Vec<u8> = Vec::new();
+    let mut chunk = vec![0u8; 1 << 16];
+    let mut found = false;
+    loop {
+        let n = input.read(&mut chunk)?;
+        let eof = n == 0;
+        pending.extend_from_slice(&chunk[..n]);
+        loop {
+            // The earliest match; the longest of those starting there.
+            let first = finders
+                .iter()
+                .filter_map(|f| f.find(&pending).map(|at| (at, f.needle().len())))
+                .min_by_key(|&(at, len)| (at, std::cmp::Reverse(len)));
+            match first {
+                // A longer secret may start here (or before) and end in
+                // bytes not read yet: decided when they are.
+                Some((at, _)) if !eof && pending.len() - at <= keep => break,
+                Some((at, len)) => {
+                    found = true;
+                    out.write_all(&pending[..at])?;
+                    out.write_all(REDACTED.as_bytes())?;
+                    pending.drain(..at + len);
+                }
+                None => break,
+            }
+        }
+        if eof {
+            out.write_all(&pending)?;
+            return Ok(found);
+        }
+        let safe = pending.len().saturating_sub(keep);
+        out.write_all(&pending[..safe])?;
+        pending.drain(..safe);
+    }
+}
+
+/// `task`'s environment for one attempt (or `verify`'s rerun): see the
+/// module doc. A `set` reference that cannot be read is an error, before
+/// anything is launched.
+pub fn build(
+    manifest: &Manifest,
+    task: &Task,
+    contract: &Contract<'_>,
+) -> Result<TaskEnv, EnvError> {
+    build_from(
+        manifest,
+        task,
+        contract,
+        &std::env::vars_os().collect::<Vec<_>>(),
+    )
+}
+
+/// [`build`] over a given engine environment (tests).
+pub fn build_from(
+    manifest: &Manifest,
+    task: &Task,
+    contract: &Contract<'_>,
+    engine: &[(OsString, OsString)],
+) -> Result<TaskEnv, EnvError> {
+    let mut env = TaskEnv::default();
+    match &task.env {
+        Some(spec) => {
+            env.inherited = engine
+                .iter()
+                .filter(|(k, _)| spec.pass.iter().any(|p| OsStr::new(p) == k))
+                .cloned()
+                .collect();
+        }
+        None => {
+            let s3 = manifest.pipeline.remote.is_some();
+            env.inherited = engine
+                .iter()
+                .filter(|(k, _)| !(s3 && STORE_CREDENTIALS.iter().any(|c| OsStr::new(c) == k)))
+                .cloned()
+                .collect();
+        }
+    }
+    env.vars = weir_vars(manifest, task, contract);
+    for (name, value) in task.env.iter().flat_map(|s| s.set.iter()) {
+        let (value, secret) = match value {
+            EnvValue::Literal(v) => (v.clone(), false),
+            EnvValue::Env(from) => {
+                let found = engine.iter().find(|(k, _)| k == from.as_str());
+                let unset = |why| EnvError::Unset {
+                    task: task.name.clone(),
+                    var: name.clone(),
+                    name: from.clone(),
+                    why,
+                };
+                match found {
+                    None => return Err(unset("is not set")),
+                    Some((_, v)) => (
+                        v.to_str().ok_or_else(|| unset("is not UTF-8"))?.to_string(),
+                        true,
+                    ),
+                }
+            }
+            EnvValue::File(path) => {
+                let path = manifest.dir.join(path);
+                let path = std::path::absolute(&path).unwrap_or(path);
+                let unreadable = |why: String| EnvError::Unreadable {
+                    task: task.name.clone(),
+                    var: name.clone(),
+                    path: path.display().to_string(),
+                    why,
+                };
+                let text = std::fs::read(&path).map_err(|e| unreadable(e.to_string()))?;
+                let text = String::from_utf8(text)
+                    .map_err(|_| unreadable("it is not UTF-8".to_string()))?;
+                // As `$(cat file)` reads it: a secret file's final newline
+                // is not part of the secret.
+                (text.trim_end_matches(['\n', '\r']).to_string(), true)
+            }
+        };
+        if secret {
+            env.secret_names.push(name.clone());
+            if !value.is_empty() && !env.secrets.contains(&value) {
+                env.secrets.push(value.clone());
+            }
+        }
+        env.set(name, &value);
+    }
+    // Longest first: a secret that contains another is replaced whole.
+    env.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    Ok(env)
+}
+
+/// The secret values of `task` this process can read (unreadable ones
+/// left out), as a [`TaskEnv`] that only redacts: for evidence an engine
+/// never redacted (it was killed while the command ran), read by `explain`.
+pub fn readable_secrets(manifest: &Manifest, task: &Task) -> TaskEnv {
+    let mut env = TaskEnv::default();
+    for (_, value) in task.env.iter().flat_map(|s| s.set.iter()) {
+        let secret = match value {
+            EnvValue::Literal(_) => None,
+            EnvValue::Env(name) => std::env::var(name).ok(),
+            EnvValue::File(path) => std::fs::read_to_string(manifest.dir.join(path))
+                .ok()
+                .map(|t| t.trim_end_matches(['\n', '\r']).to_string()),
+        };
+        if let Some(secret) = secret.filter(|s| !s.is_empty()) {
+            if !env.secrets.contains(&secret) {
+                env.secrets.push(secret);
+            }
+        }
+    }
+    env.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    env
+}
+
+/// weir's own variables (README, "The task environment").
+fn weir_vars(manifest: &Manifest, task: &Task, c: &Contract<'_>) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("WEIR_RUN_ID".to_string(), c.run_id.to_string()),
+        ("WEIR_PIPELINE".into(), manifest.pipeline.name.clone()),
+        ("WEIR_TASK".into(), task.name.clone()),
+        ("WEIR_PARTITION".into(), c.partition.to_string()),
+        ("WEIR_ATTEMPT".into(), c.attempt.to_string()),
+        ("WEIR_TOKEN".into(), c.token.to_string()),
+        ("WEIR_OUTPUT_DIR".into(), absolute(c.output_dir)),
+        ("WEIR_CODE_VERSION".into(), c.code_version.to_string()),
+    ];
+    env.extend(super::launch::partition_vars(&task.dims, c.partition));
+    for input in &c.inputs {
+        let var = super::launch::input_var(input.name);
+        env.push((var.clone(), absolute(input.location)));
+        if let Some(w) = input.watermark {
+            env.push((
+                var.replacen("WEIR_INPUT_", "WEIR_WATERMARK_", 1),
+                w.to_string(),
+            ));
+        }
+    }
+    env
+}
+
+fn absolute(path: &Path) -> String {
+    std::path::absolute(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn redacted(text: &str, secrets: &[&str], chunk: usize) -> (String, bool) {
+        struct Trickle<'a>(&'a [u8], usize);
+        impl Read for Trickle<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let n = self.0.len().min(self.1).min(buf.len());
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let secrets: Vec<String> = secrets.iter().map(|s| s.to_string()).collect();
+        let mut out = Vec::new();
+        let found =
+            redact_stream(&mut Trickle(text.as_bytes(), chunk), &mut out, &secrets).unwrap();
+        (String::from_utf8(out).unwrap(), found)
+    }
+
+    fn manifest(warehouse: &str, env: &str) -> Manifest {
+        let text = format!(
+            "[pipeline]\nname = \"p\"\ncode_version = \"1\"\nwarehouse = \"{warehouse}\"\n\n\
+             [tasks.t]\ncommand = [\"true\"]\noutput = {{ dataset = \"o\", grain = [\"id\"] }}\n\
+             partitioned_by = []\n{env}\n"
+        );
+        Manifest::parse("m.toml", &text, Path::new("/m/m.toml")).unwrap()
+    }
+
+    fn built(m: &Manifest, engine: &[(&str, &str)]) -> Vec<(String, String)> {
+        let contract = Contract {
+            run_id: "r",
+            partition: "all",
+            attempt: 1,
+            token: 7,
+            output_dir: Path::new("/out"),
+            code_version: "1",
+            inputs: Vec::new(),
+        };
+        let engine: Vec<(OsString, OsString)> =
+            engine.iter().map(|(k, v)| (k.into(), v.into())).collect();
+        let mut all: Vec<(String, String)> = build_from(m, &m.tasks["t"], &contract, &engine)
+            .unwrap()
+            .all()
+            .into_iter()
+            .map(|(k, v)| (k.into_string().unwrap(), v.into_string().unwrap()))
+            .filter(|(k, _)| !k.starts_with("WEIR_") || k == "WEIR_TOKEN")
+            .collect();
+        all.sort();
+        all
+    }
+
+    // issue 23 item 11: the store's credentials stay with the engine on S3;
+    // `env` gives exactly what it declares; weir's variables win
+    #[test]
+    fn issue_23_environment_by_warehouse_and_declaration() {
+        let engine = [
+            ("AWS_SECRET_ACCESS_KEY", "k"),
+            ("AWS_REGION", "eu"),
+            ("HOME", "/h"),
+            ("WEIR_TOKEN", "forged"),
+        ];
+        let pairs = |p: &[(&str, &str)]| -> Vec<(String, String)> {
+            p.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            built(&manifest("s3://b/w", ""), &engine),
+            pairs(&[("AWS_REGION", "eu"), ("HOME", "/h"), ("WEIR_TOKEN", "7")])
+        );
+        assert_eq!(
+            built(&manifest("wh", ""), &engine),
+            pairs(&[
+                ("AWS_REGION", "eu"),
+                ("AWS_SECRET_ACCESS_KEY", "k"),
+                ("HOME", "/h"),
+                ("WEIR_TOKEN", "7")
+            ])
+        );
+        let declared = manifest(
+            "s3://b/w",
+            "env = { pass = [\"HOME\", \"ABSENT\"], set = { LEVEL = \"info\", K = \"env:AWS_SECRET_ACCESS_KEY\" } }",
+        );
+        assert_eq!(
+            built(&declared, &engine),
+            pairs(&[
+                ("HOME", "/h"),
+                ("K", "k"),
+                ("LEVEL", "info"),
+                ("WEIR_TOKEN", "7")
+            ])
+        );
+    }
+
+    #[test]
+    fn secrets_are_redacted_across_read_boundaries() {
+        let text = "token s3cr3t-value here; again s3cr3t-value\nand s3cr3t";
+        for chunk in [1, 2, 3, 5, 7, 64] {
+            assert_eq!(
+                redacted(text, &["s3cr3t-value", "s3cr3t"], chunk),
+                (
+                    "token [redacted] here; again [redacted]\nand [redacted]".to_string(),
+                    true
+                ),
+                "chunks of {chunk}"
+            );
+        }
+        assert_eq!(
+            redacted("nothing", &["s3cr3t"], 3),
+            ("nothing".into(), false)
+        );
+    }
+}

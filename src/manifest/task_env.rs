@@ -1,0 +1,133 @@
+//! `env = { pass = [...], set = { ... } }` of a task: what its command may
+//! see besides weir's own `WEIR_*` variables (README, "What a task can
+//! reach"). The environment itself is built in `exec/env.rs`.
+
+use indexmap::IndexMap;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::model::{EnvSpec, EnvValue};
+use super::validate::Validator;
+use super::ManifestError;
+
+/// `env = { ... }` of a task.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawTaskEnv {
+    /// Variables of the engine's environment the task gets, by name
+    /// (e.g. `["PATH", "HOME"]`); no other variable of the engine's reaches it.
+    #[serde(default)]
+    pub pass: Vec<String>,
+    /// Variables set for the task: a literal value, `"env:NAME"` (the
+    /// engine's variable NAME) or `"file:PATH"` (the file's content, without
+    /// a final newline; PATH relative to the manifest). Values read through
+    /// `env:` and `file:` are secrets: redacted from logs, events and
+    /// explain.
+    #[serde(default)]
+    pub set: IndexMap<String, String>,
+}
+
+/// `LEVEL`, `API_TOKEN`: a name a shell can export.
+pub(crate) fn var_name_ok(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// A `set` value: `env:NAME`, `file:PATH` or a literal.
+fn parse_value(text: &str) -> Result<EnvValue, String> {
+    if let Some(name) = text.strip_prefix("env:") {
+        if name.is_empty() {
+            return Err("`env:` names no variable".to_string());
+        }
+        if !var_name_ok(name) {
+            return Err(format!("`{name}` is not a variable name"));
+        }
+        return Ok(EnvValue::Env(name.to_string()));
+    }
+    if let Some(path) = text.strip_prefix("file:") {
+        if path.trim().is_empty() {
+            return Err("`file:` names no file".to_string());
+        }
+        return Ok(EnvValue::File(path.into()));
+    }
+    Ok(EnvValue::Literal(text.to_string()))
+}
+
+impl Validator<'_, '_, '_, '_> {
+    /// `env` of task `task`, checked for names and reference syntax (whether
+    /// a reference can be read is known only at launch).
+    pub(super) fn task_env(&mut self, task: &str, raw: Option<&RawTaskEnv>) -> Option<EnvSpec> {
+        let raw = raw?;
+        let mut spec = EnvSpec::default();
+        let reserved = |name: &str| name.starts_with("WEIR_");
+        for (i, name) in raw.pass.iter().enumerate() {
+            let idx = i.to_string();
+            let at = ["tasks", task, "env", "pass", idx.as_str()];
+            if !var_name_ok(name) || reserved(name) {
+                self.err(bad_name(task, name, reserved(name)).at(self.value(&at), "not passed"));
+            } else if !spec.pass.contains(name) {
+                spec.pass.push(name.clone());
+            }
+        }
+        for (name, text) in &raw.set {
+            let at = ["tasks", task, "env", "set", name.as_str()];
+            if !var_name_ok(name) || reserved(name) {
+                self.err(bad_name(task, name, reserved(name)).at(self.key(&at), "not set"));
+                continue;
+            }
+            match parse_value(text) {
+                Ok(value) => spec.set.push((name.clone(), value)),
+                Err(why) => self.err(
+                    ManifestError::new(
+                        "weir::manifest::env_reference",
+                        format!("`env.set.{name}` of task `{task}`: {why}"),
+                    )
+                    .at(self.value(&at), "bad reference")
+                    .help("write `\"env:NAME\"` for the engine's variable NAME, `\"file:/run/secrets/x\"` for a file's content, or a literal value"),
+                ),
+            }
+        }
+        Some(spec)
+    }
+}
+
+fn bad_name(task: &str, name: &str, reserved: bool) -> ManifestError {
+    if reserved {
+        ManifestError::new(
+            "weir::manifest::env_name",
+            format!("task `{task}` declares `{name}` in `env`, but `WEIR_*` variables are weir's"),
+        )
+        .help("weir sets its own `WEIR_*` variables for every task; choose another name")
+    } else {
+        ManifestError::new(
+            "weir::manifest::env_name",
+            format!("`{name}` in `env` of task `{task}` is not an environment variable name"),
+        )
+        .help("use letters, digits and `_`, not starting with a digit, e.g. `API_TOKEN`")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_and_literals() {
+        assert_eq!(parse_value("info"), Ok(EnvValue::Literal("info".into())));
+        assert_eq!(
+            parse_value("env:API_TOKEN"),
+            Ok(EnvValue::Env("API_TOKEN".into()))
+        );
+        assert_eq!(
+            parse_value("file:/run/secrets/x"),
+            Ok(EnvValue::File("/run/secrets/x".into()))
+        );
+        assert!(parse_value("env:").is_err());
+        assert!(parse_value("env:API TOKEN").is_err());
+        assert!(parse_value("file:").is_err());
+        assert!(var_name_ok("_A1") && !var_name_ok("1A") && !var_name_ok("A-B"));
+    }
+}
