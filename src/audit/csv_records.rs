@@ -16,8 +16,8 @@ use std::path::Path;
 
 use csv_core::ReadRecordResult;
 
-use super::read::{io_error, open, parse_error, RowEstimate, BUFFER};
-use super::AuditError;
+use super::read::{io_error, open, parse_error, too_large, RowEstimate, BUFFER};
+use super::{AuditError, MAX_RECORD_BYTES, MAX_VALUE_BYTES};
 
 /// A field of the last record: where its bytes lie in the caller's buffer.
 pub(super) type Field = (usize, usize);
@@ -38,6 +38,8 @@ pub(super) struct CsvRecords<'p> {
     core: csv_core::Reader,
     /// order[k] = the field position of the k-th sorted column.
     pub(super) order: Vec<usize>,
+    /// The columns in file order, to name one whose value is too large.
+    header: Vec<String>,
     /// The fields of the record last read, in file order.
     pub(super) fields: Vec<Field>,
     /// csv_core's field ends, reused.
@@ -72,6 +74,7 @@ impl<'p> CsvRecords<'p> {
             })?;
             named.push((name, position));
         }
+        let header = named.iter().map(|(name, _)| name.clone()).collect();
         named.sort();
         if let Some(pair) = named.windows(2).find(|pair| pair[0].0 == pair[1].0) {
             return Err(parse_error(
@@ -107,6 +110,7 @@ impl<'p> CsvRecords<'p> {
             newlines,
             core,
             order: named.iter().map(|&(_, position)| position).collect(),
+            header,
             fields: Vec::with_capacity(named.len()),
             ends: Vec::new(),
             estimate,
@@ -169,8 +173,15 @@ impl<'p> CsvRecords<'p> {
         number: u64,
     ) -> Result<Option<u64>, AuditError> {
         let base = data.len();
+        let begin = self.offset;
         let (mut written, mut fields) = (0, 0);
         loop {
+            // A quoted field never closed would otherwise be read to the
+            // end of the file into memory.
+            if self.offset - begin > MAX_RECORD_BYTES as u64 {
+                data.truncate(base);
+                return Err(self.record_too_large(number));
+            }
             // Room for the output, doubling while a long record fills it
             // (zeroing a buffer's worth for every short record would cost
             // more than parsing it).
@@ -212,9 +223,30 @@ impl<'p> CsvRecords<'p> {
         self.checked(number).map(Some)
     }
 
-    /// Checks the record's width against the header's.
+    /// Checks the record's width against the header's, and its values'
+    /// sizes against [`MAX_VALUE_BYTES`].
     fn checked(&mut self, number: u64) -> Result<u64, AuditError> {
         self.estimate.row(self.offset);
+        // Only a record longer than the limit can hold a value that is.
+        let spread = match (self.fields.first(), self.fields.last()) {
+            (Some(first), Some(last)) => last.1.saturating_sub(first.0),
+            _ => 0,
+        };
+        if spread > MAX_VALUE_BYTES {
+            let large = self
+                .fields
+                .iter()
+                .position(|(start, end)| end.saturating_sub(*start) > MAX_VALUE_BYTES);
+            if let Some(position) = large {
+                let name = self.header.get(position).map_or("", String::as_str);
+                return Err(too_large(
+                    self.path,
+                    format!("line {number}"),
+                    format!("the value of column `{name}`"),
+                    MAX_VALUE_BYTES,
+                ));
+            }
+        }
         if self.fields.len() != self.order.len() {
             return Err(parse_error(
                 self.path,
@@ -236,12 +268,27 @@ impl<'p> CsvRecords<'p> {
         self.newlines += newlines;
     }
 
+    /// The error for a record over [`MAX_RECORD_BYTES`] on line `number`.
+    fn record_too_large(&self, number: u64) -> AuditError {
+        too_large(
+            self.path,
+            format!("line {number}"),
+            "the record".to_owned(),
+            MAX_RECORD_BYTES,
+        )
+    }
+
     /// Moves the unread bytes to the front and reads more after them,
-    /// growing the buffer if a line fills it.
+    /// growing the buffer if a line fills it, up to [`MAX_RECORD_BYTES`].
     fn fill(&mut self) -> Result<(), AuditError> {
         self.buf.copy_within(self.start..self.end, 0);
         self.end -= self.start;
         self.start = 0;
+        // Filled only when no newline ends the unread bytes: they are one
+        // record in the making.
+        if self.end >= MAX_RECORD_BYTES {
+            return Err(self.record_too_large(self.newlines + 1));
+        }
         if self.end == self.buf.len() {
             self.buf.resize(self.buf.len() * 2, 0);
         }
