@@ -50,9 +50,12 @@ pub(super) struct CsvRecords<'p> {
 impl<'p> CsvRecords<'p> {
     /// Opens a file and reads its header: returns its sorted columns.
     pub(super) fn open(path: &'p Path) -> Result<(Vec<String>, Self), AuditError> {
+        // The header is a record too: the csv crate is given one byte more
+        // than MAX_RECORD_BYTES, so a file without newlines (a sparse file)
+        // is not read whole into its header.
         let mut reader = csv::ReaderBuilder::new()
             .flexible(true)
-            .from_reader(open(path)?);
+            .from_reader(open(path)?.take(MAX_RECORD_BYTES as u64 + 1));
         let header = reader
             .byte_headers()
             .map_err(|e| csv_error(path, e))?
@@ -60,8 +63,16 @@ impl<'p> CsvRecords<'p> {
         // The header as the csv crate read it (a BOM, quoting); the records
         // start right after it.
         let offset = reader.position().byte();
-        let mut file = reader.into_inner();
         let header_line = 1;
+        if offset > MAX_RECORD_BYTES as u64 {
+            return Err(too_large(
+                path,
+                format!("line {header_line}"),
+                "the header".to_owned(),
+                MAX_RECORD_BYTES,
+            ));
+        }
+        let mut file = reader.into_inner().into_inner();
 
         let mut named = Vec::with_capacity(header.len());
         for (position, name) in header.iter().enumerate() {

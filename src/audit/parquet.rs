@@ -1910,6 +1910,33 @@ mod tests {
         assert_eq!(digest, digest_files(&[csv_file], Format::Csv).expect("csv"));
     }
 
+    // Issue 23 item 7: a Parquet value over MAX_VALUE_BYTES fails the audit
+    // naming the file, the row and the column.
+    #[test]
+    fn issue_23_a_value_over_the_limit_names_its_row_and_column() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let long = "x".repeat(crate::audit::MAX_VALUE_BYTES + 1);
+        let batch = RecordBatch::try_from_iter(vec![
+            ("id", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef),
+            (
+                "payload",
+                Arc::new(StringArray::from(vec!["short", long.as_str()])) as ArrayRef,
+            ),
+        ])
+        .expect("batch");
+        let path = write(&dir.path().join("big.parquet"), &batch, 10);
+        let error =
+            digest_files(std::slice::from_ref(&path), Format::Parquet).expect_err("too large");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "`{}` row 2: the value of column `payload` is larger than 64 MiB, \
+                 the most the audit reads",
+                path.display()
+            )
+        );
+    }
+
     // Issue 23 item 10: dates and timestamps are worked out on the calendar,
     // as jiff prints them within its timestamps' range, and on to the end of
     // year 9999 (jiff's timestamps end on 9999-12-30 at 22:00).

@@ -1502,6 +1502,7 @@ mod tests {
     fn issue_23_a_record_over_the_limit_names_its_line() {
         let dir = tempfile::tempdir().expect("tempdir");
         for (name, head) in [
+            ("header.csv", "id,pay"),
             ("plain.csv", "id,payload\n1,a\n\n2,"),
             ("quoted.csv", "id,payload\n1,a\n\n2,\"x"),
             ("lines.jsonl", "{\"id\":1}\n\n{\"id\":\""),
@@ -1518,12 +1519,16 @@ mod tests {
                 Format::Jsonl
             };
             let error = collect(&path, format).err().expect("too large");
+            let (line, what) = match name {
+                "header.csv" => (1, "the header"),
+                "plain.csv" | "quoted.csv" => (4, "the record"),
+                _ => (3, "the record"),
+            };
             assert_eq!(
                 error.to_string(),
                 format!(
-                    "`{}` line {}: the record is larger than 128 MiB, the most the audit reads",
+                    "`{}` line {line}: {what} is larger than 128 MiB, the most the audit reads",
                     path.display(),
-                    if format == Format::Csv { 4 } else { 3 }
                 ),
                 "{name}"
             );
