@@ -296,7 +296,15 @@ output = {{ dataset = "big", format = "{format}", grain = ["id"] }}
         .map(|e| e.detail.clone())
         .unwrap_or_default();
     assert!(sb.store("big", "p").latest().unwrap().is_none());
-    (out.status.code(), stdout(&out), stderr(&out), detail)
+    // The sandbox's path is in every message: `<dir>` stands for it.
+    let dir = sb.path().display().to_string();
+    let redact = |text: String| text.replace(&dir, "<dir>");
+    (
+        out.status.code(),
+        redact(stdout(&out)),
+        redact(stderr(&out)),
+        redact(detail),
+    )
 }
 
 // https://github.com/weir/weir/issues/23 item 7: a 1 GiB field (a sparse
@@ -305,21 +313,30 @@ output = {{ dataset = "big", format = "{format}", grain = ["id"] }}
 // naming the file and line, under a 1 GiB address-space limit.
 #[test]
 fn issue_23_a_1_gib_field_fails_the_audit_within_bounded_memory() {
-    let (code, _, err, detail) = run_limited(
+    let (code, out, err, detail) = run_limited(
         "printf 'id,payload\\n1,' > \"$WEIR_OUTPUT_DIR/big.csv\"\n\
          truncate -s 1G \"$WEIR_OUTPUT_DIR/big.csv\"\n",
         "csv",
         1024,
     );
+    let reason = "candidate cannot be read: `<dir>/wh/big/p/attempts/00000000000000000001/data/\
+big.csv` line 2: the record is larger than 128 MiB, the most the audit reads";
     assert_eq!(code, Some(1), "{err}");
-    assert!(
-        detail.starts_with("candidate cannot be read: `")
-            && detail.ends_with(
-                "/data/big.csv` line 2: the record is larger than 128 MiB, the most the audit reads"
-            ),
-        "{detail}"
+    assert_eq!(detail, reason);
+    assert_eq!(
+        out,
+        format!(
+            "run R1: 1 task instance: 1 quarantined; 0 retries\n  QUARANTINED big p: \
+deterministic failure: {reason}\nevents: <dir>/wh/_runs/R1/events.jsonl\n"
+        )
     );
-    assert!(err.contains("the record is larger than 128 MiB"), "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "big p attempt 1 token 1: GATE_FAILED {reason}\n\
+big p attempt 1 token 1: QUARANTINED deterministic failure: {reason}: quarantined, not retried\n"
+        )
+    );
 }
 
 // https://github.com/weir/weir/issues/23 item 7: a candidate of 200,000
@@ -327,16 +344,27 @@ fn issue_23_a_1_gib_field_fails_the_audit_within_bounded_memory() {
 // limit, as a gate failure, under a 1 GiB address-space limit.
 #[test]
 fn issue_23_200_000_files_fail_the_audit_within_bounded_memory() {
-    let (code, _, err, detail) = run_limited(
+    let (code, out, err, detail) = run_limited(
         "cd \"$WEIR_OUTPUT_DIR\" && seq -f 'f%06g.csv' 1 200000 | xargs touch\n",
         "csv",
         1024,
     );
+    let reason = "the output is not publishable: more than 100000 `*.csv` files: a partition \
+holds at most 100000 (write fewer, larger files)";
     assert_eq!(code, Some(1), "{err}");
+    assert_eq!(detail, reason);
     assert_eq!(
-        detail,
-        "the output is not publishable: more than 100000 `*.csv` files: a partition holds \
-at most 100000 (write fewer, larger files)"
+        out,
+        format!(
+            "run R1: 1 task instance: 1 quarantined; 0 retries\n  QUARANTINED big p: \
+deterministic failure: {reason}\nevents: <dir>/wh/_runs/R1/events.jsonl\n"
+        )
     );
-    assert!(err.contains("more than 100000 `*.csv` files"), "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "big p attempt 1 token 1: GATE_FAILED {reason}\n\
+big p attempt 1 token 1: QUARANTINED deterministic failure: {reason}: quarantined, not retried\n"
+        )
+    );
 }
