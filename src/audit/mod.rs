@@ -7,8 +7,11 @@
 //! canonical rows; the gates and the digest consume only those rows.
 //!
 //! Files are streamed, never held in memory: each is folded into its own
-//! accumulator on the rayon pool and the accumulators are merged in file
-//! order. With fewer files than threads (one big file), a CSV or JSON Lines
+//! accumulator on the rayon pool, a window of files at a time, and the
+//! accumulators are merged in file order as each window is done. A record
+//! over [`MAX_RECORD_BYTES`], a value over [`MAX_VALUE_BYTES`] and more
+//! files than [`MAX_FILES`] fail the audit before more is read, so memory
+//! stays bounded whatever a task writes. With fewer files than threads (one big file), a CSV or JSON Lines
 //! file is parsed on one thread while lanes on the others each digest a
 //! share of its rows and run some of the key checks; a Parquet file is
 //! folded in parts (ranges of its row groups), a part per thread at a time,

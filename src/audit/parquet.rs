@@ -21,13 +21,16 @@
 //!   `NaN`, `inf`, `-inf`;
 //! - decimals: the unscaled integer with the scale's digits after the point
 //!   (`DECIMAL(9,2)` 1250 is `12.50`);
-//! - dates `YYYY-MM-DD`; times `HH:MM:SS` with the fraction's digits that are
-//!   not trailing zeros; timestamps adjusted to UTC as RFC 3339 with `Z`
-//!   (`2026-09-20T08:12:00Z`, `…00.25Z`), local timestamps without it;
-//! - nulls are null (an empty string is a value, not null);
+//! - dates `YYYY-MM-DD`, years -9999 to 9999; times `HH:MM:SS` with the
+//!   fraction's digits that are not trailing zeros; timestamps adjusted to
+//!   UTC as RFC 3339 with `Z` (`2026-09-20T08:12:00Z`, `…00.25Z`), local
+//!   timestamps without it;
+//! - nulls are null (an empty string is a value, not null), Arrow's null
+//!   type and a dictionary of no values included;
 //! - lists, structs and maps: compact JSON text as a nested JSON Lines value
-//!   is rendered (keys sorted; numbers as above, decimals as JSON numbers,
-//!   dates, times and timestamps as strings, binary as lossy UTF-8);
+//!   is rendered (keys sorted; numbers as above, floats too, decimals as
+//!   JSON numbers, dates, times and timestamps as strings, binary as lossy
+//!   UTF-8);
 //! - dictionary-encoded columns: their values. Other types (durations,
 //!   intervals, unions) are refused, naming the column.
 
