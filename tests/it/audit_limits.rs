@@ -282,13 +282,22 @@ output = {{ dataset = "big", format = "{format}", grain = ["id"] }}
     let sb = Sandbox { dir };
     sb.script("write.sh", script);
     let weir = env!("CARGO_BIN_EXE_weir");
-    let out = std::process::Command::new("prlimit")
-        .arg(format!("--as={}", limit_mib << 20))
+    // `ulimit -v` (the shell's, so no util-linux is needed) limits the
+    // engine's address space, then the engine replaces the shell.
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v {} && exec \"$0\" \"$@\"",
+            limit_mib << 10
+        ))
         .arg(weir)
         .args(["run", "m.toml", "--run-id", "R1"])
+        // glibc reserves 64 MiB of address space per malloc arena, up to
+        // eight per core: bounded, so the limit means the same on any host.
+        .env("MALLOC_ARENA_MAX", "2")
         .current_dir(sb.path())
         .output()
-        .expect("prlimit runs");
+        .expect("sh runs");
     let events = sb.events("R1");
     let detail = events
         .iter()
