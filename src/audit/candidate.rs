@@ -98,6 +98,16 @@ pub fn candidate_files(dir: &Path, format: Format) -> Result<Vec<PathBuf>, Candi
             Some(p) => problems.push(p),
             None => files.push(path),
         }
+        // Listing stops here: a million files are not held to be refused.
+        if files.len() > super::MAX_FILES {
+            return Err(CandidateError::Refused {
+                problems: vec![format!(
+                    "more than {} `*{suffix}` files: a partition holds at most {} (write fewer, larger files)",
+                    super::MAX_FILES,
+                    super::MAX_FILES
+                )],
+            });
+        }
     }
     if !problems.is_empty() {
         problems.sort();

@@ -16,8 +16,8 @@ use std::path::Path;
 
 use csv_core::ReadRecordResult;
 
-use super::read::{io_error, open, parse_error, RowEstimate, BUFFER};
-use super::AuditError;
+use super::read::{io_error, open, parse_error, too_large, RowEstimate, BUFFER};
+use super::{AuditError, MAX_RECORD_BYTES, MAX_VALUE_BYTES};
 
 /// A field of the last record: where its bytes lie in the caller's buffer.
 pub(super) type Field = (usize, usize);
@@ -38,6 +38,8 @@ pub(super) struct CsvRecords<'p> {
     core: csv_core::Reader,
     /// order[k] = the field position of the k-th sorted column.
     pub(super) order: Vec<usize>,
+    /// The columns in file order, to name one whose value is too large.
+    header: Vec<String>,
     /// The fields of the record last read, in file order.
     pub(super) fields: Vec<Field>,
     /// csv_core's field ends, reused.
@@ -48,9 +50,12 @@ pub(super) struct CsvRecords<'p> {
 impl<'p> CsvRecords<'p> {
     /// Opens a file and reads its header: returns its sorted columns.
     pub(super) fn open(path: &'p Path) -> Result<(Vec<String>, Self), AuditError> {
+        // The header is a record too: the csv crate is given one byte more
+        // than MAX_RECORD_BYTES, so a file without newlines (a sparse file)
+        // is not read whole into its header.
         let mut reader = csv::ReaderBuilder::new()
             .flexible(true)
-            .from_reader(open(path)?);
+            .from_reader(open(path)?.take(MAX_RECORD_BYTES as u64 + 1));
         let header = reader
             .byte_headers()
             .map_err(|e| csv_error(path, e))?
@@ -58,8 +63,16 @@ impl<'p> CsvRecords<'p> {
         // The header as the csv crate read it (a BOM, quoting); the records
         // start right after it.
         let offset = reader.position().byte();
-        let mut file = reader.into_inner();
         let header_line = 1;
+        if offset > MAX_RECORD_BYTES as u64 {
+            return Err(too_large(
+                path,
+                format!("line {header_line}"),
+                "the header".to_owned(),
+                MAX_RECORD_BYTES,
+            ));
+        }
+        let mut file = reader.into_inner().into_inner();
 
         let mut named = Vec::with_capacity(header.len());
         for (position, name) in header.iter().enumerate() {
@@ -72,6 +85,7 @@ impl<'p> CsvRecords<'p> {
             })?;
             named.push((name, position));
         }
+        let header = named.iter().map(|(name, _)| name.clone()).collect();
         named.sort();
         if let Some(pair) = named.windows(2).find(|pair| pair[0].0 == pair[1].0) {
             return Err(parse_error(
@@ -107,6 +121,7 @@ impl<'p> CsvRecords<'p> {
             newlines,
             core,
             order: named.iter().map(|&(_, position)| position).collect(),
+            header,
             fields: Vec::with_capacity(named.len()),
             ends: Vec::new(),
             estimate,
@@ -169,8 +184,15 @@ impl<'p> CsvRecords<'p> {
         number: u64,
     ) -> Result<Option<u64>, AuditError> {
         let base = data.len();
+        let begin = self.offset;
         let (mut written, mut fields) = (0, 0);
         loop {
+            // A quoted field never closed would otherwise be read to the
+            // end of the file into memory.
+            if self.offset - begin > MAX_RECORD_BYTES as u64 {
+                data.truncate(base);
+                return Err(self.record_too_large(number));
+            }
             // Room for the output, doubling while a long record fills it
             // (zeroing a buffer's worth for every short record would cost
             // more than parsing it).
@@ -212,9 +234,30 @@ impl<'p> CsvRecords<'p> {
         self.checked(number).map(Some)
     }
 
-    /// Checks the record's width against the header's.
+    /// Checks the record's width against the header's, and its values'
+    /// sizes against [`MAX_VALUE_BYTES`].
     fn checked(&mut self, number: u64) -> Result<u64, AuditError> {
         self.estimate.row(self.offset);
+        // Only a record longer than the limit can hold a value that is.
+        let spread = match (self.fields.first(), self.fields.last()) {
+            (Some(first), Some(last)) => last.1.saturating_sub(first.0),
+            _ => 0,
+        };
+        if spread > MAX_VALUE_BYTES {
+            let large = self
+                .fields
+                .iter()
+                .position(|(start, end)| end.saturating_sub(*start) > MAX_VALUE_BYTES);
+            if let Some(position) = large {
+                let name = self.header.get(position).map_or("", String::as_str);
+                return Err(too_large(
+                    self.path,
+                    format!("line {number}"),
+                    format!("the value of column `{name}`"),
+                    MAX_VALUE_BYTES,
+                ));
+            }
+        }
         if self.fields.len() != self.order.len() {
             return Err(parse_error(
                 self.path,
@@ -236,12 +279,27 @@ impl<'p> CsvRecords<'p> {
         self.newlines += newlines;
     }
 
+    /// The error for a record over [`MAX_RECORD_BYTES`] on line `number`.
+    fn record_too_large(&self, number: u64) -> AuditError {
+        too_large(
+            self.path,
+            format!("line {number}"),
+            "the record".to_owned(),
+            MAX_RECORD_BYTES,
+        )
+    }
+
     /// Moves the unread bytes to the front and reads more after them,
-    /// growing the buffer if a line fills it.
+    /// growing the buffer if a line fills it, up to [`MAX_RECORD_BYTES`].
     fn fill(&mut self) -> Result<(), AuditError> {
         self.buf.copy_within(self.start..self.end, 0);
         self.end -= self.start;
         self.start = 0;
+        // Filled only when no newline ends the unread bytes: they are one
+        // record in the making.
+        if self.end >= MAX_RECORD_BYTES {
+            return Err(self.record_too_large(self.newlines + 1));
+        }
         if self.end == self.buf.len() {
             self.buf.resize(self.buf.len() * 2, 0);
         }

@@ -7,8 +7,11 @@
 //! canonical rows; the gates and the digest consume only those rows.
 //!
 //! Files are streamed, never held in memory: each is folded into its own
-//! accumulator on the rayon pool and the accumulators are merged in file
-//! order. With fewer files than threads (one big file), a CSV or JSON Lines
+//! accumulator on the rayon pool, a window of files at a time, and the
+//! accumulators are merged in file order as each window is done. A record
+//! over [`MAX_RECORD_BYTES`], a value over [`MAX_VALUE_BYTES`] and more
+//! files than [`MAX_FILES`] fail the audit before more is read, so memory
+//! stays bounded whatever a task writes. With fewer files than threads (one big file), a CSV or JSON Lines
 //! file is parsed on one thread while lanes on the others each digest a
 //! share of its rows and run some of the key checks; a Parquet file is
 //! folded in parts (ranges of its row groups), a part per thread at a time,
@@ -44,6 +47,26 @@ pub use gates::{Aggregate, Gate, GateOutcome};
 use digest::DigestFold;
 use gates::{CandidateFold, Places};
 use read::{Row, RowFold};
+
+/// The largest record the audit reads, in bytes (128 MiB): a CSV record or
+/// a JSON Lines line. A larger one fails the audit naming its file and line,
+/// before more of it is read, so a runaway field (a missing closing quote,
+/// a file of no newlines) costs bounded memory and fails the same way on
+/// every rerun. Far above real rows: BigQuery caps a row at 100 MB.
+pub const MAX_RECORD_BYTES: usize = 128 << 20;
+
+/// The largest value the audit reads, in bytes (64 MiB): a CSV field, the
+/// text of a JSON Lines value or of a Parquet value. A larger one fails the
+/// audit naming its file, line (Parquet: row) and column. Blobs this large
+/// belong in object storage, with their address in the table (Snowflake
+/// caps a value at 16 MB, Redshift's SUPER at 16 MB).
+pub const MAX_VALUE_BYTES: usize = 64 << 20;
+
+/// The most data files one candidate (or input) may have (100,000). More
+/// fails the audit before any is read; a partition of that many files is
+/// a writer's bug (one file per row), and would cost the store one object
+/// per file on every read.
+pub const MAX_FILES: usize = 100_000;
 
 /// The format of a candidate's or an input's data files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
@@ -186,6 +209,39 @@ pub enum AuditError {
         /// Its type in this file, or `no such column`.
         found: String,
     },
+    /// A record or a value is larger than the audit reads
+    /// ([`MAX_RECORD_BYTES`], [`MAX_VALUE_BYTES`]).
+    #[error(
+        "`{}` {place}: {what} is larger than {} MiB, the most the audit reads",
+        .path.display(),
+        .limit >> 20
+    )]
+    #[diagnostic(
+        code(weir::audit::too_large),
+        help("write large blobs to object storage and keep their address in the table")
+    )]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// `line 2` (CSV, JSON Lines) or `row 6` (Parquet).
+        place: String,
+        /// `the record` or `the value of column `payload``.
+        what: String,
+        /// The limit it is over, in bytes.
+        limit: usize,
+    },
+    /// More data files than one audit reads ([`MAX_FILES`]).
+    #[error("{files} data files are more than the {limit} one audit reads")]
+    #[diagnostic(
+        code(weir::audit::too_many_files),
+        help("write fewer, larger files: one partition is read as one set of files")
+    )]
+    TooManyFiles {
+        /// The files found.
+        files: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// A file's columns differ from the candidate's first file.
     #[error(
         "`{}` has columns ({}) but the first file has ({})",
@@ -227,13 +283,7 @@ pub fn audit_with(
             }
             CandidateFold::new(file, columns, spec.grain, spec.gates)
         };
-        let (columns, folds) = read::fold_files(files, spec.format, true, &make)?;
-        let mut folds = folds.into_iter();
-        let mut merged = folds.next().unwrap_or_else(|| make(0, &columns));
-        for later in folds {
-            merged.merge(later);
-        }
-        Ok::<_, AuditError>((columns, merged))
+        read::fold_files(files, spec.format, true, &make)
     };
     let read_inputs = || gates::read_inputs(spec.gates, spec.inputs);
     // Inputs that reconcile gates compare with are read alongside the
@@ -267,12 +317,8 @@ pub fn audit_with(
 /// Digest only (no gates): used by `weir verify` and tests. Returns the
 /// number of rows and the digest.
 pub fn digest_files(files: &[PathBuf], format: Format) -> Result<(u64, Digest), AuditError> {
-    let (columns, folds) =
+    let (columns, merged) =
         read::fold_files(files, format, true, &|_, columns| DigestFold::new(columns))?;
-    let mut merged = DigestFold::new(&columns);
-    for fold in &folds {
-        merged.merge(fold);
-    }
     Ok((merged.rows(), merged.finish(&columns)))
 }
 
@@ -280,14 +326,12 @@ pub fn digest_files(files: &[PathBuf], format: Format) -> Result<(u64, Digest), 
 /// values, without the digest or any gate: what reading a format costs on
 /// its own (`examples/audit_bench --scan`).
 pub fn scan_files(files: &[PathBuf], format: Format) -> Result<(u64, u64), AuditError> {
-    let (_, folds) = read::fold_files(files, format, false, &|_, columns| Scan {
+    let (_, scan) = read::fold_files(files, format, false, &|_, columns| Scan {
         width: columns.len(),
         rows: 0,
         bytes: 0,
     })?;
-    Ok(folds.iter().fold((0, 0), |(rows, bytes), scan| {
-        (rows + scan.rows, bytes + scan.bytes)
-    }))
+    Ok((scan.rows, scan.bytes))
 }
 
 /// Counts rows and value bytes for [`scan_files`].
@@ -344,12 +388,11 @@ pub fn read_rows(
     files: &[PathBuf],
     format: Format,
 ) -> Result<(Vec<String>, Vec<CanonicalRow>), AuditError> {
-    let (columns, folds) = read::fold_files(files, format, true, &|_, columns| Rows {
+    let (columns, fold) = read::fold_files(files, format, true, &|_, columns| Rows {
         width: columns.len(),
         rows: Vec::new(),
     })?;
-    let rows = folds.into_iter().flat_map(|fold| fold.rows).collect();
-    Ok((columns, rows))
+    Ok((columns, fold.rows))
 }
 
 /// One row's values as bytes, exactly as read (`None` for null).
@@ -365,26 +408,20 @@ pub fn read_raw_rows(
     limit: Option<usize>,
 ) -> Result<(Vec<String>, Vec<RawRow>), AuditError> {
     let Some(limit) = limit else {
-        let (columns, folds) = read::fold_files(files, format, true, &|_, columns| RawRows {
+        let (columns, fold) = read::fold_files(files, format, true, &|_, columns| RawRows {
             width: columns.len(),
             rows: Vec::new(),
         })?;
-        let rows = folds.into_iter().flat_map(|fold| fold.rows).collect();
-        return Ok((columns, rows));
+        return Ok((columns, fold.rows));
     };
-    let (columns, folds) = read::fold_files(files, format, true, &|_, columns| FirstRawRows {
+    let (columns, fold) = read::fold_files(files, format, true, &|_, columns| FirstRawRows {
         rows: RawRows {
             width: columns.len(),
             rows: Vec::new(),
         },
         limit,
     })?;
-    let rows = folds
-        .into_iter()
-        .flat_map(|fold| fold.rows.rows)
-        .take(limit)
-        .collect();
-    Ok((columns, rows))
+    Ok((columns, fold.rows.rows))
 }
 
 /// Collects rows as text for [`read_rows`].
@@ -440,6 +477,13 @@ struct FirstRawRows {
 
 impl RowFold for FirstRawRows {
     const STOPS_EARLY: bool = true;
+
+    fn append(&mut self, mut later: Self) {
+        // Files after the first `limit` rows add nothing.
+        let wanted = self.limit.saturating_sub(self.rows.rows.len());
+        later.rows.rows.truncate(wanted);
+        self.rows.append(later.rows);
+    }
 
     fn row(&mut self, row: &Row<'_>) {
         self.rows.row(row);

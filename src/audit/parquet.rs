@@ -21,13 +21,16 @@
 //!   `NaN`, `inf`, `-inf`;
 //! - decimals: the unscaled integer with the scale's digits after the point
 //!   (`DECIMAL(9,2)` 1250 is `12.50`);
-//! - dates `YYYY-MM-DD`; times `HH:MM:SS` with the fraction's digits that are
-//!   not trailing zeros; timestamps adjusted to UTC as RFC 3339 with `Z`
-//!   (`2026-09-20T08:12:00Z`, `…00.25Z`), local timestamps without it;
-//! - nulls are null (an empty string is a value, not null);
+//! - dates `YYYY-MM-DD`, years -9999 to 9999; times `HH:MM:SS` with the
+//!   fraction's digits that are not trailing zeros; timestamps adjusted to
+//!   UTC as RFC 3339 with `Z` (`2026-09-20T08:12:00Z`, `…00.25Z`), local
+//!   timestamps without it;
+//! - nulls are null (an empty string is a value, not null), Arrow's null
+//!   type and a dictionary of no values included;
 //! - lists, structs and maps: compact JSON text as a nested JSON Lines value
-//!   is rendered (keys sorted; numbers as above, decimals as JSON numbers,
-//!   dates, times and timestamps as strings, binary as lossy UTF-8);
+//!   is rendered (keys sorted; numbers as above, floats too, decimals as
+//!   JSON numbers, dates, times and timestamps as strings, binary as lossy
+//!   UTF-8);
 //! - dictionary-encoded columns: their values. Other types (durations,
 //!   intervals, unions) are refused, naming the column.
 
@@ -56,7 +59,7 @@ use parquet::file::reader::{ChunkReader, Length};
 use serde_json::Value;
 
 use super::read::{Batch, RowFold, Span};
-use super::AuditError;
+use super::{AuditError, MAX_VALUE_BYTES};
 
 /// Rows per batch, rendered and folded on one thread: small enough for the
 /// batch (about 200 bytes a row of values and spans in W6) to stay in the
@@ -414,6 +417,24 @@ impl ParquetFile {
             };
             render_column(column, &mut batch.data, &mut batch.spans, width, k).map_err(failed)?;
         }
+        // Only a batch longer than the limit can hold a value that is.
+        if batch.data.len() > MAX_VALUE_BYTES {
+            let large = batch.spans.iter().position(|span| {
+                span.is_some_and(|(start, end)| end.saturating_sub(start) > MAX_VALUE_BYTES)
+            });
+            if let Some(at) = large {
+                let (row, k) = (at / width.max(1), at % width.max(1));
+                return Err(AuditError::TooLarge {
+                    path: self.path.clone(),
+                    place: format!("row {}", line + row as u64),
+                    what: format!(
+                        "the value of column `{}`",
+                        self.columns.get(k).map_or("", String::as_str)
+                    ),
+                    limit: MAX_VALUE_BYTES,
+                });
+            }
+        }
         Ok(())
     }
 }
@@ -501,12 +522,24 @@ fn render_column(
     k: usize,
 ) -> Result<(), String> {
     let (array, keys): (&dyn Array, Option<Vec<usize>>) = match column.as_any_dictionary_opt() {
+        // A dictionary of no values (a column of nulls only, as pyarrow
+        // writes one) has no key to normalize: arrow-array asserts on it.
+        Some(dictionary) if dictionary.values().is_empty() => {
+            all_null(spans, width, k, column.len());
+            return Ok(());
+        }
         Some(dictionary) => (
             dictionary.values().as_ref(),
             Some(dictionary.normalized_keys()),
         ),
         None => (column.as_ref(), None),
     };
+    // Arrow's null type holds no validity buffer: its `null_count` is 0
+    // though every value is null.
+    if *array.data_type() == DataType::Null {
+        all_null(spans, width, k, column.len());
+        return Ok(());
+    }
     with_writer(
         array,
         Fill {
@@ -519,6 +552,13 @@ fn render_column(
             k,
         },
     )
+}
+
+/// Sets the `k`-th column of a batch's first `rows` rows to null.
+fn all_null(spans: &mut [Span], width: usize, k: usize, rows: usize) {
+    for slot in spans.iter_mut().skip(k).step_by(width.max(1)).take(rows) {
+        *slot = None;
+    }
 }
 
 /// What is done with a column's writer ([`with_writer`]). Generic over the
@@ -847,25 +887,53 @@ fn nanos(unit: TimeUnit) -> i128 {
     }
 }
 
-fn date(days: i64) -> Result<String, String> {
-    let timestamp = jiff::Timestamp::from_second(days.saturating_mul(86_400))
-        .map_err(|e| format!("date {days} days from 1970-01-01 is out of range: {e}"))?;
-    Ok(timestamp
-        .to_zoned_datetime(jiff::tz::TimeZone::UTC)
-        .date()
-        .to_string())
+/// The civil date `days` after 1970-01-01, for years -9999 to 9999: worked
+/// out on the calendar, not through a timestamp, whose range (jiff's) ends
+/// on 9999-12-30 at 22:00, so that `9999-12-31`, the usual open end of a
+/// history table, is a date like any other.
+fn civil_date(days: i64) -> Option<jiff::civil::Date> {
+    let span = jiff::Span::new().try_days(days).ok()?;
+    jiff::civil::date(1970, 1, 1).checked_add(span).ok()
 }
 
+fn date(days: i64) -> Result<String, String> {
+    civil_date(days)
+        .map(|date| date.to_string())
+        .ok_or_else(|| {
+            format!("date {days} days from 1970-01-01 is out of range (years -9999 to 9999)")
+        })
+}
+
+/// Nanoseconds per day.
+const DAY_NANOS: i128 = 86_400_000_000_000;
+
 fn timestamp(value: i64, unit: TimeUnit, utc: bool) -> Result<String, String> {
-    let at = jiff::Timestamp::from_nanosecond(i128::from(value) * nanos(unit))
-        .map_err(|e| format!("timestamp {value} is out of range: {e}"))?;
+    let total = i128::from(value) * nanos(unit);
+    let out_of_range = || format!("timestamp {value} is out of range (years -9999 to 9999)");
+    let days = i64::try_from(total.div_euclid(DAY_NANOS)).map_err(|_| out_of_range())?;
+    let of_day = i64::try_from(total.rem_euclid(DAY_NANOS)).map_err(|_| out_of_range())?;
+    let time = time_of_day(of_day).ok_or_else(out_of_range)?;
+    let at = civil_date(days).ok_or_else(out_of_range)?.to_datetime(time);
+    // jiff prints a timestamp as its civil time in UTC and `Z`.
     Ok(if utc {
-        at.to_string()
+        format!("{at}Z")
     } else {
-        at.to_zoned_datetime(jiff::tz::TimeZone::UTC)
-            .datetime()
-            .to_string()
+        at.to_string()
     })
+}
+
+/// The time of day `nanos` nanoseconds after midnight.
+fn time_of_day(nanos: i64) -> Option<jiff::civil::Time> {
+    let second = nanos.div_euclid(1_000_000_000);
+    let nano = i32::try_from(nanos.rem_euclid(1_000_000_000)).ok()?;
+    let part = |n: i64| i8::try_from(n).ok();
+    jiff::civil::Time::new(
+        part(second / 3600)?,
+        part(second / 60 % 60)?,
+        part(second % 60)?,
+        nano,
+    )
+    .ok()
 }
 
 fn time(value: i64, unit: TimeUnit) -> Result<String, String> {
@@ -960,8 +1028,8 @@ fn two(n: u64) -> [u8; 2] {
     [pair[0], pair[1]]
 }
 
-/// Writes a timestamp of whole seconds from the year 0000 to the end of
-/// jiff's range at the start of `buf` (20 bytes at least) exactly as
+/// Writes a timestamp of whole seconds from the year 0000 to 9999 at the
+/// start of `buf` (20 bytes at least) exactly as
 /// [`timestamp`] does (`2026-09-20T08:12:00Z`, the `Z` only if `utc`),
 /// without jiff's formatting machinery or a `String`, its date through
 /// `dates`, and returns its length; `None`, for any other value.
@@ -972,10 +1040,9 @@ fn whole_second_timestamp(
     dates: &mut Dates,
     buf: &mut [u8],
 ) -> Option<usize> {
-    /// 0000-01-01T00:00:00Z, and the last second jiff accepts
-    /// (9999-12-30T22:00:00Z), in Unix seconds.
+    /// 0000-01-01T00:00:00Z and 9999-12-31T23:59:59Z in Unix seconds.
     const FIRST: i64 = -62_167_219_200;
-    const LAST: i64 = 253_402_207_200;
+    const LAST: i64 = 253_402_300_799;
     let per_second = match unit {
         TimeUnit::Second => 1,
         TimeUnit::Millisecond => 1_000,
@@ -1210,7 +1277,7 @@ fn with_writer<U: UseWriter>(array: &dyn Array, using: U) -> Result<(), String> 
             supported(data_type, false)?;
             using.with(move |row, out| {
                 let value = json(array, row)?;
-                serde_json::to_writer(out, &value).map_err(|e| e.to_string())
+                write_json(&value, out)
             })
         }
         other => Err(other.to_string()),
@@ -1262,9 +1329,47 @@ fn supported(data_type: &DataType, top: bool) -> Result<(), String> {
     }
 }
 
+/// Writes a nested value as compact JSON, as serde_json does except for
+/// floats, which are written as at the top level (`1e21`, where serde_json
+/// writes `1e+21`), so that a double has one text wherever it is.
+fn write_json(value: &Value, out: &mut Vec<u8>) -> Result<(), String> {
+    match value {
+        Value::Number(number) if number.is_f64() => {
+            float64(number.as_f64().unwrap_or(f64::NAN), out);
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push(b',');
+                }
+                write_json(item, out)?;
+            }
+            out.push(b']');
+        }
+        Value::Object(object) => {
+            let mut entries: Vec<(&String, &Value)> = object.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (index, (key, item)) in entries.into_iter().enumerate() {
+                if index > 0 {
+                    out.push(b',');
+                }
+                serde_json::to_writer(&mut *out, key).map_err(|e| e.to_string())?;
+                out.push(b':');
+                write_json(item, out)?;
+            }
+            out.push(b'}');
+        }
+        other => serde_json::to_writer(&mut *out, other).map_err(|e| e.to_string())?,
+    }
+    Ok(())
+}
+
 /// A nested value as JSON, for the compact text of lists, structs and maps.
 fn json(array: &dyn Array, row: usize) -> Result<Value, String> {
-    if array.is_null(row) {
+    // `is_null` reads the validity buffer, which Arrow's null type lacks.
+    if array.is_null(row) || *array.data_type() == DataType::Null {
         return Ok(Value::Null);
     }
     let items = |values: ArrayRef| -> Result<Value, String> {
@@ -1808,6 +1913,81 @@ mod tests {
         assert_eq!(digest, digest_files(&[csv_file], Format::Csv).expect("csv"));
     }
 
+    // Issue 23 item 7: a Parquet value over MAX_VALUE_BYTES fails the audit
+    // naming the file, the row and the column.
+    #[test]
+    fn issue_23_a_value_over_the_limit_names_its_row_and_column() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let long = "x".repeat(crate::audit::MAX_VALUE_BYTES + 1);
+        let batch = RecordBatch::try_from_iter(vec![
+            ("id", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef),
+            (
+                "payload",
+                Arc::new(StringArray::from(vec!["short", long.as_str()])) as ArrayRef,
+            ),
+        ])
+        .expect("batch");
+        let path = write(&dir.path().join("big.parquet"), &batch, 10);
+        let error =
+            digest_files(std::slice::from_ref(&path), Format::Parquet).expect_err("too large");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "`{}` row 2: the value of column `payload` is larger than 64 MiB, \
+                 the most the audit reads",
+                path.display()
+            )
+        );
+    }
+
+    // Issue 23 item 10: dates and timestamps are worked out on the calendar,
+    // as jiff prints them within its timestamps' range, and on to the end of
+    // year 9999 (jiff's timestamps end on 9999-12-30 at 22:00).
+    #[test]
+    fn issue_23_dates_and_timestamps_reach_the_end_of_year_9999() {
+        for nanos in [
+            -377_705_023_201_000_000_000_i128,
+            -1,
+            0,
+            1_500_000_000,
+            1_788_220_800_250_000_000,
+            253_402_207_200_999_999_999,
+        ] {
+            let value = i64::try_from(nanos.div_euclid(1_000)).expect("microseconds");
+            let at = jiff::Timestamp::from_nanosecond(i128::from(value) * 1_000).expect("range");
+            let local = at
+                .to_zoned_datetime(jiff::tz::TimeZone::UTC)
+                .datetime()
+                .to_string();
+            assert_eq!(
+                timestamp(value, TimeUnit::Microsecond, true),
+                Ok(at.to_string())
+            );
+            assert_eq!(timestamp(value, TimeUnit::Microsecond, false), Ok(local));
+        }
+        assert_eq!(
+            timestamp(253_402_300_799, TimeUnit::Second, true).as_deref(),
+            Ok("9999-12-31T23:59:59Z")
+        );
+        assert_eq!(
+            timestamp(253_402_300_799_999_999, TimeUnit::Microsecond, false).as_deref(),
+            Ok("9999-12-31T23:59:59.999999")
+        );
+        assert_eq!(
+            timestamp(253_402_300_800, TimeUnit::Second, true),
+            Err("timestamp 253402300800 is out of range (years -9999 to 9999)".to_owned())
+        );
+        assert_eq!(super::date(2_932_896).as_deref(), Ok("9999-12-31"));
+        assert_eq!(super::date(-719_528).as_deref(), Ok("0000-01-01"));
+        assert_eq!(
+            super::date(2_932_897),
+            Err(
+                "date 2932897 days from 1970-01-01 is out of range (years -9999 to 9999)"
+                    .to_owned()
+            )
+        );
+    }
+
     // Issue 15: the fast timestamp text is jiff's, byte for byte, wherever
     // it applies (whole seconds, years 0000 to 9999), and declines elsewhere.
     #[test]
@@ -1863,7 +2043,7 @@ mod tests {
                         } else {
                             let whole = value % per == 0;
                             let in_range =
-                                (-62_167_219_200..=253_402_207_200).contains(&(value / per));
+                                (-62_167_219_200..=253_402_300_799).contains(&(value / per));
                             assert!(!(whole && in_range), "{value} {unit:?} declined");
                         }
                     }

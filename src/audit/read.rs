@@ -8,7 +8,7 @@
 
 use std::collections::BTreeSet;
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
 
@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::csv_records::{CsvRecords, Field};
 use super::parquet::ParquetFile;
-use super::{AuditError, Format};
+use super::{AuditError, Format, MAX_FILES, MAX_RECORD_BYTES, MAX_VALUE_BYTES};
 
 /// Read buffer: large sequential reads keep syscalls off the profile of
 /// gigabyte files.
@@ -87,8 +87,11 @@ pub(crate) trait RowFold: Sized + Send {
     /// into one. Parquet's row groups are then folded on separate threads.
     const PARTS: bool = false;
 
-    /// Takes in the fold of the part of the file right after this one's
-    /// (only called when [`RowFold::PARTS`]).
+    /// Takes in the fold of the rows right after this one's: the next file
+    /// ([`fold_files`] merges files' accumulators so, and every fold given
+    /// to it implements this), or the next part of the file (only when
+    /// [`RowFold::PARTS`]). The default, for folds only ever given one file
+    /// whole ([`fold_file`]), takes nothing in.
     fn append(&mut self, _later: Self) {}
 
     /// Called after the file's last row, before the result is used.
@@ -96,24 +99,34 @@ pub(crate) trait RowFold: Sized + Send {
 }
 
 /// Folds every file (in parallel) into its own accumulator built by
-/// `make(file index, sorted columns of that file)`.
+/// `make(file index, sorted columns of that file)`, and merges them in file
+/// order ([`RowFold::append`]) as they are done.
 ///
-/// Returns the candidate's sorted columns and the accumulators in file order.
-/// CSV files must all have the same set of columns. JSON Lines rows may omit
-/// keys (a missing key is null), so their columns are the union over all
-/// files; with `uniform`, every accumulator is guaranteed to have been built
-/// with that union, re-reading a file whose own keys were fewer (needed by the
-/// digest, whose row encoding names every column).
+/// Returns the candidate's sorted columns and the merged accumulator. Files
+/// are folded a window of [`WINDOW_FILES`] at a time, so however many files
+/// there are (up to [`MAX_FILES`]), only a window's accumulators are held at
+/// once besides the merge. CSV files must all have the same set of columns.
+/// JSON Lines rows may omit keys (a missing key is null), so their columns
+/// are the union over all files; with `uniform`, the accumulator is
+/// guaranteed to have been built with that union, every file being folded
+/// again with it when files' keys differ (needed by the digest, whose row
+/// encoding names every column).
 pub(crate) fn fold_files<F, M>(
     files: &[PathBuf],
     format: Format,
     uniform: bool,
     make: &M,
-) -> Result<(Vec<String>, Vec<F>), AuditError>
+) -> Result<(Vec<String>, F), AuditError>
 where
     F: RowFold,
     M: Fn(usize, &[String]) -> F + Sync,
 {
+    if files.len() > MAX_FILES {
+        return Err(AuditError::TooManyFiles {
+            files: files.len(),
+            limit: MAX_FILES,
+        });
+    }
     match format {
         Format::Csv => fold_files_as::<Csv, F, M>(files, uniform, make),
         Format::Jsonl => fold_files_as::<Jsonl, F, M>(files, uniform, make),
@@ -206,104 +219,167 @@ impl Reader for Parquet {
     }
 }
 
+/// Files folded at once in [`fold_files`]: enough to keep every core busy
+/// with small files, few enough that their accumulators (a few kilobytes
+/// each when empty) stay small beside the merge.
+const WINDOW_FILES: usize = 256;
+
 /// [`fold_files`] with the reader `R`.
 fn fold_files_as<R, F, M>(
     files: &[PathBuf],
     uniform: bool,
     make: &M,
-) -> Result<(Vec<String>, Vec<F>), AuditError>
+) -> Result<(Vec<String>, F), AuditError>
 where
     R: Reader,
     F: RowFold,
     M: Fn(usize, &[String]) -> F + Sync,
 {
     R::precheck(files)?;
+    match merge_files::<R, F, M>(files, None, uniform, make)? {
+        Merged::Done(columns, fold) => Ok((columns, fold)),
+        // JSON Lines files with different keys, to be kept uniform: their
+        // accumulators cannot be merged, the digest of a row naming every
+        // column. Every file is folded again with the union (rare: the
+        // files of a candidate commonly all have the same keys).
+        Merged::Mixed(union) => match merge_files::<R, F, M>(files, Some(&union), uniform, make)? {
+            Merged::Done(columns, fold) => Ok((columns, fold)),
+            Merged::Mixed(_) => Err(parse_error(
+                files.first().map_or(Path::new(""), PathBuf::as_path),
+                0,
+                "the files changed while they were being read".to_owned(),
+            )),
+        },
+    }
+}
+
+/// What [`merge_files`] made of the files.
+enum Merged<F> {
+    /// The candidate's columns and the merge of every file's accumulator.
+    Done(Vec<String>, F),
+    /// Files of a union format had different keys: the union, to fold them
+    /// all with.
+    Mixed(Vec<String>),
+}
+
+/// Folds the files a window at a time and merges their accumulators in
+/// file order. `columns` (JSON Lines only) fixes every file's columns; with
+/// `uniform`, files of different keys are not merged but reported as
+/// [`Merged::Mixed`].
+fn merge_files<R, F, M>(
+    files: &[PathBuf],
+    columns: Option<&[String]>,
+    uniform: bool,
+    make: &M,
+) -> Result<Merged<F>, AuditError>
+where
+    R: Reader,
+    F: RowFold,
+    M: Fn(usize, &[String]) -> F + Sync,
+{
     // Fewer files than threads would leave cores idle: then each file is
     // parsed and folded on separate threads too.
-    let pipeline = !F::STOPS_EARLY && files.len() < rayon::current_num_threads();
+    let pipeline =
+        columns.is_none() && !F::STOPS_EARLY && files.len() < rayon::current_num_threads();
     let fold = |(index, path): (usize, &PathBuf)| {
-        fold_one::<R, F>(path, None, pipeline, &|columns| make(index, columns))
+        fold_one::<R, F>(path, columns, pipeline, &|c| make(index, c))
     };
-    // One file (most candidates) is folded here: the pool would only hand
-    // it to a worker and wake this thread again when it is done.
-    let results: Vec<Result<(Vec<String>, F), AuditError>> = if files.len() == 1 {
-        files.iter().enumerate().map(fold).collect()
-    } else {
-        files.par_iter().enumerate().map(fold).collect()
-    };
-    // Collected in file order, so the error reported is the first file's.
-    let mut folded = Vec::with_capacity(results.len());
-    for result in results {
-        let (columns, fold) = result?;
-        folded.push((columns, Some(fold)));
-    }
-
-    let columns = if R::UNION {
-        let union: BTreeSet<&String> = folded.iter().flat_map(|(c, _)| c).collect();
-        union.into_iter().cloned().collect()
-    } else {
-        same_columns(files, &folded)?
-    };
-
-    if uniform && R::UNION {
-        let mut redo = Vec::new();
-        for (index, (own, fold)) in folded.iter_mut().enumerate() {
-            if *own != columns {
-                // Drop the stale accumulator before re-reading to bound memory.
-                *fold = None;
-                redo.push(index);
+    let mut merged: Option<(Vec<String>, F)> = None;
+    // With files of different keys, the union of all files' keys.
+    let mut union: Option<BTreeSet<String>> = None;
+    for (window, chunk) in files.chunks(WINDOW_FILES).enumerate() {
+        let first = window * WINDOW_FILES;
+        let indexed = chunk.iter().enumerate().map(|(k, path)| (first + k, path));
+        // One file (most candidates) is folded here: the pool would only
+        // hand it to a worker and wake this thread again when it is done.
+        let results: Vec<Result<(Vec<String>, F), AuditError>> = if chunk.len() == 1 {
+            indexed.map(fold).collect()
+        } else {
+            let indexed: Vec<(usize, &PathBuf)> = indexed.collect();
+            indexed.into_par_iter().map(fold).collect()
+        };
+        // Taken in file order, so the error reported is the first file's.
+        for (path, result) in chunk.iter().zip(results) {
+            let (own, fold) = result?;
+            if let Some(union) = &mut union {
+                union.extend(own);
+                continue;
+            }
+            let Some((expected, into)) = &mut merged else {
+                merged = Some((own, fold));
+                continue;
+            };
+            if own == *expected {
+                into.append(fold);
+            } else if !R::UNION {
+                return Err(AuditError::HeaderMismatch {
+                    path: path.clone(),
+                    expected: expected.clone(),
+                    found: own,
+                });
+            } else if !uniform {
+                // Folds that resolved their columns per file merge whatever
+                // each file's keys; the columns are their union.
+                let mut all: BTreeSet<String> = expected.drain(..).collect();
+                all.extend(own);
+                *expected = all.into_iter().collect();
+                into.append(fold);
+            } else {
+                let mut all: BTreeSet<String> = expected.drain(..).collect();
+                all.extend(own);
+                union = Some(all);
+                merged = None;
             }
         }
-        let refolded: Vec<Result<(usize, F), AuditError>> = redo
-            .par_iter()
-            .map(|&index| {
-                fold_one::<R, F>(&files[index], Some(&columns), false, &|c| make(index, c))
-                    .map(|(_, fold)| (index, fold))
-            })
-            .collect();
-        for result in refolded {
-            let (index, fold) = result?;
-            folded[index].1 = Some(fold);
-        }
     }
-
-    let folds = folded.into_iter().filter_map(|(_, fold)| fold).collect();
-    Ok((columns, folds))
+    if let Some(union) = union {
+        return Ok(Merged::Mixed(union.into_iter().collect()));
+    }
+    Ok(match merged {
+        Some((columns, fold)) => Merged::Done(columns, fold),
+        None => {
+            let columns = columns.map(<[String]>::to_vec).unwrap_or_default();
+            let fold = make(0, &columns);
+            Merged::Done(columns, fold)
+        }
+    })
 }
 
 /// Checks that every Parquet file has the first file's columns with the
 /// same types (nullability aside), reading only their footers; the error
 /// names the first file and column that differ.
 fn same_schema(files: &[PathBuf]) -> Result<(), AuditError> {
-    let opened: Vec<Result<ParquetFile, AuditError>> = files
-        .par_iter()
-        .map(|path| ParquetFile::open(path))
-        .collect();
-    let mut expected: Option<ParquetFile> = None;
-    for (path, file) in files.iter().zip(opened) {
-        let file = file?;
-        let Some(first) = &expected else {
-            expected = Some(file);
-            continue;
-        };
-        let types = |f: &ParquetFile| -> std::collections::BTreeMap<String, String> {
-            f.schema()
-                .fields()
-                .iter()
-                .map(|field| (field.name().clone(), field.data_type().to_string()))
-                .collect()
-        };
-        let (want, found) = (types(first), types(&file));
-        let names: BTreeSet<&String> = want.keys().chain(found.keys()).collect();
-        for name in names {
-            let (a, b) = (want.get(name), found.get(name));
-            if a != b {
-                return Err(AuditError::SchemaMismatch {
-                    path: path.clone(),
-                    column: name.clone(),
-                    expected: a.cloned().unwrap_or_else(|| "no such column".to_owned()),
-                    found: b.cloned().unwrap_or_else(|| "no such column".to_owned()),
-                });
+    type Types = std::collections::BTreeMap<String, String>;
+    let types = |path: &PathBuf| -> Result<Types, AuditError> {
+        let file = ParquetFile::open(path)?;
+        Ok(file
+            .schema()
+            .fields()
+            .iter()
+            .map(|field| (field.name().clone(), field.data_type().to_string()))
+            .collect())
+    };
+    // A window of footers at a time: only the first file's types are kept.
+    let mut want: Option<Types> = None;
+    for chunk in files.chunks(WINDOW_FILES) {
+        let opened: Vec<Result<Types, AuditError>> = chunk.par_iter().map(types).collect();
+        for (path, found) in chunk.iter().zip(opened) {
+            let found = found?;
+            let Some(want) = &want else {
+                want = Some(found);
+                continue;
+            };
+            let names: BTreeSet<&String> = want.keys().chain(found.keys()).collect();
+            for name in names {
+                let (a, b) = (want.get(name), found.get(name));
+                if a != b {
+                    return Err(AuditError::SchemaMismatch {
+                        path: path.clone(),
+                        column: name.clone(),
+                        expected: a.cloned().unwrap_or_else(|| "no such column".to_owned()),
+                        found: b.cloned().unwrap_or_else(|| "no such column".to_owned()),
+                    });
+                }
             }
         }
     }
@@ -327,26 +403,6 @@ fn fold_parquet<F: RowFold>(
     let mut fold = make(&file.columns);
     file.fold_here(&mut fold)?;
     Ok((file.columns.clone(), fold))
-}
-
-/// The columns shared by all CSV files, or the first file that differs.
-fn same_columns<F>(
-    files: &[PathBuf],
-    folded: &[(Vec<String>, Option<F>)],
-) -> Result<Vec<String>, AuditError> {
-    let Some((expected, _)) = folded.first() else {
-        return Ok(Vec::new());
-    };
-    for (path, (found, _)) in files.iter().zip(folded) {
-        if found != expected {
-            return Err(AuditError::HeaderMismatch {
-                path: path.clone(),
-                expected: expected.clone(),
-                found: found.clone(),
-            });
-        }
-    }
-    Ok(expected.clone())
 }
 
 /// Folds one file. `columns` (JSON Lines only) fixes the file's columns to a
@@ -388,6 +444,16 @@ pub(super) fn io_error(path: &Path, source: std::io::Error) -> AuditError {
     AuditError::Io {
         path: path.to_path_buf(),
         source,
+    }
+}
+
+/// A record or value of `path` at `place` over `limit` bytes.
+pub(super) fn too_large(path: &Path, place: String, what: String, limit: usize) -> AuditError {
+    AuditError::TooLarge {
+        path: path.to_path_buf(),
+        place,
+        what,
+        limit,
     }
 }
 
@@ -704,7 +770,16 @@ fn fold_jsonl<F: RowFold>(
         for name in columns.iter() {
             let value = object.get(name);
             found += usize::from(value.is_some());
-            spans.push(value.and_then(|value| render(value, &mut data)));
+            let span = value.and_then(|value| render(value, &mut data));
+            if span.is_some_and(|(start, end)| end - start > MAX_VALUE_BYTES) {
+                return Err(too_large(
+                    path,
+                    format!("line {line}"),
+                    format!("the value of column `{name}`"),
+                    MAX_VALUE_BYTES,
+                ));
+            }
+            spans.push(span);
         }
         if found < object.len() {
             return Ok(Pass::NewKeys(line));
@@ -823,12 +898,22 @@ impl<'p> JsonLines<'p> {
     fn next_object(&mut self) -> Result<Option<(u64, Object)>, AuditError> {
         loop {
             self.buf.clear();
-            let read = self
-                .reader
+            // One byte past the limit tells a line over it from one at it.
+            let most = MAX_RECORD_BYTES as u64 + 1;
+            let read = (&mut self.reader)
+                .take(most)
                 .read_until(b'\n', &mut self.buf)
                 .map_err(|source| io_error(self.path, source))?;
             if read == 0 {
                 return Ok(None);
+            }
+            if read as u64 == most && self.buf.last() != Some(&b'\n') {
+                return Err(too_large(
+                    self.path,
+                    format!("line {}", self.line + 1),
+                    "the record".to_owned(),
+                    MAX_RECORD_BYTES,
+                ));
             }
             self.read += read as u64;
             self.line += 1;
@@ -870,6 +955,10 @@ mod tests {
     struct Collect(Vec<(u64, Vec<Option<String>>)>, usize);
 
     impl RowFold for Collect {
+        fn append(&mut self, mut later: Self) {
+            self.0.append(&mut later.0);
+        }
+
         fn row(&mut self, row: &Row<'_>) {
             let values = (0..self.1)
                 .map(|c| row.get(c).map(|v| String::from_utf8_lossy(v).into_owned()))
@@ -1074,10 +1163,12 @@ mod tests {
         let a = write(dir.path(), "a.jsonl", "{\"x\":1}\n");
         let b = write(dir.path(), "b.jsonl", "{\"x\":2,\"y\":3}\n");
         let make = |_: usize, c: &[String]| Collect(Vec::new(), c.len());
-        let (columns, folds) = fold_files(&[a, b], Format::Jsonl, true, &make).expect("reads");
+        let (columns, fold) = fold_files(&[a, b], Format::Jsonl, true, &make).expect("reads");
         assert_eq!(columns, ["x", "y"]);
-        assert_eq!(folds[0].0, vec![(1, vec![s("1"), None])]);
-        assert_eq!(folds[1].0, vec![(1, vec![s("2"), s("3")])]);
+        assert_eq!(
+            fold.0,
+            vec![(1, vec![s("1"), None]), (1, vec![s("2"), s("3")])]
+        );
     }
 
     /// Collects rows in the first lane and only lines in the lanes split
@@ -1248,6 +1339,200 @@ mod tests {
         assert_eq!(rows.0[0].1, vec![s(&long), s("1")]);
         assert_eq!(rows.0[1].1, vec![s(&format!("{long}\n")), s("2")]);
         assert_eq!(rows.0[2].1, vec![s("3"), s(&long)]);
+    }
+
+    /// Counts the accumulators alive at once, and keeps each file's index.
+    struct Live {
+        files: Vec<usize>,
+        live: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl Live {
+        fn new(
+            file: usize,
+            live: &Arc<std::sync::atomic::AtomicUsize>,
+            most: &Arc<std::sync::atomic::AtomicUsize>,
+        ) -> Self {
+            use std::sync::atomic::Ordering::SeqCst;
+            let now = live.fetch_add(1, SeqCst) + 1;
+            most.fetch_max(now, SeqCst);
+            Self {
+                files: vec![file],
+                live: Arc::clone(live),
+            }
+        }
+    }
+
+    impl Drop for Live {
+        fn drop(&mut self) {
+            self.live.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    impl RowFold for Live {
+        fn append(&mut self, mut later: Self) {
+            self.files.append(&mut later.files);
+        }
+
+        fn row(&mut self, _row: &Row<'_>) {}
+    }
+
+    // https://github.com/weir/weir/issues/23 item 7: every file's
+    // accumulator was held until all files were read (1,000,000 one-row
+    // files OOM-killed the engine); they are merged in file order as they
+    // are done, a window at a time.
+    #[test]
+    fn issue_23_files_are_merged_as_they_are_folded() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let files: Vec<PathBuf> = (0..1000)
+            .map(|i| write(dir.path(), &format!("f{i:04}.csv"), &format!("id\n{i}\n")))
+            .collect();
+        let live = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let most = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let make = |file: usize, _: &[String]| Live::new(file, &live, &most);
+        let (columns, merged) = fold_files(&files, Format::Csv, true, &make).expect("reads");
+        assert_eq!(columns, ["id"]);
+        assert_eq!(merged.files, (0..1000).collect::<Vec<_>>());
+        let most = most.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(
+            most <= WINDOW_FILES + 1,
+            "{most} accumulators alive at once"
+        );
+    }
+
+    // Issue 23 item 7: JSON Lines files of different keys among many are
+    // folded again with the union of all keys, in file order.
+    #[test]
+    fn issue_23_jsonl_keys_differing_after_the_first_window_are_united() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let files: Vec<PathBuf> = (0..WINDOW_FILES + 10)
+            .map(|i| {
+                let extra = if i == WINDOW_FILES + 5 {
+                    ",\"z\":true"
+                } else {
+                    ""
+                };
+                write(
+                    dir.path(),
+                    &format!("f{i:04}.jsonl"),
+                    &format!("{{\"id\":{i}{extra}}}\n"),
+                )
+            })
+            .collect();
+        let make = |_: usize, c: &[String]| Collect(Vec::new(), c.len());
+        let (columns, fold) = fold_files(&files, Format::Jsonl, true, &make).expect("reads");
+        assert_eq!(columns, ["id", "z"]);
+        assert_eq!(fold.0.len(), WINDOW_FILES + 10);
+        assert_eq!(fold.0[0].1, vec![s("0"), None]);
+        assert_eq!(
+            fold.0[WINDOW_FILES + 5].1,
+            vec![s(&(WINDOW_FILES + 5).to_string()), s("true")]
+        );
+    }
+
+    // Issue 23 item 7: more files than MAX_FILES are refused before any is
+    // opened (these do not exist).
+    #[test]
+    fn issue_23_too_many_files_are_refused_before_reading() {
+        let files: Vec<PathBuf> = (0..=MAX_FILES)
+            .map(|i| PathBuf::from(format!("/nonexistent/f{i}.csv")))
+            .collect();
+        let make = |_: usize, c: &[String]| Collect(Vec::new(), c.len());
+        let error = fold_files(&files, Format::Csv, true, &make)
+            .err()
+            .expect("refused");
+        assert_eq!(
+            error.to_string(),
+            "100001 data files are more than the 100000 one audit reads"
+        );
+    }
+
+    // Issue 23 item 7: a value over MAX_VALUE_BYTES in a record under
+    // MAX_RECORD_BYTES fails naming the file, line and column, in CSV and
+    // JSON Lines alike.
+    #[test]
+    fn issue_23_a_value_over_the_limit_names_its_line_and_column() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let long = "x".repeat(MAX_VALUE_BYTES + 1);
+        let path = write(
+            dir.path(),
+            "a.csv",
+            &format!("id,payload\n1,short\n2,{long}\n"),
+        );
+        let error = collect(&path, Format::Csv).err().expect("too large");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "`{}` line 3: the value of column `payload` is larger than 64 MiB, \
+                 the most the audit reads",
+                path.display()
+            )
+        );
+        let path = write(
+            dir.path(),
+            "a.jsonl",
+            &format!("{{\"id\":1}}\n\n{{\"id\":2,\"payload\":\"{long}\"}}\n"),
+        );
+        let error = collect(&path, Format::Jsonl).err().expect("too large");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "`{}` line 3: the value of column `payload` is larger than 64 MiB, \
+                 the most the audit reads",
+                path.display()
+            )
+        );
+        // At the limit, a value is read.
+        let path = write(
+            dir.path(),
+            "b.csv",
+            &format!("id,payload\n1,{}\n", &long[1..]),
+        );
+        let (_, rows) = collect(&path, Format::Csv).expect("reads");
+        assert_eq!(
+            rows.0[0].1[1].as_ref().map(String::len),
+            Some(MAX_VALUE_BYTES)
+        );
+    }
+
+    // Issue 23 item 7: a record over MAX_RECORD_BYTES (a sparse file: a
+    // field that never ends, quoted or not, or a JSON line) fails naming
+    // the line where it starts, without reading the rest of it.
+    #[test]
+    fn issue_23_a_record_over_the_limit_names_its_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for (name, head) in [
+            ("header.csv", "id,pay"),
+            ("plain.csv", "id,payload\n1,a\n\n2,"),
+            ("quoted.csv", "id,payload\n1,a\n\n2,\"x"),
+            ("lines.jsonl", "{\"id\":1}\n\n{\"id\":\""),
+        ] {
+            let path = write(dir.path(), name, head);
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .expect("open");
+            file.set_len(1 << 30).expect("sparse");
+            let format = if name.ends_with(".csv") {
+                Format::Csv
+            } else {
+                Format::Jsonl
+            };
+            let error = collect(&path, format).err().expect("too large");
+            let (line, what) = match name {
+                "header.csv" => (1, "the header"),
+                "plain.csv" | "quoted.csv" => (4, "the record"),
+                _ => (3, "the record"),
+            };
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "`{}` line {line}: {what} is larger than 128 MiB, the most the audit reads",
+                    path.display(),
+                ),
+                "{name}"
+            );
+        }
     }
 
     #[test]

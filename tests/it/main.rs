@@ -2,6 +2,7 @@
 //! One integration binary (one link on a two-core machine), a module per area.
 
 mod atlasmart;
+mod audit_limits;
 mod backfill;
 mod boundary;
 mod chaos;

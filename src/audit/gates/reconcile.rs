@@ -204,14 +204,7 @@ fn read_input<'a>(
     };
     // Input rows need no digest, so a JSON Lines file lacking a key need not
     // be re-read: its aggregators already treat the key as null.
-    let (columns, folds) = read::fold_files(&data.files, data.format, false, &make)?;
-    let mut folds = folds.into_iter();
-    let mut merged = folds.next().unwrap_or_else(|| make(0, &columns));
-    for later in folds {
-        for (aggregator, later) in merged.0.iter_mut().zip(later.0) {
-            aggregator.merge(later);
-        }
-    }
+    let (columns, merged) = read::fold_files(&data.files, data.format, false, &make)?;
     Ok(indices
         .iter()
         .copied()
