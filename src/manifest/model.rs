@@ -117,7 +117,7 @@ pub fn is_s3_url(location: &str) -> bool {
 /// the real one) is two warehouses whose tokens both start at 1.
 pub fn staging_dir(url: &str) -> PathBuf {
     let tail = url.trim_start_matches("s3://").trim_matches('/');
-    let endpoint = endpoint_segment(s3_endpoint().as_deref());
+    let endpoint = endpoint_segment(crate::store::s3_endpoint().as_deref());
     let base = match std::env::var_os("WEIR_STAGING") {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
         _ => std::env::var_os("XDG_CACHE_HOME")
@@ -129,15 +129,6 @@ pub fn staging_dir(url: &str) -> PathBuf {
             .join("staging"),
     };
     base.join(endpoint).join(tail)
-}
-
-/// The S3 endpoint the client will talk to, as `object_store` picks it from
-/// the environment: `AWS_ENDPOINT_URL_S3` over `AWS_ENDPOINT_URL` over
-/// `AWS_ENDPOINT`; `None` for AWS itself.
-fn s3_endpoint() -> Option<String> {
-    ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"]
-        .iter()
-        .find_map(|var| std::env::var(var).ok().filter(|v| !v.is_empty()))
 }
 
 /// The endpoint as one path segment: `aws` for AWS itself, else the URL

@@ -83,3 +83,14 @@ pub use memory::MemoryBackend;
 pub use partition::{Downloaded, PartitionStore};
 pub use token::{FencingToken, Generation};
 pub use warehouse::Warehouse;
+
+/// The S3 endpoint of the environment: `AWS_ENDPOINT_URL_S3` over
+/// `AWS_ENDPOINT_URL` over `AWS_ENDPOINT`; `None` for AWS itself. The S3
+/// client is given exactly this endpoint and the staging directory is named
+/// after it, so the two cannot disagree (`object_store` alone takes whichever
+/// of the last two comes later in the environment).
+pub fn s3_endpoint() -> Option<String> {
+    ["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"]
+        .iter()
+        .find_map(|var| std::env::var(var).ok().filter(|v| !v.is_empty()))
+}

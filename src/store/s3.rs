@@ -114,6 +114,9 @@ impl S3Backend {
         }
         install_crypto_provider();
         let mut builder = AmazonS3Builder::from_env().with_bucket_name(&bucket);
+        if let Some(endpoint) = super::s3_endpoint() {
+            builder = builder.with_endpoint(endpoint);
+        }
         for (key, value) in config {
             let key = key
                 .parse::<AmazonS3ConfigKey>()

@@ -25,6 +25,9 @@ fn weir_s3(dir: &Path, endpoint: &str, warehouse: &str, args: &[&str]) -> Comman
         .args(["--warehouse", warehouse])
         .args(args)
         .env("AWS_ENDPOINT", endpoint)
+        // The one endpoint: the URL variables would take precedence.
+        .env_remove("AWS_ENDPOINT_URL")
+        .env_remove("AWS_ENDPOINT_URL_S3")
         .env("AWS_ALLOW_HTTP", "true")
         .env("AWS_REGION", "us-east-1")
         .env("AWS_ACCESS_KEY_ID", "weir-test")

@@ -365,6 +365,9 @@ mod two_endpoints {
         cmd.current_dir(dir)
             .args(["--warehouse", url, "run", "m.toml", "--run-id", who])
             .env("AWS_ENDPOINT", endpoint)
+            // The one endpoint: the URL variables would take precedence.
+            .env_remove("AWS_ENDPOINT_URL")
+            .env_remove("AWS_ENDPOINT_URL_S3")
             .env("AWS_ALLOW_HTTP", "true")
             .env("AWS_REGION", "us-east-1")
             .env("AWS_ACCESS_KEY_ID", "weir-test")

@@ -562,6 +562,9 @@ fn issue_23_a_task_of_an_s3_warehouse_never_sees_the_store_credentials() {
             .current_dir(sb.path())
             .args(["--warehouse", &url, "run", "m.toml", "--partition", "good"])
             .env("AWS_ENDPOINT", &endpoint)
+            // The one endpoint: the URL variables would take precedence.
+            .env_remove("AWS_ENDPOINT_URL")
+            .env_remove("AWS_ENDPOINT_URL_S3")
             .env("AWS_ALLOW_HTTP", "true")
             .env("AWS_REGION", "us-east-1")
             .env("AWS_ACCESS_KEY_ID", "weir-test")
