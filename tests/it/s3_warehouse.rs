@@ -519,7 +519,14 @@ fn issue_13_three_engines_on_s3_with_kill9_and_sigstop_converge() {
     let a = spawn("a");
     let b = spawn("b");
     let c = spawn("c");
-    std::thread::sleep(Duration::from_millis(700));
+    // Signals by what the engines are doing, not by the clock: on a loaded
+    // machine c could start nothing before a fixed delay ran out, leaving
+    // nothing to take over.
+    crate::support::poll_until(
+        "engine c staging a command's output",
+        Duration::from_secs(60),
+        || has_data_dir(&dir.join("host-c")),
+    );
     b.signal(libc::SIGSTOP);
     std::thread::sleep(Duration::from_millis(400));
     let killed = c.kill();
@@ -603,6 +610,17 @@ fn issue_13_three_engines_on_s3_with_kill9_and_sigstop_converge() {
     );
     // The killed engine's attempts were taken over, not waited on forever.
     assert!(count("TAKEN_OVER") >= 1, "{events}");
+}
+
+/// Whether any attempt's `data/` directory exists below `dir` (an engine's
+/// staging: it has prepared a command's output).
+fn has_data_dir(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries.flatten().any(|e| {
+            e.file_type().is_ok_and(|t| t.is_dir())
+                && (e.file_name() == "data" || has_data_dir(&e.path()))
+        })
+    })
 }
 
 /// A 12-partition pipeline whose task `t` (pool `p`, 2 slots) logs its own
