@@ -5,6 +5,7 @@ mod atlasmart;
 mod backfill;
 mod boundary;
 mod chaos;
+mod containment;
 mod crash;
 mod daytwo;
 mod disk_full;
