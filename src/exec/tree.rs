@@ -128,6 +128,16 @@ impl Owner {
     }
 }
 
+impl Owner {
+    /// Certainly alive: in this pid namespace, with its pid and start time.
+    fn alive_here(self) -> bool {
+        let me = Owner::me();
+        me.namespace != 0
+            && self.namespace == me.namespace
+            && process_start(self.pid as i32) == Some(self.start)
+    }
+}
+
 /// The inode of this process's pid namespace.
 fn pid_namespace() -> Option<u64> {
     let link = std::fs::read_link("/proc/self/ns/pid").ok()?;
@@ -158,8 +168,10 @@ pub fn sweep_orphans() {
             if entry.file_type().is_ok_and(|t| t.is_dir()) {
                 if Owner::of(&name).is_some_and(Owner::gone) {
                     Cgroup::at(entry.path(), kind).stop();
-                } else {
-                    // An empty one is removed (rmdir refuses one with members).
+                } else if !Owner::of(&name).is_some_and(Owner::alive_here) {
+                    // An empty one is removed (rmdir refuses one with
+                    // members), but not a live engine's: its launch may
+                    // have made it and not yet joined it.
                     let _ = std::fs::remove_dir(entry.path());
                 }
             }
@@ -277,7 +289,8 @@ enum Kind {
 /// always the process group and the /proc scan for the tag.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Containment {
-    /// `<unified mount>/weir`, made and with `cgroup.kill`.
+    /// `weir` under the engine's own cgroup in the unified hierarchy, made
+    /// and with `cgroup.kill`.
     v2: Option<PathBuf>,
     /// `<freezer mount>/weir`, made.
     v1: Option<PathBuf>,
@@ -317,18 +330,19 @@ impl Setting {
 }
 
 impl Containment {
-    /// This host's, detected once per engine process from `WEIR_CGROUP`
-    /// and /proc/self/mounts (an unknown `WEIR_CGROUP` counts as `on`;
+    /// This host's, detected once per engine process from `WEIR_CGROUP`,
+    /// /proc/self/mountinfo and /proc/self/cgroup (an unknown `WEIR_CGROUP` counts as `on`;
     /// [`check_setting`] refuses it at the command line).
     pub fn host() -> &'static Containment {
         static HOST: std::sync::OnceLock<Containment> = std::sync::OnceLock::new();
         HOST.get_or_init(|| {
             let setting =
                 Setting::parse(std::env::var_os("WEIR_CGROUP").as_deref()).unwrap_or(Setting::On);
-            let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-            let (v2_mount, v1_mount) = cgroup_mounts(&mounts);
+            let read = |path| std::fs::read_to_string(path).unwrap_or_default();
+            let (v2_own, v1_mount) =
+                cgroup_dirs(&read("/proc/self/mountinfo"), &read("/proc/self/cgroup"));
             let v2 = matches!(setting, Setting::On | Setting::V2)
-                .then_some(v2_mount)
+                .then_some(v2_own)
                 .flatten()
                 .map(|m| m.join("weir"))
                 // Writable, and new enough to kill a cgroup whole (5.14).
@@ -476,21 +490,42 @@ impl Cgroup {
     }
 }
 
-/// The mount points of the unified (cgroup2) hierarchy and of the v1
-/// freezer hierarchy, from /proc/self/mounts.
-fn cgroup_mounts(mounts: &str) -> (Option<PathBuf>, Option<PathBuf>) {
+/// From /proc/self/mountinfo and /proc/self/cgroup: the engine's own
+/// cgroup in the unified (cgroup2) hierarchy, as a directory, and the mount
+/// point of the v1 freezer hierarchy. Launches' v2 cgroups go under the
+/// engine's own, so the limits and accounting of whatever runs the engine
+/// (a systemd unit, a container) still cover its tasks.
+fn cgroup_dirs(mountinfo: &str, own: &str) -> (Option<PathBuf>, Option<PathBuf>) {
+    let own = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .filter(|p| p.starts_with('/') && !p.ends_with(" (deleted)"));
     let (mut v2, mut v1) = (None, None);
-    for line in mounts.lines() {
-        let mut fields = line.split_whitespace();
-        let (Some(_), Some(dir), Some(kind), Some(options)) =
-            (fields.next(), fields.next(), fields.next(), fields.next())
-        else {
+    for line in mountinfo.lines() {
+        // `<id> <parent> <dev> <root> <mount point> <options> [<tags>…] - <type> <source> <super options>`
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let left: Vec<&str> = left.split_whitespace().collect();
+        let right: Vec<&str> = right.split_whitespace().collect();
+        let (Some(root), Some(dir), Some(kind)) = (left.get(3), left.get(4), right.first()) else {
             continue;
         };
         let dir = PathBuf::from(dir.replace("\\040", " "));
-        if kind == "cgroup2" && v2.is_none() {
-            v2 = Some(dir);
-        } else if kind == "cgroup" && v1.is_none() && options.split(',').any(|o| o == "freezer") {
+        if *kind == "cgroup2" && v2.is_none() {
+            // The engine's cgroup below the mounted subtree's root; the
+            // mount point itself where it is not below it.
+            let below = own.and_then(|own| {
+                let rest = own.strip_prefix(root.trim_end_matches('/'))?;
+                (rest.is_empty() || rest.starts_with('/')).then_some(rest)
+            });
+            v2 = Some(dir.join(below.unwrap_or("").trim_start_matches('/')));
+        } else if *kind == "cgroup"
+            && v1.is_none()
+            && right
+                .get(2)
+                .is_some_and(|o| o.split(',').any(|o| o == "freezer"))
+        {
             v1 = Some(dir);
         }
     }
@@ -711,30 +746,52 @@ mod tests {
         assert_eq!(Owner::of("garbage"), None);
     }
 
-    // issue 28: both hierarchies are found in /proc/self/mounts (the first
-    // of each; a v1 hierarchy without the freezer is not one), and
+    // issue 28: both hierarchies are found in /proc/self/mountinfo (the
+    // first of each; a v1 hierarchy without the freezer is not one), the v2
+    // directory is the engine's own cgroup below the mounted subtree, and
     // `WEIR_CGROUP` takes only the values it documents
     #[test]
     fn issue_28_cgroup_mounts_and_the_setting_are_read_as_documented() {
-        let mounts = "tmpfs /sys/fs/cgroup tmpfs rw 0 0
-cgroup /sys/fs/cgroup/cpu cgroup rw,cpu 0 0
-cgroup /sys/fs/cgroup/freezer cgroup rw,freezer 0 0
-cgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0
-cgroup2 /other cgroup2 rw 0 0
+        let mountinfo = "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+37 31 0:34 / /sys/fs/cgroup/freezer rw,relatime shared:9 - cgroup cgroup rw,freezer
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+42 31 0:38 / /other rw,relatime - cgroup2 cgroup2 rw
 ";
+        let own = "4:memory:/x\n0::/\n";
         assert_eq!(
-            cgroup_mounts(mounts),
+            cgroup_dirs(mountinfo, own),
             (
                 Some(PathBuf::from("/sys/fs/cgroup/unified")),
                 Some(PathBuf::from("/sys/fs/cgroup/freezer"))
             )
         );
-        let v2_only = "cgroup2 /sys/fs/cgroup cgroup2 rw,nsdelegate 0 0\n";
+        // A systemd unit's engine: its launches go below its unit.
+        let unified = "30 25 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n";
+        let unit = "0::/system.slice/weir.service\n";
         assert_eq!(
-            cgroup_mounts(v2_only),
-            (Some(PathBuf::from("/sys/fs/cgroup")), None)
+            cgroup_dirs(unified, unit),
+            (
+                Some(PathBuf::from("/sys/fs/cgroup/system.slice/weir.service")),
+                None
+            )
         );
-        assert_eq!(cgroup_mounts("garbage\n"), (None, None));
+        // A container that mounts its own subtree: the path below it.
+        let subtree = "30 25 0:26 /docker/c1 /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+        assert_eq!(
+            cgroup_dirs(subtree, "0::/docker/c1/app\n").0,
+            Some(PathBuf::from("/sys/fs/cgroup/app"))
+        );
+        // Not below the mounted subtree, or no v2 line: the mount point.
+        assert_eq!(
+            cgroup_dirs(subtree, "0::/docker/c10\n").0,
+            Some(PathBuf::from("/sys/fs/cgroup"))
+        );
+        assert_eq!(
+            cgroup_dirs(unified, "").0,
+            Some(PathBuf::from("/sys/fs/cgroup"))
+        );
+        assert_eq!(cgroup_dirs("garbage\n", own), (None, None));
         let parse = |v: &str| Setting::parse(Some(std::ffi::OsStr::new(v)));
         assert_eq!(Setting::parse(None), Ok(Setting::On));
         assert_eq!(parse("on"), Ok(Setting::On));

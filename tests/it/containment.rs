@@ -15,24 +15,31 @@ use weir::events::State;
 
 use crate::support::{poll_until, process_state, stderr, stdout, Engine, Sandbox};
 
-/// The writable unified hierarchy with `cgroup.kill`, as the engine would
-/// find it; `None` (with the reason printed) where this host has none, a
-/// failure under `CI=true`.
-fn v2_mount() -> Option<PathBuf> {
+/// Where the engines these tests start put their launches' v2 cgroups:
+/// `weir` under their own cgroup (this process's, which they inherit) in
+/// the unified hierarchy; `None` (with the reason printed) where this host
+/// has no writable one with `cgroup.kill`, a failure under `CI=true`.
+fn v2_dir() -> Option<PathBuf> {
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
     let mount = mounts.lines().find_map(|line| {
         let fields: Vec<&str> = line.split_whitespace().collect();
         (fields.get(2) == Some(&"cgroup2")).then(|| PathBuf::from(fields[1]))
     });
-    let reason = match &mount {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let own = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap_or("/");
+    let dir = mount.map(|m| m.join(own.trim_start_matches('/')).join("weir"));
+    let reason = match &dir {
         None => "no cgroup2 mount in /proc/self/mounts".to_string(),
-        Some(m) if std::fs::create_dir_all(m.join("weir")).is_err() => {
-            format!("{}/weir cannot be made", m.display())
+        Some(d) if std::fs::create_dir_all(d).is_err() => {
+            format!("{} cannot be made", d.display())
         }
-        Some(m) if !m.join("weir/cgroup.kill").exists() => {
-            format!("{}/weir has no cgroup.kill (kernel < 5.14)", m.display())
+        Some(d) if !d.join("cgroup.kill").exists() => {
+            format!("{} has no cgroup.kill (kernel < 5.14)", d.display())
         }
-        Some(_) => return mount,
+        Some(_) => return dir,
     };
     assert!(
         std::env::var("CI").as_deref() != Ok("true"),
@@ -95,7 +102,7 @@ esac
 /// removed. `since`: before the run started; `late`: when the escapee
 /// writes.
 #[track_caller]
-fn contained(sb: &Sandbox, mount: &Path, key: &str, since: Instant, late: Duration) {
+fn contained(sb: &Sandbox, dir: &Path, key: &str, since: Instant, late: Duration) {
     let cgroups = std::fs::read_to_string(sb.path().join(format!("cgroup-{key}"))).unwrap();
     let unified = cgroups
         .lines()
@@ -109,7 +116,7 @@ fn contained(sb: &Sandbox, mount: &Path, key: &str, since: Instant, late: Durati
         "{key}: the v1 freezer held the task, not v2:\n{cgroups}"
     );
     assert!(
-        !mount.join("weir").join(tag).exists(),
+        !dir.join(tag).exists(),
         "{key}: its cgroup {tag} was not removed"
     );
     let pid: u32 = std::fs::read_to_string(sb.path().join(format!("pid-{key}")))
@@ -135,7 +142,7 @@ fn contained(sb: &Sandbox, mount: &Path, key: &str, since: Instant, late: Durati
 // command exits and when it times out; the cgroup is gone after.
 #[test]
 fn issue_28_a_v2_cgroup_kills_an_escapee_without_the_tag_on_exit_and_timeout() {
-    let Some(mount) = v2_mount() else { return };
+    let Some(dir) = v2_dir() else { return };
     let sb = sandbox();
     let doctor = sb
         .weir(&["doctor", "m.toml"])
@@ -147,7 +154,7 @@ fn issue_28_a_v2_cgroup_kills_an_escapee_without_the_tag_on_exit_and_timeout() {
         stdout(&doctor).lines().next().unwrap_or(""),
         format!(
             "containment: cgroup v2 at {} (cgroup.kill), then the process group and a /proc scan for WEIR_PROCESS_TAG (WEIR_CGROUP=v2)",
-            mount.join("weir").display()
+            dir.display()
         ),
         "{}",
         stdout(&doctor)
@@ -193,15 +200,15 @@ fn issue_28_a_v2_cgroup_kills_an_escapee_without_the_tag_on_exit_and_timeout() {
         "{}",
         stdout(&out)
     );
-    contained(&sb, &mount, "exits", since, Duration::from_secs(2));
-    contained(&sb, &mount, "timeout", since, Duration::from_secs(2));
+    contained(&sb, &dir, "exits", since, Duration::from_secs(2));
+    contained(&sb, &dir, "timeout", since, Duration::from_secs(2));
 }
 
 // issue 28: SIGINT of the engine kills the running command's whole cgroup,
 // the escapee without the tag included.
 #[test]
 fn issue_28_a_v2_cgroup_kills_an_escapee_without_the_tag_on_sigint() {
-    let Some(mount) = v2_mount() else { return };
+    let Some(dir) = v2_dir() else { return };
     let sb = sandbox();
     let since = Instant::now();
     let mut cmd = sb.weir(&[
@@ -235,7 +242,7 @@ fn issue_28_a_v2_cgroup_kills_an_escapee_without_the_tag_on_sigint() {
         "{}",
         stdout(&out)
     );
-    contained(&sb, &mount, "interrupted", since, Duration::from_secs(2));
+    contained(&sb, &dir, "interrupted", since, Duration::from_secs(2));
 }
 
 // issue 28: an engine killed with -9 leaves its command's escapee running
@@ -243,7 +250,7 @@ fn issue_28_a_v2_cgroup_kills_an_escapee_without_the_tag_on_sigint() {
 // kills the dead engine's v2 cgroup whole and removes it.
 #[test]
 fn issue_28_a_dead_engines_v2_cgroup_is_killed_by_the_next_engine() {
-    let Some(mount) = v2_mount() else { return };
+    let Some(dir) = v2_dir() else { return };
     let sb = sandbox();
     let since = Instant::now();
     let mut cmd = sb.weir(&["run", "m.toml", "--run-id", "a", "--partition", "orphaned"]);
@@ -276,8 +283,8 @@ fn issue_28_a_dead_engines_v2_cgroup_is_killed_by_the_next_engine() {
         stdout(&out),
         stderr(&out)
     );
-    contained(&sb, &mount, "orphaned", since, Duration::from_secs(5));
-    contained(&sb, &mount, "exits", Instant::now(), Duration::from_secs(2));
+    contained(&sb, &dir, "orphaned", since, Duration::from_secs(5));
+    contained(&sb, &dir, "exits", Instant::now(), Duration::from_secs(2));
 }
 
 // issue 28: a `WEIR_CGROUP` the engine does not know is refused before
