@@ -93,12 +93,13 @@ fn doctor(args: &args::DoctorArgs) -> Result<u8, error::CliError> {
     );
     if let Some(path) = &args.manifest {
         let pipeline = load(path)?.pipeline;
+        let local = std::path::absolute(&pipeline.warehouse).unwrap_or(pipeline.warehouse);
         text += &match &pipeline.remote {
             Some(url) => format!(
                 "store: object storage {url} (staging {})\n",
-                pipeline.warehouse.display()
+                local.display()
             ),
-            None => format!("store: directory {}\n", pipeline.warehouse.display()),
+            None => format!("store: directory {}\n", local.display()),
         };
     }
     match std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes()) {

@@ -305,3 +305,35 @@ fn issue_28_an_unknown_weir_cgroup_is_refused() {
     );
     assert!(!sb.path().join("cgroup-exits").exists(), "the task ran");
 }
+
+// issue 28: `weir doctor` names the containment a launch gets, the tzdb
+// version and, given a manifest, its store; with WEIR_CGROUP=off it is the
+// process group and the tag scan alone, on any host.
+#[test]
+fn issue_28_doctor_names_the_containment_tzdb_and_store() {
+    let sb = sandbox();
+    let out = sb
+        .weir(&["doctor", "m.toml"])
+        .env("WEIR_CGROUP", "off")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let warehouse = sb.manifest().pipeline.warehouse;
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "containment: the process group and a /proc scan for WEIR_PROCESS_TAG (WEIR_CGROUP=off)\ntzdb: {}\nstore: directory {}\n",
+            weir::partition::time::tzdb_version(),
+            warehouse.display()
+        )
+    );
+    assert_eq!(stderr(&out), "");
+    // Without a manifest: no store line.
+    let out = sb
+        .weir(&["doctor"])
+        .env("WEIR_CGROUP", "off")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out).lines().count(), 2, "{}", stdout(&out));
+}
