@@ -331,8 +331,8 @@ impl Setting {
 
 impl Containment {
     /// This host's, detected once per engine process from `WEIR_CGROUP`,
-    /// /proc/self/mountinfo and /proc/self/cgroup (an unknown `WEIR_CGROUP` counts as `on`;
-    /// [`check_setting`] refuses it at the command line).
+    /// /proc/self/mountinfo and /proc/self/cgroup (an unknown `WEIR_CGROUP`
+    /// counts as `on`; [`check_setting`] refuses it at the command line).
     pub fn host() -> &'static Containment {
         static HOST: std::sync::OnceLock<Containment> = std::sync::OnceLock::new();
         HOST.get_or_init(|| {
