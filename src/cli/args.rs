@@ -55,6 +55,14 @@ pub(crate) enum Command {
     History(HistoryArgs),
     /// Print a shell completion script (`weir completions bash > /etc/bash_completion.d/weir`).
     Completions(CompletionsArgs),
+    /// What this host gives weir: process containment, tzdb version, the manifest's store.
+    Doctor(DoctorArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DoctorArgs {
+    /// Manifest file, whose store is named (optional).
+    pub(crate) manifest: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -46,6 +46,9 @@ pub fn main() -> ExitCode {
     if let Some(location) = cli.warehouse {
         let _ = WAREHOUSE.set(location);
     }
+    if let Err(message) = crate::exec::tree::check_setting() {
+        return ExitCode::from(error::finish(Err(error::CliError::Usage(message))));
+    }
     let outcome = match cli.command {
         Command::Validate(a) => validate::run(&a),
         Command::Plan(a) => plan::run(&a),
@@ -65,6 +68,7 @@ pub fn main() -> ExitCode {
         Command::Report(a) => write_report(&a),
         Command::History(a) => history::run(&a),
         Command::Completions(a) => completions(&a),
+        Command::Doctor(a) => doctor(&a),
     };
     // The one place where an error becomes an exit code.
     ExitCode::from(error::finish(outcome))
@@ -78,6 +82,32 @@ fn completions(args: &args::CompletionsArgs) -> Result<u8, error::CliError> {
     match std::io::Write::write_all(&mut std::io::stdout(), &script) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
             Err(error::doing("cannot write the completions")(e))
+        }
+        _ => Ok(exit::OK),
+    }
+}
+
+/// `weir doctor`: what the engine detects about this host at startup.
+fn doctor(args: &args::DoctorArgs) -> Result<u8, error::CliError> {
+    let mut text = format!(
+        "containment: {}\ntzdb: {}\n",
+        crate::exec::tree::Containment::host().describe(),
+        crate::partition::time::tzdb_version()
+    );
+    if let Some(path) = &args.manifest {
+        let pipeline = load(path)?.pipeline;
+        let local = std::path::absolute(&pipeline.warehouse).unwrap_or(pipeline.warehouse);
+        text += &match &pipeline.remote {
+            Some(url) => format!(
+                "store: object storage {url} (staging {})\n",
+                local.display()
+            ),
+            None => format!("store: directory {}\n", local.display()),
+        };
+    }
+    match std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(error::doing("cannot write to stdout")(e))
         }
         _ => Ok(exit::OK),
     }

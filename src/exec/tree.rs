@@ -4,8 +4,10 @@
 //! ```text
 //!  launch ──► child: own process group, PR_SET_PDEATHSIG=SIGKILL (dies with its engine),
 //!             WEIR_PROCESS_TAG=<engine id>-<n> in its environment (inherited by every descendant),
-//!             joins the freezer cgroup weir/<tag> where cgroup v1 is mounted and writable
-//!  command exits ──► stop(tag): freeze the cgroup, SIGKILL its members, thaw, remove it;
+//!             joins the cgroup weir/<tag> before its exec: in the unified (v2) hierarchy
+//!             where it is mounted, writable and has cgroup.kill, else in the v1 freezer
+//!  command exits ──► stop(tag): v2: write 1 to cgroup.kill, wait for `populated 0` in
+//!                    cgroup.events, remove it; v1: freeze it, SIGKILL its members, thaw, remove it;
 //!                    SIGKILL the process group; SIGKILL every process whose environment
 //!                    carries the tag (a descendant that left the group: setsid, a double
 //!                    fork) until a scan finds none; reap the zombies reparented to us
@@ -19,7 +21,9 @@
 //! answer where it exists; the tag is the fallback that always works. It
 //! misses only a process that both leaves the process group and replaces its
 //! environment (`setsid env -i …`): README's task contract forbids leaving
-//! background processes behind.
+//! background processes behind. `WEIR_CGROUP` (`on`, `v2`, `v1`, `off`),
+//! read once, limits which hierarchies are tried; `weir doctor` prints
+//! what a host gets.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -124,6 +128,16 @@ impl Owner {
     }
 }
 
+impl Owner {
+    /// Certainly alive: in this pid namespace, with its pid and start time.
+    fn alive_here(self) -> bool {
+        let me = Owner::me();
+        me.namespace != 0
+            && self.namespace == me.namespace
+            && process_start(self.pid as i32) == Some(self.start)
+    }
+}
+
 /// The inode of this process's pid namespace.
 fn pid_namespace() -> Option<u64> {
     let link = std::fs::read_link("/proc/self/ns/pid").ok()?;
@@ -148,14 +162,16 @@ fn process_start(pid: i32) -> Option<u64> {
 /// frozen ones included. Called when an engine starts a run.
 pub fn sweep_orphans() {
     let me = std::process::id() as i32;
-    if let Some(weir) = Cgroup::path_for("").map(|p| p.join("")) {
-        for entry in std::fs::read_dir(&weir).into_iter().flatten().flatten() {
+    for (weir, kind) in Containment::host().dirs() {
+        for entry in std::fs::read_dir(weir).into_iter().flatten().flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             if entry.file_type().is_ok_and(|t| t.is_dir()) {
                 if Owner::of(&name).is_some_and(Owner::gone) {
-                    Cgroup::at(entry.path()).stop();
-                } else {
-                    // An empty one is removed (rmdir refuses one with members).
+                    Cgroup::at(entry.path(), kind).stop();
+                } else if !Owner::of(&name).is_some_and(Owner::alive_here) {
+                    // An empty one is removed (rmdir refuses one with
+                    // members), but not a live engine's: its launch may
+                    // have made it and not yet joined it.
                     let _ = std::fs::remove_dir(entry.path());
                 }
             }
@@ -249,43 +265,186 @@ pub fn waited(pid: u32) {
     }
 }
 
-/// A freezer cgroup (v1) holding one launch's processes.
+/// A cgroup holding one launch's processes: in the unified (v2) hierarchy,
+/// or in the v1 freezer hierarchy.
 #[derive(Debug)]
 pub struct Cgroup {
     path: PathBuf,
+    kind: Kind,
     /// The command joined it, so every descendant is in it.
     contains_all: AtomicBool,
 }
 
-impl Cgroup {
-    /// `<freezer mount>/weir/<tag>`, where it can be made; `None` otherwise.
-    pub fn create(tag: &str) -> Option<Cgroup> {
-        // `WEIR_CGROUP=off` exercises the fallback (tests, or a host whose
-        // cgroups weir must not touch).
-        if std::env::var_os("WEIR_CGROUP").is_some_and(|v| v == "off") {
-            return None;
+/// Which hierarchy a [`Cgroup`] is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Unified: stopped with `cgroup.kill`.
+    V2,
+    /// The v1 freezer: frozen, killed member by member, thawed.
+    V1,
+}
+
+/// What this host contains a launch's processes with, in the order tried:
+/// a cgroup v2 (killed whole with `cgroup.kill`), a cgroup v1 freezer, and
+/// always the process group and the /proc scan for the tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Containment {
+    /// `weir` under the engine's own cgroup in the unified hierarchy, made
+    /// and with `cgroup.kill`.
+    v2: Option<PathBuf>,
+    /// `<freezer mount>/weir`, made.
+    v1: Option<PathBuf>,
+    /// `WEIR_CGROUP` as read.
+    setting: Setting,
+}
+
+/// `WEIR_CGROUP`: which cgroup hierarchies the engine may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Setting {
+    /// Unset or `on`: v2 where writable, else the v1 freezer.
+    On,
+    /// `v2`: only the unified hierarchy (tests of the v2 path).
+    V2,
+    /// `v1`: only the v1 freezer.
+    V1,
+    /// `off`: no cgroups, the tag scan only.
+    Off,
+}
+
+impl Setting {
+    fn parse(value: Option<&std::ffi::OsStr>) -> Result<Setting, String> {
+        let Some(value) = value else {
+            return Ok(Setting::On);
+        };
+        match value.to_str() {
+            Some("on") | Some("") => Ok(Setting::On),
+            Some("v2") => Ok(Setting::V2),
+            Some("v1") => Ok(Setting::V1),
+            Some("off") => Ok(Setting::Off),
+            _ => Err(format!(
+                "WEIR_CGROUP={}: expected `on` (the default), `v2`, `v1` or `off`",
+                value.to_string_lossy()
+            )),
         }
-        let path = Self::path_for(tag)?;
-        std::fs::create_dir_all(&path).ok()?;
-        Some(Cgroup::at(path))
+    }
+}
+
+impl Containment {
+    /// This host's, detected once per engine process from `WEIR_CGROUP`,
+    /// /proc/self/mountinfo and /proc/self/cgroup (an unknown `WEIR_CGROUP`
+    /// counts as `on`; [`check_setting`] refuses it at the command line).
+    pub fn host() -> &'static Containment {
+        static HOST: std::sync::OnceLock<Containment> = std::sync::OnceLock::new();
+        HOST.get_or_init(|| {
+            let setting =
+                Setting::parse(std::env::var_os("WEIR_CGROUP").as_deref()).unwrap_or(Setting::On);
+            let read = |path| std::fs::read_to_string(path).unwrap_or_default();
+            let (v2_own, v1_mount) =
+                cgroup_dirs(&read("/proc/self/mountinfo"), &read("/proc/self/cgroup"));
+            let v2 = matches!(setting, Setting::On | Setting::V2)
+                .then_some(v2_own)
+                .flatten()
+                .map(|m| m.join("weir"))
+                // Writable, and new enough to kill a cgroup whole (5.14).
+                .filter(|w| std::fs::create_dir_all(w).is_ok() && w.join("cgroup.kill").exists());
+            let v1 = matches!(setting, Setting::On | Setting::V1)
+                .then_some(v1_mount)
+                .flatten()
+                .map(|m| m.join("weir"))
+                .filter(|w| std::fs::create_dir_all(w).is_ok());
+            Containment { v2, v1, setting }
+        })
     }
 
-    fn at(path: PathBuf) -> Cgroup {
+    /// One line for `weir doctor`: the mechanism a launch gets.
+    pub fn describe(&self) -> String {
+        let scan = "the process group and a /proc scan for WEIR_PROCESS_TAG";
+        let mechanism = match (&self.v2, &self.v1) {
+            (Some(dir), _) => format!("cgroup v2 at {} (cgroup.kill), then {scan}", dir.display()),
+            (None, Some(dir)) => format!("cgroup v1 freezer at {}, then {scan}", dir.display()),
+            (None, None) => scan.to_string(),
+        };
+        let setting = match self.setting {
+            Setting::On => "",
+            Setting::V2 => " (WEIR_CGROUP=v2)",
+            Setting::V1 => " (WEIR_CGROUP=v1)",
+            Setting::Off => " (WEIR_CGROUP=off)",
+        };
+        format!("{mechanism}{setting}")
+    }
+
+    /// The directories that hold launches' cgroups, v2's first.
+    fn dirs(&self) -> impl Iterator<Item = (&PathBuf, Kind)> {
+        (self.v2.iter().map(|d| (d, Kind::V2))).chain(self.v1.iter().map(|d| (d, Kind::V1)))
+    }
+}
+
+/// Refuses a `WEIR_CGROUP` value the engine does not know (called once at
+/// the command line, before anything runs).
+pub fn check_setting() -> Result<(), String> {
+    Setting::parse(std::env::var_os("WEIR_CGROUP").as_deref()).map(|_| ())
+}
+
+impl Cgroup {
+    /// `<hierarchy>/weir/<tag>` in the first hierarchy where it can be
+    /// made (v2, then the v1 freezer); `None` where none can.
+    pub fn create(tag: &str) -> Option<Cgroup> {
+        Containment::host().dirs().find_map(|(dir, kind)| {
+            let path = dir.join(tag);
+            std::fs::create_dir(&path).ok()?;
+            Some(Cgroup::at(path, kind))
+        })
+    }
+
+    fn at(path: PathBuf, kind: Kind) -> Cgroup {
         Cgroup {
             path,
+            kind,
             contains_all: AtomicBool::new(false),
         }
     }
 
-    /// Where the cgroup of `tag` is (or would be).
-    fn path_for(tag: &str) -> Option<PathBuf> {
-        static MOUNT: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
-        let mount = MOUNT.get_or_init(freezer_mount).as_ref()?;
-        Some(mount.join("weir").join(tag))
+    /// The existing cgroups of `tag` (one per hierarchy at most).
+    fn existing(tag: &str) -> Vec<Cgroup> {
+        Containment::host()
+            .dirs()
+            .map(|(dir, kind)| (dir.join(tag), kind))
+            .filter(|(path, _)| path.is_dir())
+            .map(|(path, kind)| Cgroup::at(path, kind))
+            .collect()
+    }
+
+    /// Kills every process in it, then removes it.
+    fn stop(&self) {
+        match self.kind {
+            Kind::V2 => self.stop_v2(),
+            Kind::V1 => self.stop_v1(),
+        }
+    }
+
+    /// `cgroup.kill` SIGKILLs every member at once, and any it forks
+    /// meanwhile; `rmdir` succeeds once `cgroup.events` says `populated 0`.
+    fn stop_v2(&self) {
+        if self.populated() {
+            let _ = std::fs::write(self.path.join("cgroup.kill"), "1");
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while self.populated() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let _ = std::fs::remove_dir(&self.path);
+    }
+
+    /// Whether a live process is in it (or its state cannot be read).
+    fn populated(&self) -> bool {
+        match std::fs::read_to_string(self.path.join("cgroup.events")) {
+            Ok(events) => !events.lines().any(|l| l.trim() == "populated 0"),
+            Err(_) => self.path.is_dir(),
+        }
     }
 
     /// Freezes, kills and removes every process in it, then the cgroup.
-    fn stop(&self) {
+    fn stop_v1(&self) {
         if self.members().is_empty() {
             let _ = std::fs::remove_dir(&self.path);
             return;
@@ -331,19 +490,46 @@ impl Cgroup {
     }
 }
 
-/// The mount point of the cgroup v1 freezer hierarchy, if any.
-fn freezer_mount() -> Option<PathBuf> {
-    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
-    mounts.lines().find_map(|line| {
-        let mut fields = line.split_whitespace();
-        let (_, dir, kind, options) = (
-            fields.next()?,
-            fields.next()?,
-            fields.next()?,
-            fields.next()?,
-        );
-        (kind == "cgroup" && options.split(',').any(|o| o == "freezer")).then(|| PathBuf::from(dir))
-    })
+/// From /proc/self/mountinfo and /proc/self/cgroup: the engine's own
+/// cgroup in the unified (cgroup2) hierarchy, as a directory, and the mount
+/// point of the v1 freezer hierarchy. Launches' v2 cgroups go under the
+/// engine's own, so the limits and accounting of whatever runs the engine
+/// (a systemd unit, a container) still cover its tasks.
+fn cgroup_dirs(mountinfo: &str, own: &str) -> (Option<PathBuf>, Option<PathBuf>) {
+    let own = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .filter(|p| p.starts_with('/') && !p.ends_with(" (deleted)"));
+    let (mut v2, mut v1) = (None, None);
+    for line in mountinfo.lines() {
+        // `<id> <parent> <dev> <root> <mount point> <options> [<tags>…] - <type> <source> <super options>`
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let left: Vec<&str> = left.split_whitespace().collect();
+        let right: Vec<&str> = right.split_whitespace().collect();
+        let (Some(root), Some(dir), Some(kind)) = (left.get(3), left.get(4), right.first()) else {
+            continue;
+        };
+        let dir = PathBuf::from(dir.replace("\\040", " "));
+        if *kind == "cgroup2" && v2.is_none() {
+            // The engine's cgroup below the mounted subtree's root; the
+            // mount point itself where it is not below it.
+            let below = own.and_then(|own| {
+                let rest = own.strip_prefix(root.trim_end_matches('/'))?;
+                (rest.is_empty() || rest.starts_with('/')).then_some(rest)
+            });
+            v2 = Some(dir.join(below.unwrap_or("").trim_start_matches('/')));
+        } else if *kind == "cgroup"
+            && v1.is_none()
+            && right
+                .get(2)
+                .is_some_and(|o| o.split(',').any(|o| o == "freezer"))
+        {
+            v1 = Some(dir);
+        }
+    }
+    (v2, v1)
 }
 
 fn kill(pid: i32) {
@@ -379,8 +565,8 @@ pub fn stop(tag: &str, cgroup: Option<&Cgroup>, pgid: Option<i32>) {
 /// (that engine is gone): the cgroup it made, and every tagged process this
 /// host can see.
 pub fn stop_orphans(tag: &str) {
-    if let Some(path) = Cgroup::path_for(tag).filter(|p| p.is_dir()) {
-        Cgroup::at(path).stop();
+    for cgroup in Cgroup::existing(tag) {
+        cgroup.stop();
     }
     let killed = kill_tagged(tag);
     wait_gone(&killed, Duration::from_secs(2));
@@ -558,5 +744,63 @@ mod tests {
         };
         assert!(!elsewhere.gone());
         assert_eq!(Owner::of("garbage"), None);
+    }
+
+    // issue 28: both hierarchies are found in /proc/self/mountinfo (the
+    // first of each; a v1 hierarchy without the freezer is not one), the v2
+    // directory is the engine's own cgroup below the mounted subtree, and
+    // `WEIR_CGROUP` takes only the values it documents
+    #[test]
+    fn issue_28_cgroup_mounts_and_the_setting_are_read_as_documented() {
+        let mountinfo = "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+37 31 0:34 / /sys/fs/cgroup/freezer rw,relatime shared:9 - cgroup cgroup rw,freezer
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+42 31 0:38 / /other rw,relatime - cgroup2 cgroup2 rw
+";
+        let own = "4:memory:/x\n0::/\n";
+        assert_eq!(
+            cgroup_dirs(mountinfo, own),
+            (
+                Some(PathBuf::from("/sys/fs/cgroup/unified")),
+                Some(PathBuf::from("/sys/fs/cgroup/freezer"))
+            )
+        );
+        // A systemd unit's engine: its launches go below its unit.
+        let unified = "30 25 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n";
+        let unit = "0::/system.slice/weir.service\n";
+        assert_eq!(
+            cgroup_dirs(unified, unit),
+            (
+                Some(PathBuf::from("/sys/fs/cgroup/system.slice/weir.service")),
+                None
+            )
+        );
+        // A container that mounts its own subtree: the path below it.
+        let subtree = "30 25 0:26 /docker/c1 /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
+        assert_eq!(
+            cgroup_dirs(subtree, "0::/docker/c1/app\n").0,
+            Some(PathBuf::from("/sys/fs/cgroup/app"))
+        );
+        // Not below the mounted subtree, or no v2 line: the mount point.
+        assert_eq!(
+            cgroup_dirs(subtree, "0::/docker/c10\n").0,
+            Some(PathBuf::from("/sys/fs/cgroup"))
+        );
+        assert_eq!(
+            cgroup_dirs(unified, "").0,
+            Some(PathBuf::from("/sys/fs/cgroup"))
+        );
+        assert_eq!(cgroup_dirs("garbage\n", own), (None, None));
+        let parse = |v: &str| Setting::parse(Some(std::ffi::OsStr::new(v)));
+        assert_eq!(Setting::parse(None), Ok(Setting::On));
+        assert_eq!(parse("on"), Ok(Setting::On));
+        assert_eq!(parse("v2"), Ok(Setting::V2));
+        assert_eq!(parse("v1"), Ok(Setting::V1));
+        assert_eq!(parse("off"), Ok(Setting::Off));
+        assert_eq!(
+            parse("yes"),
+            Err("WEIR_CGROUP=yes: expected `on` (the default), `v2`, `v1` or `off`".to_string())
+        );
     }
 }

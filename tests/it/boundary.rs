@@ -118,9 +118,9 @@ esac
 exit 0
 "#,
     );
-    // With the cgroup where the host has one, and with the fallback that
-    // finds the processes by their tag.
-    for cgroup in ["on", "off"] {
+    // With the cgroup where the host has one (v2 first), the v1 freezer
+    // alone, and the fallback that finds the processes by their tag.
+    for cgroup in ["on", "v1", "off"] {
         let marks = sb.path().join(format!("marks-{cgroup}"));
         std::fs::create_dir(&marks).unwrap();
         let out = sb

@@ -6,6 +6,7 @@ mod audit_limits;
 mod backfill;
 mod boundary;
 mod chaos;
+mod containment;
 mod crash;
 mod daytwo;
 mod disk_full;
