@@ -53,6 +53,8 @@ pub(crate) enum Command {
     Report(ReportArgs),
     /// Every generation of a dataset's partition: what `rollback --to` can choose from.
     History(HistoryArgs),
+    /// The visible files of a dataset's partitions (path or URL, size, SHA-256): what to read outside weir.
+    Files(FilesArgs),
     /// Print a shell completion script (`weir completions bash > /etc/bash_completion.d/weir`).
     Completions(CompletionsArgs),
 }
@@ -78,6 +80,20 @@ pub(crate) struct HistoryArgs {
     /// Partition.
     #[arg(long)]
     pub(crate) partition: String,
+    /// Print one JSON document.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct FilesArgs {
+    /// Manifest file.
+    pub(crate) manifest: PathBuf,
+    /// Dataset.
+    pub(crate) dataset: String,
+    /// Only these partitions (repeatable); default: every published one.
+    #[arg(long)]
+    pub(crate) partition: Vec<String>,
     /// Print one JSON document.
     #[arg(long)]
     pub(crate) json: bool,

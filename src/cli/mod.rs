@@ -6,6 +6,7 @@ mod args;
 mod error;
 mod events;
 pub mod exit;
+mod files;
 mod history;
 mod ops;
 mod plan;
@@ -61,6 +62,7 @@ pub fn main() -> ExitCode {
         Command::Verify(a) => ops::verify(&a),
         Command::Report(a) => write_report(&a),
         Command::History(a) => history::run(&a),
+        Command::Files(a) => files::run(&a),
         Command::Completions(a) => completions(&a),
     };
     // The one place where an error becomes an exit code.

@@ -604,6 +604,17 @@ pub(crate) fn producer_of<'m>(
     dataset: &str,
     partition: &str,
 ) -> Result<&'m Task, CliError> {
+    let task = publisher_of(manifest, dataset)?;
+    super::ops::check_partition(manifest, &task.name, partition)?;
+    Ok(task)
+}
+
+/// The task that publishes `dataset`, or a usage error naming the datasets
+/// there are (or the dataset a task name publishes).
+pub(crate) fn publisher_of<'m>(
+    manifest: &'m Manifest,
+    dataset: &str,
+) -> Result<&'m Task, CliError> {
     let Some(task) = manifest.producer(dataset) else {
         let help = match manifest.tasks.get(dataset) {
             Some(task) => format!(
@@ -625,7 +636,6 @@ pub(crate) fn producer_of<'m>(
             manifest.pipeline.name
         )));
     };
-    super::ops::check_partition(manifest, &task.name, partition)?;
     Ok(task)
 }
 

@@ -30,4 +30,5 @@ mod schema;
 mod slurm;
 mod store_integrity;
 mod support;
+mod tables;
 mod zombie;
