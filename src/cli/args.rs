@@ -55,6 +55,8 @@ pub(crate) enum Command {
     History(HistoryArgs),
     /// The visible files of a dataset's partitions (path or URL, size, SHA-256): what to read outside weir.
     Files(FilesArgs),
+    /// Tables readers query (`table = "delta"` outputs): `sync` brings them up to weir's records.
+    Tables(TablesArgs),
     /// Print a shell completion script (`weir completions bash > /etc/bash_completion.d/weir`).
     Completions(CompletionsArgs),
 }
@@ -97,6 +99,21 @@ pub(crate) struct FilesArgs {
     /// Print one JSON document.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct TablesArgs {
+    #[command(subcommand)]
+    pub(crate) action: TablesAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum TablesAction {
+    /// Commit to each Delta table whatever visible generation its log does not show yet.
+    Sync {
+        /// Manifest file.
+        manifest: PathBuf,
+    },
 }
 
 #[derive(Debug, Args)]

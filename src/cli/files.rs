@@ -121,3 +121,58 @@ fn visible(store: &PartitionStore, record: &CommitRecord) -> Vec<Visible> {
         })
         .collect()
 }
+
+/// `weir tables sync MANIFEST`: every published partition of every Delta
+/// table, committed to the table's log unless it already shows that
+/// generation; one line per partition. Any failure exits 5 after the other
+/// partitions were tried.
+pub(crate) fn tables(args: &super::args::TablesArgs) -> Result<u8, CliError> {
+    use crate::store::delta::{self, Followed};
+    let super::args::TablesAction::Sync { manifest } = &args.action;
+    let manifest = super::error::load(manifest)?;
+    let warehouse = super::error::open_to_read(&manifest)?;
+    let mut failed = 0;
+    let mut any = false;
+    for task in manifest.tasks.values() {
+        let dataset = &task.output.dataset;
+        if task.output.table.is_none() {
+            continue;
+        }
+        any = true;
+        let partitions = warehouse
+            .partitions(dataset)
+            .map_err(doing(format!("cannot list the partitions of `{dataset}`")))?;
+        for partition in partitions {
+            let store = warehouse.partition(dataset, &partition);
+            let Some(record) = store.latest().map_err(CliError::engine)? else {
+                continue;
+            };
+            let Some((columns, values)) = delta::columns_of(task, &partition) else {
+                continue;
+            };
+            let g = record.generation.get();
+            match delta::follow(&store, &columns, &values, &record) {
+                Ok(Followed::Committed(v)) => {
+                    println!("{dataset} {partition}: generation {g} committed as version {v}");
+                }
+                Ok(Followed::AlreadyThere(v)) => {
+                    println!("{dataset} {partition}: generation {g} already at version {v}");
+                }
+                Err(e) => {
+                    failed += 1;
+                    eprintln!(
+                        "error: {dataset} {partition}: generation {g} not committed to the Delta table: {}",
+                        crate::store::chain(&e)
+                    );
+                }
+            }
+        }
+    }
+    if !any {
+        println!(
+            "no output of `{}` is declared with `table = \"delta\"`",
+            manifest.pipeline.name
+        );
+    }
+    Ok(if failed > 0 { exit::ENGINE } else { exit::OK })
+}

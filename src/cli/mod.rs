@@ -63,6 +63,7 @@ pub fn main() -> ExitCode {
         Command::Report(a) => write_report(&a),
         Command::History(a) => history::run(&a),
         Command::Files(a) => files::run(&a),
+        Command::Tables(a) => files::tables(&a),
         Command::Completions(a) => completions(&a),
     };
     // The one place where an error becomes an exit code.

@@ -21,6 +21,7 @@ mod model;
 mod partitions;
 pub mod raw;
 mod suggest;
+mod table;
 mod tasks;
 mod validate;
 

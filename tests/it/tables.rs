@@ -307,3 +307,310 @@ fn issue_27_files_refuses_what_it_cannot_vouch_for() {
     assert_eq!(stdout(&out), "");
     assert!(stderr(&out).contains("part-1.parquet"), "{}", stderr(&out));
 }
+
+const DELTA_MANIFEST: &str = r#"
+[pipeline]
+name = "lake"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.region]
+kind = "static"
+keys = ["north", "south"]
+
+[tasks.pq]
+command = ["sh", "pq.sh"]
+output = { dataset = "sales", format = "parquet", grain = ["id"], table = "delta" }
+"#;
+
+/// Writes rows (id, amount, label) as a Parquet file.
+fn write_rows(path: &Path, ids: &[i64], scale: i64, label: &str) {
+    let batch = RecordBatch::try_from_iter(vec![
+        ("id", Arc::new(Int64Array::from(ids.to_vec())) as ArrayRef),
+        (
+            "amount",
+            Arc::new(Int64Array::from(
+                ids.iter().map(|id| id * scale).collect::<Vec<_>>(),
+            )) as ArrayRef,
+        ),
+        (
+            "label",
+            Arc::new(StringArray::from(vec![label; ids.len()])) as ArrayRef,
+        ),
+    ])
+    .expect("a batch");
+    let file = std::fs::File::create(path).expect("create");
+    let mut writer = ArrowWriter::try_new(file, batch.schema(), None).expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+}
+
+/// Whether python3 can import delta-rs's reader and Polars; under CI=true
+/// their absence fails the test, elsewhere it is skipped with the reason.
+fn python_readers() -> bool {
+    let found = std::process::Command::new("python3")
+        .args(["-c", "import deltalake, polars"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "python3 cannot import deltalake and polars (.ci/run installs them)"
+        );
+        eprintln!("skipped: python3 cannot import deltalake and polars (CI installs them)");
+    }
+    found
+}
+
+/// What delta-rs reads from the table (its SQL reader, which takes
+/// partition values from the log): its versions (from its history, sorted)
+/// and, at each version, the rows per partition as sorted
+/// `id,amount,label` lines; Polars must read the same rows.
+const READ_TABLE: &str = r#"
+import json, sys
+import deltalake, polars as pl
+root = sys.argv[1]
+dt = deltalake.DeltaTable(root)
+versions = sorted(h["version"] for h in dt.history())
+out = {"versions": versions, "tables": {}}
+line = lambda r: f'{r["id"]},{r["amount"]},{r["label"]}'
+for v in versions:
+    t = deltalake.DeltaTable(root, version=v)
+    read = deltalake.QueryBuilder().register("t", t).execute("select * from t").read_all()
+    rows = {}
+    for r in pl.DataFrame(read).iter_rows(named=True):
+        rows.setdefault(r["region"], []).append(line(r))
+    rows = {k: sorted(x) for k, x in rows.items()}
+    # Polars' own scan takes partition values from hive-style paths
+    # (`region=north/`), which weir's layout does not have: it reads the
+    # same files and rows, with the partition column null.
+    polars_rows = sorted(line(r) for r in pl.read_delta(root, version=v).iter_rows(named=True))
+    if polars_rows != sorted(x for xs in rows.values() for x in xs):
+        sys.exit(f"version {v}: delta-rs read {rows}, polars {polars_rows}")
+    out["tables"][str(v)] = rows
+print(json.dumps(out))
+"#;
+
+/// The table at `root` as delta-rs and Polars read it.
+#[track_caller]
+fn read_table(root: &Path) -> serde_json::Value {
+    let out = std::process::Command::new("python3")
+        .args(["-c", READ_TABLE])
+        .arg(root)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "python3 read of {}: {}",
+        root.display(),
+        stderr(&out)
+    );
+    serde_json::from_str(&stdout(&out)).expect("one JSON document")
+}
+
+/// `weir show --generation G --json` as sorted `id,amount,label` lines.
+#[track_caller]
+fn shown(sb: &Sandbox, partition: &str, generation: u64) -> Vec<String> {
+    let out = sb
+        .weir(&[
+            "show",
+            "m.toml",
+            "sales",
+            "--partition",
+            partition,
+            "--generation",
+            &generation.to_string(),
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
+    let columns: Vec<&str> = doc["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    let at = |name: &str| columns.iter().position(|c| *c == name).unwrap();
+    let (id, amount, label) = (at("id"), at("amount"), at("label"));
+    let mut rows: Vec<String> = doc["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let s = |i: usize| r[i].as_str().unwrap().to_owned();
+            format!("{},{},{}", s(id), s(amount), s(label))
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// The table at its newest version, per partition.
+fn newest(table: &serde_json::Value) -> serde_json::Value {
+    let last = table["versions"].as_array().unwrap().last().unwrap();
+    table["tables"][last.to_string()].clone()
+}
+
+/// The visible generation of `partition`.
+fn visible(sb: &Sandbox, partition: &str) -> u64 {
+    sb.store("sales", partition)
+        .latest()
+        .unwrap()
+        .expect("published")
+        .generation
+        .get()
+}
+
+// Issue 27 items 1-3: a Parquet output declared `table = "delta"` is a
+// Delta table delta-rs and Polars read directly: after a first run of two
+// partitions, a forced republish and a rollback, the rows per partition
+// equal `weir show` of the visible generation, the versions are contiguous
+// from 0 (one commit per publication), and the table as of an older
+// version shows the older generation. A Delta commit lost after weir's
+// (a crash between the two) is repaired by `weir tables sync`, which is
+// idempotent.
+#[test]
+fn issue_27_delta_table_follows_publications_republish_and_rollback() {
+    if !python_readers() {
+        return;
+    }
+    let sb = Sandbox::new(DELTA_MANIFEST);
+    for (region, label) in [("north", "n"), ("south", "s")] {
+        for scale in [10, 20] {
+            write_rows(
+                &sb.path().join(format!("{region}-{scale}-0.parquet")),
+                &[1, 2],
+                scale,
+                label,
+            );
+            write_rows(
+                &sb.path().join(format!("{region}-{scale}-1.parquet")),
+                &[3],
+                scale,
+                label,
+            );
+        }
+    }
+    sb.script(
+        "pq.sh",
+        "s=${SCALE:-10}\n\
+         cp \"$WEIR_PARTITION-$s-0.parquet\" \"$WEIR_OUTPUT_DIR/part-0.parquet\"\n\
+         cp \"$WEIR_PARTITION-$s-1.parquet\" \"$WEIR_OUTPUT_DIR/part-1.parquet\"\n",
+    );
+    let root = sb.path().join("wh").join("sales");
+    let check_newest = |sb: &Sandbox, table: &serde_json::Value| {
+        for partition in ["north", "south"] {
+            assert_eq!(
+                newest(table)[partition],
+                serde_json::json!(shown(sb, partition, visible(sb, partition))),
+                "{partition}: {table}"
+            );
+        }
+    };
+
+    let out = sb.run("R1", &["--partition", "north", "--partition", "south"]);
+    ok(&out);
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    let table = read_table(&root);
+    assert_eq!(table["versions"], serde_json::json!([0, 1]), "{table}");
+    check_newest(&sb, &table);
+    assert_eq!(
+        newest(&table)["north"],
+        serde_json::json!(["1,10,n", "2,20,n", "3,30,n"])
+    );
+
+    // A forced republish with other bytes: one more version, north's rows
+    // are generation 2's; version 1 still shows generation 1's.
+    let out = sb
+        .weir(&[
+            "run",
+            "m.toml",
+            "--run-id",
+            "R2",
+            "--partition",
+            "north",
+            "--force",
+        ])
+        .env("SCALE", "20")
+        .output()
+        .unwrap();
+    ok(&out);
+    assert_eq!(visible(&sb, "north"), 2);
+    let table = read_table(&root);
+    assert_eq!(table["versions"], serde_json::json!([0, 1, 2]), "{table}");
+    check_newest(&sb, &table);
+    assert_eq!(
+        newest(&table)["north"],
+        serde_json::json!(["1,20,n", "2,40,n", "3,60,n"])
+    );
+    assert_eq!(
+        table["tables"]["1"]["north"],
+        serde_json::json!(shown(&sb, "north", 1)),
+        "{table}"
+    );
+
+    // A rollback is a commit too: generation 3 shows generation 1's rows.
+    ok(&sb
+        .weir(&["rollback", "m.toml", "sales", "--partition", "north"])
+        .output()
+        .unwrap());
+    assert_eq!(visible(&sb, "north"), 3);
+    let table = read_table(&root);
+    assert_eq!(
+        table["versions"],
+        serde_json::json!([0, 1, 2, 3]),
+        "{table}"
+    );
+    check_newest(&sb, &table);
+    assert_eq!(newest(&table)["north"], table["tables"]["1"]["north"]);
+    assert_eq!(
+        table["tables"]["2"]["north"],
+        serde_json::json!(shown(&sb, "north", 2))
+    );
+
+    // weir's record without its Delta commit (a crash between the two):
+    // `weir tables sync` commits it once.
+    std::fs::remove_file(root.join("_delta_log").join(format!("{:020}.json", 3))).unwrap();
+    let table = read_table(&root);
+    assert_eq!(
+        newest(&table)["north"],
+        serde_json::json!(shown(&sb, "north", 2))
+    );
+    let sync = ok(&sb.weir(&["tables", "sync", "m.toml"]).output().unwrap());
+    assert_eq!(
+        sync,
+        "sales north: generation 3 committed as version 3\n\
+         sales south: generation 1 already at version 0\n"
+            .replace("version 0", &format!("version {}", south_version(&root))),
+        "{sync}"
+    );
+    let table = read_table(&root);
+    assert_eq!(
+        table["versions"],
+        serde_json::json!([0, 1, 2, 3]),
+        "{table}"
+    );
+    check_newest(&sb, &table);
+    let again = ok(&sb.weir(&["tables", "sync", "m.toml"]).output().unwrap());
+    assert!(
+        again.contains("sales north: generation 3 already at version 3"),
+        "{again}"
+    );
+    assert_eq!(
+        read_table(&root)["versions"],
+        serde_json::json!([0, 1, 2, 3])
+    );
+}
+
+/// The version that committed south (the first run published the two
+/// partitions in either order).
+fn south_version(root: &Path) -> u64 {
+    (0..2)
+        .find(|v| {
+            std::fs::read_to_string(root.join("_delta_log").join(format!("{v:020}.json")))
+                .unwrap()
+                .contains("\"partition\":\"south\"")
+        })
+        .expect("south's commit")
+}

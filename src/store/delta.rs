@@ -1,0 +1,466 @@
+//! Delta Lake tables that follow weir's commit log (issue 27).
+//!
+//! An output declared with `table = "delta"` is also a Delta table whose
+//! root is the dataset's directory in the warehouse (`<root>/<dataset>`, on
+//! disk or in a bucket): `_delta_log/<version, 20 digits>.json`, one action
+//! per line, written with put-if-absent through the store's [`Backend`], so
+//! the same code commits on S3.
+//!
+//! weir's own commit log stays the truth and the fence. A Delta commit is
+//! written after weir's record, never instead of it: one that fails leaves
+//! the publication as it is, and the next publication of the partition or
+//! `weir tables sync` brings the table up to weir's records. Each commit
+//! carries weir's dataset, partition, generation and token in
+//! `commitInfo.weir`, which makes it idempotent: before committing, the
+//! writer replays the log and does nothing when the partition's generation
+//! (or a newer one) is already there. A commit replaces the partition's
+//! files as the table sees them (every `add` not yet removed) by the
+//! generation's files, so a table that missed commits converges in one.
+//! Another writer's commit on the same version (`put-if-absent` refused) is
+//! a conflict: the writer replays the log again and tries the next version.
+//!
+//! Data files are not copied: an `add` path is relative to the table root
+//! and any relative path under it is allowed, so it names the generation's
+//! files where weir published them, `<partition>/attempts/<token>/data/…`
+//! (percent-encoded, as the protocol's paths are URIs). A rollback is a
+//! commit that removes the current files and adds the older generation's.
+//!
+//! Why the log is written here from the protocol (delta-io/delta
+//! PROTOCOL.md, reader version 1, writer version 2) rather than with
+//! delta-rs's `deltalake-core` crate (checked with `cargo info`, version
+//! 1.1.3): its arrow and parquet (59) match weir's, but it depends on
+//! object_store 0.13 where weir builds 0.14, so a second object store and
+//! its HTTP/TLS stack would be built, plus `delta_kernel` 0.28 and its
+//! default (tokio) engine; and it commits through its own object-store
+//! layer, next to weir's [`Backend`]s whose put-if-absent contract the fence
+//! and these commits rely on (the same code on disk, in memory and on S3).
+//! The subset weir writes (protocol, metaData, add, remove, commitInfo) is
+//! small, and the tests read it back with delta-rs's own Python reader.
+//!
+//! Not done yet (issue 27): Parquet checkpoints and `_last_checkpoint` (the
+//! log is replayed from version 0), schema evolution (`metaData` is written
+//! once, from the first generation's schema), gc retention of files older
+//! table versions reference, `weir history` showing versions, and verify /
+//! `status --check` of a table that disagrees.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow_schema::DataType;
+use serde_json::{json, Value};
+
+use crate::store::backend::Backend;
+use crate::store::error::StoreError;
+use crate::store::log::CommitRecord;
+use crate::store::partition::PartitionStore;
+
+/// The log directory under the table root.
+pub const LOG_DIR: &str = "_delta_log";
+
+/// Conflicts (another writer took the version) tolerated per commit.
+const MAX_CONFLICTS: usize = 64;
+
+/// Why a table could not follow weir's record.
+#[derive(Debug, thiserror::Error)]
+pub enum TableError {
+    /// The warehouse failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A published file could not be read for its schema or row count.
+    #[error("cannot read the Parquet footer of `{path}`: {message}")]
+    Footer {
+        /// The file.
+        path: String,
+        /// Why.
+        message: String,
+    },
+    /// The data does not fit a Delta table as weir writes it.
+    #[error("{0}")]
+    Unsupported(String),
+    /// A log entry weir cannot read.
+    #[error("`{key}` is not a Delta commit weir can read: {message}")]
+    Log {
+        /// The entry's key.
+        key: String,
+        /// Why.
+        message: String,
+    },
+    /// Other writers kept taking the next version.
+    #[error("{MAX_CONFLICTS} conflicting commits in a row on `{0}`")]
+    Contended(String),
+}
+
+/// What [`follow`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Followed {
+    /// The table got this version for the record.
+    Committed(u64),
+    /// The log already holds the record's generation (or a newer one) of
+    /// the partition, at this version.
+    AlreadyThere(u64),
+}
+
+/// One file the table sees.
+#[derive(Debug, Clone)]
+struct Active {
+    size: u64,
+    partition_values: Value,
+}
+
+/// The table's state after replaying its log.
+#[derive(Debug, Default)]
+struct Replayed {
+    /// The newest version, if any.
+    last: Option<u64>,
+    /// Files added and not removed, by path.
+    active: BTreeMap<String, Active>,
+    /// Per weir partition, the newest generation committed and its version.
+    synced: BTreeMap<String, (u64, u64)>,
+}
+
+/// Key of version `v`'s commit file.
+fn version_key(dataset: &str, v: u64) -> String {
+    format!("{dataset}/{LOG_DIR}/{v:020}.json")
+}
+
+/// Replays the whole log (no checkpoints yet).
+fn replay(backend: &Arc<dyn Backend>, dataset: &str) -> Result<Replayed, TableError> {
+    let mut state = Replayed::default();
+    let mut versions: Vec<u64> = backend
+        .list(&format!("{dataset}/{LOG_DIR}"))?
+        .iter()
+        .filter_map(|n| n.strip_suffix(".json"))
+        .filter(|n| n.len() == 20)
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    versions.sort_unstable();
+    for v in versions {
+        let key = version_key(dataset, v);
+        let Some(bytes) = backend.get(&key)? else {
+            continue;
+        };
+        let text = String::from_utf8(bytes).map_err(|e| TableError::Log {
+            key: key.clone(),
+            message: e.to_string(),
+        })?;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let action: Value = serde_json::from_str(line).map_err(|e| TableError::Log {
+                key: key.clone(),
+                message: e.to_string(),
+            })?;
+            if let Some(add) = action.get("add") {
+                let path = add["path"].as_str().unwrap_or_default().to_owned();
+                state.active.insert(
+                    path,
+                    Active {
+                        size: add["size"].as_u64().unwrap_or_default(),
+                        partition_values: add["partitionValues"].clone(),
+                    },
+                );
+            } else if let Some(remove) = action.get("remove") {
+                state
+                    .active
+                    .remove(remove["path"].as_str().unwrap_or_default());
+            } else if let Some(weir) = action.get("commitInfo").and_then(|c| c.get("weir")) {
+                if let (Some(p), Some(g)) =
+                    (weir["partition"].as_str(), weir["generation"].as_u64())
+                {
+                    let entry = state.synced.entry(p.to_owned()).or_insert((g, v));
+                    if g >= entry.0 {
+                        *entry = (g, v);
+                    }
+                }
+            }
+        }
+        state.last = Some(v);
+    }
+    Ok(state)
+}
+
+/// Percent-encodes a relative path for an `add`/`remove` action: every
+/// byte but unreserved characters and `/`.
+fn encode_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for b in path.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The Spark-JSON type of an Arrow type, for `schemaString`.
+fn spark_type(data_type: &DataType) -> Result<String, String> {
+    Ok(match data_type {
+        DataType::Boolean => "boolean".into(),
+        DataType::Int8 => "byte".into(),
+        DataType::Int16 => "short".into(),
+        DataType::Int32 => "integer".into(),
+        DataType::Int64 => "long".into(),
+        DataType::Float32 => "float".into(),
+        DataType::Float64 => "double".into(),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "string".into(),
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => "binary".into(),
+        DataType::Date32 => "date".into(),
+        DataType::Timestamp(_, Some(_)) => "timestamp".into(),
+        DataType::Decimal128(p, s) if *p <= 38 => format!("decimal({p},{s})"),
+        other => return Err(format!("{other}")),
+    })
+}
+
+/// Row count and, when asked, the `schemaString` of a published file.
+fn footer(path: &std::path::Path, schema: bool) -> Result<(u64, Option<Vec<Value>>), TableError> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let fail = |message: String| TableError::Footer {
+        path: path.display().to_string(),
+        message,
+    };
+    let file = std::fs::File::open(path).map_err(|e| fail(e.to_string()))?;
+    let reader = SerializedFileReader::new(file).map_err(|e| fail(e.to_string()))?;
+    let meta = reader.metadata().file_metadata();
+    let rows = u64::try_from(meta.num_rows()).map_err(|e| fail(e.to_string()))?;
+    if !schema {
+        return Ok((rows, None));
+    }
+    let arrow =
+        parquet::arrow::parquet_to_arrow_schema(meta.schema_descr(), meta.key_value_metadata())
+            .map_err(|e| fail(e.to_string()))?;
+    let fields = arrow
+        .fields()
+        .iter()
+        .map(|f| {
+            let t = spark_type(f.data_type()).map_err(|t| {
+                TableError::Unsupported(format!(
+                    "column `{}` of `{}` has type {t}, which weir does not map to a Delta type",
+                    f.name(),
+                    path.display()
+                ))
+            })?;
+            Ok(json!({"name": f.name(), "type": t, "nullable": f.is_nullable(), "metadata": {}}))
+        })
+        .collect::<Result<Vec<_>, TableError>>()?;
+    Ok((rows, Some(fields)))
+}
+
+/// Milliseconds since the epoch, now.
+fn now_ms() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
+}
+
+/// Brings the Delta table of `store`'s dataset up to `record`, the
+/// partition's visible generation: one commit that removes what the table
+/// shows of the partition and adds the record's files, unless the log
+/// already holds that generation. `columns` are the partition columns (the
+/// task's scheme names) and `values` the partition's key in each.
+pub fn follow(
+    store: &PartitionStore,
+    columns: &[String],
+    values: &[String],
+    record: &CommitRecord,
+) -> Result<Followed, TableError> {
+    let backend = store.backend();
+    let dataset = store.dataset();
+    let partition_values: serde_json::Map<String, Value> = columns
+        .iter()
+        .zip(values)
+        .map(|(c, v)| (c.clone(), Value::String(v.clone())))
+        .collect();
+    // The record's files as the table names them, with their row counts.
+    let local = store.local_files(record)?;
+    let rel_dir = record
+        .attempt_dir
+        .strip_prefix(&format!("{dataset}/"))
+        .ok_or_else(|| {
+            TableError::Unsupported(format!(
+                "attempt `{}` is not under dataset `{dataset}`",
+                record.attempt_dir
+            ))
+        })?;
+    let mut files = Vec::with_capacity(record.files.len());
+    let mut fields = None;
+    for (i, (name, path)) in record.files.iter().zip(local.iter()).enumerate() {
+        let (rows, schema) = footer(path, i == 0)?;
+        if schema.is_some() {
+            fields = schema;
+        }
+        let size = match record.file_sums.get(i) {
+            Some(sum) => sum.size,
+            None => std::fs::metadata(path).map(|m| m.len()).unwrap_or_default(),
+        };
+        files.push((encode_path(&format!("{rel_dir}/data/{name}")), size, rows));
+    }
+    drop(local);
+    let mut conflicts = 0;
+    loop {
+        let state = replay(backend, dataset)?;
+        if let Some(&(g, v)) = state.synced.get(&record.partition) {
+            if g >= record.generation.get() {
+                return Ok(Followed::AlreadyThere(v));
+            }
+        }
+        let version = state.last.map_or(0, |v| v + 1);
+        let now = now_ms();
+        let mut lines: Vec<Value> = Vec::new();
+        if state.last.is_none() {
+            let mut schema_fields = fields.clone().unwrap_or_default();
+            for column in columns {
+                if schema_fields.iter().any(|f| f["name"] == column.as_str()) {
+                    return Err(TableError::Unsupported(format!(
+                        "the data of `{dataset}` has a column `{column}`, the name of its partition scheme: a Delta table's partition column cannot also be in the files"
+                    )));
+                }
+                schema_fields.push(
+                    json!({"name": column, "type": "string", "nullable": false, "metadata": {}}),
+                );
+            }
+            let schema = json!({"type": "struct", "fields": schema_fields}).to_string();
+            lines.push(json!({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}));
+            lines.push(json!({"metaData": {
+                "id": table_id(dataset, now),
+                "name": dataset,
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": schema,
+                "partitionColumns": columns,
+                "configuration": {},
+                "createdTime": now,
+            }}));
+        }
+        let new_paths: Vec<&str> = files.iter().map(|(p, _, _)| p.as_str()).collect();
+        for (path, active) in &state.active {
+            let mine = columns.iter().zip(values).all(|(c, v)| {
+                active.partition_values.get(c).and_then(Value::as_str) == Some(v.as_str())
+            });
+            if mine && !new_paths.contains(&path.as_str()) {
+                lines.push(json!({"remove": {
+                    "path": path,
+                    "deletionTimestamp": now,
+                    "dataChange": true,
+                    "extendedFileMetadata": true,
+                    "partitionValues": active.partition_values,
+                    "size": active.size,
+                }}));
+            }
+        }
+        for (path, size, rows) in &files {
+            if state.active.contains_key(path) {
+                continue;
+            }
+            lines.push(json!({"add": {
+                "path": path,
+                "partitionValues": partition_values,
+                "size": size,
+                "modificationTime": now,
+                "dataChange": true,
+                "stats": json!({"numRecords": rows}).to_string(),
+            }}));
+        }
+        lines.push(json!({"commitInfo": {
+            "timestamp": now,
+            "operation": "WRITE",
+            "operationParameters": {"mode": "Overwrite", "partitionBy": json!(columns).to_string()},
+            "engineInfo": concat!("weir/", env!("CARGO_PKG_VERSION")),
+            "isBlindAppend": false,
+            "weir": {
+                "dataset": dataset,
+                "partition": record.partition,
+                "generation": record.generation.get(),
+                "token": record.token.get(),
+                "kind": match record.kind {
+                    crate::store::CommitKind::Publish => "publish",
+                    crate::store::CommitKind::Rollback { .. } => "rollback",
+                },
+            },
+        }}));
+        let mut body = String::new();
+        for line in &lines {
+            body.push_str(&line.to_string());
+            body.push('\n');
+        }
+        if backend.put_if_absent(&version_key(dataset, version), body.as_bytes())? {
+            return Ok(Followed::Committed(version));
+        }
+        conflicts += 1;
+        if conflicts >= MAX_CONFLICTS {
+            return Err(TableError::Contended(dataset.to_owned()));
+        }
+    }
+}
+
+/// The partition columns (scheme names) and values of `task`'s
+/// partition, when its output is a Delta table.
+pub fn columns_of(
+    task: &crate::manifest::Task,
+    partition: &str,
+) -> Option<(Vec<String>, Vec<String>)> {
+    if task.output.table != Some(crate::manifest::TableFormat::Delta) {
+        return None;
+    }
+    let values = task.dims.split(partition)?;
+    Some((
+        task.dims.names().into_iter().map(str::to_owned).collect(),
+        values.into_iter().map(str::to_owned).collect(),
+    ))
+}
+
+/// After weir committed `record` for `task`: the Delta commit that
+/// follows it, when the output is a Delta table. A failure is a warning
+/// on stderr and nothing else: the publication stands, and the next one or
+/// `weir tables sync` repairs the table.
+pub fn follow_task(store: &PartitionStore, task: &crate::manifest::Task, record: &CommitRecord) {
+    let Some((columns, values)) = columns_of(task, &record.partition) else {
+        return;
+    };
+    if let Err(e) = follow(store, &columns, &values, record) {
+        eprintln!(
+            "warning: the Delta table of `{}` does not show {} generation {} yet: {}\n  help: `weir tables sync MANIFEST` brings it up to the visible generations",
+            record.dataset,
+            record.partition,
+            record.generation.get(),
+            crate::store::chain(&e)
+        );
+    }
+}
+
+/// A table id in UUID form, unique enough per dataset and creation time.
+fn table_id(dataset: &str, now: i64) -> String {
+    use sha2::{Digest as _, Sha256};
+    let h = Sha256::digest(format!("{dataset}\0{now}\0{}", std::process::id()).as_bytes());
+    let hex: String = h.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-4{}-8{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[13..16],
+        &hex[17..20],
+        &hex[20..32]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issue_27_paths_are_percent_encoded_but_slashes() {
+        assert_eq!(
+            encode_path("a%2Fb/attempts/00000000000000000001/data/x y.parquet"),
+            "a%252Fb/attempts/00000000000000000001/data/x%20y.parquet"
+        );
+    }
+
+    #[test]
+    fn issue_27_spark_types() {
+        assert_eq!(spark_type(&DataType::Int64).unwrap(), "long");
+        assert_eq!(
+            spark_type(&DataType::Decimal128(12, 2)).unwrap(),
+            "decimal(12,2)"
+        );
+        assert!(spark_type(&DataType::Timestamp(
+            arrow_schema::TimeUnit::Microsecond,
+            None
+        ))
+        .is_err());
+    }
+}
