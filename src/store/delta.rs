@@ -39,7 +39,8 @@
 //!
 //! Not done yet (issue 27): Parquet checkpoints and `_last_checkpoint` (the
 //! log is replayed from version 0), schema evolution (`metaData` is written
-//! once, from the first generation's schema), gc retention of files older
+//! once, from the first generation's schema; a generation whose columns or
+//! types differ is not committed, [`TableError::SchemaChanged`]), gc retention of files older
 //! table versions reference, `weir history` showing versions, and verify /
 //! `status --check` of a table that disagrees.
 
@@ -85,6 +86,18 @@ pub enum TableError {
         /// Why.
         message: String,
     },
+    /// The generation's files have another schema than the table's.
+    #[error("the schema of `{dataset}` {partition} generation {generation} is not the Delta table's: {detail}")]
+    SchemaChanged {
+        /// The dataset.
+        dataset: String,
+        /// The partition.
+        partition: String,
+        /// The generation.
+        generation: u64,
+        /// Which column differs.
+        detail: String,
+    },
     /// Other writers kept taking the next version.
     #[error("{MAX_CONFLICTS} conflicting commits in a row on `{0}`")]
     Contended(String),
@@ -116,6 +129,8 @@ struct Replayed {
     active: BTreeMap<String, Active>,
     /// Per weir partition, the newest generation committed and its version.
     synced: BTreeMap<String, (u64, u64)>,
+    /// The newest `metaData`'s schema fields.
+    fields: Option<Vec<Value>>,
 }
 
 /// Key of version `v`'s commit file.
@@ -161,6 +176,15 @@ fn replay(backend: &Arc<dyn Backend>, dataset: &str) -> Result<Replayed, TableEr
                 state
                     .active
                     .remove(remove["path"].as_str().unwrap_or_default());
+            } else if let Some(meta) = action.get("metaData") {
+                let schema: Value = meta["schemaString"]
+                    .as_str()
+                    .and_then(|text| serde_json::from_str(text).ok())
+                    .ok_or_else(|| TableError::Log {
+                        key: key.clone(),
+                        message: "its metaData has no readable schemaString".to_owned(),
+                    })?;
+                state.fields = schema["fields"].as_array().cloned();
             } else if let Some(weir) = action.get("commitInfo").and_then(|c| c.get("weir")) {
                 if let (Some(p), Some(g)) =
                     (weir["partition"].as_str(), weir["generation"].as_u64())
@@ -244,6 +268,42 @@ fn footer(path: &std::path::Path, schema: bool) -> Result<(u64, Option<Vec<Value
     Ok((rows, Some(fields)))
 }
 
+/// How the files' columns differ from the table's (its partition columns
+/// aside), by name and type; `None` when they match. Nullability is not
+/// compared: Parquet writers differ on it and Delta readers accept both.
+fn schema_difference(
+    table: &[Value],
+    files: &[Value],
+    partition_columns: &[String],
+) -> Option<String> {
+    let columns = |fields: &[Value]| -> Vec<(String, String)> {
+        fields
+            .iter()
+            .filter(|f| {
+                !partition_columns
+                    .iter()
+                    .any(|c| f["name"].as_str() == Some(c.as_str()))
+            })
+            .map(|f| (f["name"].to_string(), f["type"].to_string()))
+            .collect()
+    };
+    let (table, files) = (columns(table), columns(files));
+    if table == files {
+        return None;
+    }
+    let show = |cols: &[(String, String)]| {
+        cols.iter()
+            .map(|(n, t)| format!("{n} {t}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Some(format!(
+        "the table has ({}), the files have ({}); a schema change needs a new table (issue 27's schema policy is not built yet)",
+        show(&table),
+        show(&files)
+    ))
+}
+
 /// Milliseconds since the epoch, now.
 fn now_ms() -> i64 {
     jiff::Timestamp::now().as_millisecond()
@@ -298,6 +358,16 @@ pub fn follow(
         if let Some(&(g, v)) = state.synced.get(&record.partition) {
             if g >= record.generation.get() {
                 return Ok(Followed::AlreadyThere(v));
+            }
+        }
+        if let (Some(table), Some(mine)) = (&state.fields, &fields) {
+            if let Some(detail) = schema_difference(table, mine, columns) {
+                return Err(TableError::SchemaChanged {
+                    dataset: dataset.to_owned(),
+                    partition: record.partition.clone(),
+                    generation: record.generation.get(),
+                    detail,
+                });
             }
         }
         let version = state.last.map_or(0, |v| v + 1);

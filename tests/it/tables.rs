@@ -614,3 +614,90 @@ fn south_version(root: &Path) -> u64 {
         })
         .expect("south's commit")
 }
+
+/// The Delta log's versions under `root`, from its file names.
+fn log_versions(root: &Path) -> Vec<u64> {
+    let mut versions: Vec<u64> = std::fs::read_dir(root.join("_delta_log"))
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".json")?.parse().ok()
+        })
+        .collect();
+    versions.sort_unstable();
+    versions
+}
+
+// Issue 27: a generation whose columns differ from the Delta table's is
+// published by weir (its commit log is the truth) but not committed to the
+// table, which would then mix schemas: the run warns, the table keeps its
+// versions, and `weir tables sync` exits 5 naming the columns.
+#[test]
+fn issue_27_delta_a_changed_schema_is_published_but_not_committed() {
+    let sb = Sandbox::new(DELTA_MANIFEST);
+    write_rows(&sb.path().join("rows.parquet"), &[1, 2], 10, "n");
+    let wider = RecordBatch::try_from_iter(vec![
+        ("id", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef),
+        (
+            "amount",
+            Arc::new(Int64Array::from(vec![10, 20])) as ArrayRef,
+        ),
+        (
+            "label",
+            Arc::new(StringArray::from(vec!["n", "n"])) as ArrayRef,
+        ),
+        ("extra", Arc::new(Int64Array::from(vec![7, 7])) as ArrayRef),
+    ])
+    .unwrap();
+    let file = std::fs::File::create(sb.path().join("wider.parquet")).unwrap();
+    let mut writer = ArrowWriter::try_new(file, wider.schema(), None).unwrap();
+    writer.write(&wider).unwrap();
+    writer.close().unwrap();
+    sb.script(
+        "pq.sh",
+        "cp \"${FILE:-rows}.parquet\" \"$WEIR_OUTPUT_DIR/part-0.parquet\"\n",
+    );
+    let root = sb.path().join("wh").join("sales");
+
+    let out = sb.run("R1", &["--partition", "north"]);
+    ok(&out);
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    assert_eq!(log_versions(&root), [0]);
+
+    let out = sb
+        .weir(&[
+            "run",
+            "m.toml",
+            "--run-id",
+            "R2",
+            "--partition",
+            "north",
+            "--force",
+        ])
+        .env("FILE", "wider")
+        .output()
+        .unwrap();
+    ok(&out);
+    assert_eq!(visible(&sb, "north"), 2);
+    let warning = stderr(&out);
+    assert!(
+        warning.contains(
+            "warning: the Delta table of `sales` does not show north generation 2 yet: \
+             the schema of `sales` north generation 2 is not the Delta table's"
+        ) && warning.contains("\"extra\" \"long\""),
+        "{warning}"
+    );
+    assert_eq!(log_versions(&root), [0]);
+
+    let sync = sb.weir(&["tables", "sync", "m.toml"]).output().unwrap();
+    assert_eq!(sync.status.code(), Some(5), "{}", stderr(&sync));
+    assert_eq!(stdout(&sync), "");
+    assert!(
+        stderr(&sync).contains(
+            "error: sales north: generation 2 not committed to the Delta table: the schema of"
+        ),
+        "{}",
+        stderr(&sync)
+    );
+    assert_eq!(log_versions(&root), [0]);
+}
