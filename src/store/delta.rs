@@ -511,6 +511,147 @@ fn table_id(dataset: &str, now: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::backend::{Object, ObjectMeta, Version};
+    use crate::store::{MemoryBackend, Warehouse};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Another engine that takes each Delta version weir is about to
+    /// write, `races` times: version 0 with the table's protocol and
+    /// metaData, later ones with an `add` of its own partition `q`.
+    struct Racing {
+        inner: MemoryBackend,
+        races: AtomicUsize,
+    }
+
+    impl Backend for Racing {
+        fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
+            if key.contains("/_delta_log/") && self.races.load(Ordering::SeqCst) > 0 {
+                self.races.fetch_sub(1, Ordering::SeqCst);
+                let theirs = if key.ends_with("00000000000000000000.json") {
+                    let schema = json!({"type": "struct", "fields": [
+                        {"name": "id", "type": "long", "nullable": true, "metadata": {}},
+                        {"name": "region", "type": "string", "nullable": true, "metadata": {}},
+                    ]});
+                    format!(
+                        "{}\n{}\n",
+                        json!({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}),
+                        json!({"metaData": {"id": "x", "format": {"provider": "parquet", "options": {}},
+                            "schemaString": schema.to_string(), "partitionColumns": ["region"],
+                            "configuration": {}, "createdTime": 0}})
+                    )
+                } else {
+                    format!(
+                        "{}\n{}\n",
+                        json!({"add": {"path": "q/other.parquet", "partitionValues": {"region": "q"},
+                            "size": 1, "modificationTime": 0, "dataChange": true}}),
+                        json!({"commitInfo": {"operation": "WRITE", "engineInfo": "another"}})
+                    )
+                };
+                assert!(self.inner.put_if_absent(key, theirs.as_bytes())?);
+                return Ok(false);
+            }
+            self.inner.put_if_absent(key, bytes)
+        }
+        fn put_if_version_matches(
+            &self,
+            key: &str,
+            bytes: &[u8],
+            expected: &Version,
+        ) -> Result<Option<Version>, StoreError> {
+            self.inner.put_if_version_matches(key, bytes, expected)
+        }
+        fn put(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
+            self.inner.put(key, bytes)
+        }
+        fn get_object(&self, key: &str) -> Result<Option<Object>, StoreError> {
+            self.inner.get_object(key)
+        }
+        fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+            self.inner.list(prefix)
+        }
+        fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
+            self.inner.list_objects(prefix)
+        }
+        fn delete(&self, key: &str) -> Result<(), StoreError> {
+            self.inner.delete(key)
+        }
+        fn delete_prefix(&self, prefix: &str) -> Result<(), StoreError> {
+            self.inner.delete_prefix(prefix)
+        }
+    }
+
+    // Issue 27: a version another writer takes between weir's replay and
+    // its put-if-absent is a conflict: weir replays again and commits on
+    // the next free version, without protocol/metaData once the table has
+    // them and without touching the other writer's partition; following
+    // the same record again is a no-op (the log holds its generation).
+    // Through an object store (the memory backend), as on S3.
+    #[test]
+    fn issue_27_a_taken_version_is_retried_on_the_next() {
+        let tmp = tempfile::tempdir().unwrap();
+        let backend = Arc::new(Racing {
+            inner: MemoryBackend::default(),
+            races: AtomicUsize::new(2),
+        });
+        let store = Warehouse::remote(backend.clone(), "s3://b/wh", tmp.path())
+            .unwrap()
+            .partition("d", "p");
+        let batch = arrow_array::RecordBatch::try_from_iter(vec![(
+            "id",
+            Arc::new(arrow_array::Int64Array::from(vec![1, 2, 3])) as arrow_array::ArrayRef,
+        )])
+        .unwrap();
+        let mut bytes = Vec::new();
+        let mut writer =
+            parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let mut commit = crate::store::log::tests::sample(1);
+        commit.files = vec!["part 0.parquet".into()];
+        backend
+            .put(
+                &format!("{}/data/part 0.parquet", commit.attempt_dir),
+                &bytes,
+            )
+            .unwrap();
+        let record = store.commit(commit).unwrap();
+        let (columns, values) = (vec!["region".to_owned()], vec!["p".to_owned()]);
+
+        assert_eq!(
+            follow(&store, &columns, &values, &record).unwrap(),
+            Followed::Committed(2)
+        );
+        let ours = String::from_utf8(backend.get(&version_key("d", 2)).unwrap().unwrap()).unwrap();
+        let actions: Vec<Value> = ours
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let kinds: Vec<&str> = actions
+            .iter()
+            .map(|a| a.as_object().unwrap().keys().next().unwrap().as_str())
+            .collect();
+        assert_eq!(kinds, ["add", "commitInfo"], "{ours}");
+        assert_eq!(
+            actions[0]["add"]["path"],
+            "p/attempts/00000000000000000001/data/part%200.parquet"
+        );
+        assert_eq!(actions[0]["add"]["partitionValues"], json!({"region": "p"}));
+        assert_eq!(actions[0]["add"]["size"], bytes.len());
+        assert_eq!(
+            actions[0]["add"]["stats"],
+            json!({"numRecords": 3}).to_string()
+        );
+        assert_eq!(
+            actions[1]["commitInfo"]["weir"],
+            json!({"dataset": "d", "partition": "p", "generation": 1, "token": 1, "kind": "publish"})
+        );
+
+        assert_eq!(
+            follow(&store, &columns, &values, &record).unwrap(),
+            Followed::AlreadyThere(2)
+        );
+        assert!(backend.get(&version_key("d", 3)).unwrap().is_none());
+    }
 
     #[test]
     fn issue_27_paths_are_percent_encoded_but_slashes() {
