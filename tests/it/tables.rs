@@ -370,12 +370,13 @@ const READ_TABLE: &str = r#"
 import json, sys
 import deltalake, polars as pl
 root = sys.argv[1]
-dt = deltalake.DeltaTable(root)
+opts = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None
+dt = deltalake.DeltaTable(root, storage_options=opts)
 versions = sorted(h["version"] for h in dt.history())
 out = {"versions": versions, "tables": {}}
 line = lambda r: f'{r["id"]},{r["amount"]},{r["label"]}'
 for v in versions:
-    t = deltalake.DeltaTable(root, version=v)
+    t = deltalake.DeltaTable(root, version=v, storage_options=opts)
     read = deltalake.QueryBuilder().register("t", t).execute("select * from t").read_all()
     rows = {}
     for r in pl.DataFrame(read).iter_rows(named=True):
@@ -384,7 +385,7 @@ for v in versions:
     # Polars' own scan takes partition values from hive-style paths
     # (`region=north/`), which weir's layout does not have: it reads the
     # same files and rows, with the partition column null.
-    polars_rows = sorted(line(r) for r in pl.read_delta(root, version=v).iter_rows(named=True))
+    polars_rows = sorted(line(r) for r in pl.read_delta(root, version=v, storage_options=opts).iter_rows(named=True))
     if polars_rows != sorted(x for xs in rows.values() for x in xs):
         sys.exit(f"version {v}: delta-rs read {rows}, polars {polars_rows}")
     out["tables"][str(v)] = rows
@@ -394,15 +395,22 @@ print(json.dumps(out))
 /// The table at `root` as delta-rs and Polars read it.
 #[track_caller]
 fn read_table(root: &Path) -> serde_json::Value {
-    let out = std::process::Command::new("python3")
-        .args(["-c", READ_TABLE])
-        .arg(root)
-        .output()
-        .expect("python3 runs");
+    read_table_at(root.to_str().unwrap(), None)
+}
+
+/// The table at `root` (a path or URL) as delta-rs and Polars read it,
+/// with these storage options.
+#[track_caller]
+fn read_table_at(root: &str, options: Option<&serde_json::Value>) -> serde_json::Value {
+    let mut cmd = std::process::Command::new("python3");
+    cmd.args(["-c", READ_TABLE]).arg(root);
+    if let Some(options) = options {
+        cmd.arg(options.to_string());
+    }
+    let out = cmd.output().expect("python3 runs");
     assert!(
         out.status.success(),
-        "python3 read of {}: {}",
-        root.display(),
+        "python3 read of {root}: {}",
         stderr(&out)
     );
     serde_json::from_str(&stdout(&out)).expect("one JSON document")
@@ -411,19 +419,28 @@ fn read_table(root: &Path) -> serde_json::Value {
 /// `weir show --generation G --json` as sorted `id,amount,label` lines.
 #[track_caller]
 fn shown(sb: &Sandbox, partition: &str, generation: u64) -> Vec<String> {
-    let out = sb
-        .weir(&[
-            "show",
-            "m.toml",
-            "sales",
-            "--partition",
-            partition,
-            "--generation",
-            &generation.to_string(),
-            "--json",
-        ])
-        .output()
-        .unwrap();
+    shown_by(|args| sb.weir(args), partition, generation)
+}
+
+/// [`shown`], with `weir` commands built by `weir`.
+#[track_caller]
+fn shown_by(
+    weir: impl Fn(&[&str]) -> std::process::Command,
+    partition: &str,
+    generation: u64,
+) -> Vec<String> {
+    let out = weir(&[
+        "show",
+        "m.toml",
+        "sales",
+        "--partition",
+        partition,
+        "--generation",
+        &generation.to_string(),
+        "--json",
+    ])
+    .output()
+    .unwrap();
     let doc: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
     let columns: Vec<&str> = doc["columns"]
         .as_array()
@@ -475,29 +492,7 @@ fn issue_27_delta_table_follows_publications_republish_and_rollback() {
     if !python_readers() {
         return;
     }
-    let sb = Sandbox::new(DELTA_MANIFEST);
-    for (region, label) in [("north", "n"), ("south", "s")] {
-        for scale in [10, 20] {
-            write_rows(
-                &sb.path().join(format!("{region}-{scale}-0.parquet")),
-                &[1, 2],
-                scale,
-                label,
-            );
-            write_rows(
-                &sb.path().join(format!("{region}-{scale}-1.parquet")),
-                &[3],
-                scale,
-                label,
-            );
-        }
-    }
-    sb.script(
-        "pq.sh",
-        "s=${SCALE:-10}\n\
-         cp \"$WEIR_PARTITION-$s-0.parquet\" \"$WEIR_OUTPUT_DIR/part-0.parquet\"\n\
-         cp \"$WEIR_PARTITION-$s-1.parquet\" \"$WEIR_OUTPUT_DIR/part-1.parquet\"\n",
-    );
+    let sb = delta_sandbox();
     let root = sb.path().join("wh").join("sales");
     let check_newest = |sb: &Sandbox, table: &serde_json::Value| {
         for partition in ["north", "south"] {
@@ -700,4 +695,138 @@ fn issue_27_delta_a_changed_schema_is_published_but_not_committed() {
         stderr(&sync)
     );
     assert_eq!(log_versions(&root), [0]);
+}
+
+/// Writes the Delta sandbox's Parquet inputs (scale 10 and 20, per region)
+/// and its task script.
+fn delta_sandbox() -> Sandbox {
+    let sb = Sandbox::new(DELTA_MANIFEST);
+    for (region, label) in [("north", "n"), ("south", "s")] {
+        for scale in [10, 20] {
+            write_rows(
+                &sb.path().join(format!("{region}-{scale}-0.parquet")),
+                &[1, 2],
+                scale,
+                label,
+            );
+            write_rows(
+                &sb.path().join(format!("{region}-{scale}-1.parquet")),
+                &[3],
+                scale,
+                label,
+            );
+        }
+    }
+    sb.script(
+        "pq.sh",
+        "s=${SCALE:-10}\n\
+         cp \"$WEIR_PARTITION-$s-0.parquet\" \"$WEIR_OUTPUT_DIR/part-0.parquet\"\n\
+         cp \"$WEIR_PARTITION-$s-1.parquet\" \"$WEIR_OUTPUT_DIR/part-1.parquet\"\n",
+    );
+    sb
+}
+
+// Issue 27 on S3 (moto): the Delta log is committed through the S3
+// backend, delta-rs and Polars read the table from the bucket with the
+// rows `weir show` prints, the versions are contiguous, and `weir files`
+// names the visible files by their s3:// URLs with their sizes and sums.
+#[cfg(feature = "s3")]
+#[test]
+fn issue_27_delta_table_and_files_on_s3() {
+    let Some(endpoint) = crate::s3::endpoint() else {
+        return;
+    };
+    if !python_readers() {
+        return;
+    }
+    let bucket = crate::s3::new_bucket(&endpoint);
+    let url = format!("s3://{bucket}/wh");
+    let sb = delta_sandbox();
+    let staging = sb.path().join("staging");
+    let weir_s3 = |args: &[&str]| {
+        let mut cmd = sb.weir(&["--warehouse", &url]);
+        cmd.args(args)
+            .env("AWS_ENDPOINT", &endpoint)
+            .env("AWS_ALLOW_HTTP", "true")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "weir-test")
+            .env("AWS_SECRET_ACCESS_KEY", "weir-test")
+            .env("WEIR_STAGING", &staging);
+        cmd
+    };
+    let out = weir_s3(&[
+        "run",
+        "m.toml",
+        "--partition",
+        "north",
+        "--partition",
+        "south",
+    ])
+    .output()
+    .unwrap();
+    ok(&out);
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    let out = weir_s3(&["run", "m.toml", "--partition", "north", "--force"])
+        .env("SCALE", "20")
+        .output()
+        .unwrap();
+    ok(&out);
+
+    let options = serde_json::json!({
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "weir-test",
+        "AWS_SECRET_ACCESS_KEY": "weir-test",
+    });
+    let table = read_table_at(&format!("{url}/sales"), Some(&options));
+    assert_eq!(table["versions"], serde_json::json!([0, 1, 2]), "{table}");
+    assert_eq!(
+        newest(&table)["north"],
+        serde_json::json!(shown_by(weir_s3, "north", 2))
+    );
+    assert_eq!(
+        newest(&table)["south"],
+        serde_json::json!(shown_by(weir_s3, "south", 1))
+    );
+    assert_eq!(
+        table["tables"]["1"]["north"],
+        serde_json::json!(shown_by(weir_s3, "north", 1))
+    );
+
+    let listed = ok(&weir_s3(&["files", "m.toml", "sales", "--json"])
+        .output()
+        .unwrap());
+    let doc: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    let files = doc["files"].as_array().unwrap();
+    assert_eq!(files.len(), 4, "{listed}");
+    let store = crate::s3::backend(&endpoint, &url);
+    for f in files {
+        let path = f["path"].as_str().unwrap();
+        let key = path
+            .strip_prefix(&format!("{url}/"))
+            .unwrap_or_else(|| panic!("{path} is not under {url}"));
+        let bytes = weir::store::Backend::get(&store, key)
+            .unwrap()
+            .expect("in the bucket");
+        assert_eq!(f["size"].as_u64(), Some(bytes.len() as u64), "{path}");
+        assert_eq!(
+            f["sha256"].as_str().unwrap(),
+            format!("sha256:{:x}", Sha256::digest(&bytes)),
+            "{path}"
+        );
+    }
+    let generations: Vec<(&str, u64)> = files
+        .iter()
+        .map(|f| {
+            (
+                f["partition"].as_str().unwrap(),
+                f["generation"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        generations,
+        [("north", 2), ("north", 2), ("south", 1), ("south", 1)]
+    );
 }
