@@ -41,7 +41,7 @@
 //! log is replayed from version 0), schema evolution (`metaData` is written
 //! once, from the first generation's schema; a generation whose columns or
 //! types differ is not committed, [`TableError::SchemaChanged`]), gc retention of files older
-//! table versions reference, `weir history` showing versions, and verify /
+//! table versions reference, and verify /
 //! `status --check` of a table that disagrees.
 
 use std::collections::BTreeMap;
@@ -131,6 +131,8 @@ struct Replayed {
     synced: BTreeMap<String, (u64, u64)>,
     /// The newest `metaData`'s schema fields.
     fields: Option<Vec<Value>>,
+    /// Per (weir partition, generation), the version that committed it.
+    versions: BTreeMap<(String, u64), u64>,
 }
 
 /// Key of version `v`'s commit file.
@@ -189,6 +191,7 @@ fn replay(backend: &Arc<dyn Backend>, dataset: &str) -> Result<Replayed, TableEr
                 if let (Some(p), Some(g)) =
                     (weir["partition"].as_str(), weir["generation"].as_u64())
                 {
+                    state.versions.insert((p.to_owned(), g), v);
                     let entry = state.synced.entry(p.to_owned()).or_insert((g, v));
                     if g >= entry.0 {
                         *entry = (g, v);
@@ -456,6 +459,19 @@ pub fn follow(
             return Err(TableError::Contended(dataset.to_owned()));
         }
     }
+}
+
+/// The Delta version that committed each of the partition's generations
+/// (those a table commit followed; a generation a later commit overtook
+/// before its own was written has none).
+pub fn versions_of(store: &PartitionStore) -> Result<BTreeMap<u64, u64>, TableError> {
+    let state = replay(store.backend(), store.dataset())?;
+    Ok(state
+        .versions
+        .into_iter()
+        .filter(|((p, _), _)| p == store.partition())
+        .map(|((_, g), v)| (g, v))
+        .collect())
 }
 
 /// The partition columns (scheme names) and values of `task`'s

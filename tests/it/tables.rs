@@ -564,6 +564,42 @@ fn issue_27_delta_table_follows_publications_republish_and_rollback() {
         serde_json::json!(shown(&sb, "north", 2))
     );
 
+    // `weir history` shows the Delta version of each generation.
+    let history = ok(&sb
+        .weir(&[
+            "history",
+            "m.toml",
+            "sales",
+            "--partition",
+            "north",
+            "--json",
+        ])
+        .output()
+        .unwrap());
+    let history: serde_json::Value = serde_json::from_str(&history).unwrap();
+    let versions: Vec<&serde_json::Value> = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| &g["delta_version"])
+        .collect();
+    let north_first = 1 - south_version(&root);
+    assert_eq!(
+        versions,
+        [
+            &serde_json::json!(north_first),
+            &serde_json::json!(2),
+            &serde_json::json!(3)
+        ]
+    );
+    let text = ok(&sb
+        .weir(&["history", "m.toml", "sales", "--partition", "north"])
+        .output()
+        .unwrap());
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].ends_with("certified  delta"), "{text}");
+    assert!(lines[3].ends_with("  3"), "{text}");
+
     // weir's record without its Delta commit (a crash between the two):
     // `weir tables sync` commits it once.
     std::fs::remove_file(root.join("_delta_log").join(format!("{:020}.json", 3))).unwrap();
