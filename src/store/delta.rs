@@ -41,8 +41,8 @@
 //! log is replayed from version 0), schema evolution (`metaData` is written
 //! once, from the first generation's schema; a generation whose columns or
 //! types differ is not committed, [`TableError::SchemaChanged`]), gc retention of files older
-//! table versions reference, and verify /
-//! `status --check` of a table that disagrees.
+//! table versions reference, and `weir verify` of a table (`status
+//! --check` compares it, [`TableView::disagreement`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -472,6 +472,70 @@ pub fn versions_of(store: &PartitionStore) -> Result<BTreeMap<u64, u64>, TableEr
         .filter(|((p, _), _)| p == store.partition())
         .map(|((_, g), v)| (g, v))
         .collect())
+}
+
+/// A table's log as read once, to compare several partitions with it.
+#[derive(Debug)]
+pub struct TableView(Replayed);
+
+impl TableView {
+    /// Replays the log of `store`'s dataset.
+    pub fn read(store: &PartitionStore) -> Result<TableView, TableError> {
+        replay(store.backend(), store.dataset()).map(TableView)
+    }
+
+    /// How the table's files of `record`'s partition (by its partition
+    /// `values` in `columns`) differ from the record's, in words; `None`
+    /// when the table shows exactly the visible generation.
+    pub fn disagreement(
+        &self,
+        columns: &[String],
+        values: &[String],
+        record: &CommitRecord,
+    ) -> Option<String> {
+        let dataset = &record.dataset;
+        let rel_dir = record
+            .attempt_dir
+            .strip_prefix(&format!("{dataset}/"))
+            .unwrap_or(&record.attempt_dir);
+        let mut expected: Vec<String> = record
+            .files
+            .iter()
+            .map(|name| encode_path(&format!("{rel_dir}/data/{name}")))
+            .collect();
+        expected.sort();
+        let shown: Vec<String> = self
+            .0
+            .active
+            .iter()
+            .filter(|(_, a)| {
+                columns.iter().zip(values).all(|(c, v)| {
+                    a.partition_values.get(c).and_then(Value::as_str) == Some(v.as_str())
+                })
+            })
+            .map(|(path, _)| path.clone())
+            .collect();
+        if shown == expected {
+            return None;
+        }
+        let synced = self.0.synced.get(&record.partition);
+        Some(match synced {
+            Some(&(g, v)) if g != record.generation.get() => format!(
+                "the Delta table shows generation {g} (version {v}), weir's visible generation is {}",
+                record.generation.get()
+            ),
+            None if shown.is_empty() => format!(
+                "the Delta table does not show generation {} (no commit of this partition)",
+                record.generation.get()
+            ),
+            _ => format!(
+                "the Delta table's files of this partition ({}) are not generation {}'s ({})",
+                shown.join(", "),
+                record.generation.get(),
+                expected.join(", ")
+            ),
+        })
+    }
 }
 
 /// The partition columns (scheme names) and values of `task`'s

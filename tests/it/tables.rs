@@ -602,7 +602,37 @@ fn issue_27_delta_table_follows_publications_republish_and_rollback() {
 
     // weir's record without its Delta commit (a crash between the two):
     // `weir tables sync` commits it once.
+    // The rollback holds north (exit 4 for that alone); the table agrees.
+    let check = sb.weir(&["status", "m.toml", "--check"]).output().unwrap();
+    assert_eq!(check.status.code(), Some(4), "{}", stderr(&check));
+    assert!(
+        !stdout(&check).contains("TABLE_BEHIND"),
+        "{}",
+        stdout(&check)
+    );
+    assert!(stderr(&check).contains("check failed: 1 instance needs attention"));
     std::fs::remove_file(root.join("_delta_log").join(format!("{:020}.json", 3))).unwrap();
+    // `status --check` pages on it too.
+    let check = sb.weir(&["status", "m.toml", "--check"]).output().unwrap();
+    assert_eq!(check.status.code(), Some(4), "{}", stderr(&check));
+    assert!(
+        stderr(&check).contains("check failed: 2 instances need attention"),
+        "{}",
+        stderr(&check)
+    );
+    assert!(
+        stdout(&check).contains(
+            "TABLE_BEHIND pq north: the Delta table shows generation 2 (version 2), \
+             weir's visible generation is 3; `weir tables sync` repairs it"
+        ),
+        "{}",
+        stdout(&check)
+    );
+    assert!(
+        !stdout(&check).contains("TABLE_BEHIND pq south"),
+        "{}",
+        stdout(&check)
+    );
     let table = read_table(&root);
     assert_eq!(
         newest(&table)["north"],
@@ -623,6 +653,13 @@ fn issue_27_delta_table_follows_publications_republish_and_rollback() {
         "{table}"
     );
     check_newest(&sb, &table);
+    let check = sb.weir(&["status", "m.toml", "--check"]).output().unwrap();
+    assert!(
+        !stdout(&check).contains("TABLE_BEHIND"),
+        "{}",
+        stdout(&check)
+    );
+    assert!(stderr(&check).contains("check failed: 1 instance needs attention"));
     let again = ok(&sb.weir(&["tables", "sync", "m.toml"]).output().unwrap());
     assert!(
         again.contains("sales north: generation 3 already at version 3"),
