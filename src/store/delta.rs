@@ -40,8 +40,9 @@
 //! Not done yet (issue 27): Parquet checkpoints and `_last_checkpoint` (the
 //! log is replayed from version 0), schema evolution (`metaData` is written
 //! once, from the first generation's schema; a generation whose columns or
-//! types differ is not committed, [`TableError::SchemaChanged`]), gc retention of files older
-//! table versions reference, and `weir verify` of a table (`status
+//! types differ is not committed, [`TableError::SchemaChanged`]), a declared retention of old
+//! versions (none is removed, and gc keeps every attempt any version
+//! references, [`referenced_attempts`]), and `weir verify` of a table (`status
 //! --check` compares it, [`TableView::disagreement`]).
 
 use std::collections::BTreeMap;
@@ -133,6 +134,8 @@ struct Replayed {
     fields: Option<Vec<Value>>,
     /// Per (weir partition, generation), the version that committed it.
     versions: BTreeMap<(String, u64), u64>,
+    /// Every path any version added, with the newest version that did.
+    added: BTreeMap<String, u64>,
 }
 
 /// Key of version `v`'s commit file.
@@ -167,6 +170,7 @@ fn replay(backend: &Arc<dyn Backend>, dataset: &str) -> Result<Replayed, TableEr
             })?;
             if let Some(add) = action.get("add") {
                 let path = add["path"].as_str().unwrap_or_default().to_owned();
+                state.added.insert(path.clone(), v);
                 state.active.insert(
                     path,
                     Active {
@@ -474,6 +478,49 @@ pub fn versions_of(store: &PartitionStore) -> Result<BTreeMap<u64, u64>, TableEr
         .collect())
 }
 
+/// The attempt directories (store keys) of `store`'s partition that any
+/// version of its dataset's Delta table references, with the newest such
+/// version: gc keeps them, since weir never removes table versions (no
+/// retention is declared yet), so each version stays readable. Empty when
+/// the dataset has no table.
+pub fn referenced_attempts(store: &PartitionStore) -> Result<BTreeMap<String, u64>, TableError> {
+    let state = replay(store.backend(), store.dataset())?;
+    let mut out = BTreeMap::new();
+    for (path, v) in state.added {
+        let Some(decoded) = decode_path(&path) else {
+            continue;
+        };
+        // `<partition dir>/attempts/<token>/data/<file>`
+        let parts: Vec<&str> = decoded.splitn(4, '/').collect();
+        if let [dir, "attempts", token, _] = parts.as_slice() {
+            if crate::store::decode_partition(dir).as_deref() == Some(store.partition()) {
+                let key = format!("{}/{dir}/attempts/{token}", store.dataset());
+                let newest = out.entry(key).or_insert(v);
+                *newest = (*newest).max(v);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The inverse of [`encode_path`]; `None` for a malformed escape.
+fn decode_path(path: &str) -> Option<String> {
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = path.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 /// A table's log as read once, to compare several partitions with it.
 #[derive(Debug)]
 pub struct TableView(Replayed);
@@ -735,10 +782,13 @@ mod tests {
 
     #[test]
     fn issue_27_paths_are_percent_encoded_but_slashes() {
+        let path = "a%2Fb/attempts/00000000000000000001/data/x y.parquet";
+        let encoded = encode_path(path);
         assert_eq!(
-            encode_path("a%2Fb/attempts/00000000000000000001/data/x y.parquet"),
+            encoded,
             "a%252Fb/attempts/00000000000000000001/data/x%20y.parquet"
         );
+        assert_eq!(decode_path(&encoded).as_deref(), Some(path));
     }
 
     #[test]

@@ -903,3 +903,72 @@ fn issue_27_delta_table_and_files_on_s3() {
         [("north", 2), ("north", 2), ("south", 1), ("south", 1)]
     );
 }
+
+// Issue 27: gc keeps every attempt a version of the Delta table
+// references (weir keeps every version), where it would otherwise delete
+// generations outside its rollback window; with no table it deletes them
+// (the same pipeline without `table`). The oldest version stays readable.
+#[test]
+fn issue_27_gc_keeps_what_delta_versions_reference() {
+    let plain = DELTA_MANIFEST.replace(", table = \"delta\"", "");
+    for (manifest, delta) in [(DELTA_MANIFEST, true), (plain.as_str(), false)] {
+        let sb = delta_sandbox();
+        std::fs::write(sb.path().join("m.toml"), manifest).unwrap();
+        for (run, scale) in [("R1", "10"), ("R2", "20"), ("R3", "10")] {
+            let out = sb
+                .weir(&[
+                    "run",
+                    "m.toml",
+                    "--run-id",
+                    run,
+                    "--partition",
+                    "north",
+                    "--force",
+                ])
+                .env("SCALE", scale)
+                .output()
+                .unwrap();
+            ok(&out);
+        }
+        assert_eq!(visible(&sb, "north"), 3);
+        let out = ok(&sb
+            .weir(&[
+                "gc",
+                "m.toml",
+                "--older-than",
+                "0s",
+                "--keep-generations",
+                "0",
+                "--apply",
+            ])
+            .output()
+            .unwrap());
+        let attempts = sb.entries("sales", "north", "attempts");
+        if delta {
+            assert_eq!(attempts.len(), 3, "{out}");
+            assert!(
+                out.contains("referenced by version 0 of the Delta table"),
+                "{out}"
+            );
+            assert!(
+                out.contains("referenced by version 1 of the Delta table"),
+                "{out}"
+            );
+            let root = sb.path().join("wh").join("sales");
+            if python_readers() {
+                let table = read_table(&root);
+                assert_eq!(table["versions"], serde_json::json!([0, 1, 2]));
+                assert_eq!(
+                    table["tables"]["0"]["north"],
+                    serde_json::json!(["1,10,n", "2,20,n", "3,30,n"])
+                );
+                assert_eq!(
+                    table["tables"]["1"]["north"],
+                    serde_json::json!(["1,20,n", "2,40,n", "3,60,n"])
+                );
+            }
+        } else {
+            assert_eq!(attempts.len(), 1, "{out}");
+        }
+    }
+}
