@@ -16,9 +16,9 @@
 //!
 //! 1. the current generation, one of the `keep_generations` generations
 //!    before it (the rollback window), or a generation that a retained
-//!    rollback record restores names it as its `attempt_dir`;
-//!    Also every attempt that a version of the dataset's Delta table
-//!    references (`table = "delta"`), so that every version stays readable;
+//!    rollback record restores names it as its `attempt_dir`, or a version
+//!    of the dataset's Delta table (`table = "delta"`) references it, so
+//!    that every version stays readable;
 //! 2. it may still be running: its lease is not finished (and it was not
 //!    taken over, nor is its engine certainly gone), or its age (now − when
 //!    the store wrote its token record, else the record's `allocated_at`,
