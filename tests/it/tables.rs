@@ -1026,3 +1026,58 @@ fn issue_27_two_engines_commit_to_one_table_at_once() {
         }
     }
 }
+
+// Issue 27: an engine killed (kill -9, by fault injection) right after
+// weir's commit record, before the Delta commit: weir's publication stands,
+// the table lags (status --check pages TABLE_BEHIND), and the next run,
+// which finds the partition already published, commits it to the table.
+#[test]
+fn issue_27_kill_9_between_the_commits_is_repaired_by_the_next_run() {
+    let sb = delta_sandbox();
+    let root = sb.path().join("wh").join("sales");
+    ok(&sb.run("R1", &["--partition", "north"]));
+    assert_eq!(log_versions(&root), [0]);
+    let out = sb
+        .weir(&[
+            "run",
+            "m.toml",
+            "--run-id",
+            "R2",
+            "--partition",
+            "north",
+            "--force",
+        ])
+        .env("SCALE", "20")
+        .env("WEIR_FAULT", "after_commit@pq/north:crash")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), None, "killed: {}", stderr(&out));
+    assert_eq!(visible(&sb, "north"), 2);
+    assert_eq!(log_versions(&root), [0]);
+    let check = sb.weir(&["status", "m.toml", "--check"]).output().unwrap();
+    assert_eq!(check.status.code(), Some(4), "{}", stderr(&check));
+    assert!(
+        stdout(&check).contains(
+            "TABLE_BEHIND pq north: the Delta table shows generation 1 (version 0), \
+             weir's visible generation is 2"
+        ),
+        "{}",
+        stdout(&check)
+    );
+
+    let out = sb.run("R3", &["--partition", "north"]);
+    assert!(ok(&out).contains("1 already published"), "{}", stdout(&out));
+    assert_eq!(log_versions(&root), [0, 1]);
+    ok(&sb.weir(&["status", "m.toml", "--check"]).output().unwrap());
+    if python_readers() {
+        let table = read_table(&root);
+        assert_eq!(
+            newest(&table)["north"],
+            serde_json::json!(shown(&sb, "north", 2))
+        );
+        assert_eq!(
+            table["tables"]["0"]["north"],
+            serde_json::json!(shown(&sb, "north", 1))
+        );
+    }
+}
