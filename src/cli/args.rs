@@ -53,6 +53,10 @@ pub(crate) enum Command {
     Report(ReportArgs),
     /// Every generation of a dataset's partition: what `rollback --to` can choose from.
     History(HistoryArgs),
+    /// The visible files of a dataset's partitions (path or URL, size, SHA-256): what to read outside weir.
+    Files(FilesArgs),
+    /// Tables readers query (`table = "delta"` outputs): `sync` brings them up to weir's records.
+    Tables(TablesArgs),
     /// Print a shell completion script (`weir completions bash > /etc/bash_completion.d/weir`).
     Completions(CompletionsArgs),
     /// What this host gives weir: process containment, tzdb version, the manifest's store.
@@ -89,6 +93,35 @@ pub(crate) struct HistoryArgs {
     /// Print one JSON document.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct FilesArgs {
+    /// Manifest file.
+    pub(crate) manifest: PathBuf,
+    /// Dataset.
+    pub(crate) dataset: String,
+    /// Only these partitions (repeatable); default: every published one.
+    #[arg(long)]
+    pub(crate) partition: Vec<String>,
+    /// Print one JSON document.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct TablesArgs {
+    #[command(subcommand)]
+    pub(crate) action: TablesAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum TablesAction {
+    /// Commit to each Delta table whatever visible generation its log does not show yet.
+    Sync {
+        /// Manifest file.
+        manifest: PathBuf,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -9,17 +9,23 @@ use crate::store::CommitKind;
 
 pub(crate) fn run(args: &HistoryArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
-    super::status::producer_of(&manifest, &args.dataset, &args.partition)?;
+    let task = super::status::producer_of(&manifest, &args.dataset, &args.partition)?;
     let warehouse = super::error::open_to_read(&manifest)?;
-    let history = warehouse
-        .partition(&args.dataset, &args.partition)
-        .history()
-        .map_err(CliError::engine)?;
+    let store = warehouse.partition(&args.dataset, &args.partition);
+    let history = store.history().map_err(CliError::engine)?;
+    // A Delta table's version of each generation (issue 27).
+    let delta = match task.output.table {
+        Some(_) => Some(
+            crate::store::delta::versions_of(&store)
+                .map_err(super::error::doing("cannot read the Delta log"))?,
+        ),
+        None => None,
+    };
     let rows: Vec<serde_json::Value> = history
         .iter()
         .map(|r| {
             let g = r.generation.get();
-            serde_json::json!({
+            let mut row = serde_json::json!({
                 "generation": g,
                 "kind": match r.kind {
                     CommitKind::Publish => "publish".to_string(),
@@ -32,7 +38,11 @@ pub(crate) fn run(args: &HistoryArgs) -> Result<u8, CliError> {
                 "digest": r.digest,
                 "published_at": r.published_at,
                 "certified": certify::is_certified(&warehouse, &args.dataset, &args.partition, g),
-            })
+            });
+            if let Some(versions) = &delta {
+                row["delta_version"] = versions.get(&g).copied().into();
+            }
+            row
         })
         .collect();
     if args.json {
@@ -67,9 +77,16 @@ pub(crate) fn run(args: &HistoryArgs) -> Result<u8, CliError> {
                 super::fixed_ts(&s("published_at")),
                 if r["certified"] == true { "yes" } else { "NO" }.to_string(),
             ]
+            .into_iter()
+            .chain(delta.as_ref().map(|_| {
+                r["delta_version"]
+                    .as_u64()
+                    .map_or_else(|| "-".to_string(), |v| v.to_string())
+            }))
+            .collect()
         })
         .collect();
-    let header = [
+    let mut header = vec![
         "gen",
         "kind",
         "token",
@@ -80,8 +97,11 @@ pub(crate) fn run(args: &HistoryArgs) -> Result<u8, CliError> {
         "published_at",
         "certified",
     ];
+    if delta.is_some() {
+        header.push("delta");
+    }
     // Generation, token and rows are numbers, right-aligned as in `status`.
-    for line in super::aligned(&header, &table, &[0, 2, 5]) {
+    for line in super::aligned(&header, &table, &[0, 2, 5, 9]) {
         println!("{line}");
     }
     Ok(exit::OK)

@@ -6,6 +6,7 @@ mod args;
 mod error;
 mod events;
 pub mod exit;
+mod files;
 mod history;
 mod ops;
 mod plan;
@@ -67,6 +68,8 @@ pub fn main() -> ExitCode {
         Command::Verify(a) => ops::verify(&a),
         Command::Report(a) => write_report(&a),
         Command::History(a) => history::run(&a),
+        Command::Files(a) => files::run(&a),
+        Command::Tables(a) => files::tables(&a),
         Command::Completions(a) => completions(&a),
         Command::Doctor(a) => doctor(&a),
     };

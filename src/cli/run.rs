@@ -149,6 +149,7 @@ fn execute_resumable(
     }
     let summary = summary?;
     display.finish();
+    repair_tables(manifest, &summary);
     print_summary(&summary, resume);
     let stale = summary
         .instances
@@ -168,6 +169,38 @@ fn execute_resumable(
         (true, true) => exit::REFUSED,
         (true, false) => exit::OK,
     })
+}
+
+/// The Delta commits of instances that were already published (issue 27):
+/// a table that missed one (a crash after weir's commit record and before
+/// the table's) gets it now; a table that has it is left as it is.
+/// Failures are warnings, as after a publication.
+fn repair_tables(manifest: &Manifest, summary: &RunSummary) {
+    let mut warehouse = None;
+    for (task, partition, result) in &summary.instances {
+        let Some(task) = manifest.tasks.get(task) else {
+            continue;
+        };
+        if *result != InstanceResult::AlreadyPublished || task.output.table.is_none() {
+            continue;
+        }
+        if warehouse.is_none() {
+            match crate::store::Warehouse::open_to_read(&manifest.pipeline) {
+                Ok(w) => warehouse = Some(w),
+                Err(e) => {
+                    eprintln!("warning: cannot open the warehouse to check the Delta tables: {e}");
+                    return;
+                }
+            }
+        }
+        let Some(warehouse) = &warehouse else {
+            return;
+        };
+        let store = warehouse.partition(&task.output.dataset, partition);
+        if let Ok(Some(record)) = store.latest() {
+            crate::store::delta::follow_task(&store, task, &record);
+        }
+    }
 }
 
 /// Instances left undone by an interrupt that the summary names one by one.

@@ -182,7 +182,10 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
     let warehouse = super::error::open_to_read(&manifest)?;
     let mut overview = Overview::gather(&manifest, &warehouse).map_err(CliError::engine)?;
-    let attention = overview.attention();
+    let mut attention = overview.attention();
+    if args.check {
+        attention.extend(tables_behind(&manifest, &warehouse, &overview.published)?);
+    }
     // Every visible file is what its generation committed: sizes always;
     // under --check every byte's hash, the files' digest and rows, the
     // record's token, and every PUBLISHED event's record.
@@ -324,6 +327,44 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
         return Ok(exit::ATTENTION);
     }
     Ok(exit::OK)
+}
+
+/// TABLE_BEHIND: visible generations their dataset's Delta table does
+/// not show exactly (a Delta commit that failed or was lost after weir's;
+/// `weir tables sync` repairs it), one log replay per dataset.
+fn tables_behind(
+    manifest: &Manifest,
+    warehouse: &Warehouse,
+    published: &[(String, CommitRecord)],
+) -> Result<Vec<Attention>, CliError> {
+    use crate::store::delta::{columns_of, TableView};
+    let mut views: BTreeMap<String, TableView> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (task_name, record) in published {
+        let Some(task) = manifest.tasks.get(task_name) else {
+            continue;
+        };
+        let Some((columns, values)) = columns_of(task, &record.partition) else {
+            continue;
+        };
+        if !views.contains_key(&record.dataset) {
+            let store = warehouse.partition(&record.dataset, &record.partition);
+            let view = TableView::read(&store).map_err(doing(format!(
+                "cannot read the Delta log of `{}`",
+                record.dataset
+            )))?;
+            views.insert(record.dataset.clone(), view);
+        }
+        if let Some(detail) = views[&record.dataset].disagreement(&columns, &values, record) {
+            out.push(Attention {
+                state: "TABLE_BEHIND",
+                task: task_name.clone(),
+                partition: record.partition.clone(),
+                detail: format!("{detail}; `weir tables sync` repairs it"),
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// The first drifted or vanished file of each visible generation.
@@ -657,6 +698,17 @@ pub(crate) fn producer_of<'m>(
     dataset: &str,
     partition: &str,
 ) -> Result<&'m Task, CliError> {
+    let task = publisher_of(manifest, dataset)?;
+    super::ops::check_partition(manifest, &task.name, partition)?;
+    Ok(task)
+}
+
+/// The task that publishes `dataset`, or a usage error naming the datasets
+/// there are (or the dataset a task name publishes).
+pub(crate) fn publisher_of<'m>(
+    manifest: &'m Manifest,
+    dataset: &str,
+) -> Result<&'m Task, CliError> {
     let Some(task) = manifest.producer(dataset) else {
         let help = match manifest.tasks.get(dataset) {
             Some(task) => format!(
@@ -678,7 +730,6 @@ pub(crate) fn producer_of<'m>(
             manifest.pipeline.name
         )));
     };
-    super::ops::check_partition(manifest, &task.name, partition)?;
     Ok(task)
 }
 

@@ -930,6 +930,8 @@ fn publish(
                 "code_version": record.code_version,
             })),
     );
+    // The table follows weir's record; its failure is only a warning.
+    crate::store::delta::follow_task(store, task, &record);
     AttemptOutcome::Published { unsure }
 }
 

@@ -22,6 +22,7 @@ mod partitions;
 pub mod raw;
 mod suggest;
 mod task_env;
+mod table;
 mod tasks;
 mod validate;
 

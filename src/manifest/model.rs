@@ -330,6 +330,15 @@ pub struct Output {
     pub format: Format,
     /// Columns that make a row unique.
     pub grain: Vec<String>,
+    /// The table format the dataset is also published as.
+    pub table: Option<TableFormat>,
+}
+
+/// `output.table`: a table format readers query (issue 27).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableFormat {
+    /// A Delta Lake table rooted at the dataset's directory.
+    Delta,
 }
 
 /// A validated task.

@@ -104,6 +104,10 @@ pub struct RawOutput {
     pub format: Format,
     /// Columns that make a row unique.
     pub grain: Vec<String>,
+    /// `delta`: also publish the dataset as a Delta Lake table (Parquet
+    /// outputs only).
+    #[schemars(extend("enum" = ["delta"]))]
+    pub table: Option<String>,
 }
 
 /// `partitioned_by` as the schema shows it: a name or a list of names.
@@ -311,6 +315,7 @@ impl Validator<'_, '_, '_, '_> {
             }
         }
         // Output and its grain.
+        let table = super::table::check(self, name, &raw.output);
         if raw.output.grain.is_empty() {
             self.err(
                 ManifestError::new("weir::manifest::empty_value", format!("task `{name}` has an empty grain"))
@@ -561,6 +566,7 @@ impl Validator<'_, '_, '_, '_> {
                 dataset: raw.output.dataset.clone(),
                 format: raw.output.format,
                 grain: raw.output.grain.clone(),
+                table,
             },
             depends_on,
             partitioned_by,

@@ -16,7 +16,9 @@
 //!
 //! 1. the current generation, one of the `keep_generations` generations
 //!    before it (the rollback window), or a generation that a retained
-//!    rollback record restores names it as its `attempt_dir`;
+//!    rollback record restores names it as its `attempt_dir`, or a version
+//!    of the dataset's Delta table (`table = "delta"`) references it, so
+//!    that every version stays readable;
 //! 2. it may still be running: its lease is not finished (and it was not
 //!    taken over, nor is its engine certainly gone), or its age (now − when
 //!    the store wrote its token record, else the record's `allocated_at`,
@@ -358,9 +360,28 @@ enum References {
 
 impl References {
     fn read(store: &PartitionStore, keep_generations: usize) -> References {
-        match store.history() {
+        let mut refs = match store.history() {
             Ok(history) => References::from_history(&history, keep_generations),
-            Err(e) => References::Unreadable(crate::exec::chain(&e)),
+            Err(e) => return References::Unreadable(crate::exec::chain(&e)),
+        };
+        // Files a version of the dataset's Delta table references stay, so
+        // every version stays readable (issue 27); an unreadable table log
+        // keeps the whole partition, like an unreadable commit log.
+        match crate::store::delta::referenced_attempts(store) {
+            Ok(delta) => {
+                if let References::Read { kept, .. } = &mut refs {
+                    for (attempt, version) in delta {
+                        kept.entry(attempt).or_insert_with(|| {
+                            format!("referenced by version {version} of the Delta table")
+                        });
+                    }
+                }
+                refs
+            }
+            Err(e) => References::Unreadable(format!(
+                "cannot read the Delta log: {}",
+                crate::exec::chain(&e)
+            )),
         }
     }
 

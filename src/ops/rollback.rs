@@ -219,6 +219,9 @@ pub fn rollback(
     ) {
         return Err(failed("injected fault")(e));
     }
+    if let Some(task) = manifest.tasks.get(&target.task) {
+        crate::store::delta::follow_task(&store, task, &record);
+    }
     Ok(record)
 }
 

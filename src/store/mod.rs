@@ -51,6 +51,7 @@ pub mod backend;
 pub mod certs;
 #[doc(hidden)]
 pub mod contract;
+pub mod delta;
 pub mod error;
 pub mod events;
 pub mod file_sum;

@@ -37,4 +37,5 @@ mod slurm;
 mod store_integrity;
 mod support;
 mod task_env;
+mod tables;
 mod zombie;

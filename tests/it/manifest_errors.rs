@@ -98,6 +98,13 @@ const CASES: &[(&str, &str, usize, usize)] = &[
     ("exit_code_name", "weir::manifest::bad_exit_code", 14, 45),
     // issue 13: a pool's launch rate is COUNT/DURATION
     ("bad_rate", "weir::manifest::bad_rate", 16, 8),
+    // issue 27: a Delta table holds Parquet files; a CSV output cannot be one
+    (
+        "table_needs_parquet",
+        "weir::manifest::table_needs_parquet",
+        13,
+        78,
+    ),
     // issue 12: a duration so long that deadlines computed from it overflow
     (
         "duration_too_long",

@@ -1,0 +1,807 @@
+//! Delta Lake tables that follow weir's commit log (issue 27).
+//!
+//! An output declared with `table = "delta"` is also a Delta table whose
+//! root is the dataset's directory in the warehouse (`<root>/<dataset>`, on
+//! disk or in a bucket): `_delta_log/<version, 20 digits>.json`, one action
+//! per line, written with put-if-absent through the store's [`Backend`], so
+//! the same code commits on S3.
+//!
+//! weir's own commit log stays the truth and the fence. A Delta commit is
+//! written after weir's record, never instead of it: one that fails leaves
+//! the publication as it is, and the next publication of the partition or
+//! `weir tables sync` brings the table up to weir's records. Each commit
+//! carries weir's dataset, partition, generation and token in
+//! `commitInfo.weir`, which makes it idempotent: before committing, the
+//! writer replays the log and does nothing when the partition's generation
+//! (or a newer one) is already there. A commit replaces the partition's
+//! files as the table sees them (every `add` not yet removed) by the
+//! generation's files, so a table that missed commits converges in one.
+//! Another writer's commit on the same version (`put-if-absent` refused) is
+//! a conflict: the writer replays the log again and tries the next version.
+//!
+//! Data files are not copied: an `add` path is relative to the table root
+//! and any relative path under it is allowed, so it names the generation's
+//! files where weir published them, `<partition>/attempts/<token>/data/…`
+//! (percent-encoded, as the protocol's paths are URIs). A rollback is a
+//! commit that removes the current files and adds the older generation's.
+//!
+//! Why the log is written here from the protocol (delta-io/delta
+//! PROTOCOL.md, reader version 1, writer version 2) rather than with
+//! delta-rs's `deltalake-core` crate (checked with `cargo info`, version
+//! 1.1.3): its arrow and parquet (59) match weir's, but it depends on
+//! object_store 0.13 where weir builds 0.14, so a second object store and
+//! its HTTP/TLS stack would be built, plus `delta_kernel` 0.28 and its
+//! default (tokio) engine; and it commits through its own object-store
+//! layer, next to weir's [`Backend`]s whose put-if-absent contract the fence
+//! and these commits rely on (the same code on disk, in memory and on S3).
+//! The subset weir writes (protocol, metaData, add, remove, commitInfo) is
+//! small, and the tests read it back with delta-rs's own Python reader.
+//!
+//! Not done yet (issue 27): Parquet checkpoints and `_last_checkpoint` (the
+//! log is replayed from version 0), schema evolution (`metaData` is written
+//! once, from the first generation's schema; a generation whose columns or
+//! types differ is not committed, [`TableError::SchemaChanged`]), a declared retention of old
+//! versions (none is removed, and gc keeps every attempt any version
+//! references, [`referenced_attempts`]), and `weir verify` of a table (`status
+//! --check` compares it, [`TableView::disagreement`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow_schema::DataType;
+use serde_json::{json, Value};
+
+use crate::store::backend::Backend;
+use crate::store::error::StoreError;
+use crate::store::log::CommitRecord;
+use crate::store::partition::PartitionStore;
+
+/// The log directory under the table root.
+pub const LOG_DIR: &str = "_delta_log";
+
+/// Conflicts (another writer took the version) tolerated per commit.
+const MAX_CONFLICTS: usize = 64;
+
+/// Why a table could not follow weir's record.
+#[derive(Debug, thiserror::Error)]
+pub enum TableError {
+    /// The warehouse failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A published file could not be read for its schema or row count.
+    #[error("cannot read the Parquet footer of `{path}`: {message}")]
+    Footer {
+        /// The file.
+        path: String,
+        /// Why.
+        message: String,
+    },
+    /// The data does not fit a Delta table as weir writes it.
+    #[error("{0}")]
+    Unsupported(String),
+    /// A log entry weir cannot read.
+    #[error("`{key}` is not a Delta commit weir can read: {message}")]
+    Log {
+        /// The entry's key.
+        key: String,
+        /// Why.
+        message: String,
+    },
+    /// The generation's files have another schema than the table's.
+    #[error("the schema of `{dataset}` {partition} generation {generation} is not the Delta table's: {detail}")]
+    SchemaChanged {
+        /// The dataset.
+        dataset: String,
+        /// The partition.
+        partition: String,
+        /// The generation.
+        generation: u64,
+        /// Which column differs.
+        detail: String,
+    },
+    /// Other writers kept taking the next version.
+    #[error("{MAX_CONFLICTS} conflicting commits in a row on `{0}`")]
+    Contended(String),
+}
+
+/// What [`follow`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Followed {
+    /// The table got this version for the record.
+    Committed(u64),
+    /// The log already holds the record's generation (or a newer one) of
+    /// the partition, at this version.
+    AlreadyThere(u64),
+}
+
+/// One file the table sees.
+#[derive(Debug, Clone)]
+struct Active {
+    size: u64,
+    partition_values: Value,
+}
+
+/// The table's state after replaying its log.
+#[derive(Debug, Default)]
+struct Replayed {
+    /// The newest version, if any.
+    last: Option<u64>,
+    /// Files added and not removed, by path.
+    active: BTreeMap<String, Active>,
+    /// Per weir partition, the newest generation committed and its version.
+    synced: BTreeMap<String, (u64, u64)>,
+    /// The newest `metaData`'s schema fields.
+    fields: Option<Vec<Value>>,
+    /// Per (weir partition, generation), the version that committed it.
+    versions: BTreeMap<(String, u64), u64>,
+    /// Every path any version added, with the newest version that did.
+    added: BTreeMap<String, u64>,
+}
+
+/// Key of version `v`'s commit file.
+fn version_key(dataset: &str, v: u64) -> String {
+    format!("{dataset}/{LOG_DIR}/{v:020}.json")
+}
+
+/// Replays the whole log (no checkpoints yet).
+fn replay(backend: &Arc<dyn Backend>, dataset: &str) -> Result<Replayed, TableError> {
+    let mut state = Replayed::default();
+    let mut versions: Vec<u64> = backend
+        .list(&format!("{dataset}/{LOG_DIR}"))?
+        .iter()
+        .filter_map(|n| n.strip_suffix(".json"))
+        .filter(|n| n.len() == 20)
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    versions.sort_unstable();
+    for v in versions {
+        let key = version_key(dataset, v);
+        let Some(bytes) = backend.get(&key)? else {
+            continue;
+        };
+        let text = String::from_utf8(bytes).map_err(|e| TableError::Log {
+            key: key.clone(),
+            message: e.to_string(),
+        })?;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let action: Value = serde_json::from_str(line).map_err(|e| TableError::Log {
+                key: key.clone(),
+                message: e.to_string(),
+            })?;
+            if let Some(add) = action.get("add") {
+                let path = add["path"].as_str().unwrap_or_default().to_owned();
+                state.added.insert(path.clone(), v);
+                state.active.insert(
+                    path,
+                    Active {
+                        size: add["size"].as_u64().unwrap_or_default(),
+                        partition_values: add["partitionValues"].clone(),
+                    },
+                );
+            } else if let Some(remove) = action.get("remove") {
+                state
+                    .active
+                    .remove(remove["path"].as_str().unwrap_or_default());
+            } else if let Some(meta) = action.get("metaData") {
+                let schema: Value = meta["schemaString"]
+                    .as_str()
+                    .and_then(|text| serde_json::from_str(text).ok())
+                    .ok_or_else(|| TableError::Log {
+                        key: key.clone(),
+                        message: "its metaData has no readable schemaString".to_owned(),
+                    })?;
+                state.fields = schema["fields"].as_array().cloned();
+            } else if let Some(weir) = action.get("commitInfo").and_then(|c| c.get("weir")) {
+                if let (Some(p), Some(g)) =
+                    (weir["partition"].as_str(), weir["generation"].as_u64())
+                {
+                    state.versions.insert((p.to_owned(), g), v);
+                    let entry = state.synced.entry(p.to_owned()).or_insert((g, v));
+                    if g >= entry.0 {
+                        *entry = (g, v);
+                    }
+                }
+            }
+        }
+        state.last = Some(v);
+    }
+    Ok(state)
+}
+
+/// Percent-encodes a relative path for an `add`/`remove` action: every
+/// byte but unreserved characters and `/`.
+fn encode_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for b in path.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The Spark-JSON type of an Arrow type, for `schemaString`.
+fn spark_type(data_type: &DataType) -> Result<String, String> {
+    Ok(match data_type {
+        DataType::Boolean => "boolean".into(),
+        DataType::Int8 => "byte".into(),
+        DataType::Int16 => "short".into(),
+        DataType::Int32 => "integer".into(),
+        DataType::Int64 => "long".into(),
+        DataType::Float32 => "float".into(),
+        DataType::Float64 => "double".into(),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "string".into(),
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => "binary".into(),
+        DataType::Date32 => "date".into(),
+        DataType::Timestamp(_, Some(_)) => "timestamp".into(),
+        DataType::Decimal128(p, s) if *p <= 38 => format!("decimal({p},{s})"),
+        other => return Err(format!("{other}")),
+    })
+}
+
+/// Row count and, when asked, the `schemaString` of a published file.
+fn footer(path: &std::path::Path, schema: bool) -> Result<(u64, Option<Vec<Value>>), TableError> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let fail = |message: String| TableError::Footer {
+        path: path.display().to_string(),
+        message,
+    };
+    let file = std::fs::File::open(path).map_err(|e| fail(e.to_string()))?;
+    let reader = SerializedFileReader::new(file).map_err(|e| fail(e.to_string()))?;
+    let meta = reader.metadata().file_metadata();
+    let rows = u64::try_from(meta.num_rows()).map_err(|e| fail(e.to_string()))?;
+    if !schema {
+        return Ok((rows, None));
+    }
+    let arrow =
+        parquet::arrow::parquet_to_arrow_schema(meta.schema_descr(), meta.key_value_metadata())
+            .map_err(|e| fail(e.to_string()))?;
+    let fields = arrow
+        .fields()
+        .iter()
+        .map(|f| {
+            let t = spark_type(f.data_type()).map_err(|t| {
+                TableError::Unsupported(format!(
+                    "column `{}` of `{}` has type {t}, which weir does not map to a Delta type",
+                    f.name(),
+                    path.display()
+                ))
+            })?;
+            Ok(json!({"name": f.name(), "type": t, "nullable": f.is_nullable(), "metadata": {}}))
+        })
+        .collect::<Result<Vec<_>, TableError>>()?;
+    Ok((rows, Some(fields)))
+}
+
+/// How the files' columns differ from the table's (its partition columns
+/// aside), by name and type; `None` when they match. Nullability is not
+/// compared: Parquet writers differ on it and Delta readers accept both.
+fn schema_difference(
+    table: &[Value],
+    files: &[Value],
+    partition_columns: &[String],
+) -> Option<String> {
+    let columns = |fields: &[Value]| -> Vec<(String, String)> {
+        fields
+            .iter()
+            .filter(|f| {
+                !partition_columns
+                    .iter()
+                    .any(|c| f["name"].as_str() == Some(c.as_str()))
+            })
+            .map(|f| (f["name"].to_string(), f["type"].to_string()))
+            .collect()
+    };
+    let (table, files) = (columns(table), columns(files));
+    if table == files {
+        return None;
+    }
+    let show = |cols: &[(String, String)]| {
+        cols.iter()
+            .map(|(n, t)| format!("{n} {t}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Some(format!(
+        "the table has ({}), the files have ({}); a schema change needs a new table (issue 27's schema policy is not built yet)",
+        show(&table),
+        show(&files)
+    ))
+}
+
+/// Milliseconds since the epoch, now.
+fn now_ms() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
+}
+
+/// Brings the Delta table of `store`'s dataset up to `record`, the
+/// partition's visible generation: one commit that removes what the table
+/// shows of the partition and adds the record's files, unless the log
+/// already holds that generation. `columns` are the partition columns (the
+/// task's scheme names) and `values` the partition's key in each.
+pub fn follow(
+    store: &PartitionStore,
+    columns: &[String],
+    values: &[String],
+    record: &CommitRecord,
+) -> Result<Followed, TableError> {
+    let backend = store.backend();
+    let dataset = store.dataset();
+    let partition_values: serde_json::Map<String, Value> = columns
+        .iter()
+        .zip(values)
+        .map(|(c, v)| (c.clone(), Value::String(v.clone())))
+        .collect();
+    // The record's files as the table names them, with their row counts.
+    let local = store.local_files(record)?;
+    let rel_dir = record
+        .attempt_dir
+        .strip_prefix(&format!("{dataset}/"))
+        .ok_or_else(|| {
+            TableError::Unsupported(format!(
+                "attempt `{}` is not under dataset `{dataset}`",
+                record.attempt_dir
+            ))
+        })?;
+    let mut files = Vec::with_capacity(record.files.len());
+    let mut fields = None;
+    for (i, (name, path)) in record.files.iter().zip(local.iter()).enumerate() {
+        let (rows, schema) = footer(path, i == 0)?;
+        if schema.is_some() {
+            fields = schema;
+        }
+        let size = match record.file_sums.get(i) {
+            Some(sum) => sum.size,
+            None => std::fs::metadata(path).map(|m| m.len()).unwrap_or_default(),
+        };
+        files.push((encode_path(&format!("{rel_dir}/data/{name}")), size, rows));
+    }
+    drop(local);
+    let mut conflicts = 0;
+    loop {
+        let state = replay(backend, dataset)?;
+        if let Some(&(g, v)) = state.synced.get(&record.partition) {
+            if g >= record.generation.get() {
+                return Ok(Followed::AlreadyThere(v));
+            }
+        }
+        if let (Some(table), Some(mine)) = (&state.fields, &fields) {
+            if let Some(detail) = schema_difference(table, mine, columns) {
+                return Err(TableError::SchemaChanged {
+                    dataset: dataset.to_owned(),
+                    partition: record.partition.clone(),
+                    generation: record.generation.get(),
+                    detail,
+                });
+            }
+        }
+        let version = state.last.map_or(0, |v| v + 1);
+        let now = now_ms();
+        let mut lines: Vec<Value> = Vec::new();
+        if state.last.is_none() {
+            let mut schema_fields = fields.clone().unwrap_or_default();
+            for column in columns {
+                if schema_fields.iter().any(|f| f["name"] == column.as_str()) {
+                    return Err(TableError::Unsupported(format!(
+                        "the data of `{dataset}` has a column `{column}`, the name of its partition scheme: a Delta table's partition column cannot also be in the files"
+                    )));
+                }
+                schema_fields.push(
+                    json!({"name": column, "type": "string", "nullable": false, "metadata": {}}),
+                );
+            }
+            let schema = json!({"type": "struct", "fields": schema_fields}).to_string();
+            lines.push(json!({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}));
+            lines.push(json!({"metaData": {
+                "id": table_id(dataset, now),
+                "name": dataset,
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": schema,
+                "partitionColumns": columns,
+                "configuration": {},
+                "createdTime": now,
+            }}));
+        }
+        let new_paths: Vec<&str> = files.iter().map(|(p, _, _)| p.as_str()).collect();
+        for (path, active) in &state.active {
+            let mine = columns.iter().zip(values).all(|(c, v)| {
+                active.partition_values.get(c).and_then(Value::as_str) == Some(v.as_str())
+            });
+            if mine && !new_paths.contains(&path.as_str()) {
+                lines.push(json!({"remove": {
+                    "path": path,
+                    "deletionTimestamp": now,
+                    "dataChange": true,
+                    "extendedFileMetadata": true,
+                    "partitionValues": active.partition_values,
+                    "size": active.size,
+                }}));
+            }
+        }
+        for (path, size, rows) in &files {
+            if state.active.contains_key(path) {
+                continue;
+            }
+            lines.push(json!({"add": {
+                "path": path,
+                "partitionValues": partition_values,
+                "size": size,
+                "modificationTime": now,
+                "dataChange": true,
+                "stats": json!({"numRecords": rows}).to_string(),
+            }}));
+        }
+        lines.push(json!({"commitInfo": {
+            "timestamp": now,
+            "operation": "WRITE",
+            "operationParameters": {"mode": "Overwrite", "partitionBy": json!(columns).to_string()},
+            "engineInfo": concat!("weir/", env!("CARGO_PKG_VERSION")),
+            "isBlindAppend": false,
+            "weir": {
+                "dataset": dataset,
+                "partition": record.partition,
+                "generation": record.generation.get(),
+                "token": record.token.get(),
+                "kind": match record.kind {
+                    crate::store::CommitKind::Publish => "publish",
+                    crate::store::CommitKind::Rollback { .. } => "rollback",
+                },
+            },
+        }}));
+        let mut body = String::new();
+        for line in &lines {
+            body.push_str(&line.to_string());
+            body.push('\n');
+        }
+        if backend.put_if_absent(&version_key(dataset, version), body.as_bytes())? {
+            return Ok(Followed::Committed(version));
+        }
+        conflicts += 1;
+        if conflicts >= MAX_CONFLICTS {
+            return Err(TableError::Contended(dataset.to_owned()));
+        }
+    }
+}
+
+/// The Delta version that committed each of the partition's generations
+/// (those a table commit followed; a generation a later commit overtook
+/// before its own was written has none).
+pub fn versions_of(store: &PartitionStore) -> Result<BTreeMap<u64, u64>, TableError> {
+    let state = replay(store.backend(), store.dataset())?;
+    Ok(state
+        .versions
+        .into_iter()
+        .filter(|((p, _), _)| p == store.partition())
+        .map(|((_, g), v)| (g, v))
+        .collect())
+}
+
+/// The attempt directories (store keys) of `store`'s partition that any
+/// version of its dataset's Delta table references, with the newest such
+/// version: gc keeps them, since weir never removes table versions (no
+/// retention is declared yet), so each version stays readable. Empty when
+/// the dataset has no table.
+pub fn referenced_attempts(store: &PartitionStore) -> Result<BTreeMap<String, u64>, TableError> {
+    let state = replay(store.backend(), store.dataset())?;
+    let mut out = BTreeMap::new();
+    for (path, v) in state.added {
+        let Some(decoded) = decode_path(&path) else {
+            continue;
+        };
+        // `<partition dir>/attempts/<token>/data/<file>`
+        let parts: Vec<&str> = decoded.splitn(4, '/').collect();
+        if let [dir, "attempts", token, _] = parts.as_slice() {
+            if crate::store::decode_partition(dir).as_deref() == Some(store.partition()) {
+                let key = format!("{}/{dir}/attempts/{token}", store.dataset());
+                let newest = out.entry(key).or_insert(v);
+                *newest = (*newest).max(v);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The inverse of [`encode_path`]; `None` for a malformed escape.
+fn decode_path(path: &str) -> Option<String> {
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = path.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// A table's log as read once, to compare several partitions with it.
+#[derive(Debug)]
+pub struct TableView(Replayed);
+
+impl TableView {
+    /// Replays the log of `store`'s dataset.
+    pub fn read(store: &PartitionStore) -> Result<TableView, TableError> {
+        replay(store.backend(), store.dataset()).map(TableView)
+    }
+
+    /// How the table's files of `record`'s partition (by its partition
+    /// `values` in `columns`) differ from the record's, in words; `None`
+    /// when the table shows exactly the visible generation.
+    pub fn disagreement(
+        &self,
+        columns: &[String],
+        values: &[String],
+        record: &CommitRecord,
+    ) -> Option<String> {
+        let dataset = &record.dataset;
+        let rel_dir = record
+            .attempt_dir
+            .strip_prefix(&format!("{dataset}/"))
+            .unwrap_or(&record.attempt_dir);
+        let mut expected: Vec<String> = record
+            .files
+            .iter()
+            .map(|name| encode_path(&format!("{rel_dir}/data/{name}")))
+            .collect();
+        expected.sort();
+        let shown: Vec<String> = self
+            .0
+            .active
+            .iter()
+            .filter(|(_, a)| {
+                columns.iter().zip(values).all(|(c, v)| {
+                    a.partition_values.get(c).and_then(Value::as_str) == Some(v.as_str())
+                })
+            })
+            .map(|(path, _)| path.clone())
+            .collect();
+        if shown == expected {
+            return None;
+        }
+        let synced = self.0.synced.get(&record.partition);
+        Some(match synced {
+            Some(&(g, v)) if g != record.generation.get() => format!(
+                "the Delta table shows generation {g} (version {v}), weir's visible generation is {}",
+                record.generation.get()
+            ),
+            None if shown.is_empty() => format!(
+                "the Delta table does not show generation {} (no commit of this partition)",
+                record.generation.get()
+            ),
+            _ => format!(
+                "the Delta table's files of this partition ({}) are not generation {}'s ({})",
+                shown.join(", "),
+                record.generation.get(),
+                expected.join(", ")
+            ),
+        })
+    }
+}
+
+/// The partition columns (scheme names) and values of `task`'s
+/// partition, when its output is a Delta table.
+pub fn columns_of(
+    task: &crate::manifest::Task,
+    partition: &str,
+) -> Option<(Vec<String>, Vec<String>)> {
+    if task.output.table != Some(crate::manifest::TableFormat::Delta) {
+        return None;
+    }
+    let values = task.dims.split(partition)?;
+    Some((
+        task.dims.names().into_iter().map(str::to_owned).collect(),
+        values.into_iter().map(str::to_owned).collect(),
+    ))
+}
+
+/// After weir committed `record` for `task`: the Delta commit that
+/// follows it, when the output is a Delta table. A failure is a warning
+/// on stderr and nothing else: the publication stands, and the next one or
+/// `weir tables sync` repairs the table.
+pub fn follow_task(store: &PartitionStore, task: &crate::manifest::Task, record: &CommitRecord) {
+    let Some((columns, values)) = columns_of(task, &record.partition) else {
+        return;
+    };
+    if let Err(e) = follow(store, &columns, &values, record) {
+        eprintln!(
+            "warning: the Delta table of `{}` does not show {} generation {} yet: {}\n  help: `weir tables sync MANIFEST` brings it up to the visible generations",
+            record.dataset,
+            record.partition,
+            record.generation.get(),
+            crate::store::chain(&e)
+        );
+    }
+}
+
+/// A table id in UUID form, unique enough per dataset and creation time.
+fn table_id(dataset: &str, now: i64) -> String {
+    use sha2::{Digest as _, Sha256};
+    let h = Sha256::digest(format!("{dataset}\0{now}\0{}", std::process::id()).as_bytes());
+    let hex: String = h.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-4{}-8{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[13..16],
+        &hex[17..20],
+        &hex[20..32]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::backend::{Object, ObjectMeta, Version};
+    use crate::store::{MemoryBackend, Warehouse};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Another engine that takes each Delta version weir is about to
+    /// write, `races` times: version 0 with the table's protocol and
+    /// metaData, later ones with an `add` of its own partition `q`.
+    struct Racing {
+        inner: MemoryBackend,
+        races: AtomicUsize,
+    }
+
+    impl Backend for Racing {
+        fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
+            if key.contains("/_delta_log/") && self.races.load(Ordering::SeqCst) > 0 {
+                self.races.fetch_sub(1, Ordering::SeqCst);
+                let theirs = if key.ends_with("00000000000000000000.json") {
+                    let schema = json!({"type": "struct", "fields": [
+                        {"name": "id", "type": "long", "nullable": true, "metadata": {}},
+                        {"name": "region", "type": "string", "nullable": true, "metadata": {}},
+                    ]});
+                    format!(
+                        "{}\n{}\n",
+                        json!({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}),
+                        json!({"metaData": {"id": "x", "format": {"provider": "parquet", "options": {}},
+                            "schemaString": schema.to_string(), "partitionColumns": ["region"],
+                            "configuration": {}, "createdTime": 0}})
+                    )
+                } else {
+                    format!(
+                        "{}\n{}\n",
+                        json!({"add": {"path": "q/other.parquet", "partitionValues": {"region": "q"},
+                            "size": 1, "modificationTime": 0, "dataChange": true}}),
+                        json!({"commitInfo": {"operation": "WRITE", "engineInfo": "another"}})
+                    )
+                };
+                assert!(self.inner.put_if_absent(key, theirs.as_bytes())?);
+                return Ok(false);
+            }
+            self.inner.put_if_absent(key, bytes)
+        }
+        fn put_if_version_matches(
+            &self,
+            key: &str,
+            bytes: &[u8],
+            expected: &Version,
+        ) -> Result<Option<Version>, StoreError> {
+            self.inner.put_if_version_matches(key, bytes, expected)
+        }
+        fn put(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
+            self.inner.put(key, bytes)
+        }
+        fn get_object(&self, key: &str) -> Result<Option<Object>, StoreError> {
+            self.inner.get_object(key)
+        }
+        fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+            self.inner.list(prefix)
+        }
+        fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
+            self.inner.list_objects(prefix)
+        }
+        fn delete(&self, key: &str) -> Result<(), StoreError> {
+            self.inner.delete(key)
+        }
+        fn delete_prefix(&self, prefix: &str) -> Result<(), StoreError> {
+            self.inner.delete_prefix(prefix)
+        }
+    }
+
+    // Issue 27: a version another writer takes between weir's replay and
+    // its put-if-absent is a conflict: weir replays again and commits on
+    // the next free version, without protocol/metaData once the table has
+    // them and without touching the other writer's partition; following
+    // the same record again is a no-op (the log holds its generation).
+    // Through an object store (the memory backend), as on S3.
+    #[test]
+    fn issue_27_a_taken_version_is_retried_on_the_next() {
+        let tmp = tempfile::tempdir().unwrap();
+        let backend = Arc::new(Racing {
+            inner: MemoryBackend::default(),
+            races: AtomicUsize::new(2),
+        });
+        let store = Warehouse::remote(backend.clone(), "s3://b/wh", tmp.path())
+            .unwrap()
+            .partition("d", "p");
+        let batch = arrow_array::RecordBatch::try_from_iter(vec![(
+            "id",
+            Arc::new(arrow_array::Int64Array::from(vec![1, 2, 3])) as arrow_array::ArrayRef,
+        )])
+        .unwrap();
+        let mut bytes = Vec::new();
+        let mut writer =
+            parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let mut commit = crate::store::log::tests::sample(1);
+        commit.files = vec!["part 0.parquet".into()];
+        backend
+            .put(
+                &format!("{}/data/part 0.parquet", commit.attempt_dir),
+                &bytes,
+            )
+            .unwrap();
+        let record = store.commit(commit).unwrap();
+        let (columns, values) = (vec!["region".to_owned()], vec!["p".to_owned()]);
+
+        assert_eq!(
+            follow(&store, &columns, &values, &record).unwrap(),
+            Followed::Committed(2)
+        );
+        let ours = String::from_utf8(backend.get(&version_key("d", 2)).unwrap().unwrap()).unwrap();
+        let actions: Vec<Value> = ours
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let kinds: Vec<&str> = actions
+            .iter()
+            .map(|a| a.as_object().unwrap().keys().next().unwrap().as_str())
+            .collect();
+        assert_eq!(kinds, ["add", "commitInfo"], "{ours}");
+        assert_eq!(
+            actions[0]["add"]["path"],
+            "p/attempts/00000000000000000001/data/part%200.parquet"
+        );
+        assert_eq!(actions[0]["add"]["partitionValues"], json!({"region": "p"}));
+        assert_eq!(actions[0]["add"]["size"], bytes.len());
+        assert_eq!(
+            actions[0]["add"]["stats"],
+            json!({"numRecords": 3}).to_string()
+        );
+        assert_eq!(
+            actions[1]["commitInfo"]["weir"],
+            json!({"dataset": "d", "partition": "p", "generation": 1, "token": 1, "kind": "publish"})
+        );
+
+        assert_eq!(
+            follow(&store, &columns, &values, &record).unwrap(),
+            Followed::AlreadyThere(2)
+        );
+        assert!(backend.get(&version_key("d", 3)).unwrap().is_none());
+    }
+
+    #[test]
+    fn issue_27_paths_are_percent_encoded_but_slashes() {
+        let path = "a%2Fb/attempts/00000000000000000001/data/x y.parquet";
+        let encoded = encode_path(path);
+        assert_eq!(
+            encoded,
+            "a%252Fb/attempts/00000000000000000001/data/x%20y.parquet"
+        );
+        assert_eq!(decode_path(&encoded).as_deref(), Some(path));
+    }
+
+    #[test]
+    fn issue_27_spark_types() {
+        assert_eq!(spark_type(&DataType::Int64).unwrap(), "long");
+        assert_eq!(
+            spark_type(&DataType::Decimal128(12, 2)).unwrap(),
+            "decimal(12,2)"
+        );
+        assert!(spark_type(&DataType::Timestamp(
+            arrow_schema::TimeUnit::Microsecond,
+            None
+        ))
+        .is_err());
+    }
+}

@@ -1,0 +1,1083 @@
+//! Issue 27: readers outside weir. `weir files` names exactly the visible
+//! generation's files of each partition (path, size, SHA-256, partition,
+//! generation), so a script or DuckDB reads what is published.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+use parquet::arrow::ArrowWriter;
+use sha2::{Digest as _, Sha256};
+
+use crate::support::{ok, stderr, stdout, Sandbox};
+
+const MANIFEST: &str = r#"
+[pipeline]
+name = "tables"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.region]
+kind = "static"
+keys = ["north", "south", "west"]
+
+[tasks.pq]
+command = ["sh", "pq.sh"]
+output = { dataset = "sales", format = "parquet", grain = ["id"] }
+
+[tasks.flat]
+command = ["sh", "flat.sh"]
+output = { dataset = "flat", format = "csv", grain = ["id"] }
+"#;
+
+/// Writes rows (id, region, amount) as a Parquet file.
+fn write_parquet(path: &Path, region: &str, ids: &[i64], scale: i64) {
+    let batch = RecordBatch::try_from_iter(vec![
+        ("id", Arc::new(Int64Array::from(ids.to_vec())) as ArrayRef),
+        (
+            "region",
+            Arc::new(StringArray::from(vec![region; ids.len()])) as ArrayRef,
+        ),
+        (
+            "amount",
+            Arc::new(Int64Array::from(
+                ids.iter().map(|id| id * scale).collect::<Vec<_>>(),
+            )) as ArrayRef,
+        ),
+    ])
+    .expect("a batch");
+    let file = std::fs::File::create(path).expect("create");
+    let mut writer = ArrowWriter::try_new(file, batch.schema(), None).expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+}
+
+/// A sandbox whose tasks publish, per region, two Parquet files and one
+/// CSV file; `SCALE` (an environment variable, default 10) changes the
+/// amounts so a forced rerun publishes different bytes.
+fn sandbox() -> Sandbox {
+    let sb = Sandbox::new(MANIFEST);
+    for region in ["north", "south", "west"] {
+        for scale in [10, 20] {
+            write_parquet(
+                &sb.path().join(format!("{region}-{scale}-0.parquet")),
+                region,
+                &[1, 2],
+                scale,
+            );
+            write_parquet(
+                &sb.path().join(format!("{region}-{scale}-1.parquet")),
+                region,
+                &[3],
+                scale,
+            );
+        }
+    }
+    sb.script(
+        "pq.sh",
+        "s=${SCALE:-10}\n\
+         cp \"$WEIR_PARTITION-$s-0.parquet\" \"$WEIR_OUTPUT_DIR/part-0.parquet\"\n\
+         cp \"$WEIR_PARTITION-$s-1.parquet\" \"$WEIR_OUTPUT_DIR/part-1.parquet\"\n",
+    );
+    sb.script(
+        "flat.sh",
+        "s=${SCALE:-10}\n\
+         printf 'id,region,amount\\n1,%s,%s\\n2,%s,%s\\n' \"$WEIR_PARTITION\" \"$s\" \"$WEIR_PARTITION\" \"$((2 * s))\" \
+         > \"$WEIR_OUTPUT_DIR/flat.csv\"\n",
+    );
+    sb
+}
+
+/// `weir files m.toml DATASET EXTRA... --json`, parsed (exit 0 asserted).
+#[track_caller]
+fn files_json(sb: &Sandbox, dataset: &str, extra: &[&str]) -> Vec<serde_json::Value> {
+    let mut args = vec!["files", "m.toml", dataset];
+    args.extend_from_slice(extra);
+    args.push("--json");
+    let out = sb.weir(&args).output().expect("weir runs");
+    let doc: serde_json::Value = serde_json::from_str(&ok(&out)).expect("one JSON document");
+    assert_eq!(doc["dataset"], dataset);
+    doc["files"].as_array().expect("a files array").clone()
+}
+
+/// Each listed file checked against the disk (size, SHA-256 recomputed
+/// here) and against the partition's visible record; the (partition,
+/// generation, path) triples, in the order listed.
+#[track_caller]
+fn check_against_disk(
+    sb: &Sandbox,
+    dataset: &str,
+    files: &[serde_json::Value],
+) -> Vec<(String, u64, String)> {
+    let mut seen = Vec::new();
+    for f in files {
+        let path = f["path"].as_str().expect("a path");
+        let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert_eq!(f["size"].as_u64(), Some(bytes.len() as u64), "{path}");
+        let sha = format!("sha256:{:x}", Sha256::digest(&bytes));
+        assert_eq!(f["sha256"].as_str(), Some(sha.as_str()), "{path}");
+        let partition = f["partition"].as_str().expect("a partition").to_owned();
+        let generation = f["generation"].as_u64().expect("a generation");
+        let record = sb
+            .store(dataset, &partition)
+            .latest()
+            .unwrap()
+            .expect("published");
+        assert_eq!(record.generation.get(), generation, "{path}");
+        let data = sb.path().join("wh").join(&record.attempt_dir).join("data");
+        assert!(
+            record
+                .files
+                .iter()
+                .any(|name| same_file(&data.join(name), Path::new(path))),
+            "{path} is not a file of {dataset} {partition}'s visible generation {generation} ({:?} under {})",
+            record.files,
+            data.display()
+        );
+        seen.push((partition, generation, path.to_owned()));
+    }
+    seen
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+// Issue 27 item 4: `weir files` lists, for a Parquet and a CSV dataset and
+// every published partition, exactly the visible generation's files with
+// the size and SHA-256 on disk; after a forced republish it names the new
+// generation's files, after a rollback the older ones again; `--partition`
+// selects; the text form names the same files with full digests.
+#[test]
+fn issue_27_files_lists_the_visible_files_of_each_partition() {
+    let sb = sandbox();
+    ok(&sb.run("R1", &["--partition", "north", "--partition", "south"]));
+
+    let files = files_json(&sb, "sales", &[]);
+    let seen = check_against_disk(&sb, "sales", &files);
+    let parts: Vec<(&str, u64)> = seen.iter().map(|(p, g, _)| (p.as_str(), *g)).collect();
+    assert_eq!(
+        parts,
+        [("north", 1), ("north", 1), ("south", 1), ("south", 1)]
+    );
+    assert!(seen[0].2.ends_with("/data/part-0.parquet"), "{seen:?}");
+    assert!(seen[1].2.ends_with("/data/part-1.parquet"), "{seen:?}");
+    let first_north: Vec<String> = seen[..2].iter().map(|s| s.2.clone()).collect();
+
+    let csv = files_json(&sb, "flat", &[]);
+    let csv_seen = check_against_disk(&sb, "flat", &csv);
+    assert_eq!(csv_seen.len(), 2, "{csv_seen:?}");
+    // What a reader of the listed CSV file gets is what `weir show` prints.
+    let shown = sb
+        .weir(&["show", "m.toml", "flat", "--partition", "south"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&csv_seen[1].2).unwrap(),
+        ok(&shown),
+        "{csv_seen:?}"
+    );
+    assert_eq!(ok(&shown), "id,region,amount\n1,south,10\n2,south,20\n");
+
+    // A forced republish with other bytes: north's files are generation 2's.
+    let out = sb
+        .weir(&[
+            "run",
+            "m.toml",
+            "--run-id",
+            "R2",
+            "--partition",
+            "north",
+            "--force",
+        ])
+        .env("SCALE", "20")
+        .output()
+        .unwrap();
+    ok(&out);
+    let north = files_json(&sb, "sales", &["--partition", "north"]);
+    let north_seen = check_against_disk(&sb, "sales", &north);
+    assert_eq!(north_seen.len(), 2, "{north_seen:?}");
+    assert!(north_seen.iter().all(|(p, g, _)| p == "north" && *g == 2));
+    assert!(
+        north_seen
+            .iter()
+            .all(|(_, _, path)| !first_north.contains(path)),
+        "{north_seen:?} vs {first_north:?}"
+    );
+    let sales_north = sb.store("sales", "north").latest().unwrap().unwrap();
+    assert_ne!(
+        sales_north.file_sums[0].sha256,
+        files[0]["sha256"].as_str().unwrap(),
+        "the republish changed the bytes"
+    );
+
+    // Rollback: generation 3 shows generation 1's files again.
+    ok(&sb
+        .weir(&["rollback", "m.toml", "sales", "--partition", "north"])
+        .output()
+        .unwrap());
+    let back = files_json(
+        &sb,
+        "sales",
+        &["--partition", "north", "--partition", "south"],
+    );
+    let back_seen = check_against_disk(&sb, "sales", &back);
+    let listed: Vec<(&str, u64)> = back_seen.iter().map(|(p, g, _)| (p.as_str(), *g)).collect();
+    assert_eq!(
+        listed,
+        [("north", 3), ("north", 3), ("south", 1), ("south", 1)]
+    );
+    let back_north: Vec<String> = back_seen[..2].iter().map(|s| s.2.clone()).collect();
+    assert_eq!(back_north, first_north);
+
+    // The text form: one line per file, full digests, the same paths.
+    let text = ok(&sb
+        .weir(&["files", "m.toml", "sales", "--partition", "south"])
+        .output()
+        .unwrap());
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(lines[0].starts_with("partition"), "{text}");
+    for (line, f) in lines[1..].iter().zip(&back[2..]) {
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(
+            cells,
+            [
+                "south",
+                "1",
+                &f["size"].as_u64().unwrap().to_string(),
+                f["sha256"].as_str().unwrap(),
+                f["path"].as_str().unwrap(),
+            ],
+            "{text}"
+        );
+    }
+}
+
+// Issue 27 item 4: `weir files` exit codes, as README's table: a partition
+// in the scheme but never published exits 1, one outside the scheme or an
+// unknown dataset exits 2, and a visible file that no longer holds what
+// was published exits 5 naming it, rather than handing it to a reader.
+#[test]
+fn issue_27_files_refuses_what_it_cannot_vouch_for() {
+    let sb = sandbox();
+    ok(&sb.run("R1", &["--partition", "north"]));
+
+    let out = sb
+        .weir(&["files", "m.toml", "sales", "--partition", "west"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "");
+    assert!(
+        stderr(&out).contains("`sales` has no published generation for partition west"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = sb
+        .weir(&["files", "m.toml", "sales", "--partition", "east"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("partition `east` is not in the partition scheme"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = sb.weir(&["files", "m.toml", "pq"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("`pq` is a task; it publishes dataset `sales`"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Without --partition, unpublished partitions are simply not listed.
+    let listed = files_json(&sb, "sales", &[]);
+    assert_eq!(listed.len(), 2);
+    let path = listed[1]["path"].as_str().unwrap().to_owned();
+    std::fs::write(&path, b"not parquet").unwrap();
+    let out = sb.weir(&["files", "m.toml", "sales"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "");
+    assert!(stderr(&out).contains("part-1.parquet"), "{}", stderr(&out));
+}
+
+const DELTA_MANIFEST: &str = r#"
+[pipeline]
+name = "lake"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.region]
+kind = "static"
+keys = ["north", "south"]
+
+[tasks.pq]
+command = ["sh", "pq.sh"]
+output = { dataset = "sales", format = "parquet", grain = ["id"], table = "delta" }
+"#;
+
+/// Writes rows (id, amount, label) as a Parquet file.
+fn write_rows(path: &Path, ids: &[i64], scale: i64, label: &str) {
+    let batch = RecordBatch::try_from_iter(vec![
+        ("id", Arc::new(Int64Array::from(ids.to_vec())) as ArrayRef),
+        (
+            "amount",
+            Arc::new(Int64Array::from(
+                ids.iter().map(|id| id * scale).collect::<Vec<_>>(),
+            )) as ArrayRef,
+        ),
+        (
+            "label",
+            Arc::new(StringArray::from(vec![label; ids.len()])) as ArrayRef,
+        ),
+    ])
+    .expect("a batch");
+    let file = std::fs::File::create(path).expect("create");
+    let mut writer = ArrowWriter::try_new(file, batch.schema(), None).expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+}
+
+/// Whether python3 can import delta-rs's reader and Polars; under CI=true
+/// their absence fails the test, elsewhere it is skipped with the reason.
+fn python_readers() -> bool {
+    let found = std::process::Command::new("python3")
+        .args(["-c", "import deltalake, polars"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "python3 cannot import deltalake and polars (.ci/run installs them)"
+        );
+        eprintln!("skipped: python3 cannot import deltalake and polars (CI installs them)");
+    }
+    found
+}
+
+/// What delta-rs reads from the table (its SQL reader, which takes
+/// partition values from the log): its versions (from its history, sorted)
+/// and, at each version, the rows per partition as sorted
+/// `id,amount,label` lines; Polars must read the same rows.
+const READ_TABLE: &str = r#"
+import json, sys
+import deltalake, polars as pl
+root = sys.argv[1]
+opts = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None
+dt = deltalake.DeltaTable(root, storage_options=opts)
+versions = sorted(h["version"] for h in dt.history())
+out = {"versions": versions, "tables": {}}
+line = lambda r: f'{r["id"]},{r["amount"]},{r["label"]}'
+for v in versions:
+    t = deltalake.DeltaTable(root, version=v, storage_options=opts)
+    read = deltalake.QueryBuilder().register("t", t).execute("select * from t").read_all()
+    rows = {}
+    for r in pl.DataFrame(read).iter_rows(named=True):
+        rows.setdefault(r["region"], []).append(line(r))
+    rows = {k: sorted(x) for k, x in rows.items()}
+    # Polars' own scan takes partition values from hive-style paths
+    # (`region=north/`), which weir's layout does not have: it reads the
+    # same files and rows, with the partition column null.
+    polars_rows = sorted(line(r) for r in pl.read_delta(root, version=v, storage_options=opts).iter_rows(named=True))
+    if polars_rows != sorted(x for xs in rows.values() for x in xs):
+        sys.exit(f"version {v}: delta-rs read {rows}, polars {polars_rows}")
+    out["tables"][str(v)] = rows
+print(json.dumps(out))
+"#;
+
+/// The table at `root` as delta-rs and Polars read it.
+#[track_caller]
+fn read_table(root: &Path) -> serde_json::Value {
+    read_table_at(root.to_str().unwrap(), None)
+}
+
+/// The table at `root` (a path or URL) as delta-rs and Polars read it,
+/// with these storage options.
+#[track_caller]
+fn read_table_at(root: &str, options: Option<&serde_json::Value>) -> serde_json::Value {
+    let mut cmd = std::process::Command::new("python3");
+    cmd.args(["-c", READ_TABLE]).arg(root);
+    if let Some(options) = options {
+        cmd.arg(options.to_string());
+    }
+    let out = cmd.output().expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "python3 read of {root}: {}",
+        stderr(&out)
+    );
+    serde_json::from_str(&stdout(&out)).expect("one JSON document")
+}
+
+/// `weir show --generation G --json` as sorted `id,amount,label` lines.
+#[track_caller]
+fn shown(sb: &Sandbox, partition: &str, generation: u64) -> Vec<String> {
+    shown_by(|args| sb.weir(args), partition, generation)
+}
+
+/// [`shown`], with `weir` commands built by `weir`.
+#[track_caller]
+fn shown_by(
+    weir: impl Fn(&[&str]) -> std::process::Command,
+    partition: &str,
+    generation: u64,
+) -> Vec<String> {
+    let out = weir(&[
+        "show",
+        "m.toml",
+        "sales",
+        "--partition",
+        partition,
+        "--generation",
+        &generation.to_string(),
+        "--json",
+    ])
+    .output()
+    .unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
+    let columns: Vec<&str> = doc["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    let at = |name: &str| columns.iter().position(|c| *c == name).unwrap();
+    let (id, amount, label) = (at("id"), at("amount"), at("label"));
+    let mut rows: Vec<String> = doc["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let s = |i: usize| r[i].as_str().unwrap().to_owned();
+            format!("{},{},{}", s(id), s(amount), s(label))
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// The table at its newest version, per partition.
+fn newest(table: &serde_json::Value) -> serde_json::Value {
+    let last = table["versions"].as_array().unwrap().last().unwrap();
+    table["tables"][last.to_string()].clone()
+}
+
+/// The visible generation of `partition`.
+fn visible(sb: &Sandbox, partition: &str) -> u64 {
+    sb.store("sales", partition)
+        .latest()
+        .unwrap()
+        .expect("published")
+        .generation
+        .get()
+}
+
+// Issue 27 items 1-3: a Parquet output declared `table = "delta"` is a
+// Delta table delta-rs and Polars read directly: after a first run of two
+// partitions, a forced republish and a rollback, the rows per partition
+// equal `weir show` of the visible generation, the versions are contiguous
+// from 0 (one commit per publication), and the table as of an older
+// version shows the older generation. A Delta commit lost after weir's
+// (a crash between the two) is repaired by `weir tables sync`, which is
+// idempotent.
+#[test]
+fn issue_27_delta_table_follows_publications_republish_and_rollback() {
+    if !python_readers() {
+        return;
+    }
+    let sb = delta_sandbox();
+    let root = sb.path().join("wh").join("sales");
+    let check_newest = |sb: &Sandbox, table: &serde_json::Value| {
+        for partition in ["north", "south"] {
+            assert_eq!(
+                newest(table)[partition],
+                serde_json::json!(shown(sb, partition, visible(sb, partition))),
+                "{partition}: {table}"
+            );
+        }
+    };
+
+    let out = sb.run("R1", &["--partition", "north", "--partition", "south"]);
+    ok(&out);
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    let table = read_table(&root);
+    assert_eq!(table["versions"], serde_json::json!([0, 1]), "{table}");
+    check_newest(&sb, &table);
+    assert_eq!(
+        newest(&table)["north"],
+        serde_json::json!(["1,10,n", "2,20,n", "3,30,n"])
+    );
+
+    // A forced republish with other bytes: one more version, north's rows
+    // are generation 2's; version 1 still shows generation 1's.
+    let out = sb
+        .weir(&[
+            "run",
+            "m.toml",
+            "--run-id",
+            "R2",
+            "--partition",
+            "north",
+            "--force",
+        ])
+        .env("SCALE", "20")
+        .output()
+        .unwrap();
+    ok(&out);
+    assert_eq!(visible(&sb, "north"), 2);
+    let table = read_table(&root);
+    assert_eq!(table["versions"], serde_json::json!([0, 1, 2]), "{table}");
+    check_newest(&sb, &table);
+    assert_eq!(
+        newest(&table)["north"],
+        serde_json::json!(["1,20,n", "2,40,n", "3,60,n"])
+    );
+    assert_eq!(
+        table["tables"]["1"]["north"],
+        serde_json::json!(shown(&sb, "north", 1)),
+        "{table}"
+    );
+
+    // A rollback is a commit too: generation 3 shows generation 1's rows.
+    ok(&sb
+        .weir(&["rollback", "m.toml", "sales", "--partition", "north"])
+        .output()
+        .unwrap());
+    assert_eq!(visible(&sb, "north"), 3);
+    let table = read_table(&root);
+    assert_eq!(
+        table["versions"],
+        serde_json::json!([0, 1, 2, 3]),
+        "{table}"
+    );
+    check_newest(&sb, &table);
+    assert_eq!(newest(&table)["north"], table["tables"]["1"]["north"]);
+    assert_eq!(
+        table["tables"]["2"]["north"],
+        serde_json::json!(shown(&sb, "north", 2))
+    );
+
+    // `weir history` shows the Delta version of each generation.
+    let history = ok(&sb
+        .weir(&[
+            "history",
+            "m.toml",
+            "sales",
+            "--partition",
+            "north",
+            "--json",
+        ])
+        .output()
+        .unwrap());
+    let history: serde_json::Value = serde_json::from_str(&history).unwrap();
+    let versions: Vec<&serde_json::Value> = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| &g["delta_version"])
+        .collect();
+    let north_first = 1 - south_version(&root);
+    assert_eq!(
+        versions,
+        [
+            &serde_json::json!(north_first),
+            &serde_json::json!(2),
+            &serde_json::json!(3)
+        ]
+    );
+    let text = ok(&sb
+        .weir(&["history", "m.toml", "sales", "--partition", "north"])
+        .output()
+        .unwrap());
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].ends_with("certified  delta"), "{text}");
+    assert!(lines[3].ends_with("  3"), "{text}");
+
+    // weir's record without its Delta commit (a crash between the two):
+    // `weir tables sync` commits it once.
+    // The rollback holds north (exit 4 for that alone); the table agrees.
+    let check = sb.weir(&["status", "m.toml", "--check"]).output().unwrap();
+    assert_eq!(check.status.code(), Some(4), "{}", stderr(&check));
+    assert!(
+        !stdout(&check).contains("TABLE_BEHIND"),
+        "{}",
+        stdout(&check)
+    );
+    assert!(stderr(&check).contains("check failed: 1 instance needs attention"));
+    std::fs::remove_file(root.join("_delta_log").join(format!("{:020}.json", 3))).unwrap();
+    // `status --check` pages on it too.
+    let check = sb.weir(&["status", "m.toml", "--check"]).output().unwrap();
+    assert_eq!(check.status.code(), Some(4), "{}", stderr(&check));
+    assert!(
+        stderr(&check).contains("check failed: 2 instances need attention"),
+        "{}",
+        stderr(&check)
+    );
+    assert!(
+        stdout(&check).contains(
+            "TABLE_BEHIND pq north: the Delta table shows generation 2 (version 2), \
+             weir's visible generation is 3; `weir tables sync` repairs it"
+        ),
+        "{}",
+        stdout(&check)
+    );
+    assert!(
+        !stdout(&check).contains("TABLE_BEHIND pq south"),
+        "{}",
+        stdout(&check)
+    );
+    let table = read_table(&root);
+    assert_eq!(
+        newest(&table)["north"],
+        serde_json::json!(shown(&sb, "north", 2))
+    );
+    let sync = ok(&sb.weir(&["tables", "sync", "m.toml"]).output().unwrap());
+    assert_eq!(
+        sync,
+        "sales north: generation 3 committed as version 3\n\
+         sales south: generation 1 already at version 0\n"
+            .replace("version 0", &format!("version {}", south_version(&root))),
+        "{sync}"
+    );
+    let table = read_table(&root);
+    assert_eq!(
+        table["versions"],
+        serde_json::json!([0, 1, 2, 3]),
+        "{table}"
+    );
+    check_newest(&sb, &table);
+    let check = sb.weir(&["status", "m.toml", "--check"]).output().unwrap();
+    assert!(
+        !stdout(&check).contains("TABLE_BEHIND"),
+        "{}",
+        stdout(&check)
+    );
+    assert!(stderr(&check).contains("check failed: 1 instance needs attention"));
+    let again = ok(&sb.weir(&["tables", "sync", "m.toml"]).output().unwrap());
+    assert!(
+        again.contains("sales north: generation 3 already at version 3"),
+        "{again}"
+    );
+    assert_eq!(
+        read_table(&root)["versions"],
+        serde_json::json!([0, 1, 2, 3])
+    );
+}
+
+/// The version that committed south (the first run published the two
+/// partitions in either order).
+fn south_version(root: &Path) -> u64 {
+    (0..2)
+        .find(|v| {
+            std::fs::read_to_string(root.join("_delta_log").join(format!("{v:020}.json")))
+                .unwrap()
+                .contains("\"partition\":\"south\"")
+        })
+        .expect("south's commit")
+}
+
+/// The Delta log's versions under `root`, from its file names.
+fn log_versions(root: &Path) -> Vec<u64> {
+    let mut versions: Vec<u64> = std::fs::read_dir(root.join("_delta_log"))
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".json")?.parse().ok()
+        })
+        .collect();
+    versions.sort_unstable();
+    versions
+}
+
+// Issue 27: a generation whose columns differ from the Delta table's is
+// published by weir (its commit log is the truth) but not committed to the
+// table, which would then mix schemas: the run warns, the table keeps its
+// versions, and `weir tables sync` exits 5 naming the columns.
+#[test]
+fn issue_27_delta_a_changed_schema_is_published_but_not_committed() {
+    let sb = Sandbox::new(DELTA_MANIFEST);
+    write_rows(&sb.path().join("rows.parquet"), &[1, 2], 10, "n");
+    let wider = RecordBatch::try_from_iter(vec![
+        ("id", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef),
+        (
+            "amount",
+            Arc::new(Int64Array::from(vec![10, 20])) as ArrayRef,
+        ),
+        (
+            "label",
+            Arc::new(StringArray::from(vec!["n", "n"])) as ArrayRef,
+        ),
+        ("extra", Arc::new(Int64Array::from(vec![7, 7])) as ArrayRef),
+    ])
+    .unwrap();
+    let file = std::fs::File::create(sb.path().join("wider.parquet")).unwrap();
+    let mut writer = ArrowWriter::try_new(file, wider.schema(), None).unwrap();
+    writer.write(&wider).unwrap();
+    writer.close().unwrap();
+    sb.script(
+        "pq.sh",
+        "cp \"${FILE:-rows}.parquet\" \"$WEIR_OUTPUT_DIR/part-0.parquet\"\n",
+    );
+    let root = sb.path().join("wh").join("sales");
+
+    let out = sb.run("R1", &["--partition", "north"]);
+    ok(&out);
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    assert_eq!(log_versions(&root), [0]);
+
+    let out = sb
+        .weir(&[
+            "run",
+            "m.toml",
+            "--run-id",
+            "R2",
+            "--partition",
+            "north",
+            "--force",
+        ])
+        .env("FILE", "wider")
+        .output()
+        .unwrap();
+    ok(&out);
+    assert_eq!(visible(&sb, "north"), 2);
+    let warning = stderr(&out);
+    assert!(
+        warning.contains(
+            "warning: the Delta table of `sales` does not show north generation 2 yet: \
+             the schema of `sales` north generation 2 is not the Delta table's"
+        ) && warning.contains("\"extra\" \"long\""),
+        "{warning}"
+    );
+    assert_eq!(log_versions(&root), [0]);
+
+    let sync = sb.weir(&["tables", "sync", "m.toml"]).output().unwrap();
+    assert_eq!(sync.status.code(), Some(5), "{}", stderr(&sync));
+    assert_eq!(stdout(&sync), "");
+    assert!(
+        stderr(&sync).contains(
+            "error: sales north: generation 2 not committed to the Delta table: the schema of"
+        ),
+        "{}",
+        stderr(&sync)
+    );
+    assert_eq!(log_versions(&root), [0]);
+}
+
+/// Writes the Delta sandbox's Parquet inputs (scale 10 and 20, per region)
+/// and its task script.
+fn delta_sandbox() -> Sandbox {
+    let sb = Sandbox::new(DELTA_MANIFEST);
+    for (region, label) in [("north", "n"), ("south", "s")] {
+        for scale in [10, 20] {
+            write_rows(
+                &sb.path().join(format!("{region}-{scale}-0.parquet")),
+                &[1, 2],
+                scale,
+                label,
+            );
+            write_rows(
+                &sb.path().join(format!("{region}-{scale}-1.parquet")),
+                &[3],
+                scale,
+                label,
+            );
+        }
+    }
+    sb.script(
+        "pq.sh",
+        "s=${SCALE:-10}\n\
+         cp \"$WEIR_PARTITION-$s-0.parquet\" \"$WEIR_OUTPUT_DIR/part-0.parquet\"\n\
+         cp \"$WEIR_PARTITION-$s-1.parquet\" \"$WEIR_OUTPUT_DIR/part-1.parquet\"\n",
+    );
+    sb
+}
+
+// Issue 27 on S3 (moto): the Delta log is committed through the S3
+// backend, delta-rs and Polars read the table from the bucket with the
+// rows `weir show` prints, the versions are contiguous, and `weir files`
+// names the visible files by their s3:// URLs with their sizes and sums.
+#[cfg(feature = "s3")]
+#[test]
+fn issue_27_delta_table_and_files_on_s3() {
+    let Some(endpoint) = crate::s3::endpoint() else {
+        return;
+    };
+    if !python_readers() {
+        return;
+    }
+    let bucket = crate::s3::new_bucket(&endpoint);
+    let url = format!("s3://{bucket}/wh");
+    let sb = delta_sandbox();
+    let staging = sb.path().join("staging");
+    let weir_s3 = |args: &[&str]| {
+        let mut cmd = sb.weir(&["--warehouse", &url]);
+        cmd.args(args)
+            .env("AWS_ENDPOINT", &endpoint)
+            .env("AWS_ALLOW_HTTP", "true")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "weir-test")
+            .env("AWS_SECRET_ACCESS_KEY", "weir-test")
+            .env("WEIR_STAGING", &staging);
+        cmd
+    };
+    let out = weir_s3(&[
+        "run",
+        "m.toml",
+        "--partition",
+        "north",
+        "--partition",
+        "south",
+    ])
+    .output()
+    .unwrap();
+    ok(&out);
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    let out = weir_s3(&["run", "m.toml", "--partition", "north", "--force"])
+        .env("SCALE", "20")
+        .output()
+        .unwrap();
+    ok(&out);
+
+    let options = serde_json::json!({
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "weir-test",
+        "AWS_SECRET_ACCESS_KEY": "weir-test",
+    });
+    let table = read_table_at(&format!("{url}/sales"), Some(&options));
+    assert_eq!(table["versions"], serde_json::json!([0, 1, 2]), "{table}");
+    assert_eq!(
+        newest(&table)["north"],
+        serde_json::json!(shown_by(weir_s3, "north", 2))
+    );
+    assert_eq!(
+        newest(&table)["south"],
+        serde_json::json!(shown_by(weir_s3, "south", 1))
+    );
+    assert_eq!(
+        table["tables"]["1"]["north"],
+        serde_json::json!(shown_by(weir_s3, "north", 1))
+    );
+
+    let listed = ok(&weir_s3(&["files", "m.toml", "sales", "--json"])
+        .output()
+        .unwrap());
+    let doc: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    let files = doc["files"].as_array().unwrap();
+    assert_eq!(files.len(), 4, "{listed}");
+    let store = crate::s3::backend(&endpoint, &url);
+    for f in files {
+        let path = f["path"].as_str().unwrap();
+        let key = path
+            .strip_prefix(&format!("{url}/"))
+            .unwrap_or_else(|| panic!("{path} is not under {url}"));
+        let bytes = weir::store::Backend::get(&store, key)
+            .unwrap()
+            .expect("in the bucket");
+        assert_eq!(f["size"].as_u64(), Some(bytes.len() as u64), "{path}");
+        assert_eq!(
+            f["sha256"].as_str().unwrap(),
+            format!("sha256:{:x}", Sha256::digest(&bytes)),
+            "{path}"
+        );
+    }
+    let generations: Vec<(&str, u64)> = files
+        .iter()
+        .map(|f| {
+            (
+                f["partition"].as_str().unwrap(),
+                f["generation"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        generations,
+        [("north", 2), ("north", 2), ("south", 1), ("south", 1)]
+    );
+}
+
+// Issue 27: gc keeps every attempt a version of the Delta table
+// references (weir keeps every version), where it would otherwise delete
+// generations outside its rollback window; with no table it deletes them
+// (the same pipeline without `table`). The oldest version stays readable.
+#[test]
+fn issue_27_gc_keeps_what_delta_versions_reference() {
+    let plain = DELTA_MANIFEST.replace(", table = \"delta\"", "");
+    for (manifest, delta) in [(DELTA_MANIFEST, true), (plain.as_str(), false)] {
+        let sb = delta_sandbox();
+        std::fs::write(sb.path().join("m.toml"), manifest).unwrap();
+        for (run, scale) in [("R1", "10"), ("R2", "20"), ("R3", "10")] {
+            let out = sb
+                .weir(&[
+                    "run",
+                    "m.toml",
+                    "--run-id",
+                    run,
+                    "--partition",
+                    "north",
+                    "--force",
+                ])
+                .env("SCALE", scale)
+                .output()
+                .unwrap();
+            ok(&out);
+        }
+        assert_eq!(visible(&sb, "north"), 3);
+        let out = ok(&sb
+            .weir(&[
+                "gc",
+                "m.toml",
+                "--older-than",
+                "0s",
+                "--keep-generations",
+                "0",
+                "--apply",
+            ])
+            .output()
+            .unwrap());
+        let attempts = sb.entries("sales", "north", "attempts");
+        if delta {
+            assert_eq!(attempts.len(), 3, "{out}");
+            assert!(
+                out.contains("referenced by version 0 of the Delta table"),
+                "{out}"
+            );
+            assert!(
+                out.contains("referenced by version 1 of the Delta table"),
+                "{out}"
+            );
+            let root = sb.path().join("wh").join("sales");
+            if python_readers() {
+                let table = read_table(&root);
+                assert_eq!(table["versions"], serde_json::json!([0, 1, 2]));
+                assert_eq!(
+                    table["tables"]["0"]["north"],
+                    serde_json::json!(["1,10,n", "2,20,n", "3,30,n"])
+                );
+                assert_eq!(
+                    table["tables"]["1"]["north"],
+                    serde_json::json!(["1,20,n", "2,40,n", "3,60,n"])
+                );
+            }
+        } else {
+            assert_eq!(attempts.len(), 1, "{out}");
+        }
+    }
+}
+
+// Issue 27: two engines publishing different partitions of one table at
+// once, several times each: every publication gets its own version (a
+// taken version is retried on the next), the versions are contiguous, and
+// the table ends at each partition's visible generation.
+#[test]
+fn issue_27_two_engines_commit_to_one_table_at_once() {
+    let sb = delta_sandbox();
+    let root = sb.path().join("wh").join("sales");
+    for round in 0..3 {
+        let engines: Vec<std::process::Child> = ["north", "south"]
+            .into_iter()
+            .map(|partition| {
+                sb.weir(&[
+                    "run",
+                    "m.toml",
+                    "--run-id",
+                    &format!("{partition}-{round}"),
+                    "--partition",
+                    partition,
+                    "--force",
+                ])
+                .env("SCALE", if round % 2 == 0 { "10" } else { "20" })
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+            })
+            .collect();
+        for engine in engines {
+            let out = engine.wait_with_output().unwrap();
+            ok(&out);
+            assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+        }
+    }
+    assert_eq!(log_versions(&root), (0..6).collect::<Vec<u64>>());
+    assert_eq!((visible(&sb, "north"), visible(&sb, "south")), (3, 3));
+    let sync = ok(&sb.weir(&["tables", "sync", "m.toml"]).output().unwrap());
+    assert!(
+        sync.contains("sales north: generation 3 already at")
+            && sync.contains("sales south: generation 3 already at"),
+        "{sync}"
+    );
+    if python_readers() {
+        let table = read_table(&root);
+        for partition in ["north", "south"] {
+            assert_eq!(
+                newest(&table)[partition],
+                serde_json::json!(shown(&sb, partition, 3)),
+                "{table}"
+            );
+        }
+    }
+}
+
+// Issue 27: an engine killed (kill -9, by fault injection) right after
+// weir's commit record, before the Delta commit: weir's publication stands,
+// the table lags (status --check pages TABLE_BEHIND), and the next run,
+// which finds the partition already published, commits it to the table.
+#[test]
+fn issue_27_kill_9_between_the_commits_is_repaired_by_the_next_run() {
+    let sb = delta_sandbox();
+    let root = sb.path().join("wh").join("sales");
+    ok(&sb.run("R1", &["--partition", "north"]));
+    assert_eq!(log_versions(&root), [0]);
+    let out = sb
+        .weir(&[
+            "run",
+            "m.toml",
+            "--run-id",
+            "R2",
+            "--partition",
+            "north",
+            "--force",
+        ])
+        .env("SCALE", "20")
+        .env("WEIR_FAULT", "after_commit@pq/north:crash")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), None, "killed: {}", stderr(&out));
+    assert_eq!(visible(&sb, "north"), 2);
+    assert_eq!(log_versions(&root), [0]);
+    let check = sb.weir(&["status", "m.toml", "--check"]).output().unwrap();
+    assert_eq!(check.status.code(), Some(4), "{}", stderr(&check));
+    assert!(
+        stdout(&check).contains(
+            "TABLE_BEHIND pq north: the Delta table shows generation 1 (version 0), \
+             weir's visible generation is 2"
+        ),
+        "{}",
+        stdout(&check)
+    );
+
+    let out = sb.run("R3", &["--partition", "north"]);
+    assert!(ok(&out).contains("1 already published"), "{}", stdout(&out));
+    assert_eq!(log_versions(&root), [0, 1]);
+    ok(&sb.weir(&["status", "m.toml", "--check"]).output().unwrap());
+    if python_readers() {
+        let table = read_table(&root);
+        assert_eq!(
+            newest(&table)["north"],
+            serde_json::json!(shown(&sb, "north", 2))
+        );
+        assert_eq!(
+            table["tables"]["0"]["north"],
+            serde_json::json!(shown(&sb, "north", 1))
+        );
+    }
+}
