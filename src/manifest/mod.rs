@@ -21,8 +21,8 @@ mod model;
 mod partitions;
 pub mod raw;
 mod suggest;
-mod task_env;
 mod table;
+mod task_env;
 mod tasks;
 mod validate;
 

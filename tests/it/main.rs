@@ -36,6 +36,6 @@ mod schema;
 mod slurm;
 mod store_integrity;
 mod support;
-mod task_env;
 mod tables;
+mod task_env;
 mod zombie;
