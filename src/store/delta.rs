@@ -638,22 +638,26 @@ fn table_id(dataset: &str, now: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::backend::{Object, ObjectMeta, Version};
+    use crate::store::memory::InterceptPut;
     use crate::store::{MemoryBackend, Warehouse};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// Another engine that takes each Delta version weir is about to
-    /// write, `races` times: version 0 with the table's protocol and
-    /// metaData, later ones with an `add` of its own partition `q`.
-    struct Racing {
-        inner: MemoryBackend,
-        races: AtomicUsize,
-    }
-
-    impl Backend for Racing {
-        fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
-            if key.contains("/_delta_log/") && self.races.load(Ordering::SeqCst) > 0 {
-                self.races.fetch_sub(1, Ordering::SeqCst);
+    // Issue 27: a version another writer takes between weir's replay and
+    // its put-if-absent is a conflict: weir replays again and commits on
+    // the next free version, without protocol/metaData once the table has
+    // them and without touching the other writer's partition; following
+    // the same record again is a no-op (the log holds its generation).
+    // Through an object store (the memory backend), as on S3.
+    #[test]
+    fn issue_27_a_taken_version_is_retried_on_the_next() {
+        let tmp = tempfile::tempdir().unwrap();
+        // Another engine that takes each Delta version weir is about to
+        // write, twice: version 0 with the table's protocol and metaData,
+        // the next with an `add` of its own partition `q`.
+        let races = AtomicUsize::new(2);
+        let backend = InterceptPut::new(move |inner: &MemoryBackend, key: &str, bytes: &[u8]| {
+            if key.contains("/_delta_log/") && races.load(Ordering::SeqCst) > 0 {
+                races.fetch_sub(1, Ordering::SeqCst);
                 let theirs = if key.ends_with("00000000000000000000.json") {
                     let schema = json!({"type": "struct", "fields": [
                         {"name": "id", "type": "long", "nullable": true, "metadata": {}},
@@ -674,51 +678,10 @@ mod tests {
                         json!({"commitInfo": {"operation": "WRITE", "engineInfo": "another"}})
                     )
                 };
-                assert!(self.inner.put_if_absent(key, theirs.as_bytes())?);
+                assert!(inner.put_if_absent(key, theirs.as_bytes())?);
                 return Ok(false);
             }
-            self.inner.put_if_absent(key, bytes)
-        }
-        fn put_if_version_matches(
-            &self,
-            key: &str,
-            bytes: &[u8],
-            expected: &Version,
-        ) -> Result<Option<Version>, StoreError> {
-            self.inner.put_if_version_matches(key, bytes, expected)
-        }
-        fn put(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
-            self.inner.put(key, bytes)
-        }
-        fn get_object(&self, key: &str) -> Result<Option<Object>, StoreError> {
-            self.inner.get_object(key)
-        }
-        fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
-            self.inner.list(prefix)
-        }
-        fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
-            self.inner.list_objects(prefix)
-        }
-        fn delete(&self, key: &str) -> Result<(), StoreError> {
-            self.inner.delete(key)
-        }
-        fn delete_prefix(&self, prefix: &str) -> Result<(), StoreError> {
-            self.inner.delete_prefix(prefix)
-        }
-    }
-
-    // Issue 27: a version another writer takes between weir's replay and
-    // its put-if-absent is a conflict: weir replays again and commits on
-    // the next free version, without protocol/metaData once the table has
-    // them and without touching the other writer's partition; following
-    // the same record again is a no-op (the log holds its generation).
-    // Through an object store (the memory backend), as on S3.
-    #[test]
-    fn issue_27_a_taken_version_is_retried_on_the_next() {
-        let tmp = tempfile::tempdir().unwrap();
-        let backend = Arc::new(Racing {
-            inner: MemoryBackend::default(),
-            races: AtomicUsize::new(2),
+            inner.put_if_absent(key, bytes)
         });
         let store = Warehouse::remote(backend.clone(), "s3://b/wh", tmp.path())
             .unwrap()

@@ -511,7 +511,7 @@ impl Drop for EventWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::backend::{Object, ObjectMeta, Version};
+    use crate::store::memory::InterceptPut;
     use crate::store::MemoryBackend;
     use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -633,57 +633,20 @@ mod tests {
         assert_eq!(backend.list_objects("_runs/r1").unwrap().len(), 2 * 68);
     }
 
-    /// Memory, except that the first put-if-absent stores its bytes and then
-    /// reports an error: a committed create whose reply was lost.
-    struct LostReply {
-        inner: MemoryBackend,
-        fired: AtomicBool,
-    }
-
-    impl Backend for LostReply {
-        fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
-            let created = self.inner.put_if_absent(key, bytes)?;
-            if !self.fired.swap(true, Ordering::SeqCst) {
-                return Err(StoreError::io(key)(io::Error::other("503 after the write")));
-            }
-            Ok(created)
-        }
-        fn put_if_version_matches(
-            &self,
-            key: &str,
-            bytes: &[u8],
-            expected: &Version,
-        ) -> Result<Option<Version>, StoreError> {
-            self.inner.put_if_version_matches(key, bytes, expected)
-        }
-        fn put(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
-            self.inner.put(key, bytes)
-        }
-        fn get_object(&self, key: &str) -> Result<Option<Object>, StoreError> {
-            self.inner.get_object(key)
-        }
-        fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
-            self.inner.list(prefix)
-        }
-        fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
-            self.inner.list_objects(prefix)
-        }
-        fn delete(&self, key: &str) -> Result<(), StoreError> {
-            self.inner.delete(key)
-        }
-        fn delete_prefix(&self, prefix: &str) -> Result<(), StoreError> {
-            self.inner.delete_prefix(prefix)
-        }
-    }
-
     // Issue 13: a create that was stored but reported as failed, retried,
     // finds its own bytes and counts them as its chunk: no duplicate lines,
     // no gap.
     #[test]
     fn issue_13_a_retried_create_of_the_same_bytes_is_ours() {
-        let backend = Arc::new(LostReply {
-            inner: MemoryBackend::new(),
-            fired: AtomicBool::new(false),
+        // The first put-if-absent stores its bytes, then reports an error: a
+        // committed create whose reply was lost.
+        let fired = AtomicBool::new(false);
+        let backend = InterceptPut::new(move |inner: &MemoryBackend, key: &str, bytes: &[u8]| {
+            let created = inner.put_if_absent(key, bytes)?;
+            if !fired.swap(true, Ordering::SeqCst) {
+                return Err(StoreError::io(key)(io::Error::other("503 after the write")));
+            }
+            Ok(created)
         });
         let store = EventStore::objects(Arc::clone(&backend) as Arc<dyn Backend>);
         let w = store.open("r1").unwrap();
@@ -727,25 +690,19 @@ mod tests {
 
     /// Memory, except that put-if-absent fails (`lost`: after storing) the
     /// next `fail` times.
-    struct Flaky {
-        inner: MemoryBackend,
-        fail: std::sync::atomic::AtomicUsize,
-        lost: bool,
-    }
-
-    impl Backend for Flaky {
-        fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
-            let failing = self
-                .fail
+    fn flaky(fail: usize, lost: bool) -> (Arc<dyn Backend>, EventStore) {
+        let fail = std::sync::atomic::AtomicUsize::new(fail);
+        let backend = InterceptPut::new(move |inner: &MemoryBackend, key: &str, bytes: &[u8]| {
+            let failing = fail
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
                 .is_ok();
-            if failing && !self.lost {
+            if failing && !lost {
                 return Err(StoreError::Remote {
                     key: key.to_owned(),
                     source: "HTTP 503 Service Unavailable".into(),
                 });
             }
-            let created = self.inner.put_if_absent(key, bytes)?;
+            let created = inner.put_if_absent(key, bytes)?;
             if failing {
                 return Err(StoreError::Remote {
                     key: key.to_owned(),
@@ -753,40 +710,6 @@ mod tests {
                 });
             }
             Ok(created)
-        }
-        fn put_if_version_matches(
-            &self,
-            key: &str,
-            bytes: &[u8],
-            expected: &Version,
-        ) -> Result<Option<Version>, StoreError> {
-            self.inner.put_if_version_matches(key, bytes, expected)
-        }
-        fn put(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
-            self.inner.put(key, bytes)
-        }
-        fn get_object(&self, key: &str) -> Result<Option<Object>, StoreError> {
-            self.inner.get_object(key)
-        }
-        fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
-            self.inner.list(prefix)
-        }
-        fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
-            self.inner.list_objects(prefix)
-        }
-        fn delete(&self, key: &str) -> Result<(), StoreError> {
-            self.inner.delete(key)
-        }
-        fn delete_prefix(&self, prefix: &str) -> Result<(), StoreError> {
-            self.inner.delete_prefix(prefix)
-        }
-    }
-
-    fn flaky(fail: usize, lost: bool) -> (Arc<Flaky>, EventStore) {
-        let backend = Arc::new(Flaky {
-            inner: MemoryBackend::new(),
-            fail: std::sync::atomic::AtomicUsize::new(fail),
-            lost,
         });
         let store = EventStore::objects(Arc::clone(&backend) as Arc<dyn Backend>);
         (backend, store)

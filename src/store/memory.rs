@@ -170,6 +170,64 @@ impl Backend for MemoryBackend {
     }
 }
 
+/// Memory, except that every put-if-absent goes through `hook` (given the
+/// memory backend, the key and the bytes): a test's lost replies, refusals
+/// and racing writers, on a backend that is otherwise exact.
+#[cfg(test)]
+pub(crate) struct InterceptPut<F> {
+    pub(crate) inner: MemoryBackend,
+    pub(crate) hook: F,
+}
+
+#[cfg(test)]
+impl<F> InterceptPut<F>
+where
+    F: Fn(&MemoryBackend, &str, &[u8]) -> Result<bool, StoreError> + Send + Sync,
+{
+    pub(crate) fn new(hook: F) -> std::sync::Arc<InterceptPut<F>> {
+        std::sync::Arc::new(InterceptPut {
+            inner: MemoryBackend::new(),
+            hook,
+        })
+    }
+}
+
+#[cfg(test)]
+impl<F> Backend for InterceptPut<F>
+where
+    F: Fn(&MemoryBackend, &str, &[u8]) -> Result<bool, StoreError> + Send + Sync,
+{
+    fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
+        (self.hook)(&self.inner, key, bytes)
+    }
+    fn put_if_version_matches(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        expected: &Version,
+    ) -> Result<Option<Version>, StoreError> {
+        self.inner.put_if_version_matches(key, bytes, expected)
+    }
+    fn put(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        self.inner.put(key, bytes)
+    }
+    fn get_object(&self, key: &str) -> Result<Option<Object>, StoreError> {
+        self.inner.get_object(key)
+    }
+    fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.list(prefix)
+    }
+    fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
+        self.inner.list_objects(prefix)
+    }
+    fn delete(&self, key: &str) -> Result<(), StoreError> {
+        self.inner.delete(key)
+    }
+    fn delete_prefix(&self, prefix: &str) -> Result<(), StoreError> {
+        self.inner.delete_prefix(prefix)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
