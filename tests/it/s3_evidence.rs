@@ -15,26 +15,12 @@ use std::time::Duration;
 use weir::store::Backend;
 
 use crate::s3::{backend, endpoint, new_bucket};
-use crate::support::{ok, poll_until, stderr, stdout, weir, Engine};
+use crate::support::{ok, poll_until, stderr, stdout, Engine};
 
-/// `weir --warehouse WAREHOUSE ARGS...` in `dir`, configured for the S3
-/// server at `endpoint` through the `AWS_*` environment.
+/// `weir --warehouse WAREHOUSE ARGS...` in `dir` against the S3 server at
+/// `endpoint`, staging in `dir/staging`.
 fn weir_s3(dir: &Path, endpoint: &str, warehouse: &str, args: &[&str]) -> Command {
-    let mut cmd = weir();
-    cmd.current_dir(dir)
-        .args(["--warehouse", warehouse])
-        .args(args)
-        .env("AWS_ENDPOINT", endpoint)
-        // The one endpoint: the URL variables would take precedence.
-        .env_remove("AWS_ENDPOINT_URL")
-        .env_remove("AWS_ENDPOINT_URL_S3")
-        .env("AWS_ALLOW_HTTP", "true")
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ACCESS_KEY_ID", "weir-test")
-        .env("AWS_SECRET_ACCESS_KEY", "weir-test")
-        .env("WEIR_STAGING", dir.join("staging"))
-        .env("COLUMNS", "400");
-    cmd
+    crate::s3_warehouse::weir_s3(dir, endpoint, &dir.join("staging"), warehouse, args)
 }
 
 /// The lines of `weir events` whose state column is `state`.

@@ -15,7 +15,13 @@ use crate::support::{copy_tree_without_warehouse, ok, repo, stderr, stdout, weir
 
 /// `weir --warehouse WAREHOUSE ARGS...` in `dir`, configured for the S3
 /// server through the standard `AWS_*` environment, staging in `staging`.
-fn weir_s3(dir: &Path, endpoint: &str, staging: &Path, warehouse: &str, args: &[&str]) -> Command {
+pub(crate) fn weir_s3(
+    dir: &Path,
+    endpoint: &str,
+    staging: &Path,
+    warehouse: &str,
+    args: &[&str],
+) -> Command {
     let mut cmd = weir();
     cmd.current_dir(dir)
         .args(["--warehouse", warehouse])
