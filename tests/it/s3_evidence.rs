@@ -19,7 +19,7 @@ use crate::support::{ok, poll_until, stderr, stdout, weir, Engine};
 
 /// `weir --warehouse WAREHOUSE ARGS...` in `dir`, configured for the S3
 /// server at `endpoint` through the `AWS_*` environment.
-fn weir_s3(dir: &Path, endpoint: &str, warehouse: &str, args: &[&str]) -> Command {
+pub(crate) fn weir_s3(dir: &Path, endpoint: &str, warehouse: &str, args: &[&str]) -> Command {
     let mut cmd = weir();
     cmd.current_dir(dir)
         .args(["--warehouse", warehouse])
@@ -38,7 +38,7 @@ fn weir_s3(dir: &Path, endpoint: &str, warehouse: &str, args: &[&str]) -> Comman
 }
 
 /// The lines of `weir events` whose state column is `state`.
-fn lines_in_state<'a>(events: &'a str, state: &str) -> Vec<&'a str> {
+pub(crate) fn lines_in_state<'a>(events: &'a str, state: &str) -> Vec<&'a str> {
     events
         .lines()
         .filter(|l| l.split_whitespace().nth(2) == Some(state))
@@ -48,18 +48,18 @@ fn lines_in_state<'a>(events: &'a str, state: &str) -> Vec<&'a str> {
 /// What the fault proxy does with one request, given its head (request
 /// line and headers, lowercased) and body: a status to answer, or `None`
 /// to forward it.
-type Rule = dyn Fn(&str, &[u8]) -> Option<u16> + Send + Sync;
+pub(crate) type Rule = dyn Fn(&str, &[u8]) -> Option<u16> + Send + Sync;
 
 /// A proxy in front of the S3 server: each request the rule answers with a
 /// status gets that status (an S3 error body, no forwarding); the others
 /// reach the server and its reply is relayed. One request per connection.
-struct FaultProxy {
-    endpoint: String,
+pub(crate) struct FaultProxy {
+    pub(crate) endpoint: String,
     faulted: Arc<AtomicUsize>,
 }
 
 impl FaultProxy {
-    fn start(upstream: &str, rule: Arc<Rule>) -> FaultProxy {
+    pub(crate) fn start(upstream: &str, rule: Arc<Rule>) -> FaultProxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let upstream = upstream.trim_start_matches("http://").to_owned();
