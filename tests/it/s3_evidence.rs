@@ -454,8 +454,8 @@ fn issue_23_a_503_burst_is_reported_with_its_cause_and_truthfully() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(dir.join("m.toml"), BURST_MANIFEST).unwrap();
-    // The first chunk holding a RUNNING line is refused 11 times: the
-    // first try and the client's 10 retries.
+    // The first chunk holding a RUNNING line is refused 4 times: the
+    // first try and the client's 3 retries (store::s3::MAX_RETRIES).
     let refused = Arc::new(AtomicUsize::new(0));
     let count = Arc::clone(&refused);
     let proxy = FaultProxy::start(
@@ -468,7 +468,7 @@ fn issue_23_a_503_burst_is_reported_with_its_cause_and_truthfully() {
             (running
                 && count
                     .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                        (n < 11).then_some(n + 1)
+                        (n < 4).then_some(n + 1)
                     })
                     .is_ok())
             .then_some(503)
@@ -483,7 +483,7 @@ fn issue_23_a_503_burst_is_reported_with_its_cause_and_truthfully() {
     .output()
     .unwrap();
     let (text, err) = (stdout(&out), stderr(&out));
-    assert_eq!(refused.load(Ordering::SeqCst), 11, "{text}\n{err}");
+    assert_eq!(refused.load(Ordering::SeqCst), 4, "{text}\n{err}");
     assert_eq!(out.status.code(), Some(5), "{text}\n{err}");
     // The cause: the status, the operation and the key.
     let engine: Vec<&str> = text.lines().filter(|l| l.contains("ENGINE ")).collect();
