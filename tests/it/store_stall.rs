@@ -3,7 +3,8 @@
 //! commands run (skipped without a server, failing under `CI=true`, as in
 //! s3.rs): a command's timeout still fires on time, SIGINT still stops the
 //! other command at once, and the run's events are all stored once the store
-//! answers again.
+//! answers again; and a store that stops answering for 10 minutes ends the
+//! run in about two, with an engine error naming it.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -179,5 +180,82 @@ fn issue_28_a_stalled_store_never_holds_up_timeouts_or_ctrl_c() {
             .iter()
             .any(|l| l.contains(" short ") && l.ends_with("timed out")),
         "{events}"
+    );
+}
+
+/// One command that records its pid, waits a little and writes its output.
+const DOWN_MANIFEST: &str = r#"
+[pipeline]
+name = "down"
+code_version = "1"
+warehouse = "unused"
+
+[tasks.t]
+command = ["sh", "-c", "echo $$ > t.pid; sleep 1; printf 'id\n1\n' > \"$WEIR_OUTPUT_DIR/rows.csv\""]
+output = { dataset = "out", grain = ["id"] }
+partitioned_by = []
+"#;
+
+// issue 28 item 2: object_store retried a failed request for up to three
+// minutes (30 s a try), so a store that stopped answering held the run for
+// many minutes with nothing said. Now a call gives up within about 25 s:
+// the run ends long before the store answers again (10 minutes here), exit
+// 5, with an engine error naming the store and the key, and says its event
+// log is incomplete.
+#[test]
+fn issue_28_a_store_that_stops_answering_ends_the_run_with_an_error_naming_it() {
+    let _serial = crate::support::exclusive();
+    let Some(endpoint) = endpoint() else { return };
+    let bucket = new_bucket(&endpoint);
+    let url = format!("s3://{bucket}/wh");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("m.toml"), DOWN_MANIFEST).unwrap();
+    let down: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
+    let held = Arc::clone(&down);
+    let proxy = FaultProxy::start(
+        &endpoint,
+        Arc::new(move |_head: &str, _body: &[u8]| {
+            let until = *held.lock().unwrap();
+            if let Some(until) = until {
+                std::thread::sleep(until.saturating_duration_since(Instant::now()));
+            }
+            None
+        }),
+    );
+    let engine = Engine::spawn(
+        weir_s3(
+            dir,
+            &proxy.endpoint,
+            &url,
+            &["run", "m.toml", "--run-id", "down"],
+        ),
+        dir,
+        "engine",
+    );
+    pid_in(dir, "t.pid");
+    *down.lock().unwrap() = Some(Instant::now() + Duration::from_secs(600));
+    // Each store call the engine makes from here gives up in 10 to 25 s, and
+    // it makes a few one after another (the upload, the failed attempt's
+    // logs, its lease, the event log): about two minutes in all.
+    let out = engine.finish(Duration::from_secs(180));
+    let (text, err) = (stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(5), "{text}\n{err}");
+    assert!(
+        text.contains("run down: 1 task instance: 1 engine failure"),
+        "{text}"
+    );
+    let store = format!("object store error on s3://{bucket}/wh/");
+    assert!(
+        err.contains(&format!(
+            "t all: ENGINE_FAILED cannot upload the candidate: {store}out/all/attempts/"
+        )) && err.contains("operation timed out"),
+        "the engine error names the store and the key: {err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "error: the event log is incomplete: cannot sync _runs/down/events: {store}_runs/down/events/"
+        )),
+        "the lost lines are owned up to: {err}"
     );
 }
