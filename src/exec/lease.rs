@@ -337,7 +337,7 @@ fn look(
     }
 }
 
-/// Renews an attempt's lease on the shared timer thread until dropped; on
+/// Renews an attempt's lease on the store's timer thread until dropped; on
 /// drop the lease is marked finished, unless the attempt committed.
 pub(crate) struct Heartbeat {
     store: PartitionStore,
@@ -367,7 +367,7 @@ impl Heartbeat {
         let lease = std::sync::Arc::new(std::sync::Mutex::new(lease));
         let beats = {
             let (store, lease) = (store.clone(), lease.clone());
-            super::timer::schedule(
+            super::timer::schedule_store(
                 interval,
                 Box::new(move || {
                     let mut lease = lease.lock().unwrap_or_else(|p| p.into_inner());

@@ -31,8 +31,8 @@ use crate::store::{Backend, StoreError};
 pub(crate) struct Slots {
     inner: Arc<Inner>,
     /// Gives back the warehouse slots no attempt took within [`LINGER`]
-    /// (on the timer thread). `None`: none is kept (no warehouse, or no
-    /// timer thread).
+    /// (on the store's timer thread). `None`: none is kept (no warehouse,
+    /// or no timer thread).
     reaper: Option<super::timer::Handle>,
 }
 
@@ -104,7 +104,7 @@ impl Slots {
         });
         let reaper = inner.global.as_ref().and_then(|_| {
             let inner = Arc::clone(&inner);
-            super::timer::schedule(
+            super::timer::schedule_store(
                 linger,
                 Box::new(move || {
                     inner.give_back(|since| since.elapsed() >= inner.linger);

@@ -1,13 +1,16 @@
-//! One thread for the timed work of every attempt: command watchdogs
-//! (timeouts, stop requests) and lease heartbeats.
+//! Two threads for the timed work of every attempt: one for command
+//! watchdogs (timeouts, stop requests), one for the store's timed writes
+//! (lease heartbeats, pool slots given back).
 //!
 //! Each used to own a thread, two per attempt, started and joined for every
-//! instance. A job here is a closure that runs on the timer thread when due
-//! and says when it wants to run again; it must be short (a `kill`, a small
-//! lease write), because every other job waits for it.
+//! instance. A job here is a closure that runs on its thread when due and
+//! says when it wants to run again; every other job of its thread waits for
+//! it. Watchdog jobs are a `kill` and never wait for the network, so a store
+//! that stalls (a request hanging until the S3 client's timeout) holds up
+//! heartbeats only, never a timeout or a Ctrl-C ([`schedule_store`]).
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -20,42 +23,57 @@ type Slot = Arc<Mutex<Option<Job>>>;
 
 struct State {
     due: BinaryHeap<Reverse<(Instant, u64)>>,
-    jobs: HashMap<u64, Slot>,
+    jobs: BTreeMap<u64, Slot>,
     next_id: u64,
 }
 
+/// One timer thread and its jobs.
 struct Timers {
+    name: &'static str,
     state: Mutex<State>,
     changed: Condvar,
+    started: OnceLock<Result<(), std::io::ErrorKind>>,
 }
 
-fn timers() -> &'static Timers {
-    static TIMERS: OnceLock<Timers> = OnceLock::new();
-    TIMERS.get_or_init(|| Timers {
-        state: Mutex::new(State {
-            due: BinaryHeap::new(),
-            jobs: HashMap::new(),
-            next_id: 0,
-        }),
-        changed: Condvar::new(),
-    })
+impl Timers {
+    const fn new(name: &'static str) -> Timers {
+        Timers {
+            name,
+            state: Mutex::new(State {
+                due: BinaryHeap::new(),
+                jobs: BTreeMap::new(),
+                next_id: 0,
+            }),
+            changed: Condvar::new(),
+            started: OnceLock::new(),
+        }
+    }
+
+    /// Starts the thread once; the error says why it could not be.
+    fn started(&'static self) -> std::io::Result<()> {
+        let started = self.started.get_or_init(|| {
+            std::thread::Builder::new()
+                .name(self.name.into())
+                .spawn(move || run(self))
+                .map(drop)
+                .map_err(|e| e.kind())
+        });
+        started.map_err(|kind| {
+            std::io::Error::new(kind, format!("cannot start the {} thread", self.name))
+        })
+    }
 }
 
-/// Starts the timer thread once; the error says why it could not be.
-fn started() -> std::io::Result<()> {
-    static STARTED: OnceLock<Result<(), std::io::ErrorKind>> = OnceLock::new();
-    let started = STARTED.get_or_init(|| {
-        std::thread::Builder::new()
-            .name("weir-timer".into())
-            .spawn(|| run(timers()))
-            .map(drop)
-            .map_err(|e| e.kind())
-    });
-    started.map_err(|kind| std::io::Error::new(kind, "cannot start the timer thread"))
-}
+/// Command watchdogs: nothing here waits for the network.
+static WATCHDOGS: Timers = Timers::new("weir-timer");
+
+/// Timed store writes: heartbeats and slot releases, which wait for the
+/// store as long as its client lets a request take.
+static STORE: Timers = Timers::new("weir-store-timer");
 
 /// A scheduled job; [`Handle::cancel`] (or dropping it) stops it.
 pub(crate) struct Handle {
+    timers: &'static Timers,
     id: u64,
     slot: Slot,
 }
@@ -64,8 +82,7 @@ impl Handle {
     /// Stops the job: when this returns it is not running and never will
     /// again (a run in progress is waited for).
     pub(crate) fn cancel(&self) {
-        let timers = timers();
-        timers
+        self.timers
             .state
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -84,11 +101,20 @@ impl Drop for Handle {
     }
 }
 
-/// Runs `job` on the timer thread `after` from now, and again whenever it
-/// asks to.
+/// Runs `job` on the watchdog thread `after` from now, and again whenever
+/// it asks to. It must never wait for the store: use [`schedule_store`].
 pub(crate) fn schedule(after: Duration, job: Job) -> std::io::Result<Handle> {
-    started()?;
-    let timers = timers();
+    schedule_on(&WATCHDOGS, after, job)
+}
+
+/// Runs `job`, which writes to the store, on the store's timer thread
+/// `after` from now, and again whenever it asks to.
+pub(crate) fn schedule_store(after: Duration, job: Job) -> std::io::Result<Handle> {
+    schedule_on(&STORE, after, job)
+}
+
+fn schedule_on(timers: &'static Timers, after: Duration, job: Job) -> std::io::Result<Handle> {
+    timers.started()?;
     let slot: Slot = Arc::new(Mutex::new(Some(job)));
     let mut state = timers.state.lock().unwrap_or_else(PoisonError::into_inner);
     let id = state.next_id;
@@ -99,7 +125,7 @@ pub(crate) fn schedule(after: Duration, job: Job) -> std::io::Result<Handle> {
         .push(Reverse((crate::clock::instant_after(after), id)));
     drop(state);
     timers.changed.notify_one();
-    Ok(Handle { id, slot })
+    Ok(Handle { timers, id, slot })
 }
 
 fn run(timers: &Timers) {

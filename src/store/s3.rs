@@ -26,7 +26,10 @@ use std::sync::Arc;
 use futures_util::TryStreamExt;
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, UpdateVersion};
+use object_store::{
+    BackoffConfig, ClientConfigKey, ObjectStore, ObjectStoreExt, PutMode, PutOptions, RetryConfig,
+    UpdateVersion,
+};
 
 use crate::store::backend::{Backend, IncompleteUpload, Object, ObjectMeta, Version};
 use crate::store::error::StoreError;
@@ -113,7 +116,31 @@ impl S3Backend {
             }
         }
         install_crypto_provider();
-        let mut builder = AmazonS3Builder::from_env().with_bucket_name(&bucket);
+        // Every store call blocks an engine thread until the client gives
+        // up, so how long that can take is set here, not left at
+        // object_store's defaults (30 s a request, retries for up to three
+        // minutes): a request that hangs fails after REQUEST_TIMEOUT, and
+        // retries start only within RETRY_BUDGET, so one call returns within
+        // about 25 s, below the default lease timeout (3 heartbeats of 10 s).
+        // A stalled store then ends the run with an error naming it instead
+        // of freezing it, and a heartbeat held up by it is known failed
+        // before the lease looks expired. Timeouts and Ctrl-C never wait for
+        // the store at all (exec::timer).
+        let mut builder = AmazonS3Builder::from_env()
+            .with_bucket_name(&bucket)
+            .with_config(
+                AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
+                humantime_secs(REQUEST_TIMEOUT),
+            )
+            .with_config(
+                AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
+                humantime_secs(CONNECT_TIMEOUT),
+            )
+            .with_retry(RetryConfig {
+                backoff: BackoffConfig::default(),
+                max_retries: MAX_RETRIES,
+                retry_timeout: RETRY_BUDGET,
+            });
         if let Some(endpoint) = super::s3_endpoint() {
             builder = builder.with_endpoint(endpoint);
         }
@@ -142,7 +169,8 @@ impl S3Backend {
             source: Box::new(e),
         })?;
         let http = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(60))
+            .timeout(REQUEST_TIMEOUT)
+            .connect_timeout(CONNECT_TIMEOUT)
             .build()
             .map_err(|e| StoreError::Remote {
                 key: url.to_owned(),
@@ -720,6 +748,27 @@ impl Backend for S3Backend {
 
 /// The part size of a multipart upload (S3's minimum is 5 MiB).
 const PART: usize = 16 << 20;
+
+/// The longest one request may take, from connecting to the last byte of
+/// its reply: a 16 MiB part needs 1.6 MB/s to fit.
+const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The longest a connection may take to open.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// A failed request (5xx, reset, a timeout of one safe to repeat) is
+/// retried at most this many times...
+const MAX_RETRIES: usize = 3;
+
+/// ...and only while this long has passed since the call's first try: with
+/// REQUEST_TIMEOUT, a call ends within 25 s, below the default lease timeout
+/// of 30 s.
+const RETRY_BUDGET: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// A duration as object_store's configuration parses it.
+fn humantime_secs(d: std::time::Duration) -> String {
+    format!("{}s", d.as_secs())
+}
 
 /// Parts of one upload sent at once.
 const PARTS_IN_FLIGHT: usize = 4;

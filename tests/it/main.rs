@@ -35,6 +35,8 @@ mod s3_warehouse;
 mod schema;
 mod slurm;
 mod store_integrity;
+#[cfg(feature = "s3")]
+mod store_stall;
 mod support;
 mod tables;
 mod task_env;

@@ -19,12 +19,12 @@ use crate::support::{ok, poll_until, stderr, stdout, Engine};
 
 /// `weir --warehouse WAREHOUSE ARGS...` in `dir` against the S3 server at
 /// `endpoint`, staging in `dir/staging`.
-fn weir_s3(dir: &Path, endpoint: &str, warehouse: &str, args: &[&str]) -> Command {
+pub(crate) fn weir_s3(dir: &Path, endpoint: &str, warehouse: &str, args: &[&str]) -> Command {
     crate::s3_warehouse::weir_s3(dir, endpoint, &dir.join("staging"), warehouse, args)
 }
 
 /// The lines of `weir events` whose state column is `state`.
-fn lines_in_state<'a>(events: &'a str, state: &str) -> Vec<&'a str> {
+pub(crate) fn lines_in_state<'a>(events: &'a str, state: &str) -> Vec<&'a str> {
     events
         .lines()
         .filter(|l| l.split_whitespace().nth(2) == Some(state))
@@ -34,18 +34,18 @@ fn lines_in_state<'a>(events: &'a str, state: &str) -> Vec<&'a str> {
 /// What the fault proxy does with one request, given its head (request
 /// line and headers, lowercased) and body: a status to answer, or `None`
 /// to forward it.
-type Rule = dyn Fn(&str, &[u8]) -> Option<u16> + Send + Sync;
+pub(crate) type Rule = dyn Fn(&str, &[u8]) -> Option<u16> + Send + Sync;
 
 /// A proxy in front of the S3 server: each request the rule answers with a
 /// status gets that status (an S3 error body, no forwarding); the others
 /// reach the server and its reply is relayed. One request per connection.
-struct FaultProxy {
-    endpoint: String,
+pub(crate) struct FaultProxy {
+    pub(crate) endpoint: String,
     faulted: Arc<AtomicUsize>,
 }
 
 impl FaultProxy {
-    fn start(upstream: &str, rule: Arc<Rule>) -> FaultProxy {
+    pub(crate) fn start(upstream: &str, rule: Arc<Rule>) -> FaultProxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let upstream = upstream.trim_start_matches("http://").to_owned();
@@ -440,8 +440,8 @@ fn issue_23_a_503_burst_is_reported_with_its_cause_and_truthfully() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(dir.join("m.toml"), BURST_MANIFEST).unwrap();
-    // The first chunk holding a RUNNING line is refused 11 times: the
-    // first try and the client's 10 retries.
+    // The first chunk holding a RUNNING line is refused 4 times: the
+    // first try and the client's 3 retries (store::s3::MAX_RETRIES).
     let refused = Arc::new(AtomicUsize::new(0));
     let count = Arc::clone(&refused);
     let proxy = FaultProxy::start(
@@ -454,7 +454,7 @@ fn issue_23_a_503_burst_is_reported_with_its_cause_and_truthfully() {
             (running
                 && count
                     .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                        (n < 11).then_some(n + 1)
+                        (n < 4).then_some(n + 1)
                     })
                     .is_ok())
             .then_some(503)
@@ -469,7 +469,7 @@ fn issue_23_a_503_burst_is_reported_with_its_cause_and_truthfully() {
     .output()
     .unwrap();
     let (text, err) = (stdout(&out), stderr(&out));
-    assert_eq!(refused.load(Ordering::SeqCst), 11, "{text}\n{err}");
+    assert_eq!(refused.load(Ordering::SeqCst), 4, "{text}\n{err}");
     assert_eq!(out.status.code(), Some(5), "{text}\n{err}");
     // The cause: the status, the operation and the key.
     let engine: Vec<&str> = text.lines().filter(|l| l.contains("ENGINE ")).collect();
