@@ -125,17 +125,18 @@ impl LostReply {
     }
 }
 
-/// One request per connection: forward it (asking the server to close),
-/// relay or replace the reply, close.
-fn serve(mut client: TcpStream, upstream: &str, fault: fn(&str) -> bool, fired: &AtomicUsize) {
+/// One HTTP request read whole from `client`: its head (request line and
+/// headers, through the blank line) and its body (`Content-Length` bytes);
+/// `None` when the client closes first.
+pub(crate) fn read_request(client: &mut TcpStream) -> Option<(String, Vec<u8>)> {
     let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
+    let mut chunk = [0u8; 65536];
     let head_end = loop {
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             break i + 4;
         }
         match client.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(_) => return None,
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     };
@@ -150,10 +151,20 @@ fn serve(mut client: TcpStream, upstream: &str, fault: fn(&str) -> bool, fired: 
         .unwrap_or(0);
     while buf.len() < head_end + length {
         match client.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(_) => return None,
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     }
+    buf.truncate(head_end + length);
+    Some((head, buf.split_off(head_end)))
+}
+
+/// One request per connection: forward it (asking the server to close),
+/// relay or replace the reply, close.
+fn serve(mut client: TcpStream, upstream: &str, fault: fn(&str) -> bool, fired: &AtomicUsize) {
+    let Some((head, body)) = read_request(&mut client) else {
+        return;
+    };
     let (line, rest) = head.split_once("\r\n").unwrap();
     let headers: String = rest
         .split("\r\n")
@@ -171,7 +182,7 @@ fn serve(mut client: TcpStream, upstream: &str, fault: fn(&str) -> bool, fired: 
         )
         .unwrap();
     server.write_all(b"\r\n\r\n").unwrap();
-    server.write_all(&buf[head_end..head_end + length]).unwrap();
+    server.write_all(&body).unwrap();
     let mut reply = Vec::new();
     server.read_to_end(&mut reply).unwrap();
     if fault(&head.to_ascii_lowercase()) && fired.fetch_add(1, Ordering::SeqCst) == 0 {

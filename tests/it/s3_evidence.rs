@@ -67,36 +67,10 @@ impl FaultProxy {
 }
 
 fn relay(mut client: TcpStream, upstream: &str, rule: &Rule, faulted: &AtomicUsize) {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 65536];
-    let head_end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        match client.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
+    let Some((head, body)) = crate::s3::read_request(&mut client) else {
+        return;
     };
-    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-    let length: usize = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or(0);
-    while buf.len() < head_end + length {
-        match client.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
-    if let Some(status) = rule(
-        &head.to_ascii_lowercase(),
-        &buf[head_end..head_end + length],
-    ) {
+    if let Some(status) = rule(&head.to_ascii_lowercase(), &body) {
         faulted.fetch_add(1, Ordering::SeqCst);
         let (reason, code) = match status {
             503 => ("Service Unavailable", "SlowDown"),
@@ -121,7 +95,7 @@ fn relay(mut client: TcpStream, upstream: &str, rule: &Rule, faulted: &AtomicUsi
     };
     let sent = server
         .write_all(format!("{line}\r\nConnection: close\r\n{headers}\r\n").as_bytes())
-        .and_then(|()| server.write_all(&buf[head_end..head_end + length]));
+        .and_then(|()| server.write_all(&body));
     if sent.is_err() {
         return;
     }
