@@ -102,17 +102,18 @@ fn check_marker(
             .and_then(|t| crate::exec::snapshot::missing_external(manifest, t, &args.partition)),
         Some(_) => None,
     };
+    let accepted_marks = accepted
+        .iter()
+        .map(|m| m.as_str())
+        .collect::<Vec<_>>()
+        .join(" or ");
     match (found, absent) {
         (Some(m), _) if accepted.contains(&m.mark) => Ok(m),
         (None, Some(absent)) => Err(CliError::Refused(format!(
             "refused: {} {} waits for its input, not for a decision: {absent}; `weir {verb}` acts only on a {} instance\n  help: put it in place, then `weir run {} --task {} --partition {}`",
             args.task,
             args.partition,
-            accepted
-                .iter()
-                .map(|m| m.as_str())
-                .collect::<Vec<_>>()
-                .join(" or "),
+            accepted_marks,
             shell_word(&args.manifest.display().to_string()),
             args.task,
             shell_word(&args.partition)
@@ -125,11 +126,7 @@ fn check_marker(
                 "refused: {} {} is {what}; `weir {verb}` acts only on a {} instance\n  help: `weir status` lists them; `weir run {} --task {} --partition {} --force` reruns a published one",
                 args.task,
                 args.partition,
-                accepted
-                    .iter()
-                    .map(|m| m.as_str())
-                    .collect::<Vec<_>>()
-                    .join(" or "),
+                accepted_marks,
                 shell_word(&args.manifest.display().to_string()),
                 args.task,
                 shell_word(&args.partition)

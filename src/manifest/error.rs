@@ -157,20 +157,7 @@ impl ManifestErrors {
     /// Renders every error as miette does, then a one-line summary. `color`
     /// is for terminals; tests use the plain unicode theme at width 80.
     pub fn render(&self, color: bool, width: usize) -> String {
-        let theme = if color {
-            GraphicalTheme::unicode()
-        } else {
-            GraphicalTheme::unicode_nocolor()
-        };
-        let handler = GraphicalReportHandler::new_themed(theme)
-            .with_width(width)
-            .with_links(false);
-        let mut out = String::new();
-        for error in &self.errors {
-            // Writing into a String cannot fail.
-            let _ = handler.render_report(&mut out, error);
-            out.push('\n');
-        }
+        let mut out = render_each(&self.errors, color, width);
         out.push_str(&format!("error: {self}\n"));
         out
     }
@@ -179,6 +166,11 @@ impl ManifestErrors {
 /// Renders warnings as miette does (each marked as a warning), without a
 /// summary line: the manifest they belong to is valid.
 pub fn render_warnings(warnings: &[ManifestError], color: bool, width: usize) -> String {
+    render_each(warnings, color, width)
+}
+
+/// Each diagnostic rendered as miette does, one after another.
+fn render_each(diagnostics: &[ManifestError], color: bool, width: usize) -> String {
     let theme = if color {
         GraphicalTheme::unicode()
     } else {
@@ -188,9 +180,9 @@ pub fn render_warnings(warnings: &[ManifestError], color: bool, width: usize) ->
         .with_width(width)
         .with_links(false);
     let mut out = String::new();
-    for warning in warnings {
+    for diagnostic in diagnostics {
         // Writing into a String cannot fail.
-        let _ = handler.render_report(&mut out, warning);
+        let _ = handler.render_report(&mut out, diagnostic);
         out.push('\n');
     }
     out
