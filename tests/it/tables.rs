@@ -1081,3 +1081,235 @@ fn issue_27_kill_9_between_the_commits_is_repaired_by_the_next_run() {
         );
     }
 }
+
+/// The newest version of the table at `root` as delta-rs reads it (its
+/// version and rows per partition), without its history, which needs
+/// every JSON commit.
+const READ_NEWEST: &str = r#"
+import json, sys
+import deltalake, polars as pl
+t = deltalake.DeltaTable(sys.argv[1])
+read = deltalake.QueryBuilder().register("t", t).execute("select * from t").read_all()
+rows = {}
+for r in pl.DataFrame(read).iter_rows(named=True):
+    rows.setdefault(r["region"], []).append(f'{r["id"]},{r["amount"]},{r["label"]}')
+print(json.dumps({"version": t.version(), "rows": {k: sorted(x) for k, x in rows.items()}}))
+"#;
+
+/// Per version of the log under `root`, each partition's generation as of
+/// that version (from the commits' `commitInfo.weir`).
+fn generations_by_version(root: &Path) -> Vec<(u64, std::collections::BTreeMap<String, u64>)> {
+    let mut current = std::collections::BTreeMap::new();
+    let mut out = Vec::new();
+    for v in log_versions(root) {
+        let text =
+            std::fs::read_to_string(root.join("_delta_log").join(format!("{v:020}.json"))).unwrap();
+        for line in text.lines() {
+            let action: serde_json::Value = serde_json::from_str(line).unwrap();
+            let weir = &action["commitInfo"]["weir"];
+            if let (Some(p), Some(g)) = (weir["partition"].as_str(), weir["generation"].as_u64()) {
+                current.insert(p.to_owned(), g);
+            }
+        }
+        out.push((v, current.clone()));
+    }
+    out
+}
+
+// Issue 27 item 1: every 10 versions weir writes a Parquet checkpoint of
+// the table (protocol, metaData, the live adds) and `_last_checkpoint`.
+// delta-rs and Polars read every version before and after it with the
+// rows `weir show` prints of the generation each version committed; with
+// the JSON commits up to the checkpoint deleted, delta-rs still reads the
+// table, and weir's next commit replays from the checkpoint: it removes
+// the partition's files the checkpoint holds (no duplicate rows) and
+// writes no second protocol/metaData.
+#[test]
+fn issue_27_delta_checkpoints_are_written_and_read() {
+    if !python_readers() {
+        return;
+    }
+    let sb = delta_sandbox();
+    let root = sb.path().join("wh").join("sales");
+    let log = root.join("_delta_log");
+    ok(&sb.run("R1", &["--partition", "north", "--partition", "south"]));
+    // Ten forced republishes, north and south in turn, each with other
+    // bytes than its partition's last: versions 2 to 11.
+    for i in 0..10 {
+        let partition = if i % 2 == 0 { "north" } else { "south" };
+        let scale = if (i / 2) % 2 == 0 { "20" } else { "10" };
+        let out = sb
+            .weir(&[
+                "run",
+                "m.toml",
+                "--run-id",
+                &format!("F{i}"),
+                "--partition",
+                partition,
+                "--force",
+            ])
+            .env("SCALE", scale)
+            .output()
+            .unwrap();
+        ok(&out);
+        assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    }
+    assert_eq!(log_versions(&root), (0..=11).collect::<Vec<u64>>());
+    let checkpoints: Vec<String> = std::fs::read_dir(&log)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("checkpoint"))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(
+        checkpoints,
+        [
+            "00000000000000000010.checkpoint.parquet",
+            "_last_checkpoint"
+        ]
+    );
+    // protocol, metaData and two live files per partition.
+    let pointer: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(log.join("_last_checkpoint")).unwrap())
+            .unwrap();
+    assert_eq!(pointer, serde_json::json!({"version": 10, "size": 6}));
+
+    let table = read_table(&root);
+    assert_eq!(
+        table["versions"],
+        serde_json::json!((0..=11).collect::<Vec<u64>>()),
+        "{table}"
+    );
+    for (v, generations) in generations_by_version(&root) {
+        for (partition, g) in generations {
+            assert_eq!(
+                table["tables"][v.to_string()][&partition],
+                serde_json::json!(shown(&sb, &partition, g)),
+                "version {v}, {partition} generation {g}: {table}"
+            );
+        }
+    }
+
+    // The checkpoint alone: the JSON commits up to it are gone.
+    for v in 0..=10u64 {
+        std::fs::remove_file(log.join(format!("{v:020}.json"))).unwrap();
+    }
+    let read_newest = || -> serde_json::Value {
+        let out = std::process::Command::new("python3")
+            .args(["-c", READ_NEWEST])
+            .arg(&root)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_str(&stdout(&out)).unwrap()
+    };
+    let read = read_newest();
+    assert_eq!(read["version"], 11, "{read}");
+    for partition in ["north", "south"] {
+        assert_eq!(
+            read["rows"][partition],
+            serde_json::json!(shown(&sb, partition, visible(&sb, partition))),
+            "{read}"
+        );
+    }
+    let out = sb
+        .weir(&[
+            "run",
+            "m.toml",
+            "--run-id",
+            "F10",
+            "--partition",
+            "north",
+            "--force",
+        ])
+        .env("SCALE", "10")
+        .output()
+        .unwrap();
+    ok(&out);
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    assert_eq!(log_versions(&root), [11, 12]);
+    let commit = std::fs::read_to_string(log.join(format!("{:020}.json", 12))).unwrap();
+    let kinds: Vec<String> = commit
+        .lines()
+        .map(|l| {
+            let action: serde_json::Value = serde_json::from_str(l).unwrap();
+            action.as_object().unwrap().keys().next().unwrap().clone()
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["remove", "remove", "add", "add", "commitInfo"],
+        "{commit}"
+    );
+    let read = read_newest();
+    assert_eq!(read["version"], 12, "{read}");
+    for partition in ["north", "south"] {
+        assert_eq!(
+            read["rows"][partition],
+            serde_json::json!(shown(&sb, partition, visible(&sb, partition))),
+            "{read}"
+        );
+    }
+    // weir's own view agrees: no TABLE_BEHIND, and following again is a no-op.
+    ok(&sb.weir(&["status", "m.toml", "--check"]).output().unwrap());
+    ok(&sb.weir(&["tables", "sync", "m.toml"]).output().unwrap());
+    assert_eq!(log_versions(&root), [11, 12]);
+}
+
+// Issue 27 item 1: a checkpoint is an optimisation. One that cannot be
+// written (here a directory holds its key) is a warning naming the
+// version; the publication and its Delta commit stand, and the table
+// reads the same from its JSON commits.
+#[test]
+fn issue_27_delta_a_failed_checkpoint_is_a_warning() {
+    let sb = delta_sandbox();
+    let root = sb.path().join("wh").join("sales");
+    ok(&sb.run("R1", &["--partition", "north"]));
+    for i in 1..=10 {
+        if i == 10 {
+            std::fs::create_dir_all(
+                root.join("_delta_log")
+                    .join("00000000000000000010.checkpoint.parquet")
+                    .join("x"),
+            )
+            .unwrap();
+        }
+        let out = sb
+            .weir(&[
+                "run",
+                "m.toml",
+                "--run-id",
+                &format!("F{i}"),
+                "--partition",
+                "north",
+                "--force",
+            ])
+            .env("SCALE", if i % 2 == 1 { "20" } else { "10" })
+            .output()
+            .unwrap();
+        ok(&out);
+        if i == 10 {
+            assert!(
+                stderr(&out).contains(
+                    "warning: the Delta table of `sales` has no checkpoint at version 10: "
+                ),
+                "{}",
+                stderr(&out)
+            );
+        } else {
+            assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+        }
+    }
+    assert_eq!(visible(&sb, "north"), 11);
+    assert_eq!(log_versions(&root), (0..=10).collect::<Vec<u64>>());
+    assert!(!root.join("_delta_log").join("_last_checkpoint").exists());
+    ok(&sb.weir(&["status", "m.toml", "--check"]).output().unwrap());
+    if python_readers() {
+        let table = read_table(&root);
+        assert_eq!(
+            newest(&table)["north"],
+            serde_json::json!(shown(&sb, "north", 11))
+        );
+    }
+}
