@@ -51,8 +51,8 @@
 //! once, from the first generation's schema; a generation whose columns or
 //! types differ is not committed, [`TableError::SchemaChanged`]), a declared retention of old
 //! versions (none is removed, and gc keeps every attempt any version
-//! references, [`referenced_attempts`]), and `weir verify` of a table (`status
-//! --check` compares it, [`TableView::disagreement`]).
+//! references, [`referenced_attempts`]). `status --check` and `weir verify`
+//! compare a table with the visible generations, [`TableView::disagreement`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1313,3 +1313,70 @@ fn issue_27_delta_a_failed_checkpoint_is_a_warning() {
         );
     }
 }
+
+// Issue 27 item 3: `weir verify` of an instance whose output is a Delta
+// table also compares the table with the visible generation: a table
+// that lags (weir's commit landed, the Delta commit did not: kill -9
+// between the two) is reported with exit 4 even though the rerun is
+// deterministic; once `weir tables sync` repaired it, verify says the
+// table shows the generation and exits 0.
+#[test]
+fn issue_27_verify_reports_a_table_that_disagrees() {
+    let sb = delta_sandbox();
+    let root = sb.path().join("wh").join("sales");
+    ok(&sb.run("R1", &["--partition", "north"]));
+    let verify = || {
+        sb.weir(&["verify", "m.toml", "pq", "--partition", "north"])
+            .output()
+            .unwrap()
+    };
+    let out = verify();
+    assert!(
+        ok(&out).contains("delta table: shows generation 1's files of this partition"),
+        "{}",
+        stdout(&out)
+    );
+    let out = sb
+        .weir(&[
+            "run",
+            "m.toml",
+            "--run-id",
+            "R2",
+            "--partition",
+            "north",
+            "--force",
+        ])
+        .env("WEIR_FAULT", "after_commit@pq/north:crash")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), None, "killed: {}", stderr(&out));
+    assert_eq!(visible(&sb, "north"), 2);
+    assert_eq!(log_versions(&root), [0]);
+
+    let out = verify();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "DELTA TABLE DISAGREES: the Delta table shows generation 1 (version 0), \
+             weir's visible generation is 2; `weir tables sync` repairs it"
+        ) && text
+            .contains("deterministic: the rerun from the pinned inputs has the published digest"),
+        "{text}"
+    );
+
+    ok(&sb.weir(&["tables", "sync", "m.toml"]).output().unwrap());
+    assert_eq!(log_versions(&root), [0, 1]);
+    let out = verify();
+    assert!(
+        ok(&out).contains("delta table: shows generation 2's files of this partition"),
+        "{}",
+        stdout(&out)
+    );
+}
