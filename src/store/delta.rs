@@ -47,12 +47,19 @@
 //! (they need each version's `commitInfo` and every path any version
 //! added).
 //!
-//! Not done yet (issue 27): schema evolution (`metaData` is written
-//! once, from the first generation's schema; a generation whose columns or
-//! types differ is not committed, [`TableError::SchemaChanged`]), a declared retention of old
-//! versions (none is removed, and gc keeps every attempt any version
-//! references, [`referenced_attempts`]). `status --check` and `weir verify`
-//! compare a table with the visible generations, [`TableView::disagreement`].
+//! The schema is the first generation's; the output's schema policy
+//! ([`SchemaPolicy`]) decides a later one: the audit refuses a candidate
+//! the table does not admit ([`admits`]), and under `additive` the commit
+//! of a generation with new columns carries a `metaData` action adding
+//! them. A generation that does not fit anyway (published under an earlier
+//! policy) is not committed, [`TableError::SchemaChanged`].
+//!
+//! `status --check` and `weir verify` compare a table with the visible
+//! generations, [`TableView::disagreement`].
+//!
+//! Not done yet (issue 27): a declared retention of old versions (none is
+//! removed, and gc keeps every attempt any version references,
+//! [`referenced_attempts`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -60,6 +67,7 @@ use std::sync::Arc;
 use arrow_schema::DataType;
 use serde_json::{json, Value};
 
+use crate::manifest::SchemaPolicy;
 use crate::store::backend::Backend;
 use crate::store::error::StoreError;
 use crate::store::log::CommitRecord;
@@ -796,15 +804,20 @@ fn footer(path: &std::path::Path, schema: bool) -> Result<(u64, Option<Vec<Value
     Ok((rows, Some(fields)))
 }
 
-/// How the files' columns differ from the table's (its partition columns
-/// aside), by name and type; `None` when they match. Nullability is not
-/// compared: Parquet writers differ on it and Delta readers accept both.
-fn schema_difference(
+/// Whether a generation whose columns are `files` fits the table's
+/// `table` columns (its partition columns aside) under `policy`, by name
+/// and type (not order: Delta matches columns by name; nor nullability:
+/// Parquet writers differ on it). `Ok` with the columns to add to the
+/// table's schema (none when they match; only under `additive`, each made
+/// nullable, as the table's older files lack it), else why not, naming the
+/// columns.
+fn schema_check(
     table: &[Value],
     files: &[Value],
     partition_columns: &[String],
-) -> Option<String> {
-    let columns = |fields: &[Value]| -> Vec<(String, String)> {
+    policy: SchemaPolicy,
+) -> Result<Vec<Value>, String> {
+    let data = |fields: &[Value]| -> Vec<Value> {
         fields
             .iter()
             .filter(|f| {
@@ -812,24 +825,86 @@ fn schema_difference(
                     .iter()
                     .any(|c| f["name"].as_str() == Some(c.as_str()))
             })
-            .map(|f| (f["name"].to_string(), f["type"].to_string()))
+            .cloned()
             .collect()
     };
-    let (table, files) = (columns(table), columns(files));
-    if table == files {
-        return None;
-    }
-    let show = |cols: &[(String, String)]| {
-        cols.iter()
-            .map(|(n, t)| format!("{n} {t}"))
-            .collect::<Vec<_>>()
-            .join(", ")
+    let (table, files) = (data(table), data(files));
+    let name = |f: &Value| f["name"].as_str().unwrap_or_default().to_owned();
+    let ty = |f: &Value| match &f["type"] {
+        Value::String(t) => t.clone(),
+        other => other.to_string(),
     };
-    Some(format!(
-        "the table has ({}), the files have ({}); a schema change needs a new table (issue 27's schema policy is not built yet)",
-        show(&table),
-        show(&files)
-    ))
+    let mut problems = Vec::new();
+    for t in &table {
+        match files.iter().find(|f| name(f) == name(t)) {
+            None => problems.push(format!("column `{}` ({}) is missing", name(t), ty(t))),
+            Some(f) if ty(f) != ty(t) => problems.push(format!(
+                "column `{}` is {} in the table, {} in the files",
+                name(t),
+                ty(t),
+                ty(f)
+            )),
+            Some(_) => {}
+        }
+    }
+    let new: Vec<&Value> = files
+        .iter()
+        .filter(|f| !table.iter().any(|t| name(t) == name(f)))
+        .collect();
+    if !new.is_empty() && policy == SchemaPolicy::Fixed {
+        problems.push(format!(
+            "new column{} {} (the table's schema is fixed: `schema = \"additive\"` on the output adds new columns)",
+            if new.len() == 1 { "" } else { "s" },
+            new.iter()
+                .map(|f| format!("`{}` ({})", name(f), ty(f)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if !problems.is_empty() {
+        return Err(problems.join("; "));
+    }
+    Ok(new
+        .into_iter()
+        .map(|f| {
+            let mut f = f.clone();
+            f["nullable"] = Value::Bool(true);
+            f
+        })
+        .collect())
+}
+
+/// The audit's check of a candidate of `store`'s partition against its
+/// dataset's Delta table (issue 27): `Ok` when its files' schema fits the
+/// table's under `policy` (or the table has none yet), `Err(Ok(why))` when
+/// it does not (a gate failure: nothing is published), `Err(Err(e))` when
+/// the table or the files cannot be read.
+pub fn admits(
+    store: &PartitionStore,
+    columns: &[String],
+    policy: SchemaPolicy,
+    files: &[std::path::PathBuf],
+) -> Result<(), Result<String, TableError>> {
+    let Some(first) = files.first() else {
+        return Ok(());
+    };
+    let mine = match footer(first, true) {
+        Ok((_, Some(fields))) => fields,
+        Ok((_, None)) => return Ok(()),
+        Err(TableError::Unsupported(why)) => return Err(Ok(why)),
+        Err(e) => return Err(Err(e)),
+    };
+    let state = replay(store.backend(), store.dataset(), ReplayFrom::Checkpoint).map_err(Err)?;
+    let Some(table) = &state.fields else {
+        return Ok(());
+    };
+    schema_check(table, &mine, columns, policy)
+        .map(|_| ())
+        .map_err(|why| {
+            Ok(format!(
+                "the Delta table's schema does not admit the files: {why}"
+            ))
+        })
 }
 
 /// Milliseconds since the epoch, now.
@@ -846,6 +921,7 @@ pub fn follow(
     store: &PartitionStore,
     columns: &[String],
     values: &[String],
+    policy: SchemaPolicy,
     record: &CommitRecord,
 ) -> Result<Followed, TableError> {
     let backend = store.backend();
@@ -888,15 +964,16 @@ pub fn follow(
                 return Ok(Followed::AlreadyThere(v));
             }
         }
+        let mut added = Vec::new();
         if let (Some(table), Some(mine)) = (&state.fields, &fields) {
-            if let Some(detail) = schema_difference(table, mine, columns) {
-                return Err(TableError::SchemaChanged {
+            added = schema_check(table, mine, columns, policy).map_err(|detail| {
+                TableError::SchemaChanged {
                     dataset: dataset.to_owned(),
                     partition: record.partition.clone(),
                     generation: record.generation.get(),
                     detail,
-                });
-            }
+                }
+            })?;
         }
         let version = state.last.map_or(0, |v| v + 1);
         let now = now_ms();
@@ -924,6 +1001,18 @@ pub fn follow(
                 "configuration": {},
                 "createdTime": now,
             }}));
+        }
+        if let (false, Some(table), Some(meta)) = (added.is_empty(), &state.fields, &state.metadata)
+        {
+            // `additive`: the table's schema gains the new columns in this
+            // commit (the same table id; readers fill them with nulls in
+            // the older files).
+            let mut meta = meta.clone();
+            let mut schema_fields = table.clone();
+            schema_fields.extend(added.iter().cloned());
+            meta["schemaString"] =
+                Value::String(json!({"type": "struct", "fields": schema_fields}).to_string());
+            lines.push(json!({ "metaData": meta }));
         }
         let new_paths: Vec<&str> = files.iter().map(|(p, _, _)| p.as_str()).collect();
         for (path, active) in &state.active {
@@ -1125,7 +1214,10 @@ pub fn columns_of(
     task: &crate::manifest::Task,
     partition: &str,
 ) -> Option<(Vec<String>, Vec<String>)> {
-    if task.output.table != Some(crate::manifest::TableFormat::Delta) {
+    if !matches!(
+        task.output.table,
+        Some(crate::manifest::TableFormat::Delta(_))
+    ) {
         return None;
     }
     let values = task.dims.split(partition)?;
@@ -1133,6 +1225,14 @@ pub fn columns_of(
         task.dims.names().into_iter().map(str::to_owned).collect(),
         values.into_iter().map(str::to_owned).collect(),
     ))
+}
+
+/// The schema policy of `task`'s Delta table output (`fixed` otherwise).
+pub fn policy_of(task: &crate::manifest::Task) -> SchemaPolicy {
+    match task.output.table {
+        Some(crate::manifest::TableFormat::Delta(policy)) => policy,
+        None => SchemaPolicy::Fixed,
+    }
 }
 
 /// After weir committed `record` for `task`: the Delta commit that
@@ -1143,7 +1243,7 @@ pub fn follow_task(store: &PartitionStore, task: &crate::manifest::Task, record:
     let Some((columns, values)) = columns_of(task, &record.partition) else {
         return;
     };
-    if let Err(e) = follow(store, &columns, &values, record) {
+    if let Err(e) = follow(store, &columns, &values, policy_of(task), record) {
         eprintln!(
             "warning: the Delta table of `{}` does not show {} generation {} yet: {}\n  help: `weir tables sync MANIFEST` brings it up to the visible generations",
             record.dataset,
@@ -1242,7 +1342,7 @@ mod tests {
         let (columns, values) = (vec!["region".to_owned()], vec!["p".to_owned()]);
 
         assert_eq!(
-            follow(&store, &columns, &values, &record).unwrap(),
+            follow(&store, &columns, &values, SchemaPolicy::Fixed, &record).unwrap(),
             Followed::Committed(2)
         );
         let ours = String::from_utf8(backend.get(&version_key("d", 2)).unwrap().unwrap()).unwrap();
@@ -1271,7 +1371,7 @@ mod tests {
         );
 
         assert_eq!(
-            follow(&store, &columns, &values, &record).unwrap(),
+            follow(&store, &columns, &values, SchemaPolicy::Fixed, &record).unwrap(),
             Followed::AlreadyThere(2)
         );
         assert!(backend.get(&version_key("d", 3)).unwrap().is_none());

@@ -696,78 +696,252 @@ fn log_versions(root: &Path) -> Vec<u64> {
     versions
 }
 
-// Issue 27: a generation whose columns differ from the Delta table's is
-// published by weir (its commit log is the truth) but not committed to the
-// table, which would then mix schemas: the run warns, the table keeps its
-// versions, and `weir tables sync` exits 5 naming the columns.
-#[test]
-fn issue_27_delta_a_changed_schema_is_published_but_not_committed() {
-    let sb = Sandbox::new(DELTA_MANIFEST);
+/// A sandbox of [`DELTA_MANIFEST`] (north only) whose task copies
+/// `$FILE.parquet` (default `rows`): `rows` (id, amount, label), `wider`
+/// (the same and `extra`), `retyped` (`amount` a string).
+fn schema_sandbox(policy: Option<&str>) -> Sandbox {
+    let manifest = match policy {
+        Some(p) => DELTA_MANIFEST.replace(
+            "table = \"delta\" }",
+            &format!("table = \"delta\", schema = \"{p}\" }}"),
+        ),
+        None => DELTA_MANIFEST.to_owned(),
+    };
+    let sb = Sandbox::new(&manifest);
     write_rows(&sb.path().join("rows.parquet"), &[1, 2], 10, "n");
-    let wider = RecordBatch::try_from_iter(vec![
-        ("id", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef),
-        (
-            "amount",
-            Arc::new(Int64Array::from(vec![10, 20])) as ArrayRef,
-        ),
-        (
-            "label",
-            Arc::new(StringArray::from(vec!["n", "n"])) as ArrayRef,
-        ),
-        ("extra", Arc::new(Int64Array::from(vec![7, 7])) as ArrayRef),
-    ])
-    .unwrap();
-    let file = std::fs::File::create(sb.path().join("wider.parquet")).unwrap();
-    let mut writer = ArrowWriter::try_new(file, wider.schema(), None).unwrap();
-    writer.write(&wider).unwrap();
-    writer.close().unwrap();
+    let write = |name: &str, batch: RecordBatch| {
+        let file = std::fs::File::create(sb.path().join(name)).unwrap();
+        let mut writer = ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+    };
+    write(
+        "wider.parquet",
+        RecordBatch::try_from_iter(vec![
+            ("id", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef),
+            (
+                "amount",
+                Arc::new(Int64Array::from(vec![30, 40])) as ArrayRef,
+            ),
+            (
+                "label",
+                Arc::new(StringArray::from(vec!["n", "n"])) as ArrayRef,
+            ),
+            ("extra", Arc::new(Int64Array::from(vec![7, 8])) as ArrayRef),
+        ])
+        .unwrap(),
+    );
+    write(
+        "retyped.parquet",
+        RecordBatch::try_from_iter(vec![
+            ("id", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef),
+            (
+                "amount",
+                Arc::new(StringArray::from(vec!["10", "20"])) as ArrayRef,
+            ),
+            (
+                "label",
+                Arc::new(StringArray::from(vec!["n", "n"])) as ArrayRef,
+            ),
+        ])
+        .unwrap(),
+    );
     sb.script(
         "pq.sh",
         "cp \"${FILE:-rows}.parquet\" \"$WEIR_OUTPUT_DIR/part-0.parquet\"\n",
     );
-    let root = sb.path().join("wh").join("sales");
+    sb
+}
 
+/// A forced run of north publishing `$FILE.parquet`.
+fn run_file(sb: &Sandbox, run_id: &str, file: &str) -> std::process::Output {
+    sb.weir(&[
+        "run",
+        "m.toml",
+        "--run-id",
+        run_id,
+        "--partition",
+        "north",
+        "--force",
+    ])
+    .env("FILE", file)
+    .output()
+    .unwrap()
+}
+
+// Issue 27 item 2, `schema = "fixed"` (the default): a generation whose
+// columns differ from the Delta table's fails its audit (GATE_FAILED
+// naming the columns, exit 1) and nothing is published: the visible
+// generation and the table stay as they were.
+#[test]
+fn issue_27_delta_fixed_schema_a_changed_schema_fails_the_audit() {
+    let sb = schema_sandbox(None);
+    let root = sb.path().join("wh").join("sales");
     let out = sb.run("R1", &["--partition", "north"]);
     ok(&out);
     assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
     assert_eq!(log_versions(&root), [0]);
 
-    let out = sb
-        .weir(&[
-            "run",
-            "m.toml",
-            "--run-id",
-            "R2",
-            "--partition",
-            "north",
-            "--force",
-        ])
-        .env("FILE", "wider")
-        .output()
-        .unwrap();
-    ok(&out);
-    assert_eq!(visible(&sb, "north"), 2);
-    let warning = stderr(&out);
-    assert!(
-        warning.contains(
-            "warning: the Delta table of `sales` does not show north generation 2 yet: \
-             the schema of `sales` north generation 2 is not the Delta table's"
-        ) && warning.contains("\"extra\" \"long\""),
-        "{warning}"
+    let out = run_file(&sb, "R2", "wider");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
     );
-    assert_eq!(log_versions(&root), [0]);
-
-    let sync = sb.weir(&["tables", "sync", "m.toml"]).output().unwrap();
-    assert_eq!(sync.status.code(), Some(5), "{}", stderr(&sync));
-    assert_eq!(stdout(&sync), "");
+    let text = format!("{}{}", stdout(&out), stderr(&out));
     assert!(
-        stderr(&sync).contains(
-            "error: sales north: generation 2 not committed to the Delta table: the schema of"
+        text.contains(
+            "table_schema: the Delta table's schema does not admit the files: \
+             new column `extra` (long) (the table's schema is fixed"
         ),
-        "{}",
-        stderr(&sync)
+        "{text}"
     );
+    assert_eq!(visible(&sb, "north"), 1);
     assert_eq!(log_versions(&root), [0]);
+    let events = sb.events("R2");
+    assert!(
+        events
+            .iter()
+            .any(|e| e.state == weir::events::State::GateFailed
+                && e.detail.contains("new column `extra` (long)")),
+        "{events:?}"
+    );
+
+    let out = run_file(&sb, "R3", "retyped");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        format!("{}{}", stdout(&out), stderr(&out))
+            .contains("column `amount` is long in the table, string in the files"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert_eq!(visible(&sb, "north"), 1);
+    assert_eq!(log_versions(&root), [0]);
+}
+
+// Issue 27 item 2, `schema = "additive"`: a generation with a new column
+// is published and its Delta commit carries a metaData action whose
+// schema has the column (nullable, same table id); delta-rs reads the new
+// version with it and the older version without; a retyped column still
+// fails the audit.
+#[test]
+fn issue_27_delta_additive_schema_adds_new_columns() {
+    let sb = schema_sandbox(Some("additive"));
+    let root = sb.path().join("wh").join("sales");
+    ok(&sb.run("R1", &["--partition", "north"]));
+    let out = run_file(&sb, "R2", "wider");
+    ok(&out);
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    assert_eq!(visible(&sb, "north"), 2);
+    assert_eq!(log_versions(&root), [0, 1]);
+    let meta = |v: u64| -> Option<serde_json::Value> {
+        std::fs::read_to_string(root.join("_delta_log").join(format!("{v:020}.json")))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find_map(|a| a.get("metaData").cloned())
+    };
+    let (first, second) = (meta(0).unwrap(), meta(1).expect("a metaData action"));
+    assert_eq!(first["id"], second["id"]);
+    let fields: serde_json::Value =
+        serde_json::from_str(second["schemaString"].as_str().unwrap()).unwrap();
+    let names: Vec<&str> = fields["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["id", "amount", "label", "region", "extra"]);
+    assert_eq!(
+        fields["fields"][4],
+        serde_json::json!({"name": "extra", "type": "long", "nullable": true, "metadata": {}})
+    );
+
+    let out = run_file(&sb, "R3", "retyped");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        format!("{}{}", stdout(&out), stderr(&out))
+            .contains("column `amount` is long in the table, string in the files"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(visible(&sb, "north"), 2);
+    assert_eq!(log_versions(&root), [0, 1]);
+
+    if python_readers() {
+        let read = |version: u64| -> serde_json::Value {
+            let script = "import sys, json, deltalake\n\
+                t = deltalake.DeltaTable(sys.argv[1], version=int(sys.argv[2]))\n\
+                r = deltalake.QueryBuilder().register('t', t).execute('select * from t').read_all()\n\
+                import polars as pl\n\
+                r = pl.DataFrame(r).sort('id').to_dicts()\n\
+                print(json.dumps(r))";
+            let out = std::process::Command::new("python3")
+                .args(["-c", script])
+                .arg(&root)
+                .arg(version.to_string())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", stderr(&out));
+            serde_json::from_str(&stdout(&out)).unwrap()
+        };
+        assert_eq!(
+            read(1),
+            serde_json::json!([
+                {"id": 1, "amount": 30, "label": "n", "region": "north", "extra": 7},
+                {"id": 2, "amount": 40, "label": "n", "region": "north", "extra": 8},
+            ])
+        );
+        assert_eq!(
+            read(0),
+            serde_json::json!([
+                {"id": 1, "amount": 10, "label": "n", "region": "north"},
+                {"id": 2, "amount": 20, "label": "n", "region": "north"},
+            ])
+        );
+    }
+}
+
+// Issue 27 item 2: a schema policy weir does not know, or one on an
+// output without a table, is a located manifest diagnostic.
+#[test]
+fn issue_27_delta_schema_policy_diagnostics() {
+    for (manifest, expected) in [
+        (
+            DELTA_MANIFEST.replace(
+                "table = \"delta\" }",
+                "table = \"delta\", schema = \"loose\" }",
+            ),
+            "unknown schema policy `loose`",
+        ),
+        (
+            DELTA_MANIFEST.replace("table = \"delta\" }", "schema = \"additive\" }"),
+            "`schema = \"additive\"` is the schema policy of a table",
+        ),
+    ] {
+        let sb = Sandbox::new(&manifest);
+        let out = sb.weir(&["validate", "m.toml"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let text = stderr(&out);
+        assert!(text.contains(expected), "{text}");
+        assert!(text.contains("[m.toml:13:"), "{text}");
+        assert!(text.contains("schema = "), "{text}");
+    }
 }
 
 /// Writes the Delta sandbox's Parquet inputs (scale 10 and 20, per region)
