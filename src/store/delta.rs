@@ -247,7 +247,11 @@ fn apply_commit(state: &mut Replayed, key: &str, v: u64, bytes: Vec<u8>) -> Resu
     Ok(())
 }
 
-/// Replays the log from version 0 or from its newest checkpoint.
+/// Replays the log from version 0 or from its newest checkpoint. From
+/// version 0 on a log whose first JSON commits are gone (another Delta
+/// writer's log cleanup keeps only those after a checkpoint), the replay
+/// starts from the oldest checkpoint the remaining commits follow, so its
+/// files count as added (gc keeps them).
 fn replay(
     backend: &Arc<dyn Backend>,
     dataset: &str,
@@ -262,14 +266,32 @@ fn replay(
             after = format!("{v:020}.json");
         }
     }
-    let mut versions: Vec<u64> = backend
-        .list_after(&prefix, &after)?
+    let names = backend.list_after(&prefix, &after)?;
+    let mut versions: Vec<u64> = names
         .iter()
         .filter_map(|n| n.strip_suffix(".json"))
         .filter(|n| n.len() == 20)
         .filter_map(|n| n.parse().ok())
         .collect();
     versions.sort_unstable();
+    if from == ReplayFrom::Start && versions.first().is_some_and(|&first| first > 0) {
+        let first = versions[0];
+        let mut checkpoints: Vec<u64> = names
+            .iter()
+            .filter_map(|n| n.strip_suffix(".checkpoint.parquet"))
+            .filter(|n| n.len() == 20)
+            .filter_map(|n| n.parse().ok())
+            .filter(|&c: &u64| c + 1 >= first)
+            .collect();
+        checkpoints.sort_unstable();
+        if let Some((c, loaded)) = checkpoints
+            .into_iter()
+            .find_map(|c| load_checkpoint(backend, dataset, c))
+        {
+            state = loaded;
+            versions.retain(|&v| v > c);
+        }
+    }
     for v in versions {
         let key = version_key(dataset, v);
         let Some(bytes) = backend.get(&key)? else {

@@ -1262,7 +1262,7 @@ fn issue_27_kill_9_between_the_commits_is_repaired_by_the_next_run() {
 const READ_NEWEST: &str = r#"
 import json, sys
 import deltalake, polars as pl
-t = deltalake.DeltaTable(sys.argv[1])
+t = deltalake.DeltaTable(sys.argv[1], version=int(sys.argv[2]) if len(sys.argv) > 2 else None)
 read = deltalake.QueryBuilder().register("t", t).execute("select * from t").read_all()
 rows = {}
 for r in pl.DataFrame(read).iter_rows(named=True):
@@ -1366,6 +1366,7 @@ fn issue_27_delta_checkpoints_are_written_and_read() {
     }
 
     // The checkpoint alone: the JSON commits up to it are gone.
+    let at_11 = generations_by_version(&root)[11].1.clone();
     for v in 0..=10u64 {
         std::fs::remove_file(log.join(format!("{v:020}.json"))).unwrap();
     }
@@ -1429,6 +1430,41 @@ fn issue_27_delta_checkpoints_are_written_and_read() {
     ok(&sb.weir(&["status", "m.toml", "--check"]).output().unwrap());
     ok(&sb.weir(&["tables", "sync", "m.toml"]).output().unwrap());
     assert_eq!(log_versions(&root), [11, 12]);
+
+    // gc keeps the files version 11 (the checkpoint, then one commit)
+    // still shows, though no remaining JSON commit added them, and
+    // delta-rs still reads that version.
+    let out = ok(&sb
+        .weir(&[
+            "gc",
+            "m.toml",
+            "--older-than",
+            "0s",
+            "--keep-generations",
+            "0",
+            "--apply",
+        ])
+        .output()
+        .unwrap());
+    assert!(
+        out.contains("referenced by version 10 of the Delta table"),
+        "{out}"
+    );
+    let out = std::process::Command::new("python3")
+        .args(["-c", READ_NEWEST])
+        .arg(&root)
+        .arg("11")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let read: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    for (partition, g) in &at_11 {
+        assert_eq!(
+            read["rows"][partition],
+            serde_json::json!(shown(&sb, partition, *g)),
+            "{read}"
+        );
+    }
 }
 
 // Issue 27 item 1: a checkpoint is an optimisation. One that cannot be
