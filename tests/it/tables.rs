@@ -1590,3 +1590,129 @@ fn issue_27_verify_reports_a_table_that_disagrees() {
         stdout(&out)
     );
 }
+
+// Issue 27 item 1 on S3 (moto): the checkpoint and `_last_checkpoint` are
+// put in the bucket through the S3 backend at version 10; with the JSON
+// commits up to it deleted, weir's next commit replays from the
+// checkpoint (it removes the partition's files the checkpoint holds) and
+// delta-rs reads the table from the bucket with the rows `weir show`
+// prints.
+#[cfg(feature = "s3")]
+#[test]
+fn issue_27_delta_checkpoints_on_s3() {
+    let Some(endpoint) = crate::s3::endpoint() else {
+        return;
+    };
+    if !python_readers() {
+        return;
+    }
+    let bucket = crate::s3::new_bucket(&endpoint);
+    let url = format!("s3://{bucket}/wh");
+    let sb = delta_sandbox();
+    let staging = sb.path().join("staging");
+    let weir_s3 = |args: &[&str]| {
+        let mut cmd = sb.weir(&["--warehouse", &url]);
+        cmd.args(args)
+            .env("AWS_ENDPOINT", &endpoint)
+            .env("AWS_ALLOW_HTTP", "true")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "weir-test")
+            .env("AWS_SECRET_ACCESS_KEY", "weir-test")
+            .env("WEIR_STAGING", &staging);
+        cmd
+    };
+    ok(&weir_s3(&[
+        "run",
+        "m.toml",
+        "--partition",
+        "north",
+        "--partition",
+        "south",
+    ])
+    .output()
+    .unwrap());
+    for i in 0..9 {
+        let partition = if i % 2 == 0 { "north" } else { "south" };
+        let scale = if (i / 2) % 2 == 0 { "20" } else { "10" };
+        let out = weir_s3(&["run", "m.toml", "--partition", partition, "--force"])
+            .env("SCALE", scale)
+            .output()
+            .unwrap();
+        ok(&out);
+        assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    }
+    let store = crate::s3::backend(&endpoint, &url);
+    let get = |key: &str| weir::store::Backend::get(&store, key).unwrap();
+    assert!(get("sales/_delta_log/00000000000000000010.checkpoint.parquet").is_some());
+    let pointer: serde_json::Value =
+        serde_json::from_slice(&get("sales/_delta_log/_last_checkpoint").expect("put")).unwrap();
+    assert_eq!(pointer, serde_json::json!({"version": 10, "size": 6}));
+    for v in 0..=10u64 {
+        weir::store::Backend::delete(&store, &format!("sales/_delta_log/{v:020}.json")).unwrap();
+    }
+    // South's last republish was version 9: its files are only in the
+    // checkpoint now.
+    let out = weir_s3(&["run", "m.toml", "--partition", "south", "--force"])
+        .env("SCALE", "20")
+        .output()
+        .unwrap();
+    ok(&out);
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    let commit =
+        String::from_utf8(get("sales/_delta_log/00000000000000000011.json").expect("v11")).unwrap();
+    let kinds: Vec<String> = commit
+        .lines()
+        .map(|l| {
+            let action: serde_json::Value = serde_json::from_str(l).unwrap();
+            action.as_object().unwrap().keys().next().unwrap().clone()
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["remove", "remove", "add", "add", "commitInfo"],
+        "{commit}"
+    );
+
+    let options = serde_json::json!({
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "weir-test",
+        "AWS_SECRET_ACCESS_KEY": "weir-test",
+    });
+    let script = "import sys, json, deltalake, polars as pl\n\
+        t = deltalake.DeltaTable(sys.argv[1], storage_options=json.loads(sys.argv[2]))\n\
+        read = deltalake.QueryBuilder().register('t', t).execute('select * from t').read_all()\n\
+        rows = {}\n\
+        for r in pl.DataFrame(read).iter_rows(named=True):\n    \
+            rows.setdefault(r['region'], []).append(f\"{r['id']},{r['amount']},{r['label']}\")\n\
+        print(json.dumps({'version': t.version(), 'rows': {k: sorted(x) for k, x in rows.items()}}))";
+    let out = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(format!("{url}/sales"))
+        .arg(options.to_string())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let read: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(read["version"], 11, "{read}");
+    for partition in ["north", "south"] {
+        let g = ok(&weir_s3(&[
+            "files",
+            "m.toml",
+            "sales",
+            "--partition",
+            partition,
+            "--json",
+        ])
+        .output()
+        .unwrap());
+        let doc: serde_json::Value = serde_json::from_str(&g).unwrap();
+        let generation = doc["files"][0]["generation"].as_u64().unwrap();
+        assert_eq!(
+            read["rows"][partition],
+            serde_json::json!(shown_by(weir_s3, partition, generation)),
+            "{partition}: {read}"
+        );
+    }
+}
