@@ -1716,3 +1716,40 @@ fn issue_27_delta_checkpoints_on_s3() {
         );
     }
 }
+
+// Issue 27 item 2: a candidate with a column no Delta type holds (a
+// timestamp without a time zone) fails its audit, even as the table's
+// first generation, instead of being published while its table commit
+// fails.
+#[test]
+fn issue_27_delta_an_unmappable_column_fails_the_audit() {
+    let sb = schema_sandbox(None);
+    let batch = RecordBatch::try_from_iter(vec![
+        ("id", Arc::new(Int64Array::from(vec![1])) as ArrayRef),
+        (
+            "at",
+            Arc::new(arrow_array::TimestampMicrosecondArray::from(vec![0])) as ArrayRef,
+        ),
+    ])
+    .unwrap();
+    let file = std::fs::File::create(sb.path().join("naive.parquet")).unwrap();
+    let mut writer = ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+    let out = run_file(&sb, "R1", "naive");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        text.contains("table_schema: column `at` of ")
+            && text.contains("which weir does not map to a Delta type"),
+        "{text}"
+    );
+    assert!(sb.store("sales", "north").latest().unwrap().is_none());
+    assert!(!sb.path().join("wh/sales/_delta_log").exists());
+}
