@@ -467,9 +467,23 @@ pub(crate) fn verify(args: &VerifyArgs) -> Result<u8, CliError> {
         r.task, r.partition, r.generation, r.published_digest, r.rows.0, r.rerun_digest, r.rows.1
     );
     println!("scratch: {}", r.scratch.display());
+    let table_ok = match &r.table {
+        None => true,
+        Some(Ok(())) => {
+            println!(
+                "delta table: shows generation {}'s files of this partition",
+                r.generation
+            );
+            true
+        }
+        Some(Err(detail)) => {
+            println!("DELTA TABLE DISAGREES: {detail}; `weir tables sync` repairs it");
+            false
+        }
+    };
     if r.deterministic {
         println!("deterministic: the rerun from the pinned inputs has the published digest");
-        Ok(exit::OK)
+        Ok(if table_ok { exit::OK } else { exit::ATTENTION })
     } else {
         println!("NOT deterministic: the rerun from the same inputs differs");
         for d in &r.differences {

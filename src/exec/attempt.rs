@@ -695,6 +695,38 @@ fn audit_candidate(
             code: Some(candidate.code.clone()),
         });
     }
+    // A Delta table output: a candidate whose schema the table's policy
+    // does not admit fails its audit, before anything is published.
+    if let (Some((columns, _)), Some(crate::manifest::TableFormat::Delta(policy))) = (
+        crate::store::delta::columns_of(task, partition),
+        task.output.table,
+    ) {
+        let store = cx.warehouse.partition(&task.output.dataset, partition);
+        match crate::store::delta::admits(&store, &columns, policy, &candidate.files) {
+            Ok(()) => {}
+            Err(Ok(why)) => {
+                let reason = format!("table_schema: {why}");
+                cx.emit(
+                    State::GateFailed,
+                    Event::instance(&task.name, partition)
+                        .attempt(attempt, Some(token.get()))
+                        .detail(reason.clone()),
+                );
+                return Err(AttemptOutcome::Failed {
+                    ending: Ending::GateFailed,
+                    token: Some(token),
+                    reason,
+                    code: Some(candidate.code.clone()),
+                });
+            }
+            Err(Err(e)) => {
+                return Err(fail(
+                    Some(token),
+                    format!("cannot check the Delta table's schema: {}", chain(&e)),
+                ));
+            }
+        }
+    }
     cx.emit(
         State::Audited,
         Event::instance(&task.name, partition)

@@ -337,8 +337,20 @@ pub struct Output {
 /// `output.table`: a table format readers query (issue 27).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TableFormat {
-    /// A Delta Lake table rooted at the dataset's directory.
-    Delta,
+    /// A Delta Lake table rooted at the dataset's directory, with its
+    /// schema policy.
+    Delta(SchemaPolicy),
+}
+
+/// `output.schema`: how a Delta table's schema may change (issue 27).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SchemaPolicy {
+    /// A generation with other columns than the table's fails its audit.
+    #[default]
+    Fixed,
+    /// New nullable columns join the table's schema; other changes fail
+    /// the audit.
+    Additive,
 }
 
 /// A validated task.

@@ -3,7 +3,7 @@
 //! are Parquet, and weir references the published files rather than
 //! converting them.
 
-use super::model::TableFormat;
+use super::model::{SchemaPolicy, TableFormat};
 use super::tasks::RawOutput;
 use super::validate::Validator;
 use super::ManifestError;
@@ -16,7 +16,20 @@ pub(super) fn check(
     task: &str,
     raw: &RawOutput,
 ) -> Option<TableFormat> {
-    let declared = raw.table.as_deref()?;
+    let Some(declared) = raw.table.as_deref() else {
+        if let Some(policy) = &raw.schema {
+            let at = v.value(&["tasks", task, "output", "schema"]);
+            v.err(
+                ManifestError::new(
+                    "weir::manifest::schema_needs_table",
+                    format!("task `{task}`: `schema = \"{policy}\"` is the schema policy of a table, and this output declares none"),
+                )
+                .at(at, "only for `table = \"delta\"`")
+                .help("declare `table = \"delta\"` on this Parquet output, or remove `schema`"),
+            );
+        }
+        return None;
+    };
     let at = v.value(&["tasks", task, "output", "table"]);
     if declared != "delta" {
         v.err(
@@ -43,7 +56,23 @@ pub(super) fn check(
         );
         return None;
     }
-    Some(TableFormat::Delta)
+    let policy = match raw.schema.as_deref() {
+        None | Some("fixed") => SchemaPolicy::Fixed,
+        Some("additive") => SchemaPolicy::Additive,
+        Some(other) => {
+            let at = v.value(&["tasks", task, "output", "schema"]);
+            v.err(
+                ManifestError::new(
+                    "weir::manifest::invalid_value",
+                    format!("task `{task}`: unknown schema policy `{other}`"),
+                )
+                .at(at, "not a schema policy")
+                .help("`schema = \"fixed\"` (the default: a changed schema fails the audit) or `schema = \"additive\"` (new nullable columns join the table)"),
+            );
+            return None;
+        }
+    };
+    Some(TableFormat::Delta(policy))
 }
 
 fn format_name(format: Format) -> &'static str {

@@ -108,6 +108,13 @@ pub struct RawOutput {
     /// outputs only).
     #[schemars(extend("enum" = ["delta"]))]
     pub table: Option<String>,
+    /// With `table = "delta"`: what a generation whose columns differ from
+    /// the table's is. `fixed` (the default): a gate failure, nothing is
+    /// published; `additive`: new nullable columns are added to the table's
+    /// schema in the generation's commit (a dropped or retyped column is
+    /// still a gate failure).
+    #[schemars(extend("enum" = ["fixed", "additive"]))]
+    pub schema: Option<String>,
 }
 
 /// `partitioned_by` as the schema shows it: a name or a list of names.

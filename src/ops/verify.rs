@@ -58,6 +58,10 @@ pub struct VerifyReport {
     /// The scratch directory holding the rerun (`data/`, `stdout.log`,
     /// `stderr.log`); kept for inspection.
     pub scratch: PathBuf,
+    /// When the output is a Delta table: `Ok` when the table shows exactly
+    /// the visible generation's files of the partition, else how it
+    /// differs (or why its log cannot be read).
+    pub table: Option<Result<(), String>>,
 }
 
 /// Why an instance could not be verified.
@@ -405,6 +409,18 @@ pub fn verify(
     // What is published must still be what was committed before it is
     // compared with anything.
     check_visible(&store, &record, spec.output.format)?;
+    let table = crate::store::delta::columns_of(spec, partition).map(|(columns, values)| {
+        match crate::store::delta::TableView::read(&store) {
+            Ok(view) => match view.disagreement(&columns, &values, &record) {
+                None => Ok(()),
+                Some(detail) => Err(detail),
+            },
+            Err(e) => Err(format!(
+                "its Delta log cannot be read: {}",
+                crate::store::chain(&e)
+            )),
+        }
+    });
     let (run_id, scratch) = scratch_dir(warehouse.root())?;
     let inputs = snapshot
         .inputs
@@ -465,6 +481,7 @@ pub fn verify(
         deterministic,
         differences,
         scratch,
+        table,
     })
 }
 

@@ -37,13 +37,29 @@
 //! The subset weir writes (protocol, metaData, add, remove, commitInfo) is
 //! small, and the tests read it back with delta-rs's own Python reader.
 //!
-//! Not done yet (issue 27): Parquet checkpoints and `_last_checkpoint` (the
-//! log is replayed from version 0), schema evolution (`metaData` is written
-//! once, from the first generation's schema; a generation whose columns or
-//! types differ is not committed, [`TableError::SchemaChanged`]), a declared retention of old
-//! versions (none is removed, and gc keeps every attempt any version
-//! references, [`referenced_attempts`]), and `weir verify` of a table (`status
-//! --check` compares it, [`TableView::disagreement`]).
+//! Every 10 versions (Delta's default `delta.checkpointInterval`, or the
+//! table's own when another writer set one) the writer also puts a Parquet
+//! checkpoint, `<version>.checkpoint.parquet`, and `_last_checkpoint`; a
+//! publication replays the log from the newest checkpoint (the one
+//! `_last_checkpoint` names, else the newest listed), not from version 0.
+//! A checkpoint that cannot be written or read is a warning: the JSON
+//! commits stay the log. History and gc still replay every JSON commit
+//! (they need each version's `commitInfo` and every path any version
+//! added).
+//!
+//! The schema is the first generation's; the output's schema policy
+//! ([`SchemaPolicy`]) decides a later one: the audit refuses a candidate
+//! the table does not admit ([`admits`]), and under `additive` the commit
+//! of a generation with new columns carries a `metaData` action adding
+//! them. A generation that does not fit anyway (published under an earlier
+//! policy) is not committed, [`TableError::SchemaChanged`].
+//!
+//! `status --check` and `weir verify` compare a table with the visible
+//! generations, [`TableView::disagreement`].
+//!
+//! Not done yet (issue 27): a declared retention of old versions (none is
+//! removed, and gc keeps every attempt any version references,
+//! [`referenced_attempts`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -51,6 +67,7 @@ use std::sync::Arc;
 use arrow_schema::DataType;
 use serde_json::{json, Value};
 
+use crate::manifest::SchemaPolicy;
 use crate::store::backend::Backend;
 use crate::store::error::StoreError;
 use crate::store::log::CommitRecord;
@@ -58,6 +75,9 @@ use crate::store::partition::PartitionStore;
 
 /// The log directory under the table root.
 pub const LOG_DIR: &str = "_delta_log";
+
+/// Delta's default `delta.checkpointInterval`: a checkpoint every 10 versions.
+const CHECKPOINT_INTERVAL: u64 = 10;
 
 /// Conflicts (another writer took the version) tolerated per commit.
 const MAX_CONFLICTS: usize = 64;
@@ -119,6 +139,8 @@ pub enum Followed {
 struct Active {
     size: u64,
     partition_values: Value,
+    /// The `add` action itself, for a checkpoint.
+    action: Value,
 }
 
 /// The table's state after replaying its log.
@@ -132,9 +154,14 @@ struct Replayed {
     synced: BTreeMap<String, (u64, u64)>,
     /// The newest `metaData`'s schema fields.
     fields: Option<Vec<Value>>,
-    /// Per (weir partition, generation), the version that committed it.
+    /// The newest `protocol` and `metaData` actions, for a checkpoint.
+    protocol: Option<Value>,
+    metadata: Option<Value>,
+    /// Per (weir partition, generation), the version that committed it
+    /// (only the versions replayed: a replay from a checkpoint has none
+    /// before it).
     versions: BTreeMap<(String, u64), u64>,
-    /// Every path any version added, with the newest version that did.
+    /// Every path any replayed version added, with the newest version that did.
     added: BTreeMap<String, u64>,
 }
 
@@ -143,69 +170,593 @@ fn version_key(dataset: &str, v: u64) -> String {
     format!("{dataset}/{LOG_DIR}/{v:020}.json")
 }
 
-/// Replays the whole log (no checkpoints yet).
-fn replay(backend: &Arc<dyn Backend>, dataset: &str) -> Result<Replayed, TableError> {
+/// Key of version `v`'s (single-file) checkpoint.
+fn checkpoint_key(dataset: &str, v: u64) -> String {
+    format!("{dataset}/{LOG_DIR}/{v:020}.checkpoint.parquet")
+}
+
+/// Key of the table's `_last_checkpoint` pointer.
+fn last_checkpoint_key(dataset: &str) -> String {
+    format!("{dataset}/{LOG_DIR}/_last_checkpoint")
+}
+
+/// Where a replay starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReplayFrom {
+    /// Version 0: every version's commitInfo (history, gc).
+    Start,
+    /// The newest checkpoint, when there is one (a publication).
+    Checkpoint,
+}
+
+/// Applies one action of version `v` (from `key`) to `state`.
+fn apply(state: &mut Replayed, v: u64, key: &str, action: &Value) -> Result<(), TableError> {
+    if let Some(add) = action.get("add").filter(|a| !a.is_null()) {
+        let path = add["path"].as_str().unwrap_or_default().to_owned();
+        state.added.insert(path.clone(), v);
+        state.active.insert(
+            path,
+            Active {
+                size: add["size"].as_u64().unwrap_or_default(),
+                partition_values: add["partitionValues"].clone(),
+                action: add.clone(),
+            },
+        );
+    } else if let Some(remove) = action.get("remove").filter(|a| !a.is_null()) {
+        state
+            .active
+            .remove(remove["path"].as_str().unwrap_or_default());
+    } else if let Some(meta) = action.get("metaData").filter(|a| !a.is_null()) {
+        let schema: Value = meta["schemaString"]
+            .as_str()
+            .and_then(|text| serde_json::from_str(text).ok())
+            .ok_or_else(|| TableError::Log {
+                key: key.to_owned(),
+                message: "its metaData has no readable schemaString".to_owned(),
+            })?;
+        state.fields = schema["fields"].as_array().cloned();
+        state.metadata = Some(meta.clone());
+    } else if let Some(protocol) = action.get("protocol").filter(|a| !a.is_null()) {
+        state.protocol = Some(protocol.clone());
+    } else if let Some(weir) = action.get("commitInfo").and_then(|c| c.get("weir")) {
+        if let (Some(p), Some(g)) = (weir["partition"].as_str(), weir["generation"].as_u64()) {
+            state.versions.insert((p.to_owned(), g), v);
+            let entry = state.synced.entry(p.to_owned()).or_insert((g, v));
+            if g >= entry.0 {
+                *entry = (g, v);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Applies version `v`'s commit file to `state`.
+fn apply_commit(state: &mut Replayed, key: &str, v: u64, bytes: Vec<u8>) -> Result<(), TableError> {
+    let text = String::from_utf8(bytes).map_err(|e| TableError::Log {
+        key: key.to_owned(),
+        message: e.to_string(),
+    })?;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let action: Value = serde_json::from_str(line).map_err(|e| TableError::Log {
+            key: key.to_owned(),
+            message: e.to_string(),
+        })?;
+        apply(state, v, key, &action)?;
+    }
+    state.last = Some(v);
+    Ok(())
+}
+
+/// Replays the log from version 0 or from its newest checkpoint. From
+/// version 0 on a log whose first JSON commits are gone (another Delta
+/// writer's log cleanup keeps only those after a checkpoint), the replay
+/// starts from the oldest checkpoint the remaining commits follow, so its
+/// files count as added (gc keeps them).
+fn replay(
+    backend: &Arc<dyn Backend>,
+    dataset: &str,
+    from: ReplayFrom,
+) -> Result<Replayed, TableError> {
+    let prefix = format!("{dataset}/{LOG_DIR}");
     let mut state = Replayed::default();
-    let mut versions: Vec<u64> = backend
-        .list(&format!("{dataset}/{LOG_DIR}"))?
+    let mut after = String::new();
+    if from == ReplayFrom::Checkpoint {
+        if let Some((v, loaded)) = newest_checkpoint(backend, dataset)? {
+            state = loaded;
+            after = format!("{v:020}.json");
+        }
+    }
+    let names = backend.list_after(&prefix, &after)?;
+    let mut versions: Vec<u64> = names
         .iter()
         .filter_map(|n| n.strip_suffix(".json"))
         .filter(|n| n.len() == 20)
         .filter_map(|n| n.parse().ok())
         .collect();
     versions.sort_unstable();
+    if from == ReplayFrom::Start && versions.first().is_some_and(|&first| first > 0) {
+        let first = versions[0];
+        let mut checkpoints: Vec<u64> = names
+            .iter()
+            .filter_map(|n| n.strip_suffix(".checkpoint.parquet"))
+            .filter(|n| n.len() == 20)
+            .filter_map(|n| n.parse().ok())
+            .filter(|&c: &u64| c + 1 >= first)
+            .collect();
+        checkpoints.sort_unstable();
+        if let Some((c, loaded)) = checkpoints
+            .into_iter()
+            .find_map(|c| load_checkpoint(backend, dataset, c))
+        {
+            state = loaded;
+            versions.retain(|&v| v > c);
+        }
+    }
     for v in versions {
         let key = version_key(dataset, v);
         let Some(bytes) = backend.get(&key)? else {
             continue;
         };
-        let text = String::from_utf8(bytes).map_err(|e| TableError::Log {
-            key: key.clone(),
-            message: e.to_string(),
-        })?;
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let action: Value = serde_json::from_str(line).map_err(|e| TableError::Log {
-                key: key.clone(),
-                message: e.to_string(),
-            })?;
-            if let Some(add) = action.get("add") {
-                let path = add["path"].as_str().unwrap_or_default().to_owned();
-                state.added.insert(path.clone(), v);
-                state.active.insert(
-                    path,
-                    Active {
-                        size: add["size"].as_u64().unwrap_or_default(),
-                        partition_values: add["partitionValues"].clone(),
-                    },
-                );
-            } else if let Some(remove) = action.get("remove") {
-                state
-                    .active
-                    .remove(remove["path"].as_str().unwrap_or_default());
-            } else if let Some(meta) = action.get("metaData") {
-                let schema: Value = meta["schemaString"]
-                    .as_str()
-                    .and_then(|text| serde_json::from_str(text).ok())
-                    .ok_or_else(|| TableError::Log {
-                        key: key.clone(),
-                        message: "its metaData has no readable schemaString".to_owned(),
-                    })?;
-                state.fields = schema["fields"].as_array().cloned();
-            } else if let Some(weir) = action.get("commitInfo").and_then(|c| c.get("weir")) {
-                if let (Some(p), Some(g)) =
-                    (weir["partition"].as_str(), weir["generation"].as_u64())
-                {
-                    state.versions.insert((p.to_owned(), g), v);
-                    let entry = state.synced.entry(p.to_owned()).or_insert((g, v));
-                    if g >= entry.0 {
-                        *entry = (g, v);
-                    }
-                }
-            }
-        }
-        state.last = Some(v);
+        apply_commit(&mut state, &key, v, bytes)?;
     }
     Ok(state)
+}
+
+/// The newest checkpoint weir can read: the one `_last_checkpoint` names,
+/// else the newest listed. A checkpoint that cannot be read is skipped
+/// with a warning (the JSON commits are the log; a checkpoint only
+/// shortens its replay).
+fn newest_checkpoint(
+    backend: &Arc<dyn Backend>,
+    dataset: &str,
+) -> Result<Option<(u64, Replayed)>, TableError> {
+    let pointed = backend
+        .get(&last_checkpoint_key(dataset))
+        .ok()
+        .flatten()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .and_then(|doc| doc["version"].as_u64());
+    if let Some(found) = pointed.and_then(|v| load_checkpoint(backend, dataset, v)) {
+        return Ok(Some(found));
+    }
+    let mut listed: Vec<u64> = backend
+        .list(&format!("{dataset}/{LOG_DIR}"))?
+        .iter()
+        .filter_map(|n| n.strip_suffix(".checkpoint.parquet"))
+        .filter(|n| n.len() == 20)
+        .filter_map(|n| n.parse().ok())
+        .filter(|v| Some(*v) != pointed)
+        .collect();
+    listed.sort_unstable();
+    Ok(listed
+        .into_iter()
+        .rev()
+        .find_map(|v| load_checkpoint(backend, dataset, v)))
+}
+
+/// The checkpoint of version `v`, `None` when it is missing or, with a
+/// warning, unreadable.
+fn load_checkpoint(backend: &Arc<dyn Backend>, dataset: &str, v: u64) -> Option<(u64, Replayed)> {
+    let key = checkpoint_key(dataset, v);
+    let read = backend
+        .get(&key)
+        .map_err(TableError::from)
+        .and_then(|bytes| bytes.map(|b| checkpoint::read(&key, v, b)).transpose());
+    match read {
+        Ok(found) => found.map(|state| (v, state)),
+        Err(e) => {
+            eprintln!(
+                "warning: the Delta checkpoint `{key}` is not readable, replaying the log without it: {}",
+                crate::store::chain(&e)
+            );
+            None
+        }
+    }
+}
+
+/// Commits between checkpoints: the table's `delta.checkpointInterval`
+/// (set by another writer) or Delta's default, 10.
+fn checkpoint_interval(state: &Replayed) -> u64 {
+    state
+        .metadata
+        .as_ref()
+        .and_then(|m| m["configuration"]["delta.checkpointInterval"].as_str())
+        .and_then(|n| n.parse().ok())
+        .filter(|n: &u64| *n > 0)
+        .unwrap_or(CHECKPOINT_INTERVAL)
+}
+
+/// Writes the checkpoint of version `v` (the table's `state` once `v` is
+/// applied) and points `_last_checkpoint` at it unless it names a newer one.
+fn write_checkpoint(
+    backend: &Arc<dyn Backend>,
+    dataset: &str,
+    v: u64,
+    state: &Replayed,
+) -> Result<(), TableError> {
+    let (bytes, rows) = checkpoint::write(state)?;
+    backend.put(&checkpoint_key(dataset, v), &bytes)?;
+    let pointer = last_checkpoint_key(dataset);
+    let newer = backend
+        .get(&pointer)?
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .and_then(|doc| doc["version"].as_u64())
+        .is_some_and(|current| current > v);
+    if !newer {
+        backend.put(
+            &pointer,
+            json!({"version": v, "size": rows}).to_string().as_bytes(),
+        )?;
+    }
+    Ok(())
+}
+
+/// Parquet checkpoints in the protocol's schema: one row per action, the
+/// columns `txn`, `add`, `remove`, `metaData` and `protocol` nullable
+/// structs, exactly one of them set per row. weir writes the `protocol`,
+/// the `metaData` and every live `add` (no tombstones: the protocol lets a
+/// writer drop removes, whose files weir's gc keeps anyway), and keeps its
+/// own per-partition state (the newest generation committed and its
+/// version, which `commitInfo` carries in the JSON commits) in the file's
+/// key-value metadata, `weir.synced`, which Delta readers ignore.
+mod checkpoint {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Int32Type, Int64Type};
+    use arrow_array::{
+        Array, ArrayRef, BooleanArray, Int32Array, Int64Array, ListArray, MapArray, RecordBatch,
+        StringArray, StructArray,
+    };
+    use arrow_buffer::{NullBuffer, OffsetBuffer};
+    use arrow_schema::{DataType, Field, Fields, Schema};
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::metadata::KeyValue;
+    use parquet::file::properties::WriterProperties;
+    use serde_json::{json, Map, Value};
+
+    use super::{apply, Replayed, TableError};
+
+    /// The key-value metadata entry with weir's per-partition state.
+    const SYNCED: &str = "weir.synced";
+
+    fn string() -> DataType {
+        DataType::Utf8
+    }
+
+    fn map() -> DataType {
+        let entries = Fields::from(vec![
+            Field::new("key", DataType::Utf8, false),
+            Field::new("value", DataType::Utf8, true),
+        ]);
+        DataType::Map(
+            Arc::new(Field::new("key_value", DataType::Struct(entries), false)),
+            false,
+        )
+    }
+
+    fn record(fields: Vec<(&str, DataType)>) -> DataType {
+        DataType::Struct(
+            fields
+                .into_iter()
+                .map(|(n, t)| Field::new(n, t, true))
+                .collect(),
+        )
+    }
+
+    /// The checkpoint's schema (the protocol's, the fields weir fills).
+    fn schema() -> Schema {
+        let columns = vec![
+            (
+                "txn",
+                record(vec![
+                    ("appId", string()),
+                    ("version", DataType::Int64),
+                    ("lastUpdated", DataType::Int64),
+                ]),
+            ),
+            (
+                "add",
+                record(vec![
+                    ("path", string()),
+                    ("partitionValues", map()),
+                    ("size", DataType::Int64),
+                    ("modificationTime", DataType::Int64),
+                    ("dataChange", DataType::Boolean),
+                    ("stats", string()),
+                    ("tags", map()),
+                ]),
+            ),
+            (
+                "remove",
+                record(vec![
+                    ("path", string()),
+                    ("deletionTimestamp", DataType::Int64),
+                    ("dataChange", DataType::Boolean),
+                    ("extendedFileMetadata", DataType::Boolean),
+                    ("partitionValues", map()),
+                    ("size", DataType::Int64),
+                ]),
+            ),
+            (
+                "metaData",
+                record(vec![
+                    ("id", string()),
+                    ("name", string()),
+                    ("description", string()),
+                    (
+                        "format",
+                        record(vec![("provider", string()), ("options", map())]),
+                    ),
+                    ("schemaString", string()),
+                    (
+                        "partitionColumns",
+                        DataType::List(Arc::new(Field::new("element", DataType::Utf8, true))),
+                    ),
+                    ("configuration", map()),
+                    ("createdTime", DataType::Int64),
+                ]),
+            ),
+            (
+                "protocol",
+                record(vec![
+                    ("minReaderVersion", DataType::Int32),
+                    ("minWriterVersion", DataType::Int32),
+                ]),
+            ),
+        ];
+        Schema::new(
+            columns
+                .into_iter()
+                .map(|(n, t)| Field::new(n, t, true))
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    fn nulls(rows: &[Option<&Value>]) -> Option<NullBuffer> {
+        Some(NullBuffer::from(
+            rows.iter().map(Option::is_some).collect::<Vec<_>>(),
+        ))
+    }
+
+    /// The column of `data_type` holding `rows` (JSON values; `None` or
+    /// JSON null is a null).
+    fn column(data_type: &DataType, rows: &[Option<&Value>]) -> Result<ArrayRef, String> {
+        let rows: Vec<Option<&Value>> = rows.iter().map(|r| r.filter(|v| !v.is_null())).collect();
+        Ok(match data_type {
+            DataType::Utf8 => Arc::new(StringArray::from(
+                rows.iter()
+                    .map(|r| r.and_then(Value::as_str))
+                    .collect::<Vec<_>>(),
+            )),
+            DataType::Int64 => Arc::new(Int64Array::from(
+                rows.iter()
+                    .map(|r| r.and_then(Value::as_i64))
+                    .collect::<Vec<_>>(),
+            )),
+            DataType::Int32 => Arc::new(Int32Array::from(
+                rows.iter()
+                    .map(|r| {
+                        r.and_then(Value::as_i64)
+                            .and_then(|n| i32::try_from(n).ok())
+                    })
+                    .collect::<Vec<_>>(),
+            )),
+            DataType::Boolean => Arc::new(BooleanArray::from(
+                rows.iter()
+                    .map(|r| r.and_then(Value::as_bool))
+                    .collect::<Vec<_>>(),
+            )),
+            DataType::Struct(fields) => {
+                let children = fields
+                    .iter()
+                    .map(|f| {
+                        let sub: Vec<Option<&Value>> = rows
+                            .iter()
+                            .map(|r| r.and_then(|v| v.get(f.name())))
+                            .collect();
+                        column(f.data_type(), &sub)
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Arc::new(
+                    StructArray::try_new(fields.clone(), children, nulls(&rows))
+                        .map_err(|e| e.to_string())?,
+                )
+            }
+            DataType::Map(entry, sorted) => {
+                let DataType::Struct(kv) = entry.data_type() else {
+                    return Err(format!("map entries of type {}", entry.data_type()));
+                };
+                let (mut keys, mut values, mut offsets) = (Vec::new(), Vec::new(), vec![0_i32]);
+                for row in &rows {
+                    if let Some(object) = row.and_then(Value::as_object) {
+                        for (k, v) in object {
+                            keys.push(k.clone());
+                            values.push(match v {
+                                Value::Null => None,
+                                Value::String(s) => Some(s.clone()),
+                                other => Some(other.to_string()),
+                            });
+                        }
+                    }
+                    offsets.push(i32::try_from(keys.len()).map_err(|e| e.to_string())?);
+                }
+                let entries = StructArray::try_new(
+                    kv.clone(),
+                    vec![
+                        Arc::new(StringArray::from(keys)) as ArrayRef,
+                        Arc::new(StringArray::from(values)) as ArrayRef,
+                    ],
+                    None,
+                )
+                .map_err(|e| e.to_string())?;
+                Arc::new(
+                    MapArray::try_new(
+                        entry.clone(),
+                        OffsetBuffer::new(offsets.into()),
+                        entries,
+                        nulls(&rows),
+                        *sorted,
+                    )
+                    .map_err(|e| e.to_string())?,
+                )
+            }
+            DataType::List(item) => {
+                let (mut items, mut offsets) = (Vec::new(), vec![0_i32]);
+                for row in &rows {
+                    if let Some(list) = row.and_then(Value::as_array) {
+                        items.extend(list.iter().map(|v| v.as_str().map(str::to_owned)));
+                    }
+                    offsets.push(i32::try_from(items.len()).map_err(|e| e.to_string())?);
+                }
+                Arc::new(
+                    ListArray::try_new(
+                        item.clone(),
+                        OffsetBuffer::new(offsets.into()),
+                        Arc::new(StringArray::from(items)),
+                        nulls(&rows),
+                    )
+                    .map_err(|e| e.to_string())?,
+                )
+            }
+            other => return Err(format!("checkpoint column of type {other}")),
+        })
+    }
+
+    /// The checkpoint of `state` as Parquet bytes, with its row count.
+    pub(super) fn write(state: &Replayed) -> Result<(Vec<u8>, usize), TableError> {
+        let fail = |message: String| TableError::Unsupported(format!("a checkpoint: {message}"));
+        let mut actions: Vec<Value> = Vec::new();
+        if let Some(protocol) = &state.protocol {
+            actions.push(json!({"protocol": protocol}));
+        }
+        if let Some(meta) = &state.metadata {
+            actions.push(json!({"metaData": meta}));
+        }
+        for active in state.active.values() {
+            actions.push(json!({"add": active.action}));
+        }
+        let schema = Arc::new(schema());
+        let columns = schema
+            .fields()
+            .iter()
+            .map(|f| {
+                let rows: Vec<Option<&Value>> = actions.iter().map(|a| a.get(f.name())).collect();
+                column(f.data_type(), &rows)
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(fail)?;
+        let batch =
+            RecordBatch::try_new(schema.clone(), columns).map_err(|e| fail(e.to_string()))?;
+        let synced: Map<String, Value> = state
+            .synced
+            .iter()
+            .map(|(p, (g, v))| (p.clone(), json!([g, v])))
+            .collect();
+        let props = WriterProperties::builder()
+            .set_key_value_metadata(Some(vec![KeyValue::new(
+                SYNCED.to_owned(),
+                Value::Object(synced).to_string(),
+            )]))
+            .build();
+        let mut bytes = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut bytes, schema, Some(props))
+            .map_err(|e| fail(e.to_string()))?;
+        writer.write(&batch).map_err(|e| fail(e.to_string()))?;
+        writer.close().map_err(|e| fail(e.to_string()))?;
+        Ok((bytes, actions.len()))
+    }
+
+    /// Row `i` of `array` as JSON (the types checkpoints use; others null).
+    fn value(array: &dyn Array, i: usize) -> Value {
+        if array.is_null(i) {
+            return Value::Null;
+        }
+        match array.data_type() {
+            DataType::Utf8 => Value::from(array.as_string::<i32>().value(i)),
+            DataType::LargeUtf8 => Value::from(array.as_string::<i64>().value(i)),
+            DataType::Int64 => Value::from(array.as_primitive::<Int64Type>().value(i)),
+            DataType::Int32 => Value::from(array.as_primitive::<Int32Type>().value(i)),
+            DataType::Boolean => Value::from(array.as_boolean().value(i)),
+            DataType::Struct(fields) => {
+                let s = array.as_struct();
+                Value::Object(
+                    fields
+                        .iter()
+                        .zip(s.columns())
+                        .map(|(f, c)| (f.name().clone(), value(c.as_ref(), i)))
+                        .collect(),
+                )
+            }
+            DataType::Map(_, _) => {
+                let entries = array.as_map().value(i);
+                let (keys, values) = (entries.column(0), entries.column(1));
+                Value::Object(
+                    (0..entries.len())
+                        .filter_map(|j| {
+                            let k = value(keys.as_ref(), j);
+                            Some((k.as_str()?.to_owned(), value(values.as_ref(), j)))
+                        })
+                        .collect(),
+                )
+            }
+            DataType::List(_) => {
+                let items = array.as_list::<i32>().value(i);
+                Value::Array((0..items.len()).map(|j| value(items.as_ref(), j)).collect())
+            }
+            _ => Value::Null,
+        }
+    }
+
+    /// The table's state at version `v` from its checkpoint `key`.
+    pub(super) fn read(key: &str, v: u64, bytes: Vec<u8>) -> Result<Replayed, TableError> {
+        let fail = |message: String| TableError::Log {
+            key: key.to_owned(),
+            message,
+        };
+        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(bytes))
+            .map_err(|e| fail(e.to_string()))?;
+        let mut state = Replayed::default();
+        if let Some(kv) = builder.metadata().file_metadata().key_value_metadata() {
+            let synced = kv
+                .iter()
+                .find(|e| e.key == SYNCED)
+                .and_then(|e| e.value.as_deref())
+                .and_then(|text| serde_json::from_str::<BTreeMap<String, (u64, u64)>>(text).ok());
+            if let Some(synced) = synced {
+                state.synced = synced;
+            }
+        }
+        let reader = builder.build().map_err(|e| fail(e.to_string()))?;
+        for batch in reader {
+            let batch = batch.map_err(|e| fail(e.to_string()))?;
+            let names: Vec<String> = batch
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
+            for i in 0..batch.num_rows() {
+                let action: Map<String, Value> = names
+                    .iter()
+                    .zip(batch.columns())
+                    .filter(|(n, _)| {
+                        matches!(n.as_str(), "add" | "remove" | "metaData" | "protocol")
+                    })
+                    .map(|(n, c)| (n.clone(), value(c.as_ref(), i)))
+                    .filter(|(_, a)| !a.is_null())
+                    .collect();
+                apply(&mut state, v, key, &Value::Object(action))?;
+            }
+        }
+        if state.metadata.is_none() {
+            return Err(fail("it has no metaData".to_owned()));
+        }
+        state.last = Some(v);
+        Ok(state)
+    }
 }
 
 /// Percent-encodes a relative path for an `add`/`remove` action: every
@@ -275,15 +826,20 @@ fn footer(path: &std::path::Path, schema: bool) -> Result<(u64, Option<Vec<Value
     Ok((rows, Some(fields)))
 }
 
-/// How the files' columns differ from the table's (its partition columns
-/// aside), by name and type; `None` when they match. Nullability is not
-/// compared: Parquet writers differ on it and Delta readers accept both.
-fn schema_difference(
+/// Whether a generation whose columns are `files` fits the table's
+/// `table` columns (its partition columns aside) under `policy`, by name
+/// and type (not order: Delta matches columns by name; nor nullability:
+/// Parquet writers differ on it). `Ok` with the columns to add to the
+/// table's schema (none when they match; only under `additive`, each made
+/// nullable, as the table's older files lack it), else why not, naming the
+/// columns.
+fn schema_check(
     table: &[Value],
     files: &[Value],
     partition_columns: &[String],
-) -> Option<String> {
-    let columns = |fields: &[Value]| -> Vec<(String, String)> {
+    policy: SchemaPolicy,
+) -> Result<Vec<Value>, String> {
+    let data = |fields: &[Value]| -> Vec<Value> {
         fields
             .iter()
             .filter(|f| {
@@ -291,24 +847,86 @@ fn schema_difference(
                     .iter()
                     .any(|c| f["name"].as_str() == Some(c.as_str()))
             })
-            .map(|f| (f["name"].to_string(), f["type"].to_string()))
+            .cloned()
             .collect()
     };
-    let (table, files) = (columns(table), columns(files));
-    if table == files {
-        return None;
-    }
-    let show = |cols: &[(String, String)]| {
-        cols.iter()
-            .map(|(n, t)| format!("{n} {t}"))
-            .collect::<Vec<_>>()
-            .join(", ")
+    let (table, files) = (data(table), data(files));
+    let name = |f: &Value| f["name"].as_str().unwrap_or_default().to_owned();
+    let ty = |f: &Value| match &f["type"] {
+        Value::String(t) => t.clone(),
+        other => other.to_string(),
     };
-    Some(format!(
-        "the table has ({}), the files have ({}); a schema change needs a new table (issue 27's schema policy is not built yet)",
-        show(&table),
-        show(&files)
-    ))
+    let mut problems = Vec::new();
+    for t in &table {
+        match files.iter().find(|f| name(f) == name(t)) {
+            None => problems.push(format!("column `{}` ({}) is missing", name(t), ty(t))),
+            Some(f) if ty(f) != ty(t) => problems.push(format!(
+                "column `{}` is {} in the table, {} in the files",
+                name(t),
+                ty(t),
+                ty(f)
+            )),
+            Some(_) => {}
+        }
+    }
+    let new: Vec<&Value> = files
+        .iter()
+        .filter(|f| !table.iter().any(|t| name(t) == name(f)))
+        .collect();
+    if !new.is_empty() && policy == SchemaPolicy::Fixed {
+        problems.push(format!(
+            "new column{} {} (the table's schema is fixed: `schema = \"additive\"` on the output adds new columns)",
+            if new.len() == 1 { "" } else { "s" },
+            new.iter()
+                .map(|f| format!("`{}` ({})", name(f), ty(f)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if !problems.is_empty() {
+        return Err(problems.join("; "));
+    }
+    Ok(new
+        .into_iter()
+        .map(|f| {
+            let mut f = f.clone();
+            f["nullable"] = Value::Bool(true);
+            f
+        })
+        .collect())
+}
+
+/// The audit's check of a candidate of `store`'s partition against its
+/// dataset's Delta table (issue 27): `Ok` when its files' schema fits the
+/// table's under `policy` (or the table has none yet), `Err(Ok(why))` when
+/// it does not (a gate failure: nothing is published), `Err(Err(e))` when
+/// the table or the files cannot be read.
+pub fn admits(
+    store: &PartitionStore,
+    columns: &[String],
+    policy: SchemaPolicy,
+    files: &[std::path::PathBuf],
+) -> Result<(), Result<String, TableError>> {
+    let Some(first) = files.first() else {
+        return Ok(());
+    };
+    let mine = match footer(first, true) {
+        Ok((_, Some(fields))) => fields,
+        Ok((_, None)) => return Ok(()),
+        Err(TableError::Unsupported(why)) => return Err(Ok(why)),
+        Err(e) => return Err(Err(e)),
+    };
+    let state = replay(store.backend(), store.dataset(), ReplayFrom::Checkpoint).map_err(Err)?;
+    let Some(table) = &state.fields else {
+        return Ok(());
+    };
+    schema_check(table, &mine, columns, policy)
+        .map(|_| ())
+        .map_err(|why| {
+            Ok(format!(
+                "the Delta table's schema does not admit the files: {why}"
+            ))
+        })
 }
 
 /// Milliseconds since the epoch, now.
@@ -325,6 +943,7 @@ pub fn follow(
     store: &PartitionStore,
     columns: &[String],
     values: &[String],
+    policy: SchemaPolicy,
     record: &CommitRecord,
 ) -> Result<Followed, TableError> {
     let backend = store.backend();
@@ -361,21 +980,22 @@ pub fn follow(
     drop(local);
     let mut conflicts = 0;
     loop {
-        let state = replay(backend, dataset)?;
+        let mut state = replay(backend, dataset, ReplayFrom::Checkpoint)?;
         if let Some(&(g, v)) = state.synced.get(&record.partition) {
             if g >= record.generation.get() {
                 return Ok(Followed::AlreadyThere(v));
             }
         }
+        let mut added = Vec::new();
         if let (Some(table), Some(mine)) = (&state.fields, &fields) {
-            if let Some(detail) = schema_difference(table, mine, columns) {
-                return Err(TableError::SchemaChanged {
+            added = schema_check(table, mine, columns, policy).map_err(|detail| {
+                TableError::SchemaChanged {
                     dataset: dataset.to_owned(),
                     partition: record.partition.clone(),
                     generation: record.generation.get(),
                     detail,
-                });
-            }
+                }
+            })?;
         }
         let version = state.last.map_or(0, |v| v + 1);
         let now = now_ms();
@@ -403,6 +1023,18 @@ pub fn follow(
                 "configuration": {},
                 "createdTime": now,
             }}));
+        }
+        if let (false, Some(table), Some(meta)) = (added.is_empty(), &state.fields, &state.metadata)
+        {
+            // `additive`: the table's schema gains the new columns in this
+            // commit (the same table id; readers fill them with nulls in
+            // the older files).
+            let mut meta = meta.clone();
+            let mut schema_fields = table.clone();
+            schema_fields.extend(added.iter().cloned());
+            meta["schemaString"] =
+                Value::String(json!({"type": "struct", "fields": schema_fields}).to_string());
+            lines.push(json!({ "metaData": meta }));
         }
         let new_paths: Vec<&str> = files.iter().map(|(p, _, _)| p.as_str()).collect();
         for (path, active) in &state.active {
@@ -455,7 +1087,20 @@ pub fn follow(
             body.push_str(&line.to_string());
             body.push('\n');
         }
-        if backend.put_if_absent(&version_key(dataset, version), body.as_bytes())? {
+        let key = version_key(dataset, version);
+        if backend.put_if_absent(&key, body.as_bytes())? {
+            if version > 0 && version % checkpoint_interval(&state) == 0 {
+                let written = lines
+                    .iter()
+                    .try_for_each(|action| apply(&mut state, version, &key, action))
+                    .and_then(|()| write_checkpoint(backend, dataset, version, &state));
+                if let Err(e) = written {
+                    eprintln!(
+                        "warning: the Delta table of `{dataset}` has no checkpoint at version {version}: {}\n  note: a checkpoint only shortens readers' replay of the log; the commit stands",
+                        crate::store::chain(&e)
+                    );
+                }
+            }
             return Ok(Followed::Committed(version));
         }
         conflicts += 1;
@@ -469,7 +1114,7 @@ pub fn follow(
 /// (those a table commit followed; a generation a later commit overtook
 /// before its own was written has none).
 pub fn versions_of(store: &PartitionStore) -> Result<BTreeMap<u64, u64>, TableError> {
-    let state = replay(store.backend(), store.dataset())?;
+    let state = replay(store.backend(), store.dataset(), ReplayFrom::Start)?;
     Ok(state
         .versions
         .into_iter()
@@ -484,7 +1129,7 @@ pub fn versions_of(store: &PartitionStore) -> Result<BTreeMap<u64, u64>, TableEr
 /// retention is declared yet), so each version stays readable. Empty when
 /// the dataset has no table.
 pub fn referenced_attempts(store: &PartitionStore) -> Result<BTreeMap<String, u64>, TableError> {
-    let state = replay(store.backend(), store.dataset())?;
+    let state = replay(store.backend(), store.dataset(), ReplayFrom::Start)?;
     let mut out = BTreeMap::new();
     for (path, v) in state.added {
         let Some(decoded) = decode_path(&path) else {
@@ -528,7 +1173,7 @@ pub struct TableView(Replayed);
 impl TableView {
     /// Replays the log of `store`'s dataset.
     pub fn read(store: &PartitionStore) -> Result<TableView, TableError> {
-        replay(store.backend(), store.dataset()).map(TableView)
+        replay(store.backend(), store.dataset(), ReplayFrom::Checkpoint).map(TableView)
     }
 
     /// How the table's files of `record`'s partition (by its partition
@@ -591,7 +1236,10 @@ pub fn columns_of(
     task: &crate::manifest::Task,
     partition: &str,
 ) -> Option<(Vec<String>, Vec<String>)> {
-    if task.output.table != Some(crate::manifest::TableFormat::Delta) {
+    if !matches!(
+        task.output.table,
+        Some(crate::manifest::TableFormat::Delta(_))
+    ) {
         return None;
     }
     let values = task.dims.split(partition)?;
@@ -599,6 +1247,14 @@ pub fn columns_of(
         task.dims.names().into_iter().map(str::to_owned).collect(),
         values.into_iter().map(str::to_owned).collect(),
     ))
+}
+
+/// The schema policy of `task`'s Delta table output (`fixed` otherwise).
+pub fn policy_of(task: &crate::manifest::Task) -> SchemaPolicy {
+    match task.output.table {
+        Some(crate::manifest::TableFormat::Delta(policy)) => policy,
+        None => SchemaPolicy::Fixed,
+    }
 }
 
 /// After weir committed `record` for `task`: the Delta commit that
@@ -609,7 +1265,7 @@ pub fn follow_task(store: &PartitionStore, task: &crate::manifest::Task, record:
     let Some((columns, values)) = columns_of(task, &record.partition) else {
         return;
     };
-    if let Err(e) = follow(store, &columns, &values, record) {
+    if let Err(e) = follow(store, &columns, &values, policy_of(task), record) {
         eprintln!(
             "warning: the Delta table of `{}` does not show {} generation {} yet: {}\n  help: `weir tables sync MANIFEST` brings it up to the visible generations",
             record.dataset,
@@ -708,7 +1364,7 @@ mod tests {
         let (columns, values) = (vec!["region".to_owned()], vec!["p".to_owned()]);
 
         assert_eq!(
-            follow(&store, &columns, &values, &record).unwrap(),
+            follow(&store, &columns, &values, SchemaPolicy::Fixed, &record).unwrap(),
             Followed::Committed(2)
         );
         let ours = String::from_utf8(backend.get(&version_key("d", 2)).unwrap().unwrap()).unwrap();
@@ -737,10 +1393,78 @@ mod tests {
         );
 
         assert_eq!(
-            follow(&store, &columns, &values, &record).unwrap(),
+            follow(&store, &columns, &values, SchemaPolicy::Fixed, &record).unwrap(),
             Followed::AlreadyThere(2)
         );
         assert!(backend.get(&version_key("d", 3)).unwrap().is_none());
+    }
+
+    // Issue 27 item 1: a checkpoint weir writes reads back as the same
+    // table: protocol, metaData (schema, partition columns), each live
+    // file with its size and partition values, and weir's per-partition
+    // state (generation and version), which the JSON commits' commitInfo
+    // carried; a removed file is not in it.
+    #[test]
+    fn issue_27_a_checkpoint_reads_back_as_the_replayed_state() {
+        let schema = json!({"type": "struct", "fields": [
+            {"name": "id", "type": "long", "nullable": true, "metadata": {}},
+            {"name": "region", "type": "string", "nullable": false, "metadata": {}},
+        ]})
+        .to_string();
+        let commits = [
+            vec![
+                json!({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}),
+                json!({"metaData": {"id": "t", "name": "d", "format": {"provider": "parquet", "options": {}},
+                    "schemaString": schema, "partitionColumns": ["region"], "configuration": {}, "createdTime": 5}}),
+                json!({"add": {"path": "n/a.parquet", "partitionValues": {"region": "n"}, "size": 7,
+                    "modificationTime": 1, "dataChange": true, "stats": "{\"numRecords\":2}"}}),
+                json!({"commitInfo": {"weir": {"partition": "n", "generation": 1}}}),
+            ],
+            vec![
+                json!({"remove": {"path": "n/a.parquet", "deletionTimestamp": 2, "dataChange": true}}),
+                json!({"add": {"path": "n/b%20c.parquet", "partitionValues": {"region": "n"}, "size": 9,
+                    "modificationTime": 2, "dataChange": true, "stats": "{\"numRecords\":3}"}}),
+                json!({"add": {"path": "s/d.parquet", "partitionValues": {"region": "s"}, "size": 4,
+                    "modificationTime": 2, "dataChange": true, "stats": "{\"numRecords\":1}"}}),
+                json!({"commitInfo": {"weir": {"partition": "n", "generation": 2}}}),
+            ],
+        ];
+        let mut state = Replayed::default();
+        for (v, actions) in commits.iter().enumerate() {
+            let body: String = actions.iter().map(|a| format!("{a}\n")).collect();
+            apply_commit(&mut state, "k", v as u64, body.into_bytes()).unwrap();
+        }
+        let (bytes, rows) = checkpoint::write(&state).unwrap();
+        assert_eq!(rows, 4);
+        let back = checkpoint::read("k", 1, bytes).unwrap();
+        assert_eq!(back.last, Some(1));
+        assert_eq!(back.synced, state.synced);
+        assert_eq!(back.synced.get("n"), Some(&(2, 1)));
+        assert_eq!(back.fields, state.fields);
+        assert_eq!(back.protocol, state.protocol);
+        assert_eq!(
+            back.metadata.as_ref().unwrap()["partitionColumns"],
+            json!(["region"])
+        );
+        assert_eq!(back.metadata.as_ref().unwrap()["id"], "t");
+        let files = |s: &Replayed| -> Vec<(String, u64, Value, Value)> {
+            s.active
+                .iter()
+                .map(|(p, a)| {
+                    (
+                        p.clone(),
+                        a.size,
+                        a.partition_values.clone(),
+                        a.action["stats"].clone(),
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(files(&back), files(&state));
+        assert_eq!(
+            back.active.keys().collect::<Vec<_>>(),
+            ["n/b%20c.parquet", "s/d.parquet"]
+        );
     }
 
     #[test]

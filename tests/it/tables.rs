@@ -696,78 +696,252 @@ fn log_versions(root: &Path) -> Vec<u64> {
     versions
 }
 
-// Issue 27: a generation whose columns differ from the Delta table's is
-// published by weir (its commit log is the truth) but not committed to the
-// table, which would then mix schemas: the run warns, the table keeps its
-// versions, and `weir tables sync` exits 5 naming the columns.
-#[test]
-fn issue_27_delta_a_changed_schema_is_published_but_not_committed() {
-    let sb = Sandbox::new(DELTA_MANIFEST);
+/// A sandbox of [`DELTA_MANIFEST`] (north only) whose task copies
+/// `$FILE.parquet` (default `rows`): `rows` (id, amount, label), `wider`
+/// (the same and `extra`), `retyped` (`amount` a string).
+fn schema_sandbox(policy: Option<&str>) -> Sandbox {
+    let manifest = match policy {
+        Some(p) => DELTA_MANIFEST.replace(
+            "table = \"delta\" }",
+            &format!("table = \"delta\", schema = \"{p}\" }}"),
+        ),
+        None => DELTA_MANIFEST.to_owned(),
+    };
+    let sb = Sandbox::new(&manifest);
     write_rows(&sb.path().join("rows.parquet"), &[1, 2], 10, "n");
-    let wider = RecordBatch::try_from_iter(vec![
-        ("id", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef),
-        (
-            "amount",
-            Arc::new(Int64Array::from(vec![10, 20])) as ArrayRef,
-        ),
-        (
-            "label",
-            Arc::new(StringArray::from(vec!["n", "n"])) as ArrayRef,
-        ),
-        ("extra", Arc::new(Int64Array::from(vec![7, 7])) as ArrayRef),
-    ])
-    .unwrap();
-    let file = std::fs::File::create(sb.path().join("wider.parquet")).unwrap();
-    let mut writer = ArrowWriter::try_new(file, wider.schema(), None).unwrap();
-    writer.write(&wider).unwrap();
-    writer.close().unwrap();
+    let write = |name: &str, batch: RecordBatch| {
+        let file = std::fs::File::create(sb.path().join(name)).unwrap();
+        let mut writer = ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+    };
+    write(
+        "wider.parquet",
+        RecordBatch::try_from_iter(vec![
+            ("id", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef),
+            (
+                "amount",
+                Arc::new(Int64Array::from(vec![30, 40])) as ArrayRef,
+            ),
+            (
+                "label",
+                Arc::new(StringArray::from(vec!["n", "n"])) as ArrayRef,
+            ),
+            ("extra", Arc::new(Int64Array::from(vec![7, 8])) as ArrayRef),
+        ])
+        .unwrap(),
+    );
+    write(
+        "retyped.parquet",
+        RecordBatch::try_from_iter(vec![
+            ("id", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef),
+            (
+                "amount",
+                Arc::new(StringArray::from(vec!["10", "20"])) as ArrayRef,
+            ),
+            (
+                "label",
+                Arc::new(StringArray::from(vec!["n", "n"])) as ArrayRef,
+            ),
+        ])
+        .unwrap(),
+    );
     sb.script(
         "pq.sh",
         "cp \"${FILE:-rows}.parquet\" \"$WEIR_OUTPUT_DIR/part-0.parquet\"\n",
     );
-    let root = sb.path().join("wh").join("sales");
+    sb
+}
 
+/// A forced run of north publishing `$FILE.parquet`.
+fn run_file(sb: &Sandbox, run_id: &str, file: &str) -> std::process::Output {
+    sb.weir(&[
+        "run",
+        "m.toml",
+        "--run-id",
+        run_id,
+        "--partition",
+        "north",
+        "--force",
+    ])
+    .env("FILE", file)
+    .output()
+    .unwrap()
+}
+
+// Issue 27 item 2, `schema = "fixed"` (the default): a generation whose
+// columns differ from the Delta table's fails its audit (GATE_FAILED
+// naming the columns, exit 1) and nothing is published: the visible
+// generation and the table stay as they were.
+#[test]
+fn issue_27_delta_fixed_schema_a_changed_schema_fails_the_audit() {
+    let sb = schema_sandbox(None);
+    let root = sb.path().join("wh").join("sales");
     let out = sb.run("R1", &["--partition", "north"]);
     ok(&out);
     assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
     assert_eq!(log_versions(&root), [0]);
 
-    let out = sb
-        .weir(&[
-            "run",
-            "m.toml",
-            "--run-id",
-            "R2",
-            "--partition",
-            "north",
-            "--force",
-        ])
-        .env("FILE", "wider")
-        .output()
-        .unwrap();
-    ok(&out);
-    assert_eq!(visible(&sb, "north"), 2);
-    let warning = stderr(&out);
-    assert!(
-        warning.contains(
-            "warning: the Delta table of `sales` does not show north generation 2 yet: \
-             the schema of `sales` north generation 2 is not the Delta table's"
-        ) && warning.contains("\"extra\" \"long\""),
-        "{warning}"
+    let out = run_file(&sb, "R2", "wider");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
     );
-    assert_eq!(log_versions(&root), [0]);
-
-    let sync = sb.weir(&["tables", "sync", "m.toml"]).output().unwrap();
-    assert_eq!(sync.status.code(), Some(5), "{}", stderr(&sync));
-    assert_eq!(stdout(&sync), "");
+    let text = format!("{}{}", stdout(&out), stderr(&out));
     assert!(
-        stderr(&sync).contains(
-            "error: sales north: generation 2 not committed to the Delta table: the schema of"
+        text.contains(
+            "table_schema: the Delta table's schema does not admit the files: \
+             new column `extra` (long) (the table's schema is fixed"
         ),
-        "{}",
-        stderr(&sync)
+        "{text}"
     );
+    assert_eq!(visible(&sb, "north"), 1);
     assert_eq!(log_versions(&root), [0]);
+    let events = sb.events("R2");
+    assert!(
+        events
+            .iter()
+            .any(|e| e.state == weir::events::State::GateFailed
+                && e.detail.contains("new column `extra` (long)")),
+        "{events:?}"
+    );
+
+    let out = run_file(&sb, "R3", "retyped");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        format!("{}{}", stdout(&out), stderr(&out))
+            .contains("column `amount` is long in the table, string in the files"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert_eq!(visible(&sb, "north"), 1);
+    assert_eq!(log_versions(&root), [0]);
+}
+
+// Issue 27 item 2, `schema = "additive"`: a generation with a new column
+// is published and its Delta commit carries a metaData action whose
+// schema has the column (nullable, same table id); delta-rs reads the new
+// version with it and the older version without; a retyped column still
+// fails the audit.
+#[test]
+fn issue_27_delta_additive_schema_adds_new_columns() {
+    let sb = schema_sandbox(Some("additive"));
+    let root = sb.path().join("wh").join("sales");
+    ok(&sb.run("R1", &["--partition", "north"]));
+    let out = run_file(&sb, "R2", "wider");
+    ok(&out);
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    assert_eq!(visible(&sb, "north"), 2);
+    assert_eq!(log_versions(&root), [0, 1]);
+    let meta = |v: u64| -> Option<serde_json::Value> {
+        std::fs::read_to_string(root.join("_delta_log").join(format!("{v:020}.json")))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find_map(|a| a.get("metaData").cloned())
+    };
+    let (first, second) = (meta(0).unwrap(), meta(1).expect("a metaData action"));
+    assert_eq!(first["id"], second["id"]);
+    let fields: serde_json::Value =
+        serde_json::from_str(second["schemaString"].as_str().unwrap()).unwrap();
+    let names: Vec<&str> = fields["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["id", "amount", "label", "region", "extra"]);
+    assert_eq!(
+        fields["fields"][4],
+        serde_json::json!({"name": "extra", "type": "long", "nullable": true, "metadata": {}})
+    );
+
+    let out = run_file(&sb, "R3", "retyped");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        format!("{}{}", stdout(&out), stderr(&out))
+            .contains("column `amount` is long in the table, string in the files"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(visible(&sb, "north"), 2);
+    assert_eq!(log_versions(&root), [0, 1]);
+
+    if python_readers() {
+        let read = |version: u64| -> serde_json::Value {
+            let script = "import sys, json, deltalake\n\
+                t = deltalake.DeltaTable(sys.argv[1], version=int(sys.argv[2]))\n\
+                r = deltalake.QueryBuilder().register('t', t).execute('select * from t').read_all()\n\
+                import polars as pl\n\
+                r = pl.DataFrame(r).sort('id').to_dicts()\n\
+                print(json.dumps(r))";
+            let out = std::process::Command::new("python3")
+                .args(["-c", script])
+                .arg(&root)
+                .arg(version.to_string())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", stderr(&out));
+            serde_json::from_str(&stdout(&out)).unwrap()
+        };
+        assert_eq!(
+            read(1),
+            serde_json::json!([
+                {"id": 1, "amount": 30, "label": "n", "region": "north", "extra": 7},
+                {"id": 2, "amount": 40, "label": "n", "region": "north", "extra": 8},
+            ])
+        );
+        assert_eq!(
+            read(0),
+            serde_json::json!([
+                {"id": 1, "amount": 10, "label": "n", "region": "north"},
+                {"id": 2, "amount": 20, "label": "n", "region": "north"},
+            ])
+        );
+    }
+}
+
+// Issue 27 item 2: a schema policy weir does not know, or one on an
+// output without a table, is a located manifest diagnostic.
+#[test]
+fn issue_27_delta_schema_policy_diagnostics() {
+    for (manifest, expected) in [
+        (
+            DELTA_MANIFEST.replace(
+                "table = \"delta\" }",
+                "table = \"delta\", schema = \"loose\" }",
+            ),
+            "unknown schema policy `loose`",
+        ),
+        (
+            DELTA_MANIFEST.replace("table = \"delta\" }", "schema = \"additive\" }"),
+            "`schema = \"additive\"` is the schema policy of a table",
+        ),
+    ] {
+        let sb = Sandbox::new(&manifest);
+        let out = sb.weir(&["validate", "m.toml"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let text = stderr(&out);
+        assert!(text.contains(expected), "{text}");
+        assert!(text.contains("[m.toml:13:"), "{text}");
+        assert!(text.contains("schema = "), "{text}");
+    }
 }
 
 /// Writes the Delta sandbox's Parquet inputs (scale 10 and 20, per region)
@@ -1080,4 +1254,502 @@ fn issue_27_kill_9_between_the_commits_is_repaired_by_the_next_run() {
             serde_json::json!(shown(&sb, "north", 1))
         );
     }
+}
+
+/// The newest version of the table at `root` as delta-rs reads it (its
+/// version and rows per partition), without its history, which needs
+/// every JSON commit.
+const READ_NEWEST: &str = r#"
+import json, sys
+import deltalake, polars as pl
+t = deltalake.DeltaTable(sys.argv[1], version=int(sys.argv[2]) if len(sys.argv) > 2 else None)
+read = deltalake.QueryBuilder().register("t", t).execute("select * from t").read_all()
+rows = {}
+for r in pl.DataFrame(read).iter_rows(named=True):
+    rows.setdefault(r["region"], []).append(f'{r["id"]},{r["amount"]},{r["label"]}')
+print(json.dumps({"version": t.version(), "rows": {k: sorted(x) for k, x in rows.items()}}))
+"#;
+
+/// Per version of the log under `root`, each partition's generation as of
+/// that version (from the commits' `commitInfo.weir`).
+fn generations_by_version(root: &Path) -> Vec<(u64, std::collections::BTreeMap<String, u64>)> {
+    let mut current = std::collections::BTreeMap::new();
+    let mut out = Vec::new();
+    for v in log_versions(root) {
+        let text =
+            std::fs::read_to_string(root.join("_delta_log").join(format!("{v:020}.json"))).unwrap();
+        for line in text.lines() {
+            let action: serde_json::Value = serde_json::from_str(line).unwrap();
+            let weir = &action["commitInfo"]["weir"];
+            if let (Some(p), Some(g)) = (weir["partition"].as_str(), weir["generation"].as_u64()) {
+                current.insert(p.to_owned(), g);
+            }
+        }
+        out.push((v, current.clone()));
+    }
+    out
+}
+
+// Issue 27 item 1: every 10 versions weir writes a Parquet checkpoint of
+// the table (protocol, metaData, the live adds) and `_last_checkpoint`.
+// delta-rs and Polars read every version before and after it with the
+// rows `weir show` prints of the generation each version committed; with
+// the JSON commits up to the checkpoint deleted, delta-rs still reads the
+// table, and weir's next commit replays from the checkpoint: it removes
+// the partition's files the checkpoint holds (no duplicate rows) and
+// writes no second protocol/metaData.
+#[test]
+fn issue_27_delta_checkpoints_are_written_and_read() {
+    if !python_readers() {
+        return;
+    }
+    let sb = delta_sandbox();
+    let root = sb.path().join("wh").join("sales");
+    let log = root.join("_delta_log");
+    ok(&sb.run("R1", &["--partition", "north", "--partition", "south"]));
+    // Ten forced republishes, north and south in turn, each with other
+    // bytes than its partition's last: versions 2 to 11.
+    for i in 0..10 {
+        let partition = if i % 2 == 0 { "north" } else { "south" };
+        let scale = if (i / 2) % 2 == 0 { "20" } else { "10" };
+        let out = sb
+            .weir(&[
+                "run",
+                "m.toml",
+                "--run-id",
+                &format!("F{i}"),
+                "--partition",
+                partition,
+                "--force",
+            ])
+            .env("SCALE", scale)
+            .output()
+            .unwrap();
+        ok(&out);
+        assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    }
+    assert_eq!(log_versions(&root), (0..=11).collect::<Vec<u64>>());
+    let checkpoints: Vec<String> = std::fs::read_dir(&log)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("checkpoint"))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(
+        checkpoints,
+        [
+            "00000000000000000010.checkpoint.parquet",
+            "_last_checkpoint"
+        ]
+    );
+    // protocol, metaData and two live files per partition.
+    let pointer: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(log.join("_last_checkpoint")).unwrap())
+            .unwrap();
+    assert_eq!(pointer, serde_json::json!({"version": 10, "size": 6}));
+
+    let table = read_table(&root);
+    assert_eq!(
+        table["versions"],
+        serde_json::json!((0..=11).collect::<Vec<u64>>()),
+        "{table}"
+    );
+    for (v, generations) in generations_by_version(&root) {
+        for (partition, g) in generations {
+            assert_eq!(
+                table["tables"][v.to_string()][&partition],
+                serde_json::json!(shown(&sb, &partition, g)),
+                "version {v}, {partition} generation {g}: {table}"
+            );
+        }
+    }
+
+    // The checkpoint alone: the JSON commits up to it are gone.
+    let at_11 = generations_by_version(&root)[11].1.clone();
+    for v in 0..=10u64 {
+        std::fs::remove_file(log.join(format!("{v:020}.json"))).unwrap();
+    }
+    let read_newest = || -> serde_json::Value {
+        let out = std::process::Command::new("python3")
+            .args(["-c", READ_NEWEST])
+            .arg(&root)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_str(&stdout(&out)).unwrap()
+    };
+    let read = read_newest();
+    assert_eq!(read["version"], 11, "{read}");
+    for partition in ["north", "south"] {
+        assert_eq!(
+            read["rows"][partition],
+            serde_json::json!(shown(&sb, partition, visible(&sb, partition))),
+            "{read}"
+        );
+    }
+    let out = sb
+        .weir(&[
+            "run",
+            "m.toml",
+            "--run-id",
+            "F10",
+            "--partition",
+            "north",
+            "--force",
+        ])
+        .env("SCALE", "10")
+        .output()
+        .unwrap();
+    ok(&out);
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    assert_eq!(log_versions(&root), [11, 12]);
+    let commit = std::fs::read_to_string(log.join(format!("{:020}.json", 12))).unwrap();
+    let kinds: Vec<String> = commit
+        .lines()
+        .map(|l| {
+            let action: serde_json::Value = serde_json::from_str(l).unwrap();
+            action.as_object().unwrap().keys().next().unwrap().clone()
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["remove", "remove", "add", "add", "commitInfo"],
+        "{commit}"
+    );
+    let read = read_newest();
+    assert_eq!(read["version"], 12, "{read}");
+    for partition in ["north", "south"] {
+        assert_eq!(
+            read["rows"][partition],
+            serde_json::json!(shown(&sb, partition, visible(&sb, partition))),
+            "{read}"
+        );
+    }
+    // weir's own view agrees: no TABLE_BEHIND, and following again is a no-op.
+    ok(&sb.weir(&["status", "m.toml", "--check"]).output().unwrap());
+    ok(&sb.weir(&["tables", "sync", "m.toml"]).output().unwrap());
+    assert_eq!(log_versions(&root), [11, 12]);
+
+    // gc keeps the files version 11 (the checkpoint, then one commit)
+    // still shows, though no remaining JSON commit added them, and
+    // delta-rs still reads that version.
+    let out = ok(&sb
+        .weir(&[
+            "gc",
+            "m.toml",
+            "--older-than",
+            "0s",
+            "--keep-generations",
+            "0",
+            "--apply",
+        ])
+        .output()
+        .unwrap());
+    assert!(
+        out.contains("referenced by version 10 of the Delta table"),
+        "{out}"
+    );
+    let out = std::process::Command::new("python3")
+        .args(["-c", READ_NEWEST])
+        .arg(&root)
+        .arg("11")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let read: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    for (partition, g) in &at_11 {
+        assert_eq!(
+            read["rows"][partition],
+            serde_json::json!(shown(&sb, partition, *g)),
+            "{read}"
+        );
+    }
+}
+
+// Issue 27 item 1: a checkpoint is an optimisation. One that cannot be
+// written (here a directory holds its key) is a warning naming the
+// version; the publication and its Delta commit stand, and the table
+// reads the same from its JSON commits.
+#[test]
+fn issue_27_delta_a_failed_checkpoint_is_a_warning() {
+    let sb = delta_sandbox();
+    let root = sb.path().join("wh").join("sales");
+    ok(&sb.run("R1", &["--partition", "north"]));
+    for i in 1..=10 {
+        if i == 10 {
+            std::fs::create_dir_all(
+                root.join("_delta_log")
+                    .join("00000000000000000010.checkpoint.parquet")
+                    .join("x"),
+            )
+            .unwrap();
+        }
+        let out = sb
+            .weir(&[
+                "run",
+                "m.toml",
+                "--run-id",
+                &format!("F{i}"),
+                "--partition",
+                "north",
+                "--force",
+            ])
+            .env("SCALE", if i % 2 == 1 { "20" } else { "10" })
+            .output()
+            .unwrap();
+        ok(&out);
+        if i == 10 {
+            assert!(
+                stderr(&out).contains(
+                    "warning: the Delta table of `sales` has no checkpoint at version 10: "
+                ),
+                "{}",
+                stderr(&out)
+            );
+        } else {
+            assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+        }
+    }
+    assert_eq!(visible(&sb, "north"), 11);
+    assert_eq!(log_versions(&root), (0..=10).collect::<Vec<u64>>());
+    assert!(!root.join("_delta_log").join("_last_checkpoint").exists());
+    ok(&sb.weir(&["status", "m.toml", "--check"]).output().unwrap());
+    if python_readers() {
+        let table = read_table(&root);
+        assert_eq!(
+            newest(&table)["north"],
+            serde_json::json!(shown(&sb, "north", 11))
+        );
+    }
+}
+
+// Issue 27 item 3: `weir verify` of an instance whose output is a Delta
+// table also compares the table with the visible generation: a table
+// that lags (weir's commit landed, the Delta commit did not: kill -9
+// between the two) is reported with exit 4 even though the rerun is
+// deterministic; once `weir tables sync` repaired it, verify says the
+// table shows the generation and exits 0.
+#[test]
+fn issue_27_verify_reports_a_table_that_disagrees() {
+    let sb = delta_sandbox();
+    let root = sb.path().join("wh").join("sales");
+    ok(&sb.run("R1", &["--partition", "north"]));
+    let verify = || {
+        sb.weir(&["verify", "m.toml", "pq", "--partition", "north"])
+            .output()
+            .unwrap()
+    };
+    let out = verify();
+    assert!(
+        ok(&out).contains("delta table: shows generation 1's files of this partition"),
+        "{}",
+        stdout(&out)
+    );
+    let out = sb
+        .weir(&[
+            "run",
+            "m.toml",
+            "--run-id",
+            "R2",
+            "--partition",
+            "north",
+            "--force",
+        ])
+        .env("WEIR_FAULT", "after_commit@pq/north:crash")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), None, "killed: {}", stderr(&out));
+    assert_eq!(visible(&sb, "north"), 2);
+    assert_eq!(log_versions(&root), [0]);
+
+    let out = verify();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "DELTA TABLE DISAGREES: the Delta table shows generation 1 (version 0), \
+             weir's visible generation is 2; `weir tables sync` repairs it"
+        ) && text
+            .contains("deterministic: the rerun from the pinned inputs has the published digest"),
+        "{text}"
+    );
+
+    ok(&sb.weir(&["tables", "sync", "m.toml"]).output().unwrap());
+    assert_eq!(log_versions(&root), [0, 1]);
+    let out = verify();
+    assert!(
+        ok(&out).contains("delta table: shows generation 2's files of this partition"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+// Issue 27 item 1 on S3 (moto): the checkpoint and `_last_checkpoint` are
+// put in the bucket through the S3 backend at version 10; with the JSON
+// commits up to it deleted, weir's next commit replays from the
+// checkpoint (it removes the partition's files the checkpoint holds) and
+// delta-rs reads the table from the bucket with the rows `weir show`
+// prints.
+#[cfg(feature = "s3")]
+#[test]
+fn issue_27_delta_checkpoints_on_s3() {
+    let Some(endpoint) = crate::s3::endpoint() else {
+        return;
+    };
+    if !python_readers() {
+        return;
+    }
+    let bucket = crate::s3::new_bucket(&endpoint);
+    let url = format!("s3://{bucket}/wh");
+    let sb = delta_sandbox();
+    let staging = sb.path().join("staging");
+    let weir_s3 = |args: &[&str]| {
+        let mut cmd = sb.weir(&["--warehouse", &url]);
+        cmd.args(args)
+            .env("AWS_ENDPOINT", &endpoint)
+            .env("AWS_ALLOW_HTTP", "true")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "weir-test")
+            .env("AWS_SECRET_ACCESS_KEY", "weir-test")
+            .env("WEIR_STAGING", &staging);
+        cmd
+    };
+    ok(&weir_s3(&[
+        "run",
+        "m.toml",
+        "--partition",
+        "north",
+        "--partition",
+        "south",
+    ])
+    .output()
+    .unwrap());
+    for i in 0..9 {
+        let partition = if i % 2 == 0 { "north" } else { "south" };
+        let scale = if (i / 2) % 2 == 0 { "20" } else { "10" };
+        let out = weir_s3(&["run", "m.toml", "--partition", partition, "--force"])
+            .env("SCALE", scale)
+            .output()
+            .unwrap();
+        ok(&out);
+        assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    }
+    let store = crate::s3::backend(&endpoint, &url);
+    let get = |key: &str| weir::store::Backend::get(&store, key).unwrap();
+    assert!(get("sales/_delta_log/00000000000000000010.checkpoint.parquet").is_some());
+    let pointer: serde_json::Value =
+        serde_json::from_slice(&get("sales/_delta_log/_last_checkpoint").expect("put")).unwrap();
+    assert_eq!(pointer, serde_json::json!({"version": 10, "size": 6}));
+    for v in 0..=10u64 {
+        weir::store::Backend::delete(&store, &format!("sales/_delta_log/{v:020}.json")).unwrap();
+    }
+    // South's last republish was version 9: its files are only in the
+    // checkpoint now.
+    let out = weir_s3(&["run", "m.toml", "--partition", "south", "--force"])
+        .env("SCALE", "20")
+        .output()
+        .unwrap();
+    ok(&out);
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    let commit =
+        String::from_utf8(get("sales/_delta_log/00000000000000000011.json").expect("v11")).unwrap();
+    let kinds: Vec<String> = commit
+        .lines()
+        .map(|l| {
+            let action: serde_json::Value = serde_json::from_str(l).unwrap();
+            action.as_object().unwrap().keys().next().unwrap().clone()
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["remove", "remove", "add", "add", "commitInfo"],
+        "{commit}"
+    );
+
+    let options = serde_json::json!({
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "weir-test",
+        "AWS_SECRET_ACCESS_KEY": "weir-test",
+    });
+    let script = "import sys, json, deltalake, polars as pl\n\
+        t = deltalake.DeltaTable(sys.argv[1], storage_options=json.loads(sys.argv[2]))\n\
+        read = deltalake.QueryBuilder().register('t', t).execute('select * from t').read_all()\n\
+        rows = {}\n\
+        for r in pl.DataFrame(read).iter_rows(named=True):\n    \
+            rows.setdefault(r['region'], []).append(f\"{r['id']},{r['amount']},{r['label']}\")\n\
+        print(json.dumps({'version': t.version(), 'rows': {k: sorted(x) for k, x in rows.items()}}))";
+    let out = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(format!("{url}/sales"))
+        .arg(options.to_string())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let read: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(read["version"], 11, "{read}");
+    for partition in ["north", "south"] {
+        let g = ok(&weir_s3(&[
+            "files",
+            "m.toml",
+            "sales",
+            "--partition",
+            partition,
+            "--json",
+        ])
+        .output()
+        .unwrap());
+        let doc: serde_json::Value = serde_json::from_str(&g).unwrap();
+        let generation = doc["files"][0]["generation"].as_u64().unwrap();
+        assert_eq!(
+            read["rows"][partition],
+            serde_json::json!(shown_by(weir_s3, partition, generation)),
+            "{partition}: {read}"
+        );
+    }
+}
+
+// Issue 27 item 2: a candidate with a column no Delta type holds (a
+// timestamp without a time zone) fails its audit, even as the table's
+// first generation, instead of being published while its table commit
+// fails.
+#[test]
+fn issue_27_delta_an_unmappable_column_fails_the_audit() {
+    let sb = schema_sandbox(None);
+    let batch = RecordBatch::try_from_iter(vec![
+        ("id", Arc::new(Int64Array::from(vec![1])) as ArrayRef),
+        (
+            "at",
+            Arc::new(arrow_array::TimestampMicrosecondArray::from(vec![0])) as ArrayRef,
+        ),
+    ])
+    .unwrap();
+    let file = std::fs::File::create(sb.path().join("naive.parquet")).unwrap();
+    let mut writer = ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+    let out = run_file(&sb, "R1", "naive");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        text.contains("table_schema: column `at` of ")
+            && text.contains("which weir does not map to a Delta type"),
+        "{text}"
+    );
+    assert!(sb.store("sales", "north").latest().unwrap().is_none());
+    assert!(!sb.path().join("wh/sales/_delta_log").exists());
 }
