@@ -31,6 +31,7 @@ mod robustness;
 mod s3;
 #[cfg(feature = "s3")]
 mod s3_evidence;
+#[cfg(feature = "s3")]
 mod s3_warehouse;
 mod schema;
 mod slurm;

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use weir::events::State;
 
-use crate::support::{ok, stderr, stdout, weir, Sandbox};
+use crate::support::{ok, stderr, stdout, Sandbox};
 
 const SECRET_ENV: &str = "tok-7f3a9c-engine-secret";
 const SECRET_FILE: &str = "pw-41d2e8-file-secret";
@@ -532,6 +532,7 @@ fn issue_23_lineage_url_credentials_are_used_and_redacted() {
 // https://github.com/weir/weir/issues/23 (item 11): on an S3 warehouse a task
 // without `env` gets the engine's environment minus the store's credentials
 // (region and endpoint stay); with `env` only what it declares.
+#[cfg(feature = "s3")]
 #[test]
 fn issue_23_a_task_of_an_s3_warehouse_never_sees_the_store_credentials() {
     let Some(endpoint) = crate::s3::endpoint() else {
@@ -558,7 +559,7 @@ fn issue_23_a_task_of_an_s3_warehouse_never_sees_the_store_credentials() {
             ),
         );
         let url = format!("s3://{bucket}/{task}");
-        let out = weir()
+        let out = crate::support::weir()
             .current_dir(sb.path())
             .args(["--warehouse", &url, "run", "m.toml", "--partition", "good"])
             .env("AWS_ENDPOINT", &endpoint)
