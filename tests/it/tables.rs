@@ -990,17 +990,8 @@ fn issue_27_delta_table_and_files_on_s3() {
     let url = format!("s3://{bucket}/wh");
     let sb = delta_sandbox();
     let staging = sb.path().join("staging");
-    let weir_s3 = |args: &[&str]| {
-        let mut cmd = sb.weir(&["--warehouse", &url]);
-        cmd.args(args)
-            .env("AWS_ENDPOINT", &endpoint)
-            .env("AWS_ALLOW_HTTP", "true")
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_ACCESS_KEY_ID", "weir-test")
-            .env("AWS_SECRET_ACCESS_KEY", "weir-test")
-            .env("WEIR_STAGING", &staging);
-        cmd
-    };
+    let weir_s3 =
+        |args: &[&str]| crate::s3_warehouse::weir_s3(sb.path(), &endpoint, &staging, &url, args);
     let out = weir_s3(&[
         "run",
         "m.toml",
@@ -1610,17 +1601,8 @@ fn issue_27_delta_checkpoints_on_s3() {
     let url = format!("s3://{bucket}/wh");
     let sb = delta_sandbox();
     let staging = sb.path().join("staging");
-    let weir_s3 = |args: &[&str]| {
-        let mut cmd = sb.weir(&["--warehouse", &url]);
-        cmd.args(args)
-            .env("AWS_ENDPOINT", &endpoint)
-            .env("AWS_ALLOW_HTTP", "true")
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_ACCESS_KEY_ID", "weir-test")
-            .env("AWS_SECRET_ACCESS_KEY", "weir-test")
-            .env("WEIR_STAGING", &staging);
-        cmd
-    };
+    let weir_s3 =
+        |args: &[&str]| crate::s3_warehouse::weir_s3(sb.path(), &endpoint, &staging, &url, args);
     ok(&weir_s3(&[
         "run",
         "m.toml",
