@@ -76,6 +76,24 @@ fn gone_within(pid: u32, limit: Duration) -> Option<Duration> {
     None
 }
 
+/// A proxy in front of `endpoint` that passes requests until the returned
+/// instant is set, then holds each one until that instant.
+fn stalling_proxy(endpoint: &str) -> (FaultProxy, Arc<Mutex<Option<Instant>>>) {
+    let until: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
+    let held = Arc::clone(&until);
+    let proxy = FaultProxy::start(
+        endpoint,
+        Arc::new(move |_head: &str, _body: &[u8]| {
+            let until = *held.lock().unwrap();
+            if let Some(until) = until {
+                std::thread::sleep(until.saturating_duration_since(Instant::now()));
+            }
+            None
+        }),
+    );
+    (proxy, until)
+}
+
 // issue 28 item 2: heartbeats wrote their lease on the one timer thread that
 // also enforces every timeout and stop request, so a store that stalled for
 // 30 s froze both: `short` ran on past its 4 s timeout until the store
@@ -92,19 +110,7 @@ fn issue_28_a_stalled_store_never_holds_up_timeouts_or_ctrl_c() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(dir.join("m.toml"), MANIFEST).unwrap();
-    // Until set, requests pass; after, each one waits until the stall ends.
-    let stall_until: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
-    let held = Arc::clone(&stall_until);
-    let proxy = FaultProxy::start(
-        &endpoint,
-        Arc::new(move |_head: &str, _body: &[u8]| {
-            let until = *held.lock().unwrap();
-            if let Some(until) = until {
-                std::thread::sleep(until.saturating_duration_since(Instant::now()));
-            }
-            None
-        }),
-    );
+    let (proxy, stall_until) = stalling_proxy(&endpoint);
     let engine = Engine::spawn(
         weir_s3(
             dir,
@@ -211,18 +217,7 @@ fn issue_28_a_store_that_stops_answering_ends_the_run_with_an_error_naming_it() 
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(dir.join("m.toml"), DOWN_MANIFEST).unwrap();
-    let down: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
-    let held = Arc::clone(&down);
-    let proxy = FaultProxy::start(
-        &endpoint,
-        Arc::new(move |_head: &str, _body: &[u8]| {
-            let until = *held.lock().unwrap();
-            if let Some(until) = until {
-                std::thread::sleep(until.saturating_duration_since(Instant::now()));
-            }
-            None
-        }),
-    );
+    let (proxy, down) = stalling_proxy(&endpoint);
     let engine = Engine::spawn(
         weir_s3(
             dir,
