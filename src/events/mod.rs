@@ -85,6 +85,16 @@ pub enum State {
     /// OpenLineage events of the run could not all be delivered.
     LineageUndelivered,
     Interrupted,
+    /// `weir serve` skipped a due partition after downtime (no catch-up).
+    Missed,
+    /// An instance is past its task's `sla` and not published.
+    Late,
+    /// operator log: an operator accepted a partition as never to be built.
+    Accepted,
+    /// A notification was delivered to a target.
+    Notified,
+    /// A notification could not be delivered (it stays in the outbox).
+    NotifyFailed,
 }
 
 impl State {
@@ -381,6 +391,11 @@ mod tests {
             State::EngineFailed,
             State::LineageUndelivered,
             State::Interrupted,
+            State::Missed,
+            State::Late,
+            State::Accepted,
+            State::Notified,
+            State::NotifyFailed,
         ];
         // Exhaustive, no wildcard: a new variant does not compile until it
         // is listed above too.
@@ -412,7 +427,12 @@ mod tests {
                 | State::GcDeleted
                 | State::EngineFailed
                 | State::LineageUndelivered
-                | State::Interrupted => {}
+                | State::Interrupted
+                | State::Missed
+                | State::Late
+                | State::Accepted
+                | State::Notified
+                | State::NotifyFailed => {}
             }
         }
         let readme = include_str!("../../README.md");
