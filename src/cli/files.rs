@@ -151,7 +151,7 @@ pub(crate) fn tables(args: &super::args::TablesArgs) -> Result<u8, CliError> {
                 continue;
             };
             let g = record.generation.get();
-            match delta::follow(&store, &columns, &values, delta::policy_of(task), &record) {
+            match delta::follow(&store, &columns, &values, delta::declared_of(task), &record) {
                 Ok(Followed::Committed(v)) => {
                     println!("{dataset} {partition}: generation {g} committed as version {v}");
                 }

@@ -697,7 +697,7 @@ fn audit_candidate(
     }
     // A Delta table output: a candidate whose schema the table's policy
     // does not admit fails its audit, before anything is published.
-    if let (Some((columns, _)), Some(crate::manifest::TableFormat::Delta(policy))) = (
+    if let (Some((columns, _)), Some(crate::manifest::TableFormat::Delta { schema: policy, .. })) = (
         crate::store::delta::columns_of(task, partition),
         task.output.table,
     ) {

@@ -337,9 +337,16 @@ pub struct Output {
 /// `output.table`: a table format readers query (issue 27).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TableFormat {
-    /// A Delta Lake table rooted at the dataset's directory, with its
-    /// schema policy.
-    Delta(SchemaPolicy),
+    /// A Delta Lake table rooted at the dataset's directory.
+    Delta {
+        /// How the table's schema may change.
+        schema: SchemaPolicy,
+        /// `output.table_retention`: how long a version's files stay after
+        /// a later commit removed them, written to the table as
+        /// `delta.deletedFileRetentionDuration`; `None` leaves the table's
+        /// own (Delta's default: one week).
+        retention: Option<std::time::Duration>,
+    },
 }
 
 /// `output.schema`: how a Delta table's schema may change (issue 27).

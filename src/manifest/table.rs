@@ -17,6 +17,17 @@ pub(super) fn check(
     raw: &RawOutput,
 ) -> Option<TableFormat> {
     let Some(declared) = raw.table.as_deref() else {
+        if raw.table_retention.is_some() {
+            let at = v.value(&["tasks", task, "output", "table_retention"]);
+            v.err(
+                ManifestError::new(
+                    "weir::manifest::retention_needs_table",
+                    format!("task `{task}`: `table_retention` is how long a table keeps replaced versions readable, and this output declares no table"),
+                )
+                .at(at, "only for `table = \"delta\"`")
+                .help("declare `table = \"delta\"` on this Parquet output, or remove `table_retention` (`weir gc --keep-generations` keeps weir's own generations)"),
+            );
+        }
         if let Some(policy) = &raw.schema {
             let at = v.value(&["tasks", task, "output", "schema"]);
             v.err(
@@ -72,7 +83,17 @@ pub(super) fn check(
             return None;
         }
     };
-    Some(TableFormat::Delta(policy))
+    let retention = raw.table_retention.as_deref().map(|text| {
+        v.duration(
+            Some(text),
+            std::time::Duration::ZERO,
+            &["tasks", task, "output", "table_retention"],
+        )
+    });
+    Some(TableFormat::Delta {
+        schema: policy,
+        retention,
+    })
 }
 
 fn format_name(format: Format) -> &'static str {

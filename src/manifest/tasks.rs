@@ -115,6 +115,11 @@ pub struct RawOutput {
     /// still a gate failure).
     #[schemars(extend("enum" = ["fixed", "additive"]))]
     pub schema: Option<String>,
+    /// With `table = "delta"`: how long the files of a replaced version stay
+    /// readable by time travel (Delta's `delta.deletedFileRetentionDuration`,
+    /// default one week); `weir gc` deletes them only after it.
+    #[schemars(pattern(r"^([0-9]+(ms|s|m|h|d))+$"))]
+    pub table_retention: Option<String>,
 }
 
 /// `partitioned_by` as the schema shows it: a name or a list of names.

@@ -16,9 +16,11 @@
 //!
 //! 1. the current generation, one of the `keep_generations` generations
 //!    before it (the rollback window), or a generation that a retained
-//!    rollback record restores names it as its `attempt_dir`, or a version
-//!    of the dataset's Delta table (`table = "delta"`) references it, so
-//!    that every version stays readable;
+//!    rollback record restores names it as its `attempt_dir`, or the
+//!    dataset's Delta table (`table = "delta"`) still needs it: its current
+//!    version references it, or a commit removed it less than the table's
+//!    retention ago (Delta's `VACUUM` rule), so time travel over that
+//!    window reads;
 //! 2. it may still be running: its lease is not finished (and it was not
 //!    taken over, nor is its engine certainly gone), or its age (now − when
 //!    the store wrote its token record, else the record's `allocated_at`,
@@ -241,7 +243,7 @@ fn plan_at(
             let tokens = attempt_tokens(warehouse, &store)?;
             // One reading of the log per partition for the plan; `apply`
             // reads it again per item.
-            let refs = References::read(&store, options.keep_generations);
+            let refs = References::read(&store, options.keep_generations, now);
             if let References::Unreadable(why) = &refs {
                 unreadable.push(UnreadableLog {
                     dataset: dataset.clone(),
@@ -290,7 +292,7 @@ fn apply_at(
         if usage(&store, token).is_none() {
             continue; // already gone (another gc)
         }
-        let refs = References::read(&store, options.keep_generations);
+        let refs = References::read(&store, options.keep_generations, now);
         let fresh = assess(&store, &refs, token, options, now);
         let GcDecision::Delete { reason } = fresh.decision else {
             continue;
@@ -359,20 +361,30 @@ enum References {
 }
 
 impl References {
-    fn read(store: &PartitionStore, keep_generations: usize) -> References {
+    fn read(store: &PartitionStore, keep_generations: usize, now: Timestamp) -> References {
         let mut refs = match store.history() {
             Ok(history) => References::from_history(&history, keep_generations),
             Err(e) => return References::Unreadable(crate::exec::chain(&e)),
         };
-        // Files a version of the dataset's Delta table references stay, so
-        // every version stays readable (issue 27); an unreadable table log
-        // keeps the whole partition, like an unreadable commit log.
-        match crate::store::delta::referenced_attempts(store) {
+        // Files the dataset's Delta table still needs stay: those of its
+        // current version, and removed ones within the table's retention,
+        // so time travel over that window reads (issue 27); an unreadable
+        // table log keeps the whole partition, like an unreadable commit log.
+        match crate::store::delta::referenced_attempts(store, now.as_millisecond()) {
             Ok(delta) => {
                 if let References::Read { kept, .. } = &mut refs {
-                    for (attempt, version) in delta {
-                        kept.entry(attempt).or_insert_with(|| {
-                            format!("referenced by version {version} of the Delta table")
+                    for (attempt, r) in delta {
+                        kept.entry(attempt).or_insert_with(|| match r.readable_until {
+                            None => format!(
+                                "referenced by version {} of the Delta table (its current files)",
+                                r.version
+                            ),
+                            Some(until) => format!(
+                                "referenced by version {} of the Delta table, readable by time travel until {} (the table's retention)",
+                                r.version,
+                                Timestamp::from_millisecond(until)
+                                    .map_or_else(|_| "ever".to_owned(), |t| t.to_string())
+                            ),
                         });
                     }
                 }

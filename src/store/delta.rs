@@ -57,9 +57,13 @@
 //! `status --check` and `weir verify` compare a table with the visible
 //! generations, [`TableView::disagreement`].
 //!
-//! Not done yet (issue 27): a declared retention of old versions (none is
-//! removed, and gc keeps every attempt any version references,
-//! [`referenced_attempts`]).
+//! Old versions stay readable for the table's retention, Delta's
+//! `delta.deletedFileRetentionDuration` (one week unless the output declares
+//! `table_retention`, which weir writes into the table's configuration so
+//! other writers' `VACUUM` agrees): gc keeps every file the current version
+//! references and every file a later commit removed less than that long ago
+//! ([`referenced_attempts`]); older ones go with their attempt directory
+//! once weir's own rollback window lets it, as `VACUUM` would.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -78,6 +82,21 @@ pub const LOG_DIR: &str = "_delta_log";
 
 /// Delta's default `delta.checkpointInterval`: a checkpoint every 10 versions.
 const CHECKPOINT_INTERVAL: u64 = 10;
+
+/// The table property that says how long removed files stay readable.
+const RETENTION_KEY: &str = "delta.deletedFileRetentionDuration";
+
+/// Delta's default for [`RETENTION_KEY`]: one week.
+const DEFAULT_RETENTION: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
+/// What the manifest declares of a dataset's Delta table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Declared {
+    /// How its schema may change.
+    pub schema: SchemaPolicy,
+    /// How long removed files stay readable, when declared.
+    pub retention: Option<std::time::Duration>,
+}
 
 /// Conflicts (another writer took the version) tolerated per commit.
 const MAX_CONFLICTS: usize = 64;
@@ -163,6 +182,9 @@ struct Replayed {
     versions: BTreeMap<(String, u64), u64>,
     /// Every path any replayed version added, with the newest version that did.
     added: BTreeMap<String, u64>,
+    /// Paths removed and not added again, with the `deletionTimestamp` (ms)
+    /// of their removal (`i64::MAX` when the action has none: kept).
+    removed: BTreeMap<String, i64>,
 }
 
 /// Key of version `v`'s commit file.
@@ -194,6 +216,7 @@ fn apply(state: &mut Replayed, v: u64, key: &str, action: &Value) -> Result<(), 
     if let Some(add) = action.get("add").filter(|a| !a.is_null()) {
         let path = add["path"].as_str().unwrap_or_default().to_owned();
         state.added.insert(path.clone(), v);
+        state.removed.remove(&path);
         state.active.insert(
             path,
             Active {
@@ -203,9 +226,10 @@ fn apply(state: &mut Replayed, v: u64, key: &str, action: &Value) -> Result<(), 
             },
         );
     } else if let Some(remove) = action.get("remove").filter(|a| !a.is_null()) {
-        state
-            .active
-            .remove(remove["path"].as_str().unwrap_or_default());
+        let path = remove["path"].as_str().unwrap_or_default();
+        state.active.remove(path);
+        let at = remove["deletionTimestamp"].as_i64().unwrap_or(i64::MAX);
+        state.removed.insert(path.to_owned(), at);
     } else if let Some(meta) = action.get("metaData").filter(|a| !a.is_null()) {
         let schema: Value = meta["schemaString"]
             .as_str()
@@ -364,6 +388,62 @@ fn checkpoint_interval(state: &Replayed) -> u64 {
         .and_then(|n| n.parse().ok())
         .filter(|n: &u64| *n > 0)
         .unwrap_or(CHECKPOINT_INTERVAL)
+}
+
+/// The table's retention of removed files: its [`RETENTION_KEY`], else
+/// Delta's default. A value weir cannot read keeps files forever (nothing
+/// proves a reader may lose them).
+fn retention(state: &Replayed) -> Option<std::time::Duration> {
+    match state
+        .metadata
+        .as_ref()
+        .and_then(|m| m["configuration"][RETENTION_KEY].as_str())
+    {
+        None => Some(DEFAULT_RETENTION),
+        Some(text) => parse_interval(text),
+    }
+}
+
+/// Delta's interval syntax, `interval 7 days` (a count and a unit, the
+/// unit's `s` optional; `week`, `day`, `hour`, `minute`, `second`,
+/// `millisecond`).
+fn parse_interval(text: &str) -> Option<std::time::Duration> {
+    let mut words = text.split_whitespace();
+    if !words.next()?.eq_ignore_ascii_case("interval") {
+        return None;
+    }
+    let count: u64 = words.next()?.parse().ok()?;
+    let unit = words.next()?.to_ascii_lowercase();
+    if words.next().is_some() {
+        return None;
+    }
+    let ms: u64 = match unit.strip_suffix('s').unwrap_or(&unit) {
+        "week" => 7 * 24 * 3_600_000,
+        "day" => 24 * 3_600_000,
+        "hour" => 3_600_000,
+        "minute" => 60_000,
+        "second" => 1_000,
+        "millisecond" => 1,
+        _ => return None,
+    };
+    Some(std::time::Duration::from_millis(count.checked_mul(ms)?))
+}
+
+/// `d` in Delta's interval syntax, in the largest unit that is exact.
+fn render_interval(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    let unit = [
+        (24 * 3_600_000, "days"),
+        (3_600_000, "hours"),
+        (60_000, "minutes"),
+        (1_000, "seconds"),
+    ]
+    .into_iter()
+    .find(|(size, _)| ms % size == 0);
+    match unit {
+        Some((size, name)) => format!("interval {} {name}", ms / size),
+        None => format!("interval {ms} milliseconds"),
+    }
 }
 
 /// Writes the checkpoint of version `v` (the table's `state` once `v` is
@@ -943,9 +1023,11 @@ pub fn follow(
     store: &PartitionStore,
     columns: &[String],
     values: &[String],
-    policy: SchemaPolicy,
+    declared: Declared,
     record: &CommitRecord,
 ) -> Result<Followed, TableError> {
+    let policy = declared.schema;
+    let retention_text = declared.retention.map(render_interval);
     let backend = store.backend();
     let dataset = store.dataset();
     let partition_values: serde_json::Map<String, Value> = columns
@@ -1020,21 +1102,38 @@ pub fn follow(
                 "format": {"provider": "parquet", "options": {}},
                 "schemaString": schema,
                 "partitionColumns": columns,
-                "configuration": {},
+                "configuration": match &retention_text {
+                    Some(text) => json!({ RETENTION_KEY: text }),
+                    None => json!({}),
+                },
                 "createdTime": now,
             }}));
         }
-        if let (false, Some(table), Some(meta)) = (added.is_empty(), &state.fields, &state.metadata)
-        {
-            // `additive`: the table's schema gains the new columns in this
-            // commit (the same table id; readers fill them with nulls in
-            // the older files).
-            let mut meta = meta.clone();
-            let mut schema_fields = table.clone();
-            schema_fields.extend(added.iter().cloned());
-            meta["schemaString"] =
-                Value::String(json!({"type": "struct", "fields": schema_fields}).to_string());
-            lines.push(json!({ "metaData": meta }));
+        // One `metaData` action at most per commit, carrying both changes.
+        if let Some(meta) = &state.metadata {
+            let mut changed = meta.clone();
+            if let (false, Some(table)) = (added.is_empty(), &state.fields) {
+                // `additive`: the table's schema gains the new columns in
+                // this commit (the same table id; readers fill them with
+                // nulls in the older files).
+                let mut schema_fields = table.clone();
+                schema_fields.extend(added.iter().cloned());
+                changed["schemaString"] =
+                    Value::String(json!({"type": "struct", "fields": schema_fields}).to_string());
+            }
+            // A declared retention that differs from the table's becomes
+            // the table's (so every writer's `VACUUM` keeps as long).
+            if let Some(text) = &retention_text {
+                if changed["configuration"][RETENTION_KEY].as_str() != Some(text) {
+                    if !changed["configuration"].is_object() {
+                        changed["configuration"] = json!({});
+                    }
+                    changed["configuration"][RETENTION_KEY] = Value::String(text.clone());
+                }
+            }
+            if &changed != meta {
+                lines.push(json!({ "metaData": changed }));
+            }
         }
         let new_paths: Vec<&str> = files.iter().map(|(p, _, _)| p.as_str()).collect();
         for (path, active) in &state.active {
@@ -1123,16 +1222,41 @@ pub fn versions_of(store: &PartitionStore) -> Result<BTreeMap<u64, u64>, TableEr
         .collect())
 }
 
-/// The attempt directories (store keys) of `store`'s partition that any
-/// version of its dataset's Delta table references, with the newest such
-/// version: gc keeps them, since weir never removes table versions (no
-/// retention is declared yet), so each version stays readable. Empty when
-/// the dataset has no table.
-pub fn referenced_attempts(store: &PartitionStore) -> Result<BTreeMap<String, u64>, TableError> {
+/// Why the Delta table still needs an attempt directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reference {
+    /// The newest version that added one of its files.
+    pub version: u64,
+    /// `None` while the table's current version references it; else until
+    /// when (ms since the epoch) time travel may still read it.
+    pub readable_until: Option<i64>,
+}
+
+/// The attempt directories (store keys) of `store`'s partition that its
+/// dataset's Delta table still needs at `now_ms`: those whose files the
+/// current version references, and those a later commit removed less than
+/// the table's retention ago (Delta's `VACUUM` rule), so every version in
+/// that window stays readable. Empty when the dataset has no table.
+pub fn referenced_attempts(
+    store: &PartitionStore,
+    now_ms: i64,
+) -> Result<BTreeMap<String, Reference>, TableError> {
     let state = replay(store.backend(), store.dataset(), ReplayFrom::Start)?;
-    let mut out = BTreeMap::new();
-    for (path, v) in state.added {
-        let Some(decoded) = decode_path(&path) else {
+    let retention_ms = retention(&state).map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let mut out: BTreeMap<String, Reference> = BTreeMap::new();
+    for (path, v) in &state.added {
+        let readable_until = match (state.removed.get(path), retention_ms) {
+            (None, _) => None,
+            (Some(&at), Some(keep)) => {
+                let until = at.saturating_add(keep);
+                if until <= now_ms {
+                    continue;
+                }
+                Some(until)
+            }
+            (Some(_), None) => Some(i64::MAX),
+        };
+        let Some(decoded) = decode_path(path) else {
             continue;
         };
         // `<partition dir>/attempts/<token>/data/<file>`
@@ -1140,8 +1264,16 @@ pub fn referenced_attempts(store: &PartitionStore) -> Result<BTreeMap<String, u6
         if let [dir, "attempts", token, _] = parts.as_slice() {
             if crate::store::decode_partition(dir).as_deref() == Some(store.partition()) {
                 let key = format!("{}/{dir}/attempts/{token}", store.dataset());
-                let newest = out.entry(key).or_insert(v);
-                *newest = (*newest).max(v);
+                let entry = out.entry(key).or_insert(Reference {
+                    version: *v,
+                    readable_until,
+                });
+                entry.version = entry.version.max(*v);
+                // Live beats retained; of two removals, the later one counts.
+                entry.readable_until = match (entry.readable_until, readable_until) {
+                    (None, _) | (_, None) => None,
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                };
             }
         }
     }
@@ -1238,7 +1370,7 @@ pub fn columns_of(
 ) -> Option<(Vec<String>, Vec<String>)> {
     if !matches!(
         task.output.table,
-        Some(crate::manifest::TableFormat::Delta(_))
+        Some(crate::manifest::TableFormat::Delta { .. })
     ) {
         return None;
     }
@@ -1249,11 +1381,13 @@ pub fn columns_of(
     ))
 }
 
-/// The schema policy of `task`'s Delta table output (`fixed` otherwise).
-pub fn policy_of(task: &crate::manifest::Task) -> SchemaPolicy {
+/// What `task` declares of its Delta table output (defaults otherwise).
+pub fn declared_of(task: &crate::manifest::Task) -> Declared {
     match task.output.table {
-        Some(crate::manifest::TableFormat::Delta(policy)) => policy,
-        None => SchemaPolicy::Fixed,
+        Some(crate::manifest::TableFormat::Delta { schema, retention }) => {
+            Declared { schema, retention }
+        }
+        None => Declared::default(),
     }
 }
 
@@ -1265,7 +1399,7 @@ pub fn follow_task(store: &PartitionStore, task: &crate::manifest::Task, record:
     let Some((columns, values)) = columns_of(task, &record.partition) else {
         return;
     };
-    if let Err(e) = follow(store, &columns, &values, policy_of(task), record) {
+    if let Err(e) = follow(store, &columns, &values, declared_of(task), record) {
         eprintln!(
             "warning: the Delta table of `{}` does not show {} generation {} yet: {}\n  help: `weir tables sync MANIFEST` brings it up to the visible generations",
             record.dataset,
@@ -1294,6 +1428,36 @@ fn table_id(dataset: &str, now: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retention_intervals_read_as_delta_writes_them_and_render_exactly() {
+        let h = std::time::Duration::from_secs(3600);
+        assert_eq!(parse_interval("interval 1 week"), Some(h * 24 * 7));
+        assert_eq!(parse_interval("INTERVAL 7 days"), Some(h * 24 * 7));
+        assert_eq!(parse_interval("interval 36 hours"), Some(h * 36));
+        assert_eq!(
+            parse_interval("interval 500 milliseconds"),
+            Some(std::time::Duration::from_millis(500))
+        );
+        for bad in [
+            "7 days",
+            "interval seven days",
+            "interval 7 fortnights",
+            "interval 7 days ago",
+        ] {
+            assert_eq!(parse_interval(bad), None, "{bad}");
+        }
+        for d in [
+            h * 24 * 30,
+            h * 36,
+            h / 2,
+            std::time::Duration::from_millis(1500),
+        ] {
+            assert_eq!(parse_interval(&render_interval(d)), Some(d));
+        }
+        assert_eq!(render_interval(h * 48), "interval 2 days");
+    }
+
     use crate::store::memory::InterceptPut;
     use crate::store::{MemoryBackend, Warehouse};
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -1364,7 +1528,7 @@ mod tests {
         let (columns, values) = (vec!["region".to_owned()], vec!["p".to_owned()]);
 
         assert_eq!(
-            follow(&store, &columns, &values, SchemaPolicy::Fixed, &record).unwrap(),
+            follow(&store, &columns, &values, Declared::default(), &record).unwrap(),
             Followed::Committed(2)
         );
         let ours = String::from_utf8(backend.get(&version_key("d", 2)).unwrap().unwrap()).unwrap();
@@ -1393,7 +1557,7 @@ mod tests {
         );
 
         assert_eq!(
-            follow(&store, &columns, &values, SchemaPolicy::Fixed, &record).unwrap(),
+            follow(&store, &columns, &values, Declared::default(), &record).unwrap(),
             Followed::AlreadyThere(2)
         );
         assert!(backend.get(&version_key("d", 3)).unwrap().is_none());

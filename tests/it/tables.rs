@@ -374,6 +374,9 @@ opts = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None
 dt = deltalake.DeltaTable(root, storage_options=opts)
 versions = sorted(h["version"] for h in dt.history())
 out = {"versions": versions, "tables": {}}
+# After a VACUUM-like gc only the versions within the retention read.
+if len(sys.argv) > 3:
+    versions = [v for v in versions if v >= int(sys.argv[3])]
 line = lambda r: f'{r["id"]},{r["amount"]},{r["label"]}'
 for v in versions:
     t = deltalake.DeltaTable(root, version=v, storage_options=opts)
@@ -933,6 +936,17 @@ fn issue_27_delta_schema_policy_diagnostics() {
             DELTA_MANIFEST.replace("table = \"delta\" }", "schema = \"additive\" }"),
             "`schema = \"additive\"` is the schema policy of a table",
         ),
+        (
+            DELTA_MANIFEST.replace("table = \"delta\" }", "table_retention = \"30d\" }"),
+            "`table_retention` is how long a table keeps",
+        ),
+        (
+            DELTA_MANIFEST.replace(
+                "table = \"delta\" }",
+                "table = \"delta\", table_retention = \"a week\" }",
+            ),
+            "malformed duration",
+        ),
     ] {
         let sb = Sandbox::new(&manifest);
         let out = sb.weir(&["validate", "m.toml"]).output().unwrap();
@@ -940,7 +954,10 @@ fn issue_27_delta_schema_policy_diagnostics() {
         let text = stderr(&out);
         assert!(text.contains(expected), "{text}");
         assert!(text.contains("[m.toml:13:"), "{text}");
-        assert!(text.contains("schema = "), "{text}");
+        assert!(
+            text.contains("schema = ") || text.contains("table_retention = "),
+            "{text}"
+        );
     }
 }
 
@@ -1136,6 +1153,124 @@ fn issue_27_gc_keeps_what_delta_versions_reference() {
             assert_eq!(attempts.len(), 1, "{out}");
         }
     }
+}
+
+/// Publishes `north` three times more (scales 10, 20, 10) in `sb`, up to
+/// `generation`, and collects garbage with weir's own rollback window at
+/// zero; gc's output.
+fn republish_three_times_and_gc(sb: &Sandbox, generation: u64) -> String {
+    for (run, scale) in [("R1", "10"), ("R2", "20"), ("R3", "10")] {
+        let out = sb
+            .weir(&[
+                "run",
+                "m.toml",
+                "--run-id",
+                run,
+                "--partition",
+                "north",
+                "--force",
+            ])
+            .env("SCALE", scale)
+            .output()
+            .unwrap();
+        ok(&out);
+    }
+    assert_eq!(visible(sb, "north"), generation);
+    // Past a one-second retention for the versions the third run replaced.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    ok(&sb
+        .weir(&[
+            "gc",
+            "m.toml",
+            "--older-than",
+            "0s",
+            "--keep-generations",
+            "0",
+            "--apply",
+        ])
+        .output()
+        .unwrap())
+}
+
+// A declared `table_retention` is the table's VACUUM rule: it is written to
+// the table's configuration (and changed there by a metaData action when
+// the declaration changes), gc deletes the files of versions replaced
+// longer ago than it and keeps those replaced within it, naming until when
+// time travel can read them; the current version always reads.
+#[test]
+fn gc_frees_table_files_replaced_longer_ago_than_the_declared_retention() {
+    let sb = delta_sandbox();
+    let short = DELTA_MANIFEST.replace(
+        "table = \"delta\" }",
+        "table = \"delta\", table_retention = \"1s\" }",
+    );
+    std::fs::write(sb.path().join("m.toml"), &short).unwrap();
+    let out = republish_three_times_and_gc(&sb, 3);
+    let attempts = sb.entries("sales", "north", "attempts");
+    assert_eq!(attempts.len(), 1, "{out}");
+    assert!(
+        out.contains("referenced by generation 3 (current)"),
+        "{out}"
+    );
+    assert_eq!(out.matches("delete ").count(), 2, "{out}");
+    let root = sb.path().join("wh").join("sales");
+    let first = std::fs::read_to_string(root.join("_delta_log/00000000000000000000.json")).unwrap();
+    assert!(
+        first.contains(r#""delta.deletedFileRetentionDuration":"interval 1 seconds""#),
+        "{first}"
+    );
+    if python_readers() {
+        let read = |from: &str| {
+            std::process::Command::new("python3")
+                .args(["-c", READ_TABLE, root.to_str().unwrap(), "null", from])
+                .output()
+                .unwrap()
+        };
+        // The current version reads; the replaced ones, past the
+        // retention, do not (their files are gone, as after VACUUM).
+        let out = read("2");
+        assert!(out.status.success(), "{}", stderr(&out));
+        let table: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(
+            table["tables"]["2"]["north"],
+            serde_json::json!(["1,10,n", "2,20,n", "3,30,n"])
+        );
+        let out = read("0");
+        assert!(!out.status.success());
+        assert!(stderr(&out).contains("not found"), "{}", stderr(&out));
+    }
+
+    // A longer declaration: the next commit carries it, and the replaced
+    // versions' files stay, with the instant they stay readable until.
+    let sb = delta_sandbox();
+    std::fs::write(sb.path().join("m.toml"), &short).unwrap();
+    ok(&sb
+        .weir(&["run", "m.toml", "--run-id", "R0", "--partition", "north"])
+        .env("SCALE", "10")
+        .output()
+        .unwrap());
+    let long = DELTA_MANIFEST.replace(
+        "table = \"delta\" }",
+        "table = \"delta\", table_retention = \"2h\" }",
+    );
+    std::fs::write(sb.path().join("m.toml"), &long).unwrap();
+    let out = republish_three_times_and_gc(&sb, 4);
+    assert_eq!(sb.entries("sales", "north", "attempts").len(), 4, "{out}");
+    assert!(out.contains("readable by time travel until"), "{out}");
+    assert!(out.contains("(the table's retention)"), "{out}");
+    let second =
+        std::fs::read_to_string(root_of(&sb).join("_delta_log/00000000000000000001.json")).unwrap();
+    assert!(
+        second.contains(r#""delta.deletedFileRetentionDuration":"interval 2 hours""#),
+        "{second}"
+    );
+    let third =
+        std::fs::read_to_string(root_of(&sb).join("_delta_log/00000000000000000002.json")).unwrap();
+    assert!(!third.contains("metaData"), "{third}");
+}
+
+fn root_of(sb: &Sandbox) -> std::path::PathBuf {
+    sb.path().join("wh").join("sales")
 }
 
 // Issue 27: two engines publishing different partitions of one table at
