@@ -24,6 +24,7 @@ mod partitions;
 mod plan;
 mod pools;
 mod publish;
+mod readme;
 mod report;
 mod retries;
 mod robustness;
