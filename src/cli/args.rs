@@ -306,6 +306,21 @@ pub(crate) struct StatusArgs {
     /// Print one JSON document.
     #[arg(long)]
     pub(crate) json: bool,
+    /// List every partition even when that takes more than a screen (default: a summary per task then).
+    #[arg(long)]
+    pub(crate) all: bool,
+    /// Only these tasks (repeatable).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) task: Vec<String>,
+    /// Only instances in these states (repeatable).
+    #[arg(long, value_enum)]
+    pub(crate) state: Vec<super::status::summary::InstanceState>,
+    /// First partition of a range (a day, or a static key), as `weir run --from` takes it.
+    #[arg(long, requires = "to")]
+    pub(crate) from: Option<String>,
+    /// Last partition of the range (inclusive).
+    #[arg(long, requires = "from")]
+    pub(crate) to: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -505,3 +505,298 @@ error: `m.toml` is not a valid manifest: 2 errors
         }
     }
 }
+
+/// `extract` (sla 1d) and `load` (reads it) over 89 days to 2026-11-28:
+/// extract published to 2026-11-25 but for 2026-09-15 (HELD) and
+/// 2026-10-10 (QUARANTINED), the last three days LATE; load published for
+/// ten days, 79 MISSING.
+fn at_scale() -> Sandbox {
+    let sb = Sandbox::new(
+        r#"
+[pipeline]
+name = "scale"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.day]
+kind = "daily"
+start = "2026-09-01"
+
+[pools.wide]
+slots = 8
+
+[tasks.extract]
+command = ["sh", "extract.sh"]
+output = { dataset = "raw", grain = ["id"] }
+pool = "wide"
+sla = "1d"
+
+[tasks.load]
+command = ["sh", "load.sh"]
+inputs = ["raw"]
+output = { dataset = "clean", grain = ["id"] }
+pool = "wide"
+"#,
+    );
+    sb.script(
+        "extract.sh",
+        r#"case "$WEIR_PARTITION" in
+  2026-09-15) echo 'the feed is wrong' >&2; exit 78 ;;
+  2026-10-10) echo 'bad row' >&2; exit 65 ;;
+esac
+printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
+"#,
+    );
+    sb.script(
+        "load.sh",
+        "printf 'id\\n1\\n' > \"$WEIR_OUTPUT_DIR/out.csv\"\n",
+    );
+    let out = sb.run(
+        "r1",
+        &[
+            "--task",
+            "extract",
+            "--from",
+            "2026-09-01",
+            "--to",
+            "2026-11-25",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    ok(&sb.run(
+        "r2",
+        &[
+            "--task",
+            "load",
+            "--from",
+            "2026-09-01",
+            "--to",
+            "2026-09-10",
+        ],
+    ));
+    sb
+}
+
+/// The day after `d` (YYYY-MM-DD), at midnight UTC.
+fn end_of(d: jiff::civil::Date) -> String {
+    format!("{}T00:00:00Z", d.tomorrow().unwrap())
+}
+
+// issue 26 item 7: more than a screen of partitions is summarised per task
+// (counts by state, the oldest problem), then the problems oldest first as
+// many as a screen holds; `--all` is the full listing.
+#[test]
+fn issue_26_status_at_scale_summarises_oldest_problem_first() {
+    let sb = at_scale();
+    let out = sb.weir_out(&["status", "m.toml"]);
+    assert_eq!(stderr(&out), "");
+    let text = ok(&out);
+    let mut expected = String::from(
+        "178 partitions of 2 tasks, summarised: `weir status m.toml --all` lists every partition, `--json` prints them all
+
+task     partitions  held  quarantined  late  missing  published  oldest problem
+extract          89     1            1     3        0         84  HELD 2026-09-15 since 2026-09-17T00:00:00Z
+load             89     0            0     0       79         10  MISSING 2026-09-11 since 2026-09-12T00:00:00Z
+
+84 problems, oldest first:
+",
+    );
+    // A screen (50 lines when piped) less the heading and table: 41 lines.
+    let mut day: jiff::civil::Date = "2026-09-11".parse().unwrap();
+    let mut lines = 0;
+    while lines < 41 {
+        let missing = format!(
+            "MISSING     load {day}: expected, not published since {}\n",
+            end_of(day)
+        );
+        expected.push_str(&missing);
+        lines += 1;
+        // Held and quarantined since their SLA deadline (the day after the
+        // period's end): after the missing `load` partition of that day.
+        let marked = match day.to_string().as_str() {
+            "2026-09-15" => Some("HELD        extract 2026-09-15: operator failure: exit code 78"),
+            "2026-10-10" => {
+                Some("QUARANTINED extract 2026-10-10: deterministic failure: exit code 65")
+            }
+            _ => None,
+        };
+        if let Some(line) = marked {
+            if lines < 41 {
+                expected.push_str(&format!(
+                    "{line} since {}\n",
+                    end_of(day.tomorrow().unwrap())
+                ));
+                lines += 1;
+            }
+        }
+        day = day.tomorrow().unwrap();
+    }
+    expected.push_str(
+        "… 43 more: narrow with `--task`, `--state` or `--from`/`--to`, or list them with `--all`\n",
+    );
+    assert_eq!(text, expected);
+
+    // --all: every publication, and every problem line of the listing.
+    let out = sb.weir_out(&["status", "m.toml", "--all"]);
+    let all = ok(&out);
+    assert_eq!(
+        all.lines().filter(|l| l.contains(" sha256:")).count(),
+        94,
+        "{all}"
+    );
+    for line in [
+        "missing: raw: 5 expected partitions without a publication: 2026-09-15, 2026-10-10, 2026-11-26, 2026-11-27, 2026-11-28",
+        "missing: clean: 79 expected partitions without a publication: 2026-09-11, 2026-09-12, 2026-09-13, 2026-09-14, 2026-09-15, 2026-09-16, 2026-09-17, 2026-09-18, 2026-09-19, 2026-09-20, …",
+        "LATE        extract 2026-11-28: not published by its SLA deadline 2026-11-30T00:00:00Z",
+        "HELD        extract 2026-09-15: operator failure: exit code 78",
+    ] {
+        assert!(all.lines().any(|l| l == line), "{line:?} not in:\n{all}");
+    }
+    assert!(!all.contains("summarised"), "{all}");
+}
+
+// issue 26 item 7: `--task`, `--state` and `--from/--to` narrow the listing
+// and what `--check` pages on; unknown names and bad ranges are usage
+// errors; `--json` keeps its shape, adding `summary`.
+#[test]
+fn issue_26_status_filters_and_json_summary() {
+    let sb = at_scale();
+    let out = sb.weir_out(&["status", "m.toml", "--state", "late", "--state", "held"]);
+    assert_eq!(stderr(&out), "");
+    assert_eq!(
+        ok(&out),
+        "no published partition matches
+missing: raw: 4 expected partitions without a publication: 2026-09-15, 2026-11-26, 2026-11-27, 2026-11-28
+LATE        extract 2026-09-15: not published by its SLA deadline 2026-09-17T00:00:00Z
+LATE        extract 2026-11-26: not published by its SLA deadline 2026-11-28T00:00:00Z
+LATE        extract 2026-11-27: not published by its SLA deadline 2026-11-29T00:00:00Z
+LATE        extract 2026-11-28: not published by its SLA deadline 2026-11-30T00:00:00Z
+HELD        extract 2026-09-15: operator failure: exit code 78
+"
+    );
+    let out = sb.weir_out(&[
+        "status",
+        "m.toml",
+        "--task",
+        "load",
+        "--from",
+        "2026-09-08",
+        "--to",
+        "2026-09-12",
+    ]);
+    let text = ok(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 7, "{text}");
+    for (line, partition) in lines[1..4]
+        .iter()
+        .zip(["2026-09-08", "2026-09-09", "2026-09-10"])
+    {
+        assert!(
+            line.starts_with(&format!("clean    {partition}    1")),
+            "{text}"
+        );
+    }
+    assert_eq!(lines[5], "clean: 3 partitions built by code_version 1");
+    assert_eq!(
+        lines[6],
+        "missing: clean: 2 expected partitions without a publication: 2026-09-11, 2026-09-12"
+    );
+    // --check pages only on what the filters keep.
+    assert_eq!(
+        sb.weir_out(&["status", "m.toml", "--check"]).status.code(),
+        Some(4)
+    );
+    let out = sb.weir_out(&["status", "m.toml", "--check", "--task", "load"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = sb.weir_out(&["status", "m.toml", "--check", "--state", "quarantined"]);
+    assert_eq!(out.status.code(), Some(4));
+    // QUARANTINED and its LATE, both of the one instance kept.
+    assert_eq!(stderr(&out), "check failed: 2 instances need attention\n");
+
+    let out = sb.weir_out(&["status", "m.toml", "--task", "lod"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(stdout(&out), "");
+    assert_eq!(
+        stderr(&out),
+        "error: no task `lod` in `scale`\n  help: did you mean `load`?\n"
+    );
+    let out = sb.weir_out(&[
+        "status",
+        "m.toml",
+        "--from",
+        "2026-09-12",
+        "--to",
+        "2026-09-08",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("runs backwards: swap --from and --to"),
+        "{}",
+        stderr(&out)
+    );
+    let out = sb.weir_out(&["status", "m.toml", "--state", "lat"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("possible values: unreadable, held"),
+        "{}",
+        stderr(&out)
+    );
+
+    // JSON: every partition whatever the screen, the keys it always had,
+    // and `summary`.
+    let doc = sb.status_json();
+    let keys: Vec<&str> = doc
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "abandoned",
+            "attention",
+            "code_versions",
+            "drifted",
+            "format_version",
+            "lineage",
+            "missing",
+            "partitions",
+            "pipeline",
+            "released",
+            "stale",
+            "summary",
+            "unproven",
+            "unreadable",
+            "waiting"
+        ]
+    );
+    assert_eq!(doc["format_version"], 1);
+    assert_eq!(doc["partitions"].as_array().unwrap().len(), 94);
+    assert_eq!(doc["missing"].as_array().unwrap().len(), 84);
+    let summary = &doc["summary"];
+    assert_eq!(
+        summary["tasks"][0],
+        serde_json::json!({
+            "task": "extract",
+            "partitions": 89,
+            "states": {"unreadable": 0, "held": 1, "quarantined": 1, "abandoned": 0,
+                "released": 0, "late": 3, "waiting": 0, "missing": 0, "stale": 0, "published": 84},
+            "oldest_problem": {"state": "HELD", "task": "extract", "partition": "2026-09-15",
+                "since": "2026-09-17T00:00:00Z", "detail": "operator failure: exit code 78"},
+        })
+    );
+    assert_eq!(summary["tasks"][1]["states"]["missing"], 79);
+    let problems = summary["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 84);
+    assert_eq!(problems[0]["partition"], "2026-09-11");
+    assert_eq!(problems[83]["state"], "LATE");
+    assert_eq!(problems[83]["partition"], "2026-11-28");
+    // Filters narrow the document, not its shape.
+    let out = sb.weir_out(&["status", "m.toml", "--json", "--state", "quarantined"]);
+    let doc: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
+    assert_eq!(doc["partitions"], serde_json::json!([]));
+    assert_eq!(doc["missing"].as_array().unwrap().len(), 1);
+    assert_eq!(doc["summary"]["problems"].as_array().unwrap().len(), 1);
+    assert_eq!(doc["attention"].as_array().unwrap().len(), 2);
+}
