@@ -4,7 +4,7 @@
 use super::args::SloArgs;
 use super::error::{doing, CliError};
 use super::exit;
-use crate::ops::slo::{self, Measures, Spread, Window};
+use crate::ops::slo::{self, cells, whole, Window, MEASURE_COLUMNS};
 
 pub(crate) fn run(args: &SloArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
@@ -53,20 +53,8 @@ pub(crate) fn render(pipeline: &str, report: &slo::SloReport) -> Vec<String> {
         report.since
     )];
     out.push(String::new());
-    let header = [
-        "task",
-        "pool",
-        "sla",
-        "within sla",
-        "latency p50",
-        "p95",
-        "attempt p50",
-        "p95",
-        "queue p50",
-        "p95",
-        "retries/inst",
-        "error budget left",
-    ];
+    let mut header = vec!["task", "pool", "sla"];
+    header.extend_from_slice(&MEASURE_COLUMNS);
     let rows: Vec<Vec<String>> = report
         .tasks
         .iter()
@@ -92,100 +80,7 @@ pub(crate) fn render(pipeline: &str, report: &slo::SloReport) -> Vec<String> {
         })
         .collect();
     let mut header = vec!["pool"];
-    header.extend_from_slice(&[
-        "within sla",
-        "latency p50",
-        "p95",
-        "attempt p50",
-        "p95",
-        "queue p50",
-        "p95",
-        "retries/inst",
-        "error budget left",
-    ]);
+    header.extend_from_slice(&MEASURE_COLUMNS);
     out.extend(super::aligned(&header, &rows, &[2, 3, 4, 5, 6, 7, 8]));
     out
-}
-
-/// The measured columns: share, three spreads, retries, budget.
-fn cells(m: &Measures, slo: Option<f64>) -> Vec<String> {
-    let p = &m.partitions;
-    let mut row = vec![match m.within_sla {
-        Some(share) => format!("{} ({}/{})", percent(share), p.met, p.met + p.missed),
-        None => "-".into(),
-    }];
-    for spread in [
-        &m.publication_latency_ms,
-        &m.attempt_duration_ms,
-        &m.queue_wait_ms,
-    ] {
-        let Spread { p50, p95, .. } = spread;
-        row.push(p50.map_or_else(|| "-".into(), span));
-        row.push(p95.map_or_else(|| "-".into(), span));
-    }
-    row.push(match m.retries_per_instance {
-        Some(r) => format!("{r:.2} ({}/{})", m.retries, m.instances),
-        None => "-".into(),
-    });
-    row.push(match &m.error_budget {
-        Some(b) => {
-            let left = b.remaining.map_or_else(|| "-".into(), percent);
-            let target = slo.map_or_else(String::new, |s| format!("slo {}, ", percent(s)));
-            format!(
-                "{left} ({target}{} of {:.2} allowed {})",
-                b.misses,
-                b.allowed_misses,
-                if b.misses == 1 { "miss" } else { "misses" }
-            )
-        }
-        None => "-".into(),
-    });
-    row
-}
-
-/// A share as a percentage with one decimal (`99.5%`, `-100.0%`).
-pub(crate) fn percent(share: f64) -> String {
-    format!("{:.1}%", share * 100.0)
-}
-
-/// A declared length (`sla`, `--since`) as it is usually written: `7d`,
-/// `6h`, else as a [`span`].
-fn whole(ms: u64) -> String {
-    match ms {
-        0 => "0s".into(),
-        ms if ms % 86_400_000 == 0 => format!("{}d", ms / 86_400_000),
-        ms if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
-        ms => span(i64::try_from(ms).unwrap_or(i64::MAX)),
-    }
-}
-
-/// Milliseconds as people read a span: `850ms`, `12.3s`, `4m 5s`,
-/// `2h 3m`, `1d 7h`.
-pub(crate) fn span(ms: i64) -> String {
-    let d = std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0));
-    let secs = d.as_secs();
-    if secs < 3600 {
-        return crate::manifest::duration::human(d);
-    }
-    if secs < 86_400 {
-        return format!("{}h {}m", secs / 3600, (secs % 3600) / 60);
-    }
-    format!("{}d {}h", secs / 86_400, (secs % 86_400) / 3600)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn issue_26_spans_read_at_every_scale() {
-        use super::span;
-        assert_eq!(span(850), "850ms");
-        assert_eq!(span(12_340), "12.3s");
-        assert_eq!(span(245_000), "4m 5s");
-        assert_eq!(span(7_380_000), "2h 3m");
-        assert_eq!(span(111_600_000), "1d 7h");
-        assert_eq!(super::percent(-1.0), "-100.0%");
-        assert_eq!(super::whole(7 * 86_400_000), "7d");
-        assert_eq!(super::whole(36 * 3_600_000), "36h");
-        assert_eq!(super::whole(90_000), "1m 30s");
-    }
 }

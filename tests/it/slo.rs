@@ -371,6 +371,45 @@ fn issue_26_slo_figures_match_a_run_of_known_lateness_and_durations() {
         "{report}"
     );
 
+    // The report's SLO section: the same numbers (its window is the
+    // default 7 days: compare with `weir slo` over 7d at the same instant).
+    let out = weir_at(&sb, now, &["report", "m.toml", "--out", "r.html"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let html = std::fs::read_to_string(sb.path().join("r.html")).unwrap();
+    let out = weir_at(&sb, now, &["slo", "m.toml", "--json"]);
+    let week: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
+    let section = html
+        .split_once("<h2>SLOs</h2>")
+        .map(|(_, s)| s)
+        .unwrap_or_else(|| panic!("no SLO section in the report"));
+    assert!(
+        section.contains(&format!(
+            "over 7d ending {}: partitions whose period ended since {};",
+            at(now),
+            at(now - 7 * DAY_MS)
+        )),
+        "{section}"
+    );
+    let span = |v: &serde_json::Value| weir::ops::slo::span(v.as_i64().unwrap());
+    let daily = &week["tasks"][0];
+    let lat = &daily["publication_latency_ms"];
+    let dur = &daily["attempt_duration_ms"];
+    let wait = &daily["queue_wait_ms"];
+    let row = format!(
+        "<tr><td>daily</td><td>p1</td><td>2d</td><td>33.3% (2/6)</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>0.25 (1/4)</td><td>-166.7% (slo 75.0%, 4 of 1.50 allowed misses)</td></tr>",
+        span(&lat["p50"]),
+        span(&lat["p95"]),
+        span(&dur["p50"]),
+        span(&dur["p95"]),
+        span(&wait["p50"]),
+        span(&wait["p95"]),
+    );
+    assert!(section.contains(&row), "{row}\nnot in\n{section}");
+    assert!(
+        section.contains("<tr><td>p1</td><td>36.4% (4/11)</td>"),
+        "{section}"
+    );
+
     // A wider window takes D-5 (unpublished: missed) and D-6 (published
     // 5+ days late) into both tasks' shares.
     let out = weir_at(&sb, now, &["slo", "m.toml", "--since", "7d", "--json"]);
