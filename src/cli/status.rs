@@ -292,7 +292,7 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
             serde_json::to_string_pretty(&doc).expect("status always serializes")
         );
     } else if summary::summarised(args, &overview) {
-        summary::print(&args.manifest, &manifest, &overview);
+        summary::print(&args.manifest, &manifest, &overview, &attention);
     } else {
         let narrowed = summary::narrowed(args);
         print_status(

@@ -839,3 +839,74 @@ HELD        extract 2026-09-15: operator failure: exit code 78
     assert_eq!(doc["summary"]["problems"].as_array().unwrap().len(), 1);
     assert_eq!(doc["attention"].as_array().unwrap().len(), 2);
 }
+
+// issue 26 item 7: a summary still names what `--check` pages on beyond
+// the instances' states: a Delta table behind weir's records.
+#[test]
+fn issue_26_status_summary_names_a_table_behind() {
+    use arrow_array::{ArrayRef, Int64Array, RecordBatch};
+    let sb = Sandbox::new(
+        r#"
+[pipeline]
+name = "lake"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.day]
+kind = "daily"
+start = "2026-09-01"
+
+[pools.wide]
+slots = 8
+
+[tasks.pq]
+command = ["sh", "pq.sh"]
+output = { dataset = "pq", format = "parquet", grain = ["id"], table = "delta" }
+pool = "wide"
+"#,
+    );
+    let batch = RecordBatch::try_from_iter(vec![(
+        "id",
+        std::sync::Arc::new(Int64Array::from(vec![1_i64, 2])) as ArrayRef,
+    )])
+    .unwrap();
+    let file = std::fs::File::create(sb.path().join("rows.parquet")).unwrap();
+    let mut writer = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+    sb.script(
+        "pq.sh",
+        "cp rows.parquet \"$WEIR_OUTPUT_DIR/part-0.parquet\"\n",
+    );
+    ok(&sb.run("r1", &["--from", "2026-09-01", "--to", "2026-11-28"]));
+    let out = sb.weir_out(&["status", "m.toml", "--check"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("89 partitions of 1 task, summarised"));
+    // The newest Delta commit lost: one partition's generation not shown.
+    let log = sb.path().join("wh/pq/_delta_log");
+    let newest = std::fs::read_dir(&log)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".json"))
+        .max()
+        .unwrap();
+    std::fs::remove_file(log.join(newest)).unwrap();
+    let out = sb.weir_out(&["status", "m.toml", "--check"]);
+    assert_eq!(out.status.code(), Some(4));
+    assert_eq!(stderr(&out), "check failed: 1 instance needs attention\n");
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("89 partitions of 1 task, summarised"),
+        "{text}"
+    );
+    let behind: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("TABLE_BEHIND"))
+        .collect();
+    assert_eq!(behind.len(), 1, "{text}");
+    assert!(
+        behind[0].starts_with("TABLE_BEHIND pq 2026-")
+            && behind[0].ends_with("`weir tables sync` repairs it"),
+        "{text}"
+    );
+}

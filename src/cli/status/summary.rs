@@ -469,7 +469,12 @@ pub(super) fn json(manifest: &Manifest, overview: &Overview) -> serde_json::Valu
 
 /// The summary: a table of counts per task, then the oldest problems, as
 /// many as fit a screen.
-pub(super) fn print(manifest_path: &std::path::Path, manifest: &Manifest, overview: &Overview) {
+pub(super) fn print(
+    manifest_path: &std::path::Path,
+    manifest: &Manifest,
+    overview: &Overview,
+    attention: &[super::Attention],
+) {
     let all = instances(manifest, overview);
     let tasks = per_task(manifest, &all);
     let shown_states: Vec<InstanceState> = InstanceState::ALL
@@ -506,6 +511,25 @@ pub(super) fn print(manifest_path: &std::path::Path, manifest: &Manifest, overvi
     let numeric: Vec<usize> = (1..=shown_states.len() + 1).collect();
     for line in crate::cli::aligned(&header, &rows, &numeric) {
         println!("{}", line.trim_end());
+    }
+    // What `--check` pages on beyond the instances' own states (a Delta
+    // table behind weir's records): always named, since it sets the exit code.
+    let named = ["LATE", "HELD", "QUARANTINED"];
+    let others: Vec<&super::Attention> = attention
+        .iter()
+        .filter(|a| !named.contains(&a.state))
+        .collect();
+    if !others.is_empty() {
+        println!();
+        for a in others {
+            println!(
+                "{:<11} {} {}: {}",
+                a.state,
+                a.task,
+                a.partition,
+                crate::ops::printable(&a.detail)
+            );
+        }
     }
     let problems: Vec<&Instance> = all
         .iter()
