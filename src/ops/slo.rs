@@ -451,6 +451,17 @@ fn attempts<'m>(
 /// The records of every run the window can touch, in run order: runs whose
 /// log was last written before the window starts are not read.
 pub fn read_events(warehouse: &Warehouse, window: &Window) -> Result<Vec<EventRecord>, StoreError> {
+    read_events_with(warehouse, window, None)
+}
+
+/// [`read_events`], taking the records of run `known.0` from `known.1`
+/// instead of reading its log again (the report has read its Gantt
+/// chart's run already).
+pub fn read_events_with(
+    warehouse: &Warehouse,
+    window: &Window,
+    known: Option<(&str, &[EventRecord])>,
+) -> Result<Vec<EventRecord>, StoreError> {
     let store = warehouse.events();
     let start = window.start_ms();
     let mut records = Vec::new();
@@ -458,8 +469,13 @@ pub fn read_events(warehouse: &Warehouse, window: &Window) -> Result<Vec<EventRe
         if run.last_written.is_some_and(|t| t.as_millisecond() < start) {
             continue;
         }
-        if let Some((r, _)) = crate::events::read_run(&store, &run.id)? {
-            records.extend(r);
+        match known {
+            Some((id, had)) if id == run.id => records.extend_from_slice(had),
+            _ => {
+                if let Some((r, _)) = crate::events::read_run(&store, &run.id)? {
+                    records.extend(r);
+                }
+            }
         }
     }
     Ok(records)

@@ -1,10 +1,12 @@
 //! The report's SLO section: the tables of `weir slo` over its default
-//! window ([`crate::ops::slo`]), from the commit records the report already
-//! read and the event logs of the runs the window touches.
+//! window ([`crate::ops::slo`]), from the commit records and the Gantt
+//! chart's run log the report already read, and the logs of the other runs
+//! the window touches.
 
 use std::fmt::Write as _;
 
 use super::{esc, Histories, ReportError};
+use crate::events::EventRecord;
 use crate::manifest::Manifest;
 use crate::ops::slo::{self, cells, whole, Window, MEASURE_COLUMNS};
 use crate::store::Warehouse;
@@ -15,9 +17,10 @@ pub(super) fn section(
     manifest: &Manifest,
     warehouse: &Warehouse,
     histories: &Histories,
+    run: Option<(&str, &[EventRecord])>,
 ) -> Result<(), ReportError> {
     let window = Window::ending_now(slo::DEFAULT_SINCE);
-    let events = slo::read_events(warehouse, &window).map_err(ReportError::Warehouse)?;
+    let events = slo::read_events_with(warehouse, &window, run).map_err(ReportError::Warehouse)?;
     let first = |task: &str, partition: &str| {
         let dataset = &manifest.tasks.get(task)?.output.dataset;
         let record = histories
