@@ -131,7 +131,11 @@ fn close(what: &str, value: &serde_json::Value, expected: f64) {
 
 /// Slack for what real time adds to a known sleep or wait on a loaded
 /// two-core machine (spawning, fsyncs, token allocation).
-const SLACK_MS: i64 = 1500;
+const SLACK_MS: i64 = 3000;
+
+/// Below the 1s sleeps: an instant attempt or wait, however loaded the
+/// machine (a 1s sleep or a wait behind one never is).
+const INSTANT_MS: i64 = 999;
 
 // issue 26 item 6: share within the SLA, latency, attempt and queue
 // percentiles, retries per instance and the error budget, per task and per
@@ -216,14 +220,14 @@ fn issue_26_slo_figures_match_a_run_of_known_lateness_and_durations() {
     // the 3rd of 5 is an instant one, the 5th a 1s one.
     let dur = &daily["attempt_duration_ms"];
     assert_eq!(dur["count"], 5);
-    within("daily attempt p50", &dur["p50"], 0, 900);
+    within("daily attempt p50", &dur["p50"], 0, INSTANT_MS);
     within("daily attempt p95", &dur["p95"], 1000, 1000 + SLACK_MS);
     // Queue waits, one per attempt: r1, both of r2 (the retry is queued
     // again after its backoff) and the first of r3 at once, the second of
     // r3 behind a 1s attempt in the one slot.
     let wait = &daily["queue_wait_ms"];
     assert_eq!(wait["count"], 5);
-    within("daily queue p50", &wait["p50"], 0, 900);
+    within("daily queue p50", &wait["p50"], 0, INSTANT_MS);
     within("daily queue p95", &wait["p95"], 1000, 1000 + SLACK_MS);
     assert_eq!(daily["instances"], 4);
     assert_eq!(daily["retries"], 1);
@@ -266,7 +270,7 @@ fn issue_26_slo_figures_match_a_run_of_known_lateness_and_durations() {
         "report attempt p95",
         &report["attempt_duration_ms"]["p95"],
         0,
-        900,
+        INSTANT_MS,
     );
     assert_eq!(report["instances"], 2);
     assert_eq!(report["retries"], 0);
