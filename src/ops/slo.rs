@@ -620,6 +620,352 @@ mod tests {
         assert_eq!(nearest_rank(&twenty, 95), Some(19));
     }
 
+    /// Two daily tasks from 2026-11-01, `t` (pool `a`, sla 1h, slo 0.5)
+    /// and `u` (pool `a`, no sla), and a backfill in pool `b`.
+    fn manifest() -> Manifest {
+        let text = r#"
+[pipeline]
+name = "m"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.day]
+kind = "daily"
+start = "2026-11-01"
+
+[pools.a]
+slots = 1
+
+[pools.b]
+slots = 1
+
+[tasks.t]
+command = ["true"]
+output = { dataset = "t", grain = ["id"] }
+pool = "a"
+sla = "1h"
+slo = 0.5
+
+[tasks.u]
+command = ["true"]
+output = { dataset = "u", grain = ["id"] }
+pool = "a"
+
+[backfills.fill]
+from = "2026-11-01"
+to = "2026-11-02"
+pool = "b"
+tasks = ["t"]
+reason = "test"
+"#;
+        Manifest::parse("m.toml", text, std::path::Path::new("/m/m.toml")).unwrap()
+    }
+
+    fn at(ts: &str) -> i64 {
+        ts.parse::<jiff::Timestamp>().unwrap().as_millisecond()
+    }
+
+    fn event(
+        run: &str,
+        ts: &str,
+        task: &str,
+        partition: &str,
+        state: State,
+        data: serde_json::Value,
+    ) -> EventRecord {
+        EventRecord {
+            format_version: 1,
+            ts: ts.to_string(),
+            run_id: run.to_string(),
+            task: (!task.is_empty()).then(|| task.to_string()),
+            partition: (!partition.is_empty()).then(|| partition.to_string()),
+            attempt: None,
+            token: None,
+            state,
+            detail: String::new(),
+            data,
+        }
+    }
+
+    // issue 26 item 6: the measures of a known set of records, exactly:
+    // the window by period end and by event time, met/missed/pending, one
+    // queue wait per attempt (a retry is queued again), durations from the
+    // events' own measure, a backfill's attempts in its pool, and records
+    // of a task the manifest no longer has ignored.
+    #[test]
+    fn issue_26_measures_of_known_records() {
+        use serde_json::json;
+        use State::*;
+        let m = manifest();
+        // Now: 2026-11-06T12:00Z; 3 days back: periods ending after
+        // 2026-11-03T12:00Z (days 11-03 to 11-05) and events since then.
+        let window = Window {
+            now_ms: at("2026-11-06T12:00:00Z"),
+            since: Duration::from_secs(3 * 86_400),
+        };
+        let published: HashMap<(&str, &str), i64> = [
+            // 30 minutes after its day: met.
+            (("t", "2026-11-03"), at("2026-11-04T00:30:00Z")),
+            // 2 hours after: missed.
+            (("t", "2026-11-04"), at("2026-11-05T02:00:00Z")),
+            // Outside the window (ended 11-03T00:00).
+            (("t", "2026-11-02"), at("2026-11-05T00:00:00Z")),
+            (("u", "2026-11-05"), at("2026-11-06T06:00:00Z")),
+        ]
+        .into_iter()
+        .collect();
+        let events = vec![
+            // Before the window: not counted.
+            event(
+                "r0",
+                "2026-11-02T00:00:00Z",
+                "t",
+                "2026-11-01",
+                Queued,
+                json!(null),
+            ),
+            event(
+                "r0",
+                "2026-11-02T00:00:01Z",
+                "t",
+                "2026-11-01",
+                Running,
+                json!(null),
+            ),
+            event(
+                "r0",
+                "2026-11-02T00:00:05Z",
+                "t",
+                "2026-11-01",
+                Success,
+                json!({"duration_ms": 4000}),
+            ),
+            // A run of t: queued 2s, fails after 1s, retried, queued again
+            // 3s, succeeds after 5s.
+            event(
+                "r1",
+                "2026-11-05T01:00:00Z",
+                "t",
+                "2026-11-04",
+                Queued,
+                json!(null),
+            ),
+            event(
+                "r1",
+                "2026-11-05T01:00:02Z",
+                "t",
+                "2026-11-04",
+                Running,
+                json!(null),
+            ),
+            event(
+                "r1",
+                "2026-11-05T01:00:03Z",
+                "t",
+                "2026-11-04",
+                Failed,
+                json!({"ending": "exit code 75", "exit_code": 75, "signal": null, "duration_ms": 1000, "stderr_tail": ""}),
+            ),
+            event(
+                "r1",
+                "2026-11-05T01:00:03Z",
+                "t",
+                "2026-11-04",
+                Retrying,
+                json!({"class": "transient", "delay_ms": 10, "next_attempt": 2}),
+            ),
+            event(
+                "r1",
+                "2026-11-05T01:00:10Z",
+                "t",
+                "2026-11-04",
+                Queued,
+                json!(null),
+            ),
+            event(
+                "r1",
+                "2026-11-05T01:00:13Z",
+                "t",
+                "2026-11-04",
+                Running,
+                json!(null),
+            ),
+            event(
+                "r1",
+                "2026-11-05T01:00:18Z",
+                "t",
+                "2026-11-04",
+                Success,
+                json!({"duration_ms": 5000}),
+            ),
+            // A FAILED that ran no command: no duration.
+            event(
+                "r1",
+                "2026-11-05T01:00:19Z",
+                "u",
+                "2026-11-04",
+                Queued,
+                json!(null),
+            ),
+            event(
+                "r1",
+                "2026-11-05T01:00:20Z",
+                "u",
+                "2026-11-04",
+                Failed,
+                json!(null),
+            ),
+            // A task no longer declared.
+            event(
+                "r1",
+                "2026-11-05T01:00:20Z",
+                "gone",
+                "2026-11-04",
+                Queued,
+                json!(null),
+            ),
+            event(
+                "r1",
+                "2026-11-05T01:00:21Z",
+                "gone",
+                "2026-11-04",
+                Running,
+                json!(null),
+            ),
+            // A backfill: its attempt in pool `b`.
+            event(
+                "r2",
+                "2026-11-05T03:00:00Z",
+                "",
+                "",
+                RunStarted,
+                json!({"backfill": {"name": "fill", "reason": "test"}}),
+            ),
+            event(
+                "r2",
+                "2026-11-05T03:00:00Z",
+                "t",
+                "2026-11-02",
+                Queued,
+                json!(null),
+            ),
+            event(
+                "r2",
+                "2026-11-05T03:00:07Z",
+                "t",
+                "2026-11-02",
+                Running,
+                json!(null),
+            ),
+            event(
+                "r2",
+                "2026-11-05T03:00:09Z",
+                "t",
+                "2026-11-02",
+                Success,
+                json!({"duration_ms": 2000}),
+            ),
+        ];
+        let report = measure(&m, &window, &events, &|t, p| {
+            published.get(&(t, p)).copied()
+        });
+        assert_eq!(report.now, "2026-11-06T12:00:00Z");
+        assert_eq!(report.since, "2026-11-03T12:00:00Z");
+        let t = &report.tasks[0].measures;
+        // 11-03 met, 11-04 missed, 11-05 unpublished past 11-06T01:00.
+        assert_eq!(
+            t.partitions,
+            Partitions {
+                met: 1,
+                missed: 2,
+                pending: 0
+            }
+        );
+        assert_eq!(t.within_sla, Some(1.0 / 3.0));
+        assert_eq!(
+            t.publication_latency_ms,
+            Spread {
+                count: 2,
+                p50: Some(1_800_000),
+                p95: Some(7_200_000)
+            }
+        );
+        assert_eq!(
+            t.attempt_duration_ms,
+            Spread {
+                count: 3,
+                p50: Some(2000),
+                p95: Some(5000)
+            }
+        );
+        assert_eq!(
+            t.queue_wait_ms,
+            Spread {
+                count: 3,
+                p50: Some(3000),
+                p95: Some(7000)
+            }
+        );
+        assert_eq!((t.instances, t.retries), (2, 1));
+        assert_eq!(t.retries_per_instance, Some(0.5));
+        let budget = t.error_budget.unwrap();
+        assert_eq!((budget.allowed_misses, budget.misses), (1.5, 2));
+        assert!((budget.remaining.unwrap() - (1.0 - 2.0 / 1.5)).abs() < 1e-12);
+        let u = &report.tasks[1].measures;
+        assert_eq!(u.partitions, Partitions::default());
+        assert_eq!((u.within_sla, u.error_budget), (None, None));
+        assert_eq!(
+            u.publication_latency_ms,
+            Spread {
+                count: 1,
+                p50: Some(21_600_000),
+                p95: Some(21_600_000)
+            }
+        );
+        assert_eq!(u.attempt_duration_ms.count, 0);
+        assert_eq!(u.instances, 1);
+        let pools: Vec<&str> = report.pools.iter().map(|p| p.pool.as_str()).collect();
+        assert_eq!(pools, ["a", "b"]);
+        let a = &report.pools[0].measures;
+        assert_eq!(
+            a.partitions,
+            Partitions {
+                met: 1,
+                missed: 2,
+                pending: 0
+            }
+        );
+        assert_eq!(a.publication_latency_ms.count, 3);
+        assert_eq!(
+            a.attempt_duration_ms,
+            Spread {
+                count: 2,
+                p50: Some(1000),
+                p95: Some(5000)
+            }
+        );
+        assert_eq!(a.instances, 2);
+        let b = &report.pools[1].measures;
+        assert_eq!(
+            b.attempt_duration_ms,
+            Spread {
+                count: 1,
+                p50: Some(2000),
+                p95: Some(2000)
+            }
+        );
+        assert_eq!(
+            b.queue_wait_ms,
+            Spread {
+                count: 1,
+                p50: Some(7000),
+                p95: Some(7000)
+            }
+        );
+        assert_eq!(b.partitions, Partitions::default());
+        assert_eq!(b.error_budget, None);
+    }
+
     #[test]
     fn issue_26_budget_and_share() {
         let p = Partitions {
