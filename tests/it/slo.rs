@@ -914,3 +914,32 @@ pool = "wide"
         "{text}"
     );
 }
+
+// issue 26 item 7: on a terminal "a screen" is its height: 20 rows hold
+// the heading, the table and 11 problems, and the line saying how many more.
+#[test]
+fn issue_26_status_summary_fits_the_terminal() {
+    let sb = at_scale();
+    // util-linux `script` gives weir a pseudo-terminal of 20 rows.
+    let out = std::process::Command::new("script")
+        .args(["-qec"])
+        .arg(format!(
+            "stty rows 20 cols 120; {} status m.toml",
+            env!("CARGO_BIN_EXE_weir")
+        ))
+        .arg("/dev/null")
+        .current_dir(sb.path())
+        .env("WEIR_TODAY", "2026-11-29")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("script runs");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out).replace("\r\n", "\n");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 19, "{text}");
+    assert_eq!(lines[6], "84 problems, oldest first:", "{text}");
+    assert_eq!(
+        lines[18],
+        "… 73 more: narrow with `--task`, `--state` or `--from`/`--to`, or list them with `--all`"
+    );
+}
