@@ -31,6 +31,8 @@ pub(crate) enum Command {
     Events(EventsArgs),
     /// What is published: generation, token, rows, digest, code_version per partition.
     Status(StatusArgs),
+    /// SLO measurements per task and pool: share within `sla`, latency, attempt and queue percentiles, retries, error budget.
+    Slo(SloArgs),
     /// Print a partition's visible rows as CSV.
     Show(ShowArgs),
     /// Release a HELD or QUARANTINED instance and run its partition again.
@@ -301,6 +303,34 @@ pub(crate) struct StatusArgs {
     /// Exit 4 when anything is LATE, HELD or QUARANTINED (for cron and alerting).
     #[arg(long)]
     pub(crate) check: bool,
+    /// Print one JSON document.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// List every partition even when that takes more than a screen (default: a summary per task then).
+    #[arg(long)]
+    pub(crate) all: bool,
+    /// Only these tasks (repeatable).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) task: Vec<String>,
+    /// Only instances in these states (repeatable).
+    #[arg(long, value_enum)]
+    pub(crate) state: Vec<super::status::summary::InstanceState>,
+    /// First partition of a range (a day, or a static key), as `weir run --from` takes it.
+    #[arg(long, requires = "to")]
+    pub(crate) from: Option<String>,
+    /// Last partition of the range (inclusive).
+    #[arg(long, requires = "from")]
+    pub(crate) to: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SloArgs {
+    /// Manifest file (default: `weir.toml` in the current directory).
+    #[arg(default_value = "weir.toml")]
+    pub(crate) manifest: PathBuf,
+    /// The window: partitions whose period ended, and attempts made, this long before now (default 7d).
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) since: Option<String>,
     /// Print one JSON document.
     #[arg(long)]
     pub(crate) json: bool,

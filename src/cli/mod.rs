@@ -11,6 +11,7 @@ mod history;
 mod ops;
 mod plan;
 mod run;
+mod slo;
 mod status;
 mod validate;
 
@@ -57,6 +58,7 @@ pub fn main() -> ExitCode {
         Command::Backfill(a) => run::backfill(&a),
         Command::Events(a) => events::run(&a),
         Command::Status(a) => status::status(&a),
+        Command::Slo(a) => slo::run(&a),
         Command::Show(a) => status::show(&a),
         Command::Retry(a) => ops::retry(&a),
         Command::Abandon(a) => ops::abandon(&a),

@@ -1,5 +1,7 @@
 //! `weir status` and `weir show`: what readers see, and what needs attention.
 
+pub(crate) mod summary;
+
 use std::collections::{BTreeMap, HashSet};
 
 use serde_json::json;
@@ -182,6 +184,7 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
     let warehouse = super::error::open_to_read(&manifest)?;
     let mut overview = Overview::gather(&manifest, &warehouse).map_err(CliError::engine)?;
+    summary::narrow(&manifest, &mut overview, args)?;
     let mut attention = overview.attention();
     if args.check {
         attention.extend(tables_behind(&manifest, &warehouse, &overview.published)?);
@@ -282,13 +285,24 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
                 .map(|u| json!({"detail": crate::exec::chain(u)}))
                 .collect::<Vec<_>>(),
             "lineage": crate::lineage::last_note(warehouse.root()),
+            "summary": summary::json(&manifest, &overview),
         });
         println!(
             "{}",
             serde_json::to_string_pretty(&doc).expect("status always serializes")
         );
+    } else if summary::summarised(args, &overview) {
+        summary::print(&args.manifest, &manifest, &overview, &attention);
     } else {
-        print_status(&args.manifest, &warehouse, &overview, &versions, &attention);
+        let narrowed = summary::narrowed(args);
+        print_status(
+            &args.manifest,
+            &warehouse,
+            &overview,
+            &versions,
+            &attention,
+            narrowed,
+        );
     }
     let mut failed = false;
     if !overview.unreadable.is_empty() {
@@ -488,11 +502,14 @@ fn print_status(
     overview: &Overview,
     versions: &BTreeMap<(&str, &str), usize>,
     attention: &[Attention],
+    narrowed: bool,
 ) {
     if overview.published.is_empty() {
         // An unreadable commit log is no proof that nothing was published:
-        // its error (stderr) says so instead.
-        if overview.unreadable.is_empty() {
+        // its error (stderr) says so instead; nor is a filter.
+        if narrowed {
+            println!("no published partition matches");
+        } else if overview.unreadable.is_empty() {
             println!("nothing published yet in {}", warehouse.root().display());
         }
     } else {

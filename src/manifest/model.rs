@@ -404,6 +404,8 @@ pub struct Task {
     pub depends_on_past: bool,
     /// Publication deadline after the partition's interval ends.
     pub sla: Option<Duration>,
+    /// Target share of partitions published within `sla` (`weir slo`).
+    pub slo: Option<f64>,
     /// Its code version: its own, or the pipeline's.
     pub code_version: String,
     /// Code paths (relative to the manifest's directory) fingerprinted into

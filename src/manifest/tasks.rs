@@ -78,6 +78,10 @@ pub struct RawTask {
     /// Publish within this long after the partition's interval ends.
     #[schemars(pattern(r"^([0-9]+(ms|s|m|h|d))+$"))]
     pub sla: Option<String>,
+    /// Target share of partitions published within `sla` (`weir slo`
+    /// measures it and the error budget left), above 0 and below 1.
+    #[schemars(extend("exclusiveMinimum" = 0, "exclusiveMaximum" = 1))]
+    pub slo: Option<f64>,
     /// This task's own code version (default: the pipeline's `code_version`),
     /// stamped on its publications and part of their currency test.
     #[schemars(length(min = 1))]
@@ -483,6 +487,7 @@ impl Validator<'_, '_, '_, '_> {
             .sla
             .as_deref()
             .map(|s| self.duration(Some(s), Duration::ZERO, &p("sla")));
+        let slo = self.slo(name, raw);
         // Exit codes: defaults first, then the task's own.
         let mut exit_codes = BTreeMap::from([
             (75, FailureRule::Transient),
@@ -596,7 +601,40 @@ impl Validator<'_, '_, '_, '_> {
             expected_duration,
             depends_on_past: raw.depends_on_past,
             sla,
+            slo,
         })
+    }
+
+    /// `slo`: a share strictly between 0 and 1, of partitions published
+    /// within `sla`, so meaningless without one.
+    fn slo(&mut self, name: &str, raw: &RawTask) -> Option<f64> {
+        let slo = raw.slo?;
+        if !(slo > 0.0 && slo < 1.0) {
+            self.err(
+                ManifestError::new(
+                    "weir::manifest::invalid_value",
+                    format!("`slo` {slo} of task `{name}` is not a share between 0 and 1"),
+                )
+                .at(
+                    self.value(&["tasks", name, "slo"]),
+                    "must be above 0 and below 1",
+                )
+                .help("the share of partitions to publish within `sla`, e.g. `slo = 0.99` for 99%"),
+            );
+            return None;
+        }
+        if raw.sla.is_none() {
+            self.err(
+                ManifestError::new(
+                    "weir::manifest::missing_key",
+                    format!("task `{name}` sets `slo` without an `sla`"),
+                )
+                .at(self.key(&["tasks", name, "slo"]), "a share of partitions published within `sla`")
+                .help("add the deadline it measures, e.g. `sla = \"6h\"` (after the partition's period ends)"),
+            );
+            return None;
+        }
+        Some(slo)
     }
 
     /// `offset = k` or `window = [lo, hi]` of input `i`, checked for shape.

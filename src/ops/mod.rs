@@ -4,6 +4,7 @@
 pub mod explain;
 pub mod gc;
 pub mod rollback;
+pub mod slo;
 pub mod verify;
 
 use crate::events::EventLog;

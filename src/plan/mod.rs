@@ -612,7 +612,7 @@ fn select_keys(
 
 /// `--from`/`--to` as the backfill they stand for: two ISO days (each
 /// time scheme takes the periods the days touch), or two static keys.
-fn range(
+pub(crate) fn range(
     manifest: &Manifest,
     from: &str,
     to: &str,

@@ -11,6 +11,7 @@
 //! table the browser lays out once, with nothing to run.
 
 pub mod plan;
+mod slo;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -126,6 +127,8 @@ pub fn render(manifest: &Manifest, run: Option<&str>) -> Result<String, ReportEr
     let histories = grid(&mut html, manifest, &warehouse, &records)?;
     gantt(&mut html, manifest, run_id.as_deref(), &records);
     history(&mut html, &histories);
+    let known = run_id.as_deref().map(|id| (id, records.as_slice()));
+    slo::section(&mut html, manifest, &warehouse, &histories, known)?;
     html.push_str("</body></html>\n");
     Ok(html)
 }
