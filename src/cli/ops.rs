@@ -175,6 +175,7 @@ pub(crate) fn retry(args: &DecisionArgs) -> Result<u8, CliError> {
         run_id: None,
         seed: None,
         allow_uncertified: false,
+        wait: None,
     };
     super::run::execute(&manifest, &options)
 }

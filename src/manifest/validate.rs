@@ -557,12 +557,17 @@ impl Validator<'_, '_, '_, '_> {
                         .help("give a path template relative to the manifest, e.g. \"raw/{partition}.csv\""),
                 );
             }
+            let ready = raw
+                .ready
+                .as_ref()
+                .and_then(|r| self.ready(&entry.name, r, raw.watermark.is_some()));
             out.insert(
                 entry.name.clone(),
                 ExternalDataset {
                     path: raw.path.clone(),
                     format: raw.format,
                     watermark: raw.watermark.clone(),
+                    ready,
                 },
             );
         }

@@ -35,6 +35,7 @@ mod s3_evidence;
 #[cfg(feature = "s3")]
 mod s3_warehouse;
 mod schema;
+mod sensors;
 mod slurm;
 mod store_integrity;
 #[cfg(feature = "s3")]
