@@ -98,10 +98,16 @@ impl Overview {
                     }
                 }
             }
-            for key in task.dims.keys(planned_now) {
-                if seen.contains(&key) {
-                    continue;
-                }
+            let unpublished: Vec<String> = task
+                .dims
+                .keys(planned_now)
+                .into_iter()
+                .filter(|k| !seen.contains(k))
+                .collect();
+            let asked_from = unpublished
+                .len()
+                .saturating_sub(crate::exec::readiness::COMMANDS_ASKED_BY_STATUS);
+            for (i, key) in unpublished.into_iter().enumerate() {
                 let late_since = task.sla.and_then(|sla| {
                     let deadline = task
                         .dims
@@ -112,8 +118,9 @@ impl Overview {
                             .map_or_else(|_| deadline.to_string(), |t| t.to_string())
                     })
                 });
-                // The run's own test (`exec::readiness`): sensors included.
-                match crate::exec::readiness::check(manifest, task, &key) {
+                // The run's own test (`exec::readiness`): sensors included,
+                // sensor commands for the newest unpublished partitions only.
+                match crate::exec::readiness::check_with(manifest, task, &key, i >= asked_from) {
                     crate::exec::readiness::Readiness::Ready => {}
                     crate::exec::readiness::Readiness::NotYet(n) => {
                         waiting.push((task.name.clone(), key.clone(), n.why));

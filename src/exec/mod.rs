@@ -578,8 +578,12 @@ impl<'c, 'a> Scheduler<'c, 'a> {
 
     fn enqueue(&mut self, instance: usize) {
         let (task, partition) = self.names(instance);
-        self.cx
-            .emit(State::Queued, Event::instance(task, partition));
+        // A recheck of an instance WAITING for its inputs is no new queueing.
+        let recheck = self.checks[instance] > 0 && self.attempts[instance] == 0;
+        if !recheck {
+            self.cx
+                .emit(State::Queued, Event::instance(task, partition));
+        }
         let (t, _) = self.plan.locate(instance);
         self.ready[self.task_pool[t]].push_back(instance);
     }

@@ -72,9 +72,21 @@ pub struct SensorFailure {
     pub stderr: String,
 }
 
+/// How many unpublished partitions per task `weir status` asks sensor
+/// commands about (the newest): an open minutely scheme may have thousands
+/// unpublished, and a status is no reason to start thousands of processes.
+/// Older ones are checked without their commands (files and watermarks).
+pub const COMMANDS_ASKED_BY_STATUS: usize = 10;
+
 /// Checks every external input of `task` at `partition`, in input order;
 /// the first one not ready (or failed) decides.
 pub fn check(manifest: &Manifest, task: &Task, partition: &str) -> Readiness {
+    check_with(manifest, task, partition, true)
+}
+
+/// [`check`], asking sensor commands only if `commands` (otherwise a
+/// command sensor counts as ready and only the files are checked).
+pub fn check_with(manifest: &Manifest, task: &Task, partition: &str, commands: bool) -> Readiness {
     let period_end = task.dims.interval_end(partition);
     for input in &task.inputs {
         if !matches!(input.source, InputSource::External) {
@@ -82,6 +94,17 @@ pub fn check(manifest: &Manifest, task: &Task, partition: &str) -> Readiness {
         }
         let Some(dataset) = manifest.datasets.get(&input.dataset) else {
             continue;
+        };
+        let skipped;
+        let dataset = match &dataset.ready {
+            Some(Ready::Command(_)) if !commands => {
+                skipped = ExternalDataset {
+                    ready: None,
+                    ..dataset.clone()
+                };
+                &skipped
+            }
+            _ => dataset,
         };
         let found = check_dataset(
             &manifest.dir,

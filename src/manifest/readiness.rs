@@ -4,8 +4,10 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use indexmap::IndexMap;
+
 use super::validate::Validator;
-use super::ManifestError;
+use super::{ExternalDataset, InputSource, ManifestError, Task};
 
 /// What `watermark_at_least` compares the watermark with.
 const MARKS: [&str; 1] = ["period_end"];
@@ -44,6 +46,42 @@ pub enum Ready {
 }
 
 impl Validator<'_, '_, '_, '_> {
+    /// A task without a time dimension has no period end for a watermark
+    /// to reach: reading a dataset that waits for one is an error.
+    pub(super) fn watermark_sensors_need_time(
+        &mut self,
+        tasks: &IndexMap<String, Task>,
+        datasets: &IndexMap<String, ExternalDataset>,
+    ) {
+        for task in tasks.values() {
+            if task.dims.time_dim().is_some() {
+                continue;
+            }
+            for (i, input) in task.inputs.iter().enumerate() {
+                let waits = matches!(input.source, InputSource::External)
+                    && datasets
+                        .get(&input.dataset)
+                        .is_some_and(|d| d.ready == Some(Ready::WatermarkAtPeriodEnd));
+                if !waits {
+                    continue;
+                }
+                let idx = i.to_string();
+                self.err(
+                    ManifestError::new(
+                        "weir::manifest::bad_ready",
+                        format!(
+                            "task `{}` reads `{}`, which waits for its watermark to reach the period's end, but the task has no time dimension",
+                            task.name, input.dataset
+                        ),
+                    )
+                    .at(self.value(&["tasks", &task.name, "inputs", &idx]), "no period here")
+                    .also(self.value(&["datasets", &input.dataset, "ready"]), "waits for the period's end")
+                    .help("partition the task by a time scheme (`partitioned_by`), or give the dataset another sensor (`file` or `command`)"),
+                );
+            }
+        }
+    }
+
     /// The `ready` of dataset `name`; `watermark` says whether it declares
     /// one.
     pub(super) fn ready(&mut self, name: &str, raw: &RawReady, watermark: bool) -> Option<Ready> {

@@ -112,6 +112,7 @@ impl Validator<'_, '_, '_, '_> {
             }
         }
         self.shifts_need_time(&tasks, &s.tasks);
+        self.watermark_sensors_need_time(&tasks, &datasets);
         self.mappings_across_zones(&tasks, &s.tasks);
         self.cycles(&tasks, &s.tasks);
         let backfills = self.backfills(&s.backfills, &names, &tasks, &partitions);

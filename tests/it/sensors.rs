@@ -90,6 +90,14 @@ fn issue_24_without_wait_an_unready_input_is_waiting_and_exits_0() {
     );
     assert!(sb.warehouse().partitions("loaded").unwrap().is_empty());
     no_markers(&sb);
+    // Nothing holds it: `weir retry` has nothing to release, and says why.
+    let out = sb.weir_out(&["retry", "m.toml", "load", "--partition", KEY, "--note", "x"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        stderr(&out).starts_with(&format!("error: refused: load {KEY} waits for its input, not for a decision: external input `raw` is not ready: raw/{KEY}/_SUCCESS does not exist;")),
+        "{}",
+        stderr(&out)
+    );
     let events = states(&sb, "r1");
     assert!(
         events.contains(&(State::Waiting, "load".into(), KEY.into())),
@@ -181,6 +189,14 @@ fn issue_24_a_late_success_marker_is_waited_for_then_published() {
         1,
         "one WAITING event however many rechecks: {events:?}"
     );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|(s, _, _)| *s == State::Queued)
+            .count(),
+        1,
+        "a recheck is no new queueing: {events:?}"
+    );
     assert_eq!(Visible::of(&sb.store("loaded", KEY)).rows(), [["7"]]);
     no_markers(&sb);
 }
@@ -254,6 +270,17 @@ fn issue_24_a_sensor_exiting_2_fails_with_its_stderr() {
         "{}",
         stdout(&out)
     );
+    // status asks the command about the newest 10 unpublished quarters
+    // only, not all 17.
+    std::fs::write(
+        sb.path().join("check.sh"),
+        "echo \"$1\" >> asked\nexit \"$(cat code)\"\n",
+    )
+    .unwrap();
+    ok(&sb.weir_out(&["status", "m.toml"]));
+    let asked = std::fs::read_to_string(sb.path().join("asked")).unwrap();
+    assert_eq!(asked.lines().count(), 10, "{asked}");
+    assert_eq!(asked.lines().last(), Some("2026-11-01T03:00"), "{asked}");
     // Exit 1: not yet. Exit 0: ready.
     std::fs::write(sb.path().join("code"), "1").unwrap();
     let out = sb.run("r2", &["--partition", KEY, "--task", "load"]);
@@ -412,6 +439,23 @@ fn issue_24_a_bad_ready_is_a_located_diagnostic() {
             "unknown key `when`",
         ),
     ];
+    // A watermark's period end needs a task with a period.
+    let sb = Sandbox::new(
+        &MANIFEST
+            .replace(
+                r#"ready = { file = "raw/{partition}/_SUCCESS" }"#,
+                "watermark = \"raw/position\"\nready = { watermark_at_least = \"period_end\" }",
+            )
+            .replace("partitioned_by = \"quarter\"", "partitioned_by = []"),
+    );
+    let errors = Manifest::load(&sb.path().join("m.toml")).unwrap_err();
+    assert_eq!(errors.errors.len(), 1, "{:?}", errors.errors);
+    assert_eq!(errors.errors[0].code, "weir::manifest::bad_ready");
+    assert_eq!(
+        errors.errors[0].message,
+        "task `load` reads `raw`, which waits for its watermark to reach the period's end, but the task has no time dimension"
+    );
+    assert_eq!(errors.errors[0].line_col().map(|(l, _)| l), Some(28));
     for (ready, code, message) in cases {
         let sb = Sandbox::new(
             &MANIFEST.replace(r#"ready = { file = "raw/{partition}/_SUCCESS" }"#, ready),
