@@ -28,6 +28,10 @@ use crate::manifest::{ExternalDataset, InputSource, Manifest, Ready, Task};
 /// How long a sensor command may run before it counts as failed.
 pub const SENSOR_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long a sensor's stderr is read after it exited (a process it left
+/// behind may keep the pipe open).
+const STDERR_GRACE: Duration = Duration::from_millis(500);
+
 /// The most of a failed sensor's stderr kept as evidence (its end).
 const EVIDENCE_BYTES: usize = 4096;
 
@@ -274,6 +278,9 @@ fn run_sensor(
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
+    // Its own process group, so that a sensor that overruns is stopped with
+    // whatever it started.
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     if let Some(end) = period_end {
         cmd.env("WEIR_PERIOD_END", instant_text(end));
     }
@@ -283,18 +290,27 @@ fn run_sensor(
     };
     // Read on a thread: a sensor that writes more than a pipe holds must not
     // block on it while this waits for its exit.
-    let reader = child.stderr.take().map(|mut err| {
+    let (tx, rx) = std::sync::mpsc::channel();
+    if let Some(mut err) = child.stderr.take() {
         std::thread::spawn(move || {
             let mut bytes = Vec::new();
             let _ = err.read_to_end(&mut bytes);
-            bytes
-        })
-    });
+            let _ = tx.send(bytes);
+        });
+    }
     let deadline = Instant::now() + SENSOR_TIMEOUT;
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) if Instant::now() >= deadline => {
+                if let Ok(pgid) = libc::pid_t::try_from(child.id()) {
+                    // SAFETY: kill(2) of the process group this sensor leads
+                    // (it was started with `process_group(0)`); no memory
+                    // is involved.
+                    unsafe {
+                        libc::kill(-pgid, libc::SIGKILL);
+                    }
+                }
                 let _ = child.kill();
                 let _ = child.wait();
                 return fail(format!(
@@ -306,8 +322,11 @@ fn run_sensor(
             Err(e) => return fail(format!("cannot be waited for: {e}")),
         }
     };
-    let stderr = reader
-        .and_then(|r| r.join().ok())
+    // A process it left behind may hold stderr open: its exit decides, and
+    // what it wrote by then (a moment later) is the evidence.
+    let stderr = rx
+        .recv_timeout(STDERR_GRACE)
+        .ok()
         .map(|bytes| {
             let start = bytes.len().saturating_sub(EVIDENCE_BYTES);
             String::from_utf8_lossy(&bytes[start..]).into_owned()
@@ -470,6 +489,16 @@ mod tests {
         assert_eq!(
             f.why,
             "the sensor of external input `raw` failed: `sh check.sh 2026-09-20T13:05` exited with 2: feed API: 503 Service Unavailable"
+        );
+        // A sensor that leaves a process behind holding its stderr is judged
+        // by its own exit, without waiting for that process.
+        std::fs::write(d.join("check.sh"), "sleep 30 &\nexit 1\n").unwrap();
+        let started = Instant::now();
+        assert!(matches!(check(&cmd), Readiness::NotYet(_)));
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
         );
         let missing = dataset(Some(Ready::Command(vec!["/no/such/sensor".into()])), false);
         assert!(why(&check(&missing)).contains("`/no/such/sensor` cannot start: "));
