@@ -492,7 +492,7 @@ mod tests {
         );
         // A sensor that leaves a process behind holding its stderr is judged
         // by its own exit, without waiting for that process.
-        std::fs::write(d.join("check.sh"), "sleep 30 &\nexit 1\n").unwrap();
+        std::fs::write(d.join("check.sh"), "sleep 3 &\nexit 1\n").unwrap();
         let started = Instant::now();
         assert!(matches!(check(&cmd), Readiness::NotYet(_)));
         assert!(
