@@ -132,6 +132,16 @@ fn issue_24_without_wait_an_unready_input_is_waiting_and_exits_0() {
     );
     assert!(sb.warehouse().partitions("hourly").unwrap().is_empty());
     no_markers(&sb);
+    // The report's cell says WAITING, and why.
+    ok(&sb.weir_out(&["report", "m.toml", "--out", "r.html"]));
+    let html = std::fs::read_to_string(sb.path().join("r.html")).unwrap();
+    assert!(
+        html.contains(&format!("data-task=\"load\" data-partition=\"{KEY}\" data-state=\"waiting\" title=\"load {KEY} · waiting&#10;no generation&#10;external input `raw` is not ready: raw/{KEY}/_SUCCESS does not exist\"")),
+        "{html}"
+    );
+    assert!(html.contains(
+        "data-task=\"load\" data-partition=\"2026-11-01T01:00-05:00\" data-state=\"published\""
+    ));
 }
 
 // issue 24 item 4: a `_SUCCESS` that appears late: WAITING, then published
@@ -311,6 +321,14 @@ fn issue_24_a_waiting_instance_past_its_sla_is_late() {
         stdout(&out).contains(&format!("  LATE        load {KEY}: past its SLA deadline 2026-11-01T07:00:00Z, waiting: external input `raw` is not ready: raw/{KEY}/_SUCCESS does not exist;")),
         "{}",
         stdout(&out)
+    );
+    ok(&sb.weir_out(&["report", "m.toml", "--out", "r.html"]));
+    let html = std::fs::read_to_string(sb.path().join("r.html")).unwrap();
+    assert!(
+        html.contains(&format!(
+            "data-task=\"load\" data-partition=\"{KEY}\" data-state=\"late\""
+        )),
+        "{html}"
     );
     let late = sb
         .events("r1")
