@@ -377,6 +377,11 @@ fn issue_24_a_changed_external_input_is_stale_when_status_looks() {
     );
     let json = sb.status_json();
     assert_eq!(json["stale"].as_array().unwrap().len(), 1, "{json}");
+    let plan = ok(&sb.weir_out(&["plan", "m.toml", "--task", "load", "--partition", KEY]));
+    assert!(
+        plan.contains(&format!("load {KEY}: external input `raw` (raw/{KEY}/data.csv) changed since this publication read it")),
+        "{plan}"
+    );
     // The rerun it names reads the correction.
     ok(&sb.run("r2", &["--partition", KEY, "--task", "load"]));
     assert_eq!(Visible::of(&sb.store("loaded", KEY)).rows(), [["8"]]);
@@ -405,6 +410,18 @@ fn issue_24_a_watermark_short_of_the_period_end_is_waiting() {
     .unwrap();
     assert!(ok(&sb.run("r2", &["--partition", KEY, "--task", "load"]))
         .starts_with("run r2: 1 task instance: 1 published"));
+    // The source moves its committed position on: what was published read
+    // the old one, and status says so at once.
+    std::fs::write(
+        sb.path().join("raw/position"),
+        "2026-11-01T02:00:00-05:00\n",
+    )
+    .unwrap();
+    let status = ok(&sb.weir_out(&["status", "m.toml"]));
+    assert!(
+        status.contains(&format!("STALE       load {KEY}: the watermark of external input `raw` is at 2026-11-01T02:00:00-05:00, this publication read it at 2026-11-01T01:30:00-05:00")),
+        "{status}"
+    );
 }
 
 // issue 24 item 4: `ready` mistakes are located diagnostics
