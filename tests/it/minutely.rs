@@ -222,3 +222,31 @@ fn issue_24_minutely_scheme_errors() {
     // 30-minute periods take Lord Howe's half-hour change.
     manifest("kind = \"minutely\"\nevery = 30\nstart = \"2026-07-01T00:00\"\ntimezone = \"Australia/Lord_Howe\"").manifest();
 }
+
+// issue 24 item 3: the latest complete quarter is the one whose 15 minutes
+// have ended, offset included in the repeated hour
+#[test]
+fn issue_24_the_latest_complete_quarter_is_due_when_it_ends() {
+    let sb = sandbox();
+    let latest = |now: &str| {
+        let out = sb
+            .weir(&["plan", "m.toml", "--task", "ticks"])
+            .env("WEIR_NOW", now)
+            .output()
+            .unwrap();
+        ok(&out).lines().nth(1).unwrap_or_default().to_owned()
+    };
+    // 01:15-05:00 runs from 06:15Z to 06:30Z.
+    assert_eq!(
+        latest("2026-11-01T06:29:59Z"),
+        "latest complete partition: 2026-11-01T01:00-05:00 (no catch-up: earlier partitions run only as a backfill)"
+    );
+    assert_eq!(
+        latest("2026-11-01T06:30:00Z"),
+        "latest complete partition: 2026-11-01T01:15-05:00 (no catch-up: earlier partitions run only as a backfill)"
+    );
+    assert_eq!(
+        latest("2026-11-01T05:15:00Z"),
+        "latest complete partition: 2026-11-01T01:00-04:00 (no catch-up: earlier partitions run only as a backfill)"
+    );
+}
