@@ -250,6 +250,10 @@ pub(crate) struct RunArgs {
     /// Read upstream generations even if an operator uncertified them.
     #[arg(long)]
     pub(crate) allow_uncertified: bool,
+    /// Wait up to DURATION (`90s`, `10m`) for external inputs that are not
+    /// ready, rechecking with backoff; default: report them WAITING at once.
+    #[arg(long, value_name = "DURATION", value_parser = crate::manifest::duration::parse)]
+    pub(crate) wait: Option<std::time::Duration>,
 }
 
 #[derive(Debug, Args)]

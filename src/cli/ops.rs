@@ -96,10 +96,12 @@ fn check_marker(
     // A run held it for an external file it could not pin: no marker, so
     // the run that finds the file is what releases it.
     let absent = match &found {
-        None => manifest
-            .tasks
-            .get(&args.task)
-            .and_then(|t| crate::exec::snapshot::missing_external(manifest, t, &args.partition)),
+        None => manifest.tasks.get(&args.task).and_then(|t| {
+            match crate::exec::readiness::check(manifest, t, &args.partition) {
+                crate::exec::readiness::Readiness::NotYet(n) => Some(n.why),
+                _ => None,
+            }
+        }),
         Some(_) => None,
     };
     let accepted_marks = accepted
@@ -175,6 +177,7 @@ pub(crate) fn retry(args: &DecisionArgs) -> Result<u8, CliError> {
         run_id: None,
         seed: None,
         allow_uncertified: false,
+        wait: None,
     };
     super::run::execute(&manifest, &options)
 }

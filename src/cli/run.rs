@@ -34,6 +34,7 @@ pub(crate) fn run(args: &RunArgs) -> Result<u8, CliError> {
         run_id: args.run_id.clone(),
         seed: args.seed,
         allow_uncertified: args.allow_uncertified,
+        wait: args.wait,
     };
     execute(&manifest, &options)
 }
@@ -60,6 +61,7 @@ pub(crate) fn backfill(args: &BackfillArgs) -> Result<u8, CliError> {
         run_id: args.run_id.clone(),
         seed: None,
         allow_uncertified: args.allow_uncertified,
+        wait: None,
     };
     // The same command would force every partition again: an interrupted
     // forced backfill names the one that resumes it.
@@ -218,6 +220,11 @@ fn print_summary(summary: &RunSummary, resume: Option<&Resume>) {
             InstanceResult::Skipped(_) => "skipped",
             InstanceResult::EngineFailed(_) => "engine failures",
             InstanceResult::Interrupted(_) => "interrupted",
+            InstanceResult::Waiting {
+                late_since: None, ..
+            } => "waiting",
+            InstanceResult::Waiting { .. } => "late",
+            InstanceResult::SensorFailed(_) => "sensor failures",
         };
         *counts.entry(key).or_default() += 1;
     }
@@ -228,6 +235,9 @@ fn print_summary(summary: &RunSummary, resume: Option<&Resume>) {
         "quarantined",
         "held",
         "skipped",
+        "sensor failures",
+        "waiting",
+        "late",
         "engine failures",
         "interrupted",
     ];
@@ -236,6 +246,7 @@ fn print_summary(summary: &RunSummary, resume: Option<&Resume>) {
         .filter_map(|k| {
             counts.get(k).map(|&n| match *k {
                 "engine failures" => format!("{n} {}", plural(n, "engine failure", k)),
+                "sensor failures" => format!("{n} {}", plural(n, "sensor failure", k)),
                 _ => format!("{n} {k}"),
             })
         })
@@ -268,6 +279,18 @@ fn print_summary(summary: &RunSummary, resume: Option<&Resume>) {
             InstanceResult::Held(w) => ("HELD", w.as_str()),
             InstanceResult::Skipped(w) => ("SKIPPED", w.as_str()),
             InstanceResult::EngineFailed(w) => ("ENGINE", w.as_str()),
+            InstanceResult::SensorFailed(w) => ("SENSOR", w.as_str()),
+            InstanceResult::Waiting {
+                reason,
+                late_since: None,
+            } => ("WAITING", reason.as_str()),
+            InstanceResult::Waiting {
+                reason,
+                late_since: Some(deadline),
+            } => {
+                println!("  {:<11} {task} {partition}: past its SLA deadline {deadline}, waiting: {reason}", "LATE");
+                continue;
+            }
             _ => continue,
         };
         println!("  {what:<11} {task} {partition}: {why}");

@@ -66,6 +66,9 @@ struct Overview {
     /// Missing partitions whose external input is not there (a run holds
     /// them, without a marker, until it is): (task, partition, what).
     waiting: Vec<(String, String, String)>,
+    /// Missing partitions whose input's sensor fails (not "not yet"):
+    /// (task, partition, what), paged on as SENSOR.
+    sensors: Vec<(String, String, String)>,
 }
 
 impl Overview {
@@ -76,6 +79,7 @@ impl Overview {
         let mut missing = Vec::new();
         let mut unreadable = Vec::new();
         let mut waiting = Vec::new();
+        let mut sensors = Vec::new();
         for task in manifest.tasks.values() {
             let dataset = &task.output.dataset;
             let mut seen = HashSet::new();
@@ -96,10 +100,16 @@ impl Overview {
                     }
                 }
             }
-            for key in task.dims.keys(planned_now) {
-                if seen.contains(&key) {
-                    continue;
-                }
+            let unpublished: Vec<String> = task
+                .dims
+                .keys(planned_now)
+                .into_iter()
+                .filter(|k| !seen.contains(k))
+                .collect();
+            let asked_from = unpublished
+                .len()
+                .saturating_sub(crate::exec::readiness::COMMANDS_ASKED_BY_STATUS);
+            for (i, key) in unpublished.into_iter().enumerate() {
                 let late_since = task.sla.and_then(|sla| {
                     let deadline = task
                         .dims
@@ -110,9 +120,16 @@ impl Overview {
                             .map_or_else(|_| deadline.to_string(), |t| t.to_string())
                     })
                 });
-                if let Some(absent) = crate::exec::snapshot::missing_external(manifest, task, &key)
-                {
-                    waiting.push((task.name.clone(), key.clone(), absent.to_string()));
+                // The run's own test (`exec::readiness`): sensors included,
+                // sensor commands for the newest unpublished partitions only.
+                match crate::exec::readiness::check_with(manifest, task, &key, i >= asked_from) {
+                    crate::exec::readiness::Readiness::Ready => {}
+                    crate::exec::readiness::Readiness::NotYet(n) => {
+                        waiting.push((task.name.clone(), key.clone(), n.why));
+                    }
+                    crate::exec::readiness::Readiness::Failed(f) => {
+                        sensors.push((task.name.clone(), key.clone(), f.why));
+                    }
                 }
                 missing.push(Missing {
                     task: task.name.clone(),
@@ -148,6 +165,7 @@ impl Overview {
             unreadable,
             stale,
             waiting,
+            sensors,
         })
     }
 
@@ -168,6 +186,14 @@ impl Overview {
                 })
             })
             .collect();
+        for (task, partition, detail) in &self.sensors {
+            out.push(Attention {
+                state: "SENSOR",
+                task: task.clone(),
+                partition: partition.clone(),
+                detail: detail.clone(),
+            });
+        }
         for m in &self.marks {
             out.push(Attention {
                 state: m.mark.as_str(),

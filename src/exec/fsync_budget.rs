@@ -63,6 +63,7 @@ pool = "work"
         run_id: None,
         seed: Some(1),
         allow_uncertified: false,
+        wait: None,
     };
     let summary = run(&manifest, &options, None).unwrap();
     assert_eq!(summary.instances.len(), 3);

@@ -34,12 +34,14 @@ pub mod interrupt;
 pub mod launch;
 pub mod lease;
 mod pool;
+pub mod readiness;
 pub mod retry;
 pub mod slurm;
 pub mod snapshot;
 pub mod spawn;
 mod timer;
 pub mod tree;
+mod waiting;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet, VecDeque};
@@ -86,6 +88,10 @@ pub struct RunOptions {
     pub seed: Option<u64>,
     /// Read upstream generations even when an operator uncertified them.
     pub allow_uncertified: bool,
+    /// How long to wait for external inputs that are not ready
+    /// (`--wait`), rechecking with backoff; `None`: report them WAITING at
+    /// once.
+    pub wait: Option<Duration>,
 }
 
 /// How one instance ended in this run.
@@ -111,6 +117,18 @@ pub enum InstanceResult {
     /// its command's process tree was stopped, or it never started. No
     /// marker: the next run simply runs it.
     Interrupted(String),
+    /// Its external inputs were not ready (or an upstream instance waits
+    /// for its own) when the run's `--wait` ended: nothing done, no marker,
+    /// not a failure. `late_since`: the SLA deadline it is past, if any.
+    Waiting {
+        /// What it waits for.
+        reason: String,
+        /// The passed SLA deadline (RFC 3339), if it is LATE.
+        late_since: Option<String>,
+    },
+    /// A sensor of an external input failed (not "not yet"): no marker, the
+    /// next run checks again.
+    SensorFailed(String),
 }
 
 impl InstanceResult {
@@ -152,9 +170,12 @@ pub struct RunSummary {
 }
 
 impl RunSummary {
-    /// Whether every instance is published.
+    /// Whether every instance is published, or waits for its inputs
+    /// (which is no failure).
     pub fn ok(&self) -> bool {
-        self.instances.iter().all(|(_, _, r)| r.is_ok())
+        self.instances
+            .iter()
+            .all(|(_, _, r)| r.is_ok() || matches!(r, InstanceResult::Waiting { .. }))
     }
 
     /// Whether the engine failed at its own work (exit 5).
@@ -319,6 +340,10 @@ enum Outcome {
     Unpinned(String),
     /// The engine could not read what it must before spending a token.
     Engine(String),
+    /// An external input is not ready yet (`readiness`).
+    NotReady(readiness::NotReady),
+    /// A sensor failed.
+    SensorFailed(readiness::SensorFailure),
 }
 
 /// Runs the plan for `options` and returns what happened to every instance.
@@ -493,6 +518,10 @@ struct Scheduler<'c, 'a> {
     marker_errors: std::cell::RefCell<Vec<String>>,
     /// The stop request seen, if any: nothing more is admitted.
     interrupted: Option<interrupt::Signal>,
+    /// Readiness checks that found each instance's inputs not ready.
+    checks: Vec<u32>,
+    /// When `--wait` ends: rechecks stop then.
+    wait_until: Option<Instant>,
 }
 
 impl<'c, 'a> Scheduler<'c, 'a> {
@@ -536,6 +565,8 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 .map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed),
             marker_errors: std::cell::RefCell::new(Vec::new()),
             interrupted: None,
+            checks: vec![0; n],
+            wait_until: options.wait.map(crate::clock::instant_after),
         }
     }
 
@@ -547,8 +578,12 @@ impl<'c, 'a> Scheduler<'c, 'a> {
 
     fn enqueue(&mut self, instance: usize) {
         let (task, partition) = self.names(instance);
-        self.cx
-            .emit(State::Queued, Event::instance(task, partition));
+        // A recheck of an instance WAITING for its inputs is no new queueing.
+        let recheck = self.checks[instance] > 0 && self.attempts[instance] == 0;
+        if !recheck {
+            self.cx
+                .emit(State::Queued, Event::instance(task, partition));
+        }
         let (t, _) = self.plan.locate(instance);
         self.ready[self.task_pool[t]].push_back(instance);
     }
@@ -761,6 +796,8 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             Outcome::Attempt(AttemptOutcome::Stale { current: false }) => {
                 InstanceResult::RejectedStale
             }
+            Outcome::NotReady(not_ready) => return self.not_ready(id, &not_ready),
+            Outcome::SensorFailed(failure) => self.sensor_failed(id, &failure),
             Outcome::Unpinned(reason) => {
                 self.cx.emit(
                     State::Held,
@@ -1117,6 +1154,13 @@ impl Job<'_> {
                     consumable,
                 },
             );
+        }
+        if self.snapshot.is_none() {
+            match readiness::check(cx.manifest, task, partition) {
+                readiness::Readiness::Ready => {}
+                readiness::Readiness::NotYet(n) => return (None, Outcome::NotReady(n)),
+                readiness::Readiness::Failed(f) => return (None, Outcome::SensorFailed(f)),
+            }
         }
         let snapshot = match self.snapshot {
             Some(s) => s,

@@ -20,6 +20,7 @@ mod locate;
 mod model;
 mod partitions;
 pub mod raw;
+mod readiness;
 mod suggest;
 mod table;
 mod task_env;
@@ -39,6 +40,7 @@ use toml::Spanned;
 pub use error::{render_warnings, ManifestError, ManifestErrors};
 pub use executors::{ClusterEnd, Executor, ExecutorKind, Resources, LOCAL_EXECUTOR};
 pub use model::*;
+pub use readiness::Ready;
 
 use locate::Locator;
 

@@ -299,6 +299,8 @@ pub struct ExternalDataset {
     pub format: Format,
     /// Path template of the source's committed-position file, if declared.
     pub watermark: Option<String>,
+    /// Its sensor, if declared (`exec::readiness` checks it).
+    pub ready: Option<super::readiness::Ready>,
 }
 
 /// Where a task input comes from.

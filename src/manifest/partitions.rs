@@ -33,6 +33,16 @@ const HOUR_PATTERN: &str = concat!(
     real_date!(),
     "T(?:[01][0-9]|2[0-3])(?:[+-][0-9]{2}:[0-5][0-9](?::[0-5][0-9])?)?$"
 );
+/// A minutely key: a date, `T`, hour and minute, and the offset of a
+/// repeated hour.
+const MINUTE_PATTERN: &str = concat!(
+    "^",
+    real_date!(),
+    "T(?:[01][0-9]|2[0-3]):[0-5][0-9](?:[+-][0-9]{2}:[0-5][0-9](?::[0-5][0-9])?)?$"
+);
+/// The lengths in minutes a minutely scheme may have: those that tile an
+/// hour (60 itself is `hourly`).
+const MINUTE_STEPS: [u32; 11] = [1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30];
 /// A daily key.
 const DAY_PATTERN: &str = concat!("^", real_date!(), "$");
 /// An ISO week `YYYY-Www` (weeks 01 to 53), or a date.
@@ -50,6 +60,11 @@ const MONTH_PATTERN: &str = concat!("^(?:[0-9]{4}-(?:0[1-9]|1[0-2])|", real_date
 // `start`/`end` take the key form of their kind, with real dates only (no
 // month 13, day 32 or 30 February); a static scheme needs keys.
 #[schemars(extend("allOf" = [
+    { "if": { "properties": { "kind": { "const": "minutely" } } },
+      "then": { "required": ["every"],
+                "properties": { "every": { "enum": MINUTE_STEPS },
+                                "start": { "pattern": MINUTE_PATTERN }, "end": { "pattern": MINUTE_PATTERN } } },
+      "else": { "not": { "required": ["every"] } } },
     { "if": { "properties": { "kind": { "const": "hourly" } } },
       "then": { "properties": { "start": { "pattern": HOUR_PATTERN }, "end": { "pattern": HOUR_PATTERN } } } },
     { "if": { "properties": { "kind": { "const": "daily" } } },
@@ -62,10 +77,14 @@ const MONTH_PATTERN: &str = concat!("^(?:[0-9]{4}-(?:0[1-9]|1[0-2])|", real_date
       "then": { "required": ["keys"], "properties": { "keys": { "minItems": 1 } } } }
 ]))]
 pub struct RawPartitionScheme {
-    /// `hourly`, `daily`, `weekly` (ISO weeks), `monthly` (time periods) or
-    /// `static` (a list of keys).
+    /// `minutely` (every `every` minutes), `hourly`, `daily`, `weekly` (ISO
+    /// weeks), `monthly` (time periods) or `static` (a list of keys).
     pub kind: PartitionKind,
-    /// First period, inclusive, as a key of the kind (`2026-09-20T13`,
+    /// Minutes per period of a minutely scheme, a divisor of 60: 1, 2, 3, 4,
+    /// 5, 6, 10, 12, 15, 20 or 30.
+    pub every: Option<i64>,
+    /// First period, inclusive, as a key of the kind (`2026-09-20T13:05`,
+    /// `2026-09-20T13`,
     /// `2026-09-20`, `2026-W38`, `2026-09`); weekly and monthly also take a
     /// date (the period containing it).
     #[serde(default, deserialize_with = "date_like")]
@@ -87,6 +106,8 @@ pub struct RawPartitionScheme {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum PartitionKind {
+    /// One partition per `every` minutes of the clock.
+    Minutely,
     /// One partition per clock hour.
     Hourly,
     /// One partition per calendar day.
@@ -100,8 +121,10 @@ pub enum PartitionKind {
 }
 
 impl PartitionKind {
+    /// The grain of a time kind; minutely ones take theirs from `every`.
     fn grain(self) -> Option<Grain> {
         match self {
+            PartitionKind::Minutely => Some(Grain::Minutely(1)),
             PartitionKind::Hourly => Some(Grain::Hourly),
             PartitionKind::Daily => Some(Grain::Daily),
             PartitionKind::Weekly => Some(Grain::Weekly),
@@ -119,15 +142,82 @@ impl Validator<'_, '_, '_, '_> {
         let mut out = IndexMap::new();
         for entry in entries {
             let Some(raw) = &entry.raw else { continue };
-            let scheme = match raw.kind.grain() {
-                Some(grain) => self.time_scheme(&entry.name, raw, grain),
-                None => self.static_scheme(&entry.name, raw),
+            let grain = match raw.kind.grain() {
+                Some(Grain::Minutely(_)) => self.every(&entry.name, raw).map(Some),
+                Some(grain) => self.no_every(&entry.name, raw).then_some(Some(grain)),
+                None => self.no_every(&entry.name, raw).then_some(None),
+            };
+            let scheme = match grain {
+                Some(Some(grain)) => self.time_scheme(&entry.name, raw, grain),
+                Some(None) => self.static_scheme(&entry.name, raw),
+                None => None,
             };
             if let Some(scheme) = scheme {
                 out.insert(entry.name.clone(), scheme);
             }
         }
         out
+    }
+
+    /// The grain of a minutely scheme: `every` minutes, which must tile an
+    /// hour.
+    fn every(&mut self, name: &str, raw: &RawPartitionScheme) -> Option<Grain> {
+        let steps = MINUTE_STEPS.map(|n| n.to_string()).join(", ");
+        let Some(every) = raw.every else {
+            self.err(
+                ManifestError::new(
+                    "weir::manifest::missing_key",
+                    format!("minutely scheme `{name}` needs `every`"),
+                )
+                .at(self.key(&["partitions", name]), "no `every`")
+                .help(format!("add `every = 5` (minutes per partition: {steps})")),
+            );
+            return None;
+        };
+        let fits = u32::try_from(every)
+            .ok()
+            .filter(|n| MINUTE_STEPS.contains(n));
+        if fits.is_none() {
+            self.err(
+                ManifestError::new(
+                    "weir::manifest::bad_every",
+                    format!("minutely scheme `{name}` cannot have periods of {every} minutes"),
+                )
+                .at(
+                    self.value(&["partitions", name, "every"]),
+                    "not a divisor of 60 below 60",
+                )
+                .help(if every == 60 {
+                    "for one partition per hour, write `kind = \"hourly\"`".to_string()
+                } else {
+                    format!("periods must tile the hour: write one of {steps}")
+                }),
+            );
+        }
+        fits.map(Grain::Minutely)
+    }
+
+    /// Whether a scheme that is not minutely leaves `every` out (it is
+    /// reported if not).
+    fn no_every(&mut self, name: &str, raw: &RawPartitionScheme) -> bool {
+        if raw.every.is_none() {
+            return true;
+        }
+        self.err(
+            ManifestError::new(
+                "weir::manifest::unexpected_key",
+                format!(
+                    "{} scheme `{name}` cannot have `every`",
+                    kind_word(raw.kind)
+                ),
+            )
+            .at(
+                self.key(&["partitions", name, "every"]),
+                "only for `kind = \"minutely\"`",
+            )
+            .help("remove `every`, or make the scheme `kind = \"minutely\"`"),
+        );
+        false
     }
 
     fn time_scheme(
@@ -215,18 +305,28 @@ impl Validator<'_, '_, '_, '_> {
             let when = jiff::Timestamp::from_second(at)
                 .map(|t| t.to_string())
                 .unwrap_or_else(|_| at.to_string());
+            let (fraction, help) = match grain {
+                Grain::Minutely(n) => (
+                    format!("a fraction of {n} minutes"),
+                    format!("its local periods would not stay whole {n}-minute periods: choose an `every` that divides the change, or a zone such as \"UTC\""),
+                ),
+                _ => (
+                    "a fraction of an hour".to_string(),
+                    "its local hours would not stay whole hours: make the scheme `kind = \"daily\"`, or hourly in a zone such as \"UTC\"".to_string(),
+                ),
+            };
             self.err(
                 ManifestError::new(
                     "weir::manifest::fractional_offset_change",
                     format!(
-                        "hourly scheme `{name}` cannot be in `{zone}`: its clocks change by a fraction of an hour ({} to {} at {when})",
+                        "{grain} scheme `{name}` cannot be in `{zone}`: its clocks change by {fraction} ({} to {} at {when})",
                         offset_text(before),
                         offset_text(after)
                     ),
                 )
-                .at(self.value(&p("timezone")), "offsets change by a fraction of an hour")
+                .at(self.value(&p("timezone")), format!("offsets change by {fraction}"))
                 .also(self.value(&p("start")), "from here on")
-                .help("its local hours would not stay whole hours: make the scheme `kind = \"daily\"`, or hourly in a zone such as \"UTC\""),
+                .help(help),
             );
             return None;
         }
@@ -254,6 +354,11 @@ impl Validator<'_, '_, '_, '_> {
                         "write a key such as \"{}\", or a date such as \"2026-09-20\" for the {} containing it",
                         grain.example(),
                         grain.unit()
+                    )
+                } else if let Grain::Minutely(n) = grain {
+                    format!(
+                        "write a key such as \"{}\" (local time, minutes a multiple of {n}; a repeated hour's time ends with its offset, \"-04:00\")",
+                        grain.example()
                     )
                 } else {
                     format!("write a key such as \"{}\"", grain.example())
@@ -352,6 +457,11 @@ impl Validator<'_, '_, '_, '_> {
         }
         Some(PartitionScheme::Static { keys: keys.clone() })
     }
+}
+
+/// The manifest's word for a kind, for messages.
+fn kind_word(kind: PartitionKind) -> &'static str {
+    kind.grain().map_or("static", Grain::as_str)
 }
 
 /// A key short enough to read in a message: its first 24 characters.

@@ -135,7 +135,12 @@ pub struct RawDataset {
     /// source's committed position, e.g. a sequence number; pinned in the
     /// input snapshot and passed to tasks as `WEIR_WATERMARK_<NAME>`.
     pub watermark: Option<String>,
+    /// When a partition may be read (a sensor): until then its instances
+    /// are WAITING. Without it, once its files exist.
+    pub ready: Option<RawReady>,
 }
+
+pub use super::readiness::RawReady;
 
 pub use super::executors::{ExecutorKind, RawExecutor, RawResources};
 pub use super::gates::RawGate;

@@ -112,6 +112,7 @@ impl Validator<'_, '_, '_, '_> {
             }
         }
         self.shifts_need_time(&tasks, &s.tasks);
+        self.watermark_sensors_need_time(&tasks, &datasets);
         self.mappings_across_zones(&tasks, &s.tasks);
         self.cycles(&tasks, &s.tasks);
         let backfills = self.backfills(&s.backfills, &names, &tasks, &partitions);
@@ -557,12 +558,17 @@ impl Validator<'_, '_, '_, '_> {
                         .help("give a path template relative to the manifest, e.g. \"raw/{partition}.csv\""),
                 );
             }
+            let ready = raw
+                .ready
+                .as_ref()
+                .and_then(|r| self.ready(&entry.name, r, raw.watermark.is_some()));
             out.insert(
                 entry.name.clone(),
                 ExternalDataset {
                     path: raw.path.clone(),
                     format: raw.format,
                     watermark: raw.watermark.clone(),
+                    ready,
                 },
             );
         }

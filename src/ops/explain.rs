@@ -519,13 +519,22 @@ fn recommend(
     // no marker) and status tells (WAITING), with the command that works.
     let held_for_input = attempts.last().is_none_or(|l| l.state != "PUBLISHED");
     if published.is_none() && held_for_input && mark.is_none() {
-        if let Some(absent) =
-            crate::exec::snapshot::missing_external(manifest, &manifest.tasks[task], partition)
-        {
-            return (
-                Action::Wait,
-                format!("wait for the input: {absent}; put it in place, then {run} (nothing holds the instance, so `weir retry` has nothing to release)"),
-            );
+        // The run's own test, sensors included (`exec::readiness`).
+        use crate::exec::readiness::{check, Readiness};
+        match check(manifest, &manifest.tasks[task], partition) {
+            Readiness::Ready => {}
+            Readiness::NotYet(n) => {
+                return (
+                    Action::Wait,
+                    format!("wait for the input: {}; put it in place, then {run} (nothing holds the instance, so `weir retry` has nothing to release)", n.why),
+                );
+            }
+            Readiness::Failed(f) => {
+                return (
+                    Action::Wait,
+                    format!("fix the sensor: {}; then {run} (nothing holds the instance, so `weir retry` has nothing to release)", f.why),
+                );
+            }
         }
     }
     let Some(last) = attempts.last() else {

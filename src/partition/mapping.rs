@@ -199,12 +199,11 @@ mod tests {
     use super::*;
 
     fn time(name: &str, grain: Grain, zone: &str, start: &str) -> Dimension {
-        let zone = Zone::get(zone).unwrap();
-        let probe = TimeScheme::new(grain, zone.clone(), 0, None);
+        let probe = TimeScheme::probe(grain, Zone::get(zone).unwrap(), start);
         let start = probe.parse_bound(start).unwrap();
         Dimension {
             name: name.into(),
-            scheme: PartitionScheme::Time(TimeScheme::new(grain, zone, start, None)),
+            scheme: PartitionScheme::Time(probe.with_range(start, None)),
         }
     }
 
@@ -273,6 +272,71 @@ mod tests {
             })
         );
     }
+
+    // issue 24 item 3: minute keys across New York's fall-back map to hours
+    // and days by the rules of the table, offsets included
+    #[test]
+    fn issue_24_minutely_maps_to_hourly_and_daily_across_dst() {
+        let ny = "America/New_York";
+        let min = Dims(vec![time(
+            "minute",
+            Grain::Minutely(15),
+            ny,
+            "2026-10-31T00:00",
+        )]);
+        let hour = Dims(vec![time("hour", Grain::Hourly, ny, "2026-10-31T00")]);
+        let day = Dims(vec![time("day", Grain::Daily, ny, "2026-10-31")]);
+        let map = |down: &Dims, k: &str, up: &Dims| {
+            keys(map_keys(down, k, up, Shift::NONE, NOW).unwrap())
+        };
+        // Finer upstream: the quarter hours starting inside the repeated hours.
+        assert_eq!(
+            map(&hour, "2026-11-01T01-04:00", &min),
+            [
+                "2026-11-01T01:00-04:00",
+                "2026-11-01T01:15-04:00",
+                "2026-11-01T01:30-04:00",
+                "2026-11-01T01:45-04:00"
+            ]
+        );
+        assert_eq!(
+            map(&hour, "2026-11-01T01-05:00", &min)[0],
+            "2026-11-01T01:00-05:00"
+        );
+        let whole_day = map(&day, "2026-11-01", &min);
+        assert_eq!(whole_day.len(), 25 * 4);
+        assert_eq!(whole_day.first().unwrap(), "2026-11-01T00:00");
+        assert_eq!(whole_day.last().unwrap(), "2026-11-01T23:45");
+        // Coarser upstream: the hour and the day containing the quarter.
+        assert_eq!(
+            map(&min, "2026-11-01T01:30-05:00", &hour),
+            ["2026-11-01T01-05:00"]
+        );
+        assert_eq!(
+            map(&min, "2026-11-01T01:30-04:00", &hour),
+            ["2026-11-01T01-04:00"]
+        );
+        assert_eq!(map(&min, "2026-11-01T01:30-05:00", &day), ["2026-11-01"]);
+        // A UTC day takes the New York quarters starting inside it.
+        let utc_day = Dims(vec![time("day", Grain::Daily, "UTC", "2026-10-31")]);
+        let utc = map(&utc_day, "2026-11-01", &min);
+        assert_eq!(utc.first().unwrap(), "2026-10-31T20:00");
+        assert_eq!(utc.len(), 96);
+        // Offsets and windows count periods of the upstream.
+        assert_eq!(
+            keys(
+                map_keys(
+                    &min,
+                    "2026-11-01T01:00-05:00",
+                    &min,
+                    Shift { lo: -1, hi: -1 },
+                    NOW
+                )
+                .unwrap()
+            ),
+            ["2026-11-01T01:45-04:00"]
+        );
+    }
 }
 
 #[cfg(test)]
@@ -290,7 +354,14 @@ mod props {
         "Asia/Kolkata",
         "Australia/Sydney",
     ];
-    const GRAINS: [Grain; 4] = [Grain::Hourly, Grain::Daily, Grain::Weekly, Grain::Monthly];
+    const GRAINS: [Grain; 6] = [
+        Grain::Minutely(5),
+        Grain::Minutely(15),
+        Grain::Hourly,
+        Grain::Daily,
+        Grain::Weekly,
+        Grain::Monthly,
+    ];
     const NOW: i64 = 2_000_000_000; // 2033
 
     fn dims(name: &str, grain: Grain, zone: &str, start_day: i64, end: Option<i64>) -> Dims {
@@ -316,7 +387,7 @@ mod props {
         // issue 10: every mapped upstream key is a key inside the upstream's range
         #[test]
         fn issue_10_mapped_keys_are_inside_the_upstream_range(
-            dg in 0..4usize, ug in 0..4usize, dz in 0..5usize, uz in 0..5usize,
+            dg in 0..6usize, ug in 0..6usize, dz in 0..5usize, uz in 0..5usize,
             ustart in 0..3000i64, uspan in proptest::option::of(0..5000i64),
             p in 0..2000i64, lo in -10..3i64, width in 0..10i64,
         ) {
@@ -359,10 +430,10 @@ mod props {
         // issue 10: a rollup's inputs each map back (containment) to the rollup's key
         #[test]
         fn issue_10_rollup_then_containment_is_the_same_key(
-            fine in 0..3usize, coarse_off in 1..3usize, dz in 0..5usize, uz in 0..5usize,
+            fine in 0..5usize, coarse_off in 1..3usize, dz in 0..5usize, uz in 0..5usize,
             p in 0..1500i64,
         ) {
-            let coarse = (fine + coarse_off).min(3);
+            let coarse = (fine + coarse_off).min(5);
             prop_assume!(coarse > fine);
             let down = dims("coarse", GRAINS[coarse], ZONES[dz], day("2020-01-01"), None);
             let up = dims("fine", GRAINS[fine], ZONES[uz], day("2019-01-01"), None);
@@ -378,12 +449,15 @@ mod props {
         // issue 10: keys of every grain and zone parse back to their period
         #[test]
         fn issue_10_keys_round_trip(
-            g in 0..4usize, z in 0..5usize, days in 0i64..47_000, hour in 0..24i64,
+            g in 0..6usize, z in 0..5usize, days in 0i64..47_000, hour in 0..24i64,
+            minute in 0..60i64,
         ) {
             let d = dims("x", GRAINS[g], ZONES[z], 0, None);
             let t = time(&d);
             let p = match t.grain {
-                Grain::Hourly => t.containing(days * 86_400 + hour * 3600),
+                Grain::Minutely(_) | Grain::Hourly => {
+                    t.containing(days * 86_400 + hour * 3600 + minute * 60)
+                }
                 _ => t.of_day(days),
             };
             prop_assert_eq!(t.parse(&t.key(p)), Some(p));

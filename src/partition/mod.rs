@@ -3,7 +3,7 @@
 //! says which upstream partitions a downstream partition needs.
 //!
 //! ```text
-//!  scheme    hourly 2026-09-20T13 │ daily 2026-09-20 │ weekly 2026-W38 │ monthly 2026-09 │ static eu
+//!  scheme    minutely 2026-09-20T13:05 │ hourly 2026-09-20T13 │ daily 2026-09-20 │ weekly 2026-W38 │ monthly 2026-09 │ static eu
 //!  task key  the dimensions' keys joined by `|` in `partitioned_by` order: eu|2026-09-20
 //!            no dimension (`partitioned_by = []`): the one key `all`
 //!  mapping   downstream key + upstream dimensions (+ offset/window) ─► upstream keys, in order
@@ -67,7 +67,7 @@ impl PartitionScheme {
             PartitionScheme::Static { keys } => keys.clone(),
             PartitionScheme::Time(t) => {
                 let (a, b) = match t.grain {
-                    Grain::Hourly => (
+                    Grain::Minutely(_) | Grain::Hourly => (
                         t.first_starting_at(t.zone_midnight(first)),
                         t.first_starting_at(t.zone_midnight(last + 1)) - 1,
                     ),

@@ -1,15 +1,17 @@
-//! Time schemes: hourly, daily, weekly (ISO 8601) and monthly periods in a
-//! timezone.
+//! Time schemes: minutely (every N minutes), hourly, daily, weekly (ISO
+//! 8601) and monthly periods in a timezone.
 //!
 //! A period is an ordinal (`i64`) of its grain: days and ISO weeks since the
-//! Unix epoch, months since year 0, hours since the epoch (shifted by the
-//! zone's sub-hour phase). Ordinals make ranges, offsets and windows integer
+//! Unix epoch, months since year 0, hours or N-minute periods since the epoch
+//! (shifted by the zone's phase, so that they begin on the local clock). Ordinals make ranges, offsets and windows integer
 //! arithmetic; the timezone only matters where a period meets an instant
 //! (its start, "latest complete", and mappings between schemes). Local
 //! periods follow the zone's rules: a local day across a DST change holds 23
 //! or 25 hours, and an hour that a DST change repeats carries its UTC offset
-//! in its key (`2026-10-25T02+02:00`, then `2026-10-25T02+01:00`).
+//! in its key (`2026-10-25T02+02:00`, then `2026-10-25T02+01:00`), as does a
+//! minute period starting in it (`2026-10-25T02:05+02:00`).
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::OnceLock;
 
@@ -20,9 +22,13 @@ use jiff::Timestamp;
 const DAY: i64 = 86_400;
 const HOUR: i64 = 3_600;
 
-/// How long a time scheme's periods are. Declared finest first.
+/// How long a time scheme's periods are. Declared finest first (the derived
+/// order puts every minutely grain before hours, shorter periods first).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Grain {
+    /// Periods of this many minutes, a divisor of 60 below 60 (the manifest
+    /// checks it): `2026-09-20T13:05`.
+    Minutely(u32),
     /// `2026-09-20T13`.
     Hourly,
     /// `2026-09-20`.
@@ -37,6 +43,7 @@ impl Grain {
     /// The manifest's word for it.
     pub fn as_str(self) -> &'static str {
         match self {
+            Grain::Minutely(_) => "minutely",
             Grain::Hourly => "hourly",
             Grain::Daily => "daily",
             Grain::Weekly => "weekly",
@@ -47,6 +54,7 @@ impl Grain {
     /// The key format, for help texts.
     pub fn example(self) -> &'static str {
         match self {
+            Grain::Minutely(_) => "2026-09-20T13:05",
             Grain::Hourly => "2026-09-20T13",
             Grain::Daily => "2026-09-20",
             Grain::Weekly => "2026-W38",
@@ -54,13 +62,38 @@ impl Grain {
         }
     }
 
-    /// The unit in words ("day", "ISO week" …), for plans.
-    pub fn unit(self) -> &'static str {
+    /// The unit in words ("day", "ISO week", "5-minute period" …), for
+    /// plans.
+    pub fn unit(self) -> Cow<'static, str> {
         match self {
-            Grain::Hourly => "hour",
-            Grain::Daily => "day",
-            Grain::Weekly => "ISO week",
-            Grain::Monthly => "month",
+            Grain::Minutely(1) => "minute".into(),
+            Grain::Minutely(n) => format!("{n}-minute period").into(),
+            Grain::Hourly => "hour".into(),
+            Grain::Daily => "day".into(),
+            Grain::Weekly => "ISO week".into(),
+            Grain::Monthly => "month".into(),
+        }
+    }
+
+    /// The unit in words, plural ("days", "5-minute periods" …).
+    pub fn units(self) -> Cow<'static, str> {
+        match self {
+            Grain::Minutely(1) => "minutes".into(),
+            Grain::Minutely(n) => format!("{n}-minute periods").into(),
+            Grain::Hourly => "hours".into(),
+            Grain::Daily => "days".into(),
+            Grain::Weekly => "ISO weeks".into(),
+            Grain::Monthly => "months".into(),
+        }
+    }
+
+    /// The length in seconds of a grain whose periods all last as long
+    /// (minutes and hours; a local day may hold 23 or 25 hours).
+    pub fn fixed_len(self) -> Option<i64> {
+        match self {
+            Grain::Minutely(n) => Some(i64::from(n) * 60),
+            Grain::Hourly => Some(HOUR),
+            Grain::Daily | Grain::Weekly | Grain::Monthly => None,
         }
     }
 }
@@ -148,6 +181,20 @@ impl Zone {
         }
     }
 
+    /// Whether a local wall time happens twice (a DST fold).
+    fn is_repeated(&self, day: i64, hour: i64, minute: i64) -> bool {
+        if self.utc {
+            return false;
+        }
+        let (y, m, d) = civil_from_days(day);
+        DateTime::new(y as i16, m as i8, d as i8, hour as i8, minute as i8, 0, 0).is_ok_and(|dt| {
+            matches!(
+                self.tz.to_ambiguous_timestamp(dt).offset(),
+                jiff::tz::AmbiguousOffset::Fold { .. }
+            )
+        })
+    }
+
     /// The local date (days since the epoch) and hour of an instant.
     fn local(&self, secs: i64) -> (i64, i64) {
         let local = secs + self.offset_at(secs);
@@ -179,9 +226,10 @@ pub struct TimeScheme {
     pub start: i64,
     /// Last period, if bounded; otherwise up to the latest complete one.
     pub end: Option<i64>,
-    /// Seconds past the UTC hour at which the zone's hours begin (30 min in
-    /// India, 15 in Nepal), as at the scheme's `start`; 0 for every
-    /// whole-hour zone.
+    /// Seconds past a multiple of the period length at which the zone's
+    /// hours or minute periods begin (30 min in India, 15 in Nepal for
+    /// hours), as at the scheme's `start`; 0 for every whole-hour zone and
+    /// for days and longer.
     pub phase: i64,
 }
 
@@ -195,9 +243,9 @@ impl TimeScheme {
     /// (hours since the epoch): use [`TimeScheme::probe`] where the start is a
     /// key, whose ordinal depends on the phase.
     pub fn new(grain: Grain, zone: Zone, start: i64, end: Option<i64>) -> TimeScheme {
-        let phase = match grain {
-            Grain::Hourly => phase_at(&zone, start * HOUR),
-            _ => 0,
+        let phase = match grain.fixed_len() {
+            Some(len) => phase_at(&zone, start * len, len),
+            None => 0,
         };
         TimeScheme {
             grain,
@@ -215,9 +263,9 @@ impl TimeScheme {
     /// `start` is no hourly key (the caller reports that).
     pub fn probe(grain: Grain, zone: Zone, start: &str) -> TimeScheme {
         let mut scheme = TimeScheme::new(grain, zone, 0, None);
-        if grain == Grain::Hourly {
-            if let Some(at) = scheme.hour_instant(start) {
-                scheme.phase = phase_at(&scheme.zone, at);
+        if let Some(len) = grain.fixed_len() {
+            if let Some(at) = scheme.clock_instant(start) {
+                scheme.phase = phase_at(&scheme.zone, at, len);
             }
         }
         scheme
@@ -233,8 +281,12 @@ impl TimeScheme {
     /// half-hour DST, Nepal's move from +05:30 to +05:45): the instant, and
     /// the offsets (seconds east of UTC) before and after. Such a change
     /// would shift the hours' phase, so such a scheme has no stable keys.
+    ///
+    /// A minutely scheme has the same problem with a change that is not a
+    /// whole number of its periods (a 30-minute scheme takes Lord Howe's).
     pub fn fractional_offset_change(&self) -> Option<(i64, i64, i64)> {
-        if self.grain != Grain::Hourly || self.zone.utc {
+        let len = self.grain.fixed_len()?;
+        if self.zone.utc {
             return None;
         }
         let from = Timestamp::from_second(self.period_start(self.start)).ok()?;
@@ -245,20 +297,27 @@ impl TimeScheme {
                 break;
             }
             let after = i64::from(change.offset().seconds());
-            if (-after).rem_euclid(HOUR) != self.phase {
+            if (-after).rem_euclid(len) != self.phase {
                 return Some((at, self.zone.offset_at(at - 1), after));
             }
         }
         None
     }
 
-    /// The instant the local hour of an hourly key begins (its offset, if it
-    /// has one, says which of a repeated hour); `None` if `key` is no hourly
-    /// key shape or names a local hour that does not exist.
-    fn hour_instant(&self, key: &str) -> Option<i64> {
-        let (base, offset) = match key.len() {
-            13 => (key, None),
-            19 | 22 => (key.get(..13)?, Some(parse_offset(key.get(13..)?)?)),
+    /// The instant the local hour of an hourly key (or the local minute of a
+    /// minutely one) begins (its offset, if it has one, says which of a
+    /// repeated hour); `None` if `key` is no key shape of the grain or names
+    /// a local time that does not exist.
+    fn clock_instant(&self, key: &str) -> Option<i64> {
+        // `2026-09-20T13` or `2026-09-20T13:05`, then an optional offset of
+        // 6 or 9 characters.
+        let base_len = if self.grain == Grain::Hourly { 13 } else { 16 };
+        let (base, offset) = match key.len().checked_sub(base_len)? {
+            0 => (key, None),
+            6 | 9 => (
+                key.get(..base_len)?,
+                Some(parse_offset(key.get(base_len..)?)?),
+            ),
             _ => return None,
         };
         let day = parse_day(base.get(..10)?)?;
@@ -266,15 +325,21 @@ impl TimeScheme {
             return None;
         }
         let hour = parse_digits(base.get(11..13)?)?;
-        if hour > 23 {
+        let minute = match base.get(13..) {
+            Some("") | None => 0,
+            Some(m) => parse_digits(m.strip_prefix(':')?)?,
+        };
+        if hour > 23 || minute > 59 {
             return None;
         }
+        let wall = day * DAY + hour * HOUR + minute * 60;
         match offset {
-            Some(off) => Some(day * DAY + hour * HOUR - off),
-            None if self.zone.utc => Some(day * DAY + hour * HOUR),
+            Some(off) => Some(wall - off),
+            None if self.zone.utc => Some(wall),
             None => {
                 let (y, m, d) = civil_from_days(day);
-                let dt = DateTime::new(y as i16, m as i8, d as i8, hour as i8, 0, 0, 0).ok()?;
+                let dt = DateTime::new(y as i16, m as i8, d as i8, hour as i8, minute as i8, 0, 0)
+                    .ok()?;
                 let ts = self.zone.tz.to_ambiguous_timestamp(dt).compatible().ok()?;
                 Some(ts.as_second())
             }
@@ -284,7 +349,7 @@ impl TimeScheme {
     /// The instant (seconds since the epoch) period `p` begins.
     pub fn period_start(&self, p: i64) -> i64 {
         match self.grain {
-            Grain::Hourly => p * HOUR + self.phase,
+            Grain::Minutely(_) | Grain::Hourly => p * self.len() + self.phase,
             Grain::Daily => self.zone.midnight(p),
             Grain::Weekly => self.zone.midnight(p * 7 - 3),
             Grain::Monthly => {
@@ -299,10 +364,16 @@ impl TimeScheme {
         self.period_start(p + 1)
     }
 
+    /// The length of a minute or hour period (0 for longer grains: never
+    /// used for them).
+    fn len(&self) -> i64 {
+        self.grain.fixed_len().unwrap_or(0)
+    }
+
     /// The period containing an instant.
     pub fn containing(&self, secs: i64) -> i64 {
         match self.grain {
-            Grain::Hourly => (secs - self.phase).div_euclid(HOUR),
+            Grain::Minutely(_) | Grain::Hourly => (secs - self.phase).div_euclid(self.len()),
             _ => {
                 let (day, _) = self.zone.local(secs);
                 let p = self.of_day(day);
@@ -332,11 +403,11 @@ impl TimeScheme {
         self.zone.midnight(day)
     }
 
-    /// The period holding a civil day (days since the epoch); hourly: its
-    /// first hour.
+    /// The period holding a civil day (days since the epoch); hourly and
+    /// minutely: its first period.
     pub fn of_day(&self, day: i64) -> i64 {
         match self.grain {
-            Grain::Hourly => self.containing(self.zone.midnight(day)),
+            Grain::Minutely(_) | Grain::Hourly => self.containing(self.zone.midnight(day)),
             Grain::Daily => day,
             Grain::Weekly => (day + 3).div_euclid(7),
             Grain::Monthly => {
@@ -349,7 +420,7 @@ impl TimeScheme {
     /// The civil days (since the epoch) a period covers, first and last.
     pub fn days(&self, p: i64) -> (i64, i64) {
         match self.grain {
-            Grain::Hourly => {
+            Grain::Minutely(_) | Grain::Hourly => {
                 let (day, _) = self.zone.local(self.period_start(p));
                 (day, day)
             }
@@ -385,6 +456,22 @@ impl TimeScheme {
     /// The key of period `p`.
     pub fn key(&self, p: i64) -> String {
         match self.grain {
+            Grain::Minutely(_) => {
+                let start = self.period_start(p);
+                let offset = self.zone.offset_at(start);
+                let local = start + offset;
+                let (day, secs) = (local.div_euclid(DAY), local.rem_euclid(DAY));
+                let (y, m, d) = civil_from_days(day);
+                let (hour, minute) = (secs / HOUR, secs % HOUR / 60);
+                let base = format!("{y:04}-{m:02}-{d:02}T{hour:02}:{minute:02}");
+                // A local time the clock repeats names its offset, as the
+                // hour it starts in does in an hourly key.
+                if self.zone.is_repeated(day, hour, minute) {
+                    format!("{base}{}", offset_text(offset))
+                } else {
+                    base
+                }
+            }
             Grain::Hourly => {
                 let start = self.period_start(p);
                 let (day, hour) = self.zone.local(start);
@@ -419,8 +506,8 @@ impl TimeScheme {
     /// is not checked).
     pub fn parse(&self, key: &str) -> Option<i64> {
         match self.grain {
-            Grain::Hourly => {
-                let p = self.containing(self.hour_instant(key)?);
+            Grain::Minutely(_) | Grain::Hourly => {
+                let p = self.containing(self.clock_instant(key)?);
                 // Round trip: a skipped hour, an ambiguous hour without its
                 // offset, or a wrong offset is not a key.
                 (self.key(p) == key).then_some(p)
@@ -460,7 +547,7 @@ impl TimeScheme {
     pub fn parse_bound(&self, text: &str) -> Option<i64> {
         self.parse(text).or_else(|| match self.grain {
             Grain::Weekly | Grain::Monthly => parse_day(text).map(|d| self.of_day(d)),
-            Grain::Hourly | Grain::Daily => None,
+            Grain::Minutely(_) | Grain::Hourly | Grain::Daily => None,
         })
     }
 }
@@ -517,10 +604,11 @@ fn parse_digits(text: &str) -> Option<i64> {
         .flatten()
 }
 
-/// The zone's phase at an instant: seconds past the UTC hour at which its
-/// local hours begin (an offset of +05:45 begins them at 15 past).
-fn phase_at(zone: &Zone, secs: i64) -> i64 {
-    (-zone.offset_at(secs)).rem_euclid(HOUR)
+/// The zone's phase at an instant for periods of `len` seconds: seconds past
+/// a multiple of `len` at which its local periods begin (an offset of +05:45
+/// begins hours at 15 past the UTC hour, 5-minute periods on the UTC ones).
+fn phase_at(zone: &Zone, secs: i64, len: i64) -> i64 {
+    (-zone.offset_at(secs)).rem_euclid(len)
 }
 
 /// An offset (seconds east of UTC) as a key writes it: `+02:00`, or
@@ -660,6 +748,107 @@ mod tests {
             hourly.key(hourly.parse("2026-03-29T03").unwrap()),
             "2026-03-29T03"
         );
+    }
+
+    /// A minutely scheme of `every` minutes from `start`, open.
+    fn minutely(every: u32, zone: &str, start: &str) -> TimeScheme {
+        let probe = TimeScheme::probe(Grain::Minutely(every), Zone::get(zone).unwrap(), start);
+        let p = probe
+            .parse(start)
+            .unwrap_or_else(|| panic!("{start} in {zone}"));
+        probe.with_range(p, None)
+    }
+
+    // issue 24 item 3: minute periods on the local clock, keyed to the minute
+    #[test]
+    fn issue_24_minutely_keys_are_local_minutes() {
+        let at = |s: &str| s.parse::<Timestamp>().unwrap().as_second();
+        let s = minutely(5, "UTC", "2026-09-20T00:00");
+        let p = s.parse("2026-09-20T13:05").unwrap();
+        assert_eq!(s.period_start(p), at("2026-09-20T13:05:00Z"));
+        assert_eq!(s.period_end(p) - s.period_start(p), 300);
+        assert_eq!(s.key(p + 1), "2026-09-20T13:10");
+        assert_eq!(s.key(p - 2), "2026-09-20T12:55");
+        assert_eq!(s.containing(at("2026-09-20T13:09:59Z")), p);
+        // Not on a 5-minute boundary, or not a minute key at all.
+        for bad in [
+            "2026-09-20T13:07",
+            "2026-09-20T13",
+            "2026-09-20T13:60",
+            "2026-09-20T24:00",
+            "2026-09-20 13:05",
+            "2026-09-20T13:05+00:00",
+        ] {
+            assert_eq!(s.parse(bad), None, "{bad}");
+        }
+        assert_eq!(
+            s.latest(at("2026-09-20T13:14:59Z"))
+                .map(|q| s.key(q))
+                .as_deref(),
+            Some("2026-09-20T13:05")
+        );
+        // Every divisor of 60 round-trips through a day in a DST zone.
+        for every in [1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30] {
+            let s = minutely(every, "America/New_York", "2026-11-01T00:00");
+            let n = 25 * 60 / i64::from(every);
+            for q in s.start..s.start + n {
+                assert_eq!(s.parse(&s.key(q)), Some(q), "every {every}: {}", s.key(q));
+            }
+            assert_eq!(s.key(s.start + n), "2026-11-02T00:00", "every {every}");
+        }
+        // Nepal (+05:45): 5-minute periods start on the UTC ones, 30-minute
+        // ones at 15 and 45 past the UTC hour, both on the local clock.
+        let s = minutely(30, "Asia/Kathmandu", "2026-09-20T00:00");
+        let p = s.parse("2026-09-20T13:30").unwrap();
+        assert_eq!(s.period_start(p), at("2026-09-20T07:45:00Z"));
+        let s = minutely(5, "Asia/Kathmandu", "2026-09-20T00:00");
+        assert_eq!(
+            s.period_start(s.parse("2026-09-20T13:05").unwrap()),
+            at("2026-09-20T07:20:00Z")
+        );
+    }
+
+    // issue 24 item 3: the repeated hour of a fall-back carries its offset in
+    // minute keys as in hourly ones; the skipped hour of a spring-forward has
+    // no keys
+    #[test]
+    fn issue_24_minutely_keys_across_new_york_dst() {
+        let at = |s: &str| s.parse::<Timestamp>().unwrap().as_second();
+        let s = minutely(15, "America/New_York", "2026-11-01T00:00");
+        let keys: Vec<String> = (s.start + 3..s.start + 13).map(|q| s.key(q)).collect();
+        assert_eq!(
+            keys,
+            [
+                "2026-11-01T00:45",
+                "2026-11-01T01:00-04:00",
+                "2026-11-01T01:15-04:00",
+                "2026-11-01T01:30-04:00",
+                "2026-11-01T01:45-04:00",
+                "2026-11-01T01:00-05:00",
+                "2026-11-01T01:15-05:00",
+                "2026-11-01T01:30-05:00",
+                "2026-11-01T01:45-05:00",
+                "2026-11-01T02:00",
+            ]
+        );
+        assert_eq!(
+            s.period_start(s.parse("2026-11-01T01:00-05:00").unwrap()),
+            at("2026-11-01T06:00:00Z")
+        );
+        // Without its offset a repeated time is no key; with a wrong one neither.
+        assert_eq!(s.parse("2026-11-01T01:15"), None);
+        assert_eq!(s.parse("2026-11-01T01:15-03:00"), None);
+        assert_eq!(s.parse("2026-11-01T02:00-05:00"), None);
+        let spring = minutely(15, "America/New_York", "2026-03-08T00:00");
+        let p = spring.parse("2026-03-08T01:45").unwrap();
+        assert_eq!(spring.key(p + 1), "2026-03-08T03:00");
+        assert_eq!(spring.parse("2026-03-08T02:30"), None);
+        // Lord Howe's half-hour DST is whole 30-minute periods, not 20-minute ones.
+        let lord_howe = |every| minutely(every, "Australia/Lord_Howe", "2026-07-01T00:00");
+        assert_eq!(lord_howe(30).fractional_offset_change(), None);
+        assert!(lord_howe(20).fractional_offset_change().is_some());
+        assert_eq!(Grain::Minutely(5).unit(), "5-minute period");
+        assert!(Grain::Minutely(30) < Grain::Hourly && Grain::Minutely(5) < Grain::Minutely(15));
     }
 
     /// An hourly scheme from `start`, of `hours` hours or open.

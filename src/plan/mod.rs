@@ -994,7 +994,7 @@ pub(crate) fn partition_help(manifest: &Manifest, order: &[&str], now: i64) -> S
                     format!(
                         "`{}`: {} from {} to {last}",
                         d.name,
-                        plural_unit(t.grain),
+                        t.grain.units(),
                         t.key(t.start)
                     )
                 }
@@ -1011,13 +1011,4 @@ pub(crate) fn partition_help(manifest: &Manifest, order: &[&str], now: i64) -> S
         "partitions are {}; a task of several dimensions takes keys joined by `|`",
         described.join("; ")
     )
-}
-
-fn plural_unit(g: crate::partition::Grain) -> &'static str {
-    match g {
-        crate::partition::Grain::Hourly => "hours",
-        crate::partition::Grain::Daily => "days",
-        crate::partition::Grain::Weekly => "ISO weeks",
-        crate::partition::Grain::Monthly => "months",
-    }
 }

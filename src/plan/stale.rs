@@ -1,7 +1,8 @@
-//! Staleness: a publication pinned upstream generations in its input
-//! snapshot; when one of those partitions has published another generation
-//! since (a repair, a rollback), or the task's code is no longer the code
-//! that built it, the publication is STALE. `weir status`, `weir plan` and
+//! Staleness: a publication pinned upstream generations and external files
+//! in its input snapshot; when one of those partitions has published another
+//! generation since (a repair, a rollback), an external file's bytes or its
+//! watermark changed (a late correction of the source), or the task's code
+//! is no longer the code that built it, the publication is STALE. `weir status`, `weir plan` and
 //! `weir report` mark it, all through [`Staleness`]; nothing reruns on its
 //! own.
 
@@ -19,6 +20,9 @@ pub struct Staleness {
     /// Each task's fingerprint; `None` when a `code` path cannot be read
     /// (only code_version is compared then).
     prints: HashMap<String, Option<String>>,
+    /// Each external file's digest now (`None`: it cannot be read), hashed
+    /// once however many publications read it.
+    files: HashMap<std::path::PathBuf, Option<String>>,
 }
 
 impl Staleness {
@@ -32,6 +36,7 @@ impl Staleness {
         record: &CommitRecord,
     ) -> Vec<String> {
         let mut changed = self.current.changed(warehouse, record);
+        changed.extend(self.externals_changed(manifest, record));
         let fingerprint = self
             .fingerprint(manifest, task)
             .unwrap_or_else(|| record.code_fingerprint.as_deref().unwrap_or_default());
@@ -75,6 +80,57 @@ impl Staleness {
             .unwrap_or_default()
             .to_owned();
         mark.changed_since(&snapshot.digest(), &task.code_version, &fingerprint)
+    }
+
+    /// How the external inputs `record` pinned differ from the files there
+    /// now, in words: their bytes (by digest) and their watermarks.
+    fn externals_changed(&mut self, manifest: &Manifest, record: &CommitRecord) -> Vec<String> {
+        let mut out = Vec::new();
+        let Some(inputs) = record.input_snapshot["inputs"].as_array() else {
+            return out;
+        };
+        for input in inputs.iter().filter(|i| i["kind"] == "external") {
+            let (Some(name), Some(path), Some(pinned)) = (
+                input["name"].as_str(),
+                input["path"].as_str(),
+                input["digest"].as_str(),
+            ) else {
+                continue;
+            };
+            let location = manifest.dir.join(path);
+            let now = self
+                .files
+                .entry(location.clone())
+                .or_insert_with(|| crate::exec::snapshot::file_digest(&location).ok());
+            match now.as_deref() {
+                None => out.push(format!(
+                    "external input `{name}` ({path}) is gone or unreadable since this publication read it"
+                )),
+                Some(now) if now != pinned => out.push(format!(
+                    "external input `{name}` ({path}) changed since this publication read it: {} now, {} then",
+                    abbreviate(now),
+                    abbreviate(pinned)
+                )),
+                Some(_) => {}
+            }
+            let template = manifest
+                .datasets
+                .get(name)
+                .and_then(|d| d.watermark.as_deref());
+            if let (Some(template), Some(then)) = (template, input["watermark"].as_str()) {
+                let file = manifest
+                    .dir
+                    .join(template.replace("{partition}", &record.partition));
+                let now = std::fs::read_to_string(&file).map(|t| t.trim().to_string());
+                if now.as_deref().is_ok_and(|now| now != then) {
+                    out.push(format!(
+                        "the watermark of external input `{name}` is at {}, this publication read it at {then}",
+                        now.unwrap_or_default()
+                    ));
+                }
+            }
+        }
+        out
     }
 
     /// `task`'s code fingerprint, computed once per task.

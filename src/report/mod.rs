@@ -39,6 +39,9 @@ pub enum CellState {
     Quarantined,
     /// Not published by its SLA deadline.
     Late,
+    /// Expected, not published, not late, and its external inputs are not
+    /// ready (`exec::readiness`, without sensor commands).
+    Waiting,
     /// Expected, not published, not late.
     Missing,
 }
@@ -53,6 +56,7 @@ impl CellState {
             Self::Held => "held",
             Self::Quarantined => "quarantined",
             Self::Late => "late",
+            Self::Waiting => "waiting",
             Self::Missing => "missing",
         }
     }
@@ -218,6 +222,13 @@ fn grid(
                 CellState::Published
             } else if late {
                 CellState::Late
+            } else if let crate::exec::readiness::Readiness::NotYet(n) =
+                // Files and watermarks only: a page of thousands of cells is
+                // no reason to run thousands of sensor commands.
+                crate::exec::readiness::check_with(manifest, task, &key, false)
+            {
+                stale_why.insert((task.name.clone(), key.clone()), n.why);
+                CellState::Waiting
             } else {
                 CellState::Missing
             };
@@ -269,6 +280,7 @@ fn grid(
         CellState::Held,
         CellState::Quarantined,
         CellState::Late,
+        CellState::Waiting,
         CellState::Missing,
     ] {
         let _ = write!(
@@ -515,7 +527,7 @@ table{border-collapse:collapse}th,td{padding:2px 6px;text-align:left;white-space
 #grid td{width:34px;height:18px;border:1px solid #fff}\
 .legend .cell{display:inline-block;width:14px;height:14px;vertical-align:middle;margin-left:.8em}\
 .published{background:#2f9e44}.stale{background:#a9e34b}.running{background:#1c7ed6}.held{background:#f59f00}.quarantined{background:#e03131}\
-.late{background:#9c36b5}.missing{background:#ced4da}.none{background:#fff}\
+.late{background:#9c36b5}.waiting{background:#74c0fc}.missing{background:#ced4da}.none{background:#fff}\
 #gantt{min-width:900px;padding:4px}.lane{display:flex;align-items:center;height:22px}\
 .label{width:110px;flex:none;color:#5b6472;font-size:12px}.track{position:relative;flex:1;height:16px;background:#f4f5f7}\
 .bar{position:absolute;top:1px;height:14px;border-radius:2px}.bar.success{background:#2f9e44}.bar.failed{background:#e03131}\

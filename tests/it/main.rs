@@ -17,6 +17,7 @@ mod global_pools;
 mod kill9;
 mod lineage;
 mod manifest_errors;
+mod minutely;
 mod operator;
 mod operator_paths;
 mod parquet;
@@ -35,6 +36,7 @@ mod s3_evidence;
 #[cfg(feature = "s3")]
 mod s3_warehouse;
 mod schema;
+mod sensors;
 mod slo;
 mod slurm;
 mod store_integrity;

@@ -256,16 +256,17 @@ output = { dataset = "regional", grain = ["id"] }
 "#;
 
 // issue 23 item 14: a missing external input made the run say HELD (exit 1)
-// while status showed nothing, explain said "not run yet" and retry refused
+// while status showed nothing, explain said "not run yet" and retry refused;
+// since issue 24 item 4 the run says WAITING too (exit 0, nothing done)
 #[test]
 fn issue_23_a_missing_external_input_is_one_story_with_a_command_that_works() {
     let sb = Sandbox::new(OPS);
     std::fs::create_dir(sb.path().join("in")).unwrap();
     let out = sb.run("r1", &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let run = stdout(&out);
     assert!(
-        run.starts_with("run r1: 3 task instances: 1 held, 2 skipped; 0 retries\n  HELD        load 2026-11-28: external input `raw` (./in/2026-11-28.csv): No such file or directory (os error 2); put it in place, then `weir run m.toml --task load --partition 2026-11-28`\n"),
+        run.starts_with("run r1: 3 task instances: 3 waiting; 0 retries\n  WAITING     load 2026-11-28: external input `raw` (./in/2026-11-28.csv) does not exist; nothing done, no marker: the next run checks again (`--wait DURATION` waits for it)\n"),
         "{run}"
     );
     // status: the instance waits on that input, by name and path.
@@ -340,7 +341,9 @@ fn issue_23_a_missing_external_input_is_one_story_with_a_command_that_works() {
 fn issue_23_suggested_commands_quote_keys_and_work_when_pasted() {
     let sb = Sandbox::new(OPS);
     std::fs::create_dir(sb.path().join("in")).unwrap();
-    assert_eq!(sb.run("r1", &[]).status.code(), Some(1));
+    // Since issue 24 item 4 the instance waits with its upstream (exit 0),
+    // not SKIPPED.
+    assert_eq!(sb.run("r1", &[]).status.code(), Some(0));
     let out = sb.weir_out(&[
         "explain",
         "m.toml",
@@ -350,11 +353,12 @@ fn issue_23_suggested_commands_quote_keys_and_work_when_pasted() {
     ]);
     let explain = ok(&out);
     assert!(
-        explain.ends_with("recommended: fix upstream first: `load` 2026-11-28 did not publish, so this instance was SKIPPED in run r1; see `weir explain m.toml load --partition 2026-11-28`, act on it, then `weir run m.toml --partition 'eu|2026-11-28'`\n"),
+        explain
+            .ends_with("recommended: not run yet: `weir run m.toml --partition 'eu|2026-11-28'`\n"),
         "{explain}"
     );
     std::fs::write(sb.path().join("in/2026-11-28.csv"), "id\n1\n").unwrap();
-    let out = paste(&sb, &command_after(&explain, "act on it, then "));
+    let out = paste(&sb, &command_after(&explain, "not run yet: "));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
         stdout(&out).contains(": 2 task instances: 2 published; 0 retries\n"),

@@ -213,6 +213,7 @@ pub(crate) fn run_options(
         run_id: Some(run_id.to_owned()),
         seed: Some(1),
         allow_uncertified: false,
+        wait: None,
     }
 }
 

@@ -1,0 +1,530 @@
+//! Readiness: whether an instance's external inputs may be read yet.
+//!
+//! ```text
+//!  external input ── its sensor (`ready`), then its files ──► Ready ──► pin, run
+//!                                                        ├─► NotYet ──► WAITING, rechecked with backoff
+//!                                                        │              until the run's `--wait` ends
+//!                                                        └─► Failed ──► the sensor failed (its stderr
+//!                                                                       is the evidence); not retried
+//! ```
+//!
+//! A dataset without `ready` is ready once its file (and its watermark file,
+//! if declared) exists. With one, the sensor is asked first: a file that
+//! exists (`file`), a watermark that reached the period's end
+//! (`watermark_at_least = "period_end"`), or a command (exit 0 ready, 1 not
+//! yet, anything else failed). `{partition}` is the key as written.
+//!
+//! [`check`] reads the world and holds no state: the scheduler (and a
+//! daemon's decision machine) calls it whenever it wants to know, and
+//! [`next_check`] says when to ask again.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::manifest::{ExternalDataset, InputSource, Manifest, Ready, Task};
+
+/// How long a sensor command may run before it counts as failed.
+pub const SENSOR_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long a sensor's stderr is read after it exited (a process it left
+/// behind may keep the pipe open).
+const STDERR_GRACE: Duration = Duration::from_millis(500);
+
+/// The most of a failed sensor's stderr kept as evidence (its end).
+const EVIDENCE_BYTES: usize = 4096;
+
+/// The first recheck of a WAITING instance comes after this; each next one
+/// after twice as long, up to [`RECHECK_MAX`].
+pub const RECHECK_INITIAL: Duration = Duration::from_millis(250);
+
+/// The longest pause between two rechecks.
+pub const RECHECK_MAX: Duration = Duration::from_secs(30);
+
+/// What a check found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Readiness {
+    /// Every external input may be read.
+    Ready,
+    /// An input is not there yet: the instance waits (not a failure).
+    NotYet(NotReady),
+    /// A sensor could not say: the instance fails, with the evidence.
+    Failed(SensorFailure),
+}
+
+/// An external input that is not ready.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotReady {
+    /// The external dataset.
+    pub dataset: String,
+    /// Why, in words: "external input `raw` is not ready: raw/…/_SUCCESS
+    /// does not exist".
+    pub why: String,
+}
+
+/// A sensor that failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SensorFailure {
+    /// The external dataset.
+    pub dataset: String,
+    /// What went wrong, in words.
+    pub why: String,
+    /// The command's exit code, when it exited with one.
+    pub exit_code: Option<i32>,
+    /// The end of its stderr (empty for a sensor that is no command).
+    pub stderr: String,
+}
+
+/// How many unpublished partitions per task `weir status` asks sensor
+/// commands about (the newest): an open minutely scheme may have thousands
+/// unpublished, and a status is no reason to start thousands of processes.
+/// Older ones are checked without their commands (files and watermarks).
+pub const COMMANDS_ASKED_BY_STATUS: usize = 10;
+
+/// Checks every external input of `task` at `partition`, in input order;
+/// the first one not ready (or failed) decides.
+pub fn check(manifest: &Manifest, task: &Task, partition: &str) -> Readiness {
+    check_with(manifest, task, partition, true)
+}
+
+/// [`check`], asking sensor commands only if `commands` (otherwise a
+/// command sensor counts as ready and only the files are checked).
+pub fn check_with(manifest: &Manifest, task: &Task, partition: &str, commands: bool) -> Readiness {
+    let period_end = task.dims.interval_end(partition);
+    for input in &task.inputs {
+        if !matches!(input.source, InputSource::External) {
+            continue;
+        }
+        let Some(dataset) = manifest.datasets.get(&input.dataset) else {
+            continue;
+        };
+        let skipped;
+        let dataset = match &dataset.ready {
+            Some(Ready::Command(_)) if !commands => {
+                skipped = ExternalDataset {
+                    ready: None,
+                    ..dataset.clone()
+                };
+                &skipped
+            }
+            _ => dataset,
+        };
+        let found = check_dataset(
+            &manifest.dir,
+            &input.dataset,
+            dataset,
+            partition,
+            period_end,
+        );
+        if found != Readiness::Ready {
+            return found;
+        }
+    }
+    Readiness::Ready
+}
+
+/// Checks one external dataset at `partition` (whose period ends at
+/// `period_end`, seconds since the epoch, for a time partition).
+pub fn check_dataset(
+    dir: &Path,
+    name: &str,
+    dataset: &ExternalDataset,
+    partition: &str,
+    period_end: Option<i64>,
+) -> Readiness {
+    let fill = |template: &str| template.replace("{partition}", partition);
+    let not_yet = |why: String| {
+        Readiness::NotYet(NotReady {
+            dataset: name.to_string(),
+            why: format!("external input `{name}` is not ready: {why}"),
+        })
+    };
+    let failed = |why: String, exit_code: Option<i32>, stderr: String| {
+        Readiness::Failed(SensorFailure {
+            dataset: name.to_string(),
+            why: format!("the sensor of external input `{name}` failed: {why}"),
+            exit_code,
+            stderr,
+        })
+    };
+    match &dataset.ready {
+        None => {}
+        Some(Ready::File(template)) => {
+            let path = fill(template);
+            if !dir.join(&path).exists() {
+                return not_yet(format!("{path} does not exist"));
+            }
+        }
+        Some(Ready::WatermarkAtPeriodEnd) => {
+            let Some(end) = period_end else {
+                return failed(
+                    format!("partition {partition} has no period, so no period end to compare the watermark with"),
+                    None,
+                    String::new(),
+                );
+            };
+            let end_text = instant_text(end);
+            // Validation guarantees a declared watermark with this sensor.
+            let Some(template) = &dataset.watermark else {
+                return failed("it declares no watermark".into(), None, String::new());
+            };
+            let path = fill(template);
+            let text = match std::fs::read_to_string(dir.join(&path)) {
+                Ok(text) => text.trim().to_string(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return not_yet(format!(
+                        "its watermark {path} does not exist (waiting for {end_text})"
+                    ));
+                }
+                Err(e) => return failed(format!("cannot read {path}: {e}"), None, String::new()),
+            };
+            let Ok(at) = text.parse::<jiff::Timestamp>() else {
+                return failed(
+                    format!("its watermark {path} holds `{text}`, not an RFC 3339 instant such as 2026-09-20T13:05:00Z"),
+                    None,
+                    String::new(),
+                );
+            };
+            if at.as_second() < end {
+                return not_yet(format!(
+                    "its watermark is at {text}, short of the period's end {end_text}"
+                ));
+            }
+        }
+        Some(Ready::Command(words)) => {
+            let words: Vec<String> = words.iter().map(|w| fill(w)).collect();
+            match run_sensor(dir, name, &words, partition, period_end) {
+                Sensed::Ready => {}
+                Sensed::NotYet => {
+                    return not_yet(format!("`{}` exited with 1", words.join(" ")));
+                }
+                Sensed::Failed {
+                    why,
+                    exit_code,
+                    stderr,
+                } => {
+                    let evidence = stderr.trim_end();
+                    let why = if evidence.is_empty() {
+                        format!("`{}` {why}", words.join(" "))
+                    } else {
+                        format!("`{}` {why}: {evidence}", words.join(" "))
+                    };
+                    return failed(why, exit_code, stderr);
+                }
+            }
+        }
+    }
+    // The default sensor, and what pinning needs whatever the sensor said:
+    // the files themselves, named as `status`, `explain` and `retry` name
+    // them (`snapshot::MissingExternal`).
+    let files =
+        std::iter::once((&dataset.path, false)).chain(dataset.watermark.iter().map(|w| (w, true)));
+    for (template, watermark) in files {
+        let path = dir.join(fill(template));
+        if !path.exists() {
+            let missing = super::snapshot::MissingExternal {
+                dataset: name.to_string(),
+                path,
+                watermark,
+            };
+            return Readiness::NotYet(NotReady {
+                dataset: name.to_string(),
+                why: missing.to_string(),
+            });
+        }
+    }
+    Readiness::Ready
+}
+
+/// RFC 3339 in UTC, seconds.
+fn instant_text(secs: i64) -> String {
+    jiff::Timestamp::from_second(secs).map_or_else(|_| secs.to_string(), |t| t.to_string())
+}
+
+enum Sensed {
+    Ready,
+    NotYet,
+    Failed {
+        why: String,
+        exit_code: Option<i32>,
+        stderr: String,
+    },
+}
+
+/// Runs a sensor command in `dir` with `WEIR_DATASET`, `WEIR_PARTITION`
+/// and (for a time partition) `WEIR_PERIOD_END` set, stdin and stdout
+/// closed, for at most [`SENSOR_TIMEOUT`].
+fn run_sensor(
+    dir: &Path,
+    name: &str,
+    words: &[String],
+    partition: &str,
+    period_end: Option<i64>,
+) -> Sensed {
+    let fail = |why: String| Sensed::Failed {
+        why,
+        exit_code: None,
+        stderr: String::new(),
+    };
+    let Some((program, args)) = words.split_first() else {
+        return fail("has no program".into());
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .current_dir(dir)
+        .env("WEIR_DATASET", name)
+        .env("WEIR_PARTITION", partition)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    // Its own process group, so that a sensor that overruns is stopped with
+    // whatever it started.
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    if let Some(end) = period_end {
+        cmd.env("WEIR_PERIOD_END", instant_text(end));
+    }
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => return fail(format!("cannot start: {e}")),
+    };
+    // Read on a thread: a sensor that writes more than a pipe holds must not
+    // block on it while this waits for its exit.
+    let (tx, rx) = std::sync::mpsc::channel();
+    if let Some(mut err) = child.stderr.take() {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = err.read_to_end(&mut bytes);
+            let _ = tx.send(bytes);
+        });
+    }
+    let deadline = Instant::now() + SENSOR_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() >= deadline => {
+                if let Ok(pgid) = libc::pid_t::try_from(child.id()) {
+                    // SAFETY: kill(2) of the process group this sensor leads
+                    // (it was started with `process_group(0)`); no memory
+                    // is involved.
+                    unsafe {
+                        libc::kill(-pgid, libc::SIGKILL);
+                    }
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+                return fail(format!(
+                    "did not exit within {}",
+                    crate::manifest::duration::human(SENSOR_TIMEOUT)
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) => return fail(format!("cannot be waited for: {e}")),
+        }
+    };
+    // A process it left behind may hold stderr open: its exit decides, and
+    // what it wrote by then (a moment later) is the evidence.
+    let stderr = rx
+        .recv_timeout(STDERR_GRACE)
+        .ok()
+        .map(|bytes| {
+            let start = bytes.len().saturating_sub(EVIDENCE_BYTES);
+            String::from_utf8_lossy(&bytes[start..]).into_owned()
+        })
+        .unwrap_or_default();
+    match status.code() {
+        Some(0) => Sensed::Ready,
+        Some(1) => Sensed::NotYet,
+        Some(code) => Sensed::Failed {
+            why: format!("exited with {code}"),
+            exit_code: Some(code),
+            stderr,
+        },
+        None => {
+            use std::os::unix::process::ExitStatusExt;
+            Sensed::Failed {
+                why: format!(
+                    "was killed by signal {}",
+                    status.signal().unwrap_or_default()
+                ),
+                exit_code: None,
+                stderr,
+            }
+        }
+    }
+}
+
+/// The pause before recheck number `checks + 1` of a WAITING instance
+/// (`checks` made so far, at least 1): [`RECHECK_INITIAL`], doubling, at
+/// most [`RECHECK_MAX`].
+pub fn recheck_after(checks: u32) -> Duration {
+    let doublings = checks.saturating_sub(1).min(16);
+    RECHECK_INITIAL
+        .saturating_mul(1 << doublings)
+        .min(RECHECK_MAX)
+}
+
+/// When to check a WAITING instance again, after `checks` checks found it
+/// not ready: the backoff's next instant, brought forward to `deadline` (a
+/// last look as the wait ends); `None` when there is no deadline (the run
+/// does not wait) or it has passed: the instance stays WAITING.
+pub fn next_check(checks: u32, now: Instant, deadline: Option<Instant>) -> Option<Instant> {
+    let deadline = deadline?;
+    (now < deadline).then(|| (now + recheck_after(checks)).min(deadline))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::Format;
+
+    fn dataset(ready: Option<Ready>, watermark: bool) -> ExternalDataset {
+        ExternalDataset {
+            path: "raw/{partition}.csv".into(),
+            format: Format::Csv,
+            watermark: watermark.then(|| "raw/{partition}.wm".into()),
+            ready,
+        }
+    }
+
+    fn at(text: &str) -> i64 {
+        text.parse::<jiff::Timestamp>().unwrap().as_second()
+    }
+
+    fn why(r: &Readiness) -> &str {
+        match r {
+            Readiness::Ready => "ready",
+            Readiness::NotYet(n) => &n.why,
+            Readiness::Failed(f) => &f.why,
+        }
+    }
+
+    // issue 24 item 4: each sensor says ready, not yet or failed
+    #[test]
+    fn issue_24_sensors_say_ready_not_yet_or_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir(d.join("raw")).unwrap();
+        let key = "2026-09-20T13:05";
+        let end = Some(at("2026-09-20T17:10:00Z"));
+        let check = |ds: &ExternalDataset| check_dataset(d, "raw", ds, key, end);
+        // Default: the data file.
+        let plain = dataset(None, false);
+        assert_eq!(
+            why(&check(&plain)),
+            format!(
+                "external input `raw` ({}/raw/2026-09-20T13:05.csv) does not exist",
+                d.display()
+            )
+        );
+        std::fs::write(d.join("raw/2026-09-20T13:05.csv"), "a\n1\n").unwrap();
+        assert_eq!(check(&plain), Readiness::Ready);
+        // A marker file, then the data file too.
+        let marker = dataset(Some(Ready::File("raw/{partition}/_SUCCESS".into())), false);
+        assert_eq!(
+            why(&check(&marker)),
+            "external input `raw` is not ready: raw/2026-09-20T13:05/_SUCCESS does not exist"
+        );
+        std::fs::create_dir(d.join("raw/2026-09-20T13:05")).unwrap();
+        std::fs::write(d.join("raw/2026-09-20T13:05/_SUCCESS"), "").unwrap();
+        assert_eq!(check(&marker), Readiness::Ready);
+        // The watermark against the period's end.
+        let wm = dataset(Some(Ready::WatermarkAtPeriodEnd), true);
+        assert_eq!(
+            why(&check(&wm)),
+            "external input `raw` is not ready: its watermark raw/2026-09-20T13:05.wm does not exist (waiting for 2026-09-20T17:10:00Z)"
+        );
+        std::fs::write(d.join("raw/2026-09-20T13:05.wm"), "2026-09-20T17:09:59Z\n").unwrap();
+        assert_eq!(
+            why(&check(&wm)),
+            "external input `raw` is not ready: its watermark is at 2026-09-20T17:09:59Z, short of the period's end 2026-09-20T17:10:00Z"
+        );
+        std::fs::write(
+            d.join("raw/2026-09-20T13:05.wm"),
+            "2026-09-20T13:10:00-04:00",
+        )
+        .unwrap();
+        assert_eq!(check(&wm), Readiness::Ready);
+        std::fs::write(d.join("raw/2026-09-20T13:05.wm"), "seq 42").unwrap();
+        assert_eq!(
+            why(&check(&wm)),
+            "the sensor of external input `raw` failed: its watermark raw/2026-09-20T13:05.wm holds `seq 42`, not an RFC 3339 instant such as 2026-09-20T13:05:00Z"
+        );
+        assert!(matches!(
+            check_dataset(d, "raw", &wm, "eu", None),
+            Readiness::Failed(_)
+        ));
+        // A command: 0, 1, anything else; its words and environment carry
+        // the key and the period's end.
+        std::fs::write(
+            d.join("check.sh"),
+            "[ \"$1\" = \"$WEIR_PARTITION\" ] || exit 3\n[ \"$WEIR_PERIOD_END\" = 2026-09-20T17:10:00Z ] || exit 4\nexit $(cat code)\n",
+        )
+        .unwrap();
+        let cmd = dataset(
+            Some(Ready::Command(vec![
+                "sh".into(),
+                "check.sh".into(),
+                "{partition}".into(),
+            ])),
+            false,
+        );
+        std::fs::write(d.join("code"), "0").unwrap();
+        assert_eq!(check(&cmd), Readiness::Ready);
+        std::fs::write(d.join("code"), "1").unwrap();
+        assert_eq!(
+            why(&check(&cmd)),
+            "external input `raw` is not ready: `sh check.sh 2026-09-20T13:05` exited with 1"
+        );
+        std::fs::write(
+            d.join("check.sh"),
+            "echo 'feed API: 503 Service Unavailable' >&2\nexit 2\n",
+        )
+        .unwrap();
+        let Readiness::Failed(f) = check(&cmd) else {
+            panic!("exit 2 is a sensor failure")
+        };
+        assert_eq!(f.exit_code, Some(2));
+        assert_eq!(f.stderr, "feed API: 503 Service Unavailable\n");
+        assert_eq!(
+            f.why,
+            "the sensor of external input `raw` failed: `sh check.sh 2026-09-20T13:05` exited with 2: feed API: 503 Service Unavailable"
+        );
+        // A sensor that leaves a process behind holding its stderr is judged
+        // by its own exit, without waiting for that process.
+        std::fs::write(d.join("check.sh"), "sleep 3 &\nexit 1\n").unwrap();
+        let started = Instant::now();
+        assert!(matches!(check(&cmd), Readiness::NotYet(_)));
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        let missing = dataset(Some(Ready::Command(vec!["/no/such/sensor".into()])), false);
+        assert!(why(&check(&missing)).contains("`/no/such/sensor` cannot start: "));
+    }
+
+    // issue 24 item 4: rechecks back off, and the wait's end is the last look
+    #[test]
+    fn issue_24_rechecks_back_off_until_the_deadline() {
+        let ms = Duration::from_millis;
+        let delays: Vec<Duration> = (1..=10).map(recheck_after).collect();
+        assert_eq!(
+            delays[..5],
+            [ms(250), ms(500), ms(1000), ms(2000), ms(4000)]
+        );
+        assert_eq!(delays[9], RECHECK_MAX);
+        assert_eq!(recheck_after(u32::MAX), RECHECK_MAX);
+        let now = Instant::now();
+        assert_eq!(next_check(1, now, None), None, "no --wait: no recheck");
+        assert_eq!(
+            next_check(1, now, Some(now + ms(10_000))),
+            Some(now + ms(250))
+        );
+        assert_eq!(
+            next_check(6, now, Some(now + ms(3_000))),
+            Some(now + ms(3_000))
+        );
+        assert_eq!(next_check(1, now, Some(now)), None, "the wait is over");
+    }
+}

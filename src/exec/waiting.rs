@@ -1,0 +1,145 @@
+//! The scheduler's side of readiness (`readiness.rs` decides): an instance
+//! whose external inputs are not ready is WAITING, rechecked through the
+//! scheduler's `delayed` heap with backoff until the run's `--wait` ends,
+//! then left WAITING (no marker, not a failure; LATE past its SLA), and so
+//! are the instances downstream of it. A failed sensor fails the instance.
+
+use std::cmp::Reverse;
+use std::time::Instant;
+
+use serde_json::json;
+
+use super::readiness::{self, NotReady, SensorFailure};
+use super::{InstanceResult, Scheduler, Status};
+use crate::events::{Event, State};
+
+impl Scheduler<'_, '_> {
+    /// A readiness check found `id`'s inputs not ready: recheck later, or
+    /// (no `--wait`, or it ended) leave it WAITING with its downstream.
+    pub(super) fn not_ready(&mut self, id: usize, not_ready: &NotReady) {
+        // A check is no attempt: the one counted at admission is given back.
+        self.attempts[id] = self.attempts[id].saturating_sub(1);
+        self.checks[id] += 1;
+        let checks = self.checks[id];
+        let (task, partition) = self.names(id);
+        let recheck = readiness::next_check(checks, Instant::now(), self.wait_until);
+        let data = json!({ "dataset": not_ready.dataset, "checks": checks });
+        if let Some(at) = recheck {
+            if checks == 1 {
+                self.cx.emit(
+                    State::Waiting,
+                    Event::instance(task, partition)
+                        .detail(format!(
+                            "{}; rechecked with backoff until --wait ends",
+                            not_ready.why
+                        ))
+                        .data(data),
+                );
+            }
+            self.status[id] = Status::Waiting;
+            self.delayed.push(Reverse((at, id)));
+            return;
+        }
+        let detail = if checks == 1 {
+            format!(
+                "{}; nothing done, no marker: the next run checks again (`--wait DURATION` waits for it)",
+                not_ready.why
+            )
+        } else {
+            format!(
+                "{}, still after {checks} checks when --wait ended; nothing done, no marker: the next run checks again",
+                not_ready.why
+            )
+        };
+        self.cx.emit(
+            State::Waiting,
+            Event::instance(task, partition)
+                .detail(detail.clone())
+                .data(data),
+        );
+        self.leave_waiting(id, detail);
+        self.wait_downstream(id);
+    }
+
+    /// A sensor failed: the instance fails with the sensor's evidence, and
+    /// its downstream is skipped (the caller's usual path).
+    pub(super) fn sensor_failed(&mut self, id: usize, failure: &SensorFailure) -> InstanceResult {
+        self.attempts[id] = self.attempts[id].saturating_sub(1);
+        let (task, partition) = self.names(id);
+        let why = format!("{}; no marker: the next run checks again", failure.why);
+        self.cx.emit(
+            State::Failed,
+            Event::instance(task, partition)
+                .detail(why.clone())
+                .data(json!({
+                    "sensor": {
+                        "dataset": failure.dataset,
+                        "exit_code": failure.exit_code,
+                        "stderr": failure.stderr,
+                    }
+                })),
+        );
+        InstanceResult::SensorFailed(why)
+    }
+
+    /// Records `id` as WAITING, or LATE (an event too) past its SLA.
+    fn leave_waiting(&mut self, id: usize, reason: String) {
+        let (task, partition) = self.names(id);
+        let late_since = late_since(self.cx.manifest, task, partition);
+        if let Some(deadline) = &late_since {
+            self.cx.emit(
+                State::Late,
+                Event::instance(task, partition)
+                    .detail(format!(
+                        "not published by its SLA deadline {deadline}: {reason}"
+                    ))
+                    .data(json!({ "deadline": deadline })),
+            );
+        }
+        self.status[id] = Status::Done(InstanceResult::Waiting { reason, late_since });
+    }
+
+    /// Instances downstream of a WAITING one wait too (they are not
+    /// failures, so not SKIPPED).
+    fn wait_downstream(&mut self, id: usize) {
+        let (cause_task, cause_partition) = self.names(id);
+        let mut stack = vec![id];
+        while let Some(cur) = stack.pop() {
+            let (t, i) = self.plan.locate(cur);
+            let mut next = Vec::new();
+            self.plan.for_each_successor(t, i, |s| next.push(s));
+            for s in next {
+                if matches!(self.status[s], Status::Waiting) {
+                    let (task, partition) = self.names(s);
+                    let why =
+                        format!("upstream `{cause_task}` {cause_partition} waits for its inputs");
+                    self.cx.emit(
+                        State::Waiting,
+                        Event::instance(task, partition).detail(why.clone()),
+                    );
+                    self.leave_waiting(s, why);
+                    stack.push(s);
+                }
+            }
+        }
+    }
+}
+
+/// The SLA deadline of `task` at `partition` (RFC 3339), when it has
+/// passed: the period's end plus the task's `sla`. What status calls LATE.
+pub(crate) fn late_since(
+    manifest: &crate::manifest::Manifest,
+    task: &str,
+    partition: &str,
+) -> Option<String> {
+    let task = manifest.tasks.get(task)?;
+    let sla = task.sla?;
+    let deadline = task
+        .dims
+        .interval_end(partition)?
+        .saturating_add(i64::try_from(sla.as_secs()).unwrap_or(i64::MAX));
+    (jiff::Timestamp::now().as_second() > deadline).then(|| {
+        jiff::Timestamp::from_second(deadline)
+            .map_or_else(|_| deadline.to_string(), |t| t.to_string())
+    })
+}

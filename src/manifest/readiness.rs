@@ -1,0 +1,185 @@
+//! `ready = { … }` of an external dataset: when a partition of it may be
+//! read. The raw table as written and its validation into a [`Ready`].
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use indexmap::IndexMap;
+
+use super::validate::Validator;
+use super::{ExternalDataset, InputSource, ManifestError, Task};
+
+/// What `watermark_at_least` compares the watermark with.
+const MARKS: [&str; 1] = ["period_end"];
+
+/// `ready`: one sensor. Kept flat (not a tagged enum) so that serde reports
+/// unknown keys instead of guessing a variant; validation checks that
+/// exactly one key is given.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(extend("minProperties" = 1, "maxProperties" = 1))]
+pub struct RawReady {
+    /// Ready once this file exists (relative to the manifest, may use
+    /// `{partition}`), e.g. `raw/{partition}/_SUCCESS`.
+    pub file: Option<String>,
+    /// Ready once the dataset's `watermark` (an RFC 3339 instant) has
+    /// reached the partition period's end: `period_end`.
+    #[schemars(extend("enum" = ["period_end"]))]
+    pub watermark_at_least: Option<String>,
+    /// Ready when this command (run in the manifest's directory, `{partition}`
+    /// replaced in its words) exits 0; 1 means not yet, anything else is a
+    /// sensor failure.
+    #[schemars(length(min = 1))]
+    pub command: Option<Vec<String>>,
+}
+
+/// A validated sensor. `{partition}` in its text stands for the key as
+/// written (`2026-09-20T13:05`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ready {
+    /// This file (a template relative to the manifest) exists.
+    File(String),
+    /// The dataset's watermark has reached the period's end.
+    WatermarkAtPeriodEnd,
+    /// This command exits 0.
+    Command(Vec<String>),
+}
+
+impl Validator<'_, '_, '_, '_> {
+    /// A task without a time dimension has no period end for a watermark
+    /// to reach: reading a dataset that waits for one is an error.
+    pub(super) fn watermark_sensors_need_time(
+        &mut self,
+        tasks: &IndexMap<String, Task>,
+        datasets: &IndexMap<String, ExternalDataset>,
+    ) {
+        for task in tasks.values() {
+            if task.dims.time_dim().is_some() {
+                continue;
+            }
+            for (i, input) in task.inputs.iter().enumerate() {
+                let waits = matches!(input.source, InputSource::External)
+                    && datasets
+                        .get(&input.dataset)
+                        .is_some_and(|d| d.ready == Some(Ready::WatermarkAtPeriodEnd));
+                if !waits {
+                    continue;
+                }
+                let idx = i.to_string();
+                self.err(
+                    ManifestError::new(
+                        "weir::manifest::bad_ready",
+                        format!(
+                            "task `{}` reads `{}`, which waits for its watermark to reach the period's end, but the task has no time dimension",
+                            task.name, input.dataset
+                        ),
+                    )
+                    .at(self.value(&["tasks", &task.name, "inputs", &idx]), "no period here")
+                    .also(self.value(&["datasets", &input.dataset, "ready"]), "waits for the period's end")
+                    .help("partition the task by a time scheme (`partitioned_by`), or give the dataset another sensor (`file` or `command`)"),
+                );
+            }
+        }
+    }
+
+    /// The `ready` of dataset `name`; `watermark` says whether it declares
+    /// one.
+    pub(super) fn ready(&mut self, name: &str, raw: &RawReady, watermark: bool) -> Option<Ready> {
+        let p = |k: &'static str| ["datasets", name, "ready", k];
+        let given: Vec<&str> = [
+            ("file", raw.file.is_some()),
+            ("watermark_at_least", raw.watermark_at_least.is_some()),
+            ("command", raw.command.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(k, present)| present.then_some(k))
+        .collect();
+        let help = "write one of `ready = { file = \"raw/{partition}/_SUCCESS\" }`, `ready = { watermark_at_least = \"period_end\" }` or `ready = { command = [\"sh\", \"check.sh\"] }`";
+        match given.as_slice() {
+            [] => {
+                self.err(
+                    ManifestError::new(
+                        "weir::manifest::bad_ready",
+                        format!("`ready` of dataset `{name}` names no sensor"),
+                    )
+                    .at(self.value(&["datasets", name, "ready"]), "empty")
+                    .help(help),
+                );
+                return None;
+            }
+            [_] => {}
+            [first, second, ..] => {
+                self.err(
+                    ManifestError::new(
+                        "weir::manifest::bad_ready",
+                        format!("`ready` of dataset `{name}` names more than one sensor"),
+                    )
+                    .at(self.key(&p(second)), "a second sensor")
+                    .also(self.key(&p(first)), "first here")
+                    .help(format!(
+                        "one sensor per dataset: keep `{first}` or `{second}`; {help}"
+                    )),
+                );
+                return None;
+            }
+        }
+        if let Some(file) = &raw.file {
+            if file.trim().is_empty() {
+                self.err(
+                    ManifestError::new(
+                        "weir::manifest::empty_value",
+                        format!("`ready.file` of dataset `{name}` is empty"),
+                    )
+                    .at(self.value(&p("file")), "empty")
+                    .help(
+                        "give a path relative to the manifest, e.g. \"raw/{partition}/_SUCCESS\"",
+                    ),
+                );
+                return None;
+            }
+            return Some(Ready::File(file.clone()));
+        }
+        if let Some(mark) = &raw.watermark_at_least {
+            if !MARKS.contains(&mark.as_str()) {
+                self.err(
+                    ManifestError::new(
+                        "weir::manifest::bad_ready",
+                        format!("`watermark_at_least` of dataset `{name}` is `{mark}`, which is not a point weir knows"),
+                    )
+                    .at(self.value(&p("watermark_at_least")), "not `period_end`")
+                    .help("write `watermark_at_least = \"period_end\"`: ready once the watermark has reached the end of the partition's period"),
+                );
+                return None;
+            }
+            if !watermark {
+                self.err(
+                    ManifestError::new(
+                        "weir::manifest::bad_ready",
+                        format!("dataset `{name}` waits for its watermark but declares none"),
+                    )
+                    .at(self.key(&p("watermark_at_least")), "needs `watermark`")
+                    .also(self.key(&["datasets", name]), "no `watermark` here")
+                    .help("add `watermark = \"raw/{partition}.watermark\"`, a file holding an RFC 3339 instant such as \"2026-09-20T13:05:00Z\""),
+                );
+                return None;
+            }
+            return Some(Ready::WatermarkAtPeriodEnd);
+        }
+        let command = raw.command.as_ref()?;
+        if command
+            .first()
+            .is_none_or(|program| program.trim().is_empty())
+        {
+            self.err(
+                ManifestError::new(
+                    "weir::manifest::empty_value",
+                    format!("`ready.command` of dataset `{name}` has no program"),
+                )
+                .at(self.value(&p("command")), "no program")
+                .help("give the program and its arguments, e.g. [\"sh\", \"check.sh\", \"{partition}\"]"),
+            );
+            return None;
+        }
+        Some(Ready::Command(command.clone()))
+    }
+}
