@@ -217,6 +217,8 @@ pub(crate) struct Context<'a> {
     pub(crate) fingerprints: std::collections::HashMap<String, String>,
     /// Each planned task's program found along PATH (`launch::resolve`).
     pub(crate) programs: std::collections::HashMap<String, std::path::PathBuf>,
+    /// The outbox of `[notify]` targets, if any.
+    pub(crate) notify: Option<crate::notify::Notifier>,
 }
 
 impl Context<'_> {
@@ -241,6 +243,9 @@ impl Context<'_> {
     /// is kept, the run admits nothing more and exits 5; attempts already
     /// going finish (a panic inside an attempt thread would help nobody).
     pub(crate) fn emit(&self, state: State, event: Event) {
+        if let Some(notify) = &self.notify {
+            notify.record(state, &event);
+        }
         if let Err(e) = self.log.emit(state, event) {
             let why = format!(
                 "cannot append {} to {}: {e}",
@@ -257,6 +262,9 @@ impl Context<'_> {
     /// [`EventLog::emit_flushed`]); why not when it could not be (recorded
     /// as for `emit`).
     pub(crate) fn emit_flushed(&self, state: State, event: Event) -> Result<(), String> {
+        if let Some(notify) = &self.notify {
+            notify.record(state, &event);
+        }
         match self.log.emit_flushed(state, event) {
             Ok(_) => Ok(()),
             Err(e) => {
@@ -374,6 +382,7 @@ pub fn run(
     if let Some(f) = observe {
         log.observe(f);
     }
+    let notify = crate::notify::Notifier::start(manifest, &warehouse, &run_id);
     let cx = Context {
         manifest,
         now,
@@ -385,6 +394,7 @@ pub fn run(
         log_error: std::sync::Mutex::new(None),
         fingerprints,
         programs,
+        notify,
     };
     // Pool limits hold across the engines sharing the warehouse: this
     // engine beats while it may hold slots there.
@@ -430,6 +440,9 @@ pub fn run(
     drop(pool_slots);
     drop(heartbeat);
     let summary = scheduler.summary(&run_id);
+    if let Some(notify) = &cx.notify {
+        notify.finish();
+    }
     let failed = summary
         .instances
         .iter()

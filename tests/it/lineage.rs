@@ -407,7 +407,7 @@ fn issue_15_lineage_to_a_file_appends_valid_events() {
     assert_eq!(events[0]["job"]["namespace"], "lin");
 }
 
-// issue 15: `[lineage]` takes exactly one of `url` (http://) and `file`.
+// issue 15: `[lineage]` takes exactly one of `url` (http:// or, since issue 25, https://) and `file`.
 #[test]
 fn issue_15_lineage_section_needs_one_http_url_or_a_file() {
     for (body, code) in [
@@ -417,7 +417,7 @@ fn issue_15_lineage_section_needs_one_http_url_or_a_file() {
         ),
         ("namespace = \"n\"", "weir::manifest::lineage_sink"),
         (
-            "url = \"https://x/api/v1/lineage\"",
+            "url = \"ftp://x/api/v1/lineage\"",
             "weir::manifest::lineage_url",
         ),
     ] {
