@@ -206,7 +206,10 @@ impl Courier {
             }
             Err(why) => {
                 entry.failed += 1;
-                entry.last_error = Some(why.clone());
+                // The target's own error, not "not tried again".
+                if tries > 0 || entry.last_error.is_none() {
+                    entry.last_error = Some(why.clone());
+                }
                 if tries > 0 {
                     self.down.insert(target.to_owned(), why.clone());
                 }

@@ -17,6 +17,7 @@ mod global_pools;
 mod kill9;
 mod lineage;
 mod manifest_errors;
+mod notify;
 mod operator;
 mod operator_paths;
 mod parquet;
