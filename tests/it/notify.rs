@@ -448,7 +448,7 @@ fn issue_25_kill_between_commit_and_delivery_then_rerun_delivers_same_key() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let got = receiver.requests();
     assert_eq!(facts(&got), [fact("published", "up", "a")]);
-    assert_eq!(keys(&got), [key.clone()]);
+    assert_eq!(keys(&got), std::slice::from_ref(&key));
     assert_eq!(got[0].headers["idempotency-key"], key);
     assert_eq!(
         got[0].body["run_id"], "crashed",
