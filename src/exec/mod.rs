@@ -1206,10 +1206,12 @@ impl Job<'_> {
             if at.is_ok_and(|at| at.as_millisecond() >= since) {
                 cx.emit(
                     State::AlreadyPublished,
-                    Event::instance(&task.name, partition).detail(format!(
-                        "generation {} was published at {}, since the resumed run started: nothing to do",
-                        latest.generation, latest.published_at
-                    )),
+                    Event::instance(&task.name, partition)
+                        .detail(format!(
+                            "generation {} was published at {}, since the resumed run started: nothing to do",
+                            latest.generation, latest.published_at
+                        ))
+                        .data(already_published(latest)),
                 );
                 return (Some(snapshot), Outcome::AlreadyPublished);
             }
@@ -1220,16 +1222,18 @@ impl Job<'_> {
                 if self.upstream_only || is_current(&latest, &snapshot, code_version, fingerprint) {
                     cx.emit(
                         State::AlreadyPublished,
-                        Event::instance(&task.name, partition).detail(format!(
-                            "generation {} has {} (code_version {}): nothing to do",
-                            latest.generation,
-                            if self.upstream_only {
-                                "been published"
-                            } else {
-                                "the same input snapshot"
-                            },
-                            latest.code_version
-                        )),
+                        Event::instance(&task.name, partition)
+                            .detail(format!(
+                                "generation {} has {} (code_version {}): nothing to do",
+                                latest.generation,
+                                if self.upstream_only {
+                                    "been published"
+                                } else {
+                                    "the same input snapshot"
+                                },
+                                latest.code_version
+                            ))
+                            .data(already_published(&latest)),
                     );
                     return (Some(snapshot), Outcome::AlreadyPublished);
                 }
@@ -1250,6 +1254,16 @@ impl Job<'_> {
         );
         (keep.then_some(snapshot), Outcome::Attempt(outcome))
     }
+}
+
+/// What an ALREADY_PUBLISHED event names: the generation and the run that
+/// published it (a run that died before announcing it is found by it).
+fn already_published(latest: &CommitRecord) -> serde_json::Value {
+    json!({
+        "generation": latest.generation.get(),
+        "run_id": latest.run_id,
+        "attempt": latest.attempt,
+    })
 }
 
 /// The text a panic was raised with (`panic!`'s formatted message).

@@ -22,7 +22,13 @@
 //! - QUARANTINED / HELD decided by a failure in this run → `quarantined` /
 //!   `held`; a restated marker of an earlier run or a hold for missing
 //!   inputs is not a new fact;
-//! - ENGINE_FAILED → `failed`; LATE → `late`; MISSED → `missed`.
+//! - ENGINE_FAILED → `failed`; LATE → `late`; MISSED → `missed`;
+//! - ALREADY_PUBLISHED of a generation published by a run that died before
+//!   its notifier finished → that generation's `published`, with the same
+//!   key: a kill between the commit record and the notification's write
+//!   (fault point `after_commit`) is repaired by the next run that reaches
+//!   the instance. Runs mark themselves in `_notify/runs/` while notifying,
+//!   so a run reads a commit record only when one of those is left over.
 //!
 //! A failed attempt that is retried announces nothing: `failed` in `on`
 //! asks for every final failure of an instance in a run (QUARANTINED,
@@ -124,6 +130,9 @@ pub struct Notifier {
     outbox: Outbox,
     run_id: String,
     sender: Sender,
+    /// Runs that marked themselves and never finished notifying (they
+    /// died, or are still going on another engine).
+    unfinished: std::collections::HashSet<String>,
 }
 
 impl Notifier {
@@ -134,6 +143,17 @@ impl Notifier {
             return None;
         }
         let outbox = Outbox::new(Arc::clone(warehouse.backend()));
+        let unfinished = outbox
+            .open_run(run_id)
+            .unwrap_or_else(|e| {
+                eprintln!(
+                    "warning: notify: cannot mark the run in the outbox: {}",
+                    crate::store::chain(&e)
+                );
+                Vec::new()
+            })
+            .into_iter()
+            .collect();
         let sender = Sender::start(manifest, warehouse, run_id);
         Some(Notifier {
             pipeline: manifest.pipeline.name.clone(),
@@ -146,6 +166,7 @@ impl Notifier {
             outbox,
             run_id: run_id.to_owned(),
             sender,
+            unfinished,
         })
     }
 
@@ -157,20 +178,52 @@ impl Notifier {
         let (Some(task), Some(partition)) = (&event.task, &event.partition) else {
             return;
         };
-        let Some((kind, which)) = fact_of(state, event, &self.run_id) else {
-            return;
-        };
         let Some(dataset) = self.datasets.get(task) else {
             return;
         };
-        let written = self.write(kind, &which, state, event, task, dataset, partition);
+        let written = match fact_of(state, event, &self.run_id) {
+            Some((kind, which)) => self.write(
+                kind,
+                &which,
+                state,
+                &self.run_id,
+                event,
+                task,
+                dataset,
+                partition,
+            ),
+            None => match self.unannounced(state, event) {
+                Some((run, generation)) => self.write(
+                    NotifyKind::Published,
+                    &format!("g{generation}"),
+                    State::Published,
+                    run,
+                    event,
+                    task,
+                    dataset,
+                    partition,
+                ),
+                None => return,
+            },
+        };
         if let Err(e) = written {
             eprintln!(
                 "warning: notify: cannot write the {} notification of {task} {partition} to the outbox: {}",
-                kind.as_str(),
+                state.as_str(),
                 crate::store::chain(&e)
             );
         }
+    }
+
+    /// An ALREADY_PUBLISHED of a generation whose run never finished
+    /// notifying: that run and the generation.
+    fn unannounced<'e>(&self, state: State, event: &'e Event) -> Option<(&'e str, u64)> {
+        if state != State::AlreadyPublished || self.unfinished.is_empty() {
+            return None;
+        }
+        let run = event.data.get("run_id")?.as_str()?;
+        let generation = event.data.get("generation")?.as_u64()?;
+        self.unfinished.contains(run).then_some((run, generation))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -179,6 +232,7 @@ impl Notifier {
         kind: NotifyKind,
         which: &str,
         state: State,
+        run_id: &str,
         event: &Event,
         task: &str,
         dataset: &str,
@@ -192,8 +246,11 @@ impl Notifier {
             dataset: dataset.to_owned(),
             partition: partition.to_owned(),
             state,
-            run_id: self.run_id.clone(),
-            attempt: event.attempt,
+            run_id: run_id.to_owned(),
+            attempt: event.attempt.or_else(|| {
+                let attempt = event.data.get("attempt")?.as_u64()?;
+                u32::try_from(attempt).ok()
+            }),
             generation: event.data.get("generation").and_then(|g| g.as_u64()),
             at: crate::clock::now_rfc3339(),
             detail: event.detail.clone(),
@@ -243,6 +300,12 @@ impl Notifier {
         let report = self.sender.finish();
         for line in report.warnings() {
             eprintln!("warning: notify: {line}");
+        }
+        if let Err(e) = self.outbox.close_run(&self.run_id) {
+            eprintln!(
+                "warning: notify: cannot unmark the run in the outbox: {}",
+                crate::store::chain(&e)
+            );
         }
         report
     }

@@ -6,6 +6,7 @@
 //! _notify/pending/<target>/<key>.json     the notification's JSON, until delivered
 //! _notify/delivered/<target>/<key>.json   when and by whom; written before pending goes
 //! _notify/alarms/<dataset>/<partition>/<key>  failures announced, until `recovered`
+//! _notify/runs/<run-id>                   a run whose notifier has not finished (it may have died)
 //! ```
 //!
 //! A writer never recreates a pending notification whose delivered marker
@@ -23,6 +24,7 @@ use crate::store::{encode_partition, segment_problem, Backend, StoreError};
 const PENDING: &str = "_notify/pending";
 const DELIVERED: &str = "_notify/delivered";
 const ALARMS: &str = "_notify/alarms";
+const RUNS: &str = "_notify/runs";
 
 /// The outbox of one warehouse.
 #[derive(Clone)]
@@ -180,6 +182,20 @@ impl Outbox {
     pub fn clear_alarms(&self, dataset: &str, partition: &str) -> Result<(), StoreError> {
         self.backend
             .delete_prefix(&Self::alarm_dir(dataset, partition)?)
+    }
+
+    /// Marks `run_id` as a run whose notifications may not all be written
+    /// yet; the runs marked before (finished, or died).
+    pub fn open_run(&self, run_id: &str) -> Result<Vec<String>, StoreError> {
+        let earlier = self.backend.list(RUNS)?;
+        self.backend
+            .put(&format!("{RUNS}/{}", checked(run_id)?), b"")?;
+        Ok(earlier.into_iter().filter(|r| r != run_id).collect())
+    }
+
+    /// `run_id` wrote every notification of the facts it recorded.
+    pub fn close_run(&self, run_id: &str) -> Result<(), StoreError> {
+        self.backend.delete(&format!("{RUNS}/{}", checked(run_id)?))
     }
 
     /// What is not delivered, per target, with the oldest one's time.

@@ -643,3 +643,63 @@ fn issue_25_lineage_sends_its_headers() {
     assert!(got.iter().all(|r| r.headers["authorization"] == TOKEN));
     assert_eq!(files_holding(&sb, TOKEN), Vec::<String>::new());
 }
+
+// issue 25: killed after the commit record and before its notification was
+// written (`after_commit`): the next run that reaches the instance finds the
+// generation unannounced and sends it, once, with the key the dead run would
+// have used.
+#[test]
+fn issue_25_kill_after_commit_before_the_outbox_is_repaired_by_the_next_run() {
+    let receiver = Receiver::start(false);
+    let sb = sandbox(&http_target(&receiver.url, r#"["published"]"#));
+    let out = cmd(
+        &sb,
+        &["run", "m.toml", "--run-id", "crashed", "--task", "up"],
+    )
+    .env("WEIR_FAULT", "after_commit@up/b:crash")
+    .output()
+    .unwrap();
+    assert_eq!(out.status.signal(), Some(9), "killed by SIGKILL: {out:?}");
+    assert_eq!(sb.store("up_out", "b").generations().unwrap().len(), 1);
+    assert!(
+        pending(&sb, "hook").len() <= 1,
+        "only up/a's may be written"
+    );
+    let out = weir(&sb, &["run", "m.toml", "--run-id", "again", "--task", "up"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let got = receiver.requests();
+    assert_eq!(
+        facts(&got),
+        [fact("published", "up", "a"), fact("published", "up", "b")]
+    );
+    let b = got.iter().find(|r| r.body["partition"] == "b").unwrap();
+    assert_eq!(b.body["run_id"], "crashed");
+    assert_eq!(b.body["generation"], 1);
+    assert_eq!(b.body["state"], "PUBLISHED");
+    assert_eq!(b.body["attempt"], 1);
+    let expected = {
+        // The key a run that did not die writes for the same fact.
+        let other = sandbox(&http_target(&receiver.url, r#"["published"]"#));
+        let before = receiver.requests().len();
+        assert_eq!(
+            weir(&other, &["run", "m.toml", "--task", "up"])
+                .status
+                .code(),
+            Some(0)
+        );
+        receiver
+            .delivered(before)
+            .into_iter()
+            .find(|r| r.body["partition"] == "b")
+            .unwrap()
+            .body["idempotency_key"]
+            .clone()
+    };
+    assert_eq!(b.body["idempotency_key"], expected);
+    let count = receiver.requests().len();
+    assert_eq!(run(&sb, "third").status.code(), Some(0));
+    assert_eq!(receiver.requests().len(), count + 4, "flaky and down only");
+    assert!(receiver.requests()[count..]
+        .iter()
+        .all(|r| r.body["task"] != "up"));
+}
