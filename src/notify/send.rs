@@ -273,7 +273,7 @@ impl Courier {
             .detail(detail)
             .data(json!({
                 "target": target,
-                "key": n.idempotency_key,
+                "idempotency_key": n.idempotency_key,
                 "event": n.event,
                 "tries": tries,
             }));

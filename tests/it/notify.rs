@@ -301,7 +301,7 @@ fn issue_25_one_notification_per_fact_and_secrets_stay_secret() {
     assert_eq!(notified.len(), 6, "{notified:?}");
     let logged: BTreeSet<String> = notified
         .iter()
-        .map(|e| e.data["key"].as_str().unwrap().to_owned())
+        .map(|e| e.data["idempotency_key"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(logged, unique);
     assert!(notified.iter().all(|e| e.data["target"] == "hook"));
@@ -358,7 +358,7 @@ fn issue_25_a_down_receiver_gets_everything_later_with_the_same_keys() {
     assert!(outbox.contains(&tried[0]));
     let failed_keys: BTreeSet<String> = failed
         .iter()
-        .map(|e| e.data["key"].as_str().unwrap().to_owned())
+        .map(|e| e.data["idempotency_key"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(failed_keys, outbox);
 
@@ -456,7 +456,7 @@ fn issue_25_kill_between_commit_and_delivery_then_rerun_delivers_same_key() {
     );
     let notified = states(&sb, "again", State::Notified);
     assert_eq!(notified.len(), 1);
-    assert_eq!(notified[0].data["key"], key.as_str());
+    assert_eq!(notified[0].data["idempotency_key"], key.as_str());
     assert!(pending(&sb, "hook").is_empty());
 }
 
