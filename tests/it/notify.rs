@@ -711,3 +711,60 @@ fn issue_25_kill_after_commit_before_the_outbox_is_repaired_by_the_next_run() {
         .iter()
         .all(|r| r.body["task"] != "up"));
 }
+
+// issue 25: the outbox is in the warehouse through the store: on S3 a run
+// with the receiver down leaves its notifications in the bucket, status
+// (from another staging directory, as another host) names them, and a
+// flush delivers them with the keys the bucket holds.
+#[cfg(feature = "s3")]
+#[test]
+fn issue_25_the_outbox_lives_in_an_s3_warehouse() {
+    use weir::store::Backend;
+    let Some(endpoint) = crate::s3::endpoint() else {
+        return;
+    };
+    let bucket = crate::s3::new_bucket(&endpoint);
+    let warehouse = format!("s3://{bucket}/wh");
+    let receiver = Receiver::start(true);
+    let sb = sandbox(&http_target(&receiver.url, r#"["published"]"#));
+    let s3 = |host: &str, args: &[&str]| {
+        let staging = sb.path().join(host);
+        let mut cmd =
+            crate::s3_warehouse::weir_s3(sb.path(), &endpoint, &staging, &warehouse, args);
+        cmd.env("HOOK_TOKEN", format!("Bearer {TOKEN}"));
+        cmd.output().expect("weir runs")
+    };
+    let out = s3("a", &["run", "m.toml", "--run-id", "r1", "--task", "up"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("2 notifications not delivered to `hook`"),
+        "{}",
+        stderr(&out)
+    );
+    let backend = crate::s3::backend(&endpoint, &warehouse);
+    let in_bucket: BTreeSet<String> = backend
+        .list("_notify/pending/hook")
+        .unwrap()
+        .into_iter()
+        .map(|n| n.trim_end_matches(".json").to_owned())
+        .collect();
+    assert_eq!(in_bucket.len(), 2, "{in_bucket:?}");
+    assert!(!sb.path().join("wh").exists(), "nothing local");
+
+    let status = s3("b", &["status", "m.toml", "--check"]);
+    assert_eq!(status.status.code(), Some(4), "{}", stdout(&status));
+    assert!(
+        stdout(&status).contains("NOTIFY      2 notifications undelivered to hook since "),
+        "{}",
+        stdout(&status)
+    );
+    receiver.down.store(false, Ordering::SeqCst);
+    let before = receiver.requests().len();
+    let flush = s3("b", &["notify", "m.toml", "--flush"]);
+    assert_eq!(flush.status.code(), Some(0), "{}", stderr(&flush));
+    let delivered: BTreeSet<String> = keys(&receiver.delivered(before)).into_iter().collect();
+    assert_eq!(delivered, in_bucket);
+    assert!(backend.list("_notify/pending/hook").unwrap().is_empty());
+    assert_eq!(backend.list("_notify/delivered/hook").unwrap().len(), 2);
+    assert_eq!(files_holding(&sb, TOKEN), Vec::<String>::new());
+}
