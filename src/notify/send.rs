@@ -213,6 +213,12 @@ impl Courier {
                 if tries > 0 {
                     self.down.insert(target.to_owned(), why.clone());
                 }
+                // What was tried, and this run's own facts, are events; a
+                // backlog not tried again behind a target that is down is
+                // counted, not logged line by line in every run.
+                if tries == 0 && notification.run_id != self.by {
+                    return;
+                }
                 self.emit(
                     State::NotifyFailed,
                     &notification,

@@ -24,6 +24,8 @@ const FILE_SECRET: &str = "f1le-secret-7777";
 /// One request the receiver got.
 #[derive(Debug, Clone)]
 struct Request {
+    /// `POST /hook HTTP/1.1`, or the absolute form through a proxy.
+    line: String,
     headers: BTreeMap<String, String>,
     body: Value,
 }
@@ -48,6 +50,8 @@ impl Receiver {
                 let Ok(mut stream) = stream else { continue };
                 let mut reader = BufReader::new(stream.try_clone().expect("clone"));
                 let mut headers = BTreeMap::new();
+                let mut first = String::new();
+                let _ = reader.read_line(&mut first);
                 let mut line = String::new();
                 while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
                     if line == "\r\n" {
@@ -67,7 +71,11 @@ impl Receiver {
                     continue;
                 }
                 let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                kept.lock().unwrap().push(Request { headers, body });
+                kept.lock().unwrap().push(Request {
+                    line: first.trim_end().to_owned(),
+                    headers,
+                    body,
+                });
                 let answer: &[u8] = if is_down.load(Ordering::SeqCst) {
                     b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
                 } else {
@@ -380,6 +388,17 @@ fn issue_25_a_down_receiver_gets_everything_later_with_the_same_keys() {
     );
     let check = weir(&sb, &["status", "m.toml", "--check"]);
     assert_eq!(check.status.code(), Some(4), "{}", stdout(&check));
+    // A run while it is still down tries the backlog's first, counts the
+    // rest, and logs only what it tried.
+    let out = run(&sb, "r-down");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("warning: notify: 6 notifications not delivered to `hook`"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(states(&sb, "r-down", State::NotifyFailed).len(), 1);
+    assert_eq!(pending(&sb, "hook"), outbox);
 
     receiver.down.store(false, Ordering::SeqCst);
     let before = receiver.requests().len();
@@ -778,4 +797,40 @@ fn issue_25_the_outbox_lives_in_an_s3_warehouse() {
     assert!(backend.list("_notify/pending/hook").unwrap().is_empty());
     assert_eq!(backend.list("_notify/delivered/hook").unwrap().len(), 2);
     assert_eq!(files_holding(&sb, TOKEN), Vec::<String>::new());
+}
+
+// issue 25: the one HTTP client takes its proxy from the environment
+// (`HTTP_PROXY`): the receiver here is the proxy, the target a host that
+// does not resolve.
+#[cfg(feature = "http")]
+#[test]
+fn issue_25_notifications_go_through_the_environments_proxy() {
+    let proxy = Receiver::start(false);
+    let sb = sandbox(&http_target(
+        "http://hooks.invalid/weir",
+        r#"["published"]"#,
+    ));
+    let address = proxy.url.trim_end_matches("/hook").to_owned();
+    let out = cmd(
+        &sb,
+        &[
+            "run",
+            "m.toml",
+            "--run-id",
+            "r1",
+            "--task",
+            "up",
+            "--partition",
+            "a",
+        ],
+    )
+    .env("HTTP_PROXY", &address)
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let got = proxy.requests();
+    assert_eq!(facts(&got), [fact("published", "up", "a")]);
+    assert_eq!(got[0].line, "POST http://hooks.invalid/weir HTTP/1.1");
+    assert_eq!(got[0].headers["host"], "hooks.invalid");
+    assert_eq!(states(&sb, "r1", State::Notified).len(), 1);
 }
