@@ -224,3 +224,78 @@ impl Outbox {
             .collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::State;
+    use crate::manifest::NotifyKind;
+    use crate::store::MemoryBackend;
+
+    fn notification(key: &str) -> Notification {
+        Notification {
+            idempotency_key: key.to_owned(),
+            event: NotifyKind::Published,
+            pipeline: "p".into(),
+            task: "t".into(),
+            dataset: "d".into(),
+            partition: "eu|2026-09-20".into(),
+            state: State::Published,
+            run_id: "r".into(),
+            attempt: Some(1),
+            generation: Some(1),
+            at: "2026-09-20T00:00:00Z".into(),
+            detail: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_delivered_notification_is_never_pending_again() {
+        let outbox = Outbox::new(Arc::new(MemoryBackend::new()));
+        assert!(outbox.put_pending("hook", &notification("k1")).unwrap());
+        assert!(outbox.put_pending("hook", &notification("k1")).unwrap());
+        assert!(outbox.put_pending("pager", &notification("k1")).unwrap());
+        assert!(outbox.put_pending("hook", &notification("k2")).unwrap());
+        assert_eq!(outbox.pending_keys("hook").unwrap(), ["k1", "k2"]);
+        let counts: Vec<(String, usize)> = outbox
+            .undelivered()
+            .unwrap()
+            .into_iter()
+            .map(|u| (u.target, u.count))
+            .collect();
+        assert_eq!(counts, [("hook".into(), 2), ("pager".into(), 1)]);
+        let delivered = Delivered {
+            at: "now".into(),
+            by: "r2".into(),
+            tries: 2,
+        };
+        outbox.mark_delivered("hook", "k1", &delivered).unwrap();
+        assert_eq!(outbox.delivered("hook", "k1").unwrap(), Some(delivered));
+        assert_eq!(outbox.pending("hook", "k1").unwrap(), None);
+        // Written again (a replayed fact): not pending, not sent again.
+        assert!(!outbox.put_pending("hook", &notification("k1")).unwrap());
+        assert_eq!(outbox.pending_keys("hook").unwrap(), ["k2"]);
+        // Another target's delivery is its own.
+        assert_eq!(
+            outbox.pending("pager", "k1").unwrap(),
+            Some(notification("k1"))
+        );
+        assert!(outbox.put_pending("a/b", &notification("k3")).is_err());
+    }
+
+    #[test]
+    fn alarms_and_run_marks_are_per_instance_and_per_run() {
+        let outbox = Outbox::new(Arc::new(MemoryBackend::new()));
+        outbox.raise_alarm("d", "eu|2026-09-20", "k1").unwrap();
+        outbox.raise_alarm("d", "eu|2026-09-20", "k1").unwrap();
+        outbox.raise_alarm("d", "us|2026-09-20", "k2").unwrap();
+        assert_eq!(outbox.alarms("d", "eu|2026-09-20").unwrap(), ["k1"]);
+        outbox.clear_alarms("d", "eu|2026-09-20").unwrap();
+        assert!(outbox.alarms("d", "eu|2026-09-20").unwrap().is_empty());
+        assert_eq!(outbox.alarms("d", "us|2026-09-20").unwrap(), ["k2"]);
+        assert!(outbox.open_run("r1").unwrap().is_empty());
+        assert_eq!(outbox.open_run("r2").unwrap(), ["r1"]);
+        outbox.close_run("r2").unwrap();
+        assert_eq!(outbox.open_run("r3").unwrap(), ["r1"]);
+    }
+}

@@ -834,3 +834,44 @@ fn issue_25_notifications_go_through_the_environments_proxy() {
     assert_eq!(got[0].headers["host"], "hooks.invalid");
     assert_eq!(states(&sb, "r1", State::Notified).len(), 1);
 }
+
+// issue 25: a header whose secret cannot be read fails the delivery, naming
+// the header and its reference, never a value; the notification stays.
+#[cfg(feature = "http")]
+#[test]
+fn issue_25_an_unreadable_header_secret_is_named_not_shown() {
+    let receiver = Receiver::start(false);
+    let sb = sandbox(&http_target(&receiver.url, r#"["published"]"#));
+    let out = cmd(
+        &sb,
+        &[
+            "run",
+            "m.toml",
+            "--run-id",
+            "r1",
+            "--task",
+            "up",
+            "--partition",
+            "a",
+        ],
+    )
+    .env_remove("HOOK_TOKEN")
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(receiver.requests().is_empty());
+    let failed = states(&sb, "r1", State::NotifyFailed);
+    assert_eq!(failed.len(), 1);
+    assert!(
+        failed[0].detail.ends_with(&format!(
+            "(key {}): header `Authorization`: `env:HOOK_TOKEN` is not set; it stays in the outbox",
+            failed[0].data["idempotency_key"].as_str().unwrap()
+        )),
+        "{}",
+        failed[0].detail
+    );
+    assert_eq!(failed[0].data["tries"], 1);
+    assert_eq!(pending(&sb, "hook").len(), 1);
+    assert_eq!(files_holding(&sb, FILE_SECRET), Vec::<String>::new());
+    assert!(!stderr(&out).contains(FILE_SECRET));
+}
