@@ -63,6 +63,8 @@ pub(crate) enum Command {
     Completions(CompletionsArgs),
     /// What this host gives weir: process containment, tzdb version, the manifest's store.
     Doctor(DoctorArgs),
+    /// Notifications not yet delivered per target; `--flush` delivers them now.
+    Notify(super::notify::NotifyArgs),
 }
 
 #[derive(Debug, Args)]

@@ -8,6 +8,7 @@ mod events;
 pub mod exit;
 mod files;
 mod history;
+mod notify;
 mod ops;
 mod plan;
 mod run;
@@ -74,6 +75,7 @@ pub fn main() -> ExitCode {
         Command::Tables(a) => files::tables(&a),
         Command::Completions(a) => completions(&a),
         Command::Doctor(a) => doctor(&a),
+        Command::Notify(a) => notify::run(&a),
     };
     // The one place where an error becomes an exit code.
     ExitCode::from(error::finish(outcome))

@@ -212,6 +212,7 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
     let mut overview = Overview::gather(&manifest, &warehouse).map_err(CliError::engine)?;
     summary::narrow(&manifest, &mut overview, args)?;
     let mut attention = overview.attention();
+    let undelivered = undelivered(&args.manifest, &warehouse, &mut attention);
     if args.check {
         attention.extend(tables_behind(&manifest, &warehouse, &overview.published)?);
     }
@@ -312,6 +313,7 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
                 .collect::<Vec<_>>(),
             "lineage": crate::lineage::last_note(warehouse.root()),
             "summary": summary::json(&manifest, &overview),
+            "notifications_undelivered": undelivered,
         });
         println!(
             "{}",
@@ -367,6 +369,40 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
         return Ok(exit::ATTENTION);
     }
     Ok(exit::OK)
+}
+
+/// NOTIFY: notifications the outbox still holds, one line per target (paged
+/// on: someone is not hearing what they asked to hear).
+fn undelivered(
+    manifest: &std::path::Path,
+    warehouse: &Warehouse,
+    attention: &mut Vec<Attention>,
+) -> Vec<crate::notify::Undelivered> {
+    let outbox = crate::notify::Outbox::new(std::sync::Arc::clone(warehouse.backend()));
+    let undelivered = outbox.undelivered().unwrap_or_else(|e| {
+        eprintln!(
+            "warning: cannot read the notification outbox: {}",
+            crate::store::chain(&e)
+        );
+        Vec::new()
+    });
+    for u in &undelivered {
+        attention.push(Attention {
+            state: "NOTIFY",
+            task: u.target.clone(),
+            partition: String::new(),
+            detail: format!(
+                "{} {} undelivered to {} since {}; `weir notify {} --flush` delivers {}",
+                u.count,
+                plural(u.count, "notification", "notifications"),
+                u.target,
+                u.since,
+                shell_word(&manifest.display().to_string()),
+                plural(u.count, "it", "them")
+            ),
+        });
+    }
+    undelivered
 }
 
 /// TABLE_BEHIND: visible generations their dataset's Delta table does
@@ -606,6 +642,11 @@ fn print_status(
         );
     }
     for a in attention {
+        // Not about one instance (notifications undelivered to a target).
+        if a.partition.is_empty() {
+            println!("{:<11} {}", a.state, a.detail);
+            continue;
+        }
         println!(
             "{:<11} {} {}: {}",
             a.state,

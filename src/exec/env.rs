@@ -141,6 +141,18 @@ impl TaskEnv {
         }
     }
 
+    /// No variables, only `secrets` to redact (evidence read later, what
+    /// a notification target's headers hold).
+    pub fn redacting(mut secrets: Vec<String>) -> TaskEnv {
+        secrets.retain(|s| !s.is_empty());
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        secrets.dedup();
+        TaskEnv {
+            secrets,
+            ..TaskEnv::default()
+        }
+    }
+
     /// Adds (or replaces) a variable weir sets.
     pub fn set(&mut self, name: &str, value: &str) {
         self.vars.retain(|(k, _)| k != name);
@@ -366,23 +378,39 @@ pub fn build_from(
 /// left out), as a [`TaskEnv`] that only redacts: for evidence an engine
 /// never redacted (it was killed while the command ran), read by `explain`.
 pub fn readable_secrets(manifest: &Manifest, task: &Task) -> TaskEnv {
-    let mut env = TaskEnv::default();
-    for (_, value) in task.env.iter().flat_map(|s| s.set.iter()) {
-        let secret = match value {
-            EnvValue::Literal(_) => None,
-            EnvValue::Env(name) => std::env::var(name).ok(),
-            EnvValue::File(path) => std::fs::read_to_string(manifest.dir.join(path))
-                .ok()
-                .map(|t| t.trim_end_matches(['\n', '\r']).to_string()),
-        };
-        if let Some(secret) = secret.filter(|s| !s.is_empty()) {
-            if !env.secrets.contains(&secret) {
-                env.secrets.push(secret);
-            }
+    let values = task.env.iter().flat_map(|s| s.set.iter()).map(|(_, v)| v);
+    TaskEnv::redacting(
+        values
+            .filter_map(|v| read_value(v, &manifest.dir).ok())
+            .filter(|(_, secret)| *secret)
+            .map(|(value, _)| value)
+            .collect(),
+    )
+}
+
+/// One value of the manifest that may be a reference (a task's `env.set`,
+/// an HTTP header of a notification target or `[lineage]`): a literal as
+/// written, `env:NAME` from this process's environment, `file:PATH` (relative
+/// to `dir`) without its final newline. With whether it is a secret. The
+/// error says which reference could not be read, never a value.
+pub fn read_value(value: &EnvValue, dir: &Path) -> Result<(String, bool), String> {
+    match value {
+        EnvValue::Literal(v) => Ok((v.clone(), false)),
+        EnvValue::Env(name) => match std::env::var(name) {
+            Ok(v) => Ok((v, true)),
+            Err(std::env::VarError::NotPresent) => Err(format!("`env:{name}` is not set")),
+            Err(std::env::VarError::NotUnicode(_)) => Err(format!("`env:{name}` is not UTF-8")),
+        },
+        EnvValue::File(path) => {
+            let full = dir.join(path);
+            let text = std::fs::read(&full)
+                .map_err(|e| format!("`file:{}` cannot be read: {e}", path.display()))?;
+            let text = String::from_utf8(text)
+                .map_err(|_| format!("`file:{}` is not UTF-8", path.display()))?;
+            // As `$(cat file)` reads it.
+            Ok((text.trim_end_matches(['\n', '\r']).to_string(), true))
         }
     }
-    env.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    env
 }
 
 /// weir's own variables (README, "The task environment").

@@ -13,6 +13,7 @@
 //! | `commit_fsync` | the commit record is linked but the engine is told its directory fsync failed (EIO): an unknown outcome (use `:fail`) |
 //! | `create_logs` | creating the attempt's `stdout.log` fails with ENOSPC (use `:fail`) |
 //! | `rollback_commit` | `weir rollback` committed its record and has not yet announced it |
+//! | `notify_deliver` | a notification is in the outbox (its fact durable) and about to be sent (`:fail` fails that try) |
 //! | `write_marker` | writing an instance's HELD/QUARANTINED marker fails with ENOSPC (use `:fail`) |
 //!
 //! ACTION is `crash` (default: the engine kills itself with SIGKILL, as
@@ -35,6 +36,7 @@ pub enum Point {
     CreateLogs,
     RollbackCommit,
     WriteMarker,
+    NotifyDeliver,
 }
 
 #[derive(Debug, Clone)]
@@ -83,6 +85,7 @@ impl Faults {
                 "create_logs" => Point::CreateLogs,
                 "rollback_commit" => Point::RollbackCommit,
                 "write_marker" => Point::WriteMarker,
+                "notify_deliver" => Point::NotifyDeliver,
                 other => {
                     eprintln!("warning: WEIR_FAULT: unknown point `{other}` ignored");
                     continue;

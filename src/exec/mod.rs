@@ -238,6 +238,8 @@ pub(crate) struct Context<'a> {
     pub(crate) fingerprints: std::collections::HashMap<String, String>,
     /// Each planned task's program found along PATH (`launch::resolve`).
     pub(crate) programs: std::collections::HashMap<String, std::path::PathBuf>,
+    /// The outbox of `[notify]` targets, if any.
+    pub(crate) notify: Option<crate::notify::Notifier>,
 }
 
 impl Context<'_> {
@@ -262,6 +264,9 @@ impl Context<'_> {
     /// is kept, the run admits nothing more and exits 5; attempts already
     /// going finish (a panic inside an attempt thread would help nobody).
     pub(crate) fn emit(&self, state: State, event: Event) {
+        if let Some(notify) = &self.notify {
+            notify.record(state, &event);
+        }
         if let Err(e) = self.log.emit(state, event) {
             let why = format!(
                 "cannot append {} to {}: {e}",
@@ -278,6 +283,9 @@ impl Context<'_> {
     /// [`EventLog::emit_flushed`]); why not when it could not be (recorded
     /// as for `emit`).
     pub(crate) fn emit_flushed(&self, state: State, event: Event) -> Result<(), String> {
+        if let Some(notify) = &self.notify {
+            notify.record(state, &event);
+        }
         match self.log.emit_flushed(state, event) {
             Ok(_) => Ok(()),
             Err(e) => {
@@ -399,6 +407,7 @@ pub fn run(
     if let Some(f) = observe {
         log.observe(f);
     }
+    let notify = crate::notify::Notifier::start(manifest, &warehouse, &run_id);
     let cx = Context {
         manifest,
         now,
@@ -410,6 +419,7 @@ pub fn run(
         log_error: std::sync::Mutex::new(None),
         fingerprints,
         programs,
+        notify,
     };
     // Pool limits hold across the engines sharing the warehouse: this
     // engine beats while it may hold slots there.
@@ -455,6 +465,9 @@ pub fn run(
     drop(pool_slots);
     drop(heartbeat);
     let summary = scheduler.summary(&run_id);
+    if let Some(notify) = &cx.notify {
+        notify.finish();
+    }
     let failed = summary
         .instances
         .iter()
@@ -1237,10 +1250,12 @@ impl Job<'_> {
             if at.is_ok_and(|at| at.as_millisecond() >= since) {
                 cx.emit(
                     State::AlreadyPublished,
-                    Event::instance(&task.name, partition).detail(format!(
-                        "generation {} was published at {}, since the resumed run started: nothing to do",
-                        latest.generation, latest.published_at
-                    )),
+                    Event::instance(&task.name, partition)
+                        .detail(format!(
+                            "generation {} was published at {}, since the resumed run started: nothing to do",
+                            latest.generation, latest.published_at
+                        ))
+                        .data(already_published(latest)),
                 );
                 return (Some(snapshot), Outcome::AlreadyPublished);
             }
@@ -1251,16 +1266,18 @@ impl Job<'_> {
                 if self.upstream_only || is_current(&latest, &snapshot, code_version, fingerprint) {
                     cx.emit(
                         State::AlreadyPublished,
-                        Event::instance(&task.name, partition).detail(format!(
-                            "generation {} has {} (code_version {}): nothing to do",
-                            latest.generation,
-                            if self.upstream_only {
-                                "been published"
-                            } else {
-                                "the same input snapshot"
-                            },
-                            latest.code_version
-                        )),
+                        Event::instance(&task.name, partition)
+                            .detail(format!(
+                                "generation {} has {} (code_version {}): nothing to do",
+                                latest.generation,
+                                if self.upstream_only {
+                                    "been published"
+                                } else {
+                                    "the same input snapshot"
+                                },
+                                latest.code_version
+                            ))
+                            .data(already_published(&latest)),
                     );
                     return (Some(snapshot), Outcome::AlreadyPublished);
                 }
@@ -1281,6 +1298,16 @@ impl Job<'_> {
         );
         (keep.then_some(snapshot), Outcome::Attempt(outcome))
     }
+}
+
+/// What an ALREADY_PUBLISHED event names: the generation and the run that
+/// published it (a run that died before announcing it is found by it).
+fn already_published(latest: &CommitRecord) -> serde_json::Value {
+    json!({
+        "generation": latest.generation.get(),
+        "run_id": latest.run_id,
+        "attempt": latest.attempt,
+    })
 }
 
 /// The text a panic was raised with (`panic!`'s formatted message).

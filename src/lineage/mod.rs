@@ -24,8 +24,6 @@
 //! event gets a few tries with backoff. What could not be delivered is
 //! reported by [`Emitter::finish`].
 
-mod http;
-
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -148,7 +146,15 @@ impl Emitter {
         };
         let delivery = Arc::new(Mutex::new(Delivery::default()));
         let (done_tx, done) = mpsc::channel();
-        let sink = config.sink.clone();
+        // Header values are read once; one that cannot be read fails
+        // every delivery with the reason (never the value).
+        let sink = match &config.sink {
+            LineageSink::Http(endpoint) => Sink::Http(
+                crate::http::resolve(endpoint, &manifest.dir)
+                    .map_err(|e| format!("{}: {e}", redact_url(&endpoint.url))),
+            ),
+            LineageSink::File(path) => Sink::File(path.clone()),
+        };
         let shared = Arc::clone(&delivery);
         std::thread::Builder::new()
             .name("weir-lineage".into())
@@ -247,7 +253,13 @@ impl Emitter {
 }
 
 /// Sends one event, with retries; the error of the last try.
-fn deliver(sink: &LineageSink, event: &Value) -> Result<(), String> {
+/// Where the delivery thread sends, header values read.
+enum Sink {
+    Http(Result<crate::http::ResolvedEndpoint, String>),
+    File(PathBuf),
+}
+
+fn deliver(sink: &Sink, event: &Value) -> Result<(), String> {
     let body = event.to_string();
     let mut last = String::new();
     for attempt in 0..TRIES {
@@ -255,8 +267,9 @@ fn deliver(sink: &LineageSink, event: &Value) -> Result<(), String> {
             std::thread::sleep(BACKOFF * 2u32.pow(attempt - 1));
         }
         let result = match sink {
-            LineageSink::Http(url) => http::post_json(url, &body),
-            LineageSink::File(path) => append(path, &body),
+            Sink::Http(Ok(endpoint)) => crate::http::post_json(endpoint, &body),
+            Sink::Http(Err(e)) => return Err(e.clone()),
+            Sink::File(path) => append(path, &body),
         };
         match result {
             Ok(()) => return Ok(()),
@@ -616,7 +629,7 @@ pub fn record(manifest: &Manifest, run_id: Option<&str>, delivery: &Delivery) {
         return;
     };
     let sink = match &config.sink {
-        LineageSink::Http(url) => redact_url(url),
+        LineageSink::Http(endpoint) => redact_url(&endpoint.url),
         LineageSink::File(path) => path.display().to_string(),
     };
     let warehouse = &manifest.pipeline.warehouse;
@@ -703,11 +716,17 @@ pub fn redact_url(url: &str) -> String {
     format!("{scheme}://{authority}{tail}{fragment}")
 }
 
-/// `text` with every `http://` URL in it redacted ([`redact_url`]).
+/// `text` with every `http://` and `https://` URL in it redacted ([`redact_url`]).
 pub fn redact_url_in(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some(at) = rest.find("http://") {
+    let next = |t: &str| {
+        [t.find("http://"), t.find("https://")]
+            .into_iter()
+            .flatten()
+            .min()
+    };
+    while let Some(at) = next(rest) {
         out.push_str(&rest[..at]);
         let url = &rest[at..];
         let end = url

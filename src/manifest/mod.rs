@@ -18,6 +18,7 @@ pub mod fingerprint;
 mod gates;
 mod locate;
 mod model;
+mod notify;
 mod partitions;
 pub mod raw;
 mod readiness;
@@ -40,12 +41,13 @@ use toml::Spanned;
 pub use error::{render_warnings, ManifestError, ManifestErrors};
 pub use executors::{ClusterEnd, Executor, ExecutorKind, Resources, LOCAL_EXECUTOR};
 pub use model::*;
+pub use notify::{HttpEndpoint, NotifyKind, NotifySink, NotifyTarget};
 pub use readiness::Ready;
 
 use locate::Locator;
 
 /// The top-level sections a manifest may have.
-const SECTIONS: [&str; 9] = [
+const SECTIONS: [&str; 10] = [
     "pipeline",
     "partitions",
     "pools",
@@ -55,6 +57,7 @@ const SECTIONS: [&str; 9] = [
     "tasks",
     "backfills",
     "lineage",
+    "notify",
 ];
 
 /// One named entry of a section; `raw` is `None` when it failed to
@@ -77,6 +80,7 @@ pub(crate) struct Sections {
     pub(crate) tasks: Vec<Entry<raw::RawTask>>,
     pub(crate) backfills: Vec<Entry<raw::RawBackfill>>,
     pub(crate) lineage: Option<raw::RawLineage>,
+    pub(crate) notify: Vec<Entry<raw::RawNotifyTarget>>,
 }
 
 impl Manifest {
@@ -171,6 +175,7 @@ fn read_sections(document: &DeTable<'_>, errors: &mut Vec<ManifestError>) -> Sec
             "tasks" => sections.tasks = entries(name, value, errors),
             "backfills" => sections.backfills = entries(name, value, errors),
             "lineage" => sections.lineage = deserialize(value, errors),
+            "notify" => sections.notify = entries(name, value, errors),
             other => errors.push(
                 ManifestError::new(
                     "weir::manifest::unknown_section",

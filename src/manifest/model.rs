@@ -36,6 +36,8 @@ pub struct Manifest {
     pub backfills: IndexMap<String, Backfill>,
     /// `[lineage]`, if any.
     pub lineage: Option<Lineage>,
+    /// `[notify.NAME]` targets in declaration order.
+    pub notify: IndexMap<String, super::NotifyTarget>,
     /// What is valid but probably not meant (a mapping across timezones),
     /// as warning diagnostics located in the manifest.
     pub warnings: Vec<super::ManifestError>,
@@ -53,8 +55,8 @@ pub struct Lineage {
 /// Where lineage events are sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LineageSink {
-    /// POSTed to an `http://` endpoint.
-    Http(String),
+    /// POSTed to an `http://` or `https://` endpoint.
+    Http(super::HttpEndpoint),
     /// Appended to a JSON Lines file (absolute).
     File(PathBuf),
 }

@@ -42,15 +42,22 @@ pub struct RawManifest {
     pub backfills: IndexMap<String, RawBackfill>,
     /// Where OpenLineage run events go.
     pub lineage: Option<RawLineage>,
+    /// Notification targets by name.
+    #[serde(default)]
+    pub notify: IndexMap<String, RawNotifyTarget>,
 }
 
 /// `[lineage]`: OpenLineage run events, to an HTTP endpoint or a file.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawLineage {
-    /// An `http://host:port/path` endpoint taking POSTed RunEvents, e.g.
+    /// An `http://` or `https://` endpoint taking POSTed RunEvents, e.g.
     /// Marquez's `http://localhost:5000/api/v1/lineage`.
     pub url: Option<String>,
+    /// HTTP headers sent with each event: a literal value, `"env:NAME"` or
+    /// `"file:PATH"` (secrets, never written down).
+    #[serde(default)]
+    pub headers: IndexMap<String, String>,
     /// A JSON Lines file (relative to the manifest) the events are appended to.
     pub file: Option<String>,
     /// The namespace of weir's jobs and datasets (default: the pipeline name).
@@ -147,6 +154,7 @@ pub use super::gates::RawGate;
 pub use super::tasks::{RawInput, RawOutput, RawTask};
 
 pub use super::backfills::RawBackfill;
+pub use super::notify::RawNotifyTarget;
 
 pub(super) fn default_format() -> Format {
     Format::Csv

@@ -37,7 +37,7 @@ pub(crate) fn var_name_ok(name: &str) -> bool {
 }
 
 /// A `set` value: `env:NAME`, `file:PATH` or a literal.
-fn parse_value(text: &str) -> Result<EnvValue, String> {
+pub(super) fn parse_value(text: &str) -> Result<EnvValue, String> {
     if let Some(name) = text.strip_prefix("env:") {
         if name.is_empty() {
             return Err("`env:` names no variable".to_string());

@@ -117,6 +117,7 @@ impl Validator<'_, '_, '_, '_> {
         self.cycles(&tasks, &s.tasks);
         let backfills = self.backfills(&s.backfills, &names, &tasks, &partitions);
         let lineage = self.lineage(s.lineage.as_ref(), pipeline.as_ref());
+        let notify = self.notify(&s.notify, &names.tasks);
         let pipeline = pipeline?;
         // Only a fully valid manifest is built; partial pieces above exist so
         // that every independent problem is found in one pass.
@@ -132,11 +133,12 @@ impl Validator<'_, '_, '_, '_> {
             tasks,
             backfills,
             lineage,
+            notify,
             warnings: std::mem::take(&mut self.warnings),
         })
     }
 
-    /// `[lineage]`: exactly one of `url` (http://) and `file`.
+    /// `[lineage]`: exactly one of `url` (http:// or https://) and `file`.
     fn lineage(
         &mut self,
         raw: Option<&raw::RawLineage>,
@@ -149,20 +151,26 @@ impl Validator<'_, '_, '_, '_> {
             .or_else(|| pipeline.map(|p| p.name.clone()))
             .unwrap_or_default();
         match (&raw.url, &raw.file) {
-            (Some(url), None) if url.starts_with("http://") => Some(Lineage {
-                sink: LineageSink::Http(url.clone()),
-                namespace,
-            }),
-            (Some(_), None) => {
-                self.err(
-                    ManifestError::new(
-                        "weir::manifest::lineage_url",
-                        "`lineage.url` is not an http:// URL",
-                    )
-                    .at(self.value(&["lineage", "url"]), "not http://")
-                    .help("e.g. `url = \"http://localhost:5000/api/v1/lineage\"`; for https, use a local relay or `file`"),
-                );
-                None
+            (Some(url), None) => {
+                if let Some(why) = super::notify::url_problem(url) {
+                    self.err(
+                        ManifestError::new(
+                            "weir::manifest::lineage_url",
+                            format!("`lineage.url`: {why}"),
+                        )
+                        .at(self.value(&["lineage", "url"]), why)
+                        .help("e.g. `url = \"https://collector.example.com/api/v1/lineage\"`, or `file = \"lineage.jsonl\"`"),
+                    );
+                    return None;
+                }
+                let headers = self.headers(&["lineage", "headers"], &raw.headers);
+                Some(Lineage {
+                    sink: LineageSink::Http(super::HttpEndpoint {
+                        url: url.clone(),
+                        headers,
+                    }),
+                    namespace,
+                })
             }
             (None, Some(file)) if !file.trim().is_empty() => Some(Lineage {
                 sink: LineageSink::File(self.cx.dir.join(file)),

@@ -18,6 +18,7 @@ mod kill9;
 mod lineage;
 mod manifest_errors;
 mod minutely;
+mod notify;
 mod operator;
 mod operator_paths;
 mod parquet;

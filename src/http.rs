@@ -1,0 +1,135 @@
+//! The one HTTP client for everything weir sends over the network itself
+//! (notifications, OpenLineage): reqwest over rustls (the client the S3
+//! backend already links), with proxies from `HTTPS_PROXY`/`HTTP_PROXY`/
+//! `NO_PROXY`, the platform's trusted roots, and bounded connect and
+//! request timeouts. One client per process: connections are pooled.
+//!
+//! Built only with the `http` feature (part of the default `s3`); without
+//! it a manifest naming a URL is refused at validation, and [`post_json`]
+//! says why if called anyway.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::exec::env::{read_value, TaskEnv};
+use crate::manifest::HttpEndpoint;
+
+/// Connect timeout of one request.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Whole-request timeout (connect, send, status line).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// An endpoint with its header values read: ready to send to, and a
+/// redactor that keeps those values out of every message.
+pub struct ResolvedEndpoint {
+    /// The URL.
+    pub url: String,
+    /// Header names and values (secrets included).
+    pub headers: Vec<(String, String)>,
+    /// Replaces every secret header value in a text.
+    pub secrets: TaskEnv,
+}
+
+impl std::fmt::Debug for ResolvedEndpoint {
+    // Never the header values.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResolvedEndpoint")
+            .field("url", &crate::lineage::redact_url(&self.url))
+            .field(
+                "headers",
+                &self.headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+/// Reads `endpoint`'s header values (`env:`/`file:` relative to `dir`).
+/// The error names the header and its reference, never a value.
+pub fn resolve(endpoint: &HttpEndpoint, dir: &Path) -> Result<ResolvedEndpoint, String> {
+    let mut headers = Vec::new();
+    let mut secrets = Vec::new();
+    for (name, value) in &endpoint.headers {
+        let (text, secret) =
+            read_value(value, dir).map_err(|why| format!("header `{name}`: {why}"))?;
+        if secret {
+            secrets.push(text.clone());
+        }
+        headers.push((name.clone(), text));
+    }
+    Ok(ResolvedEndpoint {
+        url: endpoint.url.clone(),
+        headers,
+        secrets: TaskEnv::redacting(secrets),
+    })
+}
+
+/// POSTs `body` as `application/json` with `headers`; Ok on a 2xx status.
+/// The error names the URL redacted (no userinfo, no query values) and
+/// never a header value.
+pub fn post_json(endpoint: &ResolvedEndpoint, body: &str) -> Result<(), String> {
+    let shown = crate::lineage::redact_url(&endpoint.url);
+    send(endpoint, body)
+        .map_err(|e| endpoint.secrets.redact(&crate::lineage::redact_url_in(&e)))
+        .map_err(|e| format!("{shown}: {e}"))
+}
+
+#[cfg(feature = "http")]
+fn client() -> Result<&'static reqwest::blocking::Client, String> {
+    static CLIENT: std::sync::OnceLock<Result<reqwest::blocking::Client, String>> =
+        std::sync::OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            // The build has no other provider; without one building panics.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            reqwest::blocking::Client::builder()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .timeout(REQUEST_TIMEOUT)
+                .user_agent(concat!("weir/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .map_err(|e| format!("cannot build the HTTP client: {}", chain(&e)))
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+#[cfg(feature = "http")]
+fn send(endpoint: &ResolvedEndpoint, body: &str) -> Result<(), String> {
+    let mut request = client()?
+        .post(&endpoint.url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json");
+    for (name, value) in &endpoint.headers {
+        request = request.header(name.as_str(), value.as_str());
+    }
+    // The URL is named by the caller, redacted; reqwest's own text has it whole.
+    let response = request
+        .body(body.to_owned())
+        .send()
+        .map_err(|e| chain(&e.without_url()))?;
+    let status = response.status();
+    if status.is_success() {
+        Ok(())
+    } else {
+        Err(format!("HTTP {}", status.as_u16()))
+    }
+}
+
+#[cfg(not(feature = "http"))]
+fn send(_: &ResolvedEndpoint, _: &str) -> Result<(), String> {
+    Err("this weir was built without the `http` feature: it cannot send to URLs".to_owned())
+}
+
+/// An error and its causes, "a: b: c" (reqwest's own text is only the outermost).
+#[cfg(feature = "http")]
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = s.source();
+    }
+    text
+}

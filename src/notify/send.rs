@@ -1,0 +1,453 @@
+//! Delivering the outbox: each pending notification POSTed (or piped to a
+//! command) with its `Idempotency-Key`, a few tries with backoff, then
+//! marked delivered. Nothing here waits on a target for the engine: a run's
+//! sender is a thread it leaves after [`DRAIN`], and a target that failed a
+//! notification's every try is not tried again by the same process (what it
+//! did not get stays pending for the next run, `weir serve` or
+//! `weir notify --flush`).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::json;
+
+use super::{Delivered, Notification, Outbox};
+use crate::events::{Event, EventLog, State};
+use crate::exec::fault::{Faults, Point};
+use crate::http::ResolvedEndpoint;
+use crate::manifest::{Manifest, NotifySink};
+use crate::store::Warehouse;
+
+/// Tries per notification in one process.
+pub const TRIES: u32 = 3;
+/// The first retry's delay; it doubles.
+pub const BACKOFF: Duration = Duration::from_millis(250);
+/// How long a run waits at its end for notifications still being sent.
+pub const DRAIN: Duration = Duration::from_secs(10);
+/// How long a `command` target may take.
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What one process delivered, per target.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct FlushReport {
+    /// Target → its deliveries.
+    pub targets: BTreeMap<String, TargetReport>,
+    /// Set when the run ended before the sender did.
+    pub unfinished: bool,
+}
+
+impl FlushReport {
+    /// One line per target that did not get everything, and one if the
+    /// sender was still busy.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .targets
+            .iter()
+            .filter(|(_, t)| t.failed > 0)
+            .map(|(name, t)| {
+                format!(
+                    "{} {} not delivered to `{name}`: {}; {} in the outbox (`weir notify --flush` sends {})",
+                    t.failed,
+                    if t.failed == 1 { "notification" } else { "notifications" },
+                    t.last_error.as_deref().unwrap_or("unknown error"),
+                    if t.failed == 1 { "it stays" } else { "they stay" },
+                    if t.failed == 1 { "it" } else { "them" },
+                )
+            })
+            .collect();
+        if self.unfinished {
+            lines.push(format!(
+                "still sending after {} s; what is not delivered stays in the outbox (`weir notify --flush` sends it)",
+                DRAIN.as_secs()
+            ));
+        }
+        lines
+    }
+}
+
+/// Deliveries to one target.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TargetReport {
+    /// Delivered now.
+    pub delivered: usize,
+    /// Not delivered (still pending).
+    pub failed: usize,
+    /// Why the last one failed (secrets and URL credentials redacted).
+    pub last_error: Option<String>,
+}
+
+enum Endpoint {
+    Http(Result<ResolvedEndpoint, String>),
+    Command(Vec<String>),
+}
+
+/// Delivers notifications of the manifest's targets, one at a time.
+struct Courier {
+    outbox: Outbox,
+    targets: HashMap<String, Endpoint>,
+    dir: PathBuf,
+    /// The run (or flush) id recorded in delivered markers and events.
+    by: String,
+    log: Option<EventLog>,
+    faults: Faults,
+    /// Targets that failed every try of a notification in this process.
+    down: HashMap<String, String>,
+    /// (target, key) handled in this process.
+    done: HashSet<(String, String)>,
+    report: FlushReport,
+}
+
+impl Courier {
+    fn new(manifest: &Manifest, warehouse: &Warehouse, by: &str) -> Courier {
+        let targets = manifest
+            .notify
+            .values()
+            .map(|t| {
+                let endpoint = match &t.sink {
+                    NotifySink::Http(e) => Endpoint::Http(crate::http::resolve(e, &manifest.dir)),
+                    NotifySink::Command(argv) => Endpoint::Command(argv.clone()),
+                };
+                (t.name.clone(), endpoint)
+            })
+            .collect();
+        let log = EventLog::open_in(&warehouse.events(), by)
+            .map_err(|e| eprintln!("warning: notify: cannot open the event log of {by}: {e}"))
+            .ok();
+        Courier {
+            outbox: Outbox::new(std::sync::Arc::clone(warehouse.backend())),
+            targets,
+            dir: manifest.dir.clone(),
+            by: by.to_owned(),
+            log,
+            faults: Faults::from_env(),
+            down: HashMap::new(),
+            done: HashSet::new(),
+            report: FlushReport::default(),
+        }
+    }
+
+    /// Everything pending for the manifest's targets.
+    fn everything(&mut self) {
+        let mut names: Vec<String> = self.targets.keys().cloned().collect();
+        names.sort();
+        for target in names {
+            match self.outbox.pending_keys(&target) {
+                Ok(keys) => {
+                    for key in keys {
+                        self.deliver(&target, &key);
+                    }
+                }
+                Err(e) => eprintln!(
+                    "warning: notify: cannot list the outbox of `{target}`: {}",
+                    crate::store::chain(&e)
+                ),
+            }
+        }
+    }
+
+    fn deliver(&mut self, target: &str, key: &str) {
+        if !self.done.insert((target.to_owned(), key.to_owned())) {
+            return;
+        }
+        let store_error = |e: crate::store::StoreError| {
+            eprintln!(
+                "warning: notify: outbox of `{target}`, notification {key}: {}",
+                crate::store::chain(&e)
+            );
+        };
+        // Delivered by another process since it was listed or written.
+        match self.outbox.delivered(target, key) {
+            Ok(Some(_)) => {
+                let _ = self.outbox.drop_pending(target, key).map_err(store_error);
+                return;
+            }
+            Ok(None) => {}
+            Err(e) => return store_error(e),
+        }
+        let notification = match self.outbox.pending(target, key) {
+            Ok(Some(n)) => n,
+            Ok(None) => return,
+            Err(e) => return store_error(e),
+        };
+        let (result, tries) = match self.down.get(target) {
+            Some(why) => (Err(format!("not tried again by this process: {why}")), 0),
+            None => self.send(target, &notification),
+        };
+        let entry = self.report.targets.entry(target.to_owned()).or_default();
+        match result {
+            Ok(()) => {
+                entry.delivered += 1;
+                let delivered = Delivered {
+                    at: crate::clock::now_rfc3339(),
+                    by: self.by.clone(),
+                    tries,
+                };
+                if let Err(e) = self.outbox.mark_delivered(target, key, &delivered) {
+                    // Delivered but not marked: it may be sent again, with its key.
+                    store_error(e);
+                }
+                self.emit(
+                    State::Notified,
+                    &notification,
+                    target,
+                    format!(
+                        "{} notification delivered to `{target}` (key {key}, {tries} {})",
+                        notification.event.as_str(),
+                        if tries == 1 { "try" } else { "tries" }
+                    ),
+                    tries,
+                );
+            }
+            Err(why) => {
+                entry.failed += 1;
+                // The target's own error, not "not tried again".
+                if tries > 0 || entry.last_error.is_none() {
+                    entry.last_error = Some(why.clone());
+                }
+                if tries > 0 {
+                    self.down.insert(target.to_owned(), why.clone());
+                }
+                // What was tried, and this run's own facts, are events; a
+                // backlog not tried again behind a target that is down is
+                // counted, not logged line by line in every run.
+                if tries == 0 && notification.run_id != self.by {
+                    return;
+                }
+                self.emit(
+                    State::NotifyFailed,
+                    &notification,
+                    target,
+                    format!(
+                        "{} notification not delivered to `{target}` (key {key}): {why}; it stays in the outbox",
+                        notification.event.as_str()
+                    ),
+                    tries,
+                );
+            }
+        }
+    }
+
+    /// Sends with retries; the outcome and the tries made.
+    fn send(&self, target: &str, n: &Notification) -> (Result<(), String>, u32) {
+        let body = match serde_json::to_string(n) {
+            Ok(b) => b,
+            Err(e) => return (Err(e.to_string()), 0),
+        };
+        let Some(endpoint) = self.targets.get(target) else {
+            return (
+                Err(format!("`{target}` is not a target of the manifest")),
+                0,
+            );
+        };
+        let mut last = String::new();
+        for attempt in 0..TRIES {
+            if attempt > 0 {
+                std::thread::sleep(BACKOFF * 2u32.pow(attempt - 1));
+            }
+            // Between the fact's durable record and its delivery: a crash here
+            // leaves the notification pending, for the next process to send.
+            if let Err(e) = self.faults.hit(Point::NotifyDeliver, &n.task, &n.partition) {
+                last = e;
+                continue;
+            }
+            let sent = match endpoint {
+                Endpoint::Http(Ok(endpoint)) => {
+                    crate::http::post_json(&endpoint.clone_with_key(&n.idempotency_key), &body)
+                }
+                Endpoint::Http(Err(why)) => return (Err(why.clone()), attempt + 1),
+                Endpoint::Command(argv) => {
+                    run_command(argv, &self.dir, &body, &n.idempotency_key, target)
+                }
+            };
+            match sent {
+                Ok(()) => return (Ok(()), attempt + 1),
+                Err(e) => last = e,
+            }
+        }
+        (Err(last), TRIES)
+    }
+
+    fn emit(&self, state: State, n: &Notification, target: &str, detail: String, tries: u32) {
+        let Some(log) = &self.log else { return };
+        let event = Event::instance(&n.task, &n.partition)
+            .detail(detail)
+            .data(json!({
+                "target": target,
+                "idempotency_key": n.idempotency_key,
+                "event": n.event,
+                "tries": tries,
+            }));
+        if let Err(e) = log.emit(state, event) {
+            eprintln!("warning: notify: cannot append {}: {e}", state.as_str());
+        }
+    }
+
+    fn close(self) -> FlushReport {
+        if let Some(log) = &self.log {
+            if let Err(e) = log.sync() {
+                eprintln!(
+                    "warning: notify: cannot store the events of {}: {e}",
+                    self.by
+                );
+            }
+        }
+        self.report
+    }
+}
+
+impl ResolvedEndpoint {
+    /// A copy that also sends `Idempotency-Key: key`.
+    fn clone_with_key(&self, key: &str) -> ResolvedEndpoint {
+        let mut headers = self.headers.clone();
+        headers.retain(|(k, _)| !k.eq_ignore_ascii_case("Idempotency-Key"));
+        headers.push(("Idempotency-Key".to_owned(), key.to_owned()));
+        ResolvedEndpoint {
+            url: self.url.clone(),
+            headers,
+            secrets: self.secrets.clone(),
+        }
+    }
+}
+
+/// Runs a `command` target with the JSON on stdin; Ok when it exits 0.
+fn run_command(
+    argv: &[String],
+    dir: &Path,
+    body: &str,
+    key: &str,
+    target: &str,
+) -> Result<(), String> {
+    let (program, args) = argv
+        .split_first()
+        .ok_or_else(|| "the command is empty".to_owned())?;
+    let mut child = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .env("WEIR_IDEMPOTENCY_KEY", key)
+        .env("WEIR_NOTIFY_TARGET", target)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start `{program}`: {e}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A command that does not read its stdin is its own business.
+        let _ = stdin.write_all(body.as_bytes());
+    }
+    let stderr = child.stderr.take().map(|mut s| {
+        std::thread::spawn(move || {
+            let mut text = Vec::new();
+            let _ = s.read_to_end(&mut text);
+            text
+        })
+    });
+    let started = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if started.elapsed() > COMMAND_TIMEOUT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "`{program}` did not finish within {} s",
+                    COMMAND_TIMEOUT.as_secs()
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => return Err(format!("cannot wait for `{program}`: {e}")),
+        }
+    };
+    if status.success() {
+        return Ok(());
+    }
+    let text = stderr
+        .and_then(|h| h.join().ok())
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let tail: String = text
+        .trim()
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .chars()
+        .take(200)
+        .collect();
+    Err(format!(
+        "`{program}` {status}{}",
+        if tail.is_empty() {
+            String::new()
+        } else {
+            format!(": {tail}")
+        }
+    ))
+}
+
+/// A run's sender: a thread that first delivers what earlier runs left,
+/// then this run's notifications as they are written.
+pub struct Sender {
+    queue: Mutex<Option<mpsc::Sender<(String, String)>>>,
+    done: Mutex<Option<mpsc::Receiver<FlushReport>>>,
+}
+
+impl Sender {
+    /// Starts the thread; deliveries are recorded as events of `run_id`.
+    pub fn start(manifest: &Manifest, warehouse: &Warehouse, run_id: &str) -> Sender {
+        let (queue, items) = mpsc::channel::<(String, String)>();
+        let (done_tx, done) = mpsc::channel();
+        let mut courier = Courier::new(manifest, warehouse, run_id);
+        let spawned = std::thread::Builder::new()
+            .name("weir-notify".into())
+            .spawn(move || {
+                courier.everything();
+                for (target, key) in items {
+                    courier.deliver(&target, &key);
+                }
+                let _ = done_tx.send(courier.close());
+            });
+        if let Err(e) = spawned {
+            // Everything stays pending for the next run or flush.
+            eprintln!("warning: notify: cannot start the sender: {e}");
+        }
+        Sender {
+            queue: Mutex::new(Some(queue)),
+            done: Mutex::new(Some(done)),
+        }
+    }
+
+    /// Hands `key` of `target` (already pending in the outbox) to the thread.
+    pub fn queue(&self, target: &str, key: &str) {
+        if let Ok(q) = self.queue.lock() {
+            if let Some(q) = q.as_ref() {
+                let _ = q.send((target.to_owned(), key.to_owned()));
+            }
+        }
+    }
+
+    /// Waits at most [`DRAIN`] for the queue to be delivered.
+    pub fn finish(&self) -> FlushReport {
+        drop(self.queue.lock().ok().and_then(|mut q| q.take()));
+        let done = self.done.lock().ok().and_then(|mut d| d.take());
+        match done.map(|d| d.recv_timeout(DRAIN)) {
+            Some(Ok(report)) => report,
+            _ => FlushReport {
+                unfinished: true,
+                ..FlushReport::default()
+            },
+        }
+    }
+}
+
+/// Delivers everything pending for the manifest's targets, now, on this
+/// thread: `weir notify --flush`, and what `weir serve` calls between
+/// runs. Deliveries are recorded as events of run `by`.
+pub fn flush(manifest: &Manifest, warehouse: &Warehouse, by: &str) -> FlushReport {
+    let mut courier = Courier::new(manifest, warehouse, by);
+    courier.everything();
+    courier.close()
+}
