@@ -122,6 +122,14 @@ pub trait Backend: Send + Sync {
         names.retain(|n| n.as_str() > after);
         Ok(names)
     }
+    /// [`Backend::list`] of a prefix holding only keys (no "directories"),
+    /// in at most one request: `None` when the names may not all fit one
+    /// page of an object store's listing (then list with
+    /// [`Backend::list_after`] from a known name). A store whose listing is
+    /// one call anyway keeps the default, which is never `None`.
+    fn list_first_page(&self, prefix: &str) -> Result<Option<Vec<String>>, StoreError> {
+        self.list(prefix).map(Some)
+    }
     /// Every object at or under `prefix` (a whole key or a "directory"),
     /// recursively, sorted by key; the empty prefix is the whole store.
     fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError>;

@@ -417,6 +417,12 @@ impl PartitionStore {
     /// The record of generation `g`, if committed.
     pub fn record(&self, g: Generation) -> Result<Option<CommitRecord>, StoreError> {
         self.check()?;
+        if self.remote.is_some() {
+            // Records are never rewritten: the copy this process kept is it.
+            if let Some(rec) = self.seen.record(&self.prefix, g) {
+                return Ok(Some(rec));
+            }
+        }
         let key = layout::log_key(&self.prefix, g);
         match self.backend.get(&key)? {
             None => Ok(None),
@@ -445,18 +451,30 @@ impl PartitionStore {
     /// by the commit, shows in the same listing (and a gap below it, in a
     /// local warehouse whose listing is whole anyway).
     pub fn latest(&self) -> Result<Option<CommitRecord>, StoreError> {
-        match self.newest_generation()? {
-            None => Ok(None),
-            Some(g) => self.listed_record(g).map(Some),
+        let Some(g) = self.newest_generation()? else {
+            return Ok(None);
+        };
+        if self.remote.is_none() {
+            return self.listed_record(g).map(Some);
         }
+        // A generation, once committed, always means the same record: the
+        // copy this process read or wrote is that record, and costs no GET.
+        if let Some(rec) = self.seen.record(&self.prefix, g) {
+            return Ok(Some(rec));
+        }
+        let rec = self.listed_record(g)?;
+        self.seen.keep(&self.prefix, &rec);
+        Ok(Some(rec))
     }
 
     /// The highest generation in the log. In an object store, whose
     /// listings come a thousand keys per request, the listing starts after
     /// a generation known to be committed: the newest this process has
-    /// seen, else the log's checkpoint (one GET). So a log of any length
-    /// costs one short LIST. A missing or unreadable checkpoint only means
-    /// listing from the start.
+    /// seen; else a log that fits one listing page is read whole in that
+    /// one request, and only a longer one reads the log's checkpoint (one
+    /// GET) and lists from it. So a log of any length costs one short LIST
+    /// (two requests more for the first look at a log past a page). A
+    /// missing or unreadable checkpoint only means listing from the start.
     fn newest_generation(&self) -> Result<Option<Generation>, StoreError> {
         if self.remote.is_none() {
             return Ok(self.generations()?.last().copied());
@@ -465,21 +483,37 @@ impl PartitionStore {
         let log = layout::log_prefix(&self.prefix);
         let floor = match self.seen.get(&self.prefix) {
             Some(seen) => seen,
-            None => self
-                .backend
-                .get(&layout::log_checkpoint_key(&self.prefix))?
-                .and_then(|b| String::from_utf8(b).ok()?.trim().parse::<u64>().ok())
-                .filter(|&g| g > 0)
-                .map(Generation::from_raw),
+            None => {
+                if let Some(names) = self.backend.list_first_page(&log)? {
+                    return self.newest_listed(&names, None);
+                }
+                self.backend
+                    .get(&layout::log_checkpoint_key(&self.prefix))?
+                    .and_then(|b| String::from_utf8(b).ok()?.trim().parse::<u64>().ok())
+                    .filter(|&g| g > 0)
+                    .map(Generation::from_raw)
+            }
         };
         let names = match floor {
-            Some(g) => self.backend.list_after(&log, &layout::log_name(g))?,
+            // From just before the floor's own record, so that the listing
+            // shows it is still there (the record read next may be the
+            // copy this process kept).
+            Some(g) => self.backend.list_after(&log, &listing_start(g))?,
             None => self.backend.list(&log)?,
         };
-        let listing = LogListing::parse(&names);
-        // What follows the floor must be its successors, each with its
-        // record (the floor's own record is read by the caller).
-        let first = floor.map_or(Generation::FIRST, Generation::next);
+        self.newest_listed(&names, floor)
+    }
+
+    /// The newest generation of a listing of the log after `floor` (a
+    /// committed generation, or the log's start).
+    fn newest_listed(
+        &self,
+        names: &[String],
+        floor: Option<Generation>,
+    ) -> Result<Option<Generation>, StoreError> {
+        let listing = LogListing::parse(names);
+        // The floor and what follows it must each have its record.
+        let first = floor.unwrap_or(Generation::FIRST);
         if let Some((g, token)) = listing.hole(first) {
             return Err(self.missing(g, token));
         }
@@ -555,6 +589,7 @@ impl PartitionStore {
                 );
                 if self.remote.is_some() {
                     self.seen.saw(&self.prefix, Some(next));
+                    self.seen.keep(&self.prefix, &record);
                 }
                 if self.remote.is_some() && next.get() % LOG_CHECKPOINT_EVERY == 0 {
                     // A hint, written after the record it names: losing it
@@ -789,29 +824,75 @@ fn remove_path(path: &std::path::Path) -> Result<(), StoreError> {
 /// than the truth, never newer, and so is every entry here.
 /// An entry of `None` says the log was empty when last looked at (so the
 /// checkpoint need not be read again).
+///
+/// Beside it, the record of the newest generation this process read or
+/// committed there, for as many partitions as [`KEPT_RECORDS`]: records are
+/// never rewritten, so a listing that shows no newer generation proves the
+/// kept copy is the latest without reading it again.
 #[derive(Clone, Default)]
-pub(crate) struct SeenGenerations(
-    Arc<std::sync::Mutex<std::collections::HashMap<String, Option<Generation>>>>,
-);
+pub(crate) struct SeenGenerations(Arc<std::sync::Mutex<Seen>>);
+
+#[derive(Default)]
+pub(crate) struct Seen {
+    newest: std::collections::HashMap<String, Option<Generation>>,
+    records: std::collections::HashMap<String, CommitRecord>,
+}
+
+/// Records kept per process: a bound on memory for an engine that walks a
+/// million partitions (the kept ones are dropped all at once past it; they
+/// are only a saving).
+const KEPT_RECORDS: usize = 4096;
 
 impl SeenGenerations {
-    /// `None` if this process has not looked at the partition's log yet.
-    fn get(&self, prefix: &str) -> Option<Option<Generation>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Seen> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(prefix)
-            .copied()
+    }
+
+    /// `None` if this process has not looked at the partition's log yet.
+    fn get(&self, prefix: &str) -> Option<Option<Generation>> {
+        self.lock().newest.get(prefix).copied()
     }
 
     fn saw(&self, prefix: &str, g: Option<Generation>) {
-        let mut seen = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let entry = seen.entry(prefix.to_owned()).or_insert(g);
+        let mut seen = self.lock();
+        let entry = seen.newest.entry(prefix.to_owned()).or_insert(g);
         *entry = (*entry).max(g);
     }
+
+    /// The kept record of generation `g`, if it is the one kept.
+    fn record(&self, prefix: &str, g: Generation) -> Option<CommitRecord> {
+        self.lock()
+            .records
+            .get(prefix)
+            .filter(|r| r.generation == g)
+            .cloned()
+    }
+
+    /// Keeps `rec` unless a newer generation's record is kept already.
+    fn keep(&self, prefix: &str, rec: &CommitRecord) {
+        let mut seen = self.lock();
+        if seen
+            .records
+            .get(prefix)
+            .is_some_and(|kept| kept.generation >= rec.generation)
+        {
+            return;
+        }
+        if seen.records.len() >= KEPT_RECORDS && !seen.records.contains_key(prefix) {
+            seen.records.clear();
+        }
+        seen.records.insert(prefix.to_owned(), rec.clone());
+    }
+}
+
+/// A name that sorts just before generation `g`'s record and after every
+/// name of an older generation: its record's name without the last letter.
+fn listing_start(g: Generation) -> String {
+    let mut name = layout::log_name(g);
+    name.pop();
+    name
 }
 
 /// The audit's report an attempt leaves beside its `data/`.
@@ -1061,7 +1142,8 @@ mod tests {
             p.commit(sample(t)).unwrap();
         }
         backend.delete("d/p/log/00000000000000000002.json").unwrap();
-        for (reader, token) in [(p, None), (open(), Some(5))] {
+        // The committer kept the record it wrote; its listing shows it gone.
+        for (reader, token) in [(p, Some(5)), (open(), Some(5))] {
             match reader.latest() {
                 Err(StoreError::MissingRecord {
                     generation,
@@ -1132,6 +1214,8 @@ mod tests {
     struct LogListings {
         inner: crate::store::MemoryBackend,
         whole: std::sync::atomic::AtomicUsize,
+        firsts: std::sync::atomic::AtomicUsize,
+        gets: std::sync::atomic::AtomicUsize,
         after: std::sync::Mutex<Vec<String>>,
     }
 
@@ -1151,6 +1235,7 @@ mod tests {
             self.inner.put(key, bytes)
         }
         fn get_object(&self, key: &str) -> Result<Option<crate::store::Object>, StoreError> {
+            self.gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.inner.get_object(key)
         }
         fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
@@ -1163,6 +1248,13 @@ mod tests {
         fn list_after(&self, prefix: &str, after: &str) -> Result<Vec<String>, StoreError> {
             self.after.lock().unwrap().push(after.to_owned());
             self.inner.list_after(prefix, after)
+        }
+        fn list_first_page(&self, prefix: &str) -> Result<Option<Vec<String>>, StoreError> {
+            // S3's page: a thousand keys.
+            self.firsts
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let names = self.inner.list(prefix)?;
+            Ok((names.len() < 1000).then_some(names))
         }
         fn list_objects(&self, prefix: &str) -> Result<Vec<crate::store::ObjectMeta>, StoreError> {
             self.inner.list_objects(prefix)
@@ -1206,8 +1298,8 @@ mod tests {
         assert_eq!(
             *backend.after.lock().unwrap(),
             vec![
-                layout::log_name(Generation::from_raw(2000)),
-                layout::log_name(Generation::from_raw(2500))
+                listing_start(Generation::from_raw(2000)),
+                listing_start(Generation::from_raw(2500))
             ]
         );
         // A generation committed by someone else after what it saw.
@@ -1235,6 +1327,58 @@ mod tests {
             reader().commit(sample(2_502)).unwrap().generation.get(),
             2_502
         );
+    }
+
+    // issue 28: a log that fits one listing page costs its first reader
+    // one LIST and one GET (no checkpoint), and each later look one LIST
+    // that starts at the record it read, which it does not read again.
+    #[test]
+    fn issue_28_a_short_remote_log_is_one_listing_and_its_record_is_kept() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let tmp = tempfile::tempdir().unwrap();
+        let backend = Arc::new(LogListings::default());
+        let open = || {
+            Warehouse::remote(backend.clone(), "s3://b/wh", tmp.path())
+                .unwrap()
+                .partition("d", "p")
+        };
+        let writer = open();
+        for t in 1..=3 {
+            writer.commit(sample(t)).unwrap();
+        }
+        let counts = || {
+            (
+                backend.firsts.swap(0, Relaxed),
+                backend.whole.swap(0, Relaxed),
+                std::mem::take(&mut *backend.after.lock().unwrap()),
+                backend.gets.swap(0, Relaxed),
+            )
+        };
+        counts();
+        let reader = open();
+        assert_eq!(reader.latest().unwrap().unwrap().token.get(), 3);
+        assert_eq!(counts(), (1, 0, vec![], 1));
+        assert_eq!(reader.latest().unwrap().unwrap().token.get(), 3);
+        let start = listing_start(Generation::from_raw(3));
+        assert_eq!(counts(), (0, 0, vec![start.clone()], 0));
+        // The committer kept what it wrote.
+        assert_eq!(writer.latest().unwrap().unwrap().token.get(), 3);
+        assert_eq!(counts(), (0, 0, vec![start], 0));
+        // A newer generation is read once.
+        writer.commit(sample(4)).unwrap();
+        counts();
+        assert_eq!(reader.latest().unwrap().unwrap().token.get(), 4);
+        assert_eq!(counts().3, 1);
+        // The kept record's key removed by hand: the listing shows it.
+        backend.delete("d/p/log/00000000000000000004.json").unwrap();
+        assert!(matches!(
+            writer.latest(),
+            Err(StoreError::MissingRecord { generation, .. }) if generation.get() == 4
+        ));
+        assert!(matches!(
+            writer.commit(sample(9)),
+            Err(PublishError::Store(StoreError::MissingRecord { .. }))
+        ));
     }
 
     #[test]

@@ -23,7 +23,7 @@
 
 use std::sync::Arc;
 
-use futures_util::TryStreamExt;
+use futures_util::{StreamExt, TryStreamExt};
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as ObjectPath;
 use object_store::{
@@ -550,6 +550,32 @@ impl Backend for S3Backend {
         Ok(names)
     }
 
+    fn list_first_page(&self, prefix: &str) -> Result<Option<Vec<String>>, StoreError> {
+        // The stream asks for its next page only when polled past this
+        // one's last key: taking one page's worth never costs a second
+        // request, and a full page may have a next one.
+        let dir = self.dir(prefix)?;
+        let listed: Vec<object_store::ObjectMeta> = self
+            .runtime
+            .block_on(self.store.list(dir.as_ref()).take(LIST_PAGE).try_collect())
+            .map_err(|e| self.error(prefix, e))?;
+        if listed.len() >= LIST_PAGE {
+            return Ok(None);
+        }
+        let base = format!("{prefix}/");
+        let mut names: Vec<String> = listed
+            .iter()
+            .filter_map(|m| self.key_of(&m.location))
+            .filter_map(|k| {
+                k.strip_prefix(&base)
+                    .map(|rest| rest.split('/').next().unwrap_or(rest).to_owned())
+            })
+            .collect();
+        names.sort();
+        names.dedup();
+        Ok(Some(names))
+    }
+
     fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
         let dir = self.dir(prefix)?;
         let listed: Vec<object_store::ObjectMeta> = self
@@ -748,6 +774,9 @@ impl Backend for S3Backend {
 
 /// The part size of a multipart upload (S3's minimum is 5 MiB).
 const PART: usize = 16 << 20;
+
+/// Keys in one page of S3's ListObjectsV2 (its default and maximum).
+const LIST_PAGE: usize = 1000;
 
 /// The longest one request may take, from connecting to the last byte of
 /// its reply: a 16 MiB part needs 1.6 MB/s to fit.
