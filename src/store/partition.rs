@@ -161,6 +161,23 @@ impl PartitionStore {
     /// whose attempt directory a record names. A log with a hole
     /// ([`PartitionStore::latest`] refuses it) allocates nothing.
     pub fn allocate_token(&self, owner: &TokenOwner) -> Result<FencingToken, StoreError> {
+        self.allocate(owner).map(|a| a.token)
+    }
+
+    /// [`PartitionStore::allocate_token`], with what the allocation saw:
+    /// the latest record read after the token was taken, and the tokens
+    /// listed before it. An attempt needs both next (has anyone published
+    /// meanwhile; whose attempts are live below mine), so it reads neither
+    /// again.
+    ///
+    /// The log's floor: when this process has looked at the partition's
+    /// log, the newest record it kept, if any (any committed record is a
+    /// lower bound: tokens only grow along the log); else read before the
+    /// token. Either way the log is read again
+    /// after the token is taken, and a token not above the newest record
+    /// then (a floor that was behind) is left unused and allocation goes on
+    /// above that record.
+    pub fn allocate(&self, owner: &TokenOwner) -> Result<Allocation, StoreError> {
         self.check()?;
         let record = TokenRecord::new(owner);
         let bytes = serde_json::to_vec(&record).map_err(|e| StoreError::Corrupt {
@@ -170,26 +187,49 @@ impl PartitionStore {
         // The partition's skeleton (tokens/, attempts/, log/) in one
         // durable step, before the first key under it.
         self.backend.prepare_dirs(&self.prefix, &layout::SKELETON)?;
-        let floor = match self.latest()? {
-            Some(rec) if rec.token.get() == u64::MAX => {
-                return Err(StoreError::Corrupt {
-                    key: layout::log_key(&self.prefix, rec.generation),
-                    message: "token space exhausted".to_owned(),
-                })
-            }
-            Some(rec) => rec.token.next(),
+        let looked = self.remote.is_some() && self.seen.get(&self.prefix).is_some();
+        let floor_from = match looked {
+            true => self.seen.newest_record(&self.prefix),
+            false => self.latest()?,
+        };
+        let mut floor = match floor_from {
+            Some(rec) => self.above(&rec)?,
             None => FencingToken::from_raw(1),
         };
-        let mut candidate = self.next_free_token()?.max(floor);
+        let (mut below, next) = self.listed_tokens()?;
+        let mut candidate = next.max(floor);
         loop {
             let key = layout::token_key(&self.prefix, candidate);
             if self.backend.put_if_absent(&key, &bytes)? {
-                return Ok(candidate);
+                let latest = self.latest()?;
+                match &latest {
+                    Some(rec) if rec.token >= candidate => floor = self.above(rec)?,
+                    _ => {
+                        return Ok(Allocation {
+                            token: candidate,
+                            latest,
+                            below,
+                        })
+                    }
+                }
             }
             // Relisting can jump past several racers at once; the `max`
             // guards against a listing that lags behind what we just saw.
-            candidate = self.next_free_token()?.max(candidate.next());
+            let (listed, next) = self.listed_tokens()?;
+            below = listed;
+            candidate = next.max(candidate.next()).max(floor);
         }
+    }
+
+    /// The first token above `rec`'s.
+    fn above(&self, rec: &CommitRecord) -> Result<FencingToken, StoreError> {
+        if rec.token.get() == u64::MAX {
+            return Err(StoreError::Corrupt {
+                key: layout::log_key(&self.prefix, rec.generation),
+                message: "token space exhausted".to_owned(),
+            });
+        }
+        Ok(rec.token.next())
     }
 
     /// The highest token allocated so far, if any: the newest attempt.
@@ -247,22 +287,25 @@ impl PartitionStore {
         }
     }
 
-    /// One past the highest allocated token.
-    fn next_free_token(&self) -> Result<FencingToken, StoreError> {
+    /// The allocated tokens, ascending, and one past the highest.
+    fn listed_tokens(&self) -> Result<(Vec<FencingToken>, FencingToken), StoreError> {
         let names = self.backend.list(&layout::tokens_prefix(&self.prefix))?;
-        // Sorted 20-digit names: the last valid one is the maximum.
-        match names
+        let tokens: Vec<FencingToken> = names
             .iter()
-            .rev()
-            .find_map(|n| FencingToken::parse_key_name(n))
-        {
-            None => Ok(FencingToken::from_raw(1)),
-            Some(max) if max.get() == u64::MAX => Err(StoreError::Corrupt {
-                key: layout::token_key(&self.prefix, max),
-                message: "token space exhausted".to_owned(),
-            }),
-            Some(max) => Ok(max.next()),
-        }
+            .filter_map(|n| FencingToken::parse_key_name(n))
+            .collect();
+        // Sorted 20-digit names: the last valid one is the maximum.
+        let next = match tokens.last() {
+            None => FencingToken::from_raw(1),
+            Some(max) if max.get() == u64::MAX => {
+                return Err(StoreError::Corrupt {
+                    key: layout::token_key(&self.prefix, *max),
+                    message: "token space exhausted".to_owned(),
+                })
+            }
+            Some(max) => max.next(),
+        };
+        Ok((tokens, next))
     }
 
     /// When the store wrote `token`'s record (its own clock: the file's
@@ -663,7 +706,8 @@ impl PartitionStore {
     }
 
     /// Uploads what an attempt leaves as evidence (`candidate.json` and the
-    /// command's logs, those that exist) from its local staging directory to
+    /// command's logs, those that exist and are not empty) from its local
+    /// staging directory to
     /// a remote warehouse, so that `explain` on any host shows a failed
     /// attempt's stderr. Nothing to do for a local warehouse.
     pub fn upload_evidence(&self, token: FencingToken) -> Result<(), StoreError> {
@@ -675,7 +719,12 @@ impl PartitionStore {
         let dir = self.attempt_dir(token);
         for evidence in [CANDIDATE_FILE, layout::STDOUT_LOG, layout::STDERR_LOG] {
             let path = dir.join(evidence);
-            if path.is_file() {
+            // An empty log says nothing a missing one does not
+            // (`read_evidence` finds neither): not a request per instance
+            // for the many commands that print nothing.
+            let empty_log =
+                evidence != CANDIDATE_FILE && std::fs::metadata(&path).is_ok_and(|m| m.len() == 0);
+            if path.is_file() && !empty_log {
                 self.backend.put_file(&format!("{key}/{evidence}"), &path)?;
             }
         }
@@ -698,9 +747,11 @@ impl PartitionStore {
 
     /// Uploads an attempt's audited files (`data/<name>`) and its evidence
     /// (`candidate.json`, the logs) from its local staging directory to a
-    /// remote warehouse, then reads every data file back and checks it
-    /// against `sums`: the commit record may name only what the store
-    /// holds. Nothing to do for a local warehouse, where they already are.
+    /// remote warehouse: the commit record may name only what the store
+    /// holds. A file the store checked against its SHA-256 on upload
+    /// ([`Backend::put_file_checked`]) is not read again; every other one
+    /// is read back and checked against `sums`. Nothing to do for a local
+    /// warehouse, where they already are.
     pub fn upload_attempt(
         &self,
         token: FencingToken,
@@ -713,14 +764,17 @@ impl PartitionStore {
         }
         let key = self.attempt_key(token);
         let dir = self.attempt_dir(token);
+        let mut unchecked = Vec::new();
         for (file, sum) in files.iter().zip(sums) {
-            self.backend
-                .put_file(&format!("{key}/{DATA_DIR}/{}", sum.name), file)?;
+            let data_key = format!("{key}/{DATA_DIR}/{}", sum.name);
+            if !self.backend.put_file_checked(&data_key, file, sum)? {
+                unchecked.push(sum);
+            }
         }
         self.upload_evidence(token)?;
         let check = dir.join(format!(".{}.check-{}", unique(), std::process::id()));
         let verified = (|| {
-            for sum in sums {
+            for sum in unchecked {
                 let data_key = format!("{key}/{DATA_DIR}/{}", sum.name);
                 let held = if self.backend.get_file(&data_key, &check)? {
                     Some(
@@ -861,6 +915,11 @@ impl SeenGenerations {
         *entry = (*entry).max(g);
     }
 
+    /// The newest record kept for the partition, if any.
+    fn newest_record(&self, prefix: &str) -> Option<CommitRecord> {
+        self.lock().records.get(prefix).cloned()
+    }
+
     /// The kept record of generation `g`, if it is the one kept.
     fn record(&self, prefix: &str, g: Generation) -> Option<CommitRecord> {
         self.lock()
@@ -885,6 +944,19 @@ impl SeenGenerations {
         }
         seen.records.insert(prefix.to_owned(), rec.clone());
     }
+}
+
+/// A token just taken, and what its allocation saw
+/// ([`PartitionStore::allocate`]).
+#[derive(Debug, Clone)]
+pub struct Allocation {
+    /// The token.
+    pub token: FencingToken,
+    /// The latest record, read after the token was taken.
+    pub latest: Option<CommitRecord>,
+    /// The tokens allocated when it was taken (the listing it was chosen
+    /// from; every token between the newest record's and this one is there).
+    pub below: Vec<FencingToken>,
 }
 
 /// A name that sorts just before generation `g`'s record and after every

@@ -36,6 +36,8 @@ mod s3_evidence;
 mod s3_warehouse;
 mod schema;
 mod slurm;
+#[cfg(feature = "s3")]
+mod store_budget;
 mod store_integrity;
 #[cfg(feature = "s3")]
 mod store_stall;
