@@ -11,13 +11,14 @@ use crate::s3::{endpoint, new_bucket};
 use crate::s3_evidence::{weir_s3, FaultProxy};
 use crate::support::{ok, stdout};
 
-/// Requests per published instance at most. bench/s3.sh measured about 20
-/// on this pipeline (28 before issue 28); the issue asks for 10, which is
-/// not met (BENCHMARKS.md, "S3: requests and scale", says where the rest go).
-const PUBLISHED_BUDGET: f64 = 22.0;
+/// Requests per published instance at most: 17.9 measured here on 6
+/// partitions (bench/s3.sh: 28 before issue 28). The issue asks for 10,
+/// which is not met (BENCHMARKS.md, "S3: requests and scale", says where
+/// the rest go).
+const PUBLISHED_BUDGET: f64 = 20.0;
 
-/// Requests per already-current instance at most: 4.7 measured (5.8 before);
-/// the issue asks for 1.
+/// Requests per already-current instance at most: 4.6 measured (5.8
+/// before); the issue asks for 1, not met either.
 const CURRENT_BUDGET: f64 = 5.0;
 
 const PARTITIONS: usize = 6;
