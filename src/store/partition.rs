@@ -27,8 +27,8 @@
 //! a marker never names a record that was not committed. Losing the marker
 //! alone (a crash right after the commit) only takes one witness away.
 //! Allocation reads the newest record, so a log with a hole allocates no
-//! token either: a partition in doubt stays as it is until a person
-//! restores the record.
+//! token either (one just taken when the hole is found is left unused): a
+//! partition in doubt stays as it is until a person restores the record.
 
 use std::path::PathBuf;
 use std::sync::Arc;
