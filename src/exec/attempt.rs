@@ -132,10 +132,11 @@ pub(crate) fn run(
     };
     // The token first, then the look at other engines' attempts: the
     // put-if-absent of the token is the claim (see `lease`).
-    let token = match store.allocate_token(&owner) {
-        Ok(t) => t,
+    let allocation = match store.allocate(&owner) {
+        Ok(a) => a,
         Err(e) => return fail(None, format!("cannot allocate a token: {}", chain(&e))),
     };
+    let token = allocation.token;
     let dir = match store.prepare_attempt(token) {
         Ok(d) => d,
         Err(e) => {
@@ -151,7 +152,7 @@ pub(crate) fn run(
     let mut lease = lease::Lease::new(cx, task, attempt, token);
     lease.process_tag = Some(tag.clone());
     let mut heartbeat = lease::Heartbeat::start(&store, token, lease, task.heartbeat);
-    let guard = lease::guard(cx, task, partition, attempt, token);
+    let guard = lease::guard(cx, task, partition, attempt, &allocation);
     // Asked to stop while another engine's attempt was live.
     if let lease::Guard::Interrupted(sig) = guard {
         let ending = Ending::Interrupted(sig);
@@ -166,7 +167,9 @@ pub(crate) fn run(
     // What readers saw when a forced rebuild began: losing the race to it
     // (a stale token) publishes nothing, and only a generation committed
     // since is a rebuild someone else did for this one.
-    let forced_over = if rerun.force {
+    let forced_over = if rerun.force && !waited {
+        Some(allocation.latest.as_ref().map(|r| r.generation))
+    } else if rerun.force {
         match store.latest() {
             Ok(latest) => Some(latest.map(|r| r.generation)),
             Err(e) => {
@@ -183,8 +186,14 @@ pub(crate) fn run(
     // the caller's look at the log and this token. The currency test of
     // every ALREADY_PUBLISHED applies: what it published counts only if it
     // is what this one would publish.
+    // The allocation read the log after taking the token: that look is
+    // this one, unless this engine waited since.
     if waited || !rerun.force {
-        match store.latest() {
+        let latest = match waited {
+            false => Ok(allocation.latest),
+            true => store.latest(),
+        };
+        match latest {
             Ok(Some(latest))
                 if rerun.upstream_only
                     || (!rerun.force

@@ -123,13 +123,18 @@ enum Other {
 
 /// Waits for, or takes over, other engines' attempts on the same partition
 /// that hold tokens below `mine` (already allocated, its lease being renewed).
+/// The first look is at what `mine`'s allocation saw (the newest record
+/// after it was taken, the tokens it was chosen from: every token between
+/// the two is there); each look after it reads the store again.
 pub(crate) fn guard(
     cx: &Context<'_>,
     task: &Task,
     partition: &str,
     attempt: u32,
-    mine: FencingToken,
+    mine: &crate::store::Allocation,
 ) -> Guard {
+    let mut first = Some((mine.latest.as_ref().map(|r| r.token), mine.below.clone()));
+    let mine = mine.token;
     let store = cx.warehouse.partition(&task.output.dataset, partition);
     let lease_timeout = timeout(task);
     let deadline = crate::clock::instant_after(task.timeout.saturating_add(lease_timeout));
@@ -142,9 +147,15 @@ pub(crate) fn guard(
     let mut reported: std::collections::HashSet<u64> = std::collections::HashSet::new();
     let mut adopt = None;
     loop {
-        let committed = store.latest().ok().flatten().map(|r| r.token);
-        let Ok(tokens) = store.tokens() else {
-            return Guard::Proceed;
+        let (committed, tokens) = match first.take() {
+            Some(seen) => seen,
+            None => {
+                let committed = store.latest().ok().flatten().map(|r| r.token);
+                let Ok(tokens) = store.tokens() else {
+                    return Guard::Proceed;
+                };
+                (committed, tokens)
+            }
         };
         let lower: Vec<FencingToken> = tokens
             .into_iter()

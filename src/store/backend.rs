@@ -122,11 +122,25 @@ pub trait Backend: Send + Sync {
         names.retain(|n| n.as_str() > after);
         Ok(names)
     }
+    /// [`Backend::list`] of a prefix holding only keys (no "directories"),
+    /// in at most one request: `None` when the names may not all fit one
+    /// page of an object store's listing (then list with
+    /// [`Backend::list_after`] from a known name). A store whose listing is
+    /// one call anyway keeps the default, which is never `None`.
+    fn list_first_page(&self, prefix: &str) -> Result<Option<Vec<String>>, StoreError> {
+        self.list(prefix).map(Some)
+    }
     /// Every object at or under `prefix` (a whole key or a "directory"),
     /// recursively, sorted by key; the empty prefix is the whole store.
     fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError>;
     /// Removes one key; a missing key is not an error.
     fn delete(&self, key: &str) -> Result<(), StoreError>;
+    /// Removes several keys, as few requests as the store allows (S3's
+    /// DeleteObjects takes a thousand); missing ones are not an error. The
+    /// default removes them one by one.
+    fn delete_keys(&self, keys: &[String]) -> Result<(), StoreError> {
+        keys.iter().try_for_each(|k| self.delete(k))
+    }
     /// Removes a key or everything under a prefix (gc of attempt dirs); a
     /// missing prefix is not an error.
     fn delete_prefix(&self, prefix: &str) -> Result<(), StoreError>;
@@ -145,6 +159,21 @@ pub trait Backend: Send + Sync {
     fn put_file(&self, key: &str, path: &Path) -> Result<(), StoreError> {
         let bytes = fs::read(path).map_err(StoreError::io(path))?;
         self.put(key, &bytes)
+    }
+    /// [`Backend::put_file`] of a file whose size and SHA-256 are `sum`:
+    /// `true` when the store itself checked the bytes it now holds against
+    /// that SHA-256 (an object store given the checksum with the upload),
+    /// `false` when the caller must read the upload back to know. The
+    /// default uploads and answers `false`.
+    fn put_file_checked(
+        &self,
+        key: &str,
+        path: &Path,
+        sum: &crate::store::FileSum,
+    ) -> Result<bool, StoreError> {
+        let _ = sum;
+        self.put_file(key, path)?;
+        Ok(false)
     }
     /// Writes the object `key` into the local file `path` (created or
     /// truncated); `false` if there is no such object. A backend that can

@@ -245,6 +245,9 @@ fn list_after_starts_after_a_name(b: Arc<dyn Backend>) {
     assert!(b.list_after("l", "0010.json").unwrap().is_empty());
     assert_eq!(b.list_after("l", "").unwrap().len(), 4);
     assert!(b.list_after("nope", "0").unwrap().is_empty());
+    // A few keys fit one page: all of them, as `list` has them.
+    assert_eq!(b.list_first_page("l").unwrap(), Some(b.list("l").unwrap()));
+    assert_eq!(b.list_first_page("nope").unwrap(), Some(Vec::new()));
 }
 
 /// A candidate's file goes up and comes back byte for byte, a large one
@@ -284,6 +287,18 @@ fn files_round_trip(b: Arc<dyn Backend>) {
         bytes.len() as u64
     );
     assert!(!b.get_file("f/none.csv", &dir.join("none")).unwrap());
+    // Checked uploads: `true` only for the bytes the sum describes.
+    let sum = crate::store::FileSum::of(&small, "small.csv").unwrap();
+    b.put_file_checked("f/checked.csv", &small, &sum).unwrap();
+    assert_eq!(b.get("f/checked.csv").unwrap().unwrap(), b"id\n1\n");
+    let wrong = crate::store::FileSum {
+        sha256: format!("sha256:{}", "0".repeat(64)),
+        ..sum
+    };
+    assert!(
+        !matches!(b.put_file_checked("f/wrong.csv", &small, &wrong), Ok(true)),
+        "an upload is never vouched for against a sum its bytes do not have"
+    );
 }
 
 fn list_objects_is_recursive_with_metadata(b: Arc<dyn Backend>) {
@@ -334,6 +349,13 @@ fn delete_and_delete_prefix(b: Arc<dyn Backend>) {
     b.delete_prefix("d/p/attempts/1").unwrap();
     assert_eq!(b.list("d/p/attempts").unwrap(), vec!["10"]);
     b.delete_prefix("d/p/attempts/1").unwrap();
+    // Several keys at once, a missing one among them.
+    for k in ["d/q/1", "d/q/2", "d/q/3"] {
+        assert!(b.put_if_absent(k, b"x").unwrap());
+    }
+    b.delete_keys(&["d/q/1".into(), "d/q/none".into(), "d/q/3".into()])
+        .unwrap();
+    assert_eq!(b.list("d/q").unwrap(), vec!["2"]);
     // Gone means gone: it can be created afresh.
     assert!(b.put_if_absent("d/p/attempts/1/data/f", b"y").unwrap());
     assert_eq!(b.get("d/p/attempts/1/data/f").unwrap().unwrap(), b"y");

@@ -81,7 +81,7 @@ pub use file_sum::{Depth, Drift, DriftKind, FileSum};
 pub use holder::Holder;
 pub use log::{CommitKind, CommitRecord, NewCommit, FORMAT_VERSION};
 pub use memory::MemoryBackend;
-pub use partition::{Downloaded, PartitionStore};
+pub use partition::{Allocation, Downloaded, PartitionStore};
 pub use token::{FencingToken, Generation};
 pub use warehouse::Warehouse;
 

@@ -27,8 +27,8 @@
 //! a marker never names a record that was not committed. Losing the marker
 //! alone (a crash right after the commit) only takes one witness away.
 //! Allocation reads the newest record, so a log with a hole allocates no
-//! token either: a partition in doubt stays as it is until a person
-//! restores the record.
+//! token either (one just taken when the hole is found is left unused): a
+//! partition in doubt stays as it is until a person restores the record.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -161,6 +161,23 @@ impl PartitionStore {
     /// whose attempt directory a record names. A log with a hole
     /// ([`PartitionStore::latest`] refuses it) allocates nothing.
     pub fn allocate_token(&self, owner: &TokenOwner) -> Result<FencingToken, StoreError> {
+        self.allocate(owner).map(|a| a.token)
+    }
+
+    /// [`PartitionStore::allocate_token`], with what the allocation saw:
+    /// the latest record read after the token was taken, and the tokens
+    /// listed before it. An attempt needs both next (has anyone published
+    /// meanwhile; whose attempts are live below mine), so it reads neither
+    /// again.
+    ///
+    /// The log's floor: when this process has looked at the partition's
+    /// log, the newest record it kept, if any (any committed record is a
+    /// lower bound: tokens only grow along the log); else read before the
+    /// token. Either way the log is read again
+    /// after the token is taken, and a token not above the newest record
+    /// then (a floor that was behind) is left unused and allocation goes on
+    /// above that record.
+    pub fn allocate(&self, owner: &TokenOwner) -> Result<Allocation, StoreError> {
         self.check()?;
         let record = TokenRecord::new(owner);
         let bytes = serde_json::to_vec(&record).map_err(|e| StoreError::Corrupt {
@@ -170,26 +187,49 @@ impl PartitionStore {
         // The partition's skeleton (tokens/, attempts/, log/) in one
         // durable step, before the first key under it.
         self.backend.prepare_dirs(&self.prefix, &layout::SKELETON)?;
-        let floor = match self.latest()? {
-            Some(rec) if rec.token.get() == u64::MAX => {
-                return Err(StoreError::Corrupt {
-                    key: layout::log_key(&self.prefix, rec.generation),
-                    message: "token space exhausted".to_owned(),
-                })
-            }
-            Some(rec) => rec.token.next(),
+        let looked = self.remote.is_some() && self.seen.get(&self.prefix).is_some();
+        let floor_from = match looked {
+            true => self.seen.newest_record(&self.prefix),
+            false => self.latest()?,
+        };
+        let mut floor = match floor_from {
+            Some(rec) => self.above(&rec)?,
             None => FencingToken::from_raw(1),
         };
-        let mut candidate = self.next_free_token()?.max(floor);
+        let (mut below, next) = self.listed_tokens()?;
+        let mut candidate = next.max(floor);
         loop {
             let key = layout::token_key(&self.prefix, candidate);
             if self.backend.put_if_absent(&key, &bytes)? {
-                return Ok(candidate);
+                let latest = self.latest()?;
+                match &latest {
+                    Some(rec) if rec.token >= candidate => floor = self.above(rec)?,
+                    _ => {
+                        return Ok(Allocation {
+                            token: candidate,
+                            latest,
+                            below,
+                        })
+                    }
+                }
             }
             // Relisting can jump past several racers at once; the `max`
             // guards against a listing that lags behind what we just saw.
-            candidate = self.next_free_token()?.max(candidate.next());
+            let (listed, next) = self.listed_tokens()?;
+            below = listed;
+            candidate = next.max(candidate.next()).max(floor);
         }
+    }
+
+    /// The first token above `rec`'s.
+    fn above(&self, rec: &CommitRecord) -> Result<FencingToken, StoreError> {
+        if rec.token.get() == u64::MAX {
+            return Err(StoreError::Corrupt {
+                key: layout::log_key(&self.prefix, rec.generation),
+                message: "token space exhausted".to_owned(),
+            });
+        }
+        Ok(rec.token.next())
     }
 
     /// The highest token allocated so far, if any: the newest attempt.
@@ -247,22 +287,25 @@ impl PartitionStore {
         }
     }
 
-    /// One past the highest allocated token.
-    fn next_free_token(&self) -> Result<FencingToken, StoreError> {
+    /// The allocated tokens, ascending, and one past the highest.
+    fn listed_tokens(&self) -> Result<(Vec<FencingToken>, FencingToken), StoreError> {
         let names = self.backend.list(&layout::tokens_prefix(&self.prefix))?;
-        // Sorted 20-digit names: the last valid one is the maximum.
-        match names
+        let tokens: Vec<FencingToken> = names
             .iter()
-            .rev()
-            .find_map(|n| FencingToken::parse_key_name(n))
-        {
-            None => Ok(FencingToken::from_raw(1)),
-            Some(max) if max.get() == u64::MAX => Err(StoreError::Corrupt {
-                key: layout::token_key(&self.prefix, max),
-                message: "token space exhausted".to_owned(),
-            }),
-            Some(max) => Ok(max.next()),
-        }
+            .filter_map(|n| FencingToken::parse_key_name(n))
+            .collect();
+        // Sorted 20-digit names: the last valid one is the maximum.
+        let next = match tokens.last() {
+            None => FencingToken::from_raw(1),
+            Some(max) if max.get() == u64::MAX => {
+                return Err(StoreError::Corrupt {
+                    key: layout::token_key(&self.prefix, *max),
+                    message: "token space exhausted".to_owned(),
+                })
+            }
+            Some(max) => max.next(),
+        };
+        Ok((tokens, next))
     }
 
     /// When the store wrote `token`'s record (its own clock: the file's
@@ -417,6 +460,12 @@ impl PartitionStore {
     /// The record of generation `g`, if committed.
     pub fn record(&self, g: Generation) -> Result<Option<CommitRecord>, StoreError> {
         self.check()?;
+        if self.remote.is_some() {
+            // Records are never rewritten: the copy this process kept is it.
+            if let Some(rec) = self.seen.record(&self.prefix, g) {
+                return Ok(Some(rec));
+            }
+        }
         let key = layout::log_key(&self.prefix, g);
         match self.backend.get(&key)? {
             None => Ok(None),
@@ -445,18 +494,30 @@ impl PartitionStore {
     /// by the commit, shows in the same listing (and a gap below it, in a
     /// local warehouse whose listing is whole anyway).
     pub fn latest(&self) -> Result<Option<CommitRecord>, StoreError> {
-        match self.newest_generation()? {
-            None => Ok(None),
-            Some(g) => self.listed_record(g).map(Some),
+        let Some(g) = self.newest_generation()? else {
+            return Ok(None);
+        };
+        if self.remote.is_none() {
+            return self.listed_record(g).map(Some);
         }
+        // A generation, once committed, always means the same record: the
+        // copy this process read or wrote is that record, and costs no GET.
+        if let Some(rec) = self.seen.record(&self.prefix, g) {
+            return Ok(Some(rec));
+        }
+        let rec = self.listed_record(g)?;
+        self.seen.keep(&self.prefix, &rec);
+        Ok(Some(rec))
     }
 
     /// The highest generation in the log. In an object store, whose
     /// listings come a thousand keys per request, the listing starts after
     /// a generation known to be committed: the newest this process has
-    /// seen, else the log's checkpoint (one GET). So a log of any length
-    /// costs one short LIST. A missing or unreadable checkpoint only means
-    /// listing from the start.
+    /// seen; else a log that fits one listing page is read whole in that
+    /// one request, and only a longer one reads the log's checkpoint (one
+    /// GET) and lists from it. So a log of any length costs one short LIST
+    /// (two requests more for the first look at a log past a page). A
+    /// missing or unreadable checkpoint only means listing from the start.
     fn newest_generation(&self) -> Result<Option<Generation>, StoreError> {
         if self.remote.is_none() {
             return Ok(self.generations()?.last().copied());
@@ -465,21 +526,37 @@ impl PartitionStore {
         let log = layout::log_prefix(&self.prefix);
         let floor = match self.seen.get(&self.prefix) {
             Some(seen) => seen,
-            None => self
-                .backend
-                .get(&layout::log_checkpoint_key(&self.prefix))?
-                .and_then(|b| String::from_utf8(b).ok()?.trim().parse::<u64>().ok())
-                .filter(|&g| g > 0)
-                .map(Generation::from_raw),
+            None => {
+                if let Some(names) = self.backend.list_first_page(&log)? {
+                    return self.newest_listed(&names, None);
+                }
+                self.backend
+                    .get(&layout::log_checkpoint_key(&self.prefix))?
+                    .and_then(|b| String::from_utf8(b).ok()?.trim().parse::<u64>().ok())
+                    .filter(|&g| g > 0)
+                    .map(Generation::from_raw)
+            }
         };
         let names = match floor {
-            Some(g) => self.backend.list_after(&log, &layout::log_name(g))?,
+            // From just before the floor's own record, so that the listing
+            // shows it is still there (the record read next may be the
+            // copy this process kept).
+            Some(g) => self.backend.list_after(&log, &listing_start(g))?,
             None => self.backend.list(&log)?,
         };
-        let listing = LogListing::parse(&names);
-        // What follows the floor must be its successors, each with its
-        // record (the floor's own record is read by the caller).
-        let first = floor.map_or(Generation::FIRST, Generation::next);
+        self.newest_listed(&names, floor)
+    }
+
+    /// The newest generation of a listing of the log after `floor` (a
+    /// committed generation, or the log's start).
+    fn newest_listed(
+        &self,
+        names: &[String],
+        floor: Option<Generation>,
+    ) -> Result<Option<Generation>, StoreError> {
+        let listing = LogListing::parse(names);
+        // The floor and what follows it must each have its record.
+        let first = floor.unwrap_or(Generation::FIRST);
         if let Some((g, token)) = listing.hole(first) {
             return Err(self.missing(g, token));
         }
@@ -555,6 +632,7 @@ impl PartitionStore {
                 );
                 if self.remote.is_some() {
                     self.seen.saw(&self.prefix, Some(next));
+                    self.seen.keep(&self.prefix, &record);
                 }
                 if self.remote.is_some() && next.get() % LOG_CHECKPOINT_EVERY == 0 {
                     // A hint, written after the record it names: losing it
@@ -628,7 +706,8 @@ impl PartitionStore {
     }
 
     /// Uploads what an attempt leaves as evidence (`candidate.json` and the
-    /// command's logs, those that exist) from its local staging directory to
+    /// command's logs, those that exist and are not empty) from its local
+    /// staging directory to
     /// a remote warehouse, so that `explain` on any host shows a failed
     /// attempt's stderr. Nothing to do for a local warehouse.
     pub fn upload_evidence(&self, token: FencingToken) -> Result<(), StoreError> {
@@ -640,7 +719,12 @@ impl PartitionStore {
         let dir = self.attempt_dir(token);
         for evidence in [CANDIDATE_FILE, layout::STDOUT_LOG, layout::STDERR_LOG] {
             let path = dir.join(evidence);
-            if path.is_file() {
+            // An empty log says nothing a missing one does not
+            // (`read_evidence` finds neither): not a request per instance
+            // for the many commands that print nothing.
+            let empty_log =
+                evidence != CANDIDATE_FILE && std::fs::metadata(&path).is_ok_and(|m| m.len() == 0);
+            if path.is_file() && !empty_log {
                 self.backend.put_file(&format!("{key}/{evidence}"), &path)?;
             }
         }
@@ -663,9 +747,11 @@ impl PartitionStore {
 
     /// Uploads an attempt's audited files (`data/<name>`) and its evidence
     /// (`candidate.json`, the logs) from its local staging directory to a
-    /// remote warehouse, then reads every data file back and checks it
-    /// against `sums`: the commit record may name only what the store
-    /// holds. Nothing to do for a local warehouse, where they already are.
+    /// remote warehouse: the commit record may name only what the store
+    /// holds. A file the store checked against its SHA-256 on upload
+    /// ([`Backend::put_file_checked`]) is not read again; every other one
+    /// is read back and checked against `sums`. Nothing to do for a local
+    /// warehouse, where they already are.
     pub fn upload_attempt(
         &self,
         token: FencingToken,
@@ -678,14 +764,17 @@ impl PartitionStore {
         }
         let key = self.attempt_key(token);
         let dir = self.attempt_dir(token);
+        let mut unchecked = Vec::new();
         for (file, sum) in files.iter().zip(sums) {
-            self.backend
-                .put_file(&format!("{key}/{DATA_DIR}/{}", sum.name), file)?;
+            let data_key = format!("{key}/{DATA_DIR}/{}", sum.name);
+            if !self.backend.put_file_checked(&data_key, file, sum)? {
+                unchecked.push(sum);
+            }
         }
         self.upload_evidence(token)?;
         let check = dir.join(format!(".{}.check-{}", unique(), std::process::id()));
         let verified = (|| {
-            for sum in sums {
+            for sum in unchecked {
                 let data_key = format!("{key}/{DATA_DIR}/{}", sum.name);
                 let held = if self.backend.get_file(&data_key, &check)? {
                     Some(
@@ -789,29 +878,93 @@ fn remove_path(path: &std::path::Path) -> Result<(), StoreError> {
 /// than the truth, never newer, and so is every entry here.
 /// An entry of `None` says the log was empty when last looked at (so the
 /// checkpoint need not be read again).
+///
+/// Beside it, the record of the newest generation this process read or
+/// committed there, for as many partitions as [`KEPT_RECORDS`]: records are
+/// never rewritten, so a listing that shows no newer generation proves the
+/// kept copy is the latest without reading it again.
 #[derive(Clone, Default)]
-pub(crate) struct SeenGenerations(
-    Arc<std::sync::Mutex<std::collections::HashMap<String, Option<Generation>>>>,
-);
+pub(crate) struct SeenGenerations(Arc<std::sync::Mutex<Seen>>);
+
+#[derive(Default)]
+pub(crate) struct Seen {
+    newest: std::collections::HashMap<String, Option<Generation>>,
+    records: std::collections::HashMap<String, CommitRecord>,
+}
+
+/// Records kept per process: a bound on memory for an engine that walks a
+/// million partitions (the kept ones are dropped all at once past it; they
+/// are only a saving).
+const KEPT_RECORDS: usize = 4096;
 
 impl SeenGenerations {
-    /// `None` if this process has not looked at the partition's log yet.
-    fn get(&self, prefix: &str) -> Option<Option<Generation>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Seen> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(prefix)
-            .copied()
+    }
+
+    /// `None` if this process has not looked at the partition's log yet.
+    fn get(&self, prefix: &str) -> Option<Option<Generation>> {
+        self.lock().newest.get(prefix).copied()
     }
 
     fn saw(&self, prefix: &str, g: Option<Generation>) {
-        let mut seen = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let entry = seen.entry(prefix.to_owned()).or_insert(g);
+        let mut seen = self.lock();
+        let entry = seen.newest.entry(prefix.to_owned()).or_insert(g);
         *entry = (*entry).max(g);
     }
+
+    /// The newest record kept for the partition, if any.
+    fn newest_record(&self, prefix: &str) -> Option<CommitRecord> {
+        self.lock().records.get(prefix).cloned()
+    }
+
+    /// The kept record of generation `g`, if it is the one kept.
+    fn record(&self, prefix: &str, g: Generation) -> Option<CommitRecord> {
+        self.lock()
+            .records
+            .get(prefix)
+            .filter(|r| r.generation == g)
+            .cloned()
+    }
+
+    /// Keeps `rec` unless a newer generation's record is kept already.
+    fn keep(&self, prefix: &str, rec: &CommitRecord) {
+        let mut seen = self.lock();
+        if seen
+            .records
+            .get(prefix)
+            .is_some_and(|kept| kept.generation >= rec.generation)
+        {
+            return;
+        }
+        if seen.records.len() >= KEPT_RECORDS && !seen.records.contains_key(prefix) {
+            seen.records.clear();
+        }
+        seen.records.insert(prefix.to_owned(), rec.clone());
+    }
+}
+
+/// A token just taken, and what its allocation saw
+/// ([`PartitionStore::allocate`]).
+#[derive(Debug, Clone)]
+pub struct Allocation {
+    /// The token.
+    pub token: FencingToken,
+    /// The latest record, read after the token was taken.
+    pub latest: Option<CommitRecord>,
+    /// The tokens allocated when it was taken (the listing it was chosen
+    /// from; every token between the newest record's and this one is there).
+    pub below: Vec<FencingToken>,
+}
+
+/// A name that sorts just before generation `g`'s record and after every
+/// name of an older generation: its record's name without the last letter.
+fn listing_start(g: Generation) -> String {
+    let mut name = layout::log_name(g);
+    name.pop();
+    name
 }
 
 /// The audit's report an attempt leaves beside its `data/`.
@@ -1061,7 +1214,8 @@ mod tests {
             p.commit(sample(t)).unwrap();
         }
         backend.delete("d/p/log/00000000000000000002.json").unwrap();
-        for (reader, token) in [(p, None), (open(), Some(5))] {
+        // The committer kept the record it wrote; its listing shows it gone.
+        for (reader, token) in [(p, Some(5)), (open(), Some(5))] {
             match reader.latest() {
                 Err(StoreError::MissingRecord {
                     generation,
@@ -1132,6 +1286,8 @@ mod tests {
     struct LogListings {
         inner: crate::store::MemoryBackend,
         whole: std::sync::atomic::AtomicUsize,
+        firsts: std::sync::atomic::AtomicUsize,
+        gets: std::sync::atomic::AtomicUsize,
         after: std::sync::Mutex<Vec<String>>,
     }
 
@@ -1151,6 +1307,7 @@ mod tests {
             self.inner.put(key, bytes)
         }
         fn get_object(&self, key: &str) -> Result<Option<crate::store::Object>, StoreError> {
+            self.gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.inner.get_object(key)
         }
         fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
@@ -1163,6 +1320,13 @@ mod tests {
         fn list_after(&self, prefix: &str, after: &str) -> Result<Vec<String>, StoreError> {
             self.after.lock().unwrap().push(after.to_owned());
             self.inner.list_after(prefix, after)
+        }
+        fn list_first_page(&self, prefix: &str) -> Result<Option<Vec<String>>, StoreError> {
+            // S3's page: a thousand keys.
+            self.firsts
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let names = self.inner.list(prefix)?;
+            Ok((names.len() < 1000).then_some(names))
         }
         fn list_objects(&self, prefix: &str) -> Result<Vec<crate::store::ObjectMeta>, StoreError> {
             self.inner.list_objects(prefix)
@@ -1206,8 +1370,8 @@ mod tests {
         assert_eq!(
             *backend.after.lock().unwrap(),
             vec![
-                layout::log_name(Generation::from_raw(2000)),
-                layout::log_name(Generation::from_raw(2500))
+                listing_start(Generation::from_raw(2000)),
+                listing_start(Generation::from_raw(2500))
             ]
         );
         // A generation committed by someone else after what it saw.
@@ -1235,6 +1399,58 @@ mod tests {
             reader().commit(sample(2_502)).unwrap().generation.get(),
             2_502
         );
+    }
+
+    // issue 28: a log that fits one listing page costs its first reader
+    // one LIST and one GET (no checkpoint), and each later look one LIST
+    // that starts at the record it read, which it does not read again.
+    #[test]
+    fn issue_28_a_short_remote_log_is_one_listing_and_its_record_is_kept() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let tmp = tempfile::tempdir().unwrap();
+        let backend = Arc::new(LogListings::default());
+        let open = || {
+            Warehouse::remote(backend.clone(), "s3://b/wh", tmp.path())
+                .unwrap()
+                .partition("d", "p")
+        };
+        let writer = open();
+        for t in 1..=3 {
+            writer.commit(sample(t)).unwrap();
+        }
+        let counts = || {
+            (
+                backend.firsts.swap(0, Relaxed),
+                backend.whole.swap(0, Relaxed),
+                std::mem::take(&mut *backend.after.lock().unwrap()),
+                backend.gets.swap(0, Relaxed),
+            )
+        };
+        counts();
+        let reader = open();
+        assert_eq!(reader.latest().unwrap().unwrap().token.get(), 3);
+        assert_eq!(counts(), (1, 0, vec![], 1));
+        assert_eq!(reader.latest().unwrap().unwrap().token.get(), 3);
+        let start = listing_start(Generation::from_raw(3));
+        assert_eq!(counts(), (0, 0, vec![start.clone()], 0));
+        // The committer kept what it wrote.
+        assert_eq!(writer.latest().unwrap().unwrap().token.get(), 3);
+        assert_eq!(counts(), (0, 0, vec![start], 0));
+        // A newer generation is read once.
+        writer.commit(sample(4)).unwrap();
+        counts();
+        assert_eq!(reader.latest().unwrap().unwrap().token.get(), 4);
+        assert_eq!(counts().3, 1);
+        // The kept record's key removed by hand: the listing shows it.
+        backend.delete("d/p/log/00000000000000000004.json").unwrap();
+        assert!(matches!(
+            writer.latest(),
+            Err(StoreError::MissingRecord { generation, .. }) if generation.get() == 4
+        ));
+        assert!(matches!(
+            writer.commit(sample(9)),
+            Err(PublishError::Store(StoreError::MissingRecord { .. }))
+        ));
     }
 
     #[test]

@@ -23,8 +23,8 @@
 
 use std::sync::Arc;
 
-use futures_util::TryStreamExt;
-use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use futures_util::{StreamExt, TryStreamExt};
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey, Checksum};
 use object_store::path::Path as ObjectPath;
 use object_store::{
     BackoffConfig, ClientConfigKey, ObjectStore, ObjectStoreExt, PutMode, PutOptions, RetryConfig,
@@ -46,6 +46,10 @@ pub struct S3Backend {
     /// For the requests object_store does not make (incomplete multipart
     /// uploads); `None` for a backend over a store given by a test.
     raw: Option<RawClient>,
+    /// Whether the client sends each PUT's SHA-256 for the store to check
+    /// (the client built from the environment does; a store given by a test
+    /// may not).
+    checksummed: bool,
 }
 
 /// Signed requests to the bucket that object_store has no call for:
@@ -140,7 +144,12 @@ impl S3Backend {
                 backoff: BackoffConfig::default(),
                 max_retries: MAX_RETRIES,
                 retry_timeout: RETRY_BUDGET,
-            });
+            })
+            // Every PUT carries the SHA-256 of its body in
+            // `x-amz-checksum-sha256`, which the store checks before it
+            // stores the object: an upload that succeeds holds those bytes,
+            // with no need to read it back (`put_file_checked`).
+            .with_checksum_algorithm(Checksum::SHA256);
         if let Some(endpoint) = super::s3_endpoint() {
             builder = builder.with_endpoint(endpoint);
         }
@@ -184,6 +193,7 @@ impl S3Backend {
         };
         let mut backend = S3Backend::with_store(Arc::new(store), &prefix, url)?;
         backend.raw = Some(raw);
+        backend.checksummed = true;
         let dir = backend.dir("")?;
         backend
             .runtime
@@ -217,6 +227,7 @@ impl S3Backend {
             url: url.to_owned(),
             runtime,
             raw: None,
+            checksummed: false,
         })
     }
 
@@ -550,6 +561,32 @@ impl Backend for S3Backend {
         Ok(names)
     }
 
+    fn list_first_page(&self, prefix: &str) -> Result<Option<Vec<String>>, StoreError> {
+        // The stream asks for its next page only when polled past this
+        // one's last key: taking one page's worth never costs a second
+        // request, and a full page may have a next one.
+        let dir = self.dir(prefix)?;
+        let listed: Vec<object_store::ObjectMeta> = self
+            .runtime
+            .block_on(self.store.list(dir.as_ref()).take(LIST_PAGE).try_collect())
+            .map_err(|e| self.error(prefix, e))?;
+        if listed.len() >= LIST_PAGE {
+            return Ok(None);
+        }
+        let base = format!("{prefix}/");
+        let mut names: Vec<String> = listed
+            .iter()
+            .filter_map(|m| self.key_of(&m.location))
+            .filter_map(|k| {
+                k.strip_prefix(&base)
+                    .map(|rest| rest.split('/').next().unwrap_or(rest).to_owned())
+            })
+            .collect();
+        names.sort();
+        names.dedup();
+        Ok(Some(names))
+    }
+
     fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
         let dir = self.dir(prefix)?;
         let listed: Vec<object_store::ObjectMeta> = self
@@ -575,6 +612,22 @@ impl Backend for S3Backend {
         match self.runtime.block_on(self.store.delete(&path)) {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(self.error(key, e)),
+        }
+    }
+
+    fn delete_keys(&self, keys: &[String]) -> Result<(), StoreError> {
+        let paths = keys
+            .iter()
+            .map(|k| self.path(k))
+            .collect::<Result<Vec<_>, _>>()?;
+        // object_store sends them as DeleteObjects batches.
+        let stream = futures_util::stream::iter(paths.into_iter().map(Ok)).boxed();
+        match self
+            .runtime
+            .block_on(self.store.delete_stream(stream).try_collect::<Vec<_>>())
+        {
+            Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.error(keys.first().map_or("", String::as_str), e)),
         }
     }
 
@@ -636,6 +689,39 @@ impl Backend for S3Backend {
             Err(Failed::Read(e)) => Err(StoreError::io(local)(e)),
             Err(Failed::Store(e)) => Err(self.error(key, e)),
         }
+    }
+
+    fn put_file_checked(
+        &self,
+        key: &str,
+        local: &std::path::Path,
+        sum: &crate::store::FileSum,
+    ) -> Result<bool, StoreError> {
+        let size = std::fs::metadata(local)
+            .map_err(StoreError::io(local))?
+            .len();
+        if !self.checksummed || size > PART as u64 {
+            // A multipart upload's checksum is per part: read it back.
+            self.put_file(key, local)?;
+            return Ok(false);
+        }
+        let bytes = std::fs::read(local).map_err(StoreError::io(local))?;
+        // The bytes sent are the bytes audited, or nothing is sent.
+        let (len, sha256) = crate::store::file_sum::hash_reader(&bytes[..], |_| Ok(()))
+            .map_err(StoreError::io(local))?;
+        if len != sum.size || sha256 != sum.sha256 {
+            return Err(StoreError::Corrupt {
+                key: key.to_owned(),
+                message: format!(
+                    "{} changed since its audit: {len} bytes with SHA-256 {sha256}, audited {} bytes with SHA-256 {}",
+                    local.display(),
+                    sum.size,
+                    sum.sha256
+                ),
+            });
+        }
+        self.put(key, &bytes)?;
+        Ok(true)
     }
 
     fn get_file(&self, key: &str, local: &std::path::Path) -> Result<bool, StoreError> {
@@ -748,6 +834,9 @@ impl Backend for S3Backend {
 
 /// The part size of a multipart upload (S3's minimum is 5 MiB).
 const PART: usize = 16 << 20;
+
+/// Keys in one page of S3's ListObjectsV2 (its default and maximum).
+const LIST_PAGE: usize = 1000;
 
 /// The longest one request may take, from connecting to the last byte of
 /// its reply: a 16 MiB part needs 1.6 MB/s to fit.

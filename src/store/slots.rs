@@ -17,7 +17,8 @@
 //! engines that race for it (to take, to release, to reclaim) cannot both
 //! win: exactly one put-if-absent of g+1 succeeds. A writer confirms that its
 //! generation is still the highest after writing, because old generations are
-//! collected (each writer deletes those below its predecessor): a writer that
+//! collected (a writer deletes those below its predecessor, in one batch once
+//! there are [`COLLECT_AT`] of them): a writer that
 //! read a stale listing could otherwise recreate a deleted generation below
 //! the current one and believe it current. The highest generation and the one
 //! below it are never deleted, so the highest never goes down.
@@ -430,11 +431,22 @@ fn write_next(
     if gens.last().is_some_and(|&g| g > next) {
         return Ok(false);
     }
-    for old in gens.into_iter().filter(|&g| g + 1 < next) {
-        backend.delete_prefix(&format!("{prefix}/{}", gen_name(old)))?;
+    // Collected a batch at a time (one request for S3's DeleteObjects),
+    // not one request per write: a few old records only lengthen the
+    // listing a little.
+    let old: Vec<String> = gens
+        .into_iter()
+        .filter(|&g| g + 1 < next)
+        .map(|g| format!("{prefix}/{}", gen_name(g)))
+        .collect();
+    if old.len() >= COLLECT_AT {
+        backend.delete_keys(&old)?;
     }
     Ok(true)
 }
+
+/// Old generations of a slot collected together.
+const COLLECT_AT: usize = 8;
 
 /// The engine's latest heartbeat number, `None` if it has none.
 fn last_beat(backend: &dyn Backend, engine_id: &str) -> Result<Option<u64>, StoreError> {
@@ -470,8 +482,9 @@ impl EngineBeat {
             .put_if_absent_volatile(&format!("{}/{}", self.prefix, gen_name(n)), b"")?;
         self.next += 1;
         if n > 2 {
+            // One key: a delete, not a prefix's listing and then a delete.
             self.backend
-                .delete_prefix(&format!("{}/{}", self.prefix, gen_name(n - 2)))?;
+                .delete(&format!("{}/{}", self.prefix, gen_name(n - 2)))?;
         }
         Ok(())
     }
@@ -661,10 +674,15 @@ mod tests {
         )
         .unwrap();
         assert_eq!(gone.try_acquire("t k3").unwrap(), None);
-        // Old generations are collected: the two newest stay.
+        // Old generations are collected a batch at a time: not yet.
         other.release(taken, "t k2").unwrap();
         let left: Vec<String> = b.list("_pools/p/slots/0").unwrap();
-        assert_eq!(left, vec![gen_name(2), gen_name(3)], "{:?}", tmp.path());
+        assert_eq!(
+            left,
+            vec![gen_name(1), gen_name(2), gen_name(3)],
+            "{:?}",
+            tmp.path()
+        );
     }
 
     // Two runs in one process share its engine id: neither takes the
@@ -684,10 +702,16 @@ mod tests {
     fn a_stale_writer_cannot_take_a_collected_generation() {
         let (_tmp, b) = backend();
         let a = pool(&b, "a", 1, None, Duration::from_secs(60));
-        for _ in 0..3 {
+        for _ in 0..COLLECT_AT {
             let h = a.try_acquire("x").unwrap().unwrap();
             a.release(h, "x").unwrap();
         }
+        // Collected in batches: never more than a batch and the two
+        // newest are left, and those two always are.
+        let left = generations(&*b, "_pools/p/slots/0").unwrap();
+        let newest = 2 * COLLECT_AT as u64;
+        assert!(left.len() <= COLLECT_AT + 1, "{left:?}");
+        assert_eq!(left[left.len() - 2..], [newest - 1, newest], "{left:?}");
         // Generation 1 was collected; a writer that read a stale listing
         // recreates it, but it is not the highest: not taken.
         assert!(b

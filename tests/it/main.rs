@@ -40,6 +40,8 @@ mod schema;
 mod sensors;
 mod slo;
 mod slurm;
+#[cfg(feature = "s3")]
+mod store_budget;
 mod store_integrity;
 #[cfg(feature = "s3")]
 mod store_stall;

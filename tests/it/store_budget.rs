@@ -1,0 +1,171 @@
+//! Issue 28 item 1: what an instance costs in requests on S3, counted at a
+//! proxy in front of moto's S3 server (skipped without one, failing under
+//! `CI=true`, as in s3.rs). The pipeline is bench/s3.sh's: `up`, and `down`
+//! reading it, over a few static partitions, one 2-slot global pool. Every
+//! request weir sends is counted, the run's own (events, engine heartbeat,
+//! pool slots) included, and divided by the instances.
+
+use std::sync::{Arc, Mutex};
+
+use crate::s3::{endpoint, new_bucket};
+use crate::s3_evidence::{weir_s3, FaultProxy};
+use crate::support::{ok, stdout};
+
+/// Requests per published instance at most: 17.9 measured here on 6
+/// partitions (bench/s3.sh: 28 before issue 28). The issue asks for 10,
+/// which is not met (BENCHMARKS.md, "S3: requests and scale", says where
+/// the rest go).
+const PUBLISHED_BUDGET: f64 = 20.0;
+
+/// Requests per already-current instance at most: 4.6 measured (5.8
+/// before); the issue asks for 1, not met either.
+const CURRENT_BUDGET: f64 = 5.0;
+
+const PARTITIONS: usize = 6;
+
+fn manifest() -> String {
+    let keys: Vec<String> = (0..PARTITIONS).map(|i| format!("\"s{i:04}\"")).collect();
+    format!(
+        r#"[pipeline]
+name = "budget"
+code_version = "1"
+warehouse = "unused"
+
+[partitions.shard]
+kind = "static"
+keys = [{}]
+
+[pools.work]
+slots = 2
+
+[tasks.up]
+command = ["sh", "-c", "printf 'id,shard\n1,%s\n' \"$WEIR_PARTITION\" > \"$WEIR_OUTPUT_DIR/up.csv\""]
+output = {{ dataset = "up", format = "csv", grain = ["id"] }}
+pool = "work"
+
+[tasks.down]
+command = ["sh", "-c", "cat \"$WEIR_INPUT_UP\"/*.csv > \"$WEIR_OUTPUT_DIR/down.csv\""]
+inputs = ["up"]
+output = {{ dataset = "down", format = "csv", grain = ["id"] }}
+pool = "work"
+"#,
+        keys.join(", ")
+    )
+}
+
+/// A proxy that forwards every request and keeps its request line
+/// (lowercased: `put /bucket/key?query http/1.1`).
+fn counting_proxy(endpoint: &str) -> (FaultProxy, Arc<Mutex<Vec<String>>>) {
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let log = Arc::clone(&seen);
+    let proxy = FaultProxy::start(
+        endpoint,
+        Arc::new(move |head: &str, _body: &[u8]| {
+            let line = head.lines().next().unwrap_or_default().to_owned();
+            log.lock().unwrap().push(line);
+            None
+        }),
+    );
+    (proxy, seen)
+}
+
+/// The request lines `f` matches.
+fn matching(lines: &[String], f: impl Fn(&str) -> bool) -> usize {
+    lines.iter().filter(|l| f(l)).count()
+}
+
+// issue 28 item 1: a run that publishes every instance, then the same run
+// with every instance current, each within its budget of requests per
+// instance; and the requests the issue found redundant are gone: no commit
+// log checkpoint is read for a short log, no upload is read back (each data
+// file is read once, by `down`), and `up`'s record is read by no GET at all
+// in the first run (its committer and its reader keep it).
+#[test]
+fn issue_28_requests_per_published_and_current_instance_stay_within_budget() {
+    let Some(endpoint) = endpoint() else { return };
+    let bucket = new_bucket(&endpoint);
+    let url = format!("s3://{bucket}/wh");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("m.toml"), manifest()).unwrap();
+    let (proxy, seen) = counting_proxy(&endpoint);
+    let instances = (2 * PARTITIONS) as f64;
+
+    let first = weir_s3(dir, &proxy.endpoint, &url, &["run", "m.toml"])
+        .output()
+        .unwrap();
+    ok(&first);
+    assert!(
+        stdout(&first).contains(&format!("{} published", 2 * PARTITIONS)),
+        "{}",
+        stdout(&first)
+    );
+    let published: Vec<String> = std::mem::take(&mut *seen.lock().unwrap());
+    let per_published = published.len() as f64 / instances;
+    let by_method = |lines: &[String]| {
+        let mut m = std::collections::BTreeMap::<String, usize>::new();
+        for l in lines {
+            *m.entry(l.split(' ').next().unwrap_or_default().to_owned())
+                .or_default() += 1;
+        }
+        m
+    };
+    eprintln!(
+        "published: {per_published:.1} requests per instance {:?}",
+        by_method(&published)
+    );
+    assert!(
+        per_published <= PUBLISHED_BUDGET,
+        "{per_published:.1} requests per published instance, budget {PUBLISHED_BUDGET}:\n{}",
+        published.join("\n")
+    );
+    assert_eq!(
+        matching(&published, |l| l.contains("log-checkpoint")),
+        0,
+        "a short log's checkpoint is never read"
+    );
+    assert_eq!(
+        matching(&published, |l| l.starts_with("get ")
+            && l.contains("/data/")),
+        PARTITIONS,
+        "each data file is read once, by `down`; no upload is read back:\n{}",
+        published.join("\n")
+    );
+    assert_eq!(
+        matching(&published, |l| l.starts_with("get ")
+            && l.contains("/up/")
+            && l.contains("/log/")),
+        0,
+        "`up`'s records are kept by the process that wrote them"
+    );
+
+    let again = weir_s3(dir, &proxy.endpoint, &url, &["run", "m.toml"])
+        .output()
+        .unwrap();
+    ok(&again);
+    assert!(
+        stdout(&again).contains(&format!("{} already published", 2 * PARTITIONS)),
+        "{}",
+        stdout(&again)
+    );
+    let current: Vec<String> = std::mem::take(&mut *seen.lock().unwrap());
+    let per_current = current.len() as f64 / instances;
+    eprintln!(
+        "current: {per_current:.1} requests per instance {:?}",
+        by_method(&current)
+    );
+    assert!(
+        per_current <= CURRENT_BUDGET,
+        "{per_current:.1} requests per current instance, budget {CURRENT_BUDGET}:\n{}",
+        current.join("\n")
+    );
+    // One look at each log: `up`'s record, read to prove `up` current, is
+    // the one `down`'s snapshot pins, not read again.
+    assert_eq!(
+        matching(&current, |l| l.starts_with("get ") && l.contains("/log/")),
+        2 * PARTITIONS,
+        "{}",
+        current.join("\n")
+    );
+    assert_eq!(matching(&current, |l| l.contains("log-checkpoint")), 0);
+}
