@@ -25,6 +25,8 @@ pub(crate) enum Command {
     Plan(PlanArgs),
     /// Run task instances: write, audit, publish (default: the latest partition).
     Run(RunArgs),
+    /// Run each task's partitions as they become due, until SIGTERM (SIGHUP reloads).
+    Serve(ServeArgs),
     /// Run a declared backfill in its own pool (`--dry-run`: its plan and cost).
     Backfill(BackfillArgs),
     /// Print the event log.
@@ -248,6 +250,13 @@ pub(crate) struct RunArgs {
     /// Read upstream generations even if an operator uncertified them.
     #[arg(long)]
     pub(crate) allow_uncertified: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Manifest files: each is served on its own (they share nothing but the process).
+    #[arg(required = true)]
+    pub(crate) manifests: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]

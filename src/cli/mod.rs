@@ -11,6 +11,7 @@ mod history;
 mod ops;
 mod plan;
 mod run;
+mod serve;
 mod status;
 mod validate;
 
@@ -55,6 +56,7 @@ pub fn main() -> ExitCode {
         Command::Plan(a) => plan::run(&a),
         Command::Run(a) => run::run(&a),
         Command::Backfill(a) => run::backfill(&a),
+        Command::Serve(a) => serve::run(&a),
         Command::Events(a) => events::run(&a),
         Command::Status(a) => status::status(&a),
         Command::Show(a) => status::show(&a),

@@ -200,6 +200,8 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
             Vec::new(),
         )
     };
+    let serving = crate::serve::status::gather(&manifest, &warehouse, crate::clock::now())
+        .map_err(CliError::engine)?;
     let mut versions: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for (_, r) in &overview.published {
         *versions
@@ -282,6 +284,7 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
                 .map(|u| json!({"detail": crate::exec::chain(u)}))
                 .collect::<Vec<_>>(),
             "lineage": crate::lineage::last_note(warehouse.root()),
+            "serve": crate::serve::status::json(&serving),
         });
         println!(
             "{}",
@@ -289,6 +292,9 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
         );
     } else {
         print_status(&args.manifest, &warehouse, &overview, &versions, &attention);
+        for line in crate::serve::status::lines(&serving, &manifest) {
+            println!("{line}");
+        }
     }
     let mut failed = false;
     if !overview.unreadable.is_empty() {
