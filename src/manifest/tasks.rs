@@ -486,20 +486,16 @@ impl Validator<'_, '_, '_, '_> {
             .sla
             .as_deref()
             .map(|s| self.duration(Some(s), Duration::ZERO, &p("sla")));
-        let delay = raw
-            .delay
-            .as_deref()
-            .map_or(Duration::ZERO, |s| self.duration(Some(s), Duration::ZERO, &p("delay")));
-        let schedule = raw
-            .schedule
-            .as_deref()
-            .and_then(|text| {
-                let zone = schemes
-                    .values()
-                    .find_map(PartitionScheme::time)
-                    .map_or("UTC", |t| t.zone.name());
-                self.schedule(name, text, zone, &dims, &p("schedule"))
-            });
+        let delay = raw.delay.as_deref().map_or(Duration::ZERO, |s| {
+            self.duration(Some(s), Duration::ZERO, &p("delay"))
+        });
+        let schedule = raw.schedule.as_deref().and_then(|text| {
+            let zone = schemes
+                .values()
+                .find_map(PartitionScheme::time)
+                .map_or("UTC", |t| t.zone.name());
+            self.schedule(name, text, zone, &dims, &p("schedule"))
+        });
         // Exit codes: defaults first, then the task's own.
         let mut exit_codes = BTreeMap::from([
             (75, FailureRule::Transient),

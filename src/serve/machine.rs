@@ -268,7 +268,9 @@ impl Machine {
         }
         self.clock(now, &mut out);
         self.maybe_start(&mut out);
-        out.push(Action::WaitUntil(self.next_at.iter().flatten().min().copied()));
+        out.push(Action::WaitUntil(
+            self.next_at.iter().flatten().min().copied(),
+        ));
         out
     }
 
@@ -378,8 +380,10 @@ impl Machine {
         }
         let batch = std::mem::take(&mut self.ready);
         for i in &batch {
-            if matches!(self.tasks[i.task].trigger, Trigger::Period { .. } | Trigger::Cron(_))
-                && i.why != Why::Upstream
+            if matches!(
+                self.tasks[i.task].trigger,
+                Trigger::Period { .. } | Trigger::Cron(_)
+            ) && i.why != Why::Upstream
             {
                 out.push(Action::Progress {
                     task: i.task,
@@ -578,8 +582,7 @@ mod tests {
     fn a_stop_admits_nothing_more_and_exits_after_the_running_batch() {
         let mut m = Machine::new(vec![hourly("a", &[])], vec![None]);
         let actions = m.step(Input::Clock(at("2026-09-20T10:00:00Z")));
-        let Some(Action::Check(i)) = actions.iter().find(|a| matches!(a, Action::Check(_)))
-        else {
+        let Some(Action::Check(i)) = actions.iter().find(|a| matches!(a, Action::Check(_))) else {
             panic!("{actions:?}")
         };
         let started = m.step(Input::Readiness(i.clone(), Readiness::Ready));
@@ -635,7 +638,8 @@ mod tests {
         let mut sim = Sim::new(vec![hourly("a", &[])], vec![None]);
         sim.feed(Input::Clock(at("2026-09-20T10:00:00Z")), &always);
         let seen = sim.m.seen[0];
-        sim.m.reload(vec![hourly("b", &[]), hourly("a", &[])], vec![None, None]);
+        sim.m
+            .reload(vec![hourly("b", &[]), hourly("a", &[])], vec![None, None]);
         assert_eq!(sim.m.seen, [None, seen]);
         sim.feed(Input::Clock(at("2026-09-20T10:10:00Z")), &always);
         // `a` does not run hour 09 again; `b` starts at its newest.

@@ -224,7 +224,7 @@ impl Served {
                         self.say(&format!("DROP {name} {}: {why}", self.instance_key(&i)));
                     }
                     Action::Start(batch) => {
-                        let finished = self.start(batch)?;
+                        let finished = self.start(&batch)?;
                         queue.push_back(finished);
                     }
                     Action::WaitUntil(t) => *wait = Some(t),
@@ -304,10 +304,10 @@ impl Served {
     /// Claims each instance and runs those it won, a `weir run` per
     /// partition key (instances of one key in one run, so an upstream
     /// publishes before its downstream reads).
-    fn start(&mut self, batch: Vec<Instance>) -> Result<Input, String> {
+    fn start(&mut self, batch: &[Instance]) -> Result<Input, String> {
         let engine = exec::lease::engine().engine_id.clone();
         let mut groups: BTreeMap<(bool, Vec<String>), Vec<String>> = BTreeMap::new();
-        for i in &batch {
+        for i in batch {
             let name = self.machine.tasks()[i.task].name.clone();
             let key = self.instance_key(i);
             let claim = record::Claim {
@@ -324,12 +324,7 @@ impl Served {
                     ));
                     continue;
                 }
-                Err(e) => {
-                    return Err(format!(
-                        "cannot claim {name} {key}: {}",
-                        exec::chain(&e)
-                    ))
-                }
+                Err(e) => return Err(format!("cannot claim {name} {key}: {}", exec::chain(&e))),
             }
             let why = match i.why {
                 Why::PeriodEnded => format!("period ended, due {}", instant(i.due_at)),
@@ -340,7 +335,10 @@ impl Served {
             let keys = self.scope_keys(i);
             // Time keys first: a static or unpartitioned task reads what
             // the periods' runs publish.
-            let timed = self.machine.tasks()[i.task].trigger.key(i.occurrence).is_some();
+            let timed = self.machine.tasks()[i.task]
+                .trigger
+                .key(i.occurrence)
+                .is_some();
             groups.entry((!timed, keys)).or_default().push(name);
         }
         let mut published = Vec::new();
@@ -407,10 +405,7 @@ impl Served {
         let seen = stored_progress(&self.warehouse, &specs)?;
         self.machine.reload(specs, seen);
         self.manifest = fresh;
-        self.say(&format!(
-            "RELOAD {} tasks",
-            self.manifest.tasks.len()
-        ));
+        self.say(&format!("RELOAD {} tasks", self.manifest.tasks.len()));
         Ok(())
     }
 }
@@ -432,7 +427,7 @@ fn result_word(r: &InstanceResult) -> String {
 /// SIGINT and SIGHUP.
 pub fn serve_one(
     manifest: Manifest,
-    signals: mpsc::Receiver<Signal>,
+    signals: &mpsc::Receiver<Signal>,
     loader: std::sync::Arc<Loader>,
 ) -> Ended {
     let fail = |error: String| Ended {
@@ -464,10 +459,7 @@ pub fn serve_one(
     };
     let _ = served.emit(
         State::RunStarted,
-        Event::default().detail(format!(
-            "weir serve: {} tasks",
-            served.manifest.tasks.len()
-        )),
+        Event::default().detail(format!("weir serve: {} tasks", served.manifest.tasks.len())),
     );
     served.say(&format!(
         "SERVE {} tasks, warehouse {}, events {run_id}",
@@ -571,7 +563,10 @@ impl Served {
 
 /// Serves every manifest, each on its own thread, until SIGTERM or
 /// SIGINT; SIGHUP reloads them. Returns each one's end, in order.
-pub fn serve(manifests: Vec<Manifest>, loader: std::sync::Arc<Loader>) -> std::io::Result<Vec<Ended>> {
+pub fn serve(
+    manifests: Vec<Manifest>,
+    loader: &std::sync::Arc<Loader>,
+) -> std::io::Result<Vec<Ended>> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     crate::clock::start_advancing();
     // The flags `weir run`'s scheduler and watchdogs read: a stop request
@@ -605,8 +600,8 @@ pub fn serve(manifests: Vec<Manifest>, loader: std::sync::Arc<Loader>) -> std::i
             .into_iter()
             .zip(receivers)
             .map(|(m, rx)| {
-                let loader = std::sync::Arc::clone(&loader);
-                scope.spawn(move || serve_one(m, rx, loader))
+                let loader = std::sync::Arc::clone(loader);
+                scope.spawn(move || serve_one(m, &rx, loader))
             })
             .collect();
         threads

@@ -30,7 +30,11 @@ pub struct ServeStatus {
 }
 
 /// Reads serve's records.
-pub fn gather(manifest: &Manifest, warehouse: &Warehouse, now: i64) -> Result<ServeStatus, StoreError> {
+pub fn gather(
+    manifest: &Manifest,
+    warehouse: &Warehouse,
+    now: i64,
+) -> Result<ServeStatus, StoreError> {
     let mut out = ServeStatus::default();
     for spec in super::specs(manifest) {
         let Some(p) = record::progress(warehouse, &spec.name)? else {
@@ -62,10 +66,15 @@ pub fn gather(manifest: &Manifest, warehouse: &Warehouse, now: i64) -> Result<Se
         // Filled since (by the command it names, or a backfill): no longer
         // anybody's business. A period of a multi-dimension task is filled
         // when every partition of it is.
-        let keys = crate::plan::partitions::explicit(&task.dims, std::slice::from_ref(&m.partition), now);
+        let keys =
+            crate::plan::partitions::explicit(&task.dims, std::slice::from_ref(&m.partition), now);
         let mut filled = !keys.is_empty();
         for k in &keys {
-            if warehouse.partition(&task.output.dataset, k).latest()?.is_none() {
+            if warehouse
+                .partition(&task.output.dataset, k)
+                .latest()?
+                .is_none()
+            {
                 filled = false;
             }
         }
@@ -82,8 +91,16 @@ pub fn lines(status: &ServeStatus, manifest: &Manifest) -> Vec<String> {
     for n in &status.next {
         let what = n.partition.as_deref().unwrap_or("(every partition)");
         out.push(match n.at {
-            Some(at) => format!("{:<11} {} {what}: due at {}", "NEXT", n.task, super::instant(at)),
-            None => format!("{:<11} {} : no period is due again (its scheme has ended)", "NEXT", n.task),
+            Some(at) => format!(
+                "{:<11} {} {what}: due at {}",
+                "NEXT",
+                n.task,
+                super::instant(at)
+            ),
+            None => format!(
+                "{:<11} {} : no period is due again (its scheme has ended)",
+                "NEXT", n.task
+            ),
         });
     }
     let path = manifest.path.display().to_string();

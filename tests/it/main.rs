@@ -34,6 +34,7 @@ mod s3_evidence;
 #[cfg(feature = "s3")]
 mod s3_warehouse;
 mod schema;
+mod serve;
 mod slurm;
 mod store_integrity;
 #[cfg(feature = "s3")]
