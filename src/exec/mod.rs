@@ -559,7 +559,13 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 self.enqueue(id);
             }
         }
-        let (tx, rx) = mpsc::channel::<Report>();
+        // `None` on the channel: a stop request (SIGINT, SIGTERM) woke the
+        // loop, which blocks until a report, a stop or the next retry.
+        let (tx, rx) = mpsc::channel::<Option<Report>>();
+        let waker = std::sync::Mutex::new(tx.clone());
+        let _stops = interrupt::subscribe(move || {
+            let _ = waker.lock().unwrap_or_else(|p| p.into_inner()).send(None);
+        });
         std::thread::scope(|scope| loop {
             let now = Instant::now();
             while let Some(Reverse((due, id))) = self.delayed.peek().copied() {
@@ -592,29 +598,20 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             if self.active == 0 && (self.delayed.is_empty() || !admitting) {
                 break;
             }
-            let msg = match self.delayed.peek() {
-                Some(Reverse((due, _))) if self.active == 0 => {
-                    let wait = due.saturating_duration_since(Instant::now());
-                    std::thread::sleep(wait.min(interrupt::POLL));
-                    continue;
-                }
+            let got = match self.delayed.peek() {
                 Some(Reverse((due, _))) => {
-                    let wait = due.saturating_duration_since(Instant::now());
-                    match rx.recv_timeout(wait.min(interrupt::POLL)) {
-                        Ok(r) => r,
-                        Err(_) => continue,
-                    }
+                    rx.recv_timeout(due.saturating_duration_since(Instant::now()))
                 }
-                // Woken now and then to notice a stop request.
-                None => match rx.recv_timeout(interrupt::POLL) {
-                    Ok(r) => r,
-                    Err(mpsc::RecvTimeoutError::Timeout) => continue,
-                    Err(mpsc::RecvTimeoutError::Disconnected) => {
-                        unreachable!("the scheduler holds a sender")
-                    }
-                },
+                None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
             };
-            self.finish(msg);
+            match got {
+                Ok(Some(report)) => self.finish(report),
+                // Woken by a stop request, or a retry is due.
+                Ok(None) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    unreachable!("the scheduler holds a sender")
+                }
+            }
         });
     }
 
@@ -622,7 +619,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         &mut self,
         scope: &'s std::thread::Scope<'s, '_>,
         id: usize,
-        tx: mpsc::Sender<Report>,
+        tx: mpsc::Sender<Option<Report>>,
         slots: &'s pool::Slots,
     ) where
         'c: 's,
@@ -661,11 +658,11 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 );
                 (None, Outcome::Engine(reason))
             });
-            let _ = tx.send(Report {
+            let _ = tx.send(Some(Report {
                 instance: id,
                 snapshot,
                 outcome,
-            });
+            }));
         });
     }
 
