@@ -479,9 +479,12 @@ pub fn serve_one(
         if let Some(next) = next {
             wait = next;
         }
-        if let Some(t) = wait {
-            let (task, key) = served.next_due();
-            served.say(&format!("IDLE until {} ({task} {key})", instant(t)));
+        match wait {
+            Some(t) => {
+                let (task, key) = served.next_due();
+                served.say(&format!("IDLE until {} ({task} {key})", instant(t)));
+            }
+            None => served.say("IDLE: nothing is due again until an upstream publishes (every time scheme has ended)"),
         }
         // Blocked on one channel, the next due time as the timeout.
         let got = match wait {

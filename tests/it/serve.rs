@@ -395,3 +395,57 @@ fn issue_24_sigterm_stops_a_running_attempt_and_leaves_no_task_process() {
     }
     assert!(published(&sb).is_empty());
 }
+
+#[test]
+fn issue_24_a_delay_and_a_schedule_make_tasks_due() {
+    let sb = Sandbox::new(&format!(
+        "{}delay = \"1s\"\n\n[tasks.r]\ncommand = [\"sh\", \"r.sh\"]\npartitioned_by = []\noutput = {{ dataset = \"ticks\", grain = [\"n\"] }}\nschedule = \"* * * * *\"\n",
+        MANIFEST
+    ));
+    sb.script("h.sh", SCRIPT);
+    sb.script(
+        "r.sh",
+        "printf 'n\\n1\\n' > \"$WEIR_OUTPUT_DIR/part.csv\"\n",
+    );
+    let serve = Serve::start(&sb, "2026-09-20T11:59:58Z");
+    serve.wait_for(&["IDLE until 2026-09-20T12:00:00Z (r (schedule))"]);
+    // The schedule starts counting at serve's start: nothing ran for it.
+    assert!(!serve.lines().iter().any(|l| l.contains("START r")));
+    serve.wait_for(&["START r @2026-09-20T12:00:00Z (schedule fired at 2026-09-20T12:00:00Z)"]);
+    serve.wait_for(&["DONE r all PUBLISHED"]);
+    serve.wait_for(&["START h 2026-09-20T11 (period ended, due 2026-09-20T12:00:01Z)"]);
+    serve.wait_for(&["DONE h 2026-09-20T11 PUBLISHED"]);
+    let (code, _) = serve.stop();
+    assert_eq!(code, 0);
+    assert_eq!(sb.store("ticks", "all").history().unwrap().len(), 1);
+}
+
+#[test]
+fn issue_24_schedule_and_delay_are_validated() {
+    let sb = Sandbox::new(&MANIFEST.replace(
+        "partitioned_by = \"hour\"",
+        "partitioned_by = \"hour\"\nschedule = \"0 6 * * *\"\ndelay = \"5q\"",
+    ));
+    let out = sb.weir(&["validate", "m.toml"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = crate::support::stderr(&out);
+    assert!(
+        err.contains("weir::manifest::schedule_on_time_scheme"),
+        "{err}"
+    );
+    assert!(
+        err.contains("task `h` sets `schedule` but is partitioned by time scheme `hour`"),
+        "{err}"
+    );
+    assert!(err.contains("m.toml:"), "{err}");
+    assert!(err.contains("5q"), "{err}");
+    let sb = Sandbox::new(&MANIFEST.replace(
+        "partitioned_by = \"hour\"",
+        "partitioned_by = []\nschedule = \"0 6 * *\"",
+    ));
+    let out = sb.weir(&["validate", "m.toml"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = crate::support::stderr(&out);
+    assert!(err.contains("weir::manifest::bad_schedule"), "{err}");
+    assert!(err.contains("has 4 fields"), "{err}");
+}
