@@ -603,6 +603,53 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_batch_is_not_retried_by_serve_and_the_next_period_still_runs() {
+        // Retries belong to the batch's run (its retry classes and budget):
+        // a period that ended HELD or QUARANTINED is the run's verdict, and
+        // serve never launches it again on its own.
+        let mut m = Machine::new(vec![hourly("a", &[])], vec![None]);
+        let mut started: Vec<i64> = Vec::new();
+        fn feed(m: &mut Machine, started: &mut Vec<i64>, input: Input) {
+            let mut queue = std::collections::VecDeque::from([input]);
+            while let Some(input) = queue.pop_front() {
+                for a in m.step(input) {
+                    match a {
+                        Action::Check(i) => queue.push_back(Input::Readiness(i, Readiness::Ready)),
+                        Action::Start(batch) => {
+                            started.extend(batch.iter().map(|i| i.occurrence));
+                            // Nothing published: the attempt failed.
+                            queue.push_back(Input::Finished {
+                                published: vec![],
+                                interrupted: false,
+                                now: at("2026-09-20T10:05:00Z"),
+                            });
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        feed(
+            &mut m,
+            &mut started,
+            Input::Clock(at("2026-09-20T10:00:00Z")),
+        );
+        feed(
+            &mut m,
+            &mut started,
+            Input::Clock(at("2026-09-20T10:30:00Z")),
+        );
+        assert_eq!(started.len(), 1);
+        feed(
+            &mut m,
+            &mut started,
+            Input::Clock(at("2026-09-20T11:00:00Z")),
+        );
+        assert_eq!(started.len(), 2);
+        assert_eq!(started[1], started[0] + 1);
+    }
+
+    #[test]
     fn a_failed_readiness_drops_the_instance_and_retries_nothing() {
         let mut sim = Sim::new(vec![hourly("a", &[])], vec![None]);
         let failed = |_: &str, _: &str, _: &Sim| Readiness::Failed("gone".into());

@@ -47,8 +47,14 @@ struct Serve {
 
 impl Serve {
     fn start(sb: &Sandbox, now: &str) -> Serve {
+        Serve::start_with(sb, now, &["m.toml"])
+    }
+
+    fn start_with(sb: &Sandbox, now: &str, manifests: &[&str]) -> Serve {
+        let mut args = vec!["serve"];
+        args.extend_from_slice(manifests);
         let mut child = sb
-            .weir(&["serve", "m.toml"])
+            .weir(&args)
             .env("WEIR_NOW", now)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -257,6 +263,15 @@ fn issue_24_a_restart_after_downtime_runs_only_the_newest_period_and_records_the
         text.contains("4 missed periods; fill them all with `weir run m.toml --task h --from 2026-09-20 --to 2026-09-20`"),
         "{text}"
     );
+    let json = sb
+        .weir(&["status", "m.toml", "--json"])
+        .env("WEIR_NOW", "2026-09-20T16:45:00Z")
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&crate::support::ok(&json)).unwrap();
+    assert_eq!(doc["serve"]["missed"].as_array().unwrap().len(), 4, "{doc}");
+    assert_eq!(doc["serve"]["next"][0]["partition"], "2026-09-20T16");
+    assert_eq!(doc["serve"]["next"][0]["due_at"], "2026-09-20T17:00:00Z");
     // Filled by hand: status stops listing it.
     crate::support::ok(
         &sb.weir(&[
@@ -448,4 +463,39 @@ fn issue_24_schedule_and_delay_are_validated() {
     let err = crate::support::stderr(&out);
     assert!(err.contains("weir::manifest::bad_schedule"), "{err}");
     assert!(err.contains("has 4 fields"), "{err}");
+}
+
+#[test]
+fn issue_24_several_manifests_in_one_process_share_nothing_but_the_process() {
+    let sb = sandbox();
+    std::fs::write(
+        sb.path().join("n.toml"),
+        MANIFEST
+            .replace("name = \"served\"", "name = \"other\"")
+            .replace("warehouse = \"wh\"", "warehouse = \"wh2\""),
+    )
+    .unwrap();
+    let serve = Serve::start_with(&sb, "2026-09-20T11:59:58Z", &["m.toml", "n.toml"]);
+    for pipeline in ["served", "other"] {
+        serve.wait_for(&[pipeline, "DONE h 2026-09-20T11 PUBLISHED"]);
+    }
+    // One manifest broken on SIGHUP: both keep serving what they had.
+    std::fs::write(sb.path().join("n.toml"), "[pipeline]\nname = 1\n").unwrap();
+    serve.signal(libc::SIGHUP);
+    serve.wait_for(&["other", "RELOAD refused"]);
+    serve.wait_for(&["served", "RELOAD 1 tasks"]);
+    let (code, lines) = serve.stop();
+    assert_eq!(code, 0, "{lines:#?}");
+    assert_eq!(lines.iter().filter(|l| l.ends_with(" EXIT")).count(), 2);
+    for wh in ["wh", "wh2"] {
+        let w = weir::store::Warehouse::open(&sb.path().join(wh)).unwrap();
+        for h in ["10", "11"] {
+            let key = format!("2026-09-20T{h}");
+            assert_eq!(
+                w.partition("hours", &key).history().unwrap().len(),
+                1,
+                "{wh} {key}"
+            );
+        }
+    }
 }
