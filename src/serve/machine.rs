@@ -8,7 +8,8 @@
 //!  actions  Missed · Progress · Check(instance) · Start(instances) · WaitUntil(t) · Exit(stopped)
 //!
 //!  due ──► pending ──Check──► Ready ──► ready ──(no batch running)──► Start ──► Finished
-//!                      └─ NotYet: stays pending, checked again after the next batch or wake-up
+//!                      └─ NotYet: stays pending, checked again after the next batch, a wake-up,
+//!                         or at the instant it names (a sensor's next look)
 //!                      └─ Failed: dropped, logged
 //! ```
 //!
@@ -61,8 +62,14 @@ pub enum Why {
 pub enum Readiness {
     /// Start it.
     Ready,
-    /// Not yet: asked again after the next batch or wake-up.
-    NotYet(String),
+    /// Not yet: asked again after the next batch or wake-up, and at
+    /// `again_at` if given (a sensor's next look).
+    NotYet {
+        /// Why not, for the decision log.
+        why: String,
+        /// When to ask again at the latest.
+        again_at: Option<i64>,
+    },
     /// It cannot run: dropped.
     Failed(String),
 }
@@ -130,8 +137,9 @@ pub struct Machine {
     tasks: Vec<TaskSpec>,
     seen: Vec<Option<i64>>,
     next_at: Vec<Option<i64>>,
-    /// Due, waiting for an answer or for readiness.
-    pending: Vec<(Instance, bool)>,
+    /// Due, waiting for an answer or for readiness: asked since the last
+    /// change, and when to ask again at the latest.
+    pending: Vec<(Instance, bool, Option<i64>)>,
     ready: Vec<Instance>,
     /// The tasks of the running batch, if one runs.
     running: Option<Vec<usize>>,
@@ -167,7 +175,7 @@ impl Machine {
 
     /// Instances due but not ready, with why (for status).
     pub fn waiting(&self) -> impl Iterator<Item = &Instance> {
-        self.pending.iter().map(|(i, _)| i)
+        self.pending.iter().map(|(i, _, _)| i)
     }
 
     /// A reloaded manifest's tasks: a task kept with the same trigger keeps
@@ -193,9 +201,9 @@ impl Machine {
             .collect();
         self.pending = std::mem::take(&mut self.pending)
             .into_iter()
-            .filter_map(|(mut i, asked)| {
+            .filter_map(|(mut i, asked, again)| {
                 i.task = map(i.task)?;
-                Some((i, asked))
+                Some((i, asked, again))
             })
             .collect();
         self.ready = std::mem::take(&mut self.ready)
@@ -215,17 +223,17 @@ impl Machine {
         let now = match input {
             Input::Clock(now) => now,
             Input::Readiness(instance, readiness) => {
-                let Some(at) = self.pending.iter().position(|(i, _)| *i == instance) else {
+                let Some(at) = self.pending.iter().position(|(i, _, _)| *i == instance) else {
                     return out;
                 };
                 match readiness {
                     Readiness::Ready => {
-                        let (i, _) = self.pending.remove(at);
+                        let (i, _, _) = self.pending.remove(at);
                         self.ready.push(i);
                     }
-                    Readiness::NotYet(_) => {}
+                    Readiness::NotYet { again_at, .. } => self.pending[at].2 = again_at,
                     Readiness::Failed(why) => {
-                        let (i, _) = self.pending.remove(at);
+                        let (i, _, _) = self.pending.remove(at);
                         out.push(Action::Dropped(i, why));
                     }
                 }
@@ -244,6 +252,7 @@ impl Machine {
                     // What was not ready may be now.
                     for p in &mut self.pending {
                         p.1 = false;
+                        p.2 = None;
                     }
                 }
                 now
@@ -268,8 +277,9 @@ impl Machine {
         }
         self.clock(now, &mut out);
         self.maybe_start(&mut out);
+        let again = self.pending.iter().filter_map(|(_, _, a)| *a);
         out.push(Action::WaitUntil(
-            self.next_at.iter().flatten().min().copied(),
+            self.next_at.iter().flatten().copied().chain(again).min(),
         ));
         out
     }
@@ -292,7 +302,7 @@ impl Machine {
             // An instance still waiting for its inputs is overtaken by a
             // newer one: it is missed too.
             if run.is_some() && matches!(spec.trigger, Trigger::Period { .. }) {
-                self.pending.retain(|(i, _)| {
+                self.pending.retain(|(i, _, _)| {
                     let overtaken = i.task == task;
                     if overtaken {
                         out.push(Action::Missed {
@@ -322,6 +332,7 @@ impl Machine {
                         why,
                     },
                     false,
+                    None,
                 ));
             } else if self.seen[task].is_none() && seen.is_some() {
                 // A schedule's first start: it starts counting now.
@@ -333,7 +344,11 @@ impl Machine {
             self.seen[task] = seen;
             self.next_at[task] = next_at;
         }
-        for (i, asked) in &mut self.pending {
+        for (i, asked, again) in &mut self.pending {
+            if again.is_some_and(|t| t <= now) {
+                *asked = false;
+                *again = None;
+            }
             if !*asked {
                 *asked = true;
                 out.push(Action::Check(i.clone()));
@@ -348,7 +363,7 @@ impl Machine {
             if matches!(spec.trigger, Trigger::Period { .. })
                 || ran.contains(&task)
                 || !spec.upstream.iter().any(|u| published.contains(u))
-                || self.pending.iter().any(|(i, _)| i.task == task)
+                || self.pending.iter().any(|(i, _, _)| i.task == task)
                 || self.ready.iter().any(|i| i.task == task)
             {
                 continue;
@@ -361,12 +376,13 @@ impl Machine {
                     why: Why::Upstream,
                 },
                 false,
+                None,
             ));
         }
     }
 
     fn maybe_start(&mut self, out: &mut Vec<Action>) {
-        let answered = self.pending.iter().all(|(_, asked)| *asked);
+        let answered = self.pending.iter().all(|(_, asked, _)| *asked);
         if self.running.is_some() || self.stopping || self.ready.is_empty() || !answered {
             return;
         }
@@ -374,7 +390,7 @@ impl Machine {
         // together start together.
         if out
             .iter()
-            .any(|a| matches!(a, Action::Check(i) if self.pending.iter().any(|(p, _)| p == i)))
+            .any(|a| matches!(a, Action::Check(i) if self.pending.iter().any(|(p, _, _)| p == i)))
         {
             return;
         }
@@ -551,7 +567,10 @@ mod tests {
         );
         let ready = |task: &str, key: &str, sim: &Sim| {
             if task == "down" && !sim.published("up", key) {
-                Readiness::NotYet("up not published".into())
+                Readiness::NotYet {
+                    why: "up not published".into(),
+                    again_at: None,
+                }
             } else {
                 Readiness::Ready
             }
@@ -569,7 +588,10 @@ mod tests {
     #[test]
     fn an_instance_never_ready_is_missed_when_a_newer_one_is_due() {
         let mut sim = Sim::new(vec![hourly("a", &[])], vec![None]);
-        let never = |_: &str, _: &str, _: &Sim| Readiness::NotYet("no input".into());
+        let never = |_: &str, _: &str, _: &Sim| Readiness::NotYet {
+            why: "no input".into(),
+            again_at: None,
+        };
         sim.feed(Input::Clock(at("2026-09-20T10:00:00Z")), &never);
         assert!(sim.batches.is_empty());
         assert_eq!(sim.m.waiting().count(), 1);
@@ -647,6 +669,40 @@ mod tests {
         );
         assert_eq!(started.len(), 2);
         assert_eq!(started[1], started[0] + 1);
+    }
+
+    #[test]
+    fn a_sensor_not_ready_is_asked_again_when_it_says_and_starts_then() {
+        let mut m = Machine::new(vec![hourly("a", &[])], vec![None]);
+        let actions = m.step(Input::Clock(at("2026-09-20T10:00:00Z")));
+        let Some(Action::Check(i)) = actions.iter().find(|a| matches!(a, Action::Check(_))) else {
+            panic!("{actions:?}")
+        };
+        let again = at("2026-09-20T10:00:30Z");
+        let a = m.step(Input::Readiness(
+            i.clone(),
+            Readiness::NotYet {
+                why: "the file is not there".into(),
+                again_at: Some(again),
+            },
+        ));
+        assert!(a.is_empty(), "{a:?}");
+        // The wait ends at the re-check, before the next period is due.
+        let a = m.step(Input::Clock(at("2026-09-20T10:00:10Z")));
+        assert_eq!(a, [Action::WaitUntil(Some(again))]);
+        let a = m.step(Input::Clock(again));
+        assert_eq!(a[0], Action::Check(i.clone()));
+        let a = m.step(Input::Readiness(i.clone(), Readiness::Ready));
+        assert_eq!(
+            a,
+            [
+                Action::Progress {
+                    task: 0,
+                    seen: i.occurrence
+                },
+                Action::Start(vec![i.clone()])
+            ]
+        );
     }
 
     #[test]

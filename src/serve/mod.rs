@@ -213,7 +213,7 @@ impl Served {
                     }
                     Action::Check(i) => {
                         let r = self.readiness(&i);
-                        if let Readiness::NotYet(why) = &r {
+                        if let Readiness::NotYet { why, .. } = &r {
                             let name = &self.machine.tasks()[i.task].name;
                             self.say(&format!("WAIT {name} {}: {why}", self.instance_key(&i)));
                         }
@@ -292,10 +292,14 @@ impl Served {
         };
         for (t, planned) in plan.tasks.iter().enumerate() {
             if let Some(k) = (0..planned.keys.len()).find(|k| plan.is_added(t, *k)) {
-                return Readiness::NotYet(format!(
-                    "upstream `{}` {} is not published",
-                    planned.name, planned.keys[k]
-                ));
+                return Readiness::NotYet {
+                    why: format!(
+                        "upstream `{}` {} is not published",
+                        planned.name, planned.keys[k]
+                    ),
+                    // Asked again when a batch publishes something.
+                    again_at: None,
+                };
             }
         }
         Readiness::Ready
