@@ -53,8 +53,11 @@ impl Serve {
     fn start_with(sb: &Sandbox, now: &str, manifests: &[&str]) -> Serve {
         let mut args = vec!["serve"];
         args.extend_from_slice(manifests);
-        let mut child = sb
-            .weir(&args)
+        Serve::spawn(sb.weir(&args), now)
+    }
+
+    fn spawn(mut cmd: std::process::Command, now: &str) -> Serve {
+        let mut child = cmd
             .env("WEIR_NOW", now)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -104,6 +107,26 @@ impl Serve {
             assert!(
                 Instant::now() < deadline,
                 "no line with {parts:?}; stdout:\n{}\nstderr:\n{}",
+                self.lines().join("\n"),
+                self.stderr.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits (up to 120 s) for a stdout line containing one of `parts`.
+    #[cfg(feature = "s3")]
+    #[track_caller]
+    fn wait_for_any(&self, parts: &[&str]) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !self
+            .lines()
+            .iter()
+            .any(|l| parts.iter().any(|p| l.contains(p)))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "no line with one of {parts:?}:\n{}\nstderr:\n{}",
                 self.lines().join("\n"),
                 self.stderr.lock().unwrap()
             );
@@ -503,4 +526,99 @@ fn issue_24_several_manifests_in_one_process_share_nothing_but_the_process() {
             );
         }
     }
+}
+
+// The claims and MISSED records go through the store: two serves on one S3
+// warehouse (each with its own staging, as on two hosts) publish each
+// partition once, and a restart records what it skipped once.
+#[cfg(feature = "s3")]
+#[test]
+fn issue_24_two_serves_on_one_s3_warehouse_publish_each_partition_once() {
+    use crate::s3_warehouse::weir_s3;
+    let Some(endpoint) = crate::s3::endpoint() else {
+        return;
+    };
+    let bucket = crate::s3::new_bucket(&endpoint);
+    let url = format!("s3://{bucket}/served");
+    let sb = sandbox();
+    let staging = tempfile::tempdir().unwrap();
+    let (sa, sb_) = (staging.path().join("a"), staging.path().join("b"));
+    let a = Serve::spawn(
+        weir_s3(sb.path(), &endpoint, &sa, &url, &["serve", "m.toml"]),
+        "2026-09-20T11:59:57Z",
+    );
+    let b = Serve::spawn(
+        weir_s3(sb.path(), &endpoint, &sb_, &url, &["serve", "m.toml"]),
+        "2026-09-20T11:59:57Z",
+    );
+    for s in [&a, &b] {
+        for h in ["10", "11"] {
+            s.wait_for_any(&[
+                &format!("DONE h 2026-09-20T{h}"),
+                &format!("CLAIMED h 2026-09-20T{h}"),
+            ]);
+        }
+    }
+    let (_, la) = a.stop();
+    let (_, lb) = b.stop();
+    for h in ["10", "11"] {
+        let all: Vec<&String> = la.iter().chain(&lb).collect();
+        let published = all
+            .iter()
+            .filter(|l| l.contains(&format!("DONE h 2026-09-20T{h} PUBLISHED")))
+            .count();
+        let claimed = all
+            .iter()
+            .filter(|l| l.contains(&format!("CLAIMED h 2026-09-20T{h}: engine")))
+            .count();
+        assert_eq!((published, claimed), (1, 1), "{la:#?}\n{lb:#?}");
+    }
+    // Down until 14:30: one MISSED record per skipped hour, through the store.
+    let c = Serve::spawn(
+        weir_s3(sb.path(), &endpoint, &sa, &url, &["serve", "m.toml"]),
+        "2026-09-20T14:30:00Z",
+    );
+    c.wait_for(&["DONE h 2026-09-20T13 PUBLISHED"]);
+    let (_, lc) = c.stop();
+    assert_eq!(
+        lc.iter()
+            .filter(|l| l.contains("MISSED h 2026-09-20T12"))
+            .count(),
+        1,
+        "{lc:#?}"
+    );
+    let status = weir_s3(
+        sb.path(),
+        &endpoint,
+        &sa,
+        &url,
+        &["status", "m.toml", "--json"],
+    )
+    .env("WEIR_NOW", "2026-09-20T14:40:00Z")
+    .output()
+    .unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&crate::support::ok(&status)).unwrap();
+    assert_eq!(
+        doc["serve"]["missed"][0]["partition"], "2026-09-20T12",
+        "{doc}"
+    );
+    let generations: Vec<(String, u64)> = doc["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["partition"].as_str().unwrap().to_string(),
+                p["generation"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        generations,
+        [
+            ("2026-09-20T10".to_string(), 1),
+            ("2026-09-20T11".to_string(), 1),
+            ("2026-09-20T13".to_string(), 1)
+        ]
+    );
 }
