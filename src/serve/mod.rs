@@ -100,8 +100,50 @@ pub fn trigger_text(trigger: &Trigger) -> String {
 }
 
 /// Each task's stored progress (`None`: none, or counted under another
-/// trigger).
-fn stored_progress(warehouse: &Warehouse, specs: &[TaskSpec]) -> Result<Vec<Option<i64>>, String> {
+/// trigger). A period whose claimer died on this host before it published
+/// (kill -9, a crash) is not counted: it is due again, or MISSED if a newer
+/// one is due.
+fn stored_progress(
+    warehouse: &Warehouse,
+    manifest: &Manifest,
+    specs: &[TaskSpec],
+) -> Result<Vec<Option<i64>>, String> {
+    let seen = stored_counts(warehouse, specs)?;
+    Ok(specs
+        .iter()
+        .zip(seen)
+        .map(|(spec, seen)| match seen {
+            Some(o) if abandoned(warehouse, manifest, spec, o) => Some(o - 1),
+            s => s,
+        })
+        .collect())
+}
+
+/// Whether period `o` of `spec` was claimed by a serve now certainly dead
+/// (on this host) and none of its partitions is published.
+fn abandoned(warehouse: &Warehouse, manifest: &Manifest, spec: &TaskSpec, o: i64) -> bool {
+    let (Some(key), Some(task)) = (spec.trigger.key(o), manifest.tasks.get(&spec.name)) else {
+        return false;
+    };
+    let dead = record::claim_of(warehouse, &spec.name, &key)
+        .ok()
+        .flatten()
+        .and_then(|c| c.holder)
+        .is_some_and(|h| h.certainly_dead());
+    let keys = crate::plan::partitions::explicit(
+        &task.dims,
+        std::slice::from_ref(&key),
+        crate::clock::now(),
+    );
+    dead && !keys.iter().any(|k| {
+        matches!(
+            warehouse.partition(&task.output.dataset, k).latest(),
+            Ok(Some(_))
+        )
+    })
+}
+
+fn stored_counts(warehouse: &Warehouse, specs: &[TaskSpec]) -> Result<Vec<Option<i64>>, String> {
     specs
         .iter()
         .map(|s| match record::progress(warehouse, &s.name) {
@@ -316,11 +358,20 @@ impl Served {
             let key = self.instance_key(i);
             let claim = record::Claim {
                 engine: engine.clone(),
+                holder: Some(exec::lease::engine().clone()),
                 run_id: self.run_id.clone(),
                 at: crate::clock::now_rfc3339(),
             };
             match record::claim(&self.warehouse, &name, &key, &claim) {
                 Ok(None) => {}
+                // Its claimer died on this host before publishing: the
+                // fencing makes taking it over safe.
+                Ok(Some(other)) if other.holder.as_ref().is_some_and(|h| h.certainly_dead()) => {
+                    self.say(&format!(
+                        "TAKEOVER {name} {key}: engine {} that claimed it is dead",
+                        other.engine
+                    ));
+                }
                 Ok(Some(other)) => {
                     self.say(&format!(
                         "CLAIMED {name} {key}: engine {} runs it (serve {})",
@@ -406,7 +457,7 @@ impl Served {
         }
         fresh.pipeline = self.manifest.pipeline.clone();
         let specs = specs(&fresh);
-        let seen = stored_progress(&self.warehouse, &specs)?;
+        let seen = stored_progress(&self.warehouse, &fresh, &specs)?;
         self.machine.reload(specs, seen);
         self.manifest = fresh;
         self.say(&format!("RELOAD {} tasks", self.manifest.tasks.len()));
@@ -444,7 +495,7 @@ pub fn serve_one(
         Err(e) => return fail(format!("cannot open the warehouse: {}", exec::chain(&e))),
     };
     let specs = specs(&manifest);
-    let seen = match stored_progress(&warehouse, &specs) {
+    let seen = match stored_progress(&warehouse, &manifest, &specs) {
         Ok(s) => s,
         Err(e) => return fail(e),
     };

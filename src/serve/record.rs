@@ -58,6 +58,9 @@ pub struct Missed {
 pub struct Claim {
     /// The engine (`lease::engine`).
     pub engine: String,
+    /// The engine's process, to tell a dead claimer on this host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<crate::store::Holder>,
     /// The serve process's event log (its run id).
     pub run_id: String,
     /// When it was claimed (wall clock).
@@ -165,7 +168,22 @@ pub fn claim(
     let held = warehouse.backend().get(&key)?.unwrap_or_default();
     Ok(Some(serde_json::from_slice(&held).unwrap_or(Claim {
         engine: "an unreadable claim".into(),
+        holder: None,
         run_id: String::new(),
         at: String::new(),
     })))
+}
+
+/// The claim of a due instance, if any.
+pub fn claim_of(
+    warehouse: &Warehouse,
+    task: &str,
+    instance: &str,
+) -> Result<Option<Claim>, StoreError> {
+    validate_segment(task)?;
+    let key = format!("{SERVE}/claims/{task}/{}.json", encode_partition(instance));
+    Ok(warehouse
+        .backend()
+        .get(&key)?
+        .and_then(|b| serde_json::from_slice(&b).ok()))
 }

@@ -622,3 +622,34 @@ fn issue_24_two_serves_on_one_s3_warehouse_publish_each_partition_once() {
         ]
     );
 }
+
+#[test]
+fn issue_24_a_standby_takes_over_the_period_of_a_serve_killed_mid_attempt() {
+    let sb = sandbox();
+    // The first attempt hangs (its serve is killed); any later one publishes.
+    sb.script(
+        "h.sh",
+        &format!(
+            "if [ ! -e first ]; then touch first; sleep 300 & echo $! > sleeper.pid; wait; fi\n{SCRIPT}"
+        ),
+    );
+    let mut a = Serve::start(&sb, "2026-09-20T11:30:00Z");
+    a.wait_for(&["START h 2026-09-20T10"]);
+    let pid_file = sb.path().join("sleeper.pid");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while std::fs::read_to_string(&pid_file).map_or(true, |s| s.trim().is_empty()) {
+        assert!(Instant::now() < deadline, "the task never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    // The standby (started later, the machine's clock on) runs that very
+    // period: its claimer is dead and nothing of it is published.
+    let b = Serve::start(&sb, "2026-09-20T11:40:00Z");
+    b.wait_for(&["TAKEOVER h 2026-09-20T10: engine"]);
+    b.wait_for(&["DONE h 2026-09-20T10 PUBLISHED"]);
+    let (code, lines) = b.stop();
+    assert_eq!(code, 0, "{lines:#?}");
+    assert_eq!(generations(&sb, "2026-09-20T10"), 1);
+    assert!(!lines.iter().any(|l| l.contains("MISSED")), "{lines:#?}");
+}
