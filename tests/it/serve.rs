@@ -156,6 +156,14 @@ impl Serve {
     }
 }
 
+/// A test that fails leaves no serve running behind it.
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// The generations of `hours` partition `key`.
 fn generations(sb: &Sandbox, key: &str) -> usize {
     sb.store("hours", key).history().unwrap().len()
