@@ -6,14 +6,57 @@
 //! `WEIR_TODAY=YYYY-MM-DD` (midnight UTC of that day) pins now: for tests and
 //! for rehearsing what a scheduled run at that time would do. Neither moves
 //! wall-clock timestamps in events or records.
+//!
+//! `weir serve` makes the pinned instant its clock's start
+//! ([`start_advancing`]): from there the clock advances in real time, so
+//! serve can be started at 11:59:58 of a day it rehearses and see that day
+//! end two seconds later.
 
 use jiff::civil::Date;
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
 
+/// Where an advancing clock started: milliseconds since the epoch, and
+/// the monotonic instant it did.
+static ADVANCING: std::sync::OnceLock<(i64, std::time::Instant)> = std::sync::OnceLock::new();
+
+/// From now on, [`now`] starts at what it says now (`WEIR_NOW` or the
+/// real clock) and advances in real time (`weir serve`).
+pub fn start_advancing() {
+    ADVANCING.get_or_init(|| (pinned_ms(), std::time::Instant::now()));
+}
+
+/// Now in milliseconds since the epoch (see [`now`]).
+pub fn now_ms() -> i64 {
+    match ADVANCING.get() {
+        Some((base, at)) => base + i64::try_from(at.elapsed().as_millis()).unwrap_or(i64::MAX / 2),
+        None => pinned_ms(),
+    }
+}
+
+fn pinned_ms() -> i64 {
+    if let Some(ts) = std::env::var("WEIR_NOW")
+        .ok()
+        .and_then(|s| s.trim().parse::<Timestamp>().ok())
+    {
+        return ts.as_millisecond();
+    }
+    if std::env::var_os("WEIR_TODAY").is_some() {
+        return now_pinned() * 1000;
+    }
+    Timestamp::now().as_millisecond()
+}
+
 /// Now, as seconds since the Unix epoch, honouring `WEIR_NOW` and
-/// `WEIR_TODAY`.
+/// `WEIR_TODAY` (and an advancing clock, [`start_advancing`]).
 pub fn now() -> i64 {
+    if ADVANCING.get().is_some() {
+        return now_ms().div_euclid(1000);
+    }
+    now_pinned()
+}
+
+fn now_pinned() -> i64 {
     if let Some(ts) = std::env::var("WEIR_NOW")
         .ok()
         .and_then(|s| s.trim().parse::<Timestamp>().ok())

@@ -20,4 +20,5 @@ pub mod ops;
 pub mod partition;
 pub mod plan;
 pub mod report;
+pub mod serve;
 pub mod store;

@@ -25,6 +25,8 @@ pub(crate) enum Command {
     Plan(PlanArgs),
     /// Run task instances: write, audit, publish (default: the latest partition).
     Run(RunArgs),
+    /// Run each task's partitions as they become due, until SIGTERM (SIGHUP reloads).
+    Serve(ServeArgs),
     /// Run a declared backfill in its own pool (`--dry-run`: its plan and cost).
     Backfill(BackfillArgs),
     /// Print the event log.
@@ -256,6 +258,13 @@ pub(crate) struct RunArgs {
     /// ready, rechecking with backoff; default: report them WAITING at once.
     #[arg(long, value_name = "DURATION", value_parser = crate::manifest::duration::parse)]
     pub(crate) wait: Option<std::time::Duration>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Manifest files: each is served on its own (they share nothing but the process).
+    #[arg(required = true)]
+    pub(crate) manifests: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -13,6 +13,7 @@ mod ops;
 mod plan;
 mod run;
 mod slo;
+mod serve;
 mod status;
 mod validate;
 
@@ -57,6 +58,7 @@ pub fn main() -> ExitCode {
         Command::Plan(a) => plan::run(&a),
         Command::Run(a) => run::run(&a),
         Command::Backfill(a) => run::backfill(&a),
+        Command::Serve(a) => serve::run(&a),
         Command::Events(a) => events::run(&a),
         Command::Status(a) => status::status(&a),
         Command::Slo(a) => slo::run(&a),

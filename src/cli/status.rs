@@ -230,6 +230,8 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
             Vec::new(),
         )
     };
+    let serving = crate::serve::status::gather(&manifest, &warehouse, crate::clock::now())
+        .map_err(CliError::engine)?;
     let mut versions: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for (_, r) in &overview.published {
         *versions
@@ -314,6 +316,7 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
             "lineage": crate::lineage::last_note(warehouse.root()),
             "summary": summary::json(&manifest, &overview),
             "notifications_undelivered": undelivered,
+            "serve": crate::serve::status::json(&serving),
         });
         println!(
             "{}",
@@ -331,6 +334,9 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
             &attention,
             narrowed,
         );
+        for line in crate::serve::status::lines(&serving, &manifest) {
+            println!("{line}");
+        }
     }
     let mut failed = false;
     if !overview.unreadable.is_empty() {

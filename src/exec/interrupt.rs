@@ -10,15 +10,59 @@
 //! ```
 //!
 //! The handlers only store into atomics (signal-hook's `flag`), so nothing
-//! async-signal-unsafe runs in them; the engine polls [`requested`].
+//! async-signal-unsafe runs in them. Nothing polls them either: a thread
+//! of signal-hook's iterator wakes whoever waits ([`subscribe`]: the run
+//! loop's channel, the command watchdogs' timer), and they read
+//! [`requested`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use signal_hook::consts::{SIGINT, SIGTERM};
 
-/// How often the scheduler and a command's watchdog look for a request.
+/// How often a slot or lease wait looks for a request (they poll the
+/// warehouse anyway).
 pub const POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Woken on every stop request, on the signal thread.
+type Waker = Box<dyn Fn() + Send + Sync>;
+
+static WAKERS: std::sync::Mutex<Vec<(u64, Waker)>> = std::sync::Mutex::new(Vec::new());
+static NEXT_WAKER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A subscription to stop requests; dropping it ends it.
+pub struct Subscription(u64);
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        WAKERS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|(id, _)| *id != self.0);
+    }
+}
+
+/// Calls `wake` (on the signal thread; it must not block) on every stop
+/// request from now on. A request made before this returns is not
+/// announced: read [`requested`] after subscribing.
+pub fn subscribe(wake: impl Fn() + Send + Sync + 'static) -> Subscription {
+    let id = NEXT_WAKER.fetch_add(1, Ordering::SeqCst);
+    WAKERS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push((id, Box::new(wake)));
+    Subscription(id)
+}
+
+fn wake_all() {
+    for (_, wake) in WAKERS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+    {
+        wake();
+    }
+}
 
 struct Flags {
     any: Arc<AtomicBool>,
@@ -42,6 +86,16 @@ pub fn install() -> std::io::Result<()> {
     signal_hook::flag::register(SIGTERM, term.clone())?;
     signal_hook::flag::register(SIGINT, any.clone())?;
     signal_hook::flag::register(SIGTERM, any.clone())?;
+    // Registered after the flags: a woken waiter finds its flag set.
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    std::thread::Builder::new()
+        .name("weir-signals".into())
+        .spawn(move || {
+            for _ in signals.forever() {
+                super::timer::wake_watchdogs();
+                wake_all();
+            }
+        })?;
     let _ = FLAGS.set(Flags { any, term });
     Ok(())
 }

@@ -132,14 +132,14 @@ pub fn run(launch: &Launch<'_>) -> Ending {
     let timed_out = Arc::new(AtomicBool::new(false));
     let interrupted = Arc::new(std::sync::Mutex::new(None));
     let deadline = crate::clock::instant_after(launch.timeout);
-    // On the shared timer thread: polled, so a stop request (SIGINT,
-    // SIGTERM) kills the group, and the tree is stopped below like after any
-    // exit.
+    // On the shared timer thread, due at the deadline and woken by a stop
+    // request (SIGINT, SIGTERM, `timer::wake_watchdogs`), which kills the
+    // group; the tree is stopped below like after any exit.
     let watchdog = {
         let timed_out = timed_out.clone();
         let interrupted = interrupted.clone();
         super::timer::schedule(
-            launch.timeout.min(super::interrupt::POLL),
+            launch.timeout,
             Box::new(move || {
                 if let Some(sig) = super::interrupt::requested() {
                     *interrupted.lock().unwrap_or_else(|p| p.into_inner()) = Some(sig);
@@ -157,7 +157,7 @@ pub fn run(launch: &Launch<'_>) -> Ending {
                     }
                     return None;
                 }
-                Some(left.min(super::interrupt::POLL))
+                Some(left)
             }),
         )
     };
@@ -172,6 +172,11 @@ pub fn run(launch: &Launch<'_>) -> Ending {
             return Ending::SpawnFailed(format!("`{}`: {e}", launch.argv[0]));
         }
     };
+    // A stop requested before the watchdog was scheduled woke nobody.
+    if let Some(sig) = super::interrupt::requested() {
+        *interrupted.lock().unwrap_or_else(|p| p.into_inner()) = Some(sig);
+        kill_group(pgid);
+    }
     let status = child.wait();
     tree::waited(child.id());
     watchdog.cancel();

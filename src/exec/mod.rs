@@ -33,6 +33,7 @@ pub mod inputs;
 pub mod interrupt;
 pub mod launch;
 pub mod lease;
+mod machine;
 mod pool;
 pub mod readiness;
 pub mod retry;
@@ -43,8 +44,7 @@ mod timer;
 pub mod tree;
 mod waiting;
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashSet, VecDeque};
+use std::collections::HashSet;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -511,21 +511,17 @@ struct Scheduler<'c, 'a> {
     options: &'c RunOptions,
     explicit: HashSet<&'c str>,
     status: Vec<Status>,
-    indegree: Vec<u32>,
     attempts: Vec<u32>,
     snapshots: Vec<Option<InputSnapshot>>,
     /// The code fingerprint of each instance's last launched command.
     codes: Vec<Option<String>>,
     backoffs: Vec<Option<Backoff>>,
-    /// Per pool: ready instances, and instances admitted (started, not yet
-    /// reported done).
-    ready: Vec<VecDeque<usize>>,
-    admitted: Vec<u32>,
-    /// Attempts started and not yet reported done.
-    active: usize,
-    slots: Vec<u32>,
+    /// Queueing, admission per pool, retries' backoff and skips: the
+    /// pure machine (`machine.rs`) this scheduler executes.
+    machine: machine::RunMachine,
     task_pool: Vec<usize>,
-    delayed: BinaryHeap<Reverse<(Instant, usize)>>,
+    /// The backoff of the retry `after_failure` just scheduled.
+    retry_in: Duration,
     budget: RetryBudget,
     rng: fastrand::Rng,
     marker_errors: std::cell::RefCell<Vec<String>>,
@@ -552,15 +548,19 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             options,
             explicit,
             status: (0..n).map(|_| Status::Waiting).collect(),
-            indegree: plan.in_degrees(),
             attempts: vec![0; n],
             snapshots: (0..n).map(|_| None).collect(),
             codes: (0..n).map(|_| None).collect(),
             backoffs: (0..n).map(|_| None).collect(),
-            ready: vec![VecDeque::new(); pools.len()],
-            active: 0,
-            admitted: vec![0; pools.len()],
-            slots: plan.pools.values().copied().collect(),
+            // Admit a few instances beyond the slots, so their pinning,
+            // token and staging are done by the time a slot frees up.
+            machine: machine::RunMachine::new(
+                plan.in_degrees(),
+                plan.pools
+                    .values()
+                    .map(|slots| slots.saturating_mul(ADMIT_PER_SLOT))
+                    .collect(),
+            ),
             task_pool: plan
                 .tasks
                 .iter()
@@ -571,7 +571,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                         .expect("every task's pool is in the plan")
                 })
                 .collect(),
-            delayed: BinaryHeap::new(),
+            retry_in: Duration::ZERO,
             budget: RetryBudget::default(),
             rng: options
                 .seed
@@ -589,7 +589,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         (task.name.as_str(), task.keys[i].as_str())
     }
 
-    fn enqueue(&mut self, instance: usize) {
+    fn enqueue(&self, instance: usize) {
         let (task, partition) = self.names(instance);
         // A recheck of an instance WAITING for its inputs is no new queueing.
         let recheck = self.checks[instance] > 0 && self.attempts[instance] == 0;
@@ -597,25 +597,38 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             self.cx
                 .emit(State::Queued, Event::instance(task, partition));
         }
-        let (t, _) = self.plan.locate(instance);
-        self.ready[self.task_pool[t]].push_back(instance);
     }
 
     fn run(&mut self, pool_slots: &[pool::Slots]) {
-        for id in 0..self.indegree.len() {
-            if self.indegree[id] == 0 {
-                self.enqueue(id);
-            }
-        }
-        let (tx, rx) = mpsc::channel::<Report>();
+        // `None` on the channel: a stop request (SIGINT, SIGTERM) woke the
+        // loop, which blocks until a report, a stop or the next retry.
+        let (tx, rx) = mpsc::channel::<Option<Report>>();
+        let waker = std::sync::Mutex::new(tx.clone());
+        let _stops = interrupt::subscribe(move || {
+            let _ = waker.lock().unwrap_or_else(|p| p.into_inner()).send(None);
+        });
+        let epoch = Instant::now();
+        let ms = || u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let dag = Dag {
+            plan: self.plan,
+            task_pool: self.task_pool.clone(),
+        };
+        self.interrupted = interrupt::requested();
+        let stop = self.interrupted.is_some() || self.cx.log_failed();
+        let mut actions = self.machine.begin(&dag, stop, ms());
         std::thread::scope(|scope| loop {
-            let now = Instant::now();
-            while let Some(Reverse((due, id))) = self.delayed.peek().copied() {
-                if due > now {
-                    break;
+            let mut wait = None;
+            for action in std::mem::take(&mut actions) {
+                match action {
+                    machine::RunAction::Queue(id) => self.enqueue(id),
+                    machine::RunAction::Start(id) => {
+                        let slots = &pool_slots[machine::Graph::pool(&dag, id)];
+                        self.start(scope, id, tx.clone(), slots);
+                    }
+                    machine::RunAction::Skip { instance, cause } => self.skipped(instance, cause),
+                    machine::RunAction::WaitUntil(at) => wait = Some(at),
+                    machine::RunAction::Finished => return,
                 }
-                self.delayed.pop();
-                self.enqueue(id);
             }
             // Without evidence there is no run: admit nothing more once the
             // event log refused a line, or once asked to stop (the running
@@ -623,46 +636,44 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             if self.interrupted.is_none() {
                 self.interrupted = interrupt::requested();
             }
-            let admitting = !self.cx.log_failed() && self.interrupted.is_none();
-            for (pool, slots) in pool_slots.iter().enumerate() {
-                // Admit a few instances beyond the slots, so their pinning,
-                // token and staging are done by the time a slot frees up.
-                while admitting
-                    && self.admitted[pool] < self.slots[pool].saturating_mul(ADMIT_PER_SLOT)
-                {
-                    let Some(id) = self.ready[pool].pop_front() else {
-                        break;
-                    };
-                    self.admitted[pool] += 1;
-                    self.start(scope, id, tx.clone(), slots);
-                }
+            if !self.machine.stopping() && (self.interrupted.is_some() || self.cx.log_failed()) {
+                actions = self.machine.step(&dag, machine::RunInput::Stop, ms());
+                continue;
             }
-            if self.active == 0 && (self.delayed.is_empty() || !admitting) {
-                break;
-            }
-            let msg = match self.delayed.peek() {
-                Some(Reverse((due, _))) if self.active == 0 => {
-                    let wait = due.saturating_duration_since(Instant::now());
-                    std::thread::sleep(wait.min(interrupt::POLL));
-                    continue;
-                }
-                Some(Reverse((due, _))) => {
-                    let wait = due.saturating_duration_since(Instant::now());
-                    match rx.recv_timeout(wait.min(interrupt::POLL)) {
-                        Ok(r) => r,
-                        Err(_) => continue,
-                    }
-                }
-                // Woken now and then to notice a stop request.
-                None => match rx.recv_timeout(interrupt::POLL) {
-                    Ok(r) => r,
-                    Err(mpsc::RecvTimeoutError::Timeout) => continue,
-                    Err(mpsc::RecvTimeoutError::Disconnected) => {
-                        unreachable!("the scheduler holds a sender")
-                    }
-                },
+            let got = match wait.flatten() {
+                Some(at) => rx.recv_timeout(Duration::from_millis(at.saturating_sub(ms()))),
+                None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
             };
-            self.finish(msg);
+            let input = match got {
+                Ok(Some(report)) => {
+                    let instance = report.instance;
+                    let verdict = match self.finish(report) {
+                        machine::Verdict::Retry { .. } => machine::Verdict::Retry {
+                            at: ms().saturating_add(
+                                u64::try_from(self.retry_in.as_millis()).unwrap_or(u64::MAX),
+                            ),
+                        },
+                        v => v,
+                    };
+                    machine::RunInput::Report { instance, verdict }
+                }
+                // Woken by a stop request, or a retry is due.
+                Ok(None) | Err(mpsc::RecvTimeoutError::Timeout) => machine::RunInput::Clock,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    unreachable!("the scheduler holds a sender")
+                }
+            };
+            // A report that lost the event log, or a stop that came with
+            // it, admits nothing after it.
+            if self.interrupted.is_none() {
+                self.interrupted = interrupt::requested();
+            }
+            if !self.machine.stopping() && (self.interrupted.is_some() || self.cx.log_failed()) {
+                // Attempts are running (this report's among them): no
+                // action but a wait can come of it.
+                let _ = self.machine.step(&dag, machine::RunInput::Stop, ms());
+            }
+            actions = self.machine.step(&dag, input, ms());
         });
     }
 
@@ -670,7 +681,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         &mut self,
         scope: &'s std::thread::Scope<'s, '_>,
         id: usize,
-        tx: mpsc::Sender<Report>,
+        tx: mpsc::Sender<Option<Report>>,
         slots: &'s pool::Slots,
     ) where
         'c: 's,
@@ -678,7 +689,6 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         self.attempts[id] += 1;
         let attempt = self.attempts[id];
         self.status[id] = Status::Running;
-        self.active += 1;
         let (task_name, partition) = self.names(id);
         let job = Job {
             task: &self.cx.manifest.tasks[task_name],
@@ -709,19 +719,18 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 );
                 (None, Outcome::Engine(reason))
             });
-            let _ = tx.send(Report {
+            let _ = tx.send(Some(Report {
                 instance: id,
                 snapshot,
                 outcome,
-            });
+            }));
         });
     }
 
-    fn finish(&mut self, report: Report) {
+    /// What the report means for the instance (its events and markers
+    /// written); the machine decides what follows.
+    fn finish(&mut self, report: Report) -> machine::Verdict {
         let id = report.instance;
-        let (t, _) = self.plan.locate(id);
-        self.admitted[self.task_pool[t]] -= 1;
-        self.active -= 1;
         // The budget is a fraction of attempts launched, not of instances that
         // turned out to have nothing to do.
         if self.attempts[id] == 1 && matches!(report.outcome, Outcome::Attempt(_)) {
@@ -755,8 +764,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                         self.status[id] = Status::Done(InstanceResult::EngineFailed(format!(
                             "published, but the commit reported: {e}"
                         )));
-                        self.release_successors(id);
-                        return;
+                        return machine::Verdict::Release;
                     }
                     None => InstanceResult::Published,
                 }
@@ -801,8 +809,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                     // instances pinned to another one rebuild from it.
                     self.status[id] =
                         Status::Done(InstanceResult::Held(format!("{why}{consumed}")));
-                    self.release_successors(id);
-                    return;
+                    return machine::Verdict::Release;
                 }
                 result
             }
@@ -836,7 +843,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 // Downstream instances were not started: they are listed
                 // as left undone, not SKIPPED.
                 self.status[id] = Status::Done(InstanceResult::Interrupted(reason));
-                return;
+                return machine::Verdict::Stopped;
             }
             Outcome::Attempt(AttemptOutcome::Failed {
                 ending,
@@ -848,16 +855,19 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 self.codes[id] = code;
                 match self.after_failure(id, &ending, token.map(|t| t.get()), &reason) {
                     Some(result) => result,
-                    None => return, // retrying
+                    None => {
+                        self.status[id] = Status::Waiting;
+                        return machine::Verdict::Retry { at: 0 };
+                    }
                 }
             }
         };
         let ok = result.is_ok();
         self.status[id] = Status::Done(result);
         if ok {
-            self.release_successors(id);
+            machine::Verdict::Release
         } else {
-            self.skip_downstream(id);
+            machine::Verdict::Block
         }
     }
 
@@ -871,25 +881,6 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 "{reason}; not the task's failure: no retry spent, no marker; the run exits 5"
             )),
         );
-    }
-
-    /// Downstream instances whose last upstream this was become ready.
-    fn release_successors(&mut self, id: usize) {
-        {
-            let (t, i) = self.plan.locate(id);
-            let mut newly_ready = Vec::new();
-            self.plan.for_each_successor(t, i, |s| {
-                self.indegree[s] -= 1;
-                if self.indegree[s] == 0 {
-                    newly_ready.push(s);
-                }
-            });
-            for s in newly_ready {
-                if matches!(self.status[s], Status::Waiting) {
-                    self.enqueue(s);
-                }
-            }
-        }
     }
 
     /// Decides what a failure gets; `None` means a retry was scheduled.
@@ -931,8 +922,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                                 .to_json(),
                             ),
                     );
-                    self.status[id] = Status::Waiting;
-                    self.delayed.push(Reverse((Instant::now() + delay, id)));
+                    self.retry_in = delay;
                     return None;
                 }
                 let why = format!(
@@ -1047,32 +1037,26 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         }
     }
 
-    fn skip_downstream(&mut self, id: usize) {
-        let (cause_task, cause_partition) = self.names(id);
-        let mut stack = vec![id];
-        while let Some(cur) = stack.pop() {
-            let (t, i) = self.plan.locate(cur);
-            let mut next = Vec::new();
-            self.plan.for_each_successor(t, i, |s| next.push(s));
-            for s in next {
-                if matches!(self.status[s], Status::Waiting) {
-                    let (task, partition) = self.names(s);
-                    let why = format!("upstream `{cause_task}` {cause_partition} did not publish");
-                    self.cx.emit(
-                        State::Skipped,
-                        Event::instance(task, partition).detail(why.clone()).data(
-                            Payload::Skipped(payload::Skipped {
-                                upstream_task: cause_task.to_string(),
-                                upstream_partition: cause_partition.to_string(),
-                            })
-                            .to_json(),
-                        ),
-                    );
-                    self.status[s] = Status::Done(InstanceResult::Skipped(why));
-                    stack.push(s);
-                }
-            }
+    /// The machine skipped `id`: upstream `cause` did not publish (or
+    /// waits for its inputs, and so does `id`).
+    fn skipped(&mut self, id: usize, cause: usize) {
+        if matches!(self.status[cause], Status::Done(InstanceResult::Waiting { .. })) {
+            return self.waits_for_upstream(id, cause);
         }
+        let (cause_task, cause_partition) = self.names(cause);
+        let (task, partition) = self.names(id);
+        let why = format!("upstream `{cause_task}` {cause_partition} did not publish");
+        self.cx.emit(
+            State::Skipped,
+            Event::instance(task, partition).detail(why.clone()).data(
+                Payload::Skipped(payload::Skipped {
+                    upstream_task: cause_task.to_string(),
+                    upstream_partition: cause_partition.to_string(),
+                })
+                .to_json(),
+            ),
+        );
+        self.status[id] = Status::Done(InstanceResult::Skipped(why));
     }
 
     fn summary(&self, run_id: &str) -> RunSummary {
@@ -1110,6 +1094,23 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             marker_errors: self.marker_errors.borrow().clone(),
             interrupted: self.interrupted,
         }
+    }
+}
+
+/// The plan's instances as the machine walks them.
+struct Dag<'p> {
+    plan: &'p Plan,
+    task_pool: Vec<usize>,
+}
+
+impl machine::Graph for Dag<'_> {
+    fn successors(&self, id: usize, f: &mut dyn FnMut(usize)) {
+        let (t, i) = self.plan.locate(id);
+        self.plan.for_each_successor(t, i, f);
+    }
+
+    fn pool(&self, id: usize) -> usize {
+        self.task_pool[self.plan.locate(id).0]
     }
 }
 

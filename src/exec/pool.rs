@@ -19,7 +19,6 @@
 //! [`LINGER`] (the engine has no ready work for the pool), when the engine
 //! is asked to stop, and at the end of the run.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -244,7 +243,8 @@ impl Drop for Slots {
 /// while a run lasts: other engines judge from it whether the slots it
 /// holds are still its.
 pub(crate) struct EngineHeartbeat {
-    stop: Arc<AtomicBool>,
+    /// Dropped to stop the beats: the thread wakes at once.
+    stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<Option<EngineBeat>>>,
 }
 
@@ -257,24 +257,20 @@ impl EngineHeartbeat {
         timing: SlotTiming,
     ) -> Result<EngineHeartbeat, StoreError> {
         let mut beat = EngineBeat::start(backend, engine_id)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopped = Arc::clone(&stop);
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::spawn(move || {
-            let tick = Duration::from_millis(20).min(timing.beat);
-            let mut since = std::time::Instant::now();
-            while !stopped.load(Ordering::SeqCst) {
-                std::thread::sleep(tick);
-                if since.elapsed() >= timing.beat {
-                    // A missed beat is retried at the next; a long outage
-                    // costs this engine its slots, never another's.
-                    let _ = beat.beat();
-                    since = std::time::Instant::now();
-                }
+            // Asleep until the next beat, or until the run drops `stop`.
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                stopped.recv_timeout(timing.beat)
+            {
+                // A missed beat is retried at the next; a long outage
+                // costs this engine its slots, never another's.
+                let _ = beat.beat();
             }
             Some(beat)
         });
         Ok(EngineHeartbeat {
-            stop,
+            stop: Some(stop),
             thread: Some(thread),
         })
     }
@@ -282,7 +278,7 @@ impl EngineHeartbeat {
 
 impl Drop for EngineHeartbeat {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
+        self.stop.take();
         if let Some(beat) = self.thread.take().and_then(|t| t.join().ok()).flatten() {
             // The engine is done (its slots were released): its beats go.
             let _ = beat.stop();

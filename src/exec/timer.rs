@@ -113,6 +113,20 @@ pub(crate) fn schedule_store(after: Duration, job: Job) -> std::io::Result<Handl
     schedule_on(&STORE, after, job)
 }
 
+/// Runs every watchdog job now (a stop request: each one looks at it),
+/// then as each asks.
+pub(crate) fn wake_watchdogs() {
+    let timers = &WATCHDOGS;
+    let mut state = timers.state.lock().unwrap_or_else(PoisonError::into_inner);
+    let now = Instant::now();
+    let ids: Vec<u64> = state.jobs.keys().copied().collect();
+    for id in ids {
+        state.due.push(Reverse((now, id)));
+    }
+    drop(state);
+    timers.changed.notify_one();
+}
+
 fn schedule_on(timers: &'static Timers, after: Duration, job: Job) -> std::io::Result<Handle> {
     timers.started()?;
     let slot: Slot = Arc::new(Mutex::new(Some(job)));

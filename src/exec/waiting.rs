@@ -1,28 +1,31 @@
 //! The scheduler's side of readiness (`readiness.rs` decides): an instance
-//! whose external inputs are not ready is WAITING, rechecked through the
-//! scheduler's `delayed` heap with backoff until the run's `--wait` ends,
+//! whose external inputs are not ready is WAITING, rechecked as the
+//! machine's retries are, with backoff, until the run's `--wait` ends,
 //! then left WAITING (no marker, not a failure; LATE past its SLA), and so
 //! are the instances downstream of it. A failed sensor fails the instance.
 
-use std::cmp::Reverse;
 use std::time::Instant;
 
 use serde_json::json;
 
 use super::readiness::{self, NotReady, SensorFailure};
+use super::machine::Verdict;
 use super::{InstanceResult, Scheduler, Status};
 use crate::events::{Event, State};
 
 impl Scheduler<'_, '_> {
-    /// A readiness check found `id`'s inputs not ready: recheck later, or
-    /// (no `--wait`, or it ended) leave it WAITING with its downstream.
-    pub(super) fn not_ready(&mut self, id: usize, not_ready: &NotReady) {
+    /// A readiness check found `id`'s inputs not ready: recheck later
+    /// (the machine's retry, at the next look), or (no `--wait`, or it
+    /// ended) leave it WAITING; the machine then passes its downstream to
+    /// [`Scheduler::waits_for_upstream`].
+    pub(super) fn not_ready(&mut self, id: usize, not_ready: &NotReady) -> Verdict {
         // A check is no attempt: the one counted at admission is given back.
         self.attempts[id] = self.attempts[id].saturating_sub(1);
         self.checks[id] += 1;
         let checks = self.checks[id];
         let (task, partition) = self.names(id);
-        let recheck = readiness::next_check(checks, Instant::now(), self.wait_until);
+        let now = Instant::now();
+        let recheck = readiness::next_check(checks, now, self.wait_until);
         let data = json!({ "dataset": not_ready.dataset, "checks": checks });
         if let Some(at) = recheck {
             if checks == 1 {
@@ -37,8 +40,8 @@ impl Scheduler<'_, '_> {
                 );
             }
             self.status[id] = Status::Waiting;
-            self.delayed.push(Reverse((at, id)));
-            return;
+            self.retry_in = at.saturating_duration_since(now);
+            return Verdict::Retry { at: 0 };
         }
         let detail = if checks == 1 {
             format!(
@@ -58,7 +61,7 @@ impl Scheduler<'_, '_> {
                 .data(data),
         );
         self.leave_waiting(id, detail);
-        self.wait_downstream(id);
+        Verdict::Block
     }
 
     /// A sensor failed: the instance fails with the sensor's evidence, and
@@ -99,29 +102,17 @@ impl Scheduler<'_, '_> {
         self.status[id] = Status::Done(InstanceResult::Waiting { reason, late_since });
     }
 
-    /// Instances downstream of a WAITING one wait too (they are not
-    /// failures, so not SKIPPED).
-    fn wait_downstream(&mut self, id: usize) {
-        let (cause_task, cause_partition) = self.names(id);
-        let mut stack = vec![id];
-        while let Some(cur) = stack.pop() {
-            let (t, i) = self.plan.locate(cur);
-            let mut next = Vec::new();
-            self.plan.for_each_successor(t, i, |s| next.push(s));
-            for s in next {
-                if matches!(self.status[s], Status::Waiting) {
-                    let (task, partition) = self.names(s);
-                    let why =
-                        format!("upstream `{cause_task}` {cause_partition} waits for its inputs");
-                    self.cx.emit(
-                        State::Waiting,
-                        Event::instance(task, partition).detail(why.clone()),
-                    );
-                    self.leave_waiting(s, why);
-                    stack.push(s);
-                }
-            }
-        }
+    /// `id` is downstream of `cause`, which waits for its inputs: it waits
+    /// too (no failure, so not SKIPPED).
+    pub(super) fn waits_for_upstream(&mut self, id: usize, cause: usize) {
+        let (cause_task, cause_partition) = self.names(cause);
+        let (task, partition) = self.names(id);
+        let why = format!("upstream `{cause_task}` {cause_partition} waits for its inputs");
+        self.cx.emit(
+            State::Waiting,
+            Event::instance(task, partition).detail(why.clone()),
+        );
+        self.leave_waiting(id, why);
     }
 }
 

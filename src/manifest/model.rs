@@ -410,6 +410,10 @@ pub struct Task {
     pub sla: Option<Duration>,
     /// Target share of partitions published within `sla` (`weir slo`).
     pub slo: Option<f64>,
+    /// `weir serve`: how long after its period ends a partition is due.
+    pub delay: Duration,
+    /// `weir serve`: when a task without a time dimension runs.
+    pub schedule: Option<crate::serve::cron::Schedule>,
     /// Its code version: its own, or the pipeline's.
     pub code_version: String,
     /// Code paths (relative to the manifest's directory) fingerprinted into

@@ -82,6 +82,14 @@ pub struct RawTask {
     /// measures it and the error budget left), above 0 and below 1.
     #[schemars(extend("exclusiveMinimum" = 0, "exclusiveMaximum" = 1))]
     pub slo: Option<f64>,
+    /// `weir serve`: a time-partitioned task's partition is due this long
+    /// after its period ends (default "0s").
+    #[schemars(pattern(r"^([0-9]+(ms|s|m|h|d))+$"))]
+    pub delay: Option<String>,
+    /// `weir serve`: a static or unpartitioned task also runs on this
+    /// five-field cron expression ("0 6 * * *"), read in the timezone of
+    /// the manifest's first time scheme (UTC without one).
+    pub schedule: Option<String>,
     /// This task's own code version (default: the pipeline's `code_version`),
     /// stamped on its publications and part of their currency test.
     #[schemars(length(min = 1))]
@@ -488,6 +496,16 @@ impl Validator<'_, '_, '_, '_> {
             .as_deref()
             .map(|s| self.duration(Some(s), Duration::ZERO, &p("sla")));
         let slo = self.slo(name, raw);
+        let delay = raw.delay.as_deref().map_or(Duration::ZERO, |s| {
+            self.duration(Some(s), Duration::ZERO, &p("delay"))
+        });
+        let schedule = raw.schedule.as_deref().and_then(|text| {
+            let zone = schemes
+                .values()
+                .find_map(PartitionScheme::time)
+                .map_or("UTC", |t| t.zone.name());
+            self.schedule(name, text, zone, &dims, &p("schedule"))
+        });
         // Exit codes: defaults first, then the task's own.
         let mut exit_codes = BTreeMap::from([
             (75, FailureRule::Transient),
@@ -602,6 +620,8 @@ impl Validator<'_, '_, '_, '_> {
             depends_on_past: raw.depends_on_past,
             sla,
             slo,
+            delay,
+            schedule,
         })
     }
 
@@ -635,6 +655,41 @@ impl Validator<'_, '_, '_, '_> {
             return None;
         }
         Some(slo)
+    }
+
+    /// `schedule` of a task: a cron expression, on a task without a time
+    /// dimension (a time-partitioned task is due when its periods end).
+    fn schedule(
+        &mut self,
+        name: &str,
+        text: &str,
+        zone: &str,
+        dims: &Dims,
+        path: &[&str],
+    ) -> Option<crate::serve::cron::Schedule> {
+        if let Some(t) = dims.time_dim() {
+            let scheme = &dims.0[t].name;
+            self.err(
+                ManifestError::new(
+                    "weir::manifest::schedule_on_time_scheme",
+                    format!("task `{name}` sets `schedule` but is partitioned by time scheme `{scheme}`"),
+                )
+                .at(self.value(path), "a time-partitioned task has no schedule")
+                .help(format!("its partitions are due when their periods end: remove `schedule`, or set `delay = \"15m\"` to run each `{scheme}` partition later")),
+            );
+            return None;
+        }
+        match crate::serve::cron::Schedule::parse(text, zone) {
+            Ok(s) => Some(s),
+            Err(why) => {
+                self.err(
+                    ManifestError::new("weir::manifest::bad_schedule", why)
+                        .at(self.value(path), "not a five-field cron expression")
+                        .help("minute hour day-of-month month day-of-week, e.g. \"0 6 * * *\" (06:00 every day) or \"*/15 * * * *\""),
+                );
+                None
+            }
+        }
     }
 
     /// `offset = k` or `window = [lo, hi]` of input `i`, checked for shape.

@@ -39,6 +39,7 @@ mod s3_warehouse;
 mod schema;
 mod sensors;
 mod slo;
+mod serve;
 mod slurm;
 #[cfg(feature = "s3")]
 mod store_budget;
