@@ -12,8 +12,8 @@ mod notify;
 mod ops;
 mod plan;
 mod run;
-mod slo;
 mod serve;
+mod slo;
 mod status;
 mod validate;
 

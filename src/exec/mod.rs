@@ -1040,7 +1040,10 @@ impl<'c, 'a> Scheduler<'c, 'a> {
     /// The machine skipped `id`: upstream `cause` did not publish (or
     /// waits for its inputs, and so does `id`).
     fn skipped(&mut self, id: usize, cause: usize) {
-        if matches!(self.status[cause], Status::Done(InstanceResult::Waiting { .. })) {
+        if matches!(
+            self.status[cause],
+            Status::Done(InstanceResult::Waiting { .. })
+        ) {
             return self.waits_for_upstream(id, cause);
         }
         let (cause_task, cause_partition) = self.names(cause);

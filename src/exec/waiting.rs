@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use super::readiness::{self, NotReady, SensorFailure};
 use super::machine::Verdict;
+use super::readiness::{self, NotReady, SensorFailure};
 use super::{InstanceResult, Scheduler, Status};
 use crate::events::{Event, State};
 

@@ -38,8 +38,8 @@ mod s3_evidence;
 mod s3_warehouse;
 mod schema;
 mod sensors;
-mod slo;
 mod serve;
+mod slo;
 mod slurm;
 #[cfg(feature = "s3")]
 mod store_budget;
