@@ -238,6 +238,8 @@ impl Machine {
                     }
                 }
                 self.maybe_start(&mut out);
+                // The wait said before this answer did not know its next look.
+                out.push(Action::WaitUntil(self.wake_at()));
                 return out;
             }
             Input::Finished {
@@ -277,11 +279,14 @@ impl Machine {
         }
         self.clock(now, &mut out);
         self.maybe_start(&mut out);
-        let again = self.pending.iter().filter_map(|(_, _, a)| *a);
-        out.push(Action::WaitUntil(
-            self.next_at.iter().flatten().copied().chain(again).min(),
-        ));
+        out.push(Action::WaitUntil(self.wake_at()));
         out
+    }
+
+    /// The next instant something is due or a sensor looks again.
+    fn wake_at(&self) -> Option<i64> {
+        let again = self.pending.iter().filter_map(|(_, _, a)| *a);
+        self.next_at.iter().flatten().copied().chain(again).min()
     }
 
     fn clock(&mut self, now: i64, out: &mut Vec<Action>) {
@@ -686,15 +691,16 @@ mod tests {
                 again_at: Some(again),
             },
         ));
-        assert!(a.is_empty(), "{a:?}");
-        // The wait ends at the re-check, before the next period is due.
+        // The executor's wait ends at the re-check, before the next period
+        // is due, from the answer on.
+        assert_eq!(a, [Action::WaitUntil(Some(again))]);
         let a = m.step(Input::Clock(at("2026-09-20T10:00:10Z")));
         assert_eq!(a, [Action::WaitUntil(Some(again))]);
         let a = m.step(Input::Clock(again));
         assert_eq!(a[0], Action::Check(i.clone()));
         let a = m.step(Input::Readiness(i.clone(), Readiness::Ready));
         assert_eq!(
-            a,
+            a[..2],
             [
                 Action::Progress {
                     task: 0,
@@ -703,6 +709,7 @@ mod tests {
                 Action::Start(vec![i.clone()])
             ]
         );
+        assert!(matches!(a[2..], [Action::WaitUntil(_)]), "{a:?}");
     }
 
     #[test]

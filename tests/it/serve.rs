@@ -661,3 +661,75 @@ fn issue_24_a_standby_takes_over_the_period_of_a_serve_killed_mid_attempt() {
     assert_eq!(generations(&sb, "2026-09-20T10"), 1);
     assert!(!lines.iter().any(|l| l.contains("MISSED")), "{lines:#?}");
 }
+
+const MINUTELY: &str = r#"
+[pipeline]
+name = "served"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.minute]
+kind = "minutely"
+every = 1
+start = "2026-09-20T00:00"
+
+[datasets.raw]
+path = "raw/{partition}/rows.csv"
+format = "csv"
+ready = { file = "raw/{partition}/_SUCCESS" }
+
+[tasks.h]
+command = ["sh", "m.sh"]
+inputs = ["raw"]
+partitioned_by = "minute"
+output = { dataset = "hours", grain = ["minute"] }
+"#;
+
+// On a minutely scheme: serve waits for a minute's `_SUCCESS` (WAIT, no
+// attempt, nothing published), publishes it once the file appears, and
+// publishes the next minute when it ends, each once.
+#[test]
+fn serve_waits_for_a_late_success_file_then_publishes_each_minute_once() {
+    let sb = Sandbox::new(MINUTELY);
+    sb.script(
+        "m.sh",
+        "printf 'minute,n\\n%s,1\\n' \"$WEIR_PARTITION\" > \"$WEIR_OUTPUT_DIR/part.csv\"\n",
+    );
+    for minute in ["2026-09-20T10:00", "2026-09-20T10:01"] {
+        let dir = sb.path().join("raw").join(minute);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("rows.csv"), "x\n1\n").unwrap();
+    }
+    let serve = Serve::start(&sb, "2026-09-20T10:01:50Z");
+    serve.wait_for(&["WAIT h 2026-09-20T10:00", "_SUCCESS"]);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        generations(&sb, "2026-09-20T10:00"),
+        0,
+        "{:#?}",
+        serve.lines()
+    );
+    std::fs::write(sb.path().join("raw/2026-09-20T10:00/_SUCCESS"), "").unwrap();
+    serve.wait_for(&["DONE h 2026-09-20T10:00 PUBLISHED"]);
+    // The next minute ends at 10:02; its flag is there in time.
+    std::fs::write(sb.path().join("raw/2026-09-20T10:01/_SUCCESS"), "").unwrap();
+    serve.wait_for(&["DONE h 2026-09-20T10:01 PUBLISHED"]);
+    let (code, lines) = serve.stop();
+    assert_eq!(code, 0, "{lines:#?}");
+    // Two partitions (their directory names encode the colon), one
+    // generation each.
+    assert_eq!(
+        std::fs::read_dir(sb.path().join("wh/hours"))
+            .unwrap()
+            .count(),
+        2
+    );
+    assert_eq!(generations(&sb, "2026-09-20T10:00"), 1);
+    assert_eq!(generations(&sb, "2026-09-20T10:01"), 1);
+    assert_eq!(
+        lines.iter().filter(|l| l.contains(" START ")).count(),
+        2,
+        "{lines:#?}"
+    );
+    assert!(serve_events(&sb, State::Missed).is_empty());
+}
