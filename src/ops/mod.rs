@@ -4,6 +4,7 @@
 pub mod explain;
 pub mod gc;
 pub mod rollback;
+pub mod status;
 pub mod verify;
 
 use crate::events::EventLog;
