@@ -3,6 +3,7 @@
 //! (`exit.rs`). Errors are miette diagnostics on stderr, never a backtrace.
 
 mod args;
+mod console;
 mod error;
 mod events;
 pub mod exit;
@@ -67,6 +68,7 @@ pub fn main() -> ExitCode {
         Command::Gc(a) => ops::gc(&a),
         Command::Verify(a) => ops::verify(&a),
         Command::Report(a) => write_report(&a),
+        Command::Console(a) => console::run(&a),
         Command::History(a) => history::run(&a),
         Command::Files(a) => files::run(&a),
         Command::Tables(a) => files::tables(&a),

@@ -3,6 +3,7 @@
 
 pub mod explain;
 pub mod gc;
+pub mod problems;
 pub mod rollback;
 pub mod status;
 pub mod verify;
