@@ -304,7 +304,11 @@ pub fn gather(
             if let Some(class) = &a.class {
                 evidence.push_str(&format!(" ({class})"));
             }
-            if !a.detail.is_empty() {
+            // "exit code 65" again says nothing new.
+            let repeated = a
+                .exit_code
+                .is_some_and(|c| a.detail == format!("exit code {c}"));
+            if !a.detail.is_empty() && !repeated {
                 evidence.push_str(&format!(": {}", a.detail));
             }
             p.evidence = Some(evidence);

@@ -307,6 +307,20 @@ fn issue_25_api_status_is_status_json() {
     let mut raw = String::new();
     s.read_to_string(&mut raw).unwrap();
     assert!(raw.starts_with("HTTP/1.1 401"), "{raw}");
+    drop(console);
+    // A task name cannot carry markup at all: its manifest is refused.
+    let bad = Sandbox::new(&MANIFEST.replace("[tasks.down]", "[tasks.\"<script>\"]"));
+    let out = bad
+        .weir(&["console", "m.toml", "--http", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("task `<script>` is not a valid name"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(stdout(&out), "");
 }
 
 // issue 25 item 4: a console on a non-loopback address starts only with a
@@ -421,4 +435,112 @@ fn issue_25_report_puts_problems_first_and_summarises_a_large_grid() {
     assert!(html.contains("<td class=\"count\" data-state=\"missing\">1873</td>"));
     assert!(html.contains("1874 partitions: the 1 with a held, quarantined or late cell"));
     assert!(html.len() < 200_000, "{} bytes", html.len());
+}
+
+// issue 25 item 4: MISSED, FAILING and UNDELIVERED come from the event
+// logs, and each leaves the first screen once the logs say it is settled
+// (ACCEPTED, a publication, NOTIFIED with the same outbox key).
+#[test]
+fn issue_25_first_screen_lists_missed_failing_undelivered_until_settled() {
+    use weir::events::{Event, EventLog, State};
+    let sb = pipeline();
+    let wh = sb.path().join("wh");
+    let log = EventLog::open(&wh, "serve-S1").unwrap();
+    log.emit(
+        State::Missed,
+        Event::instance("up", "a")
+            .detail("due after downtime; `weir run m.toml --task up --partition a` fills it"),
+    )
+    .unwrap();
+    log.emit(
+        State::Missed,
+        Event::instance("down", "c").detail("skipped after downtime"),
+    )
+    .unwrap();
+    log.emit(
+        State::Failed,
+        Event::instance("down", "c")
+            .attempt(1, Some(9))
+            .detail("exit code 1 <i>transient</i>"),
+    )
+    .unwrap();
+    log.emit(
+        State::NotifyFailed,
+        Event::instance("up", "c")
+            .detail("webhook answered 503")
+            .data(serde_json::json!({"key": "up/c/QUARANTINED/1", "target": "oncall"})),
+    )
+    .unwrap();
+    log.sync().unwrap();
+    drop(log);
+    let console = Console::start(&sb, &["--http", "127.0.0.1:0"], None);
+    let problems = |port| {
+        let (code, _, body) = get(port, "/api/problems", &[]);
+        assert_eq!(code, 200, "{body}");
+        let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+        doc["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} {} {}: {}",
+                    p["kind"].as_str().unwrap(),
+                    p["task"].as_str().unwrap_or("-"),
+                    p["partition"].as_str().unwrap_or("-"),
+                    p["detail"].as_str().unwrap()
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let listed = problems(console.port());
+    // up a was published by RUN-C1: its MISSED is settled already.
+    assert_eq!(listed.len(), 4, "{listed:#?}");
+    assert_eq!(
+        listed[0],
+        "QUARANTINED up c: deterministic failure: exit code 65"
+    );
+    assert!(
+        listed[1].starts_with(
+            "FAILING down c: attempt 1 of run serve-S1 ended FAILED: exit code 1 <i>transient</i>"
+        ),
+        "{listed:#?}"
+    );
+    assert_eq!(listed[2], "MISSED down c: skipped after downtime");
+    assert!(
+        listed[3].starts_with("UNDELIVERED up c: webhook answered 503 (run serve-S1, "),
+        "{listed:#?}"
+    );
+    let page = get(console.port(), "/", &[]).2;
+    // minijinja escapes `/` too (`&#x2f;`).
+    assert!(
+        page.contains("exit code 1 &lt;i&gt;transient&lt;"),
+        "{page}"
+    );
+    assert!(!page.contains("<i>"));
+
+    let log = EventLog::open(&wh, "op-S2").unwrap();
+    log.emit(
+        State::Accepted,
+        Event::instance("down", "c").detail("never to be built"),
+    )
+    .unwrap();
+    log.emit(
+        State::Notified,
+        Event::instance("up", "c")
+            .detail("delivered")
+            .data(serde_json::json!({"key": "up/c/QUARANTINED/1", "target": "oncall"})),
+    )
+    .unwrap();
+    log.sync().unwrap();
+    drop(log);
+    let listed = problems(console.port());
+    assert_eq!(
+        listed,
+        [
+            "QUARANTINED up c: deterministic failure: exit code 65",
+            "FAILING down c: attempt 1 of run serve-S1 ended FAILED: exit code 1 <i>transient</i>"
+        ],
+        "accepted and delivered are settled; a failure stays until something else is said"
+    );
 }

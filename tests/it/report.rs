@@ -89,7 +89,10 @@ fn issue_15_report_renders_states_in_a_headless_browser() {
         assert!(!html.contains(needle), "{needle} in the page");
     }
     // Links only within the page (a problem to its grid row).
-    assert_eq!(html.matches("href=").count(), html.matches("href=\"#").count());
+    assert_eq!(
+        html.matches("href=").count(),
+        html.matches("href=\"#").count()
+    );
     assert!(html.contains("<a href=\"#p-c\">c</a>"));
 
     let Some(browser) = chromium() else {
