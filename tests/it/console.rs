@@ -544,3 +544,38 @@ fn issue_25_first_screen_lists_missed_failing_undelivered_until_settled() {
         "accepted and delivered are settled; a failure stays until something else is said"
     );
 }
+
+// issue 25 item 4: the library handle `weir serve --http` runs the console
+// with: it serves from its own thread once `serve` returns, refuses to
+// start where it must, and stops listening when dropped.
+#[test]
+fn issue_25_console_handle_serves_until_dropped() {
+    let sb = pipeline();
+    let addr: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let refused = weir::console::serve("0.0.0.0:0".parse().unwrap(), vec![sb.manifest()], None);
+    assert!(matches!(
+        refused,
+        Err(weir::console::ConsoleError::NoToken { .. })
+    ));
+    let empty = weir::console::serve(addr, vec![sb.manifest()], Some(""));
+    assert!(matches!(
+        empty,
+        Err(weir::console::ConsoleError::EmptyToken)
+    ));
+    let console = weir::console::serve(addr, vec![sb.manifest()], None).unwrap();
+    let port = console.local_addr().port();
+    // Taken: a second console on the same port is refused at once.
+    let busy = weir::console::serve(console.local_addr(), vec![sb.manifest()], None);
+    assert!(matches!(
+        busy,
+        Err(weir::console::ConsoleError::Bind { .. })
+    ));
+    let (code, _, body) = get(port, "/api/status", &[]);
+    assert_eq!(code, 200);
+    assert!(body.contains("\"pipeline\":\"con\""));
+    drop(console);
+    assert!(
+        TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "still listening after drop"
+    );
+}
