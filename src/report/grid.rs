@@ -80,16 +80,20 @@ impl Grid {
         let mut histories = Histories::new();
         // Partition keys of every scheme, newest first, as rows.
         let mut keys: Vec<String> = Vec::new();
+        // Membership by hash: a scheme of thousands of keys is not a
+        // quadratic scan per task.
+        let mut known: std::collections::HashSet<String> = std::collections::HashSet::new();
         let mut cells: HashMap<(String, String), Cell> = HashMap::new();
         let mut stale_why: HashMap<(String, String), String> = HashMap::new();
         for task in manifest.tasks.values() {
             let dataset = &task.output.dataset;
             let mut expected = task.dims.keys(planned_now);
+            let scheme: std::collections::HashSet<String> = expected.iter().cloned().collect();
             for key in warehouse
                 .partitions(dataset)
                 .map_err(ReportError::Warehouse)?
             {
-                if !expected.contains(&key) {
+                if !scheme.contains(&key) {
                     expected.push(key);
                 }
             }
@@ -162,7 +166,7 @@ impl Grid {
                         state.as_str()
                     ),
                 };
-                if !keys.contains(&key) {
+                if known.insert(key.clone()) {
                     keys.push(key.clone());
                 }
                 cells.insert((task.name.clone(), key.clone()), Cell { state, hover });
