@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::events::{self, EventRecord, State};
 use crate::manifest::Manifest;
-use crate::ops::problems::{self, Problem};
+use crate::ops::problems::{self, More, Problem};
 use crate::ops::status::Status;
 use crate::partition::shell_word;
 use crate::report::grid::{Grid, SUMMARY_ROWS};
@@ -73,14 +73,19 @@ pub(super) struct Problems {
     missing: usize,
     stale: usize,
     waiting: usize,
+    /// Every problem's total, before `more` took the long tails.
+    total: usize,
     problems: Vec<Problem>,
+    /// Problems past the first few of their kind and task, counted.
+    more: Vec<More>,
 }
 
 pub(super) fn problems(manifest: &Manifest) -> Result<Problems, ViewError> {
     let warehouse = open(manifest)?;
     let status = gather_status(manifest, &warehouse)?;
     let events = all_events(&warehouse)?;
-    let problems = problems::gather(manifest, &warehouse, &status, &events);
+    let (problems, more) = problems::gather(manifest, &warehouse, &status, &events);
+    let total = problems::total(&problems, &more);
     Ok(Problems {
         pipeline: manifest.pipeline.name.clone(),
         manifest: manifest.path.display().to_string(),
@@ -90,7 +95,9 @@ pub(super) fn problems(manifest: &Manifest) -> Result<Problems, ViewError> {
         missing: status.overview.missing.len(),
         stale: status.overview.stale.len(),
         waiting: status.overview.waiting.len(),
+        total,
         problems,
+        more,
     })
 }
 

@@ -84,14 +84,15 @@ pub struct Problem {
 }
 
 /// Everything that needs a person in `manifest`'s warehouse, most urgent
-/// kind first. `events` are every run's records in order (as `weir explain`
-/// reads them).
+/// kind first: the first [`LISTED_PER_GROUP`] of each kind and task, with
+/// their evidence, and the rest counted. `events` are every run's records in
+/// order (as `weir explain` reads them).
 pub fn gather(
     manifest: &Manifest,
     warehouse: &Warehouse,
     status: &Status,
     events: &[EventRecord],
-) -> Vec<Problem> {
+) -> (Vec<Problem>, Vec<More>) {
     let m = shell_word(&manifest.path.display().to_string()).into_owned();
     let explain_cmd = |task: &str, partition: &str| {
         format!(
@@ -281,6 +282,7 @@ pub fn gather(
     }
     // Stable: the order status lists them in, within each kind.
     out.sort_by_key(|p| p.kind);
+    let (mut out, more) = cap(out);
     for p in out.iter_mut().take(MAX_EXPLAINED) {
         let (Some(task), Some(partition)) = (&p.task, &p.partition) else {
             continue;
@@ -321,7 +323,12 @@ pub fn gather(
         p.command = first_command(&x.recommendation);
         p.recommendation = Some(x.recommendation);
     }
-    out
+    (out, more)
+}
+
+/// How many problems there are, listed and counted.
+pub fn total(listed: &[Problem], more: &[More]) -> usize {
+    listed.len() + more.iter().map(|m| m.count).sum::<usize>()
 }
 
 /// What identifies one notification across its tries: the outbox key when
@@ -339,6 +346,67 @@ fn notification_key(e: &EventRecord) -> String {
                 .unwrap_or_default()
         ),
     }
+}
+
+/// Problems of one kind and task listed one by one; past that they are
+/// counted (a feed down for a year is one story, not 365 lines).
+pub const LISTED_PER_GROUP: usize = 20;
+
+/// Problems of one kind and task beyond [`LISTED_PER_GROUP`].
+#[derive(Debug, Clone, Serialize)]
+pub struct More {
+    /// What kind.
+    pub kind: ProblemKind,
+    /// The task, if the problems have one.
+    pub task: Option<String>,
+    /// How many more.
+    pub count: usize,
+    /// The smallest and largest partition key among them.
+    pub first: Option<String>,
+    /// The largest.
+    pub last: Option<String>,
+}
+
+/// Keeps the first [`LISTED_PER_GROUP`] problems of each kind and task,
+/// and counts the rest per group.
+fn cap(problems: Vec<Problem>) -> (Vec<Problem>, Vec<More>) {
+    let mut listed: HashMap<(ProblemKind, Option<String>), usize> = HashMap::new();
+    let mut kept = Vec::new();
+    let mut more: Vec<More> = Vec::new();
+    for p in problems {
+        let n = listed.entry((p.kind, p.task.clone())).or_insert(0);
+        *n += 1;
+        if *n <= LISTED_PER_GROUP {
+            kept.push(p);
+            continue;
+        }
+        let group = match more
+            .iter_mut()
+            .position(|m| m.kind == p.kind && m.task == p.task)
+        {
+            Some(i) => &mut more[i],
+            None => {
+                more.push(More {
+                    kind: p.kind,
+                    task: p.task.clone(),
+                    count: 0,
+                    first: None,
+                    last: None,
+                });
+                more.last_mut().expect("just pushed")
+            }
+        };
+        group.count += 1;
+        if let Some(key) = p.partition {
+            if group.first.as_ref().is_none_or(|f| key < *f) {
+                group.first = Some(key.clone());
+            }
+            if group.last.as_ref().is_none_or(|l| key > *l) {
+                group.last = Some(key);
+            }
+        }
+    }
+    (kept, more)
 }
 
 /// The first `weir …` command quoted in backticks in `text`.

@@ -135,8 +135,9 @@ pub fn render(manifest: &Manifest, run: Option<&str>) -> Result<String, ReportEr
     let status = crate::ops::status::Status::gather(manifest, &warehouse, false)
         .map_err(|e| ReportError::Status(e.to_string()))?;
     let (all, _bad) = events::read_all_in(&store).map_err(ReportError::Warehouse)?;
-    let problems = crate::ops::problems::gather(manifest, &warehouse, &status, &all);
-    write_problems(&mut html, &problems, &grid);
+    let (problems, more) = crate::ops::problems::gather(manifest, &warehouse, &status, &all);
+    let total = crate::ops::problems::total(&problems, &more);
+    write_problems(&mut html, total, &problems, &more, &grid);
     grid::write_html(&mut html, &grid);
     gantt(&mut html, manifest, run_id.as_deref(), &records);
     history(&mut html, &grid.histories);
@@ -288,14 +289,12 @@ pub(crate) fn gantt(
 /// what is wrong, the last attempt's evidence and the command to run.
 fn write_problems(
     html: &mut String,
+    total: usize,
     problems: &[crate::ops::problems::Problem],
+    more: &[crate::ops::problems::More],
     grid: &grid::Grid,
 ) {
-    let _ = writeln!(
-        html,
-        "<h2 id=\"problems\">Needs a person ({})</h2>",
-        problems.len()
-    );
+    let _ = writeln!(html, "<h2 id=\"problems\">Needs a person ({total})</h2>");
     if problems.is_empty() {
         html.push_str("<p class=\"meta\">Nothing: no quarantined, held, late, missed, failing, undelivered or drifted partition.</p>\n");
         return;
@@ -340,6 +339,22 @@ fn write_problems(
         );
     }
     html.push_str("</tbody></table></div>\n");
+    for m in more {
+        let _ = writeln!(
+            html,
+            "<p class=\"more\" data-kind=\"{0}\">and {1} more {0}{2}{3}</p>",
+            m.kind.as_str(),
+            m.count,
+            m.task
+                .as_deref()
+                .map(|t| format!(" of {}", esc(t)))
+                .unwrap_or_default(),
+            match (&m.first, &m.last) {
+                (Some(f), Some(l)) => format!(", {} to {}", esc(f), esc(l)),
+                _ => String::new(),
+            }
+        );
+    }
 }
 
 fn history(html: &mut String, histories: &grid::Histories) {

@@ -644,3 +644,54 @@ fn issue_25_console_grid_of_1874_partitions_is_summarised_and_filters_by_range()
         page.contains("data-kind=\"QUARANTINED\" data-task=\"load\" data-partition=\"2022-03-10\"")
     );
 }
+
+// issue 25 items 4 and 5: a feed late for a year is one story: the first
+// screen and the report list the first LATE partitions with their commands
+// and count the rest with their range, linked to the grid filtered on them.
+#[test]
+fn issue_25_a_year_of_late_partitions_is_counted_not_listed() {
+    let sb = Sandbox::new(
+        "[pipeline]\nname = \"late\"\ncode_version = \"1\"\nwarehouse = \"wh\"\n\n\
+         [partitions.daily]\nkind = \"daily\"\nstart = \"2024-01-01\"\nend = \"2024-12-31\"\n\n\
+         [tasks.feed]\ncommand = [\"true\"]\noutput = { dataset = \"fed\", grain = [\"id\"] }\nsla = \"6h\"\n",
+    );
+    let console = Console::start(&sb, &["--http", "127.0.0.1:0"], None);
+    let (code, _, body) = get(console.port(), "/api/problems", &[]);
+    assert_eq!(code, 200);
+    let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(doc["total"], 366);
+    let listed = doc["problems"].as_array().unwrap();
+    assert_eq!(listed.len(), 20);
+    assert!(listed.iter().all(|p| p["kind"] == "LATE"));
+    assert_eq!(
+        listed[0]["command"],
+        format!(
+            "weir run m.toml --partition {}",
+            listed[0]["partition"].as_str().unwrap()
+        )
+    );
+    assert_eq!(
+        doc["more"],
+        serde_json::json!([{
+            "kind": "LATE", "task": "feed", "count": 346,
+            "first": "2024-01-21", "last": "2024-12-31"
+        }])
+    );
+    let (_, _, page) = get(console.port(), "/", &[]);
+    assert!(page.contains("late: 366 things need a person"), "{page}");
+    assert!(page.contains("and 346 more LATE of feed, 2024-01-21 to 2024-12-31"));
+    assert!(page.contains("href=\"/grid?pipeline=late&amp;task=feed&amp;state=late\""));
+    assert_eq!(page.matches("<tr class=\"problem\"").count(), 20);
+
+    let made = sb
+        .weir(&["report", "m.toml", "--out", "r.html"])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", stderr(&made));
+    let html = std::fs::read_to_string(sb.path().join("r.html")).unwrap();
+    assert!(html.contains("<h2 id=\"problems\">Needs a person (366)</h2>"));
+    assert_eq!(html.matches("<tr class=\"problem\"").count(), 20);
+    assert!(html.contains("and 346 more LATE of feed, 2024-01-21 to 2024-12-31"));
+    // Late cells are problem rows: all 366 drawn, past the summary.
+    assert_eq!(html.matches("<tr id=\"p-").count(), 366);
+}
