@@ -695,3 +695,46 @@ fn issue_25_a_year_of_late_partitions_is_counted_not_listed() {
     // Late cells are problem rows: all 366 drawn, past the summary.
     assert_eq!(html.matches("<tr id=\"p-").count(), 366);
 }
+
+// issue 25 item 4: a published file changed behind weir's back is the
+// first thing on the first screen, as `weir status` sees it.
+#[test]
+fn issue_25_a_drifted_file_heads_the_first_screen() {
+    let sb = pipeline();
+    let status = sb.weir(&["status", "m.toml", "--json"]).output().unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let file = status["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["dataset"] == "up_out" && p["partition"] == "b")
+        .unwrap()["files"][0]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap();
+    f.write_all(b"2\n").unwrap();
+    drop(f);
+    let console = Console::start(&sb, &["--http", "127.0.0.1:0"], None);
+    let (_, _, body) = get(console.port(), "/api/problems", &[]);
+    let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let first = &doc["problems"][0];
+    assert_eq!(first["kind"], "DRIFTED", "{doc:#}");
+    assert_eq!(first["task"], "up");
+    assert_eq!(first["partition"], "b");
+    assert!(
+        first["detail"].as_str().unwrap().contains("changed size"),
+        "{first}"
+    );
+    assert!(first["recommendation"]
+        .as_str()
+        .unwrap()
+        .contains("`weir rollback m.toml up_out --partition b`"));
+    assert_eq!(doc["problems"][1]["kind"], "QUARANTINED");
+    let (_, _, api) = get(console.port(), "/api/status", &[]);
+    let api: serde_json::Value = serde_json::from_str(&api).unwrap();
+    assert_eq!(api["drifted"][0]["partition"], "b");
+}
