@@ -10,6 +10,8 @@
 pub mod audit;
 pub mod cli;
 pub mod clock;
+#[cfg(feature = "console")]
+pub mod console;
 pub mod events;
 pub mod exec;
 pub mod http;

@@ -55,6 +55,8 @@ pub(crate) enum Command {
     Verify(VerifyArgs),
     /// Write one self-contained HTML page: partitions by state, a run's Gantt chart, generation history.
     Report(ReportArgs),
+    /// Serve the live, read-only console: what needs a person, partitions, runs, instances, /api/.
+    Console(ConsoleArgs),
     /// Every generation of a dataset's partition: what `rollback --to` can choose from.
     History(HistoryArgs),
     /// The visible files of a dataset's partitions (path or URL, size, SHA-256): what to read outside weir.
@@ -85,6 +87,19 @@ pub(crate) struct ReportArgs {
     /// The run drawn as a Gantt chart (default: the latest).
     #[arg(long)]
     pub(crate) run: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ConsoleArgs {
+    /// Manifest files, one pipeline each.
+    #[arg(required = true)]
+    pub(crate) manifests: Vec<PathBuf>,
+    /// Address to listen on; one that is not loopback needs a token.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub(crate) http: std::net::SocketAddr,
+    /// The token every request must present (default: $WEIR_CONSOLE_TOKEN).
+    #[arg(long)]
+    pub(crate) token: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -3,6 +3,7 @@
 //! (`exit.rs`). Errors are miette diagnostics on stderr, never a backtrace.
 
 mod args;
+mod console;
 mod error;
 mod events;
 pub mod exit;
@@ -14,7 +15,7 @@ mod plan;
 mod run;
 mod serve;
 mod slo;
-mod status;
+pub(crate) mod status;
 mod validate;
 
 use std::io::IsTerminal;
@@ -72,6 +73,7 @@ pub fn main() -> ExitCode {
         Command::Gc(a) => ops::gc(&a),
         Command::Verify(a) => ops::verify(&a),
         Command::Report(a) => write_report(&a),
+        Command::Console(a) => console::run(&a),
         Command::History(a) => history::run(&a),
         Command::Files(a) => files::run(&a),
         Command::Tables(a) => files::tables(&a),

@@ -2,9 +2,7 @@
 
 pub(crate) mod summary;
 
-use std::collections::{BTreeMap, HashSet};
-
-use serde_json::json;
+use std::collections::BTreeMap;
 
 use super::args::{ShowArgs, StatusArgs};
 use super::error::{doing, CliError};
@@ -12,332 +10,56 @@ use super::exit;
 use super::run::plural;
 use crate::audit;
 use crate::manifest::{Manifest, Task};
+use crate::ops::status::{Attention, Overview, Status, StatusError};
 use crate::partition::shell_word;
 use crate::store::certs as certify;
-use crate::store::marks::{self as state, InstanceMark, Mark};
-use crate::store::{CommitRecord, Depth, Drift, Warehouse};
-
-/// An expected partition with no publication.
-struct Missing {
-    task: String,
-    dataset: String,
-    partition: String,
-    /// The SLA deadline, when it has passed.
-    late_since: Option<String>,
-}
-
-/// A publication that pinned an upstream generation which is no longer
-/// the current one (the upstream was repaired or rolled back since).
-struct Stale {
-    task: String,
-    partition: String,
-    /// Which upstream partitions changed, in words.
-    detail: String,
-}
-
-/// Something `status --check` pages on.
-struct Attention {
-    state: &'static str,
-    task: String,
-    partition: String,
-    detail: String,
-}
-
-/// What `weir status` knows about the pipeline.
-struct Overview {
-    /// (task, current record) per published partition.
-    published: Vec<(String, CommitRecord)>,
-    /// Expected partitions (every key of each task's scheme up to the latest
-    /// complete one) without a publication: a successful run is no proof
-    /// that everything committed.
-    missing: Vec<Missing>,
-    /// Operator states that outlive runs, except the two below.
-    marks: Vec<InstanceMark>,
-    /// QUARANTINED markers the next run would release (its inputs or code
-    /// changed since), with what changed: shown, never paged on.
-    released: Vec<(InstanceMark, String)>,
-    /// ABANDONED instances: an operator's decision, shown, never paged on.
-    abandoned: Vec<InstanceMark>,
-    /// Partitions whose commit log cannot be read (a corrupt record, an
-    /// I/O error): named, while the others are still listed.
-    unreadable: Vec<(String, String, String)>,
-    /// Publications whose pinned upstream generations are not current.
-    stale: Vec<Stale>,
-    /// Missing partitions whose external input is not there (a run holds
-    /// them, without a marker, until it is): (task, partition, what).
-    waiting: Vec<(String, String, String)>,
-    /// Missing partitions whose input's sensor fails (not "not yet"):
-    /// (task, partition, what), paged on as SENSOR.
-    sensors: Vec<(String, String, String)>,
-}
-
-impl Overview {
-    fn gather(manifest: &Manifest, warehouse: &Warehouse) -> Result<Overview, String> {
-        let planned_now = crate::clock::now();
-        let now = jiff::Timestamp::now().as_second();
-        let mut published = Vec::new();
-        let mut missing = Vec::new();
-        let mut unreadable = Vec::new();
-        let mut waiting = Vec::new();
-        let mut sensors = Vec::new();
-        for task in manifest.tasks.values() {
-            let dataset = &task.output.dataset;
-            let mut seen = HashSet::new();
-            for partition in warehouse
-                .partitions(dataset)
-                .map_err(|e| crate::exec::chain(&e))?
-            {
-                let store = warehouse.partition(dataset, &partition);
-                match store.latest() {
-                    Ok(Some(record)) => {
-                        seen.insert(partition);
-                        published.push((task.name.clone(), record));
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        seen.insert(partition.clone());
-                        unreadable.push((dataset.clone(), partition, crate::exec::chain(&e)));
-                    }
-                }
-            }
-            let unpublished: Vec<String> = task
-                .dims
-                .keys(planned_now)
-                .into_iter()
-                .filter(|k| !seen.contains(k))
-                .collect();
-            let asked_from = unpublished
-                .len()
-                .saturating_sub(crate::exec::readiness::COMMANDS_ASKED_BY_STATUS);
-            for (i, key) in unpublished.into_iter().enumerate() {
-                let late_since = task.sla.and_then(|sla| {
-                    let deadline = task
-                        .dims
-                        .interval_end(&key)?
-                        .saturating_add(i64::try_from(sla.as_secs()).unwrap_or(i64::MAX));
-                    (now > deadline).then(|| {
-                        jiff::Timestamp::from_second(deadline)
-                            .map_or_else(|_| deadline.to_string(), |t| t.to_string())
-                    })
-                });
-                // The run's own test (`exec::readiness`): sensors included,
-                // sensor commands for the newest unpublished partitions only.
-                match crate::exec::readiness::check_with(manifest, task, &key, i >= asked_from) {
-                    crate::exec::readiness::Readiness::Ready => {}
-                    crate::exec::readiness::Readiness::NotYet(n) => {
-                        waiting.push((task.name.clone(), key.clone(), n.why));
-                    }
-                    crate::exec::readiness::Readiness::Failed(f) => {
-                        sensors.push((task.name.clone(), key.clone(), f.why));
-                    }
-                }
-                missing.push(Missing {
-                    task: task.name.clone(),
-                    dataset: dataset.clone(),
-                    partition: key,
-                    late_since,
-                });
-            }
-        }
-        let mut staleness = crate::plan::stale::Staleness::default();
-        let stale = stale(&mut staleness, manifest, warehouse, &published);
-        let mut marks = Vec::new();
-        let mut released = Vec::new();
-        let mut abandoned = Vec::new();
-        for m in state::all(warehouse).map_err(|e| crate::exec::chain(&e))? {
-            // The run's own test: a quarantine whose inputs or code changed
-            // would be rerun, so paging on it would send a person for nothing.
-            let changed = staleness.quarantine_released(manifest, warehouse, &m);
-            if m.mark == Mark::Abandoned {
-                abandoned.push(m);
-            } else if !changed.is_empty() {
-                released.push((m, changed.join("; ")));
-            } else {
-                marks.push(m);
-            }
-        }
-        Ok(Overview {
-            published,
-            missing,
-            marks,
-            released,
-            abandoned,
-            unreadable,
-            stale,
-            waiting,
-            sensors,
-        })
-    }
-
-    /// LATE, HELD and QUARANTINED instances.
-    ///
-    /// STALE publications are shown but not paged on: a repair upstream is
-    /// often deliberate, and rerunning its downstream is a decision.
-    fn attention(&self) -> Vec<Attention> {
-        let mut out: Vec<Attention> = self
-            .missing
-            .iter()
-            .filter_map(|m| {
-                m.late_since.as_ref().map(|deadline| Attention {
-                    state: "LATE",
-                    task: m.task.clone(),
-                    partition: m.partition.clone(),
-                    detail: format!("not published by its SLA deadline {deadline}"),
-                })
-            })
-            .collect();
-        for (task, partition, detail) in &self.sensors {
-            out.push(Attention {
-                state: "SENSOR",
-                task: task.clone(),
-                partition: partition.clone(),
-                detail: detail.clone(),
-            });
-        }
-        for m in &self.marks {
-            out.push(Attention {
-                state: m.mark.as_str(),
-                task: m.task.clone(),
-                partition: m.partition.clone(),
-                detail: m.reason.clone(),
-            });
-        }
-        out
-    }
-}
+use crate::store::marks::Mark;
+use crate::store::{Depth, Warehouse};
 
 pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
     let warehouse = super::error::open_to_read(&manifest)?;
     let mut overview = Overview::gather(&manifest, &warehouse).map_err(CliError::engine)?;
     summary::narrow(&manifest, &mut overview, args)?;
-    let mut attention = overview.attention();
-    let undelivered = undelivered(&args.manifest, &warehouse, &mut attention);
-    if args.check {
-        attention.extend(tables_behind(&manifest, &warehouse, &overview.published)?);
-    }
-    // Every visible file is what its generation committed: sizes always;
-    // under --check every byte's hash, the files' digest and rows, the
-    // record's token, and every PUBLISHED event's record.
-    let (drifts, unproven) = if args.check {
-        overview
-            .unreadable
-            .extend(unrecorded(&manifest, &warehouse, &overview).map_err(CliError::engine)?);
-        proven(&manifest, &warehouse, &overview.published)
-    } else {
-        (
-            drifted(&warehouse, &overview.published, Depth::Stat),
-            Vec::new(),
-        )
-    };
-    let serving = crate::serve::status::gather(&manifest, &warehouse, crate::clock::now())
-        .map_err(CliError::engine)?;
-    let mut versions: BTreeMap<(&str, &str), usize> = BTreeMap::new();
-    for (_, r) in &overview.published {
-        *versions
-            .entry((r.dataset.as_str(), r.code_version.as_str()))
-            .or_default() += 1;
-    }
+    let status = Status::of(&manifest, &warehouse, overview, args.check).map_err(|e| match e {
+        StatusError::Engine(e) => CliError::engine(e),
+        StatusError::DeltaLog { dataset, source } => {
+            doing(format!("cannot read the Delta log of `{dataset}`"))(source)
+        }
+    })?;
     if args.json {
-        let partitions: Vec<_> = overview
-            .published
-            .iter()
-            .map(|(task, r)| {
-                let store = warehouse.partition(&r.dataset, &r.partition);
-                json!({
-                    "dataset": r.dataset,
-                    "partition": r.partition,
-                    "task": task,
-                    "generation": r.generation.get(),
-                    "token": r.token.get(),
-                    "run_id": r.run_id,
-                    "attempt": r.attempt,
-                    "rows": r.rows,
-                    "digest": r.digest,
-                    "input_snapshot": r.input_snapshot,
-                    "input_snapshot_digest": r.input_snapshot_digest,
-                    "code_version": r.code_version,
-                    "certified": certify::is_certified(&warehouse, &r.dataset, &r.partition, r.generation.get()),
-                    "published_at": r.published_at,
-                    "files": (0..r.files.len()).map(|i| store.file_location(r, i)).collect::<Vec<_>>(),
-                })
-            })
-            .collect();
-        let doc = json!({
-            "format_version": 1,
-            "pipeline": manifest.pipeline.name,
-            "partitions": partitions,
-            "code_versions": versions
-                .iter()
-                .map(|((d, v), n)| json!({"dataset": d, "code_version": v, "partitions": n}))
-                .collect::<Vec<_>>(),
-            "missing": overview
-                .missing
-                .iter()
-                .map(|m| json!({"task": m.task, "dataset": m.dataset, "partition": m.partition, "late_since": m.late_since}))
-                .collect::<Vec<_>>(),
-            "stale": overview
-                .stale
-                .iter()
-                .map(|st| json!({"task": st.task, "partition": st.partition, "detail": st.detail}))
-                .collect::<Vec<_>>(),
-            "waiting": overview
-                .waiting
-                .iter()
-                .map(|(task, partition, detail)| json!({"task": task, "partition": partition, "detail": detail}))
-                .collect::<Vec<_>>(),
-            "released": overview
-                .released
-                .iter()
-                .map(|(m, changed)| json!({"task": m.task, "partition": m.partition, "detail": m.reason, "changed": changed}))
-                .collect::<Vec<_>>(),
-            "abandoned": overview
-                .abandoned
-                .iter()
-                .map(|m| json!({"task": m.task, "partition": m.partition, "detail": m.reason, "note": m.note}))
-                .collect::<Vec<_>>(),
-            "attention": attention
-                .iter()
-                .map(|a| json!({"state": a.state, "task": a.task, "partition": a.partition, "detail": a.detail}))
-                .collect::<Vec<_>>(),
-            "drifted": drifts
-                .iter()
-                .map(|d| json!({"dataset": d.dataset, "partition": d.partition, "generation": d.generation, "file": d.path, "detail": d.to_string()}))
-                .collect::<Vec<_>>(),
-            "unreadable": overview
-                .unreadable
-                .iter()
-                .map(|(d, p, e)| json!({"dataset": d, "partition": p, "error": e}))
-                .collect::<Vec<_>>(),
-            "unproven": unproven
-                .iter()
-                .map(|u| json!({"detail": crate::exec::chain(u)}))
-                .collect::<Vec<_>>(),
-            "lineage": crate::lineage::last_note(warehouse.root()),
-            "summary": summary::json(&manifest, &overview),
-            "notifications_undelivered": undelivered,
-            "serve": crate::serve::status::json(&serving),
-        });
         println!(
             "{}",
-            serde_json::to_string_pretty(&doc).expect("status always serializes")
+            serde_json::to_string_pretty(&document(&manifest, &warehouse, &status))
+                .expect("status always serializes")
         );
-    } else if summary::summarised(args, &overview) {
-        summary::print(&args.manifest, &manifest, &overview, &attention);
+    } else if summary::summarised(args, &status.overview) {
+        summary::print(
+            &args.manifest,
+            &manifest,
+            &status.overview,
+            &status.attention,
+        );
     } else {
-        let narrowed = summary::narrowed(args);
         print_status(
             &args.manifest,
             &warehouse,
-            &overview,
-            &versions,
-            &attention,
-            narrowed,
+            &status.overview,
+            &status.versions(),
+            &status.attention,
+            summary::narrowed(args),
         );
-        for line in crate::serve::status::lines(&serving, &manifest) {
+        for line in crate::serve::status::lines(&status.serving, &manifest) {
             println!("{line}");
         }
     }
+    let Status {
+        overview,
+        attention,
+        drifts,
+        unproven,
+        ..
+    } = status;
     let mut failed = false;
     if !overview.unreadable.is_empty() {
         for (dataset, partition, error) in &overview.unreadable {
@@ -377,188 +99,16 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
     Ok(exit::OK)
 }
 
-/// NOTIFY: notifications the outbox still holds, one line per target (paged
-/// on: someone is not hearing what they asked to hear).
-fn undelivered(
-    manifest: &std::path::Path,
-    warehouse: &Warehouse,
-    attention: &mut Vec<Attention>,
-) -> Vec<crate::notify::Undelivered> {
-    let outbox = crate::notify::Outbox::new(std::sync::Arc::clone(warehouse.backend()));
-    let undelivered = outbox.undelivered().unwrap_or_else(|e| {
-        eprintln!(
-            "warning: cannot read the notification outbox: {}",
-            crate::store::chain(&e)
-        );
-        Vec::new()
-    });
-    for u in &undelivered {
-        attention.push(Attention {
-            state: "NOTIFY",
-            task: u.target.clone(),
-            partition: String::new(),
-            detail: format!(
-                "{} {} undelivered to {} since {}; `weir notify {} --flush` delivers {}",
-                u.count,
-                plural(u.count, "notification", "notifications"),
-                u.target,
-                u.since,
-                shell_word(&manifest.display().to_string()),
-                plural(u.count, "it", "them")
-            ),
-        });
-    }
-    undelivered
-}
-
-/// TABLE_BEHIND: visible generations their dataset's Delta table does
-/// not show exactly (a Delta commit that failed or was lost after weir's;
-/// `weir tables sync` repairs it), one log replay per dataset.
-fn tables_behind(
+/// The document `weir status --json` prints (and the console's
+/// `/api/status`): the status and its per-task summary.
+pub(crate) fn document(
     manifest: &Manifest,
     warehouse: &Warehouse,
-    published: &[(String, CommitRecord)],
-) -> Result<Vec<Attention>, CliError> {
-    use crate::store::delta::{columns_of, TableView};
-    let mut views: BTreeMap<String, TableView> = BTreeMap::new();
-    let mut out = Vec::new();
-    for (task_name, record) in published {
-        let Some(task) = manifest.tasks.get(task_name) else {
-            continue;
-        };
-        let Some((columns, values)) = columns_of(task, &record.partition) else {
-            continue;
-        };
-        if !views.contains_key(&record.dataset) {
-            let store = warehouse.partition(&record.dataset, &record.partition);
-            let view = TableView::read(&store).map_err(doing(format!(
-                "cannot read the Delta log of `{}`",
-                record.dataset
-            )))?;
-            views.insert(record.dataset.clone(), view);
-        }
-        if let Some(detail) = views[&record.dataset].disagreement(&columns, &values, record) {
-            out.push(Attention {
-                state: "TABLE_BEHIND",
-                task: task_name.clone(),
-                partition: record.partition.clone(),
-                detail: format!("{detail}; `weir tables sync` repairs it"),
-            });
-        }
-    }
-    Ok(out)
-}
-
-/// The first drifted or vanished file of each visible generation.
-fn drifted(
-    warehouse: &Warehouse,
-    published: &[(String, CommitRecord)],
-    depth: Depth,
-) -> Vec<Drift> {
-    use rayon::prelude::*;
-    published
-        .par_iter()
-        .filter_map(|(_, r)| {
-            warehouse
-                .partition(&r.dataset, &r.partition)
-                .check_files(r, depth)
-                .err()
-                .map(|d| *d)
-        })
-        .collect()
-}
-
-/// `status --check` of each visible generation
-/// ([`crate::ops::verify::check_visible`]): the drifted files, and the
-/// generations whose digest, rows or token are not what their record says.
-fn proven(
-    manifest: &Manifest,
-    warehouse: &Warehouse,
-    published: &[(String, CommitRecord)],
-) -> (Vec<Drift>, Vec<crate::ops::verify::Unproven>) {
-    use crate::ops::verify::Unproven;
-    use rayon::prelude::*;
-    let found: Vec<Unproven> = published
-        .par_iter()
-        .filter_map(|(task, r)| {
-            let format = manifest.tasks.get(task)?.output.format;
-            crate::ops::verify::check_visible(
-                &warehouse.partition(&r.dataset, &r.partition),
-                r,
-                format,
-            )
-            .err()
-            .map(|u| *u)
-        })
-        .collect();
-    let mut drifts = Vec::new();
-    let mut unproven = Vec::new();
-    for u in found {
-        match u {
-            Unproven::Drift(d) => drifts.push(*d),
-            other => unproven.push(other),
-        }
-    }
-    (drifts, unproven)
-}
-
-/// Publications the event logs prove and the commit logs lack: a
-/// PUBLISHED event whose generation has no record, or a record of another
-/// token (the generation number was used again), as (dataset, partition,
-/// what is wrong). A partition already unreadable is not checked again.
-/// This witness survives what the log's own markers do not: the record and
-/// its marker both gone, the whole `log/` restored from an older backup.
-fn unrecorded(
-    manifest: &Manifest,
-    warehouse: &Warehouse,
-    overview: &Overview,
-) -> Result<Vec<(String, String, String)>, String> {
-    let (events, _bad) = crate::events::read_all_in(&warehouse.events())
-        .map_err(|e| format!("cannot read the event logs: {}", crate::exec::chain(&e)))?;
-    let mut out: Vec<(String, String, String)> = Vec::new();
-    let mut checked = HashSet::new();
-    for e in events {
-        if e.state != crate::events::State::Published {
-            continue;
-        }
-        let (Some(task), Some(partition), Some(token)) = (&e.task, &e.partition, e.token) else {
-            continue;
-        };
-        let Some(generation) = e.data.get("generation").and_then(serde_json::Value::as_u64) else {
-            continue;
-        };
-        let Some(spec) = manifest.tasks.get(task) else {
-            continue;
-        };
-        let dataset = &spec.output.dataset;
-        let known_bad = |out: &[(String, String, String)]| {
-            overview
-                .unreadable
-                .iter()
-                .chain(out)
-                .any(|(d, p, _)| d == dataset && p == partition)
-        };
-        if known_bad(&out) || !checked.insert((dataset.clone(), partition.clone(), generation)) {
-            continue;
-        }
-        let store = warehouse.partition(dataset, partition);
-        let g = crate::store::Generation::from_raw(generation);
-        let wrong = match store.record(g) {
-            Ok(Some(rec)) if rec.token.get() == token => continue,
-            Ok(Some(rec)) => format!(
-                "generation {generation} holds token {}, but run {} published token {token} as generation {generation}: the number was used twice",
-                rec.token, e.run_id
-            ),
-            Ok(None) => format!(
-                "run {} published generation {generation} (token {token}), and its commit record {} is missing",
-                e.run_id,
-                store.record_location(g).display()
-            ),
-            Err(err) => crate::exec::chain(&err),
-        };
-        out.push((dataset.clone(), partition.clone(), wrong));
-    }
-    Ok(out)
+    status: &Status,
+) -> serde_json::Value {
+    let mut doc = status.to_json(manifest, warehouse);
+    doc["summary"] = summary::json(manifest, &status.overview);
+    doc
 }
 
 /// WAITING instances of one task that status names one by one.
@@ -757,28 +307,6 @@ fn print_status(
             );
         }
     }
-}
-
-/// Publications that are STALE: an upstream partition they pinned has
-/// moved on, or their task's code changed.
-fn stale(
-    staleness: &mut crate::plan::stale::Staleness,
-    manifest: &Manifest,
-    warehouse: &Warehouse,
-    published: &[(String, CommitRecord)],
-) -> Vec<Stale> {
-    published
-        .iter()
-        .filter_map(|(task, record)| {
-            let t = manifest.tasks.get(task)?;
-            let changed = staleness.of(manifest, warehouse, t, record);
-            (!changed.is_empty()).then(|| Stale {
-                task: task.clone(),
-                partition: record.partition.clone(),
-                detail: changed.join("; "),
-            })
-        })
-        .collect()
 }
 
 /// The task that publishes `dataset`, if `partition` is in its scheme: what

@@ -3,8 +3,10 @@
 
 pub mod explain;
 pub mod gc;
+pub mod problems;
 pub mod rollback;
 pub mod slo;
+pub mod status;
 pub mod verify;
 
 use crate::events::EventLog;

@@ -3,13 +3,17 @@
 //! `weir status` and `weir explain` read: commit records, instance marks and
 //! event logs.
 //!
-//! Three parts: a grid of partitions × tasks coloured by state, the hover
+//! Four parts, in the order an operator needs them: what needs a person
+//! (`ops::problems`, each with its evidence, the command `weir explain`
+//! recommends and a link to its cell); a grid of partitions × tasks coloured
+//! by state (summarised per task beyond a few hundred partitions), the hover
 //! text of a cell giving its generation, code_version and digest; a Gantt
 //! chart of one run's attempts (RUNNING to SUCCESS or FAILED) in one lane
 //! per pool slot; and each partition's generation history. The page is
 //! plain HTML and CSS so that 730 partitions × 10 tasks (7,300 cells) is a
 //! table the browser lays out once, with nothing to run.
 
+pub mod grid;
 pub mod plan;
 mod slo;
 
@@ -20,8 +24,7 @@ use std::path::PathBuf;
 use crate::events::{self, EventRecord, State};
 use crate::manifest::Manifest;
 use crate::store::events::EventStore;
-use crate::store::marks::{self, Mark};
-use crate::store::{CommitRecord, Warehouse};
+use crate::store::Warehouse;
 
 /// A cell's state, as its CSS class and legend name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -80,6 +83,9 @@ pub enum ReportError {
     /// `--run` names no run.
     #[error("no run `{0}` in the warehouse")]
     NoRun(String),
+    /// The status (commit logs, marks) could not be gathered.
+    #[error("cannot read the warehouse's status: {0}")]
+    Status(String),
 }
 
 /// One attempt in the Gantt chart.
@@ -128,17 +134,26 @@ pub fn render(manifest: &Manifest, run: Option<&str>) -> Result<String, ReportEr
         esc(&warehouse.location()),
         esc(&jiff::Timestamp::now().to_string()),
     );
-    let histories = grid(&mut html, manifest, &warehouse, &records)?;
+    let grid = grid::Grid::read(manifest, &warehouse, &records)?;
+    // What needs a person first, each linked to its row of the grid: a
+    // problem cell among thousands is otherwise a needle to find.
+    let status = crate::ops::status::Status::gather(manifest, &warehouse, false)
+        .map_err(|e| ReportError::Status(e.to_string()))?;
+    let (all, _bad) = events::read_all_in(&store).map_err(ReportError::Warehouse)?;
+    let (problems, more) = crate::ops::problems::gather(manifest, &warehouse, &status, &all);
+    let total = crate::ops::problems::total(&problems, &more);
+    write_problems(&mut html, total, &problems, &more, &grid);
+    grid::write_html(&mut html, &grid);
     gantt(&mut html, manifest, run_id.as_deref(), &records);
-    history(&mut html, &histories);
+    history(&mut html, &grid.histories);
     let known = run_id.as_deref().map(|id| (id, records.as_slice()));
-    slo::section(&mut html, manifest, &warehouse, &histories, known)?;
+    slo::section(&mut html, manifest, &warehouse, &grid.histories, known)?;
     html.push_str("</body></html>\n");
     Ok(html)
 }
 
 /// The run whose log was written last (none in a warehouse without runs).
-fn latest_run(store: &EventStore) -> Result<Option<String>, ReportError> {
+pub(crate) fn latest_run(store: &EventStore) -> Result<Option<String>, ReportError> {
     let runs = store.runs().map_err(ReportError::Warehouse)?;
     Ok(runs
         .into_iter()
@@ -147,211 +162,18 @@ fn latest_run(store: &EventStore) -> Result<Option<String>, ReportError> {
         .map(|(_, id)| id))
 }
 
-/// Generation histories by (dataset, partition).
-type Histories = BTreeMap<(String, String), Vec<CommitRecord>>;
-
-fn grid(
-    html: &mut String,
-    manifest: &Manifest,
-    warehouse: &Warehouse,
-    records: &[EventRecord],
-) -> Result<Histories, ReportError> {
-    let planned_now = crate::clock::now();
-    let now = jiff::Timestamp::now().as_second();
-    let mut staleness = crate::plan::stale::Staleness::default();
-    let marks: HashMap<(String, String), marks::InstanceMark> = marks::all(warehouse)
-        .map_err(ReportError::Warehouse)?
-        .into_iter()
-        .map(|m| ((m.task.clone(), m.partition.clone()), m))
-        .collect();
-    let running = running(records);
-    let mut histories = Histories::new();
-    // Partition keys of every scheme, newest first, as rows.
-    let mut keys: Vec<String> = Vec::new();
-    let mut cells: HashMap<(String, String), (CellState, String)> = HashMap::new();
-    let mut stale_why: HashMap<(String, String), String> = HashMap::new();
-    for task in manifest.tasks.values() {
-        let dataset = &task.output.dataset;
-        let mut expected = task.dims.keys(planned_now);
-        for key in warehouse
-            .partitions(dataset)
-            .map_err(ReportError::Warehouse)?
-        {
-            if !expected.contains(&key) {
-                expected.push(key);
-            }
-        }
-        for key in expected {
-            let store = warehouse.partition(dataset, &key);
-            let history = store.history().map_err(ReportError::Warehouse)?;
-            let latest = history.last();
-            let marked = marks.get(&(task.name.clone(), key.clone()));
-            let mark = marked.map(|m| m.mark);
-            // A quarantine that the next run releases (its inputs or code
-            // changed since) is judged as status and explain judge it: stale.
-            let released = marked
-                .map(|m| staleness.quarantine_released(manifest, warehouse, m))
-                .filter(|changed| !changed.is_empty());
-            let late = task.sla.is_some_and(|sla| {
-                task.dims
-                    .interval_end(&key)
-                    .is_some_and(|end| now > end + sla.as_secs() as i64)
-            });
-            let state = if running.contains_key(&(task.name.clone(), key.clone())) {
-                CellState::Running
-            } else if mark == Some(Mark::Held) {
-                CellState::Held
-            } else if let Some(changed) = released {
-                stale_why.insert(
-                    (task.name.clone(), key.clone()),
-                    format!(
-                        "was quarantined, but {}: will rerun on the next run",
-                        changed.join("; ")
-                    ),
-                );
-                CellState::Stale
-            } else if mark == Some(Mark::Quarantined) {
-                CellState::Quarantined
-            } else if let Some(why) = latest.and_then(|r| {
-                let changed = staleness.of(manifest, warehouse, task, r);
-                (!changed.is_empty()).then(|| format!("stale: {}", changed.join("; ")))
-            }) {
-                stale_why.insert((task.name.clone(), key.clone()), why);
-                CellState::Stale
-            } else if latest.is_some() {
-                CellState::Published
-            } else if late {
-                CellState::Late
-            } else if let crate::exec::readiness::Readiness::NotYet(n) =
-                // Files and watermarks only: a page of thousands of cells is
-                // no reason to run thousands of sensor commands.
-                crate::exec::readiness::check_with(manifest, task, &key, false)
-            {
-                stale_why.insert((task.name.clone(), key.clone()), n.why);
-                CellState::Waiting
-            } else {
-                CellState::Missing
-            };
-            let why = stale_why
-                .get(&(task.name.clone(), key.clone()))
-                .map(|w| format!("\n{w}"))
-                .unwrap_or_default();
-            let hover = match latest {
-                Some(r) => format!(
-                    "{} {} · {}\ngeneration {} · {} rows\ncode_version {}\n{}\npublished {} by {} attempt {}{why}",
-                    task.name,
-                    key,
-                    state.as_str(),
-                    r.generation.get(),
-                    r.rows,
-                    r.code_version,
-                    r.digest,
-                    r.published_at,
-                    r.run_id,
-                    r.attempt
-                ),
-                None => format!(
-                    "{} {} · {}\nno generation{why}",
-                    task.name,
-                    key,
-                    state.as_str()
-                ),
-            };
-            if !keys.contains(&key) {
-                keys.push(key.clone());
-            }
-            cells.insert((task.name.clone(), key.clone()), (state, hover));
-            if !history.is_empty() {
-                histories.insert((dataset.clone(), key), history);
-            }
-        }
-    }
-    keys.sort_by(|a, b| b.cmp(a));
-
-    let mut counts: BTreeMap<CellState, usize> = BTreeMap::new();
-    for (state, _) in cells.values() {
-        *counts.entry(*state).or_default() += 1;
-    }
-    html.push_str("<h2>Partitions</h2>\n<p class=\"legend\">");
-    for state in [
-        CellState::Published,
-        CellState::Stale,
-        CellState::Running,
-        CellState::Held,
-        CellState::Quarantined,
-        CellState::Late,
-        CellState::Waiting,
-        CellState::Missing,
-    ] {
-        let _ = write!(
-            html,
-            "<span class=\"cell {0}\"></span> {0} {1} ",
-            state.as_str(),
-            counts.get(&state).copied().unwrap_or(0)
-        );
-    }
-    html.push_str(
-        "</p>\n<div class=\"scroll grid\"><table id=\"grid\"><thead><tr><th>partition</th>",
-    );
-    for task in manifest.tasks.keys() {
-        let _ = write!(html, "<th>{}</th>", esc(task));
-    }
-    html.push_str("</tr></thead><tbody>\n");
-    for key in &keys {
-        let _ = write!(html, "<tr><th>{}</th>", esc(key));
-        for task in manifest.tasks.keys() {
-            match cells.get(&(task.clone(), key.clone())) {
-                Some((state, hover)) => {
-                    let _ = write!(
-                        html,
-                        "<td class=\"cell {0}\" data-task=\"{1}\" data-partition=\"{2}\" data-state=\"{0}\" title=\"{3}\"></td>",
-                        state.as_str(),
-                        esc(task),
-                        esc(key),
-                        esc(hover)
-                    );
-                }
-                None => html.push_str("<td class=\"none\"></td>"),
-            }
-        }
-        html.push_str("</tr>\n");
-    }
-    html.push_str("</tbody></table></div>\n");
-    Ok(histories)
-}
-
-/// Instances with an attempt RUNNING and not ended in the run (none once
-/// the run finished).
-fn running(records: &[EventRecord]) -> HashMap<(String, String), u32> {
-    let mut open = HashMap::new();
-    for record in records {
-        if record.state == State::RunFinished {
-            return HashMap::new();
-        }
-        let (Some(task), Some(partition)) = (&record.task, &record.partition) else {
-            continue;
-        };
-        let key = (task.clone(), partition.clone());
-        match record.state {
-            State::Running => {
-                open.insert(key, record.attempt.unwrap_or(0));
-            }
-            State::Success | State::Failed | State::Unknown => {
-                open.remove(&key);
-            }
-            _ => {}
-        }
-    }
-    open
-}
-
 fn seconds(ts: &str) -> Option<i64> {
     ts.parse::<jiff::Timestamp>()
         .ok()
         .map(|t| t.as_millisecond())
 }
 
-fn gantt(html: &mut String, manifest: &Manifest, run_id: Option<&str>, records: &[EventRecord]) {
+pub(crate) fn gantt(
+    html: &mut String,
+    manifest: &Manifest,
+    run_id: Option<&str>,
+    records: &[EventRecord],
+) {
     let Some(run_id) = run_id else {
         html.push_str("<h2>Run</h2>\n<p>No run yet.</p>\n");
         return;
@@ -470,7 +292,79 @@ fn gantt(html: &mut String, manifest: &Manifest, run_id: Option<&str>, records: 
     html.push_str("</div></div>\n");
 }
 
-fn history(html: &mut String, histories: &Histories) {
+/// The problems list: kind, instance (linked to its grid row when drawn),
+/// what is wrong, the last attempt's evidence and the command to run.
+fn write_problems(
+    html: &mut String,
+    total: usize,
+    problems: &[crate::ops::problems::Problem],
+    more: &[crate::ops::problems::More],
+    grid: &grid::Grid,
+) {
+    let _ = writeln!(html, "<h2 id=\"problems\">Needs a person ({total})</h2>");
+    if problems.is_empty() {
+        html.push_str("<p class=\"meta\">Nothing: no quarantined, held, late, missed, failing, undelivered or drifted partition.</p>\n");
+        return;
+    }
+    html.push_str("<div class=\"scroll\"><table id=\"problems-list\"><thead><tr><th>state</th><th>task</th><th>partition</th><th>what</th><th>do</th></tr></thead><tbody>\n");
+    let summarised = grid.keys.len() > grid::SUMMARY_ROWS;
+    for p in problems {
+        let partition = p.partition.as_deref().unwrap_or("");
+        // A row is drawn unless the grid is summarised and it holds no problem cell.
+        let drawn = !partition.is_empty()
+            && grid.keys.iter().any(|k| k == partition)
+            && (!summarised || grid.row_has_problem(partition));
+        let cell = if drawn {
+            format!(
+                "<a href=\"#{}\">{}</a>",
+                esc(&grid::row_id(partition)),
+                esc(partition)
+            )
+        } else {
+            esc(partition)
+        };
+        let mut what = esc(&p.detail);
+        if let Some(e) = &p.evidence {
+            let _ = write!(what, "<br><span class=\"meta\">{}</span>", esc(e));
+        }
+        if let Some(tail) = &p.stderr_tail {
+            let _ = write!(what, "<pre>{}</pre>", esc(tail));
+        }
+        let mut todo = String::new();
+        if let Some(r) = &p.recommendation {
+            todo.push_str(&esc(r));
+        }
+        if let Some(x) = &p.explain {
+            let _ = write!(todo, "<br><code>{}</code>", esc(x));
+        }
+        let _ = writeln!(
+            html,
+            "<tr class=\"problem\" data-kind=\"{0}\"><td class=\"kind {1}\">{0}</td><td>{2}</td><td>{cell}</td><td>{what}</td><td>{todo}</td></tr>",
+            p.kind.as_str(),
+            p.kind.as_str().to_lowercase(),
+            esc(p.task.as_deref().unwrap_or("")),
+        );
+    }
+    html.push_str("</tbody></table></div>\n");
+    for m in more {
+        let _ = writeln!(
+            html,
+            "<p class=\"more\" data-kind=\"{0}\">and {1} more {0}{2}{3}</p>",
+            m.kind.as_str(),
+            m.count,
+            m.task
+                .as_deref()
+                .map(|t| format!(" of {}", esc(t)))
+                .unwrap_or_default(),
+            match (&m.first, &m.last) {
+                (Some(f), Some(l)) => format!(", {} to {}", esc(f), esc(l)),
+                _ => String::new(),
+            }
+        );
+    }
+}
+
+fn history(html: &mut String, histories: &grid::Histories) {
     html.push_str("<h2>Generation history</h2>\n<div class=\"scroll\"><table id=\"history\"><thead><tr><th>dataset</th><th>partition</th><th>generation</th><th>kind</th><th>run</th><th>attempt</th><th>rows</th><th>code_version</th><th>digest</th><th>published</th></tr></thead><tbody>\n");
     for ((dataset, partition), records) in histories {
         for r in records.iter().rev() {

@@ -5,7 +5,8 @@
 
 use std::fmt::Write as _;
 
-use super::{esc, Histories, ReportError};
+use super::grid::Histories;
+use super::{esc, ReportError};
 use crate::events::EventRecord;
 use crate::manifest::Manifest;
 use crate::ops::slo::{self, cells, whole, Window, MEASURE_COLUMNS};

@@ -6,6 +6,8 @@ mod audit_limits;
 mod backfill;
 mod boundary;
 mod chaos;
+#[cfg(feature = "console")]
+mod console;
 mod containment;
 mod crash;
 mod daytwo;

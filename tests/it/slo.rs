@@ -808,6 +808,7 @@ HELD        extract 2026-09-15: operator failure: exit code 78
             "partitions",
             "pipeline",
             "released",
+            "serve",
             "stale",
             "summary",
             "unproven",

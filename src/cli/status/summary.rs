@@ -18,10 +18,11 @@ use std::io::IsTerminal;
 
 use serde_json::json;
 
-use super::{Overview, StatusArgs};
+use super::StatusArgs;
 use crate::cli::error::CliError;
 use crate::cli::run::plural;
 use crate::manifest::Manifest;
+use crate::ops::status::Overview;
 
 /// A state `--state` selects, in the order an instance takes the first
 /// that applies.
@@ -426,7 +427,7 @@ fn since_text(since: Option<i64>) -> String {
 /// The `summary` field of `status --json`: per task, counts by state
 /// (every state, zeros included) and the oldest problem; every problem,
 /// oldest first.
-pub(super) fn json(manifest: &Manifest, overview: &Overview) -> serde_json::Value {
+pub(crate) fn json(manifest: &Manifest, overview: &Overview) -> serde_json::Value {
     let all = instances(manifest, overview);
     let problem = |i: &Instance| {
         json!({

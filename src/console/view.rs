@@ -1,0 +1,416 @@
+//! What each page shows, read from the warehouse as it is now. The same
+//! values are the pages' template context and the `/api/` documents.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::events::{self, EventRecord, State};
+use crate::manifest::Manifest;
+use crate::ops::problems::{self, More, Problem};
+use crate::ops::status::Status;
+use crate::partition::shell_word;
+use crate::report::grid::{Grid, SUMMARY_ROWS};
+use crate::report::CellState;
+use crate::store::Warehouse;
+
+/// Events of one run listed on its page (the newest).
+const MAX_RUN_EVENTS: usize = 500;
+
+/// Runs whose logs the runs page reads to count outcomes.
+const MAX_RUNS_COUNTED: usize = 30;
+
+/// A page that could not be read: its status and why.
+pub(super) struct ViewError {
+    pub(super) status: u16,
+    pub(super) message: String,
+}
+
+impl ViewError {
+    fn engine(e: impl std::fmt::Display) -> ViewError {
+        ViewError {
+            status: 500,
+            message: e.to_string(),
+        }
+    }
+
+    pub(super) fn not_found(message: String) -> ViewError {
+        ViewError {
+            status: 404,
+            message,
+        }
+    }
+}
+
+fn open(manifest: &Manifest) -> Result<Warehouse, ViewError> {
+    Warehouse::open_to_read(&manifest.pipeline)
+        .map_err(|e| ViewError::engine(crate::exec::chain(&e)))
+}
+
+fn all_events(warehouse: &Warehouse) -> Result<Vec<EventRecord>, ViewError> {
+    events::read_all_in(&warehouse.events())
+        .map(|(records, _bad)| records)
+        .map_err(|e| ViewError::engine(crate::exec::chain(&e)))
+}
+
+fn gather_status(manifest: &Manifest, warehouse: &Warehouse) -> Result<Status, ViewError> {
+    Status::gather(manifest, warehouse, false).map_err(ViewError::engine)
+}
+
+/// `/api/status`: the document `weir status --json` prints.
+pub(super) fn status(manifest: &Manifest) -> Result<Value, ViewError> {
+    let warehouse = open(manifest)?;
+    let status = gather_status(manifest, &warehouse)?;
+    // The CLI's own document, summary included, so the two cannot differ.
+    Ok(crate::cli::status::document(manifest, &warehouse, &status))
+}
+
+/// The first screen of one pipeline.
+#[derive(Serialize)]
+pub(super) struct Problems {
+    pipeline: String,
+    manifest: String,
+    code_version: String,
+    warehouse: String,
+    published: usize,
+    missing: usize,
+    stale: usize,
+    waiting: usize,
+    /// Every problem's total, before `more` took the long tails.
+    total: usize,
+    problems: Vec<Problem>,
+    /// Problems past the first few of their kind and task, counted.
+    more: Vec<More>,
+}
+
+pub(super) fn problems(manifest: &Manifest) -> Result<Problems, ViewError> {
+    let warehouse = open(manifest)?;
+    let status = gather_status(manifest, &warehouse)?;
+    let events = all_events(&warehouse)?;
+    let (problems, more) = problems::gather(manifest, &warehouse, &status, &events);
+    let total = problems::total(&problems, &more);
+    Ok(Problems {
+        pipeline: manifest.pipeline.name.clone(),
+        manifest: manifest.path.display().to_string(),
+        code_version: manifest.pipeline.code_version.clone(),
+        warehouse: warehouse.location(),
+        published: status.overview.published.len(),
+        missing: status.overview.missing.len(),
+        stale: status.overview.stale.len(),
+        waiting: status.overview.waiting.len(),
+        total,
+        problems,
+        more,
+    })
+}
+
+/// The grid's filter, from the query string.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub(super) struct GridFilter {
+    /// One task's column only.
+    #[serde(default)]
+    pub(super) task: String,
+    /// Only cells in this state.
+    #[serde(default)]
+    pub(super) state: String,
+    /// Partition keys from this one (inclusive).
+    #[serde(default)]
+    pub(super) from: String,
+    /// Partition keys up to this one, or starting with it.
+    #[serde(default)]
+    pub(super) to: String,
+}
+
+#[derive(Serialize)]
+struct CellView {
+    task: String,
+    state: &'static str,
+    hover: String,
+}
+
+#[derive(Serialize)]
+struct Row {
+    key: String,
+    cells: Vec<Option<CellView>>,
+}
+
+#[derive(Serialize)]
+struct TaskCounts {
+    task: String,
+    counts: Vec<(&'static str, usize)>,
+}
+
+/// The grid page.
+#[derive(Serialize)]
+pub(super) struct GridView {
+    pipeline: String,
+    tasks: Vec<String>,
+    states: Vec<&'static str>,
+    filter: GridFilter,
+    columns: Vec<String>,
+    rows: Vec<Row>,
+    /// Partitions the filter matched.
+    matched: usize,
+    /// Beyond SUMMARY_ROWS matched partitions: counts per task, and only
+    /// the rows with a problem cell (or the filter's state) are drawn.
+    summarised: bool,
+    summary: Vec<TaskCounts>,
+    legend: Vec<(&'static str, usize)>,
+}
+
+pub(super) fn grid(manifest: &Manifest, filter: GridFilter) -> Result<GridView, ViewError> {
+    let warehouse = open(manifest)?;
+    let store = warehouse.events();
+    let run = crate::report::latest_run(&store).map_err(ViewError::engine)?;
+    let records = match run {
+        Some(id) => events::read_run(&store, &id)
+            .map_err(|e| ViewError::engine(crate::exec::chain(&e)))?
+            .map(|(r, _)| r)
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let grid = Grid::read(manifest, &warehouse, &records).map_err(ViewError::engine)?;
+    let columns: Vec<String> = grid
+        .tasks
+        .iter()
+        .filter(|t| filter.task.is_empty() || **t == filter.task)
+        .cloned()
+        .collect();
+    let state_ok = |s: CellState| filter.state.is_empty() || s.as_str() == filter.state;
+    let in_range = |k: &str| {
+        (filter.from.is_empty() || k >= filter.from.as_str())
+            && (filter.to.is_empty() || k <= filter.to.as_str() || k.starts_with(&filter.to))
+    };
+    let cell = |task: &String, key: &String| grid.cells.get(&(task.clone(), key.clone()));
+    let matched: Vec<&String> = grid
+        .keys
+        .iter()
+        .filter(|k| in_range(k))
+        .filter(|k| {
+            columns
+                .iter()
+                .any(|t| cell(t, k).is_some_and(|c| state_ok(c.state)))
+        })
+        .collect();
+    let summarised = matched.len() > SUMMARY_ROWS;
+    let mut summary = Vec::new();
+    let mut legend = std::collections::BTreeMap::new();
+    for t in &columns {
+        let mut counts = std::collections::BTreeMap::new();
+        for k in &matched {
+            if let Some(c) = cell(t, k).filter(|c| state_ok(c.state)) {
+                *counts.entry(c.state).or_insert(0) += 1;
+                *legend.entry(c.state).or_insert(0) += 1;
+            }
+        }
+        summary.push(TaskCounts {
+            task: t.clone(),
+            counts: CellState::ALL
+                .iter()
+                .map(|s| (s.as_str(), counts.get(s).copied().unwrap_or(0)))
+                .collect(),
+        });
+    }
+    let drawn: Vec<&String> = if summarised {
+        matched
+            .iter()
+            .copied()
+            .filter(|k| {
+                columns.iter().any(|t| {
+                    cell(t, k).is_some_and(|c| {
+                        state_ok(c.state) && (!filter.state.is_empty() || c.state.is_problem())
+                    })
+                })
+            })
+            .take(SUMMARY_ROWS)
+            .collect()
+    } else {
+        matched.clone()
+    };
+    let rows = drawn
+        .into_iter()
+        .map(|k| Row {
+            key: k.clone(),
+            cells: columns
+                .iter()
+                .map(|t| {
+                    cell(t, k).filter(|c| state_ok(c.state)).map(|c| CellView {
+                        task: t.clone(),
+                        state: c.state.as_str(),
+                        hover: c.hover.clone(),
+                    })
+                })
+                .collect(),
+        })
+        .collect();
+    Ok(GridView {
+        pipeline: manifest.pipeline.name.clone(),
+        tasks: grid.tasks.clone(),
+        states: CellState::ALL.iter().map(|s| s.as_str()).collect(),
+        filter,
+        columns,
+        rows,
+        matched: matched.len(),
+        summarised,
+        summary: if summarised { summary } else { Vec::new() },
+        legend: CellState::ALL
+            .iter()
+            .map(|s| (s.as_str(), legend.get(s).copied().unwrap_or(0)))
+            .collect(),
+    })
+}
+
+#[derive(Serialize)]
+struct RunSummary {
+    id: String,
+    last_written: Option<String>,
+    finished: Option<bool>,
+    attempts: Option<usize>,
+    published: Option<usize>,
+    failed: Option<usize>,
+}
+
+/// The runs page.
+#[derive(Serialize)]
+pub(super) struct Runs {
+    pipeline: String,
+    runs: Vec<RunSummary>,
+}
+
+pub(super) fn runs(manifest: &Manifest) -> Result<Runs, ViewError> {
+    let warehouse = open(manifest)?;
+    let store = warehouse.events();
+    let mut entries = store
+        .runs()
+        .map_err(|e| ViewError::engine(crate::exec::chain(&e)))?;
+    // Newest first: run ids start with their start time.
+    entries.reverse();
+    let runs = entries
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let records = (i < MAX_RUNS_COUNTED)
+                .then(|| events::read_run(&store, &r.id).ok().flatten())
+                .flatten()
+                .map(|(records, _)| records);
+            let count = |states: &[State]| {
+                records
+                    .as_ref()
+                    .map(|rs| rs.iter().filter(|e| states.contains(&e.state)).count())
+            };
+            RunSummary {
+                last_written: r.last_written.map(|t| t.to_string()),
+                finished: records
+                    .as_ref()
+                    .map(|rs| rs.iter().any(|e| e.state == State::RunFinished)),
+                attempts: count(&[State::Running]),
+                published: count(&[State::Published]),
+                failed: count(&[State::Failed, State::GateFailed]),
+                id: r.id,
+            }
+        })
+        .collect();
+    Ok(Runs {
+        pipeline: manifest.pipeline.name.clone(),
+        runs,
+    })
+}
+
+/// One run's page: its Gantt chart and its events.
+#[derive(Serialize)]
+pub(super) struct RunView {
+    pipeline: String,
+    run_id: String,
+    events: Vec<EventRecord>,
+    /// Events before the ones listed.
+    earlier: usize,
+    /// The report's chart, escaped by it.
+    #[serde(skip)]
+    pub(super) gantt: String,
+}
+
+pub(super) fn run(manifest: &Manifest, run_id: &str) -> Result<RunView, ViewError> {
+    events::check_run_id(run_id).map_err(ViewError::not_found)?;
+    let warehouse = open(manifest)?;
+    let store = warehouse.events();
+    let Some((records, _)) =
+        events::read_run(&store, run_id).map_err(|e| ViewError::engine(crate::exec::chain(&e)))?
+    else {
+        return Err(ViewError::not_found(format!(
+            "no run `{run_id}` in the warehouse"
+        )));
+    };
+    let mut gantt = String::new();
+    crate::report::gantt(&mut gantt, manifest, Some(run_id), &records);
+    let earlier = records.len().saturating_sub(MAX_RUN_EVENTS);
+    Ok(RunView {
+        pipeline: manifest.pipeline.name.clone(),
+        run_id: run_id.to_owned(),
+        events: records[earlier..].to_vec(),
+        earlier,
+        gantt,
+    })
+}
+
+/// One instance's page: `weir explain`'s evidence and the partition's
+/// generations.
+#[derive(Serialize)]
+pub(super) struct InstanceView {
+    pipeline: String,
+    explain_command: String,
+    explanation: crate::ops::explain::Explanation,
+    input_snapshot: Option<String>,
+    generations: Vec<Value>,
+}
+
+pub(super) fn instance(
+    manifest: &Manifest,
+    task: &str,
+    partition: &str,
+) -> Result<InstanceView, ViewError> {
+    let Some(spec) = manifest.tasks.get(task) else {
+        return Err(ViewError::not_found(format!(
+            "no task `{task}` in `{}`",
+            manifest.pipeline.name
+        )));
+    };
+    let warehouse = open(manifest)?;
+    let events = all_events(&warehouse)?;
+    let explanation = crate::ops::explain::explain(manifest, &warehouse, &events, task, partition)
+        .map_err(|e| ViewError::engine(crate::exec::chain(&e)))?;
+    let history = warehouse
+        .partition(&spec.output.dataset, partition)
+        .history()
+        .map_err(|e| ViewError::engine(crate::exec::chain(&e)))?;
+    let generations = history
+        .iter()
+        .rev()
+        .map(|r| {
+            serde_json::json!({
+                "generation": r.generation.get(),
+                "token": r.token.get(),
+                "kind": format!("{:?}", r.kind).to_lowercase(),
+                "run_id": r.run_id,
+                "attempt": r.attempt,
+                "rows": r.rows,
+                "digest": r.digest,
+                "code_version": r.code_version,
+                "published_at": r.published_at,
+            })
+        })
+        .collect();
+    Ok(InstanceView {
+        pipeline: manifest.pipeline.name.clone(),
+        explain_command: format!(
+            "weir explain {} {} --partition {}",
+            shell_word(&manifest.path.display().to_string()),
+            shell_word(task),
+            shell_word(partition)
+        ),
+        input_snapshot: explanation
+            .input_snapshot
+            .as_ref()
+            .and_then(|v| serde_json::to_string_pretty(v).ok()),
+        explanation,
+        generations,
+    })
+}
