@@ -164,8 +164,8 @@ pub(crate) fn retry(args: &DecisionArgs) -> Result<u8, CliError> {
     state::clear(&warehouse, &args.task, &args.partition)
         .map_err(doing("cannot release the instance"))?;
     println!(
-        "released {} {}; running it and its downstream instances in {}",
-        args.task, args.partition, args.partition
+        "released {} {}; running it and the downstream partitions that read it",
+        args.task, args.partition
     );
     let options = RunOptions {
         scope: Scope::Partitions(vec![args.partition.clone()]),

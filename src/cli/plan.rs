@@ -119,6 +119,8 @@ fn build(manifest: &Manifest, scope: &Scope, tasks: &[String]) -> Result<Plan, C
             .as_ref()
             .is_some_and(|w| matches!(w.partition(dataset, key).latest(), Ok(Some(_))))
     };
-    let names = crate::plan::select::select(manifest, tasks)?;
-    Ok(Plan::build_for(manifest, scope, &names, now, &published)?)
+    let selection = crate::plan::select::selection(manifest, tasks)?;
+    Ok(Plan::build_selected(
+        manifest, scope, &selection, now, &published,
+    )?)
 }

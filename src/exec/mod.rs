@@ -335,12 +335,13 @@ pub fn run(
     let timing = crate::store::slots::SlotTiming::from_env().map_err(ExecError::Settings)?;
     // The selected tasks run under the currency test; upstream instances
     // they need are added by the plan only when not published.
-    let selected = crate::plan::select::select(manifest, &options.tasks)?;
+    let selection = crate::plan::select::selection(manifest, &options.tasks)?;
+    let selected = &selection.tasks;
     let warehouse = Warehouse::open_for(&manifest.pipeline).map_err(ExecError::Warehouse)?;
     let published = |dataset: &str, key: &str| {
         matches!(warehouse.partition(dataset, key).latest(), Ok(Some(_)))
     };
-    let plan = Plan::build_for(manifest, &options.scope, &selected, now, &published)?;
+    let plan = Plan::build_selected(manifest, &options.scope, &selection, now, &published)?;
     let explicit: HashSet<&str> = selected.iter().copied().collect();
     // Each planned task's code identity, read once: an unreadable `code`
     // path refuses the run before anything starts.
@@ -638,7 +639,12 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             attempt,
             snapshot: self.snapshots[id].take(),
             first: attempt == 1,
-            force: self.options.force,
+            // What a `NAME+` reached through the mappings runs when what it
+            // reads changed (early cutoff), never forced.
+            force: self.options.force && {
+                let (t, i) = self.plan.locate(id);
+                self.plan.followed(t, i).is_none()
+            },
             resume_since: self.options.resume_since,
             upstream_only: !self.explicit.contains(task_name) || {
                 let (t, i) = self.plan.locate(id);
@@ -1248,16 +1254,18 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
         .unwrap_or("a panic without a message")
 }
 
-/// Published with this exact input snapshot, code version and code
-/// fingerprint (a record without a fingerprint predates them: its
-/// code_version alone is compared).
+/// Published from the same reads (the digests of its input snapshot, not
+/// the generations that held them: early cutoff, `plan::cutoff`), code
+/// version and code fingerprint (a record without a fingerprint predates
+/// them: its code_version alone is compared).
 pub(crate) fn is_current(
     latest: &CommitRecord,
     snapshot: &InputSnapshot,
     code_version: &str,
     fingerprint: &str,
 ) -> bool {
-    latest.input_snapshot_digest == snapshot.digest()
+    (latest.input_snapshot_digest == snapshot.digest()
+        || crate::plan::cutoff::same_reads(&latest.input_snapshot, &snapshot.to_json()))
         && latest.code_version == code_version
         && latest
             .code_fingerprint

@@ -16,6 +16,8 @@
 //! published ones are pinned, not rerun.
 
 pub mod cost;
+pub mod cutoff;
+pub mod follow;
 pub mod partitions;
 pub mod render;
 pub mod select;
@@ -124,6 +126,10 @@ pub struct PlannedTask {
     /// Keys the command did not select but a selected instance needs and
     /// that are not published: they run only if still unpublished.
     pub added: HashSet<u32>,
+    /// Keys a `NAME+` selector followed the mappings to (they read a
+    /// selected partition upstream), with why: "reads `hourly`
+    /// 2026-11-15T10".
+    pub followed: HashMap<u32, String>,
     /// Upstream tasks in the plan and how their instances feed ours.
     pub upstream: Vec<UpstreamLink>,
     /// Downstream tasks in the plan and, for mapped links, which of their
@@ -261,6 +267,25 @@ impl Plan {
         now: i64,
         published: &dyn Fn(&str, &str) -> bool,
     ) -> Result<Plan, PlanError> {
+        let selection = select::Selection {
+            tasks: task_names.to_vec(),
+            followers: HashSet::new(),
+        };
+        Plan::build_selected(manifest, scope, &selection, now, published)
+    }
+
+    /// Plans `scope` over the tasks `--task` selectors selected: those a
+    /// `NAME+` added downstream also take, unless the scope is the latest
+    /// partitions, every partition that reads a selected one upstream
+    /// ([`follow`]).
+    pub fn build_selected(
+        manifest: &Manifest,
+        scope: &Scope,
+        selection: &select::Selection<'_>,
+        now: i64,
+        published: &dyn Fn(&str, &str) -> bool,
+    ) -> Result<Plan, PlanError> {
+        let task_names = selection.tasks.as_slice();
         for name in task_names {
             if !manifest.tasks.contains_key(*name) {
                 return Err(PlanError::UnknownTask {
@@ -365,6 +390,10 @@ impl Plan {
                 }
             }
         }
+        let mut followed = match scope {
+            Scope::Latest => vec![HashMap::new(); order.len()],
+            _ => follow::follow(manifest, &order, &selection.followers, &mut keys, now),
+        };
         let added = add_unpublished(manifest, &order, &mut keys, published, now)?;
         // Unselected upstream tasks with nothing added leave the plan.
         let keep: Vec<bool> = (0..order.len())
@@ -381,6 +410,12 @@ impl Plan {
             .enumerate()
             .filter(|(t, _)| keep[*t])
             .map(|(_, a)| a)
+            .collect();
+        followed = followed
+            .into_iter()
+            .enumerate()
+            .filter(|(t, _)| keep[*t])
+            .map(|(_, f)| f)
             .collect();
         let position = positions(&order);
         let mut tasks: Vec<PlannedTask> = Vec::with_capacity(order.len());
@@ -412,6 +447,11 @@ impl Plan {
                 dims: task.dims.clone(),
                 keys: keys[t].clone(),
                 added: std::mem::take(&mut added[t]),
+                followed: keys[t]
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, k)| Some((i as u32, followed[t].remove(k)?)))
+                    .collect(),
                 upstream,
                 downstream: Vec::new(),
                 depends_on_past: task.depends_on_past,
@@ -483,6 +523,12 @@ impl Plan {
     /// it and it is not published.
     pub fn is_added(&self, t: usize, i: usize) -> bool {
         self.tasks[t].added.contains(&(i as u32))
+    }
+
+    /// Why instance `(t, i)` is in the plan when a `NAME+` selector
+    /// followed the mappings to it; `None` when the scope selected it.
+    pub fn followed(&self, t: usize, i: usize) -> Option<&str> {
+        self.tasks[t].followed.get(&(i as u32)).map(String::as_str)
     }
 
     /// Calls `f` with each in-plan predecessor of instance `(t, i)`.

@@ -226,6 +226,7 @@ pub fn table(plan: &Plan, estimate: &Estimate) -> String {
             );
         }
     }
+    followed_lines(plan, &mut out);
     let _ = writeln!(out);
     let _ = writeln!(
         out,
@@ -255,6 +256,46 @@ pub fn table(plan: &Plan, estimate: &Estimate) -> String {
         human_duration(estimate.total)
     );
     out
+}
+
+/// How many followed partitions of one task a table names one by one.
+const FOLLOWED_SHOWN: usize = 12;
+
+/// The partitions a `NAME+` followed the mappings to, each with the
+/// selected partition it reads.
+fn followed_lines(plan: &Plan, out: &mut String) {
+    let followed: Vec<&super::PlannedTask> = plan
+        .tasks
+        .iter()
+        .filter(|t| !t.followed.is_empty())
+        .collect();
+    if followed.is_empty() {
+        return;
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "followed: downstream partitions that read a selected one (`NAME+`), and why:"
+    );
+    for t in followed {
+        let mut idx: Vec<u32> = t.followed.keys().copied().collect();
+        idx.sort_unstable();
+        for i in idx.iter().take(FOLLOWED_SHOWN) {
+            let _ = writeln!(
+                out,
+                "  {} {}: {}",
+                t.name, t.keys[*i as usize], t.followed[i]
+            );
+        }
+        if idx.len() > FOLLOWED_SHOWN {
+            let _ = writeln!(
+                out,
+                "  {} … {} more",
+                t.name,
+                thousands((idx.len() - FOLLOWED_SHOWN) as u64)
+            );
+        }
+    }
 }
 
 /// `s` padded with spaces to `w` characters (`{:w$}` counts bytes of `×`).
@@ -401,6 +442,8 @@ struct JsonTask<'a> {
     /// Keys added because a planned instance needs them and they are not
     /// published.
     added: Vec<&'a str>,
+    /// Partitions a `NAME+` followed the mappings to, with why.
+    followed: std::collections::BTreeMap<&'a str, &'a str>,
     /// Per partition (same order), the upstream partitions it needs.
     needs: Vec<Vec<JsonNeed>>,
     expected_duration_ms: u128,
@@ -470,6 +513,11 @@ pub fn json(plan: &Plan, estimate: &Estimate, manifest: &crate::manifest::Manife
                     idx.sort_unstable();
                     idx.iter().map(|i| t.keys[*i as usize].as_str()).collect()
                 },
+                followed: t
+                    .followed
+                    .iter()
+                    .map(|(i, why)| (t.keys[*i as usize].as_str(), why.as_str()))
+                    .collect(),
                 needs: (0..t.keys.len())
                     .map(|i| {
                         plan.needs(manifest, ti, i)

@@ -522,7 +522,7 @@ eval "src=\$WEIR_INPUT_$1"; cat "$src"/*.csv > "$WEIR_OUTPUT_DIR/out.csv"
     assert_exit(&out, 0);
     let text = stdout(&out);
     assert!(
-        text.starts_with("released b k1; running it and its downstream instances in k1\n"),
+        text.starts_with("released b k1; running it and the downstream partitions that read it\n"),
         "{text}"
     );
     assert!(

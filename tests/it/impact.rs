@@ -1,0 +1,488 @@
+//! Impact and repair (issue 26 items 1-5): what one fixed hour touches, as
+//! read by the commit records; selection that follows the mappings; early
+//! cutoff of identical republishes; uncertify --cascade and repair; an
+//! accepted gap.
+//!
+//! One pipeline throughout: hourly clicks, a daily rollup (which also reads
+//! the shared unpartitioned `dim`), a weekly rollup of days, a monthly
+//! rollup of weeks, and a trailing 7-day window over days.
+
+use std::collections::BTreeSet;
+use std::process::Output;
+
+use weir::events::State;
+
+use crate::support::{ok, stderr, stdout, Sandbox, Visible};
+
+const MANIFEST: &str = r#"
+[pipeline]
+name = "clicks"
+code_version = "1"
+warehouse = "wh"
+
+[pools.default]
+slots = 4
+
+[pools.repairs]
+slots = 2
+
+[partitions.hour]
+kind = "hourly"
+start = "2026-11-01T00"
+end = "2026-12-31T23"
+
+[partitions.day]
+kind = "daily"
+start = "2026-11-01"
+end = "2026-12-31"
+
+[partitions.week]
+kind = "weekly"
+start = "2026-11-02"
+end = "2026-12-27"
+
+[partitions.month]
+kind = "monthly"
+start = "2026-11"
+end = "2026-11"
+
+[tasks.dim]
+command = ["sh", "dim.sh"]
+partitioned_by = []
+output = { dataset = "dim", grain = ["site"] }
+
+[tasks.hourly]
+command = ["sh", "hourly.sh"]
+partitioned_by = "hour"
+inputs = ["dim"]
+output = { dataset = "hourly", grain = ["hour"] }
+
+[tasks.daily]
+command = ["sh", "roll.sh", "hourly"]
+partitioned_by = "day"
+inputs = ["hourly", "dim"]
+output = { dataset = "daily", grain = ["hour"] }
+
+[tasks.weekly]
+command = ["sh", "roll.sh", "daily"]
+partitioned_by = "week"
+inputs = ["daily"]
+output = { dataset = "weekly", grain = ["hour"] }
+
+[tasks.monthly]
+command = ["sh", "roll.sh", "weekly"]
+partitioned_by = "month"
+inputs = ["weekly"]
+output = { dataset = "monthly", grain = ["hour"] }
+
+[tasks.trailing]
+command = ["sh", "roll.sh", "daily"]
+partitioned_by = "day"
+inputs = [{ dataset = "daily", window = [-6, 0] }]
+output = { dataset = "trailing", grain = ["hour"] }
+"#;
+
+/// The hour an operator fixes.
+const HOUR: &str = "2026-11-15T10";
+
+/// (dataset or task, partition) pairs.
+type Instances = BTreeSet<(String, String)>;
+
+/// What reads [`HOUR`], transitively: its day, its week (W46, Monday 9 to
+/// Sunday 15 November), the month W46 starts in, and the seven trailing
+/// windows that hold the 15th.
+fn blast_radius() -> BTreeSet<(String, String)> {
+    let mut set: BTreeSet<(String, String)> = [
+        ("daily", "2026-11-15"),
+        ("weekly", "2026-W46"),
+        ("monthly", "2026-11"),
+    ]
+    .iter()
+    .map(|(d, p)| (d.to_string(), p.to_string()))
+    .collect();
+    for d in 15..=21 {
+        set.insert(("trailing".into(), format!("2026-11-{d:02}")));
+    }
+    set
+}
+
+/// The pipeline with November built (see [`build`]), copied from one
+/// build shared by the tests of this module: 950 instances each would
+/// take most of a minute per test on two cores.
+fn built() -> Sandbox {
+    static TEMPLATE: std::sync::OnceLock<Sandbox> = std::sync::OnceLock::new();
+    let template = TEMPLATE.get_or_init(build);
+    let sb = Sandbox::new(MANIFEST);
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", template.path().display()))
+        .arg(sb.path())
+        .status()
+        .expect("cp runs");
+    assert!(copied.success());
+    sb
+}
+
+/// The pipeline with November built: the month (and every hour, day and
+/// week it needs) and the trailing windows from the 8th (the first whose
+/// seven days exist) to the 6th of December.
+fn build() -> Sandbox {
+    let sb = Sandbox::new(MANIFEST);
+    sb.script(
+        "dim.sh",
+        r#"printf 'site,name\n1,%s\n' "$(cat dimname 2>/dev/null || echo main)" > "$WEIR_OUTPUT_DIR/dim.csv""#,
+    );
+    // An hour's clicks are 1 unless fix/<hour> says otherwise (a repair);
+    // a missing lost/<hour> file fails it for good.
+    sb.script(
+        "hourly.sh",
+        r#"if [ -e "lost/$WEIR_PARTITION" ]; then echo "source lost" >&2; exit 3; fi
+n=$(cat "fix/$WEIR_PARTITION" 2>/dev/null || echo 1)
+printf 'hour,clicks\n%s,%s\n' "$WEIR_PARTITION" "$n" > "$WEIR_OUTPUT_DIR/h.csv"
+"#,
+    );
+    // Every row of every mapped upstream partition that is there.
+    sb.script(
+        "roll.sh",
+        r#"up=$(echo "$1" | tr a-z A-Z)
+eval dir=\$WEIR_INPUT_$up
+printf 'hour,clicks\n' > "$WEIR_OUTPUT_DIR/out.csv"
+for k in $(tr -d '[]"' < "$dir/_keys.json" | tr ',' ' '); do
+  for f in "$dir/$k/"*.csv; do [ -e "$f" ] && tail -n +2 "$f" >> "$WEIR_OUTPUT_DIR/out.csv"; done
+done
+"#,
+    );
+    ok(&sb.w(&[
+        "run",
+        "m.toml",
+        "--run-id",
+        "build-month",
+        "--task",
+        "monthly",
+        "--partition",
+        "2026-11",
+    ]));
+    ok(&sb.w(&[
+        "run",
+        "m.toml",
+        "--run-id",
+        "build-trailing",
+        "--task",
+        "trailing",
+        "--from",
+        "2026-11-08",
+        "--to",
+        "2026-12-06",
+    ]));
+    sb
+}
+
+impl Sandbox {
+    /// `weir ARGS…` on 20 December 2026 (November and its weeks complete).
+    fn w(&self, args: &[&str]) -> Output {
+        self.weir(args)
+            .env("WEIR_TODAY", "2026-12-20")
+            .output()
+            .expect("weir runs")
+    }
+
+    /// The visible generation of a partition.
+    fn generation(&self, dataset: &str, partition: &str) -> u64 {
+        Visible::of(&self.store(dataset, partition))
+            .record
+            .generation
+            .get()
+    }
+
+    /// Every (dataset, partition) whose latest generation is not 1.
+    fn rebuilt(&self) -> BTreeSet<(String, String)> {
+        let wh = self.warehouse();
+        let mut out = BTreeSet::new();
+        for dataset in wh.datasets().unwrap() {
+            for partition in wh.partitions(&dataset).unwrap() {
+                if self.generation(&dataset, &partition) != 1 {
+                    out.insert((dataset.clone(), partition));
+                }
+            }
+        }
+        out
+    }
+
+    /// The (task, partition) of every instance a run launched.
+    fn launched(&self, run_id: &str) -> BTreeSet<(String, String)> {
+        self.events(run_id)
+            .iter()
+            .filter(|e| e.state == State::Running)
+            .map(|e| (e.task.clone().unwrap(), e.partition.clone().unwrap()))
+            .collect()
+    }
+}
+
+fn pairs(list: &[(&str, &str)]) -> BTreeSet<(String, String)> {
+    list.iter()
+        .map(|(d, p)| (d.to_string(), p.to_string()))
+        .collect()
+}
+
+// issue 26 item 4: an identical republish leaves its readers current (no
+// STALE, nothing rerun); a changed one makes them STALE and reruns them
+#[test]
+fn issue_26_an_identical_republish_is_cut_off_early() {
+    let sb = built();
+    ok(&sb.w(&[
+        "run",
+        "m.toml",
+        "--run-id",
+        "same",
+        "--task",
+        "hourly",
+        "--partition",
+        HOUR,
+        "--force",
+    ]));
+    assert_eq!(sb.generation("hourly", HOUR), 2);
+    let status = ok(&sb.w(&["status", "m.toml"]));
+    assert!(!status.contains("STALE"), "{status}");
+    let again = sb.w(&[
+        "run",
+        "m.toml",
+        "--run-id",
+        "after-same",
+        "--task",
+        "daily",
+        "--task",
+        "trailing",
+        "--partition",
+        "2026-11-15",
+    ]);
+    ok(&again);
+    assert!(sb.launched("after-same").is_empty(), "{}", stdout(&again));
+    assert_eq!(sb.rebuilt(), pairs(&[("hourly", HOUR)]));
+
+    std::fs::create_dir(sb.path().join("fix")).unwrap();
+    std::fs::write(sb.path().join("fix").join(HOUR), "5\n").unwrap();
+    ok(&sb.w(&[
+        "run",
+        "m.toml",
+        "--run-id",
+        "changed",
+        "--task",
+        "hourly",
+        "--partition",
+        HOUR,
+        "--force",
+    ]));
+    let status = ok(&sb.w(&["status", "m.toml"]));
+    assert!(
+        status.contains("STALE       daily 2026-11-15: `hourly` 2026-11-15T10 is at generation 3, this publication read generation 1"),
+        "{status}"
+    );
+    assert_eq!(
+        status.matches("STALE").count(),
+        1,
+        "only the day reads the hour: {status}"
+    );
+    ok(&sb.w(&[
+        "run",
+        "m.toml",
+        "--run-id",
+        "after-changed",
+        "--task",
+        "daily",
+        "--partition",
+        "2026-11-15",
+    ]));
+    assert_eq!(
+        sb.launched("after-changed"),
+        pairs(&[("daily", "2026-11-15")])
+    );
+    let day = Visible::of(&sb.store("daily", "2026-11-15"));
+    assert!(day.rows().contains(&vec![HOUR.to_owned(), "5".to_owned()]));
+}
+
+/// The partitions of each task in `weir plan --json`, and why each one a
+/// `NAME+` followed is there.
+fn planned(doc: &serde_json::Value) -> (Instances, Vec<(String, String, String)>) {
+    let mut keys = BTreeSet::new();
+    let mut why = Vec::new();
+    for t in doc["tasks"].as_array().unwrap() {
+        let task = t["name"].as_str().unwrap();
+        for k in t["partitions"].as_array().unwrap() {
+            keys.insert((task.to_owned(), k.as_str().unwrap().to_owned()));
+        }
+        for (k, reason) in t["followed"].as_object().unwrap() {
+            why.push((
+                task.to_owned(),
+                k.clone(),
+                reason.as_str().unwrap().to_owned(),
+            ));
+        }
+    }
+    (keys, why)
+}
+
+/// [`blast_radius`] with the hour itself, as (task, partition): each task
+/// here publishes the dataset of its name.
+fn hour_and_radius() -> BTreeSet<(String, String)> {
+    let mut set = blast_radius();
+    set.insert(("hourly".into(), HOUR.into()));
+    set
+}
+
+// issue 26 item 2: `--task 'hourly+' --partition H` selects the hour and
+// every partition that reads it through a mapping, named with why; an
+// identical forced republish launches nothing else, a changed one rebuilds
+// exactly those
+#[test]
+fn issue_26_selection_follows_the_mappings() {
+    let sb = built();
+    let out = sb.w(&[
+        "plan",
+        "m.toml",
+        "--task",
+        "hourly+",
+        "--partition",
+        HOUR,
+        "--json",
+    ]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (keys, why) = planned(&doc);
+    assert_eq!(keys, hour_and_radius());
+    let why: BTreeSet<(String, String, String)> = why.into_iter().collect();
+    let mut expected: BTreeSet<(String, String, String)> = [
+        ("daily", "2026-11-15", "reads `hourly` 2026-11-15T10"),
+        ("weekly", "2026-W46", "reads `daily` 2026-11-15"),
+        ("monthly", "2026-11", "reads `weekly` 2026-W46"),
+    ]
+    .iter()
+    .map(|(t, k, w)| (t.to_string(), k.to_string(), w.to_string()))
+    .collect();
+    for d in 15..=21 {
+        expected.insert((
+            "trailing".into(),
+            format!("2026-11-{d:02}"),
+            "reads `daily` 2026-11-15".into(),
+        ));
+    }
+    assert_eq!(why, expected);
+    let table = ok(&sb.w(&["plan", "m.toml", "--task", "hourly+", "--partition", HOUR]));
+    assert!(
+        table.contains(
+            "followed: downstream partitions that read a selected one (`NAME+`), and why:\n  \
+             daily 2026-11-15: reads `hourly` 2026-11-15T10\n  \
+             weekly 2026-W46: reads `daily` 2026-11-15\n  \
+             monthly 2026-11: reads `weekly` 2026-W46\n  \
+             trailing 2026-11-15: reads `daily` 2026-11-15\n"
+        ),
+        "{table}"
+    );
+
+    // Identical: the hour is forced, what reads it is current.
+    let same = sb.w(&[
+        "run",
+        "m.toml",
+        "--run-id",
+        "same",
+        "--task",
+        "hourly+",
+        "--partition",
+        HOUR,
+        "--force",
+    ]);
+    ok(&same);
+    assert_eq!(sb.launched("same"), pairs(&[("hourly", HOUR)]));
+    assert!(
+        stdout(&same).contains("run same: 11 task instances: 1 published, 10 already published"),
+        "{}",
+        stdout(&same)
+    );
+
+    // Changed: exactly the hour and what reads it, and nothing else.
+    std::fs::create_dir(sb.path().join("fix")).unwrap();
+    std::fs::write(sb.path().join("fix").join(HOUR), "5\n").unwrap();
+    ok(&sb.w(&[
+        "run",
+        "m.toml",
+        "--run-id",
+        "changed",
+        "--task",
+        "hourly+",
+        "--partition",
+        HOUR,
+        "--force",
+    ]));
+    assert_eq!(sb.launched("changed"), hour_and_radius());
+    assert_eq!(sb.rebuilt(), hour_and_radius());
+    for (dataset, partition) in blast_radius() {
+        let rows = Visible::of(&sb.store(&dataset, &partition)).rows();
+        assert!(
+            rows.contains(&vec![HOUR.to_owned(), "5".to_owned()]),
+            "{dataset} {partition}"
+        );
+    }
+    let status = ok(&sb.w(&["status", "m.toml"]));
+    assert!(!status.contains("STALE"), "{status}");
+}
+
+// issue 26 item 2: `weir retry` of a held hour releases it and reruns the
+// partitions that read it, through the mappings
+#[test]
+fn issue_26_retry_reruns_the_mapped_downstream() {
+    let sb = built();
+    // New code for the hours, and the fixed hour's source is down (exit 78: held).
+    let text = std::fs::read_to_string(sb.path().join("m.toml")).unwrap();
+    let text = text.replace(
+        r#"command = ["sh", "hourly.sh"]"#,
+        r#"command = ["sh", "hourly.sh", "v2"]"#,
+    );
+    std::fs::write(sb.path().join("m.toml"), text).unwrap();
+    sb.script(
+        "hourly.sh",
+        r#"if [ -e "down/$WEIR_PARTITION" ]; then echo "source down" >&2; exit 78; fi
+n=$(cat "fix/$WEIR_PARTITION" 2>/dev/null || echo 1)
+printf 'hour,clicks\n%s,%s\n' "$WEIR_PARTITION" "$n" > "$WEIR_OUTPUT_DIR/h.csv"
+"#,
+    );
+    for dir in ["down", "fix"] {
+        std::fs::create_dir(sb.path().join(dir)).unwrap();
+    }
+    std::fs::write(sb.path().join("down").join(HOUR), "").unwrap();
+    std::fs::write(sb.path().join("fix").join(HOUR), "7\n").unwrap();
+    let held = sb.w(&[
+        "run",
+        "m.toml",
+        "--run-id",
+        "held",
+        "--task",
+        "hourly+",
+        "--partition",
+        HOUR,
+    ]);
+    assert_eq!(held.status.code(), Some(1), "{}", stderr(&held));
+    assert_eq!(sb.launched("held"), pairs(&[("hourly", HOUR)]));
+    assert!(sb.rebuilt().is_empty());
+
+    std::fs::remove_file(sb.path().join("down").join(HOUR)).unwrap();
+    let retry = sb.w(&[
+        "retry",
+        "m.toml",
+        "hourly",
+        "--partition",
+        HOUR,
+        "--note",
+        "source back",
+    ]);
+    ok(&retry);
+    assert!(
+        stdout(&retry).starts_with(&format!(
+            "released hourly {HOUR}; running it and the downstream partitions that read it\n"
+        )),
+        "{}",
+        stdout(&retry)
+    );
+    let run = crate::support::printed_run_id(&retry);
+    assert_eq!(sb.launched(&run), hour_and_radius());
+    assert_eq!(sb.rebuilt(), hour_and_radius());
+    let month = Visible::of(&sb.store("monthly", "2026-11")).rows();
+    assert!(month.contains(&vec![HOUR.to_owned(), "7".to_owned()]));
+}
