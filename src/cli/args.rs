@@ -259,6 +259,10 @@ pub(crate) struct BackfillArgs {
     /// Print the plan (instances, pool, slots, estimated wall time); write nothing.
     #[arg(long)]
     pub(crate) dry_run: bool,
+    /// Only these of its tasks (`NAME`, `NAME+`: with the downstream
+    /// partitions that read theirs, through the mappings) (repeatable).
+    #[arg(long)]
+    pub(crate) task: Vec<String>,
     /// Rerun even partitions published with the same input snapshot and code_version.
     #[arg(long)]
     pub(crate) force: bool,

@@ -46,7 +46,7 @@ pub(crate) fn backfill(args: &BackfillArgs) -> Result<u8, CliError> {
     super::print_warnings(&manifest);
     let scope = Scope::Backfill(args.name.clone());
     if args.dry_run {
-        return super::plan::print(&manifest, &scope, &[], false);
+        return super::plan::print(&manifest, &scope, &args.task, false);
     }
     let resume_since = match &args.resume {
         Some(run) => Some(started(&manifest, &args.name, run)?),
@@ -54,7 +54,7 @@ pub(crate) fn backfill(args: &BackfillArgs) -> Result<u8, CliError> {
     };
     let options = RunOptions {
         scope,
-        tasks: Vec::new(),
+        tasks: args.task.clone(),
         force: args.force,
         resume_since,
         run_id: args.run_id.clone(),

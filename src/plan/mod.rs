@@ -316,11 +316,11 @@ impl Plan {
             _ => None,
         };
         let selected: Vec<&str> = match &backfill {
-            Some(b) => b
-                .tasks
+            // A backfill's own tasks, and what a `NAME+` follows from them.
+            Some(b) => task_names
                 .iter()
-                .map(String::as_str)
-                .filter(|t| task_names.contains(t))
+                .copied()
+                .filter(|t| b.tasks.iter().any(|b| b == t) || selection.followers.contains(t))
                 .collect(),
             None => task_names.to_vec(),
         };

@@ -46,6 +46,13 @@ kind = "monthly"
 start = "2026-11"
 end = "2026-11"
 
+[backfills.late_15th]
+from = "2026-11-15"
+to = "2026-11-15"
+pool = "repairs"
+tasks = ["hourly"]
+reason = "the 15th's clicks arrived late"
+
 [tasks.dim]
 command = ["sh", "dim.sh"]
 partitioned_by = []
@@ -376,6 +383,26 @@ fn issue_26_selection_follows_the_mappings() {
         ),
         "{table}"
     );
+
+    // A backfill follows the mappings from its hours too, in its pool.
+    let dry = ok(&sb.w(&[
+        "backfill",
+        "m.toml",
+        "late_15th",
+        "--task",
+        "hourly+",
+        "--dry-run",
+    ]));
+    assert!(
+        dry.contains("repairs      2         34  "),
+        "24 hours, their day, week and month, 7 windows:\n{dry}"
+    );
+    assert!(
+        dry.contains("  trailing 2026-11-21: reads `daily` 2026-11-15\n"),
+        "{dry}"
+    );
+    let plain = ok(&sb.w(&["backfill", "m.toml", "late_15th", "--dry-run"]));
+    assert!(plain.contains("repairs      2         24  "), "{plain}");
 
     // Identical: the hour is forced, what reads it is current.
     let same = sb.w(&[
