@@ -2,14 +2,17 @@
 //! its arguments, calls the library and maps the outcome to an exit code
 //! (`exit.rs`). Errors are miette diagnostics on stderr, never a backtrace.
 
+mod accept;
 mod args;
 mod error;
 mod events;
 pub mod exit;
 mod files;
 mod history;
+mod impact;
 mod ops;
 mod plan;
+mod repair;
 mod run;
 mod status;
 mod validate;
@@ -63,6 +66,9 @@ pub fn main() -> ExitCode {
         Command::Certify(a) => ops::certify(&a, true),
         Command::Uncertify(a) => ops::certify(&a, false),
         Command::Rollback(a) => ops::rollback(&a),
+        Command::Impact(a) => impact::run(&a),
+        Command::Repair(a) => repair::run(&a),
+        Command::Accept(a) => accept::run(&a),
         Command::Explain(a) => ops::explain(&a),
         Command::Gc(a) => ops::gc(&a),
         Command::Verify(a) => ops::verify(&a),

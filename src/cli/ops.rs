@@ -221,6 +221,15 @@ pub(crate) fn abandon(args: &DecisionArgs) -> Result<u8, CliError> {
 
 /// `weir certify` and `weir uncertify`.
 pub(crate) fn certify(args: &CertifyArgs, certified: bool) -> Result<u8, CliError> {
+    match (args.cascade, certified) {
+        (true, false) => return super::impact::uncertify_cascade(args),
+        (true, true) => {
+            return Err(CliError::Usage(
+                "--cascade is for `weir uncertify`: certify each generation on its own\n  help: `weir impact` lists what was built from a generation".into(),
+            ))
+        }
+        _ => {}
+    }
     let (manifest, warehouse) = setup(&args.manifest)?;
     producer_of(&manifest, &args.dataset, &args.partition)?;
     let store = warehouse.partition(&args.dataset, &args.partition);

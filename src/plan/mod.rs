@@ -43,6 +43,18 @@ pub enum Scope {
     Partitions(Vec<String>),
     /// A declared backfill.
     Backfill(String),
+    /// Exactly these instances (`weir repair`), in the backfill's pool and
+    /// under its name and reason: (task, keys) pairs.
+    Repair {
+        /// What it rebuilds, in words (runs are resumed by it).
+        name: String,
+        /// The pool every instance runs in.
+        pool: String,
+        /// Why.
+        reason: String,
+        /// The keys of each task.
+        instances: Vec<(String, Vec<String>)>,
+    },
     /// An ad-hoc range (`weir run --from A --to B`): the partitions a
     /// declared backfill over `from..=to` would cover, in the tasks' own pools.
     Range {
@@ -313,6 +325,21 @@ impl Plan {
                     }
                 })?)
             }
+            Scope::Repair {
+                name,
+                pool,
+                reason,
+                instances,
+            } => Some(Backfill {
+                name: name.clone(),
+                from: String::new(),
+                to: String::new(),
+                pool: pool.clone(),
+                tasks: instances.iter().map(|(t, _)| t.clone()).collect(),
+                reason: reason.clone(),
+                days: None,
+                keys: IndexMap::new(),
+            }),
             _ => None,
         };
         let selected: Vec<&str> = match &backfill {
@@ -635,6 +662,16 @@ fn select_keys(
             if !selected_set.contains(name) {
                 return Arc::new(Vec::new());
             }
+            if let Scope::Repair { instances, .. } = scope {
+                let mut keys: Vec<String> = instances
+                    .iter()
+                    .filter(|(t, _)| t == name)
+                    .flat_map(|(_, keys)| keys.iter().cloned())
+                    .collect();
+                partitions::sort(&task.dims, &mut keys);
+                keys.dedup();
+                return Arc::new(keys);
+            }
             by_dims
                 .entry(task.partitioned_by.as_slice())
                 .or_insert_with(|| {
@@ -644,7 +681,7 @@ fn select_keys(
                         (Scope::Partitions(given), _) => {
                             partitions::explicit(&task.dims, given, now)
                         }
-                        (Scope::Backfill(_) | Scope::Range { .. }, None) => {
+                        (Scope::Backfill(_) | Scope::Range { .. } | Scope::Repair { .. }, None) => {
                             unreachable!(
                                 "a backfill or range scope resolves before keys are selected"
                             )
@@ -908,7 +945,7 @@ fn needed(
 }
 
 /// Kahn's algorithm with ties broken by declaration order, so plans are stable.
-fn topological<'m>(manifest: &'m Manifest, selected: &[&'m str]) -> Vec<&'m str> {
+pub(crate) fn topological<'m>(manifest: &'m Manifest, selected: &[&'m str]) -> Vec<&'m str> {
     use std::collections::{BTreeSet, HashMap};
     let index: HashMap<&str, usize> = manifest
         .tasks

@@ -39,6 +39,15 @@ pub fn thousands(n: u64) -> String {
 
 fn scope_line(plan: &Plan) -> String {
     match (&plan.scope, &plan.backfill) {
+        (Scope::Repair { name, reason, .. }, _) => format!(
+            "{name}: {} task {}\nreason: {reason}",
+            thousands(plan.instance_count() as u64),
+            if plan.instance_count() == 1 {
+                "instance"
+            } else {
+                "instances"
+            }
+        ),
         (_, Some(b)) => format!(
             "backfill `{}`: {} to {} ({})\nreason: {}",
             b.name,
@@ -423,6 +432,10 @@ enum JsonScope<'a> {
         from: &'a str,
         to: &'a str,
     },
+    Repair {
+        name: &'a str,
+        reason: &'a str,
+    },
 }
 
 #[derive(Serialize)]
@@ -477,6 +490,7 @@ pub fn json(plan: &Plan, estimate: &Estimate, manifest: &crate::manifest::Manife
         pipeline: &plan.pipeline,
         code_version: &plan.code_version,
         scope: match (&plan.scope, &plan.backfill) {
+            (Scope::Repair { name, reason, .. }, _) => JsonScope::Repair { name, reason },
             (_, Some(b)) => JsonScope::Backfill {
                 name: &b.name,
                 from: &b.from,

@@ -513,3 +513,309 @@ printf 'hour,clicks\n%s,%s\n' "$WEIR_PARTITION" "$n" > "$WEIR_OUTPUT_DIR/h.csv"
     let month = Visible::of(&sb.store("monthly", "2026-11")).rows();
     assert!(month.contains(&vec![HOUR.to_owned(), "7".to_owned()]));
 }
+
+/// The (dataset, partition) pairs of an impact's `built_from` (each at
+/// generation `generation` and in `state`, asserted) and of `would_read`.
+fn impact_json(sb: &Sandbox, dataset: &str, partition: &str) -> serde_json::Value {
+    let out = sb.w(&[
+        "impact",
+        "m.toml",
+        dataset,
+        "--partition",
+        partition,
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).expect("one JSON document")
+}
+
+fn listed(doc: &serde_json::Value, field: &str) -> Instances {
+    doc[field]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["dataset"].as_str().unwrap().to_owned(),
+                b["partition"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+// issue 26 item 1: the impact of one hour is exactly its day, week, month
+// and the seven windows, as the commit records say they were read (a
+// mapping changed since does not change it), apart from what would read it
+// next; the shared unpartitioned dimension brings in no other hour
+#[test]
+fn issue_26_impact_lists_what_was_built_from_a_generation() {
+    let sb = built();
+    let doc = impact_json(&sb, "hourly", HOUR);
+    assert_eq!(doc["root"]["generation"], 1);
+    assert_eq!(listed(&doc, "built_from"), blast_radius());
+    assert_eq!(listed(&doc, "would_read"), blast_radius());
+    for b in doc["built_from"].as_array().unwrap() {
+        assert_eq!(b["generation"], 1, "{b}");
+        assert_eq!(b["state"], "CURRENT", "{b}");
+    }
+    let monthly = doc["built_from"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["dataset"] == "monthly")
+        .unwrap();
+    assert_eq!(
+        monthly["read"],
+        serde_json::json!([{"dataset": "weekly", "partition": "2026-W46", "generation": 1}])
+    );
+    let text = ok(&sb.w(&["impact", "m.toml", "hourly", "--partition", HOUR]));
+    let digest = Visible::of(&sb.store("hourly", HOUR)).record.digest;
+    assert!(
+        text.starts_with(&format!(
+            "impact of hourly {HOUR} generation 1 ({})\n\n\
+             built from it, as their commit records say they read it: 10 publications\n  \
+             CURRENT     daily     2026-11-15  generation 1  read hourly {HOUR} g1\n  \
+             CURRENT     weekly    2026-W46    generation 1  read daily 2026-11-15 g1\n  \
+             CURRENT     monthly   2026-11     generation 1  read weekly 2026-W46 g1\n  \
+             CURRENT     trailing  2026-11-15  generation 1  read daily 2026-11-15 g1\n",
+            &digest[..19]
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "would read it on their next build, through the manifest's mappings: 10 partitions\n  \
+             daily 2026-11-15 ← `hourly` 2026-11-15T10\n  \
+             weekly 2026-W46 ← `daily` 2026-11-15\n"
+        ),
+        "{text}"
+    );
+
+    // As read, not as mapped today: a three-day window now.
+    let manifest = std::fs::read_to_string(sb.path().join("m.toml")).unwrap();
+    std::fs::write(
+        sb.path().join("m.toml"),
+        manifest.replace("window = [-6, 0]", "window = [-2, 0]"),
+    )
+    .unwrap();
+    let doc = impact_json(&sb, "hourly", HOUR);
+    assert_eq!(listed(&doc, "built_from"), blast_radius());
+    let would = listed(&doc, "would_read");
+    assert!(would.contains(&("trailing".to_owned(), "2026-11-17".to_owned())));
+    assert!(!would.contains(&("trailing".to_owned(), "2026-11-18".to_owned())));
+    assert_eq!(would.len(), 3 + 3);
+
+    // A republished hour: the old generation's readers, by state.
+    std::fs::write(sb.path().join("m.toml"), manifest).unwrap();
+    std::fs::create_dir(sb.path().join("fix")).unwrap();
+    std::fs::write(sb.path().join("fix").join(HOUR), "5\n").unwrap();
+    ok(&sb.w(&[
+        "run",
+        "m.toml",
+        "--task",
+        "hourly",
+        "--partition",
+        HOUR,
+        "--force",
+    ]));
+    ok(&sb.w(&[
+        "run",
+        "m.toml",
+        "--task",
+        "daily",
+        "--partition",
+        "2026-11-15",
+    ]));
+    let doc = impact_json(&sb, "hourly", HOUR);
+    assert_eq!(doc["root"]["generation"], 2);
+    assert_eq!(
+        listed(&doc, "built_from"),
+        pairs(&[("daily", "2026-11-15")])
+    );
+    let old = sb.w(&[
+        "impact",
+        "m.toml",
+        "hourly",
+        "--partition",
+        HOUR,
+        "--generation",
+        "1",
+        "--json",
+    ]);
+    let old: serde_json::Value = serde_json::from_slice(&old.stdout).unwrap();
+    let states: BTreeSet<(String, String)> = old["built_from"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                format!(
+                    "{} {}",
+                    b["dataset"].as_str().unwrap(),
+                    b["partition"].as_str().unwrap()
+                ),
+                b["state"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert!(states.contains(&("daily 2026-11-15".to_owned(), "SUPERSEDED".to_owned())));
+    assert!(states.contains(&("weekly 2026-W46".to_owned(), "STALE".to_owned())));
+    assert_eq!(states.len(), 10);
+
+    // The shared dimension's impact is every publication that read it.
+    let doc = impact_json(&sb, "dim", "all");
+    let hours = listed(&doc, "built_from")
+        .iter()
+        .filter(|(d, _)| d == "hourly")
+        .count();
+    assert_eq!(hours, 840);
+
+    let missing = sb.w(&[
+        "impact",
+        "m.toml",
+        "hourly",
+        "--partition",
+        HOUR,
+        "--generation",
+        "9",
+    ]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert_eq!(
+        stderr(&missing),
+        format!("error: `hourly` {HOUR} has no generation 9 (it has 1 to 2)\n  help: `weir history` lists them\n")
+    );
+}
+
+// issue 26 item 3: uncertify --cascade marks the generation and all it
+// built, in one durable operator event; repair plans (dry run: nothing
+// written) and then rebuilds exactly that set, in the backfill pool
+#[test]
+fn issue_26_uncertify_cascade_then_repair_rebuilds_exactly_the_set() {
+    let sb = built();
+    let out = sb.w(&[
+        "uncertify",
+        "m.toml",
+        "hourly",
+        "--partition",
+        HOUR,
+        "--cascade",
+        "--reason",
+        "bad feed",
+    ]);
+    let text = ok(&out);
+    assert!(
+        text.starts_with(&format!(
+            "uncertified hourly {HOUR} generation 1 and the 10 publications built from it:\n  \
+             daily 2026-11-15 generation 1\n  weekly 2026-W46 generation 1\n"
+        )),
+        "{text}"
+    );
+    let events: Vec<_> = sb
+        .all_runs_events()
+        .into_iter()
+        .filter(|e| e.state == State::Uncertified)
+        .collect();
+    assert_eq!(events.len(), 1);
+    let listed_in_event: Instances = events[0].data["cascade"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["dataset"].as_str().unwrap().to_owned(),
+                i["partition"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let mut everything = blast_radius();
+    everything.insert(("hourly".into(), HOUR.into()));
+    assert_eq!(listed_in_event, everything);
+    let doc = impact_json(&sb, "hourly", HOUR);
+    for b in doc["built_from"].as_array().unwrap() {
+        assert_eq!(b["state"], "UNCERTIFIED", "{b}");
+    }
+    // A reader of an uncertified publication refuses it.
+    let refused = sb.w(&[
+        "run",
+        "m.toml",
+        "--task",
+        "weekly",
+        "--partition",
+        "2026-W46",
+        "--force",
+    ]);
+    assert_eq!(refused.status.code(), Some(1), "{}", stdout(&refused));
+
+    let dry = sb.w(&[
+        "repair",
+        "m.toml",
+        "hourly",
+        "--partition",
+        HOUR,
+        "--reason",
+        "feed fixed",
+        "--dry-run",
+    ]);
+    let plan = ok(&dry);
+    assert!(
+        plan.starts_with(&format!(
+            "plan for `clicks` (code_version 1)\nrepair of `hourly` {HOUR} generation 1: 11 task instances\nreason: feed fixed\n"
+        )),
+        "{plan}"
+    );
+    assert!(plan.contains("repairs      2         11  "), "{plan}");
+    assert!(sb.rebuilt().is_empty(), "a dry run writes nothing");
+
+    std::fs::create_dir(sb.path().join("fix")).unwrap();
+    std::fs::write(sb.path().join("fix").join(HOUR), "9\n").unwrap();
+    let repaired = sb.w(&[
+        "repair",
+        "m.toml",
+        "hourly",
+        "--partition",
+        HOUR,
+        "--reason",
+        "feed fixed",
+        "--run-id",
+        "repair-1",
+    ]);
+    ok(&repaired);
+    assert_eq!(sb.launched("repair-1"), hour_and_radius());
+    assert_eq!(sb.rebuilt(), hour_and_radius());
+    for (dataset, partition) in hour_and_radius() {
+        assert_eq!(
+            sb.generation(&dataset, &partition),
+            2,
+            "{dataset} {partition}"
+        );
+    }
+    let month = Visible::of(&sb.store("monthly", "2026-11")).rows();
+    assert!(month.contains(&vec![HOUR.to_owned(), "9".to_owned()]));
+    let started = sb
+        .events("repair-1")
+        .into_iter()
+        .find(|e| e.state == State::RunStarted)
+        .unwrap();
+    assert_eq!(
+        started.data["backfill"]["name"],
+        format!("repair of `hourly` {HOUR} generation 1")
+    );
+    let status = ok(&sb.w(&["status", "m.toml"]));
+    assert!(!status.contains("STALE"), "{status}");
+    // Nothing is left to repair from generation 1.
+    let again = ok(&sb.w(&[
+        "repair",
+        "m.toml",
+        "hourly",
+        "--partition",
+        HOUR,
+        "--generation",
+        "1",
+        "--reason",
+        "again",
+    ]));
+    assert_eq!(
+        again,
+        format!("nothing to repair: hourly {HOUR} generation 1 is no longer visible and nothing visible was built from it\n")
+    );
+}
