@@ -145,7 +145,12 @@ pub(crate) fn retry(args: &DecisionArgs) -> Result<u8, CliError> {
         &manifest,
         &warehouse,
         args,
-        &[Mark::Held, Mark::Quarantined, Mark::Abandoned],
+        &[
+            Mark::Held,
+            Mark::Quarantined,
+            Mark::Abandoned,
+            Mark::Accepted,
+        ],
         "retry",
     )?;
     let log = open_operator_log(&warehouse)?;

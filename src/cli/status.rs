@@ -129,7 +129,8 @@ impl Overview {
             // The run's own test: a quarantine whose inputs or code changed
             // would be rerun, so paging on it would send a person for nothing.
             let changed = staleness.quarantine_released(manifest, warehouse, &m);
-            if m.mark == Mark::Abandoned {
+            // An operator's decision, not a wait: nobody is paged for it.
+            if matches!(m.mark, Mark::Abandoned | Mark::Accepted) {
                 abandoned.push(m);
             } else if !changed.is_empty() {
                 released.push((m, changed.join("; ")));
@@ -262,7 +263,7 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
             "abandoned": overview
                 .abandoned
                 .iter()
-                .map(|m| json!({"task": m.task, "partition": m.partition, "detail": m.reason, "note": m.note}))
+                .map(|m| json!({"task": m.task, "partition": m.partition, "mark": m.mark, "detail": m.reason, "note": m.note}))
                 .collect::<Vec<_>>(),
             "attention": attention
                 .iter()
@@ -615,7 +616,7 @@ fn print_status(
     for m in &overview.abandoned {
         println!(
             "{:<11} {} {}: {} (not run until `weir retry {} {} --partition {} --note …`)",
-            "ABANDONED",
+            m.mark.as_str(),
             m.task,
             m.partition,
             m.reason.strip_prefix("abandoned ").unwrap_or(&m.reason),

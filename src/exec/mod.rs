@@ -338,8 +338,10 @@ pub fn run(
     let selection = crate::plan::select::selection(manifest, &options.tasks)?;
     let selected = &selection.tasks;
     let warehouse = Warehouse::open_for(&manifest.pipeline).map_err(ExecError::Warehouse)?;
+    // An accepted gap is not added as unpublished upstream work.
     let published = |dataset: &str, key: &str| {
         matches!(warehouse.partition(dataset, key).latest(), Ok(Some(_)))
+            || crate::ops::accept::is_accepted(manifest, &warehouse, dataset, key)
     };
     let plan = Plan::build_selected(manifest, &options.scope, &selection, now, &published)?;
     let explicit: HashSet<&str> = selected.iter().copied().collect();
@@ -742,11 +744,14 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                         (State::Quarantined, InstanceResult::Quarantined(why.clone()))
                     }
                     Mark::Abandoned => (State::Skipped, InstanceResult::Skipped(why.clone())),
+                    Mark::Accepted => (State::Accepted, InstanceResult::Skipped(why.clone())),
                 };
-                let consumed = if consumable {
-                    "; its published generation stays readable downstream"
-                } else {
-                    ""
+                let consumed = match (consumable, mark.mark) {
+                    (true, Mark::Accepted) => {
+                        "; downstream instances that read it among other partitions run without it"
+                    }
+                    (true, _) => "; its published generation stays readable downstream",
+                    _ => "",
                 };
                 self.cx.emit(
                     state,
@@ -757,8 +762,10 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                     // HELD means "do not rebuild": what it published is
                     // still the partition's generation, and downstream
                     // instances pinned to another one rebuild from it.
-                    self.status[id] =
-                        Status::Done(InstanceResult::Held(format!("{why}{consumed}")));
+                    self.status[id] = Status::Done(match mark.mark {
+                        Mark::Accepted => result,
+                        _ => InstanceResult::Held(format!("{why}{consumed}")),
+                    });
                     self.release_successors(id);
                     return;
                 }
@@ -1107,15 +1114,17 @@ impl Job<'_> {
         };
         if let Some(mark) = mark
             .as_ref()
-            .filter(|m| matches!(m.mark, Mark::Held | Mark::Abandoned))
+            .filter(|m| matches!(m.mark, Mark::Held | Mark::Abandoned | Mark::Accepted))
         {
-            let consumable = mark.mark == Mark::Held
-                && matches!(
-                    cx.warehouse
-                        .partition(&task.output.dataset, partition)
-                        .latest(),
-                    Ok(Some(_))
-                );
+            // An accepted gap is consumed as a gap (`snapshot::pin`).
+            let consumable = mark.mark == Mark::Accepted
+                || mark.mark == Mark::Held
+                    && matches!(
+                        cx.warehouse
+                            .partition(&task.output.dataset, partition)
+                            .latest(),
+                        Ok(Some(_))
+                    );
             return (
                 None,
                 Outcome::Marked {

@@ -819,3 +819,223 @@ fn issue_26_uncertify_cascade_then_repair_rebuilds_exactly_the_set() {
         format!("nothing to repair: hourly {HOUR} generation 1 is no longer visible and nothing visible was built from it\n")
     );
 }
+
+// issue 26 item 5: an accepted gap lets a fan-in proceed without it, is
+// recorded in the reader's commit record, shows in status, and `weir
+// retry` undoes it
+#[test]
+fn issue_26_accept_lets_a_fan_in_proceed_and_is_recorded() {
+    let sb = built();
+    let lost = "2026-12-10T05";
+    std::fs::create_dir(sb.path().join("lost")).unwrap();
+    std::fs::write(sb.path().join("lost").join(lost), "").unwrap();
+    sb.script(
+        "hourly.sh",
+        r#"if [ -e "lost/$WEIR_PARTITION" ]; then echo "source lost" >&2; exit 65; fi
+printf 'hour,clicks\n%s,1\n' "$WEIR_PARTITION" > "$WEIR_OUTPUT_DIR/h.csv"
+"#,
+    );
+    let first = sb.w(&[
+        "run",
+        "m.toml",
+        "--run-id",
+        "first",
+        "--task",
+        "daily",
+        "--partition",
+        "2026-12-10",
+    ]);
+    assert_eq!(first.status.code(), Some(1), "{}", stdout(&first));
+    assert!(sb.records("daily", "2026-12-10").is_empty());
+
+    let out = sb.w(&[
+        "accept",
+        "m.toml",
+        "hourly",
+        "--partition",
+        lost,
+        "--note",
+        "feed lost for good",
+    ]);
+    assert_eq!(
+        ok(&out),
+        format!("accepted hourly {lost} as missing: it is not built, and what reads it among other partitions runs without it, until `weir retry`\n")
+    );
+    let accepted: Vec<_> = sb
+        .all_runs_events()
+        .into_iter()
+        .filter(|e| e.state == State::Accepted)
+        .collect();
+    assert_eq!(accepted.len(), 1);
+    assert_eq!(accepted[0].data["note"], "feed lost for good");
+    let again = sb.w(&[
+        "accept",
+        "m.toml",
+        "hourly",
+        "--partition",
+        lost,
+        "--note",
+        "twice",
+    ]);
+    assert_eq!(again.status.code(), Some(3));
+    let published = sb.w(&[
+        "accept",
+        "m.toml",
+        "hourly",
+        "--partition",
+        HOUR,
+        "--note",
+        "no",
+    ]);
+    assert_eq!(published.status.code(), Some(3));
+    assert!(
+        stderr(&published).contains("is published (generation 1)"),
+        "{}",
+        stderr(&published)
+    );
+
+    let plan = ok(&sb.w(&[
+        "plan",
+        "m.toml",
+        "--task",
+        "daily",
+        "--partition",
+        "2026-12-10",
+    ]));
+    // The 23 other hours were published by the first run; the gap is not
+    // added as upstream work.
+    assert!(!plan.contains("hourly"), "{plan}");
+    ok(&sb.w(&[
+        "run",
+        "m.toml",
+        "--run-id",
+        "second",
+        "--task",
+        "daily",
+        "--partition",
+        "2026-12-10",
+    ]));
+    let launched = sb.launched("second");
+    assert!(!launched.contains(&("hourly".to_owned(), lost.to_owned())));
+    assert!(launched.contains(&("daily".to_owned(), "2026-12-10".to_owned())));
+    let day = Visible::of(&sb.store("daily", "2026-12-10"));
+    assert_eq!(day.rows().len(), 23);
+    let input = &day.record.input_snapshot["inputs"][0];
+    assert_eq!(input["name"], "hourly");
+    assert_eq!(input["accepted_missing"], serde_json::json!([lost]));
+    assert_eq!(input["partitions"].as_array().unwrap().len(), 23);
+    let status = ok(&sb.w(&["status", "m.toml"]));
+    assert!(
+        status.contains(&format!(
+            "ACCEPTED    hourly {lost}: accepted as missing by an operator: feed lost for good (not run until `weir retry m.toml hourly --partition {lost} --note …`)"
+        )),
+        "{status}"
+    );
+
+    // The source is found after all: retry undoes the decision and the day
+    // is rebuilt with it.
+    std::fs::remove_file(sb.path().join("lost").join(lost)).unwrap();
+    ok(&sb.w(&[
+        "retry",
+        "m.toml",
+        "hourly",
+        "--partition",
+        lost,
+        "--note",
+        "found a copy",
+    ]));
+    let day = Visible::of(&sb.store("daily", "2026-12-10"));
+    assert_eq!(day.record.generation.get(), 2);
+    assert_eq!(day.rows().len(), 24);
+    assert!(day.record.input_snapshot["inputs"][0]
+        .get("accepted_missing")
+        .is_none());
+}
+
+// issue 26 item 5: an instance that reads only the accepted partition (an
+// identity mapping) stays blocked; a fan-in over it runs
+#[test]
+fn issue_26_an_identity_reader_of_an_accepted_gap_stays_blocked() {
+    let sb = Sandbox::new(
+        r#"
+[pipeline]
+name = "gap"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.k]
+kind = "static"
+keys = ["k1", "k2"]
+
+[tasks.a]
+command = ["sh", "a.sh"]
+partitioned_by = "k"
+output = { dataset = "a_out", grain = ["id"] }
+
+[tasks.b]
+command = ["sh", "-c", "cp \"$WEIR_INPUT_A_OUT\"/*.csv \"$WEIR_OUTPUT_DIR/\""]
+partitioned_by = "k"
+inputs = ["a_out"]
+output = { dataset = "b_out", grain = ["id"] }
+
+[tasks.c]
+command = ["sh", "-c", "printf 'id\\n' > \"$WEIR_OUTPUT_DIR/c.csv\"; for k in $(tr -d '[]\"' < \"$WEIR_INPUT_A_OUT/_keys.json\" | tr ',' ' '); do tail -n +2 \"$WEIR_INPUT_A_OUT/$k/a.csv\" >> \"$WEIR_OUTPUT_DIR/c.csv\"; done"]
+partitioned_by = []
+inputs = ["a_out"]
+output = { dataset = "c_out", grain = ["id"] }
+"#,
+    );
+    sb.script(
+        "a.sh",
+        r#"if [ "$WEIR_PARTITION" = k1 ]; then exit 65; fi
+printf 'id\n%s\n' "$WEIR_PARTITION" > "$WEIR_OUTPUT_DIR/a.csv"
+"#,
+    );
+    let first = sb.run(
+        "r1",
+        &[
+            "--partition",
+            "k1",
+            "--partition",
+            "k2",
+            "--partition",
+            "all",
+        ],
+    );
+    assert_eq!(first.status.code(), Some(1));
+    ok(&sb.weir_out(&[
+        "accept",
+        "m.toml",
+        "a",
+        "--partition",
+        "k1",
+        "--note",
+        "k1 is gone",
+    ]));
+    let second = sb.run(
+        "r2",
+        &[
+            "--partition",
+            "k1",
+            "--partition",
+            "k2",
+            "--partition",
+            "all",
+        ],
+    );
+    assert_eq!(second.status.code(), Some(1), "{}", stdout(&second));
+    let text = stdout(&second);
+    assert!(
+        text.contains("b k1"),
+        "the identity reader is still blocked:\n{text}"
+    );
+    let c = Visible::of(&sb.store("c_out", "all"));
+    assert_eq!(c.rows(), vec![vec!["k2".to_owned()]]);
+    assert_eq!(
+        c.record.input_snapshot["inputs"][0]["accepted_missing"],
+        serde_json::json!(["k1"])
+    );
+    assert!(sb.records("b_out", "k1").is_empty());
+    let states = crate::support::states(&sb.events("r2"), "a", "k1");
+    assert_eq!(states, vec![State::Queued, State::Accepted]);
+}
