@@ -263,7 +263,7 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
             "abandoned": overview
                 .abandoned
                 .iter()
-                .map(|m| json!({"task": m.task, "partition": m.partition, "mark": m.mark, "detail": m.reason, "note": m.note}))
+                .map(|m| json!({"task": m.task, "partition": m.partition, "detail": m.reason, "note": m.note}))
                 .collect::<Vec<_>>(),
             "attention": attention
                 .iter()

@@ -305,6 +305,30 @@ fn issue_26_an_identical_republish_is_cut_off_early() {
     );
     let day = Visible::of(&sb.store("daily", "2026-11-15"));
     assert!(day.rows().contains(&vec![HOUR.to_owned(), "5".to_owned()]));
+
+    // A code edit that changes nothing in the output stops at the first
+    // task whose output is identical: the hour reruns, nothing after it.
+    let text = std::fs::read_to_string(sb.path().join("m.toml")).unwrap();
+    let text = text.replace(
+        r#"command = ["sh", "hourly.sh"]"#,
+        r#"command = ["sh", "hourly.sh", "v2"]"#,
+    );
+    std::fs::write(sb.path().join("m.toml"), text).unwrap();
+    // (Away from the 15th, whose readers are not current any more.)
+    let other = "2026-11-25T03";
+    ok(&sb.w(&[
+        "run",
+        "m.toml",
+        "--run-id",
+        "code",
+        "--task",
+        "hourly+",
+        "--partition",
+        other,
+    ]));
+    assert_eq!(sb.launched("code"), pairs(&[("hourly", other)]));
+    assert_eq!(sb.generation("hourly", other), 2);
+    assert_eq!(sb.generation("daily", "2026-11-25"), 1);
 }
 
 /// The partitions of each task in `weir plan --json`, and why each one a
