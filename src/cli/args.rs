@@ -47,6 +47,12 @@ pub(crate) enum Command {
     Uncertify(CertifyArgs),
     /// Republish an earlier generation as a new, fenced generation.
     Rollback(RollbackArgs),
+    /// Every publication built from a generation, as read, and what would read it next.
+    Impact(ImpactArgs),
+    /// Rebuild a generation's impact in dependency order, in a backfill pool (`--dry-run`: the plan and cost).
+    Repair(RepairArgs),
+    /// Decide that a partition will not be built: downstream fan-in, window and rollup instances run without it.
+    Accept(AcceptArgs),
     /// The evidence about one task instance, and what to do about it.
     Explain(ExplainArgs),
     /// List (and with --apply delete) candidate directories nothing can need.
@@ -222,6 +228,70 @@ pub(crate) struct CertifyArgs {
     /// Why: recorded in the event log.
     #[arg(long, required = true)]
     pub(crate) reason: String,
+    /// `uncertify` only: every publication built from the generation too
+    /// (its impact), with one operator event listing them.
+    #[arg(long)]
+    pub(crate) cascade: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ImpactArgs {
+    /// Manifest file.
+    pub(crate) manifest: PathBuf,
+    /// Dataset.
+    pub(crate) dataset: String,
+    /// Partition.
+    #[arg(long)]
+    pub(crate) partition: String,
+    /// Generation (default: the current one).
+    #[arg(long)]
+    pub(crate) generation: Option<u64>,
+    /// Print one JSON document.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RepairArgs {
+    /// Manifest file.
+    pub(crate) manifest: PathBuf,
+    /// Dataset whose partition was wrong.
+    pub(crate) dataset: String,
+    /// Partition.
+    #[arg(long)]
+    pub(crate) partition: String,
+    /// The generation whose impact is rebuilt (default: the current one).
+    #[arg(long)]
+    pub(crate) generation: Option<u64>,
+    /// Why: recorded with the run.
+    #[arg(long, required = true)]
+    pub(crate) reason: String,
+    /// Pool the rebuilds run in (default: the pool of the manifest's first backfill, else `default`).
+    #[arg(long)]
+    pub(crate) pool: Option<String>,
+    /// Print the plan and its cost; write nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+    /// Resume the interrupted repair RUN (its run id): what was rebuilt since it started is not rebuilt again.
+    #[arg(long, value_name = "RUN")]
+    pub(crate) resume: Option<String>,
+    /// Run id (default: generated from the start time).
+    #[arg(long)]
+    pub(crate) run_id: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AcceptArgs {
+    /// Manifest file.
+    pub(crate) manifest: PathBuf,
+    /// Task whose partition will not be built.
+    pub(crate) task: String,
+    /// Partition.
+    #[arg(long)]
+    pub(crate) partition: String,
+    /// Why (recorded in the event log and in the commit records of what runs without it).
+    #[arg(long, required = true)]
+    pub(crate) note: String,
 }
 
 #[derive(Debug, Args)]
@@ -291,6 +361,10 @@ pub(crate) struct BackfillArgs {
     /// Print the plan (instances, pool, slots, estimated wall time); write nothing.
     #[arg(long)]
     pub(crate) dry_run: bool,
+    /// Only these of its tasks (`NAME`, `NAME+`: with the downstream
+    /// partitions that read theirs, through the mappings) (repeatable).
+    #[arg(long)]
+    pub(crate) task: Vec<String>,
     /// Rerun even partitions published with the same input snapshot and code_version.
     #[arg(long)]
     pub(crate) force: bool,

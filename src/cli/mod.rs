@@ -2,6 +2,7 @@
 //! its arguments, calls the library and maps the outcome to an exit code
 //! (`exit.rs`). Errors are miette diagnostics on stderr, never a backtrace.
 
+mod accept;
 mod args;
 mod console;
 mod error;
@@ -9,9 +10,11 @@ mod events;
 pub mod exit;
 mod files;
 mod history;
+mod impact;
 mod notify;
 mod ops;
 mod plan;
+mod repair;
 mod run;
 mod serve;
 mod slo;
@@ -69,6 +72,9 @@ pub fn main() -> ExitCode {
         Command::Certify(a) => ops::certify(&a, true),
         Command::Uncertify(a) => ops::certify(&a, false),
         Command::Rollback(a) => ops::rollback(&a),
+        Command::Impact(a) => impact::run(&a),
+        Command::Repair(a) => repair::run(&a),
+        Command::Accept(a) => accept::run(&a),
         Command::Explain(a) => ops::explain(&a),
         Command::Gc(a) => ops::gc(&a),
         Command::Verify(a) => ops::verify(&a),

@@ -147,7 +147,12 @@ pub(crate) fn retry(args: &DecisionArgs) -> Result<u8, CliError> {
         &manifest,
         &warehouse,
         args,
-        &[Mark::Held, Mark::Quarantined, Mark::Abandoned],
+        &[
+            Mark::Held,
+            Mark::Quarantined,
+            Mark::Abandoned,
+            Mark::Accepted,
+        ],
         "retry",
     )?;
     let log = open_operator_log(&warehouse)?;
@@ -166,8 +171,8 @@ pub(crate) fn retry(args: &DecisionArgs) -> Result<u8, CliError> {
     state::clear(&warehouse, &args.task, &args.partition)
         .map_err(doing("cannot release the instance"))?;
     println!(
-        "released {} {}; running it and its downstream instances in {}",
-        args.task, args.partition, args.partition
+        "released {} {}; running it and the downstream partitions that read it",
+        args.task, args.partition
     );
     let options = RunOptions {
         scope: Scope::Partitions(vec![args.partition.clone()]),
@@ -224,6 +229,15 @@ pub(crate) fn abandon(args: &DecisionArgs) -> Result<u8, CliError> {
 
 /// `weir certify` and `weir uncertify`.
 pub(crate) fn certify(args: &CertifyArgs, certified: bool) -> Result<u8, CliError> {
+    match (args.cascade, certified) {
+        (true, false) => return super::impact::uncertify_cascade(args),
+        (true, true) => {
+            return Err(CliError::Usage(
+                "--cascade is for `weir uncertify`: certify each generation on its own\n  help: `weir impact` lists what was built from a generation".into(),
+            ))
+        }
+        _ => {}
+    }
     let (manifest, warehouse) = setup(&args.manifest)?;
     producer_of(&manifest, &args.dataset, &args.partition)?;
     let store = warehouse.partition(&args.dataset, &args.partition);

@@ -115,10 +115,13 @@ fn build(manifest: &Manifest, scope: &Scope, tasks: &[String]) -> Result<Plan, C
     // A plan writes nothing: an absent warehouse has published nothing.
     let warehouse = existing_warehouse(manifest);
     let published = |dataset: &str, key: &str| {
-        warehouse
-            .as_ref()
-            .is_some_and(|w| matches!(w.partition(dataset, key).latest(), Ok(Some(_))))
+        warehouse.as_ref().is_some_and(|w| {
+            matches!(w.partition(dataset, key).latest(), Ok(Some(_)))
+                || crate::ops::accept::is_accepted(manifest, w, dataset, key)
+        })
     };
-    let names = crate::plan::select::select(manifest, tasks)?;
-    Ok(Plan::build_for(manifest, scope, &names, now, &published)?)
+    let selection = crate::plan::select::selection(manifest, tasks)?;
+    Ok(Plan::build_selected(
+        manifest, scope, &selection, now, &published,
+    )?)
 }

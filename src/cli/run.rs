@@ -47,7 +47,7 @@ pub(crate) fn backfill(args: &BackfillArgs) -> Result<u8, CliError> {
     super::print_warnings(&manifest);
     let scope = Scope::Backfill(args.name.clone());
     if args.dry_run {
-        return super::plan::print(&manifest, &scope, &[], false);
+        return super::plan::print(&manifest, &scope, &args.task, false);
     }
     let resume_since = match &args.resume {
         Some(run) => Some(started(&manifest, &args.name, run)?),
@@ -55,7 +55,7 @@ pub(crate) fn backfill(args: &BackfillArgs) -> Result<u8, CliError> {
     };
     let options = RunOptions {
         scope,
-        tasks: Vec::new(),
+        tasks: args.task.clone(),
         force: args.force,
         resume_since,
         run_id: args.run_id.clone(),
@@ -66,8 +66,11 @@ pub(crate) fn backfill(args: &BackfillArgs) -> Result<u8, CliError> {
     // The same command would force every partition again: an interrupted
     // forced backfill names the one that resumes it.
     let resume = args.force.then(|| Resume {
-        manifest: args.manifest.display().to_string(),
-        backfill: args.name.clone(),
+        command: format!(
+            "weir backfill {} {} --force",
+            crate::partition::shell_word(&args.manifest.display().to_string()),
+            crate::partition::shell_word(&args.name)
+        ),
         run: args.resume.clone(),
     });
     execute_resumable(&manifest, &options, resume.as_ref())
@@ -75,7 +78,7 @@ pub(crate) fn backfill(args: &BackfillArgs) -> Result<u8, CliError> {
 
 /// When run `run`, a run of backfill `name`, started (ms since the epoch):
 /// a run id that is no such run is a usage error (exit 2).
-fn started(manifest: &Manifest, name: &str, run: &str) -> Result<i64, CliError> {
+pub(crate) fn started(manifest: &Manifest, name: &str, run: &str) -> Result<i64, CliError> {
     crate::events::check_run_id(run).map_err(CliError::Usage)?;
     let store = super::error::open(manifest)?.events();
     let (records, _) = crate::events::read_run(&store, run)
@@ -108,12 +111,12 @@ fn started(manifest: &Manifest, name: &str, run: &str) -> Result<i64, CliError> 
     }
 }
 
-/// How to resume an interrupted forced backfill.
-struct Resume {
-    manifest: String,
-    backfill: String,
+/// How to resume an interrupted forced backfill (or repair).
+pub(crate) struct Resume {
+    /// The command, up to its `--resume`.
+    pub(crate) command: String,
     /// The run it resumed, if it did: resuming it again covers both.
-    run: Option<String>,
+    pub(crate) run: Option<String>,
 }
 
 /// Runs and reports; shared with `weir retry`.
@@ -122,7 +125,7 @@ pub(crate) fn execute(manifest: &Manifest, options: &RunOptions) -> Result<u8, C
 }
 
 /// Runs and reports; `resume` says how a forced backfill resumes.
-fn execute_resumable(
+pub(crate) fn execute_resumable(
     manifest: &Manifest,
     options: &RunOptions,
     resume: Option<&Resume>,
@@ -301,9 +304,8 @@ fn print_summary(summary: &RunSummary, resume: Option<&Resume>) {
     if let Some(sig) = summary.interrupted {
         let how = match resume {
             Some(r) => format!(
-                "`weir backfill {} {} --force --resume {}` resumes it (the same command would force every partition again)",
-                crate::partition::shell_word(&r.manifest),
-                crate::partition::shell_word(&r.backfill),
+                "`{} --resume {}` resumes it (the same command would force every partition again)",
+                r.command,
                 r.run.as_deref().unwrap_or(&summary.run_id)
             ),
             None => "run the same command again to resume".to_owned(),

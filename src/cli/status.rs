@@ -255,7 +255,7 @@ fn print_status(
     for m in &overview.abandoned {
         println!(
             "{:<11} {} {}: {} (not run until `weir retry {} {} --partition {} --note …`)",
-            "ABANDONED",
+            m.mark.as_str(),
             m.task,
             m.partition,
             m.reason.strip_prefix("abandoned ").unwrap_or(&m.reason),

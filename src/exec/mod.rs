@@ -368,12 +368,15 @@ pub fn run(
     let timing = crate::store::slots::SlotTiming::from_env().map_err(ExecError::Settings)?;
     // The selected tasks run under the currency test; upstream instances
     // they need are added by the plan only when not published.
-    let selected = crate::plan::select::select(manifest, &options.tasks)?;
+    let selection = crate::plan::select::selection(manifest, &options.tasks)?;
+    let selected = &selection.tasks;
     let warehouse = Warehouse::open_for(&manifest.pipeline).map_err(ExecError::Warehouse)?;
+    // An accepted gap is not added as unpublished upstream work.
     let published = |dataset: &str, key: &str| {
         matches!(warehouse.partition(dataset, key).latest(), Ok(Some(_)))
+            || crate::ops::accept::is_accepted(manifest, &warehouse, dataset, key)
     };
-    let plan = Plan::build_for(manifest, &options.scope, &selected, now, &published)?;
+    let plan = Plan::build_selected(manifest, &options.scope, &selection, now, &published)?;
     let explicit: HashSet<&str> = selected.iter().copied().collect();
     // Each planned task's code identity, read once: an unreadable `code`
     // path refuses the run before anything starts.
@@ -696,7 +699,12 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             attempt,
             snapshot: self.snapshots[id].take(),
             first: attempt == 1,
-            force: self.options.force,
+            // What a `NAME+` reached through the mappings runs when what it
+            // reads changed (early cutoff), never forced.
+            force: self.options.force && {
+                let (t, i) = self.plan.locate(id);
+                self.plan.followed(t, i).is_none()
+            },
             resume_since: self.options.resume_since,
             upstream_only: !self.explicit.contains(task_name) || {
                 let (t, i) = self.plan.locate(id);
@@ -792,11 +800,14 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                         (State::Quarantined, InstanceResult::Quarantined(why.clone()))
                     }
                     Mark::Abandoned => (State::Skipped, InstanceResult::Skipped(why.clone())),
+                    Mark::Accepted => (State::Accepted, InstanceResult::Skipped(why.clone())),
                 };
-                let consumed = if consumable {
-                    "; its published generation stays readable downstream"
-                } else {
-                    ""
+                let consumed = match (consumable, mark.mark) {
+                    (true, Mark::Accepted) => {
+                        "; downstream instances that read it among other partitions run without it"
+                    }
+                    (true, _) => "; its published generation stays readable downstream",
+                    _ => "",
                 };
                 self.cx.emit(
                     state,
@@ -807,8 +818,10 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                     // HELD means "do not rebuild": what it published is
                     // still the partition's generation, and downstream
                     // instances pinned to another one rebuild from it.
-                    self.status[id] =
-                        Status::Done(InstanceResult::Held(format!("{why}{consumed}")));
+                    self.status[id] = Status::Done(match mark.mark {
+                        Mark::Accepted => result,
+                        _ => InstanceResult::Held(format!("{why}{consumed}")),
+                    });
                     return machine::Verdict::Release;
                 }
                 result
@@ -1155,15 +1168,17 @@ impl Job<'_> {
         };
         if let Some(mark) = mark
             .as_ref()
-            .filter(|m| matches!(m.mark, Mark::Held | Mark::Abandoned))
+            .filter(|m| matches!(m.mark, Mark::Held | Mark::Abandoned | Mark::Accepted))
         {
-            let consumable = mark.mark == Mark::Held
-                && matches!(
-                    cx.warehouse
-                        .partition(&task.output.dataset, partition)
-                        .latest(),
-                    Ok(Some(_))
-                );
+            // An accepted gap is consumed as a gap (`snapshot::pin`).
+            let consumable = mark.mark == Mark::Accepted
+                || mark.mark == Mark::Held
+                    && matches!(
+                        cx.warehouse
+                            .partition(&task.output.dataset, partition)
+                            .latest(),
+                        Ok(Some(_))
+                    );
             return (
                 None,
                 Outcome::Marked {
@@ -1323,16 +1338,18 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
         .unwrap_or("a panic without a message")
 }
 
-/// Published with this exact input snapshot, code version and code
-/// fingerprint (a record without a fingerprint predates them: its
-/// code_version alone is compared).
+/// Published from the same reads (the digests of its input snapshot, not
+/// the generations that held them: early cutoff, `plan::cutoff`), code
+/// version and code fingerprint (a record without a fingerprint predates
+/// them: its code_version alone is compared).
 pub(crate) fn is_current(
     latest: &CommitRecord,
     snapshot: &InputSnapshot,
     code_version: &str,
     fingerprint: &str,
 ) -> bool {
-    latest.input_snapshot_digest == snapshot.digest()
+    (latest.input_snapshot_digest == snapshot.digest()
+        || crate::plan::cutoff::same_reads(&latest.input_snapshot, &snapshot.to_json()))
         && latest.code_version == code_version
         && latest
             .code_fingerprint

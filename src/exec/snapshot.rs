@@ -48,6 +48,10 @@ pub struct PinnedInput {
     /// `digest` covers the list).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub partitions: Vec<PinnedPartition>,
+    /// For an upstream input mapped to several partitions: those an operator
+    /// accepted as missing (`weir accept`), which it was read without.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub accepted_missing: Vec<String>,
     /// Canonical digest (upstream) or SHA-256 of the file bytes (external).
     pub digest: String,
     /// Where it is published: the external file, the upstream generation's
@@ -227,6 +231,7 @@ pub fn pin(
                     watermark,
                     partition: None,
                     partitions: Vec::new(),
+                    accepted_missing: Vec::new(),
                     digest,
                     data: Some(InputData {
                         format: dataset.format,
@@ -249,15 +254,33 @@ pub fn pin(
                 let mut pinned = Vec::with_capacity(keys.len());
                 let mut files = Vec::new();
                 let mut dirs = Vec::with_capacity(keys.len());
+                let mut accepted = Vec::new();
                 for key in &keys {
-                    let (part, part_files, dir) =
-                        pin_partition(warehouse, &input.dataset, key.as_str(), allow_uncertified)?;
+                    let (part, part_files, dir) = match pin_partition(
+                        warehouse,
+                        &input.dataset,
+                        key.as_str(),
+                        allow_uncertified,
+                    ) {
+                        Ok(found) => found,
+                        // A gap an operator accepted, among several
+                        // partitions (fan-in, window, rollup): read without
+                        // it. An input of one partition stays blocked.
+                        Err(PinError::NoUpstream(why)) => {
+                            if keys.len() > 1 && is_accepted(warehouse, producer, key.as_str()) {
+                                accepted.push(key.as_str().to_string());
+                                continue;
+                            }
+                            return Err(PinError::NoUpstream(why));
+                        }
+                        Err(e) => return Err(e),
+                    };
                     files.extend(part_files);
                     pinned.push(part);
                     dirs.push(dir);
                 }
                 match pinned.as_slice() {
-                    [one] => {
+                    [one] if keys.len() == 1 => {
                         let one = one.clone();
                         let dir = dirs.swap_remove(0);
                         inputs.push(PinnedInput {
@@ -270,6 +293,7 @@ pub fn pin(
                             watermark: None,
                             partition: (one.partition != partition).then(|| one.partition.clone()),
                             partitions: Vec::new(),
+                            accepted_missing: Vec::new(),
                             digest: one.digest,
                             data: Some(InputData { format, files }),
                             location: dir,
@@ -289,6 +313,11 @@ pub fn pin(
                                 .as_bytes(),
                             );
                         }
+                        // Only when there are any: older snapshots digest
+                        // as they always did.
+                        for key in &accepted {
+                            hasher.update(format!("accepted\0{key}\n").as_bytes());
+                        }
                         let digest = format!("sha256:{:x}", hasher.finalize());
                         // The task gets its own copies, laid out per key
                         // when the attempt starts (`stage_partitions`).
@@ -303,6 +332,7 @@ pub fn pin(
                             watermark: None,
                             partition: None,
                             partitions: pinned,
+                            accepted_missing: accepted,
                             digest,
                             data: Some(InputData { format, files }),
                             location,
@@ -313,6 +343,14 @@ pub fn pin(
         }
     }
     Ok(InputSnapshot { inputs })
+}
+
+/// Whether an operator accepted `producer`'s `partition` as missing (an
+/// ACCEPTED marker). An unreadable marker is no acceptance: the reader
+/// stays blocked, as it would be without one.
+fn is_accepted(warehouse: &Warehouse, producer: &str, partition: &str) -> bool {
+    crate::store::marks::read(warehouse, producer, partition)
+        .is_ok_and(|m| m.is_some_and(|m| m.mark == crate::store::marks::Mark::Accepted))
 }
 
 /// The latest generation of one upstream partition, if published and

@@ -471,6 +471,10 @@ fn recommend(
                 let note = mark.note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
                 return (Action::Released, format!("abandoned by an operator{note}; nothing runs until {retry}"));
             }
+            Mark::Accepted => {
+                let note = mark.note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+                return (Action::Released, format!("accepted as missing by an operator{note}: what reads it among other partitions runs without it; {retry} undoes it"));
+            }
             // The marker itself is the problem: no attempt's evidence says
             // what it held, so a person looks at it.
             Mark::Held if state::is_unreadable(mark) => {
@@ -546,7 +550,7 @@ fn recommend(
             ),
         };
     };
-    let marked = mark.is_some_and(|m| m.mark != Mark::Abandoned);
+    let marked = mark.is_some_and(|m| !matches!(m.mark, Mark::Abandoned | Mark::Accepted));
     let published_last = matches!(last.state.as_str(), "PUBLISHED" | "REJECTED_STALE");
     if !marked && !published_last && last.decision.as_deref() != Some("RETRYING") {
         return (

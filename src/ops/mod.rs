@@ -1,9 +1,13 @@
 //! What an operator reaches for: held and quarantined instances, certification,
-//! rollback, evidence (`explain`), garbage collection and verification.
+//! rollback, evidence (`explain`), garbage collection and verification,
+//! impact and repair.
 
+pub mod accept;
 pub mod explain;
 pub mod gc;
+pub mod impact;
 pub mod problems;
+pub mod repair;
 pub mod rollback;
 pub mod slo;
 pub mod status;

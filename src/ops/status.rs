@@ -370,7 +370,8 @@ impl Overview {
             // The run's own test: a quarantine whose inputs or code changed
             // would be rerun, so paging on it would send a person for nothing.
             let changed = staleness.quarantine_released(manifest, warehouse, &m);
-            if m.mark == Mark::Abandoned {
+            // An operator's decision, not a wait: nobody is paged for it.
+            if matches!(m.mark, Mark::Abandoned | Mark::Accepted) {
                 abandoned.push(m);
             } else if !changed.is_empty() {
                 released.push((m, changed.join("; ")));

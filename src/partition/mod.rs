@@ -14,10 +14,12 @@
 
 pub mod dims;
 pub mod mapping;
+pub mod readers;
 pub mod time;
 
 pub use dims::{Dimension, Dims, PartitionKey, UNPARTITIONED};
 pub use mapping::{map_keys, MapError, Shift};
+pub use readers::readers;
 pub use time::{Grain, TimeScheme, Zone};
 
 /// A validated partition scheme.

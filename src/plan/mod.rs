@@ -16,6 +16,8 @@
 //! published ones are pinned, not rerun.
 
 pub mod cost;
+pub mod cutoff;
+pub mod follow;
 pub mod partitions;
 pub mod render;
 pub mod select;
@@ -41,6 +43,18 @@ pub enum Scope {
     Partitions(Vec<String>),
     /// A declared backfill.
     Backfill(String),
+    /// Exactly these instances (`weir repair`), in the backfill's pool and
+    /// under its name and reason: (task, keys) pairs.
+    Repair {
+        /// What it rebuilds, in words (runs are resumed by it).
+        name: String,
+        /// The pool every instance runs in.
+        pool: String,
+        /// Why.
+        reason: String,
+        /// The keys of each task.
+        instances: Vec<(String, Vec<String>)>,
+    },
     /// An ad-hoc range (`weir run --from A --to B`): the partitions a
     /// declared backfill over `from..=to` would cover, in the tasks' own pools.
     Range {
@@ -124,6 +138,10 @@ pub struct PlannedTask {
     /// Keys the command did not select but a selected instance needs and
     /// that are not published: they run only if still unpublished.
     pub added: HashSet<u32>,
+    /// Keys a `NAME+` selector followed the mappings to (they read a
+    /// selected partition upstream), with why: "reads `hourly`
+    /// 2026-11-15T10".
+    pub followed: HashMap<u32, String>,
     /// Upstream tasks in the plan and how their instances feed ours.
     pub upstream: Vec<UpstreamLink>,
     /// Downstream tasks in the plan and, for mapped links, which of their
@@ -261,6 +279,25 @@ impl Plan {
         now: i64,
         published: &dyn Fn(&str, &str) -> bool,
     ) -> Result<Plan, PlanError> {
+        let selection = select::Selection {
+            tasks: task_names.to_vec(),
+            followers: HashSet::new(),
+        };
+        Plan::build_selected(manifest, scope, &selection, now, published)
+    }
+
+    /// Plans `scope` over the tasks `--task` selectors selected: those a
+    /// `NAME+` added downstream also take, unless the scope is the latest
+    /// partitions, every partition that reads a selected one upstream
+    /// ([`follow`]).
+    pub fn build_selected(
+        manifest: &Manifest,
+        scope: &Scope,
+        selection: &select::Selection<'_>,
+        now: i64,
+        published: &dyn Fn(&str, &str) -> bool,
+    ) -> Result<Plan, PlanError> {
+        let task_names = selection.tasks.as_slice();
         for name in task_names {
             if !manifest.tasks.contains_key(*name) {
                 return Err(PlanError::UnknownTask {
@@ -288,14 +325,29 @@ impl Plan {
                     }
                 })?)
             }
+            Scope::Repair {
+                name,
+                pool,
+                reason,
+                instances,
+            } => Some(Backfill {
+                name: name.clone(),
+                from: String::new(),
+                to: String::new(),
+                pool: pool.clone(),
+                tasks: instances.iter().map(|(t, _)| t.clone()).collect(),
+                reason: reason.clone(),
+                days: None,
+                keys: IndexMap::new(),
+            }),
             _ => None,
         };
         let selected: Vec<&str> = match &backfill {
-            Some(b) => b
-                .tasks
+            // A backfill's own tasks, and what a `NAME+` follows from them.
+            Some(b) => task_names
                 .iter()
-                .map(String::as_str)
-                .filter(|t| task_names.contains(t))
+                .copied()
+                .filter(|t| b.tasks.iter().any(|b| b == t) || selection.followers.contains(t))
                 .collect(),
             None => task_names.to_vec(),
         };
@@ -365,6 +417,10 @@ impl Plan {
                 }
             }
         }
+        let mut followed = match scope {
+            Scope::Latest => vec![HashMap::new(); order.len()],
+            _ => follow::follow(manifest, &order, &selection.followers, &mut keys, now),
+        };
         let added = add_unpublished(manifest, &order, &mut keys, published, now)?;
         // Unselected upstream tasks with nothing added leave the plan.
         let keep: Vec<bool> = (0..order.len())
@@ -381,6 +437,12 @@ impl Plan {
             .enumerate()
             .filter(|(t, _)| keep[*t])
             .map(|(_, a)| a)
+            .collect();
+        followed = followed
+            .into_iter()
+            .enumerate()
+            .filter(|(t, _)| keep[*t])
+            .map(|(_, f)| f)
             .collect();
         let position = positions(&order);
         let mut tasks: Vec<PlannedTask> = Vec::with_capacity(order.len());
@@ -412,6 +474,11 @@ impl Plan {
                 dims: task.dims.clone(),
                 keys: keys[t].clone(),
                 added: std::mem::take(&mut added[t]),
+                followed: keys[t]
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, k)| Some((i as u32, followed[t].remove(k)?)))
+                    .collect(),
                 upstream,
                 downstream: Vec::new(),
                 depends_on_past: task.depends_on_past,
@@ -483,6 +550,12 @@ impl Plan {
     /// it and it is not published.
     pub fn is_added(&self, t: usize, i: usize) -> bool {
         self.tasks[t].added.contains(&(i as u32))
+    }
+
+    /// Why instance `(t, i)` is in the plan when a `NAME+` selector
+    /// followed the mappings to it; `None` when the scope selected it.
+    pub fn followed(&self, t: usize, i: usize) -> Option<&str> {
+        self.tasks[t].followed.get(&(i as u32)).map(String::as_str)
     }
 
     /// Calls `f` with each in-plan predecessor of instance `(t, i)`.
@@ -589,6 +662,16 @@ fn select_keys(
             if !selected_set.contains(name) {
                 return Arc::new(Vec::new());
             }
+            if let Scope::Repair { instances, .. } = scope {
+                let mut keys: Vec<String> = instances
+                    .iter()
+                    .filter(|(t, _)| t == name)
+                    .flat_map(|(_, keys)| keys.iter().cloned())
+                    .collect();
+                partitions::sort(&task.dims, &mut keys);
+                keys.dedup();
+                return Arc::new(keys);
+            }
             by_dims
                 .entry(task.partitioned_by.as_slice())
                 .or_insert_with(|| {
@@ -598,7 +681,7 @@ fn select_keys(
                         (Scope::Partitions(given), _) => {
                             partitions::explicit(&task.dims, given, now)
                         }
-                        (Scope::Backfill(_) | Scope::Range { .. }, None) => {
+                        (Scope::Backfill(_) | Scope::Range { .. } | Scope::Repair { .. }, None) => {
                             unreachable!(
                                 "a backfill or range scope resolves before keys are selected"
                             )
@@ -862,7 +945,7 @@ fn needed(
 }
 
 /// Kahn's algorithm with ties broken by declaration order, so plans are stable.
-fn topological<'m>(manifest: &'m Manifest, selected: &[&'m str]) -> Vec<&'m str> {
+pub(crate) fn topological<'m>(manifest: &'m Manifest, selected: &[&'m str]) -> Vec<&'m str> {
     use std::collections::{BTreeSet, HashMap};
     let index: HashMap<&str, usize> = manifest
         .tasks

@@ -39,6 +39,15 @@ pub fn thousands(n: u64) -> String {
 
 fn scope_line(plan: &Plan) -> String {
     match (&plan.scope, &plan.backfill) {
+        (Scope::Repair { name, reason, .. }, _) => format!(
+            "{name}: {} task {}\nreason: {reason}",
+            thousands(plan.instance_count() as u64),
+            if plan.instance_count() == 1 {
+                "instance"
+            } else {
+                "instances"
+            }
+        ),
         (_, Some(b)) => format!(
             "backfill `{}`: {} to {} ({})\nreason: {}",
             b.name,
@@ -226,6 +235,7 @@ pub fn table(plan: &Plan, estimate: &Estimate) -> String {
             );
         }
     }
+    followed_lines(plan, &mut out);
     let _ = writeln!(out);
     let _ = writeln!(
         out,
@@ -255,6 +265,46 @@ pub fn table(plan: &Plan, estimate: &Estimate) -> String {
         human_duration(estimate.total)
     );
     out
+}
+
+/// How many followed partitions of one task a table names one by one.
+const FOLLOWED_SHOWN: usize = 12;
+
+/// The partitions a `NAME+` followed the mappings to, each with the
+/// selected partition it reads.
+fn followed_lines(plan: &Plan, out: &mut String) {
+    let followed: Vec<&super::PlannedTask> = plan
+        .tasks
+        .iter()
+        .filter(|t| !t.followed.is_empty())
+        .collect();
+    if followed.is_empty() {
+        return;
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "followed: downstream partitions that read a selected one (`NAME+`), and why:"
+    );
+    for t in followed {
+        let mut idx: Vec<u32> = t.followed.keys().copied().collect();
+        idx.sort_unstable();
+        for i in idx.iter().take(FOLLOWED_SHOWN) {
+            let _ = writeln!(
+                out,
+                "  {} {}: {}",
+                t.name, t.keys[*i as usize], t.followed[i]
+            );
+        }
+        if idx.len() > FOLLOWED_SHOWN {
+            let _ = writeln!(
+                out,
+                "  {} … {} more",
+                t.name,
+                thousands((idx.len() - FOLLOWED_SHOWN) as u64)
+            );
+        }
+    }
 }
 
 /// `s` padded with spaces to `w` characters (`{:w$}` counts bytes of `×`).
@@ -382,6 +432,10 @@ enum JsonScope<'a> {
         from: &'a str,
         to: &'a str,
     },
+    Repair {
+        name: &'a str,
+        reason: &'a str,
+    },
 }
 
 #[derive(Serialize)]
@@ -401,6 +455,8 @@ struct JsonTask<'a> {
     /// Keys added because a planned instance needs them and they are not
     /// published.
     added: Vec<&'a str>,
+    /// Partitions a `NAME+` followed the mappings to, with why.
+    followed: std::collections::BTreeMap<&'a str, &'a str>,
     /// Per partition (same order), the upstream partitions it needs.
     needs: Vec<Vec<JsonNeed>>,
     expected_duration_ms: u128,
@@ -434,6 +490,7 @@ pub fn json(plan: &Plan, estimate: &Estimate, manifest: &crate::manifest::Manife
         pipeline: &plan.pipeline,
         code_version: &plan.code_version,
         scope: match (&plan.scope, &plan.backfill) {
+            (Scope::Repair { name, reason, .. }, _) => JsonScope::Repair { name, reason },
             (_, Some(b)) => JsonScope::Backfill {
                 name: &b.name,
                 from: &b.from,
@@ -470,6 +527,11 @@ pub fn json(plan: &Plan, estimate: &Estimate, manifest: &crate::manifest::Manife
                     idx.sort_unstable();
                     idx.iter().map(|i| t.keys[*i as usize].as_str()).collect()
                 },
+                followed: t
+                    .followed
+                    .iter()
+                    .map(|(i, why)| (t.keys[*i as usize].as_str(), why.as_str()))
+                    .collect(),
                 needs: (0..t.keys.len())
                     .map(|i| {
                         plan.needs(manifest, ti, i)

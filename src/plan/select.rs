@@ -3,6 +3,8 @@
 //! `+NAME+` (both). Every selected task is run under the currency test
 //! (`ALREADY_PUBLISHED` when its publication is current); upstream
 //! instances that no selector names are added only when not published.
+//! The tasks `NAME+` adds downstream take the partitions that read the
+//! selected ones through the mappings ([`Selection::followers`]).
 
 use std::collections::HashSet;
 
@@ -13,8 +15,28 @@ use super::PlanError;
 /// The tasks `specs` select, in manifest order; every task when `specs` is
 /// empty. An unknown name is refused with a suggestion.
 pub fn select<'m>(manifest: &'m Manifest, specs: &[String]) -> Result<Vec<&'m str>, PlanError> {
+    Ok(selection(manifest, specs)?.tasks)
+}
+
+/// What `--task` selectors select.
+#[derive(Debug, Clone, Default)]
+pub struct Selection<'m> {
+    /// Every selected task, in manifest order.
+    pub tasks: Vec<&'m str>,
+    /// The tasks only a `NAME+` selected, as downstream of NAME: with
+    /// explicit partitions, a range or a backfill, their partitions follow
+    /// the mappings from the selected partitions upstream (an hour's day,
+    /// week, month and trailing windows), besides the scope's own.
+    pub followers: HashSet<&'m str>,
+}
+
+/// The tasks `specs` select, and which of them follow the mappings.
+pub fn selection<'m>(manifest: &'m Manifest, specs: &[String]) -> Result<Selection<'m>, PlanError> {
     if specs.is_empty() {
-        return Ok(manifest.tasks.keys().map(String::as_str).collect());
+        return Ok(Selection {
+            tasks: manifest.tasks.keys().map(String::as_str).collect(),
+            followers: HashSet::new(),
+        });
     }
     // Who reads each task's output, built once: linear in the edges.
     let mut children: std::collections::HashMap<&str, Vec<&str>> = Default::default();
@@ -23,7 +45,9 @@ pub fn select<'m>(manifest: &'m Manifest, specs: &[String]) -> Result<Vec<&'m st
             children.entry(up.as_str()).or_default().push(name.as_str());
         }
     }
-    let mut keep: HashSet<&str> = HashSet::new();
+    // Named, or upstream of a named task: the scope's partitions.
+    let mut named: HashSet<&str> = HashSet::new();
+    let mut downstream: HashSet<&str> = HashSet::new();
     for spec in specs {
         let (up, rest) = match spec.strip_prefix('+') {
             Some(rest) => (true, rest),
@@ -39,9 +63,9 @@ pub fn select<'m>(manifest: &'m Manifest, specs: &[String]) -> Result<Vec<&'m st
                 help: crate::manifest::unknown_task_help(manifest, name),
             });
         };
-        keep.insert(key.as_str());
+        named.insert(key.as_str());
         if up {
-            walk(key, &mut keep, |t| {
+            walk(key, &mut named, |t| {
                 manifest.tasks[t]
                     .depends_on
                     .iter()
@@ -50,17 +74,21 @@ pub fn select<'m>(manifest: &'m Manifest, specs: &[String]) -> Result<Vec<&'m st
             });
         }
         if down {
-            walk(key, &mut keep, |t| {
+            walk(key, &mut downstream, |t| {
                 children.get(t).cloned().unwrap_or_default()
             });
         }
     }
-    Ok(manifest
-        .tasks
-        .keys()
-        .map(String::as_str)
-        .filter(|t| keep.contains(t))
-        .collect())
+    let followers: HashSet<&str> = downstream.difference(&named).copied().collect();
+    Ok(Selection {
+        tasks: manifest
+            .tasks
+            .keys()
+            .map(String::as_str)
+            .filter(|t| named.contains(t) || followers.contains(t))
+            .collect(),
+        followers,
+    })
 }
 
 /// Adds to `keep` every task reachable from `start` by `next`.

@@ -1,8 +1,10 @@
 //! Staleness: a publication pinned upstream generations and external files
 //! in its input snapshot; when one of those partitions has published another
-//! generation since (a repair, a rollback), an external file's bytes or its
-//! watermark changed (a late correction of the source), or the task's code
-//! is no longer the code that built it, the publication is STALE. `weir status`, `weir plan` and
+//! generation with other data since (a repair, a rollback: an identical
+//! republish is cut off early, see [`super::cutoff`]), an external file's
+//! bytes or its watermark changed (a late correction of the source), or the
+//! task's code is no longer the code that built it, the publication is
+//! STALE. `weir status`, `weir plan` and
 //! `weir report` mark it, all through [`Staleness`]; nothing reruns on its
 //! own.
 
@@ -146,10 +148,38 @@ impl Staleness {
 /// snapshot pinned: one per input read at one partition, one per partition
 /// of an input mapped to several.
 pub fn pinned_upstream(record: &CommitRecord) -> Vec<(String, String, u64)> {
+    pinned_reads(record)
+        .into_iter()
+        .map(|p| (p.dataset, p.partition, p.generation))
+        .collect()
+}
+
+/// One upstream partition a commit record read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PinnedRead {
+    /// The upstream dataset.
+    pub dataset: String,
+    /// Its partition.
+    pub partition: String,
+    /// The generation read.
+    pub generation: u64,
+    /// That generation's canonical digest (empty in a record that lacks it).
+    pub digest: String,
+}
+
+/// Every upstream partition `record`'s input snapshot read, with the
+/// generation and digest read.
+pub fn pinned_reads(record: &CommitRecord) -> Vec<PinnedRead> {
+    reads_of(&record.input_snapshot, &record.partition)
+}
+
+/// [`pinned_reads`] of a stored snapshot of an instance at `own`.
+pub fn reads_of(snapshot: &serde_json::Value, own: &str) -> Vec<PinnedRead> {
     let mut out = Vec::new();
-    let Some(inputs) = record.input_snapshot["inputs"].as_array() else {
+    let Some(inputs) = snapshot["inputs"].as_array() else {
         return out;
     };
+    let digest = |v: &serde_json::Value| v["digest"].as_str().unwrap_or_default().to_string();
     for input in inputs.iter().filter(|i| i["kind"] == "upstream") {
         let Some(dataset) = input["name"].as_str() else {
             continue;
@@ -160,14 +190,24 @@ pub fn pinned_upstream(record: &CommitRecord) -> Vec<(String, String, u64)> {
                     if let (Some(key), Some(g)) =
                         (p["partition"].as_str(), p["generation"].as_u64())
                     {
-                        out.push((dataset.to_string(), key.to_string(), g));
+                        out.push(PinnedRead {
+                            dataset: dataset.to_string(),
+                            partition: key.to_string(),
+                            generation: g,
+                            digest: digest(p),
+                        });
                     }
                 }
             }
             None => {
-                let key = input["partition"].as_str().unwrap_or(&record.partition);
+                let key = input["partition"].as_str().unwrap_or(own);
                 if let Some(g) = input["generation"].as_u64() {
-                    out.push((dataset.to_string(), key.to_string(), g));
+                    out.push(PinnedRead {
+                        dataset: dataset.to_string(),
+                        partition: key.to_string(),
+                        generation: g,
+                        digest: digest(input),
+                    });
                 }
             }
         }
@@ -175,31 +215,37 @@ pub fn pinned_upstream(record: &CommitRecord) -> Vec<(String, String, u64)> {
     out
 }
 
-/// Current generations of upstream partitions, read once each.
+/// Current generation and digest of upstream partitions, read once each.
 #[derive(Debug, Default)]
 struct Current {
-    generations: HashMap<(String, String), Option<u64>>,
+    latest: HashMap<(String, String), Option<(u64, String)>>,
 }
 
 impl Current {
-    /// What changed upstream of `record`, in words; empty when it is current.
+    /// What changed upstream of `record`, in words; empty when it is
+    /// current. A partition republished with the digest this record read
+    /// changed nothing it read (early cutoff, [`super::cutoff`]).
     fn changed(&mut self, warehouse: &Warehouse, record: &CommitRecord) -> Vec<String> {
         let mut out = Vec::new();
-        for (dataset, key, pinned) in pinned_upstream(record) {
-            let now = *self
-                .generations
-                .entry((dataset.clone(), key.clone()))
+        for read in pinned_reads(record) {
+            let now = self
+                .latest
+                .entry((read.dataset.clone(), read.partition.clone()))
                 .or_insert_with(|| {
                     warehouse
-                        .partition(&dataset, &key)
+                        .partition(&read.dataset, &read.partition)
                         .latest()
                         .ok()
                         .flatten()
-                        .map(|r| r.generation.get())
+                        .map(|r| (r.generation.get(), r.digest))
                 });
-            if let Some(now) = now.filter(|g| *g != pinned) {
+            let Some((generation, digest)) = now else {
+                continue;
+            };
+            if *generation != read.generation && *digest != read.digest {
                 out.push(format!(
-                    "`{dataset}` {key} is at generation {now}, this publication read generation {pinned}"
+                    "`{}` {} is at generation {generation}, this publication read generation {}",
+                    read.dataset, read.partition, read.generation
                 ));
             }
         }

@@ -1,6 +1,7 @@
 //! Operator-visible instance states that outlive a run: HELD (waits for an
 //! operator), QUARANTINED (a poison pill for one input snapshot and code
-//! version) and ABANDONED (an operator gave it up).
+//! version), ABANDONED (an operator gave it up) and ACCEPTED (an operator
+//! decided it will not be built; what reads it among others runs without it).
 //!
 //! One small JSON object per instance, `_instances/<task>/<partition>.json`
 //! in the warehouse's backend, replaced whole (create if absent, else replace
@@ -29,6 +30,10 @@ pub enum Mark {
     Quarantined,
     /// Given up by an operator; not run until `weir retry`.
     Abandoned,
+    /// An operator decided the partition will not be built (`weir accept`:
+    /// a source lost for good): not run until `weir retry`, and downstream
+    /// instances that read it among several partitions run without it.
+    Accepted,
 }
 
 impl Mark {
@@ -38,6 +43,7 @@ impl Mark {
             Mark::Held => "HELD",
             Mark::Quarantined => "QUARANTINED",
             Mark::Abandoned => "ABANDONED",
+            Mark::Accepted => "ACCEPTED",
         }
     }
 }

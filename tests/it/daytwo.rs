@@ -489,7 +489,7 @@ eval "src=\$WEIR_INPUT_$1"; cat "$src"/*.csv > "$WEIR_OUTPUT_DIR/out.csv"
     // Refusals first: nothing is logged, nothing runs.
     let refusals = [
         (&["retry", "m.toml", "a", "--partition", "k1", "--note", "n"][..], 3,
-         "error: refused: a k1 is neither held nor quarantined; `weir retry` acts only on a HELD or QUARANTINED or ABANDONED instance"),
+         "error: refused: a k1 is neither held nor quarantined; `weir retry` acts only on a HELD or QUARANTINED or ABANDONED or ACCEPTED instance"),
         (&["abandon", "m.toml", "c", "--partition", "k1", "--note", "n"][..], 3,
          "error: refused: c k1 is neither held nor quarantined; `weir abandon` acts only on a HELD or QUARANTINED instance"),
         (&["retry", "m.toml", "b", "--partition", "k9", "--note", "n"][..], 2,
@@ -522,7 +522,7 @@ eval "src=\$WEIR_INPUT_$1"; cat "$src"/*.csv > "$WEIR_OUTPUT_DIR/out.csv"
     assert_exit(&out, 0);
     let text = stdout(&out);
     assert!(
-        text.starts_with("released b k1; running it and its downstream instances in k1\n"),
+        text.starts_with("released b k1; running it and the downstream partitions that read it\n"),
         "{text}"
     );
     assert!(

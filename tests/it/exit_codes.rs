@@ -131,7 +131,7 @@ fn issue_12_every_command_decides_its_exit_code_from_the_error() {
             Err::Has("task `a` has no published generation of `a_out` for partition k2")),
         // Refused: 3.
         (vec!["retry", "m.toml", "a", "--partition", "k1", "--note", "n"], 3, "",
-            Err::Is("error: refused: a k1 is neither held nor quarantined; `weir retry` acts only on a HELD or QUARANTINED or ABANDONED instance\n  help: `weir status` lists them; `weir run m.toml --task a --partition k1 --force` reruns a published one\n".into())),
+            Err::Is("error: refused: a k1 is neither held nor quarantined; `weir retry` acts only on a HELD or QUARANTINED or ABANDONED or ACCEPTED instance\n  help: `weir status` lists them; `weir run m.toml --task a --partition k1 --force` reruns a published one\n".into())),
         (vec!["certify", "m.toml", "a_out", "--partition", "k2", "--reason", "r"], 3, "",
             Err::Is("error: `a_out` has no published generation for partition k2\n".into())),
         // Issue 12 item 10: a generation that does not exist is a bad

@@ -40,7 +40,11 @@ fn staged(store: &PartitionStore, token: FencingToken, run_id: &str, csv: &str) 
         file_sums: vec![weir::store::FileSum::of(&file, "out.csv").unwrap()],
         rows,
         digest: digest.as_str().into(),
-        input_snapshot: serde_json::json!({ "inputs": [] }),
+        // A hand-made publication that read something else: a run reading
+        // the same would find it current (early cutoff, issue 26).
+        input_snapshot: serde_json::json!({ "inputs": [
+            { "name": "by-hand", "kind": "external", "path": "by-hand.csv", "digest": "sha256:by-hand" }
+        ] }),
         input_snapshot_digest: "sha256:by-hand".into(),
         code_version: "1".into(),
         code_fingerprint: None,

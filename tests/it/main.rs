@@ -16,6 +16,7 @@ mod engine_races;
 mod exit_codes;
 mod fencing;
 mod global_pools;
+mod impact;
 mod kill9;
 mod lineage;
 mod manifest_errors;

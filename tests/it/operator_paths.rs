@@ -314,7 +314,7 @@ fn issue_23_a_missing_external_input_is_one_story_with_a_command_that_works() {
     assert_eq!(stdout(&out), "");
     assert_eq!(
         stderr(&out),
-        "error: refused: load 2026-11-28 waits for its input, not for a decision: external input `raw` (./in/2026-11-28.csv) does not exist; `weir retry` acts only on a HELD or QUARANTINED or ABANDONED instance\n  help: put it in place, then `weir run m.toml --task load --partition 2026-11-28`\n"
+        "error: refused: load 2026-11-28 waits for its input, not for a decision: external input `raw` (./in/2026-11-28.csv) does not exist; `weir retry` acts only on a HELD or QUARANTINED or ABANDONED or ACCEPTED instance\n  help: put it in place, then `weir run m.toml --task load --partition 2026-11-28`\n"
     );
     // The file arrives; the command every story named works as pasted.
     std::fs::write(sb.path().join("in/2026-11-28.csv"), "id\n1\n").unwrap();

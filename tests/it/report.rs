@@ -52,7 +52,7 @@ fn issue_15_report_renders_states_in_a_headless_browser() {
         // both used however fast the machine launches.
         "if [ \"$WEIR_PARTITION\" = c ]; then echo broken >&2; exit 65; fi\n\
          sleep 0.5\n\
-         printf 'id\\n1\\n' > \"$WEIR_OUTPUT_DIR/out.csv\"\n",
+         printf 'id\\n%s\\n' \"$(cat v 2>/dev/null || echo 1)\" > \"$WEIR_OUTPUT_DIR/out.csv\"\n",
     );
     sb.script(
         "down.sh",
@@ -67,7 +67,9 @@ fn issue_15_report_renders_states_in_a_headless_browser() {
         stdout(&out),
         stderr(&out)
     );
-    // A forced rebuild of up a makes down a stale: it read generation 1.
+    // A forced rebuild of up a with other data makes down a stale: it read
+    // generation 1 (an identical one would not: early cutoff, issue 26).
+    std::fs::write(sb.path().join("v"), "2\n").unwrap();
     let again = sb.run("RUN-R2", &["--task", "up", "--partition", "a", "--force"]);
     assert!(again.status.success(), "{}", stderr(&again));
     let page = sb.path().join("r.html");

@@ -168,7 +168,11 @@ fn instances(manifest: &Manifest, overview: &Overview) -> Vec<Instance> {
         let state = match m.mark {
             crate::store::marks::Mark::Held => InstanceState::Held,
             crate::store::marks::Mark::Quarantined => InstanceState::Quarantined,
-            crate::store::marks::Mark::Abandoned => InstanceState::Abandoned,
+            // Accepted gaps are listed with the abandoned (an operator's
+            // decision, never paged on).
+            crate::store::marks::Mark::Abandoned | crate::store::marks::Mark::Accepted => {
+                InstanceState::Abandoned
+            }
         };
         add(
             &m.task,
