@@ -350,6 +350,13 @@ pub(crate) struct ServeArgs {
     /// Manifest files: each is served on its own (they share nothing but the process).
     #[arg(required = true)]
     pub(crate) manifests: Vec<PathBuf>,
+    /// Also serve the live console (`weir console`) on this address.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) http: Option<std::net::SocketAddr>,
+    /// With `--http`: the token every request must present (default:
+    /// $WEIR_CONSOLE_TOKEN); needed for an address that is not loopback.
+    #[arg(long, requires = "http")]
+    pub(crate) token: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -10,28 +10,61 @@ use super::exit;
 const TOKEN_ENV: &str = "WEIR_CONSOLE_TOKEN";
 
 /// The token: `--token`, else `WEIR_CONSOLE_TOKEN` (which `ps` does not show).
-fn token(args: &ConsoleArgs) -> Option<String> {
-    args.token
-        .clone()
+pub(super) fn token(given: Option<&String>) -> Option<String> {
+    given
+        .cloned()
         .or_else(|| std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()))
+}
+
+/// Starts the console of `manifests` on `addr` (for `weir console` and
+/// `weir serve --http`), saying where; the exit code when it cannot.
+#[cfg(feature = "console")]
+pub(super) fn start(
+    addr: std::net::SocketAddr,
+    manifests: Vec<crate::manifest::Manifest>,
+    token: Option<&str>,
+) -> Result<crate::console::Console, u8> {
+    use std::io::Write as _;
+
+    use crate::console::{self, ConsoleError};
+    let names: Vec<String> = manifests
+        .iter()
+        .map(|m| format!("`{}`", m.pipeline.name))
+        .collect();
+    match console::serve(addr, manifests, token) {
+        Ok(served) => {
+            println!(
+                "console of {} on http://{}/{}",
+                names.join(", "),
+                served.local_addr(),
+                if token.is_some() {
+                    " (token required)"
+                } else {
+                    ""
+                }
+            );
+            let _ = std::io::stdout().flush();
+            Ok(served)
+        }
+        Err(e @ ConsoleError::Bind { .. }) => {
+            super::report(&e);
+            Err(exit::ENGINE)
+        }
+        Err(e) => {
+            super::report(&e);
+            Err(exit::INVALID)
+        }
+    }
 }
 
 #[cfg(feature = "console")]
 pub(crate) fn run(args: &ConsoleArgs) -> Result<u8, CliError> {
-    use std::io::Write as _;
-
-    use crate::console::{self, ConsoleError};
     let manifests = args
         .manifests
         .iter()
         .map(|m| super::error::load(m))
         .collect::<Result<Vec<_>, _>>()?;
-    let names: Vec<String> = manifests
-        .iter()
-        .map(|m| format!("`{}`", m.pipeline.name))
-        .collect();
-    let token = token(args);
-    let guarded = token.is_some();
+    let token = token(args.token.as_ref());
     // Signals are caught before the port opens: a SIGTERM right after the
     // "listening" line stops the console cleanly.
     let mut signals = signal_hook::iterator::Signals::new([
@@ -39,24 +72,10 @@ pub(crate) fn run(args: &ConsoleArgs) -> Result<u8, CliError> {
         signal_hook::consts::SIGTERM,
     ])
     .map_err(super::error::doing("cannot catch SIGINT and SIGTERM"))?;
-    let served = match console::serve(args.http, manifests, token.as_deref()) {
+    let served = match start(args.http, manifests, token.as_deref()) {
         Ok(c) => c,
-        Err(e @ ConsoleError::Bind { .. }) => {
-            super::report(&e);
-            return Ok(exit::ENGINE);
-        }
-        Err(e) => {
-            super::report(&e);
-            return Ok(exit::INVALID);
-        }
+        Err(code) => return Ok(code),
     };
-    println!(
-        "console of {} on http://{}/{}",
-        names.join(", "),
-        served.local_addr(),
-        if guarded { " (token required)" } else { "" }
-    );
-    let _ = std::io::stdout().flush();
     let _ = signals.forever().next();
     served.shutdown();
     println!("console stopped");
@@ -65,7 +84,7 @@ pub(crate) fn run(args: &ConsoleArgs) -> Result<u8, CliError> {
 
 #[cfg(not(feature = "console"))]
 pub(crate) fn run(args: &ConsoleArgs) -> Result<u8, CliError> {
-    let _ = token(args);
+    let _ = token(args.token.as_ref());
     Err(CliError::Usage(
         "this weir was built without the console (cargo feature `console`)".into(),
     ))

@@ -13,6 +13,25 @@ pub(crate) fn run(args: &ServeArgs) -> Result<u8, CliError> {
         super::print_warnings(&manifest);
         manifests.push(manifest);
     }
+    // The console reads the warehouse as it is now; it serves the
+    // manifests as loaded at start (a SIGHUP reload does not move it).
+    #[cfg(feature = "console")]
+    let _console = match args.http {
+        Some(addr) => {
+            let token = super::console::token(args.token.as_ref());
+            match super::console::start(addr, manifests.clone(), token.as_deref()) {
+                Ok(c) => Some(c),
+                Err(code) => return Ok(code),
+            }
+        }
+        None => None,
+    };
+    #[cfg(not(feature = "console"))]
+    if args.http.is_some() {
+        return Err(CliError::Usage(
+            "this weir was built without the console (cargo feature `console`)".into(),
+        ));
+    }
     // SIGHUP: an invalid edit is reported on stderr as `validate` reports
     // it, and the manifest loaded before keeps running.
     let loader: std::sync::Arc<crate::serve::Loader> =

@@ -733,3 +733,40 @@ fn serve_waits_for_a_late_success_file_then_publishes_each_minute_once() {
     );
     assert!(serve_events(&sb, State::Missed).is_empty());
 }
+
+// `weir serve --http`: the live console runs beside the engine, from the
+// warehouse serve writes, and stops with it.
+#[cfg(feature = "console")]
+#[test]
+fn serve_with_http_serves_the_console_of_what_it_publishes() {
+    use std::io::{Read, Write};
+    let sb = sandbox();
+    let serve = Serve::spawn(
+        sb.weir(&["serve", "m.toml", "--http", "127.0.0.1:0"]),
+        "2026-09-20T11:30:00Z",
+    );
+    let line = serve.wait_for(&["console of `served` on http://127.0.0.1:"]);
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap()
+        .to_owned();
+    serve.wait_for(&["DONE h 2026-09-20T10 PUBLISHED"]);
+    let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        conn,
+        "GET /api/status HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    conn.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    let body = response.split("\r\n\r\n").nth(1).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(doc["pipeline"], "served");
+    assert_eq!(doc["partitions"][0]["partition"], "2026-09-20T10");
+    let (code, lines) = serve.stop();
+    assert_eq!(code, 0, "{lines:#?}");
+    assert!(std::net::TcpStream::connect(&addr).is_err());
+}
