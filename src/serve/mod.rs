@@ -175,6 +175,9 @@ struct Served {
     /// Readiness checks that found each due instance's external inputs not
     /// ready yet (task, occurrence): the sensors' backoff.
     checks: std::cell::RefCell<std::collections::HashMap<(usize, i64), u32>>,
+    /// The outbox of `[notify]` targets for serve's own facts (MISSED); the
+    /// batches' runs announce theirs.
+    notifier: Option<crate::notify::Notifier>,
 }
 
 impl Served {
@@ -303,12 +306,14 @@ impl Served {
             )
         })?;
         if new {
-            self.emit(
-                State::Missed,
-                Event::instance(&spec.name, &key)
-                    .detail(format!("due at {}: {why}; fill it with `{fill}`", m.due_at))
-                    .data(serde_json::json!({"due_at": m.due_at, "fill": fill})),
-            )?;
+            let event = Event::instance(&spec.name, &key)
+                .detail(format!("due at {}: {why}; fill it with `{fill}`", m.due_at))
+                .data(serde_json::json!({"due_at": m.due_at, "fill": fill}));
+            // Recorded once (put-if-absent above), so announced once.
+            if let Some(notifier) = &self.notifier {
+                notifier.record(State::Missed, &event);
+            }
+            self.emit(State::Missed, event)?;
             self.say(&format!(
                 "MISSED {} {key} (due {}): fill with `{fill}`",
                 spec.name, m.due_at
@@ -541,7 +546,9 @@ pub fn serve_one(
         run_id: run_id.clone(),
         loader,
         checks: Default::default(),
+        notifier: None,
     };
+    served.notifier = crate::notify::Notifier::start(&served.manifest, &served.warehouse, &run_id);
     let _ = served.emit(
         State::RunStarted,
         Event::default().detail(format!("weir serve: {} tasks", served.manifest.tasks.len())),
@@ -611,6 +618,9 @@ pub fn serve_one(
             })
             .data(serde_json::json!({ "interrupted": signal.map(exec::interrupt::Signal::name) })),
     );
+    if let Some(notifier) = &served.notifier {
+        notifier.finish();
+    }
     let _ = served.log.sync();
     served.say(match (&error, stopped) {
         (Some(_), _) => "EXIT: serve could not go on",

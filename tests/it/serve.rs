@@ -770,3 +770,49 @@ fn serve_with_http_serves_the_console_of_what_it_publishes() {
     assert_eq!(code, 0, "{lines:#?}");
     assert!(std::net::TcpStream::connect(&addr).is_err());
 }
+
+// A MISSED period is announced to the targets that asked for `missed`,
+// once per period: a second restart records nothing new and sends nothing.
+#[test]
+fn missed_periods_are_notified_once_each() {
+    let sb = Sandbox::new(&format!(
+        "{MANIFEST}\n[notify.pager]\ncommand = [\"sh\", \"page.sh\"]\non = [\"missed\"]\n"
+    ));
+    sb.script("h.sh", SCRIPT);
+    sb.script("page.sh", "cat > \"pages/$WEIR_IDEMPOTENCY_KEY.json\"\n");
+    std::fs::create_dir(sb.path().join("pages")).unwrap();
+    let pages = |sb: &Sandbox| -> Vec<serde_json::Value> {
+        let mut out: Vec<serde_json::Value> = std::fs::read_dir(sb.path().join("pages"))
+            .unwrap()
+            .map(|e| serde_json::from_slice(&std::fs::read(e.unwrap().path()).unwrap()).unwrap())
+            .collect();
+        out.sort_by(|a, b| a["partition"].as_str().cmp(&b["partition"].as_str()));
+        out
+    };
+    let serve = Serve::start(&sb, "2026-09-20T11:30:00Z");
+    serve.wait_for(&["DONE h 2026-09-20T10 PUBLISHED"]);
+    assert_eq!(serve.stop().0, 0);
+    assert!(pages(&sb).is_empty());
+    // Down from 11:30 to 14:30: hours 11 and 12 were due meanwhile.
+    let serve = Serve::start(&sb, "2026-09-20T14:30:00Z");
+    serve.wait_for(&["DONE h 2026-09-20T13 PUBLISHED"]);
+    assert_eq!(serve.stop().0, 0);
+    let sent = pages(&sb);
+    let missed: Vec<(&str, &str)> = sent
+        .iter()
+        .map(|p| {
+            (
+                p["event"].as_str().unwrap(),
+                p["partition"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        missed,
+        [("missed", "2026-09-20T11"), ("missed", "2026-09-20T12")]
+    );
+    let serve = Serve::start(&sb, "2026-09-20T14:40:00Z");
+    serve.wait_for(&["IDLE until"]);
+    assert_eq!(serve.stop().0, 0);
+    assert_eq!(pages(&sb).len(), 2);
+}
