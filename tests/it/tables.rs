@@ -1096,35 +1096,7 @@ fn issue_27_gc_keeps_what_delta_versions_reference() {
     for (manifest, delta) in [(DELTA_MANIFEST, true), (plain.as_str(), false)] {
         let sb = delta_sandbox();
         std::fs::write(sb.path().join("m.toml"), manifest).unwrap();
-        for (run, scale) in [("R1", "10"), ("R2", "20"), ("R3", "10")] {
-            let out = sb
-                .weir(&[
-                    "run",
-                    "m.toml",
-                    "--run-id",
-                    run,
-                    "--partition",
-                    "north",
-                    "--force",
-                ])
-                .env("SCALE", scale)
-                .output()
-                .unwrap();
-            ok(&out);
-        }
-        assert_eq!(visible(&sb, "north"), 3);
-        let out = ok(&sb
-            .weir(&[
-                "gc",
-                "m.toml",
-                "--older-than",
-                "0s",
-                "--keep-generations",
-                "0",
-                "--apply",
-            ])
-            .output()
-            .unwrap());
+        let out = republish_three_times_and_gc(&sb, 3, std::time::Duration::ZERO);
         let attempts = sb.entries("sales", "north", "attempts");
         if delta {
             assert_eq!(attempts.len(), 3, "{out}");
@@ -1156,9 +1128,13 @@ fn issue_27_gc_keeps_what_delta_versions_reference() {
 }
 
 /// Publishes `north` three times more (scales 10, 20, 10) in `sb`, up to
-/// `generation`, and collects garbage with weir's own rollback window at
-/// zero; gc's output.
-fn republish_three_times_and_gc(sb: &Sandbox, generation: u64) -> String {
+/// `generation`, waits `before_gc`, and collects garbage with weir's own
+/// rollback window at zero; gc's output.
+fn republish_three_times_and_gc(
+    sb: &Sandbox,
+    generation: u64,
+    before_gc: std::time::Duration,
+) -> String {
     for (run, scale) in [("R1", "10"), ("R2", "20"), ("R3", "10")] {
         let out = sb
             .weir(&[
@@ -1176,8 +1152,7 @@ fn republish_three_times_and_gc(sb: &Sandbox, generation: u64) -> String {
         ok(&out);
     }
     assert_eq!(visible(sb, "north"), generation);
-    // Past a one-second retention for the versions the third run replaced.
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    std::thread::sleep(before_gc);
     ok(&sb
         .weir(&[
             "gc",
@@ -1205,7 +1180,8 @@ fn gc_frees_table_files_replaced_longer_ago_than_the_declared_retention() {
         "table = \"delta\", table_retention = \"1s\" }",
     );
     std::fs::write(sb.path().join("m.toml"), &short).unwrap();
-    let out = republish_three_times_and_gc(&sb, 3);
+    // Past its one-second retention for the versions the third run replaced.
+    let out = republish_three_times_and_gc(&sb, 3, std::time::Duration::from_millis(1500));
     let attempts = sb.entries("sales", "north", "attempts");
     assert_eq!(attempts.len(), 1, "{out}");
     assert!(
@@ -1254,7 +1230,7 @@ fn gc_frees_table_files_replaced_longer_ago_than_the_declared_retention() {
         "table = \"delta\", table_retention = \"2h\" }",
     );
     std::fs::write(sb.path().join("m.toml"), &long).unwrap();
-    let out = republish_three_times_and_gc(&sb, 4);
+    let out = republish_three_times_and_gc(&sb, 4, std::time::Duration::from_millis(1500));
     assert_eq!(sb.entries("sales", "north", "attempts").len(), 4, "{out}");
     assert!(out.contains("readable by time travel until"), "{out}");
     assert!(out.contains("(the table's retention)"), "{out}");
