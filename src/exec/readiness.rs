@@ -354,6 +354,27 @@ fn run_sensor(
     }
 }
 
+/// The SLA deadline (seconds since the epoch) of `task` at `partition`:
+/// its period's end plus the task's `sla`; `None` without either.
+pub fn sla_deadline(task: &Task, partition: &str) -> Option<i64> {
+    let sla = task.sla?;
+    Some(
+        task.dims
+            .interval_end(partition)?
+            .saturating_add(i64::try_from(sla.as_secs()).unwrap_or(i64::MAX)),
+    )
+}
+
+/// The SLA deadline of `task` at `partition` (RFC 3339) when it passed
+/// before `now` (seconds): what the run, status and the report call LATE.
+pub fn late_since(task: &Task, partition: &str, now: i64) -> Option<String> {
+    let deadline = sla_deadline(task, partition)?;
+    (now > deadline).then(|| {
+        jiff::Timestamp::from_second(deadline)
+            .map_or_else(|_| deadline.to_string(), |t| t.to_string())
+    })
+}
+
 /// The pause before recheck number `checks + 1` of a WAITING instance
 /// (`checks` made so far, at least 1): [`RECHECK_INITIAL`], doubling, at
 /// most [`RECHECK_MAX`].

@@ -88,7 +88,10 @@ impl Scheduler<'_, '_> {
     /// Records `id` as WAITING, or LATE (an event too) past its SLA.
     fn leave_waiting(&mut self, id: usize, reason: String) {
         let (task, partition) = self.names(id);
-        let late_since = late_since(self.cx.manifest, task, partition);
+        let late_since =
+            self.cx.manifest.tasks.get(task).and_then(|t| {
+                readiness::late_since(t, partition, jiff::Timestamp::now().as_second())
+            });
         if let Some(deadline) = &late_since {
             self.cx.emit(
                 State::Late,
@@ -114,23 +117,4 @@ impl Scheduler<'_, '_> {
         );
         self.leave_waiting(id, why);
     }
-}
-
-/// The SLA deadline of `task` at `partition` (RFC 3339), when it has
-/// passed: the period's end plus the task's `sla`. What status calls LATE.
-pub(crate) fn late_since(
-    manifest: &crate::manifest::Manifest,
-    task: &str,
-    partition: &str,
-) -> Option<String> {
-    let task = manifest.tasks.get(task)?;
-    let sla = task.sla?;
-    let deadline = task
-        .dims
-        .interval_end(partition)?
-        .saturating_add(i64::try_from(sla.as_secs()).unwrap_or(i64::MAX));
-    (jiff::Timestamp::now().as_second() > deadline).then(|| {
-        jiff::Timestamp::from_second(deadline)
-            .map_or_else(|_| deadline.to_string(), |t| t.to_string())
-    })
 }

@@ -332,16 +332,7 @@ impl Overview {
                 .len()
                 .saturating_sub(crate::exec::readiness::COMMANDS_ASKED_BY_STATUS);
             for (i, key) in unpublished.into_iter().enumerate() {
-                let late_since = task.sla.and_then(|sla| {
-                    let deadline = task
-                        .dims
-                        .interval_end(&key)?
-                        .saturating_add(i64::try_from(sla.as_secs()).unwrap_or(i64::MAX));
-                    (now > deadline).then(|| {
-                        jiff::Timestamp::from_second(deadline)
-                            .map_or_else(|_| deadline.to_string(), |t| t.to_string())
-                    })
-                });
+                let late_since = crate::exec::readiness::late_since(task, &key, now);
                 // The run's own test (`exec::readiness`): sensors included,
                 // sensor commands for the newest unpublished partitions only.
                 match crate::exec::readiness::check_with(manifest, task, &key, i >= asked_from) {

@@ -109,11 +109,8 @@ impl Grid {
                 let released = marked
                     .map(|m| staleness.quarantine_released(manifest, warehouse, m))
                     .filter(|changed| !changed.is_empty());
-                let late = task.sla.is_some_and(|sla| {
-                    task.dims
-                        .interval_end(&key)
-                        .is_some_and(|end| now > end + sla.as_secs() as i64)
-                });
+                let late = crate::exec::readiness::sla_deadline(task, &key)
+                    .is_some_and(|deadline| now > deadline);
                 let state = if running.contains_key(&(task.name.clone(), key.clone())) {
                     CellState::Running
                 } else if mark == Some(Mark::Held) {
