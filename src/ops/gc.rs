@@ -398,6 +398,9 @@ impl References {
     }
 
     fn from_history(history: &[CommitRecord], keep_generations: usize) -> References {
+        // Keyed by attempt dir, what gc removes: a Delta table's record
+        // names a directory below it (`layout::attempt_root`).
+        let attempt_root = |dir: &str| crate::store::layout::attempt_root(dir).to_owned();
         let start = history
             .len()
             .saturating_sub(keep_generations.saturating_add(1));
@@ -413,13 +416,14 @@ impl References {
         // Newest first, so an attempt named by several generations is
         // explained by the newest one.
         for rec in window.iter().rev() {
-            kept.entry(rec.attempt_dir.clone()).or_insert_with(|| {
-                format!(
-                    "referenced by generation {} ({})",
-                    rec.generation,
-                    role(rec)
-                )
-            });
+            kept.entry(attempt_root(&rec.attempt_dir))
+                .or_insert_with(|| {
+                    format!(
+                        "referenced by generation {} ({})",
+                        rec.generation,
+                        role(rec)
+                    )
+                });
         }
         // A rollback record copies its target's attempt_dir, so the loop
         // above already covers it; the target's own record is consulted too
@@ -427,7 +431,7 @@ impl References {
         for rec in window.iter().rev() {
             if let CommitKind::Rollback { from_generation } = rec.kind {
                 if let Some(target) = history.iter().find(|r| r.generation == from_generation) {
-                    kept.entry(target.attempt_dir.clone()).or_insert_with(|| {
+                    kept.entry(attempt_root(&target.attempt_dir)).or_insert_with(|| {
                         format!(
                             "referenced by generation {from_generation}, which generation {} ({}) rolls back to",
                             rec.generation,
@@ -439,7 +443,7 @@ impl References {
         }
         let mut superseded = HashMap::new();
         for rec in old {
-            superseded.insert(rec.attempt_dir.clone(), rec.generation.get());
+            superseded.insert(attempt_root(&rec.attempt_dir), rec.generation.get());
         }
         let window = if window.is_empty() {
             "none".to_owned()

@@ -385,12 +385,20 @@ for v in versions:
     for r in pl.DataFrame(read).iter_rows(named=True):
         rows.setdefault(r["region"], []).append(line(r))
     rows = {k: sorted(x) for k, x in rows.items()}
-    # Polars' own scan takes partition values from hive-style paths
-    # (`region=north/`), which weir's layout does not have: it reads the
-    # same files and rows, with the partition column null.
-    polars_rows = sorted(line(r) for r in pl.read_delta(root, version=v, storage_options=opts).iter_rows(named=True))
-    if polars_rows != sorted(x for xs in rows.values() for x in xs):
+    # Polars' own scan (no pyarrow) takes partition values from the files'
+    # hive-style paths (`region=north/`), not from the log: it must read
+    # the same rows with the same partition column, and prune by it.
+    polars_rows = {}
+    for r in pl.read_delta(root, version=v, storage_options=opts).iter_rows(named=True):
+        polars_rows.setdefault(r["region"], []).append(line(r))
+    polars_rows = {k: sorted(x) for k, x in polars_rows.items()}
+    if polars_rows != rows:
         sys.exit(f"version {v}: delta-rs read {rows}, polars {polars_rows}")
+    for k in rows:
+        lazy = pl.scan_delta(root, version=v, storage_options=opts).filter(pl.col("region") == k)
+        filtered = sorted(line(r) for r in lazy.collect().iter_rows(named=True))
+        if filtered != rows[k]:
+            sys.exit(f"version {v}: delta-rs read {rows[k]} in {k}, polars' filter on it {filtered}")
     out["tables"][str(v)] = rows
 print(json.dumps(out))
 "#;
