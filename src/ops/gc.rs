@@ -937,6 +937,36 @@ mod tests {
     }
 
     #[test]
+    fn a_record_naming_a_table_directory_below_its_attempt_keeps_the_attempt() {
+        // A Delta table dataset's record names `attempts/<t>/<column>=<value>`
+        // (issue 27); gc decides per attempt dir, and must see it referenced
+        // by its record even when no Delta log says so (a table behind).
+        let (_tmp, wh, p) = setup();
+        let publish_table = |run: &str| {
+            let t = attempt(&p, run);
+            let key = crate::store::layout::table_publication_key(
+                &p.attempt_key(t),
+                &["day".to_owned()],
+                &["2026-09-20".to_owned()],
+            );
+            let below = p.attempt_dir(t).join("day=2026-09-20");
+            std::fs::create_dir(&below).unwrap();
+            std::fs::rename(p.attempt_dir(t).join("data"), below.join("data")).unwrap();
+            commit(&p, t, CommitKind::Publish, &key);
+            t
+        };
+        let old = publish_table("r1");
+        let current = publish_table("r2");
+        let options = GcOptions {
+            older_than: HOUR,
+            keep_generations: 0,
+        };
+        let items = plan_at(&wh, &options, later(3)).unwrap().items;
+        assert!(kept(&items, current).contains("referenced by generation 2 (current)"));
+        assert!(deleted(&items, old).contains("generation 1, outside the rollback window"));
+    }
+
+    #[test]
     fn apply_deletes_only_old_unreferenced_dirs_after_logging_them() {
         let (tmp, wh, p) = setup();
         let old = publish(&p, "r1");
