@@ -2233,3 +2233,98 @@ fn issue_27_duckdb_reads_what_weir_files_lists() {
     assert_ne!(first, second, "the republish changed the rows");
     compare(&sb);
 }
+
+// Issue 27: a table partitioned by two schemes, one whose keys need
+// percent-encoding in a path (`:` of a time): each file sits under one
+// `<scheme>=<key>` directory per scheme, and Polars' native scan, its
+// filter on a partition column and delta-rs all read the partition values
+// `weir show` publishes (the keys, decoded).
+#[test]
+fn issue_27_delta_partition_columns_of_two_schemes_read_in_polars() {
+    if !python_readers() {
+        return;
+    }
+    let manifest = r#"
+[pipeline]
+name = "lake"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.region]
+kind = "static"
+keys = ["north", "south"]
+
+[partitions.half]
+kind = "minutely"
+every = 30
+start = "2026-09-20T13:00"
+end = "2026-09-20T13:30"
+timezone = "UTC"
+
+[tasks.pq]
+command = ["sh", "pq.sh"]
+partitioned_by = ["region", "half"]
+output = { dataset = "sales", format = "parquet", grain = ["id"], table = "delta" }
+"#;
+    let sb = Sandbox::new(manifest);
+    write_rows(&sb.path().join("rows.parquet"), &[1, 2], 10, "x");
+    sb.script(
+        "pq.sh",
+        "cp rows.parquet \"$WEIR_OUTPUT_DIR/part-0.parquet\"\n",
+    );
+    let mut every = Vec::new();
+    for key in [
+        "north|2026-09-20T13:00",
+        "north|2026-09-20T13:30",
+        "south|2026-09-20T13:00",
+        "south|2026-09-20T13:30",
+    ] {
+        every.extend(["--partition", key]);
+    }
+    ok(&sb.run("R1", &every));
+    let files = files_json(&sb, "sales", &[]);
+    let mut keys: Vec<String> = files
+        .iter()
+        .map(|f| {
+            let path = f["path"].as_str().unwrap();
+            let key = f["partition"].as_str().unwrap();
+            let (region, half) = key.split_once('|').unwrap();
+            let below = format!("/region={region}/half={}/data/", half.replace(':', "%3A"));
+            assert!(path.contains(&below), "{path} has no {below}");
+            key.to_owned()
+        })
+        .collect();
+    keys.sort();
+    assert_eq!(keys.len(), 4, "{files:?}");
+    let script = r#"
+import json, sys, deltalake, polars as pl
+root = sys.argv[1]
+pairs = lambda rows: sorted(f'{r["region"]}|{r["half"]}|{r["id"]}' for r in rows)
+t = deltalake.DeltaTable(root)
+rs = pl.DataFrame(deltalake.QueryBuilder().register("t", t).execute("select * from t").read_all())
+native = pl.read_delta(root)
+half = "2026-09-20T13:30"
+filtered = pl.scan_delta(root).filter(pl.col("half") == half).collect()
+print(json.dumps({
+    "delta_rs": pairs(rs.iter_rows(named=True)),
+    "polars": pairs(native.iter_rows(named=True)),
+    "filtered": pairs(filtered.iter_rows(named=True)),
+}))
+"#;
+    let out = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(sb.path().join("wh").join("sales"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let read: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let expected: Vec<String> = keys
+        .iter()
+        .flat_map(|k| [format!("{k}|1"), format!("{k}|2")])
+        .collect();
+    assert_eq!(read["delta_rs"], serde_json::json!(expected), "{read}");
+    assert_eq!(read["polars"], serde_json::json!(expected), "{read}");
+    let at_half: Vec<&String> = expected.iter().filter(|k| k.contains("T13:30|")).collect();
+    assert_eq!(at_half.len(), 4, "{expected:?}");
+    assert_eq!(read["filtered"], serde_json::json!(at_half), "{read}");
+}
