@@ -30,6 +30,7 @@ use super::Context;
 use crate::audit::{self, AuditReport, AuditSpec, GateOutcome};
 use crate::events::{Event, State};
 use crate::manifest::Task;
+use crate::store::layout::{self, DATA_DIR};
 use crate::store::{
     CommitKind, FencingToken, FileSum, Generation, NewCommit, PartitionStore, PublishError,
     StoreError, TokenOwner,
@@ -797,17 +798,48 @@ fn publish(
     let fail = |token: Option<FencingToken>, reason: String| {
         engine_failure(cx, task, partition, attempt, token, reason)
     };
-    let AuditedCandidate { candidate, report } = audited;
+    let AuditedCandidate {
+        mut candidate,
+        report,
+    } = audited;
     let token = candidate.token;
+    let (publication, publication_dir) =
+        match stage_for_table(task, partition, store, &mut candidate) {
+            Ok(p) => p,
+            Err(e) => {
+                return fail(
+                    Some(token),
+                    format!(
+                        "cannot move the candidate under its Delta table's partition directory: {}",
+                        chain(&e)
+                    ),
+                )
+            }
+        };
     // What readers will check the files against from now on (hashed from the
     // page cache while the same files are flushed to disk), and every file
     // durable before the record that names it.
     // In a remote warehouse the upload below is what makes them durable.
     let sums = || sum_files(&candidate.files);
-    let sync = || match cx.warehouse.is_remote() {
-        false => crate::store::fs::fsync_candidate(&candidate.dir, &candidate.files),
-        true => Ok(()),
-    };
+    let sync =
+        || match cx.warehouse.is_remote() {
+            false => crate::store::fs::fsync_candidate(&publication_dir, &candidate.files)
+                .and_then(|()| match publication_dir == candidate.dir {
+                    true => Ok(()),
+                    // `fsync_candidate` reached the publication dir's parent;
+                    // the directories between it and `attempts/` are new too.
+                    false => crate::store::flush::sync_all(
+                        publication_dir
+                            .ancestors()
+                            .skip(2)
+                            .take_while(|d| d.starts_with(&candidate.dir))
+                            .chain(candidate.dir.parent())
+                            .map(std::path::Path::to_path_buf)
+                            .collect(),
+                    ),
+                }),
+            true => Ok(()),
+        };
     let bytes: u64 = candidate
         .files
         .iter()
@@ -834,7 +866,7 @@ fn publish(
             format!("cannot fsync the candidate: {}", chain(&e)),
         );
     }
-    if let Err(e) = store.upload_attempt(token, &candidate.files, &file_sums) {
+    if let Err(e) = store.upload_attempt(token, &publication, &candidate.files, &file_sums) {
         return fail(
             Some(token),
             format!("cannot upload the candidate: {}", chain(&e)),
@@ -851,7 +883,7 @@ fn publish(
         run_id: cx.run_id.clone(),
         task: task.name.clone(),
         attempt,
-        attempt_dir: store.attempt_key(token),
+        attempt_dir: publication,
         files: file_names(&candidate.files),
         file_sums,
         rows: report.rows,
@@ -947,7 +979,7 @@ fn publish(
     if cx.warehouse.is_remote() {
         // The bucket holds the files now; the staged copy would only grow
         // this host's disk (candidate.json and the logs stay as evidence).
-        let _ = std::fs::remove_dir_all(candidate.dir.join("data"));
+        let _ = std::fs::remove_dir_all(publication_dir.join(DATA_DIR));
     }
     cx.emit(
         State::Published,
@@ -974,6 +1006,43 @@ fn publish(
     // The table follows weir's record; its failure is only a warning.
     crate::store::delta::follow_task(store, task, &record);
     AttemptOutcome::Published { unsure }
+}
+
+/// Where `candidate` publishes: the key its commit record names as
+/// `attempt_dir`, and that directory on this host. A Delta table output
+/// publishes below its attempt dir, under one `<column>=<value>/`
+/// directory per partition column ([`layout::table_publication_key`]), so
+/// readers that take partition values from paths (Polars' native Delta
+/// scan) see them: the audited `data/` moves there whole, one rename of the
+/// attempt's own staging, before its files are hashed and made durable
+/// (their names and bytes, so their digests, are unchanged). Any other
+/// output publishes its attempt dir as it is.
+fn stage_for_table(
+    task: &Task,
+    partition: &str,
+    store: &PartitionStore,
+    candidate: &mut Candidate,
+) -> std::io::Result<(String, PathBuf)> {
+    let key = store.attempt_key(candidate.token);
+    let Some((columns, values)) = crate::store::delta::columns_of(task, partition) else {
+        return Ok((key, candidate.dir.clone()));
+    };
+    let publication = layout::table_publication_key(&key, &columns, &values);
+    let Some(below) = publication.strip_prefix(&format!("{key}/")) else {
+        return Ok((key, candidate.dir.clone()));
+    };
+    let dir = below
+        .split('/')
+        .fold(candidate.dir.clone(), |d, s| d.join(s));
+    let (from, to) = (candidate.dir.join(DATA_DIR), dir.join(DATA_DIR));
+    std::fs::create_dir_all(&dir)?;
+    std::fs::rename(&from, &to)?;
+    for file in &mut candidate.files {
+        if let Ok(name) = file.strip_prefix(&from) {
+            *file = to.join(name);
+        }
+    }
+    Ok((publication, dir))
 }
 
 /// The engine itself failed (warehouse I/O, disk full): FAILED, transient.

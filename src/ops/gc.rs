@@ -398,6 +398,9 @@ impl References {
     }
 
     fn from_history(history: &[CommitRecord], keep_generations: usize) -> References {
+        // Keyed by attempt dir, what gc removes: a Delta table's record
+        // names a directory below it (`layout::attempt_root`).
+        let attempt_root = |dir: &str| crate::store::layout::attempt_root(dir).to_owned();
         let start = history
             .len()
             .saturating_sub(keep_generations.saturating_add(1));
@@ -413,13 +416,14 @@ impl References {
         // Newest first, so an attempt named by several generations is
         // explained by the newest one.
         for rec in window.iter().rev() {
-            kept.entry(rec.attempt_dir.clone()).or_insert_with(|| {
-                format!(
-                    "referenced by generation {} ({})",
-                    rec.generation,
-                    role(rec)
-                )
-            });
+            kept.entry(attempt_root(&rec.attempt_dir))
+                .or_insert_with(|| {
+                    format!(
+                        "referenced by generation {} ({})",
+                        rec.generation,
+                        role(rec)
+                    )
+                });
         }
         // A rollback record copies its target's attempt_dir, so the loop
         // above already covers it; the target's own record is consulted too
@@ -427,7 +431,7 @@ impl References {
         for rec in window.iter().rev() {
             if let CommitKind::Rollback { from_generation } = rec.kind {
                 if let Some(target) = history.iter().find(|r| r.generation == from_generation) {
-                    kept.entry(target.attempt_dir.clone()).or_insert_with(|| {
+                    kept.entry(attempt_root(&target.attempt_dir)).or_insert_with(|| {
                         format!(
                             "referenced by generation {from_generation}, which generation {} ({}) rolls back to",
                             rec.generation,
@@ -439,7 +443,7 @@ impl References {
         }
         let mut superseded = HashMap::new();
         for rec in old {
-            superseded.insert(rec.attempt_dir.clone(), rec.generation.get());
+            superseded.insert(attempt_root(&rec.attempt_dir), rec.generation.get());
         }
         let window = if window.is_empty() {
             "none".to_owned()
@@ -930,6 +934,36 @@ mod tests {
         // The real clock: everything is young, nothing would go.
         let items = plan(&wh, &options).unwrap().items;
         assert!(items.iter().all(|i| !i.decision.is_delete()), "{items:?}");
+    }
+
+    #[test]
+    fn a_record_naming_a_table_directory_below_its_attempt_keeps_the_attempt() {
+        // A Delta table dataset's record names `attempts/<t>/<column>=<value>`
+        // (issue 27); gc decides per attempt dir, and must see it referenced
+        // by its record even when no Delta log says so (a table behind).
+        let (_tmp, wh, p) = setup();
+        let publish_table = |run: &str| {
+            let t = attempt(&p, run);
+            let key = crate::store::layout::table_publication_key(
+                &p.attempt_key(t),
+                &["day".to_owned()],
+                &["2026-09-20".to_owned()],
+            );
+            let below = p.attempt_dir(t).join("day=2026-09-20");
+            std::fs::create_dir(&below).unwrap();
+            std::fs::rename(p.attempt_dir(t).join("data"), below.join("data")).unwrap();
+            commit(&p, t, CommitKind::Publish, &key);
+            t
+        };
+        let old = publish_table("r1");
+        let current = publish_table("r2");
+        let options = GcOptions {
+            older_than: HOUR,
+            keep_generations: 0,
+        };
+        let items = plan_at(&wh, &options, later(3)).unwrap().items;
+        assert!(kept(&items, current).contains("referenced by generation 2 (current)"));
+        assert!(deleted(&items, old).contains("generation 1, outside the rollback window"));
     }
 
     #[test]

@@ -21,9 +21,18 @@
 //!
 //! Data files are not copied: an `add` path is relative to the table root
 //! and any relative path under it is allowed, so it names the generation's
-//! files where weir published them, `<partition>/attempts/<token>/data/…`
-//! (percent-encoded, as the protocol's paths are URIs). A rollback is a
+//! files where weir published them,
+//! `<partition>/attempts/<token>/<column>=<value>/…/data/…` (percent-encoded,
+//! as the protocol's paths are URIs). The `<column>=<value>` directories
+//! ([`layout::table_publication_key`]) are for readers that take partition
+//! values from paths, as Polars' native scan does (`scan_parquet` with
+//! `hive_partitioning` over delta-rs's file list), not from the log's
+//! `partitionValues`; generations published before them (no such
+//! directory, `<partition>/attempts/<token>/data/…`) stay in the log as they
+//! are, and read through `partitionValues` alone. A rollback is a
 //! commit that removes the current files and adds the older generation's.
+//!
+//! [`layout::table_publication_key`]: crate::store::layout::table_publication_key
 //!
 //! Why the log is written here from the protocol (delta-io/delta
 //! PROTOCOL.md, reader version 1, writer version 2) rather than with
@@ -840,11 +849,12 @@ mod checkpoint {
 }
 
 /// Percent-encodes a relative path for an `add`/`remove` action: every
-/// byte but unreserved characters and `/`.
+/// byte but unreserved characters, `/` and `=` (a path character in URIs,
+/// left as Spark and delta-rs leave it in `<column>=<value>/`).
 fn encode_path(path: &str) -> String {
     let mut out = String::with_capacity(path.len());
     for b in path.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/') {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/' | b'=') {
             out.push(b as char);
         } else {
             out.push_str(&format!("%{b:02X}"));

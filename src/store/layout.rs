@@ -8,6 +8,14 @@
 //! <root>/<dataset>/<partition>/log/<generation>.published-<token>  marker: that record was committed
 //! ```
 //!
+//! A Delta table dataset's (`table = "delta"`) attempts publish their data
+//! one level down, under a Hive-style directory per partition column,
+//! `attempts/<token>/<column>=<value>/.../data/` ([`table_publication_key`]),
+//! so readers that take partition values from paths (Polars' native Delta
+//! scan) see them. The attempt dir (lease, logs, `candidate.json`) is still
+//! `attempts/<token>`; a commit record's `attempt_dir` names the directory
+//! holding `data/`, and [`attempt_root`] gives its attempt dir back.
+//!
 //! The README documents this layout; change both together.
 
 use crate::store::key::{encode_partition, join};
@@ -57,6 +65,34 @@ pub(crate) fn attempts_prefix(partition: &str) -> String {
 
 pub(crate) fn attempt_key(partition: &str, token: FencingToken) -> String {
     join(&attempts_prefix(partition), &token.key_name())
+}
+
+/// Where a Delta table dataset's attempt `attempt_key` publishes: one
+/// `<column>=<value>` segment per partition column below it, each side
+/// encoded as a partition key is ([`encode_partition`]: Hive's and
+/// Polars' percent-decoding gives the value back), the way Spark and
+/// delta-rs lay out a partitioned table.
+pub fn table_publication_key(attempt_key: &str, columns: &[String], values: &[String]) -> String {
+    columns
+        .iter()
+        .zip(values)
+        .fold(attempt_key.to_owned(), |key, (c, v)| {
+            join(
+                &key,
+                &format!("{}={}", encode_partition(c), encode_partition(v)),
+            )
+        })
+}
+
+/// The attempt dir (`<dataset>/<partition>/attempts/<token>`) of a commit
+/// record's `attempt_dir`, which for a Delta table dataset is a directory
+/// below it ([`table_publication_key`]); the key itself for anything
+/// shorter.
+pub fn attempt_root(attempt_dir: &str) -> &str {
+    match attempt_dir.match_indices('/').nth(3) {
+        Some((end, _)) => &attempt_dir[..end],
+        None => attempt_dir,
+    }
 }
 
 /// An attempt's lease, inside its attempt dir.
@@ -141,6 +177,22 @@ mod tests {
             log_key(&p, Generation::FIRST),
             "sales/2024-01-01/log/00000000000000000001.json"
         );
+    }
+
+    #[test]
+    fn table_publications_are_hive_directories_below_the_attempt_dir() {
+        let p = partition_prefix("sales", "2024-01-01T00:00|eu");
+        let attempt = attempt_key(&p, FencingToken::from_raw(3));
+        let columns = ["hour".to_owned(), "region".to_owned()];
+        let values = ["2024-01-01T00:00".to_owned(), "eu".to_owned()];
+        let key = table_publication_key(&attempt, &columns, &values);
+        assert_eq!(
+            key,
+            "sales/2024-01-01T00%3A00%7Ceu/attempts/00000000000000000003/hour=2024-01-01T00%3A00/region=eu"
+        );
+        assert_eq!(attempt_root(&key), attempt);
+        assert_eq!(attempt_root(&attempt), attempt);
+        assert_eq!(attempt_root("d/p"), "d/p");
     }
 
     #[test]

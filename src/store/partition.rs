@@ -745,7 +745,9 @@ impl PartitionStore {
             .flatten()
     }
 
-    /// Uploads an attempt's audited files (`data/<name>`) and its evidence
+    /// Uploads an attempt's audited files (`<publication>/data/<name>`,
+    /// `publication` the key its commit record names as `attempt_dir`: the
+    /// attempt dir, or a Delta table's directory below it) and its evidence
     /// (`candidate.json`, the logs) from its local staging directory to a
     /// remote warehouse: the commit record may name only what the store
     /// holds. A file the store checked against its SHA-256 on upload
@@ -755,6 +757,7 @@ impl PartitionStore {
     pub fn upload_attempt(
         &self,
         token: FencingToken,
+        publication: &str,
         files: &[PathBuf],
         sums: &[crate::store::FileSum],
     ) -> Result<(), StoreError> {
@@ -762,7 +765,13 @@ impl PartitionStore {
         if self.remote.is_none() {
             return Ok(());
         }
-        let key = self.attempt_key(token);
+        if layout::attempt_root(publication) != self.attempt_key(token) {
+            return Err(StoreError::InvalidKey {
+                key: publication.to_owned(),
+                reason: "an attempt publishes under its own attempt dir",
+            });
+        }
+        let key = publication;
         let dir = self.attempt_dir(token);
         let mut unchecked = Vec::new();
         for (file, sum) in files.iter().zip(sums) {
