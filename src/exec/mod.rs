@@ -236,7 +236,7 @@ pub(crate) struct Context<'a> {
     pub(crate) log_error: std::sync::Mutex<Option<String>>,
     /// Each planned task's code fingerprint (`manifest::fingerprint`).
     pub(crate) fingerprints: std::collections::HashMap<String, String>,
-    /// Each planned task's program found along PATH (`launch::resolve`).
+    /// Each planned task's program found along PATH (`launch::program`).
     pub(crate) programs: std::collections::HashMap<String, std::path::PathBuf>,
     /// The outbox of `[notify]` targets, if any.
     pub(crate) notify: Option<crate::notify::Notifier>,
@@ -388,17 +388,9 @@ pub fn run(
             t.name.clone(),
             crate::manifest::fingerprint::fingerprint(&manifest.dir, task)?,
         );
-        // Found along the engine's PATH only when that is the task's PATH
-        // too (`env` may give it another, or none).
-        let own_path = task.env.as_ref().is_some_and(|e| {
-            !e.pass.iter().any(|p| p == "PATH") || e.set.iter().any(|(k, _)| k == "PATH")
-        });
-        let resolved = if own_path {
-            None
-        } else {
-            task.command.first().and_then(|p| launch::resolve(p))
-        };
-        if let Some(program) = resolved {
+        // Looked up once per run: a program installed while it goes is
+        // used from the next run on.
+        if let Some(program) = launch::program(task) {
             programs.insert(t.name.clone(), program);
         }
     }
