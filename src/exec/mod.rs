@@ -920,7 +920,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                             ))
                             .data(
                                 Payload::Retrying(payload::Retrying {
-                                    class: kind.to_string(),
+                                    class: kind.clone(),
                                     delay_ms: delay.as_millis() as u64,
                                     next_attempt: attempt + 1,
                                 })
@@ -938,7 +938,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                     State::Held,
                     event().detail(why.clone()).data(
                         Payload::Decided(payload::Decided {
-                            class: kind.to_string(),
+                            class: kind.clone(),
                             budget_spent: true,
                         })
                         .to_json(),
@@ -952,14 +952,14 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                     "{kind} failure ({reason}) after {attempt} of {} attempts",
                     class.max_attempts
                 );
-                self.terminal(id, class.on_exhausted, event(), why, kind)
+                self.terminal(id, class.on_exhausted, event(), why, &kind)
             }
             other => self.terminal(
                 id,
                 other,
                 event(),
                 format!("{kind} failure: {reason}"),
-                kind,
+                &kind,
             ),
         }
     }
@@ -970,10 +970,10 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         disposition: Disposition,
         event: Event,
         why: String,
-        kind: &str,
+        kind: &classify::FailureClass,
     ) -> Option<InstanceResult> {
         let data = Payload::Decided(payload::Decided {
-            class: kind.to_string(),
+            class: kind.clone(),
             budget_spent: false,
         })
         .to_json();
