@@ -1,5 +1,6 @@
-//! A task's environment: the one builder `run`, `verify` and every executor
-//! use (README, "What a task can reach").
+//! A task's environment (README, "What a task can reach"), built for
+//! `launch::TaskLaunch`, the one builder of what `run`, `verify` and every
+//! executor launch.
 //!
 //! ```text
 //!  task has `env`?  ── yes ──► its `pass` names from the engine's environment

@@ -44,6 +44,7 @@ keys = ["s1"]
 
 [datasets.raw]
 path = "raw.csv"
+watermark = "committed_seq"
 
 [tasks.t]
 command = ["sh", "t.sh", "--flag", "two words"]
@@ -85,6 +86,7 @@ fn verify_reruns_a_task_with_the_argv_cwd_and_environment_run_gave_it() {
     let dumps = tmp.path().join("env");
     let sb = Sandbox::new(&MANIFEST.replace("DUMP_PATH", &dumps.display().to_string()));
     std::fs::write(sb.path().join("raw.csv"), "id\n1\n").unwrap();
+    std::fs::write(sb.path().join("committed_seq"), "206\n").unwrap();
     sb.script("t.sh", TASK);
     // The engine's own variables: only the declared ones reach the task.
     let engine = |args: &[&str]| {
@@ -123,7 +125,8 @@ fn verify_reruns_a_task_with_the_argv_cwd_and_environment_run_gave_it() {
         dump(&dumps.with_extension("0")),
     );
     // Everything but the launch's identity and staging is the same, the
-    // manifest's `env` and every WEIR_PARTITION_<SCHEME> included.
+    // manifest's `env`, every WEIR_PARTITION_<SCHEME> and the input's pinned
+    // WEIR_WATERMARK_<NAME> included.
     assert_eq!(without_differences(&rerun), without_differences(&run));
     assert_eq!(
         rerun.keys().collect::<Vec<_>>(),
@@ -139,6 +142,7 @@ fn verify_reruns_a_task_with_the_argv_cwd_and_environment_run_gave_it() {
         ("WEIR_PIPELINE", "same"),
         ("WEIR_TASK", "t"),
         ("WEIR_CODE_VERSION", "1"),
+        ("WEIR_WATERMARK_RAW", "206"),
         ("LEVEL", "info"),
         ("API_KEY", "k-1"),
         ("HOME", "/home/launch-test"),
