@@ -374,6 +374,16 @@ struct Repinned {
     watermark: Option<String>,
 }
 
+impl<'a> From<&'a Repinned> for ContractInput<'a> {
+    fn from(input: &'a Repinned) -> Self {
+        ContractInput {
+            name: &input.name,
+            location: &input.location,
+            watermark: input.watermark.as_deref(),
+        }
+    }
+}
+
 /// Reruns `task` at `partition` from the inputs its published generation
 /// pinned, in a scratch directory, and compares the rerun's canonical digest
 /// with the published one. Publishes nothing.
@@ -439,14 +449,7 @@ pub fn verify(
         },
         partition,
         output_dir: &data,
-        inputs: inputs
-            .iter()
-            .map(|i| ContractInput {
-                name: &i.name,
-                location: &i.location,
-                watermark: i.watermark.as_deref(),
-            })
-            .collect(),
+        inputs: inputs.iter().map(ContractInput::from).collect(),
     };
     let command = TaskLaunch::new(manifest, spec, &contract, launch::program(spec))?;
     let ending = launch::run(&command.command(&scratch, crate::exec::tree::new_tag()));
