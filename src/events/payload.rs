@@ -23,11 +23,67 @@ pub struct CommandEnded {
     pub stderr_tail: String,
 }
 
+/// A failure's class: what the scheduler gives it (README, "Exit codes and
+/// failure classes"). Written in `RETRYING`, `HELD` and `QUARANTINED` events as its
+/// name, as it always was, so old event logs read.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum FailureClass {
+    /// `transient`: retried with backoff, up to the class's attempts.
+    Transient,
+    /// `deterministic`: fails alike on every attempt with this input;
+    /// quarantined.
+    Deterministic,
+    /// `operator`: needs a person; held.
+    Operator,
+    /// A name this version does not know (written by another version),
+    /// kept as written so that nothing is lost on reading.
+    Other(String),
+}
+
+impl FailureClass {
+    /// Its name in events and output.
+    pub fn as_str(&self) -> &str {
+        match self {
+            FailureClass::Transient => "transient",
+            FailureClass::Deterministic => "deterministic",
+            FailureClass::Operator => "operator",
+            FailureClass::Other(name) => name,
+        }
+    }
+}
+
+impl From<String> for FailureClass {
+    fn from(name: String) -> Self {
+        match name.as_str() {
+            "transient" => FailureClass::Transient,
+            "deterministic" => FailureClass::Deterministic,
+            "operator" => FailureClass::Operator,
+            _ => FailureClass::Other(name),
+        }
+    }
+}
+
+impl From<FailureClass> for String {
+    fn from(class: FailureClass) -> String {
+        match class {
+            FailureClass::Other(name) => name,
+            known => known.as_str().to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for FailureClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// `RETRYING`: the class and when the next attempt starts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Retrying {
     /// The failure class.
-    pub class: String,
+    pub class: FailureClass,
     /// Backoff before the next attempt.
     pub delay_ms: u64,
     /// Its number.
@@ -38,7 +94,7 @@ pub struct Retrying {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Decided {
     /// The failure class.
-    pub class: String,
+    pub class: FailureClass,
     /// Held because the run's retry budget was spent.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub budget_spent: bool,
@@ -141,14 +197,14 @@ mod tests {
             ),
             (text, any::<u64>(), any::<u32>()).prop_map(|(class, delay_ms, next_attempt)| {
                 Payload::Retrying(Retrying {
-                    class,
+                    class: class.into(),
                     delay_ms,
                     next_attempt,
                 })
             }),
             (text, any::<bool>()).prop_map(|(class, budget_spent)| {
                 Payload::Decided(Decided {
-                    class,
+                    class: class.into(),
                     budget_spent,
                 })
             }),
@@ -165,6 +221,33 @@ mod tests {
                 })
             }),
         ]
+    }
+
+    /// Event logs written before the class was a type read as they did,
+    /// and are written back the same.
+    #[test]
+    fn failure_classes_read_and_write_as_their_names() {
+        for (name, class) in [
+            ("transient", FailureClass::Transient),
+            ("deterministic", FailureClass::Deterministic),
+            ("operator", FailureClass::Operator),
+            ("flaky", FailureClass::Other("flaky".into())),
+        ] {
+            let old = serde_json::json!({"class": name, "delay_ms": 1000, "next_attempt": 2});
+            let Some(Payload::Retrying(read)) = Payload::read(State::Retrying, &old) else {
+                panic!("{old} does not read");
+            };
+            assert_eq!(read.class, class);
+            assert_eq!(read.class.to_string(), name);
+            assert_eq!(Payload::Retrying(read).to_json(), old);
+            let old = serde_json::json!({"class": name});
+            let Some(Payload::Decided(read)) = Payload::read(State::Held, &old) else {
+                panic!("{old} does not read");
+            };
+            assert_eq!((read.class, read.budget_spent), (class, false));
+        }
+        // A decision without a class is no decision (a restated marker).
+        assert_eq!(Payload::read(State::Held, &serde_json::json!({})), None);
     }
 
     proptest! {

@@ -21,7 +21,7 @@ use super::classify::Ending;
 use super::executor;
 use super::fault::Point;
 use super::inputs;
-use super::launch::{self, Launch};
+use super::launch::{self, Contract, ContractInput, Launcher, TaskLaunch};
 use super::lease;
 use super::slurm;
 use super::snapshot::InputSnapshot;
@@ -272,8 +272,19 @@ pub(crate) fn run(
     };
     // A secret that cannot be read fails the attempt before anything runs:
     // an empty value would run the task with the wrong credentials.
-    let env = match environment(cx, task, partition, attempt, token, &data_dir, &inputs) {
-        Ok(env) => env,
+    let contract = Contract {
+        launcher: Launcher::Attempt {
+            run_id: &cx.run_id,
+            attempt,
+            token: token.get(),
+        },
+        partition,
+        output_dir: &data_dir,
+        inputs: inputs.iter().map(ContractInput::from).collect(),
+    };
+    let program = cx.program(task).map(std::path::Path::to_path_buf);
+    let command = match TaskLaunch::new(cx.manifest, task, &contract, program) {
+        Ok(command) => command,
         Err(e) => {
             let ending = Ending::Environment(e.to_string());
             cx.emit(
@@ -394,16 +405,7 @@ pub(crate) fn run(
                     },
                 );
             }
-            let submitted = executor.submit(Launch {
-                argv: &task.command,
-                program: cx.program(task),
-                cwd: &cx.manifest.dir,
-                env: env.clone(),
-                stdout: dir.join("stdout.log"),
-                stderr: dir.join("stderr.log"),
-                timeout: task.timeout,
-                tag,
-            });
+            let submitted = executor.submit(command.command(&dir, tag));
             match submitted {
                 Ok(job) => {
                     let id = job.id();
@@ -427,14 +429,11 @@ pub(crate) fn run(
     let elapsed_ms = started.elapsed().as_millis() as u64;
     // Secret values leave the logs before anything reads them: the FAILED
     // event's tail, explain, the evidence a remote warehouse keeps.
-    for log in ["stdout.log", "stderr.log"] {
-        if let Err(e) = env.redact_file(&dir.join(log)) {
-            let _ = std::fs::remove_file(dir.join(log));
-            eprintln!(
-                "warning: {} {partition}: cannot redact {log} ({e}); removed it",
-                task.name
-            );
-        }
+    for (log, e) in command.redact_logs(&dir) {
+        eprintln!(
+            "warning: {} {partition}: cannot redact {log} ({e}); removed it",
+            task.name
+        );
     }
     let launched = launched.ok();
     let ending = match (&ending, &launched) {
@@ -568,34 +567,6 @@ fn code_moved(cx: &Context<'_>, task: &Task, launched: &str) -> Option<Ending> {
             chain(&e)
         ))),
     }
-}
-
-fn environment(
-    cx: &Context<'_>,
-    task: &Task,
-    partition: &str,
-    attempt: u32,
-    token: FencingToken,
-    data_dir: &std::path::Path,
-    inputs: &[inputs::Materialized],
-) -> Result<super::env::TaskEnv, super::env::EnvError> {
-    let contract = super::env::Contract {
-        run_id: &cx.run_id,
-        partition,
-        attempt,
-        token: token.get(),
-        output_dir: data_dir,
-        code_version: &task.code_version,
-        inputs: inputs
-            .iter()
-            .map(|i| super::env::ContractInput {
-                name: &i.name,
-                location: &i.location,
-                watermark: i.watermark.as_deref(),
-            })
-            .collect(),
-    };
-    super::env::build(cx.manifest, task, &contract)
 }
 
 /// Reads the candidate and runs the gates; writes `candidate.json` either way.

@@ -1,5 +1,6 @@
 //! How an attempt's end is classified, and what that class gets.
 
+pub use crate::events::payload::FailureClass;
 pub use crate::manifest::ClusterEnd;
 use crate::manifest::{Disposition, FailureRule, Manifest, RetryClass, Task};
 
@@ -100,18 +101,22 @@ pub fn resolve<'m>(
     manifest: &'m Manifest,
     task: &Task,
     rule: &FailureRule,
-) -> (Disposition, &'m RetryClass, &'static str) {
+) -> (Disposition, &'m RetryClass, FailureClass) {
     let task_class = &manifest.retry[&task.retry];
     match rule {
-        FailureRule::Transient => (Disposition::Retry, task_class, "transient"),
-        FailureRule::Deterministic => (Disposition::Quarantine, task_class, "deterministic"),
-        FailureRule::Operator => (Disposition::Hold, task_class, "operator"),
+        FailureRule::Transient => (Disposition::Retry, task_class, FailureClass::Transient),
+        FailureRule::Deterministic => (
+            Disposition::Quarantine,
+            task_class,
+            FailureClass::Deterministic,
+        ),
+        FailureRule::Operator => (Disposition::Hold, task_class, FailureClass::Operator),
         FailureRule::Class(name) => {
             let class = &manifest.retry[name];
             let kind = match class.on_failure {
-                Disposition::Retry => "transient",
-                Disposition::Quarantine => "deterministic",
-                Disposition::Hold => "operator",
+                Disposition::Retry => FailureClass::Transient,
+                Disposition::Quarantine => FailureClass::Deterministic,
+                Disposition::Hold => FailureClass::Operator,
             };
             (class.on_failure, class, kind)
         }

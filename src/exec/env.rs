@@ -1,5 +1,6 @@
-//! A task's environment: the one builder `run`, `verify` and every executor
-//! use (README, "What a task can reach").
+//! A task's environment (README, "What a task can reach"), built for
+//! `launch::TaskLaunch`, the one builder of what `run`, `verify` and every
+//! executor launch.
 //!
 //! ```text
 //!  task has `env`?  ── yes ──► its `pass` names from the engine's environment
@@ -70,20 +71,42 @@ pub struct ContractInput<'a> {
     pub watermark: Option<&'a str>,
 }
 
-/// The attempt-specific values of weir's `WEIR_*` contract.
+/// Who launches the task: everything of the `WEIR_*` contract that is not
+/// a path and differs between `weir run`'s attempt and `weir verify`'s
+/// rerun of the same partition. Kept in one type so that nothing else can.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Launcher<'a> {
+    /// Attempt `attempt` of run `run_id`, holding fencing token `token`:
+    /// the task's current `code_version`.
+    Attempt {
+        /// `WEIR_RUN_ID`.
+        run_id: &'a str,
+        /// `WEIR_ATTEMPT` (1, 2, …).
+        attempt: u32,
+        /// `WEIR_TOKEN`.
+        token: u64,
+    },
+    /// `weir verify`'s rerun `id` (`verify-…`) of a publication made with
+    /// `code_version`: no attempt and no token (both 0, nothing is
+    /// published), and the publication's code_version, so a task that
+    /// stamps rows stamps them as the publication did.
+    Rerun {
+        /// `WEIR_RUN_ID`.
+        id: &'a str,
+        /// `WEIR_CODE_VERSION`: the commit record's.
+        code_version: &'a str,
+    },
+}
+
+/// The launch-specific values of weir's `WEIR_*` contract: who launches,
+/// and the paths of this launch's own staging.
 pub struct Contract<'a> {
-    /// `WEIR_RUN_ID`.
-    pub run_id: &'a str,
+    /// `WEIR_RUN_ID`, `WEIR_ATTEMPT`, `WEIR_TOKEN`, `WEIR_CODE_VERSION`.
+    pub launcher: Launcher<'a>,
     /// `WEIR_PARTITION` (and `WEIR_PARTITION_<SCHEME>` per dimension).
     pub partition: &'a str,
-    /// `WEIR_ATTEMPT` (0 for `verify`).
-    pub attempt: u32,
-    /// `WEIR_TOKEN` (0 for `verify`).
-    pub token: u64,
     /// `WEIR_OUTPUT_DIR`.
     pub output_dir: &'a Path,
-    /// `WEIR_CODE_VERSION` (the record's for `verify`).
-    pub code_version: &'a str,
     /// `WEIR_INPUT_<NAME>` and `WEIR_WATERMARK_<NAME>`.
     pub inputs: Vec<ContractInput<'a>>,
 }
@@ -285,8 +308,9 @@ fn redact_stream(
 
 /// `task`'s environment for one attempt (or `verify`'s rerun): see the
 /// module doc. A `set` reference that cannot be read is an error, before
-/// anything is launched.
-pub fn build(
+/// anything is launched. Only `launch::TaskLaunch` calls it: `run`,
+/// `verify` and the executors get their environment from there.
+pub(super) fn build(
     manifest: &Manifest,
     task: &Task,
     contract: &Contract<'_>,
@@ -300,7 +324,7 @@ pub fn build(
 }
 
 /// [`build`] over a given engine environment (tests).
-pub fn build_from(
+pub(super) fn build_from(
     manifest: &Manifest,
     task: &Task,
     contract: &Contract<'_>,
@@ -415,19 +439,27 @@ pub fn read_value(value: &EnvValue, dir: &Path) -> Result<(String, bool), String
 
 /// weir's own variables (README, "The task environment").
 fn weir_vars(manifest: &Manifest, task: &Task, c: &Contract<'_>) -> Vec<(String, String)> {
+    let (run_id, attempt, token, code_version) = match c.launcher {
+        Launcher::Attempt {
+            run_id,
+            attempt,
+            token,
+        } => (run_id, attempt, token, task.code_version.as_str()),
+        Launcher::Rerun { id, code_version } => (id, 0, 0, code_version),
+    };
     let mut env = vec![
-        ("WEIR_RUN_ID".to_string(), c.run_id.to_string()),
+        ("WEIR_RUN_ID".to_string(), run_id.to_string()),
         ("WEIR_PIPELINE".into(), manifest.pipeline.name.clone()),
         ("WEIR_TASK".into(), task.name.clone()),
         ("WEIR_PARTITION".into(), c.partition.to_string()),
-        ("WEIR_ATTEMPT".into(), c.attempt.to_string()),
-        ("WEIR_TOKEN".into(), c.token.to_string()),
+        ("WEIR_ATTEMPT".into(), attempt.to_string()),
+        ("WEIR_TOKEN".into(), token.to_string()),
         ("WEIR_OUTPUT_DIR".into(), absolute(c.output_dir)),
-        ("WEIR_CODE_VERSION".into(), c.code_version.to_string()),
+        ("WEIR_CODE_VERSION".into(), code_version.to_string()),
     ];
-    env.extend(super::launch::partition_vars(&task.dims, c.partition));
+    env.extend(partition_vars(&task.dims, c.partition));
     for input in &c.inputs {
-        let var = super::launch::input_var(input.name);
+        let var = input_var(input.name);
         env.push((var.clone(), absolute(input.location)));
         if let Some(w) = input.watermark {
             env.push((
@@ -437,6 +469,43 @@ fn weir_vars(manifest: &Manifest, task: &Task, c: &Contract<'_>) -> Vec<(String,
         }
     }
     env
+}
+
+/// `raw_orders` → `WEIR_INPUT_RAW_ORDERS`.
+pub fn input_var(dataset: &str) -> String {
+    format!("WEIR_INPUT_{}", var_suffix(dataset))
+}
+
+/// `WEIR_PARTITION_<SCHEME>` per dimension of a task's key
+/// (`WEIR_PARTITION_REGION=eu`).
+pub fn partition_vars(dims: &crate::partition::Dims, key: &str) -> Vec<(String, String)> {
+    let Some(parts) = dims.split(key) else {
+        return Vec::new();
+    };
+    dims.0
+        .iter()
+        .zip(parts)
+        .map(|(d, part)| {
+            (
+                format!("WEIR_PARTITION_{}", var_suffix(&d.name)),
+                part.to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A name upper-cased with `_` for every character a variable name cannot
+/// hold.
+fn var_suffix(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 fn absolute(path: &Path) -> String {
@@ -478,12 +547,13 @@ mod tests {
 
     fn built(m: &Manifest, engine: &[(&str, &str)]) -> Vec<(String, String)> {
         let contract = Contract {
-            run_id: "r",
+            launcher: Launcher::Attempt {
+                run_id: "r",
+                attempt: 1,
+                token: 7,
+            },
             partition: "all",
-            attempt: 1,
-            token: 7,
             output_dir: Path::new("/out"),
-            code_version: "1",
             inputs: Vec::new(),
         };
         let engine: Vec<(OsString, OsString)> =

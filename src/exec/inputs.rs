@@ -80,6 +80,16 @@ pub struct Materialized {
     pub watermark: Option<String>,
 }
 
+impl<'a> From<&'a Materialized> for super::env::ContractInput<'a> {
+    fn from(input: &'a Materialized) -> Self {
+        super::env::ContractInput {
+            name: &input.name,
+            location: &input.location,
+            watermark: input.watermark.as_deref(),
+        }
+    }
+}
+
 /// Copies every input of `snapshot` into `<attempt_dir>/inputs/<name>/`.
 pub fn materialize(
     snapshot: &InputSnapshot,

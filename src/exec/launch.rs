@@ -1,14 +1,27 @@
-//! Launching a task's command: its own process group, the documented
-//! environment, output to files, a watchdog that kills the whole group at
-//! the timeout, and its whole process tree stopped when it exits
-//! (`tree.rs`).
+//! Launching a task's command, in two halves:
 //!
-//! The environment (`env.rs` builds it, README "The task environment"):
-//! `WEIR_RUN_ID`, `WEIR_TASK`, `WEIR_PARTITION`, `WEIR_ATTEMPT`, `WEIR_TOKEN`,
-//! `WEIR_OUTPUT_DIR`, `WEIR_INPUT_<NAME>` (one per input, NAME upper-cased
-//! with non-alphanumerics as `_`), `WEIR_PARTITION_<SCHEME>` (one per
-//! dimension), `WEIR_CODE_VERSION`, `WEIR_PIPELINE`, `WEIR_PROCESS_TAG`
-//! (`tree.rs`).
+//! ```text
+//!  TaskLaunch::new(manifest, task, Contract, program)      what the task is given:
+//!      argv, program (found along PATH), cwd (the           one builder for `weir run`'s
+//!      manifest's directory), env (`env.rs`), timeout       attempts, `weir verify`'s rerun
+//!          │ .command(dir, tag)                             and every executor
+//!          ▼
+//!  Launch ──► executor (local: `run` below; Slurm: `slurm.rs`)
+//! ```
+//!
+//! `run` starts the command in its own process group with output to files,
+//! a watchdog that kills the whole group at the timeout, and its whole
+//! process tree stopped when it exits (`tree.rs`); a local command also
+//! gets `WEIR_PROCESS_TAG`, the launch's tag.
+//!
+//! The environment (README "The task environment"): `WEIR_RUN_ID`,
+//! `WEIR_PIPELINE`, `WEIR_TASK`, `WEIR_PARTITION`, `WEIR_PARTITION_<SCHEME>`
+//! (one per dimension), `WEIR_ATTEMPT`, `WEIR_TOKEN`, `WEIR_OUTPUT_DIR`,
+//! `WEIR_INPUT_<NAME>` and `WEIR_WATERMARK_<NAME>` (one per input, NAME
+//! upper-cased with non-alphanumerics as `_`), `WEIR_CODE_VERSION`, over the
+//! engine's environment or exactly the task's `env`. What differs between a
+//! run's attempt and verify's rerun is [`Launcher`] and the paths of each
+//! launch's own staging, nothing else.
 
 use std::fs::File;
 use std::os::unix::process::ExitStatusExt;
@@ -18,7 +31,119 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::classify::Ending;
+use super::env::{EnvError, TaskEnv};
 use super::tree;
+use crate::manifest::{Manifest, Task};
+
+pub use super::env::{Contract, ContractInput, Launcher};
+
+/// The names of a launch's logs, in the directory given to
+/// [`TaskLaunch::command`].
+pub const LOGS: [&str; 2] = ["stdout.log", "stderr.log"];
+
+/// What a task's command is started with, built by [`TaskLaunch::new`]
+/// alone: `weir run`'s attempts, `weir verify`'s rerun and every executor
+/// take it from there, so what a task sees cannot differ between them.
+#[derive(Debug, Clone)]
+pub struct TaskLaunch<'a> {
+    /// The task's `command`, as written.
+    pub argv: &'a [String],
+    /// `argv[0]` found along the engine's PATH ([`program`]).
+    pub program: Option<PathBuf>,
+    /// The manifest's directory.
+    pub cwd: &'a Path,
+    /// The command's whole environment (`env.rs`).
+    pub env: TaskEnv,
+    /// The task's `timeout`.
+    pub timeout: Duration,
+}
+
+impl<'a> TaskLaunch<'a> {
+    /// How `task` is launched for `contract` (who launches it, at which
+    /// partition, with which staging). `program` is where its `argv[0]` was
+    /// found ([`program`]: a run looks once when it starts, verify when it
+    /// does). A `set` reference of the task's `env` that cannot be read is
+    /// an error, before anything starts.
+    pub fn new(
+        manifest: &'a Manifest,
+        task: &'a Task,
+        contract: &Contract<'_>,
+        program: Option<PathBuf>,
+    ) -> Result<TaskLaunch<'a>, EnvError> {
+        let env = super::env::build(manifest, task, contract)?;
+        Ok(Self::with_env(manifest, task, env, program))
+    }
+
+    /// [`TaskLaunch::new`] over a given engine environment (tests).
+    #[cfg(test)]
+    fn new_from(
+        manifest: &'a Manifest,
+        task: &'a Task,
+        contract: &Contract<'_>,
+        program: Option<PathBuf>,
+        engine: &[(std::ffi::OsString, std::ffi::OsString)],
+    ) -> Result<TaskLaunch<'a>, EnvError> {
+        let env = super::env::build_from(manifest, task, contract, engine)?;
+        Ok(Self::with_env(manifest, task, env, program))
+    }
+
+    fn with_env(
+        manifest: &'a Manifest,
+        task: &'a Task,
+        env: TaskEnv,
+        program: Option<PathBuf>,
+    ) -> TaskLaunch<'a> {
+        TaskLaunch {
+            argv: &task.command,
+            program,
+            cwd: &manifest.dir,
+            env,
+            timeout: task.timeout,
+        }
+    }
+
+    /// The launch an executor starts: logs ([`LOGS`]) in `dir`, the
+    /// launch's process `tag` (`tree::new_tag`).
+    pub fn command(&self, dir: &Path, tag: String) -> Launch<'_> {
+        Launch {
+            argv: self.argv,
+            program: self.program.as_deref(),
+            cwd: self.cwd,
+            env: self.env.clone(),
+            stdout: dir.join(LOGS[0]),
+            stderr: dir.join(LOGS[1]),
+            timeout: self.timeout,
+            tag,
+        }
+    }
+
+    /// Replaces every secret value in the logs in `dir` once the command
+    /// ended, before anything reads them; a log that cannot be redacted is
+    /// removed. The logs that could not be, with why.
+    pub fn redact_logs(&self, dir: &Path) -> Vec<(&'static str, std::io::Error)> {
+        let mut failed = Vec::new();
+        for log in LOGS {
+            if let Err(e) = self.env.redact_file(&dir.join(log)) {
+                let _ = std::fs::remove_file(dir.join(log));
+                failed.push((log, e));
+            }
+        }
+        failed
+    }
+}
+
+/// Where `task`'s program is found along the engine's PATH ([`resolve`]),
+/// when that PATH is the task's too: a task whose `env` passes no `PATH`,
+/// or sets its own, searches its own (`None`: the child searches).
+pub fn program(task: &Task) -> Option<PathBuf> {
+    let own_path = task.env.as_ref().is_some_and(|e| {
+        !e.pass.iter().any(|p| p == "PATH") || e.set.iter().any(|(k, _)| k == "PATH")
+    });
+    if own_path {
+        return None;
+    }
+    task.command.first().and_then(|p| resolve(p))
+}
 
 /// What to launch.
 pub struct Launch<'a> {
@@ -30,8 +155,8 @@ pub struct Launch<'a> {
     pub program: Option<&'a Path>,
     /// Working directory (the manifest's).
     pub cwd: &'a Path,
-    /// The command's whole environment (`env::build`).
-    pub env: super::env::TaskEnv,
+    /// The command's whole environment (`TaskLaunch`).
+    pub env: TaskEnv,
     /// Where stdout goes.
     pub stdout: PathBuf,
     /// Where stderr goes.
@@ -41,37 +166,6 @@ pub struct Launch<'a> {
     /// The launch's process tag (`tree::new_tag`): every process of the task
     /// carries it, and it is what stops them all when the command exits.
     pub tag: String,
-}
-
-/// `raw_orders` → `WEIR_INPUT_RAW_ORDERS`.
-pub fn input_var(dataset: &str) -> String {
-    let name: String = dataset
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_uppercase()
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    format!("WEIR_INPUT_{name}")
-}
-
-/// `WEIR_PARTITION_<SCHEME>` per dimension of a task's key
-/// (`WEIR_PARTITION_REGION=eu`).
-pub fn partition_vars(dims: &crate::partition::Dims, key: &str) -> Vec<(String, String)> {
-    let Some(parts) = dims.split(key) else {
-        return Vec::new();
-    };
-    dims.0
-        .iter()
-        .zip(parts)
-        .map(|(d, part)| {
-            let var = input_var(&d.name).replacen("WEIR_INPUT_", "WEIR_PARTITION_", 1);
-            (var, part.to_string())
-        })
-        .collect()
 }
 
 /// Where `execvp(3)` would find `program` along the engine's PATH, if that
@@ -265,7 +359,205 @@ fn last_lines(bytes: &[u8], cut: bool) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+    use std::ffi::OsString;
+
     use super::*;
+
+    const TWO_DIMS: &str = r#"
+[pipeline]
+name = "p"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.region]
+kind = "static"
+keys = ["eu", "us"]
+
+[partitions.shop-id]
+kind = "static"
+keys = ["s1"]
+
+[datasets.raw]
+path = "raw.csv"
+
+[tasks.t]
+command = ["sh", "t.sh", "--flag"]
+inputs = ["raw"]
+partitioned_by = ["region", "shop-id"]
+output = { dataset = "o", grain = ["id"] }
+timeout = "7m"
+env = { pass = ["PATH", "HOME", "ABSENT"], set = { LEVEL = "info", KEY = "env:API_KEY" } }
+"#;
+
+    /// The engine's environment both launches see.
+    fn engine() -> Vec<(OsString, OsString)> {
+        [
+            ("PATH", "/usr/bin:/bin"),
+            ("HOME", "/h"),
+            ("API_KEY", "k-1"),
+            ("OTHER", "not passed"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect()
+    }
+
+    fn vars(launch: &TaskLaunch<'_>) -> BTreeMap<String, String> {
+        launch
+            .env
+            .all()
+            .into_iter()
+            .map(|(k, v)| (k.into_string().unwrap(), v.into_string().unwrap()))
+            .collect()
+    }
+
+    /// A run's attempt and verify's rerun of the same partition: the same
+    /// argv, program, cwd, timeout and environment, but for what names the
+    /// launch (run id, attempt, token) and where its own staging is.
+    #[test]
+    fn a_rerun_is_launched_as_the_runs_attempt_but_for_its_identity_and_staging() {
+        let m = Manifest::parse("m.toml", TWO_DIMS, Path::new("/m/m.toml")).unwrap();
+        let task = &m.tasks["t"];
+        let contract = |launcher, dir: &'static str, raw: &'static str| Contract {
+            launcher,
+            partition: "eu|s1",
+            output_dir: Path::new(dir),
+            inputs: vec![ContractInput {
+                name: "raw",
+                location: Path::new(raw),
+                watermark: None,
+            }],
+        };
+        let attempt = contract(
+            Launcher::Attempt {
+                run_id: "run-1",
+                attempt: 2,
+                token: 41,
+            },
+            "/wh/o/attempts/41/data",
+            "/wh/o/attempts/41/inputs/raw/raw.csv",
+        );
+        let rerun = contract(
+            Launcher::Rerun {
+                id: "verify-1",
+                code_version: "1",
+            },
+            "/wh/_scratch/verify-1/data",
+            "/wh/_scratch/verify-1/inputs/raw/raw.csv",
+        );
+        let sh = Some(PathBuf::from("/bin/sh"));
+        let run = TaskLaunch::new_from(&m, task, &attempt, sh.clone(), &engine()).unwrap();
+        let verify = TaskLaunch::new_from(&m, task, &rerun, sh, &engine()).unwrap();
+
+        assert_eq!(run.argv, ["sh", "t.sh", "--flag"]);
+        assert_eq!(verify.argv, run.argv);
+        assert_eq!(verify.program, run.program);
+        assert_eq!((run.cwd, verify.cwd), (Path::new("/m"), Path::new("/m")));
+        assert_eq!((run.timeout, verify.timeout), (task.timeout, task.timeout));
+
+        let (run, verify) = (vars(&run), vars(&verify));
+        assert_eq!(
+            run.keys().collect::<Vec<_>>(),
+            verify.keys().collect::<Vec<_>>()
+        );
+        let differ = |name: &str| (run[name].as_str(), verify[name].as_str());
+        assert_eq!(differ("WEIR_RUN_ID"), ("run-1", "verify-1"));
+        assert_eq!(differ("WEIR_ATTEMPT"), ("2", "0"));
+        assert_eq!(differ("WEIR_TOKEN"), ("41", "0"));
+        assert_eq!(
+            differ("WEIR_OUTPUT_DIR"),
+            ("/wh/o/attempts/41/data", "/wh/_scratch/verify-1/data")
+        );
+        assert_eq!(
+            differ("WEIR_INPUT_RAW"),
+            (
+                "/wh/o/attempts/41/inputs/raw/raw.csv",
+                "/wh/_scratch/verify-1/inputs/raw/raw.csv"
+            )
+        );
+        let same = |env: &BTreeMap<String, String>| -> BTreeMap<String, String> {
+            let identity = [
+                "WEIR_RUN_ID",
+                "WEIR_ATTEMPT",
+                "WEIR_TOKEN",
+                "WEIR_OUTPUT_DIR",
+                "WEIR_INPUT_RAW",
+            ];
+            env.iter()
+                .filter(|(k, _)| !identity.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        };
+        let expected: BTreeMap<String, String> = [
+            ("HOME", "/h"),
+            ("KEY", "k-1"),
+            ("LEVEL", "info"),
+            ("PATH", "/usr/bin:/bin"),
+            ("WEIR_CODE_VERSION", "1"),
+            ("WEIR_PARTITION", "eu|s1"),
+            ("WEIR_PARTITION_REGION", "eu"),
+            ("WEIR_PARTITION_SHOP_ID", "s1"),
+            ("WEIR_PIPELINE", "p"),
+            ("WEIR_TASK", "t"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(same(&run), expected);
+        assert_eq!(same(&verify), expected);
+    }
+
+    /// verify stamps rows as the publication did: its code_version, not
+    /// the task's current one.
+    #[test]
+    fn a_rerun_gets_the_publications_code_version() {
+        let m = Manifest::parse("m.toml", TWO_DIMS, Path::new("/m/m.toml")).unwrap();
+        let rerun = Contract {
+            launcher: Launcher::Rerun {
+                id: "verify-1",
+                code_version: "0.9",
+            },
+            partition: "us|s1",
+            output_dir: Path::new("/d"),
+            inputs: Vec::new(),
+        };
+        let launch = TaskLaunch::new_from(&m, &m.tasks["t"], &rerun, None, &engine()).unwrap();
+        let env = vars(&launch);
+        assert_eq!(env["WEIR_CODE_VERSION"], "0.9");
+        assert_eq!(env["WEIR_PARTITION_REGION"], "us");
+        let logs = launch.command(Path::new("/a"), "tag".into());
+        assert_eq!(
+            (logs.stdout, logs.stderr),
+            (
+                PathBuf::from("/a/stdout.log"),
+                PathBuf::from("/a/stderr.log")
+            )
+        );
+    }
+
+    /// A task searches the engine's PATH (looked up once) only when that
+    /// PATH is its own.
+    #[test]
+    fn a_program_is_looked_up_only_along_the_tasks_own_path() {
+        let with = |env: &str| {
+            let text = TWO_DIMS.replace(
+                "env = { pass = [\"PATH\", \"HOME\", \"ABSENT\"], set = { LEVEL = \"info\", KEY = \"env:API_KEY\" } }",
+                env,
+            );
+            let m = Manifest::parse("m.toml", &text, Path::new("/m/m.toml")).unwrap();
+            program(&m.tasks["t"])
+        };
+        let found = resolve("sh");
+        assert!(found.is_some(), "sh is on this PATH");
+        assert_eq!(with(""), found);
+        assert_eq!(with("env = { pass = [\"PATH\"] }"), found);
+        assert_eq!(with("env = { pass = [\"HOME\"] }"), None);
+        assert_eq!(
+            with("env = { pass = [\"PATH\"], set = { PATH = \"/opt/bin\" } }"),
+            None
+        );
+    }
 
     /// Minor page faults of the calling thread so far.
     fn minor_faults() -> i64 {
@@ -313,7 +605,7 @@ mod tests {
             argv: &argv,
             program: None,
             cwd: dir.path(),
-            env: crate::exec::env::TaskEnv::exactly(vec![("WEIR_TASK".into(), "t".into())]),
+            env: TaskEnv::exactly(vec![("WEIR_TASK".into(), "t".into())]),
             stdout: dir.path().join("stdout.log"),
             stderr: dir.path().join("stderr.log"),
             timeout: Duration::from_secs(30),

@@ -236,7 +236,7 @@ pub(crate) struct Context<'a> {
     pub(crate) log_error: std::sync::Mutex<Option<String>>,
     /// Each planned task's code fingerprint (`manifest::fingerprint`).
     pub(crate) fingerprints: std::collections::HashMap<String, String>,
-    /// Each planned task's program found along PATH (`launch::resolve`).
+    /// Each planned task's program found along PATH (`launch::program`).
     pub(crate) programs: std::collections::HashMap<String, std::path::PathBuf>,
     /// The outbox of `[notify]` targets, if any.
     pub(crate) notify: Option<crate::notify::Notifier>,
@@ -388,17 +388,9 @@ pub fn run(
             t.name.clone(),
             crate::manifest::fingerprint::fingerprint(&manifest.dir, task)?,
         );
-        // Found along the engine's PATH only when that is the task's PATH
-        // too (`env` may give it another, or none).
-        let own_path = task.env.as_ref().is_some_and(|e| {
-            !e.pass.iter().any(|p| p == "PATH") || e.set.iter().any(|(k, _)| k == "PATH")
-        });
-        let resolved = if own_path {
-            None
-        } else {
-            task.command.first().and_then(|p| launch::resolve(p))
-        };
-        if let Some(program) = resolved {
+        // Looked up once per run: a program installed while it goes is
+        // used from the next run on.
+        if let Some(program) = launch::program(task) {
             programs.insert(t.name.clone(), program);
         }
     }
@@ -928,7 +920,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                             ))
                             .data(
                                 Payload::Retrying(payload::Retrying {
-                                    class: kind.to_string(),
+                                    class: kind.clone(),
                                     delay_ms: delay.as_millis() as u64,
                                     next_attempt: attempt + 1,
                                 })
@@ -946,7 +938,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                     State::Held,
                     event().detail(why.clone()).data(
                         Payload::Decided(payload::Decided {
-                            class: kind.to_string(),
+                            class: kind.clone(),
                             budget_spent: true,
                         })
                         .to_json(),
@@ -960,14 +952,14 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                     "{kind} failure ({reason}) after {attempt} of {} attempts",
                     class.max_attempts
                 );
-                self.terminal(id, class.on_exhausted, event(), why, kind)
+                self.terminal(id, class.on_exhausted, event(), why, &kind)
             }
             other => self.terminal(
                 id,
                 other,
                 event(),
                 format!("{kind} failure: {reason}"),
-                kind,
+                &kind,
             ),
         }
     }
@@ -978,10 +970,10 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         disposition: Disposition,
         event: Event,
         why: String,
-        kind: &str,
+        kind: &classify::FailureClass,
     ) -> Option<InstanceResult> {
         let data = Payload::Decided(payload::Decided {
-            class: kind.to_string(),
+            class: kind.clone(),
             budget_spent: false,
         })
         .to_json();

@@ -34,6 +34,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use sha2::{Digest as _, Sha256};
 
+use crate::events::payload::{FailureClass, Payload};
 use crate::events::{EventRecord, State};
 use crate::manifest::{Lineage, LineageSink, Manifest};
 use crate::store::{CommitRecord, Warehouse};
@@ -338,10 +339,11 @@ impl Mapper {
                 let Some(failed) = self.failed.remove(&(task.clone(), partition.clone())) else {
                     return Vec::new();
                 };
-                let class = record.data["class"]
-                    .as_str()
-                    .unwrap_or("unknown")
-                    .to_owned();
+                let class = match Payload::read(record.state, &record.data) {
+                    Some(Payload::Retrying(p)) => p.class.to_string(),
+                    Some(Payload::Decided(p)) => p.class.to_string(),
+                    _ => "unknown".to_owned(),
+                };
                 if let Some(attempt) = failed.attempt {
                     self.open.remove(&key(attempt));
                 }
@@ -351,7 +353,7 @@ impl Mapper {
                 if let Some(attempt) = record.attempt {
                     self.open.remove(&key(attempt));
                 }
-                vec![self.fail(record, "deterministic")]
+                vec![self.fail(record, FailureClass::Deterministic.as_str())]
             }
             State::EngineFailed => {
                 if let Some(attempt) = record.attempt {

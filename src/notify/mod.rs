@@ -108,16 +108,23 @@ fn fact_of(state: State, event: &Event, run_id: &str) -> Option<(NotifyKind, Str
         }
         // Only a decision carries its class; a marker restated by a later
         // run, or a hold for inputs not there yet, has none.
-        State::Quarantined if event.data.get("class").is_some() => {
-            Some((NotifyKind::Quarantined, attempt()))
-        }
-        State::Held if event.data.get("class").is_some() => Some((NotifyKind::Held, attempt())),
+        State::Quarantined if decided(state, event) => Some((NotifyKind::Quarantined, attempt())),
+        State::Held if decided(state, event) => Some((NotifyKind::Held, attempt())),
         State::EngineFailed => Some((NotifyKind::Failed, attempt())),
         // A period is late, or missed, once.
         State::Late => Some((NotifyKind::Late, String::new())),
         State::Missed => Some((NotifyKind::Missed, String::new())),
         _ => None,
     }
+}
+
+/// Whether a HELD or QUARANTINED event is the scheduler's decision on a
+/// failure (it carries the failure's class).
+fn decided(state: State, event: &Event) -> bool {
+    matches!(
+        crate::events::payload::Payload::read(state, &event.data),
+        Some(crate::events::payload::Payload::Decided(_))
+    )
 }
 
 /// The engine's side of the outbox for one run: writes the notifications of

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::events::payload::Payload;
+use crate::events::payload::{FailureClass, Payload};
 use crate::events::{EventRecord, State};
 use crate::manifest::Manifest;
 use crate::partition::shell_word;
@@ -38,7 +38,7 @@ pub struct AttemptEvidence {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job_id: Option<String>,
     /// Failure class.
-    pub class: Option<String>,
+    pub class: Option<FailureClass>,
     /// Runtime of the command.
     pub duration_ms: Option<u64>,
     /// Why, in words.
@@ -567,20 +567,20 @@ fn recommend(
     }
     // EX_DATAERR (65): the task says its input is wrong.
     let data_error = last.exit_code == Some(65);
-    match (last.state.as_str(), last.class.as_deref(), last.decision.as_deref()) {
+    match (last.state.as_str(), last.class.as_ref(), last.decision.as_deref()) {
         ("PUBLISHED" | "REJECTED_STALE", ..) => (Action::Nothing, "nothing to do: a complete, audited generation is visible".into()),
         ("GATE_FAILED", ..) => (Action::FixData, format!(
             "fix data: the gates above failed on the rows listed (or fix the code or the gate if the data is right), then {retry}"
         )),
-        (_, Some("deterministic"), _) if data_error => (Action::FixData, format!(
+        (_, Some(FailureClass::Deterministic), _) if data_error => (Action::FixData, format!(
             "fix data: the task rejected its input (exit code 65, data error; see stderr and the input snapshot above), then {retry}"
         )),
-        (_, Some("deterministic"), _) => (Action::FixCode, format!("fix code: the task fails the same way for this input (see stderr), then {retry}")),
-        (_, Some("operator"), _) => (Action::Decide, format!("decide: the task asked for an operator; fix the cause and {retry}, or `weir abandon`")),
+        (_, Some(FailureClass::Deterministic), _) => (Action::FixCode, format!("fix code: the task fails the same way for this input (see stderr), then {retry}")),
+        (_, Some(FailureClass::Operator), _) => (Action::Decide, format!("decide: the task asked for an operator; fix the cause and {retry}, or `weir abandon`")),
         (_, _, Some("HELD")) if last.detail.contains("budget") => {
             (Action::Retry, format!("retry: the run's retry budget was spent during a wider outage; once it is over, {retry}"))
         }
-        (_, Some("transient"), Some("HELD")) => (Action::Retry, format!("retry: transient failures used every attempt; check what the task depends on, then {retry}")),
+        (_, Some(FailureClass::Transient), Some("HELD")) => (Action::Retry, format!("retry: transient failures used every attempt; check what the task depends on, then {retry}")),
         (_, _, Some("RETRYING")) => (Action::Wait, "wait: a retry is scheduled".into()),
         _ => (Action::Retry, format!("retry: {retry}")),
     }

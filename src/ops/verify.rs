@@ -25,8 +25,8 @@ use serde::Deserialize;
 use crate::audit::{self, CanonicalRow, Format};
 use crate::exec::classify::Ending;
 use crate::exec::inputs;
-use crate::exec::launch::{self, Launch};
-use crate::manifest::{Manifest, Task};
+use crate::exec::launch::{self, Contract, ContractInput, Launcher, TaskLaunch};
+use crate::manifest::Manifest;
 use crate::store::{CommitRecord, Depth, Drift, DriftKind, Generation, Warehouse};
 
 /// How many rows only on one side a report lists.
@@ -374,6 +374,16 @@ struct Repinned {
     watermark: Option<String>,
 }
 
+impl<'a> From<&'a Repinned> for ContractInput<'a> {
+    fn from(input: &'a Repinned) -> Self {
+        ContractInput {
+            name: &input.name,
+            location: &input.location,
+            watermark: input.watermark.as_deref(),
+        }
+    }
+}
+
 /// Reruns `task` at `partition` from the inputs its published generation
 /// pinned, in a scratch directory, and compares the rerun's canonical digest
 /// with the published one. Publishes nothing.
@@ -429,23 +439,22 @@ pub fn verify(
         .collect::<Result<Vec<_>, _>>()?;
 
     let data = scratch.join("data");
-    let env = environment(manifest, spec, partition, &record, &run_id, &data, &inputs)?;
-    let ending = launch::run(&Launch {
-        argv: &spec.command,
-        program: None,
-        cwd: &manifest.dir,
-        env: env.clone(),
-        stdout: scratch.join("stdout.log"),
-        stderr: scratch.join("stderr.log"),
-        timeout: spec.timeout,
-        tag: crate::exec::tree::new_tag(),
-    });
+    // What `run` gives an attempt, from the same builder; only the
+    // launcher (no attempt, no token, the record's code_version) and the
+    // scratch paths are verify's own.
+    let contract = Contract {
+        launcher: Launcher::Rerun {
+            id: &run_id,
+            code_version: &record.code_version,
+        },
+        partition,
+        output_dir: &data,
+        inputs: inputs.iter().map(ContractInput::from).collect(),
+    };
+    let command = TaskLaunch::new(manifest, spec, &contract, launch::program(spec))?;
+    let ending = launch::run(&command.command(&scratch, crate::exec::tree::new_tag()));
     // As after an attempt: no secret value stays in the logs.
-    for log in ["stdout.log", "stderr.log"] {
-        if env.redact_file(&scratch.join(log)).is_err() {
-            let _ = std::fs::remove_file(scratch.join(log));
-        }
-    }
+    let _ = command.redact_logs(&scratch);
     if ending != Ending::Success {
         return Err(VerifyError::TaskFailed {
             ending: ending.describe(),
@@ -693,58 +702,6 @@ fn scratch_dir(root: &Path) -> Result<(String, PathBuf), VerifyError> {
     }
 }
 
-/// The attempt's environment (`exec::env::build`, the one `run` uses), with
-/// `WEIR_ATTEMPT` and `WEIR_TOKEN` 0 and the record's `code_version`, so a
-/// task that stamps rows stamps them as the publication did.
-fn environment(
-    manifest: &Manifest,
-    task: &Task,
-    partition: &str,
-    record: &CommitRecord,
-    run_id: &str,
-    data: &Path,
-    inputs: &[Repinned],
-) -> Result<crate::exec::env::TaskEnv, crate::exec::env::EnvError> {
-    crate::exec::env::build(
-        manifest,
-        task,
-        &contract(partition, record, run_id, data, inputs),
-    )
-}
-
-fn contract<'a>(
-    partition: &'a str,
-    record: &'a CommitRecord,
-    run_id: &'a str,
-    data: &'a Path,
-    inputs: &'a [Repinned],
-) -> crate::exec::env::Contract<'a> {
-    crate::exec::env::Contract {
-        run_id,
-        partition,
-        attempt: 0,
-        token: 0,
-        output_dir: data,
-        code_version: &record.code_version,
-        inputs: inputs
-            .iter()
-            .map(|i| crate::exec::env::ContractInput {
-                name: &i.name,
-                location: &i.location,
-                watermark: i.watermark.as_deref(),
-            })
-            .collect(),
-    }
-}
-
-#[cfg(test)]
-fn absolute(path: &Path) -> String {
-    std::path::absolute(path)
-        .unwrap_or_else(|_| path.to_path_buf())
-        .display()
-        .to_string()
-}
-
 /// Up to [`MAX_DIFFERENCES`] rows present on one side only, alternating
 /// sides, with columns aligned by name (grain columns first).
 fn differences(
@@ -849,7 +806,6 @@ fn render_row(columns: &[String], row: &CanonicalRow) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::launch::input_var;
     use crate::exec::snapshot;
     use crate::store::{CommitKind, NewCommit, TokenOwner};
 
@@ -962,29 +918,26 @@ printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
         let token = store.allocate_token(&owner).unwrap();
         let dir = store.prepare_attempt(token).unwrap();
         let data = dir.join("data");
-        let mut env = vec![
-            ("WEIR_RUN_ID".to_string(), "run-test".to_string()),
-            ("WEIR_PIPELINE".into(), "v".into()),
-            ("WEIR_TASK".into(), task.into()),
-            ("WEIR_PARTITION".into(), "p".into()),
-            ("WEIR_ATTEMPT".into(), "1".into()),
-            ("WEIR_TOKEN".into(), token.get().to_string()),
-            ("WEIR_OUTPUT_DIR".into(), absolute(&data)),
-            ("WEIR_CODE_VERSION".into(), "7".into()),
-        ];
-        for input in &snap.inputs {
-            env.push((input_var(&input.name), absolute(&input.location)));
-        }
-        let ending = launch::run(&Launch {
-            argv: &spec.command,
-            program: None,
-            cwd: &sb.manifest.dir,
-            env: crate::exec::env::TaskEnv::exactly(env),
-            stdout: dir.join("stdout.log"),
-            stderr: dir.join("stderr.log"),
-            timeout: spec.timeout,
-            tag: crate::exec::tree::new_tag(),
-        });
+        let contract = Contract {
+            launcher: Launcher::Attempt {
+                run_id: "run-test",
+                attempt: 1,
+                token: token.get(),
+            },
+            partition: "p",
+            output_dir: &data,
+            inputs: snap
+                .inputs
+                .iter()
+                .map(|i| ContractInput {
+                    name: &i.name,
+                    location: &i.location,
+                    watermark: None,
+                })
+                .collect(),
+        };
+        let command = TaskLaunch::new(&sb.manifest, spec, &contract, None).unwrap();
+        let ending = launch::run(&command.command(&dir, crate::exec::tree::new_tag()));
         assert_eq!(ending, Ending::Success);
         let files = audit::data_files(&data, spec.output.format).unwrap();
         let (rows, digest) = audit::digest_files(&files, spec.output.format).unwrap();
