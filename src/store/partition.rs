@@ -35,6 +35,7 @@ use std::sync::Arc;
 
 use crate::store::allocation::{TokenOwner, TokenRecord};
 use crate::store::backend::Backend;
+use crate::store::epoch::EpochCell;
 use crate::store::error::{PublishError, StoreError};
 use crate::store::fs::create_dir_all_durable;
 use crate::store::key::{key_path, validate_segment};
@@ -62,6 +63,9 @@ pub struct PartitionStore {
     /// (shared by every handle of one warehouse): records are never
     /// deleted, so each is a lower bound a remote listing can start after.
     seen: SeenGenerations,
+    /// This warehouse handle's epoch, the floor of its tokens on a local
+    /// disk (`store::epoch`).
+    epoch: EpochCell,
     dataset: String,
     partition: String,
     /// `<dataset>/<partition>`, the prefix of every key here.
@@ -84,6 +88,7 @@ impl PartitionStore {
         root: PathBuf,
         remote: Option<String>,
         seen: SeenGenerations,
+        epoch: EpochCell,
         dataset: &str,
         partition: &str,
     ) -> PartitionStore {
@@ -92,6 +97,7 @@ impl PartitionStore {
             root,
             remote,
             seen,
+            epoch,
             dataset: dataset.to_owned(),
             partition: partition.to_owned(),
             prefix: layout::partition_prefix(dataset, partition),
@@ -149,10 +155,14 @@ impl PartitionStore {
         validate_segment(&self.partition)
     }
 
-    /// Durable, strictly increasing per partition, never reused across
-    /// runs/processes/restarts: list `tokens/`, take max+1, but never at or
-    /// below the latest commit record's token, put-if-absent; if taken,
-    /// relist and try the next free one. The first token is 1.
+    /// Strictly increasing per partition, never reused across
+    /// runs/processes/restarts/crashes: list `tokens/`, take max+1, but
+    /// never at or below the latest commit record's token nor below this
+    /// engine's epoch floor, put-if-absent; if taken, relist and try the
+    /// next free one. The first token is 1. On a local disk the record is
+    /// not synced: the epoch taken (durably) once per warehouse handle
+    /// keeps a record lost in a host crash from being reused
+    /// ([`crate::store::epoch`]).
     ///
     /// Token records are never garbage-collected: the highest one is the
     /// partition's counter. The log is its floor: with `tokens/` lost (a
@@ -196,11 +206,17 @@ impl PartitionStore {
             Some(rec) => self.above(&rec)?,
             None => FencingToken::from_raw(1),
         };
+        // On a local disk the token's record is not synced: the epoch's
+        // floor keeps a record lost in a crash from being handed out again
+        // (`store::epoch`). An object store's writes are durable anyway.
+        if self.remote.is_none() {
+            floor = floor.max(self.epoch.get_or_take(self.backend.as_ref())?.floor);
+        }
         let (mut below, next) = self.listed_tokens()?;
         let mut candidate = next.max(floor);
         loop {
             let key = layout::token_key(&self.prefix, candidate);
-            if self.backend.put_if_absent(&key, &bytes)? {
+            if self.backend.put_if_absent_volatile(&key, &bytes)? {
                 let latest = self.latest()?;
                 match &latest {
                     Some(rec) if rec.token >= candidate => floor = self.above(rec)?,
@@ -1150,6 +1166,50 @@ mod tests {
         // Records written before markers existed have none: no hole.
         assert_eq!(hole(names(&[&rec(1), &rec(2)]), 1), None);
         assert_eq!(hole(Vec::new(), 1), None);
+    }
+
+    // issue 28 item 4: a local token's record is not synced; a host crash
+    // may lose the record of an attempt that never committed, and the first
+    // epoch after the reboot raises the floor above it, so that token is
+    // never handed out again. Without a reboot tokens stay dense.
+    #[test]
+    fn issue_28_a_token_lost_in_a_host_crash_is_not_handed_out_again() {
+        let (tmp, wh, p) = setup();
+        for i in 1..=3 {
+            assert_eq!(p.allocate_token(&owner(i)).unwrap().get(), u64::from(i));
+        }
+        p.commit(sample(1)).unwrap();
+        let epochs: Vec<String> = wh.backend().list("_epochs").unwrap();
+        assert_eq!(epochs, ["00000000000000000001"], "one epoch per handle");
+        // Another handle in the same boot: no raise, the next dense token.
+        let same = Warehouse::open(tmp.path()).unwrap().partition("d", "p");
+        assert_eq!(same.allocate_token(&owner(4)).unwrap().get(), 4);
+        // The host lost power: token 4's record (never committed) is gone,
+        // and the epochs were taken on the boot before this one.
+        std::fs::remove_file(tmp.path().join("d/p/tokens/00000000000000000004")).unwrap();
+        for name in ["00000000000000000001", "00000000000000000002"] {
+            let path = tmp.path().join("_epochs").join(name);
+            let mut rec: crate::store::epoch::EpochRecord =
+                serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            rec.holder.boot_id = Some("the boot before".into());
+            std::fs::write(&path, serde_json::to_vec(&rec).unwrap()).unwrap();
+        }
+        let rebooted = Warehouse::open(tmp.path()).unwrap().partition("d", "p");
+        let t = rebooted.allocate_token(&owner(5)).unwrap();
+        assert_eq!(t.get(), 3 << 32, "above every token of the boot before");
+        // A zombie of the boot before (token 3, alive on another host)
+        // loses to it.
+        assert_eq!(
+            rebooted.commit(sample(t.get())).unwrap().generation.get(),
+            2
+        );
+        assert!(matches!(
+            p.commit(sample(3)),
+            Err(PublishError::Stale { .. })
+        ));
+        // And the next handle in this boot inherits the raised floor.
+        let next = Warehouse::open(tmp.path()).unwrap().partition("d", "q");
+        assert_eq!(next.allocate_token(&owner(1)).unwrap().get(), 3 << 32);
     }
 
     // issue 23 items 1 and 4: a token comes from above the newest record
