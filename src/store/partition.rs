@@ -175,18 +175,26 @@ impl PartitionStore {
     }
 
     /// [`PartitionStore::allocate_token`], with what the allocation saw:
-    /// the latest record read after the token was taken, and the tokens
-    /// listed before it. An attempt needs both next (has anyone published
+    /// the latest record as of the token, and the tokens listed before it. An attempt needs both next (has anyone published
     /// meanwhile; whose attempts are live below mine), so it reads neither
     /// again.
     ///
     /// The log's floor: when this process has looked at the partition's
-    /// log, the newest record it kept, if any (any committed record is a
-    /// lower bound: tokens only grow along the log); else read before the
-    /// token. Either way the log is read again
-    /// after the token is taken, and a token not above the newest record
-    /// then (a floor that was behind) is left unused and allocation goes on
-    /// above that record.
+    /// log on an object store, the newest record it saw there (kept), or
+    /// none when the log was empty then; else the log is read before the
+    /// token.
+    ///
+    /// The log is not read again after the token is taken unless someone
+    /// else may have committed since the floor was read: every commit since
+    /// then has a token above the floor's, claimed before it committed, so
+    /// it is in this allocation's listing below the new token (a token is
+    /// only taken at the listing's maximum plus one, and a put that loses
+    /// to a racer relists); a racer whose token ends up above this one
+    /// waits for this one (`lease::guard`). So when the listing shows no
+    /// token between the floor's and the new one and no put was lost, the
+    /// floor is still the newest record. Otherwise the log is read again,
+    /// and a token not above the newest record then is left unused and
+    /// allocation goes on above that record.
     pub fn allocate(&self, owner: &TokenOwner) -> Result<Allocation, StoreError> {
         self.check()?;
         let record = TokenRecord::new(owner);
@@ -197,13 +205,22 @@ impl PartitionStore {
         // The partition's skeleton (tokens/, attempts/, log/) in one
         // durable step, before the first key under it.
         self.backend.prepare_dirs(&self.prefix, &layout::SKELETON)?;
-        let looked = self.remote.is_some() && self.seen.get(&self.prefix).is_some();
-        let floor_from = match looked {
-            true => self.seen.newest_record(&self.prefix),
-            false => self.latest()?,
+        // What this process saw last, when it has the record itself.
+        let kept = match self.remote.is_some() {
+            true => match self.seen.get(&self.prefix) {
+                Some(None) => Some(None),
+                Some(Some(g)) => self.seen.record(&self.prefix, g).map(Some),
+                None => None,
+            },
+            false => None,
         };
-        let mut floor = match floor_from {
-            Some(rec) => self.above(&rec)?,
+        let floor_from = match kept {
+            Some(kept) => kept,
+            None => self.latest()?,
+        };
+        let floor_token = floor_from.as_ref().map(|r| r.token);
+        let mut floor = match &floor_from {
+            Some(rec) => self.above(rec)?,
             None => FencingToken::from_raw(1),
         };
         // On a local disk the token's record is not synced: the epoch's
@@ -214,10 +231,18 @@ impl PartitionStore {
         }
         let (mut below, next) = self.listed_tokens()?;
         let mut candidate = next.max(floor);
+        let mut raced = false;
         loop {
             let key = layout::token_key(&self.prefix, candidate);
             if self.backend.put_if_absent_volatile(&key, &bytes)? {
-                let latest = self.latest()?;
+                let quiet = !raced
+                    && !below
+                        .iter()
+                        .any(|t| *t < candidate && floor_token.is_none_or(|f| *t > f));
+                let latest = match quiet {
+                    true => floor_from.clone(),
+                    false => self.latest()?,
+                };
                 match &latest {
                     Some(rec) if rec.token >= candidate => floor = self.above(rec)?,
                     _ => {
@@ -229,6 +254,7 @@ impl PartitionStore {
                     }
                 }
             }
+            raced = true;
             // Relisting can jump past several racers at once; the `max`
             // guards against a listing that lags behind what we just saw.
             let (listed, next) = self.listed_tokens()?;
@@ -968,7 +994,8 @@ impl SeenGenerations {
 pub struct Allocation {
     /// The token.
     pub token: FencingToken,
-    /// The latest record, read after the token was taken.
+    /// The latest record as of the token: read after it was taken, or the
+    /// floor when nobody can have committed since ([`PartitionStore::allocate`]).
     pub latest: Option<CommitRecord>,
     /// The tokens allocated when it was taken (the listing it was chosen
     /// from; every token between the newest record's and this one is there).
@@ -1511,6 +1538,47 @@ mod tests {
             writer.commit(sample(9)),
             Err(PublishError::Store(StoreError::MissingRecord { .. }))
         ));
+    }
+
+    // issue 28 item 1: an allocation after this process's own look at the
+    // log reads it no more when nobody else can have committed since (no
+    // token between the kept record's and the new one), and reads it when
+    // another engine's token is there: that engine committed meanwhile, and
+    // the allocation says so.
+    #[test]
+    fn issue_28_allocation_reads_the_log_only_when_someone_may_have_committed() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let tmp = tempfile::tempdir().unwrap();
+        let backend = Arc::new(LogListings::default());
+        let open = || {
+            Warehouse::remote(backend.clone(), "s3://b/wh", tmp.path())
+                .unwrap()
+                .partition("d", "p")
+        };
+        let log_reads = || {
+            backend.firsts.swap(0, Relaxed)
+                + backend.whole.swap(0, Relaxed)
+                + std::mem::take(&mut *backend.after.lock().unwrap()).len()
+        };
+        let mine = open();
+        let a = mine.allocate(&owner(1)).unwrap();
+        assert_eq!((a.token.get(), a.latest.is_none()), (1, true));
+        let first = mine.commit(sample(1)).unwrap();
+        log_reads();
+        let b = mine.allocate(&owner(2)).unwrap();
+        assert_eq!(b.token.get(), 2);
+        assert_eq!(b.latest.as_ref(), Some(&first));
+        assert_eq!(log_reads(), 0, "the kept record is the newest");
+        // Another engine takes token 3 and commits it.
+        let other = open();
+        let c = other.allocate(&owner(3)).unwrap();
+        assert_eq!(c.token.get(), 3);
+        let theirs = other.commit(sample(3)).unwrap();
+        log_reads();
+        let d = mine.allocate(&owner(4)).unwrap();
+        assert_eq!(d.token.get(), 4);
+        assert_eq!(d.latest.as_ref(), Some(&theirs));
+        assert_eq!(log_reads(), 1);
     }
 
     #[test]

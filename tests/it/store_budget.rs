@@ -114,6 +114,9 @@ fn issue_28_requests_per_published_and_current_instance_stay_within_budget() {
         "published: {per_published:.1} requests per instance {:?}",
         by_method(&published)
     );
+    if std::env::var_os("WEIR_BUDGET_DUMP").is_some() {
+        eprintln!("{}", published.join("\n"));
+    }
     assert!(
         per_published <= PUBLISHED_BUDGET,
         "{per_published:.1} requests per published instance, budget {PUBLISHED_BUDGET}:\n{}",
@@ -154,6 +157,9 @@ fn issue_28_requests_per_published_and_current_instance_stay_within_budget() {
         "current: {per_current:.1} requests per instance {:?}",
         by_method(&current)
     );
+    if std::env::var_os("WEIR_BUDGET_DUMP").is_some() {
+        eprintln!("{}", current.join("\n"));
+    }
     assert!(
         per_current <= CURRENT_BUDGET,
         "{per_current:.1} requests per current instance, budget {CURRENT_BUDGET}:\n{}",
