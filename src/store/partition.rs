@@ -957,11 +957,6 @@ impl SeenGenerations {
         *entry = (*entry).max(g);
     }
 
-    /// The newest record kept for the partition, if any.
-    fn newest_record(&self, prefix: &str) -> Option<CommitRecord> {
-        self.lock().records.get(prefix).cloned()
-    }
-
     /// The kept record of generation `g`, if it is the one kept.
     fn record(&self, prefix: &str, g: Generation) -> Option<CommitRecord> {
         self.lock()
