@@ -31,6 +31,12 @@
 //!
 //! An object store makes every write durable: its engines take no epoch.
 //!
+//! What a power loss can still take with an unsynced record is evidence:
+//! who held the token (gc's age of an orphaned attempt, the takeover's
+//! "holder is gone"), and the record `weir verify` looks for under a
+//! committed generation's token, which then reports it unallocated (exit 5)
+//! although the commit record itself is durable.
+//!
 //! # Two engines at once
 //!
 //! The token order and the claims are unchanged: a token is still claimed
