@@ -26,8 +26,10 @@
 //! record shows it) and one write per commit, made after the record lands:
 //! a marker never names a record that was not committed. Losing the marker
 //! alone (a crash right after the commit) only takes one witness away.
-//! Allocation reads the newest record, so a log with a hole allocates no
-//! token either (one just taken when the hole is found is left unused): a
+//! Allocation reads the newest record (on an object store, unless this
+//! process has just looked), so a log with a hole allocates no token either
+//! (one just taken when the hole is found is left unused); a hole made
+//! after the look is found by the commit, which refuses to go over it: a
 //! partition in doubt stays as it is until a person restores the record.
 
 use std::path::PathBuf;
