@@ -6,6 +6,7 @@
 //!                                     data/  stdout.log  stderr.log  candidate.json
 //! <root>/<dataset>/<partition>/log/<generation 20-digit>.json   commit records, from 1
 //! <root>/<dataset>/<partition>/log/<generation>.published-<token>  marker: that record was committed
+//! <root>/_epochs/<epoch 20-digit>                                 an engine's epoch: the floor of its tokens (local disk)
 //! ```
 //!
 //! A Delta table dataset's (`table = "delta"`) attempts publish their data

@@ -52,6 +52,7 @@ pub mod certs;
 #[doc(hidden)]
 pub mod contract;
 pub mod delta;
+pub mod epoch;
 pub mod error;
 pub mod events;
 pub mod file_sum;

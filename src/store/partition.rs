@@ -26,8 +26,10 @@
 //! record shows it) and one write per commit, made after the record lands:
 //! a marker never names a record that was not committed. Losing the marker
 //! alone (a crash right after the commit) only takes one witness away.
-//! Allocation reads the newest record, so a log with a hole allocates no
-//! token either (one just taken when the hole is found is left unused): a
+//! Allocation reads the newest record (on an object store, unless this
+//! process has just looked), so a log with a hole allocates no token either
+//! (one just taken when the hole is found is left unused); a hole made
+//! after the look is found by the commit, which refuses to go over it: a
 //! partition in doubt stays as it is until a person restores the record.
 
 use std::path::PathBuf;
@@ -35,6 +37,7 @@ use std::sync::Arc;
 
 use crate::store::allocation::{TokenOwner, TokenRecord};
 use crate::store::backend::Backend;
+use crate::store::epoch::EpochCell;
 use crate::store::error::{PublishError, StoreError};
 use crate::store::fs::create_dir_all_durable;
 use crate::store::key::{key_path, validate_segment};
@@ -62,6 +65,9 @@ pub struct PartitionStore {
     /// (shared by every handle of one warehouse): records are never
     /// deleted, so each is a lower bound a remote listing can start after.
     seen: SeenGenerations,
+    /// This warehouse handle's epoch, the floor of its tokens on a local
+    /// disk (`store::epoch`).
+    epoch: EpochCell,
     dataset: String,
     partition: String,
     /// `<dataset>/<partition>`, the prefix of every key here.
@@ -84,6 +90,7 @@ impl PartitionStore {
         root: PathBuf,
         remote: Option<String>,
         seen: SeenGenerations,
+        epoch: EpochCell,
         dataset: &str,
         partition: &str,
     ) -> PartitionStore {
@@ -92,6 +99,7 @@ impl PartitionStore {
             root,
             remote,
             seen,
+            epoch,
             dataset: dataset.to_owned(),
             partition: partition.to_owned(),
             prefix: layout::partition_prefix(dataset, partition),
@@ -149,10 +157,14 @@ impl PartitionStore {
         validate_segment(&self.partition)
     }
 
-    /// Durable, strictly increasing per partition, never reused across
-    /// runs/processes/restarts: list `tokens/`, take max+1, but never at or
-    /// below the latest commit record's token, put-if-absent; if taken,
-    /// relist and try the next free one. The first token is 1.
+    /// Strictly increasing per partition, never reused across
+    /// runs/processes/restarts/crashes: list `tokens/`, take max+1, but
+    /// never at or below the latest commit record's token nor below this
+    /// engine's epoch floor, put-if-absent; if taken, relist and try the
+    /// next free one. The first token is 1. On a local disk the record is
+    /// not synced: the epoch taken (durably) once per warehouse handle
+    /// keeps a record lost in a host crash from being reused
+    /// ([`crate::store::epoch`]).
     ///
     /// Token records are never garbage-collected: the highest one is the
     /// partition's counter. The log is its floor: with `tokens/` lost (a
@@ -165,18 +177,26 @@ impl PartitionStore {
     }
 
     /// [`PartitionStore::allocate_token`], with what the allocation saw:
-    /// the latest record read after the token was taken, and the tokens
-    /// listed before it. An attempt needs both next (has anyone published
+    /// the latest record as of the token, and the tokens listed before it. An attempt needs both next (has anyone published
     /// meanwhile; whose attempts are live below mine), so it reads neither
     /// again.
     ///
     /// The log's floor: when this process has looked at the partition's
-    /// log, the newest record it kept, if any (any committed record is a
-    /// lower bound: tokens only grow along the log); else read before the
-    /// token. Either way the log is read again
-    /// after the token is taken, and a token not above the newest record
-    /// then (a floor that was behind) is left unused and allocation goes on
-    /// above that record.
+    /// log on an object store, the newest record it saw there (kept), or
+    /// none when the log was empty then; else the log is read before the
+    /// token.
+    ///
+    /// The log is not read again after the token is taken unless someone
+    /// else may have committed since the floor was read: every commit since
+    /// then has a token above the floor's, claimed before it committed, so
+    /// it is in this allocation's listing below the new token (a token is
+    /// only taken at the listing's maximum plus one, and a put that loses
+    /// to a racer relists); a racer whose token ends up above this one
+    /// waits for this one (`lease::guard`). So when the listing shows no
+    /// token between the floor's and the new one and no put was lost, the
+    /// floor is still the newest record. Otherwise the log is read again,
+    /// and a token not above the newest record then is left unused and
+    /// allocation goes on above that record.
     pub fn allocate(&self, owner: &TokenOwner) -> Result<Allocation, StoreError> {
         self.check()?;
         let record = TokenRecord::new(owner);
@@ -187,21 +207,44 @@ impl PartitionStore {
         // The partition's skeleton (tokens/, attempts/, log/) in one
         // durable step, before the first key under it.
         self.backend.prepare_dirs(&self.prefix, &layout::SKELETON)?;
-        let looked = self.remote.is_some() && self.seen.get(&self.prefix).is_some();
-        let floor_from = match looked {
-            true => self.seen.newest_record(&self.prefix),
-            false => self.latest()?,
+        // What this process saw last, when it has the record itself.
+        let kept = match self.remote.is_some() {
+            true => match self.seen.get(&self.prefix) {
+                Some(None) => Some(None),
+                Some(Some(g)) => self.seen.record(&self.prefix, g).map(Some),
+                None => None,
+            },
+            false => None,
         };
-        let mut floor = match floor_from {
-            Some(rec) => self.above(&rec)?,
+        let floor_from = match kept {
+            Some(kept) => kept,
+            None => self.latest()?,
+        };
+        let floor_token = floor_from.as_ref().map(|r| r.token);
+        let mut floor = match &floor_from {
+            Some(rec) => self.above(rec)?,
             None => FencingToken::from_raw(1),
         };
+        // On a local disk the token's record is not synced: the epoch's
+        // floor keeps a record lost in a crash from being handed out again
+        // (`store::epoch`). An object store's writes are durable anyway.
+        if self.remote.is_none() {
+            floor = floor.max(self.epoch.get_or_take(self.backend.as_ref())?.floor);
+        }
         let (mut below, next) = self.listed_tokens()?;
         let mut candidate = next.max(floor);
+        let mut raced = false;
         loop {
             let key = layout::token_key(&self.prefix, candidate);
-            if self.backend.put_if_absent(&key, &bytes)? {
-                let latest = self.latest()?;
+            if self.backend.put_if_absent_volatile(&key, &bytes)? {
+                let quiet = !raced
+                    && !below
+                        .iter()
+                        .any(|t| *t < candidate && floor_token.is_none_or(|f| *t > f));
+                let latest = match quiet {
+                    true => floor_from.clone(),
+                    false => self.latest()?,
+                };
                 match &latest {
                     Some(rec) if rec.token >= candidate => floor = self.above(rec)?,
                     _ => {
@@ -213,6 +256,7 @@ impl PartitionStore {
                     }
                 }
             }
+            raced = true;
             // Relisting can jump past several racers at once; the `max`
             // guards against a listing that lags behind what we just saw.
             let (listed, next) = self.listed_tokens()?;
@@ -924,11 +968,6 @@ impl SeenGenerations {
         *entry = (*entry).max(g);
     }
 
-    /// The newest record kept for the partition, if any.
-    fn newest_record(&self, prefix: &str) -> Option<CommitRecord> {
-        self.lock().records.get(prefix).cloned()
-    }
-
     /// The kept record of generation `g`, if it is the one kept.
     fn record(&self, prefix: &str, g: Generation) -> Option<CommitRecord> {
         self.lock()
@@ -961,7 +1000,8 @@ impl SeenGenerations {
 pub struct Allocation {
     /// The token.
     pub token: FencingToken,
-    /// The latest record, read after the token was taken.
+    /// The latest record as of the token: read after it was taken, or the
+    /// floor when nobody can have committed since ([`PartitionStore::allocate`]).
     pub latest: Option<CommitRecord>,
     /// The tokens allocated when it was taken (the listing it was chosen
     /// from; every token between the newest record's and this one is there).
@@ -1159,6 +1199,50 @@ mod tests {
         // Records written before markers existed have none: no hole.
         assert_eq!(hole(names(&[&rec(1), &rec(2)]), 1), None);
         assert_eq!(hole(Vec::new(), 1), None);
+    }
+
+    // issue 28 item 4: a local token's record is not synced; a host crash
+    // may lose the record of an attempt that never committed, and the first
+    // epoch after the reboot raises the floor above it, so that token is
+    // never handed out again. Without a reboot tokens stay dense.
+    #[test]
+    fn issue_28_a_token_lost_in_a_host_crash_is_not_handed_out_again() {
+        let (tmp, wh, p) = setup();
+        for i in 1..=3 {
+            assert_eq!(p.allocate_token(&owner(i)).unwrap().get(), u64::from(i));
+        }
+        p.commit(sample(1)).unwrap();
+        let epochs: Vec<String> = wh.backend().list("_epochs").unwrap();
+        assert_eq!(epochs, ["00000000000000000001"], "one epoch per handle");
+        // Another handle in the same boot: no raise, the next dense token.
+        let same = Warehouse::open(tmp.path()).unwrap().partition("d", "p");
+        assert_eq!(same.allocate_token(&owner(4)).unwrap().get(), 4);
+        // The host lost power: token 4's record (never committed) is gone,
+        // and the epochs were taken on the boot before this one.
+        std::fs::remove_file(tmp.path().join("d/p/tokens/00000000000000000004")).unwrap();
+        for name in ["00000000000000000001", "00000000000000000002"] {
+            let path = tmp.path().join("_epochs").join(name);
+            let mut rec: crate::store::epoch::EpochRecord =
+                serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            rec.holder.boot_id = Some("the boot before".into());
+            std::fs::write(&path, serde_json::to_vec(&rec).unwrap()).unwrap();
+        }
+        let rebooted = Warehouse::open(tmp.path()).unwrap().partition("d", "p");
+        let t = rebooted.allocate_token(&owner(5)).unwrap();
+        assert_eq!(t.get(), 3 << 32, "above every token of the boot before");
+        // A zombie of the boot before (token 3, alive on another host)
+        // loses to it.
+        assert_eq!(
+            rebooted.commit(sample(t.get())).unwrap().generation.get(),
+            2
+        );
+        assert!(matches!(
+            p.commit(sample(3)),
+            Err(PublishError::Stale { .. })
+        ));
+        // And the next handle in this boot inherits the raised floor.
+        let next = Warehouse::open(tmp.path()).unwrap().partition("d", "q");
+        assert_eq!(next.allocate_token(&owner(1)).unwrap().get(), 3 << 32);
     }
 
     // issue 23 items 1 and 4: a token comes from above the newest record
@@ -1460,6 +1544,47 @@ mod tests {
             writer.commit(sample(9)),
             Err(PublishError::Store(StoreError::MissingRecord { .. }))
         ));
+    }
+
+    // issue 28 item 1: an allocation after this process's own look at the
+    // log reads it no more when nobody else can have committed since (no
+    // token between the kept record's and the new one), and reads it when
+    // another engine's token is there: that engine committed meanwhile, and
+    // the allocation says so.
+    #[test]
+    fn issue_28_allocation_reads_the_log_only_when_someone_may_have_committed() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let tmp = tempfile::tempdir().unwrap();
+        let backend = Arc::new(LogListings::default());
+        let open = || {
+            Warehouse::remote(backend.clone(), "s3://b/wh", tmp.path())
+                .unwrap()
+                .partition("d", "p")
+        };
+        let log_reads = || {
+            backend.firsts.swap(0, Relaxed)
+                + backend.whole.swap(0, Relaxed)
+                + std::mem::take(&mut *backend.after.lock().unwrap()).len()
+        };
+        let mine = open();
+        let a = mine.allocate(&owner(1)).unwrap();
+        assert_eq!((a.token.get(), a.latest.is_none()), (1, true));
+        let first = mine.commit(sample(1)).unwrap();
+        log_reads();
+        let b = mine.allocate(&owner(2)).unwrap();
+        assert_eq!(b.token.get(), 2);
+        assert_eq!(b.latest.as_ref(), Some(&first));
+        assert_eq!(log_reads(), 0, "the kept record is the newest");
+        // Another engine takes token 3 and commits it.
+        let other = open();
+        let c = other.allocate(&owner(3)).unwrap();
+        assert_eq!(c.token.get(), 3);
+        let theirs = other.commit(sample(3)).unwrap();
+        log_reads();
+        let d = mine.allocate(&owner(4)).unwrap();
+        assert_eq!(d.token.get(), 4);
+        assert_eq!(d.latest.as_ref(), Some(&theirs));
+        assert_eq!(log_reads(), 1);
     }
 
     #[test]

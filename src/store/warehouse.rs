@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::store::backend::{Backend, FsBackend};
+use crate::store::epoch::EpochCell;
 use crate::store::error::StoreError;
 use crate::store::events::EventStore;
 use crate::store::fs::create_dir_all_durable;
@@ -20,6 +21,7 @@ pub struct Warehouse {
     /// The object store's URL when the warehouse is not `root` itself.
     remote: Option<String>,
     seen: SeenGenerations,
+    epoch: EpochCell,
 }
 
 impl std::fmt::Debug for Warehouse {
@@ -77,6 +79,7 @@ impl Warehouse {
             root,
             remote: None,
             seen: SeenGenerations::default(),
+            epoch: EpochCell::default(),
         }
     }
 
@@ -95,6 +98,7 @@ impl Warehouse {
             root: staging,
             remote: Some(url.to_owned()),
             seen: SeenGenerations::default(),
+            epoch: EpochCell::default(),
         })
     }
 
@@ -183,6 +187,7 @@ impl Warehouse {
             self.root.clone(),
             self.remote.clone(),
             self.seen.clone(),
+            self.epoch.clone(),
             dataset,
             partition,
         )

@@ -11,11 +11,12 @@ use crate::s3::{endpoint, new_bucket};
 use crate::s3_evidence::{weir_s3, FaultProxy};
 use crate::support::{ok, stdout};
 
-/// Requests per published instance at most: 17.9 measured here on 6
-/// partitions (bench/s3.sh: 28 before issue 28). The issue asks for 10,
-/// which is not met (BENCHMARKS.md, "S3: requests and scale", says where
-/// the rest go).
-const PUBLISHED_BUDGET: f64 = 20.0;
+/// Requests per published instance at most: 16.8-17.6 measured here on 6
+/// partitions (17.9-18.5 before the allocation stopped reading the log
+/// again after its token; bench/s3.sh: 28 before issue 28; the spread is
+/// the global pool's). The issue asks for 10, which is not met
+/// (BENCHMARKS.md, "S3: requests and scale", says where the rest go).
+const PUBLISHED_BUDGET: f64 = 18.0;
 
 /// Requests per already-current instance at most: 4.6 measured (5.8
 /// before); the issue asks for 1, not met either.
@@ -114,6 +115,9 @@ fn issue_28_requests_per_published_and_current_instance_stay_within_budget() {
         "published: {per_published:.1} requests per instance {:?}",
         by_method(&published)
     );
+    if std::env::var_os("WEIR_BUDGET_DUMP").is_some() {
+        eprintln!("{}", published.join("\n"));
+    }
     assert!(
         per_published <= PUBLISHED_BUDGET,
         "{per_published:.1} requests per published instance, budget {PUBLISHED_BUDGET}:\n{}",
@@ -123,6 +127,18 @@ fn issue_28_requests_per_published_and_current_instance_stay_within_budget() {
         matching(&published, |l| l.contains("log-checkpoint")),
         0,
         "a short log's checkpoint is never read"
+    );
+    // Five listings of commit logs per partition: `up`'s before its token
+    // (currency) and at its commit (the fence), `down`'s pin of `up`, and
+    // `down`'s own two. The allocation reads no log after its token when
+    // nobody else took a token meanwhile (7 before).
+    assert_eq!(
+        matching(&published, |l| l.starts_with("get ")
+            && l.contains("list-type=2")
+            && l.contains("%2flog%2f")),
+        5 * PARTITIONS,
+        "{}",
+        published.join("\n")
     );
     assert_eq!(
         matching(&published, |l| l.starts_with("get ")
@@ -154,6 +170,9 @@ fn issue_28_requests_per_published_and_current_instance_stay_within_budget() {
         "current: {per_current:.1} requests per instance {:?}",
         by_method(&current)
     );
+    if std::env::var_os("WEIR_BUDGET_DUMP").is_some() {
+        eprintln!("{}", current.join("\n"));
+    }
     assert!(
         per_current <= CURRENT_BUDGET,
         "{per_current:.1} requests per current instance, budget {CURRENT_BUDGET}:\n{}",
