@@ -260,6 +260,9 @@ pub fn check_visible(
     };
     match store.token_record(record.token) {
         Ok(Some(_)) => {}
+        // A local token record is not synced: a power cut after the commit
+        // may take it while the (durable) commit record stays.
+        Ok(None) if store.token_lost_in_a_crash(record.token).unwrap_or(false) => {}
         Ok(None) => {
             return Err(Box::new(Unproven::UnallocatedToken {
                 dataset: record.dataset.clone(),

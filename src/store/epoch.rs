@@ -34,8 +34,9 @@
 //! What a power loss can still take with an unsynced record is evidence:
 //! who held the token (gc's age of an orphaned attempt, the takeover's
 //! "holder is gone"), and the record `weir verify` looks for under a
-//! committed generation's token, which then reports it unallocated (exit 5)
-//! although the commit record itself is durable.
+//! committed generation's token; verify accepts its absence when a later
+//! epoch raised the floor above that token ([`raised_above`]), since the
+//! commit record itself is durable.
 //!
 //! # Two engines at once
 //!
@@ -163,6 +164,28 @@ pub(crate) fn take(backend: &dyn Backend, me: &Holder) -> Result<Epoch, StoreErr
     }
 }
 
+/// Whether a floor was raised above `token` after it was handed out: the
+/// host lost power since, so an unsynced record of that token may be gone
+/// with it. Floors only rise, and every token is taken at or above its
+/// engine's floor, so a floor above the token can only come from a later
+/// raise.
+pub(crate) fn raised_above(backend: &dyn Backend, token: FencingToken) -> Result<bool, StoreError> {
+    for name in backend.list(EPOCHS)? {
+        let Some(n) = FencingToken::parse_key_name(&name) else {
+            continue;
+        };
+        let Some(bytes) = backend.get(&key(n.get()))? else {
+            continue;
+        };
+        if let Ok(record) = serde_json::from_slice::<EpochRecord>(&bytes) {
+            if record.floor > token.get() {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
 /// The floor of epoch `number` taken by `me`, after `before`: `None` when
 /// there was no epoch, `Some(None)` when the newest one cannot be read.
 fn floor_after(before: Option<&Option<EpochRecord>>, number: u64, me: &Holder) -> u64 {
@@ -215,5 +238,15 @@ mod tests {
         assert_eq!(take(&b, &holder("y")).unwrap().floor.get(), 7 << 32);
         // Every old small token is below every raised floor.
         assert!(FencingToken::from_raw(u64::from(u32::MAX)) < FencingToken::from_raw(1 << 32));
+    }
+
+    #[test]
+    fn a_token_below_a_later_raised_floor_is_explained_by_a_crash() {
+        let b = MemoryBackend::new();
+        take(&b, &holder("x")).unwrap();
+        assert!(!raised_above(&b, FencingToken::from_raw(7)).unwrap());
+        take(&b, &holder("y")).unwrap();
+        assert!(raised_above(&b, FencingToken::from_raw(7)).unwrap());
+        assert!(!raised_above(&b, FencingToken::from_raw(2 << 32)).unwrap());
     }
 }

@@ -366,6 +366,13 @@ impl PartitionStore {
         self.read_json(layout::token_key(&self.prefix, token), "not a token record")
     }
 
+    /// Whether `token`'s record may have been lost in a power cut: an
+    /// engine raised the token floor above it after a reboot
+    /// ([`crate::store::epoch`]).
+    pub fn token_lost_in_a_crash(&self, token: FencingToken) -> Result<bool, StoreError> {
+        crate::store::epoch::raised_above(self.backend.as_ref(), token)
+    }
+
     /// Absolute path of `attempts/<token>`.
     pub fn attempt_dir(&self, token: FencingToken) -> PathBuf {
         key_path(&self.root, &self.attempt_key(token))
