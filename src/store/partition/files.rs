@@ -1,0 +1,203 @@
+//! A generation's files: where they are, downloading them, and uploading
+//! an attempt's evidence and data.
+
+use std::path::PathBuf;
+
+use crate::store::error::StoreError;
+use crate::store::key::key_path;
+use crate::store::layout::{self, DATA_DIR};
+use crate::store::log::CommitRecord;
+use crate::store::token::FencingToken;
+
+use super::PartitionStore;
+
+impl PartitionStore {
+    /// Absolute path of the directory holding the record's files.
+    pub fn data_dir(&self, rec: &CommitRecord) -> PathBuf {
+        key_path(&self.root, &rec.attempt_dir).join(DATA_DIR)
+    }
+
+    /// Absolute paths of the record's files under the local root (for a
+    /// remote warehouse, where [`PartitionStore::local_files`] puts them).
+    pub fn visible_files(&self, rec: &CommitRecord) -> Vec<PathBuf> {
+        let data = key_path(&self.root, &rec.attempt_dir).join(DATA_DIR);
+        rec.files.iter().map(|f| key_path(&data, f)).collect()
+    }
+
+    /// The record's files as local paths a reader can open: in place in a
+    /// local warehouse; from a remote one, downloaded into a directory of
+    /// their own under the staging root (`_downloads/`), removed when the
+    /// returned value is dropped, so reading never leaves copies behind nor
+    /// touches an engine's staged attempts. A file the store does not hold
+    /// is absent locally too, so the caller sees it vanished. As for local
+    /// files, the caller checks them against the record's sums.
+    pub fn local_files(&self, rec: &CommitRecord) -> Result<Downloaded, StoreError> {
+        if self.remote.is_none() {
+            return Ok(Downloaded {
+                paths: self.visible_files(rec),
+                dir: None,
+            });
+        }
+        let parent = self.root.join("_downloads");
+        std::fs::create_dir_all(&parent).map_err(StoreError::io(&parent))?;
+        let dir = parent.join(format!("{}-{}", std::process::id(), unique()));
+        std::fs::create_dir(&dir).map_err(StoreError::io(&dir))?;
+        let mut downloaded = Downloaded {
+            paths: Vec::with_capacity(rec.files.len()),
+            dir: Some(dir.clone()),
+        };
+        let data = dir.join(DATA_DIR);
+        for name in &rec.files {
+            let key = format!("{}/{DATA_DIR}/{name}", rec.attempt_dir);
+            let path = key_path(&data, name);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(StoreError::io(parent))?;
+            }
+            if !self.backend.get_file(&key, &path)? {
+                let _ = std::fs::remove_file(&path);
+            }
+            downloaded.paths.push(path);
+        }
+        Ok(downloaded)
+    }
+
+    /// Uploads what an attempt leaves as evidence (`candidate.json` and the
+    /// command's logs, those that exist and are not empty) from its local
+    /// staging directory to
+    /// a remote warehouse, so that `explain` on any host shows a failed
+    /// attempt's stderr. Nothing to do for a local warehouse.
+    pub fn upload_evidence(&self, token: FencingToken) -> Result<(), StoreError> {
+        self.check()?;
+        if self.remote.is_none() {
+            return Ok(());
+        }
+        let key = self.attempt_key(token);
+        let dir = self.attempt_dir(token);
+        for evidence in [CANDIDATE_FILE, layout::STDOUT_LOG, layout::STDERR_LOG] {
+            let path = dir.join(evidence);
+            // An empty log says nothing a missing one does not
+            // (`read_evidence` finds neither): not a request per instance
+            // for the many commands that print nothing.
+            let empty_log =
+                evidence != CANDIDATE_FILE && std::fs::metadata(&path).is_ok_and(|m| m.len() == 0);
+            if path.is_file() && !empty_log {
+                self.backend.put_file(&format!("{key}/{evidence}"), &path)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One evidence file of an attempt (`stderr.log`, `candidate.json`):
+    /// from its staging directory on this host, else from the store; `None`
+    /// if neither has it.
+    pub fn read_evidence(&self, token: FencingToken, name: &str) -> Option<Vec<u8>> {
+        if let Ok(bytes) = std::fs::read(self.attempt_dir(token).join(name)) {
+            return Some(bytes);
+        }
+        self.remote.as_ref()?;
+        self.backend
+            .get(&format!("{}/{name}", self.attempt_key(token)))
+            .ok()
+            .flatten()
+    }
+
+    /// Uploads an attempt's audited files (`<publication>/data/<name>`,
+    /// `publication` the key its commit record names as `attempt_dir`: the
+    /// attempt dir, or a Delta table's directory below it) and its evidence
+    /// (`candidate.json`, the logs) from its local staging directory to a
+    /// remote warehouse: the commit record may name only what the store
+    /// holds. A file the store checked against its SHA-256 on upload
+    /// ([`Backend::put_file_checked`]) is not read again; every other one
+    /// is read back and checked against `sums`. Nothing to do for a local
+    /// warehouse, where they already are.
+    pub fn upload_attempt(
+        &self,
+        token: FencingToken,
+        publication: &str,
+        files: &[PathBuf],
+        sums: &[crate::store::FileSum],
+    ) -> Result<(), StoreError> {
+        self.check()?;
+        if self.remote.is_none() {
+            return Ok(());
+        }
+        if layout::attempt_root(publication) != self.attempt_key(token) {
+            return Err(StoreError::InvalidKey {
+                key: publication.to_owned(),
+                reason: "an attempt publishes under its own attempt dir",
+            });
+        }
+        let key = publication;
+        let dir = self.attempt_dir(token);
+        let mut unchecked = Vec::new();
+        for (file, sum) in files.iter().zip(sums) {
+            let data_key = format!("{key}/{DATA_DIR}/{}", sum.name);
+            if !self.backend.put_file_checked(&data_key, file, sum)? {
+                unchecked.push(sum);
+            }
+        }
+        self.upload_evidence(token)?;
+        let check = dir.join(format!(".{}.check-{}", unique(), std::process::id()));
+        let verified = (|| {
+            for sum in unchecked {
+                let data_key = format!("{key}/{DATA_DIR}/{}", sum.name);
+                let held = if self.backend.get_file(&data_key, &check)? {
+                    Some(
+                        crate::store::FileSum::of(&check, &sum.name)
+                            .map_err(StoreError::io(&check))?,
+                    )
+                } else {
+                    None
+                };
+                if held.as_ref() != Some(sum) {
+                    return Err(StoreError::Corrupt {
+                        key: data_key,
+                        message: match held {
+                            None => "the upload is not there when read back".to_owned(),
+                            Some(h) => format!(
+                                "read back {} bytes with SHA-256 {}, uploaded {} bytes with SHA-256 {}",
+                                h.size, h.sha256, sum.size, sum.sha256
+                            ),
+                        },
+                    });
+                }
+            }
+            Ok(())
+        })();
+        let _ = std::fs::remove_file(&check);
+        verified
+    }
+}
+
+/// The audit's report an attempt leaves beside its `data/`.
+const CANDIDATE_FILE: &str = "candidate.json";
+
+/// A generation's files where a reader can open them
+/// ([`PartitionStore::local_files`]); a remote warehouse's downloads are
+/// removed when this is dropped.
+#[derive(Debug)]
+pub struct Downloaded {
+    paths: Vec<PathBuf>,
+    dir: Option<PathBuf>,
+}
+
+impl std::ops::Deref for Downloaded {
+    type Target = [PathBuf];
+    fn deref(&self) -> &[PathBuf] {
+        &self.paths
+    }
+}
+
+impl Drop for Downloaded {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// A name no other download or check in this process uses at once.
+fn unique() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}

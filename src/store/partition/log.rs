@@ -1,0 +1,374 @@
+//! The partition's commit log: reading the newest record, the history,
+//! and the fenced commit.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::store::error::{PublishError, StoreError};
+use crate::store::key::key_path;
+use crate::store::layout;
+use crate::store::log::{parse_record, path_problem, CommitRecord, NewCommit};
+use crate::store::token::{FencingToken, Generation};
+
+use super::PartitionStore;
+
+impl PartitionStore {
+    /// Absolute path of the partition's commit log directory (`log/`).
+    pub fn log_dir(&self) -> PathBuf {
+        key_path(&self.root, &layout::log_prefix(&self.prefix))
+    }
+
+    /// The generations in the log, ascending: 1 to the newest, every one.
+    /// A record that is gone (a gap, or a publication marker without its
+    /// record) is [`StoreError::MissingRecord`], never skipped.
+    pub fn generations(&self) -> Result<Vec<Generation>, StoreError> {
+        self.check()?;
+        let names = self.backend.list(&layout::log_prefix(&self.prefix))?;
+        let listing = LogListing::parse(&names);
+        match listing.hole(Generation::FIRST) {
+            Some((g, token)) => Err(self.missing(g, token)),
+            None => Ok(listing.records),
+        }
+    }
+
+    /// The error for generation `g`'s record, committed and gone.
+    fn missing(&self, g: Generation, token: Option<FencingToken>) -> StoreError {
+        StoreError::MissingRecord {
+            key: layout::log_key(&self.prefix, g),
+            generation: g,
+            token,
+        }
+    }
+
+    /// The record of generation `g`, if committed.
+    pub fn record(&self, g: Generation) -> Result<Option<CommitRecord>, StoreError> {
+        self.check()?;
+        if self.remote.is_some() {
+            // Records are never rewritten: the copy this process kept is it.
+            if let Some(rec) = self.seen.record(&self.prefix, g) {
+                return Ok(Some(rec));
+            }
+        }
+        let key = layout::log_key(&self.prefix, g);
+        match self.backend.get(&key)? {
+            None => Ok(None),
+            Some(bytes) => parse_record(
+                &key,
+                &bytes,
+                g,
+                &self.dataset,
+                &self.partition,
+                &layout::attempts_prefix(&self.prefix),
+            )
+            .map(Some),
+        }
+    }
+
+    /// A generation the listing showed (or this process saw committed) must
+    /// be readable: records are never deleted.
+    fn listed_record(&self, g: Generation) -> Result<CommitRecord, StoreError> {
+        self.record(g)?.ok_or_else(|| self.missing(g, None))
+    }
+
+    /// The record with the highest generation. Parses only that one.
+    ///
+    /// A newest record that is gone is [`StoreError::MissingRecord`], not
+    /// the one before it: its publication marker, left beside it in `log/`
+    /// by the commit, shows in the same listing (and a gap below it, in a
+    /// local warehouse whose listing is whole anyway).
+    pub fn latest(&self) -> Result<Option<CommitRecord>, StoreError> {
+        let Some(g) = self.newest_generation()? else {
+            return Ok(None);
+        };
+        if self.remote.is_none() {
+            return self.listed_record(g).map(Some);
+        }
+        // A generation, once committed, always means the same record: the
+        // copy this process read or wrote is that record, and costs no GET.
+        if let Some(rec) = self.seen.record(&self.prefix, g) {
+            return Ok(Some(rec));
+        }
+        let rec = self.listed_record(g)?;
+        self.seen.keep(&self.prefix, &rec);
+        Ok(Some(rec))
+    }
+
+    /// The highest generation in the log. In an object store, whose
+    /// listings come a thousand keys per request, the listing starts after
+    /// a generation known to be committed: the newest this process has
+    /// seen; else a log that fits one listing page is read whole in that
+    /// one request, and only a longer one reads the log's checkpoint (one
+    /// GET) and lists from it. So a log of any length costs one short LIST
+    /// (two requests more for the first look at a log past a page). A
+    /// missing or unreadable checkpoint only means listing from the start.
+    fn newest_generation(&self) -> Result<Option<Generation>, StoreError> {
+        if self.remote.is_none() {
+            return Ok(self.generations()?.last().copied());
+        }
+        self.check()?;
+        let log = layout::log_prefix(&self.prefix);
+        let floor = match self.seen.get(&self.prefix) {
+            Some(seen) => seen,
+            None => {
+                if let Some(names) = self.backend.list_first_page(&log)? {
+                    return self.newest_listed(&names, None);
+                }
+                self.backend
+                    .get(&layout::log_checkpoint_key(&self.prefix))?
+                    .and_then(|b| String::from_utf8(b).ok()?.trim().parse::<u64>().ok())
+                    .filter(|&g| g > 0)
+                    .map(Generation::from_raw)
+            }
+        };
+        let names = match floor {
+            // From just before the floor's own record, so that the listing
+            // shows it is still there (the record read next may be the
+            // copy this process kept).
+            Some(g) => self.backend.list_after(&log, &listing_start(g))?,
+            None => self.backend.list(&log)?,
+        };
+        self.newest_listed(&names, floor)
+    }
+
+    /// The newest generation of a listing of the log after `floor` (a
+    /// committed generation, or the log's start).
+    fn newest_listed(
+        &self,
+        names: &[String],
+        floor: Option<Generation>,
+    ) -> Result<Option<Generation>, StoreError> {
+        let listing = LogListing::parse(names);
+        // The floor and what follows it must each have its record.
+        let first = floor.unwrap_or(Generation::FIRST);
+        if let Some((g, token)) = listing.hole(first) {
+            return Err(self.missing(g, token));
+        }
+        let newest = listing.records.last().copied().or(floor);
+        self.seen.saw(&self.prefix, newest);
+        Ok(newest)
+    }
+
+    /// Every record, ascending by generation.
+    pub fn history(&self) -> Result<Vec<CommitRecord>, StoreError> {
+        self.generations()?
+            .into_iter()
+            .map(|g| self.listed_record(g))
+            .collect()
+    }
+
+    /// The fenced compare-and-swap: read the latest record g (token t);
+    /// refuse with [`PublishError::Stale`] if `commit.token <= t`; else
+    /// put-if-absent `log/<g+1>`; if that key was taken (someone else
+    /// committed g+1), reread and re-check. Returns the committed record.
+    ///
+    /// An `Err(Store)` leaves the outcome unknown. Retrying with the same
+    /// token is safe: if the first try landed, the retry is `Stale` with
+    /// `committed == mine` (unless a newer token committed since).
+    pub fn commit(&self, commit: NewCommit) -> Result<CommitRecord, PublishError> {
+        self.check()?;
+        if commit.dataset != self.dataset || commit.partition != self.partition {
+            return Err(StoreError::WrongPartition {
+                store: self.prefix.clone(),
+                commit: format!("{}/{}", commit.dataset, commit.partition),
+            }
+            .into());
+        }
+        let mut record = commit.into_record(Generation::FIRST);
+        if let Some((key, reason)) = path_problem(&record, &layout::attempts_prefix(&self.prefix)) {
+            return Err(StoreError::InvalidKey { key, reason }.into());
+        }
+        let mut latest = self.latest()?;
+        loop {
+            let next = match &latest {
+                None => Generation::FIRST,
+                Some(cur) if record.token <= cur.token => {
+                    return Err(PublishError::Stale {
+                        mine: record.token,
+                        committed: cur.token,
+                        generation: cur.generation,
+                    })
+                }
+                Some(cur) if cur.generation.get() == u64::MAX => {
+                    return Err(StoreError::Corrupt {
+                        key: layout::log_key(&self.prefix, cur.generation),
+                        message: "generation space exhausted".to_owned(),
+                    }
+                    .into())
+                }
+                Some(cur) => cur.generation.next(),
+            };
+            record.generation = next;
+            record.published_at = jiff::Timestamp::now().to_string();
+            let key = layout::log_key(&self.prefix, next);
+            let bytes = serde_json::to_vec_pretty(&record).map_err(|e| StoreError::Corrupt {
+                key: key.clone(),
+                message: format!("cannot encode commit record: {e}"),
+            })?;
+            if self.backend.put_if_absent(&key, &bytes)? {
+                // The marker that lets every later listing notice this
+                // record if it goes (see `latest`). Evidence, not state:
+                // not made durable here (the log's next commit syncs the
+                // directory), and a failure to write it loses only that.
+                let _ = self.backend.put_if_absent_volatile(
+                    &layout::published_key(&self.prefix, next, record.token),
+                    record.token.to_string().as_bytes(),
+                );
+                if self.remote.is_some() {
+                    self.seen.saw(&self.prefix, Some(next));
+                    self.seen.keep(&self.prefix, &record);
+                }
+                if self.remote.is_some() && next.get() % LOG_CHECKPOINT_EVERY == 0 {
+                    // A hint, written after the record it names: losing it
+                    // (a crash, an error) only makes listings longer, and
+                    // an older one overwriting it is still a committed
+                    // generation.
+                    let _ = self.backend.put(
+                        &layout::log_checkpoint_key(&self.prefix),
+                        next.get().to_string().as_bytes(),
+                    );
+                }
+                return Ok(record);
+            }
+            // Someone else committed `next`. Prefer a fresh listing (it may
+            // skip several racers), but never one that hasn't caught up with
+            // the key we just collided with, or we would loop on it.
+            latest = match self.latest()? {
+                Some(cur) if cur.generation >= next => Some(cur),
+                _ => Some(self.listed_record(next)?),
+            };
+        }
+    }
+}
+
+/// One listing of `log/`: the records' generations, ascending, and the
+/// publication markers (generation, token).
+pub(super) struct LogListing {
+    records: Vec<Generation>,
+    markers: Vec<(Generation, FencingToken)>,
+}
+
+impl LogListing {
+    pub(super) fn parse(names: &[String]) -> LogListing {
+        let mut records: Vec<Generation> = names
+            .iter()
+            .filter_map(|n| layout::parse_log_name(n))
+            .collect();
+        records.sort_unstable();
+        records.dedup();
+        LogListing {
+            records,
+            markers: names
+                .iter()
+                .filter_map(|n| layout::parse_published_name(n))
+                .collect(),
+        }
+    }
+
+    /// The lowest generation from `first` on that was committed and whose
+    /// record is not listed: a gap in `first, first+1, ...` up to the
+    /// newest record, or a marker from `first` on without its record.
+    /// Generations are assigned one after the other and records are never
+    /// deleted, so either is a record that went.
+    pub(super) fn hole(&self, first: Generation) -> Option<(Generation, Option<FencingToken>)> {
+        let token_of = |g: Generation| self.markers.iter().find(|(m, _)| *m == g).map(|&(_, t)| t);
+        let mut expected = first;
+        let mut gap = None;
+        for &g in &self.records {
+            if g != expected {
+                gap = Some(expected);
+                break;
+            }
+            expected = expected.next();
+        }
+        let orphan = self
+            .markers
+            .iter()
+            .filter(|(g, _)| *g >= first && self.records.binary_search(g).is_err())
+            .map(|&(g, _)| g)
+            .min();
+        let hole = match (gap, orphan) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b)?,
+        };
+        Some((hole, token_of(hole)))
+    }
+}
+
+/// The newest generation a process has seen committed in each partition
+/// of a remote warehouse. A checkpoint read from the store can be older
+/// than the truth, never newer, and so is every entry here.
+/// An entry of `None` says the log was empty when last looked at (so the
+/// checkpoint need not be read again).
+///
+/// Beside it, the record of the newest generation this process read or
+/// committed there, for as many partitions as [`KEPT_RECORDS`]: records are
+/// never rewritten, so a listing that shows no newer generation proves the
+/// kept copy is the latest without reading it again.
+#[derive(Clone, Default)]
+pub(crate) struct SeenGenerations(Arc<std::sync::Mutex<Seen>>);
+
+#[derive(Default)]
+pub(crate) struct Seen {
+    newest: std::collections::HashMap<String, Option<Generation>>,
+    records: std::collections::HashMap<String, CommitRecord>,
+}
+
+/// Records kept per process: a bound on memory for an engine that walks a
+/// million partitions (the kept ones are dropped all at once past it; they
+/// are only a saving).
+const KEPT_RECORDS: usize = 4096;
+
+impl SeenGenerations {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// `None` if this process has not looked at the partition's log yet.
+    pub(super) fn get(&self, prefix: &str) -> Option<Option<Generation>> {
+        self.lock().newest.get(prefix).copied()
+    }
+
+    fn saw(&self, prefix: &str, g: Option<Generation>) {
+        let mut seen = self.lock();
+        let entry = seen.newest.entry(prefix.to_owned()).or_insert(g);
+        *entry = (*entry).max(g);
+    }
+
+    /// The kept record of generation `g`, if it is the one kept.
+    pub(super) fn record(&self, prefix: &str, g: Generation) -> Option<CommitRecord> {
+        self.lock()
+            .records
+            .get(prefix)
+            .filter(|r| r.generation == g)
+            .cloned()
+    }
+
+    /// Keeps `rec` unless a newer generation's record is kept already.
+    fn keep(&self, prefix: &str, rec: &CommitRecord) {
+        let mut seen = self.lock();
+        if seen
+            .records
+            .get(prefix)
+            .is_some_and(|kept| kept.generation >= rec.generation)
+        {
+            return;
+        }
+        if seen.records.len() >= KEPT_RECORDS && !seen.records.contains_key(prefix) {
+            seen.records.clear();
+        }
+        seen.records.insert(prefix.to_owned(), rec.clone());
+    }
+}
+
+/// A name that sorts just before generation `g`'s record and after every
+/// name of an older generation: its record's name without the last letter.
+pub(super) fn listing_start(g: Generation) -> String {
+    let mut name = layout::log_name(g);
+    name.pop();
+    name
+}
+
+/// Generations between two log checkpoints: one listing page of S3.
+const LOG_CHECKPOINT_EVERY: u64 = 1000;
