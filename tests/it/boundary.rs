@@ -76,7 +76,7 @@ fn survivors(sb: &Sandbox) -> Vec<String> {
 // Python's start_new_session=True, a double fork) is stopped when the
 // command exits; it never writes into the published file.
 #[test]
-fn issue_11_background_children_outside_the_group_die_with_the_command() {
+fn background_children_outside_the_group_die_with_the_command() {
     let sb = Sandbox::new(&manifest(
         r#"
 [partitions.k]
@@ -149,7 +149,7 @@ exit 0
 // issue 11: a downstream task that writes into WEIR_INPUT_<NAME> changes its
 // private copy, never the upstream's published generation.
 #[test]
-fn issue_11_a_downstream_task_cannot_write_into_its_published_input() {
+fn a_downstream_task_cannot_write_into_its_published_input() {
     let sb = Sandbox::new(&manifest(
         r#"
 [partitions.k]
@@ -255,7 +255,7 @@ fn refusal(sb: &Sandbox, run_id: &str, key: &str) -> String {
 // a file outside, a hard link to another partition's published file, a
 // dangling symlink.
 #[test]
-fn issue_11_links_in_the_output_are_refused() {
+fn links_in_the_output_are_refused() {
     let sb = one_task(&["a", "symlink", "hardlink", "dangling"], "csv");
     std::fs::write(sb.path().join("outside.csv"), "id,v\n1,x\n").unwrap();
     sb.script(
@@ -298,7 +298,7 @@ esac
 // issue 11: a sub-directory, another suffix (`.CSV`), a dot-file and a FIFO
 // in the output are a gate failure naming the entry, not silently ignored.
 #[test]
-fn issue_11_odd_entries_in_the_output_are_named() {
+fn odd_entries_in_the_output_are_named() {
     let sb = one_task(&["subdir", "upper", "dot", "fifo"], "csv");
     sb.script(
         "t.sh",
@@ -328,7 +328,7 @@ esac
 // issue 11: the task reads the pinned bytes of an external input, even when
 // the live file changes while it runs; the snapshot's hash is what it read.
 #[test]
-fn issue_11_an_external_input_changed_mid_task_is_not_read() {
+fn an_external_input_changed_mid_task_is_not_read() {
     let sb = Sandbox::new(&manifest(
         r#"
 [partitions.k]
@@ -381,7 +381,7 @@ cat "$WEIR_INPUT_RAW" > "$WEIR_OUTPUT_DIR/out.csv"
 // 1-slot pool, kill -9 of the engine mid-command then a restart never has
 // two commands running at once (from the commands' own clocks).
 #[test]
-fn issue_11_kill_9_then_restart_never_runs_two_commands_in_one_slot() {
+fn kill_9_then_restart_never_runs_two_commands_in_one_slot() {
     let _serial = exclusive();
     let sb = Sandbox::new(&manifest(
         r#"
@@ -477,7 +477,7 @@ with open("ticks.log", "a") as log:
 // that differ beyond 2^64 are not duplicates, their digests differ, and
 // `show` prints them exactly; a CSV value that is not UTF-8 is shown as is.
 #[test]
-fn issue_11_big_json_integers_and_raw_bytes_are_values() {
+fn big_json_integers_and_raw_bytes_are_values() {
     let sb = one_task(&["p1", "p2"], "jsonl");
     sb.script(
         "t.sh",
@@ -523,7 +523,7 @@ fi
 // vanishes is reported by name with exit 5 by `show`, `verify` and
 // `status --check`; plain `status` catches a size change or a vanished file.
 #[test]
-fn issue_11_drifted_or_vanished_files_exit_5_naming_the_file() {
+fn drifted_or_vanished_files_exit_5_naming_the_file() {
     let sb = one_task(&["p"], "csv");
     sb.script(
         "t.sh",
@@ -555,11 +555,12 @@ fn issue_11_drifted_or_vanished_files_exit_5_naming_the_file() {
     assert_eq!(doc["drifted"][0]["file"], shown.as_str());
 }
 
+// Issue 11.
 /// Three engines on one warehouse, paused, continued and killed at random,
 /// then restarted until the pipeline is published: every generation any of
 /// them published still has the files, sizes and hashes it committed.
 #[test]
-fn issue_11_three_engines_under_stop_cont_kill_publish_only_intact_files() {
+fn three_engines_under_stop_cont_kill_publish_only_intact_files() {
     let _serial = exclusive();
     let keys: Vec<String> = (0..6).map(|i| format!("p{i}")).collect();
     let sb = Sandbox::new(&manifest(&format!(
@@ -665,7 +666,7 @@ sleep 0.05
 // issue 11: a rollback never republishes files that drifted from the
 // generation they belong to.
 #[test]
-fn issue_11_rollback_refuses_a_drifted_generation() {
+fn rollback_refuses_a_drifted_generation() {
     let sb = one_task(&["p"], "csv");
     sb.script(
         "t.sh",
@@ -696,7 +697,7 @@ fn issue_11_rollback_refuses_a_drifted_generation() {
 // copy fails that attempt as transient, and the retry pins it again: the
 // record names exactly the bytes the task read.
 #[test]
-fn issue_11_an_input_moved_after_pinning_is_pinned_again() {
+fn an_input_moved_after_pinning_is_pinned_again() {
     let _serial = exclusive();
     let sb = Sandbox::new(&manifest(
         r#"

@@ -82,7 +82,7 @@ fn rows(sb: &Sandbox, dataset: &str, partition: &str) -> String {
 // issue 12: a rolled-back upstream is HELD (not rebuilt) and its published
 // generation is consumed downstream: downstream rebuilds from it.
 #[test]
-fn issue_12_rollback_is_consumed_downstream() {
+fn rollback_is_consumed_downstream() {
     let sb = chain(&["k1"]);
     assert_exit(&sb.run("r1", &[]), 0);
     std::fs::write(sb.path().join("flag"), "").unwrap();
@@ -188,7 +188,7 @@ printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
 // the attempt INTERRUPTED, writes RUN_FINISHED, names what was left undone
 // and exits 130; the next run resumes at once.
 #[test]
-fn issue_12_sigint_stops_cleanly_and_the_next_run_resumes() {
+fn sigint_stops_cleanly_and_the_next_run_resumes() {
     for (signal, code, name) in [
         (libc::SIGINT, 130, "SIGINT"),
         (libc::SIGTERM, 143, "SIGTERM"),
@@ -331,7 +331,7 @@ fn row(t: &str, p: &str, s: State) -> (String, String, State) {
 // pinned, not planned); `NAME+` adds everything downstream, `+NAME`
 // everything upstream under the currency test.
 #[test]
-fn issue_12_task_selectors() {
+fn task_selectors_run_one_task_or_add_its_downstream_or_upstream() {
     let sb = chain(&["k1", "k2"]);
     assert_exit(&sb.run("r1", &["--partition", "k1"]), 0);
 
@@ -401,7 +401,7 @@ fn issue_12_task_selectors() {
 // issue 12: `weir run --from A --to B` reruns an ad-hoc range without a
 // declared backfill; a backwards or empty range is refused with exit 2.
 #[test]
-fn issue_12_ad_hoc_range() {
+fn run_from_to_reruns_an_ad_hoc_range_and_refuses_an_empty_one() {
     let days = ["2026-09-01", "2026-09-02", "2026-09-03", "2026-09-04"];
     let sb = chain_over(
         "kind = \"daily\"\nstart = \"2026-09-01\"\nend = \"2026-09-04\"",
@@ -465,7 +465,7 @@ fn issue_12_ad_hoc_range() {
 // decision (exit 3), and a partition outside the scheme (exit 2), before
 // anything is logged.
 #[test]
-fn issue_12_retry_runs_the_instance_and_its_downstream_only() {
+fn retry_runs_the_instance_and_its_downstream_only() {
     let sb = chain(&["k1", "k2"]);
     // b fails for an operator while `hold_b` exists: HELD, c SKIPPED.
     sb.script(
@@ -547,7 +547,7 @@ eval "src=\$WEIR_INPUT_$1"; cat "$src"/*.csv > "$WEIR_OUTPUT_DIR/out.csv"
 // issue 12: a reader that goes away (`weir status | head -1`) ends weir
 // quietly with exit 0: no panic message, no backtrace.
 #[test]
-fn issue_12_broken_pipe_exits_quietly() {
+fn broken_pipe_exits_quietly() {
     let sb = chain(&["k1", "k2"]);
     assert_exit(
         &sb.run("r1", &["--partition", "k1", "--partition", "k2"]),
@@ -626,7 +626,7 @@ fn on_a_terminal(dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> 
 // issue 12: NO_COLOR on a terminal gets no escape codes (and without it
 // the same diagnostic is colored, so the check can fail).
 #[test]
-fn issue_12_no_color_on_a_terminal() {
+fn no_color_on_a_terminal() {
     let sb = Sandbox::new("[pipeline]\nname = \"x\"\ncode_version = 1\n");
     let (code, colored) = on_a_terminal(sb.path(), &["validate", "m.toml"], &[]);
     assert_eq!(code, 2);
@@ -640,7 +640,7 @@ fn issue_12_no_color_on_a_terminal() {
 // issue 12: a task that writes 150 MB to stderr does not drive weir's
 // memory up: only the tail it keeps is read.
 #[test]
-fn issue_12_memory_stays_flat_with_a_huge_stderr() {
+fn memory_stays_flat_with_a_huge_stderr() {
     let _serial = crate::support::exclusive();
     let sb = Sandbox::new(
         r#"
@@ -696,7 +696,7 @@ output = { dataset = "loud", grain = ["id"] }
 // issue 12: usage errors exit 2 with stdout empty and the reason on stderr,
 // in every command; `weir.toml` is the default manifest; completions print.
 #[test]
-fn issue_12_exit_codes_default_manifest_and_completions() {
+fn exit_codes_default_manifest_and_completions() {
     let sb = chain(&["k1"]);
     assert_exit(&sb.run("r1", &["--partition", "k1"]), 0);
     let cases: [(&[&str], &str); 5] = [
@@ -828,7 +828,7 @@ fn stale_lines(sb: &Sandbox) -> Vec<String> {
 // commit record keeps the declared version and the fingerprint; a task's own
 // code_version does the same for its instances.
 #[test]
-fn issue_12_edited_code_makes_its_instances_stale_and_reruns_them() {
+fn edited_code_makes_its_instances_stale_and_reruns_them() {
     let sb = coded("", "");
     assert_exit(
         &sb.run("r1", &["--partition", "k1", "--partition", "k2"]),
@@ -910,7 +910,7 @@ fn issue_12_edited_code_makes_its_instances_stale_and_reruns_them() {
 // issue 12: a gate edit releases the quarantine the old gate caused; the
 // same gate keeps it.
 #[test]
-fn issue_12_gate_edit_releases_its_quarantine() {
+fn gate_edit_releases_its_quarantine() {
     let strict = r#"{ check = "row_count", min = 2 }"#;
     let sb = coded("", strict);
     let out = sb.run("r1", &["--partition", "k1"]);
@@ -947,7 +947,7 @@ fn issue_12_gate_edit_releases_its_quarantine() {
 // failed attempt's own input snapshot; a SKIPPED instance names the
 // upstream instance that blocked it; `--json` carries the action.
 #[test]
-fn issue_12_explain_bad_data_and_skipped() {
+fn explain_advises_from_the_failure_class_and_names_what_blocked_a_skip() {
     let sb = chain(&["k1"]);
     sb.script(
         "a.sh",
@@ -1006,7 +1006,7 @@ cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"
 
 // issue 12: `weir history DATASET --partition P` lists every generation.
 #[test]
-fn issue_12_history_lists_every_generation() {
+fn history_lists_every_generation() {
     let sb = chain(&["k1"]);
     assert_exit(&sb.run("r1", &["--partition", "k1", "--task", "a"]), 0);
     assert_exit(
@@ -1074,7 +1074,7 @@ fn issue_12_history_lists_every_generation() {
 // one task of the layer before and depending on another) validate and plan
 // in seconds even in a debug build; the quadratic steps took minutes.
 #[test]
-fn issue_12_validation_and_planning_stay_linear() {
+fn validation_and_planning_stay_linear() {
     let _serial = crate::support::exclusive();
     let mut text = String::from(
         "[pipeline]\nname = \"big\"\ncode_version = \"1\"\nwarehouse = \"wh\"\n\n[partitions.daily]\nkind = \"daily\"\nstart = \"2026-01-01\"\nend = \"2026-01-02\"\n\n",
@@ -1131,7 +1131,7 @@ fn issue_12_validation_and_planning_stay_linear() {
 // can: durations, dates per scheme kind, slots ≥ 1, gate names, enums; and
 // `weir validate` refuses the same manifests (exit 2).
 #[test]
-fn issue_12_schema_flags_malformed_values() {
+fn schema_flags_malformed_values() {
     let schema: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(crate::support::repo().join("schemas/pipeline.schema.json"))
             .unwrap(),
@@ -1219,7 +1219,7 @@ fn issue_12_schema_flags_malformed_values() {
 // takes --generation, --limit and --json; plurals; no repeated state words;
 // `events` columns aligned with timestamps at one width.
 #[test]
-fn issue_12_readable_output() {
+fn show_and_events_print_columns_people_can_read() {
     let sb = chain(&["k1"]);
     std::fs::write(sb.path().join("feed_k1.csv"), "v,id\na,1\nb,2\nc,3\n").unwrap();
     let out = sb.run("r1", &["--partition", "k1", "--task", "a"]);
@@ -1343,7 +1343,7 @@ fn issue_12_readable_output() {
 // waiting on SIGINT (exit 130, the waiting attempt INTERRUPTED) and leaves
 // the other engine's attempt alone.
 #[test]
-fn issue_12_sigint_while_waiting_for_another_engine() {
+fn sigint_while_waiting_for_another_engine() {
     let _serial = crate::support::exclusive();
     let sb = slow_pipeline();
     let first = crate::support::Engine::spawn(
@@ -1417,7 +1417,7 @@ fn issue_12_sigint_while_waiting_for_another_engine() {
 // issue 12: an engine failure keeps its OS cause on stderr ("Not a
 // directory", "Permission denied") and exits 5, whatever the command.
 #[test]
-fn issue_12_errors_keep_their_os_cause_and_exit_5() {
+fn errors_keep_their_os_cause_and_exit_5() {
     let sb = chain(&["k1"]);
     assert_exit(&sb.run("r1", &["--task", "a"]), 0);
     // The warehouse is a file: every command that reads it fails.
@@ -1539,7 +1539,7 @@ fn issue_12_errors_keep_their_os_cause_and_exit_5() {
 // doubling it. Durations are capped at 3650d with a located diagnostic, and
 // the longest accepted ones run and collect without overflow.
 #[test]
-fn issue_12_huge_durations_are_refused_not_panicked() {
+fn huge_durations_are_refused_not_panicked() {
     let sb = chain(&["k1"]);
     let manifest = std::fs::read_to_string(sb.path().join("m.toml")).unwrap();
     let with = |a_extra: &str| {
@@ -1583,7 +1583,7 @@ fn issue_12_huge_durations_are_refused_not_panicked() {
 // fix_data, while the next run would release it. Both now apply the run's
 // test: RELEASED, not paged, and explain recommends the run.
 #[test]
-fn issue_12_an_invalidated_quarantine_does_not_page() {
+fn an_invalidated_quarantine_does_not_page() {
     let sb = coded("", r#"{ check = "row_count", min = 2 }"#);
     assert_exit(&sb.run("r1", &["--partition", "k1"]), 1);
     let out = sb.weir_out(&["status", "m.toml", "--check"]);
@@ -1659,7 +1659,7 @@ fn issue_12_an_invalidated_quarantine_does_not_page() {
 // Issue 12 item 7: the STALE line of a held (rolled-back) instance said
 // "rerun it with `weir run`", which the hold prevents: it names the retry.
 #[test]
-fn issue_12_a_held_stale_instance_points_at_retry() {
+fn a_held_stale_instance_points_at_retry() {
     let sb = chain(&["k1"]);
     assert_exit(&sb.run("r1", &["--partition", "k1"]), 0);
     assert_exit(&sb.run("r2", &["--partition", "k1", "--force"]), 0);
@@ -1686,7 +1686,7 @@ fn issue_12_a_held_stale_instance_points_at_retry() {
 // so an operator's `--run-id RUN-…` rerun came before the nightly `run-…`
 // it followed, and the recommendation judged the older attempt.
 #[test]
-fn issue_12_explain_lists_attempts_in_time_order() {
+fn explain_lists_attempts_in_time_order() {
     let sb = chain(&["k1"]);
     assert_exit(&sb.run("zz-nightly", &["--partition", "k1"]), 0);
     assert_exit(&sb.run("aa-rerun", &["--partition", "k1", "--force"]), 0);
@@ -1705,7 +1705,7 @@ fn issue_12_explain_lists_attempts_in_time_order() {
 // Issue 12 item 5: ABANDONED instances were missing from `weir status`
 // (text and --json) although the README lists them; they do not page.
 #[test]
-fn issue_12_status_lists_abandoned_instances() {
+fn status_lists_abandoned_instances() {
     let sb = coded("", r#"{ check = "row_count", min = 2 }"#);
     assert_exit(&sb.run("r1", &["--partition", "k1"]), 1);
     let out = sb.weir_out(&[
@@ -1768,7 +1768,7 @@ fn within(sb: &Sandbox, args: &[&str], limit: std::time::Duration) -> std::proce
 // `status` forever in open(). The fingerprint refuses anything that is not
 // a regular file or directory, by its type, without opening it.
 #[test]
-fn issue_12_a_fifo_in_code_is_refused_not_opened() {
+fn a_fifo_in_code_is_refused_not_opened() {
     let sb = coded("", r#"{ check = "row_count", min = 1 }"#);
     assert_exit(&sb.run("r1", &["--partition", "k1"]), 0);
     let fifo = sb.path().join("lib/pipe");
@@ -1797,7 +1797,7 @@ fn issue_12_a_fifo_in_code_is_refused_not_opened() {
 // that does not exist created it (and said "nothing published yet"). They
 // read it as empty and create nothing; a missing parent is an error.
 #[test]
-fn issue_12_read_only_commands_create_no_warehouse() {
+fn read_only_commands_create_no_warehouse() {
     let sb = chain(&["k1"]);
     let cases: [(&[&str], i32); 9] = [
         (&["status", "m.toml"], 0),

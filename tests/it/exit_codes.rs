@@ -80,7 +80,7 @@ fn os(errno: i32) -> String {
 // Issue 12: the exit code is decided once, from the error's kind, for every
 // command's usage (2), refusal (3), nothing-published (1) and engine (5) errors.
 #[test]
-fn issue_12_every_command_decides_its_exit_code_from_the_error() {
+fn every_command_decides_its_exit_code_from_the_error() {
     let sb = pipeline();
     let o = sb.run("r1", &["--partition", "k1"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -209,7 +209,7 @@ fn issue_12_every_command_decides_its_exit_code_from_the_error() {
 // published" (status exited 0), and an `attempts` that is a regular file made
 // gc report 0 candidates; both are the engine's failure, naming the path.
 #[test]
-fn issue_12_a_file_where_a_directory_belongs_is_not_absence() {
+fn a_file_where_a_directory_belongs_is_not_absence() {
     let sb = pipeline();
     let o = sb.run("r1", &["--partition", "k1", "--task", "a"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -370,7 +370,7 @@ fn issue_12_a_file_where_a_directory_belongs_is_not_absence() {
 // ("nothing to do", exit 0) where status, show and history exit 5; and a
 // marker that is not valid JSON was not mentioned.
 #[test]
-fn issue_12_explain_does_not_take_unreadable_state_for_absence() {
+fn explain_does_not_take_unreadable_state_for_absence() {
     let sb = pipeline();
     let o = sb.run("r1", &["--partition", "k1"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -427,7 +427,7 @@ fn issue_12_explain_does_not_take_unreadable_state_for_absence() {
 // id, `a/b` or a newline were accepted. Refused (exit 2) before anything is
 // written, saying what is allowed.
 #[test]
-fn issue_12_run_ids_are_validated() {
+fn run_ids_are_validated() {
     let sb = pipeline();
     let long = "r".repeat(129);
     for id in ["../../x", "..", "", "a/b", "a\nb", ".hidden", long.as_str()] {
@@ -473,7 +473,7 @@ fn issue_12_run_ids_are_validated() {
 // when a commit log could not be read. It still keeps everything under it,
 // but exits 5 naming the partition, dry run or --apply.
 #[test]
-fn issue_12_gc_exits_5_on_an_unreadable_commit_log() {
+fn gc_exits_5_on_an_unreadable_commit_log() {
     let sb = pipeline();
     let o = sb.run("r1", &["--partition", "k1", "--task", "a"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -64,7 +64,7 @@ output = { dataset = "mlw", grain = ["hour"] }
 // issue 23 item 9: Kathmandu (+05:45) and Monrovia keys were refused key by
 // key (the sub-hour phase came from 1970, with the wrong sign)
 #[test]
-fn issue_23_hourly_schemes_in_nepal_and_liberia_validate_plan_and_run() {
+fn hourly_schemes_in_nepal_and_liberia_validate_plan_and_run() {
     let sb = Sandbox::new(HOURLY);
     sb.script(
         "hour.sh",
@@ -121,7 +121,7 @@ fn issue_23_hourly_schemes_in_nepal_and_liberia_validate_plan_and_run() {
 // until 1972): its hours are whole local hours; a range across the change
 // to UTC is refused
 #[test]
-fn issue_23_liberia_before_1972_keeps_its_sub_minute_phase() {
+fn liberia_before_1972_keeps_its_sub_minute_phase() {
     let manifest = |end: &str| {
         format!(
             r#"[pipeline]
@@ -176,7 +176,7 @@ output = {{ dataset = "old", grain = ["hour"] }}
 // issue 23 item 9: Lord Howe's half-hour DST was accepted, then mislabelled
 // hours; refused at validate wherever `start` falls
 #[test]
-fn issue_23_an_hourly_scheme_in_lord_howe_is_refused_at_validate() {
+fn an_hourly_scheme_in_lord_howe_is_refused_at_validate() {
     for (start, change) in [
         (
             "2026-11-28T00",
@@ -259,7 +259,7 @@ output = { dataset = "regional", grain = ["id"] }
 // while status showed nothing, explain said "not run yet" and retry refused;
 // since issue 24 item 4 the run says WAITING too (exit 0, nothing done)
 #[test]
-fn issue_23_a_missing_external_input_is_one_story_with_a_command_that_works() {
+fn a_missing_external_input_is_one_story_with_a_command_that_works() {
     let sb = Sandbox::new(OPS);
     std::fs::create_dir(sb.path().join("in")).unwrap();
     let out = sb.run("r1", &[]);
@@ -338,7 +338,7 @@ fn issue_23_a_missing_external_input_is_one_story_with_a_command_that_works() {
 // issue 23 item 14: suggested commands printed `--partition eu|2026-11-15`
 // unquoted, a pipe when pasted into a shell
 #[test]
-fn issue_23_suggested_commands_quote_keys_and_work_when_pasted() {
+fn suggested_commands_quote_keys_and_work_when_pasted() {
     let sb = Sandbox::new(OPS);
     std::fs::create_dir(sb.path().join("in")).unwrap();
     // Since issue 24 item 4 the instance waits with its upstream (exit 0),
@@ -374,7 +374,7 @@ fn issue_23_suggested_commands_quote_keys_and_work_when_pasted() {
 // issue 23 item 14: a static key alone on `--partition` selected nothing
 // without saying why
 #[test]
-fn issue_23_a_static_key_alone_says_why_it_selects_nothing() {
+fn a_static_key_alone_says_why_it_selects_nothing() {
     let sb = Sandbox::new(OPS);
     for command in ["plan", "run"] {
         let out = sb.weir_out(&[command, "m.toml", "--partition", "eu"]);
@@ -405,7 +405,7 @@ fn issue_23_a_static_key_alone_says_why_it_selects_nothing() {
 // issue 23 item 14: New York hours into UTC days validated silently and
 // shifted data by a day
 #[test]
-fn issue_23_a_mapping_across_timezones_warns_and_the_plan_shows_its_rule() {
+fn a_mapping_across_timezones_warns_and_the_plan_shows_its_rule() {
     let sb = Sandbox::new(
         r#"[pipeline]
 name = "tz"
@@ -531,7 +531,7 @@ printf 'day\n%s\n' "$WEIR_PARTITION" > "$WEIR_OUTPUT_DIR/d.csv"
 // issue 23 item 14: the backfill header said "(1 partition)" for 31 days,
 // and the report's Gantt labelled lanes with the tasks' own pool
 #[test]
-fn issue_23_the_backfill_header_counts_each_scheme_and_its_lanes_are_its_pool() {
+fn the_backfill_header_counts_each_scheme_and_its_lanes_are_its_pool() {
     // A monthly task planned first: the header counted its one partition.
     let sb = Sandbox::new(&BACKFILL.replace(
         "[tasks.sales]",
@@ -569,7 +569,7 @@ fn issue_23_the_backfill_header_counts_each_scheme_and_its_lanes_are_its_pool() 
 // issue 23 item 14: an interrupted forced backfill could not be resumed
 // (the hint, "run the same command again", forced everything again)
 #[test]
-fn issue_23_an_interrupted_forced_backfill_resumes_with_the_command_it_prints() {
+fn an_interrupted_forced_backfill_resumes_with_the_command_it_prints() {
     let _serial = crate::support::exclusive();
     let sb = backfill_sandbox();
     ok(&sb.weir_out(&["backfill", "m.toml", "october", "--run-id", "b1"]));
@@ -652,7 +652,7 @@ fn issue_23_an_interrupted_forced_backfill_resumes_with_the_command_it_prints() 
 
 // issue 23 item 14: the JSON Schema accepted month 13, day 32 and 30 February
 #[test]
-fn issue_23_the_schema_refuses_impossible_dates() {
+fn the_schema_refuses_impossible_dates() {
     let schema: serde_json::Value = serde_json::from_str(&weir::manifest::json_schema()).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
     let manifest = |kind: &str, start: &str| {

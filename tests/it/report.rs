@@ -44,7 +44,7 @@ fn chromium() -> Option<&'static str> {
 // stale, quarantined, held, missing), the hover evidence of a published cell, the
 // run's attempts as bars in their pool's lanes and the generation history.
 #[test]
-fn issue_15_report_renders_states_in_a_headless_browser() {
+fn report_renders_states_in_a_headless_browser() {
     let sb = Sandbox::new(MANIFEST);
     sb.script(
         "up.sh",
@@ -167,7 +167,7 @@ fn issue_15_report_renders_states_in_a_headless_browser() {
 // and a headless browser lays out in seconds (summarised per task since
 // issue 25).
 #[test]
-fn issue_15_report_of_730_partitions_by_10_tasks_stays_light() {
+fn report_of_730_partitions_by_10_tasks_stays_light() {
     let mut manifest = String::from(
         "[pipeline]\nname = \"big\"\ncode_version = \"1\"\nwarehouse = \"wh\"\n\n\
          [partitions.daily]\nkind = \"daily\"\nstart = \"2024-01-01\"\nend = \"2025-12-30\"\n",
@@ -223,7 +223,7 @@ fn issue_15_report_of_730_partitions_by_10_tasks_stays_light() {
 // every task as a row, every instance as a bar in its pool's slot lanes
 // (small plans) or the pool's busy slots over time (large ones).
 #[test]
-fn issue_15_plan_html_shows_the_simulated_schedule() {
+fn plan_html_shows_the_simulated_schedule() {
     let mut manifest = String::from(
         "[pipeline]\nname = \"big\"\ncode_version = \"1\"\nwarehouse = \"wh\"\n\n\
          [partitions.daily]\nkind = \"daily\"\nstart = \"2024-01-01\"\nend = \"2025-12-30\"\n\n\

@@ -82,7 +82,7 @@ fn stale_lines(sb: &Sandbox) -> Vec<String> {
 // is reverted: `t`'s publication names the code it ran (v2), so it is STALE
 // once v1 is back, instead of passing as current.
 #[test]
-fn issue_23_code_is_fingerprinted_when_its_command_launches() {
+fn code_is_fingerprinted_when_its_command_launches() {
     let sb = deploy_mid_run(T_WRITES);
     let v1 = fingerprint_now(&sb);
     let out = sb.run("r1", &[]);
@@ -130,7 +130,7 @@ fn issue_23_code_is_fingerprinted_when_its_command_launches() {
 // deploys, once): the attempt fails as transient, naming both
 // fingerprints, and the retry publishes as the new code.
 #[test]
-fn issue_23_code_changed_while_the_command_ran_fails_the_attempt_as_transient() {
+fn code_changed_while_the_command_ran_fails_the_attempt_as_transient() {
     let sb = deploy_mid_run(&format!(
         "if [ ! -e deployed_by_t ]; then touch deployed_by_t; printf 'v() {{ echo 3; }}\\n' > lib.sh; fi\n{T_WRITES}"
     ));
@@ -244,7 +244,7 @@ output = { dataset = "slow_out", grain = ["id"] }
 // the panic's message; `after` is skipped, `slow` publishes, the run
 // finishes and exits 5.
 #[test]
-fn issue_23_panic_in_an_audit_worker_fails_the_instance_and_the_run_ends() {
+fn panic_in_an_audit_worker_fails_the_instance_and_the_run_ends() {
     let sb = panicking();
     std::fs::write(sb.path().join("go"), "").unwrap();
     let mut cmd = sb.weir(&["run", "m.toml", "--run-id", "r1"]);
@@ -315,7 +315,7 @@ fn issue_23_panic_in_an_audit_worker_fails_the_instance_and_the_run_ends() {
 // still stops the run (exit 130, `slow` INTERRUPTED, RUN_FINISHED) and
 // `bad` is an engine failure carrying the panic's message.
 #[test]
-fn issue_23_panic_in_an_attempt_thread_then_sigint_stops_the_run() {
+fn panic_in_an_attempt_thread_then_sigint_stops_the_run() {
     let _serial = crate::support::exclusive();
     let sb = panicking();
     let mut cmd = sb.weir(&["run", "m.toml", "--run-id", "r1"]);
@@ -397,7 +397,7 @@ output = { dataset = "t_out", grain = ["id"] }
 // audit as a gate, naming the file: QUARANTINED, not ENGINE_FAILED and a
 // new launch every run.
 #[test]
-fn issue_23_a_file_name_the_store_refuses_fails_the_audit_naming_it() {
+fn a_file_name_the_store_refuses_fails_the_audit_naming_it() {
     let sb = one_task();
     sb.script(
         "t.sh",
@@ -444,7 +444,7 @@ fn issue_23_a_file_name_the_store_refuses_fails_the_audit_naming_it() {
 // issue 23 item 8: keys each short enough alone, joined across a task's two schemes, would
 // name a partition the warehouse cannot hold: `validate` refuses the task.
 #[test]
-fn issue_23_keys_joined_across_schemes_must_fit_the_warehouse() {
+fn keys_joined_across_schemes_must_fit_the_warehouse() {
     let manifest = |len: usize| {
         format!(
             r#"
@@ -494,7 +494,7 @@ output = {{ dataset = "t_out", grain = ["id"] }}
 // partition publishes, and its marker (`<key>.json`, 255 bytes, written
 // through a temp file) is written when it fails.
 #[test]
-fn issue_23_the_longest_accepted_key_publishes_and_is_marked() {
+fn the_longest_accepted_key_publishes_and_is_marked() {
     let key = "k".repeat(250);
     let sb = Sandbox::new(&format!(
         r#"
@@ -543,7 +543,7 @@ output = {{ dataset = "u_out", grain = ["id"] }}
 // code (v2) fails, and once the deploy is reverted the next run releases
 // the quarantine and publishes with v1, which never failed.
 #[test]
-fn issue_23_a_quarantine_names_the_code_its_command_launched_with() {
+fn a_quarantine_names_the_code_its_command_launched_with() {
     let sb = deploy_mid_run(&format!(
         ". ./lib.sh\nif [ \"$(v)\" = 2 ]; then exit 65; fi\n{T_WRITES}"
     ));
@@ -583,7 +583,7 @@ fn issue_23_a_quarantine_names_the_code_its_command_launched_with() {
 // the warehouse: one longer than the store's 255 bytes is refused by
 // `validate`, where it is written, instead of failing every run.
 #[test]
-fn issue_23_names_longer_than_the_warehouse_takes_are_refused() {
+fn names_longer_than_the_warehouse_takes_are_refused() {
     let long = "n".repeat(256);
     let manifest = |task: &str, pool: &str, dataset: &str| {
         format!(

@@ -79,7 +79,7 @@ pub(crate) fn backend(endpoint: &str, url: &str) -> S3Backend {
 // issue 13: the S3 backend keeps the backend contract (under a key prefix,
 // on a real S3 protocol server).
 #[test]
-fn issue_13_s3_backend_keeps_the_contract() {
+fn s3_backend_keeps_the_contract() {
     let Some(endpoint) = endpoint() else { return };
     let bucket = new_bucket(&endpoint);
     let n = AtomicUsize::new(0);
@@ -197,7 +197,7 @@ fn serve(mut client: TcpStream, upstream: &str, fault: fn(&str) -> bool, fired: 
 // finds the key taken (412) by the first try. The backend rereads, finds
 // its own bytes, and reports the create as its own, not as lost.
 #[test]
-fn issue_13_s3_create_whose_reply_was_lost_is_ours() {
+fn s3_create_whose_reply_was_lost_is_ours() {
     let Some(endpoint) = endpoint() else { return };
     let bucket = new_bucket(&endpoint);
     let proxy = LostReply::start(&endpoint, |head| {
@@ -218,7 +218,7 @@ fn issue_13_s3_create_whose_reply_was_lost_is_ours() {
 // issue 13: the same for a conditional replace: the retry's 412 after a
 // landed first try is our write, with the version now stored.
 #[test]
-fn issue_13_s3_replace_whose_reply_was_lost_is_ours() {
+fn s3_replace_whose_reply_was_lost_is_ours() {
     let Some(endpoint) = endpoint() else { return };
     let bucket = new_bucket(&endpoint);
     let proxy = LostReply::start(&endpoint, |head| {
@@ -248,7 +248,7 @@ fn issue_13_s3_replace_whose_reply_was_lost_is_ours() {
 // opened, naming it with the server's answer, never a panic and never an
 // empty warehouse.
 #[test]
-fn issue_13_s3_missing_bucket_is_an_error_with_its_cause() {
+fn s3_missing_bucket_is_an_error_with_its_cause() {
     let Some(endpoint) = endpoint() else { return };
     let url = format!("s3://no-such-bucket-{:08x}/wh", fastrand_u64() as u32);
     let opened = S3Backend::open_with(
@@ -284,7 +284,7 @@ fn issue_13_s3_missing_bucket_is_an_error_with_its_cause() {
 // durable emit is stored before it returns, a reopened run appends after
 // the last chunk, and `read_run` / `read_all_in` merge them in order.
 #[test]
-fn issue_13_s3_event_log_in_ordered_chunks() {
+fn s3_event_log_in_ordered_chunks() {
     use weir::events::{read_all_in, read_run, Event, EventLog, State};
     use weir::store::events::EventStore;
     let Some(endpoint) = endpoint() else { return };

@@ -177,7 +177,7 @@ partitioned_by = []
 // --apply (with a GC_DELETED event), and one outside the warehouse's prefix
 // is never touched.
 #[test]
-fn issue_23_gc_aborts_incomplete_uploads_under_the_warehouse() {
+fn gc_aborts_incomplete_uploads_under_the_warehouse() {
     let Some(endpoint) = endpoint() else { return };
     let bucket = new_bucket(&endpoint);
     let url = format!("s3://{bucket}/wh");
@@ -253,7 +253,7 @@ fn issue_23_gc_aborts_incomplete_uploads_under_the_warehouse() {
 // Six parts, so that the refusal is seen while more parts are still to be
 // sent (before, only a failure seen at the end was aborted).
 #[test]
-fn issue_23_a_failed_multipart_upload_is_aborted() {
+fn a_failed_multipart_upload_is_aborted() {
     let Some(endpoint) = endpoint() else { return };
     let bucket = new_bucket(&endpoint);
     let url = format!("s3://{bucket}/wh");
@@ -308,7 +308,7 @@ timeout = "10m"
 // the quick task's lines written since (PUBLISHED) were stored by the
 // timer though nothing else was emitted. Before: no event at all.
 #[test]
-fn issue_23_kill9_on_s3_keeps_running_and_the_lines_flushed_since() {
+fn kill9_on_s3_keeps_running_and_the_lines_flushed_since() {
     let _serial = crate::support::exclusive();
     let Some(endpoint) = endpoint() else { return };
     let bucket = new_bucket(&endpoint);
@@ -406,7 +406,7 @@ pool = "work"
 // and the log, stored in full once the burst is over, is not called
 // incomplete.
 #[test]
-fn issue_23_a_503_burst_is_reported_with_its_cause_and_truthfully() {
+fn a_503_burst_is_reported_with_its_cause_and_truthfully() {
     let _serial = crate::support::exclusive();
     let Some(endpoint) = endpoint() else { return };
     let bucket = new_bucket(&endpoint);
@@ -501,7 +501,7 @@ fn issue_23_a_503_burst_is_reported_with_its_cause_and_truthfully() {
 // lines for good (the file on a full disk) is still called incomplete, and
 // the instances never admitted say why rather than "never became ready".
 #[test]
-fn issue_23_a_log_that_lost_lines_is_called_incomplete() {
+fn a_log_that_lost_lines_is_called_incomplete() {
     let sb = crate::support::Sandbox::new(
         r#"
 [pipeline]

@@ -86,7 +86,7 @@ fn published(status: &str) -> BTreeMap<(String, String), (u64, u64, String)> {
 // publishes on disk, and every command reads, repairs and cleans the S3
 // warehouse the way it does a directory, from any host's staging directory.
 #[test]
-fn issue_13_atlasmart_on_s3_matches_disk_and_every_command_works() {
+fn atlasmart_on_s3_matches_disk_and_every_command_works() {
     let Some(endpoint) = endpoint() else { return };
     let bucket = new_bucket(&endpoint);
     let url = format!("s3://{bucket}/atlasmart");
@@ -351,7 +351,7 @@ fn issue_13_atlasmart_on_s3_matches_disk_and_every_command_works() {
 // drift: readers refuse it (exit 5, naming the file and how it changed), and
 // a downstream task is never handed it.
 #[test]
-fn issue_13_an_object_changed_in_the_bucket_is_refused() {
+fn an_object_changed_in_the_bucket_is_refused() {
     let Some(endpoint) = endpoint() else { return };
     let bucket = new_bucket(&endpoint);
     let url = format!("s3://{bucket}/wh");
@@ -473,7 +473,7 @@ heartbeat = "300ms"
 // and no generation in any commit log holds anything else (nothing torn,
 // nothing stale, nothing doubled).
 #[test]
-fn issue_13_three_engines_on_s3_with_kill9_and_sigstop_converge() {
+fn three_engines_on_s3_with_kill9_and_sigstop_converge() {
     let _serial = crate::support::exclusive();
     let Some(endpoint) = endpoint() else { return };
     let bucket = new_bucket(&endpoint);
@@ -694,7 +694,7 @@ fn intervals(dir: &Path) -> Vec<(String, u128, Option<u128>)> {
 // own clocks); one killed -9 while holding both slots leaks neither: the
 // other gets them back once the dead engine's heartbeat has stopped moving.
 #[test]
-fn issue_13_s3_pool_slots_hold_across_engines_and_survive_kill9() {
+fn s3_pool_slots_hold_across_engines_and_survive_kill9() {
     let _serial = crate::support::exclusive();
     let Some(endpoint) = endpoint() else { return };
     let bucket = new_bucket(&endpoint);
@@ -764,7 +764,7 @@ fn issue_13_s3_pool_slots_hold_across_engines_and_survive_kill9() {
 // its stderr (a command that failed) and its audit report (a gate that
 // failed), so any host can read them; nothing is published.
 #[test]
-fn issue_13_failed_attempts_leave_their_evidence_in_the_bucket() {
+fn failed_attempts_leave_their_evidence_in_the_bucket() {
     let Some(endpoint) = endpoint() else { return };
     let bucket = new_bucket(&endpoint);
     let url = format!("s3://{bucket}/wh");
@@ -825,7 +825,7 @@ output = { dataset = "dups", grain = ["id"] }
 // or an s3:// URL, on any command; any other URL is a usage error, never a
 // directory named `gs:`.
 #[test]
-fn issue_13_the_warehouse_flag_takes_a_directory_or_an_s3_url() {
+fn the_warehouse_flag_takes_a_directory_or_an_s3_url() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(

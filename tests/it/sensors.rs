@@ -77,7 +77,7 @@ fn no_markers(sb: &Sandbox) {
 // issue 24 item 4: without --wait, an input not ready is reported WAITING,
 // exit 0, nothing published, no HELD marker; its downstream waits too
 #[test]
-fn issue_24_without_wait_an_unready_input_is_waiting_and_exits_0() {
+fn without_wait_an_unready_input_is_waiting_and_exits_0() {
     let sb = sandbox(MANIFEST);
     let out = sb.run("r1", &["--partition", KEY, "--task", "load"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -147,7 +147,7 @@ fn issue_24_without_wait_an_unready_input_is_waiting_and_exits_0() {
 // issue 24 item 4: a `_SUCCESS` that appears late: WAITING, then published
 // within the run's --wait
 #[test]
-fn issue_24_a_late_success_marker_is_waited_for_then_published() {
+fn a_late_success_marker_is_waited_for_then_published() {
     let sb = sandbox(MANIFEST);
     let started = Instant::now();
     let engine = Engine::spawn(
@@ -213,7 +213,7 @@ fn issue_24_a_late_success_marker_is_waited_for_then_published() {
 
 // issue 24 item 4: --wait ends: still WAITING, exit 0, after several checks
 #[test]
-fn issue_24_a_wait_that_ends_leaves_the_instance_waiting() {
+fn a_wait_that_ends_leaves_the_instance_waiting() {
     let sb = sandbox(MANIFEST);
     let started = Instant::now();
     let out = sb.run(
@@ -253,7 +253,7 @@ fn issue_24_a_wait_that_ends_leaves_the_instance_waiting() {
 // issue 24 item 4: a sensor command exiting 2 is a sensor failure, with its
 // stderr as evidence; exiting 1 is "not yet"
 #[test]
-fn issue_24_a_sensor_exiting_2_fails_with_its_stderr() {
+fn a_sensor_exiting_2_fails_with_its_stderr() {
     let manifest = MANIFEST.replace(
         r#"ready = { file = "raw/{partition}/_SUCCESS" }"#,
         r#"ready = { command = ["sh", "check.sh", "{partition}"] }"#,
@@ -323,7 +323,7 @@ fn issue_24_a_sensor_exiting_2_fails_with_its_stderr() {
 // issue 24 item 4: a waiting instance past its task's SLA is LATE in the
 // run, in status (and --check pages on it) and in the report
 #[test]
-fn issue_24_a_waiting_instance_past_its_sla_is_late() {
+fn a_waiting_instance_past_its_sla_is_late() {
     let manifest = MANIFEST.replace(
         "output = { dataset = \"loaded\", grain = [\"id\"] }",
         "output = { dataset = \"loaded\", grain = [\"id\"] }\nsla = \"30m\"",
@@ -378,7 +378,7 @@ fn issue_24_a_waiting_instance_past_its_sla_is_late() {
 // issue 24 item 4: an external input corrected after its partition was
 // published makes that publication STALE at once, in status and plan
 #[test]
-fn issue_24_a_changed_external_input_is_stale_when_status_looks() {
+fn a_changed_external_input_is_stale_when_status_looks() {
     let sb = sandbox(MANIFEST);
     std::fs::write(sb.path().join("raw").join(KEY).join("_SUCCESS"), "").unwrap();
     ok(&sb.run("r1", &["--partition", KEY, "--task", "load"]));
@@ -407,7 +407,7 @@ fn issue_24_a_changed_external_input_is_stale_when_status_looks() {
 // issue 24 item 4: a watermark sensor waits until the source's committed
 // position reaches the period's end
 #[test]
-fn issue_24_a_watermark_short_of_the_period_end_is_waiting() {
+fn a_watermark_short_of_the_period_end_is_waiting() {
     let manifest = MANIFEST.replace(
         r#"ready = { file = "raw/{partition}/_SUCCESS" }"#,
         "watermark = \"raw/position\"\nready = { watermark_at_least = \"period_end\" }",
@@ -441,7 +441,7 @@ fn issue_24_a_watermark_short_of_the_period_end_is_waiting() {
 
 // issue 24 item 4: `ready` mistakes are located diagnostics
 #[test]
-fn issue_24_a_bad_ready_is_a_located_diagnostic() {
+fn a_bad_ready_is_a_located_diagnostic() {
     let path = repo().join("tests/fixtures/bad/bad_ready.toml");
     let errors = Manifest::load(&path).unwrap_err();
     let first = &errors.errors[0];

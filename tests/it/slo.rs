@@ -142,7 +142,7 @@ const INSTANT_MS: i64 = 999;
 // pool, over `--since 4d`, exactly where the clock is pinned and within the
 // real run's bounds where time is real.
 #[test]
-fn issue_26_slo_figures_match_a_run_of_known_lateness_and_durations() {
+fn slo_figures_match_a_run_of_known_lateness_and_durations() {
     let m = midnight();
     let sb = pipeline(m);
     let d = |k| day(m, k);
@@ -433,7 +433,7 @@ fn issue_26_slo_figures_match_a_run_of_known_lateness_and_durations() {
 // clock pinned 10 days on, no partition and no attempt is in a 4-day
 // window, and nothing is judged (no share, no budget spent).
 #[test]
-fn issue_26_the_window_follows_the_pinned_clock() {
+fn the_window_follows_the_pinned_clock() {
     let m = midnight();
     let sb = pipeline(m);
     timed_run(&sb, "r1", &["--task", "daily", "--partition", &day(m, 3)]);
@@ -470,7 +470,7 @@ fn issue_26_the_window_follows_the_pinned_clock() {
 // issue 26 item 6: `slo` is a share strictly between 0 and 1, and needs
 // the `sla` it measures; each is a located diagnostic with its fix.
 #[test]
-fn issue_26_slo_is_validated_where_it_is_written() {
+fn slo_is_validated_where_it_is_written() {
     let mut manifest = String::from(
         r#"[pipeline]
 name = "demo"
@@ -629,7 +629,7 @@ fn end_of(d: jiff::civil::Date) -> String {
 // (counts by state, the oldest problem), then the problems oldest first as
 // many as a screen holds; `--all` is the full listing.
 #[test]
-fn issue_26_status_at_scale_summarises_oldest_problem_first() {
+fn status_at_scale_summarises_oldest_problem_first() {
     let sb = at_scale();
     let out = sb.weir_out(&["status", "m.toml"]);
     assert_eq!(stderr(&out), "");
@@ -702,7 +702,7 @@ load             89     0            0     0       79         10  MISSING 2026-0
 // and what `--check` pages on; unknown names and bad ranges are usage
 // errors; `--json` keeps its shape, adding `summary`.
 #[test]
-fn issue_26_status_filters_and_json_summary() {
+fn status_filters_and_json_summary() {
     let sb = at_scale();
     let out = sb.weir_out(&["status", "m.toml", "--state", "late", "--state", "held"]);
     assert_eq!(stderr(&out), "");
@@ -849,7 +849,7 @@ HELD        extract 2026-09-15: operator failure: exit code 78
 // issue 26 item 7: a summary still names what `--check` pages on beyond
 // the instances' states: a Delta table behind weir's records.
 #[test]
-fn issue_26_status_summary_names_a_table_behind() {
+fn status_summary_names_a_table_behind() {
     use arrow_array::{ArrayRef, Int64Array, RecordBatch};
     let sb = Sandbox::new(
         r#"
@@ -920,7 +920,7 @@ pool = "wide"
 // issue 26 item 7: on a terminal "a screen" is its height: 20 rows hold
 // the heading, the table and 11 problems, and the line saying how many more.
 #[test]
-fn issue_26_status_summary_fits_the_terminal() {
+fn status_summary_fits_the_terminal() {
     let sb = at_scale();
     // util-linux `script` gives weir a pseudo-terminal of 20 rows.
     let out = std::process::Command::new("script")

@@ -142,7 +142,7 @@ fn job_ids(sb: &Sandbox, run_id: &str, task: &str) -> BTreeMap<String, Vec<Strin
 
 // issue 14: tasks run as Slurm jobs publish exactly what local runs publish
 #[test]
-fn issue_14_slurm_publishes_the_same_digests_as_local() {
+fn slurm_publishes_the_same_digests_as_local() {
     if !slurm() {
         return;
     }
@@ -188,7 +188,7 @@ impl Sandbox {
 
 // issue 14: a pool's slots cap the jobs in the cluster's queue
 #[test]
-fn issue_14_pool_caps_jobs_in_the_queue() {
+fn pool_caps_jobs_in_the_queue() {
     if !slurm() {
         return;
     }
@@ -222,7 +222,7 @@ fn issue_14_pool_caps_jobs_in_the_queue() {
 // issue 14: a job cancelled with scancel, and one past the task's timeout,
 // are classified and retried per policy
 #[test]
-fn issue_14_scancel_and_timeout_are_classified_and_retried() {
+fn scancel_and_timeout_are_classified_and_retried() {
     if !slurm() {
         return;
     }
@@ -392,7 +392,7 @@ fn engine_dies_then_restart(signal: i32, dataset: &str) {
 
 // issue 14: kill -9 of the engine while jobs run, then a restart
 #[test]
-fn issue_14_kill9_then_restart_adopts_running_jobs() {
+fn kill9_then_restart_adopts_running_jobs() {
     if !slurm() {
         return;
     }
@@ -402,7 +402,7 @@ fn issue_14_kill9_then_restart_adopts_running_jobs() {
 // issue 14: an interrupted engine (SIGTERM, as Ctrl-C) scancels its jobs before
 // it exits, and a restart runs them to the same digests
 #[test]
-fn issue_14_interrupted_engine_cancels_its_jobs() {
+fn interrupted_engine_cancels_its_jobs() {
     if !slurm() {
         return;
     }
@@ -414,7 +414,7 @@ fn issue_14_interrupted_engine_cancels_its_jobs() {
 // `nobody`, who cannot enter the sandbox (mode 0700): what a node without
 // the shared filesystem sees.
 #[test]
-fn issue_14_job_that_cannot_see_staging_fails_clearly() {
+fn job_that_cannot_see_staging_fails_clearly() {
     if !slurm() {
         return;
     }
@@ -446,7 +446,7 @@ fn issue_14_job_that_cannot_see_staging_fails_clearly() {
 
 // issue 14: `weir plan` shows each task's executor and resources
 #[test]
-fn issue_14_plan_shows_executor_and_resources() {
+fn plan_shows_executor_and_resources() {
     let sb = sandbox("hpc", "raw_plan", 4, "");
     let out = sb.weir(&["plan", "m.toml"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -465,7 +465,7 @@ fn issue_14_plan_shows_executor_and_resources() {
 // issue 14: Slurm end states have defaults (node failure and preemption
 // transient, out-of-memory deterministic) that `exit_codes` overrides by name
 #[test]
-fn issue_14_end_state_defaults_and_overrides() {
+fn end_state_defaults_and_overrides() {
     use weir::exec::classify::{rule, ClusterEnd, Ending};
     use weir::manifest::FailureRule;
     let sb = sandbox("hpc", "raw_c", 4, "");

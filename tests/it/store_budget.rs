@@ -81,7 +81,7 @@ fn matching(lines: &[String], f: impl Fn(&str) -> bool) -> usize {
 // file is read once, by `down`), and `up`'s record is read by no GET at all
 // in the first run (its committer and its reader keep it).
 #[test]
-fn issue_28_requests_per_published_and_current_instance_stay_within_budget() {
+fn requests_per_published_and_current_instance_stay_within_budget() {
     let Some(endpoint) = endpoint() else { return };
     let bucket = new_bucket(&endpoint);
     let url = format!("s3://{bucket}/wh");

@@ -102,7 +102,7 @@ fn stalling_proxy(endpoint: &str) -> (FaultProxy, Arc<Mutex<Option<Instant>>>) {
 // stops `long` within a second, and the run, interrupted, stores every one
 // of its events once the stall is over.
 #[test]
-fn issue_28_a_stalled_store_never_holds_up_timeouts_or_ctrl_c() {
+fn a_stalled_store_never_holds_up_timeouts_or_ctrl_c() {
     let _serial = crate::support::exclusive();
     let Some(endpoint) = endpoint() else { return };
     let bucket = new_bucket(&endpoint);
@@ -209,7 +209,7 @@ partitioned_by = []
 // 5, with an engine error naming the store and the key, and says its event
 // log is incomplete.
 #[test]
-fn issue_28_a_store_that_stops_answering_ends_the_run_with_an_error_naming_it() {
+fn a_store_that_stops_answering_ends_the_run_with_an_error_naming_it() {
     let _serial = crate::support::exclusive();
     let Some(endpoint) = endpoint() else { return };
     let bucket = new_bucket(&endpoint);
