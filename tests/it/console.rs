@@ -177,6 +177,10 @@ fn browser() -> Option<&'static str> {
 // and the command `weir explain` recommends; the hostile stderr is text (no
 // script ran, no attribute was set); the grid filters by state and task; the
 // page refreshed itself without a reload.
+#[cfg_attr(
+    not(any(weir_has_chromium, weir_ci)),
+    ignore = "needs Chromium: `chromium` on the PATH (.ci/run installs it)"
+)]
 #[test]
 fn console_first_screen_and_grid_in_a_headless_browser() {
     let sb = pipeline();

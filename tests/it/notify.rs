@@ -753,6 +753,10 @@ fn kill_after_commit_before_the_outbox_is_repaired_by_the_next_run() {
 // (from another staging directory, as another host) names them, and a
 // flush delivers them with the keys the bucket holds.
 #[cfg(feature = "s3")]
+#[cfg_attr(
+    not(any(weir_has_s3, weir_ci)),
+    ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
+)]
 #[test]
 fn the_outbox_lives_in_an_s3_warehouse() {
     use weir::store::Backend;

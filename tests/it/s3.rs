@@ -78,6 +78,10 @@ pub(crate) fn backend(endpoint: &str, url: &str) -> S3Backend {
 
 // issue 13: the S3 backend keeps the backend contract (under a key prefix,
 // on a real S3 protocol server).
+#[cfg_attr(
+    not(any(weir_has_s3, weir_ci)),
+    ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
+)]
 #[test]
 fn s3_backend_keeps_the_contract() {
     let Some(endpoint) = endpoint() else { return };
@@ -196,6 +200,10 @@ fn serve(mut client: TcpStream, upstream: &str, fault: fn(&str) -> bool, fired: 
 // issue 13: object_store retries a create whose reply was a 503; the retry
 // finds the key taken (412) by the first try. The backend rereads, finds
 // its own bytes, and reports the create as its own, not as lost.
+#[cfg_attr(
+    not(any(weir_has_s3, weir_ci)),
+    ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
+)]
 #[test]
 fn s3_create_whose_reply_was_lost_is_ours() {
     let Some(endpoint) = endpoint() else { return };
@@ -217,6 +225,10 @@ fn s3_create_whose_reply_was_lost_is_ours() {
 
 // issue 13: the same for a conditional replace: the retry's 412 after a
 // landed first try is our write, with the version now stored.
+#[cfg_attr(
+    not(any(weir_has_s3, weir_ci)),
+    ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
+)]
 #[test]
 fn s3_replace_whose_reply_was_lost_is_ours() {
     let Some(endpoint) = endpoint() else { return };
@@ -247,6 +259,10 @@ fn s3_replace_whose_reply_was_lost_is_ours() {
 // issue 13: a bucket that does not exist fails when the warehouse is
 // opened, naming it with the server's answer, never a panic and never an
 // empty warehouse.
+#[cfg_attr(
+    not(any(weir_has_s3, weir_ci)),
+    ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
+)]
 #[test]
 fn s3_missing_bucket_is_an_error_with_its_cause() {
     let Some(endpoint) = endpoint() else { return };
@@ -283,6 +299,10 @@ fn s3_missing_bucket_is_an_error_with_its_cause() {
 // issue 13: a run's events on S3 are ordered put-if-absent chunks: a
 // durable emit is stored before it returns, a reopened run appends after
 // the last chunk, and `read_run` / `read_all_in` merge them in order.
+#[cfg_attr(
+    not(any(weir_has_s3, weir_ci)),
+    ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
+)]
 #[test]
 fn s3_event_log_in_ordered_chunks() {
     use weir::events::{read_all_in, read_run, Event, EventLog, State};

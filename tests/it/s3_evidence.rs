@@ -176,6 +176,10 @@ partitioned_by = []
 // (killed mid-upload) is listed by gc's dry run with its age, aborted by
 // --apply (with a GC_DELETED event), and one outside the warehouse's prefix
 // is never touched.
+#[cfg_attr(
+    not(any(weir_has_s3, weir_ci)),
+    ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
+)]
 #[test]
 fn gc_aborts_incomplete_uploads_under_the_warehouse() {
     let Some(endpoint) = endpoint() else { return };
@@ -252,6 +256,10 @@ fn gc_aborts_incomplete_uploads_under_the_warehouse() {
 // the writer there and then: no incomplete upload is left behind for gc.
 // Six parts, so that the refusal is seen while more parts are still to be
 // sent (before, only a failure seen at the end was aborted).
+#[cfg_attr(
+    not(any(weir_has_s3, weir_ci)),
+    ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
+)]
 #[test]
 fn a_failed_multipart_upload_is_aborted() {
     let Some(endpoint) = endpoint() else { return };
@@ -307,6 +315,10 @@ timeout = "10m"
 // leaves its evidence: RUNNING was stored before the command started, and
 // the quick task's lines written since (PUBLISHED) were stored by the
 // timer though nothing else was emitted. Before: no event at all.
+#[cfg_attr(
+    not(any(weir_has_s3, weir_ci)),
+    ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
+)]
 #[test]
 fn kill9_on_s3_keeps_running_and_the_lines_flushed_since() {
     let _serial = crate::support::exclusive();
@@ -405,6 +417,10 @@ pool = "work"
 // key, the instances never admitted say why (not "never became ready"),
 // and the log, stored in full once the burst is over, is not called
 // incomplete.
+#[cfg_attr(
+    not(any(weir_has_s3, weir_ci)),
+    ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
+)]
 #[test]
 fn a_503_burst_is_reported_with_its_cause_and_truthfully() {
     let _serial = crate::support::exclusive();

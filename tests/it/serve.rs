@@ -549,6 +549,10 @@ fn several_manifests_in_one_process_share_nothing_but_the_process() {
 // warehouse (each with its own staging, as on two hosts) publish each
 // partition once, and a restart records what it skipped once.
 #[cfg(feature = "s3")]
+#[cfg_attr(
+    not(any(weir_has_s3, weir_ci)),
+    ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
+)]
 #[test]
 fn two_serves_on_one_s3_warehouse_publish_each_partition_once() {
     use crate::s3_warehouse::weir_s3;

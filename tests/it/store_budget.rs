@@ -80,6 +80,10 @@ fn matching(lines: &[String], f: impl Fn(&str) -> bool) -> usize {
 // log checkpoint is read for a short log, no upload is read back (each data
 // file is read once, by `down`), and `up`'s record is read by no GET at all
 // in the first run (its committer and its reader keep it).
+#[cfg_attr(
+    not(any(weir_has_s3, weir_ci)),
+    ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
+)]
 #[test]
 fn requests_per_published_and_current_instance_stay_within_budget() {
     let Some(endpoint) = endpoint() else { return };

@@ -447,6 +447,10 @@ mod two_endpoints {
     // engine stages in its own directory and publishes its own rows (they
     // shared one: prod's attempt took dev's staged file for its own). The
     // second server is `WEIR_S3_TEST_ENDPOINT_2`, else a moto started here.
+    #[cfg_attr(
+        not(any(weir_has_s3, weir_ci)),
+        ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
+    )]
     #[test]
     fn one_bucket_name_on_two_endpoints_stages_apart() {
         let Some(prod) = crate::s3::endpoint() else {

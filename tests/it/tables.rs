@@ -490,6 +490,10 @@ fn visible(sb: &Sandbox, partition: &str) -> u64 {
 // version shows the older generation. A Delta commit lost after weir's
 // (a crash between the two) is repaired by `weir tables sync`, which is
 // idempotent.
+#[cfg_attr(
+    not(any(weir_has_delta_readers, weir_ci)),
+    ignore = "needs python3 with deltalake and polars (.ci/run installs them)"
+)]
 #[test]
 fn delta_table_follows_publications_republish_and_rollback() {
     if !python_readers() {
@@ -995,6 +999,10 @@ fn delta_sandbox() -> Sandbox {
 // rows `weir show` prints, the versions are contiguous, and `weir files`
 // names the visible files by their s3:// URLs with their sizes and sums.
 #[cfg(feature = "s3")]
+#[cfg_attr(
+    not(any(all(weir_has_s3, weir_has_delta_readers), weir_ci)),
+    ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto) and python3 with deltalake and polars (.ci/run installs them)"
+)]
 #[test]
 fn delta_table_and_files_on_s3() {
     let Some(endpoint) = crate::s3::endpoint() else {
@@ -1400,6 +1408,10 @@ fn generations_by_version(root: &Path) -> Vec<(u64, std::collections::BTreeMap<S
 // table, and weir's next commit replays from the checkpoint: it removes
 // the partition's files the checkpoint holds (no duplicate rows) and
 // writes no second protocol/metaData.
+#[cfg_attr(
+    not(any(weir_has_delta_readers, weir_ci)),
+    ignore = "needs python3 with deltalake and polars (.ci/run installs them)"
+)]
 #[test]
 fn delta_checkpoints_are_written_and_read() {
     if !python_readers() {
@@ -1700,6 +1712,10 @@ fn verify_reports_a_table_that_disagrees() {
 // delta-rs reads the table from the bucket with the rows `weir show`
 // prints.
 #[cfg(feature = "s3")]
+#[cfg_attr(
+    not(any(all(weir_has_s3, weir_has_delta_readers), weir_ci)),
+    ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto) and python3 with deltalake and polars (.ci/run installs them)"
+)]
 #[test]
 fn delta_checkpoints_on_s3() {
     let Some(endpoint) = crate::s3::endpoint() else {

@@ -546,6 +546,10 @@ fn lineage_url_credentials_are_used_and_redacted() {
 // without `env` gets the engine's environment minus the store's credentials
 // (region and endpoint stay); with `env` only what it declares.
 #[cfg(feature = "s3")]
+#[cfg_attr(
+    not(any(weir_has_s3, weir_ci)),
+    ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
+)]
 #[test]
 fn a_task_of_an_s3_warehouse_never_sees_the_store_credentials() {
     let Some(endpoint) = crate::s3::endpoint() else {
