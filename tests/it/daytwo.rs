@@ -4,7 +4,7 @@
 
 use weir::events::State;
 
-use crate::support::{states, stderr, stdout, Sandbox, Visible};
+use crate::support::{assert_exit, states, stderr, stdout, Sandbox, Visible};
 
 /// `m.toml` over static `keys`: `a` copies `feed_{partition}.csv` (or writes
 /// wrong rows while `flag` exists), `b` copies `a`'s output, `c` copies `b`'s.
@@ -59,17 +59,6 @@ else cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"; fi
         std::fs::write(sb.path().join(format!("feed_{k}.csv")), "id,v\n1,a\n2,b\n").unwrap();
     }
     sb
-}
-
-#[track_caller]
-fn assert_exit(out: &std::process::Output, expected: i32) {
-    assert_eq!(
-        out.status.code(),
-        Some(expected),
-        "stdout:\n{}\nstderr:\n{}",
-        stdout(out),
-        stderr(out)
-    );
 }
 
 fn rows(sb: &Sandbox, dataset: &str, partition: &str) -> String {
@@ -407,15 +396,14 @@ fn run_from_to_reruns_an_ad_hoc_range_and_refuses_an_empty_one() {
         "kind = \"daily\"\nstart = \"2026-09-01\"\nend = \"2026-09-04\"",
         &days,
     );
-    let out = sb.run(
+    sb.run_cmd(
         "range",
         &["--from", "2026-09-02", "--to", "2026-09-03", "--task", "a"],
-    );
-    assert_exit(&out, 0);
-    assert_eq!(
-        stdout(&out).lines().next(),
-        Some("run range: 2 task instances: 2 published; 0 retries")
-    );
+    )
+    .assert()
+    .success()
+    .stdout("run range: 2 task instances: 2 published; 0 retries\nevents: $SB/wh/_runs/range/events.jsonl\n")
+    .stderr_unordered("a 2026-09-03 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\na 2026-09-02 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     assert_eq!(
         outcome(&sb, "range"),
         [
@@ -423,40 +411,34 @@ fn run_from_to_reruns_an_ad_hoc_range_and_refuses_an_empty_one() {
             row("a", "2026-09-03", State::Published)
         ]
     );
-    let plan = sb.weir_out(&[
+    sb.cmd(&[
         "plan",
         "m.toml",
         "--from",
         "2026-09-02",
         "--to",
         "2026-09-03",
-    ]);
-    assert_exit(&plan, 0);
-    assert!(
-        stdout(&plan).contains("range: 2026-09-02 to 2026-09-03 (ad hoc)"),
-        "{}",
-        stdout(&plan)
-    );
+    ])
+    .assert()
+    .success()
+    .stdout("plan for `daytwo` (code_version 1)\nrange: 2026-09-02 to 2026-09-03 (ad hoc)\n\nstep  task  scheme     pool     retry    instances  expected\n   1  a     k (daily)  default  default          2  1m\n   2  b     k (daily)  default  default          2  1m\n   3  c     k (daily)  default  default          2  1m\n\ninputs by partition (first planned partition of each task):\n  b 2026-09-02 ← a (same partition)\n  c 2026-09-02 ← b (same partition)\n\npool     slots  instances  estimated wall time\ndefault      4          6  3m\n\ntotal: 6 task instances, estimated wall time 3m\n")
+    .stderr("");
 
-    let out = sb.run("back", &["--from", "2026-09-03", "--to", "2026-09-02"]);
-    assert_exit(&out, 2);
-    assert_eq!(stdout(&out), "");
-    assert!(
-        stderr(&out)
-            .contains("range 2026-09-03 to 2026-09-02: runs backwards: swap --from and --to"),
-        "{}",
-        stderr(&out)
-    );
-    let out = sb.run("none", &["--from", "2027-01-01", "--to", "2027-01-02"]);
-    assert_exit(&out, 2);
-    assert!(
-        stderr(&out).contains("covers no partition of the selected tasks"),
-        "{}",
-        stderr(&out)
-    );
-    let out = sb.run("half", &["--from", "2026-09-01"]);
-    assert_exit(&out, 2);
-    assert!(stderr(&out).contains("--to"), "{}", stderr(&out));
+    sb.run_cmd("back", &["--from", "2026-09-03", "--to", "2026-09-02"])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr("weir::plan::bad_range\n\n  × range 2026-09-03 to 2026-09-02: runs backwards: swap --from and --to\n  help: partitions are `k`: days from 2026-09-01 to 2026-09-04; a task of\n        several dimensions takes keys joined by `|`\n");
+    sb.run_cmd("none", &["--from", "2027-01-01", "--to", "2027-01-02"])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr("weir::plan::bad_range\n\n  × range 2027-01-01 to 2027-01-02: covers no partition of the selected tasks\n  help: partitions are `k`: days from 2026-09-01 to 2026-09-04; a task of\n        several dimensions takes keys joined by `|`\n");
+    sb.run_cmd("half", &["--from", "2026-09-01"])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr("error: the following required arguments were not provided:\n  --to <TO>\n\nUsage: weir run --from <FROM> --to <TO> --run-id <RUN_ID> <MANIFEST>\n\nFor more information, try '--help'.\n");
     assert!(!sb.path().join("wh/_runs/back").exists(), "nothing logged");
 }
 
@@ -475,13 +457,11 @@ eval "src=\$WEIR_INPUT_$1"; cat "$src"/*.csv > "$WEIR_OUTPUT_DIR/out.csv"
 "#,
     );
     std::fs::write(sb.path().join("hold_b"), "").unwrap();
-    let out = sb.run("r1", &["--partition", "k1", "--partition", "k2"]);
-    assert_exit(&out, 1);
-    assert!(
-        stdout(&out).contains("2 published, 2 held, 2 skipped"),
-        "{}",
-        stdout(&out)
-    );
+    sb.run_cmd("r1", &["--partition", "k1", "--partition", "k2"])
+        .assert()
+        .code(1)
+        .stdout("run r1: 6 task instances: 2 published, 2 held, 2 skipped; 0 retries\n  HELD        b k1: operator failure: exit code 78\n  HELD        b k2: operator failure: exit code 78\n  SKIPPED     c k1: upstream `b` k1 did not publish\n  SKIPPED     c k2: upstream `b` k2 did not publish\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\na k2 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k1 attempt 1 token 1: FAILED exit code 78\nb k1 attempt 1 token 1: HELD operator failure: exit code 78: held for an operator\nc k1: SKIPPED upstream `b` k1 did not publish\nb k2 attempt 1 token 1: FAILED exit code 78\nb k2 attempt 1 token 1: HELD operator failure: exit code 78: held for an operator\nc k2: SKIPPED upstream `b` k2 did not publish\n");
     let ops_before = std::fs::read_dir(sb.path().join("wh/_runs"))
         .unwrap()
         .count();
@@ -496,10 +476,11 @@ eval "src=\$WEIR_INPUT_$1"; cat "$src"/*.csv > "$WEIR_OUTPUT_DIR/out.csv"
          "error: partition `k9` is not in the partition scheme of task `b`"),
     ];
     for (args, code, message) in refusals {
-        let out = sb.weir_out(args);
-        assert_exit(&out, code);
-        assert_eq!(stdout(&out), "");
-        assert!(stderr(&out).starts_with(message), "{}", stderr(&out));
+        sb.cmd(args)
+            .assert()
+            .code(code)
+            .stdout("")
+            .stderr(&format!("{message}\n...\n"));
     }
     assert_eq!(
         std::fs::read_dir(sb.path().join("wh/_runs"))

@@ -11,7 +11,7 @@ use weir::events::{EventRecord, State};
 use weir::store::{FencingToken, TokenOwner};
 
 use crate::support::{
-    exclusive, poll_until, process_state, states, stderr, stdout, Engine, Sandbox,
+    assert_exit, exclusive, poll_until, process_state, states, stderr, stdout, Engine, Sandbox,
 };
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -92,17 +92,6 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
-}
-
-#[track_caller]
-fn assert_exit(out: &Output, code: i32) {
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "stdout:\n{}\nstderr:\n{}",
-        stdout(out),
-        stderr(out)
-    );
 }
 
 // issue 11: an unknown commit outcome is settled by rereading the log

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use sha2::Digest as _;
 use weir::events::{EventRecord, State};
 
-use crate::support::{printed_run_id, states, stderr, stdout, Sandbox, Visible};
+use crate::support::{assert_exit, run_id_in, states, stdout, Sandbox, Visible};
 
 /// A pipeline `m.toml` over static `keys` with `tasks` (TOML tables) and
 /// `extra` tables (datasets, retry classes).
@@ -30,17 +30,6 @@ keys = {keys:?}
     ))
 }
 
-#[track_caller]
-fn assert_exit(out: &std::process::Output, expected: i32) {
-    assert_eq!(
-        out.status.code(),
-        Some(expected),
-        "stdout:\n{}\nstderr:\n{}",
-        stdout(out),
-        stderr(out)
-    );
-}
-
 /// The events of `state` in `events`.
 fn of(events: &[EventRecord], state: State) -> Vec<&EventRecord> {
     events.iter().filter(|e| e.state == state).collect()
@@ -56,9 +45,11 @@ fn file_sha256(path: &Path) -> String {
 /// `weir show m.toml DATASET --partition P`, exit 0 asserted.
 #[track_caller]
 fn show(sb: &Sandbox, dataset: &str, partition: &str) -> String {
-    let out = sb.weir_out(&["show", "m.toml", dataset, "--partition", partition]);
-    assert_exit(&out, 0);
-    stdout(&out)
+    sb.cmd(&["show", "m.toml", dataset, "--partition", partition])
+        .assert()
+        .success()
+        .stderr("")
+        .stdout_text()
 }
 
 /// The entry of `dataset`/`partition` in `status --json`.
@@ -104,13 +95,11 @@ else cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"; fi
     assert_eq!(gen2.record.generation.get(), 2);
     assert_ne!(gen2.record.digest, gen1.record.digest, "gen 2 differs");
 
-    let out = sb.weir_out(&["rollback", "m.toml", "out", "--partition", "k1"]);
-    assert_exit(&out, 0);
-    assert!(
-        stdout(&out).contains("generation 3 now shows the files of generation 1"),
-        "{}",
-        stdout(&out)
-    );
+    sb.cmd(&["rollback", "m.toml", "out", "--partition", "k1"])
+        .assert()
+        .success()
+        .stdout("out k1: generation 3 now shows the files of generation 1 (2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3); the instance is held until `weir retry`\n")
+        .stderr("");
 
     // Readers see generation 3 with generation 1's rows and digest.
     let entry = status_entry(&sb, "out", "k1");
@@ -149,10 +138,11 @@ else cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"; fi
     // next run would rebuild the partition. It is HELD instead.
     std::fs::remove_file(sb.path().join("flag")).unwrap();
     std::fs::write(sb.path().join("feed_k1.csv"), "id,v\n1,a\n2,b\n3,c\n").unwrap();
-    let out = sb.weir_out(&["status", "m.toml", "--check"]);
-    assert_exit(&out, 4);
-    assert!(stdout(&out).contains("HELD        t k1: rolled back to generation 1"));
-    assert_eq!(stderr(&out), "check failed: 1 instance needs attention\n");
+    sb.cmd(&["status", "m.toml", "--check"])
+        .assert()
+        .code(4)
+        .stdout("dataset  partition  gen  token  rows  code_version  published_at              digest\nout      k1           3      3     2  1             [..]  sha256:d98be1f46a82…\n\nout: 1 partition built by code_version 1\nHELD        t k1: rolled back to generation 1 of out (token 3, replacing generation 2); `weir retry` releases it (a run then rebuilds it if its inputs or code differ from the restored generation's)\nSTALE       t k1: external input `feed` (feed_k1.csv) changed since this publication read it: sha256:c5dbf702e653 now, sha256:b5dccbd508bf then (held: `weir retry m.toml t --partition k1 --note …` releases it and rebuilds it)\n")
+        .stderr("check failed: 1 instance needs attention\n");
     let out = sb.run("r3", &[]);
     assert_exit(&out, 1);
     let r3 = sb.events("r3");
@@ -160,17 +150,21 @@ else cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"; fi
     assert!(of(&r3, State::Held)[0].detail.contains("weir retry"));
     assert_eq!(store.history().unwrap().len(), 3, "nothing rebuilt");
 
-    let out = sb.weir_out(&[
-        "retry",
-        "m.toml",
-        "t",
-        "--partition",
-        "k1",
-        "--note",
-        "bug fixed, new feed checked",
-    ]);
-    assert_exit(&out, 0);
-    let retry = sb.events(&printed_run_id(&out));
+    let out = sb
+        .cmd(&[
+            "retry",
+            "m.toml",
+            "t",
+            "--partition",
+            "k1",
+            "--note",
+            "bug fixed, new feed checked",
+        ])
+        .assert()
+        .success()
+        .stderr("t k1 attempt 1 token 4: PUBLISHED generation 4: 3 rows, sha256:0b239d8a8447d621cc56ac919096add8fd667d783560b1bac27134380db08520\n")
+        .stdout_text();
+    let retry = sb.events(&run_id_in(&out));
     let s = states(&retry, "t", "k1");
     assert!(s.contains(&State::Running), "{s:?}");
     assert_eq!(s.last(), Some(&State::Published), "{s:?}");
@@ -178,7 +172,11 @@ else cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"; fi
     assert_eq!(gen4.record.generation.get(), 4);
     assert_eq!(gen4.record.kind, weir::store::CommitKind::Publish);
     assert_eq!(show(&sb, "out", "k1"), "id,v\n1,a\n2,b\n3,c\n");
-    assert_exit(&sb.weir_out(&["status", "m.toml", "--check"]), 0);
+    sb.cmd(&["status", "m.toml", "--check"])
+        .assert()
+        .success()
+        .stdout("dataset  partition  gen  token  rows  code_version  published_at              digest\nout      k1           4      4     3  1             [..]  sha256:0b239d8a8447…\n\nout: 1 partition built by code_version 1\n")
+        .stderr("");
 }
 
 #[test]
@@ -210,7 +208,7 @@ output = { dataset = "down", grain = ["id"] }"#,
     let down = sb.store("down", "p");
     assert_eq!(down.history().unwrap().len(), 1);
 
-    let out = sb.weir_out(&[
+    sb.cmd(&[
         "uncertify",
         "m.toml",
         "up",
@@ -218,12 +216,18 @@ output = { dataset = "down", grain = ["id"] }"#,
         "p",
         "--reason",
         "vendor resent the feed",
-    ]);
-    assert_exit(&out, 0);
+    ])
+    .assert()
+    .success()
+    .stdout("uncertified up p generation 2\n")
+    .stderr("");
     assert_eq!(status_entry(&sb, "up", "p")["certified"], false);
 
-    let out = sb.run("r2", &["--force", "--task", "down"]);
-    assert_exit(&out, 1);
+    sb.run_cmd("r2", &["--force", "--task", "down"])
+        .assert()
+        .code(1)
+        .stdout("run r2: 1 task instance: 1 held; 0 retries\n  HELD        down p: upstream `up` p generation 2 is uncertified (vendor resent the feed); run with --allow-uncertified to read it anyway\nevents: $SB/wh/_runs/r2/events.jsonl\n")
+        .stderr("down p: HELD inputs unavailable: upstream `up` p generation 2 is uncertified (vendor resent the feed); run with --allow-uncertified to read it anyway\n");
     let r2 = sb.events("r2");
     // `--task down` selects exactly `down`: the published `up` is pinned,
     // not planned (issue 12).
@@ -236,11 +240,6 @@ output = { dataset = "down", grain = ["id"] }"#,
     );
     assert!(held.contains("--allow-uncertified"), "{held}");
     assert_eq!(down.history().unwrap().len(), 1, "nothing published");
-    assert!(
-        stdout(&out).contains("HELD        down p: upstream `up` p generation 2 is uncertified"),
-        "{}",
-        stdout(&out)
-    );
 
     let out = sb.run("r3", &["--force", "--task", "down", "--allow-uncertified"]);
     assert_exit(&out, 0);
@@ -249,7 +248,7 @@ output = { dataset = "down", grain = ["id"] }"#,
     assert_eq!(published.run_id, "r3");
     assert_eq!(published.input_snapshot["inputs"][0]["generation"], 2);
 
-    let out = sb.weir_out(&[
+    sb.cmd(&[
         "certify",
         "m.toml",
         "up",
@@ -257,8 +256,11 @@ output = { dataset = "down", grain = ["id"] }"#,
         "p",
         "--reason",
         "checked against the vendor's totals",
-    ]);
-    assert_exit(&out, 0);
+    ])
+    .assert()
+    .success()
+    .stdout("certified up p generation 2\n")
+    .stderr("");
     assert_eq!(status_entry(&sb, "up", "p")["certified"], true);
     let out = sb.run("r4", &["--force", "--task", "down"]);
     assert_exit(&out, 0);
@@ -613,32 +615,29 @@ output = { dataset = "out", grain = ["id"] }"#,
     }
     assert_eq!(sb.entries("out", "a", "tokens").len(), 1, "no new attempt");
 
-    let out = sb.weir_out(&["status", "m.toml", "--check"]);
-    assert_exit(&out, 4);
-    for k in ["a", "b"] {
-        assert!(
-            stdout(&out).contains(&format!(
-                "HELD        t {k}: operator failure: exit code 78"
-            )),
-            "{}",
-            stdout(&out)
-        );
-    }
-    assert!(stderr(&out).contains("check failed: 2 instances need attention"));
+    sb.cmd(&["status", "m.toml", "--check"])
+        .assert()
+        .code(4)
+        .stdout("nothing published yet in $SB/wh\nmissing: out: 2 expected partitions without a publication: a, b\nHELD        t a: operator failure: exit code 78\nHELD        t b: operator failure: exit code 78\n")
+        .stderr("check failed: 2 instances need attention\n");
 
     // Fixed: `weir retry` releases and runs `a`.
     sb.script("t.sh", r#"printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv""#);
-    let out = sb.weir_out(&[
-        "retry",
-        "m.toml",
-        "t",
-        "--partition",
-        "a",
-        "--note",
-        "fixed",
-    ]);
-    assert_exit(&out, 0);
-    let retry = sb.events(&printed_run_id(&out));
+    let out = sb
+        .cmd(&[
+            "retry",
+            "m.toml",
+            "t",
+            "--partition",
+            "a",
+            "--note",
+            "fixed",
+        ])
+        .assert()
+        .success()
+        .stderr("t a attempt 1 token 2: PUBLISHED generation 1: 1 rows, sha256:0ead588b958bcac06f302c5cc2df9d55363a52b2a75bcff608f661d198034209\n")
+        .stdout_text();
+    let retry = sb.events(&run_id_in(&out));
     assert_eq!(
         states(&retry, "t", "a"),
         [
@@ -661,16 +660,16 @@ output = { dataset = "out", grain = ["id"] }"#,
     assert_eq!(released[0].data["note"], "fixed");
     assert_eq!(released[0].data["was"]["mark"], "HELD");
     assert!(released[0].detail.contains("fixed"));
-    let out = sb.weir_out(&["status", "m.toml", "--check"]);
-    assert_exit(&out, 4);
-    assert!(
-        !stdout(&out).contains("HELD        t a"),
-        "{}",
-        stdout(&out)
-    );
+    let text = sb
+        .cmd(&["status", "m.toml", "--check"])
+        .assert()
+        .code(4)
+        .stderr("check failed: 1 instance needs attention\n")
+        .stdout_text();
+    assert!(!text.contains("HELD        t a"), "{text}");
 
     // `b` is given up: not run again, and no longer paged on.
-    let out = sb.weir_out(&[
+    sb.cmd(&[
         "abandon",
         "m.toml",
         "t",
@@ -678,11 +677,18 @@ output = { dataset = "out", grain = ["id"] }"#,
         "b",
         "--note",
         "source retired",
-    ]);
-    assert_exit(&out, 0);
-    let out = sb.weir_out(&["status", "m.toml", "--check"]);
-    assert_exit(&out, 0);
-    assert!(!stdout(&out).contains("HELD"), "{}", stdout(&out));
+    ])
+    .assert()
+    .success()
+    .stdout("abandoned t b: not run again until `weir retry`\n")
+    .stderr("");
+    let text = sb
+        .cmd(&["status", "m.toml", "--check"])
+        .assert()
+        .success()
+        .stderr("")
+        .stdout_text();
+    assert!(!text.contains("HELD"), "{text}");
     let out = sb.run("r3", &[]);
     assert_exit(&out, 1);
     let r3 = sb.events("r3");
@@ -725,9 +731,12 @@ sla = "6h"
     sb.script("t.sh", r#"printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv""#);
     let days = ["2026-11-18", "2026-11-19", "2026-11-20"];
 
-    let out = sb.weir_out(&["status", "m.toml", "--check"]);
-    assert_exit(&out, 4);
-    let text = stdout(&out);
+    let text = sb
+        .cmd(&["status", "m.toml", "--check"])
+        .assert()
+        .code(4)
+        .stderr("check failed: 3 instances need attention\n")
+        .stdout_text();
     for (day, deadline) in days.iter().zip([
         "2026-11-19T06:00:00Z",
         "2026-11-20T06:00:00Z",
@@ -757,9 +766,13 @@ sla = "6h"
         args.extend(["--partition", d]);
     }
     assert_exit(&sb.run("r1", &args), 0);
-    let out = sb.weir_out(&["status", "m.toml", "--check"]);
-    assert_exit(&out, 0);
-    assert!(!stdout(&out).contains("LATE"), "{}", stdout(&out));
+    let text = sb
+        .cmd(&["status", "m.toml", "--check"])
+        .assert()
+        .success()
+        .stderr("")
+        .stdout_text();
+    assert!(!text.contains("LATE"), "{text}");
     let status = sb.status_json();
     assert_eq!(status["attention"], serde_json::json!([]));
     assert_eq!(status["missing"], serde_json::json!([]));

@@ -499,7 +499,7 @@ fn atlasmart_web_runs_hours_to_days_to_a_week() {
         tmp.path().join("atlasmart_web.toml"),
     )
     .unwrap();
-    copy_dir(
+    crate::support::copy_tree_without_warehouse(
         &src.join("atlasmart_web"),
         &tmp.path().join("atlasmart_web"),
     );
@@ -533,21 +533,6 @@ fn atlasmart_web_runs_hours_to_days_to_a_week() {
         (hours[0].as_str(), hours[23].as_str()),
         ("2026-09-16T00", "2026-09-16T23")
     );
-}
-
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_name() == "warehouse" {
-            continue;
-        }
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &to.join(entry.file_name()));
-        } else {
-            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-        }
-    }
 }
 
 // issue 10: a backfill narrows a static dimension with `keys`
