@@ -52,6 +52,37 @@ fn show(sb: &Sandbox, dataset: &str, partition: &str) -> String {
         .stdout_text()
 }
 
+/// `weir retry m.toml TASK --partition PARTITION --note NOTE`, which
+/// releases one instance that then publishes, printing `stderr`; the retry
+/// run's events.
+#[track_caller]
+fn retry(sb: &Sandbox, task: &str, partition: &str, note: &str, stderr: &str) -> Vec<EventRecord> {
+    let out = sb
+        .cmd(&[
+            "retry",
+            "m.toml",
+            task,
+            "--partition",
+            partition,
+            "--note",
+            note,
+        ])
+        .assert()
+        .success()
+        .stderr(stderr)
+        .stdout_text();
+    let id = run_id_in(&out);
+    assert_eq!(
+        out,
+        format!(
+            "released {task} {partition}; running it and the downstream partitions that read it\n\
+             run {id}: 1 task instance: 1 published; 0 retries\n\
+             events: $SB/wh/_runs/{id}/events.jsonl\n"
+        )
+    );
+    sb.events(&id)
+}
+
 /// The entry of `dataset`/`partition` in `status --json`.
 #[track_caller]
 fn status_entry(sb: &Sandbox, dataset: &str, partition: &str) -> serde_json::Value {
@@ -150,21 +181,9 @@ else cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"; fi
     assert!(of(&r3, State::Held)[0].detail.contains("weir retry"));
     assert_eq!(store.history().unwrap().len(), 3, "nothing rebuilt");
 
-    let out = sb
-        .cmd(&[
-            "retry",
-            "m.toml",
-            "t",
-            "--partition",
-            "k1",
-            "--note",
-            "bug fixed, new feed checked",
-        ])
-        .assert()
-        .success()
-        .stderr("t k1 attempt 1 token 4: PUBLISHED generation 4: 3 rows, sha256:0b239d8a8447d621cc56ac919096add8fd667d783560b1bac27134380db08520\n")
-        .stdout_text();
-    let retry = sb.events(&run_id_in(&out));
+    let retry = retry(&sb, "t", "k1", "bug fixed, new feed checked",
+        "t k1 attempt 1 token 4: PUBLISHED generation 4: 3 rows, sha256:0b239d8a8447d621cc56ac919096add8fd667d783560b1bac27134380db08520\n",
+    );
     let s = states(&retry, "t", "k1");
     assert!(s.contains(&State::Running), "{s:?}");
     assert_eq!(s.last(), Some(&State::Published), "{s:?}");
@@ -623,21 +642,9 @@ output = { dataset = "out", grain = ["id"] }"#,
 
     // Fixed: `weir retry` releases and runs `a`.
     sb.script("t.sh", r#"printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv""#);
-    let out = sb
-        .cmd(&[
-            "retry",
-            "m.toml",
-            "t",
-            "--partition",
-            "a",
-            "--note",
-            "fixed",
-        ])
-        .assert()
-        .success()
-        .stderr("t a attempt 1 token 2: PUBLISHED generation 1: 1 rows, sha256:0ead588b958bcac06f302c5cc2df9d55363a52b2a75bcff608f661d198034209\n")
-        .stdout_text();
-    let retry = sb.events(&run_id_in(&out));
+    let retry = retry(&sb, "t", "a", "fixed",
+        "t a attempt 1 token 2: PUBLISHED generation 1: 1 rows, sha256:0ead588b958bcac06f302c5cc2df9d55363a52b2a75bcff608f661d198034209\n",
+    );
     assert_eq!(
         states(&retry, "t", "a"),
         [

@@ -3,6 +3,17 @@
 
 use crate::support::{repo, weir_cmd};
 
+/// `weir ARGS...` in `dir`, a plan as JSON: exit 0, nothing on stderr.
+#[track_caller]
+fn plan_json(dir: impl AsRef<std::path::Path>, args: &[&str]) -> serde_json::Value {
+    weir_cmd(args)
+        .current_dir(dir)
+        .assert()
+        .success()
+        .stderr("")
+        .stdout_json()
+}
+
 #[test]
 fn every_bundled_pipeline_validates_and_plans() {
     let dir = repo().join("pipelines");
@@ -19,11 +30,7 @@ fn every_bundled_pipeline_validates_and_plans() {
                     "ok: {name} (pipeline `[..]`, code_version [..]: [..])\n"
                 ))
                 .stderr("");
-            weir_cmd(&["plan", name, "--json"])
-                .current_dir(&dir)
-                .assert()
-                .success()
-                .stdout_json();
+            plan_json(&dir, &["plan", name, "--json"]);
             seen += 1;
         }
     }
@@ -52,18 +59,16 @@ total: 730 task instances, estimated wall time 3,650 minutes (about 61 hours)
         )
         .stderr("");
 
-    let doc = weir_cmd(&[
-        "plan",
-        "pipelines/marigold.toml",
-        "--backfill",
-        "rebuild",
-        "--json",
-    ])
-    .current_dir(repo())
-    .assert()
-    .success()
-    .stderr("")
-    .stdout_json();
+    let doc = plan_json(
+        repo(),
+        &[
+            "plan",
+            "pipelines/marigold.toml",
+            "--backfill",
+            "rebuild",
+            "--json",
+        ],
+    );
     assert_eq!(doc["pools"][0]["name"], "backfill");
     assert_eq!(doc["pools"][0]["slots"], 2);
     assert_eq!(doc["pools"][0]["instances"], 730);
@@ -74,12 +79,7 @@ total: 730 task instances, estimated wall time 3,650 minutes (about 61 hours)
 #[test]
 fn without_partitions_only_the_latest_is_planned() {
     // marigold's range started years before "today" (2026-11-29): no catch-up.
-    let doc = weir_cmd(&["plan", "pipelines/marigold.toml", "--json"])
-        .current_dir(repo())
-        .assert()
-        .success()
-        .stderr("")
-        .stdout_json();
+    let doc = plan_json(repo(), &["plan", "pipelines/marigold.toml", "--json"]);
     assert_eq!(doc["total"]["instances"], 1);
     assert_eq!(
         doc["tasks"][0]["partitions"],
@@ -90,20 +90,18 @@ fn without_partitions_only_the_latest_is_planned() {
 
 #[test]
 fn plans_follow_dependencies_and_slots() {
-    let doc = weir_cmd(&[
-        "plan",
-        "pipelines/atlasmart.toml",
-        "--partition",
-        "2026-09-20",
-        "--partition",
-        "2026-09-21",
-        "--json",
-    ])
-    .current_dir(repo())
-    .assert()
-    .success()
-    .stderr("")
-    .stdout_json();
+    let doc = plan_json(
+        repo(),
+        &[
+            "plan",
+            "pipelines/atlasmart.toml",
+            "--partition",
+            "2026-09-20",
+            "--partition",
+            "2026-09-21",
+            "--json",
+        ],
+    );
     let names: Vec<&str> = doc["tasks"]
         .as_array()
         .unwrap()
@@ -209,12 +207,10 @@ reason = "test"
 "#,
     )
     .unwrap();
-    let doc = weir_cmd(&["plan", "totals.toml", "--backfill", "all", "--json"])
-        .current_dir(dir.path())
-        .assert()
-        .success()
-        .stderr("")
-        .stdout_json();
+    let doc = plan_json(
+        dir.path(),
+        &["plan", "totals.toml", "--backfill", "all", "--json"],
+    );
     // 10 partitions in order, one at a time despite 4 slots.
     assert_eq!(doc["total"]["estimated_wall_ms"], 10 * 60_000);
 }

@@ -681,15 +681,7 @@ impl Assert {
     #[track_caller]
     pub(crate) fn stdout(mut self, expected: &str) -> Assert {
         self.stdout_checked = true;
-        if expected.contains("[..]") || expected.contains("...") {
-            self.loose("stdout", &self.stdout);
-        }
-        if !matches(expected, &self.stdout) {
-            self.fail(&format!(
-                "stdout differs from the expected (at {}):\n{expected}",
-                std::panic::Location::caller()
-            ));
-        }
+        self.text_is("stdout", &self.stdout, expected);
         self
     }
 
@@ -697,16 +689,21 @@ impl Assert {
     #[track_caller]
     pub(crate) fn stderr(mut self, expected: &str) -> Assert {
         self.stderr_checked = true;
+        self.text_is("stderr", &self.stderr, expected);
+        self
+    }
+
+    #[track_caller]
+    fn text_is(&self, stream: &str, actual: &str, expected: &str) {
         if expected.contains("[..]") || expected.contains("...") {
-            self.loose("stderr", &self.stderr);
+            self.loose(stream, actual);
         }
-        if !matches(expected, &self.stderr) {
+        if !matches(expected, actual) {
             self.fail(&format!(
-                "stderr differs from the expected (at {}):\n{expected}",
+                "{stream} differs from the expected (at {}):\n{expected}",
                 std::panic::Location::caller()
             ));
         }
-        self
     }
 
     /// stderr is `expected` up to the order of its lines.
