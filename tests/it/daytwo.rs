@@ -491,26 +491,14 @@ eval "src=\$WEIR_INPUT_$1"; cat "$src"/*.csv > "$WEIR_OUTPUT_DIR/out.csv"
     );
 
     std::fs::remove_file(sb.path().join("hold_b")).unwrap();
-    let out = sb.weir_out(&[
-        "retry",
-        "m.toml",
-        "b",
-        "--partition",
-        "k1",
-        "--note",
-        "fixed",
-    ]);
-    assert_exit(&out, 0);
-    let text = stdout(&out);
-    assert!(
-        text.starts_with("released b k1; running it and the downstream partitions that read it\n"),
-        "{text}"
-    );
-    assert!(
-        text.contains(": 2 task instances: 2 published; 0 retries"),
-        "{text}"
-    );
-    let run = crate::support::printed_run_id(&out);
+    let text = sb
+        .cmd(&["retry", "m.toml", "b", "--partition", "k1", "--note", "fixed"])
+        .assert()
+        .success()
+        .stdout("released b k1; running it and the downstream partitions that read it\nrun [..]: 2 task instances: 2 published; 0 retries\nevents: $SB/wh/_runs/[..]/events.jsonl\n")
+        .stderr("b k1 attempt 1 token 2: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n")
+        .stdout_text();
+    let run = crate::support::run_id_in(&text);
     assert_eq!(
         outcome(&sb, &run),
         [
@@ -519,10 +507,11 @@ eval "src=\$WEIR_INPUT_$1"; cat "$src"/*.csv > "$WEIR_OUTPUT_DIR/out.csv"
         ]
     );
     // k2 still waits for its own decision.
-    let out = sb.weir_out(&["status", "m.toml", "--check"]);
-    assert_exit(&out, 4);
-    assert!(stdout(&out).contains("b k2"), "{}", stdout(&out));
-    assert!(!stdout(&out).contains("b k1"), "{}", stdout(&out));
+    sb.cmd(&["status", "m.toml", "--check"])
+        .assert()
+        .code(4)
+        .stdout("dataset  partition  gen  token  rows  code_version  published_at              digest\na_out    k1           1      1     2  1             [..]  sha256:d98be1f46a82…\na_out    k2           1      1     2  1             [..]  sha256:d98be1f46a82…\nb_out    k1           1      2     2  1             [..]  sha256:d98be1f46a82…\nc_out    k1           1      1     2  1             [..]  sha256:d98be1f46a82…\n\na_out: 2 partitions built by code_version 1\nb_out: 1 partition built by code_version 1\nc_out: 1 partition built by code_version 1\nmissing: b_out: 1 expected partition without a publication: k2\nmissing: c_out: 1 expected partition without a publication: k2\nHELD        b k2: operator failure: exit code 78\n")
+        .stderr("check failed: 1 instance needs attention\n");
 }
 
 // issue 12: a reader that goes away (`weir status | head -1`) ends weir
@@ -1006,31 +995,13 @@ fn history_lists_every_generation() {
         ]),
         0,
     );
-    let out = sb.weir_out(&["history", "m.toml", "a_out", "--partition", "k1"]);
-    assert_exit(&out, 0);
-    assert_eq!(stderr(&out), "");
-    let text = stdout(&out);
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 4, "{text}");
     // The same table style as `status`: lowercase header, numbers
     // right-aligned.
-    assert!(
-        lines[0].starts_with("gen  kind             token  run"),
-        "{text}"
-    );
-    assert!(
-        lines[1].starts_with("  1  publish              1  r1 "),
-        "{text}"
-    );
-    assert!(
-        lines[2].starts_with("  2  publish              2  r2 "),
-        "{text}"
-    );
-    assert!(
-        lines[3].starts_with("  3  rollback from 1      3  op-"),
-        "{text}"
-    );
-    assert!(lines.iter().skip(1).all(|l| l.ends_with("yes")), "{text}");
+    sb.cmd(&["history", "m.toml", "a_out", "--partition", "k1"])
+        .assert()
+        .success()
+        .stdout("gen  kind             token  run                       code_version  rows  digest                published_at              certified\n  1  publish              1  r1                        1                2  sha256:d98be1f46a82…  [..]  yes\n  2  publish              2  r2                        1                2  sha256:d98be1f46a82…  [..]  yes\n  3  rollback from 1      3  op-[..]  1                2  sha256:d98be1f46a82…  [..]  yes\n")
+        .stderr("");
     // No table line ends in spaces (QUEUED events have no detail).
     let out = sb.weir_out(&["events", "m.toml"]);
     assert_exit(&out, 0);
@@ -1046,9 +1017,11 @@ fn history_lists_every_generation() {
     assert_eq!(doc.as_array().unwrap().len(), 3);
     assert_eq!(doc[2]["kind"], "rollback from 1");
     assert_eq!(doc[0]["code_version"], "1");
-    let out = sb.weir_out(&["history", "m.toml", "a_out", "--partition", "k9"]);
-    assert_exit(&out, 2);
-    assert_eq!(stdout(&out), "");
+    sb.cmd(&["history", "m.toml", "a_out", "--partition", "k9"])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr("error: partition `k9` is not in the partition scheme of task `a`\n  help: partitions are `k`: `k1`; a task of several dimensions takes keys joined by `|`\n");
 }
 
 // issue 12: validation and planning are linear: 20,000 tasks (each reading
@@ -1649,18 +1622,11 @@ fn a_held_stale_instance_points_at_retry() {
     let text = std::fs::read_to_string(sb.path().join("m.toml")).unwrap();
     let text = text.replace("[tasks.a]\n", "[tasks.a]\ncode_version = \"2\"\n");
     std::fs::write(sb.path().join("m.toml"), text).unwrap();
-    let out = sb.weir_out(&["status", "m.toml"]);
-    let text = stdout(&out);
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("STALE       a k1: "))
-        .unwrap_or_else(|| panic!("no STALE line for a k1 in:\n{text}"));
-    assert!(
-        line.ends_with(
-            "(held: `weir retry m.toml a --partition k1 --note …` releases it and rebuilds it)"
-        ),
-        "{line}"
-    );
+    sb.cmd(&["status", "m.toml"])
+        .assert()
+        .success()
+        .stdout("dataset  partition  gen  token  rows  code_version  published_at              digest\na_out    k1           3      3     2  1             [..]  sha256:d98be1f46a82…\nb_out    k1           2      2     2  1             [..]  sha256:d98be1f46a82…\nc_out    k1           2      2     2  1             [..]  sha256:d98be1f46a82…\n\na_out: 1 partition built by code_version 1\nb_out: 1 partition built by code_version 1\nc_out: 1 partition built by code_version 1\nHELD        a k1: rolled back to generation 1 of a_out (token 3, replacing generation 2); `weir retry` releases it (a run then rebuilds it if its inputs or code differ from the restored generation's)\nSTALE       a k1: built by code_version 1, the task is now at 2 (held: `weir retry m.toml a --partition k1 --note …` releases it and rebuilds it)\n")
+        .stderr("");
 }
 
 // Issue 12 item 5: explain listed attempts in the order of their runs' ids,
@@ -1689,7 +1655,7 @@ fn explain_lists_attempts_in_time_order() {
 fn status_lists_abandoned_instances() {
     let sb = coded("", r#"{ check = "row_count", min = 2 }"#);
     assert_exit(&sb.run("r1", &["--partition", "k1"]), 1);
-    let out = sb.weir_out(&[
+    sb.cmd(&[
         "abandon",
         "m.toml",
         "b",
@@ -1697,16 +1663,16 @@ fn status_lists_abandoned_instances() {
         "k1",
         "--note",
         "known bad feed",
-    ]);
-    assert_exit(&out, 0);
-    let out = sb.weir_out(&["status", "m.toml", "--check"]);
-    assert_exit(&out, 0);
-    assert_eq!(stderr(&out), "");
-    assert!(
-        stdout(&out).contains("\nABANDONED   b k1: by an operator: known bad feed (not run until `weir retry m.toml b --partition k1 --note …`)\n"),
-        "{}",
-        stdout(&out)
-    );
+    ])
+    .assert()
+    .success()
+    .stdout("abandoned b k1: not run again until `weir retry`\n")
+    .stderr("");
+    sb.cmd(&["status", "m.toml", "--check"])
+        .assert()
+        .success()
+        .stdout("dataset  partition  gen  token  rows  code_version  published_at              digest\na_out    k1           1      1     1  1             [..]  sha256:7a4720c30873…\n\na_out: 1 partition built by code_version 1\nmissing: a_out: 1 expected partition without a publication: k2\nmissing: b_out: 2 expected partitions without a publication: k1, k2\nABANDONED   b k1: by an operator: known bad feed (not run until `weir retry m.toml b --partition k1 --note …`)\n")
+        .stderr("");
     let out = sb.weir_out(&["status", "m.toml", "--json"]);
     assert_exit(&out, 0);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
