@@ -73,10 +73,22 @@ fn rows(sb: &Sandbox, dataset: &str, partition: &str) -> String {
 #[test]
 fn rollback_is_consumed_downstream() {
     let sb = chain(&["k1"]);
-    assert_exit(&sb.run("r1", &[]), 0);
+    sb.run_cmd("r1", &[])
+        .assert()
+        .code(0)
+        .stdout("run r1: 3 task instances: 3 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     std::fs::write(sb.path().join("flag"), "").unwrap();
-    assert_exit(&sb.run("r2", &["--force", "--task", "a"]), 0);
-    assert_exit(&sb.run("r2b", &[]), 0);
+    sb.run_cmd("r2", &["--force", "--task", "a"])
+        .assert()
+        .code(0)
+        .stdout("run r2: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r2/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 2: PUBLISHED generation 2: 1 rows, sha256:d5343173aede9185cd72f1f6017a4fd02aca07a78e41b01f233734d65ada973f\n");
+    sb.run_cmd("r2b", &[])
+        .assert()
+        .code(0)
+        .stdout("run r2b: 3 task instances: 2 published, 1 already published; 0 retries\nevents: $SB/wh/_runs/r2b/events.jsonl\n")
+        .stderr_unordered("a k1: ALREADY_PUBLISHED generation 2 has the same input snapshot (code_version 1): nothing to do\nb k1 attempt 1 token 2: PUBLISHED generation 2: 1 rows, sha256:d5343173aede9185cd72f1f6017a4fd02aca07a78e41b01f233734d65ada973f\nc k1 attempt 1 token 2: PUBLISHED generation 2: 1 rows, sha256:d5343173aede9185cd72f1f6017a4fd02aca07a78e41b01f233734d65ada973f\n");
     assert_eq!(rows(&sb, "c_out", "k1"), "id,v\n1,wrong\n");
 
     let out = sb.weir_out(&["rollback", "m.toml", "a_out", "--partition", "k1"]);
@@ -322,7 +334,11 @@ fn row(t: &str, p: &str, s: State) -> (String, String, State) {
 #[test]
 fn task_selectors_run_one_task_or_add_its_downstream_or_upstream() {
     let sb = chain(&["k1", "k2"]);
-    assert_exit(&sb.run("r1", &["--partition", "k1"]), 0);
+    sb.run_cmd("r1", &["--partition", "k1"])
+        .assert()
+        .code(0)
+        .stdout("run r1: 3 task instances: 3 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
 
     let out = sb.run("exact", &["--partition", "k1", "--task", "b", "--force"]);
     assert_exit(&out, 0);
@@ -519,10 +535,11 @@ eval "src=\$WEIR_INPUT_$1"; cat "$src"/*.csv > "$WEIR_OUTPUT_DIR/out.csv"
 #[test]
 fn broken_pipe_exits_quietly() {
     let sb = chain(&["k1", "k2"]);
-    assert_exit(
-        &sb.run("r1", &["--partition", "k1", "--partition", "k2"]),
-        0,
-    );
+    sb.run_cmd("r1", &["--partition", "k1", "--partition", "k2"])
+        .assert()
+        .code(0)
+        .stdout("run r1: 6 task instances: 6 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\na k2 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k2 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k2 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     for args in [
         &["status", "m.toml"][..],
         &["events", "m.toml"][..],
@@ -668,7 +685,11 @@ output = { dataset = "loud", grain = ["id"] }
 #[test]
 fn exit_codes_default_manifest_and_completions() {
     let sb = chain(&["k1"]);
-    assert_exit(&sb.run("r1", &["--partition", "k1"]), 0);
+    sb.run_cmd("r1", &["--partition", "k1"])
+        .assert()
+        .code(0)
+        .stdout("run r1: 3 task instances: 3 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     let cases: [(&[&str], &str); 5] = [
         (
             &["events", "m.toml", "--run", "nope"],
@@ -800,10 +821,11 @@ fn stale_lines(sb: &Sandbox) -> Vec<String> {
 #[test]
 fn edited_code_makes_its_instances_stale_and_reruns_them() {
     let sb = coded("", "");
-    assert_exit(
-        &sb.run("r1", &["--partition", "k1", "--partition", "k2"]),
-        0,
-    );
+    sb.run_cmd("r1", &["--partition", "k1", "--partition", "k2"])
+        .assert()
+        .code(0)
+        .stdout("run r1: 4 task instances: 4 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k2 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:7a4720c308735d05536ab5d10cfd3da20f7cb651593526fed7d832d9f93c4c96\na k1 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:7a4720c308735d05536ab5d10cfd3da20f7cb651593526fed7d832d9f93c4c96\nb k1 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:7a4720c308735d05536ab5d10cfd3da20f7cb651593526fed7d832d9f93c4c96\nb k2 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:7a4720c308735d05536ab5d10cfd3da20f7cb651593526fed7d832d9f93c4c96\n");
     assert_eq!(stale_lines(&sb), Vec::<String>::new());
     let first = Visible::of(&sb.store("a_out", "k1")).record;
     assert_eq!(first.code_version, "1");
@@ -925,7 +947,11 @@ fn explain_advises_from_the_failure_class_and_names_what_blocked_a_skip() {
 cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"
 "#,
     );
-    assert_exit(&sb.run("r1", &["--partition", "k1"]), 0);
+    sb.run_cmd("r1", &["--partition", "k1"])
+        .assert()
+        .code(0)
+        .stdout("run r1: 3 task instances: 3 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     let published_feed =
         Visible::of(&sb.store("a_out", "k1")).record.input_snapshot["inputs"][0]["digest"].clone();
     std::fs::write(sb.path().join("feed_k1.csv"), "id,v\n1,a\n2,bad\n").unwrap();
@@ -978,23 +1004,29 @@ cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"
 #[test]
 fn history_lists_every_generation() {
     let sb = chain(&["k1"]);
-    assert_exit(&sb.run("r1", &["--partition", "k1", "--task", "a"]), 0);
-    assert_exit(
-        &sb.run("r2", &["--partition", "k1", "--task", "a", "--force"]),
-        0,
-    );
-    assert_exit(
-        &sb.weir_out(&[
-            "rollback",
-            "m.toml",
-            "a_out",
-            "--partition",
-            "k1",
-            "--to",
-            "1",
-        ]),
-        0,
-    );
+    sb.run_cmd("r1", &["--partition", "k1", "--task", "a"])
+        .assert()
+        .code(0)
+        .stdout("run r1: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
+    sb.run_cmd("r2", &["--partition", "k1", "--task", "a", "--force"])
+        .assert()
+        .code(0)
+        .stdout("run r2: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r2/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 2: PUBLISHED generation 2: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
+    sb.cmd(&[
+        "rollback",
+        "m.toml",
+        "a_out",
+        "--partition",
+        "k1",
+        "--to",
+        "1",
+    ])
+    .assert()
+    .code(0)
+    .stdout("a_out k1: generation 3 now shows the files of generation 1 (2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3); the instance is held until `weir retry`\n")
+    .stderr("");
     // The same table style as `status`: lowercase header, numbers
     // right-aligned.
     sb.cmd(&["history", "m.toml", "a_out", "--partition", "k1"])
@@ -1156,7 +1188,11 @@ fn schema_flags_malformed_values() {
         .collect();
     assert!(errors.is_empty(), "{errors:?}");
     let sb = Sandbox::new(&good);
-    assert_exit(&sb.weir_out(&["validate", "m.toml"]), 0);
+    sb.cmd(&["validate", "m.toml"])
+        .assert()
+        .code(0)
+        .stdout("ok: m.toml (pipeline `s`, code_version 1: 1 task, 1 partition scheme, 2 pools, 0 backfills)\n")
+        .stderr("");
     for (what, text) in bad {
         assert!(
             !validator.is_valid(&as_json(&text)),
@@ -1184,7 +1220,11 @@ fn show_and_events_print_columns_people_can_read() {
         stdout(&out)
     );
     std::fs::write(sb.path().join("feed_k1.csv"), "v,id\nz,9\n").unwrap();
-    assert_exit(&sb.run("r2", &["--partition", "k1", "--task", "a"]), 0);
+    sb.run_cmd("r2", &["--partition", "k1", "--task", "a"])
+        .assert()
+        .code(0)
+        .stdout("run r2: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r2/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 2: PUBLISHED generation 2: 1 rows, sha256:833086529f08c6685e61375ffbc4d04be4a2097b5f517bbb74be4720b525ee9e\n");
 
     assert_eq!(
         rows(&sb, "a_out", "k1"),
@@ -1243,7 +1283,11 @@ fn show_and_events_print_columns_people_can_read() {
     // A quarantined instance is listed once as QUARANTINED, not twice.
     sb.script("a.sh", "exit 65\n");
     std::fs::write(sb.path().join("feed_k1.csv"), "v,id\ny,8\n").unwrap();
-    assert_exit(&sb.run("r3", &["--partition", "k1", "--task", "a"]), 1);
+    sb.run_cmd("r3", &["--partition", "k1", "--task", "a"])
+        .assert()
+        .code(1)
+        .stdout("run r3: 1 task instance: 1 quarantined; 0 retries\n  QUARANTINED a k1: deterministic failure: exit code 65\nevents: $SB/wh/_runs/r3/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 3: FAILED exit code 65\na k1 attempt 1 token 3: QUARANTINED deterministic failure: exit code 65: quarantined, not retried\n");
     let out = sb.run("r4", &["--partition", "k1", "--task", "a"]);
     assert_exit(&out, 1);
     let text = stdout(&out);
@@ -1373,7 +1417,11 @@ fn sigint_while_waiting_for_another_engine() {
 #[test]
 fn errors_keep_their_os_cause_and_exit_5() {
     let sb = chain(&["k1"]);
-    assert_exit(&sb.run("r1", &["--task", "a"]), 0);
+    sb.run_cmd("r1", &["--task", "a"])
+        .assert()
+        .code(0)
+        .stdout("run r1: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     // The warehouse is a file: every command that reads it fails.
     let wh = sb.path().join("wh");
     std::fs::rename(&wh, sb.path().join("wh.d")).unwrap();
@@ -1521,7 +1569,11 @@ fn huge_durations_are_refused_not_panicked() {
     // The longest accepted durations: the run's deadlines and gc's default
     // threshold (twice timeout plus lease) are computed without overflow.
     with("timeout = \"3650d\"\nsla = \"3650d\"");
-    assert_exit(&sb.run("r1", &[]), 0);
+    sb.run_cmd("r1", &[])
+        .assert()
+        .code(0)
+        .stdout("run r1: 3 task instances: 3 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     let out = sb.weir_out(&["gc", "m.toml"]);
     assert_exit(&out, 0);
     assert_eq!(stderr(&out), "");
@@ -1539,7 +1591,11 @@ fn huge_durations_are_refused_not_panicked() {
 #[test]
 fn an_invalidated_quarantine_does_not_page() {
     let sb = coded("", r#"{ check = "row_count", min = 2 }"#);
-    assert_exit(&sb.run("r1", &["--partition", "k1"]), 1);
+    sb.run_cmd("r1", &["--partition", "k1"])
+        .assert()
+        .code(1)
+        .stdout("run r1: 2 task instances: 1 published, 1 quarantined; 0 retries\n  QUARANTINED b k1: deterministic failure: row_count(min 2): expected at least 2 rows, got 1 row\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:7a4720c308735d05536ab5d10cfd3da20f7cb651593526fed7d832d9f93c4c96\nb k1 attempt 1 token 1: GATE_FAILED row_count(min 2): expected at least 2 rows, got 1 row\nb k1 attempt 1 token 1: QUARANTINED deterministic failure: row_count(min 2): expected at least 2 rows, got 1 row: quarantined, not retried\n");
     let out = sb.weir_out(&["status", "m.toml", "--check"]);
     assert_exit(&out, 4);
     assert!(
@@ -1598,15 +1654,27 @@ fn an_invalidated_quarantine_does_not_page() {
     // Back to the gate that failed: the quarantine stands again; then an
     // upstream republish (new rows from a's library) releases it.
     std::fs::write(sb.path().join("m.toml"), &text).unwrap();
-    assert_exit(&sb.weir_out(&["status", "m.toml", "--check"]), 4);
-    assert_exit(&sb.weir_out(&["report", "m.toml", "--out", "r.html"]), 0);
+    sb.cmd(&["status", "m.toml", "--check"])
+        .assert()
+        .code(4)
+        .stdout("dataset  partition  gen  token  rows  code_version  published_at              digest\na_out    k1           1      1     1  1             [..]  sha256:7a4720c30873…\n\na_out: 1 partition built by code_version 1\nmissing: a_out: 1 expected partition without a publication: k2\nmissing: b_out: 2 expected partitions without a publication: k1, k2\nQUARANTINED b k1: deterministic failure: row_count(min 2): expected at least 2 rows, got 1 row\n")
+        .stderr("check failed: 1 instance needs attention\n");
+    sb.cmd(&["report", "m.toml", "--out", "r.html"])
+        .assert()
+        .code(0)
+        .stdout("wrote r.html\n")
+        .stderr("");
     let html = std::fs::read_to_string(sb.path().join("r.html")).unwrap();
     assert!(
         html.contains(r#"data-task="b" data-partition="k1" data-state="quarantined""#),
         "a standing quarantine is shown as one"
     );
     sb.script("lib/helper.sh", "rows() { printf 'id,v\\n1,new\\n'; }\n");
-    assert_exit(&sb.run("r2", &["--partition", "k1", "--task", "a"]), 0);
+    sb.run_cmd("r2", &["--partition", "k1", "--task", "a"])
+        .assert()
+        .code(0)
+        .stdout("run r2: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r2/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 2: PUBLISHED generation 2: 1 rows, sha256:478cf72da8aaa07a4b7ac5b068dd6a75014af18e65a56e7ffd0be3cf3440b7f4\n");
     released("its input snapshot changed");
 }
 
@@ -1615,8 +1683,16 @@ fn an_invalidated_quarantine_does_not_page() {
 #[test]
 fn a_held_stale_instance_points_at_retry() {
     let sb = chain(&["k1"]);
-    assert_exit(&sb.run("r1", &["--partition", "k1"]), 0);
-    assert_exit(&sb.run("r2", &["--partition", "k1", "--force"]), 0);
+    sb.run_cmd("r1", &["--partition", "k1"])
+        .assert()
+        .code(0)
+        .stdout("run r1: 3 task instances: 3 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
+    sb.run_cmd("r2", &["--partition", "k1", "--force"])
+        .assert()
+        .code(0)
+        .stdout("run r2: 3 task instances: 3 published; 0 retries\nevents: $SB/wh/_runs/r2/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 2: PUBLISHED generation 2: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k1 attempt 1 token 2: PUBLISHED generation 2: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k1 attempt 1 token 2: PUBLISHED generation 2: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     let out = sb.weir_out(&["rollback", "m.toml", "a_out", "--partition", "k1"]);
     assert_exit(&out, 0);
     let text = std::fs::read_to_string(sb.path().join("m.toml")).unwrap();
@@ -1635,8 +1711,16 @@ fn a_held_stale_instance_points_at_retry() {
 #[test]
 fn explain_lists_attempts_in_time_order() {
     let sb = chain(&["k1"]);
-    assert_exit(&sb.run("zz-nightly", &["--partition", "k1"]), 0);
-    assert_exit(&sb.run("aa-rerun", &["--partition", "k1", "--force"]), 0);
+    sb.run_cmd("zz-nightly", &["--partition", "k1"])
+        .assert()
+        .code(0)
+        .stdout("run zz-nightly: 3 task instances: 3 published; 0 retries\nevents: $SB/wh/_runs/zz-nightly/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
+    sb.run_cmd("aa-rerun", &["--partition", "k1", "--force"])
+        .assert()
+        .code(0)
+        .stdout("run aa-rerun: 3 task instances: 3 published; 0 retries\nevents: $SB/wh/_runs/aa-rerun/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 2: PUBLISHED generation 2: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k1 attempt 1 token 2: PUBLISHED generation 2: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k1 attempt 1 token 2: PUBLISHED generation 2: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     let out = sb.weir_out(&["explain", "m.toml", "a", "--partition", "k1", "--json"]);
     assert_exit(&out, 0);
     let x: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -1654,7 +1738,11 @@ fn explain_lists_attempts_in_time_order() {
 #[test]
 fn status_lists_abandoned_instances() {
     let sb = coded("", r#"{ check = "row_count", min = 2 }"#);
-    assert_exit(&sb.run("r1", &["--partition", "k1"]), 1);
+    sb.run_cmd("r1", &["--partition", "k1"])
+        .assert()
+        .code(1)
+        .stdout("run r1: 2 task instances: 1 published, 1 quarantined; 0 retries\n  QUARANTINED b k1: deterministic failure: row_count(min 2): expected at least 2 rows, got 1 row\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:7a4720c308735d05536ab5d10cfd3da20f7cb651593526fed7d832d9f93c4c96\nb k1 attempt 1 token 1: GATE_FAILED row_count(min 2): expected at least 2 rows, got 1 row\nb k1 attempt 1 token 1: QUARANTINED deterministic failure: row_count(min 2): expected at least 2 rows, got 1 row: quarantined, not retried\n");
     sb.cmd(&[
         "abandon",
         "m.toml",
@@ -1717,7 +1805,11 @@ fn within(sb: &Sandbox, args: &[&str], limit: std::time::Duration) -> std::proce
 #[test]
 fn a_fifo_in_code_is_refused_not_opened() {
     let sb = coded("", r#"{ check = "row_count", min = 1 }"#);
-    assert_exit(&sb.run("r1", &["--partition", "k1"]), 0);
+    sb.run_cmd("r1", &["--partition", "k1"])
+        .assert()
+        .code(0)
+        .stdout("run r1: 2 task instances: 2 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:7a4720c308735d05536ab5d10cfd3da20f7cb651593526fed7d832d9f93c4c96\nb k1 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:7a4720c308735d05536ab5d10cfd3da20f7cb651593526fed7d832d9f93c4c96\n");
     let fifo = sb.path().join("lib/pipe");
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);

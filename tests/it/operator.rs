@@ -118,10 +118,18 @@ else cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"; fi
     std::fs::write(sb.path().join("feed_k1.csv"), "id,v\n1,a\n2,b\n").unwrap();
     let store = sb.store("out", "k1");
 
-    assert_exit(&sb.run("r1", &[]), 0);
+    sb.run_cmd("r1", &[])
+        .assert()
+        .code(0)
+        .stdout("run r1: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("t k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     let gen1 = Visible::of(&store);
     std::fs::write(sb.path().join("flag"), "").unwrap();
-    assert_exit(&sb.run("r2", &["--force"]), 0);
+    sb.run_cmd("r2", &["--force"])
+        .assert()
+        .code(0)
+        .stdout("run r2: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r2/events.jsonl\n")
+        .stderr_unordered("t k1 attempt 1 token 2: PUBLISHED generation 2: 3 rows, sha256:d8e96cc49108cec77db4151d73ab4a7507e5575096ae8a12627f832ccb22ba91\n");
     let gen2 = Visible::of(&store);
     assert_eq!(gen2.record.generation.get(), 2);
     assert_ne!(gen2.record.digest, gen1.record.digest, "gen 2 differs");
@@ -221,9 +229,17 @@ output = { dataset = "down", grain = ["id"] }"#,
         "down.sh",
         r#"cp "$WEIR_INPUT_UP"/*.csv "$WEIR_OUTPUT_DIR/""#,
     );
-    assert_exit(&sb.run("r1", &[]), 0);
+    sb.run_cmd("r1", &[])
+        .assert()
+        .code(0)
+        .stdout("run r1: 2 task instances: 2 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("up p attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:6f5f739e6800f5d6f7ee86a63009e6aa6bddbafbde7d1996bde0e9063747a6ca\ndown p attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:6f5f739e6800f5d6f7ee86a63009e6aa6bddbafbde7d1996bde0e9063747a6ca\n");
     // A second generation of `up`, which its consumer finds wrong.
-    assert_exit(&sb.run("r1b", &["--force", "--task", "up"]), 0);
+    sb.run_cmd("r1b", &["--force", "--task", "up"])
+        .assert()
+        .code(0)
+        .stdout("run r1b: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r1b/events.jsonl\n")
+        .stderr_unordered("up p attempt 1 token 2: PUBLISHED generation 2: 1 rows, sha256:25221b3dcda70e49ac6f3c85f11a331886935cbedf6fbc2078d922a312fc4ad0\n");
     let down = sb.store("down", "p");
     assert_eq!(down.history().unwrap().len(), 1);
 
@@ -360,13 +376,33 @@ fn gc_dry_run_deletes_nothing_and_apply_keeps_referenced() {
     // p: generations 1 and 2 (tokens 1, 2), a gate-failed candidate (token
     // 3), generations 3 and 4 (tokens 4, 5). q: generation 1 (token 1) and a
     // gate-failed candidate (token 2).
-    assert_exit(&sb.run("r1", &[]), 0);
-    assert_exit(&sb.run("r2", &["--force", "--partition", "p"]), 0);
+    sb.run_cmd("r1", &[])
+        .assert()
+        .code(0)
+        .stdout("run r1: 2 task instances: 2 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("t q attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:287865831c58942634211d76d712b983bc3722d3b0e8a29ed3adfab93165b91d\nt p attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:287865831c58942634211d76d712b983bc3722d3b0e8a29ed3adfab93165b91d\n");
+    sb.run_cmd("r2", &["--force", "--partition", "p"])
+        .assert()
+        .code(0)
+        .stdout("run r2: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r2/events.jsonl\n")
+        .stderr_unordered("t p attempt 1 token 2: PUBLISHED generation 2: 1 rows, sha256:09a4b2a1812b7006f7e29d44b43b373334c304ba2bef94eb8be00be77f17cd88\n");
     bad(true);
-    assert_exit(&sb.run("r3", &["--force"]), 1);
+    sb.run_cmd("r3", &["--force"])
+        .assert()
+        .code(1)
+        .stdout("run r3: 2 task instances: 2 quarantined; 0 retries\n  QUARANTINED t p: deterministic failure: accepted_values(v in ok): expected one of \"ok\", got 1 row with values outside the set: \"bad\"\n  QUARANTINED t q: deterministic failure: accepted_values(v in ok): expected one of \"ok\", got 1 row with values outside the set: \"bad\"\nevents: $SB/wh/_runs/r3/events.jsonl\n")
+        .stderr_unordered("t p attempt 1 token 3: GATE_FAILED accepted_values(v in ok): expected one of \"ok\", got 1 row with values outside the set: \"bad\"\nt q attempt 1 token 2: GATE_FAILED accepted_values(v in ok): expected one of \"ok\", got 1 row with values outside the set: \"bad\"\nt p attempt 1 token 3: QUARANTINED deterministic failure: accepted_values(v in ok): expected one of \"ok\", got 1 row with values outside the set: \"bad\": quarantined, not retried\nt q attempt 1 token 2: QUARANTINED deterministic failure: accepted_values(v in ok): expected one of \"ok\", got 1 row with values outside the set: \"bad\": quarantined, not retried\n");
     bad(false);
-    assert_exit(&sb.run("r4", &["--force", "--partition", "p"]), 0);
-    assert_exit(&sb.run("r5", &["--force", "--partition", "p"]), 0);
+    sb.run_cmd("r4", &["--force", "--partition", "p"])
+        .assert()
+        .code(0)
+        .stdout("run r4: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r4/events.jsonl\n")
+        .stderr_unordered("t p attempt 1 token 4: PUBLISHED generation 3: 1 rows, sha256:6a64c07326944fcc35efb28019c5c813eb7cf9bbe5918244836980f846553d00\n");
+    sb.run_cmd("r5", &["--force", "--partition", "p"])
+        .assert()
+        .code(0)
+        .stdout("run r5: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r5/events.jsonl\n")
+        .stderr_unordered("t p attempt 1 token 5: PUBLISHED generation 4: 1 rows, sha256:e9cf54e6e18e5252cd51a06b15645abde4968d82bcd722fad2c34f4e6e45557d\n");
     let p = sb.store("out", "p");
     let q = sb.store("out", "q");
     assert_eq!(p.history().unwrap().len(), 4);
@@ -495,9 +531,21 @@ fn gc_dry_run_deletes_nothing_and_apply_keeps_referenced() {
 #[test]
 fn rollback_to_a_generation_gc_deleted_is_refused() {
     let sb = gated(&["p"]);
-    assert_exit(&sb.run("r1", &[]), 0);
-    assert_exit(&sb.run("r2", &["--force"]), 0);
-    assert_exit(&sb.run("r3", &["--force"]), 0);
+    sb.run_cmd("r1", &[])
+        .assert()
+        .code(0)
+        .stdout("run r1: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("t p attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:287865831c58942634211d76d712b983bc3722d3b0e8a29ed3adfab93165b91d\n");
+    sb.run_cmd("r2", &["--force"])
+        .assert()
+        .code(0)
+        .stdout("run r2: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r2/events.jsonl\n")
+        .stderr_unordered("t p attempt 1 token 2: PUBLISHED generation 2: 1 rows, sha256:09a4b2a1812b7006f7e29d44b43b373334c304ba2bef94eb8be00be77f17cd88\n");
+    sb.run_cmd("r3", &["--force"])
+        .assert()
+        .code(0)
+        .stdout("run r3: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r3/events.jsonl\n")
+        .stderr_unordered("t p attempt 1 token 3: PUBLISHED generation 3: 1 rows, sha256:904c6d2d70570b17009df0227ac5b7d607f529d1857d39e5f798e7dd6a6c6ab8\n");
     let out = sb.weir_out(&[
         "gc",
         "m.toml",
@@ -543,7 +591,11 @@ output = { dataset = "fixed", grain = ["id"] }"#,
         "fixed.sh",
         r#"printf 'id,v\n1,a\n2,b\n' > "$WEIR_OUTPUT_DIR/out.csv""#,
     );
-    assert_exit(&sb.run("r1", &[]), 0);
+    sb.run_cmd("r1", &[])
+        .assert()
+        .code(0)
+        .stdout("run r1: 2 task instances: 2 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("clock p attempt 1 token 1: PUBLISHED generation 1: 2 rows, [..]\nfixed p attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     let published = Visible::of(&sb.store("clock", "p"));
     let stamp = published.rows().into_iter().find(|r| r[0] == "1").unwrap()[1].clone();
     let wh = sb.path().join("wh");
@@ -817,7 +869,11 @@ retry = "quick""#,
         "flaky.sh",
         "echo \"connection reset by peer (attempt $WEIR_ATTEMPT)\" >&2\nexit 75\n",
     );
-    assert_exit(&sb.run("r1", &[]), 1);
+    sb.run_cmd("r1", &[])
+        .assert()
+        .code(1)
+        .stdout("run r1: 2 task instances: 1 quarantined, 1 held; 1 retry\n  QUARANTINED paid p: deterministic failure: accepted_values(status in paid): expected one of \"paid\", got 1 row with values outside the set: \"refunded\"\n  HELD        flaky p: transient failure (exit code 75) after 2 of 2 attempts\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("flaky p attempt 1 token 1: FAILED exit code 75\nflaky p attempt 1 token 1: RETRYING transient failure (exit code 75); attempt 2 of 2 in [..]\npaid p attempt 1 token 1: GATE_FAILED accepted_values(status in paid): expected one of \"paid\", got 1 row with values outside the set: \"refunded\"\npaid p attempt 1 token 1: QUARANTINED deterministic failure: accepted_values(status in paid): expected one of \"paid\", got 1 row with values outside the set: \"refunded\": quarantined, not retried\nflaky p attempt 2 token 2: FAILED exit code 75\nflaky p attempt 2 token 2: HELD transient failure (exit code 75) after 2 of 2 attempts: held for an operator\n");
     let events = sb.events("r1");
     let gate_failed = of(&events, State::GateFailed);
     assert_eq!(gate_failed.len(), 1);

@@ -710,7 +710,7 @@ impl Assert {
     #[track_caller]
     pub(crate) fn stderr_unordered(mut self, expected: &str) -> Assert {
         self.stderr_checked = true;
-        if sorted_lines(expected) != sorted_lines(&self.stderr) {
+        if !same_lines(expected, &self.stderr) {
             self.fail(&format!(
                 "stderr's lines differ from the expected, in any order (at {}):\n{expected}",
                 std::panic::Location::caller()
@@ -775,11 +775,22 @@ impl Drop for Assert {
     }
 }
 
-/// The lines of `text`, sorted, and whether it ends with a newline.
-fn sorted_lines(text: &str) -> (Vec<&str>, bool) {
-    let mut lines: Vec<&str> = text.lines().collect();
-    lines.sort_unstable();
-    (lines, text.ends_with('\n'))
+/// Whether `actual` has the lines of `expected` in any order, each line
+/// matched once (`[..]` as in `matches`).
+fn same_lines(expected: &str, actual: &str) -> bool {
+    if expected.ends_with('\n') != actual.ends_with('\n') {
+        return false;
+    }
+    let mut left: Vec<&str> = actual.lines().collect();
+    for want in expected.lines() {
+        match left.iter().position(|got| line_matches(want, got)) {
+            Some(at) => {
+                left.swap_remove(at);
+            }
+            None => return false,
+        }
+    }
+    left.is_empty()
 }
 
 /// Whether `actual` is `expected`, where `[..]` in a line matches any text
@@ -840,4 +851,6 @@ fn the_builder_matches_wildcards_within_lines_and_across_lines() {
     assert!(matches("head\n...\ntail\n", "head\ntail\n"));
     assert!(!matches("head\n...\ntail\n", "head\n1\n"));
     assert!(!matches("one [..]\n", "one a\ntwo\n"));
+    assert!(same_lines("b\na [..]\n", "a 1\nb\n"));
+    assert!(!same_lines("b\nb\n", "a\nb\n"));
 }
