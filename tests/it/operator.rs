@@ -183,7 +183,7 @@ else cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"; fi
         .stdout("dataset  partition  gen  token  rows  code_version  published_at              digest\nout      k1           3      3     2  1             [..]  sha256:d98be1f46a82…\n\nout: 1 partition built by code_version 1\nHELD        t k1: rolled back to generation 1 of out (token 3, replacing generation 2); `weir retry` releases it (a run then rebuilds it if its inputs or code differ from the restored generation's)\nSTALE       t k1: external input `feed` (feed_k1.csv) changed since this publication read it: sha256:c5dbf702e653 now, sha256:b5dccbd508bf then (held: `weir retry m.toml t --partition k1 --note …` releases it and rebuilds it)\n")
         .stderr("check failed: 1 instance needs attention\n");
     let out = sb.run("r3", &[]);
-    assert_exit(&out, 1);
+    sb.check(&out).code(1).stdout("run r3: 1 task instance: 1 held; 0 retries\n  HELD        t k1: since run op-[..]: rolled back to generation 1 of out (token 3, replacing generation 2); `weir retry` releases it (a run then rebuilds it if its inputs or code differ from the restored generation's); its published generation stays readable downstream\nevents: $SB/wh/_runs/r3/events.jsonl\n").stderr_unordered("t k1: HELD since run op-[..]: rolled back to generation 1 of out (token 3, replacing generation 2); `weir retry` releases it (a run then rebuilds it if its inputs or code differ from the restored generation's); release with `weir retry m.toml t --partition k1 --note ...`; its published generation stays readable downstream\n");
     let r3 = sb.events("r3");
     assert_eq!(states(&r3, "t", "k1"), [State::Queued, State::Held]);
     assert!(of(&r3, State::Held)[0].detail.contains("weir retry"));
@@ -277,7 +277,7 @@ output = { dataset = "down", grain = ["id"] }"#,
     assert_eq!(down.history().unwrap().len(), 1, "nothing published");
 
     let out = sb.run("r3", &["--force", "--task", "down", "--allow-uncertified"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("run r3: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r3/events.jsonl\n").stderr_unordered("down p attempt 1 token 2: PUBLISHED generation 2: 1 rows, sha256:25221b3dcda70e49ac6f3c85f11a331886935cbedf6fbc2078d922a312fc4ad0\n");
     let published = Visible::of(&down).record;
     assert_eq!(published.generation.get(), 2);
     assert_eq!(published.run_id, "r3");
@@ -298,7 +298,7 @@ output = { dataset = "down", grain = ["id"] }"#,
     .stderr("");
     assert_eq!(status_entry(&sb, "up", "p")["certified"], true);
     let out = sb.run("r4", &["--force", "--task", "down"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("run r4: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r4/events.jsonl\n").stderr_unordered("down p attempt 1 token 3: PUBLISHED generation 3: 1 rows, sha256:25221b3dcda70e49ac6f3c85f11a331886935cbedf6fbc2078d922a312fc4ad0\n");
     assert_eq!(
         states(&sb.events("r4"), "down", "p").last(),
         Some(&State::Published)
@@ -439,7 +439,7 @@ fn gc_dry_run_deletes_nothing_and_apply_keeps_referenced() {
         "--keep-generations",
         "1",
     ]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("would delete $SB/wh/out/p/attempts/00000000000000000001 ([..]): generation 1, outside the rollback window, of run r1 attempt 1 (token 1), age [..] > threshold [..]; generations kept: 4, 3\nwould delete $SB/wh/out/p/attempts/00000000000000000002 ([..]): generation 2, outside the rollback window, of run r2 attempt 1 (token 2), age [..] > threshold [..]; generations kept: 4, 3\nwould delete $SB/wh/out/p/attempts/00000000000000000003 ([..]): unreferenced candidate of run r3 attempt 1 (token 3), age [..] > threshold [..]; generations kept: 4, 3\nkeep         $SB/wh/out/p/attempts/00000000000000000004 ([..]): referenced by generation 3 (retained for rollback)\nkeep         $SB/wh/out/p/attempts/00000000000000000005 ([..]): referenced by generation 4 (current)\nkeep         $SB/wh/out/q/attempts/00000000000000000001 ([..]): referenced by generation 1 (current)\nkeep         $SB/wh/out/q/attempts/00000000000000000002 ([..]): may still be running: its lease (engine 00000000deadbeef pid 4000000 on elsewhere) is not finished\ndry run: 3 candidate directories ([..]) would be deleted, 4 kept; rerun with --apply to delete\n").stderr("");
     let text = stdout(&out);
     let line = |partition: &str, token: u64| -> String {
         let suffix = format!("out/{partition}/attempts/{token:020}");
@@ -476,7 +476,7 @@ fn gc_dry_run_deletes_nothing_and_apply_keeps_referenced() {
         "1",
         "--apply",
     ]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("delete       $SB/wh/out/p/attempts/00000000000000000001 ([..]): generation 1, outside the rollback window, of run r1 attempt 1 (token 1), age [..] > threshold [..]; generations kept: 4, 3\ndelete       $SB/wh/out/p/attempts/00000000000000000002 ([..]): generation 2, outside the rollback window, of run r2 attempt 1 (token 2), age [..] > threshold [..]; generations kept: 4, 3\ndelete       $SB/wh/out/p/attempts/00000000000000000003 ([..]): unreferenced candidate of run r3 attempt 1 (token 3), age [..] > threshold [..]; generations kept: 4, 3\nkeep         $SB/wh/out/p/attempts/00000000000000000004 ([..]): referenced by generation 3 (retained for rollback)\nkeep         $SB/wh/out/p/attempts/00000000000000000005 ([..]): referenced by generation 4 (current)\nkeep         $SB/wh/out/q/attempts/00000000000000000001 ([..]): referenced by generation 1 (current)\nkeep         $SB/wh/out/q/attempts/00000000000000000002 ([..]): may still be running: its lease (engine 00000000deadbeef pid 4000000 on elsewhere) is not finished\ndeleted 3 candidate directories, 4 kept\n").stderr("");
     assert!(
         stdout(&out).contains("deleted 3 candidate directories, 4 kept"),
         "{}",
@@ -524,7 +524,7 @@ fn gc_dry_run_deletes_nothing_and_apply_keeps_referenced() {
     assert_eq!(show(&sb, "out", "q"), "id,v,token\n1,ok,1\n");
     // The retained generation can still be rolled back to.
     let out = sb.weir_out(&["rollback", "m.toml", "out", "--partition", "p", "--to", "3"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("out p: generation 5 now shows the files of generation 3 (1 rows, sha256:6a64c07326944fcc35efb28019c5c813eb7cf9bbe5918244836980f846553d00); the instance is held until `weir retry`\n").stderr("");
     assert_eq!(show(&sb, "out", "p"), "id,v,token\n1,ok,4\n");
 }
 
@@ -555,7 +555,7 @@ fn rollback_to_a_generation_gc_deleted_is_refused() {
         "1",
         "--apply",
     ]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("delete       $SB/wh/out/p/attempts/00000000000000000001 ([..]): generation 1, outside the rollback window, of run r1 attempt 1 (token 1), age [..] > threshold [..]; generations kept: 3, 2\nkeep         $SB/wh/out/p/attempts/00000000000000000002 ([..]): referenced by generation 2 (retained for rollback)\nkeep         $SB/wh/out/p/attempts/00000000000000000003 ([..]): referenced by generation 3 (current)\ndeleted 1 candidate directory, 2 kept\n").stderr("");
     assert!(!sb
         .path()
         .join(format!("wh/out/p/attempts/{:020}", 1))
@@ -564,7 +564,7 @@ fn rollback_to_a_generation_gc_deleted_is_refused() {
     // Generation 1 is outside the rollback window and its files are gone:
     // a rollback to it must be refused, not publish a record without files.
     let out = sb.weir_out(&["rollback", "m.toml", "out", "--partition", "p", "--to", "1"]);
-    assert_exit(&out, 3);
+    sb.check(&out).code(3).stdout("").stderr("weir::rollback::bad_target\n\n  × cannot roll back to generation 1: its files are gone (garbage-\n  │ collected?): $SB/wh/out/p/attempts/00000000000000000001/data/\n  │ out.csv\n  help: `weir history` lists generations; pass `--to` one older than the\n        current\n");
     assert_eq!(sb.store("out", "p").history().unwrap().len(), 3);
     assert_eq!(show(&sb, "out", "p"), "id,v,token\n1,ok,3\n");
 }
@@ -602,7 +602,7 @@ output = { dataset = "fixed", grain = ["id"] }"#,
     let runs_before = std::fs::read_dir(wh.join("_runs")).unwrap().count();
 
     let out = sb.weir_out(&["verify", "m.toml", "clock", "--partition", "p"]);
-    assert_exit(&out, 1);
+    sb.check(&out).code(1).stdout("clock p generation 1: published sha256:[..] (2 rows), rerun sha256:[..] (2 rows)\nscratch: $SB/wh/_scratch/verify-[..]\nNOT deterministic: the rerun from the same inputs differs\n  only in published: id=1, at=[..]\n  only in rerun: id=1, at=[..]\n").stderr("");
     let text = stdout(&out);
     assert!(
         text.contains("NOT deterministic: the rerun from the same inputs differs"),
@@ -619,7 +619,7 @@ output = { dataset = "fixed", grain = ["id"] }"#,
     );
 
     let out = sb.weir_out(&["verify", "m.toml", "fixed", "--partition", "p"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("fixed p generation 1: published sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3 (2 rows), rerun sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3 (2 rows)\nscratch: $SB/wh/_scratch/verify-[..]\ndeterministic: the rerun from the pinned inputs has the published digest\n").stderr("");
     let text = stdout(&out);
     assert!(
         text.contains("deterministic: the rerun from the pinned inputs has the published digest"),
@@ -657,7 +657,7 @@ output = { dataset = "out", grain = ["id"] }"#,
         "echo 'credentials expired: ask the vendor' >&2\nexit 78\n",
     );
     let out = sb.run("r1", &[]);
-    assert_exit(&out, 1);
+    sb.check(&out).code(1).stdout("run r1: 2 task instances: 2 held; 0 retries\n  HELD        t a: operator failure: exit code 78\n  HELD        t b: operator failure: exit code 78\nevents: $SB/wh/_runs/r1/events.jsonl\n").stderr_unordered("t a attempt 1 token 1: FAILED exit code 78\nt b attempt 1 token 1: FAILED exit code 78\nt a attempt 1 token 1: HELD operator failure: exit code 78: held for an operator\nt b attempt 1 token 1: HELD operator failure: exit code 78: held for an operator\n");
     let r1 = sb.events("r1");
     for k in ["a", "b"] {
         assert_eq!(
@@ -668,7 +668,7 @@ output = { dataset = "out", grain = ["id"] }"#,
 
     // The next run does not launch them.
     let out = sb.run("r2", &[]);
-    assert_exit(&out, 1);
+    sb.check(&out).code(1).stdout("run r2: 2 task instances: 2 held; 0 retries\n  HELD        t a: since run r1: operator failure: exit code 78\n  HELD        t b: since run r1: operator failure: exit code 78\nevents: $SB/wh/_runs/r2/events.jsonl\n").stderr_unordered("t a: HELD since run r1: operator failure: exit code 78; release with `weir retry m.toml t --partition a --note ...`\nt b: HELD since run r1: operator failure: exit code 78; release with `weir retry m.toml t --partition b --note ...`\n");
     let r2 = sb.events("r2");
     assert!(of(&r2, State::Running).is_empty(), "{r2:?}");
     for k in ["a", "b"] {
@@ -747,7 +747,7 @@ output = { dataset = "out", grain = ["id"] }"#,
         .stdout("dataset  partition  gen  token  rows  code_version  published_at              digest\nout      a            1      2     1  1             [..]  sha256:0ead588b958b…\n\nout: 1 partition built by code_version 1\nmissing: out: 1 expected partition without a publication: b\nABANDONED   t b: by an operator: source retired (not run until `weir retry m.toml t --partition b --note …`)\n")
         .stderr("");
     let out = sb.run("r3", &[]);
-    assert_exit(&out, 1);
+    sb.check(&out).code(1).stdout("run r3: 2 task instances: 1 already published, 1 skipped; 0 retries\n  SKIPPED     t b: since run op-[..]: abandoned by an operator: source retired\nevents: $SB/wh/_runs/r3/events.jsonl\n").stderr_unordered("t a: ALREADY_PUBLISHED generation 1 has the same input snapshot (code_version 1): nothing to do\nt b: SKIPPED since run op-[..]: abandoned by an operator: source retired; release with `weir retry m.toml t --partition b --note ...`\n");
     let r3 = sb.events("r3");
     assert!(of(&r3, State::Running).is_empty(), "{r3:?}");
     assert_eq!(states(&r3, "t", "b"), [State::Queued, State::Skipped]);
@@ -882,7 +882,7 @@ retry = "quick""#,
 
     // A gate failure: evidence, then "fix data".
     let out = sb.weir_out(&["explain", "m.toml", "paid", "--partition", "p"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("paid p (dataset `paid`)\n\npublished: nothing\nstate: QUARANTINED since [..] (run r1): deterministic failure: accepted_values(status in paid): expected one of \"paid\", got 1 row with values outside the set: \"refunded\"\n\nattempts:\n  run r1 attempt 1 token 1: GATE_FAILED -> QUARANTINED (deterministic), [..]\n    started [..]\n    accepted_values(status in paid): expected one of \"paid\", got 1 row with values outside the set: \"refunded\"\n    gate accepted_values(status in paid): expected one of \"paid\", actual 1 row with values outside the set: \"refunded\"\n      line 3: status=\"refunded\"\n\ninput snapshot (of the failed attempt):\n  orders (external): sha256:d6c07771305ab2f71d6cb2744479b6c0e386ad792ea4549fabd3032c409f056a\n\nupstream:\n  none\n\nrecommended: fix data: the gates above failed on the rows listed (or fix the code or the gate if the data is right), then `weir retry m.toml paid --partition p --note \"...\"`\n").stderr("");
     let text = stdout(&out);
     for needle in [
         format!("run r1 attempt 1 token {gate_token}: GATE_FAILED -> QUARANTINED (deterministic)"),
@@ -894,7 +894,7 @@ retry = "quick""#,
         assert!(text.contains(&needle), "missing {needle:?} in:\n{text}");
     }
     let out = sb.weir_out(&["explain", "m.toml", "paid", "--partition", "p", "--json"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("{\n  \"task\": \"paid\",\n  \"partition\": \"p\",\n  \"dataset\": \"paid\",\n  \"attempts\": [\n    {\n      \"run_id\": \"r1\",\n      \"attempt\": 1,\n      \"token\": 1,\n      \"started\": \"[..]\",\n      \"state\": \"GATE_FAILED\",\n      \"decision\": \"QUARANTINED\",\n      \"exit_code\": null,\n      \"signal\": null,\n      \"class\": \"deterministic\",\n      \"duration_ms\": [..],\n      \"detail\": \"accepted_values(status in paid): expected one of \\\"paid\\\", got 1 row with values outside the set: \\\"refunded\\\"\",\n      \"failed_gates\": [\n        {\n          \"actual\": \"1 row with values outside the set: \\\"refunded\\\"\",\n          \"expected\": \"one of \\\"paid\\\"\",\n          \"gate\": \"accepted_values(status in paid)\",\n          \"offending\": [\n            \"line 3: status=\\\"refunded\\\"\"\n          ],\n          \"passed\": false\n        }\n      ],\n      \"stderr_tail\": \"\"\n    }\n  ],\n  \"input_snapshot\": {\n    \"inputs\": [\n      {\n        \"digest\": \"sha256:d6c07771305ab2f71d6cb2744479b6c0e386ad792ea4549fabd3032c409f056a\",\n        \"kind\": \"external\",\n        \"name\": \"orders\",\n        \"path\": \"orders_p.csv\"\n      }\n    ]\n  },\n  \"input_snapshot_of\": \"failed attempt\",\n  \"blocked_by\": null,\n  \"published\": null,\n  \"upstream\": [],\n  \"last_successful_upstream\": null,\n  \"mark\": {\n    \"mark\": \"QUARANTINED\",\n    \"task\": \"paid\",\n    \"partition\": \"p\",\n    \"run_id\": \"r1\",\n    \"reason\": \"deterministic failure: accepted_values(status in paid): expected one of \\\"paid\\\", got 1 row with values outside the set: \\\"refunded\\\"\",\n    \"input_snapshot_digest\": \"sha256:92b865d63e62878d95fec52f2e89fc0e9c18ef847636baacac680f3cfecdc5a7\",\n    \"code_version\": \"1\",\n    \"code_fingerprint\": \"sha256:09d077f2695532dc813086054910a8210f0ca075a15fd1dfec20be926bffe630\",\n    \"since\": \"[..]\"\n  },\n  \"recommendation\": \"fix data: the gates above failed on the rows listed (or fix the code or the gate if the data is right), then `weir retry m.toml paid --partition p --note \\\"...\\\"`\",\n  \"action\": \"fix_data\"\n}\n").stderr("");
     let x: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(x["attempts"].as_array().unwrap().len(), 1);
     let a = &x["attempts"][0];
@@ -925,7 +925,7 @@ retry = "quick""#,
 
     // Transient failures until the attempts ran out: exit code, stderr, "retry".
     let out = sb.weir_out(&["explain", "m.toml", "flaky", "--partition", "p"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("flaky p (dataset `flaky`)\n\npublished: nothing\nstate: HELD since [..] (run r1): transient failure (exit code 75) after 2 of 2 attempts\n\nattempts:\n  run r1 attempt 1 token 1: FAILED -> RETRYING (transient), exit code 75, [..]\n    started [..]\n    stderr (tail):\n      | connection reset by peer (attempt 1)\n  run r1 attempt 2 token 2: FAILED -> HELD (transient), exit code 75, [..]\n    started [..]\n    stderr (tail):\n      | connection reset by peer (attempt 2)\n\ninput snapshot (of the failed attempt):\n  no inputs recorded\n\nupstream:\n  none\n\nrecommended: retry: transient failures used every attempt; check what the task depends on, then `weir retry m.toml flaky --partition p --note \"...\"`\n").stderr("");
     let text = stdout(&out);
     let flaky_tokens: Vec<u64> = of(&events, State::Failed)
         .iter()
@@ -949,7 +949,7 @@ retry = "quick""#,
         assert!(text.contains(&needle), "missing {needle:?} in:\n{text}");
     }
     let out = sb.weir_out(&["explain", "m.toml", "flaky", "--partition", "p", "--json"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("{\n  \"task\": \"flaky\",\n  \"partition\": \"p\",\n  \"dataset\": \"flaky\",\n  \"attempts\": [\n    {\n      \"run_id\": \"r1\",\n      \"attempt\": 1,\n      \"token\": 1,\n      \"started\": \"[..]\",\n      \"state\": \"FAILED\",\n      \"decision\": \"RETRYING\",\n      \"exit_code\": 75,\n      \"signal\": null,\n      \"class\": \"transient\",\n      \"duration_ms\": [..],\n      \"detail\": \"exit code 75\",\n      \"failed_gates\": null,\n      \"stderr_tail\": \"connection reset by peer (attempt 1)\"\n    },\n    {\n      \"run_id\": \"r1\",\n      \"attempt\": 2,\n      \"token\": 2,\n      \"started\": \"[..]\",\n      \"state\": \"FAILED\",\n      \"decision\": \"HELD\",\n      \"exit_code\": 75,\n      \"signal\": null,\n      \"class\": \"transient\",\n      \"duration_ms\": [..],\n      \"detail\": \"exit code 75\",\n      \"failed_gates\": null,\n      \"stderr_tail\": \"connection reset by peer (attempt 2)\"\n    }\n  ],\n  \"input_snapshot\": {\n    \"inputs\": []\n  },\n  \"input_snapshot_of\": \"failed attempt\",\n  \"blocked_by\": null,\n  \"published\": null,\n  \"upstream\": [],\n  \"last_successful_upstream\": null,\n  \"mark\": {\n    \"mark\": \"HELD\",\n    \"task\": \"flaky\",\n    \"partition\": \"p\",\n    \"run_id\": \"r1\",\n    \"reason\": \"transient failure (exit code 75) after 2 of 2 attempts\",\n    \"input_snapshot_digest\": \"sha256:62b512d8c76bbed3048fc81bd94bd2aeaab2de4d3b36edbed2f3d3dd8ff3e33e\",\n    \"code_version\": \"1\",\n    \"code_fingerprint\": \"sha256:5062e78db6c23c7a555648eb31e23f5825ea403ff5c5a6a5955fa18401eece57\",\n    \"since\": \"[..]\"\n  },\n  \"recommendation\": \"retry: transient failures used every attempt; check what the task depends on, then `weir retry m.toml flaky --partition p --note \\\"...\\\"`\",\n  \"action\": \"retry\"\n}\n").stderr("");
     let x: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let last = x["attempts"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["exit_code"], 75);
