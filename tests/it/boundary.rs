@@ -187,11 +187,11 @@ printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/down.csv"
     );
     let upstream_before = {
         let out = sb.run("r1", &["--task", "up"]);
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        sb.check(&out).code(0).stdout("run r1: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n").stderr_unordered("up p attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
         Visible::of(&sb.store("upd", "p")).bytes()
     };
     let out = sb.run("r2", &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    sb.check(&out).code(0).stdout("run r2: 2 task instances: 1 published, 1 already published; 0 retries\nevents: $SB/wh/_runs/r2/events.jsonl\n").stderr_unordered("up p: ALREADY_PUBLISHED generation 1 has the same input snapshot (code_version 1): nothing to do\ndown p attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:0ead588b958bcac06f302c5cc2df9d55363a52b2a75bcff608f661d198034209\n");
     let upstream = Visible::of(&sb.store("upd", "p"));
     assert_eq!(
         upstream.bytes(),
@@ -270,9 +270,9 @@ esac
 "#,
     );
     let out = sb.run("r1", &["--partition", "a"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    sb.check(&out).code(0).stdout("run r1: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n").stderr_unordered("t a attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:daec81e5b44abf4f39c6b96e72319f59fd3d1f6bbb2024430843a9846c3e437c\n");
     let out = sb.run("r2", &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    sb.check(&out).code(1).stdout("run r2: 4 task instances: 1 already published, 3 quarantined; 0 retries\n  QUARANTINED t symlink: deterministic failure: the output is not publishable: `rows.csv` is a symbolic link to `$SB/outside.csv`: links are refused, write a regular file\n  QUARANTINED t hardlink: deterministic failure: the output is not publishable: `rows.csv` is a hard link (2 names for one file): links are refused, write a regular file\n  QUARANTINED t dangling: deterministic failure: the output is not publishable: `more.csv` is a symbolic link to `$SB/nowhere.csv` (dangling): links are refused, write a regular file\nevents: $SB/wh/_runs/r2/events.jsonl\n").stderr_unordered("t a: ALREADY_PUBLISHED generation 1 has the same input snapshot (code_version 1): nothing to do\nt dangling attempt 1 token 1: GATE_FAILED the output is not publishable: `more.csv` is a symbolic link to `$SB/nowhere.csv` (dangling): links are refused, write a regular file\nt dangling attempt 1 token 1: QUARANTINED deterministic failure: the output is not publishable: `more.csv` is a symbolic link to `$SB/nowhere.csv` (dangling): links are refused, write a regular file: quarantined, not retried\nt hardlink attempt 1 token 1: GATE_FAILED the output is not publishable: `rows.csv` is a hard link (2 names for one file): links are refused, write a regular file\nt hardlink attempt 1 token 1: QUARANTINED deterministic failure: the output is not publishable: `rows.csv` is a hard link (2 names for one file): links are refused, write a regular file: quarantined, not retried\nt symlink attempt 1 token 1: GATE_FAILED the output is not publishable: `rows.csv` is a symbolic link to `$SB/outside.csv`: links are refused, write a regular file\nt symlink attempt 1 token 1: QUARANTINED deterministic failure: the output is not publishable: `rows.csv` is a symbolic link to `$SB/outside.csv`: links are refused, write a regular file: quarantined, not retried\n");
     let symlink = refusal(&sb, "r2", "symlink");
     assert!(
         symlink.contains("`rows.csv` is a symbolic link to `"),
@@ -313,7 +313,7 @@ esac
 "#,
     );
     let out = sb.run("r1", &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    sb.check(&out).code(1).stdout("run r1: 4 task instances: 4 quarantined; 0 retries\n  QUARANTINED t subdir: deterministic failure: the output is not publishable: `part-2` is a directory: only files directly in WEIR_OUTPUT_DIR are published\n  QUARANTINED t upper: deterministic failure: the output is not publishable: `MORE.CSV` is not named `*.csv` (the output's format is csv)\n  QUARANTINED t dot: deterministic failure: the output is not publishable: `.more.csv` is a dot-file: output files are named `*.csv`\n  QUARANTINED t fifo: deterministic failure: the output is not publishable: `more.csv` is a FIFO, not a regular file\nevents: $SB/wh/_runs/r1/events.jsonl\n").stderr_unordered("t dot attempt 1 token 1: GATE_FAILED the output is not publishable: `.more.csv` is a dot-file: output files are named `*.csv`\nt dot attempt 1 token 1: QUARANTINED deterministic failure: the output is not publishable: `.more.csv` is a dot-file: output files are named `*.csv`: quarantined, not retried\nt fifo attempt 1 token 1: GATE_FAILED the output is not publishable: `more.csv` is a FIFO, not a regular file\nt fifo attempt 1 token 1: QUARANTINED deterministic failure: the output is not publishable: `more.csv` is a FIFO, not a regular file: quarantined, not retried\nt subdir attempt 1 token 1: GATE_FAILED the output is not publishable: `part-2` is a directory: only files directly in WEIR_OUTPUT_DIR are published\nt subdir attempt 1 token 1: QUARANTINED deterministic failure: the output is not publishable: `part-2` is a directory: only files directly in WEIR_OUTPUT_DIR are published: quarantined, not retried\nt upper attempt 1 token 1: GATE_FAILED the output is not publishable: `MORE.CSV` is not named `*.csv` (the output's format is csv)\nt upper attempt 1 token 1: QUARANTINED deterministic failure: the output is not publishable: `MORE.CSV` is not named `*.csv` (the output's format is csv): quarantined, not retried\n");
     for (key, needle) in [
         ("subdir", "`part-2` is a directory"),
         ("upper", "`MORE.CSV` is not named `*.csv`"),
@@ -489,13 +489,7 @@ fi
 "#,
     );
     let out = sb.run("r1", &[]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        stdout(&out),
-        stderr(&out)
-    );
+    sb.check(&out).code(0).stdout("run r1: 2 task instances: 2 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n").stderr_unordered("t p1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:fd85eb59b91bef64f4d575a9ca1a612f3d6e42bb32525b1aa0127c9a3ad8403c\nt p2 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:2f2e6bee0b4f7279b0611579f333287c82e2e79e31c72b7968ed65efcdef1fca\n");
     let p1 = sb.store("out", "p1").latest().unwrap().unwrap();
     let p2 = sb.store("out", "p2").latest().unwrap().unwrap();
     assert_eq!((p1.rows, p2.rows), (2, 2));
@@ -513,7 +507,7 @@ fi
         "printf 'id,v\\n1,caf\\351\\n' > \"$WEIR_OUTPUT_DIR/rows.csv\"\n",
     );
     let out = sb.run("r1", &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    sb.check(&out).code(0).stdout("run r1: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n").stderr_unordered("t p attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:7984879a73980b64d3b97a1af0959f0c37fcad7f6ade2c08da2d1cbce7161419\n");
     let show = sb.weir_out(&["show", "m.toml", "out", "--partition", "p"]);
     assert_eq!(show.status.code(), Some(0), "{}", stderr(&show));
     assert_eq!(show.stdout, b"id,v\n1,caf\xe9\n");
@@ -530,7 +524,7 @@ fn drifted_or_vanished_files_exit_5_naming_the_file() {
         "printf 'id,v\\n1,a\\n' > \"$WEIR_OUTPUT_DIR/rows.csv\"\n",
     );
     let out = sb.run("r1", &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    sb.check(&out).code(0).stdout("run r1: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n").stderr_unordered("t p attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:daec81e5b44abf4f39c6b96e72319f59fd3d1f6bbb2024430843a9846c3e437c\n");
     let file: PathBuf = Visible::of(&sb.store("out", "p")).files.remove(0);
     let shown = file.display().to_string();
     std::fs::write(&file, "id,v\n1,b\n").unwrap();
@@ -540,7 +534,12 @@ fn drifted_or_vanished_files_exit_5_naming_the_file() {
         &["status", "m.toml", "--check"],
     ] {
         let out = sb.weir_out(args);
-        assert_eq!(out.status.code(), Some(5), "{args:?}: {}", stderr(&out));
+        assert_eq!(
+            out.status.code(),
+            Some(5),
+            "{}",
+            crate::support::stderr(&out)
+        );
         let err = stderr(&out).replace('\n', " ");
         assert!(err.contains("rows.csv"), "{args:?}: {err}");
         assert!(err.contains("changed content"), "{args:?}: {err}");
@@ -548,7 +547,7 @@ fn drifted_or_vanished_files_exit_5_naming_the_file() {
     assert!(stderr(&sb.weir_out(&["status", "m.toml", "--check"])).contains(&shown));
     std::fs::remove_file(&file).unwrap();
     let out = sb.weir_out(&["status", "m.toml"]);
-    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    sb.check(&out).code(5).stdout("dataset  partition  gen  token  rows  code_version  published_at              digest\nout      p            1      1     1  1             [..]  sha256:daec81e5b44a…\n\nout: 1 partition built by code_version 1\n").stderr("error: published file `$SB/wh/out/p/attempts/00000000000000000001/data/rows.csv` of `out` p generation 1 vanished\n1 published file drifted from its commit records\n");
     assert!(stderr(&out).contains("vanished"), "{}", stderr(&out));
     let json = sb.weir_out(&["status", "m.toml", "--json"]);
     let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
@@ -641,7 +640,9 @@ sleep 0.05
     }
     // The last engine stops what the killed ones left running first.
     let out = sb.run("final", &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    sb.check(&out).code(0).stdout("run final: 12 task instances: 12 already published; 0 retries\nevents: $SB/wh/_runs/final/events.jsonl\n")
+        // How many generations the killed engines published varies.
+        .stderr_unordered("down p0: ALREADY_PUBLISHED generation [..] has the same input snapshot (code_version 1): nothing to do\ndown p1: ALREADY_PUBLISHED generation [..] has the same input snapshot (code_version 1): nothing to do\ndown p2: ALREADY_PUBLISHED generation [..] has the same input snapshot (code_version 1): nothing to do\ndown p3: ALREADY_PUBLISHED generation [..] has the same input snapshot (code_version 1): nothing to do\ndown p4: ALREADY_PUBLISHED generation [..] has the same input snapshot (code_version 1): nothing to do\ndown p5: ALREADY_PUBLISHED generation [..] has the same input snapshot (code_version 1): nothing to do\nup p0: ALREADY_PUBLISHED generation [..] has the same input snapshot (code_version 1): nothing to do\nup p1: ALREADY_PUBLISHED generation [..] has the same input snapshot (code_version 1): nothing to do\nup p2: ALREADY_PUBLISHED generation [..] has the same input snapshot (code_version 1): nothing to do\nup p3: ALREADY_PUBLISHED generation [..] has the same input snapshot (code_version 1): nothing to do\nup p4: ALREADY_PUBLISHED generation [..] has the same input snapshot (code_version 1): nothing to do\nup p5: ALREADY_PUBLISHED generation [..] has the same input snapshot (code_version 1): nothing to do\n");
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
         survivors(&sb),
@@ -674,7 +675,12 @@ fn rollback_refuses_a_drifted_generation() {
     );
     for run in ["r1", "r2"] {
         let out = sb.run(run, &["--force"]);
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            crate::support::stderr(&out)
+        );
     }
     let store = sb.store("out", "p");
     let first = store
@@ -684,7 +690,7 @@ fn rollback_refuses_a_drifted_generation() {
     let file = store.visible_files(&first).remove(0);
     std::fs::write(&file, "id,v\n1,X\n").unwrap();
     let out = sb.weir_out(&["rollback", "m.toml", "out", "--partition", "p", "--to", "1"]);
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    sb.check(&out).code(3).stdout("").stderr("weir::rollback::bad_target\n\n  × cannot roll back to generation 1: published file `$SB/wh/out/\n  │ p/attempts/00000000000000000001/data/rows.csv` of `out` p generation 1\n  │ changed content:\n  │ sha256:147e0064c2bc8d39851c107073c082eb2de0d4329fee793442e81acef4f0a3c2\n  │ committed,\n  │ sha256:7d9cb3252e60a8e5741c8075af7fd87b1d92f2256c3ce5ba0f540ca5153dbbaf\n  │ now\n  help: `weir history` lists generations; pass `--to` one older than the\n        current\n");
     let err = stderr(&out).replace('\n', " ");
     assert!(
         err.contains("rows.csv") && err.contains("changed content"),
