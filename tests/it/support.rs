@@ -854,3 +854,15 @@ fn the_builder_matches_wildcards_within_lines_and_across_lines() {
     assert!(same_lines("b\na [..]\n", "a 1\nb\n"));
     assert!(!same_lines("b\nb\n", "a\nb\n"));
 }
+
+#[test]
+#[should_panic(expected = "stdout not empty and not asserted")]
+fn the_builder_fails_a_command_whose_output_the_test_did_not_state() {
+    cmd("sh", &["-c", "echo unexpected"]).assert().success();
+}
+
+#[test]
+#[should_panic(expected = "exit status not 0 and not asserted")]
+fn the_builder_fails_a_command_that_failed_unless_the_test_says_so() {
+    cmd("sh", &["-c", "exit 3"]).assert();
+}
