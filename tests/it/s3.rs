@@ -1,7 +1,8 @@
 //! The S3 backend against a real S3 protocol server (issue 13): `ci/moto-up.sh`
 //! starts moto's standalone server and exports `WEIR_S3_TEST_ENDPOINT`.
-//! Where none is set every test here prints "skipped: no S3 server" and
-//! returns; with `CI=true` they fail instead, since CI starts one.
+//! Where none is set when the tests are built, every test here is reported
+//! as ignored, by name, with what it needs (build.rs); with `CI=true` none is
+//! ignored and they fail instead, since CI starts one.
 //!
 //! moto's conditional checks are not atomic under heavy races, so the
 //! protocol's races are proven on the memory and filesystem backends

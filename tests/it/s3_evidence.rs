@@ -1,6 +1,6 @@
 //! Issue 23 item 13: evidence and leftovers on an `s3://` warehouse, against
-//! moto's S3 server (`ci/moto-up.sh`; skipped without one, failing under
-//! `CI=true`, as in s3.rs): RUNNING and lines pending on a timer survive a
+//! moto's S3 server (`ci/moto-up.sh`; ignored by name without one, failing
+//! under `CI=true`, as in s3.rs): RUNNING and lines pending on a timer survive a
 //! kill -9, incomplete multipart uploads are aborted (by the upload that
 //! failed, else by gc), and a burst of 503s is reported with its cause.
 

@@ -1,5 +1,5 @@
 //! Issue 13: `weir` commands on an `s3://` warehouse, against moto's S3
-//! server (`ci/moto-up.sh`; see s3.rs for when these are skipped). Each
+//! server (`ci/moto-up.sh`; see s3.rs for when these are ignored). Each
 //! engine or command gets its own staging directory, as separate hosts
 //! would: nothing may pass between them except through the bucket.
 

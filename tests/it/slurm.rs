@@ -1,7 +1,7 @@
 //! The Slurm executor on a real cluster (issue 14): `ci/slurm-up.sh` starts a
-//! single-node Slurm. Where none is reachable every test here prints
-//! "skipped: no Slurm" and returns; with `CI=true` they fail instead, since
-//! CI installs one.
+//! single-node Slurm. Where none answers when the tests are built, the tests
+//! that need it are reported as ignored, by name (build.rs); with `CI=true`
+//! none is ignored and they fail instead, since CI installs one.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;

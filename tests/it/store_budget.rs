@@ -1,6 +1,6 @@
 //! Issue 28 item 1: what an instance costs in requests on S3, counted at a
-//! proxy in front of moto's S3 server (skipped without one, failing under
-//! `CI=true`, as in s3.rs). The pipeline is bench/s3.sh's: `up`, and `down`
+//! proxy in front of moto's S3 server (ignored by name without one, failing
+//! under `CI=true`, as in s3.rs). The pipeline is bench/s3.sh's: `up`, and `down`
 //! reading it, over a few static partitions, one 2-slot global pool. Every
 //! request weir sends is counted, the run's own (events, engine heartbeat,
 //! pool slots) included, and divided by the instances.
