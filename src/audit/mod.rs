@@ -549,7 +549,7 @@ mod tests {
     // issue 23: the probe runs on the rayon workers reading a candidate of
     // several files, so a fault injected there is a panic in a worker.
     #[test]
-    fn issue_23_audit_probe_runs_on_the_threads_reading_the_files() {
+    fn audit_probe_runs_on_the_threads_reading_the_files() {
         let dir = tempfile::tempdir().expect("tempdir");
         let a = write(dir.path(), "a.csv", "id\n1\n");
         let b = write(dir.path(), "b.csv", "id\n2\n");

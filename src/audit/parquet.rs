@@ -1548,7 +1548,7 @@ mod tests {
     // issue 15: the canonical text of floats, decimals, timestamps, times,
     // nested values and dictionary columns, as the README documents it.
     #[test]
-    fn issue_15_parquet_values_render_as_documented() {
+    fn parquet_values_render_as_documented() {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut list = ListBuilder::new(Int32Builder::new());
         list.values().append_value(1);
@@ -1664,7 +1664,7 @@ mod tests {
     // are located by file and row, and a reconcile gate compares a Parquet
     // output with a CSV input.
     #[test]
-    fn issue_15_gates_on_parquet_locate_rows_and_reconcile_with_csv() {
+    fn gates_on_parquet_locate_rows_and_reconcile_with_csv() {
         let dir = tempfile::tempdir().expect("tempdir");
         let a = write(
             &dir.path().join("a.parquet"),
@@ -1711,7 +1711,7 @@ mod tests {
     // issue 15: an invalid file, or files of one candidate whose schemas
     // differ, fail the audit naming the file and the column.
     #[test]
-    fn issue_15_invalid_parquet_and_schema_drift_name_file_and_column() {
+    fn invalid_parquet_and_schema_drift_name_file_and_column() {
         let dir = tempfile::tempdir().expect("tempdir");
         let a = write(&dir.path().join("a.parquet"), &people(&[1]), 10);
         let grain = vec!["id".to_owned()];
@@ -1772,7 +1772,7 @@ mod tests {
     // the same columns, and a column type without canonical text is refused
     // by name.
     #[test]
-    fn issue_15_empty_files_agree_and_unsupported_types_are_named() {
+    fn empty_files_agree_and_unsupported_types_are_named() {
         let dir = tempfile::tempdir().expect("tempdir");
         let empty = write(&dir.path().join("e.parquet"), &people(&[]), 10);
         let csv = dir.path().join("e.csv");
@@ -1800,7 +1800,7 @@ mod tests {
     // buffers) read back as `Display` writes them, at every length, with
     // nulls and dictionaries, and digest as the same rows in CSV do.
     #[test]
-    fn issue_15_sized_values_read_back_exactly() {
+    fn sized_values_read_back_exactly() {
         const WORDS: [&str; 5] = [
             "",
             "x",
@@ -1916,7 +1916,7 @@ mod tests {
     // Issue 23 item 7: a Parquet value over MAX_VALUE_BYTES fails the audit
     // naming the file, the row and the column.
     #[test]
-    fn issue_23_a_value_over_the_limit_names_its_row_and_column() {
+    fn a_value_over_the_limit_names_its_row_and_column() {
         let dir = tempfile::tempdir().expect("tempdir");
         let long = "x".repeat(crate::audit::MAX_VALUE_BYTES + 1);
         let batch = RecordBatch::try_from_iter(vec![
@@ -1944,7 +1944,7 @@ mod tests {
     // as jiff prints them within its timestamps' range, and on to the end of
     // year 9999 (jiff's timestamps end on 9999-12-30 at 22:00).
     #[test]
-    fn issue_23_dates_and_timestamps_reach_the_end_of_year_9999() {
+    fn dates_and_timestamps_reach_the_end_of_year_9999() {
         for nanos in [
             -377_705_023_201_000_000_000_i128,
             -1,
@@ -1991,7 +1991,7 @@ mod tests {
     // Issue 15: the fast timestamp text is jiff's, byte for byte, wherever
     // it applies (whole seconds, years 0000 to 9999), and declines elsewhere.
     #[test]
-    fn issue_15_whole_second_timestamps_render_as_jiff_does() {
+    fn whole_second_timestamps_render_as_jiff_does() {
         let mut seconds: Vec<i64> = vec![
             -62_167_219_200,
             -62_167_219_201,
@@ -2098,7 +2098,7 @@ mod tests {
     // end inside pages), on more threads than cores and finishing in any
     // order, is merged in file order: every row once, with its own values.
     #[test]
-    fn issue_15_parts_of_row_groups_merge_in_file_order_with_their_values() {
+    fn parts_of_row_groups_merge_in_file_order_with_their_values() {
         let dir = tempfile::tempdir().expect("tempdir");
         let sizes = [300, 1, 250, 90, 300, 7, 52];
         let file = grouped(dir.path(), &sizes);
@@ -2124,7 +2124,7 @@ mod tests {
     // issue 15: row groups are cut into parts of equal rows, in order, the
     // remainder spread over the first.
     #[test]
-    fn issue_15_row_groups_are_cut_into_parts_of_about_equal_rows() {
+    fn row_groups_are_cut_into_parts_of_about_equal_rows() {
         let part = |group, skip, rows, first| super::Part {
             group,
             skip,
@@ -2154,7 +2154,7 @@ mod tests {
     // error reported is the first part's in file order, not the first to
     // fail in time.
     #[test]
-    fn issue_15_parts_arriving_out_of_order_merge_in_order_and_report_the_first_error() {
+    fn parts_arriving_out_of_order_merge_in_order_and_report_the_first_error() {
         let lines = |ns: &[u64]| Lines(ns.iter().map(|&n| (n, String::new())).collect());
         let numbers = |l: &Lines| l.0.iter().map(|(n, _)| *n).collect::<Vec<u64>>();
         let mut in_order = super::InOrder::new(3);
@@ -2187,7 +2187,7 @@ mod tests {
     // machine of several cores): the digest is the CSV's, duplicates
     // across groups and nulls are located by row.
     #[test]
-    fn issue_15_one_file_of_many_row_groups_audits_as_its_csv() {
+    fn one_file_of_many_row_groups_audits_as_its_csv() {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut ids: Vec<i64> = (1..=1000).collect();
         ids[870] = 12;

@@ -1295,7 +1295,7 @@ mod tests {
         // and csv_core for the rest read every file as the csv crate does:
         // quoting, CRLF, a lone CR ending a record, blank lines, no final newline.
         #[test]
-        fn issue_16_csv_fast_path_reads_as_the_csv_crate(
+        fn csv_fast_path_reads_as_the_csv_crate(
             rows in proptest::collection::vec(
                 (proptest::collection::vec(0..9usize, 3), 0..6usize), 0..40),
             bom in proptest::bool::ANY,
@@ -1328,7 +1328,7 @@ mod tests {
 
     // Issue 16: lines and quoted fields longer than the read buffer.
     #[test]
-    fn issue_16_csv_records_longer_than_the_buffer() {
+    fn csv_records_longer_than_the_buffer() {
         let dir = tempfile::tempdir().expect("tempdir");
         let long = "x".repeat(3 * BUFFER + 17);
         let text = format!("a,b\n{long},1\n\"{long}\n\",2\r\n3,{long}");
@@ -1377,12 +1377,13 @@ mod tests {
         fn row(&mut self, _row: &Row<'_>) {}
     }
 
+    // Issue 23.
     // https://github.com/weir/weir/issues/23 item 7: every file's
     // accumulator was held until all files were read (1,000,000 one-row
     // files OOM-killed the engine); they are merged in file order as they
     // are done, a window at a time.
     #[test]
-    fn issue_23_files_are_merged_as_they_are_folded() {
+    fn files_are_merged_as_they_are_folded() {
         let dir = tempfile::tempdir().expect("tempdir");
         let files: Vec<PathBuf> = (0..1000)
             .map(|i| write(dir.path(), &format!("f{i:04}.csv"), &format!("id\n{i}\n")))
@@ -1403,7 +1404,7 @@ mod tests {
     // Issue 23 item 7: JSON Lines files of different keys among many are
     // folded again with the union of all keys, in file order.
     #[test]
-    fn issue_23_jsonl_keys_differing_after_the_first_window_are_united() {
+    fn jsonl_keys_differing_after_the_first_window_are_united() {
         let dir = tempfile::tempdir().expect("tempdir");
         let files: Vec<PathBuf> = (0..WINDOW_FILES + 10)
             .map(|i| {
@@ -1433,7 +1434,7 @@ mod tests {
     // Issue 23 item 7: more files than MAX_FILES are refused before any is
     // opened (these do not exist).
     #[test]
-    fn issue_23_too_many_files_are_refused_before_reading() {
+    fn too_many_files_are_refused_before_reading() {
         let files: Vec<PathBuf> = (0..=MAX_FILES)
             .map(|i| PathBuf::from(format!("/nonexistent/f{i}.csv")))
             .collect();
@@ -1451,7 +1452,7 @@ mod tests {
     // MAX_RECORD_BYTES fails naming the file, line and column, in CSV and
     // JSON Lines alike.
     #[test]
-    fn issue_23_a_value_over_the_limit_names_its_line_and_column() {
+    fn a_value_over_the_limit_names_its_line_and_column() {
         let dir = tempfile::tempdir().expect("tempdir");
         let long = "x".repeat(MAX_VALUE_BYTES + 1);
         let path = write(
@@ -1499,7 +1500,7 @@ mod tests {
     // field that never ends, quoted or not, or a JSON line) fails naming
     // the line where it starts, without reading the rest of it.
     #[test]
-    fn issue_23_a_record_over_the_limit_names_its_line() {
+    fn a_record_over_the_limit_names_its_line() {
         let dir = tempfile::tempdir().expect("tempdir");
         for (name, head) in [
             ("header.csv", "id,pay"),

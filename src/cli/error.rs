@@ -171,7 +171,7 @@ mod tests {
     // --html /dev/stdout | head` exited 5 on the EPIPE of their file write;
     // a reader that went away ends weir with 0, whatever wrote to it.
     #[test]
-    fn issue_12_a_broken_pipe_anywhere_in_the_causes_exits_0() {
+    fn a_broken_pipe_anywhere_in_the_causes_exits_0() {
         let epipe = || std::io::Error::from(std::io::ErrorKind::BrokenPipe);
         let report = CliError::Report(crate::report::ReportError::Write {
             path: "/dev/stdout".into(),

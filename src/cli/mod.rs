@@ -300,7 +300,7 @@ pub(crate) fn human_bytes(n: u64) -> String {
 mod tests {
     // Issue 12: sizes are printed for people (1.2 MiB), not as byte counts.
     #[test]
-    fn issue_12_human_bytes() {
+    fn sizes_are_printed_in_binary_units_with_one_decimal() {
         assert_eq!(super::human_bytes(0), "0 B");
         assert_eq!(super::human_bytes(1023), "1023 B");
         assert_eq!(super::human_bytes(1024), "1.0 KiB");
@@ -310,7 +310,7 @@ mod tests {
 
     // Issue 12: durations are printed for people, keeping tenths of a second.
     #[test]
-    fn issue_12_human_duration() {
+    fn durations_are_printed_for_people_keeping_tenths() {
         use crate::manifest::duration::human;
         use std::time::Duration;
         assert_eq!(human(Duration::from_millis(850)), "850ms");

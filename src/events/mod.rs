@@ -362,7 +362,7 @@ mod tests {
     // Issue 12: README's state table documents every event state; a state
     // added without its row fails here.
     #[test]
-    fn issue_12_readme_documents_every_state() {
+    fn readme_documents_every_state() {
         let all = [
             State::RunStarted,
             State::RunFinished,
@@ -481,7 +481,7 @@ mod tests {
     // `read_run` merges in order; a garbage chunk is reported as bad lines
     // naming its key, and the records around it survive.
     #[test]
-    fn issue_13_log_on_chunks_merges_and_reports_garbage() {
+    fn log_on_chunks_merges_and_reports_garbage() {
         use crate::store::{Backend, MemoryBackend};
         let backend: std::sync::Arc<dyn Backend> = std::sync::Arc::new(MemoryBackend::new());
         let store = EventStore::objects(std::sync::Arc::clone(&backend));

@@ -254,7 +254,7 @@ mod tests {
         // issue 12: evidence written by the engine reads back whole through
         // the same type, through the event log's JSON text.
         #[test]
-        fn issue_12_payloads_round_trip(p in payload()) {
+        fn payloads_round_trip(p in payload()) {
             let text = serde_json::to_string(&p.to_json()).unwrap();
             let back = Payload::read(p.state(), &serde_json::from_str(&text).unwrap());
             prop_assert_eq!(back, Some(p));

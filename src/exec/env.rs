@@ -572,7 +572,7 @@ mod tests {
     // issue 23 item 11: the store's credentials stay with the engine on S3;
     // `env` gives exactly what it declares; weir's variables win
     #[test]
-    fn issue_23_environment_by_warehouse_and_declaration() {
+    fn environment_by_warehouse_and_declaration() {
         let engine = [
             ("AWS_SECRET_ACCESS_KEY", "k"),
             ("AWS_REGION", "eu"),

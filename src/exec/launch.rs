@@ -574,7 +574,7 @@ env = { pass = ["PATH", "HOME", "ABSENT"], set = { LEVEL = "info", KEY = "env:AP
     // writes afterwards faults again (and flushes the other CPUs' TLBs):
     // about 1.9 ms of system CPU per launch in W1.
     #[test]
-    fn issue_16_a_launch_does_not_fork_the_engine() {
+    fn a_launch_does_not_fork_the_engine() {
         const LEN: usize = 32 << 20;
         const PAGE: usize = 4096;
         // SAFETY: a private anonymous mapping of our own, unmapped below;

@@ -422,7 +422,7 @@ mod tests {
 
     // issue 24 item 4: each sensor says ready, not yet or failed
     #[test]
-    fn issue_24_sensors_say_ready_not_yet_or_failed() {
+    fn sensors_say_ready_not_yet_or_failed() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         std::fs::create_dir(d.join("raw")).unwrap();
@@ -527,7 +527,7 @@ mod tests {
 
     // issue 24 item 4: rechecks back off, and the wait's end is the last look
     #[test]
-    fn issue_24_rechecks_back_off_until_the_deadline() {
+    fn rechecks_back_off_until_the_deadline() {
         let ms = Duration::from_millis;
         let delays: Vec<Duration> = (1..=10).map(recheck_after).collect();
         assert_eq!(

@@ -530,7 +530,7 @@ mod tests {
 
     // issue 14: every Slurm end state maps to an ending
     #[test]
-    fn issue_14_end_states_map_to_endings() {
+    fn end_states_map_to_endings() {
         let line = |state: &str, exit: &str| {
             JobState::parse(&format!(
                 "JobId=7 JobName=x JobState={state} Reason=None ExitCode={exit} RunTime=00:00:03 BatchHost=vm"
@@ -565,7 +565,7 @@ mod tests {
     // issue 23 item 11: sbatch gets the task's environment and the
     // scheduler's own settings, nothing else of the engine's
     #[test]
-    fn issue_23_sbatch_gets_the_task_environment_and_scheduler_settings() {
+    fn sbatch_gets_the_task_environment_and_scheduler_settings() {
         let task = crate::exec::env::TaskEnv::exactly(vec![
             ("WEIR_TASK".into(), "t".into()),
             ("SBATCH_QOS".into(), "task's".into()),
@@ -595,7 +595,7 @@ mod tests {
 
     // issue 14: values with commas, quotes, newlines and `$` survive the env file
     #[test]
-    fn issue_14_env_file_keeps_every_value() {
+    fn env_file_keeps_every_value() {
         let env = vec![
             ("WEIR_A".to_string(), "a,b=c d".to_string()),
             ("WEIR_B".to_string(), "it's $HOME `x`\nline2".to_string()),

@@ -365,7 +365,7 @@ mod tests {
     // issue 16: the PATH search is execvp's: an empty entry is the working
     // directory, a name with a slash is not searched
     #[test]
-    fn issue_16_candidates_follow_execvp() {
+    fn candidates_follow_execvp() {
         let path = OsStr::new("/a::/b");
         let got = candidates(b"sh", Some(path)).unwrap();
         let want: Vec<CString> = ["/a/sh", "sh", "/b/sh"]
@@ -383,7 +383,7 @@ mod tests {
     // group, no signal blocked, SIGPIPE not ignored, stdin from /dev/null,
     // exactly the launch's environment, in the working directory
     #[test]
-    fn issue_16_the_child_starts_in_the_documented_state() {
+    fn the_child_starts_in_the_documented_state() {
         let dir = tempfile::tempdir().unwrap();
         let run = |argv: &[&str], env: &[(OsString, OsString)]| {
             let (out, err) = logs(dir.path());
@@ -450,7 +450,7 @@ mod tests {
     // issue 16: a command that cannot start is an error carrying the OS's
     // reason, and leaves no child behind
     #[test]
-    fn issue_16_a_command_that_cannot_start_says_why() {
+    fn a_command_that_cannot_start_says_why() {
         let dir = tempfile::tempdir().unwrap();
         let (out, err) = logs(dir.path());
         let not_exec = dir.path().join("data.txt");
@@ -479,7 +479,7 @@ mod tests {
     // issue 16: a script without a `#!` line runs under /bin/sh, as
     // execvp(3) runs it
     #[test]
-    fn issue_16_a_script_without_an_interpreter_line_runs_under_sh() {
+    fn a_script_without_an_interpreter_line_runs_under_sh() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let (out, err) = logs(dir.path());

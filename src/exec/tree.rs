@@ -751,7 +751,7 @@ mod tests {
     // directory is the engine's own cgroup below the mounted subtree, and
     // `WEIR_CGROUP` takes only the values it documents
     #[test]
-    fn issue_28_cgroup_mounts_and_the_setting_are_read_as_documented() {
+    fn cgroup_mounts_and_the_setting_are_read_as_documented() {
         let mountinfo = "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
 32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
 37 31 0:34 / /sys/fs/cgroup/freezer rw,relatime shared:9 - cgroup cgroup rw,freezer

@@ -481,7 +481,7 @@ mod tests {
     // issue 23 item 1: one bucket name on two servers is two staging
     // directories, and no endpoint's segment is another's.
     #[test]
-    fn issue_23_endpoints_have_their_own_segment() {
+    fn endpoints_have_their_own_segment() {
         use super::endpoint_segment;
         let prod = endpoint_segment(Some("https://s3.example.com"));
         let dev = endpoint_segment(Some("http://127.0.0.1:5612/"));
@@ -496,7 +496,7 @@ mod tests {
 
     // Issue 13: `rate = "COUNT/DURATION"` on a pool.
     #[test]
-    fn issue_13_rates_parse_and_refuse() {
+    fn rates_parse_and_refuse() {
         assert_eq!(
             Rate::parse("60/1m"),
             Ok(Rate {

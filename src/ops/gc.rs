@@ -806,7 +806,7 @@ mod tests {
     // hours behind does not make its fresh attempt look old, nor one 10
     // hours ahead an old attempt look young.
     #[test]
-    fn issue_13_age_comes_from_the_store_not_the_writers_clock() {
+    fn age_comes_from_the_store_not_the_writers_clock() {
         let (_tmp, wh, p) = setup();
         let fresh = attempt(&p, "r-behind");
         let old = attempt(&p, "r-ahead");
@@ -1169,7 +1169,7 @@ mod tests {
     // Issue 12: a lease that cannot be read (here a directory: EISDIR) was
     // taken as no lease, and its attempt deleted by age; it may be live.
     #[test]
-    fn issue_12_an_unreadable_lease_keeps_its_attempt() {
+    fn an_unreadable_lease_keeps_its_attempt() {
         let (_tmp, wh, p) = setup();
         let t = attempt(&p, "r1");
         let lease = p.attempt_dir(t).join("lease.json");
@@ -1220,7 +1220,7 @@ mod tests {
     // attempt ended by its commit, so a superseded generation is still
     // collected, while an uncommitted attempt with such a lease is kept.
     #[test]
-    fn issue_16_a_committed_attempt_is_collectable_with_an_unfinished_lease() {
+    fn a_committed_attempt_is_collectable_with_an_unfinished_lease() {
         let (_tmp, wh, p) = setup();
         let old = publish(&p, "r1");
         publish(&p, "r2");
@@ -1246,8 +1246,9 @@ mod tests {
         );
     }
 
+    // Issue 23.
     #[test]
-    fn issue_23_an_upload_is_aborted_only_once_older_than_the_threshold() {
+    fn an_upload_is_aborted_only_once_older_than_the_threshold() {
         let options = GcOptions {
             older_than: HOUR,
             keep_generations: 5,

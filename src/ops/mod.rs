@@ -53,7 +53,7 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
 mod tests {
     // issue 23 item 12: a task's stderr cannot drive the operator's terminal
     #[test]
-    fn issue_23_control_characters_are_escaped() {
+    fn control_characters_are_escaped() {
         assert_eq!(
             super::printable("\u{1b}[2J\u{1b}[32mOK\u{1b}[0m\rdone\u{8}\u{9b}1m\tx\u{202e}y\nnext"),
             "\\x1b[2J\\x1b[32mOK\\x1b[0m\\x0ddone\\x08\\x9b1m\tx\\u{202e}y\nnext"

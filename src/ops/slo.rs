@@ -603,7 +603,7 @@ mod tests {
     // issue 26 item 6: nearest-rank percentiles are measured values at rank
     // ⌈p/100 × n⌉, never interpolated.
     #[test]
-    fn issue_26_nearest_rank_percentiles() {
+    fn nearest_rank_percentiles() {
         assert_eq!(nearest_rank(&[], 50), None);
         assert_eq!(nearest_rank(&[7], 50), Some(7));
         assert_eq!(nearest_rank(&[7], 95), Some(7));
@@ -693,7 +693,7 @@ reason = "test"
     // events' own measure, a backfill's attempts in its pool, and records
     // of a task the manifest no longer has ignored.
     #[test]
-    fn issue_26_measures_of_known_records() {
+    fn measures_of_known_records() {
         use serde_json::json;
         use State::*;
         let m = manifest();
@@ -966,8 +966,9 @@ reason = "test"
         assert_eq!(b.error_budget, None);
     }
 
+    // Issue 26.
     #[test]
-    fn issue_26_budget_and_share() {
+    fn the_share_within_sla_and_the_remaining_error_budget() {
         let p = Partitions {
             met: 3,
             missed: 1,
@@ -981,8 +982,9 @@ reason = "test"
         assert_eq!(Budget::new(0.0, 0).remaining, None);
     }
 
+    // Issue 26.
     #[test]
-    fn issue_26_spans_read_at_every_scale() {
+    fn spans_read_at_every_scale() {
         use super::span;
         assert_eq!(span(850), "850ms");
         assert_eq!(span(12_340), "12.3s");

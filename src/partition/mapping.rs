@@ -222,8 +222,9 @@ mod tests {
 
     const NOW: i64 = 1_800_000_000; // 2027-01-15
 
+    // Issue 10.
     #[test]
-    fn issue_10_the_rules_of_the_table() {
+    fn downstream_keys_map_to_upstream_keys_by_the_rules_of_the_table() {
         let day = Dims(vec![time("day", Grain::Daily, "UTC", "2026-01-01")]);
         let week = Dims(vec![time("week", Grain::Weekly, "UTC", "2026-01-01")]);
         let month = Dims(vec![time("month", Grain::Monthly, "UTC", "2026-01")]);
@@ -276,7 +277,7 @@ mod tests {
     // issue 24 item 3: minute keys across New York's fall-back map to hours
     // and days by the rules of the table, offsets included
     #[test]
-    fn issue_24_minutely_maps_to_hourly_and_daily_across_dst() {
+    fn minutely_maps_to_hourly_and_daily_across_dst() {
         let ny = "America/New_York";
         let min = Dims(vec![time(
             "minute",
@@ -386,7 +387,7 @@ mod props {
     proptest! {
         // issue 10: every mapped upstream key is a key inside the upstream's range
         #[test]
-        fn issue_10_mapped_keys_are_inside_the_upstream_range(
+        fn mapped_keys_are_inside_the_upstream_range(
             dg in 0..6usize, ug in 0..6usize, dz in 0..5usize, uz in 0..5usize,
             ustart in 0..3000i64, uspan in proptest::option::of(0..5000i64),
             p in 0..2000i64, lo in -10..3i64, width in 0..10i64,
@@ -408,7 +409,7 @@ mod props {
 
         // issue 10: hourly to daily in a DST zone covers each local hour exactly once
         #[test]
-        fn issue_10_hourly_to_daily_covers_each_hour_once(
+        fn hourly_to_daily_covers_each_hour_once(
             z in 1..5usize, first in 0..4000i64, n in 1..40i64,
         ) {
             let daily = dims("day", Grain::Daily, ZONES[z], day("2015-01-01"), None);
@@ -429,7 +430,7 @@ mod props {
 
         // issue 10: a rollup's inputs each map back (containment) to the rollup's key
         #[test]
-        fn issue_10_rollup_then_containment_is_the_same_key(
+        fn rollup_then_containment_is_the_same_key(
             fine in 0..5usize, coarse_off in 1..3usize, dz in 0..5usize, uz in 0..5usize,
             p in 0..1500i64,
         ) {
@@ -448,7 +449,7 @@ mod props {
 
         // issue 10: keys of every grain and zone parse back to their period
         #[test]
-        fn issue_10_keys_round_trip(
+        fn keys_round_trip(
             g in 0..6usize, z in 0..5usize, days in 0i64..47_000, hour in 0..24i64,
             minute in 0..60i64,
         ) {

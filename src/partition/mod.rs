@@ -129,7 +129,7 @@ mod tests {
 
     // issue 23 item 14: a suggested `--partition eu|2026-11-15` was a pipe
     #[test]
-    fn issue_23_keys_are_one_shell_word() {
+    fn keys_are_one_shell_word() {
         assert_eq!(shell_word("2026-09-20"), "2026-09-20");
         assert_eq!(shell_word("2026-10-25T02+02:00"), "2026-10-25T02+02:00");
         assert_eq!(shell_word("all"), "all");

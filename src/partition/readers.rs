@@ -97,7 +97,7 @@ mod tests {
     // issue 26 item 2: the mapping read backwards, checked against the
     // forward one
     #[test]
-    fn issue_26_readers_of_an_hour_a_day_and_a_week() {
+    fn readers_of_an_hour_a_day_and_a_week() {
         let hour = Dims(vec![time("hour", Grain::Hourly, "UTC", "2026-01-01T00")]);
         let paris = Dims(vec![time(
             "phour",

@@ -690,7 +690,7 @@ mod tests {
 
     // issue 10: "latest complete" is local to the scheme's timezone
     #[test]
-    fn issue_10_latest_complete_period_is_local() {
+    fn latest_complete_period_is_local() {
         let at = |s: &str| s.parse::<Timestamp>().unwrap().as_second();
         let latest = |g: Grain, z: &str, now: &str| {
             let s = scheme(g, z);
@@ -761,7 +761,7 @@ mod tests {
 
     // issue 24 item 3: minute periods on the local clock, keyed to the minute
     #[test]
-    fn issue_24_minutely_keys_are_local_minutes() {
+    fn minutely_keys_are_local_minutes() {
         let at = |s: &str| s.parse::<Timestamp>().unwrap().as_second();
         let s = minutely(5, "UTC", "2026-09-20T00:00");
         let p = s.parse("2026-09-20T13:05").unwrap();
@@ -812,7 +812,7 @@ mod tests {
     // minute keys as in hourly ones; the skipped hour of a spring-forward has
     // no keys
     #[test]
-    fn issue_24_minutely_keys_across_new_york_dst() {
+    fn minutely_keys_across_new_york_dst() {
         let at = |s: &str| s.parse::<Timestamp>().unwrap().as_second();
         let s = minutely(15, "America/New_York", "2026-11-01T00:00");
         let keys: Vec<String> = (s.start + 3..s.start + 13).map(|q| s.key(q)).collect();
@@ -863,7 +863,7 @@ mod tests {
     // issue 23 item 9: the sub-hour phase is the zone's at `start`, and local
     // hours begin on the local hour (+05:45 begins them at 15 past UTC)
     #[test]
-    fn issue_23_hours_in_nepal_and_liberia_begin_on_their_local_hour() {
+    fn hours_in_nepal_and_liberia_begin_on_their_local_hour() {
         let at = |s: &str| s.parse::<Timestamp>().unwrap().as_second();
         for (zone, start, hours, key, utc) in [
             (
@@ -910,7 +910,7 @@ mod tests {
     // issue 23 item 9: a zone whose offset moves by a fraction of an hour
     // within the range has no stable hours
     #[test]
-    fn issue_23_fractional_offset_changes_are_found_in_the_range() {
+    fn fractional_offset_changes_are_found_in_the_range() {
         let change = |zone: &str, start: &str, hours: Option<i64>| {
             hourly(zone, start, hours)
                 .fractional_offset_change()

@@ -85,7 +85,7 @@ mod tests {
 
     // issue 26 item 4: generations and tokens do not count, digests do
     #[test]
-    fn issue_26_an_identical_republish_reads_the_same() {
+    fn an_identical_republish_reads_the_same() {
         assert!(same_reads(
             &snapshot(1, "sha256:d1"),
             &snapshot(2, "sha256:d1")

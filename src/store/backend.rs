@@ -825,7 +825,7 @@ mod tests {
     // issue 13: one contract for every backend; the filesystem keeps it,
     // races included (link and flock are atomic across processes).
     #[test]
-    fn issue_13_fs_backend_keeps_the_contract() {
+    fn fs_backend_keeps_the_contract() {
         let dirs = Mutex::new(Vec::new());
         let make = || -> Arc<dyn Backend> {
             let tmp = tempfile::tempdir().unwrap();
@@ -840,7 +840,7 @@ mod tests {
     // issue 13: a conditional replace checks the version and writes under
     // the key's lock, so a replace racing a delete and re-create loses.
     #[test]
-    fn issue_13_fs_replace_after_delete_and_recreate_is_refused() {
+    fn fs_replace_after_delete_and_recreate_is_refused() {
         let (tmp, b) = backend();
         assert!(b.put_if_absent("k", b"one").unwrap());
         let v = b.get_object("k").unwrap().unwrap().meta.version;

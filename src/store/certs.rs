@@ -95,7 +95,7 @@ mod tests {
     // issue 13: certifications are a typed store over the backend, replaced
     // whole: the latest word on a generation wins.
     #[test]
-    fn issue_13_certifications_go_through_the_backend() {
+    fn certifications_go_through_the_backend() {
         let backend = Arc::new(MemoryBackend::new());
         let wh = Warehouse::with_backend(backend.clone(), std::env::temp_dir().join("unused"));
         assert!(is_certified(&wh, "sales", "2026-09-20", 3));

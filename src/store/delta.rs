@@ -1479,7 +1479,7 @@ mod tests {
     // the same record again is a no-op (the log holds its generation).
     // Through an object store (the memory backend), as on S3.
     #[test]
-    fn issue_27_a_taken_version_is_retried_on_the_next() {
+    fn a_taken_version_is_retried_on_the_next() {
         let tmp = tempfile::tempdir().unwrap();
         // Another engine that takes each Delta version weir is about to
         // write, twice: version 0 with the table's protocol and metaData,
@@ -1579,7 +1579,7 @@ mod tests {
     // state (generation and version), which the JSON commits' commitInfo
     // carried; a removed file is not in it.
     #[test]
-    fn issue_27_a_checkpoint_reads_back_as_the_replayed_state() {
+    fn a_checkpoint_reads_back_as_the_replayed_state() {
         let schema = json!({"type": "struct", "fields": [
             {"name": "id", "type": "long", "nullable": true, "metadata": {}},
             {"name": "region", "type": "string", "nullable": false, "metadata": {}},
@@ -1641,8 +1641,9 @@ mod tests {
         );
     }
 
+    // Issue 27.
     #[test]
-    fn issue_27_paths_are_percent_encoded_but_slashes() {
+    fn paths_are_percent_encoded_but_slashes() {
         let path = "a%2Fb/attempts/00000000000000000001/data/x y.parquet";
         let encoded = encode_path(path);
         assert_eq!(
@@ -1652,8 +1653,9 @@ mod tests {
         assert_eq!(decode_path(&encoded).as_deref(), Some(path));
     }
 
+    // Issue 27.
     #[test]
-    fn issue_27_spark_types() {
+    fn arrow_types_map_to_spark_types_and_timestamps_without_zone_are_refused() {
         assert_eq!(spark_type(&DataType::Int64).unwrap(), "long");
         assert_eq!(
             spark_type(&DataType::Decimal128(12, 2)).unwrap(),

@@ -534,7 +534,7 @@ mod tests {
     // Issue 13: a run's chunks read back in seq order, across writers that
     // reopen the run, and a plain append is buffered until sync or drop.
     #[test]
-    fn issue_13_chunks_read_back_in_order() {
+    fn chunks_read_back_in_order() {
         let (backend, store) = memory();
         let w = store.open("r1").unwrap();
         w.append(b"1\n").unwrap();
@@ -570,7 +570,7 @@ mod tests {
     // Issue 13: the durability point: once sync returns, the chunk holding
     // every line appended before it is in the backend.
     #[test]
-    fn issue_13_sync_stores_the_chunk_before_returning() {
+    fn sync_stores_the_chunk_before_returning() {
         let (backend, store) = memory();
         let w = store.open("r1").unwrap();
         w.append(b"queued\n").unwrap();
@@ -595,7 +595,7 @@ mod tests {
     // Issue 13: two writers on one run id lose no line and never mix lines
     // inside a chunk: a seq found taken by other bytes moves on.
     #[test]
-    fn issue_13_two_writers_on_one_run_lose_nothing() {
+    fn two_writers_on_one_run_lose_nothing() {
         let (backend, store) = memory();
         let writers = [store.open("r1").unwrap(), store.open("r1").unwrap()];
         std::thread::scope(|s| {
@@ -637,7 +637,7 @@ mod tests {
     // finds its own bytes and counts them as its chunk: no duplicate lines,
     // no gap.
     #[test]
-    fn issue_13_a_retried_create_of_the_same_bytes_is_ours() {
+    fn a_retried_create_of_the_same_bytes_is_ours() {
         // The first put-if-absent stores its bytes, then reports an error: a
         // committed create whose reply was lost.
         let fired = AtomicBool::new(false);
@@ -671,7 +671,7 @@ mod tests {
     // timer, with no further append: an engine killed while a long command
     // runs keeps them.
     #[test]
-    fn issue_23_pending_lines_are_stored_on_a_timer() {
+    fn pending_lines_are_stored_on_a_timer() {
         let (backend, store) = memory();
         let w = store.open("r1").unwrap();
         w.append(b"published\n").unwrap();
@@ -719,7 +719,7 @@ mod tests {
     // cause, not "object store error on KEY" alone), and its lines are kept:
     // the next flush stores them with the lines appended since, in order.
     #[test]
-    fn issue_23_a_refused_chunk_names_its_cause_and_keeps_its_lines() {
+    fn a_refused_chunk_names_its_cause_and_keeps_its_lines() {
         let (_backend, store) = flaky(1, false);
         let w = store.open("r1").unwrap();
         w.append(b"running\n").unwrap();
@@ -739,7 +739,7 @@ mod tests {
     // is retried with exactly its own bytes, though lines were appended
     // since: found as ours, not stored twice.
     #[test]
-    fn issue_23_an_unsure_chunk_is_retried_alone_and_never_doubled() {
+    fn an_unsure_chunk_is_retried_alone_and_never_doubled() {
         let (backend, store) = flaky(1, true);
         let w = store.open("r1").unwrap();
         w.append(b"running\n").unwrap();
@@ -753,7 +753,7 @@ mod tests {
     // Issue 13: the filesystem keeps one append-only file per run, where
     // existing warehouses have it.
     #[test]
-    fn issue_13_filesystem_keeps_one_file_per_run() {
+    fn filesystem_keeps_one_file_per_run() {
         let dir = tempfile::tempdir().unwrap();
         let store = EventStore::dir(dir.path());
         let w = store.open("r1").unwrap();
@@ -772,7 +772,7 @@ mod tests {
     // where the file belongs) is listed and its read fails naming the file:
     // damage is not "no events".
     #[test]
-    fn issue_13_a_damaged_log_file_is_an_error_not_absence() {
+    fn a_damaged_log_file_is_an_error_not_absence() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("_runs/r9/events.jsonl");
         std::fs::create_dir_all(&log).unwrap();

@@ -190,7 +190,7 @@ mod tests {
     // issue 23: a segment longer than a directory entry may be is refused,
     // and so is a partition whose marker's name would be
     #[test]
-    fn issue_23_long_segments_and_partitions_are_refused() {
+    fn long_segments_and_partitions_are_refused() {
         validate_segment(&"a".repeat(255)).unwrap();
         assert_eq!(
             segment_problem(&"a".repeat(256)),
@@ -214,7 +214,7 @@ mod tests {
 
     // issue 10: any partition key is one safe segment and decodes back
     #[test]
-    fn issue_10_partition_keys_encode_to_one_reversible_segment() {
+    fn partition_keys_encode_to_one_reversible_segment() {
         for key in ["2026-09-20", "eu", "all", "a.b"] {
             assert_eq!(encode_partition(key), key, "unchanged");
         }
@@ -242,7 +242,7 @@ mod tests {
     proptest::proptest! {
         // issue 10: any key, any bytes: one valid segment that decodes back
         #[test]
-        fn issue_10_partition_encoding_round_trips(key in "\\PC{1,40}") {
+        fn partition_encoding_round_trips(key in "\\PC{1,40}") {
             let seg = encode_partition(&key);
             // Within the length limit, every key is one valid segment; over
             // it, `validate` refuses the key before the store sees it.

@@ -117,7 +117,7 @@ mod tests {
     // issue 13: a lease is written and read through the backend at
     // attempts/<token>/lease.json, so it lives wherever the warehouse does.
     #[test]
-    fn issue_13_leases_go_through_the_backend() {
+    fn leases_go_through_the_backend() {
         let backend = Arc::new(MemoryBackend::new());
         let root = std::env::temp_dir().join(format!("weir-leases-{}", fastrand::u64(..)));
         let p = Warehouse::with_backend(backend.clone(), root.clone()).partition("d", "2026|x");

@@ -228,7 +228,7 @@ mod tests {
     // issue 13: markers are a typed store over the backend: they live in
     // memory when the warehouse does, and no file is written beside it.
     #[test]
-    fn issue_13_markers_go_through_the_backend() {
+    fn markers_go_through_the_backend() {
         let root = std::env::temp_dir().join(format!("weir-marks-{}", fastrand::u64(..)));
         let backend = Arc::new(MemoryBackend::new());
         let wh = Warehouse::with_backend(backend.clone(), root.clone());

@@ -238,7 +238,7 @@ mod tests {
     // issue 13: the in-memory backend keeps the same contract as the
     // filesystem's, and proves the protocol's races.
     #[test]
-    fn issue_13_memory_backend_keeps_the_contract() {
+    fn memory_backend_keeps_the_contract() {
         let make = || -> Arc<dyn Backend> { Arc::new(MemoryBackend::new()) };
         contract::run(contract::CHECKS, &make);
         contract::run(contract::RACES, &make);
@@ -249,7 +249,7 @@ mod tests {
     // marking one instance) never fail, never lose the key, and the last
     // one's bytes stand whole.
     #[test]
-    fn issue_13_racing_replacements_leave_one_whole_write() {
+    fn racing_replacements_leave_one_whole_write() {
         let b = Jitter(MemoryBackend::new());
         std::thread::scope(|s| {
             for i in 0..6u8 {
@@ -275,7 +275,7 @@ mod tests {
     // issue 13: random pauses between every step of racing token
     // allocations and fenced commits interleave them in every order.
     #[test]
-    fn issue_13_protocol_races_hold_with_jitter() {
+    fn protocol_races_hold_with_jitter() {
         let make = || -> Arc<dyn Backend> { Arc::new(Jitter(MemoryBackend::new())) };
         for _ in 0..3 {
             contract::run(contract::RACES, &make);

@@ -918,7 +918,7 @@ mod tests {
 
     // Issue 23 item 13: what the upload listing is read with.
     #[test]
-    fn issue_23_list_uploads_reply_is_read_and_keys_encoded() {
+    fn list_uploads_reply_is_read_and_keys_encoded() {
         let xml = "<ListMultipartUploadsResult><IsTruncated>true</IsTruncated>\
             <NextKeyMarker>wh/a&amp;b</NextKeyMarker>\
             <Upload><Key>wh/d/2026%257Ceu/x&lt;1&gt;</Key><UploadId>u1</UploadId>\

@@ -567,7 +567,7 @@ mod tests {
     // newest one torn (empty or cut short); its holder died with that host,
     // so the slot is free, never a pool stuck on a corrupt record.
     #[test]
-    fn issue_16_a_torn_slot_record_is_a_free_slot() {
+    fn a_torn_slot_record_is_a_free_slot() {
         let (_tmp, b) = backend();
         let a = pool(&b, "a", 1, None, Duration::from_secs(60));
         let _beat = EngineBeat::start(Arc::clone(&b), "a").unwrap();

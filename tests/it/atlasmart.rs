@@ -10,25 +10,8 @@ use crate::support::{repo, run_in, stdout};
 fn example() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let pipelines = dir.path().join("pipelines");
-    copy_tree(&repo().join("pipelines"), &pipelines);
+    crate::support::copy_tree_without_warehouse(&repo().join("pipelines"), &pipelines);
     (dir, pipelines)
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let name = entry.file_name();
-        if name == "warehouse" {
-            continue;
-        }
-        let path = entry.path();
-        if path.is_dir() {
-            copy_tree(&path, &to.join(&name));
-        } else {
-            std::fs::copy(&path, to.join(&name)).unwrap();
-        }
-    }
 }
 
 #[derive(Debug, Default, PartialEq)]

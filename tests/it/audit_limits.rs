@@ -117,11 +117,12 @@ fn ids(n: i64) -> ArrayRef {
     Arc::new(Int64Array::from((1..=n).collect::<Vec<_>>()))
 }
 
+// Issue 23.
 // https://github.com/weir/weir/issues/23 item 6: a dictionary column holding
 // only nulls (its dictionary empty) panicked inside arrow-array; its values
 // are nulls, as an empty CSV field is.
 #[test]
-fn issue_23_empty_dictionary_column_is_null_like_its_csv_twin() {
+fn empty_dictionary_column_is_null_like_its_csv_twin() {
     let keys = Int32Array::from(vec![None, None]);
     let values: ArrayRef = Arc::new(StringArray::from(Vec::<&str>::new()));
     let dictionary = DictionaryArray::<Int32Type>::try_new(keys, values).expect("dictionary");
@@ -134,11 +135,12 @@ fn issue_23_empty_dictionary_column_is_null_like_its_csv_twin() {
     assert_twins(&twins, "id,v\n1,\n2,\n");
 }
 
+// Issue 23.
 // https://github.com/weir/weir/issues/23 item 10: a column of Arrow's null
 // type was hashed and shown as empty strings, so a `not_null` gate passed
 // and the digest differed from the same nulls in CSV.
 #[test]
-fn issue_23_null_type_column_is_null_like_its_csv_twin() {
+fn null_type_column_is_null_like_its_csv_twin() {
     let batch = RecordBatch::try_from_iter(vec![
         ("id", ids(2)),
         ("v", Arc::new(NullArray::new(2)) as ArrayRef),
@@ -167,11 +169,12 @@ fn issue_23_null_type_column_is_null_like_its_csv_twin() {
     );
 }
 
+// Issue 23.
 // https://github.com/weir/weir/issues/23 item 10: `9999-12-31`, the usual
 // open end of a history table, was refused as out of range; the whole of
 // year 9999 is a date, and its last second a timestamp.
 #[test]
-fn issue_23_the_last_day_of_year_9999_is_a_date_like_its_csv_twin() {
+fn the_last_day_of_year_9999_is_a_date_like_its_csv_twin() {
     let batch = RecordBatch::try_from_iter(vec![
         ("id", ids(2)),
         (
@@ -192,10 +195,11 @@ fn issue_23_the_last_day_of_year_9999_is_a_date_like_its_csv_twin() {
     assert_twins(&twins, shown);
 }
 
+// Issue 23.
 // https://github.com/weir/weir/issues/23 item 10: a double inside a list was
 // written `1e+21` but `1e21` at the top level; one rule, the top level's.
 #[test]
-fn issue_23_a_double_in_a_list_is_written_as_at_the_top_level() {
+fn a_double_in_a_list_is_written_as_at_the_top_level() {
     let mut list = ListBuilder::new(Float64Builder::new());
     list.values().append_value(1e21);
     list.values().append_value(0.5);
@@ -215,10 +219,11 @@ fn issue_23_a_double_in_a_list_is_written_as_at_the_top_level() {
     assert_twins(&twins, "f,id,l\n1e21,1,\"[1e21,0.5,1e-7]\"\n");
 }
 
+// Issue 23.
 // https://github.com/weir/weir/issues/23 item 10: gzip and brotli are common
 // Parquet codecs; a file in either digests as the snappy one and its CSV twin.
 #[test]
-fn issue_23_gzip_and_brotli_files_digest_as_snappy_and_csv() {
+fn gzip_and_brotli_files_digest_as_snappy_and_csv() {
     let names: Vec<Option<String>> = (1..=300)
         .map(|i| (i % 7 != 0).then(|| format!("name {i}")))
         .collect();
@@ -316,12 +321,13 @@ output = {{ dataset = "big", format = "{format}", grain = ["id"] }}
     )
 }
 
+// Issue 23.
 // https://github.com/weir/weir/issues/23 item 7: a 1 GiB field (a sparse
 // file: the task's field never ends) took memory without bound and the
 // engine was OOM-killed on every rerun. It now fails the audit at 128 MiB,
 // naming the file and line, under a 1 GiB address-space limit.
 #[test]
-fn issue_23_a_1_gib_field_fails_the_audit_within_bounded_memory() {
+fn a_1_gib_field_fails_the_audit_within_bounded_memory() {
     let (code, out, err, detail) = run_limited(
         "printf 'id,payload\\n1,' > \"$WEIR_OUTPUT_DIR/big.csv\"\n\
          truncate -s 1G \"$WEIR_OUTPUT_DIR/big.csv\"\n",
@@ -348,11 +354,12 @@ big p attempt 1 token 1: QUARANTINED deterministic failure: {reason}: quarantine
     );
 }
 
+// Issue 23.
 // https://github.com/weir/weir/issues/23 item 7: a candidate of 200,000
 // files is refused before any is read (the limit is 100,000), naming the
 // limit, as a gate failure, under a 1 GiB address-space limit.
 #[test]
-fn issue_23_200_000_files_fail_the_audit_within_bounded_memory() {
+fn two_hundred_thousand_files_fail_the_audit_within_bounded_memory() {
     let (code, out, err, detail) = run_limited(
         "cd \"$WEIR_OUTPUT_DIR\" && seq -f 'f%06g.csv' 1 200000 | xargs touch\n",
         "csv",

@@ -76,7 +76,7 @@ fn survivors(sb: &Sandbox) -> Vec<String> {
 // Python's start_new_session=True, a double fork) is stopped when the
 // command exits; it never writes into the published file.
 #[test]
-fn issue_11_background_children_outside_the_group_die_with_the_command() {
+fn background_children_outside_the_group_die_with_the_command() {
     let sb = Sandbox::new(&manifest(
         r#"
 [partitions.k]
@@ -149,7 +149,7 @@ exit 0
 // issue 11: a downstream task that writes into WEIR_INPUT_<NAME> changes its
 // private copy, never the upstream's published generation.
 #[test]
-fn issue_11_a_downstream_task_cannot_write_into_its_published_input() {
+fn a_downstream_task_cannot_write_into_its_published_input() {
     let sb = Sandbox::new(&manifest(
         r#"
 [partitions.k]
@@ -187,11 +187,11 @@ printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/down.csv"
     );
     let upstream_before = {
         let out = sb.run("r1", &["--task", "up"]);
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        sb.check(&out).code(0).stdout("run r1: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n").stderr_unordered("up p attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
         Visible::of(&sb.store("upd", "p")).bytes()
     };
     let out = sb.run("r2", &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    sb.check(&out).code(0).stdout("run r2: 2 task instances: 1 published, 1 already published; 0 retries\nevents: $SB/wh/_runs/r2/events.jsonl\n").stderr_unordered("up p: ALREADY_PUBLISHED generation 1 has the same input snapshot (code_version 1): nothing to do\ndown p attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:0ead588b958bcac06f302c5cc2df9d55363a52b2a75bcff608f661d198034209\n");
     let upstream = Visible::of(&sb.store("upd", "p"));
     assert_eq!(
         upstream.bytes(),
@@ -255,7 +255,7 @@ fn refusal(sb: &Sandbox, run_id: &str, key: &str) -> String {
 // a file outside, a hard link to another partition's published file, a
 // dangling symlink.
 #[test]
-fn issue_11_links_in_the_output_are_refused() {
+fn links_in_the_output_are_refused() {
     let sb = one_task(&["a", "symlink", "hardlink", "dangling"], "csv");
     std::fs::write(sb.path().join("outside.csv"), "id,v\n1,x\n").unwrap();
     sb.script(
@@ -270,9 +270,9 @@ esac
 "#,
     );
     let out = sb.run("r1", &["--partition", "a"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    sb.check(&out).code(0).stdout("run r1: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n").stderr_unordered("t a attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:daec81e5b44abf4f39c6b96e72319f59fd3d1f6bbb2024430843a9846c3e437c\n");
     let out = sb.run("r2", &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    sb.check(&out).code(1).stdout("run r2: 4 task instances: 1 already published, 3 quarantined; 0 retries\n  QUARANTINED t symlink: deterministic failure: the output is not publishable: `rows.csv` is a symbolic link to `$SB/outside.csv`: links are refused, write a regular file\n  QUARANTINED t hardlink: deterministic failure: the output is not publishable: `rows.csv` is a hard link (2 names for one file): links are refused, write a regular file\n  QUARANTINED t dangling: deterministic failure: the output is not publishable: `more.csv` is a symbolic link to `$SB/nowhere.csv` (dangling): links are refused, write a regular file\nevents: $SB/wh/_runs/r2/events.jsonl\n").stderr_unordered("t a: ALREADY_PUBLISHED generation 1 has the same input snapshot (code_version 1): nothing to do\nt dangling attempt 1 token 1: GATE_FAILED the output is not publishable: `more.csv` is a symbolic link to `$SB/nowhere.csv` (dangling): links are refused, write a regular file\nt dangling attempt 1 token 1: QUARANTINED deterministic failure: the output is not publishable: `more.csv` is a symbolic link to `$SB/nowhere.csv` (dangling): links are refused, write a regular file: quarantined, not retried\nt hardlink attempt 1 token 1: GATE_FAILED the output is not publishable: `rows.csv` is a hard link (2 names for one file): links are refused, write a regular file\nt hardlink attempt 1 token 1: QUARANTINED deterministic failure: the output is not publishable: `rows.csv` is a hard link (2 names for one file): links are refused, write a regular file: quarantined, not retried\nt symlink attempt 1 token 1: GATE_FAILED the output is not publishable: `rows.csv` is a symbolic link to `$SB/outside.csv`: links are refused, write a regular file\nt symlink attempt 1 token 1: QUARANTINED deterministic failure: the output is not publishable: `rows.csv` is a symbolic link to `$SB/outside.csv`: links are refused, write a regular file: quarantined, not retried\n");
     let symlink = refusal(&sb, "r2", "symlink");
     assert!(
         symlink.contains("`rows.csv` is a symbolic link to `"),
@@ -298,7 +298,7 @@ esac
 // issue 11: a sub-directory, another suffix (`.CSV`), a dot-file and a FIFO
 // in the output are a gate failure naming the entry, not silently ignored.
 #[test]
-fn issue_11_odd_entries_in_the_output_are_named() {
+fn odd_entries_in_the_output_are_named() {
     let sb = one_task(&["subdir", "upper", "dot", "fifo"], "csv");
     sb.script(
         "t.sh",
@@ -313,7 +313,7 @@ esac
 "#,
     );
     let out = sb.run("r1", &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    sb.check(&out).code(1).stdout("run r1: 4 task instances: 4 quarantined; 0 retries\n  QUARANTINED t subdir: deterministic failure: the output is not publishable: `part-2` is a directory: only files directly in WEIR_OUTPUT_DIR are published\n  QUARANTINED t upper: deterministic failure: the output is not publishable: `MORE.CSV` is not named `*.csv` (the output's format is csv)\n  QUARANTINED t dot: deterministic failure: the output is not publishable: `.more.csv` is a dot-file: output files are named `*.csv`\n  QUARANTINED t fifo: deterministic failure: the output is not publishable: `more.csv` is a FIFO, not a regular file\nevents: $SB/wh/_runs/r1/events.jsonl\n").stderr_unordered("t dot attempt 1 token 1: GATE_FAILED the output is not publishable: `.more.csv` is a dot-file: output files are named `*.csv`\nt dot attempt 1 token 1: QUARANTINED deterministic failure: the output is not publishable: `.more.csv` is a dot-file: output files are named `*.csv`: quarantined, not retried\nt fifo attempt 1 token 1: GATE_FAILED the output is not publishable: `more.csv` is a FIFO, not a regular file\nt fifo attempt 1 token 1: QUARANTINED deterministic failure: the output is not publishable: `more.csv` is a FIFO, not a regular file: quarantined, not retried\nt subdir attempt 1 token 1: GATE_FAILED the output is not publishable: `part-2` is a directory: only files directly in WEIR_OUTPUT_DIR are published\nt subdir attempt 1 token 1: QUARANTINED deterministic failure: the output is not publishable: `part-2` is a directory: only files directly in WEIR_OUTPUT_DIR are published: quarantined, not retried\nt upper attempt 1 token 1: GATE_FAILED the output is not publishable: `MORE.CSV` is not named `*.csv` (the output's format is csv)\nt upper attempt 1 token 1: QUARANTINED deterministic failure: the output is not publishable: `MORE.CSV` is not named `*.csv` (the output's format is csv): quarantined, not retried\n");
     for (key, needle) in [
         ("subdir", "`part-2` is a directory"),
         ("upper", "`MORE.CSV` is not named `*.csv`"),
@@ -328,7 +328,7 @@ esac
 // issue 11: the task reads the pinned bytes of an external input, even when
 // the live file changes while it runs; the snapshot's hash is what it read.
 #[test]
-fn issue_11_an_external_input_changed_mid_task_is_not_read() {
+fn an_external_input_changed_mid_task_is_not_read() {
     let sb = Sandbox::new(&manifest(
         r#"
 [partitions.k]
@@ -381,7 +381,7 @@ cat "$WEIR_INPUT_RAW" > "$WEIR_OUTPUT_DIR/out.csv"
 // 1-slot pool, kill -9 of the engine mid-command then a restart never has
 // two commands running at once (from the commands' own clocks).
 #[test]
-fn issue_11_kill_9_then_restart_never_runs_two_commands_in_one_slot() {
+fn kill_9_then_restart_never_runs_two_commands_in_one_slot() {
     let _serial = exclusive();
     let sb = Sandbox::new(&manifest(
         r#"
@@ -477,7 +477,7 @@ with open("ticks.log", "a") as log:
 // that differ beyond 2^64 are not duplicates, their digests differ, and
 // `show` prints them exactly; a CSV value that is not UTF-8 is shown as is.
 #[test]
-fn issue_11_big_json_integers_and_raw_bytes_are_values() {
+fn big_json_integers_and_raw_bytes_are_values() {
     let sb = one_task(&["p1", "p2"], "jsonl");
     sb.script(
         "t.sh",
@@ -489,13 +489,7 @@ fi
 "#,
     );
     let out = sb.run("r1", &[]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        stdout(&out),
-        stderr(&out)
-    );
+    sb.check(&out).code(0).stdout("run r1: 2 task instances: 2 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n").stderr_unordered("t p1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:fd85eb59b91bef64f4d575a9ca1a612f3d6e42bb32525b1aa0127c9a3ad8403c\nt p2 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:2f2e6bee0b4f7279b0611579f333287c82e2e79e31c72b7968ed65efcdef1fca\n");
     let p1 = sb.store("out", "p1").latest().unwrap().unwrap();
     let p2 = sb.store("out", "p2").latest().unwrap().unwrap();
     assert_eq!((p1.rows, p2.rows), (2, 2));
@@ -513,7 +507,7 @@ fi
         "printf 'id,v\\n1,caf\\351\\n' > \"$WEIR_OUTPUT_DIR/rows.csv\"\n",
     );
     let out = sb.run("r1", &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    sb.check(&out).code(0).stdout("run r1: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n").stderr_unordered("t p attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:7984879a73980b64d3b97a1af0959f0c37fcad7f6ade2c08da2d1cbce7161419\n");
     let show = sb.weir_out(&["show", "m.toml", "out", "--partition", "p"]);
     assert_eq!(show.status.code(), Some(0), "{}", stderr(&show));
     assert_eq!(show.stdout, b"id,v\n1,caf\xe9\n");
@@ -523,14 +517,14 @@ fi
 // vanishes is reported by name with exit 5 by `show`, `verify` and
 // `status --check`; plain `status` catches a size change or a vanished file.
 #[test]
-fn issue_11_drifted_or_vanished_files_exit_5_naming_the_file() {
+fn drifted_or_vanished_files_exit_5_naming_the_file() {
     let sb = one_task(&["p"], "csv");
     sb.script(
         "t.sh",
         "printf 'id,v\\n1,a\\n' > \"$WEIR_OUTPUT_DIR/rows.csv\"\n",
     );
     let out = sb.run("r1", &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    sb.check(&out).code(0).stdout("run r1: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n").stderr_unordered("t p attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:daec81e5b44abf4f39c6b96e72319f59fd3d1f6bbb2024430843a9846c3e437c\n");
     let file: PathBuf = Visible::of(&sb.store("out", "p")).files.remove(0);
     let shown = file.display().to_string();
     std::fs::write(&file, "id,v\n1,b\n").unwrap();
@@ -540,7 +534,12 @@ fn issue_11_drifted_or_vanished_files_exit_5_naming_the_file() {
         &["status", "m.toml", "--check"],
     ] {
         let out = sb.weir_out(args);
-        assert_eq!(out.status.code(), Some(5), "{args:?}: {}", stderr(&out));
+        assert_eq!(
+            out.status.code(),
+            Some(5),
+            "{}",
+            crate::support::stderr(&out)
+        );
         let err = stderr(&out).replace('\n', " ");
         assert!(err.contains("rows.csv"), "{args:?}: {err}");
         assert!(err.contains("changed content"), "{args:?}: {err}");
@@ -548,18 +547,19 @@ fn issue_11_drifted_or_vanished_files_exit_5_naming_the_file() {
     assert!(stderr(&sb.weir_out(&["status", "m.toml", "--check"])).contains(&shown));
     std::fs::remove_file(&file).unwrap();
     let out = sb.weir_out(&["status", "m.toml"]);
-    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    sb.check(&out).code(5).stdout("dataset  partition  gen  token  rows  code_version  published_at              digest\nout      p            1      1     1  1             [..]  sha256:daec81e5b44a…\n\nout: 1 partition built by code_version 1\n").stderr("error: published file `$SB/wh/out/p/attempts/00000000000000000001/data/rows.csv` of `out` p generation 1 vanished\n1 published file drifted from its commit records\n");
     assert!(stderr(&out).contains("vanished"), "{}", stderr(&out));
     let json = sb.weir_out(&["status", "m.toml", "--json"]);
     let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(doc["drifted"][0]["file"], shown.as_str());
 }
 
+// Issue 11.
 /// Three engines on one warehouse, paused, continued and killed at random,
 /// then restarted until the pipeline is published: every generation any of
 /// them published still has the files, sizes and hashes it committed.
 #[test]
-fn issue_11_three_engines_under_stop_cont_kill_publish_only_intact_files() {
+fn three_engines_under_stop_cont_kill_publish_only_intact_files() {
     let _serial = exclusive();
     let keys: Vec<String> = (0..6).map(|i| format!("p{i}")).collect();
     let sb = Sandbox::new(&manifest(&format!(
@@ -640,7 +640,9 @@ sleep 0.05
     }
     // The last engine stops what the killed ones left running first.
     let out = sb.run("final", &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    sb.check(&out).code(0).stdout("run final: 12 task instances: 12 already published; 0 retries\nevents: $SB/wh/_runs/final/events.jsonl\n")
+        // How many generations the killed engines published varies.
+        .stderr_unordered("down p0: ALREADY_PUBLISHED generation [..] has the same input snapshot (code_version 1): nothing to do\ndown p1: ALREADY_PUBLISHED generation [..] has the same input snapshot (code_version 1): nothing to do\ndown p2: ALREADY_PUBLISHED generation [..] has the same input snapshot (code_version 1): nothing to do\ndown p3: ALREADY_PUBLISHED generation [..] has the same input snapshot (code_version 1): nothing to do\ndown p4: ALREADY_PUBLISHED generation [..] has the same input snapshot (code_version 1): nothing to do\ndown p5: ALREADY_PUBLISHED generation [..] has the same input snapshot (code_version 1): nothing to do\nup p0: ALREADY_PUBLISHED generation [..] has the same input snapshot (code_version 1): nothing to do\nup p1: ALREADY_PUBLISHED generation [..] has the same input snapshot (code_version 1): nothing to do\nup p2: ALREADY_PUBLISHED generation [..] has the same input snapshot (code_version 1): nothing to do\nup p3: ALREADY_PUBLISHED generation [..] has the same input snapshot (code_version 1): nothing to do\nup p4: ALREADY_PUBLISHED generation [..] has the same input snapshot (code_version 1): nothing to do\nup p5: ALREADY_PUBLISHED generation [..] has the same input snapshot (code_version 1): nothing to do\n");
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
         survivors(&sb),
@@ -665,7 +667,7 @@ sleep 0.05
 // issue 11: a rollback never republishes files that drifted from the
 // generation they belong to.
 #[test]
-fn issue_11_rollback_refuses_a_drifted_generation() {
+fn rollback_refuses_a_drifted_generation() {
     let sb = one_task(&["p"], "csv");
     sb.script(
         "t.sh",
@@ -673,7 +675,12 @@ fn issue_11_rollback_refuses_a_drifted_generation() {
     );
     for run in ["r1", "r2"] {
         let out = sb.run(run, &["--force"]);
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            crate::support::stderr(&out)
+        );
     }
     let store = sb.store("out", "p");
     let first = store
@@ -683,7 +690,7 @@ fn issue_11_rollback_refuses_a_drifted_generation() {
     let file = store.visible_files(&first).remove(0);
     std::fs::write(&file, "id,v\n1,X\n").unwrap();
     let out = sb.weir_out(&["rollback", "m.toml", "out", "--partition", "p", "--to", "1"]);
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    sb.check(&out).code(3).stdout("").stderr("weir::rollback::bad_target\n\n  × cannot roll back to generation 1: published file `$SB/wh/out/\n  │ p/attempts/00000000000000000001/data/rows.csv` of `out` p generation 1\n  │ changed content:\n  │ sha256:147e0064c2bc8d39851c107073c082eb2de0d4329fee793442e81acef4f0a3c2\n  │ committed,\n  │ sha256:7d9cb3252e60a8e5741c8075af7fd87b1d92f2256c3ce5ba0f540ca5153dbbaf\n  │ now\n  help: `weir history` lists generations; pass `--to` one older than the\n        current\n");
     let err = stderr(&out).replace('\n', " ");
     assert!(
         err.contains("rows.csv") && err.contains("changed content"),
@@ -696,7 +703,7 @@ fn issue_11_rollback_refuses_a_drifted_generation() {
 // copy fails that attempt as transient, and the retry pins it again: the
 // record names exactly the bytes the task read.
 #[test]
-fn issue_11_an_input_moved_after_pinning_is_pinned_again() {
+fn an_input_moved_after_pinning_is_pinned_again() {
     let _serial = exclusive();
     let sb = Sandbox::new(&manifest(
         r#"

@@ -177,8 +177,12 @@ fn browser() -> Option<&'static str> {
 // and the command `weir explain` recommends; the hostile stderr is text (no
 // script ran, no attribute was set); the grid filters by state and task; the
 // page refreshed itself without a reload.
+#[cfg_attr(
+    not(any(weir_has_chromium, weir_ci)),
+    ignore = "needs Chromium: `chromium` on the PATH (.ci/run installs it)"
+)]
 #[test]
-fn issue_25_console_first_screen_and_grid_in_a_headless_browser() {
+fn console_first_screen_and_grid_in_a_headless_browser() {
     let sb = pipeline();
     let console = Console::start(&sb, &["--http", "127.0.0.1:0"], None);
     let Some(browser) = browser() else {
@@ -269,7 +273,7 @@ fn issue_25_console_first_screen_and_grid_in_a_headless_browser() {
 // issue 25 item 4: `/api/status` is `weir status --json`, value for value,
 // and the other documents are JSON too.
 #[test]
-fn issue_25_api_status_is_status_json() {
+fn api_status_is_status_json() {
     let sb = pipeline();
     let console = Console::start(&sb, &["--http", "127.0.0.1:0"], None);
     let (code, head, body) = get(console.port(), "/api/status", &[]);
@@ -326,7 +330,7 @@ fn issue_25_api_status_is_status_json() {
 // issue 25 item 4: a console on a non-loopback address starts only with a
 // token, and then refuses every request that does not present it.
 #[test]
-fn issue_25_non_loopback_console_needs_its_token() {
+fn non_loopback_console_needs_its_token() {
     let sb = pipeline();
     let refused = sb
         .weir(&["console", "m.toml", "--http", "0.0.0.0:0"])
@@ -416,7 +420,7 @@ fn wide() -> Sandbox {
 // few hundred partitions draws a summary per task and only the rows with a
 // problem, each problem linked to its row.
 #[test]
-fn issue_25_report_puts_problems_first_and_summarises_a_large_grid() {
+fn report_puts_problems_first_and_summarises_a_large_grid() {
     let sb = wide();
     let made = sb
         .weir(&["report", "m.toml", "--out", "r.html"])
@@ -448,7 +452,7 @@ fn issue_25_report_puts_problems_first_and_summarises_a_large_grid() {
 // logs, and each leaves the first screen once the logs say it is settled
 // (ACCEPTED, a publication, NOTIFIED with the same outbox key).
 #[test]
-fn issue_25_first_screen_lists_missed_failing_undelivered_until_settled() {
+fn first_screen_lists_missed_failing_undelivered_until_settled() {
     use weir::events::{Event, EventLog, State};
     let sb = pipeline();
     let wh = sb.path().join("wh");
@@ -556,7 +560,7 @@ fn issue_25_first_screen_lists_missed_failing_undelivered_until_settled() {
 // with: it serves from its own thread once `serve` returns, refuses to
 // start where it must, and stops listening when dropped.
 #[test]
-fn issue_25_console_handle_serves_until_dropped() {
+fn console_handle_serves_until_dropped() {
     let sb = pipeline();
     let addr: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
     let refused = weir::console::serve("0.0.0.0:0".parse().unwrap(), vec![sb.manifest()], None);
@@ -590,7 +594,7 @@ fn issue_25_console_handle_serves_until_dropped() {
 // issue 25 item 4: the console's grid of 1,874 partitions is summarised
 // (counts per task, only the problem row drawn), and filters by key range.
 #[test]
-fn issue_25_console_grid_of_1874_partitions_is_summarised_and_filters_by_range() {
+fn console_grid_of_1874_partitions_is_summarised_and_filters_by_range() {
     let sb = wide();
     let console = Console::start(&sb, &["--http", "127.0.0.1:0"], None);
     let grid = |query: &str| {
@@ -650,7 +654,7 @@ fn issue_25_console_grid_of_1874_partitions_is_summarised_and_filters_by_range()
 // screen and the report list the first LATE partitions with their commands
 // and count the rest with their range, linked to the grid filtered on them.
 #[test]
-fn issue_25_a_year_of_late_partitions_is_counted_not_listed() {
+fn a_year_of_late_partitions_is_counted_not_listed() {
     let sb = Sandbox::new(
         "[pipeline]\nname = \"late\"\ncode_version = \"1\"\nwarehouse = \"wh\"\n\n\
          [partitions.daily]\nkind = \"daily\"\nstart = \"2024-01-01\"\nend = \"2024-12-31\"\n\n\
@@ -700,7 +704,7 @@ fn issue_25_a_year_of_late_partitions_is_counted_not_listed() {
 // issue 25 item 4: a published file changed behind weir's back is the
 // first thing on the first screen, as `weir status` sees it.
 #[test]
-fn issue_25_a_drifted_file_heads_the_first_screen() {
+fn a_drifted_file_heads_the_first_screen() {
     let sb = pipeline();
     let status = sb.weir(&["status", "m.toml", "--json"]).output().unwrap();
     let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();

@@ -141,7 +141,7 @@ fn contained(sb: &Sandbox, dir: &Path, key: &str, since: Instant, late: Duration
 // issue 28: an escapee in its own session without the tag dies when the
 // command exits and when it times out; the cgroup is gone after.
 #[test]
-fn issue_28_a_v2_cgroup_kills_an_escapee_without_the_tag_on_exit_and_timeout() {
+fn a_v2_cgroup_kills_an_escapee_without_the_tag_on_exit_and_timeout() {
     let Some(dir) = v2_dir() else { return };
     let sb = sandbox();
     let doctor = sb
@@ -207,7 +207,7 @@ fn issue_28_a_v2_cgroup_kills_an_escapee_without_the_tag_on_exit_and_timeout() {
 // issue 28: SIGINT of the engine kills the running command's whole cgroup,
 // the escapee without the tag included.
 #[test]
-fn issue_28_a_v2_cgroup_kills_an_escapee_without_the_tag_on_sigint() {
+fn a_v2_cgroup_kills_an_escapee_without_the_tag_on_sigint() {
     let Some(dir) = v2_dir() else { return };
     let sb = sandbox();
     let since = Instant::now();
@@ -249,7 +249,7 @@ fn issue_28_a_v2_cgroup_kills_an_escapee_without_the_tag_on_sigint() {
 // (the command dies with it); the next engine that starts a run on the host
 // kills the dead engine's v2 cgroup whole and removes it.
 #[test]
-fn issue_28_a_dead_engines_v2_cgroup_is_killed_by_the_next_engine() {
+fn a_dead_engines_v2_cgroup_is_killed_by_the_next_engine() {
     let Some(dir) = v2_dir() else { return };
     // Every engine on the host sweeps the cgroups of dead engines, so another
     // test's engine may stop the escapee before this test's second engine
@@ -298,7 +298,7 @@ fn issue_28_a_dead_engines_v2_cgroup_is_killed_by_the_next_engine() {
 // issue 28: a `WEIR_CGROUP` the engine does not know is refused before
 // anything runs, naming the values it takes.
 #[test]
-fn issue_28_an_unknown_weir_cgroup_is_refused() {
+fn an_unknown_weir_cgroup_is_refused() {
     let sb = sandbox();
     let out = sb
         .weir(&["run", "m.toml", "--run-id", "r", "--partition", "exits"])
@@ -318,7 +318,7 @@ fn issue_28_an_unknown_weir_cgroup_is_refused() {
 // version and, given a manifest, its store; with WEIR_CGROUP=off it is the
 // process group and the tag scan alone, on any host.
 #[test]
-fn issue_28_doctor_names_the_containment_tzdb_and_store() {
+fn doctor_names_the_containment_tzdb_and_store() {
     let sb = sandbox();
     let out = sb
         .weir(&["doctor", "m.toml"])

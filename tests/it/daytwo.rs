@@ -4,7 +4,7 @@
 
 use weir::events::State;
 
-use crate::support::{states, stderr, stdout, Sandbox, Visible};
+use crate::support::{assert_exit, states, stderr, stdout, Sandbox, Visible};
 
 /// `m.toml` over static `keys`: `a` copies `feed_{partition}.csv` (or writes
 /// wrong rows while `flag` exists), `b` copies `a`'s output, `c` copies `b`'s.
@@ -61,17 +61,6 @@ else cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"; fi
     sb
 }
 
-#[track_caller]
-fn assert_exit(out: &std::process::Output, expected: i32) {
-    assert_eq!(
-        out.status.code(),
-        Some(expected),
-        "stdout:\n{}\nstderr:\n{}",
-        stdout(out),
-        stderr(out)
-    );
-}
-
 fn rows(sb: &Sandbox, dataset: &str, partition: &str) -> String {
     let out = sb.weir_out(&["show", "m.toml", dataset, "--partition", partition]);
     assert_exit(&out, 0);
@@ -82,23 +71,35 @@ fn rows(sb: &Sandbox, dataset: &str, partition: &str) -> String {
 // issue 12: a rolled-back upstream is HELD (not rebuilt) and its published
 // generation is consumed downstream: downstream rebuilds from it.
 #[test]
-fn issue_12_rollback_is_consumed_downstream() {
+fn rollback_is_consumed_downstream() {
     let sb = chain(&["k1"]);
-    assert_exit(&sb.run("r1", &[]), 0);
+    sb.run_cmd("r1", &[])
+        .assert()
+        .code(0)
+        .stdout("run r1: 3 task instances: 3 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     std::fs::write(sb.path().join("flag"), "").unwrap();
-    assert_exit(&sb.run("r2", &["--force", "--task", "a"]), 0);
-    assert_exit(&sb.run("r2b", &[]), 0);
+    sb.run_cmd("r2", &["--force", "--task", "a"])
+        .assert()
+        .code(0)
+        .stdout("run r2: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r2/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 2: PUBLISHED generation 2: 1 rows, sha256:d5343173aede9185cd72f1f6017a4fd02aca07a78e41b01f233734d65ada973f\n");
+    sb.run_cmd("r2b", &[])
+        .assert()
+        .code(0)
+        .stdout("run r2b: 3 task instances: 2 published, 1 already published; 0 retries\nevents: $SB/wh/_runs/r2b/events.jsonl\n")
+        .stderr_unordered("a k1: ALREADY_PUBLISHED generation 2 has the same input snapshot (code_version 1): nothing to do\nb k1 attempt 1 token 2: PUBLISHED generation 2: 1 rows, sha256:d5343173aede9185cd72f1f6017a4fd02aca07a78e41b01f233734d65ada973f\nc k1 attempt 1 token 2: PUBLISHED generation 2: 1 rows, sha256:d5343173aede9185cd72f1f6017a4fd02aca07a78e41b01f233734d65ada973f\n");
     assert_eq!(rows(&sb, "c_out", "k1"), "id,v\n1,wrong\n");
 
     let out = sb.weir_out(&["rollback", "m.toml", "a_out", "--partition", "k1"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("a_out k1: generation 3 now shows the files of generation 1 (2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3); the instance is held until `weir retry`\n").stderr("");
     let rolled = Visible::of(&sb.store("a_out", "k1"));
     assert_eq!(rolled.record.generation.get(), 3);
 
     // `--task b`: the held upstream is published, so it is pinned, not
     // planned; b rebuilds from its rolled-back generation.
     let out = sb.run("r3", &["--task", "b"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("run r3: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r3/events.jsonl\n").stderr_unordered("b k1 attempt 1 token 3: PUBLISHED generation 3: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     let text = stdout(&out);
     assert!(
         text.starts_with("run r3: 1 task instance: 1 published; 0 retries\n"),
@@ -116,7 +117,7 @@ fn issue_12_rollback_is_consumed_downstream() {
 
     // The whole pipeline: c rebuilds from b's new generation; b is current.
     let out = sb.run("r4", &[]);
-    assert_exit(&out, 1);
+    sb.check(&out).code(1).stdout("run r4: 3 task instances: 1 published, 1 already published, 1 held; 0 retries\n  HELD        a k1: since run op-[..]: rolled back to generation 1 of a_out (token 3, replacing generation 2); `weir retry` releases it (a run then rebuilds it if its inputs or code differ from the restored generation's); its published generation stays readable downstream\nevents: $SB/wh/_runs/r4/events.jsonl\n").stderr_unordered("a k1: HELD since run op-[..]: rolled back to generation 1 of a_out (token 3, replacing generation 2); `weir retry` releases it (a run then rebuilds it if its inputs or code differ from the restored generation's); release with `weir retry m.toml a --partition k1 --note ...`; its published generation stays readable downstream\nb k1: ALREADY_PUBLISHED generation 3 has the same input snapshot (code_version 1): nothing to do\nc k1 attempt 1 token 3: PUBLISHED generation 3: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     let text = stdout(&out);
     assert!(
         text.starts_with("run r4: 3 task instances: 1 published, 1 already published, 1 held; 0 retries\n  HELD        a k1: since run op-"),
@@ -188,7 +189,7 @@ printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
 // the attempt INTERRUPTED, writes RUN_FINISHED, names what was left undone
 // and exits 130; the next run resumes at once.
 #[test]
-fn issue_12_sigint_stops_cleanly_and_the_next_run_resumes() {
+fn sigint_stops_cleanly_and_the_next_run_resumes() {
     for (signal, code, name) in [
         (libc::SIGINT, 130, "SIGINT"),
         (libc::SIGTERM, 143, "SIGTERM"),
@@ -331,12 +332,16 @@ fn row(t: &str, p: &str, s: State) -> (String, String, State) {
 // pinned, not planned); `NAME+` adds everything downstream, `+NAME`
 // everything upstream under the currency test.
 #[test]
-fn issue_12_task_selectors() {
+fn task_selectors_run_one_task_or_add_its_downstream_or_upstream() {
     let sb = chain(&["k1", "k2"]);
-    assert_exit(&sb.run("r1", &["--partition", "k1"]), 0);
+    sb.run_cmd("r1", &["--partition", "k1"])
+        .assert()
+        .code(0)
+        .stdout("run r1: 3 task instances: 3 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
 
     let out = sb.run("exact", &["--partition", "k1", "--task", "b", "--force"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("run exact: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/exact/events.jsonl\n").stderr_unordered("b k1 attempt 1 token 2: PUBLISHED generation 2: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     assert_eq!(
         stdout(&out).lines().next(),
         Some("run exact: 1 task instance: 1 published; 0 retries")
@@ -344,7 +349,7 @@ fn issue_12_task_selectors() {
     assert_eq!(outcome(&sb, "exact"), [row("b", "k1", State::Published)]);
 
     let out = sb.run("down", &["--partition", "k1", "--task", "b+", "--force"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("run down: 2 task instances: 2 published; 0 retries\nevents: $SB/wh/_runs/down/events.jsonl\n").stderr_unordered("b k1 attempt 1 token 3: PUBLISHED generation 3: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k1 attempt 1 token 2: PUBLISHED generation 2: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     assert_eq!(
         outcome(&sb, "down"),
         [
@@ -355,7 +360,7 @@ fn issue_12_task_selectors() {
 
     // Nothing changed upstream of b in k1: current, nothing runs.
     let out = sb.run("up1", &["--partition", "k1", "--task", "+b"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("run up1: 2 task instances: 2 already published; 0 retries\nevents: $SB/wh/_runs/up1/events.jsonl\n").stderr_unordered("a k1: ALREADY_PUBLISHED generation 1 has the same input snapshot (code_version 1): nothing to do\nb k1: ALREADY_PUBLISHED generation 3 has the same input snapshot (code_version 1): nothing to do\n");
     assert_eq!(
         outcome(&sb, "up1"),
         [
@@ -366,7 +371,7 @@ fn issue_12_task_selectors() {
     // A changed feed makes a (and so b) not current: both rebuild, c does not.
     std::fs::write(sb.path().join("feed_k1.csv"), "id,v\n1,a\n2,b\n3,c\n").unwrap();
     let out = sb.run("up2", &["--partition", "k1", "--task", "+b"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("run up2: 2 task instances: 2 published; 0 retries\nevents: $SB/wh/_runs/up2/events.jsonl\n").stderr_unordered("a k1 attempt 1 token 2: PUBLISHED generation 2: 3 rows, sha256:0b239d8a8447d621cc56ac919096add8fd667d783560b1bac27134380db08520\nb k1 attempt 1 token 4: PUBLISHED generation 4: 3 rows, sha256:0b239d8a8447d621cc56ac919096add8fd667d783560b1bac27134380db08520\n");
     assert_eq!(
         outcome(&sb, "up2"),
         [
@@ -378,7 +383,7 @@ fn issue_12_task_selectors() {
 
     // `--task c` in an unpublished partition adds the upstream it needs.
     let out = sb.run("k2", &["--partition", "k2", "--task", "c"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("run k2: 3 task instances: 3 published; 0 retries\nevents: $SB/wh/_runs/k2/events.jsonl\n").stderr_unordered("a k2 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k2 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k2 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     assert_eq!(
         outcome(&sb, "k2"),
         [
@@ -389,7 +394,9 @@ fn issue_12_task_selectors() {
     );
 
     let out = sb.run("bad", &["--task", "x+"]);
-    assert_exit(&out, 2);
+    sb.check(&out).code(2).stdout("").stderr_unordered(
+        "weir::plan::unknown_task\n\n  × unknown task `x`\n  help: did you mean `a`?\n",
+    );
     assert_eq!(stdout(&out), "");
     assert!(
         stderr(&out).contains("unknown task `x`"),
@@ -401,21 +408,20 @@ fn issue_12_task_selectors() {
 // issue 12: `weir run --from A --to B` reruns an ad-hoc range without a
 // declared backfill; a backwards or empty range is refused with exit 2.
 #[test]
-fn issue_12_ad_hoc_range() {
+fn run_from_to_reruns_an_ad_hoc_range_and_refuses_an_empty_one() {
     let days = ["2026-09-01", "2026-09-02", "2026-09-03", "2026-09-04"];
     let sb = chain_over(
         "kind = \"daily\"\nstart = \"2026-09-01\"\nend = \"2026-09-04\"",
         &days,
     );
-    let out = sb.run(
+    sb.run_cmd(
         "range",
         &["--from", "2026-09-02", "--to", "2026-09-03", "--task", "a"],
-    );
-    assert_exit(&out, 0);
-    assert_eq!(
-        stdout(&out).lines().next(),
-        Some("run range: 2 task instances: 2 published; 0 retries")
-    );
+    )
+    .assert()
+    .success()
+    .stdout("run range: 2 task instances: 2 published; 0 retries\nevents: $SB/wh/_runs/range/events.jsonl\n")
+    .stderr_unordered("a 2026-09-03 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\na 2026-09-02 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     assert_eq!(
         outcome(&sb, "range"),
         [
@@ -423,40 +429,34 @@ fn issue_12_ad_hoc_range() {
             row("a", "2026-09-03", State::Published)
         ]
     );
-    let plan = sb.weir_out(&[
+    sb.cmd(&[
         "plan",
         "m.toml",
         "--from",
         "2026-09-02",
         "--to",
         "2026-09-03",
-    ]);
-    assert_exit(&plan, 0);
-    assert!(
-        stdout(&plan).contains("range: 2026-09-02 to 2026-09-03 (ad hoc)"),
-        "{}",
-        stdout(&plan)
-    );
+    ])
+    .assert()
+    .success()
+    .stdout("plan for `daytwo` (code_version 1)\nrange: 2026-09-02 to 2026-09-03 (ad hoc)\n\nstep  task  scheme     pool     retry    instances  expected\n   1  a     k (daily)  default  default          2  1m\n   2  b     k (daily)  default  default          2  1m\n   3  c     k (daily)  default  default          2  1m\n\ninputs by partition (first planned partition of each task):\n  b 2026-09-02 ← a (same partition)\n  c 2026-09-02 ← b (same partition)\n\npool     slots  instances  estimated wall time\ndefault      4          6  3m\n\ntotal: 6 task instances, estimated wall time 3m\n")
+    .stderr("");
 
-    let out = sb.run("back", &["--from", "2026-09-03", "--to", "2026-09-02"]);
-    assert_exit(&out, 2);
-    assert_eq!(stdout(&out), "");
-    assert!(
-        stderr(&out)
-            .contains("range 2026-09-03 to 2026-09-02: runs backwards: swap --from and --to"),
-        "{}",
-        stderr(&out)
-    );
-    let out = sb.run("none", &["--from", "2027-01-01", "--to", "2027-01-02"]);
-    assert_exit(&out, 2);
-    assert!(
-        stderr(&out).contains("covers no partition of the selected tasks"),
-        "{}",
-        stderr(&out)
-    );
-    let out = sb.run("half", &["--from", "2026-09-01"]);
-    assert_exit(&out, 2);
-    assert!(stderr(&out).contains("--to"), "{}", stderr(&out));
+    sb.run_cmd("back", &["--from", "2026-09-03", "--to", "2026-09-02"])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr("weir::plan::bad_range\n\n  × range 2026-09-03 to 2026-09-02: runs backwards: swap --from and --to\n  help: partitions are `k`: days from 2026-09-01 to 2026-09-04; a task of\n        several dimensions takes keys joined by `|`\n");
+    sb.run_cmd("none", &["--from", "2027-01-01", "--to", "2027-01-02"])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr("weir::plan::bad_range\n\n  × range 2027-01-01 to 2027-01-02: covers no partition of the selected tasks\n  help: partitions are `k`: days from 2026-09-01 to 2026-09-04; a task of\n        several dimensions takes keys joined by `|`\n");
+    sb.run_cmd("half", &["--from", "2026-09-01"])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr("error: the following required arguments were not provided:\n  --to <TO>\n\nUsage: weir run --from <FROM> --to <TO> --run-id <RUN_ID> <MANIFEST>\n\nFor more information, try '--help'.\n");
     assert!(!sb.path().join("wh/_runs/back").exists(), "nothing logged");
 }
 
@@ -465,7 +465,7 @@ fn issue_12_ad_hoc_range() {
 // decision (exit 3), and a partition outside the scheme (exit 2), before
 // anything is logged.
 #[test]
-fn issue_12_retry_runs_the_instance_and_its_downstream_only() {
+fn retry_runs_the_instance_and_its_downstream_only() {
     let sb = chain(&["k1", "k2"]);
     // b fails for an operator while `hold_b` exists: HELD, c SKIPPED.
     sb.script(
@@ -475,13 +475,11 @@ eval "src=\$WEIR_INPUT_$1"; cat "$src"/*.csv > "$WEIR_OUTPUT_DIR/out.csv"
 "#,
     );
     std::fs::write(sb.path().join("hold_b"), "").unwrap();
-    let out = sb.run("r1", &["--partition", "k1", "--partition", "k2"]);
-    assert_exit(&out, 1);
-    assert!(
-        stdout(&out).contains("2 published, 2 held, 2 skipped"),
-        "{}",
-        stdout(&out)
-    );
+    sb.run_cmd("r1", &["--partition", "k1", "--partition", "k2"])
+        .assert()
+        .code(1)
+        .stdout("run r1: 6 task instances: 2 published, 2 held, 2 skipped; 0 retries\n  HELD        b k1: operator failure: exit code 78\n  HELD        b k2: operator failure: exit code 78\n  SKIPPED     c k1: upstream `b` k1 did not publish\n  SKIPPED     c k2: upstream `b` k2 did not publish\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\na k2 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k1 attempt 1 token 1: FAILED exit code 78\nb k1 attempt 1 token 1: HELD operator failure: exit code 78: held for an operator\nc k1: SKIPPED upstream `b` k1 did not publish\nb k2 attempt 1 token 1: FAILED exit code 78\nb k2 attempt 1 token 1: HELD operator failure: exit code 78: held for an operator\nc k2: SKIPPED upstream `b` k2 did not publish\n");
     let ops_before = std::fs::read_dir(sb.path().join("wh/_runs"))
         .unwrap()
         .count();
@@ -496,10 +494,11 @@ eval "src=\$WEIR_INPUT_$1"; cat "$src"/*.csv > "$WEIR_OUTPUT_DIR/out.csv"
          "error: partition `k9` is not in the partition scheme of task `b`"),
     ];
     for (args, code, message) in refusals {
-        let out = sb.weir_out(args);
-        assert_exit(&out, code);
-        assert_eq!(stdout(&out), "");
-        assert!(stderr(&out).starts_with(message), "{}", stderr(&out));
+        sb.cmd(args)
+            .assert()
+            .code(code)
+            .stdout("")
+            .stderr(&format!("{message}\n...\n"));
     }
     assert_eq!(
         std::fs::read_dir(sb.path().join("wh/_runs"))
@@ -510,26 +509,14 @@ eval "src=\$WEIR_INPUT_$1"; cat "$src"/*.csv > "$WEIR_OUTPUT_DIR/out.csv"
     );
 
     std::fs::remove_file(sb.path().join("hold_b")).unwrap();
-    let out = sb.weir_out(&[
-        "retry",
-        "m.toml",
-        "b",
-        "--partition",
-        "k1",
-        "--note",
-        "fixed",
-    ]);
-    assert_exit(&out, 0);
-    let text = stdout(&out);
-    assert!(
-        text.starts_with("released b k1; running it and the downstream partitions that read it\n"),
-        "{text}"
-    );
-    assert!(
-        text.contains(": 2 task instances: 2 published; 0 retries"),
-        "{text}"
-    );
-    let run = crate::support::printed_run_id(&out);
+    let text = sb
+        .cmd(&["retry", "m.toml", "b", "--partition", "k1", "--note", "fixed"])
+        .assert()
+        .success()
+        .stdout("released b k1; running it and the downstream partitions that read it\nrun [..]: 2 task instances: 2 published; 0 retries\nevents: $SB/wh/_runs/[..]/events.jsonl\n")
+        .stderr("b k1 attempt 1 token 2: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n")
+        .stdout_text();
+    let run = crate::support::run_id_in(&text);
     assert_eq!(
         outcome(&sb, &run),
         [
@@ -538,21 +525,23 @@ eval "src=\$WEIR_INPUT_$1"; cat "$src"/*.csv > "$WEIR_OUTPUT_DIR/out.csv"
         ]
     );
     // k2 still waits for its own decision.
-    let out = sb.weir_out(&["status", "m.toml", "--check"]);
-    assert_exit(&out, 4);
-    assert!(stdout(&out).contains("b k2"), "{}", stdout(&out));
-    assert!(!stdout(&out).contains("b k1"), "{}", stdout(&out));
+    sb.cmd(&["status", "m.toml", "--check"])
+        .assert()
+        .code(4)
+        .stdout("dataset  partition  gen  token  rows  code_version  published_at              digest\na_out    k1           1      1     2  1             [..]  sha256:d98be1f46a82…\na_out    k2           1      1     2  1             [..]  sha256:d98be1f46a82…\nb_out    k1           1      2     2  1             [..]  sha256:d98be1f46a82…\nc_out    k1           1      1     2  1             [..]  sha256:d98be1f46a82…\n\na_out: 2 partitions built by code_version 1\nb_out: 1 partition built by code_version 1\nc_out: 1 partition built by code_version 1\nmissing: b_out: 1 expected partition without a publication: k2\nmissing: c_out: 1 expected partition without a publication: k2\nHELD        b k2: operator failure: exit code 78\n")
+        .stderr("check failed: 1 instance needs attention\n");
 }
 
 // issue 12: a reader that goes away (`weir status | head -1`) ends weir
 // quietly with exit 0: no panic message, no backtrace.
 #[test]
-fn issue_12_broken_pipe_exits_quietly() {
+fn broken_pipe_exits_quietly() {
     let sb = chain(&["k1", "k2"]);
-    assert_exit(
-        &sb.run("r1", &["--partition", "k1", "--partition", "k2"]),
-        0,
-    );
+    sb.run_cmd("r1", &["--partition", "k1", "--partition", "k2"])
+        .assert()
+        .code(0)
+        .stdout("run r1: 6 task instances: 6 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\na k2 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k2 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k2 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     for args in [
         &["status", "m.toml"][..],
         &["events", "m.toml"][..],
@@ -626,7 +615,7 @@ fn on_a_terminal(dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> 
 // issue 12: NO_COLOR on a terminal gets no escape codes (and without it
 // the same diagnostic is colored, so the check can fail).
 #[test]
-fn issue_12_no_color_on_a_terminal() {
+fn no_color_on_a_terminal() {
     let sb = Sandbox::new("[pipeline]\nname = \"x\"\ncode_version = 1\n");
     let (code, colored) = on_a_terminal(sb.path(), &["validate", "m.toml"], &[]);
     assert_eq!(code, 2);
@@ -640,7 +629,7 @@ fn issue_12_no_color_on_a_terminal() {
 // issue 12: a task that writes 150 MB to stderr does not drive weir's
 // memory up: only the tail it keeps is read.
 #[test]
-fn issue_12_memory_stays_flat_with_a_huge_stderr() {
+fn memory_stays_flat_with_a_huge_stderr() {
     let _serial = crate::support::exclusive();
     let sb = Sandbox::new(
         r#"
@@ -696,9 +685,13 @@ output = { dataset = "loud", grain = ["id"] }
 // issue 12: usage errors exit 2 with stdout empty and the reason on stderr,
 // in every command; `weir.toml` is the default manifest; completions print.
 #[test]
-fn issue_12_exit_codes_default_manifest_and_completions() {
+fn exit_codes_default_manifest_and_completions() {
     let sb = chain(&["k1"]);
-    assert_exit(&sb.run("r1", &["--partition", "k1"]), 0);
+    sb.run_cmd("r1", &["--partition", "k1"])
+        .assert()
+        .code(0)
+        .stdout("run r1: 3 task instances: 3 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     let cases: [(&[&str], &str); 5] = [
         (
             &["events", "m.toml", "--run", "nope"],
@@ -730,24 +723,24 @@ fn issue_12_exit_codes_default_manifest_and_completions() {
 
     // No manifest argument: `weir.toml` in the current directory.
     let out = sb.weir_out(&["status"]);
-    assert_exit(&out, 2);
+    sb.check(&out).code(2).stdout("").stderr("error: no manifest given and no `weir.toml` in the current directory\n  help: name one: `weir status pipelines/marigold.toml`\n");
     assert_eq!(stdout(&out), "");
     // Issue 12 item 10: said "`weir.toml` is not a valid manifest".
     let missing = "error: no manifest given and no `weir.toml` in the current directory\n  help: name one: `weir status pipelines/marigold.toml`\n";
     assert_eq!(stderr(&out), missing);
     let out = sb.weir_out(&["validate"]);
-    assert_exit(&out, 2);
+    sb.check(&out).code(2).stdout("").stderr("error: no manifest given and no `weir.toml` in the current directory\n  help: name one: `weir status pipelines/marigold.toml`\n");
     assert_eq!(
         (stdout(&out).as_str(), stderr(&out).as_str()),
         ("", missing)
     );
     std::fs::rename(sb.path().join("m.toml"), sb.path().join("weir.toml")).unwrap();
     let out = sb.weir_out(&["status"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("dataset  partition  gen  token  rows  code_version  published_at              digest\na_out    k1           1      1     2  1             [..]  sha256:d98be1f46a82…\nb_out    k1           1      1     2  1             [..]  sha256:d98be1f46a82…\nc_out    k1           1      1     2  1             [..]  sha256:d98be1f46a82…\n\na_out: 1 partition built by code_version 1\nb_out: 1 partition built by code_version 1\nc_out: 1 partition built by code_version 1\n").stderr("");
     assert!(stdout(&out).contains("a_out"), "{}", stdout(&out));
     assert_eq!(stderr(&out), "");
     let out = sb.weir_out(&["validate"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("ok: weir.toml (pipeline `daytwo`, code_version 1: 3 tasks, 1 partition scheme, 1 pool, 0 backfills)\n").stderr("");
     assert!(stdout(&out).contains("weir.toml"), "{}", stdout(&out));
 
     for (shell, marker) in [
@@ -762,7 +755,7 @@ fn issue_12_exit_codes_default_manifest_and_completions() {
         assert_eq!(stderr(&out), "");
     }
     let out = sb.weir_out(&["completions", "tcsh"]);
-    assert_exit(&out, 2);
+    sb.check(&out).code(2).stdout("").stderr("error: invalid value 'tcsh' for '<SHELL>'\n  [possible values: bash, elvish, fish, powershell, zsh]\n\n  tip: a similar value exists: 'zsh'\n\nFor more information, try '--help'.\n");
     assert_eq!(stdout(&out), "");
     assert!(
         stderr(&out).contains("invalid value 'tcsh'"),
@@ -828,12 +821,13 @@ fn stale_lines(sb: &Sandbox) -> Vec<String> {
 // commit record keeps the declared version and the fingerprint; a task's own
 // code_version does the same for its instances.
 #[test]
-fn issue_12_edited_code_makes_its_instances_stale_and_reruns_them() {
+fn edited_code_makes_its_instances_stale_and_reruns_them() {
     let sb = coded("", "");
-    assert_exit(
-        &sb.run("r1", &["--partition", "k1", "--partition", "k2"]),
-        0,
-    );
+    sb.run_cmd("r1", &["--partition", "k1", "--partition", "k2"])
+        .assert()
+        .code(0)
+        .stdout("run r1: 4 task instances: 4 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k2 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:7a4720c308735d05536ab5d10cfd3da20f7cb651593526fed7d832d9f93c4c96\na k1 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:7a4720c308735d05536ab5d10cfd3da20f7cb651593526fed7d832d9f93c4c96\nb k1 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:7a4720c308735d05536ab5d10cfd3da20f7cb651593526fed7d832d9f93c4c96\nb k2 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:7a4720c308735d05536ab5d10cfd3da20f7cb651593526fed7d832d9f93c4c96\n");
     assert_eq!(stale_lines(&sb), Vec::<String>::new());
     let first = Visible::of(&sb.store("a_out", "k1")).record;
     assert_eq!(first.code_version, "1");
@@ -842,7 +836,7 @@ fn issue_12_edited_code_makes_its_instances_stale_and_reruns_them() {
 
     // Nothing changed: nothing reruns.
     let out = sb.run("r2", &["--partition", "k1"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("run r2: 2 task instances: 2 already published; 0 retries\nevents: $SB/wh/_runs/r2/events.jsonl\n").stderr_unordered("a k1: ALREADY_PUBLISHED generation 1 has the same input snapshot (code_version 1): nothing to do\nb k1: ALREADY_PUBLISHED generation 1 has the same input snapshot (code_version 1): nothing to do\n");
     assert!(stdout(&out).starts_with("run r2: 2 task instances: 2 already published;"));
 
     sb.script(
@@ -859,14 +853,14 @@ fn issue_12_edited_code_makes_its_instances_stale_and_reruns_them() {
     }
     // The plan lists them as work too.
     let out = sb.weir_out(&["plan", "m.toml", "--partition", "k1"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("plan for `coded` (code_version 1)\npartitions: k1\n\nstep  task  scheme  pool     retry    instances  expected\n   1  a     k       default  default          1  1m\n   2  b     k       default  default          1  1m\n\ninputs by partition (first planned partition of each task):\n  b k1 ← a (same partition)\n\npool     slots  instances  estimated wall time\ndefault      4          2  2m\n\ntotal: 2 task instances, estimated wall time 2m\n\nstale: planned partitions whose publication read an upstream generation that has changed, or whose code changed (they rerun):\n  a k1: its code changed (command, gates, output or `code` files): built with sha256:0d7a8949ecd8, now sha256:0c5c365f8a95\n").stderr("");
     assert!(
         stdout(&out).contains("\n  a k1: its code changed (command, gates, output or `code` files): built with sha256:"),
         "{}",
         stdout(&out)
     );
     let out = sb.run("r3", &["--partition", "k1"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("run r3: 2 task instances: 2 published; 0 retries\nevents: $SB/wh/_runs/r3/events.jsonl\n").stderr_unordered("a k1 attempt 1 token 2: PUBLISHED generation 2: 2 rows, sha256:0ebfb8ad8f5636d95e3a180733033f1622cce2c4fdc328f9470aabeec30074eb\nb k1 attempt 1 token 2: PUBLISHED generation 2: 2 rows, sha256:0ebfb8ad8f5636d95e3a180733033f1622cce2c4fdc328f9470aabeec30074eb\n");
     assert_eq!(
         outcome(&sb, "r3"),
         [
@@ -895,7 +889,7 @@ fn issue_12_edited_code_makes_its_instances_stale_and_reruns_them() {
     assert_eq!(stale.len(), 3, "{stale:?}");
     assert!(stale.contains(&"STALE       b k1: built by code_version 1, the task is now at 2 (rerun it with `weir run m.toml --partition k1`)".to_string()), "{stale:?}");
     let out = sb.run("r4", &["--partition", "k1"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("run r4: 2 task instances: 1 published, 1 already published; 0 retries\nevents: $SB/wh/_runs/r4/events.jsonl\n").stderr_unordered("a k1: ALREADY_PUBLISHED generation 2 has the same input snapshot (code_version 1): nothing to do\nb k1 attempt 1 token 3: PUBLISHED generation 3: 2 rows, sha256:0ebfb8ad8f5636d95e3a180733033f1622cce2c4fdc328f9470aabeec30074eb\n");
     assert_eq!(
         outcome(&sb, "r4"),
         [
@@ -910,18 +904,18 @@ fn issue_12_edited_code_makes_its_instances_stale_and_reruns_them() {
 // issue 12: a gate edit releases the quarantine the old gate caused; the
 // same gate keeps it.
 #[test]
-fn issue_12_gate_edit_releases_its_quarantine() {
+fn gate_edit_releases_its_quarantine() {
     let strict = r#"{ check = "row_count", min = 2 }"#;
     let sb = coded("", strict);
     let out = sb.run("r1", &["--partition", "k1"]);
-    assert_exit(&out, 1);
+    sb.check(&out).code(1).stdout("run r1: 2 task instances: 1 published, 1 quarantined; 0 retries\n  QUARANTINED b k1: deterministic failure: row_count(min 2): expected at least 2 rows, got 1 row\nevents: $SB/wh/_runs/r1/events.jsonl\n").stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:7a4720c308735d05536ab5d10cfd3da20f7cb651593526fed7d832d9f93c4c96\nb k1 attempt 1 token 1: GATE_FAILED row_count(min 2): expected at least 2 rows, got 1 row\nb k1 attempt 1 token 1: QUARANTINED deterministic failure: row_count(min 2): expected at least 2 rows, got 1 row: quarantined, not retried\n");
     assert!(
         stdout(&out).contains("QUARANTINED b k1"),
         "{}",
         stdout(&out)
     );
     let out = sb.run("r2", &["--partition", "k1"]);
-    assert_exit(&out, 1);
+    sb.check(&out).code(1).stdout("run r2: 2 task instances: 1 already published, 1 quarantined; 0 retries\n  QUARANTINED b k1: since run r1: deterministic failure: row_count(min 2): expected at least 2 rows, got 1 row\nevents: $SB/wh/_runs/r2/events.jsonl\n").stderr_unordered("a k1: ALREADY_PUBLISHED generation 1 has the same input snapshot (code_version 1): nothing to do\nb k1: QUARANTINED since run r1: deterministic failure: row_count(min 2): expected at least 2 rows, got 1 row; release with `weir retry m.toml b --partition k1 --note ...`\n");
     assert_eq!(
         outcome(&sb, "r2"),
         [
@@ -932,7 +926,7 @@ fn issue_12_gate_edit_releases_its_quarantine() {
     let text = std::fs::read_to_string(sb.path().join("m.toml")).unwrap();
     std::fs::write(sb.path().join("m.toml"), text.replace("min = 2", "min = 1")).unwrap();
     let out = sb.run("r3", &["--partition", "k1"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("run r3: 2 task instances: 1 published, 1 already published; 0 retries\nevents: $SB/wh/_runs/r3/events.jsonl\n").stderr_unordered("a k1: ALREADY_PUBLISHED generation 1 has the same input snapshot (code_version 1): nothing to do\nb k1 attempt 1 token 2: PUBLISHED generation 1: 1 rows, sha256:7a4720c308735d05536ab5d10cfd3da20f7cb651593526fed7d832d9f93c4c96\n");
     assert_eq!(
         outcome(&sb, "r3"),
         [
@@ -947,7 +941,7 @@ fn issue_12_gate_edit_releases_its_quarantine() {
 // failed attempt's own input snapshot; a SKIPPED instance names the
 // upstream instance that blocked it; `--json` carries the action.
 #[test]
-fn issue_12_explain_bad_data_and_skipped() {
+fn explain_advises_from_the_failure_class_and_names_what_blocked_a_skip() {
     let sb = chain(&["k1"]);
     sb.script(
         "a.sh",
@@ -955,15 +949,19 @@ fn issue_12_explain_bad_data_and_skipped() {
 cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"
 "#,
     );
-    assert_exit(&sb.run("r1", &["--partition", "k1"]), 0);
+    sb.run_cmd("r1", &["--partition", "k1"])
+        .assert()
+        .code(0)
+        .stdout("run r1: 3 task instances: 3 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     let published_feed =
         Visible::of(&sb.store("a_out", "k1")).record.input_snapshot["inputs"][0]["digest"].clone();
     std::fs::write(sb.path().join("feed_k1.csv"), "id,v\n1,a\n2,bad\n").unwrap();
     let out = sb.run("r2", &["--partition", "k1"]);
-    assert_exit(&out, 1);
+    sb.check(&out).code(1).stdout("run r2: 3 task instances: 1 quarantined, 2 skipped; 0 retries\n  QUARANTINED a k1: deterministic failure: exit code 65\n  SKIPPED     b k1: upstream `a` k1 did not publish\n  SKIPPED     c k1: upstream `a` k1 did not publish\nevents: $SB/wh/_runs/r2/events.jsonl\n").stderr_unordered("a k1 attempt 1 token 2: FAILED exit code 65\na k1 attempt 1 token 2: QUARANTINED deterministic failure: exit code 65: quarantined, not retried\nb k1: SKIPPED upstream `a` k1 did not publish\nc k1: SKIPPED upstream `a` k1 did not publish\n");
 
     let out = sb.weir_out(&["explain", "m.toml", "a", "--partition", "k1", "--json"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("{\n  \"task\": \"a\",\n  \"partition\": \"k1\",\n  \"dataset\": \"a_out\",\n  \"attempts\": [\n    {\n      \"run_id\": \"r1\",\n      \"attempt\": 1,\n      \"token\": 1,\n      \"started\": \"[..]\",\n      \"state\": \"PUBLISHED\",\n      \"decision\": null,\n      \"exit_code\": null,\n      \"signal\": null,\n      \"class\": null,\n      \"duration_ms\": [..],\n      \"detail\": \"generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\",\n      \"failed_gates\": null,\n      \"stderr_tail\": \"\"\n    },\n    {\n      \"run_id\": \"r2\",\n      \"attempt\": 1,\n      \"token\": 2,\n      \"started\": \"[..]\",\n      \"state\": \"FAILED\",\n      \"decision\": \"QUARANTINED\",\n      \"exit_code\": 65,\n      \"signal\": null,\n      \"class\": \"deterministic\",\n      \"duration_ms\": [..],\n      \"detail\": \"exit code 65\",\n      \"failed_gates\": null,\n      \"stderr_tail\": \"row 2: bad value\"\n    }\n  ],\n  \"input_snapshot\": {\n    \"inputs\": [\n      {\n        \"digest\": \"sha256:67498d6163bfdfaa08bca883bd35f6f4d92010b3329d900abb10e7ee04bb370a\",\n        \"kind\": \"external\",\n        \"name\": \"feed\",\n        \"path\": \"feed_k1.csv\"\n      }\n    ]\n  },\n  \"input_snapshot_of\": \"failed attempt\",\n  \"blocked_by\": null,\n  \"published\": {\n    \"attempt\": 1,\n    \"certified\": true,\n    \"code_version\": \"1\",\n    \"digest\": \"sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\",\n    \"generation\": 1,\n    \"published_at\": \"[..]\",\n    \"rows\": 2,\n    \"run_id\": \"r1\",\n    \"token\": 1\n  },\n  \"upstream\": [],\n  \"last_successful_upstream\": null,\n  \"mark\": {\n    \"mark\": \"QUARANTINED\",\n    \"task\": \"a\",\n    \"partition\": \"k1\",\n    \"run_id\": \"r2\",\n    \"reason\": \"deterministic failure: exit code 65\",\n    \"input_snapshot_digest\": \"sha256:920098b93f24b65522b12ef1dc14edf230d18e38c7b6b0e176c8766d596d61b5\",\n    \"code_version\": \"1\",\n    \"code_fingerprint\": \"sha256:255f1ad896d23cf2053de8e62c227c5ded9a87251d0896ce414cc7a889126438\",\n    \"since\": \"[..]\"\n  },\n  \"recommendation\": \"fix data: the task rejected its input (exit code 65, data error; see stderr and the input snapshot above), then `weir retry m.toml a --partition k1 --note \\\"...\\\"`\",\n  \"action\": \"fix_data\"\n}\n").stderr("");
     assert_eq!(stderr(&out), "");
     let x: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(x["action"], "fix_data");
@@ -991,7 +989,7 @@ cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"
     assert!(!text.contains("\n    exit code 65\n"), "{text}");
 
     let out = sb.weir_out(&["explain", "m.toml", "b", "--partition", "k1", "--json"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("{\n  \"task\": \"b\",\n  \"partition\": \"k1\",\n  \"dataset\": \"b_out\",\n  \"attempts\": [\n    {\n      \"run_id\": \"r1\",\n      \"attempt\": 1,\n      \"token\": 1,\n      \"started\": \"[..]\",\n      \"state\": \"PUBLISHED\",\n      \"decision\": null,\n      \"exit_code\": null,\n      \"signal\": null,\n      \"class\": null,\n      \"duration_ms\": [..],\n      \"detail\": \"generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\",\n      \"failed_gates\": null,\n      \"stderr_tail\": \"\"\n    }\n  ],\n  \"input_snapshot\": {\n    \"inputs\": [\n      {\n        \"digest\": \"sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\",\n        \"generation\": 1,\n        \"kind\": \"upstream\",\n        \"name\": \"a_out\",\n        \"task\": \"a\",\n        \"token\": 1\n      }\n    ]\n  },\n  \"input_snapshot_of\": \"published generation 1\",\n  \"blocked_by\": {\n    \"task\": \"a\",\n    \"partition\": \"k1\",\n    \"run_id\": \"r2\"\n  },\n  \"published\": {\n    \"attempt\": 1,\n    \"certified\": true,\n    \"code_version\": \"1\",\n    \"digest\": \"sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\",\n    \"generation\": 1,\n    \"published_at\": \"[..]\",\n    \"rows\": 2,\n    \"run_id\": \"r1\",\n    \"token\": 1\n  },\n  \"upstream\": [\n    {\n      \"task\": \"a\",\n      \"dataset\": \"a_out\",\n      \"partition\": \"k1\",\n      \"generation\": 1,\n      \"digest\": \"sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\",\n      \"certified\": true\n    }\n  ],\n  \"last_successful_upstream\": \"a\",\n  \"mark\": null,\n  \"recommendation\": \"fix upstream first: `a` k1 did not publish, so this instance was SKIPPED in run r2; see `weir explain m.toml a --partition k1`, act on it, then `weir run m.toml --partition k1`\",\n  \"action\": \"fix_upstream\"\n}\n").stderr("");
     let x: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(x["action"], "fix_upstream");
     assert_eq!(x["blocked_by"]["task"], "a");
@@ -1006,53 +1004,41 @@ cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"
 
 // issue 12: `weir history DATASET --partition P` lists every generation.
 #[test]
-fn issue_12_history_lists_every_generation() {
+fn history_lists_every_generation() {
     let sb = chain(&["k1"]);
-    assert_exit(&sb.run("r1", &["--partition", "k1", "--task", "a"]), 0);
-    assert_exit(
-        &sb.run("r2", &["--partition", "k1", "--task", "a", "--force"]),
-        0,
-    );
-    assert_exit(
-        &sb.weir_out(&[
-            "rollback",
-            "m.toml",
-            "a_out",
-            "--partition",
-            "k1",
-            "--to",
-            "1",
-        ]),
-        0,
-    );
-    let out = sb.weir_out(&["history", "m.toml", "a_out", "--partition", "k1"]);
-    assert_exit(&out, 0);
-    assert_eq!(stderr(&out), "");
-    let text = stdout(&out);
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 4, "{text}");
+    sb.run_cmd("r1", &["--partition", "k1", "--task", "a"])
+        .assert()
+        .code(0)
+        .stdout("run r1: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
+    sb.run_cmd("r2", &["--partition", "k1", "--task", "a", "--force"])
+        .assert()
+        .code(0)
+        .stdout("run r2: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r2/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 2: PUBLISHED generation 2: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
+    sb.cmd(&[
+        "rollback",
+        "m.toml",
+        "a_out",
+        "--partition",
+        "k1",
+        "--to",
+        "1",
+    ])
+    .assert()
+    .code(0)
+    .stdout("a_out k1: generation 3 now shows the files of generation 1 (2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3); the instance is held until `weir retry`\n")
+    .stderr("");
     // The same table style as `status`: lowercase header, numbers
     // right-aligned.
-    assert!(
-        lines[0].starts_with("gen  kind             token  run"),
-        "{text}"
-    );
-    assert!(
-        lines[1].starts_with("  1  publish              1  r1 "),
-        "{text}"
-    );
-    assert!(
-        lines[2].starts_with("  2  publish              2  r2 "),
-        "{text}"
-    );
-    assert!(
-        lines[3].starts_with("  3  rollback from 1      3  op-"),
-        "{text}"
-    );
-    assert!(lines.iter().skip(1).all(|l| l.ends_with("yes")), "{text}");
+    sb.cmd(&["history", "m.toml", "a_out", "--partition", "k1"])
+        .assert()
+        .success()
+        .stdout("gen  kind             token  run                       code_version  rows  digest                published_at              certified\n  1  publish              1  r1                        1                2  sha256:d98be1f46a82…  [..]  yes\n  2  publish              2  r2                        1                2  sha256:d98be1f46a82…  [..]  yes\n  3  rollback from 1      3  op-[..]  1                2  sha256:d98be1f46a82…  [..]  yes\n")
+        .stderr("");
     // No table line ends in spaces (QUEUED events have no detail).
     let out = sb.weir_out(&["events", "m.toml"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("[..]  op-[..]  ROLLED_BACK   a  k1    1      3  token 3 republishes generation 1 (2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3, code_version 1) in place of generation 2; the instance is held\n[..]  r1                        RUN_STARTED   -  -     -      -  1 task instances, code_version 1\n[..]  r1                        QUEUED        a  k1    -      -\n[..]  r1                        RUNNING       a  k1    1      1  staging $SB/wh/a_out/k1/attempts/00000000000000000001/data\n[..]  r1                        SUCCESS       a  k1    1      1  exit code 0 after [..]\n[..]  r1                        AUDITED       a  k1    1      1  1 gates passed: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n[..]  r1                        PUBLISHED     a  k1    1      1  generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n[..]  r1                        RUN_FINISHED  -  -     -      -  1 published or current, 0 not\n[..]  r2                        RUN_STARTED   -  -     -      -  1 task instances, code_version 1\n[..]  r2                        QUEUED        a  k1    -      -\n[..]  r2                        RUNNING       a  k1    1      2  staging $SB/wh/a_out/k1/attempts/00000000000000000002/data\n[..]  r2                        SUCCESS       a  k1    1      2  exit code 0 after [..]\n[..]  r2                        AUDITED       a  k1    1      2  1 gates passed: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n[..]  r2                        PUBLISHED     a  k1    1      2  generation 2: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n[..]  r2                        RUN_FINISHED  -  -     -      -  1 published or current, 0 not\n").stderr("");
     let events = stdout(&out);
     assert!(events.contains(" QUEUED "), "{events}");
     assert!(
@@ -1060,21 +1046,23 @@ fn issue_12_history_lists_every_generation() {
         "trailing spaces in:\n{events}"
     );
     let out = sb.weir_out(&["history", "m.toml", "a_out", "--partition", "k1", "--json"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("[\n  {\n    \"certified\": true,\n    \"code_version\": \"1\",\n    \"digest\": \"sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\",\n    \"generation\": 1,\n    \"kind\": \"publish\",\n    \"published_at\": \"[..]\",\n    \"rows\": 2,\n    \"run_id\": \"r1\",\n    \"token\": 1\n  },\n  {\n    \"certified\": true,\n    \"code_version\": \"1\",\n    \"digest\": \"sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\",\n    \"generation\": 2,\n    \"kind\": \"publish\",\n    \"published_at\": \"[..]\",\n    \"rows\": 2,\n    \"run_id\": \"r2\",\n    \"token\": 2\n  },\n  {\n    \"certified\": true,\n    \"code_version\": \"1\",\n    \"digest\": \"sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\",\n    \"generation\": 3,\n    \"kind\": \"rollback from 1\",\n    \"published_at\": \"[..]\",\n    \"rows\": 2,\n    \"run_id\": \"op-[..]\",\n    \"token\": 3\n  }\n]\n").stderr("");
     let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(doc.as_array().unwrap().len(), 3);
     assert_eq!(doc[2]["kind"], "rollback from 1");
     assert_eq!(doc[0]["code_version"], "1");
-    let out = sb.weir_out(&["history", "m.toml", "a_out", "--partition", "k9"]);
-    assert_exit(&out, 2);
-    assert_eq!(stdout(&out), "");
+    sb.cmd(&["history", "m.toml", "a_out", "--partition", "k9"])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr("error: partition `k9` is not in the partition scheme of task `a`\n  help: partitions are `k`: `k1`; a task of several dimensions takes keys joined by `|`\n");
 }
 
 // issue 12: validation and planning are linear: 20,000 tasks (each reading
 // one task of the layer before and depending on another) validate and plan
 // in seconds even in a debug build; the quadratic steps took minutes.
 #[test]
-fn issue_12_validation_and_planning_stay_linear() {
+fn validation_and_planning_stay_linear() {
     let _serial = crate::support::exclusive();
     let mut text = String::from(
         "[pipeline]\nname = \"big\"\ncode_version = \"1\"\nwarehouse = \"wh\"\n\n[partitions.daily]\nkind = \"daily\"\nstart = \"2026-01-01\"\nend = \"2026-01-02\"\n\n",
@@ -1099,7 +1087,7 @@ fn issue_12_validation_and_planning_stay_linear() {
     let started = std::time::Instant::now();
     let out = sb.weir_out(&["validate", "m.toml"]);
     let validated = started.elapsed();
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("ok: m.toml (pipeline `big`, code_version 1: 20000 tasks, 1 partition scheme, 1 pool, 0 backfills)\n").stderr("");
     assert!(stdout(&out).contains("20000 tasks"), "{}", stdout(&out));
     assert!(
         validated < std::time::Duration::from_secs(15),
@@ -1115,7 +1103,10 @@ fn issue_12_validation_and_planning_stay_linear() {
         "2026-01-02",
     ]);
     let planned = started.elapsed();
-    assert_exit(&out, 0);
+    sb.check(&out)
+        .code(0)
+        .stdout("...\ntotal: 40,000 task instances, [..]\n")
+        .stderr("");
     assert!(
         stdout(&out).contains("total: 40,000 task instances"),
         "{}",
@@ -1131,7 +1122,7 @@ fn issue_12_validation_and_planning_stay_linear() {
 // can: durations, dates per scheme kind, slots ≥ 1, gate names, enums; and
 // `weir validate` refuses the same manifests (exit 2).
 #[test]
-fn issue_12_schema_flags_malformed_values() {
+fn schema_flags_malformed_values() {
     let schema: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(crate::support::repo().join("schemas/pipeline.schema.json"))
             .unwrap(),
@@ -1202,7 +1193,11 @@ fn issue_12_schema_flags_malformed_values() {
         .collect();
     assert!(errors.is_empty(), "{errors:?}");
     let sb = Sandbox::new(&good);
-    assert_exit(&sb.weir_out(&["validate", "m.toml"]), 0);
+    sb.cmd(&["validate", "m.toml"])
+        .assert()
+        .code(0)
+        .stdout("ok: m.toml (pipeline `s`, code_version 1: 1 task, 1 partition scheme, 2 pools, 0 backfills)\n")
+        .stderr("");
     for (what, text) in bad {
         assert!(
             !validator.is_valid(&as_json(&text)),
@@ -1219,18 +1214,22 @@ fn issue_12_schema_flags_malformed_values() {
 // takes --generation, --limit and --json; plurals; no repeated state words;
 // `events` columns aligned with timestamps at one width.
 #[test]
-fn issue_12_readable_output() {
+fn show_and_events_print_columns_people_can_read() {
     let sb = chain(&["k1"]);
     std::fs::write(sb.path().join("feed_k1.csv"), "v,id\na,1\nb,2\nc,3\n").unwrap();
     let out = sb.run("r1", &["--partition", "k1", "--task", "a"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("run r1: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n").stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 3 rows, sha256:0b239d8a8447d621cc56ac919096add8fd667d783560b1bac27134380db08520\n");
     assert!(
         stdout(&out).starts_with("run r1: 1 task instance: 1 published; 0 retries\n"),
         "{}",
         stdout(&out)
     );
     std::fs::write(sb.path().join("feed_k1.csv"), "v,id\nz,9\n").unwrap();
-    assert_exit(&sb.run("r2", &["--partition", "k1", "--task", "a"]), 0);
+    sb.run_cmd("r2", &["--partition", "k1", "--task", "a"])
+        .assert()
+        .code(0)
+        .stdout("run r2: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r2/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 2: PUBLISHED generation 2: 1 rows, sha256:833086529f08c6685e61375ffbc4d04be4a2097b5f517bbb74be4720b525ee9e\n");
 
     assert_eq!(
         rows(&sb, "a_out", "k1"),
@@ -1248,7 +1247,7 @@ fn issue_12_readable_output() {
         "--limit",
         "2",
     ]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("v,id\na,1\nb,2\n").stderr("");
     assert_eq!(stdout(&out), "v,id\na,1\nb,2\n");
     assert_eq!(stderr(&out), "");
     let out = sb.weir_out(&[
@@ -1261,7 +1260,7 @@ fn issue_12_readable_output() {
         "1",
         "--json",
     ]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("{\"columns\":[\"v\",\"id\"],\"dataset\":\"a_out\",\"digest\":\"sha256:0b239d8a8447d621cc56ac919096add8fd667d783560b1bac27134380db08520\",\"generation\":1,\"partition\":\"k1\",\"rows\":[[\"a\",\"1\"],[\"b\",\"2\"],[\"c\",\"3\"]]}\n").stderr("");
     let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(doc["generation"], 1);
     assert_eq!(doc["columns"], serde_json::json!(["v", "id"]));
@@ -1278,7 +1277,7 @@ fn issue_12_readable_output() {
         "--generation",
         "7",
     ]);
-    assert_exit(&out, 2);
+    sb.check(&out).code(2).stdout("").stderr("error: `a_out` k1 has no generation 7 (it has 1 to 2)\n  help: `weir history` lists them\n");
     assert_eq!(stdout(&out), "");
     assert!(
         stderr(&out).starts_with("error: `a_out` k1 has no generation 7 (it has 1 to 2)"),
@@ -1289,9 +1288,13 @@ fn issue_12_readable_output() {
     // A quarantined instance is listed once as QUARANTINED, not twice.
     sb.script("a.sh", "exit 65\n");
     std::fs::write(sb.path().join("feed_k1.csv"), "v,id\ny,8\n").unwrap();
-    assert_exit(&sb.run("r3", &["--partition", "k1", "--task", "a"]), 1);
+    sb.run_cmd("r3", &["--partition", "k1", "--task", "a"])
+        .assert()
+        .code(1)
+        .stdout("run r3: 1 task instance: 1 quarantined; 0 retries\n  QUARANTINED a k1: deterministic failure: exit code 65\nevents: $SB/wh/_runs/r3/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 3: FAILED exit code 65\na k1 attempt 1 token 3: QUARANTINED deterministic failure: exit code 65: quarantined, not retried\n");
     let out = sb.run("r4", &["--partition", "k1", "--task", "a"]);
-    assert_exit(&out, 1);
+    sb.check(&out).code(1).stdout("run r4: 1 task instance: 1 quarantined; 0 retries\n  QUARANTINED a k1: since run r3: deterministic failure: exit code 65\nevents: $SB/wh/_runs/r4/events.jsonl\n").stderr_unordered("a k1: QUARANTINED since run r3: deterministic failure: exit code 65; release with `weir retry m.toml a --partition k1 --note ...`\n");
     let text = stdout(&out);
     assert!(
         text.contains("  QUARANTINED a k1: since run r3: "),
@@ -1305,7 +1308,7 @@ fn issue_12_readable_output() {
 
     // status: aligned columns, one timestamp width, digests abbreviated.
     let out = sb.weir_out(&["status", "m.toml"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("dataset  partition  gen  token  rows  code_version  published_at              digest\na_out    k1           2      2     1  1             [..]  sha256:833086529f08…\n\na_out: 1 partition built by code_version 1\nmissing: b_out: 1 expected partition without a publication: k1\nmissing: c_out: 1 expected partition without a publication: k1\nQUARANTINED a k1: deterministic failure: exit code 65\nSTALE       a k1: external input `feed` (feed_k1.csv) changed since this publication read it: sha256:f8fcd00df98b now, sha256:243a89b895a4 then (rerun it with `weir run m.toml --partition k1`)\n").stderr("");
     let text = stdout(&out);
     let table: Vec<&str> = text.lines().take_while(|l| !l.is_empty()).collect();
     let digest_at = table[0].find("digest").unwrap();
@@ -1323,7 +1326,7 @@ fn issue_12_readable_output() {
     }
 
     let out = sb.weir_out(&["events", "m.toml"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("[..]  r1  RUN_STARTED   -  -     -      -  1 task instances, code_version 1\n[..]  r1  QUEUED        a  k1    -      -\n[..]  r1  RUNNING       a  k1    1      1  staging $SB/wh/a_out/k1/attempts/00000000000000000001/data\n[..]  r1  SUCCESS       a  k1    1      1  exit code 0 after [..]\n[..]  r1  AUDITED       a  k1    1      1  1 gates passed: 3 rows, sha256:0b239d8a8447d621cc56ac919096add8fd667d783560b1bac27134380db08520\n[..]  r1  PUBLISHED     a  k1    1      1  generation 1: 3 rows, sha256:0b239d8a8447d621cc56ac919096add8fd667d783560b1bac27134380db08520\n[..]  r1  RUN_FINISHED  -  -     -      -  1 published or current, 0 not\n[..]  r2  RUN_STARTED   -  -     -      -  1 task instances, code_version 1\n[..]  r2  QUEUED        a  k1    -      -\n[..]  r2  RUNNING       a  k1    1      2  staging $SB/wh/a_out/k1/attempts/00000000000000000002/data\n[..]  r2  SUCCESS       a  k1    1      2  exit code 0 after [..]\n[..]  r2  AUDITED       a  k1    1      2  1 gates passed: 1 rows, sha256:833086529f08c6685e61375ffbc4d04be4a2097b5f517bbb74be4720b525ee9e\n[..]  r2  PUBLISHED     a  k1    1      2  generation 2: 1 rows, sha256:833086529f08c6685e61375ffbc4d04be4a2097b5f517bbb74be4720b525ee9e\n[..]  r2  RUN_FINISHED  -  -     -      -  1 published or current, 0 not\n[..]  r3  RUN_STARTED   -  -     -      -  1 task instances, code_version 1\n[..]  r3  QUEUED        a  k1    -      -\n[..]  r3  RUNNING       a  k1    1      3  staging $SB/wh/a_out/k1/attempts/00000000000000000003/data\n[..]  r3  FAILED        a  k1    1      3  exit code 65\n[..]  r3  QUARANTINED   a  k1    1      3  deterministic failure: exit code 65: quarantined, not retried\n[..]  r3  RUN_FINISHED  -  -     -      -  0 published or current, 1 not\n[..]  r4  RUN_STARTED   -  -     -      -  1 task instances, code_version 1\n[..]  r4  QUEUED        a  k1    -      -\n[..]  r4  QUARANTINED   a  k1    -      -  since run r3: deterministic failure: exit code 65; release with `weir retry m.toml a --partition k1 --note ...`\n[..]  r4  RUN_FINISHED  -  -     -      -  0 published or current, 1 not\n").stderr("");
     let text = stdout(&out);
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines.len() > 10);
@@ -1343,7 +1346,7 @@ fn issue_12_readable_output() {
 // waiting on SIGINT (exit 130, the waiting attempt INTERRUPTED) and leaves
 // the other engine's attempt alone.
 #[test]
-fn issue_12_sigint_while_waiting_for_another_engine() {
+fn sigint_while_waiting_for_another_engine() {
     let _serial = crate::support::exclusive();
     let sb = slow_pipeline();
     let first = crate::support::Engine::spawn(
@@ -1417,9 +1420,13 @@ fn issue_12_sigint_while_waiting_for_another_engine() {
 // issue 12: an engine failure keeps its OS cause on stderr ("Not a
 // directory", "Permission denied") and exits 5, whatever the command.
 #[test]
-fn issue_12_errors_keep_their_os_cause_and_exit_5() {
+fn errors_keep_their_os_cause_and_exit_5() {
     let sb = chain(&["k1"]);
-    assert_exit(&sb.run("r1", &["--task", "a"]), 0);
+    sb.run_cmd("r1", &["--task", "a"])
+        .assert()
+        .code(0)
+        .stdout("run r1: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     // The warehouse is a file: every command that reads it fails.
     let wh = sb.path().join("wh");
     std::fs::rename(&wh, sb.path().join("wh.d")).unwrap();
@@ -1445,7 +1452,10 @@ fn issue_12_errors_keep_their_os_cause_and_exit_5() {
 
     // A report that cannot be written says why, with the OS's words.
     let out = sb.weir_out(&["report", "m.toml", "--out", "m.toml/r.html"]);
-    assert_exit(&out, 5);
+    sb.check(&out)
+        .code(5)
+        .stdout("")
+        .stderr("error: cannot write `m.toml/r.html`: Not a directory (os error 20)\n");
     assert_eq!(
         stderr(&out),
         format!(
@@ -1539,7 +1549,7 @@ fn issue_12_errors_keep_their_os_cause_and_exit_5() {
 // doubling it. Durations are capped at 3650d with a located diagnostic, and
 // the longest accepted ones run and collect without overflow.
 #[test]
-fn issue_12_huge_durations_are_refused_not_panicked() {
+fn huge_durations_are_refused_not_panicked() {
     let sb = chain(&["k1"]);
     let manifest = std::fs::read_to_string(sb.path().join("m.toml")).unwrap();
     let with = |a_extra: &str| {
@@ -1549,7 +1559,7 @@ fn issue_12_huge_durations_are_refused_not_panicked() {
     with("timeout = \"99999999999999999d\"\nsla = \"3651d\"");
     for args in [&["validate", "m.toml"][..], &["run", "m.toml"][..]] {
         let out = sb.weir_out(args);
-        assert_exit(&out, 2);
+        sb.check(&out).code(2).stdout("").stderr("weir::manifest::duration_too_long\n\n  × duration `99999999999999999d` is longer than the maximum of 3650d\n    ╭─[m.toml:15:11]\n 14 │ [tasks.a]\n 15 │ timeout = \"99999999999999999d\"\n    ·           ──────────┬─────────\n    ·                     ╰── too long\n 16 │ sla = \"3651d\"\n    ╰────\n  help: weir accepts durations up to 3650d (about 10 years); a longer one is\n        almost certainly a typo\n\nweir::manifest::duration_too_long\n\n  × duration `3651d` is longer than the maximum of 3650d\n    ╭─[m.toml:16:7]\n 15 │ timeout = \"99999999999999999d\"\n 16 │ sla = \"3651d\"\n    ·       ───┬───\n    ·          ╰── too long\n 17 │ command = [\"sh\", \"a.sh\"]\n    ╰────\n  help: weir accepts durations up to 3650d (about 10 years); a longer one is\n        almost certainly a typo\n\nerror: `m.toml` is not a valid manifest: 2 errors\n");
         assert_eq!(stdout(&out), "");
         let err = stderr(&out);
         assert!(
@@ -1561,15 +1571,19 @@ fn issue_12_huge_durations_are_refused_not_panicked() {
         );
     }
     let out = sb.weir_out(&["gc", "m.toml", "--older-than", "99999999999999999d"]);
-    assert_exit(&out, 2);
+    sb.check(&out).code(2).stdout("").stderr("weir::manifest::duration_too_long\n\n  × duration `99999999999999999d` is longer than the maximum of 3650d\n    ╭─[m.toml:15:11]\n 14 │ [tasks.a]\n 15 │ timeout = \"99999999999999999d\"\n    ·           ──────────┬─────────\n    ·                     ╰── too long\n 16 │ sla = \"3651d\"\n    ╰────\n  help: weir accepts durations up to 3650d (about 10 years); a longer one is\n        almost certainly a typo\n\nweir::manifest::duration_too_long\n\n  × duration `3651d` is longer than the maximum of 3650d\n    ╭─[m.toml:16:7]\n 15 │ timeout = \"99999999999999999d\"\n 16 │ sla = \"3651d\"\n    ·       ───┬───\n    ·          ╰── too long\n 17 │ command = [\"sh\", \"a.sh\"]\n    ╰────\n  help: weir accepts durations up to 3650d (about 10 years); a longer one is\n        almost certainly a typo\n\nerror: `m.toml` is not a valid manifest: 2 errors\n");
     assert_eq!(stdout(&out), "");
 
     // The longest accepted durations: the run's deadlines and gc's default
     // threshold (twice timeout plus lease) are computed without overflow.
     with("timeout = \"3650d\"\nsla = \"3650d\"");
-    assert_exit(&sb.run("r1", &[]), 0);
+    sb.run_cmd("r1", &[])
+        .assert()
+        .code(0)
+        .stdout("run r1: 3 task instances: 3 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     let out = sb.weir_out(&["gc", "m.toml"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("keep         $SB/wh/a_out/k1/attempts/00000000000000000001 ([..]): referenced by generation 1 (current)\nkeep         $SB/wh/b_out/k1/attempts/00000000000000000001 ([..]): referenced by generation 1 (current)\nkeep         $SB/wh/c_out/k1/attempts/00000000000000000001 ([..]): referenced by generation 1 (current)\ndry run: 0 candidate directories ([..]) would be deleted, 3 kept; rerun with --apply to delete\n").stderr("");
     assert_eq!(stderr(&out), "");
     let out = sb.weir_out(&["gc", "m.toml", "--older-than", "99999999999999999d"]);
     assert_eq!(
@@ -1583,11 +1597,15 @@ fn issue_12_huge_durations_are_refused_not_panicked() {
 // fix_data, while the next run would release it. Both now apply the run's
 // test: RELEASED, not paged, and explain recommends the run.
 #[test]
-fn issue_12_an_invalidated_quarantine_does_not_page() {
+fn an_invalidated_quarantine_does_not_page() {
     let sb = coded("", r#"{ check = "row_count", min = 2 }"#);
-    assert_exit(&sb.run("r1", &["--partition", "k1"]), 1);
+    sb.run_cmd("r1", &["--partition", "k1"])
+        .assert()
+        .code(1)
+        .stdout("run r1: 2 task instances: 1 published, 1 quarantined; 0 retries\n  QUARANTINED b k1: deterministic failure: row_count(min 2): expected at least 2 rows, got 1 row\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:7a4720c308735d05536ab5d10cfd3da20f7cb651593526fed7d832d9f93c4c96\nb k1 attempt 1 token 1: GATE_FAILED row_count(min 2): expected at least 2 rows, got 1 row\nb k1 attempt 1 token 1: QUARANTINED deterministic failure: row_count(min 2): expected at least 2 rows, got 1 row: quarantined, not retried\n");
     let out = sb.weir_out(&["status", "m.toml", "--check"]);
-    assert_exit(&out, 4);
+    sb.check(&out).code(4).stdout("dataset  partition  gen  token  rows  code_version  published_at              digest\na_out    k1           1      1     1  1             [..]  sha256:7a4720c30873…\n\na_out: 1 partition built by code_version 1\nmissing: a_out: 1 expected partition without a publication: k2\nmissing: b_out: 2 expected partitions without a publication: k1, k2\nQUARANTINED b k1: deterministic failure: row_count(min 2): expected at least 2 rows, got 1 row\n").stderr("check failed: 1 instance needs attention\n");
     assert!(
         stdout(&out).contains("QUARANTINED b k1: "),
         "{}",
@@ -1627,7 +1645,7 @@ fn issue_12_an_invalidated_quarantine_does_not_page() {
         );
         // The report judges it the same way: a stale cell, saying why.
         let out = sb.weir_out(&["report", "m.toml", "--out", "r.html"]);
-        assert_exit(&out, 0);
+        sb.check(&out).code(0).stdout("wrote r.html\n").stderr("");
         let html = std::fs::read_to_string(sb.path().join("r.html")).unwrap();
         let cell = html
             .split("<td ")
@@ -1644,54 +1662,75 @@ fn issue_12_an_invalidated_quarantine_does_not_page() {
     // Back to the gate that failed: the quarantine stands again; then an
     // upstream republish (new rows from a's library) releases it.
     std::fs::write(sb.path().join("m.toml"), &text).unwrap();
-    assert_exit(&sb.weir_out(&["status", "m.toml", "--check"]), 4);
-    assert_exit(&sb.weir_out(&["report", "m.toml", "--out", "r.html"]), 0);
+    sb.cmd(&["status", "m.toml", "--check"])
+        .assert()
+        .code(4)
+        .stdout("dataset  partition  gen  token  rows  code_version  published_at              digest\na_out    k1           1      1     1  1             [..]  sha256:7a4720c30873…\n\na_out: 1 partition built by code_version 1\nmissing: a_out: 1 expected partition without a publication: k2\nmissing: b_out: 2 expected partitions without a publication: k1, k2\nQUARANTINED b k1: deterministic failure: row_count(min 2): expected at least 2 rows, got 1 row\n")
+        .stderr("check failed: 1 instance needs attention\n");
+    sb.cmd(&["report", "m.toml", "--out", "r.html"])
+        .assert()
+        .code(0)
+        .stdout("wrote r.html\n")
+        .stderr("");
     let html = std::fs::read_to_string(sb.path().join("r.html")).unwrap();
     assert!(
         html.contains(r#"data-task="b" data-partition="k1" data-state="quarantined""#),
         "a standing quarantine is shown as one"
     );
     sb.script("lib/helper.sh", "rows() { printf 'id,v\\n1,new\\n'; }\n");
-    assert_exit(&sb.run("r2", &["--partition", "k1", "--task", "a"]), 0);
+    sb.run_cmd("r2", &["--partition", "k1", "--task", "a"])
+        .assert()
+        .code(0)
+        .stdout("run r2: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r2/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 2: PUBLISHED generation 2: 1 rows, sha256:478cf72da8aaa07a4b7ac5b068dd6a75014af18e65a56e7ffd0be3cf3440b7f4\n");
     released("its input snapshot changed");
 }
 
 // Issue 12 item 7: the STALE line of a held (rolled-back) instance said
 // "rerun it with `weir run`", which the hold prevents: it names the retry.
 #[test]
-fn issue_12_a_held_stale_instance_points_at_retry() {
+fn a_held_stale_instance_points_at_retry() {
     let sb = chain(&["k1"]);
-    assert_exit(&sb.run("r1", &["--partition", "k1"]), 0);
-    assert_exit(&sb.run("r2", &["--partition", "k1", "--force"]), 0);
+    sb.run_cmd("r1", &["--partition", "k1"])
+        .assert()
+        .code(0)
+        .stdout("run r1: 3 task instances: 3 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
+    sb.run_cmd("r2", &["--partition", "k1", "--force"])
+        .assert()
+        .code(0)
+        .stdout("run r2: 3 task instances: 3 published; 0 retries\nevents: $SB/wh/_runs/r2/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 2: PUBLISHED generation 2: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k1 attempt 1 token 2: PUBLISHED generation 2: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k1 attempt 1 token 2: PUBLISHED generation 2: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     let out = sb.weir_out(&["rollback", "m.toml", "a_out", "--partition", "k1"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("a_out k1: generation 3 now shows the files of generation 1 (2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3); the instance is held until `weir retry`\n").stderr("");
     let text = std::fs::read_to_string(sb.path().join("m.toml")).unwrap();
     let text = text.replace("[tasks.a]\n", "[tasks.a]\ncode_version = \"2\"\n");
     std::fs::write(sb.path().join("m.toml"), text).unwrap();
-    let out = sb.weir_out(&["status", "m.toml"]);
-    let text = stdout(&out);
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("STALE       a k1: "))
-        .unwrap_or_else(|| panic!("no STALE line for a k1 in:\n{text}"));
-    assert!(
-        line.ends_with(
-            "(held: `weir retry m.toml a --partition k1 --note …` releases it and rebuilds it)"
-        ),
-        "{line}"
-    );
+    sb.cmd(&["status", "m.toml"])
+        .assert()
+        .success()
+        .stdout("dataset  partition  gen  token  rows  code_version  published_at              digest\na_out    k1           3      3     2  1             [..]  sha256:d98be1f46a82…\nb_out    k1           2      2     2  1             [..]  sha256:d98be1f46a82…\nc_out    k1           2      2     2  1             [..]  sha256:d98be1f46a82…\n\na_out: 1 partition built by code_version 1\nb_out: 1 partition built by code_version 1\nc_out: 1 partition built by code_version 1\nHELD        a k1: rolled back to generation 1 of a_out (token 3, replacing generation 2); `weir retry` releases it (a run then rebuilds it if its inputs or code differ from the restored generation's)\nSTALE       a k1: built by code_version 1, the task is now at 2 (held: `weir retry m.toml a --partition k1 --note …` releases it and rebuilds it)\n")
+        .stderr("");
 }
 
 // Issue 12 item 5: explain listed attempts in the order of their runs' ids,
 // so an operator's `--run-id RUN-…` rerun came before the nightly `run-…`
 // it followed, and the recommendation judged the older attempt.
 #[test]
-fn issue_12_explain_lists_attempts_in_time_order() {
+fn explain_lists_attempts_in_time_order() {
     let sb = chain(&["k1"]);
-    assert_exit(&sb.run("zz-nightly", &["--partition", "k1"]), 0);
-    assert_exit(&sb.run("aa-rerun", &["--partition", "k1", "--force"]), 0);
+    sb.run_cmd("zz-nightly", &["--partition", "k1"])
+        .assert()
+        .code(0)
+        .stdout("run zz-nightly: 3 task instances: 3 published; 0 retries\nevents: $SB/wh/_runs/zz-nightly/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
+    sb.run_cmd("aa-rerun", &["--partition", "k1", "--force"])
+        .assert()
+        .code(0)
+        .stdout("run aa-rerun: 3 task instances: 3 published; 0 retries\nevents: $SB/wh/_runs/aa-rerun/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 2: PUBLISHED generation 2: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k1 attempt 1 token 2: PUBLISHED generation 2: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k1 attempt 1 token 2: PUBLISHED generation 2: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     let out = sb.weir_out(&["explain", "m.toml", "a", "--partition", "k1", "--json"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("{\n  \"task\": \"a\",\n  \"partition\": \"k1\",\n  \"dataset\": \"a_out\",\n  \"attempts\": [\n    {\n      \"run_id\": \"zz-nightly\",\n      \"attempt\": 1,\n      \"token\": 1,\n      \"started\": \"[..]\",\n      \"state\": \"PUBLISHED\",\n      \"decision\": null,\n      \"exit_code\": null,\n      \"signal\": null,\n      \"class\": null,\n      \"duration_ms\": [..],\n      \"detail\": \"generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\",\n      \"failed_gates\": null,\n      \"stderr_tail\": \"\"\n    },\n    {\n      \"run_id\": \"aa-rerun\",\n      \"attempt\": 1,\n      \"token\": 2,\n      \"started\": \"[..]\",\n      \"state\": \"PUBLISHED\",\n      \"decision\": null,\n      \"exit_code\": null,\n      \"signal\": null,\n      \"class\": null,\n      \"duration_ms\": [..],\n      \"detail\": \"generation 2: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\",\n      \"failed_gates\": null,\n      \"stderr_tail\": \"\"\n    }\n  ],\n  \"input_snapshot\": {\n    \"inputs\": [\n      {\n        \"digest\": \"sha256:b5dccbd508bffd775a0ead9a1d4f398ecdb581e3ad27281047d0119b89c09a7d\",\n        \"kind\": \"external\",\n        \"name\": \"feed\",\n        \"path\": \"feed_k1.csv\"\n      }\n    ]\n  },\n  \"input_snapshot_of\": \"published generation 2\",\n  \"blocked_by\": null,\n  \"published\": {\n    \"attempt\": 1,\n    \"certified\": true,\n    \"code_version\": \"1\",\n    \"digest\": \"sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\",\n    \"generation\": 2,\n    \"published_at\": \"[..]\",\n    \"rows\": 2,\n    \"run_id\": \"aa-rerun\",\n    \"token\": 2\n  },\n  \"upstream\": [],\n  \"last_successful_upstream\": null,\n  \"mark\": null,\n  \"recommendation\": \"nothing to do: a complete, audited generation is visible\",\n  \"action\": \"nothing\"\n}\n").stderr("");
     let x: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let runs: Vec<&str> = x["attempts"]
         .as_array()
@@ -1705,10 +1744,14 @@ fn issue_12_explain_lists_attempts_in_time_order() {
 // Issue 12 item 5: ABANDONED instances were missing from `weir status`
 // (text and --json) although the README lists them; they do not page.
 #[test]
-fn issue_12_status_lists_abandoned_instances() {
+fn status_lists_abandoned_instances() {
     let sb = coded("", r#"{ check = "row_count", min = 2 }"#);
-    assert_exit(&sb.run("r1", &["--partition", "k1"]), 1);
-    let out = sb.weir_out(&[
+    sb.run_cmd("r1", &["--partition", "k1"])
+        .assert()
+        .code(1)
+        .stdout("run r1: 2 task instances: 1 published, 1 quarantined; 0 retries\n  QUARANTINED b k1: deterministic failure: row_count(min 2): expected at least 2 rows, got 1 row\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:7a4720c308735d05536ab5d10cfd3da20f7cb651593526fed7d832d9f93c4c96\nb k1 attempt 1 token 1: GATE_FAILED row_count(min 2): expected at least 2 rows, got 1 row\nb k1 attempt 1 token 1: QUARANTINED deterministic failure: row_count(min 2): expected at least 2 rows, got 1 row: quarantined, not retried\n");
+    sb.cmd(&[
         "abandon",
         "m.toml",
         "b",
@@ -1716,18 +1759,18 @@ fn issue_12_status_lists_abandoned_instances() {
         "k1",
         "--note",
         "known bad feed",
-    ]);
-    assert_exit(&out, 0);
-    let out = sb.weir_out(&["status", "m.toml", "--check"]);
-    assert_exit(&out, 0);
-    assert_eq!(stderr(&out), "");
-    assert!(
-        stdout(&out).contains("\nABANDONED   b k1: by an operator: known bad feed (not run until `weir retry m.toml b --partition k1 --note …`)\n"),
-        "{}",
-        stdout(&out)
-    );
+    ])
+    .assert()
+    .success()
+    .stdout("abandoned b k1: not run again until `weir retry`\n")
+    .stderr("");
+    sb.cmd(&["status", "m.toml", "--check"])
+        .assert()
+        .success()
+        .stdout("dataset  partition  gen  token  rows  code_version  published_at              digest\na_out    k1           1      1     1  1             [..]  sha256:7a4720c30873…\n\na_out: 1 partition built by code_version 1\nmissing: a_out: 1 expected partition without a publication: k2\nmissing: b_out: 2 expected partitions without a publication: k1, k2\nABANDONED   b k1: by an operator: known bad feed (not run until `weir retry m.toml b --partition k1 --note …`)\n")
+        .stderr("");
     let out = sb.weir_out(&["status", "m.toml", "--json"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("{\n  \"abandoned\": [\n    {\n      \"detail\": \"abandoned by an operator: known bad feed\",\n      \"note\": \"known bad feed\",\n      \"partition\": \"k1\",\n      \"task\": \"b\"\n    }\n  ],\n  \"attention\": [],\n  \"code_versions\": [\n    {\n      \"code_version\": \"1\",\n      \"dataset\": \"a_out\",\n      \"partitions\": 1\n    }\n  ],\n  \"drifted\": [],\n  \"format_version\": 1,\n  \"lineage\": null,\n  \"missing\": [\n    {\n      \"dataset\": \"a_out\",\n      \"late_since\": null,\n      \"partition\": \"k2\",\n      \"task\": \"a\"\n    },\n    {\n      \"dataset\": \"b_out\",\n      \"late_since\": null,\n      \"partition\": \"k1\",\n      \"task\": \"b\"\n    },\n    {\n      \"dataset\": \"b_out\",\n      \"late_since\": null,\n      \"partition\": \"k2\",\n      \"task\": \"b\"\n    }\n  ],\n  \"notifications_undelivered\": [],\n  \"partitions\": [\n    {\n      \"attempt\": 1,\n      \"certified\": true,\n      \"code_version\": \"1\",\n      \"dataset\": \"a_out\",\n      \"digest\": \"sha256:7a4720c308735d05536ab5d10cfd3da20f7cb651593526fed7d832d9f93c4c96\",\n      \"files\": [\n        \"$SB/wh/a_out/k1/attempts/00000000000000000001/data/out.csv\"\n      ],\n      \"generation\": 1,\n      \"input_snapshot\": {\n        \"inputs\": []\n      },\n      \"input_snapshot_digest\": \"sha256:62b512d8c76bbed3048fc81bd94bd2aeaab2de4d3b36edbed2f3d3dd8ff3e33e\",\n      \"partition\": \"k1\",\n      \"published_at\": \"[..]\",\n      \"rows\": 1,\n      \"run_id\": \"r1\",\n      \"task\": \"a\",\n      \"token\": 1\n    }\n  ],\n  \"pipeline\": \"coded\",\n  \"released\": [],\n  \"serve\": {\n    \"missed\": [],\n    \"next\": []\n  },\n  \"stale\": [],\n  \"summary\": {\n    \"problems\": [\n      {\n        \"detail\": \"abandoned by an operator: known bad feed\",\n        \"partition\": \"k1\",\n        \"since\": \"[..]\",\n        \"state\": \"ABANDONED\",\n        \"task\": \"b\"\n      },\n      {\n        \"detail\": \"expected, not published\",\n        \"partition\": \"k2\",\n        \"since\": null,\n        \"state\": \"MISSING\",\n        \"task\": \"a\"\n      },\n      {\n        \"detail\": \"expected, not published\",\n        \"partition\": \"k2\",\n        \"since\": null,\n        \"state\": \"MISSING\",\n        \"task\": \"b\"\n      }\n    ],\n    \"tasks\": [\n      {\n        \"oldest_problem\": {\n          \"detail\": \"expected, not published\",\n          \"partition\": \"k2\",\n          \"since\": null,\n          \"state\": \"MISSING\",\n          \"task\": \"a\"\n        },\n        \"partitions\": 2,\n        \"states\": {\n          \"abandoned\": 0,\n          \"held\": 0,\n          \"late\": 0,\n          \"missing\": 1,\n          \"published\": 1,\n          \"quarantined\": 0,\n          \"released\": 0,\n          \"stale\": 0,\n          \"unreadable\": 0,\n          \"waiting\": 0\n        },\n        \"task\": \"a\"\n      },\n      {\n        \"oldest_problem\": {\n          \"detail\": \"abandoned by an operator: known bad feed\",\n          \"partition\": \"k1\",\n          \"since\": \"[..]\",\n          \"state\": \"ABANDONED\",\n          \"task\": \"b\"\n        },\n        \"partitions\": 2,\n        \"states\": {\n          \"abandoned\": 1,\n          \"held\": 0,\n          \"late\": 0,\n          \"missing\": 1,\n          \"published\": 0,\n          \"quarantined\": 0,\n          \"released\": 0,\n          \"stale\": 0,\n          \"unreadable\": 0,\n          \"waiting\": 0\n        },\n        \"task\": \"b\"\n      }\n    ]\n  },\n  \"unproven\": [],\n  \"unreadable\": [],\n  \"waiting\": []\n}\n").stderr("");
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["attention"], serde_json::json!([]));
     assert_eq!(
@@ -1768,9 +1811,13 @@ fn within(sb: &Sandbox, args: &[&str], limit: std::time::Duration) -> std::proce
 // `status` forever in open(). The fingerprint refuses anything that is not
 // a regular file or directory, by its type, without opening it.
 #[test]
-fn issue_12_a_fifo_in_code_is_refused_not_opened() {
+fn a_fifo_in_code_is_refused_not_opened() {
     let sb = coded("", r#"{ check = "row_count", min = 1 }"#);
-    assert_exit(&sb.run("r1", &["--partition", "k1"]), 0);
+    sb.run_cmd("r1", &["--partition", "k1"])
+        .assert()
+        .code(0)
+        .stdout("run r1: 2 task instances: 2 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("a k1 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:7a4720c308735d05536ab5d10cfd3da20f7cb651593526fed7d832d9f93c4c96\nb k1 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:7a4720c308735d05536ab5d10cfd3da20f7cb651593526fed7d832d9f93c4c96\n");
     let fifo = sb.path().join("lib/pipe");
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
@@ -1797,7 +1844,7 @@ fn issue_12_a_fifo_in_code_is_refused_not_opened() {
 // that does not exist created it (and said "nothing published yet"). They
 // read it as empty and create nothing; a missing parent is an error.
 #[test]
-fn issue_12_read_only_commands_create_no_warehouse() {
+fn read_only_commands_create_no_warehouse() {
     let sb = chain(&["k1"]);
     let cases: [(&[&str], i32); 9] = [
         (&["status", "m.toml"], 0),
@@ -1827,7 +1874,10 @@ fn issue_12_read_only_commands_create_no_warehouse() {
         stdout(&out)
     );
     let out = sb.weir_out(&["--warehouse", "no/such/typo", "status", "m.toml"]);
-    assert_exit(&out, 5);
+    sb.check(&out)
+        .code(5)
+        .stdout("")
+        .stderr("error: i/o error on $SB/no/such: No such file or directory (os error 2)\n");
     assert_eq!(stdout(&out), "");
     assert_eq!(
         stderr(&out),

@@ -11,7 +11,7 @@ use weir::events::{EventRecord, State};
 use weir::store::{FencingToken, TokenOwner};
 
 use crate::support::{
-    exclusive, poll_until, process_state, states, stderr, stdout, Engine, Sandbox,
+    assert_exit, exclusive, poll_until, process_state, states, stderr, stdout, Engine, Sandbox,
 };
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -94,20 +94,9 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-#[track_caller]
-fn assert_exit(out: &Output, code: i32) {
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "stdout:\n{}\nstderr:\n{}",
-        stdout(out),
-        stderr(out)
-    );
-}
-
 // issue 11: an unknown commit outcome is settled by rereading the log
 #[test]
-fn issue_11_commit_whose_directory_fsync_fails_is_settled_by_rereading_the_log() {
+fn commit_whose_directory_fsync_fails_is_settled_by_rereading_the_log() {
     let sb = sandbox(&["p"], "", COPY);
     let out = sb
         .weir(&["run", "m.toml", "--run-id", "R"])
@@ -147,7 +136,7 @@ fn issue_11_commit_whose_directory_fsync_fails_is_settled_by_rereading_the_log()
 
 // issue 11: a waiting engine applies the same currency test as every ALREADY_PUBLISHED
 #[test]
-fn issue_11_waiting_engine_with_newer_code_does_not_report_already_published() {
+fn waiting_engine_with_newer_code_does_not_report_already_published() {
     let _serial = exclusive();
     let sb = sandbox(
         &["k"],
@@ -243,19 +232,19 @@ fn two_engines_together(run_ids: [&str; 2]) {
 
 // issue 11: two engines that start together never launch the same instance
 #[test]
-fn issue_11_two_engines_started_together_never_launch_one_instance_twice() {
+fn two_engines_started_together_never_launch_one_instance_twice() {
     two_engines_together(["A", "B"]);
 }
 
 // issue 11: two engines given the same --run-id still see each other
 #[test]
-fn issue_11_two_engines_with_the_same_run_id_see_each_other() {
+fn two_engines_with_the_same_run_id_see_each_other() {
     two_engines_together(["SAME", "SAME"]);
 }
 
 // issue 11: rollback is crash-safe: the hold is in place before the commit
 #[test]
-fn issue_11_rollback_killed_after_its_commit_is_not_undone_by_the_next_run() {
+fn rollback_killed_after_its_commit_is_not_undone_by_the_next_run() {
     let sb = sandbox(&["p"], "", COPY);
     assert_exit(&sb.run("R1", &[]), 0);
     std::fs::write(sb.path().join("raw.csv"), "id,v\n1,a\n2,b\n3,c\n").unwrap();
@@ -332,7 +321,7 @@ fn traced(cmd: &Command) -> Option<(Output, String)> {
 
 // issue 11: gc's GC_DELETED event is durable before the deletion it announces
 #[test]
-fn issue_11_gc_event_is_durable_before_the_delete() {
+fn gc_event_is_durable_before_the_delete() {
     let sb = sandbox(&["p"], "", COPY);
     assert_exit(&sb.run("R1", &[]), 0);
     assert_exit(&sb.run("R2", &["--force"]), 0);
@@ -374,7 +363,7 @@ fn issue_11_gc_event_is_durable_before_the_delete() {
 
 // issue 11: a killed engine's attempt that was taken over becomes collectable
 #[test]
-fn issue_11_taken_over_candidates_are_collectable_by_gc() {
+fn taken_over_candidates_are_collectable_by_gc() {
     let _serial = exclusive();
     let sb = sandbox(
         &["p"],
@@ -423,7 +412,7 @@ fn issue_11_taken_over_candidates_are_collectable_by_gc() {
 
 // issue 11: ENOSPC on the event log fails the run (exit 5), not silently
 #[test]
-fn issue_11_full_disk_under_the_event_log_exits_5_and_launches_nothing() {
+fn full_disk_under_the_event_log_exits_5_and_launches_nothing() {
     let sb = sandbox(&["p"], "", COPY);
     let run_dir = weir::events::run_dir(&sb.path().join("wh"), "R");
     std::fs::create_dir_all(&run_dir).unwrap();
@@ -449,7 +438,7 @@ fn issue_11_full_disk_under_the_event_log_exits_5_and_launches_nothing() {
 
 // issue 11: ENOSPC creating stdout.log is the engine's failure, not a quarantine
 #[test]
-fn issue_11_full_disk_creating_stdout_log_exits_5_without_quarantine_or_retries() {
+fn full_disk_creating_stdout_log_exits_5_without_quarantine_or_retries() {
     let sb = sandbox(&["p"], "", COPY);
     let out = sb
         .weir(&["run", "m.toml", "--run-id", "R"])
@@ -515,7 +504,7 @@ fn open_up(path: &Path) {
 
 // issue 11: an EACCES keeps its OS reason in the message
 #[test]
-fn issue_11_permission_denied_keeps_its_os_reason_and_exits_5() {
+fn permission_denied_keeps_its_os_reason_and_exits_5() {
     use std::os::unix::fs::PermissionsExt;
     let sb = sandbox(&["p"], "", COPY);
     assert_exit(&sb.run("R1", &[]), 0);
@@ -550,7 +539,7 @@ fn issue_11_permission_denied_keeps_its_os_reason_and_exits_5() {
 
 // issue 11: a corrupt commit record is reported for its partition only, and refused by run
 #[test]
-fn issue_11_corrupt_record_is_named_while_others_are_listed_and_run_refuses_it() {
+fn corrupt_record_is_named_while_others_are_listed_and_run_refuses_it() {
     let sb = sandbox(&["a", "b"], "", COPY);
     assert_exit(&sb.run("R1", &[]), 0);
     let record = sb.path().join("wh/out/b/log/00000000000000000001.json");
@@ -624,7 +613,7 @@ fn foreign_lease(sb: &Sandbox, edit: impl FnOnce(&mut serde_json::Value)) -> Pat
 
 // issue 11: a lease whose writer's clock runs ahead does not count as live forever
 #[test]
-fn issue_11_lease_from_a_clock_ahead_expires_on_the_readers_clock() {
+fn lease_from_a_clock_ahead_expires_on_the_readers_clock() {
     let _serial = exclusive();
     let sb = sandbox(&["p"], "heartbeat = \"100ms\"\ntimeout = \"30s\"", COPY);
     foreign_lease(&sb, |l| {
@@ -654,7 +643,7 @@ fn issue_11_lease_from_a_clock_ahead_expires_on_the_readers_clock() {
 
 // issue 11: an engine in another PID namespace of this host is not taken for dead
 #[test]
-fn issue_11_same_host_other_pid_namespace_is_not_taken_for_dead() {
+fn same_host_other_pid_namespace_is_not_taken_for_dead() {
     let _serial = exclusive();
     let sb = sandbox(&["p"], "heartbeat = \"100ms\"", COPY);
     // Its pid means nothing here: no such process in this namespace.
@@ -692,7 +681,7 @@ fn issue_11_same_host_other_pid_namespace_is_not_taken_for_dead() {
 
 // issue 11: an engine paused past the task's timeout does not call a finished task timed out
 #[test]
-fn issue_11_engine_paused_past_the_timeout_records_the_success() {
+fn engine_paused_past_the_timeout_records_the_success() {
     let _serial = exclusive();
     let sb = sandbox(
         &["p"],
@@ -743,7 +732,7 @@ fn issue_11_engine_paused_past_the_timeout_records_the_success() {
 
 // issue 11: a real engine in another PID namespace (a container) of this host is waited for
 #[test]
-fn issue_11_engine_in_a_real_other_pid_namespace_is_waited_for() {
+fn engine_in_a_real_other_pid_namespace_is_waited_for() {
     let _serial = exclusive();
     let works = Command::new("unshare")
         .args(["--pid", "--fork", "--mount-proc", "true"])
@@ -805,7 +794,7 @@ fn issue_11_engine_in_a_real_other_pid_namespace_is_waited_for() {
 
 // issue 11: a quarantine that cannot be recorded is the engine's failure (exit 5), not a silent exit 1
 #[test]
-fn issue_11_marker_that_cannot_be_written_exits_5() {
+fn marker_that_cannot_be_written_exits_5() {
     let sb = sandbox(&["p"], "", "exit 65\n");
     // Writing the marker fails (ENOSPC); reading markers still works (a
     // marker that cannot be read is the engine's failure before anything

@@ -3,7 +3,7 @@
 //! and reads that fail for another reason than "absent" (ENOTDIR, EACCES)
 //! are engine failures naming the path, never "nothing there".
 
-use crate::support::{stderr, stdout, Sandbox};
+use crate::support::{stderr, Sandbox};
 
 /// `a` copies `feed_{partition}.csv`, `b` copies `a`'s output, over k1, k2.
 fn pipeline() -> Sandbox {
@@ -58,19 +58,11 @@ enum Err {
 
 #[track_caller]
 fn check(sb: &Sandbox, args: &[&str], code: i32, out: &str, err: Err) {
-    let o = sb.weir_out(args);
-    let (actual_out, actual_err) = (stdout(&o), stderr(&o));
-    let at = sb.path().display().to_string();
-    let actual_err = actual_err.replace(&at, "$SB");
-    assert_eq!(
-        (o.status.code(), actual_out.as_str()),
-        (Some(code), out),
-        "{args:?}\nstderr:\n{actual_err}"
-    );
+    let ran = sb.cmd(args).assert().code(code).stdout(out);
     match err {
-        Err::Is(text) => assert_eq!(actual_err, text, "{args:?}"),
-        Err::Has(text) => assert!(actual_err.contains(text), "{args:?}: {actual_err}"),
-    }
+        Err::Is(text) => ran.stderr(&text),
+        Err::Has(text) => ran.stderr_contains(&[text]),
+    };
 }
 
 fn os(errno: i32) -> String {
@@ -80,7 +72,7 @@ fn os(errno: i32) -> String {
 // Issue 12: the exit code is decided once, from the error's kind, for every
 // command's usage (2), refusal (3), nothing-published (1) and engine (5) errors.
 #[test]
-fn issue_12_every_command_decides_its_exit_code_from_the_error() {
+fn every_command_decides_its_exit_code_from_the_error() {
     let sb = pipeline();
     let o = sb.run("r1", &["--partition", "k1"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -209,7 +201,7 @@ fn issue_12_every_command_decides_its_exit_code_from_the_error() {
 // published" (status exited 0), and an `attempts` that is a regular file made
 // gc report 0 candidates; both are the engine's failure, naming the path.
 #[test]
-fn issue_12_a_file_where_a_directory_belongs_is_not_absence() {
+fn a_file_where_a_directory_belongs_is_not_absence() {
     let sb = pipeline();
     let o = sb.run("r1", &["--partition", "k1", "--task", "a"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -218,17 +210,14 @@ fn issue_12_a_file_where_a_directory_belongs_is_not_absence() {
 
     std::fs::rename(part.join("log"), part.join("log.d")).unwrap();
     std::fs::write(part.join("log"), "").unwrap();
-    let o = sb.weir_out(&["status", "m.toml"]);
-    assert_eq!(o.status.code(), Some(5), "{}", stdout(&o));
-    assert_eq!(
-        stderr(&o).replace(&sb.path().display().to_string(), "$SB"),
-        format!("error: a_out k1: cannot read its commit log: i/o error on $SB/wh/a_out/k1/log: {notdir}\n")
-    );
-    assert_eq!(
-        stdout(&o),
-        "missing: a_out: 1 expected partition without a publication: k2\n\
-         missing: b_out: 2 expected partitions without a publication: k1, k2\n"
-    );
+    sb.cmd(&["status", "m.toml"])
+        .assert()
+        .code(5)
+        .stdout(
+            "missing: a_out: 1 expected partition without a publication: k2\n\
+             missing: b_out: 2 expected partitions without a publication: k1, k2\n",
+        )
+        .stderr(&format!("error: a_out k1: cannot read its commit log: i/o error on $SB/wh/a_out/k1/log: {notdir}\n"));
     for args in [
         &["history", "m.toml", "a_out", "--partition", "k1"][..],
         &["show", "m.toml", "a_out", "--partition", "k1"][..],
@@ -244,19 +233,11 @@ fn issue_12_a_file_where_a_directory_belongs_is_not_absence() {
         );
     }
     // verify keeps the cause too (it was flattened to a string).
-    let o = sb.weir_out(&["verify", "m.toml", "a", "--partition", "k1"]);
-    let err = stderr(&o).replace(&sb.path().display().to_string(), "$SB");
-    assert_eq!(
-        (o.status.code(), stdout(&o).as_str()),
-        (Some(5), ""),
-        "{err}"
-    );
-    assert!(
-        err.contains("× cannot read the commit log\n")
-            && err.contains("i/o error on $SB/wh/a_out/k1/log\n")
-            && err.contains(&format!("╰─▶ {notdir}\n")),
-        "{err}"
-    );
+    sb.cmd(&["verify", "m.toml", "a", "--partition", "k1"])
+        .assert()
+        .code(5)
+        .stdout("")
+        .stderr("weir::verify::warehouse\n\n  × cannot read the commit log\n  ├─▶ i/o error on $SB/wh/a_out/k1/log\n  ╰─▶ Not a directory (os error 20)\n  help: check that the warehouse is readable and writable (the rerun is\n        written under `_scratch/`)\n");
     std::fs::remove_file(part.join("log")).unwrap();
     std::fs::rename(part.join("log.d"), part.join("log")).unwrap();
 
@@ -321,21 +302,18 @@ fn issue_12_a_file_where_a_directory_belongs_is_not_absence() {
             "error: i/o error on $SB/wh/_instances/b: {notdir}\n"
         )),
     );
-    let o = sb.run("r2", &["--partition", "k1", "--task", "b", "--force"]);
-    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
     // Issue 12 item 10: one engine failure, not "1 engine failures".
-    assert!(
-        stdout(&o).starts_with("run r2: 1 task instance: 1 engine failure; 0 retries\n"),
-        "{}",
-        stdout(&o)
-    );
-    assert!(
-        stdout(&o).replace(&sb.path().display().to_string(), "$SB").contains(&format!(
-            "  ENGINE      b k1: cannot read the instance's marker: i/o error on $SB/wh/_instances/b/k1.json: {notdir}\n"
-        )),
-        "{}",
-        stdout(&o)
-    );
+    sb.cmd(&["run", "m.toml", "--run-id", "r2", "--partition", "k1", "--task", "b", "--force"])
+        .assert()
+        .code(5)
+        .stdout(&format!(
+            "run r2: 1 task instance: 1 engine failure; 0 retries\n  \
+             ENGINE      b k1: cannot read the instance's marker: i/o error on $SB/wh/_instances/b/k1.json: {notdir}\n\
+             events: $SB/wh/_runs/r2/events.jsonl\n"
+        ))
+        .stderr(&format!(
+            "b k1: ENGINE_FAILED cannot read the instance's marker: i/o error on $SB/wh/_instances/b/k1.json: {notdir}; not the task's failure: no retry spent, no marker; the run exits 5\n"
+        ));
     std::fs::remove_file(marks.join("b")).unwrap();
     std::fs::create_dir(marks.join("a/k1.json")).unwrap();
     check(
@@ -350,19 +328,11 @@ fn issue_12_a_file_where_a_directory_belongs_is_not_absence() {
     );
     std::fs::remove_dir(marks.join("a/k1.json")).unwrap();
     std::fs::write(marks.join("a/k1.json"), "{").unwrap();
-    let o = sb.weir_out(&["status", "m.toml", "--check"]);
-    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
-    let held = stdout(&o)
-        .replace(&sb.path().display().to_string(), "$SB")
-        .lines()
-        .find(|l| l.starts_with("HELD"))
-        .map(str::to_string);
-    assert_eq!(
-        held.as_deref(),
-        Some(
-            "HELD        a k1: unreadable instance marker `_instances/a/k1.json`: EOF while parsing an object at line 1 column 1"
-        )
-    );
+    sb.cmd(&["status", "m.toml", "--check"])
+        .assert()
+        .code(4)
+        .stdout("dataset  partition  gen  token  rows  code_version  published_at              digest\na_out    k1           1      1     2  1             [..]  sha256:d98be1f46a82…\n\na_out: 1 partition built by code_version 1\nmissing: a_out: 1 expected partition without a publication: k2\nmissing: b_out: 2 expected partitions without a publication: k1, k2\nHELD        a k1: unreadable instance marker `_instances/a/k1.json`: EOF while parsing an object at line 1 column 1\n")
+        .stderr("check failed: 1 instance needs attention\n");
 }
 
 // Issue 12 item 2: `explain` read a commit log that is a regular file, an
@@ -370,7 +340,7 @@ fn issue_12_a_file_where_a_directory_belongs_is_not_absence() {
 // ("nothing to do", exit 0) where status, show and history exit 5; and a
 // marker that is not valid JSON was not mentioned.
 #[test]
-fn issue_12_explain_does_not_take_unreadable_state_for_absence() {
+fn explain_does_not_take_unreadable_state_for_absence() {
     let sb = pipeline();
     let o = sb.run("r1", &["--partition", "k1"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -406,19 +376,16 @@ fn issue_12_explain_does_not_take_unreadable_state_for_absence() {
     );
     std::fs::remove_dir(marks.join("k1.json")).unwrap();
     std::fs::write(marks.join("k1.json"), "{").unwrap();
-    let o = sb.weir_out(&["explain", "m.toml", "a", "--partition", "k1"]);
-    assert_eq!((o.status.code(), stderr(&o).as_str()), (Some(0), ""));
-    let text = stdout(&o);
-    let why = "unreadable instance marker `_instances/a/k1.json`: EOF while parsing an object at line 1 column 1";
-    assert!(
-        text.contains(&format!("\nstate: HELD: {why}\n"))
-            && text.contains(&format!(
-                "recommended: decide: {why}; fix or remove the marker, then `weir retry m.toml a --partition k1 --note \"...\"`"
-            )),
-        "{text}"
-    );
-    let o = sb.weir_out(&["explain", "m.toml", "a", "--partition", "k1", "--json"]);
-    let x: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    sb.cmd(&["explain", "m.toml", "a", "--partition", "k1"])
+        .assert()
+        .success()
+        .stdout("a k1 (dataset `a_out`)\n\npublished: generation 1 (token 1, run r1, attempt 1), 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3, code_version 1\nstate: HELD: unreadable instance marker `_instances/a/k1.json`: EOF while parsing an object at line 1 column 1\n\nattempts:\n  run r1 attempt 1 token 1: PUBLISHED, [..]\n    started [..]\n    generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n\ninput snapshot (of the published generation 1):\n  feed (external): sha256:b5dccbd508bffd775a0ead9a1d4f398ecdb581e3ad27281047d0119b89c09a7d\n\nupstream:\n  none\n\nrecommended: decide: unreadable instance marker `_instances/a/k1.json`: EOF while parsing an object at line 1 column 1; fix or remove the marker, then `weir retry m.toml a --partition k1 --note \"...\"`\n")
+        .stderr("");
+    let x = sb
+        .cmd(&["explain", "m.toml", "a", "--partition", "k1", "--json"])
+        .assert()
+        .success()
+        .stdout_json();
     assert_eq!(x["action"], "decide");
 }
 
@@ -427,7 +394,7 @@ fn issue_12_explain_does_not_take_unreadable_state_for_absence() {
 // id, `a/b` or a newline were accepted. Refused (exit 2) before anything is
 // written, saying what is allowed.
 #[test]
-fn issue_12_run_ids_are_validated() {
+fn run_ids_are_validated() {
     let sb = pipeline();
     let long = "r".repeat(129);
     for id in ["../../x", "..", "", "a/b", "a\nb", ".hidden", long.as_str()] {
@@ -473,7 +440,7 @@ fn issue_12_run_ids_are_validated() {
 // when a commit log could not be read. It still keeps everything under it,
 // but exits 5 naming the partition, dry run or --apply.
 #[test]
-fn issue_12_gc_exits_5_on_an_unreadable_commit_log() {
+fn gc_exits_5_on_an_unreadable_commit_log() {
     let sb = pipeline();
     let o = sb.run("r1", &["--partition", "k1", "--task", "a"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -484,24 +451,24 @@ fn issue_12_gc_exits_5_on_an_unreadable_commit_log() {
         "error: a_out k1: cannot read its commit log, so gc kept everything under it: i/o error on $SB/wh/a_out/k1/log: {}\n",
         os(libc::ENOTDIR)
     );
-    for args in [
-        &["gc", "m.toml", "--older-than", "0s"][..],
-        &["gc", "m.toml", "--older-than", "0s", "--apply"][..],
+    for (args, outcome) in [
+        (
+            &["gc", "m.toml", "--older-than", "0s"][..],
+            "dry run: 0 candidate directories (0 B) would be deleted, 1 kept; rerun with --apply to delete\n",
+        ),
+        (
+            &["gc", "m.toml", "--older-than", "0s", "--apply"][..],
+            "deleted 0 candidate directories, 1 kept\n",
+        ),
     ] {
-        let o = sb.weir_out(args);
-        let out = stdout(&o).replace(&sb.path().display().to_string(), "$SB");
-        assert_eq!(
-            (
-                o.status.code(),
-                stderr(&o).replace(&sb.path().display().to_string(), "$SB")
-            ),
-            (Some(5), why.clone()),
-            "{args:?}: {out}"
-        );
-        assert!(
-            out.starts_with("keep ") && out.contains("the partition's commit log cannot be read"),
-            "{out}"
-        );
+        sb.cmd(args)
+            .assert()
+            .code(5)
+            .stdout(&format!(
+                "keep         $SB/wh/a_out/k1/attempts/00000000000000000001 ([..]): the partition's commit log cannot be read (i/o error on $SB/wh/a_out/k1/log: {})\n{outcome}",
+                os(libc::ENOTDIR)
+            ))
+            .stderr(&why);
     }
     assert_eq!(
         sb.entries("a_out", "k1", "attempts").len(),

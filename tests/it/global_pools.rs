@@ -112,7 +112,7 @@ fn most_at_once(sb: &Sandbox) -> usize {
 // Issue 13: two engines on one warehouse and a 2-slot pool ran 4 commands
 // at once; three ran 6. The slots are the warehouse's now.
 #[test]
-fn issue_13_two_and_three_engines_share_a_pools_slots() {
+fn two_and_three_engines_share_a_pools_slots() {
     let sb = pipeline("slots = 2");
     let a = engine(&sb, "a", &["k01", "k02", "k03", "k04", "k05", "k06"], &[]);
     let b = engine(&sb, "b", &["k07", "k08", "k09", "k10", "k11", "k12"], &[]);
@@ -145,7 +145,7 @@ fn issue_13_two_and_three_engines_share_a_pools_slots() {
 // Issue 13: an engine killed (-9) while holding every slot leaks none: an
 // engine on the same host sees it gone and takes its slots at once.
 #[test]
-fn issue_13_a_killed_engines_slots_are_reclaimed() {
+fn a_killed_engines_slots_are_reclaimed() {
     let sb = pipeline("slots = 2");
     let mut a = engine(&sb, "a", &["k01", "k02"], &[("SLEEP", "60")]);
     let started = Instant::now();
@@ -229,7 +229,7 @@ fn issue_13_a_killed_engines_slots_are_reclaimed() {
 // Issue 13: `rate = "2/1s"` caps launches across engines: in any second at
 // most 2 commands start, measured from the commands' own start times.
 #[test]
-fn issue_13_a_rate_caps_launches_across_engines() {
+fn a_rate_caps_launches_across_engines() {
     let sb = pipeline("slots = 4\nrate = \"2/1s\"");
     let a = engine(&sb, "a", &["k01", "k02", "k03"], &[("SLEEP", "0.05")]);
     let b = engine(&sb, "b", &["k04", "k05", "k06"], &[("SLEEP", "0.05")]);
@@ -258,7 +258,7 @@ fn issue_13_a_rate_caps_launches_across_engines() {
 // call it dead) loses its slots only once its heartbeat has not moved for
 // the timeout on the other engine's own clock; a beating one never does.
 #[test]
-fn issue_13_a_silent_engine_loses_its_slots_after_the_timeout() {
+fn a_silent_engine_loses_its_slots_after_the_timeout() {
     let sb = pipeline("slots = 2");
     let timeout = [("WEIR_POOL_TIMEOUT", "2s")];
     let a = engine(&sb, "a", &["k01", "k02"], &[("SLEEP", "4"), timeout[0]]);
@@ -318,7 +318,7 @@ fn issue_13_a_silent_engine_loses_its_slots_after_the_timeout() {
 // Issue 13: an engine waiting for another engine's slots stops waiting on
 // SIGINT: exit 130, its instances INTERRUPTED, nothing launched.
 #[test]
-fn issue_13_a_wait_for_a_slot_is_interruptible() {
+fn a_wait_for_a_slot_is_interruptible() {
     let sb = pipeline("slots = 1");
     let a = engine(&sb, "a", &["k01"], &[("SLEEP", "60")]);
     let started = Instant::now();
@@ -393,7 +393,7 @@ fn keys(range: std::ops::RangeInclusive<usize>) -> Vec<String> {
 // the commands' own clocks, and the slots are written far less than twice
 // per launch.
 #[test]
-fn issue_16_two_engines_launching_many_short_commands_never_exceed_the_slots() {
+fn two_engines_launching_many_short_commands_never_exceed_the_slots() {
     let sb = pipeline_of("slots = 2", 60);
     let (a_keys, b_keys) = (keys(1..=30), keys(31..=60));
     let a_refs: Vec<&str> = a_keys.iter().map(String::as_str).collect();
@@ -422,7 +422,7 @@ fn issue_16_two_engines_launching_many_short_commands_never_exceed_the_slots() {
 // with its slots kept between them, leaks none: an engine on the same host
 // takes both at once, and never runs more than the slots.
 #[test]
-fn issue_16_a_killed_engine_keeping_its_slots_leaks_none() {
+fn a_killed_engine_keeping_its_slots_leaks_none() {
     let sb = pipeline_of("slots = 2", 44);
     let a_keys = keys(1..=40);
     let a_refs: Vec<&str> = a_keys.iter().map(String::as_str).collect();

@@ -234,7 +234,7 @@ fn pairs(list: &[(&str, &str)]) -> BTreeSet<(String, String)> {
 // issue 26 item 4: an identical republish leaves its readers current (no
 // STALE, nothing rerun); a changed one makes them STALE and reruns them
 #[test]
-fn issue_26_an_identical_republish_is_cut_off_early() {
+fn an_identical_republish_is_cut_off_early() {
     let sb = built();
     ok(&sb.w(&[
         "run",
@@ -365,7 +365,7 @@ fn hour_and_radius() -> BTreeSet<(String, String)> {
 // identical forced republish launches nothing else, a changed one rebuilds
 // exactly those
 #[test]
-fn issue_26_selection_follows_the_mappings() {
+fn selection_follows_the_mappings() {
     let sb = built();
     let out = sb.w(&[
         "plan",
@@ -478,7 +478,7 @@ fn issue_26_selection_follows_the_mappings() {
 // issue 26 item 2: `weir retry` of a held hour releases it and reruns the
 // partitions that read it, through the mappings
 #[test]
-fn issue_26_retry_reruns_the_mapped_downstream() {
+fn retry_reruns_the_mapped_downstream() {
     let sb = built();
     // New code for the hours, and the fixed hour's source is down (exit 78: held).
     let text = std::fs::read_to_string(sb.path().join("m.toml")).unwrap();
@@ -572,7 +572,7 @@ fn listed(doc: &serde_json::Value, field: &str) -> Instances {
 // mapping changed since does not change it), apart from what would read it
 // next; the shared unpartitioned dimension brings in no other hour
 #[test]
-fn issue_26_impact_lists_what_was_built_from_a_generation() {
+fn impact_lists_what_was_built_from_a_generation() {
     let sb = built();
     let doc = impact_json(&sb, "hourly", HOUR);
     assert_eq!(doc["root"]["generation"], 1);
@@ -714,7 +714,7 @@ fn issue_26_impact_lists_what_was_built_from_a_generation() {
 // built, in one durable operator event; repair plans (dry run: nothing
 // written) and then rebuilds exactly that set, in the backfill pool
 #[test]
-fn issue_26_uncertify_cascade_then_repair_rebuilds_exactly_the_set() {
+fn uncertify_cascade_then_repair_rebuilds_exactly_the_set() {
     let sb = built();
     let out = sb.w(&[
         "uncertify",
@@ -848,7 +848,7 @@ fn issue_26_uncertify_cascade_then_repair_rebuilds_exactly_the_set() {
 // recorded in the reader's commit record, shows in status, and `weir
 // retry` undoes it
 #[test]
-fn issue_26_accept_lets_a_fan_in_proceed_and_is_recorded() {
+fn accept_lets_a_fan_in_proceed_and_is_recorded() {
     let sb = built();
     let lost = "2026-12-10T05";
     std::fs::create_dir(sb.path().join("lost")).unwrap();
@@ -979,7 +979,7 @@ printf 'hour,clicks\n%s,1\n' "$WEIR_PARTITION" > "$WEIR_OUTPUT_DIR/h.csv"
 // issue 26 item 5: an instance that reads only the accepted partition (an
 // identity mapping) stays blocked; a fan-in over it runs
 #[test]
-fn issue_26_an_identity_reader_of_an_accepted_gap_stays_blocked() {
+fn an_identity_reader_of_an_accepted_gap_stays_blocked() {
     let sb = Sandbox::new(
         r#"
 [pipeline]

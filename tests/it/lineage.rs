@@ -229,7 +229,7 @@ fn find<'e>(events: &'e [Value], kind: &str, job: &str, partition: &str) -> &'e 
 // A build without the `http` feature refuses a lineage URL.
 #[cfg(feature = "http")]
 #[test]
-fn issue_15_lineage_events_reach_an_http_collector_and_validate() {
+fn lineage_events_reach_an_http_collector_and_validate() {
     let (url, bodies) = receiver(false);
     let sb = sandbox(&format!("url = \"{url}\"\nnamespace = \"warehouse-tests\""));
     let out = sb.run("RUN-L1", &[]);
@@ -337,7 +337,7 @@ fn issue_15_lineage_events_reach_an_http_collector_and_validate() {
 // A build without the `http` feature refuses a lineage URL.
 #[cfg(feature = "http")]
 #[test]
-fn issue_15_an_unresponsive_collector_never_fails_or_delays_a_run() {
+fn an_unresponsive_collector_never_fails_or_delays_a_run() {
     let (url, _) = receiver(true);
     let sb = sandbox(&format!("url = \"{url}\""));
     sb.script(
@@ -386,7 +386,7 @@ fn issue_15_an_unresponsive_collector_never_fails_or_delays_a_run() {
 
 // issue 15: `file = ...` appends the same events as JSON Lines.
 #[test]
-fn issue_15_lineage_to_a_file_appends_valid_events() {
+fn lineage_to_a_file_appends_valid_events() {
     let sb = sandbox("file = \"lineage.jsonl\"");
     let out = sb.run("RUN-L3", &["--partition", "a"]);
     assert_eq!(
@@ -414,7 +414,7 @@ fn issue_15_lineage_to_a_file_appends_valid_events() {
 
 // issue 15: `[lineage]` takes exactly one of `url` (http:// or, since issue 25, https://) and `file`.
 #[test]
-fn issue_15_lineage_section_needs_one_http_url_or_a_file() {
+fn lineage_section_needs_one_http_url_or_a_file() {
     for (body, code) in [
         (
             "url = \"http://x:1/\"\nfile = \"l.jsonl\"",
@@ -443,7 +443,7 @@ fn issue_15_lineage_section_needs_one_http_url_or_a_file() {
 // issue 15: an attempt interrupted by Ctrl-C (SIGINT) ends its OpenLineage
 // run with ABORT: the collector never sees a START left open.
 #[test]
-fn issue_15_an_interrupted_attempt_is_aborted_in_lineage() {
+fn an_interrupted_attempt_is_aborted_in_lineage() {
     let _serial = crate::support::exclusive();
     let sb = sandbox("file = \"lineage.jsonl\"");
     sb.script("up.sh", "touch \"started_$WEIR_PARTITION\"\nsleep 30\n");

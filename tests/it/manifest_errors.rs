@@ -2,11 +2,9 @@
 //! column, the underlined key or value, what is wrong and how to fix it.
 //! Each `tests/fixtures/bad/NAME.toml` has its rendered `NAME.stderr`.
 
-use std::path::Path;
-
 use weir::manifest::Manifest;
 
-use crate::support::{assert_snapshot, repo, run_in, stderr};
+use crate::support::{assert_snapshot, repo, weir_cmd};
 
 /// (fixture, diagnostic code, 1-based line, column) of the first error.
 const CASES: &[(&str, &str, usize, usize)] = &[
@@ -141,13 +139,12 @@ fn every_error_kind_has_its_code_and_location() {
 #[test]
 fn diagnostics_render_exactly() {
     for (name, _, _, _) in CASES {
-        let out = run_in(
-            &repo().join("tests/fixtures/bad"),
-            &["validate", &format!("{name}.toml")],
-        );
-        assert_eq!(out.status.code(), Some(2), "{name}: exit code");
-        assert!(out.stdout.is_empty(), "{name}: nothing on stdout");
-        let text = stderr(&out);
+        let text = weir_cmd(&["validate", &format!("{name}.toml")])
+            .current_dir(repo().join("tests/fixtures/bad"))
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr_text();
         assert!(
             !text.contains("panicked") && !text.contains("RUST_BACKTRACE"),
             "{name}: {text}"
@@ -206,9 +203,21 @@ fn a_cycle_names_every_task_in_order() {
 
 #[test]
 fn a_missing_file_is_a_diagnostic_not_a_panic() {
-    let out = run_in(Path::new("."), &["validate", "no/such/manifest.toml"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("cannot read `no/such/manifest.toml`"));
+    weir_cmd(&["validate", "no/such/manifest.toml"])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(
+            "weir::manifest::unreadable
+
+  × cannot read `no/such/manifest.toml`: No such file or directory (os error
+  │ 2)
+  help: check the path; manifests are TOML files such as `pipelines/
+        atlasmart.toml`
+
+error: `no/such/manifest.toml` is not a valid manifest: 1 error
+",
+        );
 }
 
 mod never_panics {

@@ -71,7 +71,7 @@ true
 // issue 24 item 3: an hour repeated by New York's fall-back takes the four
 // quarters of that pass, whose keys carry the offset as hourly keys do
 #[test]
-fn issue_24_quarters_of_the_repeated_hour_carry_their_offset() {
+fn quarters_of_the_repeated_hour_carry_their_offset() {
     let sb = sandbox();
     let out = sb.run("r1", &["--partition", "2026-11-01T01-05:00"]);
     assert_eq!(
@@ -112,7 +112,7 @@ fn issue_24_quarters_of_the_repeated_hour_carry_their_offset() {
 // issue 24 item 3: a day of 25 hours takes its hundred quarters; a quarter's
 // own key says which pass of the repeated hour it is
 #[test]
-fn issue_24_the_plan_of_a_fall_back_day_takes_a_hundred_quarters() {
+fn the_plan_of_a_fall_back_day_takes_a_hundred_quarters() {
     let sb = sandbox();
     let out = sb.weir_out(&[
         "plan",
@@ -142,7 +142,7 @@ fn issue_24_the_plan_of_a_fall_back_day_takes_a_hundred_quarters() {
 
 // issue 24 item 3: `every` must tile the hour; the error points at it
 #[test]
-fn issue_24_a_bad_every_is_a_located_diagnostic() {
+fn a_bad_every_is_a_located_diagnostic() {
     let path = repo().join("tests/fixtures/bad/bad_every.toml");
     let errors = Manifest::load(&path).unwrap_err();
     assert_eq!(errors.errors.len(), 1, "{:?}", errors.errors);
@@ -163,7 +163,7 @@ fn issue_24_a_bad_every_is_a_located_diagnostic() {
 // issue 24 item 3: every other misuse of `every` and of minute keys, one
 // row per rule: (scheme lines, code, message, help)
 #[test]
-fn issue_24_minutely_scheme_errors() {
+fn each_misuse_of_every_and_minute_keys_is_a_located_error() {
     let cases = [
         (
             "kind = \"minutely\"\nstart = \"2026-11-01T00:00\"",
@@ -226,7 +226,7 @@ fn issue_24_minutely_scheme_errors() {
 // issue 24 item 3: the latest complete quarter is the one whose 15 minutes
 // have ended, offset included in the repeated hour
 #[test]
-fn issue_24_the_latest_complete_quarter_is_due_when_it_ends() {
+fn the_latest_complete_quarter_is_due_when_it_ends() {
     let sb = sandbox();
     let latest = |now: &str| {
         let out = sb

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use sha2::Digest as _;
 use weir::events::{EventRecord, State};
 
-use crate::support::{printed_run_id, states, stderr, stdout, Sandbox, Visible};
+use crate::support::{assert_exit, run_id_in, states, stdout, Sandbox, Visible};
 
 /// A pipeline `m.toml` over static `keys` with `tasks` (TOML tables) and
 /// `extra` tables (datasets, retry classes).
@@ -30,17 +30,6 @@ keys = {keys:?}
     ))
 }
 
-#[track_caller]
-fn assert_exit(out: &std::process::Output, expected: i32) {
-    assert_eq!(
-        out.status.code(),
-        Some(expected),
-        "stdout:\n{}\nstderr:\n{}",
-        stdout(out),
-        stderr(out)
-    );
-}
-
 /// The events of `state` in `events`.
 fn of(events: &[EventRecord], state: State) -> Vec<&EventRecord> {
     events.iter().filter(|e| e.state == state).collect()
@@ -56,9 +45,42 @@ fn file_sha256(path: &Path) -> String {
 /// `weir show m.toml DATASET --partition P`, exit 0 asserted.
 #[track_caller]
 fn show(sb: &Sandbox, dataset: &str, partition: &str) -> String {
-    let out = sb.weir_out(&["show", "m.toml", dataset, "--partition", partition]);
-    assert_exit(&out, 0);
-    stdout(&out)
+    sb.cmd(&["show", "m.toml", dataset, "--partition", partition])
+        .assert()
+        .success()
+        .stderr("")
+        .stdout_text()
+}
+
+/// `weir retry m.toml TASK --partition PARTITION --note NOTE`, which
+/// releases one instance that then publishes, printing `stderr`; the retry
+/// run's events.
+#[track_caller]
+fn retry(sb: &Sandbox, task: &str, partition: &str, note: &str, stderr: &str) -> Vec<EventRecord> {
+    let out = sb
+        .cmd(&[
+            "retry",
+            "m.toml",
+            task,
+            "--partition",
+            partition,
+            "--note",
+            note,
+        ])
+        .assert()
+        .success()
+        .stderr(stderr)
+        .stdout_text();
+    let id = run_id_in(&out);
+    assert_eq!(
+        out,
+        format!(
+            "released {task} {partition}; running it and the downstream partitions that read it\n\
+             run {id}: 1 task instance: 1 published; 0 retries\n\
+             events: $SB/wh/_runs/{id}/events.jsonl\n"
+        )
+    );
+    sb.events(&id)
 }
 
 /// The entry of `dataset`/`partition` in `status --json`.
@@ -96,21 +118,27 @@ else cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"; fi
     std::fs::write(sb.path().join("feed_k1.csv"), "id,v\n1,a\n2,b\n").unwrap();
     let store = sb.store("out", "k1");
 
-    assert_exit(&sb.run("r1", &[]), 0);
+    sb.run_cmd("r1", &[])
+        .assert()
+        .code(0)
+        .stdout("run r1: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("t k1 attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     let gen1 = Visible::of(&store);
     std::fs::write(sb.path().join("flag"), "").unwrap();
-    assert_exit(&sb.run("r2", &["--force"]), 0);
+    sb.run_cmd("r2", &["--force"])
+        .assert()
+        .code(0)
+        .stdout("run r2: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r2/events.jsonl\n")
+        .stderr_unordered("t k1 attempt 1 token 2: PUBLISHED generation 2: 3 rows, sha256:d8e96cc49108cec77db4151d73ab4a7507e5575096ae8a12627f832ccb22ba91\n");
     let gen2 = Visible::of(&store);
     assert_eq!(gen2.record.generation.get(), 2);
     assert_ne!(gen2.record.digest, gen1.record.digest, "gen 2 differs");
 
-    let out = sb.weir_out(&["rollback", "m.toml", "out", "--partition", "k1"]);
-    assert_exit(&out, 0);
-    assert!(
-        stdout(&out).contains("generation 3 now shows the files of generation 1"),
-        "{}",
-        stdout(&out)
-    );
+    sb.cmd(&["rollback", "m.toml", "out", "--partition", "k1"])
+        .assert()
+        .success()
+        .stdout("out k1: generation 3 now shows the files of generation 1 (2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3); the instance is held until `weir retry`\n")
+        .stderr("");
 
     // Readers see generation 3 with generation 1's rows and digest.
     let entry = status_entry(&sb, "out", "k1");
@@ -149,28 +177,21 @@ else cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"; fi
     // next run would rebuild the partition. It is HELD instead.
     std::fs::remove_file(sb.path().join("flag")).unwrap();
     std::fs::write(sb.path().join("feed_k1.csv"), "id,v\n1,a\n2,b\n3,c\n").unwrap();
-    let out = sb.weir_out(&["status", "m.toml", "--check"]);
-    assert_exit(&out, 4);
-    assert!(stdout(&out).contains("HELD        t k1: rolled back to generation 1"));
-    assert_eq!(stderr(&out), "check failed: 1 instance needs attention\n");
+    sb.cmd(&["status", "m.toml", "--check"])
+        .assert()
+        .code(4)
+        .stdout("dataset  partition  gen  token  rows  code_version  published_at              digest\nout      k1           3      3     2  1             [..]  sha256:d98be1f46a82…\n\nout: 1 partition built by code_version 1\nHELD        t k1: rolled back to generation 1 of out (token 3, replacing generation 2); `weir retry` releases it (a run then rebuilds it if its inputs or code differ from the restored generation's)\nSTALE       t k1: external input `feed` (feed_k1.csv) changed since this publication read it: sha256:c5dbf702e653 now, sha256:b5dccbd508bf then (held: `weir retry m.toml t --partition k1 --note …` releases it and rebuilds it)\n")
+        .stderr("check failed: 1 instance needs attention\n");
     let out = sb.run("r3", &[]);
-    assert_exit(&out, 1);
+    sb.check(&out).code(1).stdout("run r3: 1 task instance: 1 held; 0 retries\n  HELD        t k1: since run op-[..]: rolled back to generation 1 of out (token 3, replacing generation 2); `weir retry` releases it (a run then rebuilds it if its inputs or code differ from the restored generation's); its published generation stays readable downstream\nevents: $SB/wh/_runs/r3/events.jsonl\n").stderr_unordered("t k1: HELD since run op-[..]: rolled back to generation 1 of out (token 3, replacing generation 2); `weir retry` releases it (a run then rebuilds it if its inputs or code differ from the restored generation's); release with `weir retry m.toml t --partition k1 --note ...`; its published generation stays readable downstream\n");
     let r3 = sb.events("r3");
     assert_eq!(states(&r3, "t", "k1"), [State::Queued, State::Held]);
     assert!(of(&r3, State::Held)[0].detail.contains("weir retry"));
     assert_eq!(store.history().unwrap().len(), 3, "nothing rebuilt");
 
-    let out = sb.weir_out(&[
-        "retry",
-        "m.toml",
-        "t",
-        "--partition",
-        "k1",
-        "--note",
-        "bug fixed, new feed checked",
-    ]);
-    assert_exit(&out, 0);
-    let retry = sb.events(&printed_run_id(&out));
+    let retry = retry(&sb, "t", "k1", "bug fixed, new feed checked",
+        "t k1 attempt 1 token 4: PUBLISHED generation 4: 3 rows, sha256:0b239d8a8447d621cc56ac919096add8fd667d783560b1bac27134380db08520\n",
+    );
     let s = states(&retry, "t", "k1");
     assert!(s.contains(&State::Running), "{s:?}");
     assert_eq!(s.last(), Some(&State::Published), "{s:?}");
@@ -178,7 +199,11 @@ else cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"; fi
     assert_eq!(gen4.record.generation.get(), 4);
     assert_eq!(gen4.record.kind, weir::store::CommitKind::Publish);
     assert_eq!(show(&sb, "out", "k1"), "id,v\n1,a\n2,b\n3,c\n");
-    assert_exit(&sb.weir_out(&["status", "m.toml", "--check"]), 0);
+    sb.cmd(&["status", "m.toml", "--check"])
+        .assert()
+        .success()
+        .stdout("dataset  partition  gen  token  rows  code_version  published_at              digest\nout      k1           4      4     3  1             [..]  sha256:0b239d8a8447…\n\nout: 1 partition built by code_version 1\n")
+        .stderr("");
 }
 
 #[test]
@@ -204,13 +229,21 @@ output = { dataset = "down", grain = ["id"] }"#,
         "down.sh",
         r#"cp "$WEIR_INPUT_UP"/*.csv "$WEIR_OUTPUT_DIR/""#,
     );
-    assert_exit(&sb.run("r1", &[]), 0);
+    sb.run_cmd("r1", &[])
+        .assert()
+        .code(0)
+        .stdout("run r1: 2 task instances: 2 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("up p attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:6f5f739e6800f5d6f7ee86a63009e6aa6bddbafbde7d1996bde0e9063747a6ca\ndown p attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:6f5f739e6800f5d6f7ee86a63009e6aa6bddbafbde7d1996bde0e9063747a6ca\n");
     // A second generation of `up`, which its consumer finds wrong.
-    assert_exit(&sb.run("r1b", &["--force", "--task", "up"]), 0);
+    sb.run_cmd("r1b", &["--force", "--task", "up"])
+        .assert()
+        .code(0)
+        .stdout("run r1b: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r1b/events.jsonl\n")
+        .stderr_unordered("up p attempt 1 token 2: PUBLISHED generation 2: 1 rows, sha256:25221b3dcda70e49ac6f3c85f11a331886935cbedf6fbc2078d922a312fc4ad0\n");
     let down = sb.store("down", "p");
     assert_eq!(down.history().unwrap().len(), 1);
 
-    let out = sb.weir_out(&[
+    sb.cmd(&[
         "uncertify",
         "m.toml",
         "up",
@@ -218,12 +251,18 @@ output = { dataset = "down", grain = ["id"] }"#,
         "p",
         "--reason",
         "vendor resent the feed",
-    ]);
-    assert_exit(&out, 0);
+    ])
+    .assert()
+    .success()
+    .stdout("uncertified up p generation 2\n")
+    .stderr("");
     assert_eq!(status_entry(&sb, "up", "p")["certified"], false);
 
-    let out = sb.run("r2", &["--force", "--task", "down"]);
-    assert_exit(&out, 1);
+    sb.run_cmd("r2", &["--force", "--task", "down"])
+        .assert()
+        .code(1)
+        .stdout("run r2: 1 task instance: 1 held; 0 retries\n  HELD        down p: upstream `up` p generation 2 is uncertified (vendor resent the feed); run with --allow-uncertified to read it anyway\nevents: $SB/wh/_runs/r2/events.jsonl\n")
+        .stderr("down p: HELD inputs unavailable: upstream `up` p generation 2 is uncertified (vendor resent the feed); run with --allow-uncertified to read it anyway\n");
     let r2 = sb.events("r2");
     // `--task down` selects exactly `down`: the published `up` is pinned,
     // not planned (issue 12).
@@ -236,20 +275,15 @@ output = { dataset = "down", grain = ["id"] }"#,
     );
     assert!(held.contains("--allow-uncertified"), "{held}");
     assert_eq!(down.history().unwrap().len(), 1, "nothing published");
-    assert!(
-        stdout(&out).contains("HELD        down p: upstream `up` p generation 2 is uncertified"),
-        "{}",
-        stdout(&out)
-    );
 
     let out = sb.run("r3", &["--force", "--task", "down", "--allow-uncertified"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("run r3: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r3/events.jsonl\n").stderr_unordered("down p attempt 1 token 2: PUBLISHED generation 2: 1 rows, sha256:25221b3dcda70e49ac6f3c85f11a331886935cbedf6fbc2078d922a312fc4ad0\n");
     let published = Visible::of(&down).record;
     assert_eq!(published.generation.get(), 2);
     assert_eq!(published.run_id, "r3");
     assert_eq!(published.input_snapshot["inputs"][0]["generation"], 2);
 
-    let out = sb.weir_out(&[
+    sb.cmd(&[
         "certify",
         "m.toml",
         "up",
@@ -257,11 +291,14 @@ output = { dataset = "down", grain = ["id"] }"#,
         "p",
         "--reason",
         "checked against the vendor's totals",
-    ]);
-    assert_exit(&out, 0);
+    ])
+    .assert()
+    .success()
+    .stdout("certified up p generation 2\n")
+    .stderr("");
     assert_eq!(status_entry(&sb, "up", "p")["certified"], true);
     let out = sb.run("r4", &["--force", "--task", "down"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("run r4: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r4/events.jsonl\n").stderr_unordered("down p attempt 1 token 3: PUBLISHED generation 3: 1 rows, sha256:25221b3dcda70e49ac6f3c85f11a331886935cbedf6fbc2078d922a312fc4ad0\n");
     assert_eq!(
         states(&sb.events("r4"), "down", "p").last(),
         Some(&State::Published)
@@ -339,13 +376,33 @@ fn gc_dry_run_deletes_nothing_and_apply_keeps_referenced() {
     // p: generations 1 and 2 (tokens 1, 2), a gate-failed candidate (token
     // 3), generations 3 and 4 (tokens 4, 5). q: generation 1 (token 1) and a
     // gate-failed candidate (token 2).
-    assert_exit(&sb.run("r1", &[]), 0);
-    assert_exit(&sb.run("r2", &["--force", "--partition", "p"]), 0);
+    sb.run_cmd("r1", &[])
+        .assert()
+        .code(0)
+        .stdout("run r1: 2 task instances: 2 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("t q attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:287865831c58942634211d76d712b983bc3722d3b0e8a29ed3adfab93165b91d\nt p attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:287865831c58942634211d76d712b983bc3722d3b0e8a29ed3adfab93165b91d\n");
+    sb.run_cmd("r2", &["--force", "--partition", "p"])
+        .assert()
+        .code(0)
+        .stdout("run r2: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r2/events.jsonl\n")
+        .stderr_unordered("t p attempt 1 token 2: PUBLISHED generation 2: 1 rows, sha256:09a4b2a1812b7006f7e29d44b43b373334c304ba2bef94eb8be00be77f17cd88\n");
     bad(true);
-    assert_exit(&sb.run("r3", &["--force"]), 1);
+    sb.run_cmd("r3", &["--force"])
+        .assert()
+        .code(1)
+        .stdout("run r3: 2 task instances: 2 quarantined; 0 retries\n  QUARANTINED t p: deterministic failure: accepted_values(v in ok): expected one of \"ok\", got 1 row with values outside the set: \"bad\"\n  QUARANTINED t q: deterministic failure: accepted_values(v in ok): expected one of \"ok\", got 1 row with values outside the set: \"bad\"\nevents: $SB/wh/_runs/r3/events.jsonl\n")
+        .stderr_unordered("t p attempt 1 token 3: GATE_FAILED accepted_values(v in ok): expected one of \"ok\", got 1 row with values outside the set: \"bad\"\nt q attempt 1 token 2: GATE_FAILED accepted_values(v in ok): expected one of \"ok\", got 1 row with values outside the set: \"bad\"\nt p attempt 1 token 3: QUARANTINED deterministic failure: accepted_values(v in ok): expected one of \"ok\", got 1 row with values outside the set: \"bad\": quarantined, not retried\nt q attempt 1 token 2: QUARANTINED deterministic failure: accepted_values(v in ok): expected one of \"ok\", got 1 row with values outside the set: \"bad\": quarantined, not retried\n");
     bad(false);
-    assert_exit(&sb.run("r4", &["--force", "--partition", "p"]), 0);
-    assert_exit(&sb.run("r5", &["--force", "--partition", "p"]), 0);
+    sb.run_cmd("r4", &["--force", "--partition", "p"])
+        .assert()
+        .code(0)
+        .stdout("run r4: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r4/events.jsonl\n")
+        .stderr_unordered("t p attempt 1 token 4: PUBLISHED generation 3: 1 rows, sha256:6a64c07326944fcc35efb28019c5c813eb7cf9bbe5918244836980f846553d00\n");
+    sb.run_cmd("r5", &["--force", "--partition", "p"])
+        .assert()
+        .code(0)
+        .stdout("run r5: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r5/events.jsonl\n")
+        .stderr_unordered("t p attempt 1 token 5: PUBLISHED generation 4: 1 rows, sha256:e9cf54e6e18e5252cd51a06b15645abde4968d82bcd722fad2c34f4e6e45557d\n");
     let p = sb.store("out", "p");
     let q = sb.store("out", "q");
     assert_eq!(p.history().unwrap().len(), 4);
@@ -382,7 +439,7 @@ fn gc_dry_run_deletes_nothing_and_apply_keeps_referenced() {
         "--keep-generations",
         "1",
     ]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("would delete $SB/wh/out/p/attempts/00000000000000000001 ([..]): generation 1, outside the rollback window, of run r1 attempt 1 (token 1), age [..] > threshold [..]; generations kept: 4, 3\nwould delete $SB/wh/out/p/attempts/00000000000000000002 ([..]): generation 2, outside the rollback window, of run r2 attempt 1 (token 2), age [..] > threshold [..]; generations kept: 4, 3\nwould delete $SB/wh/out/p/attempts/00000000000000000003 ([..]): unreferenced candidate of run r3 attempt 1 (token 3), age [..] > threshold [..]; generations kept: 4, 3\nkeep         $SB/wh/out/p/attempts/00000000000000000004 ([..]): referenced by generation 3 (retained for rollback)\nkeep         $SB/wh/out/p/attempts/00000000000000000005 ([..]): referenced by generation 4 (current)\nkeep         $SB/wh/out/q/attempts/00000000000000000001 ([..]): referenced by generation 1 (current)\nkeep         $SB/wh/out/q/attempts/00000000000000000002 ([..]): may still be running: its lease (engine 00000000deadbeef pid 4000000 on elsewhere) is not finished\ndry run: 3 candidate directories ([..]) would be deleted, 4 kept; rerun with --apply to delete\n").stderr("");
     let text = stdout(&out);
     let line = |partition: &str, token: u64| -> String {
         let suffix = format!("out/{partition}/attempts/{token:020}");
@@ -419,7 +476,7 @@ fn gc_dry_run_deletes_nothing_and_apply_keeps_referenced() {
         "1",
         "--apply",
     ]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("delete       $SB/wh/out/p/attempts/00000000000000000001 ([..]): generation 1, outside the rollback window, of run r1 attempt 1 (token 1), age [..] > threshold [..]; generations kept: 4, 3\ndelete       $SB/wh/out/p/attempts/00000000000000000002 ([..]): generation 2, outside the rollback window, of run r2 attempt 1 (token 2), age [..] > threshold [..]; generations kept: 4, 3\ndelete       $SB/wh/out/p/attempts/00000000000000000003 ([..]): unreferenced candidate of run r3 attempt 1 (token 3), age [..] > threshold [..]; generations kept: 4, 3\nkeep         $SB/wh/out/p/attempts/00000000000000000004 ([..]): referenced by generation 3 (retained for rollback)\nkeep         $SB/wh/out/p/attempts/00000000000000000005 ([..]): referenced by generation 4 (current)\nkeep         $SB/wh/out/q/attempts/00000000000000000001 ([..]): referenced by generation 1 (current)\nkeep         $SB/wh/out/q/attempts/00000000000000000002 ([..]): may still be running: its lease (engine 00000000deadbeef pid 4000000 on elsewhere) is not finished\ndeleted 3 candidate directories, 4 kept\n").stderr("");
     assert!(
         stdout(&out).contains("deleted 3 candidate directories, 4 kept"),
         "{}",
@@ -467,16 +524,28 @@ fn gc_dry_run_deletes_nothing_and_apply_keeps_referenced() {
     assert_eq!(show(&sb, "out", "q"), "id,v,token\n1,ok,1\n");
     // The retained generation can still be rolled back to.
     let out = sb.weir_out(&["rollback", "m.toml", "out", "--partition", "p", "--to", "3"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("out p: generation 5 now shows the files of generation 3 (1 rows, sha256:6a64c07326944fcc35efb28019c5c813eb7cf9bbe5918244836980f846553d00); the instance is held until `weir retry`\n").stderr("");
     assert_eq!(show(&sb, "out", "p"), "id,v,token\n1,ok,4\n");
 }
 
 #[test]
 fn rollback_to_a_generation_gc_deleted_is_refused() {
     let sb = gated(&["p"]);
-    assert_exit(&sb.run("r1", &[]), 0);
-    assert_exit(&sb.run("r2", &["--force"]), 0);
-    assert_exit(&sb.run("r3", &["--force"]), 0);
+    sb.run_cmd("r1", &[])
+        .assert()
+        .code(0)
+        .stdout("run r1: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("t p attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:287865831c58942634211d76d712b983bc3722d3b0e8a29ed3adfab93165b91d\n");
+    sb.run_cmd("r2", &["--force"])
+        .assert()
+        .code(0)
+        .stdout("run r2: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r2/events.jsonl\n")
+        .stderr_unordered("t p attempt 1 token 2: PUBLISHED generation 2: 1 rows, sha256:09a4b2a1812b7006f7e29d44b43b373334c304ba2bef94eb8be00be77f17cd88\n");
+    sb.run_cmd("r3", &["--force"])
+        .assert()
+        .code(0)
+        .stdout("run r3: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r3/events.jsonl\n")
+        .stderr_unordered("t p attempt 1 token 3: PUBLISHED generation 3: 1 rows, sha256:904c6d2d70570b17009df0227ac5b7d607f529d1857d39e5f798e7dd6a6c6ab8\n");
     let out = sb.weir_out(&[
         "gc",
         "m.toml",
@@ -486,7 +555,7 @@ fn rollback_to_a_generation_gc_deleted_is_refused() {
         "1",
         "--apply",
     ]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("delete       $SB/wh/out/p/attempts/00000000000000000001 ([..]): generation 1, outside the rollback window, of run r1 attempt 1 (token 1), age [..] > threshold [..]; generations kept: 3, 2\nkeep         $SB/wh/out/p/attempts/00000000000000000002 ([..]): referenced by generation 2 (retained for rollback)\nkeep         $SB/wh/out/p/attempts/00000000000000000003 ([..]): referenced by generation 3 (current)\ndeleted 1 candidate directory, 2 kept\n").stderr("");
     assert!(!sb
         .path()
         .join(format!("wh/out/p/attempts/{:020}", 1))
@@ -495,7 +564,7 @@ fn rollback_to_a_generation_gc_deleted_is_refused() {
     // Generation 1 is outside the rollback window and its files are gone:
     // a rollback to it must be refused, not publish a record without files.
     let out = sb.weir_out(&["rollback", "m.toml", "out", "--partition", "p", "--to", "1"]);
-    assert_exit(&out, 3);
+    sb.check(&out).code(3).stdout("").stderr("weir::rollback::bad_target\n\n  × cannot roll back to generation 1: its files are gone (garbage-\n  │ collected?): $SB/wh/out/p/attempts/00000000000000000001/data/\n  │ out.csv\n  help: `weir history` lists generations; pass `--to` one older than the\n        current\n");
     assert_eq!(sb.store("out", "p").history().unwrap().len(), 3);
     assert_eq!(show(&sb, "out", "p"), "id,v,token\n1,ok,3\n");
 }
@@ -522,14 +591,18 @@ output = { dataset = "fixed", grain = ["id"] }"#,
         "fixed.sh",
         r#"printf 'id,v\n1,a\n2,b\n' > "$WEIR_OUTPUT_DIR/out.csv""#,
     );
-    assert_exit(&sb.run("r1", &[]), 0);
+    sb.run_cmd("r1", &[])
+        .assert()
+        .code(0)
+        .stdout("run r1: 2 task instances: 2 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("clock p attempt 1 token 1: PUBLISHED generation 1: 2 rows, [..]\nfixed p attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     let published = Visible::of(&sb.store("clock", "p"));
     let stamp = published.rows().into_iter().find(|r| r[0] == "1").unwrap()[1].clone();
     let wh = sb.path().join("wh");
     let runs_before = std::fs::read_dir(wh.join("_runs")).unwrap().count();
 
     let out = sb.weir_out(&["verify", "m.toml", "clock", "--partition", "p"]);
-    assert_exit(&out, 1);
+    sb.check(&out).code(1).stdout("clock p generation 1: published sha256:[..] (2 rows), rerun sha256:[..] (2 rows)\nscratch: $SB/wh/_scratch/verify-[..]\nNOT deterministic: the rerun from the same inputs differs\n  only in published: id=1, at=[..]\n  only in rerun: id=1, at=[..]\n").stderr("");
     let text = stdout(&out);
     assert!(
         text.contains("NOT deterministic: the rerun from the same inputs differs"),
@@ -546,7 +619,7 @@ output = { dataset = "fixed", grain = ["id"] }"#,
     );
 
     let out = sb.weir_out(&["verify", "m.toml", "fixed", "--partition", "p"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("fixed p generation 1: published sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3 (2 rows), rerun sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3 (2 rows)\nscratch: $SB/wh/_scratch/verify-[..]\ndeterministic: the rerun from the pinned inputs has the published digest\n").stderr("");
     let text = stdout(&out);
     assert!(
         text.contains("deterministic: the rerun from the pinned inputs has the published digest"),
@@ -584,7 +657,7 @@ output = { dataset = "out", grain = ["id"] }"#,
         "echo 'credentials expired: ask the vendor' >&2\nexit 78\n",
     );
     let out = sb.run("r1", &[]);
-    assert_exit(&out, 1);
+    sb.check(&out).code(1).stdout("run r1: 2 task instances: 2 held; 0 retries\n  HELD        t a: operator failure: exit code 78\n  HELD        t b: operator failure: exit code 78\nevents: $SB/wh/_runs/r1/events.jsonl\n").stderr_unordered("t a attempt 1 token 1: FAILED exit code 78\nt b attempt 1 token 1: FAILED exit code 78\nt a attempt 1 token 1: HELD operator failure: exit code 78: held for an operator\nt b attempt 1 token 1: HELD operator failure: exit code 78: held for an operator\n");
     let r1 = sb.events("r1");
     for k in ["a", "b"] {
         assert_eq!(
@@ -595,7 +668,7 @@ output = { dataset = "out", grain = ["id"] }"#,
 
     // The next run does not launch them.
     let out = sb.run("r2", &[]);
-    assert_exit(&out, 1);
+    sb.check(&out).code(1).stdout("run r2: 2 task instances: 2 held; 0 retries\n  HELD        t a: since run r1: operator failure: exit code 78\n  HELD        t b: since run r1: operator failure: exit code 78\nevents: $SB/wh/_runs/r2/events.jsonl\n").stderr_unordered("t a: HELD since run r1: operator failure: exit code 78; release with `weir retry m.toml t --partition a --note ...`\nt b: HELD since run r1: operator failure: exit code 78; release with `weir retry m.toml t --partition b --note ...`\n");
     let r2 = sb.events("r2");
     assert!(of(&r2, State::Running).is_empty(), "{r2:?}");
     for k in ["a", "b"] {
@@ -613,32 +686,17 @@ output = { dataset = "out", grain = ["id"] }"#,
     }
     assert_eq!(sb.entries("out", "a", "tokens").len(), 1, "no new attempt");
 
-    let out = sb.weir_out(&["status", "m.toml", "--check"]);
-    assert_exit(&out, 4);
-    for k in ["a", "b"] {
-        assert!(
-            stdout(&out).contains(&format!(
-                "HELD        t {k}: operator failure: exit code 78"
-            )),
-            "{}",
-            stdout(&out)
-        );
-    }
-    assert!(stderr(&out).contains("check failed: 2 instances need attention"));
+    sb.cmd(&["status", "m.toml", "--check"])
+        .assert()
+        .code(4)
+        .stdout("nothing published yet in $SB/wh\nmissing: out: 2 expected partitions without a publication: a, b\nHELD        t a: operator failure: exit code 78\nHELD        t b: operator failure: exit code 78\n")
+        .stderr("check failed: 2 instances need attention\n");
 
     // Fixed: `weir retry` releases and runs `a`.
     sb.script("t.sh", r#"printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv""#);
-    let out = sb.weir_out(&[
-        "retry",
-        "m.toml",
-        "t",
-        "--partition",
-        "a",
-        "--note",
-        "fixed",
-    ]);
-    assert_exit(&out, 0);
-    let retry = sb.events(&printed_run_id(&out));
+    let retry = retry(&sb, "t", "a", "fixed",
+        "t a attempt 1 token 2: PUBLISHED generation 1: 1 rows, sha256:0ead588b958bcac06f302c5cc2df9d55363a52b2a75bcff608f661d198034209\n",
+    );
     assert_eq!(
         states(&retry, "t", "a"),
         [
@@ -661,16 +719,16 @@ output = { dataset = "out", grain = ["id"] }"#,
     assert_eq!(released[0].data["note"], "fixed");
     assert_eq!(released[0].data["was"]["mark"], "HELD");
     assert!(released[0].detail.contains("fixed"));
-    let out = sb.weir_out(&["status", "m.toml", "--check"]);
-    assert_exit(&out, 4);
-    assert!(
-        !stdout(&out).contains("HELD        t a"),
-        "{}",
-        stdout(&out)
-    );
+    let text = sb
+        .cmd(&["status", "m.toml", "--check"])
+        .assert()
+        .code(4)
+        .stderr("check failed: 1 instance needs attention\n")
+        .stdout_text();
+    assert!(!text.contains("HELD        t a"), "{text}");
 
     // `b` is given up: not run again, and no longer paged on.
-    let out = sb.weir_out(&[
+    sb.cmd(&[
         "abandon",
         "m.toml",
         "t",
@@ -678,13 +736,18 @@ output = { dataset = "out", grain = ["id"] }"#,
         "b",
         "--note",
         "source retired",
-    ]);
-    assert_exit(&out, 0);
-    let out = sb.weir_out(&["status", "m.toml", "--check"]);
-    assert_exit(&out, 0);
-    assert!(!stdout(&out).contains("HELD"), "{}", stdout(&out));
+    ])
+    .assert()
+    .success()
+    .stdout("abandoned t b: not run again until `weir retry`\n")
+    .stderr("");
+    sb.cmd(&["status", "m.toml", "--check"])
+        .assert()
+        .success()
+        .stdout("dataset  partition  gen  token  rows  code_version  published_at              digest\nout      a            1      2     1  1             [..]  sha256:0ead588b958b…\n\nout: 1 partition built by code_version 1\nmissing: out: 1 expected partition without a publication: b\nABANDONED   t b: by an operator: source retired (not run until `weir retry m.toml t --partition b --note …`)\n")
+        .stderr("");
     let out = sb.run("r3", &[]);
-    assert_exit(&out, 1);
+    sb.check(&out).code(1).stdout("run r3: 2 task instances: 1 already published, 1 skipped; 0 retries\n  SKIPPED     t b: since run op-[..]: abandoned by an operator: source retired\nevents: $SB/wh/_runs/r3/events.jsonl\n").stderr_unordered("t a: ALREADY_PUBLISHED generation 1 has the same input snapshot (code_version 1): nothing to do\nt b: SKIPPED since run op-[..]: abandoned by an operator: source retired; release with `weir retry m.toml t --partition b --note ...`\n");
     let r3 = sb.events("r3");
     assert!(of(&r3, State::Running).is_empty(), "{r3:?}");
     assert_eq!(states(&r3, "t", "b"), [State::Queued, State::Skipped]);
@@ -725,9 +788,12 @@ sla = "6h"
     sb.script("t.sh", r#"printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv""#);
     let days = ["2026-11-18", "2026-11-19", "2026-11-20"];
 
-    let out = sb.weir_out(&["status", "m.toml", "--check"]);
-    assert_exit(&out, 4);
-    let text = stdout(&out);
+    let text = sb
+        .cmd(&["status", "m.toml", "--check"])
+        .assert()
+        .code(4)
+        .stderr("check failed: 3 instances need attention\n")
+        .stdout_text();
     for (day, deadline) in days.iter().zip([
         "2026-11-19T06:00:00Z",
         "2026-11-20T06:00:00Z",
@@ -757,9 +823,11 @@ sla = "6h"
         args.extend(["--partition", d]);
     }
     assert_exit(&sb.run("r1", &args), 0);
-    let out = sb.weir_out(&["status", "m.toml", "--check"]);
-    assert_exit(&out, 0);
-    assert!(!stdout(&out).contains("LATE"), "{}", stdout(&out));
+    sb.cmd(&["status", "m.toml", "--check"])
+        .assert()
+        .success()
+        .stdout("dataset  partition   gen  token  rows  code_version  published_at              digest\nout      2026-11-18    1      1     1  1             [..]  sha256:0ead588b958b…\nout      2026-11-19    1      1     1  1             [..]  sha256:0ead588b958b…\nout      2026-11-20    1      1     1  1             [..]  sha256:0ead588b958b…\n\nout: 3 partitions built by code_version 1\n")
+        .stderr("");
     let status = sb.status_json();
     assert_eq!(status["attention"], serde_json::json!([]));
     assert_eq!(status["missing"], serde_json::json!([]));
@@ -801,7 +869,11 @@ retry = "quick""#,
         "flaky.sh",
         "echo \"connection reset by peer (attempt $WEIR_ATTEMPT)\" >&2\nexit 75\n",
     );
-    assert_exit(&sb.run("r1", &[]), 1);
+    sb.run_cmd("r1", &[])
+        .assert()
+        .code(1)
+        .stdout("run r1: 2 task instances: 1 quarantined, 1 held; 1 retry\n  QUARANTINED paid p: deterministic failure: accepted_values(status in paid): expected one of \"paid\", got 1 row with values outside the set: \"refunded\"\n  HELD        flaky p: transient failure (exit code 75) after 2 of 2 attempts\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("flaky p attempt 1 token 1: FAILED exit code 75\nflaky p attempt 1 token 1: RETRYING transient failure (exit code 75); attempt 2 of 2 in [..]\npaid p attempt 1 token 1: GATE_FAILED accepted_values(status in paid): expected one of \"paid\", got 1 row with values outside the set: \"refunded\"\npaid p attempt 1 token 1: QUARANTINED deterministic failure: accepted_values(status in paid): expected one of \"paid\", got 1 row with values outside the set: \"refunded\": quarantined, not retried\nflaky p attempt 2 token 2: FAILED exit code 75\nflaky p attempt 2 token 2: HELD transient failure (exit code 75) after 2 of 2 attempts: held for an operator\n");
     let events = sb.events("r1");
     let gate_failed = of(&events, State::GateFailed);
     assert_eq!(gate_failed.len(), 1);
@@ -810,7 +882,7 @@ retry = "quick""#,
 
     // A gate failure: evidence, then "fix data".
     let out = sb.weir_out(&["explain", "m.toml", "paid", "--partition", "p"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("paid p (dataset `paid`)\n\npublished: nothing\nstate: QUARANTINED since [..] (run r1): deterministic failure: accepted_values(status in paid): expected one of \"paid\", got 1 row with values outside the set: \"refunded\"\n\nattempts:\n  run r1 attempt 1 token 1: GATE_FAILED -> QUARANTINED (deterministic), [..]\n    started [..]\n    accepted_values(status in paid): expected one of \"paid\", got 1 row with values outside the set: \"refunded\"\n    gate accepted_values(status in paid): expected one of \"paid\", actual 1 row with values outside the set: \"refunded\"\n      line 3: status=\"refunded\"\n\ninput snapshot (of the failed attempt):\n  orders (external): sha256:d6c07771305ab2f71d6cb2744479b6c0e386ad792ea4549fabd3032c409f056a\n\nupstream:\n  none\n\nrecommended: fix data: the gates above failed on the rows listed (or fix the code or the gate if the data is right), then `weir retry m.toml paid --partition p --note \"...\"`\n").stderr("");
     let text = stdout(&out);
     for needle in [
         format!("run r1 attempt 1 token {gate_token}: GATE_FAILED -> QUARANTINED (deterministic)"),
@@ -822,7 +894,7 @@ retry = "quick""#,
         assert!(text.contains(&needle), "missing {needle:?} in:\n{text}");
     }
     let out = sb.weir_out(&["explain", "m.toml", "paid", "--partition", "p", "--json"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("{\n  \"task\": \"paid\",\n  \"partition\": \"p\",\n  \"dataset\": \"paid\",\n  \"attempts\": [\n    {\n      \"run_id\": \"r1\",\n      \"attempt\": 1,\n      \"token\": 1,\n      \"started\": \"[..]\",\n      \"state\": \"GATE_FAILED\",\n      \"decision\": \"QUARANTINED\",\n      \"exit_code\": null,\n      \"signal\": null,\n      \"class\": \"deterministic\",\n      \"duration_ms\": [..],\n      \"detail\": \"accepted_values(status in paid): expected one of \\\"paid\\\", got 1 row with values outside the set: \\\"refunded\\\"\",\n      \"failed_gates\": [\n        {\n          \"actual\": \"1 row with values outside the set: \\\"refunded\\\"\",\n          \"expected\": \"one of \\\"paid\\\"\",\n          \"gate\": \"accepted_values(status in paid)\",\n          \"offending\": [\n            \"line 3: status=\\\"refunded\\\"\"\n          ],\n          \"passed\": false\n        }\n      ],\n      \"stderr_tail\": \"\"\n    }\n  ],\n  \"input_snapshot\": {\n    \"inputs\": [\n      {\n        \"digest\": \"sha256:d6c07771305ab2f71d6cb2744479b6c0e386ad792ea4549fabd3032c409f056a\",\n        \"kind\": \"external\",\n        \"name\": \"orders\",\n        \"path\": \"orders_p.csv\"\n      }\n    ]\n  },\n  \"input_snapshot_of\": \"failed attempt\",\n  \"blocked_by\": null,\n  \"published\": null,\n  \"upstream\": [],\n  \"last_successful_upstream\": null,\n  \"mark\": {\n    \"mark\": \"QUARANTINED\",\n    \"task\": \"paid\",\n    \"partition\": \"p\",\n    \"run_id\": \"r1\",\n    \"reason\": \"deterministic failure: accepted_values(status in paid): expected one of \\\"paid\\\", got 1 row with values outside the set: \\\"refunded\\\"\",\n    \"input_snapshot_digest\": \"sha256:92b865d63e62878d95fec52f2e89fc0e9c18ef847636baacac680f3cfecdc5a7\",\n    \"code_version\": \"1\",\n    \"code_fingerprint\": \"sha256:09d077f2695532dc813086054910a8210f0ca075a15fd1dfec20be926bffe630\",\n    \"since\": \"[..]\"\n  },\n  \"recommendation\": \"fix data: the gates above failed on the rows listed (or fix the code or the gate if the data is right), then `weir retry m.toml paid --partition p --note \\\"...\\\"`\",\n  \"action\": \"fix_data\"\n}\n").stderr("");
     let x: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(x["attempts"].as_array().unwrap().len(), 1);
     let a = &x["attempts"][0];
@@ -853,7 +925,7 @@ retry = "quick""#,
 
     // Transient failures until the attempts ran out: exit code, stderr, "retry".
     let out = sb.weir_out(&["explain", "m.toml", "flaky", "--partition", "p"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("flaky p (dataset `flaky`)\n\npublished: nothing\nstate: HELD since [..] (run r1): transient failure (exit code 75) after 2 of 2 attempts\n\nattempts:\n  run r1 attempt 1 token 1: FAILED -> RETRYING (transient), exit code 75, [..]\n    started [..]\n    stderr (tail):\n      | connection reset by peer (attempt 1)\n  run r1 attempt 2 token 2: FAILED -> HELD (transient), exit code 75, [..]\n    started [..]\n    stderr (tail):\n      | connection reset by peer (attempt 2)\n\ninput snapshot (of the failed attempt):\n  no inputs recorded\n\nupstream:\n  none\n\nrecommended: retry: transient failures used every attempt; check what the task depends on, then `weir retry m.toml flaky --partition p --note \"...\"`\n").stderr("");
     let text = stdout(&out);
     let flaky_tokens: Vec<u64> = of(&events, State::Failed)
         .iter()
@@ -877,7 +949,7 @@ retry = "quick""#,
         assert!(text.contains(&needle), "missing {needle:?} in:\n{text}");
     }
     let out = sb.weir_out(&["explain", "m.toml", "flaky", "--partition", "p", "--json"]);
-    assert_exit(&out, 0);
+    sb.check(&out).code(0).stdout("{\n  \"task\": \"flaky\",\n  \"partition\": \"p\",\n  \"dataset\": \"flaky\",\n  \"attempts\": [\n    {\n      \"run_id\": \"r1\",\n      \"attempt\": 1,\n      \"token\": 1,\n      \"started\": \"[..]\",\n      \"state\": \"FAILED\",\n      \"decision\": \"RETRYING\",\n      \"exit_code\": 75,\n      \"signal\": null,\n      \"class\": \"transient\",\n      \"duration_ms\": [..],\n      \"detail\": \"exit code 75\",\n      \"failed_gates\": null,\n      \"stderr_tail\": \"connection reset by peer (attempt 1)\"\n    },\n    {\n      \"run_id\": \"r1\",\n      \"attempt\": 2,\n      \"token\": 2,\n      \"started\": \"[..]\",\n      \"state\": \"FAILED\",\n      \"decision\": \"HELD\",\n      \"exit_code\": 75,\n      \"signal\": null,\n      \"class\": \"transient\",\n      \"duration_ms\": [..],\n      \"detail\": \"exit code 75\",\n      \"failed_gates\": null,\n      \"stderr_tail\": \"connection reset by peer (attempt 2)\"\n    }\n  ],\n  \"input_snapshot\": {\n    \"inputs\": []\n  },\n  \"input_snapshot_of\": \"failed attempt\",\n  \"blocked_by\": null,\n  \"published\": null,\n  \"upstream\": [],\n  \"last_successful_upstream\": null,\n  \"mark\": {\n    \"mark\": \"HELD\",\n    \"task\": \"flaky\",\n    \"partition\": \"p\",\n    \"run_id\": \"r1\",\n    \"reason\": \"transient failure (exit code 75) after 2 of 2 attempts\",\n    \"input_snapshot_digest\": \"sha256:62b512d8c76bbed3048fc81bd94bd2aeaab2de4d3b36edbed2f3d3dd8ff3e33e\",\n    \"code_version\": \"1\",\n    \"code_fingerprint\": \"sha256:5062e78db6c23c7a555648eb31e23f5825ea403ff5c5a6a5955fa18401eece57\",\n    \"since\": \"[..]\"\n  },\n  \"recommendation\": \"retry: transient failures used every attempt; check what the task depends on, then `weir retry m.toml flaky --partition p --note \\\"...\\\"`\",\n  \"action\": \"retry\"\n}\n").stderr("");
     let x: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let last = x["attempts"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["exit_code"], 75);

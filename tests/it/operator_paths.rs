@@ -2,22 +2,19 @@
 //! and operator paths tried as a new user would (every suggested command is
 //! pasted into a shell and must work).
 
-use crate::support::{ok, stderr, stdout, Sandbox, Visible};
+use crate::support::{cmd, ok, stderr, stdout, Cmd, Sandbox, Visible};
 
 /// Runs `command` (as printed by weir, between backticks) through `sh -c`
 /// in the sandbox, as a person pasting it would.
-fn paste(sb: &Sandbox, command: &str) -> std::process::Output {
+fn paste(sb: &Sandbox, command: &str) -> Cmd {
     let bin = std::path::Path::new(env!("CARGO_BIN_EXE_weir"));
     let dir = bin.parent().unwrap().display().to_string();
-    std::process::Command::new("sh")
-        .arg("-c")
-        .arg(command)
+    cmd("sh", &["-c", command])
         .current_dir(sb.path())
+        .redact(&sb.path().display().to_string(), "$SB")
         .env("PATH", format!("{dir}:{}", std::env::var("PATH").unwrap()))
         .env("WEIR_TODAY", "2026-11-29")
         .env("COLUMNS", "80")
-        .output()
-        .expect("sh runs")
 }
 
 /// The text between the backticks that follow `after` in `text`.
@@ -64,41 +61,34 @@ output = { dataset = "mlw", grain = ["hour"] }
 // issue 23 item 9: Kathmandu (+05:45) and Monrovia keys were refused key by
 // key (the sub-hour phase came from 1970, with the wrong sign)
 #[test]
-fn issue_23_hourly_schemes_in_nepal_and_liberia_validate_plan_and_run() {
+fn hourly_schemes_in_nepal_and_liberia_validate_plan_and_run() {
     let sb = Sandbox::new(HOURLY);
     sb.script(
         "hour.sh",
         r#"printf 'hour\n%s\n' "$WEIR_PARTITION" > "$WEIR_OUTPUT_DIR/h.csv""#,
     );
-    let out = sb.weir_out(&["validate", "m.toml"]);
-    assert_eq!(
-        ok(&out),
-        "ok: m.toml (pipeline `tz`, code_version 1: 2 tasks, 2 partition schemes, 1 pool, 0 backfills)\n"
-    );
-    assert_eq!(stderr(&out), "");
-    let out = sb.weir_out(&[
+    sb.cmd(&["validate", "m.toml"])
+        .assert()
+        .success()
+        .stdout("ok: m.toml (pipeline `tz`, code_version 1: 2 tasks, 2 partition schemes, 1 pool, 0 backfills)\n")
+        .stderr("");
+    sb.cmd(&[
         "plan",
         "m.toml",
         "--from",
         "2026-11-28",
         "--to",
         "2026-11-28",
-    ]);
-    let plan = ok(&out);
-    assert!(
-        plan.contains(
-            "   1  ktm   nepal (hourly, Asia/Kathmandu)     default  default          4  1m\n"
-        ) && plan.contains(
-            "   2  mlw   liberia (hourly, Africa/Monrovia)  default  default          4  1m\n"
-        ),
-        "{plan}"
-    );
-    let out = sb.run("r1", &["--from", "2026-11-28", "--to", "2026-11-28"]);
-    assert!(
-        ok(&out).starts_with("run r1: 8 task instances: 8 published; 0 retries\n"),
-        "{}",
-        stdout(&out)
-    );
+    ])
+    .assert()
+    .success()
+    .stdout("plan for `tz` (code_version 1)\nrange: 2026-11-28 to 2026-11-28 (ad hoc)\n\nstep  task  scheme                             pool     retry    instances  expected\n   1  ktm   nepal (hourly, Asia/Kathmandu)     default  default          4  1m\n   2  mlw   liberia (hourly, Africa/Monrovia)  default  default          4  1m\n\npool     slots  instances  estimated wall time\ndefault      4          8  2m\n\ntotal: 8 task instances, estimated wall time 2m\n")
+    .stderr("");
+    sb.run_cmd("r1", &["--from", "2026-11-28", "--to", "2026-11-28"])
+        .assert()
+        .success()
+        .stdout("run r1: 8 task instances: 8 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr_unordered("mlw 2026-11-28T02 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:adc36ad047e237bced1bc57585db10e0e7422ec4772dad9848c8dbf1020a52ff\nktm 2026-11-28T00 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:ec3ad84c3dfddde7461944d07226dbc1a76d722f30cf8ec11466a2b685e42af6\nktm 2026-11-28T02 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:adc36ad047e237bced1bc57585db10e0e7422ec4772dad9848c8dbf1020a52ff\nmlw 2026-11-28T01 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:caccdefb4724bc326a6e3349890ba95ffca8755b5d65105b6fd2dea29df31953\nktm 2026-11-28T01 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:caccdefb4724bc326a6e3349890ba95ffca8755b5d65105b6fd2dea29df31953\nmlw 2026-11-28T03 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:ddfb099e9bbda73a6c085655b0cda4cb04145bce28cb30f00f840b30a8ff4554\nktm 2026-11-28T03 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:ddfb099e9bbda73a6c085655b0cda4cb04145bce28cb30f00f840b30a8ff4554\nmlw 2026-11-28T00 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:ec3ad84c3dfddde7461944d07226dbc1a76d722f30cf8ec11466a2b685e42af6\n");
     // Each key round-trips: published under its key, passed to the task
     // as it, and named by `show`.
     for dataset in ["ktm", "mlw"] {
@@ -112,8 +102,11 @@ fn issue_23_hourly_schemes_in_nepal_and_liberia_validate_plan_and_run() {
             let rows = Visible::of(&sb.store(dataset, key)).rows();
             assert_eq!(rows, vec![vec![key.to_string()]], "{dataset} {key}");
         }
-        let out = sb.weir_out(&["show", "m.toml", dataset, "--partition", "2026-11-28T02"]);
-        assert_eq!(ok(&out), "hour\n2026-11-28T02\n");
+        sb.cmd(&["show", "m.toml", dataset, "--partition", "2026-11-28T02"])
+            .assert()
+            .success()
+            .stdout("hour\n2026-11-28T02\n")
+            .stderr("");
     }
 }
 
@@ -121,7 +114,7 @@ fn issue_23_hourly_schemes_in_nepal_and_liberia_validate_plan_and_run() {
 // until 1972): its hours are whole local hours; a range across the change
 // to UTC is refused
 #[test]
-fn issue_23_liberia_before_1972_keeps_its_sub_minute_phase() {
+fn liberia_before_1972_keeps_its_sub_minute_phase() {
     let manifest = |end: &str| {
         format!(
             r#"[pipeline]
@@ -176,7 +169,7 @@ output = {{ dataset = "old", grain = ["hour"] }}
 // issue 23 item 9: Lord Howe's half-hour DST was accepted, then mislabelled
 // hours; refused at validate wherever `start` falls
 #[test]
-fn issue_23_an_hourly_scheme_in_lord_howe_is_refused_at_validate() {
+fn an_hourly_scheme_in_lord_howe_is_refused_at_validate() {
     for (start, change) in [
         (
             "2026-11-28T00",
@@ -205,20 +198,18 @@ output = {{ dataset = "lh", grain = ["hour"] }}
 "#
         ));
         for command in ["validate", "plan", "run"] {
-            let out = sb.weir_out(&[command, "m.toml"]);
-            assert_eq!(out.status.code(), Some(2), "{command}: {}", stderr(&out));
-            assert_eq!(stdout(&out), "", "{command}");
-            let err = stderr(&out);
-            assert!(
-                err.contains("weir::manifest::fractional_offset_change")
-                    && err.contains("× hourly scheme `island` cannot be in `Australia/Lord_Howe`: its clocks\n  │ change by a fraction of an hour ")
-                    && err.contains(change)
-                    && err.contains("╰── offsets change by a fraction of an hour")
-                    && err.contains("╰── from here on")
-                    && err.contains("help: its local hours would not stay whole hours: make the scheme `kind =\n        \"daily\"`, or hourly in a zone such as \"UTC\"")
-                    && err.ends_with("error: `m.toml` is not a valid manifest: 1 error\n"),
-                "{command}:\n{err}"
-            );
+            sb.cmd(&[command, "m.toml"])
+                .assert()
+                .code(2)
+                .stdout("")
+                .stderr("weir::manifest::fractional_offset_change\n...\nerror: `m.toml` is not a valid manifest: 1 error\n")
+                .stderr_contains(&[
+                    "× hourly scheme `island` cannot be in `Australia/Lord_Howe`: its clocks\n  │ change by a fraction of an hour ",
+                    change,
+                    "╰── offsets change by a fraction of an hour",
+                    "╰── from here on",
+                    "help: its local hours would not stay whole hours: make the scheme `kind =\n        \"daily\"`, or hourly in a zone such as \"UTC\"",
+                ]);
             assert!(!sb.path().join("wh").exists(), "nothing is written");
         }
     }
@@ -259,24 +250,22 @@ output = { dataset = "regional", grain = ["id"] }
 // while status showed nothing, explain said "not run yet" and retry refused;
 // since issue 24 item 4 the run says WAITING too (exit 0, nothing done)
 #[test]
-fn issue_23_a_missing_external_input_is_one_story_with_a_command_that_works() {
+fn a_missing_external_input_is_one_story_with_a_command_that_works() {
     let sb = Sandbox::new(OPS);
     std::fs::create_dir(sb.path().join("in")).unwrap();
-    let out = sb.run("r1", &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let run = stdout(&out);
-    assert!(
-        run.starts_with("run r1: 3 task instances: 3 waiting; 0 retries\n  WAITING     load 2026-11-28: external input `raw` (./in/2026-11-28.csv) does not exist; nothing done, no marker: the next run checks again (`--wait DURATION` waits for it)\n"),
-        "{run}"
-    );
+    sb.run_cmd("r1", &[])
+        .assert()
+        .success()
+        .stdout("run r1: 3 task instances: 3 waiting; 0 retries\n  WAITING     load 2026-11-28: external input `raw` (./in/2026-11-28.csv) does not exist; nothing done, no marker: the next run checks again (`--wait DURATION` waits for it)\n  WAITING     regional eu|2026-11-28: upstream `load` 2026-11-28 waits for its inputs\n  WAITING     regional us|2026-11-28: upstream `load` 2026-11-28 waits for its inputs\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr("");
     // status: the instance waits on that input, by name and path.
-    let out = sb.weir_out(&["status", "m.toml"]);
-    let status = ok(&out);
-    assert!(
-        status.contains("WAITING     load: 4 earlier partitions without their external input too (`weir status --json` lists them)\n")
-            && status.contains("WAITING     load 2026-11-28: external input `raw` (./in/2026-11-28.csv) does not exist; put it in place, then `weir run m.toml --task load --partition 2026-11-28`\n"),
-        "{status}"
-    );
+    let status = sb
+        .cmd(&["status", "m.toml"])
+        .assert()
+        .success()
+        .stdout("nothing published yet in $SB/wh\nmissing: loaded: 9 expected partitions without a publication: 2026-11-20, 2026-11-21, 2026-11-22, 2026-11-23, 2026-11-24, 2026-11-25, 2026-11-26, 2026-11-27, 2026-11-28\nmissing: regional: 18 expected partitions without a publication: eu|2026-11-20, eu|2026-11-21, eu|2026-11-22, eu|2026-11-23, eu|2026-11-24, eu|2026-11-25, eu|2026-11-26, eu|2026-11-27, eu|2026-11-28, us|2026-11-20, …\nWAITING     load: 4 earlier partitions without their external input too (`weir status --json` lists them)\nWAITING     load 2026-11-24: external input `raw` (./in/2026-11-24.csv) does not exist; put it in place, then `weir run m.toml --task load --partition 2026-11-24`\nWAITING     load 2026-11-25: external input `raw` (./in/2026-11-25.csv) does not exist; put it in place, then `weir run m.toml --task load --partition 2026-11-25`\nWAITING     load 2026-11-26: external input `raw` (./in/2026-11-26.csv) does not exist; put it in place, then `weir run m.toml --task load --partition 2026-11-26`\nWAITING     load 2026-11-27: external input `raw` (./in/2026-11-27.csv) does not exist; put it in place, then `weir run m.toml --task load --partition 2026-11-27`\nWAITING     load 2026-11-28: external input `raw` (./in/2026-11-28.csv) does not exist; put it in place, then `weir run m.toml --task load --partition 2026-11-28`\n")
+        .stderr("")
+        .stdout_text();
     let json = sb.status_json();
     assert_eq!(json["waiting"].as_array().unwrap().len(), 9, "{json}");
     assert_eq!(
@@ -284,24 +273,27 @@ fn issue_23_a_missing_external_input_is_one_story_with_a_command_that_works() {
         "external input `raw` (./in/2026-11-28.csv) does not exist"
     );
     // explain: what is missing and what to do.
-    let out = sb.weir_out(&["explain", "m.toml", "load", "--partition", "2026-11-28"]);
-    let explain = ok(&out);
-    assert!(
-        explain.ends_with("recommended: wait for the input: external input `raw` (./in/2026-11-28.csv) does not exist; put it in place, then `weir run m.toml --task load --partition 2026-11-28` (nothing holds the instance, so `weir retry` has nothing to release)\n"),
-        "{explain}"
-    );
-    let out = sb.weir_out(&[
-        "explain",
-        "m.toml",
-        "load",
-        "--partition",
-        "2026-11-28",
-        "--json",
-    ]);
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    sb.cmd(&["explain", "m.toml", "load", "--partition", "2026-11-28"])
+        .assert()
+        .success()
+        .stdout("load 2026-11-28 (dataset `loaded`)\n\npublished: nothing\n\nattempts:\n  none\n\ninput snapshot:\n  no inputs recorded\n\nupstream:\n  none\n\nrecommended: wait for the input: external input `raw` (./in/2026-11-28.csv) does not exist; put it in place, then `weir run m.toml --task load --partition 2026-11-28` (nothing holds the instance, so `weir retry` has nothing to release)\n")
+        .stderr("");
+    let doc = sb
+        .cmd(&[
+            "explain",
+            "m.toml",
+            "load",
+            "--partition",
+            "2026-11-28",
+            "--json",
+        ])
+        .assert()
+        .success()
+        .stderr("")
+        .stdout_json();
     assert_eq!(doc["action"], "wait", "{doc}");
     // retry: refused, saying why and what works instead.
-    let out = sb.weir_out(&[
+    sb.cmd(&[
         "retry",
         "m.toml",
         "load",
@@ -309,28 +301,24 @@ fn issue_23_a_missing_external_input_is_one_story_with_a_command_that_works() {
         "2026-11-28",
         "--note",
         "x",
-    ]);
-    assert_eq!(out.status.code(), Some(3));
-    assert_eq!(stdout(&out), "");
-    assert_eq!(
-        stderr(&out),
-        "error: refused: load 2026-11-28 waits for its input, not for a decision: external input `raw` (./in/2026-11-28.csv) does not exist; `weir retry` acts only on a HELD or QUARANTINED or ABANDONED or ACCEPTED instance\n  help: put it in place, then `weir run m.toml --task load --partition 2026-11-28`\n"
-    );
+    ])
+    .assert()
+    .code(3)
+    .stdout("")
+    .stderr("error: refused: load 2026-11-28 waits for its input, not for a decision: external input `raw` (./in/2026-11-28.csv) does not exist; `weir retry` acts only on a HELD or QUARANTINED or ABANDONED or ACCEPTED instance\n  help: put it in place, then `weir run m.toml --task load --partition 2026-11-28`\n");
     // The file arrives; the command every story named works as pasted.
     std::fs::write(sb.path().join("in/2026-11-28.csv"), "id\n1\n").unwrap();
-    let out = paste(
+    paste(
         &sb,
         &command_after(
             &status,
             "2026-11-28.csv) does not exist; put it in place, then ",
         ),
-    );
-    assert!(ok(&out).starts_with("run "), "{}", stdout(&out));
-    assert!(
-        stdout(&out).contains(": 1 task instance: 1 published; 0 retries\n"),
-        "{}",
-        stdout(&out)
-    );
+    )
+    .assert()
+    .success()
+    .stdout("run [..]: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/[..]/events.jsonl\n")
+    .stderr("load 2026-11-28 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:0ead588b958bcac06f302c5cc2df9d55363a52b2a75bcff608f661d198034209\n");
     let status = ok(&sb.weir_out(&["status", "m.toml"]));
     assert!(!status.contains("WAITING     load 2026-11-28"), "{status}");
 }
@@ -338,7 +326,7 @@ fn issue_23_a_missing_external_input_is_one_story_with_a_command_that_works() {
 // issue 23 item 14: suggested commands printed `--partition eu|2026-11-15`
 // unquoted, a pipe when pasted into a shell
 #[test]
-fn issue_23_suggested_commands_quote_keys_and_work_when_pasted() {
+fn suggested_commands_quote_keys_and_work_when_pasted() {
     let sb = Sandbox::new(OPS);
     std::fs::create_dir(sb.path().join("in")).unwrap();
     // Since issue 24 item 4 the instance waits with its upstream (exit 0),
@@ -358,13 +346,11 @@ fn issue_23_suggested_commands_quote_keys_and_work_when_pasted() {
         "{explain}"
     );
     std::fs::write(sb.path().join("in/2026-11-28.csv"), "id\n1\n").unwrap();
-    let out = paste(&sb, &command_after(&explain, "not run yet: "));
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(
-        stdout(&out).contains(": 2 task instances: 2 published; 0 retries\n"),
-        "{}",
-        stdout(&out)
-    );
+    paste(&sb, &command_after(&explain, "not run yet: "))
+        .assert()
+        .success()
+        .stdout("run [..]: 2 task instances: 2 published; 0 retries\nevents: $SB/wh/_runs/[..]/events.jsonl\n")
+        .stderr("load 2026-11-28 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:0ead588b958bcac06f302c5cc2df9d55363a52b2a75bcff608f661d198034209\nregional eu|2026-11-28 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:0ead588b958bcac06f302c5cc2df9d55363a52b2a75bcff608f661d198034209\n");
     assert_eq!(
         Visible::of(&sb.store("regional", "eu|2026-11-28")).rows(),
         vec![vec!["1".to_string()]]
@@ -374,17 +360,16 @@ fn issue_23_suggested_commands_quote_keys_and_work_when_pasted() {
 // issue 23 item 14: a static key alone on `--partition` selected nothing
 // without saying why
 #[test]
-fn issue_23_a_static_key_alone_says_why_it_selects_nothing() {
+fn a_static_key_alone_says_why_it_selects_nothing() {
     let sb = Sandbox::new(OPS);
     for command in ["plan", "run"] {
-        let out = sb.weir_out(&[command, "m.toml", "--partition", "eu"]);
-        assert_eq!(out.status.code(), Some(2), "{command}: {}", stdout(&out));
-        assert_eq!(stdout(&out), "", "{command}");
-        assert_eq!(
-            stderr(&out),
+        sb.cmd(&[command, "m.toml", "--partition", "eu"])
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(
             "weir::plan::selects_nothing\n\n  × partition `eu` selects no instance: it is a `region` key, and `regional`\n  │ is also partitioned by `day`, of which no key was given\n  help: name a full key, e.g. `--partition 'eu|2026-11-28'`, or add the other\n        dimensions' keys: `--partition eu --partition 2026-11-28`\n",
-            "{command}"
-        );
+            );
     }
     // Both suggestions select that instance.
     let plan = ok(&sb.weir_out(&[
@@ -405,7 +390,7 @@ fn issue_23_a_static_key_alone_says_why_it_selects_nothing() {
 // issue 23 item 14: New York hours into UTC days validated silently and
 // shifted data by a day
 #[test]
-fn issue_23_a_mapping_across_timezones_warns_and_the_plan_shows_its_rule() {
+fn a_mapping_across_timezones_warns_and_the_plan_shows_its_rule() {
     let sb = Sandbox::new(
         r#"[pipeline]
 name = "tz"
@@ -531,7 +516,7 @@ printf 'day\n%s\n' "$WEIR_PARTITION" > "$WEIR_OUTPUT_DIR/d.csv"
 // issue 23 item 14: the backfill header said "(1 partition)" for 31 days,
 // and the report's Gantt labelled lanes with the tasks' own pool
 #[test]
-fn issue_23_the_backfill_header_counts_each_scheme_and_its_lanes_are_its_pool() {
+fn the_backfill_header_counts_each_scheme_and_its_lanes_are_its_pool() {
     // A monthly task planned first: the header counted its one partition.
     let sb = Sandbox::new(&BACKFILL.replace(
         "[tasks.sales]",
@@ -569,7 +554,7 @@ fn issue_23_the_backfill_header_counts_each_scheme_and_its_lanes_are_its_pool() 
 // issue 23 item 14: an interrupted forced backfill could not be resumed
 // (the hint, "run the same command again", forced everything again)
 #[test]
-fn issue_23_an_interrupted_forced_backfill_resumes_with_the_command_it_prints() {
+fn an_interrupted_forced_backfill_resumes_with_the_command_it_prints() {
     let _serial = crate::support::exclusive();
     let sb = backfill_sandbox();
     ok(&sb.weir_out(&["backfill", "m.toml", "october", "--run-id", "b1"]));
@@ -620,39 +605,35 @@ fn issue_23_an_interrupted_forced_backfill_resumes_with_the_command_it_prints() 
         "{err}"
     );
     std::fs::remove_file(sb.path().join("slow/2026-10-05")).unwrap();
-    let out = paste(
+    paste(
         &sb,
         &format!("{} --run-id f2", command_after(&err, "left undone; ")),
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(
-        stdout(&out).starts_with(&format!(
-            "run f2: 32 task instances: {}; 0 retries\n",
-            counts(&[(undone, "published"), (forced, "already published")])
-        )),
-        "{}",
-        stdout(&out)
-    );
+    )
+    .assert()
+    .success()
+    .stdout(&format!(
+        "run f2: 32 task instances: {}; 0 retries\nevents: $SB/wh/_runs/f2/events.jsonl\n",
+        counts(&[(undone, "published"), (forced, "already published")])
+    ))
+    .stderr_contains(&[": ALREADY_PUBLISHED generation 2 was published at "]);
     // Every day forced exactly once: generation 2, none rebuilt twice.
     for key in &days {
         assert_eq!(generation("sales", key), 2, "{key}");
     }
     assert_eq!(generation("close", "2026-10"), 2);
     // A run that is not this backfill's is refused before anything runs.
-    let out = sb.weir_out(&[
+    sb.cmd(&[
         "backfill", "m.toml", "october", "--force", "--resume", "nosuch",
-    ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).starts_with("error: --resume: no run `nosuch` in "),
-        "{}",
-        stderr(&out)
-    );
+    ])
+    .assert()
+    .code(2)
+    .stdout("")
+    .stderr("error: --resume: no run `nosuch` in $SB/wh/_runs\n  help: the interrupted backfill printed its run id (`run ID: …`); `weir events` lists every run\n");
 }
 
 // issue 23 item 14: the JSON Schema accepted month 13, day 32 and 30 February
 #[test]
-fn issue_23_the_schema_refuses_impossible_dates() {
+fn the_schema_refuses_impossible_dates() {
     let schema: serde_json::Value = serde_json::from_str(&weir::manifest::json_schema()).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
     let manifest = |kind: &str, start: &str| {

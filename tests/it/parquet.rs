@@ -125,7 +125,7 @@ fn sandbox() -> Sandbox {
 // rows published as CSV downstream (which reconciles against the Parquet
 // output), and `weir show` prints it as CSV or JSON.
 #[test]
-fn issue_15_parquet_output_is_audited_digested_and_shown_like_csv() {
+fn parquet_output_is_audited_digested_and_shown_like_csv() {
     let sb = sandbox();
     let out = sb.run("R1", &["--partition", "good"]);
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
@@ -186,7 +186,7 @@ fn issue_15_parquet_output_is_audited_digested_and_shown_like_csv() {
 // issue 15: files of one Parquet candidate whose schemas differ fail the
 // audit (quarantined, nothing published) naming the file and the column.
 #[test]
-fn issue_15_parquet_schema_drift_between_files_is_refused_by_name() {
+fn parquet_schema_drift_between_files_is_refused_by_name() {
     let sb = sandbox();
     let out = sb.run("R2", &["--partition", "drift", "--task", "make"]);
     assert_eq!(

@@ -170,7 +170,7 @@ fn days(first: u32, last: u32) -> Vec<String> {
 
 // issue 10: a weekly rollup waits for its seven days and pins seven generations
 #[test]
-fn issue_10_weekly_rollup_waits_for_and_pins_its_seven_days() {
+fn weekly_rollup_waits_for_and_pins_its_seven_days() {
     let sb = sandbox();
     let plan = sb
         .weir(&["plan", "m.toml", "--partition", "2026-W38"])
@@ -268,7 +268,7 @@ fn issue_10_weekly_rollup_waits_for_and_pins_its_seven_days() {
 
 // issue 10: a repaired day makes its week STALE; a rerun of the week republishes with the new day's digest
 #[test]
-fn issue_10_a_repaired_day_makes_its_week_stale_until_rerun() {
+fn a_repaired_day_makes_its_week_stale_until_rerun() {
     let sb = sandbox();
     ok(&sb.run("r1", &["--partition", "2026-W38"]));
     let before = Visible::of(&sb.store("weekly", "2026-W38")).record;
@@ -337,7 +337,7 @@ fn issue_10_a_repaired_day_makes_its_week_stale_until_rerun() {
 
 // issue 10: fan-out from an unpartitioned input and fan-in over regions
 #[test]
-fn issue_10_fan_out_from_unpartitioned_and_fan_in_over_regions() {
+fn fan_out_from_unpartitioned_and_fan_in_over_regions() {
     let sb = sandbox();
     ok(&sb.run("r1", &["--task", "total", "--partition", "2026-09-20"]));
     for region in ["eu", "us"] {
@@ -371,7 +371,7 @@ fn issue_10_fan_out_from_unpartitioned_and_fan_in_over_regions() {
 
 // issue 10: an offset reads the previous period, a window the last seven; before the start is a plan error
 #[test]
-fn issue_10_offset_and_window_inputs() {
+fn an_offset_reads_the_previous_period_and_a_window_the_last_seven() {
     let sb = sandbox();
     ok(&sb.run(
         "r1",
@@ -427,7 +427,7 @@ fn issue_10_offset_and_window_inputs() {
 
 // issue 10: a backfill over days covers the weeks and months they touch and pulls in (and names) unpublished days
 #[test]
-fn issue_10_backfill_over_days_covers_touched_weeks_and_months() {
+fn backfill_over_days_covers_touched_weeks_and_months() {
     let sb = sandbox();
     // Some days are published already: pinned, not rerun.
     ok(&sb.run(
@@ -491,7 +491,7 @@ fn issue_10_backfill_over_days_covers_touched_weeks_and_months() {
 
 // issue 10: the bundled cross-scheme example runs for real
 #[test]
-fn issue_10_atlasmart_web_runs_hours_to_days_to_a_week() {
+fn atlasmart_web_runs_hours_to_days_to_a_week() {
     let tmp = tempfile::tempdir().unwrap();
     let src = crate::support::repo().join("pipelines");
     std::fs::copy(
@@ -499,7 +499,7 @@ fn issue_10_atlasmart_web_runs_hours_to_days_to_a_week() {
         tmp.path().join("atlasmart_web.toml"),
     )
     .unwrap();
-    copy_dir(
+    crate::support::copy_tree_without_warehouse(
         &src.join("atlasmart_web"),
         &tmp.path().join("atlasmart_web"),
     );
@@ -535,24 +535,9 @@ fn issue_10_atlasmart_web_runs_hours_to_days_to_a_week() {
     );
 }
 
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_name() == "warehouse" {
-            continue;
-        }
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &to.join(entry.file_name()));
-        } else {
-            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-        }
-    }
-}
-
 // issue 10: a backfill narrows a static dimension with `keys`
 #[test]
-fn issue_10_backfill_narrows_a_static_dimension() {
+fn backfill_narrows_a_static_dimension() {
     let sb = sandbox();
     let plan = sb
         .weir(&["plan", "m.toml", "--backfill", "eu_only", "--json"])
@@ -580,7 +565,7 @@ fn issue_10_backfill_narrows_a_static_dimension() {
 
 // issue 10: depends_on_past chains each region's days, not the product's order
 #[test]
-fn issue_10_depends_on_past_follows_the_time_dimension_per_region() {
+fn depends_on_past_follows_the_time_dimension_per_region() {
     let sb = Sandbox::new(
         r#"
 [pipeline]
@@ -624,7 +609,7 @@ reason = "replay"
 
 // issue 10: a local day across the end of DST holds 25 hours, the repeated one named by its offset
 #[test]
-fn issue_10_a_paris_day_across_dst_reads_25_hours() {
+fn a_paris_day_across_dst_reads_25_hours() {
     let sb = Sandbox::new(
         r#"
 [pipeline]
@@ -699,7 +684,7 @@ output = { dataset = "daily_hits", grain = ["id"] }
 
 // issue 10: the README's worked example is the plan weir prints
 #[test]
-fn issue_10_readme_worked_example_matches_the_plan() {
+fn readme_worked_example_matches_the_plan() {
     let repo = crate::support::repo();
     let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
     let start = readme
@@ -731,7 +716,7 @@ fn issue_10_readme_worked_example_matches_the_plan() {
 // that writes into it changes no published day, the week's record holds
 // its own per-file sums, and a drifted day fails the week with exit 5
 #[test]
-fn issue_10_mapped_inputs_are_private_checked_copies() {
+fn mapped_inputs_are_private_checked_copies() {
     let sb = Sandbox::new(
         r#"
 [pipeline]

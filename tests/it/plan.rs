@@ -1,7 +1,18 @@
 //! Plans: every bundled pipeline validates and plans; the marigold backfill
 //! figures; no catch-up; JSON and graph output.
 
-use crate::support::{repo, run_in, stdout};
+use crate::support::{repo, weir_cmd};
+
+/// `weir ARGS...` in `dir`, a plan as JSON: exit 0, nothing on stderr.
+#[track_caller]
+fn plan_json(dir: impl AsRef<std::path::Path>, args: &[&str]) -> serde_json::Value {
+    weir_cmd(args)
+        .current_dir(dir)
+        .assert()
+        .success()
+        .stderr("")
+        .stdout_json()
+}
 
 #[test]
 fn every_bundled_pipeline_validates_and_plans() {
@@ -11,16 +22,15 @@ fn every_bundled_pipeline_validates_and_plans() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "toml") {
             let name = path.file_name().unwrap().to_str().unwrap();
-            let v = run_in(&dir, &["validate", name]);
-            assert_eq!(
-                v.status.code(),
-                Some(0),
-                "{name}: {}",
-                String::from_utf8_lossy(&v.stderr)
-            );
-            let p = run_in(&dir, &["plan", name, "--json"]);
-            assert_eq!(p.status.code(), Some(0), "{name}");
-            serde_json::from_slice::<serde_json::Value>(&p.stdout).expect("plan --json is JSON");
+            weir_cmd(&["validate", name])
+                .current_dir(&dir)
+                .assert()
+                .success()
+                .stdout(&format!(
+                    "ok: {name} (pipeline `[..]`, code_version [..]: [..])\n"
+                ))
+                .stderr("");
+            plan_json(&dir, &["plan", name, "--json"]);
             seen += 1;
         }
     }
@@ -29,31 +39,28 @@ fn every_bundled_pipeline_validates_and_plans() {
 
 #[test]
 fn marigold_backfill_states_its_cost() {
-    let out = run_in(
-        &repo(),
-        &["plan", "pipelines/marigold.toml", "--backfill", "rebuild"],
-    );
-    assert_eq!(out.status.code(), Some(0));
-    let text = stdout(&out);
-    assert!(
-        text.contains("backfill `rebuild`: 2024-01-01 to 2025-12-30 (730 partitions)"),
-        "{text}"
-    );
-    let pool_line = text
-        .lines()
-        .find(|l| l.starts_with("backfill ") && l.contains("minutes"))
-        .expect("a backfill pool line");
-    let cols: Vec<&str> = pool_line.split_whitespace().collect();
-    assert_eq!(&cols[..3], ["backfill", "2", "730"], "{pool_line}");
-    assert!(
-        pool_line.contains("3,650 minutes (about 61 hours)"),
-        "{pool_line}"
-    );
-    assert!(text
-        .contains("total: 730 task instances, estimated wall time 3,650 minutes (about 61 hours)"));
+    weir_cmd(&["plan", "pipelines/marigold.toml", "--backfill", "rebuild"])
+        .current_dir(repo())
+        .assert()
+        .success()
+        .stdout(
+            "plan for `marigold` (code_version 2026.11.1)
+backfill `rebuild`: 2024-01-01 to 2025-12-30 (730 partitions)
+reason: rebuild two years of clean readings after the calibration fix in 2026.11.1
 
-    let json = run_in(
-        &repo(),
+step  task   scheme  pool      retry    instances  expected
+   1  clean  daily   backfill  default        730  10m
+
+pool      slots  instances  estimated wall time
+backfill      2        730  3,650 minutes (about 61 hours)
+
+total: 730 task instances, estimated wall time 3,650 minutes (about 61 hours)
+",
+        )
+        .stderr("");
+
+    let doc = plan_json(
+        repo(),
         &[
             "plan",
             "pipelines/marigold.toml",
@@ -62,7 +69,6 @@ fn marigold_backfill_states_its_cost() {
             "--json",
         ],
     );
-    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(doc["pools"][0]["name"], "backfill");
     assert_eq!(doc["pools"][0]["slots"], 2);
     assert_eq!(doc["pools"][0]["instances"], 730);
@@ -73,8 +79,7 @@ fn marigold_backfill_states_its_cost() {
 #[test]
 fn without_partitions_only_the_latest_is_planned() {
     // marigold's range started years before "today" (2026-11-29): no catch-up.
-    let out = run_in(&repo(), &["plan", "pipelines/marigold.toml", "--json"]);
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = plan_json(repo(), &["plan", "pipelines/marigold.toml", "--json"]);
     assert_eq!(doc["total"]["instances"], 1);
     assert_eq!(
         doc["tasks"][0]["partitions"],
@@ -85,8 +90,8 @@ fn without_partitions_only_the_latest_is_planned() {
 
 #[test]
 fn plans_follow_dependencies_and_slots() {
-    let out = run_in(
-        &repo(),
+    let doc = plan_json(
+        repo(),
         &[
             "plan",
             "pipelines/atlasmart.toml",
@@ -97,7 +102,6 @@ fn plans_follow_dependencies_and_slots() {
             "--json",
         ],
     );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let names: Vec<&str> = doc["tasks"]
         .as_array()
         .unwrap()
@@ -112,39 +116,60 @@ fn plans_follow_dependencies_and_slots() {
 
 #[test]
 fn an_unknown_partition_is_a_usage_error() {
-    let out = run_in(
-        &repo(),
-        &[
-            "plan",
-            "pipelines/atlasmart.toml",
-            "--partition",
-            "2026-10-01",
-        ],
+    weir_cmd(&[
+        "plan",
+        "pipelines/atlasmart.toml",
+        "--partition",
+        "2026-10-01",
+    ])
+    .current_dir(repo())
+    .assert()
+    .code(2)
+    .stdout("")
+    .stderr(
+        "weir::plan::unknown_partition
+
+  × partition `2026-10-01` is not in any partition scheme of the selected
+  │ tasks
+  help: partitions are `daily`: days from 2026-09-20 to 2026-09-21; a task of
+        several dimensions takes keys joined by `|`
+",
     );
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("partition `2026-10-01` is not in any partition scheme"),
-        "{err}"
-    );
-    assert!(err.contains("days from 2026-09-20 to 2026-09-21"), "{err}");
 }
 
 #[test]
 fn graphs_render() {
-    let dot = stdout(&run_in(
-        &repo(),
-        &["plan", "pipelines/atlasmart.toml", "--graph", "dot"],
-    ));
-    assert!(dot.starts_with("digraph \"atlasmart\" {"));
-    assert!(dot.contains("\"extract\" -> \"transform\";"));
-    assert!(dot.contains("\"transform\" -> \"load\";"));
-    let mermaid = stdout(&run_in(
-        &repo(),
-        &["plan", "pipelines/atlasmart.toml", "--graph", "mermaid"],
-    ));
-    assert!(mermaid.starts_with("flowchart LR\n"));
-    assert!(mermaid.contains("t0 --> t1") && mermaid.contains("t1 --> t2"));
+    weir_cmd(&["plan", "pipelines/atlasmart.toml", "--graph", "dot"])
+        .current_dir(repo())
+        .assert()
+        .success()
+        .stdout(
+            r#"digraph "atlasmart" {
+  rankdir=LR;
+  node [shape=box];
+  "extract" [label="extract\npool current · 1 instances"];
+  "transform" [label="transform\npool current · 1 instances"];
+  "load" [label="load\npool current · 1 instances"];
+  "extract" -> "transform";
+  "transform" -> "load";
+}
+"#,
+        )
+        .stderr("");
+    weir_cmd(&["plan", "pipelines/atlasmart.toml", "--graph", "mermaid"])
+        .current_dir(repo())
+        .assert()
+        .success()
+        .stdout(
+            r#"flowchart LR
+  t0["extract<br/>pool current · 1 instances"]
+  t1["transform<br/>pool current · 1 instances"]
+  t2["load<br/>pool current · 1 instances"]
+  t0 --> t1
+  t1 --> t2
+"#,
+        )
+        .stderr("");
 }
 
 #[test]
@@ -182,11 +207,10 @@ reason = "test"
 "#,
     )
     .unwrap();
-    let out = run_in(
+    let doc = plan_json(
         dir.path(),
         &["plan", "totals.toml", "--backfill", "all", "--json"],
     );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     // 10 partitions in order, one at a time despite 4 slots.
     assert_eq!(doc["total"]["estimated_wall_ms"], 10 * 60_000);
 }

@@ -180,7 +180,7 @@ if [ -f many.flag ]; then printf 'id,v\n3,c\n4,d\n' > "$WEIR_OUTPUT_DIR/more.csv
 "#,
     );
     let out = sb.run("gen1", &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    sb.check(&out).code(0).stdout("run gen1: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/gen1/events.jsonl\n").stderr_unordered("write p attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     let store = sb.store("out", "p");
     let before = Visible::of(&store);
     assert_eq!(before.record.generation.get(), 1);
@@ -250,7 +250,7 @@ if [ "$WEIR_ATTEMPT" = 1 ] && [ -f flaky.flag ]; then exit 75; fi
     );
     std::fs::write(sb.path().join("flaky.flag"), "").unwrap();
     let out = sb.run("first", &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    sb.check(&out).code(0).stdout("run first: 1 task instance: 1 published; 1 retry\nevents: $SB/wh/_runs/first/events.jsonl\n").stderr_unordered("write p attempt 1 token 1: FAILED exit code 75\nwrite p attempt 1 token 1: RETRYING transient failure (exit code 75); attempt 2 of 3 in [..]\nwrite p attempt 2 token 2: PUBLISHED generation 1: 3 rows, sha256:0b239d8a8447d621cc56ac919096add8fd667d783560b1bac27134380db08520\n");
     let s = states(&sb.events("first"), "write", "p");
     assert_eq!(
         s.iter().filter(|s| **s == State::Running).count(),
@@ -265,7 +265,7 @@ if [ "$WEIR_ATTEMPT" = 1 ] && [ -f flaky.flag ]; then exit 75; fi
 
     std::fs::remove_file(sb.path().join("flaky.flag")).unwrap();
     let out = sb.run("forced", &["--force"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    sb.check(&out).code(0).stdout("run forced: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/forced/events.jsonl\n").stderr_unordered("write p attempt 1 token 3: PUBLISHED generation 2: 3 rows, sha256:0b239d8a8447d621cc56ac919096add8fd667d783560b1bac27134380db08520\n");
     let second = Visible::of(&store);
     assert_eq!(second.record.generation.get(), 2);
     assert_eq!(second.rows().len(), 3, "never double");
@@ -286,7 +286,7 @@ fn rerun_is_idempotent_and_force_converges() {
     assert_eq!(first.record.generation.get(), 1);
 
     let out = sb.run("two", &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    sb.check(&out).code(0).stdout("run two: 1 task instance: 1 already published; 0 retries\nevents: $SB/wh/_runs/two/events.jsonl\n").stderr_unordered("write p: ALREADY_PUBLISHED generation 1 has the same input snapshot (code_version 1): nothing to do\n");
     assert_eq!(
         states(&sb.events("two"), "write", "p"),
         [State::Queued, State::AlreadyPublished]
@@ -301,7 +301,7 @@ fn rerun_is_idempotent_and_force_converges() {
     assert_eq!(Visible::of(&store).record, first.record);
 
     let out = sb.run("three", &["--force"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    sb.check(&out).code(0).stdout("run three: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/three/events.jsonl\n").stderr_unordered("write p attempt 1 token 2: PUBLISHED generation 2: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     let forced = Visible::of(&store);
     assert_eq!(forced.record.generation.get(), 2);
     assert!(forced.record.token > first.record.token);
@@ -327,7 +327,7 @@ fn background_writer_cannot_change_published_files() {
 "#,
     );
     let out = sb.run("r", &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    sb.check(&out).code(0).stdout("run r: 1 task instance: 1 published; 0 retries\nevents: $SB/wh/_runs/r/events.jsonl\n").stderr_unordered("write p attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:daec81e5b44abf4f39c6b96e72319f59fd3d1f6bbb2024430843a9846c3e437c\n");
     let visible = Visible::of(&sb.store("out", "p"));
     let bytes = visible.bytes();
     std::thread::sleep(std::time::Duration::from_millis(450));

@@ -44,7 +44,22 @@ fn chromium() -> Option<&'static str> {
 // stale, quarantined, held, missing), the hover evidence of a published cell, the
 // run's attempts as bars in their pool's lanes and the generation history.
 #[test]
-fn issue_15_report_renders_states_in_a_headless_browser() {
+fn report_renders_states_as_one_self_contained_page() {
+    report_renders_states_in_a_headless_browser_case(false);
+}
+
+// The same, then the page loaded in Chromium (ignored by name where it is absent).
+#[cfg_attr(
+    not(any(weir_has_chromium, weir_ci)),
+    ignore = "needs Chromium: `chromium` on the PATH (.ci/run installs it)"
+)]
+#[test]
+fn report_renders_states_in_a_headless_browser() {
+    report_renders_states_in_a_headless_browser_case(true);
+}
+
+/// The test, in a headless browser too when `in_browser`.
+fn report_renders_states_in_a_headless_browser_case(in_browser: bool) {
     let sb = Sandbox::new(MANIFEST);
     sb.script(
         "up.sh",
@@ -97,10 +112,10 @@ fn issue_15_report_renders_states_in_a_headless_browser() {
     );
     assert!(html.contains("<a href=\"#p-c\">c</a>"));
 
-    let Some(browser) = chromium() else {
-        eprintln!("skipped: chromium is not installed (CI installs it)");
+    if !in_browser {
         return;
-    };
+    }
+    let browser = chromium().expect("chromium is on the PATH (.ci/run installs it)");
     let url = format!("file://{}", page.display());
     let shown = Command::new(browser)
         .args([
@@ -167,7 +182,22 @@ fn issue_15_report_renders_states_in_a_headless_browser() {
 // and a headless browser lays out in seconds (summarised per task since
 // issue 25).
 #[test]
-fn issue_15_report_of_730_partitions_by_10_tasks_stays_light() {
+fn report_of_730_partitions_by_10_tasks_stays_light() {
+    report_of_730_partitions_by_10_tasks_stays_light_case(false);
+}
+
+// The same, then the page loaded in Chromium (ignored by name where it is absent).
+#[cfg_attr(
+    not(any(weir_has_chromium, weir_ci)),
+    ignore = "needs Chromium: `chromium` on the PATH (.ci/run installs it)"
+)]
+#[test]
+fn report_of_730_partitions_by_10_tasks_loads_in_a_headless_browser() {
+    report_of_730_partitions_by_10_tasks_stays_light_case(true);
+}
+
+/// The test, in a headless browser too when `in_browser`.
+fn report_of_730_partitions_by_10_tasks_stays_light_case(in_browser: bool) {
     let mut manifest = String::from(
         "[pipeline]\nname = \"big\"\ncode_version = \"1\"\nwarehouse = \"wh\"\n\n\
          [partitions.daily]\nkind = \"daily\"\nstart = \"2024-01-01\"\nend = \"2025-12-30\"\n",
@@ -197,10 +227,10 @@ fn issue_15_report_of_730_partitions_by_10_tasks_stays_light() {
     let written = started.elapsed();
     assert!(written < std::time::Duration::from_secs(10), "{written:?}");
 
-    let Some(browser) = chromium() else {
-        eprintln!("skipped: chromium is not installed (CI installs it)");
+    if !in_browser {
         return;
-    };
+    }
+    let browser = chromium().expect("chromium is on the PATH (.ci/run installs it)");
     let started = std::time::Instant::now();
     let shown = Command::new(browser)
         .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
@@ -223,7 +253,22 @@ fn issue_15_report_of_730_partitions_by_10_tasks_stays_light() {
 // every task as a row, every instance as a bar in its pool's slot lanes
 // (small plans) or the pool's busy slots over time (large ones).
 #[test]
-fn issue_15_plan_html_shows_the_simulated_schedule() {
+fn plan_html_shows_the_simulated_schedule() {
+    plan_html_shows_the_simulated_schedule_case(false);
+}
+
+// The same, then the pages loaded in Chromium (ignored by name where it is absent).
+#[cfg_attr(
+    not(any(weir_has_chromium, weir_ci)),
+    ignore = "needs Chromium: `chromium` on the PATH (.ci/run installs it)"
+)]
+#[test]
+fn plan_html_schedules_load_in_a_headless_browser() {
+    plan_html_shows_the_simulated_schedule_case(true);
+}
+
+/// The test, in a headless browser too when `in_browser`.
+fn plan_html_shows_the_simulated_schedule_case(in_browser: bool) {
     let mut manifest = String::from(
         "[pipeline]\nname = \"big\"\ncode_version = \"1\"\nwarehouse = \"wh\"\n\n\
          [partitions.daily]\nkind = \"daily\"\nstart = \"2024-01-01\"\nend = \"2025-12-30\"\n\n\
@@ -266,10 +311,10 @@ fn issue_15_plan_html_shows_the_simulated_schedule() {
     );
     assert!(all.len() < 200_000, "{} bytes", all.len());
 
-    let Some(browser) = chromium() else {
-        eprintln!("skipped: chromium is not installed (CI installs it)");
+    if !in_browser {
         return;
-    };
+    }
+    let browser = chromium().expect("chromium is on the PATH (.ci/run installs it)");
     for page in ["week.html", "all.html"] {
         let shown = Command::new(browser)
             .args([

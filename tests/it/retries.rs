@@ -75,7 +75,7 @@ printf 'id,v\n1,a\n' > "$WEIR_OUTPUT_DIR/out.csv"
 "#,
     );
     let out = sb.run("r", &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    sb.check(&out).code(0).stdout("run r: 1 task instance: 1 published; 1 retry\nevents: $SB/wh/_runs/r/events.jsonl\n").stderr_unordered("t p attempt 1 token 1: FAILED exit code 75\nt p attempt 1 token 1: RETRYING transient failure (exit code 75); attempt 2 of 3 in [..]\nt p attempt 2 token 2: PUBLISHED generation 1: 1 rows, sha256:daec81e5b44abf4f39c6b96e72319f59fd3d1f6bbb2024430843a9846c3e437c\n");
     let events = sb.events("r");
     let s = states(&events, "t", "p");
     let trace: Vec<State> = s
@@ -136,7 +136,7 @@ printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
         r#"printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv""#,
     );
     let out = sb.run("r", &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    sb.check(&out).code(1).stdout("run r: 4 task instances: 2 published, 1 quarantined, 1 skipped; 0 retries\n  QUARANTINED t a: deterministic failure: exit code 65\n  SKIPPED     down a: upstream `t` a did not publish\nevents: $SB/wh/_runs/r/events.jsonl\n").stderr_unordered("t a attempt 1 token 1: FAILED exit code 65\nt b attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:0ead588b958bcac06f302c5cc2df9d55363a52b2a75bcff608f661d198034209\nt a attempt 1 token 1: QUARANTINED deterministic failure: exit code 65: quarantined, not retried\ndown a: SKIPPED upstream `t` a did not publish\ndown b attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:0ead588b958bcac06f302c5cc2df9d55363a52b2a75bcff608f661d198034209\n");
     let events = sb.events("r");
     let a = states(&events, "t", "a");
     assert_eq!(count(&a, State::Running), 1, "never retried: {a:?}");
@@ -167,7 +167,7 @@ printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
 fn operator_exit_is_held() {
     let sb = sandbox(&["p"], 3, "", "exit 78\n");
     let out = sb.run("r", &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    sb.check(&out).code(1).stdout("run r: 1 task instance: 1 held; 0 retries\n  HELD        t p: operator failure: exit code 78\nevents: $SB/wh/_runs/r/events.jsonl\n").stderr_unordered("t p attempt 1 token 1: FAILED exit code 78\nt p attempt 1 token 1: HELD operator failure: exit code 78: held for an operator\n");
     let events = sb.events("r");
     assert_eq!(
         states(&events, "t", "p"),
@@ -182,7 +182,7 @@ fn operator_exit_is_held() {
 fn exhausted_retries() {
     let sb = sandbox(&["p"], 3, "", "exit 75\n");
     let out = sb.run("r", &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    sb.check(&out).code(1).stdout("run r: 1 task instance: 1 held; 2 retries\n  HELD        t p: transient failure (exit code 75) after 3 of 3 attempts\nevents: $SB/wh/_runs/r/events.jsonl\n").stderr_unordered("t p attempt 1 token 1: FAILED exit code 75\nt p attempt 1 token 1: RETRYING transient failure (exit code 75); attempt 2 of 3 in [..]\nt p attempt 2 token 2: FAILED exit code 75\nt p attempt 2 token 2: RETRYING transient failure (exit code 75); attempt 3 of 3 in [..]\nt p attempt 3 token 3: FAILED exit code 75\nt p attempt 3 token 3: HELD transient failure (exit code 75) after 3 of 3 attempts: held for an operator\n");
     let events = sb.events("r");
     let s = states(&events, "t", "p");
     assert_eq!(count(&s, State::Running), 3, "{s:?}");

@@ -5,18 +5,7 @@ use std::time::Duration;
 
 use weir::events::State;
 
-use crate::support::{poll_until, states, stderr, stdout, Engine, Sandbox, Visible};
-
-#[track_caller]
-fn assert_exit(out: &std::process::Output, expected: i32) {
-    assert_eq!(
-        out.status.code(),
-        Some(expected),
-        "stdout:\n{}\nstderr:\n{}",
-        stdout(out),
-        stderr(out)
-    );
-}
+use crate::support::{poll_until, states, Engine, Sandbox, Visible};
 
 /// `m.toml`: `deploy` runs first and rewrites `lib.sh`, the `code` of `t`,
 /// which `t` launches after it (it depends on `deploy`); `t` writes what
@@ -69,9 +58,11 @@ fn fingerprint_now(sb: &Sandbox) -> String {
 
 /// `weir status` lines that start with STALE.
 fn stale_lines(sb: &Sandbox) -> Vec<String> {
-    let out = sb.weir_out(&["status", "m.toml"]);
-    assert_exit(&out, 0);
-    stdout(&out)
+    sb.cmd(&["status", "m.toml"])
+        .assert()
+        .success()
+        .stderr("")
+        .stdout_text()
         .lines()
         .filter(|l| l.starts_with("STALE"))
         .map(str::to_string)
@@ -82,16 +73,14 @@ fn stale_lines(sb: &Sandbox) -> Vec<String> {
 // is reverted: `t`'s publication names the code it ran (v2), so it is STALE
 // once v1 is back, instead of passing as current.
 #[test]
-fn issue_23_code_is_fingerprinted_when_its_command_launches() {
+fn code_is_fingerprinted_when_its_command_launches() {
     let sb = deploy_mid_run(T_WRITES);
     let v1 = fingerprint_now(&sb);
-    let out = sb.run("r1", &[]);
-    assert_exit(&out, 0);
-    assert!(
-        stdout(&out).starts_with("run r1: 2 task instances: 2 published; 0 retries\n"),
-        "{}",
-        stdout(&out)
-    );
+    sb.run_cmd("r1", &[])
+        .assert()
+        .success()
+        .stdout("run r1: 2 task instances: 2 published; 0 retries\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr("deploy all attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:0ead588b958bcac06f302c5cc2df9d55363a52b2a75bcff608f661d198034209\nt all attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:979090c5a6c319f774e222d4f8f3b4bb9fd7e390f2f010e4550b7f30859a748d\n");
     let v2 = fingerprint_now(&sb);
     assert_ne!(v1, v2);
     let visible = Visible::of(&sb.store("t_out", "all"));
@@ -130,19 +119,17 @@ fn issue_23_code_is_fingerprinted_when_its_command_launches() {
 // deploys, once): the attempt fails as transient, naming both
 // fingerprints, and the retry publishes as the new code.
 #[test]
-fn issue_23_code_changed_while_the_command_ran_fails_the_attempt_as_transient() {
+fn code_changed_while_the_command_ran_fails_the_attempt_as_transient() {
     let sb = deploy_mid_run(&format!(
         "if [ ! -e deployed_by_t ]; then touch deployed_by_t; printf 'v() {{ echo 3; }}\\n' > lib.sh; fi\n{T_WRITES}"
     ));
     // `deploy` writes v2 before `t` launches: t launches with v2, and its
     // command writes v3 while it runs.
-    let out = sb.run("r1", &[]);
-    assert_exit(&out, 0);
-    assert!(
-        stdout(&out).starts_with("run r1: 2 task instances: 2 published; 1 retry\n"),
-        "{}",
-        stdout(&out)
-    );
+    sb.run_cmd("r1", &[])
+        .assert()
+        .success()
+        .stdout("run r1: 2 task instances: 2 published; 1 retry\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr("deploy all attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:0ead588b958bcac06f302c5cc2df9d55363a52b2a75bcff608f661d198034209\nt all attempt 1 token 1: FAILED the task's code changed while its command ran (sha256:[..] at launch, sha256:[..] at exit): its output is not published; the next attempt runs the new code\nt all attempt 1 token 1: RETRYING transient failure (the task's code changed while its command ran (sha256:[..] at launch, sha256:[..] at exit): its output is not published; the next attempt runs the new code); attempt 2 of 3 in [..]\nt all attempt 2 token 2: PUBLISHED generation 1: 1 rows, sha256:3c151701c1431d27c049db0f97ee088e0ebd98a13478ceaaa7458e1317604823\n");
     let v3 = fingerprint_now(&sb);
     sb.script("lib.sh", "v() { echo 2; }\n");
     let v2 = fingerprint_now(&sb);
@@ -244,7 +231,7 @@ output = { dataset = "slow_out", grain = ["id"] }
 // the panic's message; `after` is skipped, `slow` publishes, the run
 // finishes and exits 5.
 #[test]
-fn issue_23_panic_in_an_audit_worker_fails_the_instance_and_the_run_ends() {
+fn panic_in_an_audit_worker_fails_the_instance_and_the_run_ends() {
     let sb = panicking();
     std::fs::write(sb.path().join("go"), "").unwrap();
     let mut cmd = sb.weir(&["run", "m.toml", "--run-id", "r1"]);
@@ -253,30 +240,11 @@ fn issue_23_panic_in_an_audit_worker_fails_the_instance_and_the_run_ends() {
     let out = Engine::spawn(cmd, sb.path(), "r1")
         .finish_within(Duration::from_secs(60))
         .expect("the run ends");
-    assert_exit(&out, 5);
-    let text = stdout(&out);
-    assert!(
-        text.starts_with(
-            "run r1: 3 task instances: 1 published, 1 skipped, 1 engine failure; 0 retries\n"
-        ),
-        "{text}"
-    );
-    assert!(
-        text.contains(
-            "\n  ENGINE      bad all: the engine panicked in attempt 1: injected panic at Audit\n"
-        ),
-        "{text}"
-    );
-    assert!(
-        text.contains("\n  SKIPPED     after all: upstream `bad` all did not publish\n"),
-        "{text}"
-    );
-    // The panic is reported where it happened, by the default hook.
-    let err = stderr(&out);
-    assert!(
-        err.contains("panicked at ") && err.contains("injected panic at Audit"),
-        "{err}"
-    );
+    sb.check(&out)
+        .code(5)
+        .stdout("run r1: 3 task instances: 1 published, 1 skipped, 1 engine failure; 0 retries\n  ENGINE      bad all: the engine panicked in attempt 1: injected panic at Audit\n  SKIPPED     after all: upstream `bad` all did not publish\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        // The panic is reported where it happened, by the default hook.
+        .stderr_contains(&["panicked at ", "injected panic at Audit"]);
     let events = sb.events("r1");
     assert_eq!(
         states(&events, "bad", "all"),
@@ -301,21 +269,19 @@ fn issue_23_panic_in_an_audit_worker_fails_the_instance_and_the_run_ends() {
 
     // Nothing of the panicked attempt holds the next run: without the
     // fault it publishes.
-    let out = sb.run("r2", &[]);
-    assert_exit(&out, 0);
-    assert!(
-        stdout(&out)
-            .starts_with("run r2: 3 task instances: 2 published, 1 already published; 0 retries\n"),
-        "{}",
-        stdout(&out)
-    );
+    sb.run_cmd("r2", &[])
+        .assert()
+        .success()
+        .stdout("run r2: 3 task instances: 2 published, 1 already published; 0 retries\nevents: $SB/wh/_runs/r2/events.jsonl\n")
+        // slow and bad run side by side.
+        .stderr_unordered("slow all: ALREADY_PUBLISHED generation 1 has the same input snapshot (code_version 1): nothing to do\nbad all attempt 1 token 2: PUBLISHED generation 1: 2 rows, sha256:0314c6f143e41cfda10ee9acddcfcf125e504e6328ea52d4c069789fb49bdd6c\nafter all attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:0314c6f143e41cfda10ee9acddcfcf125e504e6328ea52d4c069789fb49bdd6c\n");
 }
 
 // issue 23 item 6: a panic in `bad`'s attempt thread while `slow` runs: the first SIGINT
 // still stops the run (exit 130, `slow` INTERRUPTED, RUN_FINISHED) and
 // `bad` is an engine failure carrying the panic's message.
 #[test]
-fn issue_23_panic_in_an_attempt_thread_then_sigint_stops_the_run() {
+fn panic_in_an_attempt_thread_then_sigint_stops_the_run() {
     let _serial = crate::support::exclusive();
     let sb = panicking();
     let mut cmd = sb.weir(&["run", "m.toml", "--run-id", "r1"]);
@@ -341,27 +307,10 @@ fn issue_23_panic_in_an_attempt_thread_then_sigint_stops_the_run() {
     let out = engine
         .finish_within(Duration::from_secs(30))
         .expect("the first SIGINT stops the run");
-    assert_exit(&out, 130);
-    let text = stdout(&out);
-    assert!(
-        text.starts_with(
-            "run r1: 3 task instances: 1 skipped, 1 engine failure, 1 interrupted; 0 retries\n"
-        ),
-        "{text}"
-    );
-    assert!(
-        text.contains("\n  ENGINE      bad all: the engine panicked in attempt 1: injected panic at AfterCommand\n"),
-        "{text}"
-    );
-    assert!(
-        text.contains("\n  INTERRUPTED slow all: weir received SIGINT\n"),
-        "{text}"
-    );
-    assert!(
-        stderr(&out).ends_with("weir: interrupted by SIGINT: 1 task instance left undone; run the same command again to resume\n"),
-        "{}",
-        stderr(&out)
-    );
+    sb.check(&out)
+        .code(130)
+        .stdout("run r1: 3 task instances: 1 skipped, 1 engine failure, 1 interrupted; 0 retries\n  ENGINE      bad all: the engine panicked in attempt 1: injected panic at AfterCommand\n  SKIPPED     after all: upstream `bad` all did not publish\n  INTERRUPTED slow all: weir received SIGINT\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr("...\nweir: interrupted by SIGINT: 1 task instance left undone; run the same command again to resume\n");
     let events = sb.events("r1");
     assert_eq!(
         states(&events, "bad", "all").last(),
@@ -397,22 +346,18 @@ output = { dataset = "t_out", grain = ["id"] }
 // audit as a gate, naming the file: QUARANTINED, not ENGINE_FAILED and a
 // new launch every run.
 #[test]
-fn issue_23_a_file_name_the_store_refuses_fails_the_audit_naming_it() {
+fn a_file_name_the_store_refuses_fails_the_audit_naming_it() {
     let sb = one_task();
     sb.script(
         "t.sh",
         "printf 'id\\n1\\n' > \"$WEIR_OUTPUT_DIR/ok.csv\"\nprintf 'id\\n2\\n' > \"$WEIR_OUTPUT_DIR/back\\\\slash.csv\"\n",
     );
-    let out = sb.run("r1", &[]);
-    assert_exit(&out, 1);
     let why = "the output is not publishable: `back\\slash.csv` is a name the warehouse refuses: a segment may not contain '\\' or NUL";
-    assert!(
-        stdout(&out).starts_with(&format!(
-            "run r1: 1 task instance: 1 quarantined; 0 retries\n  QUARANTINED t all: deterministic failure: {why}\n"
-        )),
-        "{}",
-        stdout(&out)
-    );
+    sb.run_cmd("r1", &[])
+        .assert()
+        .code(1)
+        .stdout("run r1: 1 task instance: 1 quarantined; 0 retries\n  QUARANTINED t all: deterministic failure: the output is not publishable: `back\\slash.csv` is a name the warehouse refuses: a segment may not contain '\\' or NUL\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr("t all attempt 1 token 1: GATE_FAILED the output is not publishable: `back\\slash.csv` is a name the warehouse refuses: a segment may not contain '\\' or NUL\nt all attempt 1 token 1: QUARANTINED deterministic failure: the output is not publishable: `back\\slash.csv` is a name the warehouse refuses: a segment may not contain '\\' or NUL: quarantined, not retried\n");
     let events = sb.events("r1");
     assert_eq!(
         states(&events, "t", "all"),
@@ -431,20 +376,18 @@ fn issue_23_a_file_name_the_store_refuses_fails_the_audit_naming_it() {
     assert_eq!(gate.detail, why);
     assert!(sb.store("t_out", "all").latest().unwrap().is_none());
     // The quarantine stands: the next run launches nothing.
-    let out = sb.run("r2", &[]);
-    assert_exit(&out, 1);
-    assert!(
-        stdout(&out).starts_with("run r2: 1 task instance: 1 quarantined; 0 retries\n"),
-        "{}",
-        stdout(&out)
-    );
+    sb.run_cmd("r2", &[])
+        .assert()
+        .code(1)
+        .stdout("run r2: 1 task instance: 1 quarantined; 0 retries\n  QUARANTINED t all: since run r1: deterministic failure: the output is not publishable: `back\\slash.csv` is a name the warehouse refuses: a segment may not contain '\\' or NUL\nevents: $SB/wh/_runs/r2/events.jsonl\n")
+        .stderr("t all: QUARANTINED since run r1: deterministic failure: the output is not publishable: `back\\slash.csv` is a name the warehouse refuses: a segment may not contain '\\' or NUL; release with `weir retry m.toml t --partition all --note ...`\n");
     assert!(!states(&sb.events("r2"), "t", "all").contains(&State::Running));
 }
 
 // issue 23 item 8: keys each short enough alone, joined across a task's two schemes, would
 // name a partition the warehouse cannot hold: `validate` refuses the task.
 #[test]
-fn issue_23_keys_joined_across_schemes_must_fit_the_warehouse() {
+fn keys_joined_across_schemes_must_fit_the_warehouse() {
     let manifest = |len: usize| {
         format!(
             r#"
@@ -471,30 +414,29 @@ output = {{ dataset = "t_out", grain = ["id"] }}
         )
     };
     // 123 + 3 (`|` encoded) + 124 = 250 bytes: the longest that fits.
-    let sb = Sandbox::new(&manifest(124));
-    let out = sb.weir_out(&["validate", "m.toml"]);
-    assert_exit(&out, 0);
-    let sb = Sandbox::new(&manifest(125));
-    let out = sb.weir_out(&["validate", "m.toml"]);
-    assert_exit(&out, 2);
-    assert_eq!(stdout(&out), "");
-    let err = stderr(&out);
-    assert!(
-        err.starts_with("weir::manifest::key_too_long\n\n  × task `t` has partition keys too long for the warehouse, such as\n  │ `aaaaaaaaaaaaaaaaaaaaaaaa…`\n"),
-        "{err}"
-    );
-    assert!(err.contains("[m.toml:17:18]"), "{err}");
-    assert!(
-        err.contains("its name in the warehouse is 251 bytes, over the 250"),
-        "{err}"
-    );
+    Sandbox::new(&manifest(124))
+        .cmd(&["validate", "m.toml"])
+        .assert()
+        .success()
+        .stdout("ok: m.toml (pipeline `robust`, code_version 1: 1 task, 2 partition schemes, 1 pool, 0 backfills)\n")
+        .stderr("");
+    Sandbox::new(&manifest(125))
+        .cmd(&["validate", "m.toml"])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr("weir::manifest::key_too_long\n\n  × task `t` has partition keys too long for the warehouse, such as\n  │ `aaaaaaaaaaaaaaaaaaaaaaaa…`\n    ╭─[m.toml:17:18]\n 16 │ command = [\"sh\", \"t.sh\"]\n 17 │ partitioned_by = [\"a\", \"b\"]\n    ·                  ─────┬────\n    ·                       ╰── these dimensions' keys joined\n 18 │ output = { dataset = \"t_out\", grain = [\"id\"] }\n    ╰────\n  help: its name in the warehouse is 251 bytes, over the 250 a partition may\n        have (255 bytes a name, less `.json` of its marker file); shorten the\n        keys, or partition by fewer schemes\n\nerror: `m.toml` is not a valid manifest: 1 error\n")
+        .stderr_contains(&[
+            "[m.toml:17:18]",
+            "its name in the warehouse is 251 bytes, over the 250",
+        ]);
 }
 
 // issue 23 item 8: the longest key `validate` accepts (250 bytes) works end to end: its
 // partition publishes, and its marker (`<key>.json`, 255 bytes, written
 // through a temp file) is written when it fails.
 #[test]
-fn issue_23_the_longest_accepted_key_publishes_and_is_marked() {
+fn the_longest_accepted_key_publishes_and_is_marked() {
     let key = "k".repeat(250);
     let sb = Sandbox::new(&format!(
         r#"
@@ -520,15 +462,12 @@ output = {{ dataset = "u_out", grain = ["id"] }}
         "t.sh",
         "printf 'id\\n1\\n' > \"$WEIR_OUTPUT_DIR/out.csv\"\n",
     );
-    let out = sb.run("r1", &[]);
-    assert_exit(&out, 1);
-    assert!(
-        stdout(&out).starts_with(&format!(
-            "run r1: 2 task instances: 1 published, 1 quarantined; 0 retries\n  QUARANTINED u {key}: deterministic failure: exit code 65\n"
-        )),
-        "{}",
-        stdout(&out)
-    );
+    sb.run_cmd("r1", &[])
+        .assert()
+        .code(1)
+        .stdout(&format!("run r1: 2 task instances: 1 published, 1 quarantined; 0 retries\n  QUARANTINED u {key}: deterministic failure: exit code 65\nevents: $SB/wh/_runs/r1/events.jsonl\n"))
+        // u and t run side by side: their lines interleave in any order.
+        .stderr_unordered(&format!("u {key} attempt 1 token 1: FAILED exit code 65\nt {key} attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:0ead588b958bcac06f302c5cc2df9d55363a52b2a75bcff608f661d198034209\nu {key} attempt 1 token 1: QUARANTINED deterministic failure: exit code 65: quarantined, not retried\n"));
     assert_eq!(Visible::of(&sb.store("t_out", &key)).record.rows, 1);
     let marker = sb
         .path()
@@ -543,17 +482,15 @@ output = {{ dataset = "u_out", grain = ["id"] }}
 // code (v2) fails, and once the deploy is reverted the next run releases
 // the quarantine and publishes with v1, which never failed.
 #[test]
-fn issue_23_a_quarantine_names_the_code_its_command_launched_with() {
+fn a_quarantine_names_the_code_its_command_launched_with() {
     let sb = deploy_mid_run(&format!(
         ". ./lib.sh\nif [ \"$(v)\" = 2 ]; then exit 65; fi\n{T_WRITES}"
     ));
-    let out = sb.run("r1", &[]);
-    assert_exit(&out, 1);
-    assert!(
-        stdout(&out).starts_with("run r1: 2 task instances: 1 published, 1 quarantined; 0 retries\n  QUARANTINED t all: deterministic failure: exit code 65\n"),
-        "{}",
-        stdout(&out)
-    );
+    sb.run_cmd("r1", &[])
+        .assert()
+        .code(1)
+        .stdout("run r1: 2 task instances: 1 published, 1 quarantined; 0 retries\n  QUARANTINED t all: deterministic failure: exit code 65\nevents: $SB/wh/_runs/r1/events.jsonl\n")
+        .stderr("deploy all attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:0ead588b958bcac06f302c5cc2df9d55363a52b2a75bcff608f661d198034209\nt all attempt 1 token 1: FAILED exit code 65\nt all attempt 1 token 1: QUARANTINED deterministic failure: exit code 65: quarantined, not retried\n");
     let v2 = fingerprint_now(&sb);
     let marker: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(sb.path().join("wh/_instances/t/all.json")).unwrap(),
@@ -563,14 +500,11 @@ fn issue_23_a_quarantine_names_the_code_its_command_launched_with() {
 
     // The deploy is reverted: v1 is not the code that failed.
     sb.script("lib.sh", V1);
-    let out = sb.run("r2", &[]);
-    assert_exit(&out, 0);
-    assert!(
-        stdout(&out)
-            .starts_with("run r2: 2 task instances: 1 published, 1 already published; 0 retries\n"),
-        "{}",
-        stdout(&out)
-    );
+    sb.run_cmd("r2", &[])
+        .assert()
+        .success()
+        .stdout("run r2: 2 task instances: 1 published, 1 already published; 0 retries\nevents: $SB/wh/_runs/r2/events.jsonl\n")
+        .stderr("deploy all: ALREADY_PUBLISHED generation 1 has the same input snapshot (code_version 1): nothing to do\nt all attempt 1 token 2: PUBLISHED generation 1: 1 rows, sha256:133295690dbaaac3f9a75484ee9ec3411b6fedbc70e86c641d5aa91e505a30f3\n");
     let visible = Visible::of(&sb.store("t_out", "all"));
     assert_eq!(visible.rows(), [["1", "1"]]);
     assert_eq!(
@@ -583,7 +517,7 @@ fn issue_23_a_quarantine_names_the_code_its_command_launched_with() {
 // the warehouse: one longer than the store's 255 bytes is refused by
 // `validate`, where it is written, instead of failing every run.
 #[test]
-fn issue_23_names_longer_than_the_warehouse_takes_are_refused() {
+fn names_longer_than_the_warehouse_takes_are_refused() {
     let long = "n".repeat(256);
     let manifest = |task: &str, pool: &str, dataset: &str| {
         format!(
@@ -605,31 +539,30 @@ output = {{ dataset = "{dataset}", grain = ["id"] }}
         )
     };
     let ok = "n".repeat(255);
-    let out = Sandbox::new(&manifest(&ok, &ok, &ok)).weir_out(&["validate", "m.toml"]);
-    assert_exit(&out, 0);
+    Sandbox::new(&manifest(&ok, &ok, &ok))
+        .cmd(&["validate", "m.toml"])
+        .assert()
+        .success()
+        .stdout("ok: m.toml (pipeline `robust`, code_version 1: 1 task, 0 partition schemes, 2 pools, 0 backfills)\n")
+        .stderr("");
     for (what, text, line) in [
         ("task", manifest(&long, "p", "d"), 10),
         ("pool", manifest("t", &long, "d"), 7),
         ("dataset", manifest("t", "p", &long), 14),
     ] {
-        let out = Sandbox::new(&text).weir_out(&["validate", "m.toml"]);
-        assert_exit(&out, 2);
-        let err = stderr(&out);
-        assert!(
-            err.starts_with(&format!(
-                "weir::manifest::name_too_long\n\n  × {what} `nnnnnnnnnnnnnnnnnnnnnnnn…` is too long for the warehouse\n"
-            )),
-            "{what}: {err}"
-        );
-        assert!(err.contains(&format!("[m.toml:{line}:")), "{what}: {err}");
-        assert!(err.contains("256 bytes"), "{what}: {err}");
-        assert!(
-            err.contains("longer than 255 bytes); shorten it\n"),
-            "{what}: {err}"
-        );
-        assert!(
-            err.ends_with("error: `m.toml` is not a valid manifest: 1 error\n"),
-            "{what}: {err}"
-        );
+        Sandbox::new(&text)
+            .cmd(&["validate", "m.toml"])
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(&format!(
+                "weir::manifest::name_too_long\n\n  × {what} `nnnnnnnnnnnnnnnnnnnnnnnn…` is too long for the warehouse\n\
+                 ...\nerror: `m.toml` is not a valid manifest: 1 error\n"
+            ))
+            .stderr_contains(&[
+                &format!("[m.toml:{line}:"),
+                "256 bytes",
+                "longer than 255 bytes); shorten it\n",
+            ]);
     }
 }

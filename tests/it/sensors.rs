@@ -77,10 +77,10 @@ fn no_markers(sb: &Sandbox) {
 // issue 24 item 4: without --wait, an input not ready is reported WAITING,
 // exit 0, nothing published, no HELD marker; its downstream waits too
 #[test]
-fn issue_24_without_wait_an_unready_input_is_waiting_and_exits_0() {
+fn without_wait_an_unready_input_is_waiting_and_exits_0() {
     let sb = sandbox(MANIFEST);
     let out = sb.run("r1", &["--partition", KEY, "--task", "load"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    sb.check(&out).code(0).stdout("run r1: 1 task instance: 1 waiting; 0 retries\n  WAITING     load 2026-11-01T01:15-05:00: external input `raw` is not ready: raw/2026-11-01T01:15-05:00/_SUCCESS does not exist; nothing done, no marker: the next run checks again (`--wait DURATION` waits for it)\nevents: $SB/wh/_runs/r1/events.jsonl\n").stderr_unordered("");
     assert_eq!(
         stdout(&out),
         format!(
@@ -92,7 +92,7 @@ fn issue_24_without_wait_an_unready_input_is_waiting_and_exits_0() {
     no_markers(&sb);
     // Nothing holds it: `weir retry` has nothing to release, and says why.
     let out = sb.weir_out(&["retry", "m.toml", "load", "--partition", KEY, "--note", "x"]);
-    assert_eq!(out.status.code(), Some(3));
+    sb.check(&out).code(3).stdout("").stderr("error: refused: load 2026-11-01T01:15-05:00 waits for its input, not for a decision: external input `raw` is not ready: raw/2026-11-01T01:15-05:00/_SUCCESS does not exist; `weir retry` acts only on a HELD or QUARANTINED or ABANDONED or ACCEPTED instance\n  help: put it in place, then `weir run m.toml --task load --partition 2026-11-01T01:15-05:00`\n");
     assert!(
         stderr(&out).starts_with(&format!("error: refused: load {KEY} waits for its input, not for a decision: external input `raw` is not ready: raw/{KEY}/_SUCCESS does not exist;")),
         "{}",
@@ -117,7 +117,7 @@ fn issue_24_without_wait_an_unready_input_is_waiting_and_exits_0() {
         std::fs::write(dir.join("_SUCCESS"), "").unwrap();
     }
     let out = sb.run("r2", &["--partition", "2026-11-01T01-05:00"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    sb.check(&out).code(0).stdout("run r2: 5 task instances: 3 published, 2 waiting; 0 retries\n  WAITING     load 2026-11-01T01:15-05:00: external input `raw` is not ready: raw/2026-11-01T01:15-05:00/_SUCCESS does not exist; nothing done, no marker: the next run checks again (`--wait DURATION` waits for it)\n  WAITING     hourly 2026-11-01T01-05:00: upstream `load` 2026-11-01T01:15-05:00 waits for its inputs\nevents: $SB/wh/_runs/r2/events.jsonl\n").stderr_unordered("load 2026-11-01T01:00-05:00 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:0ead588b958bcac06f302c5cc2df9d55363a52b2a75bcff608f661d198034209\nload 2026-11-01T01:30-05:00 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:0ead588b958bcac06f302c5cc2df9d55363a52b2a75bcff608f661d198034209\nload 2026-11-01T01:45-05:00 attempt 1 token 1: PUBLISHED generation 1: 1 rows, sha256:0ead588b958bcac06f302c5cc2df9d55363a52b2a75bcff608f661d198034209\n");
     let text = stdout(&out);
     assert!(
         text.starts_with(&format!("run r2: 5 task instances: 3 published, 2 waiting; 0 retries\n  WAITING     load {KEY}: external input `raw` is not ready: raw/{KEY}/_SUCCESS does not exist; nothing done, no marker: the next run checks again (`--wait DURATION` waits for it)\n  WAITING     hourly 2026-11-01T01-05:00: upstream `load` {KEY} waits for its inputs\n")),
@@ -147,7 +147,7 @@ fn issue_24_without_wait_an_unready_input_is_waiting_and_exits_0() {
 // issue 24 item 4: a `_SUCCESS` that appears late: WAITING, then published
 // within the run's --wait
 #[test]
-fn issue_24_a_late_success_marker_is_waited_for_then_published() {
+fn a_late_success_marker_is_waited_for_then_published() {
     let sb = sandbox(MANIFEST);
     let started = Instant::now();
     let engine = Engine::spawn(
@@ -213,7 +213,7 @@ fn issue_24_a_late_success_marker_is_waited_for_then_published() {
 
 // issue 24 item 4: --wait ends: still WAITING, exit 0, after several checks
 #[test]
-fn issue_24_a_wait_that_ends_leaves_the_instance_waiting() {
+fn a_wait_that_ends_leaves_the_instance_waiting() {
     let sb = sandbox(MANIFEST);
     let started = Instant::now();
     let out = sb.run(
@@ -253,7 +253,7 @@ fn issue_24_a_wait_that_ends_leaves_the_instance_waiting() {
 // issue 24 item 4: a sensor command exiting 2 is a sensor failure, with its
 // stderr as evidence; exiting 1 is "not yet"
 #[test]
-fn issue_24_a_sensor_exiting_2_fails_with_its_stderr() {
+fn a_sensor_exiting_2_fails_with_its_stderr() {
     let manifest = MANIFEST.replace(
         r#"ready = { file = "raw/{partition}/_SUCCESS" }"#,
         r#"ready = { command = ["sh", "check.sh", "{partition}"] }"#,
@@ -265,7 +265,7 @@ fn issue_24_a_sensor_exiting_2_fails_with_its_stderr() {
     );
     std::fs::write(sb.path().join("code"), "2").unwrap();
     let out = sb.run("r1", &["--partition", KEY, "--task", "load"]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    sb.check(&out).code(1).stdout("run r1: 1 task instance: 1 sensor failure; 0 retries\n  SENSOR      load 2026-11-01T01:15-05:00: the sensor of external input `raw` failed: `sh check.sh 2026-11-01T01:15-05:00` exited with 2: feed API for 2026-11-01T01:15-05:00: 503 Service Unavailable; no marker: the next run checks again\nevents: $SB/wh/_runs/r1/events.jsonl\n").stderr_unordered("load 2026-11-01T01:15-05:00: FAILED the sensor of external input `raw` failed: `sh check.sh 2026-11-01T01:15-05:00` exited with 2: feed API for 2026-11-01T01:15-05:00: 503 Service Unavailable; no marker: the next run checks again\n");
     assert_eq!(
         stdout(&out),
         format!(
@@ -287,7 +287,7 @@ fn issue_24_a_sensor_exiting_2_fails_with_its_stderr() {
     no_markers(&sb);
     // status pages on the failing sensor.
     let out = sb.weir_out(&["status", "m.toml", "--check"]);
-    assert_eq!(out.status.code(), Some(4), "{}", stdout(&out));
+    sb.check(&out).code(4).stdout("nothing published yet in $SB/wh\nmissing: hourly: 4 expected partitions without a publication: 2026-11-01T00, 2026-11-01T01-04:00, 2026-11-01T01-05:00, 2026-11-01T02\nmissing: loaded: 17 expected partitions without a publication: 2026-11-01T00:00, 2026-11-01T00:15, 2026-11-01T00:30, 2026-11-01T00:45, 2026-11-01T01:00-04:00, 2026-11-01T01:15-04:00, 2026-11-01T01:30-04:00, 2026-11-01T01:45-04:00, 2026-11-01T01:00-05:00, 2026-11-01T01:15-05:00, …\nSENSOR      load 2026-11-01T01:45-04:00: the sensor of external input `raw` failed: `sh check.sh 2026-11-01T01:45-04:00` exited with 2: feed API for 2026-11-01T01:45-04:00: 503 Service Unavailable\nSENSOR      load 2026-11-01T01:00-05:00: the sensor of external input `raw` failed: `sh check.sh 2026-11-01T01:00-05:00` exited with 2: feed API for 2026-11-01T01:00-05:00: 503 Service Unavailable\nSENSOR      load 2026-11-01T01:15-05:00: the sensor of external input `raw` failed: `sh check.sh 2026-11-01T01:15-05:00` exited with 2: feed API for 2026-11-01T01:15-05:00: 503 Service Unavailable\nSENSOR      load 2026-11-01T01:30-05:00: the sensor of external input `raw` failed: `sh check.sh 2026-11-01T01:30-05:00` exited with 2: feed API for 2026-11-01T01:30-05:00: 503 Service Unavailable\nSENSOR      load 2026-11-01T01:45-05:00: the sensor of external input `raw` failed: `sh check.sh 2026-11-01T01:45-05:00` exited with 2: feed API for 2026-11-01T01:45-05:00: 503 Service Unavailable\nSENSOR      load 2026-11-01T02:00: the sensor of external input `raw` failed: `sh check.sh 2026-11-01T02:00` exited with 2: feed API for 2026-11-01T02:00: 503 Service Unavailable\nSENSOR      load 2026-11-01T02:15: the sensor of external input `raw` failed: `sh check.sh 2026-11-01T02:15` exited with 2: feed API for 2026-11-01T02:15: 503 Service Unavailable\nSENSOR      load 2026-11-01T02:30: the sensor of external input `raw` failed: `sh check.sh 2026-11-01T02:30` exited with 2: feed API for 2026-11-01T02:30: 503 Service Unavailable\nSENSOR      load 2026-11-01T02:45: the sensor of external input `raw` failed: `sh check.sh 2026-11-01T02:45` exited with 2: feed API for 2026-11-01T02:45: 503 Service Unavailable\nSENSOR      load 2026-11-01T03:00: the sensor of external input `raw` failed: `sh check.sh 2026-11-01T03:00` exited with 2: feed API for 2026-11-01T03:00: 503 Service Unavailable\nWAITING     load: 2 earlier partitions without their external input too (`weir status --json` lists them)\nWAITING     load 2026-11-01T00:30: external input `raw` (./raw/2026-11-01T00:30/data.csv) does not exist; put it in place, then `weir run m.toml --task load --partition 2026-11-01T00:30`\nWAITING     load 2026-11-01T00:45: external input `raw` (./raw/2026-11-01T00:45/data.csv) does not exist; put it in place, then `weir run m.toml --task load --partition 2026-11-01T00:45`\nWAITING     load 2026-11-01T01:00-04:00: external input `raw` (./raw/2026-11-01T01:00-04:00/data.csv) does not exist; put it in place, then `weir run m.toml --task load --partition 2026-11-01T01:00-04:00`\nWAITING     load 2026-11-01T01:15-04:00: external input `raw` (./raw/2026-11-01T01:15-04:00/data.csv) does not exist; put it in place, then `weir run m.toml --task load --partition 2026-11-01T01:15-04:00`\nWAITING     load 2026-11-01T01:30-04:00: external input `raw` (./raw/2026-11-01T01:30-04:00/data.csv) does not exist; put it in place, then `weir run m.toml --task load --partition 2026-11-01T01:30-04:00`\n").stderr("check failed: 10 instances need attention\n");
     assert!(
         stdout(&out).contains(&format!(
             "SENSOR      load {KEY}: the sensor of external input `raw` failed"
@@ -309,7 +309,7 @@ fn issue_24_a_sensor_exiting_2_fails_with_its_stderr() {
     // Exit 1: not yet. Exit 0: ready.
     std::fs::write(sb.path().join("code"), "1").unwrap();
     let out = sb.run("r2", &["--partition", KEY, "--task", "load"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    sb.check(&out).code(0).stdout("run r2: 1 task instance: 1 waiting; 0 retries\n  WAITING     load 2026-11-01T01:15-05:00: external input `raw` is not ready: `sh check.sh 2026-11-01T01:15-05:00` exited with 1; nothing done, no marker: the next run checks again (`--wait DURATION` waits for it)\nevents: $SB/wh/_runs/r2/events.jsonl\n").stderr_unordered("");
     assert!(stdout(&out).contains(&format!("  WAITING     load {KEY}: external input `raw` is not ready: `sh check.sh {KEY}` exited with 1;")), "{}", stdout(&out));
     std::fs::write(sb.path().join("code"), "0").unwrap();
     let out = sb.run("r3", &["--partition", KEY, "--task", "load"]);
@@ -323,14 +323,14 @@ fn issue_24_a_sensor_exiting_2_fails_with_its_stderr() {
 // issue 24 item 4: a waiting instance past its task's SLA is LATE in the
 // run, in status (and --check pages on it) and in the report
 #[test]
-fn issue_24_a_waiting_instance_past_its_sla_is_late() {
+fn a_waiting_instance_past_its_sla_is_late() {
     let manifest = MANIFEST.replace(
         "output = { dataset = \"loaded\", grain = [\"id\"] }",
         "output = { dataset = \"loaded\", grain = [\"id\"] }\nsla = \"30m\"",
     );
     let sb = sandbox(&manifest);
     let out = sb.run("r1", &["--partition", KEY, "--task", "load"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    sb.check(&out).code(0).stdout("run r1: 1 task instance: 1 late; 0 retries\n  LATE        load 2026-11-01T01:15-05:00: past its SLA deadline 2026-11-01T07:00:00Z, waiting: external input `raw` is not ready: raw/2026-11-01T01:15-05:00/_SUCCESS does not exist; nothing done, no marker: the next run checks again (`--wait DURATION` waits for it)\nevents: $SB/wh/_runs/r1/events.jsonl\n").stderr_unordered("");
     // The quarter ended at 06:30Z; 30 minutes later it was due.
     assert!(
         stdout(&out).contains(&format!("  LATE        load {KEY}: past its SLA deadline 2026-11-01T07:00:00Z, waiting: external input `raw` is not ready: raw/{KEY}/_SUCCESS does not exist;")),
@@ -352,7 +352,7 @@ fn issue_24_a_waiting_instance_past_its_sla_is_late() {
         .unwrap();
     assert_eq!(late.data["deadline"], "2026-11-01T07:00:00Z");
     let out = sb.weir_out(&["status", "m.toml", "--check"]);
-    assert_eq!(out.status.code(), Some(4));
+    sb.check(&out).code(4).stdout("nothing published yet in $SB/wh\nmissing: hourly: 4 expected partitions without a publication: 2026-11-01T00, 2026-11-01T01-04:00, 2026-11-01T01-05:00, 2026-11-01T02\nmissing: loaded: 17 expected partitions without a publication: 2026-11-01T00:00, 2026-11-01T00:15, 2026-11-01T00:30, 2026-11-01T00:45, 2026-11-01T01:00-04:00, 2026-11-01T01:15-04:00, 2026-11-01T01:30-04:00, 2026-11-01T01:45-04:00, 2026-11-01T01:00-05:00, 2026-11-01T01:15-05:00, …\nLATE        load 2026-11-01T00:00: not published by its SLA deadline 2026-11-01T04:45:00Z\nLATE        load 2026-11-01T00:15: not published by its SLA deadline 2026-11-01T05:00:00Z\nLATE        load 2026-11-01T00:30: not published by its SLA deadline 2026-11-01T05:15:00Z\nLATE        load 2026-11-01T00:45: not published by its SLA deadline 2026-11-01T05:30:00Z\nLATE        load 2026-11-01T01:00-04:00: not published by its SLA deadline 2026-11-01T05:45:00Z\nLATE        load 2026-11-01T01:15-04:00: not published by its SLA deadline 2026-11-01T06:00:00Z\nLATE        load 2026-11-01T01:30-04:00: not published by its SLA deadline 2026-11-01T06:15:00Z\nLATE        load 2026-11-01T01:45-04:00: not published by its SLA deadline 2026-11-01T06:30:00Z\nLATE        load 2026-11-01T01:00-05:00: not published by its SLA deadline 2026-11-01T06:45:00Z\nLATE        load 2026-11-01T01:15-05:00: not published by its SLA deadline 2026-11-01T07:00:00Z\nLATE        load 2026-11-01T01:30-05:00: not published by its SLA deadline 2026-11-01T07:15:00Z\nLATE        load 2026-11-01T01:45-05:00: not published by its SLA deadline 2026-11-01T07:30:00Z\nLATE        load 2026-11-01T02:00: not published by its SLA deadline 2026-11-01T07:45:00Z\nLATE        load 2026-11-01T02:15: not published by its SLA deadline 2026-11-01T08:00:00Z\nLATE        load 2026-11-01T02:30: not published by its SLA deadline 2026-11-01T08:15:00Z\nLATE        load 2026-11-01T02:45: not published by its SLA deadline 2026-11-01T08:30:00Z\nLATE        load 2026-11-01T03:00: not published by its SLA deadline 2026-11-01T08:45:00Z\nWAITING     load: 12 earlier partitions without their external input too (`weir status --json` lists them)\nWAITING     load 2026-11-01T02:00: external input `raw` is not ready: raw/2026-11-01T02:00/_SUCCESS does not exist; put it in place, then `weir run m.toml --task load --partition 2026-11-01T02:00`\nWAITING     load 2026-11-01T02:15: external input `raw` is not ready: raw/2026-11-01T02:15/_SUCCESS does not exist; put it in place, then `weir run m.toml --task load --partition 2026-11-01T02:15`\nWAITING     load 2026-11-01T02:30: external input `raw` is not ready: raw/2026-11-01T02:30/_SUCCESS does not exist; put it in place, then `weir run m.toml --task load --partition 2026-11-01T02:30`\nWAITING     load 2026-11-01T02:45: external input `raw` is not ready: raw/2026-11-01T02:45/_SUCCESS does not exist; put it in place, then `weir run m.toml --task load --partition 2026-11-01T02:45`\nWAITING     load 2026-11-01T03:00: external input `raw` is not ready: raw/2026-11-01T03:00/_SUCCESS does not exist; put it in place, then `weir run m.toml --task load --partition 2026-11-01T03:00`\n").stderr("check failed: 17 instances need attention\n");
     let text = stdout(&out);
     assert!(
         text.contains(&format!(
@@ -378,7 +378,7 @@ fn issue_24_a_waiting_instance_past_its_sla_is_late() {
 // issue 24 item 4: an external input corrected after its partition was
 // published makes that publication STALE at once, in status and plan
 #[test]
-fn issue_24_a_changed_external_input_is_stale_when_status_looks() {
+fn a_changed_external_input_is_stale_when_status_looks() {
     let sb = sandbox(MANIFEST);
     std::fs::write(sb.path().join("raw").join(KEY).join("_SUCCESS"), "").unwrap();
     ok(&sb.run("r1", &["--partition", KEY, "--task", "load"]));
@@ -407,7 +407,7 @@ fn issue_24_a_changed_external_input_is_stale_when_status_looks() {
 // issue 24 item 4: a watermark sensor waits until the source's committed
 // position reaches the period's end
 #[test]
-fn issue_24_a_watermark_short_of_the_period_end_is_waiting() {
+fn a_watermark_short_of_the_period_end_is_waiting() {
     let manifest = MANIFEST.replace(
         r#"ready = { file = "raw/{partition}/_SUCCESS" }"#,
         "watermark = \"raw/position\"\nready = { watermark_at_least = \"period_end\" }",
@@ -416,7 +416,7 @@ fn issue_24_a_watermark_short_of_the_period_end_is_waiting() {
     // The quarter 01:15-05:00 ends at 06:30Z.
     std::fs::write(sb.path().join("raw/position"), "2026-11-01T06:29:00Z\n").unwrap();
     let out = sb.run("r1", &["--partition", KEY, "--task", "load"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    sb.check(&out).code(0).stdout("run r1: 1 task instance: 1 waiting; 0 retries\n  WAITING     load 2026-11-01T01:15-05:00: external input `raw` is not ready: its watermark is at 2026-11-01T06:29:00Z, short of the period's end 2026-11-01T06:30:00Z; nothing done, no marker: the next run checks again (`--wait DURATION` waits for it)\nevents: $SB/wh/_runs/r1/events.jsonl\n").stderr_unordered("");
     assert!(stdout(&out).contains("external input `raw` is not ready: its watermark is at 2026-11-01T06:29:00Z, short of the period's end 2026-11-01T06:30:00Z;"), "{}", stdout(&out));
     std::fs::write(
         sb.path().join("raw/position"),
@@ -441,7 +441,7 @@ fn issue_24_a_watermark_short_of_the_period_end_is_waiting() {
 
 // issue 24 item 4: `ready` mistakes are located diagnostics
 #[test]
-fn issue_24_a_bad_ready_is_a_located_diagnostic() {
+fn a_bad_ready_is_a_located_diagnostic() {
     let path = repo().join("tests/fixtures/bad/bad_ready.toml");
     let errors = Manifest::load(&path).unwrap_err();
     let first = &errors.errors[0];

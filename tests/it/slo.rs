@@ -142,7 +142,7 @@ const INSTANT_MS: i64 = 999;
 // pool, over `--since 4d`, exactly where the clock is pinned and within the
 // real run's bounds where time is real.
 #[test]
-fn issue_26_slo_figures_match_a_run_of_known_lateness_and_durations() {
+fn slo_figures_match_a_run_of_known_lateness_and_durations() {
     let m = midnight();
     let sb = pipeline(m);
     let d = |k| day(m, k);
@@ -433,7 +433,7 @@ fn issue_26_slo_figures_match_a_run_of_known_lateness_and_durations() {
 // clock pinned 10 days on, no partition and no attempt is in a 4-day
 // window, and nothing is judged (no share, no budget spent).
 #[test]
-fn issue_26_the_window_follows_the_pinned_clock() {
+fn the_window_follows_the_pinned_clock() {
     let m = midnight();
     let sb = pipeline(m);
     timed_run(&sb, "r1", &["--task", "daily", "--partition", &day(m, 3)]);
@@ -470,7 +470,7 @@ fn issue_26_the_window_follows_the_pinned_clock() {
 // issue 26 item 6: `slo` is a share strictly between 0 and 1, and needs
 // the `sla` it measures; each is a located diagnostic with its fix.
 #[test]
-fn issue_26_slo_is_validated_where_it_is_written() {
+fn slo_is_validated_where_it_is_written() {
     let mut manifest = String::from(
         r#"[pipeline]
 name = "demo"
@@ -605,7 +605,12 @@ printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
             "2026-11-25",
         ],
     );
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        crate::support::stderr(&out)
+    );
     ok(&sb.run(
         "r2",
         &[
@@ -629,7 +634,7 @@ fn end_of(d: jiff::civil::Date) -> String {
 // (counts by state, the oldest problem), then the problems oldest first as
 // many as a screen holds; `--all` is the full listing.
 #[test]
-fn issue_26_status_at_scale_summarises_oldest_problem_first() {
+fn status_at_scale_summarises_oldest_problem_first() {
     let sb = at_scale();
     let out = sb.weir_out(&["status", "m.toml"]);
     assert_eq!(stderr(&out), "");
@@ -702,7 +707,7 @@ load             89     0            0     0       79         10  MISSING 2026-0
 // and what `--check` pages on; unknown names and bad ranges are usage
 // errors; `--json` keeps its shape, adding `summary`.
 #[test]
-fn issue_26_status_filters_and_json_summary() {
+fn status_filters_and_json_summary() {
     let sb = at_scale();
     let out = sb.weir_out(&["status", "m.toml", "--state", "late", "--state", "held"]);
     assert_eq!(stderr(&out), "");
@@ -750,14 +755,17 @@ HELD        extract 2026-09-15: operator failure: exit code 78
         Some(4)
     );
     let out = sb.weir_out(&["status", "m.toml", "--check", "--task", "load"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    sb.check(&out).code(0).stdout("dataset  partition   gen  token  rows  code_version  published_at              digest\nclean    2026-09-01    1      1     1  1             [..]  sha256:0ead588b958b…\nclean    2026-09-02    1      1     1  1             [..]  sha256:0ead588b958b…\nclean    2026-09-03    1      1     1  1             [..]  sha256:0ead588b958b…\nclean    2026-09-04    1      1     1  1             [..]  sha256:0ead588b958b…\nclean    2026-09-05    1      1     1  1             [..]  sha256:0ead588b958b…\nclean    2026-09-06    1      1     1  1             [..]  sha256:0ead588b958b…\nclean    2026-09-07    1      1     1  1             [..]  sha256:0ead588b958b…\nclean    2026-09-08    1      1     1  1             [..]  sha256:0ead588b958b…\nclean    2026-09-09    1      1     1  1             [..]  sha256:0ead588b958b…\nclean    2026-09-10    1      1     1  1             [..]  sha256:0ead588b958b…\n\nclean: 10 partitions built by code_version 1\nmissing: clean: 79 expected partitions without a publication: 2026-09-11, 2026-09-12, 2026-09-13, 2026-09-14, 2026-09-15, 2026-09-16, 2026-09-17, 2026-09-18, 2026-09-19, 2026-09-20, …\n").stderr("");
     let out = sb.weir_out(&["status", "m.toml", "--check", "--state", "quarantined"]);
-    assert_eq!(out.status.code(), Some(4));
+    sb.check(&out).code(4).stdout("no published partition matches\nmissing: raw: 1 expected partition without a publication: 2026-10-10\nLATE        extract 2026-10-10: not published by its SLA deadline 2026-10-12T00:00:00Z\nQUARANTINED extract 2026-10-10: deterministic failure: exit code 65\n").stderr("check failed: 2 instances need attention\n");
     // QUARANTINED and its LATE, both of the one instance kept.
     assert_eq!(stderr(&out), "check failed: 2 instances need attention\n");
 
     let out = sb.weir_out(&["status", "m.toml", "--task", "lod"]);
-    assert_eq!(out.status.code(), Some(2));
+    sb.check(&out)
+        .code(2)
+        .stdout("")
+        .stderr("error: no task `lod` in `scale`\n  help: did you mean `load`?\n");
     assert_eq!(stdout(&out), "");
     assert_eq!(
         stderr(&out),
@@ -771,14 +779,14 @@ HELD        extract 2026-09-15: operator failure: exit code 78
         "--to",
         "2026-09-08",
     ]);
-    assert_eq!(out.status.code(), Some(2));
+    sb.check(&out).code(2).stdout("").stderr("weir::plan::bad_range\n\n  × range 2026-09-12 to 2026-09-08: runs backwards: swap --from and --to\n  help: partitions are `day`: days from 2026-09-01 to 2026-11-28 (the latest\n        complete day); a task of several dimensions takes keys joined by `|`\n");
     assert!(
         stderr(&out).contains("runs backwards: swap --from and --to"),
         "{}",
         stderr(&out)
     );
     let out = sb.weir_out(&["status", "m.toml", "--state", "lat"]);
-    assert_eq!(out.status.code(), Some(2));
+    sb.check(&out).code(2).stdout("").stderr("error: invalid value 'lat' for '--state <STATE>'\n  [possible values: unreadable, held, quarantined, abandoned, released, late, waiting, missing, stale, published]\n\n  tip: a similar value exists: 'late'\n\nFor more information, try '--help'.\n");
     assert!(
         stderr(&out).contains("possible values: unreadable, held"),
         "{}",
@@ -849,7 +857,7 @@ HELD        extract 2026-09-15: operator failure: exit code 78
 // issue 26 item 7: a summary still names what `--check` pages on beyond
 // the instances' states: a Delta table behind weir's records.
 #[test]
-fn issue_26_status_summary_names_a_table_behind() {
+fn status_summary_names_a_table_behind() {
     use arrow_array::{ArrayRef, Int64Array, RecordBatch};
     let sb = Sandbox::new(
         r#"
@@ -886,7 +894,7 @@ pool = "wide"
     );
     ok(&sb.run("r1", &["--from", "2026-09-01", "--to", "2026-11-28"]));
     let out = sb.weir_out(&["status", "m.toml", "--check"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    sb.check(&out).code(0).stdout("89 partitions of 1 task, summarised: `weir status m.toml --all` lists every partition, `--json` prints them all\n\ntask  partitions  published  oldest problem\npq            89         89\n").stderr("");
     assert!(stdout(&out).starts_with("89 partitions of 1 task, summarised"));
     // The newest Delta commit lost: one partition's generation not shown.
     let log = sb.path().join("wh/pq/_delta_log");
@@ -898,7 +906,7 @@ pool = "wide"
         .unwrap();
     std::fs::remove_file(log.join(newest)).unwrap();
     let out = sb.weir_out(&["status", "m.toml", "--check"]);
-    assert_eq!(out.status.code(), Some(4));
+    sb.check(&out).code(4).stdout("89 partitions of 1 task, summarised: `weir status m.toml --all` lists every partition, `--json` prints them all\n\ntask  partitions  published  oldest problem\npq            89         89\n\nTABLE_BEHIND pq [..]: the Delta table does not show generation 1 (no commit of this partition); `weir tables sync` repairs it\n").stderr("check failed: 1 instance needs attention\n");
     assert_eq!(stderr(&out), "check failed: 1 instance needs attention\n");
     let text = stdout(&out);
     assert!(
@@ -920,7 +928,7 @@ pool = "wide"
 // issue 26 item 7: on a terminal "a screen" is its height: 20 rows hold
 // the heading, the table and 11 problems, and the line saying how many more.
 #[test]
-fn issue_26_status_summary_fits_the_terminal() {
+fn status_summary_fits_the_terminal() {
     let sb = at_scale();
     // util-linux `script` gives weir a pseudo-terminal of 20 rows.
     let out = std::process::Command::new("script")

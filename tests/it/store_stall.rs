@@ -101,8 +101,12 @@ fn stalling_proxy(endpoint: &str) -> (FaultProxy, Arc<Mutex<Option<Instant>>>) {
 // writes have a thread of their own: the timeout fires on time, SIGINT
 // stops `long` within a second, and the run, interrupted, stores every one
 // of its events once the stall is over.
+#[cfg_attr(
+    not(any(weir_has_s3, weir_ci)),
+    ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
+)]
 #[test]
-fn issue_28_a_stalled_store_never_holds_up_timeouts_or_ctrl_c() {
+fn a_stalled_store_never_holds_up_timeouts_or_ctrl_c() {
     let _serial = crate::support::exclusive();
     let Some(endpoint) = endpoint() else { return };
     let bucket = new_bucket(&endpoint);
@@ -208,8 +212,12 @@ partitioned_by = []
 // the run ends long before the store answers again (10 minutes here), exit
 // 5, with an engine error naming the store and the key, and says its event
 // log is incomplete.
+#[cfg_attr(
+    not(any(weir_has_s3, weir_ci)),
+    ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
+)]
 #[test]
-fn issue_28_a_store_that_stops_answering_ends_the_run_with_an_error_naming_it() {
+fn a_store_that_stops_answering_ends_the_run_with_an_error_naming_it() {
     let _serial = crate::support::exclusive();
     let Some(endpoint) = endpoint() else { return };
     let bucket = new_bucket(&endpoint);

@@ -47,6 +47,19 @@ pub(crate) fn ok(out: &Output) -> String {
     stdout(out)
 }
 
+/// Asserts a process's exit status (showing both streams if it differs),
+/// where its output is checked otherwise; `Cmd::assert` checks all three.
+#[track_caller]
+pub(crate) fn assert_exit(out: &Output, expected: i32) {
+    assert_eq!(
+        out.status.code(),
+        Some(expected),
+        "stdout:\n{}\nstderr:\n{}",
+        stdout(out),
+        stderr(out)
+    );
+}
+
 /// Compares `actual` with the file at `path`, or writes it when
 /// `WEIR_BLESS=1` (then review the diff before committing).
 #[track_caller]
@@ -408,7 +421,12 @@ impl Sandbox {
 /// `weir run`, `weir backfill` and `weir retry` print.
 #[track_caller]
 pub(crate) fn printed_run_id(out: &Output) -> String {
-    let text = stdout(out);
+    run_id_in(&stdout(out))
+}
+
+/// The run id in the summary line of `text`, a run's stdout.
+#[track_caller]
+pub(crate) fn run_id_in(text: &str) -> String {
     text.lines()
         .find_map(|l| {
             l.strip_prefix("run ")
@@ -461,4 +479,390 @@ impl Sandbox {
         names.retain(|n| n.ends_with(".json"));
         names
     }
+}
+
+// ---- The command-test builder ----
+//
+// `sb.cmd(&["run", "m.toml"]).env("K", "v").assert().code(1).stdout(EXACT).stderr_contains("…")`
+// runs a command and checks its exit status, stdout and stderr. What a test
+// does not assert is asserted anyway when the check is dropped: exit status 0
+// and both streams empty, so a test states all of a command's output or says
+// which part varies. Expected text is exact, except that `[..]` matches any
+// text within a line and a line of `...` any number of lines (as in trycmd).
+
+/// A command to run and check (see `Cmd::assert`).
+pub(crate) struct Cmd {
+    cmd: Command,
+    /// (text, placeholder) replaced in both streams before they are compared.
+    redactions: Vec<(String, String)>,
+}
+
+/// `program ARGS...` as a command to check.
+pub(crate) fn cmd(program: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> Cmd {
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    Cmd {
+        cmd,
+        redactions: Vec::new(),
+    }
+}
+
+/// `weir ARGS...` (as `weir()` sets it up) as a command to check.
+pub(crate) fn weir_cmd(args: &[&str]) -> Cmd {
+    let mut cmd = weir();
+    cmd.args(args);
+    Cmd {
+        cmd,
+        redactions: Vec::new(),
+    }
+}
+
+impl Sandbox {
+    /// `weir ARGS...` in the sandbox as a command to check; the sandbox's
+    /// path reads `$SB` in its output.
+    pub(crate) fn cmd(&self, args: &[&str]) -> Cmd {
+        weir_cmd(args)
+            .current_dir(self.path())
+            .redact(&self.path().display().to_string(), "$SB")
+    }
+}
+
+impl Cmd {
+    pub(crate) fn env(mut self, key: &str, value: impl AsRef<std::ffi::OsStr>) -> Cmd {
+        self.cmd.env(key, value);
+        self
+    }
+
+    pub(crate) fn args(mut self, args: &[&str]) -> Cmd {
+        self.cmd.args(args);
+        self
+    }
+
+    pub(crate) fn current_dir(mut self, dir: impl AsRef<Path>) -> Cmd {
+        self.cmd.current_dir(dir);
+        self
+    }
+
+    /// Shows `text` as `placeholder` in both streams (a tempdir's path).
+    pub(crate) fn redact(mut self, text: &str, placeholder: &str) -> Cmd {
+        if !text.is_empty() {
+            self.redactions
+                .push((text.to_owned(), placeholder.to_owned()));
+        }
+        self
+    }
+
+    /// Runs it to completion (stdin empty); the checks come next.
+    #[track_caller]
+    pub(crate) fn assert(mut self) -> Assert {
+        let shown = format!("{:?}", self.cmd);
+        let out = self
+            .cmd
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("{shown} did not start: {e}"));
+        Assert::new(
+            &out,
+            shown,
+            &self.redactions,
+            std::panic::Location::caller(),
+        )
+    }
+}
+
+impl Sandbox {
+    /// `weir run m.toml --run-id RUN_ID EXTRA...` as a command to check.
+    pub(crate) fn run_cmd(&self, run_id: &str, extra: &[&str]) -> Cmd {
+        self.cmd(&["run", "m.toml", "--run-id", run_id]).args(extra)
+    }
+
+    /// The output of a process that ran in the sandbox (an `Engine`'s), to
+    /// check as a command's; the sandbox's path reads `$SB`.
+    #[track_caller]
+    pub(crate) fn check(&self, out: &Output) -> Assert {
+        let redactions = [(self.path().display().to_string(), "$SB".to_owned())];
+        Assert::new(
+            out,
+            "weir (spawned)".to_owned(),
+            &redactions,
+            std::panic::Location::caller(),
+        )
+    }
+}
+
+/// A finished command's exit status and output, being checked. Dropped, it
+/// checks what was not: exit status 0, stdout and stderr empty.
+pub(crate) struct Assert {
+    stdout: String,
+    stderr: String,
+    code: Option<i32>,
+    shown: String,
+    at: &'static std::panic::Location<'static>,
+    code_checked: bool,
+    stdout_checked: bool,
+    stderr_checked: bool,
+}
+
+impl Assert {
+    fn new(
+        out: &Output,
+        shown: String,
+        redactions: &[(String, String)],
+        at: &'static std::panic::Location<'static>,
+    ) -> Assert {
+        let redact = |bytes: &[u8]| {
+            let mut text = String::from_utf8_lossy(bytes).into_owned();
+            for (from, to) in redactions {
+                text = text.replace(from.as_str(), to);
+            }
+            text
+        };
+        Assert {
+            stdout: redact(&out.stdout),
+            stderr: redact(&out.stderr),
+            code: out.status.code(),
+            shown,
+            at,
+            code_checked: false,
+            stdout_checked: false,
+            stderr_checked: false,
+        }
+    }
+
+    /// Panics with everything a reader needs to fix the test, or only
+    /// prints it with `WEIR_ASSERT_SOFT=1` (to see every mismatch of a test
+    /// in one run while writing it).
+    fn fail(&self, what: &str) {
+        let text = format!(
+            "{what}\ncommand: {}\nrun at {}\nexit status: {:?}\nstdout:\n{}\nstderr:\n{}\nstdout as a literal: {:?}\nstderr as a literal: {:?}",
+            self.shown, self.at, self.code, self.stdout, self.stderr, self.stdout, self.stderr
+        );
+        if std::env::var_os("WEIR_ASSERT_SOFT").is_some() {
+            eprintln!("SOFT FAILURE: {text}");
+        } else {
+            panic!("{text}");
+        }
+    }
+
+    /// The exit status is `code` (`None`: killed by a signal).
+    #[track_caller]
+    pub(crate) fn code(mut self, code: impl Into<Option<i32>>) -> Assert {
+        self.code_checked = true;
+        let code = code.into();
+        if self.code != code {
+            self.fail(&format!(
+                "exit status {:?}, expected {code:?}, at {}",
+                self.code,
+                std::panic::Location::caller()
+            ));
+        }
+        self
+    }
+
+    /// Exit status 0.
+    #[track_caller]
+    pub(crate) fn success(self) -> Assert {
+        self.code(0)
+    }
+
+    /// With `WEIR_ASSERT_SOFT=1`, shows what a loose check (wildcards,
+    /// contains) accepted, to tighten it.
+    #[track_caller]
+    fn loose(&self, stream: &str, text: &str) {
+        if std::env::var_os("WEIR_ASSERT_SOFT").is_some() {
+            eprintln!(
+                "SOFT LOOSE {stream} at {}: {text:?}",
+                std::panic::Location::caller()
+            );
+        }
+    }
+
+    /// stdout is `expected` (`[..]` and `...` as wildcards).
+    #[track_caller]
+    pub(crate) fn stdout(mut self, expected: &str) -> Assert {
+        self.stdout_checked = true;
+        self.text_is("stdout", &self.stdout, expected);
+        self
+    }
+
+    /// stderr is `expected` (`[..]` and `...` as wildcards).
+    #[track_caller]
+    pub(crate) fn stderr(mut self, expected: &str) -> Assert {
+        self.stderr_checked = true;
+        self.text_is("stderr", &self.stderr, expected);
+        self
+    }
+
+    #[track_caller]
+    fn text_is(&self, stream: &str, actual: &str, expected: &str) {
+        if expected.contains("[..]") || expected.contains("...") {
+            self.loose(stream, actual);
+        }
+        if !matches(expected, actual) {
+            self.fail(&format!(
+                "{stream} differs from the expected (at {}):\n{expected}",
+                std::panic::Location::caller()
+            ));
+        }
+    }
+
+    /// stderr is `expected` up to the order of its lines.
+    #[track_caller]
+    pub(crate) fn stderr_unordered(mut self, expected: &str) -> Assert {
+        self.stderr_checked = true;
+        if !same_lines(expected, &self.stderr) {
+            self.fail(&format!(
+                "stderr's lines differ from the expected, in any order (at {}):\n{expected}",
+                std::panic::Location::caller()
+            ));
+        }
+        self
+    }
+
+    /// stderr holds each of `parts` (where the rest varies).
+    #[track_caller]
+    pub(crate) fn stderr_contains(mut self, parts: &[&str]) -> Assert {
+        self.stderr_checked = true;
+        self.loose("stderr", &self.stderr);
+        if let Some(part) = parts.iter().find(|p| !self.stderr.contains(**p)) {
+            self.fail(&format!(
+                "stderr lacks {part:?} (at {})",
+                std::panic::Location::caller()
+            ));
+        }
+        self
+    }
+
+    /// stdout, which the caller checks itself.
+    pub(crate) fn stdout_text(mut self) -> String {
+        self.stdout_checked = true;
+        std::mem::take(&mut self.stdout)
+    }
+
+    /// stderr, which the caller checks itself.
+    pub(crate) fn stderr_text(mut self) -> String {
+        self.stderr_checked = true;
+        std::mem::take(&mut self.stderr)
+    }
+
+    /// stdout parsed as one JSON document, which the caller checks.
+    #[track_caller]
+    pub(crate) fn stdout_json(mut self) -> serde_json::Value {
+        self.stdout_checked = true;
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout of {} (run at {}) is not one JSON document: {e}\n{}",
+                self.shown, self.at, self.stdout
+            )
+        })
+    }
+}
+
+impl Drop for Assert {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        if !self.code_checked && self.code != Some(0) {
+            self.fail("exit status not 0 and not asserted");
+        }
+        if !self.stdout_checked && !self.stdout.is_empty() {
+            self.fail("stdout not empty and not asserted");
+        }
+        if !self.stderr_checked && !self.stderr.is_empty() {
+            self.fail("stderr not empty and not asserted");
+        }
+    }
+}
+
+/// Whether `actual` has the lines of `expected` in any order, each line
+/// matched once (`[..]` as in `matches`).
+fn same_lines(expected: &str, actual: &str) -> bool {
+    if expected.ends_with('\n') != actual.ends_with('\n') {
+        return false;
+    }
+    let mut left: Vec<&str> = actual.lines().collect();
+    for want in expected.lines() {
+        match left.iter().position(|got| line_matches(want, got)) {
+            Some(at) => {
+                left.swap_remove(at);
+            }
+            None => return false,
+        }
+    }
+    left.is_empty()
+}
+
+/// Whether `actual` is `expected`, where `[..]` in a line matches any text
+/// within that line and a line that is `...` matches any number of lines.
+pub(crate) fn matches(expected: &str, actual: &str) -> bool {
+    if !expected.contains("[..]") && !expected.contains("...") {
+        return expected == actual;
+    }
+    if expected.ends_with('\n') != actual.ends_with('\n') {
+        return false;
+    }
+    let want: Vec<&str> = expected.lines().collect();
+    let got: Vec<&str> = actual.lines().collect();
+    lines_match(&want, &got)
+}
+
+fn lines_match(want: &[&str], got: &[&str]) -> bool {
+    match want.split_first() {
+        None => got.is_empty(),
+        Some((&"...", rest)) => (0..=got.len()).any(|skip| lines_match(rest, &got[skip..])),
+        Some((line, rest)) => {
+            !got.is_empty() && line_matches(line, got[0]) && lines_match(rest, &got[1..])
+        }
+    }
+}
+
+fn line_matches(want: &str, got: &str) -> bool {
+    let mut parts = want.split("[..]");
+    let first = parts.next().unwrap_or("");
+    let Some(mut rest) = got.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+#[test]
+fn the_builder_matches_wildcards_within_lines_and_across_lines() {
+    assert!(matches("a\n", "a\n"));
+    assert!(!matches("a\n", "a"));
+    assert!(matches("run [..]: 2 published\n", "run r-1: 2 published\n"));
+    assert!(!matches(
+        "run [..]: 2 published\n",
+        "run r-1: 3 published\n"
+    ));
+    assert!(matches("[..]x[..]\n", "x\n"));
+    assert!(!matches("a[..]a\n", "a\n"));
+    assert!(matches("head\n...\ntail\n", "head\n1\n2\ntail\n"));
+    assert!(matches("head\n...\ntail\n", "head\ntail\n"));
+    assert!(!matches("head\n...\ntail\n", "head\n1\n"));
+    assert!(!matches("one [..]\n", "one a\ntwo\n"));
+    assert!(same_lines("b\na [..]\n", "a 1\nb\n"));
+    assert!(!same_lines("b\nb\n", "a\nb\n"));
+}
+
+#[test]
+#[should_panic(expected = "stdout not empty and not asserted")]
+fn the_builder_fails_a_command_whose_output_the_test_did_not_state() {
+    cmd("sh", &["-c", "echo unexpected"]).assert().success();
+}
+
+#[test]
+#[should_panic(expected = "exit status not 0 and not asserted")]
+fn the_builder_fails_a_command_that_failed_unless_the_test_says_so() {
+    cmd("sh", &["-c", "exit 3"]).assert();
 }

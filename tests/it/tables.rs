@@ -152,7 +152,7 @@ fn same_file(a: &Path, b: &Path) -> bool {
 // generation's files, after a rollback the older ones again; `--partition`
 // selects; the text form names the same files with full digests.
 #[test]
-fn issue_27_files_lists_the_visible_files_of_each_partition() {
+fn files_lists_the_visible_files_of_each_partition() {
     let sb = sandbox();
     ok(&sb.run("R1", &["--partition", "north", "--partition", "south"]));
 
@@ -262,7 +262,7 @@ fn issue_27_files_lists_the_visible_files_of_each_partition() {
 // unknown dataset exits 2, and a visible file that no longer holds what
 // was published exits 5 naming it, rather than handing it to a reader.
 #[test]
-fn issue_27_files_refuses_what_it_cannot_vouch_for() {
+fn files_refuses_what_it_cannot_vouch_for() {
     let sb = sandbox();
     ok(&sb.run("R1", &["--partition", "north"]));
 
@@ -504,8 +504,12 @@ fn visible(sb: &Sandbox, partition: &str) -> u64 {
 // version shows the older generation. A Delta commit lost after weir's
 // (a crash between the two) is repaired by `weir tables sync`, which is
 // idempotent.
+#[cfg_attr(
+    not(any(weir_has_delta_readers, weir_ci)),
+    ignore = "needs python3 with deltalake and polars (.ci/run installs them)"
+)]
 #[test]
-fn issue_27_delta_table_follows_publications_republish_and_rollback() {
+fn delta_table_follows_publications_republish_and_rollback() {
     if !python_readers() {
         return;
     }
@@ -791,7 +795,7 @@ fn run_file(sb: &Sandbox, run_id: &str, file: &str) -> std::process::Output {
 // naming the columns, exit 1) and nothing is published: the visible
 // generation and the table stay as they were.
 #[test]
-fn issue_27_delta_fixed_schema_a_changed_schema_fails_the_audit() {
+fn delta_fixed_schema_a_changed_schema_fails_the_audit() {
     let sb = schema_sandbox(None);
     let root = sb.path().join("wh").join("sales");
     let out = sb.run("R1", &["--partition", "north"]);
@@ -851,7 +855,7 @@ fn issue_27_delta_fixed_schema_a_changed_schema_fails_the_audit() {
 // version with it and the older version without; a retyped column still
 // fails the audit.
 #[test]
-fn issue_27_delta_additive_schema_adds_new_columns() {
+fn delta_additive_schema_adds_new_columns() {
     let sb = schema_sandbox(Some("additive"));
     let root = sb.path().join("wh").join("sales");
     ok(&sb.run("R1", &["--partition", "north"]));
@@ -937,7 +941,7 @@ fn issue_27_delta_additive_schema_adds_new_columns() {
 // Issue 27 item 2: a schema policy weir does not know, or one on an
 // output without a table, is a located manifest diagnostic.
 #[test]
-fn issue_27_delta_schema_policy_diagnostics() {
+fn delta_schema_policy_diagnostics() {
     for (manifest, expected) in [
         (
             DELTA_MANIFEST.replace(
@@ -1009,8 +1013,12 @@ fn delta_sandbox() -> Sandbox {
 // rows `weir show` prints, the versions are contiguous, and `weir files`
 // names the visible files by their s3:// URLs with their sizes and sums.
 #[cfg(feature = "s3")]
+#[cfg_attr(
+    not(any(all(weir_has_s3, weir_has_delta_readers), weir_ci)),
+    ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto) and python3 with deltalake and polars (.ci/run installs them)"
+)]
 #[test]
-fn issue_27_delta_table_and_files_on_s3() {
+fn delta_table_and_files_on_s3() {
     let Some(endpoint) = crate::s3::endpoint() else {
         return;
     };
@@ -1134,7 +1142,7 @@ fn issue_27_delta_table_and_files_on_s3() {
 // generations outside its rollback window; with no table it deletes them
 // (the same pipeline without `table`). The oldest version stays readable.
 #[test]
-fn issue_27_gc_keeps_what_delta_versions_reference() {
+fn gc_keeps_what_delta_versions_reference() {
     let plain = DELTA_MANIFEST.replace(", table = \"delta\"", "");
     for (manifest, delta) in [(DELTA_MANIFEST, true), (plain.as_str(), false)] {
         let sb = delta_sandbox();
@@ -1297,7 +1305,7 @@ fn root_of(sb: &Sandbox) -> std::path::PathBuf {
 // taken version is retried on the next), the versions are contiguous, and
 // the table ends at each partition's visible generation.
 #[test]
-fn issue_27_two_engines_commit_to_one_table_at_once() {
+fn two_engines_commit_to_one_table_at_once() {
     let sb = delta_sandbox();
     let root = sb.path().join("wh").join("sales");
     for round in 0..3 {
@@ -1351,7 +1359,7 @@ fn issue_27_two_engines_commit_to_one_table_at_once() {
 // the table lags (status --check pages TABLE_BEHIND), and the next run,
 // which finds the partition already published, commits it to the table.
 #[test]
-fn issue_27_kill_9_between_the_commits_is_repaired_by_the_next_run() {
+fn kill_9_between_the_commits_is_repaired_by_the_next_run() {
     let sb = delta_sandbox();
     let root = sb.path().join("wh").join("sales");
     ok(&sb.run("R1", &["--partition", "north"]));
@@ -1443,8 +1451,12 @@ fn generations_by_version(root: &Path) -> Vec<(u64, std::collections::BTreeMap<S
 // table, and weir's next commit replays from the checkpoint: it removes
 // the partition's files the checkpoint holds (no duplicate rows) and
 // writes no second protocol/metaData.
+#[cfg_attr(
+    not(any(weir_has_delta_readers, weir_ci)),
+    ignore = "needs python3 with deltalake and polars (.ci/run installs them)"
+)]
 #[test]
-fn issue_27_delta_checkpoints_are_written_and_read() {
+fn delta_checkpoints_are_written_and_read() {
     if !python_readers() {
         return;
     }
@@ -1617,7 +1629,7 @@ fn issue_27_delta_checkpoints_are_written_and_read() {
 // version; the publication and its Delta commit stand, and the table
 // reads the same from its JSON commits.
 #[test]
-fn issue_27_delta_a_failed_checkpoint_is_a_warning() {
+fn delta_a_failed_checkpoint_is_a_warning() {
     let sb = delta_sandbox();
     let root = sb.path().join("wh").join("sales");
     ok(&sb.run("R1", &["--partition", "north"]));
@@ -1676,7 +1688,7 @@ fn issue_27_delta_a_failed_checkpoint_is_a_warning() {
 // deterministic; once `weir tables sync` repaired it, verify says the
 // table shows the generation and exits 0.
 #[test]
-fn issue_27_verify_reports_a_table_that_disagrees() {
+fn verify_reports_a_table_that_disagrees() {
     let sb = delta_sandbox();
     let root = sb.path().join("wh").join("sales");
     ok(&sb.run("R1", &["--partition", "north"]));
@@ -1743,8 +1755,12 @@ fn issue_27_verify_reports_a_table_that_disagrees() {
 // delta-rs reads the table from the bucket with the rows `weir show`
 // prints.
 #[cfg(feature = "s3")]
+#[cfg_attr(
+    not(any(all(weir_has_s3, weir_has_delta_readers), weir_ci)),
+    ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto) and python3 with deltalake and polars (.ci/run installs them)"
+)]
 #[test]
-fn issue_27_delta_checkpoints_on_s3() {
+fn delta_checkpoints_on_s3() {
     let Some(endpoint) = crate::s3::endpoint() else {
         return;
     };
@@ -1858,7 +1874,7 @@ fn issue_27_delta_checkpoints_on_s3() {
 // first generation, instead of being published while its table commit
 // fails.
 #[test]
-fn issue_27_delta_an_unmappable_column_fails_the_audit() {
+fn delta_an_unmappable_column_fails_the_audit() {
     let sb = schema_sandbox(None);
     let batch = RecordBatch::try_from_iter(vec![
         ("id", Arc::new(Int64Array::from(vec![1])) as ArrayRef),

@@ -88,12 +88,13 @@ if [ "$WEIR_PARTITION" = bad ]; then echo "failing with $TOKEN and $DB" >&2; exi
 printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
 "#;
 
+// Issue 23.
 // https://github.com/weir/weir/issues/23 (item 11): with `env`, a task sees
 // exactly its `pass` names, its `set` values (secrets read by reference) and
 // weir's `WEIR_*`; the secret values are redacted from its logs, the FAILED
 // event, explain and status.
 #[test]
-fn issue_23_env_gives_exactly_what_it_declares_and_secrets_are_redacted() {
+fn env_gives_exactly_what_it_declares_and_secrets_are_redacted() {
     let tmp = tempfile::tempdir().unwrap();
     let dump_path = tmp.path().join("env");
     let sb = Sandbox::new(&env_manifest(
@@ -187,11 +188,12 @@ file = "lineage.jsonl""#,
     assert_no_secret("lineage events", &lineage);
 }
 
+// Issue 23.
 // https://github.com/weir/weir/issues/23 (item 11): a reference that cannot
 // be read fails the attempt before its command runs (held: an operator must
 // provide it), and `verify` refuses the same way.
 #[test]
-fn issue_23_an_unreadable_secret_fails_before_the_task_starts() {
+fn an_unreadable_secret_fails_before_the_task_starts() {
     let tmp = tempfile::tempdir().unwrap();
     let dump_path = tmp.path().join("env");
     for (set, why) in [
@@ -224,10 +226,11 @@ fn issue_23_an_unreadable_secret_fails_before_the_task_starts() {
     }
 }
 
+// Issue 23.
 // https://github.com/weir/weir/issues/23 (item 11): a bad `env` is a
 // manifest error at its key or value, every one of them reported.
 #[test]
-fn issue_23_bad_env_forms_are_located_manifest_errors() {
+fn bad_env_forms_are_located_manifest_errors() {
     let sb = Sandbox::new(MANIFEST_BAD_ENV);
     let out = sb.weir_out(&["validate", "m.toml"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
@@ -310,11 +313,12 @@ weir::manifest::env_reference
 error: `m.toml` is not a valid manifest: 5 errors
 "#;
 
+// Issue 29.
 // https://github.com/weir/weir/issues/29: `verify` reruns a task with the
 // environment `run` gave it (it lacked `WEIR_PARTITION_<SCHEME>`), apart
 // from what identifies the attempt.
 #[test]
-fn issue_29_verify_environment_equals_runs() {
+fn verify_environment_equals_runs() {
     let tmp = tempfile::tempdir().unwrap();
     let sb = Sandbox::new(
         r#"
@@ -384,11 +388,12 @@ output = { dataset = "out", format = "csv", grain = ["id"] }
     }
 }
 
+// Issue 23.
 // https://github.com/weir/weir/issues/23 (item 12): a task's stderr cannot
 // clear the operator's terminal or draw a fake success line through
 // `weir explain`, with NO_COLOR and piped.
 #[test]
-fn issue_23_explain_escapes_control_characters() {
+fn explain_escapes_control_characters() {
     let sb = Sandbox::new(&env_manifest("", Path::new("/unused")));
     sb.script(
         "t.sh",
@@ -413,10 +418,11 @@ fn issue_23_explain_escapes_control_characters() {
     assert!(!events.contains('\u{1b}'), "{events:?}");
 }
 
+// Issue 23.
 // https://github.com/weir/weir/issues/23 (item 12): `show --json` marks a
 // value that is not UTF-8 instead of replacing it with U+FFFD.
 #[test]
-fn issue_23_show_json_marks_invalid_utf8() {
+fn show_json_marks_invalid_utf8() {
     let sb = Sandbox::new(&env_manifest("", Path::new("/unused")));
     sb.script(
         "t.sh",
@@ -466,11 +472,12 @@ fn refusing_receiver() -> (u16, Arc<Mutex<Vec<String>>>) {
     (port, heads)
 }
 
+// Issue 23.
 // https://github.com/weir/weir/issues/23 (item 12): credentials in a
 // `[lineage] url` are sent as HTTP Basic authentication and never written to
 // stderr, the event log or `status`.
 #[test]
-fn issue_23_lineage_url_credentials_are_used_and_redacted() {
+fn lineage_url_credentials_are_used_and_redacted() {
     let (port, heads) = refusing_receiver();
     let sb = Sandbox::new(&format!(
         "{}\n[lineage]\nurl = \"http://alice:s3cr%40t@127.0.0.1:{port}/api/v1/lineage?api_key=k3yvalue&v=2\"\n",
@@ -534,12 +541,17 @@ fn issue_23_lineage_url_credentials_are_used_and_redacted() {
     }
 }
 
+// Issue 23.
 // https://github.com/weir/weir/issues/23 (item 11): on an S3 warehouse a task
 // without `env` gets the engine's environment minus the store's credentials
 // (region and endpoint stay); with `env` only what it declares.
 #[cfg(feature = "s3")]
+#[cfg_attr(
+    not(any(weir_has_s3, weir_ci)),
+    ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
+)]
 #[test]
-fn issue_23_a_task_of_an_s3_warehouse_never_sees_the_store_credentials() {
+fn a_task_of_an_s3_warehouse_never_sees_the_store_credentials() {
     let Some(endpoint) = crate::s3::endpoint() else {
         return;
     };
@@ -656,11 +668,12 @@ echo "JobId=$id JobName=x JobState=$s Reason=None ExitCode=$code:0 RunTime=00:00
     }
 }
 
+// Issue 23.
 // https://github.com/weir/weir/issues/23 (item 11): a Slurm job gets the
 // environment a local task gets (sbatch ran with the engine's whole
 // environment), and its `job.env` in the attempt directory holds no secret.
 #[test]
-fn issue_23_a_slurm_job_gets_the_tasks_environment_and_no_secret_on_disk() {
+fn a_slurm_job_gets_the_tasks_environment_and_no_secret_on_disk() {
     let tmp = tempfile::tempdir().unwrap();
     let bin = tmp.path().join("bin");
     fake_slurm(&bin);
@@ -724,11 +737,12 @@ kind = "slurm""#,
     }
 }
 
+// Issue 23.
 // https://github.com/weir/weir/issues/23 (item 11): `verify` builds the rerun's
 // environment as `run` does, so a secret that can no longer be read refuses
 // the verification before the task runs.
 #[test]
-fn issue_23_verify_refuses_an_unreadable_secret() {
+fn verify_refuses_an_unreadable_secret() {
     let tmp = tempfile::tempdir().unwrap();
     let dump_path = tmp.path().join("env");
     let sb = Sandbox::new(&env_manifest(
@@ -768,11 +782,12 @@ fn issue_23_verify_refuses_an_unreadable_secret() {
     );
 }
 
+// Issue 23.
 // https://github.com/weir/weir/issues/23 (item 11): an engine killed while
 // the command ran never redacted its logs; `explain`, reading the attempt's
 // stderr.log as evidence, redacts the secrets it can read itself.
 #[test]
-fn issue_23_explain_redacts_the_logs_of_a_killed_engine() {
+fn explain_redacts_the_logs_of_a_killed_engine() {
     let tmp = tempfile::tempdir().unwrap();
     let sb = Sandbox::new(&env_manifest(
         r#"env = { pass = ["PATH"], set = { DB = "file:db.secret" } }"#,
@@ -806,13 +821,14 @@ fn issue_23_explain_redacts_the_logs_of_a_killed_engine() {
     assert_no_secret("explain", &explain);
 }
 
+// Issue 23.
 // https://github.com/weir/weir/issues/23 (item 11): a local task runs as the
 // engine's user, so it could read the engine's own environment (the store's
 // credentials) through /proc/<engine pid>/environ; the engine is not dumpable,
 // which makes that file its alone. Run as an unprivileged user (root reads
 // any process's environment).
 #[test]
-fn issue_23_a_task_cannot_read_the_engines_environment_through_proc() {
+fn a_task_cannot_read_the_engines_environment_through_proc() {
     use std::os::unix::fs::PermissionsExt;
     if !Path::new("/usr/bin/setpriv").exists() || process_uid() != 0 {
         eprintln!("skipped: needs root and setpriv to run the engine as nobody");

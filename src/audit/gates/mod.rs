@@ -1099,7 +1099,7 @@ A-1003,refunded,100
     // Issue 16: key fingerprints are kept by bucket and sorted once; only
     // repeated prints are suspects, the rest are decided without a reread.
     #[test]
-    fn issue_16_key_prints_report_only_repeated_prints() {
+    fn key_prints_report_only_repeated_prints() {
         let mut prints = KeyPrints::default();
         let spread = |i: u128| i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835);
         for i in 1..=50_000u128 {
@@ -1128,7 +1128,7 @@ A-1003,refunded,100
     // Issue 16: past the suspects verified against their keys, repeats are
     // still counted, so the count stays exact for real duplicates.
     #[test]
-    fn issue_16_duplicates_beyond_the_verified_suspects_are_counted() {
+    fn duplicates_beyond_the_verified_suspects_are_counted() {
         let keys = MAX_SUSPECTS + 1000;
         let mut text = String::from("id\n");
         for round in 0..2 {
@@ -1179,7 +1179,7 @@ A-1003,refunded,100
     // Issue 16: a key hash collision is verified against the keys: distinct
     // keys with one hash are not duplicates, an equal key still is.
     #[test]
-    fn issue_16_forced_key_hash_collision_is_no_duplicate_but_a_real_one_is() {
+    fn forced_key_hash_collision_is_no_duplicate_but_a_real_one_is() {
         let distinct = audit_colliding("id,v\na,1\nb,2\nc,3\n");
         assert!(distinct.passed, "{distinct:?}");
         assert_eq!(distinct.actual, "0 duplicate keys");

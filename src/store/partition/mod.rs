@@ -415,7 +415,7 @@ mod tests {
     /// Writes log/<g> as a racing publisher would have.
     // issue 23 item 3: the hole a listing shows, from where it starts.
     #[test]
-    fn issue_23_log_listing_finds_gaps_and_markers_without_records() {
+    fn log_listing_finds_gaps_and_markers_without_records() {
         let names = |list: &[&str]| list.iter().map(|n| n.to_string()).collect::<Vec<_>>();
         let (g, t) = (Generation::from_raw, FencingToken::from_raw);
         let rec = |n| layout::log_name(g(n));
@@ -489,7 +489,7 @@ mod tests {
     // issue 23 items 1 and 4: a token comes from above the newest record
     // even with tokens/ gone, and its attempt directory starts empty.
     #[test]
-    fn issue_23_tokens_come_from_above_the_log_and_attempts_start_empty() {
+    fn tokens_come_from_above_the_log_and_attempts_start_empty() {
         let (tmp, _wh, p) = setup();
         for i in 1..=3 {
             let t = p.allocate_token(&owner(i)).unwrap();
@@ -535,7 +535,7 @@ mod tests {
     // issue 23 item 3: in an object store too, whether this process saw
     // the newest generation (its listing starts there) or not.
     #[test]
-    fn issue_23_remote_newest_record_that_goes_is_missing() {
+    fn remote_newest_record_that_goes_is_missing() {
         let tmp = tempfile::tempdir().unwrap();
         let backend = Arc::new(crate::store::MemoryBackend::default());
         let open = || {
