@@ -564,6 +564,11 @@ pub fn json(plan: &Plan, estimate: &Estimate, manifest: &crate::manifest::Manife
     serde_json::to_string_pretty(&doc).expect("a plan always serializes") + "\n"
 }
 
+/// "1 instance", "3 instances".
+fn instances(n: usize) -> String {
+    format!("{n} instance{}", if n == 1 { "" } else { "s" })
+}
+
 /// The task DAG as Graphviz DOT (edges point downstream).
 pub fn dot(plan: &Plan) -> String {
     let mut out = format!(
@@ -573,11 +578,11 @@ pub fn dot(plan: &Plan) -> String {
     for t in &plan.tasks {
         let _ = writeln!(
             out,
-            "  {:?} [label=\"{}\\npool {} · {} instances\"];",
+            "  {:?} [label=\"{}\\npool {} · {}\"];",
             t.name,
             t.name,
             t.pool,
-            t.keys.len()
+            instances(t.keys.len())
         );
     }
     for t in &plan.tasks {
@@ -595,10 +600,10 @@ pub fn mermaid(plan: &Plan) -> String {
     for (i, t) in plan.tasks.iter().enumerate() {
         let _ = writeln!(
             out,
-            "  t{i}[\"{}<br/>pool {} · {} instances\"]",
+            "  t{i}[\"{}<br/>pool {} · {}\"]",
             t.name,
             t.pool,
-            t.keys.len()
+            instances(t.keys.len())
         );
     }
     for (i, t) in plan.tasks.iter().enumerate() {

@@ -147,9 +147,9 @@ fn graphs_render() {
             r#"digraph "atlasmart" {
   rankdir=LR;
   node [shape=box];
-  "extract" [label="extract\npool current · 1 instances"];
-  "transform" [label="transform\npool current · 1 instances"];
-  "load" [label="load\npool current · 1 instances"];
+  "extract" [label="extract\npool current · 1 instance"];
+  "transform" [label="transform\npool current · 1 instance"];
+  "load" [label="load\npool current · 1 instance"];
   "extract" -> "transform";
   "transform" -> "load";
 }
@@ -162,9 +162,9 @@ fn graphs_render() {
         .success()
         .stdout(
             r#"flowchart LR
-  t0["extract<br/>pool current · 1 instances"]
-  t1["transform<br/>pool current · 1 instances"]
-  t2["load<br/>pool current · 1 instances"]
+  t0["extract<br/>pool current · 1 instance"]
+  t1["transform<br/>pool current · 1 instance"]
+  t2["load<br/>pool current · 1 instance"]
   t0 --> t1
   t1 --> t2
 "#,
