@@ -1,0 +1,111 @@
+//! What S3 sends and expects on the wire: its XML replies (read without an\n//! XML parser: weir reads a handful of known elements) and its URL encoding.
+
+/// The text of the first `<name>…</name>` in `xml`, unescaped.
+pub(super) fn tag(xml: &str, name: &str) -> Option<String> {
+    let open = format!("<{name}>");
+    let start = xml.find(&open)? + open.len();
+    let end = start + xml[start..].find(&format!("</{name}>"))?;
+    Some(unescape(&xml[start..end]))
+}
+
+/// Each `<name>…</name>` element of `xml`, its inner text raw.
+pub(super) fn elements<'x>(xml: &'x str, name: &str) -> Vec<&'x str> {
+    let (open, close) = (format!("<{name}>"), format!("</{name}>"));
+    let mut out = Vec::new();
+    let mut rest = xml;
+    while let Some(i) = rest.find(&open) {
+        let inner = &rest[i + open.len()..];
+        let Some(j) = inner.find(&close) else { break };
+        out.push(&inner[..j]);
+        rest = &inner[j + close.len()..];
+    }
+    out
+}
+
+/// XML's predefined and numeric character references.
+pub(super) fn unescape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find('&') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let Some(j) = after.find(';') else {
+            out.push_str(&rest[i..]);
+            return out;
+        };
+        let entity = &after[..j];
+        let ch = match entity {
+            "amp" => Some('&'),
+            "lt" => Some('<'),
+            "gt" => Some('>'),
+            "quot" => Some('"'),
+            "apos" => Some('\''),
+            _ => entity
+                .strip_prefix("#x")
+                .map(|h| u32::from_str_radix(h, 16))
+                .or_else(|| entity.strip_prefix('#').map(str::parse::<u32>))
+                .and_then(Result::ok)
+                .and_then(char::from_u32),
+        };
+        match ch {
+            Some(c) => {
+                out.push(c);
+                rest = &after[j + 1..];
+            }
+            None => {
+                out.push('&');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Percent-encodes everything but S3's unreserved characters (and `/`
+/// when `slash` is kept, for a key in a URL's path).
+pub(super) fn encode(text: &str, slash: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric()
+            || matches!(b, b'-' | b'_' | b'.' | b'~')
+            || (slash && b == b'/')
+        {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Undoes object_store's percent-encoding of a path (which encodes `%`
+/// itself, so decoding once gives the key back exactly).
+pub(super) fn percent_decode(raw: &str) -> Option<String> {
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// A reply other than 2xx to a signed request.
+#[derive(Debug, thiserror::Error)]
+#[error("{request}: HTTP {status}: {code}")]
+pub(super) struct Refused {
+    /// The method and URL.
+    pub(super) request: String,
+    /// The HTTP status with its reason ("404 Not Found").
+    pub(super) status: String,
+    /// S3's error code (`NoSuchUpload`), if the body had one.
+    pub(super) code: String,
+}
