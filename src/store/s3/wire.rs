@@ -1,4 +1,6 @@
-//! What S3 sends and expects on the wire: its XML replies (read without an\n//! XML parser: weir reads a handful of known elements) and its URL encoding.
+//! What S3 sends and expects on the wire: its XML replies (read without an
+//! XML parser: weir reads a handful of known elements), its refusals and its
+//! URL encoding.
 
 /// The text of the first `<name>…</name>` in `xml`, unescaped.
 pub(super) fn tag(xml: &str, name: &str) -> Option<String> {
