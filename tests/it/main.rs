@@ -18,6 +18,7 @@ mod fencing;
 mod global_pools;
 mod impact;
 mod kill9;
+mod layers;
 mod lineage;
 mod manifest_errors;
 mod minutely;
