@@ -34,6 +34,7 @@ pub mod cli;
 pub mod clock;
 #[cfg(feature = "console")]
 pub mod console;
+pub mod cron;
 pub mod events;
 pub mod exec;
 pub mod http;

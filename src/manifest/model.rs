@@ -413,7 +413,7 @@ pub struct Task {
     /// `weir serve`: how long after its period ends a partition is due.
     pub delay: Duration,
     /// `weir serve`: when a task without a time dimension runs.
-    pub schedule: Option<crate::serve::cron::Schedule>,
+    pub schedule: Option<crate::cron::Schedule>,
     /// Its code version: its own, or the pipeline's.
     pub code_version: String,
     /// Code paths (relative to the manifest's directory) fingerprinted into

@@ -17,7 +17,6 @@
 //! input comes or the next instance is due. Several manifests run on
 //! threads of their own and share nothing but the process.
 
-pub mod cron;
 pub mod due;
 pub mod machine;
 pub mod record;

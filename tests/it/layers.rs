@@ -27,8 +27,6 @@ const ALLOWED_UP: &[(&str, &str, &str)] = &[
     ("src/exec/mod.rs", "crate::notify", "being moved"),
     ("src/exec/mod.rs", "crate::ops", "being moved"),
     ("src/http.rs", "crate::lineage", "being moved"),
-    ("src/manifest/model.rs", "crate::serve", "being moved"),
-    ("src/manifest/tasks.rs", "crate::serve", "being moved"),
     ("src/plan/stale.rs", "crate::exec", "being moved"),
     ("src/store/delta.rs", "crate::manifest", "being moved"),
     ("src/store/slots.rs", "crate::manifest", "being moved"),
