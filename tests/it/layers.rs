@@ -26,7 +26,6 @@ const ALLOWED_UP: &[(&str, &str, &str)] = &[
     ("src/console/view.rs", "crate::cli", "being moved"),
     ("src/exec/mod.rs", "crate::notify", "being moved"),
     ("src/exec/mod.rs", "crate::ops", "being moved"),
-    ("src/http.rs", "crate::lineage", "being moved"),
     ("src/plan/stale.rs", "crate::exec", "being moved"),
     ("src/store/delta.rs", "crate::manifest", "being moved"),
     ("src/store/slots.rs", "crate::manifest", "being moved"),
