@@ -365,7 +365,7 @@ pub fn run(
     if let Some(id) = &options.run_id {
         crate::events::check_run_id(id).map_err(ExecError::Settings)?;
     }
-    let timing = crate::store::slots::SlotTiming::from_env().map_err(ExecError::Settings)?;
+    let timing = pool::timing_from_env().map_err(ExecError::Settings)?;
     // The selected tasks run under the currency test; upstream instances
     // they need are added by the plan only when not published.
     let selection = crate::plan::select::selection(manifest, &options.tasks)?;
