@@ -27,9 +27,6 @@ const ALLOWED_UP: &[(&str, &str, &str)] = &[
     ("src/exec/mod.rs", "crate::notify", "being moved"),
     ("src/exec/mod.rs", "crate::ops", "being moved"),
     ("src/plan/stale.rs", "crate::exec", "being moved"),
-    ("src/store/delta.rs", "crate::manifest", "being moved"),
-    ("src/store/slots.rs", "crate::manifest", "being moved"),
-    ("src/store/warehouse.rs", "crate::manifest", "being moved"),
 ];
 
 /// Folders whose files still depend on each other in a circle: `(folder,
