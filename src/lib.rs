@@ -38,6 +38,7 @@ pub mod cron;
 pub mod events;
 pub mod exec;
 pub mod http;
+pub mod inputs;
 pub mod lineage;
 pub mod manifest;
 pub mod notify;

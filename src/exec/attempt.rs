@@ -20,15 +20,15 @@ use serde_json::json;
 use super::classify::Ending;
 use super::executor;
 use super::fault::Point;
-use super::inputs;
 use super::launch::{self, Launch};
 use super::lease;
 use super::slurm;
-use super::snapshot::InputSnapshot;
 use super::tree;
 use super::Context;
 use crate::audit::{self, AuditReport, AuditSpec, GateOutcome};
 use crate::events::{Event, State};
+use crate::inputs::materialize as inputs;
+use crate::inputs::InputSnapshot;
 use crate::manifest::Task;
 use crate::store::{
     CommitKind, FencingToken, FileSum, Generation, NewCommit, PartitionStore, PublishError,

@@ -26,7 +26,7 @@ use crate::audit::InputData;
 use crate::store::file_sum::{hash_file, hash_reader};
 use crate::store::{CommitRecord, Drift, DriftKind, Generation, PartitionStore, Warehouse};
 
-use super::snapshot::InputSnapshot;
+use super::InputSnapshot;
 
 /// The attempt's sub-directory holding its input copies.
 pub const INPUTS_DIR: &str = "inputs";
@@ -110,12 +110,8 @@ pub fn materialize(
             }
             // Mapped to several partitions: a directory per key.
             ("upstream", None) => {
-                let files = super::snapshot::stage_partitions(
-                    warehouse,
-                    &input.name,
-                    &input.partitions,
-                    &dest,
-                )?;
+                let files =
+                    super::stage_partitions(warehouse, &input.name, &input.partitions, &dest)?;
                 out.push(Materialized {
                     name: input.name.clone(),
                     location: dest,
@@ -158,7 +154,7 @@ pub fn materialize_pinned(
         .record(Generation::from_raw(generation))
         .map_err(|e| MaterializeError::Store {
             input: dataset.to_owned(),
-            message: crate::exec::chain(&e),
+            message: crate::store::chain(&e),
         })?
         .ok_or_else(|| MaterializeError::Store {
             input: dataset.to_owned(),
@@ -181,7 +177,7 @@ pub fn materialize_generation(
         .local_files(record)
         .map_err(|e| MaterializeError::Store {
             input: record.dataset.clone(),
-            message: crate::exec::chain(&e),
+            message: crate::store::chain(&e),
         })?;
     let mut copies = Vec::with_capacity(sources.len());
     for (i, source) in sources.iter().enumerate() {
@@ -298,7 +294,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let src = dir.path().join("raw.csv");
         std::fs::write(&src, "id\n1\n").unwrap();
-        let pinned = crate::exec::snapshot::file_digest(&src).unwrap();
+        let pinned = crate::inputs::file_digest(&src).unwrap();
         let dest = dir.path().join("inputs/raw");
         let copy = materialize_external(&src, &pinned, &dest, "raw").unwrap();
         assert_eq!(copy, dest.join("raw.csv"));

@@ -2,6 +2,12 @@
 //! contents an instance reads, pinned once per instance and run. Same
 //! snapshot + same code_version ⇒ same output digest; so a rerun with an
 //! equal snapshot has nothing to do.
+//!
+//! A module of its own below `plan` and `exec`: planning pins to judge
+//! whether an instance is stale, running pins once per attempt and hands
+//! the task private copies of what was pinned ([`materialize`]).
+
+pub mod materialize;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -13,8 +19,7 @@ use crate::audit::{Format, InputData};
 use crate::manifest::{InputSource, Manifest, Task};
 use crate::store::certs as certify;
 use crate::store::Warehouse;
-
-use super::inputs::{self, MaterializeError};
+use materialize::MaterializeError;
 
 /// One pinned input.
 #[derive(Debug, Clone, Serialize)]
@@ -435,13 +440,13 @@ pub(crate) fn stage_partitions(
         path: list.clone(),
         source,
     })?;
-    inputs::read_only(&list)?;
+    materialize::read_only(&list)?;
     Ok(files)
 }
 
 /// Makes a pinned generation's files appear at `dest`: private, read-only
 /// copies checked against the generation's commit record
-/// ([`inputs::materialize_pinned`]). The one place that decides how a task
+/// ([`materialize::materialize_pinned`]). The one place that decides how a task
 /// is handed a generation of an input mapped to several partitions.
 pub(crate) fn materialize(
     warehouse: &Warehouse,
@@ -449,7 +454,7 @@ pub(crate) fn materialize(
     pinned: &PinnedPartition,
     dest: &Path,
 ) -> Result<Vec<PathBuf>, MaterializeError> {
-    inputs::materialize_pinned(
+    materialize::materialize_pinned(
         warehouse,
         dataset,
         &pinned.partition,
