@@ -375,10 +375,8 @@ pub fn run(
     let selected = &selection.tasks;
     let warehouse = Warehouse::open_for(&manifest.pipeline).map_err(ExecError::Warehouse)?;
     // An accepted gap is not added as unpublished upstream work.
-    let published = |dataset: &str, key: &str| {
-        matches!(warehouse.partition(dataset, key).latest(), Ok(Some(_)))
-            || crate::ops::accept::is_accepted(manifest, &warehouse, dataset, key)
-    };
+    let published =
+        |dataset: &str, key: &str| crate::plan::settled(manifest, &warehouse, dataset, key);
     let plan = Plan::build_selected(manifest, &options.scope, &selection, now, &published)?;
     let explicit: HashSet<&str> = selected.iter().copied().collect();
     // Each planned task's code identity, read once: an unreadable `code`

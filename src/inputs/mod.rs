@@ -272,7 +272,13 @@ pub fn pin(
                         // partitions (fan-in, window, rollup): read without
                         // it. An input of one partition stays blocked.
                         Err(PinError::NoUpstream(why)) => {
-                            if keys.len() > 1 && is_accepted(warehouse, producer, key.as_str()) {
+                            if keys.len() > 1
+                                && crate::store::marks::is_accepted(
+                                    warehouse,
+                                    producer,
+                                    key.as_str(),
+                                )
+                            {
                                 accepted.push(key.as_str().to_string());
                                 continue;
                             }
@@ -348,14 +354,6 @@ pub fn pin(
         }
     }
     Ok(InputSnapshot { inputs })
-}
-
-/// Whether an operator accepted `producer`'s `partition` as missing (an
-/// ACCEPTED marker). An unreadable marker is no acceptance: the reader
-/// stays blocked, as it would be without one.
-fn is_accepted(warehouse: &Warehouse, producer: &str, partition: &str) -> bool {
-    crate::store::marks::read(warehouse, producer, partition)
-        .is_ok_and(|m| m.is_some_and(|m| m.mark == crate::store::marks::Mark::Accepted))
 }
 
 /// The latest generation of one upstream partition, if published and
