@@ -805,7 +805,7 @@ fn publish(
     // In a remote warehouse the upload below is what makes them durable.
     let sums = || sum_files(&candidate.files);
     let sync = || match cx.warehouse.is_remote() {
-        false => crate::store::fs::fsync_candidate(&candidate.dir, &candidate.files),
+        false => crate::store::flush::fsync_candidate(&candidate.dir, &candidate.files),
         true => Ok(()),
     };
     let bytes: u64 = candidate

@@ -35,7 +35,6 @@ const ALLOWED_CIRCLES: &[(&str, &str)] = &[
     ("cli", "being moved"),
     ("exec", "being moved"),
     ("manifest", "being moved"),
-    ("store", "being moved"),
 ];
 
 fn root() -> PathBuf {
