@@ -146,7 +146,7 @@ pub(crate) fn execute_resumable(
         }
         None => shown,
     };
-    let summary = exec::run(manifest, options, Some(observer));
+    let summary = crate::notify::run_notifying(manifest, options, Some(observer));
     if let Some(emitter) = &lineage {
         let delivery = emitter.finish();
         let run_id = summary.as_ref().ok().map(|s| s.run_id.as_str());

@@ -242,7 +242,7 @@ pub(crate) struct Context<'a> {
     /// Each planned task's program found along PATH (`launch::resolve`).
     pub(crate) programs: std::collections::HashMap<String, std::path::PathBuf>,
     /// The outbox of `[notify]` targets, if any.
-    pub(crate) notify: Option<crate::notify::Notifier>,
+    pub(crate) notify: Option<Box<dyn Outbox>>,
 }
 
 impl Context<'_> {
@@ -357,12 +357,39 @@ enum Outcome {
     SensorFailed(readiness::SensorFailure),
 }
 
+/// What a run tells the outside as it goes (the `[notify]` outbox): told
+/// of every event before it is logged, and waited for once the run ends.
+/// The layer above provides it (`notify::Notifier`), so the engine knows no
+/// notification target.
+pub trait Outbox: Send + Sync {
+    /// An event of the run, before it is logged.
+    fn record(&self, state: State, event: &Event);
+    /// The run ended: deliver what is queued.
+    fn finish(&self);
+}
+
+/// Opens a run's outbox once its warehouse and run id are known; `None`
+/// when the manifest declares no target.
+pub type OpenOutbox = fn(&Manifest, &Warehouse, &str) -> Option<Box<dyn Outbox>>;
+
 /// Runs the plan for `options` and returns what happened to every instance.
-/// `observe` sees every event (progress display).
+/// `observe` sees every event (progress display). The engine alone: no
+/// notification is sent (`notify::run_notifying` runs with the manifest's
+/// targets, as `weir run` and `weir serve` do).
 pub fn run(
     manifest: &Manifest,
     options: &RunOptions,
     observe: Option<crate::events::Observer>,
+) -> Result<RunSummary, ExecError> {
+    run_with(manifest, options, observe, None)
+}
+
+/// [`run`], telling the outbox `open` opens (if any) of every event.
+pub fn run_with(
+    manifest: &Manifest,
+    options: &RunOptions,
+    observe: Option<crate::events::Observer>,
+    open: Option<OpenOutbox>,
 ) -> Result<RunSummary, ExecError> {
     let now = crate::clock::now();
     if let Some(id) = &options.run_id {
@@ -411,7 +438,7 @@ pub fn run(
     if let Some(f) = observe {
         log.observe(f);
     }
-    let notify = crate::notify::Notifier::start(manifest, &warehouse, &run_id);
+    let notify = open.and_then(|open| open(manifest, &warehouse, &run_id));
     let cx = Context {
         manifest,
         now,

@@ -442,7 +442,7 @@ impl Served {
                 // Readiness was asked before the batch started.
                 wait: None,
             };
-            match exec::run(&self.manifest, &options, None) {
+            match crate::notify::run_notifying(&self.manifest, &options, None) {
                 Ok(summary) => {
                     for (task, partition, result) in &summary.instances {
                         if *result == InstanceResult::Published && !published.contains(task) {
