@@ -425,7 +425,7 @@ pub(crate) struct StatusArgs {
     pub(crate) task: Vec<String>,
     /// Only instances in these states (repeatable).
     #[arg(long, value_enum)]
-    pub(crate) state: Vec<super::status::summary::InstanceState>,
+    pub(crate) state: Vec<crate::ops::status::summary::InstanceState>,
     /// First partition of a range (a day, or a static key), as `weir run --from` takes it.
     #[arg(long, requires = "to")]
     pub(crate) from: Option<String>,

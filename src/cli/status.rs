@@ -30,8 +30,10 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
     if args.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&document(&manifest, &warehouse, &status))
-                .expect("status always serializes")
+            serde_json::to_string_pretty(&crate::ops::status::document(
+                &manifest, &warehouse, &status
+            ))
+            .expect("status always serializes")
         );
     } else if summary::summarised(args, &status.overview) {
         summary::print(
@@ -97,18 +99,6 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
         return Ok(exit::ATTENTION);
     }
     Ok(exit::OK)
-}
-
-/// The document `weir status --json` prints (and the console's
-/// `/api/status`): the status and its per-task summary.
-pub(crate) fn document(
-    manifest: &Manifest,
-    warehouse: &Warehouse,
-    status: &Status,
-) -> serde_json::Value {
-    let mut doc = status.to_json(manifest, warehouse);
-    doc["summary"] = summary::json(manifest, &status.overview);
-    doc
 }
 
 /// WAITING instances of one task that status names one by one.
