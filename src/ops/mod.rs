@@ -3,6 +3,7 @@
 //! impact and repair.
 
 pub mod accept;
+pub mod decide;
 pub mod explain;
 pub mod gc;
 pub mod impact;
