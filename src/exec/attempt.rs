@@ -381,7 +381,7 @@ pub(crate) fn run(
         }
         (Ok(_), None) => {
             let executor =
-                executor::for_spec(&cx.manifest.executors[&task.executor], &task.resources);
+                executor_for(&cx.manifest.executors[&task.executor], &task.resources);
             // For an engine that takes over a job that outlived us: what it
             // runs on (written before the job exists).
             if cx.manifest.executors[&task.executor].kind == crate::manifest::ExecutorKind::Slurm {
@@ -996,5 +996,20 @@ fn engine_failure(
         token,
         reason,
         code: None,
+    }
+}
+
+/// The executor a task's spec names. Here, not in `executor.rs`: the
+/// executors are its implementations, and the trait does not know them.
+fn executor_for<'a>(
+    spec: &'a crate::manifest::Executor,
+    resources: &'a crate::manifest::Resources,
+) -> Box<dyn executor::Executor + 'a> {
+    match spec.kind {
+        crate::manifest::ExecutorKind::Local => Box::new(executor::Local),
+        crate::manifest::ExecutorKind::Slurm => Box::new(slurm::Slurm {
+            args: &spec.args,
+            resources,
+        }),
     }
 }
