@@ -2,9 +2,9 @@
 //! (see `ops::accept`).
 
 use super::args::AcceptArgs;
+use super::checks::{check_partition, check_task};
 use super::error::{doing, CliError};
 use super::exit;
-use super::ops::{check_partition, check_task};
 use crate::partition::shell_word;
 use crate::store::marks::{self, Mark};
 

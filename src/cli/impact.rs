@@ -4,9 +4,9 @@
 use std::fmt::Write as _;
 
 use super::args::{CertifyArgs, ImpactArgs};
+use super::checks::{no_generation, producer_of};
 use super::error::CliError;
 use super::exit;
-use super::status::{no_generation, producer_of};
 use crate::manifest::{Manifest, Task};
 use crate::ops::impact::{impact, Impact, PubState};
 use crate::store::{CommitRecord, Warehouse};

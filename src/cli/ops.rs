@@ -2,9 +2,9 @@
 //! recorded as an event in an operator log (`_runs/op-…/events.jsonl`).
 
 use super::args::{CertifyArgs, DecisionArgs, ExplainArgs, GcArgs, RollbackArgs, VerifyArgs};
+use super::checks::{check_partition, check_task, producer_of};
 use super::error::{doing, CliError};
 use super::exit;
-use super::status::producer_of;
 use crate::exec::RunOptions;
 use crate::manifest::Manifest;
 use crate::ops::{operator_log, rollback as rb};
@@ -33,49 +33,6 @@ fn open_operator_log(
     warehouse: &crate::store::Warehouse,
 ) -> Result<crate::events::EventLog, CliError> {
     operator_log(warehouse).map_err(doing("cannot open the operator's event log"))
-}
-
-pub(crate) fn check_task(manifest: &Manifest, task: &str) -> Result<(), CliError> {
-    if manifest.tasks.contains_key(task) {
-        return Ok(());
-    }
-    Err(CliError::Usage(format!(
-        "unknown task `{task}`\n  help: {}",
-        crate::manifest::unknown_task_help(manifest, task)
-    )))
-}
-
-/// A partition key of the task's scheme, or exit 2 before anything is read
-/// or logged.
-pub(crate) fn check_partition(
-    manifest: &Manifest,
-    task: &str,
-    partition: &str,
-) -> Result<(), CliError> {
-    check_partition_of(manifest, &[task], partition)
-}
-
-/// Refuses (exit 2) a partition in the scheme of none of `tasks`.
-pub(crate) fn check_partition_of(
-    manifest: &Manifest,
-    tasks: &[&str],
-    partition: &str,
-) -> Result<(), CliError> {
-    let now = crate::clock::now();
-    if tasks
-        .iter()
-        .any(|t| manifest.tasks[*t].dims.contains(partition, now))
-    {
-        return Ok(());
-    }
-    let whose = match tasks {
-        [task] => format!("task `{task}`"),
-        _ => "any task".to_owned(),
-    };
-    Err(CliError::Usage(format!(
-        "partition `{partition}` is not in the partition scheme of {whose}\n  help: {}",
-        crate::plan::partition_help(manifest, tasks, now)
-    )))
 }
 
 /// The instance's marker when it is one of `accepted`; an operator decision
@@ -234,7 +191,7 @@ pub(crate) fn certify(args: &CertifyArgs, certified: bool) -> Result<u8, CliErro
         .map_or_else(
             || {
                 let last = store.latest().map_err(CliError::engine)?;
-                Err(super::status::no_generation(
+                Err(super::checks::no_generation(
                     &args.dataset,
                     &args.partition,
                     generation,

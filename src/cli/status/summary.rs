@@ -10,7 +10,7 @@ use std::io::IsTerminal;
 
 use super::StatusArgs;
 use crate::cli::error::CliError;
-use crate::cli::run::plural;
+use crate::cli::plural;
 use crate::manifest::Manifest;
 use crate::ops::status::summary::{instances, per_task, Instance, InstanceState};
 use crate::ops::status::Overview;
