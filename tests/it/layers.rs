@@ -24,14 +24,42 @@ use std::path::{Path, PathBuf};
 /// target, why)`, the target as the module path it names. Empty is the goal.
 const ALLOWED_UP: &[(&str, &str, &str)] = &[];
 
-/// Folders whose files still depend on each other in a circle: `(folder,
-/// why)`. Empty is the goal.
-const ALLOWED_CIRCLES: &[(&str, &str)] = &[
-    ("audit", "being cut"),
-    ("audit/gates", "being cut"),
-    ("cli", "being moved"),
-    ("exec", "being moved"),
-    ("manifest", "being moved"),
+/// Sibling edges that still close a circle, left out of the circle check:
+/// `(folder, from, to, why)`, `*` for any file of the folder. Empty is the
+/// goal; an entry no edge needs any more fails the test, so the list only
+/// shrinks.
+const ALLOWED_CIRCLES: &[(&str, &str, &str, &str)] = &[
+    (
+        "audit",
+        "*",
+        "*",
+        "read.rs, csv_records.rs and parquet.rs are being cut apart on another branch (#29 item 3)",
+    ),
+    (
+        "audit/gates",
+        "*",
+        "*",
+        "checks.rs and reconcile.rs are being cut apart on another branch (#29 item 3)",
+    ),
+    (
+        "exec",
+        "env",
+        "launch",
+        "env.rs and launch.rs become the one task-launch module on another branch (#29 item 2)",
+    ),
+    (
+        "exec",
+        "launch",
+        "env",
+        "env.rs and launch.rs become the one task-launch module on another branch (#29 item 2)",
+    ),
+    (
+        "manifest",
+        "*",
+        "*",
+        "validation modules share the model and the validator both ways: raw re-exports each section's raw type, each section validates with validate.rs, which reads model.rs",
+    ),
+
 ];
 
 fn root() -> PathBuf {
@@ -286,10 +314,15 @@ fn no_module_imports_from_a_layer_above_it_and_no_folder_has_a_circle() {
             }
         }
     }
+    let used_up = std::cell::RefCell::new(BTreeSet::new());
     let allowed = |e: &Edge| {
-        ALLOWED_UP.iter().any(|(f, t, _)| {
+        let entry = ALLOWED_UP.iter().position(|(f, t, _)| {
             *f == e.file && format!("crate::{}", e.target.join("::")).starts_with(t)
-        })
+        });
+        entry.inspect(|n| {
+            used_up.borrow_mut().insert(*n);
+        });
+        entry.is_some()
     };
 
     // Across top-level modules: only down.
@@ -339,6 +372,7 @@ fn no_module_imports_from_a_layer_above_it_and_no_folder_has_a_circle() {
             .unwrap_or_default()
     };
     let mut known: BTreeMap<Vec<String>, BTreeSet<String>> = BTreeMap::new();
+    let mut used_circles = BTreeSet::new();
     for (module, is_parent, edge) in &edges {
         // Each folder above the file (a mod.rs is not a node of its own folder).
         let depth = if *is_parent {
@@ -359,6 +393,13 @@ fn no_module_imports_from_a_layer_above_it_and_no_folder_has_a_circle() {
             if to == node || !kids.contains(to) {
                 continue;
             }
+            let name = folder.join("/");
+            if let Some(entry) = ALLOWED_CIRCLES.iter().position(|(f, a, b, _)| {
+                *f == name && (*a == "*" || a == node) && (*b == "*" || b == to)
+            }) {
+                used_circles.insert(entry);
+                continue;
+            }
             folders
                 .entry(folder.to_vec())
                 .or_default()
@@ -367,9 +408,6 @@ fn no_module_imports_from_a_layer_above_it_and_no_folder_has_a_circle() {
         }
     }
     for (folder, graph) in &folders {
-        if ALLOWED_CIRCLES.iter().any(|(f, _)| *f == folder.join("/")) {
-            continue;
-        }
         let reaches = |from: &str, goal: &str| {
             let mut seen = BTreeSet::new();
             let mut stack = vec![from.to_owned()];
@@ -398,6 +436,19 @@ fn no_module_imports_from_a_layer_above_it_and_no_folder_has_a_circle() {
                     edge.text
                 ));
             }
+        }
+    }
+
+    for (n, entry) in ALLOWED_UP.iter().enumerate() {
+        if !used_up.borrow().contains(&n) {
+            problems.push(format!("ALLOWED_UP {entry:?} is needed no more: remove it"));
+        }
+    }
+    for (n, entry) in ALLOWED_CIRCLES.iter().enumerate() {
+        if !used_circles.contains(&n) {
+            problems.push(format!(
+                "ALLOWED_CIRCLES {entry:?} is needed no more: remove it"
+            ));
         }
     }
 
