@@ -1233,7 +1233,7 @@ impl Job<'_> {
                 cx.now,
             ) {
                 Ok(s) => s,
-                Err(e @ crate::inputs::PinError::External(_)) => {
+                Err(e) if e.is_external() => {
                     // Nothing holds it but the missing file: the next run
                     // pins it once the file is there (`weir retry` would
                     // find no marker to release).
@@ -1248,7 +1248,7 @@ impl Job<'_> {
                         )),
                     );
                 }
-                Err(e) => return (None, Outcome::Unpinned(e.describe().to_string())),
+                Err(e) => return (None, Outcome::Unpinned(e.describe())),
             },
         };
         let code_version = &task.code_version;

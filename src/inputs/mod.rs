@@ -102,28 +102,75 @@ impl InputSnapshot {
     }
 }
 
-/// Why an instance's inputs cannot be pinned.
-#[derive(Debug, Clone)]
+/// Why an instance's inputs cannot be pinned; each keeps its cause.
+#[derive(Debug, thiserror::Error)]
 pub enum PinError {
     /// An external file is missing or unreadable.
-    External(String),
+    #[error("external input `{dataset}` ({}): {source}", path.display())]
+    External {
+        /// The external dataset.
+        dataset: String,
+        /// Its file.
+        path: PathBuf,
+        /// Why it could not be read.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An external dataset's watermark file is missing or unreadable.
+    #[error("watermark of `{dataset}` ({}): {source}", path.display())]
+    Watermark {
+        /// The external dataset.
+        dataset: String,
+        /// Its watermark file.
+        path: PathBuf,
+        /// Why it could not be read.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The instance's partition does not map onto the upstream scheme.
+    #[error("upstream `{dataset}`: {source}")]
+    Mapping {
+        /// The upstream dataset.
+        dataset: String,
+        /// Why the key does not map.
+        #[source]
+        source: crate::partition::MapError,
+    },
     /// An upstream dataset has no publication for the partition.
-    NoUpstream(String),
+    #[error("upstream dataset `{dataset}` has no publication for partition {partition}")]
+    NoUpstream {
+        /// The upstream dataset.
+        dataset: String,
+        /// The partition it lacks.
+        partition: String,
+    },
     /// The warehouse could not be read.
-    Store(String),
+    #[error("{}", crate::store::chain(.0))]
+    Store(#[source] crate::store::StoreError),
     /// An upstream generation was uncertified by an operator.
-    Uncertified(String),
+    #[error("upstream `{dataset}` {partition} generation {generation} is uncertified ({why}); run with --allow-uncertified to read it anyway")]
+    Uncertified {
+        /// The upstream dataset.
+        dataset: String,
+        /// Its partition.
+        partition: String,
+        /// The uncertified generation.
+        generation: u64,
+        /// The operator's reason.
+        why: String,
+    },
 }
 
 impl PinError {
     /// Text for events.
-    pub fn describe(&self) -> &str {
-        match self {
-            PinError::External(s)
-            | PinError::NoUpstream(s)
-            | PinError::Store(s)
-            | PinError::Uncertified(s) => s,
-        }
+    pub fn describe(&self) -> String {
+        self.to_string()
+    }
+
+    /// Whether an external file (data or watermark) is what is missing:
+    /// the next run pins it once the file is there.
+    pub fn is_external(&self) -> bool {
+        matches!(self, PinError::External { .. } | PinError::Watermark { .. })
     }
 }
 
@@ -203,24 +250,22 @@ pub fn pin(
                 let dataset = &manifest.datasets[&input.dataset];
                 let relative = dataset.path.replace("{partition}", partition);
                 let location = manifest.dir.join(&relative);
-                let digest = file_digest(&location).map_err(|e| {
-                    PinError::External(format!(
-                        "external input `{}` ({}): {e}",
-                        input.dataset,
-                        location.display()
-                    ))
+                let digest = file_digest(&location).map_err(|source| PinError::External {
+                    dataset: input.dataset.clone(),
+                    path: location.clone(),
+                    source,
                 })?;
                 let watermark = match &dataset.watermark {
                     Some(template) => {
                         let path = manifest
                             .dir
                             .join(template.replace("{partition}", partition));
-                        let text = std::fs::read_to_string(&path).map_err(|e| {
-                            PinError::External(format!(
-                                "watermark of `{}` ({}): {e}",
-                                input.dataset,
-                                path.display()
-                            ))
+                        let text = std::fs::read_to_string(&path).map_err(|source| {
+                            PinError::Watermark {
+                                dataset: input.dataset.clone(),
+                                path: path.clone(),
+                                source,
+                            }
                         })?;
                         Some(text.trim().to_string())
                     }
@@ -254,7 +299,10 @@ pub fn pin(
                     input.shift,
                     now,
                 )
-                .map_err(|e| PinError::NoUpstream(format!("upstream `{}`: {e}", input.dataset)))?;
+                .map_err(|source| PinError::Mapping {
+                    dataset: input.dataset.clone(),
+                    source,
+                })?;
                 let format: Format = upstream.output.format;
                 let mut pinned = Vec::with_capacity(keys.len());
                 let mut files = Vec::new();
@@ -271,7 +319,7 @@ pub fn pin(
                         // A gap an operator accepted, among several
                         // partitions (fan-in, window, rollup): read without
                         // it. An input of one partition stays blocked.
-                        Err(PinError::NoUpstream(why)) => {
+                        Err(e @ PinError::NoUpstream { .. }) => {
                             if keys.len() > 1
                                 && crate::store::marks::is_accepted(
                                     warehouse,
@@ -282,7 +330,7 @@ pub fn pin(
                                 accepted.push(key.as_str().to_string());
                                 continue;
                             }
-                            return Err(PinError::NoUpstream(why));
+                            return Err(e);
                         }
                         Err(e) => return Err(e),
                     };
@@ -367,20 +415,22 @@ fn pin_partition(
     let store = warehouse.partition(dataset, partition);
     let record = store
         .latest()
-        .map_err(|e| PinError::Store(crate::store::chain(&e)))?
-        .ok_or_else(|| {
-            PinError::NoUpstream(format!(
-                "upstream dataset `{dataset}` has no publication for partition {partition}"
-            ))
+        .map_err(PinError::Store)?
+        .ok_or_else(|| PinError::NoUpstream {
+            dataset: dataset.to_owned(),
+            partition: partition.to_owned(),
         })?;
     let generation = record.generation.get();
     if !allow_uncertified && !certify::is_certified(warehouse, dataset, partition, generation) {
         let why = certify::read(warehouse, dataset, partition, generation)
             .map(|c| c.reason)
             .unwrap_or_default();
-        return Err(PinError::Uncertified(format!(
-            "upstream `{dataset}` {partition} generation {generation} is uncertified ({why}); run with --allow-uncertified to read it anyway"
-        )));
+        return Err(PinError::Uncertified {
+            dataset: dataset.to_owned(),
+            partition: partition.to_owned(),
+            generation,
+            why,
+        });
     }
     let files = store.visible_files(&record);
     let dir = files
@@ -474,4 +524,88 @@ pub(crate) fn file_digest(path: &std::path::Path) -> std::io::Result<String> {
         hasher.update(&buf[..n]);
     }
     Ok(format!("sha256:{:x}", hasher.finalize()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    const MANIFEST: &str = r#"
+[pipeline]
+name = "pins"
+code_version = "v"
+warehouse = "wh"
+
+[partitions.k]
+kind = "static"
+keys = ["p"]
+
+[datasets.raw]
+path = "raw_{partition}.csv"
+format = "csv"
+
+[tasks.copy]
+command = ["true"]
+inputs = ["raw"]
+output = { dataset = "copied", grain = ["id"] }
+
+[tasks.derive]
+command = ["true"]
+inputs = ["copied"]
+output = { dataset = "derived", grain = ["id"] }
+"#;
+
+    fn setup() -> (tempfile::TempDir, Manifest, Warehouse) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.toml");
+        std::fs::write(&path, MANIFEST).unwrap();
+        let manifest = Manifest::load(&path).unwrap_or_else(|e| panic!("{:?}", e.errors));
+        let warehouse = Warehouse::open(&dir.path().join("wh")).unwrap();
+        (dir, manifest, warehouse)
+    }
+
+    #[test]
+    fn a_missing_external_file_is_a_typed_error_that_keeps_its_io_cause() {
+        let (dir, manifest, warehouse) = setup();
+        let task = &manifest.tasks["copy"];
+        let e = pin(&manifest, &warehouse, task, "p", false, 0).unwrap_err();
+        assert!(e.is_external(), "{e:?}");
+        let PinError::External { dataset, path, .. } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(dataset, "raw");
+        assert_eq!(path, &dir.path().join("raw_p.csv"));
+        let cause = e.source().and_then(|s| s.downcast_ref::<std::io::Error>());
+        assert_eq!(
+            cause.map(std::io::Error::kind),
+            Some(std::io::ErrorKind::NotFound)
+        );
+        // The text events and `explain` show is the one they always showed.
+        assert_eq!(
+            e.describe(),
+            format!(
+                "external input `raw` ({}): {}",
+                dir.path().join("raw_p.csv").display(),
+                cause.unwrap()
+            )
+        );
+    }
+
+    #[test]
+    fn an_unpublished_upstream_names_dataset_and_partition() {
+        let (_dir, manifest, warehouse) = setup();
+        let task = &manifest.tasks["derive"];
+        let e = pin(&manifest, &warehouse, task, "p", false, 0).unwrap_err();
+        assert!(!e.is_external());
+        assert!(
+            matches!(&e, PinError::NoUpstream { dataset, partition } if dataset == "copied" && partition == "p"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.describe(),
+            "upstream dataset `copied` has no publication for partition p"
+        );
+    }
 }
