@@ -26,7 +26,7 @@ use crate::audit::InputData;
 use crate::store::file_sum::{hash_file, hash_reader};
 use crate::store::{CommitRecord, Drift, DriftKind, Generation, PartitionStore, Warehouse};
 
-use super::InputSnapshot;
+use super::{InputSnapshot, Pinned};
 
 /// The attempt's sub-directory holding its input copies.
 pub const INPUTS_DIR: &str = "inputs";
@@ -92,12 +92,16 @@ pub fn materialize(
     for input in &snapshot.inputs {
         let dest = root.join(&input.name);
         let format = input.data.as_ref().map(|d| d.format);
-        match (input.kind, input.generation) {
-            ("upstream", Some(generation)) => {
+        match &input.pinned {
+            Pinned::Upstream {
+                generation,
+                partition: read_at,
+                ..
+            } => {
                 // An input read at another partition than the task's own
                 // names it.
-                let key = input.partition.as_deref().unwrap_or(partition);
-                let files = materialize_pinned(warehouse, &input.name, key, generation, &dest)?;
+                let key = read_at.as_deref().unwrap_or(partition);
+                let files = materialize_pinned(warehouse, &input.name, key, *generation, &dest)?;
                 out.push(Materialized {
                     name: input.name.clone(),
                     location: dest,
@@ -105,13 +109,12 @@ pub fn materialize(
                         format: format.unwrap_or(crate::audit::Format::Csv),
                         files,
                     },
-                    watermark: input.watermark.clone(),
+                    watermark: input.watermark().map(str::to_owned),
                 });
             }
             // Mapped to several partitions: a directory per key.
-            ("upstream", None) => {
-                let files =
-                    super::stage_partitions(warehouse, &input.name, &input.partitions, &dest)?;
+            Pinned::Mapped { partitions, .. } => {
+                let files = super::stage_partitions(warehouse, &input.name, partitions, &dest)?;
                 out.push(Materialized {
                     name: input.name.clone(),
                     location: dest,
@@ -119,10 +122,10 @@ pub fn materialize(
                         format: format.unwrap_or(crate::audit::Format::Csv),
                         files,
                     },
-                    watermark: input.watermark.clone(),
+                    watermark: input.watermark().map(str::to_owned),
                 });
             }
-            _ => {
+            Pinned::External { .. } => {
                 let copy =
                     materialize_external(&input.location, &input.digest, &dest, &input.name)?;
                 out.push(Materialized {
@@ -132,7 +135,7 @@ pub fn materialize(
                         format: format.unwrap_or(crate::audit::Format::Csv),
                         files: vec![copy],
                     },
-                    watermark: input.watermark.clone(),
+                    watermark: input.watermark().map(str::to_owned),
                 });
             }
         }

@@ -12,7 +12,7 @@ pub mod materialize;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use crate::audit::{Format, InputData};
@@ -21,56 +21,189 @@ use crate::store::certs as certify;
 use crate::store::Warehouse;
 use materialize::MaterializeError;
 
-/// One pinned input.
-#[derive(Debug, Clone, Serialize)]
+/// One pinned input: its name and digest, and what was pinned of it, by
+/// kind. Stored in commit records as one flat object with a `kind` field
+/// ([`StoredInput`]), byte for byte as before the kinds were typed, so
+/// snapshot digests and old records stay what they were.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(try_from = "StoredInput")]
 pub struct PinnedInput {
     /// Dataset name.
     pub name: String,
-    /// `external` or `upstream`.
-    pub kind: &'static str,
-    /// For upstream inputs: the producing task.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub task: Option<String>,
-    /// For upstream inputs: the pinned generation.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub generation: Option<u64>,
-    /// For upstream inputs: that generation's token.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub token: Option<u64>,
-    /// For external inputs: the path relative to the manifest.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
-    /// For external inputs with a declared watermark: the source's committed
-    /// position when the input was pinned.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub watermark: Option<String>,
-    /// For an upstream input read at another partition than the task's own
-    /// (a coarser period, an offset, a fan-out): that partition.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub partition: Option<String>,
-    /// For an upstream input mapped to several partitions: each one pinned,
-    /// in the mapping's order (then `generation` and `token` are absent and
-    /// `digest` covers the list).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub partitions: Vec<PinnedPartition>,
-    /// For an upstream input mapped to several partitions: those an operator
-    /// accepted as missing (`weir accept`), which it was read without.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub accepted_missing: Vec<String>,
-    /// Canonical digest (upstream) or SHA-256 of the file bytes (external).
+    /// What was pinned, per kind of input.
+    pub pinned: Pinned,
+    /// Canonical digest (upstream) or SHA-256 of the file bytes (external;
+    /// for an input mapped to several partitions, over the list).
     pub digest: String,
     /// Where it is published: the external file, the upstream generation's
     /// data directory, or (an input mapped to several partitions) the
-    /// dataset's directory. Tasks read private copies (`inputs`).
-    #[serde(skip)]
+    /// dataset's directory. Tasks read private copies (`inputs`). Not
+    /// stored: empty in a snapshot read back.
     pub location: PathBuf,
-    /// Its files and format, for reconcile gates.
-    #[serde(skip)]
+    /// Its files and format, for reconcile gates. Not stored.
     pub data: Option<InputData>,
 }
 
+/// What was pinned of one input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pinned {
+    /// A file beside the manifest.
+    External {
+        /// Its path relative to the manifest.
+        path: String,
+        /// With a declared watermark: the source's committed position when
+        /// the input was pinned.
+        watermark: Option<String>,
+    },
+    /// One generation of an upstream partition.
+    Upstream {
+        /// The producing task.
+        task: String,
+        /// The pinned generation.
+        generation: u64,
+        /// That generation's token.
+        token: u64,
+        /// When read at another partition than the task's own (a coarser
+        /// period, an offset, a fan-out): that partition.
+        partition: Option<String>,
+    },
+    /// An upstream input mapped to several partitions, each pinned.
+    Mapped {
+        /// The producing task.
+        task: String,
+        /// Each partition pinned, in the mapping's order.
+        partitions: Vec<PinnedPartition>,
+        /// Those an operator accepted as missing (`weir accept`), which it
+        /// was read without.
+        accepted_missing: Vec<String>,
+    },
+}
+
+impl PinnedInput {
+    /// The watermark an external input was pinned at, if declared.
+    pub fn watermark(&self) -> Option<&str> {
+        match &self.pinned {
+            Pinned::External { watermark, .. } => watermark.as_deref(),
+            _ => None,
+        }
+    }
+}
+
+/// A pinned input as commit records hold it: the flat layout and field
+/// order every stored snapshot (and its digest) has.
+#[derive(Serialize, Deserialize)]
+struct StoredInput {
+    name: String,
+    /// `external` or `upstream`.
+    kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    task: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    generation: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    token: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    watermark: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    partition: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    partitions: Vec<PinnedPartition>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    accepted_missing: Vec<String>,
+    digest: String,
+}
+
+impl Serialize for PinnedInput {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut stored = StoredInput {
+            name: self.name.clone(),
+            kind: String::new(),
+            task: None,
+            generation: None,
+            token: None,
+            path: None,
+            watermark: None,
+            partition: None,
+            partitions: Vec::new(),
+            accepted_missing: Vec::new(),
+            digest: self.digest.clone(),
+        };
+        match &self.pinned {
+            Pinned::External { path, watermark } => {
+                stored.kind = "external".to_owned();
+                stored.path = Some(path.clone());
+                stored.watermark.clone_from(watermark);
+            }
+            Pinned::Upstream {
+                task,
+                generation,
+                token,
+                partition,
+            } => {
+                stored.kind = "upstream".to_owned();
+                stored.task = Some(task.clone());
+                stored.generation = Some(*generation);
+                stored.token = Some(*token);
+                stored.partition.clone_from(partition);
+            }
+            Pinned::Mapped {
+                task,
+                partitions,
+                accepted_missing,
+            } => {
+                stored.kind = "upstream".to_owned();
+                stored.task = Some(task.clone());
+                stored.partitions.clone_from(partitions);
+                stored.accepted_missing.clone_from(accepted_missing);
+            }
+        }
+        stored.serialize(serializer)
+    }
+}
+
+impl TryFrom<StoredInput> for PinnedInput {
+    type Error = String;
+
+    fn try_from(s: StoredInput) -> Result<PinnedInput, String> {
+        let pinned = match (s.kind.as_str(), s.task, s.generation, s.token) {
+            ("external", _, _, _) => Pinned::External {
+                path: s
+                    .path
+                    .ok_or_else(|| format!("external input `{}` has no path", s.name))?,
+                watermark: s.watermark,
+            },
+            ("upstream", Some(task), Some(generation), Some(token)) => Pinned::Upstream {
+                task,
+                generation,
+                token,
+                partition: s.partition,
+            },
+            ("upstream", Some(task), None, None) => Pinned::Mapped {
+                task,
+                partitions: s.partitions,
+                accepted_missing: s.accepted_missing,
+            },
+            (kind, ..) => {
+                return Err(format!(
+                    "input `{}` of kind `{kind}` is neither an external file nor an upstream generation",
+                    s.name
+                ))
+            }
+        };
+        Ok(PinnedInput {
+            name: s.name,
+            pinned,
+            digest: s.digest,
+            location: PathBuf::new(),
+            data: None,
+        })
+    }
+}
+
 /// One upstream partition of an input mapped to several.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PinnedPartition {
     /// The upstream partition key.
     pub partition: String,
@@ -83,7 +216,7 @@ pub struct PinnedPartition {
 }
 
 /// Everything an instance reads.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct InputSnapshot {
     /// In the task's input order.
     pub inputs: Vec<PinnedInput>,
@@ -273,15 +406,10 @@ pub fn pin(
                 };
                 inputs.push(PinnedInput {
                     name: input.dataset.clone(),
-                    kind: "external",
-                    task: None,
-                    generation: None,
-                    token: None,
-                    path: Some(relative),
-                    watermark,
-                    partition: None,
-                    partitions: Vec::new(),
-                    accepted_missing: Vec::new(),
+                    pinned: Pinned::External {
+                        path: relative,
+                        watermark,
+                    },
                     digest,
                     data: Some(InputData {
                         format: dataset.format,
@@ -344,15 +472,13 @@ pub fn pin(
                         let dir = dirs.swap_remove(0);
                         inputs.push(PinnedInput {
                             name: input.dataset.clone(),
-                            kind: "upstream",
-                            task: Some(producer.clone()),
-                            generation: Some(one.generation),
-                            token: Some(one.token),
-                            path: None,
-                            watermark: None,
-                            partition: (one.partition != partition).then(|| one.partition.clone()),
-                            partitions: Vec::new(),
-                            accepted_missing: Vec::new(),
+                            pinned: Pinned::Upstream {
+                                task: producer.clone(),
+                                generation: one.generation,
+                                token: one.token,
+                                partition: (one.partition != partition)
+                                    .then(|| one.partition.clone()),
+                            },
                             digest: one.digest,
                             data: Some(InputData { format, files }),
                             location: dir,
@@ -383,15 +509,11 @@ pub fn pin(
                         let location = warehouse.dataset_dir(&input.dataset);
                         inputs.push(PinnedInput {
                             name: input.dataset.clone(),
-                            kind: "upstream",
-                            task: Some(producer.clone()),
-                            generation: None,
-                            token: None,
-                            path: None,
-                            watermark: None,
-                            partition: None,
-                            partitions: pinned,
-                            accepted_missing: accepted,
+                            pinned: Pinned::Mapped {
+                                task: producer.clone(),
+                                partitions: pinned,
+                                accepted_missing: accepted,
+                            },
                             digest,
                             data: Some(InputData { format, files }),
                             location,
@@ -606,6 +728,65 @@ output = { dataset = "derived", grain = ["id"] }
         assert_eq!(
             e.describe(),
             "upstream dataset `copied` has no publication for partition p"
+        );
+    }
+
+    /// A snapshot as commit records hold it, written by weir before input
+    /// kinds were typed, and the digest it had then.
+    const OLD_RECORD: &str = r#"{"inputs":[{"name":"raw","kind":"external","path":"raw_2024-01-01.csv","watermark":"2024-01-01T00:00:00Z","digest":"sha256:raw"},{"name":"copied","kind":"upstream","task":"copy","generation":3,"token":7,"partition":"2024-01","digest":"sha256:copied"},{"name":"daily","kind":"upstream","task":"day","partitions":[{"partition":"a","generation":1,"token":2,"digest":"sha256:a"},{"partition":"c","generation":4,"token":9,"digest":"sha256:c"}],"accepted_missing":["b"],"digest":"sha256:daily"}]}"#;
+    const OLD_DIGEST: &str =
+        "sha256:93af401f61216b019f8d91ed45d2672b505c2e76234e51b4d6d24586de164ac3";
+
+    #[test]
+    fn an_old_snapshot_record_reads_as_typed_kinds_and_writes_back_byte_for_byte() {
+        let snapshot: InputSnapshot = serde_json::from_str(OLD_RECORD).unwrap();
+        let kinds: Vec<&Pinned> = snapshot.inputs.iter().map(|i| &i.pinned).collect();
+        assert_eq!(
+            kinds,
+            [
+                &Pinned::External {
+                    path: "raw_2024-01-01.csv".into(),
+                    watermark: Some("2024-01-01T00:00:00Z".into()),
+                },
+                &Pinned::Upstream {
+                    task: "copy".into(),
+                    generation: 3,
+                    token: 7,
+                    partition: Some("2024-01".into()),
+                },
+                &Pinned::Mapped {
+                    task: "day".into(),
+                    partitions: vec![
+                        PinnedPartition {
+                            partition: "a".into(),
+                            generation: 1,
+                            token: 2,
+                            digest: "sha256:a".into(),
+                        },
+                        PinnedPartition {
+                            partition: "c".into(),
+                            generation: 4,
+                            token: 9,
+                            digest: "sha256:c".into(),
+                        },
+                    ],
+                    accepted_missing: vec!["b".into()],
+                },
+            ]
+        );
+        assert_eq!(serde_json::to_string(&snapshot).unwrap(), OLD_RECORD);
+        assert_eq!(snapshot.digest(), OLD_DIGEST);
+    }
+
+    #[test]
+    fn a_record_of_no_known_kind_is_refused_naming_the_input() {
+        let e = serde_json::from_str::<InputSnapshot>(
+            r#"{"inputs":[{"name":"x","kind":"upstream","generation":1,"digest":"d"}]}"#,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("input `x` of kind `upstream`"),
+            "{e}"
         );
     }
 }
