@@ -1,5 +1,5 @@
 //! `weir accept`: an operator decides that a partition will not be built
-//! (see `ops::accept`).
+//! (see `ops::decide::accept`).
 
 use super::args::AcceptArgs;
 use super::checks::{check_partition, check_task};

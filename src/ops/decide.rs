@@ -42,8 +42,15 @@ fn open_log(warehouse: &Warehouse) -> Result<EventLog, DecisionError> {
     operator_log(warehouse).map_err(failed("cannot open the operator's event log"))
 }
 
-/// `accept`: `task`'s `partition` will not be built (an ACCEPTED marker
-/// replacing `previous`, if any).
+/// `accept`: an operator decides that `task`'s `partition` will not be
+/// built (its source is lost for good). The instance gets an ACCEPTED
+/// marker (replacing `previous`, if any): it is not run until `weir retry`
+/// undoes the decision, and the planner does not add it as unpublished
+/// upstream work (`plan::settled`). A downstream instance that reads it
+/// among several partitions (a fan-in, a window, a rollup) is pinned
+/// without it, and its commit record's input snapshot names it under
+/// `accepted_missing`; one that reads only it (an identity or offset
+/// mapping) stays blocked, since it would have nothing to build from.
 pub fn accept(
     manifest: &Manifest,
     warehouse: &Warehouse,

@@ -889,7 +889,7 @@ fn upstream_in(
 }
 
 /// Whether partition `key` of `dataset` owes no upstream work: it is
-/// published, or an operator accepted it as a gap (`ops::accept`).
+/// published, or an operator accepted it as a gap (`ops::decide::accept`).
 pub fn settled(
     manifest: &Manifest,
     warehouse: &crate::store::Warehouse,
