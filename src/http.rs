@@ -34,7 +34,7 @@ impl std::fmt::Debug for ResolvedEndpoint {
     // Never the header values.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ResolvedEndpoint")
-            .field("url", &crate::lineage::redact_url(&self.url))
+            .field("url", &redact_url(&self.url))
             .field(
                 "headers",
                 &self.headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
@@ -67,9 +67,9 @@ pub fn resolve(endpoint: &HttpEndpoint, dir: &Path) -> Result<ResolvedEndpoint, 
 /// The error names the URL redacted (no userinfo, no query values) and
 /// never a header value.
 pub fn post_json(endpoint: &ResolvedEndpoint, body: &str) -> Result<(), String> {
-    let shown = crate::lineage::redact_url(&endpoint.url);
+    let shown = redact_url(&endpoint.url);
     send(endpoint, body)
-        .map_err(|e| endpoint.secrets.redact(&crate::lineage::redact_url_in(&e)))
+        .map_err(|e| endpoint.secrets.redact(&redact_url_in(&e)))
         .map_err(|e| format!("{shown}: {e}"))
 }
 
@@ -132,4 +132,87 @@ fn chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     text
+}
+
+/// `url` fit for a message: its userinfo (`user:pass@`) and every query
+/// value (`?api_key=…`) replaced by `***`; anything without `://` as it is.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let authority = match authority.rsplit_once('@') {
+        Some((_, host)) => format!("***@{host}"),
+        None => authority.to_string(),
+    };
+    let (tail, fragment) = match tail.split_once('#') {
+        Some((t, f)) => (t, Some(f)),
+        None => (tail, None),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((k, _)) => format!("{k}=***"),
+                    None if pair.is_empty() => String::new(),
+                    None => "***".to_string(),
+                })
+                .collect();
+            format!("{path}?{}", query.join("&"))
+        }
+        None => tail.to_string(),
+    };
+    let fragment = fragment.map(|_| "#***").unwrap_or_default();
+    format!("{scheme}://{authority}{tail}{fragment}")
+}
+
+/// `text` with every `http://` and `https://` URL in it redacted ([`redact_url`]).
+pub fn redact_url_in(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let next = |t: &str| {
+        [t.find("http://"), t.find("https://")]
+            .into_iter()
+            .flatten()
+            .min()
+    };
+    while let Some(at) = next(rest) {
+        out.push_str(&rest[..at]);
+        let url = &rest[at..];
+        let end = url
+            .find(|c: char| c.is_whitespace() || matches!(c, '`' | '"' | '\'' | ')' | '>'))
+            .unwrap_or(url.len());
+        // Punctuation after a URL in a sentence is the sentence's.
+        let end = url[..end].trim_end_matches([':', ',', '.', ';']).len();
+        out.push_str(&redact_url(&url[..end]));
+        rest = &url[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // issue 23 item 12: credentials in a lineage URL never reach a message
+    #[test]
+    fn issue_23_urls_lose_userinfo_and_query_values() {
+        assert_eq!(
+            redact_url("http://alice:s3cret@collector:5000/api/v1/lineage?api_key=k3y&x=1#frag"),
+            "http://***@collector:5000/api/v1/lineage?api_key=***&x=***#***"
+        );
+        assert_eq!(
+            redact_url("http://collector/api?token"),
+            "http://collector/api?***"
+        );
+        assert_eq!(redact_url("http://h:1/p"), "http://h:1/p");
+        assert_eq!(redact_url("/tmp/lineage.jsonl"), "/tmp/lineage.jsonl");
+        assert_eq!(
+            redact_url_in("not delivered to http://u:p@h/x?k=v: refused"),
+            "not delivered to http://***@h/x?k=***: refused"
+        );
+    }
 }

@@ -6,15 +6,49 @@
 //! each attempt writes a private candidate, the gates audit it (`audit`), and
 //! one fenced compare-and-swap on the partition's commit log makes it visible
 //! (`store`). Every decision is an event (`events`).
+//!
+//! # Layers
+//!
+//! Data flows manifest → plan → exec → audit → store → events; imports go
+//! the other way, down. Each module imports only from the layers below it,
+//! and modules on one layer do not import each other; inside a folder,
+//! files depend on each other one way only (a folder's `mod.rs` is their
+//! parent, not a sibling). `tests/it/layers.rs` reads this list and fails
+//! on an import back up or a circle, naming file and line. Where a lower
+//! layer needs something only a higher one knows, it declares what it needs
+//! and the higher one provides it: the store opens a `store::Location` and
+//! reads a `store::delta::TableTask` (the manifest's `Pipeline` and `Task`),
+//! the engine tells an `exec::Outbox` (the `notify` outbox). Bottom first:
+//!
+//! 1. `clock`, `cron`, `partition` — pure values with no weir state: the time source, schedule expressions, partition keys and their mappings.
+//! 2. `store` — the warehouse and its backends (directory or S3), opened from a location; knows bytes, commits and fences, not manifests.
+//! 3. `events`, `audit` — the run log written into the store, and the readers and gates that judge a candidate's files.
+//! 4. `manifest` — the declared pipeline, validated against what the store and audit accept (names, formats, gates).
+//! 5. `inputs` — pinning what an instance reads and staging private copies of it: shared by planning (staleness) and running.
+//! 6. `plan` — which instances a run owes, from the manifest, the store's records and pinned inputs.
+//! 7. `exec` — running a plan: attempts, pools, leases, retries, publishing; it builds each task's environment.
+//! 8. `http` — the one HTTP client for what weir sends itself; above exec because header secrets are read and redacted as task environment values are.
+//! 9. `notify`, `lineage` — what a run tells the outside (pager targets, OpenLineage), fed by the run's events.
+//! 10. `serve` — the long-running scheduler: starts runs (with their notifications) on cron and sensor triggers, and records its own status.
+//! 11. `ops` — the operator's actions and read models (status, decisions, rollback, gc, verify, SLOs), once for every front end; status includes serve's.
+//! 12. `report` — the static HTML report built from ops' read models.
+//! 13. `console` — the live web console over ops and report.
+//! 14. `cli` — parses arguments and prints; every decision it shows is made below.
+//!
+//! One crate, not a workspace: the test holds the direction at the cost of
+//! reading some text, where a crate per layer would add links and build
+//! units on a two-core CI; the list above is where the crates would be cut.
 
 pub mod audit;
 pub mod cli;
 pub mod clock;
 #[cfg(feature = "console")]
 pub mod console;
+pub mod cron;
 pub mod events;
 pub mod exec;
 pub mod http;
+pub mod inputs;
 pub mod lineage;
 pub mod manifest;
 pub mod notify;

@@ -1,15 +1,12 @@
 //! `weir accept`: an operator decides that a partition will not be built
-//! (see `ops::accept`).
-
-use serde_json::json;
+//! (see `ops::decide::accept`).
 
 use super::args::AcceptArgs;
+use super::checks::{check_partition, check_task};
 use super::error::{doing, CliError};
 use super::exit;
-use super::ops::{check_partition, check_task};
-use crate::events::{Event, State};
 use crate::partition::shell_word;
-use crate::store::marks::{self, InstanceMark, Mark};
+use crate::store::marks::{self, Mark};
 
 /// `weir accept`.
 pub(crate) fn run(args: &AcceptArgs) -> Result<u8, CliError> {
@@ -41,29 +38,14 @@ pub(crate) fn run(args: &AcceptArgs) -> Result<u8, CliError> {
             shell_word(&args.partition)
         )));
     }
-    let log = crate::ops::operator_log(&warehouse)
-        .map_err(doing("cannot open the operator's event log"))?;
-    let mark = InstanceMark {
-        mark: Mark::Accepted,
-        task: args.task.clone(),
-        partition: args.partition.clone(),
-        run_id: log.run_id().to_string(),
-        reason: format!("accepted as missing by an operator: {}", args.note),
-        input_snapshot_digest: None,
-        code_version: manifest.pipeline.code_version.clone(),
-        code_fingerprint: None,
-        since: crate::clock::now_rfc3339(),
-        note: Some(args.note.clone()),
-    };
-    // The decision is on disk before the change it announces.
-    log.emit_durable(
-        State::Accepted,
-        Event::instance(&args.task, &args.partition)
-            .detail(format!("accepted as missing: {}", args.note))
-            .data(json!({ "note": args.note, "dataset": task.output.dataset, "was": previous })),
-    )
-    .map_err(doing("cannot log the decision"))?;
-    marks::write(&warehouse, &mark).map_err(doing("cannot record the decision"))?;
+    crate::ops::decide::accept(
+        &manifest,
+        &warehouse,
+        &args.task,
+        &args.partition,
+        &args.note,
+        previous.as_ref(),
+    )?;
     println!(
         "accepted {} {} as missing: it is not built, and what reads it among other partitions runs without it, until `weir retry`",
         args.task, args.partition

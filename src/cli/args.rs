@@ -74,7 +74,7 @@ pub(crate) enum Command {
     /// What this host gives weir: process containment, tzdb version, the manifest's store.
     Doctor(DoctorArgs),
     /// Notifications not yet delivered per target; `--flush` delivers them now.
-    Notify(super::notify::NotifyArgs),
+    Notify(NotifyArgs),
 }
 
 #[derive(Debug, Args)]
@@ -425,7 +425,7 @@ pub(crate) struct StatusArgs {
     pub(crate) task: Vec<String>,
     /// Only instances in these states (repeatable).
     #[arg(long, value_enum)]
-    pub(crate) state: Vec<super::status::summary::InstanceState>,
+    pub(crate) state: Vec<crate::ops::status::summary::InstanceState>,
     /// First partition of a range (a day, or a static key), as `weir run --from` takes it.
     #[arg(long, requires = "to")]
     pub(crate) from: Option<String>,
@@ -512,4 +512,15 @@ pub(crate) enum GraphFormat {
     Dot,
     /// Mermaid flowchart.
     Mermaid,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct NotifyArgs {
+    /// Manifest file (default: `weir.toml` in the current directory).
+    #[arg(default_value = "weir.toml")]
+    pub(crate) manifest: PathBuf,
+    /// Deliver every pending notification now (each with its original
+    /// idempotency key); exit 4 if any stays undelivered.
+    #[arg(long)]
+    pub(crate) flush: bool,
 }

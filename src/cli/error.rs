@@ -107,6 +107,15 @@ impl CliError {
     }
 }
 
+impl From<crate::ops::decide::DecisionError> for CliError {
+    fn from(e: crate::ops::decide::DecisionError) -> CliError {
+        CliError::EngineDoing {
+            what: e.what.to_owned(),
+            source: e.source,
+        }
+    }
+}
+
 /// An engine failure while doing `what`.
 pub(crate) fn doing<E: Into<Source>>(what: impl Into<String>) -> impl FnOnce(E) -> CliError {
     let what = what.into();

@@ -13,14 +13,14 @@ pub(crate) fn run(args: &EventsArgs) -> Result<u8, CliError> {
     // `explain` refuse them.
     match (&args.task, &args.partition) {
         (Some(task), partition) => {
-            super::ops::check_task(&manifest, task)?;
+            super::checks::check_task(&manifest, task)?;
             if let Some(p) = partition {
-                super::ops::check_partition(&manifest, task, p)?;
+                super::checks::check_partition(&manifest, task, p)?;
             }
         }
         (None, Some(p)) => {
             let names: Vec<&str> = manifest.tasks.keys().map(String::as_str).collect();
-            super::ops::check_partition_of(&manifest, &names, p)?;
+            super::checks::check_partition_of(&manifest, &names, p)?;
         }
         (None, None) => {}
     }

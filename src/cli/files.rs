@@ -32,9 +32,9 @@ struct Visible {
 
 pub(crate) fn run(args: &FilesArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
-    super::status::publisher_of(&manifest, &args.dataset)?;
+    super::checks::publisher_of(&manifest, &args.dataset)?;
     for partition in &args.partition {
-        super::status::producer_of(&manifest, &args.dataset, partition)?;
+        super::checks::producer_of(&manifest, &args.dataset, partition)?;
     }
     let warehouse = super::error::open_to_read(&manifest)?;
     // Named partitions must each have a publication (as in `show`); without

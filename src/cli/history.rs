@@ -9,7 +9,7 @@ use crate::store::CommitKind;
 
 pub(crate) fn run(args: &HistoryArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
-    let task = super::status::producer_of(&manifest, &args.dataset, &args.partition)?;
+    let task = super::checks::producer_of(&manifest, &args.dataset, &args.partition)?;
     let warehouse = super::error::open_to_read(&manifest)?;
     let store = warehouse.partition(&args.dataset, &args.partition);
     let history = store.history().map_err(CliError::engine)?;

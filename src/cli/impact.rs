@@ -3,16 +3,12 @@
 
 use std::fmt::Write as _;
 
-use serde_json::json;
-
 use super::args::{CertifyArgs, ImpactArgs};
-use super::error::{doing, CliError};
+use super::checks::{no_generation, producer_of};
+use super::error::CliError;
 use super::exit;
-use super::status::{no_generation, producer_of};
-use crate::events::{Event, State};
 use crate::manifest::{Manifest, Task};
 use crate::ops::impact::{impact, Impact, PubState};
-use crate::store::certs::{self, Certification};
 use crate::store::{CommitRecord, Warehouse};
 
 /// The producer of `dataset` and the record of `generation` (default: the
@@ -152,47 +148,15 @@ pub(crate) fn uncertify_cascade(args: &CertifyArgs) -> Result<u8, CliError> {
         args.generation,
     )?;
     let found = impact(&manifest, &warehouse, task, &record).map_err(CliError::engine)?;
-    let mut all = vec![found.root.clone()];
-    all.extend(found.built_from.iter().map(|b| b.id.clone()));
-    let log = crate::ops::operator_log(&warehouse)
-        .map_err(doing("cannot open the operator's event log"))?;
+    crate::ops::decide::uncertify_cascade(
+        &warehouse,
+        &args.dataset,
+        &args.partition,
+        &record,
+        &found,
+        &args.reason,
+    )?;
     let n = found.built_from.len();
-    log.emit_durable(
-        State::Uncertified,
-        Event::instance(&record.task, &args.partition)
-            .detail(format!(
-                "{} and the {n} {} built from it: {}",
-                found.root,
-                if n == 1 {
-                    "publication"
-                } else {
-                    "publications"
-                },
-                args.reason
-            ))
-            .data(json!({
-                "dataset": args.dataset,
-                "generation": found.root.generation,
-                "digest": found.digest,
-                "cascade": all,
-            })),
-    )
-    .map_err(doing("cannot log the decision"))?;
-    let at = crate::clock::now_rfc3339();
-    for id in &all {
-        let mark = Certification {
-            generation: id.generation,
-            certified: false,
-            reason: if *id == found.root {
-                args.reason.clone()
-            } else {
-                format!("built from {}: {}", found.root, args.reason)
-            },
-            at: at.clone(),
-        };
-        certs::write(&warehouse, &id.dataset, &id.partition, &mark)
-            .map_err(doing("cannot record the certification"))?;
-    }
     println!(
         "uncertified {} and the {n} {} built from it:",
         found.root,

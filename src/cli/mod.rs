@@ -4,6 +4,7 @@
 
 mod accept;
 mod args;
+mod checks;
 mod console;
 mod error;
 mod events;
@@ -232,6 +233,15 @@ fn quiet_broken_pipe() {
         }
         default(info);
     }));
+}
+
+/// `one` for 1, `many` otherwise.
+pub(crate) fn plural(n: usize, one: &'static str, many: &'static str) -> &'static str {
+    if n == 1 {
+        one
+    } else {
+        many
+    }
 }
 
 /// A table as every command prints one: a lowercase header, each column as

@@ -1,23 +1,9 @@
 //! `weir notify`: what the outbox holds, and `--flush` to deliver it now.
 
-use std::path::PathBuf;
-
-use clap::Args;
-
+use super::args::NotifyArgs;
 use super::error::{doing, CliError};
 use super::exit;
-use super::run::plural;
-
-#[derive(Debug, Args)]
-pub(crate) struct NotifyArgs {
-    /// Manifest file (default: `weir.toml` in the current directory).
-    #[arg(default_value = "weir.toml")]
-    pub(crate) manifest: PathBuf,
-    /// Deliver every pending notification now (each with its original
-    /// idempotency key); exit 4 if any stays undelivered.
-    #[arg(long)]
-    pub(crate) flush: bool,
-}
+use super::plural;
 
 pub(crate) fn run(args: &NotifyArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;

@@ -1,19 +1,15 @@
 //! Operator decisions: retry, abandon, certify, uncertify, rollback. Each is
 //! recorded as an event in an operator log (`_runs/op-…/events.jsonl`).
 
-use serde_json::json;
-
 use super::args::{CertifyArgs, DecisionArgs, ExplainArgs, GcArgs, RollbackArgs, VerifyArgs};
+use super::checks::{check_partition, check_task, producer_of};
 use super::error::{doing, CliError};
 use super::exit;
-use super::status::producer_of;
-use crate::events::{Event, State};
 use crate::exec::RunOptions;
 use crate::manifest::Manifest;
 use crate::ops::{operator_log, rollback as rb};
 use crate::partition::shell_word;
 use crate::plan::Scope;
-use crate::store::certs::{self, Certification};
 use crate::store::marks::{self as state, InstanceMark, Mark};
 use crate::store::Warehouse;
 
@@ -37,49 +33,6 @@ fn open_operator_log(
     warehouse: &crate::store::Warehouse,
 ) -> Result<crate::events::EventLog, CliError> {
     operator_log(warehouse).map_err(doing("cannot open the operator's event log"))
-}
-
-pub(crate) fn check_task(manifest: &Manifest, task: &str) -> Result<(), CliError> {
-    if manifest.tasks.contains_key(task) {
-        return Ok(());
-    }
-    Err(CliError::Usage(format!(
-        "unknown task `{task}`\n  help: {}",
-        crate::manifest::unknown_task_help(manifest, task)
-    )))
-}
-
-/// A partition key of the task's scheme, or exit 2 before anything is read
-/// or logged.
-pub(crate) fn check_partition(
-    manifest: &Manifest,
-    task: &str,
-    partition: &str,
-) -> Result<(), CliError> {
-    check_partition_of(manifest, &[task], partition)
-}
-
-/// Refuses (exit 2) a partition in the scheme of none of `tasks`.
-pub(crate) fn check_partition_of(
-    manifest: &Manifest,
-    tasks: &[&str],
-    partition: &str,
-) -> Result<(), CliError> {
-    let now = crate::clock::now();
-    if tasks
-        .iter()
-        .any(|t| manifest.tasks[*t].dims.contains(partition, now))
-    {
-        return Ok(());
-    }
-    let whose = match tasks {
-        [task] => format!("task `{task}`"),
-        _ => "any task".to_owned(),
-    };
-    Err(CliError::Usage(format!(
-        "partition `{partition}` is not in the partition scheme of {whose}\n  help: {}",
-        crate::plan::partition_help(manifest, tasks, now)
-    )))
 }
 
 /// The instance's marker when it is one of `accepted`; an operator decision
@@ -155,21 +108,13 @@ pub(crate) fn retry(args: &DecisionArgs) -> Result<u8, CliError> {
         ],
         "retry",
     )?;
-    let log = open_operator_log(&warehouse)?;
-    // The decision is on disk before the change it announces.
-    log.emit_durable(
-        State::Released,
-        Event::instance(&args.task, &args.partition)
-            .detail(format!(
-                "released by an operator ({}): {}",
-                previous.mark.as_str(),
-                args.note
-            ))
-            .data(json!({ "note": args.note, "was": previous })),
-    )
-    .map_err(doing("cannot log the decision"))?;
-    state::clear(&warehouse, &args.task, &args.partition)
-        .map_err(doing("cannot release the instance"))?;
+    crate::ops::decide::release(
+        &warehouse,
+        &args.task,
+        &args.partition,
+        &previous,
+        &args.note,
+    )?;
     println!(
         "released {} {}; running it and the downstream partitions that read it",
         args.task, args.partition
@@ -199,27 +144,14 @@ pub(crate) fn abandon(args: &DecisionArgs) -> Result<u8, CliError> {
         &[Mark::Held, Mark::Quarantined],
         "abandon",
     )?;
-    let log = open_operator_log(&warehouse)?;
-    let mark = InstanceMark {
-        mark: Mark::Abandoned,
-        task: args.task.clone(),
-        partition: args.partition.clone(),
-        run_id: log.run_id().to_string(),
-        reason: format!("abandoned by an operator: {}", args.note),
-        input_snapshot_digest: previous.input_snapshot_digest.clone(),
-        code_version: manifest.pipeline.code_version.clone(),
-        code_fingerprint: previous.code_fingerprint.clone(),
-        since: crate::clock::now_rfc3339(),
-        note: Some(args.note.clone()),
-    };
-    log.emit_durable(
-        State::Abandoned,
-        Event::instance(&args.task, &args.partition)
-            .detail(args.note.clone())
-            .data(json!({ "note": args.note, "was": previous })),
-    )
-    .map_err(doing("cannot log the decision"))?;
-    state::write(&warehouse, &mark).map_err(doing("cannot record the decision"))?;
+    crate::ops::decide::abandon(
+        &manifest,
+        &warehouse,
+        &args.task,
+        &args.partition,
+        &previous,
+        &args.note,
+    )?;
     println!(
         "abandoned {} {}: not run again until `weir retry`",
         args.task, args.partition
@@ -259,7 +191,7 @@ pub(crate) fn certify(args: &CertifyArgs, certified: bool) -> Result<u8, CliErro
         .map_or_else(
             || {
                 let last = store.latest().map_err(CliError::engine)?;
-                Err(super::status::no_generation(
+                Err(super::checks::no_generation(
                     &args.dataset,
                     &args.partition,
                     generation,
@@ -268,22 +200,14 @@ pub(crate) fn certify(args: &CertifyArgs, certified: bool) -> Result<u8, CliErro
             },
             Ok,
         )?;
-    let log = open_operator_log(&warehouse)?;
-    let mark = Certification {
-        generation,
+    crate::ops::decide::certify(
+        &warehouse,
+        &args.dataset,
+        &args.partition,
+        &record,
         certified,
-        reason: args.reason.clone(),
-        at: crate::clock::now_rfc3339(),
-    };
-    log.emit_durable(
-        if certified { State::Certified } else { State::Uncertified },
-        Event::instance(&record.task, &args.partition)
-            .detail(format!("{} generation {generation}: {}", args.dataset, args.reason))
-            .data(json!({ "dataset": args.dataset, "generation": generation, "digest": record.digest })),
-    )
-    .map_err(doing("cannot log the decision"))?;
-    certs::write(&warehouse, &args.dataset, &args.partition, &mark)
-        .map_err(doing("cannot record the certification"))?;
+        &args.reason,
+    )?;
     println!(
         "{} {} {} generation {generation}",
         if certified {

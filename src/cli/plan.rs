@@ -115,10 +115,9 @@ fn build(manifest: &Manifest, scope: &Scope, tasks: &[String]) -> Result<Plan, C
     // A plan writes nothing: an absent warehouse has published nothing.
     let warehouse = existing_warehouse(manifest);
     let published = |dataset: &str, key: &str| {
-        warehouse.as_ref().is_some_and(|w| {
-            matches!(w.partition(dataset, key).latest(), Ok(Some(_)))
-                || crate::ops::accept::is_accepted(manifest, w, dataset, key)
-        })
+        warehouse
+            .as_ref()
+            .is_some_and(|w| crate::plan::settled(manifest, w, dataset, key))
     };
     let selection = crate::plan::select::selection(manifest, tasks)?;
     Ok(Plan::build_selected(

@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::args::{BackfillArgs, RunArgs};
 use super::error::CliError;
 use super::exit;
+use super::plural;
 use crate::events::{EventRecord, State};
 use crate::exec::{self, InstanceResult, RunOptions, RunSummary};
 use crate::lineage;
@@ -146,7 +147,7 @@ pub(crate) fn execute_resumable(
         }
         None => shown,
     };
-    let summary = exec::run(manifest, options, Some(observer));
+    let summary = crate::notify::run_notifying(manifest, options, Some(observer));
     if let Some(emitter) = &lineage {
         let delivery = emitter.finish();
         let run_id = summary.as_ref().ok().map(|s| s.run_id.as_str());
@@ -442,13 +443,4 @@ fn notable(e: &EventRecord) -> Option<String> {
         e.state.as_str(),
         e.detail
     ))
-}
-
-/// `one` for 1, `many` otherwise.
-pub(crate) fn plural(n: usize, one: &'static str, many: &'static str) -> &'static str {
-    if n == 1 {
-        one
-    } else {
-        many
-    }
 }

@@ -5,11 +5,11 @@ pub(crate) mod summary;
 use std::collections::BTreeMap;
 
 use super::args::{ShowArgs, StatusArgs};
+use super::checks::{no_generation, producer_of};
 use super::error::{doing, CliError};
 use super::exit;
-use super::run::plural;
+use super::plural;
 use crate::audit;
-use crate::manifest::{Manifest, Task};
 use crate::ops::status::{Attention, Overview, Status, StatusError};
 use crate::partition::shell_word;
 use crate::store::certs as certify;
@@ -30,8 +30,10 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
     if args.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&document(&manifest, &warehouse, &status))
-                .expect("status always serializes")
+            serde_json::to_string_pretty(&crate::ops::status::document(
+                &manifest, &warehouse, &status
+            ))
+            .expect("status always serializes")
         );
     } else if summary::summarised(args, &status.overview) {
         summary::print(
@@ -97,18 +99,6 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
         return Ok(exit::ATTENTION);
     }
     Ok(exit::OK)
-}
-
-/// The document `weir status --json` prints (and the console's
-/// `/api/status`): the status and its per-task summary.
-pub(crate) fn document(
-    manifest: &Manifest,
-    warehouse: &Warehouse,
-    status: &Status,
-) -> serde_json::Value {
-    let mut doc = status.to_json(manifest, warehouse);
-    doc["summary"] = summary::json(manifest, &status.overview);
-    doc
 }
 
 /// WAITING instances of one task that status names one by one.
@@ -307,63 +297,6 @@ fn print_status(
             );
         }
     }
-}
-
-/// The task that publishes `dataset`, if `partition` is in its scheme: what
-/// `show` and `history` need before they read a partition.
-pub(crate) fn producer_of<'m>(
-    manifest: &'m Manifest,
-    dataset: &str,
-    partition: &str,
-) -> Result<&'m Task, CliError> {
-    let task = publisher_of(manifest, dataset)?;
-    super::ops::check_partition(manifest, &task.name, partition)?;
-    Ok(task)
-}
-
-/// The task that publishes `dataset`, or a usage error naming the datasets
-/// there are (or the dataset a task name publishes).
-pub(crate) fn publisher_of<'m>(
-    manifest: &'m Manifest,
-    dataset: &str,
-) -> Result<&'m Task, CliError> {
-    let Some(task) = manifest.producer(dataset) else {
-        let help = match manifest.tasks.get(dataset) {
-            Some(task) => format!(
-                "`{dataset}` is a task; it publishes dataset `{}`",
-                task.output.dataset
-            ),
-            None => format!(
-                "published datasets: {}",
-                manifest
-                    .tasks
-                    .values()
-                    .map(|t| format!("`{}`", t.output.dataset))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        };
-        return Err(CliError::Usage(format!(
-            "no task of `{}` publishes dataset `{dataset}`\n  help: {help}",
-            manifest.pipeline.name
-        )));
-    };
-    Ok(task)
-}
-
-/// A generation the partition never had: a bad argument (exit 2) in every
-/// command that takes one (`show`, `certify`, `uncertify`; `rollback` says
-/// it in its own diagnostic).
-pub(crate) fn no_generation(
-    dataset: &str,
-    partition: &str,
-    generation: u64,
-    last: Option<u64>,
-) -> CliError {
-    CliError::Usage(format!(
-        "`{dataset}` {partition} has no generation {generation} (it has {})\n  help: `weir history` lists them",
-        last.map_or_else(|| "none".to_string(), |l| format!("1 to {l}"))
-    ))
 }
 
 pub(crate) fn show(args: &ShowArgs) -> Result<u8, CliError> {

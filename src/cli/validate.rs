@@ -2,7 +2,7 @@
 
 use super::args::ValidateArgs;
 use super::error::CliError;
-use super::run::plural;
+use super::plural;
 use super::{exit, load};
 
 /// Validates every manifest given, reporting each; any invalid one makes

@@ -60,8 +60,8 @@ fn gather_status(manifest: &Manifest, warehouse: &Warehouse) -> Result<Status, V
 pub(super) fn status(manifest: &Manifest) -> Result<Value, ViewError> {
     let warehouse = open(manifest)?;
     let status = gather_status(manifest, &warehouse)?;
-    // The CLI's own document, summary included, so the two cannot differ.
-    Ok(crate::cli::status::document(manifest, &warehouse, &status))
+    // `weir status --json`'s own document, so the two cannot differ.
+    Ok(crate::ops::status::document(manifest, &warehouse, &status))
 }
 
 /// The first screen of one pipeline.

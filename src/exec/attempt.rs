@@ -20,15 +20,15 @@ use serde_json::json;
 use super::classify::Ending;
 use super::executor;
 use super::fault::Point;
-use super::inputs;
 use super::launch::{self, Contract, ContractInput, Launcher, TaskLaunch};
 use super::lease;
 use super::slurm;
-use super::snapshot::InputSnapshot;
 use super::tree;
 use super::Context;
 use crate::audit::{self, AuditReport, AuditSpec, GateOutcome};
 use crate::events::{Event, State};
+use crate::inputs::materialize as inputs;
+use crate::inputs::InputSnapshot;
 use crate::manifest::Task;
 use crate::store::layout::{self, DATA_DIR};
 use crate::store::{
@@ -393,7 +393,7 @@ pub(crate) fn run(
         }
         (Ok(_), None) => {
             let executor =
-                executor::for_spec(&cx.manifest.executors[&task.executor], &task.resources);
+                executor_for(&cx.manifest.executors[&task.executor], &task.resources);
             // For an engine that takes over a job that outlived us: what it
             // runs on (written before the job exists).
             if cx.manifest.executors[&task.executor].kind == crate::manifest::ExecutorKind::Slurm {
@@ -792,25 +792,25 @@ fn publish(
     // durable before the record that names it.
     // In a remote warehouse the upload below is what makes them durable.
     let sums = || sum_files(&candidate.files);
-    let sync =
-        || match cx.warehouse.is_remote() {
-            false => crate::store::fs::fsync_candidate(&publication_dir, &candidate.files)
-                .and_then(|()| match publication_dir == candidate.dir {
-                    true => Ok(()),
-                    // `fsync_candidate` reached the publication dir's parent;
-                    // the directories between it and `attempts/` are new too.
-                    false => crate::store::flush::sync_all(
-                        publication_dir
-                            .ancestors()
-                            .skip(2)
-                            .take_while(|d| d.starts_with(&candidate.dir))
-                            .chain(candidate.dir.parent())
-                            .map(std::path::Path::to_path_buf)
-                            .collect(),
-                    ),
-                }),
-            true => Ok(()),
-        };
+    let sync = || match cx.warehouse.is_remote() {
+        false => crate::store::flush::fsync_candidate(&publication_dir, &candidate.files).and_then(
+            |()| match publication_dir == candidate.dir {
+                true => Ok(()),
+                // `fsync_candidate` reached the publication dir's parent;
+                // the directories between it and `attempts/` are new too.
+                false => crate::store::flush::sync_all(
+                    publication_dir
+                        .ancestors()
+                        .skip(2)
+                        .take_while(|d| d.starts_with(&candidate.dir))
+                        .chain(candidate.dir.parent())
+                        .map(std::path::Path::to_path_buf)
+                        .collect(),
+                ),
+            },
+        ),
+        true => Ok(()),
+    };
     let bytes: u64 = candidate
         .files
         .iter()
@@ -1036,5 +1036,20 @@ fn engine_failure(
         token,
         reason,
         code: None,
+    }
+}
+
+/// The executor a task's spec names. Here, not in `executor.rs`: the
+/// executors are its implementations, and the trait does not know them.
+fn executor_for<'a>(
+    spec: &'a crate::manifest::Executor,
+    resources: &'a crate::manifest::Resources,
+) -> Box<dyn executor::Executor + 'a> {
+    match spec.kind {
+        crate::manifest::ExecutorKind::Local => Box::new(executor::Local),
+        crate::manifest::ExecutorKind::Slurm => Box::new(slurm::Slurm {
+            args: &spec.args,
+            resources,
+        }),
     }
 }

@@ -71,6 +71,16 @@ pub struct ContractInput<'a> {
     pub watermark: Option<&'a str>,
 }
 
+impl<'a> From<&'a crate::inputs::materialize::Materialized> for ContractInput<'a> {
+    fn from(input: &'a crate::inputs::materialize::Materialized) -> Self {
+        ContractInput {
+            name: &input.name,
+            location: &input.location,
+            watermark: input.watermark.as_deref(),
+        }
+    }
+}
+
 /// Who launches the task: everything of the `WEIR_*` contract that is not
 /// a path and differs between `weir run`'s attempt and `weir verify`'s
 /// rerun of the same partition. Kept in one type so that nothing else can.

@@ -13,8 +13,6 @@
 
 use super::classify::Ending;
 use super::launch::{self, Launch};
-use super::slurm;
-use crate::manifest::{Executor as ExecutorSpec, ExecutorKind, Resources};
 
 /// A started attempt command.
 pub trait Job: Send {
@@ -28,17 +26,6 @@ pub trait Job: Send {
 pub trait Executor {
     /// Starts the command; an `Err` is how it ended without starting.
     fn submit<'l>(&self, launch: Launch<'l>) -> Result<Box<dyn Job + 'l>, Ending>;
-}
-
-/// The executor a task's spec names.
-pub fn for_spec<'a>(spec: &'a ExecutorSpec, resources: &'a Resources) -> Box<dyn Executor + 'a> {
-    match spec.kind {
-        ExecutorKind::Local => Box::new(Local),
-        ExecutorKind::Slurm => Box::new(slurm::Slurm {
-            args: &spec.args,
-            resources,
-        }),
-    }
 }
 
 /// A child process of the engine: today's code path, unchanged.

@@ -29,7 +29,6 @@ pub mod executor;
 pub mod fault;
 #[cfg(test)]
 mod fsync_budget;
-pub mod inputs;
 pub mod interrupt;
 pub mod launch;
 pub mod lease;
@@ -38,7 +37,6 @@ mod pool;
 pub mod readiness;
 pub mod retry;
 pub mod slurm;
-pub mod snapshot;
 pub mod spawn;
 mod timer;
 pub mod tree;
@@ -52,6 +50,7 @@ use serde_json::json;
 
 use crate::events::payload::{self, Payload};
 use crate::events::{Event, EventLog, State};
+use crate::inputs::InputSnapshot;
 use crate::manifest::{Disposition, Manifest, Task};
 use crate::plan::{Plan, Scope};
 use crate::store::marks::{self, InstanceMark, Mark};
@@ -61,7 +60,6 @@ use attempt::AttemptOutcome;
 use classify::Ending;
 use fault::Faults;
 use retry::{Backoff, RetryBudget};
-use snapshot::InputSnapshot;
 
 /// Instances admitted per pool slot: the one running its command, and others
 /// getting ready for a slot or publishing after theirs.
@@ -239,7 +237,7 @@ pub(crate) struct Context<'a> {
     /// Each planned task's program found along PATH (`launch::program`).
     pub(crate) programs: std::collections::HashMap<String, std::path::PathBuf>,
     /// The outbox of `[notify]` targets, if any.
-    pub(crate) notify: Option<crate::notify::Notifier>,
+    pub(crate) notify: Option<Box<dyn Outbox>>,
 }
 
 impl Context<'_> {
@@ -354,28 +352,53 @@ enum Outcome {
     SensorFailed(readiness::SensorFailure),
 }
 
+/// What a run tells the outside as it goes (the `[notify]` outbox): told
+/// of every event before it is logged, and waited for once the run ends.
+/// The layer above provides it (`notify::Notifier`), so the engine knows no
+/// notification target.
+pub trait Outbox: Send + Sync {
+    /// An event of the run, before it is logged.
+    fn record(&self, state: State, event: &Event);
+    /// The run ended: deliver what is queued.
+    fn finish(&self);
+}
+
+/// Opens a run's outbox once its warehouse and run id are known; `None`
+/// when the manifest declares no target.
+pub type OpenOutbox = fn(&Manifest, &Warehouse, &str) -> Option<Box<dyn Outbox>>;
+
 /// Runs the plan for `options` and returns what happened to every instance.
-/// `observe` sees every event (progress display).
+/// `observe` sees every event (progress display). The engine alone: no
+/// notification is sent (`notify::run_notifying` runs with the manifest's
+/// targets, as `weir run` and `weir serve` do).
 pub fn run(
     manifest: &Manifest,
     options: &RunOptions,
     observe: Option<crate::events::Observer>,
 ) -> Result<RunSummary, ExecError> {
+    run_with(manifest, options, observe, None)
+}
+
+/// [`run`], telling the outbox `open` opens (if any) of every event.
+pub fn run_with(
+    manifest: &Manifest,
+    options: &RunOptions,
+    observe: Option<crate::events::Observer>,
+    open: Option<OpenOutbox>,
+) -> Result<RunSummary, ExecError> {
     let now = crate::clock::now();
     if let Some(id) = &options.run_id {
         crate::events::check_run_id(id).map_err(ExecError::Settings)?;
     }
-    let timing = crate::store::slots::SlotTiming::from_env().map_err(ExecError::Settings)?;
+    let timing = pool::timing_from_env().map_err(ExecError::Settings)?;
     // The selected tasks run under the currency test; upstream instances
     // they need are added by the plan only when not published.
     let selection = crate::plan::select::selection(manifest, &options.tasks)?;
     let selected = &selection.tasks;
     let warehouse = Warehouse::open_for(&manifest.pipeline).map_err(ExecError::Warehouse)?;
     // An accepted gap is not added as unpublished upstream work.
-    let published = |dataset: &str, key: &str| {
-        matches!(warehouse.partition(dataset, key).latest(), Ok(Some(_)))
-            || crate::ops::accept::is_accepted(manifest, &warehouse, dataset, key)
-    };
+    let published =
+        |dataset: &str, key: &str| crate::plan::settled(manifest, &warehouse, dataset, key);
     let plan = Plan::build_selected(manifest, &options.scope, &selection, now, &published)?;
     let explicit: HashSet<&str> = selected.iter().copied().collect();
     // Each planned task's code identity, read once: an unreadable `code`
@@ -402,7 +425,7 @@ pub fn run(
     if let Some(f) = observe {
         log.observe(f);
     }
-    let notify = crate::notify::Notifier::start(manifest, &warehouse, &run_id);
+    let notify = open.and_then(|open| open(manifest, &warehouse, &run_id));
     let cx = Context {
         manifest,
         now,
@@ -1162,7 +1185,7 @@ impl Job<'_> {
             .as_ref()
             .filter(|m| matches!(m.mark, Mark::Held | Mark::Abandoned | Mark::Accepted))
         {
-            // An accepted gap is consumed as a gap (`snapshot::pin`).
+            // An accepted gap is consumed as a gap (`crate::inputs::pin`).
             let consumable = mark.mark == Mark::Accepted
                 || mark.mark == Mark::Held
                     && matches!(
@@ -1188,7 +1211,7 @@ impl Job<'_> {
         }
         let snapshot = match self.snapshot {
             Some(s) => s,
-            None => match snapshot::pin(
+            None => match crate::inputs::pin(
                 cx.manifest,
                 &cx.warehouse,
                 task,
@@ -1197,7 +1220,7 @@ impl Job<'_> {
                 cx.now,
             ) {
                 Ok(s) => s,
-                Err(e @ snapshot::PinError::External(_)) => {
+                Err(e) if e.is_external() => {
                     // Nothing holds it but the missing file: the next run
                     // pins it once the file is there (`weir retry` would
                     // find no marker to release).
@@ -1212,7 +1235,7 @@ impl Job<'_> {
                         )),
                     );
                 }
-                Err(e) => return (None, Outcome::Unpinned(e.describe().to_string())),
+                Err(e) => return (None, Outcome::Unpinned(e.describe())),
             },
         };
         let code_version = &task.code_version;

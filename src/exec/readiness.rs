@@ -223,7 +223,7 @@ pub fn check_dataset(
     for (template, watermark) in files {
         let path = dir.join(fill(template));
         if !path.exists() {
-            let missing = super::snapshot::MissingExternal {
+            let missing = crate::inputs::MissingExternal {
                 dataset: name.to_string(),
                 path,
                 watermark,

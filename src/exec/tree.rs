@@ -77,7 +77,7 @@ pub fn new_tag() -> String {
     let me = Owner::me();
     format!(
         "{}-{}-{}-{}-{}",
-        super::lease::engine().engine_id,
+        crate::store::Holder::current().engine_id,
         me.namespace,
         me.pid,
         me.start,

@@ -76,6 +76,18 @@ pub struct Pipeline {
     pub remote: Option<String>,
 }
 
+impl From<&Pipeline> for crate::store::Location {
+    fn from(pipeline: &Pipeline) -> Self {
+        match &pipeline.remote {
+            Some(url) => crate::store::Location::Remote {
+                url: url.clone(),
+                staging: pipeline.warehouse.clone(),
+            },
+            None => crate::store::Location::Dir(pipeline.warehouse.clone()),
+        }
+    }
+}
+
 impl Pipeline {
     /// Where the warehouse is, as a person would name it: the URL or the
     /// directory.
@@ -353,16 +365,7 @@ pub enum TableFormat {
     },
 }
 
-/// `output.schema`: how a Delta table's schema may change (issue 27).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SchemaPolicy {
-    /// A generation with other columns than the table's fails its audit.
-    #[default]
-    Fixed,
-    /// New nullable columns join the table's schema; other changes fail
-    /// the audit.
-    Additive,
-}
+pub use crate::store::delta::SchemaPolicy;
 
 /// A validated task.
 #[derive(Debug, Clone)]
@@ -413,7 +416,7 @@ pub struct Task {
     /// `weir serve`: how long after its period ends a partition is due.
     pub delay: Duration,
     /// `weir serve`: when a task without a time dimension runs.
-    pub schedule: Option<crate::serve::cron::Schedule>,
+    pub schedule: Option<crate::cron::Schedule>,
     /// Its code version: its own, or the pipeline's.
     pub code_version: String,
     /// Code paths (relative to the manifest's directory) fingerprinted into

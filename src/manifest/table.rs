@@ -103,3 +103,20 @@ fn format_name(format: Format) -> &'static str {
         Format::Parquet => "Parquet",
     }
 }
+
+impl crate::store::delta::TableTask for super::model::Task {
+    fn dims(&self) -> &crate::partition::Dims {
+        &self.dims
+    }
+
+    fn delta(&self) -> Option<crate::store::delta::Declared> {
+        self.output
+            .table
+            .map(
+                |TableFormat::Delta { schema, retention }| crate::store::delta::Declared {
+                    schema,
+                    retention,
+                },
+            )
+    }
+}

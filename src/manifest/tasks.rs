@@ -666,7 +666,7 @@ impl Validator<'_, '_, '_, '_> {
         zone: &str,
         dims: &Dims,
         path: &[&str],
-    ) -> Option<crate::serve::cron::Schedule> {
+    ) -> Option<crate::cron::Schedule> {
         if let Some(t) = dims.time_dim() {
             let scheme = &dims.0[t].name;
             self.err(
@@ -679,7 +679,7 @@ impl Validator<'_, '_, '_, '_> {
             );
             return None;
         }
-        match crate::serve::cron::Schedule::parse(text, zone) {
+        match crate::cron::Schedule::parse(text, zone) {
             Ok(s) => Some(s),
             Err(why) => {
                 self.err(

@@ -142,6 +142,36 @@ pub struct Notifier {
     unfinished: std::collections::HashSet<String>,
 }
 
+/// Runs as [`crate::exec::run`] does, sending the manifest's `[notify]`
+/// targets what the run decides (`weir run`, `weir serve`).
+pub fn run_notifying(
+    manifest: &Manifest,
+    options: &crate::exec::RunOptions,
+    observe: Option<crate::events::Observer>,
+) -> Result<crate::exec::RunSummary, crate::exec::ExecError> {
+    crate::exec::run_with(manifest, options, observe, Some(open_outbox))
+}
+
+fn open_outbox(
+    manifest: &Manifest,
+    warehouse: &Warehouse,
+    run_id: &str,
+) -> Option<Box<dyn crate::exec::Outbox>> {
+    Notifier::start(manifest, warehouse, run_id)
+        .map(|n| Box::new(n) as Box<dyn crate::exec::Outbox>)
+}
+
+impl crate::exec::Outbox for Notifier {
+    fn record(&self, state: State, event: &Event) {
+        Notifier::record(self, state, event);
+    }
+
+    fn finish(&self) {
+        // Its warnings are printed by `Notifier::finish` itself.
+        let _ = Notifier::finish(self);
+    }
+}
+
 impl Notifier {
     /// The notifier of `run_id`, if the manifest has targets; its sender
     /// starts with what earlier runs left undelivered.

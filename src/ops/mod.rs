@@ -2,7 +2,7 @@
 //! rollback, evidence (`explain`), garbage collection and verification,
 //! impact and repair.
 
-pub mod accept;
+pub mod decide;
 pub mod explain;
 pub mod gc;
 pub mod impact;

@@ -3,6 +3,8 @@
 //! that `weir status --json` and the console's `/api/status` are the same
 //! document by construction.
 
+pub mod summary;
+
 use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{json, Value};
@@ -27,6 +29,14 @@ pub enum StatusError {
         #[source]
         source: crate::store::delta::TableError,
     },
+}
+
+/// The document `weir status --json` prints and the console's
+/// `/api/status` serves: the status and its per-task summary.
+pub fn document(manifest: &Manifest, warehouse: &Warehouse, status: &Status) -> Value {
+    let mut doc = status.to_json(manifest, warehouse);
+    doc["summary"] = summary::json(manifest, &status.overview);
+    doc
 }
 
 /// The whole status of a pipeline's warehouse.

@@ -888,6 +888,20 @@ fn upstream_in(
         .collect()
 }
 
+/// Whether partition `key` of `dataset` owes no upstream work: it is
+/// published, or an operator accepted it as a gap (`ops::decide::accept`).
+pub fn settled(
+    manifest: &Manifest,
+    warehouse: &crate::store::Warehouse,
+    dataset: &str,
+    key: &str,
+) -> bool {
+    matches!(warehouse.partition(dataset, key).latest(), Ok(Some(_)))
+        || manifest
+            .producer(dataset)
+            .is_some_and(|task| crate::store::marks::is_accepted(warehouse, &task.name, key))
+}
+
 /// The overrides of `task`'s inputs read from `upstream`; none for a bare
 /// `depends_on`.
 pub fn shifts_of(task: &crate::manifest::Task, upstream: &str) -> Vec<Shift> {

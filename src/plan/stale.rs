@@ -64,7 +64,7 @@ impl Staleness {
         if mark.mark != Mark::Quarantined {
             return Vec::new();
         }
-        let Ok(snapshot) = crate::exec::snapshot::pin(
+        let Ok(snapshot) = crate::inputs::pin(
             manifest,
             warehouse,
             task,
@@ -103,7 +103,7 @@ impl Staleness {
             let now = self
                 .files
                 .entry(location.clone())
-                .or_insert_with(|| crate::exec::snapshot::file_digest(&location).ok());
+                .or_insert_with(|| crate::inputs::file_digest(&location).ok());
             match now.as_deref() {
                 None => out.push(format!(
                     "external input `{name}` ({path}) is gone or unreadable since this publication read it"

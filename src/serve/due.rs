@@ -12,7 +12,7 @@
 //!
 //! An occurrence is an `i64`: a period's ordinal, or a firing's instant.
 
-use super::cron::Schedule;
+use crate::cron::Schedule;
 use crate::partition::TimeScheme;
 
 /// What makes a task due.

@@ -420,8 +420,8 @@ impl Machine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cron::Schedule;
     use crate::partition::{Grain, TimeScheme, Zone};
-    use crate::serve::cron::Schedule;
 
     fn at(text: &str) -> i64 {
         text.parse::<jiff::Timestamp>().unwrap().as_second()

@@ -17,7 +17,6 @@
 //! input comes or the next instance is due. Several manifests run on
 //! threads of their own and share nothing but the process.
 
-pub mod cron;
 pub mod due;
 pub mod machine;
 pub mod record;
@@ -443,7 +442,7 @@ impl Served {
                 // Readiness was asked before the batch started.
                 wait: None,
             };
-            match exec::run(&self.manifest, &options, None) {
+            match crate::notify::run_notifying(&self.manifest, &options, None) {
                 Ok(summary) => {
                     for (task, partition, result) in &summary.instances {
                         if *result == InstanceResult::Published && !published.contains(task) {

@@ -80,7 +80,6 @@ use std::sync::Arc;
 use arrow_schema::DataType;
 use serde_json::{json, Value};
 
-use crate::manifest::SchemaPolicy;
 use crate::store::backend::Backend;
 use crate::store::error::StoreError;
 use crate::store::log::CommitRecord;
@@ -97,6 +96,17 @@ const RETENTION_KEY: &str = "delta.deletedFileRetentionDuration";
 
 /// Delta's default for [`RETENTION_KEY`]: one week.
 const DEFAULT_RETENTION: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
+/// `output.schema`: how a Delta table's schema may change (issue 27).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SchemaPolicy {
+    /// A generation with other columns than the table's fails its audit.
+    #[default]
+    Fixed,
+    /// New nullable columns join the table's schema; other changes fail
+    /// the audit.
+    Additive,
+}
 
 /// What the manifest declares of a dataset's Delta table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -1372,40 +1382,39 @@ impl TableView {
     }
 }
 
+/// What the store needs of a task whose output may be a Delta table. The
+/// manifest's `Task` implements it: the store opens tables without knowing
+/// the manifest.
+pub trait TableTask {
+    /// The partition dimensions, which name the table's partition columns.
+    fn dims(&self) -> &crate::partition::Dims;
+    /// What the task declares of its Delta table; `None` when its output
+    /// is not one.
+    fn delta(&self) -> Option<Declared>;
+}
+
 /// The partition columns (scheme names) and values of `task`'s
 /// partition, when its output is a Delta table.
-pub fn columns_of(
-    task: &crate::manifest::Task,
-    partition: &str,
-) -> Option<(Vec<String>, Vec<String>)> {
-    if !matches!(
-        task.output.table,
-        Some(crate::manifest::TableFormat::Delta { .. })
-    ) {
-        return None;
-    }
-    let values = task.dims.split(partition)?;
+pub fn columns_of(task: &impl TableTask, partition: &str) -> Option<(Vec<String>, Vec<String>)> {
+    task.delta()?;
+    let dims = task.dims();
+    let values = dims.split(partition)?;
     Some((
-        task.dims.names().into_iter().map(str::to_owned).collect(),
+        dims.names().into_iter().map(str::to_owned).collect(),
         values.into_iter().map(str::to_owned).collect(),
     ))
 }
 
 /// What `task` declares of its Delta table output (defaults otherwise).
-pub fn declared_of(task: &crate::manifest::Task) -> Declared {
-    match task.output.table {
-        Some(crate::manifest::TableFormat::Delta { schema, retention }) => {
-            Declared { schema, retention }
-        }
-        None => Declared::default(),
-    }
+pub fn declared_of(task: &impl TableTask) -> Declared {
+    task.delta().unwrap_or_default()
 }
 
 /// After weir committed `record` for `task`: the Delta commit that
 /// follows it, when the output is a Delta table. A failure is a warning
 /// on stderr and nothing else: the publication stands, and the next one or
 /// `weir tables sync` repairs the table.
-pub fn follow_task(store: &PartitionStore, task: &crate::manifest::Task, record: &CommitRecord) {
+pub fn follow_task(store: &PartitionStore, task: &impl TableTask, record: &CommitRecord) {
     let Some((columns, values)) = columns_of(task, &record.partition) else {
         return;
     };

@@ -100,6 +100,24 @@ pub fn sync_all(paths: Vec<PathBuf>) -> io::Result<()> {
     Ok(())
 }
 
+/// Makes a candidate durable before its commit: the data files, the `data/`
+/// directory, the attempt directory and its entry in `attempts/`, all
+/// fsynced at once (see [`sync_all`]). Logs, the lease and
+/// `candidate.json` are evidence, not data: they are left to the page cache
+/// (the commit record carries the rows, digest and file sums readers check).
+pub fn fsync_candidate(
+    attempt_dir: &std::path::Path,
+    data_files: &[std::path::PathBuf],
+) -> io::Result<()> {
+    let mut paths = data_files.to_vec();
+    paths.push(attempt_dir.join("data"));
+    paths.push(attempt_dir.to_path_buf());
+    if let Some(parent) = attempt_dir.parent() {
+        paths.push(super::fs::non_empty(parent).to_path_buf());
+    }
+    sync_all(paths)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

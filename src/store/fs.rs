@@ -106,21 +106,6 @@ fn fsync_tree_inner(dir: &Path) -> io::Result<()> {
     fsync_dir(dir)
 }
 
-/// Makes a candidate durable before its commit: the data files, the `data/`
-/// directory, the attempt directory and its entry in `attempts/`, all
-/// fsynced at once (see [`super::flush`]). Logs, the lease and
-/// `candidate.json` are evidence, not data: they are left to the page cache
-/// (the commit record carries the rows, digest and file sums readers check).
-pub fn fsync_candidate(attempt_dir: &Path, data_files: &[std::path::PathBuf]) -> io::Result<()> {
-    let mut paths = data_files.to_vec();
-    paths.push(attempt_dir.join("data"));
-    paths.push(attempt_dir.to_path_buf());
-    if let Some(parent) = attempt_dir.parent() {
-        paths.push(non_empty(parent).to_path_buf());
-    }
-    super::flush::sync_all(paths)
-}
-
 /// Creates `dir` and any missing ancestors, fsyncing the parent of each
 /// directory it creates so the new entries survive a crash.
 pub fn create_dir_all_durable(dir: &Path) -> io::Result<()> {
@@ -191,7 +176,7 @@ fn split(path: &Path) -> io::Result<(&Path, &str)> {
 }
 
 /// `Path::parent` of a bare relative name is `""`, which can't be opened.
-fn non_empty(dir: &Path) -> &Path {
+pub(crate) fn non_empty(dir: &Path) -> &Path {
     if dir.as_os_str().is_empty() {
         Path::new(".")
     } else {

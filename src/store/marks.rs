@@ -119,6 +119,13 @@ fn key(task: &str, partition: &str) -> Result<String, StoreError> {
     ))
 }
 
+/// Whether an operator accepted `task`'s `partition` as missing (an
+/// ACCEPTED marker). An unreadable marker is no acceptance: a reader stays
+/// blocked, as it would be without one.
+pub fn is_accepted(warehouse: &Warehouse, task: &str, partition: &str) -> bool {
+    read(warehouse, task, partition).is_ok_and(|m| m.is_some_and(|m| m.mark == Mark::Accepted))
+}
+
 /// The marker of an instance, if any. A marker that is not valid JSON (a
 /// torn or hand-edited object) counts as held, naming why: when in doubt,
 /// wait for a person. A marker that cannot be read at all (EACCES, EIO, a

@@ -84,7 +84,7 @@ pub use log::{CommitKind, CommitRecord, NewCommit, FORMAT_VERSION};
 pub use memory::MemoryBackend;
 pub use partition::{Allocation, Downloaded, PartitionStore};
 pub use token::{FencingToken, Generation};
-pub use warehouse::Warehouse;
+pub use warehouse::{Location, Warehouse};
 
 /// The S3 endpoint of the environment: `AWS_ENDPOINT_URL_S3` over
 /// `AWS_ENDPOINT_URL` over `AWS_ENDPOINT`; `None` for AWS itself. The S3

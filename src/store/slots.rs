@@ -75,25 +75,16 @@ impl Default for SlotTiming {
 }
 
 impl SlotTiming {
-    /// The default, or a timeout of `WEIR_POOL_TIMEOUT` (a duration such as
-    /// `30s`; beats come five times per timeout, at most once a second).
-    pub fn from_env() -> Result<SlotTiming, String> {
-        match std::env::var("WEIR_POOL_TIMEOUT") {
-            Err(_) => Ok(SlotTiming::default()),
-            Ok(text) => {
-                let timeout = crate::manifest::duration::parse(&text)
-                    .map_err(|why| format!("WEIR_POOL_TIMEOUT: {why}"))?;
-                if timeout < Duration::from_millis(500) {
-                    return Err(format!(
-                        "WEIR_POOL_TIMEOUT: `{text}` is shorter than 500ms: scheduling delays would look like dead engines"
-                    ));
-                }
-                Ok(SlotTiming {
-                    beat: (timeout / 5).min(Duration::from_secs(1)),
-                    timeout,
-                })
-            }
+    /// Beats five times per `timeout`, at most once a second; `None` under
+    /// 500ms, where scheduling delays would look like dead engines.
+    pub fn with_timeout(timeout: Duration) -> Option<SlotTiming> {
+        if timeout < Duration::from_millis(500) {
+            return None;
         }
+        Some(SlotTiming {
+            beat: (timeout / 5).min(Duration::from_secs(1)),
+            timeout,
+        })
     }
 }
 

@@ -32,6 +32,22 @@ impl std::fmt::Debug for Warehouse {
     }
 }
 
+/// Where a warehouse is, all the store needs to open one (a manifest's
+/// `Pipeline` converts into it, so the store knows no manifest).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// A local directory.
+    Dir(PathBuf),
+    /// An object store at `url` (`s3://bucket/prefix`); attempts stage in
+    /// the local directory `staging`.
+    Remote {
+        /// The object-store URL.
+        url: String,
+        /// Where attempts write their files before upload.
+        staging: PathBuf,
+    },
+}
+
 impl Warehouse {
     /// Opens (creating it durably if needed) the warehouse at `root` on the
     /// local filesystem. A relative root is made absolute against the
@@ -45,17 +61,18 @@ impl Warehouse {
         ))
     }
 
-    /// Opens the pipeline's warehouse to read it: a local warehouse
+    /// Opens the warehouse at `location` to read it: a local warehouse
     /// directory that does not exist is not created (a read-only command
     /// must leave no trace, least of all for a mistyped `--warehouse`) and
     /// reads as empty; one whose parent directory does not exist either is
     /// an error naming that parent. An object store is opened as by
     /// [`Warehouse::open_for`].
-    pub fn open_to_read(pipeline: &crate::manifest::Pipeline) -> Result<Warehouse, StoreError> {
-        if pipeline.remote.is_some() {
-            return Warehouse::open_for(pipeline);
-        }
-        let given = &pipeline.warehouse;
+    pub fn open_to_read(location: impl Into<Location>) -> Result<Warehouse, StoreError> {
+        let location = location.into();
+        let given = match &location {
+            Location::Remote { .. } => return Warehouse::open_for(location),
+            Location::Dir(dir) => dir,
+        };
         let root = std::path::absolute(given).map_err(StoreError::io(given))?;
         match std::fs::symlink_metadata(&root) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -102,15 +119,17 @@ impl Warehouse {
         })
     }
 
-    /// Opens the warehouse a manifest names: its directory, or its `s3://`
-    /// location (configured from the `AWS_*` environment).
-    pub fn open_for(pipeline: &crate::manifest::Pipeline) -> Result<Warehouse, StoreError> {
-        let Some(url) = &pipeline.remote else {
-            return Warehouse::open(&pipeline.warehouse);
+    /// Opens (creating it if needed) the warehouse at `location`: a
+    /// directory, or an `s3://` URL (configured from the `AWS_*`
+    /// environment) staging in a local directory.
+    pub fn open_for(location: impl Into<Location>) -> Result<Warehouse, StoreError> {
+        let (url, staging) = match location.into() {
+            Location::Dir(dir) => return Warehouse::open(&dir),
+            Location::Remote { url, staging } => (url, staging),
         };
         #[cfg(feature = "s3")]
         {
-            let backend = crate::store::s3::S3Backend::open(url).map_err(|e| {
+            let backend = crate::store::s3::S3Backend::open(&url).map_err(|e| {
                 // Without credentials object_store falls back to the EC2
                 // metadata service, whose refusal names neither.
                 let configured = [
@@ -133,13 +152,17 @@ impl Warehouse {
                     other => other,
                 }
             })?;
-            Warehouse::remote(Arc::new(backend), url, &pipeline.warehouse)
+            Warehouse::remote(Arc::new(backend), &url, &staging)
         }
         #[cfg(not(feature = "s3"))]
-        Err(StoreError::Remote {
-            key: url.clone(),
-            source: "this weir was built without the `s3` feature".into(),
-        })
+        {
+            // Staging is for uploads this build cannot make.
+            let _ = staging;
+            Err(StoreError::Remote {
+                key: url,
+                source: "this weir was built without the `s3` feature".into(),
+            })
+        }
     }
 
     /// The local directory: the warehouse itself, or the staging directory

@@ -19,6 +19,7 @@ mod global_pools;
 mod impact;
 mod kill9;
 mod launch_env;
+mod layers;
 mod lineage;
 mod manifest_errors;
 mod minutely;

@@ -31,8 +31,8 @@ use serde::Deserialize;
 
 use crate::audit::{self, CanonicalRow, Format};
 use crate::exec::classify::Ending;
-use crate::exec::inputs;
 use crate::exec::launch::{self, Contract, ContractInput, Launcher, TaskLaunch};
+use crate::inputs::materialize as inputs;
 use crate::manifest::Manifest;
 use crate::store::{CommitRecord, Depth, Drift, DriftKind, Generation, Warehouse};
 
@@ -125,7 +125,7 @@ pub fn check_visible(
 }
 
 /// One input as a commit record's `input_snapshot` holds it (see
-/// [`crate::exec::snapshot::PinnedInput`]).
+/// [`crate::inputs::PinnedInput`]).
 #[derive(Debug, Deserialize)]
 struct StoredInput {
     name: String,
@@ -353,7 +353,7 @@ fn repin(
                     Some(p.token),
                     &p.digest,
                 )?;
-                pinned.push(crate::exec::snapshot::PinnedPartition {
+                pinned.push(crate::inputs::PinnedPartition {
                     partition: p.partition.clone(),
                     generation: p.generation,
                     token: p.token,
@@ -361,7 +361,7 @@ fn repin(
                 });
             }
             // Private copies, a directory per key, as the attempt had them.
-            crate::exec::snapshot::stage_partitions(warehouse, &input.name, &pinned, &copies)
+            crate::inputs::stage_partitions(warehouse, &input.name, &pinned, &copies)
                 .map_err(copy_failed)?;
             Ok(Repinned {
                 name: input.name.clone(),
@@ -501,7 +501,7 @@ fn scratch_dir(root: &Path) -> Result<(String, PathBuf), VerifyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::snapshot;
+    use crate::inputs as snapshot;
     use crate::store::{CommitKind, NewCommit, TokenOwner};
 
     const MANIFEST: &str = r#"

@@ -26,7 +26,7 @@ use crate::audit::InputData;
 use crate::store::file_sum::{hash_file, hash_reader};
 use crate::store::{CommitRecord, Drift, DriftKind, Generation, PartitionStore, Warehouse};
 
-use super::snapshot::InputSnapshot;
+use super::{InputSnapshot, Pinned};
 
 /// The attempt's sub-directory holding its input copies.
 pub const INPUTS_DIR: &str = "inputs";
@@ -80,16 +80,6 @@ pub struct Materialized {
     pub watermark: Option<String>,
 }
 
-impl<'a> From<&'a Materialized> for super::env::ContractInput<'a> {
-    fn from(input: &'a Materialized) -> Self {
-        super::env::ContractInput {
-            name: &input.name,
-            location: &input.location,
-            watermark: input.watermark.as_deref(),
-        }
-    }
-}
-
 /// Copies every input of `snapshot` into `<attempt_dir>/inputs/<name>/`.
 pub fn materialize(
     snapshot: &InputSnapshot,
@@ -102,12 +92,16 @@ pub fn materialize(
     for input in &snapshot.inputs {
         let dest = root.join(&input.name);
         let format = input.data.as_ref().map(|d| d.format);
-        match (input.kind, input.generation) {
-            ("upstream", Some(generation)) => {
+        match &input.pinned {
+            Pinned::Upstream {
+                generation,
+                partition: read_at,
+                ..
+            } => {
                 // An input read at another partition than the task's own
                 // names it.
-                let key = input.partition.as_deref().unwrap_or(partition);
-                let files = materialize_pinned(warehouse, &input.name, key, generation, &dest)?;
+                let key = read_at.as_deref().unwrap_or(partition);
+                let files = materialize_pinned(warehouse, &input.name, key, *generation, &dest)?;
                 out.push(Materialized {
                     name: input.name.clone(),
                     location: dest,
@@ -115,17 +109,12 @@ pub fn materialize(
                         format: format.unwrap_or(crate::audit::Format::Csv),
                         files,
                     },
-                    watermark: input.watermark.clone(),
+                    watermark: input.watermark().map(str::to_owned),
                 });
             }
             // Mapped to several partitions: a directory per key.
-            ("upstream", None) => {
-                let files = super::snapshot::stage_partitions(
-                    warehouse,
-                    &input.name,
-                    &input.partitions,
-                    &dest,
-                )?;
+            Pinned::Mapped { partitions, .. } => {
+                let files = super::stage_partitions(warehouse, &input.name, partitions, &dest)?;
                 out.push(Materialized {
                     name: input.name.clone(),
                     location: dest,
@@ -133,10 +122,10 @@ pub fn materialize(
                         format: format.unwrap_or(crate::audit::Format::Csv),
                         files,
                     },
-                    watermark: input.watermark.clone(),
+                    watermark: input.watermark().map(str::to_owned),
                 });
             }
-            _ => {
+            Pinned::External { .. } => {
                 let copy =
                     materialize_external(&input.location, &input.digest, &dest, &input.name)?;
                 out.push(Materialized {
@@ -146,7 +135,7 @@ pub fn materialize(
                         format: format.unwrap_or(crate::audit::Format::Csv),
                         files: vec![copy],
                     },
-                    watermark: input.watermark.clone(),
+                    watermark: input.watermark().map(str::to_owned),
                 });
             }
         }
@@ -168,7 +157,7 @@ pub fn materialize_pinned(
         .record(Generation::from_raw(generation))
         .map_err(|e| MaterializeError::Store {
             input: dataset.to_owned(),
-            message: crate::exec::chain(&e),
+            message: crate::store::chain(&e),
         })?
         .ok_or_else(|| MaterializeError::Store {
             input: dataset.to_owned(),
@@ -191,7 +180,7 @@ pub fn materialize_generation(
         .local_files(record)
         .map_err(|e| MaterializeError::Store {
             input: record.dataset.clone(),
-            message: crate::exec::chain(&e),
+            message: crate::store::chain(&e),
         })?;
     let mut copies = Vec::with_capacity(sources.len());
     for (i, source) in sources.iter().enumerate() {
@@ -308,7 +297,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let src = dir.path().join("raw.csv");
         std::fs::write(&src, "id\n1\n").unwrap();
-        let pinned = crate::exec::snapshot::file_digest(&src).unwrap();
+        let pinned = crate::inputs::file_digest(&src).unwrap();
         let dest = dir.path().join("inputs/raw");
         let copy = materialize_external(&src, &pinned, &dest, "raw").unwrap();
         assert_eq!(copy, dest.join("raw.csv"));
