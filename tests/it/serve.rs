@@ -114,26 +114,6 @@ impl Serve {
         }
     }
 
-    /// Waits (up to 120 s) for a stdout line containing one of `parts`.
-    #[cfg(feature = "s3")]
-    #[track_caller]
-    fn wait_for_any(&self, parts: &[&str]) {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while !self
-            .lines()
-            .iter()
-            .any(|l| parts.iter().any(|p| l.contains(p)))
-        {
-            assert!(
-                Instant::now() < deadline,
-                "no line with one of {parts:?}:\n{}\nstderr:\n{}",
-                self.lines().join("\n"),
-                self.stderr.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
     fn signal(&self, sig: i32) {
         assert_eq!(unsafe { libc::kill(self.child.id() as i32, sig) }, 0);
     }
@@ -153,6 +133,25 @@ impl Serve {
         // The reader threads see EOF.
         std::thread::sleep(Duration::from_millis(100));
         (status.code().expect("exited, not killed"), self.lines())
+    }
+}
+
+/// Waits (up to 120 s) until one of two serves sharing a warehouse prints a
+/// line containing `part`: which of them wins a period is a race.
+#[track_caller]
+fn wait_for_either(a: &Serve, b: &Serve, part: &str) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while ![a, b]
+        .iter()
+        .any(|s| s.lines().iter().any(|l| l.contains(part)))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "neither serve printed {part:?}:\n{}\n---\n{}",
+            a.lines().join("\n"),
+            b.lines().join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -335,24 +334,8 @@ fn two_serves_on_one_warehouse_publish_each_partition_once() {
     let sb = sandbox();
     let a = Serve::start(&sb, "2026-09-20T11:59:57Z");
     let b = Serve::start(&sb, "2026-09-20T11:59:57Z");
-    for s in [&a, &b] {
-        for h in ["10", "11"] {
-            let key = format!("h 2026-09-20T{h}");
-            let deadline = Instant::now() + Duration::from_secs(120);
-            while !s
-                .lines()
-                .iter()
-                .any(|l| (l.contains(" DONE ") || l.contains(" CLAIMED ")) && l.contains(&key))
-            {
-                assert!(
-                    Instant::now() < deadline,
-                    "no DONE or CLAIMED for {key}:\n{}\nstderr:\n{}",
-                    s.lines().join("\n"),
-                    s.stderr.lock().unwrap()
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
+    for h in ["10", "11"] {
+        wait_for_either(&a, &b, &format!("DONE h 2026-09-20T{h} PUBLISHED"));
     }
     let (ca, la) = a.stop();
     let (cb, lb) = b.stop();
@@ -366,12 +349,15 @@ fn two_serves_on_one_warehouse_publish_each_partition_once() {
             .filter(|l| l.contains(&format!("START h {key}")))
             .count();
         assert_eq!(starts, 1, "{la:#?}\n{lb:#?}");
+        // The other serve says CLAIMED when it looked while the winner ran;
+        // started later (a loaded machine), it finds the period published
+        // and says nothing.
         let claimed = la
             .iter()
             .chain(&lb)
             .filter(|l| l.contains(&format!("CLAIMED h {key}: engine")))
             .count();
-        assert_eq!(claimed, 1, "{la:#?}\n{lb:#?}");
+        assert!(claimed <= 1, "{la:#?}\n{lb:#?}");
     }
 }
 
@@ -572,13 +558,8 @@ fn two_serves_on_one_s3_warehouse_publish_each_partition_once() {
         weir_s3(sb.path(), &endpoint, &sb_, &url, &["serve", "m.toml"]),
         "2026-09-20T11:59:57Z",
     );
-    for s in [&a, &b] {
-        for h in ["10", "11"] {
-            s.wait_for_any(&[
-                &format!("DONE h 2026-09-20T{h}"),
-                &format!("CLAIMED h 2026-09-20T{h}"),
-            ]);
-        }
+    for h in ["10", "11"] {
+        wait_for_either(&a, &b, &format!("DONE h 2026-09-20T{h} PUBLISHED"));
     }
     let (_, la) = a.stop();
     let (_, lb) = b.stop();
@@ -592,7 +573,8 @@ fn two_serves_on_one_s3_warehouse_publish_each_partition_once() {
             .iter()
             .filter(|l| l.contains(&format!("CLAIMED h 2026-09-20T{h}: engine")))
             .count();
-        assert_eq!((published, claimed), (1, 1), "{la:#?}\n{lb:#?}");
+        assert_eq!(published, 1, "{la:#?}\n{lb:#?}");
+        assert!(claimed <= 1, "{la:#?}\n{lb:#?}");
     }
     // Down until 14:30: one MISSED record per skipped hour, through the store.
     let c = Serve::spawn(
