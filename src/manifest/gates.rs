@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use super::suggest::closest;
 use super::validate::Validator;
-use super::{ticked, ManifestError};
+use super::{ticked, ManifestError, ManifestErrorKind};
 use crate::audit::{Aggregate, Gate};
 
 const GATE_CHECKS: [&str; 5] = [
@@ -84,7 +84,7 @@ impl Validator<'_, '_, '_, '_> {
             other => {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::unknown_gate",
+                        ManifestErrorKind::UnknownGate,
                         format!("unknown gate check `{other}`"),
                     )
                     .at(self.value(&at("check")), "no such check")
@@ -102,7 +102,7 @@ impl Validator<'_, '_, '_, '_> {
                 ok = false;
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::unexpected_key",
+                        ManifestErrorKind::UnexpectedKey,
                         format!("gate `{}` does not take `{key}`", raw.check),
                     )
                     .at(self.key(&at(key)), "not for this check")
@@ -115,7 +115,7 @@ impl Validator<'_, '_, '_, '_> {
                 ok = false;
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::missing_key",
+                        ManifestErrorKind::MissingKey,
                         format!("gate `{}` needs `{key}`", raw.check),
                     )
                     .at(
@@ -137,7 +137,7 @@ impl Validator<'_, '_, '_, '_> {
                     let key = if min == Some(None) { "min" } else { "max" };
                     self.err(
                         ManifestError::new(
-                            "weir::manifest::invalid_value",
+                            ManifestErrorKind::InvalidValue,
                             "a row count cannot be negative",
                         )
                         .at(self.value(&at(key)), "negative")
@@ -150,7 +150,7 @@ impl Validator<'_, '_, '_, '_> {
                     if lo > hi {
                         self.err(
                             ManifestError::new(
-                                "weir::manifest::bad_range",
+                                ManifestErrorKind::BadRange,
                                 format!("row_count gate has min {lo} above max {hi}"),
                             )
                             .at(self.value(&at("min")), "above `max`")
@@ -176,7 +176,7 @@ impl Validator<'_, '_, '_, '_> {
                 if !inputs.contains(&input) {
                     self.err(
                         ManifestError::new(
-                            "weir::manifest::gate_unknown_input",
+                            ManifestErrorKind::GateUnknownInput,
                             format!("gate reconciles against `{input}`, which is not an input of task `{task}`"),
                         )
                         .at(self.value(&at("input")), "not among the task's inputs")
@@ -197,7 +197,7 @@ impl Validator<'_, '_, '_, '_> {
                     Some(other) => {
                         self.err(
                             ManifestError::new(
-                                "weir::manifest::invalid_value",
+                                ManifestErrorKind::InvalidValue,
                                 format!("`{other}` is not an aggregate"),
                             )
                             .at(self.value(&at("aggregate")), "unknown aggregate")

@@ -6,7 +6,7 @@ use indexmap::IndexMap;
 
 use super::super::model::*;
 use super::super::validate::Validator;
-use super::super::{Entry, ManifestError};
+use super::super::{Entry, ManifestError, ManifestErrorKind};
 use super::RawTask;
 
 impl Validator<'_, '_, '_, '_> {
@@ -47,7 +47,7 @@ impl Validator<'_, '_, '_, '_> {
                 };
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::invalid_shift",
+                        ManifestErrorKind::InvalidShift,
                         format!("input `{}` of task `{}` sets `{key}`, but {missing}", raw_input.dataset, task.name),
                     )
                     .at(self.key(&["tasks", &task.name, "inputs", &idx, key]), "needs time on both sides")
@@ -127,7 +127,7 @@ impl Validator<'_, '_, '_, '_> {
         let rule = crate::partition::mapping::rule(down, up);
         self.warn(
             ManifestError::new(
-                "weir::manifest::cross_timezone_mapping",
+                ManifestErrorKind::CrossTimezoneMapping,
                 format!(
                     "{what} of task `{}` maps `{uz}` {}s into `{dz}` {}s",
                     task.name,

@@ -9,7 +9,7 @@ use indexmap::IndexMap;
 
 use super::model::*;
 use super::validate::{Names, Validator};
-use super::{ticked, ManifestError};
+use super::{ticked, ManifestError, ManifestErrorKind};
 
 /// The shortest lease heartbeat accepted: a lease expires after 3 missed
 /// beats, and a loaded machine delays a thread by tens of milliseconds.
@@ -36,7 +36,7 @@ impl Validator<'_, '_, '_, '_> {
         }
         if raw.command.is_empty() || raw.command[0].trim().is_empty() {
             self.err(
-                ManifestError::new("weir::manifest::empty_value", format!("task `{name}` has an empty command"))
+                ManifestError::new(ManifestErrorKind::EmptyValue, format!("task `{name}` has an empty command"))
                     .at(self.value(&p("command")), "empty")
                     .help("give the program and its arguments, e.g. `command = [\"python3\", \"load.py\"]`"),
             );
@@ -57,7 +57,7 @@ impl Validator<'_, '_, '_, '_> {
                 if !shift.is_none() {
                     self.err(
                         ManifestError::new(
-                            "weir::manifest::invalid_shift",
+                            ManifestErrorKind::InvalidShift,
                             format!("task `{name}` shifts external input `{input}`"),
                         )
                         .at(self.key(&["tasks", name, "inputs", &idx, if raw_input.offset.is_some() { "offset" } else { "window" }]), "only for another task's output")
@@ -72,7 +72,7 @@ impl Validator<'_, '_, '_, '_> {
             } else if let Some(producer) = outputs.get(input) {
                 if producer == name {
                     self.err(
-                        ManifestError::new("weir::manifest::self_input", format!("task `{name}` reads its own output `{input}`"))
+                        ManifestError::new(ManifestErrorKind::SelfInput, format!("task `{name}` reads its own output `{input}`"))
                             .at(self.value(&path), "its own output")
                             .help("a task cannot depend on itself; for running totals use `depends_on_past = true`"),
                     );
@@ -104,7 +104,7 @@ impl Validator<'_, '_, '_, '_> {
             if dep == name {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::self_dependency",
+                        ManifestErrorKind::SelfDependency,
                         format!("task `{name}` depends on itself"),
                     )
                     .at(self.value(&path), "itself")
@@ -121,7 +121,7 @@ impl Validator<'_, '_, '_, '_> {
         let table = super::table::check(self, name, &raw.output);
         if raw.output.grain.is_empty() {
             self.err(
-                ManifestError::new("weir::manifest::empty_value", format!("task `{name}` has an empty grain"))
+                ManifestError::new(ManifestErrorKind::EmptyValue, format!("task `{name}` has an empty grain"))
                     .at(self.value(&["tasks", name, "output", "grain"]), "empty")
                     .help("list the columns that make a row unique, e.g. `grain = [\"order_id\", \"line_no\"]`"),
             );
@@ -132,7 +132,7 @@ impl Validator<'_, '_, '_, '_> {
                 let (i, first) = (i.to_string(), first.to_string());
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::duplicate_grain_column",
+                        ManifestErrorKind::DuplicateGrainColumn,
                         format!("grain column `{col}` is listed twice"),
                     )
                     .at(
@@ -171,7 +171,7 @@ impl Validator<'_, '_, '_, '_> {
                         let first = first.to_string();
                         self.err(
                             ManifestError::new(
-                                "weir::manifest::duplicate",
+                                ManifestErrorKind::Duplicate,
                                 format!("task `{name}` lists partition scheme `{scheme}` twice"),
                             )
                             .at(self.value(&path), "listed again")
@@ -189,7 +189,7 @@ impl Validator<'_, '_, '_, '_> {
             None => {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::missing_key",
+                        ManifestErrorKind::MissingKey,
                         format!("task `{name}` needs `partitioned_by`"),
                     )
                     .at(self.key(&["tasks", name]), "no partition scheme")
@@ -222,7 +222,7 @@ impl Validator<'_, '_, '_, '_> {
                 many => format!("static schemes {}", ticked(many)),
             };
             self.err(
-                ManifestError::new("weir::manifest::invalid_value", format!("task `{name}` sets `depends_on_past` on {what}"))
+                ManifestError::new(ManifestErrorKind::InvalidValue, format!("task `{name}` sets `depends_on_past` on {what}"))
                     .at(self.value(&p("depends_on_past")), "needs an ordered (daily) scheme")
                     .help("static keys have no \"previous\" partition; remove `depends_on_past` or use a time scheme (daily, weekly …)"),
             );
@@ -254,7 +254,7 @@ impl Validator<'_, '_, '_, '_> {
         if heartbeat < MIN_HEARTBEAT {
             self.err(
                 ManifestError::new(
-                    "weir::manifest::heartbeat_too_short",
+                    ManifestErrorKind::HeartbeatTooShort,
                     format!(
                         "heartbeat `{}` is shorter than the minimum of 100ms",
                         raw.heartbeat.as_deref().unwrap_or_default()
@@ -311,7 +311,7 @@ impl Validator<'_, '_, '_, '_> {
                     }
                 }
                 _ => self.err(
-                    ManifestError::new("weir::manifest::bad_exit_code", format!("`{code}` is not an exit code or a scheduler end state"))
+                    ManifestError::new(ManifestErrorKind::BadExitCode, format!("`{code}` is not an exit code or a scheduler end state"))
                         .at(self.key(&path), "not between 1 and 255, nor a scheduler end state")
                         .help("map failing exit codes (1 to 255), or the scheduler end states `out_of_memory`, `node_fail`, `preempted` and `cancelled`, to a class, e.g. `exit_codes = { 75 = \"transient\", out_of_memory = \"deterministic\" }`"),
                 ),
@@ -335,7 +335,7 @@ impl Validator<'_, '_, '_, '_> {
                 let idx = i.to_string();
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::missing_code",
+                        ManifestErrorKind::MissingCode,
                         format!("task `{name}` names code `{path}`, which does not exist"),
                     )
                     .at(
@@ -355,7 +355,7 @@ impl Validator<'_, '_, '_, '_> {
         {
             self.err(
                 ManifestError::new(
-                    "weir::manifest::empty_value",
+                    ManifestErrorKind::EmptyValue,
                     format!("task `{name}` has an empty `code_version`"),
                 )
                 .at(self.value(&p("code_version")), "empty")
@@ -411,7 +411,7 @@ impl Validator<'_, '_, '_, '_> {
         if !(slo > 0.0 && slo < 1.0) {
             self.err(
                 ManifestError::new(
-                    "weir::manifest::invalid_value",
+                    ManifestErrorKind::InvalidValue,
                     format!("`slo` {slo} of task `{name}` is not a share between 0 and 1"),
                 )
                 .at(
@@ -425,7 +425,7 @@ impl Validator<'_, '_, '_, '_> {
         if raw.sla.is_none() {
             self.err(
                 ManifestError::new(
-                    "weir::manifest::missing_key",
+                    ManifestErrorKind::MissingKey,
                     format!("task `{name}` sets `slo` without an `sla`"),
                 )
                 .at(self.key(&["tasks", name, "slo"]), "a share of partitions published within `sla`")
@@ -450,7 +450,7 @@ impl Validator<'_, '_, '_, '_> {
             let scheme = &dims.0[t].name;
             self.err(
                 ManifestError::new(
-                    "weir::manifest::schedule_on_time_scheme",
+                    ManifestErrorKind::ScheduleOnTimeScheme,
                     format!("task `{name}` sets `schedule` but is partitioned by time scheme `{scheme}`"),
                 )
                 .at(self.value(path), "a time-partitioned task has no schedule")
@@ -462,7 +462,7 @@ impl Validator<'_, '_, '_, '_> {
             Ok(s) => Some(s),
             Err(why) => {
                 self.err(
-                    ManifestError::new("weir::manifest::bad_schedule", why)
+                    ManifestError::new(ManifestErrorKind::BadSchedule, why)
                         .at(self.value(path), "not a five-field cron expression")
                         .help("minute hour day-of-month month day-of-week, e.g. \"0 6 * * *\" (06:00 every day) or \"*/15 * * * *\""),
                 );
@@ -481,7 +481,7 @@ impl Validator<'_, '_, '_, '_> {
             (Some(_), Some(_)) => {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::invalid_shift",
+                        ManifestErrorKind::InvalidShift,
                         format!(
                             "input `{}` of task `{task}` sets both `offset` and `window`",
                             raw.dataset
@@ -498,7 +498,7 @@ impl Validator<'_, '_, '_, '_> {
                 _ => {
                     self.err(
                         ManifestError::new(
-                            "weir::manifest::invalid_shift",
+                            ManifestErrorKind::InvalidShift,
                             format!("window of input `{}` of task `{task}` is not `[first, last]` with first ≤ last", raw.dataset),
                         )
                         .at(self.value(&at("window")), "not a window")
@@ -542,7 +542,7 @@ impl Validator<'_, '_, '_, '_> {
         if let Some(why) = crate::store::partition_problem(&key) {
             self.err(
                 ManifestError::new(
-                    "weir::manifest::key_too_long",
+                    ManifestErrorKind::KeyTooLong,
                     format!(
                         "task `{task}` has partition keys too long for the warehouse, such as `{}`",
                         super::partitions::abbreviated(&key)
