@@ -256,7 +256,7 @@ mod never_panics {
     //! text and over mutations of a real manifest.
     use proptest::prelude::*;
     use std::path::Path;
-    use weir::manifest::{Manifest, ManifestErrorKind};
+    use weir::manifest::Manifest;
 
     fn atlasmart() -> String {
         std::fs::read_to_string(crate::support::repo().join("pipelines/atlasmart.toml")).unwrap()
