@@ -8,15 +8,7 @@ use serde::Deserialize;
 use super::suggest::closest;
 use super::validate::Validator;
 use super::{ticked, ManifestError, ManifestErrorKind};
-use crate::audit::{Aggregate, Gate};
-
-const GATE_CHECKS: [&str; 5] = [
-    "row_count",
-    "unique",
-    "not_null",
-    "accepted_values",
-    "reconcile",
-];
+use crate::audit::{Aggregate, Gate, GateCheck};
 
 /// One gate. Kept flat (not a tagged enum) so that serde reports unknown keys
 /// instead of guessing a variant; `validate` checks which keys each check takes.
@@ -73,28 +65,30 @@ impl Validator<'_, '_, '_, '_> {
         .into_iter()
         .filter_map(|(k, p)| p.then_some(k))
         .collect();
-        let (allowed, required): (&[&str], &[&str]) = match raw.check.as_str() {
-            "row_count" => (&["min", "max"], &[]),
-            "unique" | "not_null" => (&["columns"], &["columns"]),
-            "accepted_values" => (&["column", "values"], &["column", "values"]),
-            "reconcile" => (
+        let Some(check) = GateCheck::from_name(&raw.check) else {
+            let other = raw.check.as_str();
+            let checks = GateCheck::ALL.map(GateCheck::name);
+            self.err(
+                ManifestError::new(
+                    ManifestErrorKind::UnknownGate,
+                    format!("unknown gate check `{other}`"),
+                )
+                .at(self.value(&at("check")), "no such check")
+                .help(match closest(other, checks) {
+                    Some(s) => format!("did you mean `{s}`?"),
+                    None => format!("checks are {}", ticked(&checks)),
+                }),
+            );
+            return None;
+        };
+        let (allowed, required): (&[&str], &[&str]) = match check {
+            GateCheck::RowCount => (&["min", "max"], &[]),
+            GateCheck::Unique | GateCheck::NotNull => (&["columns"], &["columns"]),
+            GateCheck::AcceptedValues => (&["column", "values"], &["column", "values"]),
+            GateCheck::Reconcile => (
                 &["column", "aggregate", "input", "input_column", "where"],
                 &["column", "input", "input_column"],
             ),
-            other => {
-                self.err(
-                    ManifestError::new(
-                        ManifestErrorKind::UnknownGate,
-                        format!("unknown gate check `{other}`"),
-                    )
-                    .at(self.value(&at("check")), "no such check")
-                    .help(match closest(other, GATE_CHECKS) {
-                        Some(s) => format!("did you mean `{s}`?"),
-                        None => format!("checks are {}", ticked(&GATE_CHECKS)),
-                    }),
-                );
-                return None;
-            }
         };
         let mut ok = true;
         for key in &present {
@@ -130,8 +124,8 @@ impl Validator<'_, '_, '_, '_> {
             return None;
         }
         let non_negative = |v: Option<i64>| v.map(|n| u64::try_from(n).ok());
-        Some(match raw.check.as_str() {
-            "row_count" => {
+        Some(match check {
+            GateCheck::RowCount => {
                 let (min, max) = (non_negative(raw.min), non_negative(raw.max));
                 if min == Some(None) || max == Some(None) {
                     let key = if min == Some(None) { "min" } else { "max" };
@@ -161,17 +155,17 @@ impl Validator<'_, '_, '_, '_> {
                 }
                 Gate::RowCount { min, max }
             }
-            "unique" => Gate::Unique {
+            GateCheck::Unique => Gate::Unique {
                 columns: raw.columns.clone().unwrap_or_default(),
             },
-            "not_null" => Gate::NotNull {
+            GateCheck::NotNull => Gate::NotNull {
                 columns: raw.columns.clone().unwrap_or_default(),
             },
-            "accepted_values" => Gate::AcceptedValues {
+            GateCheck::AcceptedValues => Gate::AcceptedValues {
                 column: raw.column.clone().unwrap_or_default(),
                 values: raw.values.clone().unwrap_or_default(),
             },
-            _ => {
+            GateCheck::Reconcile => {
                 let input = raw.input.clone().unwrap_or_default();
                 if !inputs.contains(&input) {
                     self.err(
