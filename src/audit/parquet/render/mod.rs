@@ -3,11 +3,9 @@
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
-    Date32Type, Date64Type, Decimal128Type, Decimal256Type, Decimal32Type, Decimal64Type,
-    Float16Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type,
-    Time32MillisecondType, Time32SecondType, Time64MicrosecondType, Time64NanosecondType,
-    TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
-    TimestampSecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+    Decimal128Type, Decimal256Type, Decimal32Type, Decimal64Type, Float16Type, Float32Type,
+    Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type, UInt64Type,
+    UInt8Type,
 };
 use arrow_array::{Array, ArrayRef};
 use arrow_schema::{DataType, TimeUnit};
@@ -15,8 +13,8 @@ use arrow_schema::{DataType, TimeUnit};
 use super::super::read::Span;
 use json::{json, write_json};
 use numbers::{decimal, float32, float64, integer};
-use time::{date, stamp, time};
-use views::views;
+use time::time_writer;
+use views::bytes_writer;
 
 mod json;
 mod numbers;
@@ -251,16 +249,6 @@ fn value_text(array: &dyn Array, at: usize) -> Result<Vec<u8>, String> {
     Ok(text)
 }
 
-fn text<U: UseWriter>(
-    render: impl Fn(usize) -> Result<String, String>,
-    using: U,
-) -> Result<(), String> {
-    using.with(move |row, out| {
-        out.extend_from_slice(render(row)?.as_bytes());
-        Ok(())
-    })
-}
-
 /// Hands `using` the writer of an array's values; `Err` names a type
 /// without canonical text.
 fn with_writer<U: UseWriter>(array: &dyn Array, using: U) -> Result<(), String> {
@@ -308,111 +296,18 @@ fn with_writer<U: UseWriter>(array: &dyn Array, using: U) -> Result<(), String> 
         DataType::Decimal64(..) => decimal::<Decimal64Type, U>(array, using),
         DataType::Decimal128(..) => decimal::<Decimal128Type, U>(array, using),
         DataType::Decimal256(..) => decimal::<Decimal256Type, U>(array, using),
-        DataType::Utf8 => {
-            let array = array.as_string::<i32>();
-            using.with(move |row, out| {
-                out.extend_from_slice(array.value(row).as_bytes());
-                Ok(())
-            })
-        }
-        DataType::LargeUtf8 => {
-            let array = array.as_string::<i64>();
-            using.with(move |row, out| {
-                out.extend_from_slice(array.value(row).as_bytes());
-                Ok(())
-            })
-        }
-        DataType::Utf8View => {
-            let array = array.as_string_view();
-            let buffers = array.data_buffers().iter().map(|b| b.as_slice()).collect();
-            views(array.views(), buffers, using)
-        }
-        DataType::Binary => {
-            let array = array.as_binary::<i32>();
-            using.with(move |row, out| {
-                out.extend_from_slice(array.value(row));
-                Ok(())
-            })
-        }
-        DataType::LargeBinary => {
-            let array = array.as_binary::<i64>();
-            using.with(move |row, out| {
-                out.extend_from_slice(array.value(row));
-                Ok(())
-            })
-        }
-        DataType::BinaryView => {
-            let array = array.as_binary_view();
-            let buffers = array.data_buffers().iter().map(|b| b.as_slice()).collect();
-            views(array.views(), buffers, using)
-        }
-        DataType::FixedSizeBinary(_) => {
-            let array = array.as_fixed_size_binary();
-            using.with(move |row, out| {
-                out.extend_from_slice(array.value(row));
-                Ok(())
-            })
-        }
-        DataType::Date32 => {
-            let array = array.as_primitive::<Date32Type>();
-            text(move |row| date(i64::from(array.value(row))), using)
-        }
-        DataType::Date64 => {
-            let array = array.as_primitive::<Date64Type>();
-            text(
-                move |row| date(array.value(row).div_euclid(86_400_000)),
-                using,
-            )
-        }
-        DataType::Timestamp(unit, zone) => {
-            let (unit, utc) = (*unit, zone.is_some());
-            match unit {
-                TimeUnit::Second => {
-                    let array = array.as_primitive::<TimestampSecondType>();
-                    stamp(move |row| array.value(row), unit, utc, using)
-                }
-                TimeUnit::Millisecond => {
-                    let array = array.as_primitive::<TimestampMillisecondType>();
-                    stamp(move |row| array.value(row), unit, utc, using)
-                }
-                TimeUnit::Microsecond => {
-                    let array = array.as_primitive::<TimestampMicrosecondType>();
-                    stamp(move |row| array.value(row), unit, utc, using)
-                }
-                TimeUnit::Nanosecond => {
-                    let array = array.as_primitive::<TimestampNanosecondType>();
-                    stamp(move |row| array.value(row), unit, utc, using)
-                }
-            }
-        }
-        DataType::Time32(TimeUnit::Second) => {
-            let array = array.as_primitive::<Time32SecondType>();
-            text(
-                move |row| time(i64::from(array.value(row)), TimeUnit::Second),
-                using,
-            )
-        }
-        DataType::Time32(TimeUnit::Millisecond) => {
-            let array = array.as_primitive::<Time32MillisecondType>();
-            text(
-                move |row| time(i64::from(array.value(row)), TimeUnit::Millisecond),
-                using,
-            )
-        }
-        DataType::Time64(TimeUnit::Microsecond) => {
-            let array = array.as_primitive::<Time64MicrosecondType>();
-            text(
-                move |row| time(array.value(row), TimeUnit::Microsecond),
-                using,
-            )
-        }
-        DataType::Time64(TimeUnit::Nanosecond) => {
-            let array = array.as_primitive::<Time64NanosecondType>();
-            text(
-                move |row| time(array.value(row), TimeUnit::Nanosecond),
-                using,
-            )
-        }
+        DataType::Utf8
+        | DataType::LargeUtf8
+        | DataType::Utf8View
+        | DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView
+        | DataType::FixedSizeBinary(_) => bytes_writer(array, using),
+        DataType::Date32
+        | DataType::Date64
+        | DataType::Timestamp(..)
+        | DataType::Time32(_)
+        | DataType::Time64(_) => time_writer(array, using),
         DataType::List(_)
         | DataType::LargeList(_)
         | DataType::FixedSizeList(..)

@@ -1,6 +1,13 @@
 //! Dates, times of day and timestamps, worked out on the calendar.
 
-use arrow_schema::TimeUnit;
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    Date32Type, Date64Type, Time32MillisecondType, Time32SecondType, Time64MicrosecondType,
+    Time64NanosecondType, TimestampMicrosecondType, TimestampMillisecondType,
+    TimestampNanosecondType, TimestampSecondType,
+};
+use arrow_array::Array;
+use arrow_schema::{DataType, TimeUnit};
 
 use super::{unfit, UseWriter};
 
@@ -23,7 +30,7 @@ fn civil_date(days: i64) -> Option<jiff::civil::Date> {
     jiff::civil::date(1970, 1, 1).checked_add(span).ok()
 }
 
-pub(super) fn date(days: i64) -> Result<String, String> {
+fn date(days: i64) -> Result<String, String> {
     civil_date(days)
         .map(|date| date.to_string())
         .ok_or_else(|| {
@@ -63,7 +70,7 @@ fn time_of_day(nanos: i64) -> Option<jiff::civil::Time> {
     .ok()
 }
 
-pub(super) fn time(value: i64, unit: TimeUnit) -> Result<String, String> {
+fn time(value: i64, unit: TimeUnit) -> Result<String, String> {
     let total = i128::from(value) * nanos(unit);
     let out_of_range = || format!("time of day {value} is out of range");
     let second = total.div_euclid(1_000_000_000);
@@ -80,7 +87,7 @@ pub(super) fn time(value: i64, unit: TimeUnit) -> Result<String, String> {
 }
 
 /// Writes the timestamps of a column whose row `row` is `value(row)` ticks.
-pub(super) fn stamp<U: UseWriter>(
+fn stamp<U: UseWriter>(
     value: impl Fn(usize) -> i64,
     unit: TimeUnit,
     utc: bool,
@@ -232,6 +239,84 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = (yoe + era * 400 + u64::from(month <= 2)).saturating_sub(400);
     (year, month, day)
+}
+
+/// Hands `using` the writer of a date, time or timestamp array's values
+/// (see [`super::with_writer`]).
+pub(super) fn time_writer<U: UseWriter>(array: &dyn Array, using: U) -> Result<(), String> {
+    match array.data_type() {
+        DataType::Date32 => {
+            let array = array.as_primitive::<Date32Type>();
+            text(move |row| date(i64::from(array.value(row))), using)
+        }
+        DataType::Date64 => {
+            let array = array.as_primitive::<Date64Type>();
+            text(
+                move |row| date(array.value(row).div_euclid(86_400_000)),
+                using,
+            )
+        }
+        DataType::Timestamp(unit, zone) => {
+            let (unit, utc) = (*unit, zone.is_some());
+            match unit {
+                TimeUnit::Second => {
+                    let array = array.as_primitive::<TimestampSecondType>();
+                    stamp(move |row| array.value(row), unit, utc, using)
+                }
+                TimeUnit::Millisecond => {
+                    let array = array.as_primitive::<TimestampMillisecondType>();
+                    stamp(move |row| array.value(row), unit, utc, using)
+                }
+                TimeUnit::Microsecond => {
+                    let array = array.as_primitive::<TimestampMicrosecondType>();
+                    stamp(move |row| array.value(row), unit, utc, using)
+                }
+                TimeUnit::Nanosecond => {
+                    let array = array.as_primitive::<TimestampNanosecondType>();
+                    stamp(move |row| array.value(row), unit, utc, using)
+                }
+            }
+        }
+        DataType::Time32(TimeUnit::Second) => {
+            let array = array.as_primitive::<Time32SecondType>();
+            text(
+                move |row| time(i64::from(array.value(row)), TimeUnit::Second),
+                using,
+            )
+        }
+        DataType::Time32(TimeUnit::Millisecond) => {
+            let array = array.as_primitive::<Time32MillisecondType>();
+            text(
+                move |row| time(i64::from(array.value(row)), TimeUnit::Millisecond),
+                using,
+            )
+        }
+        DataType::Time64(TimeUnit::Microsecond) => {
+            let array = array.as_primitive::<Time64MicrosecondType>();
+            text(
+                move |row| time(array.value(row), TimeUnit::Microsecond),
+                using,
+            )
+        }
+        DataType::Time64(TimeUnit::Nanosecond) => {
+            let array = array.as_primitive::<Time64NanosecondType>();
+            text(
+                move |row| time(array.value(row), TimeUnit::Nanosecond),
+                using,
+            )
+        }
+        other => Err(other.to_string()),
+    }
+}
+
+fn text<U: UseWriter>(
+    render: impl Fn(usize) -> Result<String, String>,
+    using: U,
+) -> Result<(), String> {
+    using.with(move |row, out| {
+        out.extend_from_slice(render(row)?.as_bytes());
+        Ok(())
+    })
 }
 
 #[cfg(test)]
