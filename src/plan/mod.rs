@@ -240,42 +240,7 @@ impl Plan {
                 });
             }
         }
-        let backfill = match scope {
-            Scope::Backfill(name) => {
-                Some(manifest.backfills.get(name).cloned().ok_or_else(|| {
-                    PlanError::UnknownBackfill {
-                        name: name.clone(),
-                        help: if manifest.backfills.is_empty() {
-                            "the manifest declares no backfills; add a `[backfills.NAME]` table"
-                                .into()
-                        } else {
-                            format!(
-                                "declared backfills: {}",
-                                crate::manifest::ticked(
-                                    &manifest.backfills.keys().collect::<Vec<_>>()
-                                )
-                            )
-                        },
-                    }
-                })?)
-            }
-            Scope::Repair {
-                name,
-                pool,
-                reason,
-                instances,
-            } => Some(Backfill {
-                name: name.clone(),
-                from: String::new(),
-                to: String::new(),
-                pool: pool.clone(),
-                tasks: instances.iter().map(|(t, _)| t.clone()).collect(),
-                reason: reason.clone(),
-                days: None,
-                keys: IndexMap::new(),
-            }),
-            _ => None,
-        };
+        let backfill = scope_backfill(manifest, scope)?;
         let selected: Vec<&str> = match &backfill {
             // A backfill's own tasks, and what a `NAME+` follows from them.
             Some(b) => task_names
@@ -288,19 +253,7 @@ impl Plan {
         // Upstream tasks of the selected ones take part with no key of their
         // own: only the partitions a selected instance needs and that are not
         // published are added to them.
-        // Sets, not scans: with 20,000 tasks a `Vec::contains` per edge
-        // made planning quadratic.
-        let mut closure: Vec<&str> = selected.clone();
-        let mut in_closure: HashSet<&str> = selected.iter().copied().collect();
-        let mut stack: Vec<&str> = selected.clone();
-        while let Some(t) = stack.pop() {
-            for d in &manifest.tasks[t].depends_on {
-                if in_closure.insert(d.as_str()) {
-                    closure.push(d);
-                    stack.push(d);
-                }
-            }
-        }
+        let closure = with_upstream(manifest, &selected);
         let selected_set: HashSet<&str> = selected.iter().copied().collect();
         let order = topological(manifest, &closure);
         // An ad-hoc range selects keys as a backfill over it would.
@@ -316,41 +269,7 @@ impl Plan {
             &selected,
             now,
         );
-        if let Scope::Range { from, to } = scope {
-            if keys.iter().all(|k| k.is_empty()) {
-                return Err(PlanError::BadRange {
-                    from: from.clone(),
-                    to: to.clone(),
-                    why: "covers no partition of the selected tasks".into(),
-                    help: partition_help(manifest, &selected, now),
-                });
-            }
-        }
-        if let Scope::Partitions(given) = scope {
-            for key in given {
-                if !keys.iter().any(|ks| ks.contains(key))
-                    && !selected.iter().any(|n| {
-                        manifest.tasks[*n]
-                            .dims
-                            .0
-                            .iter()
-                            .any(|d| d.scheme.contains(key, now))
-                    })
-                {
-                    return Err(PlanError::UnknownPartition {
-                        key: key.clone(),
-                        help: partition_help(manifest, &selected, now),
-                    });
-                }
-                let selects = keys.iter().any(|ks| {
-                    ks.iter()
-                        .any(|k| k == key || k.split(SEPARATOR).any(|part| part == key))
-                });
-                if !selects {
-                    return Err(selects_nothing(manifest, &selected, key, now));
-                }
-            }
-        }
+        given_keys_select(manifest, scope, &keys, &selected, now)?;
         let mut followed = match scope {
             Scope::Latest => vec![HashMap::new(); order.len()],
             _ => follow::follow(manifest, &order, &selection.followers, &mut keys, now),
@@ -421,25 +340,7 @@ impl Plan {
                 expected_duration: task.expected_duration,
             });
         }
-        // The reverse of every link.
-        for t in 0..tasks.len() {
-            for l in 0..tasks[t].upstream.len() {
-                let u = tasks[t].upstream[l].task;
-                let reverse = match &tasks[t].upstream[l].link {
-                    Link::Identity => Link::Identity,
-                    Link::Mapped(rows) => {
-                        let mut lists: Vec<Vec<u32>> = vec![Vec::new(); tasks[u].keys.len()];
-                        for i in 0..tasks[t].keys.len() {
-                            for &j in rows.row(i) {
-                                lists[j as usize].push(i as u32);
-                            }
-                        }
-                        Link::Mapped(Rows::from_lists(&lists))
-                    }
-                };
-                tasks[u].downstream.push((t, reverse));
-            }
-        }
+        add_reverse_links(&mut tasks);
         let mut pools = IndexMap::new();
         for task in &tasks {
             pools
@@ -574,5 +475,128 @@ impl Plan {
                 )
             })
             .collect()
+    }
+}
+
+/// The backfill a scope runs as: a named one, or a repair's instances as a
+/// backfill of their own; `None` for other scopes.
+fn scope_backfill(manifest: &Manifest, scope: &Scope) -> Result<Option<Backfill>, PlanError> {
+    Ok(match scope {
+        Scope::Backfill(name) => Some(manifest.backfills.get(name).cloned().ok_or_else(|| {
+            PlanError::UnknownBackfill {
+                name: name.clone(),
+                help: if manifest.backfills.is_empty() {
+                    "the manifest declares no backfills; add a `[backfills.NAME]` table".into()
+                } else {
+                    format!(
+                        "declared backfills: {}",
+                        crate::manifest::ticked(&manifest.backfills.keys().collect::<Vec<_>>())
+                    )
+                },
+            }
+        })?),
+        Scope::Repair {
+            name,
+            pool,
+            reason,
+            instances,
+        } => Some(Backfill {
+            name: name.clone(),
+            from: String::new(),
+            to: String::new(),
+            pool: pool.clone(),
+            tasks: instances.iter().map(|(t, _)| t.clone()).collect(),
+            reason: reason.clone(),
+            days: None,
+            keys: IndexMap::new(),
+        }),
+        _ => None,
+    })
+}
+
+/// `selected` and every task upstream of them, selected first.
+// Sets, not scans: with 20,000 tasks a `Vec::contains` per edge made
+// planning quadratic.
+fn with_upstream<'m>(manifest: &'m Manifest, selected: &[&'m str]) -> Vec<&'m str> {
+    let mut closure: Vec<&str> = selected.to_vec();
+    let mut in_closure: HashSet<&str> = selected.iter().copied().collect();
+    let mut stack: Vec<&str> = selected.to_vec();
+    while let Some(t) = stack.pop() {
+        for d in &manifest.tasks[t].depends_on {
+            if in_closure.insert(d.as_str()) {
+                closure.push(d);
+                stack.push(d);
+            }
+        }
+    }
+    closure
+}
+
+/// Refuses a range that covers nothing and a `--partition` key that names
+/// no partition or selects no instance of the selected tasks.
+fn given_keys_select(
+    manifest: &Manifest,
+    scope: &Scope,
+    keys: &[Arc<Vec<String>>],
+    selected: &[&str],
+    now: i64,
+) -> Result<(), PlanError> {
+    if let Scope::Range { from, to } = scope {
+        if keys.iter().all(|k| k.is_empty()) {
+            return Err(PlanError::BadRange {
+                from: from.clone(),
+                to: to.clone(),
+                why: "covers no partition of the selected tasks".into(),
+                help: partition_help(manifest, selected, now),
+            });
+        }
+    }
+    if let Scope::Partitions(given) = scope {
+        for key in given {
+            if !keys.iter().any(|ks| ks.contains(key))
+                && !selected.iter().any(|n| {
+                    manifest.tasks[*n]
+                        .dims
+                        .0
+                        .iter()
+                        .any(|d| d.scheme.contains(key, now))
+                })
+            {
+                return Err(PlanError::UnknownPartition {
+                    key: key.clone(),
+                    help: partition_help(manifest, selected, now),
+                });
+            }
+            let selects = keys.iter().any(|ks| {
+                ks.iter()
+                    .any(|k| k == key || k.split(SEPARATOR).any(|part| part == key))
+            });
+            if !selects {
+                return Err(selects_nothing(manifest, selected, key, now));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Gives every upstream task the reverse of each link to it.
+fn add_reverse_links(tasks: &mut [PlannedTask]) {
+    for t in 0..tasks.len() {
+        for l in 0..tasks[t].upstream.len() {
+            let u = tasks[t].upstream[l].task;
+            let reverse = match &tasks[t].upstream[l].link {
+                Link::Identity => Link::Identity,
+                Link::Mapped(rows) => {
+                    let mut lists: Vec<Vec<u32>> = vec![Vec::new(); tasks[u].keys.len()];
+                    for i in 0..tasks[t].keys.len() {
+                        for &j in rows.row(i) {
+                            lists[j as usize].push(i as u32);
+                        }
+                    }
+                    Link::Mapped(Rows::from_lists(&lists))
+                }
+            };
+            tasks[u].downstream.push((t, reverse));
+        }
     }
 }
