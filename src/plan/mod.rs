@@ -285,7 +285,7 @@ impl Plan {
             .filter(kept)
             .map(|t| keys[t].clone())
             .collect();
-        let mut added: Vec<HashSet<u32>> = added
+        let added: Vec<HashSet<u32>> = added
             .into_iter()
             .enumerate()
             .filter(|(t, _)| keep[*t])
@@ -297,49 +297,15 @@ impl Plan {
             .filter(|(t, _)| keep[*t])
             .map(|(_, f)| f)
             .collect();
-        let position = positions(&order);
-        let mut tasks: Vec<PlannedTask> = Vec::with_capacity(order.len());
-        for (t, name) in order.iter().enumerate() {
-            let task = &manifest.tasks[*name];
-            let mut upstream = Vec::new();
-            for (u, shifts) in upstream_in(manifest, &position, name) {
-                let up = &manifest.tasks[order[u]];
-                let link = link(task, &keys[t], up, &keys[u], &shifts, now)?;
-                upstream.push(UpstreamLink {
-                    task: u,
-                    shifts,
-                    link,
-                });
-            }
-            let (past, next) = past_links(task, &keys[t]);
-            tasks.push(PlannedTask {
-                name: task.name.clone(),
-                pool: backfill
-                    .as_ref()
-                    .map_or_else(|| task.pool.clone(), |b| b.pool.clone()),
-                retry: task.retry.clone(),
-                executor: (
-                    task.executor.clone(),
-                    manifest.executors[&task.executor].kind,
-                ),
-                resources: task.resources.clone(),
-                scheme: task.dims.describe(),
-                dims: task.dims.clone(),
-                keys: keys[t].clone(),
-                added: std::mem::take(&mut added[t]),
-                followed: keys[t]
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, k)| Some((i as u32, followed[t].remove(k)?)))
-                    .collect(),
-                upstream,
-                downstream: Vec::new(),
-                depends_on_past: task.depends_on_past,
-                past,
-                next,
-                expected_duration: task.expected_duration,
-            });
-        }
+        let mut tasks = planned_tasks(
+            manifest,
+            &order,
+            &keys,
+            added,
+            followed,
+            backfill.as_ref(),
+            now,
+        )?;
         add_reverse_links(&mut tasks);
         let mut pools = IndexMap::new();
         for task in &tasks {
@@ -599,4 +565,59 @@ fn add_reverse_links(tasks: &mut [PlannedTask]) {
             tasks[u].downstream.push((t, reverse));
         }
     }
+}
+
+/// The tasks of `order` planned with their keys, the keys added to them and
+/// followed, and their links to the tasks before them.
+fn planned_tasks(
+    manifest: &Manifest,
+    order: &[&str],
+    keys: &[Arc<Vec<String>>],
+    mut added: Vec<HashSet<u32>>,
+    mut followed: Vec<HashMap<String, String>>,
+    backfill: Option<&Backfill>,
+    now: i64,
+) -> Result<Vec<PlannedTask>, PlanError> {
+    let position = positions(order);
+    let mut tasks: Vec<PlannedTask> = Vec::with_capacity(order.len());
+    for (t, name) in order.iter().enumerate() {
+        let task = &manifest.tasks[*name];
+        let mut upstream = Vec::new();
+        for (u, shifts) in upstream_in(manifest, &position, name) {
+            let up = &manifest.tasks[order[u]];
+            let link = link(task, &keys[t], up, &keys[u], &shifts, now)?;
+            upstream.push(UpstreamLink {
+                task: u,
+                shifts,
+                link,
+            });
+        }
+        let (past, next) = past_links(task, &keys[t]);
+        tasks.push(PlannedTask {
+            name: task.name.clone(),
+            pool: backfill.map_or_else(|| task.pool.clone(), |b| b.pool.clone()),
+            retry: task.retry.clone(),
+            executor: (
+                task.executor.clone(),
+                manifest.executors[&task.executor].kind,
+            ),
+            resources: task.resources.clone(),
+            scheme: task.dims.describe(),
+            dims: task.dims.clone(),
+            keys: keys[t].clone(),
+            added: std::mem::take(&mut added[t]),
+            followed: keys[t]
+                .iter()
+                .enumerate()
+                .filter_map(|(i, k)| Some((i as u32, followed[t].remove(k)?)))
+                .collect(),
+            upstream,
+            downstream: Vec::new(),
+            depends_on_past: task.depends_on_past,
+            past,
+            next,
+            expected_duration: task.expected_duration,
+        });
+    }
+    Ok(tasks)
 }
