@@ -41,179 +41,11 @@ impl Validator<'_, '_, '_, '_> {
                     .help("give the program and its arguments, e.g. `command = [\"python3\", \"load.py\"]`"),
             );
         }
-        // Inputs: an external dataset or another task's output.
-        let mut inputs = Vec::new();
-        let mut depends_on: Vec<String> = Vec::new();
-        for (i, raw_input) in raw.inputs.iter().enumerate() {
-            let idx = i.to_string();
-            let path: Vec<&str> = if raw_input.table {
-                vec!["tasks", name, "inputs", idx.as_str(), "dataset"]
-            } else {
-                vec!["tasks", name, "inputs", idx.as_str()]
-            };
-            let input = &raw_input.dataset;
-            let shift = self.shift(name, i, raw_input);
-            if names.datasets.contains(input) {
-                if !shift.is_none() {
-                    self.err(
-                        ManifestError::new(
-                            ManifestErrorKind::InvalidShift,
-                            format!("task `{name}` shifts external input `{input}`"),
-                        )
-                        .at(self.key(&["tasks", name, "inputs", &idx, if raw_input.offset.is_some() { "offset" } else { "window" }]), "only for another task's output")
-                        .help("an external dataset is read at the task's own partition; remove `offset`/`window`"),
-                    );
-                }
-                inputs.push(Input {
-                    dataset: input.clone(),
-                    source: InputSource::External,
-                    shift: Shift::NONE,
-                });
-            } else if let Some(producer) = outputs.get(input) {
-                if producer == name {
-                    self.err(
-                        ManifestError::new(ManifestErrorKind::SelfInput, format!("task `{name}` reads its own output `{input}`"))
-                            .at(self.value(&path), "its own output")
-                            .help("a task cannot depend on itself; for running totals use `depends_on_past = true`"),
-                    );
-                    continue;
-                }
-                inputs.push(Input {
-                    dataset: input.clone(),
-                    source: InputSource::Task(producer.clone()),
-                    shift,
-                });
-                if !depends_on.contains(producer) {
-                    depends_on.push(producer.clone());
-                }
-            } else {
-                // Built only for the diagnostic: per task it made
-                // validation quadratic.
-                let all_datasets: Vec<String> = names
-                    .datasets
-                    .iter()
-                    .cloned()
-                    .chain(outputs.keys().cloned())
-                    .collect();
-                self.reference("dataset", input, &all_datasets, &path);
-            }
-        }
-        for (i, dep) in raw.depends_on.iter().enumerate() {
-            let idx = i.to_string();
-            let path = ["tasks", name, "depends_on", idx.as_str()];
-            if dep == name {
-                self.err(
-                    ManifestError::new(
-                        ManifestErrorKind::SelfDependency,
-                        format!("task `{name}` depends on itself"),
-                    )
-                    .at(self.value(&path), "itself")
-                    .help("remove it; for running totals use `depends_on_past = true`"),
-                );
-            } else if (names.task_set.contains(dep.as_str())
-                || self.reference("task", dep, &names.tasks, &path))
-                && !depends_on.contains(dep)
-            {
-                depends_on.push(dep.clone());
-            }
-        }
+        let (inputs, depends_on) = self.task_inputs(name, raw, names, outputs);
         // Output and its grain.
         let table = super::table::check(self, name, &raw.output);
-        if raw.output.grain.is_empty() {
-            self.err(
-                ManifestError::new(ManifestErrorKind::EmptyValue, format!("task `{name}` has an empty grain"))
-                    .at(self.value(&["tasks", name, "output", "grain"]), "empty")
-                    .help("list the columns that make a row unique, e.g. `grain = [\"order_id\", \"line_no\"]`"),
-            );
-        }
-        let mut seen = HashMap::new();
-        for (i, col) in raw.output.grain.iter().enumerate() {
-            if let Some(first) = seen.insert(col.as_str(), i) {
-                let (i, first) = (i.to_string(), first.to_string());
-                self.err(
-                    ManifestError::new(
-                        ManifestErrorKind::DuplicateGrainColumn,
-                        format!("grain column `{col}` is listed twice"),
-                    )
-                    .at(
-                        self.value(&["tasks", name, "output", "grain", &i]),
-                        "listed again",
-                    )
-                    .also(
-                        self.value(&["tasks", name, "output", "grain", &first]),
-                        "first here",
-                    )
-                    .help("each grain column appears once; remove the repeat"),
-                );
-            }
-        }
-        // Partition schemes: the dimensions, in order.
-        let partitioned_by: Vec<String> = match &raw.partitioned_by {
-            Some(list) => {
-                let mut seen: HashMap<&str, usize> = HashMap::new();
-                let cx = self.cx;
-                for (i, scheme) in list.iter().enumerate() {
-                    let idx = i.to_string();
-                    // Only a diagnostic needs the path: looking the document
-                    // up for every task made validation quadratic.
-                    let path = || -> Vec<&str> {
-                        if list.len() == 1 && cx.locator.is_string(&p("partitioned_by")) {
-                            p("partitioned_by")
-                        } else {
-                            vec!["tasks", name, "partitioned_by", &idx]
-                        }
-                    };
-                    if !names.schemes.contains(scheme) {
-                        self.reference("partition scheme", scheme, &names.schemes, &path());
-                    }
-                    if let Some(first) = seen.insert(scheme.as_str(), i) {
-                        let path = path();
-                        let first = first.to_string();
-                        self.err(
-                            ManifestError::new(
-                                ManifestErrorKind::Duplicate,
-                                format!("task `{name}` lists partition scheme `{scheme}` twice"),
-                            )
-                            .at(self.value(&path), "listed again")
-                            .also(
-                                self.value(&["tasks", name, "partitioned_by", &first]),
-                                "first here",
-                            )
-                            .help("each dimension appears once; remove the repeat"),
-                        );
-                    }
-                }
-                list.clone()
-            }
-            None if names.schemes.len() == 1 => vec![names.schemes[0].clone()],
-            None => {
-                self.err(
-                    ManifestError::new(
-                        ManifestErrorKind::MissingKey,
-                        format!("task `{name}` needs `partitioned_by`"),
-                    )
-                    .at(self.key(&["tasks", name]), "no partition scheme")
-                    .help(if names.schemes.is_empty() {
-                        "declare a scheme, e.g. `[partitions.daily]` with `kind = \"daily\"` and `start`, or write `partitioned_by = []` for one partition".to_string()
-                    } else {
-                        format!("the manifest declares several schemes; pick one of {}, or a list of them", ticked(&names.schemes))
-                    }),
-                );
-                Vec::new()
-            }
-        };
-        let dims = Dims(
-            partitioned_by
-                .iter()
-                .filter_map(|n| {
-                    schemes.get(n).map(|s| crate::partition::Dimension {
-                        name: n.clone(),
-                        scheme: s.clone(),
-                    })
-                })
-                .collect(),
-        );
-        self.combined_keys_fit(name, &dims, &p("partitioned_by"));
+        self.grain(name, raw);
+        let (partitioned_by, dims) = self.partition_dims(name, raw, names, schemes);
         if raw.depends_on_past && dims.time_dim().is_none() && dims.0.len() == partitioned_by.len()
         {
             let what = match partitioned_by.as_slice() {
@@ -285,38 +117,7 @@ impl Validator<'_, '_, '_, '_> {
                 .map_or("UTC", |t| t.zone.name());
             self.schedule(name, text, zone, &dims, &p("schedule"))
         });
-        // Exit codes: defaults first, then the task's own.
-        let mut exit_codes = BTreeMap::from([
-            (75, FailureRule::Transient),
-            (65, FailureRule::Deterministic),
-            (78, FailureRule::Operator),
-        ]);
-        let mut cluster_ends = BTreeMap::from([
-            (super::ClusterEnd::OutOfMemory, FailureRule::Deterministic),
-            (super::ClusterEnd::NodeFail, FailureRule::Transient),
-            (super::ClusterEnd::Preempted, FailureRule::Transient),
-        ]);
-        for (code, class) in &raw.exit_codes {
-            let path = ["tasks", name, "exit_codes", code.as_str()];
-            if let Some(end) = super::ClusterEnd::from_name(code) {
-                if let Some(rule) = self.failure_rule(class, names, &path) {
-                    cluster_ends.insert(end, rule);
-                }
-                continue;
-            }
-            match code.parse::<i32>() {
-                Ok(n @ 1..=255) => {
-                    if let Some(rule) = self.failure_rule(class, names, &path) {
-                        exit_codes.insert(n, rule);
-                    }
-                }
-                _ => self.err(
-                    ManifestError::new(ManifestErrorKind::BadExitCode, format!("`{code}` is not an exit code or a scheduler end state"))
-                        .at(self.key(&path), "not between 1 and 255, nor a scheduler end state")
-                        .help("map failing exit codes (1 to 255), or the scheduler end states `out_of_memory`, `node_fail`, `preempted` and `cancelled`, to a class, e.g. `exit_codes = { 75 = \"transient\", out_of_memory = \"deterministic\" }`"),
-                ),
-            }
-        }
+        let (exit_codes, cluster_ends) = self.exit_codes(name, raw, names);
         let on_timeout = match &raw.on_timeout {
             Some(text) => self
                 .failure_rule(text, names, &p("on_timeout"))
@@ -330,24 +131,7 @@ impl Validator<'_, '_, '_, '_> {
             .enumerate()
             .filter_map(|(i, g)| self.gate(name, i, g, &input_names))
             .collect();
-        for (i, path) in raw.code.iter().enumerate() {
-            if !self.cx.dir.join(path).exists() {
-                let idx = i.to_string();
-                self.err(
-                    ManifestError::new(
-                        ManifestErrorKind::MissingCode,
-                        format!("task `{name}` names code `{path}`, which does not exist"),
-                    )
-                    .at(
-                        self.value(&["tasks", name, "code", &idx]),
-                        "no such file or directory",
-                    )
-                    .help(
-                        "list the task's scripts and library directories, relative to the manifest",
-                    ),
-                );
-            }
-        }
+        self.code_paths(name, raw);
         if raw
             .code_version
             .as_deref()
@@ -402,6 +186,271 @@ impl Validator<'_, '_, '_, '_> {
             delay,
             schedule,
         })
+    }
+
+    /// The task's inputs, each an external dataset or another task's
+    /// output, and the tasks it depends on (those it reads, then its own
+    /// `depends_on`).
+    fn task_inputs(
+        &mut self,
+        name: &str,
+        raw: &RawTask,
+        names: &Names,
+        outputs: &HashMap<String, String>,
+    ) -> (Vec<Input>, Vec<String>) {
+        let mut inputs = Vec::new();
+        let mut depends_on: Vec<String> = Vec::new();
+        for (i, raw_input) in raw.inputs.iter().enumerate() {
+            let idx = i.to_string();
+            let path: Vec<&str> = if raw_input.table {
+                vec!["tasks", name, "inputs", idx.as_str(), "dataset"]
+            } else {
+                vec!["tasks", name, "inputs", idx.as_str()]
+            };
+            let input = &raw_input.dataset;
+            let shift = self.shift(name, i, raw_input);
+            if names.datasets.contains(input) {
+                if !shift.is_none() {
+                    self.err(
+                    ManifestError::new(
+                        ManifestErrorKind::InvalidShift,
+                        format!("task `{name}` shifts external input `{input}`"),
+                    )
+                    .at(self.key(&["tasks", name, "inputs", &idx, if raw_input.offset.is_some() { "offset" } else { "window" }]), "only for another task's output")
+                    .help("an external dataset is read at the task's own partition; remove `offset`/`window`"),
+                );
+                }
+                inputs.push(Input {
+                    dataset: input.clone(),
+                    source: InputSource::External,
+                    shift: Shift::NONE,
+                });
+            } else if let Some(producer) = outputs.get(input) {
+                if producer == name {
+                    self.err(
+                    ManifestError::new(ManifestErrorKind::SelfInput, format!("task `{name}` reads its own output `{input}`"))
+                        .at(self.value(&path), "its own output")
+                        .help("a task cannot depend on itself; for running totals use `depends_on_past = true`"),
+                );
+                    continue;
+                }
+                inputs.push(Input {
+                    dataset: input.clone(),
+                    source: InputSource::Task(producer.clone()),
+                    shift,
+                });
+                if !depends_on.contains(producer) {
+                    depends_on.push(producer.clone());
+                }
+            } else {
+                // Built only for the diagnostic: per task it made
+                // validation quadratic.
+                let all_datasets: Vec<String> = names
+                    .datasets
+                    .iter()
+                    .cloned()
+                    .chain(outputs.keys().cloned())
+                    .collect();
+                self.reference("dataset", input, &all_datasets, &path);
+            }
+        }
+        for (i, dep) in raw.depends_on.iter().enumerate() {
+            let idx = i.to_string();
+            let path = ["tasks", name, "depends_on", idx.as_str()];
+            if dep == name {
+                self.err(
+                    ManifestError::new(
+                        ManifestErrorKind::SelfDependency,
+                        format!("task `{name}` depends on itself"),
+                    )
+                    .at(self.value(&path), "itself")
+                    .help("remove it; for running totals use `depends_on_past = true`"),
+                );
+            } else if (names.task_set.contains(dep.as_str())
+                || self.reference("task", dep, &names.tasks, &path))
+                && !depends_on.contains(dep)
+            {
+                depends_on.push(dep.clone());
+            }
+        }
+        (inputs, depends_on)
+    }
+
+    /// The output's grain: some columns, each once.
+    fn grain(&mut self, name: &str, raw: &RawTask) {
+        if raw.output.grain.is_empty() {
+            self.err(
+            ManifestError::new(ManifestErrorKind::EmptyValue, format!("task `{name}` has an empty grain"))
+                .at(self.value(&["tasks", name, "output", "grain"]), "empty")
+                .help("list the columns that make a row unique, e.g. `grain = [\"order_id\", \"line_no\"]`"),
+        );
+        }
+        let mut seen = HashMap::new();
+        for (i, col) in raw.output.grain.iter().enumerate() {
+            if let Some(first) = seen.insert(col.as_str(), i) {
+                let (i, first) = (i.to_string(), first.to_string());
+                self.err(
+                    ManifestError::new(
+                        ManifestErrorKind::DuplicateGrainColumn,
+                        format!("grain column `{col}` is listed twice"),
+                    )
+                    .at(
+                        self.value(&["tasks", name, "output", "grain", &i]),
+                        "listed again",
+                    )
+                    .also(
+                        self.value(&["tasks", name, "output", "grain", &first]),
+                        "first here",
+                    )
+                    .help("each grain column appears once; remove the repeat"),
+                );
+            }
+        }
+    }
+
+    /// The task's partition schemes, named and as dimensions, in order.
+    fn partition_dims(
+        &mut self,
+        name: &str,
+        raw: &RawTask,
+        names: &Names,
+        schemes: &IndexMap<String, PartitionScheme>,
+    ) -> (Vec<String>, Dims) {
+        let p = |k: &'static str| vec!["tasks", name, k];
+        let partitioned_by: Vec<String> = match &raw.partitioned_by {
+            Some(list) => {
+                let mut seen: HashMap<&str, usize> = HashMap::new();
+                let cx = self.cx;
+                for (i, scheme) in list.iter().enumerate() {
+                    let idx = i.to_string();
+                    // Only a diagnostic needs the path: looking the document
+                    // up for every task made validation quadratic.
+                    let path = || -> Vec<&str> {
+                        if list.len() == 1 && cx.locator.is_string(&p("partitioned_by")) {
+                            p("partitioned_by")
+                        } else {
+                            vec!["tasks", name, "partitioned_by", &idx]
+                        }
+                    };
+                    if !names.schemes.contains(scheme) {
+                        self.reference("partition scheme", scheme, &names.schemes, &path());
+                    }
+                    if let Some(first) = seen.insert(scheme.as_str(), i) {
+                        let path = path();
+                        let first = first.to_string();
+                        self.err(
+                            ManifestError::new(
+                                ManifestErrorKind::Duplicate,
+                                format!("task `{name}` lists partition scheme `{scheme}` twice"),
+                            )
+                            .at(self.value(&path), "listed again")
+                            .also(
+                                self.value(&["tasks", name, "partitioned_by", &first]),
+                                "first here",
+                            )
+                            .help("each dimension appears once; remove the repeat"),
+                        );
+                    }
+                }
+                list.clone()
+            }
+            None if names.schemes.len() == 1 => vec![names.schemes[0].clone()],
+            None => {
+                self.err(
+                ManifestError::new(
+                    ManifestErrorKind::MissingKey,
+                    format!("task `{name}` needs `partitioned_by`"),
+                )
+                .at(self.key(&["tasks", name]), "no partition scheme")
+                .help(if names.schemes.is_empty() {
+                    "declare a scheme, e.g. `[partitions.daily]` with `kind = \"daily\"` and `start`, or write `partitioned_by = []` for one partition".to_string()
+                } else {
+                    format!("the manifest declares several schemes; pick one of {}, or a list of them", ticked(&names.schemes))
+                }),
+            );
+                Vec::new()
+            }
+        };
+        let dims = Dims(
+            partitioned_by
+                .iter()
+                .filter_map(|n| {
+                    schemes.get(n).map(|s| crate::partition::Dimension {
+                        name: n.clone(),
+                        scheme: s.clone(),
+                    })
+                })
+                .collect(),
+        );
+        self.combined_keys_fit(name, &dims, &p("partitioned_by"));
+        (partitioned_by, dims)
+    }
+
+    /// The failure class of each exit code and scheduler end state: the
+    /// defaults, then the task's own.
+    fn exit_codes(
+        &mut self,
+        name: &str,
+        raw: &RawTask,
+        names: &Names,
+    ) -> (
+        BTreeMap<i32, FailureRule>,
+        BTreeMap<super::ClusterEnd, FailureRule>,
+    ) {
+        let mut exit_codes = BTreeMap::from([
+            (75, FailureRule::Transient),
+            (65, FailureRule::Deterministic),
+            (78, FailureRule::Operator),
+        ]);
+        let mut cluster_ends = BTreeMap::from([
+            (super::ClusterEnd::OutOfMemory, FailureRule::Deterministic),
+            (super::ClusterEnd::NodeFail, FailureRule::Transient),
+            (super::ClusterEnd::Preempted, FailureRule::Transient),
+        ]);
+        for (code, class) in &raw.exit_codes {
+            let path = ["tasks", name, "exit_codes", code.as_str()];
+            if let Some(end) = super::ClusterEnd::from_name(code) {
+                if let Some(rule) = self.failure_rule(class, names, &path) {
+                    cluster_ends.insert(end, rule);
+                }
+                continue;
+            }
+            match code.parse::<i32>() {
+            Ok(n @ 1..=255) => {
+                if let Some(rule) = self.failure_rule(class, names, &path) {
+                    exit_codes.insert(n, rule);
+                }
+            }
+            _ => self.err(
+                ManifestError::new(ManifestErrorKind::BadExitCode, format!("`{code}` is not an exit code or a scheduler end state"))
+                    .at(self.key(&path), "not between 1 and 255, nor a scheduler end state")
+                    .help("map failing exit codes (1 to 255), or the scheduler end states `out_of_memory`, `node_fail`, `preempted` and `cancelled`, to a class, e.g. `exit_codes = { 75 = \"transient\", out_of_memory = \"deterministic\" }`"),
+            ),
+        }
+        }
+        (exit_codes, cluster_ends)
+    }
+
+    /// Every path of the task's `code` exists.
+    fn code_paths(&mut self, name: &str, raw: &RawTask) {
+        for (i, path) in raw.code.iter().enumerate() {
+            if !self.cx.dir.join(path).exists() {
+                let idx = i.to_string();
+                self.err(
+                    ManifestError::new(
+                        ManifestErrorKind::MissingCode,
+                        format!("task `{name}` names code `{path}`, which does not exist"),
+                    )
+                    .at(
+                        self.value(&["tasks", name, "code", &idx]),
+                        "no such file or directory",
+                    )
+                    .help(
+                        "list the task's scripts and library directories, relative to the manifest",
+                    ),
+                );
+            }
+        }
     }
 
     /// `slo`: a share strictly between 0 and 1, of partitions published
