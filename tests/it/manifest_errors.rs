@@ -167,6 +167,34 @@ fn every_error_kind_has_its_code_and_location() {
     }
 }
 
+/// Every kind of manifest error is asserted by some test under tests/it: a
+/// kind added without one fails here, by name.
+#[test]
+fn every_error_kind_is_asserted_by_a_test() {
+    let mut tests = String::new();
+    for entry in std::fs::read_dir(repo().join("tests/it")).expect("tests/it") {
+        let path = entry.expect("an entry").path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            tests.push_str(&std::fs::read_to_string(&path).expect("a test file"));
+        }
+    }
+    // A code counts where it ends: `duplicate` is not `duplicate_output`.
+    let named = |code: &str| {
+        tests.match_indices(code).any(|(at, _)| {
+            tests[at + code.len()..]
+                .chars()
+                .next()
+                .is_none_or(|c| !(c.is_ascii_lowercase() || c == '_'))
+        })
+    };
+    let untested: Vec<&str> = ManifestErrorKind::ALL
+        .iter()
+        .map(|kind| kind.code())
+        .filter(|code| !named(code))
+        .collect();
+    assert!(untested.is_empty(), "no test asserts {untested:?}");
+}
+
 /// A manifest that cannot be read has no line to point at: its diagnostic
 /// names the file.
 #[test]
