@@ -123,38 +123,8 @@ impl Validator<'_, '_, '_, '_> {
         if !ok {
             return None;
         }
-        let non_negative = |v: Option<i64>| v.map(|n| u64::try_from(n).ok());
         Some(match check {
-            GateCheck::RowCount => {
-                let (min, max) = (non_negative(raw.min), non_negative(raw.max));
-                if min == Some(None) || max == Some(None) {
-                    let key = if min == Some(None) { "min" } else { "max" };
-                    self.err(
-                        ManifestError::new(
-                            ManifestErrorKind::InvalidValue,
-                            "a row count cannot be negative",
-                        )
-                        .at(self.value(&at(key)), "negative")
-                        .help("use 0 or more"),
-                    );
-                    return None;
-                }
-                let (min, max) = (min.flatten(), max.flatten());
-                if let (Some(lo), Some(hi)) = (min, max) {
-                    if lo > hi {
-                        self.err(
-                            ManifestError::new(
-                                ManifestErrorKind::BadRange,
-                                format!("row_count gate has min {lo} above max {hi}"),
-                            )
-                            .at(self.value(&at("min")), "above `max`")
-                            .help("make `min` at most `max`"),
-                        );
-                        return None;
-                    }
-                }
-                Gate::RowCount { min, max }
-            }
+            GateCheck::RowCount => self.row_count_gate(raw, &at)?,
             GateCheck::Unique => Gate::Unique {
                 columns: raw.columns.clone().unwrap_or_default(),
             },
@@ -165,53 +135,105 @@ impl Validator<'_, '_, '_, '_> {
                 column: raw.column.clone().unwrap_or_default(),
                 values: raw.values.clone().unwrap_or_default(),
             },
-            GateCheck::Reconcile => {
-                let input = raw.input.clone().unwrap_or_default();
-                if !inputs.contains(&input) {
-                    self.err(
-                        ManifestError::new(
-                            ManifestErrorKind::GateUnknownInput,
-                            format!("gate reconciles against `{input}`, which is not an input of task `{task}`"),
-                        )
-                        .at(self.value(&at("input")), "not among the task's inputs")
-                        .help(if inputs.is_empty() {
-                            format!("add `{input}` to the task's `inputs`")
-                        } else {
-                            match closest(&input, inputs.iter().map(String::as_str)) {
-                                Some(s) => format!("did you mean `{s}`?"),
-                                None => format!("the task's inputs are {}; add `{input}` to them", ticked(inputs)),
-                            }
-                        }),
-                    );
-                    return None;
-                }
-                let aggregate = match raw.aggregate.as_deref() {
-                    None | Some("sum") => Aggregate::Sum,
-                    Some("count") => Aggregate::Count,
-                    Some(other) => {
-                        self.err(
-                            ManifestError::new(
-                                ManifestErrorKind::InvalidValue,
-                                format!("`{other}` is not an aggregate"),
-                            )
-                            .at(self.value(&at("aggregate")), "unknown aggregate")
-                            .help("use `sum` or `count`"),
-                        );
-                        return None;
-                    }
-                };
-                Gate::Reconcile {
-                    column: raw.column.clone().unwrap_or_default(),
-                    aggregate,
-                    input,
-                    input_column: raw.input_column.clone().unwrap_or_default(),
-                    filter: raw
-                        .filter
-                        .as_ref()
-                        .map(|f| f.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-                        .unwrap_or_default(),
-                }
+            GateCheck::Reconcile => self.reconcile_gate(task, raw, inputs, &at)?,
+        })
+    }
+
+    /// A `row_count` gate: bounds of 0 or more, the lower at most the upper.
+    fn row_count_gate<'p>(
+        &mut self,
+        raw: &RawGate,
+        at: &dyn Fn(&'static str) -> [&'p str; 5],
+    ) -> Option<Gate> {
+        let non_negative = |v: Option<i64>| v.map(|n| u64::try_from(n).ok());
+        let (min, max) = (non_negative(raw.min), non_negative(raw.max));
+        if min == Some(None) || max == Some(None) {
+            let key = if min == Some(None) { "min" } else { "max" };
+            self.err(
+                ManifestError::new(
+                    ManifestErrorKind::InvalidValue,
+                    "a row count cannot be negative",
+                )
+                .at(self.value(&at(key)), "negative")
+                .help("use 0 or more"),
+            );
+            return None;
+        }
+        let (min, max) = (min.flatten(), max.flatten());
+        if let (Some(lo), Some(hi)) = (min, max) {
+            if lo > hi {
+                self.err(
+                    ManifestError::new(
+                        ManifestErrorKind::BadRange,
+                        format!("row_count gate has min {lo} above max {hi}"),
+                    )
+                    .at(self.value(&at("min")), "above `max`")
+                    .help("make `min` at most `max`"),
+                );
+                return None;
             }
+        }
+        Some(Gate::RowCount { min, max })
+    }
+
+    /// A `reconcile` gate: against one of the task's inputs, by `sum` or
+    /// `count`.
+    fn reconcile_gate<'p>(
+        &mut self,
+        task: &str,
+        raw: &RawGate,
+        inputs: &[String],
+        at: &dyn Fn(&'static str) -> [&'p str; 5],
+    ) -> Option<Gate> {
+        let input = raw.input.clone().unwrap_or_default();
+        if !inputs.contains(&input) {
+            self.err(
+                ManifestError::new(
+                    ManifestErrorKind::GateUnknownInput,
+                    format!(
+                        "gate reconciles against `{input}`, which is not an input of task `{task}`"
+                    ),
+                )
+                .at(self.value(&at("input")), "not among the task's inputs")
+                .help(if inputs.is_empty() {
+                    format!("add `{input}` to the task's `inputs`")
+                } else {
+                    match closest(&input, inputs.iter().map(String::as_str)) {
+                        Some(s) => format!("did you mean `{s}`?"),
+                        None => format!(
+                            "the task's inputs are {}; add `{input}` to them",
+                            ticked(inputs)
+                        ),
+                    }
+                }),
+            );
+            return None;
+        }
+        let aggregate = match raw.aggregate.as_deref() {
+            None | Some("sum") => Aggregate::Sum,
+            Some("count") => Aggregate::Count,
+            Some(other) => {
+                self.err(
+                    ManifestError::new(
+                        ManifestErrorKind::InvalidValue,
+                        format!("`{other}` is not an aggregate"),
+                    )
+                    .at(self.value(&at("aggregate")), "unknown aggregate")
+                    .help("use `sum` or `count`"),
+                );
+                return None;
+            }
+        };
+        Some(Gate::Reconcile {
+            column: raw.column.clone().unwrap_or_default(),
+            aggregate,
+            input,
+            input_column: raw.input_column.clone().unwrap_or_default(),
+            filter: raw
+                .filter
+                .as_ref()
+                .map(|f| f.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+                .unwrap_or_default(),
         })
     }
 }
