@@ -107,47 +107,7 @@ impl Validator<'_, '_, '_, '_> {
             {
                 self.backfill_static_range(name, raw, scheme);
             }
-            let mut keys = IndexMap::new();
-            for (scheme, list) in raw.keys.iter().flatten() {
-                let path = ["backfills", name, "keys", scheme.as_str()];
-                let declared = match schemes.get(scheme) {
-                    Some(PartitionScheme::Static { keys }) if used.contains(&scheme.as_str()) => {
-                        keys
-                    }
-                    _ => {
-                        let statics: Vec<&str> = used
-                            .iter()
-                            .copied()
-                            .filter(|s| {
-                                matches!(schemes.get(*s), Some(PartitionScheme::Static { .. }))
-                            })
-                            .collect();
-                        self.err(
-                            ManifestError::new(
-                                ManifestErrorKind::UnknownPartitionScheme,
-                                format!("backfill `{name}` narrows `{scheme}`, which is not a static scheme of its tasks"),
-                            )
-                            .at(self.key(&path), "not a static dimension here")
-                            .help(unknown_help("static scheme", scheme, statics)),
-                        );
-                        continue;
-                    }
-                };
-                for (i, k) in list.iter().enumerate() {
-                    if !declared.contains(k) {
-                        let idx = i.to_string();
-                        self.err(
-                            ManifestError::new(
-                                ManifestErrorKind::OutOfRange,
-                                format!("backfill `{name}` narrows `{scheme}` to `{k}`, which is not one of its keys"),
-                            )
-                            .at(self.value(&["backfills", name, "keys", scheme, &idx]), "not a key")
-                            .help(unknown_help("key", k, declared.iter().map(String::as_str))),
-                        );
-                    }
-                }
-                keys.insert(scheme.clone(), list.clone());
-            }
+            let keys = self.backfill_keys(name, raw, &used, schemes);
             if self.errors.len() == errors_before {
                 out.insert(
                     entry.name.clone(),
@@ -167,6 +127,54 @@ impl Validator<'_, '_, '_, '_> {
         out
     }
 
+    /// The static keys a backfill narrows its tasks' schemes to, each a key
+    /// of a static scheme its tasks use.
+    fn backfill_keys(
+        &mut self,
+        name: &str,
+        raw: &RawBackfill,
+        used: &[&str],
+        schemes: &IndexMap<String, PartitionScheme>,
+    ) -> IndexMap<String, Vec<String>> {
+        let mut keys = IndexMap::new();
+        for (scheme, list) in raw.keys.iter().flatten() {
+            let path = ["backfills", name, "keys", scheme.as_str()];
+            let declared = match schemes.get(scheme) {
+                Some(PartitionScheme::Static { keys }) if used.contains(&scheme.as_str()) => keys,
+                _ => {
+                    let statics: Vec<&str> = used
+                        .iter()
+                        .copied()
+                        .filter(|s| matches!(schemes.get(*s), Some(PartitionScheme::Static { .. })))
+                        .collect();
+                    self.err(
+                        ManifestError::new(
+                            ManifestErrorKind::UnknownPartitionScheme,
+                            format!("backfill `{name}` narrows `{scheme}`, which is not a static scheme of its tasks"),
+                        )
+                        .at(self.key(&path), "not a static dimension here")
+                        .help(unknown_help("static scheme", scheme, statics)),
+                    );
+                    continue;
+                }
+            };
+            for (i, k) in list.iter().enumerate() {
+                if !declared.contains(k) {
+                    let idx = i.to_string();
+                    self.err(
+                        ManifestError::new(
+                            ManifestErrorKind::OutOfRange,
+                            format!("backfill `{name}` narrows `{scheme}` to `{k}`, which is not one of its keys"),
+                        )
+                        .at(self.value(&["backfills", name, "keys", scheme, &idx]), "not a key")
+                        .help(unknown_help("key", k, declared.iter().map(String::as_str))),
+                    );
+                }
+            }
+            keys.insert(scheme.clone(), list.clone());
+        }
+        keys
+    }
     /// `from`/`to` of a backfill over time schemes: dates, inside the range
     /// of every time scheme its tasks use.
     fn backfill_days(
