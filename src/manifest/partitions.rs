@@ -237,23 +237,7 @@ impl Validator<'_, '_, '_, '_> {
                 .help("remove `keys`, or make the scheme `kind = \"static\"`"),
             );
         }
-        let zone = match &raw.timezone {
-            None => Some(Zone::utc()),
-            Some(tz) => {
-                let zone = Zone::get(tz);
-                if zone.is_none() {
-                    self.err(
-                        ManifestError::new(
-                            ManifestErrorKind::UnknownTimezone,
-                            format!("unknown timezone `{tz}`"),
-                        )
-                        .at(self.value(&p("timezone")), "not an IANA timezone")
-                        .help(timezone_help(tz)),
-                    );
-                }
-                zone
-            }
-        };
+        let zone = self.scheme_zone(name, raw);
         let Some(start_text) = &raw.start else {
             self.err(
                 ManifestError::new(
@@ -300,6 +284,38 @@ impl Validator<'_, '_, '_, '_> {
             }
         }
         let scheme = probe.with_range(start, end);
+        if !self.whole_periods(name, grain, &scheme) {
+            return None;
+        }
+        Some(PartitionScheme::Time(scheme))
+    }
+
+    /// The scheme's timezone, UTC unless it names one.
+    fn scheme_zone(&mut self, name: &str, raw: &RawPartitionScheme) -> Option<Zone> {
+        let p = |k: &'static str| ["partitions", name, k];
+        match &raw.timezone {
+            None => Some(Zone::utc()),
+            Some(tz) => {
+                let zone = Zone::get(tz);
+                if zone.is_none() {
+                    self.err(
+                        ManifestError::new(
+                            ManifestErrorKind::UnknownTimezone,
+                            format!("unknown timezone `{tz}`"),
+                        )
+                        .at(self.value(&p("timezone")), "not an IANA timezone")
+                        .help(timezone_help(tz)),
+                    );
+                }
+                zone
+            }
+        }
+    }
+
+    /// Whether the periods of a scheme stay whole in its zone: a zone whose
+    /// clocks change by a fraction of a period would split one.
+    fn whole_periods(&mut self, name: &str, grain: Grain, scheme: &TimeScheme) -> bool {
+        let p = |k: &'static str| ["partitions", name, k];
         if let Some((at, before, after)) = scheme.fractional_offset_change() {
             let zone = scheme.zone.name();
             let when = jiff::Timestamp::from_second(at)
@@ -328,9 +344,9 @@ impl Validator<'_, '_, '_, '_> {
                 .also(self.value(&p("start")), "from here on")
                 .help(help),
             );
-            return None;
+            return false;
         }
-        Some(PartitionScheme::Time(scheme))
+        true
     }
 
     /// A `start`/`end` of a time scheme. Daily bounds keep the date

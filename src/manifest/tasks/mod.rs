@@ -212,13 +212,13 @@ impl Validator<'_, '_, '_, '_> {
             if names.datasets.contains(input) {
                 if !shift.is_none() {
                     self.err(
-                    ManifestError::new(
-                        ManifestErrorKind::InvalidShift,
-                        format!("task `{name}` shifts external input `{input}`"),
-                    )
-                    .at(self.key(&["tasks", name, "inputs", &idx, if raw_input.offset.is_some() { "offset" } else { "window" }]), "only for another task's output")
-                    .help("an external dataset is read at the task's own partition; remove `offset`/`window`"),
-                );
+                        ManifestError::new(
+                            ManifestErrorKind::InvalidShift,
+                            format!("task `{name}` shifts external input `{input}`"),
+                        )
+                        .at(self.key(&["tasks", name, "inputs", &idx, if raw_input.offset.is_some() { "offset" } else { "window" }]), "only for another task's output")
+                        .help("an external dataset is read at the task's own partition; remove `offset`/`window`"),
+                    );
                 }
                 inputs.push(Input {
                     dataset: input.clone(),
@@ -228,10 +228,10 @@ impl Validator<'_, '_, '_, '_> {
             } else if let Some(producer) = outputs.get(input) {
                 if producer == name {
                     self.err(
-                    ManifestError::new(ManifestErrorKind::SelfInput, format!("task `{name}` reads its own output `{input}`"))
-                        .at(self.value(&path), "its own output")
-                        .help("a task cannot depend on itself; for running totals use `depends_on_past = true`"),
-                );
+                        ManifestError::new(ManifestErrorKind::SelfInput, format!("task `{name}` reads its own output `{input}`"))
+                            .at(self.value(&path), "its own output")
+                            .help("a task cannot depend on itself; for running totals use `depends_on_past = true`"),
+                    );
                     continue;
                 }
                 inputs.push(Input {
@@ -280,10 +280,10 @@ impl Validator<'_, '_, '_, '_> {
     fn grain(&mut self, name: &str, raw: &RawTask) {
         if raw.output.grain.is_empty() {
             self.err(
-            ManifestError::new(ManifestErrorKind::EmptyValue, format!("task `{name}` has an empty grain"))
-                .at(self.value(&["tasks", name, "output", "grain"]), "empty")
-                .help("list the columns that make a row unique, e.g. `grain = [\"order_id\", \"line_no\"]`"),
-        );
+                ManifestError::new(ManifestErrorKind::EmptyValue, format!("task `{name}` has an empty grain"))
+                    .at(self.value(&["tasks", name, "output", "grain"]), "empty")
+                    .help("list the columns that make a row unique, e.g. `grain = [\"order_id\", \"line_no\"]`"),
+            );
         }
         let mut seen = HashMap::new();
         for (i, col) in raw.output.grain.iter().enumerate() {
@@ -357,17 +357,17 @@ impl Validator<'_, '_, '_, '_> {
             None if names.schemes.len() == 1 => vec![names.schemes[0].clone()],
             None => {
                 self.err(
-                ManifestError::new(
-                    ManifestErrorKind::MissingKey,
-                    format!("task `{name}` needs `partitioned_by`"),
-                )
-                .at(self.key(&["tasks", name]), "no partition scheme")
-                .help(if names.schemes.is_empty() {
-                    "declare a scheme, e.g. `[partitions.daily]` with `kind = \"daily\"` and `start`, or write `partitioned_by = []` for one partition".to_string()
-                } else {
-                    format!("the manifest declares several schemes; pick one of {}, or a list of them", ticked(&names.schemes))
-                }),
-            );
+                    ManifestError::new(
+                        ManifestErrorKind::MissingKey,
+                        format!("task `{name}` needs `partitioned_by`"),
+                    )
+                    .at(self.key(&["tasks", name]), "no partition scheme")
+                    .help(if names.schemes.is_empty() {
+                        "declare a scheme, e.g. `[partitions.daily]` with `kind = \"daily\"` and `start`, or write `partitioned_by = []` for one partition".to_string()
+                    } else {
+                        format!("the manifest declares several schemes; pick one of {}, or a list of them", ticked(&names.schemes))
+                    }),
+                );
                 Vec::new()
             }
         };
@@ -416,17 +416,17 @@ impl Validator<'_, '_, '_, '_> {
                 continue;
             }
             match code.parse::<i32>() {
-            Ok(n @ 1..=255) => {
-                if let Some(rule) = self.failure_rule(class, names, &path) {
-                    exit_codes.insert(n, rule);
+                Ok(n @ 1..=255) => {
+                    if let Some(rule) = self.failure_rule(class, names, &path) {
+                        exit_codes.insert(n, rule);
+                    }
                 }
+                _ => self.err(
+                    ManifestError::new(ManifestErrorKind::BadExitCode, format!("`{code}` is not an exit code or a scheduler end state"))
+                        .at(self.key(&path), "not between 1 and 255, nor a scheduler end state")
+                        .help("map failing exit codes (1 to 255), or the scheduler end states `out_of_memory`, `node_fail`, `preempted` and `cancelled`, to a class, e.g. `exit_codes = { 75 = \"transient\", out_of_memory = \"deterministic\" }`"),
+                ),
             }
-            _ => self.err(
-                ManifestError::new(ManifestErrorKind::BadExitCode, format!("`{code}` is not an exit code or a scheduler end state"))
-                    .at(self.key(&path), "not between 1 and 255, nor a scheduler end state")
-                    .help("map failing exit codes (1 to 255), or the scheduler end states `out_of_memory`, `node_fail`, `preempted` and `cancelled`, to a class, e.g. `exit_codes = { 75 = \"transient\", out_of_memory = \"deterministic\" }`"),
-            ),
-        }
         }
         (exit_codes, cluster_ends)
     }
