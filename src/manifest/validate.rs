@@ -467,56 +467,7 @@ impl Validator<'_, '_, '_, '_> {
                     1
                 }
             };
-            let b = raw.backoff.as_ref();
-            let path = |k: &'static str| ["retry", name, "backoff", k];
-            let initial = self.duration(
-                b.and_then(|b| b.initial.as_deref()),
-                d.backoff.initial,
-                &path("initial"),
-            );
-            let max = self.duration(
-                b.and_then(|b| b.max.as_deref()),
-                d.backoff.max,
-                &path("max"),
-            );
-            if initial > max {
-                self.err(
-                    ManifestError::new(
-                        ManifestErrorKind::BadRange,
-                        format!("retry class `{name}` starts its backoff above its cap"),
-                    )
-                    .at(self.value(&path("initial")), "greater than `max`")
-                    .help("make `initial` at most `max`"),
-                );
-            }
-            let multiplier = b.and_then(|b| b.multiplier).unwrap_or(d.backoff.multiplier);
-            if !(1.0..=100.0).contains(&multiplier) {
-                self.err(
-                    ManifestError::new(
-                        ManifestErrorKind::InvalidValue,
-                        format!("backoff multiplier {multiplier} is out of range"),
-                    )
-                    .at(self.value(&path("multiplier")), "must be between 1 and 100")
-                    .help("2.0 doubles the delay after each attempt"),
-                );
-            }
-            let jitter = match b.and_then(|b| b.jitter.as_deref()) {
-                None => d.backoff.jitter,
-                Some("none") => Jitter::None,
-                Some("full") => Jitter::Full,
-                Some("equal") => Jitter::Equal,
-                Some(other) => {
-                    self.err(
-                        ManifestError::new(
-                            ManifestErrorKind::InvalidValue,
-                            format!("`{other}` is not a jitter mode"),
-                        )
-                        .at(self.value(&path("jitter")), "unknown jitter")
-                        .help("use `none`, `full` or `equal`"),
-                    );
-                    d.backoff.jitter
-                }
-            };
+            let backoff = self.backoff(name, raw.backoff.as_ref(), &d.backoff);
             let on_failure = self.disposition(
                 raw.on_failure.as_deref(),
                 Disposition::Retry,
@@ -533,12 +484,7 @@ impl Validator<'_, '_, '_, '_> {
                 entry.name.clone(),
                 RetryClass {
                     max_attempts,
-                    backoff: BackoffSpec {
-                        initial,
-                        max,
-                        multiplier,
-                        jitter,
-                    },
+                    backoff,
                     on_failure,
                     on_exhausted,
                 },
@@ -547,6 +493,62 @@ impl Validator<'_, '_, '_, '_> {
         out.entry("default".into())
             .or_insert_with(RetryClass::default_class);
         out
+    }
+
+    /// A retry class's backoff: each setting the default's unless given,
+    /// `initial` at most `max`, a multiplier from 1 to 100.
+    fn backoff(&mut self, name: &str, b: Option<&raw::RawBackoff>, d: &BackoffSpec) -> BackoffSpec {
+        let path = |k: &'static str| ["retry", name, "backoff", k];
+        let initial = self.duration(
+            b.and_then(|b| b.initial.as_deref()),
+            d.initial,
+            &path("initial"),
+        );
+        let max = self.duration(b.and_then(|b| b.max.as_deref()), d.max, &path("max"));
+        if initial > max {
+            self.err(
+                ManifestError::new(
+                    ManifestErrorKind::BadRange,
+                    format!("retry class `{name}` starts its backoff above its cap"),
+                )
+                .at(self.value(&path("initial")), "greater than `max`")
+                .help("make `initial` at most `max`"),
+            );
+        }
+        let multiplier = b.and_then(|b| b.multiplier).unwrap_or(d.multiplier);
+        if !(1.0..=100.0).contains(&multiplier) {
+            self.err(
+                ManifestError::new(
+                    ManifestErrorKind::InvalidValue,
+                    format!("backoff multiplier {multiplier} is out of range"),
+                )
+                .at(self.value(&path("multiplier")), "must be between 1 and 100")
+                .help("2.0 doubles the delay after each attempt"),
+            );
+        }
+        let jitter = match b.and_then(|b| b.jitter.as_deref()) {
+            None => d.jitter,
+            Some("none") => Jitter::None,
+            Some("full") => Jitter::Full,
+            Some("equal") => Jitter::Equal,
+            Some(other) => {
+                self.err(
+                    ManifestError::new(
+                        ManifestErrorKind::InvalidValue,
+                        format!("`{other}` is not a jitter mode"),
+                    )
+                    .at(self.value(&path("jitter")), "unknown jitter")
+                    .help("use `none`, `full` or `equal`"),
+                );
+                d.jitter
+            }
+        };
+        BackoffSpec {
+            initial,
+            max,
+            multiplier,
+            jitter,
+        }
     }
 
     fn datasets(
