@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 
 pub use candidate::{candidate_files, CandidateError};
 pub use digest::{Digest, DigestParseError};
-pub use gates::{Aggregate, Gate, GateOutcome};
+pub use gates::{Aggregate, Gate, GateCheck, GateOutcome};
 
 use digest::DigestFold;
 use gates::{CandidateFold, Places};

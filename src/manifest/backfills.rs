@@ -10,7 +10,7 @@ use super::model::{Backfill, Task};
 use super::raw::date_like_required;
 use super::suggest::unknown_help;
 use super::validate::{Names, Validator};
-use super::{ticked, Entry, ManifestError};
+use super::{ticked, Entry, ManifestError, ManifestErrorKind};
 use crate::partition::time::{format_day, parse_day};
 use crate::partition::{PartitionScheme, TimeScheme};
 
@@ -53,7 +53,7 @@ impl Validator<'_, '_, '_, '_> {
             self.reference("pool", &raw.pool, &names.pools, &at("pool"));
             if raw.reason.trim().is_empty() {
                 self.err(
-                    ManifestError::new("weir::manifest::empty_value", format!("backfill `{name}` has no reason"))
+                    ManifestError::new(ManifestErrorKind::EmptyValue, format!("backfill `{name}` has no reason"))
                         .at(self.value(&at("reason")), "empty")
                         .help("say why the range is rebuilt; it is recorded with every run of the backfill"),
                 );
@@ -97,7 +97,7 @@ impl Validator<'_, '_, '_, '_> {
             } else if used.len() > 1 {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::scheme_mismatch",
+                        ManifestErrorKind::SchemeMismatch,
                         format!("backfill `{name}` spans tasks of several static schemes ({})", ticked(&used)),
                     )
                     .at(self.key(&["backfills", name]), "mixed schemes")
@@ -107,47 +107,7 @@ impl Validator<'_, '_, '_, '_> {
             {
                 self.backfill_static_range(name, raw, scheme);
             }
-            let mut keys = IndexMap::new();
-            for (scheme, list) in raw.keys.iter().flatten() {
-                let path = ["backfills", name, "keys", scheme.as_str()];
-                let declared = match schemes.get(scheme) {
-                    Some(PartitionScheme::Static { keys }) if used.contains(&scheme.as_str()) => {
-                        keys
-                    }
-                    _ => {
-                        let statics: Vec<&str> = used
-                            .iter()
-                            .copied()
-                            .filter(|s| {
-                                matches!(schemes.get(*s), Some(PartitionScheme::Static { .. }))
-                            })
-                            .collect();
-                        self.err(
-                            ManifestError::new(
-                                "weir::manifest::unknown_partition_scheme",
-                                format!("backfill `{name}` narrows `{scheme}`, which is not a static scheme of its tasks"),
-                            )
-                            .at(self.key(&path), "not a static dimension here")
-                            .help(unknown_help("static scheme", scheme, statics)),
-                        );
-                        continue;
-                    }
-                };
-                for (i, k) in list.iter().enumerate() {
-                    if !declared.contains(k) {
-                        let idx = i.to_string();
-                        self.err(
-                            ManifestError::new(
-                                "weir::manifest::out_of_range",
-                                format!("backfill `{name}` narrows `{scheme}` to `{k}`, which is not one of its keys"),
-                            )
-                            .at(self.value(&["backfills", name, "keys", scheme, &idx]), "not a key")
-                            .help(unknown_help("key", k, declared.iter().map(String::as_str))),
-                        );
-                    }
-                }
-                keys.insert(scheme.clone(), list.clone());
-            }
+            let keys = self.backfill_keys(name, raw, &used, schemes);
             if self.errors.len() == errors_before {
                 out.insert(
                     entry.name.clone(),
@@ -167,6 +127,54 @@ impl Validator<'_, '_, '_, '_> {
         out
     }
 
+    /// The static keys a backfill narrows its tasks' schemes to, each a key
+    /// of a static scheme its tasks use.
+    fn backfill_keys(
+        &mut self,
+        name: &str,
+        raw: &RawBackfill,
+        used: &[&str],
+        schemes: &IndexMap<String, PartitionScheme>,
+    ) -> IndexMap<String, Vec<String>> {
+        let mut keys = IndexMap::new();
+        for (scheme, list) in raw.keys.iter().flatten() {
+            let path = ["backfills", name, "keys", scheme.as_str()];
+            let declared = match schemes.get(scheme) {
+                Some(PartitionScheme::Static { keys }) if used.contains(&scheme.as_str()) => keys,
+                _ => {
+                    let statics: Vec<&str> = used
+                        .iter()
+                        .copied()
+                        .filter(|s| matches!(schemes.get(*s), Some(PartitionScheme::Static { .. })))
+                        .collect();
+                    self.err(
+                        ManifestError::new(
+                            ManifestErrorKind::UnknownPartitionScheme,
+                            format!("backfill `{name}` narrows `{scheme}`, which is not a static scheme of its tasks"),
+                        )
+                        .at(self.key(&path), "not a static dimension here")
+                        .help(unknown_help("static scheme", scheme, statics)),
+                    );
+                    continue;
+                }
+            };
+            for (i, k) in list.iter().enumerate() {
+                if !declared.contains(k) {
+                    let idx = i.to_string();
+                    self.err(
+                        ManifestError::new(
+                            ManifestErrorKind::OutOfRange,
+                            format!("backfill `{name}` narrows `{scheme}` to `{k}`, which is not one of its keys"),
+                        )
+                        .at(self.value(&["backfills", name, "keys", scheme, &idx]), "not a key")
+                        .help(unknown_help("key", k, declared.iter().map(String::as_str))),
+                    );
+                }
+            }
+            keys.insert(scheme.clone(), list.clone());
+        }
+        keys
+    }
     /// `from`/`to` of a backfill over time schemes: dates, inside the range
     /// of every time scheme its tasks use.
     fn backfill_days(
@@ -184,7 +192,7 @@ impl Validator<'_, '_, '_, '_> {
         if from > to {
             self.err(
                 ManifestError::new(
-                    "weir::manifest::bad_range",
+                    ManifestErrorKind::BadRange,
                     format!("backfill `{name}` runs backwards: from {from} to {to}"),
                 )
                 .at(self.value(&at("to")), "before `from`")
@@ -223,7 +231,7 @@ impl Validator<'_, '_, '_, '_> {
                 ),
             };
             self.err(
-                ManifestError::new("weir::manifest::out_of_range", message)
+                ManifestError::new(ManifestErrorKind::OutOfRange, message)
                     .at(self.value(&at(key)), "outside the scheme")
                     .help(help),
             );
@@ -246,7 +254,7 @@ impl Validator<'_, '_, '_, '_> {
                 for (key, value, pos) in [("from", &raw.from, from), ("to", &raw.to, to)] {
                     if pos.is_none() {
                         self.err(
-                            ManifestError::new("weir::manifest::out_of_range", format!("backfill `{name}` `{key}` = `{value}` is not a key of scheme `{scheme_name}`"))
+                            ManifestError::new(ManifestErrorKind::OutOfRange, format!("backfill `{name}` `{key}` = `{value}` is not a key of scheme `{scheme_name}`"))
                                 .at(self.value(&at(key)), "not a key")
                                 .help(unknown_help("key", value, keys.iter().map(String::as_str))),
                         );
@@ -256,7 +264,7 @@ impl Validator<'_, '_, '_, '_> {
                     if f > t {
                         self.err(
                             ManifestError::new(
-                                "weir::manifest::bad_range",
+                                ManifestErrorKind::BadRange,
                                 format!(
                                     "backfill `{name}` runs backwards: `{}` comes after `{}`",
                                     raw.from, raw.to

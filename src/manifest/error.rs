@@ -9,11 +9,115 @@ use miette::{
     Diagnostic, GraphicalReportHandler, GraphicalTheme, LabeledSpan, NamedSource, SourceCode,
 };
 
+/// The kinds of manifest problem. Each has a stable code, the text users,
+/// scripts and `weir validate --json` see: a kind is named once here, so a
+/// code cannot be misspelt where a problem is reported.
+macro_rules! kinds {
+    ($($kind:ident => $code:literal,)*) => {
+        /// What kind of problem a [`ManifestError`] is; see [`ManifestErrorKind::code`].
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum ManifestErrorKind {
+            $(
+                #[doc = concat!("`", $code, "`")]
+                $kind,
+            )*
+        }
+
+        impl ManifestErrorKind {
+            /// Every kind, in the order declared.
+            pub const ALL: &'static [ManifestErrorKind] = &[$(ManifestErrorKind::$kind,)*];
+
+            /// The stable code, e.g. `weir::manifest::unknown_pool`.
+            pub fn code(self) -> &'static str {
+                match self {
+                    $(ManifestErrorKind::$kind => $code,)*
+                }
+            }
+        }
+    };
+}
+
+kinds! {
+    BadDate => "weir::manifest::bad_date",
+    BadDuration => "weir::manifest::bad_duration",
+    BadEvery => "weir::manifest::bad_every",
+    BadExitCode => "weir::manifest::bad_exit_code",
+    BadName => "weir::manifest::bad_name",
+    BadPartitionKey => "weir::manifest::bad_partition_key",
+    BadRange => "weir::manifest::bad_range",
+    BadRate => "weir::manifest::bad_rate",
+    BadReady => "weir::manifest::bad_ready",
+    BadSchedule => "weir::manifest::bad_schedule",
+    BadSlots => "weir::manifest::bad_slots",
+    CrossTimezoneMapping => "weir::manifest::cross_timezone_mapping",
+    Cycle => "weir::manifest::cycle",
+    Duplicate => "weir::manifest::duplicate",
+    DuplicateGrainColumn => "weir::manifest::duplicate_grain_column",
+    DuplicateOutput => "weir::manifest::duplicate_output",
+    DurationTooLong => "weir::manifest::duration_too_long",
+    EmptyValue => "weir::manifest::empty_value",
+    EnvName => "weir::manifest::env_name",
+    EnvReference => "weir::manifest::env_reference",
+    FractionalOffsetChange => "weir::manifest::fractional_offset_change",
+    GateUnknownInput => "weir::manifest::gate_unknown_input",
+    HeaderName => "weir::manifest::header_name",
+    HeaderReference => "weir::manifest::header_reference",
+    HeartbeatTooShort => "weir::manifest::heartbeat_too_short",
+    InvalidShift => "weir::manifest::invalid_shift",
+    InvalidValue => "weir::manifest::invalid_value",
+    KeyTooLong => "weir::manifest::key_too_long",
+    LineageSink => "weir::manifest::lineage_sink",
+    LineageUrl => "weir::manifest::lineage_url",
+    MissingCode => "weir::manifest::missing_code",
+    MissingKey => "weir::manifest::missing_key",
+    MissingSection => "weir::manifest::missing_section",
+    NameTooLong => "weir::manifest::name_too_long",
+    NotifyCommand => "weir::manifest::notify_command",
+    NotifyHeaders => "weir::manifest::notify_headers",
+    NotifyName => "weir::manifest::notify_name",
+    NotifyOn => "weir::manifest::notify_on",
+    NotifySink => "weir::manifest::notify_sink",
+    NotifyUrl => "weir::manifest::notify_url",
+    OutOfRange => "weir::manifest::out_of_range",
+    RemoteWarehouse => "weir::manifest::remote_warehouse",
+    RetentionNeedsTable => "weir::manifest::retention_needs_table",
+    ScheduleOnTimeScheme => "weir::manifest::schedule_on_time_scheme",
+    SchemaNeedsTable => "weir::manifest::schema_needs_table",
+    SchemeMismatch => "weir::manifest::scheme_mismatch",
+    SelfDependency => "weir::manifest::self_dependency",
+    SelfInput => "weir::manifest::self_input",
+    Syntax => "weir::manifest::syntax",
+    TableNeedsParquet => "weir::manifest::table_needs_parquet",
+    TimeBelowTimeout => "weir::manifest::time_below_timeout",
+    UnexpectedKey => "weir::manifest::unexpected_key",
+    UnknownDataset => "weir::manifest::unknown_dataset",
+    UnknownFailureClass => "weir::manifest::unknown_failure_class",
+    UnknownGate => "weir::manifest::unknown_gate",
+    UnknownKey => "weir::manifest::unknown_key",
+    UnknownPartitionScheme => "weir::manifest::unknown_partition_scheme",
+    UnknownPool => "weir::manifest::unknown_pool",
+    UnknownRetryClass => "weir::manifest::unknown_retry_class",
+    UnknownSection => "weir::manifest::unknown_section",
+    UnknownTask => "weir::manifest::unknown_task",
+    UnknownTimezone => "weir::manifest::unknown_timezone",
+    Unreadable => "weir::manifest::unreadable",
+    WrongType => "weir::manifest::wrong_type",
+}
+
+impl fmt::Display for ManifestErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
 /// One problem in a manifest.
 #[derive(Debug, Clone)]
 pub struct ManifestError {
     src: Option<NamedSource<Arc<str>>>,
-    /// Stable identifier, e.g. `weir::manifest::unknown_pool`.
+    /// What kind of problem it is.
+    pub kind: ManifestErrorKind,
+    /// The kind's stable code (`kind.code()`), kept as text for callers
+    /// that compare or print it.
     pub code: &'static str,
     /// What is wrong: lowercase, identifiers in backticks.
     pub message: String,
@@ -29,10 +133,11 @@ pub struct ManifestError {
 
 impl ManifestError {
     /// A problem with no location in the source (an unreadable file).
-    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(kind: ManifestErrorKind, message: impl Into<String>) -> Self {
         ManifestError {
             src: None,
-            code,
+            kind,
+            code: kind.code(),
             message: message.into(),
             primary: None,
             secondary: Vec::new(),
@@ -236,5 +341,31 @@ fn split_expected(rest: &str) -> (&str, Option<String>) {
             Some((name, _)) => (name, Some("none".into())),
             None => (rest, None),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::ManifestErrorKind;
+
+    /// A code names one kind: two kinds sharing a code could not be told
+    /// apart by a script reading `weir validate --json`.
+    #[test]
+    fn each_kind_has_its_own_code_in_the_manifest_namespace() {
+        let codes: HashSet<&str> = ManifestErrorKind::ALL.iter().map(|k| k.code()).collect();
+        assert_eq!(codes.len(), ManifestErrorKind::ALL.len());
+        for kind in ManifestErrorKind::ALL {
+            let name = kind.code().strip_prefix("weir::manifest::");
+            assert!(
+                name.is_some_and(
+                    |n| !n.is_empty() && n.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                ),
+                "{kind:?}: {}",
+                kind.code()
+            );
+            assert_eq!(kind.to_string(), kind.code());
+        }
     }
 }

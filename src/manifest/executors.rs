@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::validate::Validator;
-use super::{Entry, ManifestError};
+use super::{Entry, ManifestError, ManifestErrorKind};
 
 /// `[executors.NAME]`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -225,7 +225,7 @@ impl Validator<'_, '_, '_, '_> {
                 _ => {
                     v.err(
                         ManifestError::new(
-                            "weir::manifest::invalid_value",
+                            ManifestErrorKind::InvalidValue,
                             format!("`{key}` of task `{task}` is {n}"),
                         )
                         .at(v.value(&at(key)), "must be at least 1")
@@ -245,7 +245,7 @@ impl Validator<'_, '_, '_, '_> {
             } else {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::invalid_value",
+                        ManifestErrorKind::InvalidValue,
                         format!("`{m}` is not an amount of memory"),
                     )
                     .at(self.value(&at("memory")), "not an amount of memory")
@@ -262,7 +262,7 @@ impl Validator<'_, '_, '_, '_> {
         if let Some(t) = time {
             if t < timeout {
                 let mut error = ManifestError::new(
-                    "weir::manifest::time_below_timeout",
+                    ManifestErrorKind::TimeBelowTimeout,
                     format!(
                         "task `{task}` asks the scheduler for {} but its attempts may run {}",
                         super::duration::render(t),

@@ -7,16 +7,8 @@ use serde::Deserialize;
 
 use super::suggest::closest;
 use super::validate::Validator;
-use super::{ticked, ManifestError};
-use crate::audit::{Aggregate, Gate};
-
-const GATE_CHECKS: [&str; 5] = [
-    "row_count",
-    "unique",
-    "not_null",
-    "accepted_values",
-    "reconcile",
-];
+use super::{ticked, ManifestError, ManifestErrorKind};
+use crate::audit::{Aggregate, Gate, GateCheck};
 
 /// One gate. Kept flat (not a tagged enum) so that serde reports unknown keys
 /// instead of guessing a variant; `validate` checks which keys each check takes.
@@ -73,28 +65,30 @@ impl Validator<'_, '_, '_, '_> {
         .into_iter()
         .filter_map(|(k, p)| p.then_some(k))
         .collect();
-        let (allowed, required): (&[&str], &[&str]) = match raw.check.as_str() {
-            "row_count" => (&["min", "max"], &[]),
-            "unique" | "not_null" => (&["columns"], &["columns"]),
-            "accepted_values" => (&["column", "values"], &["column", "values"]),
-            "reconcile" => (
+        let Some(check) = GateCheck::from_name(&raw.check) else {
+            let other = raw.check.as_str();
+            let checks = GateCheck::ALL.map(GateCheck::name);
+            self.err(
+                ManifestError::new(
+                    ManifestErrorKind::UnknownGate,
+                    format!("unknown gate check `{other}`"),
+                )
+                .at(self.value(&at("check")), "no such check")
+                .help(match closest(other, checks) {
+                    Some(s) => format!("did you mean `{s}`?"),
+                    None => format!("checks are {}", ticked(&checks)),
+                }),
+            );
+            return None;
+        };
+        let (allowed, required): (&[&str], &[&str]) = match check {
+            GateCheck::RowCount => (&["min", "max"], &[]),
+            GateCheck::Unique | GateCheck::NotNull => (&["columns"], &["columns"]),
+            GateCheck::AcceptedValues => (&["column", "values"], &["column", "values"]),
+            GateCheck::Reconcile => (
                 &["column", "aggregate", "input", "input_column", "where"],
                 &["column", "input", "input_column"],
             ),
-            other => {
-                self.err(
-                    ManifestError::new(
-                        "weir::manifest::unknown_gate",
-                        format!("unknown gate check `{other}`"),
-                    )
-                    .at(self.value(&at("check")), "no such check")
-                    .help(match closest(other, GATE_CHECKS) {
-                        Some(s) => format!("did you mean `{s}`?"),
-                        None => format!("checks are {}", ticked(&GATE_CHECKS)),
-                    }),
-                );
-                return None;
-            }
         };
         let mut ok = true;
         for key in &present {
@@ -102,7 +96,7 @@ impl Validator<'_, '_, '_, '_> {
                 ok = false;
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::unexpected_key",
+                        ManifestErrorKind::UnexpectedKey,
                         format!("gate `{}` does not take `{key}`", raw.check),
                     )
                     .at(self.key(&at(key)), "not for this check")
@@ -115,7 +109,7 @@ impl Validator<'_, '_, '_, '_> {
                 ok = false;
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::missing_key",
+                        ManifestErrorKind::MissingKey,
                         format!("gate `{}` needs `{key}`", raw.check),
                     )
                     .at(
@@ -129,95 +123,117 @@ impl Validator<'_, '_, '_, '_> {
         if !ok {
             return None;
         }
-        let non_negative = |v: Option<i64>| v.map(|n| u64::try_from(n).ok());
-        Some(match raw.check.as_str() {
-            "row_count" => {
-                let (min, max) = (non_negative(raw.min), non_negative(raw.max));
-                if min == Some(None) || max == Some(None) {
-                    let key = if min == Some(None) { "min" } else { "max" };
-                    self.err(
-                        ManifestError::new(
-                            "weir::manifest::invalid_value",
-                            "a row count cannot be negative",
-                        )
-                        .at(self.value(&at(key)), "negative")
-                        .help("use 0 or more"),
-                    );
-                    return None;
-                }
-                let (min, max) = (min.flatten(), max.flatten());
-                if let (Some(lo), Some(hi)) = (min, max) {
-                    if lo > hi {
-                        self.err(
-                            ManifestError::new(
-                                "weir::manifest::bad_range",
-                                format!("row_count gate has min {lo} above max {hi}"),
-                            )
-                            .at(self.value(&at("min")), "above `max`")
-                            .help("make `min` at most `max`"),
-                        );
-                        return None;
-                    }
-                }
-                Gate::RowCount { min, max }
-            }
-            "unique" => Gate::Unique {
+        Some(match check {
+            GateCheck::RowCount => self.row_count_gate(raw, &at)?,
+            GateCheck::Unique => Gate::Unique {
                 columns: raw.columns.clone().unwrap_or_default(),
             },
-            "not_null" => Gate::NotNull {
+            GateCheck::NotNull => Gate::NotNull {
                 columns: raw.columns.clone().unwrap_or_default(),
             },
-            "accepted_values" => Gate::AcceptedValues {
+            GateCheck::AcceptedValues => Gate::AcceptedValues {
                 column: raw.column.clone().unwrap_or_default(),
                 values: raw.values.clone().unwrap_or_default(),
             },
-            _ => {
-                let input = raw.input.clone().unwrap_or_default();
-                if !inputs.contains(&input) {
-                    self.err(
-                        ManifestError::new(
-                            "weir::manifest::gate_unknown_input",
-                            format!("gate reconciles against `{input}`, which is not an input of task `{task}`"),
-                        )
-                        .at(self.value(&at("input")), "not among the task's inputs")
-                        .help(if inputs.is_empty() {
-                            format!("add `{input}` to the task's `inputs`")
-                        } else {
-                            match closest(&input, inputs.iter().map(String::as_str)) {
-                                Some(s) => format!("did you mean `{s}`?"),
-                                None => format!("the task's inputs are {}; add `{input}` to them", ticked(inputs)),
-                            }
-                        }),
-                    );
-                    return None;
-                }
-                let aggregate = match raw.aggregate.as_deref() {
-                    None | Some("sum") => Aggregate::Sum,
-                    Some("count") => Aggregate::Count,
-                    Some(other) => {
-                        self.err(
-                            ManifestError::new(
-                                "weir::manifest::invalid_value",
-                                format!("`{other}` is not an aggregate"),
-                            )
-                            .at(self.value(&at("aggregate")), "unknown aggregate")
-                            .help("use `sum` or `count`"),
-                        );
-                        return None;
-                    }
-                };
-                Gate::Reconcile {
-                    column: raw.column.clone().unwrap_or_default(),
-                    aggregate,
-                    input,
-                    input_column: raw.input_column.clone().unwrap_or_default(),
-                    filter: raw
-                        .filter
-                        .as_ref()
-                        .map(|f| f.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-                        .unwrap_or_default(),
-                }
+            GateCheck::Reconcile => self.reconcile_gate(task, raw, inputs, &at)?,
+        })
+    }
+
+    /// A `row_count` gate: bounds of 0 or more, the lower at most the upper.
+    fn row_count_gate<'p>(
+        &mut self,
+        raw: &RawGate,
+        at: &dyn Fn(&'static str) -> [&'p str; 5],
+    ) -> Option<Gate> {
+        let non_negative = |v: Option<i64>| v.map(|n| u64::try_from(n).ok());
+        let (min, max) = (non_negative(raw.min), non_negative(raw.max));
+        if min == Some(None) || max == Some(None) {
+            let key = if min == Some(None) { "min" } else { "max" };
+            self.err(
+                ManifestError::new(
+                    ManifestErrorKind::InvalidValue,
+                    "a row count cannot be negative",
+                )
+                .at(self.value(&at(key)), "negative")
+                .help("use 0 or more"),
+            );
+            return None;
+        }
+        let (min, max) = (min.flatten(), max.flatten());
+        if let (Some(lo), Some(hi)) = (min, max) {
+            if lo > hi {
+                self.err(
+                    ManifestError::new(
+                        ManifestErrorKind::BadRange,
+                        format!("row_count gate has min {lo} above max {hi}"),
+                    )
+                    .at(self.value(&at("min")), "above `max`")
+                    .help("make `min` at most `max`"),
+                );
+                return None;
             }
+        }
+        Some(Gate::RowCount { min, max })
+    }
+
+    /// A `reconcile` gate: against one of the task's inputs, by `sum` or
+    /// `count`.
+    fn reconcile_gate<'p>(
+        &mut self,
+        task: &str,
+        raw: &RawGate,
+        inputs: &[String],
+        at: &dyn Fn(&'static str) -> [&'p str; 5],
+    ) -> Option<Gate> {
+        let input = raw.input.clone().unwrap_or_default();
+        if !inputs.contains(&input) {
+            self.err(
+                ManifestError::new(
+                    ManifestErrorKind::GateUnknownInput,
+                    format!(
+                        "gate reconciles against `{input}`, which is not an input of task `{task}`"
+                    ),
+                )
+                .at(self.value(&at("input")), "not among the task's inputs")
+                .help(if inputs.is_empty() {
+                    format!("add `{input}` to the task's `inputs`")
+                } else {
+                    match closest(&input, inputs.iter().map(String::as_str)) {
+                        Some(s) => format!("did you mean `{s}`?"),
+                        None => format!(
+                            "the task's inputs are {}; add `{input}` to them",
+                            ticked(inputs)
+                        ),
+                    }
+                }),
+            );
+            return None;
+        }
+        let aggregate = match raw.aggregate.as_deref() {
+            None | Some("sum") => Aggregate::Sum,
+            Some("count") => Aggregate::Count,
+            Some(other) => {
+                self.err(
+                    ManifestError::new(
+                        ManifestErrorKind::InvalidValue,
+                        format!("`{other}` is not an aggregate"),
+                    )
+                    .at(self.value(&at("aggregate")), "unknown aggregate")
+                    .help("use `sum` or `count`"),
+                );
+                return None;
+            }
+        };
+        Some(Gate::Reconcile {
+            column: raw.column.clone().unwrap_or_default(),
+            aggregate,
+            input,
+            input_column: raw.input_column.clone().unwrap_or_default(),
+            filter: raw
+                .filter
+                .as_ref()
+                .map(|f| f.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+                .unwrap_or_default(),
         })
     }
 }

@@ -38,7 +38,7 @@ use serde::de::DeserializeOwned;
 use toml::de::{DeTable, DeValue, ValueDeserializer};
 use toml::Spanned;
 
-pub use error::{render_warnings, ManifestError, ManifestErrors};
+pub use error::{render_warnings, ManifestError, ManifestErrorKind, ManifestErrors};
 pub use executors::{ClusterEnd, Executor, ExecutorKind, Resources, LOCAL_EXECUTOR};
 pub use model::*;
 pub use notify::{HttpEndpoint, NotifyKind, NotifySink, NotifyTarget};
@@ -90,7 +90,7 @@ impl Manifest {
         let source = std::fs::read_to_string(path).map_err(|e| ManifestErrors {
             file: file.clone(),
             errors: vec![ManifestError::new(
-                "weir::manifest::unreadable",
+                ManifestErrorKind::Unreadable,
                 format!("cannot read `{file}`: {e}"),
             )
             .help("check the path; manifests are TOML files such as `pipelines/atlasmart.toml`")],
@@ -149,7 +149,7 @@ fn syntax_error(e: &toml::de::Error) -> ManifestError {
     let first = lines.next().unwrap_or("syntax error").trim_end_matches('.');
     let rest: Vec<&str> = lines.map(str::trim).filter(|l| !l.is_empty()).collect();
     let error = ManifestError::new(
-        "weir::manifest::syntax",
+        ManifestErrorKind::Syntax,
         format!("TOML syntax error: {first}"),
     )
     .at(e.span().unwrap_or(0..0), "here")
@@ -178,7 +178,7 @@ fn read_sections(document: &DeTable<'_>, errors: &mut Vec<ManifestError>) -> Sec
             "notify" => sections.notify = entries(name, value, errors),
             other => errors.push(
                 ManifestError::new(
-                    "weir::manifest::unknown_section",
+                    ManifestErrorKind::UnknownSection,
                     format!("unknown section `{other}`"),
                 )
                 .at(key.span(), "not a manifest section")
@@ -193,7 +193,7 @@ fn read_sections(document: &DeTable<'_>, errors: &mut Vec<ManifestError>) -> Sec
         if !document.iter().any(|(k, _)| k.get_ref() == required) {
             errors.push(
                 ManifestError::new(
-                    "weir::manifest::missing_section",
+                    ManifestErrorKind::MissingSection,
                     format!("missing required section `[{required}]`"),
                 )
                 .at(0..0, "the manifest starts here")
@@ -215,7 +215,7 @@ fn entries<T: DeserializeOwned>(
     let Some(table) = value.get_ref().as_table() else {
         errors.push(
             ManifestError::new(
-                "weir::manifest::wrong_type",
+                ManifestErrorKind::WrongType,
                 format!("wrong type: `{section}` must be a table of named entries"),
             )
             .at(
@@ -243,22 +243,22 @@ fn deserialize<T: DeserializeOwned>(
         Ok(v) => Some(v),
         Err(e) => {
             let (message, help) = error::humanize_serde(e.message());
-            let code = if message.starts_with("unknown key") {
-                "weir::manifest::unknown_key"
+            let kind = if message.starts_with("unknown key") {
+                ManifestErrorKind::UnknownKey
             } else if message.starts_with("missing required key") {
-                "weir::manifest::missing_key"
+                ManifestErrorKind::MissingKey
             } else if message.starts_with("wrong type") {
-                "weir::manifest::wrong_type"
+                ManifestErrorKind::WrongType
             } else {
-                "weir::manifest::invalid_value"
+                ManifestErrorKind::InvalidValue
             };
-            let label = match code {
-                "weir::manifest::unknown_key" => "unknown key",
-                "weir::manifest::missing_key" => "in this table",
-                "weir::manifest::wrong_type" => "wrong type",
+            let label = match kind {
+                ManifestErrorKind::UnknownKey => "unknown key",
+                ManifestErrorKind::MissingKey => "in this table",
+                ManifestErrorKind::WrongType => "wrong type",
                 _ => "invalid",
             };
-            let mut error = ManifestError::new(code, message).at(e.span().unwrap_or(0..0), label);
+            let mut error = ManifestError::new(kind, message).at(e.span().unwrap_or(0..0), label);
             if let Some(help) = help {
                 error = error.help(help);
             }

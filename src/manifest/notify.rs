@@ -10,6 +10,7 @@ use super::model::EnvValue;
 use super::suggest::unknown_help;
 use super::validate::Validator;
 use super::ManifestError;
+use super::ManifestErrorKind;
 
 /// `[notify.NAME]`: where notifications go and which ones.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -180,7 +181,7 @@ impl Validator<'_, '_, '_, '_> {
             if !header_name_ok(name) {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::header_name",
+                        ManifestErrorKind::HeaderName,
                         format!("`{name}` in `{owner}` is not an HTTP header name"),
                     )
                     .at(self.key(&path), "not a header name")
@@ -192,7 +193,7 @@ impl Validator<'_, '_, '_, '_> {
                 Ok(value) => headers.push((name.clone(), value)),
                 Err(why) => self.err(
                     ManifestError::new(
-                        "weir::manifest::header_reference",
+                        ManifestErrorKind::HeaderReference,
                         format!("`{owner}.{name}`: {why}"),
                     )
                     .at(self.value(&path), "bad reference")
@@ -215,7 +216,7 @@ impl Validator<'_, '_, '_, '_> {
             if !target_name_ok(name) {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::notify_name",
+                        ManifestErrorKind::NotifyName,
                         format!("`{name}` is not a notification target name"),
                     )
                     .at(self.key(&["notify", name]), "bad name")
@@ -243,7 +244,7 @@ impl Validator<'_, '_, '_, '_> {
                 if let Some(why) = url_problem(url) {
                     self.err(
                         ManifestError::new(
-                            "weir::manifest::notify_url",
+                            ManifestErrorKind::NotifyUrl,
                             format!("`notify.{name}.url`: {why}"),
                         )
                         .at(self.value(&["notify", name, "url"]), why)
@@ -260,7 +261,7 @@ impl Validator<'_, '_, '_, '_> {
                 if command.first().is_none_or(|p| p.trim().is_empty()) {
                     self.err(
                         ManifestError::new(
-                            "weir::manifest::notify_command",
+                            ManifestErrorKind::NotifyCommand,
                             format!("`notify.{name}.command` names no program"),
                         )
                         .at(self.value(&["notify", name, "command"]), "empty")
@@ -270,7 +271,7 @@ impl Validator<'_, '_, '_, '_> {
                 if !raw.headers.is_empty() {
                     self.err(
                         ManifestError::new(
-                            "weir::manifest::notify_headers",
+                            ManifestErrorKind::NotifyHeaders,
                             format!(
                                 "`notify.{name}.headers` are for a `url` target, not a `command`"
                             ),
@@ -284,7 +285,7 @@ impl Validator<'_, '_, '_, '_> {
             _ => {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::notify_sink",
+                        ManifestErrorKind::NotifySink,
                         format!("`[notify.{name}]` needs exactly one of `url` and `command`"),
                     )
                     .at(self.key(&["notify", name]), "here")
@@ -302,7 +303,7 @@ impl Validator<'_, '_, '_, '_> {
                 Some(_) => {}
                 None => self.err(
                     ManifestError::new(
-                        "weir::manifest::notify_on",
+                        ManifestErrorKind::NotifyOn,
                         format!("`notify.{name}.on` names unknown fact `{text}`"),
                     )
                     .at(self.value(&["notify", name, "on", &idx]), "unknown")
@@ -313,7 +314,7 @@ impl Validator<'_, '_, '_, '_> {
         if raw.on.is_empty() {
             self.err(
                 ManifestError::new(
-                    "weir::manifest::notify_on",
+                    ManifestErrorKind::NotifyOn,
                     format!("`notify.{name}.on` is empty: nothing would be sent"),
                 )
                 .at(self.value(&["notify", name, "on"]), "empty")
@@ -326,7 +327,7 @@ impl Validator<'_, '_, '_, '_> {
                     let idx = i.to_string();
                     self.err(
                         ManifestError::new(
-                            "weir::manifest::unknown_task",
+                            ManifestErrorKind::UnknownTask,
                             format!("`notify.{name}.tasks` names unknown task `{task}`"),
                         )
                         .at(self.value(&["notify", name, "tasks", &idx]), "unknown task")

@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use super::raw::date_like;
 use super::validate::Validator;
-use super::{Entry, ManifestError};
+use super::{Entry, ManifestError, ManifestErrorKind};
 use crate::partition::{
     time::offset_text, time::parse_day, Grain, PartitionScheme, TimeScheme, Zone,
 };
@@ -166,7 +166,7 @@ impl Validator<'_, '_, '_, '_> {
         let Some(every) = raw.every else {
             self.err(
                 ManifestError::new(
-                    "weir::manifest::missing_key",
+                    ManifestErrorKind::MissingKey,
                     format!("minutely scheme `{name}` needs `every`"),
                 )
                 .at(self.key(&["partitions", name]), "no `every`")
@@ -180,7 +180,7 @@ impl Validator<'_, '_, '_, '_> {
         if fits.is_none() {
             self.err(
                 ManifestError::new(
-                    "weir::manifest::bad_every",
+                    ManifestErrorKind::BadEvery,
                     format!("minutely scheme `{name}` cannot have periods of {every} minutes"),
                 )
                 .at(
@@ -205,7 +205,7 @@ impl Validator<'_, '_, '_, '_> {
         }
         self.err(
             ManifestError::new(
-                "weir::manifest::unexpected_key",
+                ManifestErrorKind::UnexpectedKey,
                 format!(
                     "{} scheme `{name}` cannot have `every`",
                     kind_word(raw.kind)
@@ -230,34 +230,18 @@ impl Validator<'_, '_, '_, '_> {
         if raw.keys.is_some() {
             self.err(
                 ManifestError::new(
-                    "weir::manifest::unexpected_key",
+                    ManifestErrorKind::UnexpectedKey,
                     format!("{grain} scheme `{name}` cannot have `keys`"),
                 )
                 .at(self.key(&p("keys")), "only for `kind = \"static\"`")
                 .help("remove `keys`, or make the scheme `kind = \"static\"`"),
             );
         }
-        let zone = match &raw.timezone {
-            None => Some(Zone::utc()),
-            Some(tz) => {
-                let zone = Zone::get(tz);
-                if zone.is_none() {
-                    self.err(
-                        ManifestError::new(
-                            "weir::manifest::unknown_timezone",
-                            format!("unknown timezone `{tz}`"),
-                        )
-                        .at(self.value(&p("timezone")), "not an IANA timezone")
-                        .help(timezone_help(tz)),
-                    );
-                }
-                zone
-            }
-        };
+        let zone = self.scheme_zone(name, raw);
         let Some(start_text) = &raw.start else {
             self.err(
                 ManifestError::new(
-                    "weir::manifest::missing_key",
+                    ManifestErrorKind::MissingKey,
                     if grain == Grain::Daily {
                         format!("daily scheme `{name}` needs a `start` date")
                     } else {
@@ -289,7 +273,7 @@ impl Validator<'_, '_, '_, '_> {
                 let (s, e) = (probe.key(start), probe.key(end));
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::bad_range",
+                        ManifestErrorKind::BadRange,
                         format!("{grain} scheme `{name}` ends ({e}) before it starts ({s})"),
                     )
                     .at(self.value(&p("end")), "before `start`")
@@ -300,6 +284,38 @@ impl Validator<'_, '_, '_, '_> {
             }
         }
         let scheme = probe.with_range(start, end);
+        if !self.whole_periods(name, grain, &scheme) {
+            return None;
+        }
+        Some(PartitionScheme::Time(scheme))
+    }
+
+    /// The scheme's timezone, UTC unless it names one.
+    fn scheme_zone(&mut self, name: &str, raw: &RawPartitionScheme) -> Option<Zone> {
+        let p = |k: &'static str| ["partitions", name, k];
+        match &raw.timezone {
+            None => Some(Zone::utc()),
+            Some(tz) => {
+                let zone = Zone::get(tz);
+                if zone.is_none() {
+                    self.err(
+                        ManifestError::new(
+                            ManifestErrorKind::UnknownTimezone,
+                            format!("unknown timezone `{tz}`"),
+                        )
+                        .at(self.value(&p("timezone")), "not an IANA timezone")
+                        .help(timezone_help(tz)),
+                    );
+                }
+                zone
+            }
+        }
+    }
+
+    /// Whether the periods of a scheme stay whole in its zone: a zone whose
+    /// clocks change by a fraction of a period would split one.
+    fn whole_periods(&mut self, name: &str, grain: Grain, scheme: &TimeScheme) -> bool {
+        let p = |k: &'static str| ["partitions", name, k];
         if let Some((at, before, after)) = scheme.fractional_offset_change() {
             let zone = scheme.zone.name();
             let when = jiff::Timestamp::from_second(at)
@@ -317,7 +333,7 @@ impl Validator<'_, '_, '_, '_> {
             };
             self.err(
                 ManifestError::new(
-                    "weir::manifest::fractional_offset_change",
+                    ManifestErrorKind::FractionalOffsetChange,
                     format!(
                         "{grain} scheme `{name}` cannot be in `{zone}`: its clocks change by {fraction} ({} to {} at {when})",
                         offset_text(before),
@@ -328,9 +344,9 @@ impl Validator<'_, '_, '_, '_> {
                 .also(self.value(&p("start")), "from here on")
                 .help(help),
             );
-            return None;
+            return false;
         }
-        Some(PartitionScheme::Time(scheme))
+        true
     }
 
     /// A `start`/`end` of a time scheme. Daily bounds keep the date
@@ -345,7 +361,7 @@ impl Validator<'_, '_, '_, '_> {
             let also_date = matches!(grain, Grain::Weekly | Grain::Monthly);
             self.err(
                 ManifestError::new(
-                    "weir::manifest::bad_partition_key",
+                    ManifestErrorKind::BadPartitionKey,
                     format!("`{text}` is not a {grain} partition key"),
                 )
                 .at(self.value(path), format!("not a {grain} key"))
@@ -377,7 +393,7 @@ impl Validator<'_, '_, '_, '_> {
             if present {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::unexpected_key",
+                        ManifestErrorKind::UnexpectedKey,
                         format!("static scheme `{name}` cannot have `{k}`"),
                     )
                     .at(
@@ -391,7 +407,7 @@ impl Validator<'_, '_, '_, '_> {
         let Some(keys) = &raw.keys else {
             self.err(
                 ManifestError::new(
-                    "weir::manifest::missing_key",
+                    ManifestErrorKind::MissingKey,
                     format!("static scheme `{name}` needs `keys`"),
                 )
                 .at(self.key(&["partitions", name]), "no `keys`")
@@ -402,7 +418,7 @@ impl Validator<'_, '_, '_, '_> {
         if keys.is_empty() {
             self.err(
                 ManifestError::new(
-                    "weir::manifest::empty_value",
+                    ManifestErrorKind::EmptyValue,
                     format!("static scheme `{name}` has no keys"),
                 )
                 .at(self.value(&["partitions", name, "keys"]), "empty")
@@ -423,7 +439,7 @@ impl Validator<'_, '_, '_, '_> {
             if let Some(why) = safe.then(|| crate::store::partition_problem(key)).flatten() {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::key_too_long",
+                        ManifestErrorKind::KeyTooLong,
                         format!(
                             "partition key `{}` of `{name}` is too long for the warehouse",
                             abbreviated(key)
@@ -440,7 +456,7 @@ impl Validator<'_, '_, '_, '_> {
                 let first = first.to_string();
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::duplicate",
+                        ManifestErrorKind::Duplicate,
                         format!("partition key `{key}` is listed twice in `{name}`"),
                     )
                     .at(

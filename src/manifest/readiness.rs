@@ -7,7 +7,7 @@ use serde::Deserialize;
 use indexmap::IndexMap;
 
 use super::validate::Validator;
-use super::{ExternalDataset, InputSource, ManifestError, Task};
+use super::{ExternalDataset, InputSource, ManifestError, ManifestErrorKind, Task};
 
 /// What `watermark_at_least` compares the watermark with.
 const MARKS: [&str; 1] = ["period_end"];
@@ -68,7 +68,7 @@ impl Validator<'_, '_, '_, '_> {
                 let idx = i.to_string();
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::bad_ready",
+                        ManifestErrorKind::BadReady,
                         format!(
                             "task `{}` reads `{}`, which waits for its watermark to reach the period's end, but the task has no time dimension",
                             task.name, input.dataset
@@ -99,7 +99,7 @@ impl Validator<'_, '_, '_, '_> {
             [] => {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::bad_ready",
+                        ManifestErrorKind::BadReady,
                         format!("`ready` of dataset `{name}` names no sensor"),
                     )
                     .at(self.value(&["datasets", name, "ready"]), "empty")
@@ -111,7 +111,7 @@ impl Validator<'_, '_, '_, '_> {
             [first, second, ..] => {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::bad_ready",
+                        ManifestErrorKind::BadReady,
                         format!("`ready` of dataset `{name}` names more than one sensor"),
                     )
                     .at(self.key(&p(second)), "a second sensor")
@@ -127,7 +127,7 @@ impl Validator<'_, '_, '_, '_> {
             if file.trim().is_empty() {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::empty_value",
+                        ManifestErrorKind::EmptyValue,
                         format!("`ready.file` of dataset `{name}` is empty"),
                     )
                     .at(self.value(&p("file")), "empty")
@@ -143,7 +143,7 @@ impl Validator<'_, '_, '_, '_> {
             if !MARKS.contains(&mark.as_str()) {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::bad_ready",
+                        ManifestErrorKind::BadReady,
                         format!("`watermark_at_least` of dataset `{name}` is `{mark}`, which is not a point weir knows"),
                     )
                     .at(self.value(&p("watermark_at_least")), "not `period_end`")
@@ -154,7 +154,7 @@ impl Validator<'_, '_, '_, '_> {
             if !watermark {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::bad_ready",
+                        ManifestErrorKind::BadReady,
                         format!("dataset `{name}` waits for its watermark but declares none"),
                     )
                     .at(self.key(&p("watermark_at_least")), "needs `watermark`")
@@ -172,7 +172,7 @@ impl Validator<'_, '_, '_, '_> {
         {
             self.err(
                 ManifestError::new(
-                    "weir::manifest::empty_value",
+                    ManifestErrorKind::EmptyValue,
                     format!("`ready.command` of dataset `{name}` has no program"),
                 )
                 .at(self.value(&p("command")), "no program")

@@ -7,6 +7,7 @@ use super::model::{SchemaPolicy, TableFormat};
 use super::tasks::RawOutput;
 use super::validate::Validator;
 use super::ManifestError;
+use super::ManifestErrorKind;
 use crate::audit::Format;
 
 /// The declared table format, or `None` (with an error pushed when the
@@ -21,7 +22,7 @@ pub(super) fn check(
             let at = v.value(&["tasks", task, "output", "table_retention"]);
             v.err(
                 ManifestError::new(
-                    "weir::manifest::retention_needs_table",
+                    ManifestErrorKind::RetentionNeedsTable,
                     format!("task `{task}`: `table_retention` is how long a table keeps replaced versions readable, and this output declares no table"),
                 )
                 .at(at, "only for `table = \"delta\"`")
@@ -32,7 +33,7 @@ pub(super) fn check(
             let at = v.value(&["tasks", task, "output", "schema"]);
             v.err(
                 ManifestError::new(
-                    "weir::manifest::schema_needs_table",
+                    ManifestErrorKind::SchemaNeedsTable,
                     format!("task `{task}`: `schema = \"{policy}\"` is the schema policy of a table, and this output declares none"),
                 )
                 .at(at, "only for `table = \"delta\"`")
@@ -45,7 +46,7 @@ pub(super) fn check(
     if declared != "delta" {
         v.err(
             ManifestError::new(
-                "weir::manifest::invalid_value",
+                ManifestErrorKind::InvalidValue,
                 format!("task `{task}`: unknown table format `{declared}`"),
             )
             .at(at, "not a table format weir writes")
@@ -56,7 +57,7 @@ pub(super) fn check(
     if raw.format != Format::Parquet {
         v.err(
             ManifestError::new(
-                "weir::manifest::table_needs_parquet",
+                ManifestErrorKind::TableNeedsParquet,
                 format!(
                     "task `{task}`: a Delta table needs a Parquet output, and this one is {}",
                     format_name(raw.format)
@@ -74,7 +75,7 @@ pub(super) fn check(
             let at = v.value(&["tasks", task, "output", "schema"]);
             v.err(
                 ManifestError::new(
-                    "weir::manifest::invalid_value",
+                    ManifestErrorKind::InvalidValue,
                     format!("task `{task}`: unknown schema policy `{other}`"),
                 )
                 .at(at, "not a schema policy")

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use super::model::{EnvSpec, EnvValue};
 use super::validate::Validator;
 use super::ManifestError;
+use super::ManifestErrorKind;
 
 /// `env = { ... }` of a task.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -82,7 +83,7 @@ impl Validator<'_, '_, '_, '_> {
                 Ok(value) => spec.set.push((name.clone(), value)),
                 Err(why) => self.err(
                     ManifestError::new(
-                        "weir::manifest::env_reference",
+                        ManifestErrorKind::EnvReference,
                         format!("`env.set.{name}` of task `{task}`: {why}"),
                     )
                     .at(self.value(&at), "bad reference")
@@ -97,13 +98,13 @@ impl Validator<'_, '_, '_, '_> {
 fn bad_name(task: &str, name: &str, reserved: bool) -> ManifestError {
     if reserved {
         ManifestError::new(
-            "weir::manifest::env_name",
+            ManifestErrorKind::EnvName,
             format!("task `{task}` declares `{name}` in `env`, but `WEIR_*` variables are weir's"),
         )
         .help("weir sets its own `WEIR_*` variables for every task; choose another name")
     } else {
         ManifestError::new(
-            "weir::manifest::env_name",
+            ManifestErrorKind::EnvName,
             format!("`{name}` in `env` of task `{task}` is not an environment variable name"),
         )
         .help("use letters, digits and `_`, not starting with a digit, e.g. `API_TOKEN`")

@@ -19,7 +19,7 @@ use super::locate::Locator;
 use super::model::*;
 use super::raw;
 use super::suggest::{closest, unknown_help};
-use super::{duration, ticked, Entry, ManifestError, Sections};
+use super::{duration, ticked, Entry, ManifestError, ManifestErrorKind, Sections};
 
 pub(crate) struct Context<'a, 'b, 'i> {
     pub(crate) locator: &'a Locator<'b, 'i>,
@@ -155,7 +155,7 @@ impl Validator<'_, '_, '_, '_> {
                 if let Some(why) = super::notify::url_problem(url) {
                     self.err(
                         ManifestError::new(
-                            "weir::manifest::lineage_url",
+                            ManifestErrorKind::LineageUrl,
                             format!("`lineage.url`: {why}"),
                         )
                         .at(self.value(&["lineage", "url"]), why)
@@ -179,7 +179,7 @@ impl Validator<'_, '_, '_, '_> {
             _ => {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::lineage_sink",
+                        ManifestErrorKind::LineageSink,
                         "`[lineage]` needs exactly one of `url` and `file`",
                     )
                     .at(self.key(&["lineage"]), "here")
@@ -198,7 +198,7 @@ impl Validator<'_, '_, '_, '_> {
             if value.trim().is_empty() {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::empty_value",
+                        ManifestErrorKind::EmptyValue,
                         format!("`pipeline.{key}` is empty"),
                     )
                     .at(self.value(&["pipeline", key]), "empty")
@@ -209,7 +209,7 @@ impl Validator<'_, '_, '_, '_> {
         if raw.warehouse.trim().is_empty() {
             self.err(
                 ManifestError::new(
-                    "weir::manifest::empty_value",
+                    ManifestErrorKind::EmptyValue,
                     "`pipeline.warehouse` is empty",
                 )
                 .at(self.value(&["pipeline", "warehouse"]), "empty")
@@ -226,7 +226,7 @@ impl Validator<'_, '_, '_, '_> {
             if !super::model::is_s3_url(url) {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::remote_warehouse",
+                        ManifestErrorKind::RemoteWarehouse,
                         format!("`pipeline.warehouse` is a URL weir cannot open: `{url}`"),
                     )
                     .at(self.value(&["pipeline", "warehouse"]), "not an s3:// URL")
@@ -253,7 +253,7 @@ impl Validator<'_, '_, '_, '_> {
             _ => {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::bad_date",
+                        ManifestErrorKind::BadDate,
                         format!("`{text}` is not a valid date"),
                     )
                     .at(self.value(path), "not a date")
@@ -275,7 +275,7 @@ impl Validator<'_, '_, '_, '_> {
             Ok(d) if d > duration::MAX => {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::duration_too_long",
+                        ManifestErrorKind::DurationTooLong,
                         format!(
                             "duration `{text}` is longer than the maximum of {}",
                             duration::MAX_TEXT
@@ -293,7 +293,7 @@ impl Validator<'_, '_, '_, '_> {
             Ok(_) => {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::bad_duration",
+                        ManifestErrorKind::BadDuration,
                         format!("duration `{text}` is zero"),
                     )
                     .at(self.value(path), "zero")
@@ -304,7 +304,7 @@ impl Validator<'_, '_, '_, '_> {
             Err(why) => {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::bad_duration",
+                        ManifestErrorKind::BadDuration,
                         format!("malformed duration: {why}"),
                     )
                     .at(self.value(path), "not a duration")
@@ -329,7 +329,7 @@ impl Validator<'_, '_, '_, '_> {
             };
             self.err(
                 ManifestError::new(
-                    "weir::manifest::bad_name",
+                    ManifestErrorKind::BadName,
                     format!("{what} `{name}` is not a valid name"),
                 )
                 .at(span, "invalid name")
@@ -353,7 +353,7 @@ impl Validator<'_, '_, '_, '_> {
         };
         self.err(
             ManifestError::new(
-                "weir::manifest::name_too_long",
+                ManifestErrorKind::NameTooLong,
                 format!(
                     "{what} `{}` is too long for the warehouse",
                     super::partitions::abbreviated(name)
@@ -380,7 +380,7 @@ impl Validator<'_, '_, '_, '_> {
                 Err(why) => {
                     self.err(
                         ManifestError::new(
-                            "weir::manifest::bad_rate",
+                            ManifestErrorKind::BadRate,
                             format!("pool `{name}` has an invalid rate: {why}"),
                         )
                         .at(self.value(&["pools", name, "rate"]), "not a rate")
@@ -397,7 +397,7 @@ impl Validator<'_, '_, '_, '_> {
                 }
                 _ => self.err(
                     ManifestError::new(
-                        "weir::manifest::bad_slots",
+                        ManifestErrorKind::BadSlots,
                         format!("pool `{name}` has {} slots", raw.slots),
                     )
                     .at(self.value(&["pools", name, "slots"]), "must be at least 1")
@@ -427,7 +427,7 @@ impl Validator<'_, '_, '_, '_> {
             Some(other) => {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::invalid_value",
+                        ManifestErrorKind::InvalidValue,
                         format!("`{other}` is not one of {}", ticked(allowed)),
                     )
                     .at(self.value(path), "unknown value")
@@ -452,7 +452,7 @@ impl Validator<'_, '_, '_, '_> {
                 _ => {
                     self.err(
                         ManifestError::new(
-                            "weir::manifest::invalid_value",
+                            ManifestErrorKind::InvalidValue,
                             format!(
                                 "retry class `{name}` has max_attempts = {}",
                                 raw.max_attempts
@@ -467,56 +467,7 @@ impl Validator<'_, '_, '_, '_> {
                     1
                 }
             };
-            let b = raw.backoff.as_ref();
-            let path = |k: &'static str| ["retry", name, "backoff", k];
-            let initial = self.duration(
-                b.and_then(|b| b.initial.as_deref()),
-                d.backoff.initial,
-                &path("initial"),
-            );
-            let max = self.duration(
-                b.and_then(|b| b.max.as_deref()),
-                d.backoff.max,
-                &path("max"),
-            );
-            if initial > max {
-                self.err(
-                    ManifestError::new(
-                        "weir::manifest::bad_range",
-                        format!("retry class `{name}` starts its backoff above its cap"),
-                    )
-                    .at(self.value(&path("initial")), "greater than `max`")
-                    .help("make `initial` at most `max`"),
-                );
-            }
-            let multiplier = b.and_then(|b| b.multiplier).unwrap_or(d.backoff.multiplier);
-            if !(1.0..=100.0).contains(&multiplier) {
-                self.err(
-                    ManifestError::new(
-                        "weir::manifest::invalid_value",
-                        format!("backoff multiplier {multiplier} is out of range"),
-                    )
-                    .at(self.value(&path("multiplier")), "must be between 1 and 100")
-                    .help("2.0 doubles the delay after each attempt"),
-                );
-            }
-            let jitter = match b.and_then(|b| b.jitter.as_deref()) {
-                None => d.backoff.jitter,
-                Some("none") => Jitter::None,
-                Some("full") => Jitter::Full,
-                Some("equal") => Jitter::Equal,
-                Some(other) => {
-                    self.err(
-                        ManifestError::new(
-                            "weir::manifest::invalid_value",
-                            format!("`{other}` is not a jitter mode"),
-                        )
-                        .at(self.value(&path("jitter")), "unknown jitter")
-                        .help("use `none`, `full` or `equal`"),
-                    );
-                    d.backoff.jitter
-                }
-            };
+            let backoff = self.backoff(name, raw.backoff.as_ref(), &d.backoff);
             let on_failure = self.disposition(
                 raw.on_failure.as_deref(),
                 Disposition::Retry,
@@ -533,12 +484,7 @@ impl Validator<'_, '_, '_, '_> {
                 entry.name.clone(),
                 RetryClass {
                     max_attempts,
-                    backoff: BackoffSpec {
-                        initial,
-                        max,
-                        multiplier,
-                        jitter,
-                    },
+                    backoff,
                     on_failure,
                     on_exhausted,
                 },
@@ -547,6 +493,62 @@ impl Validator<'_, '_, '_, '_> {
         out.entry("default".into())
             .or_insert_with(RetryClass::default_class);
         out
+    }
+
+    /// A retry class's backoff: each setting the default's unless given,
+    /// `initial` at most `max`, a multiplier from 1 to 100.
+    fn backoff(&mut self, name: &str, b: Option<&raw::RawBackoff>, d: &BackoffSpec) -> BackoffSpec {
+        let path = |k: &'static str| ["retry", name, "backoff", k];
+        let initial = self.duration(
+            b.and_then(|b| b.initial.as_deref()),
+            d.initial,
+            &path("initial"),
+        );
+        let max = self.duration(b.and_then(|b| b.max.as_deref()), d.max, &path("max"));
+        if initial > max {
+            self.err(
+                ManifestError::new(
+                    ManifestErrorKind::BadRange,
+                    format!("retry class `{name}` starts its backoff above its cap"),
+                )
+                .at(self.value(&path("initial")), "greater than `max`")
+                .help("make `initial` at most `max`"),
+            );
+        }
+        let multiplier = b.and_then(|b| b.multiplier).unwrap_or(d.multiplier);
+        if !(1.0..=100.0).contains(&multiplier) {
+            self.err(
+                ManifestError::new(
+                    ManifestErrorKind::InvalidValue,
+                    format!("backoff multiplier {multiplier} is out of range"),
+                )
+                .at(self.value(&path("multiplier")), "must be between 1 and 100")
+                .help("2.0 doubles the delay after each attempt"),
+            );
+        }
+        let jitter = match b.and_then(|b| b.jitter.as_deref()) {
+            None => d.jitter,
+            Some("none") => Jitter::None,
+            Some("full") => Jitter::Full,
+            Some("equal") => Jitter::Equal,
+            Some(other) => {
+                self.err(
+                    ManifestError::new(
+                        ManifestErrorKind::InvalidValue,
+                        format!("`{other}` is not a jitter mode"),
+                    )
+                    .at(self.value(&path("jitter")), "unknown jitter")
+                    .help("use `none`, `full` or `equal`"),
+                );
+                d.jitter
+            }
+        };
+        BackoffSpec {
+            initial,
+            max,
+            multiplier,
+            jitter,
+        }
     }
 
     fn datasets(
@@ -561,7 +563,7 @@ impl Validator<'_, '_, '_, '_> {
             }
             if raw.path.trim().is_empty() {
                 self.err(
-                    ManifestError::new("weir::manifest::empty_value", format!("dataset `{}` has an empty path", entry.name))
+                    ManifestError::new(ManifestErrorKind::EmptyValue, format!("dataset `{}` has an empty path", entry.name))
                         .at(self.value(&["datasets", &entry.name, "path"]), "empty")
                         .help("give a path template relative to the manifest, e.g. \"raw/{partition}.csv\""),
                 );
@@ -598,7 +600,7 @@ impl Validator<'_, '_, '_, '_> {
             if names.datasets.contains(dataset) {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::duplicate_output",
+                        ManifestErrorKind::DuplicateOutput,
                         format!("task `{}` writes `{dataset}`, which is declared as an external dataset", entry.name),
                     )
                     .at(self.value(&path), "also an external dataset")
@@ -608,7 +610,7 @@ impl Validator<'_, '_, '_, '_> {
             } else if let Some(first) = producers.get(dataset) {
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::duplicate_output",
+                        ManifestErrorKind::DuplicateOutput,
                         format!("tasks `{first}` and `{}` both write dataset `{dataset}`", entry.name),
                     )
                     .at(self.value(&path), "written again here")
@@ -635,11 +637,11 @@ impl Validator<'_, '_, '_, '_> {
         self.err(
             ManifestError::new(
                 match what {
-                    "task" => "weir::manifest::unknown_task",
-                    "pool" => "weir::manifest::unknown_pool",
-                    "retry class" => "weir::manifest::unknown_retry_class",
-                    "partition scheme" => "weir::manifest::unknown_partition_scheme",
-                    _ => "weir::manifest::unknown_dataset",
+                    "task" => ManifestErrorKind::UnknownTask,
+                    "pool" => ManifestErrorKind::UnknownPool,
+                    "retry class" => ManifestErrorKind::UnknownRetryClass,
+                    "partition scheme" => ManifestErrorKind::UnknownPartitionScheme,
+                    _ => ManifestErrorKind::UnknownDataset,
                 },
                 format!("unknown {what} `{name}`"),
             )
@@ -670,7 +672,7 @@ impl Validator<'_, '_, '_, '_> {
                     .collect();
                 self.err(
                     ManifestError::new(
-                        "weir::manifest::unknown_failure_class",
+                        ManifestErrorKind::UnknownFailureClass,
                         format!("unknown failure class `{other}`"),
                     )
                     .at(self.value(path), "not a failure kind or retry class")
@@ -730,7 +732,7 @@ impl Validator<'_, '_, '_, '_> {
             rendered.push(format!("`{}`", names[0]));
             let first_edge = self.dependency_span(names[0], names[1 % names.len()]);
             let mut error = ManifestError::new(
-                "weir::manifest::cycle",
+                ManifestErrorKind::Cycle,
                 format!("dependency cycle: {}", rendered.join(" -> ")),
             )
             .at(

@@ -2,7 +2,7 @@
 //! column, the underlined key or value, what is wrong and how to fix it.
 //! Each `tests/fixtures/bad/NAME.toml` has its rendered `NAME.stderr`.
 
-use weir::manifest::Manifest;
+use weir::manifest::{Manifest, ManifestErrorKind};
 
 use crate::support::{assert_snapshot, repo, weir_cmd};
 
@@ -112,6 +112,35 @@ const CASES: &[(&str, &str, usize, usize)] = &[
     ),
     // issue 23: a static key too long for the warehouse's names
     ("key_too_long", "weir::manifest::key_too_long", 8, 15),
+    // Kinds that had no test: each fixture makes its kind the first error.
+    ("bad_name", "weir::manifest::bad_name", 6, 8),
+    ("duplicate_scheme", "weir::manifest::duplicate", 14, 28),
+    ("header_name", "weir::manifest::header_name", 13, 13),
+    ("missing_code", "weir::manifest::missing_code", 8, 9),
+    ("missing_section", "weir::manifest::missing_section", 1, 1),
+    ("notify_command", "weir::manifest::notify_command", 12, 11),
+    ("notify_name", "weir::manifest::notify_name", 11, 9),
+    (
+        "retention_needs_table",
+        "weir::manifest::retention_needs_table",
+        8,
+        92,
+    ),
+    (
+        "schema_needs_table",
+        "weir::manifest::schema_needs_table",
+        8,
+        83,
+    ),
+    ("scheme_mismatch", "weir::manifest::scheme_mismatch", 27, 12),
+    ("self_dependency", "weir::manifest::self_dependency", 10, 15),
+    ("self_input", "weir::manifest::self_input", 8, 11),
+    (
+        "unknown_failure_class",
+        "weir::manifest::unknown_failure_class",
+        10,
+        39,
+    ),
 ];
 
 fn fixture(name: &str) -> std::path::PathBuf {
@@ -134,6 +163,45 @@ fn every_error_kind_has_its_code_and_location() {
             first.message
         );
     }
+}
+
+/// Every kind of manifest error is asserted by some test under tests/it: a
+/// kind added without one fails here, by name.
+#[test]
+fn every_error_kind_is_asserted_by_a_test() {
+    let mut tests = String::new();
+    for entry in std::fs::read_dir(repo().join("tests/it")).expect("tests/it") {
+        let path = entry.expect("an entry").path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            tests.push_str(&std::fs::read_to_string(&path).expect("a test file"));
+        }
+    }
+    // A code counts where it ends: `duplicate` is not `duplicate_output`.
+    let named = |code: &str| {
+        tests.match_indices(code).any(|(at, _)| {
+            tests[at + code.len()..]
+                .chars()
+                .next()
+                .is_none_or(|c| !(c.is_ascii_lowercase() || c == '_'))
+        })
+    };
+    let untested: Vec<&str> = ManifestErrorKind::ALL
+        .iter()
+        .map(|kind| kind.code())
+        .filter(|code| !named(code))
+        .collect();
+    assert!(untested.is_empty(), "no test asserts {untested:?}");
+}
+
+/// A manifest that cannot be read has no line to point at: its diagnostic
+/// names the file.
+#[test]
+fn an_unreadable_manifest_has_its_code_and_no_location() {
+    let errors = Manifest::load(&fixture("no_such_manifest")).expect_err("no such file");
+    let first = &errors.errors[0];
+    assert_eq!(first.code, "weir::manifest::unreadable");
+    assert_eq!(first.kind, ManifestErrorKind::Unreadable);
+    assert_eq!(first.line_col(), None);
 }
 
 #[test]

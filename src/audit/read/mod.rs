@@ -1,0 +1,561 @@
+//! Streaming readers: turn CSV, JSON Lines and Parquet files into canonical
+//! rows, one at a time, and fold them into per-file accumulators in parallel.
+//! Each format is a [`Reader`]; everything downstream sees only rows.
+//!
+//! A canonical row has one slot per column of the file, columns sorted by
+//! name, each slot null or a byte string. Rows are lent to the accumulator and
+//! never collected, so memory stays flat however large the file is.
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use serde_json::value::RawValue;
+
+use super::parquet::ParquetFile;
+use super::{AuditError, Format, MAX_FILES};
+use csv::fold_csv;
+#[cfg(test)]
+pub(crate) use csv::fold_csv_pipelined;
+use jsonl::{fold_jsonl, jsonl_keys, Pass};
+
+mod csv;
+mod jsonl;
+
+/// Read buffer: large sequential reads keep syscalls off the profile of
+/// gigabyte files.
+pub(super) const BUFFER: usize = 1 << 20;
+
+/// A parsed JSON Lines row: each key's value as its raw JSON text (a
+/// repeated key keeps its last value, as serde_json's map does).
+type Object = std::collections::BTreeMap<String, Box<RawValue>>;
+
+/// Where a value lies in a row's byte buffer; `None` is null.
+pub(crate) type Span = Option<(usize, usize)>;
+
+/// One canonical row, borrowed from the reader's reused buffers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Row<'a> {
+    /// The file line the row starts on (1-based; CSV line 1 is the header).
+    pub(crate) line: u64,
+    /// The bytes the spans point into.
+    data: &'a [u8],
+    /// One span per column, in sorted column order.
+    spans: &'a [Span],
+}
+
+impl<'a> Row<'a> {
+    /// The value of the `column`-th sorted column, or `None` when it is null.
+    pub(crate) fn get(&self, column: usize) -> Option<&'a [u8]> {
+        let (start, end) = self.spans.get(column).copied().flatten()?;
+        self.data.get(start..end)
+    }
+}
+
+/// An accumulator that one file's rows are folded into.
+pub(crate) trait RowFold: Sized + Send {
+    /// True for a fold that usually stops early ([`RowFold::satisfied`]
+    /// after a few rows, `weir show --limit`): its files are then read on
+    /// one thread each, where `satisfied` is consulted, instead of
+    /// pipelined, where the whole file would be parsed.
+    const STOPS_EARLY: bool = false;
+
+    /// Takes one row.
+    fn row(&mut self, row: &Row<'_>);
+
+    /// Called once early in a file with an estimate of its total rows (from
+    /// its size and the bytes per row so far), so storage can be sized once.
+    fn expect_rows(&mut self, _rows: u64) {}
+
+    /// True once more rows cannot change the result, so reading can stop.
+    fn satisfied(&self) -> bool {
+        false
+    }
+
+    /// Moves part of the work into another accumulator (a lane) that takes
+    /// the same rows on another thread; `None` if no more work divides off.
+    /// May be called repeatedly.
+    fn split(&mut self) -> Option<Self> {
+        None
+    }
+
+    /// Takes back the work a [`RowFold::split`] moved out. Lanes are joined
+    /// last split first.
+    fn join(&mut self, _lane: Self) {}
+
+    /// True for a fold that can take a file in parts: rows `a..b` folded
+    /// into one accumulator and rows `b..c` into another made the same way,
+    /// then [`RowFold::append`]ed, give the same result as folding `a..c`
+    /// into one. Parquet's row groups are then folded on separate threads.
+    const PARTS: bool = false;
+
+    /// Takes in the fold of the rows right after this one's: the next file
+    /// ([`fold_files`] merges files' accumulators so, and every fold given
+    /// to it implements this), or the next part of the file (only when
+    /// [`RowFold::PARTS`]). The default, for folds only ever given one file
+    /// whole ([`fold_file`]), takes nothing in.
+    fn append(&mut self, _later: Self) {}
+
+    /// Called after the file's last row, before the result is used.
+    fn finish(&mut self) {}
+}
+
+/// Folds every file (in parallel) into its own accumulator built by
+/// `make(file index, sorted columns of that file)`, and merges them in file
+/// order ([`RowFold::append`]) as they are done.
+///
+/// Returns the candidate's sorted columns and the merged accumulator. Files
+/// are folded a window of [`WINDOW_FILES`] at a time, so however many files
+/// there are (up to [`MAX_FILES`]), only a window's accumulators are held at
+/// once besides the merge. CSV files must all have the same set of columns.
+/// JSON Lines rows may omit keys (a missing key is null), so their columns
+/// are the union over all files; with `uniform`, the accumulator is
+/// guaranteed to have been built with that union, every file being folded
+/// again with it when files' keys differ (needed by the digest, whose row
+/// encoding names every column).
+pub(crate) fn fold_files<F, M>(
+    files: &[PathBuf],
+    format: Format,
+    uniform: bool,
+    make: &M,
+) -> Result<(Vec<String>, F), AuditError>
+where
+    F: RowFold,
+    M: Fn(usize, &[String]) -> F + Sync,
+{
+    if files.len() > MAX_FILES {
+        return Err(AuditError::TooManyFiles {
+            files: files.len(),
+            limit: MAX_FILES,
+        });
+    }
+    match format {
+        Format::Csv => fold_files_as::<Csv, F, M>(files, uniform, make),
+        Format::Jsonl => fold_files_as::<Jsonl, F, M>(files, uniform, make),
+        Format::Parquet => fold_files_as::<Parquet, F, M>(files, uniform, make),
+    }
+}
+
+/// A format's reader: how the files of a candidate are checked against each
+/// other, and how one file becomes canonical [`Row`]s. The gates and the
+/// digest see only rows, never a format.
+pub(crate) trait Reader {
+    /// True if files may lack columns, the candidate's columns being the
+    /// union of theirs (JSON Lines: any row may leave a key out). Otherwise
+    /// every file must have the same columns.
+    const UNION: bool = false;
+
+    /// Checks the files against each other before any row is read.
+    fn precheck(_files: &[PathBuf]) -> Result<(), AuditError> {
+        Ok(())
+    }
+
+    /// Folds one file up to its last row. `columns` (only with
+    /// [`Reader::UNION`]) fixes the file's columns to a superset of its own;
+    /// `pipeline` lets a large file be read on several threads.
+    fn fold_rows<F: RowFold>(
+        path: &Path,
+        columns: Option<&[String]>,
+        pipeline: bool,
+        make: &dyn Fn(&[String]) -> F,
+    ) -> Result<(Vec<String>, F), AuditError>;
+}
+
+/// CSV with a header row.
+pub(crate) struct Csv;
+/// JSON Lines.
+pub(crate) struct Jsonl;
+/// Parquet (see [`super::parquet`]).
+pub(crate) struct Parquet;
+
+impl Reader for Csv {
+    fn fold_rows<F: RowFold>(
+        path: &Path,
+        _columns: Option<&[String]>,
+        pipeline: bool,
+        make: &dyn Fn(&[String]) -> F,
+    ) -> Result<(Vec<String>, F), AuditError> {
+        fold_csv(path, pipeline, make)
+    }
+}
+
+impl Reader for Jsonl {
+    const UNION: bool = true;
+
+    fn fold_rows<F: RowFold>(
+        path: &Path,
+        columns: Option<&[String]>,
+        _pipeline: bool,
+        make: &dyn Fn(&[String]) -> F,
+    ) -> Result<(Vec<String>, F), AuditError> {
+        // Optimistically take the first object's keys as the columns: the
+        // common file has the same keys on every line and is read once.
+        if let Pass::Done(c, fold) = fold_jsonl(path, columns.map(<[String]>::to_vec), make)? {
+            return Ok((c, fold));
+        }
+        let mut keys = jsonl_keys(path)?;
+        keys.extend(columns.into_iter().flatten().cloned());
+        match fold_jsonl(path, Some(keys.into_iter().collect()), make)? {
+            Pass::Done(c, fold) => Ok((c, fold)),
+            Pass::NewKeys(line) => Err(parse_error(
+                path,
+                line,
+                "the file changed while it was being read".to_owned(),
+            )),
+        }
+    }
+}
+
+impl Reader for Parquet {
+    fn precheck(files: &[PathBuf]) -> Result<(), AuditError> {
+        same_schema(files)
+    }
+
+    fn fold_rows<F: RowFold>(
+        path: &Path,
+        _columns: Option<&[String]>,
+        pipeline: bool,
+        make: &dyn Fn(&[String]) -> F,
+    ) -> Result<(Vec<String>, F), AuditError> {
+        fold_parquet(path, pipeline, make)
+    }
+}
+
+/// Files folded at once in [`fold_files`]: enough to keep every core busy
+/// with small files, few enough that their accumulators (a few kilobytes
+/// each when empty) stay small beside the merge.
+const WINDOW_FILES: usize = 256;
+
+/// [`fold_files`] with the reader `R`.
+fn fold_files_as<R, F, M>(
+    files: &[PathBuf],
+    uniform: bool,
+    make: &M,
+) -> Result<(Vec<String>, F), AuditError>
+where
+    R: Reader,
+    F: RowFold,
+    M: Fn(usize, &[String]) -> F + Sync,
+{
+    R::precheck(files)?;
+    match merge_files::<R, F, M>(files, None, uniform, make)? {
+        Merged::Done(columns, fold) => Ok((columns, fold)),
+        // JSON Lines files with different keys, to be kept uniform: their
+        // accumulators cannot be merged, the digest of a row naming every
+        // column. Every file is folded again with the union (rare: the
+        // files of a candidate commonly all have the same keys).
+        Merged::Mixed(union) => match merge_files::<R, F, M>(files, Some(&union), uniform, make)? {
+            Merged::Done(columns, fold) => Ok((columns, fold)),
+            Merged::Mixed(_) => Err(parse_error(
+                files.first().map_or(Path::new(""), PathBuf::as_path),
+                0,
+                "the files changed while they were being read".to_owned(),
+            )),
+        },
+    }
+}
+
+/// What [`merge_files`] made of the files.
+enum Merged<F> {
+    /// The candidate's columns and the merge of every file's accumulator.
+    Done(Vec<String>, F),
+    /// Files of a union format had different keys: the union, to fold them
+    /// all with.
+    Mixed(Vec<String>),
+}
+
+/// Folds the files a window at a time and merges their accumulators in
+/// file order. `columns` (JSON Lines only) fixes every file's columns; with
+/// `uniform`, files of different keys are not merged but reported as
+/// [`Merged::Mixed`].
+fn merge_files<R, F, M>(
+    files: &[PathBuf],
+    columns: Option<&[String]>,
+    uniform: bool,
+    make: &M,
+) -> Result<Merged<F>, AuditError>
+where
+    R: Reader,
+    F: RowFold,
+    M: Fn(usize, &[String]) -> F + Sync,
+{
+    // Fewer files than threads would leave cores idle: then each file is
+    // parsed and folded on separate threads too.
+    let pipeline =
+        columns.is_none() && !F::STOPS_EARLY && files.len() < rayon::current_num_threads();
+    let fold = |(index, path): (usize, &PathBuf)| {
+        fold_one::<R, F>(path, columns, pipeline, &|c| make(index, c))
+    };
+    let mut merged: Option<(Vec<String>, F)> = None;
+    // With files of different keys, the union of all files' keys.
+    let mut union: Option<BTreeSet<String>> = None;
+    for (window, chunk) in files.chunks(WINDOW_FILES).enumerate() {
+        let first = window * WINDOW_FILES;
+        let indexed = chunk.iter().enumerate().map(|(k, path)| (first + k, path));
+        // One file (most candidates) is folded here: the pool would only
+        // hand it to a worker and wake this thread again when it is done.
+        let results: Vec<Result<(Vec<String>, F), AuditError>> = if chunk.len() == 1 {
+            indexed.map(fold).collect()
+        } else {
+            let indexed: Vec<(usize, &PathBuf)> = indexed.collect();
+            indexed.into_par_iter().map(fold).collect()
+        };
+        // Taken in file order, so the error reported is the first file's.
+        for (path, result) in chunk.iter().zip(results) {
+            let (own, fold) = result?;
+            if let Some(union) = &mut union {
+                union.extend(own);
+                continue;
+            }
+            let Some((expected, into)) = &mut merged else {
+                merged = Some((own, fold));
+                continue;
+            };
+            if own == *expected {
+                into.append(fold);
+            } else if !R::UNION {
+                return Err(AuditError::HeaderMismatch {
+                    path: path.clone(),
+                    expected: expected.clone(),
+                    found: own,
+                });
+            } else if !uniform {
+                // Folds that resolved their columns per file merge whatever
+                // each file's keys; the columns are their union.
+                let mut all: BTreeSet<String> = expected.drain(..).collect();
+                all.extend(own);
+                *expected = all.into_iter().collect();
+                into.append(fold);
+            } else {
+                let mut all: BTreeSet<String> = expected.drain(..).collect();
+                all.extend(own);
+                union = Some(all);
+                merged = None;
+            }
+        }
+    }
+    if let Some(union) = union {
+        return Ok(Merged::Mixed(union.into_iter().collect()));
+    }
+    Ok(match merged {
+        Some((columns, fold)) => Merged::Done(columns, fold),
+        None => {
+            let columns = columns.map(<[String]>::to_vec).unwrap_or_default();
+            let fold = make(0, &columns);
+            Merged::Done(columns, fold)
+        }
+    })
+}
+
+/// Checks that every Parquet file has the first file's columns with the
+/// same types (nullability aside), reading only their footers; the error
+/// names the first file and column that differ.
+fn same_schema(files: &[PathBuf]) -> Result<(), AuditError> {
+    type Types = std::collections::BTreeMap<String, String>;
+    let types = |path: &PathBuf| -> Result<Types, AuditError> {
+        let file = ParquetFile::open(path)?;
+        Ok(file
+            .schema()
+            .fields()
+            .iter()
+            .map(|field| (field.name().clone(), field.data_type().to_string()))
+            .collect())
+    };
+    // A window of footers at a time: only the first file's types are kept.
+    let mut want: Option<Types> = None;
+    for chunk in files.chunks(WINDOW_FILES) {
+        let opened: Vec<Result<Types, AuditError>> = chunk.par_iter().map(types).collect();
+        for (path, found) in chunk.iter().zip(opened) {
+            let found = found?;
+            let Some(want) = &want else {
+                want = Some(found);
+                continue;
+            };
+            let names: BTreeSet<&String> = want.keys().chain(found.keys()).collect();
+            for name in names {
+                let (a, b) = (want.get(name), found.get(name));
+                if a != b {
+                    return Err(AuditError::SchemaMismatch {
+                        path: path.clone(),
+                        column: name.clone(),
+                        expected: a.cloned().unwrap_or_else(|| "no such column".to_owned()),
+                        found: b.cloned().unwrap_or_else(|| "no such column".to_owned()),
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Streams a Parquet file's rows through `make(columns)`'s accumulator:
+/// with `pipeline`, in parts on every core if the fold takes them
+/// ([`RowFold::PARTS`]); on this thread otherwise.
+fn fold_parquet<F: RowFold>(
+    path: &Path,
+    pipeline: bool,
+    make: &dyn Fn(&[String]) -> F,
+) -> Result<(Vec<String>, F), AuditError> {
+    let file = ParquetFile::open(path)?;
+    if pipeline && F::PARTS {
+        let threads = std::thread::available_parallelism().map_or(1, usize::from);
+        let fold = file.fold_in_parts(threads, make)?;
+        return Ok((file.columns.clone(), fold));
+    }
+    let mut fold = make(&file.columns);
+    file.fold_here(&mut fold)?;
+    Ok((file.columns.clone(), fold))
+}
+
+/// Folds one file. `columns` (JSON Lines only) fixes the file's columns to a
+/// superset of its keys; otherwise they are discovered while reading.
+/// `pipeline` lets a large CSV file be parsed and folded on separate threads
+/// (then `satisfied` is not consulted).
+pub(crate) fn fold_file<F: RowFold>(
+    path: &Path,
+    format: Format,
+    columns: Option<&[String]>,
+    pipeline: bool,
+    make: &dyn Fn(&[String]) -> F,
+) -> Result<(Vec<String>, F), AuditError> {
+    match format {
+        Format::Csv => fold_one::<Csv, F>(path, columns, pipeline, make),
+        Format::Jsonl => fold_one::<Jsonl, F>(path, columns, pipeline, make),
+        Format::Parquet => fold_one::<Parquet, F>(path, columns, pipeline, make),
+    }
+}
+
+/// [`fold_file`] with the reader `R`.
+fn fold_one<R: Reader, F: RowFold>(
+    path: &Path,
+    columns: Option<&[String]>,
+    pipeline: bool,
+    make: &dyn Fn(&[String]) -> F,
+) -> Result<(Vec<String>, F), AuditError> {
+    let (columns, mut fold) = R::fold_rows(path, columns, pipeline, make)?;
+    fold.finish();
+    Ok((columns, fold))
+}
+
+/// Opens a file for reading, naming it in the error.
+pub(super) fn open(path: &Path) -> Result<File, AuditError> {
+    File::open(path).map_err(|source| io_error(path, source))
+}
+
+pub(super) fn io_error(path: &Path, source: std::io::Error) -> AuditError {
+    AuditError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A record or value of `path` at `place` over `limit` bytes.
+pub(super) fn too_large(path: &Path, place: String, what: String, limit: usize) -> AuditError {
+    AuditError::TooLarge {
+        path: path.to_path_buf(),
+        place,
+        what,
+        limit,
+    }
+}
+
+pub(super) fn parse_error(path: &Path, line: u64, message: String) -> AuditError {
+    AuditError::Parse {
+        path: path.to_path_buf(),
+        line,
+        message,
+    }
+}
+
+/// Parsed rows on their way from the parsing thread to the folding threads:
+/// all rows' bytes in one buffer, reused from batch to batch.
+pub(crate) struct Batch {
+    pub(crate) data: Vec<u8>,
+    /// `width` spans per row, row after row.
+    pub(crate) spans: Vec<Span>,
+    /// Each row's line (Parquet: its 1-based row in the file).
+    pub(crate) lines: Vec<u64>,
+    /// The file's estimated rows, passed on with the batch it was made in.
+    pub(crate) expect: Option<u64>,
+}
+
+impl Batch {
+    pub(crate) fn new() -> Self {
+        Self {
+            data: Vec::new(),
+            spans: Vec::new(),
+            lines: Vec::new(),
+            expect: None,
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.data.clear();
+        self.spans.clear();
+        self.lines.clear();
+        self.expect = None;
+    }
+
+    pub(crate) fn fold_into<F: RowFold>(&self, fold: &mut F) {
+        if let Some(rows) = self.expect {
+            fold.expect_rows(rows);
+        }
+        let width = self.spans.len() / self.lines.len().max(1);
+        for (index, &line) in self.lines.iter().enumerate() {
+            let spans = self
+                .spans
+                .get(index * width..(index + 1) * width)
+                .unwrap_or_default();
+            fold.row(&Row {
+                line,
+                data: &self.data,
+                spans,
+            });
+        }
+    }
+}
+
+/// Estimates a file's rows from its size once a sample of rows is read.
+pub(super) struct RowEstimate {
+    /// The file's size; 0 if unknown, which disables the estimate.
+    size: u64,
+    rows: u64,
+    /// The estimate, until taken.
+    ready: Option<u64>,
+}
+
+impl RowEstimate {
+    /// Rows read before estimating: enough to average out odd first rows.
+    const SAMPLE: u64 = 4096;
+
+    pub(super) fn new(file: &File) -> Self {
+        Self {
+            size: file.metadata().map_or(0, |m| m.len()),
+            rows: 0,
+            ready: None,
+        }
+    }
+
+    /// The file's size in bytes; 0 if unknown.
+    pub(super) fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Counts a row that ends `read` bytes into the file.
+    pub(super) fn row(&mut self, read: u64) {
+        self.rows += 1;
+        if self.rows == Self::SAMPLE && self.size > 0 && read > 0 {
+            let total = u128::from(self.size) * u128::from(self.rows) / u128::from(read);
+            self.ready = Some(u64::try_from(total).unwrap_or(u64::MAX));
+        }
+    }
+
+    /// The estimate, once.
+    pub(super) fn take(&mut self) -> Option<u64> {
+        self.ready.take()
+    }
+}
+
+#[cfg(test)]
+mod tests;
