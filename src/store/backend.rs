@@ -81,7 +81,7 @@ pub struct Object {
 ///   neither is conditional (S3 has no conditional delete), and a missing
 ///   key is not an error.
 ///
-/// `contract` holds the tests every backend passes.
+/// `tests/it/store_contract` holds the tests every backend passes.
 pub trait Backend: Send + Sync {
     /// Creates `key` with `bytes` only if it does not exist.
     fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError>;
@@ -820,21 +820,6 @@ mod tests {
         assert_eq!(winners.len(), 1);
         assert_eq!(b.get("d/p/log/k").unwrap().unwrap(), vec![winners[0]]);
         assert_eq!(all_entries(&tmp.path().join("d/p/log")), vec!["k"]);
-    }
-
-    // issue 13: one contract for every backend; the filesystem keeps it,
-    // races included (link and flock are atomic across processes).
-    #[test]
-    fn fs_backend_keeps_the_contract() {
-        let dirs = Mutex::new(Vec::new());
-        let make = || -> Arc<dyn Backend> {
-            let tmp = tempfile::tempdir().unwrap();
-            let b = Arc::new(FsBackend::new(tmp.path()));
-            dirs.lock().unwrap().push(tmp);
-            b
-        };
-        crate::store::contract::run(crate::store::contract::CHECKS, &make);
-        crate::store::contract::run(crate::store::contract::RACES, &make);
     }
 
     // issue 13: a conditional replace checks the version and writes under

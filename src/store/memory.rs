@@ -1,7 +1,8 @@
 //! An in-memory [`Backend`]: the whole store in one map behind one mutex.
 //!
 //! Every operation is atomic (it holds the lock throughout), which makes it
-//! the reference the other backends are held to by the contract tests, and
+//! the reference the other backends are held to by the contract tests
+//! (`tests/it/store_contract`), and
 //! the place to prove the protocol's races (token allocation, the fenced
 //! commit) under many threads: moto's conditional checks are not atomic
 //! under heavy races and the filesystem is slow to race on.
@@ -225,60 +226,5 @@ where
     }
     fn delete_prefix(&self, prefix: &str) -> Result<(), StoreError> {
         self.inner.delete_prefix(prefix)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use super::*;
-    use crate::store::contract::{self, Jitter};
-
-    // issue 13: the in-memory backend keeps the same contract as the
-    // filesystem's, and proves the protocol's races.
-    #[test]
-    fn memory_backend_keeps_the_contract() {
-        let make = || -> Arc<dyn Backend> { Arc::new(MemoryBackend::new()) };
-        contract::run(contract::CHECKS, &make);
-        contract::run(contract::RACES, &make);
-    }
-
-    // issue 13: markers and certifications are replaced whole by
-    // create-or-replace-the-version-read; racing writers (two engines
-    // marking one instance) never fail, never lose the key, and the last
-    // one's bytes stand whole.
-    #[test]
-    fn racing_replacements_leave_one_whole_write() {
-        let b = Jitter(MemoryBackend::new());
-        std::thread::scope(|s| {
-            for i in 0..6u8 {
-                let b = &b;
-                s.spawn(move || {
-                    for j in 0..10u8 {
-                        let bytes = vec![i; 64 + usize::from(j)];
-                        crate::store::backend::put_replacing(b, "_instances/t/p.json", &bytes)
-                            .unwrap();
-                        let now = b
-                            .get("_instances/t/p.json")
-                            .unwrap()
-                            .expect("never missing");
-                        assert!(now.iter().all(|&x| x == now[0]), "a torn write");
-                    }
-                });
-            }
-        });
-        let last = b.get("_instances/t/p.json").unwrap().unwrap();
-        assert!(last.iter().all(|&x| x == last[0]) && last.len() >= 64);
-    }
-
-    // issue 13: random pauses between every step of racing token
-    // allocations and fenced commits interleave them in every order.
-    #[test]
-    fn protocol_races_hold_with_jitter() {
-        let make = || -> Arc<dyn Backend> { Arc::new(Jitter(MemoryBackend::new())) };
-        for _ in 0..3 {
-            contract::run(contract::RACES, &make);
-        }
     }
 }

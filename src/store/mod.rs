@@ -7,7 +7,7 @@
 //! leaves nothing to clean up before others can go on, and an object store
 //! with conditional PUT can implement the same trait.
 //!
-//! Backends ([`Backend`], held to one contract by [`contract`]): the
+//! Backends ([`Backend`], held to one contract by `tests/it/store_contract`): the
 //! filesystem ([`FsBackend`]), memory ([`MemoryBackend`]) and, with the `s3`
 //! feature, S3 (`s3::S3Backend`). Typed stores over them: the partition's
 //! tokens, claims, leases and commit log ([`PartitionStore`]), instance
@@ -49,8 +49,6 @@
 pub mod allocation;
 pub mod backend;
 pub mod certs;
-#[doc(hidden)]
-pub mod contract;
 pub mod delta;
 pub mod epoch;
 pub mod error;

@@ -48,6 +48,7 @@ mod slo;
 mod slurm;
 #[cfg(feature = "s3")]
 mod store_budget;
+mod store_contract;
 mod store_integrity;
 #[cfg(feature = "s3")]
 mod store_stall;

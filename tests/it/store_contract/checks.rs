@@ -1,98 +1,24 @@
-//! The contract every [`Backend`] keeps, as checks any test can run against
-//! a fresh, empty backend: the filesystem and memory backends run them in
-//! the unit tests, the S3 backend in `tests/it/s3.rs` against a real S3
-//! protocol server.
-//!
-//! [`CHECKS`] are the single-writer semantics plus light concurrency that
-//! any backend must survive; [`RACES`] hammer the protocol (many threads
-//! allocating tokens and committing at once) and are run where conditional
-//! writes are truly atomic (memory, filesystem), since moto's are not under
-//! heavy races. [`Jitter`] widens the windows between a protocol's steps.
-//!
-//! The checks panic on a broken promise: they are test code that lives in
-//! the library so that integration tests can reach them.
+//! The checks of the store contract, each a function of a fresh, empty
+//! backend that panics on a broken promise; `super` turns each into one
+//! test per backend. [`Jitter`] widens the windows between a protocol's
+//! steps.
 
-// Every check has one signature (a fresh backend, owned), so that they fit
-// one table; most only borrow it.
+// Every check has one signature (a fresh backend, owned), so that one macro
+// runs them all; most only borrow it.
 #![allow(clippy::needless_pass_by_value)]
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use crate::store::backend::{Backend, Object, ObjectMeta, Version};
-use crate::store::error::{PublishError, StoreError};
-use crate::store::log::{CommitKind, NewCommit};
-use crate::store::{FencingToken, TokenOwner, Warehouse};
-
-/// A named check on a fresh, empty backend.
-pub type Check = (&'static str, fn(Arc<dyn Backend>));
-
-/// What every backend must do.
-pub const CHECKS: &[Check] = &[
-    ("put_if_absent_creates_once", put_if_absent_creates_once),
-    ("get_object_has_metadata", get_object_has_metadata),
-    (
-        "replace_only_at_the_expected_version",
-        replace_only_at_the_expected_version,
-    ),
-    (
-        "put_overwrites_whatever_is_there",
-        put_overwrites_whatever_is_there,
-    ),
-    (
-        "list_is_a_sorted_directory_view",
-        list_is_a_sorted_directory_view,
-    ),
-    (
-        "list_objects_is_recursive_with_metadata",
-        list_objects_is_recursive_with_metadata,
-    ),
-    (
-        "list_after_starts_after_a_name",
-        list_after_starts_after_a_name,
-    ),
-    ("files_round_trip", files_round_trip),
-    ("delete_and_delete_prefix", delete_and_delete_prefix),
-    ("bad_keys_are_refused", bad_keys_are_refused),
-    (
-        "protocol_tokens_and_fenced_commit",
-        protocol_tokens_and_fenced_commit,
-    ),
-];
-
-/// The protocol's races, for backends whose conditional writes are atomic
-/// (moto's are not under concurrent requests: a race there can have two
-/// winners, so S3 runs only [`CHECKS`]).
-pub const RACES: &[Check] = &[
-    (
-        "concurrent_put_if_absent_has_one_winner",
-        concurrent_put_if_absent_has_one_winner,
-    ),
-    ("race_put_if_absent_many_keys", race_put_if_absent_many_keys),
-    ("race_replace_loses_no_update", race_replace_loses_no_update),
-    (
-        "race_token_allocation_is_dense_and_unique",
-        race_token_allocation_is_dense_and_unique,
-    ),
-    (
-        "race_fenced_commit_keeps_tokens_increasing",
-        race_fenced_commit_keeps_tokens_increasing,
-    ),
-];
-
-/// Runs `checks`, each on a fresh backend from `make`, naming the one that
-/// failed.
-pub fn run(checks: &[Check], make: &dyn Fn() -> Arc<dyn Backend>) {
-    for (name, check) in checks {
-        eprintln!("contract: {name}");
-        check(make());
-    }
-}
+use weir::store::{
+    Backend, CommitKind, FencingToken, NewCommit, Object, ObjectMeta, PublishError, StoreError,
+    TokenOwner, Version, Warehouse,
+};
 
 /// A backend that sleeps a random few microseconds before every call, so
 /// that the steps of racing protocol runs interleave in every order.
-pub struct Jitter<B>(pub B);
+pub(crate) struct Jitter<B>(pub(crate) B);
 
 impl<B: Backend> Jitter<B> {
     fn pause(&self) {
@@ -140,7 +66,7 @@ impl<B: Backend> Backend for Jitter<B> {
     }
 }
 
-fn put_if_absent_creates_once(b: Arc<dyn Backend>) {
+pub(crate) fn put_if_absent_creates_once(b: Arc<dyn Backend>) {
     assert!(b.put_if_absent("d/p/log/k", b"first").unwrap());
     assert!(!b.put_if_absent("d/p/log/k", b"second").unwrap());
     assert_eq!(b.get("d/p/log/k").unwrap().unwrap(), b"first");
@@ -150,7 +76,7 @@ fn put_if_absent_creates_once(b: Arc<dyn Backend>) {
     assert_eq!(b.get("d/p/empty").unwrap().unwrap(), b"");
 }
 
-fn get_object_has_metadata(b: Arc<dyn Backend>) {
+pub(crate) fn get_object_has_metadata(b: Arc<dyn Backend>) {
     let before = jiff::Timestamp::now();
     assert!(b.put_if_absent("a/k", b"hello").unwrap());
     let o = b.get_object("a/k").unwrap().unwrap();
@@ -168,7 +94,7 @@ fn get_object_has_metadata(b: Arc<dyn Backend>) {
     assert!(b.get_object("a/none").unwrap().is_none());
 }
 
-fn replace_only_at_the_expected_version(b: Arc<dyn Backend>) {
+pub(crate) fn replace_only_at_the_expected_version(b: Arc<dyn Backend>) {
     assert!(b.put_if_absent("lease", b"v1").unwrap());
     let v1 = b.get_object("lease").unwrap().unwrap().meta.version;
     let v2 = b
@@ -193,7 +119,7 @@ fn replace_only_at_the_expected_version(b: Arc<dyn Backend>) {
     assert_eq!(b.get("lease").unwrap().unwrap(), b"v3");
 }
 
-fn put_overwrites_whatever_is_there(b: Arc<dyn Backend>) {
+pub(crate) fn put_overwrites_whatever_is_there(b: Arc<dyn Backend>) {
     b.put("a/lease", b"beat 1").unwrap();
     let v1 = b.get_object("a/lease").unwrap().unwrap().meta.version;
     b.put("a/lease", b"beat 2").unwrap();
@@ -214,7 +140,7 @@ fn put_overwrites_whatever_is_there(b: Arc<dyn Backend>) {
     ));
 }
 
-fn list_is_a_sorted_directory_view(b: Arc<dyn Backend>) {
+pub(crate) fn list_is_a_sorted_directory_view(b: Arc<dyn Backend>) {
     for k in ["a/c", "a/b", "a/d/e", "a/x-1", "a/x/y", "z"] {
         assert!(b.put_if_absent(k, b"x").unwrap());
     }
@@ -228,7 +154,7 @@ fn list_is_a_sorted_directory_view(b: Arc<dyn Backend>) {
     assert_eq!(b.list("a/x").unwrap(), vec!["y"]);
 }
 
-fn list_after_starts_after_a_name(b: Arc<dyn Backend>) {
+pub(crate) fn list_after_starts_after_a_name(b: Arc<dyn Backend>) {
     for k in [
         "l/0001.json",
         "l/0002.json",
@@ -252,21 +178,9 @@ fn list_after_starts_after_a_name(b: Arc<dyn Backend>) {
 
 /// A candidate's file goes up and comes back byte for byte, a large one
 /// (past one multipart part) included; a missing object is `false`.
-fn files_round_trip(b: Arc<dyn Backend>) {
-    // (The contract ships in the library, without the test-only tempfile.)
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let root = std::env::temp_dir().join(format!("weir-contract-{}-{nanos}", std::process::id()));
-    std::fs::create_dir_all(&root).unwrap();
-    struct Gone(std::path::PathBuf);
-    impl Drop for Gone {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let dir = Gone(root);
-    let dir = &dir.0;
+pub(crate) fn files_round_trip(b: Arc<dyn Backend>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let small = dir.join("small.csv");
     std::fs::write(&small, b"id\n1\n").unwrap();
     let large = dir.join("large.csv");
@@ -288,10 +202,10 @@ fn files_round_trip(b: Arc<dyn Backend>) {
     );
     assert!(!b.get_file("f/none.csv", &dir.join("none")).unwrap());
     // Checked uploads: `true` only for the bytes the sum describes.
-    let sum = crate::store::FileSum::of(&small, "small.csv").unwrap();
+    let sum = weir::store::FileSum::of(&small, "small.csv").unwrap();
     b.put_file_checked("f/checked.csv", &small, &sum).unwrap();
     assert_eq!(b.get("f/checked.csv").unwrap().unwrap(), b"id\n1\n");
-    let wrong = crate::store::FileSum {
+    let wrong = weir::store::FileSum {
         sha256: format!("sha256:{}", "0".repeat(64)),
         ..sum
     };
@@ -301,7 +215,7 @@ fn files_round_trip(b: Arc<dyn Backend>) {
     );
 }
 
-fn list_objects_is_recursive_with_metadata(b: Arc<dyn Backend>) {
+pub(crate) fn list_objects_is_recursive_with_metadata(b: Arc<dyn Backend>) {
     for (k, v) in [
         ("r/1", &b"a"[..]),
         ("r/2/x", b"bb"),
@@ -334,7 +248,7 @@ fn list_objects_is_recursive_with_metadata(b: Arc<dyn Backend>) {
     assert!(b.list_objects("none").unwrap().is_empty());
 }
 
-fn delete_and_delete_prefix(b: Arc<dyn Backend>) {
+pub(crate) fn delete_and_delete_prefix(b: Arc<dyn Backend>) {
     for k in [
         "d/p/attempts/1/data/f",
         "d/p/attempts/1/c",
@@ -361,7 +275,7 @@ fn delete_and_delete_prefix(b: Arc<dyn Backend>) {
     assert_eq!(b.get("d/p/attempts/1/data/f").unwrap().unwrap(), b"y");
 }
 
-fn bad_keys_are_refused(b: Arc<dyn Backend>) {
+pub(crate) fn bad_keys_are_refused(b: Arc<dyn Backend>) {
     for key in [
         "../x",
         "/etc/passwd",
@@ -384,7 +298,7 @@ fn bad_keys_are_refused(b: Arc<dyn Backend>) {
     assert!(b.list_objects("").unwrap().is_empty());
 }
 
-fn concurrent_put_if_absent_has_one_winner(b: Arc<dyn Backend>) {
+pub(crate) fn concurrent_put_if_absent_has_one_winner(b: Arc<dyn Backend>) {
     // The volatile kind (liveness records) is exactly as atomic.
     for volatile in [false, true] {
         let n = 8u8;
@@ -450,7 +364,7 @@ fn warehouse(b: Arc<dyn Backend>) -> Warehouse {
     Warehouse::with_backend(b, std::env::temp_dir().join("weir-contract-unused"))
 }
 
-fn protocol_tokens_and_fenced_commit(b: Arc<dyn Backend>) {
+pub(crate) fn protocol_tokens_and_fenced_commit(b: Arc<dyn Backend>) {
     let p = warehouse(b).partition("d", "p");
     let t: Vec<FencingToken> = (1..=3)
         .map(|i| p.allocate_token(&owner(i)).unwrap())
@@ -468,7 +382,7 @@ fn protocol_tokens_and_fenced_commit(b: Arc<dyn Backend>) {
     assert_eq!(tokens, vec![1, 3]);
 }
 
-fn race_put_if_absent_many_keys(b: Arc<dyn Backend>) {
+pub(crate) fn race_put_if_absent_many_keys(b: Arc<dyn Backend>) {
     let (threads, keys) = (8usize, 40usize);
     let barrier = Barrier::new(threads);
     let won: Vec<Vec<usize>> = std::thread::scope(|s| {
@@ -498,7 +412,7 @@ fn race_put_if_absent_many_keys(b: Arc<dyn Backend>) {
     }
 }
 
-fn race_replace_loses_no_update(b: Arc<dyn Backend>) {
+pub(crate) fn race_replace_loses_no_update(b: Arc<dyn Backend>) {
     assert!(b.put_if_absent("counter", b"0").unwrap());
     let (threads, each) = (6u64, 15u64);
     std::thread::scope(|s| {
@@ -525,7 +439,7 @@ fn race_replace_loses_no_update(b: Arc<dyn Backend>) {
     assert_eq!(b.get("counter").unwrap().unwrap(), total.as_bytes());
 }
 
-fn race_token_allocation_is_dense_and_unique(b: Arc<dyn Backend>) {
+pub(crate) fn race_token_allocation_is_dense_and_unique(b: Arc<dyn Backend>) {
     let p = warehouse(b).partition("d", "p");
     let (threads, each) = (8u32, 8u32);
     let barrier = Barrier::new(threads as usize);
@@ -551,7 +465,7 @@ fn race_token_allocation_is_dense_and_unique(b: Arc<dyn Backend>) {
     assert_eq!(set, (1..=u64::from(threads * each)).collect());
 }
 
-fn race_fenced_commit_keeps_tokens_increasing(b: Arc<dyn Backend>) {
+pub(crate) fn race_fenced_commit_keeps_tokens_increasing(b: Arc<dyn Backend>) {
     let p = warehouse(b).partition("d", "p");
     let threads = 8;
     let barrier = Barrier::new(threads);
