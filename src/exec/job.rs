@@ -1,0 +1,215 @@
+//! One instance's job on its worker thread: pin, attempt, retry as the scheduler decides, and report back.
+
+use super::*;
+
+/// One attempt's worth of work for an attempt thread.
+pub(super) struct Job<'m> {
+    pub(super) task: &'m Task,
+    pub(super) partition: &'m str,
+    pub(super) attempt: u32,
+    /// Pinned on the first attempt and kept for retries: a retry reads the
+    /// same inputs (a new source snapshot is a new run, not a retry).
+    pub(super) snapshot: Option<InputSnapshot>,
+    pub(super) first: bool,
+    pub(super) force: bool,
+    pub(super) resume_since: Option<i64>,
+    pub(super) upstream_only: bool,
+    pub(super) allow_uncertified: bool,
+}
+
+impl Job<'_> {
+    /// The command runs holding one of `slots`.
+    pub(super) fn run(
+        self,
+        cx: &Context<'_>,
+        slots: &pool::Slots,
+    ) -> (Option<InputSnapshot>, Outcome) {
+        let (task, partition) = (self.task, self.partition);
+        // An operator decision from an earlier run, read once per instance.
+        let mark = if self.first {
+            match marks::read(&cx.warehouse, &task.name, partition) {
+                Ok(mark) => mark,
+                Err(e) => {
+                    return (
+                        None,
+                        Outcome::Engine(format!(
+                            "cannot read the instance's marker: {}",
+                            attempt::chain(&e)
+                        )),
+                    )
+                }
+            }
+        } else {
+            None
+        };
+        if let Some(mark) = mark
+            .as_ref()
+            .filter(|m| matches!(m.mark, Mark::Held | Mark::Abandoned | Mark::Accepted))
+        {
+            // An accepted gap is consumed as a gap (`crate::inputs::pin`).
+            let consumable = mark.mark == Mark::Accepted
+                || mark.mark == Mark::Held
+                    && matches!(
+                        cx.warehouse
+                            .partition(&task.output.dataset, partition)
+                            .latest(),
+                        Ok(Some(_))
+                    );
+            return (
+                None,
+                Outcome::Marked {
+                    mark: mark.clone(),
+                    consumable,
+                },
+            );
+        }
+        if self.snapshot.is_none() {
+            match readiness::check(cx.manifest, task, partition) {
+                readiness::Readiness::Ready => {}
+                readiness::Readiness::NotYet(n) => return (None, Outcome::NotReady(n)),
+                readiness::Readiness::Failed(f) => return (None, Outcome::SensorFailed(f)),
+            }
+        }
+        let snapshot = match self.snapshot {
+            Some(s) => s,
+            None => match crate::inputs::pin(
+                cx.manifest,
+                &cx.warehouse,
+                task,
+                partition,
+                self.allow_uncertified,
+                cx.now,
+            ) {
+                Ok(s) => s,
+                Err(e) if e.is_external() => {
+                    // Nothing holds it but the missing file: the next run
+                    // pins it once the file is there (`weir retry` would
+                    // find no marker to release).
+                    return (
+                        None,
+                        Outcome::Unpinned(format!(
+                            "{}; put it in place, then `weir run {} --task {} --partition {}`",
+                            e.describe(),
+                            crate::partition::shell_word(&cx.manifest.path.display().to_string()),
+                            task.name,
+                            crate::partition::shell_word(partition)
+                        )),
+                    );
+                }
+                Err(e) => return (None, Outcome::Unpinned(e.describe())),
+            },
+        };
+        let code_version = &task.code_version;
+        let fingerprint = cx.fingerprint(task);
+        if let Some(mark) = mark {
+            // A new gate, script or command is a new question: the
+            // quarantine the old code caused does not stand.
+            let same = mark
+                .changed_since(&snapshot.digest(), code_version, fingerprint)
+                .is_empty();
+            if mark.mark == Mark::Quarantined && same && !self.force {
+                return (
+                    Some(snapshot),
+                    Outcome::Marked {
+                        mark,
+                        consumable: false,
+                    },
+                );
+            }
+        }
+        // The log is read on every attempt, before a token is spent: a
+        // corrupt record refuses the instance here, not after its task ran.
+        let store = cx.warehouse.partition(&task.output.dataset, partition);
+        let latest = match store.latest() {
+            Ok(latest) => latest,
+            Err(e) => {
+                return (
+                    Some(snapshot),
+                    Outcome::Engine(format!(
+                        "cannot read the commit log of {} {partition}: {}",
+                        task.output.dataset,
+                        attempt::chain(&e)
+                    )),
+                )
+            }
+        };
+        // A resumed forced backfill: what the interrupted run (or any run
+        // since it started) published is not forced again.
+        if let (true, true, Some(since), Some(latest)) = (
+            self.first,
+            self.force && !self.upstream_only,
+            self.resume_since,
+            &latest,
+        ) {
+            let at = latest.published_at.parse::<jiff::Timestamp>();
+            if at.is_ok_and(|at| at.as_millisecond() >= since) {
+                cx.emit(
+                    State::AlreadyPublished,
+                    Event::instance(&task.name, partition)
+                        .detail(format!(
+                            "generation {} was published at {}, since the resumed run started: nothing to do",
+                            latest.generation, latest.published_at
+                        ))
+                        .data(already_published(latest)),
+                );
+                return (Some(snapshot), Outcome::AlreadyPublished);
+            }
+        }
+        // --force reruns the tasks asked for, never their upstream.
+        if self.first && (!self.force || self.upstream_only) {
+            if let Some(latest) = latest {
+                if self.upstream_only || is_current(&latest, &snapshot, code_version, fingerprint) {
+                    cx.emit(
+                        State::AlreadyPublished,
+                        Event::instance(&task.name, partition)
+                            .detail(format!(
+                                "generation {} has {} (code_version {}): nothing to do",
+                                latest.generation,
+                                if self.upstream_only {
+                                    "been published"
+                                } else {
+                                    "the same input snapshot"
+                                },
+                                latest.code_version
+                            ))
+                            .data(already_published(&latest)),
+                    );
+                    return (Some(snapshot), Outcome::AlreadyPublished);
+                }
+            }
+        }
+        let rerun = attempt::Rerun {
+            force: self.force && !self.upstream_only,
+            upstream_only: self.upstream_only,
+        };
+        let outcome = attempt::run(cx, task, partition, self.attempt, &snapshot, slots, rerun);
+        // An external input that moved since it was pinned is pinned again.
+        let keep = !matches!(
+            &outcome,
+            AttemptOutcome::Failed {
+                ending: Ending::InputMoved(_),
+                ..
+            }
+        );
+        (keep.then_some(snapshot), Outcome::Attempt(outcome))
+    }
+}
+
+/// What an ALREADY_PUBLISHED event names: the generation and the run that
+/// published it (a run that died before announcing it is found by it).
+pub(super) fn already_published(latest: &CommitRecord) -> serde_json::Value {
+    json!({
+        "generation": latest.generation.get(),
+        "run_id": latest.run_id,
+        "attempt": latest.attempt,
+    })
+}
+
+/// The text a panic was raised with (`panic!`'s formatted message).
+pub(super) fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("a panic without a message")
+}

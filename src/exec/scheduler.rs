@@ -1,0 +1,625 @@
+//! The run's scheduler: executes the decisions of [`super::machine::RunMachine`] on threads, one attempt per admitted instance, under the pools' limits.
+
+use super::*;
+
+pub(super) struct Scheduler<'c, 'a> {
+    pub(super) cx: &'c Context<'a>,
+    pub(super) plan: &'c Plan,
+    pub(super) options: &'c RunOptions,
+    pub(super) explicit: HashSet<&'c str>,
+    pub(super) status: Vec<Status>,
+    pub(super) attempts: Vec<u32>,
+    pub(super) snapshots: Vec<Option<InputSnapshot>>,
+    /// The code fingerprint of each instance's last launched command.
+    pub(super) codes: Vec<Option<String>>,
+    pub(super) backoffs: Vec<Option<Backoff>>,
+    /// Queueing, admission per pool, retries' backoff and skips: the
+    /// pure machine (`machine.rs`) this scheduler executes.
+    pub(super) machine: machine::RunMachine,
+    pub(super) task_pool: Vec<usize>,
+    /// The backoff of the retry `after_failure` just scheduled.
+    pub(super) retry_in: Duration,
+    pub(super) budget: RetryBudget,
+    pub(super) rng: fastrand::Rng,
+    pub(super) marker_errors: std::cell::RefCell<Vec<String>>,
+    /// The stop request seen, if any: nothing more is admitted.
+    pub(super) interrupted: Option<interrupt::Signal>,
+    /// Readiness checks that found each instance's inputs not ready.
+    pub(super) checks: Vec<u32>,
+    /// When `--wait` ends: rechecks stop then.
+    pub(super) wait_until: Option<Instant>,
+}
+
+impl<'c, 'a> Scheduler<'c, 'a> {
+    pub(super) fn new(
+        cx: &'c Context<'a>,
+        plan: &'c Plan,
+        options: &'c RunOptions,
+        explicit: HashSet<&'c str>,
+    ) -> Self {
+        let n = plan.instance_count();
+        let pools: Vec<&String> = plan.pools.keys().collect();
+        Scheduler {
+            cx,
+            plan,
+            options,
+            explicit,
+            status: (0..n).map(|_| Status::Waiting).collect(),
+            attempts: vec![0; n],
+            snapshots: (0..n).map(|_| None).collect(),
+            codes: (0..n).map(|_| None).collect(),
+            backoffs: (0..n).map(|_| None).collect(),
+            // Admit a few instances beyond the slots, so their pinning,
+            // token and staging are done by the time a slot frees up.
+            machine: machine::RunMachine::new(
+                plan.in_degrees(),
+                plan.pools
+                    .values()
+                    .map(|slots| slots.saturating_mul(ADMIT_PER_SLOT))
+                    .collect(),
+            ),
+            task_pool: plan
+                .tasks
+                .iter()
+                .map(|t| {
+                    pools
+                        .iter()
+                        .position(|p| **p == t.pool)
+                        .expect("every task's pool is in the plan")
+                })
+                .collect(),
+            retry_in: Duration::ZERO,
+            budget: RetryBudget::default(),
+            rng: options
+                .seed
+                .map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed),
+            marker_errors: std::cell::RefCell::new(Vec::new()),
+            interrupted: None,
+            checks: vec![0; n],
+            wait_until: options.wait.map(crate::clock::instant_after),
+        }
+    }
+
+    pub(super) fn names(&self, instance: usize) -> (&'c str, &'c str) {
+        let (t, i) = self.plan.locate(instance);
+        let task = &self.plan.tasks[t];
+        (task.name.as_str(), task.keys[i].as_str())
+    }
+
+    pub(super) fn enqueue(&self, instance: usize) {
+        let (task, partition) = self.names(instance);
+        // A recheck of an instance WAITING for its inputs is no new queueing.
+        let recheck = self.checks[instance] > 0 && self.attempts[instance] == 0;
+        if !recheck {
+            self.cx
+                .emit(State::Queued, Event::instance(task, partition));
+        }
+    }
+
+    pub(super) fn run(&mut self, pool_slots: &[pool::Slots]) {
+        // `None` on the channel: a stop request (SIGINT, SIGTERM) woke the
+        // loop, which blocks until a report, a stop or the next retry.
+        let (tx, rx) = mpsc::channel::<Option<Report>>();
+        let waker = std::sync::Mutex::new(tx.clone());
+        let _stops = interrupt::subscribe(move || {
+            let _ = waker.lock().unwrap_or_else(|p| p.into_inner()).send(None);
+        });
+        let epoch = Instant::now();
+        let ms = || u64::try_from(epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let dag = Dag {
+            plan: self.plan,
+            task_pool: self.task_pool.clone(),
+        };
+        self.interrupted = interrupt::requested();
+        let stop = self.interrupted.is_some() || self.cx.log_failed();
+        let mut actions = self.machine.begin(&dag, stop, ms());
+        std::thread::scope(|scope| loop {
+            let mut wait = None;
+            for action in std::mem::take(&mut actions) {
+                match action {
+                    machine::RunAction::Queue(id) => self.enqueue(id),
+                    machine::RunAction::Start(id) => {
+                        let slots = &pool_slots[machine::Graph::pool(&dag, id)];
+                        self.start(scope, id, tx.clone(), slots);
+                    }
+                    machine::RunAction::Skip { instance, cause } => self.skipped(instance, cause),
+                    machine::RunAction::WaitUntil(at) => wait = Some(at),
+                    machine::RunAction::Finished => return,
+                }
+            }
+            // Without evidence there is no run: admit nothing more once the
+            // event log refused a line, or once asked to stop (the running
+            // commands' watchdogs stop their trees).
+            if self.interrupted.is_none() {
+                self.interrupted = interrupt::requested();
+            }
+            if !self.machine.stopping() && (self.interrupted.is_some() || self.cx.log_failed()) {
+                actions = self.machine.step(&dag, machine::RunInput::Stop, ms());
+                continue;
+            }
+            let got = match wait.flatten() {
+                Some(at) => rx.recv_timeout(Duration::from_millis(at.saturating_sub(ms()))),
+                None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+            };
+            let input = match got {
+                Ok(Some(report)) => {
+                    let instance = report.instance;
+                    let verdict = match self.finish(report) {
+                        machine::Verdict::Retry { .. } => machine::Verdict::Retry {
+                            at: ms().saturating_add(
+                                u64::try_from(self.retry_in.as_millis()).unwrap_or(u64::MAX),
+                            ),
+                        },
+                        v => v,
+                    };
+                    machine::RunInput::Report { instance, verdict }
+                }
+                // Woken by a stop request, or a retry is due.
+                Ok(None) | Err(mpsc::RecvTimeoutError::Timeout) => machine::RunInput::Clock,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    unreachable!("the scheduler holds a sender")
+                }
+            };
+            // A report that lost the event log, or a stop that came with
+            // it, admits nothing after it.
+            if self.interrupted.is_none() {
+                self.interrupted = interrupt::requested();
+            }
+            if !self.machine.stopping() && (self.interrupted.is_some() || self.cx.log_failed()) {
+                // Attempts are running (this report's among them): no
+                // action but a wait can come of it.
+                let _ = self.machine.step(&dag, machine::RunInput::Stop, ms());
+            }
+            actions = self.machine.step(&dag, input, ms());
+        });
+    }
+
+    pub(super) fn start<'s>(
+        &mut self,
+        scope: &'s std::thread::Scope<'s, '_>,
+        id: usize,
+        tx: mpsc::Sender<Option<Report>>,
+        slots: &'s pool::Slots,
+    ) where
+        'c: 's,
+    {
+        self.attempts[id] += 1;
+        let attempt = self.attempts[id];
+        self.status[id] = Status::Running;
+        let (task_name, partition) = self.names(id);
+        let job = Job {
+            task: &self.cx.manifest.tasks[task_name],
+            partition,
+            attempt,
+            snapshot: self.snapshots[id].take(),
+            first: attempt == 1,
+            // What a `NAME+` reached through the mappings runs when what it
+            // reads changed (early cutoff), never forced.
+            force: self.options.force && {
+                let (t, i) = self.plan.locate(id);
+                self.plan.followed(t, i).is_none()
+            },
+            resume_since: self.options.resume_since,
+            upstream_only: !self.explicit.contains(task_name) || {
+                let (t, i) = self.plan.locate(id);
+                self.plan.is_added(t, i)
+            },
+            allow_uncertified: self.options.allow_uncertified,
+        };
+        let cx = self.cx;
+        scope.spawn(move || {
+            // A panic here (a bug in weir or a library, in this thread or a
+            // rayon worker of its audit) ends the instance, never the run:
+            // unreported, it would leave the scheduler waiting for it
+            // forever, deaf to SIGINT. Unwinding has released its slot,
+            // lease and staging copies (their `Drop`s).
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run(cx, slots)));
+            let (snapshot, outcome) = ran.unwrap_or_else(|panic| {
+                let reason = format!(
+                    "the engine panicked in attempt {attempt}: {}",
+                    panic_message(panic.as_ref())
+                );
+                (None, Outcome::Engine(reason))
+            });
+            let _ = tx.send(Some(Report {
+                instance: id,
+                snapshot,
+                outcome,
+            }));
+        });
+    }
+
+    /// What the report means for the instance (its events and markers
+    /// written); the machine decides what follows.
+    pub(super) fn finish(&mut self, report: Report) -> machine::Verdict {
+        let id = report.instance;
+        // The budget is a fraction of attempts launched, not of instances that
+        // turned out to have nothing to do.
+        if self.attempts[id] == 1 && matches!(report.outcome, Outcome::Attempt(_)) {
+            self.budget.record_first_attempt();
+        }
+        self.snapshots[id] = report.snapshot;
+        let (task_name, partition) = self.names(id);
+        let result = match report.outcome {
+            // A lost race that left the partition with what this attempt
+            // would have published (Stale and current) refused nothing that
+            // matters.
+            Outcome::AlreadyPublished
+            | Outcome::Attempt(
+                AttemptOutcome::AlreadyPublished | AttemptOutcome::Stale { current: true },
+            ) => InstanceResult::AlreadyPublished,
+            Outcome::Attempt(AttemptOutcome::Published { unsure }) => {
+                if let Err(e) = marks::clear(&self.cx.warehouse, task_name, partition) {
+                    let why = format!(
+                        "cannot clear the marker of {task_name} {partition}: {}",
+                        chain(&e)
+                    );
+                    eprintln!("error: {why}");
+                    self.marker_errors.borrow_mut().push(why);
+                }
+                match unsure {
+                    // Published, as the reread log shows; the engine still
+                    // failed at its own work, and says so with exit 5.
+                    Some(e) => {
+                        self.engine_failed(id, &format!("published, but the commit reported: {e}"));
+                        // Downstream may use it: it is published.
+                        self.status[id] = Status::Done(InstanceResult::EngineFailed(format!(
+                            "published, but the commit reported: {e}"
+                        )));
+                        return machine::Verdict::Release;
+                    }
+                    None => InstanceResult::Published,
+                }
+            }
+            Outcome::Engine(reason)
+            | Outcome::Attempt(AttemptOutcome::Failed {
+                ending: Ending::Engine(reason),
+                ..
+            }) => {
+                self.engine_failed(id, &reason);
+                InstanceResult::EngineFailed(reason)
+            }
+            Outcome::Marked { mark, consumable } => {
+                let release = format!(
+                    "release with `weir retry {} {task_name} --partition {} --note ...`",
+                    crate::partition::shell_word(&self.cx.manifest.path.display().to_string()),
+                    crate::partition::shell_word(partition)
+                );
+                // The event's state and the summary's column name the mark:
+                // the text must not repeat it ("HELD HELD since …").
+                let why = format!("since run {}: {}", mark.run_id, mark.reason);
+                let (state, result) = match mark.mark {
+                    Mark::Held => (State::Held, InstanceResult::Held(why.clone())),
+                    Mark::Quarantined => {
+                        (State::Quarantined, InstanceResult::Quarantined(why.clone()))
+                    }
+                    Mark::Abandoned => (State::Skipped, InstanceResult::Skipped(why.clone())),
+                    Mark::Accepted => (State::Accepted, InstanceResult::Skipped(why.clone())),
+                };
+                let consumed = match (consumable, mark.mark) {
+                    (true, Mark::Accepted) => {
+                        "; downstream instances that read it among other partitions run without it"
+                    }
+                    (true, _) => "; its published generation stays readable downstream",
+                    _ => "",
+                };
+                self.cx.emit(
+                    state,
+                    Event::instance(task_name, partition)
+                        .detail(format!("{why}; {release}{consumed}")),
+                );
+                if consumable {
+                    // HELD means "do not rebuild": what it published is
+                    // still the partition's generation, and downstream
+                    // instances pinned to another one rebuild from it.
+                    self.status[id] = Status::Done(match mark.mark {
+                        Mark::Accepted => result,
+                        _ => InstanceResult::Held(format!("{why}{consumed}")),
+                    });
+                    return machine::Verdict::Release;
+                }
+                result
+            }
+            Outcome::Attempt(AttemptOutcome::Stale { current: false }) => {
+                InstanceResult::RejectedStale
+            }
+            Outcome::NotReady(not_ready) => return self.not_ready(id, &not_ready),
+            Outcome::SensorFailed(failure) => self.sensor_failed(id, &failure),
+            Outcome::Unpinned(reason) => {
+                self.cx.emit(
+                    State::Held,
+                    Event::instance(task_name, partition)
+                        .detail(format!("inputs unavailable: {reason}")),
+                );
+                InstanceResult::Held(reason)
+            }
+            Outcome::Attempt(AttemptOutcome::Failed {
+                ending: Ending::Interrupted(_),
+                token,
+                reason,
+                ..
+            }) => {
+                self.cx.emit(
+                    State::Interrupted,
+                    Event::instance(task_name, partition)
+                        .attempt(self.attempts[id], token.map(|t| t.get()))
+                        .detail(format!(
+                            "{reason}; its process tree is stopped, no marker: the next run runs it"
+                        )),
+                );
+                // Downstream instances were not started: they are listed
+                // as left undone, not SKIPPED.
+                self.status[id] = Status::Done(InstanceResult::Interrupted(reason));
+                return machine::Verdict::Stopped;
+            }
+            Outcome::Attempt(AttemptOutcome::Failed {
+                ending,
+                token,
+                reason,
+                code,
+            }) => {
+                // A marker names the code that failed, not the run's.
+                self.codes[id] = code;
+                match self.after_failure(id, &ending, token.map(|t| t.get()), &reason) {
+                    Some(result) => result,
+                    None => {
+                        self.status[id] = Status::Waiting;
+                        return machine::Verdict::Retry { at: 0 };
+                    }
+                }
+            }
+        };
+        let ok = result.is_ok();
+        self.status[id] = Status::Done(result);
+        if ok {
+            machine::Verdict::Release
+        } else {
+            machine::Verdict::Block
+        }
+    }
+
+    /// The engine failed at its own work for this instance: an event, no
+    /// marker (nothing about the task is known), no retry spent.
+    pub(super) fn engine_failed(&self, id: usize, reason: &str) {
+        let (task_name, partition) = self.names(id);
+        self.cx.emit(
+            State::EngineFailed,
+            Event::instance(task_name, partition).detail(format!(
+                "{reason}; not the task's failure: no retry spent, no marker; the run exits 5"
+            )),
+        );
+    }
+
+    /// Decides what a failure gets; `None` means a retry was scheduled.
+    pub(super) fn after_failure(
+        &mut self,
+        id: usize,
+        ending: &Ending,
+        token: Option<u64>,
+        reason: &str,
+    ) -> Option<InstanceResult> {
+        let (task_name, partition) = self.names(id);
+        let task = &self.cx.manifest.tasks[task_name];
+        let rule = classify::rule(task, ending);
+        let (disposition, class, kind) = classify::resolve(self.cx.manifest, task, &rule);
+        let attempt = self.attempts[id];
+        let event = || Event::instance(task_name, partition).attempt(attempt, token);
+        match disposition {
+            Disposition::Retry if attempt < class.max_attempts => {
+                if self.budget.try_take() {
+                    let rng = fastrand::Rng::with_seed(self.rng.u64(..));
+                    let backoff =
+                        self.backoffs[id].get_or_insert_with(|| Backoff::new(class.backoff, rng));
+                    let delay = backoff.next().unwrap_or(Duration::ZERO);
+                    self.cx.emit(
+                        State::Retrying,
+                        event()
+                            .detail(format!(
+                                "{kind} failure ({reason}); attempt {} of {} in {}",
+                                attempt + 1,
+                                class.max_attempts,
+                                crate::manifest::duration::human(delay)
+                            ))
+                            .data(
+                                Payload::Retrying(payload::Retrying {
+                                    class: kind.clone(),
+                                    delay_ms: delay.as_millis() as u64,
+                                    next_attempt: attempt + 1,
+                                })
+                                .to_json(),
+                            ),
+                    );
+                    self.retry_in = delay;
+                    return None;
+                }
+                let why = format!(
+                    "{kind} failure ({reason}) but the run's retry budget is spent ({} retries): held for an operator",
+                    self.budget.used()
+                );
+                self.cx.emit(
+                    State::Held,
+                    event().detail(why.clone()).data(
+                        Payload::Decided(payload::Decided {
+                            class: kind.clone(),
+                            budget_spent: true,
+                        })
+                        .to_json(),
+                    ),
+                );
+                self.mark(id, Mark::Held, &why);
+                Some(InstanceResult::Held(why))
+            }
+            Disposition::Retry => {
+                let why = format!(
+                    "{kind} failure ({reason}) after {attempt} of {} attempts",
+                    class.max_attempts
+                );
+                self.terminal(id, class.on_exhausted, event(), why, &kind)
+            }
+            other => self.terminal(
+                id,
+                other,
+                event(),
+                format!("{kind} failure: {reason}"),
+                &kind,
+            ),
+        }
+    }
+
+    pub(super) fn terminal(
+        &self,
+        id: usize,
+        disposition: Disposition,
+        event: Event,
+        why: String,
+        kind: &classify::FailureClass,
+    ) -> Option<InstanceResult> {
+        let data = Payload::Decided(payload::Decided {
+            class: kind.clone(),
+            budget_spent: false,
+        })
+        .to_json();
+        let mark = if disposition == Disposition::Hold {
+            Mark::Held
+        } else {
+            Mark::Quarantined
+        };
+        self.mark(id, mark, &why);
+        if disposition == Disposition::Hold {
+            self.cx.emit(
+                State::Held,
+                event
+                    .detail(format!("{why}: held for an operator"))
+                    .data(data),
+            );
+            Some(InstanceResult::Held(why))
+        } else {
+            self.cx.emit(
+                State::Quarantined,
+                event
+                    .detail(format!("{why}: quarantined, not retried"))
+                    .data(data),
+            );
+            Some(InstanceResult::Quarantined(why))
+        }
+    }
+
+    /// Records an operator-visible state that outlives this run.
+    pub(super) fn mark(&self, id: usize, mark: Mark, reason: &str) {
+        let (task, partition) = self.names(id);
+        let record = InstanceMark {
+            mark,
+            task: task.to_string(),
+            partition: partition.to_string(),
+            run_id: self.cx.run_id.clone(),
+            reason: reason.to_string(),
+            input_snapshot_digest: self.snapshots[id].as_ref().map(InputSnapshot::digest),
+            code_version: self.cx.manifest.tasks[task].code_version.clone(),
+            code_fingerprint: Some(self.codes[id].clone().unwrap_or_else(|| {
+                self.cx
+                    .fingerprint(&self.cx.manifest.tasks[task])
+                    .to_string()
+            })),
+            since: crate::clock::now_rfc3339(),
+            note: None,
+        };
+        let written = self
+            .cx
+            .faults
+            .hit(fault::Point::WriteMarker, task, partition)
+            .map_err(|_| {
+                crate::store::StoreError::io("_instances")(std::io::Error::from_raw_os_error(
+                    libc::ENOSPC,
+                ))
+            })
+            .and_then(|()| marks::write(&self.cx.warehouse, &record));
+        if let Err(e) = written {
+            let why = format!(
+                "cannot record {task} {partition} as {}: {}",
+                mark.as_str(),
+                chain(&e)
+            );
+            eprintln!("error: {why}");
+            self.marker_errors.borrow_mut().push(why);
+        }
+    }
+
+    /// The machine skipped `id`: upstream `cause` did not publish (or
+    /// waits for its inputs, and so does `id`).
+    pub(super) fn skipped(&mut self, id: usize, cause: usize) {
+        if matches!(
+            self.status[cause],
+            Status::Done(InstanceResult::Waiting { .. })
+        ) {
+            return self.waits_for_upstream(id, cause);
+        }
+        let (cause_task, cause_partition) = self.names(cause);
+        let (task, partition) = self.names(id);
+        let why = format!("upstream `{cause_task}` {cause_partition} did not publish");
+        self.cx.emit(
+            State::Skipped,
+            Event::instance(task, partition).detail(why.clone()).data(
+                Payload::Skipped(payload::Skipped {
+                    upstream_task: cause_task.to_string(),
+                    upstream_partition: cause_partition.to_string(),
+                })
+                .to_json(),
+            ),
+        );
+        self.status[id] = Status::Done(InstanceResult::Skipped(why));
+    }
+
+    pub(super) fn summary(&self, run_id: &str) -> RunSummary {
+        let instances = (0..self.status.len())
+            .map(|id| {
+                let (task, partition) = self.names(id);
+                let result = match &self.status[id] {
+                    Status::Done(r) => r.clone(),
+                    _ if self.interrupted.is_some() => {
+                        InstanceResult::Interrupted("not started: the run was interrupted".into())
+                    }
+                    // Admission stops when the event log refuses a line.
+                    _ if self.cx.log_failed() => InstanceResult::Skipped(
+                        "not started: the run stopped admitting instances when the event log could not take a line".into(),
+                    ),
+                    _ => InstanceResult::Skipped("never became ready".into()),
+                };
+                (task.to_string(), partition.to_string(), result)
+            })
+            .collect();
+        RunSummary {
+            run_id: run_id.to_string(),
+            instances,
+            retries: self.budget.used(),
+            events: match self.cx.warehouse.is_remote() {
+                false => self.cx.log.path().to_path_buf(),
+                true => std::path::PathBuf::from(format!(
+                    "{}/{}",
+                    self.cx.warehouse.location().trim_end_matches('/'),
+                    self.cx.log.path().display()
+                )),
+            },
+            log_error: None,
+            log_complete: true,
+            marker_errors: self.marker_errors.borrow().clone(),
+            interrupted: self.interrupted,
+        }
+    }
+}
+
+/// The plan's instances as the machine walks them.
+pub(super) struct Dag<'p> {
+    pub(super) plan: &'p Plan,
+    pub(super) task_pool: Vec<usize>,
+}
+
+impl machine::Graph for Dag<'_> {
+    fn successors(&self, id: usize, f: &mut dyn FnMut(usize)) {
+        let (t, i) = self.plan.locate(id);
+        self.plan.for_each_successor(t, i, f);
+    }
+
+    fn pool(&self, id: usize) -> usize {
+        self.task_pool[self.plan.locate(id).0]
+    }
+}
