@@ -1,4 +1,5 @@
-//! One instance's job on its worker thread: pin, attempt, retry as the scheduler decides, and report back.
+//! One instance's job on its worker thread: pin, attempt, retry as the
+//! scheduler decides, and report back.
 
 use super::*;
 

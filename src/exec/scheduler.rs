@@ -1,4 +1,6 @@
-//! The run's scheduler: executes the decisions of [`super::machine::RunMachine`] on threads, one attempt per admitted instance, under the pools' limits.
+//! The run's scheduler: executes the decisions of
+//! [`super::machine::RunMachine`] on threads, one attempt per admitted
+//! instance, under the pools' limits.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! Reading a table's log: its commits and checkpoints replayed into the live files, protocol and metadata.
+//! Reading a table's log: its commits and checkpoints replayed into the
+//! live files, protocol and metadata.
 
 use super::*;
 

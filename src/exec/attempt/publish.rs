@@ -1,0 +1,294 @@
+//! Publishing an audited candidate: its files made durable (or uploaded),
+//! summed, and named by one fenced commit record.
+
+use super::*;
+
+pub(super) fn file_names(files: &[PathBuf]) -> Vec<String> {
+    files
+        .iter()
+        .filter_map(|f| f.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect()
+}
+
+/// Each file's size and SHA-256, read in parallel when there are several.
+fn sum_files(files: &[PathBuf]) -> std::io::Result<Vec<FileSum>> {
+    use rayon::prelude::*;
+    let sum = |f: &PathBuf| {
+        let name = f
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        FileSum::of(f, &name)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", f.display())))
+    };
+    if files.len() == 1 {
+        files.iter().map(sum).collect()
+    } else {
+        files.par_iter().map(sum).collect()
+    }
+}
+
+/// Below this many bytes a candidate's files are hashed and then flushed on
+/// the attempt's own thread: waking the rayon pool to overlap the two costs
+/// more than hashing them.
+const OVERLAP_BYTES: u64 = 1 << 20;
+
+/// The fenced compare-and-swap that makes an audited candidate visible.
+pub(super) fn publish(
+    cx: &Context<'_>,
+    task: &Task,
+    partition: &str,
+    attempt: u32,
+    snapshot: &InputSnapshot,
+    store: &PartitionStore,
+    audited: AuditedCandidate,
+) -> AttemptOutcome {
+    let fail = |token: Option<FencingToken>, reason: String| {
+        engine_failure(cx, task, partition, attempt, token, reason)
+    };
+    let AuditedCandidate {
+        mut candidate,
+        report,
+    } = audited;
+    let token = candidate.token;
+    let (publication, publication_dir) =
+        match stage_for_table(task, partition, store, &mut candidate) {
+            Ok(p) => p,
+            Err(e) => {
+                return fail(
+                    Some(token),
+                    format!(
+                        "cannot move the candidate under its Delta table's partition directory: {}",
+                        chain(&e)
+                    ),
+                )
+            }
+        };
+    // What readers will check the files against from now on (hashed from the
+    // page cache while the same files are flushed to disk), and every file
+    // durable before the record that names it.
+    // In a remote warehouse the upload below is what makes them durable.
+    let sums = || sum_files(&candidate.files);
+    let sync = || match cx.warehouse.is_remote() {
+        false => crate::store::flush::fsync_candidate(&publication_dir, &candidate.files).and_then(
+            |()| match publication_dir == candidate.dir {
+                true => Ok(()),
+                // `fsync_candidate` reached the publication dir's parent;
+                // the directories between it and `attempts/` are new too.
+                false => crate::store::flush::sync_all(
+                    publication_dir
+                        .ancestors()
+                        .skip(2)
+                        .take_while(|d| d.starts_with(&candidate.dir))
+                        .chain(candidate.dir.parent())
+                        .map(std::path::Path::to_path_buf)
+                        .collect(),
+                ),
+            },
+        ),
+        true => Ok(()),
+    };
+    let bytes: u64 = candidate
+        .files
+        .iter()
+        .filter_map(|f| f.metadata().ok())
+        .map(|m| m.len())
+        .sum();
+    let (file_sums, synced) = if bytes < OVERLAP_BYTES {
+        (sums(), sync())
+    } else {
+        rayon::join(sums, sync)
+    };
+    let file_sums = match file_sums {
+        Ok(s) => s,
+        Err(e) => {
+            return fail(
+                Some(token),
+                format!("cannot read the candidate: {}", chain(&e)),
+            )
+        }
+    };
+    if let Err(e) = synced {
+        return fail(
+            Some(token),
+            format!("cannot fsync the candidate: {}", chain(&e)),
+        );
+    }
+    if let Err(e) = store.upload_attempt(token, &publication, &candidate.files, &file_sums) {
+        return fail(
+            Some(token),
+            format!("cannot upload the candidate: {}", chain(&e)),
+        );
+    }
+    if let Err(e) = cx.faults.hit(Point::BeforeCommit, &task.name, partition) {
+        return fail(Some(token), e);
+    }
+    let commit = NewCommit {
+        token,
+        dataset: task.output.dataset.clone(),
+        partition: partition.to_string(),
+        kind: CommitKind::Publish,
+        run_id: cx.run_id.clone(),
+        task: task.name.clone(),
+        attempt,
+        attempt_dir: publication,
+        files: file_names(&candidate.files),
+        file_sums,
+        rows: report.rows,
+        digest: report.digest.as_str().to_string(),
+        input_snapshot: snapshot.to_json(),
+        input_snapshot_digest: snapshot.digest(),
+        code_version: task.code_version.clone(),
+        code_fingerprint: Some(candidate.code.clone()),
+    };
+    let mut result = store.commit(commit);
+    if result.is_ok() {
+        // The record is linked but its directory fsync "failed": the outcome
+        // is unknown to the engine, as with a real EIO there.
+        if cx
+            .faults
+            .hit(Point::CommitFsync, &task.name, partition)
+            .is_err()
+        {
+            result = Err(PublishError::Store(StoreError::Io {
+                path: store.log_dir(),
+                source: std::io::Error::from_raw_os_error(libc::EIO),
+            }));
+        }
+    }
+    if result.is_ok() {
+        // The record is durable; dying here is a crash after the write and
+        // before its acknowledgement.
+        if cx
+            .faults
+            .hit(Point::AfterCommit, &task.name, partition)
+            .is_err()
+        {
+            // An injected failure here loses only the acknowledgement.
+            return AttemptOutcome::Published { unsure: None };
+        }
+    }
+    if let Err(e) = cx.faults.hit(Point::BeforeEvent, &task.name, partition) {
+        return fail(Some(token), e);
+    }
+    let (record, unsure) = match result {
+        Ok(record) => (record, None),
+        Err(PublishError::Store(e)) => {
+            // Unknown outcome: the store's contract says reread the log for
+            // this token, and report what really happened.
+            let error = chain(&e);
+            match store.history() {
+                Ok(history) => match history.into_iter().find(|r| r.token == token) {
+                    Some(record) => (record, Some(error)),
+                    None => {
+                        return fail(
+                            Some(token),
+                            format!(
+                                "commit failed: {error}; the log holds no record with token {token}: not published"
+                            ),
+                        )
+                    }
+                },
+                Err(reread) => {
+                    return fail(
+                        Some(token),
+                        format!(
+                            "commit failed: {error}; rereading the log failed too ({}): whether token {token} is published is unknown",
+                            chain(&reread)
+                        ),
+                    )
+                }
+            }
+        }
+        Err(PublishError::Stale {
+            mine,
+            committed,
+            generation,
+        }) => {
+            let current = store.latest().ok().flatten().is_some_and(|latest| {
+                crate::exec::is_current(&latest, snapshot, &task.code_version, &candidate.code)
+                    && candidate
+                        .forced_over
+                        .is_none_or(|before| Some(latest.generation) > before)
+            });
+            cx.emit(
+                State::RejectedStale,
+                Event::instance(&task.name, partition)
+                    .attempt(attempt, Some(token.get()))
+                    .detail(format!(
+                        "token {mine} is not newer than token {committed} committed at generation {generation}; the candidate stays unpublished{}",
+                        if current { " (the visible generation has the same input snapshot and code_version)" } else { "" }
+                    ))
+                    .data(json!({ "mine": mine.get(), "committed": committed.get(), "generation": generation.get(), "current": current })),
+            );
+            return AttemptOutcome::Stale { current };
+        }
+    };
+    if cx.warehouse.is_remote() {
+        // The bucket holds the files now; the staged copy would only grow
+        // this host's disk (candidate.json and the logs stay as evidence).
+        let _ = std::fs::remove_dir_all(publication_dir.join(DATA_DIR));
+    }
+    cx.emit(
+        State::Published,
+        Event::instance(&task.name, partition)
+            .attempt(attempt, Some(token.get()))
+            .detail(match &unsure {
+                None => format!(
+                    "generation {}: {} rows, {}",
+                    record.generation, record.rows, record.digest
+                ),
+                Some(e) => format!(
+                    "generation {}: {} rows, {} (the commit reported `{e}`; rereading the log with token {token} found the record)",
+                    record.generation, record.rows, record.digest
+                ),
+            })
+            .data(json!({
+                "generation": record.generation.get(),
+                "rows": record.rows,
+                "digest": record.digest,
+                "input_snapshot_digest": record.input_snapshot_digest,
+                "code_version": record.code_version,
+            })),
+    );
+    // The table follows weir's record; its failure is only a warning.
+    crate::store::delta::follow_task(store, task, &record);
+    AttemptOutcome::Published { unsure }
+}
+
+/// Where `candidate` publishes: the key its commit record names as
+/// `attempt_dir`, and that directory on this host. A Delta table output
+/// publishes below its attempt dir, under one `<column>=<value>/`
+/// directory per partition column ([`layout::table_publication_key`]), so
+/// readers that take partition values from paths (Polars' native Delta
+/// scan) see them: the audited `data/` moves there whole, one rename of the
+/// attempt's own staging, before its files are hashed and made durable
+/// (their names and bytes, so their digests, are unchanged). Any other
+/// output publishes its attempt dir as it is.
+pub(super) fn stage_for_table(
+    task: &Task,
+    partition: &str,
+    store: &PartitionStore,
+    candidate: &mut Candidate,
+) -> std::io::Result<(String, PathBuf)> {
+    let key = store.attempt_key(candidate.token);
+    let Some((columns, values)) = crate::store::delta::columns_of(task, partition) else {
+        return Ok((key, candidate.dir.clone()));
+    };
+    let publication = layout::table_publication_key(&key, &columns, &values);
+    let Some(below) = publication.strip_prefix(&format!("{key}/")) else {
+        return Ok((key, candidate.dir.clone()));
+    };
+    let dir = below
+        .split('/')
+        .fold(candidate.dir.clone(), |d, s| d.join(s));
+    let (from, to) = (candidate.dir.join(DATA_DIR), dir.join(DATA_DIR));
+    std::fs::create_dir_all(&dir)?;
+    std::fs::rename(&from, &to)?;
+    for file in &mut candidate.files {
+        if let Ok(name) = file.strip_prefix(&from) {
+            *file = to.join(name);
+        }
+    }
+    Ok((publication, dir))
+}
