@@ -34,17 +34,28 @@ pub fn now_ms() -> i64 {
     }
 }
 
+/// The instant `WEIR_NOW` or `WEIR_TODAY` pins, read from the environment
+/// once per process: every caller sees one answer, and a clock read costs
+/// no environment lookup.
+fn pinned() -> Option<Timestamp> {
+    static PINNED: std::sync::OnceLock<Option<Timestamp>> = std::sync::OnceLock::new();
+    *PINNED.get_or_init(|| {
+        if let Some(ts) = std::env::var("WEIR_NOW")
+            .ok()
+            .and_then(|s| s.trim().parse::<Timestamp>().ok())
+        {
+            return Some(ts);
+        }
+        std::env::var("WEIR_TODAY")
+            .ok()
+            .and_then(|s| s.trim().parse::<Date>().ok())
+            .and_then(|day| day.to_zoned_datetime(TimeZone::UTC).ok())
+            .map(|zoned| zoned.timestamp())
+    })
+}
+
 fn pinned_ms() -> i64 {
-    if let Some(ts) = std::env::var("WEIR_NOW")
-        .ok()
-        .and_then(|s| s.trim().parse::<Timestamp>().ok())
-    {
-        return ts.as_millisecond();
-    }
-    if std::env::var_os("WEIR_TODAY").is_some() {
-        return now_pinned() * 1000;
-    }
-    Timestamp::now().as_millisecond()
+    pinned().unwrap_or_else(Timestamp::now).as_millisecond()
 }
 
 /// Now, as seconds since the Unix epoch, honouring `WEIR_NOW` and
@@ -57,21 +68,7 @@ pub fn now() -> i64 {
 }
 
 fn now_pinned() -> i64 {
-    if let Some(ts) = std::env::var("WEIR_NOW")
-        .ok()
-        .and_then(|s| s.trim().parse::<Timestamp>().ok())
-    {
-        return ts.as_second();
-    }
-    if let Some(day) = std::env::var("WEIR_TODAY")
-        .ok()
-        .and_then(|s| s.trim().parse::<Date>().ok())
-    {
-        if let Ok(ts) = day.to_zoned_datetime(TimeZone::UTC) {
-            return ts.timestamp().as_second();
-        }
-    }
-    Timestamp::now().as_second()
+    pinned().unwrap_or_else(Timestamp::now).as_second()
 }
 
 /// The monotonic instant `after` from now, or a point far in the future
