@@ -28,7 +28,6 @@
 //! rows, since any row may leave a key out.
 
 mod candidate;
-mod csv_records;
 mod digest;
 mod gates;
 mod parquet;

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use super::keys::{encode_key, key_hash, print_of, xxh3, KeyHash, KeyPrints, StoredKeys};
 use super::reconcile::{reconcile_outcome, Aggregator, InputSides};
-use super::{missing, plural, position, text, Gate, GateOutcome, Offenses, Places, MAX_DISTINCT};
+use super::{
+    missing, out_of_step, plural, position, text, Gate, GateOutcome, Offenses, Places, MAX_DISTINCT,
+};
 use crate::audit::digest::{Digest, RowDigest};
 use crate::audit::read::{self, Row, RowFold};
 use crate::audit::{AuditError, Format};
@@ -610,18 +612,6 @@ impl CandidateFold {
             checks: Vec::new(),
             lane: true,
         })
-    }
-}
-
-/// Checks are built from the very gates they are paired with, one each, in
-/// order, so this cannot happen; it fails the gate rather than panic.
-pub(super) fn out_of_step(gate: &Gate) -> GateOutcome {
-    GateOutcome {
-        gate: gate.describe(),
-        passed: false,
-        expected: String::new(),
-        actual: "internal error: gate and check out of step".to_owned(),
-        offending: Vec::new(),
     }
 }
 

@@ -347,6 +347,18 @@ pub(super) fn missing<'w>(
         .map(|name| format!("column `{name}` is missing"))
 }
 
+/// Checks are built from the very gates they are paired with, one each, in
+/// order, so this cannot happen; it fails the gate rather than panic.
+pub(super) fn out_of_step(gate: &Gate) -> GateOutcome {
+    GateOutcome {
+        gate: gate.describe(),
+        passed: false,
+        expected: String::new(),
+        actual: "internal error: gate and check out of step".to_owned(),
+        offending: Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::{Path, PathBuf};

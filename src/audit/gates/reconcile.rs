@@ -3,8 +3,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::checks::out_of_step;
 use super::decimal::{parse_decimal, render_decimal};
+use super::out_of_step;
 use super::{
     missing, position, text, unit, Aggregate, Gate, GateOutcome, Offenses, Places, MAX_OFFENDING,
 };

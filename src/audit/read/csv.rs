@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::{mpsc, Arc};
 
-use super::super::csv_records::{CsvRecords, Field};
+use super::csv_records::{CsvRecords, Field};
 use super::{parse_error, AuditError, Batch, Row, RowFold, Span};
 
 /// Streams a CSV file through `make(columns)`'s accumulator; with

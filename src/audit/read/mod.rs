@@ -21,6 +21,7 @@ pub(crate) use csv::fold_csv_pipelined;
 use jsonl::{fold_jsonl, jsonl_keys, Pass};
 
 mod csv;
+mod csv_records;
 mod jsonl;
 
 /// Read buffer: large sequential reads keep syscalls off the profile of

@@ -1,7 +1,7 @@
 use super::csv::fold_pipelined;
+use super::csv_records::CsvRecords;
 use super::jsonl::compact;
 use super::*;
-use crate::audit::csv_records::CsvRecords;
 use crate::audit::MAX_VALUE_BYTES;
 use serde_json::Value;
 use std::sync::Arc;

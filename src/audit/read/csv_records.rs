@@ -16,8 +16,8 @@ use std::path::Path;
 
 use csv_core::ReadRecordResult;
 
-use super::read::{io_error, open, parse_error, too_large, RowEstimate, BUFFER};
-use super::{AuditError, MAX_RECORD_BYTES, MAX_VALUE_BYTES};
+use super::{io_error, open, parse_error, too_large, RowEstimate, BUFFER};
+use crate::audit::{AuditError, MAX_RECORD_BYTES, MAX_VALUE_BYTES};
 
 /// A field of the last record: where its bytes lie in the caller's buffer.
 pub(super) type Field = (usize, usize);
