@@ -199,7 +199,7 @@ mod tests {
 
     // issue 23 item 12: credentials in a lineage URL never reach a message
     #[test]
-    fn issue_23_urls_lose_userinfo_and_query_values() {
+    fn urls_lose_userinfo_and_query_values() {
         assert_eq!(
             redact_url("http://alice:s3cret@collector:5000/api/v1/lineage?api_key=k3y&x=1#frag"),
             "http://***@collector:5000/api/v1/lineage?api_key=***&x=***#***"

@@ -31,7 +31,7 @@ fn label(rows: &Path, path: &Path) -> Option<(String, String)> {
 // and its pool slot none; issue 28 item 4: 8, as its token's record is not synced (the engine's
 // epoch, synced once per run, is what keeps a token lost in a crash from being reused)
 #[test]
-fn issue_16_one_instance_stays_within_its_fsync_budget() {
+fn one_instance_stays_within_its_fsync_budget() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("budget.toml");
     std::fs::write(

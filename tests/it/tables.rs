@@ -345,21 +345,27 @@ fn write_rows(path: &Path, ids: &[i64], scale: i64, label: &str) {
     writer.close().expect("close");
 }
 
-/// Whether python3 can import delta-rs's reader and Polars; under CI=true
-/// their absence fails the test, elsewhere it is skipped with the reason.
-fn python_readers() -> bool {
+/// Whether python3 can import `modules` (`"deltalake, polars"`); under
+/// CI=true their absence fails the test, elsewhere the part that needs them
+/// is skipped with the reason.
+fn python_imports(modules: &str) -> bool {
     let found = std::process::Command::new("python3")
-        .args(["-c", "import deltalake, polars"])
+        .args(["-c", &format!("import {modules}")])
         .output()
         .is_ok_and(|o| o.status.success());
     if !found {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
-            "python3 cannot import deltalake and polars (.ci/run installs them)"
+            "python3 cannot import {modules} (.ci/run installs them)"
         );
-        eprintln!("skipped: python3 cannot import deltalake and polars (CI installs them)");
+        eprintln!("skipped: python3 cannot import {modules} (CI installs them)");
     }
     found
+}
+
+/// Whether python3 can import delta-rs's reader and Polars.
+fn python_readers() -> bool {
+    python_imports("deltalake, polars")
 }
 
 /// What delta-rs reads from the table (its SQL reader, which takes
@@ -1938,7 +1944,7 @@ fn read_table_from(root: &Path, from_version: u64, polars: bool) -> serde_json::
 // reads the rows `weir show` prints at every version. Once every live
 // file is in the new layout, Polars' native scan reads the table too.
 #[test]
-fn issue_27_tables_published_before_hive_directories_keep_working() {
+fn tables_published_before_hive_directories_keep_working() {
     if !python_readers() {
         return;
     }
@@ -2085,23 +2091,6 @@ command = ["sh", "lines.sh"]
 output = { dataset = "lines", format = "jsonl", grain = ["id"] }
 "#;
 
-/// Whether python3 can import DuckDB; under CI=true its absence fails the
-/// test, elsewhere it is skipped with the reason.
-fn duckdb_reader() -> bool {
-    let found = std::process::Command::new("python3")
-        .args(["-c", "import duckdb"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "python3 cannot import duckdb (.ci/run installs it)"
-        );
-        eprintln!("skipped: python3 cannot import duckdb (CI installs it)");
-    }
-    found
-}
-
 /// DuckDB reads the files `argv[1]` names (a JSON array of paths) in
 /// format `argv[2]` and prints the columns `argv[3]` (a JSON array) of
 /// every row as text, rows sorted, as one JSON document.
@@ -2182,8 +2171,8 @@ fn duck_rows(paths: &[&str], format: &str, columns: &[String]) -> Vec<Vec<String
 // and gets exactly the rows `weir show` prints; of the table's files it
 // also takes the partition column from their `region=<key>/` directories.
 #[test]
-fn issue_27_duckdb_reads_what_weir_files_lists() {
-    if !duckdb_reader() {
+fn duckdb_reads_what_weir_files_lists() {
+    if !python_imports("duckdb") {
         return;
     }
     let sb = Sandbox::new(DUCK_MANIFEST);
@@ -2256,7 +2245,7 @@ fn issue_27_duckdb_reads_what_weir_files_lists() {
 // filter on a partition column and delta-rs all read the partition values
 // `weir show` publishes (the keys, decoded).
 #[test]
-fn issue_27_delta_partition_columns_of_two_schemes_read_in_polars() {
+fn delta_partition_columns_of_two_schemes_read_in_polars() {
     if !python_readers() {
         return;
     }
