@@ -523,32 +523,41 @@ fn three_engines_on_s3_with_kill9_and_sigstop_converge() {
         })
         .collect();
 
-    let spawn = |name: &str| {
+    // Each engine starts on partitions of its own and then meets another's
+    // (a: p00-p15, b: p08-p23, c: p16-p23): started in one order, the
+    // first engine could claim every partition first on an idle machine,
+    // leaving the others only waiting behind its tokens.
+    let spawn = |name: &str, from: usize, to: usize| {
         let staging = dir.join(format!("host-{name}"));
-        let cmd = weir_s3(
-            dir,
-            &endpoint,
-            &staging,
-            &url,
-            &["run", "m.toml", "--run-id", name],
-        );
+        let mut args = vec!["run", "m.toml", "--run-id", name];
+        for k in &keys[from..to] {
+            args.extend(["--partition", k.as_str()]);
+        }
+        let cmd = weir_s3(dir, &endpoint, &staging, &url, &args);
         Engine::spawn(cmd, dir, name)
     };
-    let a = spawn("a");
-    let b = spawn("b");
-    let c = spawn("c");
+    let a = spawn("a", 0, 16);
+    let b = spawn("b", 8, 24);
+    let c = spawn("c", 16, 24);
     // Signals by what the engines are doing, not by the clock: on a loaded
     // machine c could start nothing before a fixed delay ran out, leaving
-    // nothing to take over.
+    // nothing to take over. c is killed while its command runs (past the
+    // lease guard: its token is the live one), not while it stages an
+    // attempt that waits behind another engine's lower token, which leaves
+    // nothing to take over either (seen on an idle machine).
     crate::support::poll_until(
-        "engine c staging a command's output",
+        "engine c running a command",
         Duration::from_secs(60),
-        || has_data_dir(&dir.join("host-c")),
+        || crate::support::descendant_named(c.pid(), "sleep"),
     );
-    b.signal(libc::SIGSTOP);
-    std::thread::sleep(Duration::from_millis(400));
     let killed = c.kill();
     assert!(!killed.success());
+    crate::support::poll_until(
+        "engine b running a command",
+        Duration::from_secs(60),
+        || crate::support::descendant_named(b.pid(), "sleep"),
+    );
+    b.signal(libc::SIGSTOP);
     // b stays stopped well past its leases (3 heartbeats).
     std::thread::sleep(Duration::from_millis(1500));
     b.signal(libc::SIGCONT);
@@ -628,17 +637,6 @@ fn three_engines_on_s3_with_kill9_and_sigstop_converge() {
     );
     // The killed engine's attempts were taken over, not waited on forever.
     assert!(count("TAKEN_OVER") >= 1, "{events}");
-}
-
-/// Whether any attempt's `data/` directory exists below `dir` (an engine's
-/// staging: it has prepared a command's output).
-fn has_data_dir(dir: &Path) -> bool {
-    std::fs::read_dir(dir).is_ok_and(|entries| {
-        entries.flatten().any(|e| {
-            e.file_type().is_ok_and(|t| t.is_dir())
-                && (e.file_name() == "data" || has_data_dir(&e.path()))
-        })
-    })
 }
 
 /// A 12-partition pipeline whose task `t` (pool `p`, 2 slots) logs its own

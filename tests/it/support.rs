@@ -261,6 +261,45 @@ pub(crate) fn process_state(pid: u32) -> Option<char> {
     stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
+/// Whether a descendant of `pid` runs the program `comm` (its name in
+/// /proc/<pid>/stat): an engine's command is under way.
+pub(crate) fn descendant_named(pid: u32, comm: &str) -> bool {
+    let mut parent_of = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        let Some((head, tail)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let name = head.split_once('(').map_or("", |(_, n)| n);
+        let ppid = tail
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(ppid) = ppid {
+            parent_of.push((child, ppid, name.to_owned()));
+        }
+    }
+    let mut family = vec![pid];
+    let mut grew = true;
+    while grew {
+        grew = false;
+        for (child, ppid, _) in &parent_of {
+            if family.contains(ppid) && !family.contains(child) {
+                family.push(*child);
+                grew = true;
+            }
+        }
+    }
+    parent_of
+        .iter()
+        .any(|(child, _, name)| name == comm && family.contains(child))
+}
+
 /// A `weir` process spawned in the background, its stdout and stderr going
 /// to `<dir>/<name>.stdout|.stderr`. Dropped unwaited (a failed assertion),
 /// it is continued, killed and reaped, so no stopped engine outlives a test.
