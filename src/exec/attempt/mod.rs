@@ -105,7 +105,6 @@ impl Drop for DiscardInputs {
 /// Bytes of stderr kept as evidence.
 const TAIL_BYTES: usize = 2048;
 
-/// Runs attempt `attempt` of `task` at `partition`.
 /// How the caller wants a published instance treated.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Rerun {
@@ -115,6 +114,78 @@ pub(crate) struct Rerun {
     pub(crate) upstream_only: bool,
 }
 
+/// Which attempt this is: what its events and failures name.
+#[derive(Clone, Copy)]
+struct Attempt<'a, 'c> {
+    cx: &'a Context<'c>,
+    task: &'a Task,
+    partition: &'a str,
+    number: u32,
+}
+
+impl Attempt<'_, '_> {
+    /// The engine failed this attempt (see [`engine_failure`]).
+    fn fail(&self, token: Option<FencingToken>, reason: String) -> AttemptOutcome {
+        engine_failure(
+            self.cx,
+            self.task,
+            self.partition,
+            self.number,
+            token,
+            reason,
+        )
+    }
+
+    /// This attempt's event, its token named.
+    fn event(&self, token: FencingToken) -> Event {
+        Event::instance(&self.task.name, self.partition).attempt(self.number, Some(token.get()))
+    }
+
+    /// Ended with `ending` before anything was published, no event of its own.
+    fn ended(&self, ending: Ending, token: FencingToken, code: Option<String>) -> AttemptOutcome {
+        AttemptOutcome::Failed {
+            reason: ending.describe(),
+            ending,
+            token: Some(token),
+            code,
+        }
+    }
+
+    /// `candidate` failed its audit: GATE_FAILED, with `data` as evidence.
+    fn gate_failed(
+        &self,
+        candidate: &Candidate,
+        reason: String,
+        data: Option<serde_json::Value>,
+    ) -> AttemptOutcome {
+        let event = self.event(candidate.token).detail(reason.clone());
+        self.cx.emit(
+            State::GateFailed,
+            match data {
+                Some(data) => event.data(data),
+                None => event,
+            },
+        );
+        AttemptOutcome::Failed {
+            ending: Ending::GateFailed,
+            token: Some(candidate.token),
+            reason,
+            code: Some(candidate.code.clone()),
+        }
+    }
+
+    /// Ended with `ending`, told as FAILED.
+    fn failed(&self, ending: Ending, token: FencingToken) -> AttemptOutcome {
+        self.cx
+            .emit(State::Failed, self.event(token).detail(ending.describe()));
+        self.ended(ending, token, None)
+    }
+}
+
+/// An early end of an attempt: the outcome it ends with.
+type Step<T> = Result<T, AttemptOutcome>;
+
+/// Runs attempt `attempt` of `task` at `partition`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
     cx: &Context<'_>,
@@ -125,67 +196,179 @@ pub(crate) fn run(
     slots: &super::pool::Slots,
     rerun: Rerun,
 ) -> AttemptOutcome {
-    let fail = |token: Option<FencingToken>, reason: String| {
-        engine_failure(cx, task, partition, attempt, token, reason)
+    let at = Attempt {
+        cx,
+        task,
+        partition,
+        number: attempt,
     };
-    let store = cx.warehouse.partition(&task.output.dataset, partition);
-    let event = || Event::instance(&task.name, partition);
+    steps(&at, snapshot, slots, rerun).unwrap_or_else(|ended| ended)
+}
+
+/// [`run`]'s steps in order; each may end the attempt early.
+fn steps(
+    at: &Attempt<'_, '_>,
+    snapshot: &InputSnapshot,
+    slots: &super::pool::Slots,
+    rerun: Rerun,
+) -> Step<AttemptOutcome> {
+    let store = at
+        .cx
+        .warehouse
+        .partition(&at.task.output.dataset, at.partition);
+    // Held until this function returns, whatever the outcome.
+    let mut claim = claim(at, &store, snapshot, rerun)?;
+    let token = claim.token;
+    let data_dir = claim.dir.join(DATA_DIR);
+    create_logs(at, &claim.dir, token)?;
+    // The task reads private copies; they go when this function returns.
+    let _discard = DiscardInputs(claim.dir.clone());
+    let (inputs, command) = prepare_command(at, snapshot, &claim.dir, &data_dir, token)?;
+    // Everything above is the engine's; the slot is the command's (for a
+    // scheduler's job: from submission until it is seen to end).
+    // The slot is the pool's across engines (`pool.rs`, `store::slots`).
+    let permit = take_slot(at, slots, token)?;
+    let started = Instant::now();
+    // What the command runs is what its output is published as: the code is
+    // fingerprinted now, as the command launches, not when the run started
+    // (a deploy may land in between, and be reverted before the run ends),
+    // and again once it exits (`code_moved`).
+    let launched = crate::manifest::fingerprint::fingerprint(&at.cx.manifest.dir, at.task);
+    let ending = execute(at, &store, &mut claim, snapshot, &command, &launched)?;
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    // Secret values leave the logs before anything reads them: the FAILED
+    // event's tail, explain, the evidence a remote warehouse keeps.
+    for (log, e) in command.redact_logs(&claim.dir) {
+        eprintln!(
+            "warning: {} {}: cannot redact {log} ({e}); removed it",
+            at.task.name, at.partition
+        );
+    }
+    let launched = launched.ok();
+    let ending = match (&ending, &launched) {
+        (Ending::Success, Some(launched)) => code_moved(at.cx, at.task, launched).unwrap_or(ending),
+        _ => ending,
+    };
+    if ending != Ending::Success {
+        let outcome = command_failed(at, &claim.dir, token, ending, elapsed_ms, launched);
+        // Announced first, so the log never shows more commands running than slots.
+        drop(permit);
+        // On a remote warehouse the logs are this attempt's evidence for
+        // other hosts too (best effort: the event has the stderr tail).
+        let _ = store.upload_evidence(token);
+        return Ok(outcome);
+    }
+    // Success: the code was fingerprinted at launch.
+    let code = launched.unwrap_or_default();
+    at.cx.emit(
+        State::Success,
+        at.event(token)
+            .detail(format!(
+                "exit code 0 after {}",
+                crate::manifest::duration::human(std::time::Duration::from_millis(elapsed_ms))
+            ))
+            .data(json!({ "duration_ms": elapsed_ms })),
+    );
+    drop(permit);
+    if let Err(e) = at
+        .cx
+        .faults
+        .hit(Point::AfterCommand, &at.task.name, at.partition)
+    {
+        return Err(at.fail(Some(token), e));
+    }
+    let candidate = Candidate {
+        token,
+        files: candidate_files(at, &data_dir, token, &code)?,
+        dir: claim.dir.clone(),
+        forced_over: claim.forced_over,
+        code,
+    };
+    let audited = audit_candidate(at, snapshot, &inputs, candidate).inspect_err(|_| {
+        // The audit's report says which rows failed: evidence for
+        // every host of a remote warehouse (best effort).
+        let _ = store.upload_evidence(token);
+    })?;
+    let outcome = publish(
+        at.cx,
+        at.task,
+        at.partition,
+        at.number,
+        snapshot,
+        &store,
+        audited,
+    );
+    if matches!(outcome, AttemptOutcome::Published { .. }) {
+        claim.heartbeat.committed();
+    }
+    Ok(outcome)
+}
+
+/// An attempt that holds its token, its staging directory and its lease.
+struct Claim {
+    token: FencingToken,
+    dir: PathBuf,
+    /// The task's process tag, which the lease names for an engine that
+    /// takes over from this one.
+    tag: String,
+    heartbeat: lease::Heartbeat,
+    guard: lease::Guard,
+    /// See [`Candidate::forced_over`].
+    forced_over: Option<Option<Generation>>,
+}
+
+/// Takes a token, then looks at other engines' attempts (the put-if-absent
+/// of the token is the claim, see `lease`), and ends the attempt if one of
+/// them published what this one would while it waited.
+fn claim(
+    at: &Attempt<'_, '_>,
+    store: &PartitionStore,
+    snapshot: &InputSnapshot,
+    rerun: Rerun,
+) -> Step<Claim> {
     let owner = TokenOwner {
-        run_id: cx.run_id.clone(),
-        task: task.name.clone(),
-        attempt,
+        run_id: at.cx.run_id.clone(),
+        task: at.task.name.clone(),
+        attempt: at.number,
     };
-    // The token first, then the look at other engines' attempts: the
-    // put-if-absent of the token is the claim (see `lease`).
-    let allocation = match store.allocate(&owner) {
-        Ok(a) => a,
-        Err(e) => return fail(None, format!("cannot allocate a token: {}", chain(&e))),
-    };
+    let allocation = store
+        .allocate(&owner)
+        .map_err(|e| at.fail(None, format!("cannot allocate a token: {}", chain(&e))))?;
     let token = allocation.token;
-    let dir = match store.prepare_attempt(token) {
-        Ok(d) => d,
-        Err(e) => {
-            return fail(
-                Some(token),
-                format!("cannot create the staging directory: {}", chain(&e)),
-            )
-        }
-    };
-    // Held until this function returns, whatever the outcome. The lease
-    // names the task's process tag, for an engine that takes over from us.
+    let dir = store.prepare_attempt(token).map_err(|e| {
+        at.fail(
+            Some(token),
+            format!("cannot create the staging directory: {}", chain(&e)),
+        )
+    })?;
     let tag = tree::new_tag();
-    let mut lease = lease::Lease::new(cx, task, attempt, token);
+    let mut lease = lease::Lease::new(at.cx, at.task, at.number, token);
     lease.process_tag = Some(tag.clone());
-    let mut heartbeat = lease::Heartbeat::start(&store, token, lease, task.heartbeat);
-    let guard = lease::guard(cx, task, partition, attempt, &allocation);
+    let heartbeat = lease::Heartbeat::start(store, token, lease, at.task.heartbeat);
+    let guard = lease::guard(at.cx, at.task, at.partition, at.number, &allocation);
     // Asked to stop while another engine's attempt was live.
     if let lease::Guard::Interrupted(sig) = guard {
-        let ending = Ending::Interrupted(sig);
-        return AttemptOutcome::Failed {
-            reason: ending.describe(),
-            ending,
-            token: Some(token),
-            code: None,
-        };
+        return Err(at.ended(Ending::Interrupted(sig), token, None));
     }
     let waited = guard != lease::Guard::Proceed;
+    let read_log_failed = |e: StoreError| {
+        at.fail(
+            Some(token),
+            format!("cannot read the commit log: {}", chain(&e)),
+        )
+    };
     // What readers saw when a forced rebuild began: losing the race to it
     // (a stale token) publishes nothing, and only a generation committed
     // since is a rebuild someone else did for this one.
-    let forced_over = if rerun.force && !waited {
-        Some(allocation.latest.as_ref().map(|r| r.generation))
-    } else if rerun.force {
-        match store.latest() {
-            Ok(latest) => Some(latest.map(|r| r.generation)),
-            Err(e) => {
-                return fail(
-                    Some(token),
-                    format!("cannot read the commit log: {}", chain(&e)),
-                )
-            }
-        }
-    } else {
-        None
+    let forced_over = match (rerun.force, waited) {
+        (true, false) => Some(allocation.latest.as_ref().map(|r| r.generation)),
+        (true, true) => Some(
+            store
+                .latest()
+                .map_err(read_log_failed)?
+                .map(|r| r.generation),
+        ),
+        (false, _) => None,
     };
     // Another engine may have published while this one waited, or between
     // the caller's look at the log and this token. The currency test of
@@ -195,146 +378,151 @@ pub(crate) fn run(
     // this one, unless this engine waited since.
     if waited || !rerun.force {
         let latest = match waited {
-            false => Ok(allocation.latest),
-            true => store.latest(),
+            false => allocation.latest,
+            true => store.latest().map_err(read_log_failed)?,
         };
-        match latest {
-            Ok(Some(latest))
-                if rerun.upstream_only
-                    || (!rerun.force
-                        && super::is_current(
-                            &latest,
-                            snapshot,
-                            &task.code_version,
-                            cx.fingerprint(task),
-                        )) =>
-            {
-                cx.emit(
-                    State::AlreadyPublished,
-                    event().attempt(attempt, Some(token.get())).detail(format!(
-                        "another engine published generation {} (code_version {}){}: nothing to do",
-                        latest.generation,
-                        latest.code_version,
-                        if waited { " while this one waited" } else { "" }
-                    )),
-                );
-                return AttemptOutcome::AlreadyPublished;
-            }
-            Ok(_) => {}
-            Err(e) => {
-                return fail(
-                    Some(token),
-                    format!("cannot read the commit log: {}", chain(&e)),
-                )
-            }
+        if let Some(latest) = latest.filter(|latest| {
+            rerun.upstream_only
+                || (!rerun.force
+                    && super::is_current(
+                        latest,
+                        snapshot,
+                        &at.task.code_version,
+                        at.cx.fingerprint(at.task),
+                    ))
+        }) {
+            at.cx.emit(
+                State::AlreadyPublished,
+                at.event(token).detail(format!(
+                    "another engine published generation {} (code_version {}){}: nothing to do",
+                    latest.generation,
+                    latest.code_version,
+                    if waited { " while this one waited" } else { "" }
+                )),
+            );
+            return Err(AttemptOutcome::AlreadyPublished);
         }
     }
-    let data_dir = dir.join("data");
-    // The logs are the engine's files: failing to create them (disk full,
-    // permissions) is the engine's failure, not the task's.
-    for log in ["stdout.log", "stderr.log"] {
+    Ok(Claim {
+        token,
+        dir,
+        tag,
+        heartbeat,
+        guard,
+        forced_over,
+    })
+}
+
+/// The logs are the engine's files: failing to create them (disk full,
+/// permissions) is the engine's failure, not the task's.
+fn create_logs(at: &Attempt<'_, '_>, dir: &std::path::Path, token: FencingToken) -> Step<()> {
+    for log in [layout::STDOUT_LOG, layout::STDERR_LOG] {
         let path = dir.join(log);
-        let created = cx
+        let created = at
+            .cx
             .faults
-            .hit(Point::CreateLogs, &task.name, partition)
+            .hit(Point::CreateLogs, &at.task.name, at.partition)
             .map_err(|_| std::io::Error::from_raw_os_error(libc::ENOSPC))
             .and_then(|()| std::fs::File::create(&path));
         if let Err(e) = created {
-            return fail(
+            return Err(at.fail(
                 Some(token),
                 format!("cannot create {}: {e}", path.display()),
-            );
+            ));
         }
     }
-    // The task reads private copies; they go when this function returns.
-    let _discard = DiscardInputs(dir.clone());
-    let inputs = match inputs::materialize(snapshot, &cx.warehouse, partition, &dir) {
+    Ok(())
+}
+
+/// The task's private input copies, and its command: argv, environment,
+/// working directory.
+fn prepare_command<'a>(
+    at: &Attempt<'a, '_>,
+    snapshot: &InputSnapshot,
+    dir: &std::path::Path,
+    data_dir: &std::path::Path,
+    token: FencingToken,
+) -> Step<(Vec<inputs::Materialized>, TaskLaunch<'a>)> {
+    let inputs = match inputs::materialize(snapshot, &at.cx.warehouse, at.partition, dir) {
         Ok(m) => m,
         Err(inputs::MaterializeError::Moved { input, pinned, now }) => {
-            let reason = format!(
-                "external input `{input}` changed since it was pinned (pinned {pinned}, now {now}); the next attempt pins it again"
-            );
-            cx.emit(
-                State::Failed,
-                event()
-                    .attempt(attempt, Some(token.get()))
-                    .detail(reason.clone()),
-            );
-            return AttemptOutcome::Failed {
-                ending: Ending::InputMoved(reason.clone()),
-                token: Some(token),
-                reason,
-                code: None,
-            };
+            return Err(at.failed(
+                Ending::InputMoved(format!(
+                    "external input `{input}` changed since it was pinned (pinned {pinned}, now {now}); the next attempt pins it again"
+                )),
+                token,
+            ));
         }
         Err(e) => {
-            return fail(
+            return Err(at.fail(
                 Some(token),
                 format!("cannot hand the task its inputs: {}", chain(&e)),
-            )
+            ))
         }
     };
-    // A secret that cannot be read fails the attempt before anything runs:
-    // an empty value would run the task with the wrong credentials.
     let contract = Contract {
         launcher: Launcher::Attempt {
-            run_id: &cx.run_id,
-            attempt,
+            run_id: &at.cx.run_id,
+            attempt: at.number,
             token: token.get(),
         },
-        partition,
-        output_dir: &data_dir,
+        partition: at.partition,
+        output_dir: data_dir,
         inputs: inputs.iter().map(ContractInput::from).collect(),
     };
-    let program = cx.program(task).map(std::path::Path::to_path_buf);
-    let command = match TaskLaunch::new(cx.manifest, task, &contract, program) {
-        Ok(command) => command,
-        Err(e) => {
-            let ending = Ending::Environment(e.to_string());
-            cx.emit(
-                State::Failed,
-                event()
-                    .attempt(attempt, Some(token.get()))
-                    .detail(ending.describe()),
-            );
-            return AttemptOutcome::Failed {
-                reason: ending.describe(),
-                ending,
-                token: Some(token),
-                code: None,
-            };
-        }
-    };
-    // Everything above is the engine's; the slot is the command's (for a
-    // scheduler's job: from submission until it is seen to end).
-    // The slot is the pool's across engines (`pool.rs`, `store::slots`).
-    let permit = match slots.acquire(&format!(
-        "{} {partition} attempt {attempt} token {token} (run {})",
-        task.name, cx.run_id
-    )) {
-        Ok(permit) => permit,
-        Err(super::pool::NoSlot::Interrupted(sig)) => {
-            let ending = Ending::Interrupted(sig);
-            return AttemptOutcome::Failed {
-                reason: ending.describe(),
-                ending,
-                token: Some(token),
-                code: None,
-            };
-        }
-        Err(super::pool::NoSlot::Store(e)) => {
-            return fail(
+    let program = at.cx.program(at.task).map(std::path::Path::to_path_buf);
+    // A secret that cannot be read fails the attempt before anything runs:
+    // an empty value would run the task with the wrong credentials.
+    match TaskLaunch::new(at.cx.manifest, at.task, &contract, program) {
+        Ok(command) => Ok((inputs, command)),
+        Err(e) => Err(at.failed(Ending::Environment(e.to_string()), token)),
+    }
+}
+
+/// A slot of the task's pool, held while its command runs.
+fn take_slot<'s>(
+    at: &Attempt<'_, '_>,
+    slots: &'s super::pool::Slots,
+    token: FencingToken,
+) -> Step<super::pool::Permit<'s>> {
+    slots
+        .acquire(&format!(
+            "{} {} attempt {} token {token} (run {})",
+            at.task.name, at.partition, at.number, at.cx.run_id
+        ))
+        .map_err(|no| match no {
+            super::pool::NoSlot::Interrupted(sig) => {
+                at.ended(Ending::Interrupted(sig), token, None)
+            }
+            super::pool::NoSlot::Store(e) => at.fail(
                 Some(token),
-                format!("cannot take a slot of pool `{}`: {}", task.pool, chain(&e)),
-            )
-        }
-    };
+                format!(
+                    "cannot take a slot of pool `{}`: {}",
+                    at.task.pool,
+                    chain(&e)
+                ),
+            ),
+        })
+}
+
+/// Runs the command (or adopts a finished Slurm job's output, or plays an
+/// injected exit code) and says how it ended.
+fn execute(
+    at: &Attempt<'_, '_>,
+    store: &PartitionStore,
+    claim: &mut Claim,
+    snapshot: &InputSnapshot,
+    command: &TaskLaunch<'_>,
+    launched: &Result<String, crate::manifest::fingerprint::FingerprintError>,
+) -> Step<Ending> {
+    let (cx, task, partition, token, dir) = (at.cx, at.task, at.partition, claim.token, &claim.dir);
     let running = |job_id: Option<&str>| {
-        let e = event()
-            .attempt(attempt, Some(token.get()))
+        let staging = dir.join(DATA_DIR);
+        let e = at
+            .event(token)
             .detail(match job_id {
-                Some(id) => format!("staging {}; Slurm job {id}", data_dir.display()),
-                None => format!("staging {}", data_dir.display()),
+                Some(id) => format!("staging {}; Slurm job {id}", staging.display()),
+                None => format!("staging {}", staging.display()),
             })
             // The attempt's own evidence: what it read, failed or not.
             .data(
@@ -348,27 +536,21 @@ pub(crate) fn run(
         // engine killed while its command runs still shows it started.
         cx.emit_flushed(State::Running, e)
     };
-    let started = Instant::now();
     let injected = cx
         .chaos
         .as_ref()
-        .and_then(|c| c.exit_code(&task.name, partition, attempt));
-    let adopted = match guard {
+        .and_then(|c| c.exit_code(&task.name, partition, at.number));
+    let adopted = match claim.guard {
         lease::Guard::Adopt(old, ref job) => slurm::adopt(
             &store.attempt_dir(old),
-            &dir,
+            dir,
             &snapshot.digest(),
             &cx.manifest.pipeline.code_version,
         )
         .map(|_| job.clone()),
         _ => None,
     };
-    // What the command runs is what its output is published as: the code is
-    // fingerprinted now, as the command launches, not when the run started
-    // (a deploy may land in between, and be reverted before the run ends),
-    // and again once it exits (`code_moved`).
-    let launched = crate::manifest::fingerprint::fingerprint(&cx.manifest.dir, task);
-    let ending = match (&launched, injected) {
+    Ok(match (launched, injected) {
         (Err(e), _) => Ending::CodeMoved(format!(
             "the task's code cannot be fingerprinted at launch: {}; the next attempt fingerprints it again",
             chain(e)
@@ -377,8 +559,7 @@ pub(crate) fn run(
             let job = adopted.as_deref();
             cx.emit(
                 State::Running,
-                event()
-                    .attempt(attempt, Some(token.get()))
+                at.event(token)
                     .detail(format!(
                         "adopting the output of Slurm job {} (its engine is gone; it completed on the same inputs and code_version)",
                         job.unwrap_or_default()
@@ -390,161 +571,130 @@ pub(crate) fn run(
         (Ok(_), Some(code)) => {
             let _ = running(None);
             let _ = std::fs::write(
-                dir.join("stderr.log"),
+                dir.join(layout::STDERR_LOG),
                 format!("WEIR_CHAOS: injected exit code {code}\n"),
             );
             Ending::Exit(code)
         }
-        (Ok(_), None) => {
-            let executor =
-                executor_for(&cx.manifest.executors[&task.executor], &task.resources);
-            // For an engine that takes over a job that outlived us: what it
-            // runs on (written before the job exists).
-            if cx.manifest.executors[&task.executor].kind == crate::manifest::ExecutorKind::Slurm {
-                let _ = slurm::record(
-                    &dir,
-                    &slurm::JobRecord {
-                        snapshot_digest: snapshot.digest(),
-                        code_version: cx.manifest.pipeline.code_version.clone(),
-                    },
-                );
+        (Ok(_), None) => submit(
+            at,
+            (token, dir, &claim.tag),
+            &mut claim.heartbeat,
+            snapshot,
+            command,
+            running,
+        )?,
+    })
+}
+
+/// Submits the command to its executor and waits for it to end. A local
+/// command starts in `wait`: without its RUNNING stored (`running`) it
+/// does not start (a Slurm job already has).
+fn submit<E: std::fmt::Display>(
+    at: &Attempt<'_, '_>,
+    (token, dir, tag): (FencingToken, &std::path::Path, &str),
+    heartbeat: &mut lease::Heartbeat,
+    snapshot: &InputSnapshot,
+    command: &TaskLaunch<'_>,
+    running: impl Fn(Option<&str>) -> Result<(), E>,
+) -> Step<Ending> {
+    let (cx, task) = (at.cx, at.task);
+    let spec = &cx.manifest.executors[&task.executor];
+    let executor = executor_for(spec, &task.resources);
+    // For an engine that takes over a job that outlived us: what it
+    // runs on (written before the job exists).
+    if spec.kind == crate::manifest::ExecutorKind::Slurm {
+        let _ = slurm::record(
+            dir,
+            &slurm::JobRecord {
+                snapshot_digest: snapshot.digest(),
+                code_version: cx.manifest.pipeline.code_version.clone(),
+            },
+        );
+    }
+    match executor.submit(command.command(dir, tag.to_string())) {
+        Ok(job) => {
+            let id = job.id();
+            if let Some(id) = &id {
+                heartbeat.set_job(id);
             }
-            let submitted = executor.submit(command.command(&dir, tag));
-            match submitted {
-                Ok(job) => {
-                    let id = job.id();
-                    if let Some(id) = &id {
-                        heartbeat.set_job(id);
-                    }
-                    // A local command starts in `wait`: without its RUNNING
-                    // stored it does not start (a Slurm job already has).
-                    if let (Err(why), None) = (running(id.as_deref()), &id) {
-                        return fail(Some(token), format!("the command was not started: {why}"));
-                    }
-                    job.wait()
-                }
-                Err(ending) => {
-                    let _ = running(None);
-                    ending
-                }
+            if let (Err(why), None) = (running(id.as_deref()), &id) {
+                return Err(at.fail(Some(token), format!("the command was not started: {why}")));
             }
+            Ok(job.wait())
         }
-    };
-    let elapsed_ms = started.elapsed().as_millis() as u64;
-    // Secret values leave the logs before anything reads them: the FAILED
-    // event's tail, explain, the evidence a remote warehouse keeps.
-    for (log, e) in command.redact_logs(&dir) {
-        eprintln!(
-            "warning: {} {partition}: cannot redact {log} ({e}); removed it",
-            task.name
-        );
+        Err(ending) => {
+            let _ = running(None);
+            Ok(ending)
+        }
     }
-    let launched = launched.ok();
-    let ending = match (&ending, &launched) {
-        (Ending::Success, Some(launched)) => code_moved(cx, task, launched).unwrap_or(ending),
-        _ => ending,
-    };
-    if ending != Ending::Success {
-        let stderr_tail = launch::tail(&dir.join("stderr.log"), TAIL_BYTES);
-        let reason = ending.describe();
-        cx.emit(
-            State::Failed,
-            event()
-                .attempt(attempt, Some(token.get()))
-                .detail(reason.clone())
-                .data(
-                    Payload::Failed(CommandEnded {
-                        ending: reason.clone(),
-                        exit_code: match ending {
-                            Ending::Exit(c) => Some(c),
-                            _ => None,
-                        },
-                        signal: match ending {
-                            Ending::Signal(s) => Some(s),
-                            _ => None,
-                        },
-                        duration_ms: elapsed_ms,
-                        stderr_tail,
-                    })
-                    .to_json(),
-                ),
-        );
-        // Announced first, so the log never shows more commands running than slots.
-        drop(permit);
-        // On a remote warehouse the logs are this attempt's evidence for
-        // other hosts too (best effort: the event has the stderr tail).
-        let _ = store.upload_evidence(token);
-        return AttemptOutcome::Failed {
-            ending,
-            token: Some(token),
-            reason,
-            code: launched,
-        };
-    }
-    // Success: the code was fingerprinted at launch.
-    let code = launched.unwrap_or_default();
-    cx.emit(
-        State::Success,
-        event()
-            .attempt(attempt, Some(token.get()))
-            .detail(format!(
-                "exit code 0 after {}",
-                crate::manifest::duration::human(std::time::Duration::from_millis(elapsed_ms))
-            ))
-            .data(json!({ "duration_ms": elapsed_ms })),
+}
+
+/// A command that did not succeed, told as FAILED with its exit, signal,
+/// duration and the tail of its stderr.
+fn command_failed(
+    at: &Attempt<'_, '_>,
+    dir: &std::path::Path,
+    token: FencingToken,
+    ending: Ending,
+    elapsed_ms: u64,
+    launched: Option<String>,
+) -> AttemptOutcome {
+    let stderr_tail = launch::tail(&dir.join(layout::STDERR_LOG), TAIL_BYTES);
+    let reason = ending.describe();
+    at.cx.emit(
+        State::Failed,
+        at.event(token).detail(reason.clone()).data(
+            Payload::Failed(CommandEnded {
+                ending: reason.clone(),
+                exit_code: match ending {
+                    Ending::Exit(c) => Some(c),
+                    _ => None,
+                },
+                signal: match ending {
+                    Ending::Signal(s) => Some(s),
+                    _ => None,
+                },
+                duration_ms: elapsed_ms,
+                stderr_tail,
+            })
+            .to_json(),
+        ),
     );
-    drop(permit);
-    if let Err(e) = cx.faults.hit(Point::AfterCommand, &task.name, partition) {
-        return fail(Some(token), e);
-    }
-    let files = match audit::candidate_files(&data_dir, task.output.format) {
-        Ok(f) => f,
+    at.ended(ending, token, launched)
+}
+
+/// The files the task left in `data_dir`; a layout the output's format
+/// refuses (the task broke the output contract: the same inputs reproduce
+/// it) fails its audit.
+fn candidate_files(
+    at: &Attempt<'_, '_>,
+    data_dir: &std::path::Path,
+    token: FencingToken,
+    code: &str,
+) -> Step<Vec<PathBuf>> {
+    match audit::candidate_files(data_dir, at.task.output.format) {
+        Ok(files) => Ok(files),
         Err(audit::CandidateError::Refused { problems }) => {
-            // The task broke the output contract: the same inputs reproduce it.
             let reason = format!("the output is not publishable: {}", problems.join("; "));
-            cx.emit(
+            at.cx.emit(
                 State::GateFailed,
-                event()
-                    .attempt(attempt, Some(token.get()))
+                at.event(token)
                     .detail(reason.clone())
                     .data(json!({ "refused": problems })),
             );
-            return AttemptOutcome::Failed {
+            Err(AttemptOutcome::Failed {
                 ending: Ending::GateFailed,
                 token: Some(token),
                 reason,
-                code: Some(code),
-            };
+                code: Some(code.to_string()),
+            })
         }
-        Err(e) => {
-            return fail(
-                Some(token),
-                format!("cannot list the candidate: {}", chain(&e)),
-            )
-        }
-    };
-    let candidate = Candidate {
-        token,
-        dir,
-        files,
-        forced_over,
-        code,
-    };
-    let audited = match audit_candidate(cx, task, partition, attempt, snapshot, &inputs, candidate)
-    {
-        Ok(a) => a,
-        Err(outcome) => {
-            // The audit's report says which rows failed: evidence for
-            // every host of a remote warehouse (best effort).
-            let _ = store.upload_evidence(token);
-            return outcome;
-        }
-    };
-    let outcome = publish(cx, task, partition, attempt, snapshot, &store, audited);
-    if matches!(outcome, AttemptOutcome::Published { .. }) {
-        heartbeat.committed();
+        Err(e) => Err(at.fail(
+            Some(token),
+            format!("cannot list the candidate: {}", chain(&e)),
+        )),
     }
-    outcome
 }
 
 /// An I/O error that says the storage failed (not that a file is wrong).
@@ -575,17 +725,13 @@ fn code_moved(cx: &Context<'_>, task: &Task, launched: &str) -> Option<Ending> {
 
 /// Reads the candidate and runs the gates; writes `candidate.json` either way.
 fn audit_candidate(
-    cx: &Context<'_>,
-    task: &Task,
-    partition: &str,
-    attempt: u32,
+    at: &Attempt<'_, '_>,
     snapshot: &InputSnapshot,
     copies: &[inputs::Materialized],
     candidate: Candidate,
-) -> Result<AuditedCandidate, AttemptOutcome> {
-    let fail = |token: Option<FencingToken>, reason: String| {
-        engine_failure(cx, task, partition, attempt, token, reason)
-    };
+) -> Step<AuditedCandidate> {
+    let (cx, task, partition) = (at.cx, at.task, at.partition);
+    let fail = |token: Option<FencingToken>, reason: String| at.fail(token, reason);
     let token = candidate.token;
     // Reconcile gates read what the task read: its copies.
     let inputs = copies
@@ -617,48 +763,10 @@ fn audit_candidate(
             // Unreadable data (bad CSV, mismatched headers) is a property of
             // this candidate: the same input reproduces it.
             let reason = format!("candidate cannot be read: {}", chain(&e));
-            cx.emit(
-                State::GateFailed,
-                Event::instance(&task.name, partition)
-                    .attempt(attempt, Some(token.get()))
-                    .detail(reason.clone()),
-            );
-            return Err(AttemptOutcome::Failed {
-                ending: Ending::GateFailed,
-                token: Some(token),
-                reason,
-                code: Some(candidate.code.clone()),
-            });
+            return Err(at.gate_failed(&candidate, reason, None));
         }
     };
-    let manifest = json!({
-        "task": task.name,
-        "dataset": task.output.dataset,
-        "partition": partition,
-        "run_id": cx.run_id,
-        "attempt": attempt,
-        "token": token.get(),
-        "code_version": task.code_version,
-        "code_fingerprint": candidate.code,
-        "input_snapshot": snapshot.to_json(),
-        "input_snapshot_digest": snapshot.digest(),
-        "files": file_names(&candidate.files),
-        "rows": report.rows,
-        "columns": report.columns,
-        "digest": report.digest.as_str(),
-        "gates": report.gates,
-        "passed": report.passed(),
-    });
-    let bytes =
-        serde_json::to_vec_pretty(&manifest).expect("a candidate manifest always serializes");
-    // Not fsynced here: `fsync_candidate` makes it durable with the data, before
-    // any commit names the candidate.
-    if let Err(e) = std::fs::write(candidate.dir.join("candidate.json"), &bytes) {
-        return Err(fail(
-            Some(token),
-            format!("cannot write candidate.json: {e}"),
-        ));
-    }
+    write_candidate_json(at, snapshot, &candidate, &report)?;
     if !report.passed() {
         let failures: Vec<&GateOutcome> = report.failures().collect();
         let detail = failures
@@ -666,56 +774,13 @@ fn audit_candidate(
             .map(|g| format!("{}: expected {}, got {}", g.gate, g.expected, g.actual))
             .collect::<Vec<_>>()
             .join("; ");
-        cx.emit(
-            State::GateFailed,
-            Event::instance(&task.name, partition)
-                .attempt(attempt, Some(token.get()))
-                .detail(detail.clone())
-                .data(json!({ "gates": failures })),
-        );
-        return Err(AttemptOutcome::Failed {
-            ending: Ending::GateFailed,
-            token: Some(token),
-            reason: detail,
-            code: Some(candidate.code.clone()),
-        });
+        let data = json!({ "gates": failures });
+        return Err(at.gate_failed(&candidate, detail, Some(data)));
     }
-    // A Delta table output: a candidate whose schema the table's policy
-    // does not admit fails its audit, before anything is published.
-    if let (Some((columns, _)), Some(crate::manifest::TableFormat::Delta { schema: policy, .. })) = (
-        crate::store::delta::columns_of(task, partition),
-        task.output.table,
-    ) {
-        let store = cx.warehouse.partition(&task.output.dataset, partition);
-        match crate::store::delta::admits(&store, &columns, policy, &candidate.files) {
-            Ok(()) => {}
-            Err(Ok(why)) => {
-                let reason = format!("table_schema: {why}");
-                cx.emit(
-                    State::GateFailed,
-                    Event::instance(&task.name, partition)
-                        .attempt(attempt, Some(token.get()))
-                        .detail(reason.clone()),
-                );
-                return Err(AttemptOutcome::Failed {
-                    ending: Ending::GateFailed,
-                    token: Some(token),
-                    reason,
-                    code: Some(candidate.code.clone()),
-                });
-            }
-            Err(Err(e)) => {
-                return Err(fail(
-                    Some(token),
-                    format!("cannot check the Delta table's schema: {}", chain(&e)),
-                ));
-            }
-        }
-    }
+    admitted_by_table(at, &candidate)?;
     cx.emit(
         State::Audited,
-        Event::instance(&task.name, partition)
-            .attempt(attempt, Some(token.get()))
+        at.event(token)
             .detail(format!(
                 "{} gates passed: {} rows, {}",
                 report.gates.len(),
@@ -728,6 +793,64 @@ fn audit_candidate(
         return Err(fail(Some(token), e));
     }
     Ok(AuditedCandidate { candidate, report })
+}
+
+/// `candidate.json`: what the audit saw, passed or not. Not fsynced here:
+/// `fsync_candidate` makes it durable with the data, before any commit
+/// names the candidate.
+fn write_candidate_json(
+    at: &Attempt<'_, '_>,
+    snapshot: &InputSnapshot,
+    candidate: &Candidate,
+    report: &AuditReport,
+) -> Step<()> {
+    let token = candidate.token;
+    let manifest = json!({
+        "task": at.task.name,
+        "dataset": at.task.output.dataset,
+        "partition": at.partition,
+        "run_id": at.cx.run_id,
+        "attempt": at.number,
+        "token": token.get(),
+        "code_version": at.task.code_version,
+        "code_fingerprint": candidate.code,
+        "input_snapshot": snapshot.to_json(),
+        "input_snapshot_digest": snapshot.digest(),
+        "files": file_names(&candidate.files),
+        "rows": report.rows,
+        "columns": report.columns,
+        "digest": report.digest.as_str(),
+        "gates": report.gates,
+        "passed": report.passed(),
+    });
+    let bytes =
+        serde_json::to_vec_pretty(&manifest).expect("a candidate manifest always serializes");
+    std::fs::write(candidate.dir.join(layout::CANDIDATE_FILE), &bytes)
+        .map_err(|e| at.fail(Some(token), format!("cannot write candidate.json: {e}")))
+}
+
+/// A Delta table output: a candidate whose schema the table's policy does
+/// not admit fails its audit, before anything is published.
+fn admitted_by_table(at: &Attempt<'_, '_>, candidate: &Candidate) -> Step<()> {
+    let task = at.task;
+    let (Some((columns, _)), Some(crate::manifest::TableFormat::Delta { schema: policy, .. })) = (
+        crate::store::delta::columns_of(task, at.partition),
+        task.output.table,
+    ) else {
+        return Ok(());
+    };
+    let store = at
+        .cx
+        .warehouse
+        .partition(&task.output.dataset, at.partition);
+    match crate::store::delta::admits(&store, &columns, policy, &candidate.files) {
+        Ok(()) => Ok(()),
+        Err(Ok(why)) => Err(at.gate_failed(candidate, format!("table_schema: {why}"), None)),
+        Err(Err(e)) => Err(at.fail(
+            Some(candidate.token),
+            format!("cannot check the Delta table's schema: {}", chain(&e)),
+        )),
+    }
 }
 
 /// The engine itself failed (warehouse I/O, disk full): FAILED, transient.
