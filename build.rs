@@ -7,6 +7,11 @@
 //! Under `CI=true` nothing is probed and `weir_ci` is set: no test is ignored,
 //! and one whose service is missing fails (CI installs every service).
 //!
+//! A release build (`cargo install`, `cargo run --release`) probes nothing:
+//! those services only decide which tests run, and a build for users must
+//! not wait on a hung `sinfo` or import Python packages. The test suite runs
+//! in the dev profile (`cargo test`).
+//!
 //! The result is cached with the build: it is probed again when `CI`, `PATH`
 //! or `WEIR_S3_TEST_ENDPOINT` change. After installing a service some other
 //! way, `touch build.rs` (or run `cargo test -- --include-ignored`).
@@ -32,6 +37,9 @@ fn main() {
         // Nothing else is read: CI's later exports (moto's endpoint) must not
         // rebuild the crate.
         println!("cargo:rustc-cfg=weir_ci");
+        return;
+    }
+    if std::env::var("PROFILE").as_deref() == Ok("release") {
         return;
     }
     println!("cargo:rerun-if-env-changed=PATH");
