@@ -172,64 +172,75 @@ fn column(data_type: &DataType, rows: &[Option<&Value>]) -> Result<ArrayRef, Str
                     .map_err(|e| e.to_string())?,
             )
         }
-        DataType::Map(entry, sorted) => {
-            let DataType::Struct(kv) = entry.data_type() else {
-                return Err(format!("map entries of type {}", entry.data_type()));
-            };
-            let (mut keys, mut values, mut offsets) = (Vec::new(), Vec::new(), vec![0_i32]);
-            for row in &rows {
-                if let Some(object) = row.and_then(Value::as_object) {
-                    for (k, v) in object {
-                        keys.push(k.clone());
-                        values.push(match v {
-                            Value::Null => None,
-                            Value::String(s) => Some(s.clone()),
-                            other => Some(other.to_string()),
-                        });
-                    }
-                }
-                offsets.push(i32::try_from(keys.len()).map_err(|e| e.to_string())?);
-            }
-            let entries = StructArray::try_new(
-                kv.clone(),
-                vec![
-                    Arc::new(StringArray::from(keys)) as ArrayRef,
-                    Arc::new(StringArray::from(values)) as ArrayRef,
-                ],
-                None,
-            )
-            .map_err(|e| e.to_string())?;
-            Arc::new(
-                MapArray::try_new(
-                    entry.clone(),
-                    OffsetBuffer::new(offsets.into()),
-                    entries,
-                    nulls(&rows),
-                    *sorted,
-                )
-                .map_err(|e| e.to_string())?,
-            )
-        }
-        DataType::List(item) => {
-            let (mut items, mut offsets) = (Vec::new(), vec![0_i32]);
-            for row in &rows {
-                if let Some(list) = row.and_then(Value::as_array) {
-                    items.extend(list.iter().map(|v| v.as_str().map(str::to_owned)));
-                }
-                offsets.push(i32::try_from(items.len()).map_err(|e| e.to_string())?);
-            }
-            Arc::new(
-                ListArray::try_new(
-                    item.clone(),
-                    OffsetBuffer::new(offsets.into()),
-                    Arc::new(StringArray::from(items)),
-                    nulls(&rows),
-                )
-                .map_err(|e| e.to_string())?,
-            )
-        }
+        DataType::Map(entry, sorted) => map_column(entry, *sorted, &rows)?,
+        DataType::List(item) => list_column(item, &rows)?,
         other => return Err(format!("checkpoint column of type {other}")),
     })
+}
+
+/// A map column (string keys and values, as a Delta checkpoint's
+/// `partitionValues` and `tags`).
+fn map_column(
+    entry: &arrow_schema::FieldRef,
+    sorted: bool,
+    rows: &[Option<&Value>],
+) -> Result<ArrayRef, String> {
+    let DataType::Struct(kv) = entry.data_type() else {
+        return Err(format!("map entries of type {}", entry.data_type()));
+    };
+    let (mut keys, mut values, mut offsets) = (Vec::new(), Vec::new(), vec![0_i32]);
+    for row in rows {
+        if let Some(object) = row.and_then(Value::as_object) {
+            for (k, v) in object {
+                keys.push(k.clone());
+                values.push(match v {
+                    Value::Null => None,
+                    Value::String(s) => Some(s.clone()),
+                    other => Some(other.to_string()),
+                });
+            }
+        }
+        offsets.push(i32::try_from(keys.len()).map_err(|e| e.to_string())?);
+    }
+    let entries = StructArray::try_new(
+        kv.clone(),
+        vec![
+            Arc::new(StringArray::from(keys)) as ArrayRef,
+            Arc::new(StringArray::from(values)) as ArrayRef,
+        ],
+        None,
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(Arc::new(
+        MapArray::try_new(
+            entry.clone(),
+            OffsetBuffer::new(offsets.into()),
+            entries,
+            nulls(rows),
+            sorted,
+        )
+        .map_err(|e| e.to_string())?,
+    ))
+}
+
+/// A list column of strings.
+fn list_column(item: &arrow_schema::FieldRef, rows: &[Option<&Value>]) -> Result<ArrayRef, String> {
+    let (mut items, mut offsets) = (Vec::new(), vec![0_i32]);
+    for row in rows {
+        if let Some(list) = row.and_then(Value::as_array) {
+            items.extend(list.iter().map(|v| v.as_str().map(str::to_owned)));
+        }
+        offsets.push(i32::try_from(items.len()).map_err(|e| e.to_string())?);
+    }
+    Ok(Arc::new(
+        ListArray::try_new(
+            item.clone(),
+            OffsetBuffer::new(offsets.into()),
+            Arc::new(StringArray::from(items)),
+            nulls(rows),
+        )
+        .map_err(|e| e.to_string())?,
+    ))
 }
 
 /// The checkpoint of `state` as Parquet bytes, with its row count.

@@ -369,36 +369,7 @@ pub fn follow(
     let retention_text = declared.retention.map(render_interval);
     let backend = store.backend();
     let dataset = store.dataset();
-    let partition_values: serde_json::Map<String, Value> = columns
-        .iter()
-        .zip(values)
-        .map(|(c, v)| (c.clone(), Value::String(v.clone())))
-        .collect();
-    // The record's files as the table names them, with their row counts.
-    let local = store.local_files(record)?;
-    let rel_dir = record
-        .attempt_dir
-        .strip_prefix(&format!("{dataset}/"))
-        .ok_or_else(|| {
-            TableError::Unsupported(format!(
-                "attempt `{}` is not under dataset `{dataset}`",
-                record.attempt_dir
-            ))
-        })?;
-    let mut files = Vec::with_capacity(record.files.len());
-    let mut fields = None;
-    for (i, (name, path)) in record.files.iter().zip(local.iter()).enumerate() {
-        let (rows, schema) = footer(path, i == 0)?;
-        if schema.is_some() {
-            fields = schema;
-        }
-        let size = match record.file_sums.get(i) {
-            Some(sum) => sum.size,
-            None => std::fs::metadata(path).map(|m| m.len()).unwrap_or_default(),
-        };
-        files.push((encode_path(&format!("{rel_dir}/data/{name}")), size, rows));
-    }
-    drop(local);
+    let (files, fields) = table_files(store, record)?;
     let mut conflicts = 0;
     loop {
         let mut state = replay(backend, dataset, ReplayFrom::Checkpoint)?;
@@ -422,104 +393,20 @@ pub fn follow(
         let now = now_ms();
         let mut lines: Vec<Value> = Vec::new();
         if state.last.is_none() {
-            let mut schema_fields = fields.clone().unwrap_or_default();
-            for column in columns {
-                if schema_fields.iter().any(|f| f["name"] == column.as_str()) {
-                    return Err(TableError::Unsupported(format!(
-                        "the data of `{dataset}` has a column `{column}`, the name of its partition scheme: a Delta table's partition column cannot also be in the files"
-                    )));
-                }
-                schema_fields.push(
-                    json!({"name": column, "type": "string", "nullable": false, "metadata": {}}),
-                );
-            }
-            let schema = json!({"type": "struct", "fields": schema_fields}).to_string();
-            lines.push(json!({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}));
-            lines.push(json!({"metaData": {
-                "id": table_id(dataset, now),
-                "name": dataset,
-                "format": {"provider": "parquet", "options": {}},
-                "schemaString": schema,
-                "partitionColumns": columns,
-                "configuration": match &retention_text {
-                    Some(text) => json!({ RETENTION_KEY: text }),
-                    None => json!({}),
-                },
-                "createdTime": now,
-            }}));
+            lines.extend(table_creation(
+                dataset,
+                columns,
+                fields.as_ref(),
+                retention_text.as_deref(),
+                now,
+            )?);
         }
         // One `metaData` action at most per commit, carrying both changes.
-        if let Some(meta) = &state.metadata {
-            let mut changed = meta.clone();
-            if let (false, Some(table)) = (added.is_empty(), &state.fields) {
-                // `additive`: the table's schema gains the new columns in
-                // this commit (the same table id; readers fill them with
-                // nulls in the older files).
-                let mut schema_fields = table.clone();
-                schema_fields.extend(added.iter().cloned());
-                changed["schemaString"] =
-                    Value::String(json!({"type": "struct", "fields": schema_fields}).to_string());
-            }
-            // A declared retention that differs from the table's becomes
-            // the table's (so every writer's `VACUUM` keeps as long).
-            if let Some(text) = &retention_text {
-                if changed["configuration"][RETENTION_KEY].as_str() != Some(text) {
-                    if !changed["configuration"].is_object() {
-                        changed["configuration"] = json!({});
-                    }
-                    changed["configuration"][RETENTION_KEY] = Value::String(text.clone());
-                }
-            }
-            if &changed != meta {
-                lines.push(json!({ "metaData": changed }));
-            }
+        if let Some(changed) = metadata_change(&state, &added, retention_text.as_deref()) {
+            lines.push(json!({ "metaData": changed }));
         }
-        let new_paths: Vec<&str> = files.iter().map(|(p, _, _)| p.as_str()).collect();
-        for (path, active) in &state.active {
-            let mine = columns.iter().zip(values).all(|(c, v)| {
-                active.partition_values.get(c).and_then(Value::as_str) == Some(v.as_str())
-            });
-            if mine && !new_paths.contains(&path.as_str()) {
-                lines.push(json!({"remove": {
-                    "path": path,
-                    "deletionTimestamp": now,
-                    "dataChange": true,
-                    "extendedFileMetadata": true,
-                    "partitionValues": active.partition_values,
-                    "size": active.size,
-                }}));
-            }
-        }
-        for (path, size, rows) in &files {
-            if state.active.contains_key(path) {
-                continue;
-            }
-            lines.push(json!({"add": {
-                "path": path,
-                "partitionValues": partition_values,
-                "size": size,
-                "modificationTime": now,
-                "dataChange": true,
-                "stats": json!({"numRecords": rows}).to_string(),
-            }}));
-        }
-        lines.push(json!({"commitInfo": {
-            "timestamp": now,
-            "operation": "WRITE",
-            "operationParameters": {"mode": "Overwrite", "partitionBy": json!(columns).to_string()},
-            "engineInfo": concat!("weir/", env!("CARGO_PKG_VERSION")),
-            "isBlindAppend": false,
-            "weir": {
-                "dataset": dataset,
-                "partition": record.partition,
-                "generation": record.generation.get(),
-                "token": record.token.get(),
-                "kind": match record.kind {
-                    crate::store::CommitKind::Publish => "publish",
-                    crate::store::CommitKind::Rollback { .. } => "rollback",
-                },
-            },
-        }}));
+        lines.extend(partition_changes(&state, columns, values, &files, now));
+        lines.push(commit_info(dataset, columns, record, now));
         let mut body = String::new();
         for line in &lines {
             body.push_str(&line.to_string());
@@ -546,6 +433,189 @@ pub fn follow(
             return Err(TableError::Contended(dataset.to_owned()));
         }
     }
+}
+
+/// The partition's overwrite: a `remove` of each file the table shows of
+/// it that the record does not name, an `add` of each record file the table
+/// does not show yet.
+fn partition_changes(
+    state: &replay::Replayed,
+    columns: &[String],
+    values: &[String],
+    files: &[TableFile],
+    now: i64,
+) -> Vec<Value> {
+    let partition_values: serde_json::Map<String, Value> = columns
+        .iter()
+        .zip(values)
+        .map(|(c, v)| (c.clone(), Value::String(v.clone())))
+        .collect();
+    let new_paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+    let mut lines = Vec::new();
+    for (path, active) in &state.active {
+        let mine = columns.iter().zip(values).all(|(c, v)| {
+            active.partition_values.get(c).and_then(Value::as_str) == Some(v.as_str())
+        });
+        if mine && !new_paths.contains(&path.as_str()) {
+            lines.push(json!({"remove": {
+                "path": path,
+                "deletionTimestamp": now,
+                "dataChange": true,
+                "extendedFileMetadata": true,
+                "partitionValues": active.partition_values,
+                "size": active.size,
+            }}));
+        }
+    }
+    for TableFile { path, size, rows } in files {
+        if state.active.contains_key(path) {
+            continue;
+        }
+        lines.push(json!({"add": {
+            "path": path,
+            "partitionValues": partition_values.clone(),
+            "size": size,
+            "modificationTime": now,
+            "dataChange": true,
+            "stats": json!({"numRecords": rows}).to_string(),
+        }}));
+    }
+    lines
+}
+
+/// A file of a record, as the table names it.
+struct TableFile {
+    /// Relative to the table, path-encoded.
+    path: String,
+    size: u64,
+    rows: u64,
+}
+
+/// A record's files as the table names them (relative to the table,
+/// path-encoded), with their sizes and row counts, and the schema of the
+/// first one.
+fn table_files(
+    store: &PartitionStore,
+    record: &CommitRecord,
+) -> Result<(Vec<TableFile>, Option<Vec<Value>>), TableError> {
+    let dataset = store.dataset();
+    let local = store.local_files(record)?;
+    let rel_dir = record
+        .attempt_dir
+        .strip_prefix(&format!("{dataset}/"))
+        .ok_or_else(|| {
+            TableError::Unsupported(format!(
+                "attempt `{}` is not under dataset `{dataset}`",
+                record.attempt_dir
+            ))
+        })?;
+    let mut files = Vec::with_capacity(record.files.len());
+    let mut fields = None;
+    for (i, (name, path)) in record.files.iter().zip(local.iter()).enumerate() {
+        let (rows, schema) = footer(path, i == 0)?;
+        if schema.is_some() {
+            fields = schema;
+        }
+        let size = match record.file_sums.get(i) {
+            Some(sum) => sum.size,
+            None => std::fs::metadata(path).map(|m| m.len()).unwrap_or_default(),
+        };
+        files.push(TableFile {
+            path: encode_path(&format!("{rel_dir}/data/{name}")),
+            size,
+            rows,
+        });
+    }
+    drop(local);
+    Ok((files, fields))
+}
+
+/// The actions that create the table: its protocol and its metadata (the
+/// files' schema and the partition columns, as strings).
+fn table_creation(
+    dataset: &str,
+    columns: &[String],
+    fields: Option<&Vec<Value>>,
+    retention_text: Option<&str>,
+    now: i64,
+) -> Result<Vec<Value>, TableError> {
+    let mut actions = Vec::with_capacity(2);
+    let mut schema_fields = fields.cloned().unwrap_or_default();
+    for column in columns {
+        if schema_fields.iter().any(|f| f["name"] == column.as_str()) {
+            return Err(TableError::Unsupported(format!(
+                "the data of `{dataset}` has a column `{column}`, the name of its partition scheme: a Delta table's partition column cannot also be in the files"
+            )));
+        }
+        schema_fields
+            .push(json!({"name": column, "type": "string", "nullable": false, "metadata": {}}));
+    }
+    let schema = json!({"type": "struct", "fields": schema_fields}).to_string();
+    actions.push(json!({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}));
+    actions.push(json!({"metaData": {
+        "id": table_id(dataset, now),
+        "name": dataset,
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": schema,
+        "partitionColumns": columns,
+        "configuration": match retention_text {
+            Some(text) => json!({ RETENTION_KEY: text }),
+            None => json!({}),
+        },
+        "createdTime": now,
+    }}));
+    Ok(actions)
+}
+
+/// The table's metadata changed by this commit, if it changes: the schema
+/// gains `added` columns (`additive`: the same table id; readers fill them
+/// with nulls in the older files), and a declared retention that differs
+/// from the table's becomes the table's (so every writer's `VACUUM` keeps
+/// as long).
+fn metadata_change(
+    state: &replay::Replayed,
+    added: &[Value],
+    retention_text: Option<&str>,
+) -> Option<Value> {
+    let meta = state.metadata.as_ref()?;
+    let mut changed = meta.clone();
+    if let (false, Some(table)) = (added.is_empty(), &state.fields) {
+        let mut schema_fields = table.clone();
+        schema_fields.extend(added.iter().cloned());
+        changed["schemaString"] =
+            Value::String(json!({"type": "struct", "fields": schema_fields}).to_string());
+    }
+    if let Some(text) = retention_text {
+        if changed["configuration"][RETENTION_KEY].as_str() != Some(text) {
+            if !changed["configuration"].is_object() {
+                changed["configuration"] = json!({});
+            }
+            changed["configuration"][RETENTION_KEY] = Value::String(text.to_owned());
+        }
+    }
+    (&changed != meta).then_some(changed)
+}
+
+/// The commit's `commitInfo`: a partition overwrite, and what weir
+/// committed (dataset, partition, generation, token, publish or rollback).
+fn commit_info(dataset: &str, columns: &[String], record: &CommitRecord, now: i64) -> Value {
+    json!({"commitInfo": {
+        "timestamp": now,
+        "operation": "WRITE",
+        "operationParameters": {"mode": "Overwrite", "partitionBy": json!(columns).to_string()},
+        "engineInfo": concat!("weir/", env!("CARGO_PKG_VERSION")),
+        "isBlindAppend": false,
+        "weir": {
+            "dataset": dataset,
+            "partition": record.partition,
+            "generation": record.generation.get(),
+            "token": record.token.get(),
+            "kind": match record.kind {
+                crate::store::CommitKind::Publish => "publish",
+                crate::store::CommitKind::Rollback { .. } => "rollback",
+            },
+        },
+    }})
 }
 
 /// The Delta version that committed each of the partition's generations
