@@ -92,6 +92,72 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// object_store panics on an endpoint that is not an absolute URL (an empty
+/// `AWS_ENDPOINT=` from a script, a bare host name): refused here instead.
+fn check_endpoint_vars() -> Result<(), String> {
+    for var in ["AWS_ENDPOINT", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"] {
+        if let Ok(value) = std::env::var(var) {
+            if !value.starts_with("http://") && !value.starts_with("https://") {
+                return Err(format!(
+                    "{var} is `{value}`, not an http:// or https:// URL (unset it for AWS itself)"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The client for `bucket`, from the `AWS_*` environment, with its timeouts
+/// and retries set.
+///
+/// Every store call blocks an engine thread until the client gives
+/// up, so how long that can take is set here, not left at
+/// object_store's defaults (30 s a request, retries for up to three
+/// minutes): a request that hangs fails after REQUEST_TIMEOUT, and
+/// retries start only within RETRY_BUDGET, so one call returns within
+/// about 25 s, below the default lease timeout (3 heartbeats of 10 s).
+/// A stalled store then ends the run with an error naming it instead
+/// of freezing it, and a heartbeat held up by it is known failed
+/// before the lease looks expired. Timeouts and Ctrl-C never wait for
+/// the store at all (exec::timer).
+fn builder(bucket: &str) -> AmazonS3Builder {
+    AmazonS3Builder::from_env()
+        .with_bucket_name(bucket)
+        .with_config(
+            AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
+            humantime_secs(REQUEST_TIMEOUT),
+        )
+        .with_config(
+            AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
+            humantime_secs(CONNECT_TIMEOUT),
+        )
+        .with_retry(RetryConfig {
+            backoff: BackoffConfig::default(),
+            max_retries: MAX_RETRIES,
+            retry_timeout: RETRY_BUDGET,
+        })
+        // Every PUT carries the SHA-256 of its body in
+        // `x-amz-checksum-sha256`, which the store checks before it
+        // stores the object: an upload that succeeds holds those bytes,
+        // with no need to read it back (`put_file_checked`).
+        .with_checksum_algorithm(Checksum::SHA256)
+}
+
+/// The bucket's URL as object_store addresses it, and the region.
+fn bucket_url(builder: &AmazonS3Builder, bucket: &str) -> (String, String) {
+    let setting = |key: AmazonS3ConfigKey| builder.get_config_value(&key);
+    let region = setting(AmazonS3ConfigKey::Region).unwrap_or_else(|| "us-east-1".to_owned());
+    let virtual_hosted = setting(AmazonS3ConfigKey::VirtualHostedStyleRequest)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let url = match (setting(AmazonS3ConfigKey::Endpoint), virtual_hosted) {
+        (Some(endpoint), true) => endpoint.trim_end_matches('/').to_owned(),
+        (Some(endpoint), false) => format!("{}/{bucket}", endpoint.trim_end_matches('/')),
+        (None, true) => format!("https://{bucket}.s3.{region}.amazonaws.com"),
+        (None, false) => format!("https://s3.{region}.amazonaws.com/{bucket}"),
+    };
+    (url, region)
+}
+
 impl S3Backend {
     /// A backend for `s3://bucket/prefix`, configured from the `AWS_*`
     /// environment. Lists the prefix once, so that a missing bucket, a wrong
@@ -112,48 +178,9 @@ impl S3Backend {
         if !prefix.is_empty() {
             validate_key(&prefix)?;
         }
-        // object_store panics on an endpoint that is not an absolute URL
-        // (an empty `AWS_ENDPOINT=` from a script, a bare host name).
-        for var in ["AWS_ENDPOINT", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"] {
-            if let Ok(value) = std::env::var(var) {
-                if !value.starts_with("http://") && !value.starts_with("https://") {
-                    return Err(remote(format!(
-                        "{var} is `{value}`, not an http:// or https:// URL (unset it for AWS itself)"
-                    )));
-                }
-            }
-        }
+        check_endpoint_vars().map_err(remote)?;
         install_crypto_provider();
-        // Every store call blocks an engine thread until the client gives
-        // up, so how long that can take is set here, not left at
-        // object_store's defaults (30 s a request, retries for up to three
-        // minutes): a request that hangs fails after REQUEST_TIMEOUT, and
-        // retries start only within RETRY_BUDGET, so one call returns within
-        // about 25 s, below the default lease timeout (3 heartbeats of 10 s).
-        // A stalled store then ends the run with an error naming it instead
-        // of freezing it, and a heartbeat held up by it is known failed
-        // before the lease looks expired. Timeouts and Ctrl-C never wait for
-        // the store at all (exec::timer).
-        let mut builder = AmazonS3Builder::from_env()
-            .with_bucket_name(&bucket)
-            .with_config(
-                AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
-                humantime_secs(REQUEST_TIMEOUT),
-            )
-            .with_config(
-                AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
-                humantime_secs(CONNECT_TIMEOUT),
-            )
-            .with_retry(RetryConfig {
-                backoff: BackoffConfig::default(),
-                max_retries: MAX_RETRIES,
-                retry_timeout: RETRY_BUDGET,
-            })
-            // Every PUT carries the SHA-256 of its body in
-            // `x-amz-checksum-sha256`, which the store checks before it
-            // stores the object: an upload that succeeds holds those bytes,
-            // with no need to read it back (`put_file_checked`).
-            .with_checksum_algorithm(Checksum::SHA256);
+        let mut builder = builder(&bucket);
         if let Some(endpoint) = super::s3_endpoint() {
             builder = builder.with_endpoint(endpoint);
         }
@@ -166,17 +193,7 @@ impl S3Backend {
                 })?;
             builder = builder.with_config(key, *value);
         }
-        let setting = |key: AmazonS3ConfigKey| builder.get_config_value(&key);
-        let region = setting(AmazonS3ConfigKey::Region).unwrap_or_else(|| "us-east-1".to_owned());
-        let virtual_hosted = setting(AmazonS3ConfigKey::VirtualHostedStyleRequest)
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-        // As object_store addresses the bucket.
-        let bucket_url = match (setting(AmazonS3ConfigKey::Endpoint), virtual_hosted) {
-            (Some(endpoint), true) => endpoint.trim_end_matches('/').to_owned(),
-            (Some(endpoint), false) => format!("{}/{bucket}", endpoint.trim_end_matches('/')),
-            (None, true) => format!("https://{bucket}.s3.{region}.amazonaws.com"),
-            (None, false) => format!("https://s3.{region}.amazonaws.com/{bucket}"),
-        };
+        let (bucket_url, region) = bucket_url(&builder, &bucket);
         let store = builder.build().map_err(|e| StoreError::Remote {
             key: url.to_owned(),
             source: Box::new(e),
