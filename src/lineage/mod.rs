@@ -500,83 +500,14 @@ impl Resolver {
             return (Vec::new(), Vec::new());
         };
         let namespace = &self.namespace;
-        let version = |v: String| {
-            json!({
-                "_producer": PRODUCER,
-                "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DatasetVersionDatasetFacet.json#/$defs/DatasetVersionDatasetFacet",
-                "datasetVersion": v,
-            })
-        };
-        let inputs = commit.input_snapshot["inputs"]
-            .as_array()
-            .map(|pinned| {
-                let entry = |name: &str, v: String| {
-                    json!({
-                        "namespace": namespace,
-                        "name": name,
-                        "facets": { "version": version(v) },
-                    })
-                };
-                pinned
-                    .iter()
-                    .flat_map(|input| {
-                        let name = input["name"].as_str().unwrap_or_default();
-                        // An input mapped to several upstream partitions pins
-                        // one generation each: one dataset version per partition.
-                        if let Some(parts) = input["partitions"].as_array() {
-                            return parts
-                                .iter()
-                                .map(|p| {
-                                    let v = format!(
-                                        "{}@{}:{}",
-                                        p["partition"].as_str().unwrap_or_default(),
-                                        p["generation"].as_u64().unwrap_or_default(),
-                                        p["digest"].as_str().unwrap_or_default()
-                                    );
-                                    entry(name, v)
-                                })
-                                .collect::<Vec<_>>();
-                        }
-                        let digest = input["digest"].as_str().unwrap_or_default();
-                        let v = match input["generation"].as_u64() {
-                            Some(g) => format!("{g}:{digest}"),
-                            None => digest.to_owned(),
-                        };
-                        vec![entry(name, v)]
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let inputs = input_versions(namespace, &commit.input_snapshot);
         // The attempt directory holds `data/<file>` and the audit's report.
         let audit = store
             .visible_files(&commit)
             .first()
             .and_then(|file| file.parent()?.parent().map(Path::to_path_buf))
             .and_then(|dir| candidate(&dir));
-        let mut facets = json!({
-            "version": version(format!("{}:{}", commit.generation.get(), commit.digest)),
-        });
-        if let (Some(audit), Some(map)) = (audit, facets.as_object_mut()) {
-            map.insert(
-                "schema".into(),
-                json!({
-                    "_producer": PRODUCER,
-                    "_schemaURL": "https://openlineage.io/spec/facets/1-1-1/SchemaDatasetFacet.json#/$defs/SchemaDatasetFacet",
-                    "fields": audit.columns.iter().map(|c| json!({ "name": c })).collect::<Vec<_>>(),
-                }),
-            );
-            map.insert(
-                "dataQualityAssertions".into(),
-                json!({
-                    "_producer": PRODUCER,
-                    "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DataQualityAssertionsDatasetFacet.json#/$defs/DataQualityAssertionsDatasetFacet",
-                    "assertions": audit.gates.iter().map(|g| json!({
-                        "assertion": g.gate,
-                        "success": g.passed,
-                    })).collect::<Vec<_>>(),
-                }),
-            );
-        }
+        let facets = output_facets(&commit, audit);
         let output = json!({
             "namespace": namespace,
             "name": dataset,
@@ -593,6 +524,89 @@ impl Resolver {
         });
         (inputs, vec![output])
     }
+}
+
+/// A dataset version facet.
+fn version(v: &str) -> Value {
+    json!({
+        "_producer": PRODUCER,
+        "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DatasetVersionDatasetFacet.json#/$defs/DatasetVersionDatasetFacet",
+        "datasetVersion": v,
+    })
+}
+
+/// The input datasets of a publication, one version per pinned generation
+/// (`<generation>:<digest>`; an external input: its digest), from its
+/// input snapshot. An input mapped to several upstream partitions pins one
+/// generation each: one dataset version per partition
+/// (`<partition>@<generation>:<digest>`).
+fn input_versions(namespace: &str, snapshot: &Value) -> Vec<Value> {
+    let entry = |name: &str, v: String| {
+        json!({
+            "namespace": namespace,
+            "name": name,
+            "facets": { "version": version(&v) },
+        })
+    };
+    let Some(pinned) = snapshot["inputs"].as_array() else {
+        return Vec::new();
+    };
+    pinned
+        .iter()
+        .flat_map(|input| {
+            let name = input["name"].as_str().unwrap_or_default();
+            if let Some(parts) = input["partitions"].as_array() {
+                return parts
+                    .iter()
+                    .map(|p| {
+                        let v = format!(
+                            "{}@{}:{}",
+                            p["partition"].as_str().unwrap_or_default(),
+                            p["generation"].as_u64().unwrap_or_default(),
+                            p["digest"].as_str().unwrap_or_default()
+                        );
+                        entry(name, v)
+                    })
+                    .collect::<Vec<_>>();
+            }
+            let digest = input["digest"].as_str().unwrap_or_default();
+            let v = match input["generation"].as_u64() {
+                Some(g) => format!("{g}:{digest}"),
+                None => digest.to_owned(),
+            };
+            vec![entry(name, v)]
+        })
+        .collect()
+}
+
+/// The output dataset's facets: its version, and from the audit (when its
+/// `candidate.json` is at hand) its schema and the gates as assertions.
+fn output_facets(commit: &CommitRecord, audit: Option<Audit>) -> Value {
+    let mut facets = json!({
+        "version": version(&format!("{}:{}", commit.generation.get(), commit.digest)),
+    });
+    if let (Some(audit), Some(map)) = (audit, facets.as_object_mut()) {
+        map.insert(
+            "schema".into(),
+            json!({
+                "_producer": PRODUCER,
+                "_schemaURL": "https://openlineage.io/spec/facets/1-1-1/SchemaDatasetFacet.json#/$defs/SchemaDatasetFacet",
+                "fields": audit.columns.iter().map(|c| json!({ "name": c })).collect::<Vec<_>>(),
+            }),
+        );
+        map.insert(
+            "dataQualityAssertions".into(),
+            json!({
+                "_producer": PRODUCER,
+                "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DataQualityAssertionsDatasetFacet.json#/$defs/DataQualityAssertionsDatasetFacet",
+                "assertions": audit.gates.iter().map(|g| json!({
+                    "assertion": g.gate,
+                    "success": g.passed,
+                })).collect::<Vec<_>>(),
+            }),
+        );
+    }
+    facets
 }
 
 /// The part of an audit's `candidate.json` lineage reports.
