@@ -36,9 +36,7 @@ impl Validator<'_, '_, '_, '_> {
         }
         self.check_command(name, raw);
         let (inputs, depends_on) = self.task_inputs(name, raw, names, outputs);
-        // Output and its grain.
-        let table = super::table::check(self, name, &raw.output);
-        self.grain(name, raw);
+        let output = self.output(name, raw);
         let (partitioned_by, dims) = self.partition_dims(name, raw, names, schemes);
         self.check_depends_on_past(name, raw, &partitioned_by, &dims);
         let pool = raw.pool.clone().unwrap_or_else(|| "default".into());
@@ -93,12 +91,7 @@ impl Validator<'_, '_, '_, '_> {
             name: name.to_string(),
             command: raw.command.clone(),
             inputs,
-            output: Output {
-                dataset: raw.output.dataset.clone(),
-                format: raw.output.format,
-                grain: raw.output.grain.clone(),
-                table,
-            },
+            output,
             depends_on,
             partitioned_by,
             dims,
@@ -329,6 +322,18 @@ impl Validator<'_, '_, '_, '_> {
             }
         }
         (inputs, depends_on)
+    }
+
+    /// The task's output, its table format and its grain checked.
+    fn output(&mut self, name: &str, raw: &RawTask) -> Output {
+        let table = super::table::check(self, name, &raw.output);
+        self.grain(name, raw);
+        Output {
+            dataset: raw.output.dataset.clone(),
+            format: raw.output.format,
+            grain: raw.output.grain.clone(),
+            table,
+        }
     }
 
     /// The output's grain: some columns, each once.
