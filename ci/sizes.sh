@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prints every source file's count of non-test lines, largest first, flags
-# those over the limit a person can hold (issue 29: 800), and prints the
-# size of the weir binaries that exist. It reports; it never fails a build.
+# those over the limit a person can hold (issue 29: 800), the non-test
+# functions over 100 lines (ci/long_functions.py), and the size of the weir
+# binaries that exist. It reports; it never fails a build.
 #
 # Non-test lines are all lines except those of a `#[cfg(test)]` module
 # written inline (`#[cfg(test)]` then `mod name {` up to its closing `}` at
@@ -45,6 +46,10 @@ done < <(
     done | sort -rn
 )
 printf '%d source files, %d non-test lines, %d over %d\n' "$files" "$total" "$over" "$limit"
+
+if command -v python3 >/dev/null 2>&1; then
+    python3 "$root/ci/long_functions.py" 100 || true
+fi
 
 target="${CARGO_TARGET_DIR:-$root/target}"
 for profile in release debug; do

@@ -279,7 +279,7 @@ pub(crate) fn rollback(args: &RollbackArgs) -> Result<u8, CliError> {
 
 /// `weir gc`: a dry run unless `--apply`.
 pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
-    use crate::ops::gc::{self, GcDecision, GcOptions};
+    use crate::ops::gc::{self, GcOptions};
     let manifest = super::error::load(&args.manifest)?;
     // A dry run only reads; --apply logs its deletions.
     let warehouse = if args.apply {
@@ -287,7 +287,59 @@ pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
     } else {
         super::error::open_to_read(&manifest)?
     };
-    let older_than = match &args.older_than {
+    let older_than = older_than(args, &manifest)?;
+    let options = GcOptions {
+        older_than,
+        keep_generations: args.keep_generations,
+    };
+    let gc::GcPlan {
+        items,
+        unreadable,
+        uploads,
+    } = gc::plan(&warehouse, &options).map_err(CliError::engine)?;
+    let (delete, keep): (Vec<_>, Vec<_>) = items.iter().partition(|i| i.decision.is_delete());
+    print_gc_decisions(args.apply, &items, &uploads);
+    let to_abort = uploads.iter().filter(|u| u.decision.is_delete()).count();
+    let bytes: u64 = delete.iter().map(|i| i.bytes).sum();
+    if !args.apply {
+        println!(
+            "dry run: {} candidate director{} ({}) would be deleted, {} kept; rerun with --apply to delete",
+            delete.len(),
+            if delete.len() == 1 { "y" } else { "ies" },
+            super::human_bytes(bytes),
+            keep.len()
+        );
+        if !uploads.is_empty() {
+            println!(
+                "dry run: {to_abort} incomplete upload{} would be aborted, {} kept",
+                if to_abort == 1 { "" } else { "s" },
+                uploads.len() - to_abort
+            );
+        }
+        return Ok(gc_outcome(&unreadable));
+    }
+    let log = open_operator_log(&warehouse)?;
+    let n = gc::apply(&warehouse, &log, &options, &items).map_err(CliError::engine)?;
+    println!(
+        "deleted {n} candidate director{}, {} kept",
+        if n == 1 { "y" } else { "ies" },
+        items.len() - n
+    );
+    if !uploads.is_empty() {
+        let a = gc::abort_uploads(&warehouse, &log, &uploads).map_err(CliError::engine)?;
+        println!(
+            "aborted {a} incomplete upload{}, {} kept",
+            if a == 1 { "" } else { "s" },
+            uploads.len() - a
+        );
+    }
+    Ok(gc_outcome(&unreadable))
+}
+
+/// How old a candidate directory must be for gc to delete it: as asked,
+/// else twice the longest a task may run and hold its lease, at least a day.
+fn older_than(args: &GcArgs, manifest: &Manifest) -> Result<std::time::Duration, CliError> {
+    Ok(match &args.older_than {
         Some(text) => match crate::manifest::duration::parse(text) {
             Ok(d) => d,
             Err(why) => {
@@ -307,21 +359,20 @@ pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
                 .saturating_mul(2)
                 .max(std::time::Duration::from_secs(24 * 3600))
         }
-    };
-    let options = GcOptions {
-        older_than,
-        keep_generations: args.keep_generations,
-    };
-    let gc::GcPlan {
-        items,
-        unreadable,
-        uploads,
-    } = gc::plan(&warehouse, &options).map_err(CliError::engine)?;
-    let (delete, keep): (Vec<_>, Vec<_>) = items.iter().partition(|i| i.decision.is_delete());
-    for item in &items {
+    })
+}
+
+/// What gc does, or would do, with each directory and incomplete upload.
+fn print_gc_decisions(
+    apply: bool,
+    items: &[crate::ops::gc::GcItem],
+    uploads: &[crate::ops::gc::GcUpload],
+) {
+    use crate::ops::gc::GcDecision;
+    for item in items {
         let (verb, reason) = match &item.decision {
             GcDecision::Delete { reason } => {
-                (if args.apply { "delete" } else { "would delete" }, reason)
+                (if apply { "delete" } else { "would delete" }, reason)
             }
             GcDecision::Keep { reason } => ("keep", reason),
         };
@@ -331,8 +382,8 @@ pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
             super::human_bytes(item.bytes)
         );
     }
-    for u in &uploads {
-        let verb = match (&u.decision, args.apply) {
+    for u in uploads {
+        let verb = match (&u.decision, apply) {
             (GcDecision::Delete { .. }, true) => "abort",
             (GcDecision::Delete { .. }, false) => "would abort",
             (GcDecision::Keep { .. }, _) => "keep",
@@ -344,55 +395,23 @@ pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
             u.decision.reason()
         );
     }
-    let to_abort = uploads.iter().filter(|u| u.decision.is_delete()).count();
-    // Kept whole (above), but not a success: nothing proves what they need.
-    let outcome = || {
-        for u in &unreadable {
-            eprintln!(
-                "error: {} {}: cannot read its commit log, so gc kept everything under it: {}",
-                u.dataset, u.partition, u.why
-            );
-        }
-        if unreadable.is_empty() {
-            exit::OK
-        } else {
-            exit::ENGINE
-        }
-    };
-    let bytes: u64 = delete.iter().map(|i| i.bytes).sum();
-    if !args.apply {
-        println!(
-            "dry run: {} candidate director{} ({}) would be deleted, {} kept; rerun with --apply to delete",
-            delete.len(),
-            if delete.len() == 1 { "y" } else { "ies" },
-            super::human_bytes(bytes),
-            keep.len()
-        );
-        if !uploads.is_empty() {
-            println!(
-                "dry run: {to_abort} incomplete upload{} would be aborted, {} kept",
-                if to_abort == 1 { "" } else { "s" },
-                uploads.len() - to_abort
-            );
-        }
-        return Ok(outcome());
-    }
-    let log = open_operator_log(&warehouse)?;
-    let n = gc::apply(&warehouse, &log, &options, &items).map_err(CliError::engine)?;
-    println!(
-        "deleted {n} candidate director{}, {} kept",
-        if n == 1 { "y" } else { "ies" },
-        items.len() - n
-    );
-    if !uploads.is_empty() {
-        let a = gc::abort_uploads(&warehouse, &log, &uploads).map_err(CliError::engine)?;
-        println!(
-            "aborted {a} incomplete upload{}, {} kept",
-            if a == 1 { "" } else { "s" },
-            uploads.len() - a
+}
+
+/// Success, unless a partition was kept whole because its commit log
+/// cannot be read (each is reported): kept whole, but not a success, as
+/// nothing proves what they need.
+fn gc_outcome(unreadable: &[crate::ops::gc::UnreadableLog]) -> u8 {
+    for u in unreadable {
+        eprintln!(
+            "error: {} {}: cannot read its commit log, so gc kept everything under it: {}",
+            u.dataset, u.partition, u.why
         );
     }
-    Ok(outcome())
+    if unreadable.is_empty() {
+        exit::OK
+    } else {
+        exit::ENGINE
+    }
 }
 
 /// `weir verify`.

@@ -213,6 +213,49 @@ fn repair_tables(manifest: &Manifest, summary: &RunSummary) {
 const MAX_UNDONE_LISTED: usize = 20;
 
 fn print_summary(summary: &RunSummary, resume: Option<&Resume>) {
+    let parts = outcome_counts(summary);
+    println!(
+        "run {}: {} task {}: {}; {} {}",
+        summary.run_id,
+        summary.instances.len(),
+        plural(summary.instances.len(), "instance", "instances"),
+        if parts.is_empty() {
+            "none".to_string()
+        } else {
+            parts.join(", ")
+        },
+        summary.retries,
+        plural(summary.retries as usize, "retry", "retries")
+    );
+    let undone = print_undone(summary);
+    if let Some(sig) = summary.interrupted {
+        let how = match resume {
+            Some(r) => format!(
+                "`{} --resume {}` resumes it (the same command would force every partition again)",
+                r.command,
+                r.run.as_deref().unwrap_or(&summary.run_id)
+            ),
+            None => "run the same command again to resume".to_owned(),
+        };
+        eprintln!(
+            "weir: interrupted by {}: {undone} task {} left undone; {how}",
+            sig.name(),
+            if undone == 1 { "instance" } else { "instances" }
+        );
+    }
+    println!("events: {}", summary.events.display());
+    match &summary.log_error {
+        Some(e) if summary.log_complete => eprintln!(
+            "error: the event log could not take a line, so the run stopped admitting instances: {e}\n  the log is complete: every line was stored later"
+        ),
+        Some(e) => eprintln!("error: the event log is incomplete: {e}"),
+        None => {}
+    }
+}
+
+/// How many instances ended each way, as "N published", in the order a
+/// reader wants them.
+fn outcome_counts(summary: &RunSummary) -> Vec<String> {
     let mut counts: HashMap<&str, usize> = HashMap::new();
     for (_, _, r) in &summary.instances {
         let key = match r {
@@ -245,7 +288,7 @@ fn print_summary(summary: &RunSummary, resume: Option<&Resume>) {
         "engine failures",
         "interrupted",
     ];
-    let parts: Vec<String> = order
+    order
         .iter()
         .filter_map(|k| {
             counts.get(k).map(|&n| match *k {
@@ -254,20 +297,12 @@ fn print_summary(summary: &RunSummary, resume: Option<&Resume>) {
                 _ => format!("{n} {k}"),
             })
         })
-        .collect();
-    println!(
-        "run {}: {} task {}: {}; {} {}",
-        summary.run_id,
-        summary.instances.len(),
-        plural(summary.instances.len(), "instance", "instances"),
-        if parts.is_empty() {
-            "none".to_string()
-        } else {
-            parts.join(", ")
-        },
-        summary.retries,
-        plural(summary.retries as usize, "retry", "retries")
-    );
+        .collect()
+}
+
+/// The instances that did not publish, each with why (the interrupted
+/// ones up to [`MAX_UNDONE_LISTED`]); how many an interrupt left undone.
+fn print_undone(summary: &RunSummary) -> usize {
     let mut undone = 0;
     for (task, partition, result) in &summary.instances {
         let (what, why) = match result {
@@ -302,29 +337,7 @@ fn print_summary(summary: &RunSummary, resume: Option<&Resume>) {
     if undone > MAX_UNDONE_LISTED {
         println!("  … and {} more left undone", undone - MAX_UNDONE_LISTED);
     }
-    if let Some(sig) = summary.interrupted {
-        let how = match resume {
-            Some(r) => format!(
-                "`{} --resume {}` resumes it (the same command would force every partition again)",
-                r.command,
-                r.run.as_deref().unwrap_or(&summary.run_id)
-            ),
-            None => "run the same command again to resume".to_owned(),
-        };
-        eprintln!(
-            "weir: interrupted by {}: {undone} task {} left undone; {how}",
-            sig.name(),
-            if undone == 1 { "instance" } else { "instances" }
-        );
-    }
-    println!("events: {}", summary.events.display());
-    match &summary.log_error {
-        Some(e) if summary.log_complete => eprintln!(
-            "error: the event log could not take a line, so the run stopped admitting instances: {e}\n  the log is complete: every line was stored later"
-        ),
-        Some(e) => eprintln!("error: the event log is incomplete: {e}"),
-        None => {}
-    }
+    undone
 }
 
 /// Progress: a bar on a terminal, one line per notable event elsewhere.

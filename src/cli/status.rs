@@ -112,6 +112,23 @@ fn print_status(
     attention: &[Attention],
     narrowed: bool,
 ) {
+    print_published(warehouse, overview, versions, narrowed);
+    print_missing(overview);
+    print_attention(attention);
+    print_waiting(manifest, overview);
+    print_released_and_abandoned(manifest, overview);
+    print_stale(manifest, overview);
+    print_lineage(warehouse);
+}
+
+/// The published partitions, aligned, and how many each code version built;
+/// or why there are none to show.
+fn print_published(
+    warehouse: &Warehouse,
+    overview: &Overview,
+    versions: &BTreeMap<(&str, &str), usize>,
+    narrowed: bool,
+) {
     if overview.published.is_empty() {
         // An unreadable commit log is no proof that nothing was published:
         // its error (stderr) says so instead; nor is a filter.
@@ -166,6 +183,10 @@ fn print_status(
             );
         }
     }
+}
+
+/// Expected partitions without a publication, by dataset.
+fn print_missing(overview: &Overview) {
     let mut missing: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for m in &overview.missing {
         missing
@@ -187,6 +208,10 @@ fn print_status(
             }
         );
     }
+}
+
+/// The instances and deliveries that need a person.
+fn print_attention(attention: &[Attention]) {
     for a in attention {
         // Not about one instance (notifications undelivered to a target).
         if a.partition.is_empty() {
@@ -201,6 +226,11 @@ fn print_status(
             crate::ops::printable(&a.detail)
         );
     }
+}
+
+/// Instances waiting for an external input, with the command that runs
+/// them once it is in place.
+fn print_waiting(manifest: &std::path::Path, overview: &Overview) {
     // The latest few per task by name (what a run without `--partition`
     // holds), then a count: a feed that never arrived is one story, not a
     // page of lines.
@@ -230,6 +260,11 @@ fn print_status(
             );
         }
     }
+}
+
+/// Quarantines their inputs or code released, and abandoned instances,
+/// each with the command that acts on it.
+fn print_released_and_abandoned(manifest: &std::path::Path, overview: &Overview) {
     for (m, changed) in &overview.released {
         println!(
             "{:<11} {} {}: was quarantined ({}), but {changed}: will rerun on the next run (`weir run {} --task {} --partition {}`)",
@@ -254,6 +289,10 @@ fn print_status(
             shell_word(&m.partition)
         );
     }
+}
+
+/// Stale publications, with what rebuilds each.
+fn print_stale(manifest: &std::path::Path, overview: &Overview) {
     for st in &overview.stale {
         // A held instance (a rollback) is not rebuilt by a run until an
         // operator releases it.
@@ -280,6 +319,10 @@ fn print_status(
             "STALE", st.task, st.partition, st.detail,
         );
     }
+}
+
+/// The last run's undelivered OpenLineage events.
+fn print_lineage(warehouse: &Warehouse) {
     // Lineage is a side channel: noted here, never a reason to page.
     if let Some(note) = crate::lineage::last_note(warehouse.root()) {
         if !note.delivery.complete() {

@@ -159,15 +159,7 @@ pub(super) struct GridView {
 
 pub(super) fn grid(manifest: &Manifest, filter: GridFilter) -> Result<GridView, ViewError> {
     let warehouse = open(manifest)?;
-    let store = warehouse.events();
-    let run = crate::report::latest_run(&store).map_err(ViewError::engine)?;
-    let records = match run {
-        Some(id) => events::read_run(&store, &id)
-            .map_err(|e| ViewError::engine(crate::exec::chain(&e)))?
-            .map(|(r, _)| r)
-            .unwrap_or_default(),
-        None => Vec::new(),
-    };
+    let records = latest_run_records(&warehouse)?;
     let grid = Grid::read(manifest, &warehouse, &records).map_err(ViewError::engine)?;
     let columns: Vec<String> = grid
         .tasks
@@ -256,6 +248,19 @@ pub(super) fn grid(manifest: &Manifest, filter: GridFilter) -> Result<GridView, 
             .iter()
             .map(|s| (s.as_str(), legend.get(s).copied().unwrap_or(0)))
             .collect(),
+    })
+}
+
+/// The latest run's records, whose attempts the grid draws as running.
+fn latest_run_records(warehouse: &Warehouse) -> Result<Vec<EventRecord>, ViewError> {
+    let store = warehouse.events();
+    let run = crate::report::latest_run(&store).map_err(ViewError::engine)?;
+    Ok(match run {
+        Some(id) => events::read_run(&store, &id)
+            .map_err(|e| ViewError::engine(crate::exec::chain(&e)))?
+            .map(|(r, _)| r)
+            .unwrap_or_default(),
+        None => Vec::new(),
     })
 }
 

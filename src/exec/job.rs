@@ -21,84 +21,21 @@ pub(super) struct Job<'m> {
 impl Job<'_> {
     /// The command runs holding one of `slots`.
     pub(super) fn run(
-        self,
+        mut self,
         cx: &Context<'_>,
         slots: &pool::Slots,
     ) -> (Option<InputSnapshot>, Outcome) {
         let (task, partition) = (self.task, self.partition);
-        // An operator decision from an earlier run, read once per instance.
-        let mark = if self.first {
-            match marks::read(&cx.warehouse, &task.name, partition) {
-                Ok(mark) => mark,
-                Err(e) => {
-                    return (
-                        None,
-                        Outcome::Engine(format!(
-                            "cannot read the instance's marker: {}",
-                            attempt::chain(&e)
-                        )),
-                    )
-                }
-            }
-        } else {
-            None
+        let mark = match self.read_mark(cx) {
+            Ok(mark) => mark,
+            Err(outcome) => return (None, outcome),
         };
-        if let Some(mark) = mark
-            .as_ref()
-            .filter(|m| matches!(m.mark, Mark::Held | Mark::Abandoned | Mark::Accepted))
-        {
-            // An accepted gap is consumed as a gap (`crate::inputs::pin`).
-            let consumable = mark.mark == Mark::Accepted
-                || mark.mark == Mark::Held
-                    && matches!(
-                        cx.warehouse
-                            .partition(&task.output.dataset, partition)
-                            .latest(),
-                        Ok(Some(_))
-                    );
-            return (
-                None,
-                Outcome::Marked {
-                    mark: mark.clone(),
-                    consumable,
-                },
-            );
+        if let Some(outcome) = mark.as_ref().and_then(|m| self.held(cx, m)) {
+            return (None, outcome);
         }
-        if self.snapshot.is_none() {
-            match readiness::check(cx.manifest, task, partition) {
-                readiness::Readiness::Ready => {}
-                readiness::Readiness::NotYet(n) => return (None, Outcome::NotReady(n)),
-                readiness::Readiness::Failed(f) => return (None, Outcome::SensorFailed(f)),
-            }
-        }
-        let snapshot = match self.snapshot {
-            Some(s) => s,
-            None => match crate::inputs::pin(
-                cx.manifest,
-                &cx.warehouse,
-                task,
-                partition,
-                self.allow_uncertified,
-                cx.now,
-            ) {
-                Ok(s) => s,
-                Err(e) if e.is_external() => {
-                    // Nothing holds it but the missing file: the next run
-                    // pins it once the file is there (`weir retry` would
-                    // find no marker to release).
-                    return (
-                        None,
-                        Outcome::Unpinned(format!(
-                            "{}; put it in place, then `weir run {} --task {} --partition {}`",
-                            e.describe(),
-                            crate::partition::shell_word(&cx.manifest.path.display().to_string()),
-                            task.name,
-                            crate::partition::shell_word(partition)
-                        )),
-                    );
-                }
-                Err(e) => return (None, Outcome::Unpinned(e.describe())),
-            },
+        let snapshot = match self.pin(cx) {
+            Ok(s) => s,
+            Err(outcome) => return (None, outcome),
         };
         let code_version = &task.code_version;
         let fingerprint = cx.fingerprint(task);
@@ -134,6 +71,110 @@ impl Job<'_> {
                 )
             }
         };
+        if self.nothing_to_do(cx, latest, &snapshot) {
+            return (Some(snapshot), Outcome::AlreadyPublished);
+        }
+        let rerun = attempt::Rerun {
+            force: self.force && !self.upstream_only,
+            upstream_only: self.upstream_only,
+        };
+        let outcome = attempt::run(cx, task, partition, self.attempt, &snapshot, slots, rerun);
+        // An external input that moved since it was pinned is pinned again.
+        let keep = !matches!(
+            &outcome,
+            AttemptOutcome::Failed {
+                ending: Ending::InputMoved(_),
+                ..
+            }
+        );
+        (keep.then_some(snapshot), Outcome::Attempt(outcome))
+    }
+
+    /// An operator decision from an earlier run, read once per instance
+    /// (on its first attempt).
+    // The Err is the job's outcome, returned at most once per attempt:
+    // boxing it would buy nothing.
+    #[allow(clippy::result_large_err)]
+    fn read_mark(&self, cx: &Context<'_>) -> Result<Option<InstanceMark>, Outcome> {
+        if !self.first {
+            return Ok(None);
+        }
+        marks::read(&cx.warehouse, &self.task.name, self.partition).map_err(|e| {
+            Outcome::Engine(format!(
+                "cannot read the instance's marker: {}",
+                attempt::chain(&e)
+            ))
+        })
+    }
+
+    /// The outcome of an instance a HELD, ABANDONED or ACCEPTED mark keeps
+    /// from running.
+    fn held(&self, cx: &Context<'_>, mark: &InstanceMark) -> Option<Outcome> {
+        if !matches!(mark.mark, Mark::Held | Mark::Abandoned | Mark::Accepted) {
+            return None;
+        }
+        // An accepted gap is consumed as a gap (`crate::inputs::pin`).
+        let consumable = mark.mark == Mark::Accepted
+            || mark.mark == Mark::Held
+                && matches!(
+                    cx.warehouse
+                        .partition(&self.task.output.dataset, self.partition)
+                        .latest(),
+                    Ok(Some(_))
+                );
+        Some(Outcome::Marked {
+            mark: mark.clone(),
+            consumable,
+        })
+    }
+
+    /// The instance's inputs: pinned by an earlier attempt, or pinned now
+    /// once the readiness test passes.
+    #[allow(clippy::result_large_err)] // As for `read_mark`.
+    fn pin(&mut self, cx: &Context<'_>) -> Result<InputSnapshot, Outcome> {
+        let (task, partition) = (self.task, self.partition);
+        if let Some(s) = self.snapshot.take() {
+            return Ok(s);
+        }
+        match readiness::check(cx.manifest, task, partition) {
+            readiness::Readiness::Ready => {}
+            readiness::Readiness::NotYet(n) => return Err(Outcome::NotReady(n)),
+            readiness::Readiness::Failed(f) => return Err(Outcome::SensorFailed(f)),
+        }
+        match crate::inputs::pin(
+            cx.manifest,
+            &cx.warehouse,
+            task,
+            partition,
+            self.allow_uncertified,
+            cx.now,
+        ) {
+            Ok(s) => Ok(s),
+            Err(e) if e.is_external() => {
+                // Nothing holds it but the missing file: the next run
+                // pins it once the file is there (`weir retry` would
+                // find no marker to release).
+                Err(Outcome::Unpinned(format!(
+                    "{}; put it in place, then `weir run {} --task {} --partition {}`",
+                    e.describe(),
+                    crate::partition::shell_word(&cx.manifest.path.display().to_string()),
+                    task.name,
+                    crate::partition::shell_word(partition)
+                )))
+            }
+            Err(e) => Err(Outcome::Unpinned(e.describe())),
+        }
+    }
+
+    /// Whether the visible generation already answers this first attempt:
+    /// then ALREADY_PUBLISHED is said and nothing runs.
+    fn nothing_to_do(
+        &self,
+        cx: &Context<'_>,
+        latest: Option<CommitRecord>,
+        snapshot: &InputSnapshot,
+    ) -> bool {
+        let (task, partition) = (self.task, self.partition);
         // A resumed forced backfill: what the interrupted run (or any run
         // since it started) published is not forced again.
         if let (true, true, Some(since), Some(latest)) = (
@@ -153,13 +194,15 @@ impl Job<'_> {
                         ))
                         .data(already_published(latest)),
                 );
-                return (Some(snapshot), Outcome::AlreadyPublished);
+                return true;
             }
         }
         // --force reruns the tasks asked for, never their upstream.
         if self.first && (!self.force || self.upstream_only) {
             if let Some(latest) = latest {
-                if self.upstream_only || is_current(&latest, &snapshot, code_version, fingerprint) {
+                if self.upstream_only
+                    || is_current(&latest, snapshot, &task.code_version, cx.fingerprint(task))
+                {
                     cx.emit(
                         State::AlreadyPublished,
                         Event::instance(&task.name, partition)
@@ -175,24 +218,11 @@ impl Job<'_> {
                             ))
                             .data(already_published(&latest)),
                     );
-                    return (Some(snapshot), Outcome::AlreadyPublished);
+                    return true;
                 }
             }
         }
-        let rerun = attempt::Rerun {
-            force: self.force && !self.upstream_only,
-            upstream_only: self.upstream_only,
-        };
-        let outcome = attempt::run(cx, task, partition, self.attempt, &snapshot, slots, rerun);
-        // An external input that moved since it was pinned is pinned again.
-        let keep = !matches!(
-            &outcome,
-            AttemptOutcome::Failed {
-                ending: Ending::InputMoved(_),
-                ..
-            }
-        );
-        (keep.then_some(snapshot), Outcome::Attempt(outcome))
+        false
     }
 }
 

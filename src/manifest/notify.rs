@@ -239,7 +239,20 @@ impl Validator<'_, '_, '_, '_> {
         tasks: &[String],
     ) -> Option<NotifyTarget> {
         let errors = self.errors.len();
-        let sink = match (&raw.url, &raw.command) {
+        let sink = self.notify_sink(name, raw)?;
+        let on = self.notify_on(name, raw);
+        self.check_notify_tasks(name, raw, tasks);
+        (self.errors.len() == errors).then(|| NotifyTarget {
+            name: name.to_owned(),
+            sink,
+            on,
+            tasks: raw.tasks.clone(),
+        })
+    }
+
+    /// Where a notification goes: a URL with its headers, or a command.
+    fn notify_sink(&mut self, name: &str, raw: &RawNotifyTarget) -> Option<NotifySink> {
+        Some(match (&raw.url, &raw.command) {
             (Some(url), None) => {
                 if let Some(why) = url_problem(url) {
                     self.err(
@@ -293,7 +306,11 @@ impl Validator<'_, '_, '_, '_> {
                 );
                 return None;
             }
-        };
+        })
+    }
+
+    /// The facts a target is sent, each once.
+    fn notify_on(&mut self, name: &str, raw: &RawNotifyTarget) -> Vec<NotifyKind> {
         let known: Vec<&str> = NotifyKind::ALL.iter().map(|k| k.as_str()).collect();
         let mut on = Vec::new();
         for (i, text) in raw.on.iter().enumerate() {
@@ -321,6 +338,11 @@ impl Validator<'_, '_, '_, '_> {
                 .help(format!("name at least one of {}", super::ticked(&known))),
             );
         }
+        on
+    }
+
+    /// The tasks a target selects exist.
+    fn check_notify_tasks(&mut self, name: &str, raw: &RawNotifyTarget, tasks: &[String]) {
         if let Some(selected) = &raw.tasks {
             for (i, task) in selected.iter().enumerate() {
                 if !tasks.contains(task) {
@@ -340,12 +362,6 @@ impl Validator<'_, '_, '_, '_> {
                 }
             }
         }
-        (self.errors.len() == errors).then(|| NotifyTarget {
-            name: name.to_owned(),
-            sink,
-            on,
-            tasks: raw.tasks.clone(),
-        })
     }
 }
 

@@ -167,34 +167,7 @@ pub fn impact(
                 );
             }
             for record in history {
-                let read: Vec<PublicationId> = pinned_reads(&record)
-                    .into_iter()
-                    .filter(|r| {
-                        !r.digest.is_empty()
-                            && impacted_data.contains(&(
-                                r.dataset.clone(),
-                                r.partition.clone(),
-                                r.digest.clone(),
-                            ))
-                    })
-                    .map(|r| PublicationId {
-                        dataset: r.dataset,
-                        partition: r.partition,
-                        generation: r.generation,
-                    })
-                    .chain(
-                        // Records without digests: by generation.
-                        pinned_reads(&record)
-                            .into_iter()
-                            .filter(|r| r.digest.is_empty())
-                            .map(|r| PublicationId {
-                                dataset: r.dataset,
-                                partition: r.partition,
-                                generation: r.generation,
-                            })
-                            .filter(|id| impacted.contains(id)),
-                    )
-                    .collect();
+                let read = impacted_reads(&record, &impacted, &impacted_data);
                 if read.is_empty() {
                     continue;
                 }
@@ -213,11 +186,65 @@ pub fn impact(
             }
         }
     }
+    let built_from = judged(manifest, warehouse, found, &mut latest);
+    Ok(Impact {
+        would_read: would_read(manifest, &order, &root.partition),
+        root: root_id,
+        digest: root.digest.clone(),
+        built_from,
+    })
+}
+
+/// The publications `record` read that are impacted: matched by digest, or
+/// by generation for records without digests.
+fn impacted_reads(
+    record: &CommitRecord,
+    impacted: &HashSet<PublicationId>,
+    impacted_data: &HashSet<(String, String, String)>,
+) -> Vec<PublicationId> {
+    pinned_reads(record)
+        .into_iter()
+        .filter(|r| {
+            !r.digest.is_empty()
+                && impacted_data.contains(&(
+                    r.dataset.clone(),
+                    r.partition.clone(),
+                    r.digest.clone(),
+                ))
+        })
+        .map(|r| PublicationId {
+            dataset: r.dataset,
+            partition: r.partition,
+            generation: r.generation,
+        })
+        .chain(
+            // Records without digests: by generation.
+            pinned_reads(record)
+                .into_iter()
+                .filter(|r| r.digest.is_empty())
+                .map(|r| PublicationId {
+                    dataset: r.dataset,
+                    partition: r.partition,
+                    generation: r.generation,
+                })
+                .filter(|id| impacted.contains(id)),
+        )
+        .collect()
+}
+
+/// Each impacted publication with its state: superseded, or as its
+/// certificate and code say when it is visible.
+fn judged(
+    manifest: &Manifest,
+    warehouse: &Warehouse,
+    found: Vec<(CommitRecord, Vec<PublicationId>, bool)>,
+    latest: &mut HashMap<(String, String), (u64, String)>,
+) -> Vec<Built> {
     let mut prints: HashMap<String, Option<String>> = HashMap::new();
     let mut built_from = Vec::with_capacity(found.len());
     for (record, read, visible) in found {
         let (state, why) = if visible {
-            state_of(manifest, warehouse, &record, &mut latest, &mut prints)
+            state_of(manifest, warehouse, &record, latest, &mut prints)
         } else {
             let now = latest
                 .get(&(record.dataset.clone(), record.partition.clone()))
@@ -240,12 +267,7 @@ pub fn impact(
             read,
         });
     }
-    Ok(Impact {
-        would_read: would_read(manifest, &order, &root.partition),
-        root: root_id,
-        digest: root.digest.clone(),
-        built_from,
-    })
+    built_from
 }
 
 /// `producer` and every task downstream of it, in topological order.

@@ -94,55 +94,91 @@ pub fn gather(
     events: &[EventRecord],
 ) -> (Vec<Problem>, Vec<More>) {
     let m = shell_word(&manifest.path.display().to_string()).into_owned();
-    let explain_cmd = |task: &str, partition: &str| {
-        format!(
-            "weir explain {m} {} --partition {}",
-            shell_word(task),
-            shell_word(partition)
-        )
-    };
-    let instance = |kind, task: &str, partition: &str, detail: String| Problem {
-        kind,
-        task: Some(task.to_owned()),
-        partition: Some(partition.to_owned()),
-        detail,
-        evidence: None,
-        stderr_tail: None,
-        recommendation: None,
-        command: None,
-        explain: Some(explain_cmd(task, partition)),
-    };
+    let mut out = recorded(manifest, status, &m);
+    let words = LastWords::read(events);
+    out.extend(failing(manifest, status, &words, &m));
+    out.extend(missed(manifest, status, &words, &m));
+    out.extend(undelivered(&words));
+    if let Some(p) = undelivered_lineage(warehouse) {
+        out.push(p);
+    }
+    // Stable: the order status lists them in, within each kind.
+    out.sort_by_key(|p| p.kind);
+    let (mut out, more) = cap(out);
+    for p in out.iter_mut().take(MAX_EXPLAINED) {
+        attach_evidence(manifest, warehouse, events, p);
+    }
+    (out, more)
+}
+
+impl Problem {
+    /// A problem with only its kind, place and words; the rest is added by
+    /// whoever knows it.
+    fn bare(
+        kind: ProblemKind,
+        task: Option<String>,
+        partition: Option<String>,
+        detail: String,
+    ) -> Self {
+        Problem {
+            kind,
+            task,
+            partition,
+            detail,
+            evidence: None,
+            stderr_tail: None,
+            recommendation: None,
+            command: None,
+            explain: None,
+        }
+    }
+
+    /// A task instance's problem, with the `weir explain` command for it
+    /// (`m` is the manifest's path, quoted for a shell).
+    fn instance(kind: ProblemKind, task: &str, partition: &str, detail: String, m: &str) -> Self {
+        Problem {
+            explain: Some(format!(
+                "weir explain {m} {} --partition {}",
+                shell_word(task),
+                shell_word(partition)
+            )),
+            ..Self::bare(
+                kind,
+                Some(task.to_owned()),
+                Some(partition.to_owned()),
+                detail,
+            )
+        }
+    }
+}
+
+/// The problems `weir status` already found: drifted files, unreadable
+/// commit logs, quarantined, held and late instances, in its order.
+fn recorded(manifest: &Manifest, status: &Status, m: &str) -> Vec<Problem> {
     let mut out = Vec::new();
     for d in &status.drifts {
         out.push(Problem {
-            kind: ProblemKind::Drifted,
-            task: manifest.producer(&d.dataset).map(|t| t.name.clone()),
-            partition: Some(d.partition.clone()),
-            detail: d.to_string(),
-            evidence: None,
-            stderr_tail: None,
             recommendation: Some(format!(
                 "restore the file, or publish a new generation: `weir run {m} --partition {} --force`, or `weir rollback {m} {} --partition {}` to an intact one",
                 shell_word(&d.partition),
                 shell_word(&d.dataset),
                 shell_word(&d.partition)
             )),
-            command: None,
-            explain: None,
+            ..Problem::bare(
+                ProblemKind::Drifted,
+                manifest.producer(&d.dataset).map(|t| t.name.clone()),
+                Some(d.partition.clone()),
+                d.to_string(),
+            )
         });
     }
     for (dataset, partition, error) in &status.overview.unreadable {
-        out.push(Problem {
-            kind: ProblemKind::Unreadable,
-            task: manifest.producer(dataset).map(|t| t.name.clone()),
-            partition: Some(partition.clone()),
-            detail: format!("`{dataset}` {partition}: cannot read its commit log: {error}"),
-            evidence: None,
-            stderr_tail: None,
-            recommendation: None,
-            command: None,
-            explain: None,
-        });
+        out.push(Problem::bare(
+            ProblemKind::Unreadable,
+            manifest.producer(dataset).map(|t| t.name.clone()),
+            Some(partition.clone()),
+            format!("`{dataset}` {partition}: cannot read its commit log: {error}"),
+        ));
     }
     for a in &status.attention {
         let kind = match a.state {
@@ -151,14 +187,87 @@ pub fn gather(
             "LATE" => ProblemKind::Late,
             _ => continue,
         };
-        out.push(instance(kind, &a.task, &a.partition, a.detail.clone()));
+        out.push(Problem::instance(
+            kind,
+            &a.task,
+            &a.partition,
+            a.detail.clone(),
+            m,
+        ));
     }
-    let published: HashSet<(&str, &str)> = status
+    out
+}
+
+/// The instances published by their current generation.
+fn published(status: &Status) -> HashSet<(&str, &str)> {
+    status
         .overview
         .published
         .iter()
         .map(|(t, r)| (t.as_str(), r.partition.as_str()))
-        .collect();
+        .collect()
+}
+
+/// What the event logs last said about each instance and each
+/// notification, in the order they said it.
+struct LastWords<'a> {
+    /// The last outcome of each instance: failing until something else (a
+    /// publication, a mark, an acceptance) is said.
+    last: HashMap<(&'a str, &'a str), &'a EventRecord>,
+    /// Due partitions the daemon skipped.
+    missed: Vec<(&'a str, &'a str, &'a EventRecord)>,
+    /// Instances an operator accepted as missed.
+    accepted: HashSet<(&'a str, &'a str)>,
+    /// Notifications and lineage events that failed, in order.
+    undelivered: Vec<&'a EventRecord>,
+    /// The keys of notifications that went out at last.
+    delivered: HashSet<String>,
+}
+
+impl<'a> LastWords<'a> {
+    fn read(events: &'a [EventRecord]) -> Self {
+        let mut words = LastWords {
+            last: HashMap::new(),
+            missed: Vec::new(),
+            accepted: HashSet::new(),
+            undelivered: Vec::new(),
+            delivered: HashSet::new(),
+        };
+        for e in events {
+            let key = (e.task.as_deref(), e.partition.as_deref());
+            match (e.state, key) {
+                (State::Missed, (Some(t), Some(p))) => words.missed.push((t, p, e)),
+                (State::Accepted, (Some(t), Some(p))) => {
+                    words.accepted.insert((t, p));
+                }
+                (State::NotifyFailed | State::LineageUndelivered, _) => words.undelivered.push(e),
+                (State::Notified, _) => {
+                    words.delivered.insert(notification_key(e));
+                }
+                (
+                    State::Failed
+                    | State::GateFailed
+                    | State::Unknown
+                    | State::Success
+                    | State::Published
+                    | State::AlreadyPublished
+                    | State::RejectedStale
+                    | State::Interrupted,
+                    (Some(t), Some(p)),
+                ) => {
+                    words.last.insert((t, p), e);
+                }
+                _ => {}
+            }
+        }
+        words
+    }
+}
+
+/// Instances whose last attempt failed and that nothing published, marked
+/// or abandoned since, by task and partition.
+fn failing(manifest: &Manifest, status: &Status, words: &LastWords, m: &str) -> Vec<Problem> {
+    let published = published(status);
     let marked: HashSet<(&str, &str)> = status
         .overview
         .marks
@@ -167,41 +276,8 @@ pub fn gather(
         .chain(status.overview.released.iter().map(|(m, _)| m))
         .map(|m| (m.task.as_str(), m.partition.as_str()))
         .collect();
-    // The last word of the logs about each instance: failing until
-    // something else (a publication, a mark, an acceptance) is said.
-    let mut last: HashMap<(&str, &str), &EventRecord> = HashMap::new();
-    let mut missed: Vec<(&str, &str, &EventRecord)> = Vec::new();
-    let mut accepted: HashSet<(&str, &str)> = HashSet::new();
-    let mut undelivered: Vec<&EventRecord> = Vec::new();
-    let mut delivered: HashSet<String> = HashSet::new();
-    for e in events {
-        let key = (e.task.as_deref(), e.partition.as_deref());
-        match (e.state, key) {
-            (State::Missed, (Some(t), Some(p))) => missed.push((t, p, e)),
-            (State::Accepted, (Some(t), Some(p))) => {
-                accepted.insert((t, p));
-            }
-            (State::NotifyFailed | State::LineageUndelivered, _) => undelivered.push(e),
-            (State::Notified, _) => {
-                delivered.insert(notification_key(e));
-            }
-            (
-                State::Failed
-                | State::GateFailed
-                | State::Unknown
-                | State::Success
-                | State::Published
-                | State::AlreadyPublished
-                | State::RejectedStale
-                | State::Interrupted,
-                (Some(t), Some(p)),
-            ) => {
-                last.insert((t, p), e);
-            }
-            _ => {}
-        }
-    }
-    let mut failing: Vec<(&(&str, &str), &&EventRecord)> = last
+    let mut failing: Vec<(&(&str, &str), &&EventRecord)> = words
+        .last
         .iter()
         .filter(|(k, e)| {
             matches!(e.state, State::Failed | State::GateFailed | State::Unknown)
@@ -211,119 +287,142 @@ pub fn gather(
         })
         .collect();
     failing.sort_by(|a, b| a.0.cmp(b.0));
-    for ((task, partition), e) in failing {
-        out.push(instance(
-            ProblemKind::Failing,
-            task,
-            partition,
-            format!(
-                "attempt {} of run {} ended {}: {}",
-                e.attempt.unwrap_or(0),
-                e.run_id,
-                e.state.as_str(),
-                e.detail
-            ),
-        ));
-    }
+    failing
+        .into_iter()
+        .map(|((task, partition), e)| {
+            Problem::instance(
+                ProblemKind::Failing,
+                task,
+                partition,
+                format!(
+                    "attempt {} of run {} ended {}: {}",
+                    e.attempt.unwrap_or(0),
+                    e.run_id,
+                    e.state.as_str(),
+                    e.detail
+                ),
+                m,
+            )
+        })
+        .collect()
+}
+
+/// Skipped partitions not published or accepted since, once each.
+fn missed(manifest: &Manifest, status: &Status, words: &LastWords, m: &str) -> Vec<Problem> {
+    let published = published(status);
+    let mut out = Vec::new();
     let mut seen = HashSet::new();
-    for (task, partition, e) in missed {
+    for &(task, partition, e) in &words.missed {
         if published.contains(&(task, partition))
-            || accepted.contains(&(task, partition))
+            || words.accepted.contains(&(task, partition))
             || !seen.insert((task, partition))
             || !manifest.tasks.contains_key(task)
         {
             continue;
         }
-        out.push(instance(
+        out.push(Problem::instance(
             ProblemKind::Missed,
             task,
             partition,
             e.detail.clone(),
+            m,
         ));
     }
+    out
+}
+
+/// Notifications and lineage events that failed and never went out, once
+/// each.
+fn undelivered(words: &LastWords) -> Vec<Problem> {
+    let mut out = Vec::new();
     let mut seen = HashSet::new();
-    for e in undelivered {
+    for e in &words.undelivered {
         let key = notification_key(e);
-        if delivered.contains(&key) || !seen.insert(key) {
+        if words.delivered.contains(&key) || !seen.insert(key) {
             continue;
         }
-        out.push(Problem {
-            kind: ProblemKind::Undelivered,
-            task: e.task.clone(),
-            partition: e.partition.clone(),
-            detail: format!("{} (run {}, {})", e.detail, e.run_id, e.ts),
-            evidence: None,
-            stderr_tail: None,
-            recommendation: None,
-            command: None,
-            explain: None,
-        });
+        out.push(Problem::bare(
+            ProblemKind::Undelivered,
+            e.task.clone(),
+            e.partition.clone(),
+            format!("{} (run {}, {})", e.detail, e.run_id, e.ts),
+        ));
     }
-    if let Some(note) = crate::lineage::last_note(warehouse.root()) {
-        if !note.delivery.complete() {
-            out.push(Problem {
-                kind: ProblemKind::Undelivered,
-                task: None,
-                partition: None,
-                detail: format!(
-                    "run {}: {} OpenLineage events not delivered to {}: {}",
-                    note.run_id.as_deref().unwrap_or("?"),
-                    note.delivery.failed + note.delivery.dropped,
-                    note.sink,
-                    note.delivery.last_error.as_deref().unwrap_or("queue full")
-                ),
-                evidence: None,
-                stderr_tail: None,
-                recommendation: None,
-                command: None,
-                explain: None,
-            });
+    out
+}
+
+/// The last run's OpenLineage events that were not all delivered.
+fn undelivered_lineage(warehouse: &Warehouse) -> Option<Problem> {
+    let note = crate::lineage::last_note(warehouse.root())?;
+    if note.delivery.complete() {
+        return None;
+    }
+    Some(Problem::bare(
+        ProblemKind::Undelivered,
+        None,
+        None,
+        format!(
+            "run {}: {} OpenLineage events not delivered to {}: {}",
+            note.run_id.as_deref().unwrap_or("?"),
+            note.delivery.failed + note.delivery.dropped,
+            note.sink,
+            note.delivery.last_error.as_deref().unwrap_or("queue full")
+        ),
+    ))
+}
+
+/// Adds to an instance's problem its last attempt's evidence and stderr
+/// and what `weir explain` recommends.
+fn attach_evidence(
+    manifest: &Manifest,
+    warehouse: &Warehouse,
+    events: &[EventRecord],
+    p: &mut Problem,
+) {
+    let (Some(task), Some(partition)) = (&p.task, &p.partition) else {
+        return;
+    };
+    if p.explain.is_none() || !manifest.tasks.contains_key(task) {
+        return;
+    }
+    // An instance whose evidence cannot be read keeps its line and its
+    // `weir explain` command, which will say why.
+    let Ok(x) = explain::explain(manifest, warehouse, events, task, partition) else {
+        return;
+    };
+    if let Some(a) = x.attempts.last() {
+        p.evidence = Some(evidence(a));
+        let lines: Vec<&str> = a.stderr_tail.lines().collect();
+        if !lines.is_empty() {
+            let from = lines.len().saturating_sub(STDERR_LINES);
+            p.stderr_tail = Some(lines[from..].join("\n"));
         }
     }
-    // Stable: the order status lists them in, within each kind.
-    out.sort_by_key(|p| p.kind);
-    let (mut out, more) = cap(out);
-    for p in out.iter_mut().take(MAX_EXPLAINED) {
-        let (Some(task), Some(partition)) = (&p.task, &p.partition) else {
-            continue;
-        };
-        if p.explain.is_none() || !manifest.tasks.contains_key(task) {
-            continue;
-        }
-        // An instance whose evidence cannot be read keeps its line and its
-        // `weir explain` command, which will say why.
-        let Ok(x) = explain::explain(manifest, warehouse, events, task, partition) else {
-            continue;
-        };
-        if let Some(a) = x.attempts.last() {
-            let mut evidence = format!("run {} attempt {}", a.run_id, a.attempt);
-            if !a.state.is_empty() {
-                evidence.push_str(&format!(": {}", a.state));
-            }
-            if let Some(code) = a.exit_code {
-                evidence.push_str(&format!(", exit code {code}"));
-            }
-            if let Some(class) = &a.class {
-                evidence.push_str(&format!(" ({class})"));
-            }
-            // "exit code 65" again says nothing new.
-            let repeated = a
-                .exit_code
-                .is_some_and(|c| a.detail == format!("exit code {c}"));
-            if !a.detail.is_empty() && !repeated {
-                evidence.push_str(&format!(": {}", a.detail));
-            }
-            p.evidence = Some(evidence);
-            let lines: Vec<&str> = a.stderr_tail.lines().collect();
-            if !lines.is_empty() {
-                let from = lines.len().saturating_sub(STDERR_LINES);
-                p.stderr_tail = Some(lines[from..].join("\n"));
-            }
-        }
-        p.command = first_command(&x.recommendation);
-        p.recommendation = Some(x.recommendation);
+    p.command = first_command(&x.recommendation);
+    p.recommendation = Some(x.recommendation);
+}
+
+/// An attempt's evidence in one line: run, attempt, state, exit code,
+/// class and detail.
+fn evidence(a: &explain::AttemptEvidence) -> String {
+    let mut evidence = format!("run {} attempt {}", a.run_id, a.attempt);
+    if !a.state.is_empty() {
+        evidence.push_str(&format!(": {}", a.state));
     }
-    (out, more)
+    if let Some(code) = a.exit_code {
+        evidence.push_str(&format!(", exit code {code}"));
+    }
+    if let Some(class) = &a.class {
+        evidence.push_str(&format!(" ({class})"));
+    }
+    // "exit code 65" again says nothing new.
+    let repeated = a
+        .exit_code
+        .is_some_and(|c| a.detail == format!("exit code {c}"));
+    if !a.detail.is_empty() && !repeated {
+        evidence.push_str(&format!(": {}", a.detail));
+    }
+    evidence
 }
 
 /// How many problems there are, listed and counted.

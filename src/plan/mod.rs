@@ -232,14 +232,7 @@ impl Plan {
         published: &dyn Fn(&str, &str) -> bool,
     ) -> Result<Plan, PlanError> {
         let task_names = selection.tasks.as_slice();
-        for name in task_names {
-            if !manifest.tasks.contains_key(*name) {
-                return Err(PlanError::UnknownTask {
-                    name: name.to_string(),
-                    help: crate::manifest::unknown_task_help(manifest, name),
-                });
-            }
-        }
+        known_tasks(manifest, task_names)?;
         let backfill = scope_backfill(manifest, scope)?;
         let selected: Vec<&str> = match &backfill {
             // A backfill's own tasks, and what a `NAME+` follows from them.
@@ -307,26 +300,14 @@ impl Plan {
             now,
         )?;
         add_reverse_links(&mut tasks);
-        let mut pools = IndexMap::new();
-        for task in &tasks {
-            pools
-                .entry(task.pool.clone())
-                .or_insert(manifest.pools[&task.pool].slots);
-        }
-        let mut offsets = Vec::with_capacity(tasks.len());
-        let mut next = 0;
-        for task in &tasks {
-            offsets.push(next);
-            next += task.keys.len();
-        }
         Ok(Plan {
             pipeline: manifest.pipeline.name.clone(),
             code_version: manifest.pipeline.code_version.clone(),
             scope: scope.clone(),
             backfill,
+            pools: pools_of(manifest, &tasks),
+            offsets: offsets_of(&tasks),
             tasks,
-            pools,
-            offsets,
             now,
         })
     }
@@ -442,6 +423,41 @@ impl Plan {
             })
             .collect()
     }
+}
+
+/// Every task `--task` names exists.
+fn known_tasks(manifest: &Manifest, task_names: &[&str]) -> Result<(), PlanError> {
+    for name in task_names {
+        if !manifest.tasks.contains_key(*name) {
+            return Err(PlanError::UnknownTask {
+                name: name.to_string(),
+                help: crate::manifest::unknown_task_help(manifest, name),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The pools the planned tasks use, with their slots, in first use order.
+fn pools_of(manifest: &Manifest, tasks: &[PlannedTask]) -> IndexMap<String, u32> {
+    let mut pools = IndexMap::new();
+    for task in tasks {
+        pools
+            .entry(task.pool.clone())
+            .or_insert(manifest.pools[&task.pool].slots);
+    }
+    pools
+}
+
+/// Where each task's instances start in the plan's instance numbering.
+fn offsets_of(tasks: &[PlannedTask]) -> Vec<usize> {
+    let mut offsets = Vec::with_capacity(tasks.len());
+    let mut next = 0;
+    for task in tasks {
+        offsets.push(next);
+        next += task.keys.len();
+    }
+    offsets
 }
 
 /// The backfill a scope runs as: a named one, or a repair's instances as a

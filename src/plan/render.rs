@@ -137,6 +137,28 @@ pub fn table(plan: &Plan, estimate: &Estimate) -> String {
         .unwrap_or(4)
         .max(4);
     let pool_w = plan.pools.keys().map(String::len).max().unwrap_or(4).max(4);
+    step_lines(plan, &mut out, name_w, pool_w);
+    let links = mappings(plan);
+    if !links.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "inputs by partition (first planned partition of each task):"
+        );
+        for line in links {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
+    executor_lines(plan, &mut out, name_w);
+    added_lines(plan, &mut out);
+    followed_lines(plan, &mut out);
+    estimate_lines(plan, estimate, &mut out, pool_w);
+    out
+}
+
+/// One line per task in the order the run starts them: its scheme, pool,
+/// retry class, instances and expected duration.
+fn step_lines(plan: &Plan, out: &mut String, name_w: usize, pool_w: usize) {
     let scheme_w = plan
         .tasks
         .iter()
@@ -174,17 +196,10 @@ pub fn table(plan: &Plan, estimate: &Estimate) -> String {
             }
         );
     }
-    let links = mappings(plan);
-    if !links.is_empty() {
-        let _ = writeln!(out);
-        let _ = writeln!(
-            out,
-            "inputs by partition (first planned partition of each task):"
-        );
-        for line in links {
-            let _ = writeln!(out, "  {line}");
-        }
-    }
+}
+
+/// Where each task that leaves the default runs, and what it asks for.
+fn executor_lines(plan: &Plan, out: &mut String, name_w: usize) {
     // Only where a task leaves the default: local, nothing requested.
     let placed: Vec<&super::PlannedTask> = plan
         .tasks
@@ -211,6 +226,10 @@ pub fn table(plan: &Plan, estimate: &Estimate) -> String {
             );
         }
     }
+}
+
+/// The unpublished upstream partitions the plan added.
+fn added_lines(plan: &Plan, out: &mut String) {
     let added: Vec<&super::PlannedTask> =
         plan.tasks.iter().filter(|t| !t.added.is_empty()).collect();
     if !added.is_empty() {
@@ -235,7 +254,10 @@ pub fn table(plan: &Plan, estimate: &Estimate) -> String {
             );
         }
     }
-    followed_lines(plan, &mut out);
+}
+
+/// Each pool's slots, instances and wall time, and the total.
+fn estimate_lines(plan: &Plan, estimate: &Estimate, out: &mut String, pool_w: usize) {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
@@ -264,7 +286,6 @@ pub fn table(plan: &Plan, estimate: &Estimate) -> String {
         },
         human_duration(estimate.total)
     );
-    out
 }
 
 /// How many followed partitions of one task a table names one by one.

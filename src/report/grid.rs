@@ -71,13 +71,21 @@ impl Grid {
     ) -> Result<Grid, ReportError> {
         let planned_now = crate::clock::now();
         let now = jiff::Timestamp::now().as_second();
-        let mut staleness = crate::plan::stale::Staleness::default();
+        let staleness = crate::plan::stale::Staleness::default();
         let marks: HashMap<(String, String), marks::InstanceMark> = marks::all(warehouse)
             .map_err(ReportError::Warehouse)?
             .into_iter()
             .map(|m| ((m.task.clone(), m.partition.clone()), m))
             .collect();
-        let running = running(records);
+        let mut judge = Judge {
+            manifest,
+            warehouse,
+            now,
+            staleness,
+            marks,
+            running: running(records),
+            stale_why: HashMap::new(),
+        };
         let mut histories = Histories::new();
         // Partition keys of every scheme, newest first, as rows.
         let mut keys: Vec<String> = Vec::new();
@@ -85,92 +93,19 @@ impl Grid {
         // quadratic scan per task.
         let mut known: std::collections::HashSet<String> = std::collections::HashSet::new();
         let mut cells: HashMap<(String, String), Cell> = HashMap::new();
-        let mut stale_why: HashMap<(String, String), String> = HashMap::new();
         for task in manifest.tasks.values() {
             let dataset = &task.output.dataset;
-            let mut expected = task.dims.keys(planned_now);
-            let scheme: std::collections::HashSet<String> = expected.iter().cloned().collect();
-            for key in warehouse
-                .partitions(dataset)
-                .map_err(ReportError::Warehouse)?
-            {
-                if !scheme.contains(&key) {
-                    expected.push(key);
-                }
-            }
-            for key in expected {
+            for key in expected_keys(warehouse, task, planned_now)? {
                 let store = warehouse.partition(dataset, &key);
                 let history = store.history().map_err(ReportError::Warehouse)?;
                 let latest = history.last();
-                let marked = marks.get(&(task.name.clone(), key.clone()));
-                let mark = marked.map(|m| m.mark);
-                // A quarantine that the next run releases (its inputs or code
-                // changed since) is judged as status and explain judge it: stale.
-                let released = marked
-                    .map(|m| staleness.quarantine_released(manifest, warehouse, m))
-                    .filter(|changed| !changed.is_empty());
-                let late = crate::exec::readiness::sla_deadline(task, &key)
-                    .is_some_and(|deadline| now > deadline);
-                let state = if running.contains_key(&(task.name.clone(), key.clone())) {
-                    CellState::Running
-                } else if mark == Some(Mark::Held) {
-                    CellState::Held
-                } else if let Some(changed) = released {
-                    stale_why.insert(
-                        (task.name.clone(), key.clone()),
-                        format!(
-                            "was quarantined, but {}: will rerun on the next run",
-                            changed.join("; ")
-                        ),
-                    );
-                    CellState::Stale
-                } else if mark == Some(Mark::Quarantined) {
-                    CellState::Quarantined
-                } else if let Some(why) = latest.and_then(|r| {
-                    let changed = staleness.of(manifest, warehouse, task, r);
-                    (!changed.is_empty()).then(|| format!("stale: {}", changed.join("; ")))
-                }) {
-                    stale_why.insert((task.name.clone(), key.clone()), why);
-                    CellState::Stale
-                } else if latest.is_some() {
-                    CellState::Published
-                } else if late {
-                    CellState::Late
-                } else if let crate::exec::readiness::Readiness::NotYet(n) =
-                    // Files and watermarks only: a page of thousands of cells
-                    // is no reason to run thousands of sensor commands.
-                    crate::exec::readiness::check_with(manifest, task, &key, false)
-                {
-                    stale_why.insert((task.name.clone(), key.clone()), n.why);
-                    CellState::Waiting
-                } else {
-                    CellState::Missing
-                };
-                let why = stale_why
+                let state = judge.state(task, &key, latest);
+                let why = judge
+                    .stale_why
                     .get(&(task.name.clone(), key.clone()))
                     .map(|w| format!("\n{w}"))
                     .unwrap_or_default();
-                let hover = match latest {
-                    Some(r) => format!(
-                        "{} {} · {}\ngeneration {} · {} rows\ncode_version {}\n{}\npublished {} by {} attempt {}{why}",
-                        task.name,
-                        key,
-                        state.as_str(),
-                        r.generation.get(),
-                        r.rows,
-                        r.code_version,
-                        r.digest,
-                        r.published_at,
-                        r.run_id,
-                        r.attempt
-                    ),
-                    None => format!(
-                        "{} {} · {}\nno generation{why}",
-                        task.name,
-                        key,
-                        state.as_str()
-                    ),
-                };
+                let hover = hover(task, &key, state, latest, &why);
                 if known.insert(key.clone()) {
                     keys.push(key.clone());
                 }
@@ -208,6 +143,130 @@ impl Grid {
                 .get(&(t.clone(), key.to_owned()))
                 .is_some_and(|c| c.state.is_problem())
         })
+    }
+}
+
+/// A task's partition keys: those its schemes expect now, then those its
+/// dataset has outside them.
+fn expected_keys(
+    warehouse: &Warehouse,
+    task: &crate::manifest::Task,
+    planned_now: i64,
+) -> Result<Vec<String>, ReportError> {
+    let mut expected = task.dims.keys(planned_now);
+    let scheme: std::collections::HashSet<String> = expected.iter().cloned().collect();
+    for key in warehouse
+        .partitions(&task.output.dataset)
+        .map_err(ReportError::Warehouse)?
+    {
+        if !scheme.contains(&key) {
+            expected.push(key);
+        }
+    }
+    Ok(expected)
+}
+
+/// What judges each cell: the marks, the run's open attempts, staleness,
+/// and why each stale or waiting cell is so.
+struct Judge<'a> {
+    manifest: &'a Manifest,
+    warehouse: &'a Warehouse,
+    now: i64,
+    staleness: crate::plan::stale::Staleness,
+    marks: HashMap<(String, String), marks::InstanceMark>,
+    running: HashMap<(String, String), u32>,
+    stale_why: HashMap<(String, String), String>,
+}
+
+impl Judge<'_> {
+    /// A cell's state, judged as `weir status` and `weir explain` judge
+    /// it: running, held, released, quarantined, stale, published, late,
+    /// waiting, missing, the first that holds.
+    fn state(
+        &mut self,
+        task: &crate::manifest::Task,
+        key: &str,
+        latest: Option<&CommitRecord>,
+    ) -> CellState {
+        let (manifest, warehouse, now) = (self.manifest, self.warehouse, self.now);
+        let (staleness, stale_why) = (&mut self.staleness, &mut self.stale_why);
+        let key = key.to_string();
+        let marked = self.marks.get(&(task.name.clone(), key.clone()));
+        let mark = marked.map(|m| m.mark);
+        // A quarantine that the next run releases (its inputs or code
+        // changed since) is judged as status and explain judge it: stale.
+        let released = marked
+            .map(|m| staleness.quarantine_released(manifest, warehouse, m))
+            .filter(|changed| !changed.is_empty());
+        let late =
+            crate::exec::readiness::sla_deadline(task, &key).is_some_and(|deadline| now > deadline);
+        if self.running.contains_key(&(task.name.clone(), key.clone())) {
+            CellState::Running
+        } else if mark == Some(Mark::Held) {
+            CellState::Held
+        } else if let Some(changed) = released {
+            stale_why.insert(
+                (task.name.clone(), key.clone()),
+                format!(
+                    "was quarantined, but {}: will rerun on the next run",
+                    changed.join("; ")
+                ),
+            );
+            CellState::Stale
+        } else if mark == Some(Mark::Quarantined) {
+            CellState::Quarantined
+        } else if let Some(why) = latest.and_then(|r| {
+            let changed = staleness.of(manifest, warehouse, task, r);
+            (!changed.is_empty()).then(|| format!("stale: {}", changed.join("; ")))
+        }) {
+            stale_why.insert((task.name.clone(), key.clone()), why);
+            CellState::Stale
+        } else if latest.is_some() {
+            CellState::Published
+        } else if late {
+            CellState::Late
+        } else if let crate::exec::readiness::Readiness::NotYet(n) =
+            // Files and watermarks only: a page of thousands of cells
+            // is no reason to run thousands of sensor commands.
+            crate::exec::readiness::check_with(manifest, task, &key, false)
+        {
+            stale_why.insert((task.name.clone(), key.clone()), n.why);
+            CellState::Waiting
+        } else {
+            CellState::Missing
+        }
+    }
+}
+
+/// A cell's hover text: its state, its generation when it has one, and
+/// `why` (a line break first) it is stale or waiting.
+fn hover(
+    task: &crate::manifest::Task,
+    key: &str,
+    state: CellState,
+    latest: Option<&CommitRecord>,
+    why: &str,
+) -> String {
+    match latest {
+        Some(r) => format!(
+            "{} {} · {}\ngeneration {} · {} rows\ncode_version {}\n{}\npublished {} by {} attempt {}{why}",
+            task.name,
+            key,
+            state.as_str(),
+            r.generation.get(),
+            r.rows,
+            r.code_version,
+            r.digest,
+            r.published_at,
+            r.run_id,
+            r.attempt
+        ),
+        None => format!(
+            "{} {} · {}\nno generation{why}",
+            task.name,
+            key,
+            state.as_str()
+        ),
     }
 }
 

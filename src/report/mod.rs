@@ -178,6 +178,25 @@ pub(crate) fn gantt(
         html.push_str("<h2>Run</h2>\n<p>No run yet.</p>\n");
         return;
     };
+    let (mut bars, first, last) = attempt_bars(manifest, records);
+    bars.sort_by_key(|b| (b.pool.clone(), b.start, b.end));
+    let span = (last - first).max(1) as f64;
+    let _ = write!(
+        html,
+        "<h2>Run {}</h2>\n<p class=\"meta\">{} attempts over {:.1} s; one lane per pool slot</p>\n<div class=\"scroll\"><div id=\"gantt\">",
+        esc(run_id),
+        bars.len(),
+        span / 1000.0
+    );
+    let pools = lanes(&bars);
+    write_lanes(html, &pools, first, span);
+    html.push_str("</div></div>\n");
+}
+
+/// One bar per attempt of the run, in the pool whose slot it held, and
+/// the first and last time the run's records name (an attempt still
+/// running ends at the last).
+fn attempt_bars(manifest: &Manifest, records: &[EventRecord]) -> (Vec<Bar>, i64, i64) {
     // A backfill runs every instance in its own pool, as the plan does: the
     // lanes are that pool's slots, not the tasks' usual pools.
     let backfill_pool = records
@@ -241,17 +260,14 @@ pub(crate) fn gantt(
             outcome: "running",
         });
     }
-    bars.sort_by_key(|b| (b.pool.clone(), b.start, b.end));
-    let span = (last - first).max(1) as f64;
-    let _ = write!(
-        html,
-        "<h2>Run {}</h2>\n<p class=\"meta\">{} attempts over {:.1} s; one lane per pool slot</p>\n<div class=\"scroll\"><div id=\"gantt\">",
-        esc(run_id),
-        bars.len(),
-        span / 1000.0
-    );
+    (bars, first, last)
+}
+
+/// The bars of each pool packed into lanes, one a slot: each bar goes to
+/// the first lane free when it starts.
+fn lanes(bars: &[Bar]) -> BTreeMap<&str, Vec<Vec<&Bar>>> {
     let mut pools: BTreeMap<&str, Vec<Vec<&Bar>>> = BTreeMap::new();
-    for bar in &bars {
+    for bar in bars {
         let lanes = pools.entry(bar.pool.as_str()).or_default();
         match lanes
             .iter_mut()
@@ -261,7 +277,12 @@ pub(crate) fn gantt(
             None => lanes.push(vec![bar]),
         }
     }
-    for (pool, lanes) in &pools {
+    pools
+}
+
+/// The lanes as HTML, each bar placed on the run's time span.
+fn write_lanes(html: &mut String, pools: &BTreeMap<&str, Vec<Vec<&Bar>>>, first: i64, span: f64) {
+    for (pool, lanes) in pools {
         for (n, lane) in lanes.iter().enumerate() {
             let _ = write!(
                 html,
@@ -289,7 +310,6 @@ pub(crate) fn gantt(
             html.push_str("</div></div>\n");
         }
     }
-    html.push_str("</div></div>\n");
 }
 
 /// The problems list: kind, instance (linked to its grid row when drawn),

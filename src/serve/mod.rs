@@ -518,24 +518,43 @@ pub fn serve_one(
     signals: &mpsc::Receiver<Signal>,
     loader: std::sync::Arc<Loader>,
 ) -> Ended {
-    let fail = |error: String| Ended {
-        stopped: false,
-        signal: None,
-        error: Some(error),
+    let mut served = match open(manifest, loader) {
+        Ok(served) => served,
+        Err(error) => {
+            return Ended {
+                stopped: false,
+                signal: None,
+                error: Some(error),
+            }
+        }
     };
+    let run_id = served.run_id.clone();
+    let _ = served.emit(
+        State::RunStarted,
+        Event::default().detail(format!("weir serve: {} tasks", served.manifest.tasks.len())),
+    );
+    served.say(&format!(
+        "SERVE {} tasks, warehouse {}, events {run_id}",
+        served.manifest.tasks.len(),
+        served.manifest.pipeline.location()
+    ));
+    let (stopped, signal) = serve_until_stopped(&mut served, signals);
+    finish(&mut served, stopped, signal)
+}
+
+/// Opens the warehouse, the stored progress and serve's event log, and
+/// starts the notifier.
+fn open(manifest: Manifest, loader: std::sync::Arc<Loader>) -> Result<Served, String> {
     let warehouse = match Warehouse::open_for(&manifest.pipeline) {
         Ok(w) => w,
-        Err(e) => return fail(format!("cannot open the warehouse: {}", exec::chain(&e))),
+        Err(e) => return Err(format!("cannot open the warehouse: {}", exec::chain(&e))),
     };
     let specs = specs(&manifest);
-    let seen = match stored_progress(&warehouse, &manifest, &specs) {
-        Ok(s) => s,
-        Err(e) => return fail(e),
-    };
+    let seen = stored_progress(&warehouse, &manifest, &specs)?;
     let run_id = exec::new_run_id().replacen("run-", "serve-", 1);
     let log = match EventLog::open_in(&warehouse.events(), &run_id) {
         Ok(l) => l,
-        Err(e) => return fail(format!("cannot open serve's event log: {e}")),
+        Err(e) => return Err(format!("cannot open serve's event log: {e}")),
     };
     let mut served = Served {
         machine: Machine::new(specs, seen),
@@ -548,15 +567,16 @@ pub fn serve_one(
         notifier: None,
     };
     served.notifier = crate::notify::Notifier::start(&served.manifest, &served.warehouse, &run_id);
-    let _ = served.emit(
-        State::RunStarted,
-        Event::default().detail(format!("weir serve: {} tasks", served.manifest.tasks.len())),
-    );
-    served.say(&format!(
-        "SERVE {} tasks, warehouse {}, events {run_id}",
-        served.manifest.tasks.len(),
-        served.manifest.pipeline.location()
-    ));
+    Ok(served)
+}
+
+/// Drives the machine, idling until the next due time or a signal, until
+/// it stops: whether attempts were stopped, or why serve could not go on,
+/// and the stop signal.
+fn serve_until_stopped(
+    served: &mut Served,
+    signals: &mpsc::Receiver<Signal>,
+) -> (Result<bool, String>, Option<exec::interrupt::Signal>) {
     let mut wait: Option<i64> = None;
     let mut signal = None;
     let mut input = Input::Clock(crate::clock::now());
@@ -603,6 +623,16 @@ pub fn serve_one(
             Err(mpsc::RecvTimeoutError::Disconnected) => Input::Stop,
         };
     };
+    (stopped, signal)
+}
+
+/// Says RUN_FINISHED, flushes the notifier and the log, and says why
+/// serve ended.
+fn finish(
+    served: &mut Served,
+    stopped: Result<bool, String>,
+    signal: Option<exec::interrupt::Signal>,
+) -> Ended {
     let (stopped, error) = match stopped {
         Ok(s) => (s, None),
         Err(e) => (false, Some(e)),

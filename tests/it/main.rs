@@ -15,6 +15,7 @@ mod disk_full;
 mod engine_races;
 mod exit_codes;
 mod fencing;
+mod function_sizes;
 mod global_pools;
 mod impact;
 mod kill9;

@@ -168,45 +168,8 @@ pub(super) fn print(
         plural(tasks.len(), "task", "tasks"),
     );
     println!();
-    let mut header = vec!["task", "partitions"];
-    header.extend(shown_states.iter().map(|s| s.lower()));
-    header.push("oldest problem");
-    let rows: Vec<Vec<String>> = tasks
-        .iter()
-        .map(|(task, c)| {
-            let mut row = vec![task.clone(), crate::plan::render::thousands(c.total as u64)];
-            row.extend(shown_states.iter().map(|s| {
-                crate::plan::render::thousands(c.by_state.get(s).copied().unwrap_or(0) as u64)
-            }));
-            row.push(c.oldest.map_or_else(String::new, |i| {
-                format!("{} {}{}", i.state.upper(), i.partition, since_text(i.since))
-            }));
-            row
-        })
-        .collect();
-    let numeric: Vec<usize> = (1..=shown_states.len() + 1).collect();
-    for line in crate::cli::aligned(&header, &rows, &numeric) {
-        println!("{}", line.trim_end());
-    }
-    // What `--check` pages on beyond the instances' own states (a Delta
-    // table behind weir's records): always named, since it sets the exit code.
-    let named = ["LATE", "HELD", "QUARANTINED"];
-    let others: Vec<&super::Attention> = attention
-        .iter()
-        .filter(|a| !named.contains(&a.state))
-        .collect();
-    if !others.is_empty() {
-        println!();
-        for a in others {
-            println!(
-                "{:<11} {} {}: {}",
-                a.state,
-                a.task,
-                a.partition,
-                crate::ops::printable(&a.detail)
-            );
-        }
-    }
+    print_task_table(&tasks, &shown_states);
+    print_other_attention(attention);
     let problems: Vec<&Instance> = all
         .iter()
         .filter(|i| i.state != InstanceState::Published)
@@ -244,5 +207,55 @@ pub(super) fn print(
             "… {more} more: narrow with `--task`, `--state` or `--from`/`--to`, or list {} with `--all`",
             plural(more, "it", "them")
         );
+    }
+}
+
+/// A row per task: its partitions, how many are in each state shown, and
+/// its oldest problem.
+fn print_task_table(
+    tasks: &[(String, crate::ops::status::summary::TaskCounts<'_>)],
+    shown_states: &[InstanceState],
+) {
+    let mut header = vec!["task", "partitions"];
+    header.extend(shown_states.iter().map(|s| s.lower()));
+    header.push("oldest problem");
+    let rows: Vec<Vec<String>> = tasks
+        .iter()
+        .map(|(task, c)| {
+            let mut row = vec![task.clone(), crate::plan::render::thousands(c.total as u64)];
+            row.extend(shown_states.iter().map(|s| {
+                crate::plan::render::thousands(c.by_state.get(s).copied().unwrap_or(0) as u64)
+            }));
+            row.push(c.oldest.map_or_else(String::new, |i| {
+                format!("{} {}{}", i.state.upper(), i.partition, since_text(i.since))
+            }));
+            row
+        })
+        .collect();
+    let numeric: Vec<usize> = (1..=shown_states.len() + 1).collect();
+    for line in crate::cli::aligned(&header, &rows, &numeric) {
+        println!("{}", line.trim_end());
+    }
+}
+
+/// What `--check` pages on beyond the instances' own states (a Delta
+/// table behind weir's records): always named, since it sets the exit code.
+fn print_other_attention(attention: &[super::Attention]) {
+    let named = ["LATE", "HELD", "QUARANTINED"];
+    let others: Vec<&super::Attention> = attention
+        .iter()
+        .filter(|a| !named.contains(&a.state))
+        .collect();
+    if !others.is_empty() {
+        println!();
+        for a in others {
+            println!(
+                "{:<11} {} {}: {}",
+                a.state,
+                a.task,
+                a.partition,
+                crate::ops::printable(&a.detail)
+            );
+        }
     }
 }

@@ -34,31 +34,11 @@ impl Validator<'_, '_, '_, '_> {
         if self.safe_name("task", name, &["tasks", name], true) {
             self.name_fits("task", name, &["tasks", name], true);
         }
-        if raw.command.is_empty() || raw.command[0].trim().is_empty() {
-            self.err(
-                ManifestError::new(ManifestErrorKind::EmptyValue, format!("task `{name}` has an empty command"))
-                    .at(self.value(&p("command")), "empty")
-                    .help("give the program and its arguments, e.g. `command = [\"python3\", \"load.py\"]`"),
-            );
-        }
+        self.check_command(name, raw);
         let (inputs, depends_on) = self.task_inputs(name, raw, names, outputs);
-        // Output and its grain.
-        let table = super::table::check(self, name, &raw.output);
-        self.grain(name, raw);
+        let output = self.output(name, raw);
         let (partitioned_by, dims) = self.partition_dims(name, raw, names, schemes);
-        if raw.depends_on_past && dims.time_dim().is_none() && dims.0.len() == partitioned_by.len()
-        {
-            let what = match partitioned_by.as_slice() {
-                [] => "no partition scheme".to_string(),
-                [one] => format!("static scheme `{one}`"),
-                many => format!("static schemes {}", ticked(many)),
-            };
-            self.err(
-                ManifestError::new(ManifestErrorKind::InvalidValue, format!("task `{name}` sets `depends_on_past` on {what}"))
-                    .at(self.value(&p("depends_on_past")), "needs an ordered (daily) scheme")
-                    .help("static keys have no \"previous\" partition; remove `depends_on_past` or use a time scheme (daily, weekly …)"),
-            );
-        }
+        self.check_depends_on_past(name, raw, &partitioned_by, &dims);
         let pool = raw.pool.clone().unwrap_or_else(|| "default".into());
         if raw.pool.is_some() {
             self.reference("pool", &pool, &names.pools, &p("pool"));
@@ -78,25 +58,7 @@ impl Validator<'_, '_, '_, '_> {
         }
         let resources =
             self.resources(name, raw.resources.as_ref(), timeout, raw.timeout.is_some());
-        let mut heartbeat = self.duration(
-            raw.heartbeat.as_deref(),
-            Duration::from_secs(10),
-            &p("heartbeat"),
-        );
-        if heartbeat < MIN_HEARTBEAT {
-            self.err(
-                ManifestError::new(
-                    ManifestErrorKind::HeartbeatTooShort,
-                    format!(
-                        "heartbeat `{}` is shorter than the minimum of 100ms",
-                        raw.heartbeat.as_deref().unwrap_or_default()
-                    ),
-                )
-                .at(self.value(&p("heartbeat")), "below 100ms")
-                .help("a lease expires after 3 missed heartbeats; below 100ms a busy machine's scheduling delays look like a dead engine and cause false takeovers: use \"1s\" or more"),
-            );
-            heartbeat = MIN_HEARTBEAT;
-        }
+        let heartbeat = self.heartbeat(name, raw);
         let expected_duration = self.duration(
             raw.expected_duration.as_deref(),
             Duration::from_secs(60),
@@ -110,42 +72,11 @@ impl Validator<'_, '_, '_, '_> {
         let delay = raw.delay.as_deref().map_or(Duration::ZERO, |s| {
             self.duration(Some(s), Duration::ZERO, &p("delay"))
         });
-        let schedule = raw.schedule.as_deref().and_then(|text| {
-            let zone = schemes
-                .values()
-                .find_map(PartitionScheme::time)
-                .map_or("UTC", |t| t.zone.name());
-            self.schedule(name, text, zone, &dims, &p("schedule"))
-        });
+        let schedule = self.task_schedule(name, raw, schemes, &dims);
         let (exit_codes, cluster_ends) = self.exit_codes(name, raw, names);
-        let on_timeout = match &raw.on_timeout {
-            Some(text) => self
-                .failure_rule(text, names, &p("on_timeout"))
-                .unwrap_or(FailureRule::Transient),
-            None => FailureRule::Transient,
-        };
-        let input_names: Vec<String> = raw.inputs.iter().map(|i| i.dataset.clone()).collect();
-        let gates = raw
-            .gates
-            .iter()
-            .enumerate()
-            .filter_map(|(i, g)| self.gate(name, i, g, &input_names))
-            .collect();
-        self.code_paths(name, raw);
-        if raw
-            .code_version
-            .as_deref()
-            .is_some_and(|v| v.trim().is_empty())
-        {
-            self.err(
-                ManifestError::new(
-                    ManifestErrorKind::EmptyValue,
-                    format!("task `{name}` has an empty `code_version`"),
-                )
-                .at(self.value(&p("code_version")), "empty")
-                .help("give a version such as \"2026.09.2\", or remove it to use the pipeline's"),
-            );
-        }
+        let on_timeout = self.on_timeout(name, raw, names);
+        let gates = self.task_gates(name, raw);
+        self.check_code(name, raw);
         let env = self.task_env(name, raw.env.as_ref());
         if self.errors.len() > errors_before {
             return None;
@@ -160,12 +91,7 @@ impl Validator<'_, '_, '_, '_> {
             name: name.to_string(),
             command: raw.command.clone(),
             inputs,
-            output: Output {
-                dataset: raw.output.dataset.clone(),
-                format: raw.output.format,
-                grain: raw.output.grain.clone(),
-                table,
-            },
+            output,
             depends_on,
             partitioned_by,
             dims,
@@ -186,6 +112,128 @@ impl Validator<'_, '_, '_, '_> {
             delay,
             schedule,
         })
+    }
+
+    /// A task needs a program to run.
+    fn check_command(&mut self, name: &str, raw: &RawTask) {
+        let p = |k: &'static str| vec!["tasks", name, k];
+        if raw.command.is_empty() || raw.command[0].trim().is_empty() {
+            self.err(
+                ManifestError::new(ManifestErrorKind::EmptyValue, format!("task `{name}` has an empty command"))
+                    .at(self.value(&p("command")), "empty")
+                    .help("give the program and its arguments, e.g. `command = [\"python3\", \"load.py\"]`"),
+            );
+        }
+    }
+
+    /// `depends_on_past` needs an ordered scheme: static keys have no
+    /// previous partition.
+    fn check_depends_on_past(
+        &mut self,
+        name: &str,
+        raw: &RawTask,
+        partitioned_by: &[String],
+        dims: &Dims,
+    ) {
+        let p = |k: &'static str| vec!["tasks", name, k];
+        if raw.depends_on_past && dims.time_dim().is_none() && dims.0.len() == partitioned_by.len()
+        {
+            let what = match partitioned_by {
+                [] => "no partition scheme".to_string(),
+                [one] => format!("static scheme `{one}`"),
+                many => format!("static schemes {}", ticked(many)),
+            };
+            self.err(
+                ManifestError::new(ManifestErrorKind::InvalidValue, format!("task `{name}` sets `depends_on_past` on {what}"))
+                    .at(self.value(&p("depends_on_past")), "needs an ordered (daily) scheme")
+                    .help("static keys have no \"previous\" partition; remove `depends_on_past` or use a time scheme (daily, weekly …)"),
+            );
+        }
+    }
+
+    /// The lease heartbeat, never below [`MIN_HEARTBEAT`].
+    fn heartbeat(&mut self, name: &str, raw: &RawTask) -> Duration {
+        let p = |k: &'static str| vec!["tasks", name, k];
+        let mut heartbeat = self.duration(
+            raw.heartbeat.as_deref(),
+            Duration::from_secs(10),
+            &p("heartbeat"),
+        );
+        if heartbeat < MIN_HEARTBEAT {
+            self.err(
+                ManifestError::new(
+                    ManifestErrorKind::HeartbeatTooShort,
+                    format!(
+                        "heartbeat `{}` is shorter than the minimum of 100ms",
+                        raw.heartbeat.as_deref().unwrap_or_default()
+                    ),
+                )
+                .at(self.value(&p("heartbeat")), "below 100ms")
+                .help("a lease expires after 3 missed heartbeats; below 100ms a busy machine's scheduling delays look like a dead engine and cause false takeovers: use \"1s\" or more"),
+            );
+            heartbeat = MIN_HEARTBEAT;
+        }
+        heartbeat
+    }
+
+    /// The cron schedule, read in the zone of the pipeline's time scheme
+    /// (UTC without one).
+    fn task_schedule(
+        &mut self,
+        name: &str,
+        raw: &RawTask,
+        schemes: &IndexMap<String, PartitionScheme>,
+        dims: &Dims,
+    ) -> Option<crate::cron::Schedule> {
+        let p = |k: &'static str| vec!["tasks", name, k];
+        raw.schedule.as_deref().and_then(|text| {
+            let zone = schemes
+                .values()
+                .find_map(PartitionScheme::time)
+                .map_or("UTC", |t| t.zone.name());
+            self.schedule(name, text, zone, dims, &p("schedule"))
+        })
+    }
+
+    /// What a timeout counts as (transient unless the task says).
+    fn on_timeout(&mut self, name: &str, raw: &RawTask, names: &Names) -> FailureRule {
+        let p = |k: &'static str| vec!["tasks", name, k];
+        match &raw.on_timeout {
+            Some(text) => self
+                .failure_rule(text, names, &p("on_timeout"))
+                .unwrap_or(FailureRule::Transient),
+            None => FailureRule::Transient,
+        }
+    }
+
+    /// The task's gates, each checked against the datasets it reads.
+    fn task_gates(&mut self, name: &str, raw: &RawTask) -> Vec<crate::audit::Gate> {
+        let input_names: Vec<String> = raw.inputs.iter().map(|i| i.dataset.clone()).collect();
+        raw.gates
+            .iter()
+            .enumerate()
+            .filter_map(|(i, g)| self.gate(name, i, g, &input_names))
+            .collect()
+    }
+
+    /// The task's code paths, and its `code_version`, when given, not blank.
+    fn check_code(&mut self, name: &str, raw: &RawTask) {
+        self.code_paths(name, raw);
+        let p = |k: &'static str| vec!["tasks", name, k];
+        if raw
+            .code_version
+            .as_deref()
+            .is_some_and(|v| v.trim().is_empty())
+        {
+            self.err(
+                ManifestError::new(
+                    ManifestErrorKind::EmptyValue,
+                    format!("task `{name}` has an empty `code_version`"),
+                )
+                .at(self.value(&p("code_version")), "empty")
+                .help("give a version such as \"2026.09.2\", or remove it to use the pipeline's"),
+            );
+        }
     }
 
     /// The task's inputs, each an external dataset or another task's
@@ -274,6 +322,18 @@ impl Validator<'_, '_, '_, '_> {
             }
         }
         (inputs, depends_on)
+    }
+
+    /// The task's output, its table format and its grain checked.
+    fn output(&mut self, name: &str, raw: &RawTask) -> Output {
+        let table = super::table::check(self, name, &raw.output);
+        self.grain(name, raw);
+        Output {
+            dataset: raw.output.dataset.clone(),
+            format: raw.output.format,
+            grain: raw.output.grain.clone(),
+            table,
+        }
     }
 
     /// The output's grain: some columns, each once.

@@ -111,139 +111,190 @@ fn seconds(ts: &str) -> Option<i64> {
 /// Every instance the overview names, with its one state; problems first,
 /// oldest first, then the published ones.
 pub(crate) fn instances(manifest: &Manifest, overview: &Overview) -> Vec<Instance> {
-    // (task, partition) → the candidate states with their time and detail.
-    let mut found: HashMap<(String, String), Vec<Candidate>> = HashMap::new();
-    let mut add = |task: &str, partition: &str, state, since, detail: String| {
-        found
+    let mut found = Candidates {
+        manifest,
+        found: HashMap::new(),
+    };
+    found.progress(overview);
+    found.decisions(overview);
+    found.stale_and_unreadable(overview);
+    let mut out: Vec<Instance> = found
+        .found
+        .into_iter()
+        .filter_map(|((task, partition), candidates)| one_state(task, partition, candidates))
+        .collect();
+    sort_instances(manifest, &mut out);
+    out
+}
+
+/// Every state each instance is in, in the order the overview says them.
+struct Candidates<'m> {
+    manifest: &'m Manifest,
+    /// (task, partition) → the candidate states with their time and detail.
+    found: HashMap<(String, String), Vec<Candidate>>,
+}
+
+impl Candidates<'_> {
+    fn add(
+        &mut self,
+        task: &str,
+        partition: &str,
+        state: InstanceState,
+        since: Option<i64>,
+        detail: String,
+    ) {
+        self.found
             .entry((task.to_string(), partition.to_string()))
             .or_default()
             .push((state, since, detail));
-    };
-    let end = |task: &str, partition: &str| {
-        manifest
+    }
+
+    /// When a partition's interval ends (a problem without a time of its
+    /// own began then).
+    fn end(&self, task: &str, partition: &str) -> Option<i64> {
+        self.manifest
             .tasks
             .get(task)
             .and_then(|t| t.dims.interval_end(partition))
-    };
-    for (task, record) in &overview.published {
-        add(
-            task,
-            &record.partition,
-            InstanceState::Published,
-            None,
-            format!("generation {}", record.generation.get()),
-        );
     }
-    for m in &overview.missing {
-        let (state, since, detail) = match &m.late_since {
-            Some(deadline) => (
-                InstanceState::Late,
-                seconds(deadline),
-                format!("not published by its SLA deadline {deadline}"),
-            ),
-            None => (
-                InstanceState::Missing,
-                end(&m.task, &m.partition),
-                "expected, not published".to_string(),
-            ),
-        };
-        add(&m.task, &m.partition, state, since, detail);
-    }
-    for (task, partition, detail) in &overview.waiting {
-        add(
-            task,
-            partition,
-            InstanceState::Waiting,
-            end(task, partition),
-            detail.clone(),
-        );
-    }
-    for m in &overview.marks {
-        let state = match m.mark {
-            crate::store::marks::Mark::Held => InstanceState::Held,
-            crate::store::marks::Mark::Quarantined => InstanceState::Quarantined,
-            // Accepted gaps are listed with the abandoned (an operator's
-            // decision, never paged on).
-            crate::store::marks::Mark::Abandoned | crate::store::marks::Mark::Accepted => {
-                InstanceState::Abandoned
-            }
-        };
-        add(
-            &m.task,
-            &m.partition,
-            state,
-            seconds(&m.since),
-            m.reason.clone(),
-        );
-    }
-    for m in &overview.abandoned {
-        add(
-            &m.task,
-            &m.partition,
-            InstanceState::Abandoned,
-            seconds(&m.since),
-            m.reason.clone(),
-        );
-    }
-    for (m, changed) in &overview.released {
-        add(
-            &m.task,
-            &m.partition,
-            InstanceState::Released,
-            seconds(&m.since),
-            format!(
-                "was quarantined ({}), but {changed}: will rerun on the next run",
-                m.reason
-            ),
-        );
-    }
-    for st in &overview.stale {
-        add(
-            &st.task,
-            &st.partition,
-            InstanceState::Stale,
-            end(&st.task, &st.partition),
-            st.detail.clone(),
-        );
-    }
-    for (dataset, partition, error) in &overview.unreadable {
-        if let Some(task) = manifest.producer(dataset) {
-            add(
-                &task.name,
-                partition,
-                InstanceState::Unreadable,
+
+    /// Published, missing or late, and waiting instances.
+    fn progress(&mut self, overview: &Overview) {
+        for (task, record) in &overview.published {
+            self.add(
+                task,
+                &record.partition,
+                InstanceState::Published,
                 None,
-                format!("cannot read its commit log: {error}"),
+                format!("generation {}", record.generation.get()),
+            );
+        }
+        for m in &overview.missing {
+            let (state, since, detail) = match &m.late_since {
+                Some(deadline) => (
+                    InstanceState::Late,
+                    seconds(deadline),
+                    format!("not published by its SLA deadline {deadline}"),
+                ),
+                None => (
+                    InstanceState::Missing,
+                    self.end(&m.task, &m.partition),
+                    "expected, not published".to_string(),
+                ),
+            };
+            self.add(&m.task, &m.partition, state, since, detail);
+        }
+        for (task, partition, detail) in &overview.waiting {
+            self.add(
+                task,
+                partition,
+                InstanceState::Waiting,
+                self.end(task, partition),
+                detail.clone(),
             );
         }
     }
+
+    /// Instances an operator or the engine decided about: marked,
+    /// abandoned, released from quarantine.
+    fn decisions(&mut self, overview: &Overview) {
+        for m in &overview.marks {
+            let state = match m.mark {
+                crate::store::marks::Mark::Held => InstanceState::Held,
+                crate::store::marks::Mark::Quarantined => InstanceState::Quarantined,
+                // Accepted gaps are listed with the abandoned (an operator's
+                // decision, never paged on).
+                crate::store::marks::Mark::Abandoned | crate::store::marks::Mark::Accepted => {
+                    InstanceState::Abandoned
+                }
+            };
+            self.add(
+                &m.task,
+                &m.partition,
+                state,
+                seconds(&m.since),
+                m.reason.clone(),
+            );
+        }
+        for m in &overview.abandoned {
+            self.add(
+                &m.task,
+                &m.partition,
+                InstanceState::Abandoned,
+                seconds(&m.since),
+                m.reason.clone(),
+            );
+        }
+        for (m, changed) in &overview.released {
+            self.add(
+                &m.task,
+                &m.partition,
+                InstanceState::Released,
+                seconds(&m.since),
+                format!(
+                    "was quarantined ({}), but {changed}: will rerun on the next run",
+                    m.reason
+                ),
+            );
+        }
+    }
+
+    /// Stale publications and unreadable commit logs.
+    fn stale_and_unreadable(&mut self, overview: &Overview) {
+        let manifest = self.manifest;
+        for st in &overview.stale {
+            self.add(
+                &st.task,
+                &st.partition,
+                InstanceState::Stale,
+                self.end(&st.task, &st.partition),
+                st.detail.clone(),
+            );
+        }
+        for (dataset, partition, error) in &overview.unreadable {
+            if let Some(task) = manifest.producer(dataset) {
+                self.add(
+                    &task.name,
+                    partition,
+                    InstanceState::Unreadable,
+                    None,
+                    format!("cannot read its commit log: {error}"),
+                );
+            }
+        }
+    }
+}
+
+/// An instance's one state: the first of its candidates, since when the
+/// first of its problems began.
+fn one_state(task: String, partition: String, mut candidates: Vec<Candidate>) -> Option<Instance> {
+    candidates.sort_by_key(|(state, _, _)| *state);
+    // Its problem began with the first of its states that did (a
+    // partition held today was LATE since its deadline).
+    let began = candidates
+        .iter()
+        .filter(|(state, _, _)| *state != InstanceState::Published)
+        .filter_map(|(_, since, _)| *since)
+        .min();
+    let (state, since, detail) = candidates.into_iter().next()?;
+    let since = began.or(since);
+    Some(Instance {
+        task,
+        partition,
+        state,
+        since,
+        detail,
+    })
+}
+
+/// Problems first, oldest first, then the published; within a state by
+/// the manifest's task order and the partitions' order.
+fn sort_instances(manifest: &Manifest, out: &mut [Instance]) {
     let task_index: HashMap<&str, usize> = manifest
         .tasks
         .keys()
         .enumerate()
         .map(|(i, t)| (t.as_str(), i))
-        .collect();
-    let mut out: Vec<Instance> = found
-        .into_iter()
-        .filter_map(|((task, partition), mut candidates)| {
-            candidates.sort_by_key(|(state, _, _)| *state);
-            // Its problem began with the first of its states that did (a
-            // partition held today was LATE since its deadline).
-            let began = candidates
-                .iter()
-                .filter(|(state, _, _)| *state != InstanceState::Published)
-                .filter_map(|(_, since, _)| *since)
-                .min();
-            let (state, since, detail) = candidates.into_iter().next()?;
-            let since = began.or(since);
-            Some(Instance {
-                task,
-                partition,
-                state,
-                since,
-                detail,
-            })
-        })
         .collect();
     out.sort_by_cached_key(|i| {
         let order = manifest
@@ -261,7 +312,6 @@ pub(crate) fn instances(manifest: &Manifest, overview: &Overview) -> Vec<Instanc
             i.partition.clone(),
         )
     });
-    out
 }
 
 /// Counts by state of one task's instances, and its oldest problem.

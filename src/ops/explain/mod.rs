@@ -13,7 +13,10 @@ use crate::manifest::Manifest;
 use crate::partition::shell_word;
 use crate::store::certs as certify;
 use crate::store::marks::{self as state, InstanceMark, Mark};
-use crate::store::{FencingToken, StoreError, Warehouse};
+use crate::store::{CommitRecord, FencingToken, PartitionStore, StoreError, Warehouse};
+
+mod render;
+pub use render::render;
 
 /// One attempt, as the evidence tells it.
 #[derive(Debug, Clone, Serialize)]
@@ -160,9 +163,64 @@ pub fn explain(
         .iter()
         .filter(|e| e.task.as_deref() == Some(task) && e.partition.as_deref() == Some(partition))
         .collect();
+    let mut attempts = attempts_of(&mine);
+    recover_stderr(manifest, spec, &store, &mut attempts);
+    let latest = store.latest()?;
+    let published = latest
+        .as_ref()
+        .map(|r| publication(warehouse, &dataset, partition, r));
+    let (input_snapshot, input_snapshot_of) = input_snapshot(&store, &attempts, latest.as_ref());
+    let upstream = upstream_of(manifest, warehouse, task, partition)?;
+    let last_successful_upstream = upstream
+        .iter()
+        .rev()
+        .find(|u| u.generation.is_some())
+        .map(|u| u.task.clone());
+    // A marker that is not valid JSON reads as HELD naming why (as in
+    // status); one that cannot be read at all is an error.
+    let mark = state::read(warehouse, task, partition)?;
+    // The run's own test: a quarantine whose inputs or code changed since
+    // is rerun by the next run, so it is no longer the operator's to fix.
+    let released = mark
+        .as_ref()
+        .map(|m| {
+            crate::plan::stale::Staleness::default().quarantine_released(manifest, warehouse, m)
+        })
+        .unwrap_or_default();
+    let blocked_by = blocked_by(&mine);
+    let (action, recommendation) = recommend(
+        manifest,
+        task,
+        partition,
+        &attempts,
+        published.as_ref(),
+        mark.as_ref(),
+        &released,
+        &upstream,
+        blocked_by.as_ref(),
+    );
+    Ok(Explanation {
+        task: task.to_string(),
+        partition: partition.to_string(),
+        dataset,
+        attempts,
+        input_snapshot,
+        input_snapshot_of,
+        blocked_by,
+        published,
+        upstream,
+        last_successful_upstream,
+        mark,
+        recommendation,
+        action,
+    })
+}
+
+/// The attempts told by one instance's events, by when they started.
+fn attempts_of(mine: &[&EventRecord]) -> Vec<AttemptEvidence> {
     let mut attempts: BTreeMap<(String, u32), AttemptEvidence> = BTreeMap::new();
     let mut order: Vec<(String, u32)> = Vec::new();
-    for e in &mine {
+    for e in mine {
         let Some(attempt) = e.attempt else { continue };
         // Evidence about another engine's attempt (its token, not this one's).
         if matches!(e.state, State::Waiting | State::Unknown | State::TakenOver) {
@@ -172,7 +230,27 @@ pub fn explain(
         if !attempts.contains_key(&key) {
             order.push(key.clone());
         }
-        let a = attempts.entry(key).or_insert_with(|| AttemptEvidence {
+        let a = attempts
+            .entry(key)
+            .or_insert_with(|| AttemptEvidence::started(e, attempt));
+        a.record(e);
+    }
+    let mut attempts: Vec<AttemptEvidence> = order
+        .into_iter()
+        .filter_map(|k| attempts.remove(&k))
+        .collect();
+    // The logs come run by run in the order of their ids, which is not time
+    // order once ids of different shapes mix (`--run-id RUN-…` beside
+    // `run-…`): the attempts are listed, and the last one judged, by when
+    // they started.
+    attempts.sort_by_key(|a| a.started.parse::<jiff::Timestamp>().ok());
+    attempts
+}
+
+impl AttemptEvidence {
+    /// An attempt first seen in `e`, nothing known of it yet.
+    fn started(e: &EventRecord, attempt: u32) -> Self {
+        AttemptEvidence {
             run_id: e.run_id.clone(),
             attempt,
             token: e.token,
@@ -188,7 +266,12 @@ pub fn explain(
             failed_gates: Value::Null,
             stderr_tail: String::new(),
             input_snapshot: None,
-        });
+        }
+    }
+
+    /// Adds what event `e` says about this attempt.
+    fn record(&mut self, e: &EventRecord) {
+        let a = self;
         a.token = a.token.or(e.token);
         match e.state {
             State::Retrying | State::Quarantined | State::Held => {
@@ -230,19 +313,20 @@ pub fn explain(
             }
         }
     }
-    let mut attempts: Vec<AttemptEvidence> = order
-        .into_iter()
-        .filter_map(|k| attempts.remove(&k))
-        .collect();
-    // The logs come run by run in the order of their ids, which is not time
-    // order once ids of different shapes mix (`--run-id RUN-…` beside
-    // `run-…`): the attempts are listed, and the last one judged, by when
-    // they started.
-    attempts.sort_by_key(|a| a.started.parse::<jiff::Timestamp>().ok());
+}
+
+/// Reads the stderr the logs lack from the attempts' evidence files, and
+/// redacts every tail.
+fn recover_stderr(
+    manifest: &Manifest,
+    spec: &crate::manifest::Task,
+    store: &PartitionStore,
+    attempts: &mut [AttemptEvidence],
+) {
     // An engine killed while the command ran never redacted its logs: the
     // secrets this process can read are redacted here too.
     let secrets = crate::exec::env::readable_secrets(manifest, spec);
-    for a in &mut attempts {
+    for a in attempts {
         if a.stderr_tail.is_empty() {
             if let Some(t) = a.token {
                 // This host's staging, else the store (a remote warehouse).
@@ -255,33 +339,42 @@ pub fn explain(
             a.stderr_tail = secrets.redact(&a.stderr_tail);
         }
     }
-    let latest = store.latest()?;
-    let published = latest.as_ref().map(|r| {
-        serde_json::json!({
-            "generation": r.generation.get(),
-            "token": r.token.get(),
-            "run_id": r.run_id,
-            "attempt": r.attempt,
-            "rows": r.rows,
-            "digest": r.digest,
-            "code_version": r.code_version,
-            "published_at": r.published_at,
-            "certified": certify::is_certified(warehouse, &dataset, partition, r.generation.get()),
-        })
-    });
+}
+
+/// The visible generation, as `explain --json` shows it.
+fn publication(warehouse: &Warehouse, dataset: &str, partition: &str, r: &CommitRecord) -> Value {
+    serde_json::json!({
+        "generation": r.generation.get(),
+        "token": r.token.get(),
+        "run_id": r.run_id,
+        "attempt": r.attempt,
+        "rows": r.rows,
+        "digest": r.digest,
+        "code_version": r.code_version,
+        "published_at": r.published_at,
+        "certified": certify::is_certified(warehouse, dataset, partition, r.generation.get()),
+    })
+}
+
+/// The input snapshot that explains the instance, and whose it is.
+fn input_snapshot(
+    store: &PartitionStore,
+    attempts: &[AttemptEvidence],
+    latest: Option<&CommitRecord>,
+) -> (Option<Value>, Option<String>) {
     // A failed last attempt is explained by what it read, not by what the
     // published generation read.
     let failed_own = attempts
         .last()
         .filter(|a| !matches!(a.state.as_str(), "PUBLISHED" | "ALREADY_PUBLISHED"))
         .and_then(|a| a.input_snapshot.clone());
-    let input_snapshot_of = match (&failed_own, &latest) {
+    let input_snapshot_of = match (&failed_own, latest) {
         (Some(_), _) => Some("failed attempt".to_string()),
         (None, Some(r)) => Some(format!("published generation {}", r.generation.get())),
         (None, None) => None,
     };
     let input_snapshot = failed_own
-        .or_else(|| latest.as_ref().map(|r| r.input_snapshot.clone()))
+        .or_else(|| latest.map(|r| r.input_snapshot.clone()))
         .or_else(|| {
             let token = attempts.iter().rev().find_map(|a| a.token)?;
             let bytes = store.read_evidence(FencingToken::from_raw(token), "candidate.json")?;
@@ -290,29 +383,17 @@ pub fn explain(
                 .get("input_snapshot")
                 .cloned()
         });
-    let upstream = upstream_of(manifest, warehouse, task, partition)?;
-    let last_successful_upstream = upstream
-        .iter()
-        .rev()
-        .find(|u| u.generation.is_some())
-        .map(|u| u.task.clone());
-    // A marker that is not valid JSON reads as HELD naming why (as in
-    // status); one that cannot be read at all is an error.
-    let mark = state::read(warehouse, task, partition)?;
-    // The run's own test: a quarantine whose inputs or code changed since
-    // is rerun by the next run, so it is no longer the operator's to fix.
-    let released = mark
-        .as_ref()
-        .map(|m| {
-            crate::plan::stale::Staleness::default().quarantine_released(manifest, warehouse, m)
-        })
-        .unwrap_or_default();
-    // SKIPPED after its last attempt (or with none): who blocked it.
+    (input_snapshot, input_snapshot_of)
+}
+
+/// For an instance SKIPPED after its last attempt (or with none): the
+/// upstream instance that blocked it.
+fn blocked_by(mine: &[&EventRecord]) -> Option<Blocker> {
     let last_attempt_at = mine
         .iter()
         .rposition(|e| e.attempt.is_some())
         .map_or(0, |i| i + 1);
-    let blocked_by = mine[last_attempt_at..]
+    mine[last_attempt_at..]
         .iter()
         .rev()
         .find(|e| e.state == State::Skipped)
@@ -323,33 +404,7 @@ pub fn explain(
                 run_id: e.run_id.clone(),
             }),
             _ => None,
-        });
-    let (action, recommendation) = recommend(
-        manifest,
-        task,
-        partition,
-        &attempts,
-        published.as_ref(),
-        mark.as_ref(),
-        &released,
-        &upstream,
-        blocked_by.as_ref(),
-    );
-    Ok(Explanation {
-        task: task.to_string(),
-        partition: partition.to_string(),
-        dataset,
-        attempts,
-        input_snapshot,
-        input_snapshot_of,
-        blocked_by,
-        published,
-        upstream,
-        last_successful_upstream,
-        mark,
-        recommendation,
-        action,
-    })
+        })
 }
 
 /// Every task upstream of `task`, in dependency order (farthest first).
@@ -464,81 +519,20 @@ fn recommend(
     // `weir retry` acts only on a marked instance; any other is the next
     // run's to try.
     let run = format!("`weir run {m} --task {task} --partition {partition_arg}`");
-    if let Some(mark) = mark {
-        match mark.mark {
-            Mark::Abandoned => {
-                // The note, not the reason: the reason repeats "abandoned by an operator".
-                let note = mark.note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
-                return (Action::Released, format!("abandoned by an operator{note}; nothing runs until {retry}"));
-            }
-            Mark::Accepted => {
-                let note = mark.note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
-                return (Action::Released, format!("accepted as missing by an operator{note}: what reads it among other partitions runs without it; {retry} undoes it"));
-            }
-            // The marker itself is the problem: no attempt's evidence says
-            // what it held, so a person looks at it.
-            Mark::Held if state::is_unreadable(mark) => {
-                return (Action::Decide, format!("decide: {}; fix or remove the marker, then {retry}", mark.reason))
-            }
-            Mark::Held if mark.reason.starts_with("rolled back") => {
-                return (Action::Released, format!("rolled back by an operator: fix the code or data that made the newer generation wrong, then {retry}"))
-            }
-            Mark::Quarantined if !released.is_empty() => {
-                return (Action::Run, format!(
-                    "run: the quarantine no longer stands ({}), so the next run reruns it: {run}",
-                    released.join("; ")
-                ))
-            }
-            _ => {}
-        }
+    if let Some(decided) = mark.and_then(|mark| by_mark(mark, released, &retry, &run)) {
+        return decided;
     }
-    if let Some(b) = blocked_by {
-        return (
-            Action::FixUpstream,
-            format!(
-                "fix upstream first: `{}` {} did not publish, so this instance was SKIPPED in run {}; see `weir explain {m} {} --partition {}`, act on it, then `weir run {m} --partition {partition_arg}`",
-                b.task, b.partition, b.run_id, b.task, shell_word(&b.partition)
-            ),
-        );
-    }
-    if let Some(u) = upstream.iter().find(|u| !u.certified) {
-        return (Action::Recertify, format!(
-            "roll back or re-certify upstream `{}`{} (generation {} is uncertified), or rerun with --allow-uncertified",
-            u.dataset,
-            if u.partition == partition {
-                String::new()
-            } else {
-                format!(" {}", u.partition)
-            },
-            u.generation.unwrap_or(0)
-        ));
-    }
-    if let Some(p) = published {
-        if p["certified"] == Value::Bool(false) {
-            let dataset = &manifest.tasks[task].output.dataset;
-            return (Action::Rollback, format!("roll back: the current generation is uncertified; `weir rollback {m} {dataset} --partition {partition_arg}`"));
-        }
+    if let Some(decided) = by_upstream(
+        manifest, task, partition, published, upstream, blocked_by, &m,
+    ) {
+        return decided;
     }
     // What the next run would hold it for: the story the run told (HELD,
     // no marker) and status tells (WAITING), with the command that works.
     let held_for_input = attempts.last().is_none_or(|l| l.state != "PUBLISHED");
     if published.is_none() && held_for_input && mark.is_none() {
-        // The run's own test, sensors included (`exec::readiness`).
-        use crate::exec::readiness::{check, Readiness};
-        match check(manifest, &manifest.tasks[task], partition) {
-            Readiness::Ready => {}
-            Readiness::NotYet(n) => {
-                return (
-                    Action::Wait,
-                    format!("wait for the input: {}; put it in place, then {run} (nothing holds the instance, so `weir retry` has nothing to release)", n.why),
-                );
-            }
-            Readiness::Failed(f) => {
-                return (
-                    Action::Wait,
-                    format!("fix the sensor: {}; then {run} (nothing holds the instance, so `weir retry` has nothing to release)", f.why),
-                );
-            }
+        if let Some(decided) = by_readiness(manifest, task, partition, &run) {
+            return decided;
         }
     }
     let Some(last) = attempts.last() else {
@@ -550,6 +544,117 @@ fn recommend(
             ),
         };
     };
+    by_last_attempt(last, mark, &retry, &run)
+}
+
+/// What an operator's mark on the instance decides, when it decides.
+fn by_mark(
+    mark: &InstanceMark,
+    released: &[String],
+    retry: &str,
+    run: &str,
+) -> Option<(Action, String)> {
+    Some(match mark.mark {
+        Mark::Abandoned => {
+            // The note, not the reason: the reason repeats "abandoned by an operator".
+            let note = mark.note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+            (Action::Released, format!("abandoned by an operator{note}; nothing runs until {retry}"))
+        }
+        Mark::Accepted => {
+            let note = mark.note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+            (Action::Released, format!("accepted as missing by an operator{note}: what reads it among other partitions runs without it; {retry} undoes it"))
+        }
+        // The marker itself is the problem: no attempt's evidence says
+        // what it held, so a person looks at it.
+        Mark::Held if state::is_unreadable(mark) => {
+            (Action::Decide, format!("decide: {}; fix or remove the marker, then {retry}", mark.reason))
+        }
+        Mark::Held if mark.reason.starts_with("rolled back") => {
+            (Action::Released, format!("rolled back by an operator: fix the code or data that made the newer generation wrong, then {retry}"))
+        }
+        Mark::Quarantined if !released.is_empty() => {
+            (Action::Run, format!(
+                "run: the quarantine no longer stands ({}), so the next run reruns it: {run}",
+                released.join("; ")
+            ))
+        }
+        _ => return None,
+    })
+}
+
+/// What upstream decides: a SKIPPED instance waits for the one that
+/// blocked it, and an uncertified generation, upstream or its own, is
+/// rolled back or re-certified.
+fn by_upstream(
+    manifest: &Manifest,
+    task: &str,
+    partition: &str,
+    published: Option<&Value>,
+    upstream: &[UpstreamEvidence],
+    blocked_by: Option<&Blocker>,
+    m: &str,
+) -> Option<(Action, String)> {
+    let partition_arg = shell_word(partition);
+    if let Some(b) = blocked_by {
+        return Some((
+            Action::FixUpstream,
+            format!(
+                "fix upstream first: `{}` {} did not publish, so this instance was SKIPPED in run {}; see `weir explain {m} {} --partition {}`, act on it, then `weir run {m} --partition {partition_arg}`",
+                b.task, b.partition, b.run_id, b.task, shell_word(&b.partition)
+            ),
+        ));
+    }
+    if let Some(u) = upstream.iter().find(|u| !u.certified) {
+        return Some((Action::Recertify, format!(
+            "roll back or re-certify upstream `{}`{} (generation {} is uncertified), or rerun with --allow-uncertified",
+            u.dataset,
+            if u.partition == partition {
+                String::new()
+            } else {
+                format!(" {}", u.partition)
+            },
+            u.generation.unwrap_or(0)
+        )));
+    }
+    if let Some(p) = published {
+        if p["certified"] == Value::Bool(false) {
+            let dataset = &manifest.tasks[task].output.dataset;
+            return Some((Action::Rollback, format!("roll back: the current generation is uncertified; `weir rollback {m} {dataset} --partition {partition_arg}`")));
+        }
+    }
+    None
+}
+
+/// What the run's own readiness test, sensors included
+/// (`exec::readiness`), would hold an unpublished, unmarked instance for.
+fn by_readiness(
+    manifest: &Manifest,
+    task: &str,
+    partition: &str,
+    run: &str,
+) -> Option<(Action, String)> {
+    use crate::exec::readiness::{check, Readiness};
+    match check(manifest, &manifest.tasks[task], partition) {
+        Readiness::Ready => None,
+        Readiness::NotYet(n) => Some((
+            Action::Wait,
+            format!("wait for the input: {}; put it in place, then {run} (nothing holds the instance, so `weir retry` has nothing to release)", n.why),
+        )),
+        Readiness::Failed(f) => Some((
+            Action::Wait,
+            format!("fix the sensor: {}; then {run} (nothing holds the instance, so `weir retry` has nothing to release)", f.why),
+        )),
+    }
+}
+
+/// What the last attempt's outcome, class and the engine's decision about
+/// it ask of a person.
+fn by_last_attempt(
+    last: &AttemptEvidence,
+    mark: Option<&InstanceMark>,
+    retry: &str,
+    run: &str,
+) -> (Action, String) {
     let marked = mark.is_some_and(|m| !matches!(m.mark, Mark::Abandoned | Mark::Accepted));
     let published_last = matches!(last.state.as_str(), "PUBLISHED" | "REJECTED_STALE");
     if !marked && !published_last && last.decision.as_deref() != Some("RETRYING") {
@@ -584,179 +689,4 @@ fn recommend(
         (_, _, Some("RETRYING")) => (Action::Wait, "wait: a retry is scheduled".into()),
         _ => (Action::Retry, format!("retry: {retry}")),
     }
-}
-
-/// Renders for people.
-pub fn render(x: &Explanation) -> String {
-    use std::fmt::Write;
-    let mut out = String::new();
-    let _ = writeln!(out, "{} {} (dataset `{}`)", x.task, x.partition, x.dataset);
-    let _ = writeln!(out);
-    match &x.published {
-        Some(p) => {
-            let _ = writeln!(
-                out,
-                "published: generation {} (token {}, run {}, attempt {}), {} {}, {}, code_version {}{}",
-                p["generation"], p["token"], p["run_id"].as_str().unwrap_or(""), p["attempt"], p["rows"],
-                if p["rows"] == 1 { "row" } else { "rows" },
-                p["digest"].as_str().unwrap_or(""), p["code_version"].as_str().unwrap_or(""),
-                if p["certified"] == Value::Bool(false) { ", UNCERTIFIED" } else { "" }
-            );
-        }
-        None => {
-            let _ = writeln!(out, "published: nothing");
-        }
-    }
-    if let Some(m) = x.mark.as_ref().filter(|m| state::is_unreadable(m)) {
-        let _ = writeln!(out, "state: {}: {}", m.mark.as_str(), m.reason);
-    } else if let Some(m) = &x.mark {
-        let _ = writeln!(
-            out,
-            "state: {} since {} (run {}): {}",
-            m.mark.as_str(),
-            m.since,
-            m.run_id,
-            m.reason
-        );
-    }
-    let _ = writeln!(out);
-    let _ = writeln!(out, "attempts:");
-    if x.attempts.is_empty() {
-        let _ = writeln!(out, "  none");
-    }
-    for a in &x.attempts {
-        let _ = writeln!(
-            out,
-            "  run {} attempt {} token {}: {}{}{}{}{}",
-            a.run_id,
-            a.attempt,
-            a.token.map_or("-".into(), |t| t.to_string()),
-            if a.state.is_empty() {
-                "RUNNING"
-            } else {
-                &a.state
-            },
-            a.decision
-                .as_ref()
-                .map(|d| format!(" -> {d}"))
-                .unwrap_or_default(),
-            a.class
-                .as_ref()
-                .map(|c| format!(" ({c})"))
-                .unwrap_or_default(),
-            a.exit_code
-                .map(|c| format!(", exit code {c}"))
-                .or(a.signal.map(|s| format!(", signal {s}")))
-                .unwrap_or_default(),
-            a.duration_ms
-                .map(|d| {
-                    format!(
-                        ", {}",
-                        crate::manifest::duration::human(std::time::Duration::from_millis(d))
-                    )
-                })
-                .unwrap_or_default(),
-        );
-        let _ = writeln!(out, "    started {}", a.started);
-        if let Some(id) = &a.job_id {
-            let _ = writeln!(out, "    Slurm job {id}");
-        }
-        // The header already says "exit code 65": a detail that only
-        // repeats it is left out.
-        let repeated = a
-            .exit_code
-            .is_some_and(|c| a.detail == format!("exit code {c}"));
-        if !a.detail.is_empty() && !repeated {
-            let _ = writeln!(out, "    {}", a.detail);
-        }
-        if let Some(gates) = a.failed_gates.as_array() {
-            for g in gates {
-                let _ = writeln!(
-                    out,
-                    "    gate {}: expected {}, actual {}",
-                    g["gate"].as_str().unwrap_or(""),
-                    g["expected"].as_str().unwrap_or(""),
-                    g["actual"].as_str().unwrap_or("")
-                );
-                for o in g["offending"].as_array().into_iter().flatten() {
-                    let _ = writeln!(out, "      {}", o.as_str().unwrap_or(""));
-                }
-            }
-        }
-        if !a.stderr_tail.is_empty() {
-            let _ = writeln!(out, "    stderr (tail):");
-            for line in a.stderr_tail.lines() {
-                let _ = writeln!(out, "      | {line}");
-            }
-        }
-    }
-    let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "input snapshot{}:",
-        x.input_snapshot_of
-            .as_ref()
-            .map(|o| format!(" (of the {o})"))
-            .unwrap_or_default()
-    );
-    match x
-        .input_snapshot
-        .as_ref()
-        .and_then(|s| s["inputs"].as_array())
-    {
-        Some(inputs) if !inputs.is_empty() => {
-            for i in inputs {
-                let _ = writeln!(
-                    out,
-                    "  {} ({}){}{}: {}",
-                    i["name"].as_str().unwrap_or(""),
-                    i["kind"].as_str().unwrap_or(""),
-                    i.get("generation")
-                        .map(|g| format!(" generation {g}"))
-                        .unwrap_or_default(),
-                    i.get("watermark")
-                        .and_then(Value::as_str)
-                        .map(|w| format!(" watermark {w}"))
-                        .unwrap_or_default(),
-                    i["digest"].as_str().unwrap_or("")
-                );
-            }
-        }
-        _ => {
-            let _ = writeln!(out, "  no inputs recorded");
-        }
-    }
-    let _ = writeln!(out);
-    let _ = writeln!(out, "upstream:");
-    if x.upstream.is_empty() {
-        let _ = writeln!(out, "  none");
-    }
-    for u in &x.upstream {
-        let _ = writeln!(
-            out,
-            "  {} -> `{}`{}: {}",
-            u.task,
-            u.dataset,
-            if u.partition == x.partition {
-                String::new()
-            } else {
-                format!(" {}", u.partition)
-            },
-            match (&u.generation, &u.digest) {
-                (Some(g), Some(d)) => format!(
-                    "generation {g}, {d}{}",
-                    if u.certified { "" } else { ", UNCERTIFIED" }
-                ),
-                _ => "not published".into(),
-            }
-        );
-    }
-    if let Some(t) = &x.last_successful_upstream {
-        let _ = writeln!(out, "  last successful task upstream: {t}");
-    }
-    let _ = writeln!(out);
-    let _ = writeln!(out, "recommended: {}", x.recommendation);
-    // Tails and details are a task's bytes: nothing in them reaches the
-    // operator's terminal as a control sequence.
-    super::printable(&out).into_owned()
 }
