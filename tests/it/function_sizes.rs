@@ -18,16 +18,6 @@ const LIMIT: usize = 100;
 /// goal; an entry whose function is cut (or gone) fails the test.
 const ALLOWED_LONG: &[(&str, &str, &str)] = &[
     (
-        "src/exec/attempt/mod.rs",
-        "run",
-        "the attempt: the lead cuts exec/attempt",
-    ),
-    (
-        "src/exec/attempt/mod.rs",
-        "audit_candidate",
-        "the lead cuts exec/attempt",
-    ),
-    (
         "src/exec/attempt/publish.rs",
         "publish",
         "the lead cuts exec/attempt",
@@ -53,21 +43,6 @@ const ALLOWED_LONG: &[(&str, &str, &str)] = &[
         "exec/readiness.rs is being reworked elsewhere",
     ),
     (
-        "src/store/delta/mod.rs",
-        "follow",
-        "src/store is being reworked elsewhere",
-    ),
-    (
-        "src/store/delta/checkpoint.rs",
-        "column",
-        "src/store is being reworked elsewhere",
-    ),
-    (
-        "src/store/s3/mod.rs",
-        "open_with",
-        "src/store is being reworked elsewhere",
-    ),
-    (
         "src/inputs/mod.rs",
         "pin",
         "src/inputs is being reworked elsewhere",
@@ -86,11 +61,6 @@ const ALLOWED_LONG: &[(&str, &str, &str)] = &[
         "src/ops/verify/mod.rs",
         "verify",
         "ops/verify is being reworked elsewhere",
-    ),
-    (
-        "src/lineage/mod.rs",
-        "datasets",
-        "src/lineage is being reworked elsewhere",
     ),
 ];
 
