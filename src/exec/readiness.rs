@@ -133,87 +133,24 @@ pub fn check_dataset(
     partition: &str,
     period_end: Option<i64>,
 ) -> Readiness {
+    let say = Verdict { name };
     let fill = |template: &str| template.replace("{partition}", partition);
-    let not_yet = |why: String| {
-        Readiness::NotYet(NotReady {
-            dataset: name.to_string(),
-            why: format!("external input `{name}` is not ready: {why}"),
-        })
-    };
-    let failed = |why: String, exit_code: Option<i32>, stderr: String| {
-        Readiness::Failed(SensorFailure {
-            dataset: name.to_string(),
-            why: format!("the sensor of external input `{name}` failed: {why}"),
-            exit_code,
-            stderr,
-        })
-    };
-    match &dataset.ready {
-        None => {}
+    let sensed = match &dataset.ready {
+        None => None,
         Some(Ready::File(template)) => {
             let path = fill(template);
-            if !dir.join(&path).exists() {
-                return not_yet(format!("{path} does not exist"));
-            }
+            (!dir.join(&path).exists()).then(|| say.not_yet(&format!("{path} does not exist")))
         }
         Some(Ready::WatermarkAtPeriodEnd) => {
-            let Some(end) = period_end else {
-                return failed(
-                    format!("partition {partition} has no period, so no period end to compare the watermark with"),
-                    None,
-                    String::new(),
-                );
-            };
-            let end_text = instant_text(end);
-            // Validation guarantees a declared watermark with this sensor.
-            let Some(template) = &dataset.watermark else {
-                return failed("it declares no watermark".into(), None, String::new());
-            };
-            let path = fill(template);
-            let text = match std::fs::read_to_string(dir.join(&path)) {
-                Ok(text) => text.trim().to_string(),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    return not_yet(format!(
-                        "its watermark {path} does not exist (waiting for {end_text})"
-                    ));
-                }
-                Err(e) => return failed(format!("cannot read {path}: {e}"), None, String::new()),
-            };
-            let Ok(at) = text.parse::<jiff::Timestamp>() else {
-                return failed(
-                    format!("its watermark {path} holds `{text}`, not an RFC 3339 instant such as 2026-09-20T13:05:00Z"),
-                    None,
-                    String::new(),
-                );
-            };
-            if at.as_second() < end {
-                return not_yet(format!(
-                    "its watermark is at {text}, short of the period's end {end_text}"
-                ));
-            }
+            watermark_short(dir, dataset, partition, period_end, say)
         }
         Some(Ready::Command(words)) => {
             let words: Vec<String> = words.iter().map(|w| fill(w)).collect();
-            match run_sensor(dir, name, &words, partition, period_end) {
-                Sensed::Ready => {}
-                Sensed::NotYet => {
-                    return not_yet(format!("`{}` exited with 1", words.join(" ")));
-                }
-                Sensed::Failed {
-                    why,
-                    exit_code,
-                    stderr,
-                } => {
-                    let evidence = stderr.trim_end();
-                    let why = if evidence.is_empty() {
-                        format!("`{}` {why}", words.join(" "))
-                    } else {
-                        format!("`{}` {why}: {evidence}", words.join(" "))
-                    };
-                    return failed(why, exit_code, stderr);
-                }
-            }
+            command_says(dir, &words, partition, period_end, say)
         }
+    };
+    if let Some(not_ready) = sensed {
+        return not_ready;
     }
     // The default sensor, and what pinning needs whatever the sensor said:
     // the files themselves, named as `status`, `explain` and `retry` name
@@ -235,6 +172,106 @@ pub fn check_dataset(
         }
     }
     Readiness::Ready
+}
+
+/// How a sensor's verdict on external input `name` is worded.
+#[derive(Clone, Copy)]
+struct Verdict<'a> {
+    name: &'a str,
+}
+
+impl Verdict<'_> {
+    fn not_yet(self, why: &str) -> Readiness {
+        Readiness::NotYet(NotReady {
+            dataset: self.name.to_string(),
+            why: format!("external input `{}` is not ready: {why}", self.name),
+        })
+    }
+
+    fn failed(self, why: &str, exit_code: Option<i32>, stderr: String) -> Readiness {
+        Readiness::Failed(SensorFailure {
+            dataset: self.name.to_string(),
+            why: format!("the sensor of external input `{}` failed: {why}", self.name),
+            exit_code,
+            stderr,
+        })
+    }
+}
+
+/// `ready = { watermark_at_least = "period_end" }`: not ready (or failed)
+/// unless the dataset's watermark file holds an instant at or past the
+/// partition's period end.
+fn watermark_short(
+    dir: &Path,
+    dataset: &ExternalDataset,
+    partition: &str,
+    period_end: Option<i64>,
+    say: Verdict<'_>,
+) -> Option<Readiness> {
+    let Some(end) = period_end else {
+        return Some(say.failed(
+            &format!("partition {partition} has no period, so no period end to compare the watermark with"),
+            None,
+            String::new(),
+        ));
+    };
+    let end_text = instant_text(end);
+    // Validation guarantees a declared watermark with this sensor.
+    let Some(template) = &dataset.watermark else {
+        return Some(say.failed("it declares no watermark", None, String::new()));
+    };
+    let path = template.replace("{partition}", partition);
+    let text = match std::fs::read_to_string(dir.join(&path)) {
+        Ok(text) => text.trim().to_string(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Some(say.not_yet(&format!(
+                "its watermark {path} does not exist (waiting for {end_text})"
+            )));
+        }
+        Err(e) => {
+            return Some(say.failed(&format!("cannot read {path}: {e}"), None, String::new()))
+        }
+    };
+    let Ok(at) = text.parse::<jiff::Timestamp>() else {
+        return Some(say.failed(
+            &format!("its watermark {path} holds `{text}`, not an RFC 3339 instant such as 2026-09-20T13:05:00Z"),
+            None,
+            String::new(),
+        ));
+    };
+    (at.as_second() < end).then(|| {
+        say.not_yet(&format!(
+            "its watermark is at {text}, short of the period's end {end_text}"
+        ))
+    })
+}
+
+/// `ready = { command = [...] }`: exit 0 ready, 1 not yet, anything else
+/// failed (with its stderr as evidence).
+fn command_says(
+    dir: &Path,
+    words: &[String],
+    partition: &str,
+    period_end: Option<i64>,
+    say: Verdict<'_>,
+) -> Option<Readiness> {
+    match run_sensor(dir, say.name, words, partition, period_end) {
+        Sensed::Ready => None,
+        Sensed::NotYet => Some(say.not_yet(&format!("`{}` exited with 1", words.join(" ")))),
+        Sensed::Failed {
+            why,
+            exit_code,
+            stderr,
+        } => {
+            let evidence = stderr.trim_end();
+            let why = if evidence.is_empty() {
+                format!("`{}` {why}", words.join(" "))
+            } else {
+                format!("`{}` {why}: {evidence}", words.join(" "))
+            };
+            Some(say.failed(&why, exit_code, stderr))
+        }
+    }
 }
 
 /// RFC 3339 in UTC, seconds.

@@ -38,11 +38,6 @@ const ALLOWED_LONG: &[(&str, &str, &str)] = &[
         "exec/mod.rs is being reworked elsewhere",
     ),
     (
-        "src/exec/readiness.rs",
-        "check_dataset",
-        "exec/readiness.rs is being reworked elsewhere",
-    ),
-    (
         "src/inputs/mod.rs",
         "pin",
         "src/inputs is being reworked elsewhere",
