@@ -26,6 +26,8 @@ pub(crate) struct Context<'a, 'b, 'i> {
     pub(crate) path: &'a Path,
     pub(crate) dir: &'a Path,
     pub(crate) now: i64,
+    /// Where an S3 warehouse stages (`WEIR_STAGING`), if the loader says.
+    pub(crate) staging: Option<&'a Path>,
 }
 
 const FAILURE_KINDS: [&str; 3] = ["transient", "deterministic", "operator"];
@@ -240,7 +242,7 @@ impl Validator<'_, '_, '_, '_> {
             name: raw.name.clone(),
             code_version: raw.code_version.clone(),
             warehouse: match &remote {
-                Some(url) => super::model::staging_dir(url),
+                Some(url) => super::model::staging_dir(url, self.cx.staging),
                 None => self.cx.dir.join(&raw.warehouse),
             },
             remote,
