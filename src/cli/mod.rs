@@ -252,14 +252,7 @@ fn quiet_broken_pipe() {
     }));
 }
 
-/// `one` for 1, `many` otherwise.
-pub(crate) fn plural(n: usize, one: &'static str, many: &'static str) -> &'static str {
-    if n == 1 {
-        one
-    } else {
-        many
-    }
-}
+pub(crate) use crate::audit::words::plural;
 
 /// A table as every command prints one: a lowercase header, each column as
 /// wide as its widest cell, the `numeric` columns right-aligned and the
