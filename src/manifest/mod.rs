@@ -12,6 +12,7 @@
 //! diagnostic pointing at the key or value in the source.
 
 mod backfills;
+mod de;
 mod error;
 mod executors;
 pub mod fingerprint;
@@ -27,6 +28,7 @@ mod table;
 mod task_env;
 mod tasks;
 mod validate;
+mod validator;
 
 pub mod duration;
 
@@ -42,7 +44,6 @@ pub use error::{render_warnings, ManifestError, ManifestErrorKind, ManifestError
 pub use executors::{ClusterEnd, Executor, ExecutorKind, Resources, LOCAL_EXECUTOR};
 pub use model::*;
 pub use notify::{HttpEndpoint, NotifyKind, NotifySink, NotifyTarget};
-pub use readiness::Ready;
 
 use locate::Locator;
 
@@ -145,7 +146,7 @@ impl Manifest {
             .map(Path::to_path_buf)
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or_else(|| PathBuf::from("."));
-        let context = validate::Context {
+        let context = validator::Context {
             locator: &locator,
             path,
             dir: &dir,

@@ -326,7 +326,7 @@ pub struct ExternalDataset {
     /// Path template of the source's committed-position file, if declared.
     pub watermark: Option<String>,
     /// Its sensor, if declared (`exec::readiness` checks it).
-    pub ready: Option<super::readiness::Ready>,
+    pub ready: Option<Ready>,
 }
 
 /// Where a task input comes from.
@@ -486,6 +486,18 @@ impl Manifest {
     pub fn producer(&self, dataset: &str) -> Option<&Task> {
         self.tasks.values().find(|t| t.output.dataset == dataset)
     }
+}
+
+/// A validated sensor. `{partition}` in its text stands for the key as
+/// written (`2026-09-20T13:05`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ready {
+    /// This file (a template relative to the manifest) exists.
+    File(String),
+    /// The dataset's watermark has reached the period's end.
+    WatermarkAtPeriodEnd,
+    /// This command exits 0.
+    Command(Vec<String>),
 }
 
 #[cfg(test)]
