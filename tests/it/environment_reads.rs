@@ -5,6 +5,7 @@
 //! still reads. A new setting read deep inside fails, naming file and line.
 
 use super::layers::{code_lines, root, rust_files};
+use super::support::weir_cmd;
 
 /// `(file, why)`: the files that may read the environment.
 const READERS: &[(&str, &str)] = &[
@@ -83,4 +84,15 @@ fn only_the_edge_and_the_listed_readers_read_the_environment() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn a_bad_setting_is_refused_before_the_command_reads_anything() {
+    // Not even the (missing) manifest is read: the settings come first.
+    weir_cmd(&["validate", "no/such/manifest.toml"])
+        .env("WEIR_POOL_TIMEOUT", "100ms")
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr("error: WEIR_POOL_TIMEOUT: `100ms` is shorter than 500ms: scheduling delays would look like dead engines\n");
 }
