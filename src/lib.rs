@@ -18,7 +18,11 @@
 //! layer needs something only a higher one knows, it declares what it needs
 //! and the higher one provides it: the store opens a `store::Location` and
 //! reads a `store::delta::TableTask` (the manifest's `Pipeline` and `Task`),
-//! the engine tells an `exec::Outbox` (the `notify` outbox). Bottom first:
+//! the engine tells an `exec::Outbox` (the `notify` outbox). Settings
+//! from the environment (`WEIR_STAGING`, `WEIR_CGROUP`, fault points) are
+//! read once by `cli` into an `exec::Settings` and passed down;
+//! `tests/it/environment_reads.rs` names every other reader and why.
+//! Bottom first:
 //!
 //! 1. `clock`, `cron`, `partition` — pure values with no weir state: the time source, schedule expressions, partition keys and their mappings.
 //! 2. `store` — the warehouse and its backends (directory or S3), opened from a location; knows bytes, commits and fences, not manifests.

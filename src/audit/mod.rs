@@ -32,6 +32,7 @@ mod digest;
 mod gates;
 mod parquet;
 mod read;
+pub mod words;
 
 use std::collections::HashMap;
 use std::fmt;

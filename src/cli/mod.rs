@@ -55,8 +55,16 @@ pub fn main() -> ExitCode {
     if let Some(location) = cli.warehouse {
         let _ = WAREHOUSE.set(location);
     }
-    if let Err(message) = crate::exec::tree::check_setting() {
-        return ExitCode::from(error::finish(Err(error::CliError::Usage(message))));
+    // The one read of weir's settings from the environment; a bad value
+    // refuses every command before it does anything.
+    match crate::exec::Settings::read(|name| std::env::var_os(name)) {
+        Ok(settings) => {
+            crate::exec::tree::use_setting(settings.cgroups);
+            let _ = SETTINGS.set(settings);
+        }
+        Err(message) => {
+            return ExitCode::from(error::finish(Err(error::CliError::Usage(message))));
+        }
     }
     let outcome = match cli.command {
         Command::Validate(a) => validate::run(&a),
@@ -140,7 +148,8 @@ pub(crate) fn load(path: &Path) -> Result<Manifest, error::CliError> {
             "no manifest given and no `{DEFAULT_MANIFEST}` in the current directory\n  help: name one: `weir status pipelines/marigold.toml`"
         )));
     }
-    let mut manifest = Manifest::load(path).map_err(|errors| {
+    let staging = settings().staging.as_deref();
+    let mut manifest = Manifest::load_with_staging(path, staging).map_err(|errors| {
         let color = color();
         eprint!("{}", errors.render(color, terminal_width()));
         error::CliError::Manifest
@@ -150,7 +159,7 @@ pub(crate) fn load(path: &Path) -> Result<Manifest, error::CliError> {
             std::env::current_dir().map_err(error::doing("cannot read the current directory"))?;
         manifest
             .pipeline
-            .set_warehouse(location, &here)
+            .set_warehouse(location, &here, staging)
             .map_err(|e| error::CliError::Usage(format!("--warehouse: {e}")))?;
     }
     Ok(manifest)
@@ -172,6 +181,14 @@ const DEFAULT_MANIFEST: &str = "weir.toml";
 
 /// `--warehouse`, which every command applies to the manifest it loads.
 static WAREHOUSE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// What the environment said, read once by [`main`].
+static SETTINGS: std::sync::OnceLock<crate::exec::Settings> = std::sync::OnceLock::new();
+
+/// The settings [`main`] read (an unset environment's before it did).
+pub(crate) fn settings() -> &'static crate::exec::Settings {
+    SETTINGS.get_or_init(Default::default)
+}
 
 /// Prints any diagnostic the way miette renders it, without a backtrace.
 pub(crate) fn report(error: &dyn Diagnostic) {
@@ -235,14 +252,7 @@ fn quiet_broken_pipe() {
     }));
 }
 
-/// `one` for 1, `many` otherwise.
-pub(crate) fn plural(n: usize, one: &'static str, many: &'static str) -> &'static str {
-    if n == 1 {
-        one
-    } else {
-        many
-    }
-}
+pub(crate) use crate::audit::words::plural;
 
 /// A table as every command prints one: a lowercase header, each column as
 /// wide as its widest cell, the `numeric` columns right-aligned and the

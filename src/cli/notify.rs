@@ -14,7 +14,7 @@ pub(crate) fn run(args: &NotifyArgs) -> Result<u8, CliError> {
     let mut code = exit::OK;
     if args.flush && !manifest.notify.is_empty() {
         let by = crate::exec::new_run_id().replacen("run-", "notify-", 1);
-        let report = crate::notify::flush(&manifest, &warehouse, &by);
+        let report = crate::notify::flush(&manifest, &warehouse, &by, &super::settings().faults);
         for (target, t) in &report.targets {
             println!(
                 "{target}: {} delivered, {} not delivered{}",

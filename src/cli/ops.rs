@@ -128,6 +128,7 @@ pub(crate) fn retry(args: &DecisionArgs) -> Result<u8, CliError> {
         seed: None,
         allow_uncertified: false,
         wait: None,
+        settings: super::settings().clone(),
     };
     super::run::execute(&manifest, &options)
 }
@@ -261,6 +262,7 @@ pub(crate) fn rollback(args: &RollbackArgs) -> Result<u8, CliError> {
         &args.dataset,
         &args.partition,
         args.to,
+        &super::settings().faults,
     )?;
     println!(
         "{} {}: generation {} now shows the files of generation {} ({} rows, {}); the instance is held until `weir retry`",

@@ -81,6 +81,7 @@ pub(crate) fn run(args: &RepairArgs) -> Result<u8, CliError> {
         seed: None,
         allow_uncertified: false,
         wait: None,
+        settings: super::settings().clone(),
     };
     // Resumed with the generation named: by then a newer one is visible.
     let resume = super::run::Resume {

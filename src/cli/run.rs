@@ -36,6 +36,7 @@ pub(crate) fn run(args: &RunArgs) -> Result<u8, CliError> {
         seed: args.seed,
         allow_uncertified: args.allow_uncertified,
         wait: args.wait,
+        settings: super::settings().clone(),
     };
     execute(&manifest, &options)
 }
@@ -63,6 +64,7 @@ pub(crate) fn backfill(args: &BackfillArgs) -> Result<u8, CliError> {
         seed: None,
         allow_uncertified: args.allow_uncertified,
         wait: None,
+        settings: super::settings().clone(),
     };
     // The same command would force every partition again: an interrupted
     // forced backfill names the one that resumes it.

@@ -36,7 +36,7 @@ pub(crate) fn run(args: &ServeArgs) -> Result<u8, CliError> {
     // it, and the manifest loaded before keeps running.
     let loader: std::sync::Arc<crate::serve::Loader> =
         std::sync::Arc::new(|path: &std::path::Path| super::load(path).ok());
-    let ends = crate::serve::serve(manifests, &loader)
+    let ends = crate::serve::serve(manifests, &loader, super::settings())
         .map_err(|e| CliError::from(crate::exec::ExecError::Signals(e)))?;
     let mut code = exit::OK;
     for end in &ends {

@@ -1,4 +1,6 @@
-//! Fault injection, for tests and for rehearsing incidents.
+//! Fault injection, for tests and for rehearsing incidents. The edge reads
+//! `WEIR_FAULT` and `WEIR_CHAOS` once into [`super::Settings`]; the points
+//! act on the rules passed down to them.
 //!
 //! `WEIR_FAULT` holds comma-separated rules `POINT[@TASK[/PARTITION]][:ACTION]`:
 //!
@@ -61,12 +63,8 @@ pub struct Faults {
 }
 
 impl Faults {
-    /// Reads `WEIR_FAULT`; unknown points are ignored with a warning.
-    pub fn from_env() -> Faults {
-        std::env::var("WEIR_FAULT").map_or_else(|_| Faults::default(), |s| Faults::parse(&s))
-    }
-
-    /// Parses rules.
+    /// Parses rules (`WEIR_FAULT`'s value); unknown points are ignored with
+    /// a warning.
     pub fn parse(text: &str) -> Faults {
         let mut rules = Vec::new();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -152,12 +150,8 @@ pub struct Chaos {
 }
 
 impl Chaos {
-    /// Reads `WEIR_CHAOS`; `None` when unset or empty.
-    pub fn from_env() -> Option<Chaos> {
-        Chaos::parse(&std::env::var("WEIR_CHAOS").ok()?)
-    }
-
-    /// Parses `key=value` pairs; unknown keys are ignored with a warning.
+    /// Parses `key=value` pairs (`WEIR_CHAOS`'s value); unknown keys are
+    /// ignored with a warning. `None` when no fault has a rate.
     pub fn parse(text: &str) -> Option<Chaos> {
         let mut chaos = Chaos::default();
         for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {

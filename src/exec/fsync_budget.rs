@@ -65,6 +65,7 @@ pool = "work"
         seed: Some(1),
         allow_uncertified: false,
         wait: None,
+        settings: Default::default(),
     };
     let summary = run(&manifest, &options, None).unwrap();
     assert_eq!(summary.instances.len(), 3);

@@ -38,6 +38,7 @@ mod pool;
 pub mod readiness;
 pub mod retry;
 mod scheduler;
+mod settings;
 pub mod slurm;
 pub mod spawn;
 mod timer;
@@ -63,8 +64,8 @@ use crate::store::{CommitRecord, Warehouse};
 pub use attempt::chain;
 use attempt::AttemptOutcome;
 use classify::Ending;
-use fault::Faults;
 use retry::{Backoff, RetryBudget};
+pub use settings::Settings;
 
 /// Instances admitted per pool slot: the one running its command, and others
 /// getting ready for a slot or publishing after theirs.
@@ -95,6 +96,9 @@ pub struct RunOptions {
     /// (`--wait`), rechecking with backoff; `None`: report them WAITING at
     /// once.
     pub wait: Option<Duration>,
+    /// What the edge read from the environment (faults, chaos, pool
+    /// timing, cgroups).
+    pub settings: Settings,
 }
 
 /// How one instance ended in this run.
@@ -211,7 +215,7 @@ pub enum ExecError {
     #[error("cannot take part in the warehouse's pools")]
     #[diagnostic(code(weir::exec::pools))]
     Pools(#[source] crate::store::StoreError),
-    /// An environment setting is invalid (`WEIR_POOL_TIMEOUT`).
+    /// A setting of the run is invalid (its `--run-id`).
     #[error("{0}")]
     #[diagnostic(code(weir::exec::settings))]
     Settings(String),
@@ -233,7 +237,7 @@ pub(crate) struct Context<'a> {
     pub(crate) warehouse: Warehouse,
     pub(crate) run_id: String,
     pub(crate) log: EventLog,
-    pub(crate) faults: Faults,
+    pub(crate) faults: fault::Faults,
     pub(crate) chaos: Option<fault::Chaos>,
     /// The first append the event log refused.
     pub(crate) log_error: std::sync::Mutex<Option<String>>,
@@ -370,7 +374,7 @@ pub trait Outbox: Send + Sync {
 
 /// Opens a run's outbox once its warehouse and run id are known; `None`
 /// when the manifest declares no target.
-pub type OpenOutbox = fn(&Manifest, &Warehouse, &str) -> Option<Box<dyn Outbox>>;
+pub type OpenOutbox = fn(&Manifest, &Warehouse, &str, &Settings) -> Option<Box<dyn Outbox>>;
 
 /// Runs the plan for `options` and returns what happened to every instance.
 /// `observe` sees every event (progress display). The engine alone: no
@@ -395,7 +399,11 @@ pub fn run_with(
     if let Some(id) = &options.run_id {
         crate::events::check_run_id(id).map_err(ExecError::Settings)?;
     }
-    let timing = pool::timing_from_env().map_err(ExecError::Settings)?;
+    let settings = &options.settings;
+    let timing = settings.pool_timing;
+    // Fixed for the process at its first launch; a library process that
+    // named none before gets this run's.
+    tree::use_setting(settings.cgroups);
     // The selected tasks run under the currency test; upstream instances
     // they need are added by the plan only when not published.
     let selection = crate::plan::select::selection(manifest, &options.tasks)?;
@@ -430,15 +438,15 @@ pub fn run_with(
     if let Some(f) = observe {
         log.observe(f);
     }
-    let notify = open.and_then(|open| open(manifest, &warehouse, &run_id));
+    let notify = open.and_then(|open| open(manifest, &warehouse, &run_id, settings));
     let cx = Context {
         manifest,
         now,
         warehouse,
         run_id: run_id.clone(),
         log,
-        faults: Faults::from_env(),
-        chaos: fault::Chaos::from_env(),
+        faults: settings.faults.clone(),
+        chaos: settings.chaos.clone(),
         log_error: std::sync::Mutex::new(None),
         fingerprints,
         programs,

@@ -311,22 +311,6 @@ pub(crate) fn shared(
         .collect()
 }
 
-/// The default slot timing, or one timing out after `WEIR_POOL_TIMEOUT` (a
-/// duration such as `30s`). Read here, at the engine's edge, so the store
-/// takes a plain value.
-pub(super) fn timing_from_env() -> Result<SlotTiming, String> {
-    let Ok(text) = std::env::var("WEIR_POOL_TIMEOUT") else {
-        return Ok(SlotTiming::default());
-    };
-    let timeout = crate::manifest::duration::parse(&text)
-        .map_err(|why| format!("WEIR_POOL_TIMEOUT: {why}"))?;
-    SlotTiming::with_timeout(timeout).ok_or_else(|| {
-        format!(
-            "WEIR_POOL_TIMEOUT: `{text}` is shorter than 500ms: scheduling delays would look like dead engines"
-        )
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,7 +22,8 @@
 //! misses only a process that both leaves the process group and replaces its
 //! environment (`setsid env -i …`): README's task contract forbids leaving
 //! background processes behind. `WEIR_CGROUP` (`on`, `v2`, `v1`, `off`),
-//! read once, limits which hierarchies are tried; `weir doctor` prints
+//! read once at the edge ([`super::Settings`]), limits which hierarchies are
+//! tried; `weir doctor` prints
 //! what a host gets.
 
 use std::collections::HashSet;
@@ -299,9 +300,10 @@ pub struct Containment {
 }
 
 /// `WEIR_CGROUP`: which cgroup hierarchies the engine may use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Setting {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Setting {
     /// Unset or `on`: v2 where writable, else the v1 freezer.
+    #[default]
     On,
     /// `v2`: only the unified hierarchy (tests of the v2 path).
     V2,
@@ -312,7 +314,8 @@ enum Setting {
 }
 
 impl Setting {
-    fn parse(value: Option<&std::ffi::OsStr>) -> Result<Setting, String> {
+    /// The value of `WEIR_CGROUP` (`None`: unset), or why it is refused.
+    pub fn parse(value: Option<&std::ffi::OsStr>) -> Result<Setting, String> {
         let Some(value) = value else {
             return Ok(Setting::On);
         };
@@ -330,30 +333,32 @@ impl Setting {
 }
 
 impl Containment {
-    /// This host's, detected once per engine process from `WEIR_CGROUP`,
-    /// /proc/self/mountinfo and /proc/self/cgroup (an unknown `WEIR_CGROUP`
-    /// counts as `on`; [`check_setting`] refuses it at the command line).
+    /// This host's, detected once per engine process, at its first launch
+    /// or sweep, from the setting [`use_setting`] chose (`on` when none
+    /// did), /proc/self/mountinfo and /proc/self/cgroup.
     pub fn host() -> &'static Containment {
         static HOST: std::sync::OnceLock<Containment> = std::sync::OnceLock::new();
-        HOST.get_or_init(|| {
-            let setting =
-                Setting::parse(std::env::var_os("WEIR_CGROUP").as_deref()).unwrap_or(Setting::On);
-            let read = |path| std::fs::read_to_string(path).unwrap_or_default();
-            let (v2_own, v1_mount) =
-                cgroup_dirs(&read("/proc/self/mountinfo"), &read("/proc/self/cgroup"));
-            let v2 = matches!(setting, Setting::On | Setting::V2)
-                .then_some(v2_own)
-                .flatten()
-                .map(|m| m.join("weir"))
-                // Writable, and new enough to kill a cgroup whole (5.14).
-                .filter(|w| std::fs::create_dir_all(w).is_ok() && w.join("cgroup.kill").exists());
-            let v1 = matches!(setting, Setting::On | Setting::V1)
-                .then_some(v1_mount)
-                .flatten()
-                .map(|m| m.join("weir"))
-                .filter(|w| std::fs::create_dir_all(w).is_ok());
-            Containment { v2, v1, setting }
-        })
+        HOST.get_or_init(|| Containment::detect(*SETTING.get_or_init(|| Setting::On)))
+    }
+
+    /// What `setting` gets on this host: the hierarchies it allows that are
+    /// mounted and writable, their `weir` directories made.
+    pub fn detect(setting: Setting) -> Containment {
+        let read = |path| std::fs::read_to_string(path).unwrap_or_default();
+        let (v2_own, v1_mount) =
+            cgroup_dirs(&read("/proc/self/mountinfo"), &read("/proc/self/cgroup"));
+        let v2 = matches!(setting, Setting::On | Setting::V2)
+            .then_some(v2_own)
+            .flatten()
+            .map(|m| m.join("weir"))
+            // Writable, and new enough to kill a cgroup whole (5.14).
+            .filter(|w| std::fs::create_dir_all(w).is_ok() && w.join("cgroup.kill").exists());
+        let v1 = matches!(setting, Setting::On | Setting::V1)
+            .then_some(v1_mount)
+            .flatten()
+            .map(|m| m.join("weir"))
+            .filter(|w| std::fs::create_dir_all(w).is_ok());
+        Containment { v2, v1, setting }
     }
 
     /// One line for `weir doctor`: the mechanism a launch gets.
@@ -379,10 +384,17 @@ impl Containment {
     }
 }
 
-/// Refuses a `WEIR_CGROUP` value the engine does not know (called once at
-/// the command line, before anything runs).
-pub fn check_setting() -> Result<(), String> {
-    Setting::parse(std::env::var_os("WEIR_CGROUP").as_deref()).map(|_| ())
+/// The setting [`Containment::host`] detects with: the process's one
+/// containment, since every launch of every run shares the host's `weir`
+/// cgroups and the sweep of orphans.
+static SETTING: std::sync::OnceLock<Setting> = std::sync::OnceLock::new();
+
+/// Chooses the cgroup hierarchies this process's launches may use (the
+/// edge's `WEIR_CGROUP`, [`super::Settings::cgroups`]). The first choice,
+/// or the first detection, holds for the process: `false` when the setting
+/// in effect is another one.
+pub fn use_setting(setting: Setting) -> bool {
+    *SETTING.get_or_init(|| setting) == setting
 }
 
 impl Cgroup {
@@ -744,6 +756,14 @@ mod tests {
         };
         assert!(!elsewhere.gone());
         assert_eq!(Owner::of("garbage"), None);
+    }
+
+    #[test]
+    fn the_setting_passed_in_limits_the_hierarchies_detected() {
+        assert_eq!(
+            Containment::detect(Setting::Off).describe(),
+            "the process group and a /proc scan for WEIR_PROCESS_TAG (WEIR_CGROUP=off)"
+        );
     }
 
     // issue 28: both hierarchies are found in /proc/self/mountinfo (the

@@ -6,10 +6,10 @@ use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::de::date_like_required;
 use super::model::{Backfill, Task};
-use super::raw::date_like_required;
 use super::suggest::unknown_help;
-use super::validate::{Names, Validator};
+use super::validator::{Names, Validator};
 use super::{ticked, Entry, ManifestError, ManifestErrorKind};
 use crate::partition::time::{format_day, parse_day};
 use crate::partition::{PartitionScheme, TimeScheme};

@@ -7,7 +7,7 @@ use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::validate::Validator;
+use super::validator::Validator;
 use super::{Entry, ManifestError, ManifestErrorKind};
 
 /// `[executors.NAME]`.

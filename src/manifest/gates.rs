@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::suggest::closest;
-use super::validate::Validator;
+use super::validator::Validator;
 use super::{ticked, ManifestError, ManifestErrorKind};
 use crate::audit::{Aggregate, Gate, GateCheck};
 

@@ -12,6 +12,7 @@
 //! diagnostic pointing at the key or value in the source.
 
 mod backfills;
+mod de;
 mod error;
 mod executors;
 pub mod fingerprint;
@@ -27,6 +28,7 @@ mod table;
 mod task_env;
 mod tasks;
 mod validate;
+mod validator;
 
 pub mod duration;
 
@@ -42,7 +44,6 @@ pub use error::{render_warnings, ManifestError, ManifestErrorKind, ManifestError
 pub use executors::{ClusterEnd, Executor, ExecutorKind, Resources, LOCAL_EXECUTOR};
 pub use model::*;
 pub use notify::{HttpEndpoint, NotifyKind, NotifySink, NotifyTarget};
-pub use readiness::Ready;
 
 use locate::Locator;
 
@@ -84,8 +85,19 @@ pub(crate) struct Sections {
 }
 
 impl Manifest {
-    /// Reads and validates the manifest at `path`.
+    /// Reads and validates the manifest at `path`; an S3 warehouse stages in
+    /// the user's cache ([`Manifest::load_with_staging`]).
     pub fn load(path: &Path) -> Result<Manifest, ManifestErrors> {
+        Manifest::load_with_staging(path, None)
+    }
+
+    /// [`Manifest::load`], an S3 warehouse staging under `staging`
+    /// (`WEIR_STAGING`, read at the edge) when given
+    /// ([`staging_dir`]).
+    pub fn load_with_staging(
+        path: &Path,
+        staging: Option<&Path>,
+    ) -> Result<Manifest, ManifestErrors> {
         let file = path.display().to_string();
         let source = std::fs::read_to_string(path).map_err(|e| ManifestErrors {
             file: file.clone(),
@@ -95,12 +107,23 @@ impl Manifest {
             )
             .help("check the path; manifests are TOML files such as `pipelines/atlasmart.toml`")],
         })?;
-        Manifest::parse(&file, &source, path)
+        Manifest::parse_with_staging(&file, &source, path, staging)
     }
 
     /// Validates `source`, the text of the manifest at `path`; `file` names
     /// it in diagnostics.
     pub fn parse(file: &str, source: &str, path: &Path) -> Result<Manifest, ManifestErrors> {
+        Manifest::parse_with_staging(file, source, path, None)
+    }
+
+    /// [`Manifest::parse`], an S3 warehouse staging under `staging` when
+    /// given.
+    pub fn parse_with_staging(
+        file: &str,
+        source: &str,
+        path: &Path,
+        staging: Option<&Path>,
+    ) -> Result<Manifest, ManifestErrors> {
         let named = NamedSource::new(file, Arc::<str>::from(source));
         let fail = |errors: Vec<ManifestError>| ManifestErrors {
             file: file.to_string(),
@@ -123,11 +146,12 @@ impl Manifest {
             .map(Path::to_path_buf)
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or_else(|| PathBuf::from("."));
-        let context = validate::Context {
+        let context = validator::Context {
             locator: &locator,
             path,
             dir: &dir,
             now: crate::clock::now(),
+            staging,
         };
         let manifest = validate::validate(&sections, &context, &mut errors);
         errors.sort_by_key(|e| e.primary.as_ref().map_or(0, |(s, _)| s.start));

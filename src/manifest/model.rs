@@ -3,7 +3,7 @@
 //! acyclic.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use indexmap::IndexMap;
@@ -70,7 +70,7 @@ pub struct Pipeline {
     pub code_version: String,
     /// Absolute (manifest-relative resolved) warehouse directory; for an
     /// S3 warehouse, the local directory where attempts stage their files
-    /// and inputs are materialised (`WEIR_STAGING`, else the user's cache).
+    /// and inputs are materialised ([`staging_dir`]).
     pub warehouse: PathBuf,
     /// `s3://bucket/prefix` when the warehouse is in object storage.
     pub remote: Option<String>,
@@ -98,10 +98,16 @@ impl Pipeline {
     }
 
     /// Points the pipeline at another warehouse (`--warehouse`): a directory
-    /// (relative to `base`) or an `s3://` URL.
-    pub fn set_warehouse(&mut self, location: &str, base: &std::path::Path) -> Result<(), String> {
+    /// (relative to `base`) or an `s3://` URL, staged under `staging`
+    /// ([`staging_dir`]).
+    pub fn set_warehouse(
+        &mut self,
+        location: &str,
+        base: &Path,
+        staging: Option<&Path>,
+    ) -> Result<(), String> {
         if is_s3_url(location) {
-            self.warehouse = staging_dir(location);
+            self.warehouse = staging_dir(location, staging);
             self.remote = Some(location.to_string());
         } else if location.contains("://") || location.is_empty() {
             return Err(format!(
@@ -124,25 +130,31 @@ pub fn is_s3_url(location: &str) -> bool {
 }
 
 /// The local staging directory of an S3 warehouse:
-/// `$WEIR_STAGING/<endpoint>/<bucket>/<prefix>`, else
+/// `<staging>/<endpoint>/<bucket>/<prefix>` (`staging` is `WEIR_STAGING`,
+/// read at the edge), else
 /// `$XDG_CACHE_HOME/weir/staging/<endpoint>/<bucket>/<prefix>` (or
 /// `~/.cache/...`), so that two warehouses never share attempt directories:
 /// one bucket name on two servers (prod and dev, a local test server beside
 /// the real one) is two warehouses whose tokens both start at 1.
-pub fn staging_dir(url: &str) -> PathBuf {
+pub fn staging_dir(url: &str, staging: Option<&Path>) -> PathBuf {
     let tail = url.trim_start_matches("s3://").trim_matches('/');
     let endpoint = endpoint_segment(crate::store::s3_endpoint().as_deref());
-    let base = match std::env::var_os("WEIR_STAGING") {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => std::env::var_os("XDG_CACHE_HOME")
-            .filter(|d| !d.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-            .unwrap_or_else(std::env::temp_dir)
-            .join("weir")
-            .join("staging"),
+    let base = match staging {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => user_cache().join("weir").join("staging"),
     };
     base.join(endpoint).join(tail)
+}
+
+/// The user's cache directory, as the XDG base directory convention finds
+/// it: the platform's answer, like `PATH`'s for a program, and no setting
+/// of weir's.
+fn user_cache() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
 }
 
 /// The endpoint as one path segment: `aws` for AWS itself, else the URL
@@ -314,7 +326,7 @@ pub struct ExternalDataset {
     /// Path template of the source's committed-position file, if declared.
     pub watermark: Option<String>,
     /// Its sensor, if declared (`exec::readiness` checks it).
-    pub ready: Option<super::readiness::Ready>,
+    pub ready: Option<Ready>,
 }
 
 /// Where a task input comes from.
@@ -476,6 +488,18 @@ impl Manifest {
     }
 }
 
+/// A validated sensor. `{partition}` in its text stands for the key as
+/// written (`2026-09-20T13:05`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ready {
+    /// This file (a template relative to the manifest) exists.
+    File(String),
+    /// The dataset's watermark has reached the period's end.
+    WatermarkAtPeriodEnd,
+    /// This command exits 0.
+    Command(Vec<String>),
+}
+
 #[cfg(test)]
 mod tests {
     use super::Rate;
@@ -495,6 +519,31 @@ mod tests {
             endpoint_segment(Some("http://a_1"))
         );
         assert_eq!(endpoint_segment(None), "aws");
+    }
+
+    #[test]
+    fn an_s3_warehouse_stages_under_the_directory_the_loader_gives() {
+        use std::path::Path;
+        let text = "[pipeline]\nname = \"p\"\ncode_version = \"v1\"\nwarehouse = \"s3://bucket/prefix\"\n\n[tasks.t]\ncommand = [\"true\"]\npartitioned_by = []\noutput = { dataset = \"d\", format = \"csv\", grain = [\"id\"] }\n";
+        let staging = Path::new("/given/staging");
+        let m = crate::manifest::Manifest::parse_with_staging(
+            "m.toml",
+            text,
+            Path::new("/m/m.toml"),
+            Some(staging),
+        )
+        .unwrap_or_else(|e| panic!("{:?}", e.errors));
+        let w = &m.pipeline.warehouse;
+        assert!(
+            w.starts_with(staging) && w.ends_with("bucket/prefix"),
+            "{w:?}"
+        );
+        let mut moved = m.pipeline.clone();
+        moved
+            .set_warehouse("s3://other/x", Path::new("/m"), Some(Path::new("/else")))
+            .unwrap();
+        let w = &moved.warehouse;
+        assert!(w.starts_with("/else") && w.ends_with("other/x"), "{w:?}");
     }
 
     // Issue 13: `rate = "COUNT/DURATION"` on a pool.

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::model::EnvValue;
 use super::suggest::unknown_help;
-use super::validate::Validator;
+use super::validator::Validator;
 use super::ManifestError;
 use super::ManifestErrorKind;
 

@@ -7,8 +7,8 @@ use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::raw::date_like;
-use super::validate::Validator;
+use super::de::date_like;
+use super::validator::{abbreviated, Validator};
 use super::{Entry, ManifestError, ManifestErrorKind};
 use crate::partition::{
     time::offset_text, time::parse_day, Grain, PartitionScheme, TimeScheme, Zone,
@@ -478,14 +478,6 @@ impl Validator<'_, '_, '_, '_> {
 /// The manifest's word for a kind, for messages.
 fn kind_word(kind: PartitionKind) -> &'static str {
     kind.grain().map_or("static", Grain::as_str)
-}
-
-/// A key short enough to read in a message: its first 24 characters.
-pub(super) fn abbreviated(key: &str) -> String {
-    match key.char_indices().nth(24) {
-        Some((end, _)) => format!("{}…", &key[..end]),
-        None => key.to_owned(),
-    }
 }
 
 fn timezone_help(name: &str) -> String {

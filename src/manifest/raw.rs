@@ -8,8 +8,9 @@
 
 use indexmap::IndexMap;
 use schemars::JsonSchema;
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 
+use super::de::default_format;
 use crate::audit::Format;
 
 /// A whole manifest. Only used for the JSON Schema: loading deserializes each
@@ -155,24 +156,3 @@ pub use super::tasks::{RawInput, RawOutput, RawTask};
 
 pub use super::backfills::RawBackfill;
 pub use super::notify::RawNotifyTarget;
-
-pub(super) fn default_format() -> Format {
-    Format::Csv
-}
-
-/// Dates may be written as strings or as bare TOML dates.
-pub(super) fn date_like<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    date_like_required(d).map(Some)
-}
-
-pub(super) fn date_like_required<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    use serde::de::Error;
-    match toml::Value::deserialize(d)? {
-        toml::Value::String(s) => Ok(s),
-        toml::Value::Datetime(dt) => Ok(dt.to_string()),
-        other => Err(D::Error::custom(format!(
-            "wrong type: expected a date such as \"2026-09-20\", found {}",
-            other.type_str()
-        ))),
-    }
-}

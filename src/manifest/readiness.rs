@@ -1,12 +1,14 @@
 //! `ready = { … }` of an external dataset: when a partition of it may be
-//! read. The raw table as written and its validation into a [`Ready`].
+//! read. The raw table as written and its validation into a [`Ready`]
+//! (`model.rs`).
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 use indexmap::IndexMap;
 
-use super::validate::Validator;
+use super::model::Ready;
+use super::validator::Validator;
 use super::{ExternalDataset, InputSource, ManifestError, ManifestErrorKind, Task};
 
 /// What `watermark_at_least` compares the watermark with.
@@ -31,18 +33,6 @@ pub struct RawReady {
     /// sensor failure.
     #[schemars(length(min = 1))]
     pub command: Option<Vec<String>>,
-}
-
-/// A validated sensor. `{partition}` in its text stands for the key as
-/// written (`2026-09-20T13:05`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Ready {
-    /// This file (a template relative to the manifest) exists.
-    File(String),
-    /// The dataset's watermark has reached the period's end.
-    WatermarkAtPeriodEnd,
-    /// This command exits 0.
-    Command(Vec<String>),
 }
 
 impl Validator<'_, '_, '_, '_> {

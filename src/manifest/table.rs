@@ -5,7 +5,7 @@
 
 use super::model::{SchemaPolicy, TableFormat};
 use super::tasks::RawOutput;
-use super::validate::Validator;
+use super::validator::Validator;
 use super::ManifestError;
 use super::ManifestErrorKind;
 use crate::audit::Format;

@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::model::{EnvSpec, EnvValue};
-use super::validate::Validator;
+use super::validator::Validator;
 use super::ManifestError;
 use super::ManifestErrorKind;
 

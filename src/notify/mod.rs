@@ -156,8 +156,9 @@ fn open_outbox(
     manifest: &Manifest,
     warehouse: &Warehouse,
     run_id: &str,
+    settings: &crate::exec::Settings,
 ) -> Option<Box<dyn crate::exec::Outbox>> {
-    Notifier::start(manifest, warehouse, run_id)
+    Notifier::start(manifest, warehouse, run_id, &settings.faults)
         .map(|n| Box::new(n) as Box<dyn crate::exec::Outbox>)
 }
 
@@ -174,8 +175,14 @@ impl crate::exec::Outbox for Notifier {
 
 impl Notifier {
     /// The notifier of `run_id`, if the manifest has targets; its sender
-    /// starts with what earlier runs left undelivered.
-    pub fn start(manifest: &Manifest, warehouse: &Warehouse, run_id: &str) -> Option<Notifier> {
+    /// starts with what earlier runs left undelivered; `faults` arms
+    /// `notify_deliver`.
+    pub fn start(
+        manifest: &Manifest,
+        warehouse: &Warehouse,
+        run_id: &str,
+        faults: &crate::exec::fault::Faults,
+    ) -> Option<Notifier> {
         if manifest.notify.is_empty() {
             return None;
         }
@@ -191,7 +198,7 @@ impl Notifier {
             })
             .into_iter()
             .collect();
-        let sender = Sender::start(manifest, warehouse, run_id);
+        let sender = Sender::start(manifest, warehouse, run_id, faults);
         Some(Notifier {
             pipeline: manifest.pipeline.name.clone(),
             targets: manifest.notify.values().cloned().collect(),

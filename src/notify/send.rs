@@ -104,7 +104,7 @@ struct Courier {
 }
 
 impl Courier {
-    fn new(manifest: &Manifest, warehouse: &Warehouse, by: &str) -> Courier {
+    fn new(manifest: &Manifest, warehouse: &Warehouse, by: &str, faults: &Faults) -> Courier {
         let targets = manifest
             .notify
             .values()
@@ -125,7 +125,7 @@ impl Courier {
             dir: manifest.dir.clone(),
             by: by.to_owned(),
             log,
-            faults: Faults::from_env(),
+            faults: faults.clone(),
             down: HashMap::new(),
             done: HashSet::new(),
             report: FlushReport::default(),
@@ -397,10 +397,15 @@ pub struct Sender {
 
 impl Sender {
     /// Starts the thread; deliveries are recorded as events of `run_id`.
-    pub fn start(manifest: &Manifest, warehouse: &Warehouse, run_id: &str) -> Sender {
+    pub fn start(
+        manifest: &Manifest,
+        warehouse: &Warehouse,
+        run_id: &str,
+        faults: &Faults,
+    ) -> Sender {
         let (queue, items) = mpsc::channel::<(String, String)>();
         let (done_tx, done) = mpsc::channel();
-        let mut courier = Courier::new(manifest, warehouse, run_id);
+        let mut courier = Courier::new(manifest, warehouse, run_id, faults);
         let spawned = std::thread::Builder::new()
             .name("weir-notify".into())
             .spawn(move || {
@@ -445,9 +450,10 @@ impl Sender {
 
 /// Delivers everything pending for the manifest's targets, now, on this
 /// thread: `weir notify --flush`, and what `weir serve` calls between
-/// runs. Deliveries are recorded as events of run `by`.
-pub fn flush(manifest: &Manifest, warehouse: &Warehouse, by: &str) -> FlushReport {
-    let mut courier = Courier::new(manifest, warehouse, by);
+/// runs. Deliveries are recorded as events of run `by`; `faults` arms
+/// `notify_deliver`.
+pub fn flush(manifest: &Manifest, warehouse: &Warehouse, by: &str, faults: &Faults) -> FlushReport {
+    let mut courier = Courier::new(manifest, warehouse, by, faults);
     courier.everything();
     courier.close()
 }

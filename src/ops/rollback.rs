@@ -76,7 +76,8 @@ pub enum RollbackError {
 }
 
 /// Republishes generation `to` (default: the one before the current) of
-/// `dataset` at `partition` as a new generation.
+/// `dataset` at `partition` as a new generation; `faults` arms
+/// `rollback_commit`.
 pub fn rollback(
     manifest: &Manifest,
     warehouse: &Warehouse,
@@ -84,6 +85,7 @@ pub fn rollback(
     dataset: &str,
     partition: &str,
     to: Option<u64>,
+    faults: &crate::exec::fault::Faults,
 ) -> Result<CommitRecord, RollbackError> {
     let store = warehouse.partition(dataset, partition);
     let history = store
@@ -212,7 +214,7 @@ pub fn rollback(
         Err(e) => return Err(e.into()),
     };
     // A crash here leaves the rollback committed and the instance held.
-    if let Err(e) = crate::exec::fault::Faults::from_env().hit(
+    if let Err(e) = faults.hit(
         crate::exec::fault::Point::RollbackCommit,
         &target.task,
         partition,

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::cost::Estimate;
 use super::{Plan, Scope};
+use crate::audit::words::count;
 use crate::manifest::duration;
 
 /// "3,650 minutes (about 61 hours)" for long spans; "90s" for short ones.
@@ -585,11 +586,6 @@ pub fn json(plan: &Plan, estimate: &Estimate, manifest: &crate::manifest::Manife
     serde_json::to_string_pretty(&doc).expect("a plan always serializes") + "\n"
 }
 
-/// "1 instance", "3 instances".
-fn instances(n: usize) -> String {
-    format!("{n} instance{}", if n == 1 { "" } else { "s" })
-}
-
 /// The task DAG as Graphviz DOT (edges point downstream).
 pub fn dot(plan: &Plan) -> String {
     let mut out = format!(
@@ -603,7 +599,7 @@ pub fn dot(plan: &Plan) -> String {
             t.name,
             t.name,
             t.pool,
-            instances(t.keys.len())
+            count(t.keys.len(), "instance", "instances")
         );
     }
     for t in &plan.tasks {
@@ -624,7 +620,7 @@ pub fn mermaid(plan: &Plan) -> String {
             "  t{i}[\"{}<br/>pool {} · {}\"]",
             t.name,
             t.pool,
-            instances(t.keys.len())
+            count(t.keys.len(), "instance", "instances")
         );
     }
     for (i, t) in plan.tasks.iter().enumerate() {

@@ -171,6 +171,8 @@ struct Served {
     log: EventLog,
     run_id: String,
     loader: std::sync::Arc<Loader>,
+    /// What the edge read from the environment, for every run started.
+    settings: exec::Settings,
     /// Readiness checks that found each due instance's external inputs not
     /// ready yet (task, occurrence): the sensors' backoff.
     checks: std::cell::RefCell<std::collections::HashMap<(usize, i64), u32>>,
@@ -441,6 +443,7 @@ impl Served {
                 allow_uncertified: false,
                 // Readiness was asked before the batch started.
                 wait: None,
+                settings: self.settings.clone(),
             };
             match crate::notify::run_notifying(&self.manifest, &options, None) {
                 Ok(summary) => {
@@ -512,13 +515,14 @@ fn result_word(r: &InstanceResult) -> String {
 }
 
 /// Serves one manifest until a stop signal; `signals` brings SIGTERM,
-/// SIGINT and SIGHUP.
+/// SIGINT and SIGHUP; its runs go with `settings`.
 pub fn serve_one(
     manifest: Manifest,
     signals: &mpsc::Receiver<Signal>,
     loader: std::sync::Arc<Loader>,
+    settings: &exec::Settings,
 ) -> Ended {
-    let mut served = match open(manifest, loader) {
+    let mut served = match open(manifest, loader, settings) {
         Ok(served) => served,
         Err(error) => {
             return Ended {
@@ -544,7 +548,11 @@ pub fn serve_one(
 
 /// Opens the warehouse, the stored progress and serve's event log, and
 /// starts the notifier.
-fn open(manifest: Manifest, loader: std::sync::Arc<Loader>) -> Result<Served, String> {
+fn open(
+    manifest: Manifest,
+    loader: std::sync::Arc<Loader>,
+    settings: &exec::Settings,
+) -> Result<Served, String> {
     let warehouse = match Warehouse::open_for(&manifest.pipeline) {
         Ok(w) => w,
         Err(e) => return Err(format!("cannot open the warehouse: {}", exec::chain(&e))),
@@ -563,10 +571,16 @@ fn open(manifest: Manifest, loader: std::sync::Arc<Loader>) -> Result<Served, St
         log,
         run_id: run_id.clone(),
         loader,
+        settings: settings.clone(),
         checks: Default::default(),
         notifier: None,
     };
-    served.notifier = crate::notify::Notifier::start(&served.manifest, &served.warehouse, &run_id);
+    served.notifier = crate::notify::Notifier::start(
+        &served.manifest,
+        &served.warehouse,
+        &run_id,
+        &settings.faults,
+    );
     Ok(served)
 }
 
@@ -689,10 +703,12 @@ impl Served {
 }
 
 /// Serves every manifest, each on its own thread, until SIGTERM or
-/// SIGINT; SIGHUP reloads them. Returns each one's end, in order.
+/// SIGINT; SIGHUP reloads them. Returns each one's end, in order. Every
+/// run goes with `settings`.
 pub fn serve(
     manifests: Vec<Manifest>,
     loader: &std::sync::Arc<Loader>,
+    settings: &exec::Settings,
 ) -> std::io::Result<Vec<Ended>> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     crate::clock::start_advancing();
@@ -728,7 +744,7 @@ pub fn serve(
             .zip(receivers)
             .map(|(m, rx)| {
                 let loader = std::sync::Arc::clone(loader);
-                scope.spawn(move || serve_one(m, &rx, loader))
+                scope.spawn(move || serve_one(m, &rx, loader, settings))
             })
             .collect();
         threads

@@ -13,6 +13,7 @@ mod crash;
 mod daytwo;
 mod disk_full;
 mod engine_races;
+mod environment_reads;
 mod exit_codes;
 mod fencing;
 mod function_sizes;

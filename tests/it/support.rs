@@ -227,6 +227,7 @@ pub(crate) fn run_options(
         seed: Some(1),
         allow_uncertified: false,
         wait: None,
+        settings: Default::default(),
     }
 }
 

@@ -7,10 +7,11 @@ use std::path::PathBuf;
 use super::keys::{encode_key, key_hash, print_of, xxh3, KeyHash, KeyPrints, StoredKeys};
 use super::reconcile::{reconcile_outcome, Aggregator, InputSides};
 use super::{
-    missing, out_of_step, plural, position, text, Gate, GateOutcome, Offenses, Places, MAX_DISTINCT,
+    missing, out_of_step, position, text, Gate, GateOutcome, Offenses, Places, MAX_DISTINCT,
 };
 use crate::audit::digest::{Digest, RowDigest};
 use crate::audit::read::{self, Row, RowFold};
+use crate::audit::words::count;
 use crate::audit::{AuditError, Format};
 
 /// `a=1, b=null` for the key columns of a row.
@@ -164,9 +165,12 @@ impl KeyCheck {
         let problem = missing(all, &self.names);
         let passed = problem.is_none() && self.duplicates == 0 && self.null_keys == 0;
         let actual = problem.unwrap_or_else(|| {
-            let mut actual = plural(self.duplicates, "duplicate key");
+            let mut actual = count(self.duplicates, "duplicate key", "duplicate keys");
             if self.null_keys > 0 {
-                actual.push_str(&format!(", {} with nulls", plural(self.null_keys, "key")));
+                actual.push_str(&format!(
+                    ", {} with nulls",
+                    count(self.null_keys, "key", "keys")
+                ));
             }
             actual
         });
@@ -317,7 +321,7 @@ impl AcceptedCheck {
     }
 
     fn actual(&self) -> String {
-        let rows = plural(self.outside, "row");
+        let rows = count(self.outside, "row", "rows");
         if self.outside == 0 {
             return format!("{rows} with values outside the set");
         }
@@ -508,7 +512,8 @@ impl CandidateFold {
                         gate: gate.describe(),
                         passed: problem.is_none() && not_null.nulls == 0,
                         expected: format!("no nulls in ({})", names.join(", ")),
-                        actual: problem.unwrap_or_else(|| plural(not_null.nulls, "null value")),
+                        actual: problem
+                            .unwrap_or_else(|| count(not_null.nulls, "null value", "null values")),
                         offending: not_null.offenses.render(places),
                     }
                 }
@@ -618,15 +623,15 @@ impl CandidateFold {
 fn row_count_outcome(gate: &Gate, min: Option<u64>, max: Option<u64>, rows: u64) -> GateOutcome {
     let expected = match (min, max) {
         (Some(min), Some(max)) => format!("between {min} and {max} rows"),
-        (Some(min), None) => format!("at least {}", plural(min, "row")),
-        (None, Some(max)) => format!("at most {}", plural(max, "row")),
+        (Some(min), None) => format!("at least {}", count(min, "row", "rows")),
+        (None, Some(max)) => format!("at most {}", count(max, "row", "rows")),
         (None, None) => "any number of rows".to_owned(),
     };
     GateOutcome {
         gate: gate.describe(),
         passed: min.is_none_or(|min| rows >= min) && max.is_none_or(|max| rows <= max),
         expected,
-        actual: plural(rows, "row"),
+        actual: count(rows, "row", "rows"),
         offending: Vec::new(),
     }
 }

@@ -322,15 +322,6 @@ pub(super) fn text(value: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(value)
 }
 
-/// `1 row`, `2 rows`.
-pub(super) fn plural(count: u64, noun: &str) -> String {
-    if count == 1 {
-        format!("{count} {noun}")
-    } else {
-        format!("{count} {noun}s")
-    }
-}
-
 /// The column's position among the sorted `columns`.
 pub(super) fn position(columns: &[String], name: &str) -> Option<usize> {
     columns.binary_search_by(|c| c.as_str().cmp(name)).ok()

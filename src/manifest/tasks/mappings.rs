@@ -5,7 +5,7 @@
 use indexmap::IndexMap;
 
 use super::super::model::*;
-use super::super::validate::Validator;
+use super::super::validator::Validator;
 use super::super::{Entry, ManifestError, ManifestErrorKind};
 use super::RawTask;
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use indexmap::IndexMap;
 
 use super::model::*;
-use super::validate::{Names, Validator};
+use super::validator::{Names, Validator};
 use super::{ticked, ManifestError, ManifestErrorKind};
 
 /// The shortest lease heartbeat accepted: a lease expires after 3 missed
@@ -654,7 +654,7 @@ impl Validator<'_, '_, '_, '_> {
                     ManifestErrorKind::KeyTooLong,
                     format!(
                         "task `{task}` has partition keys too long for the warehouse, such as `{}`",
-                        super::partitions::abbreviated(&key)
+                        super::validator::abbreviated(&key)
                     ),
                 )
                 .at(self.value(path), "these dimensions' keys joined")

@@ -6,8 +6,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer};
 
 use crate::audit::Format;
+use crate::manifest::de::default_format;
 use crate::manifest::gates::RawGate;
-use crate::manifest::raw::default_format;
 
 /// `[tasks.NAME]`.
 #[derive(Debug, Deserialize, JsonSchema)]
