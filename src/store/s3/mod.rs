@@ -339,6 +339,12 @@ impl S3Backend {
 }
 
 impl Backend for S3Backend {
+    fn request_timeout(&self) -> Option<std::time::Duration> {
+        // The client built from the environment (the one with `raw`) is
+        // the one given REQUEST_TIMEOUT; a store given by a test is not.
+        self.raw.as_ref().map(|_| REQUEST_TIMEOUT)
+    }
+
     fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
         let path = self.path(key)?;
         let put = self.store.put_opts(
