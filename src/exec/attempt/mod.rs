@@ -543,6 +543,11 @@ pub(crate) fn run(
     let outcome = publish(cx, task, partition, attempt, snapshot, &store, audited);
     if matches!(outcome, AttemptOutcome::Published { .. }) {
         heartbeat.committed();
+    } else {
+        // Unpublished, its audit report is the evidence of what it read
+        // and made for every host (`explain`); a published one's is its
+        // commit record (best effort).
+        let _ = store.upload_evidence(token);
     }
     outcome
 }
