@@ -7,6 +7,8 @@ use weir::store::Backend;
 
 use crate::s3::{backend, endpoint, new_bucket};
 use crate::s3_warehouse::weir_s3;
+use std::time::Duration;
+
 use crate::support::{ok, stdout};
 
 const MANIFEST: &str = r#"[pipeline]
@@ -76,4 +78,142 @@ fn only_an_attempt_that_did_not_publish_uploads_its_audit_report() {
     .output()
     .unwrap());
     assert!(explain.contains("published: generation 1"), "{explain}");
+}
+
+// issue 28: on S3 an attempt writes no lease.json before its first renewal:
+// the put-if-absent of its token is the claim, and the token's record
+// carries the first lease (holder, process tag, timeout). Another engine
+// meeting the attempt waits for it, naming its holder as a written lease
+// would, and does not take it over while it lives; once its engine is
+// killed -9 on this host, that engine is certainly gone by the record, and
+// the other takes over at once, stopping the command it left (its process
+// tag is in the record).
+#[cfg_attr(
+    not(any(weir_has_s3, weir_ci)),
+    ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
+)]
+#[test]
+fn the_token_record_is_the_first_lease_for_waiting_and_takeover() {
+    let _serial = crate::support::exclusive();
+    let Some(endpoint) = endpoint() else { return };
+    let bucket = new_bucket(&endpoint);
+    let url = format!("s3://{bucket}/wh");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let slow = dir.join("slow");
+    std::fs::write(&slow, "").unwrap();
+    std::fs::write(
+        dir.join("m.toml"),
+        format!(
+            r#"[pipeline]
+name = "lease"
+code_version = "1"
+warehouse = "unused"
+
+[partitions.shard]
+kind = "static"
+keys = ["a"]
+
+[tasks.t]
+# A lease renewed every 60s: none is written while this test runs.
+heartbeat = "60s"
+command = ["sh", "-c", "if [ -e '{slow}' ]; then sleep 120; fi; printf 'id\n1\n' > \"$WEIR_OUTPUT_DIR/t.csv\""]
+output = {{ dataset = "t", grain = ["id"] }}
+"#,
+            slow = slow.display()
+        ),
+    )
+    .unwrap();
+    let first = crate::support::Engine::spawn(
+        weir_s3(
+            dir,
+            &endpoint,
+            &dir.join("host-a"),
+            &url,
+            &["run", "m.toml", "--run-id", "first"],
+        ),
+        dir,
+        "first",
+    );
+    crate::support::poll_until(
+        "the first engine's command",
+        Duration::from_secs(60),
+        || crate::support::descendant_named(first.pid(), "sleep"),
+    );
+    let store = backend(&endpoint, &url);
+    let attempt = "t/a/attempts/00000000000000000001";
+    assert_eq!(store.get(&format!("{attempt}/lease.json")).unwrap(), None);
+    let record: serde_json::Value = serde_json::from_slice(
+        &store
+            .get("t/a/tokens/00000000000000000001")
+            .unwrap()
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(record["process_tag"].is_string(), "{record}");
+    assert_eq!(record["lease_timeout_ms"], 180_000, "{record}");
+
+    std::fs::remove_file(&slow).unwrap();
+    let second = crate::support::Engine::spawn(
+        weir_s3(
+            dir,
+            &endpoint,
+            &dir.join("host-b"),
+            &url,
+            &["run", "m.toml", "--run-id", "second"],
+        ),
+        dir,
+        "second",
+    );
+    let events = || {
+        let out = weir_s3(
+            dir,
+            &endpoint,
+            &dir.join("host-c"),
+            &url,
+            &["events", "m.toml"],
+        )
+        .output()
+        .unwrap();
+        stdout(&out)
+    };
+    crate::support::poll_until("the second engine waiting", Duration::from_secs(60), || {
+        events().contains("WAITING")
+    });
+    let waiting = events();
+    let line = waiting
+        .lines()
+        .find(|l| l.contains("WAITING"))
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        line.contains("attempt 1 of run first on ")
+            && line.contains(&format!("pid {}", first.pid())),
+        "{waiting}"
+    );
+    assert!(!waiting.contains("TAKEN_OVER"), "{waiting}");
+    let pid = first.pid();
+    assert!(!first.kill().success());
+    let out = second.finish(Duration::from_secs(60));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let all = events();
+    assert!(all.contains("TAKEN_OVER"), "{all}");
+    assert!(all.contains(&format!("its engine (pid {pid} on ")), "{all}");
+    // The first engine's command (sleeping, its engine gone) was stopped.
+    assert!(!crate::support::descendant_named(
+        std::process::id(),
+        "sleep"
+    ));
+    let records: Vec<String> = store
+        .list("t/a/log")
+        .unwrap()
+        .into_iter()
+        .filter(|k| k.ends_with(".json"))
+        .collect();
+    assert_eq!(records.len(), 1, "published once: {records:?}");
 }

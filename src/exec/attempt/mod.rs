@@ -37,7 +37,7 @@ use crate::manifest::Task;
 use crate::store::layout::{self, DATA_DIR};
 use crate::store::{
     CommitKind, FencingToken, FileSum, Generation, NewCommit, PartitionStore, PublishError,
-    StoreError, TokenOwner,
+    StoreError, TokenOwner, TokenRecord,
 };
 
 /// How an attempt ended, for the scheduler.
@@ -136,8 +136,17 @@ pub(crate) fn run(
         attempt,
     };
     // The token first, then the look at other engines' attempts: the
-    // put-if-absent of the token is the claim (see `lease`).
-    let allocation = match store.allocate(&owner) {
+    // put-if-absent of the token is the claim (see `lease`), and on an
+    // object store its record the first lease (`lease::Heartbeat::start`).
+    // The lease names the task's process tag, for an engine that takes
+    // over from us.
+    let tag = tree::new_tag();
+    let timeout_ms = u64::try_from(lease::timeout(task).as_millis()).unwrap_or(u64::MAX);
+    let claim = match store.is_remote() {
+        true => TokenRecord::new(&owner).with_lease(tag.clone(), timeout_ms),
+        false => TokenRecord::new(&owner),
+    };
+    let allocation = match store.allocate_for(&claim) {
         Ok(a) => a,
         Err(e) => return fail(None, format!("cannot allocate a token: {}", chain(&e))),
     };
@@ -151,9 +160,7 @@ pub(crate) fn run(
             )
         }
     };
-    // Held until this function returns, whatever the outcome. The lease
-    // names the task's process tag, for an engine that takes over from us.
-    let tag = tree::new_tag();
+    // Held until this function returns, whatever the outcome.
     let mut lease = lease::Lease::new(cx, task, attempt, token);
     lease.process_tag = Some(tag.clone());
     let mut heartbeat = lease::Heartbeat::start(&store, token, lease, task.heartbeat);
