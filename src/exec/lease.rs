@@ -320,6 +320,9 @@ fn look(
     if lease.is_none() && record.as_ref().is_some_and(|r| r.attempt == 0) {
         return Other::Done;
     }
+    // Before its first renewal an attempt on an object store has no
+    // lease.json: its token record carries the first lease.
+    let lease = lease.or_else(|| record.as_ref().and_then(|r| Lease::claimed(t.get(), r)));
     let seen = lease.as_ref().map(|l| (l.beats, l.heartbeat_ms));
     let now = Instant::now();
     let watch = watches.entry(t.get()).or_insert(Watch { seen, since: now });
@@ -366,7 +369,9 @@ pub(crate) struct Heartbeat {
 }
 
 impl Heartbeat {
-    /// Writes the lease and starts renewing it every `interval`.
+    /// Writes the lease (on a local disk; on an object store the token
+    /// record holds it until the first renewal) and starts renewing it
+    /// every `interval`.
     pub(crate) fn start(
         store: &PartitionStore,
         token: FencingToken,
@@ -374,7 +379,17 @@ impl Heartbeat {
         interval: Duration,
     ) -> Heartbeat {
         let store = store.clone();
-        let _ = store.write_lease(token, &lease);
+        // On an object store the token record, written by the put-if-absent
+        // that claimed the attempt, carries this first lease (holder,
+        // process tag, timeout: `TokenRecord::with_lease`), which readers
+        // take while there is no lease.json (`look`): a request less per
+        // attempt. The first renewal comes within `interval`, below the
+        // lease timeout, as each next one does. On a local disk a lease is
+        // one cheap write, and tools that read it there (gc, tests) find it
+        // at once.
+        if !store.is_remote() {
+            let _ = store.write_lease(token, &lease);
+        }
         let lease = std::sync::Arc::new(std::sync::Mutex::new(lease));
         let beats = {
             let (store, lease) = (store.clone(), lease.clone());

@@ -473,6 +473,7 @@ pub fn run_with(
         &cx.warehouse.location(),
         &pools,
         timing,
+        &heartbeat.own_beats(),
     )
     .map_err(ExecError::Pools)?;
     cx.emit(

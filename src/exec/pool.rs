@@ -13,8 +13,10 @@
 //! ready work for the pool: a permit given back keeps its slot for the next
 //! permit taken here (no release and re-take in the warehouse, which cost a
 //! listing, a put-if-absent and a delete of a generation each). The next
-//! holder checks with one listing that the slot is still this engine's (no
-//! one reclaimed it while the engine was taken for dead). A slot is given
+//! holder checks that the slot is still this engine's (no one reclaimed it
+//! while the engine was taken for dead): by this engine's own heartbeat
+//! when its beats prove no one can have (`store::slots::OwnBeats`), else
+//! with one listing. A slot is given
 //! back to the warehouse when no attempt of this engine took it within
 //! [`LINGER`] (the engine has no ready work for the pool), when the engine
 //! is asked to stop, and at the end of the run.
@@ -23,7 +25,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::interrupt;
-use crate::store::slots::{EngineBeat, GlobalPool, HeldSlot, SlotTiming};
+use crate::store::slots::{EngineBeat, GlobalPool, HeldSlot, OwnBeats, SlotTiming};
 use crate::store::{Backend, StoreError};
 
 /// The slots of one pool.
@@ -140,8 +142,8 @@ impl Slots {
         let Some(global) = &self.inner.global else {
             return Ok(permit);
         };
-        if let Some(held) = kept {
-            let mine = global.still_held(&held);
+        if let Some(mut held) = kept {
+            let mine = global.still_held(&mut held);
             if !matches!(mine, Ok(false)) {
                 permit.held = Some(held);
             }
@@ -246,6 +248,9 @@ pub(crate) struct EngineHeartbeat {
     /// Dropped to stop the beats: the thread wakes at once.
     stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<Option<EngineBeat>>>,
+    /// When the beats landed: the pools' proof that their kept slots are
+    /// still this engine's.
+    own: Arc<OwnBeats>,
 }
 
 impl EngineHeartbeat {
@@ -256,7 +261,8 @@ impl EngineHeartbeat {
         engine_id: &str,
         timing: SlotTiming,
     ) -> Result<EngineHeartbeat, StoreError> {
-        let mut beat = EngineBeat::start(backend, engine_id)?;
+        let own = Arc::new(OwnBeats::new(timing, backend.request_timeout()));
+        let mut beat = EngineBeat::start_watched(backend, engine_id, Arc::clone(&own))?;
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::spawn(move || {
             // Asleep until the next beat, or until the run drops `stop`.
@@ -272,7 +278,13 @@ impl EngineHeartbeat {
         Ok(EngineHeartbeat {
             stop: Some(stop),
             thread: Some(thread),
+            own,
         })
+    }
+
+    /// When this engine's beats landed.
+    pub(crate) fn own_beats(&self) -> Arc<OwnBeats> {
+        Arc::clone(&self.own)
     }
 }
 
@@ -287,12 +299,13 @@ impl Drop for EngineHeartbeat {
 }
 
 /// The warehouse slots of every pool of a run, in `pools`' order; `scope`
-/// names the warehouse (its location).
+/// names the warehouse (its location); `own` is the engine's heartbeat.
 pub(crate) fn shared(
     backend: &Arc<dyn Backend>,
     scope: &str,
     pools: &[(String, u32, Option<crate::manifest::Rate>)],
     timing: SlotTiming,
+    own: &Arc<OwnBeats>,
 ) -> Result<Vec<Slots>, StoreError> {
     pools
         .iter()
@@ -305,7 +318,8 @@ pub(crate) fn shared(
                 rate.map(|r| (r.launches, r.per)),
                 timing,
                 crate::store::Holder::current().clone(),
-            )?;
+            )?
+            .with_own_beats(Arc::clone(own));
             Ok(Slots::shared(global, *slots))
         })
         .collect()
@@ -393,43 +407,232 @@ mod tests {
         drop(slots);
     }
 
-    // issue 16: a slot kept for this engine's next permit may have been
-    // reclaimed meanwhile by another engine (this one was taken for dead):
-    // the next permit does not count it as its own too, but takes another.
-    #[test]
-    fn issue_16_a_kept_slot_reclaimed_meanwhile_is_not_used_twice() {
-        let tmp = tempfile::tempdir().unwrap();
-        let backend: Arc<dyn Backend> = Arc::new(crate::store::FsBackend::new(tmp.path()));
-        let slots = Slots::with(
-            Some(engine_pool(&backend, "a", 2)),
-            2,
-            Duration::from_secs(3600),
-        );
-        let (slot, generation) = held(&slots.acquire("t k1").unwrap());
-        let theirs = crate::store::slots::SlotRecord {
-            state: crate::store::slots::SlotState::Held,
-            holder: crate::store::Holder {
-                engine_id: "b".into(),
+    /// A store as S3 is to the pools: every request bounded (here by
+    /// 100ms), in memory; its listings of pool slots counted, and this
+    /// engine's beats failing or slow on demand.
+    struct Bounded {
+        inner: crate::store::MemoryBackend,
+        slot_listings: AtomicU32,
+        /// 0: beats land; 1: they fail; 2: each takes a second first.
+        beats: AtomicU32,
+    }
+
+    impl Backend for Bounded {
+        fn request_timeout(&self) -> Option<Duration> {
+            Some(Duration::from_millis(100))
+        }
+        fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
+            if key.starts_with("_engines/a/") {
+                match self.beats.load(Ordering::SeqCst) {
+                    1 => {
+                        return Err(StoreError::Remote {
+                            key: key.into(),
+                            source: "stalled".into(),
+                        })
+                    }
+                    2 => std::thread::sleep(Duration::from_secs(1)),
+                    _ => {}
+                }
+            }
+            self.inner.put_if_absent(key, bytes)
+        }
+        fn put_if_version_matches(
+            &self,
+            key: &str,
+            bytes: &[u8],
+            expected: &crate::store::backend::Version,
+        ) -> Result<Option<crate::store::backend::Version>, StoreError> {
+            self.inner.put_if_version_matches(key, bytes, expected)
+        }
+        fn put(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
+            self.inner.put(key, bytes)
+        }
+        fn get_object(
+            &self,
+            key: &str,
+        ) -> Result<Option<crate::store::backend::Object>, StoreError> {
+            self.inner.get_object(key)
+        }
+        fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+            if prefix.starts_with("_pools/") {
+                self.slot_listings.fetch_add(1, Ordering::SeqCst);
+            }
+            self.inner.list(prefix)
+        }
+        fn list_objects(
+            &self,
+            prefix: &str,
+        ) -> Result<Vec<crate::store::backend::ObjectMeta>, StoreError> {
+            self.inner.list_objects(prefix)
+        }
+        fn delete(&self, key: &str) -> Result<(), StoreError> {
+            self.inner.delete(key)
+        }
+        fn delete_prefix(&self, prefix: &str) -> Result<(), StoreError> {
+            self.inner.delete_prefix(prefix)
+        }
+    }
+
+    /// Slots are reclaimed after 1s of silence: a kept slot is used without
+    /// a listing while the engine's last beat landed under 0.8s ago (1s,
+    /// less the 100ms a reclaimer's look may be stale, less a tenth).
+    const FAST: SlotTiming = SlotTiming {
+        beat: Duration::from_millis(100),
+        timeout: Duration::from_secs(1),
+    };
+
+    struct Engine {
+        store: Arc<Bounded>,
+        backend: Arc<dyn Backend>,
+        beat: EngineBeat,
+        slots: Slots,
+    }
+
+    /// Engine `a` on a `Bounded` store, beating (by hand) and keeping its
+    /// slots; `slots` slots in the pool.
+    fn beating_engine(slots: u32) -> Engine {
+        let store = Arc::new(Bounded {
+            inner: crate::store::MemoryBackend::new(),
+            slot_listings: AtomicU32::new(0),
+            beats: AtomicU32::new(0),
+        });
+        let backend: Arc<dyn Backend> = store.clone();
+        let own = Arc::new(OwnBeats::new(FAST, backend.request_timeout()));
+        let beat = EngineBeat::start_watched(Arc::clone(&backend), "a", Arc::clone(&own)).unwrap();
+        let global = timed_pool(&backend, "a", slots).with_own_beats(own);
+        let slots = Slots::with(Some(global), slots, Duration::from_secs(3600));
+        Engine {
+            store,
+            backend,
+            beat,
+            slots,
+        }
+    }
+
+    fn timed_pool(backend: &Arc<dyn Backend>, engine: &str, slots: u32) -> GlobalPool {
+        GlobalPool::new(
+            Arc::clone(backend),
+            format!("{:p}", Arc::as_ptr(backend)),
+            "p",
+            slots,
+            None,
+            FAST,
+            crate::store::Holder {
+                engine_id: engine.into(),
                 ..crate::store::Holder::current().clone()
             },
-            what: "b's".into(),
-            at: String::new(),
-            reclaimed_from: Some("a".into()),
+        )
+        .unwrap()
+    }
+
+    /// Engine `b` takes slot `slot` from engine `a` the legitimate way: by
+    /// watching `a`'s beat not move for the timeout. Every other slot `b`
+    /// takes meanwhile is given back.
+    fn reclaim(backend: &Arc<dyn Backend>, slot: u32, slots: u32) -> HeldSlot {
+        let b = timed_pool(backend, "b", slots);
+        let mut others = Vec::new();
+        let taken = loop {
+            match b.try_acquire("b's").unwrap() {
+                Some(h) if h.slot() == slot => break h,
+                Some(h) => others.push(h),
+                None => std::thread::sleep(Duration::from_millis(20)),
+            }
         };
-        assert!(backend
-            .put_if_absent_volatile(
-                &format!("_pools/p/slots/{slot}/{:020}", generation + 1),
-                &serde_json::to_vec(&theirs).unwrap(),
-            )
-            .unwrap());
-        let permit = slots.acquire("t k2").unwrap();
+        for h in others {
+            b.release(h, "b's other").unwrap();
+        }
+        taken
+    }
+
+    // issue 28: while this engine's beats land, no other engine can take
+    // its kept slot for a dead engine's, so the next permit uses it with no
+    // request; once its last beat is older than that proof allows, the next
+    // permit lists the slot again.
+    #[test]
+    fn a_kept_slot_goes_on_without_a_listing_while_the_engine_beats() {
+        let mut a = beating_engine(1);
+        let first = held(&a.slots.acquire("t k1").unwrap());
+        let listed = a.store.slot_listings.load(Ordering::SeqCst);
+        for k in 2..10 {
+            a.beat.beat().unwrap();
+            let permit = a.slots.acquire(&format!("t k{k}")).unwrap();
+            assert_eq!(held(&permit), first, "k{k}");
+        }
+        assert_eq!(a.store.slot_listings.load(Ordering::SeqCst), listed);
+        // Silent for longer than the proof allows (nobody reclaimed it
+        // yet, as no one looked): checked by a listing, and still a's.
+        std::thread::sleep(Duration::from_millis(850));
+        let permit = a.slots.acquire("t k10").unwrap();
+        assert_eq!(held(&permit), first);
+        assert_eq!(a.store.slot_listings.load(Ordering::SeqCst), listed + 1);
+    }
+
+    // issue 16: a slot kept for this engine's next permit may have been
+    // reclaimed meanwhile by another engine (this one's beat stopped for
+    // the timeout, so it was taken for dead): the next permit does not
+    // count it as its own too, but takes another.
+    #[test]
+    fn issue_16_a_kept_slot_reclaimed_meanwhile_is_not_used_twice() {
+        let a = beating_engine(2);
+        let (slot, generation) = held(&a.slots.acquire("t k1").unwrap());
+        // a beats no more: b takes its slot after the timeout.
+        let theirs = reclaim(&a.backend, slot, 2);
+        assert_eq!(theirs.generation(), generation + 1);
+        let permit = a.slots.acquire("t k2").unwrap();
         assert_ne!(held(&permit).0, slot, "b's slot counted as a's too");
         // And a's permit given back never touches b's slot.
         drop(permit);
-        drop(slots);
-        let (newest_gen, record) = newest(&*backend, slot);
+        drop(a.slots);
+        let (newest_gen, record) = newest(&*a.backend, slot);
         assert_eq!(newest_gen, generation + 1);
         assert!(record.contains("b's"), "{record}");
+    }
+
+    // issue 28: an engine whose beats stall (the store refuses them) is
+    // taken for dead and its kept slot reclaimed; its beats land again
+    // before its next permit, but the gap they left is remembered: that
+    // permit lists the slot and takes another one. A beat that lands late
+    // (a slow request) leaves such a gap too.
+    #[test]
+    fn a_stalled_engine_lists_its_kept_slot_again_and_does_not_use_a_reclaimed_one() {
+        let mut a = beating_engine(2);
+        let (slot, generation) = held(&a.slots.acquire("t k1").unwrap());
+        a.beat.beat().unwrap();
+        a.store.beats.store(1, Ordering::SeqCst);
+        let theirs = std::thread::scope(|s| {
+            let reclaimer = s.spawn(|| reclaim(&a.backend, slot, 2));
+            while !reclaimer.is_finished() {
+                assert!(a.beat.beat().is_err());
+                std::thread::sleep(FAST.beat);
+            }
+            reclaimer.join().unwrap()
+        });
+        assert_eq!(theirs.generation(), generation + 1);
+        // The beat that ends the stall was first sent before it, so it may
+        // have landed then: the one after it is the first known in time.
+        a.store.beats.store(0, Ordering::SeqCst);
+        a.beat.beat().unwrap();
+        a.beat.beat().unwrap();
+        let listed = a.store.slot_listings.load(Ordering::SeqCst);
+        let permit = a.slots.acquire("t k2").unwrap();
+        assert!(a.store.slot_listings.load(Ordering::SeqCst) > listed);
+        let (other, _) = held(&permit);
+        assert_ne!(other, slot, "b's slot counted as a's too");
+        drop(permit);
+
+        // Kept, and used without a listing while beats land in time...
+        a.beat.beat().unwrap();
+        let listed = a.store.slot_listings.load(Ordering::SeqCst);
+        assert_eq!(held(&a.slots.acquire("t k3").unwrap()).0, other);
+        assert_eq!(a.store.slot_listings.load(Ordering::SeqCst), listed);
+        // ...but not after a beat whose request took longer than the proof
+        // allows: it may have landed only at its reply.
+        a.store.beats.store(2, Ordering::SeqCst);
+        a.beat.beat().unwrap();
+        a.store.beats.store(0, Ordering::SeqCst);
+        a.beat.beat().unwrap();
+        assert_eq!(held(&a.slots.acquire("t k4").unwrap()).0, other);
+        assert_eq!(a.store.slot_listings.load(Ordering::SeqCst), listed + 1);
     }
 
     #[test]

@@ -526,8 +526,11 @@ fn decide(
     let taken_over = || store.claim_record(token).ok().flatten();
     // A lease that exists but cannot be read (EACCES, EIO, torn) may be a
     // live attempt's: kept. Only a missing lease is "no lease".
+    // Before its first renewal an attempt on an object store has no
+    // lease.json: its token record carries the first lease.
     let lease = match store.try_read_lease(token) {
-        Ok(lease) => lease,
+        Ok(lease) => lease
+            .or_else(|| owner.and_then(|o| crate::store::leases::Lease::claimed(token.get(), o))),
         Err(e) => {
             return GcDecision::Keep {
                 reason: format!(

@@ -31,6 +31,14 @@ pub struct TokenRecord {
     /// holder died before writing a lease from one about to write it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holder: Option<crate::store::Holder>,
+    /// The attempt's first lease, for an engine that writes no `lease.json`
+    /// before its first renewal (an object store, where the token's put is
+    /// the claim already): its process tag...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_tag: Option<String>,
+    /// ...and its lease timeout, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_timeout_ms: Option<u64>,
 }
 
 impl TokenRecord {
@@ -42,7 +50,18 @@ impl TokenRecord {
             attempt: owner.attempt,
             allocated_at: jiff::Timestamp::now().to_string(),
             holder: Some(crate::store::Holder::current().clone()),
+            process_tag: None,
+            lease_timeout_ms: None,
         }
+    }
+
+    /// This record, carrying the attempt's first lease: readers find no
+    /// `lease.json` until the first renewal and read this one instead
+    /// ([`crate::store::leases::Lease::claimed`]).
+    pub fn with_lease(mut self, process_tag: String, lease_timeout_ms: u64) -> TokenRecord {
+        self.process_tag = Some(process_tag);
+        self.lease_timeout_ms = Some(lease_timeout_ms);
+        self
     }
 
     /// The attempt the token belongs to.

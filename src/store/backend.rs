@@ -93,6 +93,13 @@ pub trait Backend: Send + Sync {
     fn put_if_absent_volatile(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
         self.put_if_absent(key, bytes)
     }
+    /// The longest one request may take before the client gives up on it,
+    /// if the client bounds it: a reply is never older than this when it
+    /// arrives. Lets an engine tell how stale another engine's look at the
+    /// store can be (`store::slots`). `None`: unbounded (a local disk).
+    fn request_timeout(&self) -> Option<std::time::Duration> {
+        None
+    }
     /// Replaces `key` with `bytes` only if its version is `expected`.
     fn put_if_version_matches(
         &self,

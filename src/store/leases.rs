@@ -10,6 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::store::allocation::TokenRecord;
 use crate::store::Holder;
 
 /// Who holds an attempt, and when it last said so.
@@ -87,6 +88,37 @@ impl Lease {
     /// Whether the holder is certainly gone (see [`Holder::certainly_dead`]).
     pub fn holder_dead(&self) -> bool {
         self.holder().certainly_dead()
+    }
+
+    /// The first lease of the attempt holding `token`, as its token record
+    /// carries it (no beat yet, not finished): what a reader takes when
+    /// there is no `lease.json` yet. `None` for a record that carries none.
+    pub fn claimed(token: u64, record: &TokenRecord) -> Option<Lease> {
+        let (Some(h), Some(timeout_ms)) = (&record.holder, record.lease_timeout_ms) else {
+            return None;
+        };
+        Some(Lease {
+            engine_id: h.engine_id.clone(),
+            host: h.host.clone(),
+            pid: h.pid,
+            pid_start: h.pid_start,
+            boot_id: h.boot_id.clone(),
+            pid_ns: h.pid_ns.clone(),
+            run_id: record.run_id.clone(),
+            task: record.task.clone(),
+            attempt: record.attempt,
+            token,
+            beats: 0,
+            heartbeat_ms: record
+                .allocated_at
+                .parse::<jiff::Timestamp>()
+                .map_or(0, |t| t.as_millisecond()),
+            heartbeat_at: record.allocated_at.clone(),
+            timeout_ms,
+            finished: false,
+            process_tag: record.process_tag.clone(),
+            job_id: None,
+        })
     }
 }
 

@@ -121,6 +121,10 @@ pub struct SlotRecord {
 pub struct HeldSlot {
     slot: u32,
     generation: u64,
+    /// Taken before the last look that found `generation` the slot's
+    /// highest (the take's own write and listing, or [`GlobalPool::still_held`]'s),
+    /// on this host's clock ([`since_boot`]).
+    verified: Duration,
     /// Taken from an engine that died on this host: what it left running
     /// here must stop before the slot is used (a task's command dies with
     /// its engine; an escaped descendant would not).
@@ -161,6 +165,13 @@ pub struct GlobalPool {
     /// Launch keys: key → its latest generation seen here, and when this
     /// process first saw it (or wrote it, for its own).
     launches: Mutex<HashMap<u32, (u64, Instant)>>,
+    /// This engine's own heartbeat, as it landed: what lets a kept slot go
+    /// without a listing ([`GlobalPool::still_held`]). `None`: always list.
+    own_beats: Option<Arc<OwnBeats>>,
+    /// Slot → the last generation this process wrote there, and what: a
+    /// record is never rewritten, so when it is still the highest it need
+    /// not be read back.
+    written: Mutex<HashMap<u32, (u64, SlotRecord)>>,
 }
 
 /// (warehouse, pool, slot, generation) of a slot generation.
@@ -207,7 +218,17 @@ impl GlobalPool {
             scope,
             beats: Mutex::new(HashMap::new()),
             launches: Mutex::new(HashMap::new()),
+            own_beats: None,
+            written: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// This pool's engine beats through `own` ([`EngineBeat::start_watched`]):
+    /// a kept slot is checked by a listing only when those beats do not
+    /// prove it still this engine's.
+    pub fn with_own_beats(mut self, own: Arc<OwnBeats>) -> GlobalPool {
+        self.own_beats = Some(own);
+        self
     }
 
     fn key(&self, slot: u32, generation: u64) -> HeldKey {
@@ -242,7 +263,7 @@ impl GlobalPool {
         for n in 0..self.slots {
             let slot = (offset + n) % self.slots;
             let prefix = self.slot_prefix(slot);
-            let (generation, latest) = latest(&*self.backend, &prefix)?;
+            let (generation, latest) = self.latest_slot(slot)?;
             let mut from_dead_neighbour = false;
             let reclaimed_from = match &latest {
                 None => None,
@@ -272,11 +293,14 @@ impl GlobalPool {
             if !lock(held_here()).insert(self.key(slot, next)) {
                 continue;
             }
+            // Before the write and the listing that confirms it.
+            let verified = since_boot();
             let won = write_next(&*self.backend, &prefix, next, &record);
             if !matches!(won, Ok(true)) {
                 lock(held_here()).remove(&self.key(slot, next));
             }
             if won? {
+                lock(&self.written).insert(slot, (next, record.clone()));
                 if let (true, Some(gone)) = (from_dead_neighbour, &record.reclaimed_from) {
                     // Its heartbeat will never move again: collected (best
                     // effort; an engine elsewhere leaves its two beat keys).
@@ -285,6 +309,7 @@ impl GlobalPool {
                 return Ok(Some(HeldSlot {
                     slot,
                     generation: next,
+                    verified,
                     from_dead_neighbour,
                 }));
             }
@@ -299,23 +324,54 @@ impl GlobalPool {
     pub fn release(&self, held: HeldSlot, what: &str) -> Result<(), StoreError> {
         lock(held_here()).remove(&self.key(held.slot, held.generation));
         let record = self.record(SlotState::Free, what, None);
-        write_next(
-            &*self.backend,
-            &self.slot_prefix(held.slot),
-            held.generation + 1,
-            &record,
-        )
-        .map(|_| ())
+        let next = held.generation + 1;
+        let bytes = encode(&self.slot_prefix(held.slot), &record)?;
+        // One put, no listing after it (unlike a take): a release that
+        // recreates a collected generation below the highest (someone
+        // reclaimed the slot and moved on twice meanwhile) changes nothing,
+        // as the slot's state is its highest generation's; and collecting
+        // old generations is left to the takes, which list anyway.
+        let key = format!("{}/{}", self.slot_prefix(held.slot), gen_name(next));
+        if self.backend.put_if_absent_volatile(&key, &bytes)? {
+            lock(&self.written).insert(held.slot, (next, record));
+        }
+        Ok(())
+    }
+
+    /// The highest generation of `slot` and its record, not read again
+    /// when this process wrote it.
+    fn latest_slot(&self, slot: u32) -> Result<(u64, Option<SlotRecord>), StoreError> {
+        let prefix = self.slot_prefix(slot);
+        let Some(generation) = generations(&*self.backend, &prefix)?.pop() else {
+            return Ok((0, None));
+        };
+        if let Some((g, record)) = lock(&self.written).get(&slot) {
+            if *g == generation {
+                return Ok((generation, Some(record.clone())));
+            }
+        }
+        read_latest(&*self.backend, &prefix, generation)
     }
 
     /// Whether `held` is still this engine's, for handing it on to another
     /// attempt of this engine without giving it back: its generation is
     /// still the slot's highest (no one reclaimed it while this engine was
-    /// taken for dead). A listing, no write. `false`: it is someone else's
-    /// now, and forgotten here.
-    pub fn still_held(&self, held: &HeldSlot) -> Result<bool, StoreError> {
+    /// taken for dead). No request while this engine's own beats prove that
+    /// no other engine can have judged it silent since the slot was last
+    /// seen its own ([`OwnBeats::unbroken_since`]); else a listing, no
+    /// write. `false`: it is someone else's now, and forgotten here.
+    pub fn still_held(&self, held: &mut HeldSlot) -> Result<bool, StoreError> {
+        if self
+            .own_beats
+            .as_ref()
+            .is_some_and(|own| own.unbroken_since(held.verified))
+        {
+            return Ok(true);
+        }
+        let verified = since_boot();
         let highest = generations(&*self.backend, &self.slot_prefix(held.slot))?.pop();
         if highest == Some(held.generation) {
+            held.verified = verified;
             return Ok(true);
         }
         lock(held_here()).remove(&self.key(held.slot, held.generation));
@@ -379,6 +435,16 @@ fn latest(backend: &dyn Backend, prefix: &str) -> Result<(u64, Option<SlotRecord
     let Some(generation) = generations(backend, prefix)?.pop() else {
         return Ok((0, None));
     };
+    read_latest(backend, prefix, generation)
+}
+
+/// Generation `generation` under `prefix` and its record, the highest when
+/// listed; the highest again if it was collected since.
+fn read_latest(
+    backend: &dyn Backend,
+    prefix: &str,
+    generation: u64,
+) -> Result<(u64, Option<SlotRecord>), StoreError> {
     let key = format!("{prefix}/{}", gen_name(generation));
     match backend.get(&key)? {
         // Slot records are written whole but not fsynced: one that does
@@ -411,10 +477,7 @@ fn write_next(
     next: u64,
     record: &SlotRecord,
 ) -> Result<bool, StoreError> {
-    let bytes = serde_json::to_vec(record).map_err(|e| StoreError::Corrupt {
-        key: prefix.to_owned(),
-        message: e.to_string(),
-    })?;
+    let bytes = encode(prefix, record)?;
     if !backend.put_if_absent_volatile(&format!("{prefix}/{}", gen_name(next)), &bytes)? {
         return Ok(false);
     }
@@ -436,6 +499,13 @@ fn write_next(
     Ok(true)
 }
 
+fn encode(prefix: &str, record: &SlotRecord) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(record).map_err(|e| StoreError::Corrupt {
+        key: prefix.to_owned(),
+        message: e.to_string(),
+    })
+}
+
 /// Old generations of a slot collected together.
 const COLLECT_AT: usize = 8;
 
@@ -445,37 +515,181 @@ fn last_beat(backend: &dyn Backend, engine_id: &str) -> Result<Option<u64>, Stor
     Ok(generations(backend, &format!("{ENGINES}/{engine_id}"))?.pop())
 }
 
+/// Time since this host booted, suspended time included (Linux's
+/// `CLOCK_BOOTTIME`): a host that sleeps does not stop other engines'
+/// clocks, so it must not stop the one an engine judges its own beats by.
+/// Elsewhere, a monotonic clock.
+pub(crate) fn since_boot() -> Duration {
+    #[cfg(target_os = "linux")]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid timespec for the call to fill.
+        if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) } == 0 {
+            return Duration::new(
+                u64::try_from(ts.tv_sec).unwrap_or_default(),
+                u32::try_from(ts.tv_nsec).unwrap_or_default(),
+            );
+        }
+    }
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed()
+}
+
+/// When this engine's own beats landed, on its own clock: what proves,
+/// without a request, that no other engine can have taken a slot of this
+/// engine for a dead engine's.
+///
+/// Another engine takes the slot only once it has seen this engine's
+/// highest beat unchanged for [`SlotTiming::timeout`] of its own clock
+/// ([`GlobalPool::silent`]): its clock started after the reply to a
+/// listing that showed beat `b`, and read again after the reply to a later
+/// one that still showed `b`, served at most one request's time
+/// ([`Backend::request_timeout`]) before. So between those two listings,
+/// more than `timeout − request_timeout` apart (a tenth of `timeout` less,
+/// for the two clocks' rates), no beat above `b` landed: a gap at least
+/// that long between two consecutive landings of this engine's beats, or
+/// since its last one. That gap covers the moment `r` of the reclaimer's
+/// decision, and `r` comes after the reclaimer read the generation it
+/// replaces, written by this engine after `verified`. So if no gap of the
+/// limit ended after `verified` and the last beat landed less than the
+/// limit ago, no one has reclaimed it. A landing is known only within its
+/// request (between the first send of that beat and the reply confirming
+/// it), so a gap is measured from the previous beat's first send to this
+/// beat's reply. Beat numbers never repeat in a process, so another
+/// engine cannot take a later beat for one it watched in an earlier run.
+pub struct OwnBeats {
+    /// `None`: the store bounds no request (a local disk), so the reclaimer's
+    /// look may be arbitrarily stale and nothing is proved without a listing.
+    limit: Option<Duration>,
+    landings: Mutex<Landings>,
+}
+
+#[derive(Default)]
+struct Landings {
+    /// First send of the beat not confirmed yet.
+    pending: Option<Duration>,
+    /// First send of the newest confirmed beat.
+    last: Option<Duration>,
+    /// Reply to the newest beat that ended a gap of the limit or longer
+    /// (the first beat ends one).
+    broken: Option<Duration>,
+}
+
+impl OwnBeats {
+    /// For an engine whose pool slots are reclaimed after `timing.timeout`
+    /// of silence, through a store whose requests last `request_timeout`
+    /// at most.
+    pub fn new(timing: SlotTiming, request_timeout: Option<Duration>) -> OwnBeats {
+        let limit = request_timeout
+            .and_then(|r| timing.timeout.checked_sub(r + timing.timeout / 10))
+            .filter(|l| !l.is_zero());
+        OwnBeats {
+            limit,
+            landings: Mutex::new(Landings::default()),
+        }
+    }
+
+    fn sending(&self) {
+        let now = since_boot();
+        lock(&self.landings).pending.get_or_insert(now);
+    }
+
+    fn landed(&self) {
+        let now = since_boot();
+        let mut l = lock(&self.landings);
+        let sent = l.pending.take().unwrap_or(now);
+        let short = match (self.limit, l.last) {
+            (Some(limit), Some(last)) => now.saturating_sub(last) < limit,
+            _ => false,
+        };
+        if !short {
+            l.broken = Some(now);
+        }
+        l.last = Some(sent);
+    }
+
+    /// Whether no other engine can have judged this one silent since
+    /// `verified` (on [`since_boot`]'s clock).
+    pub fn unbroken_since(&self, verified: Duration) -> bool {
+        let Some(limit) = self.limit else {
+            return false;
+        };
+        let l = lock(&self.landings);
+        match (l.broken, l.last) {
+            (Some(broken), Some(last)) => {
+                broken < verified && since_boot().saturating_sub(last) < limit
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Beat numbers of this process: never repeated, whichever run beats.
+static NEXT_BEAT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// One engine's heartbeat in the warehouse: beat `n` is the key
 /// `_engines/<id>/<n>`; the two newest are kept.
 pub struct EngineBeat {
     backend: Arc<dyn Backend>,
     prefix: String,
     next: u64,
+    /// This beat's numbers written, the newest last (two at most).
+    written: Vec<u64>,
+    own: Arc<OwnBeats>,
 }
 
 impl EngineBeat {
     /// Starts beating for `engine_id` (writes its first beat).
     pub fn start(backend: Arc<dyn Backend>, engine_id: &str) -> Result<EngineBeat, StoreError> {
+        EngineBeat::start_watched(
+            backend,
+            engine_id,
+            Arc::new(OwnBeats::new(SlotTiming::default(), None)),
+        )
+    }
+
+    /// [`EngineBeat::start`], noting in `own` when each beat landed.
+    pub fn start_watched(
+        backend: Arc<dyn Backend>,
+        engine_id: &str,
+        own: Arc<OwnBeats>,
+    ) -> Result<EngineBeat, StoreError> {
         validate_segment(engine_id)?;
         let mut beat = EngineBeat {
             backend,
             prefix: format!("{ENGINES}/{engine_id}"),
-            next: 1,
+            next: NEXT_BEAT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            written: Vec::with_capacity(3),
+            own,
         };
         beat.beat()?;
         Ok(beat)
     }
 
+    /// Where this engine's beats are noted as they land.
+    pub fn own(&self) -> Arc<OwnBeats> {
+        Arc::clone(&self.own)
+    }
+
     /// One heartbeat.
     pub fn beat(&mut self) -> Result<(), StoreError> {
         let n = self.next;
+        self.own.sending();
+        // A beat that failed is sent again under its number: a first try
+        // that landed after all is then found, not written twice.
         self.backend
             .put_if_absent_volatile(&format!("{}/{}", self.prefix, gen_name(n)), b"")?;
-        self.next += 1;
-        if n > 2 {
+        self.own.landed();
+        self.next = NEXT_BEAT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.written.push(n);
+        if self.written.len() > 2 {
+            let old = self.written.remove(0);
             // One key: a delete, not a prefix's listing and then a delete.
             self.backend
-                .delete(&format!("{}/{}", self.prefix, gen_name(n - 2)))?;
+                .delete(&format!("{}/{}", self.prefix, gen_name(old)))?;
         }
         Ok(())
     }
@@ -659,6 +873,7 @@ mod tests {
             HeldSlot {
                 slot: 0,
                 generation: 1,
+                verified: Duration::ZERO,
                 from_dead_neighbour: false,
             },
             "t k1",

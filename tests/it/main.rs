@@ -42,6 +42,8 @@ mod s3;
 #[cfg(feature = "s3")]
 mod s3_evidence;
 #[cfg(feature = "s3")]
+mod s3_requests;
+#[cfg(feature = "s3")]
 mod s3_warehouse;
 mod schema;
 mod sensors;

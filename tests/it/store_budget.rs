@@ -11,12 +11,17 @@ use crate::s3::{endpoint, new_bucket};
 use crate::s3_evidence::{weir_s3, FaultProxy};
 use crate::support::{ok, stdout};
 
-/// Requests per published instance at most: 16.8-17.6 measured here on 6
-/// partitions (17.9-18.5 before the allocation stopped reading the log
-/// again after its token; bench/s3.sh: 28 before issue 28; the spread is
-/// the global pool's). The issue asks for 10, which is not met
-/// (BENCHMARKS.md, "S3: requests and scale", says where the rest go).
-const PUBLISHED_BUDGET: f64 = 18.0;
+/// Requests per published instance at most: 13.6-14.7 measured here on 6
+/// partitions, the most under load (more pool slots given back and taken
+/// again when the engine's own work between launches outlasts the 20 ms
+/// linger) (16.8-17.6 before a kept pool slot went on without a
+/// listing, a published attempt stopped uploading `candidate.json` and its
+/// first lease rode in its token record; 17.9-18.5 before the allocation
+/// stopped reading the log again after its token; bench/s3.sh: 28 before
+/// issue 28; the spread is the global pool's). The issue asks for 10, which
+/// is not met (BENCHMARKS.md, "S3: requests and scale", says where the rest
+/// go).
+const PUBLISHED_BUDGET: f64 = 15.5;
 
 /// Requests per already-current instance at most: 4.6 measured (5.8
 /// before); the issue asks for 1, not met either.
@@ -157,6 +162,33 @@ fn requests_per_published_and_current_instance_stay_within_budget() {
             && l.contains("/log/")),
         0,
         "`up`'s records are kept by the process that wrote them"
+    );
+    // A published attempt uploads no audit report and no first lease (its
+    // token record carries it); its commands run shorter than a heartbeat,
+    // so no lease is renewed either.
+    assert_eq!(
+        matching(&published, |l| l.contains("candidate.json")
+            || l.contains("lease.json")),
+        0,
+        "{}",
+        published.join("\n")
+    );
+    // A kept pool slot goes on without a listing while the engine beats:
+    // slots are listed when taken from the warehouse (before and after the
+    // take's put; a release is a put alone), not at every launch on a
+    // kept slot (one listing per launch, 12 here, before): about one
+    // listing per slot record written (takes and releases pair up), and
+    // a few more when a take looks at a slot held already.
+    let slot_listings = matching(&published, |l| {
+        l.contains("%2fslots%2f") && l.contains("list-type=2")
+    });
+    let slot_records = matching(&published, |l| {
+        l.starts_with("put ") && l.contains("/slots/")
+    });
+    assert!(
+        slot_listings < slot_records + PARTITIONS,
+        "{slot_listings} listings of pool slots, {slot_records} slot records written:\n{}",
+        published.join("\n")
     );
 
     let again = weir_s3(dir, &proxy.endpoint, &url, &["run", "m.toml"])

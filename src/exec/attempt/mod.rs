@@ -37,7 +37,7 @@ use crate::manifest::Task;
 use crate::store::layout::{self, DATA_DIR};
 use crate::store::{
     CommitKind, FencingToken, FileSum, Generation, NewCommit, PartitionStore, PublishError,
-    StoreError, TokenOwner,
+    StoreError, TokenOwner, TokenRecord,
 };
 
 /// How an attempt ended, for the scheduler.
@@ -300,6 +300,11 @@ fn steps(
     );
     if matches!(outcome, AttemptOutcome::Published { .. }) {
         claim.heartbeat.committed();
+    } else {
+        // Unpublished, its audit report is the evidence of what it read
+        // and made for every host (`explain`); a published one's is its
+        // commit record (best effort).
+        let _ = store.upload_evidence(token);
     }
     Ok(outcome)
 }
@@ -331,8 +336,17 @@ fn claim(
         task: at.task.name.clone(),
         attempt: at.number,
     };
+    // On an object store the token's record is also the first lease
+    // (`lease::Heartbeat::start`). The lease names the task's process tag,
+    // for an engine that takes over from us.
+    let tag = tree::new_tag();
+    let timeout_ms = u64::try_from(lease::timeout(at.task).as_millis()).unwrap_or(u64::MAX);
+    let record = match store.is_remote() {
+        true => TokenRecord::new(&owner).with_lease(tag.clone(), timeout_ms),
+        false => TokenRecord::new(&owner),
+    };
     let allocation = store
-        .allocate(&owner)
+        .allocate_for(&record)
         .map_err(|e| at.fail(None, format!("cannot allocate a token: {}", chain(&e))))?;
     let token = allocation.token;
     let dir = store.prepare_attempt(token).map_err(|e| {
@@ -341,7 +355,6 @@ fn claim(
             format!("cannot create the staging directory: {}", chain(&e)),
         )
     })?;
-    let tag = tree::new_tag();
     let mut lease = lease::Lease::new(at.cx, at.task, at.number, token);
     lease.process_tag = Some(tag.clone());
     let heartbeat = lease::Heartbeat::start(store, token, lease, at.task.heartbeat);

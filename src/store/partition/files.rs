@@ -67,13 +67,20 @@ impl PartitionStore {
     /// a remote warehouse, so that `explain` on any host shows a failed
     /// attempt's stderr. Nothing to do for a local warehouse.
     pub fn upload_evidence(&self, token: FencingToken) -> Result<(), StoreError> {
+        self.upload_named(
+            token,
+            &[CANDIDATE_FILE, layout::STDOUT_LOG, layout::STDERR_LOG],
+        )
+    }
+
+    fn upload_named(&self, token: FencingToken, names: &[&str]) -> Result<(), StoreError> {
         self.check()?;
         if self.remote.is_none() {
             return Ok(());
         }
         let key = self.attempt_key(token);
         let dir = self.attempt_dir(token);
-        for evidence in [CANDIDATE_FILE, layout::STDOUT_LOG, layout::STDERR_LOG] {
+        for &evidence in names {
             let path = dir.join(evidence);
             // An empty log says nothing a missing one does not
             // (`read_evidence` finds neither): not a request per instance
@@ -103,8 +110,8 @@ impl PartitionStore {
 
     /// Uploads an attempt's audited files (`<publication>/data/<name>`,
     /// `publication` the key its commit record names as `attempt_dir`: the
-    /// attempt dir, or a Delta table's directory below it) and its evidence
-    /// (`candidate.json`, the logs) from its local staging directory to a
+    /// attempt dir, or a Delta table's directory below it) and its logs
+    /// from its local staging directory to a
     /// remote warehouse: the commit record may name only what the store
     /// holds. A file the store checked against its SHA-256 on upload
     /// ([`Backend::put_file_checked`]) is not read again; every other one
@@ -136,7 +143,13 @@ impl PartitionStore {
                 unchecked.push(sum);
             }
         }
-        self.upload_evidence(token)?;
+        // The logs only: `candidate.json` says nothing a published
+        // attempt's commit record does not (rows, digest, files and sums,
+        // snapshot, code) but the passed gates' outcomes and the columns,
+        // which no reader of the store shows and this host's staging keeps;
+        // an attempt that does not publish uploads it after all
+        // ([`PartitionStore::upload_evidence`], `exec::attempt`).
+        self.upload_named(token, &[layout::STDOUT_LOG, layout::STDERR_LOG])?;
         let check = dir.join(format!(".{}.check-{}", unique(), std::process::id()));
         let verified = (|| {
             for sum in unchecked {

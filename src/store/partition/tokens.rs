@@ -50,9 +50,13 @@ impl PartitionStore {
     /// and a token not above the newest record then is left unused and
     /// allocation goes on above that record.
     pub fn allocate(&self, owner: &TokenOwner) -> Result<Allocation, StoreError> {
+        self.allocate_for(&TokenRecord::new(owner))
+    }
+
+    /// [`PartitionStore::allocate`], writing `record` as the token's.
+    pub fn allocate_for(&self, record: &TokenRecord) -> Result<Allocation, StoreError> {
         self.check()?;
-        let record = TokenRecord::new(owner);
-        let bytes = serde_json::to_vec(&record).map_err(|e| StoreError::Corrupt {
+        let bytes = serde_json::to_vec(record).map_err(|e| StoreError::Corrupt {
             key: layout::tokens_prefix(&self.prefix),
             message: format!("cannot encode token record: {e}"),
         })?;

@@ -21,8 +21,10 @@
 //! `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, and `AWS_ALLOW_HTTP=true`
 //! for a local server on plain http.
 
+mod timeouts;
 mod wire;
 
+use timeouts::{humantime_secs, CONNECT_TIMEOUT, MAX_RETRIES, REQUEST_TIMEOUT, RETRY_BUDGET};
 use wire::{elements, encode, percent_decode, tag, Refused};
 
 use std::sync::Arc;
@@ -356,6 +358,12 @@ impl S3Backend {
 }
 
 impl Backend for S3Backend {
+    fn request_timeout(&self) -> Option<std::time::Duration> {
+        // The client built from the environment (the one with `raw`) is
+        // the one given REQUEST_TIMEOUT; a store given by a test is not.
+        self.raw.as_ref().map(|_| REQUEST_TIMEOUT)
+    }
+
     fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
         let path = self.path(key)?;
         let put = self.store.put_opts(
@@ -748,27 +756,6 @@ const PART: usize = 16 << 20;
 
 /// Keys in one page of S3's ListObjectsV2 (its default and maximum).
 const LIST_PAGE: usize = 1000;
-
-/// The longest one request may take, from connecting to the last byte of
-/// its reply: a 16 MiB part needs 1.6 MB/s to fit.
-const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// The longest a connection may take to open.
-const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
-
-/// A failed request (5xx, reset, a timeout of one safe to repeat) is
-/// retried at most this many times...
-const MAX_RETRIES: usize = 3;
-
-/// ...and only while this long has passed since the call's first try: with
-/// REQUEST_TIMEOUT, a call ends within 25 s, below the default lease timeout
-/// of 30 s.
-const RETRY_BUDGET: std::time::Duration = std::time::Duration::from_secs(15);
-
-/// A duration as object_store's configuration parses it.
-fn humantime_secs(d: std::time::Duration) -> String {
-    format!("{}s", d.as_secs())
-}
 
 /// Parts of one upload sent at once.
 const PARTS_IN_FLIGHT: usize = 4;
