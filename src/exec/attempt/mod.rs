@@ -174,6 +174,19 @@ impl Attempt<'_, '_> {
         }
     }
 
+    /// The command exited 0 after `elapsed_ms`: SUCCESS.
+    fn succeeded(&self, token: FencingToken, elapsed_ms: u64) {
+        self.cx.emit(
+            State::Success,
+            self.event(token)
+                .detail(format!(
+                    "exit code 0 after {}",
+                    crate::manifest::duration::human(std::time::Duration::from_millis(elapsed_ms))
+                ))
+                .data(json!({ "duration_ms": elapsed_ms })),
+        );
+    }
+
     /// Ended with `ending`, told as FAILED.
     fn failed(&self, ending: Ending, token: FencingToken) -> AttemptOutcome {
         self.cx
@@ -260,15 +273,7 @@ fn steps(
     }
     // Success: the code was fingerprinted at launch.
     let code = launched.unwrap_or_default();
-    at.cx.emit(
-        State::Success,
-        at.event(token)
-            .detail(format!(
-                "exit code 0 after {}",
-                crate::manifest::duration::human(std::time::Duration::from_millis(elapsed_ms))
-            ))
-            .data(json!({ "duration_ms": elapsed_ms })),
-    );
+    at.succeeded(token, elapsed_ms);
     drop(permit);
     if let Err(e) = at
         .cx
