@@ -16,18 +16,43 @@ pub(super) struct Job<'m> {
     pub(super) resume_since: Option<i64>,
     pub(super) upstream_only: bool,
     pub(super) allow_uncertified: bool,
+    /// The scheduling pass's listing of the task's markers showed none for
+    /// this partition: its marker is not read again (`marks::listed`).
+    pub(super) marker_listed_absent: bool,
+}
+
+/// What a job reports: the snapshot kept for a retry, the outcome, and
+/// whether a marker stood when the instance started (then a publication
+/// clears it).
+pub(super) struct Ran {
+    pub(super) snapshot: Option<InputSnapshot>,
+    pub(super) outcome: Outcome,
+    pub(super) marker_found: bool,
 }
 
 impl Job<'_> {
     /// The command runs holding one of `slots`.
-    pub(super) fn run(
+    pub(super) fn run(self, cx: &Context<'_>, slots: &pool::Slots) -> Ran {
+        let mut marker_found = false;
+        let (snapshot, outcome) = self.decide(cx, slots, &mut marker_found);
+        Ran {
+            snapshot,
+            outcome,
+            marker_found,
+        }
+    }
+
+    fn decide(
         self,
         cx: &Context<'_>,
         slots: &pool::Slots,
+        marker_found: &mut bool,
     ) -> (Option<InputSnapshot>, Outcome) {
         let (task, partition) = (self.task, self.partition);
-        // An operator decision from an earlier run, read once per instance.
-        let mark = if self.first {
+        // An operator decision from an earlier run, read once per instance
+        // (no GET when this pass's listing of the task's markers, taken
+        // as the instance was started, showed none).
+        let mark = if self.first && !self.marker_listed_absent {
             match marks::read(&cx.warehouse, &task.name, partition) {
                 Ok(mark) => mark,
                 Err(e) => {
@@ -43,6 +68,7 @@ impl Job<'_> {
         } else {
             None
         };
+        *marker_found = mark.is_some();
         if let Some(mark) = mark
             .as_ref()
             .filter(|m| matches!(m.mark, Mark::Held | Mark::Abandoned | Mark::Accepted))
@@ -108,7 +134,11 @@ impl Job<'_> {
             let same = mark
                 .changed_since(&snapshot.digest(), code_version, fingerprint)
                 .is_empty();
-            if mark.mark == Mark::Quarantined && same && !self.force {
+            if mark.mark == Mark::Quarantined
+                && same
+                && !self.force
+                && !moot(cx, task, partition, &snapshot, fingerprint)
+            {
                 return (
                     Some(snapshot),
                     Outcome::Marked {
@@ -194,6 +224,28 @@ impl Job<'_> {
         );
         (keep.then_some(snapshot), Outcome::Attempt(outcome))
     }
+}
+
+/// Whether a quarantine of this very snapshot and code stands over a
+/// publication of them, and is cleared: nothing is left to retry. Another
+/// engine's attempt can fail and quarantine while this instance publishes
+/// (a publication clears only a marker read at its start, see
+/// `Scheduler::finish`); left standing, it would hold a current instance
+/// and its downstream. An error reading the log or clearing the marker
+/// leaves the quarantine standing.
+fn moot(
+    cx: &Context<'_>,
+    task: &Task,
+    partition: &str,
+    snapshot: &InputSnapshot,
+    fingerprint: &str,
+) -> bool {
+    let store = cx.warehouse.partition(&task.output.dataset, partition);
+    let current = matches!(
+        store.latest(),
+        Ok(Some(latest)) if is_current(&latest, snapshot, &task.code_version, fingerprint)
+    );
+    current && marks::clear(&cx.warehouse, &task.name, partition).is_ok()
 }
 
 /// What an ALREADY_PUBLISHED event names: the generation and the run that
