@@ -19,6 +19,8 @@ pub(super) struct Job<'m> {
     /// The scheduling pass's listing of the task's markers showed none for
     /// this partition: its marker is not read again (`marks::listed`).
     pub(super) marker_listed_absent: bool,
+    /// The pass's listing of its upstreams' certification marks.
+    pub(super) certs: std::sync::Arc<crate::store::certs::Listed>,
 }
 
 /// What a job reports: the snapshot kept for a retry, the outcome, and
@@ -99,13 +101,14 @@ impl Job<'_> {
         }
         let snapshot = match self.snapshot {
             Some(s) => s,
-            None => match crate::inputs::pin(
+            None => match crate::inputs::pin_with(
                 cx.manifest,
                 &cx.warehouse,
                 task,
                 partition,
                 self.allow_uncertified,
                 cx.now,
+                &self.certs,
             ) {
                 Ok(s) => s,
                 Err(e) if e.is_external() => {

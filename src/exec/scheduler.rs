@@ -4,6 +4,10 @@
 
 use super::*;
 
+use std::sync::Arc;
+
+use crate::store::certs::Listed;
+
 pub(super) struct Scheduler<'c, 'a> {
     pub(super) cx: &'c Context<'a>,
     pub(super) plan: &'c Plan,
@@ -122,13 +126,14 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         let mut actions = self.machine.begin(&dag, stop, ms());
         std::thread::scope(|scope| loop {
             let mut wait = None;
-            let absent = self.markers_absent(&actions);
+            let (absent, certs) = self.pass_looks(&actions);
             for action in std::mem::take(&mut actions) {
                 match action {
                     machine::RunAction::Queue(id) => self.enqueue(id),
                     machine::RunAction::Start(id) => {
                         let slots = &pool_slots[machine::Graph::pool(&dag, id)];
-                        self.start(scope, id, tx.clone(), slots, absent.contains(&id));
+                        let looks = (absent.contains(&id), Arc::clone(&certs));
+                        self.start(scope, id, tx.clone(), slots, looks);
                     }
                     machine::RunAction::Skip { instance, cause } => self.skipped(instance, cause),
                     machine::RunAction::WaitUntil(at) => wait = Some(at),
@@ -202,15 +207,19 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         machine::RunInput::Report { instance, verdict }
     }
 
-    /// The instances among `actions`' first starts whose marker is known
-    /// absent: for each task with several instances starting in this pass,
-    /// one listing of its markers (`marks::listed`) stands for each
-    /// instance's read, taken as it is started, as the read was. An
-    /// operator's marker written before this pass (a rollback's HELD) is
-    /// in the listing; one written after it, as after a read. A task with
-    /// one instance starting reads that marker (one GET, as before), and a
-    /// listing that fails leaves each instance to read its own.
-    fn markers_absent(&self, actions: &[machine::RunAction]) -> HashSet<usize> {
+    /// What this pass reads once for the instances it starts together: for
+    /// each task with several first attempts among `actions`, one listing
+    /// of its markers (`marks::listed`), standing for each instance's read
+    /// of its marker (the instances whose marker is known absent are
+    /// returned), and one listing of the certification marks of each
+    /// upstream dataset they read (`certs::Listed`), standing for each
+    /// pin's read. Both are taken as the instances are started, as the
+    /// reads were: an operator's marker or `uncertify` made before this
+    /// pass (a rollback's HELD) is in the listing; one made after it, as
+    /// after a read. A task with one instance starting reads its own (one
+    /// GET, as before), and a listing that fails leaves each instance to
+    /// read its own.
+    fn pass_looks(&self, actions: &[machine::RunAction]) -> (HashSet<usize>, Arc<Listed>) {
         let mut by_task: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
         for action in actions {
             if let machine::RunAction::Start(id) = *action {
@@ -220,7 +229,15 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             }
         }
         let mut absent = HashSet::new();
+        let mut certs = Listed::default();
         for (task, ids) in by_task.into_iter().filter(|(_, ids)| ids.len() > 1) {
+            if !self.options.allow_uncertified {
+                for input in &self.cx.manifest.tasks[task].inputs {
+                    if matches!(input.source, crate::manifest::InputSource::Task(_)) {
+                        certs.list(&self.cx.warehouse, &input.dataset);
+                    }
+                }
+            }
             let Ok(names) = marks::listed(&self.cx.warehouse, task) else {
                 continue;
             };
@@ -229,7 +246,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                     .filter(|&id| !names.contains(&marks::listed_name(self.names(id).1))),
             );
         }
-        absent
+        (absent, Arc::new(certs))
     }
 
     pub(super) fn start<'s>(
@@ -238,7 +255,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         id: usize,
         tx: mpsc::Sender<Option<Report>>,
         slots: &'s pool::Slots,
-        marker_listed_absent: bool,
+        (marker_listed_absent, certs): (bool, Arc<Listed>),
     ) where
         'c: 's,
     {
@@ -265,6 +282,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             },
             allow_uncertified: self.options.allow_uncertified,
             marker_listed_absent,
+            certs,
         };
         let cx = self.cx;
         scope.spawn(move || {
