@@ -190,3 +190,58 @@ fn a_publication_clears_the_marker_that_stood_when_it_started() {
     assert!(text.contains("1 task instance: 1 published"), "{text}");
     assert!(!marker.exists(), "the marker read at the start stands");
 }
+
+// On S3: `weir rollback` between two runs holds the instance it rolled
+// back, and the next run's pass, which starts the three `fan` instances
+// together and lists `fan`'s markers once instead of reading each, sees
+// the HELD marker: the rolled-back instance is not rebuilt, even forced,
+// and the two others are.
+#[cfg_attr(
+    not(any(weir_has_s3, weir_ci)),
+    ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
+)]
+#[test]
+fn a_rollback_between_runs_is_held_by_the_pass_that_lists_the_markers_on_s3() {
+    use crate::s3::{endpoint, new_bucket};
+    use crate::s3_evidence::weir_s3;
+    let Some(endpoint) = endpoint() else { return };
+    let url = format!("s3://{}/wh", new_bucket(&endpoint));
+    let sb = Sandbox::new(&manifest(false));
+    sb.script(
+        "seed.sh",
+        "printf 'id\\n1\\n' > \"$WEIR_OUTPUT_DIR/seed.csv\"\n",
+    );
+    let weir = |args: &[&str]| weir_s3(sb.path(), &endpoint, &url, args).output().unwrap();
+    ok(&weir(&["run", "m.toml"]));
+    ok(&weir(&["run", "m.toml", "--task", "fan", "--force"]));
+    ok(&weir(&["rollback", "m.toml", "fan", "--partition", "us"]));
+    let generation = |partition: &str| {
+        let out = weir(&[
+            "history",
+            "m.toml",
+            "fan",
+            "--partition",
+            partition,
+            "--json",
+        ]);
+        let doc: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
+        doc.as_array()
+            .or_else(|| doc["generations"].as_array())
+            .map_or(0, Vec::len)
+    };
+    assert_eq!(generation("us"), 3, "the rollback is generation 3");
+
+    let out = weir(&["run", "m.toml", "--task", "fan", "--force"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("2 published, 1 held") && text.contains("fan us: since run"),
+        "{text}"
+    );
+    assert_eq!(
+        generation("us"),
+        3,
+        "the held instance was rebuilt:\n{text}"
+    );
+    assert_eq!(generation("eu"), 3, "{text}");
+    assert_eq!(generation("ap"), 3, "{text}");
+}
