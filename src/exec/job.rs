@@ -16,20 +16,46 @@ pub(super) struct Job<'m> {
     pub(super) resume_since: Option<i64>,
     pub(super) upstream_only: bool,
     pub(super) allow_uncertified: bool,
+    /// The scheduling pass's listing of the task's markers showed none for
+    /// this partition: its marker is not read again (`marks::listed`).
+    pub(super) marker_listed_absent: bool,
+    /// The pass's listing of its upstreams' certification marks.
+    pub(super) certs: std::sync::Arc<crate::store::certs::Listed>,
+}
+
+/// What a job reports: the snapshot kept for a retry, the outcome, and
+/// whether a marker stood when the instance started (then a publication
+/// clears it).
+pub(super) struct Ran {
+    pub(super) snapshot: Option<InputSnapshot>,
+    pub(super) outcome: Outcome,
+    pub(super) marker_found: bool,
 }
 
 impl Job<'_> {
     /// The command runs holding one of `slots`.
-    pub(super) fn run(
+    pub(super) fn run(self, cx: &Context<'_>, slots: &pool::Slots) -> Ran {
+        let mut marker_found = false;
+        let (snapshot, outcome) = self.decide(cx, slots, &mut marker_found);
+        Ran {
+            snapshot,
+            outcome,
+            marker_found,
+        }
+    }
+
+    fn decide(
         mut self,
         cx: &Context<'_>,
         slots: &pool::Slots,
+        marker_found: &mut bool,
     ) -> (Option<InputSnapshot>, Outcome) {
         let (task, partition) = (self.task, self.partition);
         let mark = match self.read_mark(cx) {
             Ok(mark) => mark,
             Err(outcome) => return (None, outcome),
         };
+        *marker_found = mark.is_some();
         if let Some(outcome) = mark.as_ref().and_then(|m| self.held(cx, m)) {
             return (None, outcome);
         }
@@ -45,7 +71,11 @@ impl Job<'_> {
             let same = mark
                 .changed_since(&snapshot.digest(), code_version, fingerprint)
                 .is_empty();
-            if mark.mark == Mark::Quarantined && same && !self.force {
+            if mark.mark == Mark::Quarantined
+                && same
+                && !self.force
+                && !moot(cx, task, partition, &snapshot, fingerprint)
+            {
                 return (
                     Some(snapshot),
                     Outcome::Marked {
@@ -91,12 +121,13 @@ impl Job<'_> {
     }
 
     /// An operator decision from an earlier run, read once per instance
-    /// (on its first attempt).
+    /// (on its first attempt; no GET when this pass's listing of the task's
+    /// markers, taken as the instance was started, showed none).
     // The Err is the job's outcome, returned at most once per attempt:
     // boxing it would buy nothing.
     #[allow(clippy::result_large_err)]
     fn read_mark(&self, cx: &Context<'_>) -> Result<Option<InstanceMark>, Outcome> {
-        if !self.first {
+        if !self.first || self.marker_listed_absent {
             return Ok(None);
         }
         marks::read(&cx.warehouse, &self.task.name, self.partition).map_err(|e| {
@@ -141,13 +172,14 @@ impl Job<'_> {
             readiness::Readiness::NotYet(n) => return Err(Outcome::NotReady(n)),
             readiness::Readiness::Failed(f) => return Err(Outcome::SensorFailed(f)),
         }
-        match crate::inputs::pin(
+        match crate::inputs::pin_with(
             cx.manifest,
             &cx.warehouse,
             task,
             partition,
             self.allow_uncertified,
             cx.now,
+            &self.certs,
         ) {
             Ok(s) => Ok(s),
             Err(e) if e.is_external() => {
@@ -224,6 +256,28 @@ impl Job<'_> {
         }
         false
     }
+}
+
+/// Whether a quarantine of this very snapshot and code stands over a
+/// publication of them, and is cleared: nothing is left to retry. Another
+/// engine's attempt can fail and quarantine while this instance publishes
+/// (a publication clears only a marker read at its start, see
+/// `Scheduler::finish`); left standing, it would hold a current instance
+/// and its downstream. An error reading the log or clearing the marker
+/// leaves the quarantine standing.
+fn moot(
+    cx: &Context<'_>,
+    task: &Task,
+    partition: &str,
+    snapshot: &InputSnapshot,
+    fingerprint: &str,
+) -> bool {
+    let store = cx.warehouse.partition(&task.output.dataset, partition);
+    let current = matches!(
+        store.latest(),
+        Ok(Some(latest)) if is_current(&latest, snapshot, &task.code_version, fingerprint)
+    );
+    current && marks::clear(&cx.warehouse, &task.name, partition).is_ok()
 }
 
 /// What an ALREADY_PUBLISHED event names: the generation and the run that

@@ -45,7 +45,7 @@ mod timer;
 pub mod tree;
 mod waiting;
 
-use job::{panic_message, Job};
+use job::{panic_message, Job, Ran};
 use scheduler::Scheduler;
 
 use std::collections::HashSet;
@@ -339,6 +339,8 @@ struct Report {
     instance: usize,
     snapshot: Option<InputSnapshot>,
     outcome: Outcome,
+    /// A marker stood when the instance started.
+    marker_found: bool,
 }
 
 enum Outcome {

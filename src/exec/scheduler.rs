@@ -4,6 +4,10 @@
 
 use super::*;
 
+use std::sync::Arc;
+
+use crate::store::certs::Listed;
+
 pub(super) struct Scheduler<'c, 'a> {
     pub(super) cx: &'c Context<'a>,
     pub(super) plan: &'c Plan,
@@ -24,6 +28,10 @@ pub(super) struct Scheduler<'c, 'a> {
     pub(super) budget: RetryBudget,
     pub(super) rng: fastrand::Rng,
     pub(super) marker_errors: std::cell::RefCell<Vec<String>>,
+    /// Whether a marker may stand for each instance: one was read when it
+    /// started, or this run wrote one. Only then does a publication clear
+    /// it (one request saved per published instance otherwise).
+    pub(super) marked: Vec<std::cell::Cell<bool>>,
     /// The stop request seen, if any: nothing more is admitted.
     pub(super) interrupted: Option<interrupt::Signal>,
     /// Readiness checks that found each instance's inputs not ready.
@@ -76,6 +84,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 .seed
                 .map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed),
             marker_errors: std::cell::RefCell::new(Vec::new()),
+            marked: (0..n).map(|_| std::cell::Cell::new(false)).collect(),
             interrupted: None,
             checks: vec![0; n],
             wait_until: options.wait.map(crate::clock::instant_after),
@@ -117,12 +126,14 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         let mut actions = self.machine.begin(&dag, stop, ms());
         std::thread::scope(|scope| loop {
             let mut wait = None;
+            let (absent, certs) = self.pass_looks(&actions);
             for action in std::mem::take(&mut actions) {
                 match action {
                     machine::RunAction::Queue(id) => self.enqueue(id),
                     machine::RunAction::Start(id) => {
                         let slots = &pool_slots[machine::Graph::pool(&dag, id)];
-                        self.start(scope, id, tx.clone(), slots);
+                        let looks = (absent.contains(&id), Arc::clone(&certs));
+                        self.start(scope, id, tx.clone(), slots, looks);
                     }
                     machine::RunAction::Skip { instance, cause } => self.skipped(instance, cause),
                     machine::RunAction::WaitUntil(at) => wait = Some(at),
@@ -144,18 +155,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
             };
             let input = match got {
-                Ok(Some(report)) => {
-                    let instance = report.instance;
-                    let verdict = match self.finish(report) {
-                        machine::Verdict::Retry { .. } => machine::Verdict::Retry {
-                            at: ms().saturating_add(
-                                u64::try_from(self.retry_in.as_millis()).unwrap_or(u64::MAX),
-                            ),
-                        },
-                        v => v,
-                    };
-                    machine::RunInput::Report { instance, verdict }
-                }
+                Ok(Some(report)) => self.report(report, ms()),
                 // Woken by a stop request, or a retry is due.
                 Ok(None) | Err(mpsc::RecvTimeoutError::Timeout) => machine::RunInput::Clock,
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
@@ -173,7 +173,80 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 let _ = self.machine.step(&dag, machine::RunInput::Stop, ms());
             }
             actions = self.machine.step(&dag, input, ms());
+            // The reports already in, decided in the same pass: the
+            // instances they free start together, and their markers are
+            // read in one listing (`markers_absent`). Each step ends with
+            // the machine's whole state (`WaitUntil`), so the last one's is
+            // what the loop waits for.
+            // A stop request or a lost event log ends the draining: the
+            // loop's head then stops the machine before admitting more.
+            while !self.machine.stopping()
+                && !actions.contains(&machine::RunAction::Finished)
+                && interrupt::requested().is_none()
+                && !self.cx.log_failed()
+            {
+                let Ok(Some(report)) = rx.try_recv() else {
+                    break;
+                };
+                let input = self.report(report, ms());
+                actions.extend(self.machine.step(&dag, input, ms()));
+            }
         });
+    }
+
+    /// The machine's input for a report (its events and markers written).
+    fn report(&mut self, report: Report, now: u64) -> machine::RunInput {
+        let instance = report.instance;
+        let verdict = match self.finish(report) {
+            machine::Verdict::Retry { .. } => machine::Verdict::Retry {
+                at: now
+                    .saturating_add(u64::try_from(self.retry_in.as_millis()).unwrap_or(u64::MAX)),
+            },
+            v => v,
+        };
+        machine::RunInput::Report { instance, verdict }
+    }
+
+    /// What this pass reads once for the instances it starts together: for
+    /// each task with several first attempts among `actions`, one listing
+    /// of its markers (`marks::listed`), standing for each instance's read
+    /// of its marker (the instances whose marker is known absent are
+    /// returned), and one listing of the certification marks of each
+    /// upstream dataset they read (`certs::Listed`), standing for each
+    /// pin's read. Both are taken as the instances are started, as the
+    /// reads were: an operator's marker or `uncertify` made before this
+    /// pass (a rollback's HELD) is in the listing; one made after it, as
+    /// after a read. A task with one instance starting reads its own (one
+    /// GET, as before), and a listing that fails leaves each instance to
+    /// read its own.
+    fn pass_looks(&self, actions: &[machine::RunAction]) -> (HashSet<usize>, Arc<Listed>) {
+        let mut by_task: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
+        for action in actions {
+            if let machine::RunAction::Start(id) = *action {
+                if self.attempts[id] == 0 {
+                    by_task.entry(self.names(id).0).or_default().push(id);
+                }
+            }
+        }
+        let mut absent = HashSet::new();
+        let mut certs = Listed::default();
+        for (task, ids) in by_task.into_iter().filter(|(_, ids)| ids.len() > 1) {
+            if !self.options.allow_uncertified {
+                for input in &self.cx.manifest.tasks[task].inputs {
+                    if matches!(input.source, crate::manifest::InputSource::Task(_)) {
+                        certs.list(&self.cx.warehouse, &input.dataset);
+                    }
+                }
+            }
+            let Ok(names) = marks::listed(&self.cx.warehouse, task) else {
+                continue;
+            };
+            absent.extend(
+                ids.into_iter()
+                    .filter(|&id| !names.contains(&marks::listed_name(self.names(id).1))),
+            );
+        }
+        (absent, Arc::new(certs))
     }
 
     pub(super) fn start<'s>(
@@ -182,6 +255,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         id: usize,
         tx: mpsc::Sender<Option<Report>>,
         slots: &'s pool::Slots,
+        (marker_listed_absent, certs): (bool, Arc<Listed>),
     ) where
         'c: 's,
     {
@@ -207,6 +281,8 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 self.plan.is_added(t, i)
             },
             allow_uncertified: self.options.allow_uncertified,
+            marker_listed_absent,
+            certs,
         };
         let cx = self.cx;
         scope.spawn(move || {
@@ -216,17 +292,23 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             // forever, deaf to SIGINT. Unwinding has released its slot,
             // lease and staging copies (their `Drop`s).
             let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run(cx, slots)));
-            let (snapshot, outcome) = ran.unwrap_or_else(|panic| {
+            let ran = ran.unwrap_or_else(|panic| {
                 let reason = format!(
                     "the engine panicked in attempt {attempt}: {}",
                     panic_message(panic.as_ref())
                 );
-                (None, Outcome::Engine(reason))
+                Ran {
+                    snapshot: None,
+                    outcome: Outcome::Engine(reason),
+                    // Unknown: cleared on a later publication, as before.
+                    marker_found: true,
+                }
             });
             let _ = tx.send(Some(Report {
                 instance: id,
-                snapshot,
-                outcome,
+                snapshot: ran.snapshot,
+                outcome: ran.outcome,
+                marker_found: ran.marker_found,
             }));
         });
     }
@@ -241,6 +323,9 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             self.budget.record_first_attempt();
         }
         self.snapshots[id] = report.snapshot;
+        if report.marker_found {
+            self.marked[id].set(true);
+        }
         let (task_name, partition) = self.names(id);
         let result = match report.outcome {
             // A lost race that left the partition with what this attempt
@@ -251,7 +336,16 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 AttemptOutcome::AlreadyPublished | AttemptOutcome::Stale { current: true },
             ) => InstanceResult::AlreadyPublished,
             Outcome::Attempt(AttemptOutcome::Published { unsure }) => {
-                if let Err(e) = marks::clear(&self.cx.warehouse, task_name, partition) {
+                // A marker another engine wrote while this one ran stays:
+                // an operator's HELD still says what they meant, and a
+                // quarantine of what is now current is cleared by the next
+                // run that sees it (`job::moot`).
+                let cleared = if self.marked[id].get() {
+                    marks::clear(&self.cx.warehouse, task_name, partition)
+                } else {
+                    Ok(())
+                };
+                if let Err(e) = cleared {
                     let why = format!(
                         "cannot clear the marker of {task_name} {partition}: {}",
                         chain(&e)
@@ -508,6 +602,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
 
     /// Records an operator-visible state that outlives this run.
     pub(super) fn mark(&self, id: usize, mark: Mark, reason: &str) {
+        self.marked[id].set(true);
         let (task, partition) = self.names(id);
         let record = InstanceMark {
             mark,

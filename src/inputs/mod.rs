@@ -376,6 +376,28 @@ pub fn pin(
     allow_uncertified: bool,
     now: i64,
 ) -> Result<InputSnapshot, PinError> {
+    pin_with(
+        manifest,
+        warehouse,
+        task,
+        partition,
+        allow_uncertified,
+        now,
+        &certify::Listed::default(),
+    )
+}
+
+/// [`pin`], reading no certification mark of an upstream partition that
+/// `certs` (listed as the instance started) shows has none.
+pub fn pin_with(
+    manifest: &Manifest,
+    warehouse: &Warehouse,
+    task: &Task,
+    partition: &str,
+    allow_uncertified: bool,
+    now: i64,
+    certs: &certify::Listed,
+) -> Result<InputSnapshot, PinError> {
     let mut inputs = Vec::with_capacity(task.inputs.len());
     for input in &task.inputs {
         match &input.source {
@@ -441,7 +463,7 @@ pub fn pin(
                         warehouse,
                         &input.dataset,
                         key.as_str(),
-                        allow_uncertified,
+                        allow_uncertified || certs.none_for(&input.dataset, key.as_str()),
                     ) {
                         Ok(found) => found,
                         // A gap an operator accepted, among several
@@ -526,6 +548,15 @@ pub fn pin(
     Ok(InputSnapshot { inputs })
 }
 
+/// How old a look of this process at an upstream's log may be and still
+/// stand for a pin's own: `down` pinning `up` just after this process
+/// proved `up` current or committed it costs no listing. The pin is then a
+/// snapshot as of that look, at most this long before the pin: what a
+/// fresh listing would show had another engine's commit of `up` landed
+/// that much later, which no reader can tell apart. Certification is still
+/// read at the pin (an `uncertify` since that look is seen).
+const PIN_REUSE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The latest generation of one upstream partition, if published and
 /// certified, its files and their directory.
 fn pin_partition(
@@ -536,7 +567,7 @@ fn pin_partition(
 ) -> Result<(PinnedPartition, Vec<PathBuf>, PathBuf), PinError> {
     let store = warehouse.partition(dataset, partition);
     let record = store
-        .latest()
+        .latest_within(PIN_REUSE)
         .map_err(PinError::Store)?
         .ok_or_else(|| PinError::NoUpstream {
             dataset: dataset.to_owned(),

@@ -8,6 +8,8 @@
 //! backend, replaced whole; the CERTIFIED / UNCERTIFIED events keep the
 //! history.
 
+use std::collections::{HashMap, HashSet};
+
 use serde::{Deserialize, Serialize};
 
 use crate::store::backend::put_replacing;
@@ -58,6 +60,37 @@ pub fn read(
         Err(e) => return Some(unreadable(crate::store::chain(&e))),
     };
     Some(serde_json::from_slice(&bytes).unwrap_or_else(|e| unreadable(e.to_string())))
+}
+
+/// Which partitions of some datasets had any certification mark when
+/// they were listed, one listing per dataset: what a scheduler reads once
+/// for the instances it starts together, instead of one read per input.
+/// Marks exist only where an operator certified or uncertified, so a
+/// listing is short whatever the number of partitions.
+#[derive(Debug, Default)]
+pub struct Listed(HashMap<String, HashSet<String>>);
+
+impl Listed {
+    /// Lists the marks of `dataset` (its partitions that have any). A
+    /// listing that fails leaves the dataset out: its marks are read one
+    /// by one, as without a listing.
+    pub fn list(&mut self, warehouse: &Warehouse, dataset: &str) {
+        if self.0.contains_key(dataset) || validate_segment(dataset).is_err() {
+            return;
+        }
+        if let Ok(names) = warehouse.backend().list(&format!("_certs/{dataset}")) {
+            self.0
+                .insert(dataset.to_owned(), names.into_iter().collect());
+        }
+    }
+
+    /// Whether the listing showed no mark on any generation of
+    /// `dataset`'s `partition`: certified, by default, with no read.
+    pub fn none_for(&self, dataset: &str, partition: &str) -> bool {
+        self.0
+            .get(dataset)
+            .is_some_and(|names| !names.contains(&crate::store::encode_partition(partition)))
+    }
 }
 
 /// Whether a generation may be read by downstream tasks: yes unless uncertified.

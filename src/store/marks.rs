@@ -10,6 +10,8 @@
 //! releases it; a quarantined one is not retried with the same snapshot and
 //! code (new data or new code is a new question, so it runs).
 
+use std::collections::HashSet;
+
 use serde::{Deserialize, Serialize};
 
 use crate::store::backend::put_replacing;
@@ -169,6 +171,26 @@ pub fn unreadable(task: &str, partition: &str, reason: String) -> InstanceMark {
 /// ([`unreadable`]): no run wrote it.
 pub fn is_unreadable(mark: &InstanceMark) -> bool {
     mark.mark == Mark::Held && mark.run_id.is_empty() && mark.since.is_empty()
+}
+
+/// The names of the markers of `task` standing now (`<encoded
+/// partition>.json`), in one listing: what a scheduler reads once for a
+/// batch of instances it starts together, instead of one read per
+/// instance. Only markers written by operators and failed instances
+/// exist, so the listing is short whatever the number of partitions. A
+/// listing that fails is an error; the caller then reads each marker.
+pub fn listed(warehouse: &Warehouse, task: &str) -> Result<HashSet<String>, StoreError> {
+    validate_segment(task)?;
+    Ok(warehouse
+        .backend()
+        .list(&format!("{INSTANCES}/{task}"))?
+        .into_iter()
+        .collect())
+}
+
+/// The name [`listed`] shows for `partition`'s marker.
+pub fn listed_name(partition: &str) -> String {
+    format!("{}.json", crate::store::encode_partition(partition))
 }
 
 /// Writes a marker durably, replacing any other.

@@ -30,6 +30,7 @@ mod operator;
 mod operator_paths;
 mod parquet;
 mod partitions;
+mod pass_reads;
 mod plan;
 mod pools;
 mod publish;

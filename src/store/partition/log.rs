@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::store::error::{PublishError, StoreError};
 use crate::store::key::key_path;
@@ -93,6 +94,22 @@ impl PartitionStore {
         Ok(Some(rec))
     }
 
+    /// The newest record as of a moment at most `max_age` ago: the one this
+    /// process committed, or proved newest by a listing, that recently (the
+    /// moment taken before the request was sent), without asking the store
+    /// again; else [`PartitionStore::latest`]. For a reader's pin taken
+    /// just after this process's own look at the log: a snapshot as of
+    /// that look is what a listing would give had another engine's commit
+    /// landed `max_age` later, which no reader can tell apart.
+    pub fn latest_within(&self, max_age: Duration) -> Result<Option<CommitRecord>, StoreError> {
+        if self.remote.is_some() {
+            if let Some(rec) = self.seen.fresh(&self.prefix, max_age) {
+                return Ok(Some(rec));
+            }
+        }
+        self.latest()
+    }
+
     /// The highest generation in the log. In an object store, whose
     /// listings come a thousand keys per request, the listing starts after
     /// a generation known to be committed: the newest this process has
@@ -107,11 +124,14 @@ impl PartitionStore {
         }
         self.check()?;
         let log = layout::log_prefix(&self.prefix);
+        let asked = Instant::now();
         let floor = match self.seen.get(&self.prefix) {
             Some(seen) => seen,
             None => {
                 if let Some(names) = self.backend.list_first_page(&log)? {
-                    return self.newest_listed(&names, None);
+                    let newest = self.newest_listed(&names, None)?;
+                    self.seen.confirmed(&self.prefix, newest, asked);
+                    return Ok(newest);
                 }
                 self.backend
                     .get(&layout::log_checkpoint_key(&self.prefix))?
@@ -127,7 +147,9 @@ impl PartitionStore {
             Some(g) => self.backend.list_after(&log, &listing_start(g))?,
             None => self.backend.list(&log)?,
         };
-        self.newest_listed(&names, floor)
+        let newest = self.newest_listed(&names, floor)?;
+        self.seen.confirmed(&self.prefix, newest, asked);
+        Ok(newest)
     }
 
     /// The newest generation of a listing of the log after `floor` (a
@@ -204,6 +226,7 @@ impl PartitionStore {
                 key: key.clone(),
                 message: format!("cannot encode commit record: {e}"),
             })?;
+            let asked = Instant::now();
             if self.backend.put_if_absent(&key, &bytes)? {
                 // The marker that lets every later listing notice this
                 // record if it goes (see `latest`). Evidence, not state:
@@ -216,6 +239,9 @@ impl PartitionStore {
                 if self.remote.is_some() {
                     self.seen.saw(&self.prefix, Some(next));
                     self.seen.keep(&self.prefix, &record);
+                    // Generation `next` was absent when the put landed, so
+                    // nothing newer existed then: a commit is a look too.
+                    self.seen.confirmed(&self.prefix, Some(next), asked);
                 }
                 if self.remote.is_some() && next.get() % LOG_CHECKPOINT_EVERY == 0 {
                     // A hint, written after the record it names: losing it
@@ -311,6 +337,9 @@ pub(crate) struct SeenGenerations(Arc<std::sync::Mutex<Seen>>);
 pub(crate) struct Seen {
     newest: std::collections::HashMap<String, Option<Generation>>,
     records: std::collections::HashMap<String, CommitRecord>,
+    /// When a request of this process last proved a generation newest
+    /// (sent at that moment): a listing, or its own commit.
+    confirmed: std::collections::HashMap<String, (Generation, Instant)>,
 }
 
 /// Records kept per process: a bound on memory for an engine that walks a
@@ -343,6 +372,36 @@ impl SeenGenerations {
             .get(prefix)
             .filter(|r| r.generation == g)
             .cloned()
+    }
+
+    /// `g` was the newest generation at `at` (a moment before the request
+    /// that showed it was sent).
+    fn confirmed(&self, prefix: &str, g: Option<Generation>, at: Instant) {
+        let Some(g) = g else { return };
+        let mut seen = self.lock();
+        if seen.confirmed.len() >= KEPT_RECORDS && !seen.confirmed.contains_key(prefix) {
+            seen.confirmed.clear();
+        }
+        let entry = seen.confirmed.entry(prefix.to_owned()).or_insert((g, at));
+        if (g, at) > *entry {
+            *entry = (g, at);
+        }
+    }
+
+    /// The kept record, if a request sent at most `max_age` ago proved its
+    /// generation newest and no newer one has been seen since.
+    fn fresh(&self, prefix: &str, max_age: Duration) -> Option<CommitRecord> {
+        let seen = self.lock();
+        let &(g, at) = seen.confirmed.get(prefix)?;
+        let newest = seen.newest.get(prefix).copied().flatten()?;
+        (g == newest && at.elapsed() <= max_age)
+            .then(|| {
+                seen.records
+                    .get(prefix)
+                    .filter(|r| r.generation == g)
+                    .cloned()
+            })
+            .flatten()
     }
 
     /// Keeps `rec` unless a newer generation's record is kept already.

@@ -828,6 +828,53 @@ mod tests {
         assert_eq!(log_reads(), 1);
     }
 
+    // A reader's pin just after this process's own look at the log (its
+    // listing, or its commit) costs no listing; a look older than the
+    // bound is not reused, and the listing then shows another engine's
+    // commit made since.
+    #[test]
+    fn a_look_at_the_log_younger_than_the_bound_stands_for_a_pin_and_no_older() {
+        use std::sync::atomic::Ordering::Relaxed;
+        use std::time::Duration;
+        let tmp = tempfile::tempdir().unwrap();
+        let backend = Arc::new(LogListings::default());
+        let open = || {
+            Warehouse::remote(backend.clone(), "s3://b/wh", tmp.path())
+                .unwrap()
+                .partition("d", "p")
+        };
+        let log_reads = || {
+            backend.firsts.swap(0, Relaxed)
+                + backend.whole.swap(0, Relaxed)
+                + std::mem::take(&mut *backend.after.lock().unwrap()).len()
+        };
+        let long = Duration::from_secs(600);
+        let mine = open();
+        mine.allocate(&owner(1)).unwrap();
+        let first = mine.commit(sample(1)).unwrap();
+        log_reads();
+        assert_eq!(mine.latest_within(long).unwrap().as_ref(), Some(&first));
+        assert_eq!(log_reads(), 0, "the commit was a look at the log");
+        let other = open();
+        other.allocate(&owner(2)).unwrap();
+        let theirs = other.commit(sample(2)).unwrap();
+        log_reads();
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(
+            mine.latest_within(Duration::from_millis(10))
+                .unwrap()
+                .as_ref(),
+            Some(&theirs)
+        );
+        assert_eq!(
+            log_reads(),
+            1,
+            "a look older than the bound is listed again"
+        );
+        assert_eq!(mine.latest_within(long).unwrap().as_ref(), Some(&theirs));
+        assert_eq!(log_reads(), 0, "that listing was a look too");
+    }
+
     #[test]
     fn committer_rereads_a_racing_record_then_commits_after_it() {
         let (tmp, _wh, p) = setup();
