@@ -1,7 +1,8 @@
 //! Conservative garbage collection of attempt directories.
 //!
-//! Only `<warehouse>/<dataset>/<partition>/attempts/<token>/` directories are
-//! ever candidates. `tokens/` is never touched (the highest token record is
+//! Only `<warehouse>/<dataset>/<partition>/attempts/<token>/` directories,
+//! each with its published data `<partition>/data-<token>/` on a local disk
+//! (kept and deleted together, as one attempt), are ever candidates. `tokens/` is never touched (the highest token record is
 //! the partition's counter, and gc reads the records for ages), `log/` is
 //! never touched (records are history), and nothing outside a partition's
 //! `attempts/` is either: datasets starting with `_` (`_runs`, `_scratch`,
@@ -328,21 +329,30 @@ fn apply_at(
     Ok(deleted)
 }
 
-/// The tokens of the partition's attempt dirs, ascending; other names under
-/// `attempts/` are not attempts and are left alone.
+/// The tokens of the partition's attempt dirs and, on a local disk, of its
+/// published data dirs (`data-<token>`, an attempt's `data/` renamed at
+/// publish: one a crash or a stale refusal left without a record is that
+/// attempt's unpublished candidate), ascending, once each; other names are
+/// not attempts and are left alone.
 fn attempt_tokens(
     warehouse: &Warehouse,
     store: &PartitionStore,
 ) -> Result<Vec<FencingToken>, StoreError> {
-    let prefix = layout::attempts_prefix(&layout::partition_prefix(
-        store.dataset(),
-        store.partition(),
-    ));
-    let names = warehouse.backend().list(&prefix)?;
-    Ok(names
+    let partition = layout::partition_prefix(store.dataset(), store.partition());
+    let names = warehouse
+        .backend()
+        .list(&layout::attempts_prefix(&partition))?;
+    let mut tokens: Vec<FencingToken> = names
         .iter()
         .filter_map(|n| FencingToken::parse_key_name(n))
-        .collect())
+        .collect();
+    if !store.is_remote() {
+        let names = warehouse.backend().list(&partition)?;
+        tokens.extend(names.iter().filter_map(|n| layout::parse_data_name(n)));
+        tokens.sort_unstable();
+        tokens.dedup();
+    }
+    Ok(tokens)
 }
 
 /// Which attempt dirs the partition's log still needs, and why.
@@ -650,11 +660,25 @@ fn age_of(
 /// Best effort: unreadable entries count for nothing.
 /// The bytes under an attempt and its newest write; `None` if it is gone.
 /// In an object store, from one listing of the attempt's keys.
+/// On a local disk, the attempt dir and its published data dir together.
 fn usage(store: &PartitionStore, token: FencingToken) -> Option<(u64, Option<SystemTime>)> {
     if !store.is_remote() {
-        let dir = store.attempt_dir(token);
-        std::fs::symlink_metadata(&dir).ok()?;
-        return Some(walk(&dir));
+        let dirs = [store.attempt_dir(token), store.published_dir(token)];
+        let present: Vec<&PathBuf> = dirs
+            .iter()
+            .filter(|d| std::fs::symlink_metadata(d).is_ok())
+            .collect();
+        if present.is_empty() {
+            return None;
+        }
+        return Some(
+            present
+                .iter()
+                .map(|d| walk(d))
+                .fold((0, None), |(bytes, newest), (b, n)| {
+                    (bytes + b, newest.max(n))
+                }),
+        );
     }
     let objects = store
         .backend()
@@ -731,6 +755,7 @@ mod tests {
             task: "load".into(),
             attempt: 1,
             attempt_dir: dir.into(),
+            data_dir: None,
             files: vec!["part-0.csv".into()],
             file_sums: Vec::new(),
             rows: 1,
