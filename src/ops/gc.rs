@@ -991,6 +991,69 @@ mod tests {
         assert!(deleted(&items, old).contains("generation 1, outside the rollback window"));
     }
 
+    /// Publishes as a local engine does: the attempt's `data/` renamed to
+    /// the partition's `data-<t>`, which the record names.
+    fn publish_moved(p: &PartitionStore, run: &str) -> FencingToken {
+        let t = attempt(p, run);
+        let (key, _) = p.move_to_published(t).unwrap();
+        let rec = NewCommit {
+            token: t,
+            dataset: p.dataset().into(),
+            partition: p.partition().into(),
+            kind: CommitKind::Publish,
+            run_id: run.into(),
+            task: "load".into(),
+            attempt: 1,
+            attempt_dir: p.attempt_key(t),
+            data_dir: Some(key),
+            files: vec!["part-0.csv".into()],
+            file_sums: Vec::new(),
+            rows: 1,
+            digest: "sha256:00".into(),
+            input_snapshot: json!({"inputs": []}),
+            input_snapshot_digest: "sha256:11".into(),
+            code_version: "1".into(),
+            code_fingerprint: None,
+        };
+        p.commit(rec).unwrap();
+        t
+    }
+
+    #[test]
+    fn published_data_dirs_go_with_their_attempt_and_never_while_named() {
+        let (_tmp, wh, p) = setup();
+        let old = publish_moved(&p, "r1");
+        let current = publish_moved(&p, "r2");
+        // Killed between the rename and the commit: a data dir no record
+        // names, and its attempt dir gone too (a crash of an earlier gc).
+        let crashed = attempt(&p, "r3");
+        p.move_to_published(crashed).unwrap();
+        std::fs::remove_dir_all(p.attempt_dir(crashed)).unwrap();
+        let options = GcOptions {
+            older_than: HOUR,
+            keep_generations: 0,
+        };
+        let now = later(3);
+        let items = plan_at(&wh, &options, now).unwrap().items;
+        assert_eq!(items.len(), 3, "{items:?}");
+        assert!(kept(&items, current).contains("referenced by generation 2 (current)"));
+        assert!(deleted(&items, old).contains("generation 1, outside the rollback window"));
+        assert!(deleted(&items, crashed).contains("unreferenced candidate"));
+        assert_eq!(by_token(&items, crashed).bytes, 5);
+        let log = EventLog::open(wh.root(), "op-gc").unwrap();
+        assert_eq!(apply_at(&wh, &log, &options, &items, now).unwrap(), 2);
+        for gone in [old, crashed] {
+            assert!(!p.published_dir(gone).exists(), "{gone}");
+            assert!(!p.attempt_dir(gone).exists(), "{gone}");
+        }
+        assert!(p.published_dir(current).join("part-0.csv").is_file());
+        let rec = p.latest().unwrap().unwrap();
+        assert_eq!(
+            p.visible_files(&rec),
+            [p.published_dir(current).join("part-0.csv")]
+        );
+    }
+
     #[test]
     fn apply_deletes_only_old_unreferenced_dirs_after_logging_them() {
         let (tmp, wh, p) = setup();

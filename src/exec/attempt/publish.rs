@@ -113,8 +113,8 @@ pub(super) fn publish(
         run_id: cx.run_id.clone(),
         task: task.name.clone(),
         attempt,
-        attempt_dir: staged.attempt_dir,
-        data_dir: staged.data_dir,
+        attempt_dir: staged.attempt_dir.clone(),
+        data_dir: staged.data_dir.clone(),
         files: names,
         file_sums,
         rows: report.rows,
@@ -188,6 +188,10 @@ pub(super) fn publish(
             committed,
             generation,
         }) => {
+            if staged.data_dir.is_some() && committed != mine {
+                // No record names it (each names its own attempt's).
+                store.move_back(token);
+            }
             let current = store.latest().ok().flatten().is_some_and(|latest| {
                 crate::exec::is_current(&latest, snapshot, &task.code_version, &candidate.code)
                     && candidate

@@ -49,6 +49,15 @@ impl PartitionStore {
         Ok((key, to))
     }
 
+    /// Puts a candidate [`PartitionStore::move_to_published`] moved back
+    /// into its attempt dir, after its commit was refused: an unpublished
+    /// candidate stays under `attempts/`. Best effort: one left as
+    /// `data-<token>` is collected by gc all the same.
+    pub fn move_back(&self, token: FencingToken) {
+        let from = self.published_dir(token);
+        let _ = std::fs::rename(from, self.attempt_dir(token).join(DATA_DIR));
+    }
+
     /// Makes a candidate about to be committed durable with its names: the
     /// files `names` in the directory `data_key`, the directory, and every
     /// entry up to the nearest one already durable (the partition's, the
