@@ -8,13 +8,13 @@
 //! and an object store with conditional PUT (`If-None-Match: *`) can
 //! implement the same trait.
 
-use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
+use crate::store::dirs::Dirs;
 use crate::store::error::StoreError;
 use crate::store::fs::{create_temp, fsync_dir};
 use crate::store::key::{key_path, validate_key, validate_segment};
@@ -257,54 +257,6 @@ pub struct FsBackend {
     root: PathBuf,
     /// What this process knows of the directories under the root.
     dirs: Mutex<Dirs>,
-}
-
-/// Directories this process made or made durable.
-#[derive(Default)]
-struct Dirs {
-    /// Directories whose entries, from the root down, this process has made
-    /// durable. Seeing a directory exist is not enough: a racing process
-    /// may have just created it and not yet fsynced its parent, and a key
-    /// put into it would vanish with it in a crash. So the first durable
-    /// use of each directory fsyncs its parent once; later puts skip that.
-    durable: HashSet<PathBuf>,
-    /// Directories this process made (or found) without making their
-    /// entries durable (a partition's skeleton, [`Backend::prepare_dirs`]),
-    /// by parent: volatile puts may go into them; the first durable put, or
-    /// [`Backend::make_durable`] of something below, fsyncs their parent
-    /// and moves every one of its children here into `durable`.
-    made: std::collections::HashMap<PathBuf, HashSet<PathBuf>>,
-}
-
-impl Dirs {
-    fn made(&self, dir: &Path) -> bool {
-        dir.parent()
-            .and_then(|p| self.made.get(p))
-            .is_some_and(|c| c.contains(dir))
-    }
-
-    /// The made children of `parent`, whose entries its next fsync makes
-    /// durable: taken before that fsync, settled after it.
-    fn made_under(&self, parent: &Path) -> Vec<PathBuf> {
-        self.made
-            .get(parent)
-            .map(|c| c.iter().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    fn settle(&mut self, dirs: Vec<PathBuf>) {
-        for dir in dirs {
-            if let Some(parent) = dir.parent() {
-                if let Some(children) = self.made.get_mut(parent) {
-                    children.remove(&dir);
-                    if children.is_empty() {
-                        self.made.remove(parent);
-                    }
-                }
-            }
-            self.durable.insert(dir);
-        }
-    }
 }
 
 impl FsBackend {
@@ -786,27 +738,12 @@ impl Backend for FsBackend {
     /// partition's `<dataset>/`, its `<p>/` (which also makes the skeleton's
     /// `log/`, `tokens/` and `attempts/` durable), a new data directory.
     fn make_durable(&self, keys: &[String]) -> Result<(), StoreError> {
-        let mut paths = std::collections::BTreeSet::new();
-        let settled = {
-            let dirs = self.dirs();
-            for key in keys {
-                let mut node = self.path(key)?;
-                paths.insert(node.clone());
-                while let Some(parent) = node.parent().filter(|_| node != self.root) {
-                    paths.insert(parent.to_path_buf());
-                    if parent == self.root || dirs.durable.contains(parent) {
-                        break;
-                    }
-                    node = parent.to_path_buf();
-                }
-            }
-            paths
-                .iter()
-                .flat_map(|p| dirs.made_under(p))
-                .collect::<Vec<_>>()
-        };
-        crate::store::flush::sync_all(paths.into_iter().collect())
-            .map_err(|(path, e)| StoreError::io(path)(e))?;
+        let paths = keys
+            .iter()
+            .map(|k| self.path(k))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (paths, settled) = self.dirs().to_sync(&self.root, paths);
+        crate::store::flush::sync_all(paths).map_err(|(path, e)| StoreError::io(path)(e))?;
         self.dirs().settle(settled);
         Ok(())
     }

@@ -50,6 +50,7 @@ pub mod allocation;
 pub mod backend;
 pub mod certs;
 pub mod delta;
+mod dirs;
 pub mod epoch;
 pub mod error;
 pub mod events;
