@@ -651,8 +651,8 @@ fn audit_candidate(
     });
     let bytes =
         serde_json::to_vec_pretty(&manifest).expect("a candidate manifest always serializes");
-    // Not fsynced here: `fsync_candidate` makes it durable with the data, before
-    // any commit names the candidate.
+    // Not fsynced, here or at publish: evidence, not data (the record carries
+    // the rows, digest and file sums); see `PartitionStore::make_durable`.
     if let Err(e) = std::fs::write(candidate.dir.join("candidate.json"), &bytes) {
         return Err(fail(
             Some(token),

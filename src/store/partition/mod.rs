@@ -198,11 +198,12 @@ impl PartitionStore {
             // same reason: a left-over there would fail the rename.
             remove_path(&self.published_dir(token))?;
         }
-        // `attempts/` itself was made durable with the partition's skeleton
-        // when the token was allocated; the attempt's own directories need
-        // not be yet: `fsync_candidate` makes them durable before any commit
-        // names them, and an attempt lost in a crash before that is one
-        // nobody can read. No fsync inside the pool slot.
+        // `attempts/` was made with the partition's skeleton when the token
+        // was allocated. No directory here is synced now: what a commit
+        // names is made durable at publish (`make_durable`: on a local disk
+        // the data renamed to `data-<token>`, else these directories), and
+        // an attempt lost in a crash before that is one nobody can read.
+        // No fsync inside the pool slot.
         match std::fs::create_dir(&dir) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
