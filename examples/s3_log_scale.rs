@@ -32,6 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         task: "t".into(),
         attempt: 1,
         attempt_dir: store.attempt_key(FencingToken::from_raw(1)),
+        data_dir: None,
         files: Vec::new(),
         file_sums: Vec::new(),
         rows: 0,

@@ -501,12 +501,10 @@ impl Resolver {
         };
         let namespace = &self.namespace;
         let inputs = input_versions(namespace, &commit.input_snapshot);
-        // The attempt directory holds `data/<file>` and the audit's report.
-        let audit = store
-            .visible_files(&commit)
-            .first()
-            .and_then(|file| file.parent()?.parent().map(Path::to_path_buf))
-            .and_then(|dir| candidate(&dir));
+        // The audit's report, in the attempt directory of the files' attempt.
+        let audit = commit
+            .attempt_token()
+            .and_then(|t| candidate(&store.attempt_dir(t)));
         let facets = output_facets(&commit, audit);
         let output = json!({
             "namespace": namespace,

@@ -1,7 +1,8 @@
 //! Conservative garbage collection of attempt directories.
 //!
-//! Only `<warehouse>/<dataset>/<partition>/attempts/<token>/` directories are
-//! ever candidates. `tokens/` is never touched (the highest token record is
+//! Only `<warehouse>/<dataset>/<partition>/attempts/<token>/` directories,
+//! each with its published data `<partition>/data-<token>/` on a local disk
+//! (kept and deleted together, as one attempt), are ever candidates. `tokens/` is never touched (the highest token record is
 //! the partition's counter, and gc reads the records for ages), `log/` is
 //! never touched (records are history), and nothing outside a partition's
 //! `attempts/` is either: datasets starting with `_` (`_runs`, `_scratch`,
@@ -328,21 +329,30 @@ fn apply_at(
     Ok(deleted)
 }
 
-/// The tokens of the partition's attempt dirs, ascending; other names under
-/// `attempts/` are not attempts and are left alone.
+/// The tokens of the partition's attempt dirs and, on a local disk, of its
+/// published data dirs (`data-<token>`, an attempt's `data/` renamed at
+/// publish: one a crash or a stale refusal left without a record is that
+/// attempt's unpublished candidate), ascending, once each; other names are
+/// not attempts and are left alone.
 fn attempt_tokens(
     warehouse: &Warehouse,
     store: &PartitionStore,
 ) -> Result<Vec<FencingToken>, StoreError> {
-    let prefix = layout::attempts_prefix(&layout::partition_prefix(
-        store.dataset(),
-        store.partition(),
-    ));
-    let names = warehouse.backend().list(&prefix)?;
-    Ok(names
+    let partition = layout::partition_prefix(store.dataset(), store.partition());
+    let names = warehouse
+        .backend()
+        .list(&layout::attempts_prefix(&partition))?;
+    let mut tokens: Vec<FencingToken> = names
         .iter()
         .filter_map(|n| FencingToken::parse_key_name(n))
-        .collect())
+        .collect();
+    if !store.is_remote() {
+        let names = warehouse.backend().list(&partition)?;
+        tokens.extend(names.iter().filter_map(|n| layout::parse_data_name(n)));
+        tokens.sort_unstable();
+        tokens.dedup();
+    }
+    Ok(tokens)
 }
 
 /// Which attempt dirs the partition's log still needs, and why.
@@ -653,11 +663,25 @@ fn age_of(
 /// Best effort: unreadable entries count for nothing.
 /// The bytes under an attempt and its newest write; `None` if it is gone.
 /// In an object store, from one listing of the attempt's keys.
+/// On a local disk, the attempt dir and its published data dir together.
 fn usage(store: &PartitionStore, token: FencingToken) -> Option<(u64, Option<SystemTime>)> {
     if !store.is_remote() {
-        let dir = store.attempt_dir(token);
-        std::fs::symlink_metadata(&dir).ok()?;
-        return Some(walk(&dir));
+        let dirs = [store.attempt_dir(token), store.published_dir(token)];
+        let present: Vec<&PathBuf> = dirs
+            .iter()
+            .filter(|d| std::fs::symlink_metadata(d).is_ok())
+            .collect();
+        if present.is_empty() {
+            return None;
+        }
+        return Some(
+            present
+                .iter()
+                .map(|d| walk(d))
+                .fold((0, None), |(bytes, newest), (b, n)| {
+                    (bytes + b, newest.max(n))
+                }),
+        );
     }
     let objects = store
         .backend()
@@ -734,6 +758,7 @@ mod tests {
             task: "load".into(),
             attempt: 1,
             attempt_dir: dir.into(),
+            data_dir: None,
             files: vec!["part-0.csv".into()],
             file_sums: Vec::new(),
             rows: 1,
@@ -967,6 +992,69 @@ mod tests {
         let items = plan_at(&wh, &options, later(3)).unwrap().items;
         assert!(kept(&items, current).contains("referenced by generation 2 (current)"));
         assert!(deleted(&items, old).contains("generation 1, outside the rollback window"));
+    }
+
+    /// Publishes as a local engine does: the attempt's `data/` renamed to
+    /// the partition's `data-<t>`, which the record names.
+    fn publish_moved(p: &PartitionStore, run: &str) -> FencingToken {
+        let t = attempt(p, run);
+        let (key, _) = p.move_to_published(t).unwrap();
+        let rec = NewCommit {
+            token: t,
+            dataset: p.dataset().into(),
+            partition: p.partition().into(),
+            kind: CommitKind::Publish,
+            run_id: run.into(),
+            task: "load".into(),
+            attempt: 1,
+            attempt_dir: p.attempt_key(t),
+            data_dir: Some(key),
+            files: vec!["part-0.csv".into()],
+            file_sums: Vec::new(),
+            rows: 1,
+            digest: "sha256:00".into(),
+            input_snapshot: json!({"inputs": []}),
+            input_snapshot_digest: "sha256:11".into(),
+            code_version: "1".into(),
+            code_fingerprint: None,
+        };
+        p.commit(rec).unwrap();
+        t
+    }
+
+    #[test]
+    fn published_data_dirs_go_with_their_attempt_and_never_while_named() {
+        let (_tmp, wh, p) = setup();
+        let old = publish_moved(&p, "r1");
+        let current = publish_moved(&p, "r2");
+        // Killed between the rename and the commit: a data dir no record
+        // names, and its attempt dir gone too (a crash of an earlier gc).
+        let crashed = attempt(&p, "r3");
+        p.move_to_published(crashed).unwrap();
+        std::fs::remove_dir_all(p.attempt_dir(crashed)).unwrap();
+        let options = GcOptions {
+            older_than: HOUR,
+            keep_generations: 0,
+        };
+        let now = later(3);
+        let items = plan_at(&wh, &options, now).unwrap().items;
+        assert_eq!(items.len(), 3, "{items:?}");
+        assert!(kept(&items, current).contains("referenced by generation 2 (current)"));
+        assert!(deleted(&items, old).contains("generation 1, outside the rollback window"));
+        assert!(deleted(&items, crashed).contains("unreferenced candidate"));
+        assert_eq!(by_token(&items, crashed).bytes, 5);
+        let log = EventLog::open(wh.root(), "op-gc").unwrap();
+        assert_eq!(apply_at(&wh, &log, &options, &items, now).unwrap(), 2);
+        for gone in [old, crashed] {
+            assert!(!p.published_dir(gone).exists(), "{gone}");
+            assert!(!p.attempt_dir(gone).exists(), "{gone}");
+        }
+        assert!(p.published_dir(current).join("part-0.csv").is_file());
+        let rec = p.latest().unwrap().unwrap();
+        assert_eq!(
+            p.visible_files(&rec),
+            [p.published_dir(current).join("part-0.csv")]
+        );
     }
 
     #[test]

@@ -112,7 +112,7 @@ pub fn rollback(
             current: current.generation.get(),
         })?;
     if target.generation == current.generation
-        || target.digest == current.digest && target.attempt_dir == current.attempt_dir
+        || target.digest == current.digest && target.data_key() == current.data_key()
     {
         return Err(RollbackError::BadTarget {
             to,
@@ -185,6 +185,7 @@ pub fn rollback(
         task: target.task.clone(),
         attempt: target.attempt,
         attempt_dir: target.attempt_dir.clone(),
+        data_dir: target.data_dir.clone(),
         files: target.files.clone(),
         file_sums: target.file_sums.clone(),
         rows: target.rows,

@@ -8,13 +8,13 @@
 //! and an object store with conditional PUT (`If-None-Match: *`) can
 //! implement the same trait.
 
-use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
+use crate::store::dirs::Dirs;
 use crate::store::error::StoreError;
 use crate::store::fs::{create_temp, fsync_dir};
 use crate::store::key::{key_path, validate_key, validate_segment};
@@ -151,12 +151,21 @@ pub trait Backend: Send + Sync {
     /// Removes a key or everything under a prefix (gc of attempt dirs); a
     /// missing prefix is not an error.
     fn delete_prefix(&self, prefix: &str) -> Result<(), StoreError>;
-    /// Makes the "directories" `names` under `prefix` exist durably before
-    /// any key is put under them, all at once: a partition's skeleton costs
-    /// one durable step instead of one per directory. A store without
+    /// Makes the "directories" `names` under `prefix` exist before any key
+    /// is put under them. Their entries need not be durable yet: the first
+    /// durable write below `prefix` makes them so, all at once (a
+    /// partition's skeleton costs no fsync of its own). A store without
     /// directories (an object store) has nothing to do.
     fn prepare_dirs(&self, prefix: &str, names: &[&str]) -> Result<(), StoreError> {
         let _ = (prefix, names);
+        Ok(())
+    }
+    /// Makes the objects or "directories" `keys`, written in place outside
+    /// this trait (a candidate's files on the local disk), durable with
+    /// their names: when it returns, a crash loses none of them. A store
+    /// whose every write is durable (an object store) has nothing to do.
+    fn make_durable(&self, keys: &[String]) -> Result<(), StoreError> {
+        let _ = keys;
         Ok(())
     }
     /// Creates or replaces `key` with the bytes of the local file `path`
@@ -253,12 +262,8 @@ pub fn put_replacing(backend: &dyn Backend, key: &str, bytes: &[u8]) -> Result<(
 /// directory: one file fsync and one directory fsync per call.
 pub struct FsBackend {
     root: PathBuf,
-    /// Directories whose entries, from the root down, this process has made
-    /// durable. Seeing a directory exist is not enough: a racing process may
-    /// have just created it and not yet fsynced its parent, and a key put
-    /// into it would vanish with it in a crash. So the first use of each
-    /// directory fsyncs its parent once; later puts skip that.
-    durable_dirs: Mutex<HashSet<PathBuf>>,
+    /// What this process knows of the directories under the root.
+    dirs: Mutex<Dirs>,
 }
 
 impl FsBackend {
@@ -267,7 +272,7 @@ impl FsBackend {
     pub fn new(root: impl Into<PathBuf>) -> FsBackend {
         FsBackend {
             root: root.into(),
-            durable_dirs: Mutex::new(HashSet::new()),
+            dirs: Mutex::new(Dirs::default()),
         }
     }
 
@@ -281,14 +286,22 @@ impl FsBackend {
         Ok(key_path(&self.root, key))
     }
 
-    /// Makes sure `dir` (under the root) exists and its entry, and every
-    /// ancestor's up to the root, is durable.
-    fn ensure_dir(&self, dir: &Path) -> Result<(), StoreError> {
-        if dir == self.root || self.known().contains(dir) {
+    /// Makes sure `dir` (under the root) exists and, when `durable`, that
+    /// its entry, and every ancestor's up to the root, is durable. A
+    /// directory made for volatile keys is not synced until something
+    /// durable goes into it or below it.
+    fn ensure_dir(&self, dir: &Path, durable: bool) -> Result<(), StoreError> {
+        if dir == self.root {
             return Ok(());
         }
+        {
+            let dirs = self.dirs();
+            if dirs.durable.contains(dir) || (!durable && dirs.made(dir)) {
+                return Ok(());
+            }
+        }
         let parent = dir.parent().unwrap_or(&self.root);
-        self.ensure_dir(parent)?;
+        self.ensure_dir(parent, durable)?;
         match fs::create_dir(dir) {
             Ok(()) => {}
             // Ours from an earlier process, or a racer's: either way its
@@ -296,33 +309,52 @@ impl FsBackend {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(StoreError::io(dir)(e)),
         }
+        if !durable {
+            let mut dirs = self.dirs();
+            dirs.made
+                .entry(parent.to_path_buf())
+                .or_default()
+                .insert(dir.to_path_buf());
+            return Ok(());
+        }
+        let settled = self.dirs().made_under(parent);
         fsync_dir(parent).map_err(StoreError::io(parent))?;
-        self.known().insert(dir.to_path_buf());
+        let mut dirs = self.dirs();
+        dirs.settle(settled);
+        dirs.durable.insert(dir.to_path_buf());
         Ok(())
     }
 
     /// Drops cached directories at or under `dir` (deleted by gc, or by hand).
     fn forget_dirs(&self, dir: &Path) {
-        self.known().retain(|d| !d.starts_with(dir));
+        let mut dirs = self.dirs();
+        dirs.durable.retain(|d| !d.starts_with(dir));
+        dirs.made.retain(|parent, _| !parent.starts_with(dir));
+        for children in dirs.made.values_mut() {
+            children.retain(|d| !d.starts_with(dir));
+        }
     }
 
-    fn known(&self) -> std::sync::MutexGuard<'_, HashSet<PathBuf>> {
-        // The set is only a cache; a panic elsewhere can't leave it wrong.
-        self.durable_dirs
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    fn dirs(&self) -> std::sync::MutexGuard<'_, Dirs> {
+        // Only a cache; a panic elsewhere can't leave it wrong.
+        self.dirs.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn create_temp_in(&self, dir: &Path, name: &str) -> Result<(PathBuf, File), StoreError> {
-        self.ensure_dir(dir)?;
+    fn create_temp_in(
+        &self,
+        dir: &Path,
+        name: &str,
+        durable: bool,
+    ) -> Result<(PathBuf, File), StoreError> {
+        self.ensure_dir(dir, durable)?;
         match create_temp(dir, name) {
             Ok(created) => Ok(created),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 // Some directory on the way was removed behind the cache's
                 // back (by hand); which one is unknown, so forget them all
                 // and redo the chain once.
-                self.known().clear();
-                self.ensure_dir(dir)?;
+                *self.dirs() = Dirs::default();
+                self.ensure_dir(dir, durable)?;
                 create_temp(dir, name).map_err(StoreError::io(dir))
             }
             Err(e) => Err(StoreError::io(dir)(e)),
@@ -477,7 +509,7 @@ impl Backend for FsBackend {
         let path = self.path(key)?;
         let dir = path.parent().unwrap_or(&self.root).to_path_buf();
         let name = key.rsplit('/').next().unwrap_or(key);
-        let (tmp, file) = self.create_temp_in(&dir, name)?;
+        let (tmp, file) = self.create_temp_in(&dir, name, true)?;
         let outcome = link_temp(&tmp, file, bytes, &path, true);
         // The key (if linked) holds its own link to the inode; the temp name
         // is hidden from listings, so a failed removal only leaves litter.
@@ -496,7 +528,7 @@ impl Backend for FsBackend {
         let path = self.path(key)?;
         let dir = path.parent().unwrap_or(&self.root).to_path_buf();
         let name = key.rsplit('/').next().unwrap_or(key);
-        let (tmp, file) = self.create_temp_in(&dir, name)?;
+        let (tmp, file) = self.create_temp_in(&dir, name, false)?;
         let outcome = link_temp(&tmp, file, bytes, &path, false);
         let _ = fs::remove_file(&tmp);
         outcome
@@ -518,7 +550,7 @@ impl Backend for FsBackend {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(StoreError::io(path)(e)),
         }
-        let (tmp, mut file) = self.create_temp_in(&dir, name)?;
+        let (tmp, mut file) = self.create_temp_in(&dir, name, true)?;
         let replaced = (|| {
             file.write_all(bytes).map_err(StoreError::io(&tmp))?;
             file.sync_all().map_err(StoreError::io(&tmp))?;
@@ -541,7 +573,9 @@ impl Backend for FsBackend {
         // created the durable way.
         let (tmp, mut file) = match create_temp(&dir, name) {
             Ok(created) => created,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => self.create_temp_in(&dir, name)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                self.create_temp_in(&dir, name, true)?
+            }
             Err(e) => return Err(StoreError::io(&dir)(e)),
         };
         // Temp and rename, so a reader never sees half of it; no fsync (see
@@ -670,10 +704,11 @@ impl Backend for FsBackend {
         fsync_dir(parent).map_err(StoreError::io(parent))
     }
 
-    /// Creates every missing directory of `names` under `prefix` and fsyncs
-    /// `prefix` once (after making `prefix`'s own entry durable), so one
-    /// directory fsync covers them all; later calls in this process, and
-    /// puts under them, skip it.
+    /// Creates every missing directory of `names` under `prefix` (and
+    /// `prefix`), syncing nothing: they are made durable together by the
+    /// first fsync of `prefix` that a durable write needs anyway (a
+    /// publish's [`Backend::make_durable`] of its data directory, or a
+    /// commit's put into `log/`). Later calls in this process skip it.
     fn prepare_dirs(&self, prefix: &str, names: &[&str]) -> Result<(), StoreError> {
         let dir = self.path(prefix)?;
         let mut children = Vec::with_capacity(names.len());
@@ -681,10 +716,16 @@ impl Backend for FsBackend {
             validate_segment(name)?;
             children.push(dir.join(name));
         }
-        if children.iter().all(|c| self.known().contains(c)) {
-            return Ok(());
+        {
+            let dirs = self.dirs();
+            if children
+                .iter()
+                .all(|c| dirs.durable.contains(c) || dirs.made(c))
+            {
+                return Ok(());
+            }
         }
-        self.ensure_dir(&dir)?;
+        self.ensure_dir(&dir, false)?;
         for child in &children {
             match fs::create_dir(child) {
                 Ok(()) => {}
@@ -692,8 +733,25 @@ impl Backend for FsBackend {
                 Err(e) => return Err(StoreError::io(child)(e)),
             }
         }
-        fsync_dir(&dir).map_err(StoreError::io(&dir))?;
-        self.known().extend(children);
+        let mut dirs = self.dirs();
+        let made = dirs.made.entry(dir).or_default();
+        made.extend(children);
+        Ok(())
+    }
+
+    /// fsyncs, all at once on the shared flusher (`store::flush`), each
+    /// key's file or directory and every directory entry between it and the
+    /// nearest ancestor whose own entry this process made durable: a new
+    /// partition's `<dataset>/`, its `<p>/` (which also makes the skeleton's
+    /// `log/`, `tokens/` and `attempts/` durable), a new data directory.
+    fn make_durable(&self, keys: &[String]) -> Result<(), StoreError> {
+        let paths = keys
+            .iter()
+            .map(|k| self.path(k))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (paths, settled) = self.dirs().to_sync(&self.root, paths);
+        crate::store::flush::sync_all(paths).map_err(|(path, e)| StoreError::io(path)(e))?;
+        self.dirs().settle(settled);
         Ok(())
     }
 }

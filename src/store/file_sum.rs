@@ -229,7 +229,7 @@ impl crate::store::PartitionStore {
     /// [`Depth::Stat`] against an object store: each file's size from one
     /// listing of the generation's `data/`, nothing downloaded.
     fn stat_remote(&self, rec: &crate::store::CommitRecord) -> Result<(), (usize, DriftKind)> {
-        let prefix = format!("{}/{}", rec.attempt_dir, crate::store::layout::DATA_DIR);
+        let prefix = rec.data_key();
         let listed = self
             .backend()
             .list_objects(&prefix)

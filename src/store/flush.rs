@@ -1,4 +1,5 @@
-//! Concurrent fsyncs: the shared flusher behind a candidate's pre-commit sync.
+//! Concurrent fsyncs: the shared flusher behind a candidate's pre-commit sync
+//! (`FsBackend::make_durable`).
 //!
 //! A candidate needs several independent fsyncs before its commit record may
 //! be written (its data files and the directories holding their entries).
@@ -20,7 +21,7 @@ use std::sync::{Condvar, Mutex, OnceLock, PoisonError};
 /// is idle on a condition variable between batches.
 const FLUSHERS: usize = 8;
 
-type Reply = mpsc::Sender<io::Result<()>>;
+type Reply = mpsc::Sender<Result<(), (PathBuf, io::Error)>>;
 
 struct Flusher {
     queue: Mutex<VecDeque<(PathBuf, Reply)>>,
@@ -66,19 +67,22 @@ fn work(flusher: &Flusher) {
             }
         };
         // The caller may have gone (it returns at the first error).
-        let _ = reply.send(super::fs::fsync_path(&path));
+        let _ = reply.send(super::fs::fsync_path(&path).map_err(|e| (path, e)));
     }
 }
 
 /// fsyncs every path (files or directories) concurrently and returns when
-/// all are durable, or with the first error (its OS cause kept). The others
-/// still complete in the background; nothing may be assumed durable then.
-pub fn sync_all(paths: Vec<PathBuf>) -> io::Result<()> {
-    if paths.len() <= 1 {
-        return paths.iter().try_for_each(|p| super::fs::fsync_path(p));
-    }
-    if started() == 0 {
-        return paths.iter().try_for_each(|p| super::fs::fsync_path(p));
+/// all are durable, or with the first error and its path (its OS cause
+/// kept). The others still complete in the background; nothing may be
+/// assumed durable then.
+pub fn sync_all(paths: Vec<PathBuf>) -> Result<(), (PathBuf, io::Error)> {
+    let inline = |paths: Vec<PathBuf>| {
+        paths
+            .into_iter()
+            .try_for_each(|p| super::fs::fsync_path(&p).map_err(|e| (p, e)))
+    };
+    if paths.len() <= 1 || started() == 0 {
+        return inline(paths);
     }
     let (reply, replies) = mpsc::channel();
     let n = paths.len();
@@ -94,28 +98,15 @@ pub fn sync_all(paths: Vec<PathBuf>) -> io::Result<()> {
             Ok(Err(e)) => return Err(e),
             // Unreachable while the flushers hold the senders; a lost
             // reply must not read as "durable".
-            Err(_) => return Err(io::Error::other("a flusher thread went away")),
+            Err(_) => {
+                return Err((
+                    PathBuf::new(),
+                    io::Error::other("a flusher thread went away"),
+                ))
+            }
         }
     }
     Ok(())
-}
-
-/// Makes a candidate durable before its commit: the data files, the `data/`
-/// directory, the attempt directory and its entry in `attempts/`, all
-/// fsynced at once (see [`sync_all`]). Logs, the lease and
-/// `candidate.json` are evidence, not data: they are left to the page cache
-/// (the commit record carries the rows, digest and file sums readers check).
-pub fn fsync_candidate(
-    attempt_dir: &std::path::Path,
-    data_files: &[std::path::PathBuf],
-) -> io::Result<()> {
-    let mut paths = data_files.to_vec();
-    paths.push(attempt_dir.join("data"));
-    paths.push(attempt_dir.to_path_buf());
-    if let Some(parent) = attempt_dir.parent() {
-        paths.push(super::fs::non_empty(parent).to_path_buf());
-    }
-    sync_all(paths)
 }
 
 #[cfg(test)]
@@ -134,7 +125,8 @@ mod tests {
         sync_all(all).unwrap();
         let mut bad = files;
         bad.push(tmp.path().join("gone"));
-        let err = sync_all(bad).unwrap_err();
+        let (path, err) = sync_all(bad).unwrap_err();
+        assert_eq!(path, tmp.path().join("gone"));
         assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
         sync_all(Vec::new()).unwrap();
     }

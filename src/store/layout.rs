@@ -4,6 +4,7 @@
 //! <root>/<dataset>/<partition>/tokens/<token 20-digit>          token allocation records
 //! <root>/<dataset>/<partition>/attempts/<token 20-digit>/       one attempt's private staging
 //!                                     data/  stdout.log  stderr.log  candidate.json
+//! <root>/<dataset>/<partition>/data-<token 20-digit>/            a published attempt's files (local disk)
 //! <root>/<dataset>/<partition>/log/<generation 20-digit>.json   commit records, from 1
 //! <root>/<dataset>/<partition>/log/<generation>.published-<token>  marker: that record was committed
 //! <root>/_epochs/<epoch 20-digit>                                 an engine's epoch: the floor of its tokens (local disk)
@@ -17,7 +18,22 @@
 //! `attempts/<token>`; a commit record's `attempt_dir` names the directory
 //! holding `data/`, and [`attempt_root`] gives its attempt dir back.
 //!
+//! On a local disk an attempt's audited `data/` is renamed at publish to
+//! `data-<token>`, a direct child of the partition directory
+//! ([`data_key`]), and its commit record names it (`data_dir`): the fsync
+//! that makes the new entry durable is the partition directory's, which
+//! also covers `log/`, `tokens/` and `attempts/` the first time, so the
+//! published files sit two directory levels fewer from a synced ancestor
+//! (BENCHMARKS.md, "The fsync budget"). A record without `data_dir` (one
+//! written before, an object store's, a Delta table's) has its files in
+//! `attempt_dir/data/`; [`CommitRecord::data_key`] is the one place that
+//! tells. A `data-<token>` no record names is an unpublished candidate
+//! (killed between the rename and the commit, or refused as stale): gc
+//! collects it with its attempt dir.
+//!
 //! The README documents this layout; change both together.
+//!
+//! [`CommitRecord::data_key`]: crate::store::CommitRecord::data_key
 
 use crate::store::key::{encode_partition, join};
 use crate::store::token::{FencingToken, Generation};
@@ -39,6 +55,10 @@ const TOKENS: &str = "tokens";
 const ATTEMPTS: &str = "attempts";
 const LOG: &str = "log";
 const CLAIMS: &str = "claims";
+/// Prefix of a published attempt's data directory in the partition
+/// directory: no other name there (`tokens`, `attempts`, `log`, `claims`,
+/// `log-checkpoint`) starts with it.
+const PUBLISHED_DATA: &str = "data-";
 /// The directories every partition has, made durable together.
 pub(crate) const SKELETON: [&str; 3] = [TOKENS, ATTEMPTS, LOG];
 const RECORD_SUFFIX: &str = ".json";
@@ -94,6 +114,23 @@ pub fn attempt_root(attempt_dir: &str) -> &str {
         Some((end, _)) => &attempt_dir[..end],
         None => attempt_dir,
     }
+}
+
+/// Where attempt `token`'s audited files are published on a local disk:
+/// `<partition>/data-<token 20-digit>`.
+pub(crate) fn data_key(partition: &str, token: FencingToken) -> String {
+    join(partition, &data_name(token))
+}
+
+/// The name of attempt `token`'s published data directory.
+pub(crate) fn data_name(token: FencingToken) -> String {
+    format!("{PUBLISHED_DATA}{}", token.key_name())
+}
+
+/// The token a partition directory's entry names if it is a published
+/// data directory (`data-<token>`); other names are not.
+pub(crate) fn parse_data_name(name: &str) -> Option<FencingToken> {
+    FencingToken::parse_key_name(name.strip_prefix(PUBLISHED_DATA)?)
 }
 
 /// An attempt's lease, inside its attempt dir.
@@ -178,6 +215,23 @@ mod tests {
             log_key(&p, Generation::FIRST),
             "sales/2024-01-01/log/00000000000000000001.json"
         );
+        let t = FencingToken::from_raw(3);
+        assert_eq!(
+            data_key(&p, t),
+            "sales/2024-01-01/data-00000000000000000003"
+        );
+        assert_eq!(parse_data_name(&data_name(t)), Some(t));
+        for other in [
+            TOKENS,
+            ATTEMPTS,
+            LOG,
+            CLAIMS,
+            "log-checkpoint",
+            "data-3",
+            "data",
+        ] {
+            assert_eq!(parse_data_name(other), None, "{other}");
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@
 use crate::store::error::StoreError;
 use crate::store::file_sum::FileSum;
 use crate::store::key::validate_key;
+use crate::store::layout;
 use crate::store::token::{FencingToken, Generation};
 
 /// The record format this build writes and reads.
@@ -39,7 +40,16 @@ pub struct CommitRecord {
     /// Key of the `attempts/<token>` dir whose `data/` holds the visible
     /// files (a rollback points at an older one).
     pub attempt_dir: String,
-    /// File names under `attempt_dir/data`.
+    /// Key of the directory holding the files when it is not
+    /// `attempt_dir/data`: on a local disk, the attempt's `data/` renamed
+    /// at publish to `<partition>/data-<token>` (`layout::data_key`), always
+    /// the same token's as `attempt_dir`. Absent (and then not written, so
+    /// such a record reads byte for byte as before) in records of an
+    /// object store, of a Delta table, and of weir before this layout.
+    /// Read the files' directory with [`CommitRecord::data_key`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<String>,
+    /// File names under [`CommitRecord::data_key`].
     pub files: Vec<String>,
     /// Each file's size and SHA-256 as committed, in `files` order (empty in
     /// records written before weir recorded them: those cannot be checked).
@@ -63,6 +73,31 @@ pub struct CommitRecord {
     pub code_fingerprint: Option<String>,
     /// When the record was committed, RFC 3339 UTC.
     pub published_at: String,
+}
+
+impl CommitRecord {
+    /// Key of the directory holding the record's `files`: its `data_dir`,
+    /// or `attempt_dir/data` for a record that names none. Every reader of
+    /// a generation's files goes through this.
+    pub fn data_key(&self) -> String {
+        match &self.data_dir {
+            Some(dir) => dir.clone(),
+            None => format!("{}/{}", self.attempt_dir, crate::store::layout::DATA_DIR),
+        }
+    }
+
+    /// The token of the attempt whose files the record names (for a
+    /// rollback, an older attempt's), from `attempt_dir`.
+    pub fn attempt_token(&self) -> Option<FencingToken> {
+        let root = layout::attempt_root(&self.attempt_dir);
+        FencingToken::parse_key_name(root.rsplit('/').next().unwrap_or(""))
+    }
+
+    /// Key of the record's `i`th file (`""` past the last).
+    pub fn file_key(&self, i: usize) -> String {
+        let name = self.files.get(i).map_or("", String::as_str);
+        format!("{}/{name}", self.data_key())
+    }
 }
 
 /// Why a record exists.
@@ -98,7 +133,10 @@ pub struct NewCommit {
     pub attempt: u32,
     /// Key of the attempt dir holding the files (see `attempt_key`).
     pub attempt_dir: String,
-    /// File names under `attempt_dir/data`.
+    /// Key of the directory holding the files when it is not
+    /// `attempt_dir/data` (see [`CommitRecord::data_dir`]).
+    pub data_dir: Option<String>,
+    /// File names under the data directory.
     pub files: Vec<String>,
     /// Each file's size and SHA-256, in `files` order.
     pub file_sums: Vec<FileSum>,
@@ -131,6 +169,7 @@ impl NewCommit {
             task: self.task,
             attempt: self.attempt,
             attempt_dir: self.attempt_dir,
+            data_dir: self.data_dir,
             files: self.files,
             file_sums: self.file_sums,
             rows: self.rows,
@@ -145,22 +184,36 @@ impl NewCommit {
 }
 
 /// The first unusable path in a record, with the rule it breaks:
-/// `attempt_dir` must be a key under this partition's `attempts/` and every
-/// file a relative key, or `visible_files` could point outside the
-/// warehouse.
+/// `attempt_dir` must be a key under this partition's (`partition_prefix`)
+/// `attempts/`, `data_dir` (if any) the same attempt's published data
+/// directory, and every file a relative key, or `visible_files` could
+/// point outside the warehouse, and gc, which keeps and collects an
+/// attempt's two directories together, could delete a live generation's.
 pub(crate) fn path_problem(
     rec: &CommitRecord,
-    attempts_prefix: &str,
+    partition_prefix: &str,
 ) -> Option<(String, &'static str)> {
+    let attempts_prefix = layout::attempts_prefix(partition_prefix);
     let under_attempts = rec
         .attempt_dir
-        .strip_prefix(attempts_prefix)
+        .strip_prefix(&attempts_prefix)
         .is_some_and(|rest| rest.starts_with('/'));
     if validate_key(&rec.attempt_dir).is_err() || !under_attempts {
         return Some((
             rec.attempt_dir.clone(),
             "attempt_dir must be a key under the partition's attempts/",
         ));
+    }
+    if let Some(dir) = &rec.data_dir {
+        if rec
+            .attempt_token()
+            .is_none_or(|t| *dir != layout::data_key(partition_prefix, t))
+        {
+            return Some((
+                dir.clone(),
+                "data_dir must be the partition's data-<token> of the attempt_dir's token",
+            ));
+        }
     }
     rec.files
         .iter()
@@ -177,7 +230,7 @@ pub(crate) fn parse_record(
     generation: Generation,
     dataset: &str,
     partition: &str,
-    attempts_prefix: &str,
+    partition_prefix: &str,
 ) -> Result<CommitRecord, StoreError> {
     let corrupt = |message: String| StoreError::Corrupt {
         key: key.to_owned(),
@@ -211,7 +264,7 @@ pub(crate) fn parse_record(
             rec.dataset, rec.partition
         )));
     }
-    if let Some((path, rule)) = path_problem(&rec, attempts_prefix) {
+    if let Some((path, rule)) = path_problem(&rec, partition_prefix) {
         return Err(corrupt(format!("{rule}: {path:?}")));
     }
     Ok(rec)
@@ -231,6 +284,7 @@ pub(crate) mod tests {
             task: "task".into(),
             attempt: 1,
             attempt_dir: format!("d/p/attempts/{}", FencingToken::from_raw(token).key_name()),
+            data_dir: None,
             files: vec!["part-0.csv".into()],
             file_sums: Vec::new(),
             rows: 3,
@@ -256,7 +310,7 @@ pub(crate) mod tests {
         assert_eq!(json["kind"], "rollback");
         assert_eq!(json["from_generation"], 1);
         assert_eq!(json["token"], 4);
-        let back = parse_record("k", &bytes(&rec), rec.generation, "d", "p", "d/p/attempts");
+        let back = parse_record("k", &bytes(&rec), rec.generation, "d", "p", "d/p");
         assert_eq!(back.unwrap(), rec);
         let publish = serde_json::to_value(sample(1).into_record(Generation::FIRST)).unwrap();
         assert_eq!(publish["kind"], "publish");
@@ -274,9 +328,44 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_record_names_its_data_directory_only_when_it_moved() {
+        let old = sample(3).into_record(Generation::FIRST);
+        let json = serde_json::to_value(&old).unwrap();
+        assert!(json.get("data_dir").is_none(), "{json}");
+        assert_eq!(old.data_key(), "d/p/attempts/00000000000000000003/data");
+        assert_eq!(
+            old.file_key(0),
+            "d/p/attempts/00000000000000000003/data/part-0.csv"
+        );
+        let mut moved = sample(3);
+        moved.data_dir = Some("d/p/data-00000000000000000003".into());
+        let moved = moved.into_record(Generation::FIRST);
+        assert_eq!(moved.data_key(), "d/p/data-00000000000000000003");
+        let back = parse_record("k", &bytes(&moved), moved.generation, "d", "p", "d/p");
+        assert_eq!(back.unwrap(), moved);
+    }
+
+    #[test]
+    fn a_data_dir_of_another_attempt_or_place_is_corrupt() {
+        let g = Generation::FIRST;
+        for dir in [
+            "d/p/data-00000000000000000004",
+            "d/q/data-00000000000000000003",
+            "d/p/attempts/00000000000000000003/data",
+            "d/p/data-00000000000000000003/../../q",
+            "d/p/log",
+        ] {
+            let mut rec = sample(3).into_record(g);
+            rec.data_dir = Some(dir.into());
+            let msg = corrupt_message(parse_record("the/key", &bytes(&rec), g, "d", "p", "d/p"));
+            assert!(msg.contains("data_dir"), "{dir}: {msg}");
+        }
+    }
+
+    #[test]
     fn rejects_garbage_versions_and_mismatches() {
         let g = Generation::FIRST;
-        let parse = |b: &[u8], g| parse_record("the/key", b, g, "d", "p", "d/p/attempts");
+        let parse = |b: &[u8], g| parse_record("the/key", b, g, "d", "p", "d/p");
         corrupt_message(parse(b"{\"format_version\":1,", g));
         let rec = sample(1).into_record(g);
         let mut v = serde_json::to_value(&rec).unwrap();

@@ -29,15 +29,15 @@
 //! One attempt's lifecycle:
 //!
 //! ```text
-//!  allocate_token            prepare_attempt + task        fsync_candidate      commit
+//!  allocate_token            prepare_attempt + task        make_durable         commit
 //! +------------------+      +-------------------------+   +-----------+   +--------------------------+
-//! | tokens/<t>       | ---> | attempts/<t>/data/...   |-->| audit the |-->| latest = log/<g>, token u|
-//! | put-if-absent at |      | private: nobody reads it|   | candidate,|   | t <= u ? Stale (fenced)  |
-//! | max+1, retry +1  |      | until a record names it |   | fsync all |   | put-if-absent log/<g+1>  |
-//! +------------------+      +-------------------------+   +-----------+   |  taken? reread, re-check |
-//!                                                                          +------------+-------------+
+//! | tokens/<t>       | ---> | attempts/<t>/data/...   |-->| audit,    |-->| latest = log/<g>, token u|
+//! | put-if-absent at |      | private: nobody reads it|   | rename to |   | t <= u ? Stale (fenced)  |
+//! | max+1, retry +1  |      | until a record names it |   | data-<t>, |   | put-if-absent log/<g+1>  |
+//! +------------------+      +-------------------------+   | fsync all |   |  taken? reread, re-check |
+//!                                                         +-----------+   +------------+-------------+
 //!                                                                                       |
-//!          readers: latest() = highest log/<g> -> visible_files() = its attempt's data/ |
+//!          readers: latest() = highest log/<g> -> visible_files() = its data_key()      |
 //!          rollback: a newer record whose attempt_dir is an older attempt's   <---------+
 //! ```
 //!
@@ -50,6 +50,7 @@ pub mod allocation;
 pub mod backend;
 pub mod certs;
 pub mod delta;
+mod dirs;
 pub mod epoch;
 pub mod error;
 pub mod events;

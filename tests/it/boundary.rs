@@ -264,7 +264,7 @@ fn links_in_the_output_are_refused() {
 case "$WEIR_PARTITION" in
   a) printf 'id,v\n1,a\n' > "$d/rows.csv" ;;
   symlink) ln -s "$PWD/outside.csv" "$d/rows.csv" ;;
-  hardlink) ln "$(ls "$d"/../../../../a/attempts/*/data/rows.csv | head -n 1)" "$d/rows.csv" ;;
+  hardlink) ln "$(ls "$d"/../../../../a/data-*/rows.csv | head -n 1)" "$d/rows.csv" ;;
   dangling) printf 'id,v\n1,a\n' > "$d/rows.csv"; ln -s "$PWD/nowhere.csv" "$d/more.csv" ;;
 esac
 "#,
@@ -547,7 +547,7 @@ fn drifted_or_vanished_files_exit_5_naming_the_file() {
     assert!(stderr(&sb.weir_out(&["status", "m.toml", "--check"])).contains(&shown));
     std::fs::remove_file(&file).unwrap();
     let out = sb.weir_out(&["status", "m.toml"]);
-    sb.check(&out).code(5).stdout("dataset  partition  gen  token  rows  code_version  published_at              digest\nout      p            1      1     1  1             [..]  sha256:daec81e5b44a…\n\nout: 1 partition built by code_version 1\n").stderr("error: published file `$SB/wh/out/p/attempts/00000000000000000001/data/rows.csv` of `out` p generation 1 vanished\n1 published file drifted from its commit records\n");
+    sb.check(&out).code(5).stdout("dataset  partition  gen  token  rows  code_version  published_at              digest\nout      p            1      1     1  1             [..]  sha256:daec81e5b44a…\n\nout: 1 partition built by code_version 1\n").stderr("error: published file `$SB/wh/out/p/data-00000000000000000001/rows.csv` of `out` p generation 1 vanished\n1 published file drifted from its commit records\n");
     assert!(stderr(&out).contains("vanished"), "{}", stderr(&out));
     let json = sb.weir_out(&["status", "m.toml", "--json"]);
     let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
@@ -690,10 +690,10 @@ fn rollback_refuses_a_drifted_generation() {
     let file = store.visible_files(&first).remove(0);
     std::fs::write(&file, "id,v\n1,X\n").unwrap();
     let out = sb.weir_out(&["rollback", "m.toml", "out", "--partition", "p", "--to", "1"]);
-    sb.check(&out).code(3).stdout("").stderr("weir::rollback::bad_target\n\n  × cannot roll back to generation 1: published file `$SB/wh/out/\n  │ p/attempts/00000000000000000001/data/rows.csv` of `out` p generation 1\n  │ changed content:\n  │ sha256:147e0064c2bc8d39851c107073c082eb2de0d4329fee793442e81acef4f0a3c2\n  │ committed,\n  │ sha256:7d9cb3252e60a8e5741c8075af7fd87b1d92f2256c3ce5ba0f540ca5153dbbaf\n  │ now\n  help: `weir history` lists generations; pass `--to` one older than the\n        current\n");
+    sb.check(&out).code(3).stdout("").stderr("weir::rollback::bad_target\n\n  × cannot roll back to generation 1: published file `$SB/wh/out/\n  │ p/data-00000000000000000001/rows.csv` of `out` p generation 1 changed\n  │ content:\n  │ sha256:147e0064c2bc8d39851c107073c082eb2de0d4329fee793442e81acef4f0a3c2\n  │ committed,\n  │ sha256:7d9cb3252e60a8e5741c8075af7fd87b1d92f2256c3ce5ba0f540ca5153dbbaf\n  │ now\n  help: `weir history` lists generations; pass `--to` one older than the\n        current\n");
     let err = stderr(&out).replace('\n', " ");
     assert!(
-        err.contains("rows.csv") && err.contains("changed content"),
+        err.contains("rows.csv") && err.contains("changed") && err.contains("content:"),
         "{err}"
     );
     assert_eq!(store.history().unwrap().len(), 2, "nothing was committed");

@@ -235,7 +235,7 @@ fn seeded_chaos_over_300_partitions() {
                 assert_eq!(record.attempt, attempt, "{context}");
                 assert!(mark.is_none(), "{context}");
                 let files = store.visible_files(record);
-                let committed = store.attempt_dir(record.token).join("data");
+                let committed = store.published_dir(record.token);
                 assert!(files.iter().all(|f| f.starts_with(&committed)), "{context}");
                 let (rows, digest) =
                     weir::audit::digest_files(&files, weir::audit::Format::Csv).unwrap();

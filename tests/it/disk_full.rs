@@ -157,7 +157,7 @@ fn a_full_disk_loses_nothing_and_a_rerun_converges() {
     assert_eq!(history.len(), 2);
     for record in &history {
         for f in &record.files {
-            assert!(wh.join(&record.attempt_dir).join("data").join(f).is_file());
+            assert!(wh.join(record.data_key()).join(f).is_file());
         }
     }
 }

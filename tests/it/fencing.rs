@@ -36,6 +36,7 @@ fn staged(store: &PartitionStore, token: FencingToken, run_id: &str, csv: &str) 
         task: "write".into(),
         attempt: 1,
         attempt_dir: store.attempt_key(token),
+        data_dir: None,
         files: vec!["out.csv".into()],
         file_sums: vec![weir::store::FileSum::of(&file, "out.csv").unwrap()],
         rows,

@@ -153,16 +153,14 @@ fn trial(
                     record.digest, record.rows
                 ));
             }
-            // Readers follow the record into its own committed attempt dir.
-            let committed = store.attempt_dir(record.token);
+            // Readers follow the record into its own committed attempt's
+            // published data dir.
+            let committed = store.published_dir(record.token);
             if record.attempt_dir != store.attempt_key(record.token) {
                 return Err(format!("{at}: record names {}", record.attempt_dir));
             }
             let files = store.visible_files(record);
-            if let Some(stray) = files
-                .iter()
-                .find(|f| !f.starts_with(committed.join("data")))
-            {
+            if let Some(stray) = files.iter().find(|f| !f.starts_with(&committed)) {
                 return Err(format!(
                     "{at}: visible file {} outside {}",
                     stray.display(),
@@ -177,10 +175,11 @@ fn trial(
                     digest.as_str()
                 ));
             }
-            let candidate: serde_json::Value = std::fs::read(committed.join("candidate.json"))
+            let evidence = store.attempt_dir(record.token).join("candidate.json");
+            let candidate: serde_json::Value = std::fs::read(evidence)
                 .ok()
                 .and_then(|b| serde_json::from_slice(&b).ok())
-                .ok_or_else(|| format!("{at}: no candidate.json beside the visible files"))?;
+                .ok_or_else(|| format!("{at}: no candidate.json in the committed attempt dir"))?;
             if candidate["passed"] != true
                 || candidate["token"] != record.token.get()
                 || candidate["digest"] != expected.as_str()

@@ -10,6 +10,7 @@ mod chaos;
 mod console;
 mod containment;
 mod crash;
+mod data_layout;
 mod daytwo;
 mod disk_full;
 mod engine_races;

@@ -493,7 +493,10 @@ fn gc_dry_run_deletes_nothing_and_apply_keeps_referenced() {
     // Nothing but attempt directories went: records, tokens, events stay.
     let after = tree(&wh);
     for path in before.keys() {
-        let in_deleted = (1..=3).any(|t| path.starts_with(format!("out/p/attempts/{t:020}")));
+        let in_deleted = (1..=3).any(|t| {
+            path.starts_with(format!("out/p/attempts/{t:020}"))
+                || path.starts_with(format!("out/p/data-{t:020}"))
+        });
         assert_eq!(after.contains_key(path), !in_deleted, "{}", path.display());
     }
     let events = sb.all_runs_events();
@@ -564,7 +567,7 @@ fn rollback_to_a_generation_gc_deleted_is_refused() {
     // Generation 1 is outside the rollback window and its files are gone:
     // a rollback to it must be refused, not publish a record without files.
     let out = sb.weir_out(&["rollback", "m.toml", "out", "--partition", "p", "--to", "1"]);
-    sb.check(&out).code(3).stdout("").stderr("weir::rollback::bad_target\n\n  × cannot roll back to generation 1: its files are gone (garbage-\n  │ collected?): $SB/wh/out/p/attempts/00000000000000000001/data/\n  │ out.csv\n  help: `weir history` lists generations; pass `--to` one older than the\n        current\n");
+    sb.check(&out).code(3).stdout("").stderr("weir::rollback::bad_target\n\n  × cannot roll back to generation 1: its files are gone (garbage-\n  │ collected?): $SB/wh/out/p/data-00000000000000000001/out.csv\n  help: `weir history` lists generations; pass `--to` one older than the\n        current\n");
     assert_eq!(sb.store("out", "p").history().unwrap().len(), 3);
     assert_eq!(show(&sb, "out", "p"), "id,v,token\n1,ok,3\n");
 }

@@ -124,7 +124,7 @@ fn check_against_disk(
             .unwrap()
             .expect("published");
         assert_eq!(record.generation.get(), generation, "{path}");
-        let data = sb.path().join("wh").join(&record.attempt_dir).join("data");
+        let data = sb.path().join("wh").join(record.data_key());
         assert!(
             record
                 .files
@@ -163,8 +163,18 @@ fn files_lists_the_visible_files_of_each_partition() {
         parts,
         [("north", 1), ("north", 1), ("south", 1), ("south", 1)]
     );
-    assert!(seen[0].2.ends_with("/data/part-0.parquet"), "{seen:?}");
-    assert!(seen[1].2.ends_with("/data/part-1.parquet"), "{seen:?}");
+    assert!(
+        seen[0]
+            .2
+            .ends_with("/data-00000000000000000001/part-0.parquet"),
+        "{seen:?}"
+    );
+    assert!(
+        seen[1]
+            .2
+            .ends_with("/data-00000000000000000001/part-1.parquet"),
+        "{seen:?}"
+    );
     let first_north: Vec<String> = seen[..2].iter().map(|s| s.2.clone()).collect();
 
     let csv = files_json(&sb, "flat", &[]);

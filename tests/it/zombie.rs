@@ -182,7 +182,14 @@ fn zombie_engine_loses_after_takeover() {
         (5, visible.record.digest.clone())
     );
     for f in &visible.files {
-        assert!(f.starts_with(attempt_dir(&sb, 2)), "{}", f.display());
+        assert!(
+            f.starts_with(
+                sb.store("out", "k")
+                    .published_dir(FencingToken::from_raw(2))
+            ),
+            "{}",
+            f.display()
+        );
     }
 
     // A's candidate stays on disk, audited, unpublished.

@@ -813,9 +813,9 @@ fn audit_candidate(
     Ok(AuditedCandidate { candidate, report })
 }
 
-/// `candidate.json`: what the audit saw, passed or not. Not fsynced here:
-/// `fsync_candidate` makes it durable with the data, before any commit
-/// names the candidate.
+/// `candidate.json`: what the audit saw, passed or not. Not fsynced, here
+/// or at publish: evidence, not data (the record carries the rows, digest
+/// and file sums); see `PartitionStore::make_durable`.
 fn write_candidate_json(
     at: &Attempt<'_, '_>,
     snapshot: &InputSnapshot,

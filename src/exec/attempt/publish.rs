@@ -51,43 +51,25 @@ pub(super) fn publish(
         report,
     } = audited;
     let token = candidate.token;
-    let (publication, publication_dir) =
-        match stage_for_table(task, partition, store, &mut candidate) {
-            Ok(p) => p,
-            Err(e) => {
-                return fail(
-                    Some(token),
-                    format!(
-                        "cannot move the candidate under its Delta table's partition directory: {}",
-                        chain(&e)
-                    ),
-                )
-            }
-        };
+    let staged = match stage(cx, task, partition, store, &mut candidate) {
+        Ok(staged) => staged,
+        Err(e) => {
+            return fail(
+                Some(token),
+                format!(
+                    "cannot move the candidate to where it publishes: {}",
+                    chain(&e)
+                ),
+            )
+        }
+    };
     // What readers will check the files against from now on (hashed from the
     // page cache while the same files are flushed to disk), and every file
-    // durable before the record that names it.
-    // In a remote warehouse the upload below is what makes them durable.
+    // durable with its name before the record that names it. In a remote
+    // warehouse the upload below is what makes them durable.
+    let names = file_names(&candidate.files);
     let sums = || sum_files(&candidate.files);
-    let sync = || match cx.warehouse.is_remote() {
-        false => crate::store::flush::fsync_candidate(&publication_dir, &candidate.files).and_then(
-            |()| match publication_dir == candidate.dir {
-                true => Ok(()),
-                // `fsync_candidate` reached the publication dir's parent;
-                // the directories between it and `attempts/` are new too.
-                false => crate::store::flush::sync_all(
-                    publication_dir
-                        .ancestors()
-                        .skip(2)
-                        .take_while(|d| d.starts_with(&candidate.dir))
-                        .chain(candidate.dir.parent())
-                        .map(std::path::Path::to_path_buf)
-                        .collect(),
-                ),
-            },
-        ),
-        true => Ok(()),
-    };
+    let sync = || store.make_durable(&staged.data_key, &names);
     let bytes: u64 = candidate
         .files
         .iter()
@@ -114,7 +96,7 @@ pub(super) fn publish(
             format!("cannot fsync the candidate: {}", chain(&e)),
         );
     }
-    if let Err(e) = store.upload_attempt(token, &publication, &candidate.files, &file_sums) {
+    if let Err(e) = store.upload_attempt(token, &staged.attempt_dir, &candidate.files, &file_sums) {
         return fail(
             Some(token),
             format!("cannot upload the candidate: {}", chain(&e)),
@@ -131,8 +113,9 @@ pub(super) fn publish(
         run_id: cx.run_id.clone(),
         task: task.name.clone(),
         attempt,
-        attempt_dir: publication,
-        files: file_names(&candidate.files),
+        attempt_dir: staged.attempt_dir.clone(),
+        data_dir: staged.data_dir.clone(),
+        files: names,
         file_sums,
         rows: report.rows,
         digest: report.digest.as_str().to_string(),
@@ -205,6 +188,10 @@ pub(super) fn publish(
             committed,
             generation,
         }) => {
+            if staged.data_dir.is_some() && committed != mine {
+                // No record names it (each names its own attempt's).
+                store.move_back(token);
+            }
             let current = store.latest().ok().flatten().is_some_and(|latest| {
                 crate::exec::is_current(&latest, snapshot, &task.code_version, &candidate.code)
                     && candidate
@@ -227,7 +214,7 @@ pub(super) fn publish(
     if cx.warehouse.is_remote() {
         // The bucket holds the files now; the staged copy would only grow
         // this host's disk (candidate.json and the logs stay as evidence).
-        let _ = std::fs::remove_dir_all(publication_dir.join(DATA_DIR));
+        let _ = std::fs::remove_dir_all(staged.publication_dir.join(DATA_DIR));
     }
     cx.emit(
         State::Published,
@@ -254,6 +241,61 @@ pub(super) fn publish(
     // The table follows weir's record; its failure is only a warning.
     crate::store::delta::follow_task(store, task, &record);
     AttemptOutcome::Published { unsure }
+}
+
+/// Where a candidate publishes ([`stage`]).
+struct Staged {
+    /// What its commit record names as `attempt_dir`.
+    attempt_dir: String,
+    /// What its commit record names as `data_dir` (see
+    /// [`crate::store::CommitRecord::data_dir`]).
+    data_dir: Option<String>,
+    /// Key of the directory holding its files.
+    data_key: String,
+    /// The directory on this host holding its staged `data/` (a remote
+    /// warehouse's, removed once uploaded and committed).
+    publication_dir: PathBuf,
+}
+
+/// Moves `candidate`'s audited files to where they publish, before they
+/// are hashed and made durable (their names and bytes, so their digests,
+/// are unchanged): on a local disk, the partition's `data-<token>`
+/// ([`PartitionStore::move_to_published`]); a Delta table output, below
+/// its attempt dir ([`stage_for_table`]); a remote warehouse's upload keeps
+/// `attempts/<token>/data/`.
+fn stage(
+    cx: &Context<'_>,
+    task: &Task,
+    partition: &str,
+    store: &PartitionStore,
+    candidate: &mut Candidate,
+) -> Result<Staged, crate::store::StoreError> {
+    let (attempt_dir, publication_dir) = stage_for_table(task, partition, store, candidate)
+        .map_err(crate::store::StoreError::io(candidate.dir.join(DATA_DIR)))?;
+    // A Delta table keeps its Hive layout, even without partition columns:
+    // its log names `attempts/<token>/.../data/` paths.
+    let table = crate::store::delta::columns_of(task, partition).is_some();
+    if cx.warehouse.is_remote() || table {
+        return Ok(Staged {
+            data_key: format!("{attempt_dir}/{DATA_DIR}"),
+            attempt_dir,
+            data_dir: None,
+            publication_dir,
+        });
+    }
+    let from = candidate.dir.join(DATA_DIR);
+    let (key, to) = store.move_to_published(candidate.token)?;
+    for file in &mut candidate.files {
+        if let Ok(name) = file.strip_prefix(&from) {
+            *file = to.join(name);
+        }
+    }
+    Ok(Staged {
+        attempt_dir,
+        data_dir: Some(key.clone()),
+        data_key: key,
+        publication_dir,
+    })
 }
 
 /// Where `candidate` publishes: the key its commit record names as

@@ -646,6 +646,7 @@ printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
                 task: task.into(),
                 attempt: 1,
                 attempt_dir: store.attempt_key(token),
+                data_dir: None,
                 files: files
                     .iter()
                     .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())

@@ -500,8 +500,8 @@ fn table_files(
 ) -> Result<(Vec<TableFile>, Option<Vec<Value>>), TableError> {
     let dataset = store.dataset();
     let local = store.local_files(record)?;
-    let rel_dir = record
-        .attempt_dir
+    let data_key = record.data_key();
+    let rel_dir = data_key
         .strip_prefix(&format!("{dataset}/"))
         .ok_or_else(|| {
             TableError::Unsupported(format!(
@@ -521,7 +521,7 @@ fn table_files(
             None => std::fs::metadata(path).map(|m| m.len()).unwrap_or_default(),
         };
         files.push(TableFile {
-            path: encode_path(&format!("{rel_dir}/data/{name}")),
+            path: encode_path(&format!("{rel_dir}/{name}")),
             size,
             rows,
         });
@@ -668,9 +668,17 @@ pub fn referenced_attempts(
         let Some(decoded) = decode_path(path) else {
             continue;
         };
-        // `<partition dir>/attempts/<token>/data/<file>`
+        // `<partition dir>/attempts/<token>/data/<file>`, or a local
+        // disk's `<partition dir>/data-<token>/<file>` (the same attempt's).
         let parts: Vec<&str> = decoded.splitn(4, '/').collect();
-        if let [dir, "attempts", token, _] = parts.as_slice() {
+        let attempt = match parts.as_slice() {
+            [dir, "attempts", token, _] => Some((*dir, (*token).to_owned())),
+            [dir, name, _, ..] => {
+                crate::store::layout::parse_data_name(name).map(|t| (*dir, t.key_name()))
+            }
+            _ => None,
+        };
+        if let Some((dir, token)) = attempt {
             if crate::store::decode_partition(dir).as_deref() == Some(store.partition()) {
                 let key = format!("{}/{dir}/attempts/{token}", store.dataset());
                 let entry = out.entry(key).or_insert(Reference {
@@ -727,14 +735,14 @@ impl TableView {
         record: &CommitRecord,
     ) -> Option<String> {
         let dataset = &record.dataset;
-        let rel_dir = record
-            .attempt_dir
+        let data_key = record.data_key();
+        let rel_dir = data_key
             .strip_prefix(&format!("{dataset}/"))
-            .unwrap_or(&record.attempt_dir);
+            .unwrap_or(&data_key);
         let mut expected: Vec<String> = record
             .files
             .iter()
-            .map(|name| encode_path(&format!("{rel_dir}/data/{name}")))
+            .map(|name| encode_path(&format!("{rel_dir}/{name}")))
             .collect();
         expected.sort();
         let shown: Vec<String> = self

@@ -14,14 +14,63 @@ use super::PartitionStore;
 impl PartitionStore {
     /// Absolute path of the directory holding the record's files.
     pub fn data_dir(&self, rec: &CommitRecord) -> PathBuf {
-        key_path(&self.root, &rec.attempt_dir).join(DATA_DIR)
+        key_path(&self.root, &rec.data_key())
     }
 
     /// Absolute paths of the record's files under the local root (for a
     /// remote warehouse, where [`PartitionStore::local_files`] puts them).
     pub fn visible_files(&self, rec: &CommitRecord) -> Vec<PathBuf> {
-        let data = key_path(&self.root, &rec.attempt_dir).join(DATA_DIR);
+        let data = self.data_dir(rec);
         rec.files.iter().map(|f| key_path(&data, f)).collect()
+    }
+
+    /// Publishes attempt `token`'s audited `data/` on a local disk: renames
+    /// it (one directory entry moved inside the partition) to the
+    /// partition's `data-<token>`, whose key the commit record names as its
+    /// `data_dir`, and returns that key and directory. Its entry is made
+    /// durable by the fsync of the partition directory, which a new
+    /// partition's skeleton needs anyway ([`PartitionStore::make_durable`]):
+    /// two directory levels fewer to sync than `attempts/<token>/data/`.
+    /// Until a record names it, it is an unpublished candidate, collected
+    /// with its attempt by gc. Not for a remote warehouse, whose uploads
+    /// keep `attempts/<token>/data/` keys.
+    pub fn move_to_published(&self, token: FencingToken) -> Result<(String, PathBuf), StoreError> {
+        self.check()?;
+        let from = self.attempt_dir(token).join(DATA_DIR);
+        let key = layout::data_key(&self.prefix, token);
+        let to = key_path(&self.root, &key);
+        std::fs::rename(&from, &to).map_err(|e| StoreError::Io {
+            path: to.clone(),
+            source: std::io::Error::new(
+                e.kind(),
+                format!("cannot rename {} to it: {e}", from.display()),
+            ),
+        })?;
+        Ok((key, to))
+    }
+
+    /// Puts a candidate [`PartitionStore::move_to_published`] moved back
+    /// into its attempt dir, after its commit was refused: an unpublished
+    /// candidate stays under `attempts/`. Best effort: one left as
+    /// `data-<token>` is collected by gc all the same.
+    pub fn move_back(&self, token: FencingToken) {
+        let from = self.published_dir(token);
+        let _ = std::fs::rename(from, self.attempt_dir(token).join(DATA_DIR));
+    }
+
+    /// Makes a candidate about to be committed durable with its names: the
+    /// files `names` in the directory `data_key`, the directory, and every
+    /// entry up to the nearest one already durable (the partition's, the
+    /// dataset's for a new partition), all at once
+    /// ([`crate::store::Backend::make_durable`]). Logs, the lease and
+    /// `candidate.json` are evidence, not data: left to the page cache (the
+    /// record carries the rows, digest and file sums readers check).
+    /// Nothing to do in a remote warehouse: the upload makes them durable.
+    pub fn make_durable(&self, data_key: &str, names: &[String]) -> Result<(), StoreError> {
+        self.check()?;
+        let mut keys: Vec<String> = names.iter().map(|n| format!("{data_key}/{n}")).collect();
+        keys.push(data_key.to_owned());
+        self.backend.make_durable(&keys)
     }
 
     /// The record's files as local paths a reader can open: in place in a
@@ -48,7 +97,7 @@ impl PartitionStore {
         };
         let data = dir.join(DATA_DIR);
         for name in &rec.files {
-            let key = format!("{}/{DATA_DIR}/{name}", rec.attempt_dir);
+            let key = format!("{}/{name}", rec.data_key());
             let path = key_path(&data, name);
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent).map_err(StoreError::io(parent))?;

@@ -59,7 +59,7 @@ impl PartitionStore {
                 g,
                 &self.dataset,
                 &self.partition,
-                &layout::attempts_prefix(&self.prefix),
+                &self.prefix,
             )
             .map(Some),
         }
@@ -196,7 +196,7 @@ impl PartitionStore {
             .into());
         }
         let mut record = commit.into_record(Generation::FIRST);
-        if let Some((key, reason)) = path_problem(&record, &layout::attempts_prefix(&self.prefix)) {
+        if let Some((key, reason)) = path_problem(&record, &self.prefix) {
             return Err(StoreError::InvalidKey { key, reason }.into());
         }
         let mut latest = self.latest()?;

@@ -123,8 +123,7 @@ impl PartitionStore {
     /// Where the record's `i`th file is published, for people: its path,
     /// or its URL in an object store.
     pub fn file_location(&self, rec: &CommitRecord, i: usize) -> PathBuf {
-        let name = rec.files.get(i).map_or("", String::as_str);
-        self.location(&format!("{}/{DATA_DIR}/{name}", rec.attempt_dir))
+        self.location(&rec.file_key(i))
     }
 
     /// Where an attempt's files are, for people: its directory, or its
@@ -171,6 +170,12 @@ impl PartitionStore {
         key_path(&self.root, &self.attempt_key(token))
     }
 
+    /// Absolute path of `data-<token>`, where attempt `token`'s files are
+    /// published on a local disk ([`PartitionStore::move_to_published`]).
+    pub fn published_dir(&self, token: FencingToken) -> PathBuf {
+        key_path(&self.root, &layout::data_key(&self.prefix, token))
+    }
+
     /// Key of `attempts/<token>` (what a commit's `attempt_dir` holds).
     pub fn attempt_key(&self, token: FencingToken) -> String {
         layout::attempt_key(&self.prefix, token)
@@ -188,11 +193,17 @@ impl PartitionStore {
         let dir = self.attempt_dir(token);
         let data = dir.join(DATA_DIR);
         remove_path(&dir)?;
-        // `attempts/` itself was made durable with the partition's skeleton
-        // when the token was allocated; the attempt's own directories need
-        // not be yet: `fsync_candidate` makes them durable before any commit
-        // names them, and an attempt lost in a crash before that is one
-        // nobody can read. No fsync inside the pool slot.
+        if self.remote.is_none() {
+            // Its published-data name too (`move_to_published`), for the
+            // same reason: a left-over there would fail the rename.
+            remove_path(&self.published_dir(token))?;
+        }
+        // `attempts/` was made with the partition's skeleton when the token
+        // was allocated. No directory here is synced now: what a commit
+        // names is made durable at publish (`make_durable`: on a local disk
+        // the data renamed to `data-<token>`, else these directories), and
+        // an attempt lost in a crash before that is one nobody can read.
+        // No fsync inside the pool slot.
         match std::fs::create_dir(&dir) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
@@ -257,10 +268,15 @@ impl PartitionStore {
             })
     }
 
-    /// Removes `attempts/<token>` (gc). The caller must know no record in
-    /// the log names it.
+    /// Removes `attempts/<token>` and, on a local disk, its published data
+    /// `data-<token>` (gc). The caller must know no record in the log names
+    /// it.
     pub fn remove_attempt(&self, token: FencingToken) -> Result<(), StoreError> {
         self.check()?;
+        if self.remote.is_none() {
+            self.backend
+                .delete_prefix(&layout::data_key(&self.prefix, token))?;
+        }
         self.backend.delete_prefix(&self.attempt_key(token))?;
         if self.remote.is_some() {
             // Its staging copy on this host, if any.

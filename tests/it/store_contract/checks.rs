@@ -349,6 +349,7 @@ fn commit(token: FencingToken) -> NewCommit {
         task: "task".into(),
         attempt: 1,
         attempt_dir: format!("d/p/attempts/{}", token.key_name()),
+        data_dir: None,
         files: vec!["part-0.csv".into()],
         file_sums: Vec::new(),
         rows: 1,
