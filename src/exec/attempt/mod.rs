@@ -294,15 +294,7 @@ fn steps(
         // every host of a remote warehouse (best effort).
         let _ = store.upload_evidence(token);
     })?;
-    let outcome = publish(
-        at.cx,
-        at.task,
-        at.partition,
-        at.number,
-        snapshot,
-        &store,
-        audited,
-    );
+    let outcome = publish(at, snapshot, &store, audited);
     if matches!(outcome, AttemptOutcome::Published { .. }) {
         claim.heartbeat.committed();
     } else {

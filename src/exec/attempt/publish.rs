@@ -2,6 +2,7 @@
 //! summed, and named by one fenced commit record.
 
 use super::*;
+use crate::store::CommitRecord;
 
 pub(super) fn file_names(files: &[PathBuf]) -> Vec<String> {
     files
@@ -35,75 +36,39 @@ const OVERLAP_BYTES: u64 = 1 << 20;
 
 /// The fenced compare-and-swap that makes an audited candidate visible.
 pub(super) fn publish(
-    cx: &Context<'_>,
-    task: &Task,
-    partition: &str,
-    attempt: u32,
+    at: &Attempt<'_, '_>,
     snapshot: &InputSnapshot,
     store: &PartitionStore,
     audited: AuditedCandidate,
 ) -> AttemptOutcome {
-    let fail = |token: Option<FencingToken>, reason: String| {
-        engine_failure(cx, task, partition, attempt, token, reason)
-    };
+    publish_steps(at, snapshot, store, audited).unwrap_or_else(|ended| ended)
+}
+
+/// [`publish`]'s steps in order; each may end the attempt early.
+fn publish_steps(
+    at: &Attempt<'_, '_>,
+    snapshot: &InputSnapshot,
+    store: &PartitionStore,
+    audited: AuditedCandidate,
+) -> Step<AttemptOutcome> {
+    let (cx, task, partition) = (at.cx, at.task, at.partition);
     let AuditedCandidate {
         mut candidate,
         report,
     } = audited;
     let token = candidate.token;
-    let staged = match stage(cx, task, partition, store, &mut candidate) {
-        Ok(staged) => staged,
-        Err(e) => {
-            return fail(
-                Some(token),
-                format!(
-                    "cannot move the candidate to where it publishes: {}",
-                    chain(&e)
-                ),
-            )
-        }
-    };
-    // What readers will check the files against from now on (hashed from the
-    // page cache while the same files are flushed to disk), and every file
-    // durable with its name before the record that names it. In a remote
-    // warehouse the upload below is what makes them durable.
-    let names = file_names(&candidate.files);
-    let sums = || sum_files(&candidate.files);
-    let sync = || store.make_durable(&staged.data_key, &names);
-    let bytes: u64 = candidate
-        .files
-        .iter()
-        .filter_map(|f| f.metadata().ok())
-        .map(|m| m.len())
-        .sum();
-    let (file_sums, synced) = if bytes < OVERLAP_BYTES {
-        (sums(), sync())
-    } else {
-        rayon::join(sums, sync)
-    };
-    let file_sums = match file_sums {
-        Ok(s) => s,
-        Err(e) => {
-            return fail(
-                Some(token),
-                format!("cannot read the candidate: {}", chain(&e)),
-            )
-        }
-    };
-    if let Err(e) = synced {
-        return fail(
+    let staged = stage(cx, task, partition, store, &mut candidate).map_err(|e| {
+        at.fail(
             Some(token),
-            format!("cannot fsync the candidate: {}", chain(&e)),
-        );
-    }
-    if let Err(e) = store.upload_attempt(token, &staged.attempt_dir, &candidate.files, &file_sums) {
-        return fail(
-            Some(token),
-            format!("cannot upload the candidate: {}", chain(&e)),
-        );
-    }
+            format!(
+                "cannot move the candidate to where it publishes: {}",
+                chain(&e)
+            ),
+        )
+    })?;
+    let (names, file_sums) = make_durable(at, store, &staged, &candidate)?;
     if let Err(e) = cx.faults.hit(Point::BeforeCommit, &task.name, partition) {
-        return fail(Some(token), e);
+        return Err(at.fail(Some(token), e));
     }
     let commit = NewCommit {
         token,
@@ -112,7 +77,7 @@ pub(super) fn publish(
         kind: CommitKind::Publish,
         run_id: cx.run_id.clone(),
         task: task.name.clone(),
-        attempt,
+        attempt: at.number,
         attempt_dir: staged.attempt_dir.clone(),
         data_dir: staged.data_dir.clone(),
         files: names,
@@ -124,65 +89,13 @@ pub(super) fn publish(
         code_version: task.code_version.clone(),
         code_fingerprint: Some(candidate.code.clone()),
     };
-    let mut result = store.commit(commit);
-    if result.is_ok() {
-        // The record is linked but its directory fsync "failed": the outcome
-        // is unknown to the engine, as with a real EIO there.
-        if cx
-            .faults
-            .hit(Point::CommitFsync, &task.name, partition)
-            .is_err()
-        {
-            result = Err(PublishError::Store(StoreError::Io {
-                path: store.log_dir(),
-                source: std::io::Error::from_raw_os_error(libc::EIO),
-            }));
-        }
-    }
-    if result.is_ok() {
-        // The record is durable; dying here is a crash after the write and
-        // before its acknowledgement.
-        if cx
-            .faults
-            .hit(Point::AfterCommit, &task.name, partition)
-            .is_err()
-        {
-            // An injected failure here loses only the acknowledgement.
-            return AttemptOutcome::Published { unsure: None };
-        }
-    }
+    let result = commit_once(at, store, commit)?;
     if let Err(e) = cx.faults.hit(Point::BeforeEvent, &task.name, partition) {
-        return fail(Some(token), e);
+        return Err(at.fail(Some(token), e));
     }
     let (record, unsure) = match result {
         Ok(record) => (record, None),
-        Err(PublishError::Store(e)) => {
-            // Unknown outcome: the store's contract says reread the log for
-            // this token, and report what really happened.
-            let error = chain(&e);
-            match store.history() {
-                Ok(history) => match history.into_iter().find(|r| r.token == token) {
-                    Some(record) => (record, Some(error)),
-                    None => {
-                        return fail(
-                            Some(token),
-                            format!(
-                                "commit failed: {error}; the log holds no record with token {token}: not published"
-                            ),
-                        )
-                    }
-                },
-                Err(reread) => {
-                    return fail(
-                        Some(token),
-                        format!(
-                            "commit failed: {error}; rereading the log failed too ({}): whether token {token} is published is unknown",
-                            chain(&reread)
-                        ),
-                    )
-                }
-            }
-        }
+        Err(PublishError::Store(e)) => reread_after_failure(at, store, token, &e)?,
         Err(PublishError::Stale {
             mine,
             committed,
@@ -200,15 +113,14 @@ pub(super) fn publish(
             });
             cx.emit(
                 State::RejectedStale,
-                Event::instance(&task.name, partition)
-                    .attempt(attempt, Some(token.get()))
+                at.event(token)
                     .detail(format!(
                         "token {mine} is not newer than token {committed} committed at generation {generation}; the candidate stays unpublished{}",
                         if current { " (the visible generation has the same input snapshot and code_version)" } else { "" }
                     ))
                     .data(json!({ "mine": mine.get(), "committed": committed.get(), "generation": generation.get(), "current": current })),
             );
-            return AttemptOutcome::Stale { current };
+            return Ok(AttemptOutcome::Stale { current });
         }
     };
     if cx.warehouse.is_remote() {
@@ -216,11 +128,129 @@ pub(super) fn publish(
         // this host's disk (candidate.json and the logs stay as evidence).
         let _ = std::fs::remove_dir_all(staged.publication_dir.join(DATA_DIR));
     }
-    cx.emit(
+    announce_published(at, token, &record, unsure.as_deref());
+    // The table follows weir's record; its failure is only a warning.
+    crate::store::delta::follow_task(store, task, &record);
+    Ok(AttemptOutcome::Published { unsure })
+}
+
+/// The candidate's files made durable with their names (in a remote
+/// warehouse: uploaded), and what readers will check them against from now
+/// on: their names, sizes and SHA-256 (hashed from the page cache while the
+/// same files are flushed to disk), all before the record that names them.
+fn make_durable(
+    at: &Attempt<'_, '_>,
+    store: &PartitionStore,
+    staged: &Staged,
+    candidate: &Candidate,
+) -> Step<(Vec<String>, Vec<FileSum>)> {
+    let token = candidate.token;
+    let names = file_names(&candidate.files);
+    let sums = || sum_files(&candidate.files);
+    let sync = || store.make_durable(&staged.data_key, &names);
+    let bytes: u64 = candidate
+        .files
+        .iter()
+        .filter_map(|f| f.metadata().ok())
+        .map(|m| m.len())
+        .sum();
+    let (file_sums, synced) = if bytes < OVERLAP_BYTES {
+        (sums(), sync())
+    } else {
+        rayon::join(sums, sync)
+    };
+    let file_sums = file_sums.map_err(|e| {
+        at.fail(
+            Some(token),
+            format!("cannot read the candidate: {}", chain(&e)),
+        )
+    })?;
+    synced.map_err(|e| {
+        at.fail(
+            Some(token),
+            format!("cannot fsync the candidate: {}", chain(&e)),
+        )
+    })?;
+    store
+        .upload_attempt(token, &staged.attempt_dir, &candidate.files, &file_sums)
+        .map_err(|e| {
+            at.fail(
+                Some(token),
+                format!("cannot upload the candidate: {}", chain(&e)),
+            )
+        })?;
+    Ok((names, file_sums))
+}
+
+/// The commit, with the fault points around it: an injected EIO on the
+/// log's fsync after the record is linked (the outcome unknown to the
+/// engine, as with a real one), and a crash after the record is durable
+/// and before its acknowledgement (which loses only the acknowledgement).
+fn commit_once(
+    at: &Attempt<'_, '_>,
+    store: &PartitionStore,
+    commit: NewCommit,
+) -> Step<Result<CommitRecord, PublishError>> {
+    let faults = &at.cx.faults;
+    let (task, partition) = (&at.task.name, at.partition);
+    let result = store.commit(commit);
+    if result.is_err() {
+        return Ok(result);
+    }
+    if faults.hit(Point::CommitFsync, task, partition).is_err() {
+        return Ok(Err(PublishError::Store(StoreError::Io {
+            path: store.log_dir(),
+            source: std::io::Error::from_raw_os_error(libc::EIO),
+        })));
+    }
+    if faults.hit(Point::AfterCommit, task, partition).is_err() {
+        return Err(AttemptOutcome::Published { unsure: None });
+    }
+    Ok(result)
+}
+
+/// A commit that reported a store error has an unknown outcome: the store's
+/// contract says reread the log for this token, and report what really
+/// happened (the record, with the error that was settled by finding it).
+fn reread_after_failure(
+    at: &Attempt<'_, '_>,
+    store: &PartitionStore,
+    token: FencingToken,
+    e: &StoreError,
+) -> Step<(CommitRecord, Option<String>)> {
+    let error = chain(e);
+    match store.history() {
+        Ok(history) => match history.into_iter().find(|r| r.token == token) {
+            Some(record) => Ok((record, Some(error))),
+            None => Err(at.fail(
+                Some(token),
+                format!(
+                    "commit failed: {error}; the log holds no record with token {token}: not published"
+                ),
+            )),
+        },
+        Err(reread) => Err(at.fail(
+            Some(token),
+            format!(
+                "commit failed: {error}; rereading the log failed too ({}): whether token {token} is published is unknown",
+                chain(&reread)
+            ),
+        )),
+    }
+}
+
+/// PUBLISHED, naming the generation, its rows and digest (and the commit's
+/// error, when rereading the log found the record anyway).
+fn announce_published(
+    at: &Attempt<'_, '_>,
+    token: FencingToken,
+    record: &CommitRecord,
+    unsure: Option<&str>,
+) {
+    at.cx.emit(
         State::Published,
-        Event::instance(&task.name, partition)
-            .attempt(attempt, Some(token.get()))
-            .detail(match &unsure {
+        at.event(token)
+            .detail(match unsure {
                 None => format!(
                     "generation {}: {} rows, {}",
                     record.generation, record.rows, record.digest
@@ -238,9 +268,6 @@ pub(super) fn publish(
                 "code_version": record.code_version,
             })),
     );
-    // The table follows weir's record; its failure is only a warning.
-    crate::store::delta::follow_task(store, task, &record);
-    AttemptOutcome::Published { unsure }
 }
 
 /// Where a candidate publishes ([`stage`]).
