@@ -42,7 +42,7 @@ const READERS: &[(&str, &str)] = &[
         "the S3 endpoint (`AWS_ENDPOINT_URL*`), as the store's client reads it",
     ),
     (
-        "src/store/s3/mod.rs",
+        "src/store/s3/client.rs",
         "the S3 endpoint checked before the client is built from the environment's credentials",
     ),
     (

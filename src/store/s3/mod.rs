@@ -21,21 +21,18 @@
 //! `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, and `AWS_ALLOW_HTTP=true`
 //! for a local server on plain http.
 
-mod timeouts;
+mod client;
 mod wire;
 
-use timeouts::{humantime_secs, CONNECT_TIMEOUT, MAX_RETRIES, REQUEST_TIMEOUT, RETRY_BUDGET};
+use client::{bucket_url, builder, check_endpoint_vars, CONNECT_TIMEOUT, REQUEST_TIMEOUT};
 use wire::{elements, encode, percent_decode, tag, Refused};
 
 use std::sync::Arc;
 
 use futures_util::{StreamExt, TryStreamExt};
-use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey, Checksum};
+use object_store::aws::AmazonS3ConfigKey;
 use object_store::path::Path as ObjectPath;
-use object_store::{
-    BackoffConfig, ClientConfigKey, ObjectStore, ObjectStoreExt, PutMode, PutOptions, RetryConfig,
-    UpdateVersion,
-};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, UpdateVersion};
 
 use crate::store::backend::{Backend, IncompleteUpload, Object, ObjectMeta, Version};
 use crate::store::error::StoreError;
@@ -92,72 +89,6 @@ pub fn parse_url(url: &str) -> Option<(String, String)> {
 pub fn install_crypto_provider() {
     // Err = a provider is already installed: fine either way.
     let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
-/// object_store panics on an endpoint that is not an absolute URL (an empty
-/// `AWS_ENDPOINT=` from a script, a bare host name): refused here instead.
-fn check_endpoint_vars() -> Result<(), String> {
-    for var in ["AWS_ENDPOINT", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"] {
-        if let Ok(value) = std::env::var(var) {
-            if !value.starts_with("http://") && !value.starts_with("https://") {
-                return Err(format!(
-                    "{var} is `{value}`, not an http:// or https:// URL (unset it for AWS itself)"
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The client for `bucket`, from the `AWS_*` environment, with its timeouts
-/// and retries set.
-///
-/// Every store call blocks an engine thread until the client gives
-/// up, so how long that can take is set here, not left at
-/// object_store's defaults (30 s a request, retries for up to three
-/// minutes): a request that hangs fails after REQUEST_TIMEOUT, and
-/// retries start only within RETRY_BUDGET, so one call returns within
-/// about 25 s, below the default lease timeout (3 heartbeats of 10 s).
-/// A stalled store then ends the run with an error naming it instead
-/// of freezing it, and a heartbeat held up by it is known failed
-/// before the lease looks expired. Timeouts and Ctrl-C never wait for
-/// the store at all (exec::timer).
-fn builder(bucket: &str) -> AmazonS3Builder {
-    AmazonS3Builder::from_env()
-        .with_bucket_name(bucket)
-        .with_config(
-            AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
-            humantime_secs(REQUEST_TIMEOUT),
-        )
-        .with_config(
-            AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
-            humantime_secs(CONNECT_TIMEOUT),
-        )
-        .with_retry(RetryConfig {
-            backoff: BackoffConfig::default(),
-            max_retries: MAX_RETRIES,
-            retry_timeout: RETRY_BUDGET,
-        })
-        // Every PUT carries the SHA-256 of its body in
-        // `x-amz-checksum-sha256`, which the store checks before it
-        // stores the object: an upload that succeeds holds those bytes,
-        // with no need to read it back (`put_file_checked`).
-        .with_checksum_algorithm(Checksum::SHA256)
-}
-
-/// The bucket's URL as object_store addresses it, and the region.
-fn bucket_url(builder: &AmazonS3Builder, bucket: &str) -> (String, String) {
-    let setting = |key: AmazonS3ConfigKey| builder.get_config_value(&key);
-    let region = setting(AmazonS3ConfigKey::Region).unwrap_or_else(|| "us-east-1".to_owned());
-    let virtual_hosted = setting(AmazonS3ConfigKey::VirtualHostedStyleRequest)
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-    let url = match (setting(AmazonS3ConfigKey::Endpoint), virtual_hosted) {
-        (Some(endpoint), true) => endpoint.trim_end_matches('/').to_owned(),
-        (Some(endpoint), false) => format!("{}/{bucket}", endpoint.trim_end_matches('/')),
-        (None, true) => format!("https://{bucket}.s3.{region}.amazonaws.com"),
-        (None, false) => format!("https://s3.{region}.amazonaws.com/{bucket}"),
-    };
-    (url, region)
 }
 
 impl S3Backend {
