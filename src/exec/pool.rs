@@ -331,6 +331,9 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     fn engine_pool(backend: &Arc<dyn Backend>, engine: &str, slots: u32) -> GlobalPool {
+        // The scope is the backend's address: never freed, it is never a
+        // later test's (see `store::slots`' tests).
+        std::mem::forget(Arc::clone(backend));
         GlobalPool::new(
             Arc::clone(backend),
             format!("{:p}", Arc::as_ptr(backend)),

@@ -743,6 +743,10 @@ mod tests {
     fn backend() -> (tempfile::TempDir, Arc<dyn Backend>) {
         let tmp = tempfile::tempdir().unwrap();
         let backend: Arc<dyn Backend> = Arc::new(FsBackend::new(tmp.path()));
+        // Never freed, so no later test's backend gets its address: a
+        // pool's scope is that address, and this process's record of the
+        // slots it holds (`held_here`) outlives a test that leaves one held.
+        std::mem::forget(Arc::clone(&backend));
         (tmp, backend)
     }
 
