@@ -400,52 +400,13 @@ pub fn pin_with(
 ) -> Result<InputSnapshot, PinError> {
     let mut inputs = Vec::with_capacity(task.inputs.len());
     for input in &task.inputs {
-        match &input.source {
-            InputSource::External => {
-                let dataset = &manifest.datasets[&input.dataset];
-                let relative = dataset.path.replace("{partition}", partition);
-                let location = manifest.dir.join(&relative);
-                let digest = file_digest(&location).map_err(|source| PinError::External {
-                    dataset: input.dataset.clone(),
-                    path: location.clone(),
-                    source,
-                })?;
-                let watermark = match &dataset.watermark {
-                    Some(template) => {
-                        let path = manifest
-                            .dir
-                            .join(template.replace("{partition}", partition));
-                        let text = std::fs::read_to_string(&path).map_err(|source| {
-                            PinError::Watermark {
-                                dataset: input.dataset.clone(),
-                                path: path.clone(),
-                                source,
-                            }
-                        })?;
-                        Some(text.trim().to_string())
-                    }
-                    None => None,
-                };
-                inputs.push(PinnedInput {
-                    name: input.dataset.clone(),
-                    pinned: Pinned::External {
-                        path: relative,
-                        watermark,
-                    },
-                    digest,
-                    data: Some(InputData {
-                        format: dataset.format,
-                        files: vec![location.clone()],
-                    }),
-                    location,
-                });
-            }
+        inputs.push(match &input.source {
+            InputSource::External => pin_external(manifest, &input.dataset, partition)?,
             InputSource::Task(producer) => {
-                let upstream = &manifest.tasks[producer];
                 let keys = crate::partition::map_keys(
                     &task.dims,
                     partition,
-                    &upstream.dims,
+                    &manifest.tasks[producer].dims,
                     input.shift,
                     now,
                 )
@@ -453,99 +414,167 @@ pub fn pin_with(
                     dataset: input.dataset.clone(),
                     source,
                 })?;
-                let format: Format = upstream.output.format;
-                let mut pinned = Vec::with_capacity(keys.len());
-                let mut files = Vec::new();
-                let mut dirs = Vec::with_capacity(keys.len());
-                let mut accepted = Vec::new();
-                for key in &keys {
-                    let (part, part_files, dir) = match pin_partition(
-                        warehouse,
-                        &input.dataset,
-                        key.as_str(),
-                        allow_uncertified || certs.none_for(&input.dataset, key.as_str()),
-                    ) {
-                        Ok(found) => found,
-                        // A gap an operator accepted, among several
-                        // partitions (fan-in, window, rollup): read without
-                        // it. An input of one partition stays blocked.
-                        Err(e @ PinError::NoUpstream { .. }) => {
-                            if keys.len() > 1
-                                && crate::store::marks::is_accepted(
-                                    warehouse,
-                                    producer,
-                                    key.as_str(),
-                                )
-                            {
-                                accepted.push(key.as_str().to_string());
-                                continue;
-                            }
-                            return Err(e);
-                        }
-                        Err(e) => return Err(e),
-                    };
-                    files.extend(part_files);
-                    pinned.push(part);
-                    dirs.push(dir);
-                }
-                match pinned.as_slice() {
-                    [one] if keys.len() == 1 => {
-                        let one = one.clone();
-                        let dir = dirs.swap_remove(0);
-                        inputs.push(PinnedInput {
-                            name: input.dataset.clone(),
-                            pinned: Pinned::Upstream {
-                                task: producer.clone(),
-                                generation: one.generation,
-                                token: one.token,
-                                partition: (one.partition != partition)
-                                    .then(|| one.partition.clone()),
-                            },
-                            digest: one.digest,
-                            data: Some(InputData { format, files }),
-                            location: dir,
-                        });
-                    }
-                    _ => {
-                        let mut hasher = Sha256::new();
-                        // Generation and token too: a staged directory
-                        // points at one generation's files, never at an
-                        // equal-digest sibling that gc may collect.
-                        for p in &pinned {
-                            hasher.update(
-                                format!(
-                                    "{}\0{}\0{}\0{}\n",
-                                    p.partition, p.generation, p.token, p.digest
-                                )
-                                .as_bytes(),
-                            );
-                        }
-                        // Only when there are any: older snapshots digest
-                        // as they always did.
-                        for key in &accepted {
-                            hasher.update(format!("accepted\0{key}\n").as_bytes());
-                        }
-                        let digest = format!("sha256:{:x}", hasher.finalize());
-                        // The task gets its own copies, laid out per key
-                        // when the attempt starts (`stage_partitions`).
-                        let location = warehouse.dataset_dir(&input.dataset);
-                        inputs.push(PinnedInput {
-                            name: input.dataset.clone(),
-                            pinned: Pinned::Mapped {
-                                task: producer.clone(),
-                                partitions: pinned,
-                                accepted_missing: accepted,
-                            },
-                            digest,
-                            data: Some(InputData { format, files }),
-                            location,
-                        });
-                    }
-                }
+                let upstream = Upstream {
+                    warehouse,
+                    producer,
+                    dataset: &input.dataset,
+                    format: manifest.tasks[producer].output.format,
+                };
+                pin_upstream(&upstream, partition, &keys, |key| {
+                    allow_uncertified || certs.none_for(&input.dataset, key)
+                })?
             }
-        }
+        });
     }
     Ok(InputSnapshot { inputs })
+}
+
+/// An external input at `partition`: its file's digest, and its watermark
+/// as read now.
+fn pin_external(manifest: &Manifest, name: &str, partition: &str) -> Result<PinnedInput, PinError> {
+    let dataset = &manifest.datasets[name];
+    let relative = dataset.path.replace("{partition}", partition);
+    let location = manifest.dir.join(&relative);
+    let digest = file_digest(&location).map_err(|source| PinError::External {
+        dataset: name.to_owned(),
+        path: location.clone(),
+        source,
+    })?;
+    let watermark = match &dataset.watermark {
+        Some(template) => {
+            let path = manifest
+                .dir
+                .join(template.replace("{partition}", partition));
+            let text = std::fs::read_to_string(&path).map_err(|source| PinError::Watermark {
+                dataset: name.to_owned(),
+                path: path.clone(),
+                source,
+            })?;
+            Some(text.trim().to_string())
+        }
+        None => None,
+    };
+    Ok(PinnedInput {
+        name: name.to_owned(),
+        pinned: Pinned::External {
+            path: relative,
+            watermark,
+        },
+        digest,
+        data: Some(InputData {
+            format: dataset.format,
+            files: vec![location.clone()],
+        }),
+        location,
+    })
+}
+
+/// The upstream task an input reads, and where.
+struct Upstream<'a> {
+    warehouse: &'a Warehouse,
+    producer: &'a String,
+    dataset: &'a String,
+    format: Format,
+}
+
+/// An input read from an upstream task at `keys`, its partitions mapped
+/// from `partition`: one generation when it is the one partition, else one
+/// per key (a gap an operator accepted left out). `uncertified_ok` says
+/// whether an uncertified generation of a key may be read.
+fn pin_upstream(
+    upstream: &Upstream<'_>,
+    partition: &str,
+    keys: &[crate::partition::PartitionKey],
+    uncertified_ok: impl Fn(&str) -> bool,
+) -> Result<PinnedInput, PinError> {
+    let Upstream {
+        warehouse,
+        producer,
+        dataset,
+        format,
+    } = *upstream;
+    let mut pinned = Vec::with_capacity(keys.len());
+    let mut files = Vec::new();
+    let mut dirs = Vec::with_capacity(keys.len());
+    let mut accepted = Vec::new();
+    for key in keys {
+        let (part, part_files, dir) = match pin_partition(
+            warehouse,
+            dataset,
+            key.as_str(),
+            uncertified_ok(key.as_str()),
+        ) {
+            Ok(found) => found,
+            // A gap an operator accepted, among several
+            // partitions (fan-in, window, rollup): read without
+            // it. An input of one partition stays blocked.
+            Err(e @ PinError::NoUpstream { .. }) => {
+                if keys.len() > 1
+                    && crate::store::marks::is_accepted(warehouse, producer, key.as_str())
+                {
+                    accepted.push(key.as_str().to_string());
+                    continue;
+                }
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
+        files.extend(part_files);
+        pinned.push(part);
+        dirs.push(dir);
+    }
+    if let ([one], 1) = (pinned.as_slice(), keys.len()) {
+        let one = one.clone();
+        return Ok(PinnedInput {
+            name: dataset.clone(),
+            pinned: Pinned::Upstream {
+                task: producer.clone(),
+                generation: one.generation,
+                token: one.token,
+                partition: (one.partition != partition).then(|| one.partition.clone()),
+            },
+            digest: one.digest,
+            data: Some(InputData { format, files }),
+            location: dirs.swap_remove(0),
+        });
+    }
+    Ok(PinnedInput {
+        name: dataset.clone(),
+        digest: mapped_digest(&pinned, &accepted),
+        pinned: Pinned::Mapped {
+            task: producer.clone(),
+            partitions: pinned,
+            accepted_missing: accepted,
+        },
+        data: Some(InputData { format, files }),
+        // The task gets its own copies, laid out per key
+        // when the attempt starts (`stage_partitions`).
+        location: warehouse.dataset_dir(dataset),
+    })
+}
+
+/// The digest of an input mapped to several partitions: each pinned
+/// generation, and the gaps accepted.
+fn mapped_digest(pinned: &[PinnedPartition], accepted: &[String]) -> String {
+    let mut hasher = Sha256::new();
+    // Generation and token too: a staged directory
+    // points at one generation's files, never at an
+    // equal-digest sibling that gc may collect.
+    for p in pinned {
+        hasher.update(
+            format!(
+                "{}\0{}\0{}\0{}\n",
+                p.partition, p.generation, p.token, p.digest
+            )
+            .as_bytes(),
+        );
+    }
+    // Only when there are any: older snapshots digest
+    // as they always did.
+    for key in accepted {
+        hasher.update(format!("accepted\0{key}\n").as_bytes());
+    }
+    format!("sha256:{:x}", hasher.finalize())
 }
 
 /// How old a look of this process at an upstream's log may be and still

@@ -33,11 +33,6 @@ const ALLOWED_LONG: &[(&str, &str, &str)] = &[
         "exec/mod.rs is being reworked elsewhere",
     ),
     (
-        "src/inputs/mod.rs",
-        "pin_with",
-        "src/inputs is being reworked elsewhere",
-    ),
-    (
         "src/ops/rollback.rs",
         "rollback",
         "ops/rollback.rs is being reworked elsewhere",
