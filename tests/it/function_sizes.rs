@@ -23,11 +23,6 @@ const ALLOWED_LONG: &[(&str, &str, &str)] = &[
         "the lead cuts exec/attempt",
     ),
     (
-        "src/exec/lease.rs",
-        "guard",
-        "exec/lease.rs is being reworked elsewhere",
-    ),
-    (
         "src/exec/scheduler.rs",
         "finish",
         "exec/scheduler.rs is being reworked elsewhere",
