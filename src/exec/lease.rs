@@ -161,21 +161,7 @@ pub(crate) fn guard(
             .into_iter()
             .filter(|t| *t < mine && committed.is_none_or(|c| *t > c))
             .collect();
-        let mut live = None;
-        let mut unreachable = Vec::new();
-        for t in lower.iter().rev() {
-            match look(&store, *t, &mut watches, lease_timeout) {
-                Other::Done => {}
-                Other::Live(lease, silent) => {
-                    live.get_or_insert((*t, lease, silent));
-                }
-                Other::Unreachable {
-                    lease,
-                    dead,
-                    silent,
-                } => unreachable.push((*t, lease, dead, silent)),
-            }
-        }
+        let (live, mut unreachable) = sort_lower(&store, &lower, &mut watches, lease_timeout);
         let event = |t: FencingToken| {
             Event::instance(&task.name, partition).attempt(attempt, Some(t.get()))
         };
@@ -183,28 +169,8 @@ pub(crate) fn guard(
             if Instant::now() < deadline {
                 if waited_for != Some(t.get()) {
                     waited_for = Some(t.get());
-                    let who = lease.as_ref().map_or_else(
-                        || "an engine that has not written its lease yet".to_string(),
-                        |l| {
-                            format!(
-                                "attempt {} of run {} on {} pid {} (engine {}; heartbeat seen {} ago)",
-                                l.attempt,
-                                l.run_id,
-                                l.host,
-                                l.pid,
-                                l.engine_id,
-                                crate::manifest::duration::human(silent)
-                            )
-                        },
-                    );
-                    cx.emit(
-                        State::Waiting,
-                        event(t)
-                            .detail(format!(
-                                "token {t} is live: {who}; not launching a duplicate"
-                            ))
-                            .data(json!({ "lease": lease, "mine": mine.get() })),
-                    );
+                    let waiting = waiting_event(event(t), t, lease.as_ref(), silent, mine);
+                    cx.emit(State::Waiting, waiting);
                 }
                 std::thread::sleep(poll);
                 if let Some(sig) = super::interrupt::requested() {
@@ -219,34 +185,9 @@ pub(crate) fn guard(
                 continue;
             }
             let expired = silent >= lease_timeout;
-            let why = if dead {
-                let h = lease
-                    .as_ref()
-                    .map(Lease::holder)
-                    .or_else(|| store.token_record(t).ok().flatten().and_then(|r| r.holder));
-                h.map_or_else(
-                    || "its engine is gone".to_string(),
-                    |h| format!("its engine (pid {} on {}) is gone", h.pid, h.host),
-                )
-            } else if expired {
-                format!(
-                    "no heartbeat for {} by this engine's clock (lease timeout {})",
-                    crate::manifest::duration::human(silent),
-                    crate::manifest::duration::human(lease_timeout)
-                )
-            } else {
-                "it outlived its timeout plus the lease timeout".to_string()
-            };
-            let whose = lease.as_ref().map_or_else(
-                || format!("token {t} (no lease written)"),
-                |l| format!("attempt {} (token {t}) of run {}", l.attempt, l.run_id),
-            );
-            cx.emit(
-                State::Unknown,
-                event(t)
-                    .detail(format!("{whose} is unreachable: {why}"))
-                    .data(json!({ "lease": lease, "dead": dead, "expired": expired })),
-            );
+            let why = unreachable_why(&store, t, lease.as_ref(), dead, silent, lease_timeout);
+            let unknown = unknown_event(event(t), t, lease.as_ref(), dead, expired, &why);
+            cx.emit(State::Unknown, unknown);
             // The claim is evidence (gc collects what was taken over); which
             // engine relaunches is already decided by the token order.
             let claimant = TokenOwner {
@@ -254,28 +195,10 @@ pub(crate) fn guard(
                 task: task.name.clone(),
                 attempt,
             };
-            // Its job outlives its engine on the cluster: wait for it (a
-            // duplicate must not run beside it), cancelling it only if it
-            // outlives its own time limit; a completed job's output may be
-            // adopted.
-            let job = lease
-                .as_ref()
-                .and_then(|l| l.job_id.clone())
-                .or_else(|| super::slurm::find_job(&store.attempt_dir(t)));
-            if let Some(job) = job {
-                let waiting = || {
-                    cx.emit(
-                        State::Waiting,
-                        event(t)
-                            .detail(format!(
-                                "Slurm job {job} of token {t} still runs on the cluster; waiting for it, not launching a duplicate"
-                            ))
-                            .data(json!({ "job_id": job, "mine": mine.get() })),
-                    )
-                };
-                let end = super::slurm::await_job(&job, task.timeout + lease_timeout, waiting);
+            let job = await_cluster_job(cx, task, &store, t, lease.as_ref(), event(t), mine);
+            if let Some((job, succeeded)) = job {
                 waited_for = Some(t.get());
-                if end.is_some_and(|s| s.ending() == super::classify::Ending::Success) {
+                if succeeded {
                     adopt = Some((t, job));
                 }
             }
@@ -302,6 +225,153 @@ pub(crate) fn guard(
             Guard::Proceed
         };
     }
+}
+
+/// A lower token someone is on: its lease (if written) and how long its
+/// heartbeat has not moved.
+type Sighting = (FencingToken, Option<Lease>, Duration);
+
+/// A lower token nobody is on any more: its lease, whether its holder is
+/// certainly dead, and how long its heartbeat has not moved.
+type Lost = (FencingToken, Option<Lease>, bool, Duration);
+
+/// Looks at the lower tokens, newest first: the newest live one (the one to
+/// wait for) and every unreachable one (to take over).
+fn sort_lower(
+    store: &PartitionStore,
+    lower: &[FencingToken],
+    watches: &mut HashMap<u64, Watch>,
+    lease_timeout: Duration,
+) -> (Option<Sighting>, Vec<Lost>) {
+    let mut live = None;
+    let mut unreachable = Vec::new();
+    for t in lower.iter().rev() {
+        match look(store, *t, watches, lease_timeout) {
+            Other::Done => {}
+            Other::Live(lease, silent) => {
+                live.get_or_insert((*t, lease, silent));
+            }
+            Other::Unreachable {
+                lease,
+                dead,
+                silent,
+            } => unreachable.push((*t, lease, dead, silent)),
+        }
+    }
+    (live, unreachable)
+}
+
+/// The WAITING event for a live lower token.
+fn waiting_event(
+    event: Event,
+    t: FencingToken,
+    lease: Option<&Lease>,
+    silent: Duration,
+    mine: FencingToken,
+) -> Event {
+    let who = live_holder(lease, silent);
+    event
+        .detail(format!(
+            "token {t} is live: {who}; not launching a duplicate"
+        ))
+        .data(json!({ "lease": lease, "mine": mine.get() }))
+}
+
+/// The UNKNOWN event for an unreachable lower token.
+fn unknown_event(
+    event: Event,
+    t: FencingToken,
+    lease: Option<&Lease>,
+    dead: bool,
+    expired: bool,
+    why: &str,
+) -> Event {
+    let whose = lease.map_or_else(
+        || format!("token {t} (no lease written)"),
+        |l| format!("attempt {} (token {t}) of run {}", l.attempt, l.run_id),
+    );
+    event
+        .detail(format!("{whose} is unreachable: {why}"))
+        .data(json!({ "lease": lease, "dead": dead, "expired": expired }))
+}
+
+/// Who holds a live lower token, for the WAITING event.
+fn live_holder(lease: Option<&Lease>, silent: Duration) -> String {
+    lease.map_or_else(
+        || "an engine that has not written its lease yet".to_string(),
+        |l| {
+            format!(
+                "attempt {} of run {} on {} pid {} (engine {}; heartbeat seen {} ago)",
+                l.attempt,
+                l.run_id,
+                l.host,
+                l.pid,
+                l.engine_id,
+                crate::manifest::duration::human(silent)
+            )
+        },
+    )
+}
+
+/// Why a lower token is unreachable, for the UNKNOWN event.
+fn unreachable_why(
+    store: &PartitionStore,
+    t: FencingToken,
+    lease: Option<&Lease>,
+    dead: bool,
+    silent: Duration,
+    lease_timeout: Duration,
+) -> String {
+    if dead {
+        let h = lease
+            .map(Lease::holder)
+            .or_else(|| store.token_record(t).ok().flatten().and_then(|r| r.holder));
+        h.map_or_else(
+            || "its engine is gone".to_string(),
+            |h| format!("its engine (pid {} on {}) is gone", h.pid, h.host),
+        )
+    } else if silent >= lease_timeout {
+        format!(
+            "no heartbeat for {} by this engine's clock (lease timeout {})",
+            crate::manifest::duration::human(silent),
+            crate::manifest::duration::human(lease_timeout)
+        )
+    } else {
+        "it outlived its timeout plus the lease timeout".to_string()
+    }
+}
+
+/// Waits for an unreachable token's Slurm job, if it has one: the job and
+/// whether it succeeded (its output may be adopted).
+fn await_cluster_job(
+    cx: &Context<'_>,
+    task: &Task,
+    store: &PartitionStore,
+    t: FencingToken,
+    lease: Option<&Lease>,
+    event: Event,
+    mine: FencingToken,
+) -> Option<(String, bool)> {
+    // Its job outlives its engine on the cluster: wait for it (a
+    // duplicate must not run beside it), cancelling it only if it
+    // outlives its own time limit; a completed job's output may be
+    // adopted.
+    let job = lease
+        .and_then(|l| l.job_id.clone())
+        .or_else(|| super::slurm::find_job(&store.attempt_dir(t)))?;
+    let waiting = || {
+        cx.emit(
+            State::Waiting,
+            event
+                .detail(format!(
+                    "Slurm job {job} of token {t} still runs on the cluster; waiting for it, not launching a duplicate"
+                ))
+                .data(json!({ "job_id": job, "mine": mine.get() })),
+        )
+    };
+    let end = super::slurm::await_job(&job, task.timeout + timeout(task), waiting);
+    let succeeded = end.is_some_and(|s| s.ending() == super::classify::Ending::Success);
+    Some((job, succeeded))
 }
 
 /// Looks at one lower token's lease (or its absence) and updates its watch.

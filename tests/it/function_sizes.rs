@@ -18,11 +18,6 @@ const LIMIT: usize = 100;
 /// goal; an entry whose function is cut (or gone) fails the test.
 const ALLOWED_LONG: &[(&str, &str, &str)] = &[
     (
-        "src/exec/lease.rs",
-        "guard",
-        "exec/lease.rs is being reworked elsewhere",
-    ),
-    (
         "src/exec/scheduler.rs",
         "finish",
         "exec/scheduler.rs is being reworked elsewhere",
