@@ -37,11 +37,6 @@ const ALLOWED_LONG: &[(&str, &str, &str)] = &[
         "repin",
         "ops/verify is being reworked elsewhere",
     ),
-    (
-        "src/ops/verify/mod.rs",
-        "verify",
-        "ops/verify is being reworked elsewhere",
-    ),
 ];
 
 fn root() -> PathBuf {

@@ -215,18 +215,7 @@ pub fn verify(
     // What is published must still be what was committed before it is
     // compared with anything.
     check_visible(&store, &record, spec.output.format)?;
-    let table = crate::store::delta::columns_of(spec, partition).map(|(columns, values)| {
-        match crate::store::delta::TableView::read(&store) {
-            Ok(view) => match view.disagreement(&columns, &values, &record) {
-                None => Ok(()),
-                Some(detail) => Err(detail),
-            },
-            Err(e) => Err(format!(
-                "its Delta log cannot be read: {}",
-                crate::store::chain(&e)
-            )),
-        }
-    });
+    let table = table_agreement(spec, partition, &store, &record);
     let (run_id, scratch) = scratch_dir(warehouse.root())?;
     let inputs = snapshot
         .inputs
@@ -287,6 +276,28 @@ pub fn verify(
         differences,
         scratch,
         table,
+    })
+}
+
+/// When the output is a Delta table: whether the table shows exactly the
+/// published files of `record`, or what it shows instead.
+fn table_agreement(
+    spec: &crate::manifest::Task,
+    partition: &str,
+    store: &crate::store::PartitionStore,
+    record: &CommitRecord,
+) -> Option<Result<(), String>> {
+    crate::store::delta::columns_of(spec, partition).map(|(columns, values)| {
+        match crate::store::delta::TableView::read(store) {
+            Ok(view) => match view.disagreement(&columns, &values, record) {
+                None => Ok(()),
+                Some(detail) => Err(detail),
+            },
+            Err(e) => Err(format!(
+                "its Delta log cannot be read: {}",
+                crate::store::chain(&e)
+            )),
+        }
     })
 }
 
