@@ -32,11 +32,6 @@ const ALLOWED_LONG: &[(&str, &str, &str)] = &[
         "rollback",
         "ops/rollback.rs is being reworked elsewhere",
     ),
-    (
-        "src/ops/verify/mod.rs",
-        "repin",
-        "ops/verify is being reworked elsewhere",
-    ),
 ];
 
 fn root() -> PathBuf {

@@ -310,48 +310,16 @@ fn repin(
     scratch: &Path,
 ) -> Result<Repinned, VerifyError> {
     let copies = scratch.join(inputs::INPUTS_DIR).join(&input.name);
-    let missing = |why: String| VerifyError::InputMissing {
-        input: input.name.clone(),
-        why,
-    };
-    let changed = |now: String| VerifyError::InputChanged {
-        input: input.name.clone(),
-        pinned: input.digest.clone(),
-        now,
-    };
     // A pinned file that is gone is missing; one that changed is changed.
     let copy_failed = |e: inputs::MaterializeError| match e {
         inputs::MaterializeError::Drift(d) => match d.kind {
-            DriftKind::Vanished => missing(d.to_string()),
-            _ => changed(d.to_string()),
+            DriftKind::Vanished => input_missing(input, d.to_string()),
+            _ => input_changed(input, d.to_string()),
         },
         e => warehouse_failed("cannot check the published files")(e),
     };
     match input.kind.as_str() {
-        "external" => {
-            let relative = input.path.as_deref().ok_or_else(|| {
-                not_understood(format!(
-                    "pinned external input `{}` has no path",
-                    input.name
-                ))
-            })?;
-            let live = manifest.dir.join(relative);
-            // The rerun reads a private copy, hashed while it was made.
-            let location =
-                match inputs::materialize_external(&live, &input.digest, &copies, &input.name) {
-                    Ok(copy) => copy,
-                    Err(inputs::MaterializeError::Moved { now, .. }) => return Err(changed(now)),
-                    Err(inputs::MaterializeError::Io { path, source }) if path == live => {
-                        return Err(missing(format!("cannot read {}: {source}", live.display())))
-                    }
-                    Err(e) => return Err(warehouse_failed("cannot read a pinned input")(e)),
-                };
-            Ok(Repinned {
-                name: input.name.clone(),
-                location,
-                watermark: input.watermark.clone(),
-            })
-        }
+        "external" => repin_external(manifest, input, &copies),
         "upstream" if !input.partitions.is_empty() => {
             let mut pinned = Vec::with_capacity(input.partitions.len());
             for p in &input.partitions {
@@ -416,6 +384,56 @@ fn repin(
             input.name
         ))),
     }
+}
+
+/// `input` cannot be read as it was pinned.
+fn input_missing(input: &StoredInput, why: String) -> VerifyError {
+    VerifyError::InputMissing {
+        input: input.name.clone(),
+        why,
+    }
+}
+
+/// `input` is no longer what was pinned: it is `now`.
+fn input_changed(input: &StoredInput, now: String) -> VerifyError {
+    VerifyError::InputChanged {
+        input: input.name.clone(),
+        pinned: input.digest.clone(),
+        now,
+    }
+}
+
+/// A pinned external input, copied privately for the rerun and hashed
+/// while it was copied: missing if it cannot be read, changed if its
+/// digest moved.
+fn repin_external(
+    manifest: &Manifest,
+    input: &StoredInput,
+    copies: &Path,
+) -> Result<Repinned, VerifyError> {
+    let relative = input.path.as_deref().ok_or_else(|| {
+        not_understood(format!(
+            "pinned external input `{}` has no path",
+            input.name
+        ))
+    })?;
+    let live = manifest.dir.join(relative);
+    let location = match inputs::materialize_external(&live, &input.digest, copies, &input.name) {
+        Ok(copy) => copy,
+        Err(inputs::MaterializeError::Moved { now, .. }) => return Err(input_changed(input, now)),
+        Err(inputs::MaterializeError::Io { path, source }) if path == live => {
+            return Err(input_missing(
+                input,
+                format!("cannot read {}: {source}", live.display()),
+            ))
+        }
+        Err(e) => return Err(warehouse_failed("cannot read a pinned input")(e)),
+    };
+    Ok(Repinned {
+        name: input.name.clone(),
+        location,
+        watermark: input.watermark.clone(),
+    })
 }
 
 /// The record of upstream generation `generation` of `input` at
