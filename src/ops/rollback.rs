@@ -91,46 +91,7 @@ pub fn rollback(
     let history = store
         .history()
         .map_err(failed("cannot read the commit log"))?;
-    let current = history
-        .last()
-        .ok_or_else(|| RollbackError::NothingPublished {
-            dataset: dataset.to_string(),
-            partition: partition.to_string(),
-        })?;
-    if to.is_none() && current.generation == Generation::FIRST {
-        return Err(RollbackError::BadTarget {
-            to: current.generation.get(),
-            why: "it is the only generation: there is nothing older to roll back to".into(),
-        });
-    }
-    let to = to.unwrap_or_else(|| current.generation.get().saturating_sub(1));
-    let target = history
-        .iter()
-        .find(|r| r.generation == Generation::from_raw(to))
-        .ok_or_else(|| RollbackError::NoSuchGeneration {
-            to,
-            current: current.generation.get(),
-        })?;
-    if target.generation == current.generation
-        || target.digest == current.digest && target.data_key() == current.data_key()
-    {
-        return Err(RollbackError::BadTarget {
-            to,
-            why: "it is what readers already see".into(),
-        });
-    }
-    // A generation gc has already collected cannot come back, nor one whose
-    // files are no longer what it committed.
-    if let Err(drift) = store.check_files(target, Depth::Hash) {
-        let why = match drift.kind {
-            DriftKind::Vanished => format!(
-                "its files are gone (garbage-collected?): {}",
-                drift.path.display()
-            ),
-            _ => drift.to_string(),
-        };
-        return Err(RollbackError::BadTarget { to, why });
-    }
+    let (current, target) = choose_target(&store, &history, dataset, partition, to)?;
     let owner = TokenOwner {
         run_id: log.run_id().to_string(),
         task: target.task.clone(),
@@ -141,39 +102,9 @@ pub fn rollback(
         .map_err(failed("cannot allocate a fencing token"))?;
     let previous = state::read(warehouse, &target.task, partition)
         .map_err(failed("cannot read the instance's marker"))?;
-    let hold = InstanceMark {
-        mark: Mark::Held,
-        task: target.task.clone(),
-        partition: partition.to_string(),
-        run_id: log.run_id().to_string(),
-        reason: format!(
-            "rolled back to generation {} of {dataset} (token {token}, replacing generation {}); `weir retry` releases it (a run then rebuilds it if its inputs or code differ from the restored generation's)",
-            target.generation, current.generation
-        ),
-        input_snapshot_digest: Some(target.input_snapshot_digest.clone()),
-        code_version: manifest.pipeline.code_version.clone(),
-        code_fingerprint: None,
-        since: crate::clock::now_rfc3339(),
-        note: None,
-    };
-    state::write(warehouse, &hold).map_err(failed("cannot hold the instance"))?;
-    log.emit_durable(
-        State::RolledBack,
-        Event::instance(&target.task, partition)
-            .attempt(target.attempt, Some(token.get()))
-            .detail(format!(
-                "token {token} republishes generation {} ({} rows, {}, code_version {}) in place of generation {}; the instance is held",
-                target.generation, target.rows, target.digest, target.code_version, current.generation
-            ))
-            .data(json!({
-                "dataset": dataset,
-                "token": token.get(),
-                "from_generation": target.generation.get(),
-                "replaced_generation": current.generation.get(),
-                "digest": target.digest,
-            })),
-    )
-    .map_err(failed("cannot log the rollback"))?;
+    hold_and_announce(
+        manifest, warehouse, log, dataset, partition, token, current, target,
+    )?;
     let committed = store.commit(NewCommit {
         token,
         dataset: dataset.to_string(),
@@ -226,6 +157,108 @@ pub fn rollback(
         crate::store::delta::follow_task(&store, task, &record);
     }
     Ok(record)
+}
+
+/// The generation a rollback to `to` (default: the one before the
+/// current) republishes, and the current one, or why it cannot: nothing
+/// published, no such generation, what readers already see, or files no
+/// longer what it committed (a generation gc has already collected cannot
+/// come back).
+fn choose_target<'h>(
+    store: &crate::store::PartitionStore,
+    history: &'h [CommitRecord],
+    dataset: &str,
+    partition: &str,
+    to: Option<u64>,
+) -> Result<(&'h CommitRecord, &'h CommitRecord), RollbackError> {
+    let current = history
+        .last()
+        .ok_or_else(|| RollbackError::NothingPublished {
+            dataset: dataset.to_string(),
+            partition: partition.to_string(),
+        })?;
+    if to.is_none() && current.generation == Generation::FIRST {
+        return Err(RollbackError::BadTarget {
+            to: current.generation.get(),
+            why: "it is the only generation: there is nothing older to roll back to".into(),
+        });
+    }
+    let to = to.unwrap_or_else(|| current.generation.get().saturating_sub(1));
+    let target = history
+        .iter()
+        .find(|r| r.generation == Generation::from_raw(to))
+        .ok_or_else(|| RollbackError::NoSuchGeneration {
+            to,
+            current: current.generation.get(),
+        })?;
+    if target.generation == current.generation
+        || target.digest == current.digest && target.data_key() == current.data_key()
+    {
+        return Err(RollbackError::BadTarget {
+            to,
+            why: "it is what readers already see".into(),
+        });
+    }
+    if let Err(drift) = store.check_files(target, Depth::Hash) {
+        let why = match drift.kind {
+            DriftKind::Vanished => format!(
+                "its files are gone (garbage-collected?): {}",
+                drift.path.display()
+            ),
+            _ => drift.to_string(),
+        };
+        return Err(RollbackError::BadTarget { to, why });
+    }
+    Ok((current, target))
+}
+
+/// Holds the instance (a run would rebuild what the rollback restores)
+/// and logs ROLLED_BACK durably, both before the commit.
+#[allow(clippy::too_many_arguments)]
+fn hold_and_announce(
+    manifest: &Manifest,
+    warehouse: &Warehouse,
+    log: &EventLog,
+    dataset: &str,
+    partition: &str,
+    token: crate::store::FencingToken,
+    current: &CommitRecord,
+    target: &CommitRecord,
+) -> Result<(), RollbackError> {
+    let hold = InstanceMark {
+        mark: Mark::Held,
+        task: target.task.clone(),
+        partition: partition.to_string(),
+        run_id: log.run_id().to_string(),
+        reason: format!(
+            "rolled back to generation {} of {dataset} (token {token}, replacing generation {}); `weir retry` releases it (a run then rebuilds it if its inputs or code differ from the restored generation's)",
+            target.generation, current.generation
+        ),
+        input_snapshot_digest: Some(target.input_snapshot_digest.clone()),
+        code_version: manifest.pipeline.code_version.clone(),
+        code_fingerprint: None,
+        since: crate::clock::now_rfc3339(),
+        note: None,
+    };
+    state::write(warehouse, &hold).map_err(failed("cannot hold the instance"))?;
+    log.emit_durable(
+        State::RolledBack,
+        Event::instance(&target.task, partition)
+            .attempt(target.attempt, Some(token.get()))
+            .detail(format!(
+                "token {token} republishes generation {} ({} rows, {}, code_version {}) in place of generation {}; the instance is held",
+                target.generation, target.rows, target.digest, target.code_version, current.generation
+            ))
+            .data(json!({
+                "dataset": dataset,
+                "token": token.get(),
+                "from_generation": target.generation.get(),
+                "replaced_generation": current.generation.get(),
+                "digest": target.digest,
+            })),
+    )
+    .map_err(failed("cannot log the rollback"))?;
+    Ok(())
 }
 
 /// A warehouse failure while doing `what`, keeping its cause.

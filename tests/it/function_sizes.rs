@@ -27,11 +27,6 @@ const ALLOWED_LONG: &[(&str, &str, &str)] = &[
         "run_with",
         "exec/mod.rs is being reworked elsewhere",
     ),
-    (
-        "src/ops/rollback.rs",
-        "rollback",
-        "ops/rollback.rs is being reworked elsewhere",
-    ),
 ];
 
 fn root() -> PathBuf {
