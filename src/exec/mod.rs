@@ -416,22 +416,7 @@ pub fn run_with(
         |dataset: &str, key: &str| crate::plan::settled(manifest, &warehouse, dataset, key);
     let plan = Plan::build_selected(manifest, &options.scope, &selection, now, &published)?;
     let explicit: HashSet<&str> = selected.iter().copied().collect();
-    // Each planned task's code identity, read once: an unreadable `code`
-    // path refuses the run before anything starts.
-    let mut fingerprints = std::collections::HashMap::new();
-    let mut programs = std::collections::HashMap::new();
-    for t in &plan.tasks {
-        let task = &manifest.tasks[&t.name];
-        fingerprints.insert(
-            t.name.clone(),
-            crate::manifest::fingerprint::fingerprint(&manifest.dir, task)?,
-        );
-        // Looked up once per run: a program installed while it goes is
-        // used from the next run on.
-        if let Some(program) = launch::program(task) {
-            programs.insert(t.name.clone(), program);
-        }
-    }
+    let (fingerprints, programs) = code_identities(manifest, &plan)?;
     // Task processes of engines that died on this host stop before any
     // command of this run starts.
     tree::sweep_orphans();
@@ -454,30 +439,7 @@ pub fn run_with(
         programs,
         notify,
     };
-    // Pool limits hold across the engines sharing the warehouse: this
-    // engine beats while it may hold slots there.
-    let heartbeat = pool::EngineHeartbeat::start(
-        std::sync::Arc::clone(cx.warehouse.backend()),
-        &lease::engine().engine_id,
-        timing,
-    )
-    .map_err(ExecError::Pools)?;
-    let pools: Vec<_> = plan
-        .pools
-        .iter()
-        .map(|(name, slots)| {
-            let rate = manifest.pools.get(name).and_then(|p| p.rate);
-            (name.clone(), *slots, rate)
-        })
-        .collect();
-    let pool_slots = pool::shared(
-        cx.warehouse.backend(),
-        &cx.warehouse.location(),
-        &pools,
-        timing,
-        &heartbeat.own_beats(),
-    )
-    .map_err(ExecError::Pools)?;
+    let (heartbeat, pool_slots) = take_part_in_pools(&cx, &plan, timing)?;
     cx.emit(
         State::RunStarted,
         Event::default()
@@ -502,6 +464,88 @@ pub fn run_with(
     if let Some(notify) = &cx.notify {
         notify.finish();
     }
+    announce_finished(&cx, &summary);
+    let mut summary = summary;
+    summary.log_complete = !cx.log.lost_lines();
+    if let Err(e) = cx.log.sync() {
+        summary.log_complete = false;
+        let mut first = cx.log_error.lock().unwrap_or_else(|p| p.into_inner());
+        first.get_or_insert(format!("cannot sync {}: {e}", cx.log.path().display()));
+    }
+    summary.log_error = cx
+        .log_error
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    Ok(summary)
+}
+
+/// This engine's part in the plan's pools, whose limits hold across the
+/// engines sharing the warehouse: its heartbeat (it beats while it may
+/// hold slots there) and each pool's slots.
+fn take_part_in_pools(
+    cx: &Context<'_>,
+    plan: &Plan,
+    timing: crate::store::slots::SlotTiming,
+) -> Result<(pool::EngineHeartbeat, Vec<pool::Slots>), ExecError> {
+    let heartbeat = pool::EngineHeartbeat::start(
+        std::sync::Arc::clone(cx.warehouse.backend()),
+        &lease::engine().engine_id,
+        timing,
+    )
+    .map_err(ExecError::Pools)?;
+    let pools: Vec<_> = plan
+        .pools
+        .iter()
+        .map(|(name, slots)| {
+            let rate = cx.manifest.pools.get(name).and_then(|p| p.rate);
+            (name.clone(), *slots, rate)
+        })
+        .collect();
+    let pool_slots = pool::shared(
+        cx.warehouse.backend(),
+        &cx.warehouse.location(),
+        &pools,
+        timing,
+        &heartbeat.own_beats(),
+    )
+    .map_err(ExecError::Pools)?;
+    Ok((heartbeat, pool_slots))
+}
+
+/// Each planned task's code identity, read once (an unreadable `code`
+/// path refuses the run before anything starts), and its program looked
+/// up along PATH once per run (a program installed while it goes is used
+/// from the next run on).
+#[allow(clippy::type_complexity)]
+fn code_identities(
+    manifest: &Manifest,
+    plan: &Plan,
+) -> Result<
+    (
+        std::collections::HashMap<String, String>,
+        std::collections::HashMap<String, std::path::PathBuf>,
+    ),
+    ExecError,
+> {
+    let mut fingerprints = std::collections::HashMap::new();
+    let mut programs = std::collections::HashMap::new();
+    for t in &plan.tasks {
+        let task = &manifest.tasks[&t.name];
+        fingerprints.insert(
+            t.name.clone(),
+            crate::manifest::fingerprint::fingerprint(&manifest.dir, task)?,
+        );
+        if let Some(program) = launch::program(task) {
+            programs.insert(t.name.clone(), program);
+        }
+    }
+    Ok((fingerprints, programs))
+}
+
+/// RUN_FINISHED: how many instances are published or current, how many
+/// not, and what an interruption left undone.
+fn announce_finished(cx: &Context<'_>, summary: &RunSummary) {
     let failed = summary
         .instances
         .iter()
@@ -524,19 +568,6 @@ pub fn run_with(
             ))
             .data(json!({ "interrupted": summary.interrupted.map(interrupt::Signal::name) })),
     );
-    let mut summary = summary;
-    summary.log_complete = !cx.log.lost_lines();
-    if let Err(e) = cx.log.sync() {
-        summary.log_complete = false;
-        let mut first = cx.log_error.lock().unwrap_or_else(|p| p.into_inner());
-        first.get_or_insert(format!("cannot sync {}: {e}", cx.log.path().display()));
-    }
-    summary.log_error = cx
-        .log_error
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
-    Ok(summary)
 }
 
 /// Published from the same reads (the digests of its input snapshot, not

@@ -22,11 +22,6 @@ const ALLOWED_LONG: &[(&str, &str, &str)] = &[
         "finish",
         "exec/scheduler.rs is being reworked elsewhere",
     ),
-    (
-        "src/exec/mod.rs",
-        "run_with",
-        "exec/mod.rs is being reworked elsewhere",
-    ),
 ];
 
 fn root() -> PathBuf {
