@@ -336,35 +336,9 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 AttemptOutcome::AlreadyPublished | AttemptOutcome::Stale { current: true },
             ) => InstanceResult::AlreadyPublished,
             Outcome::Attempt(AttemptOutcome::Published { unsure }) => {
-                // A marker another engine wrote while this one ran stays:
-                // an operator's HELD still says what they meant, and a
-                // quarantine of what is now current is cleared by the next
-                // run that sees it (`job::moot`).
-                let cleared = if self.marked[id].get() {
-                    marks::clear(&self.cx.warehouse, task_name, partition)
-                } else {
-                    Ok(())
-                };
-                if let Err(e) = cleared {
-                    let why = format!(
-                        "cannot clear the marker of {task_name} {partition}: {}",
-                        chain(&e)
-                    );
-                    eprintln!("error: {why}");
-                    self.marker_errors.borrow_mut().push(why);
-                }
-                match unsure {
-                    // Published, as the reread log shows; the engine still
-                    // failed at its own work, and says so with exit 5.
-                    Some(e) => {
-                        self.engine_failed(id, &format!("published, but the commit reported: {e}"));
-                        // Downstream may use it: it is published.
-                        self.status[id] = Status::Done(InstanceResult::EngineFailed(format!(
-                            "published, but the commit reported: {e}"
-                        )));
-                        return machine::Verdict::Release;
-                    }
-                    None => InstanceResult::Published,
+                match self.published(id, unsure) {
+                    Ok(result) => result,
+                    Err(verdict) => return verdict,
                 }
             }
             Outcome::Engine(reason)
@@ -375,47 +349,10 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 self.engine_failed(id, &reason);
                 InstanceResult::EngineFailed(reason)
             }
-            Outcome::Marked { mark, consumable } => {
-                let release = format!(
-                    "release with `weir retry {} {task_name} --partition {} --note ...`",
-                    crate::partition::shell_word(&self.cx.manifest.path.display().to_string()),
-                    crate::partition::shell_word(partition)
-                );
-                // The event's state and the summary's column name the mark:
-                // the text must not repeat it ("HELD HELD since …").
-                let why = format!("since run {}: {}", mark.run_id, mark.reason);
-                let (state, result) = match mark.mark {
-                    Mark::Held => (State::Held, InstanceResult::Held(why.clone())),
-                    Mark::Quarantined => {
-                        (State::Quarantined, InstanceResult::Quarantined(why.clone()))
-                    }
-                    Mark::Abandoned => (State::Skipped, InstanceResult::Skipped(why.clone())),
-                    Mark::Accepted => (State::Accepted, InstanceResult::Skipped(why.clone())),
-                };
-                let consumed = match (consumable, mark.mark) {
-                    (true, Mark::Accepted) => {
-                        "; downstream instances that read it among other partitions run without it"
-                    }
-                    (true, _) => "; its published generation stays readable downstream",
-                    _ => "",
-                };
-                self.cx.emit(
-                    state,
-                    Event::instance(task_name, partition)
-                        .detail(format!("{why}; {release}{consumed}")),
-                );
-                if consumable {
-                    // HELD means "do not rebuild": what it published is
-                    // still the partition's generation, and downstream
-                    // instances pinned to another one rebuild from it.
-                    self.status[id] = Status::Done(match mark.mark {
-                        Mark::Accepted => result,
-                        _ => InstanceResult::Held(format!("{why}{consumed}")),
-                    });
-                    return machine::Verdict::Release;
-                }
-                result
-            }
+            Outcome::Marked { mark, consumable } => match self.marked(id, &mark, consumable) {
+                Ok(result) => result,
+                Err(verdict) => return verdict,
+            },
             Outcome::Attempt(AttemptOutcome::Stale { current: false }) => {
                 InstanceResult::RejectedStale
             }
@@ -434,20 +371,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 token,
                 reason,
                 ..
-            }) => {
-                self.cx.emit(
-                    State::Interrupted,
-                    Event::instance(task_name, partition)
-                        .attempt(self.attempts[id], token.map(|t| t.get()))
-                        .detail(format!(
-                            "{reason}; its process tree is stopped, no marker: the next run runs it"
-                        )),
-                );
-                // Downstream instances were not started: they are listed
-                // as left undone, not SKIPPED.
-                self.status[id] = Status::Done(InstanceResult::Interrupted(reason));
-                return machine::Verdict::Stopped;
-            }
+            }) => return self.interrupted(id, token, reason),
             Outcome::Attempt(AttemptOutcome::Failed {
                 ending,
                 token,
@@ -472,6 +396,118 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         } else {
             machine::Verdict::Block
         }
+    }
+
+    /// A publication: the marker that stood when it started cleared, and
+    /// `Err(Release)` when the commit's error was settled by rereading the
+    /// log (published, but the engine failed at its own work: exit 5).
+    fn published(
+        &mut self,
+        id: usize,
+        unsure: Option<String>,
+    ) -> Result<InstanceResult, machine::Verdict> {
+        let (task_name, partition) = self.names(id);
+        // A marker another engine wrote while this one ran stays:
+        // an operator's HELD still says what they meant, and a
+        // quarantine of what is now current is cleared by the next
+        // run that sees it (`job::moot`).
+        let cleared = if self.marked[id].get() {
+            marks::clear(&self.cx.warehouse, task_name, partition)
+        } else {
+            Ok(())
+        };
+        if let Err(e) = cleared {
+            let why = format!(
+                "cannot clear the marker of {task_name} {partition}: {}",
+                chain(&e)
+            );
+            eprintln!("error: {why}");
+            self.marker_errors.borrow_mut().push(why);
+        }
+        match unsure {
+            // Published, as the reread log shows; the engine still
+            // failed at its own work, and says so with exit 5.
+            Some(e) => {
+                self.engine_failed(id, &format!("published, but the commit reported: {e}"));
+                // Downstream may use it: it is published.
+                self.status[id] = Status::Done(InstanceResult::EngineFailed(format!(
+                    "published, but the commit reported: {e}"
+                )));
+                Err(machine::Verdict::Release)
+            }
+            None => Ok(InstanceResult::Published),
+        }
+    }
+
+    /// An instance an operator's or a failure's mark keeps from running:
+    /// told with how to release it; `Err(Release)` when what it published
+    /// stays readable downstream.
+    fn marked(
+        &mut self,
+        id: usize,
+        mark: &InstanceMark,
+        consumable: bool,
+    ) -> Result<InstanceResult, machine::Verdict> {
+        let (task_name, partition) = self.names(id);
+        let release = format!(
+            "release with `weir retry {} {task_name} --partition {} --note ...`",
+            crate::partition::shell_word(&self.cx.manifest.path.display().to_string()),
+            crate::partition::shell_word(partition)
+        );
+        // The event's state and the summary's column name the mark:
+        // the text must not repeat it ("HELD HELD since …").
+        let why = format!("since run {}: {}", mark.run_id, mark.reason);
+        let (state, result) = match mark.mark {
+            Mark::Held => (State::Held, InstanceResult::Held(why.clone())),
+            Mark::Quarantined => (State::Quarantined, InstanceResult::Quarantined(why.clone())),
+            Mark::Abandoned => (State::Skipped, InstanceResult::Skipped(why.clone())),
+            Mark::Accepted => (State::Accepted, InstanceResult::Skipped(why.clone())),
+        };
+        let consumed = match (consumable, mark.mark) {
+            (true, Mark::Accepted) => {
+                "; downstream instances that read it among other partitions run without it"
+            }
+            (true, _) => "; its published generation stays readable downstream",
+            _ => "",
+        };
+        self.cx.emit(
+            state,
+            Event::instance(task_name, partition).detail(format!("{why}; {release}{consumed}")),
+        );
+        if consumable {
+            // HELD means "do not rebuild": what it published is
+            // still the partition's generation, and downstream
+            // instances pinned to another one rebuild from it.
+            self.status[id] = Status::Done(match mark.mark {
+                Mark::Accepted => result,
+                _ => InstanceResult::Held(format!("{why}{consumed}")),
+            });
+            return Err(machine::Verdict::Release);
+        }
+        Ok(result)
+    }
+
+    /// Interrupted: its process tree is stopped, no marker, and the run
+    /// stops starting work.
+    fn interrupted(
+        &mut self,
+        id: usize,
+        token: Option<crate::store::FencingToken>,
+        reason: String,
+    ) -> machine::Verdict {
+        let (task_name, partition) = self.names(id);
+        self.cx.emit(
+            State::Interrupted,
+            Event::instance(task_name, partition)
+                .attempt(self.attempts[id], token.map(|t| t.get()))
+                .detail(format!(
+                    "{reason}; its process tree is stopped, no marker: the next run runs it"
+                )),
+        );
+        // Downstream instances were not started: they are listed
+        // as left undone, not SKIPPED.
+        self.status[id] = Status::Done(InstanceResult::Interrupted(reason));
+        machine::Verdict::Stopped
     }
 
     /// The engine failed at its own work for this instance: an event, no
