@@ -316,6 +316,7 @@ mod tests {
     use crate::store::log::CommitKind;
     use crate::store::warehouse::Warehouse;
     use std::collections::BTreeSet;
+    use std::sync::atomic::Ordering::Relaxed;
     use std::sync::Barrier;
 
     fn owner(attempt: u32) -> TokenOwner {
@@ -554,11 +555,7 @@ mod tests {
     fn remote_newest_record_that_goes_is_missing() {
         let tmp = tempfile::tempdir().unwrap();
         let backend = Arc::new(crate::store::MemoryBackend::default());
-        let open = || {
-            Warehouse::remote(backend.clone(), "s3://b/wh", tmp.path())
-                .unwrap()
-                .partition("d", "p")
-        };
+        let open = || remote_partition(&backend, tmp.path());
         let p = open();
         for t in [3, 5] {
             p.commit(sample(t)).unwrap();
@@ -629,6 +626,25 @@ mod tests {
     }
 
     use crate::store::backend::FsBackend;
+
+    /// Partition `d/p` of a remote warehouse over `backend`.
+    fn remote_partition<B: Backend + 'static>(
+        backend: &Arc<B>,
+        dir: &std::path::Path,
+    ) -> PartitionStore {
+        Warehouse::remote(backend.clone(), "s3://b/wh", dir)
+            .unwrap()
+            .partition("d", "p")
+    }
+
+    impl LogListings {
+        /// The commit-log reads since the last call.
+        fn log_reads(&self) -> usize {
+            self.firsts.swap(0, Relaxed)
+                + self.whole.swap(0, Relaxed)
+                + std::mem::take(&mut *self.after.lock().unwrap()).len()
+        }
+    }
 
     /// A memory backend that counts whole listings of a commit log and
     /// records where listings from a name started.
@@ -756,14 +772,9 @@ mod tests {
     // that starts at the record it read, which it does not read again.
     #[test]
     fn issue_28_a_short_remote_log_is_one_listing_and_its_record_is_kept() {
-        use std::sync::atomic::Ordering::Relaxed;
         let tmp = tempfile::tempdir().unwrap();
         let backend = Arc::new(LogListings::default());
-        let open = || {
-            Warehouse::remote(backend.clone(), "s3://b/wh", tmp.path())
-                .unwrap()
-                .partition("d", "p")
-        };
+        let open = || remote_partition(&backend, tmp.path());
         let writer = open();
         for t in 1..=3 {
             writer.commit(sample(t)).unwrap();
@@ -810,19 +821,10 @@ mod tests {
     // the allocation says so.
     #[test]
     fn issue_28_allocation_reads_the_log_only_when_someone_may_have_committed() {
-        use std::sync::atomic::Ordering::Relaxed;
         let tmp = tempfile::tempdir().unwrap();
         let backend = Arc::new(LogListings::default());
-        let open = || {
-            Warehouse::remote(backend.clone(), "s3://b/wh", tmp.path())
-                .unwrap()
-                .partition("d", "p")
-        };
-        let log_reads = || {
-            backend.firsts.swap(0, Relaxed)
-                + backend.whole.swap(0, Relaxed)
-                + std::mem::take(&mut *backend.after.lock().unwrap()).len()
-        };
+        let open = || remote_partition(&backend, tmp.path());
+        let log_reads = || backend.log_reads();
         let mine = open();
         let a = mine.allocate(&owner(1)).unwrap();
         assert_eq!((a.token.get(), a.latest.is_none()), (1, true));
@@ -850,20 +852,11 @@ mod tests {
     // commit made since.
     #[test]
     fn a_look_at_the_log_younger_than_the_bound_stands_for_a_pin_and_no_older() {
-        use std::sync::atomic::Ordering::Relaxed;
         use std::time::Duration;
         let tmp = tempfile::tempdir().unwrap();
         let backend = Arc::new(LogListings::default());
-        let open = || {
-            Warehouse::remote(backend.clone(), "s3://b/wh", tmp.path())
-                .unwrap()
-                .partition("d", "p")
-        };
-        let log_reads = || {
-            backend.firsts.swap(0, Relaxed)
-                + backend.whole.swap(0, Relaxed)
-                + std::mem::take(&mut *backend.after.lock().unwrap()).len()
-        };
+        let open = || remote_partition(&backend, tmp.path());
+        let log_reads = || backend.log_reads();
         let long = Duration::from_secs(600);
         let mine = open();
         mine.allocate(&owner(1)).unwrap();
