@@ -106,8 +106,14 @@ pool = "work"
             None => {}
         }
     }
-    // Each new partition's entry in rows/, once, with its candidate.
-    assert_eq!(shared, ["rows/"; 3]);
+    // Each new partition's entry in rows/, made durable with its
+    // candidate: one fsync of rows/ per new partition at most, fewer when
+    // partitions are created together (one fsync covers every entry there
+    // at that moment, `store/dirs.rs`), never none.
+    assert!(
+        (1..=3).contains(&shared.len()) && shared.iter().all(|l| l == "rows/"),
+        "rows/ fsynced: {shared:?}"
+    );
     let budget = [
         // the candidate, concurrently: its data, the data dir, and the data
         // dir's entry in the partition dir (whose fsync also covers the
