@@ -126,16 +126,21 @@ struct Attempt<'a, 'c> {
 }
 
 impl Attempt<'_, '_> {
-    /// The engine failed this attempt (see [`engine_failure`]).
+    /// The engine itself failed (warehouse I/O, disk full): FAILED,
+    /// transient.
     fn fail(&self, token: Option<FencingToken>, reason: String) -> AttemptOutcome {
-        engine_failure(
-            self.cx,
-            self.task,
-            self.partition,
-            self.number,
+        self.cx.emit(
+            State::Failed,
+            Event::instance(&self.task.name, self.partition)
+                .attempt(self.number, token.map(FencingToken::get))
+                .detail(format!("engine error: {reason}")),
+        );
+        AttemptOutcome::Failed {
+            ending: Ending::Engine(reason.clone()),
             token,
             reason,
-        )
+            code: None,
+        }
     }
 
     /// This attempt's event, its token named.
@@ -724,29 +729,6 @@ fn code_moved(cx: &Context<'_>, task: &Task, launched: &str) -> Option<Ending> {
             "the task's code cannot be fingerprinted after its command: {}; its output is not published",
             chain(&e)
         ))),
-    }
-}
-
-/// The engine itself failed (warehouse I/O, disk full): FAILED, transient.
-fn engine_failure(
-    cx: &Context<'_>,
-    task: &Task,
-    partition: &str,
-    attempt: u32,
-    token: Option<FencingToken>,
-    reason: String,
-) -> AttemptOutcome {
-    cx.emit(
-        State::Failed,
-        Event::instance(&task.name, partition)
-            .attempt(attempt, token.map(FencingToken::get))
-            .detail(format!("engine error: {reason}")),
-    );
-    AttemptOutcome::Failed {
-        ending: Ending::Engine(reason.clone()),
-        token,
-        reason,
-        code: None,
     }
 }
 

@@ -57,7 +57,7 @@ fn publish_steps(
         report,
     } = audited;
     let token = candidate.token;
-    let staged = stage(cx, task, partition, store, &mut candidate).map_err(|e| {
+    let staged = stage(at, store, &mut candidate).map_err(|e| {
         at.fail(
             Some(token),
             format!(
@@ -291,12 +291,11 @@ struct Staged {
 /// its attempt dir ([`stage_for_table`]); a remote warehouse's upload keeps
 /// `attempts/<token>/data/`.
 fn stage(
-    cx: &Context<'_>,
-    task: &Task,
-    partition: &str,
+    at: &Attempt<'_, '_>,
     store: &PartitionStore,
     candidate: &mut Candidate,
 ) -> Result<Staged, crate::store::StoreError> {
+    let (cx, task, partition) = (at.cx, at.task, at.partition);
     let (attempt_dir, publication_dir) = stage_for_table(task, partition, store, candidate)
         .map_err(crate::store::StoreError::io(candidate.dir.join(DATA_DIR)))?;
     // A Delta table keeps its Hive layout, even without partition columns:
