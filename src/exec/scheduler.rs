@@ -38,6 +38,33 @@ pub(super) struct Scheduler<'c, 'a> {
     pub(super) checks: Vec<u32>,
     /// When `--wait` ends: rechecks stop then.
     pub(super) wait_until: Option<Instant>,
+    /// The listings of markers and certification marks taken for the
+    /// passes so far (`pass_looks`).
+    pub(super) looks: Looks,
+}
+
+/// Listings of names, each with the moment its request was sent, used
+/// again while at most [`crate::store::LOOK_REUSE`] old.
+#[derive(Default)]
+pub(super) struct Looks(std::collections::HashMap<String, (Instant, Arc<HashSet<String>>)>);
+
+impl Looks {
+    /// The listing of `what`, taken by `list` unless a fresh one is kept.
+    fn take(
+        &mut self,
+        what: &str,
+        list: impl FnOnce(&str) -> Result<Arc<HashSet<String>>, ()>,
+    ) -> Option<Arc<HashSet<String>>> {
+        if let Some((at, names)) = self.0.get(what) {
+            if at.elapsed() <= crate::store::LOOK_REUSE {
+                return Some(Arc::clone(names));
+            }
+        }
+        let at = Instant::now();
+        let names = list(what).ok()?;
+        self.0.insert(what.to_owned(), (at, Arc::clone(&names)));
+        Some(names)
+    }
 }
 
 impl<'c, 'a> Scheduler<'c, 'a> {
@@ -88,6 +115,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             interrupted: None,
             checks: vec![0; n],
             wait_until: options.wait.map(crate::clock::instant_after),
+            looks: Looks::default(),
         }
     }
 
@@ -207,38 +235,46 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         machine::RunInput::Report { instance, verdict }
     }
 
-    /// What this pass reads once for the instances it starts together: for
-    /// each task with several first attempts among `actions`, one listing
-    /// of its markers (`marks::listed`), standing for each instance's read
-    /// of its marker (the instances whose marker is known absent are
-    /// returned), and one listing of the certification marks of each
-    /// upstream dataset they read (`certs::Listed`), standing for each
-    /// pin's read. Both are taken as the instances are started, as the
-    /// reads were: an operator's marker or `uncertify` made before this
-    /// pass (a rollback's HELD) is in the listing; one made after it, as
-    /// after a read. A task with one instance starting reads its own (one
-    /// GET, as before), and a listing that fails leaves each instance to
-    /// read its own.
-    fn pass_looks(&self, actions: &[machine::RunAction]) -> (HashSet<usize>, Arc<Listed>) {
-        let mut by_task: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
+    /// What this pass reads once for the instances it starts: for each
+    /// task with first attempts among `actions`, a listing of its markers
+    /// (`marks::listed`), standing for each instance's read of its marker
+    /// (the instances whose marker is known absent are returned), and a
+    /// listing of the certification marks of each upstream dataset they
+    /// read (`certs::Listed`), standing for each pin's read. A listing
+    /// this run took at most [`crate::store::LOOK_REUSE`] ago is used again: an
+    /// operator's marker or `uncertify` made since is then what a read
+    /// would have missed had the instance started that much sooner. One
+    /// made before the listing (a rollback's HELD) is in it. A listing
+    /// that fails leaves each instance to read its own.
+    fn pass_looks(&mut self, actions: &[machine::RunAction]) -> (HashSet<usize>, Arc<Listed>) {
+        let mut by_task: std::collections::BTreeMap<&'c str, Vec<usize>> = Default::default();
         for action in actions {
             if let machine::RunAction::Start(id) = *action {
                 if self.attempts[id] == 0 {
-                    by_task.entry(self.names(id).0).or_default().push(id);
+                    let (task, _) = self.names(id);
+                    by_task.entry(task).or_default().push(id);
                 }
             }
         }
         let mut absent = HashSet::new();
         let mut certs = Listed::default();
-        for (task, ids) in by_task.into_iter().filter(|(_, ids)| ids.len() > 1) {
+        let warehouse = &self.cx.warehouse;
+        for (task, ids) in by_task {
             if !self.options.allow_uncertified {
                 for input in &self.cx.manifest.tasks[task].inputs {
                     if matches!(input.source, crate::manifest::InputSource::Task(_)) {
-                        certs.list(&self.cx.warehouse, &input.dataset);
+                        let listed = self
+                            .looks
+                            .take(&input.dataset, |d| Listed::take(warehouse, d).ok_or(()));
+                        if let Some(names) = listed {
+                            certs.insert(&input.dataset, names);
+                        }
                     }
                 }
             }
-            let Ok(names) = marks::listed(&self.cx.warehouse, task) else {
+            let Some(names) = self.looks.take(&format!("markers of {task}"), |_| {
+                marks::listed(warehouse, task).map(Arc::new).map_err(drop)
+            }) else {
                 continue;
             };
             absent.extend(

@@ -582,9 +582,10 @@ fn mapped_digest(pinned: &[PinnedPartition], accepted: &[String]) -> String {
 /// proved `up` current or committed it costs no listing. The pin is then a
 /// snapshot as of that look, at most this long before the pin: what a
 /// fresh listing would show had another engine's commit of `up` landed
-/// that much later, which no reader can tell apart. Certification is still
-/// read at the pin (an `uncertify` since that look is seen).
-const PIN_REUSE: std::time::Duration = std::time::Duration::from_secs(2);
+/// that much later, which no reader can tell apart (`store::LOOK_REUSE`).
+/// Certification is read at the pin, or taken from the scheduling pass's
+/// listing of marks, itself at most that old.
+const PIN_REUSE: std::time::Duration = crate::store::LOOK_REUSE;
 
 /// The latest generation of one upstream partition, if published and
 /// certified, its files and their directory.

@@ -151,6 +151,15 @@ pub trait Backend: Send + Sync {
     /// Removes a key or everything under a prefix (gc of attempt dirs); a
     /// missing prefix is not an error.
     fn delete_prefix(&self, prefix: &str) -> Result<(), StoreError>;
+    /// Removes `keys`, all of them under `prefix`, which holds nothing
+    /// else worth keeping: the prefix goes with them where the store has
+    /// directories. An object store sends one DeleteObjects for the keys,
+    /// without the listing `delete_prefix` needs. The default removes the
+    /// whole prefix.
+    fn delete_known(&self, prefix: &str, keys: &[String]) -> Result<(), StoreError> {
+        let _ = keys;
+        self.delete_prefix(prefix)
+    }
     /// Makes the "directories" `names` under `prefix` exist before any key
     /// is put under them. Their entries need not be durable yet: the first
     /// durable write below `prefix` makes them so, all at once (a

@@ -132,18 +132,12 @@ impl EventStore {
             }
             EventStore::Objects(backend) => {
                 let prefix = Self::chunk_prefix(run_id).map_err(|e| store_io(&e))?;
-                let last = backend
-                    .list(&prefix)
-                    .map_err(|e| store_io(&e))?
-                    .iter()
-                    .filter_map(|n| n.parse::<u64>().ok())
-                    .max()
-                    .unwrap_or(0);
                 let chunks = Arc::new(Chunks {
                     backend: Arc::clone(backend),
                     prefix: prefix.clone(),
                     stored: Mutex::new(Stored {
-                        next: last + 1,
+                        next: 1,
+                        listed: false,
                         unsure: None,
                     }),
                     pending: Mutex::new(Pending {
@@ -312,6 +306,11 @@ struct Chunks {
 struct Stored {
     /// The seq the next chunk tries first.
     next: u64,
+    /// Whether the run's chunks were listed. A new run's log (every run
+    /// but a resumed one) has none, so its first chunk is tried at seq 1
+    /// without a listing; a taken seq 1 is a log appended to, listed
+    /// then, once, for its last chunk.
+    listed: bool,
     /// A chunk whose create failed with an unknown outcome: the next flush
     /// stores exactly these bytes first, so that a create that did land is
     /// recognised as ours (the same bytes) and not stored twice.
@@ -353,7 +352,7 @@ impl Chunks {
 
     fn flush_locked(&self, stored: &mut Stored) -> Result<(), StoreError> {
         if let Some(bytes) = stored.unsure.take() {
-            if let Err(e) = self.store(&mut stored.next, &bytes) {
+            if let Err(e) = self.store(stored, &bytes) {
                 stored.unsure = Some(bytes);
                 return Err(e);
             }
@@ -366,29 +365,41 @@ impl Chunks {
         if bytes.is_empty() {
             return Ok(());
         }
-        if let Err(e) = self.store(&mut stored.next, &bytes) {
+        if let Err(e) = self.store(stored, &bytes) {
             stored.unsure = Some(bytes);
             return Err(e);
         }
         Ok(())
     }
 
-    /// Stores `bytes` as the next free chunk from seq `next` on.
-    fn store(&self, next: &mut u64, bytes: &[u8]) -> Result<(), StoreError> {
+    /// Stores `bytes` as the next free chunk from seq `stored.next` on.
+    fn store(&self, stored: &mut Stored, bytes: &[u8]) -> Result<(), StoreError> {
         loop {
-            let key = format!("{}/{:020}", self.prefix, *next);
+            let key = format!("{}/{:020}", self.prefix, stored.next);
             if self.backend.put_if_absent(&key, bytes)? {
                 break;
             }
             // Taken. The same bytes: our own create, retried after its reply
             // was lost (by us, or inside the backend's client). Other bytes
-            // (or gone again): another writer's chunk, so try the next seq.
+            // (or gone again): another writer's chunk, so try the next seq,
+            // or past the log's last chunk if it was never listed.
             if self.backend.get(&key)?.as_deref() == Some(bytes) {
                 break;
             }
-            *next += 1;
+            stored.next += 1;
+            if !stored.listed {
+                let last = self
+                    .backend
+                    .list(&self.prefix)?
+                    .iter()
+                    .filter_map(|n| n.parse::<u64>().ok())
+                    .max()
+                    .unwrap_or(0);
+                stored.next = stored.next.max(last + 1);
+                stored.listed = true;
+            }
         }
-        *next += 1;
+        stored.next += 1;
         Ok(())
     }
 }

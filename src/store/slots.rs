@@ -638,6 +638,8 @@ pub struct EngineBeat {
     next: u64,
     /// This beat's numbers written, the newest last (two at most).
     written: Vec<u64>,
+    /// The number of a beat whose put failed: it may have landed.
+    unsure: Option<u64>,
     own: Arc<OwnBeats>,
 }
 
@@ -663,6 +665,7 @@ impl EngineBeat {
             prefix: format!("{ENGINES}/{engine_id}"),
             next: NEXT_BEAT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             written: Vec::with_capacity(3),
+            unsure: None,
             own,
         };
         beat.beat()?;
@@ -680,8 +683,10 @@ impl EngineBeat {
         self.own.sending();
         // A beat that failed is sent again under its number: a first try
         // that landed after all is then found, not written twice.
+        self.unsure = Some(n);
         self.backend
             .put_if_absent_volatile(&format!("{}/{}", self.prefix, gen_name(n)), b"")?;
+        self.unsure = None;
         self.own.landed();
         self.next = NEXT_BEAT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.written.push(n);
@@ -694,9 +699,17 @@ impl EngineBeat {
         Ok(())
     }
 
-    /// The engine ends: its heartbeat goes (after it released its slots).
+    /// The engine ends: its heartbeat goes (after it released its slots),
+    /// the keys it wrote and the one a failed beat may have left, in one
+    /// request on an object store.
     pub fn stop(self) -> Result<(), StoreError> {
-        self.backend.delete_prefix(&self.prefix)
+        let keys: Vec<String> = self
+            .written
+            .iter()
+            .chain(&self.unsure)
+            .map(|&n| format!("{}/{}", self.prefix, gen_name(n)))
+            .collect();
+        self.backend.delete_known(&self.prefix, &keys)
     }
 }
 

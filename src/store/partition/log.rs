@@ -94,6 +94,18 @@ impl PartitionStore {
         Ok(Some(rec))
     }
 
+    /// In an object store, the record of the newest generation this
+    /// process has seen in the log (`Some(None)`: it saw the log empty),
+    /// if it keeps that record; not a proof that nothing is newer, only
+    /// the generation a commit tries first (see [`PartitionStore::commit`]).
+    fn kept_newest(&self) -> Option<Option<CommitRecord>> {
+        self.remote.as_ref()?;
+        match self.seen.get(&self.prefix)? {
+            None => Some(None),
+            Some(g) => self.seen.record(&self.prefix, g).map(Some),
+        }
+    }
+
     /// The newest record as of a moment at most `max_age` ago: the one this
     /// process committed, or proved newest by a listing, that recently (the
     /// moment taken before the request was sent), without asking the store
@@ -183,6 +195,15 @@ impl PartitionStore {
     /// put-if-absent `log/<g+1>`; if that key was taken (someone else
     /// committed g+1), reread and re-check. Returns the committed record.
     ///
+    /// In an object store, the latest record is first taken to be the
+    /// newest this process has seen, without listing the log again:
+    /// generations are committed one after the other, each by a
+    /// put-if-absent of the one after a record its committer saw, and
+    /// records are never deleted, so while `log/<g+1>` is absent nothing
+    /// newer than g exists, and the put landing proves g was still the
+    /// latest. Had anyone committed since, the put finds `g+1` taken and
+    /// the log is listed as before.
+    ///
     /// An `Err(Store)` leaves the outcome unknown. Retrying with the same
     /// token is safe: if the first try landed, the retry is `Stale` with
     /// `committed == mine` (unless a newer token committed since).
@@ -199,7 +220,10 @@ impl PartitionStore {
         if let Some((key, reason)) = path_problem(&record, &self.prefix) {
             return Err(StoreError::InvalidKey { key, reason }.into());
         }
-        let mut latest = self.latest()?;
+        let mut latest = match self.kept_newest() {
+            Some(kept) => kept,
+            None => self.latest()?,
+        };
         loop {
             let next = match &latest {
                 None => Generation::FIRST,

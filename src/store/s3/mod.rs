@@ -481,6 +481,11 @@ impl Backend for S3Backend {
         }
     }
 
+    fn delete_known(&self, prefix: &str, keys: &[String]) -> Result<(), StoreError> {
+        validate_key(prefix)?;
+        self.delete_keys(keys)
+    }
+
     fn delete_prefix(&self, prefix: &str) -> Result<(), StoreError> {
         validate_key(prefix)?;
         for meta in self.list_objects(prefix)? {
