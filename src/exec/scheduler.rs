@@ -38,33 +38,6 @@ pub(super) struct Scheduler<'c, 'a> {
     pub(super) checks: Vec<u32>,
     /// When `--wait` ends: rechecks stop then.
     pub(super) wait_until: Option<Instant>,
-    /// The listings of markers and certification marks taken for the
-    /// passes so far (`pass_looks`).
-    pub(super) looks: Looks,
-}
-
-/// Listings of names, each with the moment its request was sent, used
-/// again while at most [`crate::store::LOOK_REUSE`] old.
-#[derive(Default)]
-pub(super) struct Looks(std::collections::HashMap<String, (Instant, Arc<HashSet<String>>)>);
-
-impl Looks {
-    /// The listing of `what`, taken by `list` unless a fresh one is kept.
-    fn take(
-        &mut self,
-        what: &str,
-        list: impl FnOnce(&str) -> Result<Arc<HashSet<String>>, ()>,
-    ) -> Option<Arc<HashSet<String>>> {
-        if let Some((at, names)) = self.0.get(what) {
-            if at.elapsed() <= crate::store::LOOK_REUSE {
-                return Some(Arc::clone(names));
-            }
-        }
-        let at = Instant::now();
-        let names = list(what).ok()?;
-        self.0.insert(what.to_owned(), (at, Arc::clone(&names)));
-        Some(names)
-    }
 }
 
 impl<'c, 'a> Scheduler<'c, 'a> {
@@ -115,7 +88,6 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             interrupted: None,
             checks: vec![0; n],
             wait_until: options.wait.map(crate::clock::instant_after),
-            looks: Looks::default(),
         }
     }
 
@@ -240,19 +212,19 @@ impl<'c, 'a> Scheduler<'c, 'a> {
     /// (`marks::listed`), standing for each instance's read of its marker
     /// (the instances whose marker is known absent are returned), and a
     /// listing of the certification marks of each upstream dataset they
-    /// read (`certs::Listed`), standing for each pin's read. A listing
-    /// this run took at most [`crate::store::LOOK_REUSE`] ago is used again: an
-    /// operator's marker or `uncertify` made since is then what a read
-    /// would have missed had the instance started that much sooner. One
-    /// made before the listing (a rollback's HELD) is in it. A listing
+    /// read (`certs::Listed`), standing for each pin's read. Both are
+    /// taken as the instances are started, as the reads were: an
+    /// operator's marker or `uncertify` made before this pass (a
+    /// rollback's HELD, or one a task of this run made before it ended) is
+    /// in the listing; one made after it, as after a read. One instance
+    /// starting lists too: a listing costs what its read did. A listing
     /// that fails leaves each instance to read its own.
-    fn pass_looks(&mut self, actions: &[machine::RunAction]) -> (HashSet<usize>, Arc<Listed>) {
-        let mut by_task: std::collections::BTreeMap<&'c str, Vec<usize>> = Default::default();
+    fn pass_looks(&self, actions: &[machine::RunAction]) -> (HashSet<usize>, Arc<Listed>) {
+        let mut by_task: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
         for action in actions {
             if let machine::RunAction::Start(id) = *action {
                 if self.attempts[id] == 0 {
-                    let (task, _) = self.names(id);
-                    by_task.entry(task).or_default().push(id);
+                    by_task.entry(self.names(id).0).or_default().push(id);
                 }
             }
         }
@@ -263,18 +235,11 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             if !self.options.allow_uncertified {
                 for input in &self.cx.manifest.tasks[task].inputs {
                     if matches!(input.source, crate::manifest::InputSource::Task(_)) {
-                        let listed = self
-                            .looks
-                            .take(&input.dataset, |d| Listed::take(warehouse, d).ok_or(()));
-                        if let Some(names) = listed {
-                            certs.insert(&input.dataset, names);
-                        }
+                        certs.list(warehouse, &input.dataset);
                     }
                 }
             }
-            let Some(names) = self.looks.take(&format!("markers of {task}"), |_| {
-                marks::listed(warehouse, task).map(Arc::new).map_err(drop)
-            }) else {
+            let Ok(names) = marks::listed(warehouse, task) else {
                 continue;
             };
             absent.extend(

@@ -89,9 +89,7 @@ pub use warehouse::{Location, Warehouse};
 /// commit) may be and still stand for a fresh one: a reader acting on it
 /// acts on a snapshot as of that look, what a fresh read would give had
 /// another engine's write landed that much later, which no reader can
-/// tell apart. A pin of `down` on `up`'s look (`inputs`), and a pass's
-/// listing of markers and certification marks standing for the reads of
-/// the instances started after it (`exec::scheduler`).
+/// tell apart: a pin of `down` on `up`'s look (`inputs`).
 pub const LOOK_REUSE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The S3 endpoint of the environment: `AWS_ENDPOINT_URL_S3` over

@@ -175,6 +175,9 @@ impl PartitionStore {
         // The floor and what follows it must each have its record.
         let first = floor.unwrap_or(Generation::FIRST);
         if let Some((g, token)) = listing.hole(first) {
+            // A record went: what this process kept of the log no longer
+            // stands for it, and a commit lists it again (and refuses).
+            self.seen.forget(&self.prefix);
             return Err(self.missing(g, token));
         }
         let newest = listing.records.last().copied().or(floor);
@@ -426,6 +429,13 @@ impl SeenGenerations {
                     .cloned()
             })
             .flatten()
+    }
+
+    /// Drops the kept record and look of a partition.
+    fn forget(&self, prefix: &str) {
+        let mut seen = self.lock();
+        seen.records.remove(prefix);
+        seen.confirmed.remove(prefix);
     }
 
     /// Keeps `rec` unless a newer generation's record is kept already.
