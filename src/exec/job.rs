@@ -3,6 +3,10 @@
 
 use super::*;
 
+use crate::inputs::Reads;
+use crate::store::summary::Summary;
+use crate::store::Look;
+
 /// One attempt's worth of work for an attempt thread.
 pub(super) struct Job<'m> {
     pub(super) task: &'m Task,
@@ -59,7 +63,9 @@ impl Job<'_> {
         if let Some(outcome) = mark.as_ref().and_then(|m| self.held(cx, m)) {
             return (None, outcome);
         }
-        let snapshot = match self.pin(cx) {
+        // By the upstreams' marker summaries where their logs' listings
+        // showed them: a current instance reads no record.
+        let snapshot = match self.pin(cx, Reads::Digests) {
             Ok(s) => s,
             Err(outcome) => return (None, outcome),
         };
@@ -85,25 +91,21 @@ impl Job<'_> {
                 );
             }
         }
-        // The log is read on every attempt, before a token is spent: a
-        // corrupt record refuses the instance here, not after its task ran.
-        let store = cx.warehouse.partition(&task.output.dataset, partition);
-        let latest = match store.latest() {
-            Ok(latest) => latest,
-            Err(e) => {
-                return (
-                    Some(snapshot),
-                    Outcome::Engine(format!(
-                        "cannot read the commit log of {} {partition}: {}",
-                        task.output.dataset,
-                        attempt::chain(&e)
-                    )),
-                )
-            }
-        };
-        if self.nothing_to_do(cx, latest, &snapshot) {
-            return (Some(snapshot), Outcome::AlreadyPublished);
+        match self.answered(cx, &snapshot) {
+            Ok(true) => return (Some(snapshot), Outcome::AlreadyPublished),
+            Ok(false) => {}
+            Err(outcome) => return (Some(snapshot), outcome),
         }
+        // It runs: its inputs' files are pinned (no request for an upstream
+        // record this process kept or read just now).
+        let snapshot = if snapshot.lacks_files() {
+            match self.pin(cx, Reads::Files) {
+                Ok(s) => s,
+                Err(outcome) => return (None, outcome),
+            }
+        } else {
+            snapshot
+        };
         let rerun = attempt::Rerun {
             force: self.force && !self.upstream_only,
             upstream_only: self.upstream_only,
@@ -162,7 +164,7 @@ impl Job<'_> {
     /// The instance's inputs: pinned by an earlier attempt, or pinned now
     /// once the readiness test passes.
     #[allow(clippy::result_large_err)] // As for `read_mark`.
-    fn pin(&mut self, cx: &Context<'_>) -> Result<InputSnapshot, Outcome> {
+    fn pin(&mut self, cx: &Context<'_>, reads: Reads) -> Result<InputSnapshot, Outcome> {
         let (task, partition) = (self.task, self.partition);
         if let Some(s) = self.snapshot.take() {
             return Ok(s);
@@ -180,6 +182,7 @@ impl Job<'_> {
             self.allow_uncertified,
             cx.now,
             &self.certs,
+            reads,
         ) {
             Ok(s) => Ok(s),
             Err(e) if e.is_external() => {
@@ -196,6 +199,87 @@ impl Job<'_> {
             }
             Err(e) => Err(Outcome::Unpinned(e.describe())),
         }
+    }
+
+    /// Whether the instance's own log already answers it (then
+    /// ALREADY_PUBLISHED is said). The log is read on every attempt, before
+    /// a token is spent: a corrupt record refuses the instance here, not
+    /// after its task ran (a current instance's, told by its marker's
+    /// summary, is not read: whoever reads it finds it so). A look of this
+    /// process's at the log, as fresh as a pin's, stands for it
+    /// (`store::LOOK_REUSE`).
+    #[allow(clippy::result_large_err)] // As for `read_mark`.
+    fn answered(&self, cx: &Context<'_>, snapshot: &InputSnapshot) -> Result<bool, Outcome> {
+        let (task, partition) = (self.task, self.partition);
+        let store = cx.warehouse.partition(&task.output.dataset, partition);
+        let cannot_read = |e: crate::store::StoreError| {
+            Outcome::Engine(format!(
+                "cannot read the commit log of {} {partition}: {}",
+                task.output.dataset,
+                attempt::chain(&e)
+            ))
+        };
+        let look = store
+            .look_within(crate::store::LOOK_REUSE)
+            .map_err(cannot_read)?;
+        if let Look::Summary(summary) = &look {
+            if self.current_by_summary(cx, summary, snapshot) {
+                return Ok(true);
+            }
+        }
+        let latest = match look {
+            Look::Empty => None,
+            Look::Record(record) => Some(*record),
+            Look::Summary(_) => store
+                .latest_within(crate::store::LOOK_REUSE)
+                .map_err(cannot_read)?,
+        };
+        Ok(self.nothing_to_do(cx, latest, snapshot))
+    }
+
+    /// Whether the newest generation's marker summary answers this first
+    /// attempt (same reads, code version and fingerprint, exactly): then
+    /// ALREADY_PUBLISHED is said from it, with no read of the record.
+    /// Anything else (a forced run, a summary that differs) is decided
+    /// from the record by [`Job::nothing_to_do`].
+    fn current_by_summary(
+        &self,
+        cx: &Context<'_>,
+        summary: &Summary,
+        snapshot: &InputSnapshot,
+    ) -> bool {
+        let (task, partition) = (self.task, self.partition);
+        // As `nothing_to_do` asks, but for the resumed forced backfill,
+        // which needs the record's publication time.
+        let asked = self.first && (!self.force || self.upstream_only);
+        // Only an exact match: the detail names the task's code version as
+        // the generation's (an upstream added to the run whose code changed
+        // is told so from its record).
+        if !asked
+            || !summary.is_current(&snapshot.digest(), &task.code_version, cx.fingerprint(task))
+        {
+            return false;
+        }
+        cx.emit(
+            State::AlreadyPublished,
+            Event::instance(&task.name, partition)
+                .detail(format!(
+                    "generation {} has {} (code_version {}): nothing to do",
+                    summary.generation,
+                    if self.upstream_only {
+                        "been published"
+                    } else {
+                        "the same input snapshot"
+                    },
+                    task.code_version
+                ))
+                .data(json!({
+                    "generation": summary.generation.get(),
+                    "run_id": summary.run_id,
+                    "attempt": summary.attempt,
+                })),
+        );
+        true
     }
 
     /// Whether the visible generation already answers this first attempt:

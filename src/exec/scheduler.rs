@@ -38,6 +38,9 @@ pub(super) struct Scheduler<'c, 'a> {
     pub(super) checks: Vec<u32>,
     /// When `--wait` ends: rechecks stop then.
     pub(super) wait_until: Option<Instant>,
+    /// When this run last looked at each output dataset's logs in one
+    /// listing (`look_at_dataset`).
+    pub(super) dataset_looks: std::collections::HashMap<String, Instant>,
 }
 
 impl<'c, 'a> Scheduler<'c, 'a> {
@@ -88,6 +91,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             interrupted: None,
             checks: vec![0; n],
             wait_until: options.wait.map(crate::clock::instant_after),
+            dataset_looks: Default::default(),
         }
     }
 
@@ -219,7 +223,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
     /// in the listing; one made after it, as after a read. One instance
     /// starting lists too: a listing costs what its read did. A listing
     /// that fails leaves each instance to read its own.
-    fn pass_looks(&self, actions: &[machine::RunAction]) -> (HashSet<usize>, Arc<Listed>) {
+    fn pass_looks(&mut self, actions: &[machine::RunAction]) -> (HashSet<usize>, Arc<Listed>) {
         let mut by_task: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
         for action in actions {
             if let machine::RunAction::Start(id) = *action {
@@ -231,6 +235,9 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         let mut absent = HashSet::new();
         let mut certs = Listed::default();
         let warehouse = &self.cx.warehouse;
+        for ids in by_task.values() {
+            self.look_at_dataset(ids[0]);
+        }
         for (task, ids) in by_task {
             if !self.options.allow_uncertified {
                 for input in &self.cx.manifest.tasks[task].inputs {
@@ -248,6 +255,41 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             );
         }
         (absent, Arc::new(certs))
+    }
+
+    /// Looks at the commit logs of the output dataset of instance `id`'s
+    /// task in one listing of the dataset, for every instance of the task
+    /// not started yet, unless this run did so within
+    /// [`crate::store::LOOK_REUSE`]: each instance's look at its own log
+    /// (`Job::decide`) and at its upstreams' (their pins) is then this
+    /// one while it is that fresh. Only for two instances or more, and at
+    /// most a page of keys per two of them, so that it never costs more
+    /// requests than their own listings; a partition past its pages, or a
+    /// listing that fails, is looked at as before.
+    fn look_at_dataset(&mut self, id: usize) {
+        let (t, _) = self.plan.locate(id);
+        let task = &self.plan.tasks[t];
+        let dataset = &self.cx.manifest.tasks[task.name.as_str()].output.dataset;
+        if self
+            .dataset_looks
+            .get(dataset)
+            .is_some_and(|at| at.elapsed() <= crate::store::LOOK_REUSE)
+        {
+            return;
+        }
+        let waiting: Vec<&str> = (0..task.keys.len())
+            .filter(|&i| self.attempts[self.plan.instance(t, i)] == 0)
+            .map(|i| task.keys[i].as_str())
+            .collect();
+        if waiting.len() < 2 {
+            return;
+        }
+        self.dataset_looks.insert(dataset.clone(), Instant::now());
+        let pages = waiting.len() / 2;
+        let _ = self
+            .cx
+            .warehouse
+            .look_dataset(dataset, &waiting, pages * 1000);
     }
 
     pub(super) fn start<'s>(

@@ -18,7 +18,7 @@ use sha2::{Digest as _, Sha256};
 use crate::audit::{Format, InputData};
 use crate::manifest::{InputSource, Manifest, Task};
 use crate::store::certs as certify;
-use crate::store::Warehouse;
+use crate::store::{Look, Warehouse};
 use materialize::MaterializeError;
 
 /// One pinned input: its name and digest, and what was pinned of it, by
@@ -228,6 +228,12 @@ impl InputSnapshot {
         serde_json::to_value(self).expect("a snapshot always serializes")
     }
 
+    /// Whether an upstream input was pinned by its marker's summary alone
+    /// ([`Reads::Digests`]): enough for its digest, not for an attempt.
+    pub fn lacks_files(&self) -> bool {
+        self.inputs.iter().any(|i| i.data.is_none())
+    }
+
     /// SHA-256 over the snapshot's JSON (field order is fixed by the struct).
     pub fn digest(&self) -> String {
         let bytes = serde_json::to_vec(self).expect("a snapshot always serializes");
@@ -384,11 +390,26 @@ pub fn pin(
         allow_uncertified,
         now,
         &certify::Listed::default(),
+        Reads::Files,
     )
 }
 
+/// How much of each upstream generation a pin reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reads {
+    /// Its record and files: what an attempt reads.
+    Files,
+    /// What the snapshot's digest needs (generation, token, digest), from
+    /// the publication marker's summary when the log's listing showed one
+    /// and the record is not kept: enough to tell an instance current.
+    /// An input pinned so has no files ([`InputSnapshot::lacks_files`]).
+    Digests,
+}
+
 /// [`pin`], reading no certification mark of an upstream partition that
-/// `certs` (listed as the instance started) shows has none.
+/// `certs` (listed as the instance started) shows has none, and reading
+/// what `reads` says of each upstream generation.
+#[allow(clippy::too_many_arguments)] // Each is one question a pin answers.
 pub fn pin_with(
     manifest: &Manifest,
     warehouse: &Warehouse,
@@ -397,6 +418,7 @@ pub fn pin_with(
     allow_uncertified: bool,
     now: i64,
     certs: &certify::Listed,
+    reads: Reads,
 ) -> Result<InputSnapshot, PinError> {
     let mut inputs = Vec::with_capacity(task.inputs.len());
     for input in &task.inputs {
@@ -419,6 +441,7 @@ pub fn pin_with(
                     producer,
                     dataset: &input.dataset,
                     format: manifest.tasks[producer].output.format,
+                    reads,
                 };
                 pin_upstream(&upstream, partition, &keys, |key| {
                     allow_uncertified || certs.none_for(&input.dataset, key)
@@ -475,6 +498,7 @@ struct Upstream<'a> {
     producer: &'a String,
     dataset: &'a String,
     format: Format,
+    reads: Reads,
 }
 
 /// An input read from an upstream task at `keys`, its partitions mapped
@@ -492,17 +516,20 @@ fn pin_upstream(
         producer,
         dataset,
         format,
+        reads,
     } = *upstream;
     let mut pinned = Vec::with_capacity(keys.len());
     let mut files = Vec::new();
     let mut dirs = Vec::with_capacity(keys.len());
     let mut accepted = Vec::new();
+    let mut complete = true;
     for key in keys {
         let (part, part_files, dir) = match pin_partition(
             warehouse,
             dataset,
             key.as_str(),
             uncertified_ok(key.as_str()),
+            reads,
         ) {
             Ok(found) => found,
             // A gap an operator accepted, among several
@@ -519,10 +546,12 @@ fn pin_upstream(
             }
             Err(e) => return Err(e),
         };
-        files.extend(part_files);
+        complete &= part_files.is_some();
+        files.extend(part_files.into_iter().flatten());
         pinned.push(part);
         dirs.push(dir);
     }
+    let data = complete.then_some(InputData { format, files });
     if let ([one], 1) = (pinned.as_slice(), keys.len()) {
         let one = one.clone();
         return Ok(PinnedInput {
@@ -534,7 +563,7 @@ fn pin_upstream(
                 partition: (one.partition != partition).then(|| one.partition.clone()),
             },
             digest: one.digest,
-            data: Some(InputData { format, files }),
+            data,
             location: dirs.swap_remove(0),
         });
     }
@@ -546,7 +575,7 @@ fn pin_upstream(
             partitions: pinned,
             accepted_missing: accepted,
         },
-        data: Some(InputData { format, files }),
+        data,
         // The task gets its own copies, laid out per key
         // when the attempt starts (`stage_partitions`).
         location: warehouse.dataset_dir(dataset),
@@ -588,22 +617,33 @@ fn mapped_digest(pinned: &[PinnedPartition], accepted: &[String]) -> String {
 const PIN_REUSE: std::time::Duration = crate::store::LOOK_REUSE;
 
 /// The latest generation of one upstream partition, if published and
-/// certified, its files and their directory.
+/// certified, its files (`None`: pinned by its marker's summary, with
+/// [`Reads::Digests`]) and their directory.
 fn pin_partition(
     warehouse: &Warehouse,
     dataset: &str,
     partition: &str,
     allow_uncertified: bool,
-) -> Result<(PinnedPartition, Vec<PathBuf>, PathBuf), PinError> {
+    reads: Reads,
+) -> Result<(PinnedPartition, Option<Vec<PathBuf>>, PathBuf), PinError> {
     let store = warehouse.partition(dataset, partition);
-    let record = store
-        .latest_within(PIN_REUSE)
-        .map_err(PinError::Store)?
-        .ok_or_else(|| PinError::NoUpstream {
-            dataset: dataset.to_owned(),
-            partition: partition.to_owned(),
-        })?;
-    let generation = record.generation.get();
+    let look = match reads {
+        Reads::Files => store
+            .latest_within(PIN_REUSE)
+            .map(|r| r.map_or(Look::Empty, |r| Look::Record(Box::new(r)))),
+        Reads::Digests => store.look_within(PIN_REUSE),
+    }
+    .map_err(PinError::Store)?;
+    let (generation, token, digest) = match &look {
+        Look::Empty => {
+            return Err(PinError::NoUpstream {
+                dataset: dataset.to_owned(),
+                partition: partition.to_owned(),
+            })
+        }
+        Look::Record(r) => (r.generation.get(), r.token.get(), r.digest.clone()),
+        Look::Summary(s) => (s.generation.get(), s.token.get(), s.digest.clone()),
+    };
     if !allow_uncertified && !certify::is_certified(warehouse, dataset, partition, generation) {
         let why = certify::read(warehouse, dataset, partition, generation)
             .map(|c| c.reason)
@@ -615,21 +655,21 @@ fn pin_partition(
             why,
         });
     }
+    let pinned = PinnedPartition {
+        partition: partition.to_string(),
+        generation,
+        token,
+        digest,
+    };
+    let Look::Record(record) = look else {
+        return Ok((pinned, None, PathBuf::new()));
+    };
     let files = store.visible_files(&record);
     let dir = files
         .first()
         .and_then(|f| f.parent().map(PathBuf::from))
         .unwrap_or_else(|| store.data_dir(&record));
-    Ok((
-        PinnedPartition {
-            partition: partition.to_string(),
-            generation,
-            token: record.token.get(),
-            digest: record.digest.clone(),
-        },
-        files,
-        dir,
-    ))
+    Ok((pinned, Some(files), dir))
 }
 
 /// The name of the list of keys inside an input mapped to several

@@ -140,6 +140,19 @@ pub trait Backend: Send + Sync {
     /// Every object at or under `prefix` (a whole key or a "directory"),
     /// recursively, sorted by key; the empty prefix is the whole store.
     fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError>;
+    /// The first `max` keys at or under `prefix`, recursively, sorted, and
+    /// whether they are all of them: an object store stops paging there
+    /// (a thousand keys a request).
+    fn list_keys(&self, prefix: &str, max: usize) -> Result<(Vec<String>, bool), StoreError> {
+        let mut keys: Vec<String> = self
+            .list_objects(prefix)?
+            .into_iter()
+            .map(|o| o.key)
+            .collect();
+        let whole = keys.len() < max;
+        keys.truncate(max);
+        Ok((keys, whole))
+    }
     /// Removes one key; a missing key is not an error.
     fn delete(&self, key: &str) -> Result<(), StoreError>;
     /// Removes several keys, as few requests as the store allows (S3's

@@ -158,34 +158,43 @@ pub(crate) fn log_name(generation: Generation) -> String {
 }
 
 /// The name of the marker a committer leaves beside generation `g`'s
-/// record once it is committed, naming its token: `<g>.published-<token>`.
-/// A listing of `log/` shows it with the records, so a reader notices a
-/// record that is gone at no extra request (see [`PartitionStore::latest`]).
+/// record once it is committed, naming its token: `<g>.published-<token>`,
+/// then `suffix` (empty, or what `store::summary` says of the record). A
+/// listing of `log/` shows it with the records, so a reader notices a
+/// record that is gone at no extra request (see
+/// [`PartitionStore::latest`]), and knows from the summary whether the
+/// instance is current without reading it.
 ///
 /// [`PartitionStore::latest`]: crate::store::PartitionStore::latest
-pub(crate) fn published_name(generation: Generation, token: FencingToken) -> String {
+pub(crate) fn published_name(generation: Generation, token: FencingToken, suffix: &str) -> String {
     format!(
-        "{}{PUBLISHED_INFIX}{}",
+        "{}{PUBLISHED_INFIX}{}{suffix}",
         generation.key_name(),
-        token.key_name()
+        token.key_name(),
     )
 }
 
 pub(crate) fn published_key(
-    partition: &str,
+    prefix: &str,
     generation: Generation,
     token: FencingToken,
+    suffix: &str,
 ) -> String {
-    join(&log_prefix(partition), &published_name(generation, token))
+    join(
+        &log_prefix(prefix),
+        &published_name(generation, token, suffix),
+    )
 }
 
-/// The generation and token a marker name stands for.
-pub(crate) fn parse_published_name(name: &str) -> Option<(Generation, FencingToken)> {
-    let (g, t) = name.split_once(PUBLISHED_INFIX)?;
-    Some((
-        Generation::parse_key_name(g)?,
-        FencingToken::parse_key_name(t)?,
-    ))
+/// The generation and token a marker name stands for, and what its name
+/// goes on with (empty, or starting with `.`).
+pub(crate) fn parse_published_name(name: &str) -> Option<(Generation, FencingToken, &str)> {
+    let (g, rest) = name.split_once(PUBLISHED_INFIX)?;
+    let g = Generation::parse_key_name(g)?;
+    let width = FencingToken::from_raw(0).key_name().len();
+    let (t, suffix) = rest.split_at_checked(width)?;
+    let t = FencingToken::parse_key_name(t)?;
+    (suffix.is_empty() || suffix.starts_with('.')).then_some((g, t, suffix))
 }
 
 const PUBLISHED_INFIX: &str = ".published-";
@@ -253,9 +262,12 @@ mod tests {
     #[test]
     fn published_markers_parse_back_and_are_not_records() {
         let (g, t) = (Generation::from_raw(3), FencingToken::from_raw(7));
-        let name = published_name(g, t);
+        let name = published_name(g, t, "");
         assert_eq!(name, "00000000000000000003.published-00000000000000000007");
-        assert_eq!(parse_published_name(&name), Some((g, t)));
+        assert_eq!(parse_published_name(&name), Some((g, t, "")));
+        let with = published_name(g, t, ".more");
+        assert_eq!(parse_published_name(&with), Some((g, t, ".more")));
+        assert_eq!(parse_published_name(&format!("{name}7")), None);
         assert_eq!(parse_log_name(&name), None);
         assert_eq!(parse_published_name("00000000000000000003.json"), None);
         // A listing after a record's name still shows its marker.

@@ -71,6 +71,7 @@ pub mod partition;
 #[cfg(feature = "s3")]
 pub mod s3;
 pub mod slots;
+pub mod summary;
 pub mod token;
 pub mod warehouse;
 
@@ -81,7 +82,7 @@ pub use file_sum::{Depth, Drift, DriftKind, FileSum};
 pub use holder::Holder;
 pub use log::{CommitKind, CommitRecord, NewCommit, FORMAT_VERSION};
 pub use memory::MemoryBackend;
-pub use partition::{Allocation, Downloaded, PartitionStore};
+pub use partition::{Allocation, Downloaded, Look, PartitionStore};
 pub use token::{FencingToken, Generation};
 pub use warehouse::{Location, Warehouse};
 

@@ -216,6 +216,32 @@ impl Warehouse {
         )
     }
 
+    /// Looks at the commit logs of `partitions` of `dataset` in one
+    /// listing of the dataset, of at most `max_keys` keys (a thousand a
+    /// request), where that is cheaper than a listing per partition: in an
+    /// object store, for a look taken for many instances at once. Returns
+    /// how many partitions it covered; the others are looked at one by one
+    /// as before. Each covered partition's look stands for a listing of its
+    /// own log, sent at the same moment (`PartitionStore::look_within`).
+    pub fn look_dataset(
+        &self,
+        dataset: &str,
+        partitions: &[&str],
+        max_keys: usize,
+    ) -> Result<usize, StoreError> {
+        if self.remote.is_none() {
+            return Ok(0);
+        }
+        validate_segment(dataset)?;
+        crate::store::partition::look_dataset(
+            self.backend.as_ref(),
+            &self.seen,
+            dataset,
+            partitions,
+            max_keys,
+        )
+    }
+
     /// Dataset names, sorted; names starting with `_` are reserved for the
     /// engine (`_runs`, `_leases`, ...) and skipped.
     pub fn datasets(&self) -> Result<Vec<String>, StoreError> {

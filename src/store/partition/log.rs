@@ -2,14 +2,16 @@
 //! and the fenced commit.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::store::error::{PublishError, StoreError};
 use crate::store::key::key_path;
 use crate::store::layout;
 use crate::store::log::{parse_record, path_problem, CommitRecord, NewCommit};
+use crate::store::summary::Summary;
 use crate::store::token::{FencingToken, Generation};
+
+use super::seen::{LogListing, Look};
 
 use super::PartitionStore;
 
@@ -114,12 +116,44 @@ impl PartitionStore {
     /// that look is what a listing would give had another engine's commit
     /// landed `max_age` later, which no reader can tell apart.
     pub fn latest_within(&self, max_age: Duration) -> Result<Option<CommitRecord>, StoreError> {
-        if self.remote.is_some() {
-            if let Some(rec) = self.seen.fresh(&self.prefix, max_age) {
-                return Ok(Some(rec));
+        match self.look_within(max_age)? {
+            Look::Empty => Ok(None),
+            Look::Record(rec) => Ok(Some(*rec)),
+            Look::Summary(s) => {
+                let rec = self.listed_record(s.generation)?;
+                self.seen.keep(&self.prefix, &rec);
+                Ok(Some(rec))
             }
         }
-        self.latest()
+    }
+
+    /// [`PartitionStore::latest_within`], or only the newest generation's
+    /// summary when its publication marker carries one and its record is
+    /// not kept: what tells an instance current and pins it as an input,
+    /// with no read of the record. One listing at most, in an object store
+    /// (none within `max_age` of this process's own look, which may have
+    /// been a look at the whole dataset, `Warehouse::look_dataset`).
+    pub fn look_within(&self, max_age: Duration) -> Result<Look, StoreError> {
+        if self.remote.is_none() {
+            return Ok(self
+                .latest()?
+                .map_or(Look::Empty, |r| Look::Record(Box::new(r))));
+        }
+        if let Some(look) = self.seen.fresh(&self.prefix, max_age) {
+            return Ok(look);
+        }
+        let Some(g) = self.newest_generation()? else {
+            return Ok(Look::Empty);
+        };
+        if let Some(rec) = self.seen.record(&self.prefix, g) {
+            return Ok(Look::Record(Box::new(rec)));
+        }
+        if let Some(summary) = self.seen.summary(&self.prefix, g) {
+            return Ok(Look::Summary(summary));
+        }
+        let rec = self.listed_record(g)?;
+        self.seen.keep(&self.prefix, &rec);
+        Ok(Look::Record(Box::new(rec)))
     }
 
     /// The highest generation in the log. In an object store, whose
@@ -141,9 +175,7 @@ impl PartitionStore {
             Some(seen) => seen,
             None => {
                 if let Some(names) = self.backend.list_first_page(&log)? {
-                    let newest = self.newest_listed(&names, None)?;
-                    self.seen.confirmed(&self.prefix, newest, asked);
-                    return Ok(newest);
+                    return self.newest_listed(&names, None, asked);
                 }
                 self.backend
                     .get(&layout::log_checkpoint_key(&self.prefix))?
@@ -159,30 +191,20 @@ impl PartitionStore {
             Some(g) => self.backend.list_after(&log, &listing_start(g))?,
             None => self.backend.list(&log)?,
         };
-        let newest = self.newest_listed(&names, floor)?;
-        self.seen.confirmed(&self.prefix, newest, asked);
-        Ok(newest)
+        self.newest_listed(&names, floor, asked)
     }
 
     /// The newest generation of a listing of the log after `floor` (a
-    /// committed generation, or the log's start).
+    /// committed generation, or the log's start), asked at `asked`.
     fn newest_listed(
         &self,
         names: &[String],
         floor: Option<Generation>,
+        asked: Instant,
     ) -> Result<Option<Generation>, StoreError> {
-        let listing = LogListing::parse(names);
-        // The floor and what follows it must each have its record.
-        let first = floor.unwrap_or(Generation::FIRST);
-        if let Some((g, token)) = listing.hole(first) {
-            // A record went: what this process kept of the log no longer
-            // stands for it, and a commit lists it again (and refuses).
-            self.seen.forget(&self.prefix);
-            return Err(self.missing(g, token));
-        }
-        let newest = listing.records.last().copied().or(floor);
-        self.seen.saw(&self.prefix, newest);
-        Ok(newest)
+        self.seen
+            .note_listing(&self.prefix, names, floor, asked)
+            .map_err(|(g, token)| self.missing(g, token))
     }
 
     /// Every record, ascending by generation.
@@ -256,11 +278,25 @@ impl PartitionStore {
             let asked = Instant::now();
             if self.backend.put_if_absent(&key, &bytes)? {
                 // The marker that lets every later listing notice this
-                // record if it goes (see `latest`). Evidence, not state:
+                // record if it goes (see `latest`), and tell from its
+                // summary whether an instance is current without reading
+                // the record (`look_within`). Evidence, not state:
                 // not made durable here (the log's next commit syncs the
                 // directory), and a failure to write it loses only that.
                 let _ = self.backend.put_if_absent_volatile(
-                    &layout::published_key(&self.prefix, next, record.token),
+                    &layout::published_key(
+                        &self.prefix,
+                        next,
+                        record.token,
+                        // On an object store, where it saves a read of
+                        // the record per instance told current.
+                        &self
+                            .remote
+                            .as_ref()
+                            .and_then(|_| Summary::of(&record))
+                            .map(|s| s.name_suffix())
+                            .unwrap_or_default(),
+                    ),
                     record.token.to_string().as_bytes(),
                 );
                 if self.remote.is_some() {
@@ -290,168 +326,6 @@ impl PartitionStore {
                 _ => Some(self.listed_record(next)?),
             };
         }
-    }
-}
-
-/// One listing of `log/`: the records' generations, ascending, and the
-/// publication markers (generation, token).
-pub(super) struct LogListing {
-    records: Vec<Generation>,
-    markers: Vec<(Generation, FencingToken)>,
-}
-
-impl LogListing {
-    pub(super) fn parse(names: &[String]) -> LogListing {
-        let mut records: Vec<Generation> = names
-            .iter()
-            .filter_map(|n| layout::parse_log_name(n))
-            .collect();
-        records.sort_unstable();
-        records.dedup();
-        LogListing {
-            records,
-            markers: names
-                .iter()
-                .filter_map(|n| layout::parse_published_name(n))
-                .collect(),
-        }
-    }
-
-    /// The lowest generation from `first` on that was committed and whose
-    /// record is not listed: a gap in `first, first+1, ...` up to the
-    /// newest record, or a marker from `first` on without its record.
-    /// Generations are assigned one after the other and records are never
-    /// deleted, so either is a record that went.
-    pub(super) fn hole(&self, first: Generation) -> Option<(Generation, Option<FencingToken>)> {
-        let token_of = |g: Generation| self.markers.iter().find(|(m, _)| *m == g).map(|&(_, t)| t);
-        let mut expected = first;
-        let mut gap = None;
-        for &g in &self.records {
-            if g != expected {
-                gap = Some(expected);
-                break;
-            }
-            expected = expected.next();
-        }
-        let orphan = self
-            .markers
-            .iter()
-            .filter(|(g, _)| *g >= first && self.records.binary_search(g).is_err())
-            .map(|&(g, _)| g)
-            .min();
-        let hole = match (gap, orphan) {
-            (Some(a), Some(b)) => a.min(b),
-            (a, b) => a.or(b)?,
-        };
-        Some((hole, token_of(hole)))
-    }
-}
-
-/// The newest generation a process has seen committed in each partition
-/// of a remote warehouse. A checkpoint read from the store can be older
-/// than the truth, never newer, and so is every entry here.
-/// An entry of `None` says the log was empty when last looked at (so the
-/// checkpoint need not be read again).
-///
-/// Beside it, the record of the newest generation this process read or
-/// committed there, for as many partitions as [`KEPT_RECORDS`]: records are
-/// never rewritten, so a listing that shows no newer generation proves the
-/// kept copy is the latest without reading it again.
-#[derive(Clone, Default)]
-pub(crate) struct SeenGenerations(Arc<std::sync::Mutex<Seen>>);
-
-#[derive(Default)]
-pub(crate) struct Seen {
-    newest: std::collections::HashMap<String, Option<Generation>>,
-    records: std::collections::HashMap<String, CommitRecord>,
-    /// When a request of this process last proved a generation newest
-    /// (sent at that moment): a listing, or its own commit.
-    confirmed: std::collections::HashMap<String, (Generation, Instant)>,
-}
-
-/// Records kept per process: a bound on memory for an engine that walks a
-/// million partitions (the kept ones are dropped all at once past it; they
-/// are only a saving).
-const KEPT_RECORDS: usize = 4096;
-
-impl SeenGenerations {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Seen> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// `None` if this process has not looked at the partition's log yet.
-    pub(super) fn get(&self, prefix: &str) -> Option<Option<Generation>> {
-        self.lock().newest.get(prefix).copied()
-    }
-
-    fn saw(&self, prefix: &str, g: Option<Generation>) {
-        let mut seen = self.lock();
-        let entry = seen.newest.entry(prefix.to_owned()).or_insert(g);
-        *entry = (*entry).max(g);
-    }
-
-    /// The kept record of generation `g`, if it is the one kept.
-    pub(super) fn record(&self, prefix: &str, g: Generation) -> Option<CommitRecord> {
-        self.lock()
-            .records
-            .get(prefix)
-            .filter(|r| r.generation == g)
-            .cloned()
-    }
-
-    /// `g` was the newest generation at `at` (a moment before the request
-    /// that showed it was sent).
-    fn confirmed(&self, prefix: &str, g: Option<Generation>, at: Instant) {
-        let Some(g) = g else { return };
-        let mut seen = self.lock();
-        if seen.confirmed.len() >= KEPT_RECORDS && !seen.confirmed.contains_key(prefix) {
-            seen.confirmed.clear();
-        }
-        let entry = seen.confirmed.entry(prefix.to_owned()).or_insert((g, at));
-        if (g, at) > *entry {
-            *entry = (g, at);
-        }
-    }
-
-    /// The kept record, if a request sent at most `max_age` ago proved its
-    /// generation newest and no newer one has been seen since.
-    fn fresh(&self, prefix: &str, max_age: Duration) -> Option<CommitRecord> {
-        let seen = self.lock();
-        let &(g, at) = seen.confirmed.get(prefix)?;
-        let newest = seen.newest.get(prefix).copied().flatten()?;
-        (g == newest && at.elapsed() <= max_age)
-            .then(|| {
-                seen.records
-                    .get(prefix)
-                    .filter(|r| r.generation == g)
-                    .cloned()
-            })
-            .flatten()
-    }
-
-    /// Drops the kept record and look of a partition.
-    fn forget(&self, prefix: &str) {
-        let mut seen = self.lock();
-        seen.records.remove(prefix);
-        seen.confirmed.remove(prefix);
-    }
-
-    /// Keeps `rec` unless a newer generation's record is kept already.
-    fn keep(&self, prefix: &str, rec: &CommitRecord) {
-        let mut seen = self.lock();
-        if seen
-            .records
-            .get(prefix)
-            .is_some_and(|kept| kept.generation >= rec.generation)
-        {
-            return;
-        }
-        if seen.records.len() >= KEPT_RECORDS && !seen.records.contains_key(prefix) {
-            seen.records.clear();
-        }
-        seen.records.insert(prefix.to_owned(), rec.clone());
     }
 }
 

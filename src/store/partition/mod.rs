@@ -36,6 +36,7 @@
 
 mod files;
 mod log;
+mod seen;
 mod tokens;
 
 use std::path::PathBuf;
@@ -52,7 +53,8 @@ use crate::store::log::CommitRecord;
 use crate::store::token::{FencingToken, Generation};
 
 pub use files::Downloaded;
-pub(crate) use log::SeenGenerations;
+pub use seen::Look;
+pub(crate) use seen::{look_dataset, SeenGenerations};
 pub use tokens::Allocation;
 
 /// Handle on `<root>/<dataset>/<partition>`. Cheap to clone; holds no lock
@@ -308,7 +310,8 @@ fn remove_path(path: &std::path::Path) -> Result<(), StoreError> {
 
 #[cfg(test)]
 mod tests {
-    use super::log::{listing_start, LogListing};
+    use super::log::listing_start;
+    use super::seen::LogListing;
     use super::*;
     use crate::store::allocation::TokenOwner;
     use crate::store::error::PublishError;
@@ -436,7 +439,7 @@ mod tests {
         let names = |list: &[&str]| list.iter().map(|n| n.to_string()).collect::<Vec<_>>();
         let (g, t) = (Generation::from_raw, FencingToken::from_raw);
         let rec = |n| layout::log_name(g(n));
-        let mark = |n, tok| layout::published_name(g(n), t(tok));
+        let mark = |n, tok| layout::published_name(g(n), t(tok), "");
         let hole = |list: Vec<String>, first| LogListing::parse(&list).hole(g(first));
         let whole = names(&[&rec(1), &mark(1, 1), &rec(2), &mark(2, 4)]);
         assert_eq!(hole(whole.clone(), 1), None);

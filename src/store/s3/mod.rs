@@ -437,6 +437,22 @@ impl Backend for S3Backend {
         Ok(Some(names))
     }
 
+    fn list_keys(&self, prefix: &str, max: usize) -> Result<(Vec<String>, bool), StoreError> {
+        let dir = self.dir(prefix)?;
+        let listed: Vec<object_store::ObjectMeta> = self
+            .runtime
+            .block_on(self.store.list(dir.as_ref()).take(max).try_collect())
+            .map_err(|e| self.error(prefix, e))?;
+        let whole = listed.len() < max;
+        let mut keys: Vec<String> = listed
+            .iter()
+            .filter_map(|m| self.meta(m))
+            .map(|m| m.key)
+            .collect();
+        keys.sort();
+        Ok((keys, whole))
+    }
+
     fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
         let dir = self.dir(prefix)?;
         let listed: Vec<object_store::ObjectMeta> = self
