@@ -41,6 +41,50 @@ pub(super) struct Scheduler<'c, 'a> {
     /// When this run last looked at each output dataset's logs in one
     /// listing (`look_at_dataset`).
     pub(super) dataset_looks: std::collections::HashMap<String, Instant>,
+    /// The listings of markers and certification marks earlier passes
+    /// took (`pass_looks`).
+    pub(super) listings: Listings,
+}
+
+/// Listings of markers and certification marks, each with the moment its
+/// request was sent, and the moment the last report came in of an
+/// instance that may have run a command (a task's command can mark or
+/// uncertify through `weir`, and what starts after it must see that).
+#[derive(Default)]
+pub(super) struct Listings {
+    taken: std::collections::HashMap<String, (Instant, Arc<HashSet<String>>)>,
+    command_reported: Option<Instant>,
+}
+
+impl Listings {
+    /// The listing of `what`: the one kept, if taken after every report of
+    /// a command and at most [`crate::store::LOOK_REUSE`] ago, else a new
+    /// one from `list` (`None` if that fails).
+    fn take(
+        &mut self,
+        what: &str,
+        list: impl FnOnce() -> Option<Arc<HashSet<String>>>,
+    ) -> Option<Arc<HashSet<String>>> {
+        if let Some((at, names)) = self.taken.get(what) {
+            let after_commands = self.command_reported.is_none_or(|c| *at > c);
+            if after_commands && at.elapsed() <= crate::store::LOOK_REUSE {
+                return Some(Arc::clone(names));
+            }
+        }
+        let at = Instant::now();
+        let names = list()?;
+        self.taken.insert(what.to_owned(), (at, Arc::clone(&names)));
+        Some(names)
+    }
+
+    /// A report came in; `ran` says whether its instance may have run a
+    /// command (anything but an instance found published or held by a
+    /// marker).
+    fn reported(&mut self, ran: bool) {
+        if ran {
+            self.command_reported = Some(Instant::now());
+        }
+    }
 }
 
 impl<'c, 'a> Scheduler<'c, 'a> {
@@ -92,6 +136,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             checks: vec![0; n],
             wait_until: options.wait.map(crate::clock::instant_after),
             dataset_looks: Default::default(),
+            listings: Listings::default(),
         }
     }
 
@@ -201,6 +246,10 @@ impl<'c, 'a> Scheduler<'c, 'a> {
     /// The machine's input for a report (its events and markers written).
     fn report(&mut self, report: Report, now: u64) -> machine::RunInput {
         let instance = report.instance;
+        self.listings.reported(!matches!(
+            report.outcome,
+            Outcome::AlreadyPublished | Outcome::Marked { .. }
+        ));
         let verdict = match self.finish(report) {
             machine::Verdict::Retry { .. } => machine::Verdict::Retry {
                 at: now
@@ -220,11 +269,14 @@ impl<'c, 'a> Scheduler<'c, 'a> {
     /// taken as the instances are started, as the reads were: an
     /// operator's marker or `uncertify` made before this pass (a
     /// rollback's HELD, or one a task of this run made before it ended) is
-    /// in the listing; one made after it, as after a read. One instance
-    /// starting lists too: a listing costs what its read did. A listing
-    /// that fails leaves each instance to read its own.
+    /// in the listing; one made after it, as after a read. A listing an
+    /// earlier pass took serves again while no report of an instance that
+    /// may have run a command came in since, for at most
+    /// [`crate::store::LOOK_REUSE`] (`Listings`). One instance starting
+    /// lists too: a listing costs what its read did. A listing that fails
+    /// leaves each instance to read its own.
     fn pass_looks(&mut self, actions: &[machine::RunAction]) -> (HashSet<usize>, Arc<Listed>) {
-        let mut by_task: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
+        let mut by_task: std::collections::BTreeMap<&'c str, Vec<usize>> = Default::default();
         for action in actions {
             if let machine::RunAction::Start(id) = *action {
                 if self.attempts[id] == 0 {
@@ -232,21 +284,29 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 }
             }
         }
-        let mut absent = HashSet::new();
-        let mut certs = Listed::default();
-        let warehouse = &self.cx.warehouse;
         for ids in by_task.values() {
             self.look_at_dataset(ids[0]);
         }
+        let mut absent = HashSet::new();
+        let mut certs = Listed::default();
+        let warehouse = &self.cx.warehouse;
         for (task, ids) in by_task {
             if !self.options.allow_uncertified {
                 for input in &self.cx.manifest.tasks[task].inputs {
                     if matches!(input.source, crate::manifest::InputSource::Task(_)) {
-                        certs.list(warehouse, &input.dataset);
+                        let names = self.listings.take(&format!("certs {}", input.dataset), || {
+                            Listed::take(warehouse, &input.dataset)
+                        });
+                        if let Some(names) = names {
+                            certs.insert(&input.dataset, names);
+                        }
                     }
                 }
             }
-            let Ok(names) = marks::listed(warehouse, task) else {
+            let names = self.listings.take(&format!("markers {task}"), || {
+                marks::listed(warehouse, task).ok().map(Arc::new)
+            });
+            let Some(names) = names else {
                 continue;
             };
             absent.extend(

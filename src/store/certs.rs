@@ -9,6 +9,7 @@
 //! history.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -68,20 +69,21 @@ pub fn read(
 /// Marks exist only where an operator certified or uncertified, so a
 /// listing is short whatever the number of partitions.
 #[derive(Debug, Default)]
-pub struct Listed(HashMap<String, HashSet<String>>);
+pub struct Listed(HashMap<String, Arc<HashSet<String>>>);
 
 impl Listed {
-    /// Lists the marks of `dataset` (its partitions that have any). A
-    /// listing that fails leaves the dataset out: its marks are read one
-    /// by one, as without a listing.
-    pub fn list(&mut self, warehouse: &Warehouse, dataset: &str) {
-        if self.0.contains_key(dataset) || validate_segment(dataset).is_err() {
-            return;
-        }
-        if let Ok(names) = warehouse.backend().list(&format!("_certs/{dataset}")) {
-            self.0
-                .insert(dataset.to_owned(), names.into_iter().collect());
-        }
+    /// The partitions of `dataset` that have any mark, in one listing;
+    /// `None` if it fails (each mark is then read one by one, as without
+    /// a listing).
+    pub fn take(warehouse: &Warehouse, dataset: &str) -> Option<Arc<HashSet<String>>> {
+        validate_segment(dataset).ok()?;
+        let listed = warehouse.backend().list(&format!("_certs/{dataset}"));
+        Some(Arc::new(listed.ok()?.into_iter().collect()))
+    }
+
+    /// Adds `dataset`'s listing.
+    pub fn insert(&mut self, dataset: &str, names: Arc<HashSet<String>>) {
+        self.0.insert(dataset.to_owned(), names);
     }
 
     /// Whether the listing showed no mark on any generation of
