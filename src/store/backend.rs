@@ -140,14 +140,22 @@ pub trait Backend: Send + Sync {
     /// Every object at or under `prefix` (a whole key or a "directory"),
     /// recursively, sorted by key; the empty prefix is the whole store.
     fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError>;
-    /// The first `max` keys at or under `prefix`, recursively, sorted, and
-    /// whether they are all of them: an object store stops paging there
-    /// (a thousand keys a request).
-    fn list_keys(&self, prefix: &str, max: usize) -> Result<(Vec<String>, bool), StoreError> {
+    /// The first `max` keys under `prefix` after `prefix/after` (all of
+    /// them for an empty `after`), recursively, sorted, and whether they
+    /// are all of them: an object store starts there and stops paging
+    /// there (a thousand keys a request).
+    fn list_keys(
+        &self,
+        prefix: &str,
+        after: &str,
+        max: usize,
+    ) -> Result<(Vec<String>, bool), StoreError> {
+        let from = format!("{prefix}/{after}");
         let mut keys: Vec<String> = self
             .list_objects(prefix)?
             .into_iter()
             .map(|o| o.key)
+            .filter(|k| k.as_str() > from.as_str())
             .collect();
         let whole = keys.len() < max;
         keys.truncate(max);

@@ -276,8 +276,8 @@ impl LogListing {
 }
 
 /// Looks at the commit logs of `partitions` of `dataset` in one listing of
-/// the dataset (its pages, at most `max_keys` keys), as of the moment it
-/// was sent: each partition the listing covers whole gets its newest
+/// the dataset (its pages from the first of them on, at most `max_keys`
+/// keys), as of the moment it was sent: each partition the listing covers whole gets its newest
 /// generation noted, with its marker's summary, as a listing of its own
 /// log would have. Returns how many were covered. A partition the listing
 /// stops inside of, or whose log has a hole, is left to its own listing.
@@ -289,7 +289,17 @@ pub(crate) fn look_dataset(
     max_keys: usize,
 ) -> Result<usize, StoreError> {
     let asked = Instant::now();
-    let (keys, whole) = backend.list_keys(dataset, max_keys)?;
+    // From the first partition asked about: a run of the newest few of a
+    // long history does not page through the oldest.
+    let first = partitions
+        .iter()
+        .map(|p| layout::partition_prefix(dataset, p))
+        .min()
+        .unwrap_or_default();
+    let after = first
+        .strip_prefix(&format!("{dataset}/"))
+        .unwrap_or_default();
+    let (keys, whole) = backend.list_keys(dataset, after, max_keys)?;
     let mut logs: HashMap<&str, Vec<String>> = HashMap::new();
     let base = format!("{dataset}/");
     for key in &keys {
@@ -483,6 +493,16 @@ mod tests {
         assert_eq!(backend.take(), 0);
         assert!(matches!(look("b").unwrap(), Look::Summary(s) if s.generation.get() == 2));
         assert_eq!(backend.take(), 1, "b lists its own log");
+        // The listing starts at the first partition asked about: the
+        // newest few of a long history are one page.
+        let newest = engine(&backend, tmp.path());
+        assert_eq!(newest.look_dataset("d", &["c"], 5).unwrap(), 1);
+        backend.take();
+        let c = newest
+            .partition("d", "c")
+            .look_within(Duration::from_secs(60));
+        assert!(matches!(c.unwrap(), Look::Summary(s) if s.token.get() == 6));
+        assert_eq!(backend.take(), 0);
     }
 
     // A hole in a partition's log (a record deleted by hand) is not

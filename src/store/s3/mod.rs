@@ -437,11 +437,22 @@ impl Backend for S3Backend {
         Ok(Some(names))
     }
 
-    fn list_keys(&self, prefix: &str, max: usize) -> Result<(Vec<String>, bool), StoreError> {
+    fn list_keys(
+        &self,
+        prefix: &str,
+        after: &str,
+        max: usize,
+    ) -> Result<(Vec<String>, bool), StoreError> {
         let dir = self.dir(prefix)?;
+        let listing = if after.is_empty() {
+            self.store.list(dir.as_ref())
+        } else {
+            let offset = self.path(&format!("{prefix}/{after}"))?;
+            self.store.list_with_offset(dir.as_ref(), &offset)
+        };
         let listed: Vec<object_store::ObjectMeta> = self
             .runtime
-            .block_on(self.store.list(dir.as_ref()).take(max).try_collect())
+            .block_on(listing.take(max).try_collect())
             .map_err(|e| self.error(prefix, e))?;
         let whole = listed.len() < max;
         let mut keys: Vec<String> = listed
