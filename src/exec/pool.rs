@@ -54,6 +54,12 @@ struct Local {
     /// Warehouse slots this engine holds with no permit, and since when:
     /// the next permit taken takes one. Never more than `free`.
     idle: Vec<(HeldSlot, Instant)>,
+    /// Attempts of this engine started for the pool and not ended: those
+    /// beyond the permits held are on their way to one (pinning, taking a
+    /// token), so an idle slot is kept for them ([`KEEP_FOR_COMING`]).
+    jobs: u32,
+    /// The pool's permits.
+    slots: u32,
 }
 
 /// How long a warehouse slot no attempt of this engine uses is kept for the
@@ -61,6 +67,14 @@ struct Local {
 /// staging) on a loaded disk, and half the interval at which other engines
 /// look for a free slot, so they wait barely longer for it.
 pub(crate) const LINGER: Duration = Duration::from_millis(20);
+
+/// How long past [`LINGER`] an idle warehouse slot is kept while an attempt
+/// of this engine is on its way to a permit (`Slots::job_started`): about
+/// what getting ready takes against an object store with tens of ms a
+/// request (a downstream started as its upstream ends would otherwise give
+/// the slot back and take one again: four requests). Another engine waits
+/// at most this much longer for it.
+const KEEP_FOR_COMING: Duration = Duration::from_secs(1);
 
 /// A held slot, given back (or kept for the next permit) on drop.
 pub(crate) struct Permit<'a> {
@@ -99,6 +113,8 @@ impl Slots {
             state: Mutex::new(Local {
                 free: slots,
                 idle: Vec::new(),
+                jobs: 0,
+                slots,
             }),
             freed: Condvar::new(),
             global,
@@ -108,13 +124,25 @@ impl Slots {
             super::timer::schedule_store(
                 linger,
                 Box::new(move || {
-                    inner.give_back(|since| since.elapsed() >= inner.linger);
+                    inner.give_back_idle();
                     Some(inner.linger / 2)
                 }),
             )
             .ok()
         });
         Slots { inner, reaper }
+    }
+
+    /// An attempt of this engine for the pool starts: until it ends
+    /// ([`Slots::job_ended`]), an idle slot may be kept for it.
+    pub(crate) fn job_started(&self) {
+        self.inner.local().jobs += 1;
+    }
+
+    /// The attempt [`Slots::job_started`] counted ended.
+    pub(crate) fn job_ended(&self) {
+        let mut local = self.inner.local();
+        local.jobs = local.jobs.saturating_sub(1);
     }
 
     /// Waits for a free slot, here and in the warehouse, and a launch of the
@@ -169,9 +197,32 @@ impl Inner {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Gives back the idle slots no attempt took within [`LINGER`], but
+    /// for one per attempt on its way to a permit, for at most
+    /// [`KEEP_FOR_COMING`].
+    fn give_back_idle(&self) {
+        let coming = {
+            let local = self.local();
+            let held = local.slots - local.free;
+            local.jobs.saturating_sub(held)
+        };
+        let mut kept = 0;
+        self.give_back(|since| {
+            let idle = since.elapsed();
+            if idle < self.linger {
+                return false;
+            }
+            if kept < coming && idle < self.linger + KEEP_FOR_COMING {
+                kept += 1;
+                return false;
+            }
+            true
+        });
+    }
+
     /// Gives back to the warehouse the idle slots `due` says (all of them
     /// once the engine is asked to stop).
-    fn give_back(&self, due: impl Fn(Instant) -> bool) {
+    fn give_back(&self, mut due: impl FnMut(Instant) -> bool) {
         let stopping = interrupt::requested().is_some();
         let gone: Vec<HeldSlot> = {
             let mut local = self.local();
@@ -408,6 +459,54 @@ mod tests {
         assert!(start.elapsed() >= Duration::from_millis(40));
         assert_eq!(newest(&*backend, first.0).0, again.1 + 1);
         drop(slots);
+    }
+
+    // issue 28 item 1: an idle slot is kept past the linger while an
+    // attempt of this engine is on its way to a permit (a downstream
+    // started as its upstream ended), so the warehouse sees no release and
+    // re-take; it goes back once that attempt ended without one, or after
+    // KEEP_FOR_COMING.
+    #[test]
+    fn an_idle_slot_is_kept_for_an_attempt_on_its_way() {
+        let tmp = tempfile::tempdir().unwrap();
+        let backend: Arc<dyn Backend> = Arc::new(crate::store::FsBackend::new(tmp.path()));
+        let slots = Slots::with(
+            Some(engine_pool(&backend, "a", 1)),
+            1,
+            Duration::from_millis(20),
+        );
+        slots.job_started();
+        let first = held(&slots.acquire("t k1").unwrap());
+        slots.job_ended();
+        // The downstream starts as its upstream's permit went back.
+        slots.job_started();
+        std::thread::sleep(Duration::from_millis(300));
+        let (generation, record) = newest(&*backend, first.0);
+        assert_eq!(generation, first.1, "kept: {record}");
+        assert_eq!(held(&slots.acquire("t k2").unwrap()), first);
+        slots.job_ended();
+        // Nobody on the way: back after the linger.
+        let start = Instant::now();
+        while !newest(&*backend, first.0).1.contains("\"state\":\"free\"") {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "never given back"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // One on its way that never takes it: back after KEEP_FOR_COMING.
+        let again = held(&slots.acquire("t k3").unwrap());
+        slots.job_started();
+        let start = Instant::now();
+        while !newest(&*backend, again.0).1.contains("\"state\":\"free\"") {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "never given back"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(start.elapsed() >= KEEP_FOR_COMING);
+        slots.job_ended();
     }
 
     /// A store as S3 is to the pools: every request bounded (here by

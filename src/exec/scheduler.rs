@@ -388,6 +388,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             certs,
         };
         let cx = self.cx;
+        slots.job_started();
         scope.spawn(move || {
             // A panic here (a bug in weir or a library, in this thread or a
             // rayon worker of its audit) ends the instance, never the run:
@@ -395,6 +396,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             // forever, deaf to SIGINT. Unwinding has released its slot,
             // lease and staging copies (their `Drop`s).
             let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run(cx, slots)));
+            slots.job_ended();
             let ran = ran.unwrap_or_else(|panic| {
                 let reason = format!(
                     "the engine panicked in attempt {attempt}: {}",
