@@ -11,10 +11,12 @@ use crate::s3::{endpoint, new_bucket};
 use crate::s3_evidence::{weir_s3, FaultProxy};
 use crate::support::{ok, stdout};
 
-/// Requests per published instance at most: the issue's 10. 8.9-9.2
+/// Requests per published instance at most: the issue's 10. 8.6-9.2
 /// measured here on 6 partitions (load average 1-2), after a commit stopped
-/// listing the log (it puts the generation after the one its process saw)
-/// and one listing of each dataset stood for the look before each token;
+/// listing the log (it puts the generation after the one its process saw),
+/// one listing of each dataset stood for the look before each token and an
+/// idle pool slot waited for the downstream on its way (BENCHMARKS.md,
+/// "Issue 28, session 12");
 /// 11.7-11.8 before those, 13.6-14.7 and 15.0-15.2 with one of session
 /// 11's branches each (`reqpool`, `reqbatch`), 16.8-17.6 before both;
 /// bench/s3.sh: 28 before issue 28. The spread is the global pool's (under
