@@ -139,10 +139,11 @@ impl PartitionStore {
                 .latest()?
                 .map_or(Look::Empty, |r| Look::Record(Box::new(r))));
         }
-        if let Some(look) = self.seen.fresh(&self.prefix, max_age) {
-            return Ok(look);
-        }
-        let Some(g) = self.newest_generation()? else {
+        let newest = match self.seen.fresh(&self.prefix, max_age) {
+            Some(newest) => newest,
+            None => self.newest_generation()?,
+        };
+        let Some(g) = newest else {
             return Ok(Look::Empty);
         };
         if let Some(rec) = self.seen.record(&self.prefix, g) {
@@ -288,14 +289,7 @@ impl PartitionStore {
                         &self.prefix,
                         next,
                         record.token,
-                        // On an object store, where it saves a read of
-                        // the record per instance told current.
-                        &self
-                            .remote
-                            .as_ref()
-                            .and_then(|_| Summary::of(&record))
-                            .map(|s| s.name_suffix())
-                            .unwrap_or_default(),
+                        &self.summary_of(&record),
                     ),
                     record.token.to_string().as_bytes(),
                 );
@@ -325,6 +319,25 @@ impl PartitionStore {
                 Some(cur) if cur.generation >= next => Some(cur),
                 _ => Some(self.listed_record(next)?),
             };
+        }
+    }
+}
+
+impl PartitionStore {
+    /// What the publication marker of `record` carries after its token: a
+    /// summary of it on an object store, where it saves a read of the
+    /// record per instance told current; nothing on a disk, or where the
+    /// name would be longer than a key's segment may be (a long run id).
+    fn summary_of(&self, record: &CommitRecord) -> String {
+        let Some(summary) = self.remote.as_ref().and_then(|_| Summary::of(record)) else {
+            return String::new();
+        };
+        let suffix = summary.name_suffix();
+        let name = layout::published_name(record.generation, record.token, &suffix);
+        if name.len() <= crate::store::MAX_SEGMENT_BYTES {
+            suffix
+        } else {
+            String::new()
         }
     }
 }

@@ -125,25 +125,14 @@ impl SeenGenerations {
         }
     }
 
-    /// What a request sent at most `max_age` ago found newest, if no newer
-    /// generation has been seen since and its record or summary is kept.
-    pub(super) fn fresh(&self, prefix: &str, max_age: Duration) -> Option<Look> {
+    /// The newest generation (`None`: the log was empty) as a request
+    /// sent at most `max_age` ago found it, if no newer one has been seen
+    /// since.
+    pub(super) fn fresh(&self, prefix: &str, max_age: Duration) -> Option<Option<Generation>> {
         let seen = self.lock();
         let &(g, at) = seen.confirmed.get(prefix)?;
         let newest = seen.newest.get(prefix).copied()?;
-        if g != newest || at.elapsed() > max_age {
-            return None;
-        }
-        let Some(g) = g else {
-            return Some(Look::Empty);
-        };
-        if let Some(rec) = seen.records.get(prefix).filter(|r| r.generation == g) {
-            return Some(Look::Record(Box::new(rec.clone())));
-        }
-        seen.summaries
-            .get(prefix)
-            .filter(|s| s.generation == g)
-            .map(|s| Look::Summary(s.clone()))
+        (g == newest && at.elapsed() <= max_age).then_some(g)
     }
 
     /// Drops the kept record, summary and look of a partition.
@@ -526,6 +515,32 @@ mod tests {
                 .look_within(Duration::from_secs(60)),
             Err(StoreError::MissingRecord { generation, .. }) if generation.get() == 2
         ));
+    }
+
+    // A marker whose summary would make its name longer than a key's
+    // segment may be (a long run id) goes without one: the record is read.
+    #[test]
+    fn a_marker_too_long_for_a_summary_goes_without_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let backend = Arc::new(Counted::default());
+        let writer = engine(&backend, tmp.path());
+        let mut long = commit_at("a", 1, "s");
+        long.run_id = "r".repeat(128);
+        long.digest = format!("sha256:{}", "ab".repeat(32));
+        writer.partition("d", "a").commit(long).unwrap();
+        let names = backend.list("d/a/log").unwrap();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert!(names
+            .iter()
+            .all(|n| n.len() <= crate::store::MAX_SEGMENT_BYTES));
+        let reader = engine(&backend, tmp.path());
+        assert_eq!(reader.look_dataset("d", &["a"], 1000).unwrap(), 1);
+        backend.take();
+        let look = reader
+            .partition("d", "a")
+            .look_within(Duration::from_secs(60));
+        assert!(matches!(look.unwrap(), Look::Record(r) if r.run_id.len() == 128));
+        assert_eq!(backend.take(), 1, "its record is read");
     }
 
     // issue 28 item 1: a commit puts the generation after the newest its
