@@ -5,7 +5,7 @@ use super::*;
 
 use crate::inputs::Reads;
 use crate::store::summary::Summary;
-use crate::store::Look;
+use crate::store::{Generation, Look};
 
 /// One attempt's worth of work for an attempt thread.
 pub(super) struct Job<'m> {
@@ -248,7 +248,7 @@ impl Job<'_> {
         summary: &Summary,
         snapshot: &InputSnapshot,
     ) -> bool {
-        let (task, partition) = (self.task, self.partition);
+        let task = self.task;
         // As `nothing_to_do` asks, but for the resumed forced backfill,
         // which needs the record's publication time.
         let asked = self.first && (!self.force || self.upstream_only);
@@ -260,26 +260,37 @@ impl Job<'_> {
         {
             return false;
         }
+        self.say_current(
+            cx,
+            summary.generation,
+            &task.code_version,
+            published_by(summary.generation, &summary.run_id, summary.attempt),
+        );
+        true
+    }
+
+    /// Says ALREADY_PUBLISHED of generation `g`, published with
+    /// `code_version`.
+    fn say_current(
+        &self,
+        cx: &Context<'_>,
+        g: Generation,
+        code_version: &str,
+        data: serde_json::Value,
+    ) {
         cx.emit(
             State::AlreadyPublished,
-            Event::instance(&task.name, partition)
+            Event::instance(&self.task.name, self.partition)
                 .detail(format!(
-                    "generation {} has {} (code_version {}): nothing to do",
-                    summary.generation,
+                    "generation {g} has {} (code_version {code_version}): nothing to do",
                     if self.upstream_only {
                         "been published"
                     } else {
                         "the same input snapshot"
                     },
-                    task.code_version
                 ))
-                .data(json!({
-                    "generation": summary.generation.get(),
-                    "run_id": summary.run_id,
-                    "attempt": summary.attempt,
-                })),
+                .data(data),
         );
-        true
     }
 
     /// Whether the visible generation already answers this first attempt:
@@ -319,20 +330,11 @@ impl Job<'_> {
                 if self.upstream_only
                     || is_current(&latest, snapshot, &task.code_version, cx.fingerprint(task))
                 {
-                    cx.emit(
-                        State::AlreadyPublished,
-                        Event::instance(&task.name, partition)
-                            .detail(format!(
-                                "generation {} has {} (code_version {}): nothing to do",
-                                latest.generation,
-                                if self.upstream_only {
-                                    "been published"
-                                } else {
-                                    "the same input snapshot"
-                                },
-                                latest.code_version
-                            ))
-                            .data(already_published(&latest)),
+                    self.say_current(
+                        cx,
+                        latest.generation,
+                        &latest.code_version,
+                        already_published(&latest),
                     );
                     return true;
                 }
@@ -367,10 +369,15 @@ fn moot(
 /// What an ALREADY_PUBLISHED event names: the generation and the run that
 /// published it (a run that died before announcing it is found by it).
 pub(super) fn already_published(latest: &CommitRecord) -> serde_json::Value {
+    published_by(latest.generation, &latest.run_id, latest.attempt)
+}
+
+/// [`already_published`]'s data from its parts.
+fn published_by(generation: Generation, run_id: &str, attempt: u32) -> serde_json::Value {
     json!({
-        "generation": latest.generation.get(),
-        "run_id": latest.run_id,
-        "attempt": latest.attempt,
+        "generation": generation.get(),
+        "run_id": run_id,
+        "attempt": attempt,
     })
 }
 

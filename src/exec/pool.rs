@@ -413,6 +413,19 @@ mod tests {
         (name.parse().unwrap(), String::from_utf8(text).unwrap())
     }
 
+    /// Waits until slot `slot`'s newest record says it is free; how long.
+    fn given_back(backend: &dyn Backend, slot: u32) -> Duration {
+        let start = Instant::now();
+        while !newest(backend, slot).1.contains("\"state\":\"free\"") {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "never given back"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        start.elapsed()
+    }
+
     // issue 16: consecutive permits of one engine use the warehouse slot the
     // first one took, without a release and a re-take (two records each);
     // it goes back once no permit took it within the linger, or at the end
@@ -448,15 +461,7 @@ mod tests {
         );
         let again = held(&slots.acquire("t k1").unwrap());
         assert_eq!(again, (first.0, first.1 + 2));
-        let start = Instant::now();
-        while !newest(&*backend, first.0).1.contains("\"state\":\"free\"") {
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "never given back"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        assert!(start.elapsed() >= Duration::from_millis(40));
+        assert!(given_back(&*backend, first.0) >= Duration::from_millis(40));
         assert_eq!(newest(&*backend, first.0).0, again.1 + 1);
         drop(slots);
     }
@@ -486,26 +491,11 @@ mod tests {
         assert_eq!(held(&slots.acquire("t k2").unwrap()), first);
         slots.job_ended();
         // Nobody on the way: back after the linger.
-        let start = Instant::now();
-        while !newest(&*backend, first.0).1.contains("\"state\":\"free\"") {
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "never given back"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        given_back(&*backend, first.0);
         // One on its way that never takes it: back after KEEP_FOR_COMING.
         let again = held(&slots.acquire("t k3").unwrap());
         slots.job_started();
-        let start = Instant::now();
-        while !newest(&*backend, again.0).1.contains("\"state\":\"free\"") {
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "never given back"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        assert!(start.elapsed() >= KEEP_FOR_COMING);
+        assert!(given_back(&*backend, again.0) >= KEEP_FOR_COMING);
         slots.job_ended();
     }
 

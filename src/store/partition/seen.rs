@@ -76,6 +76,22 @@ fn insert_bounded<V>(map: &mut HashMap<String, V>, key: &str, value: V) {
     map.insert(key.to_owned(), value);
 }
 
+/// Keeps `value` for `key` unless a newer generation's is kept already.
+fn keep_newer<V>(
+    map: &mut HashMap<String, V>,
+    key: &str,
+    value: V,
+    generation: impl Fn(&V) -> Generation,
+) {
+    if map
+        .get(key)
+        .is_some_and(|kept| generation(kept) >= generation(&value))
+    {
+        return;
+    }
+    insert_bounded(map, key, value);
+}
+
 impl SeenGenerations {
     fn lock(&self) -> std::sync::MutexGuard<'_, Seen> {
         self.0
@@ -146,27 +162,13 @@ impl SeenGenerations {
     /// Keeps `rec` unless a newer generation's record is kept already.
     pub(super) fn keep(&self, prefix: &str, rec: &CommitRecord) {
         let mut seen = self.lock();
-        if seen
-            .records
-            .get(prefix)
-            .is_some_and(|kept| kept.generation >= rec.generation)
-        {
-            return;
-        }
-        insert_bounded(&mut seen.records, prefix, rec.clone());
+        keep_newer(&mut seen.records, prefix, rec.clone(), |r| r.generation);
     }
 
     /// Keeps the summary of a generation a listing showed newest.
     pub(super) fn keep_summary(&self, prefix: &str, summary: Summary) {
         let mut seen = self.lock();
-        if seen
-            .summaries
-            .get(prefix)
-            .is_some_and(|kept| kept.generation >= summary.generation)
-        {
-            return;
-        }
-        insert_bounded(&mut seen.summaries, prefix, summary);
+        keep_newer(&mut seen.summaries, prefix, summary, |s| s.generation);
     }
 
     /// Notes what one listing of a partition's log (`names`, from `floor`
