@@ -54,12 +54,10 @@ struct Local {
     /// Warehouse slots this engine holds with no permit, and since when:
     /// the next permit taken takes one. Never more than `free`.
     idle: Vec<(HeldSlot, Instant)>,
-    /// Attempts of this engine started for the pool and not ended: those
-    /// beyond the permits held are on their way to one (pinning, taking a
-    /// token), so an idle slot is kept for them ([`KEEP_FOR_COMING`]).
-    jobs: u32,
-    /// The pool's permits.
-    slots: u32,
+    /// Attempts of this engine on their way to a permit (pinning, taking a
+    /// token, waiting for a permit here): an idle slot is kept for each
+    /// ([`KEEP_FOR_COMING`]).
+    coming: u32,
 }
 
 /// How long a warehouse slot no attempt of this engine uses is kept for the
@@ -69,12 +67,27 @@ struct Local {
 pub(crate) const LINGER: Duration = Duration::from_millis(20);
 
 /// How long past [`LINGER`] an idle warehouse slot is kept while an attempt
-/// of this engine is on its way to a permit (`Slots::job_started`): about
+/// of this engine is on its way to a permit (`Slots::on_its_way`): about
 /// what getting ready takes against an object store with tens of ms a
 /// request (a downstream started as its upstream ends would otherwise give
 /// the slot back and take one again: four requests). Another engine waits
 /// at most this much longer for it.
 const KEEP_FOR_COMING: Duration = Duration::from_secs(1);
+
+thread_local! {
+    /// Whether this thread's attempt is counted as on its way to a permit
+    /// (`Slots::on_its_way`): an attempt takes its permit on its own thread.
+    static ON_ITS_WAY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// An attempt on its way to a permit (`Slots::on_its_way`), until dropped.
+pub(crate) struct OnItsWay<'a>(&'a Slots);
+
+impl Drop for OnItsWay<'_> {
+    fn drop(&mut self) {
+        self.0.arrived();
+    }
+}
 
 /// A held slot, given back (or kept for the next permit) on drop.
 pub(crate) struct Permit<'a> {
@@ -113,8 +126,7 @@ impl Slots {
             state: Mutex::new(Local {
                 free: slots,
                 idle: Vec::new(),
-                jobs: 0,
-                slots,
+                coming: 0,
             }),
             freed: Condvar::new(),
             global,
@@ -133,16 +145,22 @@ impl Slots {
         Slots { inner, reaper }
     }
 
-    /// An attempt of this engine for the pool starts: until it ends
-    /// ([`Slots::job_ended`]), an idle slot may be kept for it.
-    pub(crate) fn job_started(&self) {
-        self.inner.local().jobs += 1;
+    /// The attempt on this thread is on its way to a permit of the pool:
+    /// until it takes one, or the returned guard drops, an idle slot may
+    /// be kept for it.
+    pub(crate) fn on_its_way(&self) -> OnItsWay<'_> {
+        self.inner.local().coming += 1;
+        ON_ITS_WAY.set(true);
+        OnItsWay(self)
     }
 
-    /// The attempt [`Slots::job_started`] counted ended.
-    pub(crate) fn job_ended(&self) {
-        let mut local = self.inner.local();
-        local.jobs = local.jobs.saturating_sub(1);
+    /// This thread's attempt is no longer on its way (it took a permit, or
+    /// ended).
+    fn arrived(&self) {
+        if ON_ITS_WAY.replace(false) {
+            let mut local = self.inner.local();
+            local.coming = local.coming.saturating_sub(1);
+        }
     }
 
     /// Waits for a free slot, here and in the warehouse, and a launch of the
@@ -160,6 +178,7 @@ impl Slots {
             local.free -= 1;
             local.idle.pop().map(|(held, _)| held)
         };
+        self.arrived();
         // From here on, dropping the permit gives the local slot back (and
         // the warehouse slot it holds).
         let mut permit = Permit {
@@ -201,11 +220,7 @@ impl Inner {
     /// for one per attempt on its way to a permit, for at most
     /// [`KEEP_FOR_COMING`].
     fn give_back_idle(&self) {
-        let coming = {
-            let local = self.local();
-            let held = local.slots - local.free;
-            local.jobs.saturating_sub(held)
-        };
+        let coming = self.local().coming;
         let mut kept = 0;
         self.give_back(|since| {
             let idle = since.elapsed();
@@ -480,23 +495,24 @@ mod tests {
             1,
             Duration::from_millis(20),
         );
-        slots.job_started();
+        let way = slots.on_its_way();
         let first = held(&slots.acquire("t k1").unwrap());
-        slots.job_ended();
+        drop(way);
         // The downstream starts as its upstream's permit went back.
-        slots.job_started();
+        let way = slots.on_its_way();
         std::thread::sleep(Duration::from_millis(300));
         let (generation, record) = newest(&*backend, first.0);
         assert_eq!(generation, first.1, "kept: {record}");
+        // Once it holds a permit it is no longer on its way: while it
+        // audits and commits after its command, the slot goes back.
         assert_eq!(held(&slots.acquire("t k2").unwrap()), first);
-        slots.job_ended();
-        // Nobody on the way: back after the linger.
         given_back(&*backend, first.0);
         // One on its way that never takes it: back after KEEP_FOR_COMING.
+        drop(way);
         let again = held(&slots.acquire("t k3").unwrap());
-        slots.job_started();
+        let way = slots.on_its_way();
         assert!(given_back(&*backend, again.0) >= KEEP_FOR_COMING);
-        slots.job_ended();
+        drop(way);
     }
 
     /// A store as S3 is to the pools: every request bounded (here by

@@ -388,15 +388,15 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             certs,
         };
         let cx = self.cx;
-        slots.job_started();
         scope.spawn(move || {
+            let on_its_way = slots.on_its_way();
             // A panic here (a bug in weir or a library, in this thread or a
             // rayon worker of its audit) ends the instance, never the run:
             // unreported, it would leave the scheduler waiting for it
             // forever, deaf to SIGINT. Unwinding has released its slot,
             // lease and staging copies (their `Drop`s).
             let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run(cx, slots)));
-            slots.job_ended();
+            drop(on_its_way);
             let ran = ran.unwrap_or_else(|panic| {
                 let reason = format!(
                     "the engine panicked in attempt {attempt}: {}",
