@@ -86,14 +86,20 @@ impl PartitionStore {
         if self.remote.is_none() {
             return self.listed_record(g).map(Some);
         }
-        // A generation, once committed, always means the same record: the
-        // copy this process read or wrote is that record, and costs no GET.
+        self.newest_record(g).map(Some)
+    }
+
+    /// In an object store, the record of generation `g`, shown newest: the
+    /// copy this process read or wrote (a generation, once committed,
+    /// always means the same record, so it costs no GET), else read and
+    /// kept.
+    fn newest_record(&self, g: Generation) -> Result<CommitRecord, StoreError> {
         if let Some(rec) = self.seen.record(&self.prefix, g) {
-            return Ok(Some(rec));
+            return Ok(rec);
         }
         let rec = self.listed_record(g)?;
         self.seen.keep(&self.prefix, &rec);
-        Ok(Some(rec))
+        Ok(rec)
     }
 
     /// In an object store, the record of the newest generation this
@@ -119,11 +125,7 @@ impl PartitionStore {
         match self.look_within(max_age)? {
             Look::Empty => Ok(None),
             Look::Record(rec) => Ok(Some(*rec)),
-            Look::Summary(s) => {
-                let rec = self.listed_record(s.generation)?;
-                self.seen.keep(&self.prefix, &rec);
-                Ok(Some(rec))
-            }
+            Look::Summary(s) => self.newest_record(s.generation).map(Some),
         }
     }
 
@@ -152,9 +154,7 @@ impl PartitionStore {
         if let Some(summary) = self.seen.summary(&self.prefix, g) {
             return Ok(Look::Summary(summary));
         }
-        let rec = self.listed_record(g)?;
-        self.seen.keep(&self.prefix, &rec);
-        Ok(Look::Record(Box::new(rec)))
+        Ok(Look::Record(Box::new(self.newest_record(g)?)))
     }
 
     /// The highest generation in the log. In an object store, whose

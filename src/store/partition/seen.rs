@@ -27,17 +27,6 @@ pub enum Look {
     Summary(Summary),
 }
 
-impl Look {
-    /// The newest generation, if any.
-    pub fn generation(&self) -> Option<Generation> {
-        match self {
-            Look::Empty => None,
-            Look::Record(r) => Some(r.generation),
-            Look::Summary(s) => Some(s.generation),
-        }
-    }
-}
-
 /// The newest generation a process has seen committed in each partition
 /// of a remote warehouse. A checkpoint read from the store can be older
 /// than the truth, never newer, and so is every entry here.
@@ -268,9 +257,9 @@ impl LogListing {
 
 /// Looks at the commit logs of `partitions` of `dataset` in one listing of
 /// the dataset (its pages from the first of them on, at most `max_keys`
-/// keys), as of the moment it was sent: each partition the listing covers whole gets its newest
-/// generation noted, with its marker's summary, as a listing of its own
-/// log would have. Returns how many were covered. A partition the listing
+/// keys), as of the moment it was sent: each partition the listing covers
+/// whole gets its newest generation noted, with its marker's summary, as a
+/// listing of its own log would have. Returns how many were covered. A partition the listing
 /// stops inside of, or whose log has a hole, is left to its own listing.
 pub(crate) fn look_dataset(
     backend: &dyn Backend,
@@ -280,19 +269,20 @@ pub(crate) fn look_dataset(
     max_keys: usize,
 ) -> Result<usize, StoreError> {
     let asked = Instant::now();
-    // From the first partition asked about: a run of the newest few of a
-    // long history does not page through the oldest.
-    let first = partitions
+    let base = format!("{dataset}/");
+    let prefixes: Vec<String> = partitions
         .iter()
         .map(|p| layout::partition_prefix(dataset, p))
+        .collect();
+    // From the first partition asked about: a run of the newest few of a
+    // long history does not page through the oldest.
+    let after = prefixes
+        .iter()
+        .map(|prefix| &prefix[base.len()..])
         .min()
-        .unwrap_or_default();
-    let after = first
-        .strip_prefix(&format!("{dataset}/"))
         .unwrap_or_default();
     let (keys, whole) = backend.list_keys(dataset, after, max_keys)?;
     let mut logs: HashMap<&str, Vec<String>> = HashMap::new();
-    let base = format!("{dataset}/");
     for key in &keys {
         let Some(rest) = key.strip_prefix(&base) else {
             continue;
@@ -305,15 +295,15 @@ pub(crate) fn look_dataset(
     }
     let last = keys.last().map(String::as_str).unwrap_or_default();
     let mut covered = 0;
-    for partition in partitions {
-        let prefix = layout::partition_prefix(dataset, partition);
+    for prefix in &prefixes {
         let dir = format!("{prefix}/");
         if !whole && (dir.as_str() >= last || last.starts_with(&dir)) {
             continue;
         }
-        let encoded = &prefix[base.len()..];
-        let names = logs.get(encoded).map_or(&[][..], Vec::as_slice);
-        if seen.note_listing(&prefix, names, None, asked).is_ok() {
+        let names = logs
+            .get(&prefix[base.len()..])
+            .map_or(&[][..], Vec::as_slice);
+        if seen.note_listing(prefix, names, None, asked).is_ok() {
             covered += 1;
         }
     }
