@@ -7,6 +7,11 @@
 //! for rehearsing what a scheduled run at that time would do. Neither moves
 //! wall-clock timestamps in events or records.
 //!
+//! `WEIR_CLOCK_OFFSET=10m` (or `-10m`) shifts this engine's wall clock, as a
+//! misset host clock would: for rehearsing clock skew between engines.
+//! `weir serve` compares its clock with the warehouse's and decides
+//! nothing while they disagree by more than [`MAX_SKEW_MS`].
+//!
 //! `weir serve` makes the pinned instant its clock's start
 //! ([`start_advancing`]): from there the clock advances in real time, so
 //! serve can be started at 11:59:58 of a day it rehearses and see that day
@@ -55,7 +60,43 @@ fn pinned() -> Option<Timestamp> {
 }
 
 fn pinned_ms() -> i64 {
-    pinned().unwrap_or_else(Timestamp::now).as_millisecond()
+    pinned().map_or_else(system_ms, |t| t.as_millisecond())
+}
+
+/// How far this engine's clock and the warehouse's may disagree before
+/// `weir serve` stops deciding about periods.
+pub const MAX_SKEW_MS: i64 = 30_000;
+
+/// The host's wall clock in milliseconds, shifted by `WEIR_CLOCK_OFFSET`:
+/// what a skew check compares with the store's time (a pinned `WEIR_NOW`
+/// is a rehearsal, not a skew).
+pub fn system_ms() -> i64 {
+    static OFFSET: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    let offset = *OFFSET.get_or_init(|| {
+        let Ok(text) = std::env::var("WEIR_CLOCK_OFFSET") else {
+            return 0;
+        };
+        let text = text.trim();
+        let (sign, body) = match text.strip_prefix('-') {
+            Some(rest) => (-1, rest),
+            None => (1, text.strip_prefix('+').unwrap_or(text)),
+        };
+        let (digits, unit) = body.split_at(
+            body.find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(body.len()),
+        );
+        let scale = match unit {
+            "ms" => 1,
+            "" | "s" => 1_000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            _ => return 0,
+        };
+        digits
+            .parse::<i64>()
+            .map_or(0, |n| sign * n.saturating_mul(scale))
+    });
+    Timestamp::now().as_millisecond() + offset
 }
 
 /// Now, as seconds since the Unix epoch, honouring `WEIR_NOW` and
@@ -68,7 +109,7 @@ pub fn now() -> i64 {
 }
 
 fn now_pinned() -> i64 {
-    pinned().unwrap_or_else(Timestamp::now).as_second()
+    pinned().map_or_else(|| system_ms().div_euclid(1000), |t| t.as_second())
 }
 
 /// The monotonic instant `after` from now, or a point far in the future

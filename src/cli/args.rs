@@ -357,6 +357,10 @@ pub(crate) struct ServeArgs {
     /// $WEIR_CONSOLE_TOKEN); needed for an address that is not loopback.
     #[arg(long, requires = "http")]
     pub(crate) token: Option<String>,
+    /// How the decision log on stdout is written: `text` (a line a
+    /// decision) or `json` (one object a line, for a log shipper).
+    #[arg(long, value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    pub(crate) log_format: String,
 }
 
 #[derive(Debug, Args)]

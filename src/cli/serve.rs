@@ -36,7 +36,11 @@ pub(crate) fn run(args: &ServeArgs) -> Result<u8, CliError> {
     // it, and the manifest loaded before keeps running.
     let loader: std::sync::Arc<crate::serve::Loader> =
         std::sync::Arc::new(|path: &std::path::Path| super::load(path).ok());
-    let ends = crate::serve::serve(manifests, &loader, super::settings())
+    let format = match args.log_format.as_str() {
+        "json" => crate::serve::LogFormat::Json,
+        _ => crate::serve::LogFormat::Text,
+    };
+    let ends = crate::serve::serve(manifests, &loader, super::settings(), format)
         .map_err(|e| CliError::from(crate::exec::ExecError::Signals(e)))?;
     let mut code = exit::OK;
     for end in &ends {

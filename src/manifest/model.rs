@@ -427,6 +427,11 @@ pub struct Task {
     pub slo: Option<f64>,
     /// `weir serve`: how long after its period ends a partition is due.
     pub delay: Duration,
+    /// `weir serve`: how long a due instance waits for its inputs before it
+    /// is given up (`None`: its `sla`, else one period and at least an hour).
+    pub wait: Option<Duration>,
+    /// `weir serve`: what a schedule's firing does.
+    pub rerun: Rerun,
     /// `weir serve`: when a task without a time dimension runs.
     pub schedule: Option<crate::cron::Schedule>,
     /// Its code version: its own, or the pipeline's.
@@ -561,4 +566,16 @@ mod tests {
             assert!(Rate::parse(bad).is_err(), "{bad}");
         }
     }
+}
+
+/// What a `schedule` firing does under `weir serve`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Rerun {
+    /// The command runs at every firing: a new generation each time (early
+    /// cutoff still stops downstream when the output is identical).
+    #[default]
+    Always,
+    /// The firing is a currency check: the command runs only when inputs or
+    /// code changed.
+    OnChange,
 }

@@ -4,26 +4,35 @@
 //!
 //! ```text
 //!  signals (SIGTERM, SIGINT, SIGHUP) ─┐
-//!                                     ├─► one channel per manifest ─► executor ─► machine.step(input) ─► actions
-//!  the next due time (the timeout) ───┘        (recv_timeout)           │
-//!                                                                       ├─ Missed   ─► _serve/missed put-if-absent, MISSED event
-//!                                                                       ├─ Check    ─► plan: are its inputs published?
-//!                                                                       ├─ Start    ─► claim each instance, then `exec::run` on exactly them
+//!  readiness answers (check threads) ─┼─► one channel per manifest ─► executor ─► machine.step(input) ─► actions
+//!  publications and ends (lanes) ─────┤        (recv_timeout)           │
+//!  the next wake-up (the timeout) ────┘                                 ├─ Missed   ─► _serve/missed put-if-absent, MISSED event
+//!                                                                       ├─ Check    ─► a thread: are its inputs there?
+//!                                                                       ├─ Start    ─► a lane thread: claim, then one run of exactly them
 //!                                                                       └─ WaitUntil ─► the next timeout
 //! ```
 //!
 //! The policy is the pure machine (`machine.rs`, `due.rs`); this file does
-//! the I/O. Nothing polls: the executor blocks on its channel until an
-//! input comes or the next instance is due. Several manifests run on
-//! threads of their own and share nothing but the process.
+//! the I/O. Nothing polls and nothing blocks the executor: readiness
+//! checks (a sensor's command may hang) and lanes run on threads of their
+//! own and report on the channel, so a signal is always heard at once.
+//! Lanes are runs of the one run path (`notify::run_notifying`), side by
+//! side: a pool's slots (in the process and across engines) are the only
+//! thing that makes one wait for another. Several manifests run on threads
+//! of their own and share nothing but the process.
+//!
+//! Before it decides about time, serve compares its clock with the
+//! warehouse's (`record::clock_skew_ms`): while they disagree by more than
+//! `clock::MAX_SKEW_MS` it decides nothing (no period is due before it has
+//! ended by the warehouse's reckoning, none is MISSED early).
 
 pub mod due;
 pub mod machine;
 pub mod record;
 pub mod status;
 
-use std::collections::BTreeMap;
-use std::sync::mpsc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{mpsc, Arc};
 
 use crate::events::{Event, EventLog, State};
 use crate::exec::{self, InstanceResult, RunOptions};
@@ -31,7 +40,7 @@ use crate::manifest::Manifest;
 use crate::plan::{Plan, Scope};
 use crate::store::Warehouse;
 use due::Trigger;
-use machine::{Action, Input, Instance, Machine, Readiness, TaskSpec, Why};
+use machine::{Action, Input, Instance, Machine, MissedWhy, Readiness, TaskSpec, WakeFor, Why};
 
 /// What the executor of one manifest is told from outside.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +49,30 @@ pub enum Signal {
     Stop(exec::interrupt::Signal),
     /// SIGHUP.
     Reload,
+}
+
+/// What wakes the executor of one manifest: a signal, or what one of its
+/// own threads (a readiness check, a lane) reports.
+#[derive(Debug)]
+pub enum Wake {
+    /// From outside.
+    Signal(Signal),
+    /// For the machine.
+    Input(Input),
+    /// A check thread's answer, before the machine hears it (the executor
+    /// turns sensor answers into rechecks with backoff).
+    Checked(Instance, Check),
+}
+
+/// How serve's decision log is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    /// `<instant> <pipeline> <DECISION> <task> <partition> ...` lines.
+    #[default]
+    Text,
+    /// One JSON object a line: `ts`, `pipeline`, `decision`, `task`,
+    /// `partition`, `detail`.
+    Json,
 }
 
 /// How one manifest's serve ended.
@@ -75,6 +108,8 @@ pub fn specs(manifest: &Manifest) -> Vec<TaskSpec> {
                 (None, None) => Trigger::Upstream,
             };
             TaskSpec {
+                wait: wait_bound(task, &trigger),
+                rerun: task.rerun == crate::manifest::Rerun::Always,
                 name: task.name.clone(),
                 trigger,
                 upstream: task.depends_on.clone(),
@@ -83,13 +118,42 @@ pub fn specs(manifest: &Manifest) -> Vec<TaskSpec> {
         .collect()
 }
 
+/// How long a due instance of `task` waits for its inputs: its `wait`, else
+/// its `sla`, else one period of its scheme and at least an hour.
+fn wait_bound(task: &crate::manifest::Task, trigger: &Trigger) -> i64 {
+    let secs = |d: std::time::Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX / 4);
+    if let Some(d) = task.wait.or(task.sla) {
+        return secs(d);
+    }
+    let period = match trigger {
+        Trigger::Period { scheme, .. } => {
+            let o = scheme.start;
+            scheme.period_end(o + 1) - scheme.period_end(o)
+        }
+        _ => 0,
+    };
+    period.max(3600)
+}
+
+/// Seconds as the manifest writes durations ("10m", "1h30m").
+pub fn span(secs: i64) -> String {
+    crate::manifest::duration::render(std::time::Duration::from_secs(
+        u64::try_from(secs).unwrap_or(0),
+    ))
+}
+
 /// A trigger's name in a progress record: progress counted under another
 /// trigger does not carry over.
 pub fn trigger_text(trigger: &Trigger) -> String {
     match trigger {
+        // The whole definition: an ordinal counted under `every = "1m"`
+        // means another period under `every = "5m"`.
         Trigger::Period { scheme, .. } => format!(
             "{} {} from {}",
-            scheme.grain,
+            match scheme.grain {
+                crate::partition::Grain::Minutely(n) => format!("every {n} minutes"),
+                g => g.to_string(),
+            },
             scheme.zone.name(),
             scheme.key(scheme.start)
         ),
@@ -98,57 +162,18 @@ pub fn trigger_text(trigger: &Trigger) -> String {
     }
 }
 
-/// Each task's stored progress (`None`: none, or counted under another
-/// trigger). A period whose claimer died on this host before it published
-/// (kill -9, a crash) is not counted: it is due again, or MISSED if a newer
-/// one is due.
+/// Each task's stored progress, as (finished up to, newest due); `None`
+/// when there is none or it was counted under another trigger.
 fn stored_progress(
     warehouse: &Warehouse,
-    manifest: &Manifest,
     specs: &[TaskSpec],
-) -> Result<Vec<Option<i64>>, String> {
-    let seen = stored_counts(warehouse, specs)?;
-    Ok(specs
-        .iter()
-        .zip(seen)
-        .map(|(spec, seen)| match seen {
-            Some(o) if abandoned(warehouse, manifest, spec, o) => Some(o - 1),
-            s => s,
-        })
-        .collect())
-}
-
-/// Whether period `o` of `spec` was claimed by a serve now certainly dead
-/// (on this host) and none of its partitions is published.
-fn abandoned(warehouse: &Warehouse, manifest: &Manifest, spec: &TaskSpec, o: i64) -> bool {
-    let (Some(key), Some(task)) = (spec.trigger.key(o), manifest.tasks.get(&spec.name)) else {
-        return false;
-    };
-    let dead = record::claim_of(warehouse, &spec.name, &key)
-        .ok()
-        .flatten()
-        .and_then(|c| c.holder)
-        .is_some_and(|h| h.certainly_dead());
-    let keys = crate::plan::partitions::explicit(
-        &task.dims,
-        std::slice::from_ref(&key),
-        crate::clock::now(),
-    );
-    dead && !keys.iter().any(|k| {
-        matches!(
-            warehouse.partition(&task.output.dataset, k).latest(),
-            Ok(Some(_))
-        )
-    })
-}
-
-fn stored_counts(warehouse: &Warehouse, specs: &[TaskSpec]) -> Result<Vec<Option<i64>>, String> {
+) -> Result<Vec<Option<(i64, i64)>>, String> {
     specs
         .iter()
         .map(|s| match record::progress(warehouse, &s.name) {
             Ok(p) => Ok(p
                 .filter(|p| p.trigger == trigger_text(&s.trigger))
-                .map(|p| p.occurrence)),
+                .map(|p| (p.occurrence, p.newest.unwrap_or(p.occurrence)))),
             Err(e) => Err(format!(
                 "cannot read the serve progress of `{}`: {}",
                 s.name,
@@ -163,9 +188,73 @@ pub fn instant(secs: i64) -> String {
     jiff::Timestamp::from_second(secs).map_or_else(|_| secs.to_string(), |t| t.to_string())
 }
 
+/// A readiness check's answer, as a check thread finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Check {
+    /// Every input is there.
+    Ready,
+    /// An upstream partition is not published (nor accepted as a gap).
+    Upstream(String),
+    /// An external input (its sensor or file) is not ready.
+    External(String),
+    /// It cannot run.
+    Failed(String),
+}
+
+/// Writes serve's decision log (stdout), from any of its threads.
+#[derive(Debug, Clone)]
+struct Say {
+    pipeline: String,
+    format: LogFormat,
+}
+
+impl Say {
+    /// One decision, one line: `DECISION task key` then `tail` (which
+    /// brings its own leading space or colon).
+    fn say(&self, decision: &str, task: &str, key: &str, tail: &str) {
+        use std::io::Write;
+        let now = instant(crate::clock::now());
+        let line = match self.format {
+            LogFormat::Text => {
+                let mut line = format!("{now} {} {decision}", self.pipeline);
+                for word in [task, key] {
+                    if !word.is_empty() {
+                        line.push(' ');
+                        line.push_str(word);
+                    }
+                }
+                line + tail
+            }
+            LogFormat::Json => serde_json::json!({
+                "ts": now,
+                "pipeline": self.pipeline,
+                "decision": decision,
+                "task": (!task.is_empty()).then_some(task),
+                "partition": (!key.is_empty()).then_some(key),
+                "detail": tail.trim_start_matches([':', ' ']),
+            })
+            .to_string(),
+        };
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
+}
+
+/// When this engine's clock was last compared with the warehouse's, and
+/// the skew then (ms).
+#[derive(Debug, Default)]
+struct Skew {
+    measured: Option<(std::time::Instant, i64)>,
+}
+
+/// How often the clocks are compared while they agree, and while not.
+const SKEW_RECHECK: std::time::Duration = std::time::Duration::from_secs(60);
+const SKEW_RECHECK_SKEWED: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// One manifest being served.
 struct Served {
-    manifest: Manifest,
+    manifest: Arc<Manifest>,
     warehouse: Warehouse,
     machine: Machine,
     log: EventLog,
@@ -173,29 +262,37 @@ struct Served {
     loader: std::sync::Arc<Loader>,
     /// What the edge read from the environment, for every run started.
     settings: exec::Settings,
-    /// Readiness checks that found each due instance's external inputs not
-    /// ready yet (task, occurrence): the sensors' backoff.
-    checks: std::cell::RefCell<std::collections::HashMap<(usize, i64), u32>>,
+    /// Readiness checks that found an instance not ready, by (task,
+    /// occurrence): the rechecks' backoff.
+    checks: HashMap<(String, i64), u32>,
+    /// The reason each waiting instance was last said to wait for: a WAIT
+    /// line is said again only when it changes.
+    waiting: HashMap<(String, i64), String>,
+    /// Each task's newest occurrence due by the stored progress: an
+    /// occurrence up to it that the restart finds MISSED may have run or
+    /// may still run (it is checked first).
+    resolve_upto: HashMap<String, i64>,
     /// The outbox of `[notify]` targets for serve's own facts (MISSED); the
-    /// batches' runs announce theirs.
+    /// lanes' runs announce theirs.
     notifier: Option<crate::notify::Notifier>,
+    say: Say,
+    /// The executor's channel, for its threads to report on.
+    tx: mpsc::Sender<Wake>,
+    skew: Skew,
+    /// The last IDLE said, not said again while the same.
+    idle: Option<Option<(i64, WakeFor)>>,
 }
 
 impl Served {
-    /// One decision, one line on stdout.
-    fn say(&self, line: &str) {
-        use std::io::Write;
-        let now = instant(crate::clock::now());
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{now} {} {line}", self.manifest.pipeline.name);
-        let _ = out.flush();
-    }
-
     fn emit(&self, state: State, event: Event) -> Result<(), String> {
         self.log
             .emit(state, event)
             .map(drop)
             .map_err(|e| format!("cannot append {} to serve's event log: {e}", state.as_str()))
+    }
+
+    fn name(&self, task: usize) -> &str {
+        &self.machine.tasks()[task].name
     }
 
     /// The partition key of an instance: a period's key, or `@instant`
@@ -219,83 +316,145 @@ impl Served {
         }
     }
 
-    fn fill_command(&self, task: &str, key: &str) -> String {
-        format!(
-            "weir run {} --task {task} --partition {}",
-            crate::partition::shell_word(&self.manifest.path.display().to_string()),
-            crate::partition::shell_word(key)
-        )
-    }
-
-    /// Does what the machine says, feeding back what happened, until it
-    /// waits. `Some` when serve is over.
-    fn drive(
-        &mut self,
-        first: Input,
-        wait: &mut Option<Option<i64>>,
-    ) -> Result<Option<bool>, String> {
-        let mut queue = std::collections::VecDeque::from([first]);
-        while let Some(input) = queue.pop_front() {
-            for action in self.machine.step(input) {
-                match action {
-                    Action::Missed {
-                        task,
-                        occurrence,
-                        due_at,
-                    } => self.missed(task, occurrence, due_at)?,
-                    Action::Progress { task, seen } => {
-                        let spec = &self.machine.tasks()[task];
-                        let p = record::Progress {
-                            task: spec.name.clone(),
-                            occurrence: seen,
-                            key: spec.trigger.key(seen),
-                            trigger: trigger_text(&spec.trigger),
-                            at: crate::clock::now_rfc3339(),
-                        };
-                        record::set_progress(&self.warehouse, &p).map_err(|e| {
-                            format!(
-                                "cannot store the serve progress of `{}`: {}",
-                                p.task,
-                                exec::chain(&e)
-                            )
-                        })?;
-                    }
-                    Action::Check(i) => {
-                        let r = self.readiness(&i);
-                        if let Readiness::NotYet { why, .. } = &r {
-                            let name = &self.machine.tasks()[i.task].name;
-                            self.say(&format!("WAIT {name} {}: {why}", self.instance_key(&i)));
-                        }
-                        queue.push_back(Input::Readiness(i, r));
-                    }
-                    Action::Dropped(i, why) => {
-                        let name = &self.machine.tasks()[i.task].name;
-                        self.say(&format!("DROP {name} {}: {why}", self.instance_key(&i)));
-                    }
-                    Action::Start(batch) => {
-                        let finished = self.start(&batch)?;
-                        queue.push_back(finished);
-                    }
-                    Action::WaitUntil(t) => *wait = Some(t),
-                    Action::Exit { stopped } => return Ok(Some(stopped)),
+    /// Does what the machine says about one input. `Some` when serve is
+    /// over.
+    fn drive(&mut self, input: Input) -> Result<Option<bool>, String> {
+        for action in self.machine.step(input) {
+            match action {
+                Action::Missed {
+                    task,
+                    occurrence,
+                    due_at,
+                    why,
+                } => self.missed(task, occurrence, due_at, why)?,
+                Action::Progress { task, done, newest } => {
+                    self.progress(task, done, newest)?;
                 }
+                Action::Check(i) => self.check(i),
+                Action::Dropped(i, why) => {
+                    let name = self.name(i.task).to_owned();
+                    self.waiting.remove(&(name.clone(), i.occurrence));
+                    self.checks.remove(&(name.clone(), i.occurrence));
+                    self.say
+                        .say("DROP", &name, &self.instance_key(&i), &format!(": {why}"));
+                }
+                Action::Start {
+                    lane,
+                    instances,
+                    force,
+                } => self.start(lane, &instances, force),
+                Action::WaitUntil(t) => self.idle(t),
+                Action::Exit { stopped } => return Ok(Some(stopped)),
             }
         }
         Ok(None)
     }
 
-    fn missed(&self, task: usize, occurrence: i64, due_at: i64) -> Result<(), String> {
+    fn progress(&self, task: usize, done: i64, newest: i64) -> Result<(), String> {
         let spec = &self.machine.tasks()[task];
+        let p = record::Progress {
+            task: spec.name.clone(),
+            occurrence: done,
+            newest: Some(newest),
+            key: spec.trigger.key(done),
+            trigger: trigger_text(&spec.trigger),
+            at: crate::clock::now_rfc3339(),
+        };
+        record::set_progress(&self.warehouse, &p).map_err(|e| {
+            format!(
+                "cannot store the serve progress of `{}`: {}",
+                p.task,
+                exec::chain(&e)
+            )
+        })
+    }
+
+    /// IDLE, said when what serve waits for changes.
+    fn idle(&mut self, wake: Option<(i64, WakeFor)>) {
+        if self.idle == Some(wake) {
+            return;
+        }
+        self.idle = Some(wake);
+        let Some((at, what)) = wake else {
+            self.say.say(
+                "IDLE",
+                "",
+                "",
+                ": nothing is due again until an upstream publishes (every time scheme has ended)",
+            );
+            return;
+        };
+        let what = match what {
+            WakeFor::Due(t) => {
+                let spec = &self.machine.tasks()[t];
+                let key = match &spec.trigger {
+                    Trigger::Period { scheme, delay } => {
+                        scheme.key(scheme.containing(at - delay) - 1)
+                    }
+                    _ => "(schedule)".into(),
+                };
+                format!("{} {key}", spec.name)
+            }
+            WakeFor::Recheck(t, o) | WakeFor::GiveUp(t, o) => {
+                let verb = if matches!(what, WakeFor::Recheck(..)) {
+                    "recheck"
+                } else {
+                    "give up on"
+                };
+                let i = Instance {
+                    task: t,
+                    occurrence: o,
+                    due_at: 0,
+                    why: Why::PeriodEnded,
+                };
+                format!("{verb} {} {}", self.name(t), self.instance_key(&i))
+            }
+        };
+        self.say
+            .say("IDLE", "", "", &format!(" until {} ({what})", instant(at)));
+    }
+
+    fn missed(
+        &mut self,
+        task: usize,
+        occurrence: i64,
+        due_at: i64,
+        why: MissedWhy,
+    ) -> Result<(), String> {
+        let spec = self.machine.tasks()[task].clone();
         let Some(key) = spec.trigger.key(occurrence) else {
             return Ok(());
         };
-        let fill = self.fill_command(&spec.name, &key);
-        let why = "serve was not running when it was due, and serve never catches up".to_string();
+        let waited_for = self.waiting.remove(&(spec.name.clone(), occurrence));
+        self.checks.remove(&(spec.name.clone(), occurrence));
+        if why == MissedWhy::Down
+            && self
+                .resolve_upto
+                .get(&spec.name)
+                .is_some_and(|newest| occurrence <= *newest)
+            && self.handled(&spec.name, &key)
+        {
+            return Ok(());
+        }
+        let fill = fill_command(&self.manifest, &spec.name, &key);
+        let (reason, text) = match why {
+            MissedWhy::Down => (
+                "down",
+                "serve was not running when it was due, and serve never catches up".to_string(),
+            ),
+            MissedWhy::Waited(secs) => (
+                "waited",
+                match waited_for {
+                    Some(w) => format!("gave up waiting after {} ({w})", span(secs)),
+                    None => format!("gave up waiting after {}", span(secs)),
+                },
+            ),
+        };
         let m = record::Missed {
             task: spec.name.clone(),
             partition: key.clone(),
             due_at: instant(due_at),
-            why: why.clone(),
+            why: text.clone(),
             fill: fill.clone(),
             recorded_at: crate::clock::now_rfc3339(),
         };
@@ -308,194 +467,436 @@ impl Served {
         })?;
         if new {
             let event = Event::instance(&spec.name, &key)
-                .detail(format!("due at {}: {why}; fill it with `{fill}`", m.due_at))
-                .data(serde_json::json!({"due_at": m.due_at, "fill": fill}));
+                .detail(format!(
+                    "due at {}: {text}; fill it with `{fill}`",
+                    m.due_at
+                ))
+                .data(serde_json::json!({"due_at": m.due_at, "fill": fill, "reason": reason}));
             // Recorded once (put-if-absent above), so announced once.
             if let Some(notifier) = &self.notifier {
                 notifier.record(State::Missed, &event);
             }
             self.emit(State::Missed, event)?;
-            self.say(&format!(
-                "MISSED {} {key} (due {}): fill with `{fill}`",
-                spec.name, m.due_at
-            ));
+            self.say.say(
+                "MISSED",
+                &spec.name,
+                &key,
+                &format!(" (due {}): {text}; fill with `{fill}`", m.due_at),
+            );
         }
         Ok(())
     }
 
-    /// Whether every input partition of the instance is published: a plan
-    /// of it adds no upstream instance.
-    fn readiness(&self, i: &Instance) -> Readiness {
-        let spec = &self.machine.tasks()[i.task];
-        let keys = self.scope_keys(i);
-        let published = |dataset: &str, key: &str| {
-            matches!(self.warehouse.partition(dataset, key).latest(), Ok(Some(_)))
+    /// Whether partition `key` of `task`, due before a restart, was
+    /// published or is still claimed by a live engine: not missed.
+    fn handled(&self, task: &str, key: &str) -> bool {
+        let Some(t) = self.manifest.tasks.get(task) else {
+            return false;
         };
-        let plan = match Plan::build_for(
-            &self.manifest,
-            &Scope::Partitions(keys),
-            &[spec.name.as_str()],
+        let keys = crate::plan::partitions::explicit(
+            &t.dims,
+            std::slice::from_ref(&key.to_owned()),
             crate::clock::now(),
-            &published,
-        ) {
-            Ok(plan) => plan,
-            Err(e) => return Readiness::Failed(e.to_string()),
-        };
-        for (t, planned) in plan.tasks.iter().enumerate() {
-            if let Some(k) = (0..planned.keys.len()).find(|k| plan.is_added(t, *k)) {
-                return Readiness::NotYet {
-                    why: format!(
-                        "upstream `{}` {} is not published",
-                        planned.name, planned.keys[k]
-                    ),
-                    // Asked again when a batch publishes something.
-                    again_at: None,
-                };
-            }
-        }
-        // External inputs: their sensors (`ready`), or their files.
-        let task = &self.manifest.tasks[&spec.name];
-        for key in self.scope_keys(i) {
-            match crate::exec::readiness::check(&self.manifest, task, &key) {
-                crate::exec::readiness::Readiness::Ready => {}
-                crate::exec::readiness::Readiness::NotYet(not_ready) => {
-                    let mut checks = self.checks.borrow_mut();
-                    let n = checks.entry((i.task, i.occurrence)).or_insert(0);
-                    *n += 1;
-                    let after = crate::exec::readiness::recheck_after(*n);
-                    let secs = i64::try_from(after.as_secs()).unwrap_or(i64::MAX).max(1);
-                    return Readiness::NotYet {
-                        why: not_ready.why,
-                        again_at: Some(crate::clock::now().saturating_add(secs)),
-                    };
-                }
-                crate::exec::readiness::Readiness::Failed(failure) => {
-                    return Readiness::Failed(failure.why);
-                }
-            }
-        }
-        self.checks.borrow_mut().remove(&(i.task, i.occurrence));
-        Readiness::Ready
+        );
+        let published = keys
+            .iter()
+            .any(|k| crate::plan::settled(&self.manifest, &self.warehouse, &t.output.dataset, k));
+        published
+            || record::claim_of(&self.warehouse, task, key)
+                .ok()
+                .flatten()
+                .is_some_and(|c| !c.holder.is_some_and(|h| h.certainly_dead()))
     }
 
-    /// Claims each instance and runs those it won, a `weir run` per
-    /// partition key (instances of one key in one run, so an upstream
-    /// publishes before its downstream reads).
-    fn start(&mut self, batch: &[Instance]) -> Result<Input, String> {
-        let engine = exec::lease::engine().engine_id.clone();
-        let mut groups: BTreeMap<(bool, Vec<String>), Vec<String>> = BTreeMap::new();
-        for i in batch {
-            let name = self.machine.tasks()[i.task].name.clone();
-            let key = self.instance_key(i);
-            let claim = record::Claim {
-                engine: engine.clone(),
-                holder: Some(exec::lease::engine().clone()),
-                run_id: self.run_id.clone(),
-                at: crate::clock::now_rfc3339(),
-            };
-            match record::claim(&self.warehouse, &name, &key, &claim) {
-                Ok(None) => {}
-                // Its claimer died on this host before publishing: the
-                // fencing makes taking it over safe.
-                Ok(Some(other)) if other.holder.as_ref().is_some_and(|h| h.certainly_dead()) => {
-                    self.say(&format!(
-                        "TAKEOVER {name} {key}: engine {} that claimed it is dead",
-                        other.engine
-                    ));
-                }
-                Ok(Some(other)) => {
-                    self.say(&format!(
-                        "CLAIMED {name} {key}: engine {} runs it (serve {})",
-                        other.engine, other.run_id
-                    ));
-                    continue;
-                }
-                Err(e) => return Err(format!("cannot claim {name} {key}: {}", exec::chain(&e))),
-            }
-            let why = match i.why {
-                Why::PeriodEnded => format!("period ended, due {}", instant(i.due_at)),
-                Why::Schedule => format!("schedule fired at {}", instant(i.due_at)),
-                Why::Upstream => "an upstream task published".to_string(),
-            };
-            self.say(&format!("START {name} {key} ({why})"));
-            let keys = self.scope_keys(i);
-            // Time keys first: a static or unpartitioned task reads what
-            // the periods' runs publish.
-            let timed = self.machine.tasks()[i.task]
-                .trigger
-                .key(i.occurrence)
-                .is_some();
-            groups.entry((!timed, keys)).or_default().push(name);
+    /// Asks a thread whether an instance's inputs are there: a sensor's
+    /// command may take long or hang, and the executor must hear signals
+    /// and other answers meanwhile.
+    fn check(&self, i: Instance) {
+        let manifest = Arc::clone(&self.manifest);
+        let warehouse = self.warehouse.clone();
+        let task = self.name(i.task).to_owned();
+        let keys = self.scope_keys(&i);
+        let tx = self.tx.clone();
+        let answer_to = i.clone();
+        let spawned = std::thread::Builder::new()
+            .name("weir-serve-check".into())
+            .spawn(move || {
+                let answer = check_inputs(&manifest, &warehouse, &task, keys);
+                let _ = tx.send(Wake::Checked(answer_to, answer));
+            });
+        if let Err(e) = spawned {
+            let why = format!("cannot start a readiness check: {e}");
+            let _ = self.tx.send(Wake::Checked(i, Check::External(why)));
         }
-        let mut published = Vec::new();
-        let mut interrupted = false;
-        for ((_, keys), tasks) in groups {
-            if interrupted || exec::interrupt::requested().is_some() {
-                break;
-            }
-            let options = RunOptions {
-                scope: Scope::Partitions(keys),
-                tasks: tasks.clone(),
-                force: false,
-                resume_since: None,
-                run_id: None,
-                seed: None,
-                allow_uncertified: false,
-                // Readiness was asked before the batch started.
-                wait: None,
-                settings: self.settings.clone(),
-            };
-            match crate::notify::run_notifying(&self.manifest, &options, None) {
-                Ok(summary) => {
-                    for (task, partition, result) in &summary.instances {
-                        if *result == InstanceResult::Published && !published.contains(task) {
-                            published.push(task.clone());
-                        }
-                        if matches!(result, InstanceResult::Interrupted(_)) {
-                            interrupted = true;
-                        }
-                        self.say(&format!(
-                            "DONE {task} {partition} {} (run {})",
-                            result_word(result),
-                            summary.run_id
-                        ));
-                    }
+    }
+
+    /// A check thread's answer, for the machine: rechecks back off; a WAIT
+    /// line when an instance starts waiting or its reason changes.
+    fn answer(&mut self, i: Instance, check: Check) -> Input {
+        let name = self.name(i.task).to_owned();
+        let id = (name.clone(), i.occurrence);
+        let readiness = match check {
+            Check::Ready => Readiness::Ready,
+            Check::Failed(why) => Readiness::Failed(why),
+            Check::Upstream(why) | Check::External(why) => {
+                let n = self.checks.entry(id.clone()).or_insert(0);
+                *n += 1;
+                let after = crate::exec::readiness::recheck_after(*n);
+                let secs = i64::try_from(after.as_secs()).unwrap_or(i64::MAX).max(1);
+                if self.waiting.get(&id) != Some(&why) {
+                    self.say
+                        .say("WAIT", &name, &self.instance_key(&i), &format!(": {why}"));
+                    self.waiting.insert(id.clone(), why.clone());
                 }
-                Err(e) => self.say(&format!(
-                    "FAILED {}: the run could not start: {}",
-                    tasks.join(", "),
-                    exec::chain(&e)
-                )),
+                Readiness::NotYet {
+                    why,
+                    again_at: Some(crate::clock::now().saturating_add(secs)),
+                }
             }
+        };
+        if !matches!(readiness, Readiness::NotYet { .. }) {
+            self.checks.remove(&id);
+            self.waiting.remove(&id);
         }
-        Ok(Input::Finished {
-            published,
-            interrupted,
-            now: crate::clock::now(),
-        })
+        Input::Readiness(i, readiness)
+    }
+
+    /// Starts a lane: a thread that claims each instance and runs those it
+    /// won, and reports each publication as it happens and the lane's end.
+    fn start(&self, lane: u64, instances: &[Instance], force: bool) {
+        let work: Vec<LaneInstance> = instances
+            .iter()
+            .map(|i| LaneInstance {
+                task: self.name(i.task).to_owned(),
+                key: self.instance_key(i),
+                keys: self.scope_keys(i),
+                timed: self.machine.tasks()[i.task]
+                    .trigger
+                    .key(i.occurrence)
+                    .is_some(),
+                why: match i.why {
+                    Why::PeriodEnded => format!("period ended, due {}", instant(i.due_at)),
+                    Why::Schedule => format!("schedule fired at {}", instant(i.due_at)),
+                    Why::Upstream => "an upstream task published".to_string(),
+                },
+            })
+            .collect();
+        let cx = Lane {
+            id: lane,
+            manifest: Arc::clone(&self.manifest),
+            warehouse: self.warehouse.clone(),
+            say: self.say.clone(),
+            run_id: self.run_id.clone(),
+            settings: self.settings.clone(),
+            tx: self.tx.clone(),
+            force,
+        };
+        let spawned = std::thread::Builder::new()
+            .name(format!("weir-serve-lane-{lane}"))
+            .spawn(move || cx.run(&work));
+        if let Err(e) = spawned {
+            self.say
+                .say("FAILED", "", "", &format!(": cannot start a lane: {e}"));
+            let _ = self.tx.send(Wake::Input(Input::Finished {
+                lane,
+                published: Vec::new(),
+                interrupted: false,
+                now: crate::clock::now(),
+            }));
+        }
     }
 
     /// SIGHUP: the manifest again; an invalid one keeps the old running.
     fn reload(&mut self) -> Result<(), String> {
         let Some(mut fresh) = (self.loader)(&self.manifest.path) else {
-            self.say("RELOAD refused: the manifest is invalid (see stderr); serving the one loaded before");
+            self.say.say(
+                "RELOAD",
+                "",
+                "",
+                " refused: the manifest is invalid (see stderr); serving the one loaded before",
+            );
             return Ok(());
         };
         if fresh.pipeline.location() != self.manifest.pipeline.location() {
-            self.say(&format!(
-                "RELOAD refused: the warehouse moved from {} to {}; restart serve to change warehouses",
+            let why = format!(
+                " refused: the warehouse moved from {} to {}; restart serve to change warehouses",
                 self.manifest.pipeline.location(),
                 fresh.pipeline.location()
-            ));
+            );
+            self.say.say("RELOAD", "", "", &why);
             return Ok(());
         }
         fresh.pipeline = self.manifest.pipeline.clone();
         let specs = specs(&fresh);
-        let seen = stored_progress(&self.warehouse, &fresh, &specs)?;
-        self.machine.reload(specs, seen);
-        self.manifest = fresh;
-        self.say(&format!("RELOAD {} tasks", self.manifest.tasks.len()));
+        let stored = stored_progress(&self.warehouse, &specs)?;
+        for (spec, s) in specs.iter().zip(&stored) {
+            if let Some((_, newest)) = s {
+                self.resolve_upto.insert(spec.name.clone(), *newest);
+            }
+        }
+        let done = stored
+            .into_iter()
+            .map(|s| s.map(|(done, _)| done))
+            .collect();
+        self.machine.reload(specs, done);
+        self.manifest = Arc::new(fresh);
+        let tail = format!(" {} tasks", self.manifest.tasks.len());
+        self.say.say("RELOAD", "", "", &tail);
         Ok(())
+    }
+
+    /// Whether the clocks agree now (compared at most every minute, every
+    /// 5 s while they do not); says SKEW when that changes.
+    fn clock_agrees(&mut self) -> bool {
+        let bad = |s: i64| s.abs() > crate::clock::MAX_SKEW_MS;
+        let due = self.skew.measured.is_none_or(|(at, skew)| {
+            let every = if bad(skew) {
+                SKEW_RECHECK_SKEWED
+            } else {
+                SKEW_RECHECK
+            };
+            at.elapsed() >= every
+        });
+        if due {
+            let engine = exec::lease::engine().engine_id.clone();
+            let was = self.skew.measured.map(|(_, s)| s);
+            // A store that cannot be written is for the decisions
+            // themselves to report: the clocks are taken to agree.
+            let skew = record::clock_skew_ms(&self.warehouse, &engine).unwrap_or(0);
+            self.skew.measured = Some((std::time::Instant::now(), skew));
+            if bad(skew) && !was.is_some_and(bad) {
+                let (word, by) = if skew > 0 {
+                    ("ahead of", skew)
+                } else {
+                    ("behind", -skew)
+                };
+                let why = format!(
+                    ": this engine's clock is {} s {word} the warehouse's (more than {} s): deciding nothing until they agree",
+                    by / 1000,
+                    crate::clock::MAX_SKEW_MS / 1000
+                );
+                self.say.say("SKEW", "", "", &why);
+                let _ = self.emit(
+                    State::Waiting,
+                    Event::default()
+                        .detail(format!(
+                            "clock skew of {skew} ms against the warehouse: serve decides nothing"
+                        ))
+                        .data(serde_json::json!({ "clock_skew_ms": skew })),
+                );
+            } else if !bad(skew) && was.is_some_and(bad) {
+                self.say.say("SKEW", "", "", ": the clocks agree again");
+            }
+        }
+        self.skew.measured.is_none_or(|(_, s)| !bad(s))
+    }
+}
+
+/// The command that fills a missed partition.
+fn fill_command(manifest: &Manifest, task: &str, key: &str) -> String {
+    format!(
+        "weir run {} --task {task} --partition {}",
+        crate::partition::shell_word(&manifest.path.display().to_string()),
+        crate::partition::shell_word(key)
+    )
+}
+
+/// Whether every input partition of `task` over `keys` is published (or
+/// accepted as a gap), then whether its external inputs are ready.
+fn check_inputs(
+    manifest: &Manifest,
+    warehouse: &Warehouse,
+    task: &str,
+    keys: Vec<String>,
+) -> Check {
+    let settled =
+        |dataset: &str, key: &str| crate::plan::settled(manifest, warehouse, dataset, key);
+    let plan = match Plan::build_for(
+        manifest,
+        &Scope::Partitions(keys.clone()),
+        &[task],
+        crate::clock::now(),
+        &settled,
+    ) {
+        Ok(plan) => plan,
+        Err(e) => return Check::Failed(e.to_string()),
+    };
+    for (t, planned) in plan.tasks.iter().enumerate() {
+        if let Some(k) = (0..planned.keys.len()).find(|k| plan.is_added(t, *k)) {
+            return Check::Upstream(format!(
+                "upstream `{}` {} is not published",
+                planned.name, planned.keys[k]
+            ));
+        }
+    }
+    let Some(task) = manifest.tasks.get(task) else {
+        return Check::Failed(format!("task `{task}` is gone from the manifest"));
+    };
+    for key in &keys {
+        match crate::exec::readiness::check(manifest, task, key) {
+            crate::exec::readiness::Readiness::Ready => {}
+            crate::exec::readiness::Readiness::NotYet(not_ready) => {
+                return Check::External(not_ready.why)
+            }
+            crate::exec::readiness::Readiness::Failed(failure) => {
+                return Check::Failed(failure.why)
+            }
+        }
+    }
+    Check::Ready
+}
+
+/// One instance of a lane, named for the run.
+struct LaneInstance {
+    task: String,
+    key: String,
+    keys: Vec<String>,
+    timed: bool,
+    why: String,
+}
+
+/// What a lane's thread needs.
+struct Lane {
+    id: u64,
+    manifest: Arc<Manifest>,
+    warehouse: Warehouse,
+    say: Say,
+    run_id: String,
+    settings: exec::Settings,
+    tx: mpsc::Sender<Wake>,
+    force: bool,
+}
+
+impl Lane {
+    /// Claims each instance, runs those it won (a run per partition key:
+    /// instances of one key in one run, so an upstream publishes before
+    /// its downstream reads), then says the lane ended.
+    fn run(self, work: &[LaneInstance]) {
+        let mut groups: BTreeMap<(bool, Vec<String>), Vec<String>> = BTreeMap::new();
+        for i in work {
+            // Nothing is claimed once a stop is asked: a claim is a promise
+            // to run it.
+            if exec::interrupt::requested().is_some() {
+                break;
+            }
+            if self.claim(i) {
+                self.say
+                    .say("START", &i.task, &i.key, &format!(" ({})", i.why));
+                // Time keys first: a static or unpartitioned task reads
+                // what the periods' runs publish.
+                groups
+                    .entry((!i.timed, i.keys.clone()))
+                    .or_default()
+                    .push(i.task.clone());
+            }
+        }
+        let mut published: Vec<String> = Vec::new();
+        let mut interrupted = false;
+        for ((_, keys), tasks) in groups {
+            if interrupted || exec::interrupt::requested().is_some() {
+                interrupted = true;
+                break;
+            }
+            let (p, stopped) = self.run_group(keys, tasks);
+            for t in p {
+                if !published.contains(&t) {
+                    published.push(t);
+                }
+            }
+            interrupted |= stopped;
+        }
+        let _ = self.tx.send(Wake::Input(Input::Finished {
+            lane: self.id,
+            published,
+            interrupted,
+            now: crate::clock::now(),
+        }));
+    }
+
+    /// Claims an instance for this serve: `false` when another live engine
+    /// runs it.
+    fn claim(&self, i: &LaneInstance) -> bool {
+        let claim = record::Claim {
+            engine: exec::lease::engine().engine_id.clone(),
+            holder: Some(exec::lease::engine().clone()),
+            run_id: self.run_id.clone(),
+            at: crate::clock::now_rfc3339(),
+        };
+        let (word, tail, won) = match record::claim(&self.warehouse, &i.task, &i.key, &claim) {
+            Ok(None) => return true,
+            // Its claimer died on this host before publishing: the
+            // fencing makes taking it over safe.
+            Ok(Some(other)) if other.holder.as_ref().is_some_and(|h| h.certainly_dead()) => (
+                "TAKEOVER",
+                format!(": engine {} that claimed it is dead", other.engine),
+                true,
+            ),
+            Ok(Some(other)) => (
+                "CLAIMED",
+                format!(": engine {} runs it (serve {})", other.engine, other.run_id),
+                false,
+            ),
+            Err(e) => (
+                "FAILED",
+                format!(": cannot claim it: {}", exec::chain(&e)),
+                false,
+            ),
+        };
+        self.say.say(word, &i.task, &i.key, &tail);
+        won
+    }
+
+    /// One run over `keys` of `tasks`: the tasks that published, and
+    /// whether a stop interrupted it. Each publication is reported as it
+    /// happens, so what reads it is due without waiting for the lane.
+    fn run_group(&self, keys: Vec<String>, tasks: Vec<String>) -> (Vec<String>, bool) {
+        let options = RunOptions {
+            scope: Scope::Partitions(keys),
+            tasks: tasks.clone(),
+            force: self.force,
+            resume_since: None,
+            run_id: None,
+            seed: None,
+            allow_uncertified: false,
+            // Readiness was asked before the lane started.
+            wait: None,
+            settings: self.settings.clone(),
+        };
+        let (tx, lane) = (self.tx.clone(), self.id);
+        let observe: crate::events::Observer = Box::new(move |e| {
+            if e.state == State::Published {
+                if let Some(task) = &e.task {
+                    let _ = tx.send(Wake::Input(Input::Published {
+                        task: task.clone(),
+                        lane,
+                        now: crate::clock::now(),
+                    }));
+                }
+            }
+        });
+        let mut published = Vec::new();
+        let mut interrupted = false;
+        match crate::notify::run_notifying(&self.manifest, &options, Some(observe)) {
+            Ok(summary) => {
+                for (task, partition, result) in &summary.instances {
+                    if *result == InstanceResult::Published && !published.contains(task) {
+                        published.push(task.clone());
+                    }
+                    interrupted |= matches!(result, InstanceResult::Interrupted(_));
+                    let tail = format!(" {} (run {})", result_word(result), summary.run_id);
+                    self.say.say("DONE", task, partition, &tail);
+                }
+            }
+            Err(e) => {
+                let tail = format!(
+                    " {}: the run could not start: {}",
+                    tasks.join(", "),
+                    exec::chain(&e)
+                );
+                self.say.say("FAILED", "", "", &tail);
+            }
+        }
+        (published, interrupted)
     }
 }
 
@@ -514,15 +915,17 @@ fn result_word(r: &InstanceResult) -> String {
     }
 }
 
-/// Serves one manifest until a stop signal; `signals` brings SIGTERM,
-/// SIGINT and SIGHUP; its runs go with `settings`.
+/// Serves one manifest until a stop signal arrives on `inbox` (with what
+/// its own threads report, through `tx`); its runs go with `settings`,
+/// its decisions are logged in `format`.
 pub fn serve_one(
     manifest: Manifest,
-    signals: &mpsc::Receiver<Signal>,
+    (tx, inbox): (mpsc::Sender<Wake>, &mpsc::Receiver<Wake>),
     loader: std::sync::Arc<Loader>,
     settings: &exec::Settings,
+    format: LogFormat,
 ) -> Ended {
-    let mut served = match open(manifest, loader, settings) {
+    let mut served = match open(manifest, loader, settings, tx, format) {
         Ok(served) => served,
         Err(error) => {
             return Ended {
@@ -537,12 +940,13 @@ pub fn serve_one(
         State::RunStarted,
         Event::default().detail(format!("weir serve: {} tasks", served.manifest.tasks.len())),
     );
-    served.say(&format!(
-        "SERVE {} tasks, warehouse {}, events {run_id}",
+    let tail = format!(
+        " {} tasks, warehouse {}, events {run_id}",
         served.manifest.tasks.len(),
         served.manifest.pipeline.location()
-    ));
-    let (stopped, signal) = serve_until_stopped(&mut served, signals);
+    );
+    served.say.say("SERVE", "", "", &tail);
+    let (stopped, signal) = serve_until_stopped(&mut served, inbox);
     finish(&mut served, stopped, signal)
 }
 
@@ -552,90 +956,122 @@ fn open(
     manifest: Manifest,
     loader: std::sync::Arc<Loader>,
     settings: &exec::Settings,
+    tx: mpsc::Sender<Wake>,
+    format: LogFormat,
 ) -> Result<Served, String> {
     let warehouse = match Warehouse::open_for(&manifest.pipeline) {
         Ok(w) => w,
         Err(e) => return Err(format!("cannot open the warehouse: {}", exec::chain(&e))),
     };
     let specs = specs(&manifest);
-    let seen = stored_progress(&warehouse, &manifest, &specs)?;
+    let stored = stored_progress(&warehouse, &specs)?;
+    let resolve_upto = specs
+        .iter()
+        .zip(&stored)
+        .filter_map(|(spec, s)| s.map(|(_, newest)| (spec.name.clone(), newest)))
+        .collect();
     let run_id = exec::new_run_id().replacen("run-", "serve-", 1);
     let log = match EventLog::open_in(&warehouse.events(), &run_id) {
         Ok(l) => l,
         Err(e) => return Err(format!("cannot open serve's event log: {e}")),
     };
-    let mut served = Served {
-        machine: Machine::new(specs, seen),
-        manifest,
+    let notifier = crate::notify::Notifier::start(&manifest, &warehouse, &run_id, &settings.faults);
+    let done = stored
+        .into_iter()
+        .map(|s| s.map(|(done, _)| done))
+        .collect();
+    Ok(Served {
+        machine: Machine::new(specs, done),
+        say: Say {
+            pipeline: manifest.pipeline.name.clone(),
+            format,
+        },
+        manifest: Arc::new(manifest),
         warehouse,
         log,
-        run_id: run_id.clone(),
+        run_id,
         loader,
         settings: settings.clone(),
-        checks: Default::default(),
-        notifier: None,
-    };
-    served.notifier = crate::notify::Notifier::start(
-        &served.manifest,
-        &served.warehouse,
-        &run_id,
-        &settings.faults,
-    );
-    Ok(served)
+        checks: HashMap::new(),
+        waiting: HashMap::new(),
+        resolve_upto,
+        notifier,
+        tx,
+        skew: Skew::default(),
+        idle: None,
+    })
 }
 
-/// Drives the machine, idling until the next due time or a signal, until
-/// it stops: whether attempts were stopped, or why serve could not go on,
-/// and the stop signal.
+/// Drives the machine, idling until the next wake-up or anything on its
+/// channel, until it stops: whether attempts were stopped, or why serve
+/// could not go on, and the stop signal.
 fn serve_until_stopped(
     served: &mut Served,
-    signals: &mpsc::Receiver<Signal>,
+    inbox: &mpsc::Receiver<Wake>,
 ) -> (Result<bool, String>, Option<exec::interrupt::Signal>) {
-    let mut wait: Option<i64> = None;
     let mut signal = None;
-    let mut input = Input::Clock(crate::clock::now());
-    let stopped = loop {
-        let mut next = None;
-        match served.drive(input, &mut next) {
-            Ok(Some(stopped)) => break Ok(stopped),
-            Ok(None) => {}
-            Err(e) => break Err(e),
-        }
-        if let Some(next) = next {
-            wait = next;
-        }
-        match wait {
-            Some(t) => {
-                let (task, key) = served.next_due();
-                served.say(&format!("IDLE until {} ({task} {key})", instant(t)));
+    let mut got: Vec<Wake> = Vec::new();
+    let mut stopping = false;
+    let stopped = 'serve: loop {
+        for wake in got.drain(..) {
+            let input = match wake {
+                Wake::Signal(Signal::Stop(s)) => {
+                    signal = Some(s);
+                    stopping = true;
+                    let tail = format!(" on {}: admitting nothing more", s.name());
+                    served.say.say("STOP", "", "", &tail);
+                    Input::Stop
+                }
+                Wake::Signal(Signal::Reload) => {
+                    if let Err(e) = served.reload() {
+                        break 'serve Err(e);
+                    }
+                    continue;
+                }
+                Wake::Input(input) => input,
+                Wake::Checked(i, check) => served.answer(i, check),
+            };
+            match served.drive(input) {
+                Ok(Some(stopped)) => break 'serve Ok(stopped),
+                Ok(None) => {}
+                Err(e) => break 'serve Err(e),
             }
-            None => served.say("IDLE: nothing is due again until an upstream publishes (every time scheme has ended)"),
         }
-        // Blocked on one channel, the next due time as the timeout.
-        let got = match wait {
+        // What is ready starts and what is due becomes due, only while
+        // this engine's clock agrees with the warehouse's.
+        let agrees = stopping || served.clock_agrees();
+        if agrees {
+            match served.drive(Input::Clock(crate::clock::now())) {
+                Ok(Some(stopped)) => break Ok(stopped),
+                Ok(None) => {}
+                Err(e) => break Err(e),
+            }
+        }
+        let skewed_recheck = crate::clock::now() + SKEW_RECHECK_SKEWED.as_secs() as i64;
+        let wake = match agrees {
+            false => Some(skewed_recheck),
+            true => served.idle.flatten().map(|(at, _)| at),
+        };
+        // Blocked on one channel, the next wake-up as the timeout; then
+        // everything else already there, so answers that came together
+        // start together.
+        let first = match wake {
             Some(t) => {
                 let ms = (t * 1000 - crate::clock::now_ms()).max(0);
-                signals.recv_timeout(std::time::Duration::from_millis(ms as u64))
+                inbox.recv_timeout(std::time::Duration::from_millis(ms as u64))
             }
-            None => signals
+            None => inbox
                 .recv()
                 .map_err(|_| mpsc::RecvTimeoutError::Disconnected),
         };
-        input = match got {
-            Ok(Signal::Stop(s)) => {
-                signal = Some(s);
-                served.say(&format!("STOP on {}: admitting nothing more", s.name()));
-                Input::Stop
+        match first {
+            Ok(w) => got.push(w),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                got.push(Wake::Signal(Signal::Stop(exec::interrupt::Signal::Term)))
             }
-            Ok(Signal::Reload) => {
-                if let Err(e) = served.reload() {
-                    break Err(e);
-                }
-                Input::Clock(crate::clock::now())
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => Input::Clock(crate::clock::now()),
-            Err(mpsc::RecvTimeoutError::Disconnected) => Input::Stop,
-        };
+        }
+        got.extend(inbox.try_iter());
     };
     (stopped, signal)
 }
@@ -665,40 +1101,16 @@ fn finish(
         notifier.finish();
     }
     let _ = served.log.sync();
-    served.say(match (&error, stopped) {
+    let word = match (&error, stopped) {
         (Some(_), _) => "EXIT: serve could not go on",
         (None, true) => "EXIT: running attempts were stopped",
         (None, false) => "EXIT",
-    });
+    };
+    served.say.say(word, "", "", "");
     Ended {
         stopped,
         signal,
         error,
-    }
-}
-
-impl Served {
-    /// The task and partition due next, for the decision log.
-    fn next_due(&self) -> (String, String) {
-        let next = self
-            .machine
-            .next_due()
-            .iter()
-            .enumerate()
-            .filter_map(|(t, at)| at.map(|at| (at, t)))
-            .min();
-        let Some((at, t)) = next else {
-            return (String::new(), String::new());
-        };
-        let spec = &self.machine.tasks()[t];
-        let key = match &spec.trigger {
-            Trigger::Period { scheme, delay } => {
-                let p = scheme.containing(at - delay) - 1;
-                scheme.key(p)
-            }
-            _ => "(schedule)".into(),
-        };
-        (spec.name.clone(), key)
     }
 }
 
@@ -709,6 +1121,7 @@ pub fn serve(
     manifests: Vec<Manifest>,
     loader: &std::sync::Arc<Loader>,
     settings: &exec::Settings,
+    format: LogFormat,
 ) -> std::io::Result<Vec<Ended>> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     crate::clock::start_advancing();
@@ -721,8 +1134,8 @@ pub fn serve(
     let mut receivers = Vec::new();
     for _ in &manifests {
         let (tx, rx) = mpsc::channel();
-        senders.push(tx);
-        receivers.push(rx);
+        senders.push(tx.clone());
+        receivers.push((tx, rx));
     }
     let forward = std::thread::Builder::new()
         .name("weir-serve-signals".into())
@@ -734,7 +1147,7 @@ pub fn serve(
                     _ => Signal::Stop(exec::interrupt::Signal::Term),
                 };
                 for tx in &senders {
-                    let _ = tx.send(signal);
+                    let _ = tx.send(Wake::Signal(signal));
                 }
             }
         })?;
@@ -742,9 +1155,9 @@ pub fn serve(
         let threads: Vec<_> = manifests
             .into_iter()
             .zip(receivers)
-            .map(|(m, rx)| {
+            .map(|(m, (tx, rx))| {
                 let loader = std::sync::Arc::clone(loader);
-                scope.spawn(move || serve_one(m, &rx, loader, settings))
+                scope.spawn(move || serve_one(m, (tx, &rx), loader, settings, format))
             })
             .collect();
         threads

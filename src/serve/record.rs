@@ -5,6 +5,7 @@
 //!  _serve/progress/<task>.json              newest occurrence started or missed (replaced)
 //!  _serve/missed/<task>/<partition>.json    a MISSED period, put-if-absent: recorded once
 //!  _serve/claims/<task>/<instance>.json     who runs a due instance, put-if-absent: one serve does
+//!  _serve/clock/<engine>                    written to read the store's time (replaced)
 //! ```
 //!
 //! Progress is what a restarted serve, or a standby taking over, counts
@@ -24,13 +25,20 @@ const SERVE: &str = "_serve";
 pub struct Progress {
     /// The task.
     pub task: String,
-    /// The newest occurrence (period ordinal or firing instant).
+    /// Every occurrence (period ordinal or firing instant) at or before
+    /// this one is finished: run, or recorded MISSED.
     pub occurrence: i64,
+    /// The newest occurrence that was due; those after `occurrence` were
+    /// waiting or running (a restart checks them). Absent in records
+    /// written before lanes: then `occurrence`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest: Option<i64>,
     /// Its partition key, for people reading the record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
-    /// The trigger it counts, `schedule`'s text or the scheme's grain: a
-    /// changed trigger's progress does not carry over.
+    /// The trigger it counts: `schedule`'s text, or the scheme's whole
+    /// definition (grain and minutes, zone, first period): a changed
+    /// trigger's progress does not carry over.
     pub trigger: String,
     /// When it was written (wall clock).
     pub at: String,
@@ -186,4 +194,32 @@ pub fn claim_of(
         .backend()
         .get(&key)?
         .and_then(|b| serde_json::from_slice(&b).ok()))
+}
+
+/// How far this engine's clock ([`crate::clock::system_ms`]) is ahead of
+/// the warehouse's (negative: behind), in milliseconds: it writes a key
+/// and reads the time the store gave it, and takes the midpoint of its own
+/// clock around the write (so a slow store widens the error, never the
+/// skew's sign).
+pub fn clock_skew_ms(warehouse: &Warehouse, engine: &str) -> Result<i64, StoreError> {
+    validate_segment(engine)?;
+    let key = format!("{SERVE}/clock/{engine}");
+    let before = crate::clock::system_ms();
+    put_replacing(warehouse.backend().as_ref(), &key, b"")?;
+    let after = crate::clock::system_ms();
+    let meta = warehouse
+        .backend()
+        .list_objects(&format!("{SERVE}/clock"))?
+        .into_iter()
+        .find(|m| m.key == key)
+        .ok_or_else(|| StoreError::Corrupt {
+            key: key.clone(),
+            message: "the clock probe just written is not listed".into(),
+        })?;
+    let store = meta.last_modified.as_millisecond();
+    let mine = before + (after - before) / 2;
+    // Stores keep whole seconds (S3's Last-Modified): within a second is
+    // agreement.
+    let skew = mine - store;
+    Ok(if skew.abs() < 1_000 { 0 } else { skew })
 }

@@ -43,7 +43,9 @@ pub fn gather(
         if p.trigger != super::trigger_text(&spec.trigger) {
             continue;
         }
-        let due = spec.trigger.due(Some(p.occurrence), now);
+        let due = spec
+            .trigger
+            .due(Some(p.newest.unwrap_or(p.occurrence)), now);
         let (partition, at) = match (&spec.trigger, due.run) {
             // Due now (serve is down, or about to start it).
             (_, Some(o)) => (spec.trigger.key(o), Some(spec.trigger.due_at(o))),

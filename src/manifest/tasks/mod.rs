@@ -72,6 +72,10 @@ impl Validator<'_, '_, '_, '_> {
         let delay = raw.delay.as_deref().map_or(Duration::ZERO, |s| {
             self.duration(Some(s), Duration::ZERO, &p("delay"))
         });
+        let wait = raw
+            .wait
+            .as_deref()
+            .map(|s| self.duration(Some(s), Duration::ZERO, &p("wait")));
         let schedule = self.task_schedule(name, raw, schemes, &dims);
         let (exit_codes, cluster_ends) = self.exit_codes(name, raw, names);
         let on_timeout = self.on_timeout(name, raw, names);
@@ -110,6 +114,11 @@ impl Validator<'_, '_, '_, '_> {
             sla,
             slo,
             delay,
+            wait,
+            rerun: match raw.rerun {
+                Some(raw::RawRerun::OnChange) => Rerun::OnChange,
+                Some(raw::RawRerun::Always) | None => Rerun::Always,
+            },
             schedule,
         })
     }

@@ -75,6 +75,16 @@ pub struct RawTask {
     /// after its period ends (default "0s").
     #[schemars(pattern(r"^([0-9]+(ms|s|m|h|d))+$"))]
     pub delay: Option<String>,
+    /// `weir serve`: how long a due partition whose inputs are not ready
+    /// keeps waiting (from when it became due) before it is given up as
+    /// MISSED (default: `sla` when set, else one period and at least an
+    /// hour).
+    #[schemars(pattern(r"^([0-9]+(ms|s|m|h|d))+$"))]
+    pub wait: Option<String>,
+    /// `weir serve`: what a `schedule` firing does: `"always"` (default)
+    /// runs the command at every firing, a new generation each time;
+    /// `"on_change"` runs it only when its inputs or code changed.
+    pub rerun: Option<RawRerun>,
     /// `weir serve`: a static or unpartitioned task also runs on this
     /// five-field cron expression ("0 6 * * *"), read in the timezone of
     /// the manifest's first time scheme (UTC without one).
@@ -228,4 +238,14 @@ impl<'de> Deserialize<'de> for RawInput {
             ))),
         }
     }
+}
+
+/// `rerun`: what a schedule's firing does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RawRerun {
+    /// Run the command at every firing.
+    Always,
+    /// Run it only when inputs or code changed.
+    OnChange,
 }
