@@ -548,7 +548,9 @@ impl Machine {
                     .iter()
                     .any(|(_, l)| l.iter().any(|i| i.task == task))
         };
-        let mut lanes: Vec<((Option<String>, usize, bool), Vec<Instance>)> = Vec::new();
+        // (period key, or the task of a non-period instance; forced).
+        type Group = (Option<String>, usize, bool);
+        let mut lanes: Vec<(Group, Vec<Instance>)> = Vec::new();
         let ready = std::mem::take(&mut self.ready);
         for i in ready {
             if busy(self, i.task) {

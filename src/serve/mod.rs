@@ -281,6 +281,8 @@ struct Served {
     skew: Skew,
     /// The last IDLE said, not said again while the same.
     idle: Option<Option<(i64, WakeFor)>>,
+    /// Waiting instances already said LATE (past their sla).
+    late: std::collections::HashSet<(String, i64)>,
 }
 
 impl Served {
@@ -425,6 +427,20 @@ impl Served {
         let Some(key) = spec.trigger.key(occurrence) else {
             return Ok(());
         };
+        if let MissedWhy::Waited(_) = why {
+            // Given up at its deadline or after: LATE first, as a run
+            // says it of an instance that waits past its sla.
+            let i = Instance {
+                task,
+                occurrence,
+                due_at,
+                why: Why::PeriodEnded,
+            };
+            let waiting = self.waiting.get(&(spec.name.clone(), occurrence)).cloned();
+            let why = waiting.unwrap_or_else(|| "its inputs were not ready".into());
+            self.late(&i, &why, crate::clock::now() + 1);
+        }
+        self.late.remove(&(spec.name.clone(), occurrence));
         let waited_for = self.waiting.remove(&(spec.name.clone(), occurrence));
         self.checks.remove(&(spec.name.clone(), occurrence));
         if why == MissedWhy::Down
@@ -487,6 +503,37 @@ impl Served {
         Ok(())
     }
 
+    /// Says (once) that a waiting instance passed its sla: a LATE event and
+    /// notification, as a run says it.
+    fn late(&mut self, i: &Instance, why: &str, now: i64) {
+        let name = self.name(i.task).to_owned();
+        let key = self.instance_key(i);
+        let Some(task) = self.manifest.tasks.get(&name) else {
+            return;
+        };
+        let Some(deadline) = crate::exec::readiness::late_since(task, &key, now) else {
+            return;
+        };
+        if !self.late.insert((name.clone(), i.occurrence)) {
+            return;
+        }
+        let event = Event::instance(&name, &key)
+            .detail(format!(
+                "not published by its SLA deadline {deadline}: {why}"
+            ))
+            .data(serde_json::json!({ "deadline": deadline }));
+        if let Some(notifier) = &self.notifier {
+            notifier.record(State::Late, &event);
+        }
+        let _ = self.emit(State::Late, event);
+        self.say.say(
+            "LATE",
+            &name,
+            &key,
+            &format!(": past its sla ({deadline}): {why}"),
+        );
+    }
+
     /// Whether partition `key` of `task`, due before a restart, was
     /// published or is still claimed by a live engine: not missed.
     fn handled(&self, task: &str, key: &str) -> bool {
@@ -521,7 +568,7 @@ impl Served {
         let spawned = std::thread::Builder::new()
             .name("weir-serve-check".into())
             .spawn(move || {
-                let answer = check_inputs(&manifest, &warehouse, &task, keys);
+                let answer = check_inputs(&manifest, &warehouse, &task, &keys);
                 let _ = tx.send(Wake::Checked(answer_to, answer));
             });
         if let Err(e) = spawned {
@@ -548,6 +595,7 @@ impl Served {
                         .say("WAIT", &name, &self.instance_key(&i), &format!(": {why}"));
                     self.waiting.insert(id.clone(), why.clone());
                 }
+                self.late(&i, &why, crate::clock::now());
                 Readiness::NotYet {
                     why,
                     again_at: Some(crate::clock::now().saturating_add(secs)),
@@ -703,17 +751,12 @@ fn fill_command(manifest: &Manifest, task: &str, key: &str) -> String {
 
 /// Whether every input partition of `task` over `keys` is published (or
 /// accepted as a gap), then whether its external inputs are ready.
-fn check_inputs(
-    manifest: &Manifest,
-    warehouse: &Warehouse,
-    task: &str,
-    keys: Vec<String>,
-) -> Check {
+fn check_inputs(manifest: &Manifest, warehouse: &Warehouse, task: &str, keys: &[String]) -> Check {
     let settled =
         |dataset: &str, key: &str| crate::plan::settled(manifest, warehouse, dataset, key);
     let plan = match Plan::build_for(
         manifest,
-        &Scope::Partitions(keys.clone()),
+        &Scope::Partitions(keys.to_vec()),
         &[task],
         crate::clock::now(),
         &settled,
@@ -732,7 +775,7 @@ fn check_inputs(
     let Some(task) = manifest.tasks.get(task) else {
         return Check::Failed(format!("task `{task}` is gone from the manifest"));
     };
-    for key in &keys {
+    for key in keys {
         match crate::exec::readiness::check(manifest, task, key) {
             crate::exec::readiness::Readiness::Ready => {}
             crate::exec::readiness::Readiness::NotYet(not_ready) => {
@@ -797,7 +840,7 @@ impl Lane {
                 interrupted = true;
                 break;
             }
-            let (p, stopped) = self.run_group(keys, tasks);
+            let (p, stopped) = self.run_group(keys, &tasks);
             for t in p {
                 if !published.contains(&t) {
                     published.push(t);
@@ -849,10 +892,10 @@ impl Lane {
     /// One run over `keys` of `tasks`: the tasks that published, and
     /// whether a stop interrupted it. Each publication is reported as it
     /// happens, so what reads it is due without waiting for the lane.
-    fn run_group(&self, keys: Vec<String>, tasks: Vec<String>) -> (Vec<String>, bool) {
+    fn run_group(&self, keys: Vec<String>, tasks: &[String]) -> (Vec<String>, bool) {
         let options = RunOptions {
             scope: Scope::Partitions(keys),
-            tasks: tasks.clone(),
+            tasks: tasks.to_vec(),
             force: self.force,
             resume_since: None,
             run_id: None,
@@ -999,6 +1042,7 @@ fn open(
         tx,
         skew: Skew::default(),
         idle: None,
+        late: std::collections::HashSet::new(),
     })
 }
 

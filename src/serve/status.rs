@@ -112,8 +112,14 @@ pub fn lines(status: &ServeStatus, manifest: &Manifest) -> Vec<String> {
             Some((t, ms)) if *t == m.task => ms.push(m),
             _ => by_task.push((&m.task, vec![m])),
         }
+        // Waited past its bound while serve ran, or skipped after downtime.
+        let why = if m.why.starts_with("gave up waiting") {
+            format!("{} (`weir serve`)", m.why)
+        } else {
+            "skipped by `weir serve` (no catch-up)".to_string()
+        };
         out.push(format!(
-            "{:<11} {} {}: due {}, skipped by `weir serve` (no catch-up); fill it with `{}`",
+            "{:<11} {} {}: due {}, {why}; fill it with `{}`",
             "MISSED", m.task, m.partition, m.due_at, m.fill
         ));
     }
@@ -161,6 +167,7 @@ pub fn json(status: &ServeStatus) -> serde_json::Value {
             "task": m.task,
             "partition": m.partition,
             "due_at": m.due_at,
+            "why": m.why,
             "fill": m.fill,
         })).collect::<Vec<_>>(),
     })

@@ -50,6 +50,7 @@ mod s3_warehouse;
 mod schema;
 mod sensors;
 mod serve;
+mod serve_lanes;
 mod slo;
 mod slurm;
 #[cfg(feature = "s3")]

@@ -39,14 +39,14 @@ fn sandbox() -> Sandbox {
 }
 
 /// A running `weir serve` and the lines of its stdout so far.
-struct Serve {
+pub(crate) struct Serve {
     child: Child,
     lines: Arc<Mutex<Vec<String>>>,
     stderr: Arc<Mutex<String>>,
 }
 
 impl Serve {
-    fn start(sb: &Sandbox, now: &str) -> Serve {
+    pub(crate) fn start(sb: &Sandbox, now: &str) -> Serve {
         Serve::start_with(sb, now, &["m.toml"])
     }
 
@@ -56,7 +56,7 @@ impl Serve {
         Serve::spawn(sb.weir(&args), now)
     }
 
-    fn spawn(mut cmd: std::process::Command, now: &str) -> Serve {
+    pub(crate) fn spawn(mut cmd: std::process::Command, now: &str) -> Serve {
         let mut child = cmd
             .env("WEIR_NOW", now)
             .stdout(Stdio::piped())
@@ -88,13 +88,13 @@ impl Serve {
         }
     }
 
-    fn lines(&self) -> Vec<String> {
+    pub(crate) fn lines(&self) -> Vec<String> {
         self.lines.lock().unwrap().clone()
     }
 
     /// Waits (up to 120 s, for a loaded machine) for a stdout line containing every one of `parts`.
     #[track_caller]
-    fn wait_for(&self, parts: &[&str]) -> String {
+    pub(crate) fn wait_for(&self, parts: &[&str]) -> String {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             if let Some(l) = self
@@ -114,13 +114,13 @@ impl Serve {
         }
     }
 
-    fn signal(&self, sig: i32) {
+    pub(crate) fn signal(&self, sig: i32) {
         assert_eq!(unsafe { libc::kill(self.child.id() as i32, sig) }, 0);
     }
 
     /// SIGTERM, and the exit code (within 30 s).
     #[track_caller]
-    fn stop(mut self) -> (i32, Vec<String>) {
+    pub(crate) fn stop(mut self) -> (i32, Vec<String>) {
         self.signal(libc::SIGTERM);
         let deadline = Instant::now() + Duration::from_secs(30);
         let status = loop {
