@@ -203,6 +203,10 @@ pub(crate) fn guard(
                 }
             }
             let _ = store.claim_takeover(t, &claimant);
+            // Its engine died before it could redact the logs: what the
+            // command printed of its secrets must not stay there for the
+            // console, explain or gc's evidence to serve.
+            redact_left_logs(cx, task, &store, t, partition);
             // A dead holder's task must not run beside its successor: its
             // command died with it (PDEATHSIG); stop what the command left.
             if dead {
@@ -224,6 +228,32 @@ pub(crate) fn guard(
         } else {
             Guard::Proceed
         };
+    }
+}
+
+/// Redacts the logs a taken-over attempt left, with the secrets of `task`
+/// this engine can read (the same values that attempt was given, unless
+/// they changed since). A log that cannot be redacted is removed.
+fn redact_left_logs(
+    cx: &Context<'_>,
+    task: &Task,
+    store: &PartitionStore,
+    token: FencingToken,
+    partition: &str,
+) {
+    let secrets = super::env::readable_secrets(cx.manifest, task);
+    if !secrets.has_secrets() {
+        return;
+    }
+    let dir = store.attempt_dir(token);
+    for log in super::launch::LOGS {
+        if let Err(e) = secrets.redact_file(&dir.join(log)) {
+            let _ = std::fs::remove_file(dir.join(log));
+            eprintln!(
+                "warning: {} {partition}: cannot redact {log} of token {token} ({e}); removed it",
+                task.name
+            );
+        }
     }
 }
 
