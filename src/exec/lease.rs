@@ -202,11 +202,7 @@ pub(crate) fn guard(
                     adopt = Some((t, job));
                 }
             }
-            let _ = store.claim_takeover(t, &claimant);
-            // Its engine died before it could redact the logs: what the
-            // command printed of its secrets must not stay there for the
-            // console, explain or gc's evidence to serve.
-            redact_left_logs(cx, task, &store, t, partition);
+            claim_and_redact(cx, task, &store, t, &claimant);
             // A dead holder's task must not run beside its successor: its
             // command died with it (PDEATHSIG); stop what the command left.
             if dead {
@@ -231,16 +227,21 @@ pub(crate) fn guard(
     }
 }
 
-/// Redacts the logs a taken-over attempt left, with the secrets of `task`
-/// this engine can read (the same values that attempt was given, unless
-/// they changed since). A log that cannot be redacted is removed.
-fn redact_left_logs(
+/// Claims the takeover of `token`, and redacts the logs it left with the
+/// secrets of `task` this engine can read (the same values that attempt was
+/// given, unless they changed since): its engine died before it could, and
+/// what the command printed of its secrets must not stay there for the
+/// console, explain or the evidence kept. A log that cannot be redacted is
+/// removed.
+fn claim_and_redact(
     cx: &Context<'_>,
     task: &Task,
     store: &PartitionStore,
     token: FencingToken,
-    partition: &str,
+    claimant: &TokenOwner,
 ) {
+    let _ = store.claim_takeover(token, claimant);
+    let partition = store.partition();
     let secrets = super::env::readable_secrets(cx.manifest, task);
     if !secrets.has_secrets() {
         return;
