@@ -363,3 +363,44 @@ output = { dataset = "hours", grain = ["id"] }
     assert!(lines.contains("STOP on SIGTERM"), "{lines}");
     assert!(!lines.contains("failed"), "{lines}");
 }
+
+// `env` of a sensor or a notify target is checked as a task's, and only a
+// command takes one.
+#[test]
+fn sensor_and_notify_env_are_validated() {
+    for (from, to, code, text) in [
+        (
+            r#"ready = { command = ["sh", "sensor.sh"] }"#,
+            r#"ready = { file = "raw.ok", env = { pass = ["PATH"] } }"#,
+            "weir::manifest::bad_ready",
+            "`ready.env` of dataset `raw` is for a `command` sensor",
+        ),
+        (
+            r#"ready = { command = ["sh", "sensor.sh"] }"#,
+            r#"ready = { command = ["sh", "sensor.sh"], env = { set = { WEIR_X = "1" } } }"#,
+            "weir::manifest::env_name",
+            "the sensor of dataset `raw` declares `WEIR_X` in `env`",
+        ),
+        (
+            r#"set = { KEY = "env:HOOK_TOKEN" }"#,
+            r#"set = { KEY = "env:" }"#,
+            "weir::manifest::env_reference",
+            "`env.set.KEY` of notify target `declared`: `env:` names no variable",
+        ),
+        (
+            r#"headers = { Authorization = "env:HOOK_TOKEN" }"#,
+            r#"headers = { Authorization = "env:HOOK_TOKEN" }
+env = { pass = ["PATH"] }"#,
+            "weir::manifest::notify_headers",
+            "`notify.hook.env` is for a `command` target, not a `url`",
+        ),
+    ] {
+        let text_in = manifest("http://127.0.0.1:9/hook");
+        assert!(text_in.contains(from), "{from}");
+        let sb = Sandbox::new(&text_in.replace(from, to));
+        let out = sb.weir(&["validate", "m.toml"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{to}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains(code) && err.contains(text), "{to}:\n{err}");
+    }
+}
