@@ -280,10 +280,15 @@ fn a_notify_commands_child_holding_stderr_keeps_nobody_waiting() {
     }
 }
 
-// serve asked to stop (SIGTERM) while a sensor command hangs: the sensor is
-// killed and serve exits at once, recording no sensor failure.
-#[test]
-fn a_hung_sensor_is_killed_when_serve_gets_sigterm() {
+/// A sandbox whose hourly task reads an input behind a sensor that hangs
+/// (`sensor.pid` holds its pid), and `weir serve` on it at 11:30, its
+/// stdout lines collected.
+fn serve_with_a_hung_sensor() -> (
+    Sandbox,
+    std::process::Child,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    u32,
+) {
     let sb = Sandbox::new(
         r#"
 [pipeline]
@@ -333,6 +338,14 @@ output = { dataset = "hours", grain = ["id"] }
     });
     let sensor = pid_in(&pid_file);
     assert!(alive(sensor));
+    (sb, serve, lines, sensor)
+}
+
+// serve asked to stop (SIGTERM) while a sensor command hangs: the sensor is
+// killed and serve exits at once, recording no sensor failure.
+#[test]
+fn a_hung_sensor_is_killed_when_serve_gets_sigterm() {
+    let (_sb, mut serve, lines, sensor) = serve_with_a_hung_sensor();
     // SAFETY: kill(2) of the serve this test started.
     assert_eq!(unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) }, 0);
     let asked = Instant::now();
@@ -362,6 +375,19 @@ output = { dataset = "hours", grain = ["id"] }
     let lines = lines.lock().unwrap().join("\n");
     assert!(lines.contains("STOP on SIGTERM"), "{lines}");
     assert!(!lines.contains("failed"), "{lines}");
+}
+
+// serve killed -9 while a sensor command hangs: the sensor dies with it.
+#[test]
+fn a_hung_sensor_dies_with_a_killed_serve() {
+    let (_sb, mut serve, _lines, sensor) = serve_with_a_hung_sensor();
+    serve.kill().unwrap();
+    serve.wait().unwrap();
+    crate::support::poll_until(
+        "the sensor died with serve",
+        Duration::from_secs(10),
+        || !alive(sensor),
+    );
 }
 
 // `env` of a sensor or a notify target is checked as a task's, and only a
