@@ -19,7 +19,7 @@
 //! bounded [`Captured`] (its head and tail, [`CAPTURE_BYTES`] each, and how
 //! much was cut between), and the wait for that pipe's end is bounded too: a
 //! process that escaped the tree and holds stderr open costs at most
-//! [`STDERR_GRACE`]. Its stdin is a sealed in-memory file holding the bytes
+//! [`STDERR_GRACE`]. Its stdin is an in-memory file (memfd) holding the bytes
 //! given (the notification's JSON), so a command that does not read it
 //! blocks nobody.
 
@@ -260,7 +260,7 @@ pub fn run_captured(captive: &Captive<'_>) -> (Ending, Captured) {
         Ok(p) => p,
         Err(e) => return failed(format!("cannot make a pipe for stderr: {e}")),
     };
-    let stdin = match sealed(captive.stdin) {
+    let stdin = match in_memory(captive.stdin) {
         Ok(f) => f,
         Err(e) => return failed(format!("cannot hold stdin: {e}")),
     };
@@ -320,7 +320,7 @@ fn pipe() -> std::io::Result<(File, File)> {
 }
 
 /// An anonymous in-memory file holding `bytes`, read from its start.
-fn sealed(bytes: &[u8]) -> std::io::Result<File> {
+fn in_memory(bytes: &[u8]) -> std::io::Result<File> {
     use std::io::Seek;
     // SAFETY: memfd_create with a nul-terminated name; returns a new fd.
     let fd = unsafe { libc::memfd_create(c"weir-stdin".as_ptr(), libc::MFD_CLOEXEC) };
