@@ -4,6 +4,11 @@
 //! `NO_PROXY`, the platform's trusted roots, and bounded connect and
 //! request timeouts. One client per process: connections are pooled.
 //!
+//! It follows no redirect: a redirect would carry the target's secret
+//! headers to whatever host and port the answer names (and turn a POST
+//! into a body-less GET on a 302/303). A 3xx is a failed delivery naming
+//! its `Location`; the notification stays pending.
+//!
 //! Built only with the `http` feature (part of the default `s3`); without
 //! it a manifest naming a URL is refused at validation, and [`post_json`]
 //! says why if called anyway.
@@ -85,6 +90,7 @@ fn client() -> Result<&'static reqwest::blocking::Client, String> {
                 .connect_timeout(CONNECT_TIMEOUT)
                 .timeout(REQUEST_TIMEOUT)
                 .user_agent(concat!("weir/", env!("CARGO_PKG_VERSION")))
+                .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .map_err(|e| format!("cannot build the HTTP client: {}", chain(&e)))
         })
@@ -108,6 +114,19 @@ fn send(endpoint: &ResolvedEndpoint, body: &str) -> Result<(), String> {
     let status = response.status();
     if status.is_success() {
         Ok(())
+    } else if status.is_redirection() {
+        let location = response
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .map(|l| String::from_utf8_lossy(l.as_bytes()).into_owned());
+        Err(match location {
+            Some(to) => format!(
+                "HTTP {}: redirected to {}, which is not followed (point the target at the final URL)",
+                status.as_u16(),
+                redact_url(&to)
+            ),
+            None => format!("HTTP {}: a redirect, which is not followed", status.as_u16()),
+        })
     } else {
         Err(format!("HTTP {}", status.as_u16()))
     }

@@ -20,7 +20,7 @@ use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
 use std::path::Path;
 
-use crate::manifest::{EnvValue, Manifest, Task};
+use crate::manifest::{EnvSpec, EnvValue, Manifest, Task};
 
 /// What a secret value is replaced with.
 pub const REDACTED: &str = "[redacted]";
@@ -52,13 +52,16 @@ pub const STORE_CREDENTIALS: &[&str] = &[
 /// `/proc/<pid>/environ`, `mem` and the like become root's, and it cannot
 /// be ptraced, so a task (which runs as the same user) cannot read the
 /// engine's environment, the store's credentials included. A task is
-/// dumpable again from its `execve`; the engine leaves no core dump.
+/// dumpable again from its `execve`; the engine leaves no core dump. Every
+/// descriptor the engine inherited above 2 is made close-on-exec, so none
+/// reaches a command (`spawn.rs` closes them in its children too).
 pub fn protect_engine() {
     // SAFETY: prctl(2) with PR_SET_DUMPABLE takes an integer and touches no
     // memory of ours; a failure leaves the process as it was.
     unsafe {
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
     }
+    super::spawn::keep_inherited_descriptors();
 }
 
 /// One input of the `WEIR_*` contract.
@@ -138,13 +141,11 @@ pub struct TaskEnv {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EnvError {
     /// `env:NAME` of a variable the engine does not have (or not UTF-8).
-    #[error(
-        "`env.set.{var}` of task `{task}` reads `{name}` from weir's environment, which {why}"
-    )]
+    #[error("`env.set.{var}` of {owner} reads `{name}` from weir's environment, which {why}")]
     Unset {
-        /// Task.
-        task: String,
-        /// The variable set for the task.
+        /// Whose: "task `load`", "the sensor of dataset `raw`".
+        owner: String,
+        /// The variable set for the command.
         var: String,
         /// The engine's variable.
         name: String,
@@ -152,11 +153,11 @@ pub enum EnvError {
         why: &'static str,
     },
     /// `file:PATH` that cannot be read.
-    #[error("`env.set.{var}` of task `{task}` reads `{path}`, which cannot be read: {why}")]
+    #[error("`env.set.{var}` of {owner} reads `{path}`, which cannot be read: {why}")]
     Unreadable {
-        /// Task.
-        task: String,
-        /// The variable set for the task.
+        /// Whose: "task `load`", "the sensor of dataset `raw`".
+        owner: String,
+        /// The variable set for the command.
         var: String,
         /// The file, as resolved.
         path: String,
@@ -340,8 +341,93 @@ pub(super) fn build_from(
     contract: &Contract<'_>,
     engine: &[(OsString, OsString)],
 ) -> Result<TaskEnv, EnvError> {
+    let owner = format!("task `{}`", task.name);
+    let weir = weir_vars(manifest, task, contract);
+    let withheld = withheld(manifest);
+    assemble(
+        &manifest.dir,
+        &withheld,
+        task.env.as_ref(),
+        &owner,
+        weir,
+        engine,
+    )
+}
+
+/// The environment of a command weir starts that is not a task's (a
+/// sensor's, a notify target's): declared by `spec`, or the engine's minus
+/// `withheld` (the manifest's [`withheld`]); then `weir`'s own variables.
+/// `file:` references are relative to `dir`; `owner` names it in errors
+/// ("the sensor of dataset `raw`").
+pub fn for_command(
+    dir: &Path,
+    withheld: &[String],
+    spec: Option<&EnvSpec>,
+    owner: &str,
+    weir: Vec<(String, String)>,
+) -> Result<TaskEnv, EnvError> {
+    let engine: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    assemble(dir, withheld, spec, owner, weir, &engine)
+}
+
+/// What a command without `env` never inherits of the engine's
+/// environment, whatever started it (a task, a sensor, a notify target):
+/// `WEIR_CONSOLE_TOKEN`, every variable the manifest reads a secret from
+/// (`env:NAME` in any `env.set`, notify or lineage header), and, for a
+/// warehouse on S3, the store's credentials ([`STORE_CREDENTIALS`]). A
+/// command's `env.pass` may still name one: that is the manifest's say.
+pub fn withheld(manifest: &Manifest) -> Vec<String> {
+    let mut names: Vec<String> = vec![CONSOLE_TOKEN.to_string()];
+    if manifest.pipeline.remote.is_some() {
+        names.extend(STORE_CREDENTIALS.iter().map(|c| c.to_string()));
+    }
+    let sets = manifest
+        .tasks
+        .values()
+        .filter_map(|t| t.env.as_ref())
+        .chain(
+            manifest
+                .datasets
+                .values()
+                .filter_map(|d| d.sensor_env.as_ref()),
+        )
+        .chain(manifest.notify.values().filter_map(|n| n.env.as_ref()))
+        .flat_map(|spec| spec.set.iter().map(|(_, v)| v));
+    let notify_headers = manifest.notify.values().filter_map(|n| match &n.sink {
+        crate::manifest::NotifySink::Http(e) => Some(e),
+        crate::manifest::NotifySink::Command(_) => None,
+    });
+    let lineage_headers = manifest.lineage.iter().filter_map(|l| match &l.sink {
+        crate::manifest::LineageSink::Http(e) => Some(e),
+        crate::manifest::LineageSink::File(_) => None,
+    });
+    let headers = notify_headers
+        .chain(lineage_headers)
+        .flat_map(|e| e.headers.iter().map(|(_, v)| v));
+    for value in sets.chain(headers) {
+        if let EnvValue::Env(name) = value {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+    }
+    names
+}
+
+/// The console's token (`weir console`, `weir serve --console`).
+pub const CONSOLE_TOKEN: &str = "WEIR_CONSOLE_TOKEN";
+
+/// The one builder of a command's environment: see [`for_command`].
+fn assemble(
+    dir: &Path,
+    withheld: &[String],
+    spec: Option<&EnvSpec>,
+    owner: &str,
+    weir: Vec<(String, String)>,
+    engine: &[(OsString, OsString)],
+) -> Result<TaskEnv, EnvError> {
     let mut env = TaskEnv::default();
-    match &task.env {
+    match spec {
         Some(spec) => {
             env.inherited = engine
                 .iter()
@@ -350,51 +436,16 @@ pub(super) fn build_from(
                 .collect();
         }
         None => {
-            let s3 = manifest.pipeline.remote.is_some();
             env.inherited = engine
                 .iter()
-                .filter(|(k, _)| !(s3 && STORE_CREDENTIALS.iter().any(|c| OsStr::new(c) == k)))
+                .filter(|(k, _)| !withheld.iter().any(|w| OsStr::new(w) == k))
                 .cloned()
                 .collect();
         }
     }
-    env.vars = weir_vars(manifest, task, contract);
-    for (name, value) in task.env.iter().flat_map(|s| s.set.iter()) {
-        let (value, secret) = match value {
-            EnvValue::Literal(v) => (v.clone(), false),
-            EnvValue::Env(from) => {
-                let found = engine.iter().find(|(k, _)| k == from.as_str());
-                let unset = |why| EnvError::Unset {
-                    task: task.name.clone(),
-                    var: name.clone(),
-                    name: from.clone(),
-                    why,
-                };
-                match found {
-                    None => return Err(unset("is not set")),
-                    Some((_, v)) => (
-                        v.to_str().ok_or_else(|| unset("is not UTF-8"))?.to_string(),
-                        true,
-                    ),
-                }
-            }
-            EnvValue::File(path) => {
-                let path = manifest.dir.join(path);
-                let path = std::path::absolute(&path).unwrap_or(path);
-                let unreadable = |why: String| EnvError::Unreadable {
-                    task: task.name.clone(),
-                    var: name.clone(),
-                    path: path.display().to_string(),
-                    why,
-                };
-                let text = std::fs::read(&path).map_err(|e| unreadable(e.to_string()))?;
-                let text = String::from_utf8(text)
-                    .map_err(|_| unreadable("it is not UTF-8".to_string()))?;
-                // As `$(cat file)` reads it: a secret file's final newline
-                // is not part of the secret.
-                (text.trim_end_matches(['\n', '\r']).to_string(), true)
-            }
-        };
+    env.vars = weir;
+    for (name, value) in spec.iter().flat_map(|s| s.set.iter()) {
+        let (value, secret) = set_value(dir, owner, name, value, engine)?;
         if secret {
             env.secret_names.push(name.clone());
             if !value.is_empty() && !env.secrets.contains(&value) {
@@ -406,6 +457,51 @@ pub(super) fn build_from(
     // Longest first: a secret that contains another is replaced whole.
     env.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
     Ok(env)
+}
+
+/// One `env.set` value of `owner`, read; with whether it is a secret.
+fn set_value(
+    dir: &Path,
+    owner: &str,
+    name: &str,
+    value: &EnvValue,
+    engine: &[(OsString, OsString)],
+) -> Result<(String, bool), EnvError> {
+    Ok(match value {
+        EnvValue::Literal(v) => (v.clone(), false),
+        EnvValue::Env(from) => {
+            let found = engine.iter().find(|(k, _)| k == from.as_str());
+            let unset = |why| EnvError::Unset {
+                owner: owner.to_string(),
+                var: name.to_string(),
+                name: from.clone(),
+                why,
+            };
+            match found {
+                None => return Err(unset("is not set")),
+                Some((_, v)) => (
+                    v.to_str().ok_or_else(|| unset("is not UTF-8"))?.to_string(),
+                    true,
+                ),
+            }
+        }
+        EnvValue::File(path) => {
+            let path = dir.join(path);
+            let path = std::path::absolute(&path).unwrap_or(path);
+            let unreadable = |why: String| EnvError::Unreadable {
+                owner: owner.to_string(),
+                var: name.to_string(),
+                path: path.display().to_string(),
+                why,
+            };
+            let text = std::fs::read(&path).map_err(|e| unreadable(e.to_string()))?;
+            let text =
+                String::from_utf8(text).map_err(|_| unreadable("it is not UTF-8".to_string()))?;
+            // As `$(cat file)` reads it: a secret file's final newline
+            // is not part of the secret.
+            (text.trim_end_matches(['\n', '\r']).to_string(), true)
+        }
+    })
 }
 
 /// The secret values of `task` this process can read (unreadable ones

@@ -9,10 +9,11 @@
 //!  Launch ──► executor (local: `run` below; Slurm: `slurm.rs`)
 //! ```
 //!
-//! `run` starts the command in its own process group with output to files,
-//! a watchdog that kills the whole group at the timeout, and its whole
-//! process tree stopped when it exits (`tree.rs`); a local command also
-//! gets `WEIR_PROCESS_TAG`, the launch's tag.
+//! `run` starts the command through the one launcher (`command.rs`): its
+//! own process group with output to files, a watchdog that kills the whole
+//! group at the timeout or on a stop request, and its whole process tree
+//! stopped when it exits (`tree.rs`); a local command also gets
+//! `WEIR_PROCESS_TAG`, the launch's tag.
 //!
 //! The environment (README "The task environment"): `WEIR_RUN_ID`,
 //! `WEIR_PIPELINE`, `WEIR_TASK`, `WEIR_PARTITION`, `WEIR_PARTITION_<SCHEME>`
@@ -24,15 +25,11 @@
 //! launch's own staging, nothing else.
 
 use std::fs::File;
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::classify::Ending;
 use super::env::{EnvError, TaskEnv};
-use super::tree;
 use crate::manifest::{Manifest, Task};
 
 pub use super::env::{Contract, ContractInput, Launcher};
@@ -193,129 +190,24 @@ pub fn resolve(program: &str) -> Option<PathBuf> {
     None
 }
 
-/// Runs the command to completion (or its timeout) and says how it ended.
+/// Runs the command to completion (or its timeout) and says how it ended:
+/// the one launcher every manifest-declared command goes through
+/// (`command::supervise`), with stdout and stderr to the launch's logs.
 pub fn run(launch: &Launch<'_>) -> Ending {
     let (Ok(out), Ok(err)) = (File::create(&launch.stdout), File::create(&launch.stderr)) else {
         return Ending::SpawnFailed(format!("cannot create {}", launch.stdout.display()));
     };
-    // Asked to stop while waiting for a slot: the command never starts.
-    if let Some(sig) = super::interrupt::requested() {
-        return Ending::Interrupted(sig);
-    }
-    let mut env = launch.env.clone();
-    env.set(tree::TAG_VAR, &launch.tag);
-    let env = env.all();
-    let spec = super::spawn::Spec {
+    super::command::supervise(&super::command::Start {
         argv: launch.argv,
         program: launch.program,
         cwd: launch.cwd,
-        env: &env,
+        env: &launch.env,
+        stdin: None,
         stdout: &out,
         stderr: &err,
-        cgroup_procs: None,
-    };
-    let cgroup = tree::Cgroup::create(&launch.tag);
-    let mut child = match tree::spawn(&spec, cgroup.as_ref()) {
-        Ok(c) => c,
-        Err(e) => {
-            tree::stop(&launch.tag, cgroup.as_ref(), None);
-            return Ending::SpawnFailed(format!("`{}`: {e}", launch.argv[0]));
-        }
-    };
-    let pgid = child.id() as libc::pid_t;
-    let timed_out = Arc::new(AtomicBool::new(false));
-    let interrupted = Arc::new(std::sync::Mutex::new(None));
-    let deadline = crate::clock::instant_after(launch.timeout);
-    // On the shared timer thread, due at the deadline and woken by a stop
-    // request (SIGINT, SIGTERM, `timer::wake_watchdogs`), which kills the
-    // group; the tree is stopped below like after any exit.
-    let watchdog = {
-        let timed_out = timed_out.clone();
-        let interrupted = interrupted.clone();
-        super::timer::schedule(
-            launch.timeout,
-            Box::new(move || {
-                if let Some(sig) = super::interrupt::requested() {
-                    *interrupted.lock().unwrap_or_else(|p| p.into_inner()) = Some(sig);
-                    kill_group(pgid);
-                    return None;
-                }
-                // An engine paused past the timeout (SIGSTOP, a stopped VM)
-                // wakes with the deadline passed: a child that exited
-                // meanwhile finished in time and is not a timeout.
-                let left = deadline.saturating_duration_since(std::time::Instant::now());
-                if left.is_zero() {
-                    if !exited(pgid) {
-                        timed_out.store(true, Ordering::SeqCst);
-                        kill_group(pgid);
-                    }
-                    return None;
-                }
-                Some(left)
-            }),
-        )
-    };
-    let watchdog = match watchdog {
-        Ok(w) => w,
-        Err(e) => {
-            // No timeout could be enforced: the command does not run unwatched.
-            kill_group(pgid);
-            let _ = child.wait();
-            tree::waited(child.id());
-            tree::stop(&launch.tag, cgroup.as_ref(), Some(pgid));
-            return Ending::SpawnFailed(format!("`{}`: {e}", launch.argv[0]));
-        }
-    };
-    // A stop requested before the watchdog was scheduled woke nobody.
-    if let Some(sig) = super::interrupt::requested() {
-        *interrupted.lock().unwrap_or_else(|p| p.into_inner()) = Some(sig);
-        kill_group(pgid);
-    }
-    let status = child.wait();
-    tree::waited(child.id());
-    watchdog.cancel();
-    // Whatever the task left running in the background, in its group or
-    // not, must not write into the candidate after it is audited.
-    tree::stop(&launch.tag, cgroup.as_ref(), Some(pgid));
-    if let Some(sig) = *interrupted.lock().unwrap_or_else(|p| p.into_inner()) {
-        return Ending::Interrupted(sig);
-    }
-    match status {
-        _ if timed_out.load(Ordering::SeqCst) => Ending::Timeout,
-        Ok(s) if s.success() => Ending::Success,
-        Ok(s) => match (s.code(), s.signal()) {
-            (Some(code), _) => Ending::Exit(code),
-            (None, Some(sig)) => Ending::Signal(sig),
-            (None, None) => Ending::Exit(-1),
-        },
-        Err(e) => Ending::SpawnFailed(format!("wait failed: {e}")),
-    }
-}
-
-/// Whether the child `pid` has exited (or was reaped already), without
-/// reaping it: `wait` in the launching thread still collects its status.
-fn exited(pid: libc::pid_t) -> bool {
-    // SAFETY: waitid(2) writes only into the zeroed siginfo_t we own;
-    // WNOWAIT leaves the child waitable, WNOHANG makes it non-blocking.
-    unsafe {
-        let mut info: libc::siginfo_t = std::mem::zeroed();
-        let rc = libc::waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        );
-        // -1 is ECHILD: already reaped by the launching thread.
-        rc == -1 || info.si_pid() != 0
-    }
-}
-
-fn kill_group(pgid: libc::pid_t) {
-    // SAFETY: kill(2) with a negative pid signals a process group; it touches
-    // no memory of ours. ESRCH (group already gone) is fine.
-    unsafe {
-        libc::kill(-pgid, libc::SIGKILL);
-    }
+        timeout: launch.timeout,
+        tag: &launch.tag,
+    })
 }
 
 /// The last `max` bytes of a file, lossily decoded, from a line start.
@@ -609,7 +501,7 @@ env = { pass = ["PATH", "HOME", "ABSENT"], set = { LEVEL = "info", KEY = "env:AP
             stdout: dir.path().join("stdout.log"),
             stderr: dir.path().join("stderr.log"),
             timeout: Duration::from_secs(30),
-            tag: tree::new_tag(),
+            tag: crate::exec::tree::new_tag(),
         };
         let before = minor_faults();
         for round in 2..5 {

@@ -202,7 +202,7 @@ pub(crate) fn guard(
                     adopt = Some((t, job));
                 }
             }
-            let _ = store.claim_takeover(t, &claimant);
+            claim_and_redact(cx, task, &store, t, &claimant);
             // A dead holder's task must not run beside its successor: its
             // command died with it (PDEATHSIG); stop what the command left.
             if dead {
@@ -224,6 +224,37 @@ pub(crate) fn guard(
         } else {
             Guard::Proceed
         };
+    }
+}
+
+/// Claims the takeover of `token`, and redacts the logs it left with the
+/// secrets of `task` this engine can read (the same values that attempt was
+/// given, unless they changed since): its engine died before it could, and
+/// what the command printed of its secrets must not stay there for the
+/// console, explain or the evidence kept. A log that cannot be redacted is
+/// removed.
+fn claim_and_redact(
+    cx: &Context<'_>,
+    task: &Task,
+    store: &PartitionStore,
+    token: FencingToken,
+    claimant: &TokenOwner,
+) {
+    let _ = store.claim_takeover(token, claimant);
+    let partition = store.partition();
+    let secrets = super::env::readable_secrets(cx.manifest, task);
+    if !secrets.has_secrets() {
+        return;
+    }
+    let dir = store.attempt_dir(token);
+    for log in super::launch::LOGS {
+        if let Err(e) = secrets.redact_file(&dir.join(log)) {
+            let _ = std::fs::remove_file(dir.join(log));
+            eprintln!(
+                "warning: {} {partition}: cannot redact {log} of token {token} ({e}); removed it",
+                task.name
+            );
+        }
     }
 }
 

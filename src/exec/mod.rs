@@ -24,6 +24,7 @@
 
 mod attempt;
 pub mod classify;
+pub mod command;
 pub mod env;
 pub mod executor;
 pub mod fault;

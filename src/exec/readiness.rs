@@ -18,19 +18,15 @@
 //! daemon's decision machine) calls it whenever it wants to know, and
 //! [`next_check`] says when to ask again.
 
-use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use super::classify::Ending;
 
 use crate::manifest::{ExternalDataset, InputSource, Manifest, Ready, Task};
 
 /// How long a sensor command may run before it counts as failed.
 pub const SENSOR_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// How long a sensor's stderr is read after it exited (a process it left
-/// behind may keep the pipe open).
-const STDERR_GRACE: Duration = Duration::from_millis(500);
 
 /// The most of a failed sensor's stderr kept as evidence (its end).
 const EVIDENCE_BYTES: usize = 4096;
@@ -92,6 +88,7 @@ pub fn check(manifest: &Manifest, task: &Task, partition: &str) -> Readiness {
 /// command sensor counts as ready and only the files are checked).
 pub fn check_with(manifest: &Manifest, task: &Task, partition: &str, commands: bool) -> Readiness {
     let period_end = task.dims.interval_end(partition);
+    let withheld = super::env::withheld(manifest);
     for input in &task.inputs {
         if !matches!(input.source, InputSource::External) {
             continue;
@@ -116,6 +113,7 @@ pub fn check_with(manifest: &Manifest, task: &Task, partition: &str, commands: b
             dataset,
             partition,
             period_end,
+            &withheld,
         );
         if found != Readiness::Ready {
             return found;
@@ -125,13 +123,16 @@ pub fn check_with(manifest: &Manifest, task: &Task, partition: &str, commands: b
 }
 
 /// Checks one external dataset at `partition` (whose period ends at
-/// `period_end`, seconds since the epoch, for a time partition).
+/// `period_end`, seconds since the epoch, for a time partition). A sensor
+/// command without `ready.env` gets the engine's environment minus
+/// `withheld` (`env::withheld`).
 pub fn check_dataset(
     dir: &Path,
     name: &str,
     dataset: &ExternalDataset,
     partition: &str,
     period_end: Option<i64>,
+    withheld: &[String],
 ) -> Readiness {
     let say = Verdict { name };
     let fill = |template: &str| template.replace("{partition}", partition);
@@ -146,7 +147,15 @@ pub fn check_dataset(
         }
         Some(Ready::Command(words)) => {
             let words: Vec<String> = words.iter().map(|w| fill(w)).collect();
-            command_says(dir, &words, partition, period_end, say)
+            let sensor = Sensor {
+                dir,
+                words: &words,
+                partition,
+                period_end,
+                env: dataset.sensor_env.as_ref(),
+                withheld,
+            };
+            command_says(&sensor, say)
         }
     };
     if let Some(not_ready) = sensed {
@@ -246,18 +255,28 @@ fn watermark_short(
     })
 }
 
-/// `ready = { command = [...] }`: exit 0 ready, 1 not yet, anything else
-/// failed (with its stderr as evidence).
-fn command_says(
-    dir: &Path,
-    words: &[String],
-    partition: &str,
+/// A sensor command to run.
+struct Sensor<'a> {
+    dir: &'a Path,
+    words: &'a [String],
+    partition: &'a str,
     period_end: Option<i64>,
-    say: Verdict<'_>,
-) -> Option<Readiness> {
-    match run_sensor(dir, say.name, words, partition, period_end) {
+    env: Option<&'a crate::manifest::EnvSpec>,
+    withheld: &'a [String],
+}
+
+/// `ready = { command = [...] }`: exit 0 ready, 1 not yet, anything else
+/// failed (with its stderr as evidence). A sensor stopped because weir was
+/// asked to stop says nothing: not yet.
+fn command_says(sensor: &Sensor<'_>, say: Verdict<'_>) -> Option<Readiness> {
+    let shown = sensor.words.join(" ");
+    match run_sensor(sensor, say.name) {
         Sensed::Ready => None,
-        Sensed::NotYet => Some(say.not_yet(&format!("`{}` exited with 1", words.join(" ")))),
+        Sensed::NotYet => Some(say.not_yet(&format!("`{shown}` exited with 1"))),
+        Sensed::Stopped(sig) => Some(say.not_yet(&format!(
+            "`{shown}` was stopped: weir received {}",
+            sig.name()
+        ))),
         Sensed::Failed {
             why,
             exit_code,
@@ -265,9 +284,9 @@ fn command_says(
         } => {
             let evidence = stderr.trim_end();
             let why = if evidence.is_empty() {
-                format!("`{}` {why}", words.join(" "))
+                format!("`{shown}` {why}")
             } else {
-                format!("`{}` {why}: {evidence}", words.join(" "))
+                format!("`{shown}` {why}: {evidence}")
             };
             Some(say.failed(&why, exit_code, stderr))
         }
@@ -282,6 +301,7 @@ fn instant_text(secs: i64) -> String {
 enum Sensed {
     Ready,
     NotYet,
+    Stopped(super::interrupt::Signal),
     Failed {
         why: String,
         exit_code: Option<i32>,
@@ -289,105 +309,69 @@ enum Sensed {
     },
 }
 
-/// Runs a sensor command in `dir` with `WEIR_DATASET`, `WEIR_PARTITION`
-/// and (for a time partition) `WEIR_PERIOD_END` set, stdin and stdout
-/// closed, for at most [`SENSOR_TIMEOUT`].
-fn run_sensor(
-    dir: &Path,
-    name: &str,
-    words: &[String],
-    partition: &str,
-    period_end: Option<i64>,
-) -> Sensed {
+/// Runs a sensor command through the one launcher (`command.rs`: its own
+/// process tree, stopped at [`SENSOR_TIMEOUT`] or on SIGINT/SIGTERM, stderr
+/// bounded) in `dir` with `WEIR_DATASET`, `WEIR_PARTITION` and (for a time
+/// partition) `WEIR_PERIOD_END` set, stdin and stdout closed.
+fn run_sensor(sensor: &Sensor<'_>, name: &str) -> Sensed {
     let fail = |why: String| Sensed::Failed {
         why,
         exit_code: None,
         stderr: String::new(),
     };
-    let Some((program, args)) = words.split_first() else {
+    if sensor.words.is_empty() {
         return fail("has no program".into());
-    };
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .current_dir(dir)
-        .env("WEIR_DATASET", name)
-        .env("WEIR_PARTITION", partition)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    // Its own process group, so that a sensor that overruns is stopped with
-    // whatever it started.
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    if let Some(end) = period_end {
-        cmd.env("WEIR_PERIOD_END", instant_text(end));
     }
-    let mut child = match cmd.spawn() {
-        Ok(child) => child,
-        Err(e) => return fail(format!("cannot start: {e}")),
-    };
-    // Read on a thread: a sensor that writes more than a pipe holds must not
-    // block on it while this waits for its exit.
-    let (tx, rx) = std::sync::mpsc::channel();
-    if let Some(mut err) = child.stderr.take() {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            let _ = err.read_to_end(&mut bytes);
-            let _ = tx.send(bytes);
-        });
+    let mut weir = vec![
+        ("WEIR_DATASET".to_string(), name.to_string()),
+        ("WEIR_PARTITION".to_string(), sensor.partition.to_string()),
+    ];
+    if let Some(end) = sensor.period_end {
+        weir.push(("WEIR_PERIOD_END".to_string(), instant_text(end)));
     }
-    let deadline = Instant::now() + SENSOR_TIMEOUT;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() >= deadline => {
-                if let Ok(pgid) = libc::pid_t::try_from(child.id()) {
-                    // SAFETY: kill(2) of the process group this sensor leads
-                    // (it was started with `process_group(0)`); no memory
-                    // is involved.
-                    unsafe {
-                        libc::kill(-pgid, libc::SIGKILL);
-                    }
-                }
-                let _ = child.kill();
-                let _ = child.wait();
-                return fail(format!(
-                    "did not exit within {}",
-                    crate::manifest::duration::human(SENSOR_TIMEOUT)
-                ));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(e) => return fail(format!("cannot be waited for: {e}")),
-        }
+    let owner = format!("the sensor of dataset `{name}`");
+    let env = match super::env::for_command(sensor.dir, sensor.withheld, sensor.env, &owner, weir) {
+        Ok(env) => env,
+        Err(e) => return fail(format!("cannot build its environment: {e}")),
     };
-    // A process it left behind may hold stderr open: its exit decides, and
-    // what it wrote by then (a moment later) is the evidence.
-    let stderr = rx
-        .recv_timeout(STDERR_GRACE)
-        .ok()
-        .map(|bytes| {
-            let start = bytes.len().saturating_sub(EVIDENCE_BYTES);
-            String::from_utf8_lossy(&bytes[start..]).into_owned()
-        })
-        .unwrap_or_default();
-    match status.code() {
-        Some(0) => Sensed::Ready,
-        Some(1) => Sensed::NotYet,
-        Some(code) => Sensed::Failed {
+    let (ending, captured) = super::command::run_captured(&super::command::Captive {
+        argv: sensor.words,
+        cwd: sensor.dir,
+        env: &env,
+        stdin: &[],
+        timeout: SENSOR_TIMEOUT,
+    });
+    let stderr = || {
+        let text = env.redact(&captured.text());
+        let start = text.len().saturating_sub(EVIDENCE_BYTES);
+        let start = (start..=text.len())
+            .find(|i| text.is_char_boundary(*i))
+            .unwrap_or(text.len());
+        text[start..].to_string()
+    };
+    match ending {
+        Ending::Success => Sensed::Ready,
+        Ending::Exit(1) => Sensed::NotYet,
+        Ending::Exit(code) => Sensed::Failed {
             why: format!("exited with {code}"),
             exit_code: Some(code),
-            stderr,
+            stderr: stderr(),
         },
-        None => {
-            use std::os::unix::process::ExitStatusExt;
-            Sensed::Failed {
-                why: format!(
-                    "was killed by signal {}",
-                    status.signal().unwrap_or_default()
-                ),
-                exit_code: None,
-                stderr,
-            }
+        Ending::Timeout => fail(format!(
+            "did not exit within {}",
+            crate::manifest::duration::human(SENSOR_TIMEOUT)
+        )),
+        Ending::Interrupted(sig) => Sensed::Stopped(sig),
+        Ending::SpawnFailed(why) => {
+            // The launcher names the program; the message names the words.
+            let why = why.split_once("`: ").map_or(why.as_str(), |(_, w)| w);
+            fail(format!("cannot start: {why}"))
         }
+        other => Sensed::Failed {
+            why: super::command::describe(&other),
+            exit_code: None,
+            stderr: stderr(),
+        },
     }
 }
 
@@ -442,6 +426,7 @@ mod tests {
             format: Format::Csv,
             watermark: watermark.then(|| "raw/{partition}.wm".into()),
             ready,
+            sensor_env: None,
         }
     }
 
@@ -465,7 +450,7 @@ mod tests {
         std::fs::create_dir(d.join("raw")).unwrap();
         let key = "2026-09-20T13:05";
         let end = Some(at("2026-09-20T17:10:00Z"));
-        let check = |ds: &ExternalDataset| check_dataset(d, "raw", ds, key, end);
+        let check = |ds: &ExternalDataset| check_dataset(d, "raw", ds, key, end, &[]);
         // Default: the data file.
         let plain = dataset(None, false);
         assert_eq!(
@@ -509,7 +494,7 @@ mod tests {
             "the sensor of external input `raw` failed: its watermark raw/2026-09-20T13:05.wm holds `seq 42`, not an RFC 3339 instant such as 2026-09-20T13:05:00Z"
         );
         assert!(matches!(
-            check_dataset(d, "raw", &wm, "eu", None),
+            check_dataset(d, "raw", &wm, "eu", None, &[]),
             Readiness::Failed(_)
         ));
         // A command: 0, 1, anything else; its words and environment carry

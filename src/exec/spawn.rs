@@ -15,7 +15,8 @@
 //!  parent: block every signal ──► clone(VM|VFORK) ──► restore the mask, read the child's report
 //!  child:  dup2 stdin/stdout/stderr ─► chdir ─► setpgid(0, 0) ─► handlers to SIG_DFL, SIGPIPE too
 //!          ─► PR_SET_PDEATHSIG=SIGKILL (and die if the engine already has) ─► join the cgroup
-//!          ─► unblock signals ─► execve along the candidates (execvp's rules) ─► or report errno, _exit(127)
+//!          ─► every descriptor above 2 close-on-exec (close_range) ─► unblock signals
+//!          ─► execve along the candidates (execvp's rules) ─► or report errno, _exit(127)
 //! ```
 //!
 //! The child shares the engine's memory until its `exec`: it calls only
@@ -44,6 +45,8 @@ pub struct Spec<'a> {
     pub cwd: &'a Path,
     /// The command's whole environment: nothing of the engine's is added.
     pub env: &'a [(OsString, OsString)],
+    /// stdin; `None`: `/dev/null`.
+    pub stdin: Option<&'a File>,
     /// Where stdout goes.
     pub stdout: &'a File,
     /// Where stderr goes.
@@ -207,7 +210,10 @@ pub fn spawn(spec: &Spec<'_>) -> io::Result<Child> {
         sh_argv,
         envp,
         cwd: cstring(spec.cwd.as_os_str().as_bytes())?,
-        stdin: dev_null()?,
+        stdin: match spec.stdin {
+            Some(f) => f.as_raw_fd(),
+            None => dev_null()?,
+        },
         stdout: spec.stdout.as_raw_fd(),
         stderr: spec.stderr.as_raw_fd(),
         cgroup_procs: spec.cgroup_procs.map_or(-1, AsRawFd::as_raw_fd),
@@ -259,6 +265,41 @@ pub fn spawn(spec: &Spec<'_>) -> io::Result<Child> {
 fn errno() -> i32 {
     // SAFETY: reads the calling thread's errno.
     unsafe { *libc::__errno_location() }
+}
+
+/// Marks every descriptor above 2 close-on-exec: `close_range(2)` where the
+/// kernel has it (5.11+), else one `fcntl` per descriptor below the limit.
+/// Async-signal-safe: the child calls it.
+fn close_above_stderr() {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: syscalls on descriptor numbers only.
+    unsafe {
+        if libc::syscall(
+            libc::SYS_close_range,
+            3,
+            libc::c_uint::MAX,
+            CLOSE_RANGE_CLOEXEC,
+        ) == 0
+        {
+            return;
+        }
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur.min(1 << 16) as libc::c_int
+        } else {
+            1024
+        };
+        for fd in 3..max {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+    }
+}
+
+/// Marks every descriptor this process has above 2 close-on-exec, once, as
+/// the engine starts: what it inherited from whoever started it reaches no
+/// command, also none started through `std::process::Command` (Slurm's).
+pub fn keep_inherited_descriptors() {
+    close_above_stderr();
 }
 
 /// Runs in the child, on its own stack, sharing the engine's memory.
@@ -324,6 +365,10 @@ extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
         if p.cgroup_procs >= 0 && libc::write(p.cgroup_procs, b"0".as_ptr().cast(), 1) == 1 {
             p.joined.store(1, Ordering::SeqCst);
         }
+        // A descriptor the engine inherited from whoever started it (a
+        // wrapper's `exec 7<secrets`), or opened without close-on-exec,
+        // is not the command's: only 0, 1 and 2 cross the exec.
+        close_above_stderr();
         let mut none: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut none);
         libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
@@ -393,6 +438,7 @@ mod tests {
                 program: None,
                 cwd: dir.path(),
                 env,
+                stdin: None,
                 stdout: &out,
                 stderr: &err,
                 cgroup_procs: None,
@@ -467,6 +513,7 @@ mod tests {
                 program: None,
                 cwd,
                 env: &[],
+                stdin: None,
                 stdout: &out,
                 stderr: &err,
                 cgroup_procs: None,
@@ -492,6 +539,7 @@ mod tests {
             program: None,
             cwd: dir.path(),
             env: &[],
+            stdin: None,
             stdout: &out,
             stderr: &err,
             cgroup_procs: None,

@@ -327,6 +327,9 @@ pub struct ExternalDataset {
     pub watermark: Option<String>,
     /// Its sensor, if declared (`exec::readiness` checks it).
     pub ready: Option<Ready>,
+    /// A `command` sensor's declared environment (`ready.env`); `None`:
+    /// the engine's, minus weir's secrets (`exec/env.rs`).
+    pub sensor_env: Option<EnvSpec>,
 }
 
 /// Where a task input comes from.
@@ -444,7 +447,8 @@ pub struct Task {
     pub env: Option<EnvSpec>,
 }
 
-/// `env = { pass, set }` of a task, validated.
+/// `env = { pass, set }` of a task, a sensor command or a notify command,
+/// validated.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EnvSpec {
     /// Names of the engine's variables the task gets.

@@ -31,6 +31,11 @@ pub struct RawNotifyTarget {
     pub on: Vec<String>,
     /// Only these tasks (default: every task).
     pub tasks: Option<Vec<String>>,
+    /// The environment of a `command` target, as a task's `env`: exactly
+    /// its `pass` names of the engine's environment and its `set` values
+    /// (`env:`/`file:` references are secrets). Without it, the engine's
+    /// environment minus weir's secrets.
+    pub env: Option<super::task_env::RawTaskEnv>,
 }
 
 /// What a notification announces; one per fact.
@@ -118,6 +123,9 @@ pub struct NotifyTarget {
     pub on: Vec<NotifyKind>,
     /// Only these tasks; `None` = all.
     pub tasks: Option<Vec<String>>,
+    /// A `command` target's declared environment; `None`: the engine's,
+    /// minus weir's secrets (`exec/env.rs`).
+    pub env: Option<super::model::EnvSpec>,
 }
 
 impl NotifyTarget {
@@ -242,12 +250,33 @@ impl Validator<'_, '_, '_, '_> {
         let sink = self.notify_sink(name, raw)?;
         let on = self.notify_on(name, raw);
         self.check_notify_tasks(name, raw, tasks);
+        let env = self.notify_env(name, raw);
         (self.errors.len() == errors).then(|| NotifyTarget {
             name: name.to_owned(),
             sink,
             on,
             tasks: raw.tasks.clone(),
+            env,
         })
+    }
+
+    /// The environment of a `command` target (`env`), which a `url`
+    /// target does not take.
+    fn notify_env(&mut self, name: &str, raw: &RawNotifyTarget) -> Option<super::model::EnvSpec> {
+        let env = raw.env.as_ref()?;
+        if raw.command.is_none() {
+            self.err(
+                ManifestError::new(
+                    ManifestErrorKind::NotifyHeaders,
+                    format!("`notify.{name}.env` is for a `command` target, not a `url`"),
+                )
+                .at(self.key(&["notify", name, "env"]), "no command runs here")
+                .help("a `url` target sends `headers`; remove `env`"),
+            );
+            return None;
+        }
+        let owner = format!("notify target `{name}`");
+        self.env_spec(&owner, &["notify", name, "env"], Some(env))
     }
 
     /// Where a notification goes: a URL with its headers, or a command.
@@ -376,6 +405,7 @@ mod tests {
             sink: NotifySink::Command(vec!["true".into()]),
             on: vec![NotifyKind::Failed],
             tasks: Some(vec!["load".into()]),
+            env: None,
         };
         assert!(target.wants(NotifyKind::Quarantined, "load"));
         assert!(target.wants(NotifyKind::Held, "load"));

@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use indexmap::IndexMap;
 
-use super::model::Ready;
+use super::model::{EnvSpec, Ready};
 use super::validator::Validator;
 use super::{ExternalDataset, InputSource, ManifestError, ManifestErrorKind, Task};
 
@@ -19,7 +19,7 @@ const MARKS: [&str; 1] = ["period_end"];
 /// exactly one key is given.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(extend("minProperties" = 1, "maxProperties" = 1))]
+#[schemars(extend("minProperties" = 1, "maxProperties" = 2))]
 pub struct RawReady {
     /// Ready once this file exists (relative to the manifest, may use
     /// `{partition}`), e.g. `raw/{partition}/_SUCCESS`.
@@ -33,6 +33,11 @@ pub struct RawReady {
     /// sensor failure.
     #[schemars(length(min = 1))]
     pub command: Option<Vec<String>>,
+    /// The environment of a `command` sensor, as a task's `env`: exactly
+    /// its `pass` names of the engine's environment and its `set` values
+    /// (`env:`/`file:` references are secrets). Without it, the engine's
+    /// environment minus weir's secrets.
+    pub env: Option<super::task_env::RawTaskEnv>,
 }
 
 impl Validator<'_, '_, '_, '_> {
@@ -70,6 +75,28 @@ impl Validator<'_, '_, '_, '_> {
                 );
             }
         }
+    }
+
+    /// The environment of dataset `name`'s sensor command (`ready.env`),
+    /// which only a `command` sensor takes.
+    pub(super) fn ready_env(&mut self, name: &str, raw: &RawReady) -> Option<EnvSpec> {
+        let env = raw.env.as_ref()?;
+        if raw.command.is_none() {
+            self.err(
+                ManifestError::new(
+                    ManifestErrorKind::BadReady,
+                    format!("`ready.env` of dataset `{name}` is for a `command` sensor"),
+                )
+                .at(
+                    self.key(&["datasets", name, "ready", "env"]),
+                    "no command runs here",
+                )
+                .help("remove `env`, or check readiness with `command = [\"sh\", \"check.sh\"]`"),
+            );
+            return None;
+        }
+        let owner = format!("the sensor of dataset `{name}`");
+        self.env_spec(&owner, &["datasets", name, "ready", "env"], Some(env))
     }
 
     /// The `ready` of dataset `name`; `watermark` says whether it declares

@@ -1,6 +1,8 @@
-//! `env = { pass = [...], set = { ... } }` of a task: what its command may
-//! see besides weir's own `WEIR_*` variables (README, "What a task can
-//! reach"). The environment itself is built in `exec/env.rs`.
+//! `env = { pass = [...], set = { ... } }` of a task, a sensor command
+//! (`ready = { command = [...], env = {...} }`) or a notify `command` target:
+//! what its command may see besides weir's own `WEIR_*` variables (README,
+//! "What a task can reach"). The environment itself is built in
+//! `exec/env.rs`.
 
 use indexmap::IndexMap;
 use schemars::JsonSchema;
@@ -11,7 +13,7 @@ use super::validator::Validator;
 use super::ManifestError;
 use super::ManifestErrorKind;
 
-/// `env = { ... }` of a task.
+/// `env = { ... }` of a task, a sensor command or a notify command.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawTaskEnv {
@@ -61,22 +63,39 @@ impl Validator<'_, '_, '_, '_> {
     /// `env` of task `task`, checked for names and reference syntax (whether
     /// a reference can be read is known only at launch).
     pub(super) fn task_env(&mut self, task: &str, raw: Option<&RawTaskEnv>) -> Option<EnvSpec> {
+        let owner = format!("task `{task}`");
+        self.env_spec(&owner, &["tasks", task, "env"], raw)
+    }
+
+    /// `env` of `owner` ("task `t`", "the sensor of dataset `raw`") at
+    /// `at`, the path to the `env` table.
+    pub(super) fn env_spec(
+        &mut self,
+        owner: &str,
+        at: &[&str],
+        raw: Option<&RawTaskEnv>,
+    ) -> Option<EnvSpec> {
         let raw = raw?;
         let mut spec = EnvSpec::default();
         let reserved = |name: &str| name.starts_with("WEIR_");
+        let path = |rest: &[&str]| -> Vec<String> {
+            at.iter().chain(rest).map(|s| s.to_string()).collect()
+        };
         for (i, name) in raw.pass.iter().enumerate() {
             let idx = i.to_string();
-            let at = ["tasks", task, "env", "pass", idx.as_str()];
+            let at = path(&["pass", idx.as_str()]);
+            let at: Vec<&str> = at.iter().map(String::as_str).collect();
             if !var_name_ok(name) || reserved(name) {
-                self.err(bad_name(task, name, reserved(name)).at(self.value(&at), "not passed"));
+                self.err(bad_name(owner, name, reserved(name)).at(self.value(&at), "not passed"));
             } else if !spec.pass.contains(name) {
                 spec.pass.push(name.clone());
             }
         }
         for (name, text) in &raw.set {
-            let at = ["tasks", task, "env", "set", name.as_str()];
+            let at = path(&["set", name.as_str()]);
+            let at: Vec<&str> = at.iter().map(String::as_str).collect();
             if !var_name_ok(name) || reserved(name) {
-                self.err(bad_name(task, name, reserved(name)).at(self.key(&at), "not set"));
+                self.err(bad_name(owner, name, reserved(name)).at(self.key(&at), "not set"));
                 continue;
             }
             match parse_value(text) {
@@ -84,7 +103,7 @@ impl Validator<'_, '_, '_, '_> {
                 Err(why) => self.err(
                     ManifestError::new(
                         ManifestErrorKind::EnvReference,
-                        format!("`env.set.{name}` of task `{task}`: {why}"),
+                        format!("`env.set.{name}` of {owner}: {why}"),
                     )
                     .at(self.value(&at), "bad reference")
                     .help("write `\"env:NAME\"` for the engine's variable NAME, `\"file:/run/secrets/x\"` for a file's content, or a literal value"),
@@ -95,17 +114,17 @@ impl Validator<'_, '_, '_, '_> {
     }
 }
 
-fn bad_name(task: &str, name: &str, reserved: bool) -> ManifestError {
+fn bad_name(owner: &str, name: &str, reserved: bool) -> ManifestError {
     if reserved {
         ManifestError::new(
             ManifestErrorKind::EnvName,
-            format!("task `{task}` declares `{name}` in `env`, but `WEIR_*` variables are weir's"),
+            format!("{owner} declares `{name}` in `env`, but `WEIR_*` variables are weir's"),
         )
         .help("weir sets its own `WEIR_*` variables for every task; choose another name")
     } else {
         ManifestError::new(
             ManifestErrorKind::EnvName,
-            format!("`{name}` in `env` of task `{task}` is not an environment variable name"),
+            format!("`{name}` in `env` of {owner} is not an environment variable name"),
         )
         .help("use letters, digits and `_`, not starting with a digit, e.g. `API_TOKEN`")
     }

@@ -414,6 +414,10 @@ impl Validator<'_, '_, '_, '_> {
                 .ready
                 .as_ref()
                 .and_then(|r| self.ready(&entry.name, r, raw.watermark.is_some()));
+            let sensor_env = raw
+                .ready
+                .as_ref()
+                .and_then(|r| self.ready_env(&entry.name, r));
             out.insert(
                 entry.name.clone(),
                 ExternalDataset {
@@ -421,6 +425,7 @@ impl Validator<'_, '_, '_, '_> {
                     format: raw.format,
                     watermark: raw.watermark.clone(),
                     ready,
+                    sensor_env,
                 },
             );
         }

@@ -7,12 +7,10 @@
 //! `weir notify --flush`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::json;
@@ -84,7 +82,7 @@ pub struct TargetReport {
 
 enum Endpoint {
     Http(Result<ResolvedEndpoint, String>),
-    Command(Vec<String>),
+    Command(Vec<String>, Option<crate::manifest::EnvSpec>),
 }
 
 /// Delivers notifications of the manifest's targets, one at a time.
@@ -92,6 +90,8 @@ struct Courier {
     outbox: Outbox,
     targets: HashMap<String, Endpoint>,
     dir: PathBuf,
+    /// What a command target without `env` does not inherit (`env::withheld`).
+    withheld: Vec<String>,
     /// The run (or flush) id recorded in delivered markers and events.
     by: String,
     log: Option<EventLog>,
@@ -111,7 +111,7 @@ impl Courier {
             .map(|t| {
                 let endpoint = match &t.sink {
                     NotifySink::Http(e) => Endpoint::Http(crate::http::resolve(e, &manifest.dir)),
-                    NotifySink::Command(argv) => Endpoint::Command(argv.clone()),
+                    NotifySink::Command(argv) => Endpoint::Command(argv.clone(), t.env.clone()),
                 };
                 (t.name.clone(), endpoint)
             })
@@ -123,6 +123,7 @@ impl Courier {
             outbox: Outbox::new(std::sync::Arc::clone(warehouse.backend())),
             targets,
             dir: manifest.dir.clone(),
+            withheld: crate::exec::env::withheld(manifest),
             by: by.to_owned(),
             log,
             faults: faults.clone(),
@@ -261,8 +262,15 @@ impl Courier {
                     crate::http::post_json(&endpoint.clone_with_key(&n.idempotency_key), &body)
                 }
                 Endpoint::Http(Err(why)) => return (Err(why.clone()), attempt + 1),
-                Endpoint::Command(argv) => {
-                    run_command(argv, &self.dir, &body, &n.idempotency_key, target)
+                Endpoint::Command(argv, env) => {
+                    let command = CommandTarget {
+                        argv,
+                        dir: &self.dir,
+                        env: env.as_ref(),
+                        withheld: &self.withheld,
+                        target,
+                    };
+                    run_command(&command, &body, &n.idempotency_key)
                 }
             };
             match sent {
@@ -315,77 +323,71 @@ impl ResolvedEndpoint {
     }
 }
 
-/// Runs a `command` target with the JSON on stdin; Ok when it exits 0.
-fn run_command(
-    argv: &[String],
-    dir: &Path,
-    body: &str,
-    key: &str,
-    target: &str,
-) -> Result<(), String> {
-    let (program, args) = argv
-        .split_first()
+/// A `command` target to run.
+struct CommandTarget<'a> {
+    argv: &'a [String],
+    dir: &'a Path,
+    env: Option<&'a crate::manifest::EnvSpec>,
+    withheld: &'a [String],
+    target: &'a str,
+}
+
+/// Runs a `command` target through the one launcher (`exec::command`: its
+/// own process tree, stopped at [`COMMAND_TIMEOUT`] or on SIGINT/SIGTERM,
+/// stderr bounded) with the JSON on stdin; Ok when it exits 0.
+fn run_command(command: &CommandTarget<'_>, body: &str, key: &str) -> Result<(), String> {
+    use crate::exec::classify::Ending;
+    let program = command
+        .argv
+        .first()
         .ok_or_else(|| "the command is empty".to_owned())?;
-    let mut child = Command::new(program)
-        .args(args)
-        .current_dir(dir)
-        .env("WEIR_IDEMPOTENCY_KEY", key)
-        .env("WEIR_NOTIFY_TARGET", target)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot start `{program}`: {e}"))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        // A command that does not read its stdin is its own business.
-        let _ = stdin.write_all(body.as_bytes());
-    }
-    let stderr = child.stderr.take().map(|mut s| {
-        std::thread::spawn(move || {
-            let mut text = Vec::new();
-            let _ = s.read_to_end(&mut text);
-            text
-        })
+    let weir = vec![
+        ("WEIR_IDEMPOTENCY_KEY".to_owned(), key.to_owned()),
+        ("WEIR_NOTIFY_TARGET".to_owned(), command.target.to_owned()),
+    ];
+    let owner = format!("notify target `{}`", command.target);
+    let env =
+        crate::exec::env::for_command(command.dir, command.withheld, command.env, &owner, weir)
+            .map_err(|e| format!("cannot build the environment of `{program}`: {e}"))?;
+    let (ending, captured) = crate::exec::command::run_captured(&crate::exec::command::Captive {
+        argv: command.argv,
+        cwd: command.dir,
+        env: &env,
+        stdin: body.as_bytes(),
+        timeout: COMMAND_TIMEOUT,
     });
-    let started = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if started.elapsed() > COMMAND_TIMEOUT => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "`{program}` did not finish within {} s",
-                    COMMAND_TIMEOUT.as_secs()
-                ));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-            Err(e) => return Err(format!("cannot wait for `{program}`: {e}")),
+    let tail = || -> String {
+        let text = env.redact(&captured.text());
+        text.trim()
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .chars()
+            .take(200)
+            .collect()
+    };
+    let with_tail = |what: String| {
+        let tail = tail();
+        if tail.is_empty() {
+            what
+        } else {
+            format!("{what}: {tail}")
         }
     };
-    if status.success() {
-        return Ok(());
+    match ending {
+        Ending::Success => Ok(()),
+        Ending::Exit(code) => Err(with_tail(format!("`{program}` exit status: {code}"))),
+        Ending::Signal(sig) => Err(with_tail(format!("`{program}` signal: {sig}"))),
+        Ending::Timeout => Err(format!(
+            "`{program}` did not finish within {} s",
+            COMMAND_TIMEOUT.as_secs()
+        )),
+        Ending::SpawnFailed(why) => Err(format!("cannot start {why}")),
+        other => Err(format!(
+            "`{program}` {}",
+            crate::exec::command::describe(&other)
+        )),
     }
-    let text = stderr
-        .and_then(|h| h.join().ok())
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default();
-    let tail: String = text
-        .trim()
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .chars()
-        .take(200)
-        .collect();
-    Err(format!(
-        "`{program}` {status}{}",
-        if tail.is_empty() {
-            String::new()
-        } else {
-            format!(": {tail}")
-        }
-    ))
 }
 
 /// A run's sender: a thread that first delivers what earlier runs left,

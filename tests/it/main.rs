@@ -6,6 +6,9 @@ mod audit_limits;
 mod backfill;
 mod boundary;
 mod chaos;
+// Its pipeline has a `url` notify target too.
+#[cfg(feature = "http")]
+mod commands;
 #[cfg(feature = "console")]
 mod console;
 mod containment;

@@ -885,3 +885,85 @@ fn an_unreadable_header_secret_is_named_not_shown() {
     assert_eq!(files_holding(&sb, FILE_SECRET), Vec::<String>::new());
     assert!(!stderr(&out).contains(FILE_SECRET));
 }
+
+/// A server on 127.0.0.1 that answers every request `302 Found` with
+/// `Location: to`, and counts what reached it.
+#[cfg(feature = "http")]
+fn redirecting_to(to: &str) -> (String, Arc<Mutex<usize>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
+    let answered = Arc::new(Mutex::new(0));
+    let count = Arc::clone(&answered);
+    let answer = format!(
+        "HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                if line == "\r\n" {
+                    break;
+                }
+                line.clear();
+            }
+            *count.lock().unwrap() += 1;
+            let _ = stream.write_all(answer.as_bytes());
+        }
+    });
+    (url, answered)
+}
+
+// A notification target that answers 302 to another host and port: nothing,
+// and certainly no secret header, reaches that port; the notification is
+// not delivered and says where the redirect pointed.
+#[cfg(feature = "http")]
+#[test]
+fn a_redirect_is_never_followed_with_secret_headers() {
+    let elsewhere = Receiver::start(false);
+    let (url, answered) = redirecting_to(&elsewhere.url);
+    let sb = sandbox(&http_target(&url, r#"["published"]"#));
+    let args = [
+        "run",
+        "m.toml",
+        "--run-id",
+        "r1",
+        "--task",
+        "up",
+        "--partition",
+        "a",
+    ];
+    let out = weir(&sb, &args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(*answered.lock().unwrap() > 0, "the target was tried");
+    assert!(
+        elsewhere.requests().is_empty(),
+        "the redirect was followed: {:?}",
+        elsewhere.requests()
+    );
+    assert!(states(&sb, "r1", State::Notified).is_empty());
+    assert_eq!(pending(&sb, "hook").len(), 1);
+    let why = format!(
+        "HTTP 302: redirected to {}, which is not followed",
+        elsewhere.url
+    );
+    assert!(stderr(&out).contains(&why), "{}", stderr(&out));
+    let flush = weir(&sb, &["notify", "m.toml", "--flush"]);
+    assert_eq!(flush.status.code(), Some(4), "{}", stdout(&flush));
+    assert!(
+        stdout(&flush).contains("hook: 0 delivered, 1 not delivered (")
+            && stdout(&flush).contains(&why),
+        "{}",
+        stdout(&flush)
+    );
+    assert!(elsewhere.requests().is_empty());
+    assert_eq!(pending(&sb, "hook").len(), 1);
+    let check = weir(&sb, &["status", "m.toml", "--check"]);
+    assert_eq!(check.status.code(), Some(4), "{}", stdout(&check));
+    assert!(
+        stdout(&check).contains("NOTIFY      1 notification undelivered to hook since "),
+        "{}",
+        stdout(&check)
+    );
+}

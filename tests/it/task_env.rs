@@ -821,6 +821,78 @@ fn explain_redacts_the_logs_of_a_killed_engine() {
     assert_no_secret("explain", &explain);
 }
 
+// An engine killed -9 after its task printed a secret never redacted the
+// task's stderr.log; the engine that takes the attempt over does, so no file
+// under the warehouse keeps the secret.
+#[test]
+fn a_taken_over_attempts_stderr_is_redacted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sb = Sandbox::new(&env_manifest(
+        r#"env = { pass = ["PATH"], set = { DB = "file:db.secret" } }"#,
+        &tmp.path().join("unused"),
+    ));
+    std::fs::write(sb.path().join("db.secret"), SECRET_FILE).unwrap();
+    let marker = tmp.path().join("started");
+    sb.script(
+        "t.sh",
+        &format!(
+            "echo \"connecting with $DB\" >&2\ntouch '{}'\nsleep 30\n",
+            marker.display()
+        ),
+    );
+    let engine = crate::support::Engine::spawn(
+        sb.weir(&["run", "m.toml", "--run-id", "RUN-K", "--partition", "good"]),
+        tmp.path(),
+        "engine",
+    );
+    crate::support::poll_until(
+        "the task started",
+        std::time::Duration::from_secs(20),
+        || marker.exists(),
+    );
+    engine.kill();
+    let logs = || -> Vec<(std::path::PathBuf, String)> {
+        files(&sb.path().join("wh"))
+            .into_iter()
+            .filter(|(p, _)| p.ends_with("stderr.log"))
+            .map(|(p, b)| (p, String::from_utf8_lossy(&b).into_owned()))
+            .collect()
+    };
+    assert!(
+        logs().iter().any(|(_, text)| text.contains(SECRET_FILE)),
+        "the killed attempt's stderr.log holds the secret before the takeover: {:?}",
+        logs()
+    );
+    sb.script(
+        "t.sh",
+        "printf 'id\\n1\\n' > \"$WEIR_OUTPUT_DIR/out.csv\"\n",
+    );
+    let out = sb.weir_out(&["run", "m.toml", "--run-id", "RUN-2", "--partition", "good"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        sb.events("RUN-2")
+            .iter()
+            .filter(|e| e.state == State::TakenOver)
+            .count(),
+        1
+    );
+    let logs = logs();
+    assert!(
+        logs.iter()
+            .any(|(_, text)| text.contains("connecting with [redacted]")),
+        "{logs:?}"
+    );
+    for (path, text) in &logs {
+        assert_no_secret(&path.display().to_string(), text);
+    }
+    for (path, bytes) in files(&sb.path().join("wh")) {
+        assert_no_secret(
+            &path.display().to_string(),
+            &String::from_utf8_lossy(&bytes),
+        );
+    }
+}
+
 // Issue 23.
 // https://github.com/weir/weir/issues/23 (item 11): a local task runs as the
 // engine's user, so it could read the engine's own environment (the store's
