@@ -10,6 +10,7 @@ mod chaos;
 mod console;
 mod containment;
 mod crash;
+mod cron_dst;
 mod data_layout;
 mod daytwo;
 mod disk_full;
