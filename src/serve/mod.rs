@@ -445,7 +445,7 @@ impl Served {
                 wait: None,
                 settings: self.settings.clone(),
             };
-            match crate::notify::run_notifying(&self.manifest, &options, None) {
+            match crate::session::run(&self.manifest, &options, None) {
                 Ok(summary) => {
                     for (task, partition, result) in &summary.instances {
                         if *result == InstanceResult::Published && !published.contains(task) {
