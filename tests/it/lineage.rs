@@ -619,3 +619,82 @@ fn backfill_and_repair_runs_emit_lineage() {
         assert!(errors.is_empty(), "{errors:?} in {event:#}");
     }
 }
+
+// An input read from several partitions (a window) is one input of one
+// name, not one per partition: its partitions are an input facet.
+#[test]
+fn an_input_read_from_several_partitions_is_one_input_with_its_partitions() {
+    let sb = days();
+    let out = sb.run("RUN-W", &["--partition", "2026-09-03", "--task", "roll"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let events = of_run(&lineage_events(&sb), "RUN-W");
+    let complete = find(&events, "COMPLETE", "days.roll", "2026-09-03");
+    let inputs = complete["inputs"].as_array().unwrap();
+    assert_eq!(inputs.len(), 1, "{complete:#}");
+    assert_eq!(inputs[0]["name"], "up_out");
+    let pins: Vec<(String, u64, String)> = inputs[0]["inputFacets"]["weirPartitions"]["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["partition"].as_str().unwrap().to_owned(),
+                p["generation"].as_u64().unwrap(),
+                p["digest"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, u64, String)> = ["2026-09-01", "2026-09-02", "2026-09-03"]
+        .iter()
+        .map(|day| {
+            let latest = sb.store("up_out", day).latest().unwrap().unwrap();
+            (day.to_string(), 1, latest.digest.to_string())
+        })
+        .collect();
+    assert_eq!(pins, expected);
+    let record = sb.store("rolled", "2026-09-03").latest().unwrap().unwrap();
+    assert_eq!(
+        inputs[0]["facets"]["version"]["datasetVersion"],
+        record.input_snapshot["inputs"][0]["digest"]
+    );
+    // The gate that passed names its column too.
+    assert_eq!(
+        complete["outputs"][0]["facets"]["dataQualityAssertions"]["assertions"],
+        serde_json::json!([
+            { "assertion": "grain unique(day)", "success": true, "column": "day" },
+            { "assertion": "not_null(v)", "success": true, "column": "v" },
+        ])
+    );
+    let errors = validator().errors(complete);
+    assert!(errors.is_empty(), "{errors:?} in {complete:#}");
+}
+
+// A gate failure's FAIL names the output and the failed gate as an
+// OpenLineage data-quality assertion, with the column it checks.
+#[test]
+fn a_gate_failure_fails_with_the_failed_assertion() {
+    let sb = days();
+    let out = sb.run("RUN-G", &["--partition", "2026-09-04", "--task", "roll"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let events = of_run(&lineage_events(&sb), "RUN-G");
+    let fail = find(&events, "FAIL", "days.roll", "2026-09-04");
+    assert_eq!(fail["outputs"][0]["name"], "rolled");
+    assert_eq!(
+        fail["outputs"][0]["facets"]["dataQualityAssertions"]["assertions"],
+        serde_json::json!([{ "assertion": "not_null(v)", "success": false, "column": "v" }])
+    );
+    let errors = validator().errors(fail);
+    assert!(errors.is_empty(), "{errors:?} in {fail:#}");
+}
