@@ -133,9 +133,12 @@ impl Schedule {
         &self.zone
     }
 
-    /// The first firing strictly after `after` (seconds since the epoch).
-    /// `None` only past the end of representable time: every schedule that
-    /// parses fires again.
+    /// The first firing strictly after `after` (seconds since the epoch):
+    /// always later than `after`, and the same whatever came before. `None`
+    /// only past the end of representable time, or for a wildcard schedule
+    /// whose every match the zone skips (`*/30 2 * 3 SUN#2` in New York,
+    /// as cronie never runs it either): every other schedule that parses
+    /// fires again.
     pub fn next_after(&self, after: i64) -> Option<i64> {
         let start = Timestamp::from_second(after.checked_add(1)?).ok()?;
         let mut piece = self
