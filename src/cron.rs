@@ -467,6 +467,18 @@ mod tests {
     }
 
     #[test]
+    fn a_wildcard_schedule_only_in_skipped_minutes_never_fires() {
+        // The second Sunday of March is New York's spring-forward day.
+        let s = Schedule::parse("*/30 2 * 3 SUN#2", "America/New_York").unwrap();
+        assert_eq!(s.next_after(at("2026-01-01T00:00:00Z")), None);
+        let fixed = Schedule::parse("30 2 * 3 SUN#2", "America/New_York").unwrap();
+        assert_eq!(
+            fixed.next_after(at("2026-01-01T00:00:00Z")),
+            Some(at("2026-03-08T07:00:00Z"))
+        );
+    }
+
+    #[test]
     fn bad_expressions_say_why() {
         let syntax = |text: &str| match Schedule::parse(text, "UTC") {
             Err(ScheduleError::Syntax(why)) => why,
