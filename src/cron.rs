@@ -1,23 +1,89 @@
 //! `schedule = "0 6 * * *"`: a five-field cron expression read on the
 //! civil clock of a timezone.
 //!
-//! croner finds the next matching civil minute; jiff (with weir's bundled
-//! tzdb) turns it into an instant. A civil time that a DST change skips
-//! fires at the first instant after the gap (jiff's `compatible`), and one
-//! it repeats fires once, at its first occurrence.
+//! The next firing is a pure function of (expression, zone, instant), walked
+//! one constant-offset stretch of the zone's timeline at a time (weir's
+//! bundled tzdb), with cronie's rule for the hours a DST change skips or
+//! repeats:
+//!
+//! ```text
+//!                 fixed time (`30 2 * * *`)      wildcard or step in minute or hour
+//!  skipped hour   once, at the end of the gap    the skipped minutes do not exist
+//!  repeated hour  once, in the first pass        in both passes, by wall clock
+//! ```
+//!
+//! `W` and `L` stay inside their month, and an expression no date can match
+//! (`0 0 30 2 *`) is refused when parsed, so a schedule that parses fires.
+//! Written here rather than on croner: croner matched civil minutes only (the
+//! DST rule needs to know which fields are fixed) and let `1W` pick a day of
+//! the month before.
 
-use chrono::{Datelike, TimeZone as _, Timelike};
-use jiff::civil::DateTime;
-use jiff::tz::TimeZone;
-use jiff::Timestamp;
+use jiff::civil::{Date, DateTime, Weekday};
+use jiff::tz::{Offset, TimeZone};
+use jiff::{SignedDuration, Timestamp};
 
 /// A parsed schedule in a timezone.
 #[derive(Clone)]
 pub struct Schedule {
     text: String,
-    cron: croner::Cron,
+    spec: Spec,
     tz: TimeZone,
     zone: String,
+}
+
+/// Why a schedule was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScheduleError {
+    /// Not a five-field cron expression.
+    Syntax(String),
+    /// A well-formed expression that no date matches.
+    NeverFires(String),
+    /// A timezone the bundled database does not know.
+    Zone(String),
+}
+
+impl std::fmt::Display for ScheduleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScheduleError::Syntax(s) | ScheduleError::NeverFires(s) | ScheduleError::Zone(s) => {
+                f.write_str(s)
+            }
+        }
+    }
+}
+
+/// The fields, as sets.
+#[derive(Clone, Debug, PartialEq)]
+struct Spec {
+    minutes: u64,
+    hours: u32,
+    months: u16,
+    dom: DaysOfMonth,
+    dow: DaysOfWeek,
+    /// Neither minute nor hour has a wildcard or a step: cronie's "fixed
+    /// time", which fires once however the clock moves.
+    fixed: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Default)]
+struct DaysOfMonth {
+    days: u32,
+    last: bool,
+    last_weekday: bool,
+    /// `nW`: bit n set.
+    nearest_weekday: u32,
+    /// Written as `*` or `?` (a `*/n` too, as in Vixie cron and cronie).
+    star: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Default)]
+struct DaysOfWeek {
+    days: u8,
+    /// `nL`: bit n set for the last weekday n of the month.
+    last: u8,
+    /// `n#k`: `nth[n]` has bit k set.
+    nth: [u8; 7],
+    star: bool,
 }
 
 impl std::fmt::Debug for Schedule {
@@ -32,25 +98,26 @@ impl PartialEq for Schedule {
     }
 }
 
+/// Enough days to see every calendar the Gregorian cycle of 400 years has.
+const CYCLE_DAYS: u32 = 146_097 + 366;
+
 impl Schedule {
     /// Parses a five-field expression (minute hour day-of-month month
     /// day-of-week); why not, in words.
-    pub fn parse(text: &str, zone: &str) -> Result<Schedule, String> {
-        let fields = text.split_whitespace().count();
-        if fields != 5 {
-            return Err(format!(
-                "`{text}` has {fields} fields; a schedule has five: minute hour day-of-month month day-of-week"
-            ));
-        }
-        let cron = croner::Cron::new(text)
-            .parse()
-            .map_err(|e| format!("`{text}` is not a cron expression: {e}"))?;
+    pub fn parse(text: &str, zone: &str) -> Result<Schedule, ScheduleError> {
+        let spec = Spec::parse(text).map_err(ScheduleError::Syntax)?;
         let tz = jiff::tz::db()
             .get(zone)
-            .map_err(|e| format!("unknown timezone `{zone}`: {e}"))?;
+            .map_err(|e| ScheduleError::Zone(format!("unknown timezone `{zone}`: {e}")))?;
+        let epoch = jiff::civil::date(2000, 1, 1);
+        if spec.next_civil(epoch.at(0, 0, 0, 0)).is_none() {
+            return Err(ScheduleError::NeverFires(format!(
+                "`{text}` never fires: no date matches its day of month, month and day of week"
+            )));
+        }
         Ok(Schedule {
             text: text.to_string(),
-            cron,
+            spec,
             tz,
             zone: zone.to_string(),
         })
@@ -66,54 +133,306 @@ impl Schedule {
         &self.zone
     }
 
-    /// The first firing strictly after `after` (seconds since the epoch).
+    /// The first firing strictly after `after` (seconds since the epoch):
+    /// always later than `after`, and the same whatever came before. `None`
+    /// only past the end of representable time, or for a wildcard schedule
+    /// whose every match the zone skips (`*/30 2 * 3 SUN#2` in New York,
+    /// as cronie never runs it either): every other schedule that parses
+    /// fires again.
     pub fn next_after(&self, after: i64) -> Option<i64> {
-        let mut civil = self.tz.to_datetime(Timestamp::from_second(after).ok()?);
-        // The second pass of a repeated civil hour maps back to an instant
-        // at or before `after` (its first pass): search on from it.
-        for _ in 0..4 {
-            civil = self.next_civil(civil)?;
-            let at = self.tz.to_ambiguous_timestamp(civil).compatible().ok()?;
-            if at.as_second() > after {
-                return Some(at.as_second());
+        let start = Timestamp::from_second(after.checked_add(1)?).ok()?;
+        let mut piece = self
+            .tz
+            .preceding(start.checked_add(SignedDuration::from_secs(1)).ok()?)
+            .next()
+            .map(|t| t.timestamp());
+        // A zone changes its offset about twice a year; a schedule whose every
+        // match falls into skipped hours for this long does not fire here.
+        for _ in 0..4000 {
+            let from = piece.map_or(start, |p| p.max(start));
+            let offset = self.tz.to_offset(from);
+            let before = piece.map(|p| self.tz.to_offset(p - SignedDuration::from_secs(1)));
+            if let (Some(p), Some(before)) = (piece, before) {
+                if p >= start && self.spec.fixed && before < offset {
+                    // Spring forward: a fixed time in the gap fires as it ends.
+                    let gap = before.to_datetime(p);
+                    if self
+                        .spec
+                        .next_civil(gap)
+                        .is_some_and(|m| m < offset.to_datetime(p))
+                    {
+                        return Some(p.as_second());
+                    }
+                }
+            }
+            let mut lo = ceil_minute(offset.to_datetime(from));
+            if let (Some(p), Some(before)) = (piece, before) {
+                if self.spec.fixed && before > offset {
+                    // Fall back: a fixed time fired in the first pass already.
+                    lo = lo.max(before.to_datetime(p));
+                }
+            }
+            let next = self.tz.following(from).next().map(|t| t.timestamp());
+            let found = self.spec.next_civil(lo);
+            match (found, next) {
+                (Some(m), Some(n)) if m < offset.to_datetime(n) => return civil_at(m, offset),
+                (Some(m), None) => return civil_at(m, offset),
+                (None, None) => return None,
+                (_, Some(n)) => piece = Some(n),
+            }
+        }
+        None
+    }
+}
+
+fn civil_at(civil: DateTime, offset: Offset) -> Option<i64> {
+    offset.to_timestamp(civil).ok().map(|t| t.as_second())
+}
+
+fn ceil_minute(civil: DateTime) -> DateTime {
+    let floor = civil
+        .with()
+        .second(0)
+        .subsec_nanosecond(0)
+        .build()
+        .unwrap_or(civil);
+    if floor == civil {
+        civil
+    } else {
+        floor
+            .checked_add(SignedDuration::from_mins(1))
+            .unwrap_or(civil)
+    }
+}
+
+impl Spec {
+    fn parse(text: &str) -> Result<Spec, String> {
+        let fields: Vec<&str> = text.split_whitespace().collect();
+        if fields.len() != 5 {
+            return Err(format!(
+                "`{text}` has {} fields; a schedule has five: minute hour day-of-month month day-of-week",
+                fields.len()
+            ));
+        }
+        let bad =
+            |what: &str, why: String| format!("`{text}` is not a cron expression: {what} {why}");
+        let minutes = parse_list(fields[0], 0, 59, &[]).map_err(|e| bad("minute", e))?;
+        let hours = parse_list(fields[1], 0, 23, &[]).map_err(|e| bad("hour", e))?;
+        let dom = parse_dom(fields[2]).map_err(|e| bad("day of month", e))?;
+        let months = parse_list(fields[3], 1, 12, &MONTHS).map_err(|e| bad("month", e))?;
+        let dow = parse_dow(fields[4]).map_err(|e| bad("day of week", e))?;
+        let wild = |f: &str| f.starts_with('*') || f.contains('/');
+        Ok(Spec {
+            minutes,
+            hours: u32::try_from(hours).expect("hours are 0-23"),
+            months: u16::try_from(months).expect("months are 1-12"),
+            dom,
+            dow,
+            fixed: !wild(fields[0]) && !wild(fields[1]),
+        })
+    }
+
+    /// The first matching civil minute at or after `lo`, within a 400-year
+    /// cycle (after which the calendar repeats).
+    fn next_civil(&self, lo: DateTime) -> Option<DateTime> {
+        let lo = ceil_minute(lo);
+        let mut date = lo.date();
+        let (mut hour, mut minute) = (lo.hour(), lo.minute());
+        for _ in 0..CYCLE_DAYS {
+            if self.day_matches(date) {
+                if let Some((h, m)) = self.time_at_or_after(hour, minute) {
+                    return Some(date.at(h, m, 0, 0));
+                }
+            }
+            date = date.tomorrow().ok()?;
+            (hour, minute) = (0, 0);
+        }
+        None
+    }
+
+    fn time_at_or_after(&self, hour: i8, minute: i8) -> Option<(i8, i8)> {
+        for h in hour..24 {
+            if self.hours & (1 << h) == 0 {
+                continue;
+            }
+            let from = if h == hour { minute } else { 0 };
+            let left = self.minutes >> from;
+            if left != 0 {
+                let m = from + i8::try_from(left.trailing_zeros()).expect("below 64");
+                return Some((h, m));
             }
         }
         None
     }
 
-    /// The first matching civil minute after `civil`.
-    fn next_civil(&self, civil: DateTime) -> Option<DateTime> {
-        let naive = chrono::NaiveDate::from_ymd_opt(
-            i32::from(civil.year()),
-            u32::try_from(civil.month()).ok()?,
-            u32::try_from(civil.day()).ok()?,
-        )?
-        .and_hms_opt(
-            u32::try_from(civil.hour()).ok()?,
-            u32::try_from(civil.minute()).ok()?,
-            u32::try_from(civil.second()).ok()?,
-        )?;
-        let next = self
-            .cron
-            .find_next_occurrence(&chrono::Utc.from_utc_datetime(&naive), false)
-            .ok()?
-            .naive_utc();
-        DateTime::new(
-            i16::try_from(next.year()).ok()?,
-            i8::try_from(next.month()).ok()?,
-            i8::try_from(next.day()).ok()?,
-            i8::try_from(next.hour()).ok()?,
-            i8::try_from(next.minute()).ok()?,
-            0,
-            0,
-        )
-        .ok()
+    fn day_matches(&self, date: Date) -> bool {
+        if self.months & (1 << date.month()) == 0 {
+            return false;
+        }
+        let dom = self.dom.star || self.dom.matches(date);
+        let dow = self.dow.star || self.dow.matches(date);
+        // Vixie cron: with both day fields restricted, either one is enough.
+        if self.dom.star || self.dow.star {
+            dom && dow
+        } else {
+            dom || dow
+        }
     }
+}
+
+impl DaysOfMonth {
+    fn matches(&self, date: Date) -> bool {
+        let day = date.day();
+        let last = date.days_in_month();
+        if self.days & (1 << day) != 0 || (self.last && day == last) {
+            return true;
+        }
+        if self.last_weekday && Some(day) == nearest_weekday(date, last) {
+            return true;
+        }
+        (1..=last)
+            .any(|n| self.nearest_weekday & (1 << n) != 0 && nearest_weekday(date, n) == Some(day))
+    }
+}
+
+/// The weekday nearest to day `n` of `date`'s month, never leaving the
+/// month (Quartz and cronie: a Saturday the 1st gives Monday the 3rd).
+fn nearest_weekday(date: Date, n: i8) -> Option<i8> {
+    let last = date.days_in_month();
+    let day = date
+        .first_of_month()
+        .checked_add(jiff::Span::new().days(n - 1))
+        .ok()?;
+    Some(match day.weekday() {
+        Weekday::Saturday if n == 1 => 3,
+        Weekday::Saturday => n - 1,
+        Weekday::Sunday if n == last => n - 2,
+        Weekday::Sunday => n + 1,
+        _ => n,
+    })
+}
+
+impl DaysOfWeek {
+    fn matches(&self, date: Date) -> bool {
+        let wd = date.weekday().to_sunday_zero_offset();
+        let bit = 1u8 << wd;
+        if self.days & bit != 0 {
+            return true;
+        }
+        if self.last & bit != 0 && date.day() + 7 > date.days_in_month() {
+            return true;
+        }
+        let week = (date.day() - 1) / 7 + 1;
+        self.nth[usize::try_from(wd).expect("weekday is 0-6")] & (1 << week) != 0
+    }
+}
+
+const MONTHS: [&str; 12] = [
+    "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
+];
+const WEEKDAYS: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
+
+/// One number or name of a field; names count from `lo`.
+fn value(item: &str, lo: u32, hi: u32, names: &[&str]) -> Result<u32, String> {
+    let v = match names.iter().position(|n| n.eq_ignore_ascii_case(item)) {
+        Some(i) => lo + u32::try_from(i).expect("a dozen names"),
+        None => item
+            .parse::<u32>()
+            .map_err(|_| format!("`{item}` is not a number"))?,
+    };
+    if v < lo || v > hi {
+        return Err(format!("`{item}` is outside {lo}-{hi}"));
+    }
+    Ok(v)
+}
+
+/// `*`, `a`, `a-b`, each with an optional `/step`, comma-separated: the set
+/// as bits.
+fn parse_list(field: &str, lo: u32, hi: u32, names: &[&str]) -> Result<u64, String> {
+    let mut bits = 0u64;
+    for item in field.split(',') {
+        let (range, step) = match item.split_once('/') {
+            Some((r, s)) => {
+                let step = s
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|s| *s > 0)
+                    .ok_or(format!("step `{s}` is not a positive number"))?;
+                (r, Some(step))
+            }
+            None => (item, None),
+        };
+        let (a, b) = match range {
+            "*" | "?" => (lo, hi),
+            _ => match range.split_once('-') {
+                Some((a, b)) => (value(a, lo, hi, names)?, value(b, lo, hi, names)?),
+                None => {
+                    let a = value(range, lo, hi, names)?;
+                    (a, if step.is_some() { hi } else { a })
+                }
+            },
+        };
+        if a > b {
+            return Err(format!("range `{range}` runs backwards"));
+        }
+        let mut v = a;
+        while v <= b {
+            bits |= 1 << v;
+            v += step.unwrap_or(1);
+        }
+    }
+    Ok(bits)
+}
+
+fn parse_dom(field: &str) -> Result<DaysOfMonth, String> {
+    let mut dom = DaysOfMonth {
+        star: field.starts_with('*') || field == "?",
+        ..DaysOfMonth::default()
+    };
+    for item in field.split(',') {
+        match item.to_ascii_uppercase().as_str() {
+            "L" => dom.last = true,
+            "LW" => dom.last_weekday = true,
+            up if up.ends_with('W') => {
+                let n = value(&up[..up.len() - 1], 1, 31, &[])?;
+                dom.nearest_weekday |= 1 << n;
+            }
+            _ => {
+                let bits = parse_list(item, 1, 31, &[])?;
+                dom.days |= u32::try_from(bits).expect("days are 1-31");
+            }
+        }
+    }
+    Ok(dom)
+}
+
+fn parse_dow(field: &str) -> Result<DaysOfWeek, String> {
+    let mut dow = DaysOfWeek {
+        star: field.starts_with('*') || field == "?",
+        ..DaysOfWeek::default()
+    };
+    let weekday = |s: &str| value(s, 0, 7, &WEEKDAYS).map(|v| v % 7);
+    for item in field.split(',') {
+        let up = item.to_ascii_uppercase();
+        if let Some((day, k)) = up.split_once('#') {
+            let k = value(k, 1, 5, &[])?;
+            let day = usize::try_from(weekday(day)?).expect("weekday is 0-6");
+            dow.nth[day] |= 1 << k;
+        } else if let Some(day) = up.strip_suffix('L').filter(|d| !d.is_empty()) {
+            dow.last |= 1 << weekday(day)?;
+        } else {
+            let bits = parse_list(item, 0, 7, &WEEKDAYS)?;
+            // 7 is Sunday too.
+            let bits = bits | (bits >> 7);
+            dow.days |= u8::try_from(bits & 0x7f).expect("masked to 7 bits");
+        }
+    }
+    Ok(dow)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::Schedule;
+    use super::{Schedule, ScheduleError};
 
     fn at(text: &str) -> i64 {
         text.parse::<jiff::Timestamp>().unwrap().as_second()
@@ -139,7 +458,7 @@ mod tests {
     }
 
     #[test]
-    fn a_repeated_hour_fires_once() {
+    fn a_repeated_hour_fires_a_fixed_time_once() {
         // 2026-10-25: Paris repeats 02:00-03:00.
         let s = Schedule::parse("30 2 * * *", "Europe/Paris").unwrap();
         let first = s.next_after(at("2026-10-24T23:00:00Z")).unwrap();
@@ -148,11 +467,31 @@ mod tests {
     }
 
     #[test]
+    fn a_wildcard_schedule_only_in_skipped_minutes_never_fires() {
+        // The second Sunday of March is New York's spring-forward day.
+        let s = Schedule::parse("*/30 2 * 3 SUN#2", "America/New_York").unwrap();
+        assert_eq!(s.next_after(at("2026-01-01T00:00:00Z")), None);
+        let fixed = Schedule::parse("30 2 * 3 SUN#2", "America/New_York").unwrap();
+        assert_eq!(
+            fixed.next_after(at("2026-01-01T00:00:00Z")),
+            Some(at("2026-03-08T07:00:00Z"))
+        );
+    }
+
+    #[test]
     fn bad_expressions_say_why() {
-        assert!(Schedule::parse("0 6 * *", "UTC")
-            .unwrap_err()
-            .contains("4 fields"));
-        assert!(Schedule::parse("0 25 * * *", "UTC").is_err());
-        assert!(Schedule::parse("0 6 * * *", "Mars/Olympus").is_err());
+        let syntax = |text: &str| match Schedule::parse(text, "UTC") {
+            Err(ScheduleError::Syntax(why)) => why,
+            other => panic!("{text}: {other:?}"),
+        };
+        assert!(syntax("0 6 * *").contains("4 fields"));
+        assert!(syntax("0 25 * * *").contains("hour `25` is outside 0-23"));
+        assert!(syntax("*/0 * * * *").contains("step `0`"));
+        assert!(syntax("0 0 * * MON#6").contains("outside 1-5"));
+        assert!(syntax("0 0 5-1 * *").contains("runs backwards"));
+        assert!(matches!(
+            Schedule::parse("0 6 * * *", "Mars/Olympus"),
+            Err(ScheduleError::Zone(_))
+        ));
     }
 }

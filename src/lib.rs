@@ -33,11 +33,12 @@
 //! 7. `exec` — running a plan: attempts, pools, leases, retries, publishing; it builds each task's environment.
 //! 8. `http` — the one HTTP client for what weir sends itself; above exec because header secrets are read and redacted as task environment values are.
 //! 9. `notify`, `lineage` — what a run tells the outside (pager targets, OpenLineage), fed by the run's events.
-//! 10. `serve` — the long-running scheduler: starts runs (with their notifications) on cron and sensor triggers, and records its own status.
-//! 11. `ops` — the operator's actions and read models (status, decisions, rollback, gc, verify, SLOs), once for every front end; status includes serve's.
-//! 12. `report` — the static HTML report built from ops' read models.
-//! 13. `console` — the live web console over ops and report.
-//! 14. `cli` — parses arguments and prints; every decision it shows is made below.
+//! 10. `session` — one run as every front end starts it (run, backfill, retry, repair, serve's batches): signals, the notify outbox, lineage, the Delta tables' repair.
+//! 11. `serve` — the long-running scheduler: starts runs (through `session`) on cron and sensor triggers, and records its own status.
+//! 12. `ops` — the operator's actions and read models (status, decisions, rollback, gc, verify, SLOs), once for every front end; status includes serve's.
+//! 13. `report` — the static HTML report built from ops' read models.
+//! 14. `console` — the live web console over ops and report.
+//! 15. `cli` — parses arguments and prints; every decision it shows is made below.
 //!
 //! One crate, not a workspace: the test holds the direction at the cost of
 //! reading some text, where a crate per layer would add links and build
@@ -61,4 +62,5 @@ pub mod partition;
 pub mod plan;
 pub mod report;
 pub mod serve;
+pub mod session;
 pub mod store;

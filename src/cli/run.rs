@@ -11,8 +11,7 @@ use super::error::CliError;
 use super::exit;
 use super::plural;
 use crate::events::{EventRecord, State};
-use crate::exec::{self, InstanceResult, RunOptions, RunSummary};
-use crate::lineage;
+use crate::exec::{InstanceResult, RunOptions, RunSummary};
 use crate::manifest::Manifest;
 use crate::plan::Scope;
 
@@ -127,38 +126,21 @@ pub(crate) fn execute(manifest: &Manifest, options: &RunOptions) -> Result<u8, C
     execute_resumable(manifest, options, None)
 }
 
-/// Runs and reports; `resume` says how a forced backfill resumes.
+/// Runs (one session, as every front end runs) and reports; `resume` says
+/// how a forced backfill resumes.
 pub(crate) fn execute_resumable(
     manifest: &Manifest,
     options: &RunOptions,
     resume: Option<&Resume>,
 ) -> Result<u8, CliError> {
-    // A first Ctrl-C / SIGTERM stops the run cleanly, a second exits at once.
-    exec::interrupt::install().map_err(exec::ExecError::Signals)?;
     let display = Display::new();
-    let shown = display.observer();
-    // Lineage watches the same typed events; it never blocks them.
-    let lineage = lineage::Emitter::start(manifest).map(std::sync::Arc::new);
-    let observer: Box<dyn Fn(&EventRecord) + Send + Sync> = match &lineage {
-        Some(emitter) => {
-            let emitter = std::sync::Arc::clone(emitter);
-            Box::new(move |record: &EventRecord| {
-                shown(record);
-                emitter.observe(record);
-            })
-        }
-        None => shown,
-    };
-    let summary = crate::notify::run_notifying(manifest, options, Some(observer));
-    if let Some(emitter) = &lineage {
-        let delivery = emitter.finish();
-        let run_id = summary.as_ref().ok().map(|s| s.run_id.as_str());
-        lineage::record(manifest, run_id, &delivery);
-    }
-    let summary = summary?;
+    let finished = crate::session::run(manifest, options, Some(display.observer()))?;
     display.finish();
-    repair_tables(manifest, &summary);
-    print_summary(&summary, resume);
+    for warning in &finished.warnings {
+        eprintln!("warning: {warning}");
+    }
+    let summary = &finished.summary;
+    print_summary(summary, resume);
     let stale = summary
         .instances
         .iter()
@@ -177,38 +159,6 @@ pub(crate) fn execute_resumable(
         (true, true) => exit::REFUSED,
         (true, false) => exit::OK,
     })
-}
-
-/// The Delta commits of instances that were already published (issue 27):
-/// a table that missed one (a crash after weir's commit record and before
-/// the table's) gets it now; a table that has it is left as it is.
-/// Failures are warnings, as after a publication.
-fn repair_tables(manifest: &Manifest, summary: &RunSummary) {
-    let mut warehouse = None;
-    for (task, partition, result) in &summary.instances {
-        let Some(task) = manifest.tasks.get(task) else {
-            continue;
-        };
-        if *result != InstanceResult::AlreadyPublished || task.output.table.is_none() {
-            continue;
-        }
-        if warehouse.is_none() {
-            match crate::store::Warehouse::open_to_read(&manifest.pipeline) {
-                Ok(w) => warehouse = Some(w),
-                Err(e) => {
-                    eprintln!("warning: cannot open the warehouse to check the Delta tables: {e}");
-                    return;
-                }
-            }
-        }
-        let Some(warehouse) = &warehouse else {
-            return;
-        };
-        let store = warehouse.partition(&task.output.dataset, partition);
-        if let Ok(Some(record)) = store.latest() {
-            crate::store::delta::follow_task(&store, task, &record);
-        }
-    }
 }
 
 /// Instances left undone by an interrupt that the summary names one by one.

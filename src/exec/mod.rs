@@ -381,8 +381,8 @@ pub type OpenOutbox = fn(&Manifest, &Warehouse, &str, &Settings) -> Option<Box<d
 
 /// Runs the plan for `options` and returns what happened to every instance.
 /// `observe` sees every event (progress display). The engine alone: no
-/// notification is sent (`notify::run_notifying` runs with the manifest's
-/// targets, as `weir run` and `weir serve` do).
+/// notification is sent and no lineage emitted (`session::run` adds them,
+/// for every front end).
 pub fn run(
     manifest: &Manifest,
     options: &RunOptions,

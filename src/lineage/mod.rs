@@ -8,13 +8,15 @@
 //!
 //! - RUNNING: START of the job `<pipeline>.<task>`;
 //! - PUBLISHED: COMPLETE, inputs the pinned upstream generations and external
-//!   files of the commit record's input snapshot (version `<generation>:<digest>`
-//!   or the file's digest), output the published dataset (version
+//!   files of the commit record's input snapshot, one per input (version
+//!   `<generation>:<digest>` or the file's digest; an input of several
+//!   partitions lists them in its `weirPartitions` facet), output the published dataset (version
 //!   `<generation>:<digest>`, its row count, schema and gate outcomes as
 //!   data-quality assertions, from the audit's `candidate.json`);
 //! - FAILED followed by the instance's decision (RETRYING, QUARANTINED, HELD
 //!   with its failure class), or GATE_FAILED (deterministic): FAIL with an
-//!   `errorMessage` facet (class, ending, stderr tail);
+//!   `errorMessage` facet (class, ending, stderr tail), a GATE_FAILED also
+//!   with the output and its failed gates as data-quality assertions;
 //! - UNKNOWN (lease lost), REJECTED_STALE, or an attempt still open when the
 //!   run ends: ABORT.
 //!
@@ -117,8 +119,8 @@ struct Resolver {
     /// Opened once when delivery starts; `None` if it cannot be opened
     /// (the events then go without datasets, as for any lookup failure).
     warehouse: Option<Warehouse>,
-    /// task → the dataset it publishes.
-    outputs: HashMap<String, String>,
+    /// task → the dataset it publishes, and its gates.
+    outputs: Outputs,
 }
 
 /// What the mapping remembers between records.
@@ -129,6 +131,31 @@ struct Mapper {
     open: HashMap<(String, String, u32), EventRecord>,
     /// The last FAILED of an instance, until its decision names the class.
     failed: HashMap<(String, String), EventRecord>,
+    /// task → its output dataset and its gates.
+    outputs: Outputs,
+}
+
+/// task → its output dataset and its gates, each as the audit names it
+/// (`not_null(v)`) with the one column it checks, if it checks one.
+type Outputs = HashMap<String, (String, Vec<(String, Option<String>)>)>;
+
+fn outputs(manifest: &Manifest) -> Outputs {
+    manifest
+        .tasks
+        .values()
+        .map(|t| {
+            let grain = &t.output.grain;
+            // The audit checks the grain first, as this gate.
+            let grain_gate = (
+                format!("grain unique({})", grain.join(", ")),
+                (grain.len() == 1).then(|| grain[0].clone()),
+            );
+            let gates = std::iter::once(grain_gate)
+                .chain(t.gates.iter().map(|g| (g.describe(), column(g))))
+                .collect();
+            (t.name.clone(), (t.output.dataset.clone(), gates))
+        })
+        .collect()
 }
 
 impl Emitter {
@@ -139,11 +166,7 @@ impl Emitter {
         let resolver = Resolver {
             namespace: config.namespace.clone(),
             warehouse: Warehouse::open_for(&manifest.pipeline).ok(),
-            outputs: manifest
-                .tasks
-                .values()
-                .map(|t| (t.name.clone(), t.output.dataset.clone()))
-                .collect(),
+            outputs: outputs(manifest),
         };
         let delivery = Arc::new(Mutex::new(Delivery::default()));
         let (done_tx, done) = mpsc::channel();
@@ -190,6 +213,7 @@ impl Emitter {
                 config,
                 open: HashMap::new(),
                 failed: HashMap::new(),
+                outputs: outputs(manifest),
             }),
             queue: Mutex::new(Some(queue)),
             delivery,
@@ -353,7 +377,11 @@ impl Mapper {
                 if let Some(attempt) = record.attempt {
                     self.open.remove(&key(attempt));
                 }
-                vec![self.fail(record, FailureClass::Deterministic.as_str())]
+                let mut event = self.fail(record, FailureClass::Deterministic.as_str());
+                if let Some(output) = self.failed_assertions(task, record) {
+                    event["outputs"] = Value::Array(vec![output]);
+                }
+                vec![event]
             }
             State::EngineFailed => {
                 if let Some(attempt) = record.attempt {
@@ -402,6 +430,29 @@ impl Mapper {
                 publication: None,
             })
             .collect()
+    }
+
+    /// The output dataset of a GATE_FAILED with the gates that failed as
+    /// data-quality assertions (`success: false`, the column where the gate
+    /// checks one), from the event's evidence; `None` when the candidate
+    /// failed before its gates ran (unreadable, not publishable).
+    fn failed_assertions(&self, task: &str, record: &EventRecord) -> Option<Value> {
+        let (dataset, gates) = self.outputs.get(task)?;
+        let failed = record.data["gates"].as_array()?;
+        let assertions: Vec<Value> = failed
+            .iter()
+            .filter_map(|g| g["gate"].as_str())
+            .map(|gate| assertion(gate, false, gates))
+            .collect();
+        Some(json!({
+            "namespace": self.config.namespace,
+            "name": dataset,
+            "facets": { "dataQualityAssertions": {
+                "_producer": PRODUCER,
+                "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DataQualityAssertionsDatasetFacet.json#/$defs/DataQualityAssertionsDatasetFacet",
+                "assertions": assertions,
+            }},
+        }))
     }
 
     fn fail(&self, record: &EventRecord, class: &str) -> Value {
@@ -484,7 +535,7 @@ impl Resolver {
         partition: &str,
         generation: Option<u64>,
     ) -> (Vec<Value>, Vec<Value>) {
-        let Some(dataset) = self.outputs.get(task) else {
+        let Some((dataset, gates)) = self.outputs.get(task) else {
             return (Vec::new(), Vec::new());
         };
         let Some(warehouse) = &self.warehouse else {
@@ -505,7 +556,7 @@ impl Resolver {
         let audit = commit
             .attempt_token()
             .and_then(|t| candidate(&store.attempt_dir(t)));
-        let facets = output_facets(&commit, audit);
+        let facets = output_facets(&commit, audit, gates);
         let output = json!({
             "namespace": namespace,
             "name": dataset,
@@ -533,53 +584,62 @@ fn version(v: &str) -> Value {
     })
 }
 
-/// The input datasets of a publication, one version per pinned generation
-/// (`<generation>:<digest>`; an external input: its digest), from its
-/// input snapshot. An input mapped to several upstream partitions pins one
-/// generation each: one dataset version per partition
-/// (`<partition>@<generation>:<digest>`).
+/// The input datasets of a publication, one per input, from its input
+/// snapshot: an upstream dataset's version is `<generation>:<digest>` of the
+/// pinned generation, an external file's its digest. An input mapped to
+/// several upstream partitions pins one generation each: it is still one
+/// input, its version the snapshot's digest over the pins, and its
+/// `weirPartitions` input facet lists them.
 fn input_versions(namespace: &str, snapshot: &Value) -> Vec<Value> {
-    let entry = |name: &str, v: String| {
-        json!({
-            "namespace": namespace,
-            "name": name,
-            "facets": { "version": version(&v) },
-        })
-    };
     let Some(pinned) = snapshot["inputs"].as_array() else {
         return Vec::new();
     };
     pinned
         .iter()
-        .flat_map(|input| {
+        .map(|input| {
             let name = input["name"].as_str().unwrap_or_default();
-            if let Some(parts) = input["partitions"].as_array() {
-                return parts
-                    .iter()
-                    .map(|p| {
-                        let v = format!(
-                            "{}@{}:{}",
-                            p["partition"].as_str().unwrap_or_default(),
-                            p["generation"].as_u64().unwrap_or_default(),
-                            p["digest"].as_str().unwrap_or_default()
-                        );
-                        entry(name, v)
-                    })
-                    .collect::<Vec<_>>();
-            }
-            let digest = input["digest"].as_str().unwrap_or_default();
-            let v = match input["generation"].as_u64() {
-                Some(g) => format!("{g}:{digest}"),
-                None => digest.to_owned(),
+            let mut entry = json!({ "namespace": namespace, "name": name });
+            let v = match input["partitions"].as_array() {
+                Some(parts) => {
+                    let parts: Vec<Value> = parts
+                        .iter()
+                        .map(|p| {
+                            json!({
+                                "partition": p["partition"].as_str().unwrap_or_default(),
+                                "generation": p["generation"].as_u64().unwrap_or_default(),
+                                "digest": p["digest"].as_str().unwrap_or_default(),
+                            })
+                        })
+                        .collect();
+                    let v = input["digest"].as_str().unwrap_or_default().to_owned();
+                    entry["inputFacets"] = json!({ "weirPartitions": {
+                        "_producer": PRODUCER,
+                        "_schemaURL": format!("{PRODUCER}/blob/main/tests/lineage/WeirPartitionsInputDatasetFacet.json#/$defs/WeirPartitionsInputDatasetFacet"),
+                        "partitions": parts,
+                    }});
+                    v
+                }
+                None => {
+                    let digest = input["digest"].as_str().unwrap_or_default();
+                    match input["generation"].as_u64() {
+                        Some(g) => format!("{g}:{digest}"),
+                        None => digest.to_owned(),
+                    }
+                }
             };
-            vec![entry(name, v)]
+            entry["facets"] = json!({ "version": version(&v) });
+            entry
         })
         .collect()
 }
 
 /// The output dataset's facets: its version, and from the audit (when its
 /// `candidate.json` is at hand) its schema and the gates as assertions.
-fn output_facets(commit: &CommitRecord, audit: Option<Audit>) -> Value {
+fn output_facets(
+    commit: &CommitRecord,
+    audit: Option<Audit>,
+    gates: &[(String, Option<String>)],
+) -> Value {
     let mut facets = json!({
         "version": version(&format!("{}:{}", commit.generation.get(), commit.digest)),
     });
@@ -597,14 +657,35 @@ fn output_facets(commit: &CommitRecord, audit: Option<Audit>) -> Value {
             json!({
                 "_producer": PRODUCER,
                 "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DataQualityAssertionsDatasetFacet.json#/$defs/DataQualityAssertionsDatasetFacet",
-                "assertions": audit.gates.iter().map(|g| json!({
-                    "assertion": g.gate,
-                    "success": g.passed,
-                })).collect::<Vec<_>>(),
+                "assertions": audit.gates.iter().map(|g| assertion(&g.gate, g.passed, gates)).collect::<Vec<_>>(),
             }),
         );
     }
     facets
+}
+
+/// A data-quality assertion: the gate as the audit names it, whether it
+/// passed, and the column it checks where it checks one.
+fn assertion(gate: &str, success: bool, gates: &[(String, Option<String>)]) -> Value {
+    let mut assertion = json!({ "assertion": gate, "success": success });
+    if let Some((_, Some(column))) = gates.iter().find(|(g, _)| g == gate) {
+        assertion["column"] = json!(column);
+    }
+    assertion
+}
+
+/// The one column `gate` checks, if it checks one.
+fn column(gate: &crate::audit::Gate) -> Option<String> {
+    use crate::audit::Gate;
+    match gate {
+        Gate::NotNull { columns } | Gate::Unique { columns } if columns.len() == 1 => {
+            columns.first().cloned()
+        }
+        Gate::AcceptedValues { column, .. } | Gate::Reconcile { column, .. } => {
+            Some(column.clone())
+        }
+        _ => None,
+    }
 }
 
 /// The part of an audit's `candidate.json` lineage reports.

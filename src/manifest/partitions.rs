@@ -263,6 +263,14 @@ impl Validator<'_, '_, '_, '_> {
         let zone = zone?;
         let probe = TimeScheme::probe(grain, zone, start_text);
         let start = self.bound(&probe, start_text, &p("start"));
+        if let (Some(start), Some(end)) = (start, &raw.end) {
+            // An `end` that names a local time the zone's fractional change
+            // skips is no key only because of the zone: say that alone.
+            let unbounded = probe.clone().with_range(start, None);
+            if probe.parse_bound(end).is_none() && !self.whole_periods(name, grain, &unbounded) {
+                return None;
+            }
+        }
         let end = raw
             .end
             .as_ref()

@@ -143,7 +143,8 @@ pub struct Notifier {
 }
 
 /// Runs as [`crate::exec::run`] does, sending the manifest's `[notify]`
-/// targets what the run decides (`weir run`, `weir serve`).
+/// targets what the run decides; front ends start a run with
+/// `session::run`, which calls this.
 pub fn run_notifying(
     manifest: &Manifest,
     options: &crate::exec::RunOptions,

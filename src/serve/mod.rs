@@ -16,7 +16,7 @@
 //! the I/O. Nothing polls and nothing blocks the executor: readiness
 //! checks (a sensor's command may hang) and lanes run on threads of their
 //! own and report on the channel, so a signal is always heard at once.
-//! Lanes are runs of the one run path (`notify::run_notifying`), side by
+//! Lanes are runs of the one run path (`session::run`), side by
 //! side: a pool's slots (in the process and across engines) are the only
 //! thing that makes one wait for another. Several manifests run on threads
 //! of their own and share nothing but the process.
@@ -919,8 +919,11 @@ impl Lane {
         });
         let mut published = Vec::new();
         let mut interrupted = false;
-        match crate::notify::run_notifying(&self.manifest, &options, Some(observe)) {
+        match crate::session::run(&self.manifest, &options, Some(observe)) {
             Ok(summary) => {
+                for warning in &summary.warnings {
+                    self.say.say("WARN", "", "", &format!(": {warning}"));
+                }
                 for (task, partition, result) in &summary.instances {
                     if *result == InstanceResult::Published && !published.contains(task) {
                         published.push(task.clone());

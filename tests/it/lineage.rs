@@ -478,3 +478,223 @@ fn an_interrupted_attempt_is_aborted_in_lineage() {
     );
     assert_eq!(events[0]["run"]["runId"], events[1]["run"]["runId"]);
 }
+
+const DAYS: &str = r#"
+[pipeline]
+name = "days"
+code_version = "1"
+warehouse = "wh"
+
+[pools.default]
+slots = 2
+
+[partitions.day]
+kind = "daily"
+start = "2026-09-01"
+end = "2026-09-05"
+
+[backfills.early]
+from = "2026-09-01"
+to = "2026-09-04"
+pool = "default"
+tasks = ["up"]
+reason = "history"
+
+[tasks.up]
+command = ["sh", "up.sh"]
+partitioned_by = "day"
+output = { dataset = "up_out", grain = ["day"] }
+
+[tasks.roll]
+command = ["sh", "roll.sh"]
+partitioned_by = "day"
+inputs = [{ dataset = "up_out", window = [-2, 0] }]
+output = { dataset = "rolled", grain = ["day"] }
+gates = [{ check = "not_null", columns = ["v"] }]
+
+[lineage]
+file = "lineage.jsonl"
+"#;
+
+/// Days 09-01 to 09-04 of `up` published by backfill `early` (run
+/// RUN-B); `roll` of a day is the three days up to it, its `v` empty on
+/// 09-04 (a not_null gate fails).
+fn days() -> Sandbox {
+    let sb = Sandbox::new(DAYS);
+    sb.script(
+        "up.sh",
+        "printf 'day,v\\n%s,1\\n' \"$WEIR_PARTITION\" > \"$WEIR_OUTPUT_DIR/out.csv\"\n",
+    );
+    sb.script(
+        "roll.sh",
+        "v=1; [ \"$WEIR_PARTITION\" = 2026-09-04 ] && v=\n\
+         printf 'day,v\\n%s,%s\\n' \"$WEIR_PARTITION\" \"$v\" > \"$WEIR_OUTPUT_DIR/out.csv\"\n",
+    );
+    let out = sb
+        .weir(&["backfill", "m.toml", "early", "--run-id", "RUN-B"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    sb
+}
+
+fn lineage_events(sb: &Sandbox) -> Vec<Value> {
+    let text = std::fs::read_to_string(sb.path().join("lineage.jsonl")).unwrap_or_default();
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The events of weir run `run`.
+fn of_run(events: &[Value], run: &str) -> Vec<Value> {
+    let parent = weir::lineage::uuid(&[run]);
+    events
+        .iter()
+        .filter(|e| e["run"]["facets"]["parent"]["run"]["runId"] == parent.as_str())
+        .cloned()
+        .collect()
+}
+
+// Backfill and repair start their runs through the same session as `weir
+// run`: their publications reach the lineage sink too.
+#[test]
+fn backfill_and_repair_runs_emit_lineage() {
+    let sb = days();
+    let backfill = of_run(&lineage_events(&sb), "RUN-B");
+    for day in ["2026-09-01", "2026-09-02", "2026-09-03", "2026-09-04"] {
+        find(&backfill, "COMPLETE", "days.up", day);
+    }
+    let out = sb.run("RUN-R", &["--partition", "2026-09-03", "--task", "roll"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let out = sb
+        .weir(&[
+            "repair",
+            "m.toml",
+            "up_out",
+            "--partition",
+            "2026-09-02",
+            "--reason",
+            "fix",
+            "--run-id",
+            "RUN-P",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let repair = of_run(&lineage_events(&sb), "RUN-P");
+    let up = find(&repair, "COMPLETE", "days.up", "2026-09-02");
+    assert_eq!(
+        up["outputs"][0]["facets"]["version"]["datasetVersion"],
+        format!(
+            "2:{}",
+            sb.store("up_out", "2026-09-02")
+                .latest()
+                .unwrap()
+                .unwrap()
+                .digest
+        )
+    );
+    find(&repair, "COMPLETE", "days.roll", "2026-09-03");
+    let validator = validator();
+    for event in backfill.iter().chain(&repair) {
+        let errors = validator.errors(event);
+        assert!(errors.is_empty(), "{errors:?} in {event:#}");
+    }
+}
+
+// An input read from several partitions (a window) is one input of one
+// name, not one per partition: its partitions are an input facet.
+#[test]
+fn an_input_read_from_several_partitions_is_one_input_with_its_partitions() {
+    let sb = days();
+    let out = sb.run("RUN-W", &["--partition", "2026-09-03", "--task", "roll"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let events = of_run(&lineage_events(&sb), "RUN-W");
+    let complete = find(&events, "COMPLETE", "days.roll", "2026-09-03");
+    let inputs = complete["inputs"].as_array().unwrap();
+    assert_eq!(inputs.len(), 1, "{complete:#}");
+    assert_eq!(inputs[0]["name"], "up_out");
+    let pins: Vec<(String, u64, String)> = inputs[0]["inputFacets"]["weirPartitions"]["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["partition"].as_str().unwrap().to_owned(),
+                p["generation"].as_u64().unwrap(),
+                p["digest"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, u64, String)> = ["2026-09-01", "2026-09-02", "2026-09-03"]
+        .iter()
+        .map(|day| {
+            let latest = sb.store("up_out", day).latest().unwrap().unwrap();
+            (day.to_string(), 1, latest.digest.to_string())
+        })
+        .collect();
+    assert_eq!(pins, expected);
+    let record = sb.store("rolled", "2026-09-03").latest().unwrap().unwrap();
+    assert_eq!(
+        inputs[0]["facets"]["version"]["datasetVersion"],
+        record.input_snapshot["inputs"][0]["digest"]
+    );
+    // The gate that passed names its column too.
+    assert_eq!(
+        complete["outputs"][0]["facets"]["dataQualityAssertions"]["assertions"],
+        serde_json::json!([
+            { "assertion": "grain unique(day)", "success": true, "column": "day" },
+            { "assertion": "not_null(v)", "success": true, "column": "v" },
+        ])
+    );
+    let errors = validator().errors(complete);
+    assert!(errors.is_empty(), "{errors:?} in {complete:#}");
+}
+
+// A gate failure's FAIL names the output and the failed gate as an
+// OpenLineage data-quality assertion, with the column it checks.
+#[test]
+fn a_gate_failure_fails_with_the_failed_assertion() {
+    let sb = days();
+    let out = sb.run("RUN-G", &["--partition", "2026-09-04", "--task", "roll"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let events = of_run(&lineage_events(&sb), "RUN-G");
+    let fail = find(&events, "FAIL", "days.roll", "2026-09-04");
+    assert_eq!(fail["outputs"][0]["name"], "rolled");
+    assert_eq!(
+        fail["outputs"][0]["facets"]["dataQualityAssertions"]["assertions"],
+        serde_json::json!([{ "assertion": "not_null(v)", "success": false, "column": "v" }])
+    );
+    let errors = validator().errors(fail);
+    assert!(errors.is_empty(), "{errors:?} in {fail:#}");
+}

@@ -13,6 +13,7 @@ mod commands;
 mod console;
 mod containment;
 mod crash;
+mod cron_dst;
 mod data_layout;
 mod daytwo;
 mod disk_full;

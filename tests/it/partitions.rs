@@ -822,3 +822,29 @@ done
         "no week from a drifted day"
     );
 }
+
+// An `end` in the half hour Lord Howe skips is no key only because of the
+// zone, which is refused: that is the one error, not a "not a partition
+// key" about `end` before it.
+#[test]
+fn a_zone_refused_for_a_fractional_change_is_the_only_error_about_its_end() {
+    for end in ["2026-10-04T02", "2026-12-31T23"] {
+        let sb = crate::support::Sandbox::new(&format!(
+            "[pipeline]\nname = \"t\"\ncode_version = \"1\"\nwarehouse = \"wh\"\n\n[partitions.hour]\nkind = \"hourly\"\nstart = \"2026-01-01T00\"\nend = \"{end}\"\ntimezone = \"Australia/Lord_Howe\"\n\n[tasks.a]\ncommand = [\"true\"]\npartitioned_by = \"hour\"\noutput = {{ dataset = \"a\", grain = [\"x\"] }}\n"
+        ));
+        let errors = weir::manifest::Manifest::load(&sb.path().join("m.toml")).unwrap_err();
+        let found: Vec<(&str, &str)> = errors
+            .errors
+            .iter()
+            .map(|e| (e.code, e.message.as_str()))
+            .collect();
+        assert_eq!(
+            found,
+            [(
+                "weir::manifest::fractional_offset_change",
+                "hourly scheme `hour` cannot be in `Australia/Lord_Howe`: its clocks change by a fraction of an hour (+11:00 to +10:30 at 2026-04-04T15:00:00Z)"
+            )],
+            "end {end}"
+        );
+    }
+}

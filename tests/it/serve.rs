@@ -812,3 +812,47 @@ fn missed_periods_are_notified_once_each() {
     assert_eq!(serve.stop().0, 0);
     assert_eq!(pages(&sb).len(), 2);
 }
+
+// A serve batch is a run like `weir run`'s: its publications reach the
+// lineage sink (serve used to start runs without the lineage emitter).
+#[test]
+fn serve_publications_appear_in_the_lineage_file() {
+    let sb = Sandbox::new(&format!(
+        "{MANIFEST}\n[lineage]\nfile = \"lineage.jsonl\"\n"
+    ));
+    sb.script("h.sh", SCRIPT);
+    let serve = Serve::start(&sb, "2026-09-20T11:30:00Z");
+    serve.wait_for(&["DONE h 2026-09-20T10 PUBLISHED"]);
+    let (code, lines) = serve.stop();
+    assert_eq!(code, 0, "{lines:#?}");
+    let text = std::fs::read_to_string(sb.path().join("lineage.jsonl")).unwrap_or_default();
+    let events: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |kind: &str| {
+        events
+            .iter()
+            .filter(|e| {
+                e["eventType"] == kind
+                    && e["job"]["name"] == "served.h"
+                    && e["run"]["facets"]["weir"]["partition"] == "2026-09-20T10"
+            })
+            .count()
+    };
+    assert_eq!((of("START"), of("COMPLETE")), (1, 1), "{text}");
+    let complete = events
+        .iter()
+        .find(|e| e["eventType"] == "COMPLETE")
+        .unwrap();
+    let generation = sb
+        .store("hours", "2026-09-20T10")
+        .latest()
+        .unwrap()
+        .unwrap();
+    assert_eq!(complete["outputs"][0]["name"], "hours");
+    assert_eq!(
+        complete["outputs"][0]["facets"]["version"]["datasetVersion"],
+        format!("1:{}", generation.digest)
+    );
+}

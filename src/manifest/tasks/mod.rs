@@ -576,17 +576,26 @@ impl Validator<'_, '_, '_, '_> {
             );
             return None;
         }
-        match crate::cron::Schedule::parse(text, zone) {
-            Ok(s) => Some(s),
-            Err(why) => {
-                self.err(
-                    ManifestError::new(ManifestErrorKind::BadSchedule, why)
-                        .at(self.value(path), "not a five-field cron expression")
-                        .help("minute hour day-of-month month day-of-week, e.g. \"0 6 * * *\" (06:00 every day) or \"*/15 * * * *\""),
-                );
-                None
-            }
-        }
+        use crate::cron::ScheduleError;
+        let (why, label, help) = match crate::cron::Schedule::parse(text, zone) {
+            Ok(s) => return Some(s),
+            Err(ScheduleError::NeverFires(why)) => (
+                why,
+                "no day ever matches",
+                "check the day of month against the months (February has at most 29 days, April, June, September and November 30)",
+            ),
+            Err(ScheduleError::Syntax(why) | ScheduleError::Zone(why)) => (
+                why,
+                "not a five-field cron expression",
+                "minute hour day-of-month month day-of-week, e.g. \"0 6 * * *\" (06:00 every day) or \"*/15 * * * *\"",
+            ),
+        };
+        self.err(
+            ManifestError::new(ManifestErrorKind::BadSchedule, why)
+                .at(self.value(path), label)
+                .help(help),
+        );
+        None
     }
 
     /// `offset = k` or `window = [lo, hi]` of input `i`, checked for shape.
