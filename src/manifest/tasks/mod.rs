@@ -115,10 +115,7 @@ impl Validator<'_, '_, '_, '_> {
             slo,
             delay,
             wait,
-            rerun: match raw.rerun {
-                Some(raw::RawRerun::OnChange) => Rerun::OnChange,
-                Some(raw::RawRerun::Always) | None => Rerun::Always,
-            },
+            rerun: rerun(raw.rerun),
             schedule,
         })
     }
@@ -681,5 +678,13 @@ impl Validator<'_, '_, '_, '_> {
                 )),
             );
         }
+    }
+}
+
+/// `rerun`, defaulting to a run at every firing.
+fn rerun(raw: Option<raw::RawRerun>) -> Rerun {
+    match raw {
+        Some(raw::RawRerun::OnChange) => Rerun::OnChange,
+        Some(raw::RawRerun::Always) | None => Rerun::Always,
     }
 }
