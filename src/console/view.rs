@@ -158,6 +158,26 @@ pub(super) struct GridView {
 }
 
 pub(super) fn grid(manifest: &Manifest, filter: GridFilter) -> Result<GridView, ViewError> {
+    if !filter.task.is_empty() && !manifest.tasks.contains_key(&filter.task) {
+        return Err(ViewError::not_found(format!(
+            "no task `{}` in `{}`",
+            filter.task, manifest.pipeline.name
+        )));
+    }
+    if !filter.state.is_empty() && !CellState::ALL.iter().any(|s| s.as_str() == filter.state) {
+        return Err(ViewError {
+            status: 400,
+            message: format!(
+                "no state `{}`: the grid's states are {}",
+                filter.state,
+                CellState::ALL
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        });
+    }
     let warehouse = open(manifest)?;
     let records = latest_run_records(&warehouse)?;
     let grid = Grid::read(manifest, &warehouse, &records).map_err(ViewError::engine)?;
@@ -378,6 +398,13 @@ pub(super) fn instance(
             manifest.pipeline.name
         )));
     };
+    let now = crate::clock::now();
+    if !spec.dims.contains(partition, now) {
+        return Err(ViewError::not_found(format!(
+            "partition `{partition}` is not in the partition scheme of task `{task}`: {}",
+            crate::plan::partition_help(manifest, &[task], now)
+        )));
+    }
     let warehouse = open(manifest)?;
     let events = all_events(&warehouse)?;
     let explanation = crate::ops::explain::explain(manifest, &warehouse, &events, task, partition)

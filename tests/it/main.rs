@@ -8,6 +8,8 @@ mod boundary;
 mod chaos;
 #[cfg(feature = "console")]
 mod console;
+#[cfg(feature = "console")]
+mod console_limits;
 mod containment;
 mod crash;
 mod data_layout;
