@@ -41,9 +41,31 @@ impl ViewError {
     }
 }
 
+/// The pipeline's warehouse, opened once per process and shared by every
+/// request: an object store's client (and its runtime and connections)
+/// is built once, not for each page. A failed open is not kept.
 fn open(manifest: &Manifest) -> Result<Warehouse, ViewError> {
-    Warehouse::open_to_read(&manifest.pipeline)
-        .map_err(|e| ViewError::engine(crate::exec::chain(&e)))
+    type Opened = std::sync::Mutex<std::collections::HashMap<String, Warehouse>>;
+    static OPENED: std::sync::OnceLock<Opened> = std::sync::OnceLock::new();
+    let location = crate::store::Location::from(&manifest.pipeline);
+    let key = format!("{location:?}");
+    let opened = OPENED.get_or_init(Opened::default);
+    let known = opened
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(&key)
+        .cloned();
+    if let Some(warehouse) = known {
+        return Ok(warehouse);
+    }
+    let warehouse =
+        Warehouse::open_to_read(location).map_err(|e| ViewError::engine(crate::exec::chain(&e)))?;
+    Ok(opened
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .entry(key)
+        .or_insert(warehouse)
+        .clone())
 }
 
 fn all_events(warehouse: &Warehouse) -> Result<Vec<EventRecord>, ViewError> {

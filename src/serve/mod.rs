@@ -356,7 +356,7 @@ impl Served {
         // External inputs: their sensors (`ready`), or their files.
         let task = &self.manifest.tasks[&spec.name];
         for key in self.scope_keys(i) {
-            match crate::exec::readiness::check(&self.manifest, task, &key) {
+            match crate::exec::sensed::check(&self.manifest, &self.warehouse, task, &key, "serve") {
                 crate::exec::readiness::Readiness::Ready => {}
                 crate::exec::readiness::Readiness::NotYet(not_ready) => {
                     let mut checks = self.checks.borrow_mut();

@@ -50,6 +50,7 @@ mod s3_requests;
 #[cfg(feature = "s3")]
 mod s3_warehouse;
 mod schema;
+mod sensor_reads;
 mod sensors;
 mod serve;
 mod slo;
