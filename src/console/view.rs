@@ -179,7 +179,9 @@ pub(super) struct GridView {
     legend: Vec<(&'static str, usize)>,
 }
 
-pub(super) fn grid(manifest: &Manifest, filter: GridFilter) -> Result<GridView, ViewError> {
+/// A filter naming a task the pipeline does not have (404) or no state
+/// (400) is refused, saying which.
+fn check_filter(manifest: &Manifest, filter: &GridFilter) -> Result<(), ViewError> {
     if !filter.task.is_empty() && !manifest.tasks.contains_key(&filter.task) {
         return Err(ViewError::not_found(format!(
             "no task `{}` in `{}`",
@@ -200,6 +202,11 @@ pub(super) fn grid(manifest: &Manifest, filter: GridFilter) -> Result<GridView, 
             ),
         });
     }
+    Ok(())
+}
+
+pub(super) fn grid(manifest: &Manifest, filter: GridFilter) -> Result<GridView, ViewError> {
+    check_filter(manifest, &filter)?;
     let warehouse = open(manifest)?;
     let records = latest_run_records(&warehouse)?;
     let grid = Grid::read(manifest, &warehouse, &records).map_err(ViewError::engine)?;

@@ -183,6 +183,7 @@ fn console_pages_never_run_a_sensor_command() {
         let (status, _) = get(&addr, path);
         assert_eq!(status, 200, "{path}");
     }
+    assert_eq!(asked(&sb), ["b"], "a page ran the sensor");
     let (_, body) = get(&addr, "/api/status");
     assert!(
         body.contains("`sh sensor.sh b` exited with 1 (checked by run RUN-1 at "),
@@ -191,7 +192,6 @@ fn console_pages_never_run_a_sensor_command() {
     assert!(body.contains("its sensor is not checked yet"), "{body}");
     let (_, page) = get(&addr, "/instance?task=load&partition=b");
     assert!(page.contains("checked by run RUN-1 at "), "{page}");
-    assert_eq!(asked(&sb), ["b"], "a page ran the sensor");
     engine.signal(libc::SIGTERM);
     assert_eq!(
         engine.finish(Duration::from_secs(20)).status.code(),
