@@ -353,18 +353,20 @@ impl Overview {
             for (i, key) in unpublished.into_iter().enumerate() {
                 let late_since = crate::exec::readiness::late_since(task, &key, now);
                 // The run's own test, without starting a sensor command:
-                // files now, a command sensor's last recorded answer.
-                match crate::exec::sensed::known(manifest, warehouse, task, &key, answered.as_ref())
-                {
+                // files now, a command sensor's last recorded answer; older
+                // partitions nobody asked are only missing.
+                let known =
+                    crate::exec::sensed::known(manifest, warehouse, task, &key, answered.as_ref());
+                let shown = match known {
+                    Known::Unchecked(_) if i < unchecked_from => Known::Ready,
+                    known => known,
+                };
+                match shown {
                     Known::Ready => {}
-                    Known::NotYet(n) => waiting.push((task.name.clone(), key.clone(), n.why)),
-                    Known::Unchecked(n) if i >= unchecked_from => {
+                    Known::NotYet(n) | Known::Unchecked(n) => {
                         waiting.push((task.name.clone(), key.clone(), n.why));
                     }
-                    Known::Unchecked(_) => {}
-                    Known::Failed(f) => {
-                        sensors.push((task.name.clone(), key.clone(), f.why));
-                    }
+                    Known::Failed(f) => sensors.push((task.name.clone(), key.clone(), f.why)),
                 }
                 missing.push(Missing {
                     task: task.name.clone(),
