@@ -198,3 +198,63 @@ fn console_pages_never_run_a_sensor_command() {
         Some(0)
     );
 }
+
+const HOURLY: &str = r#"
+[pipeline]
+name = "served"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.hour]
+kind = "hourly"
+start = "2026-09-20T00"
+
+[datasets.feed]
+path = "feed/{partition}.csv"
+ready = { command = ["sh", "sensor.sh", "{partition}"] }
+
+[tasks.h]
+command = ["sh", "-c", "cp \"$WEIR_INPUT_FEED\" \"$WEIR_OUTPUT_DIR/out.csv\""]
+partitioned_by = "hour"
+inputs = ["feed"]
+output = { dataset = "hours", format = "csv", grain = ["id"] }
+"#;
+
+// serve's answers are recorded as a run's are: status shows what serve
+// found for the hour it waits on, and when.
+#[test]
+fn status_shows_the_answer_serve_recorded() {
+    let sb = Sandbox::new(HOURLY);
+    std::fs::create_dir(sb.path().join("feed")).unwrap();
+    std::fs::write(sb.path().join("feed/2026-09-20T10.csv"), "id\n1\n").unwrap();
+    sb.script("sensor.sh", "echo \"$1\" >> asked\nexit 1\n");
+    let mut cmd = sb.weir(&["serve", "m.toml"]);
+    cmd.env("WEIR_NOW", "2026-09-20T11:30:00Z");
+    let engine = Engine::spawn(cmd, sb.path(), "serve");
+    let out = sb.path().join("serve.stdout");
+    poll_until("serve waits on hour 10", Duration::from_secs(60), || {
+        std::fs::read_to_string(&out)
+            .unwrap_or_default()
+            .contains("WAIT h 2026-09-20T10")
+    });
+    let before = asked(&sb).len();
+    let out = sb.weir_out(&["status", "m.toml", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let waiting = doc["waiting"].to_string();
+    assert!(
+        waiting.contains("`sh sensor.sh 2026-09-20T10` exited with 1 (checked by serve at "),
+        "{waiting}"
+    );
+    engine.signal(libc::SIGTERM);
+    assert_eq!(
+        engine.finish(Duration::from_secs(30)).status.code(),
+        Some(0)
+    );
+    // Only serve asked (it rechecks as it waits); status did not.
+    assert!(before >= 1);
+    assert!(
+        asked(&sb).iter().all(|k| k == "2026-09-20T10"),
+        "{:?}",
+        asked(&sb)
+    );
+}
