@@ -39,6 +39,12 @@ fn command_sensor(manifest: &Manifest, task: &Task) -> Option<String> {
         .map(|i| i.dataset.clone())
 }
 
+/// Whether `task` reads an external input whose sensor is a command: the
+/// tasks whose answers are recorded (the others are known from files).
+pub fn has_command_sensor(manifest: &Manifest, task: &Task) -> bool {
+    command_sensor(manifest, task).is_some()
+}
+
 /// [`readiness::check`], for an engine about to run the instance (`by`: the
 /// run id, or `serve`): its answer is recorded for readers when the task
 /// has a command sensor. A record that cannot be written is a warning: the

@@ -346,9 +346,10 @@ impl Overview {
                 .collect();
             // One listing of the answers engines recorded, read only
             // where there is one; an unreadable listing reads each.
-            let answered = (!unpublished.is_empty())
-                .then(|| crate::store::sensed::listed(warehouse, &task.name).ok())
-                .flatten();
+            let answered = (!unpublished.is_empty()
+                && crate::exec::sensed::has_command_sensor(manifest, task))
+            .then(|| crate::store::sensed::listed(warehouse, &task.name).ok())
+            .flatten();
             let unchecked_from = unpublished.len().saturating_sub(UNCHECKED_SHOWN);
             for (i, key) in unpublished.into_iter().enumerate() {
                 let late_since = crate::exec::readiness::late_since(task, &key, now);

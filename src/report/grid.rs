@@ -232,10 +232,11 @@ impl Judge<'_> {
         } else {
             // Files and watermarks, and a command sensor's recorded
             // answer: a page is no reason to start a sensor command.
-            let answered = self
-                .answered
-                .entry(task.name.clone())
-                .or_insert_with(|| crate::store::sensed::listed(warehouse, &task.name).ok());
+            let answered = self.answered.entry(task.name.clone()).or_insert_with(|| {
+                crate::exec::sensed::has_command_sensor(manifest, task)
+                    .then(|| crate::store::sensed::listed(warehouse, &task.name).ok())
+                    .flatten()
+            });
             match crate::exec::sensed::known(manifest, warehouse, task, &key, answered.as_ref()) {
                 Known::NotYet(n) => {
                     stale_why.insert((task.name.clone(), key.clone()), n.why);
