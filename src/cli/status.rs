@@ -252,12 +252,23 @@ fn print_waiting(manifest: &std::path::Path, overview: &Overview) {
             );
         }
         for (partition, detail) in &waiting[earlier..] {
-            println!(
-                "{:<11} {task} {partition}: {detail}; put it in place, then `weir run {} --task {task} --partition {}`",
-                "WAITING",
+            let run = format!(
+                "`weir run {} --task {task} --partition {}`",
                 shell_word(&manifest.display().to_string()),
                 shell_word(partition)
             );
+            // Nothing to put in place while nobody has asked the sensor.
+            if detail.contains(crate::exec::sensed::NOT_CHECKED_YET) {
+                println!(
+                    "{:<11} {task} {partition}: {detail}; {run} asks it",
+                    "WAITING"
+                );
+            } else {
+                println!(
+                    "{:<11} {task} {partition}: {detail}; put it in place, then {run}",
+                    "WAITING"
+                );
+            }
         }
     }
 }

@@ -23,11 +23,14 @@
 //! (`Authorization: Bearer`, `?token=`, or the cookie a `?token=` visit sets).
 //!
 //! The server runs on its own thread with a one-thread tokio runtime; the
-//! warehouse is read on tokio's blocking pool. [`serve`] returns once the
-//! address is bound; dropping the [`Console`] stops it.
+//! warehouse is read on tokio's blocking pool, a few pages at a time.
+//! [`serve`] returns once the address is bound; dropping the [`Console`]
+//! stops it within a short grace, whatever its clients do (`server`: a
+//! header read timeout, an idle timeout, a cap on open connections).
 
 mod auth;
 mod pages;
+mod server;
 mod view;
 
 use std::net::{SocketAddr, TcpListener};
@@ -97,7 +100,8 @@ impl Console {
         self.addr
     }
 
-    /// Stops serving: requests under way finish, new ones are refused.
+    /// Stops serving: new connections are refused, requests under way are
+    /// given a short grace to finish, then their connections are closed.
     pub fn shutdown(mut self) {
         self.stop_and_join();
     }
@@ -184,15 +188,17 @@ pub fn serve(
                         return;
                     }
                 };
-                let served = axum::serve(listener, pages::router(app))
-                    .with_graceful_shutdown(async {
-                        let _ = stopped.await;
-                    })
-                    .await;
-                if let Err(e) = served {
-                    eprintln!("error: the console stopped: {e}");
-                }
+                server::run(
+                    listener,
+                    pages::router(app),
+                    stopped,
+                    server::Limits::of_process(),
+                )
+                .await;
             });
+            // A page still reading the warehouse is not waited for: the
+            // process may be on its way out.
+            runtime.shutdown_background();
         })
         .map_err(|source| ConsoleError::Bind { addr, source })?;
     Ok(Console {

@@ -21,11 +21,16 @@ use crate::manifest::Manifest;
 /// Seconds between a page's refreshes.
 const REFRESH_SECONDS: u64 = 5;
 
+/// Pages read from the warehouse at once; more wait their turn, so that a
+/// crowd of clients takes neither threads nor descriptors from the engine.
+const READERS: usize = 4;
+
 /// What every handler shares.
 pub(super) struct App {
     manifests: Vec<Manifest>,
     token: Option<Token>,
     templates: Environment<'static>,
+    readers: tokio::sync::Semaphore,
 }
 
 impl App {
@@ -51,6 +56,7 @@ impl App {
             manifests,
             token,
             templates,
+            readers: tokio::sync::Semaphore::new(READERS),
         }
     }
 
@@ -205,6 +211,12 @@ async fn blocking<T: Send + 'static>(
     app: &Arc<App>,
     f: impl FnOnce(&App) -> Result<T, ViewError> + Send + 'static,
 ) -> Result<T, ViewError> {
+    let Ok(_turn) = app.readers.acquire().await else {
+        return Err(ViewError {
+            status: 503,
+            message: "the console is stopping".into(),
+        });
+    };
     let app = app.clone();
     tokio::task::spawn_blocking(move || f(&app))
         .await

@@ -41,9 +41,31 @@ impl ViewError {
     }
 }
 
+/// The pipeline's warehouse, opened once per process and shared by every
+/// request: an object store's client (and its runtime and connections)
+/// is built once, not for each page. A failed open is not kept.
 fn open(manifest: &Manifest) -> Result<Warehouse, ViewError> {
-    Warehouse::open_to_read(&manifest.pipeline)
-        .map_err(|e| ViewError::engine(crate::exec::chain(&e)))
+    type Opened = std::sync::Mutex<std::collections::HashMap<String, Warehouse>>;
+    static OPENED: std::sync::OnceLock<Opened> = std::sync::OnceLock::new();
+    let location = crate::store::Location::from(&manifest.pipeline);
+    let key = format!("{location:?}");
+    let opened = OPENED.get_or_init(Opened::default);
+    let known = opened
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(&key)
+        .cloned();
+    if let Some(warehouse) = known {
+        return Ok(warehouse);
+    }
+    let warehouse =
+        Warehouse::open_to_read(location).map_err(|e| ViewError::engine(crate::exec::chain(&e)))?;
+    Ok(opened
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .entry(key)
+        .or_insert(warehouse)
+        .clone())
 }
 
 fn all_events(warehouse: &Warehouse) -> Result<Vec<EventRecord>, ViewError> {
@@ -157,7 +179,34 @@ pub(super) struct GridView {
     legend: Vec<(&'static str, usize)>,
 }
 
+/// A filter naming a task the pipeline does not have (404) or no state
+/// (400) is refused, saying which.
+fn check_filter(manifest: &Manifest, filter: &GridFilter) -> Result<(), ViewError> {
+    if !filter.task.is_empty() && !manifest.tasks.contains_key(&filter.task) {
+        return Err(ViewError::not_found(format!(
+            "no task `{}` in `{}`",
+            filter.task, manifest.pipeline.name
+        )));
+    }
+    if !filter.state.is_empty() && !CellState::ALL.iter().any(|s| s.as_str() == filter.state) {
+        return Err(ViewError {
+            status: 400,
+            message: format!(
+                "no state `{}`: the grid's states are {}",
+                filter.state,
+                CellState::ALL
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        });
+    }
+    Ok(())
+}
+
 pub(super) fn grid(manifest: &Manifest, filter: GridFilter) -> Result<GridView, ViewError> {
+    check_filter(manifest, &filter)?;
     let warehouse = open(manifest)?;
     let records = latest_run_records(&warehouse)?;
     let grid = Grid::read(manifest, &warehouse, &records).map_err(ViewError::engine)?;
@@ -378,6 +427,13 @@ pub(super) fn instance(
             manifest.pipeline.name
         )));
     };
+    let now = crate::clock::now();
+    if !spec.dims.contains(partition, now) {
+        return Err(ViewError::not_found(format!(
+            "partition `{partition}` is not in the partition scheme of task `{task}`: {}",
+            crate::plan::partition_help(manifest, &[task], now)
+        )));
+    }
     let warehouse = open(manifest)?;
     let events = all_events(&warehouse)?;
     let explanation = crate::ops::explain::explain(manifest, &warehouse, &events, task, partition)

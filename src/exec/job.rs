@@ -169,7 +169,7 @@ impl Job<'_> {
         if let Some(s) = self.snapshot.take() {
             return Ok(s);
         }
-        match readiness::check(cx.manifest, task, partition) {
+        match super::sensed::check(cx.manifest, &cx.warehouse, task, partition, &cx.run_id) {
             readiness::Readiness::Ready => {}
             readiness::Readiness::NotYet(n) => return Err(Outcome::NotReady(n)),
             readiness::Readiness::Failed(f) => return Err(Outcome::SensorFailed(f)),

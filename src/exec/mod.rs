@@ -39,6 +39,7 @@ mod pool;
 pub mod readiness;
 pub mod retry;
 mod scheduler;
+pub mod sensed;
 mod settings;
 pub mod slurm;
 pub mod spawn;

@@ -9,10 +9,16 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{json, Value};
 
+use crate::exec::sensed::Known;
 use crate::manifest::Manifest;
 use crate::store::certs as certify;
 use crate::store::marks::{self as state, InstanceMark, Mark};
 use crate::store::{CommitRecord, Depth, Drift, Warehouse};
+
+/// How many unpublished partitions per task (the newest) whose command
+/// sensor no engine asked yet are listed as WAITING "not checked yet"; older
+/// ones are only missing (serve never asks a period it skipped).
+const UNCHECKED_SHOWN: usize = 10;
 
 /// Why the status could not be gathered.
 #[derive(Debug, thiserror::Error)]
@@ -338,21 +344,30 @@ impl Overview {
                 .into_iter()
                 .filter(|k| !seen.contains(k))
                 .collect();
-            let asked_from = unpublished
-                .len()
-                .saturating_sub(crate::exec::readiness::COMMANDS_ASKED_BY_STATUS);
+            // One listing of the answers engines recorded, read only
+            // where there is one; an unreadable listing reads each.
+            let answered = (!unpublished.is_empty()
+                && crate::exec::sensed::has_command_sensor(manifest, task))
+            .then(|| crate::store::sensed::listed(warehouse, &task.name).ok())
+            .flatten();
+            let unchecked_from = unpublished.len().saturating_sub(UNCHECKED_SHOWN);
             for (i, key) in unpublished.into_iter().enumerate() {
                 let late_since = crate::exec::readiness::late_since(task, &key, now);
-                // The run's own test (`exec::readiness`): sensors included,
-                // sensor commands for the newest unpublished partitions only.
-                match crate::exec::readiness::check_with(manifest, task, &key, i >= asked_from) {
-                    crate::exec::readiness::Readiness::Ready => {}
-                    crate::exec::readiness::Readiness::NotYet(n) => {
+                // The run's own test, without starting a sensor command:
+                // files now, a command sensor's last recorded answer; older
+                // partitions nobody asked are only missing.
+                let known =
+                    crate::exec::sensed::known(manifest, warehouse, task, &key, answered.as_ref());
+                let shown = match known {
+                    Known::Unchecked(_) if i < unchecked_from => Known::Ready,
+                    known => known,
+                };
+                match shown {
+                    Known::Ready => {}
+                    Known::NotYet(n) | Known::Unchecked(n) => {
                         waiting.push((task.name.clone(), key.clone(), n.why));
                     }
-                    crate::exec::readiness::Readiness::Failed(f) => {
-                        sensors.push((task.name.clone(), key.clone(), f.why));
-                    }
+                    Known::Failed(f) => sensors.push((task.name.clone(), key.clone(), f.why)),
                 }
                 missing.push(Missing {
                     task: task.name.clone(),

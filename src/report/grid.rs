@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 
 use super::{esc, CellState, ReportError};
 use crate::events::{EventRecord, State};
+use crate::exec::sensed::Known;
 use crate::manifest::Manifest;
 use crate::store::marks::{self, Mark};
 use crate::store::{CommitRecord, Warehouse};
@@ -85,6 +86,7 @@ impl Grid {
             marks,
             running: running(records),
             stale_why: HashMap::new(),
+            answered: HashMap::new(),
         };
         let mut histories = Histories::new();
         // Partition keys of every scheme, newest first, as rows.
@@ -176,6 +178,8 @@ struct Judge<'a> {
     marks: HashMap<(String, String), marks::InstanceMark>,
     running: HashMap<(String, String), u32>,
     stale_why: HashMap<(String, String), String>,
+    /// Per task, the instances with a recorded sensor answer (one listing).
+    answered: HashMap<String, Option<std::collections::HashSet<String>>>,
 }
 
 impl Judge<'_> {
@@ -225,15 +229,27 @@ impl Judge<'_> {
             CellState::Published
         } else if late {
             CellState::Late
-        } else if let crate::exec::readiness::Readiness::NotYet(n) =
-            // Files and watermarks only: a page of thousands of cells
-            // is no reason to run thousands of sensor commands.
-            crate::exec::readiness::check_with(manifest, task, &key, false)
-        {
-            stale_why.insert((task.name.clone(), key.clone()), n.why);
-            CellState::Waiting
         } else {
-            CellState::Missing
+            // Files and watermarks, and a command sensor's recorded
+            // answer: a page is no reason to start a sensor command.
+            let answered = self.answered.entry(task.name.clone()).or_insert_with(|| {
+                crate::exec::sensed::has_command_sensor(manifest, task)
+                    .then(|| crate::store::sensed::listed(warehouse, &task.name).ok())
+                    .flatten()
+            });
+            match crate::exec::sensed::known(manifest, warehouse, task, &key, answered.as_ref()) {
+                Known::NotYet(n) => {
+                    stale_why.insert((task.name.clone(), key.clone()), n.why);
+                    CellState::Waiting
+                }
+                Known::Failed(f) => {
+                    stale_why.insert((task.name.clone(), key.clone()), f.why);
+                    CellState::Waiting
+                }
+                // Not asked yet (serve never asks a period it skipped):
+                // missing, as status counts it beyond its newest few.
+                Known::Ready | Known::Unchecked(_) => CellState::Missing,
+            }
         }
     }
 }

@@ -776,7 +776,7 @@ fn check_inputs(manifest: &Manifest, warehouse: &Warehouse, task: &str, keys: &[
         return Check::Failed(format!("task `{task}` is gone from the manifest"));
     };
     for key in keys {
-        match crate::exec::readiness::check(manifest, task, key) {
+        match crate::exec::sensed::check(manifest, warehouse, task, key, "serve") {
             crate::exec::readiness::Readiness::Ready => {}
             crate::exec::readiness::Readiness::NotYet(not_ready) => {
                 return Check::External(not_ready.why)

@@ -11,7 +11,8 @@
 //! filesystem ([`FsBackend`]), memory ([`MemoryBackend`]) and, with the `s3`
 //! feature, S3 (`s3::S3Backend`). Typed stores over them: the partition's
 //! tokens, claims, leases and commit log ([`PartitionStore`]), instance
-//! markers ([`marks`]), certifications ([`certs`]) and run event logs
+//! markers ([`marks`]), certifications ([`certs`]), the last answers of
+//! sensors ([`sensed`]) and run event logs
 //! ([`events`]).
 //!
 //! Layout (the README documents it; see [`layout`]):
@@ -70,6 +71,7 @@ pub mod memory;
 pub mod partition;
 #[cfg(feature = "s3")]
 pub mod s3;
+pub mod sensed;
 pub mod slots;
 pub mod summary;
 pub mod token;

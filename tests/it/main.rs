@@ -11,6 +11,8 @@ mod chaos;
 mod commands;
 #[cfg(feature = "console")]
 mod console;
+#[cfg(feature = "console")]
+mod console_limits;
 mod containment;
 mod crash;
 mod cron_dst;
@@ -52,6 +54,7 @@ mod s3_requests;
 #[cfg(feature = "s3")]
 mod s3_warehouse;
 mod schema;
+mod sensor_reads;
 mod sensors;
 mod serve;
 mod serve_lanes;

@@ -190,6 +190,7 @@ pub fn explain(
     let blocked_by = blocked_by(&mine);
     let (action, recommendation) = recommend(
         manifest,
+        warehouse,
         task,
         partition,
         &attempts,
@@ -504,6 +505,7 @@ fn depth(manifest: &Manifest, task: &str) -> usize {
 #[allow(clippy::too_many_arguments)]
 fn recommend(
     manifest: &Manifest,
+    warehouse: &Warehouse,
     task: &str,
     partition: &str,
     attempts: &[AttemptEvidence],
@@ -531,7 +533,7 @@ fn recommend(
     // no marker) and status tells (WAITING), with the command that works.
     let held_for_input = attempts.last().is_none_or(|l| l.state != "PUBLISHED");
     if published.is_none() && held_for_input && mark.is_none() {
-        if let Some(decided) = by_readiness(manifest, task, partition, &run) {
+        if let Some(decided) = by_readiness(manifest, warehouse, task, partition, &run) {
             return decided;
         }
     }
@@ -625,24 +627,30 @@ fn by_upstream(
     None
 }
 
-/// What the run's own readiness test, sensors included
-/// (`exec::readiness`), would hold an unpublished, unmarked instance for.
+/// What the run's own readiness test would hold an unpublished, unmarked
+/// instance for, as far as it is known without starting a sensor command
+/// (`exec::sensed`: files now, a command sensor's last recorded answer).
 fn by_readiness(
     manifest: &Manifest,
+    warehouse: &Warehouse,
     task: &str,
     partition: &str,
     run: &str,
 ) -> Option<(Action, String)> {
-    use crate::exec::readiness::{check, Readiness};
-    match check(manifest, &manifest.tasks[task], partition) {
-        Readiness::Ready => None,
-        Readiness::NotYet(n) => Some((
+    use crate::exec::sensed::{known, Known};
+    match known(manifest, warehouse, &manifest.tasks[task], partition, None) {
+        Known::Ready => None,
+        Known::NotYet(n) => Some((
             Action::Wait,
             format!("wait for the input: {}; put it in place, then {run} (nothing holds the instance, so `weir retry` has nothing to release)", n.why),
         )),
-        Readiness::Failed(f) => Some((
+        Known::Failed(f) => Some((
             Action::Wait,
             format!("fix the sensor: {}; then {run} (nothing holds the instance, so `weir retry` has nothing to release)", f.why),
+        )),
+        Known::Unchecked(n) => Some((
+            Action::Run,
+            format!("run: {}; {run} asks it and runs the instance once it says ready", n.why),
         )),
     }
 }
