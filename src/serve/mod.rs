@@ -1222,3 +1222,29 @@ pub fn serve(
     let _ = forward.join();
     Ok(ends)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::partition::{Grain, TimeScheme, Zone};
+
+    fn minutes(every: u32) -> Trigger {
+        let probe = TimeScheme::probe(Grain::Minutely(every), Zone::utc(), "2026-09-20T00:00");
+        let start = probe.parse("2026-09-20T00:00").unwrap();
+        Trigger::Period {
+            scheme: probe.with_range(start, None),
+            delay: 0,
+        }
+    }
+
+    // An ordinal counted under `every = 1` read under `every = 5` would be a
+    // period decades away: the progress record names the whole scheme, so a
+    // changed `every` starts the task afresh.
+    #[test]
+    fn a_changed_every_does_not_carry_progress_over() {
+        let one = trigger_text(&minutes(1));
+        let five = trigger_text(&minutes(5));
+        assert_ne!(one, five);
+        assert!(five.contains("every 5 minutes"), "{five}");
+    }
+}

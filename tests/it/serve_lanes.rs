@@ -246,3 +246,58 @@ fn the_decision_log_is_json_lines_on_request() {
     assert_eq!(done["partition"], "2026-09-20T10:58");
     assert!(done["detail"].as_str().unwrap().starts_with("PUBLISHED"));
 }
+
+const SLOW_MINUTES: &str = r#"
+[pipeline]
+name = "mixed"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.minute]
+kind = "minutely"
+every = 1
+start = "2026-09-20T00:00"
+
+[pools.wide]
+slots = 4
+
+[tasks.m]
+command = ["sh", "m.sh"]
+partitioned_by = "minute"
+pool = "wide"
+output = { dataset = "minutes", grain = ["minute"] }
+"#;
+
+// Killed -9 while two periods run (claimed, unpublished): the restart
+// after downtime runs only the newest due period and records every other
+// one MISSED, the two that were running included; none is left neither
+// run nor recorded.
+#[test]
+fn periods_running_when_serve_is_killed_are_missed_or_run_after_the_restart() {
+    let sb = Sandbox::new(SLOW_MINUTES);
+    sb.script(
+        "m.sh",
+        &format!("[ -f slow ] && sleep 200\n{MINUTE}"),
+    );
+    std::fs::write(sb.path().join("slow"), "").unwrap();
+    let serve = Serve::start(&sb, "2026-09-20T10:59:58Z");
+    serve.wait_for(&["START m 2026-09-20T10:59"]);
+    serve.wait_for(&["START m 2026-09-20T11:00"]);
+    // kill -9 (what dropping a Serve does).
+    drop(serve);
+    std::fs::remove_file(sb.path().join("slow")).unwrap();
+    let serve = Serve::start(&sb, "2026-09-20T11:05:30Z");
+    serve.wait_for(&["DONE m 2026-09-20T11:04 PUBLISHED"]);
+    let (code, lines) = serve.stop();
+    assert_eq!(code, 0, "{lines:#?}");
+    let mut missed: Vec<String> = serve_events(&sb, State::Missed)
+        .into_iter()
+        .map(|e| e.partition.unwrap())
+        .collect();
+    missed.sort();
+    let expected: Vec<String> = ["10:59", "11:00", "11:01", "11:02", "11:03"]
+        .iter()
+        .map(|m| format!("2026-09-20T{m}"))
+        .collect();
+    assert_eq!(missed, expected, "{lines:#?}");
+}
