@@ -73,6 +73,7 @@ pub mod s3;
 pub mod slots;
 pub mod summary;
 pub mod token;
+pub mod user_file;
 pub mod warehouse;
 
 pub use allocation::{TokenOwner, TokenRecord};

@@ -52,6 +52,7 @@ mod sensors;
 mod serve;
 mod slo;
 mod slurm;
+mod special_files;
 #[cfg(feature = "s3")]
 mod store_budget;
 mod store_contract;
