@@ -320,8 +320,11 @@ pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
         }
         return Ok(gc_outcome(&unreadable));
     }
-    let log = open_operator_log(&warehouse)?;
-    let n = gc::apply(&warehouse, &log, &options, &items).map_err(CliError::engine)?;
+    let (log, n) = gc::with_reserve(&warehouse, || {
+        let log = open_operator_log(&warehouse)?;
+        let n = gc::apply(&warehouse, &log, &options, &items).map_err(CliError::engine)?;
+        Ok::<_, CliError>((log, n))
+    })?;
     println!(
         "deleted {n} candidate director{}, {} kept",
         if n == 1 { "y" } else { "ies" },

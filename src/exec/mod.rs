@@ -372,6 +372,10 @@ enum Outcome {
 pub trait Outbox: Send + Sync {
     /// An event of the run, before it is logged.
     fn record(&self, state: State, event: &Event);
+    /// A commit of `token` for `task`'s `partition` is about to be written:
+    /// what its PUBLISHED will announce is remembered first, so a process
+    /// killed between the commit and that event loses no notification.
+    fn committing(&self, _task: &str, _partition: &str, _token: u64) {}
     /// The run ended: deliver what is queued.
     fn finish(&self);
 }

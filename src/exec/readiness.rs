@@ -230,7 +230,10 @@ fn watermark_short(
         return Some(say.failed("it declares no watermark", None, String::new()));
     };
     let path = template.replace("{partition}", partition);
-    let text = match std::fs::read_to_string(dir.join(&path)) {
+    let text = match crate::store::user_file::read_limited(
+        &dir.join(&path),
+        crate::store::user_file::WATERMARK_LIMIT,
+    ) {
         Ok(text) => text.trim().to_string(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Some(say.not_yet(&format!(

@@ -265,7 +265,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> MaterializeError + '_ {
 /// Copies `from` to `to` (a reflink when the filesystem can, else bytes),
 /// returning the size and SHA-256 of the copy's bytes.
 fn copy_file(from: &Path, to: &Path) -> Result<(u64, String), MaterializeError> {
-    let src = File::open(from).map_err(io(from))?;
+    let src = crate::store::user_file::open_regular(from).map_err(io(from))?;
     let mut dst = File::create(to).map_err(io(to))?;
     // SAFETY: FICLONE takes the source descriptor as its argument; both
     // descriptors are open for the duration of the call.

@@ -468,7 +468,11 @@ fn pin_external(manifest: &Manifest, name: &str, partition: &str) -> Result<Pinn
             let path = manifest
                 .dir
                 .join(template.replace("{partition}", partition));
-            let text = std::fs::read_to_string(&path).map_err(|source| PinError::Watermark {
+            let text = crate::store::user_file::read_limited(
+                &path,
+                crate::store::user_file::WATERMARK_LIMIT,
+            )
+            .map_err(|source| PinError::Watermark {
                 dataset: name.to_owned(),
                 path: path.clone(),
                 source,
@@ -736,7 +740,7 @@ pub(crate) fn materialize(
 
 /// SHA-256 of a file's bytes, as snapshots record external inputs.
 pub(crate) fn file_digest(path: &std::path::Path) -> std::io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
+    let mut file = crate::store::user_file::open_regular(path)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
     loop {

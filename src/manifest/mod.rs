@@ -99,14 +99,16 @@ impl Manifest {
         staging: Option<&Path>,
     ) -> Result<Manifest, ManifestErrors> {
         let file = path.display().to_string();
-        let source = std::fs::read_to_string(path).map_err(|e| ManifestErrors {
-            file: file.clone(),
-            errors: vec![ManifestError::new(
+        let source =
+            crate::store::user_file::read_limited(path, crate::store::user_file::MANIFEST_LIMIT)
+                .map_err(|e| ManifestErrors {
+                    file: file.clone(),
+                    errors: vec![ManifestError::new(
                 ManifestErrorKind::Unreadable,
                 format!("cannot read `{file}`: {e}"),
             )
             .help("check the path; manifests are TOML files such as `pipelines/atlasmart.toml`")],
-        })?;
+                })?;
         Manifest::parse_with_staging(&file, &source, path, staging)
     }
 

@@ -35,6 +35,7 @@
 //! HELD, ENGINE_FAILED), so an instance that failed once and then published
 //! sends `published` only.
 
+mod intent;
 mod outbox;
 mod send;
 
@@ -48,8 +49,8 @@ use crate::events::{Event, State};
 use crate::manifest::{Manifest, NotifyKind, NotifyTarget};
 use crate::store::Warehouse;
 
-pub use outbox::{Delivered, Outbox, Undelivered};
-pub use send::{flush, FlushReport, Sender, TargetReport, BACKOFF, COMMAND_TIMEOUT, DRAIN, TRIES};
+pub use outbox::{Delivered, Intent, Outbox, Undelivered};
+pub use send::{FlushReport, Sender, TargetReport, BACKOFF, COMMAND_TIMEOUT, DRAIN, TRIES};
 
 /// One notification: the JSON body every target receives.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -168,6 +169,10 @@ impl crate::exec::Outbox for Notifier {
         Notifier::record(self, state, event);
     }
 
+    fn committing(&self, task: &str, partition: &str, token: u64) {
+        Notifier::committing(self, task, partition, token);
+    }
+
     fn finish(&self) {
         // Its warnings are printed by `Notifier::finish` itself.
         let _ = Notifier::finish(self);
@@ -200,7 +205,20 @@ impl Notifier {
             .into_iter()
             .collect();
         let sender = Sender::start(manifest, warehouse, run_id, faults);
-        Some(Notifier {
+        let notifier = Notifier::with_sender(manifest, warehouse, run_id, sender, unfinished);
+        // Queued to the sender as they are written.
+        notifier.repair(warehouse);
+        Some(notifier)
+    }
+
+    fn with_sender(
+        manifest: &Manifest,
+        warehouse: &Warehouse,
+        run_id: &str,
+        sender: Sender,
+        unfinished: std::collections::HashSet<String>,
+    ) -> Notifier {
+        Notifier {
             pipeline: manifest.pipeline.name.clone(),
             targets: manifest.notify.values().cloned().collect(),
             datasets: manifest
@@ -208,11 +226,11 @@ impl Notifier {
                 .values()
                 .map(|t| (t.name.clone(), t.output.dataset.clone()))
                 .collect(),
-            outbox,
+            outbox: Outbox::new(Arc::clone(warehouse.backend())),
             run_id: run_id.to_owned(),
             sender,
             unfinished,
-        })
+        }
     }
 
     /// Called with every event before its line is written, once the fact it
@@ -251,6 +269,9 @@ impl Notifier {
                 None => return,
             },
         };
+        if let (Ok(()), State::Published, Some(token)) = (&written, state, event.token) {
+            self.announced(task, dataset, partition, token);
+        }
         if let Err(e) = written {
             eprintln!(
                 "warning: notify: cannot write the {} notification of {task} {partition} to the outbox: {}",
@@ -354,6 +375,25 @@ impl Notifier {
         }
         report
     }
+}
+
+/// Delivers everything pending for the manifest's targets, now, on this
+/// thread (`weir notify --flush`, and what `weir serve` calls between
+/// runs), after writing the notifications of publications whose process
+/// died before writing them. Deliveries are recorded as events of run
+/// `by`; `faults` arms `notify_deliver`.
+pub fn flush(
+    manifest: &Manifest,
+    warehouse: &Warehouse,
+    by: &str,
+    faults: &crate::exec::fault::Faults,
+) -> FlushReport {
+    if !manifest.notify.is_empty() {
+        let writer =
+            Notifier::with_sender(manifest, warehouse, by, Sender::idle(), Default::default());
+        writer.repair(warehouse);
+    }
+    send::flush(manifest, warehouse, by, faults)
 }
 
 #[cfg(test)]

@@ -7,7 +7,16 @@
 //! _notify/delivered/<target>/<key>.json   when and by whom; written before pending goes
 //! _notify/alarms/<dataset>/<partition>/<key>  failures announced, until `recovered`
 //! _notify/runs/<run-id>                   a run whose notifier has not finished (it may have died)
+//! _notify/intents/<hash>.json             a publication about to be committed, until announced
 //! ```
+//!
+//! An intent is written before a commit record whose publication some
+//! target wants to hear of, and dropped once that notification is pending:
+//! a process killed between the commit and the outbox leaves the intent,
+//! and the next run, serve pass or `weir notify --flush` finds its record
+//! (by token) and writes the notification the dead process would have
+//! written, with the same key. An intent whose token never committed and
+//! never can (a newer token is committed) is dropped.
 //!
 //! A writer never recreates a pending notification whose delivered marker
 //! exists, and the sender rechecks that marker before sending, so a
@@ -25,6 +34,7 @@ const PENDING: &str = "_notify/pending";
 const DELIVERED: &str = "_notify/delivered";
 const ALARMS: &str = "_notify/alarms";
 const RUNS: &str = "_notify/runs";
+const INTENTS: &str = "_notify/intents";
 
 /// The outbox of one warehouse.
 #[derive(Clone)]
@@ -41,6 +51,31 @@ pub struct Delivered {
     pub by: String,
     /// Tries it took in that process.
     pub tries: u32,
+}
+
+/// A publication about to be committed (see the module's doc).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Intent {
+    /// The task publishing.
+    pub task: String,
+    /// Its output dataset.
+    pub dataset: String,
+    /// The partition.
+    pub partition: String,
+    /// The attempt's fencing token: names its commit record, if any.
+    pub token: u64,
+}
+
+impl Intent {
+    /// The intent's object name: one per partition and token.
+    fn name(&self) -> String {
+        super::key(&[
+            "intent",
+            &self.dataset,
+            &self.partition,
+            &self.token.to_string(),
+        ])
+    }
 }
 
 /// Notifications not yet delivered to one target.
@@ -196,6 +231,36 @@ impl Outbox {
     /// `run_id` wrote every notification of the facts it recorded.
     pub fn close_run(&self, run_id: &str) -> Result<(), StoreError> {
         self.backend.delete(&format!("{RUNS}/{}", checked(run_id)?))
+    }
+
+    /// Records `intent` before its commit.
+    pub fn put_intent(&self, intent: &Intent) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec(intent)
+            .map_err(|e| StoreError::io("_notify")(std::io::Error::other(e)))?;
+        self.backend
+            .put_if_absent(&format!("{INTENTS}/{}.json", intent.name()), &bytes)?;
+        Ok(())
+    }
+
+    /// The intents left (by this process, or by one that died); one that
+    /// does not parse is not one this engine wrote and is skipped.
+    pub fn intents(&self) -> Result<Vec<Intent>, StoreError> {
+        let mut found = Vec::new();
+        for name in self.backend.list(INTENTS)? {
+            if !name.ends_with(".json") {
+                continue;
+            }
+            if let Some(bytes) = self.backend.get(&format!("{INTENTS}/{name}"))? {
+                found.extend(serde_json::from_slice::<Intent>(&bytes).ok());
+            }
+        }
+        Ok(found)
+    }
+
+    /// Drops `intent`: its notification is pending, or it will never publish.
+    pub fn drop_intent(&self, intent: &Intent) -> Result<(), StoreError> {
+        self.backend
+            .delete(&format!("{INTENTS}/{}.json", intent.name()))
     }
 
     /// What is not delivered, per target, with the oldest one's time.

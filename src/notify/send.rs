@@ -427,6 +427,15 @@ impl Sender {
         }
     }
 
+    /// A sender with no thread: what is queued stays pending in the outbox
+    /// for whoever delivers it next.
+    pub(super) fn idle() -> Sender {
+        Sender {
+            queue: Mutex::new(None),
+            done: Mutex::new(None),
+        }
+    }
+
     /// Hands `key` of `target` (already pending in the outbox) to the thread.
     pub fn queue(&self, target: &str, key: &str) {
         if let Ok(q) = self.queue.lock() {
@@ -454,7 +463,12 @@ impl Sender {
 /// thread: `weir notify --flush`, and what `weir serve` calls between
 /// runs. Deliveries are recorded as events of run `by`; `faults` arms
 /// `notify_deliver`.
-pub fn flush(manifest: &Manifest, warehouse: &Warehouse, by: &str, faults: &Faults) -> FlushReport {
+pub(super) fn flush(
+    manifest: &Manifest,
+    warehouse: &Warehouse,
+    by: &str,
+    faults: &Faults,
+) -> FlushReport {
     let mut courier = Courier::new(manifest, warehouse, by, faults);
     courier.everything();
     courier.close()

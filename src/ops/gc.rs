@@ -277,6 +277,27 @@ fn plan_at(
     })
 }
 
+/// Runs `apply` (gc's log and deletions) with the local warehouse's
+/// reserve given back to the filesystem, then kept again: on a full disk
+/// the log's first lines fit in it, and every deletion logged frees more
+/// than its line took, so gc still logs before it deletes. An object
+/// store's log is not on this disk.
+pub fn with_reserve<T>(warehouse: &Warehouse, apply: impl FnOnce() -> T) -> T {
+    let local = !warehouse.is_remote();
+    if local {
+        crate::store::full::release_reserve(warehouse.root());
+    }
+    let done = apply();
+    if local && !crate::store::full::keep_reserve(warehouse.root()) {
+        eprintln!(
+            "warning: gc could not set aside {} KiB again in {} (the disk is still full): a later gc on a full disk may not be able to log",
+            crate::store::full::RESERVE_BYTES >> 10,
+            warehouse.root().display()
+        );
+    }
+    done
+}
+
 fn apply_at(
     warehouse: &Warehouse,
     log: &EventLog,

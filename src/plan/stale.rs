@@ -123,7 +123,11 @@ impl Staleness {
                 let file = manifest
                     .dir
                     .join(template.replace("{partition}", &record.partition));
-                let now = std::fs::read_to_string(&file).map(|t| t.trim().to_string());
+                let now = crate::store::user_file::read_limited(
+                    &file,
+                    crate::store::user_file::WATERMARK_LIMIT,
+                )
+                .map(|t| t.trim().to_string());
                 if now.as_deref().is_ok_and(|now| now != then) {
                     out.push(format!(
                         "the watermark of external input `{name}` is at {}, this publication read it at {then}",

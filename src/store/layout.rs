@@ -7,6 +7,7 @@
 //! <root>/<dataset>/<partition>/data-<token 20-digit>/            a published attempt's files (local disk)
 //! <root>/<dataset>/<partition>/log/<generation 20-digit>.json   commit records, from 1
 //! <root>/<dataset>/<partition>/log/<generation>.published-<token>  marker: that record was committed
+//! <root>/<dataset>/<partition>/tokens/<token>.committed-<generation>  its second witness, out of log/
 //! <root>/_epochs/<epoch 20-digit>                                 an engine's epoch: the floor of its tokens (local disk)
 //! ```
 //!
@@ -198,6 +199,33 @@ pub(crate) fn parse_published_name(name: &str) -> Option<(Generation, FencingTok
 }
 
 const PUBLISHED_INFIX: &str = ".published-";
+
+/// The second witness of a commit, beside its token's record in `tokens/`:
+/// `<token>.committed-<g>`. Out of `log/`, so removing a generation's
+/// record and its marker together (`rm log/<g>*`) still leaves a name that
+/// says generation `g` was committed, in the listing every token
+/// allocation reads anyway.
+pub(crate) fn committed_key(prefix: &str, token: FencingToken, generation: Generation) -> String {
+    join(
+        &tokens_prefix(prefix),
+        &format!(
+            "{}{COMMITTED_INFIX}{}",
+            token.key_name(),
+            generation.key_name()
+        ),
+    )
+}
+
+/// The token and generation a name under `tokens/` witnesses committed.
+pub(crate) fn parse_committed_name(name: &str) -> Option<(FencingToken, Generation)> {
+    let (t, g) = name.split_once(COMMITTED_INFIX)?;
+    Some((
+        FencingToken::parse_key_name(t)?,
+        Generation::parse_key_name(g)?,
+    ))
+}
+
+const COMMITTED_INFIX: &str = ".committed-";
 
 /// The generation a log entry name stands for; other names (litter, hand
 /// edits, publication markers) are not records.

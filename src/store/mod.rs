@@ -58,6 +58,7 @@ pub mod events;
 pub mod file_sum;
 pub mod flush;
 pub mod fs;
+pub mod full;
 pub mod holder;
 mod key;
 pub use key::{
@@ -75,12 +76,14 @@ pub mod sensed;
 pub mod slots;
 pub mod summary;
 pub mod token;
+pub mod user_file;
 pub mod warehouse;
 
 pub use allocation::{TokenOwner, TokenRecord};
 pub use backend::{Backend, FsBackend, IncompleteUpload, Object, ObjectMeta, Version};
 pub use error::{chain, PublishError, StoreError};
 pub use file_sum::{Depth, Drift, DriftKind, FileSum};
+pub use full::{is_disk_full, DiskFullPause};
 pub use holder::Holder;
 pub use log::{CommitKind, CommitRecord, NewCommit, FORMAT_VERSION};
 pub use memory::MemoryBackend;

@@ -55,6 +55,8 @@ impl Warehouse {
     pub fn open(root: &Path) -> Result<Warehouse, StoreError> {
         let root = std::path::absolute(root).map_err(StoreError::io(root))?;
         create_dir_all_durable(&root).map_err(StoreError::io(&root))?;
+        // Kept before the disk fills, so that gc can log on a full one.
+        crate::store::full::keep_reserve(&root);
         Ok(Warehouse::with_backend(
             Arc::new(FsBackend::new(&root)),
             root,

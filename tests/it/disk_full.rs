@@ -161,3 +161,87 @@ fn a_full_disk_loses_nothing_and_a_rerun_converges() {
         }
     }
 }
+
+/// Fills the filesystem under `dir` with one file, to the last byte it takes.
+fn fill(dir: &Path) {
+    use std::io::Write;
+    let mut file = std::fs::File::create(dir.join("_filler")).unwrap();
+    let block = vec![b'x'; 4096];
+    loop {
+        if let Err(e) = file.write_all(&block) {
+            assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}");
+            break;
+        }
+    }
+    // The last partial block too.
+    while file.write_all(b"x").is_ok() {}
+}
+
+// On a full disk `gc --apply` deleted nothing: it logs each deletion before
+// making it, the log could not take a line, and only a hand `rm` freed
+// space. The warehouse keeps a reserve that gc gives back before it logs:
+// it deletes what it may, each deletion still logged first.
+#[test]
+fn gc_frees_space_on_a_full_disk_and_still_logs_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    setup(dir, 100);
+    let wh = dir.join("wh");
+    if !mount_tmpfs(&wh, "1m") {
+        eprintln!("skipping: cannot mount a tmpfs here (needs root)");
+        return;
+    }
+    let _unmount = Unmount(&wh);
+    assert_eq!(run_in(dir, &["run", "m.toml"]).status.code(), Some(0));
+    // Generation 2 over it: generation 1's attempt is collectable once no
+    // generation before the current one is kept for rollback.
+    assert_eq!(
+        run_in(dir, &["run", "m.toml", "--force"]).status.code(),
+        Some(0)
+    );
+    let shown = stdout(&run_in(
+        dir,
+        &["show", "m.toml", "copied", "--partition", "p"],
+    ));
+    fill(&wh);
+    let gc = [
+        "gc",
+        "m.toml",
+        "--apply",
+        "--older-than",
+        "0s",
+        "--keep-generations",
+        "0",
+    ];
+    let out = run_in(dir, &gc);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout(&out).contains("deleted 1 candidate directory, 1 kept"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!wh.join("copied/p/attempts/00000000000000000001").exists());
+    assert!(wh.join("copied/p/attempts/00000000000000000002").exists());
+    // The deletion's evidence is in the warehouse.
+    let events = crate::support::all_events(&wh).unwrap();
+    let deleted: Vec<_> = events
+        .iter()
+        .filter(|e| e.state == weir::events::State::GcDeleted)
+        .collect();
+    assert_eq!(deleted.len(), 1, "{events:?}");
+    assert_eq!(deleted[0].token, Some(1));
+    // What is published is untouched.
+    assert_eq!(
+        stdout(&run_in(
+            dir,
+            &["show", "m.toml", "copied", "--partition", "p"]
+        )),
+        shown
+    );
+}

@@ -60,6 +60,7 @@ mod serve;
 mod serve_lanes;
 mod slo;
 mod slurm;
+mod special_files;
 #[cfg(feature = "s3")]
 mod store_budget;
 mod store_contract;

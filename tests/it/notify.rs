@@ -748,6 +748,70 @@ fn kill_after_commit_before_the_outbox_is_repaired_by_the_next_run() {
         .all(|r| r.body["task"] != "up"));
 }
 
+// Killed after the commit record and before its notification was written,
+// with nothing left to run (serve's case: the period is published, so no
+// later run reaches the instance): `weir notify --flush` finds the
+// publication the dead process meant to announce and delivers it once, with
+// the key a process that did not die sends; a second flush sends nothing.
+#[cfg(feature = "http")]
+#[test]
+fn a_publication_killed_before_its_notification_is_delivered_by_the_next_flush() {
+    let receiver = Receiver::start(false);
+    let sb = sandbox(&http_target(&receiver.url, r#"["published"]"#));
+    let out = cmd(
+        &sb,
+        &[
+            "run",
+            "m.toml",
+            "--run-id",
+            "crashed",
+            "--task",
+            "up",
+            "--partition",
+            "b",
+        ],
+    )
+    .env("WEIR_FAULT", "after_commit@up/b:crash")
+    .output()
+    .unwrap();
+    assert_eq!(out.status.signal(), Some(9), "killed by SIGKILL: {out:?}");
+    assert_eq!(sb.store("up_out", "b").generations().unwrap().len(), 1);
+    assert_eq!(receiver.requests().len(), 0);
+    let flush = weir(&sb, &["notify", "m.toml", "--flush"]);
+    assert_eq!(flush.status.code(), Some(0), "{}", stderr(&flush));
+    assert!(
+        stdout(&flush).starts_with("hook: 1 delivered, 0 not delivered\n"),
+        "{}",
+        stdout(&flush)
+    );
+    let got = receiver.requests();
+    assert_eq!(facts(&got), [fact("published", "up", "b")]);
+    assert_eq!(got[0].body["run_id"], "crashed");
+    assert_eq!(got[0].body["generation"], 1);
+    assert_eq!(got[0].body["attempt"], 1);
+    let expected = {
+        let other = sandbox(&http_target(&receiver.url, r#"["published"]"#));
+        let before = receiver.requests().len();
+        let out = weir(
+            &other,
+            &["run", "m.toml", "--task", "up", "--partition", "b"],
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        receiver.delivered(before)[0].body["idempotency_key"].clone()
+    };
+    assert_eq!(got[0].body["idempotency_key"], expected);
+    let count = receiver.requests().len();
+    let again = weir(&sb, &["notify", "m.toml", "--flush"]);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    assert_eq!(receiver.requests().len(), count, "announced once");
+    assert!(sb
+        .path()
+        .join("wh/_notify/intents")
+        .read_dir()
+        .unwrap()
+        .all(|e| e.unwrap().file_name().to_string_lossy().starts_with('.')));
+}
+
 // issue 25: the outbox is in the warehouse through the store: on S3 a run
 // with the receiver down leaves its notifications in the bucket, status
 // (from another staging directory, as another host) names them, and a

@@ -179,8 +179,14 @@ fn status_check_finds_a_published_event_without_its_record() {
     let sb = sandbox();
     two_generations(&sb);
     std::fs::remove_file(part(&sb, &format!("log/{}.json", key(2)))).unwrap();
-    // (The marker is absent where weir wrote none.)
+    // (The marker is absent where weir wrote none.) Its witness under
+    // `tokens/` gone too, the events are what is left to tell.
     let _ = std::fs::remove_file(part(&sb, &format!("log/{}.published-{}", key(2), key(2))));
+    std::fs::remove_file(part(
+        &sb,
+        &format!("tokens/{}.committed-{}", key(2), key(2)),
+    ))
+    .unwrap();
     let check = weir_out(&sb, &["status", "m.toml", "--check"]);
     exits(&check, 5);
     assert_eq!(
@@ -190,6 +196,50 @@ fn status_check_finds_a_published_event_without_its_record() {
             part(&sb, &format!("log/{}.json", key(2))).display()
         )
     );
+}
+
+// The newest record and its marker removed together (`rm log/<g>*`): the
+// log alone looks whole, one generation shorter. `status` and `show` served
+// generation 1 as the newest (exit 0) and the next publish committed a new
+// generation 2; the commit's witness under `tokens/` says generation 2 was
+// committed, so both refuse (exit 5) naming the missing record, and a run
+// publishes nothing over it.
+#[test]
+fn a_newest_record_removed_with_its_marker_is_noticed_and_never_reused() {
+    let sb = sandbox();
+    two_generations(&sb);
+    for name in sb.entries("out", "p", "log") {
+        if name.starts_with(&key(2)) {
+            std::fs::remove_file(part(&sb, &format!("log/{name}"))).unwrap();
+        }
+    }
+    assert_eq!(
+        sb.entries("out", "p", "log"),
+        [
+            format!("{}.json", key(1)),
+            format!("{}.published-{}", key(1), key(1))
+        ]
+    );
+    let missing = format!(
+        "commit record out/p/log/{}.json is missing: generation 2 (token 2) was committed",
+        key(2)
+    );
+    let status = weir_out(&sb, &["status", "m.toml"]);
+    exits(&status, 5);
+    assert_eq!(
+        stderr(&status),
+        format!("error: out p: cannot read its commit log: {missing}\n")
+    );
+    assert_eq!(stdout(&status), "");
+    let show = weir_out(&sb, &["show", "m.toml", "out", "--partition", "p"]);
+    exits(&show, 5);
+    assert!(stderr(&show).contains(&missing), "{}", stderr(&show));
+    assert_eq!(stdout(&show), "");
+    let run = sb.run("r3", &["--force"]);
+    exits(&run, 5);
+    assert!(stderr(&run).contains(&missing), "{}", stderr(&run));
+    assert!(!states(&sb.events("r3"), "write", "p").contains(&State::Published));
+    assert_eq!(sb.entries("out", "p", "log").len(), 2, "nothing committed");
 }
 
 // Issue 23.
@@ -220,6 +270,7 @@ fn tokens_come_from_above_the_log_when_token_records_go() {
         (3, 3)
     );
     assert_eq!(sb.entries("out", "p", "tokens"), [key(3)]);
+    assert!(part(&sb, &format!("tokens/{}.committed-{}", key(3), key(3))).exists());
 }
 
 // Issue 23.

@@ -89,6 +89,9 @@ fn publish_steps(
         code_version: task.code_version.clone(),
         code_fingerprint: Some(candidate.code.clone()),
     };
+    if let Some(notify) = &cx.notify {
+        notify.committing(&task.name, partition, token.get());
+    }
     let result = commit_once(at, store, commit)?;
     if let Err(e) = cx.faults.hit(Point::BeforeEvent, &task.name, partition) {
         return Err(at.fail(Some(token), e));

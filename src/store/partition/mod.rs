@@ -21,7 +21,9 @@
 //!                         listed with the records          MissingRecord (exit 5):
 //!  log/<g>.json, older    the gap: generations are 1..n    nothing read past it,
 //!                         with none missing                nothing committed over it
-//!  both record and marker PUBLISHED events in _runs/       `status --check` names it
+//!  both record and marker tokens/<t>.committed-<g>, by    latest(), history() and
+//!  (local disk)           the commit after the marker      allocation: MissingRecord
+//!  all three, or on S3    PUBLISHED events in _runs/       `status --check` names it
 //! ```
 //!
 //! The marker costs nothing to read (the listing that finds the newest

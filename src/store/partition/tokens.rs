@@ -4,7 +4,7 @@ use crate::store::allocation::{TokenOwner, TokenRecord};
 use crate::store::error::StoreError;
 use crate::store::layout;
 use crate::store::log::CommitRecord;
-use crate::store::token::FencingToken;
+use crate::store::token::{FencingToken, Generation};
 
 use super::PartitionStore;
 
@@ -87,7 +87,7 @@ impl PartitionStore {
         if self.remote.is_none() {
             floor = floor.max(self.epoch.get_or_take(self.backend.as_ref())?.floor);
         }
-        let (mut below, next) = self.listed_tokens()?;
+        let (mut below, next) = self.listed_tokens(floor_from.as_ref().map(|r| r.generation))?;
         let mut candidate = next.max(floor);
         let mut raced = false;
         loop {
@@ -115,7 +115,7 @@ impl PartitionStore {
             raced = true;
             // Relisting can jump past several racers at once; the `max`
             // guards against a listing that lags behind what we just saw.
-            let (listed, next) = self.listed_tokens()?;
+            let (listed, next) = self.listed_tokens(floor_from.as_ref().map(|r| r.generation))?;
             below = listed;
             candidate = next.max(candidate.next()).max(floor);
         }
@@ -187,9 +187,21 @@ impl PartitionStore {
         }
     }
 
-    /// The allocated tokens, ascending, and one past the highest.
-    fn listed_tokens(&self) -> Result<(Vec<FencingToken>, FencingToken), StoreError> {
+    /// The allocated tokens, ascending, and one past the highest. A commit
+    /// the listing witnesses above `newest` (the log's newest generation
+    /// as read before) is a hole ([`StoreError::MissingRecord`]), unless
+    /// the log, read again, has it (another engine's commit since): so no
+    /// token is taken, and no generation number used again, over a record
+    /// and marker removed together.
+    fn listed_tokens(
+        &self,
+        newest: Option<Generation>,
+    ) -> Result<(Vec<FencingToken>, FencingToken), StoreError> {
         let names = self.backend.list(&layout::tokens_prefix(&self.prefix))?;
+        if self.check_witnesses(&names, newest).is_err() {
+            let now = self.latest()?.map(|r| r.generation);
+            self.check_witnesses(&names, now)?;
+        }
         let tokens: Vec<FencingToken> = names
             .iter()
             .filter_map(|n| FencingToken::parse_key_name(n))

@@ -13,13 +13,40 @@ pub(super) const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::fro
 pub(super) const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// A failed request (5xx, reset, a timeout of one safe to repeat) is
-/// retried at most this many times...
-pub(super) const MAX_RETRIES: usize = 3;
+/// retried while less than RETRY_BUDGET has passed since the call's first
+/// try; this many retries is only a backstop, more than the backoff below
+/// fits in the budget, so the budget is what ends a burst of 503s (three
+/// retries gave up after about 0.4 s of a 15 s budget).
+pub(super) const MAX_RETRIES: usize = 40;
 
-/// ...and only while this long has passed since the call's first try: with
-/// REQUEST_TIMEOUT, a call ends within 25 s, below the default lease timeout
-/// of 30 s.
+/// How long after a call's first try a retry may still start: with
+/// MAX_BACKOFF and REQUEST_TIMEOUT, a call ends within 27 s, below the
+/// default lease timeout of 30 s.
 pub(super) const RETRY_BUDGET: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// The first wait before a retry; each next one is drawn between it and
+/// twice the previous one (object_store's decorrelated jitter, so engines
+/// refused together do not retry together), at most MAX_BACKOFF: about 3 s
+/// of waits by the 6th retry, 15 s by the 14th.
+pub(super) const FIRST_BACKOFF: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// The longest wait before one retry: short enough that a store back after
+/// a burst is tried again within 2 s, and that the last wait ends soon
+/// after RETRY_BUDGET.
+pub(super) const MAX_BACKOFF: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The retry policy of every object_store call (see the constants).
+pub(super) fn retry_config() -> RetryConfig {
+    RetryConfig {
+        backoff: BackoffConfig {
+            init_backoff: FIRST_BACKOFF,
+            max_backoff: MAX_BACKOFF,
+            base: 2.0,
+        },
+        max_retries: MAX_RETRIES,
+        retry_timeout: RETRY_BUDGET,
+    }
+}
 
 /// A duration as object_store's configuration parses it.
 fn humantime_secs(d: std::time::Duration) -> String {
@@ -48,8 +75,8 @@ pub(super) fn check_endpoint_vars() -> Result<(), String> {
 /// up, so how long that can take is set here, not left at
 /// object_store's defaults (30 s a request, retries for up to three
 /// minutes): a request that hangs fails after REQUEST_TIMEOUT, and
-/// retries start only within RETRY_BUDGET, so one call returns within
-/// about 25 s, below the default lease timeout (3 heartbeats of 10 s).
+/// retries start only within RETRY_BUDGET (spread over it by a backoff
+/// with jitter), so one call returns within about 27 s, below the default lease timeout (3 heartbeats of 10 s).
 /// A stalled store then ends the run with an error naming it instead
 /// of freezing it, and a heartbeat held up by it is known failed
 /// before the lease looks expired. Timeouts and Ctrl-C never wait for
@@ -65,11 +92,7 @@ pub(super) fn builder(bucket: &str) -> AmazonS3Builder {
             AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout),
             humantime_secs(CONNECT_TIMEOUT),
         )
-        .with_retry(RetryConfig {
-            backoff: BackoffConfig::default(),
-            max_retries: MAX_RETRIES,
-            retry_timeout: RETRY_BUDGET,
-        })
+        .with_retry(retry_config())
         // Every PUT carries the SHA-256 of its body in
         // `x-amz-checksum-sha256`, which the store checks before it
         // stores the object: an upload that succeeds holds those bytes,
