@@ -283,6 +283,8 @@ struct Served {
     idle: Option<Option<(i64, WakeFor)>>,
     /// Waiting instances already said LATE (past their sla).
     late: std::collections::HashSet<(String, i64)>,
+    /// A full disk under the warehouse pauses serve's own writes.
+    disk: crate::store::DiskFullPause,
 }
 
 impl Served {
@@ -352,7 +354,36 @@ impl Served {
         Ok(None)
     }
 
-    fn progress(&self, task: usize, done: i64, newest: i64) -> Result<(), String> {
+    /// Runs a write of serve's own until it goes through: on a full disk
+    /// it waits (saying so once, backing off to a minute) and tries again
+    /// rather than exiting; a stop request ends the wait; any other error
+    /// is returned.
+    fn with_space<T, E: std::error::Error + 'static>(
+        &mut self,
+        mut write: impl FnMut(&Self) -> Result<T, E>,
+    ) -> Result<T, E> {
+        loop {
+            let error = match write(self) {
+                Ok(v) => {
+                    self.disk.recovered();
+                    return Ok(v);
+                }
+                Err(e) => e,
+            };
+            let Some(wait) = self.disk.wait(&error) else {
+                return Err(error);
+            };
+            let until = std::time::Instant::now() + wait;
+            while std::time::Instant::now() < until {
+                if exec::interrupt::requested().is_some() {
+                    return Err(error);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        }
+    }
+
+    fn progress(&mut self, task: usize, done: i64, newest: i64) -> Result<(), String> {
         let spec = &self.machine.tasks()[task];
         let p = record::Progress {
             task: spec.name.clone(),
@@ -362,13 +393,14 @@ impl Served {
             trigger: trigger_text(&spec.trigger),
             at: crate::clock::now_rfc3339(),
         };
-        record::set_progress(&self.warehouse, &p).map_err(|e| {
-            format!(
-                "cannot store the serve progress of `{}`: {}",
-                p.task,
-                exec::chain(&e)
-            )
-        })
+        self.with_space(|s| record::set_progress(&s.warehouse, &p))
+            .map_err(|e| {
+                format!(
+                    "cannot store the serve progress of `{}`: {}",
+                    p.task,
+                    exec::chain(&e)
+                )
+            })
     }
 
     /// IDLE, said when what serve waits for changes.
@@ -474,13 +506,15 @@ impl Served {
             fill: fill.clone(),
             recorded_at: crate::clock::now_rfc3339(),
         };
-        let new = record::record_missed(&self.warehouse, &m).map_err(|e| {
-            format!(
-                "cannot record {} {key} as MISSED: {}",
-                spec.name,
-                exec::chain(&e)
-            )
-        })?;
+        let new = self
+            .with_space(|s| record::record_missed(&s.warehouse, &m))
+            .map_err(|e| {
+                format!(
+                    "cannot record {} {key} as MISSED: {}",
+                    spec.name,
+                    exec::chain(&e)
+                )
+            })?;
         if new {
             let event = Event::instance(&spec.name, &key)
                 .detail(format!(
@@ -1046,6 +1080,7 @@ fn open(
         skew: Skew::default(),
         idle: None,
         late: std::collections::HashSet::new(),
+        disk: crate::store::DiskFullPause::default(),
     })
 }
 

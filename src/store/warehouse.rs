@@ -131,7 +131,7 @@ impl Warehouse {
         };
         #[cfg(feature = "s3")]
         {
-            let backend = crate::store::s3::S3Backend::open(&url).map_err(|e| {
+            let backend = shared_s3(&url).map_err(|e| {
                 // Without credentials object_store falls back to the EC2
                 // metadata service, whose refusal names neither.
                 let configured = [
@@ -154,7 +154,7 @@ impl Warehouse {
                     other => other,
                 }
             })?;
-            Warehouse::remote(Arc::new(backend), &url, &staging)
+            Warehouse::remote(backend, &url, &staging)
         }
         #[cfg(not(feature = "s3"))]
         {
@@ -264,4 +264,31 @@ impl Warehouse {
             .filter_map(|name| decode_partition(name))
             .collect())
     }
+}
+
+/// The one S3 backend of this process for `url` under the current `AWS_*`
+/// environment: its client and its runtime are made once and shared by
+/// every warehouse opened on it (serve's lanes, the console's pages), not
+/// made again for each.
+#[cfg(feature = "s3")]
+fn shared_s3(url: &str) -> Result<Arc<crate::store::s3::S3Backend>, StoreError> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    type Key = (String, Vec<(String, String)>);
+    static OPEN: OnceLock<Mutex<HashMap<Key, Arc<crate::store::s3::S3Backend>>>> = OnceLock::new();
+    let mut aws: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("AWS_"))
+        .collect();
+    aws.sort();
+    let key = (url.to_owned(), aws);
+    let mut open = OPEN
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(backend) = open.get(&key) {
+        return Ok(Arc::clone(backend));
+    }
+    let backend = Arc::new(crate::store::s3::S3Backend::open(url)?);
+    open.insert(key, Arc::clone(&backend));
+    Ok(backend)
 }

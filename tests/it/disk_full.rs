@@ -245,3 +245,61 @@ fn gc_frees_space_on_a_full_disk_and_still_logs_first() {
         shown
     );
 }
+
+const HOURLY: &str = r#"
+[pipeline]
+name = "full"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.hour]
+kind = "hourly"
+start = "2026-09-20T00"
+
+[tasks.h]
+command = ["sh", "h.sh"]
+partitioned_by = "hour"
+output = { dataset = "hours", grain = ["hour"] }
+"#;
+
+// Serve exited 5 at the first ENOSPC. Now its own writes (progress, MISSED
+// records) wait out a full disk, saying so once, and serve goes on when
+// space is back: the next period publishes, and SIGTERM still stops it.
+#[test]
+fn serve_pauses_on_a_full_disk_and_goes_on_when_space_is_back() {
+    let sb = crate::support::Sandbox::new(HOURLY);
+    sb.script(
+        "h.sh",
+        "printf 'hour,n\\n%s,1\\n' \"$WEIR_PARTITION\" > \"$WEIR_OUTPUT_DIR/part.csv\"\n",
+    );
+    let wh = sb.path().join("wh");
+    if !mount_tmpfs(&wh, "2m") {
+        eprintln!("skipping: cannot mount a tmpfs here (needs root)");
+        return;
+    }
+    let _unmount = Unmount(&wh);
+    let mut serve =
+        crate::serve::Serve::spawn(sb.weir(&["serve", "m.toml"]), "2026-09-20T11:59:54Z");
+    serve.wait_for(&["DONE h 2026-09-20T10 PUBLISHED"]);
+    serve.wait_for(&["IDLE until 2026-09-20T12:00:00Z"]);
+    fill(&wh);
+    // Hour 11 is due at 12:00:00; its writes meet the full disk.
+    serve.wait_for_stderr("the warehouse's disk is full");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert!(
+        serve.running(),
+        "serve exited on a full disk: {:#?}",
+        serve.lines()
+    );
+    std::fs::remove_file(wh.join("_filler")).unwrap();
+    serve.wait_for_stderr("the warehouse's disk has space again");
+    serve.wait_for(&["DONE h 2026-09-20T11 PUBLISHED"]);
+    let (code, lines) = serve.stop();
+    assert_eq!(code, 0, "{lines:#?}");
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("EXIT: serve could not go on")),
+        "{lines:#?}"
+    );
+}

@@ -114,6 +114,26 @@ impl Serve {
         }
     }
 
+    /// Waits (up to 120 s) for `part` on stderr.
+    #[track_caller]
+    pub(crate) fn wait_for_stderr(&self, part: &str) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !self.stderr.lock().unwrap().contains(part) {
+            assert!(
+                Instant::now() < deadline,
+                "no {part:?} on stderr:\n{}\nstdout:\n{}",
+                self.stderr.lock().unwrap(),
+                self.lines().join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Whether the process is still running.
+    pub(crate) fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
     pub(crate) fn signal(&self, sig: i32) {
         assert_eq!(unsafe { libc::kill(self.child.id() as i32, sig) }, 0);
     }
@@ -182,7 +202,7 @@ fn published(sb: &Sandbox) -> Vec<String> {
 }
 
 /// Every event of serve's own logs (`serve-…` runs) in state `state`.
-fn serve_events(sb: &Sandbox, state: State) -> Vec<weir::events::EventRecord> {
+pub(crate) fn serve_events(sb: &Sandbox, state: State) -> Vec<weir::events::EventRecord> {
     let runs = sb.path().join("wh").join("_runs");
     let mut out = Vec::new();
     for e in std::fs::read_dir(runs).unwrap() {
