@@ -384,3 +384,63 @@ big p attempt 1 token 1: QUARANTINED deterministic failure: {reason}: quarantine
         )
     );
 }
+
+// A JSON Lines value nested 30,000 deep (one line of 60 KB) overflowed the
+// audit's stack: the engine aborted with every other attempt of the run and
+// wrote no marker, so every rerun crashed again. It now fails its own
+// partition's gate, naming file, line, column and the limit, and the
+// healthy partition of the same run publishes.
+#[test]
+fn a_line_nested_30000_deep_fails_its_own_gate_while_a_healthy_partition_publishes() {
+    let sb = Sandbox::new(
+        r#"
+[pipeline]
+name = "deep"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.keys]
+kind = "static"
+keys = ["deep", "flat"]
+
+[tasks.t]
+command = ["sh", "write.sh"]
+output = { dataset = "t", format = "jsonl", grain = ["id"] }
+"#,
+    );
+    let deep = format!(
+        "{{\"id\":1,\"v\":{}{}}}\n",
+        "[".repeat(30_000),
+        "]".repeat(30_000)
+    );
+    std::fs::write(sb.path().join("deep.jsonl"), deep).expect("deep line");
+    sb.script(
+        "write.sh",
+        "if [ \"$WEIR_PARTITION\" = deep ]; then cp deep.jsonl \"$WEIR_OUTPUT_DIR/x.jsonl\"\n\
+         else echo '{\"id\":1,\"v\":[[2]]}' > \"$WEIR_OUTPUT_DIR/x.jsonl\"; fi\n",
+    );
+    let reason = "candidate cannot be read: `$SB/wh/t/deep/attempts/00000000000000000001/data/\
+x.jsonl` line 1: the value of column `v` is nested deeper than 128 levels, the most the audit reads";
+    let digest = "sha256:[..]";
+    sb.run_cmd("R1", &[])
+        .assert()
+        .code(1)
+        .stdout(&format!(
+            "run R1: 2 task instances: 1 published, 1 quarantined; 0 retries\n  QUARANTINED t deep: \
+deterministic failure: {reason}\nevents: $SB/wh/_runs/R1/events.jsonl\n"
+        ))
+        .stderr_unordered(&format!(
+            "t flat attempt 1 token 1: PUBLISHED generation 1: 1 rows, {digest}\n\
+t deep attempt 1 token 1: GATE_FAILED {reason}\n\
+t deep attempt 1 token 1: QUARANTINED deterministic failure: {reason}: quarantined, not retried\n"
+        ));
+    assert!(sb.store("t", "flat").latest().unwrap().is_some());
+    assert!(sb.store("t", "deep").latest().unwrap().is_none());
+    let failed: Vec<String> = sb
+        .events("R1")
+        .iter()
+        .filter(|e| e.state == State::GateFailed)
+        .map(|e| e.detail.replace(&sb.path().display().to_string(), "$SB"))
+        .collect();
+    assert_eq!(failed, [reason]);
+}

@@ -53,6 +53,7 @@ use super::read::{Batch, RowFold};
 use super::{AuditError, MAX_VALUE_BYTES};
 use render::{render_column, supported};
 
+mod depth;
 mod render;
 #[cfg(test)]
 mod tests;
@@ -169,6 +170,7 @@ impl ParquetFile {
             source,
         })?;
         let file = Shared(Arc::new(file));
+        depth::check_depth(&file, path)?;
         let metadata = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
             .map_err(|e| invalid(path, &e))?;
         let mut named: Vec<(String, usize)> = metadata

@@ -9,7 +9,7 @@ use std::path::Path;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::super::{MAX_RECORD_BYTES, MAX_VALUE_BYTES};
+use super::super::{MAX_NESTING, MAX_RECORD_BYTES, MAX_VALUE_BYTES};
 use super::{
     io_error, open, parse_error, too_large, AuditError, Object, Row, RowEstimate, RowFold, Span,
     BUFFER,
@@ -55,7 +55,15 @@ pub(super) fn fold_jsonl<F: RowFold>(
         for name in columns.iter() {
             let value = object.get(name);
             found += usize::from(value.is_some());
-            let span = value.and_then(|value| render(value, &mut data));
+            let span = match value {
+                Some(value) => render(value, &mut data).map_err(|TooDeep| AuditError::TooDeep {
+                    path: path.to_path_buf(),
+                    place: format!("line {line}"),
+                    what: format!("the value of column `{name}`"),
+                    limit: MAX_NESTING,
+                })?,
+                None => None,
+            };
             if span.is_some_and(|(start, end)| end - start > MAX_VALUE_BYTES) {
                 return Err(too_large(
                     path,
@@ -93,6 +101,10 @@ pub(super) fn jsonl_keys(path: &Path) -> Result<BTreeSet<String>, AuditError> {
     Ok(keys)
 }
 
+/// A nested value deeper than [`MAX_NESTING`].
+#[derive(Debug)]
+pub(super) struct TooDeep;
+
 /// Appends a JSON value's canonical text to `data`; `None` for null.
 ///
 /// A number is its literal text as written (`123456789012345678901234567890`
@@ -101,29 +113,56 @@ pub(super) fn jsonl_keys(path: &Path) -> Result<BTreeSet<String>, AuditError> {
 /// would print). A nested array or object is compact JSON with its object
 /// keys sorted, its strings escaped as serde_json escapes them and its
 /// numbers literal: serde_json's compact text for every ordinary value.
-fn render(value: &RawValue, data: &mut Vec<u8>) -> Span {
+fn render(value: &RawValue, data: &mut Vec<u8>) -> Result<Span, TooDeep> {
     let start = data.len();
     let text = value.get().trim();
     match text.as_bytes().first() {
-        None | Some(b'n') => return None,
+        None | Some(b'n') => return Ok(None),
         Some(b'"') => match serde_json::from_str::<std::borrow::Cow<'_, str>>(text) {
             Ok(unescaped) => data.extend_from_slice(unescaped.as_bytes()),
             Err(_) => data.extend_from_slice(text.as_bytes()),
         },
         Some(b'[' | b'{') => {
-            if compact(text, data).is_err() {
-                data.truncate(start);
-                data.extend_from_slice(text.as_bytes());
+            // The row's object is level 1, so a value is at level 2.
+            match compact(text, data, 2) {
+                Ok(()) => {}
+                Err(Compact::TooDeep) => return Err(TooDeep),
+                Err(Compact::Json) => {
+                    data.truncate(start);
+                    data.extend_from_slice(text.as_bytes());
+                }
             }
         }
         // true, false and numbers: their literal text.
         Some(_) => data.extend_from_slice(text.as_bytes()),
     }
-    Some((start, data.len()))
+    Ok(Some((start, data.len())))
 }
 
-/// Appends the canonical compact text of a JSON value (see [`render`]).
-pub(super) fn compact(text: &str, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+/// Why a nested value has no compact text.
+#[derive(Debug)]
+pub(super) enum Compact {
+    /// It is not valid JSON.
+    Json,
+    /// It nests deeper than [`MAX_NESTING`].
+    TooDeep,
+}
+
+impl From<serde_json::Error> for Compact {
+    fn from(_: serde_json::Error) -> Self {
+        Self::Json
+    }
+}
+
+/// Appends the canonical compact text of a JSON value at nesting `level`
+/// (see [`render`]). serde_json parses each level's members as raw text
+/// without a depth limit of its own, and this recurses once per level, so
+/// the level is counted here: unbounded, a deep value overflows the stack.
+pub(super) fn compact(text: &str, out: &mut Vec<u8>, level: usize) -> Result<(), Compact> {
+    let nested = matches!(text.as_bytes().first(), Some(b'{' | b'['));
+    if nested && level > MAX_NESTING {
+        return Err(Compact::TooDeep);
+    }
     match text.as_bytes().first() {
         Some(b'{') => {
             let object: Object = serde_json::from_str(text)?;
@@ -134,7 +173,7 @@ pub(super) fn compact(text: &str, out: &mut Vec<u8>) -> Result<(), serde_json::E
                 }
                 serde_json::to_writer(&mut *out, key)?;
                 out.push(b':');
-                compact(value.get().trim(), out)?;
+                compact(value.get().trim(), out, level + 1)?;
             }
             out.push(b'}');
         }
@@ -145,7 +184,7 @@ pub(super) fn compact(text: &str, out: &mut Vec<u8>) -> Result<(), serde_json::E
                 if i > 0 {
                     out.push(b',');
                 }
-                compact(item.get().trim(), out)?;
+                compact(item.get().trim(), out, level + 1)?;
             }
             out.push(b']');
         }

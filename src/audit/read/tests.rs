@@ -2,7 +2,7 @@ use super::csv::fold_pipelined;
 use super::csv_records::CsvRecords;
 use super::jsonl::compact;
 use super::*;
-use crate::audit::MAX_VALUE_BYTES;
+use crate::audit::{MAX_NESTING, MAX_VALUE_BYTES};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -165,7 +165,7 @@ fn jsonl_numbers_are_their_literal_text_nested_too() {
     // Ordinary nested values render as serde_json's compact text.
     let ordinary = r#"{"z":[1,-2,0.5,"x\"y",null,{"b":false,"a":[]}],"a":{}}"#;
     let mut out = Vec::new();
-    compact(ordinary, &mut out).expect("valid JSON");
+    compact(ordinary, &mut out, 2).expect("valid JSON");
     let value: Value = serde_json::from_str(ordinary).expect("valid JSON");
     assert_eq!(String::from_utf8(out).expect("UTF-8"), value.to_string());
 }
@@ -596,6 +596,58 @@ fn missing_file_is_an_io_error() {
     let path = dir.path().join("nope.csv");
     match collect(&path, Format::Csv).err().expect("fails") {
         AuditError::Io { path: p, .. } => assert_eq!(p, path),
+        other => panic!("unexpected error {other:?}"),
+    }
+}
+
+/// A JSON Lines line whose `v` nests `depth` arrays, alternating with
+/// objects every other level so both kinds are counted.
+fn nested_line(id: u32, depth: usize) -> String {
+    let mut open = String::new();
+    let mut close = String::new();
+    for level in 0..depth {
+        if level % 2 == 0 {
+            open.push('[');
+            close.insert(0, ']');
+        } else {
+            open.push_str("{\"k\":");
+            close.insert(0, '}');
+        }
+    }
+    format!("{{\"id\":{id},\"v\":{open}0{close}}}\n")
+}
+
+// A line of 60 KB nested 30,000 deep overflowed the audit's stack and
+// aborted the engine, on every rerun. It now fails naming its line and
+// column, and a value nested to the limit is read.
+#[test]
+fn a_value_nested_deeper_than_the_limit_names_its_line_and_column() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for depth in [MAX_NESTING, 30_000] {
+        let text = format!("{}{}", nested_line(1, 3), nested_line(2, depth));
+        let path = write(dir.path(), "deep.jsonl", &text);
+        let error = collect(&path, Format::Jsonl).err().expect("too deep");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "`{}` line 2: the value of column `v` is nested deeper than 128 levels, \
+                 the most the audit reads",
+                path.display()
+            )
+        );
+    }
+    // The row's object is level 1: a value of 127 levels is read whole.
+    let path = write(dir.path(), "ok.jsonl", &nested_line(1, MAX_NESTING - 1));
+    let (_, rows) = collect(&path, Format::Jsonl).expect("reads");
+    let value = rows.0[0].1[1].clone().expect("not null");
+    assert_eq!(value.matches('[').count() + value.matches('{').count(), 127);
+    // A line that is not an object is held to serde_json's own limit.
+    let path = write(dir.path(), "array.jsonl", &"[".repeat(30_000));
+    match collect(&path, Format::Jsonl).err().expect("fails") {
+        AuditError::Parse { line, message, .. } => {
+            assert_eq!(line, 1);
+            assert!(message.contains("recursion limit exceeded"), "{message}");
+        }
         other => panic!("unexpected error {other:?}"),
     }
 }
