@@ -152,6 +152,24 @@ impl AuditReport {
     pub fn failures(&self) -> impl Iterator<Item = &GateOutcome> + '_ {
         self.gates.iter().filter(|gate| !gate.passed)
     }
+
+    /// Applies `redact` to every text the report took from the data (the
+    /// columns, each gate's values and offending rows), before it is written
+    /// down anywhere: a task may write a secret into the very row a gate
+    /// quotes.
+    pub fn redact(&mut self, redact: &dyn Fn(&str) -> String) {
+        for column in &mut self.columns {
+            *column = redact(column);
+        }
+        for gate in &mut self.gates {
+            for text in [&mut gate.gate, &mut gate.expected, &mut gate.actual]
+                .into_iter()
+                .chain(&mut gate.offending)
+            {
+                *text = redact(text);
+            }
+        }
+    }
 }
 
 /// Why data files could not be audited. A gate failing is not an error: it is

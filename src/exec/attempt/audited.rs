@@ -39,7 +39,13 @@ pub(super) fn audit_candidate(
         let _ = faults.hit(Point::Audit, &task.name, partition);
     };
     let report = match audit::audit_with(&candidate.files, &spec, &probe) {
-        Ok(r) => r,
+        // Redacted once here: candidate.json, the GATE_FAILED event and the
+        // reason the outcome carries on (markers, summaries, notifications)
+        // are all made from it.
+        Ok(mut r) => {
+            r.redact(&|text| cx.secrets.redact(text));
+            r
+        }
         // The disk under the warehouse failing is the engine's problem,
         // not a property of the candidate.
         Err(audit::AuditError::Io { path, source }) if storage_fault(&source) => {
