@@ -10,8 +10,8 @@
 //! accumulator on the rayon pool, a window of files at a time, and the
 //! accumulators are merged in file order as each window is done. A record
 //! over [`MAX_RECORD_BYTES`], a value over [`MAX_VALUE_BYTES`], a value or
-//! schema nested deeper than [`MAX_NESTING`] and more files than
-//! [`MAX_FILES`] fail the audit before more is read, so memory and stack
+//! schema nested deeper than [`MAX_NESTING`], more columns than
+//! [`MAX_COLUMNS`] and more files than [`MAX_FILES`] fail the audit before more is read, so memory and stack
 //! stay bounded whatever a task writes. With fewer files than threads (one big file), a CSV or JSON Lines
 //! file is parsed on one thread while lanes on the others each digest a
 //! share of its rows and run some of the key checks; a Parquet file is
@@ -70,6 +70,15 @@ pub const MAX_VALUE_BYTES: usize = 64 << 20;
 /// level, and a line of 60 KB nested 30,000 deep once overflowed the
 /// stack and aborted the engine. BigQuery nests a record at most 15 deep.
 pub const MAX_NESTING: usize = 128;
+
+/// The most columns a candidate (or input) may have (100,000): a CSV
+/// header's, a Parquet schema's top-level columns, the keys of a JSON Lines
+/// candidate's objects all together. More fails the audit naming the file
+/// (and line): the audit keeps a little per column on every thread that
+/// reads, and a file of 2 million columns took 620 MB. Ten times
+/// BigQuery's 10,000 columns a table, three times SQL Server's 30,000 of a
+/// wide table.
+pub const MAX_COLUMNS: usize = 100_000;
 
 /// The most data files one candidate (or input) may have (100,000). More
 /// fails the audit before any is read; a partition of that many files is
@@ -274,6 +283,24 @@ pub enum AuditError {
         /// `the value of column `payload``.
         what: String,
         /// The limit it is over, in levels.
+        limit: usize,
+    },
+    /// More columns than the audit reads ([`MAX_COLUMNS`]).
+    #[error(
+        "`{}` {place}: more than {limit} columns, the most the audit reads",
+        .path.display()
+    )]
+    #[diagnostic(
+        code(weir::audit::too_wide),
+        help("split the table, or keep a wide record as one nested JSON value")
+    )]
+    TooWide {
+        /// The file.
+        path: PathBuf,
+        /// `line 1` (CSV's header, the JSON Lines line whose keys pass the
+        /// limit) or `schema` (Parquet).
+        place: String,
+        /// The limit.
         limit: usize,
     },
     /// More data files than one audit reads ([`MAX_FILES`]).

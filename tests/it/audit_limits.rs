@@ -444,3 +444,65 @@ t deep attempt 1 token 1: QUARANTINED deterministic failure: {reason}: quarantin
         .collect();
     assert_eq!(failed, [reason]);
 }
+
+/// A CSV file of `columns` columns (`id` then `c…` in descending order, so
+/// the file's order is not the sorted one) and two rows.
+fn wide_csv(columns: usize) -> String {
+    let names: Vec<String> = (1..columns).rev().map(|i| format!("c{i:06}")).collect();
+    let ones = vec!["1"; columns - 1].join(",");
+    format!("id,{}\n1,{ones}\n2,{ones}\n", names.join(","))
+}
+
+// `weir show` of a file of 1 million columns did not finish in 10 minutes
+// (each header name was looked for by a scan of all the columns), and the
+// audit kept about 300 bytes a column. Files of more than 100,000 columns
+// now fail the audit naming the limit; one of 100,000 publishes and shows
+// in its own column order.
+#[test]
+fn a_file_of_100000_columns_publishes_and_shows_and_one_more_fails() {
+    let sb = Sandbox::new(
+        r#"
+[pipeline]
+name = "wide"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.keys]
+kind = "static"
+keys = ["at", "over"]
+
+[tasks.w]
+command = ["sh", "-c", "cp \"$WEIR_PARTITION.csv\" \"$WEIR_OUTPUT_DIR/w.csv\""]
+output = { dataset = "w", format = "csv", grain = ["id"] }
+"#,
+    );
+    let at = wide_csv(weir::audit::MAX_COLUMNS);
+    std::fs::write(sb.path().join("at.csv"), &at).expect("csv");
+    std::fs::write(
+        sb.path().join("over.csv"),
+        wide_csv(weir::audit::MAX_COLUMNS + 1),
+    )
+    .expect("csv");
+    let reason =
+        "candidate cannot be read: `$SB/wh/w/over/attempts/00000000000000000001/data/w.csv` \
+line 1: more than 100000 columns, the most the audit reads";
+    sb.run_cmd("R1", &[])
+        .assert()
+        .code(1)
+        .stdout(&format!(
+            "run R1: 2 task instances: 1 published, 1 quarantined; 0 retries\n  QUARANTINED w over: \
+deterministic failure: {reason}\nevents: $SB/wh/_runs/R1/events.jsonl\n"
+        ))
+        .stderr_unordered(&format!(
+            "w at attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:[..]\n\
+w over attempt 1 token 1: GATE_FAILED {reason}\n\
+w over attempt 1 token 1: QUARANTINED deterministic failure: {reason}: quarantined, not retried\n"
+        ));
+    // Bounded, against a hang (the file order is checked for speed in
+    // `cli::status`, on a million columns).
+    let show = sb.weir(&["show", "m.toml", "w", "--partition", "at"]);
+    let out = Engine::spawn(show, sb.path(), "show").finish(Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
+    assert!(stdout(&out) == at, "`weir show` differs from the file");
+}

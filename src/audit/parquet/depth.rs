@@ -1,5 +1,5 @@
-//! The nesting depth of a Parquet file's schema, read from its footer
-//! before the Arrow project's reader sees it.
+//! The nesting depth and width of a Parquet file's schema, read from its
+//! footer before the Arrow project's reader sees it.
 //!
 //! That reader builds the schema tree, and then its Arrow schema, recursing
 //! once per level with no limit of its own: a file of 8 KB whose one column
@@ -9,14 +9,15 @@
 //! counted here in one pass and without recursion (Thrift's compact
 //! protocol: <https://github.com/apache/thrift/blob/master/doc/specs/thrift-compact-protocol.md>).
 //! Anything this reading does not understand is left to the reader, which
-//! names what is wrong; only a schema deeper than [`MAX_NESTING`] is
-//! refused here.
+//! names what is wrong; only a schema deeper than [`MAX_NESTING`] or of
+//! more top-level columns than [`MAX_COLUMNS`] is refused here, before the
+//! reader builds its metadata of every column.
 
 use std::io::{self, BufReader, Read};
 use std::path::Path;
 use std::sync::Arc;
 
-use super::super::{AuditError, MAX_NESTING};
+use super::super::{AuditError, MAX_COLUMNS, MAX_NESTING};
 use super::{ReadFrom, Shared};
 
 /// Thrift compact types, as in a field or collection header.
@@ -37,23 +38,37 @@ const UUID: u8 = 13;
 /// How deep skipped Thrift values may nest (the Parquet reader's own bound).
 const SKIP_DEPTH: u8 = 64;
 
+/// What is over a limit in a schema.
+enum Over {
+    /// This top-level column nests deeper than [`MAX_NESTING`].
+    Deep(String),
+    /// More top-level columns than [`MAX_COLUMNS`].
+    Wide,
+}
+
 /// Refuses a file whose schema nests deeper than [`MAX_NESTING`] levels
-/// (a top-level column is level 1), naming the top-level column.
-pub(super) fn check_depth(file: &Shared, path: &Path) -> Result<(), AuditError> {
-    match deepest(file) {
-        Ok(Some(column)) => Err(AuditError::TooDeep {
+/// (a top-level column is level 1), naming the top-level column, or has
+/// more than [`MAX_COLUMNS`] top-level columns.
+pub(super) fn check_schema(file: &Shared, path: &Path) -> Result<(), AuditError> {
+    match over(file) {
+        Ok(Some(Over::Deep(column))) => Err(AuditError::TooDeep {
             path: path.to_path_buf(),
             place: "schema".to_owned(),
             what: format!("column `{column}`"),
             limit: MAX_NESTING,
+        }),
+        Ok(Some(Over::Wide)) => Err(AuditError::TooWide {
+            path: path.to_path_buf(),
+            place: "schema".to_owned(),
+            limit: MAX_COLUMNS,
         }),
         // Not a footer this reading understands: the reader says why.
         Ok(None) | Err(_) => Ok(()),
     }
 }
 
-/// The top-level column whose schema nests deeper than [`MAX_NESTING`], if any.
-fn deepest(file: &Shared) -> io::Result<Option<String>> {
+/// What in the schema of `file` is over a limit, if anything.
+fn over(file: &Shared) -> io::Result<Option<Over>> {
     let len = file.0.metadata()?.len();
     let mut tail = [0; 8];
     let Some(at) = len.checked_sub(8) else {
@@ -83,9 +98,9 @@ fn deepest(file: &Shared) -> io::Result<Option<String>> {
     Ok(None)
 }
 
-/// Reads the schema's elements (depth first, the root first) and returns
-/// the top-level column of the first one deeper than [`MAX_NESTING`].
-fn schema<R: Read>(thrift: &mut Thrift<R>) -> io::Result<Option<String>> {
+/// Reads the schema's elements (depth first, the root first) up to the
+/// first that is over a limit.
+fn schema<R: Read>(thrift: &mut Thrift<R>) -> io::Result<Option<Over>> {
     let (count, kind) = thrift.collection()?;
     if kind != STRUCT {
         return Ok(None);
@@ -93,6 +108,7 @@ fn schema<R: Read>(thrift: &mut Thrift<R>) -> io::Result<Option<String>> {
     // The children each open group has still to come.
     let mut open: Vec<u64> = Vec::new();
     let mut column = String::new();
+    let mut columns = 0;
     for _ in 0..count {
         while open.last() == Some(&0) {
             open.pop();
@@ -104,9 +120,13 @@ fn schema<R: Read>(thrift: &mut Thrift<R>) -> io::Result<Option<String>> {
         let (name, children) = element(thrift, level == 1)?;
         if level == 1 {
             column = name;
+            columns += 1;
+            if columns > MAX_COLUMNS {
+                return Ok(Some(Over::Wide));
+            }
         }
         if level > MAX_NESTING {
-            return Ok(Some(column));
+            return Ok(Some(Over::Deep(column)));
         }
         if children > 0 {
             open.push(children);

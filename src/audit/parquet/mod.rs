@@ -170,7 +170,7 @@ impl ParquetFile {
             source,
         })?;
         let file = Shared(Arc::new(file));
-        depth::check_depth(&file, path)?;
+        depth::check_schema(&file, path)?;
         let metadata = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
             .map_err(|e| invalid(path, &e))?;
         let mut named: Vec<(String, usize)> = metadata

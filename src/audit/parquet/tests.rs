@@ -733,3 +733,41 @@ fn a_schema_nested_deeper_than_the_limit_names_its_column() {
     let expected = format!("{}7{}", "{\"s\":".repeat(127), "}".repeat(127));
     assert_eq!(text, expected);
 }
+
+// A Parquet file of more top-level columns than MAX_COLUMNS is refused
+// from its footer, before the reader builds the metadata of each.
+#[test]
+fn a_schema_of_more_columns_than_the_limit_is_refused() {
+    use parquet::basic::{Repetition, Type as Physical};
+    use parquet::file::writer::SerializedFileWriter;
+    use parquet::schema::types::Type;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("wide.parquet");
+    let fields = (0..=crate::audit::MAX_COLUMNS)
+        .map(|i| {
+            let leaf = Type::primitive_type_builder(&format!("c{i}"), Physical::INT32)
+                .with_repetition(Repetition::OPTIONAL)
+                .build()
+                .expect("leaf");
+            Arc::new(leaf)
+        })
+        .collect();
+    let root = Type::group_type_builder("schema")
+        .with_fields(fields)
+        .build()
+        .expect("root");
+    let file = std::fs::File::create(&path).expect("create");
+    let props = Arc::new(WriterProperties::builder().build());
+    let writer = SerializedFileWriter::new(file, Arc::new(root), props).expect("writer");
+    writer.close().expect("close");
+    let error = read_rows(std::slice::from_ref(&path), Format::Parquet)
+        .err()
+        .expect("too wide");
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "`{}` schema: more than 100000 columns, the most the audit reads",
+            path.display()
+        )
+    );
+}

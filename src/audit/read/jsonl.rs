@@ -9,7 +9,7 @@ use std::path::Path;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::super::{MAX_NESTING, MAX_RECORD_BYTES, MAX_VALUE_BYTES};
+use super::super::{MAX_COLUMNS, MAX_NESTING, MAX_RECORD_BYTES, MAX_VALUE_BYTES};
 use super::{
     io_error, open, parse_error, too_large, AuditError, Object, Row, RowEstimate, RowFold, Span,
     BUFFER,
@@ -39,6 +39,9 @@ pub(super) fn fold_jsonl<F: RowFold>(
     let mut data = Vec::new();
     let mut spans: Vec<Span> = Vec::new();
     while let Some((line, object)) = lines.next_object()? {
+        if object.len() > MAX_COLUMNS {
+            return Err(too_wide(path, format!("line {line}")));
+        }
         let (columns, fold) = state.get_or_insert_with(|| {
             // serde_json's map may keep insertion order; the columns are sorted.
             let mut columns: Vec<String> = object.keys().cloned().collect();
@@ -95,10 +98,22 @@ pub(super) fn fold_jsonl<F: RowFold>(
 pub(super) fn jsonl_keys(path: &Path) -> Result<BTreeSet<String>, AuditError> {
     let mut keys = BTreeSet::new();
     let mut lines = JsonLines::open(path)?;
-    while let Some((_, object)) = lines.next_object()? {
+    while let Some((line, object)) = lines.next_object()? {
         keys.extend(object.into_keys());
+        if keys.len() > MAX_COLUMNS {
+            return Err(too_wide(path, format!("line {line}")));
+        }
     }
     Ok(keys)
+}
+
+/// The columns of `path` passed [`MAX_COLUMNS`] at `place` (`line 7`).
+pub(super) fn too_wide(path: &Path, place: String) -> AuditError {
+    AuditError::TooWide {
+        path: path.to_path_buf(),
+        place,
+        limit: MAX_COLUMNS,
+    }
 }
 
 /// A nested value deeper than [`MAX_NESTING`].

@@ -2,7 +2,7 @@ use super::csv::fold_pipelined;
 use super::csv_records::CsvRecords;
 use super::jsonl::compact;
 use super::*;
-use crate::audit::{MAX_NESTING, MAX_VALUE_BYTES};
+use crate::audit::{MAX_COLUMNS, MAX_NESTING, MAX_VALUE_BYTES};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -650,4 +650,42 @@ fn a_value_nested_deeper_than_the_limit_names_its_line_and_column() {
         }
         other => panic!("unexpected error {other:?}"),
     }
+}
+
+// Files of more columns than MAX_COLUMNS fail naming where the limit was
+// passed: a JSON Lines line's own keys, or the keys of its lines together.
+#[test]
+fn json_lines_of_more_columns_than_the_limit_name_the_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let object = |from: usize, to: usize| {
+        let keys: Vec<String> = (from..to).map(|k| format!("\"k{k}\":1")).collect();
+        format!("{{{}}}\n", keys.join(","))
+    };
+    let half = MAX_COLUMNS / 2 + 1;
+    for (name, text, line) in [
+        ("one.jsonl", object(0, MAX_COLUMNS + 1), 1),
+        (
+            "two.jsonl",
+            format!(
+                "{}{}{}",
+                object(0, half),
+                object(0, half),
+                object(half, 2 * half)
+            ),
+            3,
+        ),
+    ] {
+        let path = write(dir.path(), name, &text);
+        let error = collect(&path, Format::Jsonl).err().expect("too wide");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "`{}` line {line}: more than 100000 columns, the most the audit reads",
+                path.display()
+            )
+        );
+    }
+    let path = write(dir.path(), "at.jsonl", &object(0, MAX_COLUMNS));
+    let (columns, _) = collect(&path, Format::Jsonl).expect("reads");
+    assert_eq!(columns.len(), MAX_COLUMNS);
 }
