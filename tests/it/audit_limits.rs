@@ -506,3 +506,38 @@ w over attempt 1 token 1: QUARANTINED deterministic failure: {reason}: quarantin
     assert_eq!(stderr(&out), "");
     assert!(stdout(&out) == at, "`weir show` differs from the file");
 }
+
+// Half floats were hashed and shown as their f32 widening (0.1 as
+// `0.099975586`): each is now the shortest text that rounds back to it,
+// in the style of the other floats, so a CSV twin holding that text
+// digests the same, and a list of them too.
+#[test]
+fn half_floats_are_their_shortest_text_like_their_csv_twin() {
+    let values = [0.1_f32, 65504.0, -0.0, 5.960_464_5e-8, 1.0];
+    let halves: Vec<half::f16> = values.iter().map(|&v| half::f16::from_f32(v)).collect();
+    let list = arrow_array::ListArray::from_iter_primitive::<arrow_array::types::Float16Type, _, _>(
+        vec![Some(halves.iter().map(|&h| Some(h)).collect::<Vec<_>>()); 5],
+    );
+    let batch = RecordBatch::try_from_iter(vec![
+        ("id", ids(5)),
+        (
+            "h",
+            Arc::new(arrow_array::Float16Array::from(halves.clone())) as ArrayRef,
+        ),
+        ("l", Arc::new(list) as ArrayRef),
+    ])
+    .expect("batch");
+    let texts = ["0.1", "65500.0", "-0.0", "6e-8", "1.0"];
+    let list = format!("\"[{}]\"", texts.join(","));
+    // Columns in sorted order, as Parquet's are shown.
+    let csv: String = std::iter::once("h,id,l\n".to_owned())
+        .chain(
+            texts
+                .iter()
+                .enumerate()
+                .map(|(i, text)| format!("{text},{},{list}\n", i + 1)),
+        )
+        .collect();
+    let twins = twins(&batch, &csv, Compression::SNAPPY);
+    assert_twins(&twins, &csv);
+}
