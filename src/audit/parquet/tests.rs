@@ -715,9 +715,7 @@ fn a_schema_nested_deeper_than_the_limit_names_its_column() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("deep.parquet");
     write_deep(&path, 1000);
-    let error = read_rows(std::slice::from_ref(&path), Format::Parquet)
-        .err()
-        .expect("too deep");
+    let error = read_rows(std::slice::from_ref(&path), Format::Parquet).expect_err("too deep");
     assert_eq!(
         error.to_string(),
         format!(
@@ -760,9 +758,7 @@ fn a_schema_of_more_columns_than_the_limit_is_refused() {
     let props = Arc::new(WriterProperties::builder().build());
     let writer = SerializedFileWriter::new(file, Arc::new(root), props).expect("writer");
     writer.close().expect("close");
-    let error = read_rows(std::slice::from_ref(&path), Format::Parquet)
-        .err()
-        .expect("too wide");
+    let error = read_rows(std::slice::from_ref(&path), Format::Parquet).expect_err("too wide");
     assert_eq!(
         error.to_string(),
         format!(

@@ -257,6 +257,9 @@ where
     }
 }
 
+/// A file folded: its columns (`None`: the first file's) and accumulator.
+type Folded<F> = Result<(Option<Vec<String>>, F), AuditError>;
+
 /// What [`merge_files`] made of the files.
 enum Merged<F> {
     /// The candidate's columns and the merge of every file's accumulator.
@@ -306,7 +309,7 @@ where
         let indexed = chunk.iter().enumerate().map(|(k, path)| (first + k, path));
         // One file (most candidates) is folded here: the pool would only
         // hand it to a worker and wake this thread again when it is done.
-        let results: Vec<Result<(Option<Vec<String>>, F), AuditError>> = if chunk.len() == 1 {
+        let results: Vec<Folded<F>> = if chunk.len() == 1 {
             indexed.map(fold).collect()
         } else {
             let indexed: Vec<(usize, &PathBuf)> = indexed.collect();

@@ -58,7 +58,7 @@ pub(super) fn audit_candidate(
             // Unreadable data (bad CSV, mismatched headers) is a property of
             // this candidate: the same input reproduces it.
             let reason = format!("candidate cannot be read: {}", chain(&e));
-            return Err(at.gate_failed(&candidate, reason, None));
+            return Err(at.gate_failed(&candidate, &reason, None));
         }
     };
     write_candidate_json(at, snapshot, &candidate, &report)?;
@@ -70,7 +70,7 @@ pub(super) fn audit_candidate(
             .collect::<Vec<_>>()
             .join("; ");
         let data = json!({ "gates": failures });
-        return Err(at.gate_failed(&candidate, detail, Some(data)));
+        return Err(at.gate_failed(&candidate, &detail, Some(data)));
     }
     admitted_by_table(at, &candidate)?;
     cx.emit(
@@ -140,7 +140,7 @@ fn admitted_by_table(at: &Attempt<'_, '_>, candidate: &Candidate) -> Step<()> {
         .partition(&task.output.dataset, at.partition);
     match crate::store::delta::admits(&store, &columns, policy, &candidate.files) {
         Ok(()) => Ok(()),
-        Err(Ok(why)) => Err(at.gate_failed(candidate, format!("table_schema: {why}"), None)),
+        Err(Ok(why)) => Err(at.gate_failed(candidate, &format!("table_schema: {why}"), None)),
         Err(Err(e)) => Err(at.fail(
             Some(candidate.token),
             format!("cannot check the Delta table's schema: {}", chain(&e)),

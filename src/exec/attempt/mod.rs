@@ -165,10 +165,10 @@ impl Attempt<'_, '_> {
     fn gate_failed(
         &self,
         candidate: &Candidate,
-        reason: String,
+        reason: &str,
         data: Option<serde_json::Value>,
     ) -> AttemptOutcome {
-        let reason = self.cx.secrets.redact(&reason);
+        let reason = self.cx.secrets.redact(reason);
         let event = self.event(candidate.token).detail(reason.clone());
         self.cx.emit(
             State::GateFailed,
