@@ -541,3 +541,28 @@ fn half_floats_are_their_shortest_text_like_their_csv_twin() {
     let twins = twins(&batch, &csv, Compression::SNAPPY);
     assert_twins(&twins, &csv);
 }
+
+// A JSON Lines line of 100 MB holding 8 million short keys was parsed into
+// a map of them all before its columns were counted: 1.2 GB and 26 s
+// before it failed. It now fails at the 100,001st key, under a 1 GiB
+// address-space limit.
+#[test]
+fn a_line_of_8_million_keys_fails_the_audit_within_bounded_memory() {
+    let (code, out, err, detail) = run_limited(
+        "awk 'BEGIN { printf \"{\"; for (i = 0; i < 8000000; i++) printf \"%s\\\"k%d\\\":0\", \
+         (i ? \",\" : \"\"), i; print \"}\" }' > \"$WEIR_OUTPUT_DIR/keys.jsonl\"\n",
+        "jsonl",
+        1024,
+    );
+    let reason = "candidate cannot be read: `<dir>/wh/big/p/attempts/00000000000000000001/data/\
+keys.jsonl` line 1: more than 100000 columns, the most the audit reads";
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(detail, reason);
+    assert_eq!(
+        out,
+        format!(
+            "run R1: 1 task instance: 1 quarantined; 0 retries\n  QUARANTINED big p: \
+deterministic failure: {reason}\nevents: <dir>/wh/_runs/R1/events.jsonl\n"
+        )
+    );
+}

@@ -6,6 +6,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
@@ -259,7 +260,15 @@ impl<'p> JsonLines<'p> {
             if self.buf.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            if let Ok(object) = serde_json::from_slice::<Object>(&self.buf) {
+            let wide = std::cell::Cell::new(false);
+            let mut parser = serde_json::Deserializer::from_slice(&self.buf);
+            let parsed = Bounded(&wide)
+                .deserialize(&mut parser)
+                .and_then(|object| parser.end().map(|()| object));
+            if wide.get() {
+                return Err(too_wide(self.path, format!("line {}", self.line)));
+            }
+            if let Ok(object) = parsed {
                 return Ok(Some((self.line, object)));
             }
             // Not an object: say what it is instead.
@@ -271,6 +280,41 @@ impl<'p> JsonLines<'p> {
                 format!("expected a JSON object, found {}", kind(&value)),
             ));
         }
+    }
+}
+
+/// A row's object, refused past [`MAX_COLUMNS`] keys as it is parsed: a
+/// line of 128 MiB holds millions of short keys, and their map would take
+/// gigabytes before the columns could be counted. The flag tells that
+/// error from others.
+struct Bounded<'a>(&'a std::cell::Cell<bool>);
+
+impl<'de> DeserializeSeed<'de> for Bounded<'_> {
+    type Value = Object;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Object, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Bounded<'_> {
+    type Value = Object;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Object, A::Error> {
+        let mut object = Object::new();
+        // A repeated key keeps its last value, as serde_json's map does.
+        while let Some((key, value)) = map.next_entry::<String, Box<RawValue>>()? {
+            object.insert(key, value);
+            if object.len() > MAX_COLUMNS {
+                self.0.set(true);
+                return Err(serde::de::Error::custom("too many keys"));
+            }
+        }
+        Ok(object)
     }
 }
 
