@@ -309,7 +309,11 @@ output = {{ dataset = "big", format = "{format}", grain = ["id"] }}
         .find(|e| e.state == State::GateFailed)
         .map(|e| e.detail.clone())
         .unwrap_or_default();
-    assert!(sb.store("big", "p").latest().unwrap().is_none());
+    // Published exactly when the run succeeded.
+    assert_eq!(
+        sb.store("big", "p").latest().unwrap().is_some(),
+        out.status.code() == Some(0)
+    );
     // The sandbox's path is in every message: `<dir>` stands for it.
     let dir = sb.path().display().to_string();
     let redact = |text: String| text.replace(&dir, "<dir>");
@@ -565,4 +569,20 @@ keys.jsonl` line 1: more than 100000 columns, the most the audit reads";
 deterministic failure: {reason}\nevents: <dir>/wh/_runs/R1/events.jsonl\n"
         )
     );
+}
+
+// A JSON Lines value of 30 MB holding 10 million empty arrays was
+// collected item by item before its compact text was written (575 MB,
+// 1.1 GB for 20 million); it is now written as it is parsed, and the row
+// publishes under a 512 MiB address-space limit.
+#[test]
+fn a_value_of_10_million_items_is_read_within_bounded_memory() {
+    let (code, out, err, detail) = run_limited(
+        "awk 'BEGIN { printf \"{\\\"id\\\":1,\\\"v\\\":[\"; for (i = 0; i < 10000000; i++) \
+         printf \"%s[]\", (i ? \",\" : \"\"); print \"]}\" }' > \"$WEIR_OUTPUT_DIR/items.jsonl\"\n",
+        "jsonl",
+        512,
+    );
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert_eq!(detail, "");
 }

@@ -11,6 +11,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::super::{MAX_COLUMNS, MAX_NESTING, MAX_RECORD_BYTES, MAX_VALUE_BYTES};
+use super::compact::{compact, Compact};
 use super::{
     io_error, open, parse_error, too_large, AuditError, Object, Row, RowEstimate, RowFold, Span,
     BUFFER,
@@ -153,64 +154,6 @@ fn render(value: &RawValue, data: &mut Vec<u8>) -> Result<Span, TooDeep> {
         Some(_) => data.extend_from_slice(text.as_bytes()),
     }
     Ok(Some((start, data.len())))
-}
-
-/// Why a nested value has no compact text.
-#[derive(Debug)]
-pub(super) enum Compact {
-    /// It is not valid JSON.
-    Json,
-    /// It nests deeper than [`MAX_NESTING`].
-    TooDeep,
-}
-
-impl From<serde_json::Error> for Compact {
-    fn from(_: serde_json::Error) -> Self {
-        Self::Json
-    }
-}
-
-/// Appends the canonical compact text of a JSON value at nesting `level`
-/// (see [`render`]). serde_json parses each level's members as raw text
-/// without a depth limit of its own, and this recurses once per level, so
-/// the level is counted here: unbounded, a deep value overflows the stack.
-pub(super) fn compact(text: &str, out: &mut Vec<u8>, level: usize) -> Result<(), Compact> {
-    let nested = matches!(text.as_bytes().first(), Some(b'{' | b'['));
-    if nested && level > MAX_NESTING {
-        return Err(Compact::TooDeep);
-    }
-    match text.as_bytes().first() {
-        Some(b'{') => {
-            let object: Object = serde_json::from_str(text)?;
-            out.push(b'{');
-            for (i, (key, value)) in object.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                serde_json::to_writer(&mut *out, key)?;
-                out.push(b':');
-                compact(value.get().trim(), out, level + 1)?;
-            }
-            out.push(b'}');
-        }
-        Some(b'[') => {
-            let items: Vec<Box<RawValue>> = serde_json::from_str(text)?;
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                compact(item.get().trim(), out, level + 1)?;
-            }
-            out.push(b']');
-        }
-        Some(b'"') => {
-            let unescaped: std::borrow::Cow<'_, str> = serde_json::from_str(text)?;
-            serde_json::to_writer(&mut *out, &unescaped)?;
-        }
-        _ => out.extend_from_slice(text.as_bytes()),
-    }
-    Ok(())
 }
 
 /// A JSON Lines file read one object at a time.

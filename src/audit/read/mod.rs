@@ -20,6 +20,7 @@ use csv::fold_csv;
 pub(crate) use csv::fold_csv_pipelined;
 use jsonl::{fold_jsonl, jsonl_keys, Pass};
 
+mod compact;
 mod csv;
 mod csv_records;
 mod jsonl;

@@ -1,6 +1,6 @@
+use super::compact::compact;
 use super::csv::fold_pipelined;
 use super::csv_records::CsvRecords;
-use super::jsonl::compact;
 use super::*;
 use crate::audit::{MAX_COLUMNS, MAX_NESTING, MAX_VALUE_BYTES};
 use serde_json::Value;
@@ -688,4 +688,22 @@ fn json_lines_of_more_columns_than_the_limit_name_the_line() {
     let path = write(dir.path(), "at.jsonl", &object(0, MAX_COLUMNS));
     let (columns, _) = collect(&path, Format::Jsonl).expect("reads");
     assert_eq!(columns.len(), MAX_COLUMNS);
+}
+
+// Compact text is written as the value is parsed: keys sorted (by bytes,
+// escaped ones unescaped first), a repeated key keeping its last value,
+// items in order.
+#[test]
+fn compact_text_sorts_keys_and_keeps_a_repeated_keys_last_value() {
+    let mut out = Vec::new();
+    compact(
+        r#"{"b":[1, {"y":2,"x":[]}],"a":1,"\u0061a":{},"a":"last"}"#,
+        &mut out,
+        2,
+    )
+    .expect("valid JSON");
+    assert_eq!(
+        String::from_utf8(out).expect("UTF-8"),
+        r#"{"a":"last","aa":{},"b":[1,{"x":[],"y":2}]}"#
+    );
 }
