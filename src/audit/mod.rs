@@ -9,9 +9,10 @@
 //! Files are streamed, never held in memory: each is folded into its own
 //! accumulator on the rayon pool, a window of files at a time, and the
 //! accumulators are merged in file order as each window is done. A record
-//! over [`MAX_RECORD_BYTES`], a value over [`MAX_VALUE_BYTES`] and more
-//! files than [`MAX_FILES`] fail the audit before more is read, so memory
-//! stays bounded whatever a task writes. With fewer files than threads (one big file), a CSV or JSON Lines
+//! over [`MAX_RECORD_BYTES`], a value over [`MAX_VALUE_BYTES`], a value or
+//! schema nested deeper than [`MAX_NESTING`], more columns than
+//! [`MAX_COLUMNS`] and more files than [`MAX_FILES`] fail the audit before more is read, so memory and stack
+//! stay bounded whatever a task writes. With fewer files than threads (one big file), a CSV or JSON Lines
 //! file is parsed on one thread while lanes on the others each digest a
 //! share of its rows and run some of the key checks; a Parquet file is
 //! folded in parts (ranges of its row groups), a part per thread at a time,
@@ -61,6 +62,23 @@ pub const MAX_RECORD_BYTES: usize = 128 << 20;
 /// belong in object storage, with their address in the table (Snowflake
 /// caps a value at 16 MB, Redshift's SUPER at 16 MB).
 pub const MAX_VALUE_BYTES: usize = 64 << 20;
+
+/// The deepest a JSON Lines value may nest (128 levels, the row's own
+/// object being level 1; serde_json's own limit, which every other JSON weir
+/// reads is held to). A deeper one fails the audit naming its file, line
+/// and column: the canonical text of a nested value is built level by
+/// level, and a line of 60 KB nested 30,000 deep once overflowed the
+/// stack and aborted the engine. BigQuery nests a record at most 15 deep.
+pub const MAX_NESTING: usize = 128;
+
+/// The most columns a candidate (or input) may have (100,000): a CSV
+/// header's, a Parquet schema's top-level columns, the keys of a JSON Lines
+/// candidate's objects all together. More fails the audit naming the file
+/// (and line): the audit keeps a little per column on every thread that
+/// reads, and a file of 2 million columns took 620 MB. Ten times
+/// BigQuery's 10,000 columns a table, three times SQL Server's 30,000 of a
+/// wide table.
+pub const MAX_COLUMNS: usize = 100_000;
 
 /// The most data files one candidate (or input) may have (100,000). More
 /// fails the audit before any is read; a partition of that many files is
@@ -142,6 +160,24 @@ impl AuditReport {
     /// The outcomes of the gates that failed.
     pub fn failures(&self) -> impl Iterator<Item = &GateOutcome> + '_ {
         self.gates.iter().filter(|gate| !gate.passed)
+    }
+
+    /// Applies `redact` to every text the report took from the data (the
+    /// columns, each gate's values and offending rows), before it is written
+    /// down anywhere: a task may write a secret into the very row a gate
+    /// quotes.
+    pub fn redact(&mut self, redact: &dyn Fn(&str) -> String) {
+        for column in &mut self.columns {
+            *column = redact(column);
+        }
+        for gate in &mut self.gates {
+            for text in [&mut gate.gate, &mut gate.expected, &mut gate.actual]
+                .into_iter()
+                .chain(&mut gate.offending)
+            {
+                *text = redact(text);
+            }
+        }
     }
 }
 
@@ -228,6 +264,43 @@ pub enum AuditError {
         /// `the record` or `the value of column `payload``.
         what: String,
         /// The limit it is over, in bytes.
+        limit: usize,
+    },
+    /// A JSON Lines value nests deeper than the audit reads ([`MAX_NESTING`]).
+    #[error(
+        "`{}` {place}: {what} is nested deeper than {limit} levels, the most the audit reads",
+        .path.display()
+    )]
+    #[diagnostic(
+        code(weir::audit::too_deep),
+        help("flatten the value, or write it as a JSON string")
+    )]
+    TooDeep {
+        /// The file.
+        path: PathBuf,
+        /// `line 2`.
+        place: String,
+        /// `the value of column `payload``.
+        what: String,
+        /// The limit it is over, in levels.
+        limit: usize,
+    },
+    /// More columns than the audit reads ([`MAX_COLUMNS`]).
+    #[error(
+        "`{}` {place}: more than {limit} columns, the most the audit reads",
+        .path.display()
+    )]
+    #[diagnostic(
+        code(weir::audit::too_wide),
+        help("split the table, or keep a wide record as one nested JSON value")
+    )]
+    TooWide {
+        /// The file.
+        path: PathBuf,
+        /// `line 1` (CSV's header, the JSON Lines line whose keys pass the
+        /// limit) or `schema` (Parquet).
+        place: String,
+        /// The limit.
         limit: usize,
     },
     /// More data files than one audit reads ([`MAX_FILES`]).

@@ -518,6 +518,40 @@ pub fn readable_secrets(manifest: &Manifest, task: &Task) -> TaskEnv {
     )
 }
 
+/// Every secret value of `manifest` this process can read: each task's
+/// `env:`/`file:` values and the headers of `[notify]` targets and
+/// `[lineage]`, as a [`TaskEnv`] that only redacts. A task may write any of
+/// them into its data (one without `env` inherits the engine's variables, a
+/// header's `env:` one included), and a gate failure quotes data: the
+/// engine redacts what it says about data with these.
+pub fn known_secrets(manifest: &Manifest) -> TaskEnv {
+    let tasks = manifest
+        .tasks
+        .values()
+        .flat_map(|task| task.env.iter().flat_map(|s| s.set.iter()))
+        .map(|(_, value)| value);
+    let endpoints = manifest
+        .notify
+        .values()
+        .filter_map(|target| match &target.sink {
+            crate::manifest::NotifySink::Http(endpoint) => Some(endpoint),
+            crate::manifest::NotifySink::Command(_) => None,
+        })
+        .chain(manifest.lineage.iter().filter_map(|l| match &l.sink {
+            crate::manifest::LineageSink::Http(endpoint) => Some(endpoint),
+            crate::manifest::LineageSink::File(_) => None,
+        }));
+    let headers = endpoints.flat_map(|e| e.headers.iter().map(|(_, value)| value));
+    TaskEnv::redacting(
+        tasks
+            .chain(headers)
+            .filter_map(|v| read_value(v, &manifest.dir).ok())
+            .filter(|(_, secret)| *secret)
+            .map(|(value, _)| value)
+            .collect(),
+    )
+}
+
 /// One value of the manifest that may be a reference (a task's `env.set`,
 /// an HTTP header of a notification target or `[lineage]`): a literal as
 /// written, `env:NAME` from this process's environment, `file:PATH` (relative

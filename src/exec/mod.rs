@@ -249,6 +249,9 @@ pub(crate) struct Context<'a> {
     pub(crate) programs: std::collections::HashMap<String, std::path::PathBuf>,
     /// The outbox of `[notify]` targets, if any.
     pub(crate) notify: Option<Box<dyn Outbox>>,
+    /// The manifest's secret values (`env::known_secrets`), redacted from
+    /// what a gate failure says about the data.
+    pub(crate) secrets: env::TaskEnv,
 }
 
 impl Context<'_> {
@@ -444,6 +447,7 @@ pub fn run_with(
         fingerprints,
         programs,
         notify,
+        secrets: env::known_secrets(manifest),
     };
     let (heartbeat, pool_slots) = take_part_in_pools(&cx, &plan, timing)?;
     cx.emit(

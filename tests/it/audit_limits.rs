@@ -309,7 +309,11 @@ output = {{ dataset = "big", format = "{format}", grain = ["id"] }}
         .find(|e| e.state == State::GateFailed)
         .map(|e| e.detail.clone())
         .unwrap_or_default();
-    assert!(sb.store("big", "p").latest().unwrap().is_none());
+    // Published exactly when the run succeeded.
+    assert_eq!(
+        sb.store("big", "p").latest().unwrap().is_some(),
+        out.status.code() == Some(0)
+    );
     // The sandbox's path is in every message: `<dir>` stands for it.
     let dir = sb.path().display().to_string();
     let redact = |text: String| text.replace(&dir, "<dir>");
@@ -383,4 +387,202 @@ deterministic failure: {reason}\nevents: <dir>/wh/_runs/R1/events.jsonl\n"
 big p attempt 1 token 1: QUARANTINED deterministic failure: {reason}: quarantined, not retried\n"
         )
     );
+}
+
+// A JSON Lines value nested 30,000 deep (one line of 60 KB) overflowed the
+// audit's stack: the engine aborted with every other attempt of the run and
+// wrote no marker, so every rerun crashed again. It now fails its own
+// partition's gate, naming file, line, column and the limit, and the
+// healthy partition of the same run publishes.
+#[test]
+fn a_line_nested_30000_deep_fails_its_own_gate_while_a_healthy_partition_publishes() {
+    let sb = Sandbox::new(
+        r#"
+[pipeline]
+name = "deep"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.keys]
+kind = "static"
+keys = ["deep", "flat"]
+
+[tasks.t]
+command = ["sh", "write.sh"]
+output = { dataset = "t", format = "jsonl", grain = ["id"] }
+"#,
+    );
+    let deep = format!(
+        "{{\"id\":1,\"v\":{}{}}}\n",
+        "[".repeat(30_000),
+        "]".repeat(30_000)
+    );
+    std::fs::write(sb.path().join("deep.jsonl"), deep).expect("deep line");
+    sb.script(
+        "write.sh",
+        "if [ \"$WEIR_PARTITION\" = deep ]; then cp deep.jsonl \"$WEIR_OUTPUT_DIR/x.jsonl\"\n\
+         else echo '{\"id\":1,\"v\":[[2]]}' > \"$WEIR_OUTPUT_DIR/x.jsonl\"; fi\n",
+    );
+    let reason = "candidate cannot be read: `$SB/wh/t/deep/attempts/00000000000000000001/data/\
+x.jsonl` line 1: the value of column `v` is nested deeper than 128 levels, the most the audit reads";
+    let digest = "sha256:[..]";
+    sb.run_cmd("R1", &[])
+        .assert()
+        .code(1)
+        .stdout(&format!(
+            "run R1: 2 task instances: 1 published, 1 quarantined; 0 retries\n  QUARANTINED t deep: \
+deterministic failure: {reason}\nevents: $SB/wh/_runs/R1/events.jsonl\n"
+        ))
+        .stderr_unordered(&format!(
+            "t flat attempt 1 token 1: PUBLISHED generation 1: 1 rows, {digest}\n\
+t deep attempt 1 token 1: GATE_FAILED {reason}\n\
+t deep attempt 1 token 1: QUARANTINED deterministic failure: {reason}: quarantined, not retried\n"
+        ));
+    assert!(sb.store("t", "flat").latest().unwrap().is_some());
+    assert!(sb.store("t", "deep").latest().unwrap().is_none());
+    let failed: Vec<String> = sb
+        .events("R1")
+        .iter()
+        .filter(|e| e.state == State::GateFailed)
+        .map(|e| e.detail.replace(&sb.path().display().to_string(), "$SB"))
+        .collect();
+    assert_eq!(failed, [reason]);
+}
+
+/// A CSV file of `columns` columns (`id` then `c…` in descending order, so
+/// the file's order is not the sorted one) and two rows.
+fn wide_csv(columns: usize) -> String {
+    let names: Vec<String> = (1..columns).rev().map(|i| format!("c{i:06}")).collect();
+    let ones = vec!["1"; columns - 1].join(",");
+    format!("id,{}\n1,{ones}\n2,{ones}\n", names.join(","))
+}
+
+// `weir show` of a file of 1 million columns did not finish in 10 minutes
+// (each header name was looked for by a scan of all the columns), and the
+// audit kept about 300 bytes a column. Files of more than 100,000 columns
+// now fail the audit naming the limit; one of 100,000 publishes and shows
+// in its own column order.
+#[test]
+fn a_file_of_100000_columns_publishes_and_shows_and_one_more_fails() {
+    let sb = Sandbox::new(
+        r#"
+[pipeline]
+name = "wide"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.keys]
+kind = "static"
+keys = ["at", "over"]
+
+[tasks.w]
+command = ["sh", "-c", "cp \"$WEIR_PARTITION.csv\" \"$WEIR_OUTPUT_DIR/w.csv\""]
+output = { dataset = "w", format = "csv", grain = ["id"] }
+"#,
+    );
+    let at = wide_csv(weir::audit::MAX_COLUMNS);
+    std::fs::write(sb.path().join("at.csv"), &at).expect("csv");
+    std::fs::write(
+        sb.path().join("over.csv"),
+        wide_csv(weir::audit::MAX_COLUMNS + 1),
+    )
+    .expect("csv");
+    let reason =
+        "candidate cannot be read: `$SB/wh/w/over/attempts/00000000000000000001/data/w.csv` \
+line 1: more than 100000 columns, the most the audit reads";
+    sb.run_cmd("R1", &[])
+        .assert()
+        .code(1)
+        .stdout(&format!(
+            "run R1: 2 task instances: 1 published, 1 quarantined; 0 retries\n  QUARANTINED w over: \
+deterministic failure: {reason}\nevents: $SB/wh/_runs/R1/events.jsonl\n"
+        ))
+        .stderr_unordered(&format!(
+            "w at attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:[..]\n\
+w over attempt 1 token 1: GATE_FAILED {reason}\n\
+w over attempt 1 token 1: QUARANTINED deterministic failure: {reason}: quarantined, not retried\n"
+        ));
+    // Bounded, against a hang (the file order is checked for speed in
+    // `cli::status`, on a million columns).
+    let show = sb.weir(&["show", "m.toml", "w", "--partition", "at"]);
+    let out = Engine::spawn(show, sb.path(), "show").finish(Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "");
+    assert!(stdout(&out) == at, "`weir show` differs from the file");
+}
+
+// Half floats were hashed and shown as their f32 widening (0.1 as
+// `0.099975586`): each is now the shortest text that rounds back to it,
+// in the style of the other floats, so a CSV twin holding that text
+// digests the same, and a list of them too.
+#[test]
+fn half_floats_are_their_shortest_text_like_their_csv_twin() {
+    let values = [0.1_f32, 65504.0, -0.0, 5.960_464_5e-8, 1.0];
+    let halves: Vec<half::f16> = values.iter().map(|&v| half::f16::from_f32(v)).collect();
+    let list = arrow_array::ListArray::from_iter_primitive::<arrow_array::types::Float16Type, _, _>(
+        vec![Some(halves.iter().map(|&h| Some(h)).collect::<Vec<_>>()); 5],
+    );
+    let batch = RecordBatch::try_from_iter(vec![
+        ("id", ids(5)),
+        (
+            "h",
+            Arc::new(arrow_array::Float16Array::from(halves.clone())) as ArrayRef,
+        ),
+        ("l", Arc::new(list) as ArrayRef),
+    ])
+    .expect("batch");
+    let texts = ["0.1", "65500.0", "-0.0", "6e-8", "1.0"];
+    let list = format!("\"[{}]\"", texts.join(","));
+    // Columns in sorted order, as Parquet's are shown.
+    let csv: String = std::iter::once("h,id,l\n".to_owned())
+        .chain(
+            texts
+                .iter()
+                .enumerate()
+                .map(|(i, text)| format!("{text},{},{list}\n", i + 1)),
+        )
+        .collect();
+    let twins = twins(&batch, &csv, Compression::SNAPPY);
+    assert_twins(&twins, &csv);
+}
+
+// A JSON Lines line of 100 MB holding 8 million short keys was parsed into
+// a map of them all before its columns were counted: 1.2 GB and 26 s
+// before it failed. It now fails at the 100,001st key, under a 1 GiB
+// address-space limit.
+#[test]
+fn a_line_of_8_million_keys_fails_the_audit_within_bounded_memory() {
+    let (code, out, err, detail) = run_limited(
+        "awk 'BEGIN { printf \"{\"; for (i = 0; i < 8000000; i++) printf \"%s\\\"k%d\\\":0\", \
+         (i ? \",\" : \"\"), i; print \"}\" }' > \"$WEIR_OUTPUT_DIR/keys.jsonl\"\n",
+        "jsonl",
+        1024,
+    );
+    let reason = "candidate cannot be read: `<dir>/wh/big/p/attempts/00000000000000000001/data/\
+keys.jsonl` line 1: more than 100000 columns, the most the audit reads";
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(detail, reason);
+    assert_eq!(
+        out,
+        format!(
+            "run R1: 1 task instance: 1 quarantined; 0 retries\n  QUARANTINED big p: \
+deterministic failure: {reason}\nevents: <dir>/wh/_runs/R1/events.jsonl\n"
+        )
+    );
+}
+
+// A JSON Lines value of 30 MB holding 10 million empty arrays was
+// collected item by item before its compact text was written (575 MB,
+// 1.1 GB for 20 million); it is now written as it is parsed, and the row
+// publishes under a 512 MiB address-space limit.
+#[test]
+fn a_value_of_10_million_items_is_read_within_bounded_memory() {
+    let (code, out, err, detail) = run_limited(
+        "awk 'BEGIN { printf \"{\\\"id\\\":1,\\\"v\\\":[\"; for (i = 0; i < 10000000; i++) \
+         printf \"%s[]\", (i ? \",\" : \"\"); print \"]}\" }' > \"$WEIR_OUTPUT_DIR/items.jsonl\"\n",
+        "jsonl",
+        512,
+    );
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert_eq!(detail, "");
 }

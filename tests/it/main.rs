@@ -24,6 +24,7 @@ mod environment_reads;
 mod exit_codes;
 mod fencing;
 mod function_sizes;
+mod gate_secrets;
 mod global_pools;
 mod impact;
 mod kill9;

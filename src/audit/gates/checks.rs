@@ -542,6 +542,10 @@ impl CandidateFold {
 impl RowFold for CandidateFold {
     const PARTS: bool = true;
 
+    fn finish(&mut self) {
+        self.digest.release();
+    }
+
     fn append(&mut self, later: Self) {
         self.merge(later);
     }

@@ -17,8 +17,8 @@
 //!
 //! - strings: their UTF-8 text; binary: its bytes; booleans `true` / `false`;
 //! - integers: decimal digits; floats: the shortest text that reads back as
-//!   the same value, as serde_json writes it (`2.5`, `1.0`, `1e-7`), and
-//!   `NaN`, `inf`, `-inf`;
+//!   the same value of their width (a half float's too: 0.1 is `0.1`), as
+//!   serde_json writes it (`2.5`, `1.0`, `1e-7`), and `NaN`, `inf`, `-inf`;
 //! - decimals: the unscaled integer with the scale's digits after the point
 //!   (`DECIMAL(9,2)` 1250 is `12.50`);
 //! - dates `YYYY-MM-DD`, years -9999 to 9999; times `HH:MM:SS` with the
@@ -53,6 +53,7 @@ use super::read::{Batch, RowFold};
 use super::{AuditError, MAX_VALUE_BYTES};
 use render::{render_column, supported};
 
+mod depth;
 mod render;
 #[cfg(test)]
 mod tests;
@@ -169,6 +170,7 @@ impl ParquetFile {
             source,
         })?;
         let file = Shared(Arc::new(file));
+        depth::check_schema(&file, path)?;
         let metadata = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
             .map_err(|e| invalid(path, &e))?;
         let mut named: Vec<(String, usize)> = metadata

@@ -673,3 +673,97 @@ fn one_file_of_many_row_groups_audits_as_its_csv() {
     let expected: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
     assert_eq!(read, expected);
 }
+
+/// Writes a Parquet file of one row whose column `s` is `depth` structs
+/// nested around an integer (`depth + 1` levels), on a thread with a stack
+/// large enough for the writer's own recursion.
+fn write_deep(path: &Path, depth: usize) {
+    let path = path.to_path_buf();
+    std::thread::Builder::new()
+        .stack_size(1 << 30)
+        .spawn(move || {
+            let mut array: ArrayRef = Arc::new(Int64Array::from(vec![7]));
+            for _ in 0..depth {
+                let field = Field::new("s", array.data_type().clone(), true);
+                array = Arc::new(StructArray::from(vec![(Arc::new(field), array)]));
+            }
+            let batch = RecordBatch::try_from_iter(vec![
+                ("id", Arc::new(Int64Array::from(vec![1])) as ArrayRef),
+                ("s", array),
+            ])
+            .expect("batch");
+            // Without Arrow's schema in the footer, which its reader holds
+            // to 64 levels of its own.
+            let options = parquet::arrow::arrow_writer::ArrowWriterOptions::new()
+                .with_skip_arrow_metadata(true);
+            let file = std::fs::File::create(&path).expect("create");
+            let mut writer =
+                ArrowWriter::try_new_with_options(file, batch.schema(), options).expect("writer");
+            writer.write(&batch).expect("write");
+            writer.close().expect("close");
+        })
+        .expect("thread")
+        .join()
+        .expect("written");
+}
+
+// A Parquet file of 12 KB whose column nests 1,000 structs deep overflowed
+// the stack while the Arrow reader built its schema, aborting the engine.
+// It is now refused naming the column; 128 levels are read.
+#[test]
+fn a_schema_nested_deeper_than_the_limit_names_its_column() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("deep.parquet");
+    write_deep(&path, 1000);
+    let error = read_rows(std::slice::from_ref(&path), Format::Parquet).expect_err("too deep");
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "`{}` schema: column `s` is nested deeper than 128 levels, the most the audit reads",
+            path.display()
+        )
+    );
+    let path = dir.path().join("ok.parquet");
+    write_deep(&path, crate::audit::MAX_NESTING - 1);
+    let (columns, rows) = read_rows(&[path], Format::Parquet).expect("reads");
+    assert_eq!(columns, ["id", "s"]);
+    let text = rows[0][1].clone().expect("not null");
+    let expected = format!("{}7{}", "{\"s\":".repeat(127), "}".repeat(127));
+    assert_eq!(text, expected);
+}
+
+// A Parquet file of more top-level columns than MAX_COLUMNS is refused
+// from its footer, before the reader builds the metadata of each.
+#[test]
+fn a_schema_of_more_columns_than_the_limit_is_refused() {
+    use parquet::basic::{Repetition, Type as Physical};
+    use parquet::file::writer::SerializedFileWriter;
+    use parquet::schema::types::Type;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("wide.parquet");
+    let fields = (0..=crate::audit::MAX_COLUMNS)
+        .map(|i| {
+            let leaf = Type::primitive_type_builder(&format!("c{i}"), Physical::INT32)
+                .with_repetition(Repetition::OPTIONAL)
+                .build()
+                .expect("leaf");
+            Arc::new(leaf)
+        })
+        .collect();
+    let root = Type::group_type_builder("schema")
+        .with_fields(fields)
+        .build()
+        .expect("root");
+    let file = std::fs::File::create(&path).expect("create");
+    let props = Arc::new(WriterProperties::builder().build());
+    let writer = SerializedFileWriter::new(file, Arc::new(root), props).expect("writer");
+    writer.close().expect("close");
+    let error = read_rows(std::slice::from_ref(&path), Format::Parquet).expect_err("too wide");
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "`{}` schema: more than 100000 columns, the most the audit reads",
+            path.display()
+        )
+    );
+}

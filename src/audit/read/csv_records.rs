@@ -17,7 +17,7 @@ use std::path::Path;
 use csv_core::ReadRecordResult;
 
 use super::{io_error, open, parse_error, too_large, RowEstimate, BUFFER};
-use crate::audit::{AuditError, MAX_RECORD_BYTES, MAX_VALUE_BYTES};
+use crate::audit::{AuditError, MAX_COLUMNS, MAX_RECORD_BYTES, MAX_VALUE_BYTES};
 
 /// A field of the last record: where its bytes lie in the caller's buffer.
 pub(super) type Field = (usize, usize);
@@ -71,6 +71,13 @@ impl<'p> CsvRecords<'p> {
                 "the header".to_owned(),
                 MAX_RECORD_BYTES,
             ));
+        }
+        if header.len() > MAX_COLUMNS {
+            return Err(AuditError::TooWide {
+                path: path.to_path_buf(),
+                place: format!("line {header_line}"),
+                limit: MAX_COLUMNS,
+            });
         }
         let mut file = reader.into_inner().into_inner();
 

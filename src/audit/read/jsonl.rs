@@ -6,10 +6,12 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::super::{MAX_RECORD_BYTES, MAX_VALUE_BYTES};
+use super::super::{MAX_COLUMNS, MAX_NESTING, MAX_RECORD_BYTES, MAX_VALUE_BYTES};
+use super::compact::{compact, Compact};
 use super::{
     io_error, open, parse_error, too_large, AuditError, Object, Row, RowEstimate, RowFold, Span,
     BUFFER,
@@ -39,6 +41,9 @@ pub(super) fn fold_jsonl<F: RowFold>(
     let mut data = Vec::new();
     let mut spans: Vec<Span> = Vec::new();
     while let Some((line, object)) = lines.next_object()? {
+        if object.len() > MAX_COLUMNS {
+            return Err(too_wide(path, format!("line {line}")));
+        }
         let (columns, fold) = state.get_or_insert_with(|| {
             // serde_json's map may keep insertion order; the columns are sorted.
             let mut columns: Vec<String> = object.keys().cloned().collect();
@@ -55,7 +60,15 @@ pub(super) fn fold_jsonl<F: RowFold>(
         for name in columns.iter() {
             let value = object.get(name);
             found += usize::from(value.is_some());
-            let span = value.and_then(|value| render(value, &mut data));
+            let span = match value {
+                Some(value) => render(value, &mut data).map_err(|TooDeep| AuditError::TooDeep {
+                    path: path.to_path_buf(),
+                    place: format!("line {line}"),
+                    what: format!("the value of column `{name}`"),
+                    limit: MAX_NESTING,
+                })?,
+                None => None,
+            };
             if span.is_some_and(|(start, end)| end - start > MAX_VALUE_BYTES) {
                 return Err(too_large(
                     path,
@@ -87,11 +100,27 @@ pub(super) fn fold_jsonl<F: RowFold>(
 pub(super) fn jsonl_keys(path: &Path) -> Result<BTreeSet<String>, AuditError> {
     let mut keys = BTreeSet::new();
     let mut lines = JsonLines::open(path)?;
-    while let Some((_, object)) = lines.next_object()? {
+    while let Some((line, object)) = lines.next_object()? {
         keys.extend(object.into_keys());
+        if keys.len() > MAX_COLUMNS {
+            return Err(too_wide(path, format!("line {line}")));
+        }
     }
     Ok(keys)
 }
+
+/// The columns of `path` passed [`MAX_COLUMNS`] at `place` (`line 7`).
+pub(super) fn too_wide(path: &Path, place: String) -> AuditError {
+    AuditError::TooWide {
+        path: path.to_path_buf(),
+        place,
+        limit: MAX_COLUMNS,
+    }
+}
+
+/// A nested value deeper than [`MAX_NESTING`].
+#[derive(Debug)]
+pub(super) struct TooDeep;
 
 /// Appends a JSON value's canonical text to `data`; `None` for null.
 ///
@@ -101,61 +130,30 @@ pub(super) fn jsonl_keys(path: &Path) -> Result<BTreeSet<String>, AuditError> {
 /// would print). A nested array or object is compact JSON with its object
 /// keys sorted, its strings escaped as serde_json escapes them and its
 /// numbers literal: serde_json's compact text for every ordinary value.
-fn render(value: &RawValue, data: &mut Vec<u8>) -> Span {
+fn render(value: &RawValue, data: &mut Vec<u8>) -> Result<Span, TooDeep> {
     let start = data.len();
     let text = value.get().trim();
     match text.as_bytes().first() {
-        None | Some(b'n') => return None,
+        None | Some(b'n') => return Ok(None),
         Some(b'"') => match serde_json::from_str::<std::borrow::Cow<'_, str>>(text) {
             Ok(unescaped) => data.extend_from_slice(unescaped.as_bytes()),
             Err(_) => data.extend_from_slice(text.as_bytes()),
         },
         Some(b'[' | b'{') => {
-            if compact(text, data).is_err() {
-                data.truncate(start);
-                data.extend_from_slice(text.as_bytes());
+            // The row's object is level 1, so a value is at level 2.
+            match compact(text, data, 2) {
+                Ok(()) => {}
+                Err(Compact::TooDeep) => return Err(TooDeep),
+                Err(Compact::Json) => {
+                    data.truncate(start);
+                    data.extend_from_slice(text.as_bytes());
+                }
             }
         }
         // true, false and numbers: their literal text.
         Some(_) => data.extend_from_slice(text.as_bytes()),
     }
-    Some((start, data.len()))
-}
-
-/// Appends the canonical compact text of a JSON value (see [`render`]).
-pub(super) fn compact(text: &str, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
-    match text.as_bytes().first() {
-        Some(b'{') => {
-            let object: Object = serde_json::from_str(text)?;
-            out.push(b'{');
-            for (i, (key, value)) in object.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                serde_json::to_writer(&mut *out, key)?;
-                out.push(b':');
-                compact(value.get().trim(), out)?;
-            }
-            out.push(b'}');
-        }
-        Some(b'[') => {
-            let items: Vec<Box<RawValue>> = serde_json::from_str(text)?;
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                compact(item.get().trim(), out)?;
-            }
-            out.push(b']');
-        }
-        Some(b'"') => {
-            let unescaped: std::borrow::Cow<'_, str> = serde_json::from_str(text)?;
-            serde_json::to_writer(&mut *out, &unescaped)?;
-        }
-        _ => out.extend_from_slice(text.as_bytes()),
-    }
-    Ok(())
+    Ok(Some((start, data.len())))
 }
 
 /// A JSON Lines file read one object at a time.
@@ -205,7 +203,15 @@ impl<'p> JsonLines<'p> {
             if self.buf.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            if let Ok(object) = serde_json::from_slice::<Object>(&self.buf) {
+            let wide = std::cell::Cell::new(false);
+            let mut parser = serde_json::Deserializer::from_slice(&self.buf);
+            let parsed = Bounded(&wide)
+                .deserialize(&mut parser)
+                .and_then(|object| parser.end().map(|()| object));
+            if wide.get() {
+                return Err(too_wide(self.path, format!("line {}", self.line)));
+            }
+            if let Ok(object) = parsed {
                 return Ok(Some((self.line, object)));
             }
             // Not an object: say what it is instead.
@@ -217,6 +223,41 @@ impl<'p> JsonLines<'p> {
                 format!("expected a JSON object, found {}", kind(&value)),
             ));
         }
+    }
+}
+
+/// A row's object, refused past [`MAX_COLUMNS`] keys as it is parsed: a
+/// line of 128 MiB holds millions of short keys, and their map would take
+/// gigabytes before the columns could be counted. The flag tells that
+/// error from others.
+struct Bounded<'a>(&'a std::cell::Cell<bool>);
+
+impl<'de> DeserializeSeed<'de> for Bounded<'_> {
+    type Value = Object;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Object, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Bounded<'_> {
+    type Value = Object;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Object, A::Error> {
+        let mut object = Object::new();
+        // A repeated key keeps its last value, as serde_json's map does.
+        while let Some((key, value)) = map.next_entry::<String, Box<RawValue>>()? {
+            object.insert(key, value);
+            if object.len() > MAX_COLUMNS {
+                self.0.set(true);
+                return Err(serde::de::Error::custom("too many keys"));
+            }
+        }
+        Ok(object)
     }
 }
 

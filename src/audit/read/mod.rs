@@ -14,12 +14,13 @@ use rayon::prelude::*;
 use serde_json::value::RawValue;
 
 use super::parquet::ParquetFile;
-use super::{AuditError, Format, MAX_FILES};
+use super::{AuditError, Format, MAX_COLUMNS, MAX_FILES};
 use csv::fold_csv;
 #[cfg(test)]
 pub(crate) use csv::fold_csv_pipelined;
 use jsonl::{fold_jsonl, jsonl_keys, Pass};
 
+mod compact;
 mod csv;
 mod csv_records;
 mod jsonl;
@@ -257,6 +258,9 @@ where
     }
 }
 
+/// A file folded: its columns (`None`: the first file's) and accumulator.
+type Folded<F> = Result<(Option<Vec<String>>, F), AuditError>;
+
 /// What [`merge_files`] made of the files.
 enum Merged<F> {
     /// The candidate's columns and the merge of every file's accumulator.
@@ -285,8 +289,18 @@ where
     // parsed and folded on separate threads too.
     let pipeline =
         columns.is_none() && !F::STOPS_EARLY && files.len() < rayon::current_num_threads();
+    // A file whose columns are those of the first file done keeps no copy
+    // of its own while it waits to be merged: a window of files of 100,000
+    // columns each held them all (5 MB a file).
+    let first_done: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
     let fold = |(index, path): (usize, &PathBuf)| {
-        fold_one::<R, F>(path, columns, pipeline, &|c| make(index, c))
+        let (own, fold) = fold_one::<R, F>(path, columns, pipeline, &|c| make(index, c))?;
+        let own = (*first_done.get_or_init(|| own.clone()) != own).then_some(own);
+        Ok((own, fold))
+    };
+    let columns_of = |own: Option<Vec<String>>| {
+        own.or_else(|| first_done.get().cloned())
+            .unwrap_or_default()
     };
     let mut merged: Option<(Vec<String>, F)> = None;
     // With files of different keys, the union of all files' keys.
@@ -296,7 +310,7 @@ where
         let indexed = chunk.iter().enumerate().map(|(k, path)| (first + k, path));
         // One file (most candidates) is folded here: the pool would only
         // hand it to a worker and wake this thread again when it is done.
-        let results: Vec<Result<(Vec<String>, F), AuditError>> = if chunk.len() == 1 {
+        let results: Vec<Folded<F>> = if chunk.len() == 1 {
             indexed.map(fold).collect()
         } else {
             let indexed: Vec<(usize, &PathBuf)> = indexed.collect();
@@ -305,8 +319,12 @@ where
         // Taken in file order, so the error reported is the first file's.
         for (path, result) in chunk.iter().zip(results) {
             let (own, fold) = result?;
+            let own = columns_of(own);
             if let Some(union) = &mut union {
                 union.extend(own);
+                if union.len() > MAX_COLUMNS {
+                    return Err(jsonl::too_wide(path, "with the files before it".to_owned()));
+                }
                 continue;
             }
             let Some((expected, into)) = &mut merged else {
@@ -326,11 +344,17 @@ where
                 // each file's keys; the columns are their union.
                 let mut all: BTreeSet<String> = expected.drain(..).collect();
                 all.extend(own);
+                if all.len() > MAX_COLUMNS {
+                    return Err(jsonl::too_wide(path, "with the files before it".to_owned()));
+                }
                 *expected = all.into_iter().collect();
                 into.append(fold);
             } else {
                 let mut all: BTreeSet<String> = expected.drain(..).collect();
                 all.extend(own);
+                if all.len() > MAX_COLUMNS {
+                    return Err(jsonl::too_wide(path, "with the files before it".to_owned()));
+                }
                 union = Some(all);
                 merged = None;
             }
@@ -363,29 +387,33 @@ fn same_schema(files: &[PathBuf]) -> Result<(), AuditError> {
             .map(|field| (field.name().clone(), field.data_type().to_string()))
             .collect())
     };
-    // A window of footers at a time: only the first file's types are kept.
-    let mut want: Option<Types> = None;
-    for chunk in files.chunks(WINDOW_FILES) {
-        let opened: Vec<Result<Types, AuditError>> = chunk.par_iter().map(types).collect();
-        for (path, found) in chunk.iter().zip(opened) {
-            let found = found?;
-            let Some(want) = &want else {
-                want = Some(found);
-                continue;
-            };
-            let names: BTreeSet<&String> = want.keys().chain(found.keys()).collect();
-            for name in names {
-                let (a, b) = (want.get(name), found.get(name));
-                if a != b {
-                    return Err(AuditError::SchemaMismatch {
-                        path: path.clone(),
-                        column: name.clone(),
-                        expected: a.cloned().unwrap_or_else(|| "no such column".to_owned()),
-                        found: b.cloned().unwrap_or_else(|| "no such column".to_owned()),
-                    });
-                }
+    let Some(first) = files.first() else {
+        return Ok(());
+    };
+    let want = types(first)?;
+    // Each file is compared where its footer is read: only the first
+    // file's types are kept (a window of 256 files' types, 100,000 columns
+    // each, was gigabytes).
+    let compare = |path: &PathBuf| -> Result<(), AuditError> {
+        let found = types(path)?;
+        let names: BTreeSet<&String> = want.keys().chain(found.keys()).collect();
+        for name in names {
+            let (a, b) = (want.get(name), found.get(name));
+            if a != b {
+                return Err(AuditError::SchemaMismatch {
+                    path: path.clone(),
+                    column: name.clone(),
+                    expected: a.cloned().unwrap_or_else(|| "no such column".to_owned()),
+                    found: b.cloned().unwrap_or_else(|| "no such column".to_owned()),
+                });
             }
         }
+        Ok(())
+    };
+    for chunk in files[1..].chunks(WINDOW_FILES) {
+        let compared: Vec<Result<(), AuditError>> = chunk.par_iter().map(compare).collect();
+        // The first file that differs is named.
+        compared.into_iter().collect::<Result<(), AuditError>>()?;
     }
     Ok(())
 }

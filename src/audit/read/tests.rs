@@ -1,8 +1,8 @@
+use super::compact::compact;
 use super::csv::fold_pipelined;
 use super::csv_records::CsvRecords;
-use super::jsonl::compact;
 use super::*;
-use crate::audit::MAX_VALUE_BYTES;
+use crate::audit::{MAX_COLUMNS, MAX_NESTING, MAX_VALUE_BYTES};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -165,7 +165,7 @@ fn jsonl_numbers_are_their_literal_text_nested_too() {
     // Ordinary nested values render as serde_json's compact text.
     let ordinary = r#"{"z":[1,-2,0.5,"x\"y",null,{"b":false,"a":[]}],"a":{}}"#;
     let mut out = Vec::new();
-    compact(ordinary, &mut out).expect("valid JSON");
+    compact(ordinary, &mut out, 2).expect("valid JSON");
     let value: Value = serde_json::from_str(ordinary).expect("valid JSON");
     assert_eq!(String::from_utf8(out).expect("UTF-8"), value.to_string());
 }
@@ -598,4 +598,112 @@ fn missing_file_is_an_io_error() {
         AuditError::Io { path: p, .. } => assert_eq!(p, path),
         other => panic!("unexpected error {other:?}"),
     }
+}
+
+/// A JSON Lines line whose `v` nests `depth` arrays, alternating with
+/// objects every other level so both kinds are counted.
+fn nested_line(id: u32, depth: usize) -> String {
+    let mut open = String::new();
+    let mut close = String::new();
+    for level in 0..depth {
+        if level % 2 == 0 {
+            open.push('[');
+            close.insert(0, ']');
+        } else {
+            open.push_str("{\"k\":");
+            close.insert(0, '}');
+        }
+    }
+    format!("{{\"id\":{id},\"v\":{open}0{close}}}\n")
+}
+
+// A line of 60 KB nested 30,000 deep overflowed the audit's stack and
+// aborted the engine, on every rerun. It now fails naming its line and
+// column, and a value nested to the limit is read.
+#[test]
+fn a_value_nested_deeper_than_the_limit_names_its_line_and_column() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for depth in [MAX_NESTING, 30_000] {
+        let text = format!("{}{}", nested_line(1, 3), nested_line(2, depth));
+        let path = write(dir.path(), "deep.jsonl", &text);
+        let error = collect(&path, Format::Jsonl).err().expect("too deep");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "`{}` line 2: the value of column `v` is nested deeper than 128 levels, \
+                 the most the audit reads",
+                path.display()
+            )
+        );
+    }
+    // The row's object is level 1: a value of 127 levels is read whole.
+    let path = write(dir.path(), "ok.jsonl", &nested_line(1, MAX_NESTING - 1));
+    let (_, rows) = collect(&path, Format::Jsonl).expect("reads");
+    let value = rows.0[0].1[1].clone().expect("not null");
+    assert_eq!(value.matches('[').count() + value.matches('{').count(), 127);
+    // A line that is not an object is held to serde_json's own limit.
+    let path = write(dir.path(), "array.jsonl", &"[".repeat(30_000));
+    match collect(&path, Format::Jsonl).err().expect("fails") {
+        AuditError::Parse { line, message, .. } => {
+            assert_eq!(line, 1);
+            assert!(message.contains("recursion limit exceeded"), "{message}");
+        }
+        other => panic!("unexpected error {other:?}"),
+    }
+}
+
+// Files of more columns than MAX_COLUMNS fail naming where the limit was
+// passed: a JSON Lines line's own keys, or the keys of its lines together.
+#[test]
+fn json_lines_of_more_columns_than_the_limit_name_the_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let object = |from: usize, to: usize| {
+        let keys: Vec<String> = (from..to).map(|k| format!("\"k{k}\":1")).collect();
+        format!("{{{}}}\n", keys.join(","))
+    };
+    let half = MAX_COLUMNS / 2 + 1;
+    for (name, text, line) in [
+        ("one.jsonl", object(0, MAX_COLUMNS + 1), 1),
+        (
+            "two.jsonl",
+            format!(
+                "{}{}{}",
+                object(0, half),
+                object(0, half),
+                object(half, 2 * half)
+            ),
+            3,
+        ),
+    ] {
+        let path = write(dir.path(), name, &text);
+        let error = collect(&path, Format::Jsonl).err().expect("too wide");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "`{}` line {line}: more than 100000 columns, the most the audit reads",
+                path.display()
+            )
+        );
+    }
+    let path = write(dir.path(), "at.jsonl", &object(0, MAX_COLUMNS));
+    let (columns, _) = collect(&path, Format::Jsonl).expect("reads");
+    assert_eq!(columns.len(), MAX_COLUMNS);
+}
+
+// Compact text is written as the value is parsed: keys sorted (by bytes,
+// escaped ones unescaped first), a repeated key keeping its last value,
+// items in order.
+#[test]
+fn compact_text_sorts_keys_and_keeps_a_repeated_keys_last_value() {
+    let mut out = Vec::new();
+    compact(
+        r#"{"b":[1, {"y":2,"x":[]}],"a":1,"\u0061a":{},"a":"last"}"#,
+        &mut out,
+        2,
+    )
+    .expect("valid JSON");
+    assert_eq!(
+        String::from_utf8(out).expect("UTF-8"),
+        r#"{"a":"last","aa":{},"b":[1,{"x":[],"y":2}]}"#
+    );
 }

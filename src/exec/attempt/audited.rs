@@ -39,7 +39,13 @@ pub(super) fn audit_candidate(
         let _ = faults.hit(Point::Audit, &task.name, partition);
     };
     let report = match audit::audit_with(&candidate.files, &spec, &probe) {
-        Ok(r) => r,
+        // Redacted once here: candidate.json, the GATE_FAILED event and the
+        // reason the outcome carries on (markers, summaries, notifications)
+        // are all made from it.
+        Ok(mut r) => {
+            r.redact(&|text| cx.secrets.redact(text));
+            r
+        }
         // The disk under the warehouse failing is the engine's problem,
         // not a property of the candidate.
         Err(audit::AuditError::Io { path, source }) if storage_fault(&source) => {
@@ -52,7 +58,7 @@ pub(super) fn audit_candidate(
             // Unreadable data (bad CSV, mismatched headers) is a property of
             // this candidate: the same input reproduces it.
             let reason = format!("candidate cannot be read: {}", chain(&e));
-            return Err(at.gate_failed(&candidate, reason, None));
+            return Err(at.gate_failed(&candidate, &reason, None));
         }
     };
     write_candidate_json(at, snapshot, &candidate, &report)?;
@@ -64,7 +70,7 @@ pub(super) fn audit_candidate(
             .collect::<Vec<_>>()
             .join("; ");
         let data = json!({ "gates": failures });
-        return Err(at.gate_failed(&candidate, detail, Some(data)));
+        return Err(at.gate_failed(&candidate, &detail, Some(data)));
     }
     admitted_by_table(at, &candidate)?;
     cx.emit(
@@ -134,7 +140,7 @@ fn admitted_by_table(at: &Attempt<'_, '_>, candidate: &Candidate) -> Step<()> {
         .partition(&task.output.dataset, at.partition);
     match crate::store::delta::admits(&store, &columns, policy, &candidate.files) {
         Ok(()) => Ok(()),
-        Err(Ok(why)) => Err(at.gate_failed(candidate, format!("table_schema: {why}"), None)),
+        Err(Ok(why)) => Err(at.gate_failed(candidate, &format!("table_schema: {why}"), None)),
         Err(Err(e)) => Err(at.fail(
             Some(candidate.token),
             format!("cannot check the Delta table's schema: {}", chain(&e)),

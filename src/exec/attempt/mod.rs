@@ -158,13 +158,17 @@ impl Attempt<'_, '_> {
         }
     }
 
-    /// `candidate` failed its audit: GATE_FAILED, with `data` as evidence.
+    /// `candidate` failed its audit: GATE_FAILED, with `data` as evidence
+    /// (made from a redacted `AuditReport`). `reason` quotes the data, so
+    /// the manifest's secrets are redacted from it here, before the event,
+    /// the marker, the run's summary and notifications repeat it.
     fn gate_failed(
         &self,
         candidate: &Candidate,
-        reason: String,
+        reason: &str,
         data: Option<serde_json::Value>,
     ) -> AttemptOutcome {
+        let reason = self.cx.secrets.redact(reason);
         let event = self.event(candidate.token).detail(reason.clone());
         self.cx.emit(
             State::GateFailed,
@@ -693,6 +697,8 @@ fn candidate_files(
     match audit::candidate_files(data_dir, at.task.output.format) {
         Ok(files) => Ok(files),
         Err(audit::CandidateError::Refused { problems }) => {
+            // File names are the task's to choose: a secret may be one.
+            let problems: Vec<String> = problems.iter().map(|p| at.cx.secrets.redact(p)).collect();
             let reason = format!("the output is not publishable: {}", problems.join("; "));
             at.cx.emit(
                 State::GateFailed,

@@ -12,7 +12,7 @@ use arrow_schema::{DataType, TimeUnit};
 
 use super::super::read::Span;
 use json::{json, write_json};
-use numbers::{decimal, float32, float64, integer};
+use numbers::{decimal, float16, float32, float64, integer};
 use time::time_writer;
 use views::bytes_writer;
 
@@ -274,7 +274,7 @@ fn with_writer<U: UseWriter>(array: &dyn Array, using: U) -> Result<(), String> 
         DataType::Float16 => {
             let array = array.as_primitive::<Float16Type>();
             using.with(move |row, out| {
-                float32(array.value(row).to_f32(), out);
+                float16(array.value(row), out);
                 Ok(())
             })
         }

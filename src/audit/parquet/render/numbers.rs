@@ -103,3 +103,101 @@ pub(super) fn float32(value: f32, out: &mut Vec<u8>) {
         float64(f64::from(value), out);
     }
 }
+
+/// Writes a half float as the shortest text that rounds back to the same
+/// half float, in the style of the other floats (`0.1`, `1.0`, `6e-8`).
+/// Its value widened to `f32` would print every digit of that (`0.1` is
+/// `0.099975586` as an `f32`): the candidates of 1 to 5 significant digits
+/// (5 tell every half float apart) are tried, shortest first, each the
+/// value rounded to that many digits, which is the nearest such text.
+/// The one that rounds back is then written as the `f64` it reads as: the
+/// shortest text of that `f64` is those digits (any shorter one would have
+/// been found first).
+pub(super) fn float16(value: half::f16, out: &mut Vec<u8>) {
+    let wide = value.to_f64();
+    if !value.is_finite() {
+        float64(wide, out);
+        return;
+    }
+    let shortest = (1..=5)
+        .filter_map(|digits| format!("{:.*e}", digits - 1, wide).parse::<f64>().ok())
+        .find(|candidate| half::f16::from_f64(*candidate).to_bits() == value.to_bits());
+    float64(shortest.unwrap_or(wide), out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(bits: u16) -> String {
+        let mut out = Vec::new();
+        float16(half::f16::from_bits(bits), &mut out);
+        String::from_utf8(out).expect("ASCII")
+    }
+
+    // Half floats were written as their f32 widening (0.1 as
+    // `0.099975586`). The digits expected are the shortest that CPython's
+    // `struct.pack('<e', float(text))` (IEEE binary16, to nearest even)
+    // packs back to the same bits, found by `f'{v:.{p-1}e}'` for p = 1, 2,
+    // …; numpy shows the largest half float, 65504, as `65500.0` too
+    // (`np.finfo(np.float16).max`). The text around them is serde_json's,
+    // as for every float: `.0` on a whole number, an exponent below 1e-5.
+    #[test]
+    fn half_floats_are_the_shortest_text_that_rounds_back() {
+        for (bits, expected) in [
+            (0x2E66, "0.1"),        // 0.0999755859375
+            (0x3C00, "1.0"),        // 1
+            (0x3C01, "1.001"),      // 1.0009765625
+            (0x3555, "0.3333"),     // 0.333251953125
+            (0x6801, "2050.0"),     // 2050
+            (0x7BFF, "65500.0"),    // 65504, the largest
+            (0xFBFF, "-65500.0"),   // -65504
+            (0x1400, "0.000977"),   // 0.0009765625
+            (0x0400, "0.00006104"), // 6.103515625e-5, the smallest normal
+            (0x03FF, "0.000061"),   // 6.097555160522461e-5, the largest subnormal
+            (0x0002, "1e-7"),       // 1.1920928955078125e-7
+            (0x0001, "6e-8"),       // 5.960464477539063e-8, the smallest
+            (0x0000, "0.0"),
+            (0x8000, "-0.0"),
+            (0x7C00, "inf"),
+            (0xFC00, "-inf"),
+            (0x7E00, "NaN"),
+            (0xFE01, "NaN"),
+        ] {
+            assert_eq!(text(bits), expected, "{bits:#06x}");
+        }
+    }
+
+    // Every finite half float's text rounds back to it, and no text of
+    // fewer significant digits does.
+    #[test]
+    fn every_half_float_rounds_back_from_its_text() {
+        for bits in 0..=u16::MAX {
+            let value = half::f16::from_bits(bits);
+            if !value.is_finite() {
+                continue;
+            }
+            let shown = text(bits);
+            let back: f64 = shown.parse().expect("a number");
+            assert_eq!(half::f16::from_f64(back).to_bits(), bits, "{shown}");
+            let digits = shown
+                .split('e')
+                .next()
+                .unwrap_or_default()
+                .trim_start_matches(['-', '0', '.'])
+                .replace('.', "")
+                .trim_end_matches('0')
+                .len()
+                .max(1);
+            if digits > 1 {
+                let shorter = format!("{:.*e}", digits - 2, value.to_f64());
+                let back: f64 = shorter.parse().expect("a number");
+                assert_ne!(
+                    half::f16::from_f64(back).to_bits(),
+                    bits,
+                    "{shown}: {shorter}"
+                );
+            }
+        }
+    }
+}
