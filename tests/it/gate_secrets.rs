@@ -12,8 +12,8 @@ use weir::events::State;
 
 use crate::support::Sandbox;
 
-/// The value of a notification header read from `env:`: a task without
-/// `env` inherits the engine's variables, this one included.
+/// The value of a notification header read from `env:`, which a task is
+/// handed only when its `env` passes it (here, to write it into a row).
 const HEADER_SECRET: &str = "hdr-5ecret-90817";
 /// A task's own `env.set` value read from `file:`.
 const FILE_SECRET: &str = "f1le-5ecret-31337";
@@ -30,6 +30,7 @@ keys = ["p"]
 
 [tasks.inherits]
 command = ["sh", "inherits.sh"]
+env = { pass = ["PATH", "HOOK_TOKEN"] }
 output = { dataset = "inherits", format = "csv", grain = ["id"] }
 gates = [{ check = "accepted_values", column = "status", values = ["paid"] }]
 
