@@ -1516,11 +1516,19 @@ fn delta_checkpoints_are_written_and_read() {
             "_last_checkpoint"
         ]
     );
-    // protocol, metaData and two live files per partition.
+    // protocol, metaData, two live files per partition and the
+    // tombstones of the nine overwrites up to version 10 (two files each,
+    // none expired), with the checkpoint's size in bytes.
     let pointer: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(log.join("_last_checkpoint")).unwrap())
             .unwrap();
-    assert_eq!(pointer, serde_json::json!({"version": 10, "size": 6}));
+    let bytes = std::fs::metadata(log.join("00000000000000000010.checkpoint.parquet"))
+        .unwrap()
+        .len();
+    assert_eq!(
+        pointer,
+        serde_json::json!({"version": 10, "size": 24, "numOfAddFiles": 4, "sizeInBytes": bytes})
+    );
 
     let table = read_table(&root);
     assert_eq!(

@@ -349,6 +349,11 @@ fn claim(
         true => TokenRecord::new(&owner).with_lease(tag.clone(), timeout_ms),
         false => TokenRecord::new(&owner),
     };
+    // A Delta table output: nothing is written (not even a token) to a
+    // table weir does not understand, nor where weir's records are gone.
+    if crate::store::delta::columns_of(at.task, at.partition).is_some() {
+        crate::store::delta::check_before_writing(store).map_err(|why| at.fail(None, why))?;
+    }
     let allocation = store
         .allocate_for(&record)
         .map_err(|e| at.fail(None, format!("cannot allocate a token: {}", chain(&e))))?;
