@@ -54,6 +54,9 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
         for line in crate::serve::status::lines(&status.serving, &manifest) {
             println!("{line}");
         }
+        for note in &status.notes {
+            println!("note: {} {}: {}", note.task, note.partition, note.detail);
+        }
     }
     let Status {
         overview,

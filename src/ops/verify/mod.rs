@@ -287,11 +287,19 @@ fn table_agreement(
     store: &crate::store::PartitionStore,
     record: &CommitRecord,
 ) -> Option<Result<(), String>> {
+    use crate::ops::table_rows::{compare, Shown};
     crate::store::delta::columns_of(spec, partition).map(|(columns, values)| {
         match crate::store::delta::TableView::read(store) {
-            Ok(view) => match view.disagreement(&columns, &values, record) {
-                None => Ok(()),
-                Some(detail) => Err(detail),
+            // Another engine's compaction shows the same rows: agreement.
+            Ok(view) => match compare(
+                store,
+                &view,
+                spec.output.format,
+                (&columns, &values),
+                record,
+            ) {
+                None | Some(Shown::SameRows(_)) => Ok(()),
+                Some(Shown::Drift(detail)) => Err(detail),
             },
             Err(e) => Err(format!(
                 "its Delta log cannot be read: {}",

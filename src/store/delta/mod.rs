@@ -478,6 +478,22 @@ impl TableView {
         replay(store.backend(), store.dataset(), ReplayFrom::Checkpoint).map(TableView)
     }
 
+    /// The table's files of a partition (by its partition `values` in
+    /// `columns`): keys relative to the table (decoded), ascending, with
+    /// their sizes. Those of another writer's compaction or rewrite, too.
+    pub fn shown_files(&self, columns: &[String], values: &[String]) -> Vec<(String, u64)> {
+        self.0
+            .active
+            .iter()
+            .filter(|(_, a)| {
+                columns.iter().zip(values).all(|(c, v)| {
+                    a.partition_values.get(c).and_then(Value::as_str) == Some(v.as_str())
+                })
+            })
+            .filter_map(|(path, a)| Some((decode_path(path)?, a.size)))
+            .collect()
+    }
+
     /// How the table's files of `record`'s partition (by its partition
     /// `values` in `columns`) differ from the record's, in words; `None`
     /// when the table shows exactly the visible generation.
