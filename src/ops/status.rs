@@ -330,6 +330,7 @@ impl Overview {
         let mut unreadable = Vec::new();
         let mut waiting = Vec::new();
         let mut sensors = Vec::new();
+        let mut views = BTreeMap::new();
         for task in manifest.tasks.values() {
             let dataset = &task.output.dataset;
             let mut seen = HashSet::new();
@@ -338,6 +339,11 @@ impl Overview {
                 .map_err(|e| crate::exec::chain(&e))?
             {
                 let store = warehouse.partition(dataset, &partition);
+                if let Some(why) = records_missing(task, &partition, &store, &mut views) {
+                    seen.insert(partition.clone());
+                    unreadable.push((dataset.clone(), partition, why));
+                    continue;
+                }
                 match store.latest() {
                     Ok(Some(record)) => {
                         seen.insert(partition);
@@ -563,6 +569,29 @@ fn proven(
         }
     }
     (drifts, unproven)
+}
+
+/// When `task`'s output is a Delta table whose log shows more of
+/// `partition` than weir's records hold (another engine's VACUUM deleted
+/// them): what is missing, so status says so (exit 5) rather than that
+/// nothing was published. One log replay per dataset, kept in `views`.
+fn records_missing(
+    task: &crate::manifest::Task,
+    partition: &str,
+    store: &crate::store::PartitionStore,
+    views: &mut BTreeMap<String, Result<crate::store::delta::TableView, String>>,
+) -> Option<String> {
+    crate::store::delta::columns_of(task, partition)?;
+    let view = views.entry(task.output.dataset.clone()).or_insert_with(|| {
+        crate::store::delta::TableView::read(store).map_err(|e| crate::exec::chain(&e))
+    });
+    match view {
+        Ok(view) => match view.missing_records(store) {
+            Ok(missing) => missing,
+            Err(e) => Some(crate::exec::chain(&e)),
+        },
+        Err(e) => Some(format!("cannot read its Delta log: {e}")),
+    }
 }
 
 /// Publications the event logs prove and the commit logs lack: a

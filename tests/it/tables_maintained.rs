@@ -200,13 +200,15 @@ fn records_a_vacuum_erased_are_refused_not_started_over() {
     // delta-rs logs its VACUUM as two commits of its own.
     let versions = log_versions(&root);
 
+    let missing = "weir's records of `sales` north are missing: its commit records (the Delta table shows generation 2 at version 1, weir's log has none); its token records (the Delta table reads files of token 2, weir allocated none)";
+    let out = sb.weir(&["status", "m.toml"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    assert!(stderr(&out).contains(missing), "{}", stderr(&out));
+
     let out = republish(&sb, "R2", "north", "20");
     assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
     let err = stderr(&out);
-    assert!(
-        err.contains("weir's records of `sales` north are missing: its commit records (the Delta table shows generation 2 at version 1, weir's log has none); its token records (the Delta table reads files of token 2, weir allocated none)"),
-        "{err}"
-    );
+    assert!(err.contains(missing), "{err}");
     assert!(!root.join("north/tokens/00000000000000000001").exists());
     assert_eq!(log_versions(&root), versions);
     let after = read_table(&root);

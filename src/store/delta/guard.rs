@@ -110,6 +110,14 @@ pub fn missing_records(store: &PartitionStore) -> Result<Option<String>, TableEr
     missing_in(store, &state)
 }
 
+impl TableView {
+    /// [`missing_records`] of `store`'s partition, from this view of its
+    /// dataset's table.
+    pub fn missing_records(&self, store: &PartitionStore) -> Result<Option<String>, TableError> {
+        missing_in(store, &self.0)
+    }
+}
+
 /// [`missing_records`] of the table at `state`.
 fn missing_in(store: &PartitionStore, state: &Replayed) -> Result<Option<String>, TableError> {
     if state.last.is_none() {
