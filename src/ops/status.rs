@@ -339,20 +339,15 @@ impl Overview {
                 .map_err(|e| crate::exec::chain(&e))?
             {
                 let store = warehouse.partition(dataset, &partition);
-                if let Some(why) = records_missing(task, &partition, &store, &mut views) {
-                    seen.insert(partition.clone());
-                    unreadable.push((dataset.clone(), partition, why));
-                    continue;
-                }
-                match store.latest() {
+                match latest_of(task, &partition, &store, &mut views) {
                     Ok(Some(record)) => {
                         seen.insert(partition);
                         published.push((task.name.clone(), record));
                     }
                     Ok(None) => {}
-                    Err(e) => {
+                    Err(why) => {
                         seen.insert(partition.clone());
-                        unreadable.push((dataset.clone(), partition, crate::exec::chain(&e)));
+                        unreadable.push((dataset.clone(), partition, why));
                     }
                 }
             }
@@ -569,6 +564,20 @@ fn proven(
         }
     }
     (drifts, unproven)
+}
+
+/// The latest record of `partition`, or why it cannot be told: its log
+/// cannot be read, or ([`records_missing`]) its Delta table shows more.
+fn latest_of(
+    task: &crate::manifest::Task,
+    partition: &str,
+    store: &crate::store::PartitionStore,
+    views: &mut BTreeMap<String, Result<crate::store::delta::TableView, String>>,
+) -> Result<Option<CommitRecord>, String> {
+    if let Some(why) = records_missing(task, partition, store, views) {
+        return Err(why);
+    }
+    store.latest().map_err(|e| crate::exec::chain(&e))
 }
 
 /// When `task`'s output is a Delta table whose log shows more of

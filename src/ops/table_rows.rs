@@ -3,7 +3,10 @@
 //! `optimize.compact()`, Spark's `OPTIMIZE`) or rewrite replaces files
 //! without changing a row, and that is agreement, not drift.
 //!
-//! The rows the table shows for the partition are read from its files and
+//! Only a table whose log committed the visible generation is asked: one
+//! still at an older generation lags behind weir (a lost commit), even
+//! when the rows happen to be equal. The rows the table shows for the
+//! partition are read from its files and
 //! their canonical digest (the audit's: row order and file split do not
 //! count) compared with the record's. What was checked is cached on this
 //! host ([`crate::store::PartitionStore::cache_path`]) by the record's
@@ -37,7 +40,12 @@ pub fn compare(
 ) -> Option<Shown> {
     let disagreement = view.disagreement(columns, values, record)?;
     let files = view.shown_files(columns, values);
-    if files.is_empty() {
+    // Only files changed after weir's commit of this very generation are
+    // another writer's maintenance; a table still at an older generation
+    // lags, whatever its rows.
+    if files.is_empty()
+        || view.synced_generation(&record.partition) != Some(record.generation.get())
+    {
         return Some(Shown::Drift(disagreement));
     }
     let mut key = Sha256::new();

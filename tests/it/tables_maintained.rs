@@ -314,8 +314,8 @@ fn another_engines_compaction_is_agreement_and_other_rows_are_drift() {
     );
     let text = stdout(&out);
     assert!(
-        text.contains("TABLE_BEHIND")
-            && text.contains("the rows of those files are not generation 1's"),
+        text.contains("TABLE_BEHIND pq south: the Delta table's files of this partition")
+            && text.contains("and the rows of those files are not generation 1's"),
         "{text}"
     );
     assert_eq!(visible(&sb, "south"), 1);

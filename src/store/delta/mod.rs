@@ -494,6 +494,12 @@ impl TableView {
             .collect()
     }
 
+    /// The newest generation of weir's `partition` the table's log
+    /// committed, if any.
+    pub fn synced_generation(&self, partition: &str) -> Option<u64> {
+        self.0.synced.get(partition).map(|&(g, _)| g)
+    }
+
     /// How the table's files of `record`'s partition (by its partition
     /// `values` in `columns`) differ from the record's, in words; `None`
     /// when the table shows exactly the visible generation.
