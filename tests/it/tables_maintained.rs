@@ -439,3 +439,46 @@ fn readers_get_stats_to_skip_files_and_a_daily_column_as_a_date() {
     );
     assert_eq!(read["filtered_rows"], serde_json::json!([10, 11]));
 }
+
+/// delta-rs turns on a table feature weir does not support.
+const ADD_FEATURE: &str = r#"
+import json, sys
+import deltalake
+from deltalake import TableFeatures
+dt = deltalake.DeltaTable(sys.argv[1])
+dt.alter.add_feature(TableFeatures.DeletionVectors, allow_protocol_versions_increase=True)
+p = deltalake.DeltaTable(sys.argv[1]).protocol()
+print(json.dumps([p.min_reader_version, p.min_writer_version]))
+"#;
+
+// Another writer turned on deletion vectors (reader version 3, writer
+// version 7): weir understands neither, so a run of a partition fails
+// naming the feature (exit 5) before it takes a token or writes a file,
+// and the table gets no commit of weir's.
+#[cfg_attr(
+    not(any(weir_has_delta_readers, weir_ci)),
+    ignore = "needs python3 with deltalake and polars (.ci/run installs them)"
+)]
+#[test]
+fn a_table_feature_weir_does_not_support_is_refused_by_name_before_writing() {
+    if !python_readers() {
+        return;
+    }
+    let sb = delta_sandbox();
+    let root = sb.path().join("wh").join("sales");
+    ok(&sb.run("R1", &["--partition", "north"]));
+    let versions = python(ADD_FEATURE, &[root.to_str().unwrap()]);
+    assert_eq!(versions, serde_json::json!([3, 7]));
+    let log = log_versions(&root);
+
+    let out = republish(&sb, "F1", "north", "20");
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the Delta table of `sales`: the table uses deletionVectors (reader version 3, writer version 7), which weir does not support: it writes nothing to such a table"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(log_versions(&root), log);
+    assert!(!root.join("north/tokens/00000000000000000002").exists());
+    assert_eq!(visible(&sb, "north"), 1);
+}
