@@ -197,6 +197,14 @@ pub fn verify(
             help: crate::manifest::unknown_task_help(manifest, task),
         })?;
     let store = warehouse.partition(&spec.output.dataset, partition);
+    // Records another engine's VACUUM deleted are missing, not unpublished.
+    if crate::store::delta::columns_of(spec, partition).is_some() {
+        let missing = crate::store::delta::missing_records(&store)
+            .map_err(warehouse_failed("cannot read the Delta log"))?;
+        if let Some(what) = missing {
+            return Err(warehouse_failed("cannot read the commit log")(what));
+        }
+    }
     let record = store
         .latest()
         .map_err(warehouse_failed("cannot read the commit log"))?
