@@ -182,3 +182,69 @@ pub fn check_before_writing(store: &PartitionStore) -> Result<(), String> {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(protocol: Value, configuration: Value) -> Replayed {
+        Replayed {
+            protocol: Some(protocol),
+            metadata: Some(json!({ "configuration": configuration })),
+            fields: Some(vec![
+                json!({"name": "id", "type": "long", "nullable": true, "metadata": {}}),
+            ]),
+            ..Replayed::default()
+        }
+    }
+
+    // What PROTOCOL.md's "Protocol Evolution" and "Table Features" say
+    // each version and feature asks of a writer.
+    #[test]
+    fn tables_weir_does_not_understand_are_named() {
+        let plain = json!({"minReaderVersion": 1, "minWriterVersion": 2});
+        assert_eq!(supported(&state(plain.clone(), json!({}))), Ok(()));
+        let append = json!({"minReaderVersion": 3, "minWriterVersion": 7,
+            "readerFeatures": [], "writerFeatures": ["appendOnly", "invariants"]});
+        assert_eq!(supported(&state(append, json!({}))), Ok(()));
+        let why = |protocol: Value, configuration: Value| {
+            supported(&state(protocol, configuration)).unwrap_err()
+        };
+        assert!(why(
+            json!({"minReaderVersion": 3, "minWriterVersion": 7,
+                "readerFeatures": ["deletionVectors"],
+                "writerFeatures": ["deletionVectors", "appendOnly"]}),
+            json!({})
+        )
+        .starts_with("the table uses deletionVectors (reader version 3, writer version 7)"));
+        assert!(why(
+            json!({"minReaderVersion": 2, "minWriterVersion": 5}),
+            json!({})
+        )
+        .starts_with(
+            "the table uses columnMapping (reader version 2), columnMapping (writer version 5)"
+        ));
+        assert!(why(plain.clone(), json!({"delta.appendOnly": "true"}))
+            .starts_with("the table uses delta.appendOnly = true"));
+        assert!(why(
+            json!({"minReaderVersion": 1, "minWriterVersion": 4}),
+            json!({})
+        )
+        .contains("change data feed or generated columns (writer version 4)"));
+    }
+
+    #[test]
+    fn tokens_come_from_this_partitions_paths_only() {
+        let p = "north/attempts/00000000000000000007/region=north/data/part-0.parquet";
+        assert_eq!(token_of_path(p, "north"), Some(7));
+        assert_eq!(token_of_path(p, "south"), None);
+        assert_eq!(
+            token_of_path("north/data-00000000000000000003/x.parquet", "north"),
+            Some(3)
+        );
+        assert_eq!(
+            token_of_path("region=north/part-0001.parquet", "north"),
+            None
+        );
+    }
+}

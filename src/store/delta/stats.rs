@@ -184,3 +184,45 @@ pub(super) fn file_stats(meta: &ParquetMetaData, arrow: &Schema, rows: u64) -> V
     }
     json!({"numRecords": rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_render_as_the_protocol_writes_them() {
+        let ts = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+        // 1 ms and 1 µs past the epoch: a min rounds down, a max up.
+        assert_eq!(
+            render(&Bound::Int(1_001), &ts, false),
+            Some(json!("1970-01-01T00:00:00.001Z"))
+        );
+        assert_eq!(
+            render(&Bound::Int(1_001), &ts, true),
+            Some(json!("1970-01-01T00:00:00.002Z"))
+        );
+        assert_eq!(
+            render(&Bound::Int(19_723), &DataType::Date32, false),
+            Some(json!("2024-01-01"))
+        );
+        let dec = DataType::Decimal128(12, 2);
+        assert_eq!(
+            render(&Bound::Int(12_345), &dec, false),
+            Some(json!(123.45))
+        );
+        assert_eq!(render(&Bound::Int(-5), &dec, false), Some(json!(-0.05)));
+        assert_eq!(
+            render(&Bound::Wide(be_i128(&[0xFF, 0x85]).unwrap()), &dec, false),
+            Some(json!(-1.23))
+        );
+        assert_eq!(render(&Bound::Int(1), &DataType::Boolean, false), None);
+        assert_eq!(
+            render(&Bound::Bytes(b"\xFF".to_vec()), &DataType::Utf8, false),
+            None
+        );
+        assert_eq!(
+            render(&Bound::Float(f64::NAN), &DataType::Float64, false),
+            None
+        );
+    }
+}
