@@ -187,7 +187,7 @@ pub fn check_before_writing(store: &PartitionStore) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    fn state(protocol: Value, configuration: Value) -> Replayed {
+    fn state(protocol: Value, configuration: &Value) -> Replayed {
         Replayed {
             protocol: Some(protocol),
             metadata: Some(json!({ "configuration": configuration })),
@@ -203,12 +203,12 @@ mod tests {
     #[test]
     fn tables_weir_does_not_understand_are_named() {
         let plain = json!({"minReaderVersion": 1, "minWriterVersion": 2});
-        assert_eq!(supported(&state(plain.clone(), json!({}))), Ok(()));
+        assert_eq!(supported(&state(plain.clone(), &json!({}))), Ok(()));
         let append = json!({"minReaderVersion": 3, "minWriterVersion": 7,
             "readerFeatures": [], "writerFeatures": ["appendOnly", "invariants"]});
-        assert_eq!(supported(&state(append, json!({}))), Ok(()));
+        assert_eq!(supported(&state(append, &json!({}))), Ok(()));
         let why = |protocol: Value, configuration: Value| {
-            supported(&state(protocol, configuration)).unwrap_err()
+            supported(&state(protocol, &configuration)).unwrap_err()
         };
         assert!(why(
             json!({"minReaderVersion": 3, "minWriterVersion": 7,
