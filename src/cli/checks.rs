@@ -106,3 +106,20 @@ pub(crate) fn no_generation(
         last.map_or_else(|| "none".to_string(), |l| format!("1 to {l}"))
     ))
 }
+
+/// For a Delta table output: an engine error (exit 5) naming what weir's
+/// records of the partition lack that its table still shows (another
+/// engine's VACUUM deleted them), so `show` and `history` do not say that
+/// nothing was published.
+pub(crate) fn records_whole(
+    task: &Task,
+    store: &crate::store::PartitionStore,
+) -> Result<(), CliError> {
+    if crate::store::delta::columns_of(task, store.partition()).is_none() {
+        return Ok(());
+    }
+    match crate::store::delta::missing_records(store).map_err(CliError::engine)? {
+        None => Ok(()),
+        Some(what) => Err(CliError::engine(what)),
+    }
+}

@@ -151,7 +151,9 @@ pub(crate) fn tables(args: &super::args::TablesArgs) -> Result<u8, CliError> {
                 continue;
             };
             let g = record.generation.get();
-            match delta::follow(&store, &columns, &values, delta::declared_of(task), &record) {
+            let types = delta::column_types(task);
+            let declared = delta::declared_of(task);
+            match delta::follow(&store, &columns, &values, &types, declared, &record) {
                 Ok(Followed::Committed(v)) => {
                     println!("{dataset} {partition}: generation {g} committed as version {v}");
                 }

@@ -12,6 +12,7 @@ pub(crate) fn run(args: &HistoryArgs) -> Result<u8, CliError> {
     let task = super::checks::producer_of(&manifest, &args.dataset, &args.partition)?;
     let warehouse = super::error::open_to_read(&manifest)?;
     let store = warehouse.partition(&args.dataset, &args.partition);
+    super::checks::records_whole(task, &store)?;
     let history = store.history().map_err(CliError::engine)?;
     // A Delta table's version of each generation (issue 27).
     let delta = match task.output.table {

@@ -54,6 +54,9 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
         for line in crate::serve::status::lines(&status.serving, &manifest) {
             println!("{line}");
         }
+        for note in &status.notes {
+            println!("note: {} {}: {}", note.task, note.partition, note.detail);
+        }
     }
     let Status {
         overview,
@@ -358,6 +361,7 @@ pub(crate) fn show(args: &ShowArgs) -> Result<u8, CliError> {
     let task = producer_of(&manifest, &args.dataset, &args.partition)?;
     let warehouse = super::error::open_to_read(&manifest)?;
     let store = warehouse.partition(&args.dataset, &args.partition);
+    super::checks::records_whole(task, &store)?;
     let record = match args.generation {
         // An earlier generation, as `weir history` lists them.
         Some(g) => {

@@ -11,6 +11,7 @@ pub mod repair;
 pub mod rollback;
 pub mod slo;
 pub mod status;
+pub mod table_rows;
 pub mod verify;
 
 use crate::events::EventLog;

@@ -51,6 +51,10 @@ pub struct Status {
     pub overview: Overview,
     /// What needs a person (LATE, HELD, QUARANTINED; TABLE_BEHIND under `check`).
     pub attention: Vec<Attention>,
+    /// What needs no one but is worth saying, under `check`: TABLE_AGREES,
+    /// a Delta table showing a visible generation's rows in another
+    /// engine's files (a compaction).
+    pub notes: Vec<Attention>,
     /// Visible files that are not what their generation committed.
     pub drifts: Vec<Drift>,
     /// Under `check`: generations whose digest, rows or token are not their record's.
@@ -83,8 +87,11 @@ impl Status {
     ) -> Result<Status, StatusError> {
         let mut attention = overview.attention();
         let undelivered = undelivered(manifest, warehouse, &mut attention);
+        let mut notes = Vec::new();
         if check {
-            attention.extend(tables_behind(manifest, warehouse, &overview.published)?);
+            let (behind, agree) = tables_behind(manifest, warehouse, &overview.published)?;
+            attention.extend(behind);
+            notes = agree;
         }
         // Every visible file is what its generation committed: sizes always;
         // under check every byte's hash, the files' digest and rows, the
@@ -105,6 +112,7 @@ impl Status {
         Ok(Status {
             overview,
             attention,
+            notes,
             drifts,
             unproven,
             undelivered,
@@ -184,6 +192,10 @@ impl Status {
                 .map(|m| json!({"task": m.task, "partition": m.partition, "detail": m.reason, "note": m.note}))
                 .collect::<Vec<_>>(),
             "attention": self.attention
+                .iter()
+                .map(|a| json!({"state": a.state, "task": a.task, "partition": a.partition, "detail": a.detail}))
+                .collect::<Vec<_>>(),
+            "notes": self.notes
                 .iter()
                 .map(|a| json!({"state": a.state, "task": a.task, "partition": a.partition, "detail": a.detail}))
                 .collect::<Vec<_>>(),
@@ -318,6 +330,7 @@ impl Overview {
         let mut unreadable = Vec::new();
         let mut waiting = Vec::new();
         let mut sensors = Vec::new();
+        let mut views = BTreeMap::new();
         for task in manifest.tasks.values() {
             let dataset = &task.output.dataset;
             let mut seen = HashSet::new();
@@ -326,15 +339,15 @@ impl Overview {
                 .map_err(|e| crate::exec::chain(&e))?
             {
                 let store = warehouse.partition(dataset, &partition);
-                match store.latest() {
+                match latest_of(task, &partition, &store, &mut views) {
                     Ok(Some(record)) => {
                         seen.insert(partition);
                         published.push((task.name.clone(), record));
                     }
                     Ok(None) => {}
-                    Err(e) => {
+                    Err(why) => {
                         seen.insert(partition.clone());
-                        unreadable.push((dataset.clone(), partition, crate::exec::chain(&e)));
+                        unreadable.push((dataset.clone(), partition, why));
                     }
                 }
             }
@@ -446,16 +459,19 @@ impl Overview {
 }
 
 /// TABLE_BEHIND: visible generations their dataset's Delta table does
-/// not show exactly (a Delta commit that failed or was lost after weir's;
-/// `weir tables sync` repairs it), one log replay per dataset.
+/// not show (a Delta commit that failed or was lost after weir's; `weir
+/// tables sync` repairs it), one log replay per dataset; and, apart,
+/// TABLE_AGREES notes: those it shows in other files with the same rows
+/// (another engine's compaction, [`crate::ops::table_rows`]).
 fn tables_behind(
     manifest: &Manifest,
     warehouse: &Warehouse,
     published: &[(String, CommitRecord)],
-) -> Result<Vec<Attention>, StatusError> {
+) -> Result<(Vec<Attention>, Vec<Attention>), StatusError> {
+    use crate::ops::table_rows::{compare, Shown};
     use crate::store::delta::{columns_of, TableView};
     let mut views: BTreeMap<String, TableView> = BTreeMap::new();
-    let mut out = Vec::new();
+    let (mut behind, mut agree) = (Vec::new(), Vec::new());
     for (task_name, record) in published {
         let Some(task) = manifest.tasks.get(task_name) else {
             continue;
@@ -463,24 +479,38 @@ fn tables_behind(
         let Some((columns, values)) = columns_of(task, &record.partition) else {
             continue;
         };
+        let store = warehouse.partition(&record.dataset, &record.partition);
         if !views.contains_key(&record.dataset) {
-            let store = warehouse.partition(&record.dataset, &record.partition);
             let view = TableView::read(&store).map_err(|source| StatusError::DeltaLog {
                 dataset: record.dataset.clone(),
                 source,
             })?;
             views.insert(record.dataset.clone(), view);
         }
-        if let Some(detail) = views[&record.dataset].disagreement(&columns, &values, record) {
-            out.push(Attention {
-                state: "TABLE_BEHIND",
-                task: task_name.clone(),
-                partition: record.partition.clone(),
-                detail: format!("{detail}; `weir tables sync` repairs it"),
-            });
-        }
+        let view = &views[&record.dataset];
+        let (state, detail, out) = match compare(
+            &store,
+            view,
+            task.output.format,
+            (&columns, &values),
+            record,
+        ) {
+            None => continue,
+            Some(Shown::SameRows(note)) => ("TABLE_AGREES", note, &mut agree),
+            Some(Shown::Drift(detail)) => (
+                "TABLE_BEHIND",
+                format!("{detail}; `weir tables sync` repairs it"),
+                &mut behind,
+            ),
+        };
+        out.push(Attention {
+            state,
+            task: task_name.clone(),
+            partition: record.partition.clone(),
+            detail,
+        });
     }
-    Ok(out)
+    Ok((behind, agree))
 }
 
 /// The first drifted or vanished file of each visible generation.
@@ -534,6 +564,44 @@ fn proven(
         }
     }
     (drifts, unproven)
+}
+
+/// The latest record of `partition`, or why it cannot be told: its log
+/// cannot be read, or ([`records_missing`]) its Delta table shows more.
+fn latest_of(
+    task: &crate::manifest::Task,
+    partition: &str,
+    store: &crate::store::PartitionStore,
+    views: &mut BTreeMap<String, Result<crate::store::delta::TableView, String>>,
+) -> Result<Option<CommitRecord>, String> {
+    if let Some(why) = records_missing(task, partition, store, views) {
+        return Err(why);
+    }
+    store.latest().map_err(|e| crate::exec::chain(&e))
+}
+
+/// When `task`'s output is a Delta table whose log shows more of
+/// `partition` than weir's records hold (another engine's VACUUM deleted
+/// them): what is missing, so status says so (exit 5) rather than that
+/// nothing was published. One log replay per dataset, kept in `views`.
+fn records_missing(
+    task: &crate::manifest::Task,
+    partition: &str,
+    store: &crate::store::PartitionStore,
+    views: &mut BTreeMap<String, Result<crate::store::delta::TableView, String>>,
+) -> Option<String> {
+    crate::store::delta::columns_of(task, partition)?;
+    let view = views.entry(task.output.dataset.clone()).or_insert_with(|| {
+        crate::store::delta::TableView::read(store).map_err(|e| crate::exec::chain(&e))
+    });
+    match view {
+        Ok(view) => view
+            .missing_records(store)
+            .unwrap_or_else(|e| Some(crate::exec::chain(&e))),
+        // A log that cannot be read proves nothing missing; `status
+        // --check` reports it (StatusError::DeltaLog).
+        Err(_) => None,
+    }
 }
 
 /// Publications the event logs prove and the commit logs lack: a

@@ -70,5 +70,6 @@ mod store_integrity;
 mod store_stall;
 mod support;
 mod tables;
+mod tables_maintained;
 mod task_env;
 mod zombie;

@@ -812,6 +812,7 @@ HELD        extract 2026-09-15: operator failure: exit code 78
             "format_version",
             "lineage",
             "missing",
+            "notes",
             "notifications_undelivered",
             "partitions",
             "pipeline",

@@ -318,7 +318,7 @@ fn files_refuses_what_it_cannot_vouch_for() {
     assert!(stderr(&out).contains("part-1.parquet"), "{}", stderr(&out));
 }
 
-const DELTA_MANIFEST: &str = r#"
+pub(crate) const DELTA_MANIFEST: &str = r#"
 [pipeline]
 name = "lake"
 code_version = "1"
@@ -334,7 +334,7 @@ output = { dataset = "sales", format = "parquet", grain = ["id"], table = "delta
 "#;
 
 /// Writes rows (id, amount, label) as a Parquet file.
-fn write_rows(path: &Path, ids: &[i64], scale: i64, label: &str) {
+pub(crate) fn write_rows(path: &Path, ids: &[i64], scale: i64, label: &str) {
     let batch = RecordBatch::try_from_iter(vec![
         ("id", Arc::new(Int64Array::from(ids.to_vec())) as ArrayRef),
         (
@@ -358,7 +358,7 @@ fn write_rows(path: &Path, ids: &[i64], scale: i64, label: &str) {
 /// Whether python3 can import `modules` (`"deltalake, polars"`); under
 /// CI=true their absence fails the test, elsewhere the part that needs them
 /// is skipped with the reason.
-fn python_imports(modules: &str) -> bool {
+pub(crate) fn python_imports(modules: &str) -> bool {
     let found = std::process::Command::new("python3")
         .args(["-c", &format!("import {modules}")])
         .output()
@@ -374,7 +374,7 @@ fn python_imports(modules: &str) -> bool {
 }
 
 /// Whether python3 can import delta-rs's reader and Polars.
-fn python_readers() -> bool {
+pub(crate) fn python_readers() -> bool {
     python_imports("deltalake, polars")
 }
 
@@ -427,7 +427,7 @@ print(json.dumps(out))
 
 /// The table at `root` as delta-rs and Polars read it.
 #[track_caller]
-fn read_table(root: &Path) -> serde_json::Value {
+pub(crate) fn read_table(root: &Path) -> serde_json::Value {
     read_table_at(root.to_str().unwrap(), None)
 }
 
@@ -451,7 +451,7 @@ fn read_table_at(root: &str, options: Option<&serde_json::Value>) -> serde_json:
 
 /// `weir show --generation G --json` as sorted `id,amount,label` lines.
 #[track_caller]
-fn shown(sb: &Sandbox, partition: &str, generation: u64) -> Vec<String> {
+pub(crate) fn shown(sb: &Sandbox, partition: &str, generation: u64) -> Vec<String> {
     shown_by(|args| sb.weir(args), partition, generation)
 }
 
@@ -503,7 +503,7 @@ fn newest(table: &serde_json::Value) -> serde_json::Value {
 }
 
 /// The visible generation of `partition`.
-fn visible(sb: &Sandbox, partition: &str) -> u64 {
+pub(crate) fn visible(sb: &Sandbox, partition: &str) -> u64 {
     sb.store("sales", partition)
         .latest()
         .unwrap()
@@ -721,7 +721,7 @@ fn south_version(root: &Path) -> u64 {
 }
 
 /// The Delta log's versions under `root`, from its file names.
-fn log_versions(root: &Path) -> Vec<u64> {
+pub(crate) fn log_versions(root: &Path) -> Vec<u64> {
     let mut versions: Vec<u64> = std::fs::read_dir(root.join("_delta_log"))
         .unwrap()
         .filter_map(|e| {
@@ -997,7 +997,7 @@ fn delta_schema_policy_diagnostics() {
 
 /// Writes the Delta sandbox's Parquet inputs (scale 10 and 20, per region)
 /// and its task script.
-fn delta_sandbox() -> Sandbox {
+pub(crate) fn delta_sandbox() -> Sandbox {
     let sb = Sandbox::new(DELTA_MANIFEST);
     for (region, label) in [("north", "n"), ("south", "s")] {
         for scale in [10, 20] {
@@ -1441,7 +1441,9 @@ print(json.dumps({"version": t.version(), "rows": {k: sorted(x) for k, x in rows
 
 /// Per version of the log under `root`, each partition's generation as of
 /// that version (from the commits' `commitInfo.weir`).
-fn generations_by_version(root: &Path) -> Vec<(u64, std::collections::BTreeMap<String, u64>)> {
+pub(crate) fn generations_by_version(
+    root: &Path,
+) -> Vec<(u64, std::collections::BTreeMap<String, u64>)> {
     let mut current = std::collections::BTreeMap::new();
     let mut out = Vec::new();
     for v in log_versions(root) {
@@ -1516,11 +1518,19 @@ fn delta_checkpoints_are_written_and_read() {
             "_last_checkpoint"
         ]
     );
-    // protocol, metaData and two live files per partition.
+    // protocol, metaData, two live files per partition and the
+    // tombstones of the nine overwrites up to version 10 (two files each,
+    // none expired), with the checkpoint's size in bytes.
     let pointer: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(log.join("_last_checkpoint")).unwrap())
             .unwrap();
-    assert_eq!(pointer, serde_json::json!({"version": 10, "size": 6}));
+    let bytes = std::fs::metadata(log.join("00000000000000000010.checkpoint.parquet"))
+        .unwrap()
+        .len();
+    assert_eq!(
+        pointer,
+        serde_json::json!({"version": 10, "size": 24, "numOfAddFiles": 4, "sizeInBytes": bytes})
+    );
 
     let table = read_table(&root);
     assert_eq!(

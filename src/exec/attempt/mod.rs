@@ -330,6 +330,22 @@ struct Claim {
     forced_over: Option<Option<Generation>>,
 }
 
+/// Takes a token for `record`. A Delta table output first: nothing is
+/// written (not even a token) to a table weir does not understand, nor
+/// where weir's records are gone while the table still reads their files.
+fn allocate(
+    at: &Attempt<'_, '_>,
+    store: &PartitionStore,
+    record: &TokenRecord,
+) -> Step<crate::store::Allocation> {
+    if crate::store::delta::columns_of(at.task, at.partition).is_some() {
+        crate::store::delta::check_before_writing(store).map_err(|why| at.fail(None, why))?;
+    }
+    store
+        .allocate_for(record)
+        .map_err(|e| at.fail(None, format!("cannot allocate a token: {}", chain(&e))))
+}
+
 /// Takes a token, then looks at other engines' attempts (the put-if-absent
 /// of the token is the claim, see `lease`), and ends the attempt if one of
 /// them published what this one would while it waited.
@@ -353,9 +369,7 @@ fn claim(
         true => TokenRecord::new(&owner).with_lease(tag.clone(), timeout_ms),
         false => TokenRecord::new(&owner),
     };
-    let allocation = store
-        .allocate_for(&record)
-        .map_err(|e| at.fail(None, format!("cannot allocate a token: {}", chain(&e))))?;
+    let allocation = allocate(at, store, &record)?;
     let token = allocation.token;
     let dir = store.prepare_attempt(token).map_err(|e| {
         at.fail(

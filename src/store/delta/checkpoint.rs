@@ -1,8 +1,13 @@
 //! Parquet checkpoints in the protocol's schema: one row per action, the
 //! columns `txn`, `add`, `remove`, `metaData` and `protocol` nullable
 //! structs, exactly one of them set per row. weir writes the `protocol`,
-//! the `metaData` and every live `add` (no tombstones: the protocol lets a
-//! writer drop removes, whose files weir's gc keeps anyway), and keeps its
+//! the `metaData`, every live `add` and every `remove` tombstone that has
+//! not expired (PROTOCOL.md, "Checkpoints": a checkpoint "contains the
+//! remove tombstones until they are expired"; one is expired once its
+//! `deletionTimestamp` is older than the table's
+//! `delta.deletedFileRetentionDuration`), so a VACUUM that starts from the
+//! checkpoint still keeps the files time travel within the retention
+//! reads. weir keeps its
 //! own per-partition state (the newest generation committed and its
 //! version, which `commitInfo` carries in the JSON commits) in the file's
 //! key-value metadata, `weir.synced`, which Delta readers ignore.
@@ -243,8 +248,32 @@ fn list_column(item: &arrow_schema::FieldRef, rows: &[Option<&Value>]) -> Result
     ))
 }
 
-/// The checkpoint of `state` as Parquet bytes, with its row count.
-pub(super) fn write(state: &Replayed) -> Result<(Vec<u8>, usize), TableError> {
+/// A checkpoint's bytes and what `_last_checkpoint` says of it.
+pub(super) struct Written {
+    pub(super) bytes: Vec<u8>,
+    /// Its rows: one per action.
+    pub(super) actions: usize,
+    /// Of which `add`s.
+    pub(super) adds: usize,
+}
+
+/// Whether a tombstone removed at `deleted_ms` is still unexpired at
+/// `now_ms` under the table's retention (`None`: unreadable, kept).
+pub(super) fn unexpired(
+    deleted_ms: i64,
+    retention: Option<std::time::Duration>,
+    now_ms: i64,
+) -> bool {
+    let Some(keep) = retention else {
+        return true;
+    };
+    let keep = i64::try_from(keep.as_millis()).unwrap_or(i64::MAX);
+    deleted_ms.saturating_add(keep) > now_ms
+}
+
+/// The checkpoint of `state` as Parquet bytes, its tombstones as of
+/// `now_ms`.
+pub(super) fn write(state: &Replayed, now_ms: i64) -> Result<Written, TableError> {
     let fail = |message: String| TableError::Unsupported(format!("a checkpoint: {message}"));
     let mut actions: Vec<Value> = Vec::new();
     if let Some(protocol) = &state.protocol {
@@ -255,6 +284,17 @@ pub(super) fn write(state: &Replayed) -> Result<(Vec<u8>, usize), TableError> {
     }
     for active in state.active.values() {
         actions.push(json!({"add": active.action}));
+    }
+    let adds = state.active.len();
+    let retention = super::retention(state);
+    for (path, remove) in &state.tombstones {
+        let at = state.removed.get(path).copied().unwrap_or(i64::MAX);
+        if unexpired(at, retention, now_ms) {
+            let mut remove = remove.clone();
+            // A tombstone without a time never expires; say so to readers.
+            remove["deletionTimestamp"] = json!(at);
+            actions.push(json!({"remove": remove}));
+        }
     }
     let schema = Arc::new(schema());
     let columns = schema
@@ -283,7 +323,11 @@ pub(super) fn write(state: &Replayed) -> Result<(Vec<u8>, usize), TableError> {
         ArrowWriter::try_new(&mut bytes, schema, Some(props)).map_err(|e| fail(e.to_string()))?;
     writer.write(&batch).map_err(|e| fail(e.to_string()))?;
     writer.close().map_err(|e| fail(e.to_string()))?;
-    Ok((bytes, actions.len()))
+    Ok(Written {
+        bytes,
+        actions: actions.len(),
+        adds,
+    })
 }
 
 /// Row `i` of `array` as JSON (the types checkpoints use; others null).

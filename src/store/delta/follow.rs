@@ -13,11 +13,14 @@ fn now_ms() -> i64 {
 /// partition's visible generation: one commit that removes what the table
 /// shows of the partition and adds the record's files, unless the log
 /// already holds that generation. `columns` are the partition columns (the
-/// task's scheme names) and `values` the partition's key in each.
+/// task's scheme names) and `values` the partition's key in each; `types`
+/// their Delta types should the commit create the table
+/// ([`super::column_types`]).
 pub fn follow(
     store: &PartitionStore,
     columns: &[String],
     values: &[String],
+    types: &[&str],
     declared: Declared,
     record: &CommitRecord,
 ) -> Result<Followed, TableError> {
@@ -29,6 +32,9 @@ pub fn follow(
     let mut conflicts = 0;
     loop {
         let mut state = replay(backend, dataset, ReplayFrom::Checkpoint)?;
+        guard::supported(&state).map_err(|why| {
+            TableError::Unsupported(format!("the Delta table of `{dataset}`: {why}"))
+        })?;
         if let Some(&(g, v)) = state.synced.get(&record.partition) {
             if g >= record.generation.get() {
                 return Ok(Followed::AlreadyThere(v));
@@ -52,6 +58,7 @@ pub fn follow(
             lines.extend(table_creation(
                 dataset,
                 columns,
+                types,
                 fields.as_ref(),
                 retention_text.as_deref(),
                 now,
@@ -74,7 +81,7 @@ pub fn follow(
                 let written = lines
                     .iter()
                     .try_for_each(|action| apply(&mut state, version, &key, action))
-                    .and_then(|()| write_checkpoint(backend, dataset, version, &state));
+                    .and_then(|()| write_checkpoint(backend, dataset, version, &state, now));
                 if let Err(e) = written {
                     eprintln!(
                         "warning: the Delta table of `{dataset}` has no checkpoint at version {version}: {}\n  note: a checkpoint only shortens readers' replay of the log; the commit stands",
@@ -123,7 +130,7 @@ fn partition_changes(
             }}));
         }
     }
-    for TableFile { path, size, rows } in files {
+    for TableFile { path, size, stats } in files {
         if state.active.contains_key(path) {
             continue;
         }
@@ -133,7 +140,7 @@ fn partition_changes(
             "size": size,
             "modificationTime": now,
             "dataChange": true,
-            "stats": json!({"numRecords": rows}).to_string(),
+            "stats": stats.to_string(),
         }}));
     }
     lines
@@ -144,7 +151,8 @@ struct TableFile {
     /// Relative to the table, path-encoded.
     path: String,
     size: u64,
-    rows: u64,
+    /// Its `stats`, [`super::stats::file_stats`].
+    stats: Value,
 }
 
 /// A record's files as the table names them (relative to the table,
@@ -168,9 +176,9 @@ fn table_files(
     let mut files = Vec::with_capacity(record.files.len());
     let mut fields = None;
     for (i, (name, path)) in record.files.iter().zip(local.iter()).enumerate() {
-        let (rows, schema) = footer(path, i == 0)?;
-        if schema.is_some() {
-            fields = schema;
+        let read = footer(path, i == 0)?;
+        if read.fields.is_some() {
+            fields = read.fields;
         }
         let size = match record.file_sums.get(i) {
             Some(sum) => sum.size,
@@ -179,7 +187,7 @@ fn table_files(
         files.push(TableFile {
             path: encode_path(&format!("{rel_dir}/{name}")),
             size,
-            rows,
+            stats: read.stats,
         });
     }
     drop(local);
@@ -187,24 +195,26 @@ fn table_files(
 }
 
 /// The actions that create the table: its protocol and its metadata (the
-/// files' schema and the partition columns, as strings).
+/// files' schema and the partition columns, of `types`, `string` where
+/// none is given).
 fn table_creation(
     dataset: &str,
     columns: &[String],
+    types: &[&str],
     fields: Option<&Vec<Value>>,
     retention_text: Option<&str>,
     now: i64,
 ) -> Result<Vec<Value>, TableError> {
     let mut actions = Vec::with_capacity(2);
     let mut schema_fields = fields.cloned().unwrap_or_default();
-    for column in columns {
+    for (i, column) in columns.iter().enumerate() {
+        let ty = types.get(i).copied().unwrap_or("string");
         if schema_fields.iter().any(|f| f["name"] == column.as_str()) {
             return Err(TableError::Unsupported(format!(
                 "the data of `{dataset}` has a column `{column}`, the name of its partition scheme: a Delta table's partition column cannot also be in the files"
             )));
         }
-        schema_fields
-            .push(json!({"name": column, "type": "string", "nullable": false, "metadata": {}}));
+        schema_fields.push(json!({"name": column, "type": ty, "nullable": false, "metadata": {}}));
     }
     let schema = json!({"type": "struct", "fields": schema_fields}).to_string();
     actions.push(json!({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}));

@@ -174,9 +174,12 @@ pub enum Followed {
 
 mod checkpoint;
 mod follow;
+mod guard;
 mod replay;
+mod stats;
 
 pub use follow::follow;
+pub use guard::{check_before_writing, missing_records};
 
 use replay::*;
 
@@ -214,8 +217,15 @@ fn spark_type(data_type: &DataType) -> Result<String, String> {
     })
 }
 
-/// Row count and, when asked, the `schemaString` of a published file.
-fn footer(path: &std::path::Path, schema: bool) -> Result<(u64, Option<Vec<Value>>), TableError> {
+/// What a published file's footer says: its `stats` (rows included)
+/// ([`stats::file_stats`]) and, when asked, its `schemaString` fields.
+struct Footer {
+    stats: Value,
+    fields: Option<Vec<Value>>,
+}
+
+/// Reads a published file's [`Footer`].
+fn footer(path: &std::path::Path, schema: bool) -> Result<Footer, TableError> {
     use parquet::file::reader::{FileReader, SerializedFileReader};
     let fail = |message: String| TableError::Footer {
         path: path.display().to_string(),
@@ -225,12 +235,16 @@ fn footer(path: &std::path::Path, schema: bool) -> Result<(u64, Option<Vec<Value
     let reader = SerializedFileReader::new(file).map_err(|e| fail(e.to_string()))?;
     let meta = reader.metadata().file_metadata();
     let rows = u64::try_from(meta.num_rows()).map_err(|e| fail(e.to_string()))?;
-    if !schema {
-        return Ok((rows, None));
-    }
     let arrow =
         parquet::arrow::parquet_to_arrow_schema(meta.schema_descr(), meta.key_value_metadata())
             .map_err(|e| fail(e.to_string()))?;
+    let stats = stats::file_stats(reader.metadata(), &arrow, rows);
+    if !schema {
+        return Ok(Footer {
+            stats,
+            fields: None,
+        });
+    }
     let fields = arrow
         .fields()
         .iter()
@@ -245,7 +259,10 @@ fn footer(path: &std::path::Path, schema: bool) -> Result<(u64, Option<Vec<Value
             Ok(json!({"name": f.name(), "type": t, "nullable": f.is_nullable(), "metadata": {}}))
         })
         .collect::<Result<Vec<_>, TableError>>()?;
-    Ok((rows, Some(fields)))
+    Ok(Footer {
+        stats,
+        fields: Some(fields),
+    })
 }
 
 /// Whether a generation whose columns are `files` fits the table's
@@ -333,8 +350,11 @@ pub fn admits(
         return Ok(());
     };
     let mine = match footer(first, true) {
-        Ok((_, Some(fields))) => fields,
-        Ok((_, None)) => return Ok(()),
+        Ok(Footer {
+            fields: Some(fields),
+            ..
+        }) => fields,
+        Ok(_) => return Ok(()),
         Err(TableError::Unsupported(why)) => return Err(Ok(why)),
         Err(e) => return Err(Err(e)),
     };
@@ -458,6 +478,28 @@ impl TableView {
         replay(store.backend(), store.dataset(), ReplayFrom::Checkpoint).map(TableView)
     }
 
+    /// The table's files of a partition (by its partition `values` in
+    /// `columns`): keys relative to the table (decoded), ascending, with
+    /// their sizes. Those of another writer's compaction or rewrite, too.
+    pub fn shown_files(&self, columns: &[String], values: &[String]) -> Vec<(String, u64)> {
+        self.0
+            .active
+            .iter()
+            .filter(|(_, a)| {
+                columns.iter().zip(values).all(|(c, v)| {
+                    a.partition_values.get(c).and_then(Value::as_str) == Some(v.as_str())
+                })
+            })
+            .filter_map(|(path, a)| Some((decode_path(path)?, a.size)))
+            .collect()
+    }
+
+    /// The newest generation of weir's `partition` the table's log
+    /// committed, if any.
+    pub fn synced_generation(&self, partition: &str) -> Option<u64> {
+        self.0.synced.get(partition).map(|&(g, _)| g)
+    }
+
     /// How the table's files of `record`'s partition (by its partition
     /// `values` in `columns`) differ from the record's, in words; `None`
     /// when the table shows exactly the visible generation.
@@ -535,6 +577,26 @@ pub fn columns_of(task: &impl TableTask, partition: &str) -> Option<(Vec<String>
     ))
 }
 
+/// The Delta type of each of `task`'s partition columns in a new table:
+/// `date` for a daily scheme (its keys, `2026-09-20`, are the protocol's
+/// date partition values as they are), `string` for every other one.
+/// Hourly and minute keys are local times (`2026-09-20T13` in the
+/// scheme's zone): a `timestamp` partition value is a UTC instant in
+/// another spelling (`2026-09-20 11:00:00`), which would make the value
+/// differ from the key and its Hive directory; they stay strings. A table
+/// keeps the types it was created with.
+pub fn column_types(task: &impl TableTask) -> Vec<&'static str> {
+    use crate::partition::{Grain, PartitionScheme};
+    task.dims()
+        .0
+        .iter()
+        .map(|d| match &d.scheme {
+            PartitionScheme::Time(t) if t.grain == Grain::Daily => "date",
+            _ => "string",
+        })
+        .collect()
+}
+
 /// What `task` declares of its Delta table output (defaults otherwise).
 pub fn declared_of(task: &impl TableTask) -> Declared {
     task.delta().unwrap_or_default()
@@ -548,7 +610,8 @@ pub fn follow_task(store: &PartitionStore, task: &impl TableTask, record: &Commi
     let Some((columns, values)) = columns_of(task, &record.partition) else {
         return;
     };
-    if let Err(e) = follow(store, &columns, &values, declared_of(task), record) {
+    let types = column_types(task);
+    if let Err(e) = follow(store, &columns, &values, &types, declared_of(task), record) {
         eprintln!(
             "warning: the Delta table of `{}` does not show {} generation {} yet: {}\n  help: `weir tables sync MANIFEST` brings it up to the visible generations",
             record.dataset,
@@ -662,7 +725,7 @@ mod tests {
         let (columns, values) = (vec!["region".to_owned()], vec!["p".to_owned()]);
 
         assert_eq!(
-            follow(&store, &columns, &values, Declared::default(), &record).unwrap(),
+            follow(&store, &columns, &values, &[], Declared::default(), &record).unwrap(),
             Followed::Committed(2)
         );
         let ours = String::from_utf8(backend.get(&version_key("d", 2)).unwrap().unwrap()).unwrap();
@@ -683,7 +746,8 @@ mod tests {
         assert_eq!(actions[0]["add"]["size"], bytes.len());
         assert_eq!(
             actions[0]["add"]["stats"],
-            json!({"numRecords": 3}).to_string()
+            json!({"numRecords": 3, "minValues": {"id": 1}, "maxValues": {"id": 3}, "nullCount": {"id": 0}})
+                .to_string()
         );
         assert_eq!(
             actions[1]["commitInfo"]["weir"],
@@ -691,7 +755,7 @@ mod tests {
         );
 
         assert_eq!(
-            follow(&store, &columns, &values, Declared::default(), &record).unwrap(),
+            follow(&store, &columns, &values, &[], Declared::default(), &record).unwrap(),
             Followed::AlreadyThere(2)
         );
         assert!(backend.get(&version_key("d", 3)).unwrap().is_none());
@@ -701,7 +765,8 @@ mod tests {
     // table: protocol, metaData (schema, partition columns), each live
     // file with its size and partition values, and weir's per-partition
     // state (generation and version), which the JSON commits' commitInfo
-    // carried; a removed file is not in it.
+    // carried; a removed file is not live in it, but its tombstone is,
+    // until the table's retention has passed since its removal.
     #[test]
     fn a_checkpoint_reads_back_as_the_replayed_state() {
         let schema = json!({"type": "struct", "fields": [
@@ -732,9 +797,22 @@ mod tests {
             let body: String = actions.iter().map(|a| format!("{a}\n")).collect();
             apply_commit(&mut state, "k", v as u64, body.into_bytes()).unwrap();
         }
-        let (bytes, rows) = checkpoint::write(&state).unwrap();
-        assert_eq!(rows, 4);
-        let back = checkpoint::read("k", 1, bytes).unwrap();
+        let week = 7 * 24 * 3_600_000;
+        // A week after the removal the tombstone has expired: not written.
+        let expired = checkpoint::write(&state, 2 + week).unwrap();
+        assert_eq!((expired.actions, expired.adds), (4, 2));
+        let back = checkpoint::read("k", 1, expired.bytes).unwrap();
+        assert!(back.tombstones.is_empty(), "{:?}", back.tombstones);
+        // A millisecond before, it is kept with its deletionTimestamp.
+        let written = checkpoint::write(&state, 1 + week).unwrap();
+        assert_eq!((written.actions, written.adds), (5, 2));
+        let back = checkpoint::read("k", 1, written.bytes).unwrap();
+        assert_eq!(
+            back.removed,
+            BTreeMap::from([("n/a.parquet".to_owned(), 2)])
+        );
+        assert_eq!(back.tombstones["n/a.parquet"]["deletionTimestamp"], 2);
+        assert_eq!(back.tombstones["n/a.parquet"]["dataChange"], true);
         assert_eq!(back.last, Some(1));
         assert_eq!(back.synced, state.synced);
         assert_eq!(back.synced.get("n"), Some(&(2, 1)));

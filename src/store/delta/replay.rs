@@ -35,6 +35,9 @@ pub(super) struct Replayed {
     /// Paths removed and not added again, with the `deletionTimestamp` (ms)
     /// of their removal (`i64::MAX` when the action has none: kept).
     pub(super) removed: BTreeMap<String, i64>,
+    /// The `remove` action of each path in `removed`, for a checkpoint's
+    /// tombstones.
+    pub(super) tombstones: BTreeMap<String, Value>,
 }
 
 /// Key of version `v`'s commit file.
@@ -72,6 +75,7 @@ pub(super) fn apply(
         let path = add["path"].as_str().unwrap_or_default().to_owned();
         state.added.insert(path.clone(), v);
         state.removed.remove(&path);
+        state.tombstones.remove(&path);
         state.active.insert(
             path,
             Active {
@@ -85,6 +89,7 @@ pub(super) fn apply(
         state.active.remove(path);
         let at = remove["deletionTimestamp"].as_i64().unwrap_or(i64::MAX);
         state.removed.insert(path.to_owned(), at);
+        state.tombstones.insert(path.to_owned(), remove.clone());
     } else if let Some(meta) = action.get("metaData").filter(|a| !a.is_null()) {
         let schema: Value = meta["schemaString"]
             .as_str()
@@ -311,15 +316,18 @@ pub(super) fn render_interval(d: std::time::Duration) -> String {
 }
 
 /// Writes the checkpoint of version `v` (the table's `state` once `v` is
-/// applied) and points `_last_checkpoint` at it unless it names a newer one.
+/// applied, its tombstones as of `now_ms`) and points `_last_checkpoint`
+/// at it unless it names a newer one.
 pub(super) fn write_checkpoint(
     backend: &Arc<dyn Backend>,
     dataset: &str,
     v: u64,
     state: &Replayed,
+    now_ms: i64,
 ) -> Result<(), TableError> {
-    let (bytes, rows) = checkpoint::write(state)?;
-    backend.put(&checkpoint_key(dataset, v), &bytes)?;
+    let written = checkpoint::write(state, now_ms)?;
+    let bytes = &written.bytes;
+    backend.put(&checkpoint_key(dataset, v), bytes)?;
     let pointer = last_checkpoint_key(dataset);
     let newer = backend
         .get(&pointer)?
@@ -327,10 +335,15 @@ pub(super) fn write_checkpoint(
         .and_then(|doc| doc["version"].as_u64())
         .is_some_and(|current| current > v);
     if !newer {
-        backend.put(
-            &pointer,
-            json!({"version": v, "size": rows}).to_string().as_bytes(),
-        )?;
+        // The protocol's optional fields too: delta-rs and Spark size
+        // their checkpoint reads with them.
+        let doc = json!({
+            "version": v,
+            "size": written.actions,
+            "sizeInBytes": bytes.len(),
+            "numOfAddFiles": written.adds,
+        });
+        backend.put(&pointer, doc.to_string().as_bytes())?;
     }
     Ok(())
 }

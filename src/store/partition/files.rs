@@ -110,6 +110,45 @@ impl PartitionStore {
         Ok(downloaded)
     }
 
+    /// Files under `<root>/<dataset>` (keys relative to the dataset, as a
+    /// Delta table names them) as local paths a reader can open, in place
+    /// or downloaded as [`PartitionStore::local_files`] does.
+    pub fn local_dataset_files(&self, relative: &[String]) -> Result<Downloaded, StoreError> {
+        let keys: Vec<String> = relative
+            .iter()
+            .map(|r| format!("{}/{r}", self.dataset))
+            .collect();
+        if self.remote.is_none() {
+            return Ok(Downloaded {
+                paths: keys.iter().map(|k| key_path(&self.root, k)).collect(),
+                dir: None,
+            });
+        }
+        let parent = self.root.join("_downloads");
+        std::fs::create_dir_all(&parent).map_err(StoreError::io(&parent))?;
+        let dir = parent.join(format!("{}-{}", std::process::id(), unique()));
+        std::fs::create_dir(&dir).map_err(StoreError::io(&dir))?;
+        let mut downloaded = Downloaded {
+            paths: Vec::with_capacity(keys.len()),
+            dir: Some(dir.clone()),
+        };
+        for (i, key) in keys.iter().enumerate() {
+            let path = dir.join(format!("{i}.parquet"));
+            if !self.backend.get_file(key, &path)? {
+                let _ = std::fs::remove_file(&path);
+            }
+            downloaded.paths.push(path);
+        }
+        Ok(downloaded)
+    }
+
+    /// A local cache file of this warehouse's (`<root>/_cache/<name>`, on
+    /// this host, outside every dataset and table): what a read learnt
+    /// that is costly to learn again. Losing it costs a recheck only.
+    pub fn cache_path(&self, name: &str) -> PathBuf {
+        self.root.join("_cache").join(name)
+    }
+
     /// Uploads what an attempt leaves as evidence (`candidate.json` and the
     /// command's logs, those that exist and are not empty) from its local
     /// staging directory to
