@@ -4,6 +4,8 @@ use super::args::{GraphFormat, PlanArgs};
 use super::error::{doing, CliError};
 use super::exit;
 use crate::manifest::Manifest;
+use crate::plan::census::Census;
+use crate::plan::history::History;
 use crate::plan::{cost, render, Plan, Scope};
 use crate::store::Warehouse;
 
@@ -45,11 +47,16 @@ pub(crate) fn print(
     json: bool,
 ) -> Result<u8, CliError> {
     let plan = build(manifest, scope, tasks)?;
-    let estimate = cost::estimate(&plan);
+    let warehouse = existing_warehouse(manifest);
+    let (census, runs) = Census::take(manifest, warehouse.as_ref(), &plan);
+    let estimate = forecast(warehouse.as_ref(), &plan, Some(&runs));
     if json {
-        print!("{}", render::json(&plan, &estimate, manifest));
+        print!(
+            "{}",
+            render::json(&plan, &estimate, manifest, Some(&census))
+        );
     } else {
-        print!("{}", render::table(&plan, &estimate));
+        print!("{}", render::table(&plan, &estimate, Some(&census)));
         let stale = stale_instances(manifest, &plan);
         if !stale.is_empty() {
             println!();
@@ -62,10 +69,32 @@ pub(crate) fn print(
     Ok(exit::OK)
 }
 
+/// The plan's estimate from the warehouse's history (declared durations
+/// where it has none, or cannot be read: said once).
+pub(crate) fn forecast(
+    warehouse: Option<&Warehouse>,
+    plan: &Plan,
+    runs: Option<&[bool]>,
+) -> cost::Estimate {
+    let names: Vec<&str> = plan.tasks.iter().map(|t| t.name.as_str()).collect();
+    let history = match warehouse.map(|w| History::read(w, &names)) {
+        Some(Ok(history)) => history,
+        Some(Err(e)) => {
+            eprintln!(
+                "warning: cannot read the event logs: {}; estimating from expected_duration",
+                crate::store::chain(&e)
+            );
+            History::default()
+        }
+        None => History::default(),
+    };
+    cost::estimate_from(plan, &history, runs)
+}
+
 /// The manifest's warehouse if it exists: a plan writes nothing, and an
 /// absent warehouse has published nothing. An object store is opened
 /// (which creates nothing there).
-fn existing_warehouse(manifest: &Manifest) -> Option<Warehouse> {
+pub(crate) fn existing_warehouse(manifest: &Manifest) -> Option<Warehouse> {
     if manifest.pipeline.remote.is_none() && !manifest.pipeline.warehouse.is_dir() {
         return None;
     }
