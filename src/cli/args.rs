@@ -343,6 +343,10 @@ pub(crate) struct RunArgs {
     /// ready, rechecking with backoff; default: report them WAITING at once.
     #[arg(long, value_name = "DURATION", value_parser = crate::manifest::duration::parse)]
     pub(crate) wait: Option<std::time::Duration>,
+    /// Run exactly the plan file `weir plan --out` wrote, or refuse (exit
+    /// 3) naming every difference from the world it assumed.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["partition", "from", "task"])]
+    pub(crate) plan: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -389,6 +393,10 @@ pub(crate) struct BackfillArgs {
     /// Read upstream generations even if an operator uncertified them.
     #[arg(long)]
     pub(crate) allow_uncertified: bool,
+    /// Run exactly the plan file `weir plan --backfill NAME --out` wrote,
+    /// or refuse (exit 3) naming every difference from the world it assumed.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["task", "dry_run"])]
+    pub(crate) plan: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -508,6 +516,11 @@ pub(crate) struct PlanArgs {
     /// Write the simulated schedule as one self-contained HTML page to this file.
     #[arg(long, conflicts_with_all = ["graph", "json"])]
     pub(crate) html: Option<std::path::PathBuf>,
+    /// Also write the plan as a contract to FILE: its instances and the
+    /// world each assumed; `weir run --plan FILE` or `weir backfill …
+    /// --plan FILE` runs exactly that or refuses.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["graph", "html"])]
+    pub(crate) out: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -66,7 +66,7 @@ pub(crate) fn run(args: &RepairArgs) -> Result<u8, CliError> {
         instances,
     };
     if args.dry_run {
-        return super::plan::print(&manifest, &scope, &tasks, false);
+        return super::plan::print(&manifest, &scope, &tasks, false, None);
     }
     let resume_since = match &args.resume {
         Some(run) => Some(super::run::started(&manifest, &name, run)?),

@@ -18,8 +18,13 @@ use crate::plan::Scope;
 pub(crate) fn run(args: &RunArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
     super::print_warnings(&manifest);
-    let scope = match (&args.from, &args.to) {
-        (Some(from), Some(to)) => Scope::Range {
+    let signed = match &args.plan {
+        Some(path) => Some(super::plan::honour(&manifest, path, None)?),
+        None => None,
+    };
+    let scope = match (&args.from, &args.to, &signed) {
+        (_, _, Some(file)) => file.scope.scope(),
+        (Some(from), Some(to), _) => Scope::Range {
             from: from.clone(),
             to: to.clone(),
         },
@@ -28,7 +33,9 @@ pub(crate) fn run(args: &RunArgs) -> Result<u8, CliError> {
     };
     let options = RunOptions {
         scope,
-        tasks: args.task.clone(),
+        tasks: signed
+            .as_ref()
+            .map_or_else(|| args.task.clone(), |f| f.tasks.clone()),
         force: args.force,
         resume_since: None,
         run_id: args.run_id.clone(),
@@ -37,7 +44,7 @@ pub(crate) fn run(args: &RunArgs) -> Result<u8, CliError> {
         wait: args.wait,
         settings: super::settings().clone(),
     };
-    execute(&manifest, &options)
+    execute_signed(&manifest, &options, None, signed.as_ref())
 }
 
 /// `weir backfill`: only ever launched explicitly; resumes by skipping what
@@ -48,8 +55,12 @@ pub(crate) fn backfill(args: &BackfillArgs) -> Result<u8, CliError> {
     super::print_warnings(&manifest);
     let scope = Scope::Backfill(args.name.clone());
     if args.dry_run {
-        return super::plan::print(&manifest, &scope, &args.task, false);
+        return super::plan::print(&manifest, &scope, &args.task, false, None);
     }
+    let signed = match &args.plan {
+        Some(path) => Some(super::plan::honour(&manifest, path, Some(&args.name))?),
+        None => None,
+    };
     let resume_since = match &args.resume {
         Some(run) => Some(started(&manifest, &args.name, run)?),
         None => None,
@@ -75,7 +86,7 @@ pub(crate) fn backfill(args: &BackfillArgs) -> Result<u8, CliError> {
         ),
         run: args.resume.clone(),
     });
-    execute_resumable(&manifest, &options, resume.as_ref())
+    execute_signed(&manifest, &options, resume.as_ref(), signed.as_ref())
 }
 
 /// When run `run`, a run of backfill `name`, started (ms since the epoch):
@@ -133,14 +144,37 @@ pub(crate) fn execute_resumable(
     options: &RunOptions,
     resume: Option<&Resume>,
 ) -> Result<u8, CliError> {
+    execute_signed(manifest, options, resume, None)
+}
+
+/// [`execute_resumable`] of a signed plan, whose estimate the summary
+/// shows beside what the run took.
+fn execute_signed(
+    manifest: &Manifest,
+    options: &RunOptions,
+    resume: Option<&Resume>,
+    signed: Option<&crate::plan::contract::PlanFile>,
+) -> Result<u8, CliError> {
     let display = Display::new();
+    let started = std::time::Instant::now();
     let finished = crate::session::run(manifest, options, Some(display.observer()))?;
     display.finish();
+    let took = started.elapsed();
     for warning in &finished.warnings {
         eprintln!("warning: {warning}");
     }
     let summary = &finished.summary;
     print_summary(summary, resume);
+    if let Some(file) = signed {
+        use crate::plan::render::human_duration;
+        use std::time::Duration;
+        println!(
+            "plan: estimated {} (p90 {}), took {}",
+            human_duration(Duration::from_millis(file.estimate.estimated_wall_ms)),
+            human_duration(Duration::from_millis(file.estimate.estimated_wall_p90_ms)),
+            human_duration(took)
+        );
+    }
     let stale = summary
         .instances
         .iter()

@@ -16,6 +16,7 @@
 //! published ones are pinned, not rerun.
 
 pub mod census;
+pub mod contract;
 pub mod cost;
 pub mod cutoff;
 mod error;

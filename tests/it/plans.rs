@@ -6,6 +6,8 @@ use weir::events::State;
 
 use crate::support::{stderr, stdout, Sandbox};
 
+const RERUN: &str = "help: review a new plan (`weir plan … --out FILE`)";
+
 /// Two daily tasks, `a` (sleeps `a` seconds) then `b` (sleeps `b`), in a
 /// backfill pool of two slots; external input `raw/<day>.csv` feeds `a`.
 fn sleepers(a: &str, b: &str) -> Sandbox {
@@ -29,6 +31,7 @@ format = "csv"
 
 [tasks.a]
 command = ["sh", "a.sh"]
+code = ["a.sh"]
 inputs = ["raw"]
 output = { dataset = "a_out", grain = ["id"] }
 
@@ -113,4 +116,146 @@ fn an_estimate_from_history_is_within_a_fifth_of_the_next_backfills_wall_time() 
         (estimate - measured).abs() * 5 <= measured,
         "estimated {estimate} ms, took {measured} ms"
     );
+}
+
+/// `weir plan m.toml --backfill second --out plan.json`, checked.
+fn sign(sb: &Sandbox) {
+    let out = sb.weir_out(&[
+        "plan",
+        "m.toml",
+        "--backfill",
+        "second",
+        "--out",
+        "plan.json",
+    ]);
+    sb.check(&out).code(0).stdout("plan for `signed` (code_version 1)\n...\n").stderr(
+        "wrote the plan to plan.json: `weir backfill m.toml second --plan plan.json` runs exactly it, or refuses if the world it assumed changed\n",
+    );
+}
+
+/// Nothing ran: no partition of the plan is published.
+fn nothing_published(sb: &Sandbox) {
+    for day in 3..=6 {
+        let key = format!("2026-01-0{day}");
+        assert!(sb.store("a_out", &key).latest().unwrap().is_none(), "{key}");
+        assert!(sb.store("b_out", &key).latest().unwrap().is_none(), "{key}");
+    }
+}
+
+#[test]
+fn a_signed_plan_runs_exactly_its_instances_and_shows_its_estimate_beside_what_it_took() {
+    let sb = sleepers("0", "0");
+    sign(&sb);
+    let out = sb.weir_out(&[
+        "backfill",
+        "m.toml",
+        "second",
+        "--plan",
+        "plan.json",
+        "--run-id",
+        "signed",
+    ]);
+    sb.check(&out)
+        .code(0)
+        .stdout("run signed: 8 task instances: 8 published; 0 retries\nevents: [..]\nplan: estimated [..] (p90 [..]), took [..]\n")
+        .stderr_contains(&["a 2026-01-03 attempt 1 token 1: PUBLISHED generation 1"]);
+    let mut ran: Vec<(String, String)> = sb
+        .events("signed")
+        .into_iter()
+        .filter(|e| e.state == State::Published)
+        .map(|e| (e.task.unwrap(), e.partition.unwrap()))
+        .collect();
+    ran.sort();
+    let mut planned = Vec::new();
+    for task in ["a", "b"] {
+        for day in 3..=6 {
+            planned.push((task.to_owned(), format!("2026-01-0{day}")));
+        }
+    }
+    assert_eq!(ran, planned);
+}
+
+#[test]
+fn a_signed_plan_refuses_after_an_input_file_changes_naming_it() {
+    let sb = sleepers("0", "0");
+    sign(&sb);
+    std::fs::write(sb.path().join("raw/2026-01-04.csv"), "id,v\n4,2\n").unwrap();
+    let out = sb.weir_out(&["backfill", "m.toml", "second", "--plan", "plan.json"]);
+    sb.check(&out).code(3).stdout("").stderr_contains(&[
+        "error: the plan `plan.json` no longer holds; nothing was started:\n  - a 2026-01-04: input `raw` file raw/2026-01-04.csv changed: was sha256:",
+        RERUN,
+    ]);
+    assert_eq!(
+        stderr(&out).matches("\n  - ").count(),
+        1,
+        "{}",
+        stderr(&out)
+    );
+    nothing_published(&sb);
+}
+
+#[test]
+fn a_signed_plan_refuses_after_a_code_change_naming_it() {
+    let sb = sleepers("0", "0");
+    sign(&sb);
+    std::fs::write(sb.path().join("a.sh"), "exit 1\n").unwrap();
+    let out = sb.weir_out(&["backfill", "m.toml", "second", "--plan", "plan.json"]);
+    sb.check(&out).code(3).stdout("").stderr_contains(&[
+        "error: the plan `plan.json` no longer holds; nothing was started:\n  - task `a`: code changed: fingerprint was sha256:",
+        RERUN,
+    ]);
+    assert_eq!(
+        stderr(&out).matches("\n  - ").count(),
+        1,
+        "{}",
+        stderr(&out)
+    );
+    nothing_published(&sb);
+}
+
+#[test]
+fn a_signed_plan_refuses_a_partition_published_meanwhile_and_a_changed_manifest() {
+    let sb = sleepers("0", "0");
+    sign(&sb);
+    let out = sb.weir_out(&["run", "m.toml", "--task", "a", "--partition", "2026-01-05"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let manifest = std::fs::read_to_string(sb.path().join("m.toml")).unwrap();
+    std::fs::write(
+        sb.path().join("m.toml"),
+        manifest.replace("code_version = \"1\"", "code_version = \"2\""),
+    )
+    .unwrap();
+    let out = sb.weir_out(&["run", "m.toml", "--plan", "plan.json"]);
+    sb.check(&out).code(3).stdout("").stderr_contains(&[
+        "\n  - manifest changed: m.toml was sha256:",
+        "\n  - code changed: code_version was 1, is 2\n",
+        "\n  - a 2026-01-05: partition published meanwhile: its output was none, is generation 1\n",
+    ]);
+}
+
+#[test]
+fn a_plan_for_another_pipeline_or_backfill_is_refused() {
+    let sb = sleepers("0", "0");
+    sign(&sb);
+    let out = sb.weir_out(&["backfill", "m.toml", "first", "--plan", "plan.json"]);
+    sb.check(&out)
+        .code(3)
+        .stdout("")
+        .stderr_contains(&["  - the plan is not one of backfill `first`"]);
+    let manifest = std::fs::read_to_string(sb.path().join("m.toml")).unwrap();
+    std::fs::write(
+        sb.path().join("m.toml"),
+        manifest.replace("name = \"signed\"", "name = \"other\""),
+    )
+    .unwrap();
+    let out = sb.weir_out(&["backfill", "m.toml", "second", "--plan", "plan.json"]);
+    sb.check(&out).code(3).stdout("").stderr(
+        "error: the plan `plan.json` no longer holds; nothing was started:\n  - the plan is for pipeline `signed`, the manifest declares `other`\n  help: review a new plan (`weir plan … --out FILE`)\n",
+    );
+    std::fs::write(sb.path().join("plan.json"), "{}").unwrap();
+    let out = sb.weir_out(&["backfill", "m.toml", "second", "--plan", "plan.json"]);
+    sb.check(&out).code(2).stdout("").stderr(
+        "error: `plan.json` is not a plan file of this weir (format 1)\n  help: `weir plan MANIFEST … --out FILE` writes one\n",
+    );
+    nothing_published(&sb);
 }
