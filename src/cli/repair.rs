@@ -82,6 +82,7 @@ pub(crate) fn run(args: &RepairArgs) -> Result<u8, CliError> {
         allow_uncertified: false,
         wait: None,
         settings: super::settings().clone(),
+        signed: None,
     };
     // Resumed with the generation named: by then a newer one is visible.
     let resume = super::run::Resume {

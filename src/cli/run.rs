@@ -43,6 +43,7 @@ pub(crate) fn run(args: &RunArgs) -> Result<u8, CliError> {
         allow_uncertified: args.allow_uncertified,
         wait: args.wait,
         settings: super::settings().clone(),
+        signed: signed_plan(args.plan.as_deref(), signed.as_ref()),
     };
     execute_signed(&manifest, &options, None, signed.as_ref())
 }
@@ -75,6 +76,7 @@ pub(crate) fn backfill(args: &BackfillArgs) -> Result<u8, CliError> {
         allow_uncertified: args.allow_uncertified,
         wait: None,
         settings: super::settings().clone(),
+        signed: signed_plan(args.plan.as_deref(), signed.as_ref()),
     };
     // The same command would force every partition again: an interrupted
     // forced backfill names the one that resumes it.
@@ -87,6 +89,18 @@ pub(crate) fn backfill(args: &BackfillArgs) -> Result<u8, CliError> {
         run: args.resume.clone(),
     });
     execute_signed(&manifest, &options, resume.as_ref(), signed.as_ref())
+}
+
+/// What the run records of the plan it honours.
+fn signed_plan(
+    path: Option<&std::path::Path>,
+    file: Option<&crate::plan::contract::PlanFile>,
+) -> Option<crate::exec::SignedPlan> {
+    Some(crate::exec::SignedPlan {
+        file: path?.display().to_string(),
+        estimated_wall_ms: file?.estimate.estimated_wall_ms,
+        estimated_wall_p90_ms: file?.estimate.estimated_wall_p90_ms,
+    })
 }
 
 /// When run `run`, a run of backfill `name`, started (ms since the epoch):

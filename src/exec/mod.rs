@@ -101,6 +101,20 @@ pub struct RunOptions {
     /// What the edge read from the environment (faults, chaos, pool
     /// timing, cgroups).
     pub settings: Settings,
+    /// The signed plan this run honours (`--plan`): its estimate goes into
+    /// RUN_STARTED, so `weir slo` can show it beside what the run took.
+    pub signed: Option<SignedPlan>,
+}
+
+/// A signed plan's file and estimate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedPlan {
+    /// The plan file, as given.
+    pub file: String,
+    /// Wall time at p50 attempt durations.
+    pub estimated_wall_ms: u64,
+    /// Wall time at p90 attempt durations.
+    pub estimated_wall_p90_ms: u64,
 }
 
 /// How one instance ended in this run.
@@ -455,6 +469,11 @@ pub fn run_with(
                 "backfill": plan.backfill.as_ref().map(|b| json!({"name": b.name, "reason": b.reason})),
                 "force": options.force,
                 "tzdb": crate::partition::time::tzdb_version(),
+                "plan": options.signed.as_ref().map(|p| json!({
+                    "file": p.file,
+                    "estimated_wall_ms": p.estimated_wall_ms,
+                    "estimated_wall_p90_ms": p.estimated_wall_p90_ms,
+                })),
             })),
     );
     let mut scheduler = Scheduler::new(&cx, &plan, options, explicit);

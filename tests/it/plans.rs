@@ -173,6 +173,11 @@ fn a_signed_plan_runs_exactly_its_instances_and_shows_its_estimate_beside_what_i
         }
     }
     assert_eq!(ran, planned);
+    let out = sb.weir_out(&["slo", "m.toml"]);
+    sb.check(&out)
+        .code(0)
+        .stdout("...\nsigned plans (estimate beside what the run took):\n  signed (plan.json): estimated [..] (p90 [..]), took [..]\n")
+        .stderr("");
 }
 
 #[test]

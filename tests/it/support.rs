@@ -228,6 +228,7 @@ pub(crate) fn run_options(
         allow_uncertified: false,
         wait: None,
         settings: Default::default(),
+        signed: None,
     }
 }
 
