@@ -383,10 +383,19 @@ pub(crate) struct BackfillArgs {
     /// Rerun even partitions published with the same input snapshot and code_version.
     #[arg(long)]
     pub(crate) force: bool,
-    /// With --force: resume the interrupted forced backfill RUN (its run id);
-    /// partitions published since RUN started are not forced again.
-    #[arg(long, value_name = "RUN", requires = "force")]
-    pub(crate) resume: Option<String>,
+    /// Alone: let a paused backfill admit work again, wherever it runs.
+    /// With --force and RUN: resume the interrupted forced backfill RUN
+    /// (its run id); partitions published since RUN started are not forced again.
+    #[arg(long, value_name = "RUN", num_args = 0..=1)]
+    pub(crate) resume: Option<Option<String>>,
+    /// Pause the running backfill, wherever it runs (a record in the
+    /// warehouse): it admits nothing new, lets running attempts finish and waits.
+    #[arg(long, conflicts_with_all = ["resume", "cancel", "dry_run", "force", "task", "plan"])]
+    pub(crate) pause: bool,
+    /// Stop the running backfill, wherever it runs, as an interrupt would
+    /// (it exits 143; running it again resumes it).
+    #[arg(long, conflicts_with_all = ["resume", "dry_run", "force", "task", "plan"])]
+    pub(crate) cancel: bool,
     /// Run id (default: generated from the start time).
     #[arg(long)]
     pub(crate) run_id: Option<String>,

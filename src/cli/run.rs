@@ -10,10 +10,14 @@ use super::args::{BackfillArgs, RunArgs};
 use super::error::CliError;
 use super::exit;
 use super::plural;
+use std::time::Duration;
+
+use crate::events::progress::Tally;
 use crate::events::{EventRecord, State};
 use crate::exec::{InstanceResult, RunOptions, RunSummary};
 use crate::manifest::Manifest;
 use crate::plan::Scope;
+use crate::store::steering::Steer;
 
 pub(crate) fn run(args: &RunArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
@@ -54,6 +58,27 @@ pub(crate) fn run(args: &RunArgs) -> Result<u8, CliError> {
 pub(crate) fn backfill(args: &BackfillArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
     super::print_warnings(&manifest);
+    let resume_run = match &args.resume {
+        Some(None) if !args.force => return super::steer::steer(&manifest, args, None),
+        Some(None) => {
+            return Err(CliError::Usage(
+                "--force --resume needs the run it resumes: `--resume RUN`".into(),
+            ))
+        }
+        Some(Some(run)) if !args.force => {
+            return Err(CliError::Usage(format!(
+                "--resume {run} resumes an interrupted forced backfill: add --force\n  help: `--resume` alone lets a paused backfill continue"
+            )))
+        }
+        Some(Some(run)) => Some(run.clone()),
+        None => None,
+    };
+    if args.pause {
+        return super::steer::steer(&manifest, args, Some(Steer::Paused));
+    }
+    if args.cancel {
+        return super::steer::steer(&manifest, args, Some(Steer::Cancelled));
+    }
     let scope = Scope::Backfill(args.name.clone());
     if args.dry_run {
         return super::plan::print(&manifest, &scope, &args.task, false, None);
@@ -62,10 +87,11 @@ pub(crate) fn backfill(args: &BackfillArgs) -> Result<u8, CliError> {
         Some(path) => Some(super::plan::honour(&manifest, path, Some(&args.name))?),
         None => None,
     };
-    let resume_since = match &args.resume {
+    let resume_since = match &resume_run {
         Some(run) => Some(started(&manifest, &args.name, run)?),
         None => None,
     };
+    super::steer::before_run(&manifest, &args.name)?;
     let options = RunOptions {
         scope,
         tasks: args.task.clone(),
@@ -86,7 +112,7 @@ pub(crate) fn backfill(args: &BackfillArgs) -> Result<u8, CliError> {
             crate::partition::shell_word(&args.manifest.display().to_string()),
             crate::partition::shell_word(&args.name)
         ),
-        run: args.resume.clone(),
+        run: resume_run.clone(),
     });
     execute_signed(&manifest, &options, resume.as_ref(), signed.as_ref())
 }
@@ -341,6 +367,13 @@ fn print_undone(summary: &RunSummary) -> usize {
 }
 
 /// Progress: a bar on a terminal, one line per notable event elsewhere.
+/// How often a run without a terminal prints its progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(60);
+
+fn now_ms() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
+}
+
 struct Display {
     bar: Option<ProgressBar>,
 }
@@ -361,21 +394,33 @@ impl Display {
     }
 
     fn observer(&self) -> Box<dyn Fn(&EventRecord) + Send + Sync> {
-        let counts = Mutex::new(Counts::default());
+        let tally = Mutex::new(Tally::default());
+        let human = |ms: u64| crate::plan::render::human_duration(Duration::from_millis(ms));
         match self.bar.clone() {
             Some(bar) => Box::new(move |e: &EventRecord| {
-                let mut c = counts.lock().unwrap_or_else(|p| p.into_inner());
-                c.update(e);
-                bar.set_message(c.render());
+                let mut t = tally.lock().unwrap_or_else(|p| p.into_inner());
+                t.add(e);
+                bar.set_message(t.progress(now_ms()).line(human));
                 if let Some(line) = notable(e) {
                     bar.println(line);
                 }
             }),
-            None => Box::new(move |e: &EventRecord| {
-                if let Some(line) = notable(e) {
-                    eprintln!("{line}");
-                }
-            }),
+            // No terminal: a progress line a minute, beside the notable ones.
+            None => {
+                let last = Mutex::new(std::time::Instant::now());
+                Box::new(move |e: &EventRecord| {
+                    let mut t = tally.lock().unwrap_or_else(|p| p.into_inner());
+                    t.add(e);
+                    if let Some(line) = notable(e) {
+                        eprintln!("{line}");
+                    }
+                    let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
+                    if last.elapsed() >= PROGRESS_EVERY {
+                        *last = std::time::Instant::now();
+                        eprintln!("progress: {}", t.progress(now_ms()).line(human));
+                    }
+                })
+            }
         }
     }
 
@@ -383,44 +428,6 @@ impl Display {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
-    }
-}
-
-#[derive(Default)]
-struct Counts {
-    running: i64,
-    done: u64,
-    failed: u64,
-}
-
-impl Counts {
-    fn update(&mut self, e: &EventRecord) {
-        if e.state == State::Running {
-            self.running += 1;
-        }
-        match e.state {
-            State::Published | State::AlreadyPublished | State::RejectedStale => self.done += 1,
-            State::Quarantined
-            | State::Held
-            | State::Skipped
-            | State::EngineFailed
-            | State::Interrupted => self.failed += 1,
-            _ => {}
-        }
-        // A command ends in SUCCESS, or in a FAILED that says how it ended.
-        if e.state == State::Success || (e.state == State::Failed && e.data.get("ending").is_some())
-        {
-            self.running -= 1;
-        }
-    }
-
-    fn render(&self) -> String {
-        format!(
-            "{} done, {} running, {} failed",
-            self.done,
-            self.running.max(0),
-            self.failed
-        )
     }
 }
 

@@ -43,6 +43,7 @@ pub mod sensed;
 mod settings;
 pub mod slurm;
 pub mod spawn;
+mod steer;
 mod timer;
 pub mod tree;
 mod waiting;
@@ -468,6 +469,7 @@ pub fn run_with(
                 "scope": format!("{:?}", options.scope),
                 "backfill": plan.backfill.as_ref().map(|b| json!({"name": b.name, "reason": b.reason})),
                 "force": options.force,
+                "instances": plan.instance_count(),
                 "tzdb": crate::partition::time::tzdb_version(),
                 "plan": options.signed.as_ref().map(|p| json!({
                     "file": p.file,

@@ -2,9 +2,11 @@
 //! a plan file the run honours or refuses, and backfills that can be
 //! paused and resumed from any terminal. Everything goes through the binary.
 
+use std::time::Duration;
+
 use weir::events::State;
 
-use crate::support::{stderr, stdout, Sandbox};
+use crate::support::{poll_until, stderr, stdout, Engine, Sandbox};
 
 const RERUN: &str = "help: review a new plan (`weir plan … --out FILE`)";
 
@@ -263,4 +265,143 @@ fn a_plan_for_another_pipeline_or_backfill_is_refused() {
         "error: `plan.json` is not a plan file of this weir (format 1)\n  help: `weir plan MANIFEST … --out FILE` writes one\n",
     );
     nothing_published(&sb);
+}
+
+/// RUNNING events in run `run`'s log so far, with their times (ms).
+fn running_at(sb: &Sandbox, run: &str) -> Vec<i64> {
+    let path = weir::events::run_dir(&sb.path().join("wh"), run).join("events.jsonl");
+    let Ok((records, _)) = weir::events::read_log(&path) else {
+        return Vec::new();
+    };
+    records
+        .iter()
+        .filter(|e| e.state == State::Running)
+        .map(|e| e.ts.parse::<jiff::Timestamp>().unwrap().as_millisecond())
+        .collect()
+}
+
+/// Each of the second backfill's 8 instances published exactly once over
+/// every run of the sandbox.
+fn every_partition_published_once(sb: &Sandbox) {
+    let mut published: Vec<(String, String)> = sb
+        .all_runs_events()
+        .into_iter()
+        .filter(|e| e.state == State::Published)
+        .map(|e| (e.task.unwrap(), e.partition.unwrap()))
+        .collect();
+    published.sort();
+    let mut expected = Vec::new();
+    for task in ["a", "b"] {
+        for day in 3..=6 {
+            expected.push((task.to_owned(), format!("2026-01-0{day}")));
+        }
+    }
+    assert_eq!(published, expected);
+}
+
+#[test]
+fn a_paused_backfill_admits_nothing_within_a_second_and_resume_completes_it_once() {
+    let sb = sleepers("2", "1");
+    let engine = Engine::spawn(
+        sb.weir(&["backfill", "m.toml", "second", "--run-id", "p"]),
+        sb.path(),
+        "engine",
+    );
+    poll_until("the first attempts", Duration::from_secs(20), || {
+        running_at(&sb, "p").len() == 2
+    });
+    let out = sb.weir_out(&["backfill", "m.toml", "second", "--pause"]);
+    let paused = jiff::Timestamp::now().as_millisecond();
+    sb.check(&out).code(0).stdout(
+        "backfill `second` paused: wherever it runs, it admits nothing new and waits; running attempts finish\n  `weir backfill m.toml second --resume` continues it\n",
+    ).stderr("");
+    // Two slots' attempts of 2 s finish; nothing starts in their place
+    // (nor waits for a slot, ready to start when one frees).
+    std::thread::sleep(Duration::from_millis(3000));
+    let running = running_at(&sb, "p");
+    assert_eq!(running.len(), 2, "{running:?}");
+    assert!(
+        running.iter().all(|at| *at <= paused + 1000),
+        "an attempt started more than a second after the pause: {running:?} (paused at {paused})"
+    );
+    let out = sb.weir_out(&["status", "m.toml"]);
+    sb.check(&out).code(0).stdout(
+        "...\nbackfill `second`: run p: 2/8 done, 0 running, ETA [..]\nbackfill `second`: PAUSED since [..] (pid [..] on [..]): it admits nothing new; `weir backfill m.toml second --resume` continues it\n",
+    ).stderr("");
+    let out = sb.weir_out(&["backfill", "m.toml", "second", "--resume"]);
+    sb.check(&out)
+        .code(0)
+        .stdout("backfill `second` resumed (paused since [..]): it admits work again\n")
+        .stderr("");
+    let out = engine.finish(Duration::from_secs(60));
+    sb.check(&out)
+        .code(0)
+        .stdout("run p: 8 task instances: 8 published; 0 retries\nevents: [..]\n")
+        .stderr_contains(&["b 2026-01-06 attempt 1 token 1: PUBLISHED"]);
+    every_partition_published_once(&sb);
+    // Finished and no longer steered: status names no backfill.
+    let out = sb.weir_out(&["status", "m.toml"]);
+    assert!(
+        !stdout(&out).contains("backfill `second`"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn a_cancelled_backfill_stops_as_an_interrupt_would_and_a_later_run_finishes_it() {
+    let sb = sleepers("1", "1");
+    let engine = Engine::spawn(
+        sb.weir(&["backfill", "m.toml", "second", "--run-id", "c"]),
+        sb.path(),
+        "engine",
+    );
+    poll_until("the first attempts", Duration::from_secs(20), || {
+        running_at(&sb, "c").len() == 2
+    });
+    let out = sb.weir_out(&["backfill", "m.toml", "second", "--cancel"]);
+    sb.check(&out).code(0).stdout(
+        "backfill `second` cancelled: wherever it runs, it stops as an interrupt would (exit 143)\n  `weir backfill m.toml second` resumes it later\n",
+    ).stderr("");
+    let out = engine.finish(Duration::from_secs(20));
+    sb.check(&out)
+        .code(143)
+        .stdout("run c: 8 task instances: 8 interrupted; 0 retries\n...\n")
+        .stderr_contains(&["weir: interrupted by SIGTERM: 8 task instances left undone; run the same command again to resume"]);
+    let out = sb.weir_out(&["backfill", "m.toml", "second", "--run-id", "c2"]);
+    sb.check(&out)
+        .code(0)
+        .stdout("run c2: 8 task instances: 8 published; 0 retries\nevents: [..]\n")
+        .stderr_contains(&["b 2026-01-06 attempt 1"]);
+    every_partition_published_once(&sb);
+}
+
+#[test]
+fn progress_and_an_eta_appear_in_status_while_a_backfill_runs() {
+    let sb = sleepers("1", "1");
+    let engine = Engine::spawn(
+        sb.weir(&["backfill", "m.toml", "second", "--run-id", "g"]),
+        sb.path(),
+        "engine",
+    );
+    poll_until("a published partition", Duration::from_secs(20), || {
+        let path = weir::events::run_dir(&sb.path().join("wh"), "g").join("events.jsonl");
+        std::fs::read_to_string(path).is_ok_and(|t| t.contains("\"PUBLISHED\""))
+    });
+    let out = sb.weir_out(&["status", "m.toml", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let run = &doc["backfills"][0]["run"];
+    assert_eq!(doc["backfills"][0]["name"], "second", "{doc}");
+    assert_eq!(run["run_id"], "g", "{doc}");
+    assert_eq!(run["total"], 8, "{doc}");
+    assert!(run["done"].as_u64().unwrap() >= 1, "{doc}");
+    assert!(run["eta_ms"].as_u64().is_some(), "{doc}");
+    let out = sb.weir_out(&["status", "m.toml"]);
+    sb.check(&out)
+        .code(0)
+        .stdout("...\nbackfill `second`: run g: [..]/8 done, [..] running, ETA [..]\n")
+        .stderr("");
+    let out = engine.finish(Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
