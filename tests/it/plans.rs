@@ -180,6 +180,14 @@ fn a_signed_plan_runs_exactly_its_instances_and_shows_its_estimate_beside_what_i
         .code(0)
         .stdout("...\nsigned plans (estimate beside what the run took):\n  signed (plan.json): estimated [..] (p90 [..]), took [..]\n")
         .stderr("");
+    let out = sb.weir_out(&["report", "m.toml", "--out", "report.html"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let html = std::fs::read_to_string(sb.path().join("report.html")).unwrap();
+    assert!(
+        html.contains("<table id=\"slo-plans\">")
+            && html.contains("<td>signed</td><td>plan.json</td>"),
+        "the report shows the signed plan's estimate"
+    );
 }
 
 #[test]
