@@ -33,7 +33,8 @@ pub(crate) fn steer(
             }
         )));
     }
-    let warehouse = super::error::open(manifest)?;
+    let warehouse = crate::store::Warehouse::open_for(&manifest.pipeline)
+        .map_err(doing("cannot open the warehouse"))?;
     let command = format!(
         "weir backfill {} {}",
         shell_word(&args.manifest.display().to_string()),
@@ -93,7 +94,10 @@ pub(crate) fn before_run(manifest: &Manifest, name: &str) -> Result<(), CliError
         // The plan names the unknown backfill, as before.
         return Ok(());
     }
-    let warehouse = super::error::open(manifest)?;
+    // A warehouse that cannot be opened is the run's to report, as always.
+    let Ok(warehouse) = crate::store::Warehouse::open_for(&manifest.pipeline) else {
+        return Ok(());
+    };
     match steering::read(&warehouse, name)
         .map_err(doing("cannot read the backfill's steering record"))?
     {

@@ -192,8 +192,10 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 match action {
                     machine::RunAction::Queue(id) => self.enqueue(id),
                     machine::RunAction::Start(id) => {
-                        let stopping = self.interrupted.is_some();
-                        if self.steer.holds(&self.cx.warehouse, id, stopping) {
+                        if self
+                            .steer
+                            .holds(&self.cx.warehouse, id, self.interrupted.is_some())
+                        {
                             continue;
                         }
                         let slots = &pool_slots[machine::Graph::pool(&dag, id)];
@@ -220,15 +222,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 actions = self.machine.step(&dag, machine::RunInput::Stop, ms());
                 continue;
             }
-            // Held instances: look at the steering record again soon.
-            let wait = match (wait.flatten(), self.steer.recheck()) {
-                (at, Some(soon)) => {
-                    let soon = ms().saturating_add(soon.as_millis() as u64);
-                    Some(Some(at.map_or(soon, |at| at.min(soon))))
-                }
-                (at, None) => Some(at),
-            };
-            let got = match wait.flatten() {
+            let got = match self.steer.wait_until(wait.flatten(), ms()) {
                 Some(at) => rx.recv_timeout(Duration::from_millis(at.saturating_sub(ms()))),
                 None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
             };

@@ -81,11 +81,16 @@ impl Steerer {
         }
     }
 
-    /// How soon the loop looks at the record again: soon while instances
-    /// are held, every [`WATCH`] while a backfill runs (a cancellation
-    /// must reach running attempts).
-    pub(super) fn recheck(&self) -> Option<Duration> {
-        self.backfill.as_ref()?;
-        Some(if self.held.is_empty() { WATCH } else { FRESH })
+    /// Until when the loop may wait (ms on its clock, `None`: until a
+    /// report), given the machine's `at`: it looks at the record again
+    /// soon while instances are held, every [`WATCH`] while a backfill
+    /// runs (a cancellation must reach running attempts).
+    pub(super) fn wait_until(&self, at: Option<u64>, now: u64) -> Option<u64> {
+        if self.backfill.is_none() {
+            return at;
+        }
+        let soon = if self.held.is_empty() { WATCH } else { FRESH };
+        let soon = now.saturating_add(soon.as_millis() as u64);
+        Some(at.map_or(soon, |at| at.min(soon)))
     }
 }

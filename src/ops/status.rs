@@ -42,7 +42,10 @@ pub enum StatusError {
 pub fn document(manifest: &Manifest, warehouse: &Warehouse, status: &Status) -> Value {
     let mut doc = status.to_json(manifest, warehouse);
     doc["summary"] = summary::json(manifest, &status.overview);
-    doc["backfills"] = serde_json::to_value(&status.backfills).unwrap_or_default();
+    // Only while a backfill is in flight: documents without one stay as they were.
+    if !status.backfills.is_empty() {
+        doc["backfills"] = serde_json::to_value(&status.backfills).unwrap_or_default();
+    }
     doc
 }
 

@@ -43,8 +43,16 @@ impl Census {
         let mut staleness = Staleness::default();
         for task in &plan.tasks {
             let declared = &manifest.tasks[&task.name];
+            // Markers are few: one listing per task, a read only of those listed.
+            let listed = warehouse.map(|w| marks::listed(w, &task.name).ok());
             for key in task.keys.iter() {
-                let mark = warehouse.and_then(|w| marks::read(w, &task.name, key).ok().flatten());
+                let mark = match (warehouse, &listed) {
+                    (Some(_), Some(Some(names))) if !names.contains(&marks::listed_name(key)) => {
+                        None
+                    }
+                    (Some(w), _) => marks::read(w, &task.name, key).ok().flatten(),
+                    (None, _) => None,
+                };
                 let latest = warehouse
                     .and_then(|w| w.partition(&declared.output.dataset, key).latest().ok())
                     .flatten();
@@ -82,19 +90,5 @@ impl Census {
             }
         }
         (census, runs)
-    }
-
-    /// One line: "3 will run, 1 current (skipped), …".
-    pub fn line(&self) -> String {
-        let n = |c: usize| super::render::thousands(c as u64);
-        format!(
-            "{} will run, {} current (skipped), {} stale (redone), {} blocked (held, quarantined), {} waiting (input not ready), {} accepted",
-            n(self.will_run),
-            n(self.current),
-            n(self.stale),
-            n(self.blocked),
-            n(self.waiting),
-            n(self.accepted)
-        )
     }
 }

@@ -104,6 +104,9 @@ impl TaskCost {
     }
 }
 
+/// An attempt in a run's records: task, partition, attempt number.
+type AttemptKey<'r> = (&'r str, &'r str, Option<u32>);
+
 /// Every task's recent attempts, by task name.
 #[derive(Debug, Clone, Default)]
 pub struct History {
@@ -151,7 +154,7 @@ impl History {
         let mut run: HashMap<&str, TaskHistory> = HashMap::new();
         let mut queued: HashMap<(&str, &str), i64> = HashMap::new();
         // (task, partition, attempt) → when it ran, then its duration.
-        let mut ran: HashMap<(&str, &str, Option<u32>), (i64, Option<u64>)> = HashMap::new();
+        let mut ran: HashMap<AttemptKey<'_>, (i64, Option<u64>)> = HashMap::new();
         for r in records {
             let (Some(task), Some(partition)) = (&r.task, &r.partition) else {
                 continue;

@@ -131,7 +131,7 @@ pub fn table(plan: &Plan, estimate: &Estimate, census: Option<&Census>) -> Strin
     );
     let _ = writeln!(out, "{}", scope_line(plan));
     if let Some(census) = census {
-        let _ = writeln!(out, "{}", census.line());
+        let _ = writeln!(out, "{}", census_line(census));
     }
     let _ = writeln!(out);
     let name_w = plan
@@ -317,6 +317,20 @@ fn estimate_lines(plan: &Plan, estimate: &Estimate, out: &mut String, pool_w: us
         let _ = writeln!(out, "critical path: {}", path.join(" → "));
     }
     cost_lines(plan, estimate, out);
+}
+
+/// What the instances will do, in one line: "3 will run, 1 current (skipped), …".
+pub fn census_line(c: &Census) -> String {
+    let n = |c: usize| thousands(c as u64);
+    format!(
+        "{} will run, {} current (skipped), {} stale (redone), {} blocked (held, quarantined), {} waiting (input not ready), {} accepted",
+        n(c.will_run),
+        n(c.current),
+        n(c.stale),
+        n(c.blocked),
+        n(c.waiting),
+        n(c.accepted)
+    )
 }
 
 /// Tasks of a long critical path shown at each end.
