@@ -26,6 +26,11 @@ pub(crate) fn run(args: &RunArgs) -> Result<u8, CliError> {
         Some(path) => Some(super::plan::honour(&manifest, path, None)?),
         None => None,
     };
+    if let Some(crate::plan::contract::FileScope::Backfill { name }) =
+        signed.as_ref().map(|f| &f.scope)
+    {
+        super::steer::before_run(&manifest, name)?;
+    }
     let scope = match (&args.from, &args.to, &signed) {
         (_, _, Some(file)) => file.scope.scope(),
         (Some(from), Some(to), _) => Scope::Range {

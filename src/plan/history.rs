@@ -20,8 +20,9 @@ use crate::store::{StoreError, Warehouse};
 /// Attempts per task a percentile is taken over (the most recent ones).
 pub const RECENT: usize = 100;
 
-/// Runs read at most, newest first.
-const MAX_RUNS: usize = 500;
+/// Runs read at most, newest first: a plan reads this many logs at worst
+/// (on an object store, a listing and a read each).
+const MAX_RUNS: usize = 200;
 
 /// One task's recent attempts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

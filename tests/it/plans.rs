@@ -347,6 +347,16 @@ fn a_paused_backfill_admits_nothing_within_a_second_and_resume_completes_it_once
         .stdout("run p: 8 task instances: 8 published; 0 retries\nevents: [..]\n")
         .stderr_contains(&["b 2026-01-06 attempt 1 token 1: PUBLISHED"]);
     every_partition_published_once(&sb);
+    let out = sb.weir_out(&["backfill", "m.toml", "second", "--resume"]);
+    sb.check(&out)
+        .code(0)
+        .stdout("backfill `second` is not paused: nothing to resume\n")
+        .stderr("");
+    let out = sb.weir_out(&["backfill", "m.toml", "secnod", "--pause"]);
+    sb.check(&out)
+        .code(2)
+        .stdout("")
+        .stderr("error: no backfill `secnod` in m.toml\n  help: declared: `first`, `second`\n");
     // Finished and no longer steered: status names no backfill.
     let out = sb.weir_out(&["status", "m.toml"]);
     assert!(
