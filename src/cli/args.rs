@@ -343,6 +343,10 @@ pub(crate) struct RunArgs {
     /// ready, rechecking with backoff; default: report them WAITING at once.
     #[arg(long, value_name = "DURATION", value_parser = crate::manifest::duration::parse)]
     pub(crate) wait: Option<std::time::Duration>,
+    /// Run exactly the plan file `weir plan --out` wrote, or refuse (exit
+    /// 3) naming every difference from the world it assumed.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["partition", "from", "task"])]
+    pub(crate) plan: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -379,16 +383,29 @@ pub(crate) struct BackfillArgs {
     /// Rerun even partitions published with the same input snapshot and code_version.
     #[arg(long)]
     pub(crate) force: bool,
-    /// With --force: resume the interrupted forced backfill RUN (its run id);
-    /// partitions published since RUN started are not forced again.
-    #[arg(long, value_name = "RUN", requires = "force")]
-    pub(crate) resume: Option<String>,
+    /// Alone: let a paused backfill admit work again, wherever it runs.
+    /// With --force and RUN: resume the interrupted forced backfill RUN
+    /// (its run id); partitions published since RUN started are not forced again.
+    #[arg(long, value_name = "RUN", num_args = 0..=1)]
+    pub(crate) resume: Option<Option<String>>,
+    /// Pause the running backfill, wherever it runs (a record in the
+    /// warehouse): it admits nothing new, lets running attempts finish and waits.
+    #[arg(long, conflicts_with_all = ["resume", "cancel", "dry_run", "force", "task", "plan"])]
+    pub(crate) pause: bool,
+    /// Stop the running backfill, wherever it runs, as an interrupt would
+    /// (it exits 143; running it again resumes it).
+    #[arg(long, conflicts_with_all = ["resume", "dry_run", "force", "task", "plan"])]
+    pub(crate) cancel: bool,
     /// Run id (default: generated from the start time).
     #[arg(long)]
     pub(crate) run_id: Option<String>,
     /// Read upstream generations even if an operator uncertified them.
     #[arg(long)]
     pub(crate) allow_uncertified: bool,
+    /// Run exactly the plan file `weir plan --backfill NAME --out` wrote,
+    /// or refuse (exit 3) naming every difference from the world it assumed.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["task", "dry_run"])]
+    pub(crate) plan: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -508,6 +525,11 @@ pub(crate) struct PlanArgs {
     /// Write the simulated schedule as one self-contained HTML page to this file.
     #[arg(long, conflicts_with_all = ["graph", "json"])]
     pub(crate) html: Option<std::path::PathBuf>,
+    /// Also write the plan as a contract to FILE: its instances and the
+    /// world each assumed; `weir run --plan FILE` or `weir backfill …
+    /// --plan FILE` runs exactly that or refuses.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["graph", "html"])]
+    pub(crate) out: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

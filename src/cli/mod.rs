@@ -20,6 +20,7 @@ mod run;
 mod serve;
 mod slo;
 pub(crate) mod status;
+mod steer;
 mod validate;
 
 use std::io::IsTerminal;

@@ -129,6 +129,7 @@ pub(crate) fn retry(args: &DecisionArgs) -> Result<u8, CliError> {
         allow_uncertified: false,
         wait: None,
         settings: super::settings().clone(),
+        signed: None,
     };
     super::run::execute(&manifest, &options)
 }

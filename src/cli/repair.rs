@@ -66,7 +66,7 @@ pub(crate) fn run(args: &RepairArgs) -> Result<u8, CliError> {
         instances,
     };
     if args.dry_run {
-        return super::plan::print(&manifest, &scope, &tasks, false);
+        return super::plan::print(&manifest, &scope, &tasks, false, None);
     }
     let resume_since = match &args.resume {
         Some(run) => Some(super::run::started(&manifest, &name, run)?),
@@ -82,6 +82,7 @@ pub(crate) fn run(args: &RepairArgs) -> Result<u8, CliError> {
         allow_uncertified: false,
         wait: None,
         settings: super::settings().clone(),
+        signed: None,
     };
     // Resumed with the generation named: by then a newer one is visible.
     let resume = super::run::Resume {

@@ -10,16 +10,30 @@ use super::args::{BackfillArgs, RunArgs};
 use super::error::CliError;
 use super::exit;
 use super::plural;
+use std::time::Duration;
+
+use crate::events::progress::Tally;
 use crate::events::{EventRecord, State};
 use crate::exec::{InstanceResult, RunOptions, RunSummary};
 use crate::manifest::Manifest;
 use crate::plan::Scope;
+use crate::store::steering::Steer;
 
 pub(crate) fn run(args: &RunArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
     super::print_warnings(&manifest);
-    let scope = match (&args.from, &args.to) {
-        (Some(from), Some(to)) => Scope::Range {
+    let signed = match &args.plan {
+        Some(path) => Some(super::plan::honour(&manifest, path, None)?),
+        None => None,
+    };
+    if let Some(crate::plan::contract::FileScope::Backfill { name }) =
+        signed.as_ref().map(|f| &f.scope)
+    {
+        super::steer::before_run(&manifest, name)?;
+    }
+    let scope = match (&args.from, &args.to, &signed) {
+        (_, _, Some(file)) => file.scope.scope(),
+        (Some(from), Some(to), _) => Scope::Range {
             from: from.clone(),
             to: to.clone(),
         },
@@ -28,7 +42,9 @@ pub(crate) fn run(args: &RunArgs) -> Result<u8, CliError> {
     };
     let options = RunOptions {
         scope,
-        tasks: args.task.clone(),
+        tasks: signed
+            .as_ref()
+            .map_or_else(|| args.task.clone(), |f| f.tasks.clone()),
         force: args.force,
         resume_since: None,
         run_id: args.run_id.clone(),
@@ -36,8 +52,9 @@ pub(crate) fn run(args: &RunArgs) -> Result<u8, CliError> {
         allow_uncertified: args.allow_uncertified,
         wait: args.wait,
         settings: super::settings().clone(),
+        signed: signed_plan(args.plan.as_deref(), signed.as_ref()),
     };
-    execute(&manifest, &options)
+    execute_signed(&manifest, &options, None, signed.as_ref())
 }
 
 /// `weir backfill`: only ever launched explicitly; resumes by skipping what
@@ -46,14 +63,40 @@ pub(crate) fn run(args: &RunArgs) -> Result<u8, CliError> {
 pub(crate) fn backfill(args: &BackfillArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
     super::print_warnings(&manifest);
+    let resume_run = match &args.resume {
+        Some(None) if !args.force => return super::steer::steer(&manifest, args, None),
+        Some(None) => {
+            return Err(CliError::Usage(
+                "--force --resume needs the run it resumes: `--resume RUN`".into(),
+            ))
+        }
+        Some(Some(run)) if !args.force => {
+            return Err(CliError::Usage(format!(
+                "--resume {run} resumes an interrupted forced backfill: add --force\n  help: `--resume` alone lets a paused backfill continue"
+            )))
+        }
+        Some(Some(run)) => Some(run.clone()),
+        None => None,
+    };
+    if args.pause {
+        return super::steer::steer(&manifest, args, Some(Steer::Paused));
+    }
+    if args.cancel {
+        return super::steer::steer(&manifest, args, Some(Steer::Cancelled));
+    }
     let scope = Scope::Backfill(args.name.clone());
     if args.dry_run {
-        return super::plan::print(&manifest, &scope, &args.task, false);
+        return super::plan::print(&manifest, &scope, &args.task, false, None);
     }
-    let resume_since = match &args.resume {
+    let signed = match &args.plan {
+        Some(path) => Some(super::plan::honour(&manifest, path, Some(&args.name))?),
+        None => None,
+    };
+    let resume_since = match &resume_run {
         Some(run) => Some(started(&manifest, &args.name, run)?),
         None => None,
     };
+    super::steer::before_run(&manifest, &args.name)?;
     let options = RunOptions {
         scope,
         tasks: args.task.clone(),
@@ -64,6 +107,7 @@ pub(crate) fn backfill(args: &BackfillArgs) -> Result<u8, CliError> {
         allow_uncertified: args.allow_uncertified,
         wait: None,
         settings: super::settings().clone(),
+        signed: signed_plan(args.plan.as_deref(), signed.as_ref()),
     };
     // The same command would force every partition again: an interrupted
     // forced backfill names the one that resumes it.
@@ -73,9 +117,21 @@ pub(crate) fn backfill(args: &BackfillArgs) -> Result<u8, CliError> {
             crate::partition::shell_word(&args.manifest.display().to_string()),
             crate::partition::shell_word(&args.name)
         ),
-        run: args.resume.clone(),
+        run: resume_run.clone(),
     });
-    execute_resumable(&manifest, &options, resume.as_ref())
+    execute_signed(&manifest, &options, resume.as_ref(), signed.as_ref())
+}
+
+/// What the run records of the plan it honours.
+fn signed_plan(
+    path: Option<&std::path::Path>,
+    file: Option<&crate::plan::contract::PlanFile>,
+) -> Option<crate::exec::SignedPlan> {
+    Some(crate::exec::SignedPlan {
+        file: path?.display().to_string(),
+        estimated_wall_ms: file?.estimate.estimated_wall_ms,
+        estimated_wall_p90_ms: file?.estimate.estimated_wall_p90_ms,
+    })
 }
 
 /// When run `run`, a run of backfill `name`, started (ms since the epoch):
@@ -133,14 +189,37 @@ pub(crate) fn execute_resumable(
     options: &RunOptions,
     resume: Option<&Resume>,
 ) -> Result<u8, CliError> {
+    execute_signed(manifest, options, resume, None)
+}
+
+/// [`execute_resumable`] of a signed plan, whose estimate the summary
+/// shows beside what the run took.
+fn execute_signed(
+    manifest: &Manifest,
+    options: &RunOptions,
+    resume: Option<&Resume>,
+    signed: Option<&crate::plan::contract::PlanFile>,
+) -> Result<u8, CliError> {
     let display = Display::new();
+    let started = std::time::Instant::now();
     let finished = crate::session::run(manifest, options, Some(display.observer()))?;
     display.finish();
+    let took = started.elapsed();
     for warning in &finished.warnings {
         eprintln!("warning: {warning}");
     }
     let summary = &finished.summary;
     print_summary(summary, resume);
+    if let Some(file) = signed {
+        use crate::plan::render::human_duration;
+        use std::time::Duration;
+        println!(
+            "plan: estimated {} (p90 {}), took {}",
+            human_duration(Duration::from_millis(file.estimate.estimated_wall_ms)),
+            human_duration(Duration::from_millis(file.estimate.estimated_wall_p90_ms)),
+            human_duration(took)
+        );
+    }
     let stale = summary
         .instances
         .iter()
@@ -293,6 +372,13 @@ fn print_undone(summary: &RunSummary) -> usize {
 }
 
 /// Progress: a bar on a terminal, one line per notable event elsewhere.
+/// How often a run without a terminal prints its progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(60);
+
+fn now_ms() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
+}
+
 struct Display {
     bar: Option<ProgressBar>,
 }
@@ -313,21 +399,33 @@ impl Display {
     }
 
     fn observer(&self) -> Box<dyn Fn(&EventRecord) + Send + Sync> {
-        let counts = Mutex::new(Counts::default());
+        let tally = Mutex::new(Tally::default());
+        let human = |ms: u64| crate::plan::render::human_duration(Duration::from_millis(ms));
         match self.bar.clone() {
             Some(bar) => Box::new(move |e: &EventRecord| {
-                let mut c = counts.lock().unwrap_or_else(|p| p.into_inner());
-                c.update(e);
-                bar.set_message(c.render());
+                let mut t = tally.lock().unwrap_or_else(|p| p.into_inner());
+                t.add(e);
+                bar.set_message(t.progress(now_ms()).line(human));
                 if let Some(line) = notable(e) {
                     bar.println(line);
                 }
             }),
-            None => Box::new(move |e: &EventRecord| {
-                if let Some(line) = notable(e) {
-                    eprintln!("{line}");
-                }
-            }),
+            // No terminal: a progress line a minute, beside the notable ones.
+            None => {
+                let last = Mutex::new(std::time::Instant::now());
+                Box::new(move |e: &EventRecord| {
+                    let mut t = tally.lock().unwrap_or_else(|p| p.into_inner());
+                    t.add(e);
+                    if let Some(line) = notable(e) {
+                        eprintln!("{line}");
+                    }
+                    let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
+                    if last.elapsed() >= PROGRESS_EVERY {
+                        *last = std::time::Instant::now();
+                        eprintln!("progress: {}", t.progress(now_ms()).line(human));
+                    }
+                })
+            }
         }
     }
 
@@ -335,44 +433,6 @@ impl Display {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
-    }
-}
-
-#[derive(Default)]
-struct Counts {
-    running: i64,
-    done: u64,
-    failed: u64,
-}
-
-impl Counts {
-    fn update(&mut self, e: &EventRecord) {
-        if e.state == State::Running {
-            self.running += 1;
-        }
-        match e.state {
-            State::Published | State::AlreadyPublished | State::RejectedStale => self.done += 1,
-            State::Quarantined
-            | State::Held
-            | State::Skipped
-            | State::EngineFailed
-            | State::Interrupted => self.failed += 1,
-            _ => {}
-        }
-        // A command ends in SUCCESS, or in a FAILED that says how it ended.
-        if e.state == State::Success || (e.state == State::Failed && e.data.get("ending").is_some())
-        {
-            self.running -= 1;
-        }
-    }
-
-    fn render(&self) -> String {
-        format!(
-            "{} done, {} running, {} failed",
-            self.done,
-            self.running.max(0),
-            self.failed
-        )
     }
 }
 

@@ -4,7 +4,7 @@
 use super::args::SloArgs;
 use super::error::{doing, CliError};
 use super::exit;
-use crate::ops::slo::{self, cells, whole, Window, MEASURE_COLUMNS};
+use crate::ops::slo::{self, cells, span, whole, Window, MEASURE_COLUMNS};
 
 pub(crate) fn run(args: &SloArgs) -> Result<u8, CliError> {
     let manifest = super::error::load(&args.manifest)?;
@@ -82,5 +82,20 @@ pub(crate) fn render(pipeline: &str, report: &slo::SloReport) -> Vec<String> {
     let mut header = vec!["pool"];
     header.extend_from_slice(&MEASURE_COLUMNS);
     out.extend(super::aligned(&header, &rows, &[2, 3, 4, 5, 6, 7, 8]));
+    if !report.signed_plans.is_empty() {
+        out.push(String::new());
+        out.push("signed plans (estimate beside what the run took):".into());
+        for p in &report.signed_plans {
+            out.push(format!(
+                "  {} ({}): estimated {} (p90 {}), took {}",
+                p.run_id,
+                p.file,
+                span(p.estimated_wall_ms as i64),
+                span(p.estimated_wall_p90_ms as i64),
+                p.took_ms
+                    .map_or_else(|| "- (not finished)".into(), |t| span(t as i64))
+            ));
+        }
+    }
     out
 }

@@ -58,6 +58,11 @@ pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
             println!("note: {} {}: {}", note.task, note.partition, note.detail);
         }
     }
+    if !args.json {
+        for line in backfill_lines(&args.manifest, &status.backfills) {
+            println!("{line}");
+        }
+    }
     let Status {
         overview,
         attention,
@@ -480,6 +485,44 @@ fn file_order(
         Some(o) if o.len() == sorted.len() => o,
         _ => identity,
     }
+}
+
+/// Backfills in flight: a run's progress and ETA, a pause and since when.
+fn backfill_lines(
+    manifest: &std::path::Path,
+    backfills: &[crate::ops::backfills::BackfillState],
+) -> Vec<String> {
+    use crate::plan::render::human_duration;
+    use crate::store::steering::Steer;
+    let human = |ms: u64| human_duration(std::time::Duration::from_millis(ms));
+    let mut out = Vec::new();
+    for b in backfills {
+        if let Some(run) = &b.run {
+            out.push(format!(
+                "backfill `{}`: run {}: {}",
+                b.name,
+                run.run_id,
+                run.line(human)
+            ));
+        }
+        let command = format!(
+            "weir backfill {} {}",
+            crate::partition::shell_word(&manifest.display().to_string()),
+            crate::partition::shell_word(&b.name)
+        );
+        match &b.steering {
+            Some(s) if s.state == Steer::Paused => out.push(format!(
+                "backfill `{}`: PAUSED since {} ({}): it admits nothing new; `{command} --resume` continues it",
+                b.name, s.since, s.by
+            )),
+            Some(s) => out.push(format!(
+                "backfill `{}`: CANCELLED since {} ({}): `{command}` resumes it",
+                b.name, s.since, s.by
+            )),
+            None => {}
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ use crate::store::StoreError;
 use serde::{Deserialize, Serialize};
 
 pub mod payload;
+pub mod progress;
 
 /// The longest run id accepted.
 pub const MAX_RUN_ID: usize = 128;

@@ -69,6 +69,7 @@ pool = "work"
         allow_uncertified: false,
         wait: None,
         settings: Default::default(),
+        signed: None,
     };
     let summary = run(&manifest, &options, None).unwrap();
     assert_eq!(summary.instances.len(), 3);

@@ -100,6 +100,24 @@ pub fn install() -> std::io::Result<()> {
     Ok(())
 }
 
+/// Asks the run to stop as `signal` would (a cancelled backfill): the
+/// same flags, the same wake-ups; no second request exits at once.
+pub fn request(signal: Signal) {
+    let flags = FLAGS.get_or_init(|| Flags {
+        any: Arc::new(AtomicBool::new(false)),
+        term: Arc::new(AtomicBool::new(false)),
+    });
+    if flags.any.load(Ordering::SeqCst) {
+        return;
+    }
+    if signal == Signal::Term {
+        flags.term.store(true, Ordering::SeqCst);
+    }
+    flags.any.store(true, Ordering::SeqCst);
+    super::timer::wake_watchdogs();
+    wake_all();
+}
+
 /// The signal that asked the run to stop, if one did.
 pub fn requested() -> Option<Signal> {
     let flags = FLAGS.get()?;

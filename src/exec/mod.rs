@@ -43,6 +43,7 @@ pub mod sensed;
 mod settings;
 pub mod slurm;
 pub mod spawn;
+mod steer;
 mod timer;
 pub mod tree;
 mod waiting;
@@ -101,6 +102,20 @@ pub struct RunOptions {
     /// What the edge read from the environment (faults, chaos, pool
     /// timing, cgroups).
     pub settings: Settings,
+    /// The signed plan this run honours (`--plan`): its estimate goes into
+    /// RUN_STARTED, so `weir slo` can show it beside what the run took.
+    pub signed: Option<SignedPlan>,
+}
+
+/// A signed plan's file and estimate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedPlan {
+    /// The plan file, as given.
+    pub file: String,
+    /// Wall time at p50 attempt durations.
+    pub estimated_wall_ms: u64,
+    /// Wall time at p90 attempt durations.
+    pub estimated_wall_p90_ms: u64,
 }
 
 /// How one instance ended in this run.
@@ -462,7 +477,13 @@ pub fn run_with(
                 "scope": format!("{:?}", options.scope),
                 "backfill": plan.backfill.as_ref().map(|b| json!({"name": b.name, "reason": b.reason})),
                 "force": options.force,
+                "instances": plan.instance_count(),
                 "tzdb": crate::partition::time::tzdb_version(),
+                "plan": options.signed.as_ref().map(|p| json!({
+                    "file": p.file,
+                    "estimated_wall_ms": p.estimated_wall_ms,
+                    "estimated_wall_p90_ms": p.estimated_wall_p90_ms,
+                })),
             })),
     );
     let mut scheduler = Scheduler::new(&cx, &plan, options, explicit);

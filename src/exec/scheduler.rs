@@ -44,6 +44,8 @@ pub(super) struct Scheduler<'c, 'a> {
     /// The listings of markers and certification marks earlier passes
     /// took (`pass_looks`).
     pub(super) listings: Listings,
+    /// A backfill paused or cancelled from anywhere.
+    pub(super) steer: super::steer::Steerer,
 }
 
 /// Listings of markers and certification marks, each with the moment its
@@ -107,12 +109,21 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             codes: (0..n).map(|_| None).collect(),
             backoffs: (0..n).map(|_| None).collect(),
             // Admit a few instances beyond the slots, so their pinning,
-            // token and staging are done by the time a slot frees up.
+            // token and staging are done by the time a slot frees up. Not
+            // in a backfill, which can be paused: an instance admitted
+            // waits for a slot in its own thread, out of the pause's reach.
             machine: machine::RunMachine::new(
                 plan.in_degrees(),
                 plan.pools
                     .values()
-                    .map(|slots| slots.saturating_mul(ADMIT_PER_SLOT))
+                    .map(|slots| {
+                        let ahead = if plan.backfill.is_some() {
+                            1
+                        } else {
+                            ADMIT_PER_SLOT
+                        };
+                        slots.saturating_mul(ahead)
+                    })
                     .collect(),
             ),
             task_pool: plan
@@ -137,6 +148,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             wait_until: options.wait.map(crate::clock::instant_after),
             dataset_looks: Default::default(),
             listings: Listings::default(),
+            steer: super::steer::Steerer::new(plan.backfill.as_ref().map(|b| b.name.as_str())),
         }
     }
 
@@ -180,6 +192,12 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 match action {
                     machine::RunAction::Queue(id) => self.enqueue(id),
                     machine::RunAction::Start(id) => {
+                        if self
+                            .steer
+                            .holds(&self.cx.warehouse, id, self.interrupted.is_some())
+                        {
+                            continue;
+                        }
                         let slots = &pool_slots[machine::Graph::pool(&dag, id)];
                         let looks = (absent.contains(&id), Arc::clone(&certs));
                         self.start(scope, id, tx.clone(), slots, looks);
@@ -195,11 +213,16 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             if self.interrupted.is_none() {
                 self.interrupted = interrupt::requested();
             }
-            if !self.machine.stopping() && (self.interrupted.is_some() || self.cx.log_failed()) {
+            let stopping = self.interrupted.is_some() || self.cx.log_failed();
+            for id in self.steer.release(&self.cx.warehouse, stopping) {
+                let slots = &pool_slots[machine::Graph::pool(&dag, id)];
+                self.start(scope, id, tx.clone(), slots, (false, Arc::clone(&certs)));
+            }
+            if !self.machine.stopping() && stopping {
                 actions = self.machine.step(&dag, machine::RunInput::Stop, ms());
                 continue;
             }
-            let got = match wait.flatten() {
+            let got = match self.steer.wait_until(wait.flatten(), ms()) {
                 Some(at) => rx.recv_timeout(Duration::from_millis(at.saturating_sub(ms()))),
                 None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
             };

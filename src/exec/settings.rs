@@ -154,6 +154,7 @@ partitioned_by = "parts"
             allow_uncertified: false,
             wait: None,
             settings,
+            signed: None,
         };
         let mut out: Vec<_> = run(&manifest, &options, None)
             .unwrap()

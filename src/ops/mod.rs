@@ -2,6 +2,7 @@
 //! rollback, evidence (`explain`), garbage collection and verification,
 //! impact and repair.
 
+pub mod backfills;
 pub mod decide;
 pub mod explain;
 pub mod gc;

@@ -210,6 +210,54 @@ pub struct SloReport {
     pub tasks: Vec<TaskSlo>,
     /// Pools in manifest order, those with a task or an attempt.
     pub pools: Vec<PoolSlo>,
+    /// Runs started in the window from a signed plan (`--plan`), oldest
+    /// first: the plan's estimate beside what the run took.
+    pub signed_plans: Vec<SignedRun>,
+}
+
+/// A run of a signed plan: what the plan estimated, what it took.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SignedRun {
+    /// The run.
+    pub run_id: String,
+    /// The plan file, as given.
+    pub file: String,
+    /// The plan's wall time at p50.
+    pub estimated_wall_ms: u64,
+    /// The plan's wall time at p90.
+    pub estimated_wall_p90_ms: u64,
+    /// RUN_STARTED to RUN_FINISHED; `None` while it runs (or if it died).
+    pub took_ms: Option<u64>,
+}
+
+/// The runs of signed plans that started in the window.
+fn signed_runs(window: &Window, events: &[EventRecord]) -> Vec<SignedRun> {
+    let start = window.start_ms();
+    let finished: HashMap<&str, i64> = events
+        .iter()
+        .filter(|r| r.state == State::RunFinished)
+        .filter_map(|r| Some((r.run_id.as_str(), ms(&r.ts)?)))
+        .collect();
+    events
+        .iter()
+        .filter(|r| r.state == State::RunStarted)
+        .filter_map(|r| {
+            let plan = r.data.get("plan")?;
+            let at = ms(&r.ts)?;
+            if at < start {
+                return None;
+            }
+            Some(SignedRun {
+                run_id: r.run_id.clone(),
+                file: plan.get("file")?.as_str()?.to_owned(),
+                estimated_wall_ms: plan.get("estimated_wall_ms")?.as_u64()?,
+                estimated_wall_p90_ms: plan.get("estimated_wall_p90_ms")?.as_u64()?,
+                took_ms: finished
+                    .get(r.run_id.as_str())
+                    .map(|end| u64::try_from(end - at).unwrap_or(0)),
+            })
+        })
+        .collect()
 }
 
 /// What one task or pool accumulates before percentiles are taken.
@@ -362,6 +410,7 @@ pub fn measure(
         window_ms: u64::try_from(window.since.as_millis()).unwrap_or(u64::MAX),
         tasks,
         pools,
+        signed_plans: signed_runs(window, events),
     }
 }
 

@@ -42,6 +42,10 @@ pub enum StatusError {
 pub fn document(manifest: &Manifest, warehouse: &Warehouse, status: &Status) -> Value {
     let mut doc = status.to_json(manifest, warehouse);
     doc["summary"] = summary::json(manifest, &status.overview);
+    // Only while a backfill is in flight: documents without one stay as they were.
+    if !status.backfills.is_empty() {
+        doc["backfills"] = serde_json::to_value(&status.backfills).unwrap_or_default();
+    }
     doc
 }
 
@@ -63,6 +67,8 @@ pub struct Status {
     pub undelivered: Vec<crate::notify::Undelivered>,
     /// What `weir serve` has recorded: next due partitions, MISSED periods.
     pub serving: crate::serve::status::ServeStatus,
+    /// Backfills running, paused or cancelled, with progress and ETA.
+    pub backfills: Vec<super::backfills::BackfillState>,
 }
 
 impl Status {
@@ -109,6 +115,13 @@ impl Status {
         };
         let serving = crate::serve::status::gather(manifest, warehouse, crate::clock::now())
             .map_err(|e| StatusError::Engine(crate::exec::chain(&e)))?;
+        let backfills = super::backfills::gather(
+            manifest,
+            warehouse,
+            // A run's elapsed time is the real one its records hold.
+            jiff::Timestamp::now().as_millisecond(),
+        )
+        .map_err(|e| StatusError::Engine(crate::exec::chain(&e)))?;
         Ok(Status {
             overview,
             attention,
@@ -117,6 +130,7 @@ impl Status {
             unproven,
             undelivered,
             serving,
+            backfills,
         })
     }
 

@@ -1,7 +1,13 @@
 //! Wall-time estimates: a list-scheduling simulation of the plan with each
-//! instance taking its task's `expected_duration`, honouring dependencies,
+//! instance taking what its task's attempts took lately (p50, then p90,
+//! times the attempts an instance takes: [`super::history`]), or its
+//! `expected_duration` where there is no history, honouring dependencies,
 //! pool slots and `depends_on_past`. Event-driven (a heap of completions),
 //! so 730,000 instances simulate in well under a second.
+//!
+//! The simulator is this one function, [`simulate`], fed one duration per
+//! task: an engine-wide simulator can take its place without changing
+//! what the plan states.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -10,6 +16,7 @@ use std::time::Duration;
 use indexmap::IndexMap;
 use serde::Serialize;
 
+use super::history::{History, TaskCost};
 use super::Plan;
 
 /// The estimate of one pool.
@@ -25,6 +32,9 @@ pub struct PoolEstimate {
         with = "crate::manifest::duration::serde_millis"
     )]
     pub wall: Duration,
+    /// Share of its slots' time, from start to the plan's end, that
+    /// attempts occupy (0 to 1).
+    pub busy_share: f64,
 }
 
 /// The estimate of a plan.
@@ -38,20 +48,104 @@ pub struct Estimate {
         with = "crate::manifest::duration::serde_millis"
     )]
     pub total: Duration,
+    /// Start to last completion when every attempt takes its p90.
+    #[serde(
+        rename = "estimated_wall_p90_ms",
+        with = "crate::manifest::duration::serde_millis"
+    )]
+    pub p90: Duration,
+    /// What one attempt of each task costs, in plan task order.
+    pub costs: Vec<TaskCost>,
+    /// The chain of instances that ends last (at p50), each one waiting
+    /// for the one before: runs of the same task as (task, instances).
+    pub critical_path: Vec<(String, usize)>,
 }
 
-/// Simulates the plan.
+/// Simulates the plan with every task's `expected_duration`.
 pub fn estimate(plan: &Plan) -> Estimate {
-    simulate(plan, &mut |_, _, _| {})
+    estimate_from(plan, &History::default(), None)
 }
 
-/// Simulates the plan and reports every instance's simulated start and end
-/// (milliseconds from the plan's start) to `record(instance, start, end)`.
+/// Simulates the plan with what `history` says each task costs; an
+/// instance `runs` says will not run (current, blocked …) takes no time.
+pub fn estimate_from(plan: &Plan, history: &History, runs: Option<&[bool]>) -> Estimate {
+    let costs: Vec<TaskCost> = plan
+        .tasks
+        .iter()
+        .map(|t| history.cost(&t.name, t.expected_duration))
+        .collect();
+    let p50: Vec<u64> = costs.iter().map(|c| c.instance_ms(false)).collect();
+    let p90: Vec<u64> = costs.iter().map(|c| c.instance_ms(true)).collect();
+    let mut ends = vec![0u64; plan.instance_count()];
+    let mut sim = simulate(plan, &p50, runs, &mut |id, _, end| ends[id] = end);
+    sim.p90 = simulate(plan, &p90, runs, &mut |_, _, _| {}).total;
+    sim.critical_path = critical_path(plan, &ends);
+    sim.costs = costs;
+    sim
+}
+
+/// Simulates the plan (declared durations) and reports every instance's
+/// simulated start and end (milliseconds from the plan's start) to
+/// `record(instance, start, end)`.
 pub fn schedule(plan: &Plan, record: &mut dyn FnMut(usize, u64, u64)) -> Estimate {
-    simulate(plan, record)
+    let declared: Vec<u64> = plan
+        .tasks
+        .iter()
+        .map(|t| u64::try_from(t.expected_duration.as_millis()).unwrap_or(u64::MAX))
+        .collect();
+    let mut sim = simulate(plan, &declared, None, record);
+    sim.p90 = sim.total;
+    sim.costs = plan
+        .tasks
+        .iter()
+        .map(|t| TaskCost::declared(t.expected_duration))
+        .collect();
+    sim
 }
 
-fn simulate(plan: &Plan, record: &mut dyn FnMut(usize, u64, u64)) -> Estimate {
+/// From the instance that ends last, back through the predecessor that
+/// ended last, to one with none: run-length encoded by task.
+fn critical_path(plan: &Plan, ends: &[u64]) -> Vec<(String, usize)> {
+    let Some((mut id, _)) = ends
+        .iter()
+        .enumerate()
+        .max_by_key(|(i, e)| (**e, Reverse(*i)))
+    else {
+        return Vec::new();
+    };
+    let mut chain: Vec<usize> = Vec::new();
+    loop {
+        let (t, i) = plan.locate(id);
+        chain.push(t);
+        let mut before: Option<usize> = None;
+        plan.for_each_predecessor(t, i, |p| {
+            if before.is_none_or(|b| ends[p] > ends[b]) {
+                before = Some(p);
+            }
+        });
+        match before {
+            Some(p) => id = p,
+            None => break,
+        }
+    }
+    let mut path: Vec<(String, usize)> = Vec::new();
+    for t in chain.into_iter().rev() {
+        match path.last_mut() {
+            Some((name, n)) if *name == plan.tasks[t].name => *n += 1,
+            _ => path.push((plan.tasks[t].name.clone(), 1)),
+        }
+    }
+    path
+}
+
+/// One simulation: each instance of task `t` takes `ms[t]`, or nothing
+/// where `runs` says it does not run.
+pub fn simulate(
+    plan: &Plan,
+    ms: &[u64],
+    runs: Option<&[bool]>,
+    record: &mut dyn FnMut(usize, u64, u64),
+) -> Estimate {
     let pool_index: IndexMap<&str, usize> = plan
         .pools
         .keys()
@@ -68,6 +162,7 @@ fn simulate(plan: &Plan, record: &mut dyn FnMut(usize, u64, u64)) -> Estimate {
     let mut ready: Vec<VecDeque<usize>> = vec![VecDeque::new(); slots.len()];
     let mut instances = vec![0usize; slots.len()];
     let mut wall = vec![0u64; slots.len()];
+    let mut busy = vec![0u64; slots.len()];
     let mut indegree = plan.in_degrees();
     for (id, d) in indegree.iter().enumerate() {
         let (t, _) = plan.locate(id);
@@ -88,9 +183,11 @@ fn simulate(plan: &Plan, record: &mut dyn FnMut(usize, u64, u64)) -> Estimate {
             while free[p] > 0 {
                 let Some(id) = queue.pop_front() else { break };
                 free[p] -= 1;
-                let t = task_of[id] as usize;
-                let ms =
-                    u64::try_from(plan.tasks[t].expected_duration.as_millis()).unwrap_or(u64::MAX);
+                let ms = match runs.and_then(|r| r.get(id)) {
+                    Some(false) => 0,
+                    _ => ms[task_of[id] as usize],
+                };
+                busy[p] = busy[p].saturating_add(ms);
                 record(id, now, now.saturating_add(ms));
                 running.push(Reverse((now.saturating_add(ms), id)));
             }
@@ -122,6 +219,11 @@ fn simulate(plan: &Plan, record: &mut dyn FnMut(usize, u64, u64)) -> Estimate {
                     slots: *slots,
                     instances: instances[i],
                     wall: Duration::from_millis(wall[i]),
+                    busy_share: if now == 0 || *slots == 0 {
+                        0.0
+                    } else {
+                        busy[i] as f64 / (now as f64 * f64::from(*slots))
+                    },
                 },
             )
         })
@@ -129,5 +231,8 @@ fn simulate(plan: &Plan, record: &mut dyn FnMut(usize, u64, u64)) -> Estimate {
     Estimate {
         pools,
         total: Duration::from_millis(now),
+        p90: Duration::from_millis(now),
+        costs: Vec::new(),
+        critical_path: Vec::new(),
     }
 }

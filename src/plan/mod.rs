@@ -15,10 +15,13 @@
 //! select are added when they are not published (and named as added);
 //! published ones are pinned, not rerun.
 
+pub mod census;
+pub mod contract;
 pub mod cost;
 pub mod cutoff;
 mod error;
 pub mod follow;
+pub mod history;
 mod keys;
 mod links;
 mod order;

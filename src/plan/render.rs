@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::census::Census;
 use super::cost::Estimate;
 use super::{Plan, Scope};
 use crate::audit::words::count;
@@ -121,7 +122,7 @@ fn backfill_extent(plan: &Plan) -> String {
 }
 
 /// The human table.
-pub fn table(plan: &Plan, estimate: &Estimate) -> String {
+pub fn table(plan: &Plan, estimate: &Estimate, census: Option<&Census>) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -129,6 +130,9 @@ pub fn table(plan: &Plan, estimate: &Estimate) -> String {
         plan.pipeline, plan.code_version
     );
     let _ = writeln!(out, "{}", scope_line(plan));
+    if let Some(census) = census {
+        let _ = writeln!(out, "{}", census_line(census));
+    }
     let _ = writeln!(out);
     let name_w = plan
         .tasks
@@ -262,16 +266,17 @@ fn estimate_lines(plan: &Plan, estimate: &Estimate, out: &mut String, pool_w: us
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "{:pool_w$}  {:>5}  {:>9}  estimated wall time",
-        "pool", "slots", "instances"
+        "{:pool_w$}  {:>5}  {:>9}  {:>4}  estimated wall time",
+        "pool", "slots", "instances", "busy"
     );
     for (name, p) in &estimate.pools {
         let _ = writeln!(
             out,
-            "{:pool_w$}  {:>5}  {:>9}  {}",
+            "{:pool_w$}  {:>5}  {:>9}  {:>3}%  {}",
             name,
             p.slots,
             thousands(p.instances as u64),
+            (p.busy_share * 100.0).round() as u64,
             human_duration(p.wall)
         );
     }
@@ -285,8 +290,92 @@ fn estimate_lines(plan: &Plan, estimate: &Estimate, out: &mut String, pool_w: us
         } else {
             "instances"
         },
-        human_duration(estimate.total)
+        human_duration(estimate.total),
     );
+    let _ = writeln!(
+        out,
+        "p90: {} (every attempt at its p90)",
+        human_duration(estimate.p90)
+    );
+    if !estimate.critical_path.is_empty() {
+        let mut path: Vec<String> = estimate
+            .critical_path
+            .iter()
+            .map(|(task, n)| match n {
+                1 => task.clone(),
+                n => format!("{task} ×{}", thousands(*n as u64)),
+            })
+            .collect();
+        // A path through thousands of tasks is read by its ends.
+        if path.len() > 2 * PATH_ENDS + 1 {
+            let hidden = path.len() - 2 * PATH_ENDS;
+            path.splice(
+                PATH_ENDS..path.len() - PATH_ENDS,
+                [format!("… {} more tasks …", thousands(hidden as u64))],
+            );
+        }
+        let _ = writeln!(out, "critical path: {}", path.join(" → "));
+    }
+    cost_lines(plan, estimate, out);
+}
+
+/// What the instances will do, in one line: "3 will run, 1 current (skipped), …".
+pub fn census_line(c: &Census) -> String {
+    let n = |c: usize| thousands(c as u64);
+    format!(
+        "{} will run, {} current (skipped), {} stale (redone), {} blocked (held, quarantined), {} waiting (input not ready), {} accepted",
+        n(c.will_run),
+        n(c.current),
+        n(c.stale),
+        n(c.blocked),
+        n(c.waiting),
+        n(c.accepted)
+    )
+}
+
+/// Tasks of a long critical path shown at each end.
+const PATH_ENDS: usize = 3;
+
+/// Where each task's attempt cost comes from: its history, or its
+/// declared `expected_duration`.
+fn cost_lines(plan: &Plan, estimate: &Estimate, out: &mut String) {
+    use super::history::Source;
+    if estimate.costs.iter().all(|c| c.source == Source::Declared) {
+        let _ = writeln!(
+            out,
+            "attempt durations: each task's expected_duration (no attempt recorded)"
+        );
+        return;
+    }
+    let _ = writeln!(out, "attempt durations:");
+    for (t, c) in plan.tasks.iter().zip(&estimate.costs) {
+        match c.source {
+            Source::Declared => {
+                let _ = writeln!(
+                    out,
+                    "  {}: expected_duration {} (no attempt recorded)",
+                    t.name,
+                    human_duration(c.p50)
+                );
+            }
+            Source::History => {
+                let _ = writeln!(
+                    out,
+                    "  {}: p50 {}, p90 {} over the last {} {}; {}% failed, {:.2} retries per instance{}",
+                    t.name,
+                    human_duration(c.p50),
+                    human_duration(c.p90),
+                    c.attempts,
+                    if c.attempts == 1 { "attempt" } else { "attempts" },
+                    (c.failure_rate * 100.0).round() as u64,
+                    c.retry_rate,
+                    c.queue_wait
+                        .map(|w| format!(", queued {} (p50)", human_duration(Duration::from_millis(w))))
+                        .unwrap_or_default()
+                );
+            }
+        }
+    }
 }
 
 /// How many followed partitions of one task a table names one by one.
@@ -482,6 +571,8 @@ struct JsonTask<'a> {
     /// Per partition (same order), the upstream partitions it needs.
     needs: Vec<Vec<JsonNeed>>,
     expected_duration_ms: u128,
+    /// One attempt's p50 and p90 and where they come from.
+    cost: Option<super::history::TaskCost>,
 }
 
 #[derive(Serialize)]
@@ -496,16 +587,33 @@ struct JsonPool<'a> {
     slots: u32,
     instances: usize,
     estimated_wall_ms: u128,
+    busy_share: f64,
 }
 
 #[derive(Serialize)]
 struct JsonTotal {
     instances: usize,
+    /// At p50 attempt durations.
     estimated_wall_ms: u128,
+    estimated_wall_p90_ms: u128,
+    critical_path: Vec<JsonPathStep>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    counts: Option<Census>,
+}
+
+#[derive(Serialize)]
+struct JsonPathStep {
+    task: String,
+    instances: usize,
 }
 
 /// One JSON document; field names are part of weir's interface.
-pub fn json(plan: &Plan, estimate: &Estimate, manifest: &crate::manifest::Manifest) -> String {
+pub fn json(
+    plan: &Plan,
+    estimate: &Estimate,
+    manifest: &crate::manifest::Manifest,
+    census: Option<&Census>,
+) -> String {
     let doc = JsonPlan {
         format_version: 1,
         tzdb: crate::partition::time::tzdb_version(),
@@ -566,6 +674,7 @@ pub fn json(plan: &Plan, estimate: &Estimate, manifest: &crate::manifest::Manife
                     })
                     .collect(),
                 expected_duration_ms: t.expected_duration.as_millis(),
+                cost: estimate.costs.get(ti).copied(),
             })
             .collect(),
         pools: estimate
@@ -576,11 +685,22 @@ pub fn json(plan: &Plan, estimate: &Estimate, manifest: &crate::manifest::Manife
                 slots: p.slots,
                 instances: p.instances,
                 estimated_wall_ms: p.wall.as_millis(),
+                busy_share: p.busy_share,
             })
             .collect(),
         total: JsonTotal {
             instances: plan.instance_count(),
             estimated_wall_ms: estimate.total.as_millis(),
+            estimated_wall_p90_ms: estimate.p90.as_millis(),
+            critical_path: estimate
+                .critical_path
+                .iter()
+                .map(|(task, n)| JsonPathStep {
+                    task: task.clone(),
+                    instances: *n,
+                })
+                .collect(),
+            counts: census.copied(),
         },
     };
     serde_json::to_string_pretty(&doc).expect("a plan always serializes") + "\n"

@@ -74,6 +74,26 @@ pub(super) fn section(
         push_row(html, &row);
     }
     html.push_str("</tbody></table></div>\n");
+    if !report.signed_plans.is_empty() {
+        let _ = writeln!(
+            html,
+            "<h3>Signed plans</h3>\n<div class=\"scroll\"><table id=\"slo-plans\"><thead><tr><th>run</th><th>plan</th><th>estimated</th><th>p90</th><th>took</th></tr></thead><tbody>"
+        );
+        for p in &report.signed_plans {
+            push_row(
+                html,
+                &[
+                    p.run_id.clone(),
+                    p.file.clone(),
+                    slo::span(p.estimated_wall_ms as i64),
+                    slo::span(p.estimated_wall_p90_ms as i64),
+                    p.took_ms
+                        .map_or_else(|| "- (not finished)".into(), |t| slo::span(t as i64)),
+                ],
+            );
+        }
+        html.push_str("</tbody></table></div>\n");
+    }
     Ok(())
 }
 

@@ -938,6 +938,7 @@ impl Lane {
             // Readiness was asked before the lane started.
             wait: None,
             settings: self.settings.clone(),
+            signed: None,
         };
         let (tx, lane) = (self.tx.clone(), self.id);
         let observe: crate::events::Observer = Box::new(move |e| {

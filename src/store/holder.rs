@@ -75,7 +75,8 @@ impl Holder {
     }
 }
 
-fn host_name() -> String {
+/// This host's name, as the kernel knows it.
+pub fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .or_else(|_| std::fs::read_to_string("/etc/hostname"))
         .map(|s| s.trim().to_string())

@@ -74,6 +74,7 @@ pub mod partition;
 pub mod s3;
 pub mod sensed;
 pub mod slots;
+pub mod steering;
 pub mod summary;
 pub mod token;
 pub mod user_file;

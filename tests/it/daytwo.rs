@@ -439,7 +439,7 @@ fn run_from_to_reruns_an_ad_hoc_range_and_refuses_an_empty_one() {
     ])
     .assert()
     .success()
-    .stdout("plan for `daytwo` (code_version 1)\nrange: 2026-09-02 to 2026-09-03 (ad hoc)\n\nstep  task  scheme     pool     retry    instances  expected\n   1  a     k (daily)  default  default          2  1m\n   2  b     k (daily)  default  default          2  1m\n   3  c     k (daily)  default  default          2  1m\n\ninputs by partition (first planned partition of each task):\n  b 2026-09-02 ← a (same partition)\n  c 2026-09-02 ← b (same partition)\n\npool     slots  instances  estimated wall time\ndefault      4          6  3m\n\ntotal: 6 task instances, estimated wall time 3m\n")
+    .stdout("plan for `daytwo` (code_version 1)\nrange: 2026-09-02 to 2026-09-03 (ad hoc)\n4 will run, 2 current (skipped), 0 stale (redone), 0 blocked (held, quarantined), 0 waiting (input not ready), 0 accepted\n\nstep  task  scheme     pool     retry    instances  expected\n   1  a     k (daily)  default  default          2  1m\n   2  b     k (daily)  default  default          2  1m\n   3  c     k (daily)  default  default          2  1m\n\ninputs by partition (first planned partition of each task):\n  b 2026-09-02 ← a (same partition)\n  c 2026-09-02 ← b (same partition)\n\npool     slots  instances  busy  estimated wall time\ndefault      4          6   50%  2m\n\ntotal: 6 task instances, estimated wall time 2m\np90: 2m (every attempt at its p90)\ncritical path: a → b → c\nattempt durations:\n  a: p50 [..], p90 [..] over the last 2 attempts; 0% failed, 0.00 retries per instance, queued [..] (p50)\n  b: expected_duration 1m (no attempt recorded)\n  c: expected_duration 1m (no attempt recorded)\n")
     .stderr("");
 
     sb.run_cmd("back", &["--from", "2026-09-03", "--to", "2026-09-02"])
@@ -853,7 +853,7 @@ fn edited_code_makes_its_instances_stale_and_reruns_them() {
     }
     // The plan lists them as work too.
     let out = sb.weir_out(&["plan", "m.toml", "--partition", "k1"]);
-    sb.check(&out).code(0).stdout("plan for `coded` (code_version 1)\npartitions: k1\n\nstep  task  scheme  pool     retry    instances  expected\n   1  a     k       default  default          1  1m\n   2  b     k       default  default          1  1m\n\ninputs by partition (first planned partition of each task):\n  b k1 ← a (same partition)\n\npool     slots  instances  estimated wall time\ndefault      4          2  2m\n\ntotal: 2 task instances, estimated wall time 2m\n\nstale: planned partitions whose publication read an upstream generation that has changed, or whose code changed (they rerun):\n  a k1: its code changed (command, gates, output or `code` files): built with sha256:0d7a8949ecd8, now sha256:0c5c365f8a95\n").stderr("");
+    sb.check(&out).code(0).stdout("plan for `coded` (code_version 1)\npartitions: k1\n0 will run, 1 current (skipped), 1 stale (redone), 0 blocked (held, quarantined), 0 waiting (input not ready), 0 accepted\n\nstep  task  scheme  pool     retry    instances  expected\n   1  a     k       default  default          1  1m\n   2  b     k       default  default          1  1m\n\ninputs by partition (first planned partition of each task):\n  b k1 ← a (same partition)\n\npool     slots  instances  busy  estimated wall time\ndefault      4          2  [..]%  [..]\n\ntotal: 2 task instances, estimated wall time [..]\np90: [..] (every attempt at its p90)\ncritical path: a\nattempt durations:\n  a: p50 [..], p90 [..] over the last 2 attempts; 0% failed, 0.00 retries per instance, queued [..] (p50)\n  b: p50 [..], p90 [..] over the last 2 attempts; 0% failed, 0.00 retries per instance, queued [..] (p50)\n\nstale: planned partitions whose publication read an upstream generation that has changed, or whose code changed (they rerun):\n  a k1: its code changed (command, gates, output or `code` files): built with sha256:0d7a8949ecd8, now sha256:0c5c365f8a95\n").stderr("");
     assert!(
         stdout(&out).contains("\n  a k1: its code changed (command, gates, output or `code` files): built with sha256:"),
         "{}",
@@ -1105,7 +1105,7 @@ fn validation_and_planning_stay_linear() {
     let planned = started.elapsed();
     sb.check(&out)
         .code(0)
-        .stdout("...\ntotal: 40,000 task instances, [..]\n")
+        .stdout("...\ntotal: 40,000 task instances, [..]\n...\n")
         .stderr("");
     assert!(
         stdout(&out).contains("total: 40,000 task instances"),

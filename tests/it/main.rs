@@ -40,6 +40,7 @@ mod parquet;
 mod partitions;
 mod pass_reads;
 mod plan;
+mod plans;
 mod pools;
 mod publish;
 mod readme;

@@ -82,7 +82,7 @@ fn hourly_schemes_in_nepal_and_liberia_validate_plan_and_run() {
     ])
     .assert()
     .success()
-    .stdout("plan for `tz` (code_version 1)\nrange: 2026-11-28 to 2026-11-28 (ad hoc)\n\nstep  task  scheme                             pool     retry    instances  expected\n   1  ktm   nepal (hourly, Asia/Kathmandu)     default  default          4  1m\n   2  mlw   liberia (hourly, Africa/Monrovia)  default  default          4  1m\n\npool     slots  instances  estimated wall time\ndefault      4          8  2m\n\ntotal: 8 task instances, estimated wall time 2m\n")
+    .stdout("plan for `tz` (code_version 1)\nrange: 2026-11-28 to 2026-11-28 (ad hoc)\n8 will run, 0 current (skipped), 0 stale (redone), 0 blocked (held, quarantined), 0 waiting (input not ready), 0 accepted\n\nstep  task  scheme                             pool     retry    instances  expected\n   1  ktm   nepal (hourly, Asia/Kathmandu)     default  default          4  1m\n   2  mlw   liberia (hourly, Africa/Monrovia)  default  default          4  1m\n\npool     slots  instances  busy  estimated wall time\ndefault      4          8  100%  2m\n\ntotal: 8 task instances, estimated wall time 2m\np90: 2m (every attempt at its p90)\ncritical path: mlw\nattempt durations: each task's expected_duration (no attempt recorded)\n")
     .stderr("");
     sb.run_cmd("r1", &["--from", "2026-11-28", "--to", "2026-11-28"])
         .assert()

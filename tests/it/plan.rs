@@ -47,14 +47,18 @@ fn marigold_backfill_states_its_cost() {
             "plan for `marigold` (code_version 2026.11.1)
 backfill `rebuild`: 2024-01-01 to 2025-12-30 (730 partitions)
 reason: rebuild two years of clean readings after the calibration fix in 2026.11.1
+730 will run, 0 current (skipped), 0 stale (redone), 0 blocked (held, quarantined), 0 waiting (input not ready), 0 accepted
 
 step  task   scheme  pool      retry    instances  expected
    1  clean  daily   backfill  default        730  10m
 
-pool      slots  instances  estimated wall time
-backfill      2        730  3,650 minutes (about 61 hours)
+pool      slots  instances  busy  estimated wall time
+backfill      2        730  100%  3,650 minutes (about 61 hours)
 
 total: 730 task instances, estimated wall time 3,650 minutes (about 61 hours)
+p90: 3,650 minutes (about 61 hours) (every attempt at its p90)
+critical path: clean
+attempt durations: each task's expected_duration (no attempt recorded)
 ",
         )
         .stderr("");

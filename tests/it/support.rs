@@ -230,6 +230,7 @@ pub(crate) fn run_options(
         allow_uncertified: false,
         wait: None,
         settings: Default::default(),
+        signed: None,
     }
 }
 
