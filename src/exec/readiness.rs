@@ -72,12 +72,6 @@ pub struct SensorFailure {
     pub stderr: String,
 }
 
-/// How many unpublished partitions per task `weir status` asks sensor
-/// commands about (the newest): an open minutely scheme may have thousands
-/// unpublished, and a status is no reason to start thousands of processes.
-/// Older ones are checked without their commands (files and watermarks).
-pub const COMMANDS_ASKED_BY_STATUS: usize = 10;
-
 /// Checks every external input of `task` at `partition`, in input order;
 /// the first one not ready (or failed) decides.
 pub fn check(manifest: &Manifest, task: &Task, partition: &str) -> Readiness {
