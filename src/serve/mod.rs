@@ -1273,6 +1273,65 @@ mod tests {
         }
     }
 
+    const FAN_IN: &str = r#"
+[pipeline]
+name = "fan"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.hour]
+kind = "hourly"
+start = "2026-09-20T00"
+
+[partitions.day]
+kind = "daily"
+start = "2026-09-20"
+
+[tasks.up]
+command = ["true"]
+partitioned_by = "hour"
+output = { dataset = "hours", grain = ["hour"] }
+
+[tasks.day]
+command = ["true"]
+inputs = ["hours"]
+partitioned_by = "day"
+output = { dataset = "days", grain = ["day"] }
+"#;
+
+    // Serve waited for an upstream partition an operator had declared
+    // missing with `weir accept`: an accepted gap is settled, as for `weir
+    // run`, so a fan-in downstream does not wait for it.
+    #[test]
+    fn an_accepted_upstream_gap_is_not_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.toml");
+        let manifest = Manifest::parse("m.toml", FAN_IN, &path).unwrap();
+        let warehouse = Warehouse::open(&dir.path().join("wh")).unwrap();
+        let day = ["2026-09-20".to_string()];
+        let waits = check_inputs(&manifest, &warehouse, "day", &day);
+        assert!(
+            matches!(&waits, Check::Upstream(why) if why.contains("`up`")),
+            "{waits:?}"
+        );
+        for h in 0..24 {
+            let mark = crate::store::marks::InstanceMark {
+                mark: crate::store::marks::Mark::Accepted,
+                note: Some("the feed had no data".into()),
+                ..crate::store::marks::unreadable(
+                    "up",
+                    &format!("2026-09-20T{h:02}"),
+                    String::new(),
+                )
+            };
+            crate::store::marks::write(&warehouse, &mark).unwrap();
+        }
+        assert_eq!(
+            check_inputs(&manifest, &warehouse, "day", &day),
+            Check::Ready
+        );
+    }
+
     // An ordinal counted under `every = 1` read under `every = 5` would be a
     // period decades away: the progress record names the whole scheme, so a
     // changed `every` starts the task afresh.
