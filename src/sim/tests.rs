@@ -1,0 +1,226 @@
+//! The simulator proves serve's promises over seeds: a sweep on every CI
+//! run, a longer one by hand, every seed that ever failed kept, and planted
+//! bugs it must find.
+
+use super::*;
+use crate::manifest::Manifest;
+
+/// Every seed that ever broke an invariant, kept as a regression case.
+const FAILED_SEEDS: &[u64] = &[];
+
+/// A mixed pipeline: minutely clicks, hourly events reading them, a daily
+/// rollup reading the hours (one pool of two slots shared by all), a
+/// scheduled report, and an hourly task in a pool of its own.
+const MIXED: &str = r#"
+[pipeline]
+name = "mixed"
+code_version = "1"
+warehouse = "wh"
+
+[pools.main]
+slots = 2
+
+[pools.side]
+slots = 1
+
+[partitions.minute]
+kind = "minutely"
+every = 1
+start = "2026-09-01T00:00"
+
+[partitions.hour]
+kind = "hourly"
+start = "2026-09-01T00"
+
+[partitions.day]
+kind = "daily"
+start = "2026-09-01"
+
+[tasks.clicks]
+command = ["true"]
+partitioned_by = "minute"
+output = { dataset = "clicks", grain = ["id"] }
+expected_duration = "20s"
+pool = "main"
+wait = "10m"
+
+[tasks.events]
+command = ["true"]
+partitioned_by = "hour"
+depends_on = ["clicks"]
+output = { dataset = "events", grain = ["id"] }
+expected_duration = "5m"
+pool = "main"
+sla = "2h"
+
+[tasks.rollup]
+command = ["true"]
+partitioned_by = "day"
+depends_on = ["events"]
+output = { dataset = "rollup", grain = ["id"] }
+expected_duration = "30m"
+pool = "main"
+sla = "6h"
+
+[tasks.side]
+command = ["true"]
+partitioned_by = "hour"
+output = { dataset = "side", grain = ["id"] }
+expected_duration = "10m"
+pool = "side"
+
+[tasks.report]
+command = ["true"]
+schedule = "0 6 * * *"
+partitioned_by = []
+depends_on = ["rollup"]
+output = { dataset = "report", grain = ["id"] }
+expected_duration = "1m"
+"#;
+
+fn at(text: &str) -> i64 {
+    text.parse::<jiff::Timestamp>().unwrap().as_second()
+}
+
+fn mixed() -> Model {
+    let m = Manifest::parse("mixed.toml", MIXED, std::path::Path::new("/tmp/mixed.toml"))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    Model::of(&m)
+}
+
+fn config(seed: u64, days: i64) -> Config {
+    let from = at("2026-09-02T00:00:30Z");
+    let mut c = Config::new(seed, 3, from, from + days * 86_400);
+    c.faults = Faults::default_mix();
+    c
+}
+
+/// Seeds swept until `steps` machine steps were taken: (seeds, steps,
+/// the reports that broke an invariant).
+fn sweep(model: &Model, first: u64, steps: u64, days: i64) -> (u64, u64, Vec<report::Report>) {
+    let (mut seed, mut total, mut broken) = (first, 0, Vec::new());
+    while total < steps {
+        let r = run(model, &config(seed, days));
+        total += r.steps;
+        if !r.violations.is_empty() {
+            broken.push(r);
+        }
+        seed += 1;
+    }
+    (seed - first, total, broken)
+}
+
+fn explain(broken: &[report::Report]) -> String {
+    broken
+        .iter()
+        .map(|r| format!("seed {}: {:#?}", r.seed, r.violations))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn seeds_swept_on_every_run_break_no_invariant() {
+    let (seeds, steps, broken) = sweep(&mixed(), 1, 1_000_000, 7);
+    println!("simulation sweep: {seeds} seeds, {steps} steps");
+    assert!(broken.is_empty(), "{}", explain(&broken));
+}
+
+#[test]
+#[ignore = "a longer sweep, by hand: cargo test --release --lib -- --ignored simulation"]
+fn simulation_long_sweep() {
+    let first = std::env::var("WEIR_SIM_FIRST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000);
+    let (seeds, steps, broken) = sweep(&mixed(), first, 50_000_000, 30);
+    println!("simulation sweep: {seeds} seeds from {first}, {steps} steps");
+    assert!(broken.is_empty(), "{}", explain(&broken));
+}
+
+#[test]
+fn every_seed_that_ever_failed_holds_now() {
+    for seed in FAILED_SEEDS {
+        let r = run(&mixed(), &config(*seed, 7));
+        assert!(r.violations.is_empty(), "seed {seed}: {:#?}", r.violations);
+    }
+}
+
+#[test]
+fn a_month_on_three_engines_with_faults_holds_every_invariant() {
+    let r = run(&mixed(), &config(7, 30));
+    assert!(r.violations.is_empty(), "{:#?}", r.violations);
+    let clicks = &r.tasks[0];
+    assert!(clicks.published > 30 * 1400, "{clicks:?}");
+    assert!(r.faults.values().sum::<u64>() > 0, "{:?}", r.faults);
+}
+
+#[test]
+fn the_same_seed_gives_the_same_report_bit_for_bit() {
+    let a = serde_json::to_string(&run(&mixed(), &config(42, 3))).unwrap();
+    let b = serde_json::to_string(&run(&mixed(), &config(42, 3))).unwrap();
+    assert_eq!(a, b);
+    let c = serde_json::to_string(&run(&mixed(), &config(43, 3))).unwrap();
+    assert_ne!(a, c, "another seed, another world");
+}
+
+/// The first seed (from 1) whose run breaks `invariant` with `plant`, within
+/// `bound` seeds of `days` days.
+fn finds(plant: Plant, invariant: &str, bound: u64, days: i64) -> u64 {
+    for seed in 1..=bound {
+        let mut c = config(seed, days);
+        c.plant = Some(plant);
+        let r = run(&mixed(), &c);
+        if r.violations.iter().any(|v| v.invariant == invariant) {
+            return seed;
+        }
+    }
+    panic!("{plant:?} not found by {invariant} within {bound} seeds");
+}
+
+#[test]
+fn a_fence_that_accepts_an_equal_token_is_found() {
+    assert!(finds(Plant::FenceEqual, "tokens-only-grow", 5, 2) <= 5);
+}
+
+#[test]
+fn a_claim_taken_twice_is_found() {
+    assert!(finds(Plant::DoubleClaim, "one-live-claimer", 2, 1) <= 2);
+}
+
+#[test]
+fn a_catch_up_after_downtime_is_found() {
+    assert!(finds(Plant::CatchUp, "no-catch-up", 5, 3) <= 5);
+}
+
+#[test]
+fn a_pool_over_admitted_by_one_is_found() {
+    assert!(finds(Plant::OverAdmit, "pool-slots", 2, 1) <= 2);
+}
+
+#[test]
+fn a_dropped_notification_is_found() {
+    assert!(finds(Plant::DropNotification, "notified-once-per-fact", 2, 1) <= 2);
+}
+
+#[test]
+fn faults_parse_and_bad_ones_say_why() {
+    assert_eq!(Faults::parse("none").unwrap(), Faults::default());
+    let f = Faults::parse("lost=0.01, kill=2").unwrap();
+    assert_eq!((f.lost, f.kill), (0.01, 2.0));
+    let e = Faults::parse("lost=2").unwrap_err();
+    assert!(e.contains("at most 1"), "{e}");
+    let e = Faults::parse("flood=0.1").unwrap_err();
+    assert!(e.contains("unknown fault kind `flood`"), "{e}");
+    let e = Faults::parse("lost").unwrap_err();
+    assert!(e.contains("kind=rate"), "{e}");
+}
+
+#[test]
+fn zz_debug_one() {
+    let t = std::time::Instant::now();
+    let r = run(&mixed(), &config(1, 1));
+    for l in r.render() {
+        println!("{l}");
+    }
+    println!("{:?}", t.elapsed());
+}
