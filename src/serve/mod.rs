@@ -443,13 +443,17 @@ impl Served {
         self.late.remove(&(spec.name.clone(), occurrence));
         let waited_for = self.waiting.remove(&(spec.name.clone(), occurrence));
         self.checks.remove(&(spec.name.clone(), occurrence));
-        if why == MissedWhy::Down
-            && self
+        // After a restart, and whenever it waited: another engine sharing
+        // the warehouse may have published it or be running it (its own
+        // machine hears only its own lanes' publications).
+        let resolving = match why {
+            MissedWhy::Down => self
                 .resolve_upto
                 .get(&spec.name)
-                .is_some_and(|newest| occurrence <= *newest)
-            && self.handled(&spec.name, &key)
-        {
+                .is_some_and(|newest| occurrence <= *newest),
+            MissedWhy::Waited(_) => true,
+        };
+        if resolving && self.handled(&spec.name, &key) {
             return Ok(());
         }
         let fill = fill_command(&self.manifest, &spec.name, &key);
@@ -481,17 +485,20 @@ impl Served {
                 exec::chain(&e)
             )
         })?;
+        let event = Event::instance(&spec.name, &key)
+            .detail(format!(
+                "due at {}: {text}; fill it with `{fill}`",
+                m.due_at
+            ))
+            .data(serde_json::json!({"due_at": m.due_at, "fill": fill, "reason": reason}));
+        // Announced even when recorded before: whoever recorded it may have
+        // died before announcing it, and the outbox keeps one record per
+        // fact (put-if-absent by its key), so this is at most a no-op.
+        if let Some(notifier) = &self.notifier {
+            notifier.record(State::Missed, &event);
+        }
         if new {
-            let event = Event::instance(&spec.name, &key)
-                .detail(format!(
-                    "due at {}: {text}; fill it with `{fill}`",
-                    m.due_at
-                ))
-                .data(serde_json::json!({"due_at": m.due_at, "fill": fill, "reason": reason}));
-            // Recorded once (put-if-absent above), so announced once.
-            if let Some(notifier) = &self.notifier {
-                notifier.record(State::Missed, &event);
-            }
+            // Recorded once (put-if-absent above), so said once.
             self.emit(State::Missed, event)?;
             self.say.say(
                 "MISSED",

@@ -20,6 +20,9 @@ use crate::store::{decode_partition, encode_partition, segment_problem, Warehous
 
 const SERVE: &str = "_serve";
 
+/// Requests a claim makes before it gives up on a failing store.
+const CLAIM_TRIES: u32 = 4;
+
 /// A task's progress.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Progress {
@@ -170,10 +173,31 @@ pub fn claim(
     validate_segment(task)?;
     let key = format!("{SERVE}/claims/{task}/{}.json", encode_partition(instance));
     let bytes = encode(&key, claim)?;
-    if warehouse.backend().put_if_absent(&key, &bytes)? {
+    // A failed request leaves the outcome unknown (a reply lost after the
+    // write landed, or a 503 before it): read what is there and ask again,
+    // or the instance is neither run nor recorded MISSED.
+    let mut tries = 0;
+    let won = loop {
+        tries += 1;
+        match warehouse.backend().put_if_absent(&key, &bytes) {
+            Ok(won) => break won,
+            Err(e) if tries >= CLAIM_TRIES => return Err(e),
+            Err(_) => {}
+        }
+        if let Ok(Some(held)) = warehouse.backend().get(&key) {
+            if held == bytes {
+                return Ok(None);
+            }
+        }
+    };
+    if won {
         return Ok(None);
     }
     let held = warehouse.backend().get(&key)?.unwrap_or_default();
+    if held == bytes {
+        // Ours: an earlier try landed though its reply was lost.
+        return Ok(None);
+    }
     Ok(Some(serde_json::from_slice(&held).unwrap_or(Claim {
         engine: "an unreadable claim".into(),
         holder: None,

@@ -255,9 +255,10 @@ impl Sim {
         *n += 1;
         let after = crate::exec::readiness::recheck_after(*n).as_secs() as i64;
         match missing {
+            // Serve's executor asks again on a timer for an upstream too.
             Some(why) => Readiness::NotYet {
                 why,
-                again_at: None,
+                again_at: Some(now + after.max(1)),
             },
             None => Readiness::NotYet {
                 why: "its input is not there yet".into(),
@@ -628,10 +629,11 @@ impl Sim {
             return Ok(());
         };
         let engine = self.engines[e].live.as_ref().expect("fed while live");
-        if why == MissedWhy::Down
-            && engine.resolve_upto.get(&task).is_some_and(|n| occ <= *n)
-            && self.handled(e, task, occ, &key)
-        {
+        let resolving = match why {
+            MissedWhy::Down => engine.resolve_upto.get(&task).is_some_and(|n| occ <= *n),
+            MissedWhy::Waited(_) => true,
+        };
+        if resolving && self.handled(e, task, occ, &key) {
             return Ok(());
         }
         if why == MissedWhy::Down && self.cfg.planted(PlantKind::CatchUp) {
@@ -653,16 +655,37 @@ impl Sim {
             fill: format!("weir run --task {} --partition {key}", spec.name),
             recorded_at: instant(self.now),
         };
-        let new = record::record_missed(&engine.warehouse, &m).map_err(|e| e.to_string())?;
-        if new {
-            let end = match why {
-                MissedWhy::Down => End::MissedDown,
-                MissedWhy::Waited(_) => End::MissedWaited,
-            };
-            self.ledger.end((task, occ), end, &spec.name, false);
-            self.announce(format!("missed/{}/{key}", spec.name));
+        let recorded = record::record_missed(&engine.warehouse, &m);
+        // What the store holds now, whatever the reply said (a lost reply
+        // recorded it all the same).
+        let end = match why {
+            MissedWhy::Down => End::MissedDown,
+            MissedWhy::Waited(_) => End::MissedWaited,
+        };
+        if recorded.is_err() && self.missed_recorded(&spec.name, &key) {
+            if !self.ledger.ends.contains_key(&(task, occ)) {
+                self.ledger.end((task, occ), end, &spec.name, false);
+                self.ledger.fact(format!("missed/{}/{key}", spec.name));
+            }
         }
+        let new = recorded.map_err(|e| e.to_string())?;
+        if new {
+            self.ledger.end((task, occ), end, &spec.name, false);
+        }
+        // Announced whether new or not, as serve does.
+        self.announce(format!("missed/{}/{key}", spec.name));
         Ok(())
+    }
+
+    fn missed_recorded(&self, task: &str, key: &str) -> bool {
+        self.store.faults_on(false);
+        let w = Warehouse::with_backend(self.store.clone(), PathBuf::from("/nonexistent/weir-sim"));
+        let there = record::all_missed(&w)
+            .unwrap_or_default()
+            .iter()
+            .any(|m| m.task == task && m.partition == key);
+        self.store.faults_on(true);
+        there
     }
 
     /// Whether an occurrence due before a restart was published, or is

@@ -414,10 +414,21 @@ impl Sim {
                     open_end && self.cfg.down.iter().any(|(a, b)| *b >= to && due >= *a);
                 if due > from && !down_at_end && !self.ledger.ends.contains_key(&(t, o)) {
                     let key = task.spec.trigger.key(o).unwrap_or_default();
+                    let w = crate::store::Warehouse::with_backend(
+                        self.store.clone(),
+                        std::path::PathBuf::from("/nonexistent/weir-sim"),
+                    );
+                    let claim = crate::serve::record::claim_of(&w, &task.spec.name, &key)
+                        .ok()
+                        .flatten()
+                        .map_or_else(
+                            || "no claim".to_owned(),
+                            |c| format!("claimed by {}", c.engine),
+                        );
                     self.ledger.violate(
                         "published-or-missed-once",
                         format!(
-                            "{} {key} (due {}): neither published, MISSED nor failed",
+                            "{} {key} (due {}): neither published, MISSED nor failed ({claim})",
                             task.spec.name,
                             crate::serve::instant(due)
                         ),
