@@ -139,6 +139,7 @@ impl PlantKind {
 /// restarts before everything else.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Ev {
+    Down(usize),
     Kill(usize),
     Restart(usize),
     Wake(usize, u32, i64),
@@ -246,7 +247,7 @@ impl Sim {
         }
         for (a, b) in self.cfg.down.clone() {
             for e in 0..self.engines.len() {
-                self.at(a, Ev::Kill(e));
+                self.at(a, Ev::Down(e));
                 self.at(b, Ev::Restart(e));
             }
         }
@@ -281,7 +282,14 @@ impl Sim {
 
     fn event(&mut self, ev: Ev) {
         match ev {
-            Ev::Kill(e) => self.kill(e),
+            Ev::Down(e) => {
+                self.kill(e);
+            }
+            Ev::Kill(e) => {
+                if self.kill(e) {
+                    self.stats.kills += 1;
+                }
+            }
             Ev::Restart(e) => self.restart(e),
             Ev::Wake(e, inc, at) => {
                 let set = self.engines[e].live.as_ref().and_then(|x| x.wake);
@@ -311,11 +319,10 @@ impl Sim {
 
     /// Kills engine `e` (kill -9): its attempts die with it, its slots stay
     /// taken until their lease runs out, its claims stay.
-    fn kill(&mut self, e: usize) {
+    fn kill(&mut self, e: usize) -> bool {
         let Some(engine) = self.engines[e].live.take() else {
-            return;
+            return false;
         };
-        self.stats.kills += 1;
         let who = (e, engine.inc);
         let mine: Vec<u64> = self
             .attempts
@@ -334,6 +341,7 @@ impl Sim {
                 q.retain(|x| *x != id);
             }
         }
+        true
     }
 
     fn restart(&mut self, e: usize) {

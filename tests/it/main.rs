@@ -58,6 +58,7 @@ mod sensor_reads;
 mod sensors;
 mod serve;
 mod serve_lanes;
+mod simulate;
 mod slo;
 mod slurm;
 #[cfg(feature = "s3")]
