@@ -440,7 +440,7 @@ impl Sim {
         }
         if a.n < self.model.tasks[a.task].max_attempts {
             self.stats.retries[a.task] += 1;
-            let spec = self.model.tasks[a.task].backoff.clone();
+            let spec = self.model.tasks[a.task].backoff;
             let ceiling = crate::exec::retry::Backoff::ceiling(&spec, (a.n - 1) as i32);
             let delay = self.rng.i64(0..=ceiling.as_secs() as i64).max(1);
             self.at(self.now + delay, Ev::Retry(id));
@@ -662,11 +662,12 @@ impl Sim {
             MissedWhy::Down => End::MissedDown,
             MissedWhy::Waited(_) => End::MissedWaited,
         };
-        if recorded.is_err() && self.missed_recorded(&spec.name, &key) {
-            if !self.ledger.ends.contains_key(&(task, occ)) {
-                self.ledger.end((task, occ), end, &spec.name, false);
-                self.ledger.fact(format!("missed/{}/{key}", spec.name));
-            }
+        if recorded.is_err()
+            && self.missed_recorded(&spec.name, &key)
+            && !self.ledger.ends.contains_key(&(task, occ))
+        {
+            self.ledger.end((task, occ), end, &spec.name, false);
+            self.ledger.fact(format!("missed/{}/{key}", spec.name));
         }
         let new = recorded.map_err(|e| e.to_string())?;
         if new {

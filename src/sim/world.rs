@@ -117,7 +117,7 @@ impl FaultyStore {
         Arc::new(FaultyStore {
             inner: MemoryBackend::new(),
             state: Mutex::new(State {
-                rng: fastrand::Rng::with_seed(seed ^ 0x5EED_0F_FA17),
+                rng: fastrand::Rng::with_seed(seed ^ 0x005E_ED0F_FA17),
                 lost: faults.lost,
                 unavailable: faults.unavailable,
                 on: true,
