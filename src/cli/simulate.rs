@@ -60,7 +60,14 @@ fn config(args: &SimulateArgs) -> Result<Config, CliError> {
 pub(crate) fn run(args: &SimulateArgs) -> Result<u8, CliError> {
     let config = config(args)?;
     let manifest = super::error::load(&args.manifest)?;
-    let model = Model::of(&manifest);
+    let mut model = Model::of(&manifest);
+    // Recorded attempts, where the warehouse has them; a warehouse not made
+    // yet (a plan for a new pipeline) has none.
+    if let Ok(warehouse) = crate::store::Warehouse::open_to_read(&manifest.pipeline) {
+        if let Ok((records, _)) = crate::events::read_all_in(&warehouse.events()) {
+            model.with_history(&records);
+        }
+    }
     let report = sim::run(&model, &config);
     let replay = replay(args);
     if args.json {

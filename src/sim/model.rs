@@ -2,6 +2,10 @@
 //! own `specs`), pool, retry class, timeout, sla, and how long and how
 //! reliably its attempts run.
 
+use std::collections::BTreeMap;
+
+use crate::events::payload::Payload;
+use crate::events::{EventRecord, State};
 use crate::manifest::{BackoffSpec, Manifest};
 use crate::serve::due::Trigger;
 use crate::serve::machine::TaskSpec;
@@ -31,7 +35,14 @@ pub struct SimTask {
     pub sla: Option<i64>,
     /// Indexes of its upstream tasks.
     pub upstream: Vec<usize>,
+    /// Recorded attempts its durations and failure rate come from (0: the
+    /// manifest's `expected_duration`).
+    pub history: usize,
 }
+
+/// Attempts a task needs on record before they replace its
+/// `expected_duration`.
+pub const HISTORY_MIN: usize = 5;
 
 /// The pipeline as simulated.
 #[derive(Debug, Clone)]
@@ -79,6 +90,7 @@ impl Model {
                     backoff: retry.backoff,
                     timeout: secs(task.timeout).max(1),
                     sla: task.sla.map(secs),
+                    history: 0,
                     spec,
                 }
             })
@@ -92,6 +104,47 @@ impl Model {
             pipeline: manifest.pipeline.name.clone(),
             tasks,
             pools,
+        }
+    }
+
+    /// Durations (p50, p90) and failure rates from recorded attempts,
+    /// for each task with at least [`HISTORY_MIN`] of them: every SUCCESS
+    /// and FAILED event that ran a command (it carries a duration).
+    pub fn with_history(&mut self, records: &[EventRecord]) {
+        let mut seen: BTreeMap<&str, (Vec<u64>, usize)> = BTreeMap::new();
+        for r in records {
+            let Some(task) = r.task.as_deref() else {
+                continue;
+            };
+            let duration = match Payload::read(r.state, &r.data) {
+                Some(Payload::Failed(ended)) => Some(ended.duration_ms),
+                _ if r.state == State::Success => {
+                    r.data.get("duration_ms").and_then(|d| d.as_u64())
+                }
+                _ => None,
+            };
+            if let Some(d) = duration {
+                let (ds, failed) = seen.entry(task).or_default();
+                ds.push(d);
+                *failed += usize::from(r.state == State::Failed);
+            }
+        }
+        for t in &mut self.tasks {
+            let Some((ds, failed)) = seen.get_mut(t.spec.name.as_str()) else {
+                continue;
+            };
+            if ds.len() < HISTORY_MIN {
+                continue;
+            }
+            ds.sort_unstable();
+            let rank = |q: f64| {
+                let i = ((q * ds.len() as f64).ceil() as usize).clamp(1, ds.len());
+                ds[i - 1] as f64 / 1000.0
+            };
+            t.p50 = rank(0.5).max(1.0);
+            t.p90 = rank(0.9).max(t.p50);
+            t.fail_rate = *failed as f64 / ds.len() as f64;
+            t.history = ds.len();
         }
     }
 
@@ -129,4 +182,73 @@ pub fn covering(upstream: &Trigger, start: i64, end: i64) -> Option<Vec<i64>> {
         last = last.min(e);
     }
     Some((first..=last).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(task: &str, state: State, data: serde_json::Value) -> EventRecord {
+        EventRecord {
+            format_version: 1,
+            ts: "2026-09-01T00:00:00Z".into(),
+            run_id: "run-1".into(),
+            task: Some(task.into()),
+            partition: Some("2026-09-01".into()),
+            attempt: Some(1),
+            token: Some(1),
+            state,
+            detail: String::new(),
+            data,
+        }
+    }
+
+    #[test]
+    fn recorded_attempts_replace_the_expected_duration_once_there_are_enough() {
+        let source = r#"
+[pipeline]
+name = "p"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.day]
+kind = "daily"
+start = "2026-09-01"
+
+[tasks.a]
+command = ["true"]
+partitioned_by = "day"
+output = { dataset = "a", grain = ["id"] }
+expected_duration = "10s"
+
+[tasks.b]
+command = ["true"]
+partitioned_by = "day"
+output = { dataset = "b", grain = ["id"] }
+expected_duration = "10s"
+"#;
+        let m = Manifest::parse("p.toml", source, std::path::Path::new("/tmp/p.toml")).unwrap();
+        let mut model = Model::of(&m);
+        let mut records: Vec<EventRecord> = [60_000u64, 120_000, 90_000, 600_000, 100_000, 80_000]
+            .iter()
+            .map(|d| record("a", State::Success, serde_json::json!({ "duration_ms": d })))
+            .collect();
+        records.push(record(
+            "a",
+            State::Failed,
+            serde_json::json!({"ending": "exit code 75", "exit_code": 75, "signal": null, "duration_ms": 30000, "stderr_tail": ""}),
+        ));
+        // Too few for `b`: its manifest's estimate stays.
+        records.push(record(
+            "b",
+            State::Success,
+            serde_json::json!({ "duration_ms": 999_000 }),
+        ));
+        model.with_history(&records);
+        let a = &model.tasks[model.task("a").unwrap()];
+        assert_eq!((a.history, a.p50, a.p90), (7, 90.0, 600.0));
+        assert!((a.fail_rate - 1.0 / 7.0).abs() < 1e-9, "{}", a.fail_rate);
+        let b = &model.tasks[model.task("b").unwrap()];
+        assert_eq!((b.history, b.p50, b.fail_rate), (0, 10.0, 0.0));
+    }
 }

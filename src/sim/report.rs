@@ -29,6 +29,8 @@ pub struct TaskReport {
     pub retries: u64,
     /// Share of publications within the sla (`None`: no sla).
     pub within_sla: Option<f64>,
+    /// Recorded attempts its durations came from (0: `expected_duration`).
+    pub history: usize,
 }
 
 /// One pool's month.
@@ -105,6 +107,7 @@ impl Report {
                 retries: sim.stats.retries[t],
                 within_sla: (task.sla.is_some() && late + within > 0)
                     .then(|| within as f64 / (late + within) as f64),
+                history: task.history,
             });
         }
         let span = (sim.cfg.to - sim.cfg.from).max(1) as f64;
@@ -183,6 +186,18 @@ impl Report {
                 t.late,
                 t.retries,
                 within
+            ));
+        }
+        let learned: Vec<String> = self
+            .tasks
+            .iter()
+            .filter(|t| t.history > 0)
+            .map(|t| format!("{} ({} attempts)", t.task, t.history))
+            .collect();
+        if !learned.is_empty() {
+            out.push(format!(
+                "durations and failure rates from history: {}",
+                learned.join(", ")
             ));
         }
         out.push(String::new());

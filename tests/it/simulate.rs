@@ -108,3 +108,64 @@ fn bad_simulate_arguments_are_named_with_why() {
         stderr(&out)
     );
 }
+
+#[test]
+fn recorded_attempts_give_the_durations_where_the_warehouse_has_them() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("pipeline.toml"),
+        r#"
+[pipeline]
+name = "hello"
+code_version = "1"
+warehouse = "warehouse"
+
+[partitions.day]
+kind = "daily"
+start = "2026-11-01"
+
+[tasks.greet]
+command = ["sh", "-c", "printf 'day,greeting\n%s,hello\n' \"$WEIR_PARTITION\" > \"$WEIR_OUTPUT_DIR/greetings.csv\""]
+output = { dataset = "greetings", format = "csv", grain = ["day"] }
+expected_duration = "30m"
+"#,
+    )
+    .unwrap();
+    let sim = |dir: &std::path::Path| {
+        ok(&run_in(
+            dir,
+            &[
+                "simulate",
+                "pipeline.toml",
+                "--from",
+                "2026-11-01",
+                "--to",
+                "2026-11-08",
+                "--json",
+            ],
+        ))
+    };
+    let utilisation = |text: &str| {
+        let doc: serde_json::Value = serde_json::from_str(text).unwrap();
+        // Seven days due; the last one starts at the very end.
+        assert_eq!(doc["tasks"][0]["published"], 6, "{doc}");
+        (
+            doc["tasks"][0]["history"].as_u64().unwrap(),
+            doc["pools"][0]["utilisation"].as_f64().unwrap(),
+        )
+    };
+    // No history: half an hour a day out of the default pool's four slots.
+    let (history, before) = utilisation(&sim(dir.path()));
+    assert_eq!(history, 0);
+    for day in 1..=5 {
+        let key = format!("2026-11-0{day}");
+        ok(&run_in(
+            dir.path(),
+            &["run", "pipeline.toml", "--partition", &key],
+        ));
+    }
+    // Five attempts of well under a second each: the estimate gives way.
+    let (history, after) = utilisation(&sim(dir.path()));
+    assert_eq!(history, 5);
+    assert!(after < before / 100.0, "{after} vs {before}");
+}
