@@ -872,26 +872,29 @@ impl Lane {
             run_id: self.run_id.clone(),
             at: crate::clock::now_rfc3339(),
         };
-        let (word, tail, won) = match record::claim(&self.warehouse, &i.task, &i.key, &claim) {
-            Ok(None) => return true,
-            // Its claimer died on this host before publishing: the
-            // fencing makes taking it over safe.
-            Ok(Some(other)) if other.holder.as_ref().is_some_and(|h| h.certainly_dead()) => (
-                "TAKEOVER",
-                format!(": engine {} that claimed it is dead", other.engine),
-                true,
-            ),
-            Ok(Some(other)) => (
-                "CLAIMED",
-                format!(": engine {} runs it (serve {})", other.engine, other.run_id),
-                false,
-            ),
-            Err(e) => (
-                "FAILED",
-                format!(": cannot claim it: {}", exec::chain(&e)),
-                false,
-            ),
-        };
+        let dead = |c: &record::Claim| c.holder.as_ref().is_some_and(|h| h.certainly_dead());
+        let (word, tail, won) =
+            match record::claim_or_take_over(&self.warehouse, &i.task, &i.key, &claim, dead) {
+                Ok(record::Claimed::Won) => return true,
+                // Its claimer died on this host before publishing: the
+                // fencing makes taking it over safe, and the takeover record
+                // makes this serve the only one that does.
+                Ok(record::Claimed::TookOver(other)) => (
+                    "TAKEOVER",
+                    format!(": engine {} that claimed it is dead", other.engine),
+                    true,
+                ),
+                Ok(record::Claimed::Held(other)) => (
+                    "CLAIMED",
+                    format!(": engine {} runs it (serve {})", other.engine, other.run_id),
+                    false,
+                ),
+                Err(e) => (
+                    "FAILED",
+                    format!(": cannot claim it: {}", exec::chain(&e)),
+                    false,
+                ),
+            };
         self.say.say(word, &i.task, &i.key, &tail);
         won
     }

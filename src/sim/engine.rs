@@ -331,11 +331,10 @@ impl Sim {
         let Some(engine) = self.engines[e].live.as_ref() else {
             return false;
         };
-        match record::claim(&engine.warehouse, &name, &key, &claim) {
-            Ok(None) => true,
-            Ok(Some(other)) => {
-                !self.is_live(&other.engine) || self.cfg.planted(PlantKind::DoubleClaim)
-            }
+        let dead = |c: &record::Claim| !self.is_live(&c.engine);
+        match record::claim_or_take_over(&engine.warehouse, &name, &key, &claim, dead) {
+            Ok(record::Claimed::Won | record::Claimed::TookOver(_)) => true,
+            Ok(record::Claimed::Held(_)) => self.cfg.planted(PlantKind::DoubleClaim),
             Err(_) => false,
         }
     }

@@ -248,3 +248,23 @@ fn faults_parse_and_bad_ones_say_why() {
     let e = Faults::parse("lost").unwrap_err();
     assert!(e.contains("kind=rate"), "{e}");
 }
+
+#[test]
+fn zz_debug_one() {
+    for (engines, faults) in [(3, "kill=2"), (3, "lost=0.002,unavailable=0.005")] {
+        let mut bad = Vec::new();
+        for seed in 1..=4 {
+            let mut c = config(seed, 2);
+            c.engines = engines;
+            c.faults = Faults::parse(faults).unwrap();
+            let r = run(&mixed(), &c);
+            for v in r.violations.iter().take(2) {
+                bad.push(format!("  seed {seed}: {} {}", v.invariant, v.detail));
+            }
+        }
+        println!("{engines} engines, {faults}: {} violations", bad.len());
+        for b in bad {
+            println!("{b}");
+        }
+    }
+}
