@@ -555,7 +555,15 @@ impl Served {
         let published = keys
             .iter()
             .any(|k| crate::plan::settled(&self.manifest, &self.warehouse, &t.output.dataset, k));
+        // Its attempts ran out while serve was up: held (or quarantined)
+        // for an operator, with the evidence; not missed.
+        let decided = || {
+            keys.iter().any(|k| {
+                crate::store::marks::read(&self.warehouse, task, k).is_ok_and(|m| m.is_some())
+            })
+        };
         published
+            || decided()
             || record::claim_of(&self.warehouse, task, key)
                 .ok()
                 .flatten()

@@ -163,6 +163,40 @@ pub fn all_missed(warehouse: &Warehouse) -> Result<Vec<Missed>, StoreError> {
     Ok(out)
 }
 
+/// A read asked again while the store fails, [`CLAIM_TRIES`] times: a
+/// claim that cannot be read loses its instance.
+fn again<T>(read: impl Fn() -> Result<T, StoreError>) -> Result<T, StoreError> {
+    let mut tries = 1;
+    loop {
+        match read() {
+            Err(_) if tries < CLAIM_TRIES => tries += 1,
+            done => return done,
+        }
+    }
+}
+
+/// Put-if-absent of a claim or takeover: `true` when the key holds these
+/// bytes. A failed request leaves the outcome unknown (a reply lost after
+/// the write landed, or a 503 before it): it reads what is there and asks
+/// again, or the instance would be neither run nor recorded MISSED.
+fn put_ours(warehouse: &Warehouse, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match warehouse.backend().put_if_absent(key, bytes) {
+            Ok(true) => return Ok(true),
+            Ok(false) => break,
+            Err(e) if tries >= CLAIM_TRIES => return Err(e),
+            Err(_) => {}
+        }
+        if let Ok(Some(held)) = warehouse.backend().get(key) {
+            return Ok(held == bytes);
+        }
+    }
+    // Taken: ours if an earlier try landed though its reply was lost.
+    Ok(again(|| warehouse.backend().get(key))?.is_some_and(|held| held == bytes))
+}
+
 /// Claims a due instance (`instance`: its partition key, or `@<instant>`
 /// for a firing); the existing claim when another serve made it first.
 pub fn claim(
@@ -174,31 +208,10 @@ pub fn claim(
     validate_segment(task)?;
     let key = format!("{SERVE}/claims/{task}/{}.json", encode_partition(instance));
     let bytes = encode(&key, claim)?;
-    // A failed request leaves the outcome unknown (a reply lost after the
-    // write landed, or a 503 before it): read what is there and ask again,
-    // or the instance is neither run nor recorded MISSED.
-    let mut tries = 0;
-    let won = loop {
-        tries += 1;
-        match warehouse.backend().put_if_absent(&key, &bytes) {
-            Ok(won) => break won,
-            Err(e) if tries >= CLAIM_TRIES => return Err(e),
-            Err(_) => {}
-        }
-        if let Ok(Some(held)) = warehouse.backend().get(&key) {
-            if held == bytes {
-                return Ok(None);
-            }
-        }
-    };
-    if won {
+    if put_ours(warehouse, &key, &bytes)? {
         return Ok(None);
     }
-    let held = warehouse.backend().get(&key)?.unwrap_or_default();
-    if held == bytes {
-        // Ours: an earlier try landed though its reply was lost.
-        return Ok(None);
-    }
+    let held = again(|| warehouse.backend().get(&key))?.unwrap_or_default();
     Ok(Some(serde_json::from_slice(&held).unwrap_or(Claim {
         engine: "an unreadable claim".into(),
         holder: None,
@@ -232,19 +245,14 @@ fn holding(
     first: Claim,
 ) -> Result<(Claim, u64), StoreError> {
     let dir = takeovers(task, instance);
-    let last = warehouse
-        .backend()
-        .list(&dir)?
+    let last = again(|| warehouse.backend().list(&dir))?
         .iter()
         .filter_map(|n| n.parse::<u64>().ok())
         .max();
     let Some(n) = last else {
         return Ok((first, 0));
     };
-    let bytes = warehouse
-        .backend()
-        .get(&format!("{dir}/{n}"))?
-        .unwrap_or_default();
+    let bytes = again(|| warehouse.backend().get(&format!("{dir}/{n}")))?.unwrap_or_default();
     Ok((serde_json::from_slice(&bytes).unwrap_or(first), n))
 }
 
@@ -270,21 +278,10 @@ pub fn claim_or_take_over(
     }
     let key = format!("{}/{}", takeovers(task, instance), n + 1);
     let bytes = encode(&key, mine)?;
-    let won = match warehouse.backend().put_if_absent(&key, &bytes) {
-        Ok(won) => won,
-        // Unknown: ours if it holds our bytes.
-        Err(e) => match warehouse.backend().get(&key) {
-            Ok(Some(b)) => b == bytes,
-            _ => return Err(e),
-        },
-    };
-    if won {
+    if put_ours(warehouse, &key, &bytes)? {
         return Ok(Claimed::TookOver(held));
     }
-    let other = warehouse.backend().get(&key)?.unwrap_or_default();
-    if other == bytes {
-        return Ok(Claimed::TookOver(held));
-    }
+    let other = again(|| warehouse.backend().get(&key))?.unwrap_or_default();
     Ok(Claimed::Held(
         serde_json::from_slice(&other).unwrap_or(held),
     ))
@@ -298,10 +295,8 @@ pub fn claim_of(
 ) -> Result<Option<Claim>, StoreError> {
     validate_segment(task)?;
     let key = format!("{SERVE}/claims/{task}/{}.json", encode_partition(instance));
-    let Some(first) = warehouse
-        .backend()
-        .get(&key)?
-        .and_then(|b| serde_json::from_slice(&b).ok())
+    let Some(first) =
+        again(|| warehouse.backend().get(&key))?.and_then(|b| serde_json::from_slice(&b).ok())
     else {
         return Ok(None);
     };

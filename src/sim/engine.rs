@@ -691,7 +691,11 @@ impl Sim {
     /// Whether an occurrence due before a restart was published, or is
     /// claimed by a live engine.
     fn handled(&self, e: usize, task: usize, occ: i64, key: &str) -> bool {
-        if matches!(self.ledger.ends.get(&(task, occ)), Some(End::Published(_))) {
+        // Published, or failed and held for an operator (the run's marker).
+        if matches!(
+            self.ledger.ends.get(&(task, occ)),
+            Some(End::Published(_) | End::Failed)
+        ) {
             return true;
         }
         let Some(engine) = self.engines[e].live.as_ref() else {

@@ -143,9 +143,12 @@ fn simulation_long_sweep() {
     assert!(broken.is_empty(), "{}", explain(&broken));
 }
 
-/// Seeds (two days each) that once broke an invariant: one engine with
-/// every fault lost a period whose claim met a 503 or a lost reply (the
-/// claim now asks again and knows its own).
+/// Seeds (two days each) that once broke an invariant, one engine with
+/// every fault: 1, 3, 5 and 7 lost a period whose claim met a 503 or a
+/// lost reply (a claim now asks again and knows its own); 5 again when the
+/// read after a taken claim met a 503 (reads are asked again too); 1 again
+/// recorded a period MISSED as down after its attempts ran out while serve
+/// was up (a held instance is handled, not missed).
 const FAILED_SEEDS: &[u64] = &[1, 3, 5, 7];
 
 #[test]
@@ -247,24 +250,4 @@ fn faults_parse_and_bad_ones_say_why() {
     assert!(e.contains("unknown fault kind `flood`"), "{e}");
     let e = Faults::parse("lost").unwrap_err();
     assert!(e.contains("kind=rate"), "{e}");
-}
-
-#[test]
-fn zz_debug_one() {
-    for (engines, faults) in [(3, "kill=2"), (3, "lost=0.002,unavailable=0.005")] {
-        let mut bad = Vec::new();
-        for seed in 1..=4 {
-            let mut c = config(seed, 2);
-            c.engines = engines;
-            c.faults = Faults::parse(faults).unwrap();
-            let r = run(&mixed(), &c);
-            for v in r.violations.iter().take(2) {
-                bad.push(format!("  seed {seed}: {} {}", v.invariant, v.detail));
-            }
-        }
-        println!("{engines} engines, {faults}: {} violations", bad.len());
-        for b in bad {
-            println!("{b}");
-        }
-    }
 }
