@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use super::check::{label, End};
 use super::{Ev, PlantKind, Sim};
+use crate::exec::classify;
 use crate::serve::due::Trigger;
 use crate::serve::machine::{Action, Input, Instance, Machine, MissedWhy, Readiness};
 use crate::serve::{instant, record, trigger_text};
@@ -49,6 +50,8 @@ pub(crate) struct Attempt {
     queued: i64,
     pub(crate) started: Option<i64>,
     ok: bool,
+    /// Killed at its timeout (a hang, or too slow).
+    timed_out: bool,
 }
 
 impl Engine {
@@ -386,6 +389,7 @@ impl Sim {
                 queued: self.now,
                 started: None,
                 ok: false,
+                timed_out: false,
             },
         );
         self.enqueue(id);
@@ -414,6 +418,7 @@ impl Sim {
         let a = self.attempts.get_mut(&id).expect("queued attempts exist");
         a.started = Some(now);
         a.ok = !hang && !fail && secs < task.timeout;
+        a.timed_out = secs >= task.timeout;
         self.stats
             .waits
             .entry(task.pool.clone())
@@ -437,10 +442,18 @@ impl Sim {
             self.done(id);
             return;
         }
-        if a.n < self.model.tasks[a.task].max_attempts {
+        // The engine's own decision: retry while attempts last (a lane's
+        // run has its budget's floor for its few instances), else held or
+        // quarantined.
+        let task = &self.model.tasks[a.task];
+        let (disposition, class) = if a.timed_out {
+            &task.on_timeout
+        } else {
+            &task.on_fail
+        };
+        if classify::next(*disposition, a.n, class, || true) == classify::Next::Retry {
             self.stats.retries[a.task] += 1;
-            let spec = self.model.tasks[a.task].backoff;
-            let ceiling = crate::exec::retry::Backoff::ceiling(&spec, (a.n - 1) as i32);
+            let ceiling = crate::exec::retry::Backoff::ceiling(&class.backoff, (a.n - 1) as i32);
             let delay = self.rng.i64(0..=ceiling.as_secs() as i64).max(1);
             self.at(self.now + delay, Ev::Retry(id));
             return;

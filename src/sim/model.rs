@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use crate::events::payload::Payload;
 use crate::events::{EventRecord, State};
-use crate::manifest::{BackoffSpec, Manifest};
+use crate::exec::classify::{self, Ending};
+use crate::manifest::{Disposition, Manifest, RetryClass};
 use crate::serve::due::Trigger;
 use crate::serve::machine::TaskSpec;
 
@@ -25,10 +26,13 @@ pub struct SimTask {
     pub p90: f64,
     /// Share of attempts that fail (before `--faults fail`).
     pub fail_rate: f64,
-    /// Attempts in all.
+    /// Attempts in all (the larger of its two classes').
     pub max_attempts: u32,
-    /// Delay between attempts.
-    pub backoff: BackoffSpec,
+    /// What a failed attempt (exit code 1) gets, and under which class:
+    /// the engine's own classification (`exec::classify`).
+    pub on_fail: (Disposition, RetryClass),
+    /// What an attempt killed at its timeout gets.
+    pub on_timeout: (Disposition, RetryClass),
     /// Attempt time limit, seconds.
     pub timeout: i64,
     /// Publication deadline after the period ends, seconds.
@@ -69,11 +73,12 @@ impl Model {
             .into_iter()
             .map(|spec| {
                 let task = &manifest.tasks[&spec.name];
-                let retry = manifest
-                    .retry
-                    .get(&task.retry)
-                    .cloned()
-                    .unwrap_or_else(crate::manifest::RetryClass::default_class);
+                let class = |ending: &Ending| {
+                    let rule = classify::rule(task, ending);
+                    let (d, class, _) = classify::resolve(manifest, task, &rule);
+                    (d, class.clone())
+                };
+                let (on_fail, on_timeout) = (class(&Ending::Exit(1)), class(&Ending::Timeout));
                 let p50 = task.expected_duration.as_secs_f64().max(1.0);
                 SimTask {
                     upstream: spec
@@ -86,8 +91,9 @@ impl Model {
                     p50,
                     p90: p50 * 1.5,
                     fail_rate: 0.0,
-                    max_attempts: retry.max_attempts.max(1),
-                    backoff: retry.backoff,
+                    max_attempts: on_fail.1.max_attempts.max(on_timeout.1.max_attempts).max(1),
+                    on_fail,
+                    on_timeout,
                     timeout: secs(task.timeout).max(1),
                     sla: task.sla.map(secs),
                     history: 0,
