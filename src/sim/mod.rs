@@ -15,7 +15,8 @@
 //!
 //! Real code: serve's decision machine and `due`, serve's records (claims,
 //! MISSED, progress), the store's token allocation and fenced commit over
-//! the in-memory backend, retry backoff ceilings. Modelled: the process
+//! the in-memory backend, the failure classification and retry decision
+//! (`exec::classify`) with backoff ceilings. Modelled: the process
 //! table (durations, exits, hangs), pools (one slot table across engines,
 //! a dead engine's slots freed after a lease timeout), readiness (an
 //! instance is ready when the upstream periods it overlaps are published
