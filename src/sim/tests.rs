@@ -174,6 +174,7 @@ fn three_engines_with_kills_never_lose_a_claimed_period() {
 #[test]
 fn a_month_on_three_engines_with_faults_holds_every_invariant() {
     let r = run(&mixed(), &config(8, 30));
+    println!("a month on three engines: {} steps", r.steps);
     assert!(r.violations.is_empty(), "{:#?}", r.violations);
     assert_eq!(r.engines, 3);
     let clicks = &r.tasks[0];
@@ -250,4 +251,72 @@ fn faults_parse_and_bad_ones_say_why() {
     assert!(e.contains("unknown fault kind `flood`"), "{e}");
     let e = Faults::parse("lost").unwrap_err();
     assert!(e.contains("kind=rate"), "{e}");
+}
+
+/// An hourly task with a one-hour sla in pool `main` of one slot, and
+/// perhaps a daily task of two hours in the same pool.
+fn capacity(with_daily: bool) -> Model {
+    let mut source = r#"
+[pipeline]
+name = "capacity"
+code_version = "1"
+warehouse = "wh"
+
+[pools.main]
+slots = 1
+
+[partitions.hour]
+kind = "hourly"
+start = "2026-09-01T00"
+
+[partitions.day]
+kind = "daily"
+start = "2026-09-01"
+
+[tasks.hourly]
+command = ["true"]
+partitioned_by = "hour"
+output = { dataset = "hourly", grain = ["id"] }
+expected_duration = "20m"
+pool = "main"
+sla = "1h"
+"#
+    .to_owned();
+    if with_daily {
+        source.push_str(
+            r#"
+[tasks.daily]
+command = ["true"]
+partitioned_by = "day"
+output = { dataset = "daily", grain = ["id"] }
+expected_duration = "2h"
+timeout = "6h"
+pool = "main"
+"#,
+        );
+    }
+    let m = Manifest::parse("c.toml", &source, std::path::Path::new("/tmp/c.toml"))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    Model::of(&m)
+}
+
+#[test]
+fn a_two_hour_daily_task_in_the_pool_shows_what_it_costs_the_hourly_sla() {
+    let from = at("2026-09-02T00:00:30Z");
+    let c = Config::new(3, 1, from, from + 7 * 86_400);
+    let alone = run(&capacity(false), &c);
+    let shared = run(&capacity(true), &c);
+    assert!(alone.violations.is_empty() && shared.violations.is_empty());
+    let share = |r: &report::Report| r.tasks[0].within_sla.unwrap();
+    assert_eq!(share(&alone), 1.0, "{:?}", alone.tasks[0]);
+    // Every day the two hours of `daily` hold the one slot: the hours due
+    // meanwhile queue behind it and some miss their hour.
+    assert!(share(&shared) < 0.99, "{:?}", shared.tasks[0]);
+    assert!(shared.tasks[0].late > 0, "{:?}", shared.tasks[0]);
+    let main = |r: &report::Report| r.pools.iter().find(|p| p.pool == "main").unwrap().clone();
+    assert!(
+        main(&shared).wait_p95 > main(&alone).wait_p95,
+        "{:?}",
+        main(&shared)
+    );
 }
