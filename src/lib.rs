@@ -35,10 +35,11 @@
 //! 9. `notify`, `lineage` — what a run tells the outside (pager targets, OpenLineage), fed by the run's events.
 //! 10. `session` — one run as every front end starts it (run, backfill, retry, repair, serve's batches): signals, the notify outbox, lineage, the Delta tables' repair.
 //! 11. `serve` — the long-running scheduler: starts runs (through `session`) on cron and sensor triggers, and records its own status.
-//! 12. `ops` — the operator's actions and read models (status, decisions, rollback, gc, verify, SLOs), once for every front end; status includes serve's.
-//! 13. `report` — the static HTML report built from ops' read models.
-//! 14. `console` — the live web console over ops and report.
-//! 15. `cli` — parses arguments and prints; every decision it shows is made below.
+//! 12. `sim` — the deterministic simulator: serve's real machine and records, K engines, a simulated clock and store faults, invariants checked at every step.
+//! 13. `ops` — the operator's actions and read models (status, decisions, rollback, gc, verify, SLOs), once for every front end; status includes serve's.
+//! 14. `report` — the static HTML report built from ops' read models.
+//! 15. `console` — the live web console over ops and report.
+//! 16. `cli` — parses arguments and prints; every decision it shows is made below.
 //!
 //! One crate, not a workspace: the test holds the direction at the cost of
 //! reading some text, where a crate per layer would add links and build
@@ -63,4 +64,5 @@ pub mod plan;
 pub mod report;
 pub mod serve;
 pub mod session;
+pub mod sim;
 pub mod store;

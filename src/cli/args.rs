@@ -75,6 +75,35 @@ pub(crate) enum Command {
     Doctor(DoctorArgs),
     /// Notifications not yet delivered per target; `--flush` delivers them now.
     Notify(NotifyArgs),
+    /// Simulate serve over a span of time in seconds: published, missed, late, pool waits, invariants.
+    Simulate(SimulateArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SimulateArgs {
+    /// Manifest file.
+    pub(crate) manifest: PathBuf,
+    /// Start of the simulated span (RFC 3339, or a date: its midnight UTC).
+    #[arg(long)]
+    pub(crate) from: String,
+    /// End of the simulated span.
+    #[arg(long)]
+    pub(crate) to: String,
+    /// Everything random is drawn from it: the same seed, the same report.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// Engines sharing the warehouse.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) engines: usize,
+    /// A window when every engine is down (FROM..TO); repeatable.
+    #[arg(long, value_name = "FROM..TO")]
+    pub(crate) down: Vec<String>,
+    /// `none`, `default`, or kind=rate,... (lost, unavailable, kill, late, fail, hang).
+    #[arg(long, default_value = "none")]
+    pub(crate) faults: String,
+    /// Print one JSON document.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -6,7 +6,7 @@
 //! | 1 | a task instance failed: quarantined, held, skipped or gate failure |
 //! | 2 | invalid manifest, arguments or usage |
 //! | 3 | a publish or an operator action was refused (stale token while readers see something else than it would have published, nothing to roll back to) |
-//! | 4 | `status --check` found something that needs attention (LATE, HELD, QUARANTINED) |
+//! | 4 | `status --check` found something that needs attention (LATE, HELD, QUARANTINED); `simulate` found an invariant broken |
 //! | 5 | the engine could not do its own work: warehouse or event-log I/O (ENOSPC, EIO, EACCES), corrupt or missing record, a visible generation its record does not prove (sums, digest, token), a commit whose outcome had to be settled by rereading the log; it wins over 1 and 3 |
 //! | 130, 143 | a run interrupted by SIGINT, SIGTERM (it wins over every other code) |
 

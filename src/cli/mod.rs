@@ -18,6 +18,7 @@ mod plan;
 mod repair;
 mod run;
 mod serve;
+mod simulate;
 mod slo;
 pub(crate) mod status;
 mod steer;
@@ -96,6 +97,7 @@ pub fn main() -> ExitCode {
         Command::Completions(a) => completions(&a),
         Command::Doctor(a) => doctor(&a),
         Command::Notify(a) => notify::run(&a),
+        Command::Simulate(a) => simulate::run(&a),
     };
     // The one place where an error becomes an exit code.
     ExitCode::from(error::finish(outcome))

@@ -122,3 +122,66 @@ pub fn resolve<'m>(
         }
     }
 }
+
+/// What a failed attempt gets next, decided from its disposition alone (no
+/// I/O, no clock: the scheduler and the simulator share it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Another attempt, after the class's backoff.
+    Retry,
+    /// Retryable, but the run's retry budget is spent: held for an operator.
+    BudgetSpent,
+    /// Retryable, but its attempts ran out: the class's `on_exhausted`.
+    Exhausted(Disposition),
+    /// Not retryable: quarantined or held at once.
+    Terminal(Disposition),
+}
+
+/// What attempt number `attempt` of `max_attempts`, failed with
+/// `disposition`, gets; `take_budget` takes one retry from the run's
+/// budget (asked only when a retry is due).
+pub fn next(
+    disposition: Disposition,
+    attempt: u32,
+    class: &RetryClass,
+    take_budget: impl FnOnce() -> bool,
+) -> Next {
+    match disposition {
+        Disposition::Retry if attempt < class.max_attempts => {
+            if take_budget() {
+                Next::Retry
+            } else {
+                Next::BudgetSpent
+            }
+        }
+        Disposition::Retry => Next::Exhausted(class.on_exhausted),
+        other => Next::Terminal(other),
+    }
+}
+
+#[cfg(test)]
+mod next_tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_is_retried_while_attempts_and_budget_last_then_gets_its_class_end() {
+        let class = RetryClass::default_class();
+        assert_eq!(next(Disposition::Retry, 1, &class, || true), Next::Retry);
+        assert_eq!(
+            next(Disposition::Retry, 2, &class, || false),
+            Next::BudgetSpent
+        );
+        assert_eq!(
+            next(Disposition::Retry, class.max_attempts, &class, || panic!(
+                "no retry is due"
+            )),
+            Next::Exhausted(class.on_exhausted)
+        );
+        for d in [Disposition::Quarantine, Disposition::Hold] {
+            assert_eq!(
+                next(d, 1, &class, || panic!("no retry is due")),
+                Next::Terminal(d)
+            );
+        }
+    }
+}

@@ -664,34 +664,35 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         let (disposition, class, kind) = classify::resolve(self.cx.manifest, task, &rule);
         let attempt = self.attempts[id];
         let event = || Event::instance(task_name, partition).attempt(attempt, token);
-        match disposition {
-            Disposition::Retry if attempt < class.max_attempts => {
-                if self.budget.try_take() {
-                    let rng = fastrand::Rng::with_seed(self.rng.u64(..));
-                    let backoff =
-                        self.backoffs[id].get_or_insert_with(|| Backoff::new(class.backoff, rng));
-                    let delay = backoff.next().unwrap_or(Duration::ZERO);
-                    self.cx.emit(
-                        State::Retrying,
-                        event()
-                            .detail(format!(
-                                "{kind} failure ({reason}); attempt {} of {} in {}",
-                                attempt + 1,
-                                class.max_attempts,
-                                crate::manifest::duration::human(delay)
-                            ))
-                            .data(
-                                Payload::Retrying(payload::Retrying {
-                                    class: kind.clone(),
-                                    delay_ms: delay.as_millis() as u64,
-                                    next_attempt: attempt + 1,
-                                })
-                                .to_json(),
-                            ),
-                    );
-                    self.retry_in = delay;
-                    return None;
-                }
+        let budget = &mut self.budget;
+        match classify::next(disposition, attempt, class, || budget.try_take()) {
+            classify::Next::Retry => {
+                let rng = fastrand::Rng::with_seed(self.rng.u64(..));
+                let backoff =
+                    self.backoffs[id].get_or_insert_with(|| Backoff::new(class.backoff, rng));
+                let delay = backoff.next().unwrap_or(Duration::ZERO);
+                self.cx.emit(
+                    State::Retrying,
+                    event()
+                        .detail(format!(
+                            "{kind} failure ({reason}); attempt {} of {} in {}",
+                            attempt + 1,
+                            class.max_attempts,
+                            crate::manifest::duration::human(delay)
+                        ))
+                        .data(
+                            Payload::Retrying(payload::Retrying {
+                                class: kind.clone(),
+                                delay_ms: delay.as_millis() as u64,
+                                next_attempt: attempt + 1,
+                            })
+                            .to_json(),
+                        ),
+                );
+                self.retry_in = delay;
+                None
+            }
+            classify::Next::BudgetSpent => {
                 let why = format!(
                     "{kind} failure ({reason}) but the run's retry budget is spent ({} retries): held for an operator",
                     self.budget.used()
@@ -709,14 +710,14 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 self.mark(id, Mark::Held, &why);
                 Some(InstanceResult::Held(why))
             }
-            Disposition::Retry => {
+            classify::Next::Exhausted(end) => {
                 let why = format!(
                     "{kind} failure ({reason}) after {attempt} of {} attempts",
                     class.max_attempts
                 );
-                self.terminal(id, class.on_exhausted, event(), why, &kind)
+                self.terminal(id, end, event(), why, &kind)
             }
-            other => self.terminal(
+            classify::Next::Terminal(other) => self.terminal(
                 id,
                 other,
                 event(),

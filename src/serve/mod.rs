@@ -475,13 +475,17 @@ impl Served {
         self.late.remove(&(spec.name.clone(), occurrence));
         let waited_for = self.waiting.remove(&(spec.name.clone(), occurrence));
         self.checks.remove(&(spec.name.clone(), occurrence));
-        if why == MissedWhy::Down
-            && self
+        // After a restart, and whenever it waited: another engine sharing
+        // the warehouse may have published it or be running it (its own
+        // machine hears only its own lanes' publications).
+        let resolving = match why {
+            MissedWhy::Down => self
                 .resolve_upto
                 .get(&spec.name)
-                .is_some_and(|newest| occurrence <= *newest)
-            && self.handled(&spec.name, &key)
-        {
+                .is_some_and(|newest| occurrence <= *newest),
+            MissedWhy::Waited(_) => true,
+        };
+        if resolving && self.handled(&spec.name, &key) {
             return Ok(());
         }
         let fill = fill_command(&self.manifest, &spec.name, &key);
@@ -515,17 +519,20 @@ impl Served {
                     exec::chain(&e)
                 )
             })?;
+        let event = Event::instance(&spec.name, &key)
+            .detail(format!(
+                "due at {}: {text}; fill it with `{fill}`",
+                m.due_at
+            ))
+            .data(serde_json::json!({"due_at": m.due_at, "fill": fill, "reason": reason}));
+        // Announced even when recorded before: whoever recorded it may have
+        // died before announcing it, and the outbox keeps one record per
+        // fact (put-if-absent by its key), so this is at most a no-op.
+        if let Some(notifier) = &self.notifier {
+            notifier.record(State::Missed, &event);
+        }
         if new {
-            let event = Event::instance(&spec.name, &key)
-                .detail(format!(
-                    "due at {}: {text}; fill it with `{fill}`",
-                    m.due_at
-                ))
-                .data(serde_json::json!({"due_at": m.due_at, "fill": fill, "reason": reason}));
-            // Recorded once (put-if-absent above), so announced once.
-            if let Some(notifier) = &self.notifier {
-                notifier.record(State::Missed, &event);
-            }
+            // Recorded once (put-if-absent above), so said once.
             self.emit(State::Missed, event)?;
             self.say.say(
                 "MISSED",
@@ -582,7 +589,15 @@ impl Served {
         let published = keys
             .iter()
             .any(|k| crate::plan::settled(&self.manifest, &self.warehouse, &t.output.dataset, k));
+        // Its attempts ran out while serve was up: held (or quarantined)
+        // for an operator, with the evidence; not missed.
+        let decided = || {
+            keys.iter().any(|k| {
+                crate::store::marks::read(&self.warehouse, task, k).is_ok_and(|m| m.is_some())
+            })
+        };
         published
+            || decided()
             || record::claim_of(&self.warehouse, task, key)
                 .ok()
                 .flatten()
@@ -899,26 +914,29 @@ impl Lane {
             run_id: self.run_id.clone(),
             at: crate::clock::now_rfc3339(),
         };
-        let (word, tail, won) = match record::claim(&self.warehouse, &i.task, &i.key, &claim) {
-            Ok(None) => return true,
-            // Its claimer died on this host before publishing: the
-            // fencing makes taking it over safe.
-            Ok(Some(other)) if other.holder.as_ref().is_some_and(|h| h.certainly_dead()) => (
-                "TAKEOVER",
-                format!(": engine {} that claimed it is dead", other.engine),
-                true,
-            ),
-            Ok(Some(other)) => (
-                "CLAIMED",
-                format!(": engine {} runs it (serve {})", other.engine, other.run_id),
-                false,
-            ),
-            Err(e) => (
-                "FAILED",
-                format!(": cannot claim it: {}", exec::chain(&e)),
-                false,
-            ),
-        };
+        let dead = |c: &record::Claim| c.holder.as_ref().is_some_and(|h| h.certainly_dead());
+        let (word, tail, won) =
+            match record::claim_or_take_over(&self.warehouse, &i.task, &i.key, &claim, dead) {
+                Ok(record::Claimed::Won) => return true,
+                // Its claimer died on this host before publishing: the
+                // fencing makes taking it over safe, and the takeover record
+                // makes this serve the only one that does.
+                Ok(record::Claimed::TookOver(other)) => (
+                    "TAKEOVER",
+                    format!(": engine {} that claimed it is dead", other.engine),
+                    true,
+                ),
+                Ok(record::Claimed::Held(other)) => (
+                    "CLAIMED",
+                    format!(": engine {} runs it (serve {})", other.engine, other.run_id),
+                    false,
+                ),
+                Err(e) => (
+                    "FAILED",
+                    format!(": cannot claim it: {}", exec::chain(&e)),
+                    false,
+                ),
+            };
         self.say.say(word, &i.task, &i.key, &tail);
         won
     }

@@ -5,6 +5,7 @@
 //!  _serve/progress/<task>.json              newest occurrence started or missed (replaced)
 //!  _serve/missed/<task>/<partition>.json    a MISSED period, put-if-absent: recorded once
 //!  _serve/claims/<task>/<instance>.json     who runs a due instance, put-if-absent: one serve does
+//!  _serve/takeovers/<task>/<instance>/<n>   the n-th takeover from a dead claimer, put-if-absent: one wins
 //!  _serve/clock/<engine>                    written to read the store's time (replaced)
 //! ```
 //!
@@ -19,6 +20,9 @@ use crate::store::error::StoreError;
 use crate::store::{decode_partition, encode_partition, segment_problem, Warehouse};
 
 const SERVE: &str = "_serve";
+
+/// Requests a claim makes before it gives up on a failing store.
+const CLAIM_TRIES: u32 = 4;
 
 /// A task's progress.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -159,6 +163,40 @@ pub fn all_missed(warehouse: &Warehouse) -> Result<Vec<Missed>, StoreError> {
     Ok(out)
 }
 
+/// A read asked again while the store fails, [`CLAIM_TRIES`] times: a
+/// claim that cannot be read loses its instance.
+fn again<T>(read: impl Fn() -> Result<T, StoreError>) -> Result<T, StoreError> {
+    let mut tries = 1;
+    loop {
+        match read() {
+            Err(_) if tries < CLAIM_TRIES => tries += 1,
+            done => return done,
+        }
+    }
+}
+
+/// Put-if-absent of a claim or takeover: `true` when the key holds these
+/// bytes. A failed request leaves the outcome unknown (a reply lost after
+/// the write landed, or a 503 before it): it reads what is there and asks
+/// again, or the instance would be neither run nor recorded MISSED.
+fn put_ours(warehouse: &Warehouse, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match warehouse.backend().put_if_absent(key, bytes) {
+            Ok(true) => return Ok(true),
+            Ok(false) => break,
+            Err(e) if tries >= CLAIM_TRIES => return Err(e),
+            Err(_) => {}
+        }
+        if let Ok(Some(held)) = warehouse.backend().get(key) {
+            return Ok(held == bytes);
+        }
+    }
+    // Taken: ours if an earlier try landed though its reply was lost.
+    Ok(again(|| warehouse.backend().get(key))?.is_some_and(|held| held == bytes))
+}
+
 /// Claims a due instance (`instance`: its partition key, or `@<instant>`
 /// for a firing); the existing claim when another serve made it first.
 pub fn claim(
@@ -170,10 +208,10 @@ pub fn claim(
     validate_segment(task)?;
     let key = format!("{SERVE}/claims/{task}/{}.json", encode_partition(instance));
     let bytes = encode(&key, claim)?;
-    if warehouse.backend().put_if_absent(&key, &bytes)? {
+    if put_ours(warehouse, &key, &bytes)? {
         return Ok(None);
     }
-    let held = warehouse.backend().get(&key)?.unwrap_or_default();
+    let held = again(|| warehouse.backend().get(&key))?.unwrap_or_default();
     Ok(Some(serde_json::from_slice(&held).unwrap_or(Claim {
         engine: "an unreadable claim".into(),
         holder: None,
@@ -182,7 +220,74 @@ pub fn claim(
     })))
 }
 
-/// The claim of a due instance, if any.
+/// How a claim went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claimed {
+    /// This serve claimed it first.
+    Won,
+    /// Its claimer is dead: this serve took it over (one of several racing
+    /// serves does, by put-if-absent of the next takeover).
+    TookOver(Claim),
+    /// A live serve holds it.
+    Held(Claim),
+}
+
+fn takeovers(task: &str, instance: &str) -> String {
+    format!("{SERVE}/takeovers/{task}/{}", encode_partition(instance))
+}
+
+/// The claim that holds an instance now: its last takeover, else its
+/// claim; with the number of takeovers.
+fn holding(
+    warehouse: &Warehouse,
+    task: &str,
+    instance: &str,
+    first: Claim,
+) -> Result<(Claim, u64), StoreError> {
+    let dir = takeovers(task, instance);
+    let last = again(|| warehouse.backend().list(&dir))?
+        .iter()
+        .filter_map(|n| n.parse::<u64>().ok())
+        .max();
+    let Some(n) = last else {
+        return Ok((first, 0));
+    };
+    let bytes = again(|| warehouse.backend().get(&format!("{dir}/{n}")))?.unwrap_or_default();
+    Ok((serde_json::from_slice(&bytes).unwrap_or(first), n))
+}
+
+/// Claims a due instance, or takes it over when `dead` says its holder
+/// died: two serves that both see the holder dead cannot both take it
+/// over.
+pub fn claim_or_take_over(
+    warehouse: &Warehouse,
+    task: &str,
+    instance: &str,
+    mine: &Claim,
+    dead: impl Fn(&Claim) -> bool,
+) -> Result<Claimed, StoreError> {
+    let Some(first) = claim(warehouse, task, instance, mine)? else {
+        return Ok(Claimed::Won);
+    };
+    let (held, n) = holding(warehouse, task, instance, first)?;
+    if held == *mine {
+        return Ok(Claimed::Won);
+    }
+    if !dead(&held) {
+        return Ok(Claimed::Held(held));
+    }
+    let key = format!("{}/{}", takeovers(task, instance), n + 1);
+    let bytes = encode(&key, mine)?;
+    if put_ours(warehouse, &key, &bytes)? {
+        return Ok(Claimed::TookOver(held));
+    }
+    let other = again(|| warehouse.backend().get(&key))?.unwrap_or_default();
+    Ok(Claimed::Held(
+        serde_json::from_slice(&other).unwrap_or(held),
+    ))
+}
+
+/// The claim of a due instance, if any: its last takeover's, if any.
 pub fn claim_of(
     warehouse: &Warehouse,
     task: &str,
@@ -190,10 +295,12 @@ pub fn claim_of(
 ) -> Result<Option<Claim>, StoreError> {
     validate_segment(task)?;
     let key = format!("{SERVE}/claims/{task}/{}.json", encode_partition(instance));
-    Ok(warehouse
-        .backend()
-        .get(&key)?
-        .and_then(|b| serde_json::from_slice(&b).ok()))
+    let Some(first) =
+        again(|| warehouse.backend().get(&key))?.and_then(|b| serde_json::from_slice(&b).ok())
+    else {
+        return Ok(None);
+    };
+    holding(warehouse, task, instance, first).map(|(c, _)| Some(c))
 }
 
 /// How far this engine's clock ([`crate::clock::system_ms`]) is ahead of
@@ -222,4 +329,41 @@ pub fn clock_skew_ms(warehouse: &Warehouse, engine: &str) -> Result<i64, StoreEr
     // agreement.
     let skew = mine - store;
     Ok(if skew.abs() < 1_000 { 0 } else { skew })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim_by(engine: &str) -> Claim {
+        Claim {
+            engine: engine.into(),
+            holder: None,
+            run_id: format!("serve-{engine}"),
+            at: "2026-09-20T10:00:00Z".into(),
+        }
+    }
+
+    #[test]
+    fn two_serves_seeing_a_dead_claimer_cannot_both_take_over() {
+        let backend = std::sync::Arc::new(crate::store::MemoryBackend::new());
+        let w = Warehouse::with_backend(backend, "/nonexistent".into());
+        let dead = |c: &Claim| c.engine == "a";
+        let first = claim_or_take_over(&w, "t", "2026-09-20T09", &claim_by("a"), dead).unwrap();
+        assert_eq!(first, Claimed::Won);
+        let b = claim_or_take_over(&w, "t", "2026-09-20T09", &claim_by("b"), dead).unwrap();
+        assert_eq!(b, Claimed::TookOver(claim_by("a")));
+        let c = claim_or_take_over(&w, "t", "2026-09-20T09", &claim_by("c"), dead).unwrap();
+        assert_eq!(c, Claimed::Held(claim_by("b")));
+        assert_eq!(
+            claim_of(&w, "t", "2026-09-20T09").unwrap(),
+            Some(claim_by("b"))
+        );
+        // b dies too: the next serve takes it over from b, once.
+        let dead = |c: &Claim| c.engine != "c" && c.engine != "d";
+        let c = claim_or_take_over(&w, "t", "2026-09-20T09", &claim_by("c"), dead).unwrap();
+        assert_eq!(c, Claimed::TookOver(claim_by("b")));
+        let d = claim_or_take_over(&w, "t", "2026-09-20T09", &claim_by("d"), dead).unwrap();
+        assert_eq!(d, Claimed::Held(claim_by("c")));
+    }
 }

@@ -60,6 +60,7 @@ mod sensor_reads;
 mod sensors;
 mod serve;
 mod serve_lanes;
+mod simulate;
 mod slo;
 mod slurm;
 mod special_files;

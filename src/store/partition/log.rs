@@ -277,7 +277,10 @@ impl PartitionStore {
         loop {
             let next = match &latest {
                 None => Generation::FIRST,
-                Some(cur) if record.token <= cur.token => {
+                Some(cur)
+                    if record.token < cur.token
+                        || (record.token == cur.token && !equal_token_accepted()) =>
+                {
                     return Err(PublishError::Stale {
                         mine: record.token,
                         committed: cur.token,
@@ -388,3 +391,26 @@ pub(super) fn listing_start(g: Generation) -> String {
 
 /// Generations between two log checkpoints: one listing page of S3.
 const LOG_CHECKPOINT_EVERY: u64 = 1000;
+
+#[cfg(test)]
+thread_local! {
+    /// A planted bug for the simulator's tests: the commit accepts a token
+    /// equal to the committed one (test builds only, this thread only).
+    static ACCEPT_EQUAL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Plants (or removes) the equal-token bug on this thread.
+#[cfg(test)]
+pub fn plant_equal_token(on: bool) {
+    ACCEPT_EQUAL.with(|c| c.set(on));
+}
+
+#[cfg(test)]
+fn equal_token_accepted() -> bool {
+    ACCEPT_EQUAL.with(|c| c.get())
+}
+
+#[cfg(not(test))]
+fn equal_token_accepted() -> bool {
+    false
+}

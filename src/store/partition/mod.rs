@@ -55,6 +55,8 @@ use crate::store::log::CommitRecord;
 use crate::store::token::{FencingToken, Generation};
 
 pub use files::Downloaded;
+#[cfg(test)]
+pub use log::plant_equal_token;
 pub use seen::Look;
 pub(crate) use seen::{look_dataset, SeenGenerations};
 pub use tokens::Allocation;

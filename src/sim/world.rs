@@ -1,0 +1,238 @@
+//! The simulated store: the real in-memory backend behind a wrapper that
+//! injects the faults an object store shows, each drawn from the seed.
+//!
+//! ```text
+//!  lost         a write lands, its reply is lost: the caller sees an error
+//!  unavailable  a request fails before it does anything (a 503)
+//! ```
+//!
+//! Reads and listings are never cut short: S3 lists consistently, and the
+//! store's protocols rely on it.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::store::{Backend, MemoryBackend, Object, ObjectMeta, StoreError, Version};
+
+/// Fault rates, each a probability per store request (`kill`: engine
+/// kills per engine and simulated day; `late`: the share of instances
+/// whose external input comes late; `fail`: the share of attempts that
+/// fail on top of what the task's history says).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Faults {
+    /// A write that lands but whose reply is lost.
+    pub lost: f64,
+    /// A request refused before it does anything.
+    pub unavailable: f64,
+    /// Engine kills per engine and simulated day.
+    pub kill: f64,
+    /// Share of instances whose input comes late.
+    pub late: f64,
+    /// Share of attempts that fail.
+    pub fail: f64,
+    /// Share of attempts that hang until their timeout.
+    pub hang: f64,
+}
+
+/// The kinds `--faults` names, in the order the report lists them.
+pub const KINDS: [&str; 6] = ["lost", "unavailable", "kill", "late", "fail", "hang"];
+
+impl Faults {
+    /// `--faults none|default|kind=rate,...`.
+    pub fn parse(text: &str) -> Result<Faults, String> {
+        match text.trim() {
+            "none" => return Ok(Faults::default()),
+            "default" => return Ok(Faults::default_mix()),
+            _ => {}
+        }
+        let mut f = Faults::default();
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let Some((kind, rate)) = part.split_once('=') else {
+                return Err(format!(
+                    "`{part}` is not kind=rate (kinds: {})",
+                    KINDS.join(", ")
+                ));
+            };
+            let rate: f64 = rate
+                .trim()
+                .parse()
+                .ok()
+                .filter(|r: &f64| r.is_finite() && *r >= 0.0)
+                .ok_or_else(|| format!("`{part}`: the rate must be a number at least 0"))?;
+            let bounded = kind != "kill";
+            if bounded && rate > 1.0 {
+                return Err(format!("`{part}`: a share is at most 1"));
+            }
+            match kind.trim() {
+                "lost" => f.lost = rate,
+                "unavailable" => f.unavailable = rate,
+                "kill" => f.kill = rate,
+                "late" => f.late = rate,
+                "fail" => f.fail = rate,
+                "hang" => f.hang = rate,
+                other => {
+                    return Err(format!(
+                        "unknown fault kind `{other}` (kinds: {})",
+                        KINDS.join(", ")
+                    ))
+                }
+            }
+        }
+        Ok(f)
+    }
+
+    /// What `default` means: every kind, at rates a flaky week shows.
+    pub fn default_mix() -> Faults {
+        Faults {
+            lost: 0.002,
+            unavailable: 0.005,
+            kill: 0.5,
+            late: 0.05,
+            fail: 0.05,
+            hang: 0.005,
+        }
+    }
+}
+
+/// The in-memory backend, with faults drawn from the seed.
+#[derive(Debug)]
+pub struct FaultyStore {
+    inner: MemoryBackend,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    rng: fastrand::Rng,
+    lost: f64,
+    unavailable: f64,
+    /// Faults are off while the simulator itself reads the store.
+    on: bool,
+    counts: BTreeMap<&'static str, u64>,
+}
+
+impl FaultyStore {
+    /// A fresh store drawing its faults from `seed`.
+    pub fn new(seed: u64, faults: &Faults) -> Arc<FaultyStore> {
+        Arc::new(FaultyStore {
+            inner: MemoryBackend::new(),
+            state: Mutex::new(State {
+                rng: fastrand::Rng::with_seed(seed ^ 0x005E_ED0F_FA17),
+                lost: faults.lost,
+                unavailable: faults.unavailable,
+                on: true,
+                counts: BTreeMap::new(),
+            }),
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Turns faults on or off (off while invariants read the store).
+    pub fn faults_on(&self, on: bool) {
+        self.state().on = on;
+    }
+
+    /// Faults injected so far, per kind.
+    pub fn counts(&self) -> BTreeMap<&'static str, u64> {
+        self.state().counts.clone()
+    }
+
+    /// The fault this request meets, if any.
+    fn draw(&self, write: bool) -> Option<&'static str> {
+        let mut s = self.state();
+        if !s.on {
+            return None;
+        }
+        let kind = if s.unavailable > 0.0 && s.rng.f64() < s.unavailable {
+            "unavailable"
+        } else if write && s.lost > 0.0 && s.rng.f64() < s.lost {
+            "lost"
+        } else {
+            return None;
+        };
+        *s.counts.entry(kind).or_default() += 1;
+        Some(kind)
+    }
+}
+
+fn injected(key: &str, kind: &str) -> StoreError {
+    let why = match kind {
+        "lost" => "simulated: the write landed but its reply was lost",
+        _ => "simulated: 503 Service Unavailable",
+    };
+    StoreError::Remote {
+        key: key.to_owned(),
+        source: why.into(),
+    }
+}
+
+/// Runs a write under a drawn fault: refused before, or lost after.
+fn write<T>(
+    store: &FaultyStore,
+    key: &str,
+    op: impl FnOnce() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    match store.draw(true) {
+        Some("unavailable") => Err(injected(key, "unavailable")),
+        Some(kind) => {
+            op()?;
+            Err(injected(key, kind))
+        }
+        None => op(),
+    }
+}
+
+fn read<T>(
+    store: &FaultyStore,
+    key: &str,
+    op: impl FnOnce() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    match store.draw(false) {
+        Some(kind) => Err(injected(key, kind)),
+        None => op(),
+    }
+}
+
+impl Backend for FaultyStore {
+    fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
+        write(self, key, || self.inner.put_if_absent(key, bytes))
+    }
+
+    fn put_if_version_matches(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        expected: &Version,
+    ) -> Result<Option<Version>, StoreError> {
+        write(self, key, || {
+            self.inner.put_if_version_matches(key, bytes, expected)
+        })
+    }
+
+    fn put(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        write(self, key, || self.inner.put(key, bytes))
+    }
+
+    fn get_object(&self, key: &str) -> Result<Option<Object>, StoreError> {
+        read(self, key, || self.inner.get_object(key))
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        read(self, prefix, || self.inner.list(prefix))
+    }
+
+    fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
+        read(self, prefix, || self.inner.list_objects(prefix))
+    }
+
+    fn delete(&self, key: &str) -> Result<(), StoreError> {
+        write(self, key, || self.inner.delete(key))
+    }
+
+    fn delete_prefix(&self, prefix: &str) -> Result<(), StoreError> {
+        write(self, prefix, || self.inner.delete_prefix(prefix))
+    }
+}
