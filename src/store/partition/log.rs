@@ -305,50 +305,7 @@ impl PartitionStore {
             })?;
             let asked = Instant::now();
             if self.backend.put_if_absent(&key, &bytes)? {
-                // The marker that lets every later listing notice this
-                // record if it goes (see `latest`), and tell from its
-                // summary whether an instance is current without reading
-                // the record (`look_within`). Evidence, not state:
-                // not made durable here (the log's next commit syncs the
-                // directory), and a failure to write it loses only that.
-                let _ = self.backend.put_if_absent_volatile(
-                    &layout::published_key(
-                        &self.prefix,
-                        next,
-                        record.token,
-                        &self.summary_of(&record),
-                    ),
-                    record.token.to_string().as_bytes(),
-                );
-                // The witness a hand `rm log/<g>*` does not take with the
-                // record and its marker (see `check_witnesses`); evidence
-                // as the marker is. Not on an object store, where it would
-                // be one request more per publication (at the budget's
-                // edge, `tests/it/store_budget.rs`): there a PUBLISHED
-                // event without its record is what `status --check` finds.
-                if self.remote.is_none() {
-                    let _ = self.backend.put_if_absent_volatile(
-                        &layout::committed_key(&self.prefix, record.token, next),
-                        b"",
-                    );
-                }
-                if self.remote.is_some() {
-                    self.seen.saw(&self.prefix, Some(next));
-                    self.seen.keep(&self.prefix, &record);
-                    // Generation `next` was absent when the put landed, so
-                    // nothing newer existed then: a commit is a look too.
-                    self.seen.confirmed(&self.prefix, Some(next), asked);
-                }
-                if self.remote.is_some() && next.get() % LOG_CHECKPOINT_EVERY == 0 {
-                    // A hint, written after the record it names: losing it
-                    // (a crash, an error) only makes listings longer, and
-                    // an older one overwriting it is still a committed
-                    // generation.
-                    let _ = self.backend.put(
-                        &layout::log_checkpoint_key(&self.prefix),
-                        next.get().to_string().as_bytes(),
-                    );
-                }
+                self.landed(&record, next, asked);
                 return Ok(record);
             }
             // Someone else committed `next`. Prefer a fresh listing (it may
@@ -363,6 +320,51 @@ impl PartitionStore {
 }
 
 impl PartitionStore {
+    /// What follows a commit record's landing at generation `next` (its
+    /// put asked at `asked`): the evidence beside it and what this process
+    /// keeps of the log.
+    fn landed(&self, record: &CommitRecord, next: Generation, asked: Instant) {
+        // The marker that lets every later listing notice this
+        // record if it goes (see `latest`), and tell from its
+        // summary whether an instance is current without reading
+        // the record (`look_within`). Evidence, not state:
+        // not made durable here (the log's next commit syncs the
+        // directory), and a failure to write it loses only that.
+        let _ = self.backend.put_if_absent_volatile(
+            &layout::published_key(&self.prefix, next, record.token, &self.summary_of(record)),
+            record.token.to_string().as_bytes(),
+        );
+        // The witness a hand `rm log/<g>*` does not take with the
+        // record and its marker (see `check_witnesses`); evidence
+        // as the marker is. Not on an object store, where it would
+        // be one request more per publication (at the budget's
+        // edge, `tests/it/store_budget.rs`): there a PUBLISHED
+        // event without its record is what `status --check` finds.
+        if self.remote.is_none() {
+            let _ = self.backend.put_if_absent_volatile(
+                &layout::committed_key(&self.prefix, record.token, next),
+                b"",
+            );
+        }
+        if self.remote.is_some() {
+            self.seen.saw(&self.prefix, Some(next));
+            self.seen.keep(&self.prefix, record);
+            // Generation `next` was absent when the put landed, so
+            // nothing newer existed then: a commit is a look too.
+            self.seen.confirmed(&self.prefix, Some(next), asked);
+        }
+        if self.remote.is_some() && next.get() % LOG_CHECKPOINT_EVERY == 0 {
+            // A hint, written after the record it names: losing it
+            // (a crash, an error) only makes listings longer, and
+            // an older one overwriting it is still a committed
+            // generation.
+            let _ = self.backend.put(
+                &layout::log_checkpoint_key(&self.prefix),
+                next.get().to_string().as_bytes(),
+            );
+        }
+    }
+
     /// What the publication marker of `record` carries after its token: a
     /// summary of it on an object store, where it saves a read of the
     /// record per instance told current; nothing on a disk, or where the
