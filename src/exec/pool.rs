@@ -200,7 +200,11 @@ impl Slots {
             return Err(NoSlot::Interrupted(sig));
         }
         if permit.held.is_none() {
-            permit.held = Some(poll(|| global.try_acquire(what))?);
+            // In this process, waiters ask the warehouse in the order they
+            // came (serve's lanes are admitted in due order); engines
+            // elsewhere are not queued with them.
+            let line = InLine::join(global.name());
+            permit.held = Some(poll_in_line(&line, || global.try_acquire(what))?);
             if permit.held.as_ref().is_some_and(|h| h.from_dead_neighbour) {
                 // What the dead engine left running on this host stops first.
                 super::tree::sweep_orphans();
@@ -259,6 +263,93 @@ impl Inner {
 }
 
 /// Asks `attempt` until it gives something, noticing stop requests.
+/// This process's waiters for each pool's warehouse slots, by warehouse
+/// and pool, in the order they came: only the first of a line asks the
+/// warehouse.
+struct Lines {
+    waiting: Mutex<std::collections::HashMap<(String, String), std::collections::VecDeque<u64>>>,
+    moved: Condvar,
+    next: std::sync::atomic::AtomicU64,
+}
+
+fn lines() -> &'static Lines {
+    static LINES: std::sync::OnceLock<Lines> = std::sync::OnceLock::new();
+    LINES.get_or_init(|| Lines {
+        waiting: Mutex::new(Default::default()),
+        moved: Condvar::new(),
+        next: std::sync::atomic::AtomicU64::new(0),
+    })
+}
+
+/// A place in a pool's line, left on drop (a slot taken, an error, a stop).
+struct InLine {
+    pool: (String, String),
+    ticket: u64,
+}
+
+impl InLine {
+    fn join(pool: (String, String)) -> InLine {
+        let ticket = lines()
+            .next
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut waiting = lines().waiting.lock().unwrap_or_else(|p| p.into_inner());
+        waiting.entry(pool.clone()).or_default().push_back(ticket);
+        InLine { pool, ticket }
+    }
+
+    /// Waits (at most `at_most`) until this place is the first of its line;
+    /// whether it is.
+    fn first(&self, at_most: Duration) -> bool {
+        let lines = lines();
+        let waiting = lines.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        let head = |w: &std::collections::HashMap<_, std::collections::VecDeque<u64>>| {
+            w.get(&self.pool).and_then(|l| l.front()) == Some(&self.ticket)
+        };
+        let (waiting, _) = lines
+            .moved
+            .wait_timeout_while(waiting, at_most, |w| !head(w))
+            .unwrap_or_else(|p| p.into_inner());
+        head(&waiting)
+    }
+}
+
+impl Drop for InLine {
+    fn drop(&mut self) {
+        let lines = lines();
+        let mut waiting = lines.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(line) = waiting.get_mut(&self.pool) {
+            line.retain(|t| *t != self.ticket);
+            if line.is_empty() {
+                waiting.remove(&self.pool);
+            }
+        }
+        lines.moved.notify_all();
+    }
+}
+
+/// [`poll`], asking only while first in `line` (the others wait for the
+/// line to move, without a request).
+fn poll_in_line<T>(
+    line: &InLine,
+    mut attempt: impl FnMut() -> Result<Option<T>, StoreError>,
+) -> Result<T, NoSlot> {
+    loop {
+        if line.first(POLL) {
+            if let Some(got) = attempt().map_err(NoSlot::Store)? {
+                return Ok(got);
+            }
+            if let Some(sig) = interrupt::requested() {
+                return Err(NoSlot::Interrupted(sig));
+            }
+            std::thread::sleep(
+                POLL + Duration::from_millis(fastrand::u64(..POLL.as_millis() as u64)),
+            );
+        } else if let Some(sig) = interrupt::requested() {
+            return Err(NoSlot::Interrupted(sig));
+        }
+    }
+}
+
 fn poll<T>(mut attempt: impl FnMut() -> Result<Option<T>, StoreError>) -> Result<T, NoSlot> {
     loop {
         if let Some(got) = attempt().map_err(NoSlot::Store)? {
@@ -394,6 +485,35 @@ pub(crate) fn shared(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Serve's lanes wait for one pool's warehouse slots together: they are
+    // let ask in the order they came, whatever order their threads run in.
+    #[test]
+    fn waiters_of_one_pool_ask_the_warehouse_in_the_order_they_came() {
+        let pool = ("wh-line-test".to_string(), "p".to_string());
+        let places: Vec<InLine> = (0..4).map(|_| InLine::join(pool.clone())).collect();
+        let order = Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            for (n, place) in places.iter().enumerate().rev() {
+                let order = &order;
+                s.spawn(move || {
+                    poll_in_line(place, || {
+                        order.lock().unwrap().push(n);
+                        Ok(Some(()))
+                    })
+                    .unwrap();
+                    // Taken: the next in line goes.
+                    let mut waiting = lines().waiting.lock().unwrap();
+                    if let Some(line) = waiting.get_mut(&place.pool) {
+                        line.retain(|t| *t != place.ticket);
+                    }
+                    lines().moved.notify_all();
+                });
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        assert_eq!(*order.lock().unwrap(), [0, 1, 2, 3]);
+    }
     use std::sync::atomic::{AtomicU32, Ordering};
 
     fn engine_pool(backend: &Arc<dyn Backend>, engine: &str, slots: u32) -> GlobalPool {

@@ -231,6 +231,11 @@ impl GlobalPool {
         self
     }
 
+    /// The warehouse and pool this is, for a process's line of waiters.
+    pub fn name(&self) -> (String, String) {
+        (self.scope.clone(), self.pool.clone())
+    }
+
     fn key(&self, slot: u32, generation: u64) -> HeldKey {
         (self.scope.clone(), self.pool.clone(), slot, generation)
     }
