@@ -19,7 +19,7 @@ const READERS: &[(&str, &str)] = &[
     ),
     (
         "src/clock.rs",
-        "`WEIR_NOW`/`WEIR_TODAY` pin the process's one clock, read once per process: every layer asks it for now",
+        "`WEIR_NOW`/`WEIR_TODAY` pin the process's one clock and `WEIR_CLOCK_OFFSET` shifts it (a rehearsed skew), read once per process: every layer asks it for now",
     ),
     (
         "src/exec/env.rs",
@@ -47,7 +47,11 @@ const READERS: &[(&str, &str)] = &[
     ),
     (
         "src/store/warehouse.rs",
-        "whether S3 credentials are configured, to say so when the store refuses",
+        "whether S3 credentials are configured, to say so when the store refuses, and the `AWS_*` environment a shared S3 client was built from",
+    ),
+    (
+        "src/sim/tests.rs",
+        "test-only (a file of `#[cfg(test)] mod tests`): the first seed and the count of the long sweep run by hand",
     ),
 ];
 

@@ -26,14 +26,21 @@ impl PartitionStore {
     /// record) is [`StoreError::MissingRecord`], never skipped.
     pub fn generations(&self) -> Result<Vec<Generation>, StoreError> {
         self.check()?;
+        // Witnesses first: each is written after its record, so one listed
+        // here names a record the log listing below must hold (listed the
+        // other way round, a commit landing between the two listings
+        // looked like a record gone). A directory listing: no request to
+        // save.
+        let tokens = match self.remote {
+            None => Some(self.backend.list(&layout::tokens_prefix(&self.prefix))?),
+            Some(_) => None,
+        };
         let names = self.backend.list(&layout::log_prefix(&self.prefix))?;
         let listing = LogListing::parse(&names);
         if let Some((g, token)) = listing.hole(Generation::FIRST) {
             return Err(self.missing(g, token));
         }
-        if self.remote.is_none() {
-            // A directory listing: no request to save.
-            let tokens = self.backend.list(&layout::tokens_prefix(&self.prefix))?;
+        if let Some(tokens) = tokens {
             self.check_witnesses(&tokens, listing.records.last().copied())?;
         }
         Ok(listing.records)
