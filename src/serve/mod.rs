@@ -183,6 +183,19 @@ fn stored_progress(
         .collect()
 }
 
+/// The progress record of `spec` (the machine's `Action::Progress`),
+/// written at `at`: serve's and the simulator's, alike.
+pub fn progress_record(spec: &TaskSpec, done: i64, newest: i64, at: String) -> record::Progress {
+    record::Progress {
+        task: spec.name.clone(),
+        occurrence: done,
+        newest: Some(newest),
+        key: spec.trigger.key(done),
+        trigger: trigger_text(&spec.trigger),
+        at,
+    }
+}
+
 /// The instant as the decision log and records write it.
 pub fn instant(secs: i64) -> String {
     jiff::Timestamp::from_second(secs).map_or_else(|_| secs.to_string(), |t| t.to_string())
@@ -384,15 +397,12 @@ impl Served {
     }
 
     fn progress(&mut self, task: usize, done: i64, newest: i64) -> Result<(), String> {
-        let spec = &self.machine.tasks()[task];
-        let p = record::Progress {
-            task: spec.name.clone(),
-            occurrence: done,
-            newest: Some(newest),
-            key: spec.trigger.key(done),
-            trigger: trigger_text(&spec.trigger),
-            at: crate::clock::now_rfc3339(),
-        };
+        let p = progress_record(
+            &self.machine.tasks()[task],
+            done,
+            newest,
+            crate::clock::now_rfc3339(),
+        );
         self.with_space(|s| record::set_progress(&s.warehouse, &p))
             .map_err(|e| {
                 format!(

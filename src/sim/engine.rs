@@ -11,7 +11,7 @@ use super::{Ev, PlantKind, Sim};
 use crate::exec::classify;
 use crate::serve::due::Trigger;
 use crate::serve::machine::{Action, Input, Instance, Machine, MissedWhy, Readiness};
-use crate::serve::{instant, record, trigger_text};
+use crate::serve::{instant, progress_record, record, trigger_text};
 use crate::store::{CommitKind, NewCommit, PublishError, TokenOwner, Warehouse};
 
 /// A running engine.
@@ -166,14 +166,7 @@ impl Sim {
             Action::Progress { task, done, newest } => {
                 let engine = self.engines[e].live.as_ref().expect("fed while live");
                 let spec = &engine.machine.tasks()[task];
-                let p = record::Progress {
-                    task: spec.name.clone(),
-                    occurrence: done,
-                    newest: Some(newest),
-                    key: spec.trigger.key(done),
-                    trigger: trigger_text(&spec.trigger),
-                    at: instant(self.now),
-                };
+                let p = progress_record(spec, done, newest, instant(self.now));
                 record::set_progress(&engine.warehouse, &p).map_err(|e| e.to_string())?;
             }
             Action::Check(i) => {
