@@ -21,6 +21,7 @@ use std::io::{Read, Write};
 use std::path::Path;
 
 use crate::manifest::{EnvSpec, EnvValue, Manifest, Task};
+use crate::store::user_file;
 
 /// What a secret value is replaced with.
 pub const REDACTED: &str = "[redacted]";
@@ -494,12 +495,7 @@ fn set_value(
                 path: path.display().to_string(),
                 why,
             };
-            let text = std::fs::read(&path).map_err(|e| unreadable(e.to_string()))?;
-            let text =
-                String::from_utf8(text).map_err(|_| unreadable("it is not UTF-8".to_string()))?;
-            // As `$(cat file)` reads it: a secret file's final newline
-            // is not part of the secret.
-            (text.trim_end_matches(['\n', '\r']).to_string(), true)
+            (read_secret_file(&path).map_err(unreadable)?, true)
         }
     })
 }
@@ -566,15 +562,25 @@ pub fn read_value(value: &EnvValue, dir: &Path) -> Result<(String, bool), String
             Err(std::env::VarError::NotUnicode(_)) => Err(format!("`env:{name}` is not UTF-8")),
         },
         EnvValue::File(path) => {
-            let full = dir.join(path);
-            let text = std::fs::read(&full)
-                .map_err(|e| format!("`file:{}` cannot be read: {e}", path.display()))?;
-            let text = String::from_utf8(text)
-                .map_err(|_| format!("`file:{}` is not UTF-8", path.display()))?;
-            // As `$(cat file)` reads it.
-            Ok((text.trim_end_matches(['\n', '\r']).to_string(), true))
+            let text = read_secret_file(&dir.join(path))
+                .map_err(|why| format!("`file:{}` cannot be read: {why}", path.display()))?;
+            Ok((text, true))
         }
     }
+}
+
+/// The secret a `file:` reference names, as `$(cat file)` reads it: its
+/// final newline is not part of the secret. Opened as a user's file, so a
+/// FIFO or a device named there can neither hang nor flood the read.
+fn read_secret_file(path: &Path) -> Result<String, String> {
+    let text = user_file::read_limited(path, user_file::SECRET_LIMIT).map_err(|e| {
+        // std's own UTF-8 error carries no inner error; the limit's does.
+        match e.kind() {
+            std::io::ErrorKind::InvalidData if e.get_ref().is_none() => "it is not UTF-8".into(),
+            _ => e.to_string(),
+        }
+    })?;
+    Ok(text.trim_end_matches(['\n', '\r']).to_string())
 }
 
 /// weir's own variables (README, "The task environment").

@@ -1,5 +1,5 @@
 //! Files weir opens from a path a user gave (a manifest, an external input,
-//! a watermark): opened without blocking and checked to be regular files
+//! a watermark, a `file:` secret): opened without blocking and checked to be regular files
 //! before a byte is read, so a FIFO nobody writes to cannot hang a run in
 //! `open()` and a device (`/dev/zero`) cannot be read without end; small
 //! files are read with a limit.
@@ -13,6 +13,8 @@ use std::path::Path;
 pub const MANIFEST_LIMIT: u64 = 4 << 20;
 /// The largest watermark file weir reads (it holds one instant).
 pub const WATERMARK_LIMIT: u64 = 4 << 10;
+/// The largest `file:` secret weir reads (a token, a password, a key).
+pub const SECRET_LIMIT: u64 = 64 << 10;
 
 /// Opens `path` for reading if it is a regular file (following links);
 /// anything else is an `InvalidInput` error naming what it is.

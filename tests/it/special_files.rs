@@ -124,3 +124,31 @@ fn a_fifo_watermark_fails_its_instance_at_once() {
     );
     assert!(sb.store("copied", "a").generations().unwrap().is_empty());
 }
+
+#[test]
+fn a_fifo_secret_file_fails_its_instance_at_once() {
+    let manifest = MANIFEST.replace(
+        "inputs = [\"raw\"]",
+        "inputs = [\"raw\"]\nenv = { pass = [\"PATH\"], set = { TOKEN = \"file:token.secret\" } }",
+    );
+    let sb = Sandbox::new(&manifest);
+    mkfifo(&sb.path().join("token.secret"));
+    std::fs::write(sb.path().join("raw_a.csv"), "id\n1\n").unwrap();
+    std::fs::write(sb.path().join("raw_a.wm"), "2026-09-20T00:00:00Z\n").unwrap();
+    let out = finish(&sb, &["run", "m.toml", "--run-id", "r1"], "run");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        text.contains(
+            "token.secret`, which cannot be read: it is a FIFO (named pipe), not a regular file"
+        ),
+        "{text}"
+    );
+    assert!(sb.store("copied", "a").generations().unwrap().is_empty());
+}
