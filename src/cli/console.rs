@@ -11,6 +11,12 @@ const TOKEN_ENV: &str = "WEIR_CONSOLE_TOKEN";
 
 /// The token: `--token`, else `WEIR_CONSOLE_TOKEN` (which `ps` does not show).
 pub(super) fn token(given: Option<&String>) -> Option<String> {
+    if given.is_some() {
+        // Said at every start, since the flag works and people copy it.
+        eprintln!(
+            "warning: `--token` is readable by every user of this host (ps, /proc/<pid>/cmdline); set {TOKEN_ENV} instead"
+        );
+    }
     given
         .cloned()
         .or_else(|| std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()))

@@ -401,6 +401,30 @@ fn non_loopback_console_needs_its_token() {
     }
 }
 
+#[test]
+fn a_token_given_on_the_command_line_is_warned_about() {
+    let sb = Sandbox::new(MANIFEST);
+    let console = Console::start(&sb, &["--http", "127.0.0.1:0", "--token", "tk-1"], None);
+    let (code, _, _) = get(
+        console.port(),
+        "/api/status",
+        &[("Authorization", "Bearer tk-1")],
+    );
+    assert_eq!(code, 200);
+    let out = console.stop();
+    assert!(
+        stderr(&out).contains(
+            "warning: `--token` is readable by every user of this host (ps, /proc/<pid>/cmdline); set WEIR_CONSOLE_TOKEN instead"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    // Given the safe way, nothing to warn about.
+    let console = Console::start(&sb, &["--http", "127.0.0.1:0"], Some("tk-2"));
+    let out = console.stop();
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+}
+
 /// 1,874 daily partitions × 2 tasks, one quarantined cell in the middle
 /// (the pipeline, where the problem sat at row 812).
 fn wide() -> Sandbox {
