@@ -7,6 +7,7 @@ use std::net::TcpStream;
 use std::process::Command;
 use std::time::Duration;
 
+use crate::support::http;
 use crate::support::{poll_until, stderr, stdout, Engine, Sandbox};
 
 /// A task whose partition `c` fails deterministically with hostile stderr:
@@ -111,21 +112,8 @@ impl Drop for Console {
 
 /// One HTTP/1.1 GET to the console at 127.0.0.1: (status, headers, body).
 fn get(port: u16, path: &str, headers: &[(&str, &str)]) -> (u16, String, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("the console accepts");
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let mut req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    s.write_all(req.as_bytes()).unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let raw = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = raw.split_once("\r\n\r\n").expect("a response head");
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    // The bodies here are small: axum sends them whole with a length.
-    (status, head.to_owned(), body.to_owned())
+    let r = http::get(&format!("127.0.0.1:{port}"), path, headers);
+    (r.status, r.head, r.body)
 }
 
 fn chromium() -> Option<&'static str> {

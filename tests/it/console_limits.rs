@@ -3,10 +3,11 @@
 //! neither takes the descriptors `weir serve`'s engine needs nor keeps a
 //! later client from a page, and an unknown name is a 404 saying why.
 
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 use std::net::TcpStream;
 use std::time::Duration;
 
+use crate::support::http;
 use crate::support::{poll_until, stdout, Engine, Sandbox};
 
 const STATIC: &str = r#"
@@ -49,18 +50,7 @@ fn get(addr: &str, path: &str) -> (u16, String) {
 /// One GET: (status, body), or `None` for a connection closed unanswered
 /// (past the console's cap).
 fn try_get(addr: &str, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(addr).expect("the console accepts");
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).ok()?;
-    let (head, body) = raw.split_once("\r\n\r\n")?;
-    let status = head.split(' ').nth(1)?.parse().ok()?;
-    Some((status, body.to_owned()))
+    http::try_get(addr, path, &[]).map(|r| (r.status, r.body))
 }
 
 // A client that sent half a request head kept `weir console` (and

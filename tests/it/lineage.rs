@@ -4,14 +4,13 @@
 #![cfg_attr(not(feature = "http"), allow(dead_code, unused_imports))]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use weir::events::State;
 
+use crate::support::http::{self, Reply};
 use crate::support::{stderr, stdout, Sandbox};
 
 fn manifest(lineage: &str) -> String {
@@ -56,46 +55,17 @@ fn sandbox(lineage: &str) -> Sandbox {
     sb
 }
 
-/// A collector on 127.0.0.1: answers 201 to every POST and keeps the JSON
-/// bodies; with `silent`, accepts connections and never answers.
-fn receiver(silent: bool) -> (String, Arc<Mutex<Vec<Value>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let url = format!(
-        "http://{}/api/v1/lineage",
-        listener.local_addr().expect("addr")
-    );
-    let bodies = Arc::new(Mutex::new(Vec::new()));
-    let kept = Arc::clone(&bodies);
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            if silent {
-                held.push(stream);
-                continue;
-            }
-            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-            let mut length = 0;
-            let mut line = String::new();
-            while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
-                if line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap_or(0);
-                }
-                line.clear();
-            }
-            let mut body = vec![0; length];
-            if reader.read_exact(&mut body).is_ok() {
-                if let Ok(value) = serde_json::from_slice(&body) {
-                    kept.lock().unwrap().push(value);
-                }
-            }
-            let _ = stream.write_all(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n");
+/// A collector on 127.0.0.1 at `/api/v1/lineage`: answers 201 to every
+/// POST and keeps it; with `silent`, never answers.
+fn receiver(silent: bool) -> (String, http::Receiver) {
+    let receiver = http::Receiver::start(move |_| {
+        if silent {
+            Reply::Silent
+        } else {
+            Reply::Status(201)
         }
     });
-    (url, bodies)
+    (receiver.url("/api/v1/lineage"), receiver)
 }
 
 /// The OpenLineage schemas under tests/lineage (the spec's own, copied
@@ -230,7 +200,7 @@ fn find<'e>(events: &'e [Value], kind: &str, job: &str, partition: &str) -> &'e 
 #[cfg(feature = "http")]
 #[test]
 fn lineage_events_reach_an_http_collector_and_validate() {
-    let (url, bodies) = receiver(false);
+    let (url, collector) = receiver(false);
     let sb = sandbox(&format!("url = \"{url}\"\nnamespace = \"warehouse-tests\""));
     let out = sb.run("RUN-L1", &[]);
     assert_eq!(
@@ -241,7 +211,12 @@ fn lineage_events_reach_an_http_collector_and_validate() {
         stderr(&out)
     );
     assert!(!stderr(&out).contains("lineage"), "{}", stderr(&out));
-    let events = bodies.lock().unwrap().clone();
+    let events: Vec<Value> = collector
+        .requests()
+        .into_iter()
+        .map(|r| r.body)
+        .filter(|b| !b.is_null())
+        .collect();
     let validator = validator();
     // The spec's schemas do reject what the spec rejects: a malformed
     // event, and facets that break their own schema or name none we have.
@@ -338,7 +313,7 @@ fn lineage_events_reach_an_http_collector_and_validate() {
 #[cfg(feature = "http")]
 #[test]
 fn an_unresponsive_collector_never_fails_or_delays_a_run() {
-    let (url, _) = receiver(true);
+    let (url, _collector) = receiver(true);
     let sb = sandbox(&format!("url = \"{url}\""));
     sb.script(
         "down.sh",

@@ -1,4 +1,4 @@
-//! Notifications (issue 25): a local HTTP receiver (std TcpListener) and a
+//! Notifications: a local HTTP receiver (`support::http`) and a
 //! command target hear each fact once, with a key that names the fact; a
 //! receiver that is down gets everything later with the same keys; a kill
 //! between the commit and the delivery loses nothing; secrets read through
@@ -6,93 +6,48 @@
 //! `http` feature runs the command-target tests only.
 #![cfg_attr(not(feature = "http"), allow(dead_code, unused_imports))]
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+use std::collections::BTreeSet;
 use std::os::unix::process::ExitStatusExt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::Value;
 use weir::events::State;
 
+use crate::support::http::{self, Reply, Request};
 use crate::support::{stderr, stdout, Sandbox};
 
 const TOKEN: &str = "s3cr3t-hook-token-4242";
 const FILE_SECRET: &str = "f1le-secret-7777";
 
-/// One request the receiver got.
-#[derive(Debug, Clone)]
-struct Request {
-    /// `POST /hook HTTP/1.1`, or the absolute form through a proxy.
-    line: String,
-    headers: BTreeMap<String, String>,
-    body: Value,
-}
-
-/// An HTTP receiver on 127.0.0.1 that keeps every request; while `down`
-/// it answers 503 (and keeps the request, so the keys tried can be compared).
+/// A receiver at `/hook` that keeps every request; while `down` it answers
+/// 503 (and keeps the request, so the keys tried can be compared).
 struct Receiver {
     url: String,
-    requests: Arc<Mutex<Vec<Request>>>,
+    http: http::Receiver,
     down: Arc<AtomicBool>,
 }
 
 impl Receiver {
     fn start(down: bool) -> Receiver {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
-        let requests = Arc::new(Mutex::new(Vec::new()));
         let down = Arc::new(AtomicBool::new(down));
-        let (kept, is_down) = (Arc::clone(&requests), Arc::clone(&down));
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { continue };
-                let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-                let mut headers = BTreeMap::new();
-                let mut first = String::new();
-                let _ = reader.read_line(&mut first);
-                let mut line = String::new();
-                while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
-                    if line == "\r\n" {
-                        break;
-                    }
-                    if let Some((k, v)) = line.split_once(':') {
-                        headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
-                    }
-                    line.clear();
-                }
-                let length = headers
-                    .get("content-length")
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0);
-                let mut body = vec![0; length];
-                if reader.read_exact(&mut body).is_err() {
-                    continue;
-                }
-                let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                kept.lock().unwrap().push(Request {
-                    line: first.trim_end().to_owned(),
-                    headers,
-                    body,
-                });
-                let answer: &[u8] = if is_down.load(Ordering::SeqCst) {
-                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                } else {
-                    b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                };
-                let _ = stream.write_all(answer);
-            }
+        let is_down = Arc::clone(&down);
+        let http = http::Receiver::start(move |_| {
+            Reply::Status(if is_down.load(Ordering::SeqCst) {
+                503
+            } else {
+                200
+            })
         });
         Receiver {
-            url,
-            requests,
+            url: http.url("/hook"),
+            http,
             down,
         }
     }
 
     fn requests(&self) -> Vec<Request> {
-        self.requests.lock().unwrap().clone()
+        self.http.requests()
     }
 
     /// Requests answered 200: (event, task, partition) → keys.
@@ -951,32 +906,11 @@ fn an_unreadable_header_secret_is_named_not_shown() {
 }
 
 /// A server on 127.0.0.1 that answers every request `302 Found` with
-/// `Location: to`, and counts what reached it.
+/// `Location: to`.
 #[cfg(feature = "http")]
-fn redirecting_to(to: &str) -> (String, Arc<Mutex<usize>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
-    let answered = Arc::new(Mutex::new(0));
-    let count = Arc::clone(&answered);
-    let answer = format!(
-        "HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    );
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-            let mut line = String::new();
-            while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
-                if line == "\r\n" {
-                    break;
-                }
-                line.clear();
-            }
-            *count.lock().unwrap() += 1;
-            let _ = stream.write_all(answer.as_bytes());
-        }
-    });
-    (url, answered)
+fn redirecting_to(to: &str) -> http::Receiver {
+    let to = to.to_owned();
+    http::Receiver::start(move |_| Reply::Redirect(to.clone()))
 }
 
 // A notification target that answers 302 to another host and port: nothing,
@@ -986,7 +920,8 @@ fn redirecting_to(to: &str) -> (String, Arc<Mutex<usize>>) {
 #[test]
 fn a_redirect_is_never_followed_with_secret_headers() {
     let elsewhere = Receiver::start(false);
-    let (url, answered) = redirecting_to(&elsewhere.url);
+    let redirecting = redirecting_to(&elsewhere.url);
+    let url = redirecting.url("/hook");
     let sb = sandbox(&http_target(&url, r#"["published"]"#));
     let args = [
         "run",
@@ -1000,7 +935,7 @@ fn a_redirect_is_never_followed_with_secret_headers() {
     ];
     let out = weir(&sb, &args);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(*answered.lock().unwrap() > 0, "the target was tried");
+    assert!(!redirecting.requests().is_empty(), "the target was tried");
     assert!(
         elsewhere.requests().is_empty(),
         "the redirect was followed: {:?}",

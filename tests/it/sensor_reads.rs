@@ -3,10 +3,9 @@
 //! sensor, with who gave it and when, or "not checked yet"; none of them
 //! starts the command.
 
-use std::io::{Read as _, Write as _};
-use std::net::TcpStream;
 use std::time::Duration;
 
+use crate::support::http;
 use crate::support::{poll_until, stdout, Engine, Sandbox};
 
 /// Two static partitions reading a feed whose sensor is a command; the
@@ -132,20 +131,8 @@ fn status_shows_not_checked_yet_then_the_answer_a_run_recorded() {
 
 /// One GET to the console: (status, body).
 fn get(addr: &str, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).expect("the console accepts");
-    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").expect("a response head");
-    (
-        head.split(' ').nth(1).unwrap().parse().unwrap(),
-        body.to_owned(),
-    )
+    let r = http::get(addr, path, &[]);
+    (r.status, r.body)
 }
 
 // Every console page ran the manifest's sensor commands one after another

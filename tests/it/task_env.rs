@@ -4,13 +4,11 @@
 //! explain, invalid UTF-8 in `show --json`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 
 use weir::events::State;
 
+use crate::support::http::{self, Reply};
 use crate::support::{ok, stderr, stdout, Sandbox};
 
 const SECRET_ENV: &str = "tok-7f3a9c-engine-secret";
@@ -439,46 +437,15 @@ fn show_json_marks_invalid_utf8() {
     assert!(!out.contains('\u{fffd}'), "{out}");
 }
 
-/// A collector that answers 503 to every request and keeps each request's
-/// head (request line and headers).
-fn refusing_receiver() -> (u16, Arc<Mutex<Vec<String>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let heads = Arc::new(Mutex::new(Vec::new()));
-    let kept = Arc::clone(&heads);
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut head = String::new();
-            let mut length = 0;
-            let mut line = String::new();
-            while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
-                if line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap_or(0);
-                }
-                head.push_str(&line);
-                line.clear();
-            }
-            let mut body = vec![0; length];
-            let _ = reader.read_exact(&mut body);
-            kept.lock().unwrap().push(head);
-            let _ = stream.write_all(b"HTTP/1.1 503 Unavailable\r\nContent-Length: 0\r\n\r\n");
-        }
-    });
-    (port, heads)
-}
-
 // Issue 23.
 // https://github.com/weir/weir/issues/23 (item 12): credentials in a
 // `[lineage] url` are sent as HTTP Basic authentication and never written to
 // stderr, the event log or `status`.
 #[test]
 fn lineage_url_credentials_are_used_and_redacted() {
-    let (port, heads) = refusing_receiver();
+    // A collector that answers 503 to every request.
+    let collector = http::Receiver::start(|_| Reply::Status(503));
+    let port = collector.addr.rsplit(':').next().unwrap().to_owned();
     let sb = Sandbox::new(&format!(
         "{}\n[lineage]\nurl = \"http://alice:s3cr%40t@127.0.0.1:{port}/api/v1/lineage?api_key=k3yvalue&v=2\"\n",
         env_manifest("", Path::new("/unused"))
@@ -517,7 +484,11 @@ fn lineage_url_credentials_are_used_and_redacted() {
     }
     // The collector got the credentials, as Basic authentication and the
     // query as written; its Host header has no userinfo.
-    let heads = heads.lock().unwrap();
+    let heads: Vec<String> = collector
+        .requests()
+        .iter()
+        .map(|r| format!("{}\r\n{}", r.line, r.head))
+        .collect();
     assert!(!heads.is_empty());
     for head in heads.iter() {
         assert!(
