@@ -33,6 +33,7 @@ mod layers;
 mod lineage;
 mod manifest_errors;
 mod minutely;
+mod no_prints;
 mod notify;
 mod operator;
 mod operator_paths;
