@@ -16,6 +16,7 @@ mod impact;
 mod notify;
 mod ops;
 mod plan;
+pub mod reference;
 mod repair;
 mod run;
 mod serve;

@@ -45,6 +45,7 @@ mod plans;
 mod pools;
 mod publish;
 mod readme;
+mod reference;
 mod report;
 mod retries;
 mod robustness;
