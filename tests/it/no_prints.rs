@@ -27,12 +27,13 @@ const PRINTERS: &[(&str, &str)] = &[
     ),
 ];
 
-/// What writes to the terminal directly.
+/// What writes to the terminal directly (`eprintln!` before `println!`,
+/// which it contains, so a problem names the macro written).
 const PRINTING: &[&str] = &[
-    "println!",
-    "print!(",
     "eprintln!",
     "eprint!(",
+    "println!",
+    "print!(",
     "dbg!(",
     "io::stdout(",
     "io::stderr(",
