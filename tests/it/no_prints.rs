@@ -160,3 +160,54 @@ fn a_bad_weir_log_is_refused_before_the_command_runs() {
     );
     assert!(stderr.contains("help: targets and levels"), "{stderr}");
 }
+
+const ONE: &str = r#"
+[pipeline]
+name = "one"
+code_version = "1"
+warehouse = "wh"
+
+[tasks.t]
+partitioned_by = []
+command = ["sh", "-c", "printf 'a\n1\n' > \"$WEIR_OUTPUT_DIR/x.csv\""]
+output = { dataset = "t", grain = ["a"] }
+"#;
+
+#[test]
+fn serve_in_json_writes_its_warnings_as_json_and_other_commands_as_text() {
+    let sb = Sandbox::new(ONE);
+    let text = sb
+        .weir(&["validate", "m.toml"])
+        .env("WEIR_FAULT", "nowhere:fail")
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&text.stderr),
+        "warning: WEIR_FAULT: unknown point `nowhere` ignored\n"
+    );
+
+    let mut cmd = sb.weir(&["serve", "m.toml", "--log-format", "json"]);
+    cmd.env("WEIR_FAULT", "nowhere:fail");
+    let serve = super::support::Engine::spawn(cmd, sb.path(), "serve");
+    let stdout = sb.path().join("serve.stdout");
+    super::support::poll_until(
+        "serve's first decision",
+        std::time::Duration::from_secs(20),
+        || std::fs::read_to_string(&stdout).is_ok_and(|s| s.contains("\"decision\"")),
+    );
+    serve.signal(libc::SIGTERM);
+    let out = serve.finish(std::time::Duration::from_secs(20));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let first = stderr.lines().next().unwrap_or_default();
+    let v: serde_json::Value =
+        serde_json::from_str(first).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(v["level"], "warn", "{first}");
+    assert_eq!(v["target"], "weir::exec::fault", "{first}");
+    assert_eq!(v["message"], "WEIR_FAULT: unknown point `nowhere` ignored");
+    assert!(v["ts"].is_string(), "{first}");
+    // The decision log on stdout is untouched: JSON lines with decisions.
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let d: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(d["decision"].is_string(), "{line}");
+    }
+}
