@@ -317,6 +317,8 @@ impl EventLog {
         let mut line = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
         line.push(b'\n');
         self.writer.append(&line)?;
+        // -vv: every step as the log records it, beside the decisions' why.
+        tracing::trace!(run = %record.run_id, task = record.task.as_deref().unwrap_or("-"), partition = record.partition.as_deref().unwrap_or("-"), "{}: {}", record.state.as_str(), record.detail);
         if let Some(observer) = &self.observer {
             observer(&record);
         }
