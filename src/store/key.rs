@@ -228,6 +228,25 @@ mod tests {
         assert_eq!(decode_partition("eu%7c2026"), None, "only canonical names");
     }
 
+    #[test]
+    fn stored_segments_keep_their_exact_spelling() {
+        // Segments are stored: the encoder may change, these may not.
+        for (key, segment) in [
+            (".hidden", "%2Ehidden"),
+            ("..", "%2E."),
+            ("a~b c", "a%7Eb%20c"),
+            ("eu|2026-09-20", "eu%7C2026-09-20"),
+            ("2026-10-25T02+01:00", "2026-10-25T02%2B01%3A00"),
+            ("é", "%C3%A9"),
+            ("a.b_c-d", "a.b_c-d"),
+        ] {
+            assert_eq!(encode_partition(key), segment, "{key}");
+            assert_eq!(decode_partition(segment).as_deref(), Some(key));
+        }
+        assert_eq!(decode_partition("a%zz"), None, "a malformed escape");
+        assert_eq!(decode_partition("%FF"), None, "not UTF-8");
+    }
+
     proptest::proptest! {
         // issue 10: any key, any bytes: one valid segment that decodes back
         #[test]

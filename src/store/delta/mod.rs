@@ -852,6 +852,7 @@ mod tests {
             "a%252Fb/attempts/00000000000000000001/data/x%20y.parquet"
         );
         assert_eq!(decode_path(&encoded).as_deref(), Some(path));
+        assert_eq!(encode_path("region=eu/~a+b é"), "region=eu/~a%2Bb%20%C3%A9");
     }
 
     // Issue 27.
