@@ -122,6 +122,19 @@ pub fn instant_after(after: std::time::Duration) -> std::time::Instant {
         .unwrap_or(now)
 }
 
+/// Pause `n` (0 for the first) of a wait that starts at `first` and
+/// doubles up to `cap`: weir's one backoff without jitter, for every loop
+/// that waits on something outside it (a sender's retries, a job's poll, a
+/// full disk, a readiness recheck). A retry class's backoff is the
+/// manifest's, with jitter (`exec::retry`). Any `n` is fine: it saturates.
+pub fn doubling(
+    first: std::time::Duration,
+    cap: std::time::Duration,
+    n: u32,
+) -> std::time::Duration {
+    first.saturating_mul(1 << n.min(16)).min(cap)
+}
+
 /// The current instant, RFC 3339 in UTC with millisecond precision.
 pub fn now_rfc3339() -> String {
     let now = Timestamp::now();
@@ -131,6 +144,18 @@ pub fn now_rfc3339() -> String {
 #[cfg(test)]
 mod instant_tests {
     use std::time::Duration;
+
+    #[test]
+    fn a_doubling_wait_starts_at_its_first_pause_and_stays_at_its_cap() {
+        let s = Duration::from_secs;
+        let waits: Vec<_> = (0..5).map(|n| super::doubling(s(1), s(6), n)).collect();
+        assert_eq!(waits, [s(1), s(2), s(4), s(6), s(6)]);
+        assert_eq!(super::doubling(s(1), Duration::MAX, u32::MAX), s(1 << 16));
+        assert_eq!(
+            super::doubling(Duration::MAX, Duration::MAX, 3),
+            Duration::MAX
+        );
+    }
 
     #[test]
     fn instant_after_a_huge_duration_is_far_away_not_a_panic() {

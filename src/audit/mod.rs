@@ -31,7 +31,6 @@
 mod candidate;
 mod digest;
 mod gates;
-mod parquet;
 mod read;
 pub mod words;
 

@@ -15,6 +15,11 @@ pub(crate) struct Cli {
     /// directory (relative to the current one) or `s3://bucket/prefix`.
     #[arg(long, global = true, value_name = "DIR|URL")]
     pub(crate) warehouse: Option<String>,
+    /// Say why weir does what it does on stderr: `-v` for its decisions
+    /// (skipped, retried, fenced, waiting), `-vv` for every step. `WEIR_LOG`
+    /// filters by module, e.g. `WEIR_LOG=weir::store=debug`.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub(crate) verbose: u8,
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,14 +1,17 @@
 //! weir's exit codes, in one place. Scripts and schedulers branch on them.
-//!
-//! | code | meaning |
-//! |------|---------|
-//! | 0 | success |
-//! | 1 | a task instance failed: quarantined, held, skipped or gate failure |
-//! | 2 | invalid manifest, arguments or usage |
-//! | 3 | a publish or an operator action was refused (stale token while readers see something else than it would have published, nothing to roll back to) |
-//! | 4 | `status --check` found something that needs attention (LATE, HELD, QUARANTINED); `simulate` found an invariant broken |
-//! | 5 | the engine could not do its own work: warehouse or event-log I/O (ENOSPC, EIO, EACCES), corrupt or missing record, a visible generation its record does not prove (sums, digest, token), a commit whose outcome had to be settled by rereading the log; it wins over 1 and 3 |
-//! | 130, 143 | a run interrupted by SIGINT, SIGTERM (it wins over every other code) |
+//! [`CODES`] says what each means; `docs/reference/exit-codes.md` is
+//! generated from it.
+
+/// Every exit code and what it means: the one list the reference shows.
+pub const CODES: &[(&str, &str)] = &[
+    ("0", "success"),
+    ("1", "a task instance did not publish (quarantined, held, skipped, gate failure, a failed sensor; not one WAITING for its inputs), or `show`/`verify`/`files` of a partition that has nothing published"),
+    ("2", "invalid manifest, arguments or usage"),
+    ("3", "a publish or an operator action was refused (a stale token while readers see something else than it would have published, nothing to roll back to)"),
+    ("4", "`status --check` found something that needs attention (LATE, HELD, QUARANTINED), `verify` found a Delta table that does not show the visible generation, or `simulate` found an invariant broken"),
+    ("5", "the engine could not do its own work (warehouse or event-log I/O: disk full, EIO, permission denied; a corrupt or missing record), a published file drifted from its commit record (its sums, digest or token), or a commit's outcome had to be settled by rereading the log; it wins over 1 and 3"),
+    ("130, 143", "a run, backfill or retry was interrupted by SIGINT, SIGTERM (it wins over every other code)"),
+];
 
 /// Success.
 pub const OK: u8 = 0;

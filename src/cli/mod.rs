@@ -6,6 +6,7 @@ mod accept;
 mod args;
 mod checks;
 mod console;
+mod diag;
 mod error;
 mod events;
 pub mod exit;
@@ -15,6 +16,7 @@ mod impact;
 mod notify;
 mod ops;
 mod plan;
+pub mod reference;
 mod repair;
 mod run;
 mod serve;
@@ -54,6 +56,14 @@ pub fn main() -> ExitCode {
             });
         }
     };
+    // Diagnostics first: reading the settings may already warn.
+    let log = std::env::var(diag::ENV).ok();
+    match diag::filter(cli.verbose, log.as_deref()) {
+        Ok(filter) => diag::install(filter, log_format(&cli.command)),
+        Err(message) => {
+            return ExitCode::from(error::finish(Err(error::CliError::Usage(message))));
+        }
+    }
     if let Some(location) = cli.warehouse {
         let _ = WAREHOUSE.set(location);
     }
@@ -101,6 +111,15 @@ pub fn main() -> ExitCode {
     };
     // The one place where an error becomes an exit code.
     ExitCode::from(error::finish(outcome))
+}
+
+/// How diagnostics are written: as JSON where serve was asked for its
+/// decision log in JSON, so one shipper reads both streams.
+fn log_format(command: &Command) -> diag::Format {
+    match command {
+        Command::Serve(a) if a.log_format == "json" => diag::Format::Json,
+        _ => diag::Format::Text,
+    }
 }
 
 /// `weir completions SHELL`.

@@ -176,7 +176,7 @@ pub fn serve(
             {
                 Ok(r) => r,
                 Err(e) => {
-                    eprintln!("error: the console cannot start its runtime: {e}");
+                    tracing::error!("the console cannot start its runtime: {e}");
                     return;
                 }
             };
@@ -184,7 +184,7 @@ pub fn serve(
                 let listener = match tokio::net::TcpListener::from_std(listener) {
                     Ok(l) => l,
                     Err(e) => {
-                        eprintln!("error: the console cannot listen: {e}");
+                        tracing::error!("the console cannot listen: {e}");
                         return;
                     }
                 };

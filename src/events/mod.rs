@@ -99,6 +99,82 @@ pub enum State {
 }
 
 impl State {
+    /// Every state, in the order the reference lists them (a new state is
+    /// added here too: `meaning` makes it describe itself, and a test
+    /// checks this list against the enum's order).
+    pub const ALL: [State; 32] = [
+        State::RunStarted,
+        State::RunFinished,
+        State::Queued,
+        State::Running,
+        State::Failed,
+        State::Retrying,
+        State::Success,
+        State::GateFailed,
+        State::Audited,
+        State::Published,
+        State::AlreadyPublished,
+        State::RejectedStale,
+        State::Quarantined,
+        State::Held,
+        State::Skipped,
+        State::Unknown,
+        State::TakenOver,
+        State::Waiting,
+        State::RolledBack,
+        State::Certified,
+        State::Uncertified,
+        State::Released,
+        State::Abandoned,
+        State::GcDeleted,
+        State::EngineFailed,
+        State::LineageUndelivered,
+        State::Interrupted,
+        State::Missed,
+        State::Late,
+        State::Accepted,
+        State::Notified,
+        State::NotifyFailed,
+    ];
+
+    /// What the state says happened, for the reference.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            State::RunStarted => "a run or backfill starts (`data`: scope, pipeline, code_version)",
+            State::RunFinished => "the run ends (`data.interrupted` names the signal of an interrupted run)",
+            State::Queued => "an instance is planned and waits for its upstream and a pool slot",
+            State::Running => "the command starts (`data.input_snapshot`; `data.job_id` for a Slurm job)",
+            State::Failed => "the command failed (`data.ending`, `exit_code`, `signal`, `duration_ms`, `stderr_tail`), a candidate could not be published, or a sensor failed (`data.sensor`)",
+            State::Retrying => "a transient failure is retried (`data.class`, `delay_ms`, `next_attempt`)",
+            State::Success => "the command exited 0",
+            State::GateFailed => "a gate failed on the candidate (nothing is published)",
+            State::Audited => "every gate passed on the candidate",
+            State::Published => "the candidate became the visible generation",
+            State::AlreadyPublished => "the instance is published with the same input snapshot and code: nothing to do",
+            State::RejectedStale => "the publish was refused: a newer token committed first",
+            State::Quarantined => "a deterministic failure: not run again until `weir retry` (`data.class`)",
+            State::Held => "an operator-class failure, a spent retry budget, inputs that cannot be pinned, or a standing HELD marker: not run again until `weir retry`",
+            State::Skipped => "an upstream instance did not publish (`data.upstream_task`, `upstream_partition`), or an operator abandoned the instance",
+            State::Unknown => "another engine's attempt is unreachable: its lease stopped beating but nothing proves it dead",
+            State::TakenOver => "this engine takes over an attempt whose engine is gone (a new token fences the old one)",
+            State::Waiting => "another engine's attempt on the partition is live, its Slurm job still runs, its external inputs are not ready, or an upstream instance waits for its own",
+            State::RolledBack => "operator log: `weir rollback` published an older generation's files",
+            State::Certified => "operator log: `weir certify` vouched for a generation",
+            State::Uncertified => "operator log: `weir uncertify` marked a generation suspect",
+            State::Released => "operator log: `weir retry` released a held, quarantined or abandoned instance",
+            State::Abandoned => "operator log: `weir abandon` gave an instance up",
+            State::GcDeleted => "operator log: `weir gc --apply` deleted an attempt directory or aborted an incomplete upload (before doing it)",
+            State::EngineFailed => "the engine failed at its own work for the instance: exit 5, no retry spent, no marker",
+            State::LineageUndelivered => "OpenLineage events of the run could not all be delivered",
+            State::Interrupted => "weir was asked to stop (SIGINT, SIGTERM) before the instance finished",
+            State::Missed => "`weir serve` skipped a due partition (after downtime, or past its `wait`): recorded once, with the command that fills it",
+            State::Late => "an instance passed its task's `sla` without being published",
+            State::Accepted => "operator log: `weir accept` accepted a partition as never to be built (downstream may proceed without it)",
+            State::Notified => "a notification was delivered to a target (`data.target`, `data.idempotency_key`)",
+            State::NotifyFailed => "a notification could not be delivered; it stays in the outbox for the next sender",
+        }
+    }
+
     /// The name as written in the log.
     pub fn as_str(self) -> String {
         serde_json::to_value(self)
@@ -241,6 +317,8 @@ impl EventLog {
         let mut line = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
         line.push(b'\n');
         self.writer.append(&line)?;
+        // -vv: every step as the log records it, beside the decisions' why.
+        tracing::trace!(run = %record.run_id, task = record.task.as_deref().unwrap_or("-"), partition = record.partition.as_deref().unwrap_or("-"), "{}: {}", record.state.as_str(), record.detail);
         if let Some(observer) = &self.observer {
             observer(&record);
         }
@@ -527,5 +605,20 @@ mod tests {
     fn states_are_screaming_snake_case() {
         assert_eq!(State::RejectedStale.as_str(), "REJECTED_STALE");
         assert_eq!(State::GateFailed.as_str(), "GATE_FAILED");
+    }
+}
+
+#[cfg(test)]
+mod all_states {
+    use super::State;
+
+    #[test]
+    fn the_list_of_states_is_the_enum_in_order() {
+        for (i, state) in State::ALL.iter().enumerate() {
+            assert_eq!(*state as usize, i, "{state:?} out of place in State::ALL");
+        }
+        // The last variant last: a state appended to the enum and not to
+        // the list fails here.
+        assert_eq!(State::NotifyFailed as usize + 1, State::ALL.len());
     }
 }

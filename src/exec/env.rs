@@ -583,7 +583,38 @@ fn read_secret_file(path: &Path) -> Result<String, String> {
     Ok(text.trim_end_matches(['\n', '\r']).to_string())
 }
 
-/// weir's own variables (README, "The task environment").
+/// Every variable weir sets for a task, with what it holds: the one list
+/// the code names them from ([`listed`]) and `docs/reference/task-environment.md`
+/// is generated from. `<NAME>` stands for the part a manifest's name gives.
+pub const TASK_VARIABLES: &[(&str, &str)] = &[
+    ("WEIR_RUN_ID", "the run id (`verify-...` for a `weir verify` rerun)"),
+    ("WEIR_PIPELINE", "the pipeline name"),
+    ("WEIR_TASK", "the task name"),
+    ("WEIR_PARTITION", "the partition key, e.g. `2026-09-20`, `eu|2026-09-20`, or `all` (unpartitioned)"),
+    ("WEIR_PARTITION_<SCHEME>", "per dimension, the scheme name upper-cased: its part of the key (`WEIR_PARTITION_REGION=eu`)"),
+    ("WEIR_ATTEMPT", "1 for the first attempt, then 2, 3 ... (0 for a `weir verify` rerun)"),
+    ("WEIR_TOKEN", "this attempt's fencing token (0 for a `weir verify` rerun)"),
+    ("WEIR_OUTPUT_DIR", "the attempt's private staging directory: write the output files here"),
+    ("WEIR_INPUT_<NAME>", "per input, NAME upper-cased with `_` for other characters: a private, read-only copy of the pinned bytes (a file for an external input, a directory for an upstream one)"),
+    ("WEIR_WATERMARK_<NAME>", "per external input that declares a `watermark`: the source's committed position as pinned in the input snapshot"),
+    ("WEIR_CODE_VERSION", "the task's `code_version` (its own, or the pipeline's)"),
+    (crate::exec::tree::TAG_VAR, "local executor: this launch's tag, inherited by every process of the task, by which weir finds them all; leave it alone"),
+];
+
+/// `name` (or a prefix `WEIR_INPUT_` of a `<NAME>` entry) as
+/// [`TASK_VARIABLES`] lists it: a variable the code sets is one the
+/// reference shows.
+fn listed(name: &'static str) -> &'static str {
+    debug_assert!(
+        TASK_VARIABLES
+            .iter()
+            .any(|(v, _)| *v == name || v.split('<').next() == Some(name)),
+        "{name} is set for tasks and missing from TASK_VARIABLES"
+    );
+    name
+}
+
+/// weir's own variables ([`TASK_VARIABLES`]).
 fn weir_vars(manifest: &Manifest, task: &Task, c: &Contract<'_>) -> Vec<(String, String)> {
     let (run_id, attempt, token, code_version) = match c.launcher {
         Launcher::Attempt {
@@ -594,14 +625,17 @@ fn weir_vars(manifest: &Manifest, task: &Task, c: &Contract<'_>) -> Vec<(String,
         Launcher::Rerun { id, code_version } => (id, 0, 0, code_version),
     };
     let mut env = vec![
-        ("WEIR_RUN_ID".to_string(), run_id.to_string()),
-        ("WEIR_PIPELINE".into(), manifest.pipeline.name.clone()),
-        ("WEIR_TASK".into(), task.name.clone()),
-        ("WEIR_PARTITION".into(), c.partition.to_string()),
-        ("WEIR_ATTEMPT".into(), attempt.to_string()),
-        ("WEIR_TOKEN".into(), token.to_string()),
-        ("WEIR_OUTPUT_DIR".into(), absolute(c.output_dir)),
-        ("WEIR_CODE_VERSION".into(), code_version.to_string()),
+        (listed("WEIR_RUN_ID").to_string(), run_id.to_string()),
+        (
+            listed("WEIR_PIPELINE").into(),
+            manifest.pipeline.name.clone(),
+        ),
+        (listed("WEIR_TASK").into(), task.name.clone()),
+        (listed("WEIR_PARTITION").into(), c.partition.to_string()),
+        (listed("WEIR_ATTEMPT").into(), attempt.to_string()),
+        (listed("WEIR_TOKEN").into(), token.to_string()),
+        (listed("WEIR_OUTPUT_DIR").into(), absolute(c.output_dir)),
+        (listed("WEIR_CODE_VERSION").into(), code_version.to_string()),
     ];
     env.extend(partition_vars(&task.dims, c.partition));
     for input in &c.inputs {
@@ -609,7 +643,7 @@ fn weir_vars(manifest: &Manifest, task: &Task, c: &Contract<'_>) -> Vec<(String,
         env.push((var.clone(), absolute(input.location)));
         if let Some(w) = input.watermark {
             env.push((
-                var.replacen("WEIR_INPUT_", "WEIR_WATERMARK_", 1),
+                var.replacen(listed("WEIR_INPUT_"), listed("WEIR_WATERMARK_"), 1),
                 w.to_string(),
             ));
         }
@@ -619,7 +653,7 @@ fn weir_vars(manifest: &Manifest, task: &Task, c: &Contract<'_>) -> Vec<(String,
 
 /// `raw_orders` → `WEIR_INPUT_RAW_ORDERS`.
 pub fn input_var(dataset: &str) -> String {
-    format!("WEIR_INPUT_{}", var_suffix(dataset))
+    format!("{}{}", listed("WEIR_INPUT_"), var_suffix(dataset))
 }
 
 /// `WEIR_PARTITION_<SCHEME>` per dimension of a task's key
@@ -633,7 +667,7 @@ pub fn partition_vars(dims: &crate::partition::Dims, key: &str) -> Vec<(String, 
         .zip(parts)
         .map(|(d, part)| {
             (
-                format!("WEIR_PARTITION_{}", var_suffix(&d.name)),
+                format!("{}{}", listed("WEIR_PARTITION_"), var_suffix(&d.name)),
                 part.to_string(),
             )
         })

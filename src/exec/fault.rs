@@ -85,7 +85,7 @@ impl Faults {
                 "write_marker" => Point::WriteMarker,
                 "notify_deliver" => Point::NotifyDeliver,
                 other => {
-                    eprintln!("warning: WEIR_FAULT: unknown point `{other}` ignored");
+                    tracing::warn!("WEIR_FAULT: unknown point `{other}` ignored");
                     continue;
                 }
             };
@@ -163,7 +163,7 @@ impl Chaos {
                 ("transient", Ok(p)) => chaos.transient = p,
                 ("deterministic", Ok(p)) => chaos.deterministic = p,
                 ("operator", Ok(p)) => chaos.operator = p,
-                _ => eprintln!("warning: WEIR_CHAOS: `{pair}` ignored"),
+                _ => tracing::warn!("WEIR_CHAOS: `{pair}` ignored"),
             }
         }
         (chaos.transient + chaos.deterministic + chaos.operator > 0.0).then_some(chaos)

@@ -278,6 +278,7 @@ impl Job<'_> {
         code_version: &str,
         data: serde_json::Value,
     ) {
+        tracing::debug!(task = %self.task.name, partition = %self.partition, "not run: generation {g} is current (code_version {code_version})");
         cx.emit(
             State::AlreadyPublished,
             Event::instance(&self.task.name, self.partition)

@@ -250,8 +250,8 @@ fn claim_and_redact(
     for log in super::launch::LOGS {
         if let Err(e) = secrets.redact_file(&dir.join(log)) {
             let _ = std::fs::remove_file(dir.join(log));
-            eprintln!(
-                "warning: {} {partition}: cannot redact {log} of token {token} ({e}); removed it",
+            tracing::warn!(
+                "{} {partition}: cannot redact {log} of token {token} ({e}); removed it",
                 task.name
             );
         }

@@ -300,7 +300,7 @@ impl Context<'_> {
                 state.as_str(),
                 self.log.path().display()
             );
-            eprintln!("error: {why}");
+            tracing::error!("{why}");
             let mut first = self.log_error.lock().unwrap_or_else(|p| p.into_inner());
             first.get_or_insert(why);
         }
@@ -321,7 +321,7 @@ impl Context<'_> {
                     state.as_str(),
                     self.log.path().display()
                 );
-                eprintln!("error: {why}");
+                tracing::error!("{why}");
                 let mut first = self.log_error.lock().unwrap_or_else(|p| p.into_inner());
                 first.get_or_insert(why.clone());
                 Err(why)

@@ -168,6 +168,9 @@ impl Slots {
     pub(crate) fn acquire(&self, what: &str) -> Result<Permit<'_>, NoSlot> {
         let kept = {
             let mut local = self.inner.local();
+            if local.free == 0 {
+                tracing::debug!("{what}: waits for a free slot of its pool");
+            }
             while local.free == 0 {
                 local = self
                     .inner

@@ -397,10 +397,7 @@ pub fn late_since(task: &Task, partition: &str, now: i64) -> Option<String> {
 /// (`checks` made so far, at least 1): [`RECHECK_INITIAL`], doubling, at
 /// most [`RECHECK_MAX`].
 pub fn recheck_after(checks: u32) -> Duration {
-    let doublings = checks.saturating_sub(1).min(16);
-    RECHECK_INITIAL
-        .saturating_mul(1 << doublings)
-        .min(RECHECK_MAX)
+    crate::clock::doubling(RECHECK_INITIAL, RECHECK_MAX, checks.saturating_sub(1))
 }
 
 /// When to check a WAITING instance again, after `checks` checks found it

@@ -549,7 +549,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 "cannot clear the marker of {task_name} {partition}: {}",
                 chain(&e)
             );
-            eprintln!("error: {why}");
+            tracing::error!("{why}");
             self.marker_errors.borrow_mut().push(why);
         }
         match unsure {
@@ -671,6 +671,13 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 let backoff =
                     self.backoffs[id].get_or_insert_with(|| Backoff::new(class.backoff, rng));
                 let delay = backoff.next().unwrap_or(Duration::ZERO);
+                tracing::debug!(
+                    task = task_name,
+                    partition,
+                    "retried: {kind} failure ({reason}), attempt {} of {} in {delay:?}",
+                    attempt + 1,
+                    class.max_attempts
+                );
                 self.cx.emit(
                     State::Retrying,
                     event()
@@ -801,7 +808,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 mark.as_str(),
                 chain(&e)
             );
-            eprintln!("error: {why}");
+            tracing::error!("{why}");
             self.marker_errors.borrow_mut().push(why);
         }
     }
@@ -818,6 +825,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         let (cause_task, cause_partition) = self.names(cause);
         let (task, partition) = self.names(id);
         let why = format!("upstream `{cause_task}` {cause_partition} did not publish");
+        tracing::debug!(task, partition, "skipped: {why}");
         self.cx.emit(
             State::Skipped,
             Event::instance(task, partition).detail(why.clone()).data(

@@ -77,8 +77,8 @@ pub fn check(
         checked_at: now,
     };
     if let Err(e) = sensed::record(warehouse, record) {
-        eprintln!(
-            "warning: cannot record the sensor answer of {} {partition}: {}",
+        tracing::warn!(
+            "cannot record the sensor answer of {} {partition}: {}",
             task.name,
             crate::store::chain(&e)
         );

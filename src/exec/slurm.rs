@@ -43,6 +43,8 @@ pub const NODE_MARKER: &str = "job.node";
 
 /// Longest pause between two looks at a job.
 const MAX_POLL: Duration = Duration::from_millis(500);
+/// The first pause between polls of a job; doubling to [`MAX_POLL`].
+const FIRST_POLL: Duration = Duration::from_millis(50);
 
 /// Submits to the Slurm controller the `s*` commands on `PATH` reach.
 pub struct Slurm<'a> {
@@ -170,7 +172,7 @@ impl Job for SlurmJob {
     }
 
     fn wait(self: Box<Self>) -> Ending {
-        let mut poll = Duration::from_millis(50);
+        let mut polls = 0;
         let mut started: Option<Instant> = None;
         let mut cancelled_at_timeout = false;
         let mut unanswered: Option<Instant> = None;
@@ -225,8 +227,9 @@ impl Job for SlurmJob {
                 cancelled_at_timeout = true;
                 cancel(&self.id);
             }
+            let poll = crate::clock::doubling(FIRST_POLL, MAX_POLL, polls);
             std::thread::sleep(poll.min(super::interrupt::POLL * 4));
-            poll = (poll * 2).min(MAX_POLL);
+            polls += 1;
         };
         ending
     }

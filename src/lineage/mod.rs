@@ -289,7 +289,7 @@ fn deliver(sink: &Sink, event: &Value) -> Result<(), String> {
     let mut last = String::new();
     for attempt in 0..TRIES {
         if attempt > 0 {
-            std::thread::sleep(BACKOFF * 2u32.pow(attempt - 1));
+            std::thread::sleep(crate::clock::doubling(BACKOFF, Duration::MAX, attempt - 1));
         }
         let result = match sink {
             Sink::Http(Ok(endpoint)) => crate::http::post_json(endpoint, &body),
@@ -732,8 +732,8 @@ pub fn record(manifest: &Manifest, run_id: Option<&str>, delivery: &Delivery) {
         let error = delivery.last_error.as_deref().unwrap_or("queue full");
         let undelivered = delivery.failed + delivery.dropped;
         let events = if undelivered == 1 { "event" } else { "events" };
-        eprintln!(
-            "warning: lineage: {undelivered} {events} not delivered to {sink} ({} failed, {} dropped): {error}",
+        tracing::warn!(
+            "lineage: {undelivered} {events} not delivered to {sink} ({} failed, {} dropped): {error}",
             delivery.failed,
             delivery.dropped
         );

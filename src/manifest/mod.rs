@@ -24,7 +24,6 @@ mod partitions;
 pub mod raw;
 mod readiness;
 mod suggest;
-mod table;
 mod task_env;
 mod tasks;
 mod validate;

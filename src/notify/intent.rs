@@ -37,8 +37,8 @@ impl Notifier {
             token,
         };
         if let Err(e) = self.outbox.put_intent(&intent) {
-            eprintln!(
-                "warning: notify: cannot record the coming publication of {task} {partition} in the outbox: {}",
+            tracing::warn!(
+                "notify: cannot record the coming publication of {task} {partition} in the outbox: {}",
                 crate::store::chain(&e)
             );
         }
@@ -66,8 +66,8 @@ impl Notifier {
         let intents = match self.outbox.intents() {
             Ok(intents) => intents,
             Err(e) => {
-                eprintln!(
-                    "warning: notify: cannot list the publications not yet announced: {}",
+                tracing::warn!(
+                    "notify: cannot list the publications not yet announced: {}",
                     crate::store::chain(&e)
                 );
                 return;
@@ -75,8 +75,8 @@ impl Notifier {
         };
         for intent in intents {
             if let Err(e) = self.repair_one(warehouse, &intent) {
-                eprintln!(
-                    "warning: notify: cannot announce the publication of {} {} (token {}): {}",
+                tracing::warn!(
+                    "notify: cannot announce the publication of {} {} (token {}): {}",
                     intent.task,
                     intent.partition,
                     intent.token,

@@ -196,8 +196,8 @@ impl Notifier {
         let unfinished = outbox
             .open_run(run_id)
             .unwrap_or_else(|e| {
-                eprintln!(
-                    "warning: notify: cannot mark the run in the outbox: {}",
+                tracing::warn!(
+                    "notify: cannot mark the run in the outbox: {}",
                     crate::store::chain(&e)
                 );
                 Vec::new()
@@ -273,8 +273,8 @@ impl Notifier {
             self.announced(task, dataset, partition, token);
         }
         if let Err(e) = written {
-            eprintln!(
-                "warning: notify: cannot write the {} notification of {task} {partition} to the outbox: {}",
+            tracing::warn!(
+                "notify: cannot write the {} notification of {task} {partition} to the outbox: {}",
                 state.as_str(),
                 crate::store::chain(&e)
             );
@@ -365,11 +365,11 @@ impl Notifier {
     pub fn finish(&self) -> FlushReport {
         let report = self.sender.finish();
         for line in report.warnings() {
-            eprintln!("warning: notify: {line}");
+            tracing::warn!("notify: {line}");
         }
         if let Err(e) = self.outbox.close_run(&self.run_id) {
-            eprintln!(
-                "warning: notify: cannot unmark the run in the outbox: {}",
+            tracing::warn!(
+                "notify: cannot unmark the run in the outbox: {}",
                 crate::store::chain(&e)
             );
         }

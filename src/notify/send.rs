@@ -117,7 +117,7 @@ impl Courier {
             })
             .collect();
         let log = EventLog::open_in(&warehouse.events(), by)
-            .map_err(|e| eprintln!("warning: notify: cannot open the event log of {by}: {e}"))
+            .map_err(|e| tracing::warn!("notify: cannot open the event log of {by}: {e}"))
             .ok();
         Courier {
             outbox: Outbox::new(std::sync::Arc::clone(warehouse.backend())),
@@ -144,8 +144,8 @@ impl Courier {
                         self.deliver(&target, &key);
                     }
                 }
-                Err(e) => eprintln!(
-                    "warning: notify: cannot list the outbox of `{target}`: {}",
+                Err(e) => tracing::warn!(
+                    "notify: cannot list the outbox of `{target}`: {}",
                     crate::store::chain(&e)
                 ),
             }
@@ -157,8 +157,8 @@ impl Courier {
             return;
         }
         let store_error = |e: crate::store::StoreError| {
-            eprintln!(
-                "warning: notify: outbox of `{target}`, notification {key}: {}",
+            tracing::warn!(
+                "notify: outbox of `{target}`, notification {key}: {}",
                 crate::store::chain(&e)
             );
         };
@@ -249,7 +249,7 @@ impl Courier {
         let mut last = String::new();
         for attempt in 0..TRIES {
             if attempt > 0 {
-                std::thread::sleep(BACKOFF * 2u32.pow(attempt - 1));
+                std::thread::sleep(crate::clock::doubling(BACKOFF, Duration::MAX, attempt - 1));
             }
             // Between the fact's durable record and its delivery: a crash here
             // leaves the notification pending, for the next process to send.
@@ -292,17 +292,14 @@ impl Courier {
                 "tries": tries,
             }));
         if let Err(e) = log.emit(state, event) {
-            eprintln!("warning: notify: cannot append {}: {e}", state.as_str());
+            tracing::warn!("notify: cannot append {}: {e}", state.as_str());
         }
     }
 
     fn close(self) -> FlushReport {
         if let Some(log) = &self.log {
             if let Err(e) = log.sync() {
-                eprintln!(
-                    "warning: notify: cannot store the events of {}: {e}",
-                    self.by
-                );
+                tracing::warn!("notify: cannot store the events of {}: {e}", self.by);
             }
         }
         self.report
@@ -419,7 +416,7 @@ impl Sender {
             });
         if let Err(e) = spawned {
             // Everything stays pending for the next run or flush.
-            eprintln!("warning: notify: cannot start the sender: {e}");
+            tracing::warn!("notify: cannot start the sender: {e}");
         }
         Sender {
             queue: Mutex::new(Some(queue)),

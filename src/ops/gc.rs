@@ -289,8 +289,8 @@ pub fn with_reserve<T>(warehouse: &Warehouse, apply: impl FnOnce() -> T) -> T {
     }
     let done = apply();
     if local && !crate::store::full::keep_reserve(warehouse.root()) {
-        eprintln!(
-            "warning: gc could not set aside {} KiB again in {} (the disk is still full): a later gc on a full disk may not be able to log",
+        tracing::warn!(
+            "gc could not set aside {} KiB again in {} (the disk is still full): a later gc on a full disk may not be able to log",
             crate::store::full::RESERVE_BYTES >> 10,
             warehouse.root().display()
         );

@@ -135,8 +135,8 @@ pub fn rollback(
                 None => state::clear(warehouse, &target.task, partition),
             };
             if let Err(e) = restored {
-                eprintln!(
-                    "warning: cannot restore the marker of {} {partition}: {}",
+                tracing::warn!(
+                    "cannot restore the marker of {} {partition}: {}",
                     target.task,
                     crate::store::chain(&e)
                 );

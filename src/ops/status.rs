@@ -242,8 +242,8 @@ fn undelivered(
 ) -> Vec<crate::notify::Undelivered> {
     let outbox = crate::notify::Outbox::new(std::sync::Arc::clone(warehouse.backend()));
     let undelivered = outbox.undelivered().unwrap_or_else(|e| {
-        eprintln!(
-            "warning: cannot read the notification outbox: {}",
+        tracing::warn!(
+            "cannot read the notification outbox: {}",
             crate::store::chain(&e)
         );
         Vec::new()

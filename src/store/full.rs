@@ -109,16 +109,14 @@ impl DiskFullPause {
             return None;
         }
         if self.waits == 0 {
-            eprintln!(
-                "warning: the warehouse's disk is full ({}); pausing, trying again every {}-{} s until there is space (`weir gc --apply` frees what it may)",
+            tracing::warn!(
+                "the warehouse's disk is full ({}); pausing, trying again every {}-{} s until there is space (`weir gc --apply` frees what it may)",
                 crate::store::chain(error),
                 Self::FIRST.as_secs(),
                 Self::MAX.as_secs()
             );
         }
-        let wait = Self::FIRST
-            .saturating_mul(1 << self.waits.min(16))
-            .min(Self::MAX);
+        let wait = crate::clock::doubling(Self::FIRST, Self::MAX, self.waits);
         self.waits = self.waits.saturating_add(1);
         Some(wait)
     }
@@ -131,7 +129,7 @@ impl DiskFullPause {
     /// A write went through: the pause ends (saying so, if there was one).
     pub fn recovered(&mut self) {
         if self.waits > 0 {
-            eprintln!("the warehouse's disk has space again; going on");
+            tracing::info!("the warehouse's disk has space again; going on");
         }
         self.waits = 0;
     }

@@ -14,6 +14,8 @@
 
 use std::path::{Path, PathBuf};
 
+use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+
 use crate::store::error::StoreError;
 
 /// The longest segment a key may have, in bytes: NAME_MAX of the
@@ -107,35 +109,22 @@ pub(crate) fn validate_key(key: &str) -> Result<(), StoreError> {
 /// segment decodes back to exactly one key. Keys of daily and static
 /// schemes are unchanged by it, so existing warehouses stay readable.
 pub fn encode_partition(key: &str) -> String {
-    let mut out = String::with_capacity(key.len());
-    for (i, b) in key.bytes().enumerate() {
-        let plain = b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || (b == b'.' && i > 0);
-        if plain {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
+    // `~` is encoded too: segments written before the crate did so, and a
+    // stored key must not change.
+    const KEPT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.');
+    match key.strip_prefix('.') {
+        // A leading `.` would make the segment `.`, `..` or a hidden name.
+        Some(rest) => format!("%2E{}", utf8_percent_encode(rest, KEPT)),
+        None => utf8_percent_encode(key, KEPT).to_string(),
     }
-    out
 }
 
 /// The key a segment made by [`encode_partition`] stands for; `None` for a
 /// name it cannot have made.
 pub fn decode_partition(segment: &str) -> Option<String> {
-    let bytes = segment.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = segment.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    let key = String::from_utf8(out).ok()?;
+    // A `%` not followed by two hex digits decodes as itself, and then
+    // the round trip below tells the segment from one encode made.
+    let key = percent_decode_str(segment).decode_utf8().ok()?.into_owned();
     (encode_partition(&key) == segment).then_some(key)
 }
 
@@ -237,6 +226,25 @@ mod tests {
         }
         assert_ne!(encode_partition("eu|x"), encode_partition("eu%7Cx"));
         assert_eq!(decode_partition("eu%7c2026"), None, "only canonical names");
+    }
+
+    #[test]
+    fn stored_segments_keep_their_exact_spelling() {
+        // Segments are stored: the encoder may change, these may not.
+        for (key, segment) in [
+            (".hidden", "%2Ehidden"),
+            ("..", "%2E."),
+            ("a~b c", "a%7Eb%20c"),
+            ("eu|2026-09-20", "eu%7C2026-09-20"),
+            ("2026-10-25T02+01:00", "2026-10-25T02%2B01%3A00"),
+            ("é", "%C3%A9"),
+            ("a.b_c-d", "a.b_c-d"),
+        ] {
+            assert_eq!(encode_partition(key), segment, "{key}");
+            assert_eq!(decode_partition(segment).as_deref(), Some(key));
+        }
+        assert_eq!(decode_partition("a%zz"), None, "a malformed escape");
+        assert_eq!(decode_partition("%FF"), None, "not UTF-8");
     }
 
     proptest::proptest! {

@@ -11,7 +11,7 @@ use super::support::weir_cmd;
 const READERS: &[(&str, &str)] = &[
     (
         "src/cli/mod.rs",
-        "the edge: weir's settings (`exec::Settings::read`), and `COLUMNS` and `NO_COLOR` for what it prints",
+        "the edge: weir's settings (`exec::Settings::read`), `WEIR_LOG` (what diagnostics show, cli/diag.rs), and `COLUMNS` and `NO_COLOR` for what it prints",
     ),
     (
         "src/cli/console.rs",

@@ -258,20 +258,18 @@ fn no_module_imports_from_a_layer_above_it_and_no_folder_has_a_circle() {
         }
     }
 
-    let mut edges: Vec<(Vec<String>, bool, Edge)> = Vec::new();
+    let mut edges: Vec<(Vec<String>, Edge)> = Vec::new();
     for file in &files {
         let relative = file.strip_prefix(&src).unwrap();
         if relative == Path::new("lib.rs") || relative == Path::new("main.rs") {
             continue;
         }
         let module = module_of(relative);
-        let is_parent = file.file_name().is_some_and(|n| n == "mod.rs");
         let text = std::fs::read_to_string(file).unwrap();
         for (line, code) in code_lines(&text) {
             for target in paths(&code, &module) {
                 edges.push((
                     module.clone(),
-                    is_parent,
                     Edge {
                         file: format!("src/{}", relative.display()),
                         line,
@@ -294,7 +292,7 @@ fn no_module_imports_from_a_layer_above_it_and_no_folder_has_a_circle() {
     };
 
     // Across top-level modules: only down.
-    for (module, _, edge) in &edges {
+    for (module, edge) in &edges {
         let (Some(from), Some(to)) = (module.first(), edge.target.first()) else {
             continue;
         };
@@ -341,14 +339,12 @@ fn no_module_imports_from_a_layer_above_it_and_no_folder_has_a_circle() {
     };
     let mut known: BTreeMap<Vec<String>, BTreeSet<String>> = BTreeMap::new();
     let mut used_circles = BTreeSet::new();
-    for (module, is_parent, edge) in &edges {
-        // Each folder above the file (a mod.rs is not a node of its own folder).
-        let depth = if *is_parent {
-            module.len().saturating_sub(1)
-        } else {
-            module.len()
-        };
-        for d in 1..depth {
+    for (module, edge) in &edges {
+        // Each folder above the file. A `mod.rs` is not a node of its own
+        // folder, but it is its folder's node in the folder above: its
+        // module path ends with the folder's name, so the same walk counts
+        // it there (`manifest/tasks/mod.rs` is `tasks` in `manifest`).
+        for d in 1..module.len() {
             let folder = &module[..d];
             let node = &module[d];
             if !edge.target.starts_with(folder) || edge.target.len() <= d {

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use serde_json::value::RawValue;
 
-use super::parquet::ParquetFile;
+use self::parquet::ParquetFile;
 use super::{AuditError, Format, MAX_COLUMNS, MAX_FILES};
 use csv::fold_csv;
 #[cfg(test)]
@@ -24,6 +24,7 @@ mod compact;
 mod csv;
 mod csv_records;
 mod jsonl;
+mod parquet;
 
 /// Read buffer: large sequential reads keep syscalls off the profile of
 /// gigabyte files.
@@ -168,7 +169,7 @@ pub(crate) trait Reader {
 pub(crate) struct Csv;
 /// JSON Lines.
 pub(crate) struct Jsonl;
-/// Parquet (see [`super::parquet`]).
+/// Parquet (see [`parquet`]).
 pub(crate) struct Parquet;
 
 impl Reader for Csv {

@@ -263,9 +263,10 @@ fn steps(
     // Secret values leave the logs before anything reads them: the FAILED
     // event's tail, explain, the evidence a remote warehouse keeps.
     for (log, e) in command.redact_logs(&claim.dir) {
-        eprintln!(
-            "warning: {} {}: cannot redact {log} ({e}); removed it",
-            at.task.name, at.partition
+        tracing::warn!(
+            "{} {}: cannot redact {log} ({e}); removed it",
+            at.task.name,
+            at.partition
         );
     }
     let launched = launched.ok();

@@ -104,6 +104,7 @@ fn publish_steps(
             committed,
             generation,
         }) => {
+            tracing::debug!(task = %task.name, partition, "fenced: token {mine} is not newer than token {committed} of generation {generation}");
             if staged.data_dir.is_some() && committed != mine {
                 // No record names it (each names its own attempt's).
                 store.move_back(token);

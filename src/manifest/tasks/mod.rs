@@ -17,6 +17,7 @@ pub(super) const MIN_HEARTBEAT: Duration = Duration::from_millis(100);
 
 mod mappings;
 mod raw;
+mod table;
 
 pub use raw::{RawInput, RawOutput, RawTask};
 
@@ -332,7 +333,7 @@ impl Validator<'_, '_, '_, '_> {
 
     /// The task's output, its table format and its grain checked.
     fn output(&mut self, name: &str, raw: &RawTask) -> Output {
-        let table = super::table::check(self, name, &raw.output);
+        let table = table::check(self, name, &raw.output);
         self.grain(name, raw);
         Output {
             dataset: raw.output.dataset.clone(),

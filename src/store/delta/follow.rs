@@ -83,8 +83,8 @@ pub fn follow(
                     .try_for_each(|action| apply(&mut state, version, &key, action))
                     .and_then(|()| write_checkpoint(backend, dataset, version, &state, now));
                 if let Err(e) = written {
-                    eprintln!(
-                        "warning: the Delta table of `{dataset}` has no checkpoint at version {version}: {}\n  note: a checkpoint only shortens readers' replay of the log; the commit stands",
+                    tracing::warn!(
+                        "the Delta table of `{dataset}` has no checkpoint at version {version}: {}\n  note: a checkpoint only shortens readers' replay of the log; the commit stands",
                         crate::store::chain(&e)
                     );
                 }

@@ -187,15 +187,14 @@ use replay::*;
 /// byte but unreserved characters, `/` and `=` (a path character in URIs,
 /// left as Spark and delta-rs leave it in `<column>=<value>/`).
 fn encode_path(path: &str) -> String {
-    let mut out = String::with_capacity(path.len());
-    for b in path.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/' | b'=') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    const KEPT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.')
+        .remove(b'~')
+        .remove(b'/')
+        .remove(b'=');
+    percent_encoding::utf8_percent_encode(path, KEPT).to_string()
 }
 
 /// The Spark-JSON type of an Arrow type, for `schemaString`.
@@ -612,8 +611,8 @@ pub fn follow_task(store: &PartitionStore, task: &impl TableTask, record: &Commi
     };
     let types = column_types(task);
     if let Err(e) = follow(store, &columns, &values, &types, declared_of(task), record) {
-        eprintln!(
-            "warning: the Delta table of `{}` does not show {} generation {} yet: {}\n  help: `weir tables sync MANIFEST` brings it up to the visible generations",
+        tracing::warn!(
+            "the Delta table of `{}` does not show {} generation {} yet: {}\n  help: `weir tables sync MANIFEST` brings it up to the visible generations",
             record.dataset,
             record.partition,
             record.generation.get(),
@@ -853,6 +852,7 @@ mod tests {
             "a%252Fb/attempts/00000000000000000001/data/x%20y.parquet"
         );
         assert_eq!(decode_path(&encoded).as_deref(), Some(path));
+        assert_eq!(encode_path("region=eu/~a+b é"), "region=eu/~a%2Bb%20%C3%A9");
     }
 
     // Issue 27.

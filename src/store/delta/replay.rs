@@ -238,8 +238,8 @@ pub(super) fn load_checkpoint(
     match read {
         Ok(found) => found.map(|state| (v, state)),
         Err(e) => {
-            eprintln!(
-                "warning: the Delta checkpoint `{key}` is not readable, replaying the log without it: {}",
+            tracing::warn!(
+                "the Delta checkpoint `{key}` is not readable, replaying the log without it: {}",
                 crate::store::chain(&e)
             );
             None

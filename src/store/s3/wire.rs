@@ -67,18 +67,14 @@ pub(super) fn unescape(text: &str) -> String {
 /// Percent-encodes everything but S3's unreserved characters (and `/`
 /// when `slash` is kept, for a key in a URL's path).
 pub(super) fn encode(text: &str, slash: bool) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric()
-            || matches!(b, b'-' | b'_' | b'.' | b'~')
-            || (slash && b == b'/')
-        {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+    const UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.')
+        .remove(b'~');
+    const PATH: &AsciiSet = &UNRESERVED.remove(b'/');
+    utf8_percent_encode(text, if slash { PATH } else { UNRESERVED }).to_string()
 }
 
 /// Undoes object_store's percent-encoding of a path (which encodes `%`

@@ -49,8 +49,8 @@ use parquet::arrow::arrow_reader::{
 };
 use parquet::file::reader::{ChunkReader, Length};
 
-use super::read::{Batch, RowFold};
-use super::{AuditError, MAX_VALUE_BYTES};
+use super::{Batch, RowFold};
+use crate::audit::{AuditError, MAX_VALUE_BYTES};
 use render::{render_column, supported};
 
 mod depth;

@@ -3,12 +3,12 @@
 //! are Parquet, and weir references the published files rather than
 //! converting them.
 
-use super::model::{SchemaPolicy, TableFormat};
-use super::tasks::RawOutput;
-use super::validator::Validator;
-use super::ManifestError;
-use super::ManifestErrorKind;
+use super::RawOutput;
 use crate::audit::Format;
+use crate::manifest::model::{SchemaPolicy, TableFormat};
+use crate::manifest::validator::Validator;
+use crate::manifest::ManifestError;
+use crate::manifest::ManifestErrorKind;
 
 /// The declared table format, or `None` (with an error pushed when the
 /// declaration is wrong).
@@ -105,7 +105,7 @@ fn format_name(format: Format) -> &'static str {
     }
 }
 
-impl crate::store::delta::TableTask for super::model::Task {
+impl crate::store::delta::TableTask for crate::manifest::model::Task {
     fn dims(&self) -> &crate::partition::Dims {
         &self.dims
     }

@@ -10,7 +10,7 @@ use arrow_array::types::{
 use arrow_array::{Array, ArrayRef};
 use arrow_schema::{DataType, TimeUnit};
 
-use super::super::read::Span;
+use crate::audit::read::Span;
 use json::{json, write_json};
 use numbers::{decimal, float16, float32, float64, integer};
 use time::time_writer;

@@ -17,8 +17,8 @@ use std::io::{self, BufReader, Read};
 use std::path::Path;
 use std::sync::Arc;
 
-use super::super::{AuditError, MAX_COLUMNS, MAX_NESTING};
 use super::{ReadFrom, Shared};
+use crate::audit::{AuditError, MAX_COLUMNS, MAX_NESTING};
 
 /// Thrift compact types, as in a field or collection header.
 const BOOL_TRUE: u8 = 1;

@@ -11,9 +11,9 @@ use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
 
-use super::super::read::RowFold;
-use super::super::{audit, digest_files, read_rows, AuditError, AuditSpec, Format, Gate};
-use super::super::{Aggregate, InputData};
+use crate::audit::read::RowFold;
+use crate::audit::{audit, digest_files, read_rows, AuditError, AuditSpec, Format, Gate};
+use crate::audit::{Aggregate, InputData};
 use std::path::{Path, PathBuf};
 
 /// Writes `batch` as a Parquet file, `group` rows per row group.
@@ -504,7 +504,7 @@ struct Lines(Vec<(u64, String)>);
 impl RowFold for Lines {
     const PARTS: bool = true;
 
-    fn row(&mut self, row: &super::super::read::Row<'_>) {
+    fn row(&mut self, row: &crate::audit::read::Row<'_>) {
         // Columns sorted: day, id, name, paid.
         let id = row
             .get(1)
