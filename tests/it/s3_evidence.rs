@@ -252,6 +252,56 @@ fn gc_aborts_incomplete_uploads_under_the_warehouse() {
     assert!(!after.contains("upload"), "{after}");
 }
 
+// gc's own S3 requests (listing and aborting incomplete uploads) ride out a
+// burst of 503s as every other store request does, instead of failing gc.
+#[cfg_attr(
+    not(any(weir_has_s3, weir_ci)),
+    ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
+)]
+#[test]
+fn gc_rides_out_503s_while_listing_and_aborting_uploads() {
+    let Some(endpoint) = endpoint() else { return };
+    let bucket = new_bucket(&endpoint);
+    let url = format!("s3://{bucket}/wh");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::write(dir.join("m.toml"), GC_MANIFEST).unwrap();
+    let key = "out/p/attempts/7/data/big.csv";
+    let id = begin_upload(&endpoint, &bucket, &format!("wh/{key}"));
+    // The first two listings of uploads and the first two aborts get 503.
+    let (lists, aborts) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (l, a) = (Arc::clone(&lists), Arc::clone(&aborts));
+    let proxy = FaultProxy::start(
+        &endpoint,
+        Arc::new(move |head: &str, _: &[u8]| {
+            let first_line = head.lines().next().unwrap_or_default();
+            let counter = if first_line.starts_with("get ") && first_line.contains("?uploads") {
+                &l
+            } else if first_line.starts_with("delete ") && first_line.contains("uploadid=") {
+                &a
+            } else {
+                return None;
+            };
+            (counter.fetch_add(1, Ordering::SeqCst) < 2).then_some(503)
+        }),
+    );
+    let applied = ok(&weir_s3(
+        dir,
+        &proxy.endpoint,
+        &url,
+        &["gc", "m.toml", "--older-than", "1h", "--apply"],
+    )
+    .output()
+    .unwrap());
+    assert!(
+        applied.contains(&format!("abort        upload {id} of {key}: ")),
+        "{applied}"
+    );
+    assert!(lists.load(Ordering::SeqCst) >= 3, "the listing was retried");
+    assert_eq!(aborts.load(Ordering::SeqCst), 3, "the abort was retried");
+    assert_eq!(uploads_in(&endpoint, &bucket), vec![]);
+}
+
 // issue 23 item 13: an upload whose part the store refuses is aborted by
 // the writer there and then: no incomplete upload is left behind for gc.
 // Six parts, so that the refusal is seen while more parts are still to be

@@ -280,6 +280,40 @@ impl S3Backend {
         }
     }
 
+    /// [`S3Backend::signed`] under the store's retry policy: a 5xx or a
+    /// request that never got a reply is sent again after a doubling pause
+    /// while less than `RETRY_BUDGET` has passed (both requests it serves,
+    /// listing and aborting uploads, are safe to repeat).
+    fn signed_retried(
+        &self,
+        raw: &RawClient,
+        method: reqwest::Method,
+        url: &str,
+    ) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+        let started = std::time::Instant::now();
+        for n in 0.. {
+            let reply = self
+                .runtime
+                .block_on(S3Backend::signed(raw, method.clone(), url));
+            let again = match &reply {
+                Err(e) => match e.downcast_ref::<Refused>() {
+                    Some(refused) => refused.status.starts_with('5'),
+                    None => e.downcast_ref::<reqwest::Error>().is_some(),
+                },
+                Ok(_) => false,
+            };
+            if !again || started.elapsed() >= client::RETRY_BUDGET {
+                return reply;
+            }
+            std::thread::sleep(crate::clock::doubling(
+                client::FIRST_BACKOFF,
+                client::MAX_BACKOFF,
+                n,
+            ));
+        }
+        unreachable!("the loop returns")
+    }
+
     fn raw(&self) -> Result<&RawClient, StoreError> {
         self.raw.as_ref().ok_or_else(|| StoreError::Remote {
             key: self.url.clone(),
@@ -648,8 +682,7 @@ impl Backend for S3Backend {
                 ));
             }
             let body = self
-                .runtime
-                .block_on(S3Backend::signed(raw, reqwest::Method::GET, &url))
+                .signed_retried(raw, reqwest::Method::GET, &url)
                 .map_err(|source| StoreError::Remote {
                     key: format!("{} (incomplete multipart uploads)", self.url_prefix()),
                     source,
@@ -694,10 +727,7 @@ impl Backend for S3Backend {
             encode(path.as_ref(), true),
             encode(&upload.id, false)
         );
-        match self
-            .runtime
-            .block_on(S3Backend::signed(raw, reqwest::Method::DELETE, &url))
-        {
+        match self.signed_retried(raw, reqwest::Method::DELETE, &url) {
             Ok(_) => Ok(()),
             // Completed or aborted meanwhile: nothing left to abort.
             Err(e)
