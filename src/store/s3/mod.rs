@@ -287,7 +287,7 @@ impl S3Backend {
     fn signed_retried(
         &self,
         raw: &RawClient,
-        method: reqwest::Method,
+        method: &reqwest::Method,
         url: &str,
     ) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
         let started = std::time::Instant::now();
@@ -682,7 +682,7 @@ impl Backend for S3Backend {
                 ));
             }
             let body = self
-                .signed_retried(raw, reqwest::Method::GET, &url)
+                .signed_retried(raw, &reqwest::Method::GET, &url)
                 .map_err(|source| StoreError::Remote {
                     key: format!("{} (incomplete multipart uploads)", self.url_prefix()),
                     source,
@@ -727,7 +727,7 @@ impl Backend for S3Backend {
             encode(path.as_ref(), true),
             encode(&upload.id, false)
         );
-        match self.signed_retried(raw, reqwest::Method::DELETE, &url) {
+        match self.signed_retried(raw, &reqwest::Method::DELETE, &url) {
             Ok(_) => Ok(()),
             // Completed or aborted meanwhile: nothing left to abort.
             Err(e)
