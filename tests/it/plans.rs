@@ -428,7 +428,10 @@ fn progress_and_an_eta_appear_in_status_while_a_backfill_runs() {
 fn a_pause_and_a_resume_are_operator_events_naming_who_and_when() {
     let sb = sleepers("1", "1");
     let out = sb.weir_out(&["backfill", "m.toml", "second", "--pause"]);
-    sb.check(&out).code(0).stdout("backfill `second` paused: [..]\n[..]\n").stderr("");
+    sb.check(&out)
+        .code(0)
+        .stdout("backfill `second` paused: [..]\n[..]\n")
+        .stderr("");
     let out = sb.weir_out(&["backfill", "m.toml", "second", "--resume"]);
     sb.check(&out)
         .code(0)
