@@ -14,6 +14,7 @@ use crate::support::{stderr, stdout, Sandbox, Visible};
 const SCRIPT: &str = r#"echo "$WEIR_ATTEMPT $(echo $WEIR_PARTITIONS)" >> launches.log
 if [ -e fail.once ] && echo "$WEIR_PARTITIONS" | grep -qx 2026-01-10; then
   rm fail.once
+  echo "flaky source" >&2
   exit 75
 fi
 for k in $WEIR_PARTITIONS; do

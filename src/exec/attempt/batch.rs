@@ -246,14 +246,23 @@ fn meet<'s>(
     drop(g);
     let unwinding = EndOnPanic(Arc::clone(&batch));
     let ran = run(at, claim, snapshot, &members, slots);
-    std::mem::forget(unwinding);
+    // The members' logs: the command's, for each member's evidence (its
+    // FAILED event's stderr tail), before they read them.
+    for m in &members {
+        if m.dir != claim.dir {
+            for log in crate::exec::launch::LOGS {
+                let _ = std::fs::copy(claim.dir.join(log), m.dir.join(log));
+            }
+        }
+    }
     let ended = match &ran {
         Ok((ending, ms, _)) => (ending.clone(), *ms),
         Err(AttemptOutcome::Failed { ending, .. }) => (ending.clone(), 0),
         Err(_) => (Ending::Engine("the batch's command did not run".into()), 0),
     };
     batch.lock().ended = Some(ended.clone());
-    batch.turn.notify_all();
+    // Ended: the guard finds it so.
+    drop(unwinding);
     let (ending, ms, permit) = match ran {
         Ok(ran) => ran,
         Err(outcome) => {
@@ -265,14 +274,6 @@ fn meet<'s>(
             return Err(outcome);
         }
     };
-    // The members' logs: the command's, for each member's evidence.
-    for m in &members {
-        if m.dir != claim.dir {
-            for log in crate::exec::launch::LOGS {
-                let _ = std::fs::copy(claim.dir.join(log), m.dir.join(log));
-            }
-        }
-    }
     Ok((
         ending,
         ms,
