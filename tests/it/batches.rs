@@ -126,6 +126,15 @@ fn a_batched_backfill_launches_once_per_batch_and_a_gate_failure_holds_only_its_
         .expect("a RUNNING of 2026-01-12");
     assert_eq!(running.data["batch"], "2026-01-08");
     assert_eq!(running.data["batch_size"], 7);
+    let out = sb
+        .weir(&["explain", "m.toml", "t", "--partition", "2026-01-05"])
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&out).contains("    ran in a batch of 7 partitions from 2026-01-01 (one command)\n"),
+        "{}",
+        stdout(&out)
+    );
 
     // Released and fixed, a retry reruns only the partition that did not
     // publish: a batch of one.
