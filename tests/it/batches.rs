@@ -276,3 +276,46 @@ output = {{ dataset = "out", grain = ["id"] }}
         );
     }
 }
+
+#[test]
+fn a_partition_already_current_splits_its_batch_into_consecutive_runs() {
+    let sb = batched();
+    let out = sb.run("one", &["--partition", "2026-01-04"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // A batch of one gets the batch's layout too.
+    assert_eq!(launches(&sb), ["1 2026-01-04"]);
+    let out = sb
+        .weir(&["backfill", "m.toml", "two_weeks", "--run-id", "b1"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let mut launched = launches(&sb);
+    launched.sort();
+    assert_eq!(
+        launched,
+        [
+            format!("1 {}", days(1, 3)),
+            "1 2026-01-04".to_string(),
+            format!("1 {}", days(5, 7)),
+            format!("1 {}", days(8, 14)),
+        ]
+    );
+    assert_eq!(partitions_in(&sb, "b1", State::Published).len(), 13);
+    assert_eq!(
+        partitions_in(&sb, "b1", State::AlreadyPublished),
+        ["2026-01-04"]
+    );
+    let running = sb
+        .events("b1")
+        .into_iter()
+        .find(|e| e.state == State::Running && e.partition.as_deref() == Some("2026-01-06"))
+        .expect("a RUNNING of 2026-01-06");
+    assert_eq!(running.data["batch"], "2026-01-05");
+    assert_eq!(running.data["batch_size"], 3);
+}

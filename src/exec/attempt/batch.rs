@@ -6,7 +6,9 @@
 //!  member: claim ─► stage ─► meet ─┬─ last to arrive: runs the command for all
 //!                                  └─ the others: wait for its ending
 //!          ◄── ending ── audit its own directory ─► publish its own partition
-//!  a member with nothing to run (current, held, failed before) leaves
+//!  a member with nothing to run (current, held, failed before) leaves;
+//!  a gap it leaves splits the rest into runs of consecutive keys, one
+//!  command each, one after another in the batch's one slot
 //! ```
 //!
 //! The command sees `WEIR_PARTITIONS` (the keys, one a line, in order),
@@ -49,8 +51,8 @@ struct Gather {
     /// Members arrived or gone.
     settled: usize,
     runner: bool,
-    /// How the command ended and how long it took.
-    ended: Option<(Ending, u64)>,
+    /// How each member's command ended and how long it took, by seat.
+    ended: Vec<Option<(Ending, u64)>>,
     /// Members that have yet to tell how their command ended.
     untold: usize,
 }
@@ -58,6 +60,7 @@ struct Gather {
 /// What the runner needs of a member.
 #[derive(Clone)]
 struct Member {
+    seat: usize,
     key: String,
     attempt: u32,
     token: FencingToken,
@@ -83,6 +86,7 @@ impl Batch {
             size,
             state: Mutex::new(Gather {
                 members: vec![None; size],
+                ended: vec![None; size],
                 ..Gather::default()
             }),
             turn: Condvar::new(),
@@ -138,8 +142,8 @@ struct EndOnPanic(Arc<Batch>);
 impl Drop for EndOnPanic {
     fn drop(&mut self) {
         let mut g = self.0.lock();
-        if g.ended.is_none() {
-            g.ended = Some((Ending::Engine("the batch's runner panicked".into()), 0));
+        for ended in g.ended.iter_mut().filter(|e| e.is_none()) {
+            *ended = Some((Ending::Engine("the batch's runner panicked".into()), 0));
         }
         self.0.turn.notify_all();
     }
@@ -210,6 +214,7 @@ fn meet<'s>(
     slots: &'s Slots,
 ) -> Step<(Ending, u64, Told<'s>)> {
     let me = Member {
+        seat: seat.index,
         key: at.partition.to_string(),
         attempt: at.number,
         token: claim.token,
@@ -228,7 +233,7 @@ fn meet<'s>(
     g.settled += 1;
     g.untold += 1;
     loop {
-        if let Some((ending, ms)) = g.ended.clone() {
+        if let Some((ending, ms)) = g.ended[seat.index].clone() {
             drop(g);
             let told = Told {
                 batch,
@@ -245,35 +250,10 @@ fn meet<'s>(
     let members: Vec<Member> = g.members.iter().flatten().cloned().collect();
     drop(g);
     let unwinding = EndOnPanic(Arc::clone(&batch));
-    let ran = run(at, claim, snapshot, &members, slots);
-    // The members' logs: the command's, for each member's evidence (its
-    // FAILED event's stderr tail), before they read them.
-    for m in &members {
-        if m.dir != claim.dir {
-            for log in crate::exec::launch::LOGS {
-                let _ = std::fs::copy(claim.dir.join(log), m.dir.join(log));
-            }
-        }
-    }
-    let ended = match &ran {
-        Ok((ending, ms, _)) => (ending.clone(), *ms),
-        Err(AttemptOutcome::Failed { ending, .. }) => (ending.clone(), 0),
-        Err(_) => (Ending::Engine("the batch's command did not run".into()), 0),
-    };
-    batch.lock().ended = Some(ended.clone());
+    let ran = run_all(at, claim, snapshot, &members, slots, &batch);
     // Ended: the guard finds it so.
     drop(unwinding);
-    let (ending, ms, permit) = match ran {
-        Ok(ran) => ran,
-        Err(outcome) => {
-            // Told by the attempt's own failure.
-            drop(Told {
-                batch,
-                permit: None,
-            });
-            return Err(outcome);
-        }
-    };
+    let ((ending, ms), permit) = ran?;
     Ok((
         ending,
         ms,
@@ -284,15 +264,79 @@ fn meet<'s>(
     ))
 }
 
-/// The runner's part: the links, the slot, every member's RUNNING, the
-/// command.
-fn run<'s>(
+/// Shares how the command of `group` ended with its members, once their
+/// logs are the command's (their FAILED events' stderr tail).
+fn share(claim: &Claim, group: &[Member], ended: &(Ending, u64), batch: &Batch) {
+    for m in group.iter().filter(|m| m.dir != claim.dir) {
+        for log in crate::exec::launch::LOGS {
+            let _ = std::fs::copy(claim.dir.join(log), m.dir.join(log));
+        }
+    }
+    let mut g = batch.lock();
+    for m in group {
+        g.ended[m.seat] = Some(ended.clone());
+    }
+    drop(g);
+    batch.turn.notify_all();
+}
+
+/// The runner's part: one slot, then one command per run of consecutive
+/// keys among the members that came (one left between others splits the
+/// batch), the runner's own last, so its logs stay its command's. Its own
+/// ending and the slot, or how it failed.
+fn run_all<'s>(
     at: &Attempt<'_, '_>,
     claim: &mut Claim,
     snapshot: &InputSnapshot,
     members: &[Member],
     slots: &'s Slots,
-) -> Step<(Ending, u64, Permit<'s>)> {
+    batch: &Batch,
+) -> Step<((Ending, u64), Permit<'s>)> {
+    let ending_of = |outcome: &AttemptOutcome| match outcome {
+        AttemptOutcome::Failed { ending, .. } => (ending.clone(), 0),
+        _ => (Ending::Engine("the batch's command did not run".into()), 0),
+    };
+    let permit = match take_slot(at, slots, claim.token) {
+        Ok(permit) => permit,
+        Err(outcome) => {
+            share(claim, members, &ending_of(&outcome), batch);
+            return Err(outcome);
+        }
+    };
+    let mut groups: Vec<Vec<Member>> = Vec::new();
+    for m in members {
+        match groups.last_mut() {
+            Some(g)
+                if at.task.dims.previous(&m.key).as_deref() == g.last().map(|l| l.key.as_str()) =>
+            {
+                g.push(m.clone())
+            }
+            _ => groups.push(vec![m.clone()]),
+        }
+    }
+    groups.sort_by_key(|g| g.iter().any(|m| m.dir == claim.dir));
+    let mut own = None;
+    for group in &groups {
+        let ran = run(at, claim, snapshot, group);
+        let ended = match &ran {
+            Ok(ended) => ended.clone(),
+            Err(outcome) => ending_of(outcome),
+        };
+        share(claim, group, &ended, batch);
+        own = Some(ran);
+    }
+    let own = own.expect("the runner is a member: there is a group");
+    Ok((own?, permit))
+}
+
+/// One command for `members`, consecutive keys: the links, every
+/// member's RUNNING, the command.
+fn run(
+    at: &Attempt<'_, '_>,
+    claim: &mut Claim,
+    snapshot: &InputSnapshot,
+    members: &[Member],
+) -> Step<(Ending, u64)> {
     let token = claim.token;
     let root = claim.dir.join(BATCH_DIR);
     let (out, inputs) = link(&root, members)
@@ -319,7 +363,6 @@ fn run<'s>(
         .map_err(|e| at.failed(Ending::Environment(e.to_string()), token))?;
     let keys: Vec<&str> = members.iter().map(|m| m.key.as_str()).collect();
     command.env.set("WEIR_PARTITIONS", &keys.join("\n"));
-    let permit = take_slot(at, slots, token)?;
     let started = Instant::now();
     let first = &members[0].key;
     let running = |job_id: Option<&str>| -> Result<(), String> {
@@ -357,7 +400,7 @@ fn run<'s>(
     );
     let _ = std::fs::remove_dir_all(&root);
     let ending = ending?;
-    Ok((ending, started.elapsed().as_millis() as u64, permit))
+    Ok((ending, started.elapsed().as_millis() as u64))
 }
 
 /// `root/out/<key>` → each member's staging, `root/in/<NAME>/<key>` → its
