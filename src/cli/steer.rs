@@ -5,6 +5,9 @@
 use super::args::BackfillArgs;
 use super::error::{doing, CliError};
 use super::exit;
+use serde_json::json;
+
+use crate::events::{Event, State};
 use crate::manifest::Manifest;
 use crate::partition::shell_word;
 use crate::store::steering::{self, Steer, Steering};
@@ -40,12 +43,25 @@ pub(crate) fn steer(
         shell_word(&args.manifest.display().to_string()),
         shell_word(name)
     );
+    let (pid, host) = (std::process::id(), crate::store::holder::host_name());
     let Some(state) = state else {
         let was = steering::read(&warehouse, name)
             .map_err(doing("cannot read the backfill's steering record"))?;
         match was {
             None => println!("backfill `{name}` is not paused: nothing to resume"),
             Some(was) => {
+                if was.state == Steer::Paused {
+                    log(
+                        &warehouse,
+                        State::BackfillResumed,
+                        format!(
+                            "backfill `{name}` resumed by pid {pid} on {host} (paused since {}, {})",
+                            was.since, was.by
+                        ),
+                        json!({ "backfill": name, "paused_since": was.since, "paused_by": was.by,
+                                "by": format!("pid {pid} on {host}"), "host": host, "pid": pid }),
+                    )?;
+                }
                 steering::clear(&warehouse, name)
                     .map_err(doing("cannot remove the backfill's steering record"))?;
                 println!(
@@ -61,12 +77,16 @@ pub(crate) fn steer(
         backfill: name.clone(),
         state,
         since: jiff::Timestamp::now().to_string(),
-        by: format!(
-            "pid {} on {}",
-            std::process::id(),
-            crate::store::holder::host_name()
-        ),
+        by: format!("pid {pid} on {host}"),
     };
+    if state == Steer::Paused {
+        log(
+            &warehouse,
+            State::BackfillPaused,
+            format!("backfill `{name}` paused by {}", record.by),
+            json!({ "backfill": name, "by": record.by, "host": host, "pid": pid }),
+        )?;
+    }
     steering::write(&warehouse, &record)
         .map_err(doing("cannot write the backfill's steering record"))?;
     match state {
@@ -78,6 +98,21 @@ pub(crate) fn steer(
         ),
     }
     Ok(exit::OK)
+}
+
+/// The operator's event, durable before the record it announces changes:
+/// `weir events` shows who paused or resumed the backfill, and when.
+fn log(
+    warehouse: &crate::store::Warehouse,
+    state: State,
+    detail: String,
+    data: serde_json::Value,
+) -> Result<(), CliError> {
+    let log =
+        crate::ops::operator_log(warehouse).map_err(doing("cannot open an operator event log"))?;
+    log.emit_durable(state, Event::default().detail(detail).data(data))
+        .map_err(doing("cannot log the steering"))?;
+    Ok(())
 }
 
 fn describe(state: Steer) -> &'static str {

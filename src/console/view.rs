@@ -102,6 +102,42 @@ pub(super) struct Problems {
     problems: Vec<Problem>,
     /// Problems past the first few of their kind and task, counted.
     more: Vec<More>,
+    /// Backfills in flight, as `weir status` tells them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    backfills: Vec<BackfillLine>,
+}
+
+/// A backfill in flight on the first screen: its run's progress and ETA,
+/// and a pause or cancellation with since when and by whom.
+#[derive(Serialize)]
+struct BackfillLine {
+    name: String,
+    run_id: Option<String>,
+    /// "3/8 done, 2 running, ETA 4s".
+    progress: Option<String>,
+    /// "paused" or "cancelled".
+    steered: Option<&'static str>,
+    since: Option<String>,
+    by: Option<String>,
+}
+
+fn backfill_lines(backfills: &[crate::ops::backfills::BackfillState]) -> Vec<BackfillLine> {
+    use crate::store::steering::Steer;
+    let human = |ms: u64| crate::manifest::duration::human(std::time::Duration::from_millis(ms));
+    backfills
+        .iter()
+        .map(|b| BackfillLine {
+            name: b.name.clone(),
+            run_id: b.run.as_ref().map(|r| r.run_id.clone()),
+            progress: b.run.as_ref().map(|r| r.line(human)),
+            steered: b.steering.as_ref().map(|s| match s.state {
+                Steer::Paused => "paused",
+                Steer::Cancelled => "cancelled",
+            }),
+            since: b.steering.as_ref().map(|s| s.since.clone()),
+            by: b.steering.as_ref().map(|s| s.by.clone()),
+        })
+        .collect()
 }
 
 pub(super) fn problems(manifest: &Manifest) -> Result<Problems, ViewError> {
@@ -122,6 +158,7 @@ pub(super) fn problems(manifest: &Manifest) -> Result<Problems, ViewError> {
         total,
         problems,
         more,
+        backfills: backfill_lines(&status.backfills),
     })
 }
 

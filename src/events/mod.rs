@@ -96,6 +96,10 @@ pub enum State {
     Notified,
     /// A notification could not be delivered (it stays in the outbox).
     NotifyFailed,
+    /// operator log: a backfill was paused (`weir backfill --pause`).
+    BackfillPaused,
+    /// operator log: a paused backfill was resumed (`--resume`).
+    BackfillResumed,
 }
 
 impl State {
@@ -475,6 +479,8 @@ mod tests {
             State::Accepted,
             State::Notified,
             State::NotifyFailed,
+            State::BackfillPaused,
+            State::BackfillResumed,
         ];
         // Exhaustive, no wildcard: a new variant does not compile until it
         // is listed above too.
@@ -511,7 +517,9 @@ mod tests {
                 | State::Late
                 | State::Accepted
                 | State::Notified
-                | State::NotifyFailed => {}
+                | State::NotifyFailed
+                | State::BackfillPaused
+                | State::BackfillResumed => {}
             }
         }
         let readme = include_str!("../../README.md");

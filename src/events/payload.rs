@@ -117,6 +117,12 @@ pub struct Running {
     /// The scheduler's job id, for an attempt run by an executor such as Slurm.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_id: Option<String>,
+    /// The first key of the batch its command ran for, if it ran in one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<String>,
+    /// How many partitions that batch's command ran for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_size: Option<u32>,
 }
 
 /// The evidence of one event, by its state.
@@ -214,12 +220,16 @@ mod tests {
                     upstream_partition,
                 })
             }),
-            (text, text, proptest::option::of(text)).prop_map(|(name, digest, job_id)| {
-                Payload::Running(Running {
-                    input_snapshot: serde_json::json!({"inputs": [{"name": name, "digest": digest}]}),
-                    job_id,
-                })
-            }),
+            (text, text, proptest::option::of(text), proptest::option::of(text)).prop_map(
+                |(name, digest, job_id, batch)| {
+                    Payload::Running(Running {
+                        input_snapshot: serde_json::json!({"inputs": [{"name": name, "digest": digest}]}),
+                        job_id,
+                        batch_size: batch.as_ref().map(|b| b.len() as u32),
+                        batch,
+                    })
+                }
+            ),
         ]
     }
 

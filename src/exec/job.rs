@@ -25,6 +25,9 @@ pub(super) struct Job<'m> {
     pub(super) marker_listed_absent: bool,
     /// The pass's listing of its upstreams' certification marks.
     pub(super) certs: std::sync::Arc<crate::store::certs::Listed>,
+    /// Its place in the batch it started with, if its task runs batches:
+    /// left unused when it ends before its command.
+    pub(super) seat: Option<attempt::batch::Seat>,
 }
 
 /// What a job reports: the snapshot kept for a retry, the outcome, and
@@ -110,7 +113,17 @@ impl Job<'_> {
             force: self.force && !self.upstream_only,
             upstream_only: self.upstream_only,
         };
-        let outcome = attempt::run(cx, task, partition, self.attempt, &snapshot, slots, rerun);
+        let seat = self.seat.take();
+        let outcome = attempt::run(
+            cx,
+            task,
+            partition,
+            self.attempt,
+            &snapshot,
+            slots,
+            rerun,
+            seat,
+        );
         // An external input that moved since it was pinned is pinned again.
         let keep = !matches!(
             &outcome,

@@ -7,14 +7,19 @@
 //!
 //! ```text
 //!  inputs   Report(instance, Release | Block | Retry(at) | Stopped) · Clock(now) · Stop
-//!  actions  Queue(instance) · Start(instance) · Skip(instance, cause) · WaitUntil(t) · Finished
+//!  actions  Queue(instance) · Start(instances) · Skip(instance, cause) · WaitUntil(t) · Finished
 //! ```
 //!
 //! Ready sets are updated incrementally from in-degree counters (no
-//! rescans), and each pool admits a bounded number of instances at once.
+//! rescans), and each pool admits a bounded number of units at once. A
+//! unit is one instance, or the members of one batch (`Graph::batch`) that
+//! are ready together: a member queued while another of its batch waits
+//! to start (ready, or for its retry) joins that one's unit, which starts
+//! them all in one `Start` and holds one admission until the last of them
+//! reports.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 /// The instance graph the machine walks.
 pub(crate) trait Graph {
@@ -22,6 +27,11 @@ pub(crate) trait Graph {
     fn successors(&self, id: usize, f: &mut dyn FnMut(usize));
     /// The pool instance `id` runs in.
     fn pool(&self, id: usize) -> usize;
+    /// The batch instance `id` belongs to (an id shared by its members),
+    /// if its task runs batches.
+    fn batch(&self, _id: usize) -> Option<usize> {
+        None
+    }
 }
 
 /// How an attempt's report leaves its instance.
@@ -57,12 +67,13 @@ pub(crate) enum RunInput {
 }
 
 /// What the machine tells the executor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum RunAction {
     /// The instance is ready (emit QUEUED).
     Queue(usize),
-    /// Start an attempt of it.
-    Start(usize),
+    /// Start one attempt of these instances together: one, or the members
+    /// of a batch ready together (in the order they were queued).
+    Start(Vec<usize>),
     /// It will not run: upstream `cause` did not publish.
     Skip {
         /// The skipped instance.
@@ -94,6 +105,15 @@ pub(crate) struct RunMachine {
     active: usize,
     delayed: BinaryHeap<Reverse<(u64, usize)>>,
     stopping: bool,
+    /// The unit waiting to start (ready or for its retry) of each batch
+    /// that has one, by batch: its first member.
+    gathering: HashMap<usize, usize>,
+    /// The members that joined each waiting unit, by its first member.
+    joined: HashMap<usize, Vec<usize>>,
+    /// The first member of each started unit with members yet to report,
+    /// by member; and how many have yet to, by first member.
+    unit_of: HashMap<usize, usize>,
+    unreported: HashMap<usize, usize>,
 }
 
 impl RunMachine {
@@ -110,6 +130,10 @@ impl RunMachine {
             active: 0,
             delayed: BinaryHeap::new(),
             stopping: false,
+            gathering: HashMap::new(),
+            joined: HashMap::new(),
+            unit_of: HashMap::new(),
+            unreported: HashMap::new(),
         }
     }
 
@@ -138,7 +162,9 @@ impl RunMachine {
         match input {
             RunInput::Report { instance, verdict } => {
                 self.active -= 1;
-                self.admitted[graph.pool(instance)] -= 1;
+                if self.unit_reported(instance) {
+                    self.admitted[graph.pool(instance)] -= 1;
+                }
                 match verdict {
                     Verdict::Release => {
                         self.state[instance] = St::Done;
@@ -176,7 +202,11 @@ impl RunMachine {
                     }
                     Verdict::Retry { at } => {
                         self.state[instance] = St::Waiting;
-                        self.delayed.push(Reverse((at, instance)));
+                        // A batch failed together retries together, at
+                        // its first member's time.
+                        if !self.joins(graph, instance) {
+                            self.delayed.push(Reverse((at, instance)));
+                        }
                     }
                     Verdict::Stopped => self.state[instance] = St::Done,
                 }
@@ -190,7 +220,49 @@ impl RunMachine {
 
     fn queue(&mut self, graph: &dyn Graph, id: usize, out: &mut Vec<RunAction>) {
         out.push(RunAction::Queue(id));
-        self.ready[graph.pool(id)].push_back(id);
+        // Due again after a retry: its unit's joined members are ready too.
+        if let Some(members) = self.joined.get(&id) {
+            out.extend(members.iter().map(|m| RunAction::Queue(*m)));
+        }
+        if !self.joins(graph, id) {
+            self.ready[graph.pool(id)].push_back(id);
+        }
+    }
+
+    /// Whether `id` joined a unit of its batch waiting to start; if not,
+    /// and it is in a batch, it leads a new one.
+    fn joins(&mut self, graph: &dyn Graph, id: usize) -> bool {
+        let Some(batch) = graph.batch(id) else {
+            return false;
+        };
+        match self.gathering.get(&batch) {
+            Some(&first) if first != id => {
+                self.joined.entry(first).or_default().push(id);
+                true
+            }
+            _ => {
+                self.gathering.insert(batch, id);
+                false
+            }
+        }
+    }
+
+    /// A member of a started unit reported: whether it was the last (then
+    /// the unit's admission is given back).
+    fn unit_reported(&mut self, id: usize) -> bool {
+        let Some(first) = self.unit_of.remove(&id) else {
+            return true;
+        };
+        let left = self
+            .unreported
+            .get_mut(&first)
+            .expect("a started unit counts its members");
+        *left -= 1;
+        if *left > 0 {
+            return false;
+        }
+        self.unreported.remove(&first);
+        true
     }
 
     fn tick(&mut self, graph: &dyn Graph, now: u64, out: &mut Vec<RunAction>) {
@@ -207,10 +279,23 @@ impl RunMachine {
                     let Some(id) = self.ready[pool].pop_front() else {
                         break;
                     };
+                    let mut unit = vec![id];
+                    if let Some(batch) = graph.batch(id) {
+                        self.gathering.remove(&batch);
+                        unit.extend(self.joined.remove(&id).unwrap_or_default());
+                        if unit.len() > 1 {
+                            for m in &unit {
+                                self.unit_of.insert(*m, id);
+                            }
+                            self.unreported.insert(id, unit.len());
+                        }
+                    }
                     self.admitted[pool] += 1;
-                    self.active += 1;
-                    self.state[id] = St::Running;
-                    out.push(RunAction::Start(id));
+                    self.active += unit.len();
+                    for m in &unit {
+                        self.state[*m] = St::Running;
+                    }
+                    out.push(RunAction::Start(unit));
                 }
             }
         }
@@ -232,6 +317,57 @@ mod tests {
 
     /// A chain per pool of `(successors, pool)` per instance.
     struct G(Vec<(Vec<usize>, usize)>);
+
+    /// `G` whose instances are in batches: `batch[i]`.
+    struct B(G, Vec<Option<usize>>);
+
+    impl Graph for B {
+        fn successors(&self, id: usize, f: &mut dyn FnMut(usize)) {
+            self.0.successors(id, f)
+        }
+        fn pool(&self, id: usize) -> usize {
+            self.0.pool(id)
+        }
+        fn batch(&self, id: usize) -> Option<usize> {
+            self.1[id]
+        }
+    }
+
+    #[test]
+    fn a_batch_ready_together_starts_as_one_unit_holding_one_admission_until_all_report() {
+        // 0..3 in batch 0, 3..5 in batch 3, all in pool 0 of limit 1.
+        let g = B(
+            G((0..5).map(|_| (vec![], 0)).collect()),
+            vec![Some(0), Some(0), Some(0), Some(3), Some(3)],
+        );
+        let mut m = RunMachine::new(indegree(&g.0), vec![1]);
+        let a = m.begin(&g, false, 0);
+        assert!(a.contains(&RunAction::Start(vec![0, 1, 2])));
+        assert_eq!(started(&a), [0, 1, 2]);
+        let report = |i, verdict| RunInput::Report {
+            instance: i,
+            verdict,
+        };
+        // The unit's slot is held until its last member reports.
+        assert!(started(&m.step(&g, report(0, Verdict::Release), 1)).is_empty());
+        assert!(started(&m.step(&g, report(1, Verdict::Block), 2)).is_empty());
+        // Its third fails: it retries alone, after the other batch.
+        let a = m.step(&g, report(2, Verdict::Retry { at: 10 }), 3);
+        assert!(a.contains(&RunAction::Start(vec![3, 4])));
+        // Both fail: they retry as one unit, at the first one's time.
+        m.step(&g, report(3, Verdict::Retry { at: 20 }), 4);
+        let a = m.step(&g, report(4, Verdict::Retry { at: 15 }), 5);
+        assert_eq!(a, [RunAction::WaitUntil(Some(10))]);
+        let a = m.step(&g, RunInput::Clock, 10);
+        assert_eq!(started(&a), [2]);
+        let a = m.step(&g, report(2, Verdict::Release), 11);
+        assert_eq!(a, [RunAction::WaitUntil(Some(20))]);
+        let a = m.step(&g, RunInput::Clock, 20);
+        assert!(a.contains(&RunAction::Start(vec![3, 4])));
+        m.step(&g, report(4, Verdict::Release), 21);
+        let a = m.step(&g, report(3, Verdict::Release), 22);
+        assert_eq!(a, [RunAction::Finished]);
+    }
 
     impl Graph for G {
         fn successors(&self, id: usize, f: &mut dyn FnMut(usize)) {
@@ -258,9 +394,10 @@ mod tests {
         actions
             .iter()
             .filter_map(|a| match a {
-                RunAction::Start(i) => Some(*i),
+                RunAction::Start(i) => Some(i.clone()),
                 _ => None,
             })
+            .flatten()
             .collect()
     }
 
@@ -279,7 +416,7 @@ mod tests {
         };
         assert_eq!(started(&m.step(&g, report(0), 5)), [1]);
         let a = m.step(&g, report(1), 6);
-        assert_eq!(a[..2], [RunAction::Queue(2), RunAction::Start(2)]);
+        assert_eq!(a[..2], [RunAction::Queue(2), RunAction::Start(vec![2])]);
         assert_eq!(m.step(&g, report(2), 7), [RunAction::Finished]);
     }
 
@@ -307,7 +444,7 @@ mod tests {
             a,
             [
                 RunAction::Queue(0),
-                RunAction::Start(0),
+                RunAction::Start(vec![0]),
                 RunAction::WaitUntil(None)
             ]
         );

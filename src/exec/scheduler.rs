@@ -191,16 +191,15 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             for action in std::mem::take(&mut actions) {
                 match action {
                     machine::RunAction::Queue(id) => self.enqueue(id),
-                    machine::RunAction::Start(id) => {
+                    machine::RunAction::Start(unit) => {
                         if self
                             .steer
-                            .holds(&self.cx.warehouse, id, self.interrupted.is_some())
+                            .holds(&self.cx.warehouse, &unit, self.interrupted.is_some())
                         {
                             continue;
                         }
-                        let slots = &pool_slots[machine::Graph::pool(&dag, id)];
-                        let looks = (absent.contains(&id), Arc::clone(&certs));
-                        self.start(scope, id, tx.clone(), slots, looks);
+                        let slots = &pool_slots[machine::Graph::pool(&dag, unit[0])];
+                        self.start_unit(scope, unit, &tx, slots, (&absent, &certs));
                     }
                     machine::RunAction::Skip { instance, cause } => self.skipped(instance, cause),
                     machine::RunAction::WaitUntil(at) => wait = Some(at),
@@ -214,9 +213,9 @@ impl<'c, 'a> Scheduler<'c, 'a> {
                 self.interrupted = interrupt::requested();
             }
             let stopping = self.interrupted.is_some() || self.cx.log_failed();
-            for id in self.steer.release(&self.cx.warehouse, stopping) {
-                let slots = &pool_slots[machine::Graph::pool(&dag, id)];
-                self.start(scope, id, tx.clone(), slots, (false, Arc::clone(&certs)));
+            for unit in self.steer.release(&self.cx.warehouse, stopping) {
+                let slots = &pool_slots[machine::Graph::pool(&dag, unit[0])];
+                self.start_unit(scope, unit, &tx, slots, (&HashSet::new(), &certs));
             }
             if !self.machine.stopping() && stopping {
                 actions = self.machine.step(&dag, machine::RunInput::Stop, ms());
@@ -301,9 +300,11 @@ impl<'c, 'a> Scheduler<'c, 'a> {
     fn pass_looks(&mut self, actions: &[machine::RunAction]) -> (HashSet<usize>, Arc<Listed>) {
         let mut by_task: std::collections::BTreeMap<&'c str, Vec<usize>> = Default::default();
         for action in actions {
-            if let machine::RunAction::Start(id) = *action {
-                if self.attempts[id] == 0 {
-                    by_task.entry(self.names(id).0).or_default().push(id);
+            if let machine::RunAction::Start(unit) = action {
+                for &id in unit {
+                    if self.attempts[id] == 0 {
+                        by_task.entry(self.names(id).0).or_default().push(id);
+                    }
                 }
             }
         }
@@ -375,6 +376,33 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             .look_dataset(dataset, &waiting, pages * 1000);
     }
 
+    /// Starts the instances of one unit the machine admitted: a batch's
+    /// members meet before one command (`attempt::batch`), in key order.
+    fn start_unit<'s>(
+        &mut self,
+        scope: &'s std::thread::Scope<'s, '_>,
+        mut unit: Vec<usize>,
+        tx: &mpsc::Sender<Option<Report>>,
+        slots: &'s pool::Slots,
+        (absent, certs): (&HashSet<usize>, &Arc<Listed>),
+    ) where
+        'c: 's,
+    {
+        let batched = !self.plan.tasks[self.plan.locate(unit[0]).0]
+            .batches
+            .is_empty();
+        unit.sort_unstable();
+        let mut seats = match batched {
+            true => attempt::batch::Batch::seats(unit.len()),
+            false => Vec::new(),
+        }
+        .into_iter();
+        for id in unit {
+            let looks = (absent.contains(&id), Arc::clone(certs));
+            self.start(scope, id, tx.clone(), slots, looks, seats.next());
+        }
+    }
+
     pub(super) fn start<'s>(
         &mut self,
         scope: &'s std::thread::Scope<'s, '_>,
@@ -382,6 +410,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         tx: mpsc::Sender<Option<Report>>,
         slots: &'s pool::Slots,
         (marker_listed_absent, certs): (bool, Arc<Listed>),
+        seat: Option<attempt::batch::Seat>,
     ) where
         'c: 's,
     {
@@ -409,6 +438,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             allow_uncertified: self.options.allow_uncertified,
             marker_listed_absent,
             certs,
+            seat,
         };
         let cx = self.cx;
         scope.spawn(move || {
@@ -891,5 +921,10 @@ impl machine::Graph for Dag<'_> {
 
     fn pool(&self, id: usize) -> usize {
         self.task_pool[self.plan.locate(id).0]
+    }
+
+    fn batch(&self, id: usize) -> Option<usize> {
+        let (t, i) = self.plan.locate(id);
+        self.plan.batch_of(t, i)
     }
 }

@@ -18,8 +18,8 @@ pub(super) struct Steerer {
     backfill: Option<String>,
     /// The last read and when it was taken.
     last: Option<(Instant, Option<Steer>)>,
-    /// Instances the machine admitted while paused, not yet started.
-    pub(super) held: Vec<usize>,
+    /// Units the machine admitted while paused, not yet started.
+    pub(super) held: Vec<Vec<usize>>,
 }
 
 impl Steerer {
@@ -49,13 +49,14 @@ impl Steerer {
         state
     }
 
-    /// Whether instance `id` must wait instead of starting now (then it is
-    /// kept in `held`). A cancellation asks the run to stop and lets the
-    /// instance start, to end as interrupted at once.
-    pub(super) fn holds(&mut self, warehouse: &Warehouse, id: usize, stopping: bool) -> bool {
+    /// Whether `unit` (an instance, or a batch's members) must wait
+    /// instead of starting now (then it is kept in `held`). A cancellation
+    /// asks the run to stop and lets the unit start, to end as interrupted
+    /// at once.
+    pub(super) fn holds(&mut self, warehouse: &Warehouse, unit: &[usize], stopping: bool) -> bool {
         match self.state(warehouse) {
             Some(Steer::Paused) if !stopping => {
-                self.held.push(id);
+                self.held.push(unit.to_vec());
                 true
             }
             Some(Steer::Cancelled) => {
@@ -66,11 +67,11 @@ impl Steerer {
         }
     }
 
-    /// The held instances to start now: all of them once the pause is
+    /// The held units to start now: all of them once the pause is
     /// lifted or the run stops (a stopping run must hear from each).
     /// A cancellation read here asks the run to stop even when nothing is
     /// held: running attempts are stopped as by SIGTERM.
-    pub(super) fn release(&mut self, warehouse: &Warehouse, stopping: bool) -> Vec<usize> {
+    pub(super) fn release(&mut self, warehouse: &Warehouse, stopping: bool) -> Vec<Vec<usize>> {
         match self.state(warehouse) {
             Some(Steer::Paused) if !stopping => Vec::new(),
             Some(Steer::Cancelled) => {

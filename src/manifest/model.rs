@@ -424,6 +424,9 @@ pub struct Task {
     pub expected_duration: Duration,
     /// Needs its previous partition first.
     pub depends_on_past: bool,
+    /// Up to this many consecutive partitions run in one attempt's command
+    /// (`batch = { max_partitions = N }`); `None`: one partition each.
+    pub batch: Option<u32>,
     /// Publication deadline after the partition's interval ends.
     pub sla: Option<Duration>,
     /// Target share of partitions published within `sla` (`weir slo`).

@@ -152,7 +152,7 @@ pub use super::readiness::RawReady;
 
 pub use super::executors::{ExecutorKind, RawExecutor, RawResources};
 pub use super::gates::RawGate;
-pub use super::tasks::{RawInput, RawOutput, RawTask};
+pub use super::tasks::{RawBatch, RawInput, RawOutput, RawTask};
 
 pub use super::backfills::RawBackfill;
 pub use super::notify::RawNotifyTarget;

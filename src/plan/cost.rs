@@ -2,7 +2,9 @@
 //! instance taking what its task's attempts took lately (p50, then p90,
 //! times the attempts an instance takes: [`super::history`]), or its
 //! `expected_duration` where there is no history, honouring dependencies,
-//! pool slots and `depends_on_past`. Event-driven (a heap of completions),
+//! pool slots and `depends_on_past`. A batch (`batch = { max_partitions =
+//! N }`) costs one attempt and one slot: its members ready while it starts
+//! ride along. Event-driven (a heap of completions),
 //! so 730,000 instances simulate in well under a second.
 //!
 //! The simulator is this one function, [`simulate`], fed one duration per
@@ -138,6 +140,64 @@ fn critical_path(plan: &Plan, ends: &[u64]) -> Vec<(String, usize)> {
     path
 }
 
+/// Each pool's estimate from what a simulation counted, ending at `now`.
+fn pool_estimates(
+    plan: &Plan,
+    instances: &[usize],
+    wall: &[u64],
+    busy: &[u64],
+    now: u64,
+) -> IndexMap<String, PoolEstimate> {
+    plan.pools
+        .iter()
+        .enumerate()
+        .map(|(i, (name, slots))| {
+            (
+                name.clone(),
+                PoolEstimate {
+                    slots: *slots,
+                    instances: instances[i],
+                    wall: Duration::from_millis(wall[i]),
+                    busy_share: if now == 0 || *slots == 0 {
+                        0.0
+                    } else {
+                        busy[i] as f64 / (now as f64 * f64::from(*slots))
+                    },
+                },
+            )
+        })
+        .collect()
+}
+
+/// The batches a simulation started, and the members riding along.
+#[derive(Default)]
+struct Batches {
+    /// When each started batch ends, by its first member.
+    ends: std::collections::HashMap<usize, u64>,
+    /// Members running without a slot of their own.
+    riders: std::collections::HashSet<usize>,
+}
+
+impl Batches {
+    /// When `id` of `batch` ends if it rides along a batch not over at
+    /// `now`.
+    fn ride(&mut self, batch: Option<usize>, id: usize, now: u64) -> Option<u64> {
+        let end = *self.ends.get(&batch?)?;
+        (end > now).then(|| {
+            self.riders.insert(id);
+            end
+        })
+    }
+
+    /// A member of `batch` started at `now` for `ms`; one that does not
+    /// run opens no batch for the rest.
+    fn started(&mut self, batch: Option<usize>, now: u64, ms: u64) {
+        if let (Some(b), true) = (batch, ms > 0) {
+            self.ends.insert(b, now.saturating_add(ms));
+        }
+    }
+}
+
 /// One simulation: each instance of task `t` takes `ms[t]`, or nothing
 /// where `runs` says it does not run.
 pub fn simulate(
@@ -177,19 +237,32 @@ pub fn simulate(
         task_of.extend(std::iter::repeat_n(t as u32, task.keys.len()));
     }
     let mut running: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+    let mut batches = Batches::default();
     let mut now = 0u64;
     loop {
         for (p, queue) in ready.iter_mut().enumerate() {
-            while free[p] > 0 {
-                let Some(id) = queue.pop_front() else { break };
+            while let Some(&id) = queue.front() {
+                let t = task_of[id] as usize;
+                let batch = plan.batch_of(t, id - plan.offsets[t]);
+                if let Some(end) = batches.ride(batch, id, now) {
+                    queue.pop_front();
+                    record(id, now, end);
+                    running.push(Reverse((end, id)));
+                    continue;
+                }
+                if free[p] == 0 {
+                    break;
+                }
+                queue.pop_front();
                 free[p] -= 1;
                 let ms = match runs.and_then(|r| r.get(id)) {
                     Some(false) => 0,
-                    _ => ms[task_of[id] as usize],
+                    _ => ms[t],
                 };
                 busy[p] = busy[p].saturating_add(ms);
                 record(id, now, now.saturating_add(ms));
                 running.push(Reverse((now.saturating_add(ms), id)));
+                batches.started(batch, now, ms);
             }
         }
         let Some(Reverse((end, id))) = running.pop() else {
@@ -198,7 +271,9 @@ pub fn simulate(
         now = end;
         let t = task_of[id] as usize;
         let p = task_pool[t];
-        free[p] += 1;
+        if !batches.riders.remove(&id) {
+            free[p] += 1;
+        }
         wall[p] = wall[p].max(end);
         let i = id - plan.offsets[t];
         plan.for_each_successor(t, i, |s| {
@@ -208,26 +283,7 @@ pub fn simulate(
             }
         });
     }
-    let pools = plan
-        .pools
-        .iter()
-        .enumerate()
-        .map(|(i, (name, slots))| {
-            (
-                name.clone(),
-                PoolEstimate {
-                    slots: *slots,
-                    instances: instances[i],
-                    wall: Duration::from_millis(wall[i]),
-                    busy_share: if now == 0 || *slots == 0 {
-                        0.0
-                    } else {
-                        busy[i] as f64 / (now as f64 * f64::from(*slots))
-                    },
-                },
-            )
-        })
-        .collect();
+    let pools = pool_estimates(plan, &instances, &wall, &busy, now);
     Estimate {
         pools,
         total: Duration::from_millis(now),

@@ -129,6 +129,22 @@ pub(super) fn past_links(
     (past, next)
 }
 
+/// [`super::PlannedTask::batches`]: chunks of up to the task's batch size
+/// of consecutive keys (each key's previous is the key before it).
+pub(super) fn batches(task: &crate::manifest::Task, keys: &[String]) -> Vec<u32> {
+    let Some(size) = task.batch else {
+        return Vec::new();
+    };
+    let mut first = Vec::with_capacity(keys.len());
+    for (i, key) in keys.iter().enumerate() {
+        let follows = i > 0
+            && (i - first[i - 1] as usize) < size as usize
+            && task.dims.previous(key).as_deref() == Some(keys[i - 1].as_str());
+        first.push(if follows { first[i - 1] } else { i as u32 });
+    }
+    first
+}
+
 pub(super) fn positions<'m>(order: &[&'m str]) -> HashMap<&'m str, usize> {
     order.iter().enumerate().map(|(i, n)| (*n, i)).collect()
 }

@@ -171,6 +171,10 @@ pub struct PlannedTask {
     pub next: Vec<Option<u32>>,
     /// Planning estimate of one attempt.
     pub expected_duration: Duration,
+    /// For a task that runs batches (`batch = { max_partitions = N }`):
+    /// the index of the first key of each key's batch, up to N consecutive
+    /// keys (a gap starts a new one). Empty otherwise: one key each.
+    pub batches: Vec<u32>,
 }
 
 /// A plan: tasks in topological order and their selected partitions.
@@ -329,6 +333,25 @@ impl Plan {
     /// Instance id of task `t` at key index `i`.
     pub fn instance(&self, t: usize, i: usize) -> usize {
         self.offsets[t] + i
+    }
+
+    /// The batch of instance `(t, i)`, named by its first member's
+    /// instance id, if its task runs batches.
+    pub fn batch_of(&self, t: usize, i: usize) -> Option<usize> {
+        let first = *self.tasks[t].batches.get(i)?;
+        Some(self.instance(t, first as usize))
+    }
+
+    /// How many attempts' commands task `t`'s instances take when each
+    /// batch runs as one.
+    pub fn launches(&self, t: usize) -> usize {
+        let task = &self.tasks[t];
+        match task.batches.is_empty() {
+            true => task.keys.len(),
+            false => (0..task.batches.len())
+                .filter(|&i| task.batches[i] as usize == i)
+                .count(),
+        }
     }
 
     /// Whether instance `(t, i)` was added because a selected instance needs
@@ -636,6 +659,7 @@ fn planned_tasks(
             past,
             next,
             expected_duration: task.expected_duration,
+            batches: links::batches(task, &keys[t]),
         });
     }
     Ok(tasks)

@@ -184,9 +184,16 @@ fn step_lines(plan: &Plan, out: &mut String, name_w: usize, pool_w: usize) {
         "step", "task", "scheme", "pool", "retry", "instances"
     );
     for (i, t) in plan.tasks.iter().enumerate() {
+        let batches = match t.batches.is_empty() {
+            true => String::new(),
+            false => format!(
+                "  (in {}: consecutive partitions share one)",
+                count(plan.launches(i), "attempt", "attempts")
+            ),
+        };
         let _ = writeln!(
             out,
-            "{:>4}  {:name_w$}  {:scheme_w$}  {:pool_w$}  {:retry_w$}  {:>9}  {}{}",
+            "{:>4}  {:name_w$}  {:scheme_w$}  {:pool_w$}  {:retry_w$}  {:>9}  {}{}{batches}",
             i + 1,
             t.name,
             pad(&t.scheme, scheme_w),
@@ -562,6 +569,10 @@ struct JsonTask<'a> {
     depends_on: Vec<&'a str>,
     depends_on_past: bool,
     instances: usize,
+    /// A task that runs batches: its batches' first and last keys, one
+    /// attempt's command each.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    batches: Option<Vec<[&'a str; 2]>>,
     partitions: &'a [String],
     /// Keys added because a planned instance needs them and they are not
     /// published.
@@ -605,6 +616,22 @@ struct JsonTotal {
 struct JsonPathStep {
     task: String,
     instances: usize,
+}
+
+/// A task's batches as their first and last keys, if it runs batches.
+fn batch_ranges(t: &super::PlannedTask) -> Option<Vec<[&str; 2]>> {
+    if t.batches.is_empty() {
+        return None;
+    }
+    let mut out: Vec<[&str; 2]> = Vec::new();
+    for (i, first) in t.batches.iter().enumerate() {
+        let key = t.keys[i].as_str();
+        match out.last_mut() {
+            Some(b) if *first as usize != i => b[1] = key,
+            _ => out.push([key, key]),
+        }
+    }
+    Some(out)
 }
 
 /// One JSON document; field names are part of weir's interface.
@@ -651,6 +678,7 @@ pub fn json(
                     .collect(),
                 depends_on_past: t.depends_on_past,
                 instances: t.keys.len(),
+                batches: batch_ranges(t),
                 partitions: &t.keys,
                 added: {
                     let mut idx: Vec<u32> = t.added.iter().copied().collect();

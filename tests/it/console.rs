@@ -755,3 +755,85 @@ fn a_drifted_file_heads_the_first_screen() {
     let api: serde_json::Value = serde_json::from_str(&api).unwrap();
     assert_eq!(api["drifted"][0]["partition"], "b");
 }
+
+#[test]
+fn the_first_screen_shows_a_paused_backfills_progress_eta_and_since_when() {
+    let sb = Sandbox::new(
+        r#"
+[pipeline]
+name = "bf"
+code_version = "1"
+warehouse = "wh"
+
+[partitions.daily]
+kind = "daily"
+start = "2026-01-01"
+end = "2026-01-31"
+
+[pools.backfill]
+slots = 1
+
+[tasks.t]
+command = ["sh", "t.sh"]
+output = { dataset = "out", grain = ["id"] }
+
+[backfills.three]
+from = "2026-01-01"
+to = "2026-01-03"
+pool = "backfill"
+reason = "rebuild"
+"#,
+    );
+    sb.script(
+        "t.sh",
+        "sleep 1\nprintf 'id\\n1\\n' > \"$WEIR_OUTPUT_DIR/out.csv\"\n",
+    );
+    let engine = Engine::spawn(
+        sb.weir(&["backfill", "m.toml", "three", "--run-id", "bf1"]),
+        sb.path(),
+        "engine",
+    );
+    let started = |sb: &Sandbox| {
+        crate::support::all_events(&sb.path().join("wh"))
+            .unwrap_or_default()
+            .iter()
+            .filter(|e| e.state == weir::events::State::Running)
+            .count()
+    };
+    poll_until("the first attempt", Duration::from_secs(20), || {
+        started(&sb) == 1
+    });
+    let out = sb
+        .weir(&["backfill", "m.toml", "three", "--pause"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let console = Console::start(&sb, &["--http", "127.0.0.1:0"], None);
+    let mut body = String::new();
+    poll_until("the first partition done", Duration::from_secs(20), || {
+        body = get(console.port(), "/", &[]).2;
+        // The template escapes `/` too.
+        body.contains("1&#x2f;3 done")
+    });
+    assert!(
+        body.contains("<p class=\"backfill\" data-backfill=\"three\" data-steered=\"paused\">backfill <b>three</b>: <a href=\"/runs/bf1?pipeline=bf\">run bf1</a>: <span class=\"progress\">1&#x2f;3 done, 0 running, ETA "),
+        "{body}"
+    );
+    assert!(
+        body.contains("<span class=\"kind paused\">PAUSED</span> since 20"),
+        "{body}"
+    );
+    assert!(body.contains(" (pid "), "{body}");
+    assert_eq!(started(&sb), 1, "nothing starts while paused");
+    let out = sb
+        .weir(&["backfill", "m.toml", "three", "--resume"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = engine.finish(Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // Finished: the first screen names no backfill.
+    let body = get(console.port(), "/", &[]).2;
+    assert!(!body.contains("class=\"backfill\""), "{body}");
+    drop(console);
+}

@@ -4,6 +4,7 @@
 mod atlasmart;
 mod audit_limits;
 mod backfill;
+mod batches;
 mod boundary;
 mod chaos;
 // Its pipeline has a `url` notify target too.

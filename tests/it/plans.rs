@@ -423,3 +423,50 @@ fn progress_and_an_eta_appear_in_status_while_a_backfill_runs() {
     let out = engine.finish(Duration::from_secs(60));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
+
+#[test]
+fn a_pause_and_a_resume_are_operator_events_naming_who_and_when() {
+    let sb = sleepers("1", "1");
+    let out = sb.weir_out(&["backfill", "m.toml", "second", "--pause"]);
+    sb.check(&out)
+        .code(0)
+        .stdout("backfill `second` paused: [..]\n[..]\n")
+        .stderr("");
+    let out = sb.weir_out(&["backfill", "m.toml", "second", "--resume"]);
+    sb.check(&out)
+        .code(0)
+        .stdout("backfill `second` resumed (paused since [..]): it admits work again\n")
+        .stderr("");
+    // Each is in an operator log of its own: in time order.
+    let mut events: Vec<weir::events::EventRecord> = sb
+        .all_runs_events()
+        .into_iter()
+        .filter(|e| matches!(e.state, State::BackfillPaused | State::BackfillResumed))
+        .collect();
+    events.sort_by(|a, b| a.ts.cmp(&b.ts));
+    assert_eq!(events.len(), 2, "{events:?}");
+    let (paused, resumed) = (&events[0], &events[1]);
+    assert_eq!(paused.state, State::BackfillPaused);
+    assert!(paused.run_id.starts_with("op-"), "{paused:?}");
+    assert_eq!(paused.data["backfill"], "second");
+    assert!(
+        paused.data["pid"].as_u64().is_some_and(|p| p > 0),
+        "{paused:?}"
+    );
+    assert!(paused.data["host"].as_str().is_some_and(|h| !h.is_empty()));
+    assert!(
+        paused
+            .detail
+            .starts_with("backfill `second` paused by pid "),
+        "{paused:?}"
+    );
+    assert_eq!(resumed.state, State::BackfillResumed);
+    assert_eq!(resumed.data["paused_by"], paused.data["by"]);
+    // `weir events` lists them.
+    let out = sb.weir_out(&["events", "m.toml"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("BACKFILL_PAUSED") && text.contains("BACKFILL_RESUMED"),
+        "{text}"
+    );
+}

@@ -12,6 +12,7 @@
 //! no path to the commit log.
 
 mod audited;
+pub(crate) mod batch;
 mod publish;
 
 use audited::audit_candidate;
@@ -19,7 +20,6 @@ use publish::{file_names, publish};
 
 use crate::events::payload::{self, CommandEnded, Payload};
 use std::path::PathBuf;
-use std::time::Instant;
 
 use serde_json::json;
 
@@ -219,6 +219,7 @@ pub(crate) fn run(
     snapshot: &InputSnapshot,
     slots: &super::pool::Slots,
     rerun: Rerun,
+    seat: Option<batch::Seat>,
 ) -> AttemptOutcome {
     let at = Attempt {
         cx,
@@ -226,7 +227,7 @@ pub(crate) fn run(
         partition,
         number: attempt,
     };
-    steps(&at, snapshot, slots, rerun).unwrap_or_else(|ended| ended)
+    steps(&at, snapshot, slots, rerun, seat).unwrap_or_else(|ended| ended)
 }
 
 /// [`run`]'s steps in order; each may end the attempt early.
@@ -235,6 +236,7 @@ fn steps(
     snapshot: &InputSnapshot,
     slots: &super::pool::Slots,
     rerun: Rerun,
+    seat: Option<batch::Seat>,
 ) -> Step<AttemptOutcome> {
     let store = at
         .cx
@@ -248,18 +250,15 @@ fn steps(
     // The task reads private copies; they go when this function returns.
     let _discard = DiscardInputs(claim.dir.clone());
     let (inputs, command) = prepare_command(at, snapshot, &claim.dir, &data_dir, token)?;
-    // Everything above is the engine's; the slot is the command's (for a
-    // scheduler's job: from submission until it is seen to end).
-    // The slot is the pool's across engines (`pool.rs`, `store::slots`).
-    let permit = take_slot(at, slots, token)?;
-    let started = Instant::now();
-    // What the command runs is what its output is published as: the code is
-    // fingerprinted now, as the command launches, not when the run started
-    // (a deploy may land in between, and be reverted before the run ends),
-    // and again once it exits (`code_moved`).
-    let launched = crate::manifest::fingerprint::fingerprint(&at.cx.manifest.dir, at.task);
-    let ending = execute(at, &store, &mut claim, snapshot, &command, &launched)?;
-    let elapsed_ms = started.elapsed().as_millis() as u64;
+    // Everything above is the engine's; the slot is the command's.
+    let (ending, elapsed_ms, launched, permit) = batch::command(
+        at,
+        (&store, &mut claim),
+        snapshot,
+        (&inputs, &command),
+        slots,
+        seat,
+    )?;
     // Secret values leave the logs before anything reads them: the FAILED
     // event's tail, explain, the evidence a remote warehouse keeps.
     for (log, e) in command.redact_logs(&claim.dir) {
@@ -565,6 +564,8 @@ fn execute(
                 Payload::Running(payload::Running {
                     input_snapshot: snapshot.to_json(),
                     job_id: job_id.map(str::to_string),
+                    batch: None,
+                    batch_size: None,
                 })
                 .to_json(),
             );

@@ -15,11 +15,12 @@ use super::{ticked, ManifestError, ManifestErrorKind};
 /// beats, and a loaded machine delays a thread by tens of milliseconds.
 pub(super) const MIN_HEARTBEAT: Duration = Duration::from_millis(100);
 
+mod batch;
 mod mappings;
 mod raw;
 mod table;
 
-pub use raw::{RawInput, RawOutput, RawTask};
+pub use raw::{RawBatch, RawInput, RawOutput, RawTask};
 
 impl Validator<'_, '_, '_, '_> {
     pub(super) fn task(
@@ -40,6 +41,7 @@ impl Validator<'_, '_, '_, '_> {
         let output = self.output(name, raw);
         let (partitioned_by, dims) = self.partition_dims(name, raw, names, schemes);
         self.check_depends_on_past(name, raw, &partitioned_by, &dims);
+        let batch = self.batch(name, raw, &dims);
         let pool = raw.pool.clone().unwrap_or_else(|| "default".into());
         if raw.pool.is_some() {
             self.reference("pool", &pool, &names.pools, &p("pool"));
@@ -112,6 +114,7 @@ impl Validator<'_, '_, '_, '_> {
             gates,
             expected_duration,
             depends_on_past: raw.depends_on_past,
+            batch,
             sla,
             slo,
             delay,

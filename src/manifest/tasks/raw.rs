@@ -64,6 +64,10 @@ pub struct RawTask {
     /// Each partition needs this task's previous partition published first.
     #[serde(default)]
     pub depends_on_past: bool,
+    /// A time-partitioned task's command run once for up to
+    /// `max_partitions` consecutive partitions of a range: `{ max_partitions
+    /// = 7 }`. Each partition is still audited and published on its own.
+    pub batch: Option<RawBatch>,
     /// Publish within this long after the partition's interval ends.
     #[schemars(pattern(r"^([0-9]+(ms|s|m|h|d))+$"))]
     pub sla: Option<String>,
@@ -102,6 +106,15 @@ pub struct RawTask {
     /// `WEIR_*` variables. Without it: the engine's environment minus the
     /// credentials of an S3 warehouse's store.
     pub env: Option<crate::manifest::task_env::RawTaskEnv>,
+}
+
+/// `batch = { ... }` of a task.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawBatch {
+    /// The most partitions one attempt's command runs for (1 or more).
+    #[schemars(range(min = 1))]
+    pub max_partitions: i64,
 }
 
 /// `output = { ... }` of a task.

@@ -40,6 +40,9 @@ pub struct AttemptEvidence {
     /// The scheduler job that ran it (Slurm), from RUNNING's data.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job_id: Option<String>,
+    /// The batch its command ran for (first key, partitions), if one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<(String, u32)>,
     /// Failure class.
     pub class: Option<FailureClass>,
     /// Runtime of the command.
@@ -261,6 +264,7 @@ impl AttemptEvidence {
             exit_code: None,
             signal: None,
             job_id: None,
+            batch: None,
             class: None,
             duration_ms: None,
             detail: String::new(),
@@ -294,6 +298,7 @@ impl AttemptEvidence {
                 if let Some(Payload::Running(p)) = Payload::read(e.state, &e.data) {
                     a.input_snapshot = Some(p.input_snapshot);
                     a.job_id = p.job_id.or(a.job_id.take());
+                    a.batch = p.batch.zip(p.batch_size).or(a.batch.take());
                 }
                 if let Some(ms) = e.data.get("duration_ms").and_then(Value::as_u64) {
                     a.duration_ms = Some(ms);

@@ -103,6 +103,12 @@ fn render_attempt(out: &mut String, a: &AttemptEvidence) {
     if let Some(id) = &a.job_id {
         let _ = writeln!(out, "    Slurm job {id}");
     }
+    if let Some((first, size)) = &a.batch {
+        let _ = writeln!(
+            out,
+            "    ran in a batch of {size} partitions from {first} (one command)"
+        );
+    }
     // The header already says "exit code 65": a detail that only
     // repeats it is left out.
     let repeated = a
