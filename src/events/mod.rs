@@ -106,7 +106,7 @@ impl State {
     /// Every state, in the order the reference lists them (a new state is
     /// added here too: `meaning` makes it describe itself, and a test
     /// checks this list against the enum's order).
-    pub const ALL: [State; 32] = [
+    pub const ALL: [State; 34] = [
         State::RunStarted,
         State::RunFinished,
         State::Queued,
@@ -139,6 +139,8 @@ impl State {
         State::Accepted,
         State::Notified,
         State::NotifyFailed,
+        State::BackfillPaused,
+        State::BackfillResumed,
     ];
 
     /// What the state says happened, for the reference.
@@ -176,6 +178,8 @@ impl State {
             State::Accepted => "operator log: `weir accept` accepted a partition as never to be built (downstream may proceed without it)",
             State::Notified => "a notification was delivered to a target (`data.target`, `data.idempotency_key`)",
             State::NotifyFailed => "a notification could not be delivered; it stays in the outbox for the next sender",
+            State::BackfillPaused => "operator log: `weir backfill --pause` paused a backfill (`data`: backfill, by, host, pid)",
+            State::BackfillResumed => "operator log: `weir backfill --resume` resumed it (`data.paused_since`, `paused_by`)",
         }
     }
 
@@ -627,6 +631,6 @@ mod all_states {
         }
         // The last variant last: a state appended to the enum and not to
         // the list fails here.
-        assert_eq!(State::NotifyFailed as usize + 1, State::ALL.len());
+        assert_eq!(State::BackfillResumed as usize + 1, State::ALL.len());
     }
 }

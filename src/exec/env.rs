@@ -598,13 +598,14 @@ pub const TASK_VARIABLES: &[(&str, &str)] = &[
     ("WEIR_INPUT_<NAME>", "per input, NAME upper-cased with `_` for other characters: a private, read-only copy of the pinned bytes (a file for an external input, a directory for an upstream one)"),
     ("WEIR_WATERMARK_<NAME>", "per external input that declares a `watermark`: the source's committed position as pinned in the input snapshot"),
     ("WEIR_CODE_VERSION", "the task's `code_version` (its own, or the pipeline's)"),
+    ("WEIR_PARTITIONS", "a batched task (`batch = { max_partitions = N }`): the batch's partition keys, one a line, in order; `WEIR_OUTPUT_DIR/<key>/` and `WEIR_INPUT_<NAME>/<key>` are each key's"),
     (crate::exec::tree::TAG_VAR, "local executor: this launch's tag, inherited by every process of the task, by which weir finds them all; leave it alone"),
 ];
 
 /// `name` (or a prefix `WEIR_INPUT_` of a `<NAME>` entry) as
 /// [`TASK_VARIABLES`] lists it: a variable the code sets is one the
 /// reference shows.
-fn listed(name: &'static str) -> &'static str {
+pub(crate) fn listed(name: &'static str) -> &'static str {
     debug_assert!(
         TASK_VARIABLES
             .iter()

@@ -362,7 +362,10 @@ fn run(
     let mut command = TaskLaunch::new(at.cx.manifest, at.task, &contract, program)
         .map_err(|e| at.failed(Ending::Environment(e.to_string()), token))?;
     let keys: Vec<&str> = members.iter().map(|m| m.key.as_str()).collect();
-    command.env.set("WEIR_PARTITIONS", &keys.join("\n"));
+    command.env.set(
+        crate::exec::env::listed("WEIR_PARTITIONS"),
+        &keys.join("\n"),
+    );
     let started = Instant::now();
     let first = &members[0].key;
     let running = |job_id: Option<&str>| -> Result<(), String> {
