@@ -85,18 +85,17 @@ fn mixed() -> Model {
     Model::of(&m)
 }
 
-/// Seed `seed`'s world: odd seeds run one engine with every fault
-/// (kills, crashes on store errors, lost replies, 503s, late inputs,
-/// failures, hangs), even seeds three engines with late inputs, failures
-/// and hangs (three engines with kills lose periods today: see
-/// `three_engines_with_kills_never_lose_a_claimed_period`).
+/// Seed `seed`'s world: every fault (kills, crashes on store errors, lost
+/// replies, 503s, late inputs, failures, hangs); odd seeds on one engine,
+/// even seeds on three that kill each other's claimers two times a day
+/// each.
 fn config(seed: u64, days: i64) -> Config {
     let from = at("2026-09-02T00:00:30Z");
     let mut c = Config::new(seed, 1, from, from + days * 86_400);
     c.faults = Faults::default_mix();
     if seed % 2 == 0 {
         c.engines = 3;
-        c.faults = Faults::parse("late=0.05,fail=0.05,hang=0.005").unwrap();
+        c.faults.kill = 2.0;
     }
     c
 }
@@ -159,8 +158,13 @@ fn every_seed_that_ever_failed_holds_now() {
     }
 }
 
+/// Seeds 1 to 4 (two days, three engines, kills only) once lost a
+/// period: engine B found A's claim, B's progress passed it, A was
+/// killed, and A's restart counted from that progress (an instance
+/// claimed elsewhere is now watched until it is settled). Then, with
+/// store faults, a restart recorded a period MISSED as down that an engine
+/// up then ran late (only a claim's holder records MISSED now).
 #[test]
-#[ignore = "open: an engine killed while running a claimed instance loses it (see the report)"]
 fn three_engines_with_kills_never_lose_a_claimed_period() {
     for seed in 1..=4 {
         let mut c = config(seed, 2);
@@ -319,4 +323,31 @@ fn a_two_hour_daily_task_in_the_pool_shows_what_it_costs_the_hourly_sla() {
         "{:?}",
         main(&shared)
     );
+}
+
+#[test]
+#[ignore]
+fn tmp_probe() {
+    let n: u64 = std::env::var("N")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let f = std::env::var("F").unwrap_or("kill=2".into());
+    let seeds: Vec<u64> = match std::env::var("S") {
+        Ok(s) => s.split(',').map(|x| x.parse().unwrap()).collect(),
+        Err(_) => (1..=n).collect(),
+    };
+    for seed in seeds {
+        let mut c = config(seed, 2);
+        c.engines = 3;
+        c.faults = Faults::parse(&f).unwrap();
+        let t = std::time::Instant::now();
+        let r = run(&mixed(), &c);
+        println!(
+            "seed {seed}: {} steps {:?} {:#?}",
+            r.steps,
+            t.elapsed(),
+            r.violations
+        );
+    }
 }
