@@ -4,7 +4,6 @@
 //! token allocation and fenced commit.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::path::PathBuf;
 
 use super::check::{label, End};
 use super::{Ev, PlantKind, Sim};
@@ -71,8 +70,7 @@ impl Engine {
     /// Engine `e`'s incarnation `inc`, from the stored progress.
     pub(crate) fn open(sim: &Sim, e: usize, inc: u32) -> Result<Engine, String> {
         let _ = e;
-        let root = PathBuf::from("/nonexistent/weir-sim");
-        let warehouse = Warehouse::with_backend(sim.store.clone(), root);
+        let warehouse = super::world::warehouse(&sim.store);
         let specs: Vec<_> = sim.model.tasks.iter().map(|t| t.spec.clone()).collect();
         let mut done = Vec::new();
         let mut resolve_upto = BTreeMap::new();
@@ -796,7 +794,7 @@ impl Sim {
 
     fn missed_recorded(&self, task: &str, key: &str) -> bool {
         self.store.faults_on(false);
-        let w = Warehouse::with_backend(self.store.clone(), PathBuf::from("/nonexistent/weir-sim"));
+        let w = super::world::warehouse(&self.store);
         let there = record::all_missed(&w)
             .unwrap_or_default()
             .iter()
