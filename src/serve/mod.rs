@@ -519,53 +519,18 @@ impl Served {
         if resolving && watch::settled(&self.manifest, &self.warehouse, &spec.name, &key) {
             return Ok(None);
         }
-        let mut dead_claimer = None;
-        // Only the holder of its claim records it MISSED: one that another
-        // engine holds now is watched instead (its claimer may still
-        // publish it).
-        let mine = watch::mine(&self.run_id);
-        let claimed =
-            record::claim_or_take_over(&self.warehouse, &spec.name, &key, &mine, watch::dead)
-                .map_err(|e| {
-                    format!(
-                        "cannot claim {} {key} to record it MISSED: {}",
-                        spec.name,
-                        exec::chain(&e)
-                    )
-                })?;
-        match claimed {
-            record::Claimed::Won => {}
-            record::Claimed::TookOver(c) => dead_claimer = Some(c.engine),
-            record::Claimed::Held(c) => {
-                let instance = Instance {
-                    task,
-                    occurrence,
-                    due_at,
-                    why: Why::PeriodEnded,
-                };
-                return Ok(Some(Input::ClaimedElsewhere {
-                    instance,
-                    claimer: c.engine,
-                    again_at: crate::clock::now() + watch::WATCH_EVERY,
-                }));
-            }
-        }
-        let fill = fill_command(&self.manifest, &spec.name, &key);
-        let (reason, mut text) = match why {
-            MissedWhy::Down => ("down", DOWN_TEXT.to_string()),
-            MissedWhy::Waited(secs) => (
-                "waited",
-                match waited_for {
-                    Some(w) => format!("gave up waiting after {} ({w})", span(secs)),
-                    None => format!("gave up waiting after {}", span(secs)),
-                },
-            ),
+        let instance = Instance {
+            task,
+            occurrence,
+            due_at,
+            why: Why::PeriodEnded,
         };
-        if let Some(engine) = &dead_claimer {
-            text.push_str(&format!(
-                "; engine {engine} claimed it and died before publishing it"
-            ));
-        }
+        let dead_claimer = match self.claim_to_record(&instance, &key)? {
+            Ok(dead) => dead,
+            Err(watch) => return Ok(Some(watch)),
+        };
+        let fill = fill_command(&self.manifest, &spec.name, &key);
+        let (reason, text) = missed_text(why, waited_for, dead_claimer.as_deref());
         let m = record::Missed {
             task: spec.name.clone(),
             partition: key.clone(),
@@ -611,6 +576,35 @@ impl Served {
             );
         }
         Ok(None)
+    }
+
+    /// Takes the claim of an instance before recording it MISSED (only
+    /// its holder does): the dead claimer it took over from, if any; or,
+    /// when a live engine holds it, the input that makes the machine watch
+    /// it instead (its claimer may still publish it).
+    fn claim_to_record(
+        &self,
+        i: &Instance,
+        key: &str,
+    ) -> Result<Result<Option<String>, Input>, String> {
+        let name = self.name(i.task);
+        let mine = watch::mine(&self.run_id);
+        let claimed = record::claim_or_take_over(&self.warehouse, name, key, &mine, watch::dead)
+            .map_err(|e| {
+                format!(
+                    "cannot claim {name} {key} to record it MISSED: {}",
+                    exec::chain(&e)
+                )
+            })?;
+        Ok(match claimed {
+            record::Claimed::Won => Ok(None),
+            record::Claimed::TookOver(c) => Ok(Some(c.engine)),
+            record::Claimed::Held(c) => Err(Input::ClaimedElsewhere {
+                instance: i.clone(),
+                claimer: c.engine,
+                again_at: crate::clock::now() + watch::WATCH_EVERY,
+            }),
+        })
     }
 
     /// Announces a MISSED record another engine wrote (it may have died
@@ -881,6 +875,30 @@ impl Served {
         }
         self.skew.measured.is_none_or(|(_, s)| !bad(s))
     }
+}
+
+/// A MISSED record's reason and text.
+fn missed_text(
+    why: MissedWhy,
+    waited_for: Option<String>,
+    dead_claimer: Option<&str>,
+) -> (&'static str, String) {
+    let (reason, mut text) = match why {
+        MissedWhy::Down => ("down", DOWN_TEXT.to_string()),
+        MissedWhy::Waited(secs) => (
+            "waited",
+            match waited_for {
+                Some(w) => format!("gave up waiting after {} ({w})", span(secs)),
+                None => format!("gave up waiting after {}", span(secs)),
+            },
+        ),
+    };
+    if let Some(engine) = dead_claimer {
+        text.push_str(&format!(
+            "; engine {engine} claimed it and died before publishing it"
+        ));
+    }
+    (reason, text)
 }
 
 /// Why a period is MISSED as down, as its record says.
