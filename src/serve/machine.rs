@@ -5,9 +5,10 @@
 //!
 //! ```text
 //!  inputs   Clock(now) · Readiness(instance, Ready | NotYet | Failed) · Published(task, lane)
-//!           · Finished(lane, published, interrupted) · Stop
+//!           · Finished(lane, published, interrupted) · ClaimedElsewhere(instance, claimer)
+//!           · Watched(instance, Held | Free | Settled) · Stop
 //!  actions  Missed(down | waited) · Progress · Check(instance) · Dropped · Start(lane, instances)
-//!           · WaitUntil(instant, what for) · Exit(stopped)
+//!           · Watch(instance) · WaitUntil(instant, what for) · Exit(stopped)
 //!
 //!  due ──► pending ──Check──► Ready ──► ready ──(next Clock)──► Start(lane) ──► Finished(lane)
 //!            │         └─ NotYet: stays pending, asked again when something publishes,
@@ -33,6 +34,17 @@
 //! `done` is finished (run, or recorded MISSED), and `newest` is the newest
 //! due; a restart resolves what lies between (the executor checks what
 //! was published or is still claimed by a live engine).
+//!
+//! **A claim held elsewhere is watched, not forgotten.** Progress is one
+//! record per task that every engine sharing the warehouse writes, so an
+//! instance another engine claimed stays unfinished here too
+//! (`ClaimedElsewhere`): it holds the low-water mark back until it is
+//! settled (published, held for an operator, or recorded MISSED). Were it
+//! forgotten, the mark would pass it, and its claimer's death would lose it:
+//! the claimer's restart counts from the mark. Its claimer owns it while it
+//! lives (it is never given up here meanwhile: the claimer may still
+//! publish it); once its claimer is certainly dead it is due here again,
+//! with its own wait bound: taken over and run within it, MISSED after it.
 
 use super::due::{Due, Trigger};
 
@@ -133,8 +145,40 @@ pub enum Input {
         /// `now` when it ended.
         now: i64,
     },
+    /// A lane found an instance claimed by another engine (or a restart
+    /// found one it would have called missed): it is watched until it is
+    /// settled or its claimer is dead, first at `again_at`.
+    ClaimedElsewhere {
+        /// The instance.
+        instance: Instance,
+        /// The engine that holds its claim.
+        claimer: String,
+        /// When to look at it.
+        again_at: i64,
+    },
+    /// The answer to an [`Action::Watch`].
+    Watched(Instance, Elsewhere),
     /// SIGTERM or SIGINT: admit nothing more.
     Stop,
+}
+
+/// What became of an instance claimed by another engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Elsewhere {
+    /// Its claimer may still run it: looked at again at `again_at`.
+    Held {
+        /// The engine that holds its claim.
+        claimer: String,
+        /// When to look again.
+        again_at: i64,
+    },
+    /// Its claimer is certainly dead and it is not settled: due here again.
+    Free,
+    /// Published, or held for an operator.
+    Settled,
+    /// Recorded MISSED (by whoever held its claim, who may have died
+    /// before announcing it: the executor announces it again).
+    Missed,
 }
 
 /// What the machine waits for next.
@@ -146,6 +190,8 @@ pub enum WakeFor {
     Recheck(usize, i64),
     /// A waiting instance reaches its wait bound.
     GiveUp(usize, i64),
+    /// An instance claimed elsewhere is looked at again.
+    Watch(usize, i64),
 }
 
 /// What the machine tells the executor to do.
@@ -176,6 +222,9 @@ pub enum Action {
     Check(Instance),
     /// An instance cannot run, or was given up.
     Dropped(Instance, String),
+    /// Find out what became of an instance claimed by another engine
+    /// (answer with [`Input::Watched`]).
+    Watch(Instance),
     /// Run these instances in a lane of their own (answer with
     /// [`Input::Finished`]); `force`: the command runs even when its
     /// output is current (a schedule's firing).
@@ -209,6 +258,16 @@ struct Pending {
     give_up_at: i64,
 }
 
+/// An instance another engine claimed, watched until it is settled.
+#[derive(Debug, Clone)]
+struct Watched {
+    instance: Instance,
+    claimer: String,
+    /// Asked, not answered yet.
+    asked: bool,
+    again_at: i64,
+}
+
 /// The machine's state.
 #[derive(Debug)]
 pub struct Machine {
@@ -222,6 +281,7 @@ pub struct Machine {
     ready: Vec<Instance>,
     /// Running lanes and their instances.
     running: Vec<(u64, Vec<Instance>)>,
+    watched: Vec<Watched>,
     next_lane: u64,
     /// The progress said last, per task: said again only when it changes.
     said: Vec<Option<(i64, i64)>>,
@@ -242,6 +302,7 @@ impl Machine {
             pending: Vec::new(),
             ready: Vec::new(),
             running: Vec::new(),
+            watched: Vec::new(),
             next_lane: 1,
             said: vec![None; n],
             stopping: false,
@@ -262,6 +323,14 @@ impl Machine {
     /// How many lanes run.
     pub fn lanes(&self) -> usize {
         self.running.len()
+    }
+
+    /// Instances claimed by other engines, watched, with their claimers
+    /// (for status and the simulator).
+    pub fn watched(&self) -> impl Iterator<Item = (&Instance, &str)> {
+        self.watched
+            .iter()
+            .map(|w| (&w.instance, w.claimer.as_str()))
     }
 
     /// A reloaded manifest's tasks: a task kept with the same trigger keeps
@@ -297,6 +366,7 @@ impl Machine {
         };
         self.pending.retain_mut(|p| remap(&mut p.instance));
         self.ready.retain_mut(remap);
+        self.watched.retain_mut(|w| remap(&mut w.instance));
         for (_, lane) in &mut self.running {
             lane.retain_mut(remap);
         }
@@ -341,6 +411,20 @@ impl Machine {
                 }
                 now
             }
+            Input::ClaimedElsewhere {
+                instance,
+                claimer,
+                again_at,
+            } => {
+                self.watch(instance, claimer, again_at);
+                self.say_progress(&mut out);
+                return out;
+            }
+            Input::Watched(instance, what) => {
+                self.watched_answer(&instance, what, &mut out);
+                self.say_progress(&mut out);
+                return out;
+            }
             Input::Stop => {
                 self.stopping = true;
                 now_exit(self, &mut out);
@@ -378,6 +462,63 @@ impl Machine {
         }
     }
 
+    fn watch(&mut self, instance: Instance, claimer: String, again_at: i64) {
+        let same = |i: &Instance| i.task == instance.task && i.occurrence == instance.occurrence;
+        // Its lane runs it no more: only the watch keeps it.
+        for (_, lane) in &mut self.running {
+            lane.retain(|i| !same(i));
+        }
+        if self.watched.iter().any(|w| same(&w.instance)) {
+            return;
+        }
+        self.watched.push(Watched {
+            instance,
+            claimer,
+            asked: false,
+            again_at,
+        });
+    }
+
+    fn watched_answer(&mut self, instance: &Instance, what: Elsewhere, out: &mut Vec<Action>) {
+        let Some(at) = self.watched.iter().position(|w| w.instance == *instance) else {
+            return;
+        };
+        match what {
+            Elsewhere::Held { claimer, again_at } => {
+                let w = &mut self.watched[at];
+                w.claimer = claimer;
+                w.again_at = again_at;
+                w.asked = false;
+            }
+            Elsewhere::Settled | Elsewhere::Missed => {
+                self.watched.remove(at);
+            }
+            Elsewhere::Free => {
+                let i = self.watched.remove(at).instance;
+                let up = self.up_since[i.task].is_some_and(|up| i.due_at >= up);
+                if up {
+                    // Due here again, with its own bound: past it, it is
+                    // given up (MISSED, naming its dead claimer) at the
+                    // next clock.
+                    self.admit(i.task, i.occurrence, i.due_at, i.why);
+                } else if matches!(self.tasks[i.task].trigger, Trigger::Period { .. }) {
+                    // Due while this machine was down: no catch-up here
+                    // either (an engine up then takes it over, or it is
+                    // MISSED as down).
+                    out.push(Action::Missed {
+                        task: i.task,
+                        occurrence: i.occurrence,
+                        due_at: i.due_at,
+                        why: MissedWhy::Down,
+                    });
+                } else {
+                    let why = "its claimer died, and it was due before this serve started";
+                    out.push(Action::Dropped(i, why.into()));
+                }
+            }
+        }
+    }
+
     /// The next instant something is due, a sensor looks again or a wait
     /// ends.
     fn wake_at(&self) -> Option<(i64, WakeFor)> {
@@ -394,7 +535,11 @@ impl Machine {
             let give_up = (p.give_up_at, WakeFor::GiveUp(i.task, i.occurrence));
             again.into_iter().chain([give_up])
         });
-        due.chain(pending).min_by_key(|(at, _)| *at)
+        let watched = self.watched.iter().filter(|w| !w.asked).map(|w| {
+            let i = &w.instance;
+            (w.again_at, WakeFor::Watch(i.task, i.occurrence))
+        });
+        due.chain(pending).chain(watched).min_by_key(|(at, _)| *at)
     }
 
     /// Whether an instance of `task` and `occurrence` is waiting, ready or
@@ -404,6 +549,7 @@ impl Machine {
         self.pending.iter().any(|p| same(&p.instance))
             || self.ready.iter().any(same)
             || self.running.iter().any(|(_, l)| l.iter().any(same))
+            || self.watched.iter().any(|w| same(&w.instance))
     }
 
     fn admit(&mut self, task: usize, occurrence: i64, due_at: i64, why: Why) {
@@ -512,6 +658,12 @@ impl Machine {
                 out.push(Action::Check(p.instance.clone()));
             }
         }
+        for w in &mut self.watched {
+            if !w.asked && w.again_at <= now {
+                w.asked = true;
+                out.push(Action::Watch(w.instance.clone()));
+            }
+        }
     }
 
     /// A task published in `lane`: the non-period tasks reading it become
@@ -594,6 +746,7 @@ impl Machine {
                 .map(|p| &p.instance)
                 .chain(&self.ready)
                 .chain(self.running.iter().flat_map(|(_, l)| l))
+                .chain(self.watched.iter().map(|w| &w.instance))
                 .filter(|i| i.task == task && i.why != Why::Upstream)
                 .map(|i| i.occurrence)
                 .min();
@@ -765,6 +918,7 @@ mod tests {
                     }
                 }
                 Action::WaitUntil(t) => self.wait = t,
+                Action::Watch(_) => {}
                 Action::Exit { stopped } => self.exit = Some(stopped),
             }
         }
@@ -1145,5 +1299,172 @@ mod tests {
             .parse("2026-09-20T09")
             .unwrap();
         assert_eq!(sim.progress[0], Some((nine - 1, nine + 1)));
+    }
+
+    /// Hour 09 of `a` started in lane 1, whose claim another engine holds:
+    /// the machine is told so and watches it.
+    fn claimed_elsewhere() -> (Machine, Instance, i64) {
+        let mut m = Machine::new(vec![hourly("a", &[])], vec![None]);
+        let ten = at("2026-09-20T10:00:00Z");
+        let actions = m.step(Input::Clock(ten));
+        let Some(Action::Check(i)) = actions.iter().find(|a| matches!(a, Action::Check(_))) else {
+            panic!("{actions:?}")
+        };
+        let i = i.clone();
+        m.step(Input::Readiness(i.clone(), Readiness::Ready));
+        let a = m.step(Input::Clock(ten));
+        assert!(matches!(a[0], Action::Start { lane: 1, .. }), "{a:?}");
+        let a = m.step(Input::ClaimedElsewhere {
+            instance: i.clone(),
+            claimer: "b".into(),
+            again_at: ten + 30,
+        });
+        assert!(a.is_empty(), "{a:?}");
+        let a = m.step(Input::Finished {
+            lane: 1,
+            published: vec![],
+            interrupted: false,
+            now: ten + 1,
+        });
+        // Its lane ended, yet the progress does not pass it.
+        let o = i.occurrence;
+        assert!(
+            a.contains(&Action::Progress {
+                task: 0,
+                done: o - 1,
+                newest: o
+            }) || m.said[0] == Some((o - 1, o)),
+            "{a:?}"
+        );
+        assert_eq!(
+            a.last(),
+            Some(&Action::WaitUntil(Some((ten + 30, WakeFor::Watch(0, o)))))
+        );
+        (m, i, ten)
+    }
+
+    #[test]
+    fn an_instance_claimed_elsewhere_holds_the_progress_back_until_it_is_settled() {
+        let (mut m, i, ten) = claimed_elsewhere();
+        let o = i.occurrence;
+        let a = m.step(Input::Clock(ten + 30));
+        assert_eq!(a[0], Action::Watch(i.clone()));
+        // Still held by a live claimer, past its wait bound: watched on,
+        // never given up here (its claimer may publish it).
+        m.step(Input::Watched(
+            i.clone(),
+            Elsewhere::Held {
+                claimer: "b".into(),
+                again_at: ten + 7200,
+            },
+        ));
+        let a = m.step(Input::Clock(ten + 7200));
+        let missed_here =
+            |a: &Action| matches!(a, Action::Missed { occurrence, .. } if *occurrence == o);
+        assert!(!a.iter().any(missed_here), "{a:?}");
+        assert_eq!(m.said[0].map(|(done, _)| done), Some(o - 1));
+        assert_eq!(
+            a.iter().filter(|a| matches!(a, Action::Watch(_))).count(),
+            1
+        );
+        let a = m.step(Input::Watched(i.clone(), Elsewhere::Settled));
+        assert!(
+            a.iter()
+                .any(|a| matches!(a, Action::Progress { done, .. } if *done >= o)),
+            "{a:?}"
+        );
+        assert_eq!(m.watched().count(), 0);
+    }
+
+    #[test]
+    fn an_instance_whose_claimer_died_runs_here_within_its_wait() {
+        let (mut m, i, ten) = claimed_elsewhere();
+        m.step(Input::Clock(ten + 30));
+        m.step(Input::Watched(i.clone(), Elsewhere::Free));
+        let a = m.step(Input::Clock(ten + 31));
+        assert_eq!(a[0], Action::Check(i.clone()), "{a:?}");
+        m.step(Input::Readiness(i.clone(), Readiness::Ready));
+        let a = m.step(Input::Clock(ten + 32));
+        assert!(
+            matches!(&a[0], Action::Start { instances, .. } if instances == &vec![i.clone()]),
+            "{a:?}"
+        );
+    }
+
+    #[test]
+    fn an_instance_whose_claimer_died_after_its_wait_is_recorded_missed() {
+        let (mut m, i, ten) = claimed_elsewhere();
+        // The claimer ran it past the hour's wait, then died.
+        let late = ten + 3 * 3600;
+        m.step(Input::Clock(late));
+        m.step(Input::Watched(i.clone(), Elsewhere::Free));
+        let a = m.step(Input::Clock(late + 1));
+        assert!(
+            a.contains(&Action::Missed {
+                task: 0,
+                occurrence: i.occurrence,
+                due_at: i.due_at,
+                why: MissedWhy::Waited(3600),
+            }),
+            "{a:?}"
+        );
+        assert!(
+            !a.iter().any(|a| matches!(a, Action::Start { .. })),
+            "{a:?}"
+        );
+    }
+
+    #[test]
+    fn a_restart_watches_an_occurrence_another_engine_still_runs() {
+        // Stored progress 08; hour 09 runs on another engine when this one
+        // restarts at 11:00: the executor finds it claimed (not missed)
+        // and says so; the progress stays before it.
+        let s = scheme(Grain::Hourly, "2026-09-20T00");
+        let eight = s.parse("2026-09-20T08").unwrap();
+        let mut m = Machine::new(vec![hourly("a", &[])], vec![Some(eight)]);
+        let a = m.step(Input::Clock(at("2026-09-20T11:00:01Z")));
+        let nine = Instance {
+            task: 0,
+            occurrence: eight + 1,
+            due_at: at("2026-09-20T10:00:00Z"),
+            why: Why::PeriodEnded,
+        };
+        assert!(a.contains(&Action::Missed {
+            task: 0,
+            occurrence: eight + 1,
+            due_at: nine.due_at,
+            why: MissedWhy::Down
+        }));
+        let a = m.step(Input::ClaimedElsewhere {
+            instance: nine.clone(),
+            claimer: "b".into(),
+            again_at: at("2026-09-20T11:00:31Z"),
+        });
+        assert_eq!(
+            a,
+            [Action::Progress {
+                task: 0,
+                done: eight,
+                newest: eight + 2
+            }]
+        );
+        assert_eq!(
+            m.watched().map(|(i, c)| (i.clone(), c)).collect::<Vec<_>>(),
+            [(nine.clone(), "b")]
+        );
+        // Its claimer dies: it was due while this machine was down, so it
+        // is not run here (no catch-up) but recorded MISSED as down.
+        m.step(Input::Clock(at("2026-09-20T11:00:31Z")));
+        let a = m.step(Input::Watched(nine.clone(), Elsewhere::Free));
+        assert_eq!(
+            a[0],
+            Action::Missed {
+                task: 0,
+                occurrence: eight + 1,
+                due_at: nine.due_at,
+                why: MissedWhy::Down
+            }
+        );
+        assert!(!a.iter().any(|a| matches!(a, Action::Check(_))), "{a:?}");
     }
 }

@@ -30,6 +30,7 @@ pub mod due;
 pub mod machine;
 pub mod record;
 pub mod status;
+pub mod watch;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{mpsc, Arc};
@@ -336,6 +337,14 @@ impl Served {
     /// Does what the machine says about one input. `Some` when serve is
     /// over.
     fn drive(&mut self, input: Input) -> Result<Option<bool>, String> {
+        // Occurrences a restart would have called missed that another
+        // engine still runs: watched, and the progress this step says for
+        // their tasks (past them) is not stored; the machine says it
+        // again, held back, when it hears of them.
+        let mut watch: Vec<Input> = Vec::new();
+        if let Input::Watched(i, machine::Elsewhere::Missed) = &input {
+            self.announce_missed(i);
+        }
         for action in self.machine.step(input) {
             match action {
                 Action::Missed {
@@ -343,11 +352,15 @@ impl Served {
                     occurrence,
                     due_at,
                     why,
-                } => self.missed(task, occurrence, due_at, why)?,
+                } => watch.extend(self.missed(task, occurrence, due_at, why)?),
                 Action::Progress { task, done, newest } => {
-                    self.progress(task, done, newest)?;
+                    let held = |i: &Input| matches!(i, Input::ClaimedElsewhere { instance, .. } if instance.task == task);
+                    if !watch.iter().any(held) {
+                        self.progress(task, done, newest)?;
+                    }
                 }
                 Action::Check(i) => self.check(i),
+                Action::Watch(i) => self.watch(i),
                 Action::Dropped(i, why) => {
                     let name = self.name(i.task).to_owned();
                     self.waiting.remove(&(name.clone(), i.occurrence));
@@ -362,6 +375,11 @@ impl Served {
                 } => self.start(lane, &instances, force),
                 Action::WaitUntil(t) => self.idle(t),
                 Action::Exit { stopped } => return Ok(Some(stopped)),
+            }
+        }
+        for input in watch {
+            if let Some(end) = self.drive(input)? {
+                return Ok(Some(end));
             }
         }
         Ok(None)
@@ -439,11 +457,11 @@ impl Served {
                 };
                 format!("{} {key}", spec.name)
             }
-            WakeFor::Recheck(t, o) | WakeFor::GiveUp(t, o) => {
-                let verb = if matches!(what, WakeFor::Recheck(..)) {
-                    "recheck"
-                } else {
-                    "give up on"
+            WakeFor::Recheck(t, o) | WakeFor::GiveUp(t, o) | WakeFor::Watch(t, o) => {
+                let verb = match what {
+                    WakeFor::Recheck(..) => "recheck",
+                    WakeFor::Watch(..) => "look at the claim of",
+                    _ => "give up on",
                 };
                 let i = Instance {
                     task: t,
@@ -458,16 +476,19 @@ impl Served {
             .say("IDLE", "", "", &format!(" until {} ({what})", instant(at)));
     }
 
+    /// Records a MISSED occurrence, unless it is handled elsewhere: then
+    /// the input that makes the machine watch it, if another engine runs
+    /// it.
     fn missed(
         &mut self,
         task: usize,
         occurrence: i64,
         due_at: i64,
         why: MissedWhy,
-    ) -> Result<(), String> {
+    ) -> Result<Option<Input>, String> {
         let spec = self.machine.tasks()[task].clone();
         let Some(key) = spec.trigger.key(occurrence) else {
-            return Ok(());
+            return Ok(None);
         };
         if let MissedWhy::Waited(_) = why {
             // Given up at its deadline or after: LATE first, as a run
@@ -495,23 +516,21 @@ impl Served {
                 .is_some_and(|newest| occurrence <= *newest),
             MissedWhy::Waited(_) => true,
         };
-        if resolving && self.handled(&spec.name, &key) {
-            return Ok(());
+        if resolving && watch::settled(&self.manifest, &self.warehouse, &spec.name, &key) {
+            return Ok(None);
         }
-        let fill = fill_command(&self.manifest, &spec.name, &key);
-        let (reason, text) = match why {
-            MissedWhy::Down => (
-                "down",
-                "serve was not running when it was due, and serve never catches up".to_string(),
-            ),
-            MissedWhy::Waited(secs) => (
-                "waited",
-                match waited_for {
-                    Some(w) => format!("gave up waiting after {} ({w})", span(secs)),
-                    None => format!("gave up waiting after {}", span(secs)),
-                },
-            ),
+        let instance = Instance {
+            task,
+            occurrence,
+            due_at,
+            why: Why::PeriodEnded,
         };
+        let dead_claimer = match self.claim_to_record(&instance, &key)? {
+            Ok(dead) => dead,
+            Err(watch) => return Ok(Some(watch)),
+        };
+        let fill = fill_command(&self.manifest, &spec.name, &key);
+        let (reason, text) = missed_text(why, waited_for, dead_claimer.as_deref());
         let m = record::Missed {
             task: spec.name.clone(),
             partition: key.clone(),
@@ -534,7 +553,12 @@ impl Served {
                 "due at {}: {text}; fill it with `{fill}`",
                 m.due_at
             ))
-            .data(serde_json::json!({"due_at": m.due_at, "fill": fill, "reason": reason}));
+            .data(serde_json::json!({
+                "due_at": m.due_at,
+                "fill": fill,
+                "reason": reason,
+                "claimed_by": dead_claimer,
+            }));
         // Announced even when recorded before: whoever recorded it may have
         // died before announcing it, and the outbox keeps one record per
         // fact (put-if-absent by its key), so this is at most a no-op.
@@ -551,7 +575,63 @@ impl Served {
                 &format!(" (due {}): {text}; fill with `{fill}`", m.due_at),
             );
         }
-        Ok(())
+        Ok(None)
+    }
+
+    /// Takes the claim of an instance before recording it MISSED (only
+    /// its holder does): the dead claimer it took over from, if any; or,
+    /// when a live engine holds it, the input that makes the machine watch
+    /// it instead (its claimer may still publish it).
+    fn claim_to_record(
+        &self,
+        i: &Instance,
+        key: &str,
+    ) -> Result<Result<Option<String>, Input>, String> {
+        let name = self.name(i.task);
+        let mine = watch::mine(&self.run_id);
+        let claimed = record::claim_or_take_over(&self.warehouse, name, key, &mine, watch::dead)
+            .map_err(|e| {
+                format!(
+                    "cannot claim {name} {key} to record it MISSED: {}",
+                    exec::chain(&e)
+                )
+            })?;
+        Ok(match claimed {
+            record::Claimed::Won => Ok(None),
+            record::Claimed::TookOver(c) => Ok(Some(c.engine)),
+            record::Claimed::Held(c) => Err(Input::ClaimedElsewhere {
+                instance: i.clone(),
+                claimer: c.engine,
+                again_at: crate::clock::now() + watch::WATCH_EVERY,
+            }),
+        })
+    }
+
+    /// Announces a MISSED record another engine wrote (it may have died
+    /// before it announced it; the outbox keeps one record per fact).
+    fn announce_missed(&self, i: &Instance) {
+        let (Some(notifier), Some(key)) = (
+            &self.notifier,
+            self.machine.tasks()[i.task].trigger.key(i.occurrence),
+        ) else {
+            return;
+        };
+        let name = self.name(i.task);
+        let Ok(Some(m)) = record::missed_of(&self.warehouse, name, &key) else {
+            return;
+        };
+        let reason = if m.why.starts_with(DOWN_TEXT) {
+            "down"
+        } else {
+            "waited"
+        };
+        let event = Event::instance(name, &key)
+            .detail(format!(
+                "due at {}: {}; fill it with `{}`",
+                m.due_at, m.why, m.fill
+            ))
+            .data(serde_json::json!({"due_at": m.due_at, "fill": m.fill, "reason": reason}));
+        notifier.record(State::Missed, &event);
     }
 
     /// Says (once) that a waiting instance passed its sla: a LATE event and
@@ -585,33 +665,30 @@ impl Served {
         );
     }
 
-    /// Whether partition `key` of `task`, due before a restart, was
-    /// published or is still claimed by a live engine: not missed.
-    fn handled(&self, task: &str, key: &str) -> bool {
-        let Some(t) = self.manifest.tasks.get(task) else {
-            return false;
-        };
-        let keys = crate::plan::partitions::explicit(
-            &t.dims,
-            std::slice::from_ref(&key.to_owned()),
-            crate::clock::now(),
-        );
-        let published = keys
-            .iter()
-            .any(|k| crate::plan::settled(&self.manifest, &self.warehouse, &t.output.dataset, k));
-        // Its attempts ran out while serve was up: held (or quarantined)
-        // for an operator, with the evidence; not missed.
-        let decided = || {
-            keys.iter().any(|k| {
-                crate::store::marks::read(&self.warehouse, task, k).is_ok_and(|m| m.is_some())
-            })
-        };
-        published
-            || decided()
-            || record::claim_of(&self.warehouse, task, key)
-                .ok()
-                .flatten()
-                .is_some_and(|c| !c.holder.is_some_and(|h| h.certainly_dead()))
+    /// Asks a thread what became of an instance another engine claimed
+    /// (store reads, on S3 slow ones: the executor must hear signals
+    /// meanwhile).
+    fn watch(&self, i: Instance) {
+        let manifest = Arc::clone(&self.manifest);
+        let warehouse = self.warehouse.clone();
+        let task = self.name(i.task).to_owned();
+        let key = self.instance_key(&i);
+        let tx = self.tx.clone();
+        let answer_to = i.clone();
+        let spawned = std::thread::Builder::new()
+            .name("weir-serve-watch".into())
+            .spawn(move || {
+                let now = crate::clock::now();
+                let what = watch::elsewhere(&manifest, &warehouse, &task, &key, now);
+                let _ = tx.send(Wake::Input(Input::Watched(answer_to, what)));
+            });
+        if let Err(e) = spawned {
+            let what = machine::Elsewhere::Held {
+                claimer: format!("unknown (cannot start a watch: {e})"),
+                again_at: crate::clock::now() + watch::WATCH_EVERY,
+            };
+            let _ = self.tx.send(Wake::Input(Input::Watched(i, what)));
+        }
     }
 
     /// Asks a thread whether an instance's inputs are there: a sensor's
@@ -674,6 +751,7 @@ impl Served {
         let work: Vec<LaneInstance> = instances
             .iter()
             .map(|i| LaneInstance {
+                instance: i.clone(),
                 task: self.name(i.task).to_owned(),
                 key: self.instance_key(i),
                 keys: self.scope_keys(i),
@@ -799,6 +877,33 @@ impl Served {
     }
 }
 
+/// A MISSED record's reason and text.
+fn missed_text(
+    why: MissedWhy,
+    waited_for: Option<String>,
+    dead_claimer: Option<&str>,
+) -> (&'static str, String) {
+    let (reason, mut text) = match why {
+        MissedWhy::Down => ("down", DOWN_TEXT.to_string()),
+        MissedWhy::Waited(secs) => (
+            "waited",
+            match waited_for {
+                Some(w) => format!("gave up waiting after {} ({w})", span(secs)),
+                None => format!("gave up waiting after {}", span(secs)),
+            },
+        ),
+    };
+    if let Some(engine) = dead_claimer {
+        text.push_str(&format!(
+            "; engine {engine} claimed it and died before publishing it"
+        ));
+    }
+    (reason, text)
+}
+
+/// Why a period is MISSED as down, as its record says.
+const DOWN_TEXT: &str = "serve was not running when it was due, and serve never catches up";
+
 /// The command that fills a missed partition.
 fn fill_command(manifest: &Manifest, task: &str, key: &str) -> String {
     format!(
@@ -850,6 +955,7 @@ fn check_inputs(manifest: &Manifest, warehouse: &Warehouse, task: &str, keys: &[
 
 /// One instance of a lane, named for the run.
 struct LaneInstance {
+    instance: Instance,
     task: String,
     key: String,
     keys: Vec<String>,
@@ -918,16 +1024,26 @@ impl Lane {
     /// Claims an instance for this serve: `false` when another live engine
     /// runs it.
     fn claim(&self, i: &LaneInstance) -> bool {
-        let claim = record::Claim {
-            engine: exec::lease::engine().engine_id.clone(),
-            holder: Some(exec::lease::engine().clone()),
-            run_id: self.run_id.clone(),
-            at: crate::clock::now_rfc3339(),
-        };
-        let dead = |c: &record::Claim| c.holder.as_ref().is_some_and(|h| h.certainly_dead());
+        let claim = watch::mine(&self.run_id);
         let (word, tail, won) =
-            match record::claim_or_take_over(&self.warehouse, &i.task, &i.key, &claim, dead) {
+            match record::claim_or_take_over(&self.warehouse, &i.task, &i.key, &claim, watch::dead)
+            {
                 Ok(record::Claimed::Won) => return true,
+                // Its dead claimer, or whoever took it over from it, may
+                // have recorded it MISSED (a first claim cannot follow one:
+                // its recorder claims first).
+                Ok(record::Claimed::TookOver(other))
+                    if record::is_missed(&self.warehouse, &i.task, &i.key).unwrap_or(false) =>
+                {
+                    (
+                        "SKIP",
+                        format!(
+                            ": engine {} that claimed it is dead, and it was recorded MISSED",
+                            other.engine
+                        ),
+                        false,
+                    )
+                }
                 // Its claimer died on this host before publishing: the
                 // fencing makes taking it over safe, and the takeover record
                 // makes this serve the only one that does.
@@ -936,11 +1052,20 @@ impl Lane {
                     format!(": engine {} that claimed it is dead", other.engine),
                     true,
                 ),
-                Ok(record::Claimed::Held(other)) => (
-                    "CLAIMED",
-                    format!(": engine {} runs it (serve {})", other.engine, other.run_id),
-                    false,
-                ),
+                Ok(record::Claimed::Held(other)) => {
+                    // Watched by this serve until it is settled: the shared
+                    // progress must not pass it while its claimer may die.
+                    let _ = self.tx.send(Wake::Input(Input::ClaimedElsewhere {
+                        instance: i.instance.clone(),
+                        claimer: other.engine.clone(),
+                        again_at: crate::clock::now() + watch::WATCH_EVERY,
+                    }));
+                    (
+                        "CLAIMED",
+                        format!(": engine {} runs it (serve {})", other.engine, other.run_id),
+                        false,
+                    )
+                }
                 Err(e) => (
                     "FAILED",
                     format!(": cannot claim it: {}", exec::chain(&e)),

@@ -138,6 +138,30 @@ pub fn record_missed(warehouse: &Warehouse, missed: &Missed) -> Result<bool, Sto
     warehouse.backend().put_if_absent(&key, &bytes)
 }
 
+/// The MISSED record of a period of `task`, if one was recorded.
+pub fn missed_of(
+    warehouse: &Warehouse,
+    task: &str,
+    partition: &str,
+) -> Result<Option<Missed>, StoreError> {
+    let key = missed_key(task, partition)?;
+    let Some(bytes) = again(|| warehouse.backend().get(&key))? else {
+        return Ok(None);
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| StoreError::Corrupt {
+            key,
+            message: format!("unreadable MISSED record: {e}"),
+        })
+}
+
+/// Whether a missed period of `task` was recorded.
+pub fn is_missed(warehouse: &Warehouse, task: &str, partition: &str) -> Result<bool, StoreError> {
+    let key = missed_key(task, partition)?;
+    Ok(again(|| warehouse.backend().get(&key))?.is_some())
+}
+
 /// Every missed period recorded, by task and partition.
 pub fn all_missed(warehouse: &Warehouse) -> Result<Vec<Missed>, StoreError> {
     let backend = warehouse.backend();

@@ -4,13 +4,13 @@
 //! token allocation and fenced commit.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::path::PathBuf;
 
 use super::check::{label, End};
 use super::{Ev, PlantKind, Sim};
 use crate::exec::classify;
 use crate::serve::due::Trigger;
-use crate::serve::machine::{Action, Input, Instance, Machine, MissedWhy, Readiness};
+use crate::serve::machine::{Action, Elsewhere, Input, Instance, Machine, MissedWhy, Readiness};
+use crate::serve::watch::{Resolved, WATCH_EVERY};
 use crate::serve::{instant, progress_record, record, trigger_text};
 use crate::store::{CommitKind, NewCommit, PublishError, TokenOwner, Warehouse};
 
@@ -29,6 +29,18 @@ pub(crate) struct Engine {
     checks: BTreeMap<(usize, i64), u32>,
     /// The instant its timer is set for.
     pub(crate) wake: Option<i64>,
+}
+
+/// How a lane's claim went.
+enum Claim {
+    /// Won: it runs here.
+    Won,
+    /// Taken over from a dead claimer: it runs here unless MISSED.
+    TookOver,
+    /// A live engine holds it: watched.
+    Held(String),
+    /// The store failed.
+    Lost,
 }
 
 struct Lane {
@@ -58,8 +70,7 @@ impl Engine {
     /// Engine `e`'s incarnation `inc`, from the stored progress.
     pub(crate) fn open(sim: &Sim, e: usize, inc: u32) -> Result<Engine, String> {
         let _ = e;
-        let root = PathBuf::from("/nonexistent/weir-sim");
-        let warehouse = Warehouse::with_backend(sim.store.clone(), root);
+        let warehouse = super::world::warehouse(&sim.store);
         let specs: Vec<_> = sim.model.tasks.iter().map(|t| t.spec.clone()).collect();
         let mut done = Vec::new();
         let mut resolve_upto = BTreeMap::new();
@@ -115,12 +126,27 @@ impl Sim {
             let actions = engine.machine.step(input);
             self.steps += 1;
             self.ledger.step = self.steps;
+            // As serve's executor: occurrences a restart would have called
+            // missed that a live engine runs are watched before anything
+            // else, and the progress said past them is not stored.
+            let mut watch: Vec<Input> = Vec::new();
             for action in actions {
-                if let Err(why) = self.act(e, action, &mut queue) {
-                    let _ = why;
-                    self.crashed(e);
-                    return;
+                if let Action::Progress { task, .. } = &action {
+                    let held = |i: &Input| matches!(i, Input::ClaimedElsewhere { instance, .. } if instance.task == *task);
+                    if watch.iter().any(held) {
+                        continue;
+                    }
                 }
+                match self.act(e, action, &mut queue) {
+                    Ok(w) => watch.extend(w),
+                    Err(_) => {
+                        self.crashed(e);
+                        return;
+                    }
+                }
+            }
+            for w in watch.into_iter().rev() {
+                queue.push_front(w);
             }
             if clock {
                 self.no_silent_wait(e);
@@ -155,14 +181,19 @@ impl Sim {
         }
     }
 
-    fn act(&mut self, e: usize, action: Action, queue: &mut VecDeque<Input>) -> Result<(), String> {
+    fn act(
+        &mut self,
+        e: usize,
+        action: Action,
+        queue: &mut VecDeque<Input>,
+    ) -> Result<Option<Input>, String> {
         match action {
             Action::Missed {
                 task,
                 occurrence,
                 due_at,
                 why,
-            } => self.missed(e, (task, occurrence), due_at, why)?,
+            } => return self.missed(e, (task, occurrence), due_at, why),
             Action::Progress { task, done, newest } => {
                 let engine = self.engines[e].live.as_ref().expect("fed while live");
                 let spec = &engine.machine.tasks()[task];
@@ -172,6 +203,17 @@ impl Sim {
             Action::Check(i) => {
                 let r = self.readiness(e, &i);
                 queue.push_back(Input::Readiness(i, r));
+            }
+            Action::Watch(i) => {
+                let what = self.elsewhere(e, &i);
+                if what == Elsewhere::Missed {
+                    // As serve's executor: announced again (its recorder
+                    // may have died first; the outbox keeps one).
+                    let spec = &self.model.tasks[i.task].spec;
+                    let key = key_of(&spec.trigger, i.occurrence);
+                    self.announce(format!("missed/{}/{key}", spec.name));
+                }
+                queue.push_back(Input::Watched(i, what));
             }
             Action::Dropped(..) | Action::Exit { .. } => {}
             Action::Start {
@@ -185,7 +227,7 @@ impl Sim {
                 let at = wake.map(|(at, _)| at.max(self.now + 1));
                 let inc = self.engines[e].inc;
                 let Some(engine) = self.engine(e) else {
-                    return Ok(());
+                    return Ok(None);
                 };
                 if engine.wake != at {
                     engine.wake = at;
@@ -195,7 +237,7 @@ impl Sim {
                 }
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Whether an instance's inputs are there: the upstream periods it
@@ -275,8 +317,29 @@ impl Sim {
     ) {
         let mut open = 0;
         for i in instances {
-            if !self.claim(e, &i) {
-                continue;
+            match self.claim(e, &i) {
+                Claim::Won => {}
+                // As serve's lane: a dead claimer's instance recorded
+                // MISSED is not run.
+                Claim::TookOver => {
+                    let spec = &self.model.tasks[i.task].spec;
+                    let key = key_of(&spec.trigger, i.occurrence);
+                    let Some(engine) = self.engines[e].live.as_ref() else {
+                        continue;
+                    };
+                    if record::is_missed(&engine.warehouse, &spec.name, &key).unwrap_or(false) {
+                        continue;
+                    }
+                }
+                Claim::Lost => continue,
+                Claim::Held(claimer) => {
+                    queue.push_back(Input::ClaimedElsewhere {
+                        instance: i,
+                        claimer,
+                        again_at: self.now + WATCH_EVERY,
+                    });
+                    continue;
+                }
             }
             if !force
                 && matches!(
@@ -312,8 +375,8 @@ impl Sim {
     }
 
     /// Claims an instance as serve's lane does: won, taken over from a
-    /// dead claimer, or lost (held by a live engine, or an error).
-    fn claim(&mut self, e: usize, i: &Instance) -> bool {
+    /// dead claimer, held by a live engine, or lost to an error.
+    fn claim(&mut self, e: usize, i: &Instance) -> Claim {
         let inc = self.engines[e].inc;
         let me = label((e, inc));
         let spec = &self.model.tasks[i.task].spec;
@@ -325,13 +388,44 @@ impl Sim {
             at: instant(self.now),
         };
         let Some(engine) = self.engines[e].live.as_ref() else {
-            return false;
+            return Claim::Lost;
         };
         let dead = |c: &record::Claim| !self.is_live(&c.engine);
         match record::claim_or_take_over(&engine.warehouse, &name, &key, &claim, dead) {
-            Ok(record::Claimed::Won | record::Claimed::TookOver(_)) => true,
-            Ok(record::Claimed::Held(_)) => self.cfg.planted(PlantKind::DoubleClaim),
-            Err(_) => false,
+            Ok(record::Claimed::Won) => Claim::Won,
+            Ok(record::Claimed::TookOver(_)) => Claim::TookOver,
+            Ok(record::Claimed::Held(_)) if self.cfg.planted(PlantKind::DoubleClaim) => Claim::Won,
+            Ok(record::Claimed::Held(c)) => Claim::Held(c.engine),
+            Err(_) => Claim::Lost,
+        }
+    }
+
+    /// What became of an instance another engine claimed, as serve's
+    /// `watch::elsewhere` finds it.
+    fn elsewhere(&self, e: usize, i: &Instance) -> Elsewhere {
+        let again_at = self.now + WATCH_EVERY;
+        let spec = &self.model.tasks[i.task].spec;
+        let key = key_of(&spec.trigger, i.occurrence);
+        let Some(engine) = self.engines[e].live.as_ref() else {
+            return Elsewhere::Settled;
+        };
+        match record::is_missed(&engine.warehouse, &spec.name, &key) {
+            Ok(true) => return Elsewhere::Missed,
+            Ok(false) => {}
+            Err(_) => {
+                return Elsewhere::Held {
+                    claimer: "unknown".into(),
+                    again_at,
+                }
+            }
+        }
+        match self.handled(e, i.task, i.occurrence, &key) {
+            Resolved::Settled => Elsewhere::Settled,
+            Resolved::Claimed(c) => Elsewhere::Held {
+                claimer: c.engine,
+                again_at,
+            },
+            Resolved::Open(_) => Elsewhere::Free,
         }
     }
 
@@ -628,28 +722,43 @@ impl Sim {
         (task, occ): (usize, i64),
         due_at: i64,
         why: MissedWhy,
-    ) -> Result<(), String> {
+    ) -> Result<Option<Input>, String> {
         let spec = self.model.tasks[task].spec.clone();
         let Some(key) = spec.trigger.key(occ) else {
-            return Ok(());
+            return Ok(None);
         };
         let engine = self.engines[e].live.as_ref().expect("fed while live");
         let resolving = match why {
             MissedWhy::Down => engine.resolve_upto.get(&task).is_some_and(|n| occ <= *n),
             MissedWhy::Waited(_) => true,
         };
-        if resolving && self.handled(e, task, occ, &key) {
-            return Ok(());
+        if resolving && self.handled(e, task, occ, &key) == Resolved::Settled {
+            return Ok(None);
+        }
+        let instance = Instance {
+            task,
+            occurrence: occ,
+            due_at,
+            why: crate::serve::machine::Why::PeriodEnded,
+        };
+        // As serve's executor: only the holder of its claim records it
+        // MISSED; one held by a live engine is watched.
+        if !self.cfg.planted(PlantKind::CatchUp) || why != MissedWhy::Down {
+            match self.claim(e, &instance) {
+                Claim::Won | Claim::TookOver => {}
+                Claim::Held(claimer) => {
+                    return Ok(Some(Input::ClaimedElsewhere {
+                        instance,
+                        claimer,
+                        again_at: self.now + WATCH_EVERY,
+                    }))
+                }
+                Claim::Lost => return Err(format!("cannot claim {} {key}", spec.name)),
+            }
         }
         if why == MissedWhy::Down && self.cfg.planted(PlantKind::CatchUp) {
-            let i = Instance {
-                task,
-                occurrence: occ,
-                due_at,
-                why: crate::serve::machine::Why::PeriodEnded,
-            };
-            self.begin(e, 0, &i, false);
-            return Ok(());
+            self.begin(e, 0, &instance, false);
+            return Ok(None);
         }
         let engine = self.engines[e].live.as_ref().expect("fed while live");
         let m = record::Missed {
@@ -680,12 +789,12 @@ impl Sim {
         }
         // Announced whether new or not, as serve does.
         self.announce(format!("missed/{}/{key}", spec.name));
-        Ok(())
+        Ok(None)
     }
 
     fn missed_recorded(&self, task: &str, key: &str) -> bool {
         self.store.faults_on(false);
-        let w = Warehouse::with_backend(self.store.clone(), PathBuf::from("/nonexistent/weir-sim"));
+        let w = super::world::warehouse(&self.store);
         let there = record::all_missed(&w)
             .unwrap_or_default()
             .iter()
@@ -694,23 +803,26 @@ impl Sim {
         there
     }
 
-    /// Whether an occurrence due before a restart was published, or is
-    /// claimed by a live engine.
-    fn handled(&self, e: usize, task: usize, occ: i64, key: &str) -> bool {
+    /// Whether an occurrence not run here was published, or is claimed
+    /// by a live engine (serve's `watch::resolve`).
+    fn handled(&self, e: usize, task: usize, occ: i64, key: &str) -> Resolved {
         // Published, or failed and held for an operator (the run's marker).
         if matches!(
             self.ledger.ends.get(&(task, occ)),
             Some(End::Published(_) | End::Failed)
         ) {
-            return true;
+            return Resolved::Settled;
         }
         let Some(engine) = self.engines[e].live.as_ref() else {
-            return false;
+            return Resolved::Open(None);
         };
         let name = &self.model.tasks[task].spec.name;
-        record::claim_of(&engine.warehouse, name, key)
+        match record::claim_of(&engine.warehouse, name, key)
             .ok()
             .flatten()
-            .is_some_and(|c| self.is_live(&c.engine))
+        {
+            Some(c) if self.is_live(&c.engine) => Resolved::Claimed(c),
+            dead => Resolved::Open(dead),
+        }
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! ```text
 //!  seed ─► rng ─► task durations, failures, hangs, late inputs, engine kills
-//!           └───► store faults (a write whose reply is lost, a 503)
+//!           └───► store faults (a write whose reply is lost, a 503, a slow
+//!                 request, a listing ended at a page boundary)
 //!
 //!  event queue (simulated clock: time jumps to the next event)
 //!    Wake(engine) ─► serve's real Machine::step(Clock) ─► actions ─► the executor model (engine.rs)
@@ -230,8 +231,11 @@ impl Sim {
         }
     }
 
+    /// `ev` at `when`, later by what the store's slow requests of the
+    /// event being handled took (its handler was that long in them).
     pub(crate) fn at(&mut self, when: i64, ev: Ev) {
         self.seq += 1;
+        let when = when.saturating_add(self.store.delay());
         self.events
             .push(Reverse((when.max(self.now), self.seq, ev)));
     }
@@ -275,6 +279,7 @@ impl Sim {
             }
             self.now = when;
             self.ledger.now = when;
+            self.store.new_event();
             self.event(ev);
         }
         self.now = to;
@@ -423,10 +428,7 @@ impl Sim {
                     open_end && self.cfg.down.iter().any(|(a, b)| *b >= to && due >= *a);
                 if due > from && !down_at_end && !self.ledger.ends.contains_key(&(t, o)) {
                     let key = task.spec.trigger.key(o).unwrap_or_default();
-                    let w = crate::store::Warehouse::with_backend(
-                        self.store.clone(),
-                        std::path::PathBuf::from("/nonexistent/weir-sim"),
-                    );
+                    let w = world::warehouse(&self.store);
                     let claim = crate::serve::record::claim_of(&w, &task.spec.name, &key)
                         .ok()
                         .flatten()

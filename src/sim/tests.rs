@@ -85,18 +85,17 @@ fn mixed() -> Model {
     Model::of(&m)
 }
 
-/// Seed `seed`'s world: odd seeds run one engine with every fault
-/// (kills, crashes on store errors, lost replies, 503s, late inputs,
-/// failures, hangs), even seeds three engines with late inputs, failures
-/// and hangs (three engines with kills lose periods today: see
-/// `three_engines_with_kills_never_lose_a_claimed_period`).
+/// Seed `seed`'s world: every fault (kills, crashes on store errors, lost
+/// replies, 503s, late inputs, failures, hangs); odd seeds on one engine,
+/// even seeds on three that kill each other's claimers two times a day
+/// each.
 fn config(seed: u64, days: i64) -> Config {
     let from = at("2026-09-02T00:00:30Z");
     let mut c = Config::new(seed, 1, from, from + days * 86_400);
     c.faults = Faults::default_mix();
     if seed % 2 == 0 {
         c.engines = 3;
-        c.faults = Faults::parse("late=0.05,fail=0.05,hang=0.005").unwrap();
+        c.faults.kill = 2.0;
     }
     c
 }
@@ -159,21 +158,54 @@ fn every_seed_that_ever_failed_holds_now() {
     }
 }
 
+/// Seeds 1 to 4 (two days, three engines, kills only) once lost a
+/// period: engine B found A's claim, B's progress passed it, A was
+/// killed, and A's restart counted from that progress (an instance
+/// claimed elsewhere is now watched until it is settled). Then, with
+/// store faults, a restart recorded a period MISSED as down that an engine
+/// up then ran late (only a claim's holder records MISSED now).
 #[test]
-#[ignore = "open: an engine killed while running a claimed instance loses it (see the report)"]
 fn three_engines_with_kills_never_lose_a_claimed_period() {
     for seed in 1..=4 {
-        let mut c = config(seed, 2);
-        c.engines = 3;
-        c.faults = Faults::parse("kill=2").unwrap();
-        let r = run(&mixed(), &c);
+        let r = three(seed, "kill=2");
         assert!(r.violations.is_empty(), "seed {seed}: {:#?}", r.violations);
     }
 }
 
+/// Three engines, two days, seed `seed` with `faults`.
+fn three(seed: u64, faults: &str) -> report::Report {
+    let mut c = config(seed, 2);
+    c.engines = 3;
+    c.faults = Faults::parse(faults).unwrap();
+    run(&mixed(), &c)
+}
+
+#[test]
+fn a_restart_never_records_missed_what_an_engine_up_then_runs_late() {
+    // Seed 26 recorded a minute MISSED as down on a restart while an
+    // engine that was up waited for its late input, then ran it.
+    let r = three(26, "late=0.05,fail=0.05,hang=0.005,kill=2");
+    assert!(r.violations.is_empty(), "{:#?}", r.violations);
+}
+
+#[test]
+fn a_missed_record_whose_recorder_crashed_is_still_announced() {
+    // Seed 9: the recorder's write landed, its reply was lost, it crashed;
+    // the engines watching the instance settled it without announcing it.
+    let r = three(
+        9,
+        "lost=0.002,unavailable=0.005,kill=2,late=0.05,fail=0.05,hang=0.005",
+    );
+    assert!(r.violations.is_empty(), "{:#?}", r.violations);
+}
+
 #[test]
 fn a_month_on_three_engines_with_faults_holds_every_invariant() {
-    let r = run(&mixed(), &config(8, 30));
+    // Without kills or store faults (the sweep has them): a month of
+    // watches of each other's claims would cost this test minutes.
+    let mut c = config(8, 30);
+    c.faults = Faults::parse("late=0.05,fail=0.05,hang=0.005").unwrap();
+    let r = run(&mixed(), &c);
     println!("a month on three engines: {} steps", r.steps);
     assert!(r.violations.is_empty(), "{:#?}", r.violations);
     assert_eq!(r.engines, 3);
@@ -251,6 +283,33 @@ fn faults_parse_and_bad_ones_say_why() {
     assert!(e.contains("unknown fault kind `flood`"), "{e}");
     let e = Faults::parse("lost").unwrap_err();
     assert!(e.contains("kind=rate"), "{e}");
+    let f = Faults::parse("latency=0.1,short_list=0.2").unwrap();
+    assert_eq!((f.latency, f.short_list), (0.1, 0.2));
+    let e = Faults::parse("short_list=1.5").unwrap_err();
+    assert!(e.contains("at most 1"), "{e}");
+}
+
+#[test]
+fn slow_requests_and_listings_cut_at_a_page_break_no_invariant() {
+    let from = at("2026-09-02T00:00:30Z");
+    let mut c = Config::new(6, 3, from, from + 86_400);
+    c.faults = Faults::parse("latency=0.05,short_list=0.3,kill=2,lost=0.002").unwrap();
+    let r = run(&mixed(), &c);
+    assert!(r.violations.is_empty(), "{:#?}", r.violations);
+    assert!(
+        r.faults.get("latency").is_some_and(|n| *n > 100),
+        "{:?}",
+        r.faults
+    );
+    assert!(
+        r.faults.get("short_list").is_some_and(|n| *n > 100),
+        "{:?}",
+        r.faults
+    );
+    // Slow requests make what follows them later: another world.
+    let mut quick = c.clone();
+    quick.faults.latency = 0.0;
+    assert_ne!(run(&mixed(), &quick).steps, r.steps);
 }
 
 /// An hourly task with a one-hour sla in pool `main` of one slot, and
@@ -319,4 +378,14 @@ fn a_two_hour_daily_task_in_the_pool_shows_what_it_costs_the_hourly_sla() {
         "{:?}",
         main(&shared)
     );
+}
+
+#[test]
+#[ignore = "open: seed 8 with slow requests and short listings on three engines leaves a MISSED unannounced"]
+fn slow_requests_and_short_listings_on_three_engines_announce_every_missed() {
+    let mut c = config(8, 3);
+    c.faults.latency = 0.01;
+    c.faults.short_list = 0.05;
+    let r = run(&mixed(), &c);
+    assert!(r.violations.is_empty(), "{:#?}", r.violations);
 }

@@ -4,10 +4,15 @@
 //! ```text
 //!  lost         a write lands, its reply is lost: the caller sees an error
 //!  unavailable  a request fails before it does anything (a 503)
+//!  latency      a request takes 1 to 20 simulated seconds: what its caller
+//!               does after it happens that much later
+//!  short_list   a listing stops at a page boundary and says so: the caller
+//!               must continue it (S3 returns a page, `IsTruncated`)
 //! ```
 //!
-//! Reads and listings are never cut short: S3 lists consistently, and the
-//! store's protocols rely on it.
+//! Listings never omit a key they return a page for: S3 lists consistently,
+//! and the store's protocols rely on it. "Short" is only what S3 may do, a
+//! page that ends early and says it is not the whole listing.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -32,10 +37,23 @@ pub struct Faults {
     pub fail: f64,
     /// Share of attempts that hang until their timeout.
     pub hang: f64,
+    /// Share of store requests that take 1 to 20 simulated seconds.
+    pub latency: f64,
+    /// Share of listings that end at a page boundary the caller continues.
+    pub short_list: f64,
 }
 
 /// The kinds `--faults` names, in the order the report lists them.
-pub const KINDS: [&str; 6] = ["lost", "unavailable", "kill", "late", "fail", "hang"];
+pub const KINDS: [&str; 8] = [
+    "lost",
+    "unavailable",
+    "kill",
+    "late",
+    "fail",
+    "hang",
+    "latency",
+    "short_list",
+];
 
 impl Faults {
     /// `--faults none|default|kind=rate,...`.
@@ -70,6 +88,8 @@ impl Faults {
                 "late" => f.late = rate,
                 "fail" => f.fail = rate,
                 "hang" => f.hang = rate,
+                "latency" => f.latency = rate,
+                "short_list" => f.short_list = rate,
                 other => {
                     return Err(format!(
                         "unknown fault kind `{other}` (kinds: {})",
@@ -90,6 +110,8 @@ impl Faults {
             late: 0.05,
             fail: 0.05,
             hang: 0.005,
+            latency: 0.0,
+            short_list: 0.0,
         }
     }
 }
@@ -106,9 +128,23 @@ struct State {
     rng: fastrand::Rng,
     lost: f64,
     unavailable: f64,
+    latency: f64,
+    short_list: f64,
+    /// Simulated seconds the requests of the event being handled took.
+    delay: i64,
     /// Faults are off while the simulator itself reads the store.
     on: bool,
     counts: BTreeMap<&'static str, u64>,
+}
+
+/// A warehouse on the simulated store, as an engine on S3 opens it: the
+/// object-store paths (paged listings, the log's checkpoint) are the ones
+/// that run. Nothing is staged: simulated attempts write no files.
+pub fn warehouse(store: &Arc<FaultyStore>) -> crate::store::Warehouse {
+    let staging = std::env::temp_dir().join("weir-sim-staging");
+    let backend: Arc<dyn Backend> = store.clone();
+    crate::store::Warehouse::remote(backend.clone(), "s3://weir-sim/wh", &staging)
+        .unwrap_or_else(|_| crate::store::Warehouse::with_backend(backend, staging))
 }
 
 impl FaultyStore {
@@ -120,6 +156,9 @@ impl FaultyStore {
                 rng: fastrand::Rng::with_seed(seed ^ 0x005E_ED0F_FA17),
                 lost: faults.lost,
                 unavailable: faults.unavailable,
+                latency: faults.latency,
+                short_list: faults.short_list,
+                delay: 0,
                 on: true,
                 counts: BTreeMap::new(),
             }),
@@ -140,11 +179,37 @@ impl FaultyStore {
         self.state().counts.clone()
     }
 
+    /// Seconds the requests made since the last [`FaultyStore::new_event`]
+    /// took: what the event's handler does next happens that much later.
+    pub fn delay(&self) -> i64 {
+        self.state().delay
+    }
+
+    /// A new event is handled: its requests start now.
+    pub fn new_event(&self) {
+        self.state().delay = 0;
+    }
+
+    /// Whether this listing ends at a page boundary (drawn per listing).
+    fn short(&self) -> bool {
+        let mut s = self.state();
+        if !s.on || s.short_list <= 0.0 || s.rng.f64() >= s.short_list {
+            return false;
+        }
+        *s.counts.entry("short_list").or_default() += 1;
+        true
+    }
+
     /// The fault this request meets, if any.
     fn draw(&self, write: bool) -> Option<&'static str> {
         let mut s = self.state();
         if !s.on {
             return None;
+        }
+        if s.latency > 0.0 && s.rng.f64() < s.latency {
+            let secs = s.rng.i64(1..=20);
+            s.delay += secs;
+            *s.counts.entry("latency").or_default() += 1;
         }
         let kind = if s.unavailable > 0.0 && s.rng.f64() < s.unavailable {
             "unavailable"
@@ -222,6 +287,34 @@ impl Backend for FaultyStore {
 
     fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
         read(self, prefix, || self.inner.list(prefix))
+    }
+
+    fn list_after(&self, prefix: &str, after: &str) -> Result<Vec<String>, StoreError> {
+        read(self, prefix, || self.inner.list_after(prefix, after))
+    }
+
+    fn list_first_page(&self, prefix: &str) -> Result<Option<Vec<String>>, StoreError> {
+        // A page that may not hold every name: the caller lists on from a
+        // name it knows.
+        if self.short() {
+            return read(self, prefix, || Ok(None));
+        }
+        read(self, prefix, || self.inner.list_first_page(prefix))
+    }
+
+    fn list_keys(
+        &self,
+        prefix: &str,
+        after: &str,
+        max: usize,
+    ) -> Result<(Vec<String>, bool), StoreError> {
+        let (mut keys, whole) = read(self, prefix, || self.inner.list_keys(prefix, after, max))?;
+        // A page cut early, as S3 may: the keys it has, not the whole.
+        if keys.len() > 1 && self.short() {
+            keys.truncate(keys.len() / 2);
+            return Ok((keys, false));
+        }
+        Ok((keys, whole))
     }
 
     fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
