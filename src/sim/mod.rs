@@ -199,7 +199,11 @@ pub fn run(model: &Model, cfg: &Config) -> report::Report {
     #[cfg(test)]
     crate::store::partition::plant_equal_token(false);
     sim.finish();
-    report::Report::of(&sim)
+    // Only if empty (nothing is staged), and another simulation of this
+    // process that still names it creates it again.
+    let report = report::Report::of(&sim);
+    let _ = std::fs::remove_dir(world::staging_dir());
+    report
 }
 
 impl Sim {

@@ -141,10 +141,16 @@ struct State {
 /// object-store paths (paged listings, the log's checkpoint) are the ones
 /// that run. Nothing is staged: simulated attempts write no files.
 pub fn warehouse(store: &Arc<FaultyStore>) -> crate::store::Warehouse {
-    let staging = std::env::temp_dir().join("weir-sim-staging");
+    let staging = staging_dir();
     let backend: Arc<dyn Backend> = store.clone();
     crate::store::Warehouse::remote(backend.clone(), "s3://weir-sim/wh", &staging)
         .unwrap_or_else(|_| crate::store::Warehouse::with_backend(backend, staging))
+}
+
+/// The (empty) staging directory the simulated warehouses name: one per
+/// process, not a fixed name in a shared temporary directory.
+pub(crate) fn staging_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("weir-sim-{}", std::process::id()))
 }
 
 impl FaultyStore {
