@@ -8,7 +8,8 @@ usage: harness.py --weir BIN --work DIR [--quick] [--runs N] [--only W1,W4]
 
 Every baseline runs in the same invocation as weir, interleaved with it run by
 run (the order alternates), and the table reports medians. Wall time is
-measured around the process; peak RSS is GNU time's %M (see `timed`). Every
+measured around the process, CPU is user + system of its process tree, peak
+RSS is GNU time's %M (see `timed`). Every
 dirty page is flushed before each timed run. Standard library only.
 """
 import argparse
