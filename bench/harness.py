@@ -8,7 +8,8 @@ usage: harness.py --weir BIN --work DIR [--quick] [--runs N] [--only W1,W4]
 
 Every baseline runs in the same invocation as weir, interleaved with it run by
 run (the order alternates), and the table reports medians. Wall time is
-measured around the process; peak RSS is GNU time's %M (see `timed`). Every
+measured around the process, CPU is user + system of its process tree, peak
+RSS is GNU time's %M (see `timed`). Every
 dirty page is flushed before each timed run. Standard library only.
 """
 import argparse
@@ -93,7 +94,12 @@ def _peak_rss_kib(proc, done, result):
 
 
 def timed(argv, cwd, stdout=None, stderr=None, env=None, sync=True):
-    """Runs argv; returns (wall seconds, peak RSS KiB, exit code).
+    """Runs argv; returns (wall seconds, peak RSS KiB, exit code, CPU seconds).
+
+    CPU is user + system time of the whole process tree (wait4's rusage of
+    the child counts every descendant it or they waited for: weir's tasks
+    and their shells, xargs' shells), the cost on a machine that is busy
+    anyway, where wall time mostly measures the neighbours.
 
     Flushes every dirty page first (untimed; R1 turns that off to show what
     it is for), so a measured run does not pay
@@ -126,8 +132,9 @@ def timed(argv, cwd, stdout=None, stderr=None, env=None, sync=True):
         if not GNU_TIME:
             sampler = threading.Thread(target=_peak_rss_kib, args=(proc, done, sampled))
             sampler.start()
-        _, status, _ = os.wait4(proc.pid, 0)
+        _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
+        cpu = usage.ru_utime + usage.ru_stime
         done.set()
         if sampler:
             sampler.join()
@@ -147,7 +154,7 @@ def timed(argv, cwd, stdout=None, stderr=None, env=None, sync=True):
             os.remove(rss_file)
     elif sampled:
         rss = sampled[0]
-    return wall, rss, proc.returncode
+    return wall, rss, proc.returncode, cpu
 
 
 def must(ok, what, files=()):
@@ -234,7 +241,7 @@ class Runner:
         rmtree(root)
         out, err = os.path.join(d, "floor.out"), os.path.join(d, "floor.err")
         argv = [self.floor, root, keys_file, str(SLOTS), *[cmd for cmd, _, _ in stages]]
-        wall, rss, rc = timed(argv, d, out, err)
+        wall, rss, rc, _ = timed(argv, d, out, err)
         must(rc == 0, f"the durability floor exited {rc}", (out, err))
         with open(out) as f:
             text = f.read()
@@ -248,7 +255,7 @@ class Runner:
             rmtree(os.path.join(d, "warehouse"))
         out, err = os.path.join(d, "run.out"), os.path.join(d, "run.err")
         argv = [self.weir, "run", manifest] + (["--force"] if force else [])
-        wall, rss, rc = timed(argv, d, out, err, sync=sync)
+        wall, rss, rc, cpu = timed(argv, d, out, err, sync=sync)
         must(rc == 0, f"weir run {manifest} exited {rc}", (out, err))
         with open(out) as f:
             text = f.read()
@@ -257,11 +264,11 @@ class Runner:
             1 for e in self.events(d, manifest) if e["state"] == "PUBLISHED")
         must(published == expect,
              f"weir run {manifest}: {published} of {expect} instances published", (out, err))
-        return wall, rss
+        return wall, rss, cpu
 
     def events(self, d, manifest):
         out = os.path.join(d, "events.out")
-        _, _, rc = timed([self.weir, "events", manifest, "--json"], d, out, out + ".err")
+        _, _, rc, _ = timed([self.weir, "events", manifest, "--json"], d, out, out + ".err")
         must(rc == 0, "weir events failed", (out, out + ".err"))
         records = []
         with open(out) as f:
@@ -323,13 +330,13 @@ def baseline_pipeline(d, keys_file, stages, n):
     for i, argv in enumerate(argvs):
         script.append(" ".join(shlex_quote(a) for a in argv))
     err = os.path.join(d, "xargs.err")
-    wall, rss, rc = timed(["sh", "-c", "\n".join(script), "sh", keys_file], root, None, err)
+    wall, rss, rc, cpu = timed(["sh", "-c", "\n".join(script), "sh", keys_file], root, None, err)
     must(rc == 0, f"the xargs baseline exited {rc}", (err,))
     last = stages[-1][1]
     produced = sum(1 for k in os.listdir(os.path.join(root, last))
                    if os.path.isfile(os.path.join(root, last, k, "out.csv")))
     must(produced == n, f"the xargs baseline produced {produced} of {n} outputs")
-    return wall, rss
+    return wall, rss, cpu
 
 
 def shlex_quote(s):
@@ -384,6 +391,8 @@ def w_write(r, sizes):
             "instances": n,
             "baseline_s": [x[0] for x in b],
             "weir_s": [x[0] for x in w],
+            "baseline_cpu_s": [x[2] for x in b],
+            "weir_cpu_s": [x[2] for x in w],
             "last_weir_s": w[-1][0],
             "baseline_peak_kib": max(x[1] for x in b),
             "weir_peak_kib": max(x[1] for x in w),
@@ -492,6 +501,8 @@ def w2(r, n):
         "instances": 3 * n,
         "baseline_s": [x[0] for x in b],
         "weir_s": [x[0] for x in w],
+        "baseline_cpu_s": [x[2] for x in b],
+        "weir_cpu_s": [x[2] for x in w],
         "weir_peak_kib": max(x[1] for x in w),
     }
     if floors:
@@ -511,7 +522,7 @@ def w3(r, shape):
     walls, peaks, instances = [], [], None
     out, err = os.path.join(d, "plan.out"), os.path.join(d, "plan.err")
     for _ in range(r.runs):
-        wall, rss, rc = timed([r.weir, "plan", manifest, "--backfill", "all"], d, out, err)
+        wall, rss, rc, _ = timed([r.weir, "plan", manifest, "--backfill", "all"], d, out, err)
         must(rc == 0, f"weir plan exited {rc}", (out, err))
         walls.append(wall)
         peaks.append(rss)
@@ -563,18 +574,18 @@ def w4(r, rows):
     audits, publishes = [], []
 
     def openssl():
-        wall, rss, rc = timed(["openssl", "dgst", "-sha256", src], d)
+        wall, rss, rc, cpu = timed(["openssl", "dgst", "-sha256", src], d)
         must(rc == 0, "openssl dgst failed")
-        return wall, rss
+        return wall, rss, cpu
 
     def weir():
-        wall, rss = r.weir_run(d, manifest, 1)
+        wall, rss, cpu = r.weir_run(d, manifest, 1)
         ev = {e["state"]: parse_ts(e["ts"]) for e in r.events(d, manifest)
               if e.get("task") == "copy"}
         must({"SUCCESS", "AUDITED", "PUBLISHED"} <= ev.keys(), "W4: missing events")
         audits.append(ev["AUDITED"] - ev["SUCCESS"])
         publishes.append(ev["PUBLISHED"] - ev["AUDITED"])
-        return wall, rss
+        return wall, rss, cpu
 
     b, w = r.interleave(openssl, weir, "W4")
     rmtree(d)  # the 1 GB file goes as soon as it is measured
@@ -584,6 +595,8 @@ def w4(r, rows):
         "bytes": size,
         "baseline_s": [x[0] for x in b],
         "weir_s": [x[0] for x in w],
+        "baseline_cpu_s": [x[2] for x in b],
+        "weir_cpu_s": [x[2] for x in w],
         "audit_s": audits,
         "publish_s": publishes,
         "weir_peak_kib": max(x[1] for x in w),
@@ -637,7 +650,7 @@ def w6(r, rows, gen_parquet):
 
     def one(fmt):
         sub, manifest = manifests[fmt]
-        wall, rss = r.weir_run(sub, manifest, 1)
+        wall, rss, _ = r.weir_run(sub, manifest, 1)
         events = [e for e in r.events(sub, manifest) if e.get("task") == "copy"]
         ev = {e["state"]: parse_ts(e["ts"]) for e in events}
         must({"SUCCESS", "AUDITED", "PUBLISHED"} <= ev.keys(), f"W6 {fmt}: missing events")
@@ -718,6 +731,19 @@ def mib(kib):
     return f"{kib / 1024:.0f} MiB"
 
 
+def cpu_row(row, key, x):
+    """The CPU (user + system of the process tree) per instance of a W1,
+    W2 or W5 result against xargs running the same commands."""
+    if not x.get("weir_cpu_s"):
+        return
+    n = x["instances"]
+    bc, wc = median(x["baseline_cpu_s"]), median(x["weir_cpu_s"])
+    row(f"{key} CPU (user + system of the process tree), {n:,} instances",
+        f"xargs -P2: {fmt_s(bc)}", fmt_s(wc),
+        f"{1000 * wc / n:.2f} CPU-ms (xargs {1000 * bc / n:.2f})", f"{wc / bc:.2f}×",
+        "(reported)", "—")
+
+
 def report(res, sizes, runs, quick):
     rows = []
     met_all = []
@@ -738,6 +764,7 @@ def report(res, sizes, runs, quick):
                 f"xargs -P2: {fmt_s(bm)}", fmt_s(wm),
                 f"{1000 * wm / x['instances']:.2f} (xargs {1000 * bm / x['instances']:.2f})",
                 f"{ratio:.2f}×", "≤ 1.5×", yn(ratio <= 1.5))
+            cpu_row(row, key, x)
             if "floor_s" in x:
                 fm = median(x["floor_s"])
                 row(f"{key} durability floor (same commands, only the invariants' fsyncs and inodes)",
@@ -759,6 +786,10 @@ def report(res, sizes, runs, quick):
         row(f"W4 audit (AUDITED−SUCCESS), {x['rows']:,} rows, {gb:.2f} GB",
             f"openssl sha256: {fmt_s(bm)}", f"{fmt_s(am)} ({gb / am:.2f} GB/s)", "—",
             f"{am / bm:.2f}×", "≤ 3×", yn(am <= 3 * bm))
+        if x.get("weir_cpu_s"):
+            bc, wc = median(x["baseline_cpu_s"]), median(x["weir_cpu_s"])
+            row("W4 whole `weir run`, CPU (user + system)", f"openssl sha256: {fmt_s(bc)}",
+                fmt_s(wc), "—", f"{wc / bc:.2f}×", "(reported)", "—")
         row("W4 whole `weir run` (same runs)", f"openssl sha256: {fmt_s(bm)}",
             f"{fmt_s(wm)}, peak {mib(x['weir_peak_kib'])}", f"{1000 * wm:.0f}",
             f"{wm / bm:.2f}×", "(reported)", "—")
@@ -785,6 +816,7 @@ def report(res, sizes, runs, quick):
             f"{fmt_s(wm)}, peak {mib(x['weir_peak_kib'])}",
             f"{per:.2f} (xargs {1000 * bm / x['instances']:.2f})", ratio,
             "≤ 1.2× W1 per instance", met)
+        cpu_row(row, "W5", x)
 
     if "R1" in res:
         x = res["R1"]
