@@ -359,7 +359,7 @@ fn attempt_tokens(
     warehouse: &Warehouse,
     store: &PartitionStore,
 ) -> Result<Vec<FencingToken>, StoreError> {
-    let partition = layout::partition_prefix(store.dataset(), store.partition());
+    let partition = store.key_prefix()?;
     let names = warehouse
         .backend()
         .list(&layout::attempts_prefix(&partition))?;

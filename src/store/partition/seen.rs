@@ -261,6 +261,8 @@ impl LogListing {
 /// whole gets its newest generation noted, with its marker's summary, as a
 /// listing of its own log would have. Returns how many were covered. A partition the listing
 /// stops inside of, or whose log has a hole, is left to its own listing.
+/// `dataset` is the key its partitions' directories are listed under
+/// (`<dataset>/_weir` for a table keeping them there).
 pub(crate) fn look_dataset(
     backend: &dyn Backend,
     seen: &SeenGenerations,
@@ -416,6 +418,12 @@ mod tests {
             .unwrap();
         let reader = engine(&backend, tmp.path());
         backend.take();
+        // Where the dataset keeps its partitions: one listing per process.
+        assert_eq!(
+            reader.dataset_layout("d").unwrap(),
+            Some(crate::store::partition::DatasetLayout::Plain)
+        );
+        assert_eq!(backend.take(), 1, "the layout's listing");
         let partitions = ["a", "b", "c", "none"];
         assert_eq!(reader.look_dataset("d", &partitions, 1000).unwrap(), 4);
         assert_eq!(backend.take(), 1, "one listing");
