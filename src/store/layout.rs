@@ -11,7 +11,15 @@
 //! <root>/_epochs/<epoch 20-digit>                                 an engine's epoch: the floor of its tokens (local disk)
 //! ```
 //!
-//! A Delta table dataset's (`table = "delta"`) attempts publish their data
+//! A Delta table dataset (`table = "delta"`) created since weir keeps its
+//! state out of other engines' VACUUM has every partition directory one
+//! level down, `<root>/<dataset>/_weir/<partition>/…`
+//! ([`table_partition_prefix`]): delta-rs's vacuum skips a path relative to
+//! the table root that starts with `_`, Spark's any directory whose name
+//! does, and no other directory of weir's passes both tests. A dataset's
+//! layout is what its directory shows (`store::partition`'s `layouts`).
+//!
+//! A Delta table dataset's attempts publish their data
 //! one level down, under a Hive-style directory per partition column,
 //! `attempts/<token>/<column>=<value>/.../data/` ([`table_publication_key`]),
 //! so readers that take partition values from paths (Polars' native Delta
@@ -74,7 +82,7 @@ pub(crate) fn partition_prefix(dataset: &str, partition: &str) -> String {
 /// directory: a top-level name starting with `_`, which delta-rs's vacuum
 /// (it tests the first character of the path relative to the table root)
 /// and Spark's (it tests each directory's name) both skip.
-pub const TABLE_STATE_DIR: &str = "_weir";
+pub use crate::store::key::TABLE_STATE_DIR;
 
 /// `<dataset>/_weir/<partition>`: where a partition of a Delta table
 /// dataset in the `_weir` layout keeps everything ([`TABLE_STATE_DIR`]).

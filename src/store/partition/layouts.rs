@@ -88,3 +88,63 @@ impl Layouts {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::allocation::TokenOwner;
+    use crate::store::{MemoryBackend, Warehouse};
+
+    fn owner() -> TokenOwner {
+        TokenOwner {
+            run_id: "run".into(),
+            task: "task".into(),
+            attempt: 1,
+        }
+    }
+
+    // A table with no partition yet settles on `_weir/`; another process
+    // finds it there from the dataset's directory alone, and a dataset
+    // whose partitions are at its top keeps them there, table or not.
+    #[test]
+    fn a_datasets_first_writer_decides_its_layout_and_every_reader_finds_it() {
+        let backend: Arc<dyn Backend> = Arc::new(MemoryBackend::default());
+        let tmp = tempfile::tempdir().unwrap();
+        let wh = Warehouse::with_backend(Arc::clone(&backend), tmp.path().to_path_buf());
+        assert_eq!(wh.dataset_layout("t").unwrap(), None);
+        assert!(wh.partitions("t").unwrap().is_empty());
+        let p = wh.partition("t", "2026-09-20T11:00");
+        assert_eq!(p.settle_table_layout().unwrap(), DatasetLayout::TableState);
+        let t = p.allocate_token(&owner()).unwrap();
+        assert_eq!(
+            p.attempt_key(t),
+            "t/_weir/2026-09-20T11%3A00/attempts/00000000000000000001"
+        );
+        assert!(backend
+            .get("t/_weir/2026-09-20T11%3A00/tokens/00000000000000000001")
+            .unwrap()
+            .is_some());
+
+        let other = Warehouse::with_backend(Arc::clone(&backend), tmp.path().to_path_buf());
+        assert_eq!(
+            other.dataset_layout("t").unwrap(),
+            Some(DatasetLayout::TableState)
+        );
+        assert_eq!(other.partitions("t").unwrap(), ["2026-09-20T11:00"]);
+        let q = other.partition("t", "2026-09-20T11:00");
+        assert_eq!(q.latest_token().unwrap(), Some(t));
+        assert_eq!(q.key_prefix().unwrap(), "t/_weir/2026-09-20T11%3A00");
+
+        // An existing dataset (a table made before, or any other output).
+        let plain = wh.partition("d", "a");
+        plain.allocate_token(&owner()).unwrap();
+        let next = other.partition("d", "b");
+        assert_eq!(next.settle_table_layout().unwrap(), DatasetLayout::Plain);
+        next.allocate_token(&owner()).unwrap();
+        assert_eq!(other.partitions("d").unwrap(), ["a", "b"]);
+        assert!(backend
+            .get("d/b/tokens/00000000000000000001")
+            .unwrap()
+            .is_some());
+    }
+}
