@@ -249,5 +249,12 @@ mod tests {
             token_of_path("region=north/part-0001.parquet", "north"),
             None
         );
+        let kept = "_weir/north/attempts/00000000000000000009/region=north/data/part-0.parquet";
+        assert_eq!(token_of_path(kept, "north"), Some(9));
+        assert_eq!(token_of_path(kept, "south"), None);
+        // Percent-encoded in the log: a partition's own `%` is `%25`.
+        let hourly =
+            "_weir/2026-09-20T11%253A00/attempts/00000000000000000002/hour=x/data/p.parquet";
+        assert_eq!(token_of_path(hourly, "2026-09-20T11:00"), Some(2));
     }
 }

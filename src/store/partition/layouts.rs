@@ -45,6 +45,37 @@ impl DatasetLayout {
     }
 }
 
+const DELTA_LOG: &str = "_delta_log";
+
+/// The layout of a dataset too large for one page of an object store's
+/// listing, from its first keys (a request of one key each, at most two):
+/// a table keeping its partitions under `_weir/` has nothing else at its
+/// top but `_delta_log/`, which sorts before it, so the first key outside
+/// `_delta_log/` tells.
+fn first_keys(backend: &dyn Backend, dataset: &str) -> Result<Option<DatasetLayout>, StoreError> {
+    let base = format!("{dataset}/");
+    let of = |keys: Vec<String>| {
+        keys.first().map(|key| {
+            let rest = key.strip_prefix(&base).unwrap_or(key);
+            match rest.split_once('/') {
+                Some((layout::TABLE_STATE_DIR, _)) => DatasetLayout::TableState,
+                _ => DatasetLayout::Plain,
+            }
+        })
+    };
+    let (first, _) = backend.list_keys(dataset, "", 1)?;
+    let in_log = |keys: &[String]| {
+        keys.first()
+            .is_some_and(|k| k.starts_with(&format!("{base}{DELTA_LOG}/")))
+    };
+    if !in_log(&first) {
+        return Ok(of(first));
+    }
+    // `/` sorts just before `0`: the first key after every one in the log.
+    let (next, _) = backend.list_keys(dataset, &format!("{DELTA_LOG}0"), 1)?;
+    Ok(of(next))
+}
+
 /// The decided layouts of a warehouse's datasets, shared by every handle
 /// of one warehouse.
 #[derive(Clone, Default)]
@@ -67,16 +98,20 @@ impl Layouts {
         if let Some(known) = self.known(dataset) {
             return Ok(Some(known));
         }
-        let names = backend.list(dataset)?;
-        let decided = if names.iter().any(|n| n == layout::TABLE_STATE_DIR) {
-            Some(DatasetLayout::TableState)
-        } else if names
-            .iter()
-            .any(|n| n != "_delta_log" && decode_partition(n).is_some())
-        {
-            Some(DatasetLayout::Plain)
-        } else {
-            None
+        let decided = match backend.list_first_page(dataset)? {
+            Some(names) => {
+                if names.iter().any(|n| n == layout::TABLE_STATE_DIR) {
+                    Some(DatasetLayout::TableState)
+                } else if names
+                    .iter()
+                    .any(|n| n != DELTA_LOG && decode_partition(n).is_some())
+                {
+                    Some(DatasetLayout::Plain)
+                } else {
+                    None
+                }
+            }
+            None => first_keys(backend, dataset)?,
         };
         if let Some(decided) = decided {
             self.map().insert(dataset.to_owned(), decided);
@@ -100,6 +135,42 @@ mod tests {
             run_id: "run".into(),
             task: "task".into(),
             attempt: 1,
+        }
+    }
+
+    // What a dataset too large for one page shows first tells its layout
+    // as its whole listing would.
+    #[test]
+    fn a_large_datasets_first_keys_tell_its_layout() {
+        let cases: [(&[&str], Option<DatasetLayout>); 6] = [
+            (&[], None),
+            (&["t/_delta_log/00000000000000000000.json"], None),
+            (
+                &[
+                    "t/_delta_log/00000000000000000000.json",
+                    "t/_weir/p/tokens/1",
+                ],
+                Some(DatasetLayout::TableState),
+            ),
+            (&["t/_weir/p/tokens/1"], Some(DatasetLayout::TableState)),
+            (
+                &["t/_delta_log/00000000000000000000.json", "t/north/tokens/1"],
+                Some(DatasetLayout::Plain),
+            ),
+            (
+                &[
+                    "t/2024-01-01/tokens/1",
+                    "t/_delta_log/00000000000000000000.json",
+                ],
+                Some(DatasetLayout::Plain),
+            ),
+        ];
+        for (keys, expected) in cases {
+            let backend = MemoryBackend::default();
+            for key in keys {
+                backend.put(key, b"x").unwrap();
+            }
+            assert_eq!(first_keys(&backend, "t").unwrap(), expected, "{keys:?}");
         }
     }
 
