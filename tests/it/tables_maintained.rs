@@ -402,6 +402,39 @@ fn a_full_vacuum_leaves_weirs_state_and_the_partition_goes_on() {
     );
 }
 
+// Whatever removes weir's records under `_weir/` (a hand `rm`, a bad
+// restore), the table's files still name generation 2 and token 2: a
+// run of the partition exits 5 naming what is missing before it takes a
+// token, so no attempt directory a version reads is written again.
+#[cfg_attr(
+    not(any(weir_has_delta_readers, weir_ci)),
+    ignore = "needs python3 with deltalake and polars (.ci/run installs them)"
+)]
+#[test]
+fn records_removed_under_weirs_directory_are_refused_not_started_over() {
+    if !python_readers() {
+        return;
+    }
+    let sb = delta_sandbox();
+    let root = sb.path().join("wh").join("sales");
+    ok(&sb.run("R1", &["--partition", "north"]));
+    ok(&republish(&sb, "F1", "north", "20"));
+    let dir = sb.partition_dir("sales", "north");
+    assert!(dir.starts_with(root.join("_weir")), "{}", dir.display());
+    std::fs::remove_dir_all(dir.join("log")).unwrap();
+    std::fs::remove_dir_all(dir.join("tokens")).unwrap();
+    let versions = log_versions(&root);
+    let out = republish(&sb, "R2", "north", "10");
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("weir's records of `sales` north are missing"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!dir.join("tokens").exists());
+    assert_eq!(log_versions(&root), versions);
+}
+
 /// delta-rs's compaction of the whole table: the files it removed.
 const COMPACT: &str = r#"
 import json, sys

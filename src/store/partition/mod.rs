@@ -137,8 +137,8 @@ impl PartitionStore {
     }
 
     /// The prefix of every key of this partition: its dataset's layout is
-    /// looked up once per process (a listing of the dataset); while the
-    /// dataset has no partition at all, the plain one, not kept.
+    /// looked up once per process (`layouts`); while the dataset has no
+    /// partition at all, the plain one, not kept.
     pub(crate) fn prefix(&self) -> Result<Cow<'_, str>, StoreError> {
         if let Some(known) = self.prefix.get() {
             return Ok(Cow::Borrowed(known));
@@ -176,15 +176,11 @@ impl PartitionStore {
     /// layout, or `undecided` while it has no partition, which this handle
     /// then keeps (the keys it writes decide it for everyone).
     pub(crate) fn settle_prefix(&self, undecided: DatasetLayout) -> Result<&str, StoreError> {
-        let decided = match self.prefix()? {
-            Cow::Borrowed(_) => None,
-            Cow::Owned(_) => Some(undecided),
-        };
-        Ok(self.prefix.get_or_init(|| {
-            decided
-                .unwrap_or(DatasetLayout::Plain)
-                .partition_prefix(&self.dataset, &self.partition)
-        }))
+        // Keeps the dataset's layout when its directory shows one.
+        self.prefix()?;
+        Ok(self
+            .prefix
+            .get_or_init(|| undecided.partition_prefix(&self.dataset, &self.partition)))
     }
 
     /// Makes a Delta table dataset that has no partition yet keep them
@@ -860,7 +856,8 @@ mod tests {
     }
 
     // issue 28: a log that fits one listing page costs its first reader
-    // one LIST and one GET (no checkpoint), and each later look one LIST
+    // one LIST and one GET (no checkpoint; and one LIST of the dataset
+    // the first time the process looks at it, for its layout), and each later look one LIST
     // that starts at the record it read, which it does not read again.
     #[test]
     fn issue_28_a_short_remote_log_is_one_listing_and_its_record_is_kept() {
@@ -882,7 +879,9 @@ mod tests {
         counts();
         let reader = open();
         assert_eq!(reader.latest().unwrap().unwrap().token.get(), 3);
-        assert_eq!(counts(), (1, 0, vec![], 1));
+        // The log's first page, and the dataset's, once per process for
+        // its layout.
+        assert_eq!(counts(), (2, 0, vec![], 1));
         assert_eq!(reader.latest().unwrap().unwrap().token.get(), 3);
         let start = listing_start(Generation::from_raw(3));
         assert_eq!(counts(), (0, 0, vec![start.clone()], 0));
