@@ -240,8 +240,32 @@ impl Warehouse {
             return Ok(0);
         }
         validate_segment(dataset)?;
-        let Some(layout) = self.dataset_layout(dataset)? else {
-            return Ok(0);
+        let layout = match self.layouts.cached(dataset) {
+            Some(Some(layout)) => layout,
+            Some(None) => return Ok(0),
+            None => {
+                // The look's own listing tells the layout, with no request
+                // of its own, unless it shows a table's `_weir/`.
+                let (covered, learned) = crate::store::partition::look_and_learn(
+                    self.backend.as_ref(),
+                    &self.seen,
+                    dataset,
+                    partitions,
+                    max_keys,
+                )?;
+                match learned {
+                    Some(Some(DatasetLayout::TableState)) => {
+                        self.layouts
+                            .learned(dataset, Some(DatasetLayout::TableState));
+                        DatasetLayout::TableState
+                    }
+                    Some(layout) => {
+                        self.layouts.learned(dataset, layout);
+                        return Ok(covered);
+                    }
+                    None => return Ok(covered),
+                }
+            }
         };
         crate::store::partition::look_dataset(
             self.backend.as_ref(),

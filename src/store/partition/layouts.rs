@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use crate::store::backend::Backend;
 use crate::store::error::StoreError;
@@ -76,16 +77,60 @@ fn first_keys(backend: &dyn Backend, dataset: &str) -> Result<Option<DatasetLayo
     Ok(of(next))
 }
 
-/// The decided layouts of a warehouse's datasets, shared by every handle
-/// of one warehouse.
+/// How long a dataset found with no partition is taken to have none
+/// still, without asking again: as long as a dataset look stands for
+/// the looks of its partitions. Its readers read nothing meanwhile
+/// (another engine's first partition shows up that much later), its
+/// writers choose as they would anyway: a table `_weir/`, the others
+/// their top directory, and no writer chooses otherwise.
+const UNDECIDED_FOR: Duration = Duration::from_secs(2);
+
+/// What this process knows of a dataset's layout.
+#[derive(Clone, Copy)]
+enum Known {
+    Decided(DatasetLayout),
+    /// No partition when it was last looked at.
+    Empty(Instant),
+}
+
+/// The layouts of a warehouse's datasets, shared by every handle of one
+/// warehouse.
 #[derive(Clone, Default)]
-pub(crate) struct Layouts(Arc<Mutex<HashMap<String, DatasetLayout>>>);
+pub(crate) struct Layouts(Arc<Mutex<HashMap<String, Known>>>);
 
 impl Layouts {
     /// The layout this process already knows `dataset` to have, with no
     /// request.
     pub(crate) fn known(&self, dataset: &str) -> Option<DatasetLayout> {
-        self.map().get(dataset).copied()
+        match self.map().get(dataset) {
+            Some(Known::Decided(layout)) => Some(*layout),
+            _ => None,
+        }
+    }
+
+    /// Notes that this process wrote `dataset`'s first keys in `layout`.
+    pub(crate) fn decided(&self, dataset: &str, layout: DatasetLayout) {
+        self.map()
+            .insert(dataset.to_owned(), Known::Decided(layout));
+    }
+
+    /// What this process knows of `dataset` with no request: its layout,
+    /// or that it had no partition a moment ago (`Some(None)`).
+    pub(crate) fn cached(&self, dataset: &str) -> Option<Option<DatasetLayout>> {
+        match self.map().get(dataset) {
+            Some(Known::Decided(layout)) => Some(Some(*layout)),
+            Some(Known::Empty(at)) if at.elapsed() < UNDECIDED_FOR => Some(None),
+            _ => None,
+        }
+    }
+
+    /// Notes what a listing of `dataset` showed of its layout.
+    pub(crate) fn learned(&self, dataset: &str, layout: Option<DatasetLayout>) {
+        let known = match layout {
+            Some(layout) => Known::Decided(layout),
+            None => Known::Empty(Instant::now()),
+        };
+        self.map().insert(dataset.to_owned(), known);
     }
 
     /// The layout of `dataset`, from one listing of its directory the first
@@ -95,8 +140,10 @@ impl Layouts {
         backend: &dyn Backend,
         dataset: &str,
     ) -> Result<Option<DatasetLayout>, StoreError> {
-        if let Some(known) = self.known(dataset) {
-            return Ok(Some(known));
+        match self.map().get(dataset) {
+            Some(Known::Decided(layout)) => return Ok(Some(*layout)),
+            Some(Known::Empty(at)) if at.elapsed() < UNDECIDED_FOR => return Ok(None),
+            _ => {}
         }
         let decided = match backend.list_first_page(dataset)? {
             Some(names) => {
@@ -113,13 +160,15 @@ impl Layouts {
             }
             None => first_keys(backend, dataset)?,
         };
-        if let Some(decided) = decided {
-            self.map().insert(dataset.to_owned(), decided);
-        }
+        let known = match decided {
+            Some(layout) => Known::Decided(layout),
+            None => Known::Empty(Instant::now()),
+        };
+        self.map().insert(dataset.to_owned(), known);
         Ok(decided)
     }
 
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, DatasetLayout>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Known>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -62,7 +62,7 @@ pub(crate) use layouts::Layouts;
 #[cfg(test)]
 pub use log::plant_equal_token;
 pub use seen::Look;
-pub(crate) use seen::{look_dataset, SeenGenerations};
+pub(crate) use seen::{look_and_learn, look_dataset, SeenGenerations};
 pub use tokens::Allocation;
 
 /// Handle on `<root>/<dataset>/<partition>`. Cheap to clone; holds no lock
@@ -181,6 +181,20 @@ impl PartitionStore {
         Ok(self
             .prefix
             .get_or_init(|| undecided.partition_prefix(&self.dataset, &self.partition)))
+    }
+
+    /// Notes the layout this handle wrote a key in as its dataset's, so
+    /// no handle of this warehouse asks again.
+    fn note_layout(&self) {
+        if let Some(prefix) = self.prefix.get() {
+            let layout =
+                if *prefix == layout::table_partition_prefix(&self.dataset, &self.partition) {
+                    DatasetLayout::TableState
+                } else {
+                    DatasetLayout::Plain
+                };
+            self.layouts.decided(&self.dataset, layout);
+        }
     }
 
     /// Makes a Delta table dataset that has no partition yet keep them

@@ -270,6 +270,32 @@ pub(crate) fn look_dataset(
     partitions: &[&str],
     max_keys: usize,
 ) -> Result<usize, StoreError> {
+    look(backend, seen, dataset, partitions, max_keys, false).map(|(covered, _)| covered)
+}
+
+/// [`look_dataset`] of a dataset whose layout this process does not know,
+/// as if its partitions were at its top: how many it covered, and what
+/// the same listing shows of its layout (`Some(None)` for no partition
+/// at all). It starts no later than `_weir`, so that it sees the
+/// directory a table keeps its partitions in.
+pub(crate) fn look_and_learn(
+    backend: &dyn Backend,
+    seen: &SeenGenerations,
+    dataset: &str,
+    partitions: &[&str],
+    max_keys: usize,
+) -> Result<(usize, Option<Option<super::DatasetLayout>>), StoreError> {
+    look(backend, seen, dataset, partitions, max_keys, true)
+}
+
+fn look(
+    backend: &dyn Backend,
+    seen: &SeenGenerations,
+    dataset: &str,
+    partitions: &[&str],
+    max_keys: usize,
+    learn: bool,
+) -> Result<(usize, Option<Option<super::DatasetLayout>>), StoreError> {
     let asked = Instant::now();
     let base = format!("{dataset}/");
     let prefixes: Vec<String> = partitions
@@ -283,6 +309,10 @@ pub(crate) fn look_dataset(
         .map(|prefix| &prefix[base.len()..])
         .min()
         .unwrap_or_default();
+    let after = match learn {
+        true => after.min(layout::TABLE_STATE_DIR),
+        false => after,
+    };
     let (keys, whole) = backend.list_keys(dataset, after, max_keys)?;
     let mut logs: HashMap<&str, Vec<String>> = HashMap::new();
     for key in &keys {
@@ -309,7 +339,24 @@ pub(crate) fn look_dataset(
             covered += 1;
         }
     }
-    Ok(covered)
+    let tops = keys
+        .iter()
+        .filter_map(|k| k.strip_prefix(&base)?.split_once('/'))
+        .map(|(top, _)| top);
+    let mut learned = None;
+    for top in tops {
+        if top == layout::TABLE_STATE_DIR {
+            learned = Some(Some(super::DatasetLayout::TableState));
+            break;
+        }
+        if top != "_delta_log" && crate::store::key::decode_partition(top).is_some() {
+            learned = Some(Some(super::DatasetLayout::Plain));
+        }
+    }
+    if learned.is_none() && whole && after <= layout::TABLE_STATE_DIR {
+        learned = Some(None);
+    }
+    Ok((covered, learned))
 }
 
 #[cfg(test)]
@@ -418,15 +465,9 @@ mod tests {
             .unwrap();
         let reader = engine(&backend, tmp.path());
         backend.take();
-        // Where the dataset keeps its partitions: one listing per process.
-        assert_eq!(
-            reader.dataset_layout("d").unwrap(),
-            Some(crate::store::partition::DatasetLayout::Plain)
-        );
-        assert_eq!(backend.take(), 1, "the layout's listing");
         let partitions = ["a", "b", "c", "none"];
         assert_eq!(reader.look_dataset("d", &partitions, 1000).unwrap(), 4);
-        assert_eq!(backend.take(), 1, "one listing");
+        assert_eq!(backend.take(), 1, "one listing, which shows the layout too");
         let age = Duration::from_secs(60);
         let look = |p: &str| reader.partition("d", p).look_within(age).unwrap();
         let Look::Summary(b) = look("b") else {

@@ -97,6 +97,7 @@ impl PartitionStore {
         loop {
             let key = layout::token_key(&self.prefix()?, candidate);
             if self.backend.put_if_absent_volatile(&key, &bytes)? {
+                self.note_layout();
                 let quiet = !raced
                     && !below
                         .iter()
