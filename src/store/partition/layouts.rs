@@ -77,12 +77,13 @@ fn first_keys(backend: &dyn Backend, dataset: &str) -> Result<Option<DatasetLayo
     Ok(of(next))
 }
 
-/// How long a dataset found with no partition is taken to have none
-/// still, without asking again: as long as a dataset look stands for
-/// the looks of its partitions. Its readers read nothing meanwhile
-/// (another engine's first partition shows up that much later), its
-/// writers choose as they would anyway: a table `_weir/`, the others
-/// their top directory, and no writer chooses otherwise.
+/// How long a dataset found with no key at all (a whole view of it, not
+/// of its newer part) is taken to have none still, without asking again:
+/// as long as a dataset look stands for the looks of its partitions. Its
+/// readers read nothing meanwhile (another engine's first partition shows
+/// up that much later), its writers choose as they would anyway: a
+/// table `_weir/`, the others their top directory, and no writer of one
+/// dataset chooses otherwise.
 const UNDECIDED_FOR: Duration = Duration::from_secs(2);
 
 /// What this process knows of a dataset's layout.

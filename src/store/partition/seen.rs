@@ -275,9 +275,9 @@ pub(crate) fn look_dataset(
 
 /// [`look_dataset`] of a dataset whose layout this process does not know,
 /// as if its partitions were at its top: how many it covered, and what
-/// the same listing shows of its layout (`Some(None)` for no partition
-/// at all). It starts no later than `_weir`, so that it sees the
-/// directory a table keeps its partitions in.
+/// the same listing shows of its layout: a key under `_weir/` or a
+/// partition's at the top; `Some(None)` for a dataset with no key at all
+/// (a request of one key more when the listing started past its first).
 pub(crate) fn look_and_learn(
     backend: &dyn Backend,
     seen: &SeenGenerations,
@@ -309,10 +309,6 @@ fn look(
         .map(|prefix| &prefix[base.len()..])
         .min()
         .unwrap_or_default();
-    let after = match learn {
-        true => after.min(layout::TABLE_STATE_DIR),
-        false => after,
-    };
     let (keys, whole) = backend.list_keys(dataset, after, max_keys)?;
     let mut logs: HashMap<&str, Vec<String>> = HashMap::new();
     for key in &keys {
@@ -353,8 +349,14 @@ fn look(
             learned = Some(Some(super::DatasetLayout::Plain));
         }
     }
-    if learned.is_none() && whole && after <= layout::TABLE_STATE_DIR {
-        learned = Some(None);
+    if learn && learned.is_none() && whole && keys.is_empty() {
+        // Nothing from the first partition asked about on; a dataset with
+        // no key at all is one with no partition, whose first writer
+        // chooses (a view of part of it could miss older partitions).
+        let empty = after.is_empty() || backend.list_keys(dataset, "", 1)?.0.is_empty();
+        if empty {
+            learned = Some(None);
+        }
     }
     Ok((covered, learned))
 }
