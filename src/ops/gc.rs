@@ -1,7 +1,8 @@
 //! Conservative garbage collection of attempt directories.
 //!
-//! Only `<warehouse>/<dataset>/<partition>/attempts/<token>/` directories,
-//! each with its published data `<partition>/data-<token>/` on a local disk
+//! Only `<warehouse>/<dataset>/<partition>/attempts/<token>/` directories
+//! (`<dataset>/_weir/<partition>/…` for a Delta table that keeps its
+//! partitions there, `store::layout`), each with its published data `<partition>/data-<token>/` on a local disk
 //! (kept and deleted together, as one attempt), are ever candidates. `tokens/` is never touched (the highest token record is
 //! the partition's counter, and gc reads the records for ages), `log/` is
 //! never touched (records are history), and nothing outside a partition's
@@ -359,7 +360,7 @@ fn attempt_tokens(
     warehouse: &Warehouse,
     store: &PartitionStore,
 ) -> Result<Vec<FencingToken>, StoreError> {
-    let partition = layout::partition_prefix(store.dataset(), store.partition());
+    let partition = store.key_prefix()?;
     let names = warehouse
         .backend()
         .list(&layout::attempts_prefix(&partition))?;

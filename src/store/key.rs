@@ -45,12 +45,23 @@ pub fn segment_problem(segment: &str) -> Option<&'static str> {
     }
 }
 
+/// The directory of a Delta table dataset that holds its partitions'
+/// directories (`store::layout`), so no partition's own name.
+pub const TABLE_STATE_DIR: &str = "_weir";
+
 /// Why the store cannot hold partition `key`, if it cannot: its encoded
 /// segment ([`encode_partition`]) is a directory name and, with `.json`
 /// after it, the name of a marker and of a certification, and each must be
 /// a valid segment.
 pub fn partition_problem(key: &str) -> Option<String> {
     let segment = encode_partition(key);
+    if segment == TABLE_STATE_DIR {
+        // A dataset holding it at its top would be read as a table
+        // keeping its partitions below it.
+        return Some(format!(
+            "`{segment}` names the directory where a Delta table keeps weir's state"
+        ));
+    }
     let longest = format!("{segment}{PARTITION_FILE_SUFFIX}");
     segment_problem(&segment)
         .or_else(|| segment_problem(&longest))
@@ -194,6 +205,8 @@ mod tests {
         let multi = format!("{}|{}", "a".repeat(123), "b".repeat(123));
         assert_eq!(encode_partition(&multi).len(), 249);
         assert_eq!(partition_problem(&multi), None);
+        assert!(partition_problem("_weir").is_some());
+        assert_eq!(partition_problem("_weir2"), None);
         assert!(partition_problem(&format!("{multi}c|")).is_some());
         assert_eq!(
             segment_problem("a\\b.csv"),

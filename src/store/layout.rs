@@ -11,7 +11,15 @@
 //! <root>/_epochs/<epoch 20-digit>                                 an engine's epoch: the floor of its tokens (local disk)
 //! ```
 //!
-//! A Delta table dataset's (`table = "delta"`) attempts publish their data
+//! A Delta table dataset (`table = "delta"`) created since weir keeps its
+//! state out of other engines' VACUUM has every partition directory one
+//! level down, `<root>/<dataset>/_weir/<partition>/…`
+//! ([`table_partition_prefix`]): delta-rs's vacuum skips a path relative to
+//! the table root that starts with `_`, Spark's any directory whose name
+//! does, and no other directory of weir's passes both tests. A dataset's
+//! layout is what its directory shows (`store::partition`'s `layouts`).
+//!
+//! A Delta table dataset's attempts publish their data
 //! one level down, under a Hive-style directory per partition column,
 //! `attempts/<token>/<column>=<value>/.../data/` ([`table_publication_key`]),
 //! so readers that take partition values from paths (Polars' native Delta
@@ -69,6 +77,22 @@ pub(crate) fn partition_prefix(dataset: &str, partition: &str) -> String {
     join(dataset, &encode_partition(partition))
 }
 
+/// The directory of a Delta table dataset (one created by a weir that
+/// keeps its state out of VACUUM's reach) that holds every partition
+/// directory: a top-level name starting with `_`, which delta-rs's vacuum
+/// (it tests the first character of the path relative to the table root)
+/// and Spark's (it tests each directory's name) both skip.
+pub use crate::store::key::TABLE_STATE_DIR;
+
+/// `<dataset>/_weir/<partition>`: where a partition of a Delta table
+/// dataset in the `_weir` layout keeps everything ([`TABLE_STATE_DIR`]).
+pub(crate) fn table_partition_prefix(dataset: &str, partition: &str) -> String {
+    join(
+        &join(dataset, TABLE_STATE_DIR),
+        &encode_partition(partition),
+    )
+}
+
 pub(crate) fn tokens_prefix(partition: &str) -> String {
     join(partition, TOKENS)
 }
@@ -106,15 +130,46 @@ pub fn table_publication_key(attempt_key: &str, columns: &[String], values: &[St
         })
 }
 
-/// The attempt dir (`<dataset>/<partition>/attempts/<token>`) of a commit
-/// record's `attempt_dir`, which for a Delta table dataset is a directory
-/// below it ([`table_publication_key`]); the key itself for anything
-/// shorter.
+/// The attempt dir (`<dataset>/<partition>/attempts/<token>`, or
+/// `<dataset>/_weir/<partition>/attempts/<token>`) of a commit record's
+/// `attempt_dir`, which for a Delta table dataset is a directory below it
+/// ([`table_publication_key`]); the key itself for anything shorter. The
+/// layout is told by where `attempts` stands, so a partition named `_weir`
+/// or `attempts` is not mistaken for the other.
 pub fn attempt_root(attempt_dir: &str) -> &str {
-    match attempt_dir.match_indices('/').nth(3) {
+    let segments: Vec<&str> = attempt_dir.splitn(7, '/').collect();
+    let depth = match segments.as_slice() {
+        [_, TABLE_STATE_DIR, _, ATTEMPTS, _, ..] => 5,
+        _ => 4,
+    };
+    match attempt_dir.match_indices('/').nth(depth - 1) {
         Some((end, _)) => &attempt_dir[..end],
         None => attempt_dir,
     }
+}
+
+/// Of a Delta table file's path relative to its dataset (decoded), written
+/// by weir: the partition directory relative to the dataset (`<p>` or
+/// `_weir/<p>`), its name (`<p>`, encoded), and the token of the attempt
+/// that wrote it (`…/attempts/<token>/…`, or a local disk's
+/// `…/data-<token>/…`); `None` for another writer's file.
+pub(crate) fn table_file_attempt(path: &str) -> Option<(&str, &str, FencingToken)> {
+    let below = |rest: &str| -> Option<(usize, FencingToken)> {
+        let parts: Vec<&str> = rest.splitn(4, '/').collect();
+        match parts.as_slice() {
+            [name, ATTEMPTS, token, _] => Some((name.len(), FencingToken::parse_key_name(token)?)),
+            [name, dir, _, ..] => Some((name.len(), parse_data_name(dir)?)),
+            _ => None,
+        }
+    };
+    let state = format!("{TABLE_STATE_DIR}/");
+    if let Some(rest) = path.strip_prefix(&state) {
+        if let Some((len, token)) = below(rest) {
+            return Some((&path[..state.len() + len], &rest[..len], token));
+        }
+    }
+    let (len, token) = below(path)?;
+    Some((&path[..len], &path[..len], token))
 }
 
 /// Where attempt `token`'s audited files are published on a local disk:
@@ -285,6 +340,53 @@ mod tests {
         assert_eq!(attempt_root(&key), attempt);
         assert_eq!(attempt_root(&attempt), attempt);
         assert_eq!(attempt_root("d/p"), "d/p");
+    }
+
+    #[test]
+    fn table_files_name_their_partition_directory_and_token() {
+        let t = FencingToken::from_raw(7);
+        assert_eq!(
+            table_file_attempt(
+                "_weir/north/attempts/00000000000000000007/region=north/data/x.parquet"
+            ),
+            Some(("_weir/north", "north", t))
+        );
+        assert_eq!(
+            table_file_attempt("north/attempts/00000000000000000007/data/x.parquet"),
+            Some(("north", "north", t))
+        );
+        assert_eq!(
+            table_file_attempt("north/data-00000000000000000007/x.parquet"),
+            Some(("north", "north", t))
+        );
+        assert_eq!(
+            table_file_attempt("_weir/attempts/00000000000000000007/data/x.parquet"),
+            Some(("_weir", "_weir", t))
+        );
+        assert_eq!(table_file_attempt("part-0001.parquet"), None);
+        assert_eq!(table_file_attempt("region=north/part-0001.parquet"), None);
+    }
+
+    #[test]
+    fn table_state_partitions_sit_under_one_top_level_underscore_directory() {
+        let p = table_partition_prefix("sales", "2024-01-01T00:00|eu");
+        assert_eq!(p, "sales/_weir/2024-01-01T00%3A00%7Ceu");
+        let attempt = attempt_key(&p, FencingToken::from_raw(3));
+        let key = table_publication_key(&attempt, &["hour".to_owned()], &["x".to_owned()]);
+        assert_eq!(
+            key,
+            "sales/_weir/2024-01-01T00%3A00%7Ceu/attempts/00000000000000000003/hour=x"
+        );
+        assert_eq!(attempt_root(&key), attempt);
+        assert_eq!(attempt_root(&attempt), attempt);
+        // A partition named like the layout's directories is not misread.
+        let old = attempt_key(&partition_prefix("d", "_weir"), FencingToken::from_raw(3));
+        assert_eq!(attempt_root(&format!("{old}/day=x")), old);
+        let new = attempt_key(
+            &table_partition_prefix("d", "attempts"),
+            FencingToken::from_raw(3),
+        );
+        assert_eq!(attempt_root(&format!("{new}/day=x")), new);
     }
 
     #[test]

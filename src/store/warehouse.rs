@@ -10,7 +10,7 @@ use crate::store::error::StoreError;
 use crate::store::events::EventStore;
 use crate::store::fs::create_dir_all_durable;
 use crate::store::key::{decode_partition, validate_segment};
-use crate::store::partition::{PartitionStore, SeenGenerations};
+use crate::store::partition::{DatasetLayout, Layouts, PartitionStore, SeenGenerations};
 
 /// Handle on a warehouse. Cheap to clone; several processes may open the
 /// same root at once, since every coordination step is a put-if-absent.
@@ -22,6 +22,8 @@ pub struct Warehouse {
     remote: Option<String>,
     seen: SeenGenerations,
     epoch: EpochCell,
+    /// Each dataset's partition layout, once known (`store::partition`).
+    layouts: Layouts,
 }
 
 impl std::fmt::Debug for Warehouse {
@@ -99,6 +101,7 @@ impl Warehouse {
             remote: None,
             seen: SeenGenerations::default(),
             epoch: EpochCell::default(),
+            layouts: Layouts::default(),
         }
     }
 
@@ -118,6 +121,7 @@ impl Warehouse {
             remote: Some(url.to_owned()),
             seen: SeenGenerations::default(),
             epoch: EpochCell::default(),
+            layouts: Layouts::default(),
         })
     }
 
@@ -213,6 +217,7 @@ impl Warehouse {
             self.remote.clone(),
             self.seen.clone(),
             self.epoch.clone(),
+            self.layouts.clone(),
             dataset,
             partition,
         )
@@ -235,13 +240,47 @@ impl Warehouse {
             return Ok(0);
         }
         validate_segment(dataset)?;
+        let layout = match self.layouts.cached(dataset) {
+            Some(Some(layout)) => layout,
+            Some(None) => return Ok(0),
+            None => {
+                // The look's own listing tells the layout, with no request
+                // of its own, unless it shows a table's `_weir/`.
+                let (covered, learned) = crate::store::partition::look_and_learn(
+                    self.backend.as_ref(),
+                    &self.seen,
+                    dataset,
+                    partitions,
+                    max_keys,
+                )?;
+                match learned {
+                    Some(Some(DatasetLayout::TableState)) => {
+                        self.layouts
+                            .learned(dataset, Some(DatasetLayout::TableState));
+                        DatasetLayout::TableState
+                    }
+                    Some(layout) => {
+                        self.layouts.learned(dataset, layout);
+                        return Ok(covered);
+                    }
+                    None => return Ok(covered),
+                }
+            }
+        };
         crate::store::partition::look_dataset(
             self.backend.as_ref(),
             &self.seen,
-            dataset,
+            &layout.partitions_key(dataset),
             partitions,
             max_keys,
         )
+    }
+
+    /// Where `dataset` keeps its partitions (one listing of it the first
+    /// time in this process); `None` while it has none.
+    pub fn dataset_layout(&self, dataset: &str) -> Result<Option<DatasetLayout>, StoreError> {
+        validate_segment(dataset)?;
+        self.layouts.of(self.backend.as_ref(), dataset)
     }
 
     /// Dataset names, sorted; names starting with `_` are reserved for the
@@ -257,9 +296,12 @@ impl Warehouse {
     /// empty if it has none.
     pub fn partitions(&self, dataset: &str) -> Result<Vec<String>, StoreError> {
         validate_segment(dataset)?;
+        let Some(layout) = self.dataset_layout(dataset)? else {
+            return Ok(Vec::new());
+        };
         Ok(self
             .backend
-            .list(dataset)?
+            .list(&layout.partitions_key(dataset))?
             .iter()
             .filter_map(|name| decode_partition(name))
             .collect())

@@ -168,9 +168,13 @@ fn requests_per_published_and_current_instance_stay_within_budget() {
         "{}",
         published.join("\n")
     );
+    // And a listing of one key of each dataset the look found nothing
+    // in from its first partition on: a dataset with no key at all has no
+    // layout yet (a Delta table's first writer puts its partitions under
+    // `_weir/`), one with older partitions keeps theirs.
     assert_eq!(
         matching(&published, dataset_listing),
-        2,
+        4,
         "{}",
         published.join("\n")
     );

@@ -137,13 +137,18 @@ impl Sandbox {
     /// Names of the entries of `<wh>/<dataset>/<partition>/<sub>`, sorted,
     /// without hidden temp files, nor (in `tokens/`, where tests count
     /// tokens) the commits' witnesses `<token>.committed-<g>`.
+    /// The directory of `partition` of `dataset` in `wh/`: under the
+    /// dataset's `_weir/` when it keeps its partitions there (a Delta
+    /// table weir created).
+    pub(crate) fn partition_dir(&self, dataset: &str, partition: &str) -> std::path::PathBuf {
+        let dataset = self.path().join("wh").join(dataset);
+        let state = dataset.join("_weir");
+        let base = if state.is_dir() { state } else { dataset };
+        base.join(weir::store::encode_partition(partition))
+    }
+
     pub(crate) fn entries(&self, dataset: &str, partition: &str, sub: &str) -> Vec<String> {
-        let dir = self
-            .path()
-            .join("wh")
-            .join(dataset)
-            .join(partition)
-            .join(sub);
+        let dir = self.partition_dir(dataset, partition).join(sub);
         let mut names: Vec<String> = match std::fs::read_dir(&dir) {
             Ok(entries) => entries
                 .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

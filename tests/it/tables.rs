@@ -1142,11 +1142,12 @@ fn delta_table_and_files_on_s3() {
         generations,
         [("north", 3), ("north", 3), ("south", 1), ("south", 1)]
     );
-    // Published under `<column>=<value>/` below the attempt dir.
+    // Published under `<column>=<value>/` below the attempt dir, in the
+    // table's `_weir/`.
     for (f, (partition, _)) in files.iter().zip(&generations) {
         let path = f["path"].as_str().unwrap();
         assert!(
-            path.contains(&format!("/sales/{partition}/attempts/"))
+            path.contains(&format!("/sales/_weir/{partition}/attempts/"))
                 && path.contains(&format!("/region={partition}/data/part-")),
             "{path}"
         );

@@ -158,7 +158,15 @@ fn a_vacuum_from_weirs_checkpoint_keeps_every_file_time_travel_reads() {
     every_version_reads_its_generation(&sb, &root);
 }
 
-// weir's records (commit log, tokens) erased by another engine's full
+/// Makes `sb`'s table look like one a weir created before it kept its
+/// partitions under the table's `_weir/`: a partition directory at the
+/// table's top, which the first run then uses.
+fn legacy_layout(sb: &Sandbox) {
+    std::fs::create_dir_all(sb.path().join("wh/sales/north/tokens")).unwrap();
+}
+
+// A table weir created before it kept its state under `_weir/` keeps its
+// layout: weir's records (commit log, tokens) erased by another engine's full
 // VACUUM, every file a month old: status, history, show and verify exit 5 naming
 // what is missing (not "nothing published"); a run of the partition does not start
 // over at token 1 (whose attempt directory version 0 still reads) but
@@ -174,9 +182,11 @@ fn records_a_vacuum_erased_are_refused_not_started_over() {
         return;
     }
     let sb = delta_sandbox();
+    legacy_layout(&sb);
     let root = sb.path().join("wh").join("sales");
     ok(&sb.run("R1", &["--partition", "north"]));
     ok(&republish(&sb, "F1", "north", "20"));
+    assert!(root.join("north/log").is_dir() && !root.join("_weir").exists());
     let before = read_table(&root);
     assert_eq!(
         before["tables"]["0"]["north"],
@@ -228,6 +238,201 @@ fn records_a_vacuum_erased_are_refused_not_started_over() {
     for v in ["0", "1"] {
         assert_eq!(after["tables"][v], before["tables"][v], "version {v}");
     }
+}
+
+/// delta-rs's full VACUUM keeping nothing for time travel: the files it
+/// deleted, sorted.
+const VACUUM_ALL: &str = r#"
+import json, sys
+import deltalake
+dt = deltalake.DeltaTable(sys.argv[1])
+print(json.dumps(sorted(dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False, full=True))))
+"#;
+
+/// Every file under `dir`, by its path relative to `dir`, sorted.
+fn files_under(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                let rel = path.strip_prefix(dir).unwrap();
+                out.push(rel.to_string_lossy().into_owned());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Every path the table's versions add, percent-decoded as delta-rs
+/// names files.
+fn added_paths(root: &Path) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    for v in log_versions(root) {
+        let text =
+            std::fs::read_to_string(root.join("_delta_log").join(format!("{v:020}.json"))).unwrap();
+        for line in text.lines() {
+            let action: serde_json::Value = serde_json::from_str(line).unwrap();
+            if let Some(path) = action["add"]["path"].as_str() {
+                out.insert(path.to_owned());
+            }
+        }
+    }
+    out
+}
+
+// A new table keeps every partition's state (commit records, tokens,
+// leases, attempt logs and files) under the table's top-level `_weir/`,
+// which delta-rs's VACUUM skips: its full mode with no retention at all,
+// every file a month old, deletes nothing there, and every version still
+// reads its generation. status, history, show and verify then read the
+// partition as before, and a forced republish commits the next
+// generation with a new token at a path no version ever named, which
+// delta-rs and Polars read.
+#[cfg_attr(
+    not(any(weir_has_delta_readers, weir_ci)),
+    ignore = "needs python3 with deltalake and polars (.ci/run installs them)"
+)]
+#[test]
+fn a_full_vacuum_leaves_weirs_state_and_the_partition_goes_on() {
+    if !python_readers() {
+        return;
+    }
+    let sb = delta_sandbox();
+    let root = sb.path().join("wh").join("sales");
+    ok(&sb.run("R1", &["--partition", "north", "--partition", "south"]));
+    ok(&republish(&sb, "F1", "north", "20"));
+    let mut top: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    top.sort();
+    assert_eq!(top, ["_delta_log", "_weir"]);
+    let state = root.join("_weir");
+    let before = files_under(&state);
+    let shown_before = shown(&sb, "north", 2);
+
+    age(&root, &|_| false);
+    let deleted = python(VACUUM_ALL, &[root.to_str().unwrap()]);
+    let deleted: Vec<String> = deleted
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap().to_owned())
+        .collect();
+    // delta-rs skips `_weir/` whole: even the files only version 0 reads,
+    // which its tombstone makes VACUUM's to delete, stay (weir's gc
+    // deletes them when their retention ends).
+    assert_eq!(deleted, Vec::<String>::new());
+    assert_eq!(files_under(&state), before);
+    every_version_reads_its_generation(&sb, &root);
+
+    let out = sb.weir(&["status", "m.toml"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = sb
+        .weir(&[
+            "history",
+            "m.toml",
+            "sales",
+            "--partition",
+            "north",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let history: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let rows: Vec<(u64, u64)> = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["generation"].as_u64().unwrap(),
+                r["delta_version"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    // R1's two commits are versions 0 and 1, in either order.
+    assert!(matches!(rows[..], [(1, 0 | 1), (2, 2)]), "{history}");
+    assert_eq!(shown(&sb, "north", 2), shown_before);
+    let out = sb
+        .weir(&["verify", "m.toml", "pq", "--partition", "north"])
+        .env("SCALE", "20")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+
+    let named = added_paths(&root);
+    ok(&republish(&sb, "F2", "north", "10"));
+    let rec = sb.store("sales", "north").latest().unwrap().unwrap();
+    assert_eq!((rec.generation.get(), rec.token.get()), (3, 3));
+    let new: Vec<String> = added_paths(&root).difference(&named).cloned().collect();
+    assert_eq!(new.len(), 2, "{new:?}");
+    for path in &new {
+        assert!(
+            path.starts_with("_weir/north/attempts/00000000000000000003/region=north/data/"),
+            "{path}"
+        );
+    }
+    let table = read_table(&root);
+    let last = table["versions"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        table["tables"][&last]["north"],
+        serde_json::json!(shown(&sb, "north", 3))
+    );
+    assert_eq!(
+        table["tables"][&last]["south"],
+        serde_json::json!(shown(&sb, "south", 1))
+    );
+}
+
+// Whatever removes weir's records under `_weir/` (a hand `rm`, a bad
+// restore), the table's files still name generation 2 and token 2: a
+// run of the partition exits 5 naming what is missing before it takes a
+// token, so no attempt directory a version reads is written again.
+#[cfg_attr(
+    not(any(weir_has_delta_readers, weir_ci)),
+    ignore = "needs python3 with deltalake and polars (.ci/run installs them)"
+)]
+#[test]
+fn records_removed_under_weirs_directory_are_refused_not_started_over() {
+    if !python_readers() {
+        return;
+    }
+    let sb = delta_sandbox();
+    let root = sb.path().join("wh").join("sales");
+    ok(&sb.run("R1", &["--partition", "north"]));
+    ok(&republish(&sb, "F1", "north", "20"));
+    let dir = sb.partition_dir("sales", "north");
+    assert!(dir.starts_with(root.join("_weir")), "{}", dir.display());
+    std::fs::remove_dir_all(dir.join("log")).unwrap();
+    std::fs::remove_dir_all(dir.join("tokens")).unwrap();
+    let versions = log_versions(&root);
+    let out = republish(&sb, "R2", "north", "10");
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("weir's records of `sales` north are missing"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!dir.join("tokens").exists());
+    assert_eq!(log_versions(&root), versions);
 }
 
 /// delta-rs's compaction of the whole table: the files it removed.
@@ -492,6 +697,8 @@ fn a_table_feature_weir_does_not_support_is_refused_by_name_before_writing() {
         stderr(&out)
     );
     assert_eq!(log_versions(&root), log);
-    assert!(!root.join("north/tokens/00000000000000000002").exists());
+    let tokens = sb.partition_dir("sales", "north").join("tokens");
+    assert!(tokens.join("00000000000000000001").exists());
+    assert!(!tokens.join("00000000000000000002").exists());
     assert_eq!(visible(&sb, "north"), 1);
 }

@@ -85,18 +85,13 @@ pub(super) fn supported(state: &Replayed) -> Result<(), String> {
 }
 
 /// The token of a table path (percent-encoded, relative to the table) of
-/// `partition`'s: `<partition dir>/attempts/<token>/…` or a local disk's
-/// `<partition dir>/data-<token>/…`; `None` for another partition's or
+/// `partition`'s: `[_weir/]<partition dir>/attempts/<token>/…` or a local
+/// disk's `<partition dir>/data-<token>/…`; `None` for another partition's or
 /// another writer's file.
 pub(super) fn token_of_path(path: &str, partition: &str) -> Option<u64> {
     let decoded = decode_path(path)?;
-    let parts: Vec<&str> = decoded.splitn(4, '/').collect();
-    let (dir, token) = match parts.as_slice() {
-        [dir, "attempts", token, _] => (*dir, crate::store::FencingToken::parse_key_name(token)?),
-        [dir, name, _, ..] => (*dir, crate::store::layout::parse_data_name(name)?),
-        _ => return None,
-    };
-    (crate::store::decode_partition(dir).as_deref() == Some(partition)).then_some(token.get())
+    let (_, name, token) = crate::store::layout::table_file_attempt(&decoded)?;
+    (crate::store::decode_partition(name).as_deref() == Some(partition)).then_some(token.get())
 }
 
 /// What weir's records of `store`'s partition lack that its dataset's
@@ -170,11 +165,19 @@ fn missing_in(store: &PartitionStore, state: &Replayed) -> Result<Option<String>
 /// Before an attempt of `store`'s partition (a Delta table output) takes a
 /// token: `Err` naming why weir must not write, when the table uses a
 /// feature weir does not support or weir's records of the partition are
-/// missing ([`missing_records`]).
+/// missing ([`missing_records`]). A table with no partition yet gets
+/// them all under `<dataset>/_weir/`, where no VACUUM looks
+/// ([`PartitionStore::settle_table_layout`]).
 pub fn check_before_writing(store: &PartitionStore) -> Result<(), String> {
     let fail = |e: TableError| format!("cannot read the Delta log: {}", crate::store::chain(&e));
     let state = replay(store.backend(), store.dataset(), ReplayFrom::Checkpoint).map_err(fail)?;
     supported(&state).map_err(|why| format!("the Delta table of `{}`: {why}", store.dataset()))?;
+    store.settle_table_layout().map_err(|e| {
+        format!(
+            "cannot read the dataset's layout: {}",
+            crate::store::chain(&e)
+        )
+    })?;
     match missing_in(store, &state).map_err(fail)? {
         None => Ok(()),
         Some(what) => Err(format!(
@@ -246,5 +249,12 @@ mod tests {
             token_of_path("region=north/part-0001.parquet", "north"),
             None
         );
+        let kept = "_weir/north/attempts/00000000000000000009/region=north/data/part-0.parquet";
+        assert_eq!(token_of_path(kept, "north"), Some(9));
+        assert_eq!(token_of_path(kept, "south"), None);
+        // Percent-encoded in the log: a partition's own `%` is `%25`.
+        let hourly =
+            "_weir/2026-09-20T11%253A00/attempts/00000000000000000002/hour=x/data/p.parquet";
+        assert_eq!(token_of_path(hourly, "2026-09-20T11:00"), Some(2));
     }
 }

@@ -420,19 +420,13 @@ pub fn referenced_attempts(
         let Some(decoded) = decode_path(path) else {
             continue;
         };
-        // `<partition dir>/attempts/<token>/data/<file>`, or a local
-        // disk's `<partition dir>/data-<token>/<file>` (the same attempt's).
-        let parts: Vec<&str> = decoded.splitn(4, '/').collect();
-        let attempt = match parts.as_slice() {
-            [dir, "attempts", token, _] => Some((*dir, (*token).to_owned())),
-            [dir, name, _, ..] => {
-                crate::store::layout::parse_data_name(name).map(|t| (*dir, t.key_name()))
-            }
-            _ => None,
-        };
-        if let Some((dir, token)) = attempt {
-            if crate::store::decode_partition(dir).as_deref() == Some(store.partition()) {
-                let key = format!("{}/{dir}/attempts/{token}", store.dataset());
+        // `[_weir/]<partition dir>/attempts/<token>/…/data/<file>`, or a
+        // local disk's `<partition dir>/data-<token>/<file>` (the same
+        // attempt's).
+        let attempt = crate::store::layout::table_file_attempt(&decoded);
+        if let Some((dir, name, token)) = attempt {
+            if crate::store::decode_partition(name).as_deref() == Some(store.partition()) {
+                let key = format!("{}/{dir}/attempts/{}", store.dataset(), token.key_name());
                 let entry = out.entry(key).or_insert(Reference {
                     version: *v,
                     readable_until,

@@ -37,7 +37,7 @@ impl PartitionStore {
     pub fn move_to_published(&self, token: FencingToken) -> Result<(String, PathBuf), StoreError> {
         self.check()?;
         let from = self.attempt_dir(token).join(DATA_DIR);
-        let key = layout::data_key(&self.prefix, token);
+        let key = layout::data_key(&self.prefix()?, token);
         let to = key_path(&self.root, &key);
         std::fs::rename(&from, &to).map_err(|e| StoreError::Io {
             path: to.clone(),

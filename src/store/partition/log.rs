@@ -18,7 +18,7 @@ use super::PartitionStore;
 impl PartitionStore {
     /// Absolute path of the partition's commit log directory (`log/`).
     pub fn log_dir(&self) -> PathBuf {
-        key_path(&self.root, &layout::log_prefix(&self.prefix))
+        key_path(&self.root, &layout::log_prefix(&self.known_prefix()))
     }
 
     /// The generations in the log, ascending: 1 to the newest, every one.
@@ -32,10 +32,10 @@ impl PartitionStore {
         // looked like a record gone). A directory listing: no request to
         // save.
         let tokens = match self.remote {
-            None => Some(self.backend.list(&layout::tokens_prefix(&self.prefix))?),
+            None => Some(self.backend.list(&layout::tokens_prefix(&self.prefix()?))?),
             Some(_) => None,
         };
-        let names = self.backend.list(&layout::log_prefix(&self.prefix))?;
+        let names = self.backend.list(&layout::log_prefix(&self.prefix()?))?;
         let listing = LogListing::parse(&names);
         if let Some((g, token)) = listing.hole(Generation::FIRST) {
             return Err(self.missing(g, token));
@@ -68,7 +68,7 @@ impl PartitionStore {
     /// The error for generation `g`'s record, committed and gone.
     fn missing(&self, g: Generation, token: Option<FencingToken>) -> StoreError {
         StoreError::MissingRecord {
-            key: layout::log_key(&self.prefix, g),
+            key: layout::log_key(&self.known_prefix(), g),
             generation: g,
             token,
         }
@@ -79,11 +79,11 @@ impl PartitionStore {
         self.check()?;
         if self.remote.is_some() {
             // Records are never rewritten: the copy this process kept is it.
-            if let Some(rec) = self.seen.record(&self.prefix, g) {
+            if let Some(rec) = self.seen.record(&self.prefix()?, g) {
                 return Ok(Some(rec));
             }
         }
-        let key = layout::log_key(&self.prefix, g);
+        let key = layout::log_key(&self.prefix()?, g);
         match self.backend.get(&key)? {
             None => Ok(None),
             Some(bytes) => parse_record(
@@ -92,7 +92,7 @@ impl PartitionStore {
                 g,
                 &self.dataset,
                 &self.partition,
-                &self.prefix,
+                &self.prefix()?,
             )
             .map(Some),
         }
@@ -125,11 +125,11 @@ impl PartitionStore {
     /// always means the same record, so it costs no GET), else read and
     /// kept.
     fn newest_record(&self, g: Generation) -> Result<CommitRecord, StoreError> {
-        if let Some(rec) = self.seen.record(&self.prefix, g) {
+        if let Some(rec) = self.seen.record(&self.prefix()?, g) {
             return Ok(rec);
         }
         let rec = self.listed_record(g)?;
-        self.seen.keep(&self.prefix, &rec);
+        self.seen.keep(&self.prefix()?, &rec);
         Ok(rec)
     }
 
@@ -139,9 +139,9 @@ impl PartitionStore {
     /// the generation a commit tries first (see [`PartitionStore::commit`]).
     fn kept_newest(&self) -> Option<Option<CommitRecord>> {
         self.remote.as_ref()?;
-        match self.seen.get(&self.prefix)? {
+        match self.seen.get(&self.known_prefix())? {
             None => Some(None),
-            Some(g) => self.seen.record(&self.prefix, g).map(Some),
+            Some(g) => self.seen.record(&self.known_prefix(), g).map(Some),
         }
     }
 
@@ -172,17 +172,17 @@ impl PartitionStore {
                 .latest()?
                 .map_or(Look::Empty, |r| Look::Record(Box::new(r))));
         }
-        let newest = match self.seen.fresh(&self.prefix, max_age) {
+        let newest = match self.seen.fresh(&self.prefix()?, max_age) {
             Some(newest) => newest,
             None => self.newest_generation()?,
         };
         let Some(g) = newest else {
             return Ok(Look::Empty);
         };
-        if let Some(rec) = self.seen.record(&self.prefix, g) {
+        if let Some(rec) = self.seen.record(&self.prefix()?, g) {
             return Ok(Look::Record(Box::new(rec)));
         }
-        if let Some(summary) = self.seen.summary(&self.prefix, g) {
+        if let Some(summary) = self.seen.summary(&self.prefix()?, g) {
             return Ok(Look::Summary(summary));
         }
         Ok(Look::Record(Box::new(self.newest_record(g)?)))
@@ -201,16 +201,16 @@ impl PartitionStore {
             return Ok(self.generations()?.last().copied());
         }
         self.check()?;
-        let log = layout::log_prefix(&self.prefix);
+        let log = layout::log_prefix(&self.prefix()?);
         let asked = Instant::now();
-        let floor = match self.seen.get(&self.prefix) {
+        let floor = match self.seen.get(&self.prefix()?) {
             Some(seen) => seen,
             None => {
                 if let Some(names) = self.backend.list_first_page(&log)? {
                     return self.newest_listed(&names, None, asked);
                 }
                 self.backend
-                    .get(&layout::log_checkpoint_key(&self.prefix))?
+                    .get(&layout::log_checkpoint_key(&self.prefix()?))?
                     .and_then(|b| String::from_utf8(b).ok()?.trim().parse::<u64>().ok())
                     .filter(|&g| g > 0)
                     .map(Generation::from_raw)
@@ -235,7 +235,7 @@ impl PartitionStore {
         asked: Instant,
     ) -> Result<Option<Generation>, StoreError> {
         self.seen
-            .note_listing(&self.prefix, names, floor, asked)
+            .note_listing(&self.prefix()?, names, floor, asked)
             .map_err(|(g, token)| self.missing(g, token))
     }
 
@@ -268,13 +268,13 @@ impl PartitionStore {
         self.check()?;
         if commit.dataset != self.dataset || commit.partition != self.partition {
             return Err(StoreError::WrongPartition {
-                store: self.prefix.clone(),
+                store: self.prefix()?.into_owned(),
                 commit: format!("{}/{}", commit.dataset, commit.partition),
             }
             .into());
         }
         let mut record = commit.into_record(Generation::FIRST);
-        if let Some((key, reason)) = path_problem(&record, &self.prefix) {
+        if let Some((key, reason)) = path_problem(&record, &self.prefix()?) {
             return Err(StoreError::InvalidKey { key, reason }.into());
         }
         let mut latest = match self.kept_newest() {
@@ -296,7 +296,7 @@ impl PartitionStore {
                 }
                 Some(cur) if cur.generation.get() == u64::MAX => {
                     return Err(StoreError::Corrupt {
-                        key: layout::log_key(&self.prefix, cur.generation),
+                        key: layout::log_key(&self.prefix()?, cur.generation),
                         message: "generation space exhausted".to_owned(),
                     }
                     .into())
@@ -305,7 +305,7 @@ impl PartitionStore {
             };
             record.generation = next;
             record.published_at = jiff::Timestamp::now().to_string();
-            let key = layout::log_key(&self.prefix, next);
+            let key = layout::log_key(&self.prefix()?, next);
             let bytes = serde_json::to_vec_pretty(&record).map_err(|e| StoreError::Corrupt {
                 key: key.clone(),
                 message: format!("cannot encode commit record: {e}"),
@@ -338,7 +338,12 @@ impl PartitionStore {
         // not made durable here (the log's next commit syncs the
         // directory), and a failure to write it loses only that.
         let _ = self.backend.put_if_absent_volatile(
-            &layout::published_key(&self.prefix, next, record.token, &self.summary_of(record)),
+            &layout::published_key(
+                &self.known_prefix(),
+                next,
+                record.token,
+                &self.summary_of(record),
+            ),
             record.token.to_string().as_bytes(),
         );
         // The witness a hand `rm log/<g>*` does not take with the
@@ -349,16 +354,16 @@ impl PartitionStore {
         // event without its record is what `status --check` finds.
         if self.remote.is_none() {
             let _ = self.backend.put_if_absent_volatile(
-                &layout::committed_key(&self.prefix, record.token, next),
+                &layout::committed_key(&self.known_prefix(), record.token, next),
                 b"",
             );
         }
         if self.remote.is_some() {
-            self.seen.saw(&self.prefix, Some(next));
-            self.seen.keep(&self.prefix, record);
+            self.seen.saw(&self.known_prefix(), Some(next));
+            self.seen.keep(&self.known_prefix(), record);
             // Generation `next` was absent when the put landed, so
             // nothing newer existed then: a commit is a look too.
-            self.seen.confirmed(&self.prefix, Some(next), asked);
+            self.seen.confirmed(&self.known_prefix(), Some(next), asked);
         }
         if self.remote.is_some() && next.get() % LOG_CHECKPOINT_EVERY == 0 {
             // A hint, written after the record it names: losing it
@@ -366,7 +371,7 @@ impl PartitionStore {
             // an older one overwriting it is still a committed
             // generation.
             let _ = self.backend.put(
-                &layout::log_checkpoint_key(&self.prefix),
+                &layout::log_checkpoint_key(&self.known_prefix()),
                 next.get().to_string().as_bytes(),
             );
         }

@@ -37,12 +37,14 @@
 //! partition in doubt stays as it is until a person restores the record.
 
 mod files;
+mod layouts;
 mod log;
 mod seen;
 mod tokens;
 
+use std::borrow::Cow;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::store::backend::Backend;
 use crate::store::epoch::EpochCell;
@@ -55,10 +57,12 @@ use crate::store::log::CommitRecord;
 use crate::store::token::{FencingToken, Generation};
 
 pub use files::Downloaded;
+pub use layouts::DatasetLayout;
+pub(crate) use layouts::Layouts;
 #[cfg(test)]
 pub use log::plant_equal_token;
 pub use seen::Look;
-pub(crate) use seen::{look_dataset, SeenGenerations};
+pub(crate) use seen::{look_and_learn, look_dataset, SeenGenerations};
 pub use tokens::Allocation;
 
 /// Handle on `<root>/<dataset>/<partition>`. Cheap to clone; holds no lock
@@ -83,10 +87,14 @@ pub struct PartitionStore {
     /// This warehouse handle's epoch, the floor of its tokens on a local
     /// disk (`store::epoch`).
     epoch: EpochCell,
+    /// The decided layouts of the warehouse's datasets.
+    layouts: Layouts,
     dataset: String,
     partition: String,
-    /// `<dataset>/<partition>`, the prefix of every key here.
-    prefix: String,
+    /// `<dataset>/<partition>` or `<dataset>/_weir/<partition>`, the prefix
+    /// of every key here, once the dataset's layout is decided
+    /// ([`layouts`]); shared by the handle's clones.
+    prefix: Arc<OnceLock<String>>,
 }
 
 impl std::fmt::Debug for PartitionStore {
@@ -100,25 +108,109 @@ impl std::fmt::Debug for PartitionStore {
 }
 
 impl PartitionStore {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         backend: Arc<dyn Backend>,
         root: PathBuf,
         remote: Option<String>,
         seen: SeenGenerations,
         epoch: EpochCell,
+        layouts: Layouts,
         dataset: &str,
         partition: &str,
     ) -> PartitionStore {
+        let prefix = OnceLock::new();
+        if let Some(known) = layouts.known(dataset) {
+            let _ = prefix.set(known.partition_prefix(dataset, partition));
+        }
         PartitionStore {
             backend,
             root,
             remote,
             seen,
             epoch,
+            layouts,
             dataset: dataset.to_owned(),
             partition: partition.to_owned(),
-            prefix: layout::partition_prefix(dataset, partition),
+            prefix: Arc::new(prefix),
         }
+    }
+
+    /// The prefix of every key of this partition: its dataset's layout is
+    /// looked up once per process (`layouts`); while the dataset has no
+    /// partition at all, the plain one, not kept.
+    pub(crate) fn prefix(&self) -> Result<Cow<'_, str>, StoreError> {
+        if let Some(known) = self.prefix.get() {
+            return Ok(Cow::Borrowed(known));
+        }
+        validate_segment(&self.dataset)?;
+        Ok(
+            match self.layouts.of(self.backend.as_ref(), &self.dataset)? {
+                Some(decided) => Cow::Borrowed(
+                    self.prefix
+                        .get_or_init(|| decided.partition_prefix(&self.dataset, &self.partition)),
+                ),
+                None => Cow::Owned(layout::partition_prefix(&self.dataset, &self.partition)),
+            },
+        )
+    }
+
+    /// The key of this partition's directory: `<dataset>/<partition>`, or
+    /// `<dataset>/_weir/<partition>` for a Delta table that keeps its
+    /// partitions out of VACUUM's reach.
+    pub fn key_prefix(&self) -> Result<String, StoreError> {
+        self.check()?;
+        Ok(self.prefix()?.into_owned())
+    }
+
+    /// [`PartitionStore::prefix`] for a path to show or to name an attempt
+    /// already allocated (whose allocation decided the layout): the plain
+    /// layout's when the dataset cannot be listed.
+    fn known_prefix(&self) -> Cow<'_, str> {
+        self.prefix().unwrap_or_else(|_| {
+            Cow::Owned(layout::partition_prefix(&self.dataset, &self.partition))
+        })
+    }
+
+    /// The prefix to write this partition's first keys under: the dataset's
+    /// layout, or `undecided` while it has no partition, which this handle
+    /// then keeps (the keys it writes decide it for everyone).
+    pub(crate) fn settle_prefix(&self, undecided: DatasetLayout) -> Result<&str, StoreError> {
+        // Keeps the dataset's layout when its directory shows one.
+        self.prefix()?;
+        Ok(self
+            .prefix
+            .get_or_init(|| undecided.partition_prefix(&self.dataset, &self.partition)))
+    }
+
+    /// Notes the layout this handle wrote a key in as its dataset's, so
+    /// no handle of this warehouse asks again.
+    fn note_layout(&self) {
+        if let Some(prefix) = self.prefix.get() {
+            let layout =
+                if *prefix == layout::table_partition_prefix(&self.dataset, &self.partition) {
+                    DatasetLayout::TableState
+                } else {
+                    DatasetLayout::Plain
+                };
+            self.layouts.decided(&self.dataset, layout);
+        }
+    }
+
+    /// Makes a Delta table dataset that has no partition yet keep them
+    /// all under `<dataset>/_weir/`, out of any VACUUM's reach; a dataset
+    /// that has some keeps its layout. Called before the first token of a
+    /// table's partition is taken.
+    pub fn settle_table_layout(&self) -> Result<DatasetLayout, StoreError> {
+        self.check()?;
+        let prefix = self.settle_prefix(DatasetLayout::TableState)?;
+        Ok(
+            if prefix == layout::table_partition_prefix(&self.dataset, &self.partition) {
+                DatasetLayout::TableState
+            } else {
+                DatasetLayout::Plain
+            },
+        )
     }
 
     /// Whether published files live in the backend, not under the local root.
@@ -141,7 +233,7 @@ impl PartitionStore {
     /// Where generation `g`'s commit record is, for people: its path, or
     /// its URL in an object store.
     pub fn record_location(&self, g: Generation) -> PathBuf {
-        self.location(&layout::log_key(&self.prefix, g))
+        self.location(&layout::log_key(&self.known_prefix(), g))
     }
 
     /// A key as people should see it: its path under the root, or its URL.
@@ -179,12 +271,12 @@ impl PartitionStore {
     /// Absolute path of `data-<token>`, where attempt `token`'s files are
     /// published on a local disk ([`PartitionStore::move_to_published`]).
     pub fn published_dir(&self, token: FencingToken) -> PathBuf {
-        key_path(&self.root, &layout::data_key(&self.prefix, token))
+        key_path(&self.root, &layout::data_key(&self.known_prefix(), token))
     }
 
     /// Key of `attempts/<token>` (what a commit's `attempt_dir` holds).
     pub fn attempt_key(&self, token: FencingToken) -> String {
-        layout::attempt_key(&self.prefix, token)
+        layout::attempt_key(&self.known_prefix(), token)
     }
 
     /// Creates `attempts/<token>/data/`, empty, and returns the attempt
@@ -235,7 +327,7 @@ impl PartitionStore {
     /// holder writes it.
     pub fn write_lease(&self, token: FencingToken, lease: &Lease) -> Result<(), StoreError> {
         self.check()?;
-        let key = layout::lease_key(&self.prefix, token);
+        let key = layout::lease_key(&self.prefix()?, token);
         let bytes = serde_json::to_vec(lease).map_err(|e| StoreError::Corrupt {
             key: key.clone(),
             message: format!("cannot encode lease: {e}"),
@@ -253,7 +345,10 @@ impl PartitionStore {
     /// EIO, torn) from one that does not exist: gc must keep the former.
     pub fn try_read_lease(&self, token: FencingToken) -> Result<Option<Lease>, StoreError> {
         self.check()?;
-        self.read_json(layout::lease_key(&self.prefix, token), "unreadable lease")
+        self.read_json(
+            layout::lease_key(&self.prefix()?, token),
+            "unreadable lease",
+        )
     }
 
     /// A JSON record the store wrote; `None` if absent, `Corrupt` (saying
@@ -281,7 +376,7 @@ impl PartitionStore {
         self.check()?;
         if self.remote.is_none() {
             self.backend
-                .delete_prefix(&layout::data_key(&self.prefix, token))?;
+                .delete_prefix(&layout::data_key(&self.prefix()?, token))?;
         }
         self.backend.delete_prefix(&self.attempt_key(token))?;
         if self.remote.is_some() {
@@ -587,7 +682,7 @@ mod tests {
 
     fn plant(tmp: &tempfile::TempDir, p: &PartitionStore, g: u64, token: u64) {
         let rec = sample(token).into_record(Generation::from_raw(g));
-        let key = layout::log_key(&p.prefix, rec.generation);
+        let key = layout::log_key(&p.prefix().unwrap(), rec.generation);
         let path = key_path(tmp.path(), &key);
         std::fs::write(path, serde_json::to_vec(&rec).unwrap()).unwrap();
     }
@@ -775,7 +870,8 @@ mod tests {
     }
 
     // issue 28: a log that fits one listing page costs its first reader
-    // one LIST and one GET (no checkpoint), and each later look one LIST
+    // one LIST and one GET (no checkpoint; and one LIST of the dataset
+    // the first time the process looks at it, for its layout), and each later look one LIST
     // that starts at the record it read, which it does not read again.
     #[test]
     fn issue_28_a_short_remote_log_is_one_listing_and_its_record_is_kept() {
@@ -797,7 +893,9 @@ mod tests {
         counts();
         let reader = open();
         assert_eq!(reader.latest().unwrap().unwrap().token.get(), 3);
-        assert_eq!(counts(), (1, 0, vec![], 1));
+        // The log's first page, and the dataset's, once per process for
+        // its layout.
+        assert_eq!(counts(), (2, 0, vec![], 1));
         assert_eq!(reader.latest().unwrap().unwrap().token.get(), 3);
         let start = listing_start(Generation::from_raw(3));
         assert_eq!(counts(), (0, 0, vec![start.clone()], 0));

@@ -261,6 +261,8 @@ impl LogListing {
 /// whole gets its newest generation noted, with its marker's summary, as a
 /// listing of its own log would have. Returns how many were covered. A partition the listing
 /// stops inside of, or whose log has a hole, is left to its own listing.
+/// `dataset` is the key its partitions' directories are listed under
+/// (`<dataset>/_weir` for a table keeping them there).
 pub(crate) fn look_dataset(
     backend: &dyn Backend,
     seen: &SeenGenerations,
@@ -268,6 +270,32 @@ pub(crate) fn look_dataset(
     partitions: &[&str],
     max_keys: usize,
 ) -> Result<usize, StoreError> {
+    look(backend, seen, dataset, partitions, max_keys, false).map(|(covered, _)| covered)
+}
+
+/// [`look_dataset`] of a dataset whose layout this process does not know,
+/// as if its partitions were at its top: how many it covered, and what
+/// the same listing shows of its layout: a key under `_weir/` or a
+/// partition's at the top; `Some(None)` for a dataset with no key at all
+/// (a request of one key more when the listing started past its first).
+pub(crate) fn look_and_learn(
+    backend: &dyn Backend,
+    seen: &SeenGenerations,
+    dataset: &str,
+    partitions: &[&str],
+    max_keys: usize,
+) -> Result<(usize, Option<Option<super::DatasetLayout>>), StoreError> {
+    look(backend, seen, dataset, partitions, max_keys, true)
+}
+
+fn look(
+    backend: &dyn Backend,
+    seen: &SeenGenerations,
+    dataset: &str,
+    partitions: &[&str],
+    max_keys: usize,
+    learn: bool,
+) -> Result<(usize, Option<Option<super::DatasetLayout>>), StoreError> {
     let asked = Instant::now();
     let base = format!("{dataset}/");
     let prefixes: Vec<String> = partitions
@@ -307,7 +335,30 @@ pub(crate) fn look_dataset(
             covered += 1;
         }
     }
-    Ok(covered)
+    let tops = keys
+        .iter()
+        .filter_map(|k| k.strip_prefix(&base)?.split_once('/'))
+        .map(|(top, _)| top);
+    let mut learned = None;
+    for top in tops {
+        if top == layout::TABLE_STATE_DIR {
+            learned = Some(Some(super::DatasetLayout::TableState));
+            break;
+        }
+        if top != "_delta_log" && crate::store::key::decode_partition(top).is_some() {
+            learned = Some(Some(super::DatasetLayout::Plain));
+        }
+    }
+    if learn && learned.is_none() && whole && keys.is_empty() {
+        // Nothing from the first partition asked about on; a dataset with
+        // no key at all is one with no partition, whose first writer
+        // chooses (a view of part of it could miss older partitions).
+        let empty = after.is_empty() || backend.list_keys(dataset, "", 1)?.0.is_empty();
+        if empty {
+            learned = Some(None);
+        }
+    }
+    Ok((covered, learned))
 }
 
 #[cfg(test)]
@@ -418,7 +469,7 @@ mod tests {
         backend.take();
         let partitions = ["a", "b", "c", "none"];
         assert_eq!(reader.look_dataset("d", &partitions, 1000).unwrap(), 4);
-        assert_eq!(backend.take(), 1, "one listing");
+        assert_eq!(backend.take(), 1, "one listing, which shows the layout too");
         let age = Duration::from_secs(60);
         let look = |p: &str| reader.partition("d", p).look_within(age).unwrap();
         let Look::Summary(b) = look("b") else {

@@ -56,18 +56,22 @@ impl PartitionStore {
     /// [`PartitionStore::allocate`], writing `record` as the token's.
     pub fn allocate_for(&self, record: &TokenRecord) -> Result<Allocation, StoreError> {
         self.check()?;
+        // The first token of a dataset's first partition decides its
+        // layout: a Delta table's was settled before (`settle_table_layout`).
+        self.settle_prefix(super::DatasetLayout::Plain)?;
         let bytes = serde_json::to_vec(record).map_err(|e| StoreError::Corrupt {
-            key: layout::tokens_prefix(&self.prefix),
+            key: layout::tokens_prefix(&self.known_prefix()),
             message: format!("cannot encode token record: {e}"),
         })?;
         // The partition's skeleton (tokens/, attempts/, log/) in one
         // durable step, before the first key under it.
-        self.backend.prepare_dirs(&self.prefix, &layout::SKELETON)?;
+        self.backend
+            .prepare_dirs(&self.prefix()?, &layout::SKELETON)?;
         // What this process saw last, when it has the record itself.
         let kept = match self.remote.is_some() {
-            true => match self.seen.get(&self.prefix) {
+            true => match self.seen.get(&self.prefix()?) {
                 Some(None) => Some(None),
-                Some(Some(g)) => self.seen.record(&self.prefix, g).map(Some),
+                Some(Some(g)) => self.seen.record(&self.prefix()?, g).map(Some),
                 None => None,
             },
             false => None,
@@ -91,8 +95,9 @@ impl PartitionStore {
         let mut candidate = next.max(floor);
         let mut raced = false;
         loop {
-            let key = layout::token_key(&self.prefix, candidate);
+            let key = layout::token_key(&self.prefix()?, candidate);
             if self.backend.put_if_absent_volatile(&key, &bytes)? {
+                self.note_layout();
                 let quiet = !raced
                     && !below
                         .iter()
@@ -125,7 +130,7 @@ impl PartitionStore {
     fn above(&self, rec: &CommitRecord) -> Result<FencingToken, StoreError> {
         if rec.token.get() == u64::MAX {
             return Err(StoreError::Corrupt {
-                key: layout::log_key(&self.prefix, rec.generation),
+                key: layout::log_key(&self.prefix()?, rec.generation),
                 message: "token space exhausted".to_owned(),
             });
         }
@@ -135,7 +140,7 @@ impl PartitionStore {
     /// The highest token allocated so far, if any: the newest attempt.
     pub fn latest_token(&self) -> Result<Option<FencingToken>, StoreError> {
         self.check()?;
-        let names = self.backend.list(&layout::tokens_prefix(&self.prefix))?;
+        let names = self.backend.list(&layout::tokens_prefix(&self.prefix()?))?;
         Ok(names
             .iter()
             .rev()
@@ -145,7 +150,7 @@ impl PartitionStore {
     /// Every allocated token, ascending.
     pub fn tokens(&self) -> Result<Vec<FencingToken>, StoreError> {
         self.check()?;
-        let names = self.backend.list(&layout::tokens_prefix(&self.prefix))?;
+        let names = self.backend.list(&layout::tokens_prefix(&self.prefix()?))?;
         Ok(names
             .iter()
             .filter_map(|n| FencingToken::parse_key_name(n))
@@ -164,23 +169,26 @@ impl PartitionStore {
         self.check()?;
         let bytes =
             serde_json::to_vec(&TokenRecord::new(claimant)).map_err(|e| StoreError::Corrupt {
-                key: layout::claim_key(&self.prefix, stale),
+                key: layout::claim_key(&self.known_prefix(), stale),
                 message: format!("cannot encode claim: {e}"),
             })?;
         self.backend
-            .put_if_absent(&layout::claim_key(&self.prefix, stale), &bytes)
+            .put_if_absent(&layout::claim_key(&self.prefix()?, stale), &bytes)
     }
 
     /// Who claimed the takeover of `stale`, and when, if anyone did.
     pub fn claim_record(&self, stale: FencingToken) -> Result<Option<TokenRecord>, StoreError> {
         self.check()?;
-        match self.backend.get(&layout::claim_key(&self.prefix, stale))? {
+        match self
+            .backend
+            .get(&layout::claim_key(&self.prefix()?, stale))?
+        {
             None => Ok(None),
             Some(bytes) => {
                 serde_json::from_slice(&bytes)
                     .map(Some)
                     .map_err(|e| StoreError::Corrupt {
-                        key: layout::claim_key(&self.prefix, stale),
+                        key: layout::claim_key(&self.known_prefix(), stale),
                         message: format!("unreadable claim: {e}"),
                     })
             }
@@ -197,7 +205,7 @@ impl PartitionStore {
         &self,
         newest: Option<Generation>,
     ) -> Result<(Vec<FencingToken>, FencingToken), StoreError> {
-        let names = self.backend.list(&layout::tokens_prefix(&self.prefix))?;
+        let names = self.backend.list(&layout::tokens_prefix(&self.prefix()?))?;
         if self.check_witnesses(&names, newest).is_err() {
             let now = self.latest()?.map(|r| r.generation);
             self.check_witnesses(&names, now)?;
@@ -211,7 +219,7 @@ impl PartitionStore {
             None => FencingToken::from_raw(1),
             Some(max) if max.get() == u64::MAX => {
                 return Err(StoreError::Corrupt {
-                    key: layout::token_key(&self.prefix, *max),
+                    key: layout::token_key(&self.prefix()?, *max),
                     message: "token space exhausted".to_owned(),
                 })
             }
@@ -224,14 +232,17 @@ impl PartitionStore {
     /// modification time, S3's Last-Modified), if it can tell.
     pub fn token_written_at(&self, token: FencingToken) -> Option<jiff::Timestamp> {
         self.check().ok()?;
-        let key = layout::token_key(&self.prefix, token);
+        let key = layout::token_key(&self.known_prefix(), token);
         Some(self.backend.get_object(&key).ok()??.meta.last_modified)
     }
 
     /// Who `token` was allocated to, if it was.
     pub fn token_record(&self, token: FencingToken) -> Result<Option<TokenRecord>, StoreError> {
         self.check()?;
-        self.read_json(layout::token_key(&self.prefix, token), "not a token record")
+        self.read_json(
+            layout::token_key(&self.prefix()?, token),
+            "not a token record",
+        )
     }
 
     /// Whether `token`'s record may have been lost in a power cut: an
