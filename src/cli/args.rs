@@ -103,7 +103,7 @@ pub(crate) struct SimulateArgs {
     /// A window when every engine is down (FROM..TO); repeatable.
     #[arg(long, value_name = "FROM..TO")]
     pub(crate) down: Vec<String>,
-    /// `none`, `default`, or kind=rate,... (lost, unavailable, kill, late, fail, hang).
+    /// `none`, `default`, or kind=rate,... (lost, unavailable, latency, short_list, kill, late, fail, hang).
     #[arg(long, default_value = "none")]
     pub(crate) faults: String,
     /// Print one JSON document.

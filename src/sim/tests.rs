@@ -380,8 +380,10 @@ fn a_two_hour_daily_task_in_the_pool_shows_what_it_costs_the_hourly_sla() {
     );
 }
 
+// Seed 8 left a MISSED unannounced with both store faults on three engines
+// before a dataset's first listing learned its layout (it passes since, as
+// do seeds 1 to 16; the cause was not pinned down, so the seed is kept).
 #[test]
-#[ignore = "open: seed 8 with slow requests and short listings on three engines leaves a MISSED unannounced"]
 fn slow_requests_and_short_listings_on_three_engines_announce_every_missed() {
     let mut c = config(8, 3);
     c.faults.latency = 0.01;
