@@ -566,7 +566,7 @@ mod tests {
     // epoch after the reboot raises the floor above it, so that token is
     // never handed out again. Without a reboot tokens stay dense.
     #[test]
-    fn issue_28_a_token_lost_in_a_host_crash_is_not_handed_out_again() {
+    fn a_token_lost_in_a_host_crash_is_not_handed_out_again() {
         let (tmp, wh, p) = setup();
         for i in 1..=3 {
             assert_eq!(p.allocate_token(&owner(i)).unwrap().get(), u64::from(i));
@@ -874,7 +874,7 @@ mod tests {
     // the first time the process looks at it, for its layout), and each later look one LIST
     // that starts at the record it read, which it does not read again.
     #[test]
-    fn issue_28_a_short_remote_log_is_one_listing_and_its_record_is_kept() {
+    fn a_short_remote_log_is_one_listing_and_its_record_is_kept() {
         let tmp = tempfile::tempdir().unwrap();
         let backend = Arc::new(LogListings::default());
         let open = || remote_partition(&backend, tmp.path());
@@ -925,7 +925,7 @@ mod tests {
     // another engine's token is there: that engine committed meanwhile, and
     // the allocation says so.
     #[test]
-    fn issue_28_allocation_reads_the_log_only_when_someone_may_have_committed() {
+    fn allocation_reads_the_log_only_when_someone_may_have_committed() {
         let tmp = tempfile::tempdir().unwrap();
         let backend = Arc::new(LogListings::default());
         let open = || remote_partition(&backend, tmp.path());
