@@ -389,7 +389,12 @@ mod tests {
         assert_eq!(ending, Ending::Timeout);
         assert!(took < Duration::from_secs(4), "returned after {took:?}");
         assert_eq!(captured.text(), "started\n");
-        let pid: i32 = std::fs::read_to_string(&pid_file)
+        assert_background_child_gone(&pid_file);
+    }
+
+    /// The background child whose pid the script wrote to `pid_file` is dead.
+    fn assert_background_child_gone(pid_file: &std::path::Path) {
+        let pid: i32 = std::fs::read_to_string(pid_file)
             .unwrap()
             .trim()
             .parse()
@@ -415,15 +420,7 @@ mod tests {
         assert_eq!(ending, Ending::Exit(3));
         assert!(started.elapsed() < Duration::from_secs(10));
         assert_eq!(captured.text(), "no route\n");
-        let pid: i32 = std::fs::read_to_string(&pid_file)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        assert!(
-            !alive(pid),
-            "the background child {pid} outlived the command"
-        );
+        assert_background_child_gone(&pid_file);
     }
 
     // 50 MB of stderr are kept as their first and last 64 KiB, with how

@@ -104,15 +104,11 @@ fn progress_key(task: &str) -> Result<String, StoreError> {
 /// The stored progress of `task`, if any.
 pub fn progress(warehouse: &Warehouse, task: &str) -> Result<Option<Progress>, StoreError> {
     let key = progress_key(task)?;
-    let Some(bytes) = warehouse.backend().get(&key)? else {
-        return Ok(None);
-    };
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|e| StoreError::Corrupt {
-            key,
-            message: format!("unreadable serve progress: {e}"),
-        })
+    crate::store::backend::read_json(
+        warehouse.backend().as_ref(),
+        key,
+        "unreadable serve progress",
+    )
 }
 
 /// Stores `task`'s progress (replacing it).

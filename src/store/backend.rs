@@ -61,6 +61,24 @@ pub struct Object {
     pub meta: ObjectMeta,
 }
 
+/// A JSON record weir wrote at `key`; `None` if absent, `Corrupt` (saying
+/// `what`) if it does not parse.
+pub fn read_json<T: serde::de::DeserializeOwned>(
+    backend: &dyn Backend,
+    key: String,
+    what: &str,
+) -> Result<Option<T>, StoreError> {
+    let Some(bytes) = backend.get(&key)? else {
+        return Ok(None);
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| StoreError::Corrupt {
+            key,
+            message: format!("{what}: {e}"),
+        })
+}
+
 /// The storage primitives, object-store shaped. Contract:
 ///
 /// - `put_if_absent` is atomic and durable when it returns `Ok(true)`: the

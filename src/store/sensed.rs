@@ -96,15 +96,7 @@ pub fn read(
     partition: &str,
 ) -> Result<Option<SensorRecord>, StoreError> {
     let key = key(task, partition)?;
-    let Some(bytes) = warehouse.backend().get(&key)? else {
-        return Ok(None);
-    };
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|e| StoreError::Corrupt {
-            key,
-            message: format!("not a sensor answer: {e}"),
-        })
+    crate::store::backend::read_json(warehouse.backend().as_ref(), key, "not a sensor answer")
 }
 
 /// What this process last wrote, per (warehouse, task, partition): the

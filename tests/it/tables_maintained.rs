@@ -385,21 +385,7 @@ fn a_full_vacuum_leaves_weirs_state_and_the_partition_goes_on() {
             "{path}"
         );
     }
-    let table = read_table(&root);
-    let last = table["versions"]
-        .as_array()
-        .unwrap()
-        .last()
-        .unwrap()
-        .to_string();
-    assert_eq!(
-        table["tables"][&last]["north"],
-        serde_json::json!(shown(&sb, "north", 3))
-    );
-    assert_eq!(
-        table["tables"][&last]["south"],
-        serde_json::json!(shown(&sb, "south", 1))
-    );
+    assert_latest_version_shows(&sb, &root, 3);
 }
 
 // Whatever removes weir's records under `_weir/` (a hand `rm`, a bad
@@ -496,21 +482,7 @@ fn another_engines_compaction_is_agreement_and_other_rows_are_drift() {
     }
 
     ok(&republish(&sb, "F1", "north", "20"));
-    let table = read_table(&root);
-    let last = table["versions"]
-        .as_array()
-        .unwrap()
-        .last()
-        .unwrap()
-        .to_string();
-    assert_eq!(
-        table["tables"][&last]["north"],
-        serde_json::json!(shown(&sb, "north", 2))
-    );
-    assert_eq!(
-        table["tables"][&last]["south"],
-        serde_json::json!(shown(&sb, "south", 1))
-    );
+    assert_latest_version_shows(&sb, &root, 2);
     let out = sb.weir(&["status", "m.toml", "--check"]).output().unwrap();
     assert_eq!(
         out.status.code(),
@@ -701,4 +673,25 @@ fn a_table_feature_weir_does_not_support_is_refused_by_name_before_writing() {
     assert!(tokens.join("00000000000000000001").exists());
     assert!(!tokens.join("00000000000000000002").exists());
     assert_eq!(visible(&sb, "north"), 1);
+}
+
+/// The table's latest version reads north's generation `north` and south's
+/// first, as `weir show` gives them.
+#[track_caller]
+fn assert_latest_version_shows(sb: &Sandbox, root: &Path, north: u64) {
+    let table = read_table(root);
+    let last = table["versions"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        table["tables"][&last]["north"],
+        serde_json::json!(shown(sb, "north", north))
+    );
+    assert_eq!(
+        table["tables"][&last]["south"],
+        serde_json::json!(shown(sb, "south", 1))
+    );
 }

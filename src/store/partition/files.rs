@@ -87,10 +87,7 @@ impl PartitionStore {
                 dir: None,
             });
         }
-        let parent = self.root.join("_downloads");
-        std::fs::create_dir_all(&parent).map_err(StoreError::io(&parent))?;
-        let dir = parent.join(format!("{}-{}", std::process::id(), unique()));
-        std::fs::create_dir(&dir).map_err(StoreError::io(&dir))?;
+        let dir = self.download_dir()?;
         let mut downloaded = Downloaded {
             paths: Vec::with_capacity(rec.files.len()),
             dir: Some(dir.clone()),
@@ -124,10 +121,7 @@ impl PartitionStore {
                 dir: None,
             });
         }
-        let parent = self.root.join("_downloads");
-        std::fs::create_dir_all(&parent).map_err(StoreError::io(&parent))?;
-        let dir = parent.join(format!("{}-{}", std::process::id(), unique()));
-        std::fs::create_dir(&dir).map_err(StoreError::io(&dir))?;
+        let dir = self.download_dir()?;
         let mut downloaded = Downloaded {
             paths: Vec::with_capacity(keys.len()),
             dir: Some(dir.clone()),
@@ -140,6 +134,16 @@ impl PartitionStore {
             downloaded.paths.push(path);
         }
         Ok(downloaded)
+    }
+
+    /// A fresh directory of this process's own under the staging root's
+    /// `_downloads/`, for one reader's downloaded files.
+    fn download_dir(&self) -> Result<PathBuf, StoreError> {
+        let parent = self.root.join("_downloads");
+        std::fs::create_dir_all(&parent).map_err(StoreError::io(&parent))?;
+        let dir = parent.join(format!("{}-{}", std::process::id(), unique()));
+        std::fs::create_dir(&dir).map_err(StoreError::io(&dir))?;
+        Ok(dir)
     }
 
     /// A local cache file of this warehouse's (`<root>/_cache/<name>`, on

@@ -358,15 +358,7 @@ impl PartitionStore {
         key: String,
         what: &str,
     ) -> Result<Option<T>, StoreError> {
-        let Some(bytes) = self.backend.get(&key)? else {
-            return Ok(None);
-        };
-        serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| StoreError::Corrupt {
-                key,
-                message: format!("{what}: {e}"),
-            })
+        crate::store::backend::read_json(self.backend.as_ref(), key, what)
     }
 
     /// Removes `attempts/<token>` and, on a local disk, its published data
