@@ -861,7 +861,7 @@ mod tests {
         fs::write(tmp.path().join("a/.c.123.0.tmp"), b"litter").unwrap();
         assert_eq!(b.list("a").unwrap(), vec!["b", "c", "d"]);
         assert_eq!(b.list("").unwrap(), vec!["a"]);
-        // Issue 12: a file where a prefix's directory belongs is damage (an
+        // A file where a prefix's directory belongs is damage (an
         // object store cannot be in that state), not an empty prefix: a
         // commit log listed as empty would say "nothing published".
         match b.list("a/b") {
@@ -935,7 +935,7 @@ mod tests {
         assert_eq!(all_entries(&tmp.path().join("d/p/log")), vec!["k"]);
     }
 
-    // issue 13: a conditional replace checks the version and writes under
+    // A conditional replace checks the version and writes under
     // the key's lock, so a replace racing a delete and re-create loses.
     #[test]
     fn fs_replace_after_delete_and_recreate_is_refused() {

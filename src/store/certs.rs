@@ -127,7 +127,7 @@ mod tests {
     use super::*;
     use crate::store::{Backend, MemoryBackend};
 
-    // issue 13: certifications are a typed store over the backend, replaced
+    // Certifications are a typed store over the backend, replaced
     // whole: the latest word on a generation wins.
     #[test]
     fn certifications_go_through_the_backend() {

@@ -542,7 +542,7 @@ mod tests {
             .collect()
     }
 
-    // Issue 13: a run's chunks read back in seq order, across writers that
+    // A run's chunks read back in seq order, across writers that
     // reopen the run, and a plain append is buffered until sync or drop.
     #[test]
     fn chunks_read_back_in_order() {
@@ -578,7 +578,7 @@ mod tests {
         assert!(runs[0].last_written.is_some());
     }
 
-    // Issue 13: the durability point: once sync returns, the chunk holding
+    // The durability point: once sync returns, the chunk holding
     // every line appended before it is in the backend.
     #[test]
     fn sync_stores_the_chunk_before_returning() {
@@ -603,7 +603,7 @@ mod tests {
         assert_eq!(backend.list("_runs/r1/events").unwrap().len(), 1);
     }
 
-    // Issue 13: two writers on one run id lose no line and never mix lines
+    // Two writers on one run id lose no line and never mix lines
     // inside a chunk: a seq found taken by other bytes moves on.
     #[test]
     fn two_writers_on_one_run_lose_nothing() {
@@ -644,7 +644,7 @@ mod tests {
         assert_eq!(backend.list_objects("_runs/r1").unwrap().len(), 2 * 68);
     }
 
-    // Issue 13: a create that was stored but reported as failed, retried,
+    // A create that was stored but reported as failed, retried,
     // finds its own bytes and counts them as its chunk: no duplicate lines,
     // no gap.
     #[test]
@@ -678,7 +678,7 @@ mod tests {
         );
     }
 
-    // Issue 23 item 13: lines nobody syncs reach the store on the flusher's
+    // Lines nobody syncs reach the store on the flusher's
     // timer, with no further append: an engine killed while a long command
     // runs keeps them.
     #[test]
@@ -726,7 +726,7 @@ mod tests {
         (backend, store)
     }
 
-    // Issue 23 item 13: a refused chunk's error says why (the store's
+    // A refused chunk's error says why (the store's
     // cause, not "object store error on KEY" alone), and its lines are kept:
     // the next flush stores them with the lines appended since, in order.
     #[test]
@@ -746,7 +746,7 @@ mod tests {
         assert_eq!(text(&store, "r1"), "running\nsuccess\n");
     }
 
-    // Issue 23 item 13: a chunk whose create landed but was reported failed
+    // A chunk whose create landed but was reported failed
     // is retried with exactly its own bytes, though lines were appended
     // since: found as ours, not stored twice.
     #[test]
@@ -761,7 +761,7 @@ mod tests {
         assert_eq!(backend.list("_runs/r1/events").unwrap().len(), 2);
     }
 
-    // Issue 13: the filesystem keeps one append-only file per run, where
+    // The filesystem keeps one append-only file per run, where
     // existing warehouses have it.
     #[test]
     fn filesystem_keeps_one_file_per_run() {
@@ -779,7 +779,7 @@ mod tests {
         assert_eq!(store.runs().unwrap()[0].id, "r1");
     }
 
-    // Issue 13: on the filesystem a run whose log is damaged (a directory
+    // On the filesystem a run whose log is damaged (a directory
     // where the file belongs) is listed and its read fails naming the file:
     // damage is not "no events".
     #[test]

@@ -187,7 +187,7 @@ mod tests {
         validate_segment("2024-01-01").unwrap();
     }
 
-    // issue 23: a segment longer than a directory entry may be is refused,
+    // A segment longer than a directory entry may be is refused,
     // and so is a partition whose marker's name would be
     #[test]
     fn long_segments_and_partitions_are_refused() {
@@ -214,7 +214,7 @@ mod tests {
         );
     }
 
-    // issue 10: any partition key is one safe segment and decodes back
+    // Any partition key is one safe segment and decodes back
     #[test]
     fn partition_keys_encode_to_one_reversible_segment() {
         for key in ["2026-09-20", "eu", "all", "a.b"] {
@@ -261,7 +261,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        // issue 10: any key, any bytes: one valid segment that decodes back
+        // Any key, any bytes: one valid segment that decodes back
         #[test]
         fn partition_encoding_round_trips(key in "\\PC{1,40}") {
             let seg = encode_partition(&key);

@@ -146,7 +146,7 @@ mod tests {
     use super::*;
     use crate::store::{Backend, FencingToken, MemoryBackend, Warehouse};
 
-    // issue 13: a lease is written and read through the backend at
+    // A lease is written and read through the backend at
     // attempts/<token>/lease.json, so it lives wherever the warehouse does.
     #[test]
     fn leases_go_through_the_backend() {

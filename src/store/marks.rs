@@ -254,7 +254,7 @@ mod tests {
         }
     }
 
-    // issue 13: markers are a typed store over the backend: they live in
+    // Markers are a typed store over the backend: they live in
     // memory when the warehouse does, and no file is written beside it.
     #[test]
     fn markers_go_through_the_backend() {

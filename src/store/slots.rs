@@ -790,7 +790,7 @@ mod tests {
         assert!(a.try_acquire("t k4").unwrap().is_some());
     }
 
-    // issue 16: slot records are not fsynced, so a host crash can leave the
+    // Slot records are not fsynced, so a host crash can leave the
     // newest one torn (empty or cut short); its holder died with that host,
     // so the slot is free, never a pool stuck on a corrupt record.
     #[test]

@@ -1,4 +1,4 @@
-//! Delta Lake tables that follow weir's commit log (issue 27).
+//! Delta Lake tables that follow weir's commit log.
 //!
 //! An output declared with `table = "delta"` is also a Delta table whose
 //! root is the dataset's directory in the warehouse (`<root>/<dataset>`, on
@@ -97,7 +97,7 @@ const RETENTION_KEY: &str = "delta.deletedFileRetentionDuration";
 /// Delta's default for [`RETENTION_KEY`]: one week.
 const DEFAULT_RETENTION: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
-/// `output.schema`: how a Delta table's schema may change (issue 27).
+/// `output.schema`: how a Delta table's schema may change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SchemaPolicy {
     /// A generation with other columns than the table's fails its audit.
@@ -335,7 +335,7 @@ fn schema_check(
 }
 
 /// The audit's check of a candidate of `store`'s partition against its
-/// dataset's Delta table (issue 27): `Ok` when its files' schema fits the
+/// dataset's Delta table: `Ok` when its files' schema fits the
 /// table's under `policy` (or the table has none yet), `Err(Ok(why))` when
 /// it does not (a gate failure: nothing is published), `Err(Err(e))` when
 /// the table or the files cannot be read.
@@ -652,7 +652,7 @@ mod tests {
     use crate::store::{MemoryBackend, Warehouse};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    // Issue 27: a version another writer takes between weir's replay and
+    // A version another writer takes between weir's replay and
     // its put-if-absent is a conflict: weir replays again and commits on
     // the next free version, without protocol/metaData once the table has
     // them and without touching the other writer's partition; following
@@ -754,7 +754,7 @@ mod tests {
         assert!(backend.get(&version_key("d", 3)).unwrap().is_none());
     }
 
-    // Issue 27 item 1: a checkpoint weir writes reads back as the same
+    // A checkpoint weir writes reads back as the same
     // table: protocol, metaData (schema, partition columns), each live
     // file with its size and partition values, and weir's per-partition
     // state (generation and version), which the JSON commits' commitInfo
@@ -836,7 +836,9 @@ mod tests {
         );
     }
 
-    // Issue 27.
+    // Readers decode an `add` path as a URI path, so a `%` already in a
+    // key is encoded again and reads back as written; `/` and `=` stay, as
+    // Spark and delta-rs write `<column>=<value>/`.
     #[test]
     fn paths_are_percent_encoded_but_slashes() {
         let path = "a%2Fb/attempts/00000000000000000001/data/x y.parquet";
@@ -849,7 +851,9 @@ mod tests {
         assert_eq!(encode_path("region=eu/~a+b é"), "region=eu/~a%2Bb%20%C3%A9");
     }
 
-    // Issue 27.
+    // A table's `schemaString` is in Spark's types; Delta's `timestamp` is
+    // an instant, so a timestamp without a zone is refused rather than
+    // published as one it is not.
     #[test]
     fn arrow_types_map_to_spark_types_and_timestamps_without_zone_are_refused() {
         assert_eq!(spark_type(&DataType::Int64).unwrap(), "long");

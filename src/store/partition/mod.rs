@@ -524,7 +524,7 @@ mod tests {
     }
 
     /// Writes log/<g> as a racing publisher would have.
-    // issue 23 item 3: the hole a listing shows, from where it starts.
+    // The hole a listing shows, from where it starts.
     #[test]
     fn log_listing_finds_gaps_and_markers_without_records() {
         let names = |list: &[&str]| list.iter().map(|n| n.to_string()).collect::<Vec<_>>();
@@ -553,7 +553,7 @@ mod tests {
         assert_eq!(hole(Vec::new(), 1), None);
     }
 
-    // issue 28 item 4: a local token's record is not synced; a host crash
+    // A local token's record is not synced; a host crash
     // may lose the record of an attempt that never committed, and the first
     // epoch after the reboot raises the floor above it, so that token is
     // never handed out again. Without a reboot tokens stay dense.
@@ -597,7 +597,7 @@ mod tests {
         assert_eq!(next.allocate_token(&owner(1)).unwrap().get(), 3 << 32);
     }
 
-    // issue 23 items 1 and 4: a token comes from above the newest record
+    // A token comes from above the newest record
     // even with tokens/ gone, and its attempt directory starts empty.
     #[test]
     fn tokens_come_from_above_the_log_and_attempts_start_empty() {
@@ -643,7 +643,7 @@ mod tests {
         assert_eq!(missing(p.history().unwrap_err()), (4, Some(4)));
     }
 
-    // issue 23 item 3: in an object store too, whether this process saw
+    // In an object store too, whether this process saw
     // the newest generation (its listing starts there) or not.
     #[test]
     fn remote_newest_record_that_goes_is_missing() {
@@ -799,12 +799,12 @@ mod tests {
         }
     }
 
-    // issue 13: in an object store the newest generation of a long commit
+    // In an object store the newest generation of a long commit
     // log is found from its checkpoint (one GET and one short LIST), not by
     // listing thousands of records; a lost, stale or garbled checkpoint
     // still finds the newest.
     #[test]
-    fn issue_13_remote_latest_lists_from_the_log_checkpoint() {
+    fn remote_latest_lists_from_the_log_checkpoint() {
         let tmp = tempfile::tempdir().unwrap();
         let backend = Arc::new(LogListings::default());
         let wh = Warehouse::remote(backend.clone(), "s3://b/wh", tmp.path()).unwrap();
@@ -861,7 +861,7 @@ mod tests {
         );
     }
 
-    // issue 28: a log that fits one listing page costs its first reader
+    // A log that fits one listing page costs its first reader
     // one LIST and one GET (no checkpoint; and one LIST of the dataset
     // the first time the process looks at it, for its layout), and each later look one LIST
     // that starts at the record it read, which it does not read again.
@@ -911,7 +911,7 @@ mod tests {
         ));
     }
 
-    // issue 28 item 1: an allocation after this process's own look at the
+    // An allocation after this process's own look at the
     // log reads it no more when nobody else can have committed since (no
     // token between the kept record's and the new one), and reads it when
     // another engine's token is there: that engine committed meanwhile, and

@@ -445,7 +445,7 @@ mod tests {
         c
     }
 
-    // issue 28 item 1: one listing of a dataset tells every partition's
+    // One listing of a dataset tells every partition's
     // newest generation and whether it is current, from the summaries its
     // publication markers carry, with no read of any record; a partition
     // with no log is known empty; what a newer commit changes is seen once
@@ -586,7 +586,7 @@ mod tests {
         assert_eq!(backend.take(), 1, "its record is read");
     }
 
-    // issue 28 item 1: a commit puts the generation after the newest its
+    // A commit puts the generation after the newest its
     // process saw without listing the log, and stays fenced: another
     // engine's commit since makes the put collide, the log is listed, and
     // a token older than the committed one is refused.

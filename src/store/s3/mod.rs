@@ -808,7 +808,7 @@ mod tests {
         assert_eq!(parse_url("/tmp/wh"), None);
     }
 
-    // Issue 23 item 13: what the upload listing is read with.
+    // What the upload listing is read with.
     #[test]
     fn list_uploads_reply_is_read_and_keys_encoded() {
         let xml = "<ListMultipartUploadsResult><IsTruncated>true</IsTruncated>\
