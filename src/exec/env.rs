@@ -750,7 +750,7 @@ mod tests {
         all
     }
 
-    // issue 23 item 11: the store's credentials stay with the engine on S3;
+    // The store's credentials stay with the engine on S3;
     // `env` gives exactly what it declares; weir's variables win
     #[test]
     fn environment_by_warehouse_and_declaration() {

@@ -28,8 +28,8 @@ fn label(rows: &Path, path: &Path) -> Option<(String, String)> {
     Some((partition, label.join("/")))
 }
 
-// issue 16: one instance of a new partition costs 10 fsyncs, each one needed by an invariant,
-// and its pool slot none; issue 28 item 4: 8, as its token's record is not synced (the engine's
+// One instance of a new partition cost 10 fsyncs at first, each one needed by an invariant,
+// and its pool slot none; then 8, as its token's record is not synced (the engine's
 // epoch, synced once per run, is what keeps a token lost in a crash from being reused), then 6:
 // the published files move to `<p>/data-<t>/`, whose entry the partition dir's fsync makes durable
 // together with the skeleton's, which is no longer synced before the token

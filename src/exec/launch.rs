@@ -461,7 +461,7 @@ env = { pass = ["PATH", "HOME", "ABSENT"], set = { LEVEL = "info", KEY = "env:AP
         }
     }
 
-    // issue 16: launching a command does not copy the engine. A fork
+    // Launching a command does not copy the engine. A fork
     // write-protects every page of the engine, so each page the engine
     // writes afterwards faults again (and flushes the other CPUs' TLBs):
     // about 1.9 ms of system CPU per launch in W1.

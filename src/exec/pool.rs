@@ -564,12 +564,12 @@ mod tests {
         start.elapsed()
     }
 
-    // issue 16: consecutive permits of one engine use the warehouse slot the
+    // Consecutive permits of one engine use the warehouse slot the
     // first one took, without a release and a re-take (two records each);
     // it goes back once no permit took it within the linger, or at the end
     // of the run.
     #[test]
-    fn issue_16_consecutive_permits_keep_one_warehouse_slot() {
+    fn consecutive_permits_keep_one_warehouse_slot() {
         let tmp = tempfile::tempdir().unwrap();
         let backend: Arc<dyn Backend> = Arc::new(crate::store::FsBackend::new(tmp.path()));
         let slots = Slots::with(
@@ -604,7 +604,7 @@ mod tests {
         drop(slots);
     }
 
-    // issue 28 item 1: an idle slot is kept past the linger while an
+    // An idle slot is kept past the linger while an
     // attempt of this engine is on its way to a permit (a downstream
     // started as its upstream ended), so the warehouse sees no release and
     // re-take; it goes back once that attempt ended without one, or after
@@ -775,7 +775,7 @@ mod tests {
         taken
     }
 
-    // issue 28: while this engine's beats land, no other engine can take
+    // While this engine's beats land, no other engine can take
     // its kept slot for a dead engine's, so the next permit uses it with no
     // request; once its last beat is older than that proof allows, the next
     // permit lists the slot again.
@@ -798,12 +798,12 @@ mod tests {
         assert_eq!(a.store.slot_listings.load(Ordering::SeqCst), listed + 1);
     }
 
-    // issue 16: a slot kept for this engine's next permit may have been
+    // A slot kept for this engine's next permit may have been
     // reclaimed meanwhile by another engine (this one's beat stopped for
     // the timeout, so it was taken for dead): the next permit does not
     // count it as its own too, but takes another.
     #[test]
-    fn issue_16_a_kept_slot_reclaimed_meanwhile_is_not_used_twice() {
+    fn a_kept_slot_reclaimed_meanwhile_is_not_used_twice() {
         let a = beating_engine(2);
         let (slot, generation) = held(&a.slots.acquire("t k1").unwrap());
         // a beats no more: b takes its slot after the timeout.
@@ -819,7 +819,7 @@ mod tests {
         assert!(record.contains("b's"), "{record}");
     }
 
-    // issue 28: an engine whose beats stall (the store refuses them) is
+    // An engine whose beats stall (the store refuses them) is
     // taken for dead and its kept slot reclaimed; its beats land again
     // before its next permit, but the gap they left is remembered: that
     // permit lists the slot and takes another one. A beat that lands late

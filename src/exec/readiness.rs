@@ -436,7 +436,7 @@ mod tests {
         }
     }
 
-    // issue 24 item 4: each sensor says ready, not yet or failed
+    // Each sensor says ready, not yet or failed
     #[test]
     fn sensors_say_ready_not_yet_or_failed() {
         let dir = tempfile::tempdir().unwrap();
@@ -541,7 +541,7 @@ mod tests {
         assert!(why(&check(&missing)).contains("`/no/such/sensor` cannot start: "));
     }
 
-    // issue 24 item 4: rechecks back off, and the wait's end is the last look
+    // Rechecks back off, and the wait's end is the last look
     #[test]
     fn rechecks_back_off_until_the_deadline() {
         let ms = Duration::from_millis;

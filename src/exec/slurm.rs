@@ -531,7 +531,7 @@ fn pattern_safe(path: &Path) -> String {
 mod tests {
     use super::*;
 
-    // issue 14: every Slurm end state maps to an ending
+    // Every Slurm end state maps to an ending
     #[test]
     fn end_states_map_to_endings() {
         let line = |state: &str, exit: &str| {
@@ -565,7 +565,7 @@ mod tests {
         assert_eq!(line("RUNNING", "0:0").node.as_deref(), Some("vm"));
     }
 
-    // issue 23 item 11: sbatch gets the task's environment and the
+    // `sbatch` gets the task's environment and the
     // scheduler's own settings, nothing else of the engine's
     #[test]
     fn sbatch_gets_the_task_environment_and_scheduler_settings() {
@@ -596,7 +596,7 @@ mod tests {
         assert_eq!(got, want);
     }
 
-    // issue 14: values with commas, quotes, newlines and `$` survive the env file
+    // Values with commas, quotes, newlines and `$` survive the env file
     #[test]
     fn env_file_keeps_every_value() {
         let env = vec![

@@ -407,7 +407,7 @@ mod tests {
         )
     }
 
-    // issue 16: the PATH search is execvp's: an empty entry is the working
+    // The PATH search is execvp's: an empty entry is the working
     // directory, a name with a slash is not searched
     #[test]
     fn candidates_follow_execvp() {
@@ -424,7 +424,7 @@ mod tests {
         );
     }
 
-    // issue 16: the child starts as `Command` started it: its own process
+    // The child starts as `Command` started it: its own process
     // group, no signal blocked, SIGPIPE not ignored, stdin from /dev/null,
     // exactly the launch's environment, in the working directory
     #[test]
@@ -493,7 +493,7 @@ mod tests {
         );
     }
 
-    // issue 16: a command that cannot start is an error carrying the OS's
+    // A command that cannot start is an error carrying the OS's
     // reason, and leaves no child behind
     #[test]
     fn a_command_that_cannot_start_says_why() {
@@ -523,7 +523,7 @@ mod tests {
         }
     }
 
-    // issue 16: a script without a `#!` line runs under /bin/sh, as
+    // A script without a `#!` line runs under /bin/sh, as
     // execvp(3) runs it
     #[test]
     fn a_script_without_an_interpreter_line_runs_under_sh() {

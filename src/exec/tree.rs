@@ -766,7 +766,7 @@ mod tests {
         );
     }
 
-    // issue 28: both hierarchies are found in /proc/self/mountinfo (the
+    // Both hierarchies are found in /proc/self/mountinfo (the
     // first of each; a v1 hierarchy without the freezer is not one), the v2
     // directory is the engine's own cgroup below the mounted subtree, and
     // `WEIR_CGROUP` takes only the values it documents
