@@ -618,7 +618,7 @@ mod tests {
         );
     }
 
-    // issue 23: the probe runs on the rayon workers reading a candidate of
+    // The probe runs on the rayon workers reading a candidate of
     // several files, so a fault injected there is a panic in a worker.
     #[test]
     fn audit_probe_runs_on_the_threads_reading_the_files() {

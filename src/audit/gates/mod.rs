@@ -1195,7 +1195,7 @@ A-1003,refunded,100
         );
     }
 
-    // Issue 16: key fingerprints are kept by bucket and sorted once; only
+    // Key fingerprints are kept by bucket and sorted once; only
     // repeated prints are suspects, the rest are decided without a reread.
     #[test]
     fn key_prints_report_only_repeated_prints() {
@@ -1224,7 +1224,7 @@ A-1003,refunded,100
         assert_eq!(repeats.unverified, 0);
     }
 
-    // Issue 16: past the suspects verified against their keys, repeats are
+    // Past the suspects verified against their keys, repeats are
     // still counted, so the count stays exact for real duplicates.
     #[test]
     fn duplicates_beyond_the_verified_suspects_are_counted() {
@@ -1275,7 +1275,7 @@ A-1003,refunded,100
             .remove(0)
     }
 
-    // Issue 16: a key hash collision is verified against the keys: distinct
+    // A key hash collision is verified against the keys: distinct
     // keys with one hash are not duplicates, an equal key still is.
     #[test]
     fn forced_key_hash_collision_is_no_duplicate_but_a_real_one_is() {

@@ -346,7 +346,7 @@ fn csv_crate_rows(text: &str) -> Vec<Vec<Option<String>>> {
 }
 
 proptest::proptest! {
-    // Issue 16: the CSV fast path (lines without quotes split on commas)
+    // The CSV fast path (lines without quotes split on commas)
     // and csv_core for the rest read every file as the csv crate does:
     // quoting, CRLF, a lone CR ending a record, blank lines, no final newline.
     #[test]
@@ -381,7 +381,7 @@ proptest::proptest! {
     }
 }
 
-// Issue 16: lines and quoted fields longer than the read buffer.
+// Lines and quoted fields longer than the read buffer.
 #[test]
 fn csv_records_longer_than_the_buffer() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -432,7 +432,7 @@ impl RowFold for Live {
     fn row(&mut self, _row: &Row<'_>) {}
 }
 
-// https://github.com/weir/weir/issues/23 item 7: every file's
+// Every file's
 // accumulator was held until all files were read (1,000,000 one-row
 // files OOM-killed the engine); they are merged in file order as they
 // are done, a window at a time.
@@ -455,7 +455,7 @@ fn files_are_merged_as_they_are_folded() {
     );
 }
 
-// Issue 23 item 7: JSON Lines files of different keys among many are
+// JSON Lines files of different keys among many are
 // folded again with the union of all keys, in file order.
 #[test]
 fn jsonl_keys_differing_after_the_first_window_are_united() {
@@ -485,7 +485,7 @@ fn jsonl_keys_differing_after_the_first_window_are_united() {
     );
 }
 
-// Issue 23 item 7: more files than MAX_FILES are refused before any is
+// More files than MAX_FILES are refused before any is
 // opened (these do not exist).
 #[test]
 fn too_many_files_are_refused_before_reading() {
@@ -502,7 +502,7 @@ fn too_many_files_are_refused_before_reading() {
     );
 }
 
-// Issue 23 item 7: a value over MAX_VALUE_BYTES in a record under
+// A value over MAX_VALUE_BYTES in a record under
 // MAX_RECORD_BYTES fails naming the file, line and column, in CSV and
 // JSON Lines alike.
 #[test]
@@ -550,7 +550,7 @@ fn a_value_over_the_limit_names_its_line_and_column() {
     );
 }
 
-// Issue 23 item 7: a record over MAX_RECORD_BYTES (a sparse file: a
+// A record over MAX_RECORD_BYTES (a sparse file: a
 // field that never ends, quoted or not, or a JSON line) fails naming
 // the line where it starts, without reading the rest of it.
 #[test]

@@ -68,10 +68,10 @@ fn people_csv(ids: &[i64]) -> String {
     text
 }
 
-// issue 15: the same logical rows digest the same in Parquet, CSV and
+// The same logical rows digest the same in Parquet, CSV and
 // JSON Lines (strings, integers, booleans, dates and nulls).
 #[test]
-fn issue_15_parquet_csv_and_jsonl_rows_have_one_digest() {
+fn parquet_csv_and_jsonl_rows_have_one_digest() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ids: Vec<i64> = (1..=1000).collect();
     // Two files, several row groups each, decoded in parallel.
@@ -109,7 +109,7 @@ fn issue_15_parquet_csv_and_jsonl_rows_have_one_digest() {
     );
 }
 
-// issue 15: the canonical text of floats, decimals, timestamps, times,
+// The canonical text of floats, decimals, timestamps, times,
 // nested values and dictionary columns, as the README documents it.
 #[test]
 fn parquet_values_render_as_documented() {
@@ -223,7 +223,7 @@ fn spec<'a>(
     }
 }
 
-// issue 15: gates run on Parquet: duplicates across row groups and files
+// Gates run on Parquet: duplicates across row groups and files
 // are located by file and row, and a reconcile gate compares a Parquet
 // output with a CSV input.
 #[test]
@@ -271,7 +271,7 @@ fn gates_on_parquet_locate_rows_and_reconcile_with_csv() {
     assert_eq!(report.gates[2].expected, "20");
 }
 
-// issue 15: an invalid file, or files of one candidate whose schemas
+// An invalid file, or files of one candidate whose schemas
 // differ, fail the audit naming the file and the column.
 #[test]
 fn invalid_parquet_and_schema_drift_name_file_and_column() {
@@ -331,7 +331,7 @@ fn invalid_parquet_and_schema_drift_name_file_and_column() {
     let _ = Schema::empty();
 }
 
-// issue 15: an empty Parquet file digests like a header-only CSV file of
+// An empty Parquet file digests like a header-only CSV file of
 // the same columns, and a column type without canonical text is refused
 // by name.
 #[test]
@@ -357,7 +357,7 @@ fn empty_files_agree_and_unsupported_types_are_named() {
         .starts_with(&format!("`{}` column `wait`: type ", file.display())));
 }
 
-// Issue 15: integers, strings and binaries written into a batch's
+// Integers, strings and binaries written into a batch's
 // slice (fixed-size stores past a value's end, views inline and in
 // buffers) read back as `Display` writes them, at every length, with
 // nulls and dictionaries, and digest as the same rows in CSV do.
@@ -472,7 +472,7 @@ fn sized_values_read_back_exactly() {
     assert_eq!(digest, digest_files(&[csv_file], Format::Csv).expect("csv"));
 }
 
-// Issue 23 item 7: a Parquet value over MAX_VALUE_BYTES fails the audit
+// A Parquet value over MAX_VALUE_BYTES fails the audit
 // naming the file, the row and the column.
 #[test]
 fn a_value_over_the_limit_names_its_row_and_column() {
@@ -540,7 +540,7 @@ fn grouped(dir: &Path, sizes: &[usize]) -> super::ParquetFile {
     super::ParquetFile::open(&path).expect("opens")
 }
 
-// issue 15: a file folded in parts (ranges of row groups that start and
+// A file folded in parts (ranges of row groups that start and
 // end inside pages), on more threads than cores and finishing in any
 // order, is merged in file order: every row once, with its own values.
 #[test]
@@ -567,7 +567,7 @@ fn parts_of_row_groups_merge_in_file_order_with_their_values() {
     assert_eq!(here.0, expected);
 }
 
-// issue 15: row groups are cut into parts of equal rows, in order, the
+// Row groups are cut into parts of equal rows, in order, the
 // remainder spread over the first.
 #[test]
 fn row_groups_are_cut_into_parts_of_about_equal_rows() {
@@ -596,7 +596,7 @@ fn row_groups_are_cut_into_parts_of_about_equal_rows() {
     assert_eq!(grouped(dir.path(), &[1000]).parts(2).len(), 1);
 }
 
-// issue 15: parts are merged as they are done in file order, and the
+// Parts are merged as they are done in file order, and the
 // error reported is the first part's in file order, not the first to
 // fail in time.
 #[test]
@@ -629,7 +629,7 @@ fn parts_arriving_out_of_order_merge_in_order_and_report_the_first_error() {
         .is_none());
 }
 
-// issue 15: one file of many row groups, audited (in parts on a
+// One file of many row groups, audited (in parts on a
 // machine of several cores): the digest is the CSV's, duplicates
 // across groups and nulls are located by row.
 #[test]

@@ -325,7 +325,7 @@ mod tests {
 
     use super::{timestamp, whole_second_timestamp, Dates};
 
-    // Issue 23 item 10: dates and timestamps are worked out on the calendar,
+    // Dates and timestamps are worked out on the calendar,
     // as jiff prints them within its timestamps' range, and on to the end of
     // year 9999 (jiff's timestamps end on 9999-12-30 at 22:00).
     #[test]
@@ -373,7 +373,7 @@ mod tests {
         );
     }
 
-    // Issue 15: the fast timestamp text is jiff's, byte for byte, wherever
+    // The fast timestamp text is jiff's, byte for byte, wherever
     // it applies (whole seconds, years 0000 to 9999), and declines elsewhere.
     #[test]
     fn whole_second_timestamps_render_as_jiff_does() {
