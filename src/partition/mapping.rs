@@ -222,7 +222,9 @@ mod tests {
 
     const NOW: i64 = 1_800_000_000; // 2027-01-15
 
-    // Issue 10.
+    // Each row of the mapping table in the module doc, with a shift and a
+    // mapped period before the upstream's start, which is an error and
+    // never a silent gap.
     #[test]
     fn downstream_keys_map_to_upstream_keys_by_the_rules_of_the_table() {
         let day = Dims(vec![time("day", Grain::Daily, "UTC", "2026-01-01")]);
@@ -274,7 +276,7 @@ mod tests {
         );
     }
 
-    // issue 24 item 3: minute keys across New York's fall-back map to hours
+    // Minute keys across New York's fall-back map to hours
     // and days by the rules of the table, offsets included
     #[test]
     fn minutely_maps_to_hourly_and_daily_across_dst() {
@@ -385,7 +387,7 @@ mod props {
     }
 
     proptest! {
-        // issue 10: every mapped upstream key is a key inside the upstream's range
+        // Every mapped upstream key is a key inside the upstream's range
         #[test]
         fn mapped_keys_are_inside_the_upstream_range(
             dg in 0..6usize, ug in 0..6usize, dz in 0..5usize, uz in 0..5usize,
@@ -407,7 +409,7 @@ mod props {
             }
         }
 
-        // issue 10: hourly to daily in a DST zone covers each local hour exactly once
+        // Hourly to daily in a DST zone covers each local hour exactly once
         #[test]
         fn hourly_to_daily_covers_each_hour_once(
             z in 1..5usize, first in 0..4000i64, n in 1..40i64,
@@ -428,7 +430,7 @@ mod props {
             }
         }
 
-        // issue 10: a rollup's inputs each map back (containment) to the rollup's key
+        // A rollup's inputs each map back (containment) to the rollup's key
         #[test]
         fn rollup_then_containment_is_the_same_key(
             fine in 0..5usize, coarse_off in 1..3usize, dz in 0..5usize, uz in 0..5usize,
@@ -447,7 +449,7 @@ mod props {
             }
         }
 
-        // issue 10: keys of every grain and zone parse back to their period
+        // Keys of every grain and zone parse back to their period
         #[test]
         fn keys_round_trip(
             g in 0..6usize, z in 0..5usize, days in 0i64..47_000, hour in 0..24i64,

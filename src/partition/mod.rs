@@ -127,7 +127,7 @@ pub fn shell_word(text: &str) -> std::borrow::Cow<'_, str> {
 mod tests {
     use super::shell_word;
 
-    // issue 23 item 14: a suggested `--partition eu|2026-11-15` was a pipe
+    // A suggested `--partition eu|2026-11-15` was a pipe
     #[test]
     fn keys_are_one_shell_word() {
         assert_eq!(shell_word("2026-09-20"), "2026-09-20");

@@ -94,7 +94,7 @@ mod tests {
 
     const NOW: i64 = 1_800_000_000; // 2027-01-15
 
-    // issue 26 item 2: the mapping read backwards, checked against the
+    // The mapping read backwards, checked against the
     // forward one
     #[test]
     fn readers_of_an_hour_a_day_and_a_week() {

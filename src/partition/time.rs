@@ -688,7 +688,7 @@ mod tests {
         assert_eq!(monthly.parse_bound("2026-09-20"), monthly.parse("2026-09"));
     }
 
-    // issue 10: "latest complete" is local to the scheme's timezone
+    // "latest complete" is local to the scheme's timezone
     #[test]
     fn latest_complete_period_is_local() {
         let at = |s: &str| s.parse::<Timestamp>().unwrap().as_second();
@@ -759,7 +759,7 @@ mod tests {
         probe.with_range(p, None)
     }
 
-    // issue 24 item 3: minute periods on the local clock, keyed to the minute
+    // Minute periods on the local clock, keyed to the minute
     #[test]
     fn minutely_keys_are_local_minutes() {
         let at = |s: &str| s.parse::<Timestamp>().unwrap().as_second();
@@ -808,7 +808,7 @@ mod tests {
         );
     }
 
-    // issue 24 item 3: the repeated hour of a fall-back carries its offset in
+    // The repeated hour of a fall-back carries its offset in
     // minute keys as in hourly ones; the skipped hour of a spring-forward has
     // no keys
     #[test]
@@ -860,7 +860,7 @@ mod tests {
         probe.with_range(p, hours.map(|h| p + h - 1))
     }
 
-    // issue 23 item 9: the sub-hour phase is the zone's at `start`, and local
+    // The sub-hour phase is the zone's at `start`, and local
     // hours begin on the local hour (+05:45 begins them at 15 past UTC)
     #[test]
     fn hours_in_nepal_and_liberia_begin_on_their_local_hour() {
@@ -907,7 +907,7 @@ mod tests {
         }
     }
 
-    // issue 23 item 9: a zone whose offset moves by a fraction of an hour
+    // A zone whose offset moves by a fraction of an hour
     // within the range has no stable hours
     #[test]
     fn fractional_offset_changes_are_found_in_the_range() {

@@ -83,7 +83,7 @@ mod tests {
         ]})
     }
 
-    // issue 26 item 4: generations and tokens do not count, digests do
+    // Generations and tokens do not count, digests do
     #[test]
     fn an_identical_republish_reads_the_same() {
         assert!(same_reads(
