@@ -400,7 +400,7 @@ impl References {
         };
         // Files the dataset's Delta table still needs stay: those of its
         // current version, and removed ones within the table's retention,
-        // so time travel over that window reads (issue 27); an unreadable
+        // so time travel over that window reads; an unreadable
         // table log keeps the whole partition, like an unreadable commit log.
         match crate::store::delta::referenced_attempts(store, now.as_millisecond()) {
             Ok(delta) => {
@@ -851,7 +851,7 @@ mod tests {
             .unwrap();
     }
 
-    // issue 13: an attempt's age counts from when the store wrote its token,
+    // An attempt's age counts from when the store wrote its token,
     // not from the allocating engine's clock: an engine whose clock runs 10
     // hours behind does not make its fresh attempt look old, nor one 10
     // hours ahead an old attempt look young.
@@ -989,7 +989,7 @@ mod tests {
     #[test]
     fn a_record_naming_a_table_directory_below_its_attempt_keeps_the_attempt() {
         // A Delta table dataset's record names `attempts/<t>/<column>=<value>`
-        // (issue 27); gc decides per attempt dir, and must see it referenced
+        // (a table partitioned by column); gc decides per attempt dir, and must see it referenced
         // by its record even when no Delta log says so (a table behind).
         let (_tmp, wh, p) = setup();
         let publish_table = |run: &str| {
@@ -1279,7 +1279,7 @@ mod tests {
         assert!(!item.decision.is_delete());
     }
 
-    // Issue 12: a lease that cannot be read (here a directory: EISDIR) was
+    // A lease that cannot be read (here a directory: EISDIR) was
     // taken as no lease, and its attempt deleted by age; it may be live.
     #[test]
     fn an_unreadable_lease_keeps_its_attempt() {
@@ -1328,7 +1328,7 @@ mod tests {
         p.write_lease(t, &lease).unwrap();
     }
 
-    // Issue 16: an engine no longer marks a committed attempt's lease
+    // An engine no longer marks a committed attempt's lease
     // finished (one write and one inode less per publication); gc tells the
     // attempt ended by its commit, so a superseded generation is still
     // collected, while an uncommitted attempt with such a lease is kept.
@@ -1359,7 +1359,9 @@ mod tests {
         );
     }
 
-    // Issue 23.
+    // An incomplete multipart upload may be a publish still writing its
+    // parts: only one older than the threshold is aborted, and the reason
+    // says its parts are stored but are no object.
     #[test]
     fn an_upload_is_aborted_only_once_older_than_the_threshold() {
         let options = GcOptions {

@@ -53,7 +53,7 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
 
 #[cfg(test)]
 mod tests {
-    // issue 23 item 12: a task's stderr cannot drive the operator's terminal
+    // A task's stderr cannot drive the operator's terminal
     #[test]
     fn control_characters_are_escaped() {
         assert_eq!(

@@ -649,7 +649,7 @@ pub fn span(ms: i64) -> String {
 mod tests {
     use super::*;
 
-    // issue 26 item 6: nearest-rank percentiles are measured values at rank
+    // Nearest-rank percentiles are measured values at rank
     // ⌈p/100 × n⌉, never interpolated.
     #[test]
     fn nearest_rank_percentiles() {
@@ -736,7 +736,7 @@ reason = "test"
         }
     }
 
-    // issue 26 item 6: the measures of a known set of records, exactly:
+    // The measures of a known set of records, exactly:
     // the window by period end and by event time, met/missed/pending, one
     // queue wait per attempt (a retry is queued again), durations from the
     // events' own measure, a backfill's attempts in its pool, and records
@@ -1015,7 +1015,9 @@ reason = "test"
         assert_eq!(b.error_budget, None);
     }
 
-    // Issue 26.
+    // Pending partitions count on neither side of the share, and an
+    // overspent budget goes below zero rather than stopping at it, so a
+    // report shows by how much; with no miss allowed there is no budget.
     #[test]
     fn the_share_within_sla_and_the_remaining_error_budget() {
         let p = Partitions {
@@ -1031,7 +1033,8 @@ reason = "test"
         assert_eq!(Budget::new(0.0, 0).remaining, None);
     }
 
-    // Issue 26.
+    // Spans are written as people read them, two units at most at every
+    // scale, so a column of latencies stays short from milliseconds to days.
     #[test]
     fn spans_read_at_every_scale() {
         use super::span;

@@ -140,7 +140,7 @@ struct StoredInput {
     path: Option<String>,
     #[serde(default)]
     watermark: Option<String>,
-    /// The upstream partition, when not the task's own (issue 10).
+    /// The upstream partition, when not the task's own.
     #[serde(default)]
     partition: Option<String>,
     /// Each upstream partition of an input mapped to several.
