@@ -216,7 +216,7 @@ pub fn redact_url_in(text: &str) -> String {
 mod tests {
     use super::*;
 
-    // issue 23 item 12: credentials in a lineage URL never reach a message
+    // Credentials in a lineage URL never reach a message
     #[test]
     fn urls_lose_userinfo_and_query_values() {
         assert_eq!(

@@ -176,7 +176,7 @@ fn broken_pipe(error: &CliError) -> bool {
 mod tests {
     use super::*;
 
-    // Issue 12 item 6: `weir report --out /dev/stdout | head` and `weir plan
+    // `weir report --out /dev/stdout | head` and `weir plan
     // --html /dev/stdout | head` exited 5 on the EPIPE of their file write;
     // a reader that went away ends weir with 0, whatever wrote to it.
     #[test]

@@ -14,7 +14,7 @@ pub(crate) fn run(args: &HistoryArgs) -> Result<u8, CliError> {
     let store = warehouse.partition(&args.dataset, &args.partition);
     super::checks::records_whole(task, &store)?;
     let history = store.history().map_err(CliError::engine)?;
-    // A Delta table's version of each generation (issue 27).
+    // A Delta table's version of each generation.
     let delta = match task.output.table {
         Some(_) => Some(
             crate::store::delta::versions_of(&store)

@@ -340,7 +340,7 @@ pub(crate) fn human_bytes(n: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    // Issue 12: sizes are printed for people (1.2 MiB), not as byte counts.
+    // Sizes are printed for people (1.2 MiB), not as byte counts.
     #[test]
     fn sizes_are_printed_in_binary_units_with_one_decimal() {
         assert_eq!(super::human_bytes(0), "0 B");
@@ -350,7 +350,7 @@ mod tests {
         assert_eq!(super::human_bytes(5 * 1024 * 1024 * 1024), "5.0 GiB");
     }
 
-    // Issue 12: durations are printed for people, keeping tenths of a second.
+    // Durations are printed for people, keeping tenths of a second.
     #[test]
     fn durations_are_printed_for_people_keeping_tenths() {
         use crate::manifest::duration::human;

@@ -493,7 +493,7 @@ mod tests {
         assert_eq!(bad[0].line, 3);
     }
 
-    // Issue 13: on a backend without append the log is chunks that
+    // On a backend without append the log is chunks that
     // `read_run` merges in order; a garbage chunk is reported as bad lines
     // naming its key, and the records around it survive.
     #[test]

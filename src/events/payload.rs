@@ -261,7 +261,7 @@ mod tests {
     }
 
     proptest! {
-        // issue 12: evidence written by the engine reads back whole through
+        // Evidence written by the engine reads back whole through
         // the same type, through the event log's JSON text.
         #[test]
         fn payloads_round_trip(p in payload()) {

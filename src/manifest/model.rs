@@ -365,7 +365,7 @@ pub struct Output {
     pub table: Option<TableFormat>,
 }
 
-/// `output.table`: a table format readers query (issue 27).
+/// `output.table`: a table format readers query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TableFormat {
     /// A Delta Lake table rooted at the dataset's directory.
@@ -517,7 +517,7 @@ mod tests {
     use super::Rate;
     use std::time::Duration;
 
-    // issue 23 item 1: one bucket name on two servers is two staging
+    // One bucket name on two servers is two staging
     // directories, and no endpoint's segment is another's.
     #[test]
     fn endpoints_have_their_own_segment() {
@@ -558,7 +558,7 @@ mod tests {
         assert!(w.starts_with("/else") && w.ends_with("other/x"), "{w:?}");
     }
 
-    // Issue 13: `rate = "COUNT/DURATION"` on a pool.
+    // `rate = "COUNT/DURATION"` on a pool.
     #[test]
     fn rates_parse_and_refuse() {
         assert_eq!(

@@ -1,4 +1,4 @@
-//! `output.table` (issue 27): the table format a dataset is also published
+//! `output.table`: the table format a dataset is also published
 //! as. Only Delta, and only for Parquet outputs: a Delta table's data files
 //! are Parquet, and weir references the published files rather than
 //! converting them.
