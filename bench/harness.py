@@ -35,7 +35,7 @@ WRITE = """printf 'id,v\\n1,a\\n2,b\\n' > "${1:-$WEIR_OUTPUT_DIR}/out.csv\""""
 TRANSFORM = """sed 's/,a$/,A/' "${2:-$WEIR_INPUT_RAW}/out.csv" > "${1:-$WEIR_OUTPUT_DIR}/out.csv\""""
 LOAD = """cp "${2:-$WEIR_INPUT_STG}/out.csv" "${1:-$WEIR_OUTPUT_DIR}/out.csv\""""
 # W4's task: copy the pre-generated file (a reflink where the filesystem can).
-# weir refuses hard links in the output (issue 11: a published file must be the
+# weir refuses hard links in the output (a published file must be the
 # only name of its bytes), so the task can no longer hard-link it.
 LINK = """cp --reflink=auto {src} "$WEIR_OUTPUT_DIR/big.csv\""""
 

@@ -320,8 +320,8 @@ def main():
     calls = parse_strace(trace_file)
     threads = attempt_threads(calls, root)
     seqs = [label_fsyncs(cs, root) for cs in threads.values()]
-    # Since issue 16 an attempt may not have a thread of its own (the
-    # publish's fsyncs go to the flusher pool): then there is no per-attempt
+    # An attempt may not have a thread of its own (the publish's fsyncs
+    # go to the flusher pool): then there is no per-attempt
     # breakdown to give, only the counts above.
     life, by_call = describe_thread_time(threads) if threads else (0.0, {})
     os.remove(trace_file)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What S3's latency costs weir per instance (issue 28): the same two-task
+# What S3's latency costs weir per instance: the same two-task
 # pipeline on a local warehouse and on moto behind a proxy adding 0 and 20 ms
 # per request; requests counted from moto's log. See bench/s3_bench.py.
 #

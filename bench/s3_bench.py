@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What an object store's latency costs weir, per instance (issue 28 item 5).
+"""What an object store's latency costs weir, per instance.
 
 One pipeline (`up`, and `down` reading it, over N static partitions, one 2-slot
 pool) runs three ways with the same binary: on a local warehouse; on moto

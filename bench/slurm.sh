@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14: per-instance overhead of the Slurm executor against `srun` and
+# Per-instance overhead of the Slurm executor against `srun` and
 # `sbatch --wait` of the same command in a loop, one at a time (pool slots 1),
 # on the single-node Slurm of ci/slurm-up.sh.
 #   bench/slurm.sh [N]     (default 30 instances)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Prints every non-test function in src/ longer than a limit (issue 29:
-100 lines), longest first, as `LINES FILE:LINE NAME`. It reports; it never
+"""Prints every non-test function in src/ longer than a limit (by
+default 100 lines), longest first, as `LINES FILE:LINE NAME`. It reports; it never
 fails a build (tests/it/function_sizes.rs is the check that does).
 
 A function runs from its `fn` line to the first line that is its

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# moto's standalone S3 server for the S3 backend's tests (issue 13).
+# moto's standalone S3 server for the S3 backend's tests.
 #   ci/moto-up.sh        install moto[server] if missing, start it on loopback, wait until it answers,
 #                        create the bucket `weir`, print `export WEIR_S3_TEST_ENDPOINT=...` and the
 #                        AWS_* settings of the server for the caller to eval

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prints every source file's count of non-test lines, largest first, flags
-# those over the limit a person can hold (issue 29: 800), the non-test
+# those over the limit a person can hold (800 lines), the non-test
 # functions over 100 lines (ci/long_functions.py), and the size of the weir
 # binaries that exist. It reports; it never fails a build.
 #

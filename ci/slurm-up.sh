@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A single-node Slurm for the Slurm executor's tests (issue 14).
+# A single-node Slurm for the Slurm executor's tests.
 #   ci/slurm-up.sh        install slurm-wlm if missing, configure, start, wait until idle
 #   ci/slurm-up.sh down   stop the daemons this script started
 # No munge: AuthType=auth/none and CredType=cred/none (one host, CI only).

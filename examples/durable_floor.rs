@@ -1,4 +1,4 @@
-//! The durability floor of one write-audit-publish instance (issue 16): the
+//! The durability floor of one write-audit-publish instance: the
 //! filesystem work weir's invariants require, and nothing else, around the
 //! same `sh -c` command that the benchmark's baseline runs under `xargs -P2`.
 //!
