@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use weir::exec::tree;
 
-// issue 14: a sweep beside the engine's commands never takes their exit status
+// A sweep beside the engine's commands never takes their exit status
 #[test]
 fn the_zombie_sweep_never_reaps_an_engine_command() {
     tree::become_subreaper();

@@ -1,8 +1,8 @@
-//! Issue 23 items 6, 7 and 10: Parquet values the audit read wrongly or not
-//! at all (an empty dictionary, Arrow's null type, year 9999, a double in a
-//! list, gzip and brotli), each against its CSV twin: same digest, same
-//! `weir show`; and the audit's bounds (a record or value too large, too
-//! many files), each a deterministic gate failure naming what is over.
+//! Parquet values the audit read wrongly or not at all (an empty
+//! dictionary, Arrow's null type, year 9999, a double in a list, gzip and
+//! brotli), each against its CSV twin: same digest, same `weir show`; and
+//! the audit's bounds (a record or value too large, too many files), each a
+//! deterministic gate failure naming what is over.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -117,10 +117,8 @@ fn ids(n: i64) -> ArrayRef {
     Arc::new(Int64Array::from((1..=n).collect::<Vec<_>>()))
 }
 
-// Issue 23.
-// https://github.com/weir/weir/issues/23 item 6: a dictionary column holding
-// only nulls (its dictionary empty) panicked inside arrow-array; its values
-// are nulls, as an empty CSV field is.
+// A dictionary column holding only nulls (its dictionary empty) panicked
+// inside arrow-array; its values are nulls, as an empty CSV field is.
 #[test]
 fn empty_dictionary_column_is_null_like_its_csv_twin() {
     let keys = Int32Array::from(vec![None, None]);
@@ -135,10 +133,9 @@ fn empty_dictionary_column_is_null_like_its_csv_twin() {
     assert_twins(&twins, "id,v\n1,\n2,\n");
 }
 
-// Issue 23.
-// https://github.com/weir/weir/issues/23 item 10: a column of Arrow's null
-// type was hashed and shown as empty strings, so a `not_null` gate passed
-// and the digest differed from the same nulls in CSV.
+// A column of Arrow's null type was hashed and shown as empty strings, so
+// a `not_null` gate passed and the digest differed from the same nulls in
+// CSV.
 #[test]
 fn null_type_column_is_null_like_its_csv_twin() {
     let batch = RecordBatch::try_from_iter(vec![
@@ -169,10 +166,9 @@ fn null_type_column_is_null_like_its_csv_twin() {
     );
 }
 
-// Issue 23.
-// https://github.com/weir/weir/issues/23 item 10: `9999-12-31`, the usual
-// open end of a history table, was refused as out of range; the whole of
-// year 9999 is a date, and its last second a timestamp.
+// `9999-12-31`, the usual open end of a history table, was refused as out
+// of range; the whole of year 9999 is a date, and its last second a
+// timestamp.
 #[test]
 fn the_last_day_of_year_9999_is_a_date_like_its_csv_twin() {
     let batch = RecordBatch::try_from_iter(vec![
@@ -195,9 +191,8 @@ fn the_last_day_of_year_9999_is_a_date_like_its_csv_twin() {
     assert_twins(&twins, shown);
 }
 
-// Issue 23.
-// https://github.com/weir/weir/issues/23 item 10: a double inside a list was
-// written `1e+21` but `1e21` at the top level; one rule, the top level's.
+// A double inside a list was written `1e+21` but `1e21` at the top level;
+// one rule, the top level's.
 #[test]
 fn a_double_in_a_list_is_written_as_at_the_top_level() {
     let mut list = ListBuilder::new(Float64Builder::new());
@@ -219,9 +214,8 @@ fn a_double_in_a_list_is_written_as_at_the_top_level() {
     assert_twins(&twins, "f,id,l\n1e21,1,\"[1e21,0.5,1e-7]\"\n");
 }
 
-// Issue 23.
-// https://github.com/weir/weir/issues/23 item 10: gzip and brotli are common
-// Parquet codecs; a file in either digests as the snappy one and its CSV twin.
+// Gzip and brotli are common Parquet codecs; a file in either digests as the
+// snappy one and its CSV twin.
 #[test]
 fn gzip_and_brotli_files_digest_as_snappy_and_csv() {
     let names: Vec<Option<String>> = (1..=300)
@@ -325,11 +319,10 @@ output = {{ dataset = "big", format = "{format}", grain = ["id"] }}
     )
 }
 
-// Issue 23.
-// https://github.com/weir/weir/issues/23 item 7: a 1 GiB field (a sparse
-// file: the task's field never ends) took memory without bound and the
-// engine was OOM-killed on every rerun. It now fails the audit at 128 MiB,
-// naming the file and line, under a 1 GiB address-space limit.
+// A 1 GiB field (a sparse file: the task's field never ends) took memory
+// without bound and the engine was OOM-killed on every rerun. It now fails
+// the audit at 128 MiB, naming the file and line, under a 1 GiB
+// address-space limit.
 #[test]
 fn a_1_gib_field_fails_the_audit_within_bounded_memory() {
     let (code, out, err, detail) = run_limited(
@@ -358,10 +351,9 @@ big p attempt 1 token 1: QUARANTINED deterministic failure: {reason}: quarantine
     );
 }
 
-// Issue 23.
-// https://github.com/weir/weir/issues/23 item 7: a candidate of 200,000
-// files is refused before any is read (the limit is 100,000), naming the
-// limit, as a gate failure, under a 1 GiB address-space limit.
+// A candidate of 200,000 files is refused before any is read (the limit
+// is 100,000), naming the limit, as a gate failure, under a 1 GiB
+// address-space limit.
 #[test]
 fn two_hundred_thousand_files_fail_the_audit_within_bounded_memory() {
     let (code, out, err, detail) = run_limited(

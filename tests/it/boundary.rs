@@ -72,7 +72,7 @@ fn survivors(sb: &Sandbox) -> Vec<String> {
     found
 }
 
-// issue 11: a background child that leaves the process group (setsid,
+// A background child that leaves the process group (setsid,
 // Python's start_new_session=True, a double fork) is stopped when the
 // command exits; it never writes into the published file.
 #[test]
@@ -146,7 +146,7 @@ exit 0
     }
 }
 
-// issue 11: a downstream task that writes into WEIR_INPUT_<NAME> changes its
+// A downstream task that writes into WEIR_INPUT_<NAME> changes its
 // private copy, never the upstream's published generation.
 #[test]
 fn a_downstream_task_cannot_write_into_its_published_input() {
@@ -251,7 +251,7 @@ fn refusal(sb: &Sandbox, run_id: &str, key: &str) -> String {
     found[0].detail.clone()
 }
 
-// issue 11: links in the output are refused, naming the file: a symlink to
+// Links in the output are refused, naming the file: a symlink to
 // a file outside, a hard link to another partition's published file, a
 // dangling symlink.
 #[test]
@@ -295,7 +295,7 @@ esac
     intact(&sb, "out", "a", weir::audit::Format::Csv);
 }
 
-// issue 11: a sub-directory, another suffix (`.CSV`), a dot-file and a FIFO
+// A sub-directory, another suffix (`.CSV`), a dot-file and a FIFO
 // in the output are a gate failure naming the entry, not silently ignored.
 #[test]
 fn odd_entries_in_the_output_are_named() {
@@ -325,7 +325,7 @@ esac
     }
 }
 
-// issue 11: the task reads the pinned bytes of an external input, even when
+// The task reads the pinned bytes of an external input, even when
 // the live file changes while it runs; the snapshot's hash is what it read.
 #[test]
 fn an_external_input_changed_mid_task_is_not_read() {
@@ -377,7 +377,7 @@ cat "$WEIR_INPUT_RAW" > "$WEIR_OUTPUT_DIR/out.csv"
     );
 }
 
-// issue 11: a killed engine's task does not run beside its retry: with a
+// A killed engine's task does not run beside its retry: with a
 // 1-slot pool, kill -9 of the engine mid-command then a restart never has
 // two commands running at once (from the commands' own clocks).
 #[test]
@@ -473,7 +473,7 @@ with open("ticks.log", "a") as log:
     );
 }
 
-// issue 11: JSON Lines numbers are values by their literal text: two keys
+// JSON Lines numbers are values by their literal text: two keys
 // that differ beyond 2^64 are not duplicates, their digests differ, and
 // `show` prints them exactly; a CSV value that is not UTF-8 is shown as is.
 #[test]
@@ -513,7 +513,7 @@ fi
     assert_eq!(show.stdout, b"id,v\n1,caf\xe9\n");
 }
 
-// issue 11: a published file that drifts (same size, other bytes) or
+// A published file that drifts (same size, other bytes) or
 // vanishes is reported by name with exit 5 by `show`, `verify` and
 // `status --check`; plain `status` catches a size change or a vanished file.
 #[test]
@@ -554,10 +554,10 @@ fn drifted_or_vanished_files_exit_5_naming_the_file() {
     assert_eq!(doc["drifted"][0]["file"], shown.as_str());
 }
 
-// Issue 11.
-/// Three engines on one warehouse, paused, continued and killed at random,
-/// then restarted until the pipeline is published: every generation any of
-/// them published still has the files, sizes and hashes it committed.
+/// Published means immutable under any schedule of engines: three engines
+/// on one warehouse, paused, continued and killed at random, then
+/// restarted until the pipeline is published: every generation any of them
+/// published still has the files, sizes and hashes it committed.
 #[test]
 fn three_engines_under_stop_cont_kill_publish_only_intact_files() {
     let _serial = exclusive();
@@ -664,7 +664,7 @@ sleep 0.05
     );
 }
 
-// issue 11: a rollback never republishes files that drifted from the
+// A rollback never republishes files that drifted from the
 // generation they belong to.
 #[test]
 fn rollback_refuses_a_drifted_generation() {
@@ -699,7 +699,7 @@ fn rollback_refuses_a_drifted_generation() {
     assert_eq!(store.history().unwrap().len(), 2, "nothing was committed");
 }
 
-// issue 11: an external input that moves between pinning and the attempt's
+// An external input that moves between pinning and the attempt's
 // copy fails that attempt as transient, and the retry pins it again: the
 // record names exactly the bytes the task read.
 #[test]

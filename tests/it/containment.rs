@@ -1,6 +1,6 @@
-//! Issue 28 item 3: on a host with a writable cgroup v2 hierarchy each
-//! launch gets its own cgroup there, killed whole with `cgroup.kill` when its
-//! command exits, times out or the engine is interrupted, then removed.
+//! On a host with a writable cgroup v2 hierarchy each launch gets its own
+//! cgroup there, killed whole with `cgroup.kill` when its command exits,
+//! times out or the engine is interrupted, then removed.
 //!
 //! The escapee of these tests leaves the process group (`setsid`) and drops
 //! the launch's tag (`env -i`): neither the group kill nor the /proc tag scan
@@ -138,7 +138,7 @@ fn contained(sb: &Sandbox, dir: &Path, key: &str, since: Instant, late: Duration
     );
 }
 
-// issue 28: an escapee in its own session without the tag dies when the
+// An escapee in its own session without the tag dies when the
 // command exits and when it times out; the cgroup is gone after.
 #[test]
 fn a_v2_cgroup_kills_an_escapee_without_the_tag_on_exit_and_timeout() {
@@ -204,7 +204,7 @@ fn a_v2_cgroup_kills_an_escapee_without_the_tag_on_exit_and_timeout() {
     contained(&sb, &dir, "timeout", since, Duration::from_secs(2));
 }
 
-// issue 28: SIGINT of the engine kills the running command's whole cgroup,
+// SIGINT of the engine kills the running command's whole cgroup,
 // the escapee without the tag included.
 #[test]
 fn a_v2_cgroup_kills_an_escapee_without_the_tag_on_sigint() {
@@ -245,7 +245,7 @@ fn a_v2_cgroup_kills_an_escapee_without_the_tag_on_sigint() {
     contained(&sb, &dir, "interrupted", since, Duration::from_secs(2));
 }
 
-// issue 28: an engine killed with -9 leaves its command's escapee running
+// An engine killed with -9 leaves its command's escapee running
 // (the command dies with it); the next engine that starts a run on the host
 // kills the dead engine's v2 cgroup whole and removes it.
 #[test]
@@ -295,7 +295,7 @@ fn a_dead_engines_v2_cgroup_is_killed_by_the_next_engine() {
     panic!("the escapee never outlived its dead engine long enough to test the next one");
 }
 
-// issue 28: a `WEIR_CGROUP` the engine does not know is refused before
+// A `WEIR_CGROUP` the engine does not know is refused before
 // anything runs, naming the values it takes.
 #[test]
 fn an_unknown_weir_cgroup_is_refused() {
@@ -314,7 +314,7 @@ fn an_unknown_weir_cgroup_is_refused() {
     assert!(!sb.path().join("cgroup-exits").exists(), "the task ran");
 }
 
-// issue 28: `weir doctor` names the containment a launch gets, the tzdb
+// `weir doctor` names the containment a launch gets, the tzdb
 // version and, given a manifest, its store; with WEIR_CGROUP=off it is the
 // process group and the tag scan alone, on any host.
 #[test]

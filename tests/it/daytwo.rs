@@ -68,7 +68,7 @@ fn rows(sb: &Sandbox, dataset: &str, partition: &str) -> String {
     stdout(&out)
 }
 
-// issue 12: a rolled-back upstream is HELD (not rebuilt) and its published
+// A rolled-back upstream is HELD (not rebuilt) and its published
 // generation is consumed downstream: downstream rebuilds from it.
 #[test]
 fn rollback_is_consumed_downstream() {
@@ -185,7 +185,7 @@ printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
     sb
 }
 
-// issue 12: a first SIGINT stops the running task's process tree, records
+// A first SIGINT stops the running task's process tree, records
 // the attempt INTERRUPTED, writes RUN_FINISHED, names what was left undone
 // and exits 130; the next run resumes at once.
 #[test]
@@ -281,8 +281,8 @@ fn sigint_stops_cleanly_and_the_next_run_resumes() {
         assert!(!events.iter().any(|e| e.task.as_deref() == Some("after")));
         assert!(!events.iter().any(|e| e.state == State::Skipped));
 
-        // Issue 12 item 4: an interrupted instance has no marker, so
-        // `weir retry` would refuse it: explain recommends the run.
+        // An interrupted instance has no marker, so `weir retry`
+        // would refuse it: explain recommends the run.
         let out = sb.weir_out(&["explain", "m.toml", "slow", "--partition", "k1"]);
         assert_exit(&out, 0);
         assert!(
@@ -328,7 +328,7 @@ fn row(t: &str, p: &str, s: State) -> (String, String, State) {
     (t.to_string(), p.to_string(), s)
 }
 
-// issue 12: `--task NAME` runs exactly that task (published upstream is
+// `--task NAME` runs exactly that task (published upstream is
 // pinned, not planned); `NAME+` adds everything downstream, `+NAME`
 // everything upstream under the currency test.
 #[test]
@@ -405,7 +405,7 @@ fn task_selectors_run_one_task_or_add_its_downstream_or_upstream() {
     );
 }
 
-// issue 12: `weir run --from A --to B` reruns an ad-hoc range without a
+// `weir run --from A --to B` reruns an ad-hoc range without a
 // declared backfill; a backwards or empty range is refused with exit 2.
 #[test]
 fn run_from_to_reruns_an_ad_hoc_range_and_refuses_an_empty_one() {
@@ -460,7 +460,7 @@ fn run_from_to_reruns_an_ad_hoc_range_and_refuses_an_empty_one() {
     assert!(!sb.path().join("wh/_runs/back").exists(), "nothing logged");
 }
 
-// issue 12: `weir retry TASK --partition P` reruns that instance and its
+// `weir retry TASK --partition P` reruns that instance and its
 // downstream in P only; retry/abandon refuse an instance that waits for no
 // decision (exit 3), and a partition outside the scheme (exit 2), before
 // anything is logged.
@@ -532,7 +532,7 @@ eval "src=\$WEIR_INPUT_$1"; cat "$src"/*.csv > "$WEIR_OUTPUT_DIR/out.csv"
         .stderr("check failed: 1 instance needs attention\n");
 }
 
-// issue 12: a reader that goes away (`weir status | head -1`) ends weir
+// A reader that goes away (`weir status | head -1`) ends weir
 // quietly with exit 0: no panic message, no backtrace.
 #[test]
 fn broken_pipe_exits_quietly() {
@@ -612,7 +612,7 @@ fn on_a_terminal(dir: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> 
     )
 }
 
-// issue 12: NO_COLOR on a terminal gets no escape codes (and without it
+// NO_COLOR on a terminal gets no escape codes (and without it
 // the same diagnostic is colored, so the check can fail).
 #[test]
 fn no_color_on_a_terminal() {
@@ -626,7 +626,7 @@ fn no_color_on_a_terminal() {
     assert!(plain.contains("code_version"), "{plain}");
 }
 
-// issue 12: a task that writes 150 MB to stderr does not drive weir's
+// A task that writes 150 MB to stderr does not drive weir's
 // memory up: only the tail it keeps is read.
 #[test]
 fn memory_stays_flat_with_a_huge_stderr() {
@@ -682,7 +682,7 @@ output = { dataset = "loud", grain = ["id"] }
     assert_eq!(tail, "the last line");
 }
 
-// issue 12: usage errors exit 2 with stdout empty and the reason on stderr,
+// Usage errors exit 2 with stdout empty and the reason on stderr,
 // in every command; `weir.toml` is the default manifest; completions print.
 #[test]
 fn exit_codes_default_manifest_and_completions() {
@@ -725,7 +725,7 @@ fn exit_codes_default_manifest_and_completions() {
     let out = sb.weir_out(&["status"]);
     sb.check(&out).code(2).stdout("").stderr("error: no manifest given and no `weir.toml` in the current directory\n  help: name one: `weir status pipelines/marigold.toml`\n");
     assert_eq!(stdout(&out), "");
-    // Issue 12 item 10: said "`weir.toml` is not a valid manifest".
+    // A missing default manifest once read "`weir.toml` is not a valid manifest".
     let missing = "error: no manifest given and no `weir.toml` in the current directory\n  help: name one: `weir status pipelines/marigold.toml`\n";
     assert_eq!(stderr(&out), missing);
     let out = sb.weir_out(&["validate"]);
@@ -816,7 +816,7 @@ fn stale_lines(sb: &Sandbox) -> Vec<String> {
         .collect()
 }
 
-// issue 12: an edited library file of `code` makes exactly its task's
+// An edited library file of `code` makes exactly its task's
 // instances STALE and reruns them on the next run of those partitions; the
 // commit record keeps the declared version and the fingerprint; a task's own
 // code_version does the same for its instances.
@@ -901,7 +901,7 @@ fn edited_code_makes_its_instances_stale_and_reruns_them() {
     assert_eq!(b.code_version, "2");
 }
 
-// issue 12: a gate edit releases the quarantine the old gate caused; the
+// A gate edit releases the quarantine the old gate caused; the
 // same gate keeps it.
 #[test]
 fn gate_edit_releases_its_quarantine() {
@@ -936,7 +936,7 @@ fn gate_edit_releases_its_quarantine() {
     );
 }
 
-// issue 12: explain bases its advice on the failure class and evidence:
+// `weir explain` bases its advice on the failure class and evidence:
 // one attempt rejecting bad data (exit 65) is "fix data", shown with the
 // failed attempt's own input snapshot; a SKIPPED instance names the
 // upstream instance that blocked it; `--json` carries the action.
@@ -983,8 +983,8 @@ cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"
         ),
         "{text}"
     );
-    // Issue 12 item 10: the attempt's header says "exit code 65"; its
-    // detail line no longer repeats it.
+    // The attempt's header says "exit code 65"; its detail line no
+    // longer repeats it.
     assert!(text.contains(", exit code 65"), "{text}");
     assert!(!text.contains("\n    exit code 65\n"), "{text}");
 
@@ -1002,7 +1002,7 @@ cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"
     );
 }
 
-// issue 12: `weir history DATASET --partition P` lists every generation.
+// `weir history DATASET --partition P` lists every generation.
 #[test]
 fn history_lists_every_generation() {
     let sb = chain(&["k1"]);
@@ -1058,7 +1058,7 @@ fn history_lists_every_generation() {
         .stderr("error: partition `k9` is not in the partition scheme of task `a`\n  help: partitions are `k`: `k1`; a task of several dimensions takes keys joined by `|`\n");
 }
 
-// issue 12: validation and planning are linear: 20,000 tasks (each reading
+// Validation and planning are linear: 20,000 tasks (each reading
 // one task of the layer before and depending on another) validate and plan
 // in seconds even in a debug build; the quadratic steps took minutes.
 #[test]
@@ -1118,7 +1118,7 @@ fn validation_and_planning_stay_linear() {
     );
 }
 
-// issue 12: the committed schema flags what `validate` flags where a schema
+// The committed schema flags what `validate` flags where a schema
 // can: durations, dates per scheme kind, slots ≥ 1, gate names, enums; and
 // `weir validate` refuses the same manifests (exit 2).
 #[test]
@@ -1210,7 +1210,7 @@ fn schema_flags_malformed_values() {
     }
 }
 
-// issue 12: output people can read: `show` keeps the file's column order and
+// Output people can read: `show` keeps the file's column order and
 // takes --generation, --limit and --json; plurals; no repeated state words;
 // `events` columns aligned with timestamps at one width.
 #[test]
@@ -1342,7 +1342,7 @@ fn show_and_events_print_columns_people_can_read() {
     assert!(queued.iter().all(|c| *c == queued[0]), "{lines:#?}");
 }
 
-// issue 12: an engine waiting for another engine's live attempt stops
+// An engine waiting for another engine's live attempt stops
 // waiting on SIGINT (exit 130, the waiting attempt INTERRUPTED) and leaves
 // the other engine's attempt alone.
 #[test]
@@ -1417,7 +1417,7 @@ fn sigint_while_waiting_for_another_engine() {
     assert_exit(&first.finish(std::time::Duration::from_secs(10)), 130);
 }
 
-// issue 12: an engine failure keeps its OS cause on stderr ("Not a
+// An engine failure keeps its OS cause on stderr ("Not a
 // directory", "Permission denied") and exits 5, whatever the command.
 #[test]
 fn errors_keep_their_os_cause_and_exit_5() {
@@ -1544,10 +1544,10 @@ fn errors_keep_their_os_cause_and_exit_5() {
     }
 }
 
-// Issue 12 item 1: `timeout = "99999999999999999d"` validated, then `weir
-// run` panicked adding it to an `Instant` (and hung) and `weir gc` panicked
-// doubling it. Durations are capped at 3650d with a located diagnostic, and
-// the longest accepted ones run and collect without overflow.
+// `timeout = "99999999999999999d"` validated, then `weir run` panicked
+// adding it to an `Instant` (and hung) and `weir gc` panicked doubling it.
+// Durations are capped at 3650d with a located diagnostic, and the longest
+// accepted ones run and collect without overflow.
 #[test]
 fn huge_durations_are_refused_not_panicked() {
     let sb = chain(&["k1"]);
@@ -1592,10 +1592,10 @@ fn huge_durations_are_refused_not_panicked() {
     );
 }
 
-// Issue 12 item 3: a quarantine its gate edit (or an upstream republish)
-// invalidated still paged in `status --check` (exit 4) and explain said
-// fix_data, while the next run would release it. Both now apply the run's
-// test: RELEASED, not paged, and explain recommends the run.
+// A quarantine its gate edit (or an upstream republish) invalidated still
+// paged in `status --check` (exit 4) and explain said fix_data, while the
+// next run would release it. Both now apply the run's test: RELEASED, not
+// paged, and explain recommends the run.
 #[test]
 fn an_invalidated_quarantine_does_not_page() {
     let sb = coded("", r#"{ check = "row_count", min = 2 }"#);
@@ -1686,8 +1686,8 @@ fn an_invalidated_quarantine_does_not_page() {
     released("its input snapshot changed");
 }
 
-// Issue 12 item 7: the STALE line of a held (rolled-back) instance said
-// "rerun it with `weir run`", which the hold prevents: it names the retry.
+// The STALE line of a held (rolled-back) instance said "rerun it with
+// `weir run`", which the hold prevents: it names the retry.
 #[test]
 fn a_held_stale_instance_points_at_retry() {
     let sb = chain(&["k1"]);
@@ -1713,7 +1713,7 @@ fn a_held_stale_instance_points_at_retry() {
         .stderr("");
 }
 
-// Issue 12 item 5: explain listed attempts in the order of their runs' ids,
+// `weir explain` listed attempts in the order of their runs' ids,
 // so an operator's `--run-id RUN-…` rerun came before the nightly `run-…`
 // it followed, and the recommendation judged the older attempt.
 #[test]
@@ -1741,8 +1741,8 @@ fn explain_lists_attempts_in_time_order() {
     assert_eq!(runs, ["zz-nightly", "aa-rerun"], "{x:#}");
 }
 
-// Issue 12 item 5: ABANDONED instances were missing from `weir status`
-// (text and --json) although the README lists them; they do not page.
+// ABANDONED instances were missing from `weir status` (text and
+// --json) although the README lists them; they do not page.
 #[test]
 fn status_lists_abandoned_instances() {
     let sb = coded("", r#"{ check = "row_count", min = 2 }"#);
@@ -1777,7 +1777,7 @@ fn status_lists_abandoned_instances() {
         doc["abandoned"],
         serde_json::json!([{"task": "b", "partition": "k1", "detail": "abandoned by an operator: known bad feed", "note": "known bad feed"}])
     );
-    // Issue 12 item 10: explain said "abandoned by an operator (abandoned
+    // `weir explain` said "abandoned by an operator (abandoned
     // by an operator: …)".
     let out = sb.weir_out(&["explain", "m.toml", "b", "--partition", "k1", "--json"]);
     let x: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -1807,9 +1807,9 @@ fn within(sb: &Sandbox, args: &[&str], limit: std::time::Duration) -> std::proce
     child.wait_with_output().unwrap()
 }
 
-// Issue 12 item 9: a FIFO under a task's `code` paths blocked `run` and
-// `status` forever in open(). The fingerprint refuses anything that is not
-// a regular file or directory, by its type, without opening it.
+// A FIFO under a task's `code` paths blocked `run` and `status` forever in
+// open(). The fingerprint refuses anything that is not a regular file or
+// directory, by its type, without opening it.
 #[test]
 fn a_fifo_in_code_is_refused_not_opened() {
     let sb = coded("", r#"{ check = "row_count", min = 1 }"#);
@@ -1840,9 +1840,9 @@ fn a_fifo_in_code_is_refused_not_opened() {
     assert_exit(&out, 0);
 }
 
-// Issue 12 item 11: read-only commands given `--warehouse` of a directory
-// that does not exist created it (and said "nothing published yet"). They
-// read it as empty and create nothing; a missing parent is an error.
+// Read-only commands given `--warehouse` of a directory that does not
+// exist created it (and said "nothing published yet"). They read it as
+// empty and create nothing; a missing parent is an error.
 #[test]
 fn read_only_commands_create_no_warehouse() {
     let sb = chain(&["k1"]);

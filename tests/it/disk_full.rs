@@ -98,7 +98,7 @@ fn a_full_disk_loses_nothing_and_a_rerun_converges() {
     // New input of ~2 MB on a 1 MB disk: the attempt cannot be written.
     write_raw(dir, 30_000);
     // The task's own write fails first (exit 1, retried); the engine's
-    // next token then finds no space: the engine's failure, exit 5 (issue 11).
+    // next token then finds no space: the engine's failure, exit 5.
     let out = run_in(dir, &["run", "m.toml"]);
     assert_eq!(
         out.status.code(),
@@ -129,8 +129,8 @@ fn a_full_disk_loses_nothing_and_a_rerun_converges() {
         .unwrap();
     assert!(ok.success());
     // An engine failure leaves no marker: the next run simply tries it
-    // again (`weir retry` refuses an instance that waits for no decision,
-    // issue 12).
+    // again (`weir retry` refuses an instance that waits for no operator's
+    // decision).
     let out = run_in(dir, &["run", "m.toml"]);
     assert_eq!(
         out.status.code(),

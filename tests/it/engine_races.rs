@@ -1,7 +1,7 @@
-//! Issue 11, items 3 to 7: a second engine, a crash at a chosen instant, the
-//! engine's own I/O failures and unreliable clocks or pids must never make
-//! weir duplicate work, undo an operator, burn a task's retries or report
-//! success for data it did not publish.
+//! A second engine, a crash at a chosen instant, the engine's own I/O
+//! failures and unreliable clocks or pids must never make weir duplicate
+//! work, undo an operator, burn a task's retries or report success for data
+//! it did not publish.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -94,7 +94,7 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-// issue 11: an unknown commit outcome is settled by rereading the log
+// An unknown commit outcome is settled by rereading the log
 #[test]
 fn commit_whose_directory_fsync_fails_is_settled_by_rereading_the_log() {
     let sb = sandbox(&["p"], "", COPY);
@@ -134,7 +134,7 @@ fn commit_whose_directory_fsync_fails_is_settled_by_rereading_the_log() {
     );
 }
 
-// issue 11: a waiting engine applies the same currency test as every ALREADY_PUBLISHED
+// A waiting engine applies the same currency test as every ALREADY_PUBLISHED
 #[test]
 fn waiting_engine_with_newer_code_does_not_report_already_published() {
     let _serial = exclusive();
@@ -230,19 +230,19 @@ fn two_engines_together(run_ids: [&str; 2]) {
     }
 }
 
-// issue 11: two engines that start together never launch the same instance
+// Two engines that start together never launch the same instance
 #[test]
 fn two_engines_started_together_never_launch_one_instance_twice() {
     two_engines_together(["A", "B"]);
 }
 
-// issue 11: two engines given the same --run-id still see each other
+// Two engines given the same --run-id still see each other
 #[test]
 fn two_engines_with_the_same_run_id_see_each_other() {
     two_engines_together(["SAME", "SAME"]);
 }
 
-// issue 11: rollback is crash-safe: the hold is in place before the commit
+// Rollback is crash-safe: the hold is in place before the commit
 #[test]
 fn rollback_killed_after_its_commit_is_not_undone_by_the_next_run() {
     let sb = sandbox(&["p"], "", COPY);
@@ -319,7 +319,7 @@ fn traced(cmd: &Command) -> Option<(Output, String)> {
     Some((out, text))
 }
 
-// issue 11: gc's GC_DELETED event is durable before the deletion it announces
+// gc's GC_DELETED event is durable before the deletion it announces
 #[test]
 fn gc_event_is_durable_before_the_delete() {
     let sb = sandbox(&["p"], "", COPY);
@@ -361,7 +361,7 @@ fn gc_event_is_durable_before_the_delete() {
         .exists());
 }
 
-// issue 11: a killed engine's attempt that was taken over becomes collectable
+// A killed engine's attempt that was taken over becomes collectable
 #[test]
 fn taken_over_candidates_are_collectable_by_gc() {
     let _serial = exclusive();
@@ -410,7 +410,7 @@ fn taken_over_candidates_are_collectable_by_gc() {
     );
 }
 
-// issue 11: ENOSPC on the event log fails the run (exit 5), not silently
+// ENOSPC on the event log fails the run (exit 5), not silently
 #[test]
 fn full_disk_under_the_event_log_exits_5_and_launches_nothing() {
     let sb = sandbox(&["p"], "", COPY);
@@ -436,7 +436,7 @@ fn full_disk_under_the_event_log_exits_5_and_launches_nothing() {
     assert_eq!(launches(&sb, "p").len(), 1);
 }
 
-// issue 11: ENOSPC creating stdout.log is the engine's failure, not a quarantine
+// ENOSPC creating stdout.log is the engine's failure, not a quarantine
 #[test]
 fn full_disk_creating_stdout_log_exits_5_without_quarantine_or_retries() {
     let sb = sandbox(&["p"], "", COPY);
@@ -502,7 +502,7 @@ fn open_up(path: &Path) {
     }
 }
 
-// issue 11: an EACCES keeps its OS reason in the message
+// An EACCES keeps its OS reason in the message
 #[test]
 fn permission_denied_keeps_its_os_reason_and_exits_5() {
     use std::os::unix::fs::PermissionsExt;
@@ -537,7 +537,7 @@ fn permission_denied_keeps_its_os_reason_and_exits_5() {
     std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-// issue 11: a corrupt commit record is reported for its partition only, and refused by run
+// A corrupt commit record is reported for its partition only, and refused by run
 #[test]
 fn corrupt_record_is_named_while_others_are_listed_and_run_refuses_it() {
     let sb = sandbox(&["a", "b"], "", COPY);
@@ -611,7 +611,7 @@ fn foreign_lease(sb: &Sandbox, edit: impl FnOnce(&mut serde_json::Value)) -> Pat
     dir
 }
 
-// issue 11: a lease whose writer's clock runs ahead does not count as live forever
+// A lease whose writer's clock runs ahead does not count as live forever
 #[test]
 fn lease_from_a_clock_ahead_expires_on_the_readers_clock() {
     let _serial = exclusive();
@@ -641,7 +641,7 @@ fn lease_from_a_clock_ahead_expires_on_the_readers_clock() {
     assert_eq!(of(&events, State::Published)[0].token, Some(2));
 }
 
-// issue 11: an engine in another PID namespace of this host is not taken for dead
+// An engine in another PID namespace of this host is not taken for dead
 #[test]
 fn same_host_other_pid_namespace_is_not_taken_for_dead() {
     let _serial = exclusive();
@@ -679,7 +679,7 @@ fn same_host_other_pid_namespace_is_not_taken_for_dead() {
     assert_eq!(launches(&sb, "p").len(), 1);
 }
 
-// issue 11: an engine paused past the task's timeout does not call a finished task timed out
+// An engine paused past the task's timeout does not call a finished task timed out
 #[test]
 fn engine_paused_past_the_timeout_records_the_success() {
     let _serial = exclusive();
@@ -730,7 +730,7 @@ fn engine_paused_past_the_timeout_records_the_success() {
     assert_eq!(launches(&sb, "p").len(), 8);
 }
 
-// issue 11: a real engine in another PID namespace (a container) of this host is waited for
+// A real engine in another PID namespace (a container) of this host is waited for
 #[test]
 fn engine_in_a_real_other_pid_namespace_is_waited_for() {
     let _serial = exclusive();
@@ -792,7 +792,7 @@ fn engine_in_a_real_other_pid_namespace_is_waited_for() {
     assert_eq!(launches(&sb, "p").len(), 1, "launched once");
 }
 
-// issue 11: a quarantine that cannot be recorded is the engine's failure (exit 5), not a silent exit 1
+// A quarantine that cannot be recorded is the engine's failure (exit 5), not a silent exit 1
 #[test]
 fn marker_that_cannot_be_written_exits_5() {
     let sb = sandbox(&["p"], "", "exit 65\n");

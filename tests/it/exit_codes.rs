@@ -1,7 +1,7 @@
-//! Issue 12 item 6: every command's error paths, with the exit code decided
-//! once from the error's kind, asserted with stdout and stderr together;
-//! and reads that fail for another reason than "absent" (ENOTDIR, EACCES)
-//! are engine failures naming the path, never "nothing there".
+//! Every command's error paths, with the exit code decided once from the
+//! error's kind, asserted with stdout and stderr together; and reads that
+//! fail for another reason than "absent" (ENOTDIR, EACCES) are engine
+//! failures naming the path, never "nothing there".
 
 use crate::support::{stderr, Sandbox};
 
@@ -69,7 +69,7 @@ fn os(errno: i32) -> String {
     std::io::Error::from_raw_os_error(errno).to_string()
 }
 
-// Issue 12: the exit code is decided once, from the error's kind, for every
+// The exit code is decided once, from the error's kind, for every
 // command's usage (2), refusal (3), nothing-published (1) and engine (5) errors.
 #[test]
 fn every_command_decides_its_exit_code_from_the_error() {
@@ -107,7 +107,7 @@ fn every_command_decides_its_exit_code_from_the_error() {
         (vec!["certify", "m.toml", "a_out", "--partition", "k9", "--reason", "r"], 2, "", not_a_key()),
         (vec!["uncertify", "m.toml", "a_out", "--partition", "k9", "--generation", "1", "--reason", "r"], 2, "", not_a_key()),
         (vec!["explain", "m.toml", "nosuch", "--partition", "k1"], 2, "", unknown()),
-        // Issue 12 item 8: events filters are checked like show's and explain's.
+        // `weir events` filters are checked like show's and explain's.
         (vec!["events", "m.toml", "--task", "nosuch"], 2, "", unknown()),
         (vec!["events", "m.toml", "--task", "a", "--partition", "k9"], 2, "", not_a_key()),
         (vec!["events", "m.toml", "--partition", "2030-01-01"], 2, "",
@@ -126,8 +126,8 @@ fn every_command_decides_its_exit_code_from_the_error() {
             Err::Is("error: refused: a k1 is neither held nor quarantined; `weir retry` acts only on a HELD or QUARANTINED or ABANDONED or ACCEPTED instance\n  help: `weir status` lists them; `weir run m.toml --task a --partition k1 --force` reruns a published one\n".into())),
         (vec!["certify", "m.toml", "a_out", "--partition", "k2", "--reason", "r"], 3, "",
             Err::Is("error: `a_out` has no published generation for partition k2\n".into())),
-        // Issue 12 item 10: a generation that does not exist is a bad
-        // argument (2) everywhere, as in `show` (it was 3 here).
+        // A generation that does not exist is a bad argument (2)
+        // everywhere, as in `show` (it was 3 here).
         (vec!["uncertify", "m.toml", "a_out", "--partition", "k1", "--generation", "9", "--reason", "r"], 2, "",
             Err::Is("error: `a_out` k1 has no generation 9 (it has 1 to 1)\n  help: `weir history` lists them\n".into())),
         (vec!["certify", "m.toml", "a_out", "--partition", "k1", "--generation", "99", "--reason", "r"], 2, "",
@@ -197,7 +197,7 @@ fn every_command_decides_its_exit_code_from_the_error() {
     }
 }
 
-// Issue 12: a partition whose `log` is a regular file read as "nothing
+// A partition whose `log` is a regular file read as "nothing
 // published" (status exited 0), and an `attempts` that is a regular file made
 // gc report 0 candidates; both are the engine's failure, naming the path.
 #[test]
@@ -302,7 +302,7 @@ fn a_file_where_a_directory_belongs_is_not_absence() {
             "error: i/o error on $SB/wh/_instances/b: {notdir}\n"
         )),
     );
-    // Issue 12 item 10: one engine failure, not "1 engine failures".
+    // One engine failure, not "1 engine failures".
     sb.cmd(&["run", "m.toml", "--run-id", "r2", "--partition", "k1", "--task", "b", "--force"])
         .assert()
         .code(5)
@@ -335,10 +335,10 @@ fn a_file_where_a_directory_belongs_is_not_absence() {
         .stderr("check failed: 1 instance needs attention\n");
 }
 
-// Issue 12 item 2: `explain` read a commit log that is a regular file, an
-// upstream's unreadable log and a marker that is a directory as absence
-// ("nothing to do", exit 0) where status, show and history exit 5; and a
-// marker that is not valid JSON was not mentioned.
+// `explain` read a commit log that is a regular file, an upstream's
+// unreadable log and a marker that is a directory as absence ("nothing to
+// do", exit 0) where status, show and history exit 5; and a marker that
+// is not valid JSON was not mentioned.
 #[test]
 fn explain_does_not_take_unreadable_state_for_absence() {
     let sb = pipeline();
@@ -389,10 +389,10 @@ fn explain_does_not_take_unreadable_state_for_absence() {
     assert_eq!(x["action"], "decide");
 }
 
-// Issue 12 item 6: `--run-id` names a directory under `_runs/`: `../../x`
-// wrote an event log outside the warehouse, `..` broke gc, and an empty
-// id, `a/b` or a newline were accepted. Refused (exit 2) before anything is
-// written, saying what is allowed.
+// `--run-id` names a directory under `_runs/`: `../../x` wrote an event log
+// outside the warehouse, `..` broke gc, and an empty id, `a/b` or a newline
+// were accepted. Refused (exit 2) before anything is written, saying what
+// is allowed.
 #[test]
 fn run_ids_are_validated() {
     let sb = pipeline();
@@ -436,9 +436,9 @@ fn run_ids_are_validated() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
 
-// Issue 12 item 7: `weir gc` printed `keep … cannot be read` and exited 0
-// when a commit log could not be read. It still keeps everything under it,
-// but exits 5 naming the partition, dry run or --apply.
+// `weir gc` printed `keep … cannot be read` and exited 0 when a commit log
+// could not be read. It still keeps everything under it, but exits 5
+// naming the partition, dry run or --apply.
 #[test]
 fn gc_exits_5_on_an_unreadable_commit_log() {
     let sb = pipeline();

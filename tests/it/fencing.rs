@@ -42,7 +42,7 @@ fn staged(store: &PartitionStore, token: FencingToken, run_id: &str, csv: &str) 
         rows,
         digest: digest.as_str().into(),
         // A hand-made publication that read something else: a run reading
-        // the same would find it current (early cutoff, issue 26).
+        // the same would find it current (early cutoff).
         input_snapshot: serde_json::json!({ "inputs": [
             { "name": "by-hand", "kind": "external", "path": "by-hand.csv", "digest": "sha256:by-hand" }
         ] }),

@@ -1,4 +1,4 @@
-//! Functions a person can hold (issue 29): no non-test function in
+//! Functions a person can hold: no non-test function in
 //! `src/**/*.rs` is longer than [`LIMIT`] lines, but those on
 //! [`ALLOWED_LONG`], and every entry there is still over it, so the list
 //! only shrinks.

@@ -1,7 +1,7 @@
-//! Issue 13 item 4: a pool's limits hold across every engine sharing the
-//! warehouse. Engines are separate `weir` processes; each task records its
-//! own start and end (`date +%s%N`), and the limits are measured from those
-//! timestamps, not from weir's own account.
+//! A pool's limits hold across every engine sharing the warehouse. Engines
+//! are separate `weir` processes; each task records its own start and end
+//! (`date +%s%N`), and the limits are measured from those timestamps, not
+//! from weir's own account.
 
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -109,7 +109,7 @@ fn most_at_once(sb: &Sandbox) -> usize {
     max_overlap(&done)
 }
 
-// Issue 13: two engines on one warehouse and a 2-slot pool ran 4 commands
+// Two engines on one warehouse and a 2-slot pool ran 4 commands
 // at once; three ran 6. The slots are the warehouse's now.
 #[test]
 fn two_and_three_engines_share_a_pools_slots() {
@@ -142,7 +142,7 @@ fn two_and_three_engines_share_a_pools_slots() {
     }
 }
 
-// Issue 13: an engine killed (-9) while holding every slot leaks none: an
+// An engine killed (-9) while holding every slot leaks none: an
 // engine on the same host sees it gone and takes its slots at once.
 #[test]
 fn a_killed_engines_slots_are_reclaimed() {
@@ -226,7 +226,7 @@ fn a_killed_engines_slots_are_reclaimed() {
     }
 }
 
-// Issue 13: `rate = "2/1s"` caps launches across engines: in any second at
+// `rate = "2/1s"` caps launches across engines: in any second at
 // most 2 commands start, measured from the commands' own start times.
 #[test]
 fn a_rate_caps_launches_across_engines() {
@@ -254,7 +254,7 @@ fn a_rate_caps_launches_across_engines() {
     }
 }
 
-// Issue 13: an engine elsewhere (or paused: its pid is alive, so no one can
+// An engine elsewhere (or paused: its pid is alive, so no one can
 // call it dead) loses its slots only once its heartbeat has not moved for
 // the timeout on the other engine's own clock; a beating one never does.
 #[test]
@@ -315,7 +315,7 @@ fn a_silent_engine_loses_its_slots_after_the_timeout() {
     assert!(records.contains("\"reclaimed_from\""), "{records}");
 }
 
-// Issue 13: an engine waiting for another engine's slots stops waiting on
+// An engine waiting for another engine's slots stops waiting on
 // SIGINT: exit 130, its instances INTERRUPTED, nothing launched.
 #[test]
 fn a_wait_for_a_slot_is_interruptible() {
@@ -387,7 +387,7 @@ fn keys(range: std::ops::RangeInclusive<usize>) -> Vec<String> {
     range.map(|i| format!("k{i:02}")).collect()
 }
 
-// Issue 16: an engine keeps its warehouse slot from one launch to the next
+// An engine keeps its warehouse slot from one launch to the next
 // instead of giving it back and taking it again. Two engines launching many
 // short commands on a 2-slot pool still never run more than 2 at once, by
 // the commands' own clocks, and the slots are written far less than twice
@@ -418,7 +418,7 @@ fn two_engines_launching_many_short_commands_never_exceed_the_slots() {
     }
 }
 
-// Issue 16: an engine killed (-9) in the middle of many short launches,
+// An engine killed (-9) in the middle of many short launches,
 // with its slots kept between them, leaks none: an engine on the same host
 // takes both at once, and never runs more than the slots.
 #[test]

@@ -1,7 +1,6 @@
-//! Impact and repair (issue 26 items 1-5): what one fixed hour touches, as
-//! read by the commit records; selection that follows the mappings; early
-//! cutoff of identical republishes; uncertify --cascade and repair; an
-//! accepted gap.
+//! Impact and repair: what one fixed hour touches, as read by the commit
+//! records; selection that follows the mappings; early cutoff of identical
+//! republishes; uncertify --cascade and repair; an accepted gap.
 //!
 //! One pipeline throughout: hourly clicks, a daily rollup (which also reads
 //! the shared unpartitioned `dim`), a weekly rollup of days, a monthly
@@ -231,8 +230,8 @@ fn pairs(list: &[(&str, &str)]) -> BTreeSet<(String, String)> {
         .collect()
 }
 
-// issue 26 item 4: an identical republish leaves its readers current (no
-// STALE, nothing rerun); a changed one makes them STALE and reruns them
+// An identical republish leaves its readers current (no STALE, nothing
+// rerun); a changed one makes them STALE and reruns them
 #[test]
 fn an_identical_republish_is_cut_off_early() {
     let sb = built();
@@ -360,10 +359,9 @@ fn hour_and_radius() -> BTreeSet<(String, String)> {
     set
 }
 
-// issue 26 item 2: `--task 'hourly+' --partition H` selects the hour and
-// every partition that reads it through a mapping, named with why; an
-// identical forced republish launches nothing else, a changed one rebuilds
-// exactly those
+// `--task 'hourly+' --partition H` selects the hour and every partition
+// that reads it through a mapping, named with why; an identical forced
+// republish launches nothing else, a changed one rebuilds exactly those
 #[test]
 fn selection_follows_the_mappings() {
     let sb = built();
@@ -475,8 +473,8 @@ fn selection_follows_the_mappings() {
     assert!(!status.contains("STALE"), "{status}");
 }
 
-// issue 26 item 2: `weir retry` of a held hour releases it and reruns the
-// partitions that read it, through the mappings
+// `weir retry` of a held hour releases it and reruns the partitions that
+// read it, through the mappings
 #[test]
 fn retry_reruns_the_mapped_downstream() {
     let sb = built();
@@ -567,10 +565,10 @@ fn listed(doc: &serde_json::Value, field: &str) -> Instances {
         .collect()
 }
 
-// issue 26 item 1: the impact of one hour is exactly its day, week, month
-// and the seven windows, as the commit records say they were read (a
-// mapping changed since does not change it), apart from what would read it
-// next; the shared unpartitioned dimension brings in no other hour
+// The impact of one hour is exactly its day, week, month and the seven
+// windows, as the commit records say they were read (a mapping changed
+// since does not change it), apart from what would read it next; the
+// shared unpartitioned dimension brings in no other hour
 #[test]
 fn impact_lists_what_was_built_from_a_generation() {
     let sb = built();
@@ -710,7 +708,7 @@ fn impact_lists_what_was_built_from_a_generation() {
     );
 }
 
-// issue 26 item 3: uncertify --cascade marks the generation and all it
+// `weir uncertify --cascade` marks the generation and all it
 // built, in one durable operator event; repair plans (dry run: nothing
 // written) and then rebuilds exactly that set, in the backfill pool
 #[test]
@@ -844,9 +842,8 @@ fn uncertify_cascade_then_repair_rebuilds_exactly_the_set() {
     );
 }
 
-// issue 26 item 5: an accepted gap lets a fan-in proceed without it, is
-// recorded in the reader's commit record, shows in status, and `weir
-// retry` undoes it
+// An accepted gap lets a fan-in proceed without it, is recorded in the
+// reader's commit record, shows in status, and `weir retry` undoes it
 #[test]
 fn accept_lets_a_fan_in_proceed_and_is_recorded() {
     let sb = built();
@@ -976,8 +973,8 @@ printf 'hour,clicks\n%s,1\n' "$WEIR_PARTITION" > "$WEIR_OUTPUT_DIR/h.csv"
         .is_none());
 }
 
-// issue 26 item 5: an instance that reads only the accepted partition (an
-// identity mapping) stays blocked; a fan-in over it runs
+// An instance that reads only the accepted partition (an identity
+// mapping) stays blocked; a fan-in over it runs
 #[test]
 fn an_identity_reader_of_an_accepted_gap_stays_blocked() {
     let sb = Sandbox::new(

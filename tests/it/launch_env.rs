@@ -1,5 +1,5 @@
-//! `weir verify` reruns a task exactly as `weir run` launched it (issue 29
-//! item 2, one task-launch module): the same argv, working directory and
+//! `weir verify` reruns a task exactly as `weir run` launched it (both go
+//! through one task-launch module): the same argv, working directory and
 //! environment, the manifest's declared `env` included, but for the
 //! variables that name the launch or point into its own staging.
 

@@ -191,7 +191,7 @@ fn find<'e>(events: &'e [Value], kind: &str, job: &str, partition: &str) -> &'e 
         .unwrap_or_else(|| panic!("no {kind} of {job} {partition} in {events:#?}"))
 }
 
-// issue 15: START when an attempt starts, COMPLETE with its inputs (pinned
+// START when an attempt starts, COMPLETE with its inputs (pinned
 // upstream generations) and output (generation and digest, rows, schema,
 // gates as assertions), FAIL with the class and stderr tail, one runId per
 // attempt under the weir run as parent; every event valid against the
@@ -306,7 +306,7 @@ fn lineage_events_reach_an_http_collector_and_validate() {
     assert_eq!(events.len(), 8, "{events:#?}");
 }
 
-// issue 15: a collector that never answers does not fail the run or hold
+// A collector that never answers does not fail the run or hold
 // up its publications: the run ends within the bounded drain, publishes,
 // warns on stderr, logs LINEAGE_UNDELIVERED and `weir status` notes it.
 // A build without the `http` feature refuses a lineage URL.
@@ -359,7 +359,7 @@ fn an_unresponsive_collector_never_fails_or_delays_a_run() {
     );
 }
 
-// issue 15: `file = ...` appends the same events as JSON Lines.
+// `file = ...` appends the same events as JSON Lines.
 #[test]
 fn lineage_to_a_file_appends_valid_events() {
     let sb = sandbox("file = \"lineage.jsonl\"");
@@ -387,7 +387,7 @@ fn lineage_to_a_file_appends_valid_events() {
     assert_eq!(events[0]["job"]["namespace"], "lin");
 }
 
-// issue 15: `[lineage]` takes exactly one of `url` (http:// or, since issue 25, https://) and `file`.
+// `[lineage]` takes exactly one of `url` (http:// or https://) and `file`.
 #[test]
 fn lineage_section_needs_one_http_url_or_a_file() {
     for (body, code) in [
@@ -415,7 +415,7 @@ fn lineage_section_needs_one_http_url_or_a_file() {
     );
 }
 
-// issue 15: an attempt interrupted by Ctrl-C (SIGINT) ends its OpenLineage
+// An attempt interrupted by Ctrl-C (SIGINT) ends its OpenLineage
 // run with ABORT: the collector never sees a START left open.
 #[test]
 fn an_interrupted_attempt_is_aborted_in_lineage() {

@@ -64,14 +64,14 @@ const CASES: &[(&str, &str, usize, usize)] = &[
     ),
     ("unknown_section", "weir::manifest::unknown_section", 6, 2),
     ("many_errors", "weir::manifest::invalid_value", 15, 16),
-    // issue 11: a heartbeat so short that scheduling delays look like a dead engine
+    // A heartbeat so short that scheduling delays look like a dead engine
     (
         "heartbeat_too_short",
         "weir::manifest::heartbeat_too_short",
         17,
         13,
     ),
-    // issue 10: timezones, period keys and input overrides
+    // Timezones, period keys and input overrides
     (
         "unknown_timezone",
         "weir::manifest::unknown_timezone",
@@ -85,32 +85,32 @@ const CASES: &[(&str, &str, usize, usize)] = &[
         9,
     ),
     ("invalid_shift", "weir::manifest::invalid_shift", 22, 34),
-    // issue 14: a scheduler time limit below the task's timeout
+    // A scheduler time limit below the task's timeout
     (
         "time_below_timeout",
         "weir::manifest::time_below_timeout",
         16,
         47,
     ),
-    // issue 14: exit_codes keys are codes or Slurm end-state names
+    // `exit_codes` keys are codes or Slurm end-state names
     ("exit_code_name", "weir::manifest::bad_exit_code", 14, 45),
-    // issue 13: a pool's launch rate is COUNT/DURATION
+    // A pool's launch rate is COUNT/DURATION
     ("bad_rate", "weir::manifest::bad_rate", 16, 8),
-    // issue 27: a Delta table holds Parquet files; a CSV output cannot be one
+    // A Delta table holds Parquet files; a CSV output cannot be one
     (
         "table_needs_parquet",
         "weir::manifest::table_needs_parquet",
         13,
         78,
     ),
-    // issue 12: a duration so long that deadlines computed from it overflow
+    // A duration so long that deadlines computed from it overflow
     (
         "duration_too_long",
         "weir::manifest::duration_too_long",
         17,
         11,
     ),
-    // issue 23: a static key too long for the warehouse's names
+    // A static key too long for the warehouse's names
     ("key_too_long", "weir::manifest::key_too_long", 8, 15),
     // Kinds that had no test: each fixture makes its kind the first error.
     ("bad_name", "weir::manifest::bad_name", 6, 8),

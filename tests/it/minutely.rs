@@ -1,7 +1,7 @@
-//! Minute schemes (issue 24 item 3): `kind = "minutely"` with `every = N`,
-//! keys on the local clock (`2026-11-01T01:15-05:00` in a repeated hour),
-//! mapped to and from hours and days by the rules every scheme follows, and
-//! located diagnostics for a bad `every`.
+//! Minute schemes: `kind = "minutely"` with `every = N`, keys on the local
+//! clock (`2026-11-01T01:15-05:00` in a repeated hour), mapped to and from
+//! hours and days by the rules every scheme follows, and located
+//! diagnostics for a bad `every`.
 
 use weir::manifest::Manifest;
 
@@ -68,8 +68,8 @@ true
     sb
 }
 
-// issue 24 item 3: an hour repeated by New York's fall-back takes the four
-// quarters of that pass, whose keys carry the offset as hourly keys do
+// An hour repeated by New York's fall-back takes the four quarters of that
+// pass, whose keys carry the offset as hourly keys do
 #[test]
 fn quarters_of_the_repeated_hour_carry_their_offset() {
     let sb = sandbox();
@@ -109,8 +109,8 @@ fn quarters_of_the_repeated_hour_carry_their_offset() {
         .is_none());
 }
 
-// issue 24 item 3: a day of 25 hours takes its hundred quarters; a quarter's
-// own key says which pass of the repeated hour it is
+// A day of 25 hours takes its hundred quarters; a quarter's own key says
+// which pass of the repeated hour it is
 #[test]
 fn the_plan_of_a_fall_back_day_takes_a_hundred_quarters() {
     let sb = sandbox();
@@ -140,7 +140,7 @@ fn the_plan_of_a_fall_back_day_takes_a_hundred_quarters() {
     assert!(err.contains("2026-11-01T01:15"), "{err}");
 }
 
-// issue 24 item 3: `every` must tile the hour; the error points at it
+// `every` must tile the hour; the error points at it
 #[test]
 fn a_bad_every_is_a_located_diagnostic() {
     let path = repo().join("tests/fixtures/bad/bad_every.toml");
@@ -160,8 +160,8 @@ fn a_bad_every_is_a_located_diagnostic() {
     );
 }
 
-// issue 24 item 3: every other misuse of `every` and of minute keys, one
-// row per rule: (scheme lines, code, message, help)
+// Every other misuse of `every` and of minute keys, one row per rule:
+// (scheme lines, code, message, help)
 #[test]
 fn each_misuse_of_every_and_minute_keys_is_a_located_error() {
     let cases = [
@@ -223,8 +223,8 @@ fn each_misuse_of_every_and_minute_keys_is_a_located_error() {
     manifest("kind = \"minutely\"\nevery = 30\nstart = \"2026-07-01T00:00\"\ntimezone = \"Australia/Lord_Howe\"").manifest();
 }
 
-// issue 24 item 3: the latest complete quarter is the one whose 15 minutes
-// have ended, offset included in the repeated hour
+// The latest complete quarter is the one whose 15 minutes have ended,
+// offset included in the repeated hour
 #[test]
 fn the_latest_complete_quarter_is_due_when_it_ends() {
     let sb = sandbox();

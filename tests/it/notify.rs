@@ -211,7 +211,7 @@ fn files_holding(sb: &Sandbox, needle: &str) -> Vec<String> {
     found
 }
 
-// issue 25: one notification per fact, keys unique and stable; a retried
+// One notification per fact, keys unique and stable; a retried
 // attempt that then published announces nothing but its publication; a
 // restated quarantine in a later run is not a new fact; secrets from env:
 // and file: are sent as headers and never written anywhere.
@@ -290,7 +290,7 @@ fn one_notification_per_fact_and_secrets_stay_secret() {
     }
 }
 
-// issue 25: a receiver that is down for the run never blocks it; status
+// A receiver that is down for the run never blocks it; status
 // says what is undelivered and --check pages on it; once it is back,
 // `weir notify --flush` delivers everything with the keys tried before.
 #[cfg(feature = "http")]
@@ -379,7 +379,7 @@ fn a_down_receiver_gets_everything_later_with_the_same_keys() {
     assert_eq!(receiver.requests().len(), before + 6);
 }
 
-// issue 25: killed (kill -9) after the commit, with the notification in the
+// Killed (kill -9) after the commit, with the notification in the
 // outbox and not yet sent; the next run delivers it with the same key.
 #[cfg(feature = "http")]
 #[test]
@@ -447,7 +447,7 @@ fn kill_between_commit_and_delivery_then_rerun_delivers_same_key() {
     assert!(pending(&sb, "hook").is_empty());
 }
 
-// issue 25: a quarantined instance that publishes again sends `recovered`,
+// A quarantined instance that publishes again sends `recovered`,
 // once; the command target reads the JSON on stdin with the key in its env.
 #[test]
 fn recovered_once_after_an_announced_failure_to_a_command() {
@@ -518,7 +518,7 @@ fn recovered_once_after_an_announced_failure_to_a_command() {
     );
 }
 
-// issue 25: a command target that fails leaves the notification pending and
+// A command target that fails leaves the notification pending and
 // says why; the flush exits 4 while anything is undelivered.
 #[test]
 fn a_failing_command_keeps_the_notification_pending() {
@@ -550,7 +550,7 @@ fn a_failing_command_keeps_the_notification_pending() {
     );
 }
 
-// issue 25: `[notify.NAME]` errors point at the key, with a fix.
+// `[notify.NAME]` errors point at the key, with a fix.
 #[test]
 fn notify_targets_are_validated() {
     for (body, code, text) in [
@@ -621,7 +621,7 @@ fn notify_targets_are_validated() {
     );
 }
 
-// issue 25: `[lineage] url` sends its headers (secrets from env:) through
+// `[lineage] url` sends its headers (secrets from env:) through
 // the same client.
 #[cfg(feature = "http")]
 #[test]
@@ -642,7 +642,7 @@ fn lineage_sends_its_headers() {
     assert_eq!(files_holding(&sb, TOKEN), Vec::<String>::new());
 }
 
-// issue 25: killed after the commit record and before its notification was
+// Killed after the commit record and before its notification was
 // written (`after_commit`): the next run that reaches the instance finds the
 // generation unannounced and sends it, once, with the key the dead run would
 // have used.
@@ -767,7 +767,7 @@ fn a_publication_killed_before_its_notification_is_delivered_by_the_next_flush()
         .all(|e| e.unwrap().file_name().to_string_lossy().starts_with('.')));
 }
 
-// issue 25: the outbox is in the warehouse through the store: on S3 a run
+// The outbox is in the warehouse through the store: on S3 a run
 // with the receiver down leaves its notifications in the bucket, status
 // (from another staging directory, as another host) names them, and a
 // flush delivers them with the keys the bucket holds.
@@ -828,7 +828,7 @@ fn the_outbox_lives_in_an_s3_warehouse() {
     assert_eq!(files_holding(&sb, TOKEN), Vec::<String>::new());
 }
 
-// issue 25: the one HTTP client takes its proxy from the environment
+// The one HTTP client takes its proxy from the environment
 // (`HTTP_PROXY`): the receiver here is the proxy, the target a host that
 // does not resolve.
 #[cfg(feature = "http")]
@@ -864,7 +864,7 @@ fn notifications_go_through_the_environments_proxy() {
     assert_eq!(states(&sb, "r1", State::Notified).len(), 1);
 }
 
-// issue 25: a header whose secret cannot be read fails the delivery, naming
+// A header whose secret cannot be read fails the delivery, naming
 // the header and its reference, never a value; the notification stays.
 #[cfg(feature = "http")]
 #[test]

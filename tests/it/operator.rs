@@ -265,7 +265,7 @@ output = { dataset = "down", grain = ["id"] }"#,
         .stderr("down p: HELD inputs unavailable: upstream `up` p generation 2 is uncertified (vendor resent the feed); run with --allow-uncertified to read it anyway\n");
     let r2 = sb.events("r2");
     // `--task down` selects exactly `down`: the published `up` is pinned,
-    // not planned (issue 12).
+    // not planned.
     assert_eq!(states(&r2, "up", "p"), []);
     assert_eq!(states(&r2, "down", "p"), [State::Queued, State::Held]);
     let held = &of(&r2, State::Held)[0].detail;
@@ -522,7 +522,7 @@ fn gc_dry_run_deletes_nothing_and_apply_keeps_referenced() {
             assert!(f.is_file(), "{}", f.display());
         }
     }
-    // `show` keeps the file's column order (issue 12).
+    // `show` keeps the file's column order.
     assert_eq!(show(&sb, "out", "p"), "id,v,token\n1,ok,5\n");
     assert_eq!(show(&sb, "out", "q"), "id,v,token\n1,ok,1\n");
     // The retained generation can still be rolled back to.

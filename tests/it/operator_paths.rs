@@ -1,6 +1,6 @@
-//! Issue 23 items 9 and 14: hourly schemes in zones with a sub-hour offset,
-//! and operator paths tried as a new user would (every suggested command is
-//! pasted into a shell and must work).
+//! Hourly schemes in zones with a sub-hour offset, and operator paths tried
+//! as a new user would (every suggested command is pasted into a shell and
+//! must work).
 
 use crate::support::{cmd, ok, stderr, stdout, Cmd, Sandbox, Visible};
 
@@ -58,8 +58,8 @@ partitioned_by = "liberia"
 output = { dataset = "mlw", grain = ["hour"] }
 "#;
 
-// issue 23 item 9: Kathmandu (+05:45) and Monrovia keys were refused key by
-// key (the sub-hour phase came from 1970, with the wrong sign)
+// Kathmandu (+05:45) and Monrovia keys were refused key by key (the
+// sub-hour phase came from 1970, with the wrong sign)
 #[test]
 fn hourly_schemes_in_nepal_and_liberia_validate_plan_and_run() {
     let sb = Sandbox::new(HOURLY);
@@ -110,9 +110,9 @@ fn hourly_schemes_in_nepal_and_liberia_validate_plan_and_run() {
     }
 }
 
-// issue 23 item 9: a sub-minute phase (Liberia was 44 min 30 s behind UTC
-// until 1972): its hours are whole local hours; a range across the change
-// to UTC is refused
+// A sub-minute phase (Liberia was 44 min 30 s behind UTC until 1972): its
+// hours are whole local hours; a range across the change to UTC is
+// refused
 #[test]
 fn liberia_before_1972_keeps_its_sub_minute_phase() {
     let manifest = |end: &str| {
@@ -166,8 +166,8 @@ output = {{ dataset = "old", grain = ["hour"] }}
     );
 }
 
-// issue 23 item 9: Lord Howe's half-hour DST was accepted, then mislabelled
-// hours; refused at validate wherever `start` falls
+// Lord Howe's half-hour DST was accepted, then mislabelled hours; refused
+// at validate wherever `start` falls
 #[test]
 fn an_hourly_scheme_in_lord_howe_is_refused_at_validate() {
     for (start, change) in [
@@ -246,9 +246,9 @@ inputs = ["loaded"]
 output = { dataset = "regional", grain = ["id"] }
 "#;
 
-// issue 23 item 14: a missing external input made the run say HELD (exit 1)
-// while status showed nothing, explain said "not run yet" and retry refused;
-// since issue 24 item 4 the run says WAITING too (exit 0, nothing done)
+// A missing external input made the run say HELD (exit 1) while status showed nothing,
+// explain said "not run yet" and retry refused; now, as an input a sensor waits for,
+// the run says WAITING too (exit 0, nothing done)
 #[test]
 fn a_missing_external_input_is_one_story_with_a_command_that_works() {
     let sb = Sandbox::new(OPS);
@@ -323,13 +323,13 @@ fn a_missing_external_input_is_one_story_with_a_command_that_works() {
     assert!(!status.contains("WAITING     load 2026-11-28"), "{status}");
 }
 
-// issue 23 item 14: suggested commands printed `--partition eu|2026-11-15`
-// unquoted, a pipe when pasted into a shell
+// Suggested commands printed `--partition eu|2026-11-15` unquoted, a pipe
+// when pasted into a shell
 #[test]
 fn suggested_commands_quote_keys_and_work_when_pasted() {
     let sb = Sandbox::new(OPS);
     std::fs::create_dir(sb.path().join("in")).unwrap();
-    // Since issue 24 item 4 the instance waits with its upstream (exit 0),
+    // As an input a sensor waits for, the instance waits with its upstream (exit 0),
     // not SKIPPED.
     assert_eq!(sb.run("r1", &[]).status.code(), Some(0));
     let out = sb.weir_out(&[
@@ -357,8 +357,8 @@ fn suggested_commands_quote_keys_and_work_when_pasted() {
     );
 }
 
-// issue 23 item 14: a static key alone on `--partition` selected nothing
-// without saying why
+// A static key alone on `--partition` selected nothing without saying
+// why
 #[test]
 fn a_static_key_alone_says_why_it_selects_nothing() {
     let sb = Sandbox::new(OPS);
@@ -387,8 +387,8 @@ fn a_static_key_alone_says_why_it_selects_nothing() {
     );
 }
 
-// issue 23 item 14: New York hours into UTC days validated silently and
-// shifted data by a day
+// New York hours into UTC days validated silently and shifted data by a
+// day
 #[test]
 fn a_mapping_across_timezones_warns_and_the_plan_shows_its_rule() {
     let sb = Sandbox::new(
@@ -513,8 +513,8 @@ printf 'day\n%s\n' "$WEIR_PARTITION" > "$WEIR_OUTPUT_DIR/d.csv"
     sb
 }
 
-// issue 23 item 14: the backfill header said "(1 partition)" for 31 days,
-// and the report's Gantt labelled lanes with the tasks' own pool
+// The backfill header said "(1 partition)" for 31 days, and the report's
+// Gantt labelled lanes with the tasks' own pool
 #[test]
 fn the_backfill_header_counts_each_scheme_and_its_lanes_are_its_pool() {
     // A monthly task planned first: the header counted its one partition.
@@ -551,8 +551,8 @@ fn the_backfill_header_counts_each_scheme_and_its_lanes_are_its_pool() {
     );
 }
 
-// issue 23 item 14: an interrupted forced backfill could not be resumed
-// (the hint, "run the same command again", forced everything again)
+// An interrupted forced backfill could not be resumed (the hint, "run
+// the same command again", forced everything again)
 #[test]
 fn an_interrupted_forced_backfill_resumes_with_the_command_it_prints() {
     let _serial = crate::support::exclusive();
@@ -631,7 +631,7 @@ fn an_interrupted_forced_backfill_resumes_with_the_command_it_prints() {
     .stderr("error: --resume: no run `nosuch` in $SB/wh/_runs\n  help: the interrupted backfill printed its run id (`run ID: …`); `weir events` lists every run\n");
 }
 
-// issue 23 item 14: the JSON Schema accepted month 13, day 32 and 30 February
+// The JSON Schema accepted month 13, day 32 and 30 February
 #[test]
 fn the_schema_refuses_impossible_dates() {
     let schema: serde_json::Value = serde_json::from_str(&weir::manifest::json_schema()).unwrap();

@@ -120,7 +120,7 @@ fn sandbox() -> Sandbox {
     sb
 }
 
-// issue 15: a task publishes Parquet; every gate runs on it (a reconcile
+// A task publishes Parquet; every gate runs on it (a reconcile
 // against a CSV input included), its digest equals the digest of the same
 // rows published as CSV downstream (which reconciles against the Parquet
 // output), and `weir show` prints it as CSV or JSON.
@@ -183,7 +183,7 @@ fn parquet_output_is_audited_digested_and_shown_like_csv() {
     assert_eq!(doc["rows"].as_array().map(Vec::len), Some(5));
 }
 
-// issue 15: files of one Parquet candidate whose schemas differ fail the
+// Files of one Parquet candidate whose schemas differ fail the
 // audit (quarantined, nothing published) naming the file and the column.
 #[test]
 fn parquet_schema_drift_between_files_is_refused_by_name() {

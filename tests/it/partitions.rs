@@ -1,4 +1,4 @@
-//! Partitions across schemes (issue 10): rollups wait for and pin every
+//! Partitions across schemes: rollups wait for and pin every
 //! period they cover, fan-in and fan-out, offsets and windows, backfills
 //! that pull in the upstream partitions they need, and staleness after a
 //! repair.
@@ -168,7 +168,7 @@ fn days(first: u32, last: u32) -> Vec<String> {
     (first..=last).map(|d| format!("2026-09-{d:02}")).collect()
 }
 
-// issue 10: a weekly rollup waits for its seven days and pins seven generations
+// A weekly rollup waits for its seven days and pins seven generations
 #[test]
 fn weekly_rollup_waits_for_and_pins_its_seven_days() {
     let sb = sandbox();
@@ -266,7 +266,7 @@ fn weekly_rollup_waits_for_and_pins_its_seven_days() {
     assert!(sb.entries("sales", "2026-09-21", "log").is_empty());
 }
 
-// issue 10: a repaired day makes its week STALE; a rerun of the week republishes with the new day's digest
+// A repaired day makes its week STALE; a rerun of the week republishes with the new day's digest
 #[test]
 fn a_repaired_day_makes_its_week_stale_until_rerun() {
     let sb = sandbox();
@@ -335,7 +335,7 @@ fn a_repaired_day_makes_its_week_stale_until_rerun() {
     assert!(!stdout(&status).contains("STALE"), "{}", stdout(&status));
 }
 
-// issue 10: fan-out from an unpartitioned input and fan-in over regions
+// Fan-out from an unpartitioned input and fan-in over regions
 #[test]
 fn fan_out_from_unpartitioned_and_fan_in_over_regions() {
     let sb = sandbox();
@@ -369,7 +369,7 @@ fn fan_out_from_unpartitioned_and_fan_in_over_regions() {
     assert_eq!(total.rows().len(), 2);
 }
 
-// issue 10: an offset reads the previous period, a window the last seven; before the start is a plan error
+// An offset reads the previous period, a window the last seven; before the start is a plan error
 #[test]
 fn an_offset_reads_the_previous_period_and_a_window_the_last_seven() {
     let sb = sandbox();
@@ -425,7 +425,7 @@ fn an_offset_reads_the_previous_period_and_a_window_the_last_seven() {
     );
 }
 
-// issue 10: a backfill over days covers the weeks and months they touch and pulls in (and names) unpublished days
+// A backfill over days covers the weeks and months they touch and pulls in (and names) unpublished days
 #[test]
 fn backfill_over_days_covers_touched_weeks_and_months() {
     let sb = sandbox();
@@ -489,7 +489,7 @@ fn backfill_over_days_covers_touched_weeks_and_months() {
     }
 }
 
-// issue 10: the bundled cross-scheme example runs for real
+// The bundled cross-scheme example runs for real
 #[test]
 fn atlasmart_web_runs_hours_to_days_to_a_week() {
     let tmp = tempfile::tempdir().unwrap();
@@ -535,7 +535,7 @@ fn atlasmart_web_runs_hours_to_days_to_a_week() {
     );
 }
 
-// issue 10: a backfill narrows a static dimension with `keys`
+// A backfill narrows a static dimension with `keys`
 #[test]
 fn backfill_narrows_a_static_dimension() {
     let sb = sandbox();
@@ -563,7 +563,7 @@ fn backfill_narrows_a_static_dimension() {
     );
 }
 
-// issue 10: depends_on_past chains each region's days, not the product's order
+// `depends_on_past` chains each region's days, not the product's order
 #[test]
 fn depends_on_past_follows_the_time_dimension_per_region() {
     let sb = Sandbox::new(
@@ -607,7 +607,7 @@ reason = "replay"
     assert_eq!(doc["total"]["estimated_wall_ms"], 3 * 60_000);
 }
 
-// issue 10: a local day across the end of DST holds 25 hours, the repeated one named by its offset
+// A local day across the end of DST holds 25 hours, the repeated one named by its offset
 #[test]
 fn a_paris_day_across_dst_reads_25_hours() {
     let sb = Sandbox::new(
@@ -682,7 +682,7 @@ output = { dataset = "daily_hits", grain = ["id"] }
     );
 }
 
-// issue 10: the README's worked example is the plan weir prints
+// The README's worked example is the plan weir prints
 #[test]
 fn readme_worked_example_matches_the_plan() {
     let repo = crate::support::repo();
@@ -711,7 +711,7 @@ fn readme_worked_example_matches_the_plan() {
     }
 }
 
-// issue 10 with issue 11: an input mapped to several partitions is a private,
+// Published means immutable, across schemes too: an input mapped to several partitions is a private,
 // read-only copy per key, checked against each generation's sums: a rollup
 // that writes into it changes no published day, the week's record holds
 // its own per-file sums, and a drifted day fails the week with exit 5

@@ -39,7 +39,7 @@ fn chromium() -> Option<&'static str> {
     })
 }
 
-// issue 15: the report loads in headless Chromium without console errors,
+// The report loads in headless Chromium without console errors,
 // and its DOM holds a cell per task and partition with its state (published,
 // stale, quarantined, held, missing), the hover evidence of a published cell, the
 // run's attempts as bars in their pool's lanes and the generation history.
@@ -83,7 +83,7 @@ fn report_renders_states_in_a_headless_browser_case(in_browser: bool) {
         stderr(&out)
     );
     // A forced rebuild of up a with other data makes down a stale: it read
-    // generation 1 (an identical one would not: early cutoff, issue 26).
+    // generation 1 (an identical one would not: early cutoff).
     std::fs::write(sb.path().join("v"), "2\n").unwrap();
     let again = sb.run("RUN-R2", &["--task", "up", "--partition", "a", "--force"]);
     assert!(again.status.success(), "{}", stderr(&again));
@@ -178,9 +178,9 @@ fn report_renders_states_in_a_headless_browser_case(in_browser: bool) {
     assert_eq!(dom.matches("<td>up_out</td>").count(), 3);
 }
 
-// issue 15: 730 daily partitions × 10 tasks is one page that weir writes
-// and a headless browser lays out in seconds (summarised per task since
-// issue 25).
+// 730 daily partitions × 10 tasks is one page that weir writes
+// and a headless browser lays out in seconds (summarised per task, as a
+// grid that large is).
 #[test]
 fn report_of_730_partitions_by_10_tasks_stays_light() {
     report_of_730_partitions_by_10_tasks_stays_light_case(false);
@@ -216,7 +216,7 @@ fn report_of_730_partitions_by_10_tasks_stays_light_case(in_browser: bool) {
     assert!(made.status.success(), "{}", stderr(&made));
     let html = std::fs::read_to_string(sb.path().join("big.html")).unwrap();
     // Beyond a few hundred partitions the grid is a summary per task
-    // (issue 25 item 5): 730 missing cells per task, no row drawn.
+    // (problems first): 730 missing cells per task, no row drawn.
     assert_eq!(
         html.matches("<td class=\"count\" data-state=\"missing\">730</td>")
             .count(),
@@ -249,7 +249,7 @@ fn report_of_730_partitions_by_10_tasks_stays_light_case(in_browser: bool) {
     eprintln!("730 x 10 report: written in {written:?}, loaded by chromium in {loaded:?}");
 }
 
-// issue 15: `weir plan --html` draws the simulated schedule of a backfill:
+// `weir plan --html` draws the simulated schedule of a backfill:
 // every task as a row, every instance as a bar in its pool's slot lanes
 // (small plans) or the pool's busy slots over time (large ones).
 #[test]

@@ -1,4 +1,4 @@
-//! The S3 backend against a real S3 protocol server (issue 13): `ci/moto-up.sh`
+//! The S3 backend against a real S3 protocol server: `ci/moto-up.sh`
 //! starts moto's standalone server and exports `WEIR_S3_TEST_ENDPOINT`.
 //! Where none is set when the tests are built, every test here is reported
 //! as ignored, by name, with what it needs (build.rs); with `CI=true` none is
@@ -77,7 +77,7 @@ pub(crate) fn backend(endpoint: &str, url: &str) -> S3Backend {
     .unwrap()
 }
 
-// issue 13: the S3 backend keeps the backend contract (`store_contract::s3`
+// The S3 backend keeps the backend contract (`store_contract::s3`
 // under a key prefix) and at the bucket's root, where the whole warehouse is
 // the bucket.
 #[cfg_attr(
@@ -191,7 +191,7 @@ fn serve(mut client: TcpStream, upstream: &str, fault: fn(&str) -> bool, fired: 
     let _ = client.write_all(&reply);
 }
 
-// issue 13: object_store retries a create whose reply was a 503; the retry
+// object_store retries a create whose reply was a 503; the retry
 // finds the key taken (412) by the first try. The backend rereads, finds
 // its own bytes, and reports the create as its own, not as lost.
 #[cfg_attr(
@@ -217,7 +217,7 @@ fn s3_create_whose_reply_was_lost_is_ours() {
     assert!(!b.put_if_absent("d/p/log/lost-create", b"rival").unwrap());
 }
 
-// issue 13: the same for a conditional replace: the retry's 412 after a
+// The same for a conditional replace: the retry's 412 after a
 // landed first try is our write, with the version now stored.
 #[cfg_attr(
     not(any(weir_has_s3, weir_ci)),
@@ -250,7 +250,7 @@ fn s3_replace_whose_reply_was_lost_is_ours() {
     );
 }
 
-// issue 13: a bucket that does not exist fails when the warehouse is
+// A bucket that does not exist fails when the warehouse is
 // opened, naming it with the server's answer, never a panic and never an
 // empty warehouse.
 #[cfg_attr(
@@ -290,7 +290,7 @@ fn s3_missing_bucket_is_an_error_with_its_cause() {
     ));
 }
 
-// issue 13: a run's events on S3 are ordered put-if-absent chunks: a
+// A run's events on S3 are ordered put-if-absent chunks: a
 // durable emit is stored before it returns, a reopened run appends after
 // the last chunk, and `read_run` / `read_all_in` merge them in order.
 #[cfg_attr(

@@ -1,7 +1,7 @@
-//! Issue 28 item 1: what an instance no longer sends to S3, and that what
-//! readers of the store show does not change (see store_budget.rs for the
-//! count): each engine or command has its own staging directory, as
-//! separate hosts would.
+//! What an instance does not need to send to S3, and that what readers of the
+//! store show does not change (see store_budget.rs for the count): each
+//! engine or command has its own staging directory, as separate hosts
+//! would.
 
 use weir::store::Backend;
 
@@ -25,7 +25,7 @@ command = ["sh", "-c", "printf 'id,shard\n1,%s\n' \"$WEIR_PARTITION\" > \"$WEIR_
 output = { dataset = "t", grain = ["id"] }
 "#;
 
-// issue 28: a published attempt's audit report (`candidate.json`) is not
+// A published attempt's audit report (`candidate.json`) is not
 // uploaded (its commit record carries what readers show), while an attempt
 // that audited well but did not publish (here its commit failed) uploads
 // it, as before: the report is then what tells another host what it read.
@@ -80,7 +80,7 @@ fn only_an_attempt_that_did_not_publish_uploads_its_audit_report() {
     assert!(explain.contains("published: generation 1"), "{explain}");
 }
 
-// issue 28: on S3 an attempt writes no lease.json before its first renewal:
+// On S3 an attempt writes no lease.json before its first renewal:
 // the put-if-absent of its token is the claim, and the token's record
 // carries the first lease (holder, process tag, timeout). Another engine
 // meeting the attempt waits for it, naming its holder as a written lease

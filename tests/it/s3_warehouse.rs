@@ -1,4 +1,4 @@
-//! Issue 13: `weir` commands on an `s3://` warehouse, against moto's S3
+//! `weir` commands on an `s3://` warehouse, against moto's S3
 //! server (`ci/moto-up.sh`; see s3.rs for when these are ignored). Each
 //! engine or command gets its own staging directory, as separate hosts
 //! would: nothing may pass between them except through the bucket.
@@ -82,7 +82,7 @@ fn published(status: &str) -> BTreeMap<(String, String), (u64, u64, String)> {
         .collect()
 }
 
-// issue 13: the AtlasMart example run on S3 publishes exactly the digests it
+// The AtlasMart example run on S3 publishes exactly the digests it
 // publishes on disk, and every command reads, repairs and cleans the S3
 // warehouse the way it does a directory, from any host's staging directory.
 #[cfg_attr(
@@ -351,7 +351,7 @@ fn atlasmart_on_s3_matches_disk_and_every_command_works() {
     assert!(plan.contains("load"), "{plan}");
 }
 
-// issue 13: a published object changed in the bucket behind weir's back is
+// A published object changed in the bucket behind weir's back is
 // drift: readers refuse it (exit 5, naming the file and how it changed), and
 // a downstream task is never handed it.
 #[cfg_attr(
@@ -475,7 +475,7 @@ heartbeat = "300ms"
     )
 }
 
-// issue 13: three engines on one S3 warehouse, each staging on its own
+// Three engines on one S3 warehouse, each staging on its own
 // "host", one SIGSTOPped past its leases and continued, one killed -9 mid-run:
 // every partition converges to the digest a lone engine on disk publishes,
 // and no generation in any commit log holds anything else (nothing torn,
@@ -699,7 +699,7 @@ fn intervals(dir: &Path) -> Vec<(String, u128, Option<u128>)> {
     out
 }
 
-// issue 13: two engines on one S3 warehouse, each on its own "host", never
+// Two engines on one S3 warehouse, each on its own "host", never
 // run more than the pool's 2 commands at once (measured from the commands'
 // own clocks); one killed -9 while holding both slots leaks neither: the
 // other gets them back once the dead engine's heartbeat has stopped moving.
@@ -774,7 +774,7 @@ fn s3_pool_slots_hold_across_engines_and_survive_kill9() {
     }
 }
 
-// issue 13: what a failed attempt leaves as evidence reaches the bucket:
+// What a failed attempt leaves as evidence reaches the bucket:
 // its stderr (a command that failed) and its audit report (a gate that
 // failed), so any host can read them; nothing is published.
 #[cfg_attr(
@@ -839,7 +839,7 @@ output = { dataset = "dups", grain = ["id"] }
     }
 }
 
-// issue 13: `--warehouse` takes a directory (relative to the current one)
+// `--warehouse` takes a directory (relative to the current one)
 // or an s3:// URL, on any command; any other URL is a usage error, never a
 // directory named `gs:`.
 #[test]

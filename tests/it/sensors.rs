@@ -1,8 +1,8 @@
-//! Sensors (issue 24 item 4): an external input that is not ready makes its
-//! instance WAITING, not HELD and not a failure; `weir run --wait` rechecks
-//! it with backoff; past the task's `sla` it is LATE; a sensor that fails
-//! fails the instance with its stderr as evidence; a changed external input
-//! makes its publication STALE as soon as status looks.
+//! Sensors: an external input that is not ready makes its instance WAITING,
+//! not HELD and not a failure; `weir run --wait` rechecks it with backoff;
+//! past the task's `sla` it is LATE; a sensor that fails fails the instance
+//! with its stderr as evidence; a changed external input makes its
+//! publication STALE as soon as status looks.
 
 use std::time::{Duration, Instant};
 
@@ -74,8 +74,8 @@ fn no_markers(sb: &Sandbox) {
     assert!(marks.is_empty(), "no marker: {marks:?}");
 }
 
-// issue 24 item 4: without --wait, an input not ready is reported WAITING,
-// exit 0, nothing published, no HELD marker; its downstream waits too
+// Without --wait, an input not ready is reported WAITING, exit 0, nothing
+// published, no HELD marker; its downstream waits too
 #[test]
 fn without_wait_an_unready_input_is_waiting_and_exits_0() {
     let sb = sandbox(MANIFEST);
@@ -144,8 +144,8 @@ fn without_wait_an_unready_input_is_waiting_and_exits_0() {
     ));
 }
 
-// issue 24 item 4: a `_SUCCESS` that appears late: WAITING, then published
-// within the run's --wait
+// A `_SUCCESS` that appears late: WAITING, then published within the run's
+// --wait
 #[test]
 fn a_late_success_marker_is_waited_for_then_published() {
     let sb = sandbox(MANIFEST);
@@ -211,7 +211,7 @@ fn a_late_success_marker_is_waited_for_then_published() {
     no_markers(&sb);
 }
 
-// issue 24 item 4: --wait ends: still WAITING, exit 0, after several checks
+// --wait ends: still WAITING, exit 0, after several checks
 #[test]
 fn a_wait_that_ends_leaves_the_instance_waiting() {
     let sb = sandbox(MANIFEST);
@@ -250,8 +250,8 @@ fn a_wait_that_ends_leaves_the_instance_waiting() {
     no_markers(&sb);
 }
 
-// issue 24 item 4: a sensor command exiting 2 is a sensor failure, with its
-// stderr as evidence; exiting 1 is "not yet"
+// A sensor command exiting 2 is a sensor failure, with its stderr as
+// evidence; exiting 1 is "not yet"
 #[test]
 fn a_sensor_exiting_2_fails_with_its_stderr() {
     let manifest = MANIFEST.replace(
@@ -320,8 +320,8 @@ fn a_sensor_exiting_2_fails_with_its_stderr() {
     );
 }
 
-// issue 24 item 4: a waiting instance past its task's SLA is LATE in the
-// run, in status (and --check pages on it) and in the report
+// A waiting instance past its task's SLA is LATE in the run, in status
+// (and --check pages on it) and in the report
 #[test]
 fn a_waiting_instance_past_its_sla_is_late() {
     let manifest = MANIFEST.replace(
@@ -375,8 +375,8 @@ fn a_waiting_instance_past_its_sla_is_late() {
     no_markers(&sb);
 }
 
-// issue 24 item 4: an external input corrected after its partition was
-// published makes that publication STALE at once, in status and plan
+// An external input corrected after its partition was published makes
+// that publication STALE at once, in status and plan
 #[test]
 fn a_changed_external_input_is_stale_when_status_looks() {
     let sb = sandbox(MANIFEST);
@@ -404,8 +404,8 @@ fn a_changed_external_input_is_stale_when_status_looks() {
     assert!(!status.contains("STALE"), "{status}");
 }
 
-// issue 24 item 4: a watermark sensor waits until the source's committed
-// position reaches the period's end
+// A watermark sensor waits until the source's committed position reaches
+// the period's end
 #[test]
 fn a_watermark_short_of_the_period_end_is_waiting() {
     let manifest = MANIFEST.replace(
@@ -439,7 +439,7 @@ fn a_watermark_short_of_the_period_end_is_waiting() {
     );
 }
 
-// issue 24 item 4: `ready` mistakes are located diagnostics
+// `ready` mistakes are located diagnostics
 #[test]
 fn a_bad_ready_is_a_located_diagnostic() {
     let path = repo().join("tests/fixtures/bad/bad_ready.toml");

@@ -1,4 +1,4 @@
-//! `weir serve` (issue 24): partitions run as their periods end, never a
+//! `weir serve`: partitions run as their periods end, never a
 //! catch-up (MISSED instead), one publication per due period across two
 //! serves, SIGHUP and SIGTERM. `WEIR_NOW` is where serve's clock starts;
 //! it then advances in real time, so a test starts serve two seconds
@@ -214,7 +214,8 @@ pub(crate) fn serve_events(sb: &Sandbox, state: State) -> Vec<weir::events::Even
     out
 }
 
-// Issue 24.
+// A period is due when it ends, not before: serve runs the newest due
+// hour at start, then each hour as it ends, and idles in between.
 #[test]
 fn partitions_publish_once_each_as_their_periods_end() {
     let sb = sandbox();
@@ -241,7 +242,8 @@ fn partitions_publish_once_each_as_their_periods_end() {
     assert!(serve_events(&sb, State::Missed).is_empty());
 }
 
-// Issue 24.
+// Downtime is never caught up in a burst: the periods due while serve was
+// down are recorded MISSED (a backfill's job), and only the newest runs.
 #[test]
 fn a_restart_after_downtime_runs_only_the_newest_period_and_records_the_rest_missed() {
     let sb = sandbox();
@@ -348,7 +350,8 @@ fn a_restart_after_downtime_runs_only_the_newest_period_and_records_the_rest_mis
     assert!(text.contains("MISSED      h 2026-09-20T13"), "{text}");
 }
 
-// Issue 24.
+// Serves are safe to run twice (a standby): a due period is claimed
+// through the store, so each is published by one of them only.
 #[test]
 fn two_serves_on_one_warehouse_publish_each_partition_once() {
     let sb = sandbox();
@@ -381,7 +384,8 @@ fn two_serves_on_one_warehouse_publish_each_partition_once() {
     }
 }
 
-// Issue 24.
+// A reload never takes a working serve down: an invalid manifest is
+// refused, said so, and the one already loaded keeps running.
 #[test]
 fn sighup_with_a_broken_manifest_keeps_serving() {
     let sb = sandbox();
@@ -407,7 +411,8 @@ fn sighup_with_a_broken_manifest_keeps_serving() {
     assert_eq!(published(&sb), ["2026-09-20T10", "2026-09-20T11"]);
 }
 
-// Issue 24.
+// SIGTERM ends serve like Ctrl-C ends a run: the running attempt is
+// stopped, its whole process tree with it.
 #[test]
 fn sigterm_stops_a_running_attempt_and_leaves_no_task_process() {
     let sb = sandbox();
@@ -458,7 +463,8 @@ fn sigterm_stops_a_running_attempt_and_leaves_no_task_process() {
     assert!(published(&sb).is_empty());
 }
 
-// Issue 24.
+// A task can wait past its period's end (`delay`) and an unpartitioned
+// task is due on a cron `schedule`.
 #[test]
 fn a_delay_and_a_schedule_make_tasks_due() {
     let sb = Sandbox::new(&format!(
@@ -483,7 +489,8 @@ fn a_delay_and_a_schedule_make_tasks_due() {
     assert_eq!(sb.store("ticks", "all").history().unwrap().len(), 1);
 }
 
-// Issue 24.
+// `schedule` belongs to an unpartitioned task and `delay` is a duration:
+// each mistake is a located diagnostic.
 #[test]
 fn schedule_and_delay_are_validated() {
     let sb = Sandbox::new(&MANIFEST.replace(
@@ -514,7 +521,8 @@ fn schedule_and_delay_are_validated() {
     assert!(err.contains("has 4 fields"), "{err}");
 }
 
-// Issue 24.
+// One serve can carry several pipelines: each keeps its own warehouse and
+// decisions, as if served alone.
 #[test]
 fn several_manifests_in_one_process_share_nothing_but_the_process() {
     let sb = sandbox();
@@ -550,7 +558,6 @@ fn several_manifests_in_one_process_share_nothing_but_the_process() {
     }
 }
 
-// Issue 24.
 // The claims and MISSED records go through the store: two serves on one S3
 // warehouse (each with its own staging, as on two hosts) publish each
 // partition once, and a restart records what it skipped once.
@@ -646,7 +653,8 @@ fn two_serves_on_one_s3_warehouse_publish_each_partition_once() {
     );
 }
 
-// Issue 24.
+// A serve killed mid-attempt does not lose its period: a standby serve
+// finds its claimer dead and runs it.
 #[test]
 fn a_standby_takes_over_the_period_of_a_serve_killed_mid_attempt() {
     let sb = sandbox();

@@ -1,4 +1,4 @@
-//! The Slurm executor on a real cluster (issue 14): `ci/slurm-up.sh` starts a
+//! The Slurm executor on a real cluster: `ci/slurm-up.sh` starts a
 //! single-node Slurm. Where none answers when the tests are built, the tests
 //! that need it are reported as ignored, by name (build.rs); with `CI=true`
 //! none is ignored and they fail instead, since CI installs one.
@@ -140,7 +140,7 @@ fn job_ids(sb: &Sandbox, run_id: &str, task: &str) -> BTreeMap<String, Vec<Strin
     out
 }
 
-// issue 14: tasks run as Slurm jobs publish exactly what local runs publish
+// Tasks run as Slurm jobs publish exactly what local runs publish
 #[cfg_attr(
     not(any(weir_has_slurm, weir_ci)),
     ignore = "needs Slurm: `sinfo` must answer (ci/slurm-up.sh starts one)"
@@ -190,7 +190,7 @@ impl Sandbox {
     }
 }
 
-// issue 14: a pool's slots cap the jobs in the cluster's queue
+// A pool's slots cap the jobs in the cluster's queue
 #[cfg_attr(
     not(any(weir_has_slurm, weir_ci)),
     ignore = "needs Slurm: `sinfo` must answer (ci/slurm-up.sh starts one)"
@@ -227,7 +227,7 @@ fn pool_caps_jobs_in_the_queue() {
     assert_eq!(job_ids(&sb, "pool", "extract").len(), 4);
 }
 
-// issue 14: a job cancelled with scancel, and one past the task's timeout,
+// A job cancelled with scancel, and one past the task's timeout,
 // are classified and retried per policy
 #[cfg_attr(
     not(any(weir_has_slurm, weir_ci)),
@@ -402,7 +402,7 @@ fn engine_dies_then_restart(signal: i32, dataset: &str) {
     assert_eq!(digests(&sb, &[dataset]), digests(&clean, &[dataset]));
 }
 
-// issue 14: kill -9 of the engine while jobs run, then a restart
+// Kill -9 of the engine while jobs run, then a restart
 #[cfg_attr(
     not(any(weir_has_slurm, weir_ci)),
     ignore = "needs Slurm: `sinfo` must answer (ci/slurm-up.sh starts one)"
@@ -415,7 +415,7 @@ fn kill9_then_restart_adopts_running_jobs() {
     engine_dies_then_restart(libc::SIGKILL, "raw_s");
 }
 
-// issue 14: an interrupted engine (SIGTERM, as Ctrl-C) scancels its jobs before
+// An interrupted engine (SIGTERM, as Ctrl-C) scancels its jobs before
 // it exits, and a restart runs them to the same digests
 #[cfg_attr(
     not(any(weir_has_slurm, weir_ci)),
@@ -429,7 +429,7 @@ fn interrupted_engine_cancels_its_jobs() {
     engine_dies_then_restart(libc::SIGTERM, "raw_t");
 }
 
-// issue 14: a job that cannot see its attempt directory fails clearly (held
+// A job that cannot see its attempt directory fails clearly (held
 // for an operator), not as a missing output. Simulated by running the job as
 // `nobody`, who cannot enter the sandbox (mode 0700): what a node without
 // the shared filesystem sees.
@@ -468,7 +468,7 @@ fn job_that_cannot_see_staging_fails_clearly() {
     assert!(sb.store("raw_n", "a").latest().unwrap().is_none());
 }
 
-// issue 14: `weir plan` shows each task's executor and resources
+// `weir plan` shows each task's executor and resources
 #[test]
 fn plan_shows_executor_and_resources() {
     let sb = sandbox("hpc", "raw_plan", 4, "");
@@ -486,7 +486,7 @@ fn plan_shows_executor_and_resources() {
     assert_eq!(plan["tasks"][0]["resources"]["memory"], "64M");
 }
 
-// issue 14: Slurm end states have defaults (node failure and preemption
+// Slurm end states have defaults (node failure and preemption
 // transient, out-of-memory deterministic) that `exit_codes` overrides by name
 #[test]
 fn end_state_defaults_and_overrides() {

@@ -1,9 +1,9 @@
-//! Issue 28 item 1: what an instance costs in requests on S3, counted at a
-//! proxy in front of moto's S3 server (ignored by name without one, failing
-//! under `CI=true`, as in s3.rs). The pipeline is bench/s3.sh's: `up`, and `down`
-//! reading it, over a few static partitions, one 2-slot global pool. Every
-//! request weir sends is counted, the run's own (events, engine heartbeat,
-//! pool slots) included, and divided by the instances.
+//! What an instance costs in requests on S3, counted at a proxy in front of
+//! moto's S3 server (ignored by name without one, failing under `CI=true`, as in
+//! s3.rs). The pipeline is bench/s3.sh's: `up`, and `down` reading it, over a few
+//! static partitions, one 2-slot global pool. Every request weir sends is
+//! counted, the run's own (events, engine heartbeat, pool slots) included, and
+//! divided by the instances.
 
 use std::sync::{Arc, Mutex};
 
@@ -11,24 +11,26 @@ use crate::s3::{endpoint, new_bucket};
 use crate::s3_evidence::{weir_s3, FaultProxy};
 use crate::support::{ok, stdout};
 
-/// Requests per published instance at most: the issue's 10. 8.6-9.2
-/// measured here on 6 partitions (load average 1-2), after a commit stopped
-/// listing the log (it puts the generation after the one its process saw),
-/// one listing of each dataset stood for the look before each token and an
-/// idle pool slot waited for the downstream on its way (BENCHMARKS.md,
-/// "Issue 28, session 12");
-/// 11.7-11.8 before those, 13.6-14.7 and 15.0-15.2 with one of session
-/// 11's branches each (`reqpool`, `reqbatch`), 16.8-17.6 before both;
-/// bench/s3.sh: 28 before issue 28. The spread is the global pool's (under
-/// load more pool slots are given back and taken again).
+/// Requests per published instance at most: 10, the target the S3 request
+/// work set itself. 8.6-9.2 measured here on 6 partitions (load average
+/// 1-2), after a commit stopped listing the log (it puts the generation
+/// after the one its process saw), one listing of each dataset stood for
+/// the look before each token and an idle pool slot waited for the
+/// downstream on its way (BENCHMARKS.md, S3 requests: "8.2 per published
+/// instance, 0.5 per current one"); 11.7-11.8 before those, 13.6-14.7 and
+/// 15.0-15.2 with one of the branches `reqpool` and `reqbatch` each,
+/// 16.8-17.6 before both; bench/s3.sh: 28 before the S3 request work. The
+/// spread is the global pool's (under load more pool slots are given back
+/// and taken again).
 const PUBLISHED_BUDGET: f64 = 10.0;
 
-/// Requests per already-current instance at most: the issue's 1. 0.8
-/// measured (9 requests for 12 instances: a listing of each dataset, whose
-/// publication markers' summaries prove every instance current; one of
-/// each task's markers and of `up`'s certification marks; the engine's
-/// heartbeat, its removal and the event chunk; the warehouse's check at
-/// open). 3.2-3.7 before, 5.8 before issue 28.
+/// Requests per already-current instance at most: 1, the target the S3
+/// request work set itself. 0.8 measured (9 requests for 12 instances: a
+/// listing of each dataset, whose publication markers' summaries prove
+/// every instance current; one of each task's markers and of `up`'s
+/// certification marks; the engine's heartbeat, its removal and the event
+/// chunk; the warehouse's check at open). 3.2-3.7 before, 5.8 before the S3
+/// request work.
 const CURRENT_BUDGET: f64 = 1.0;
 
 const PARTITIONS: usize = 6;
@@ -95,12 +97,12 @@ fn matching(lines: &[String], f: impl Fn(&str) -> bool) -> usize {
     lines.iter().filter(|l| f(l)).count()
 }
 
-// issue 28 item 1: a run that publishes every instance, then the same run
-// with every instance current, each within its budget of requests per
-// instance; and the requests the issue found redundant are gone: no commit
-// log checkpoint is read for a short log, no upload is read back (each data
-// file is read once, by `down`), and `up`'s record is read by no GET at all
-// in the first run (its committer and its reader keep it).
+// A run that publishes every instance, then the same run with every
+// instance current, each within its budget of requests per instance; and
+// the requests found redundant are gone: no commit log checkpoint is read
+// for a short log, no upload is read back (each data file is read once, by
+// `down`), and `up`'s record is read by no GET at all in the first run (its
+// committer and its reader keep it).
 #[cfg_attr(
     not(any(weir_has_s3, weir_ci)),
     ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
@@ -286,13 +288,13 @@ fn requests_per_published_and_current_instance_stay_within_budget() {
     assert_eq!(matching(&current, |l| l.contains("log-checkpoint")), 0);
 }
 
-// issue 28 item 1: a publication marker's summary tells an instance
-// current only on an exact match of its reads, code version and code
-// fingerprint; anything else is decided from the record, as before. A
-// changed `up` command republishes `up`, and `down`, whose reads are the
-// same rows (early cutoff), is told current from its record; a new code
-// version republishes everything; then every instance is current again
-// with no record read.
+// A publication marker's summary tells an instance current only on an
+// exact match of its reads, code version and code fingerprint; anything
+// else is decided from the record, as before. A changed `up` command
+// republishes `up`, and `down`, whose reads are the same rows (early
+// cutoff), is told current from its record; a new code version
+// republishes everything; then every instance is current again with no
+// record read.
 #[cfg_attr(
     not(any(weir_has_s3, weir_ci)),
     ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"

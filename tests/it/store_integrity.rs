@@ -1,9 +1,9 @@
-//! Issue 23 (items 1, 3, 4, 5): the store's integrity when its files are
-//! shared, left behind, removed or rewritten. Staging is private to one
-//! warehouse and one attempt; a commit record that goes is noticed and its
-//! generation number never used again; tokens come from above everything
-//! committed; `verify` and `status --check` prove the visible files by their
-//! digest and the record by its token.
+//! The store's integrity when its files are shared, left behind, removed or
+//! rewritten. Staging is private to one warehouse and one attempt; a commit
+//! record that goes is noticed and its generation number never used again;
+//! tokens come from above everything committed; `verify` and `status
+//! --check` prove the visible files by their digest and the record by its
+//! token.
 
 use std::path::{Path, PathBuf};
 
@@ -81,10 +81,8 @@ fn two_generations(sb: &Sandbox) {
     assert_eq!(tokens, [1, 2]);
 }
 
-// Issue 23.
-// https://github.com/weir/weir/issues/23 item 1: files a killed attempt left
-// in an attempt directory are not published by the next attempt that gets
-// its token (the directory starts empty).
+// Files a killed attempt left in an attempt directory are not published by
+// the next attempt that gets its token (the directory starts empty).
 #[test]
 fn stale_files_in_an_attempt_directory_are_not_published() {
     let sb = sandbox();
@@ -108,10 +106,9 @@ fn stale_files_in_an_attempt_directory_are_not_published() {
     assert!(!next.join("data/left.csv").exists());
 }
 
-// Issue 23.
-// https://github.com/weir/weir/issues/23 item 3: a deleted newest commit
-// record is noticed by readers, `status` and `status --check` (exit 5,
-// naming it), and its generation number is not used again.
+// A deleted newest commit record is noticed by readers, `status` and
+// `status --check` (exit 5, naming it), and its generation number is not
+// used again.
 #[test]
 fn a_deleted_newest_record_is_noticed_and_never_reused() {
     let sb = sandbox();
@@ -170,10 +167,8 @@ fn a_deleted_newest_record_is_noticed_and_never_reused() {
     );
 }
 
-// Issue 23.
-// https://github.com/weir/weir/issues/23 item 3: with the record and its
-// marker both gone, `status --check` still finds the PUBLISHED event
-// without its record.
+// With the record and its marker both gone, `status --check` still finds
+// the PUBLISHED event without its record.
 #[test]
 fn status_check_finds_a_published_event_without_its_record() {
     let sb = sandbox();
@@ -242,10 +237,9 @@ fn a_newest_record_removed_with_its_marker_is_noticed_and_never_reused() {
     assert_eq!(sb.entries("out", "p", "log").len(), 2, "nothing committed");
 }
 
-// Issue 23.
-// https://github.com/weir/weir/issues/23 item 4: with the token records
-// gone, a forced rebuild gets a token above the committed one and
-// publishes (it was REJECTED_STALE and exited 0 having published nothing).
+// With the token records gone, a forced rebuild gets a token above the
+// committed one and publishes (it was REJECTED_STALE and exited 0 having
+// published nothing).
 #[test]
 fn tokens_come_from_above_the_log_when_token_records_go() {
     let sb = sandbox();
@@ -273,12 +267,11 @@ fn tokens_come_from_above_the_log_when_token_records_go() {
     assert!(part(&sb, &format!("tokens/{}.committed-{}", key(3), key(3))).exists());
 }
 
-// Issue 23.
-// https://github.com/weir/weir/issues/23 item 4: a forced rebuild that a
-// newer token fences off publishes nothing, and that is not a success,
-// even when the visible generation has the same inputs and code: the record
-// that beat it was there before it began (here: generation 1's token turned
-// into 999 by hand while the task ran). It exited 0.
+// A forced rebuild that a newer token fences off publishes nothing, and
+// that is not a success, even when the visible generation has the same
+// inputs and code: the record that beat it was there before it began (here:
+// generation 1's token turned into 999 by hand while the task ran). It
+// exited 0.
 #[test]
 fn a_forced_rebuild_that_publishes_nothing_is_refused() {
     let sb = sandbox();
@@ -326,10 +319,9 @@ fn file_sum(path: &Path) -> serde_json::Value {
     serde_json::to_value(weir::store::FileSum::of(path, "out.csv").unwrap()).unwrap()
 }
 
-// Issue 23.
-// https://github.com/weir/weir/issues/23 item 5: a published file changed
-// together with its record's per-file sum is found by its digest, by
-// `status --check` and `verify` (exit 5), where both passed before.
+// A published file changed together with its record's per-file sum is
+// found by its digest, by `status --check` and `verify` (exit 5), where
+// both passed before.
 #[test]
 fn a_tampered_file_with_a_valid_sum_is_found_by_its_digest() {
     let sb = sandbox();
@@ -361,10 +353,9 @@ fn a_tampered_file_with_a_valid_sum_is_found_by_its_digest() {
     assert_eq!(stdout(&verify), "");
 }
 
-// Issue 23.
-// https://github.com/weir/weir/issues/23 item 5: a record written by hand
-// with a token the partition never allocated (files, sums and digest all
-// valid) is refused by `status --check` and `verify`.
+// A record written by hand with a token the partition never allocated
+// (files, sums and digest all valid) is refused by `status --check` and
+// `verify`.
 #[test]
 fn a_record_whose_token_was_never_allocated_is_refused() {
     let sb = sandbox();
@@ -492,12 +483,11 @@ mod two_endpoints {
         }
     }
 
-    // Issue 23.
-    // https://github.com/weir/weir/issues/23 item 1: prod and dev, one
-    // bucket name and prefix on two servers, one host's staging: each
-    // engine stages in its own directory and publishes its own rows (they
-    // shared one: prod's attempt took dev's staged file for its own). The
-    // second server is `WEIR_S3_TEST_ENDPOINT_2`, else a moto started here.
+    // Prod and dev, one bucket name and prefix on two servers, one host's
+    // staging: each engine stages in its own directory and publishes its
+    // own rows (they shared one: prod's attempt took dev's staged file for
+    // its own). The second server is `WEIR_S3_TEST_ENDPOINT_2`, else a moto
+    // started here.
     #[cfg_attr(
         not(any(weir_has_s3, weir_ci)),
         ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"

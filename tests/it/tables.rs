@@ -1,6 +1,10 @@
-//! Issue 27: readers outside weir. `weir files` names exactly the visible
+//! Readers outside weir. `weir files` names exactly the visible
 //! generation's files of each partition (path, size, SHA-256, partition,
-//! generation), so a script or DuckDB reads what is published.
+//! generation), so a script or DuckDB reads what is published; and a
+//! Parquet output declared `table = "delta"` is also a Delta table that
+//! follows publications, republishes and rollbacks, keeps its schema
+//! policy, checkpoints, survives two engines and a kill -9, works on S3,
+//! and that gc leaves readable.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -146,11 +150,11 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
-// Issue 27 item 4: `weir files` lists, for a Parquet and a CSV dataset and
-// every published partition, exactly the visible generation's files with
-// the size and SHA-256 on disk; after a forced republish it names the new
-// generation's files, after a rollback the older ones again; `--partition`
-// selects; the text form names the same files with full digests.
+// `weir files` lists, for a Parquet and a CSV dataset and every published
+// partition, exactly the visible generation's files with the size and
+// SHA-256 on disk; after a forced republish it names the new generation's
+// files, after a rollback the older ones again; `--partition` selects; the
+// text form names the same files with full digests.
 #[test]
 fn files_lists_the_visible_files_of_each_partition() {
     let sb = sandbox();
@@ -267,10 +271,10 @@ fn files_lists_the_visible_files_of_each_partition() {
     }
 }
 
-// Issue 27 item 4: `weir files` exit codes, as README's table: a partition
-// in the scheme but never published exits 1, one outside the scheme or an
-// unknown dataset exits 2, and a visible file that no longer holds what
-// was published exits 5 naming it, rather than handing it to a reader.
+// `weir files` exit codes, as README's table: a partition in the scheme
+// but never published exits 1, one outside the scheme or an unknown
+// dataset exits 2, and a visible file that no longer holds what was
+// published exits 5 naming it, rather than handing it to a reader.
 #[test]
 fn files_refuses_what_it_cannot_vouch_for() {
     let sb = sandbox();
@@ -512,14 +516,13 @@ pub(crate) fn visible(sb: &Sandbox, partition: &str) -> u64 {
         .get()
 }
 
-// Issue 27 items 1-3: a Parquet output declared `table = "delta"` is a
-// Delta table delta-rs and Polars read directly: after a first run of two
-// partitions, a forced republish and a rollback, the rows per partition
-// equal `weir show` of the visible generation, the versions are contiguous
-// from 0 (one commit per publication), and the table as of an older
-// version shows the older generation. A Delta commit lost after weir's
-// (a crash between the two) is repaired by `weir tables sync`, which is
-// idempotent.
+// A Parquet output declared `table = "delta"` is a Delta table delta-rs
+// and Polars read directly: after a first run of two partitions, a forced
+// republish and a rollback, the rows per partition equal `weir show` of
+// the visible generation, the versions are contiguous from 0 (one commit
+// per publication), and the table as of an older version shows the older
+// generation. A Delta commit lost after weir's (a crash between the two)
+// is repaired by `weir tables sync`, which is idempotent.
 #[cfg_attr(
     not(any(weir_has_delta_readers, weir_ci)),
     ignore = "needs python3 with deltalake and polars (.ci/run installs them)"
@@ -806,10 +809,10 @@ fn run_file(sb: &Sandbox, run_id: &str, file: &str) -> std::process::Output {
     .unwrap()
 }
 
-// Issue 27 item 2, `schema = "fixed"` (the default): a generation whose
-// columns differ from the Delta table's fails its audit (GATE_FAILED
-// naming the columns, exit 1) and nothing is published: the visible
-// generation and the table stay as they were.
+// `schema = "fixed"` (the default): a generation whose columns differ
+// from the Delta table's fails its audit (GATE_FAILED naming the
+// columns, exit 1) and nothing is published: the visible generation and
+// the table stay as they were.
 #[test]
 fn delta_fixed_schema_a_changed_schema_fails_the_audit() {
     let sb = schema_sandbox(None);
@@ -865,11 +868,10 @@ fn delta_fixed_schema_a_changed_schema_fails_the_audit() {
     assert_eq!(log_versions(&root), [0]);
 }
 
-// Issue 27 item 2, `schema = "additive"`: a generation with a new column
-// is published and its Delta commit carries a metaData action whose
-// schema has the column (nullable, same table id); delta-rs reads the new
-// version with it and the older version without; a retyped column still
-// fails the audit.
+// `schema = "additive"`: a generation with a new column is published and
+// its Delta commit carries a metaData action whose schema has the column
+// (nullable, same table id); delta-rs reads the new version with it and
+// the older version without; a retyped column still fails the audit.
 #[test]
 fn delta_additive_schema_adds_new_columns() {
     let sb = schema_sandbox(Some("additive"));
@@ -954,8 +956,8 @@ fn delta_additive_schema_adds_new_columns() {
     }
 }
 
-// Issue 27 item 2: a schema policy weir does not know, or one on an
-// output without a table, is a located manifest diagnostic.
+// A schema policy weir does not know, or one on an output without a
+// table, is a located manifest diagnostic.
 #[test]
 fn delta_schema_policy_diagnostics() {
     for (manifest, expected) in [
@@ -1024,7 +1026,7 @@ pub(crate) fn delta_sandbox() -> Sandbox {
     sb
 }
 
-// Issue 27 on S3 (moto): the Delta log is committed through the S3
+// A Delta table on S3 (moto): the Delta log is committed through the S3
 // backend, delta-rs and Polars read the table from the bucket with the
 // rows `weir show` prints, the versions are contiguous, and `weir files`
 // names the visible files by their s3:// URLs with their sizes and sums.
@@ -1154,7 +1156,7 @@ fn delta_table_and_files_on_s3() {
     }
 }
 
-// Issue 27: gc keeps every attempt a version of the Delta table
+// gc keeps every attempt a version of the Delta table
 // references (weir keeps every version), where it would otherwise delete
 // generations outside its rollback window; with no table it deletes them
 // (the same pipeline without `table`). The oldest version stays readable.
@@ -1317,7 +1319,7 @@ fn root_of(sb: &Sandbox) -> std::path::PathBuf {
     sb.path().join("wh").join("sales")
 }
 
-// Issue 27: two engines publishing different partitions of one table at
+// Two engines publishing different partitions of one table at
 // once, several times each: every publication gets its own version (a
 // taken version is retried on the next), the versions are contiguous, and
 // the table ends at each partition's visible generation.
@@ -1371,7 +1373,7 @@ fn two_engines_commit_to_one_table_at_once() {
     }
 }
 
-// Issue 27: an engine killed (kill -9, by fault injection) right after
+// An engine killed (kill -9, by fault injection) right after
 // weir's commit record, before the Delta commit: weir's publication stands,
 // the table lags (status --check pages TABLE_BEHIND), and the next run,
 // which finds the partition already published, commits it to the table.
@@ -1462,14 +1464,14 @@ pub(crate) fn generations_by_version(
     out
 }
 
-// Issue 27 item 1: every 10 versions weir writes a Parquet checkpoint of
-// the table (protocol, metaData, the live adds) and `_last_checkpoint`.
-// delta-rs and Polars read every version before and after it with the
-// rows `weir show` prints of the generation each version committed; with
-// the JSON commits up to the checkpoint deleted, delta-rs still reads the
-// table, and weir's next commit replays from the checkpoint: it removes
-// the partition's files the checkpoint holds (no duplicate rows) and
-// writes no second protocol/metaData.
+// Every 10 versions weir writes a Parquet checkpoint of the table
+// (protocol, metaData, the live adds) and `_last_checkpoint`. delta-rs
+// and Polars read every version before and after it with the rows `weir
+// show` prints of the generation each version committed; with the JSON
+// commits up to the checkpoint deleted, delta-rs still reads the table,
+// and weir's next commit replays from the checkpoint: it removes the
+// partition's files the checkpoint holds (no duplicate rows) and writes
+// no second protocol/metaData.
 #[cfg_attr(
     not(any(weir_has_delta_readers, weir_ci)),
     ignore = "needs python3 with deltalake and polars (.ci/run installs them)"
@@ -1651,10 +1653,10 @@ fn delta_checkpoints_are_written_and_read() {
     }
 }
 
-// Issue 27 item 1: a checkpoint is an optimisation. One that cannot be
-// written (here a directory holds its key) is a warning naming the
-// version; the publication and its Delta commit stand, and the table
-// reads the same from its JSON commits.
+// A checkpoint is an optimisation. One that cannot be written (here a
+// directory holds its key) is a warning naming the version; the
+// publication and its Delta commit stand, and the table reads the same
+// from its JSON commits.
 #[test]
 fn delta_a_failed_checkpoint_is_a_warning() {
     let sb = delta_sandbox();
@@ -1708,12 +1710,12 @@ fn delta_a_failed_checkpoint_is_a_warning() {
     }
 }
 
-// Issue 27 item 3: `weir verify` of an instance whose output is a Delta
-// table also compares the table with the visible generation: a table
-// that lags (weir's commit landed, the Delta commit did not: kill -9
-// between the two) is reported with exit 4 even though the rerun is
-// deterministic; once `weir tables sync` repaired it, verify says the
-// table shows the generation and exits 0.
+// `weir verify` of an instance whose output is a Delta table also
+// compares the table with the visible generation: a table that lags
+// (weir's commit landed, the Delta commit did not: kill -9 between the
+// two) is reported with exit 4 even though the rerun is deterministic;
+// once `weir tables sync` repaired it, verify says the table shows the
+// generation and exits 0.
 #[test]
 fn verify_reports_a_table_that_disagrees() {
     let sb = delta_sandbox();
@@ -1775,7 +1777,7 @@ fn verify_reports_a_table_that_disagrees() {
     );
 }
 
-// Issue 27 item 1 on S3 (moto): the checkpoint and `_last_checkpoint` are
+// Delta checkpoints on S3 (moto): the checkpoint and `_last_checkpoint` are
 // put in the bucket through the S3 backend at version 10; with the JSON
 // commits up to it deleted, weir's next commit replays from the
 // checkpoint (it removes the partition's files the checkpoint holds) and
@@ -1902,10 +1904,9 @@ fn delta_checkpoints_on_s3() {
     }
 }
 
-// Issue 27 item 2: a candidate with a column no Delta type holds (a
-// timestamp without a time zone) fails its audit, even as the table's
-// first generation, instead of being published while its table commit
-// fails.
+// A candidate with a column no Delta type holds (a timestamp without
+// a time zone) fails its audit, even as the table's first generation,
+// instead of being published while its table commit fails.
 #[test]
 fn delta_an_unmappable_column_fails_the_audit() {
     let sb = schema_sandbox(None);
@@ -1961,7 +1962,7 @@ fn read_table_from(root: &Path, from_version: u64, polars: bool) -> serde_json::
     serde_json::from_str(&stdout(&out)).expect("one JSON document")
 }
 
-// Issue 27: a table whose generations were published before weir put
+// A table whose generations were published before weir put
 // table files under `<column>=<value>/` (here: published without `table`,
 // then declared a table and brought up by `weir tables sync`, which writes
 // the log such a table has) keeps working as new generations come in the
@@ -2190,13 +2191,13 @@ fn duck_rows(paths: &[&str], format: &str, columns: &[String]) -> Vec<Vec<String
     serde_json::from_str(&stdout(&out)).expect("one JSON document")
 }
 
-// Issue 27 item 4: the stable read path serves a reader with no weir in
-// it. DuckDB (its Python package: the delta extension is downloaded at
-// run time, which this build cannot do) reads the files `weir files
-// --json` lists of a Parquet (Delta table), a CSV and a JSON Lines
-// dataset, per partition, after a first run and after a forced republish,
-// and gets exactly the rows `weir show` prints; of the table's files it
-// also takes the partition column from their `region=<key>/` directories.
+// The stable read path serves a reader with no weir in it. DuckDB (its
+// Python package: the delta extension is downloaded at run time, which
+// this build cannot do) reads the files `weir files --json` lists of a
+// Parquet (Delta table), a CSV and a JSON Lines dataset, per partition,
+// after a first run and after a forced republish, and gets exactly the
+// rows `weir show` prints; of the table's files it also takes the
+// partition column from their `region=<key>/` directories.
 #[test]
 fn duckdb_reads_what_weir_files_lists() {
     if !python_imports("duckdb") {
@@ -2266,7 +2267,7 @@ fn duckdb_reads_what_weir_files_lists() {
     compare(&sb);
 }
 
-// Issue 27: a table partitioned by two schemes, one whose keys need
+// A table partitioned by two schemes, one whose keys need
 // percent-encoding in a path (`:` of a time): each file sits under one
 // `<scheme>=<key>` directory per scheme, and Polars' native scan, its
 // filter on a partition column and delta-rs all read the partition values

@@ -1,7 +1,7 @@
-//! Issue 23 items 11 and 12: what a task can reach (`env`, the store's
-//! credentials), secret values redacted, one environment for run, verify and
-//! executors (issue 29), lineage URL credentials, control characters in
-//! explain, invalid UTF-8 in `show --json`.
+//! What a task can reach (`env`, the store's credentials), secret values
+//! redacted, one environment for run, verify and executors, lineage URL
+//! credentials, control characters in explain, invalid UTF-8 in `show
+//! --json`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -86,11 +86,9 @@ if [ "$WEIR_PARTITION" = bad ]; then echo "failing with $TOKEN and $DB" >&2; exi
 printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
 "#;
 
-// Issue 23.
-// https://github.com/weir/weir/issues/23 (item 11): with `env`, a task sees
-// exactly its `pass` names, its `set` values (secrets read by reference) and
-// weir's `WEIR_*`; the secret values are redacted from its logs, the FAILED
-// event, explain and status.
+// With `env`, a task sees exactly its `pass` names, its `set` values
+// (secrets read by reference) and weir's `WEIR_*`; the secret values are
+// redacted from its logs, the FAILED event, explain and status.
 #[test]
 fn env_gives_exactly_what_it_declares_and_secrets_are_redacted() {
     let tmp = tempfile::tempdir().unwrap();
@@ -186,10 +184,8 @@ file = "lineage.jsonl""#,
     assert_no_secret("lineage events", &lineage);
 }
 
-// Issue 23.
-// https://github.com/weir/weir/issues/23 (item 11): a reference that cannot
-// be read fails the attempt before its command runs (held: an operator must
-// provide it), and `verify` refuses the same way.
+// A reference that cannot be read fails the attempt before its command runs
+// (held: an operator must provide it), and `verify` refuses the same way.
 #[test]
 fn an_unreadable_secret_fails_before_the_task_starts() {
     let tmp = tempfile::tempdir().unwrap();
@@ -224,8 +220,7 @@ fn an_unreadable_secret_fails_before_the_task_starts() {
     }
 }
 
-// Issue 23.
-// https://github.com/weir/weir/issues/23 (item 11): a bad `env` is a
+// A bad `env` is a
 // manifest error at its key or value, every one of them reported.
 #[test]
 fn bad_env_forms_are_located_manifest_errors() {
@@ -311,10 +306,8 @@ weir::manifest::env_reference
 error: `m.toml` is not a valid manifest: 5 errors
 "#;
 
-// Issue 29.
-// https://github.com/weir/weir/issues/29: `verify` reruns a task with the
-// environment `run` gave it (it lacked `WEIR_PARTITION_<SCHEME>`), apart
-// from what identifies the attempt.
+// `verify` reruns a task with the environment `run` gave it (it lacked
+// `WEIR_PARTITION_<SCHEME>`), apart from what identifies the attempt.
 #[test]
 fn verify_environment_equals_runs() {
     let tmp = tempfile::tempdir().unwrap();
@@ -386,10 +379,8 @@ output = { dataset = "out", format = "csv", grain = ["id"] }
     }
 }
 
-// Issue 23.
-// https://github.com/weir/weir/issues/23 (item 12): a task's stderr cannot
-// clear the operator's terminal or draw a fake success line through
-// `weir explain`, with NO_COLOR and piped.
+// A task's stderr cannot clear the operator's terminal or draw a fake
+// success line through `weir explain`, with NO_COLOR and piped.
 #[test]
 fn explain_escapes_control_characters() {
     let sb = Sandbox::new(&env_manifest("", Path::new("/unused")));
@@ -416,9 +407,8 @@ fn explain_escapes_control_characters() {
     assert!(!events.contains('\u{1b}'), "{events:?}");
 }
 
-// Issue 23.
-// https://github.com/weir/weir/issues/23 (item 12): `show --json` marks a
-// value that is not UTF-8 instead of replacing it with U+FFFD.
+// `show --json` marks a value that is not UTF-8 instead of replacing it
+// with U+FFFD.
 #[test]
 fn show_json_marks_invalid_utf8() {
     let sb = Sandbox::new(&env_manifest("", Path::new("/unused")));
@@ -437,8 +427,7 @@ fn show_json_marks_invalid_utf8() {
     assert!(!out.contains('\u{fffd}'), "{out}");
 }
 
-// Issue 23.
-// https://github.com/weir/weir/issues/23 (item 12): credentials in a
+// Credentials in a
 // `[lineage] url` are sent as HTTP Basic authentication and never written to
 // stderr, the event log or `status`.
 #[test]
@@ -512,10 +501,9 @@ fn lineage_url_credentials_are_used_and_redacted() {
     }
 }
 
-// Issue 23.
-// https://github.com/weir/weir/issues/23 (item 11): on an S3 warehouse a task
-// without `env` gets the engine's environment minus the store's credentials
-// (region and endpoint stay); with `env` only what it declares.
+// On an S3 warehouse a task without `env` gets the engine's environment minus
+// the store's credentials (region and endpoint stay); with `env` only what it
+// declares.
 #[cfg(feature = "s3")]
 #[cfg_attr(
     not(any(weir_has_s3, weir_ci)),
@@ -639,10 +627,9 @@ echo "JobId=$id JobName=x JobState=$s Reason=None ExitCode=$code:0 RunTime=00:00
     }
 }
 
-// Issue 23.
-// https://github.com/weir/weir/issues/23 (item 11): a Slurm job gets the
-// environment a local task gets (sbatch ran with the engine's whole
-// environment), and its `job.env` in the attempt directory holds no secret.
+// A Slurm job gets the environment a local task gets (sbatch ran with the
+// engine's whole environment), and its `job.env` in the attempt directory
+// holds no secret.
 #[test]
 fn a_slurm_job_gets_the_tasks_environment_and_no_secret_on_disk() {
     let tmp = tempfile::tempdir().unwrap();
@@ -708,10 +695,8 @@ kind = "slurm""#,
     }
 }
 
-// Issue 23.
-// https://github.com/weir/weir/issues/23 (item 11): `verify` builds the rerun's
-// environment as `run` does, so a secret that can no longer be read refuses
-// the verification before the task runs.
+// `verify` builds the rerun's environment as `run` does, so a secret that can
+// no longer be read refuses the verification before the task runs.
 #[test]
 fn verify_refuses_an_unreadable_secret() {
     let tmp = tempfile::tempdir().unwrap();
@@ -753,10 +738,9 @@ fn verify_refuses_an_unreadable_secret() {
     );
 }
 
-// Issue 23.
-// https://github.com/weir/weir/issues/23 (item 11): an engine killed while
-// the command ran never redacted its logs; `explain`, reading the attempt's
-// stderr.log as evidence, redacts the secrets it can read itself.
+// An engine killed while the command ran never redacted its logs;
+// `explain`, reading the attempt's stderr.log as evidence, redacts the
+// secrets it can read itself.
 #[test]
 fn explain_redacts_the_logs_of_a_killed_engine() {
     let tmp = tempfile::tempdir().unwrap();
@@ -864,12 +848,10 @@ fn a_taken_over_attempts_stderr_is_redacted() {
     }
 }
 
-// Issue 23.
-// https://github.com/weir/weir/issues/23 (item 11): a local task runs as the
-// engine's user, so it could read the engine's own environment (the store's
-// credentials) through /proc/<engine pid>/environ; the engine is not dumpable,
-// which makes that file its alone. Run as an unprivileged user (root reads
-// any process's environment).
+// A local task runs as the engine's user, so it could read the engine's own
+// environment (the store's credentials) through /proc/<engine pid>/environ;
+// the engine is not dumpable, which makes that file its alone. Run as an
+// unprivileged user (root reads any process's environment).
 #[test]
 fn a_task_cannot_read_the_engines_environment_through_proc() {
     use std::os::unix::fs::PermissionsExt;

@@ -138,7 +138,7 @@ fn zombie_engine_loses_after_takeover() {
 
     // A wakes up: its attempt succeeds and audits, and its publish is
     // refused. B published the same input snapshot and code_version, so the
-    // partition ended correct: a benign race, not an exit 3 (issue 11).
+    // partition ended correct: a benign race, not an exit 3.
     a.signal(libc::SIGCONT);
     let a = a.finish(LIMIT);
     assert_eq!(a.status.code(), Some(0), "A is refused: {}", stderr(&a));
@@ -307,7 +307,8 @@ printf 'id,token\n2,%s\n' "$t" > "$WEIR_OUTPUT_DIR/second.csv"
         "exactly one generation"
     );
     // B's token is allocated before it looks for A's attempt (the check
-    // and the claim are one step, issue 11), and never launched.
+    // and the claim are one step, so no engine launches an instance it has
+    // not claimed), and never launched.
     assert_eq!(
         sb.entries("out", "k", "tokens").len(),
         2,

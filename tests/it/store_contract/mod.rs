@@ -1,5 +1,5 @@
-//! The contract every store backend keeps (issue 13), one test per promise
-//! per backend (issue 29): `store_contract::<backend>::<check>` names which
+//! The contract every store backend keeps, one test per promise
+//! per backend: `store_contract::<backend>::<check>` names which
 //! promise broke where. It lives here, not in the library, so that none of
 //! it ships in the binary.
 //!
@@ -103,7 +103,7 @@ mod memory_jitter {
 
     for_each_race!(jittered);
 
-    // issue 13: markers and certifications are replaced whole by
+    // Markers and certifications are replaced whole by
     // create-or-replace-the-version-read; racing writers (two engines
     // marking one instance) never fail, never lose the key, and the last
     // one's bytes stand whole.
