@@ -3,6 +3,15 @@
 //! decides how it reads. Printing is for the files listed here; a print
 //! anywhere else fails, naming file and line. `-v`, `-vv` and `WEIR_LOG`
 //! raise what is shown; the default reads as weir always printed.
+//!
+//! Also here, as a rule on what the source says: no comment, test name or
+//! message in `src/`, `tests/`, `examples/`, `bench/` or `ci/` cites a
+//! tracker's issue number. The tracker is not in the repository, so such a
+//! reference tells a reader nothing; the comment says what it means (the
+//! behaviour, the reason, the failure it prevents) or names the test that
+//! proves it.
+
+use std::path::{Path, PathBuf};
 
 use super::layers::{code_lines, root, rust_files};
 use super::support::{weir_cmd, Sandbox};
@@ -68,6 +77,117 @@ fn nothing_below_the_cli_prints_past_tracing() {
         );
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Where a tracker reference could hide: the folders scanned, and the kinds
+/// of file read there (Rust, and the Python and shell of benches and CI).
+const SCANNED: &[&str] = &["src", "tests", "examples", "bench", "ci"];
+const SCANNED_KINDS: &[&str] = &["rs", "py", "sh"];
+
+fn source_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            source_files(&path, out);
+        } else if path
+            .extension()
+            .is_some_and(|e| SCANNED_KINDS.iter().any(|k| e == *k))
+        {
+            out.push(path);
+        }
+    }
+}
+
+/// Where `line` cites a tracker's issue number, in any case: the word, an
+/// `s` or not, then up to three of space, `_`, `-`, `#` or `/` and a digit
+/// (a comment's reference, a test name's prefix, a tracker URL). The word
+/// alone (`an issue with…`) is fine.
+fn tracker_number_at(line: &str) -> Option<usize> {
+    let lower = line.to_ascii_lowercase();
+    let bytes = lower.as_bytes();
+    let mut from = 0;
+    while let Some(found) = lower[from..].find("issue") {
+        let at = from + found;
+        from = at + "issue".len();
+        if at > 0 && bytes[at - 1].is_ascii_alphabetic() {
+            continue;
+        }
+        let mut i = from;
+        if bytes.get(i) == Some(&b's') {
+            i += 1;
+        }
+        let mut gap = 0;
+        while gap < 3 && matches!(bytes.get(i), Some(b' ' | b'_' | b'-' | b'#' | b'/')) {
+            i += 1;
+            gap += 1;
+        }
+        if gap > 0 && bytes.get(i).is_some_and(u8::is_ascii_digit) {
+            return Some(at);
+        }
+    }
+    None
+}
+
+#[test]
+fn no_comment_or_test_name_cites_a_tracker_issue_number() {
+    let mut files = Vec::new();
+    for dir in SCANNED {
+        source_files(&root().join(dir), &mut files);
+    }
+    files.sort();
+    assert!(files.len() > 100, "too few files found: {files:?}");
+    let mut problems = Vec::new();
+    for file in &files {
+        let name = file.strip_prefix(root()).unwrap().display().to_string();
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        for (i, line) in text.lines().enumerate() {
+            if let Some(at) = tracker_number_at(line) {
+                problems.push(format!("{name}:{}:{}: {}", i + 1, at + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{} lines cite a tracker's issue number, which the repository does not hold: \
+         say what it means (the behaviour, the reason, the failure it prevents) or name \
+         the test that proves it, and name a test by the behaviour it proves\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_tracker_rule_sees_numbers_in_any_form_and_lets_the_word_alone_pass() {
+    // Written with `@` for "ue", so that this file does not cite what it
+    // tests for.
+    let at = |line: &str| tracker_number_at(&line.replace('@', "ue"));
+    for cited in [
+        "// iss@ 16: a slot is kept",
+        "    // Iss@ #12.",
+        "//! Partitions (ISS@ 10): rollups",
+        "fn iss@_15_rows_have_one_digest() {",
+        "fn a_iss@_15() {",
+        "# since iss@s 12 and 14",
+        "// https://github.com/weir/weir/iss@s/23 item 7: every file",
+        "\"\"\"Prints (iss@-29)",
+    ] {
+        assert!(at(cited).is_some(), "{cited}");
+    }
+    assert_eq!(at("x // iss@ 3"), Some(5));
+    for fine in [
+        "// an iss@ with the store: 3 retries",
+        "// the iss@s: 1) late, 2) lost",
+        "// tiss@ 3",
+        "let issued = 12;",
+        "// reissue 2 requests",
+    ] {
+        assert_eq!(at(fine), None, "{fine}");
+    }
 }
 
 const TWO: &str = r#"
