@@ -555,9 +555,9 @@ fn drifted_or_vanished_files_exit_5_naming_the_file() {
 }
 
 /// Published means immutable under any schedule of engines: three engines
-/// on one warehouse, paused, continued and killed at random, then
-/// restarted until the pipeline is published: every generation any of them
-/// published still has the files, sizes and hashes it committed.
+/// on one warehouse, paused, continued and killed at random,
+/// then restarted until the pipeline is published: every generation any of
+/// them published still has the files, sizes and hashes it committed.
 #[test]
 fn three_engines_under_stop_cont_kill_publish_only_intact_files() {
     let _serial = exclusive();

@@ -160,11 +160,11 @@ fn browser() -> Option<&'static str> {
     found
 }
 
-// The console opens on what needs a person. In a real browser the
-// quarantined instance is on the first screen with its evidence and the
-// command `weir explain` recommends; the hostile stderr is text (no script
-// ran, no attribute was set); the grid filters by state and task; the page
-// refreshed itself without a reload.
+// The console opens on what needs a person. In a real
+// browser the quarantined instance is on the first screen with its evidence
+// and the command `weir explain` recommends; the hostile stderr is text (no
+// script ran, no attribute was set); the grid filters by state and task; the
+// page refreshed itself without a reload.
 #[cfg_attr(
     not(any(weir_has_chromium, weir_ci)),
     ignore = "needs Chromium: `chromium` on the PATH (.ci/run installs it)"
@@ -258,8 +258,8 @@ fn console_first_screen_and_grid_in_a_headless_browser() {
     assert!(stdout(&stopped).ends_with("console stopped\n"));
 }
 
-// `/api/status` is `weir status --json`, value for value, and the other
-// documents are JSON too.
+// `/api/status` is `weir status --json`, value for value,
+// and the other documents are JSON too.
 #[test]
 fn api_status_is_status_json() {
     let sb = pipeline();
@@ -315,8 +315,8 @@ fn api_status_is_status_json() {
     assert_eq!(stdout(&out), "");
 }
 
-// A console on a non-loopback address starts only with a token, and then
-// refuses every request that does not present it.
+// A console on a non-loopback address starts only with a
+// token, and then refuses every request that does not present it.
 #[test]
 fn non_loopback_console_needs_its_token() {
     let sb = pipeline();
@@ -428,9 +428,9 @@ fn wide() -> Sandbox {
     sb
 }
 
-// The static report opens on the problems, and beyond a few hundred
-// partitions draws a summary per task and only the rows with a problem,
-// each problem linked to its row.
+// The static report opens on the problems, and beyond a
+// few hundred partitions draws a summary per task and only the rows with a
+// problem, each problem linked to its row.
 #[test]
 fn report_puts_problems_first_and_summarises_a_large_grid() {
     let sb = wide();
@@ -460,9 +460,9 @@ fn report_puts_problems_first_and_summarises_a_large_grid() {
     assert!(html.len() < 200_000, "{} bytes", html.len());
 }
 
-// MISSED, FAILING and UNDELIVERED come from the event logs, and each
-// leaves the first screen once the logs say it is settled (ACCEPTED, a
-// publication, NOTIFIED with the same outbox key).
+// MISSED, FAILING and UNDELIVERED come from the event
+// logs, and each leaves the first screen once the logs say it is settled
+// (ACCEPTED, a publication, NOTIFIED with the same outbox key).
 #[test]
 fn first_screen_lists_missed_failing_undelivered_until_settled() {
     use weir::events::{Event, EventLog, State};
@@ -568,9 +568,9 @@ fn first_screen_lists_missed_failing_undelivered_until_settled() {
     );
 }
 
-// The library handle `weir serve --http` runs the console with: it serves
-// from its own thread once `serve` returns, refuses to start where it
-// must, and stops listening when dropped.
+// The library handle `weir serve --http` runs the console
+// with: it serves from its own thread once `serve` returns, refuses to
+// start where it must, and stops listening when dropped.
 #[test]
 fn console_handle_serves_until_dropped() {
     let sb = pipeline();
@@ -603,8 +603,8 @@ fn console_handle_serves_until_dropped() {
     );
 }
 
-// The console's grid of 1,874 partitions is summarised (counts per task,
-// only the problem row drawn), and filters by key range.
+// The console's grid of 1,874 partitions is summarised
+// (counts per task, only the problem row drawn), and filters by key range.
 #[test]
 fn console_grid_of_1874_partitions_is_summarised_and_filters_by_range() {
     let sb = wide();
@@ -662,9 +662,9 @@ fn console_grid_of_1874_partitions_is_summarised_and_filters_by_range() {
     );
 }
 
-// A feed late for a year is one story: the first screen and the report list
-// the first LATE partitions with their commands and count the rest with
-// their range, linked to the grid filtered on them.
+// A feed late for a year is one story: the first
+// screen and the report list the first LATE partitions with their commands
+// and count the rest with their range, linked to the grid filtered on them.
 #[test]
 fn a_year_of_late_partitions_is_counted_not_listed() {
     let sb = Sandbox::new(
@@ -713,8 +713,8 @@ fn a_year_of_late_partitions_is_counted_not_listed() {
     assert_eq!(html.matches("<tr id=\"p-").count(), 366);
 }
 
-// A published file changed behind weir's back is the first thing on
-// the first screen, as `weir status` sees it.
+// A published file changed behind weir's back is the
+// first thing on the first screen, as `weir status` sees it.
 #[test]
 fn a_drifted_file_heads_the_first_screen() {
     let sb = pipeline();

@@ -281,8 +281,8 @@ fn sigint_stops_cleanly_and_the_next_run_resumes() {
         assert!(!events.iter().any(|e| e.task.as_deref() == Some("after")));
         assert!(!events.iter().any(|e| e.state == State::Skipped));
 
-        // An interrupted instance has no marker, so `weir retry`
-        // would refuse it: explain recommends the run.
+        // An interrupted instance has no marker, so
+        // `weir retry` would refuse it: explain recommends the run.
         let out = sb.weir_out(&["explain", "m.toml", "slow", "--partition", "k1"]);
         assert_exit(&out, 0);
         assert!(
@@ -983,8 +983,8 @@ cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"
         ),
         "{text}"
     );
-    // The attempt's header says "exit code 65"; its detail line no
-    // longer repeats it.
+    // The attempt's header says "exit code 65"; its
+    // detail line no longer repeats it.
     assert!(text.contains(", exit code 65"), "{text}");
     assert!(!text.contains("\n    exit code 65\n"), "{text}");
 
@@ -1544,10 +1544,10 @@ fn errors_keep_their_os_cause_and_exit_5() {
     }
 }
 
-// `timeout = "99999999999999999d"` validated, then `weir run` panicked
-// adding it to an `Instant` (and hung) and `weir gc` panicked doubling it.
-// Durations are capped at 3650d with a located diagnostic, and the longest
-// accepted ones run and collect without overflow.
+// `timeout = "99999999999999999d"` validated, then `weir
+// run` panicked adding it to an `Instant` (and hung) and `weir gc` panicked
+// doubling it. Durations are capped at 3650d with a located diagnostic, and
+// the longest accepted ones run and collect without overflow.
 #[test]
 fn huge_durations_are_refused_not_panicked() {
     let sb = chain(&["k1"]);
@@ -1592,10 +1592,10 @@ fn huge_durations_are_refused_not_panicked() {
     );
 }
 
-// A quarantine its gate edit (or an upstream republish) invalidated still
-// paged in `status --check` (exit 4) and explain said fix_data, while the
-// next run would release it. Both now apply the run's test: RELEASED, not
-// paged, and explain recommends the run.
+// A quarantine its gate edit (or an upstream republish)
+// invalidated still paged in `status --check` (exit 4) and explain said
+// fix_data, while the next run would release it. Both now apply the run's
+// test: RELEASED, not paged, and explain recommends the run.
 #[test]
 fn an_invalidated_quarantine_does_not_page() {
     let sb = coded("", r#"{ check = "row_count", min = 2 }"#);
@@ -1686,8 +1686,8 @@ fn an_invalidated_quarantine_does_not_page() {
     released("its input snapshot changed");
 }
 
-// The STALE line of a held (rolled-back) instance said "rerun it with
-// `weir run`", which the hold prevents: it names the retry.
+// The STALE line of a held (rolled-back) instance said
+// "rerun it with `weir run`", which the hold prevents: it names the retry.
 #[test]
 fn a_held_stale_instance_points_at_retry() {
     let sb = chain(&["k1"]);
@@ -1741,8 +1741,8 @@ fn explain_lists_attempts_in_time_order() {
     assert_eq!(runs, ["zz-nightly", "aa-rerun"], "{x:#}");
 }
 
-// ABANDONED instances were missing from `weir status` (text and
-// --json) although the README lists them; they do not page.
+// ABANDONED instances were missing from `weir status`
+// (text and --json) although the README lists them; they do not page.
 #[test]
 fn status_lists_abandoned_instances() {
     let sb = coded("", r#"{ check = "row_count", min = 2 }"#);
@@ -1807,9 +1807,9 @@ fn within(sb: &Sandbox, args: &[&str], limit: std::time::Duration) -> std::proce
     child.wait_with_output().unwrap()
 }
 
-// A FIFO under a task's `code` paths blocked `run` and `status` forever in
-// open(). The fingerprint refuses anything that is not a regular file or
-// directory, by its type, without opening it.
+// A FIFO under a task's `code` paths blocked `run` and
+// `status` forever in open(). The fingerprint refuses anything that is not
+// a regular file or directory, by its type, without opening it.
 #[test]
 fn a_fifo_in_code_is_refused_not_opened() {
     let sb = coded("", r#"{ check = "row_count", min = 1 }"#);
@@ -1840,9 +1840,9 @@ fn a_fifo_in_code_is_refused_not_opened() {
     assert_exit(&out, 0);
 }
 
-// Read-only commands given `--warehouse` of a directory that does not
-// exist created it (and said "nothing published yet"). They read it as
-// empty and create nothing; a missing parent is an error.
+// Read-only commands given `--warehouse` of a directory
+// that does not exist created it (and said "nothing published yet"). They
+// read it as empty and create nothing; a missing parent is an error.
 #[test]
 fn read_only_commands_create_no_warehouse() {
     let sb = chain(&["k1"]);

@@ -126,8 +126,8 @@ fn every_command_decides_its_exit_code_from_the_error() {
             Err::Is("error: refused: a k1 is neither held nor quarantined; `weir retry` acts only on a HELD or QUARANTINED or ABANDONED or ACCEPTED instance\n  help: `weir status` lists them; `weir run m.toml --task a --partition k1 --force` reruns a published one\n".into())),
         (vec!["certify", "m.toml", "a_out", "--partition", "k2", "--reason", "r"], 3, "",
             Err::Is("error: `a_out` has no published generation for partition k2\n".into())),
-        // A generation that does not exist is a bad argument (2)
-        // everywhere, as in `show` (it was 3 here).
+        // A generation that does not exist is a bad
+        // argument (2) everywhere, as in `show` (it was 3 here).
         (vec!["uncertify", "m.toml", "a_out", "--partition", "k1", "--generation", "9", "--reason", "r"], 2, "",
             Err::Is("error: `a_out` k1 has no generation 9 (it has 1 to 1)\n  help: `weir history` lists them\n".into())),
         (vec!["certify", "m.toml", "a_out", "--partition", "k1", "--generation", "99", "--reason", "r"], 2, "",
@@ -335,10 +335,10 @@ fn a_file_where_a_directory_belongs_is_not_absence() {
         .stderr("check failed: 1 instance needs attention\n");
 }
 
-// `explain` read a commit log that is a regular file, an upstream's
-// unreadable log and a marker that is a directory as absence ("nothing to
-// do", exit 0) where status, show and history exit 5; and a marker that
-// is not valid JSON was not mentioned.
+// `explain` read a commit log that is a regular file, an
+// upstream's unreadable log and a marker that is a directory as absence
+// ("nothing to do", exit 0) where status, show and history exit 5; and a
+// marker that is not valid JSON was not mentioned.
 #[test]
 fn explain_does_not_take_unreadable_state_for_absence() {
     let sb = pipeline();
@@ -389,10 +389,10 @@ fn explain_does_not_take_unreadable_state_for_absence() {
     assert_eq!(x["action"], "decide");
 }
 
-// `--run-id` names a directory under `_runs/`: `../../x` wrote an event log
-// outside the warehouse, `..` broke gc, and an empty id, `a/b` or a newline
-// were accepted. Refused (exit 2) before anything is written, saying what
-// is allowed.
+// `--run-id` names a directory under `_runs/`: `../../x`
+// wrote an event log outside the warehouse, `..` broke gc, and an empty
+// id, `a/b` or a newline were accepted. Refused (exit 2) before anything is
+// written, saying what is allowed.
 #[test]
 fn run_ids_are_validated() {
     let sb = pipeline();
@@ -436,9 +436,9 @@ fn run_ids_are_validated() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
 
-// `weir gc` printed `keep … cannot be read` and exited 0 when a commit log
-// could not be read. It still keeps everything under it, but exits 5
-// naming the partition, dry run or --apply.
+// `weir gc` printed `keep … cannot be read` and exited 0
+// when a commit log could not be read. It still keeps everything under it,
+// but exits 5 naming the partition, dry run or --apply.
 #[test]
 fn gc_exits_5_on_an_unreadable_commit_log() {
     let sb = pipeline();

@@ -230,8 +230,8 @@ fn pairs(list: &[(&str, &str)]) -> BTreeSet<(String, String)> {
         .collect()
 }
 
-// An identical republish leaves its readers current (no STALE, nothing
-// rerun); a changed one makes them STALE and reruns them
+// An identical republish leaves its readers current (no
+// STALE, nothing rerun); a changed one makes them STALE and reruns them
 #[test]
 fn an_identical_republish_is_cut_off_early() {
     let sb = built();
@@ -359,9 +359,10 @@ fn hour_and_radius() -> BTreeSet<(String, String)> {
     set
 }
 
-// `--task 'hourly+' --partition H` selects the hour and every partition
-// that reads it through a mapping, named with why; an identical forced
-// republish launches nothing else, a changed one rebuilds exactly those
+// `--task 'hourly+' --partition H` selects the hour and
+// every partition that reads it through a mapping, named with why; an
+// identical forced republish launches nothing else, a changed one rebuilds
+// exactly those
 #[test]
 fn selection_follows_the_mappings() {
     let sb = built();
@@ -473,8 +474,8 @@ fn selection_follows_the_mappings() {
     assert!(!status.contains("STALE"), "{status}");
 }
 
-// `weir retry` of a held hour releases it and reruns the partitions that
-// read it, through the mappings
+// `weir retry` of a held hour releases it and reruns the
+// partitions that read it, through the mappings
 #[test]
 fn retry_reruns_the_mapped_downstream() {
     let sb = built();
@@ -565,10 +566,10 @@ fn listed(doc: &serde_json::Value, field: &str) -> Instances {
         .collect()
 }
 
-// The impact of one hour is exactly its day, week, month and the seven
-// windows, as the commit records say they were read (a mapping changed
-// since does not change it), apart from what would read it next; the
-// shared unpartitioned dimension brings in no other hour
+// The impact of one hour is exactly its day, week, month
+// and the seven windows, as the commit records say they were read (a
+// mapping changed since does not change it), apart from what would read it
+// next; the shared unpartitioned dimension brings in no other hour
 #[test]
 fn impact_lists_what_was_built_from_a_generation() {
     let sb = built();
@@ -842,8 +843,9 @@ fn uncertify_cascade_then_repair_rebuilds_exactly_the_set() {
     );
 }
 
-// An accepted gap lets a fan-in proceed without it, is recorded in the
-// reader's commit record, shows in status, and `weir retry` undoes it
+// An accepted gap lets a fan-in proceed without it, is
+// recorded in the reader's commit record, shows in status, and `weir
+// retry` undoes it
 #[test]
 fn accept_lets_a_fan_in_proceed_and_is_recorded() {
     let sb = built();
@@ -973,8 +975,8 @@ printf 'hour,clicks\n%s,1\n' "$WEIR_PARTITION" > "$WEIR_OUTPUT_DIR/h.csv"
         .is_none());
 }
 
-// An instance that reads only the accepted partition (an identity
-// mapping) stays blocked; a fan-in over it runs
+// An instance that reads only the accepted partition (an
+// identity mapping) stays blocked; a fan-in over it runs
 #[test]
 fn an_identity_reader_of_an_accepted_gap_stays_blocked() {
     let sb = Sandbox::new(

@@ -68,8 +68,8 @@ true
     sb
 }
 
-// An hour repeated by New York's fall-back takes the four quarters of that
-// pass, whose keys carry the offset as hourly keys do
+// An hour repeated by New York's fall-back takes the four
+// quarters of that pass, whose keys carry the offset as hourly keys do
 #[test]
 fn quarters_of_the_repeated_hour_carry_their_offset() {
     let sb = sandbox();
@@ -109,8 +109,8 @@ fn quarters_of_the_repeated_hour_carry_their_offset() {
         .is_none());
 }
 
-// A day of 25 hours takes its hundred quarters; a quarter's own key says
-// which pass of the repeated hour it is
+// A day of 25 hours takes its hundred quarters; a quarter's
+// own key says which pass of the repeated hour it is
 #[test]
 fn the_plan_of_a_fall_back_day_takes_a_hundred_quarters() {
     let sb = sandbox();
@@ -160,8 +160,8 @@ fn a_bad_every_is_a_located_diagnostic() {
     );
 }
 
-// Every other misuse of `every` and of minute keys, one row per rule:
-// (scheme lines, code, message, help)
+// Every other misuse of `every` and of minute keys, one
+// row per rule: (scheme lines, code, message, help)
 #[test]
 fn each_misuse_of_every_and_minute_keys_is_a_located_error() {
     let cases = [
@@ -223,8 +223,8 @@ fn each_misuse_of_every_and_minute_keys_is_a_located_error() {
     manifest("kind = \"minutely\"\nevery = 30\nstart = \"2026-07-01T00:00\"\ntimezone = \"Australia/Lord_Howe\"").manifest();
 }
 
-// The latest complete quarter is the one whose 15 minutes have ended,
-// offset included in the repeated hour
+// The latest complete quarter is the one whose 15 minutes
+// have ended, offset included in the repeated hour
 #[test]
 fn the_latest_complete_quarter_is_due_when_it_ends() {
     let sb = sandbox();

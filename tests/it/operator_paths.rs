@@ -58,8 +58,8 @@ partitioned_by = "liberia"
 output = { dataset = "mlw", grain = ["hour"] }
 "#;
 
-// Kathmandu (+05:45) and Monrovia keys were refused key by key (the
-// sub-hour phase came from 1970, with the wrong sign)
+// Kathmandu (+05:45) and Monrovia keys were refused key by
+// key (the sub-hour phase came from 1970, with the wrong sign)
 #[test]
 fn hourly_schemes_in_nepal_and_liberia_validate_plan_and_run() {
     let sb = Sandbox::new(HOURLY);
@@ -110,9 +110,9 @@ fn hourly_schemes_in_nepal_and_liberia_validate_plan_and_run() {
     }
 }
 
-// A sub-minute phase (Liberia was 44 min 30 s behind UTC until 1972): its
-// hours are whole local hours; a range across the change to UTC is
-// refused
+// A sub-minute phase (Liberia was 44 min 30 s behind UTC
+// until 1972): its hours are whole local hours; a range across the change
+// to UTC is refused
 #[test]
 fn liberia_before_1972_keeps_its_sub_minute_phase() {
     let manifest = |end: &str| {
@@ -166,8 +166,8 @@ output = {{ dataset = "old", grain = ["hour"] }}
     );
 }
 
-// Lord Howe's half-hour DST was accepted, then mislabelled hours; refused
-// at validate wherever `start` falls
+// Lord Howe's half-hour DST was accepted, then mislabelled
+// hours; refused at validate wherever `start` falls
 #[test]
 fn an_hourly_scheme_in_lord_howe_is_refused_at_validate() {
     for (start, change) in [
@@ -246,9 +246,9 @@ inputs = ["loaded"]
 output = { dataset = "regional", grain = ["id"] }
 "#;
 
-// A missing external input made the run say HELD (exit 1) while status showed nothing,
-// explain said "not run yet" and retry refused; now, as an input a sensor waits for,
-// the run says WAITING too (exit 0, nothing done)
+// A missing external input made the run say HELD (exit 1)
+// while status showed nothing, explain said "not run yet" and retry refused;
+// now, as an input a sensor waits for, the run says WAITING too (exit 0, nothing done)
 #[test]
 fn a_missing_external_input_is_one_story_with_a_command_that_works() {
     let sb = Sandbox::new(OPS);
@@ -323,8 +323,8 @@ fn a_missing_external_input_is_one_story_with_a_command_that_works() {
     assert!(!status.contains("WAITING     load 2026-11-28"), "{status}");
 }
 
-// Suggested commands printed `--partition eu|2026-11-15` unquoted, a pipe
-// when pasted into a shell
+// Suggested commands printed `--partition eu|2026-11-15`
+// unquoted, a pipe when pasted into a shell
 #[test]
 fn suggested_commands_quote_keys_and_work_when_pasted() {
     let sb = Sandbox::new(OPS);
@@ -357,8 +357,8 @@ fn suggested_commands_quote_keys_and_work_when_pasted() {
     );
 }
 
-// A static key alone on `--partition` selected nothing without saying
-// why
+// A static key alone on `--partition` selected nothing
+// without saying why
 #[test]
 fn a_static_key_alone_says_why_it_selects_nothing() {
     let sb = Sandbox::new(OPS);
@@ -387,8 +387,8 @@ fn a_static_key_alone_says_why_it_selects_nothing() {
     );
 }
 
-// New York hours into UTC days validated silently and shifted data by a
-// day
+// New York hours into UTC days validated silently and
+// shifted data by a day
 #[test]
 fn a_mapping_across_timezones_warns_and_the_plan_shows_its_rule() {
     let sb = Sandbox::new(
@@ -513,8 +513,8 @@ printf 'day\n%s\n' "$WEIR_PARTITION" > "$WEIR_OUTPUT_DIR/d.csv"
     sb
 }
 
-// The backfill header said "(1 partition)" for 31 days, and the report's
-// Gantt labelled lanes with the tasks' own pool
+// The backfill header said "(1 partition)" for 31 days,
+// and the report's Gantt labelled lanes with the tasks' own pool
 #[test]
 fn the_backfill_header_counts_each_scheme_and_its_lanes_are_its_pool() {
     // A monthly task planned first: the header counted its one partition.
@@ -551,8 +551,8 @@ fn the_backfill_header_counts_each_scheme_and_its_lanes_are_its_pool() {
     );
 }
 
-// An interrupted forced backfill could not be resumed (the hint, "run
-// the same command again", forced everything again)
+// An interrupted forced backfill could not be resumed
+// (the hint, "run the same command again", forced everything again)
 #[test]
 fn an_interrupted_forced_backfill_resumes_with_the_command_it_prints() {
     let _serial = crate::support::exclusive();

@@ -69,9 +69,9 @@ fn stale_lines(sb: &Sandbox) -> Vec<String> {
         .collect()
 }
 
-// A deploy that lands after the run started and before `t` launches, then is reverted:
-// `t`'s publication names the code it ran (v2), so it is STALE once v1 is back, instead of
-// passing as current.
+// A deploy that lands after the run started and before `t` launches, then
+// is reverted: `t`'s publication names the code it ran (v2), so it is STALE
+// once v1 is back, instead of passing as current.
 #[test]
 fn code_is_fingerprinted_when_its_command_launches() {
     let sb = deploy_mid_run(T_WRITES);
@@ -115,9 +115,9 @@ fn code_is_fingerprinted_when_its_command_launches() {
     );
 }
 
-// The code changes while `t`'s command runs (here: the command itself deploys, once):
-// the attempt fails as transient, naming both fingerprints, and the retry publishes as
-// the new code.
+// The code changes while `t`'s command runs (here: the command itself
+// deploys, once): the attempt fails as transient, naming both
+// fingerprints, and the retry publishes as the new code.
 #[test]
 fn code_changed_while_the_command_ran_fails_the_attempt_as_transient() {
     let sb = deploy_mid_run(&format!(
@@ -227,8 +227,9 @@ output = { dataset = "slow_out", grain = ["id"] }
     sb
 }
 
-// A panic on a rayon worker of `bad`'s audit ends `bad` ENGINE_FAILED with the panic's
-// message; `after` is skipped, `slow` publishes, the run finishes and exits 5.
+// A panic on a rayon worker of `bad`'s audit ends `bad` ENGINE_FAILED with
+// the panic's message; `after` is skipped, `slow` publishes, the run
+// finishes and exits 5.
 #[test]
 fn panic_in_an_audit_worker_fails_the_instance_and_the_run_ends() {
     let sb = panicking();
@@ -276,9 +277,9 @@ fn panic_in_an_audit_worker_fails_the_instance_and_the_run_ends() {
         .stderr_unordered("slow all: ALREADY_PUBLISHED generation 1 has the same input snapshot (code_version 1): nothing to do\nbad all attempt 1 token 2: PUBLISHED generation 1: 2 rows, sha256:0314c6f143e41cfda10ee9acddcfcf125e504e6328ea52d4c069789fb49bdd6c\nafter all attempt 1 token 1: PUBLISHED generation 1: 2 rows, sha256:0314c6f143e41cfda10ee9acddcfcf125e504e6328ea52d4c069789fb49bdd6c\n");
 }
 
-// A panic in `bad`'s attempt thread while `slow` runs: the first SIGINT still stops the
-// run (exit 130, `slow` INTERRUPTED, RUN_FINISHED) and `bad` is an engine failure
-// carrying the panic's message.
+// A panic in `bad`'s attempt thread while `slow` runs: the first SIGINT
+// still stops the run (exit 130, `slow` INTERRUPTED, RUN_FINISHED) and
+// `bad` is an engine failure carrying the panic's message.
 #[test]
 fn panic_in_an_attempt_thread_then_sigint_stops_the_run() {
     let _serial = crate::support::exclusive();
@@ -341,8 +342,9 @@ output = { dataset = "t_out", grain = ["id"] }
     )
 }
 
-// An output file whose name the store refuses (a backslash) fails the audit as a gate,
-// naming the file: QUARANTINED, not ENGINE_FAILED and a new launch every run.
+// An output file whose name the store refuses (a backslash) fails the
+// audit as a gate, naming the file: QUARANTINED, not ENGINE_FAILED and a
+// new launch every run.
 #[test]
 fn a_file_name_the_store_refuses_fails_the_audit_naming_it() {
     let sb = one_task();
@@ -382,8 +384,8 @@ fn a_file_name_the_store_refuses_fails_the_audit_naming_it() {
     assert!(!states(&sb.events("r2"), "t", "all").contains(&State::Running));
 }
 
-// Keys each short enough alone, joined across a task's two schemes, would name a partition
-// the warehouse cannot hold: `validate` refuses the task.
+// Keys each short enough alone, joined across a task's two schemes, would
+// name a partition the warehouse cannot hold: `validate` refuses the task.
 #[test]
 fn keys_joined_across_schemes_must_fit_the_warehouse() {
     let manifest = |len: usize| {
@@ -430,9 +432,9 @@ output = {{ dataset = "t_out", grain = ["id"] }}
         ]);
 }
 
-// The longest key `validate` accepts (250 bytes) works end to end: its partition
-// publishes, and its marker (`<key>.json`, 255 bytes, written through a temp file) is
-// written when it fails.
+// The longest key `validate` accepts (250 bytes) works end to end: its
+// partition publishes, and its marker (`<key>.json`, 255 bytes, written
+// through a temp file) is written when it fails.
 #[test]
 fn the_longest_accepted_key_publishes_and_is_marked() {
     let key = "k".repeat(250);
@@ -476,9 +478,9 @@ output = {{ dataset = "u_out", grain = ["id"] }}
     assert_eq!(marker["mark"], "QUARANTINED");
 }
 
-// A quarantine names the code that failed, as it launched: the deployed code (v2) fails,
-// and once the deploy is reverted the next run releases the quarantine and publishes
-// with v1, which never failed.
+// A quarantine names the code that failed, as it launched: the deployed
+// code (v2) fails, and once the deploy is reverted the next run releases
+// the quarantine and publishes with v1, which never failed.
 #[test]
 fn a_quarantine_names_the_code_its_command_launched_with() {
     let sb = deploy_mid_run(&format!(
@@ -511,9 +513,9 @@ fn a_quarantine_names_the_code_its_command_launched_with() {
     );
 }
 
-// A task, pool or dataset name becomes a directory name in the warehouse:
-// one longer than the store's 255 bytes is refused by `validate`, where it
-// is written, instead of failing every run.
+// A task, pool or dataset name becomes a directory name in
+// the warehouse: one longer than the store's 255 bytes is refused by
+// `validate`, where it is written, instead of failing every run.
 #[test]
 fn names_longer_than_the_warehouse_takes_are_refused() {
     let long = "n".repeat(256);

@@ -172,10 +172,10 @@ output = { dataset = "out", grain = ["id"] }
 partitioned_by = []
 "#;
 
-// A multipart upload an engine began and never finished (killed mid-upload)
-// is listed by gc's dry run with its age, aborted by --apply (with a
-// GC_DELETED event), and one outside the warehouse's prefix is never
-// touched.
+// A multipart upload an engine began and never finished
+// (killed mid-upload) is listed by gc's dry run with its age, aborted by
+// --apply (with a GC_DELETED event), and one outside the warehouse's prefix
+// is never touched.
 #[cfg_attr(
     not(any(weir_has_s3, weir_ci)),
     ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
@@ -302,10 +302,10 @@ fn gc_rides_out_503s_while_listing_and_aborting_uploads() {
     assert_eq!(uploads_in(&endpoint, &bucket), vec![]);
 }
 
-// An upload whose part the store refuses is aborted by the writer there
-// and then: no incomplete upload is left behind for gc. Six parts, so
-// that the refusal is seen while more parts are still to be sent (before,
-// only a failure seen at the end was aborted).
+// An upload whose part the store refuses is aborted by
+// the writer there and then: no incomplete upload is left behind for gc.
+// Six parts, so that the refusal is seen while more parts are still to be
+// sent (before, only a failure seen at the end was aborted).
 #[cfg_attr(
     not(any(weir_has_s3, weir_ci)),
     ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
@@ -361,10 +361,10 @@ pool = "work"
 timeout = "10m"
 "#;
 
-// An engine killed -9 while a long command runs on S3 leaves its
-// evidence: RUNNING was stored before the command started, and the quick
-// task's lines written since (PUBLISHED) were stored by the timer though
-// nothing else was emitted. Before: no event at all.
+// An engine killed -9 while a long command runs on S3
+// leaves its evidence: RUNNING was stored before the command started, and
+// the quick task's lines written since (PUBLISHED) were stored by the
+// timer though nothing else was emitted. Before: no event at all.
 #[cfg_attr(
     not(any(weir_has_s3, weir_ci)),
     ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
@@ -460,12 +460,13 @@ partitioned_by = ["k"]
 pool = "work"
 "#;
 
-// A burst of 503 SlowDown on the event log's prefix, long enough that the
-// client's retries give up storing a RUNNING: that command is not started
-// and the run admits nothing more (exit 5), and every message says what is
-// true: the error names the HTTP status and the key, the instances never
-// admitted say why (not "never became ready"), and the log, stored in full
-// once the burst is over, is not called incomplete.
+// A burst of 503 SlowDown on the event log's prefix,
+// long enough that the client's retries give up storing a RUNNING: that
+// command is not started and the run admits nothing more (exit 5), and
+// every message says what is true: the error names the HTTP status and the
+// key, the instances never admitted say why (not "never became ready"),
+// and the log, stored in full once the burst is over, is not called
+// incomplete.
 #[cfg_attr(
     not(any(weir_has_s3, weir_ci)),
     ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"

@@ -74,8 +74,8 @@ fn no_markers(sb: &Sandbox) {
     assert!(marks.is_empty(), "no marker: {marks:?}");
 }
 
-// Without --wait, an input not ready is reported WAITING, exit 0, nothing
-// published, no HELD marker; its downstream waits too
+// Without --wait, an input not ready is reported WAITING,
+// exit 0, nothing published, no HELD marker; its downstream waits too
 #[test]
 fn without_wait_an_unready_input_is_waiting_and_exits_0() {
     let sb = sandbox(MANIFEST);
@@ -144,8 +144,8 @@ fn without_wait_an_unready_input_is_waiting_and_exits_0() {
     ));
 }
 
-// A `_SUCCESS` that appears late: WAITING, then published within the run's
-// --wait
+// A `_SUCCESS` that appears late: WAITING, then published
+// within the run's --wait
 #[test]
 fn a_late_success_marker_is_waited_for_then_published() {
     let sb = sandbox(MANIFEST);
@@ -250,8 +250,8 @@ fn a_wait_that_ends_leaves_the_instance_waiting() {
     no_markers(&sb);
 }
 
-// A sensor command exiting 2 is a sensor failure, with its stderr as
-// evidence; exiting 1 is "not yet"
+// A sensor command exiting 2 is a sensor failure, with its
+// stderr as evidence; exiting 1 is "not yet"
 #[test]
 fn a_sensor_exiting_2_fails_with_its_stderr() {
     let manifest = MANIFEST.replace(
@@ -320,8 +320,8 @@ fn a_sensor_exiting_2_fails_with_its_stderr() {
     );
 }
 
-// A waiting instance past its task's SLA is LATE in the run, in status
-// (and --check pages on it) and in the report
+// A waiting instance past its task's SLA is LATE in the
+// run, in status (and --check pages on it) and in the report
 #[test]
 fn a_waiting_instance_past_its_sla_is_late() {
     let manifest = MANIFEST.replace(
@@ -375,8 +375,8 @@ fn a_waiting_instance_past_its_sla_is_late() {
     no_markers(&sb);
 }
 
-// An external input corrected after its partition was published makes
-// that publication STALE at once, in status and plan
+// An external input corrected after its partition was
+// published makes that publication STALE at once, in status and plan
 #[test]
 fn a_changed_external_input_is_stale_when_status_looks() {
     let sb = sandbox(MANIFEST);
@@ -404,8 +404,8 @@ fn a_changed_external_input_is_stale_when_status_looks() {
     assert!(!status.contains("STALE"), "{status}");
 }
 
-// A watermark sensor waits until the source's committed position reaches
-// the period's end
+// A watermark sensor waits until the source's committed
+// position reaches the period's end
 #[test]
 fn a_watermark_short_of_the_period_end_is_waiting() {
     let manifest = MANIFEST.replace(

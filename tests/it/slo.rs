@@ -137,10 +137,10 @@ const SLACK_MS: i64 = 3000;
 /// machine (a 1s sleep or a wait behind one never is).
 const INSTANT_MS: i64 = 999;
 
-// Share within the SLA, latency, attempt and queue percentiles, retries per
-// instance and the error budget, per task and per pool, over `--since 4d`,
-// exactly where the clock is pinned and within the real run's bounds where
-// time is real.
+// Share within the SLA, latency, attempt and queue
+// percentiles, retries per instance and the error budget, per task and per
+// pool, over `--since 4d`, exactly where the clock is pinned and within the
+// real run's bounds where time is real.
 #[test]
 fn slo_figures_match_a_run_of_known_lateness_and_durations() {
     let m = midnight();
@@ -429,9 +429,9 @@ fn slo_figures_match_a_run_of_known_lateness_and_durations() {
     );
 }
 
-// The window is counted back from WEIR_NOW: with the clock pinned 10
-// days on, no partition and no attempt is in a 4-day window, and
-// nothing is judged (no share, no budget spent).
+// The window is counted back from WEIR_NOW: with the
+// clock pinned 10 days on, no partition and no attempt is in a 4-day
+// window, and nothing is judged (no share, no budget spent).
 #[test]
 fn the_window_follows_the_pinned_clock() {
     let m = midnight();
@@ -467,8 +467,8 @@ fn the_window_follows_the_pinned_clock() {
     );
 }
 
-// `slo` is a share strictly between 0 and 1, and needs the `sla` it
-// measures; each is a located diagnostic with its fix.
+// `slo` is a share strictly between 0 and 1, and needs
+// the `sla` it measures; each is a located diagnostic with its fix.
 #[test]
 fn slo_is_validated_where_it_is_written() {
     let mut manifest = String::from(
@@ -630,9 +630,9 @@ fn end_of(d: jiff::civil::Date) -> String {
     format!("{}T00:00:00Z", d.tomorrow().unwrap())
 }
 
-// More than a screen of partitions is summarised per task (counts by
-// state, the oldest problem), then the problems oldest first as many as a
-// screen holds; `--all` is the full listing.
+// More than a screen of partitions is summarised per task
+// (counts by state, the oldest problem), then the problems oldest first as
+// many as a screen holds; `--all` is the full listing.
 #[test]
 fn status_at_scale_summarises_oldest_problem_first() {
     let sb = at_scale();
@@ -703,9 +703,9 @@ load             89     0            0     0       79         10  MISSING 2026-0
     assert!(!all.contains("summarised"), "{all}");
 }
 
-// `--task`, `--state` and `--from/--to` narrow the listing and what
-// `--check` pages on; unknown names and bad ranges are usage errors;
-// `--json` keeps its shape, adding `summary`.
+// `--task`, `--state` and `--from/--to` narrow the listing
+// and what `--check` pages on; unknown names and bad ranges are usage
+// errors; `--json` keeps its shape, adding `summary`.
 #[test]
 fn status_filters_and_json_summary() {
     let sb = at_scale();
@@ -855,8 +855,8 @@ HELD        extract 2026-09-15: operator failure: exit code 78
     assert_eq!(doc["attention"].as_array().unwrap().len(), 2);
 }
 
-// A summary still names what `--check` pages on beyond the instances'
-// states: a Delta table behind weir's records.
+// A summary still names what `--check` pages on beyond
+// the instances' states: a Delta table behind weir's records.
 #[test]
 fn status_summary_names_a_table_behind() {
     use arrow_array::{ArrayRef, Int64Array, RecordBatch};
@@ -926,8 +926,8 @@ pool = "wide"
     );
 }
 
-// On a terminal "a screen" is its height: 20 rows hold the heading, the
-// table and 11 problems, and the line saying how many more.
+// On a terminal "a screen" is its height: 20 rows hold
+// the heading, the table and 11 problems, and the line saying how many more.
 #[test]
 fn status_summary_fits_the_terminal() {
     let sb = at_scale();

@@ -97,12 +97,12 @@ fn matching(lines: &[String], f: impl Fn(&str) -> bool) -> usize {
     lines.iter().filter(|l| f(l)).count()
 }
 
-// A run that publishes every instance, then the same run with every
-// instance current, each within its budget of requests per instance; and
-// the requests found redundant are gone: no commit log checkpoint is read
-// for a short log, no upload is read back (each data file is read once, by
-// `down`), and `up`'s record is read by no GET at all in the first run (its
-// committer and its reader keep it).
+// A run that publishes every instance, then the same run
+// with every instance current, each within its budget of requests per
+// instance; and the requests found redundant are gone: no commit
+// log checkpoint is read for a short log, no upload is read back (each data
+// file is read once, by `down`), and `up`'s record is read by no GET at all
+// in the first run (its committer and its reader keep it).
 #[cfg_attr(
     not(any(weir_has_s3, weir_ci)),
     ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
@@ -288,13 +288,13 @@ fn requests_per_published_and_current_instance_stay_within_budget() {
     assert_eq!(matching(&current, |l| l.contains("log-checkpoint")), 0);
 }
 
-// A publication marker's summary tells an instance current only on an
-// exact match of its reads, code version and code fingerprint; anything
-// else is decided from the record, as before. A changed `up` command
-// republishes `up`, and `down`, whose reads are the same rows (early
-// cutoff), is told current from its record; a new code version
-// republishes everything; then every instance is current again with no
-// record read.
+// A publication marker's summary tells an instance
+// current only on an exact match of its reads, code version and code
+// fingerprint; anything else is decided from the record, as before. A
+// changed `up` command republishes `up`, and `down`, whose reads are the
+// same rows (early cutoff), is told current from its record; a new code
+// version republishes everything; then every instance is current again
+// with no record read.
 #[cfg_attr(
     not(any(weir_has_s3, weir_ci)),
     ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"

@@ -94,13 +94,13 @@ fn stalling_proxy(endpoint: &str) -> (FaultProxy, Arc<Mutex<Option<Instant>>>) {
     (proxy, until)
 }
 
-// Heartbeats wrote their lease on the one timer thread that also enforces
-// every timeout and stop request, so a store that stalled for 30 s froze
-// both: `short` ran on past its 4 s timeout until the store answered, and
-// Ctrl-C left `long` running as long. Now the store's timed writes have a
-// thread of their own: the timeout fires on time, SIGINT stops `long` within
-// a second, and the run, interrupted, stores every one of its events once
-// the stall is over.
+// Heartbeats wrote their lease on the one timer thread that
+// also enforces every timeout and stop request, so a store that stalled for
+// 30 s froze both: `short` ran on past its 4 s timeout until the store
+// answered, and Ctrl-C left `long` running as long. Now the store's timed
+// writes have a thread of their own: the timeout fires on time, SIGINT
+// stops `long` within a second, and the run, interrupted, stores every one
+// of its events once the stall is over.
 #[cfg_attr(
     not(any(weir_has_s3, weir_ci)),
     ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"
@@ -206,12 +206,12 @@ output = { dataset = "out", grain = ["id"] }
 partitioned_by = []
 "#;
 
-// object_store retried a failed request for up to three minutes (30 s a
-// try), so a store that stopped answering held the run for many minutes
-// with nothing said. Now a call gives up within about 25 s: the run ends
-// long before the store answers again (10 minutes here), exit 5, with an
-// engine error naming the store and the key, and says its event log is
-// incomplete.
+// object_store retried a failed request for up to three
+// minutes (30 s a try), so a store that stopped answering held the run for
+// many minutes with nothing said. Now a call gives up within about 25 s:
+// the run ends long before the store answers again (10 minutes here), exit
+// 5, with an engine error naming the store and the key, and says its event
+// log is incomplete.
 #[cfg_attr(
     not(any(weir_has_s3, weir_ci)),
     ignore = "needs S3: set WEIR_S3_TEST_ENDPOINT (ci/moto-up.sh starts moto)"

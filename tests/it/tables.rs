@@ -150,11 +150,11 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
-// `weir files` lists, for a Parquet and a CSV dataset and every published
-// partition, exactly the visible generation's files with the size and
-// SHA-256 on disk; after a forced republish it names the new generation's
-// files, after a rollback the older ones again; `--partition` selects; the
-// text form names the same files with full digests.
+// `weir files` lists, for a Parquet and a CSV dataset and
+// every published partition, exactly the visible generation's files with
+// the size and SHA-256 on disk; after a forced republish it names the new
+// generation's files, after a rollback the older ones again; `--partition`
+// selects; the text form names the same files with full digests.
 #[test]
 fn files_lists_the_visible_files_of_each_partition() {
     let sb = sandbox();
@@ -271,10 +271,10 @@ fn files_lists_the_visible_files_of_each_partition() {
     }
 }
 
-// `weir files` exit codes, as README's table: a partition in the scheme
-// but never published exits 1, one outside the scheme or an unknown
-// dataset exits 2, and a visible file that no longer holds what was
-// published exits 5 naming it, rather than handing it to a reader.
+// `weir files` exit codes, as README's table: a partition
+// in the scheme but never published exits 1, one outside the scheme or an
+// unknown dataset exits 2, and a visible file that no longer holds what
+// was published exits 5 naming it, rather than handing it to a reader.
 #[test]
 fn files_refuses_what_it_cannot_vouch_for() {
     let sb = sandbox();
@@ -516,13 +516,14 @@ pub(crate) fn visible(sb: &Sandbox, partition: &str) -> u64 {
         .get()
 }
 
-// A Parquet output declared `table = "delta"` is a Delta table delta-rs
-// and Polars read directly: after a first run of two partitions, a forced
-// republish and a rollback, the rows per partition equal `weir show` of
-// the visible generation, the versions are contiguous from 0 (one commit
-// per publication), and the table as of an older version shows the older
-// generation. A Delta commit lost after weir's (a crash between the two)
-// is repaired by `weir tables sync`, which is idempotent.
+// A Parquet output declared `table = "delta"` is a
+// Delta table delta-rs and Polars read directly: after a first run of two
+// partitions, a forced republish and a rollback, the rows per partition
+// equal `weir show` of the visible generation, the versions are contiguous
+// from 0 (one commit per publication), and the table as of an older
+// version shows the older generation. A Delta commit lost after weir's
+// (a crash between the two) is repaired by `weir tables sync`, which is
+// idempotent.
 #[cfg_attr(
     not(any(weir_has_delta_readers, weir_ci)),
     ignore = "needs python3 with deltalake and polars (.ci/run installs them)"
@@ -809,10 +810,10 @@ fn run_file(sb: &Sandbox, run_id: &str, file: &str) -> std::process::Output {
     .unwrap()
 }
 
-// `schema = "fixed"` (the default): a generation whose columns differ
-// from the Delta table's fails its audit (GATE_FAILED naming the
-// columns, exit 1) and nothing is published: the visible generation and
-// the table stay as they were.
+// `schema = "fixed"` (the default): a generation whose
+// columns differ from the Delta table's fails its audit (GATE_FAILED
+// naming the columns, exit 1) and nothing is published: the visible
+// generation and the table stay as they were.
 #[test]
 fn delta_fixed_schema_a_changed_schema_fails_the_audit() {
     let sb = schema_sandbox(None);
@@ -868,10 +869,11 @@ fn delta_fixed_schema_a_changed_schema_fails_the_audit() {
     assert_eq!(log_versions(&root), [0]);
 }
 
-// `schema = "additive"`: a generation with a new column is published and
-// its Delta commit carries a metaData action whose schema has the column
-// (nullable, same table id); delta-rs reads the new version with it and
-// the older version without; a retyped column still fails the audit.
+// `schema = "additive"`: a generation with a new column
+// is published and its Delta commit carries a metaData action whose
+// schema has the column (nullable, same table id); delta-rs reads the new
+// version with it and the older version without; a retyped column still
+// fails the audit.
 #[test]
 fn delta_additive_schema_adds_new_columns() {
     let sb = schema_sandbox(Some("additive"));
@@ -956,8 +958,8 @@ fn delta_additive_schema_adds_new_columns() {
     }
 }
 
-// A schema policy weir does not know, or one on an output without a
-// table, is a located manifest diagnostic.
+// A schema policy weir does not know, or one on an
+// output without a table, is a located manifest diagnostic.
 #[test]
 fn delta_schema_policy_diagnostics() {
     for (manifest, expected) in [
@@ -1464,14 +1466,14 @@ pub(crate) fn generations_by_version(
     out
 }
 
-// Every 10 versions weir writes a Parquet checkpoint of the table
-// (protocol, metaData, the live adds) and `_last_checkpoint`. delta-rs
-// and Polars read every version before and after it with the rows `weir
-// show` prints of the generation each version committed; with the JSON
-// commits up to the checkpoint deleted, delta-rs still reads the table,
-// and weir's next commit replays from the checkpoint: it removes the
-// partition's files the checkpoint holds (no duplicate rows) and writes
-// no second protocol/metaData.
+// Every 10 versions weir writes a Parquet checkpoint of
+// the table (protocol, metaData, the live adds) and `_last_checkpoint`.
+// delta-rs and Polars read every version before and after it with the
+// rows `weir show` prints of the generation each version committed; with
+// the JSON commits up to the checkpoint deleted, delta-rs still reads the
+// table, and weir's next commit replays from the checkpoint: it removes
+// the partition's files the checkpoint holds (no duplicate rows) and
+// writes no second protocol/metaData.
 #[cfg_attr(
     not(any(weir_has_delta_readers, weir_ci)),
     ignore = "needs python3 with deltalake and polars (.ci/run installs them)"
@@ -1653,10 +1655,10 @@ fn delta_checkpoints_are_written_and_read() {
     }
 }
 
-// A checkpoint is an optimisation. One that cannot be written (here a
-// directory holds its key) is a warning naming the version; the
-// publication and its Delta commit stand, and the table reads the same
-// from its JSON commits.
+// A checkpoint is an optimisation. One that cannot be
+// written (here a directory holds its key) is a warning naming the
+// version; the publication and its Delta commit stand, and the table
+// reads the same from its JSON commits.
 #[test]
 fn delta_a_failed_checkpoint_is_a_warning() {
     let sb = delta_sandbox();
@@ -1710,12 +1712,12 @@ fn delta_a_failed_checkpoint_is_a_warning() {
     }
 }
 
-// `weir verify` of an instance whose output is a Delta table also
-// compares the table with the visible generation: a table that lags
-// (weir's commit landed, the Delta commit did not: kill -9 between the
-// two) is reported with exit 4 even though the rerun is deterministic;
-// once `weir tables sync` repaired it, verify says the table shows the
-// generation and exits 0.
+// `weir verify` of an instance whose output is a Delta
+// table also compares the table with the visible generation: a table
+// that lags (weir's commit landed, the Delta commit did not: kill -9
+// between the two) is reported with exit 4 even though the rerun is
+// deterministic; once `weir tables sync` repaired it, verify says the
+// table shows the generation and exits 0.
 #[test]
 fn verify_reports_a_table_that_disagrees() {
     let sb = delta_sandbox();
@@ -1904,9 +1906,10 @@ fn delta_checkpoints_on_s3() {
     }
 }
 
-// A candidate with a column no Delta type holds (a timestamp without
-// a time zone) fails its audit, even as the table's first generation,
-// instead of being published while its table commit fails.
+// A candidate with a column no Delta type holds (a
+// timestamp without a time zone) fails its audit, even as the table's
+// first generation, instead of being published while its table commit
+// fails.
 #[test]
 fn delta_an_unmappable_column_fails_the_audit() {
     let sb = schema_sandbox(None);
@@ -2191,13 +2194,13 @@ fn duck_rows(paths: &[&str], format: &str, columns: &[String]) -> Vec<Vec<String
     serde_json::from_str(&stdout(&out)).expect("one JSON document")
 }
 
-// The stable read path serves a reader with no weir in it. DuckDB (its
-// Python package: the delta extension is downloaded at run time, which
-// this build cannot do) reads the files `weir files --json` lists of a
-// Parquet (Delta table), a CSV and a JSON Lines dataset, per partition,
-// after a first run and after a forced republish, and gets exactly the
-// rows `weir show` prints; of the table's files it also takes the
-// partition column from their `region=<key>/` directories.
+// The stable read path serves a reader with no weir in
+// it. DuckDB (its Python package: the delta extension is downloaded at
+// run time, which this build cannot do) reads the files `weir files
+// --json` lists of a Parquet (Delta table), a CSV and a JSON Lines
+// dataset, per partition, after a first run and after a forced republish,
+// and gets exactly the rows `weir show` prints; of the table's files it
+// also takes the partition column from their `region=<key>/` directories.
 #[test]
 fn duckdb_reads_what_weir_files_lists() {
     if !python_imports("duckdb") {
