@@ -432,10 +432,9 @@ impl RowFold for Live {
     fn row(&mut self, _row: &Row<'_>) {}
 }
 
-// Every file's
-// accumulator was held until all files were read (1,000,000 one-row
-// files OOM-killed the engine); they are merged in file order as they
-// are done, a window at a time.
+// Every file's accumulator was held until all files were read (1,000,000
+// one-row files OOM-killed the engine); they are merged in file order as
+// they are done, a window at a time.
 #[test]
 fn files_are_merged_as_they_are_folded() {
     let dir = tempfile::tempdir().expect("tempdir");
