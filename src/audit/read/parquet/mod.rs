@@ -196,7 +196,7 @@ impl ParquetFile {
                     path: path.to_path_buf(),
                     column: name.clone(),
                     message: format!(
-                        "type {unsupported} has no canonical text (see the README's canonical digest)"
+                        "type {unsupported} has no canonical text (see docs/design/digest.md)"
                     ),
                 });
             }
