@@ -162,10 +162,9 @@ fn broken_links(file: &Path, text: &str) -> Vec<String> {
         };
         let fault = if !page.exists() {
             "does not resolve"
-        } else if anchor.is_empty() {
-            continue;
-        } else if page.extension().is_some_and(|e| e == "md")
-            && anchors(&std::fs::read_to_string(&page).unwrap()).contains(&anchor.to_owned())
+        } else if anchor.is_empty()
+            || page.extension().is_some_and(|e| e == "md")
+                && anchors(&std::fs::read_to_string(&page).unwrap()).contains(&anchor.to_owned())
         {
             continue;
         } else {
