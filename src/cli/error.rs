@@ -66,7 +66,7 @@ pub(crate) enum CliError {
 }
 
 impl CliError {
-    /// The exit code (README's table), from the error's kind alone.
+    /// The exit code (docs/reference/exit-codes.md), from the error's kind alone.
     pub(crate) fn exit_code(&self) -> u8 {
         match self {
             CliError::Manifest

@@ -23,7 +23,7 @@ pub struct CommandEnded {
     pub stderr_tail: String,
 }
 
-/// A failure's class: what the scheduler gives it (README, "Exit codes and
+/// A failure's class: what the scheduler gives it (docs/guides/tasks.md, "Exit codes and
 /// failure classes"). Written in `RETRYING`, `HELD` and `QUARANTINED` events as its
 /// name, as it always was, so old event logs read.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

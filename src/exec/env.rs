@@ -1,4 +1,4 @@
-//! A task's environment (README, "What a task can reach"), built for
+//! A task's environment (docs/guides/tasks.md, "What a task can reach"), built for
 //! `launch::TaskLaunch`, the one builder of what `run`, `verify` and every
 //! executor launch.
 //!

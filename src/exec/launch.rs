@@ -15,7 +15,7 @@
 //! stopped when it exits (`tree.rs`); a local command also gets
 //! `WEIR_PROCESS_TAG`, the launch's tag.
 //!
-//! The environment (README "The task environment"): `WEIR_RUN_ID`,
+//! The environment (docs/guides/tasks.md): `WEIR_RUN_ID`,
 //! `WEIR_PIPELINE`, `WEIR_TASK`, `WEIR_PARTITION`, `WEIR_PARTITION_<SCHEME>`
 //! (one per dimension), `WEIR_ATTEMPT`, `WEIR_TOKEN`, `WEIR_OUTPUT_DIR`,
 //! `WEIR_INPUT_<NAME>` and `WEIR_WATERMARK_<NAME>` (one per input, NAME

@@ -475,8 +475,7 @@ pub fn state(id: &str) -> Result<Option<JobState>, String> {
 /// `export NAME='value'` lines: single quotes keep every byte but `'`,
 /// which becomes `'\''`.
 pub fn env_text(env: &[(String, String)]) -> String {
-    let mut text =
-        String::from("# weir: the attempt's environment (README, \"The task environment\")\n");
+    let mut text = String::from("# weir: the attempt's environment (docs/guides/tasks.md)\n");
     for (k, v) in env {
         text.push_str(&format!("export {k}={}\n", quote(v)));
     }

@@ -20,7 +20,7 @@
 //! to init, and it reaps them once they are killed. The cgroup is the exact
 //! answer where it exists; the tag is the fallback that always works. It
 //! misses only a process that both leaves the process group and replaces its
-//! environment (`setsid env -i …`): README's task contract forbids leaving
+//! environment (`setsid env -i …`): the task contract (docs/guides/tasks.md) forbids leaving
 //! background processes behind. `WEIR_CGROUP` (`on`, `v2`, `v1`, `off`),
 //! read once at the edge ([`super::Settings`]), limits which hierarchies are
 //! tried; `weir doctor` prints

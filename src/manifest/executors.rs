@@ -66,7 +66,7 @@ pub enum ClusterEnd {
 }
 
 impl ClusterEnd {
-    /// Every end, in the order the README lists them.
+    /// Every end, in the order docs/guides/tasks.md lists them.
     pub const ALL: [ClusterEnd; 4] = [
         ClusterEnd::OutOfMemory,
         ClusterEnd::NodeFail,

@@ -1,4 +1,4 @@
-//! `[notify.NAME]` targets (README, "Notifications") and the HTTP endpoint
+//! `[notify.NAME]` targets (docs/guides/notifications.md) and the HTTP endpoint
 //! shape they share with `[lineage] url`: a URL and headers whose values
 //! may be `env:`/`file:` secrets, read only when something is sent.
 
@@ -61,7 +61,7 @@ pub enum NotifyKind {
 }
 
 impl NotifyKind {
-    /// Every kind, in the README's order.
+    /// Every kind, in the order of docs/guides/notifications.md.
     pub const ALL: [NotifyKind; 7] = [
         NotifyKind::Failed,
         NotifyKind::Quarantined,

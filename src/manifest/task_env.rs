@@ -1,6 +1,6 @@
 //! `env = { pass = [...], set = { ... } }` of a task, a sensor command
 //! (`ready = { command = [...], env = {...} }`) or a notify `command` target:
-//! what its command may see besides weir's own `WEIR_*` variables (README,
+//! what its command may see besides weir's own `WEIR_*` variables (docs/guides/tasks.md,
 //! "What a task can reach"). The environment itself is built in
 //! `exec/env.rs`.
 

@@ -193,7 +193,7 @@ impl Validator<'_, '_, '_, '_> {
                     )
                     .at(self.value(&["pipeline", "warehouse"]), "not an s3:// URL")
                     .help(
-                        "name a directory, relative to the manifest, or an S3 location `s3://bucket/prefix` (README: \"Warehouses on S3\")",
+                        "name a directory, relative to the manifest, or an S3 location `s3://bucket/prefix` (see docs/guides/s3.md)",
                     ),
                 );
             }

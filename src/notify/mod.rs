@@ -1,5 +1,5 @@
 //! Notifications: `[notify.NAME]` targets told about facts, at least once,
-//! never about what did not happen (README, "Notifications").
+//! never about what did not happen (docs/guides/notifications.md).
 //!
 //! ```text
 //!  fact durable (commit record, marker) ──► Notifier::record ──► outbox: pending/<target>/<key>   (put-if-absent)

@@ -1,5 +1,5 @@
 //! Plans for people (a table), for programs (JSON with stable field names,
-//! documented in the README) and for pictures (Graphviz DOT, Mermaid).
+//! documented in docs/guides/plans.md) and for pictures (Graphviz DOT, Mermaid).
 
 use std::fmt::Write;
 use std::time::Duration;

@@ -40,7 +40,7 @@
 //! (killed between the rename and the commit, or refused as stale): gc
 //! collects it with its attempt dir.
 //!
-//! The README documents this layout; change both together.
+//! docs/spec/layout.md documents this layout; change both together.
 //!
 //! [`CommitRecord::data_key`]: crate::store::CommitRecord::data_key
 

@@ -15,7 +15,7 @@
 //! sensors ([`sensed`]) and run event logs
 //! ([`events`]).
 //!
-//! Layout (the README documents it; see [`layout`]):
+//! Layout (docs/spec/layout.md documents it; see [`layout`]):
 //!
 //! ```text
 //! <root>/<dataset>/<partition>/tokens/<token 20-digit>          who got which token

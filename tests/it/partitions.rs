@@ -686,11 +686,11 @@ output = { dataset = "daily_hits", grain = ["id"] }
 #[test]
 fn readme_worked_example_matches_the_plan() {
     let repo = crate::support::repo();
-    let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
-    let start = readme
+    let page = std::fs::read_to_string(repo.join("docs/guides/partitions.md")).unwrap();
+    let start = page
         .find("$ weir plan pipelines/atlasmart_web.toml\n")
-        .expect("the worked example");
-    let block = &readme[start..];
+        .expect("the worked example in docs/guides/partitions.md");
+    let block = &page[start..];
     let block = &block[..block.find("```").unwrap()];
     // A copy: a warehouse left by running the example would change "added".
     let tmp = tempfile::tempdir().unwrap();
@@ -706,7 +706,7 @@ fn readme_worked_example_matches_the_plan() {
     for line in block.lines().skip(1).filter(|l| !l.trim().is_empty()) {
         assert!(
             lines.contains(&line),
-            "README line not in the plan: {line:?}\n{plan}"
+            "docs/guides/partitions.md line not in the plan: {line:?}\n{plan}"
         );
     }
 }

@@ -1,27 +1,44 @@
-//! The README's walk-throughs run as written.
+//! The README's quick start and the book's walk-throughs run as written.
 
 use crate::support::{repo, stderr, stdout};
 
-/// The shell lines of the first `sh` block under `heading` in the README.
-fn shell_block(heading: &str) -> String {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let section = readme
-        .split_once(&format!("\n{heading}\n"))
-        .unwrap_or_else(|| panic!("README has a section {heading:?}"))
-        .1;
-    let block = section
+/// The lines of the first ` ```sh ` block of `page` (a path from the
+/// repository's root).
+fn shell_block(page: &str) -> String {
+    let text = std::fs::read_to_string(repo().join(page)).unwrap();
+    let block = text
         .split_once("```sh\n")
         .and_then(|(_, rest)| rest.split_once("\n```\n"))
-        .expect("the section has an sh block")
+        .unwrap_or_else(|| panic!("{page} has an sh block"))
         .0;
     block.to_owned()
 }
 
-// "Your first pipeline": every command exits 0 with what its comment says,
+// The README's quick start keeps the two set-up commands (the example's main
+// job, and the test suite's command, which `.ci/run` runs as written).
+#[test]
+fn the_readme_quick_start_runs_the_example_and_the_tests() {
+    let quick = shell_block("README.md");
+    let lines: Vec<&str> = quick.lines().collect();
+    assert!(
+        lines.contains(
+            &"cargo run --release -- run pipelines/atlasmart.toml --partition 2026-09-20 --partition 2026-09-21"
+        ),
+        "{quick}"
+    );
+    assert!(lines.contains(&"cargo test"), "{quick}");
+    let ci = std::fs::read_to_string(repo().join(".ci/run")).unwrap();
+    assert!(
+        ci.lines().any(|l| l == "cargo test"),
+        ".ci/run runs the README's test command as it is written"
+    );
+}
+
+// The book's "Your first pipeline": every command exits 0 with what its comment says,
 // the shown rows are the task's, and a second `run` without a partition
 // builds the latest complete day only.
 #[test]
-fn the_first_pipeline_of_the_readme_runs_as_written() {
+fn the_first_pipeline_of_the_book_runs_as_written() {
     let dir = tempfile::tempdir().unwrap();
     let bin = std::path::Path::new(env!("CARGO_BIN_EXE_weir"))
         .parent()
@@ -33,7 +50,11 @@ fn the_first_pipeline_of_the_readme_runs_as_written() {
         std::env::var("PATH").unwrap_or_default()
     );
     let out = std::process::Command::new("bash")
-        .args(["-e", "-c", &shell_block("## Your first pipeline")])
+        .args([
+            "-e",
+            "-c",
+            &shell_block("docs/getting-started/first-pipeline.md"),
+        ])
         .current_dir(dir.path())
         .env("PATH", path)
         .env("COLUMNS", "80")

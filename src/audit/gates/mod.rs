@@ -95,7 +95,7 @@ pub enum GateCheck {
 }
 
 impl GateCheck {
-    /// Every check, in the order the README lists them.
+    /// Every check, in the order docs/guides/gates.md lists them.
     pub const ALL: [GateCheck; 5] = [
         Self::RowCount,
         Self::Unique,

@@ -11,8 +11,8 @@
 //! nothing is handed between threads per batch. Memory stays bounded by the
 //! parts being folded.
 //!
-//! Every value is rendered to the text it would have in a CSV file (see the
-//! README's "The canonical digest"), so the same logical rows digest the same
+//! Every value is rendered to the text it would have in a CSV file (see
+//! docs/design/digest.md), so the same logical rows digest the same
 //! in CSV, JSON Lines and Parquet:
 //!
 //! - strings: their UTF-8 text; binary: its bytes; booleans `true` / `false`;
@@ -196,7 +196,7 @@ impl ParquetFile {
                     path: path.to_path_buf(),
                     column: name.clone(),
                     message: format!(
-                        "type {unsupported} has no canonical text (see the README's canonical digest)"
+                        "type {unsupported} has no canonical text (see docs/design/digest.md)"
                     ),
                 });
             }
