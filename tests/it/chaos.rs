@@ -335,7 +335,7 @@ fn seeded_chaos_over_300_partitions() {
     assert_eq!(tally.get("held: operator"), Some(&operator));
 }
 
-/// The budget is "10 retries plus 20% of first attempts" (README): an
+/// The budget is "10 retries plus 20% of first attempts" (docs/guides/tasks.md): an
 /// instance that launches nothing (already published) makes no attempt. A
 /// resumed run with 50 of 60 partitions published and 10 failing every
 /// attempt may retry 10 + 20% × 10 = 12 times, not 10 + 20% × 60 = 22.

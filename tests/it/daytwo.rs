@@ -1742,7 +1742,7 @@ fn explain_lists_attempts_in_time_order() {
 }
 
 // ABANDONED instances were missing from `weir status`
-// (text and --json) although the README lists them; they do not page.
+// (text and --json) although the operating guide lists them; they do not page.
 #[test]
 fn status_lists_abandoned_instances() {
     let sb = coded("", r#"{ check = "row_count", min = 2 }"#);

@@ -682,7 +682,7 @@ output = { dataset = "daily_hits", grain = ["id"] }
     );
 }
 
-// The README's worked example is the plan weir prints
+// The partitions guide's worked example (docs/guides/partitions.md) is the plan weir prints
 #[test]
 fn readme_worked_example_matches_the_plan() {
     let repo = crate::support::repo();

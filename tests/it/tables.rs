@@ -271,7 +271,7 @@ fn files_lists_the_visible_files_of_each_partition() {
     }
 }
 
-// `weir files` exit codes, as README's table: a partition
+// `weir files` exit codes, as the Delta guide's table (docs/guides/delta.md): a partition
 // in the scheme but never published exits 1, one outside the scheme or an
 // unknown dataset exits 2, and a visible file that no longer holds what
 // was published exits 5 naming it, rather than handing it to a reader.

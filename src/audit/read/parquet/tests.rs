@@ -110,7 +110,7 @@ fn parquet_csv_and_jsonl_rows_have_one_digest() {
 }
 
 // The canonical text of floats, decimals, timestamps, times,
-// nested values and dictionary columns, as the README documents it.
+// nested values and dictionary columns, as docs/design/digest.md documents it.
 #[test]
 fn parquet_values_render_as_documented() {
     let dir = tempfile::tempdir().expect("tempdir");
