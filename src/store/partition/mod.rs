@@ -213,8 +213,10 @@ impl PartitionStore {
         )
     }
 
-    /// Whether published files live in the backend, not under the local root.
-    pub fn is_remote(&self) -> bool {
+    /// Whether published files live in the backend, not under the local
+    /// root: the store's own question, which nothing above it asks (each
+    /// answer it shapes has a method of its own).
+    pub(crate) fn is_remote(&self) -> bool {
         self.remote.is_some()
     }
 
@@ -684,6 +686,14 @@ mod tests {
     struct LaggingList(FsBackend);
 
     impl Backend for LaggingList {
+        fn durable(&self) -> Option<&dyn crate::store::DurableDirectories> {
+            self.0.durable()
+        }
+
+        fn multipart(&self) -> Option<&dyn crate::store::MultipartHygiene> {
+            self.0.multipart()
+        }
+
         fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
             self.0.put_if_absent(key, bytes)
         }
@@ -719,7 +729,7 @@ mod tests {
         }
     }
 
-    use crate::store::backend::FsBackend;
+    use crate::store::FsBackend;
 
     /// Partition `d/p` of a remote warehouse over `backend`.
     fn remote_partition<B: Backend + 'static>(
@@ -752,6 +762,14 @@ mod tests {
     }
 
     impl Backend for LogListings {
+        fn durable(&self) -> Option<&dyn crate::store::DurableDirectories> {
+            self.inner.durable()
+        }
+
+        fn multipart(&self) -> Option<&dyn crate::store::MultipartHygiene> {
+            self.inner.multipart()
+        }
+
         fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
             self.inner.put_if_absent(key, bytes)
         }

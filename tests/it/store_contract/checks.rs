@@ -27,6 +27,14 @@ impl<B: Backend> Jitter<B> {
 }
 
 impl<B: Backend> Backend for Jitter<B> {
+    fn durable(&self) -> Option<&dyn weir::store::DurableDirectories> {
+        self.0.durable()
+    }
+
+    fn multipart(&self) -> Option<&dyn weir::store::MultipartHygiene> {
+        self.0.multipart()
+    }
+
     fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
         self.pause();
         self.0.put_if_absent(key, bytes)
