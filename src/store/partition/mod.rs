@@ -999,6 +999,32 @@ mod tests {
         assert_eq!(log_reads(), 0, "that listing was a look too");
     }
 
+    // A backend wrapping a directory backend passes its directories on,
+    // or says it has none: it cannot keep the capability and quietly drop
+    // the fsyncs a candidate needs before its record names it.
+    #[test]
+    fn a_wrapped_directory_backend_still_makes_a_candidate_durable() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = Warehouse::with_backend(
+            Arc::new(LaggingList(FsBackend::new(tmp.path()))),
+            tmp.path().to_path_buf(),
+        )
+        .partition("d", "p");
+        let token = p.allocate_token(&owner(1)).unwrap();
+        let dir = p.prepare_attempt(token).unwrap();
+        std::fs::write(dir.join(DATA_DIR).join("f.csv"), b"a\n").unwrap();
+        let (key, to) = p.move_to_published(token).unwrap().expect("a local disk");
+        p.make_durable(&key, &["f.csv".to_owned()]).unwrap();
+        let synced = crate::store::fs::counted::under(tmp.path());
+        for path in [to.join("f.csv"), to.clone(), tmp.path().join("d/p")] {
+            assert!(
+                synced.contains(&path),
+                "{} not fsynced: {synced:?}",
+                path.display()
+            );
+        }
+    }
+
     #[test]
     fn committer_rereads_a_racing_record_then_commits_after_it() {
         let (tmp, _wh, p) = setup();
