@@ -79,7 +79,7 @@ pub fn read_json<T: serde::de::DeserializeOwned>(
         })
 }
 
-/// The storage primitives, object-store shaped. Contract:
+/// The object API: what every backend gives, object-store shaped. Contract:
 ///
 /// - `put_if_absent` is atomic and durable when it returns `Ok(true)`: the
 ///   key exists with exactly these bytes and survives a crash; `Ok(false)` =
@@ -98,11 +98,15 @@ pub fn read_json<T: serde::de::DeserializeOwned>(
 /// - `delete` removes one key, `delete_prefix` everything under a prefix;
 ///   neither is conditional (S3 has no conditional delete), and a missing
 ///   key is not an error.
+/// - A write that returned `Ok` is seen by every later read and listing,
+///   from any process (read-after-write and list-after-write consistency,
+///   which S3 gives).
 ///
-/// - Every write that returned `Ok` is seen by every later read and
-///   listing, from any process (read-after-write and list-after-write
-///   consistency, as S3 gives since 2020): the protocol rereads and
-///   decides, so a stale listing would let it decide wrong.
+/// The provided methods are right on any backend that keeps the required
+/// ones, only slower (more requests, a file held in memory, a listing that
+/// proves less): a backend overrides them to be faster, never to be
+/// correct. What a backend may lack altogether is a capability, with no
+/// default.
 ///
 /// A new backend implements this trait, answers [`Backend::durable`] and
 /// [`Backend::multipart`] with what it really has, and is done when it
