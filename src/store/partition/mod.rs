@@ -999,6 +999,44 @@ mod tests {
         assert_eq!(log_reads(), 0, "that listing was a look too");
     }
 
+    // What exec asks instead of which backend: a remote warehouse keeps
+    // an attempt's files at their attempt keys and frees the staged copy
+    // once published, its token record carries the first lease, and gc
+    // finds attempts without a listing of the partition; a local one moves
+    // the files to `data-<token>` and keeps them.
+    #[test]
+    fn each_warehouse_answers_where_an_attempt_publishes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let remote = Warehouse::remote(
+            Arc::new(crate::store::MemoryBackend::new()),
+            "s3://b/wh",
+            &tmp.path().join("staging"),
+        )
+        .unwrap()
+        .partition("d", "p");
+        let (_local_tmp, _wh, local) = setup();
+        for (p, in_place) in [(&remote, false), (&local, true)] {
+            let claim = p.new_claim(&owner(1), "tag".into(), 60_000);
+            assert_eq!(claim.process_tag.is_some(), !in_place);
+            let token = p.allocate_for(&claim).unwrap().token;
+            let data = p.prepare_attempt(token).unwrap().join(DATA_DIR);
+            std::fs::write(data.join("f.csv"), b"a\n").unwrap();
+            let moved = p.move_to_published(token).unwrap();
+            assert_eq!(moved.is_some(), in_place);
+            let files = match &moved {
+                Some((_, to)) => to.clone(),
+                None => data.clone(),
+            };
+            assert!(files.join("f.csv").is_file());
+            p.release_staged(&files);
+            assert_eq!(files.join("f.csv").is_file(), in_place);
+            // Evidence is uploaded (remote) or stays in the attempt dir.
+            let evidence = format!("{}/candidate.json", p.attempt_key(token));
+            p.backend().put(&evidence, b"{}").unwrap();
+            assert_eq!(p.attempt_tokens().unwrap(), vec![token]);
+        }
+    }
+
     // A backend wrapping a directory backend passes its directories on,
     // or says it has none: it cannot keep the capability and quietly drop
     // the fsyncs a candidate needs before its record names it.
