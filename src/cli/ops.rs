@@ -321,7 +321,7 @@ pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
         }
         return Ok(gc_outcome(&unreadable));
     }
-    let (log, n) = gc::with_reserve(&warehouse, || {
+    let (log, n) = warehouse.with_reserve_released(|| {
         let log = open_operator_log(&warehouse)?;
         let n = gc::apply(&warehouse, &log, &options, &items).map_err(CliError::engine)?;
         Ok::<_, CliError>((log, n))

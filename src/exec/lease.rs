@@ -487,10 +487,8 @@ impl Heartbeat {
         // attempt. The first renewal comes within `interval`, below the
         // lease timeout, as each next one does. On a local disk a lease is
         // one cheap write, and tools that read it there (gc, tests) find it
-        // at once.
-        if !store.is_remote() {
-            let _ = store.write_lease(token, &lease);
-        }
+        // at once (`PartitionStore::write_first_lease` knows which).
+        let _ = store.write_first_lease(token, &lease);
         let lease = std::sync::Arc::new(std::sync::Mutex::new(lease));
         let beats = {
             let (store, lease) = (store.clone(), lease.clone());

@@ -649,6 +649,14 @@ mod tests {
     }
 
     impl Backend for Bounded {
+        fn durable(&self) -> Option<&dyn crate::store::DurableDirectories> {
+            self.inner.durable()
+        }
+
+        fn multipart(&self) -> Option<&dyn crate::store::MultipartHygiene> {
+            self.inner.multipart()
+        }
+
         fn request_timeout(&self) -> Option<Duration> {
             Some(Duration::from_millis(100))
         }

@@ -891,14 +891,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             run_id: run_id.to_string(),
             instances,
             retries: self.budget.used(),
-            events: match self.cx.warehouse.is_remote() {
-                false => self.cx.log.path().to_path_buf(),
-                true => std::path::PathBuf::from(format!(
-                    "{}/{}",
-                    self.cx.warehouse.location().trim_end_matches('/'),
-                    self.cx.log.path().display()
-                )),
-            },
+            events: self.cx.warehouse.event_log_location(self.cx.log.path()),
             log_error: None,
             log_complete: true,
             marker_errors: self.marker_errors.borrow().clone(),

@@ -51,7 +51,7 @@
 //! collectable like any other once older than the threshold.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use jiff::Timestamp;
@@ -59,7 +59,6 @@ use serde_json::json;
 
 use crate::events::{Event, EventLog, State};
 use crate::manifest::duration::render;
-use crate::store::layout;
 use crate::store::{
     CommitKind, CommitRecord, FencingToken, IncompleteUpload, PartitionStore, StoreError,
     TokenRecord, Warehouse,
@@ -192,7 +191,13 @@ pub fn abort_uploads(
             }));
         log.emit_durable(State::GcDeleted, event)
             .map_err(StoreError::io(log.path()))?;
-        warehouse.backend().abort_upload(&u.upload)?;
+        let Some(multipart) = warehouse.backend().multipart() else {
+            return Err(StoreError::Remote {
+                key: u.upload.key.clone(),
+                source: "this store has no multipart uploads to abort".into(),
+            });
+        };
+        multipart.abort_upload(&u.upload)?;
         aborted += 1;
     }
     Ok(aborted)
@@ -242,7 +247,7 @@ fn plan_at(
     for dataset in warehouse.datasets()? {
         for partition in warehouse.partitions(&dataset)? {
             let store = warehouse.partition(&dataset, &partition);
-            let tokens = attempt_tokens(warehouse, &store)?;
+            let tokens = store.attempt_tokens()?;
             // One reading of the log per partition for the plan; `apply`
             // reads it again per item.
             let refs = References::read(&store, options.keep_generations, now);
@@ -258,9 +263,12 @@ fn plan_at(
             }
         }
     }
-    let uploads = warehouse
-        .backend()
-        .incomplete_uploads()?
+    // A store that never leaves a write partial has none to collect.
+    let incomplete = match warehouse.backend().multipart() {
+        Some(multipart) => multipart.incomplete_uploads()?,
+        None => Vec::new(),
+    };
+    let uploads = incomplete
         .into_iter()
         .map(|upload| {
             let age = Duration::try_from(now.duration_since(upload.initiated)).unwrap_or_default();
@@ -278,27 +286,6 @@ fn plan_at(
     })
 }
 
-/// Runs `apply` (gc's log and deletions) with the local warehouse's
-/// reserve given back to the filesystem, then kept again: on a full disk
-/// the log's first lines fit in it, and every deletion logged frees more
-/// than its line took, so gc still logs before it deletes. An object
-/// store's log is not on this disk.
-pub fn with_reserve<T>(warehouse: &Warehouse, apply: impl FnOnce() -> T) -> T {
-    let local = !warehouse.is_remote();
-    if local {
-        crate::store::full::release_reserve(warehouse.root());
-    }
-    let done = apply();
-    if local && !crate::store::full::keep_reserve(warehouse.root()) {
-        tracing::warn!(
-            "gc could not set aside {} KiB again in {} (the disk is still full): a later gc on a full disk may not be able to log",
-            crate::store::full::RESERVE_BYTES >> 10,
-            warehouse.root().display()
-        );
-    }
-    done
-}
-
 fn apply_at(
     warehouse: &Warehouse,
     log: &EventLog,
@@ -312,7 +299,7 @@ fn apply_at(
         let token = FencingToken::from_raw(item.token);
         // The path is recomputed from the token: only `attempts/<token>` of
         // this partition can ever be removed, whatever the item says.
-        if usage(&store, token).is_none() {
+        if store.attempt_usage(token).is_none() {
             continue; // already gone (another gc)
         }
         let refs = References::read(&store, options.keep_generations, now);
@@ -349,32 +336,6 @@ fn apply_at(
         deleted += 1;
     }
     Ok(deleted)
-}
-
-/// The tokens of the partition's attempt dirs and, on a local disk, of its
-/// published data dirs (`data-<token>`, an attempt's `data/` renamed at
-/// publish: one a crash or a stale refusal left without a record is that
-/// attempt's unpublished candidate), ascending, once each; other names are
-/// not attempts and are left alone.
-fn attempt_tokens(
-    warehouse: &Warehouse,
-    store: &PartitionStore,
-) -> Result<Vec<FencingToken>, StoreError> {
-    let partition = store.key_prefix()?;
-    let names = warehouse
-        .backend()
-        .list(&layout::attempts_prefix(&partition))?;
-    let mut tokens: Vec<FencingToken> = names
-        .iter()
-        .filter_map(|n| FencingToken::parse_key_name(n))
-        .collect();
-    if !store.is_remote() {
-        let names = warehouse.backend().list(&partition)?;
-        tokens.extend(names.iter().filter_map(|n| layout::parse_data_name(n)));
-        tokens.sort_unstable();
-        tokens.dedup();
-    }
-    Ok(tokens)
 }
 
 /// Which attempt dirs the partition's log still needs, and why.
@@ -512,7 +473,7 @@ fn assess(
     now: Timestamp,
 ) -> GcItem {
     let path = store.attempt_location(token);
-    let (bytes, newest) = usage(store, token).unwrap_or((0, None));
+    let (bytes, newest) = store.attempt_usage(token).unwrap_or((0, None));
     let owner = store.token_record(token).ok().flatten();
     let age = age_of(owner.as_ref(), store.token_written_at(token), newest, now);
     let decision = decide(store, refs, token, owner.as_ref(), &age, options);
@@ -680,70 +641,13 @@ fn age_of(
     }
 }
 
-/// Bytes of the regular files under `dir` and the newest modification time
-/// of anything under it (itself included). Symlinks are not followed.
-/// Best effort: unreadable entries count for nothing.
-/// The bytes under an attempt and its newest write; `None` if it is gone.
-/// In an object store, from one listing of the attempt's keys.
-/// On a local disk, the attempt dir and its published data dir together.
-fn usage(store: &PartitionStore, token: FencingToken) -> Option<(u64, Option<SystemTime>)> {
-    if !store.is_remote() {
-        let dirs = [store.attempt_dir(token), store.published_dir(token)];
-        let present: Vec<&PathBuf> = dirs
-            .iter()
-            .filter(|d| std::fs::symlink_metadata(d).is_ok())
-            .collect();
-        if present.is_empty() {
-            return None;
-        }
-        return Some(
-            present
-                .iter()
-                .map(|d| walk(d))
-                .fold((0, None), |(bytes, newest), (b, n)| {
-                    (bytes + b, newest.max(n))
-                }),
-        );
-    }
-    let objects = store
-        .backend()
-        .list_objects(&store.attempt_key(token))
-        .ok()
-        .filter(|o| !o.is_empty())?;
-    let bytes = objects.iter().map(|o| o.size).sum();
-    let newest = objects
-        .iter()
-        .map(|o| SystemTime::try_from(o.last_modified).unwrap_or(SystemTime::UNIX_EPOCH))
-        .max();
-    Some((bytes, newest))
-}
-
-fn walk(dir: &Path) -> (u64, Option<SystemTime>) {
-    let Ok(meta) = std::fs::symlink_metadata(dir) else {
-        return (0, None);
-    };
-    let mut newest = meta.modified().ok();
-    let mut bytes = 0;
-    if meta.is_file() {
-        bytes += meta.len();
-    } else if meta.is_dir() {
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            for entry in entries.flatten() {
-                let (b, n) = walk(&entry.path());
-                bytes += b;
-                newest = newest.max(n);
-            }
-        }
-    }
-    (bytes, newest)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::events::read_log;
     use crate::store::{Generation, NewCommit, TokenOwner};
     use jiff::SignedDuration;
+    use std::path::Path;
     use std::sync::{Arc, Mutex};
 
     const HOUR: Duration = Duration::from_secs(3600);
@@ -1020,7 +924,7 @@ mod tests {
     /// the partition's `data-<t>`, which the record names.
     fn publish_moved(p: &PartitionStore, run: &str) -> FencingToken {
         let t = attempt(p, run);
-        let (key, _) = p.move_to_published(t).unwrap();
+        let (key, _) = p.move_to_published(t).unwrap().unwrap();
         let rec = NewCommit {
             token: t,
             dataset: p.dataset().into(),

@@ -268,6 +268,14 @@ fn read<T>(
 }
 
 impl Backend for FaultyStore {
+    fn durable(&self) -> Option<&dyn crate::store::DurableDirectories> {
+        self.inner.durable()
+    }
+
+    fn multipart(&self) -> Option<&dyn crate::store::MultipartHygiene> {
+        self.inner.multipart()
+    }
+
     fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
         write(self, key, || self.inner.put_if_absent(key, bytes))
     }

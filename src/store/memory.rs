@@ -10,7 +10,9 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crate::store::backend::{Backend, Object, ObjectMeta, Version};
+use crate::store::backend::{
+    Backend, DurableDirectories, MultipartHygiene, Object, ObjectMeta, Version,
+};
 use crate::store::error::StoreError;
 use crate::store::key::validate_key;
 
@@ -85,6 +87,14 @@ fn dir_prefix(prefix: &str) -> Result<String, StoreError> {
 }
 
 impl Backend for MemoryBackend {
+    fn durable(&self) -> Option<&dyn DurableDirectories> {
+        None
+    }
+
+    fn multipart(&self) -> Option<&dyn MultipartHygiene> {
+        None
+    }
+
     fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
         validate_key(key)?;
         let mut state = self.state();
@@ -198,6 +208,14 @@ impl<F> Backend for InterceptPut<F>
 where
     F: Fn(&MemoryBackend, &str, &[u8]) -> Result<bool, StoreError> + Send + Sync,
 {
+    fn durable(&self) -> Option<&dyn DurableDirectories> {
+        self.inner.durable()
+    }
+
+    fn multipart(&self) -> Option<&dyn MultipartHygiene> {
+        self.inner.multipart()
+    }
+
     fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
         (self.hook)(&self.inner, key, bytes)
     }

@@ -7,9 +7,11 @@
 //! leaves nothing to clean up before others can go on, and an object store
 //! with conditional PUT can implement the same trait.
 //!
-//! Backends ([`Backend`], held to one contract by `tests/it/store_contract`): the
-//! filesystem ([`FsBackend`]), memory ([`MemoryBackend`]) and, with the `s3`
-//! feature, S3 (`s3::S3Backend`). Typed stores over them: the partition's
+//! Backends ([`Backend`], the object API, held to one contract by
+//! `tests/it/store_contract`; what only some have is a capability trait,
+//! [`DurableDirectories`] or [`MultipartHygiene`]): the filesystem
+//! ([`FsBackend`]), memory ([`MemoryBackend`]) and, with the `s3` feature,
+//! S3 (`s3::S3Backend`). Typed stores over them: the partition's
 //! tokens, claims, leases and commit log ([`PartitionStore`]), instance
 //! markers ([`marks`]), certifications ([`certs`]), the last answers of
 //! sensors ([`sensed`]) and run event logs
@@ -51,12 +53,10 @@ pub mod allocation;
 pub mod backend;
 pub mod certs;
 pub mod delta;
-mod dirs;
 pub mod epoch;
 pub mod error;
 pub mod events;
 pub mod file_sum;
-pub mod flush;
 pub mod fs;
 pub mod full;
 pub mod holder;
@@ -81,9 +81,12 @@ pub mod user_file;
 pub mod warehouse;
 
 pub use allocation::{TokenOwner, TokenRecord};
-pub use backend::{Backend, FsBackend, IncompleteUpload, Object, ObjectMeta, Version};
+pub use backend::{
+    Backend, DurableDirectories, IncompleteUpload, MultipartHygiene, Object, ObjectMeta, Version,
+};
 pub use error::{chain, PublishError, StoreError};
 pub use file_sum::{Depth, Drift, DriftKind, FileSum};
+pub use fs::FsBackend;
 pub use full::{is_disk_full, DiskFullPause};
 pub use holder::Holder;
 pub use log::{CommitKind, CommitRecord, NewCommit, FORMAT_VERSION};

@@ -4,11 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::store::backend::{Backend, FsBackend};
+use crate::store::backend::Backend;
 use crate::store::epoch::EpochCell;
 use crate::store::error::StoreError;
 use crate::store::events::EventStore;
-use crate::store::fs::create_dir_all_durable;
+use crate::store::fs::{create_dir_all_durable, FsBackend};
 use crate::store::key::{decode_partition, validate_segment};
 use crate::store::partition::{DatasetLayout, Layouts, PartitionStore, SeenGenerations};
 
@@ -177,9 +177,39 @@ impl Warehouse {
         &self.root
     }
 
-    /// Whether published files live elsewhere than under `root`.
-    pub fn is_remote(&self) -> bool {
-        self.remote.is_some()
+    /// Runs `apply` (gc's log and deletions) with a local warehouse's
+    /// reserve given back to the filesystem, then kept again: on a full
+    /// disk the log's first lines fit in it, and every deletion logged
+    /// frees more than its line took, so gc still logs before it deletes.
+    /// An object store's log is not on this disk: nothing to give back.
+    pub fn with_reserve_released<T>(&self, apply: impl FnOnce() -> T) -> T {
+        let local = self.remote.is_none();
+        if local {
+            crate::store::full::release_reserve(&self.root);
+        }
+        let done = apply();
+        if local && !crate::store::full::keep_reserve(&self.root) {
+            tracing::warn!(
+                "gc could not set aside {} KiB again in {} (the disk is still full): a later gc on a full disk may not be able to log",
+                crate::store::full::RESERVE_BYTES >> 10,
+                self.root.display()
+            );
+        }
+        done
+    }
+
+    /// Where a run's event log is, for people, from its writer's
+    /// [`origin`](crate::store::events::EventWriter::origin): on a local
+    /// disk that is its file; in object storage, the URL of its chunks.
+    pub fn event_log_location(&self, origin: &Path) -> PathBuf {
+        match &self.remote {
+            None => origin.to_path_buf(),
+            Some(url) => PathBuf::from(format!(
+                "{}/{}",
+                url.trim_end_matches('/'),
+                origin.display()
+            )),
+        }
     }
 
     /// Where the warehouse is, for messages: its URL or its directory.

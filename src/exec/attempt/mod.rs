@@ -365,10 +365,7 @@ fn claim(
     // for an engine that takes over from us.
     let tag = tree::new_tag();
     let timeout_ms = u64::try_from(lease::timeout(at.task).as_millis()).unwrap_or(u64::MAX);
-    let record = match store.is_remote() {
-        true => TokenRecord::new(&owner).with_lease(tag.clone(), timeout_ms),
-        false => TokenRecord::new(&owner),
-    };
+    let record = store.new_claim(&owner, tag.clone(), timeout_ms);
     let allocation = allocate(at, store, &record)?;
     let token = allocation.token;
     let dir = store.prepare_attempt(token).map_err(|e| {

@@ -127,11 +127,7 @@ fn publish_steps(
             return Ok(AttemptOutcome::Stale { current });
         }
     };
-    if cx.warehouse.is_remote() {
-        // The bucket holds the files now; the staged copy would only grow
-        // this host's disk (candidate.json and the logs stay as evidence).
-        let _ = std::fs::remove_dir_all(staged.publication_dir.join(DATA_DIR));
-    }
+    store.release_staged(&staged.publication_dir.join(DATA_DIR));
     announce_published(at, token, &record, unsure.as_deref());
     // The table follows weir's record; its failure is only a warning.
     crate::store::delta::follow_task(store, task, &record);
@@ -299,22 +295,25 @@ fn stage(
     store: &PartitionStore,
     candidate: &mut Candidate,
 ) -> Result<Staged, crate::store::StoreError> {
-    let (cx, task, partition) = (at.cx, at.task, at.partition);
+    let (task, partition) = (at.task, at.partition);
     let (attempt_dir, publication_dir) = stage_for_table(task, partition, store, candidate)
         .map_err(crate::store::StoreError::io(candidate.dir.join(DATA_DIR)))?;
     // A Delta table keeps its Hive layout, even without partition columns:
     // its log names `attempts/<token>/.../data/` paths.
     let table = crate::store::delta::columns_of(task, partition).is_some();
-    if cx.warehouse.is_remote() || table {
-        return Ok(Staged {
-            data_key: format!("{attempt_dir}/{DATA_DIR}"),
-            attempt_dir,
-            data_dir: None,
-            publication_dir,
-        });
+    let in_place = |attempt_dir: String, publication_dir| Staged {
+        data_key: format!("{attempt_dir}/{DATA_DIR}"),
+        attempt_dir,
+        data_dir: None,
+        publication_dir,
+    };
+    if table {
+        return Ok(in_place(attempt_dir, publication_dir));
     }
     let from = candidate.dir.join(DATA_DIR);
-    let (key, to) = store.move_to_published(candidate.token)?;
+    let Some((key, to)) = store.move_to_published(candidate.token)? else {
+        return Ok(in_place(attempt_dir, publication_dir));
+    };
     for file in &mut candidate.files {
         if let Ok(name) = file.strip_prefix(&from) {
             *file = to.join(name);

@@ -1,7 +1,8 @@
 //! A generation's files: where they are, downloading them, and uploading
 //! an attempt's evidence and data.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use crate::store::error::StoreError;
 use crate::store::key::key_path;
@@ -32,10 +33,16 @@ impl PartitionStore {
     /// partition's skeleton needs anyway ([`PartitionStore::make_durable`]):
     /// two directory levels fewer to sync than `attempts/<token>/data/`.
     /// Until a record names it, it is an unpublished candidate, collected
-    /// with its attempt by gc. Not for a remote warehouse, whose uploads
-    /// keep `attempts/<token>/data/` keys.
-    pub fn move_to_published(&self, token: FencingToken) -> Result<(String, PathBuf), StoreError> {
+    /// with its attempt by gc. `None`, with nothing moved, in a remote
+    /// warehouse: its uploads keep `attempts/<token>/data/` keys.
+    pub fn move_to_published(
+        &self,
+        token: FencingToken,
+    ) -> Result<Option<(String, PathBuf)>, StoreError> {
         self.check()?;
+        if self.remote.is_some() {
+            return Ok(None);
+        }
         let from = self.attempt_dir(token).join(DATA_DIR);
         let key = layout::data_key(&self.prefix()?, token);
         let to = key_path(&self.root, &key);
@@ -46,7 +53,77 @@ impl PartitionStore {
                 format!("cannot rename {} to it: {e}", from.display()),
             ),
         })?;
-        Ok((key, to))
+        Ok(Some((key, to)))
+    }
+
+    /// Frees the staged copy `data_dir` of a candidate whose record is
+    /// committed: in a remote warehouse the bucket holds its files now, and
+    /// the copy would only grow this host's disk (the attempt's
+    /// `candidate.json` and logs stay as evidence). On a local disk the
+    /// staged files are the published ones, and stay.
+    pub fn release_staged(&self, data_dir: &Path) {
+        if self.remote.is_some() {
+            let _ = std::fs::remove_dir_all(data_dir);
+        }
+    }
+
+    /// The tokens of the partition's attempts, ascending, once each: its
+    /// attempt dirs and, on a local disk, its published data dirs
+    /// (`data-<token>`, an attempt's `data/` renamed at publish: one a
+    /// crash or a stale refusal left without a record is that attempt's
+    /// unpublished candidate). Other names are not attempts.
+    pub fn attempt_tokens(&self) -> Result<Vec<FencingToken>, StoreError> {
+        let partition = self.key_prefix()?;
+        let names = self.backend.list(&layout::attempts_prefix(&partition))?;
+        let mut tokens: Vec<FencingToken> = names
+            .iter()
+            .filter_map(|n| FencingToken::parse_key_name(n))
+            .collect();
+        // A remote warehouse has no `data-<token>` (uploads keep their
+        // attempt's keys): a listing there would be a request for nothing.
+        if self.remote.is_none() {
+            let names = self.backend.list(&partition)?;
+            tokens.extend(names.iter().filter_map(|n| layout::parse_data_name(n)));
+            tokens.sort_unstable();
+            tokens.dedup();
+        }
+        Ok(tokens)
+    }
+
+    /// The bytes an attempt holds and its newest write; `None` if it is
+    /// gone. On a local disk, its attempt dir and its published data dir
+    /// together (symlinks not followed, unreadable entries count for
+    /// nothing); in an object store, from one listing of its keys.
+    pub fn attempt_usage(&self, token: FencingToken) -> Option<(u64, Option<SystemTime>)> {
+        if self.remote.is_none() {
+            let dirs = [self.attempt_dir(token), self.published_dir(token)];
+            let present: Vec<&PathBuf> = dirs
+                .iter()
+                .filter(|d| std::fs::symlink_metadata(d).is_ok())
+                .collect();
+            if present.is_empty() {
+                return None;
+            }
+            return Some(
+                present
+                    .iter()
+                    .map(|d| disk_usage(d))
+                    .fold((0, None), |(bytes, newest), (b, n)| {
+                        (bytes + b, newest.max(n))
+                    }),
+            );
+        }
+        let objects = self
+            .backend
+            .list_objects(&self.attempt_key(token))
+            .ok()
+            .filter(|o| !o.is_empty())?;
+        let bytes = objects.iter().map(|o| o.size).sum();
+        let newest = objects
+            .iter()
+            .map(|o| SystemTime::try_from(o.last_modified).unwrap_or(SystemTime::UNIX_EPOCH))
+            .max();
+        Some((bytes, newest))
     }
 
     /// Puts a candidate [`PartitionStore::move_to_published`] moved back
@@ -62,15 +139,19 @@ impl PartitionStore {
     /// files `names` in the directory `data_key`, the directory, and every
     /// entry up to the nearest one already durable (the partition's, the
     /// dataset's for a new partition), all at once
-    /// ([`crate::store::Backend::make_durable`]). Logs, the lease and
+    /// ([`crate::store::DurableDirectories::make_durable`]). Logs, the lease and
     /// `candidate.json` are evidence, not data: left to the page cache (the
     /// record carries the rows, digest and file sums readers check).
-    /// Nothing to do in a remote warehouse: the upload makes them durable.
+    /// Nothing to do in a store without directories: there every write
+    /// that returned is durable, and the upload is one.
     pub fn make_durable(&self, data_key: &str, names: &[String]) -> Result<(), StoreError> {
         self.check()?;
+        let Some(dirs) = self.backend.durable() else {
+            return Ok(());
+        };
         let mut keys: Vec<String> = names.iter().map(|n| format!("{data_key}/{n}")).collect();
         keys.push(data_key.to_owned());
-        self.backend.make_durable(&keys)
+        dirs.make_durable(&keys)
     }
 
     /// The record's files as local paths a reader can open: in place in a
@@ -305,4 +386,27 @@ impl Drop for Downloaded {
 fn unique() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Bytes of the regular files at or under `path` and the newest
+/// modification time of anything there. Symlinks are not followed; best
+/// effort: unreadable entries count for nothing.
+fn disk_usage(path: &Path) -> (u64, Option<SystemTime>) {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return (0, None);
+    };
+    let mut newest = meta.modified().ok();
+    let mut bytes = 0;
+    if meta.is_file() {
+        bytes += meta.len();
+    } else if meta.is_dir() {
+        if let Ok(entries) = std::fs::read_dir(path) {
+            for entry in entries.flatten() {
+                let (b, n) = disk_usage(&entry.path());
+                bytes += b;
+                newest = newest.max(n);
+            }
+        }
+    }
+    (bytes, newest)
 }

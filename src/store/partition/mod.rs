@@ -213,8 +213,10 @@ impl PartitionStore {
         )
     }
 
-    /// Whether published files live in the backend, not under the local root.
-    pub fn is_remote(&self) -> bool {
+    /// Whether published files live in the backend, not under the local
+    /// root: the store's own question, which nothing above it asks (each
+    /// answer it shapes has a method of its own).
+    pub(crate) fn is_remote(&self) -> bool {
         self.remote.is_some()
     }
 
@@ -684,6 +686,14 @@ mod tests {
     struct LaggingList(FsBackend);
 
     impl Backend for LaggingList {
+        fn durable(&self) -> Option<&dyn crate::store::DurableDirectories> {
+            self.0.durable()
+        }
+
+        fn multipart(&self) -> Option<&dyn crate::store::MultipartHygiene> {
+            self.0.multipart()
+        }
+
         fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
             self.0.put_if_absent(key, bytes)
         }
@@ -719,7 +729,7 @@ mod tests {
         }
     }
 
-    use crate::store::backend::FsBackend;
+    use crate::store::FsBackend;
 
     /// Partition `d/p` of a remote warehouse over `backend`.
     fn remote_partition<B: Backend + 'static>(
@@ -752,6 +762,14 @@ mod tests {
     }
 
     impl Backend for LogListings {
+        fn durable(&self) -> Option<&dyn crate::store::DurableDirectories> {
+            self.inner.durable()
+        }
+
+        fn multipart(&self) -> Option<&dyn crate::store::MultipartHygiene> {
+            self.inner.multipart()
+        }
+
         fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
             self.inner.put_if_absent(key, bytes)
         }
@@ -979,6 +997,70 @@ mod tests {
         );
         assert_eq!(mine.latest_within(long).unwrap().as_ref(), Some(&theirs));
         assert_eq!(log_reads(), 0, "that listing was a look too");
+    }
+
+    // What exec asks instead of which backend: a remote warehouse keeps
+    // an attempt's files at their attempt keys and frees the staged copy
+    // once published, its token record carries the first lease, and gc
+    // finds attempts without a listing of the partition; a local one moves
+    // the files to `data-<token>` and keeps them.
+    #[test]
+    fn each_warehouse_answers_where_an_attempt_publishes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let remote = Warehouse::remote(
+            Arc::new(crate::store::MemoryBackend::new()),
+            "s3://b/wh",
+            &tmp.path().join("staging"),
+        )
+        .unwrap()
+        .partition("d", "p");
+        let (_local_tmp, _wh, local) = setup();
+        for (p, in_place) in [(&remote, false), (&local, true)] {
+            let claim = p.new_claim(&owner(1), "tag".into(), 60_000);
+            assert_eq!(claim.process_tag.is_some(), !in_place);
+            let token = p.allocate_for(&claim).unwrap().token;
+            let data = p.prepare_attempt(token).unwrap().join(DATA_DIR);
+            std::fs::write(data.join("f.csv"), b"a\n").unwrap();
+            let moved = p.move_to_published(token).unwrap();
+            assert_eq!(moved.is_some(), in_place);
+            let files = match &moved {
+                Some((_, to)) => to.clone(),
+                None => data.clone(),
+            };
+            assert!(files.join("f.csv").is_file());
+            p.release_staged(&files);
+            assert_eq!(files.join("f.csv").is_file(), in_place);
+            // Evidence is uploaded (remote) or stays in the attempt dir.
+            let evidence = format!("{}/candidate.json", p.attempt_key(token));
+            p.backend().put(&evidence, b"{}").unwrap();
+            assert_eq!(p.attempt_tokens().unwrap(), vec![token]);
+        }
+    }
+
+    // A backend wrapping a directory backend passes its directories on,
+    // or says it has none: it cannot keep the capability and quietly drop
+    // the fsyncs a candidate needs before its record names it.
+    #[test]
+    fn a_wrapped_directory_backend_still_makes_a_candidate_durable() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = Warehouse::with_backend(
+            Arc::new(LaggingList(FsBackend::new(tmp.path()))),
+            tmp.path().to_path_buf(),
+        )
+        .partition("d", "p");
+        let token = p.allocate_token(&owner(1)).unwrap();
+        let dir = p.prepare_attempt(token).unwrap();
+        std::fs::write(dir.join(DATA_DIR).join("f.csv"), b"a\n").unwrap();
+        let (key, to) = p.move_to_published(token).unwrap().expect("a local disk");
+        p.make_durable(&key, &["f.csv".to_owned()]).unwrap();
+        let synced = crate::store::fs::counted::under(tmp.path());
+        for path in [to.join("f.csv"), to.clone(), tmp.path().join("d/p")] {
+            assert!(
+                synced.contains(&path),
+                "{} not fsynced: {synced:?}",
+                path.display()
+            );
+        }
     }
 
     #[test]

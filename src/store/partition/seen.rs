@@ -388,6 +388,14 @@ mod tests {
     }
 
     impl Backend for Counted {
+        fn durable(&self) -> Option<&dyn crate::store::DurableDirectories> {
+            self.inner.durable()
+        }
+
+        fn multipart(&self) -> Option<&dyn crate::store::MultipartHygiene> {
+            self.inner.multipart()
+        }
+
         fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
             self.count();
             self.inner.put_if_absent(key, bytes)

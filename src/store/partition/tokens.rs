@@ -9,6 +9,34 @@ use crate::store::token::{FencingToken, Generation};
 use super::PartitionStore;
 
 impl PartitionStore {
+    /// The record that claims a token for `owner`: in object storage it
+    /// carries the attempt's first lease (its process `tag` and
+    /// `timeout_ms`, [`TokenRecord::with_lease`]), which readers take
+    /// while there is no `lease.json`: a request less per attempt. On a
+    /// local disk a lease is one cheap write
+    /// ([`PartitionStore::write_first_lease`]).
+    pub fn new_claim(&self, owner: &TokenOwner, tag: String, timeout_ms: u64) -> TokenRecord {
+        match self.remote {
+            Some(_) => TokenRecord::new(owner).with_lease(tag, timeout_ms),
+            None => TokenRecord::new(owner),
+        }
+    }
+
+    /// Writes the first lease of the attempt holding `token`, unless the
+    /// record that claimed it carries it ([`PartitionStore::new_claim`]):
+    /// on a local disk at once, so tools that read it there (gc, tests)
+    /// find it before the first renewal.
+    pub fn write_first_lease(
+        &self,
+        token: FencingToken,
+        lease: &crate::store::leases::Lease,
+    ) -> Result<(), StoreError> {
+        match self.remote {
+            Some(_) => Ok(()),
+            None => self.write_lease(token, lease),
+        }
+    }
+
     /// Strictly increasing per partition, never reused across
     /// runs/processes/restarts/crashes: list `tokens/`, take max+1, but
     /// never at or below the latest commit record's token nor below this
@@ -64,9 +92,11 @@ impl PartitionStore {
             message: format!("cannot encode token record: {e}"),
         })?;
         // The partition's skeleton (tokens/, attempts/, log/) in one
-        // durable step, before the first key under it.
-        self.backend
-            .prepare_dirs(&self.prefix()?, &layout::SKELETON)?;
+        // durable step, before the first key under it; a store without
+        // directories makes them with the keys.
+        if let Some(dirs) = self.backend.durable() {
+            dirs.prepare_dirs(&self.prefix()?, &layout::SKELETON)?;
+        }
         // What this process saw last, when it has the record itself.
         let kept = match self.remote.is_some() {
             true => match self.seen.get(&self.prefix()?) {

@@ -34,7 +34,9 @@ use object_store::aws::AmazonS3ConfigKey;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, UpdateVersion};
 
-use crate::store::backend::{Backend, IncompleteUpload, Object, ObjectMeta, Version};
+use crate::store::backend::{
+    Backend, DurableDirectories, IncompleteUpload, MultipartHygiene, Object, ObjectMeta, Version,
+};
 use crate::store::error::StoreError;
 use crate::store::key::validate_key;
 
@@ -664,6 +666,18 @@ impl Backend for S3Backend {
         }
     }
 
+    fn durable(&self) -> Option<&dyn DurableDirectories> {
+        None
+    }
+
+    fn multipart(&self) -> Option<&dyn MultipartHygiene> {
+        Some(self)
+    }
+}
+
+/// Large files go up in parts (`put_file`), which an engine lost mid-way
+/// leaves behind.
+impl MultipartHygiene for S3Backend {
     fn incomplete_uploads(&self) -> Result<Vec<IncompleteUpload>, StoreError> {
         let raw = self.raw()?;
         let mut out = Vec::new();

@@ -12,8 +12,8 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use weir::store::{
-    Backend, CommitKind, FencingToken, NewCommit, Object, ObjectMeta, PublishError, StoreError,
-    TokenOwner, Version, Warehouse,
+    Backend, CommitKind, FencingToken, IncompleteUpload, NewCommit, Object, ObjectMeta,
+    PublishError, StoreError, TokenOwner, Version, Warehouse,
 };
 
 /// A backend that sleeps a random few microseconds before every call, so
@@ -27,6 +27,14 @@ impl<B: Backend> Jitter<B> {
 }
 
 impl<B: Backend> Backend for Jitter<B> {
+    fn durable(&self) -> Option<&dyn weir::store::DurableDirectories> {
+        self.0.durable()
+    }
+
+    fn multipart(&self) -> Option<&dyn weir::store::MultipartHygiene> {
+        self.0.multipart()
+    }
+
     fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
         self.pause();
         self.0.put_if_absent(key, bytes)
@@ -506,4 +514,36 @@ pub(crate) fn race_fenced_commit_keeps_tokens_increasing(b: Arc<dyn Backend>) {
         max,
         "the newest token wins"
     );
+}
+
+/// A capability a backend claims is one it keeps: directories made before
+/// any key and keys made durable when asked (a key that is not there
+/// cannot be, and saying so is an error, never a quiet success);
+/// incomplete uploads listed, and one already gone aborted without error.
+/// A backend without them answers `None` and the rest of the contract is
+/// all it owes.
+pub(crate) fn capabilities_keep_their_promises(b: Arc<dyn Backend>) {
+    if let Some(dirs) = b.durable() {
+        dirs.prepare_dirs("c/p", &["log", "tokens"]).unwrap();
+        assert_eq!(b.list("c/p").unwrap(), vec!["log", "tokens"]);
+        assert!(b.put_if_absent("c/p/log/1", b"x").unwrap());
+        dirs.make_durable(&["c/p/log/1".into(), "c/p/log".into()])
+            .unwrap();
+        assert!(dirs.make_durable(&["c/p/log/none".into()]).is_err());
+        assert!(matches!(
+            dirs.prepare_dirs("c/p", &["../x"]),
+            Err(StoreError::InvalidKey { .. })
+        ));
+        assert!(b.list("c").unwrap() == vec!["p"]);
+    }
+    if let Some(multipart) = b.multipart() {
+        assert_eq!(multipart.incomplete_uploads().unwrap(), Vec::new());
+        multipart
+            .abort_upload(&IncompleteUpload {
+                key: "c/gone".into(),
+                id: "no-such-upload".into(),
+                initiated: jiff::Timestamp::now(),
+            })
+            .unwrap();
+    }
 }

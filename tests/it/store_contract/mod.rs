@@ -1,7 +1,13 @@
-//! The contract every store backend keeps, one test per promise
-//! per backend: `store_contract::<backend>::<check>` names which
-//! promise broke where. It lives here, not in the library, so that none of
-//! it ships in the binary.
+//! The contract every store backend keeps, one test per promise per
+//! backend: `store_contract::<backend>::<check>` names which promise broke
+//! where. It lives here, not in the library, so that none of it ships in
+//! the binary.
+//!
+//! It is the one thing a new backend must pass (`store::Backend` says
+//! so): add a module here like `memory`, `filesystem` or `s3`, running
+//! [`for_each_check!`], and [`for_each_race!`] too where its conditional
+//! writes are atomic under heavy races. Nothing above `store` asks which
+//! backend it runs on, so a backend that passes is a backend weir can use.
 //!
 //! The checks (`checks.rs`) run on a fresh, empty backend. [`for_each_check!`]
 //! lists the single-writer semantics plus light concurrency that every
@@ -26,6 +32,7 @@ macro_rules! for_each_check {
         $test!(delete_and_delete_prefix);
         $test!(bad_keys_are_refused);
         $test!(protocol_tokens_and_fenced_commit);
+        $test!(capabilities_keep_their_promises);
     };
 }
 

@@ -67,7 +67,7 @@ fn work(flusher: &Flusher) {
             }
         };
         // The caller may have gone (it returns at the first error).
-        let _ = reply.send(super::fs::fsync_path(&path).map_err(|e| (path, e)));
+        let _ = reply.send(super::fsync_path(&path).map_err(|e| (path, e)));
     }
 }
 
@@ -79,7 +79,7 @@ pub fn sync_all(paths: Vec<PathBuf>) -> Result<(), (PathBuf, io::Error)> {
     let inline = |paths: Vec<PathBuf>| {
         paths
             .into_iter()
-            .try_for_each(|p| super::fs::fsync_path(&p).map_err(|e| (p, e)))
+            .try_for_each(|p| super::fsync_path(&p).map_err(|e| (p, e)))
     };
     if paths.len() <= 1 || started() == 0 {
         return inline(paths);

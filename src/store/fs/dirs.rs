@@ -15,9 +15,9 @@ pub(crate) struct Dirs {
     /// use of each directory fsyncs its parent once; later puts skip that.
     pub(crate) durable: HashSet<PathBuf>,
     /// Directories this process made (or found) without making their
-    /// entries durable (a partition's skeleton, [`Backend::prepare_dirs`](crate::store::backend::Backend::prepare_dirs)),
+    /// entries durable (a partition's skeleton, [`DurableDirectories::prepare_dirs`](crate::store::backend::DurableDirectories::prepare_dirs)),
     /// by parent: volatile puts may go into them; the first durable put, or
-    /// [`Backend::make_durable`](crate::store::backend::Backend::make_durable) of something below, fsyncs their parent
+    /// [`DurableDirectories::make_durable`](crate::store::backend::DurableDirectories::make_durable) of something below, fsyncs their parent
     /// and moves every one of its children here into `durable`.
     pub(crate) made: HashMap<PathBuf, HashSet<PathBuf>>,
 }

@@ -1,9 +1,16 @@
-//! Durable file helpers: the few fsync patterns the rest of weir relies on.
+//! The local disk: the directory backend ([`FsBackend`]) and the durable
+//! file helpers, the few fsync patterns the rest of weir relies on.
 //!
 //! A file's bytes are durable after `fsync` of the file; its *name* is
 //! durable only after `fsync` of the directory holding it. Every helper here
 //! does both, in that order, so a crash leaves either the old state or the
 //! complete new one, never a name pointing at a torn file.
+
+pub mod backend;
+pub(crate) mod dirs;
+pub mod flush;
+
+pub use backend::FsBackend;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
