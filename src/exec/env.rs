@@ -49,22 +49,6 @@ pub const STORE_CREDENTIALS: &[&str] = &[
     "AWS_CONFIG_FILE",
 ];
 
-/// Makes the engine's process not dumpable (`PR_SET_DUMPABLE` 0): its
-/// `/proc/<pid>/environ`, `mem` and the like become root's, and it cannot
-/// be ptraced, so a task (which runs as the same user) cannot read the
-/// engine's environment, the store's credentials included. A task is
-/// dumpable again from its `execve`; the engine leaves no core dump. Every
-/// descriptor the engine inherited above 2 is made close-on-exec, so none
-/// reaches a command (`spawn.rs` closes them in its children too).
-pub fn protect_engine() {
-    // SAFETY: prctl(2) with PR_SET_DUMPABLE takes an integer and touches no
-    // memory of ours; a failure leaves the process as it was.
-    unsafe {
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-    }
-    super::spawn::keep_inherited_descriptors();
-}
-
 /// One input of the `WEIR_*` contract.
 pub struct ContractInput<'a> {
     /// Input dataset name (`WEIR_INPUT_<NAME>`).
@@ -599,7 +583,7 @@ pub const TASK_VARIABLES: &[(&str, &str)] = &[
     ("WEIR_WATERMARK_<NAME>", "per external input that declares a `watermark`: the source's committed position as pinned in the input snapshot"),
     ("WEIR_CODE_VERSION", "the task's `code_version` (its own, or the pipeline's)"),
     ("WEIR_PARTITIONS", "a batched task (`batch = { max_partitions = N }`): the batch's partition keys, one a line, in order; `WEIR_OUTPUT_DIR/<key>/` and `WEIR_INPUT_<NAME>/<key>` are each key's"),
-    (crate::exec::tree::TAG_VAR, "local executor: this launch's tag, inherited by every process of the task, by which weir finds them all; leave it alone"),
+    (crate::process::tree::TAG_VAR, "local executor: this launch's tag, inherited by every process of the task, by which weir finds them all; leave it alone"),
 ];
 
 /// `name` (or a prefix `WEIR_INPUT_` of a `<NAME>` entry) as

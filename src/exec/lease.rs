@@ -207,7 +207,7 @@ pub(crate) fn guard(
             // command died with it (PDEATHSIG); stop what the command left.
             if dead {
                 if let Some(tag) = lease.as_ref().and_then(|l| l.process_tag.as_deref()) {
-                    super::tree::stop_orphans(tag);
+                    crate::process::tree::stop_orphans(tag);
                 }
             }
             cx.emit(

@@ -42,10 +42,8 @@ mod scheduler;
 pub mod sensed;
 mod settings;
 pub mod slurm;
-pub mod spawn;
 mod steer;
 mod timer;
-pub mod tree;
 mod waiting;
 
 use job::{panic_message, Job, Ran};
@@ -62,6 +60,7 @@ use crate::events::{Event, EventLog, State};
 use crate::inputs::InputSnapshot;
 use crate::manifest::{Disposition, Manifest, Task};
 use crate::plan::{Plan, Scope};
+use crate::process::tree;
 use crate::store::marks::{self, InstanceMark, Mark};
 use crate::store::{CommitRecord, Warehouse};
 pub use attempt::chain;

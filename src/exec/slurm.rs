@@ -92,7 +92,7 @@ impl Executor for Slurm<'_> {
         }
         let program = super::launch::resolve("sbatch").unwrap_or_else(|| "sbatch".into());
         let mut sbatch = self.sbatch(&program, &launch, &dir, &script);
-        let out = super::tree::output(&mut sbatch).map_err(|e| {
+        let out = crate::process::tree::output(&mut sbatch).map_err(|e| {
             Ending::SpawnFailed(format!("`sbatch`: {e} (is Slurm installed on this host?)"))
         })?;
         if !out.status.success() {
@@ -366,8 +366,10 @@ pub fn find_job(dir: &Path) -> Option<String> {
     if !script.exists() {
         return None;
     }
-    let out = super::tree::output(Command::new("squeue").args(["-h", "-t", "all", "-o", "%i|%o"]))
-        .ok()?;
+    let out = crate::process::tree::output(
+        Command::new("squeue").args(["-h", "-t", "all", "-o", "%i|%o"]),
+    )
+    .ok()?;
     let want = script.display().to_string();
     String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -378,7 +380,7 @@ pub fn find_job(dir: &Path) -> Option<String> {
 
 /// Cancels a job (`scancel`); an unknown or finished job is fine.
 pub fn cancel(id: &str) {
-    let _ = super::tree::output(Command::new("scancel").arg(id));
+    let _ = crate::process::tree::output(Command::new("scancel").arg(id));
 }
 
 /// What `scontrol show job -o` says about a job.
@@ -448,8 +450,9 @@ impl JobState {
 pub fn state(id: &str) -> Result<Option<JobState>, String> {
     let mut tries = 0;
     loop {
-        let out = super::tree::output(Command::new("scontrol").args(["show", "job", "-o", id]))
-            .map_err(|e| format!("`scontrol show job {id}`: {e}"))?;
+        let out =
+            crate::process::tree::output(Command::new("scontrol").args(["show", "job", "-o", id]))
+                .map_err(|e| format!("`scontrol show job {id}`: {e}"))?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         if out.status.success() {

@@ -29,13 +29,13 @@ use super::fault::Point;
 use super::launch::{self, Contract, ContractInput, Launcher, TaskLaunch};
 use super::lease;
 use super::slurm;
-use super::tree;
 use super::Context;
 use crate::audit::{self, AuditReport, AuditSpec, GateOutcome};
 use crate::events::{Event, State};
 use crate::inputs::materialize as inputs;
 use crate::inputs::InputSnapshot;
 use crate::manifest::Task;
+use crate::process::tree;
 use crate::store::layout::{self, DATA_DIR};
 use crate::store::{
     CommitKind, FencingToken, FileSum, Generation, NewCommit, PartitionStore, PublishError,
