@@ -29,10 +29,10 @@
 //! 3. `process` — the operating system's side of a command: spawning without a fork, a process tree and its cgroup stopped whole, the engine's own protection; every `unsafe` block of running commands is here, behind safe functions.
 //! 4. `events`, `audit` — the run log written into the store, and the readers and gates that judge a candidate's files.
 //! 5. `manifest` — the declared pipeline, validated against what the store and audit accept (names, formats, gates).
-//! 6. `inputs` — pinning what an instance reads and staging private copies of it: shared by planning (staleness) and running.
+//! 6. `inputs`, `secrets` — pinning what an instance reads and staging private copies of it: shared by planning (staleness) and running; reading the secret values a manifest references (`env:`, `file:`) and redacting them.
 //! 7. `plan` — which instances a run owes, from the manifest, the store's records and pinned inputs.
-//! 8. `exec` — running a plan: attempts, pools, leases, retries, publishing; it builds each task's environment.
-//! 9. `http` — the one HTTP client for what weir sends itself; above exec because header secrets are read and redacted as task environment values are.
+//! 8. `http` — the one HTTP client for what weir sends itself; its header values are read and redacted by `secrets`, as task environment values are.
+//! 9. `exec` — running a plan: attempts, pools, leases, retries, publishing; it builds each task's environment.
 //! 10. `notify`, `lineage` — what a run tells the outside (pager targets, OpenLineage), fed by the run's events.
 //! 11. `session` — one run as every front end starts it (run, backfill, retry, repair, serve's batches): signals, the notify outbox, lineage, the Delta tables' repair.
 //! 12. `serve` — the long-running scheduler: starts runs (through `session`) on cron and sensor triggers, and records its own status.
@@ -64,6 +64,7 @@ pub mod partition;
 pub mod plan;
 pub mod process;
 pub mod report;
+pub mod secrets;
 pub mod serve;
 pub mod session;
 pub mod sim;

@@ -120,7 +120,7 @@ impl<'a> TaskLaunch<'a> {
     pub fn redact_logs(&self, dir: &Path) -> Vec<(&'static str, std::io::Error)> {
         let mut failed = Vec::new();
         for log in LOGS {
-            if let Err(e) = self.env.redact_file(&dir.join(log)) {
+            if let Err(e) = self.env.secrets().redact_file(&dir.join(log)) {
                 let _ = std::fs::remove_file(dir.join(log));
                 failed.push((log, e));
             }

@@ -242,7 +242,7 @@ fn claim_and_redact(
 ) {
     let _ = store.claim_takeover(token, claimant);
     let partition = store.partition();
-    let secrets = super::env::readable_secrets(cx.manifest, task);
+    let secrets = crate::secrets::readable_secrets(cx.manifest, task);
     if !secrets.has_secrets() {
         return;
     }

@@ -263,9 +263,9 @@ pub(crate) struct Context<'a> {
     pub(crate) programs: std::collections::HashMap<String, std::path::PathBuf>,
     /// The outbox of `[notify]` targets, if any.
     pub(crate) notify: Option<Box<dyn Outbox>>,
-    /// The manifest's secret values (`env::known_secrets`), redacted from
+    /// The manifest's secret values (`secrets::known_secrets`), redacted from
     /// what a gate failure says about the data.
-    pub(crate) secrets: env::TaskEnv,
+    pub(crate) secrets: crate::secrets::Secrets,
 }
 
 impl Context<'_> {
@@ -461,7 +461,7 @@ pub fn run_with(
         fingerprints,
         programs,
         notify,
-        secrets: env::known_secrets(manifest),
+        secrets: crate::secrets::known_secrets(manifest),
     };
     let (heartbeat, pool_slots) = take_part_in_pools(&cx, &plan, timing)?;
     cx.emit(
