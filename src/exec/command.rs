@@ -5,8 +5,8 @@
 //! ```text
 //!  supervise(Start) ── asked to stop already? ─► Interrupted, nothing starts
 //!       │
-//!       ▼  spawn.rs: own process group, PR_SET_PDEATHSIG=SIGKILL, every descriptor
-//!          above 2 closed at exec, WEIR_PROCESS_TAG, the tag's cgroup (tree.rs)
+//!       ▼  process::spawn: own process group, PR_SET_PDEATHSIG=SIGKILL, every descriptor
+//!          above 2 closed at exec, WEIR_PROCESS_TAG, the tag's cgroup (process::tree)
 //!  watchdog (shared timer) ── at the timeout, or on SIGINT/SIGTERM ─► SIGKILL the group
 //!       │
 //!  the command exits ─► tree::stop: cgroup, group and tagged processes killed and reaped

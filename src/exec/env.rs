@@ -180,7 +180,7 @@ impl TaskEnv {
     }
 
     /// weir's and `set` variables that are not secrets: what may be written
-    /// down (a Slurm job's `job.env`).
+    /// down (a batch job's environment file).
     pub fn public_vars(&self) -> Vec<(String, String)> {
         self.vars
             .iter()

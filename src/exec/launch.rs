@@ -6,13 +6,13 @@
 //!      manifest's directory), env (`env.rs`), timeout       attempts, `weir verify`'s rerun
 //!          │ .command(dir, tag)                             and every executor
 //!          ▼
-//!  Launch ──► executor (local: `run` below; Slurm: `slurm.rs`)
+//!  Launch ──► executor (local: `run` below; others: `executor.rs`)
 //! ```
 //!
 //! `run` starts the command through the one launcher (`command.rs`): its
 //! own process group with output to files, a watchdog that kills the whole
 //! group at the timeout or on a stop request, and its whole process tree
-//! stopped when it exits (`tree.rs`); a local command also gets
+//! stopped when it exits (`process::tree`); a local command also gets
 //! `WEIR_PROCESS_TAG`, the launch's tag.
 //!
 //! The environment (README "The task environment"): `WEIR_RUN_ID`,

@@ -277,6 +277,19 @@ impl Context<'_> {
         self.fingerprints.get(&task.name).map_or("", String::as_str)
     }
 
+    /// The executor `task` runs on: the one place that maps the manifest's
+    /// executor kinds to their implementations.
+    pub(crate) fn executor<'a>(&'a self, task: &'a Task) -> Box<dyn executor::Executor + 'a> {
+        let spec = &self.manifest.executors[&task.executor];
+        match spec.kind {
+            crate::manifest::ExecutorKind::Local => Box::new(executor::Local),
+            crate::manifest::ExecutorKind::Slurm => Box::new(slurm::Slurm {
+                args: &spec.args,
+                resources: &task.resources,
+            }),
+        }
+    }
+
     /// Where `task`'s program was found along PATH when the run started.
     pub(crate) fn program(&self, task: &Task) -> Option<&std::path::Path> {
         self.programs

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use super::classify::{ClusterEnd, Ending};
 use super::executor::{Executor, Job};
 use super::launch::Launch;
+use crate::inputs::InputSnapshot;
 use crate::manifest::Resources;
 
 /// How long an interrupted engine waits for its cancelled job to leave the
@@ -121,6 +122,34 @@ impl Executor for Slurm<'_> {
             dir,
             timeout: launch.timeout,
         }))
+    }
+
+    fn job_name(&self, id: &str) -> String {
+        format!("Slurm job {id}")
+    }
+
+    // A job outlives its engine on the cluster: what it runs on is written
+    // before it exists, for an engine that takes over.
+    fn record_basis(&self, dir: &Path, snapshot: &InputSnapshot, code_version: &str) {
+        let _ = record(
+            dir,
+            &JobRecord {
+                snapshot_digest: snapshot.digest(),
+                code_version: code_version.to_string(),
+            },
+        );
+    }
+
+    fn find_job(&self, attempt_dir: &Path) -> Option<String> {
+        find_job(attempt_dir)
+    }
+
+    fn await_job(&self, id: &str, limit: Duration, waiting: &mut dyn FnMut()) -> Option<Ending> {
+        await_job(id, limit, waiting).map(|s| s.ending())
+    }
+
+    fn adopt(&self, old: &Path, new: &Path, snapshot: &InputSnapshot, code_version: &str) -> bool {
+        adopt(old, new, &snapshot.digest(), code_version).is_some()
     }
 }
 
