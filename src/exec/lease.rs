@@ -391,11 +391,15 @@ fn await_cluster_job(
     let job = lease
         .and_then(|l| l.job_id.clone())
         .or_else(|| executor.find_job(&store.attempt_dir(t)))?;
+    // Told once: the executor calls it at most once.
+    let mut event = Some(event);
     let mut waiting = || {
+        let Some(event) = event.take() else {
+            return;
+        };
         cx.emit(
             State::Waiting,
             event
-                .clone()
                 .detail(format!(
                     "{} of token {t} still runs on the cluster; waiting for it, not launching a duplicate",
                     executor.job_name(&job)
