@@ -26,7 +26,7 @@
 //!
 //! 1. `clock`, `cron`, `partition` — pure values with no weir state: the time source, schedule expressions, partition keys and their mappings.
 //! 2. `store` — the warehouse and its backends (directory or S3), opened from a location; knows bytes, commits and fences, not manifests.
-//! 3. `process` — the operating system's side of a command: spawning without a fork, a process tree and its cgroup stopped whole, the engine's own protection; every `unsafe` block of running commands is here, behind safe functions.
+//! 3. `process` — the operating system's side of a command: spawning without a fork, a process tree and its cgroup stopped whole, stop requests (SIGINT, SIGTERM) and the watchdogs' timer, the engine's own protection; every `unsafe` block of running commands is here, behind safe functions.
 //! 4. `events`, `audit` — the run log written into the store, and the readers and gates that judge a candidate's files.
 //! 5. `manifest` — the declared pipeline, validated against what the store and audit accept (names, formats, gates).
 //! 6. `inputs`, `secrets` — pinning what an instance reads and staging private copies of it: shared by planning (staleness) and running; reading the secret values a manifest references (`env:`, `file:`) and redacting them.

@@ -30,7 +30,6 @@ pub mod executor;
 pub mod fault;
 #[cfg(test)]
 mod fsync_budget;
-pub mod interrupt;
 mod job;
 pub mod launch;
 pub mod lease;
@@ -43,7 +42,6 @@ pub mod sensed;
 mod settings;
 pub mod slurm;
 mod steer;
-mod timer;
 mod waiting;
 
 use job::{panic_message, Job, Ran};
@@ -68,6 +66,10 @@ use attempt::AttemptOutcome;
 use classify::Ending;
 use retry::{Backoff, RetryBudget};
 pub use settings::Settings;
+// Stop requests and the timer of command watchdogs live with the processes
+// they stop; exec's files reach them by these names.
+pub use crate::process::interrupt;
+pub(crate) use crate::process::timer;
 
 /// Instances admitted per pool slot: the one running its command, and others
 /// getting ready for a slot or publishing after theirs.

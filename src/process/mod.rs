@@ -1,9 +1,11 @@
 //! The operating system's side of running commands, and every `unsafe`
 //! block it takes: starting a child without copying the engine
 //! (`spawn.rs`), finding, stopping and reaping a command's whole process
-//! tree and its cgroup (`tree.rs`), and the few system calls around them
-//! (signalling a process group, peeking at a child's exit, pipes and
-//! in-memory files, the engine's own protection, its open-file limit).
+//! tree and its cgroup (`tree.rs`), SIGINT and SIGTERM as stop requests
+//! (`interrupt.rs`), the timer threads that enforce commands' timeouts
+//! (`timer.rs`), and the few system calls around them (signalling a
+//! process group, peeking at a child's exit, pipes and in-memory files,
+//! the engine's own protection, its open-file limit).
 //!
 //! ```text
 //!  exec (policy: when to start, kill, wait, what to log)
@@ -16,7 +18,9 @@
 //! commands elsewhere (a Slurm job, a Kubernetes pod) needs none of it but
 //! [`tree::output`] for its own client commands.
 
+pub mod interrupt;
 pub mod spawn;
+pub(crate) mod timer;
 pub mod tree;
 
 use std::fs::File;
