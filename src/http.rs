@@ -16,8 +16,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::exec::env::{read_value, TaskEnv};
 use crate::manifest::HttpEndpoint;
+use crate::secrets::{read_value, Secrets};
 
 /// Connect timeout of one request.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -32,7 +32,7 @@ pub struct ResolvedEndpoint {
     /// Header names and values (secrets included).
     pub headers: Vec<(String, String)>,
     /// Replaces every secret header value in a text.
-    pub secrets: TaskEnv,
+    pub secrets: Secrets,
 }
 
 impl std::fmt::Debug for ResolvedEndpoint {
@@ -64,7 +64,7 @@ pub fn resolve(endpoint: &HttpEndpoint, dir: &Path) -> Result<ResolvedEndpoint, 
     Ok(ResolvedEndpoint {
         url: endpoint.url.clone(),
         headers,
-        secrets: TaskEnv::redacting(secrets),
+        secrets: Secrets::new(secrets),
     })
 }
 

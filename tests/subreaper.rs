@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use weir::exec::tree;
+use weir::process::tree;
 
 // A sweep beside the engine's commands never takes their exit status
 #[test]

@@ -40,11 +40,11 @@ use args::{Cli, Command};
 pub fn main() -> ExitCode {
     quiet_broken_pipe();
     // Descendants a task leaves behind are reparented to the engine, which
-    // stops and reaps them (exec/tree.rs).
-    crate::exec::tree::become_subreaper();
+    // stops and reaps them (process/tree.rs).
+    crate::process::tree::become_subreaper();
     // A task runs as this user: it must not read weir's environment (the
-    // store's credentials) through /proc (exec/env.rs).
-    crate::exec::env::protect_engine();
+    // store's credentials) through /proc (process/mod.rs).
+    crate::process::protect_engine();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -71,7 +71,7 @@ pub fn main() -> ExitCode {
     // refuses every command before it does anything.
     match crate::exec::Settings::read(|name| std::env::var_os(name)) {
         Ok(settings) => {
-            crate::exec::tree::use_setting(settings.cgroups);
+            crate::process::tree::use_setting(settings.cgroups);
             let _ = SETTINGS.set(settings);
         }
         Err(message) => {
@@ -139,7 +139,7 @@ fn completions(args: &args::CompletionsArgs) -> Result<u8, error::CliError> {
 fn doctor(args: &args::DoctorArgs) -> Result<u8, error::CliError> {
     let mut text = format!(
         "containment: {}\ntzdb: {}\n",
-        crate::exec::tree::Containment::host().describe(),
+        crate::process::tree::Containment::host().describe(),
         crate::partition::time::tzdb_version()
     );
     if let Some(path) = &args.manifest {

@@ -75,23 +75,8 @@ impl Limits {
             header_read: HEADER_READ_TIMEOUT,
             idle: IDLE_TIMEOUT,
             grace: SHUTDOWN_GRACE,
-            max_connections: connection_cap(open_file_limit()),
+            max_connections: connection_cap(crate::process::open_file_limit()),
         }
-    }
-}
-
-/// The soft `RLIMIT_NOFILE` of this process (1024 if it cannot be read).
-fn open_file_limit() -> u64 {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit(2) writes into the struct passed, which lives here.
-    let read = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) } == 0;
-    if read {
-        limit.rlim_cur
-    } else {
-        1024
     }
 }
 

@@ -5,8 +5,8 @@
 //! ```text
 //!  supervise(Start) ── asked to stop already? ─► Interrupted, nothing starts
 //!       │
-//!       ▼  spawn.rs: own process group, PR_SET_PDEATHSIG=SIGKILL, every descriptor
-//!          above 2 closed at exec, WEIR_PROCESS_TAG, the tag's cgroup (tree.rs)
+//!       ▼  process::spawn: own process group, PR_SET_PDEATHSIG=SIGKILL, every descriptor
+//!          above 2 closed at exec, WEIR_PROCESS_TAG, the tag's cgroup (process::tree)
 //!  watchdog (shared timer) ── at the timeout, or on SIGINT/SIGTERM ─► SIGKILL the group
 //!       │
 //!  the command exits ─► tree::stop: cgroup, group and tagged processes killed and reaped
@@ -25,8 +25,7 @@
 
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{Read, Write};
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::io::Read;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,7 +34,7 @@ use std::time::Duration;
 
 use super::classify::Ending;
 use super::env::TaskEnv;
-use super::tree;
+use crate::process::{exited, in_memory, kill_group, pipe, tree};
 
 /// What to start and watch.
 pub struct Start<'a> {
@@ -69,7 +68,7 @@ pub fn supervise(start: &Start<'_>) -> Ending {
     let mut env = start.env.clone();
     env.set(tree::TAG_VAR, start.tag);
     let env: Vec<(OsString, OsString)> = env.all();
-    let spec = super::spawn::Spec {
+    let spec = crate::process::spawn::Spec {
         argv: start.argv,
         program: start.program,
         cwd: start.cwd,
@@ -160,32 +159,6 @@ fn watch(
             Some(left)
         }),
     )
-}
-
-/// Whether the child `pid` has exited (or was reaped already), without
-/// reaping it: `wait` in the launching thread still collects its status.
-fn exited(pid: libc::pid_t) -> bool {
-    // SAFETY: waitid(2) writes only into the zeroed siginfo_t we own;
-    // WNOWAIT leaves the child waitable, WNOHANG makes it non-blocking.
-    unsafe {
-        let mut info: libc::siginfo_t = std::mem::zeroed();
-        let rc = libc::waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        );
-        // -1 is ECHILD: already reaped by the launching thread.
-        rc == -1 || info.si_pid() != 0
-    }
-}
-
-fn kill_group(pgid: libc::pid_t) {
-    // SAFETY: kill(2) with a negative pid signals a process group; it touches
-    // no memory of ours. ESRCH (group already gone) is fine.
-    unsafe {
-        libc::kill(-pgid, libc::SIGKILL);
-    }
 }
 
 /// How much of a command's stderr is kept at each end.
@@ -305,33 +278,6 @@ pub fn run_captured(captive: &Captive<'_>) -> (Ending, Captured) {
     let _ = done.recv_timeout(STDERR_GRACE);
     let captured = captured.lock().unwrap_or_else(|p| p.into_inner()).clone();
     (ending, captured)
-}
-
-/// A pipe, both ends close-on-exec: (read, write).
-fn pipe() -> std::io::Result<(File, File)> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two descriptors into the array we own.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == -1 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: both were just opened and are owned by nothing else.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    Ok((File::from(r), File::from(w)))
-}
-
-/// An anonymous in-memory file holding `bytes`, read from its start.
-fn in_memory(bytes: &[u8]) -> std::io::Result<File> {
-    use std::io::Seek;
-    // SAFETY: memfd_create with a nul-terminated name; returns a new fd.
-    let fd = unsafe { libc::memfd_create(c"weir-stdin".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd == -1 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: just opened, owned by nothing else.
-    let mut file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-    file.write_all(bytes)?;
-    file.rewind()?;
-    Ok(file)
 }
 
 /// How a captured command ended, in words for a message: "exited with 3",

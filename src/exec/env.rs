@@ -11,20 +11,16 @@
 //!        + weir's WEIR_* contract
 //! ```
 //!
-//! Secret values (read through `env:` or `file:`) are redacted from the
-//! attempt's logs ([`TaskEnv::redact_file`]) before anything reads a tail of
-//! them, so events, explain, lineage and the evidence uploaded to a remote
-//! warehouse never hold them.
+//! Secret values (read through `env:` or `file:`: `crate::secrets`) are
+//! redacted from the attempt's logs ([`TaskEnv::secrets`]) before anything
+//! reads a tail of them, so events, explain, lineage and the evidence
+//! uploaded to a remote warehouse never hold them.
 
 use std::ffi::{OsStr, OsString};
-use std::io::{Read, Write};
 use std::path::Path;
 
 use crate::manifest::{EnvSpec, EnvValue, Manifest, Task};
-use crate::store::user_file;
-
-/// What a secret value is replaced with.
-pub const REDACTED: &str = "[redacted]";
+use crate::secrets::{read_secret_file, Secrets};
 
 /// Credential variables of an S3 warehouse's store: the task of an S3
 /// warehouse never inherits them (an explicit `pass` still can). Each is
@@ -48,22 +44,6 @@ pub const STORE_CREDENTIALS: &[&str] = &[
     "AWS_SHARED_CREDENTIALS_FILE",
     "AWS_CONFIG_FILE",
 ];
-
-/// Makes the engine's process not dumpable (`PR_SET_DUMPABLE` 0): its
-/// `/proc/<pid>/environ`, `mem` and the like become root's, and it cannot
-/// be ptraced, so a task (which runs as the same user) cannot read the
-/// engine's environment, the store's credentials included. A task is
-/// dumpable again from its `execve`; the engine leaves no core dump. Every
-/// descriptor the engine inherited above 2 is made close-on-exec, so none
-/// reaches a command (`spawn.rs` closes them in its children too).
-pub fn protect_engine() {
-    // SAFETY: prctl(2) with PR_SET_DUMPABLE takes an integer and touches no
-    // memory of ours; a failure leaves the process as it was.
-    unsafe {
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-    }
-    super::spawn::keep_inherited_descriptors();
-}
 
 /// One input of the `WEIR_*` contract.
 pub struct ContractInput<'a> {
@@ -134,8 +114,8 @@ pub struct TaskEnv {
     vars: Vec<(String, String)>,
     /// Names in `vars` whose values are secrets.
     secret_names: Vec<String>,
-    /// Secret values, longest first.
-    secrets: Vec<String>,
+    /// Secret values (`crate::secrets`).
+    secrets: Secrets,
 }
 
 /// A reference in `env.set` that cannot be read.
@@ -176,18 +156,6 @@ impl TaskEnv {
         }
     }
 
-    /// No variables, only `secrets` to redact (evidence read later, what
-    /// a notification target's headers hold).
-    pub fn redacting(mut secrets: Vec<String>) -> TaskEnv {
-        secrets.retain(|s| !s.is_empty());
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        secrets.dedup();
-        TaskEnv {
-            secrets,
-            ..TaskEnv::default()
-        }
-    }
-
     /// Adds (or replaces) a variable weir sets.
     pub fn set(&mut self, name: &str, value: &str) {
         self.vars.retain(|(k, _)| k != name);
@@ -212,7 +180,7 @@ impl TaskEnv {
     }
 
     /// weir's and `set` variables that are not secrets: what may be written
-    /// down (a Slurm job's `job.env`).
+    /// down (a batch job's environment file).
     pub fn public_vars(&self) -> Vec<(String, String)> {
         self.vars
             .iter()
@@ -221,100 +189,9 @@ impl TaskEnv {
             .collect()
     }
 
-    /// Whether any value is a secret.
-    pub fn has_secrets(&self) -> bool {
-        !self.secrets.is_empty()
-    }
-
-    /// `text` with every secret value replaced by [`REDACTED`].
-    pub fn redact(&self, text: &str) -> String {
-        let mut text = text.to_string();
-        for secret in &self.secrets {
-            if text.contains(secret.as_str()) {
-                text = text.replace(secret.as_str(), REDACTED);
-            }
-        }
-        text
-    }
-
-    /// Rewrites the file at `path` with every secret value replaced, in
-    /// bounded memory (a task's log may be gigabytes); untouched when it
-    /// holds none. A missing file is fine.
-    pub fn redact_file(&self, path: &Path) -> std::io::Result<()> {
-        if self.secrets.is_empty() {
-            return Ok(());
-        }
-        let mut input = match std::fs::File::open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        let mut temp_name = path.as_os_str().to_owned();
-        temp_name.push(".redacting");
-        let temp = Path::new(&temp_name);
-        let mut out = std::io::BufWriter::new(std::fs::File::create(temp)?);
-        let found = redact_stream(&mut input, &mut out, &self.secrets).and_then(|found| {
-            out.flush()?;
-            Ok(found)
-        });
-        drop(out);
-        match found {
-            Ok(true) => std::fs::rename(temp, path),
-            Ok(false) => std::fs::remove_file(temp),
-            Err(e) => {
-                let _ = std::fs::remove_file(temp);
-                Err(e)
-            }
-        }
-    }
-}
-
-/// Copies `input` to `out` with every secret replaced; whether one was found.
-fn redact_stream(
-    input: &mut impl Read,
-    out: &mut impl Write,
-    secrets: &[String],
-) -> std::io::Result<bool> {
-    // A match that starts before the last `keep` bytes of the buffer ends
-    // inside it: only the tail can hold the start of one still cut off.
-    let keep = secrets.iter().map(String::len).max().unwrap_or(1) - 1;
-    let finders: Vec<memchr::memmem::Finder<'_>> = secrets
-        .iter()
-        .map(|s| memchr::memmem::Finder::new(s.as_bytes()))
-        .collect();
-    let mut pending: Vec<u8> = Vec::new();
-    let mut chunk = vec![0u8; 1 << 16];
-    let mut found = false;
-    loop {
-        let n = input.read(&mut chunk)?;
-        let eof = n == 0;
-        pending.extend_from_slice(&chunk[..n]);
-        loop {
-            // The earliest match; the longest of those starting there.
-            let first = finders
-                .iter()
-                .filter_map(|f| f.find(&pending).map(|at| (at, f.needle().len())))
-                .min_by_key(|&(at, len)| (at, std::cmp::Reverse(len)));
-            match first {
-                // A longer secret may start here (or before) and end in
-                // bytes not read yet: decided when they are.
-                Some((at, _)) if !eof && pending.len() - at <= keep => break,
-                Some((at, len)) => {
-                    found = true;
-                    out.write_all(&pending[..at])?;
-                    out.write_all(REDACTED.as_bytes())?;
-                    pending.drain(..at + len);
-                }
-                None => break,
-            }
-        }
-        if eof {
-            out.write_all(&pending)?;
-            return Ok(found);
-        }
-        let safe = pending.len().saturating_sub(keep);
-        out.write_all(&pending[..safe])?;
-        pending.drain(..safe);
+    /// Its secret values: what is redacted from its logs.
+    pub fn secrets(&self) -> &Secrets {
+        &self.secrets
     }
 }
 
@@ -449,14 +326,10 @@ fn assemble(
         let (value, secret) = set_value(dir, owner, name, value, engine)?;
         if secret {
             env.secret_names.push(name.clone());
-            if !value.is_empty() && !env.secrets.contains(&value) {
-                env.secrets.push(value.clone());
-            }
+            env.secrets.add(&value);
         }
         env.set(name, &value);
     }
-    // Longest first: a secret that contains another is replaced whole.
-    env.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
     Ok(env)
 }
 
@@ -500,89 +373,6 @@ fn set_value(
     })
 }
 
-/// The secret values of `task` this process can read (unreadable ones
-/// left out), as a [`TaskEnv`] that only redacts: for evidence an engine
-/// never redacted (it was killed while the command ran), read by `explain`.
-pub fn readable_secrets(manifest: &Manifest, task: &Task) -> TaskEnv {
-    let values = task.env.iter().flat_map(|s| s.set.iter()).map(|(_, v)| v);
-    TaskEnv::redacting(
-        values
-            .filter_map(|v| read_value(v, &manifest.dir).ok())
-            .filter(|(_, secret)| *secret)
-            .map(|(value, _)| value)
-            .collect(),
-    )
-}
-
-/// Every secret value of `manifest` this process can read: each task's
-/// `env:`/`file:` values and the headers of `[notify]` targets and
-/// `[lineage]`, as a [`TaskEnv`] that only redacts. A task may write any of
-/// them into its data (one without `env` inherits the engine's variables, a
-/// header's `env:` one included), and a gate failure quotes data: the
-/// engine redacts what it says about data with these.
-pub fn known_secrets(manifest: &Manifest) -> TaskEnv {
-    let tasks = manifest
-        .tasks
-        .values()
-        .flat_map(|task| task.env.iter().flat_map(|s| s.set.iter()))
-        .map(|(_, value)| value);
-    let endpoints = manifest
-        .notify
-        .values()
-        .filter_map(|target| match &target.sink {
-            crate::manifest::NotifySink::Http(endpoint) => Some(endpoint),
-            crate::manifest::NotifySink::Command(_) => None,
-        })
-        .chain(manifest.lineage.iter().filter_map(|l| match &l.sink {
-            crate::manifest::LineageSink::Http(endpoint) => Some(endpoint),
-            crate::manifest::LineageSink::File(_) => None,
-        }));
-    let headers = endpoints.flat_map(|e| e.headers.iter().map(|(_, value)| value));
-    TaskEnv::redacting(
-        tasks
-            .chain(headers)
-            .filter_map(|v| read_value(v, &manifest.dir).ok())
-            .filter(|(_, secret)| *secret)
-            .map(|(value, _)| value)
-            .collect(),
-    )
-}
-
-/// One value of the manifest that may be a reference (a task's `env.set`,
-/// an HTTP header of a notification target or `[lineage]`): a literal as
-/// written, `env:NAME` from this process's environment, `file:PATH` (relative
-/// to `dir`) without its final newline. With whether it is a secret. The
-/// error says which reference could not be read, never a value.
-pub fn read_value(value: &EnvValue, dir: &Path) -> Result<(String, bool), String> {
-    match value {
-        EnvValue::Literal(v) => Ok((v.clone(), false)),
-        EnvValue::Env(name) => match std::env::var(name) {
-            Ok(v) => Ok((v, true)),
-            Err(std::env::VarError::NotPresent) => Err(format!("`env:{name}` is not set")),
-            Err(std::env::VarError::NotUnicode(_)) => Err(format!("`env:{name}` is not UTF-8")),
-        },
-        EnvValue::File(path) => {
-            let text = read_secret_file(&dir.join(path))
-                .map_err(|why| format!("`file:{}` cannot be read: {why}", path.display()))?;
-            Ok((text, true))
-        }
-    }
-}
-
-/// The secret a `file:` reference names, as `$(cat file)` reads it: its
-/// final newline is not part of the secret. Opened as a user's file, so a
-/// FIFO or a device named there can neither hang nor flood the read.
-fn read_secret_file(path: &Path) -> Result<String, String> {
-    let text = user_file::read_limited(path, user_file::SECRET_LIMIT).map_err(|e| {
-        // std's own UTF-8 error carries no inner error; the limit's does.
-        match e.kind() {
-            std::io::ErrorKind::InvalidData if e.get_ref().is_none() => "it is not UTF-8".into(),
-            _ => e.to_string(),
-        }
-    })?;
-    Ok(text.trim_end_matches(['\n', '\r']).to_string())
-}
-
 /// Every variable weir sets for a task, with what it holds: the one list
 /// the code names them from ([`listed`]) and `docs/reference/task-environment.md`
 /// is generated from. `<NAME>` stands for the part a manifest's name gives.
@@ -599,7 +389,7 @@ pub const TASK_VARIABLES: &[(&str, &str)] = &[
     ("WEIR_WATERMARK_<NAME>", "per external input that declares a `watermark`: the source's committed position as pinned in the input snapshot"),
     ("WEIR_CODE_VERSION", "the task's `code_version` (its own, or the pipeline's)"),
     ("WEIR_PARTITIONS", "a batched task (`batch = { max_partitions = N }`): the batch's partition keys, one a line, in order; `WEIR_OUTPUT_DIR/<key>/` and `WEIR_INPUT_<NAME>/<key>` are each key's"),
-    (crate::exec::tree::TAG_VAR, "local executor: this launch's tag, inherited by every process of the task, by which weir finds them all; leave it alone"),
+    (crate::process::tree::TAG_VAR, "local executor: this launch's tag, inherited by every process of the task, by which weir finds them all; leave it alone"),
 ];
 
 /// `name` (or a prefix `WEIR_INPUT_` of a `<NAME>` entry) as
@@ -700,23 +490,6 @@ fn absolute(path: &Path) -> String {
 mod tests {
     use super::*;
 
-    fn redacted(text: &str, secrets: &[&str], chunk: usize) -> (String, bool) {
-        struct Trickle<'a>(&'a [u8], usize);
-        impl Read for Trickle<'_> {
-            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-                let n = self.0.len().min(self.1).min(buf.len());
-                buf[..n].copy_from_slice(&self.0[..n]);
-                self.0 = &self.0[n..];
-                Ok(n)
-            }
-        }
-        let secrets: Vec<String> = secrets.iter().map(|s| s.to_string()).collect();
-        let mut out = Vec::new();
-        let found =
-            redact_stream(&mut Trickle(text.as_bytes(), chunk), &mut out, &secrets).unwrap();
-        (String::from_utf8(out).unwrap(), found)
-    }
-
     fn manifest(warehouse: &str, env: &str) -> Manifest {
         let text = format!(
             "[pipeline]\nname = \"p\"\ncode_version = \"1\"\nwarehouse = \"{warehouse}\"\n\n\
@@ -790,25 +563,6 @@ mod tests {
                 ("LEVEL", "info"),
                 ("WEIR_TOKEN", "7")
             ])
-        );
-    }
-
-    #[test]
-    fn secrets_are_redacted_across_read_boundaries() {
-        let text = "token s3cr3t-value here; again s3cr3t-value\nand s3cr3t";
-        for chunk in [1, 2, 3, 5, 7, 64] {
-            assert_eq!(
-                redacted(text, &["s3cr3t-value", "s3cr3t"], chunk),
-                (
-                    "token [redacted] here; again [redacted]\nand [redacted]".to_string(),
-                    true
-                ),
-                "chunks of {chunk}"
-            );
-        }
-        assert_eq!(
-            redacted("nothing", &["s3cr3t"], 3),
-            ("nothing".into(), false)
         );
     }
 }

@@ -119,13 +119,7 @@ impl Faults {
                 && r.partition.as_deref().is_none_or(|p| p == partition)
         });
         match rule.map(|r| r.action) {
-            Some(Action::Crash) => {
-                // SAFETY: signalling our own pid; the point is to die here.
-                unsafe {
-                    libc::kill(libc::getpid(), libc::SIGKILL);
-                }
-                unreachable!("SIGKILL cannot be caught")
-            }
+            Some(Action::Crash) => crate::process::kill_self(),
             Some(Action::Panic) => panic!("injected panic at {point:?}"),
             Some(Action::Fail) => Err(format!("injected failure at {point:?}")),
             None => Ok(()),

@@ -6,13 +6,13 @@
 //!      manifest's directory), env (`env.rs`), timeout       attempts, `weir verify`'s rerun
 //!          │ .command(dir, tag)                             and every executor
 //!          ▼
-//!  Launch ──► executor (local: `run` below; Slurm: `slurm.rs`)
+//!  Launch ──► executor (local: `run` below; others: `executor.rs`)
 //! ```
 //!
 //! `run` starts the command through the one launcher (`command.rs`): its
 //! own process group with output to files, a watchdog that kills the whole
 //! group at the timeout or on a stop request, and its whole process tree
-//! stopped when it exits (`tree.rs`); a local command also gets
+//! stopped when it exits (`process::tree`); a local command also gets
 //! `WEIR_PROCESS_TAG`, the launch's tag.
 //!
 //! The environment (docs/guides/tasks.md): `WEIR_RUN_ID`,
@@ -120,7 +120,7 @@ impl<'a> TaskLaunch<'a> {
     pub fn redact_logs(&self, dir: &Path) -> Vec<(&'static str, std::io::Error)> {
         let mut failed = Vec::new();
         for log in LOGS {
-            if let Err(e) = self.env.redact_file(&dir.join(log)) {
+            if let Err(e) = self.env.secrets().redact_file(&dir.join(log)) {
                 let _ = std::fs::remove_file(dir.join(log));
                 failed.push((log, e));
             }
@@ -448,73 +448,6 @@ env = { pass = ["PATH", "HOME", "ABSENT"], set = { LEVEL = "info", KEY = "env:AP
         assert_eq!(
             with("env = { pass = [\"PATH\"], set = { PATH = \"/opt/bin\" } }"),
             None
-        );
-    }
-
-    /// Minor page faults of the calling thread so far.
-    fn minor_faults() -> i64 {
-        // SAFETY: getrusage writes only into the zeroed struct we own.
-        unsafe {
-            let mut usage: libc::rusage = std::mem::zeroed();
-            libc::getrusage(libc::RUSAGE_THREAD, &mut usage);
-            usage.ru_minflt
-        }
-    }
-
-    // Launching a command does not copy the engine. A fork
-    // write-protects every page of the engine, so each page the engine
-    // writes afterwards faults again (and flushes the other CPUs' TLBs):
-    // about 1.9 ms of system CPU per launch in W1.
-    #[test]
-    fn a_launch_does_not_fork_the_engine() {
-        const LEN: usize = 32 << 20;
-        const PAGE: usize = 4096;
-        // SAFETY: a private anonymous mapping of our own, unmapped below;
-        // small pages, so a fault is counted per page.
-        let buf = unsafe {
-            let buf = libc::mmap(
-                std::ptr::null_mut(),
-                LEN,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            assert_ne!(buf, libc::MAP_FAILED);
-            libc::madvise(buf, LEN, libc::MADV_NOHUGEPAGE);
-            buf.cast::<u8>()
-        };
-        let touch = |round: u8| {
-            for offset in (0..LEN).step_by(PAGE) {
-                // SAFETY: inside the mapping.
-                unsafe { buf.add(offset).write_volatile(round) };
-            }
-        };
-        touch(1);
-        let dir = tempfile::tempdir().unwrap();
-        let argv = ["true".to_string()];
-        let launch = Launch {
-            argv: &argv,
-            program: None,
-            cwd: dir.path(),
-            env: TaskEnv::exactly(vec![("WEIR_TASK".into(), "t".into())]),
-            stdout: dir.path().join("stdout.log"),
-            stderr: dir.path().join("stderr.log"),
-            timeout: Duration::from_secs(30),
-            tag: crate::exec::tree::new_tag(),
-        };
-        let before = minor_faults();
-        for round in 2..5 {
-            assert_eq!(run(&launch), Ending::Success);
-            touch(round);
-        }
-        let faults = minor_faults() - before;
-        // SAFETY: the mapping made above, no longer used.
-        unsafe { libc::munmap(buf.cast(), LEN) };
-        // A fork per launch: at least 3 × 8,192 faults on the buffer alone.
-        assert!(
-            faults < (LEN / PAGE) as i64 / 2,
-            "{faults} page faults for 3 launches: the engine's memory was copied"
         );
     }
 }

@@ -95,7 +95,7 @@ pub(crate) enum Guard {
     Interrupted(super::interrupt::Signal),
     /// A gone engine's scheduler job was waited for and completed: the
     /// caller re-checks what is published, then may adopt that attempt's
-    /// output instead of running the command again (`slurm::adopt`).
+    /// output instead of running the command again (`Executor::adopt`).
     Adopt(FencingToken, String),
 }
 
@@ -207,7 +207,7 @@ pub(crate) fn guard(
             // command died with it (PDEATHSIG); stop what the command left.
             if dead {
                 if let Some(tag) = lease.as_ref().and_then(|l| l.process_tag.as_deref()) {
-                    super::tree::stop_orphans(tag);
+                    crate::process::tree::stop_orphans(tag);
                 }
             }
             cx.emit(
@@ -242,7 +242,7 @@ fn claim_and_redact(
 ) {
     let _ = store.claim_takeover(token, claimant);
     let partition = store.partition();
-    let secrets = super::env::readable_secrets(cx.manifest, task);
+    let secrets = crate::secrets::readable_secrets(cx.manifest, task);
     if !secrets.has_secrets() {
         return;
     }
@@ -372,8 +372,8 @@ fn unreachable_why(
     }
 }
 
-/// Waits for an unreachable token's Slurm job, if it has one: the job and
-/// whether it succeeded (its output may be adopted).
+/// Waits for an unreachable token's job on its executor's scheduler, if it
+/// has one: the job and whether it succeeded (its output may be adopted).
 fn await_cluster_job(
     cx: &Context<'_>,
     task: &Task,
@@ -387,21 +387,28 @@ fn await_cluster_job(
     // duplicate must not run beside it), cancelling it only if it
     // outlives its own time limit; a completed job's output may be
     // adopted.
+    let executor = cx.executor(task);
     let job = lease
         .and_then(|l| l.job_id.clone())
-        .or_else(|| super::slurm::find_job(&store.attempt_dir(t)))?;
-    let waiting = || {
+        .or_else(|| executor.find_job(&store.attempt_dir(t)))?;
+    // Told once: the executor calls it at most once.
+    let mut event = Some(event);
+    let mut waiting = || {
+        let Some(event) = event.take() else {
+            return;
+        };
         cx.emit(
             State::Waiting,
             event
                 .detail(format!(
-                    "Slurm job {job} of token {t} still runs on the cluster; waiting for it, not launching a duplicate"
+                    "{} of token {t} still runs on the cluster; waiting for it, not launching a duplicate",
+                    executor.job_name(&job)
                 ))
                 .data(json!({ "job_id": job, "mine": mine.get() })),
         )
     };
-    let end = super::slurm::await_job(&job, task.timeout + timeout(task), waiting);
-    let succeeded = end.is_some_and(|s| s.ending() == super::classify::Ending::Success);
+    let end = executor.await_job(&job, task.timeout + timeout(task), &mut waiting);
+    let succeeded = end == Some(super::classify::Ending::Success);
     Some((job, succeeded))
 }
 

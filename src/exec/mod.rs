@@ -30,7 +30,6 @@ pub mod executor;
 pub mod fault;
 #[cfg(test)]
 mod fsync_budget;
-pub mod interrupt;
 mod job;
 pub mod launch;
 pub mod lease;
@@ -42,10 +41,7 @@ mod scheduler;
 pub mod sensed;
 mod settings;
 pub mod slurm;
-pub mod spawn;
 mod steer;
-mod timer;
-pub mod tree;
 mod waiting;
 
 use job::{panic_message, Job, Ran};
@@ -62,6 +58,7 @@ use crate::events::{Event, EventLog, State};
 use crate::inputs::InputSnapshot;
 use crate::manifest::{Disposition, Manifest, Task};
 use crate::plan::{Plan, Scope};
+use crate::process::tree;
 use crate::store::marks::{self, InstanceMark, Mark};
 use crate::store::{CommitRecord, Warehouse};
 pub use attempt::chain;
@@ -69,6 +66,10 @@ use attempt::AttemptOutcome;
 use classify::Ending;
 use retry::{Backoff, RetryBudget};
 pub use settings::Settings;
+// Stop requests and the timer of command watchdogs live with the processes
+// they stop; exec's files reach them by these names.
+pub use crate::process::interrupt;
+pub(crate) use crate::process::timer;
 
 /// Instances admitted per pool slot: the one running its command, and others
 /// getting ready for a slot or publishing after theirs.
@@ -264,9 +265,9 @@ pub(crate) struct Context<'a> {
     pub(crate) programs: std::collections::HashMap<String, std::path::PathBuf>,
     /// The outbox of `[notify]` targets, if any.
     pub(crate) notify: Option<Box<dyn Outbox>>,
-    /// The manifest's secret values (`env::known_secrets`), redacted from
+    /// The manifest's secret values (`secrets::known_secrets`), redacted from
     /// what a gate failure says about the data.
-    pub(crate) secrets: env::TaskEnv,
+    pub(crate) secrets: crate::secrets::Secrets,
 }
 
 impl Context<'_> {
@@ -276,6 +277,19 @@ impl Context<'_> {
     /// launched (`attempt.rs`), since a deploy may land mid-run.
     pub(crate) fn fingerprint(&self, task: &Task) -> &str {
         self.fingerprints.get(&task.name).map_or("", String::as_str)
+    }
+
+    /// The executor `task` runs on: the one place that maps the manifest's
+    /// executor kinds to their implementations.
+    pub(crate) fn executor<'a>(&'a self, task: &'a Task) -> Box<dyn executor::Executor + 'a> {
+        let spec = &self.manifest.executors[&task.executor];
+        match spec.kind {
+            crate::manifest::ExecutorKind::Local => Box::new(executor::Local),
+            crate::manifest::ExecutorKind::Slurm => Box::new(slurm::Slurm {
+                args: &spec.args,
+                resources: &task.resources,
+            }),
+        }
     }
 
     /// Where `task`'s program was found along PATH when the run started.
@@ -462,7 +476,7 @@ pub fn run_with(
         fingerprints,
         programs,
         notify,
-        secrets: env::known_secrets(manifest),
+        secrets: crate::secrets::known_secrets(manifest),
     };
     let (heartbeat, pool_slots) = take_part_in_pools(&cx, &plan, timing)?;
     cx.emit(

@@ -210,7 +210,7 @@ impl Slots {
             permit.held = Some(poll_in_line(&line, || global.try_acquire(what))?);
             if permit.held.as_ref().is_some_and(|h| h.from_dead_neighbour) {
                 // What the dead engine left running on this host stops first.
-                super::tree::sweep_orphans();
+                crate::process::tree::sweep_orphans();
             }
         }
         poll(|| Ok(global.try_launch(what)?.then_some(())))?;

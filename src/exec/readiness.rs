@@ -339,7 +339,7 @@ fn run_sensor(sensor: &Sensor<'_>, name: &str) -> Sensed {
         timeout: SENSOR_TIMEOUT,
     });
     let stderr = || {
-        let text = env.redact(&captured.text());
+        let text = env.secrets().redact(&captured.text());
         let start = text.len().saturating_sub(EVIDENCE_BYTES);
         let start = (start..=text.len())
             .find(|i| text.is_char_boundary(*i))

@@ -13,7 +13,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use super::fault::{Chaos, Faults};
-use super::tree;
+use crate::process::tree;
 use crate::store::slots::SlotTiming;
 
 /// The settings a process runs with; the default is an unset environment.

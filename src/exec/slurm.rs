@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use super::classify::{ClusterEnd, Ending};
 use super::executor::{Executor, Job};
 use super::launch::Launch;
+use crate::inputs::InputSnapshot;
 use crate::manifest::Resources;
 
 /// How long an interrupted engine waits for its cancelled job to leave the
@@ -92,7 +93,7 @@ impl Executor for Slurm<'_> {
         }
         let program = super::launch::resolve("sbatch").unwrap_or_else(|| "sbatch".into());
         let mut sbatch = self.sbatch(&program, &launch, &dir, &script);
-        let out = super::tree::output(&mut sbatch).map_err(|e| {
+        let out = crate::process::tree::output(&mut sbatch).map_err(|e| {
             Ending::SpawnFailed(format!("`sbatch`: {e} (is Slurm installed on this host?)"))
         })?;
         if !out.status.success() {
@@ -121,6 +122,34 @@ impl Executor for Slurm<'_> {
             dir,
             timeout: launch.timeout,
         }))
+    }
+
+    fn job_name(&self, id: &str) -> String {
+        format!("Slurm job {id}")
+    }
+
+    // A job outlives its engine on the cluster: what it runs on is written
+    // before it exists, for an engine that takes over.
+    fn record_basis(&self, dir: &Path, snapshot: &InputSnapshot, code_version: &str) {
+        let _ = record(
+            dir,
+            &JobRecord {
+                snapshot_digest: snapshot.digest(),
+                code_version: code_version.to_string(),
+            },
+        );
+    }
+
+    fn find_job(&self, attempt_dir: &Path) -> Option<String> {
+        find_job(attempt_dir)
+    }
+
+    fn await_job(&self, id: &str, limit: Duration, waiting: &mut dyn FnMut()) -> Option<Ending> {
+        await_job(id, limit, waiting).map(|s| s.ending())
+    }
+
+    fn adopt(&self, old: &Path, new: &Path, snapshot: &InputSnapshot, code_version: &str) -> bool {
+        adopt(old, new, &snapshot.digest(), code_version).is_some()
     }
 }
 
@@ -366,8 +395,10 @@ pub fn find_job(dir: &Path) -> Option<String> {
     if !script.exists() {
         return None;
     }
-    let out = super::tree::output(Command::new("squeue").args(["-h", "-t", "all", "-o", "%i|%o"]))
-        .ok()?;
+    let out = crate::process::tree::output(
+        Command::new("squeue").args(["-h", "-t", "all", "-o", "%i|%o"]),
+    )
+    .ok()?;
     let want = script.display().to_string();
     String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -378,7 +409,7 @@ pub fn find_job(dir: &Path) -> Option<String> {
 
 /// Cancels a job (`scancel`); an unknown or finished job is fine.
 pub fn cancel(id: &str) {
-    let _ = super::tree::output(Command::new("scancel").arg(id));
+    let _ = crate::process::tree::output(Command::new("scancel").arg(id));
 }
 
 /// What `scontrol show job -o` says about a job.
@@ -448,8 +479,9 @@ impl JobState {
 pub fn state(id: &str) -> Result<Option<JobState>, String> {
     let mut tries = 0;
     loop {
-        let out = super::tree::output(Command::new("scontrol").args(["show", "job", "-o", id]))
-            .map_err(|e| format!("`scontrol show job {id}`: {e}"))?;
+        let out =
+            crate::process::tree::output(Command::new("scontrol").args(["show", "job", "-o", id]))
+                .map_err(|e| format!("`scontrol show job {id}`: {e}"))?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         if out.status.success() {

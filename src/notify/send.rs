@@ -354,7 +354,7 @@ fn run_command(command: &CommandTarget<'_>, body: &str, key: &str) -> Result<(),
         timeout: COMMAND_TIMEOUT,
     });
     let tail = || -> String {
-        let text = env.redact(&captured.text());
+        let text = env.secrets().redact(&captured.text());
         text.trim()
             .lines()
             .last()

@@ -26,6 +26,10 @@ const READERS: &[(&str, &str)] = &[
         "a task's environment: what the engine's own environment passes on, and `env = { X = { env = \"NAME\" } }` values a manifest declares",
     ),
     (
+        "src/secrets.rs",
+        "a manifest's `env:NAME` secret references (a task's `env.set`, an HTTP target's headers), read where they are used",
+    ),
+    (
         "src/exec/slurm.rs",
         "sbatch inherits the engine's environment, less what a task must not see",
     ),

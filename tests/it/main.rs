@@ -59,6 +59,7 @@ mod s3_requests;
 #[cfg(feature = "s3")]
 mod s3_warehouse;
 mod schema;
+mod seams;
 mod sensor_reads;
 mod sensors;
 mod serve;

@@ -368,6 +368,7 @@ fn run(
     );
     let started = Instant::now();
     let first = &members[0].key;
+    let executor = at.cx.executor(at.task);
     let running = |job_id: Option<&str>| -> Result<(), String> {
         for m in members {
             let e = crate::events::Event::instance(&at.task.name, &m.key)
@@ -377,7 +378,7 @@ fn run(
                     m.data_dir.display(),
                     members.len(),
                     job_id
-                        .map(|id| format!("; Slurm job {id}"))
+                        .map(|id| format!("; {}", executor.job_name(id)))
                         .unwrap_or_default()
                 ))
                 .data(

@@ -24,18 +24,16 @@ use std::path::PathBuf;
 use serde_json::json;
 
 use super::classify::Ending;
-use super::executor;
 use super::fault::Point;
 use super::launch::{self, Contract, ContractInput, Launcher, TaskLaunch};
 use super::lease;
-use super::slurm;
-use super::tree;
 use super::Context;
 use crate::audit::{self, AuditReport, AuditSpec, GateOutcome};
 use crate::events::{Event, State};
 use crate::inputs::materialize as inputs;
 use crate::inputs::InputSnapshot;
 use crate::manifest::Task;
+use crate::process::tree;
 use crate::store::layout::{self, DATA_DIR};
 use crate::store::{
     CommitKind, FencingToken, FileSum, Generation, NewCommit, PartitionStore, PublishError,
@@ -537,8 +535,8 @@ fn take_slot<'s>(
         })
 }
 
-/// Runs the command (or adopts a finished Slurm job's output, or plays an
-/// injected exit code) and says how it ended.
+/// Runs the command (or adopts the output of a gone engine's job that
+/// completed, or plays an injected exit code) and says how it ended.
 fn execute(
     at: &Attempt<'_, '_>,
     store: &PartitionStore,
@@ -548,12 +546,13 @@ fn execute(
     launched: &Result<String, crate::manifest::fingerprint::FingerprintError>,
 ) -> Step<Ending> {
     let (cx, task, partition, token, dir) = (at.cx, at.task, at.partition, claim.token, &claim.dir);
+    let executor = cx.executor(task);
     let running = |job_id: Option<&str>| {
         let staging = dir.join(DATA_DIR);
         let e = at
             .event(token)
             .detail(match job_id {
-                Some(id) => format!("staging {}; Slurm job {id}", staging.display()),
+                Some(id) => format!("staging {}; {}", staging.display(), executor.job_name(id)),
                 None => format!("staging {}", staging.display()),
             })
             // The attempt's own evidence: what it read, failed or not.
@@ -575,13 +574,14 @@ fn execute(
         .as_ref()
         .and_then(|c| c.exit_code(&task.name, partition, at.number));
     let adopted = match claim.guard {
-        lease::Guard::Adopt(old, ref job) => slurm::adopt(
-            &store.attempt_dir(old),
-            dir,
-            &snapshot.digest(),
-            &cx.manifest.pipeline.code_version,
-        )
-        .map(|_| job.clone()),
+        lease::Guard::Adopt(old, ref job) => executor
+            .adopt(
+                &store.attempt_dir(old),
+                dir,
+                snapshot,
+                &cx.manifest.pipeline.code_version,
+            )
+            .then(|| job.clone()),
         _ => None,
     };
     Ok(match (launched, injected) {
@@ -595,8 +595,8 @@ fn execute(
                 State::Running,
                 at.event(token)
                     .detail(format!(
-                        "adopting the output of Slurm job {} (its engine is gone; it completed on the same inputs and code_version)",
-                        job.unwrap_or_default()
+                        "adopting the output of {} (its engine is gone; it completed on the same inputs and code_version)",
+                        executor.job_name(job.unwrap_or_default())
                     ))
                     .data(json!({ "job_id": job, "adopted": true })),
             );
@@ -623,7 +623,7 @@ fn execute(
 
 /// Submits the command to its executor and waits for it to end. A local
 /// command starts in `wait`: without its RUNNING stored (`running`) it
-/// does not start (a Slurm job already has).
+/// does not start (a scheduler's job already has).
 fn submit<E: std::fmt::Display>(
     at: &Attempt<'_, '_>,
     (token, dir, tag): (FencingToken, &std::path::Path, &str),
@@ -633,19 +633,8 @@ fn submit<E: std::fmt::Display>(
     running: impl Fn(Option<&str>) -> Result<(), E>,
 ) -> Step<Ending> {
     let (cx, task) = (at.cx, at.task);
-    let spec = &cx.manifest.executors[&task.executor];
-    let executor = executor_for(spec, &task.resources);
-    // For an engine that takes over a job that outlived us: what it
-    // runs on (written before the job exists).
-    if spec.kind == crate::manifest::ExecutorKind::Slurm {
-        let _ = slurm::record(
-            dir,
-            &slurm::JobRecord {
-                snapshot_digest: snapshot.digest(),
-                code_version: cx.manifest.pipeline.code_version.clone(),
-            },
-        );
-    }
+    let executor = cx.executor(task);
+    executor.record_basis(dir, snapshot, &cx.manifest.pipeline.code_version);
     match executor.submit(command.command(dir, tag.to_string())) {
         Ok(job) => {
             let id = job.id();
@@ -748,20 +737,5 @@ fn code_moved(cx: &Context<'_>, task: &Task, launched: &str) -> Option<Ending> {
             "the task's code cannot be fingerprinted after its command: {}; its output is not published",
             chain(&e)
         ))),
-    }
-}
-
-/// The executor a task's spec names. Here, not in `executor.rs`: the
-/// executors are its implementations, and the trait does not know them.
-fn executor_for<'a>(
-    spec: &'a crate::manifest::Executor,
-    resources: &'a crate::manifest::Resources,
-) -> Box<dyn executor::Executor + 'a> {
-    match spec.kind {
-        crate::manifest::ExecutorKind::Local => Box::new(executor::Local),
-        crate::manifest::ExecutorKind::Slurm => Box::new(slurm::Slurm {
-            args: &spec.args,
-            resources,
-        }),
     }
 }

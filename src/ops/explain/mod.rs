@@ -331,7 +331,7 @@ fn recover_stderr(
 ) {
     // An engine killed while the command ran never redacted its logs: the
     // secrets this process can read are redacted here too.
-    let secrets = crate::exec::env::readable_secrets(manifest, spec);
+    let secrets = crate::secrets::readable_secrets(manifest, spec);
     for a in attempts {
         if a.stderr_tail.is_empty() {
             if let Some(t) = a.token {

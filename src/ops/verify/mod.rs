@@ -238,7 +238,7 @@ pub fn verify(
         inputs: inputs.iter().map(ContractInput::from).collect(),
     };
     let command = TaskLaunch::new(manifest, spec, &contract, launch::program(spec))?;
-    let ending = launch::run(&command.command(&scratch, crate::exec::tree::new_tag()));
+    let ending = launch::run(&command.command(&scratch, crate::process::tree::new_tag()));
     // As after an attempt: no secret value stays in the logs.
     let _ = command.redact_logs(&scratch);
     if ending != Ending::Success {
@@ -689,7 +689,7 @@ printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
                 .collect(),
         };
         let command = TaskLaunch::new(&sb.manifest, spec, &contract, None).unwrap();
-        let ending = launch::run(&command.command(&dir, crate::exec::tree::new_tag()));
+        let ending = launch::run(&command.command(&dir, crate::process::tree::new_tag()));
         assert_eq!(ending, Ending::Success);
         let files = audit::data_files(&data, spec.output.format).unwrap();
         let (rows, digest) = audit::digest_files(&files, spec.output.format).unwrap();

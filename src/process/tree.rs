@@ -22,7 +22,7 @@
 //! misses only a process that both leaves the process group and replaces its
 //! environment (`setsid env -i …`): the task contract (docs/guides/tasks.md) forbids leaving
 //! background processes behind. `WEIR_CGROUP` (`on`, `v2`, `v1`, `off`),
-//! read once at the edge ([`super::Settings`]), limits which hierarchies are
+//! read once at the edge (`exec::Settings`), limits which hierarchies are
 //! tried; `weir doctor` prints
 //! what a host gets.
 
@@ -390,7 +390,7 @@ impl Containment {
 static SETTING: std::sync::OnceLock<Setting> = std::sync::OnceLock::new();
 
 /// Chooses the cgroup hierarchies this process's launches may use (the
-/// edge's `WEIR_CGROUP`, [`super::Settings::cgroups`]). The first choice,
+/// edge's `WEIR_CGROUP`, `exec::Settings::cgroups`). The first choice,
 /// or the first detection, holds for the process: `false` when the setting
 /// in effect is another one.
 pub fn use_setting(setting: Setting) -> bool {
