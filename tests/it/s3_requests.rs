@@ -5,8 +5,7 @@
 
 use weir::store::Backend;
 
-use crate::s3::{backend, endpoint, new_bucket};
-use crate::s3_warehouse::weir_s3;
+use crate::support::s3::{backend, weir_s3, S3};
 use std::time::Duration;
 
 use crate::support::{ok, stdout};
@@ -35,9 +34,8 @@ output = { dataset = "t", grain = ["id"] }
 )]
 #[test]
 fn only_an_attempt_that_did_not_publish_uploads_its_audit_report() {
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/wh");
+    let Some(s3) = S3::sandbox("wh") else { return };
+    let S3 { endpoint, url, .. } = &s3;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(dir.join("m.toml"), MANIFEST).unwrap();
@@ -95,9 +93,8 @@ fn only_an_attempt_that_did_not_publish_uploads_its_audit_report() {
 #[test]
 fn the_token_record_is_the_first_lease_for_waiting_and_takeover() {
     let _serial = crate::support::exclusive();
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/wh");
+    let Some(s3) = S3::sandbox("wh") else { return };
+    let S3 { endpoint, url, .. } = &s3;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let slow = dir.join("slow");

@@ -5,39 +5,12 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use weir::store::Backend;
 
-use crate::s3::{backend, endpoint, new_bucket};
+use crate::support::s3::{backend, weir_s3, S3};
 use crate::support::{copy_tree_without_warehouse, ok, repo, stderr, stdout, weir, Engine};
-
-/// `weir --warehouse WAREHOUSE ARGS...` in `dir`, configured for the S3
-/// server through the standard `AWS_*` environment, staging in `staging`.
-pub(crate) fn weir_s3(
-    dir: &Path,
-    endpoint: &str,
-    staging: &Path,
-    warehouse: &str,
-    args: &[&str],
-) -> Command {
-    let mut cmd = weir();
-    cmd.current_dir(dir)
-        .args(["--warehouse", warehouse])
-        .args(args)
-        .env("AWS_ENDPOINT", endpoint)
-        // The one endpoint: the URL variables would take precedence.
-        .env_remove("AWS_ENDPOINT_URL")
-        .env_remove("AWS_ENDPOINT_URL_S3")
-        .env("AWS_ALLOW_HTTP", "true")
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ACCESS_KEY_ID", "weir-test")
-        .env("AWS_SECRET_ACCESS_KEY", "weir-test")
-        .env("WEIR_STAGING", staging)
-        .env("COLUMNS", "400");
-    cmd
-}
 
 /// CSV files under a staging directory, outside verify's `_scratch`.
 fn data_files(dir: &Path) -> Vec<PathBuf> {
@@ -91,9 +64,10 @@ fn published(status: &str) -> BTreeMap<(String, String), (u64, u64, String)> {
 )]
 #[test]
 fn atlasmart_on_s3_matches_disk_and_every_command_works() {
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/atlasmart");
+    let Some(s3) = S3::sandbox("atlasmart") else {
+        return;
+    };
+    let S3 { endpoint, url, .. } = &s3;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("pipelines");
     copy_tree_without_warehouse(&repo().join("pipelines"), &dir);
@@ -343,7 +317,10 @@ fn atlasmart_on_s3_matches_disk_and_every_command_works() {
         ],
     ));
     let html = std::fs::read_to_string(&report).unwrap();
-    assert!(html.contains(&url), "the report names the S3 warehouse");
+    assert!(
+        html.contains(url.as_str()),
+        "the report names the S3 warehouse"
+    );
     let plan = ok(&s3(
         &host_b,
         &["plan", "atlasmart.toml", "--partition", "2026-09-21"],
@@ -360,9 +337,12 @@ fn atlasmart_on_s3_matches_disk_and_every_command_works() {
 )]
 #[test]
 fn an_object_changed_in_the_bucket_is_refused() {
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/wh");
+    let Some(s3) = S3::sandbox("wh") else { return };
+    let S3 {
+        endpoint,
+        bucket,
+        url,
+    } = &s3;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(
@@ -487,9 +467,8 @@ heartbeat = "300ms"
 #[test]
 fn three_engines_on_s3_with_kill9_and_sigstop_converge() {
     let _serial = crate::support::exclusive();
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/wh");
+    let Some(s3) = S3::sandbox("wh") else { return };
+    let S3 { endpoint, url, .. } = &s3;
     let keys: Vec<String> = (0..24).map(|i| format!("p{i:02}")).collect();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
@@ -710,9 +689,8 @@ fn intervals(dir: &Path) -> Vec<(String, u128, Option<u128>)> {
 #[test]
 fn s3_pool_slots_hold_across_engines_and_survive_kill9() {
     let _serial = crate::support::exclusive();
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/wh");
+    let Some(s3) = S3::sandbox("wh") else { return };
+    let S3 { endpoint, url, .. } = &s3;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     pool_pipeline(dir);
@@ -783,9 +761,8 @@ fn s3_pool_slots_hold_across_engines_and_survive_kill9() {
 )]
 #[test]
 fn failed_attempts_leave_their_evidence_in_the_bucket() {
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/wh");
+    let Some(s3) = S3::sandbox("wh") else { return };
+    let S3 { endpoint, url, .. } = &s3;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(

@@ -4,6 +4,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 pub(crate) mod http;
+#[cfg(feature = "s3")]
+pub(crate) mod s3;
 
 /// The repository root.
 pub(crate) fn repo() -> PathBuf {
