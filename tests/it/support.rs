@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub(crate) mod chromium;
 pub(crate) mod http;
 #[cfg(feature = "s3")]
 pub(crate) mod s3;
