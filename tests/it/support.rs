@@ -7,6 +7,7 @@ pub(crate) mod chromium;
 pub(crate) mod http;
 #[cfg(feature = "s3")]
 pub(crate) mod s3;
+pub(crate) mod snapshot;
 
 /// The repository root.
 pub(crate) fn repo() -> PathBuf {
