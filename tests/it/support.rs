@@ -5,6 +5,7 @@ use std::process::{Command, Output};
 
 pub(crate) mod chromium;
 pub(crate) mod http;
+pub(crate) mod manifest;
 #[cfg(feature = "s3")]
 pub(crate) mod s3;
 pub(crate) mod snapshot;
