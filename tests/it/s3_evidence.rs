@@ -110,12 +110,12 @@ fn gc_aborts_incomplete_uploads_under_the_warehouse() {
     let dir = tmp.path();
     std::fs::write(dir.join("m.toml"), GC_MANIFEST).unwrap();
     let key = "out/p/attempts/7/data/big.csv";
-    let id = begin_upload(&endpoint, &bucket, &format!("wh/{key}"));
-    let other = begin_upload(&endpoint, &bucket, "elsewhere/big.csv");
+    let id = begin_upload(endpoint, bucket, &format!("wh/{key}"));
+    let other = begin_upload(endpoint, bucket, "elsewhere/big.csv");
     let gc = |args: &[&str]| {
         let mut all = vec!["gc", "m.toml"];
         all.extend(args);
-        weir_in(dir, &endpoint, &url, &all).output().unwrap()
+        weir_in(dir, endpoint, url, &all).output().unwrap()
     };
 
     // moto dates every upload 2010-11-10T20:48:33Z (real S3 gives the time
@@ -140,7 +140,7 @@ fn gc_aborts_incomplete_uploads_under_the_warehouse() {
     ];
     both.sort();
     assert_eq!(
-        uploads_in(&endpoint, &bucket),
+        uploads_in(endpoint, bucket),
         both,
         "a dry run aborts nothing"
     );
@@ -155,11 +155,11 @@ fn gc_aborts_incomplete_uploads_under_the_warehouse() {
         "{applied}"
     );
     assert_eq!(
-        uploads_in(&endpoint, &bucket),
+        uploads_in(endpoint, bucket),
         vec![("elsewhere/big.csv".to_owned(), other.clone())]
     );
     // The abort is in the operator log.
-    let events = ok(&weir_in(dir, &endpoint, &url, &["events", "m.toml"])
+    let events = ok(&weir_in(dir, endpoint, url, &["events", "m.toml"])
         .output()
         .unwrap());
     let deleted = lines_in_state(&events, "GC_DELETED");
@@ -191,12 +191,12 @@ fn gc_rides_out_503s_while_listing_and_aborting_uploads() {
     let dir = tmp.path();
     std::fs::write(dir.join("m.toml"), GC_MANIFEST).unwrap();
     let key = "out/p/attempts/7/data/big.csv";
-    let id = begin_upload(&endpoint, &bucket, &format!("wh/{key}"));
+    let id = begin_upload(endpoint, bucket, &format!("wh/{key}"));
     // The first two listings of uploads and the first two aborts get 503.
     let (lists, aborts) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let (l, a) = (Arc::clone(&lists), Arc::clone(&aborts));
     let proxy = FaultProxy::start(
-        &endpoint,
+        endpoint,
         Arc::new(move |head: &str, _: &[u8]| {
             let first_line = head.lines().next().unwrap_or_default();
             let counter = if first_line.starts_with("get ") && first_line.contains("?uploads") {
@@ -212,7 +212,7 @@ fn gc_rides_out_503s_while_listing_and_aborting_uploads() {
     let applied = ok(&weir_in(
         dir,
         &proxy.endpoint,
-        &url,
+        url,
         &["gc", "m.toml", "--older-than", "1h", "--apply"],
     )
     .output()
@@ -223,7 +223,7 @@ fn gc_rides_out_503s_while_listing_and_aborting_uploads() {
     );
     assert!(lists.load(Ordering::SeqCst) >= 3, "the listing was retried");
     assert_eq!(aborts.load(Ordering::SeqCst), 3, "the abort was retried");
-    assert_eq!(uploads_in(&endpoint, &bucket), vec![]);
+    assert_eq!(uploads_in(endpoint, bucket), vec![]);
 }
 
 // An upload whose part the store refuses is aborted by
@@ -244,7 +244,7 @@ fn a_failed_multipart_upload_is_aborted() {
     } = &s3;
     // Every part upload is refused (400: not retried).
     let proxy = FaultProxy::start(
-        &endpoint,
+        endpoint,
         Arc::new(|head: &str, _: &[u8]| {
             (head.starts_with("put ") && head.contains("partnumber=")).then_some(Fault::Answer(400))
         }),
@@ -252,14 +252,14 @@ fn a_failed_multipart_upload_is_aborted() {
     let tmp = tempfile::tempdir().unwrap();
     let big = tmp.path().join("big.csv");
     std::fs::write(&big, vec![b'y'; (5 << 24) + 5]).unwrap();
-    let through = backend(&proxy.endpoint, &url);
+    let through = backend(&proxy.endpoint, url);
     let err = through.put_file("out/p/data/big.csv", &big).unwrap_err();
     let why = weir::store::chain(&err);
     assert!(why.contains("out/p/data/big.csv"), "{why}");
     assert!(why.contains("400"), "{why}");
     assert!(proxy.faulted() >= 1);
-    let direct = backend(&endpoint, &url);
-    assert_eq!(uploads_in(&endpoint, &bucket), vec![]);
+    let direct = backend(endpoint, url);
+    assert_eq!(uploads_in(endpoint, bucket), vec![]);
     assert_eq!(direct.get("out/p/data/big.csv").unwrap(), None);
 }
 
@@ -305,12 +305,7 @@ fn kill9_on_s3_keeps_running_and_the_lines_flushed_since() {
     let dir = tmp.path();
     std::fs::write(dir.join("m.toml"), KILL_MANIFEST).unwrap();
     let engine = Engine::spawn(
-        weir_in(
-            dir,
-            &endpoint,
-            &url,
-            &["run", "m.toml", "--run-id", "killed"],
-        ),
+        weir_in(dir, endpoint, url, &["run", "m.toml", "--run-id", "killed"]),
         dir,
         "engine",
     );
@@ -324,7 +319,7 @@ fn kill9_on_s3_keeps_running_and_the_lines_flushed_since() {
         .parse()
         .unwrap();
     // The quick task publishes; its last lines then wait for the timer.
-    let b = backend(&endpoint, &url);
+    let b = backend(endpoint, url);
     poll_until("quick to publish", Duration::from_secs(60), || {
         b.list_objects("quick")
             .unwrap_or_default()
@@ -339,14 +334,11 @@ fn kill9_on_s3_keeps_running_and_the_lines_flushed_since() {
     }
     assert!(!killed.success());
 
-    let events = ok(&weir_in(
-        dir,
-        &endpoint,
-        &url,
-        &["events", "m.toml", "--run", "killed"],
-    )
-    .output()
-    .unwrap());
+    let events = ok(
+        &weir_in(dir, endpoint, url, &["events", "m.toml", "--run", "killed"])
+            .output()
+            .unwrap(),
+    );
     assert_eq!(lines_in_state(&events, "RUN_STARTED").len(), 1, "{events}");
     let running = lines_in_state(&events, "RUNNING");
     assert!(
@@ -416,7 +408,7 @@ fn a_503_burst_is_reported_with_its_cause_and_truthfully() {
     let count = Arc::clone(&refused);
     let since = std::sync::Mutex::new(None::<std::time::Instant>);
     let proxy = FaultProxy::start(
-        &endpoint,
+        endpoint,
         Arc::new(move |head: &str, body: &[u8]| {
             let log = head.starts_with("put ") && head.contains("/_runs/burst/events/");
             let running = log && {
@@ -435,7 +427,7 @@ fn a_503_burst_is_reported_with_its_cause_and_truthfully() {
     let out = weir_in(
         dir,
         &proxy.endpoint,
-        &url,
+        url,
         &["run", "m.toml", "--run-id", "burst"],
     )
     .output()
@@ -474,14 +466,11 @@ fn a_503_burst_is_reported_with_its_cause_and_truthfully() {
         err.contains("the log is complete: every line was stored later"),
         "{err}"
     );
-    let events = ok(&weir_in(
-        dir,
-        &endpoint,
-        &url,
-        &["events", "m.toml", "--run", "burst"],
-    )
-    .output()
-    .unwrap());
+    let events = ok(
+        &weir_in(dir, endpoint, url, &["events", "m.toml", "--run", "burst"])
+            .output()
+            .unwrap(),
+    );
     assert_eq!(lines_in_state(&events, "RUN_STARTED").len(), 1, "{events}");
     assert_eq!(lines_in_state(&events, "RUN_FINISHED").len(), 1, "{events}");
     let failed = lines_in_state(&events, "FAILED");
@@ -513,7 +502,7 @@ fn a_few_seconds_of_503s_are_retried_through_and_the_run_publishes() {
     std::fs::write(dir.join("m.toml"), BURST_MANIFEST).unwrap();
     let since = std::sync::Mutex::new(None::<std::time::Instant>);
     let proxy = FaultProxy::start(
-        &endpoint,
+        endpoint,
         Arc::new(move |head: &str, _: &[u8]| {
             let mut since = since.lock().unwrap();
             if since.is_none() && head.starts_with("put ") && head.contains("/log/") {
@@ -527,7 +516,7 @@ fn a_few_seconds_of_503s_are_retried_through_and_the_run_publishes() {
     let out = weir_in(
         dir,
         &proxy.endpoint,
-        &url,
+        url,
         &["run", "m.toml", "--run-id", "slow"],
     )
     .output()
@@ -535,7 +524,7 @@ fn a_few_seconds_of_503s_are_retried_through_and_the_run_publishes() {
     let (text, err) = (stdout(&out), stderr(&out));
     assert!(proxy.faulted() > 4, "the burst happened: {text}\n{err}");
     assert_eq!(out.status.code(), Some(0), "{text}\n{err}");
-    let store = backend(&endpoint, &url);
+    let store = backend(endpoint, url);
     for k in ["k1", "k2", "k3", "k4"] {
         let mut records = store.list(&format!("out/{k}/log")).unwrap();
         records.retain(|name| name.ends_with(".json"));

@@ -39,18 +39,12 @@ fn only_an_attempt_that_did_not_publish_uploads_its_audit_report() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(dir.join("m.toml"), MANIFEST).unwrap();
-    let out = weir_s3(
-        dir,
-        &endpoint,
-        &dir.join("host-a"),
-        &url,
-        &["run", "m.toml"],
-    )
-    .env("WEIR_FAULT", "before_commit@t/b:fail")
-    .output()
-    .unwrap();
+    let out = weir_s3(dir, endpoint, &dir.join("host-a"), url, &["run", "m.toml"])
+        .env("WEIR_FAULT", "before_commit@t/b:fail")
+        .output()
+        .unwrap();
     assert_ne!(out.status.code(), Some(0), "{}", stdout(&out));
-    let store = backend(&endpoint, &url);
+    let store = backend(endpoint, url);
     let key = |p: &str, name: &str| format!("t/{p}/attempts/00000000000000000001/{name}");
     assert!(store.get(&key("a", "data/t.csv")).unwrap().is_some());
     assert_eq!(store.get(&key("a", "candidate.json")).unwrap(), None);
@@ -68,9 +62,9 @@ fn only_an_attempt_that_did_not_publish_uploads_its_audit_report() {
     // Another host explains the published one from its record.
     let explain = ok(&weir_s3(
         dir,
-        &endpoint,
+        endpoint,
         &dir.join("host-b"),
-        &url,
+        url,
         &["explain", "m.toml", "t", "--partition", "a"],
     )
     .output()
@@ -124,9 +118,9 @@ output = {{ dataset = "t", grain = ["id"] }}
     let first = crate::support::Engine::spawn(
         weir_s3(
             dir,
-            &endpoint,
+            endpoint,
             &dir.join("host-a"),
-            &url,
+            url,
             &["run", "m.toml", "--run-id", "first"],
         ),
         dir,
@@ -137,7 +131,7 @@ output = {{ dataset = "t", grain = ["id"] }}
         Duration::from_secs(60),
         || crate::support::descendant_named(first.pid(), "sleep"),
     );
-    let store = backend(&endpoint, &url);
+    let store = backend(endpoint, url);
     let attempt = "t/a/attempts/00000000000000000001";
     assert_eq!(store.get(&format!("{attempt}/lease.json")).unwrap(), None);
     let record: serde_json::Value = serde_json::from_slice(
@@ -154,9 +148,9 @@ output = {{ dataset = "t", grain = ["id"] }}
     let second = crate::support::Engine::spawn(
         weir_s3(
             dir,
-            &endpoint,
+            endpoint,
             &dir.join("host-b"),
-            &url,
+            url,
             &["run", "m.toml", "--run-id", "second"],
         ),
         dir,
@@ -165,9 +159,9 @@ output = {{ dataset = "t", grain = ["id"] }}
     let events = || {
         let out = weir_s3(
             dir,
-            &endpoint,
+            endpoint,
             &dir.join("host-c"),
-            &url,
+            url,
             &["events", "m.toml"],
         )
         .output()

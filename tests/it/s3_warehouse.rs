@@ -75,7 +75,7 @@ fn atlasmart_on_s3_matches_disk_and_every_command_works() {
     let host_a = tmp.path().join("host-a");
     let host_b = tmp.path().join("host-b");
     let s3 = |staging: &Path, args: &[&str]| {
-        weir_s3(&dir, &endpoint, staging, &url, args)
+        weir_s3(&dir, endpoint, staging, url, args)
             .output()
             .unwrap()
     };
@@ -107,7 +107,7 @@ fn atlasmart_on_s3_matches_disk_and_every_command_works() {
     assert_eq!(on_s3, on_disk);
     ok(&s3(&host_b, &["status", "atlasmart.toml", "--check"]));
     // The bucket holds the files; host b's staging held nothing of them.
-    let objects = backend(&endpoint, &url).list_objects("fact_sales").unwrap();
+    let objects = backend(endpoint, url).list_objects("fact_sales").unwrap();
     assert!(
         objects.iter().any(|o| o.key.contains("/data/")),
         "{objects:?}"
@@ -370,12 +370,12 @@ output = { dataset = "down", grain = ["id"] }
     .unwrap();
     let staging = dir.join("staging");
     let s3 = |args: &[&str]| {
-        weir_s3(dir, &endpoint, &staging, &url, args)
+        weir_s3(dir, endpoint, &staging, url, args)
             .output()
             .unwrap()
     };
     ok(&s3(&["run", "m.toml", "--task", "up"]));
-    let store = backend(&endpoint, &url);
+    let store = backend(endpoint, url);
     let data: Vec<String> = store
         .list_objects("up/a")
         .unwrap()
@@ -396,7 +396,7 @@ output = { dataset = "down", grain = ["id"] }
     let down = s3(&["run", "m.toml", "--task", "down"]);
     assert_ne!(down.status.code(), Some(0), "{}", stdout(&down));
     assert!(
-        backend(&endpoint, &url)
+        backend(endpoint, url)
             .list("down/a/log")
             .unwrap()
             .is_empty(),
@@ -405,7 +405,7 @@ output = { dataset = "down", grain = ["id"] }
     // A bucket that is not there: commands fail with the server's answer,
     // a plan warns and plans as if nothing were published.
     let gone = format!("s3://no-such-{bucket}/wh");
-    let status = weir_s3(dir, &endpoint, &staging, &gone, &["status", "m.toml"])
+    let status = weir_s3(dir, endpoint, &staging, &gone, &["status", "m.toml"])
         .output()
         .unwrap();
     assert_eq!(status.status.code(), Some(5), "{}", stderr(&status));
@@ -414,7 +414,7 @@ output = { dataset = "down", grain = ["id"] }
         "{}",
         stderr(&status)
     );
-    let plan = weir_s3(dir, &endpoint, &staging, &gone, &["plan", "m.toml"])
+    let plan = weir_s3(dir, endpoint, &staging, &gone, &["plan", "m.toml"])
         .output()
         .unwrap();
     assert_eq!(plan.status.code(), Some(0), "{}", stderr(&plan));
@@ -512,7 +512,7 @@ fn three_engines_on_s3_with_kill9_and_sigstop_converge() {
         for k in &keys[from..to] {
             args.extend(["--partition", k.as_str()]);
         }
-        let cmd = weir_s3(dir, &endpoint, &staging, &url, &args);
+        let cmd = weir_s3(dir, endpoint, &staging, url, &args);
         Engine::spawn(cmd, dir, name)
     };
     let a = spawn("a", 0, 16);
@@ -551,19 +551,15 @@ fn three_engines_on_s3_with_kill9_and_sigstop_converge() {
         );
     }
     // A last engine converges what the killed one left.
-    ok(&weir_s3(
-        dir,
-        &endpoint,
-        &dir.join("host-d"),
-        &url,
-        &["run", "m.toml"],
-    )
-    .output()
-    .unwrap());
+    ok(
+        &weir_s3(dir, endpoint, &dir.join("host-d"), url, &["run", "m.toml"])
+            .output()
+            .unwrap(),
+    );
 
     let warehouse = weir::store::Warehouse::remote(
-        std::sync::Arc::new(backend(&endpoint, &url)),
-        &url,
+        std::sync::Arc::new(backend(endpoint, url)),
+        url,
         &dir.join("host-check"),
     )
     .unwrap();
@@ -593,9 +589,9 @@ fn three_engines_on_s3_with_kill9_and_sigstop_converge() {
     // Each run's event chunks read back in order, whoever wrote them.
     let events = ok(&weir_s3(
         dir,
-        &endpoint,
+        endpoint,
         &dir.join("host-e"),
-        &url,
+        url,
         &["events", "m.toml"],
     )
     .output()
@@ -699,13 +695,7 @@ fn s3_pool_slots_hold_across_engines_and_survive_kill9() {
         for k in keys {
             args.extend(["--partition", k]);
         }
-        let mut cmd = weir_s3(
-            dir,
-            &endpoint,
-            &dir.join(format!("host-{name}")),
-            &url,
-            &args,
-        );
+        let mut cmd = weir_s3(dir, endpoint, &dir.join(format!("host-{name}")), url, &args);
         cmd.envs(env.iter().copied());
         Engine::spawn(cmd, dir, name)
     };
@@ -740,8 +730,8 @@ fn s3_pool_slots_hold_across_engines_and_survive_kill9() {
     assert_eq!(after.len(), 2, "{runs:?}");
     assert!(after.iter().all(|(_, _, e)| e.is_some()), "{runs:?}");
     let warehouse = weir::store::Warehouse::remote(
-        std::sync::Arc::new(backend(&endpoint, &url)),
-        &url,
+        std::sync::Arc::new(backend(endpoint, url)),
+        url,
         &dir.join("host-check"),
     )
     .unwrap();
@@ -787,17 +777,11 @@ output = { dataset = "dups", grain = ["id"] }
 "#,
     )
     .unwrap();
-    let out = weir_s3(
-        dir,
-        &endpoint,
-        &dir.join("host-a"),
-        &url,
-        &["run", "m.toml"],
-    )
-    .output()
-    .unwrap();
+    let out = weir_s3(dir, endpoint, &dir.join("host-a"), url, &["run", "m.toml"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let store = backend(&endpoint, &url);
+    let store = backend(endpoint, url);
     let key =
         |dataset: &str, name: &str| format!("{dataset}/a/attempts/00000000000000000001/{name}");
     let stderr_log = store

@@ -113,10 +113,10 @@ fn requests_per_published_and_current_instance_stay_within_budget() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(dir.join("m.toml"), manifest()).unwrap();
-    let (proxy, seen) = counting_proxy(&endpoint);
+    let (proxy, seen) = counting_proxy(endpoint);
     let instances = (2 * PARTITIONS) as f64;
 
-    let first = weir_in(dir, &proxy.endpoint, &url, &["run", "m.toml"])
+    let first = weir_in(dir, &proxy.endpoint, url, &["run", "m.toml"])
         .output()
         .unwrap();
     ok(&first);
@@ -220,7 +220,7 @@ fn requests_per_published_and_current_instance_stay_within_budget() {
         published.join("\n")
     );
 
-    let again = weir_in(dir, &proxy.endpoint, &url, &["run", "m.toml"])
+    let again = weir_in(dir, &proxy.endpoint, url, &["run", "m.toml"])
         .output()
         .unwrap();
     ok(&again);
@@ -303,10 +303,10 @@ fn a_summary_tells_only_an_exact_match_current() {
     let S3 { endpoint, url, .. } = &s3;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let (proxy, seen) = counting_proxy(&endpoint);
+    let (proxy, seen) = counting_proxy(endpoint);
     let run = |manifest: &str, says: &str| {
         std::fs::write(dir.join("m.toml"), manifest).unwrap();
-        let out = weir_in(dir, &proxy.endpoint, &url, &["run", "m.toml"])
+        let out = weir_in(dir, &proxy.endpoint, url, &["run", "m.toml"])
             .output()
             .unwrap();
         ok(&out);

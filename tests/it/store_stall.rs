@@ -113,12 +113,12 @@ fn a_stalled_store_never_holds_up_timeouts_or_ctrl_c() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(dir.join("m.toml"), MANIFEST).unwrap();
-    let (proxy, stall_until) = stalling_proxy(&endpoint);
+    let (proxy, stall_until) = stalling_proxy(endpoint);
     let engine = Engine::spawn(
         weir_in(
             dir,
             &proxy.endpoint,
-            &url,
+            url,
             &["run", "m.toml", "--run-id", "stalled"],
         ),
         dir,
@@ -165,8 +165,8 @@ fn a_stalled_store_never_holds_up_timeouts_or_ctrl_c() {
     );
     let events = ok(&weir_in(
         dir,
-        &endpoint,
-        &url,
+        endpoint,
+        url,
         &["events", "m.toml", "--run", "stalled"],
     )
     .output()
@@ -227,12 +227,12 @@ fn a_store_that_stops_answering_ends_the_run_with_an_error_naming_it() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(dir.join("m.toml"), DOWN_MANIFEST).unwrap();
-    let (proxy, down) = stalling_proxy(&endpoint);
+    let (proxy, down) = stalling_proxy(endpoint);
     let engine = Engine::spawn(
         weir_in(
             dir,
             &proxy.endpoint,
-            &url,
+            url,
             &["run", "m.toml", "--run-id", "down"],
         ),
         dir,
