@@ -11,6 +11,7 @@ use weir::events::{EventRecord, State};
 use weir::exec::fault::Chaos;
 use weir::store::marks::Mark;
 
+use crate::support::manifest::Pipeline;
 use crate::support::{all_events, exclusive, stderr, stdout, Engine, Sandbox};
 
 const PARTITIONS: usize = 300;
@@ -26,33 +27,16 @@ fn keys() -> Vec<String> {
 }
 
 fn sandbox() -> Sandbox {
-    let sb = Sandbox::new(&format!(
-        r#"
-[pipeline]
-name = "chaos"
-code_version = "1"
-warehouse = "wh"
-
-[partitions.k]
-kind = "static"
-keys = {keys:?}
-
-[pools.work]
-slots = 6
-
-[retry.flaky]
-max_attempts = {MAX_ATTEMPTS}
-backoff = {{ initial = "1ms", max = "5ms" }}
-
-[tasks.t]
-command = ["sh", "t.sh"]
-output = {{ dataset = "out", grain = ["id"] }}
-pool = "work"
-retry = "flaky"
-heartbeat = "100ms"
-"#,
-        keys = keys()
-    ));
+    let sb = Pipeline::new("chaos")
+        .static_keys("k", &keys())
+        .pool("work", 6)
+        .retry("flaky", MAX_ATTEMPTS, "1ms", "5ms")
+        .sh_task(
+            "t",
+            "out",
+            "pool = \"work\"\nretry = \"flaky\"\nheartbeat = \"100ms\"",
+        )
+        .sandbox();
     sb.script(
         "t.sh",
         r#"p="$WEIR_PARTITION"
@@ -343,31 +327,12 @@ fn seeded_chaos_over_300_partitions() {
 fn retry_budget_counts_only_launched_attempts() {
     let _serial = exclusive();
     let keys: Vec<String> = (0..60).map(|i| format!("p{i:02}")).collect();
-    let sb = Sandbox::new(&format!(
-        r#"
-[pipeline]
-name = "budget"
-code_version = "1"
-warehouse = "wh"
-
-[partitions.k]
-kind = "static"
-keys = {keys:?}
-
-[pools.wide]
-slots = 64
-
-[retry.many]
-max_attempts = 10
-backoff = {{ initial = "1ms", max = "2ms" }}
-
-[tasks.t]
-command = ["sh", "t.sh"]
-output = {{ dataset = "out", grain = ["id"] }}
-pool = "wide"
-retry = "many"
-"#
-    ));
+    let sb = Pipeline::new("budget")
+        .static_keys("k", &keys)
+        .pool("wide", 64)
+        .retry("many", 10, "1ms", "2ms")
+        .sh_task("t", "out", "pool = \"wide\"\nretry = \"many\"")
+        .sandbox();
     sb.script(
         "t.sh",
         "printf 'id\\n1\\n' > \"$WEIR_OUTPUT_DIR/out.csv\"\n",

@@ -174,17 +174,13 @@ fn no_command_inherits_the_console_token_or_a_header_secret() {
 )]
 #[test]
 fn no_command_of_an_s3_warehouse_sees_the_store_credentials() {
-    let Some(endpoint) = crate::s3::endpoint() else {
+    let Some(s3) = crate::support::s3::S3::sandbox("cmds") else {
         return;
     };
-    let bucket = crate::s3::new_bucket(&endpoint);
     let sb = sandbox();
-    let warehouse = format!("s3://{bucket}/cmds");
-    let cmd = crate::s3_warehouse::weir_s3(
+    let cmd = s3.weir(
         sb.path(),
-        &endpoint,
         &sb.path().join("staging"),
-        &warehouse,
         &["run", "m.toml", "--run-id", "r1"],
     );
     let out = with_secrets(cmd)

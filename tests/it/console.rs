@@ -4,10 +4,9 @@
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
-use std::process::Command;
 use std::time::Duration;
 
-use crate::support::http;
+use crate::support::{chromium, http};
 use crate::support::{poll_until, stderr, stdout, Engine, Sandbox};
 
 /// A task whose partition `c` fails deterministically with hostile stderr:
@@ -116,48 +115,9 @@ fn get(port: u16, path: &str, headers: &[(&str, &str)]) -> (u16, String, String)
     (r.status, r.head, r.body)
 }
 
-fn chromium() -> Option<&'static str> {
-    ["chromium", "chromium-browser"].into_iter().find(|name| {
-        Command::new(name)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    })
-}
-
 /// The DOM of `url` after its scripts ran for `budget_ms` of virtual time.
 fn dom(browser: &str, url: &str, budget_ms: u32) -> String {
-    let profile = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new(browser);
-    cmd.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        &format!("--user-data-dir={}", profile.path().display()),
-    ]);
-    // A budget of 0 keeps Chromium waiting forever on a 401 page.
-    if budget_ms > 0 {
-        cmd.arg(format!("--virtual-time-budget={budget_ms}"));
-    }
-    let shown = cmd
-        .args(["--dump-dom", url])
-        .output()
-        .expect("chromium runs");
-    assert!(shown.status.success(), "{}", stderr(&shown));
-    stdout(&shown)
-}
-
-/// Chromium, or a skip outside CI (CI installs it and must not skip).
-fn browser() -> Option<&'static str> {
-    let found = chromium();
-    if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "chromium is not installed (.ci/run installs it)"
-        );
-        eprintln!("skipped: chromium is not installed (CI installs it)");
-    }
-    found
+    chromium::load(browser, url, budget_ms).dom
 }
 
 // The console opens on what needs a person. In a real
@@ -173,7 +133,7 @@ fn browser() -> Option<&'static str> {
 fn console_first_screen_and_grid_in_a_headless_browser() {
     let sb = pipeline();
     let console = Console::start(&sb, &["--http", "127.0.0.1:0"], None);
-    let Some(browser) = browser() else {
+    let Some(browser) = chromium::or_skip() else {
         return;
     };
     let page = dom(browser, &console.url("/"), 7000);
@@ -377,7 +337,7 @@ fn non_loopback_console_needs_its_token() {
     // The script and style hold no data and load without the token.
     let (code, _, _) = get(port, "/static/console.js", &[]);
     assert_eq!(code, 200);
-    if let Some(browser) = browser() {
+    if let Some(browser) = chromium::or_skip() {
         let page = dom(browser, &console.url(&format!("/?token={token}")), 7000);
         assert!(page.contains("data-kind=\"QUARANTINED\""));
         // The refresh carried the cookie (an unauthorized one would say so).

@@ -1,9 +1,15 @@
 //! Day two: the operator's repair path (rollback propagates, precise
 //! selection, retry of one instance), clean interrupts and Unix manners,
 //! through the binary with exit code, stdout and stderr asserted together.
+//!
+//! The longest outputs are snapshots, `snapshots/it__daytwo__*.snap` (times,
+//! durations and operator run ids masked): after a deliberate change run
+//! `INSTA_UPDATE=always cargo test --test it -- daytwo::` and review the diff
+//! (support/snapshot.rs); a missing or different snapshot fails.
 
 use weir::events::State;
 
+use crate::support::snapshot;
 use crate::support::{assert_exit, states, stderr, stdout, Sandbox, Visible};
 
 /// `m.toml` over static `keys`: `a` copies `feed_{partition}.csv` (or writes
@@ -853,7 +859,10 @@ fn edited_code_makes_its_instances_stale_and_reruns_them() {
     }
     // The plan lists them as work too.
     let out = sb.weir_out(&["plan", "m.toml", "--partition", "k1"]);
-    sb.check(&out).code(0).stdout("plan for `coded` (code_version 1)\npartitions: k1\n0 will run, 1 current (skipped), 1 stale (redone), 0 blocked (held, quarantined), 0 waiting (input not ready), 0 accepted\n\nstep  task  scheme  pool     retry    instances  expected\n   1  a     k       default  default          1  1m\n   2  b     k       default  default          1  1m\n\ninputs by partition (first planned partition of each task):\n  b k1 ← a (same partition)\n\npool     slots  instances  busy  estimated wall time\ndefault      4          2  [..]%  [..]\n\ntotal: 2 task instances, estimated wall time [..]\np90: [..] (every attempt at its p90)\ncritical path: a\nattempt durations:\n  a: p50 [..], p90 [..] over the last 2 attempts; 0% failed, 0.00 retries per instance, queued [..] (p50)\n  b: p50 [..], p90 [..] over the last 2 attempts; 0% failed, 0.00 retries per instance, queued [..] (p50)\n\nstale: planned partitions whose publication read an upstream generation that has changed, or whose code changed (they rerun):\n  a k1: its code changed (command, gates, output or `code` files): built with sha256:0d7a8949ecd8, now sha256:0c5c365f8a95\n").stderr("");
+    snapshot::assert_output!(
+        "plan_with_a_stale_instance",
+        sb.check(&out).code(0).stderr("").stdout_text()
+    );
     assert!(
         stdout(&out).contains("\n  a k1: its code changed (command, gates, output or `code` files): built with sha256:"),
         "{}",
@@ -961,7 +970,10 @@ cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"
     sb.check(&out).code(1).stdout("run r2: 3 task instances: 1 quarantined, 2 skipped; 0 retries\n  QUARANTINED a k1: deterministic failure: exit code 65\n  SKIPPED     b k1: upstream `a` k1 did not publish\n  SKIPPED     c k1: upstream `a` k1 did not publish\nevents: $SB/wh/_runs/r2/events.jsonl\n").stderr_unordered("a k1 attempt 1 token 2: FAILED exit code 65\na k1 attempt 1 token 2: QUARANTINED deterministic failure: exit code 65: quarantined, not retried\nb k1: SKIPPED upstream `a` k1 did not publish\nc k1: SKIPPED upstream `a` k1 did not publish\n");
 
     let out = sb.weir_out(&["explain", "m.toml", "a", "--partition", "k1", "--json"]);
-    sb.check(&out).code(0).stdout("{\n  \"task\": \"a\",\n  \"partition\": \"k1\",\n  \"dataset\": \"a_out\",\n  \"attempts\": [\n    {\n      \"run_id\": \"r1\",\n      \"attempt\": 1,\n      \"token\": 1,\n      \"started\": \"[..]\",\n      \"state\": \"PUBLISHED\",\n      \"decision\": null,\n      \"exit_code\": null,\n      \"signal\": null,\n      \"class\": null,\n      \"duration_ms\": [..],\n      \"detail\": \"generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\",\n      \"failed_gates\": null,\n      \"stderr_tail\": \"\"\n    },\n    {\n      \"run_id\": \"r2\",\n      \"attempt\": 1,\n      \"token\": 2,\n      \"started\": \"[..]\",\n      \"state\": \"FAILED\",\n      \"decision\": \"QUARANTINED\",\n      \"exit_code\": 65,\n      \"signal\": null,\n      \"class\": \"deterministic\",\n      \"duration_ms\": [..],\n      \"detail\": \"exit code 65\",\n      \"failed_gates\": null,\n      \"stderr_tail\": \"row 2: bad value\"\n    }\n  ],\n  \"input_snapshot\": {\n    \"inputs\": [\n      {\n        \"digest\": \"sha256:67498d6163bfdfaa08bca883bd35f6f4d92010b3329d900abb10e7ee04bb370a\",\n        \"kind\": \"external\",\n        \"name\": \"feed\",\n        \"path\": \"feed_k1.csv\"\n      }\n    ]\n  },\n  \"input_snapshot_of\": \"failed attempt\",\n  \"blocked_by\": null,\n  \"published\": {\n    \"attempt\": 1,\n    \"certified\": true,\n    \"code_version\": \"1\",\n    \"digest\": \"sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\",\n    \"generation\": 1,\n    \"published_at\": \"[..]\",\n    \"rows\": 2,\n    \"run_id\": \"r1\",\n    \"token\": 1\n  },\n  \"upstream\": [],\n  \"last_successful_upstream\": null,\n  \"mark\": {\n    \"mark\": \"QUARANTINED\",\n    \"task\": \"a\",\n    \"partition\": \"k1\",\n    \"run_id\": \"r2\",\n    \"reason\": \"deterministic failure: exit code 65\",\n    \"input_snapshot_digest\": \"sha256:920098b93f24b65522b12ef1dc14edf230d18e38c7b6b0e176c8766d596d61b5\",\n    \"code_version\": \"1\",\n    \"code_fingerprint\": \"sha256:255f1ad896d23cf2053de8e62c227c5ded9a87251d0896ce414cc7a889126438\",\n    \"since\": \"[..]\"\n  },\n  \"recommendation\": \"fix data: the task rejected its input (exit code 65, data error; see stderr and the input snapshot above), then `weir retry m.toml a --partition k1 --note \\\"...\\\"`\",\n  \"action\": \"fix_data\"\n}\n").stderr("");
+    snapshot::assert_output!(
+        "explain_quarantined_json",
+        sb.check(&out).code(0).stderr("").stdout_text()
+    );
     assert_eq!(stderr(&out), "");
     let x: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(x["action"], "fix_data");
@@ -989,7 +1001,10 @@ cp "$WEIR_INPUT_FEED" "$WEIR_OUTPUT_DIR/out.csv"
     assert!(!text.contains("\n    exit code 65\n"), "{text}");
 
     let out = sb.weir_out(&["explain", "m.toml", "b", "--partition", "k1", "--json"]);
-    sb.check(&out).code(0).stdout("{\n  \"task\": \"b\",\n  \"partition\": \"k1\",\n  \"dataset\": \"b_out\",\n  \"attempts\": [\n    {\n      \"run_id\": \"r1\",\n      \"attempt\": 1,\n      \"token\": 1,\n      \"started\": \"[..]\",\n      \"state\": \"PUBLISHED\",\n      \"decision\": null,\n      \"exit_code\": null,\n      \"signal\": null,\n      \"class\": null,\n      \"duration_ms\": [..],\n      \"detail\": \"generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\",\n      \"failed_gates\": null,\n      \"stderr_tail\": \"\"\n    }\n  ],\n  \"input_snapshot\": {\n    \"inputs\": [\n      {\n        \"digest\": \"sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\",\n        \"generation\": 1,\n        \"kind\": \"upstream\",\n        \"name\": \"a_out\",\n        \"task\": \"a\",\n        \"token\": 1\n      }\n    ]\n  },\n  \"input_snapshot_of\": \"published generation 1\",\n  \"blocked_by\": {\n    \"task\": \"a\",\n    \"partition\": \"k1\",\n    \"run_id\": \"r2\"\n  },\n  \"published\": {\n    \"attempt\": 1,\n    \"certified\": true,\n    \"code_version\": \"1\",\n    \"digest\": \"sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\",\n    \"generation\": 1,\n    \"published_at\": \"[..]\",\n    \"rows\": 2,\n    \"run_id\": \"r1\",\n    \"token\": 1\n  },\n  \"upstream\": [\n    {\n      \"task\": \"a\",\n      \"dataset\": \"a_out\",\n      \"partition\": \"k1\",\n      \"generation\": 1,\n      \"digest\": \"sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\",\n      \"certified\": true\n    }\n  ],\n  \"last_successful_upstream\": \"a\",\n  \"mark\": null,\n  \"recommendation\": \"fix upstream first: `a` k1 did not publish, so this instance was SKIPPED in run r2; see `weir explain m.toml a --partition k1`, act on it, then `weir run m.toml --partition k1`\",\n  \"action\": \"fix_upstream\"\n}\n").stderr("");
+    snapshot::assert_output!(
+        "explain_blocked_json",
+        sb.check(&out).code(0).stderr("").stdout_text()
+    );
     let x: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(x["action"], "fix_upstream");
     assert_eq!(x["blocked_by"]["task"], "a");
@@ -1038,7 +1053,10 @@ fn history_lists_every_generation() {
         .stderr("");
     // No table line ends in spaces (QUEUED events have no detail).
     let out = sb.weir_out(&["events", "m.toml"]);
-    sb.check(&out).code(0).stdout("[..]  op-[..]  ROLLED_BACK   a  k1    1      3  token 3 republishes generation 1 (2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3, code_version 1) in place of generation 2; the instance is held\n[..]  r1                        RUN_STARTED   -  -     -      -  1 task instances, code_version 1\n[..]  r1                        QUEUED        a  k1    -      -\n[..]  r1                        RUNNING       a  k1    1      1  staging $SB/wh/a_out/k1/attempts/00000000000000000001/data\n[..]  r1                        SUCCESS       a  k1    1      1  exit code 0 after [..]\n[..]  r1                        AUDITED       a  k1    1      1  1 gates passed: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n[..]  r1                        PUBLISHED     a  k1    1      1  generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n[..]  r1                        RUN_FINISHED  -  -     -      -  1 published or current, 0 not\n[..]  r2                        RUN_STARTED   -  -     -      -  1 task instances, code_version 1\n[..]  r2                        QUEUED        a  k1    -      -\n[..]  r2                        RUNNING       a  k1    1      2  staging $SB/wh/a_out/k1/attempts/00000000000000000002/data\n[..]  r2                        SUCCESS       a  k1    1      2  exit code 0 after [..]\n[..]  r2                        AUDITED       a  k1    1      2  1 gates passed: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n[..]  r2                        PUBLISHED     a  k1    1      2  generation 2: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n[..]  r2                        RUN_FINISHED  -  -     -      -  1 published or current, 0 not\n").stderr("");
+    snapshot::assert_output!(
+        "events_after_a_rollback",
+        sb.check(&out).code(0).stderr("").stdout_text()
+    );
     let events = stdout(&out);
     assert!(events.contains(" QUEUED "), "{events}");
     assert!(
@@ -1046,7 +1064,10 @@ fn history_lists_every_generation() {
         "trailing spaces in:\n{events}"
     );
     let out = sb.weir_out(&["history", "m.toml", "a_out", "--partition", "k1", "--json"]);
-    sb.check(&out).code(0).stdout("[\n  {\n    \"certified\": true,\n    \"code_version\": \"1\",\n    \"digest\": \"sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\",\n    \"generation\": 1,\n    \"kind\": \"publish\",\n    \"published_at\": \"[..]\",\n    \"rows\": 2,\n    \"run_id\": \"r1\",\n    \"token\": 1\n  },\n  {\n    \"certified\": true,\n    \"code_version\": \"1\",\n    \"digest\": \"sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\",\n    \"generation\": 2,\n    \"kind\": \"publish\",\n    \"published_at\": \"[..]\",\n    \"rows\": 2,\n    \"run_id\": \"r2\",\n    \"token\": 2\n  },\n  {\n    \"certified\": true,\n    \"code_version\": \"1\",\n    \"digest\": \"sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\",\n    \"generation\": 3,\n    \"kind\": \"rollback from 1\",\n    \"published_at\": \"[..]\",\n    \"rows\": 2,\n    \"run_id\": \"op-[..]\",\n    \"token\": 3\n  }\n]\n").stderr("");
+    snapshot::assert_output!(
+        "history_json",
+        sb.check(&out).code(0).stderr("").stdout_text()
+    );
     let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(doc.as_array().unwrap().len(), 3);
     assert_eq!(doc[2]["kind"], "rollback from 1");
@@ -1326,7 +1347,10 @@ fn show_and_events_print_columns_people_can_read() {
     }
 
     let out = sb.weir_out(&["events", "m.toml"]);
-    sb.check(&out).code(0).stdout("[..]  r1  RUN_STARTED   -  -     -      -  1 task instances, code_version 1\n[..]  r1  QUEUED        a  k1    -      -\n[..]  r1  RUNNING       a  k1    1      1  staging $SB/wh/a_out/k1/attempts/00000000000000000001/data\n[..]  r1  SUCCESS       a  k1    1      1  exit code 0 after [..]\n[..]  r1  AUDITED       a  k1    1      1  1 gates passed: 3 rows, sha256:0b239d8a8447d621cc56ac919096add8fd667d783560b1bac27134380db08520\n[..]  r1  PUBLISHED     a  k1    1      1  generation 1: 3 rows, sha256:0b239d8a8447d621cc56ac919096add8fd667d783560b1bac27134380db08520\n[..]  r1  RUN_FINISHED  -  -     -      -  1 published or current, 0 not\n[..]  r2  RUN_STARTED   -  -     -      -  1 task instances, code_version 1\n[..]  r2  QUEUED        a  k1    -      -\n[..]  r2  RUNNING       a  k1    1      2  staging $SB/wh/a_out/k1/attempts/00000000000000000002/data\n[..]  r2  SUCCESS       a  k1    1      2  exit code 0 after [..]\n[..]  r2  AUDITED       a  k1    1      2  1 gates passed: 1 rows, sha256:833086529f08c6685e61375ffbc4d04be4a2097b5f517bbb74be4720b525ee9e\n[..]  r2  PUBLISHED     a  k1    1      2  generation 2: 1 rows, sha256:833086529f08c6685e61375ffbc4d04be4a2097b5f517bbb74be4720b525ee9e\n[..]  r2  RUN_FINISHED  -  -     -      -  1 published or current, 0 not\n[..]  r3  RUN_STARTED   -  -     -      -  1 task instances, code_version 1\n[..]  r3  QUEUED        a  k1    -      -\n[..]  r3  RUNNING       a  k1    1      3  staging $SB/wh/a_out/k1/attempts/00000000000000000003/data\n[..]  r3  FAILED        a  k1    1      3  exit code 65\n[..]  r3  QUARANTINED   a  k1    1      3  deterministic failure: exit code 65: quarantined, not retried\n[..]  r3  RUN_FINISHED  -  -     -      -  0 published or current, 1 not\n[..]  r4  RUN_STARTED   -  -     -      -  1 task instances, code_version 1\n[..]  r4  QUEUED        a  k1    -      -\n[..]  r4  QUARANTINED   a  k1    -      -  since run r3: deterministic failure: exit code 65; release with `weir retry m.toml a --partition k1 --note ...`\n[..]  r4  RUN_FINISHED  -  -     -      -  0 published or current, 1 not\n").stderr("");
+    snapshot::assert_output!(
+        "events_of_three_runs",
+        sb.check(&out).code(0).stderr("").stdout_text()
+    );
     let text = stdout(&out);
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines.len() > 10);
@@ -1730,7 +1754,10 @@ fn explain_lists_attempts_in_time_order() {
         .stdout("run aa-rerun: 3 task instances: 3 published; 0 retries\nevents: $SB/wh/_runs/aa-rerun/events.jsonl\n")
         .stderr_unordered("a k1 attempt 1 token 2: PUBLISHED generation 2: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nb k1 attempt 1 token 2: PUBLISHED generation 2: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\nc k1 attempt 1 token 2: PUBLISHED generation 2: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\n");
     let out = sb.weir_out(&["explain", "m.toml", "a", "--partition", "k1", "--json"]);
-    sb.check(&out).code(0).stdout("{\n  \"task\": \"a\",\n  \"partition\": \"k1\",\n  \"dataset\": \"a_out\",\n  \"attempts\": [\n    {\n      \"run_id\": \"zz-nightly\",\n      \"attempt\": 1,\n      \"token\": 1,\n      \"started\": \"[..]\",\n      \"state\": \"PUBLISHED\",\n      \"decision\": null,\n      \"exit_code\": null,\n      \"signal\": null,\n      \"class\": null,\n      \"duration_ms\": [..],\n      \"detail\": \"generation 1: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\",\n      \"failed_gates\": null,\n      \"stderr_tail\": \"\"\n    },\n    {\n      \"run_id\": \"aa-rerun\",\n      \"attempt\": 1,\n      \"token\": 2,\n      \"started\": \"[..]\",\n      \"state\": \"PUBLISHED\",\n      \"decision\": null,\n      \"exit_code\": null,\n      \"signal\": null,\n      \"class\": null,\n      \"duration_ms\": [..],\n      \"detail\": \"generation 2: 2 rows, sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\",\n      \"failed_gates\": null,\n      \"stderr_tail\": \"\"\n    }\n  ],\n  \"input_snapshot\": {\n    \"inputs\": [\n      {\n        \"digest\": \"sha256:b5dccbd508bffd775a0ead9a1d4f398ecdb581e3ad27281047d0119b89c09a7d\",\n        \"kind\": \"external\",\n        \"name\": \"feed\",\n        \"path\": \"feed_k1.csv\"\n      }\n    ]\n  },\n  \"input_snapshot_of\": \"published generation 2\",\n  \"blocked_by\": null,\n  \"published\": {\n    \"attempt\": 1,\n    \"certified\": true,\n    \"code_version\": \"1\",\n    \"digest\": \"sha256:d98be1f46a8221dd289e377e5371f3833752d933795ce1aebc9f34957977e6f3\",\n    \"generation\": 2,\n    \"published_at\": \"[..]\",\n    \"rows\": 2,\n    \"run_id\": \"aa-rerun\",\n    \"token\": 2\n  },\n  \"upstream\": [],\n  \"last_successful_upstream\": null,\n  \"mark\": null,\n  \"recommendation\": \"nothing to do: a complete, audited generation is visible\",\n  \"action\": \"nothing\"\n}\n").stderr("");
+    snapshot::assert_output!(
+        "explain_attempts_in_time_order_json",
+        sb.check(&out).code(0).stderr("").stdout_text()
+    );
     let x: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let runs: Vec<&str> = x["attempts"]
         .as_array()
@@ -1770,7 +1797,10 @@ fn status_lists_abandoned_instances() {
         .stdout("dataset  partition  gen  token  rows  code_version  published_at              digest\na_out    k1           1      1     1  1             [..]  sha256:7a4720c30873…\n\na_out: 1 partition built by code_version 1\nmissing: a_out: 1 expected partition without a publication: k2\nmissing: b_out: 2 expected partitions without a publication: k1, k2\nABANDONED   b k1: by an operator: known bad feed (not run until `weir retry m.toml b --partition k1 --note …`)\n")
         .stderr("");
     let out = sb.weir_out(&["status", "m.toml", "--json"]);
-    sb.check(&out).code(0).stdout("{\n  \"abandoned\": [\n    {\n      \"detail\": \"abandoned by an operator: known bad feed\",\n      \"note\": \"known bad feed\",\n      \"partition\": \"k1\",\n      \"task\": \"b\"\n    }\n  ],\n  \"attention\": [],\n  \"code_versions\": [\n    {\n      \"code_version\": \"1\",\n      \"dataset\": \"a_out\",\n      \"partitions\": 1\n    }\n  ],\n  \"drifted\": [],\n  \"format_version\": 1,\n  \"lineage\": null,\n  \"missing\": [\n    {\n      \"dataset\": \"a_out\",\n      \"late_since\": null,\n      \"partition\": \"k2\",\n      \"task\": \"a\"\n    },\n    {\n      \"dataset\": \"b_out\",\n      \"late_since\": null,\n      \"partition\": \"k1\",\n      \"task\": \"b\"\n    },\n    {\n      \"dataset\": \"b_out\",\n      \"late_since\": null,\n      \"partition\": \"k2\",\n      \"task\": \"b\"\n    }\n  ],\n  \"notes\": [],\n  \"notifications_undelivered\": [],\n  \"partitions\": [\n    {\n      \"attempt\": 1,\n      \"certified\": true,\n      \"code_version\": \"1\",\n      \"dataset\": \"a_out\",\n      \"digest\": \"sha256:7a4720c308735d05536ab5d10cfd3da20f7cb651593526fed7d832d9f93c4c96\",\n      \"files\": [\n        \"$SB/wh/a_out/k1/data-00000000000000000001/out.csv\"\n      ],\n      \"generation\": 1,\n      \"input_snapshot\": {\n        \"inputs\": []\n      },\n      \"input_snapshot_digest\": \"sha256:62b512d8c76bbed3048fc81bd94bd2aeaab2de4d3b36edbed2f3d3dd8ff3e33e\",\n      \"partition\": \"k1\",\n      \"published_at\": \"[..]\",\n      \"rows\": 1,\n      \"run_id\": \"r1\",\n      \"task\": \"a\",\n      \"token\": 1\n    }\n  ],\n  \"pipeline\": \"coded\",\n  \"released\": [],\n  \"serve\": {\n    \"missed\": [],\n    \"next\": []\n  },\n  \"stale\": [],\n  \"summary\": {\n    \"problems\": [\n      {\n        \"detail\": \"abandoned by an operator: known bad feed\",\n        \"partition\": \"k1\",\n        \"since\": \"[..]\",\n        \"state\": \"ABANDONED\",\n        \"task\": \"b\"\n      },\n      {\n        \"detail\": \"expected, not published\",\n        \"partition\": \"k2\",\n        \"since\": null,\n        \"state\": \"MISSING\",\n        \"task\": \"a\"\n      },\n      {\n        \"detail\": \"expected, not published\",\n        \"partition\": \"k2\",\n        \"since\": null,\n        \"state\": \"MISSING\",\n        \"task\": \"b\"\n      }\n    ],\n    \"tasks\": [\n      {\n        \"oldest_problem\": {\n          \"detail\": \"expected, not published\",\n          \"partition\": \"k2\",\n          \"since\": null,\n          \"state\": \"MISSING\",\n          \"task\": \"a\"\n        },\n        \"partitions\": 2,\n        \"states\": {\n          \"abandoned\": 0,\n          \"held\": 0,\n          \"late\": 0,\n          \"missing\": 1,\n          \"published\": 1,\n          \"quarantined\": 0,\n          \"released\": 0,\n          \"stale\": 0,\n          \"unreadable\": 0,\n          \"waiting\": 0\n        },\n        \"task\": \"a\"\n      },\n      {\n        \"oldest_problem\": {\n          \"detail\": \"abandoned by an operator: known bad feed\",\n          \"partition\": \"k1\",\n          \"since\": \"[..]\",\n          \"state\": \"ABANDONED\",\n          \"task\": \"b\"\n        },\n        \"partitions\": 2,\n        \"states\": {\n          \"abandoned\": 1,\n          \"held\": 0,\n          \"late\": 0,\n          \"missing\": 1,\n          \"published\": 0,\n          \"quarantined\": 0,\n          \"released\": 0,\n          \"stale\": 0,\n          \"unreadable\": 0,\n          \"waiting\": 0\n        },\n        \"task\": \"b\"\n      }\n    ]\n  },\n  \"unproven\": [],\n  \"unreadable\": [],\n  \"waiting\": []\n}\n").stderr("");
+    snapshot::assert_output!(
+        "status_with_abandoned_json",
+        sb.check(&out).code(0).stderr("").stdout_text()
+    );
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["attention"], serde_json::json!([]));
     assert_eq!(

@@ -6,6 +6,7 @@
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::manifest::Pipeline;
 use crate::support::{max_overlap, stderr, stdout, Sandbox};
 
 /// Partitions k01..k12 of a task `t` in pool `p` (`pool` is the body of
@@ -18,26 +19,11 @@ fn pipeline(pool: &str) -> Sandbox {
 /// [`pipeline`] with partitions k01..k`n`.
 fn pipeline_of(pool: &str, n: usize) -> Sandbox {
     let keys: Vec<String> = (1..=n).map(|i| format!("k{i:02}")).collect();
-    let sb = Sandbox::new(&format!(
-        r#"
-[pipeline]
-name = "global"
-code_version = "1"
-warehouse = "wh"
-
-[partitions.k]
-kind = "static"
-keys = {keys:?}
-
-[pools.p]
-{pool}
-
-[tasks.t]
-command = ["sh", "t.sh"]
-output = {{ dataset = "out", grain = ["id"] }}
-pool = "p"
-"#
-    ));
+    let sb = Pipeline::new("global")
+        .static_keys("k", &keys)
+        .table(&format!("[pools.p]\n{pool}"))
+        .sh_task("t", "out", r#"pool = "p""#)
+        .sandbox();
     sb.script(
         "t.sh",
         r#"echo "start $(date +%s%N) $WEIR_PARTITION" >> intervals.log

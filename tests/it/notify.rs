@@ -779,17 +779,14 @@ fn a_publication_killed_before_its_notification_is_delivered_by_the_next_flush()
 #[test]
 fn the_outbox_lives_in_an_s3_warehouse() {
     use weir::store::Backend;
-    let Some(endpoint) = crate::s3::endpoint() else {
+    let Some(bucket) = crate::support::s3::S3::sandbox("wh") else {
         return;
     };
-    let bucket = crate::s3::new_bucket(&endpoint);
-    let warehouse = format!("s3://{bucket}/wh");
     let receiver = Receiver::start(true);
     let sb = sandbox(&http_target(&receiver.url, r#"["published"]"#));
     let s3 = |host: &str, args: &[&str]| {
         let staging = sb.path().join(host);
-        let mut cmd =
-            crate::s3_warehouse::weir_s3(sb.path(), &endpoint, &staging, &warehouse, args);
+        let mut cmd = bucket.weir(sb.path(), &staging, args);
         cmd.env("HOOK_TOKEN", format!("Bearer {TOKEN}"));
         cmd.output().expect("weir runs")
     };
@@ -800,7 +797,7 @@ fn the_outbox_lives_in_an_s3_warehouse() {
         "{}",
         stderr(&out)
     );
-    let backend = crate::s3::backend(&endpoint, &warehouse);
+    let backend = bucket.backend();
     let in_bucket: BTreeSet<String> = backend
         .list("_notify/pending/hook")
         .unwrap()

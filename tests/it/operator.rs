@@ -1,5 +1,10 @@
 //! Operator commands through the binary: rollback, certify/uncertify, gc,
 //! verify, retry/abandon of held instances, `status --check` and explain.
+//!
+//! The longest outputs are snapshots, `snapshots/it__operator__*.snap` (times,
+//! durations and operator run ids masked): after a deliberate change run
+//! `INSTA_UPDATE=always cargo test --test it -- operator::` and review the diff
+//! (support/snapshot.rs); a missing or different snapshot fails.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -7,6 +12,7 @@ use std::path::{Path, PathBuf};
 use sha2::Digest as _;
 use weir::events::{EventRecord, State};
 
+use crate::support::snapshot;
 use crate::support::{assert_exit, run_id_in, states, stdout, Sandbox, Visible};
 
 /// A pipeline `m.toml` over static `keys` with `tasks` (TOML tables) and
@@ -885,7 +891,10 @@ retry = "quick""#,
 
     // A gate failure: evidence, then "fix data".
     let out = sb.weir_out(&["explain", "m.toml", "paid", "--partition", "p"]);
-    sb.check(&out).code(0).stdout("paid p (dataset `paid`)\n\npublished: nothing\nstate: QUARANTINED since [..] (run r1): deterministic failure: accepted_values(status in paid): expected one of \"paid\", got 1 row with values outside the set: \"refunded\"\n\nattempts:\n  run r1 attempt 1 token 1: GATE_FAILED -> QUARANTINED (deterministic), [..]\n    started [..]\n    accepted_values(status in paid): expected one of \"paid\", got 1 row with values outside the set: \"refunded\"\n    gate accepted_values(status in paid): expected one of \"paid\", actual 1 row with values outside the set: \"refunded\"\n      line 3: status=\"refunded\"\n\ninput snapshot (of the failed attempt):\n  orders (external): sha256:d6c07771305ab2f71d6cb2744479b6c0e386ad792ea4549fabd3032c409f056a\n\nupstream:\n  none\n\nrecommended: fix data: the gates above failed on the rows listed (or fix the code or the gate if the data is right), then `weir retry m.toml paid --partition p --note \"...\"`\n").stderr("");
+    snapshot::assert_output!(
+        "explain_gate_failure",
+        sb.check(&out).code(0).stderr("").stdout_text()
+    );
     let text = stdout(&out);
     for needle in [
         format!("run r1 attempt 1 token {gate_token}: GATE_FAILED -> QUARANTINED (deterministic)"),
@@ -897,7 +906,10 @@ retry = "quick""#,
         assert!(text.contains(&needle), "missing {needle:?} in:\n{text}");
     }
     let out = sb.weir_out(&["explain", "m.toml", "paid", "--partition", "p", "--json"]);
-    sb.check(&out).code(0).stdout("{\n  \"task\": \"paid\",\n  \"partition\": \"p\",\n  \"dataset\": \"paid\",\n  \"attempts\": [\n    {\n      \"run_id\": \"r1\",\n      \"attempt\": 1,\n      \"token\": 1,\n      \"started\": \"[..]\",\n      \"state\": \"GATE_FAILED\",\n      \"decision\": \"QUARANTINED\",\n      \"exit_code\": null,\n      \"signal\": null,\n      \"class\": \"deterministic\",\n      \"duration_ms\": [..],\n      \"detail\": \"accepted_values(status in paid): expected one of \\\"paid\\\", got 1 row with values outside the set: \\\"refunded\\\"\",\n      \"failed_gates\": [\n        {\n          \"actual\": \"1 row with values outside the set: \\\"refunded\\\"\",\n          \"expected\": \"one of \\\"paid\\\"\",\n          \"gate\": \"accepted_values(status in paid)\",\n          \"offending\": [\n            \"line 3: status=\\\"refunded\\\"\"\n          ],\n          \"passed\": false\n        }\n      ],\n      \"stderr_tail\": \"\"\n    }\n  ],\n  \"input_snapshot\": {\n    \"inputs\": [\n      {\n        \"digest\": \"sha256:d6c07771305ab2f71d6cb2744479b6c0e386ad792ea4549fabd3032c409f056a\",\n        \"kind\": \"external\",\n        \"name\": \"orders\",\n        \"path\": \"orders_p.csv\"\n      }\n    ]\n  },\n  \"input_snapshot_of\": \"failed attempt\",\n  \"blocked_by\": null,\n  \"published\": null,\n  \"upstream\": [],\n  \"last_successful_upstream\": null,\n  \"mark\": {\n    \"mark\": \"QUARANTINED\",\n    \"task\": \"paid\",\n    \"partition\": \"p\",\n    \"run_id\": \"r1\",\n    \"reason\": \"deterministic failure: accepted_values(status in paid): expected one of \\\"paid\\\", got 1 row with values outside the set: \\\"refunded\\\"\",\n    \"input_snapshot_digest\": \"sha256:92b865d63e62878d95fec52f2e89fc0e9c18ef847636baacac680f3cfecdc5a7\",\n    \"code_version\": \"1\",\n    \"code_fingerprint\": \"sha256:09d077f2695532dc813086054910a8210f0ca075a15fd1dfec20be926bffe630\",\n    \"since\": \"[..]\"\n  },\n  \"recommendation\": \"fix data: the gates above failed on the rows listed (or fix the code or the gate if the data is right), then `weir retry m.toml paid --partition p --note \\\"...\\\"`\",\n  \"action\": \"fix_data\"\n}\n").stderr("");
+    snapshot::assert_output!(
+        "explain_gate_failure_json",
+        sb.check(&out).code(0).stderr("").stdout_text()
+    );
     let x: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(x["attempts"].as_array().unwrap().len(), 1);
     let a = &x["attempts"][0];
@@ -928,7 +940,10 @@ retry = "quick""#,
 
     // Transient failures until the attempts ran out: exit code, stderr, "retry".
     let out = sb.weir_out(&["explain", "m.toml", "flaky", "--partition", "p"]);
-    sb.check(&out).code(0).stdout("flaky p (dataset `flaky`)\n\npublished: nothing\nstate: HELD since [..] (run r1): transient failure (exit code 75) after 2 of 2 attempts\n\nattempts:\n  run r1 attempt 1 token 1: FAILED -> RETRYING (transient), exit code 75, [..]\n    started [..]\n    stderr (tail):\n      | connection reset by peer (attempt 1)\n  run r1 attempt 2 token 2: FAILED -> HELD (transient), exit code 75, [..]\n    started [..]\n    stderr (tail):\n      | connection reset by peer (attempt 2)\n\ninput snapshot (of the failed attempt):\n  no inputs recorded\n\nupstream:\n  none\n\nrecommended: retry: transient failures used every attempt; check what the task depends on, then `weir retry m.toml flaky --partition p --note \"...\"`\n").stderr("");
+    snapshot::assert_output!(
+        "explain_flaky",
+        sb.check(&out).code(0).stderr("").stdout_text()
+    );
     let text = stdout(&out);
     let flaky_tokens: Vec<u64> = of(&events, State::Failed)
         .iter()
@@ -952,7 +967,10 @@ retry = "quick""#,
         assert!(text.contains(&needle), "missing {needle:?} in:\n{text}");
     }
     let out = sb.weir_out(&["explain", "m.toml", "flaky", "--partition", "p", "--json"]);
-    sb.check(&out).code(0).stdout("{\n  \"task\": \"flaky\",\n  \"partition\": \"p\",\n  \"dataset\": \"flaky\",\n  \"attempts\": [\n    {\n      \"run_id\": \"r1\",\n      \"attempt\": 1,\n      \"token\": 1,\n      \"started\": \"[..]\",\n      \"state\": \"FAILED\",\n      \"decision\": \"RETRYING\",\n      \"exit_code\": 75,\n      \"signal\": null,\n      \"class\": \"transient\",\n      \"duration_ms\": [..],\n      \"detail\": \"exit code 75\",\n      \"failed_gates\": null,\n      \"stderr_tail\": \"connection reset by peer (attempt 1)\"\n    },\n    {\n      \"run_id\": \"r1\",\n      \"attempt\": 2,\n      \"token\": 2,\n      \"started\": \"[..]\",\n      \"state\": \"FAILED\",\n      \"decision\": \"HELD\",\n      \"exit_code\": 75,\n      \"signal\": null,\n      \"class\": \"transient\",\n      \"duration_ms\": [..],\n      \"detail\": \"exit code 75\",\n      \"failed_gates\": null,\n      \"stderr_tail\": \"connection reset by peer (attempt 2)\"\n    }\n  ],\n  \"input_snapshot\": {\n    \"inputs\": []\n  },\n  \"input_snapshot_of\": \"failed attempt\",\n  \"blocked_by\": null,\n  \"published\": null,\n  \"upstream\": [],\n  \"last_successful_upstream\": null,\n  \"mark\": {\n    \"mark\": \"HELD\",\n    \"task\": \"flaky\",\n    \"partition\": \"p\",\n    \"run_id\": \"r1\",\n    \"reason\": \"transient failure (exit code 75) after 2 of 2 attempts\",\n    \"input_snapshot_digest\": \"sha256:62b512d8c76bbed3048fc81bd94bd2aeaab2de4d3b36edbed2f3d3dd8ff3e33e\",\n    \"code_version\": \"1\",\n    \"code_fingerprint\": \"sha256:5062e78db6c23c7a555648eb31e23f5825ea403ff5c5a6a5955fa18401eece57\",\n    \"since\": \"[..]\"\n  },\n  \"recommendation\": \"retry: transient failures used every attempt; check what the task depends on, then `weir retry m.toml flaky --partition p --note \\\"...\\\"`\",\n  \"action\": \"retry\"\n}\n").stderr("");
+    snapshot::assert_output!(
+        "explain_flaky_json",
+        sb.check(&out).code(0).stderr("").stdout_text()
+    );
     let x: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let last = x["attempts"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["exit_code"], 75);

@@ -202,16 +202,16 @@ fn a_publication_clears_the_marker_that_stood_when_it_started() {
 )]
 #[test]
 fn a_rollback_between_runs_is_held_by_the_pass_that_lists_the_markers_on_s3() {
-    use crate::s3::{endpoint, new_bucket};
-    use crate::s3_evidence::weir_s3;
-    let Some(endpoint) = endpoint() else { return };
-    let url = format!("s3://{}/wh", new_bucket(&endpoint));
+    let Some(s3) = crate::support::s3::S3::sandbox("wh") else {
+        return;
+    };
     let sb = Sandbox::new(&manifest(false));
     sb.script(
         "seed.sh",
         "printf 'id\\n1\\n' > \"$WEIR_OUTPUT_DIR/seed.csv\"\n",
     );
-    let weir = |args: &[&str]| weir_s3(sb.path(), &endpoint, &url, args).output().unwrap();
+    let staging = sb.path().join("staging");
+    let weir = |args: &[&str]| s3.weir(sb.path(), &staging, args).output().unwrap();
     ok(&weir(&["run", "m.toml"]));
     ok(&weir(&["run", "m.toml", "--task", "fan", "--force"]));
     ok(&weir(&["rollback", "m.toml", "fan", "--partition", "us"]));

@@ -3,31 +3,17 @@
 use weir::exec::InstanceResult;
 use weir::plan::Scope;
 
-use crate::support::{max_overlap, run_options, Sandbox};
+use crate::support::manifest::Pipeline;
+use crate::support::{max_overlap, run_options};
 
 #[test]
 fn pool_limit_holds() {
     let keys: Vec<String> = (1..=12).map(|i| format!("k{i:02}")).collect();
-    let sb = Sandbox::new(&format!(
-        r#"
-[pipeline]
-name = "pools"
-code_version = "1"
-warehouse = "wh"
-
-[partitions.k]
-kind = "static"
-keys = {keys:?}
-
-[pools.narrow]
-slots = 3
-
-[tasks.t]
-command = ["sh", "t.sh"]
-output = {{ dataset = "out", grain = ["id"] }}
-pool = "narrow"
-"#
-    ));
+    let sb = Pipeline::new("pools")
+        .static_keys("k", &keys)
+        .pool("narrow", 3)
+        .sh_task("t", "out", r#"pool = "narrow""#)
+        .sandbox();
     // intervals.log is in the manifest's directory, outside the warehouse.
     sb.script(
         "t.sh",

@@ -1,9 +1,7 @@
 //! `weir report`: one self-contained HTML page, checked in a real headless
 //! browser (Debian's `chromium`, installed by .ci/run).
 
-use std::process::Command;
-
-use crate::support::{stderr, stdout, Sandbox};
+use crate::support::{chromium, stderr, stdout, Sandbox};
 
 const MANIFEST: &str = r#"
 [pipeline]
@@ -29,15 +27,6 @@ inputs = ["up_out"]
 output = { dataset = "down_out", format = "csv", grain = ["id"] }
 pool = "small"
 "#;
-
-fn chromium() -> Option<&'static str> {
-    ["chromium", "chromium-browser"].into_iter().find(|name| {
-        Command::new(name)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    })
-}
 
 // The report loads in headless Chromium without console errors,
 // and its DOM holds a cell per task and partition with its state (published,
@@ -115,28 +104,11 @@ fn report_renders_states_in_a_headless_browser_case(in_browser: bool) {
     if !in_browser {
         return;
     }
-    let browser = chromium().expect("chromium is on the PATH (.ci/run installs it)");
-    let url = format!("file://{}", page.display());
-    let shown = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--dump-dom",
-            &url,
-        ])
-        .output()
-        .expect("chromium runs");
-    assert!(shown.status.success(), "{}", stderr(&shown));
-    let dom = stdout(&shown);
-    let log = stderr(&shown);
-    let console: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught"))
-        .collect();
+    let browser = chromium::find().expect("chromium is on the PATH (.ci/run installs it)");
+    let shown = chromium::load(browser, &format!("file://{}", page.display()), 0);
+    let console = shown.console();
     assert!(console.is_empty(), "console output: {console:?}");
+    let dom = &shown.dom;
     let cell = |task: &str, partition: &str, state: &str| {
         format!("data-task=\"{task}\" data-partition=\"{partition}\" data-state=\"{state}\"")
     };
@@ -230,16 +202,13 @@ fn report_of_730_partitions_by_10_tasks_stays_light_case(in_browser: bool) {
     if !in_browser {
         return;
     }
-    let browser = chromium().expect("chromium is on the PATH (.ci/run installs it)");
+    let browser = chromium::find().expect("chromium is on the PATH (.ci/run installs it)");
     let started = std::time::Instant::now();
-    let shown = Command::new(browser)
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
-        .arg(format!("file://{}", sb.path().join("big.html").display()))
-        .output()
-        .expect("chromium runs");
-    assert!(shown.status.success());
+    let big = format!("file://{}", sb.path().join("big.html").display());
+    let shown = chromium::load(browser, &big, 0);
     assert_eq!(
-        stdout(&shown)
+        shown
+            .dom
             .matches("<td class=\"count\" data-state=\"missing\">730</td>")
             .count(),
         10
@@ -314,23 +283,11 @@ fn plan_html_shows_the_simulated_schedule_case(in_browser: bool) {
     if !in_browser {
         return;
     }
-    let browser = chromium().expect("chromium is on the PATH (.ci/run installs it)");
+    let browser = chromium::find().expect("chromium is on the PATH (.ci/run installs it)");
     for page in ["week.html", "all.html"] {
-        let shown = Command::new(browser)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--enable-logging=stderr",
-                "--v=0",
-                "--dump-dom",
-            ])
-            .arg(format!("file://{}", sb.path().join(page).display()))
-            .output()
-            .expect("chromium runs");
-        assert!(shown.status.success());
-        let log = stderr(&shown);
-        assert!(!log.contains("CONSOLE"), "{log}");
-        assert!(stdout(&shown).contains("class=\"lane\" data-task=\"t9\""));
+        let url = format!("file://{}", sb.path().join(page).display());
+        let shown = chromium::load(browser, &url, 0);
+        assert!(!shown.log.contains("CONSOLE"), "{}", shown.log);
+        assert!(shown.dom.contains("class=\"lane\" data-task=\"t9\""));
     }
 }

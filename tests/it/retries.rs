@@ -7,37 +7,22 @@ use weir::events::{EventRecord, State};
 use weir::exec::InstanceResult;
 use weir::plan::Scope;
 
+use crate::support::manifest::Pipeline;
 use crate::support::{run_options, states, stderr, Sandbox, Visible};
 
 /// One task `t` (script `t.sh`, retry class `fast`) over static `keys`;
 /// `extra` is appended to the task's table.
 fn sandbox(keys: &[&str], max_attempts: u32, extra: &str, script: &str) -> Sandbox {
-    let sb = Sandbox::new(&format!(
-        r#"
-[pipeline]
-name = "retries"
-code_version = "1"
-warehouse = "wh"
-
-[partitions.k]
-kind = "static"
-keys = {keys:?}
-
-[pools.wide]
-slots = 32
-
-[retry.fast]
-max_attempts = {max_attempts}
-backoff = {{ initial = "10ms", max = "20ms" }}
-
-[tasks.t]
-command = ["sh", "t.sh"]
-output = {{ dataset = "out", grain = ["id"] }}
-pool = "wide"
-retry = "fast"
-{extra}
-"#
-    ));
+    let sb = Pipeline::new("retries")
+        .static_keys("k", keys)
+        .pool("wide", 32)
+        .retry("fast", max_attempts, "10ms", "20ms")
+        .sh_task(
+            "t",
+            "out",
+            &format!("pool = \"wide\"\nretry = \"fast\"\n{extra}"),
+        )
+        .sandbox();
     sb.script("t.sh", script);
     sb
 }

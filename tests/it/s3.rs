@@ -10,71 +10,23 @@
 //! contract here, one test each); here: the bucket's root, the error paths,
 //! and a reply lost after a committed write.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use weir::store::s3::S3Backend;
 use weir::store::{Backend, StoreError};
 
-/// The server's endpoint; panics under CI when none is configured.
-pub(crate) fn endpoint() -> Option<String> {
-    match std::env::var("WEIR_S3_TEST_ENDPOINT") {
-        Ok(e) if !e.is_empty() => Some(e),
-        _ => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "no WEIR_S3_TEST_ENDPOINT under CI=true: ci/moto-up.sh must have started moto"
-            );
-            eprintln!(
-                "skipped: no S3 server (set WEIR_S3_TEST_ENDPOINT; ci/moto-up.sh starts moto)"
-            );
-            None
-        }
-    }
-}
+use crate::support::s3::{backend, random_u64, Fault, Rule, S3};
 
-/// A fresh bucket (moto accepts an unsigned CreateBucket).
-pub(crate) fn new_bucket(endpoint: &str) -> String {
-    let name = format!("weir-{:016x}", fastrand_u64());
-    let host = endpoint.trim_start_matches("http://");
-    let mut conn = TcpStream::connect(host).expect("the S3 server accepts connections");
-    write!(
-        conn,
-        "PUT /{name} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut reply = String::new();
-    conn.read_to_string(&mut reply).unwrap();
-    assert!(reply.starts_with("HTTP/1.1 200"), "CreateBucket: {reply}");
-    name
-}
-
-fn fastrand_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos(),
-    );
-    h.finish()
-}
-
-pub(crate) fn backend(endpoint: &str, url: &str) -> S3Backend {
-    S3Backend::open_with(
-        url,
-        &[
-            ("aws_endpoint", endpoint),
-            ("aws_allow_http", "true"),
-            ("aws_region", "us-east-1"),
-            ("aws_access_key_id", "weir-test"),
-            ("aws_secret_access_key", "weir-test"),
-        ],
-    )
-    .unwrap()
+/// A rule that loses the reply to the first request `fault` matches (the
+/// write lands, its acknowledgement is a 503), and counts the matches.
+fn lose_first_reply(fault: fn(&str) -> bool) -> (Arc<Rule>, Arc<AtomicUsize>) {
+    let matched = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&matched);
+    let rule = Arc::new(move |head: &str, _: &[u8]| {
+        (fault(head) && counter.fetch_add(1, Ordering::SeqCst) == 0).then_some(Fault::LoseReply)
+    });
+    (rule, matched)
 }
 
 // The S3 backend keeps the backend contract (`store_contract::s3`
@@ -86,109 +38,11 @@ pub(crate) fn backend(endpoint: &str, url: &str) -> S3Backend {
 )]
 #[test]
 fn s3_backend_at_the_bucket_root() {
-    let Some(endpoint) = endpoint() else { return };
-    let root = new_bucket(&endpoint);
-    let b = backend(&endpoint, &format!("s3://{root}"));
+    let Some(s3) = S3::sandbox("") else { return };
+    let b = s3.backend();
     assert!(b.put_if_absent("a/b", b"x").unwrap());
     assert_eq!(b.list("").unwrap(), vec!["a"]);
     assert_eq!(b.list_objects("").unwrap()[0].key, "a/b");
-}
-
-/// A proxy in front of the S3 server that, once, lets a request matching
-/// `fault` reach the server and then answers the client 503 instead of the
-/// server's reply: a committed write whose acknowledgement was lost.
-struct LostReply {
-    endpoint: String,
-    fired: Arc<AtomicUsize>,
-}
-
-impl LostReply {
-    fn start(upstream: &str, fault: fn(&str) -> bool) -> LostReply {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let endpoint = format!("http://{}", listener.local_addr().unwrap());
-        let fired = Arc::new(AtomicUsize::new(0));
-        let upstream = upstream.trim_start_matches("http://").to_owned();
-        let counter = Arc::clone(&fired);
-        std::thread::spawn(move || {
-            for client in listener.incoming().flatten() {
-                let (upstream, counter) = (upstream.clone(), Arc::clone(&counter));
-                std::thread::spawn(move || serve(client, &upstream, fault, &counter));
-            }
-        });
-        LostReply { endpoint, fired }
-    }
-
-    fn fired(&self) -> usize {
-        self.fired.load(Ordering::SeqCst)
-    }
-}
-
-/// One HTTP request read whole from `client`: its head (request line and
-/// headers, through the blank line) and its body (`Content-Length` bytes);
-/// `None` when the client closes first.
-pub(crate) fn read_request(client: &mut TcpStream) -> Option<(String, Vec<u8>)> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 65536];
-    let head_end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        match client.read(&mut chunk) {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-    let length: usize = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or(0);
-    while buf.len() < head_end + length {
-        match client.read(&mut chunk) {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
-    buf.truncate(head_end + length);
-    Some((head, buf.split_off(head_end)))
-}
-
-/// One request per connection: forward it (asking the server to close),
-/// relay or replace the reply, close.
-fn serve(mut client: TcpStream, upstream: &str, fault: fn(&str) -> bool, fired: &AtomicUsize) {
-    let Some((head, body)) = read_request(&mut client) else {
-        return;
-    };
-    let (line, rest) = head.split_once("\r\n").unwrap();
-    let headers: String = rest
-        .split("\r\n")
-        .filter(|h| !h.to_ascii_lowercase().starts_with("connection:"))
-        .map(|h| format!("{h}\r\n"))
-        .collect();
-    let mut server = TcpStream::connect(upstream).unwrap();
-    server
-        .write_all(
-            format!(
-                "{line}\r\nConnection: close\r\n{}",
-                headers.trim_end_matches("\r\n")
-            )
-            .as_bytes(),
-        )
-        .unwrap();
-    server.write_all(b"\r\n\r\n").unwrap();
-    server.write_all(&body).unwrap();
-    let mut reply = Vec::new();
-    server.read_to_end(&mut reply).unwrap();
-    if fault(&head.to_ascii_lowercase()) && fired.fetch_add(1, Ordering::SeqCst) == 0 {
-        reply =
-            b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                .to_vec();
-    }
-    let _ = client.write_all(&reply);
 }
 
 // object_store retries a create whose reply was a 503; the retry
@@ -200,15 +54,15 @@ fn serve(mut client: TcpStream, upstream: &str, fault: fn(&str) -> bool, fired: 
 )]
 #[test]
 fn s3_create_whose_reply_was_lost_is_ours() {
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let proxy = LostReply::start(&endpoint, |head| {
+    let Some(s3) = S3::sandbox("wh") else { return };
+    let (rule, matched) = lose_first_reply(|head| {
         head.starts_with("put ") && head.contains("/lost-create") && head.contains("if-none-match")
     });
-    let b = backend(&proxy.endpoint, &format!("s3://{bucket}/wh"));
+    let proxy = s3.proxy(rule);
+    let b = backend(&proxy.endpoint, &s3.url);
     assert!(b.put_if_absent("d/p/log/lost-create", b"mine").unwrap());
     assert_eq!(
-        proxy.fired(),
+        matched.load(Ordering::SeqCst),
         2,
         "the create was sent, answered 503, and retried"
     );
@@ -225,19 +79,19 @@ fn s3_create_whose_reply_was_lost_is_ours() {
 )]
 #[test]
 fn s3_replace_whose_reply_was_lost_is_ours() {
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let proxy = LostReply::start(&endpoint, |head| {
+    let Some(s3) = S3::sandbox("wh") else { return };
+    let (rule, matched) = lose_first_reply(|head| {
         head.starts_with("put ") && head.contains("/lost-replace") && head.contains("if-match")
     });
-    let b = backend(&proxy.endpoint, &format!("s3://{bucket}/wh"));
+    let proxy = s3.proxy(rule);
+    let b = backend(&proxy.endpoint, &s3.url);
     assert!(b.put_if_absent("lost-replace", b"beat 1").unwrap());
     let v1 = b.get_object("lost-replace").unwrap().unwrap().meta.version;
     let v2 = b
         .put_if_version_matches("lost-replace", b"beat 2", &v1)
         .unwrap()
         .expect("our replace landed");
-    assert_eq!(proxy.fired(), 2);
+    assert_eq!(matched.load(Ordering::SeqCst), 2);
     let now = b.get_object("lost-replace").unwrap().unwrap();
     assert_eq!(
         (now.bytes.as_slice(), &now.meta.version),
@@ -259,8 +113,10 @@ fn s3_replace_whose_reply_was_lost_is_ours() {
 )]
 #[test]
 fn s3_missing_bucket_is_an_error_with_its_cause() {
-    let Some(endpoint) = endpoint() else { return };
-    let url = format!("s3://no-such-bucket-{:08x}/wh", fastrand_u64() as u32);
+    let Some(endpoint) = crate::support::s3::endpoint() else {
+        return;
+    };
+    let url = format!("s3://no-such-bucket-{:08x}/wh", random_u64() as u32);
     let opened = S3Backend::open_with(
         &url,
         &[
@@ -301,9 +157,8 @@ fn s3_missing_bucket_is_an_error_with_its_cause() {
 fn s3_event_log_in_ordered_chunks() {
     use weir::events::{read_all_in, read_run, Event, EventLog, State};
     use weir::store::events::EventStore;
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let backend: Arc<dyn Backend> = Arc::new(backend(&endpoint, &format!("s3://{bucket}/wh")));
+    let Some(s3) = S3::sandbox("wh") else { return };
+    let backend: Arc<dyn Backend> = Arc::new(s3.backend());
     let store = EventStore::objects(Arc::clone(&backend));
     let log = EventLog::open_in(&store, "run-1").unwrap();
     log.emit(State::Queued, Event::instance("t", "p")).unwrap();

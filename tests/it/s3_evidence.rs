@@ -5,23 +5,15 @@
 //! burst of 503s is reported with its cause.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::Path;
-use std::process::Command;
+use std::net::TcpStream;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use weir::store::Backend;
 
-use crate::s3::{backend, endpoint, new_bucket};
+use crate::support::s3::{backend, weir_in, Fault, FaultProxy, S3};
 use crate::support::{ok, poll_until, stderr, stdout, Engine};
-
-/// `weir --warehouse WAREHOUSE ARGS...` in `dir` against the S3 server at
-/// `endpoint`, staging in `dir/staging`.
-pub(crate) fn weir_s3(dir: &Path, endpoint: &str, warehouse: &str, args: &[&str]) -> Command {
-    crate::s3_warehouse::weir_s3(dir, endpoint, &dir.join("staging"), warehouse, args)
-}
 
 /// The lines of `weir events` whose state column is `state`.
 pub(crate) fn lines_in_state<'a>(events: &'a str, state: &str) -> Vec<&'a str> {
@@ -29,80 +21,6 @@ pub(crate) fn lines_in_state<'a>(events: &'a str, state: &str) -> Vec<&'a str> {
         .lines()
         .filter(|l| l.split_whitespace().nth(2) == Some(state))
         .collect()
-}
-
-/// What the fault proxy does with one request, given its head (request
-/// line and headers, lowercased) and body: a status to answer, or `None`
-/// to forward it.
-pub(crate) type Rule = dyn Fn(&str, &[u8]) -> Option<u16> + Send + Sync;
-
-/// A proxy in front of the S3 server: each request the rule answers with a
-/// status gets that status (an S3 error body, no forwarding); the others
-/// reach the server and its reply is relayed. One request per connection.
-pub(crate) struct FaultProxy {
-    pub(crate) endpoint: String,
-    faulted: Arc<AtomicUsize>,
-}
-
-impl FaultProxy {
-    pub(crate) fn start(upstream: &str, rule: Arc<Rule>) -> FaultProxy {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let endpoint = format!("http://{}", listener.local_addr().unwrap());
-        let upstream = upstream.trim_start_matches("http://").to_owned();
-        let faulted = Arc::new(AtomicUsize::new(0));
-        let counter = Arc::clone(&faulted);
-        std::thread::spawn(move || {
-            for client in listener.incoming().flatten() {
-                let (upstream, rule, counter) =
-                    (upstream.clone(), Arc::clone(&rule), Arc::clone(&counter));
-                std::thread::spawn(move || relay(client, &upstream, &*rule, &counter));
-            }
-        });
-        FaultProxy { endpoint, faulted }
-    }
-
-    fn faulted(&self) -> usize {
-        self.faulted.load(Ordering::SeqCst)
-    }
-}
-
-fn relay(mut client: TcpStream, upstream: &str, rule: &Rule, faulted: &AtomicUsize) {
-    let Some((head, body)) = crate::s3::read_request(&mut client) else {
-        return;
-    };
-    if let Some(status) = rule(&head.to_ascii_lowercase(), &body) {
-        faulted.fetch_add(1, Ordering::SeqCst);
-        let (reason, code) = match status {
-            503 => ("Service Unavailable", "SlowDown"),
-            _ => ("Bad Request", "InvalidRequest"),
-        };
-        let body = format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{code}</Code><Message>injected by the test</Message></Error>");
-        let _ = write!(
-            client,
-            "HTTP/1.1 {status} {reason}\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        return;
-    }
-    let (line, rest) = head.split_once("\r\n").unwrap();
-    let headers: String = rest
-        .split("\r\n")
-        .filter(|h| !h.is_empty() && !h.to_ascii_lowercase().starts_with("connection:"))
-        .map(|h| format!("{h}\r\n"))
-        .collect();
-    let Ok(mut server) = TcpStream::connect(upstream) else {
-        return;
-    };
-    let sent = server
-        .write_all(format!("{line}\r\nConnection: close\r\n{headers}\r\n").as_bytes())
-        .and_then(|()| server.write_all(&body));
-    if sent.is_err() {
-        return;
-    }
-    let mut reply = Vec::new();
-    if server.read_to_end(&mut reply).is_ok() {
-        let _ = client.write_all(&reply);
-    }
 }
 
 /// A raw request to the S3 server (moto takes unsigned ones); the reply.
@@ -182,19 +100,22 @@ partitioned_by = []
 )]
 #[test]
 fn gc_aborts_incomplete_uploads_under_the_warehouse() {
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/wh");
+    let Some(s3) = S3::sandbox("wh") else { return };
+    let S3 {
+        endpoint,
+        bucket,
+        url,
+    } = &s3;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(dir.join("m.toml"), GC_MANIFEST).unwrap();
     let key = "out/p/attempts/7/data/big.csv";
-    let id = begin_upload(&endpoint, &bucket, &format!("wh/{key}"));
-    let other = begin_upload(&endpoint, &bucket, "elsewhere/big.csv");
+    let id = begin_upload(endpoint, bucket, &format!("wh/{key}"));
+    let other = begin_upload(endpoint, bucket, "elsewhere/big.csv");
     let gc = |args: &[&str]| {
         let mut all = vec!["gc", "m.toml"];
         all.extend(args);
-        weir_s3(dir, &endpoint, &url, &all).output().unwrap()
+        weir_in(dir, endpoint, url, &all).output().unwrap()
     };
 
     // moto dates every upload 2010-11-10T20:48:33Z (real S3 gives the time
@@ -219,7 +140,7 @@ fn gc_aborts_incomplete_uploads_under_the_warehouse() {
     ];
     both.sort();
     assert_eq!(
-        uploads_in(&endpoint, &bucket),
+        uploads_in(endpoint, bucket),
         both,
         "a dry run aborts nothing"
     );
@@ -234,11 +155,11 @@ fn gc_aborts_incomplete_uploads_under_the_warehouse() {
         "{applied}"
     );
     assert_eq!(
-        uploads_in(&endpoint, &bucket),
+        uploads_in(endpoint, bucket),
         vec![("elsewhere/big.csv".to_owned(), other.clone())]
     );
     // The abort is in the operator log.
-    let events = ok(&weir_s3(dir, &endpoint, &url, &["events", "m.toml"])
+    let events = ok(&weir_in(dir, endpoint, url, &["events", "m.toml"])
         .output()
         .unwrap());
     let deleted = lines_in_state(&events, "GC_DELETED");
@@ -260,19 +181,22 @@ fn gc_aborts_incomplete_uploads_under_the_warehouse() {
 )]
 #[test]
 fn gc_rides_out_503s_while_listing_and_aborting_uploads() {
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/wh");
+    let Some(s3) = S3::sandbox("wh") else { return };
+    let S3 {
+        endpoint,
+        bucket,
+        url,
+    } = &s3;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(dir.join("m.toml"), GC_MANIFEST).unwrap();
     let key = "out/p/attempts/7/data/big.csv";
-    let id = begin_upload(&endpoint, &bucket, &format!("wh/{key}"));
+    let id = begin_upload(endpoint, bucket, &format!("wh/{key}"));
     // The first two listings of uploads and the first two aborts get 503.
     let (lists, aborts) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let (l, a) = (Arc::clone(&lists), Arc::clone(&aborts));
     let proxy = FaultProxy::start(
-        &endpoint,
+        endpoint,
         Arc::new(move |head: &str, _: &[u8]| {
             let first_line = head.lines().next().unwrap_or_default();
             let counter = if first_line.starts_with("get ") && first_line.contains("?uploads") {
@@ -282,13 +206,13 @@ fn gc_rides_out_503s_while_listing_and_aborting_uploads() {
             } else {
                 return None;
             };
-            (counter.fetch_add(1, Ordering::SeqCst) < 2).then_some(503)
+            (counter.fetch_add(1, Ordering::SeqCst) < 2).then_some(Fault::Answer(503))
         }),
     );
-    let applied = ok(&weir_s3(
+    let applied = ok(&weir_in(
         dir,
         &proxy.endpoint,
-        &url,
+        url,
         &["gc", "m.toml", "--older-than", "1h", "--apply"],
     )
     .output()
@@ -299,7 +223,7 @@ fn gc_rides_out_503s_while_listing_and_aborting_uploads() {
     );
     assert!(lists.load(Ordering::SeqCst) >= 3, "the listing was retried");
     assert_eq!(aborts.load(Ordering::SeqCst), 3, "the abort was retried");
-    assert_eq!(uploads_in(&endpoint, &bucket), vec![]);
+    assert_eq!(uploads_in(endpoint, bucket), vec![]);
 }
 
 // An upload whose part the store refuses is aborted by
@@ -312,27 +236,30 @@ fn gc_rides_out_503s_while_listing_and_aborting_uploads() {
 )]
 #[test]
 fn a_failed_multipart_upload_is_aborted() {
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/wh");
+    let Some(s3) = S3::sandbox("wh") else { return };
+    let S3 {
+        endpoint,
+        bucket,
+        url,
+    } = &s3;
     // Every part upload is refused (400: not retried).
     let proxy = FaultProxy::start(
-        &endpoint,
+        endpoint,
         Arc::new(|head: &str, _: &[u8]| {
-            (head.starts_with("put ") && head.contains("partnumber=")).then_some(400)
+            (head.starts_with("put ") && head.contains("partnumber=")).then_some(Fault::Answer(400))
         }),
     );
     let tmp = tempfile::tempdir().unwrap();
     let big = tmp.path().join("big.csv");
     std::fs::write(&big, vec![b'y'; (5 << 24) + 5]).unwrap();
-    let through = backend(&proxy.endpoint, &url);
+    let through = backend(&proxy.endpoint, url);
     let err = through.put_file("out/p/data/big.csv", &big).unwrap_err();
     let why = weir::store::chain(&err);
     assert!(why.contains("out/p/data/big.csv"), "{why}");
     assert!(why.contains("400"), "{why}");
     assert!(proxy.faulted() >= 1);
-    let direct = backend(&endpoint, &url);
-    assert_eq!(uploads_in(&endpoint, &bucket), vec![]);
+    let direct = backend(endpoint, url);
+    assert_eq!(uploads_in(endpoint, bucket), vec![]);
     assert_eq!(direct.get("out/p/data/big.csv").unwrap(), None);
 }
 
@@ -372,19 +299,13 @@ timeout = "10m"
 #[test]
 fn kill9_on_s3_keeps_running_and_the_lines_flushed_since() {
     let _serial = crate::support::exclusive();
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/wh");
+    let Some(s3) = S3::sandbox("wh") else { return };
+    let S3 { endpoint, url, .. } = &s3;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(dir.join("m.toml"), KILL_MANIFEST).unwrap();
     let engine = Engine::spawn(
-        weir_s3(
-            dir,
-            &endpoint,
-            &url,
-            &["run", "m.toml", "--run-id", "killed"],
-        ),
+        weir_in(dir, endpoint, url, &["run", "m.toml", "--run-id", "killed"]),
         dir,
         "engine",
     );
@@ -398,7 +319,7 @@ fn kill9_on_s3_keeps_running_and_the_lines_flushed_since() {
         .parse()
         .unwrap();
     // The quick task publishes; its last lines then wait for the timer.
-    let b = backend(&endpoint, &url);
+    let b = backend(endpoint, url);
     poll_until("quick to publish", Duration::from_secs(60), || {
         b.list_objects("quick")
             .unwrap_or_default()
@@ -413,14 +334,11 @@ fn kill9_on_s3_keeps_running_and_the_lines_flushed_since() {
     }
     assert!(!killed.success());
 
-    let events = ok(&weir_s3(
-        dir,
-        &endpoint,
-        &url,
-        &["events", "m.toml", "--run", "killed"],
-    )
-    .output()
-    .unwrap());
+    let events = ok(
+        &weir_in(dir, endpoint, url, &["events", "m.toml", "--run", "killed"])
+            .output()
+            .unwrap(),
+    );
     assert_eq!(lines_in_state(&events, "RUN_STARTED").len(), 1, "{events}");
     let running = lines_in_state(&events, "RUNNING");
     assert!(
@@ -474,9 +392,12 @@ pool = "work"
 #[test]
 fn a_503_burst_is_reported_with_its_cause_and_truthfully() {
     let _serial = crate::support::exclusive();
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/wh");
+    let Some(s3) = S3::sandbox("wh") else { return };
+    let S3 {
+        endpoint,
+        bucket,
+        url,
+    } = &s3;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(dir.join("m.toml"), BURST_MANIFEST).unwrap();
@@ -487,7 +408,7 @@ fn a_503_burst_is_reported_with_its_cause_and_truthfully() {
     let count = Arc::clone(&refused);
     let since = std::sync::Mutex::new(None::<std::time::Instant>);
     let proxy = FaultProxy::start(
-        &endpoint,
+        endpoint,
         Arc::new(move |head: &str, body: &[u8]| {
             let log = head.starts_with("put ") && head.contains("/_runs/burst/events/");
             let running = log && {
@@ -499,13 +420,14 @@ fn a_503_burst_is_reported_with_its_cause_and_truthfully() {
                 *since = Some(std::time::Instant::now());
             }
             let burst = since.is_some_and(|t| t.elapsed() < Duration::from_secs(18));
-            (log && burst && count.fetch_add(1, Ordering::SeqCst) < usize::MAX).then_some(503)
+            (log && burst && count.fetch_add(1, Ordering::SeqCst) < usize::MAX)
+                .then_some(Fault::Answer(503))
         }),
     );
-    let out = weir_s3(
+    let out = weir_in(
         dir,
         &proxy.endpoint,
-        &url,
+        url,
         &["run", "m.toml", "--run-id", "burst"],
     )
     .output()
@@ -544,14 +466,11 @@ fn a_503_burst_is_reported_with_its_cause_and_truthfully() {
         err.contains("the log is complete: every line was stored later"),
         "{err}"
     );
-    let events = ok(&weir_s3(
-        dir,
-        &endpoint,
-        &url,
-        &["events", "m.toml", "--run", "burst"],
-    )
-    .output()
-    .unwrap());
+    let events = ok(
+        &weir_in(dir, endpoint, url, &["events", "m.toml", "--run", "burst"])
+            .output()
+            .unwrap(),
+    );
     assert_eq!(lines_in_state(&events, "RUN_STARTED").len(), 1, "{events}");
     assert_eq!(lines_in_state(&events, "RUN_FINISHED").len(), 1, "{events}");
     let failed = lines_in_state(&events, "FAILED");
@@ -576,15 +495,14 @@ fn a_503_burst_is_reported_with_its_cause_and_truthfully() {
 #[test]
 fn a_few_seconds_of_503s_are_retried_through_and_the_run_publishes() {
     let _serial = crate::support::exclusive();
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/wh");
+    let Some(s3) = S3::sandbox("wh") else { return };
+    let S3 { endpoint, url, .. } = &s3;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(dir.join("m.toml"), BURST_MANIFEST).unwrap();
     let since = std::sync::Mutex::new(None::<std::time::Instant>);
     let proxy = FaultProxy::start(
-        &endpoint,
+        endpoint,
         Arc::new(move |head: &str, _: &[u8]| {
             let mut since = since.lock().unwrap();
             if since.is_none() && head.starts_with("put ") && head.contains("/log/") {
@@ -592,13 +510,13 @@ fn a_few_seconds_of_503s_are_retried_through_and_the_run_publishes() {
             }
             since
                 .is_some_and(|t| t.elapsed() < Duration::from_millis(3500))
-                .then_some(503)
+                .then_some(Fault::Answer(503))
         }),
     );
-    let out = weir_s3(
+    let out = weir_in(
         dir,
         &proxy.endpoint,
-        &url,
+        url,
         &["run", "m.toml", "--run-id", "slow"],
     )
     .output()
@@ -606,7 +524,7 @@ fn a_few_seconds_of_503s_are_retried_through_and_the_run_publishes() {
     let (text, err) = (stdout(&out), stderr(&out));
     assert!(proxy.faulted() > 4, "the burst happened: {text}\n{err}");
     assert_eq!(out.status.code(), Some(0), "{text}\n{err}");
-    let store = backend(&endpoint, &url);
+    let store = backend(endpoint, url);
     for k in ["k1", "k2", "k3", "k4"] {
         let mut records = store.list(&format!("out/{k}/log")).unwrap();
         records.retain(|name| name.ends_with(".json"));

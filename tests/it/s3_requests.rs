@@ -5,8 +5,7 @@
 
 use weir::store::Backend;
 
-use crate::s3::{backend, endpoint, new_bucket};
-use crate::s3_warehouse::weir_s3;
+use crate::support::s3::{backend, weir_s3, S3};
 use std::time::Duration;
 
 use crate::support::{ok, stdout};
@@ -35,24 +34,17 @@ output = { dataset = "t", grain = ["id"] }
 )]
 #[test]
 fn only_an_attempt_that_did_not_publish_uploads_its_audit_report() {
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/wh");
+    let Some(s3) = S3::sandbox("wh") else { return };
+    let S3 { endpoint, url, .. } = &s3;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(dir.join("m.toml"), MANIFEST).unwrap();
-    let out = weir_s3(
-        dir,
-        &endpoint,
-        &dir.join("host-a"),
-        &url,
-        &["run", "m.toml"],
-    )
-    .env("WEIR_FAULT", "before_commit@t/b:fail")
-    .output()
-    .unwrap();
+    let out = weir_s3(dir, endpoint, &dir.join("host-a"), url, &["run", "m.toml"])
+        .env("WEIR_FAULT", "before_commit@t/b:fail")
+        .output()
+        .unwrap();
     assert_ne!(out.status.code(), Some(0), "{}", stdout(&out));
-    let store = backend(&endpoint, &url);
+    let store = backend(endpoint, url);
     let key = |p: &str, name: &str| format!("t/{p}/attempts/00000000000000000001/{name}");
     assert!(store.get(&key("a", "data/t.csv")).unwrap().is_some());
     assert_eq!(store.get(&key("a", "candidate.json")).unwrap(), None);
@@ -70,9 +62,9 @@ fn only_an_attempt_that_did_not_publish_uploads_its_audit_report() {
     // Another host explains the published one from its record.
     let explain = ok(&weir_s3(
         dir,
-        &endpoint,
+        endpoint,
         &dir.join("host-b"),
-        &url,
+        url,
         &["explain", "m.toml", "t", "--partition", "a"],
     )
     .output()
@@ -95,9 +87,8 @@ fn only_an_attempt_that_did_not_publish_uploads_its_audit_report() {
 #[test]
 fn the_token_record_is_the_first_lease_for_waiting_and_takeover() {
     let _serial = crate::support::exclusive();
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/wh");
+    let Some(s3) = S3::sandbox("wh") else { return };
+    let S3 { endpoint, url, .. } = &s3;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let slow = dir.join("slow");
@@ -127,9 +118,9 @@ output = {{ dataset = "t", grain = ["id"] }}
     let first = crate::support::Engine::spawn(
         weir_s3(
             dir,
-            &endpoint,
+            endpoint,
             &dir.join("host-a"),
-            &url,
+            url,
             &["run", "m.toml", "--run-id", "first"],
         ),
         dir,
@@ -140,7 +131,7 @@ output = {{ dataset = "t", grain = ["id"] }}
         Duration::from_secs(60),
         || crate::support::descendant_named(first.pid(), "sleep"),
     );
-    let store = backend(&endpoint, &url);
+    let store = backend(endpoint, url);
     let attempt = "t/a/attempts/00000000000000000001";
     assert_eq!(store.get(&format!("{attempt}/lease.json")).unwrap(), None);
     let record: serde_json::Value = serde_json::from_slice(
@@ -157,9 +148,9 @@ output = {{ dataset = "t", grain = ["id"] }}
     let second = crate::support::Engine::spawn(
         weir_s3(
             dir,
-            &endpoint,
+            endpoint,
             &dir.join("host-b"),
-            &url,
+            url,
             &["run", "m.toml", "--run-id", "second"],
         ),
         dir,
@@ -168,9 +159,9 @@ output = {{ dataset = "t", grain = ["id"] }}
     let events = || {
         let out = weir_s3(
             dir,
-            &endpoint,
+            endpoint,
             &dir.join("host-c"),
-            &url,
+            url,
             &["events", "m.toml"],
         )
         .output()

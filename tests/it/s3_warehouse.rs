@@ -5,39 +5,12 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use weir::store::Backend;
 
-use crate::s3::{backend, endpoint, new_bucket};
+use crate::support::s3::{backend, weir_s3, S3};
 use crate::support::{copy_tree_without_warehouse, ok, repo, stderr, stdout, weir, Engine};
-
-/// `weir --warehouse WAREHOUSE ARGS...` in `dir`, configured for the S3
-/// server through the standard `AWS_*` environment, staging in `staging`.
-pub(crate) fn weir_s3(
-    dir: &Path,
-    endpoint: &str,
-    staging: &Path,
-    warehouse: &str,
-    args: &[&str],
-) -> Command {
-    let mut cmd = weir();
-    cmd.current_dir(dir)
-        .args(["--warehouse", warehouse])
-        .args(args)
-        .env("AWS_ENDPOINT", endpoint)
-        // The one endpoint: the URL variables would take precedence.
-        .env_remove("AWS_ENDPOINT_URL")
-        .env_remove("AWS_ENDPOINT_URL_S3")
-        .env("AWS_ALLOW_HTTP", "true")
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ACCESS_KEY_ID", "weir-test")
-        .env("AWS_SECRET_ACCESS_KEY", "weir-test")
-        .env("WEIR_STAGING", staging)
-        .env("COLUMNS", "400");
-    cmd
-}
 
 /// CSV files under a staging directory, outside verify's `_scratch`.
 fn data_files(dir: &Path) -> Vec<PathBuf> {
@@ -91,9 +64,10 @@ fn published(status: &str) -> BTreeMap<(String, String), (u64, u64, String)> {
 )]
 #[test]
 fn atlasmart_on_s3_matches_disk_and_every_command_works() {
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/atlasmart");
+    let Some(s3) = S3::sandbox("atlasmart") else {
+        return;
+    };
+    let S3 { endpoint, url, .. } = &s3;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("pipelines");
     copy_tree_without_warehouse(&repo().join("pipelines"), &dir);
@@ -101,7 +75,7 @@ fn atlasmart_on_s3_matches_disk_and_every_command_works() {
     let host_a = tmp.path().join("host-a");
     let host_b = tmp.path().join("host-b");
     let s3 = |staging: &Path, args: &[&str]| {
-        weir_s3(&dir, &endpoint, staging, &url, args)
+        weir_s3(&dir, endpoint, staging, url, args)
             .output()
             .unwrap()
     };
@@ -133,7 +107,7 @@ fn atlasmart_on_s3_matches_disk_and_every_command_works() {
     assert_eq!(on_s3, on_disk);
     ok(&s3(&host_b, &["status", "atlasmart.toml", "--check"]));
     // The bucket holds the files; host b's staging held nothing of them.
-    let objects = backend(&endpoint, &url).list_objects("fact_sales").unwrap();
+    let objects = backend(endpoint, url).list_objects("fact_sales").unwrap();
     assert!(
         objects.iter().any(|o| o.key.contains("/data/")),
         "{objects:?}"
@@ -343,7 +317,10 @@ fn atlasmart_on_s3_matches_disk_and_every_command_works() {
         ],
     ));
     let html = std::fs::read_to_string(&report).unwrap();
-    assert!(html.contains(&url), "the report names the S3 warehouse");
+    assert!(
+        html.contains(url.as_str()),
+        "the report names the S3 warehouse"
+    );
     let plan = ok(&s3(
         &host_b,
         &["plan", "atlasmart.toml", "--partition", "2026-09-21"],
@@ -360,9 +337,12 @@ fn atlasmart_on_s3_matches_disk_and_every_command_works() {
 )]
 #[test]
 fn an_object_changed_in_the_bucket_is_refused() {
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/wh");
+    let Some(s3) = S3::sandbox("wh") else { return };
+    let S3 {
+        endpoint,
+        bucket,
+        url,
+    } = &s3;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(
@@ -390,12 +370,12 @@ output = { dataset = "down", grain = ["id"] }
     .unwrap();
     let staging = dir.join("staging");
     let s3 = |args: &[&str]| {
-        weir_s3(dir, &endpoint, &staging, &url, args)
+        weir_s3(dir, endpoint, &staging, url, args)
             .output()
             .unwrap()
     };
     ok(&s3(&["run", "m.toml", "--task", "up"]));
-    let store = backend(&endpoint, &url);
+    let store = backend(endpoint, url);
     let data: Vec<String> = store
         .list_objects("up/a")
         .unwrap()
@@ -416,7 +396,7 @@ output = { dataset = "down", grain = ["id"] }
     let down = s3(&["run", "m.toml", "--task", "down"]);
     assert_ne!(down.status.code(), Some(0), "{}", stdout(&down));
     assert!(
-        backend(&endpoint, &url)
+        backend(endpoint, url)
             .list("down/a/log")
             .unwrap()
             .is_empty(),
@@ -425,7 +405,7 @@ output = { dataset = "down", grain = ["id"] }
     // A bucket that is not there: commands fail with the server's answer,
     // a plan warns and plans as if nothing were published.
     let gone = format!("s3://no-such-{bucket}/wh");
-    let status = weir_s3(dir, &endpoint, &staging, &gone, &["status", "m.toml"])
+    let status = weir_s3(dir, endpoint, &staging, &gone, &["status", "m.toml"])
         .output()
         .unwrap();
     assert_eq!(status.status.code(), Some(5), "{}", stderr(&status));
@@ -434,7 +414,7 @@ output = { dataset = "down", grain = ["id"] }
         "{}",
         stderr(&status)
     );
-    let plan = weir_s3(dir, &endpoint, &staging, &gone, &["plan", "m.toml"])
+    let plan = weir_s3(dir, endpoint, &staging, &gone, &["plan", "m.toml"])
         .output()
         .unwrap();
     assert_eq!(plan.status.code(), Some(0), "{}", stderr(&plan));
@@ -487,9 +467,8 @@ heartbeat = "300ms"
 #[test]
 fn three_engines_on_s3_with_kill9_and_sigstop_converge() {
     let _serial = crate::support::exclusive();
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/wh");
+    let Some(s3) = S3::sandbox("wh") else { return };
+    let S3 { endpoint, url, .. } = &s3;
     let keys: Vec<String> = (0..24).map(|i| format!("p{i:02}")).collect();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
@@ -533,7 +512,7 @@ fn three_engines_on_s3_with_kill9_and_sigstop_converge() {
         for k in &keys[from..to] {
             args.extend(["--partition", k.as_str()]);
         }
-        let cmd = weir_s3(dir, &endpoint, &staging, &url, &args);
+        let cmd = weir_s3(dir, endpoint, &staging, url, &args);
         Engine::spawn(cmd, dir, name)
     };
     let a = spawn("a", 0, 16);
@@ -572,19 +551,15 @@ fn three_engines_on_s3_with_kill9_and_sigstop_converge() {
         );
     }
     // A last engine converges what the killed one left.
-    ok(&weir_s3(
-        dir,
-        &endpoint,
-        &dir.join("host-d"),
-        &url,
-        &["run", "m.toml"],
-    )
-    .output()
-    .unwrap());
+    ok(
+        &weir_s3(dir, endpoint, &dir.join("host-d"), url, &["run", "m.toml"])
+            .output()
+            .unwrap(),
+    );
 
     let warehouse = weir::store::Warehouse::remote(
-        std::sync::Arc::new(backend(&endpoint, &url)),
-        &url,
+        std::sync::Arc::new(backend(endpoint, url)),
+        url,
         &dir.join("host-check"),
     )
     .unwrap();
@@ -614,9 +589,9 @@ fn three_engines_on_s3_with_kill9_and_sigstop_converge() {
     // Each run's event chunks read back in order, whoever wrote them.
     let events = ok(&weir_s3(
         dir,
-        &endpoint,
+        endpoint,
         &dir.join("host-e"),
-        &url,
+        url,
         &["events", "m.toml"],
     )
     .output()
@@ -710,9 +685,8 @@ fn intervals(dir: &Path) -> Vec<(String, u128, Option<u128>)> {
 #[test]
 fn s3_pool_slots_hold_across_engines_and_survive_kill9() {
     let _serial = crate::support::exclusive();
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/wh");
+    let Some(s3) = S3::sandbox("wh") else { return };
+    let S3 { endpoint, url, .. } = &s3;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     pool_pipeline(dir);
@@ -721,13 +695,7 @@ fn s3_pool_slots_hold_across_engines_and_survive_kill9() {
         for k in keys {
             args.extend(["--partition", k]);
         }
-        let mut cmd = weir_s3(
-            dir,
-            &endpoint,
-            &dir.join(format!("host-{name}")),
-            &url,
-            &args,
-        );
+        let mut cmd = weir_s3(dir, endpoint, &dir.join(format!("host-{name}")), url, &args);
         cmd.envs(env.iter().copied());
         Engine::spawn(cmd, dir, name)
     };
@@ -762,8 +730,8 @@ fn s3_pool_slots_hold_across_engines_and_survive_kill9() {
     assert_eq!(after.len(), 2, "{runs:?}");
     assert!(after.iter().all(|(_, _, e)| e.is_some()), "{runs:?}");
     let warehouse = weir::store::Warehouse::remote(
-        std::sync::Arc::new(backend(&endpoint, &url)),
-        &url,
+        std::sync::Arc::new(backend(endpoint, url)),
+        url,
         &dir.join("host-check"),
     )
     .unwrap();
@@ -783,9 +751,8 @@ fn s3_pool_slots_hold_across_engines_and_survive_kill9() {
 )]
 #[test]
 fn failed_attempts_leave_their_evidence_in_the_bucket() {
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/wh");
+    let Some(s3) = S3::sandbox("wh") else { return };
+    let S3 { endpoint, url, .. } = &s3;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(
@@ -810,17 +777,11 @@ output = { dataset = "dups", grain = ["id"] }
 "#,
     )
     .unwrap();
-    let out = weir_s3(
-        dir,
-        &endpoint,
-        &dir.join("host-a"),
-        &url,
-        &["run", "m.toml"],
-    )
-    .output()
-    .unwrap();
+    let out = weir_s3(dir, endpoint, &dir.join("host-a"), url, &["run", "m.toml"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let store = backend(&endpoint, &url);
+    let store = backend(endpoint, url);
     let key =
         |dataset: &str, name: &str| format!("{dataset}/a/attempts/00000000000000000001/{name}");
     let stderr_log = store

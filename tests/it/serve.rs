@@ -568,21 +568,18 @@ fn several_manifests_in_one_process_share_nothing_but_the_process() {
 )]
 #[test]
 fn two_serves_on_one_s3_warehouse_publish_each_partition_once() {
-    use crate::s3_warehouse::weir_s3;
-    let Some(endpoint) = crate::s3::endpoint() else {
+    let Some(s3) = crate::support::s3::S3::sandbox("served") else {
         return;
     };
-    let bucket = crate::s3::new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/served");
     let sb = sandbox();
     let staging = tempfile::tempdir().unwrap();
     let (sa, sb_) = (staging.path().join("a"), staging.path().join("b"));
     let a = Serve::spawn(
-        weir_s3(sb.path(), &endpoint, &sa, &url, &["serve", "m.toml"]),
+        s3.weir(sb.path(), &sa, &["serve", "m.toml"]),
         "2026-09-20T11:59:57Z",
     );
     let b = Serve::spawn(
-        weir_s3(sb.path(), &endpoint, &sb_, &url, &["serve", "m.toml"]),
+        s3.weir(sb.path(), &sb_, &["serve", "m.toml"]),
         "2026-09-20T11:59:57Z",
     );
     for h in ["10", "11"] {
@@ -605,7 +602,7 @@ fn two_serves_on_one_s3_warehouse_publish_each_partition_once() {
     }
     // Down until 14:30: one MISSED record per skipped hour, through the store.
     let c = Serve::spawn(
-        weir_s3(sb.path(), &endpoint, &sa, &url, &["serve", "m.toml"]),
+        s3.weir(sb.path(), &sa, &["serve", "m.toml"]),
         "2026-09-20T14:30:00Z",
     );
     c.wait_for(&["DONE h 2026-09-20T13 PUBLISHED"]);
@@ -617,16 +614,11 @@ fn two_serves_on_one_s3_warehouse_publish_each_partition_once() {
         1,
         "{lc:#?}"
     );
-    let status = weir_s3(
-        sb.path(),
-        &endpoint,
-        &sa,
-        &url,
-        &["status", "m.toml", "--json"],
-    )
-    .env("WEIR_NOW", "2026-09-20T14:40:00Z")
-    .output()
-    .unwrap();
+    let status = s3
+        .weir(sb.path(), &sa, &["status", "m.toml", "--json"])
+        .env("WEIR_NOW", "2026-09-20T14:40:00Z")
+        .output()
+        .unwrap();
     let doc: serde_json::Value = serde_json::from_str(&crate::support::ok(&status)).unwrap();
     assert_eq!(
         doc["serve"]["missed"][0]["partition"], "2026-09-20T12",

@@ -1,11 +1,17 @@
 //! SLO measurements (`weir slo`) checked against runs whose lateness and
 //! durations are known, and `weir status` at scale (a summary per task,
 //! filters, `--all`).
+//!
+//! The longest outputs are snapshots, `snapshots/it__slo__*.snap` (times,
+//! durations and operator run ids masked): after a deliberate change run
+//! `INSTA_UPDATE=always cargo test --test it -- slo::` and review the diff
+//! (support/snapshot.rs); a missing or different snapshot fails.
 
 use std::process::Output;
 
 use jiff::{Timestamp, ToSpan};
 
+use crate::support::snapshot;
 use crate::support::{ok, stderr, stdout, Sandbox};
 
 const DAY_MS: i64 = 86_400_000;
@@ -755,7 +761,10 @@ HELD        extract 2026-09-15: operator failure: exit code 78
         Some(4)
     );
     let out = sb.weir_out(&["status", "m.toml", "--check", "--task", "load"]);
-    sb.check(&out).code(0).stdout("dataset  partition   gen  token  rows  code_version  published_at              digest\nclean    2026-09-01    1      1     1  1             [..]  sha256:0ead588b958b…\nclean    2026-09-02    1      1     1  1             [..]  sha256:0ead588b958b…\nclean    2026-09-03    1      1     1  1             [..]  sha256:0ead588b958b…\nclean    2026-09-04    1      1     1  1             [..]  sha256:0ead588b958b…\nclean    2026-09-05    1      1     1  1             [..]  sha256:0ead588b958b…\nclean    2026-09-06    1      1     1  1             [..]  sha256:0ead588b958b…\nclean    2026-09-07    1      1     1  1             [..]  sha256:0ead588b958b…\nclean    2026-09-08    1      1     1  1             [..]  sha256:0ead588b958b…\nclean    2026-09-09    1      1     1  1             [..]  sha256:0ead588b958b…\nclean    2026-09-10    1      1     1  1             [..]  sha256:0ead588b958b…\n\nclean: 10 partitions built by code_version 1\nmissing: clean: 79 expected partitions without a publication: 2026-09-11, 2026-09-12, 2026-09-13, 2026-09-14, 2026-09-15, 2026-09-16, 2026-09-17, 2026-09-18, 2026-09-19, 2026-09-20, …\n").stderr("");
+    snapshot::assert_output!(
+        "status_check_of_one_task",
+        sb.check(&out).code(0).stderr("").stdout_text()
+    );
     let out = sb.weir_out(&["status", "m.toml", "--check", "--state", "quarantined"]);
     sb.check(&out).code(4).stdout("no published partition matches\nmissing: raw: 1 expected partition without a publication: 2026-10-10\nLATE        extract 2026-10-10: not published by its SLA deadline 2026-10-12T00:00:00Z\nQUARANTINED extract 2026-10-10: deterministic failure: exit code 65\n").stderr("check failed: 2 instances need attention\n");
     // QUARANTINED and its LATE, both of the one instance kept.

@@ -7,8 +7,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::s3::{endpoint, new_bucket};
-use crate::s3_evidence::{weir_s3, FaultProxy};
+use crate::support::s3::{weir_in, FaultProxy, S3};
 use crate::support::{ok, stdout};
 
 /// Requests per published instance at most: 10, the target the S3 request
@@ -109,16 +108,15 @@ fn matching(lines: &[String], f: impl Fn(&str) -> bool) -> usize {
 )]
 #[test]
 fn requests_per_published_and_current_instance_stay_within_budget() {
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/wh");
+    let Some(s3) = S3::sandbox("wh") else { return };
+    let S3 { endpoint, url, .. } = &s3;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(dir.join("m.toml"), manifest()).unwrap();
-    let (proxy, seen) = counting_proxy(&endpoint);
+    let (proxy, seen) = counting_proxy(endpoint);
     let instances = (2 * PARTITIONS) as f64;
 
-    let first = weir_s3(dir, &proxy.endpoint, &url, &["run", "m.toml"])
+    let first = weir_in(dir, &proxy.endpoint, url, &["run", "m.toml"])
         .output()
         .unwrap();
     ok(&first);
@@ -222,7 +220,7 @@ fn requests_per_published_and_current_instance_stay_within_budget() {
         published.join("\n")
     );
 
-    let again = weir_s3(dir, &proxy.endpoint, &url, &["run", "m.toml"])
+    let again = weir_in(dir, &proxy.endpoint, url, &["run", "m.toml"])
         .output()
         .unwrap();
     ok(&again);
@@ -301,15 +299,14 @@ fn requests_per_published_and_current_instance_stay_within_budget() {
 )]
 #[test]
 fn a_summary_tells_only_an_exact_match_current() {
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/wh");
+    let Some(s3) = S3::sandbox("wh") else { return };
+    let S3 { endpoint, url, .. } = &s3;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let (proxy, seen) = counting_proxy(&endpoint);
+    let (proxy, seen) = counting_proxy(endpoint);
     let run = |manifest: &str, says: &str| {
         std::fs::write(dir.join("m.toml"), manifest).unwrap();
-        let out = weir_s3(dir, &proxy.endpoint, &url, &["run", "m.toml"])
+        let out = weir_in(dir, &proxy.endpoint, url, &["run", "m.toml"])
             .output()
             .unwrap();
         ok(&out);

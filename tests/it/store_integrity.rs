@@ -391,38 +391,20 @@ mod two_endpoints {
     use std::process::Command;
     use std::time::Duration;
 
-    use crate::support::{ok, poll_until, stdout, weir, Engine};
-
-    /// Creates bucket `name` on the server at `endpoint`.
-    fn create_bucket(endpoint: &str, name: &str) {
-        let host = endpoint.trim_start_matches("http://");
-        let mut conn = TcpStream::connect(host).expect("the S3 server accepts connections");
-        write!(
-            conn,
-            "PUT /{name} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut reply = String::new();
-        conn.read_to_string(&mut reply).unwrap();
-        assert!(reply.starts_with("HTTP/1.1 200"), "CreateBucket: {reply}");
-    }
+    use crate::support::s3::{backend, create_bucket, endpoint, weir_s3};
+    use crate::support::{ok, poll_until, stdout, Engine};
 
     /// `weir --warehouse URL ARGS...` against `endpoint`, staging under the
     /// shared `staging` (one host running both), as `who`.
     fn weir_at(dir: &Path, endpoint: &str, staging: &Path, url: &str, who: &str) -> Command {
-        let mut cmd = weir();
-        cmd.current_dir(dir)
-            .args(["--warehouse", url, "run", "m.toml", "--run-id", who])
-            .env("AWS_ENDPOINT", endpoint)
-            // The one endpoint: the URL variables would take precedence.
-            .env_remove("AWS_ENDPOINT_URL")
-            .env_remove("AWS_ENDPOINT_URL_S3")
-            .env("AWS_ALLOW_HTTP", "true")
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_ACCESS_KEY_ID", "weir-test")
-            .env("AWS_SECRET_ACCESS_KEY", "weir-test")
-            .env("WEIR_STAGING", staging)
-            .env("WHO", who);
+        let mut cmd = weir_s3(
+            dir,
+            endpoint,
+            staging,
+            url,
+            &["run", "m.toml", "--run-id", who],
+        );
+        cmd.env("WHO", who);
         cmd
     }
 
@@ -494,7 +476,7 @@ mod two_endpoints {
     )]
     #[test]
     fn one_bucket_name_on_two_endpoints_stages_apart() {
-        let Some(prod) = crate::s3::endpoint() else {
+        let Some(prod) = endpoint() else {
             return;
         };
         let own;
@@ -537,7 +519,7 @@ mod two_endpoints {
         let dev_dir = std::fs::read_to_string(dir.join("dev.where")).unwrap();
         assert_ne!(prod_dir, dev_dir);
         for (endpoint, who) in [(&prod, "prod"), (&dev, "dev")] {
-            let backend = crate::s3::backend(endpoint, &url);
+            let backend = backend(endpoint, &url);
             let log = weir::store::Warehouse::remote(
                 std::sync::Arc::new(backend),
                 &url,

@@ -9,8 +9,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::s3::{endpoint, new_bucket};
-use crate::s3_evidence::{lines_in_state, weir_s3, FaultProxy};
+use crate::s3_evidence::lines_in_state;
+use crate::support::s3::{weir_in, FaultProxy, S3};
 use crate::support::{ok, poll_until, process_state, stderr, stdout, Engine};
 
 /// How long the proxy holds each request once the stall begins.
@@ -108,18 +108,17 @@ fn stalling_proxy(endpoint: &str) -> (FaultProxy, Arc<Mutex<Option<Instant>>>) {
 #[test]
 fn a_stalled_store_never_holds_up_timeouts_or_ctrl_c() {
     let _serial = crate::support::exclusive();
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/wh");
+    let Some(s3) = S3::sandbox("wh") else { return };
+    let S3 { endpoint, url, .. } = &s3;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(dir.join("m.toml"), MANIFEST).unwrap();
-    let (proxy, stall_until) = stalling_proxy(&endpoint);
+    let (proxy, stall_until) = stalling_proxy(endpoint);
     let engine = Engine::spawn(
-        weir_s3(
+        weir_in(
             dir,
             &proxy.endpoint,
-            &url,
+            url,
             &["run", "m.toml", "--run-id", "stalled"],
         ),
         dir,
@@ -164,10 +163,10 @@ fn a_stalled_store_never_holds_up_timeouts_or_ctrl_c() {
             && err.contains("weir: interrupted by SIGINT: 2 task instances left undone"),
         "{err}"
     );
-    let events = ok(&weir_s3(
+    let events = ok(&weir_in(
         dir,
-        &endpoint,
-        &url,
+        endpoint,
+        url,
         &["events", "m.toml", "--run", "stalled"],
     )
     .output()
@@ -219,18 +218,21 @@ partitioned_by = []
 #[test]
 fn a_store_that_stops_answering_ends_the_run_with_an_error_naming_it() {
     let _serial = crate::support::exclusive();
-    let Some(endpoint) = endpoint() else { return };
-    let bucket = new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/wh");
+    let Some(s3) = S3::sandbox("wh") else { return };
+    let S3 {
+        endpoint,
+        bucket,
+        url,
+    } = &s3;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     std::fs::write(dir.join("m.toml"), DOWN_MANIFEST).unwrap();
-    let (proxy, down) = stalling_proxy(&endpoint);
+    let (proxy, down) = stalling_proxy(endpoint);
     let engine = Engine::spawn(
-        weir_s3(
+        weir_in(
             dir,
             &proxy.endpoint,
-            &url,
+            url,
             &["run", "m.toml", "--run-id", "down"],
         ),
         dir,

@@ -3,7 +3,12 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub(crate) mod chromium;
 pub(crate) mod http;
+pub(crate) mod manifest;
+#[cfg(feature = "s3")]
+pub(crate) mod s3;
+pub(crate) mod snapshot;
 
 /// The repository root.
 pub(crate) fn repo() -> PathBuf {
@@ -246,10 +251,33 @@ pub(crate) fn run_options(
 /// Serializes the tests that run several engines at once or saturate both
 /// cores (zombie, kill9, chaos), so lease timings never compete with each
 /// other's load. Poisoning is ignored: one failure must not fail the rest.
-pub(crate) fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+pub(crate) fn exclusive() -> Exclusive {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    let guard = LOCK
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // cargo-nextest runs each test in a process of its own, where the mutex
+    // serializes nothing: there a lock on a file all its processes share.
+    let file = std::env::var_os("NEXTEST_RUN_ID").map(|_| {
+        let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("weir-it-exclusive.lock");
+        let file = std::fs::File::create(&path).expect("the lock file opens");
+        use std::os::fd::AsRawFd as _;
+        // SAFETY: flock(2) on a descriptor this function owns; closing the
+        // file (dropping the guard) releases it.
+        let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+        assert_eq!(locked, 0, "flock {}", path.display());
+        file
+    });
+    Exclusive {
+        _file: file,
+        _guard: guard,
+    }
+}
+
+/// Held by a test that runs alone (see `exclusive`).
+pub(crate) struct Exclusive {
+    _file: Option<std::fs::File>,
+    _guard: std::sync::MutexGuard<'static, ()>,
 }
 
 /// Polls `ready` every 5 ms until it holds; panics with `what` after `limit`.

@@ -1039,18 +1039,16 @@ pub(crate) fn delta_sandbox() -> Sandbox {
 )]
 #[test]
 fn delta_table_and_files_on_s3() {
-    let Some(endpoint) = crate::s3::endpoint() else {
+    let Some(s3) = crate::support::s3::S3::sandbox("wh") else {
         return;
     };
     if !python_readers() {
         return;
     }
-    let bucket = crate::s3::new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/wh");
+    let url = &s3.url;
     let sb = delta_sandbox();
     let staging = sb.path().join("staging");
-    let weir_s3 =
-        |args: &[&str]| crate::s3_warehouse::weir_s3(sb.path(), &endpoint, &staging, &url, args);
+    let weir_s3 = |args: &[&str]| s3.weir(sb.path(), &staging, args);
     let out = weir_s3(&[
         "run",
         "m.toml",
@@ -1070,7 +1068,7 @@ fn delta_table_and_files_on_s3() {
     ok(&out);
 
     let options = serde_json::json!({
-        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ENDPOINT_URL": s3.endpoint,
         "AWS_ALLOW_HTTP": "true",
         "AWS_REGION": "us-east-1",
         "AWS_ACCESS_KEY_ID": "weir-test",
@@ -1117,7 +1115,7 @@ fn delta_table_and_files_on_s3() {
     let doc: serde_json::Value = serde_json::from_str(&listed).unwrap();
     let files = doc["files"].as_array().unwrap();
     assert_eq!(files.len(), 4, "{listed}");
-    let store = crate::s3::backend(&endpoint, &url);
+    let store = s3.backend();
     for f in files {
         let path = f["path"].as_str().unwrap();
         let key = path
@@ -1792,18 +1790,16 @@ fn verify_reports_a_table_that_disagrees() {
 )]
 #[test]
 fn delta_checkpoints_on_s3() {
-    let Some(endpoint) = crate::s3::endpoint() else {
+    let Some(s3) = crate::support::s3::S3::sandbox("wh") else {
         return;
     };
     if !python_readers() {
         return;
     }
-    let bucket = crate::s3::new_bucket(&endpoint);
-    let url = format!("s3://{bucket}/wh");
+    let url = &s3.url;
     let sb = delta_sandbox();
     let staging = sb.path().join("staging");
-    let weir_s3 =
-        |args: &[&str]| crate::s3_warehouse::weir_s3(sb.path(), &endpoint, &staging, &url, args);
+    let weir_s3 = |args: &[&str]| s3.weir(sb.path(), &staging, args);
     ok(&weir_s3(&[
         "run",
         "m.toml",
@@ -1824,7 +1820,7 @@ fn delta_checkpoints_on_s3() {
         ok(&out);
         assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
     }
-    let store = crate::s3::backend(&endpoint, &url);
+    let store = s3.backend();
     let get = |key: &str| weir::store::Backend::get(&store, key).unwrap();
     let checkpoint = get("sales/_delta_log/00000000000000000010.checkpoint.parquet")
         .expect("the checkpoint is put");
@@ -1863,7 +1859,7 @@ fn delta_checkpoints_on_s3() {
     );
 
     let options = serde_json::json!({
-        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ENDPOINT_URL": s3.endpoint,
         "AWS_ALLOW_HTTP": "true",
         "AWS_REGION": "us-east-1",
         "AWS_ACCESS_KEY_ID": "weir-test",

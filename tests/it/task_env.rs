@@ -511,10 +511,12 @@ fn lineage_url_credentials_are_used_and_redacted() {
 )]
 #[test]
 fn a_task_of_an_s3_warehouse_never_sees_the_store_credentials() {
-    let Some(endpoint) = crate::s3::endpoint() else {
+    let Some(crate::support::s3::S3 {
+        endpoint, bucket, ..
+    }) = crate::support::s3::S3::sandbox("")
+    else {
         return;
     };
-    let bucket = crate::s3::new_bucket(&endpoint);
     let tmp = tempfile::tempdir().unwrap();
     let dump_path = tmp.path().join("env");
     for (env, task) in [
@@ -535,19 +537,11 @@ fn a_task_of_an_s3_warehouse_never_sees_the_store_credentials() {
             ),
         );
         let url = format!("s3://{bucket}/{task}");
-        let out = crate::support::weir()
-            .current_dir(sb.path())
-            .args(["--warehouse", &url, "run", "m.toml", "--partition", "good"])
-            .env("AWS_ENDPOINT", &endpoint)
-            // The one endpoint: the URL variables would take precedence.
-            .env_remove("AWS_ENDPOINT_URL")
-            .env_remove("AWS_ENDPOINT_URL_S3")
-            .env("AWS_ALLOW_HTTP", "true")
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_ACCESS_KEY_ID", "weir-test")
+        let staging = tmp.path().join(format!("staging-{task}"));
+        let args = ["run", "m.toml", "--partition", "good"];
+        let out = crate::support::s3::weir_s3(sb.path(), &endpoint, &staging, &url, &args)
             .env("AWS_SECRET_ACCESS_KEY", "weir-test-secret-key")
             .env("AWS_SESSION_TOKEN", "weir-test-session")
-            .env("WEIR_STAGING", tmp.path().join(format!("staging-{task}")))
             .env("ENGINE_ONLY", "engine")
             .output()
             .unwrap();

@@ -148,7 +148,7 @@ mod s3 {
 
     use weir::store::Backend;
 
-    use crate::s3::{backend, endpoint, new_bucket};
+    use crate::support::s3::S3;
 
     macro_rules! on_s3 {
         ($check:ident) => {
@@ -158,10 +158,10 @@ mod s3 {
             )]
             #[test]
             fn $check() {
-                let Some(endpoint) = endpoint() else { return };
-                let bucket = new_bucket(&endpoint);
-                let b: Arc<dyn Backend> =
-                    Arc::new(backend(&endpoint, &format!("s3://{bucket}/wh/0")));
+                let Some(s3) = S3::sandbox("wh/0") else {
+                    return;
+                };
+                let b: Arc<dyn Backend> = Arc::new(s3.backend());
                 super::checks::$check(b);
             }
         };
