@@ -444,3 +444,32 @@ fn the_path_reader_resolves_groups_and_relative_paths() {
         vec![1, 6]
     );
 }
+
+// The book's page on layers copies `src/lib.rs`'s list for readers who
+// never open the source; a layer added or moved in one and not the other
+// fails here.
+#[test]
+fn the_book_lists_the_layers_of_lib_rs() {
+    let numbered = |text: &str, prefix: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix(prefix))
+            .filter(|l| {
+                l.split_once(". `")
+                    .is_some_and(|(n, _)| n.parse::<u32>().is_ok())
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    let lib = std::fs::read_to_string(root().join("src/lib.rs")).unwrap();
+    let book = std::fs::read_to_string(root().join("docs/dev/layers.md")).unwrap();
+    let lib = numbered(&lib, "//! ");
+    assert!(
+        lib.len() > 10,
+        "no layer list read from src/lib.rs: {lib:?}"
+    );
+    assert_eq!(
+        numbered(&book, ""),
+        lib,
+        "docs/dev/layers.md's list is not src/lib.rs's"
+    );
+}
