@@ -146,7 +146,7 @@ fn every_command_decides_its_exit_code_from_the_error() {
     }
 
     // The warehouse is a regular file: every command that opens it exits 5
-    // saying so (status, gc, report, events, history are in daytwo.rs).
+    // saying so (status, gc, report, events, history are in operator_repair.rs).
     let wh = sb.path().join("wh");
     std::fs::rename(&wh, sb.path().join("wh.d")).unwrap();
     std::fs::write(&wh, "").unwrap();

@@ -5,11 +5,9 @@ mod atlasmart;
 mod audit_limits;
 mod backfill;
 mod batches;
-mod boundary;
 mod chaos;
+mod published_immutable;
 // Its pipeline has a `url` notify target too.
-#[cfg(feature = "http")]
-mod commands;
 #[cfg(feature = "console")]
 mod console;
 #[cfg(feature = "console")]
@@ -18,12 +16,14 @@ mod containment;
 mod crash;
 mod cron_dst;
 mod data_layout;
-mod daytwo;
+#[cfg(feature = "http")]
+mod declared_commands;
 mod disk_full;
 mod engine_races;
 mod environment_reads;
 mod exit_codes;
 mod fencing;
+mod fingerprints_and_panics;
 mod function_sizes;
 mod gate_secrets;
 mod global_pools;
@@ -38,18 +38,17 @@ mod no_prints;
 mod notify;
 mod operator;
 mod operator_paths;
+mod operator_repair;
 mod parquet;
 mod partitions;
 mod pass_reads;
 mod plan;
-mod plans;
 mod pools;
 mod publish;
 mod readme;
 mod reference;
 mod report;
 mod retries;
-mod robustness;
 #[cfg(feature = "s3")]
 mod s3;
 #[cfg(feature = "s3")]
@@ -64,6 +63,7 @@ mod sensor_reads;
 mod sensors;
 mod serve;
 mod serve_lanes;
+mod signed_plans;
 mod simulate;
 mod slo;
 mod slurm;

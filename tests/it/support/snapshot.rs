@@ -8,7 +8,7 @@
 //!
 //! To update after a deliberate change in the output, run the tests with
 //! `INSTA_UPDATE=always` (e.g. `INSTA_UPDATE=always cargo test --test it --
-//! daytwo::`), then review `git diff tests/it/snapshots` before committing
+//! operator_repair::`), then review `git diff tests/it/snapshots` before committing
 //! (`cargo insta review`, if cargo-insta is installed, does the same
 //! interactively from the `.snap.new` files a plain run leaves). A missing or
 //! different snapshot fails the test; under `CI=true` insta writes nothing.

@@ -2,9 +2,9 @@
 //! selection, retry of one instance), clean interrupts and Unix manners,
 //! through the binary with exit code, stdout and stderr asserted together.
 //!
-//! The longest outputs are snapshots, `snapshots/it__daytwo__*.snap` (times,
+//! The longest outputs are snapshots, `snapshots/it__operator_repair__*.snap` (times,
 //! durations and operator run ids masked): after a deliberate change run
-//! `INSTA_UPDATE=always cargo test --test it -- daytwo::` and review the diff
+//! `INSTA_UPDATE=always cargo test --test it -- operator_repair::` and review the diff
 //! (support/snapshot.rs); a missing or different snapshot fails.
 
 use weir::events::State;
