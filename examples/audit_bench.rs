@@ -3,10 +3,11 @@
 //! rest of `weir run`: the loop to profile the audit in (`perf record`,
 //! `/usr/bin/time -v` for peak RSS).
 //!
-//! usage: cargo run --release --example audit_bench -- csv|parquet FILE [RUNS] [--scan]
+//! usage: cargo run --release --example audit_bench -- csv|parquet FILE [RUNS] [--scan] [--one-key]
 //!
 //! With `--scan`, only reads the rows (no digest, no gates): the cost of
-//! the format's reader alone.
+//! the format's reader alone. With `--one-key`, the tracker's audit: the
+//! grain's uniqueness set only (`unique(ref)` left out).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -27,12 +28,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         other => return Err(format!("unknown format {other}").into()),
     };
     let scan = args.iter().any(|arg| arg == "--scan");
+    let one_key = args.iter().any(|arg| arg == "--one-key");
     let runs: usize = args
         .get(2)
-        .filter(|arg| *arg != "--scan")
+        .filter(|arg| !arg.starts_with("--"))
         .map_or(Ok(1), |n| n.parse())?;
     let grain = vec!["id".to_owned()];
-    let gates = [
+    let mut gates = vec![
         Gate::RowCount {
             min: Some(1),
             max: None,
@@ -44,6 +46,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             columns: vec!["id".to_owned(), "amount_cents".to_owned()],
         },
     ];
+    if one_key {
+        gates.retain(|gate| !matches!(gate, Gate::Unique { .. }));
+    }
     let inputs = HashMap::new();
     let spec = AuditSpec {
         format,

@@ -98,9 +98,13 @@ impl FromStr for Digest {
 pub(crate) struct RowDigest {
     /// `S` as four little-endian 64-bit limbs.
     sum: [u64; 4],
-    /// Each sorted column's encoded name (length + bytes), precomputed
-    /// because it is the same in every row.
-    names: Vec<Vec<u8>>,
+    /// Each sorted column's encoded name (length + bytes) followed by the
+    /// `0x01` of a value, all in one buffer: they are the same in every
+    /// row, and one buffer read front to back is what a row's encoding
+    /// copies from.
+    heads: Vec<u8>,
+    /// Where each column's head ends in `heads`.
+    ends: Vec<usize>,
     /// The row encoding, reused so hashing a row does not allocate.
     buf: Vec<u8>,
 }
@@ -108,17 +112,17 @@ pub(crate) struct RowDigest {
 impl RowDigest {
     /// A zero sum for rows whose columns are `columns` (sorted).
     pub(crate) fn new(columns: &[String]) -> Self {
-        let names = columns
-            .iter()
-            .map(|name| {
-                let mut encoded = Vec::with_capacity(4 + name.len());
-                put_bytes(&mut encoded, name.as_bytes());
-                encoded
-            })
-            .collect();
+        let mut heads = Vec::new();
+        let mut ends = Vec::with_capacity(columns.len());
+        for name in columns {
+            put_bytes(&mut heads, name.as_bytes());
+            heads.push(1);
+            ends.push(heads.len());
+        }
         Self {
             sum: [0; 4],
-            names,
+            heads,
+            ends,
             buf: Vec::new(),
         }
     }
@@ -127,7 +131,8 @@ impl RowDigest {
     pub(crate) fn fresh(&self) -> Self {
         Self {
             sum: [0; 4],
-            names: self.names.clone(),
+            heads: self.heads.clone(),
+            ends: self.ends.clone(),
             buf: Vec::new(),
         }
     }
@@ -136,13 +141,23 @@ impl RowDigest {
     pub(crate) fn add(&mut self, row: &Row<'_>) {
         self.buf.clear();
         self.buf.extend_from_slice(ROW_DOMAIN);
-        for (column, name) in self.names.iter().enumerate() {
-            self.buf.extend_from_slice(name);
+        let mut from = 0;
+        for (column, &end) in self.ends.iter().enumerate() {
+            let head = self.heads.get(from..end).unwrap_or_default();
+            from = end;
             match row.get(column) {
-                None => self.buf.push(0),
                 Some(value) => {
-                    self.buf.push(1);
-                    put_bytes(&mut self.buf, value);
+                    self.buf.extend_from_slice(head);
+                    self.buf
+                        .extend_from_slice(&len_u32(value.len()).to_le_bytes());
+                    self.buf.extend_from_slice(value);
+                }
+                None => {
+                    // The name, and `0x00` in place of the value's `0x01`.
+                    self.buf.extend_from_slice(head);
+                    if let Some(tag) = self.buf.last_mut() {
+                        *tag = 0;
+                    }
                 }
             }
         }
@@ -155,7 +170,8 @@ impl RowDigest {
     /// waits for the files before it to be merged, and with 100,000
     /// columns this was about 100 bytes a column for each file waiting.
     pub(crate) fn release(&mut self) {
-        self.names = Vec::new();
+        self.heads = Vec::new();
+        self.ends = Vec::new();
         self.buf = Vec::new();
     }
 

@@ -9,8 +9,8 @@
 //! slack (an open-addressing table of 16-byte hashes took 256 MiB). Equal
 //! keys always have equal fingerprints, so a candidate whose fingerprints
 //! are all distinct has no duplicate, and that is decided without a second
-//! read. Fingerprints that repeat (74 compared bits: a chance of about
-//! 3·10⁻⁹ for 10 M distinct keys) are only suspects: the caller reads the
+//! read. Fingerprints that repeat (72 compared bits: a chance of about
+//! 10⁻⁸ for 10 M distinct keys) are only suspects: the caller reads the
 //! rows again and compares each suspect's key bytes with the keys stored
 //! for it, so a hash collision is never reported as a duplicate.
 
@@ -22,14 +22,17 @@ use rayon::prelude::*;
 
 use crate::audit::read::Row;
 
-/// Bits of the key hash that pick a bucket. 1,024 buckets of 10 M keys
-/// hold about 80 KB each, which sort inside the L2 cache.
-pub(super) const BUCKET_BITS: u32 = 10;
+/// Bits of the key hash that pick a bucket. 256 buckets of 10 M keys
+/// hold about 310 KB each, which still sort inside a core's L2 cache,
+/// and the 256 tails every key is pushed to (one at random) take 16 KB
+/// of cache where 1,024 took 64 KB: the push's store was the hottest
+/// instruction of the key check.
+pub(super) const BUCKET_BITS: u32 = 8;
 const BUCKETS: usize = 1 << BUCKET_BITS;
 
 /// How many repeated fingerprints are verified against their keys. Beyond
 /// this the check has failed many times over; the rest are counted by
-/// fingerprint (74 bits) without reading their keys.
+/// fingerprint (72 bits) without reading their keys.
 pub(super) const MAX_SUSPECTS: usize = 1 << 16;
 
 /// How a key's encoded values are hashed: [`xxh3`] except in tests that

@@ -706,3 +706,40 @@ fn compact_text_sorts_keys_and_keeps_a_repeated_keys_last_value() {
         r#"{"a":"last","aa":{},"b":[1,{"x":[],"y":2}]}"#
     );
 }
+
+proptest::proptest! {
+    // The word-at-a-time comma split finds the fields a byte-by-byte split
+    // does, with commas, quotes and carriage returns at every offset of
+    // lines longer than a word, and says so when a quote or `\r` is there.
+    #[test]
+    fn comma_split_agrees_with_a_byte_by_byte_split(
+        line in proptest::collection::vec(
+            proptest::prop_oneof![
+                8 => proptest::prelude::Just(b'x'),
+                3 => proptest::prelude::Just(b','),
+                1 => proptest::prelude::Just(b'"'),
+                1 => proptest::prelude::Just(b'\r'),
+                1 => 0u8..=255,
+            ],
+            0..70,
+        ),
+        base in 0usize..100,
+    ) {
+        let mut fields = Vec::new();
+        let simple = super::csv_records::split_simple(&line, base, &mut fields);
+        let expected_simple = !line.iter().any(|&b| b == b'"' || b == b'\r');
+        proptest::prop_assert_eq!(simple, expected_simple);
+        if simple {
+            let mut expected = Vec::new();
+            let mut from = 0;
+            for (at, &byte) in line.iter().enumerate() {
+                if byte == b',' {
+                    expected.push((base + from, base + at));
+                    from = at + 1;
+                }
+            }
+            expected.push((base + from, base + line.len()));
+            proptest::prop_assert_eq!(fields, expected);
+        }
+    }
+}
