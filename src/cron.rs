@@ -32,24 +32,108 @@ pub struct Schedule {
 }
 
 /// Why a schedule was refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ScheduleError {
     /// Not a five-field cron expression.
-    Syntax(String),
+    #[error(transparent)]
+    Syntax(#[from] CronError),
     /// A well-formed expression that no date matches.
-    NeverFires(String),
+    #[error("`{text}` never fires: no date matches its day of month, month and day of week")]
+    NeverFires {
+        /// The expression as written.
+        text: String,
+    },
     /// A timezone the bundled database does not know.
-    Zone(String),
+    #[error("unknown timezone `{zone}`: {why}")]
+    Zone {
+        /// The zone as written.
+        zone: String,
+        /// The timezone database's reason.
+        why: String,
+    },
 }
 
-impl std::fmt::Display for ScheduleError {
+/// Why a text is not a five-field cron expression.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CronError {
+    /// Not five whitespace-separated fields.
+    #[error("`{text}` has {found} fields; a schedule has five: minute hour day-of-month month day-of-week")]
+    FieldCount {
+        /// The expression as written.
+        text: String,
+        /// How many fields it has.
+        found: usize,
+    },
+    /// One field is wrong.
+    #[error("`{text}` is not a cron expression: {field} {problem}")]
+    Field {
+        /// The expression as written.
+        text: String,
+        /// Which field.
+        field: CronField,
+        /// What is wrong with it.
+        problem: FieldProblem,
+    },
+}
+
+/// The five fields of a cron expression, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CronField {
+    /// The first: 0-59.
+    Minute,
+    /// The second: 0-23.
+    Hour,
+    /// The third: 1-31, `L`, `W`.
+    DayOfMonth,
+    /// The fourth: 1-12 or `JAN`-`DEC`.
+    Month,
+    /// The fifth: 0-7 or `SUN`-`SAT`, `#`, `L`.
+    DayOfWeek,
+}
+
+impl std::fmt::Display for CronField {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ScheduleError::Syntax(s) | ScheduleError::NeverFires(s) | ScheduleError::Zone(s) => {
-                f.write_str(s)
-            }
-        }
+        f.write_str(match self {
+            CronField::Minute => "minute",
+            CronField::Hour => "hour",
+            CronField::DayOfMonth => "day of month",
+            CronField::Month => "month",
+            CronField::DayOfWeek => "day of week",
+        })
     }
+}
+
+/// What is wrong inside one field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FieldProblem {
+    /// Neither a number nor one of the field's names.
+    #[error("`{item}` is not a number")]
+    NotANumber {
+        /// The item as written.
+        item: String,
+    },
+    /// A number outside what the field (or a `#k` suffix) allows.
+    #[error("`{item}` is outside {lo}-{hi}")]
+    OutOfRange {
+        /// The item as written.
+        item: String,
+        /// Smallest allowed.
+        lo: u32,
+        /// Largest allowed.
+        hi: u32,
+    },
+    /// `/0`, `/x`.
+    #[error("step `{step}` is not a positive number")]
+    BadStep {
+        /// The step as written.
+        step: String,
+    },
+    /// `5-1`.
+    #[error("range `{range}` runs backwards")]
+    Backwards {
+        /// The range as written.
+        range: String,
+    },
 }
 
 /// The fields, as sets.
@@ -105,15 +189,16 @@ impl Schedule {
     /// Parses a five-field expression (minute hour day-of-month month
     /// day-of-week); why not, in words.
     pub fn parse(text: &str, zone: &str) -> Result<Schedule, ScheduleError> {
-        let spec = Spec::parse(text).map_err(ScheduleError::Syntax)?;
-        let tz = jiff::tz::db()
-            .get(zone)
-            .map_err(|e| ScheduleError::Zone(format!("unknown timezone `{zone}`: {e}")))?;
+        let spec = Spec::parse(text)?;
+        let tz = jiff::tz::db().get(zone).map_err(|e| ScheduleError::Zone {
+            zone: zone.to_string(),
+            why: e.to_string(),
+        })?;
         let epoch = jiff::civil::date(2000, 1, 1);
         if spec.next_civil(epoch.at(0, 0, 0, 0)).is_none() {
-            return Err(ScheduleError::NeverFires(format!(
-                "`{text}` never fires: no date matches its day of month, month and day of week"
-            )));
+            return Err(ScheduleError::NeverFires {
+                text: text.to_string(),
+            });
         }
         Ok(Schedule {
             text: text.to_string(),
@@ -206,21 +291,26 @@ fn ceil_minute(civil: DateTime) -> DateTime {
 }
 
 impl Spec {
-    fn parse(text: &str) -> Result<Spec, String> {
+    fn parse(text: &str) -> Result<Spec, CronError> {
         let fields: Vec<&str> = text.split_whitespace().collect();
         if fields.len() != 5 {
-            return Err(format!(
-                "`{text}` has {} fields; a schedule has five: minute hour day-of-month month day-of-week",
-                fields.len()
-            ));
+            return Err(CronError::FieldCount {
+                text: text.to_string(),
+                found: fields.len(),
+            });
         }
-        let bad =
-            |what: &str, why: String| format!("`{text}` is not a cron expression: {what} {why}");
-        let minutes = parse_list(fields[0], 0, 59, &[]).map_err(|e| bad("minute", e))?;
-        let hours = parse_list(fields[1], 0, 23, &[]).map_err(|e| bad("hour", e))?;
-        let dom = parse_dom(fields[2]).map_err(|e| bad("day of month", e))?;
-        let months = parse_list(fields[3], 1, 12, &MONTHS).map_err(|e| bad("month", e))?;
-        let dow = parse_dow(fields[4]).map_err(|e| bad("day of week", e))?;
+        let bad = |field: CronField| {
+            move |problem| CronError::Field {
+                text: text.to_string(),
+                field,
+                problem,
+            }
+        };
+        let minutes = parse_list(fields[0], 0, 59, &[]).map_err(bad(CronField::Minute))?;
+        let hours = parse_list(fields[1], 0, 23, &[]).map_err(bad(CronField::Hour))?;
+        let dom = parse_dom(fields[2]).map_err(bad(CronField::DayOfMonth))?;
+        let months = parse_list(fields[3], 1, 12, &MONTHS).map_err(bad(CronField::Month))?;
+        let dow = parse_dow(fields[4]).map_err(bad(CronField::DayOfWeek))?;
         let wild = |f: &str| f.starts_with('*') || f.contains('/');
         Ok(Spec {
             minutes,
@@ -333,31 +423,35 @@ const MONTHS: [&str; 12] = [
 const WEEKDAYS: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
 
 /// One number or name of a field; names count from `lo`.
-fn value(item: &str, lo: u32, hi: u32, names: &[&str]) -> Result<u32, String> {
+fn value(item: &str, lo: u32, hi: u32, names: &[&str]) -> Result<u32, FieldProblem> {
     let v = match names.iter().position(|n| n.eq_ignore_ascii_case(item)) {
         Some(i) => lo + u32::try_from(i).expect("a dozen names"),
-        None => item
-            .parse::<u32>()
-            .map_err(|_| format!("`{item}` is not a number"))?,
+        None => item.parse::<u32>().map_err(|_| FieldProblem::NotANumber {
+            item: item.to_string(),
+        })?,
     };
     if v < lo || v > hi {
-        return Err(format!("`{item}` is outside {lo}-{hi}"));
+        return Err(FieldProblem::OutOfRange {
+            item: item.to_string(),
+            lo,
+            hi,
+        });
     }
     Ok(v)
 }
 
 /// `*`, `a`, `a-b`, each with an optional `/step`, comma-separated: the set
 /// as bits.
-fn parse_list(field: &str, lo: u32, hi: u32, names: &[&str]) -> Result<u64, String> {
+fn parse_list(field: &str, lo: u32, hi: u32, names: &[&str]) -> Result<u64, FieldProblem> {
     let mut bits = 0u64;
     for item in field.split(',') {
         let (range, step) = match item.split_once('/') {
             Some((r, s)) => {
-                let step = s
-                    .parse::<u32>()
-                    .ok()
-                    .filter(|s| *s > 0)
-                    .ok_or(format!("step `{s}` is not a positive number"))?;
+                let step = s.parse::<u32>().ok().filter(|s| *s > 0).ok_or_else(|| {
+                    FieldProblem::BadStep {
+                        step: s.to_string(),
+                    }
+                })?;
                 (r, Some(step))
             }
             None => (item, None),
@@ -373,7 +467,9 @@ fn parse_list(field: &str, lo: u32, hi: u32, names: &[&str]) -> Result<u64, Stri
             },
         };
         if a > b {
-            return Err(format!("range `{range}` runs backwards"));
+            return Err(FieldProblem::Backwards {
+                range: range.to_string(),
+            });
         }
         let mut v = a;
         while v <= b {
@@ -384,7 +480,7 @@ fn parse_list(field: &str, lo: u32, hi: u32, names: &[&str]) -> Result<u64, Stri
     Ok(bits)
 }
 
-fn parse_dom(field: &str) -> Result<DaysOfMonth, String> {
+fn parse_dom(field: &str) -> Result<DaysOfMonth, FieldProblem> {
     let mut dom = DaysOfMonth {
         star: field.starts_with('*') || field == "?",
         ..DaysOfMonth::default()
@@ -406,7 +502,7 @@ fn parse_dom(field: &str) -> Result<DaysOfMonth, String> {
     Ok(dom)
 }
 
-fn parse_dow(field: &str) -> Result<DaysOfWeek, String> {
+fn parse_dow(field: &str) -> Result<DaysOfWeek, FieldProblem> {
     let mut dow = DaysOfWeek {
         star: field.starts_with('*') || field == "?",
         ..DaysOfWeek::default()
@@ -432,7 +528,7 @@ fn parse_dow(field: &str) -> Result<DaysOfWeek, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Schedule, ScheduleError};
+    use super::{CronError, CronField, FieldProblem, Schedule, ScheduleError};
 
     fn at(text: &str) -> i64 {
         text.parse::<jiff::Timestamp>().unwrap().as_second()
@@ -479,19 +575,69 @@ mod tests {
     }
 
     #[test]
-    fn bad_expressions_say_why() {
+    fn bad_expressions_say_which_field_which_value_and_why() {
         let syntax = |text: &str| match Schedule::parse(text, "UTC") {
-            Err(ScheduleError::Syntax(why)) => why,
+            Err(ScheduleError::Syntax(e)) => e,
             other => panic!("{text}: {other:?}"),
         };
-        assert!(syntax("0 6 * *").contains("4 fields"));
-        assert!(syntax("0 25 * * *").contains("hour `25` is outside 0-23"));
-        assert!(syntax("*/0 * * * *").contains("step `0`"));
-        assert!(syntax("0 0 * * MON#6").contains("outside 1-5"));
-        assert!(syntax("0 0 5-1 * *").contains("runs backwards"));
+        let field = |text: &str| match syntax(text) {
+            CronError::Field { field, problem, .. } => (field, problem),
+            other => panic!("{text}: {other:?}"),
+        };
+        assert_eq!(
+            syntax("0 6 * *"),
+            CronError::FieldCount {
+                text: "0 6 * *".into(),
+                found: 4
+            }
+        );
+        assert!(syntax("0 6 * *").to_string().contains("4 fields"));
+        let out_of_range = |item: &str, lo, hi| FieldProblem::OutOfRange {
+            item: item.into(),
+            lo,
+            hi,
+        };
+        assert_eq!(
+            field("0 25 * * *"),
+            (CronField::Hour, out_of_range("25", 0, 23))
+        );
+        assert!(syntax("0 25 * * *")
+            .to_string()
+            .contains("hour `25` is outside 0-23"));
+        assert_eq!(
+            field("*/0 * * * *"),
+            (
+                CronField::Minute,
+                FieldProblem::BadStep { step: "0".into() }
+            )
+        );
+        assert_eq!(
+            field("0 0 * * MON#6"),
+            (CronField::DayOfWeek, out_of_range("6", 1, 5))
+        );
+        assert_eq!(
+            field("0 0 5-1 * *"),
+            (
+                CronField::DayOfMonth,
+                FieldProblem::Backwards {
+                    range: "5-1".into()
+                }
+            )
+        );
+        assert_eq!(
+            field("0 0 * FOO *"),
+            (
+                CronField::Month,
+                FieldProblem::NotANumber { item: "FOO".into() }
+            )
+        );
         assert!(matches!(
             Schedule::parse("0 6 * * *", "Mars/Olympus"),
-            Err(ScheduleError::Zone(_))
+            Err(ScheduleError::Zone { zone, .. }) if zone == "Mars/Olympus"
+        ));
+        assert!(matches!(
+            Schedule::parse("0 0 30 2 *", "UTC"),
+            Err(ScheduleError::NeverFires { text }) if text == "0 0 30 2 *"
         ));
     }
 }

@@ -60,8 +60,10 @@ pub fn main() -> ExitCode {
     let log = std::env::var(diag::ENV).ok();
     match diag::filter(cli.verbose, log.as_deref()) {
         Ok(filter) => diag::install(filter, log_format(&cli.command)),
-        Err(message) => {
-            return ExitCode::from(error::finish(Err(error::CliError::Usage(message))));
+        Err(refused) => {
+            return ExitCode::from(error::finish(Err(error::CliError::Usage(
+                refused.to_string(),
+            ))));
         }
     }
     if let Some(location) = cli.warehouse {
@@ -74,8 +76,10 @@ pub fn main() -> ExitCode {
             crate::process::tree::use_setting(settings.cgroups);
             let _ = SETTINGS.set(settings);
         }
-        Err(message) => {
-            return ExitCode::from(error::finish(Err(error::CliError::Usage(message))));
+        Err(refused) => {
+            return ExitCode::from(error::finish(Err(error::CliError::Usage(
+                refused.to_string(),
+            ))));
         }
     }
     let outcome = match cli.command {

@@ -16,6 +16,42 @@ use super::fault::{Chaos, Faults};
 use crate::process::tree;
 use crate::store::slots::SlotTiming;
 
+/// Why a setting from the environment is refused: which variable, which
+/// value, what is accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingError {
+    /// A value outside a fixed set of words.
+    #[error("{var}={value}: expected {expected}")]
+    NotOneOf {
+        /// The variable.
+        var: &'static str,
+        /// Its value (lossily decoded).
+        value: String,
+        /// The words accepted, in prose.
+        expected: &'static str,
+    },
+    /// A value that is not a duration.
+    #[error("{var}: {error}")]
+    Duration {
+        /// The variable.
+        var: &'static str,
+        /// Why its value is not a duration.
+        error: crate::manifest::duration::DurationError,
+    },
+    /// A duration below the shortest that works.
+    #[error("{var}: `{value}` is shorter than {min}: {why}")]
+    TooShort {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// The shortest accepted, as written in messages.
+        min: &'static str,
+        /// What a shorter one would break.
+        why: &'static str,
+    },
+}
+
 /// The settings a process runs with; the default is an unset environment.
 #[derive(Debug, Clone, Default)]
 pub struct Settings {
@@ -40,9 +76,15 @@ impl Settings {
     /// `|name| std::env::var_os(name)`), or the message refusing the first
     /// bad one (`WEIR_CGROUP=yes: expected …`). A value that is not UTF-8
     /// counts as unset for the settings that read text, as it always did.
-    pub fn read(var: impl Fn(&str) -> Option<OsString>) -> Result<Settings, String> {
+    pub fn read(var: impl Fn(&str) -> Option<OsString>) -> Result<Settings, SettingError> {
         let text = |name: &str| var(name).and_then(|v| v.into_string().ok());
-        let cgroups = tree::Setting::parse(var("WEIR_CGROUP").as_deref())?;
+        let cgroup = var("WEIR_CGROUP");
+        let cgroups =
+            tree::Setting::parse(cgroup.as_deref()).map_err(|_| SettingError::NotOneOf {
+                var: "WEIR_CGROUP",
+                value: cgroup.unwrap_or_default().to_string_lossy().into_owned(),
+                expected: "`on` (the default), `v2`, `v1` or `off`",
+            })?;
         let pool_timing = match text("WEIR_POOL_TIMEOUT") {
             Some(t) => pool_timing(&t)?,
             None => SlotTiming::default(),
@@ -60,13 +102,15 @@ impl Settings {
 }
 
 /// One timing out after `text` (a duration such as `30s`).
-fn pool_timing(text: &str) -> Result<SlotTiming, String> {
+fn pool_timing(text: &str) -> Result<SlotTiming, SettingError> {
+    const VAR: &str = "WEIR_POOL_TIMEOUT";
     let timeout = crate::manifest::duration::parse(text)
-        .map_err(|why| format!("WEIR_POOL_TIMEOUT: {why}"))?;
-    SlotTiming::with_timeout(timeout).ok_or_else(|| {
-        format!(
-            "WEIR_POOL_TIMEOUT: `{text}` is shorter than 500ms: scheduling delays would look like dead engines"
-        )
+        .map_err(|error| SettingError::Duration { var: VAR, error })?;
+    SlotTiming::with_timeout(timeout).ok_or_else(|| SettingError::TooShort {
+        var: VAR,
+        value: text.to_string(),
+        min: "500ms",
+        why: "scheduling delays would look like dead engines",
     })
 }
 
@@ -77,7 +121,7 @@ mod tests {
     use crate::manifest::Manifest;
     use std::time::Duration;
 
-    fn read(pairs: &[(&str, &str)]) -> Result<Settings, String> {
+    fn read(pairs: &[(&str, &str)]) -> Result<Settings, SettingError> {
         Settings::read(|name| {
             pairs
                 .iter()
@@ -110,13 +154,30 @@ mod tests {
             .hit(super::super::fault::Point::AfterCommit, "t", "p")
             .is_err());
         assert_eq!(read(&[("WEIR_STAGING", "")]).unwrap().staging, None);
-        assert_eq!(
-            read(&[("WEIR_CGROUP", "yes")]).unwrap_err(),
-            "WEIR_CGROUP=yes: expected `on` (the default), `v2`, `v1` or `off`"
+        let cgroup = read(&[("WEIR_CGROUP", "yes")]).unwrap_err();
+        assert!(
+            matches!(&cgroup, SettingError::NotOneOf { var: "WEIR_CGROUP", value, .. } if value == "yes"),
+            "{cgroup:?}"
         );
         assert_eq!(
-            read(&[("WEIR_POOL_TIMEOUT", "100ms")]).unwrap_err(),
+            cgroup.to_string(),
+            "WEIR_CGROUP=yes: expected `on` (the default), `v2`, `v1` or `off`"
+        );
+        let short = read(&[("WEIR_POOL_TIMEOUT", "100ms")]).unwrap_err();
+        assert!(
+            matches!(&short, SettingError::TooShort { var: "WEIR_POOL_TIMEOUT", value, .. } if value == "100ms"),
+            "{short:?}"
+        );
+        assert_eq!(
+            short.to_string(),
             "WEIR_POOL_TIMEOUT: `100ms` is shorter than 500ms: scheduling delays would look like dead engines"
+        );
+        assert_eq!(
+            read(&[("WEIR_POOL_TIMEOUT", "30x")]).unwrap_err(),
+            SettingError::Duration {
+                var: "WEIR_POOL_TIMEOUT",
+                error: crate::manifest::duration::DurationError::UnknownUnit { unit: "x".into() }
+            }
         );
     }
 

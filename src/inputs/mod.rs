@@ -163,15 +163,36 @@ impl Serialize for PinnedInput {
     }
 }
 
-impl TryFrom<StoredInput> for PinnedInput {
-    type Error = String;
+/// Why a recorded input (a lock or a manifest of inputs) does not read back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoredInputError {
+    /// An external input recorded without its path.
+    #[error("external input `{name}` has no path")]
+    NoPath {
+        /// The input's name.
+        name: String,
+    },
+    /// A kind (or a combination of fields) this weir does not know.
+    #[error(
+        "input `{name}` of kind `{kind}` is neither an external file nor an upstream generation"
+    )]
+    UnknownKind {
+        /// The input's name.
+        name: String,
+        /// Its recorded kind.
+        kind: String,
+    },
+}
 
-    fn try_from(s: StoredInput) -> Result<PinnedInput, String> {
+impl TryFrom<StoredInput> for PinnedInput {
+    type Error = StoredInputError;
+
+    fn try_from(s: StoredInput) -> Result<PinnedInput, StoredInputError> {
         let pinned = match (s.kind.as_str(), s.task, s.generation, s.token) {
             ("external", _, _, _) => Pinned::External {
-                path: s
-                    .path
-                    .ok_or_else(|| format!("external input `{}` has no path", s.name))?,
+                path: s.path.ok_or_else(|| StoredInputError::NoPath {
+                    name: s.name.clone(),
+                })?,
                 watermark: s.watermark,
             },
             ("upstream", Some(task), Some(generation), Some(token)) => Pinned::Upstream {
@@ -186,10 +207,10 @@ impl TryFrom<StoredInput> for PinnedInput {
                 accepted_missing: s.accepted_missing,
             },
             (kind, ..) => {
-                return Err(format!(
-                    "input `{}` of kind `{kind}` is neither an external file nor an upstream generation",
-                    s.name
-                ))
+                return Err(StoredInputError::UnknownKind {
+                    name: s.name,
+                    kind: kind.to_string(),
+                })
             }
         };
         Ok(PinnedInput {
@@ -892,6 +913,18 @@ output = { dataset = "derived", grain = ["id"] }
         assert!(
             e.to_string().contains("input `x` of kind `upstream`"),
             "{e}"
+        );
+        let stored = |json: &str| serde_json::from_str::<StoredInput>(json).unwrap();
+        assert_eq!(
+            PinnedInput::try_from(stored(r#"{"name":"x","kind":"sensor","digest":"d"}"#)).err(),
+            Some(StoredInputError::UnknownKind {
+                name: "x".into(),
+                kind: "sensor".into()
+            })
+        );
+        assert_eq!(
+            PinnedInput::try_from(stored(r#"{"name":"raw","kind":"external","digest":"d"}"#)).err(),
+            Some(StoredInputError::NoPath { name: "raw".into() })
         );
     }
 }

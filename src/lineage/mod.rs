@@ -199,7 +199,7 @@ impl Emitter {
                             Ok(()) => d.sent += 1,
                             Err(e) => {
                                 d.failed += 1;
-                                d.last_error = Some(e);
+                                d.last_error = Some(e.to_string());
                             }
                         }
                     }
@@ -277,23 +277,50 @@ impl Emitter {
     }
 }
 
-/// Sends one event, with retries; the error of the last try.
+/// Why a lineage event was not delivered.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DeliverError {
+    /// The endpoint could not be resolved, or the POST failed (secrets
+    /// redacted).
+    #[error("{0}")]
+    Http(String),
+    /// The lineage file could not be opened.
+    #[error("cannot open `{}`: {source}", path.display())]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The event could not be appended to it.
+    #[error("cannot write `{}`: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
 /// Where the delivery thread sends, header values read.
 enum Sink {
     Http(Result<crate::http::ResolvedEndpoint, String>),
     File(PathBuf),
 }
 
-fn deliver(sink: &Sink, event: &Value) -> Result<(), String> {
+/// Sends one event, with retries; the error of the last try.
+fn deliver(sink: &Sink, event: &Value) -> Result<(), DeliverError> {
     let body = event.to_string();
-    let mut last = String::new();
+    let mut last = DeliverError::Http(String::new());
     for attempt in 0..TRIES {
         if attempt > 0 {
             std::thread::sleep(crate::clock::doubling(BACKOFF, Duration::MAX, attempt - 1));
         }
         let result = match sink {
-            Sink::Http(Ok(endpoint)) => crate::http::post_json(endpoint, &body),
-            Sink::Http(Err(e)) => return Err(e.clone()),
+            Sink::Http(Ok(endpoint)) => {
+                crate::http::post_json(endpoint, &body).map_err(DeliverError::Http)
+            }
+            Sink::Http(Err(e)) => return Err(DeliverError::Http(e.clone())),
             Sink::File(path) => append(path, &body),
         };
         match result {
@@ -304,14 +331,20 @@ fn deliver(sink: &Sink, event: &Value) -> Result<(), String> {
     Err(last)
 }
 
-fn append(path: &Path, line: &str) -> Result<(), String> {
+fn append(path: &Path, line: &str) -> Result<(), DeliverError> {
     let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)
-        .map_err(|e| format!("cannot open `{}`: {e}", path.display()))?;
+        .map_err(|source| DeliverError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
     file.write_all(format!("{line}\n").as_bytes())
-        .map_err(|e| format!("cannot write `{}`: {e}", path.display()))
+        .map_err(|source| DeliverError::Write {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 impl Mapper {
@@ -779,4 +812,28 @@ pub fn last_note(warehouse: &Path) -> Option<Note> {
         .as_deref()
         .map(crate::http::redact_url_in);
     Some(note)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lineage_file_that_cannot_be_opened_is_named_in_the_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("missing").join("lineage.jsonl");
+        let sink = Sink::File(path.clone());
+        match deliver(&sink, &serde_json::json!({"eventType": "START"})) {
+            Err(e @ DeliverError::Open { .. }) => {
+                assert!(matches!(&e, DeliverError::Open { path: p, .. } if *p == path));
+                assert!(e
+                    .to_string()
+                    .starts_with(&format!("cannot open `{}`: ", path.display())));
+            }
+            other => panic!("{other:?}"),
+        }
+        let ok = dir.path().join("lineage.jsonl");
+        deliver(&Sink::File(ok.clone()), &serde_json::json!({"n": 1})).unwrap();
+        assert_eq!(std::fs::read_to_string(ok).unwrap(), "{\"n\":1}\n");
+    }
 }

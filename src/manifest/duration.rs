@@ -13,47 +13,95 @@ pub const MAX: Duration = Duration::from_secs(3650 * 86_400);
 /// How [`MAX`] is written in messages.
 pub const MAX_TEXT: &str = "3650d";
 
+/// Why a text is not a duration weir accepts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// Nothing but whitespace.
+    #[error("empty duration")]
+    Empty,
+    /// Not `<integer><unit>` parts: `10 minutes`, `s`.
+    #[error("`{text}` is not a duration")]
+    Malformed {
+        /// The duration as written (trimmed).
+        text: String,
+    },
+    /// A bare number: `10`.
+    #[error("`{text}` has a number without a unit")]
+    NoUnit {
+        /// The duration as written (trimmed).
+        text: String,
+    },
+    /// A unit other than `ms`, `s`, `m`, `h`, `d`.
+    #[error("`{unit}` is not a duration unit")]
+    UnknownUnit {
+        /// The unit as written.
+        unit: String,
+    },
+    /// A number beyond what 64 bits hold.
+    #[error("`{number}` is too large")]
+    NumberTooLarge {
+        /// The digits as written.
+        number: String,
+    },
+    /// Longer than [`MAX`].
+    #[error("`{text}` is longer than the maximum of {MAX_TEXT}")]
+    TooLong {
+        /// The duration as written (trimmed).
+        text: String,
+    },
+}
+
 /// Parses a duration of at most [`MAX`], or says what is wrong with it.
-pub fn parse(text: &str) -> Result<Duration, String> {
+pub fn parse(text: &str) -> Result<Duration, DurationError> {
     let d = parse_unbounded(text)?;
     if d > MAX {
-        return Err(format!(
-            "`{}` is longer than the maximum of {MAX_TEXT}",
-            text.trim()
-        ));
+        return Err(DurationError::TooLong {
+            text: text.trim().to_string(),
+        });
     }
     Ok(d)
 }
 
 /// Parses a duration of any length (saturating), or says what is wrong with
 /// its syntax; the manifest checks the length itself, to locate it.
-pub(crate) fn parse_unbounded(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_unbounded(text: &str) -> Result<Duration, DurationError> {
     let text = text.trim();
     if text.is_empty() {
-        return Err("empty duration".into());
+        return Err(DurationError::Empty);
     }
+    let malformed = || DurationError::Malformed {
+        text: text.to_string(),
+    };
     let mut total = Duration::ZERO;
     let mut rest = text;
     while !rest.is_empty() {
         let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
         if digits == 0 {
-            return Err(format!("`{text}` is not a duration"));
+            return Err(malformed());
         }
         let (number, after) = rest.split_at(digits);
         let unit_len = after.bytes().take_while(u8::is_ascii_alphabetic).count();
         let (unit, after) = after.split_at(unit_len);
-        let n: u64 = number
-            .parse()
-            .map_err(|_| format!("`{number}` is too large"))?;
+        let n: u64 = number.parse().map_err(|_| DurationError::NumberTooLarge {
+            number: number.to_string(),
+        })?;
         let part = match unit {
             "ms" => Duration::from_millis(n),
             "s" => Duration::from_secs(n),
             "m" => Duration::from_secs(n.saturating_mul(60)),
             "h" => Duration::from_secs(n.saturating_mul(3600)),
             "d" => Duration::from_secs(n.saturating_mul(86_400)),
-            "" if after.is_empty() => return Err(format!("`{text}` has a number without a unit")),
-            "" => return Err(format!("`{text}` is not a duration")),
-            other => return Err(format!("`{other}` is not a duration unit")),
+            "" if after.is_empty() => {
+                return Err(DurationError::NoUnit {
+                    text: text.to_string(),
+                })
+            }
+            "" => return Err(malformed()),
+            other => {
+                return Err(DurationError::UnknownUnit {
+                    unit: other.to_string(),
+                })
+            }
         };
         total = total.saturating_add(part);
         rest = after;
@@ -119,18 +167,44 @@ mod tests {
     }
 
     #[test]
-    fn rejects_malformed() {
-        assert_eq!(parse("10"), Err("`10` has a number without a unit".into()));
+    fn rejects_malformed_naming_what_is_wrong() {
+        let text = |t: &str| t.to_string();
+        assert_eq!(parse("10"), Err(DurationError::NoUnit { text: text("10") }));
         assert_eq!(
             parse("10 minutes"),
-            Err("`10 minutes` is not a duration".into())
+            Err(DurationError::Malformed {
+                text: text("10 minutes")
+            })
         );
-        assert_eq!(parse("5y"), Err("`y` is not a duration unit".into()));
-        assert_eq!(parse("s"), Err("`s` is not a duration".into()));
-        assert_eq!(parse(""), Err("empty duration".into()));
         assert_eq!(
-            parse("99999999999999999d"),
-            Err("`99999999999999999d` is longer than the maximum of 3650d".into())
+            parse("5y"),
+            Err(DurationError::UnknownUnit { unit: text("y") })
+        );
+        assert_eq!(
+            parse("s"),
+            Err(DurationError::Malformed { text: text("s") })
+        );
+        assert_eq!(parse(""), Err(DurationError::Empty));
+        assert_eq!(
+            parse("99999999999999999999s"),
+            Err(DurationError::NumberTooLarge {
+                number: text("99999999999999999999")
+            })
+        );
+        assert_eq!(
+            parse(" 99999999999999999d"),
+            Err(DurationError::TooLong {
+                text: text("99999999999999999d")
+            })
+        );
+        let says = |t: &str| parse(t).unwrap_err().to_string();
+        assert_eq!(says("10"), "`10` has a number without a unit");
+        assert_eq!(says("10 minutes"), "`10 minutes` is not a duration");
+        assert_eq!(says("5y"), "`y` is not a duration unit");
+        assert_eq!(says(""), "empty duration");
+        assert_eq!(
+            says("99999999999999999d"),
+            "`99999999999999999d` is longer than the maximum of 3650d"
         );
         assert_eq!(parse("3650d"), Ok(MAX));
     }

@@ -105,20 +105,28 @@ impl Pipeline {
         location: &str,
         base: &Path,
         staging: Option<&Path>,
-    ) -> Result<(), String> {
+    ) -> Result<(), WarehouseError> {
         if is_s3_url(location) {
             self.warehouse = staging_dir(location, staging);
             self.remote = Some(location.to_string());
         } else if location.contains("://") || location.is_empty() {
-            return Err(format!(
-                "`{location}` is neither a directory nor an s3://bucket/prefix URL"
-            ));
+            return Err(WarehouseError {
+                location: location.to_string(),
+            });
         } else {
             self.warehouse = base.join(location);
             self.remote = None;
         }
         Ok(())
     }
+}
+
+/// A `--warehouse` that is neither a directory nor an S3 URL.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{location}` is neither a directory nor an s3://bucket/prefix URL")]
+pub struct WarehouseError {
+    /// The location as given.
+    pub location: String,
 }
 
 /// Whether `location` is an `s3://bucket[/prefix]` URL (with a bucket).
@@ -199,24 +207,50 @@ pub struct Rate {
 /// warehouse that a launch may have to scan.
 pub const MAX_RATE_LAUNCHES: u32 = 1_000;
 
+/// Why a pool's `rate` is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RateError {
+    /// No slash.
+    #[error("`{text}` is not COUNT/DURATION")]
+    Shape {
+        /// The rate as written.
+        text: String,
+    },
+    /// COUNT is not a whole number.
+    #[error("`{count}` is not a count of launches")]
+    Count {
+        /// COUNT as written.
+        count: String,
+    },
+    /// COUNT outside 1 to [`MAX_RATE_LAUNCHES`].
+    #[error("{launches} launches: a rate allows 1 to {MAX_RATE_LAUNCHES} per interval")]
+    Launches {
+        /// COUNT.
+        launches: u32,
+    },
+    /// DURATION does not parse.
+    #[error(transparent)]
+    Duration(#[from] super::duration::DurationError),
+    /// DURATION is zero.
+    #[error("the interval must be longer than 0")]
+    ZeroInterval,
+}
+
 impl Rate {
     /// Parses `"60/1m"`: a positive count, a slash, a duration.
-    pub fn parse(text: &str) -> Result<Rate, String> {
-        let (count, per) = text
-            .split_once('/')
-            .ok_or_else(|| format!("`{text}` is not COUNT/DURATION"))?;
-        let launches: u32 = count
-            .trim()
-            .parse()
-            .map_err(|_| format!("`{count}` is not a count of launches"))?;
+    pub fn parse(text: &str) -> Result<Rate, RateError> {
+        let (count, per) = text.split_once('/').ok_or_else(|| RateError::Shape {
+            text: text.to_string(),
+        })?;
+        let launches: u32 = count.trim().parse().map_err(|_| RateError::Count {
+            count: count.to_string(),
+        })?;
         if !(1..=MAX_RATE_LAUNCHES).contains(&launches) {
-            return Err(format!(
-                "{launches} launches: a rate allows 1 to {MAX_RATE_LAUNCHES} per interval"
-            ));
+            return Err(RateError::Launches { launches });
         }
         let per = super::duration::parse(per)?;
         if per.is_zero() {
-            return Err("the interval must be longer than 0".into());
+            return Err(RateError::ZeroInterval);
         }
         Ok(Rate { launches, per })
     }
@@ -514,7 +548,7 @@ pub enum Ready {
 
 #[cfg(test)]
 mod tests {
-    use super::Rate;
+    use super::{Rate, RateError};
     use std::time::Duration;
 
     // One bucket name on two servers is two staging
@@ -572,6 +606,17 @@ mod tests {
         for bad in ["0/1m", "60", "x/1m", "60/1q", "60/0s", "1001/1s", "-1/1m"] {
             assert!(Rate::parse(bad).is_err(), "{bad}");
         }
+        assert_eq!(
+            Rate::parse("0/1m"),
+            Err(RateError::Launches { launches: 0 })
+        );
+        assert_eq!(Rate::parse("60/0s"), Err(RateError::ZeroInterval));
+        assert!(matches!(
+            Rate::parse("60/1q"),
+            Err(RateError::Duration(
+                crate::manifest::duration::DurationError::UnknownUnit { .. }
+            ))
+        ));
     }
 }
 

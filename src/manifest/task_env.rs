@@ -39,20 +39,39 @@ pub(crate) fn var_name_ok(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// Why a `set` value (or a header value) is not a reference weir can read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum EnvValueError {
+    /// `env:` with nothing after it.
+    #[error("`env:` names no variable")]
+    NoVariable,
+    /// `env:NAME` where NAME is not a variable name.
+    #[error("`{name}` is not a variable name")]
+    BadVariable {
+        /// NAME as written.
+        name: String,
+    },
+    /// `file:` with no path.
+    #[error("`file:` names no file")]
+    NoFile,
+}
+
 /// A `set` value: `env:NAME`, `file:PATH` or a literal.
-pub(super) fn parse_value(text: &str) -> Result<EnvValue, String> {
+pub(super) fn parse_value(text: &str) -> Result<EnvValue, EnvValueError> {
     if let Some(name) = text.strip_prefix("env:") {
         if name.is_empty() {
-            return Err("`env:` names no variable".to_string());
+            return Err(EnvValueError::NoVariable);
         }
         if !var_name_ok(name) {
-            return Err(format!("`{name}` is not a variable name"));
+            return Err(EnvValueError::BadVariable {
+                name: name.to_string(),
+            });
         }
         return Ok(EnvValue::Env(name.to_string()));
     }
     if let Some(path) = text.strip_prefix("file:") {
         if path.trim().is_empty() {
-            return Err("`file:` names no file".to_string());
+            return Err(EnvValueError::NoFile);
         }
         return Ok(EnvValue::File(path.into()));
     }
@@ -145,9 +164,14 @@ mod tests {
             parse_value("file:/run/secrets/x"),
             Ok(EnvValue::File("/run/secrets/x".into()))
         );
-        assert!(parse_value("env:").is_err());
-        assert!(parse_value("env:API TOKEN").is_err());
-        assert!(parse_value("file:").is_err());
+        assert_eq!(parse_value("env:"), Err(EnvValueError::NoVariable));
+        assert_eq!(
+            parse_value("env:API TOKEN"),
+            Err(EnvValueError::BadVariable {
+                name: "API TOKEN".into()
+            })
+        );
+        assert_eq!(parse_value("file: "), Err(EnvValueError::NoFile));
         assert!(var_name_ok("_A1") && !var_name_ok("1A") && !var_name_ok("A-B"));
     }
 }

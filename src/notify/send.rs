@@ -80,6 +80,103 @@ pub struct TargetReport {
     pub last_error: Option<String>,
 }
 
+/// Why a notification was not delivered to a target.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum SendError {
+    /// The notification does not serialise.
+    #[error("{0}")]
+    Encode(String),
+    /// A target the manifest does not declare.
+    #[error("`{target}` is not a target of the manifest")]
+    UnknownTarget {
+        /// The target's name.
+        target: String,
+    },
+    /// The target's URL or headers could not be resolved (a secret
+    /// missing), or the POST failed; secrets redacted.
+    #[error("{0}")]
+    Http(String),
+    /// An injected fault (`WEIR_FAULT=notify_deliver…`).
+    #[error("{0}")]
+    Fault(String),
+    /// A `command` target did not succeed.
+    #[error(transparent)]
+    Command(#[from] CommandError),
+    /// An earlier try in this process failed, so this one was not made.
+    #[error("not tried again by this process: {why}")]
+    NotRetried {
+        /// The earlier failure.
+        why: String,
+    },
+}
+
+/// Why a `command` target did not succeed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum CommandError {
+    /// `command = []`.
+    #[error("the command is empty")]
+    Empty,
+    /// Its environment could not be built (a referenced secret missing).
+    #[error("cannot build the environment of `{program}`: {why}")]
+    Environment {
+        /// The program.
+        program: String,
+        /// Why not.
+        why: String,
+    },
+    /// It exited non-zero; `tail` is its last output line (redacted).
+    #[error("`{program}` exit status: {code}{}", with_tail(tail))]
+    Exit {
+        /// The program.
+        program: String,
+        /// Its exit code.
+        code: i32,
+        /// Its last output line, redacted, at most 200 characters.
+        tail: String,
+    },
+    /// A signal ended it.
+    #[error("`{program}` signal: {signal}{}", with_tail(tail))]
+    Signal {
+        /// The program.
+        program: String,
+        /// The signal.
+        signal: i32,
+        /// Its last output line, redacted, at most 200 characters.
+        tail: String,
+    },
+    /// Stopped at [`COMMAND_TIMEOUT`].
+    #[error("`{program}` did not finish within {secs} s")]
+    Timeout {
+        /// The program.
+        program: String,
+        /// The timeout.
+        secs: u64,
+    },
+    /// It could not be started.
+    #[error("cannot start {why}")]
+    Spawn {
+        /// Why not.
+        why: String,
+    },
+    /// Any other ending, as the launcher describes it.
+    #[error("`{program}` {ending}")]
+    Other {
+        /// The program.
+        program: String,
+        /// The ending.
+        ending: String,
+    },
+}
+
+/// `: tail`, or nothing when there is no output.
+fn with_tail(tail: &str) -> String {
+    if tail.is_empty() {
+        String::new()
+    } else {
+        format!(": {tail}")
+    }
+}
+
 enum Endpoint {
     Http(Result<ResolvedEndpoint, String>),
     Command(Vec<String>, Option<crate::manifest::EnvSpec>),
@@ -177,9 +274,10 @@ impl Courier {
             Err(e) => return store_error(e),
         };
         let (result, tries) = match self.down.get(target) {
-            Some(why) => (Err(format!("not tried again by this process: {why}")), 0),
+            Some(why) => (Err(SendError::NotRetried { why: why.clone() }), 0),
             None => self.send(target, &notification),
         };
+        let result = result.map_err(|e| e.to_string());
         let entry = self.report.targets.entry(target.to_owned()).or_default();
         match result {
             Ok(()) => {
@@ -235,18 +333,16 @@ impl Courier {
     }
 
     /// Sends with retries; the outcome and the tries made.
-    fn send(&self, target: &str, n: &Notification) -> (Result<(), String>, u32) {
+    fn send(&self, target: &str, n: &Notification) -> (Result<(), SendError>, u32) {
         let body = match serde_json::to_string(n) {
             Ok(b) => b,
-            Err(e) => return (Err(e.to_string()), 0),
+            Err(e) => return (Err(SendError::Encode(e.to_string())), 0),
         };
         let Some(endpoint) = self.targets.get(target) else {
-            return (
-                Err(format!("`{target}` is not a target of the manifest")),
-                0,
-            );
+            let target = target.to_string();
+            return (Err(SendError::UnknownTarget { target }), 0);
         };
-        let mut last = String::new();
+        let mut last = SendError::Fault(String::new());
         for attempt in 0..TRIES {
             if attempt > 0 {
                 std::thread::sleep(crate::clock::doubling(BACKOFF, Duration::MAX, attempt - 1));
@@ -254,14 +350,17 @@ impl Courier {
             // Between the fact's durable record and its delivery: a crash here
             // leaves the notification pending, for the next process to send.
             if let Err(e) = self.faults.hit(Point::NotifyDeliver, &n.task, &n.partition) {
-                last = e;
+                last = SendError::Fault(e);
                 continue;
             }
             let sent = match endpoint {
                 Endpoint::Http(Ok(endpoint)) => {
                     crate::http::post_json(&endpoint.clone_with_key(&n.idempotency_key), &body)
+                        .map_err(SendError::Http)
                 }
-                Endpoint::Http(Err(why)) => return (Err(why.clone()), attempt + 1),
+                Endpoint::Http(Err(why)) => {
+                    return (Err(SendError::Http(why.clone())), attempt + 1)
+                }
                 Endpoint::Command(argv, env) => {
                     let command = CommandTarget {
                         argv,
@@ -270,7 +369,7 @@ impl Courier {
                         withheld: &self.withheld,
                         target,
                     };
-                    run_command(&command, &body, &n.idempotency_key)
+                    run_command(&command, &body, &n.idempotency_key).map_err(SendError::from)
                 }
             };
             match sent {
@@ -332,12 +431,9 @@ struct CommandTarget<'a> {
 /// Runs a `command` target through the one launcher (`exec::command`: its
 /// own process tree, stopped at [`COMMAND_TIMEOUT`] or on SIGINT/SIGTERM,
 /// stderr bounded) with the JSON on stdin; Ok when it exits 0.
-fn run_command(command: &CommandTarget<'_>, body: &str, key: &str) -> Result<(), String> {
+fn run_command(command: &CommandTarget<'_>, body: &str, key: &str) -> Result<(), CommandError> {
     use crate::exec::classify::Ending;
-    let program = command
-        .argv
-        .first()
-        .ok_or_else(|| "the command is empty".to_owned())?;
+    let program = command.argv.first().ok_or(CommandError::Empty)?;
     let weir = vec![
         ("WEIR_IDEMPOTENCY_KEY".to_owned(), key.to_owned()),
         ("WEIR_NOTIFY_TARGET".to_owned(), command.target.to_owned()),
@@ -345,7 +441,10 @@ fn run_command(command: &CommandTarget<'_>, body: &str, key: &str) -> Result<(),
     let owner = format!("notify target `{}`", command.target);
     let env =
         crate::exec::env::for_command(command.dir, command.withheld, command.env, &owner, weir)
-            .map_err(|e| format!("cannot build the environment of `{program}`: {e}"))?;
+            .map_err(|e| CommandError::Environment {
+                program: program.clone(),
+                why: e.to_string(),
+            })?;
     let (ending, captured) = crate::exec::command::run_captured(&crate::exec::command::Captive {
         argv: command.argv,
         cwd: command.dir,
@@ -363,27 +462,28 @@ fn run_command(command: &CommandTarget<'_>, body: &str, key: &str) -> Result<(),
             .take(200)
             .collect()
     };
-    let with_tail = |what: String| {
-        let tail = tail();
-        if tail.is_empty() {
-            what
-        } else {
-            format!("{what}: {tail}")
-        }
-    };
+    let program = program.clone();
     match ending {
         Ending::Success => Ok(()),
-        Ending::Exit(code) => Err(with_tail(format!("`{program}` exit status: {code}"))),
-        Ending::Signal(sig) => Err(with_tail(format!("`{program}` signal: {sig}"))),
-        Ending::Timeout => Err(format!(
-            "`{program}` did not finish within {} s",
-            COMMAND_TIMEOUT.as_secs()
-        )),
-        Ending::SpawnFailed(why) => Err(format!("cannot start {why}")),
-        other => Err(format!(
-            "`{program}` {}",
-            crate::exec::command::describe(&other)
-        )),
+        Ending::Exit(code) => Err(CommandError::Exit {
+            program,
+            code,
+            tail: tail(),
+        }),
+        Ending::Signal(signal) => Err(CommandError::Signal {
+            program,
+            signal,
+            tail: tail(),
+        }),
+        Ending::Timeout => Err(CommandError::Timeout {
+            program,
+            secs: COMMAND_TIMEOUT.as_secs(),
+        }),
+        Ending::SpawnFailed(why) => Err(CommandError::Spawn { why }),
+        other => Err(CommandError::Other {
+            program,
+            ending: crate::exec::command::describe(&other),
+        }),
     }
 }
 
@@ -469,4 +569,44 @@ pub(super) fn flush(
     let mut courier = Courier::new(manifest, warehouse, by, faults);
     courier.everything();
     courier.close()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(argv: &[&str]) -> Result<(), CommandError> {
+        let dir = tempfile::tempdir().unwrap();
+        let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+        let command = CommandTarget {
+            argv: &argv,
+            dir: dir.path(),
+            env: None,
+            withheld: &[],
+            target: "t",
+        };
+        run_command(&command, "{}", "k")
+    }
+
+    #[test]
+    fn a_command_target_that_fails_says_how_with_its_last_line() {
+        assert_eq!(run(&[]), Err(CommandError::Empty));
+        assert_eq!(run(&["true"]), Ok(()));
+        let failed = run(&["sh", "-c", "echo first; echo no route >&2; exit 3"]).unwrap_err();
+        assert_eq!(
+            failed,
+            CommandError::Exit {
+                program: "sh".into(),
+                code: 3,
+                tail: "no route".into()
+            }
+        );
+        assert_eq!(failed.to_string(), "`sh` exit status: 3: no route");
+        let quiet = run(&["sh", "-c", "exit 4"]).unwrap_err();
+        assert_eq!(quiet.to_string(), "`sh` exit status: 4");
+        assert!(matches!(
+            run(&["/no/such/program"]),
+            Err(CommandError::Spawn { .. })
+        ));
+    }
 }

@@ -556,6 +556,13 @@ impl Machine {
         if self.known(task, occurrence) {
             return;
         }
+        tracing::debug!(
+            task = self.tasks[task].name,
+            occurrence,
+            due_at,
+            why = ?why,
+            "occurrence admitted: waits for its inputs to be checked"
+        );
         self.pending.push(Pending {
             instance: Instance {
                 task,
@@ -706,6 +713,12 @@ impl Machine {
         let ready = std::mem::take(&mut self.ready);
         for i in ready {
             if busy(self, i.task) {
+                tracing::debug!(
+                    task = self.tasks[i.task].name,
+                    occurrence = i.occurrence,
+                    why = ?i.why,
+                    "ready, but held back: the task's previous lane still runs"
+                );
                 self.ready.push(i);
                 continue;
             }

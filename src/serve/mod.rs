@@ -30,6 +30,7 @@ pub mod due;
 pub mod machine;
 pub mod record;
 pub mod status;
+mod verbose;
 pub mod watch;
 
 use std::collections::{BTreeMap, HashMap};
@@ -345,7 +346,9 @@ impl Served {
         if let Input::Watched(i, machine::Elsewhere::Missed) = &input {
             self.announce_missed(i);
         }
+        verbose::input(self.machine.tasks(), &input);
         for action in self.machine.step(input) {
+            verbose::action(self.machine.tasks(), &action);
             match action {
                 Action::Missed {
                     task,
@@ -437,6 +440,7 @@ impl Served {
             return;
         }
         self.idle = Some(wake);
+        verbose::wake_up(self.machine.tasks(), wake);
         let Some((at, what)) = wake else {
             self.say.say(
                 "IDLE",
@@ -648,6 +652,13 @@ impl Served {
         if !self.late.insert((name.clone(), i.occurrence)) {
             return;
         }
+        tracing::debug!(
+            task = name,
+            partition = key,
+            occurrence = i.occurrence,
+            deadline,
+            "LATE: past its sla while waiting: {why}"
+        );
         let event = Event::instance(&name, &key)
             .detail(format!(
                 "not published by its SLA deadline {deadline}: {why}"

@@ -278,15 +278,25 @@ fn faults_parse_and_bad_ones_say_why() {
     let f = Faults::parse("lost=0.01, kill=2").unwrap();
     assert_eq!((f.lost, f.kill), (0.01, 2.0));
     let e = Faults::parse("lost=2").unwrap_err();
-    assert!(e.contains("at most 1"), "{e}");
+    assert_eq!(
+        e,
+        super::world::FaultsError::ShareAboveOne {
+            part: "lost=2".into()
+        }
+    );
+    assert!(e.to_string().contains("at most 1"), "{e}");
     let e = Faults::parse("flood=0.1").unwrap_err();
-    assert!(e.contains("unknown fault kind `flood`"), "{e}");
+    assert!(e.to_string().contains("unknown fault kind `flood`"), "{e}");
     let e = Faults::parse("lost").unwrap_err();
-    assert!(e.contains("kind=rate"), "{e}");
+    assert!(e.to_string().contains("kind=rate"), "{e}");
+    assert!(matches!(
+        Faults::parse("lost=-1"),
+        Err(super::world::FaultsError::BadRate { .. })
+    ));
     let f = Faults::parse("latency=0.1,short_list=0.2").unwrap();
     assert_eq!((f.latency, f.short_list), (0.1, 0.2));
     let e = Faults::parse("short_list=1.5").unwrap_err();
-    assert!(e.contains("at most 1"), "{e}");
+    assert!(e.to_string().contains("at most 1"), "{e}");
 }
 
 #[test]

@@ -55,9 +55,38 @@ pub const KINDS: [&str; 8] = [
     "short_list",
 ];
 
+/// Why a `--faults` text is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FaultsError {
+    /// A part without `=`.
+    #[error("`{part}` is not kind=rate (kinds: {})", KINDS.join(", "))]
+    NotKindRate {
+        /// The part as written.
+        part: String,
+    },
+    /// A rate that is not a finite number at least 0.
+    #[error("`{part}`: the rate must be a number at least 0")]
+    BadRate {
+        /// The part as written.
+        part: String,
+    },
+    /// A share (every kind but `kill`) above 1.
+    #[error("`{part}`: a share is at most 1")]
+    ShareAboveOne {
+        /// The part as written.
+        part: String,
+    },
+    /// A kind not in [`KINDS`].
+    #[error("unknown fault kind `{kind}` (kinds: {})", KINDS.join(", "))]
+    UnknownKind {
+        /// The kind as written.
+        kind: String,
+    },
+}
+
 impl Faults {
     /// `--faults none|default|kind=rate,...`.
-    pub fn parse(text: &str) -> Result<Faults, String> {
+    pub fn parse(text: &str) -> Result<Faults, FaultsError> {
         match text.trim() {
             "none" => return Ok(Faults::default()),
             "default" => return Ok(Faults::default_mix()),
@@ -66,20 +95,17 @@ impl Faults {
         let mut f = Faults::default();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let Some((kind, rate)) = part.split_once('=') else {
-                return Err(format!(
-                    "`{part}` is not kind=rate (kinds: {})",
-                    KINDS.join(", ")
-                ));
+                return Err(FaultsError::NotKindRate { part: part.into() });
             };
             let rate: f64 = rate
                 .trim()
                 .parse()
                 .ok()
                 .filter(|r: &f64| r.is_finite() && *r >= 0.0)
-                .ok_or_else(|| format!("`{part}`: the rate must be a number at least 0"))?;
+                .ok_or_else(|| FaultsError::BadRate { part: part.into() })?;
             let bounded = kind != "kill";
             if bounded && rate > 1.0 {
-                return Err(format!("`{part}`: a share is at most 1"));
+                return Err(FaultsError::ShareAboveOne { part: part.into() });
             }
             match kind.trim() {
                 "lost" => f.lost = rate,
@@ -90,12 +116,7 @@ impl Faults {
                 "hang" => f.hang = rate,
                 "latency" => f.latency = rate,
                 "short_list" => f.short_list = rate,
-                other => {
-                    return Err(format!(
-                        "unknown fault kind `{other}` (kinds: {})",
-                        KINDS.join(", ")
-                    ))
-                }
+                other => return Err(FaultsError::UnknownKind { kind: other.into() }),
             }
         }
         Ok(f)

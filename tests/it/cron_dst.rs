@@ -232,9 +232,9 @@ fn the_next_firing_is_the_same_from_any_instant_and_always_later() {
 fn a_schedule_that_can_never_fire_is_refused() {
     for expr in ["0 0 30 2 *", "0 0 31 4,6,9,11 *", "0 0 31W 2 *"] {
         match Schedule::parse(expr, "UTC") {
-            Err(ScheduleError::NeverFires(why)) => {
+            Err(e @ ScheduleError::NeverFires { .. }) => {
                 assert_eq!(
-                    why,
+                    e.to_string(),
                     format!("`{expr}` never fires: no date matches its day of month, month and day of week")
                 );
             }

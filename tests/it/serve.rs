@@ -129,6 +129,11 @@ impl Serve {
         }
     }
 
+    /// Its stderr so far.
+    pub(crate) fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
     /// Whether the process is still running.
     pub(crate) fn running(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
@@ -875,4 +880,51 @@ fn serve_publications_appear_in_the_lineage_file() {
         complete["outputs"][0]["facets"]["version"]["datasetVersion"],
         format!("1:{}", generation.digest)
     );
+}
+
+/// Serve's stderr until its first IDLE, then stopped: (debug lines, the
+/// other lines).
+fn serve_stderr(verbose: bool) -> (Vec<String>, Vec<String>) {
+    let sb = sandbox();
+    let args: &[&str] = if verbose {
+        &["-v", "serve", "m.toml"]
+    } else {
+        &["serve", "m.toml"]
+    };
+    let serve = Serve::spawn(sb.weir(args), "2026-09-20T11:30:00Z");
+    serve.wait_for(&["DONE h 2026-09-20T10 PUBLISHED"]);
+    serve.wait_for(&["IDLE until 2026-09-20T12:00:00Z (h 2026-09-20T11)"]);
+    if verbose {
+        serve.wait_for_stderr("next wake-up");
+    }
+    let stderr = serve.stderr();
+    let (code, lines) = serve.stop();
+    assert_eq!(code, 0, "{lines:#?}");
+    stderr
+        .lines()
+        .map(str::to_owned)
+        .partition(|l| l.starts_with("debug: "))
+}
+
+#[test]
+fn verbose_serve_says_its_decisions_on_stderr_and_the_default_does_not() {
+    let (debug, rest) = serve_stderr(true);
+    for line in [
+        "debug: weir::serve::machine: occurrence admitted: waits for its inputs to be checked task=h occurrence=",
+        "debug: weir::serve::verbose: inputs ready task=h partition=2026-09-20T10",
+        "debug: weir::serve::verbose: lane started task=h partition=2026-09-20T10 occurrence=",
+        "debug: weir::serve::verbose: next wake-up: due task=h partition=2026-09-20T11 occurrence=",
+    ] {
+        assert!(
+            debug.iter().any(|l| l.starts_with(line)),
+            "no line starting {line:?} in\n{}",
+            debug.join("\n")
+        );
+    }
+    let wake = debug.iter().find(|l| l.contains("next wake-up")).unwrap();
+    assert!(wake.ends_with("until=2026-09-20T12:00:00Z"), "{wake}");
+    // Without -v, no decision line, and -v changes none of the others.
+    let (quiet_debug, quiet_rest) = serve_stderr(false);
+    assert_eq!(quiet_debug, Vec::<String>::new());
+    assert_eq!(rest, quiet_rest);
 }

@@ -580,19 +580,24 @@ impl Validator<'_, '_, '_, '_> {
         use crate::cron::ScheduleError;
         let (why, label, help) = match crate::cron::Schedule::parse(text, zone) {
             Ok(s) => return Some(s),
-            Err(ScheduleError::NeverFires(why)) => (
-                why,
+            Err(e @ ScheduleError::NeverFires { .. }) => (
+                e,
                 "no day ever matches",
                 "check the day of month against the months (February has at most 29 days, April, June, September and November 30)",
             ),
-            Err(ScheduleError::Syntax(why) | ScheduleError::Zone(why)) => (
-                why,
+            Err(e @ ScheduleError::Zone { .. }) => (
+                e,
+                "in an unknown timezone",
+                "use an IANA timezone name such as \"UTC\" or \"Europe/Paris\"",
+            ),
+            Err(e @ ScheduleError::Syntax(_)) => (
+                e,
                 "not a five-field cron expression",
                 "minute hour day-of-month month day-of-week, e.g. \"0 6 * * *\" (06:00 every day) or \"*/15 * * * *\"",
             ),
         };
         self.err(
-            ManifestError::new(ManifestErrorKind::BadSchedule, why)
+            ManifestError::new(ManifestErrorKind::BadSchedule, why.to_string())
                 .at(self.value(path), label)
                 .help(help),
         );
