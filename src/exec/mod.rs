@@ -65,7 +65,7 @@ pub use attempt::chain;
 use attempt::AttemptOutcome;
 use classify::Ending;
 use retry::{Backoff, RetryBudget};
-pub use settings::Settings;
+pub use settings::{SettingError, Settings};
 // Stop requests and the timer of command watchdogs live with the processes
 // they stop; exec's files reach them by these names.
 pub use crate::process::interrupt;
