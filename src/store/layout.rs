@@ -6,8 +6,8 @@
 //!                                     data/  stdout.log  stderr.log  candidate.json
 //! <root>/<dataset>/<partition>/data-<token 20-digit>/            a published attempt's files (local disk)
 //! <root>/<dataset>/<partition>/log/<generation 20-digit>.json   commit records, from 1
-//! <root>/<dataset>/<partition>/log/<generation>.published-<token>  marker: that record was committed
-//! <root>/<dataset>/<partition>/tokens/<token>.committed-<generation>  its second witness, out of log/
+//! <root>/<dataset>/<partition>/log/<generation>.published-<token>  marker: that record was committed (object stores)
+//! <root>/<dataset>/<partition>/tokens/<token>.committed-<generation>  the same, out of log/ (local disk)
 //! <root>/_epochs/<epoch 20-digit>                                 an engine's epoch: the floor of its tokens (local disk)
 //! ```
 //!
@@ -214,7 +214,9 @@ pub(crate) fn log_name(generation: Generation) -> String {
 }
 
 /// The name of the marker a committer leaves beside generation `g`'s
-/// record once it is committed, naming its token: `<g>.published-<token>`,
+/// record once it is committed, in an object store (a local disk's commits
+/// leave [`committed_key`] alone; a warehouse written before may hold
+/// both), naming its token: `<g>.published-<token>`,
 /// then `suffix` (empty, or what `store::summary` says of the record). A
 /// listing of `log/` shows it with the records, so a reader notices a
 /// record that is gone at no extra request (see
@@ -255,11 +257,12 @@ pub(crate) fn parse_published_name(name: &str) -> Option<(Generation, FencingTok
 
 const PUBLISHED_INFIX: &str = ".published-";
 
-/// The second witness of a commit, beside its token's record in `tokens/`:
-/// `<token>.committed-<g>`. Out of `log/`, so removing a generation's
-/// record and its marker together (`rm log/<g>*`) still leaves a name that
-/// says generation `g` was committed, in the listing every token
-/// allocation reads anyway.
+/// The witness of a commit on a local disk, beside its token's record in
+/// `tokens/`: `<token>.committed-<g>`. Out of `log/`, so removing a
+/// generation's record, or its record and an older layout's marker
+/// together (`rm log/<g>*`), still leaves a name that says generation `g`
+/// was committed, in the listing every token allocation and every look at
+/// the log reads anyway.
 pub(crate) fn committed_key(prefix: &str, token: FencingToken, generation: Generation) -> String {
     join(
         &tokens_prefix(prefix),

@@ -23,7 +23,8 @@
 //! <root>/<dataset>/<partition>/tokens/<token 20-digit>          who got which token
 //! <root>/<dataset>/<partition>/attempts/<token 20-digit>/       data/ stdout.log stderr.log candidate.json
 //! <root>/<dataset>/<partition>/log/<generation 20-digit>.json   commit records, from 1
-//! <root>/<dataset>/<partition>/log/<generation>.published-<token>  written after that record
+//! <root>/<dataset>/<partition>/log/<generation>.published-<token>  written after that record (object stores)
+//! <root>/<dataset>/<partition>/tokens/<token>.committed-<generation>  the same (local disk)
 //! ```
 //!
 //! (What the markers are for, and how the fence holds when files go:

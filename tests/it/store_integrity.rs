@@ -146,14 +146,7 @@ fn a_deleted_newest_record_is_noticed_and_never_reused() {
         stderr(&run)
     );
     assert!(!states(&sb.events("r3"), "write", "p").contains(&State::Published));
-    assert_eq!(
-        sb.entries("out", "p", "log"),
-        [
-            format!("{}.json", key(1)),
-            format!("{}.published-{}", key(1), key(1)),
-            format!("{}.published-{}", key(2), key(2)),
-        ]
-    );
+    assert_eq!(sb.entries("out", "p", "log"), [format!("{}.json", key(1))]);
     // A record that goes from the middle of the log is a hole too.
     let sb = sandbox();
     two_generations(&sb);
@@ -208,13 +201,7 @@ fn a_newest_record_removed_with_its_marker_is_noticed_and_never_reused() {
             std::fs::remove_file(part(&sb, &format!("log/{name}"))).unwrap();
         }
     }
-    assert_eq!(
-        sb.entries("out", "p", "log"),
-        [
-            format!("{}.json", key(1)),
-            format!("{}.published-{}", key(1), key(1))
-        ]
-    );
+    assert_eq!(sb.entries("out", "p", "log"), [format!("{}.json", key(1))]);
     let missing = format!(
         "commit record out/p/log/{}.json is missing: generation 2 (token 2) was committed",
         key(2)
@@ -234,7 +221,55 @@ fn a_newest_record_removed_with_its_marker_is_noticed_and_never_reused() {
     exits(&run, 5);
     assert!(stderr(&run).contains(&missing), "{}", stderr(&run));
     assert!(!states(&sb.events("r3"), "write", "p").contains(&State::Published));
-    assert_eq!(sb.entries("out", "p", "log").len(), 2, "nothing committed");
+    assert_eq!(
+        sb.entries("out", "p", "log"),
+        [format!("{}.json", key(1))],
+        "nothing committed"
+    );
+}
+
+// A commit on a local disk leaves one marker, its witness under `tokens/`
+// (one inode per instance fewer than a marker in `log/` beside it), and a
+// warehouse written when every commit left both is still read: there the
+// `log/` marker of a newest record gone is what tells, its witness gone
+// too.
+#[test]
+fn one_marker_per_commit_and_an_older_layouts_log_marker_still_tells() {
+    let sb = sandbox();
+    two_generations(&sb);
+    assert_eq!(
+        sb.entries("out", "p", "log"),
+        [format!("{}.json", key(1)), format!("{}.json", key(2))]
+    );
+    for g in [1, 2] {
+        assert!(part(&sb, &format!("tokens/{}.committed-{}", key(g), key(g))).is_file());
+    }
+    // The layout before: a marker beside each record.
+    for g in [1, 2] {
+        let marker = part(&sb, &format!("log/{}.published-{}", key(g), key(g)));
+        std::fs::write(marker, key(g)).unwrap();
+    }
+    ok(&weir_out(&sb, &["status", "m.toml"]));
+    std::fs::remove_file(part(&sb, &format!("log/{}.json", key(2)))).unwrap();
+    std::fs::remove_file(part(
+        &sb,
+        &format!("tokens/{}.committed-{}", key(2), key(2)),
+    ))
+    .unwrap();
+    let show = weir_out(&sb, &["show", "m.toml", "out", "--partition", "p"]);
+    exits(&show, 5);
+    assert!(
+        stderr(&show).contains(&format!(
+            "commit record out/p/log/{}.json is missing: generation 2 (token 2) was committed",
+            key(2)
+        )),
+        "{}",
+        stderr(&show)
+    );
+    assert_eq!(stdout(&show), "");
+    let run = sb.run("r3", &["--force"]);
+    exits(&run, 5);
+    assert!(!states(&sb.events("r3"), "write", "p").contains(&State::Published));
 }
 
 // With the token records gone, a forced rebuild gets a token above the

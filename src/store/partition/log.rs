@@ -38,6 +38,12 @@ impl PartitionStore {
         let names = self.backend.list(&layout::log_prefix(&self.prefix()?))?;
         let listing = LogListing::parse(&names);
         if let Some((g, token)) = listing.hole(Generation::FIRST) {
+            // A local disk's commits name their token under `tokens/`.
+            let token = token.or_else(|| {
+                tokens.iter().flatten().find_map(|n| {
+                    layout::parse_committed_name(n).and_then(|(t, w)| (w == g).then_some(t))
+                })
+            });
             return Err(self.missing(g, token));
         }
         if let Some(tokens) = tokens {
@@ -107,9 +113,9 @@ impl PartitionStore {
     /// The record with the highest generation. Parses only that one.
     ///
     /// A newest record that is gone is [`StoreError::MissingRecord`], not
-    /// the one before it: its publication marker, left beside it in `log/`
-    /// by the commit, shows in the same listing (and a gap below it, in a
-    /// local warehouse whose listing is whole anyway).
+    /// the one before it: the marker its commit left shows in the same
+    /// look (in an object store beside it in `log/`; on a local disk under
+    /// `tokens/`, listed with it, where a gap below it shows too).
     pub fn latest(&self) -> Result<Option<CommitRecord>, StoreError> {
         let Some(g) = self.newest_generation()? else {
             return Ok(None);
@@ -331,28 +337,37 @@ impl PartitionStore {
     /// put asked at `asked`): the evidence beside it and what this process
     /// keeps of the log.
     fn landed(&self, record: &CommitRecord, next: Generation, asked: Instant) {
-        // The marker that lets every later listing notice this
-        // record if it goes (see `latest`), and tell from its
-        // summary whether an instance is current without reading
-        // the record (`look_within`). Evidence, not state:
-        // not made durable here (the log's next commit syncs the
-        // directory), and a failure to write it loses only that.
-        let _ = self.backend.put_if_absent_volatile(
-            &layout::published_key(
-                &self.known_prefix(),
-                next,
-                record.token,
-                &self.summary_of(record),
-            ),
-            record.token.to_string().as_bytes(),
-        );
-        // The witness a hand `rm log/<g>*` does not take with the
-        // record and its marker (see `check_witnesses`); evidence
-        // as the marker is. Not on an object store, where it would
-        // be one request more per publication (at the budget's
-        // edge, `tests/it/store_budget.rs`): there a PUBLISHED
-        // event without its record is what `status --check` finds.
-        if self.remote.is_none() {
+        // One name beside the record witnesses its commit, so that
+        // a later look notices the record if it goes. Evidence, not
+        // state: not made durable here (the log's next commit syncs
+        // the directory), and a failure to write it loses only that.
+        // Readers still read both names (warehouses written before
+        // one was enough hold both).
+        if self.remote.is_some() {
+            // In `log/`, with the summary that tells an instance
+            // current without reading the record (`look_within`): the
+            // listing of the log shows it at no extra request. No
+            // witness under `tokens/`: it would be one request more
+            // per publication (at the budget's edge,
+            // `tests/it/store_budget.rs`); there a PUBLISHED event
+            // without its record is what `status --check` finds.
+            let _ = self.backend.put_if_absent_volatile(
+                &layout::published_key(
+                    &self.known_prefix(),
+                    next,
+                    record.token,
+                    &self.summary_of(record),
+                ),
+                record.token.to_string().as_bytes(),
+            );
+        } else {
+            // On a disk, under `tokens/`: every look at the log lists
+            // `tokens/` too (`generations`), so this one name notices a
+            // newest record gone, alone or with its marker by a hand
+            // `rm log/<g>*` (`check_witnesses`), where a `log/` marker
+            // would be a second inode per instance and tell nothing
+            // more (a summary is for object stores only, and a gap
+            // below the newest shows in the numbering).
             let _ = self.backend.put_if_absent_volatile(
                 &layout::committed_key(&self.known_prefix(), record.token, next),
                 b"",

@@ -16,20 +16,24 @@
 //!  what can go            its witness                      what the store does
 //!  tokens/<t> records     the log: the newest record's     allocates above both
 //!                         token (tokens only grow along it) (allocate_token)
-//!  log/<g>.json, newest   log/<g>.published-<t>, written   latest(), history() and
-//!                         by the commit beside the record,  commit() fail with
-//!                         listed with the records          MissingRecord (exit 5):
-//!  log/<g>.json, older    the gap: generations are 1..n    nothing read past it,
-//!                         with none missing                nothing committed over it
-//!  both record and marker tokens/<t>.committed-<g>, by    latest(), history() and
-//!  (local disk)           the commit after the marker      allocation: MissingRecord
-//!  all three, or on S3    PUBLISHED events in _runs/       `status --check` names it
+//!  log/<g>.json, newest   a marker, written by the commit  latest(), history() and
+//!                         after the record: on a local     commit() fail with
+//!                         disk tokens/<t>.committed-<g>,   MissingRecord (exit 5):
+//!                         out of log/ (a hand rm log/<g>*  nothing read past it,
+//!                         leaves it); in an object store   nothing committed over it
+//!                         log/<g>.published-<t>, listed
+//!                         with the records
+//!  log/<g>.json, older    the gap: generations are 1..n
+//!                         with none missing
+//!  record and marker      PUBLISHED events in _runs/       `status --check` names it
 //! ```
 //!
 //! The marker costs nothing to read (the listing that finds the newest
-//! record shows it) and one write per commit, made after the record lands:
-//! a marker never names a record that was not committed. Losing the marker
-//! alone (a crash right after the commit) only takes one witness away.
+//! record shows it: a local disk's looks at the log list `tokens/` too) and
+//! one write per commit, made after the record lands: a marker never names
+//! a record that was not committed. Losing it (a crash right after the
+//! commit) only takes one witness away. A local warehouse written before
+//! one marker was enough holds both names; readers still take either.
 //! Allocation reads the newest record (on an object store, unless this
 //! process has just looked), so a log with a hole allocates no token either
 //! (one just taken when the hole is found is left unused); a hole made
