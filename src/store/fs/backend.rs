@@ -164,6 +164,20 @@ fn link_temp(
     }
 }
 
+/// Creates an empty file at `path` unless one is there: `Ok(false)` when
+/// the name is taken.
+fn create_empty(path: &Path) -> io::Result<bool> {
+    match fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+    {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// An fs object's version: its inode with its modification stamp and size.
 /// Every write here is a new inode (temp, then link or rename), so two reads
 /// with the same version saw the same write. Not the change time: linking
@@ -290,6 +304,24 @@ impl Backend for FsBackend {
     fn put_if_absent_volatile(&self, key: &str, bytes: &[u8]) -> Result<bool, StoreError> {
         let path = self.path(key)?;
         let dir = path.parent().unwrap_or(&self.root).to_path_buf();
+        if bytes.is_empty() {
+            // An empty file cannot be seen half-written, so it is created
+            // under its own name (O_CREAT|O_EXCL): the temp, link and unlink
+            // would cost an inode (a commit's marker, a slot's generation)
+            // and two more calls for nothing.
+            self.ensure_dir(&dir, false)?;
+            return match create_empty(&path) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    // A directory on the way was removed by hand, as in
+                    // `create_temp_in`: forget them all and redo the chain.
+                    *self.dirs() = Dirs::default();
+                    self.ensure_dir(&dir, false)?;
+                    create_empty(&path)
+                }
+                created => created,
+            }
+            .map_err(StoreError::io(&path));
+        }
         let name = key.rsplit('/').next().unwrap_or(key);
         let (tmp, file) = self.create_temp_in(&dir, name, false)?;
         let outcome = link_temp(&tmp, file, bytes, &path, false);
@@ -658,6 +690,42 @@ mod tests {
         assert_eq!(winners.len(), 1);
         assert_eq!(b.get("d/p/log/k").unwrap().unwrap(), vec![winners[0]]);
         assert_eq!(all_entries(&tmp.path().join("d/p/log")), vec!["k"]);
+    }
+
+    // An empty volatile key is created under its own name: one winner
+    // among racers, no temp left beside it, and a directory removed by
+    // hand is made again.
+    #[test]
+    fn an_empty_volatile_put_has_one_winner_and_leaves_no_temp() {
+        let (tmp, b) = backend();
+        let b = Arc::new(b);
+        let barrier = Arc::new(Barrier::new(8));
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                let (b, barrier) = (Arc::clone(&b), Arc::clone(&barrier));
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    b.put_if_absent_volatile("d/p/tokens/1.committed-1", b"")
+                        .unwrap()
+                })
+            })
+            .collect();
+        let won = handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .filter(|won| *won)
+            .count();
+        assert_eq!(won, 1);
+        assert_eq!(b.get("d/p/tokens/1.committed-1").unwrap().unwrap(), b"");
+        assert_eq!(
+            all_entries(&tmp.path().join("d/p/tokens")),
+            vec!["1.committed-1"]
+        );
+        fs::remove_dir_all(tmp.path().join("d")).unwrap();
+        assert!(b
+            .put_if_absent_volatile("d/p/tokens/2.committed-2", b"")
+            .unwrap());
+        assert_eq!(b.list("d/p/tokens").unwrap(), vec!["2.committed-2"]);
     }
 
     // A conditional replace checks the version and writes under
