@@ -109,18 +109,29 @@ impl FsBackend {
         name: &str,
         durable: bool,
     ) -> Result<(PathBuf, File), StoreError> {
+        self.in_dir(dir, durable, dir, || create_temp(dir, name))
+    }
+
+    /// Runs `make` in `dir`, made first (with its entry durable when
+    /// `durable`); an io error is blamed on `blame`.
+    fn in_dir<T>(
+        &self,
+        dir: &Path,
+        durable: bool,
+        blame: &Path,
+        make: impl Fn() -> io::Result<T>,
+    ) -> Result<T, StoreError> {
         self.ensure_dir(dir, durable)?;
-        match create_temp(dir, name) {
-            Ok(created) => Ok(created),
+        match make() {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 // Some directory on the way was removed behind the cache's
                 // back (by hand); which one is unknown, so forget them all
                 // and redo the chain once.
                 *self.dirs() = Dirs::default();
                 self.ensure_dir(dir, durable)?;
-                create_temp(dir, name).map_err(StoreError::io(dir))
+                make().map_err(StoreError::io(blame))
             }
-            Err(e) => Err(StoreError::io(dir)(e)),
+            made => made.map_err(StoreError::io(blame)),
         }
     }
 }
@@ -309,18 +320,7 @@ impl Backend for FsBackend {
             // under its own name (O_CREAT|O_EXCL): the temp, link and unlink
             // would cost an inode (a commit's marker, a slot's generation)
             // and two more calls for nothing.
-            self.ensure_dir(&dir, false)?;
-            return match create_empty(&path) {
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    // A directory on the way was removed by hand, as in
-                    // `create_temp_in`: forget them all and redo the chain.
-                    *self.dirs() = Dirs::default();
-                    self.ensure_dir(&dir, false)?;
-                    create_empty(&path)
-                }
-                created => created,
-            }
-            .map_err(StoreError::io(&path));
+            return self.in_dir(&dir, false, &path, || create_empty(&path));
         }
         let name = key.rsplit('/').next().unwrap_or(key);
         let (tmp, file) = self.create_temp_in(&dir, name, false)?;
