@@ -34,9 +34,9 @@ pub(crate) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The layers, bottom first, from `src/lib.rs`'s `# Layers` list: lines
-/// `//! N. `a`, `b` — why`.
-fn layers() -> Vec<Vec<String>> {
+/// The lines of `src/lib.rs`'s `# Layers` list, bottom first, without
+/// their `//! `: `N. `a`, `b` — why`.
+fn layer_lines() -> Vec<String> {
     let lib = std::fs::read_to_string(root().join("src/lib.rs")).unwrap();
     let mut out = Vec::new();
     let mut inside = false;
@@ -49,23 +49,30 @@ fn layers() -> Vec<Vec<String>> {
             inside = doc == "# Layers";
             continue;
         }
-        if !inside {
-            continue;
+        if inside
+            && doc
+                .split_once(". ")
+                .is_some_and(|(n, _)| n.parse::<u32>().is_ok())
+        {
+            out.push(doc.to_owned());
         }
-        let Some((number, rest)) = doc.split_once(". ") else {
-            continue;
-        };
-        if number.parse::<u32>().is_err() {
-            continue;
-        }
-        let names = rest.split(" — ").next().unwrap();
-        let modules: Vec<String> = names
-            .split(',')
-            .map(|n| n.trim().trim_matches('`').to_owned())
-            .collect();
-        out.push(modules);
     }
     out
+}
+
+/// The layers, bottom first: the modules each line of [`layer_lines`] names.
+fn layers() -> Vec<Vec<String>> {
+    layer_lines()
+        .iter()
+        .map(|line| {
+            let (_, rest) = line.split_once(". ").unwrap();
+            let names = rest.split(" — ").next().unwrap();
+            names
+                .split(',')
+                .map(|n| n.trim().trim_matches('`').to_owned())
+                .collect()
+        })
+        .collect()
 }
 
 pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -450,26 +457,18 @@ fn the_path_reader_resolves_groups_and_relative_paths() {
 // fails here.
 #[test]
 fn the_book_lists_the_layers_of_lib_rs() {
-    let numbered = |text: &str, prefix: &str| -> Vec<String> {
-        text.lines()
-            .filter_map(|l| l.strip_prefix(prefix))
-            .filter(|l| {
-                l.split_once(". `")
-                    .is_some_and(|(n, _)| n.parse::<u32>().is_ok())
-            })
-            .map(str::to_string)
-            .collect()
-    };
-    let lib = std::fs::read_to_string(root().join("src/lib.rs")).unwrap();
-    let book = std::fs::read_to_string(root().join("docs/dev/layers.md")).unwrap();
-    let lib = numbered(&lib, "//! ");
+    let lib = layer_lines();
     assert!(
         lib.len() > 10,
         "no layer list read from src/lib.rs: {lib:?}"
     );
-    assert_eq!(
-        numbered(&book, ""),
-        lib,
-        "docs/dev/layers.md's list is not src/lib.rs's"
-    );
+    let book = std::fs::read_to_string(root().join("docs/dev/layers.md")).unwrap();
+    let listed: Vec<&str> = book
+        .lines()
+        .filter(|l| {
+            l.split_once(". `")
+                .is_some_and(|(n, _)| n.parse::<u32>().is_ok())
+        })
+        .collect();
+    assert_eq!(listed, lib, "docs/dev/layers.md's list is not src/lib.rs's");
 }
