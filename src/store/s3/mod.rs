@@ -855,5 +855,9 @@ mod tests {
             Some("wh/d/2026%7Ceu/log")
         );
         assert_eq!(percent_decode("a%2"), None);
+        assert_eq!(percent_decode("a%zz"), None);
+        assert_eq!(percent_decode("a%2%41"), None);
+        assert_eq!(percent_decode("%C3%A9t%C3%A9").as_deref(), Some("été"));
+        assert_eq!(percent_decode("%FF"), None);
     }
 }

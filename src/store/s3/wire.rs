@@ -80,20 +80,19 @@ pub(super) fn encode(text: &str, slash: bool) -> String {
 /// Undoes object_store's percent-encoding of a path (which encodes `%`
 /// itself, so decoding once gives the key back exactly).
 pub(super) fn percent_decode(raw: &str) -> Option<String> {
-    let bytes = raw.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
+    // The crate keeps a malformed escape as text; object_store never writes
+    // one, so a path that holds one is not a key weir can name: refuse it.
+    let well_formed = raw.match_indices('%').all(|(at, _)| {
+        raw.get(at + 1..at + 3)
+            .is_some_and(|hex| hex.bytes().all(|b| b.is_ascii_hexdigit()))
+    });
+    if !well_formed {
+        return None;
     }
-    String::from_utf8(out).ok()
+    let decoded = percent_encoding::percent_decode_str(raw)
+        .decode_utf8()
+        .ok()?;
+    Some(decoded.into_owned())
 }
 
 /// A reply other than 2xx to a signed request.
