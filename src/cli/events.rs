@@ -31,7 +31,7 @@ pub(crate) fn run(args: &EventsArgs) -> Result<u8, CliError> {
     };
     // `_runs/<id>`: a path outside the warehouse is never read.
     if let Some(id) = &args.run_id {
-        crate::events::check_run_id(id).map_err(CliError::Usage)?;
+        crate::events::check_run_id(id).map_err(|e| CliError::Usage(e.to_string()))?;
     }
     let read = match &args.run_id {
         Some(id) => read_run(&store, id).transpose(),

@@ -243,7 +243,7 @@ fn write_report(args: &args::ReportArgs) -> Result<u8, error::CliError> {
     let manifest = error::load(&args.manifest)?;
     // `_runs/<id>`: a path outside the warehouse is never read.
     if let Some(id) = &args.run {
-        crate::events::check_run_id(id).map_err(error::CliError::Usage)?;
+        crate::events::check_run_id(id).map_err(|e| error::CliError::Usage(e.to_string()))?;
     }
     crate::report::write(&manifest, args.run.as_deref(), &args.out)?;
     println!("wrote {}", args.out.display());

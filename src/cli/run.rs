@@ -137,7 +137,7 @@ fn signed_plan(
 /// When run `run`, a run of backfill `name`, started (ms since the epoch):
 /// a run id that is no such run is a usage error (exit 2).
 pub(crate) fn started(manifest: &Manifest, name: &str, run: &str) -> Result<i64, CliError> {
-    crate::events::check_run_id(run).map_err(CliError::Usage)?;
+    crate::events::check_run_id(run).map_err(|e| CliError::Usage(e.to_string()))?;
     let store = super::error::open(manifest)?.events();
     let (records, _) = crate::events::read_run(&store, run)
         .map_err(super::error::doing("cannot read the event log"))?

@@ -420,7 +420,7 @@ pub(super) struct RunView {
 }
 
 pub(super) fn run(manifest: &Manifest, run_id: &str) -> Result<RunView, ViewError> {
-    events::check_run_id(run_id).map_err(ViewError::not_found)?;
+    events::check_run_id(run_id).map_err(|e| ViewError::not_found(e.to_string()))?;
     let warehouse = open(manifest)?;
     let store = warehouse.events();
     let Some((records, _)) =

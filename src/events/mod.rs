@@ -34,7 +34,7 @@ pub const MAX_RUN_ID: usize = 128;
 /// under `_runs/`, so `..`, `a/b`, an empty or hidden name or a newline
 /// would write an event log outside the warehouse, break gc or corrupt the
 /// columns of `weir events`. Says what is allowed when it is refused.
-pub fn check_run_id(id: &str) -> Result<(), String> {
+pub fn check_run_id(id: &str) -> Result<(), RunIdError> {
     let ok = !id.is_empty()
         && id.len() <= MAX_RUN_ID
         && !id.starts_with('.')
@@ -44,10 +44,16 @@ pub fn check_run_id(id: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "run id {id:?} is not allowed: a run id is 1 to {MAX_RUN_ID} letters, digits, `.`, `_` and `-`, not starting with `.`"
-        ))
+        Err(RunIdError { id: id.to_owned() })
     }
+}
+
+/// A run id [`check_run_id`] refuses; its message says what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("run id {id:?} is not allowed: a run id is 1 to {MAX_RUN_ID} letters, digits, `.`, `_` and `-`, not starting with `.`")]
+pub struct RunIdError {
+    /// The refused id, as given.
+    pub id: String,
 }
 
 /// Version of the line format.

@@ -437,7 +437,7 @@ pub fn run_with(
 ) -> Result<RunSummary, ExecError> {
     let now = crate::clock::now();
     if let Some(id) = &options.run_id {
-        crate::events::check_run_id(id).map_err(ExecError::Settings)?;
+        crate::events::check_run_id(id).map_err(|e| ExecError::Settings(e.to_string()))?;
     }
     let settings = &options.settings;
     let timing = settings.pool_timing;

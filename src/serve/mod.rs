@@ -27,6 +27,7 @@
 //! ended by the warehouse's reckoning, none is MISSED early).
 
 pub mod due;
+pub mod error;
 pub mod machine;
 pub mod record;
 pub mod status;
@@ -42,6 +43,7 @@ use crate::manifest::Manifest;
 use crate::plan::{Plan, Scope};
 use crate::store::Warehouse;
 use due::Trigger;
+pub use error::ServeError;
 use machine::{Action, Input, Instance, Machine, MissedWhy, Readiness, TaskSpec, WakeFor, Why};
 
 /// What the executor of one manifest is told from outside.
@@ -78,14 +80,14 @@ pub enum LogFormat {
 }
 
 /// How one manifest's serve ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct Ended {
     /// Attempts were stopped by the signal.
     pub stopped: bool,
     /// The signal that ended it.
     pub signal: Option<exec::interrupt::Signal>,
     /// Why serve could not go on, if it could not.
-    pub error: Option<String>,
+    pub error: Option<ServeError>,
 }
 
 /// Loads a manifest again on SIGHUP: `None` when it is invalid (the loader
@@ -169,18 +171,17 @@ pub fn trigger_text(trigger: &Trigger) -> String {
 fn stored_progress(
     warehouse: &Warehouse,
     specs: &[TaskSpec],
-) -> Result<Vec<Option<(i64, i64)>>, String> {
+) -> Result<Vec<Option<(i64, i64)>>, ServeError> {
     specs
         .iter()
         .map(|s| match record::progress(warehouse, &s.name) {
             Ok(p) => Ok(p
                 .filter(|p| p.trigger == trigger_text(&s.trigger))
                 .map(|p| (p.occurrence, p.newest.unwrap_or(p.occurrence)))),
-            Err(e) => Err(format!(
-                "cannot read the serve progress of `{}`: {}",
-                s.name,
-                exec::chain(&e)
-            )),
+            Err(e) => Err(ServeError::ReadProgress {
+                task: s.name.clone(),
+                cause: e.into(),
+            }),
         })
         .collect()
 }
@@ -303,11 +304,14 @@ struct Served {
 }
 
 impl Served {
-    fn emit(&self, state: State, event: Event) -> Result<(), String> {
+    fn emit(&self, state: State, event: Event) -> Result<(), ServeError> {
         self.log
             .emit(state, event)
             .map(drop)
-            .map_err(|e| format!("cannot append {} to serve's event log: {e}", state.as_str()))
+            .map_err(|cause| ServeError::Append {
+                state: state.as_str(),
+                cause,
+            })
     }
 
     fn name(&self, task: usize) -> &str {
@@ -337,7 +341,7 @@ impl Served {
 
     /// Does what the machine says about one input. `Some` when serve is
     /// over.
-    fn drive(&mut self, input: Input) -> Result<Option<bool>, String> {
+    fn drive(&mut self, input: Input) -> Result<Option<bool>, ServeError> {
         // Occurrences a restart would have called missed that another
         // engine still runs: watched, and the progress this step says for
         // their tasks (past them) is not stored; the machine says it
@@ -417,7 +421,7 @@ impl Served {
         }
     }
 
-    fn progress(&mut self, task: usize, done: i64, newest: i64) -> Result<(), String> {
+    fn progress(&mut self, task: usize, done: i64, newest: i64) -> Result<(), ServeError> {
         let p = progress_record(
             &self.machine.tasks()[task],
             done,
@@ -425,12 +429,9 @@ impl Served {
             crate::clock::now_rfc3339(),
         );
         self.with_space(|s| record::set_progress(&s.warehouse, &p))
-            .map_err(|e| {
-                format!(
-                    "cannot store the serve progress of `{}`: {}",
-                    p.task,
-                    exec::chain(&e)
-                )
+            .map_err(|e| ServeError::StoreProgress {
+                task: p.task.clone(),
+                cause: e.into(),
             })
     }
 
@@ -489,7 +490,7 @@ impl Served {
         occurrence: i64,
         due_at: i64,
         why: MissedWhy,
-    ) -> Result<Option<Input>, String> {
+    ) -> Result<Option<Input>, ServeError> {
         let spec = self.machine.tasks()[task].clone();
         let Some(key) = spec.trigger.key(occurrence) else {
             return Ok(None);
@@ -545,12 +546,10 @@ impl Served {
         };
         let new = self
             .with_space(|s| record::record_missed(&s.warehouse, &m))
-            .map_err(|e| {
-                format!(
-                    "cannot record {} {key} as MISSED: {}",
-                    spec.name,
-                    exec::chain(&e)
-                )
+            .map_err(|e| ServeError::RecordMissed {
+                task: spec.name.clone(),
+                key: key.clone(),
+                cause: e.into(),
             })?;
         let event = Event::instance(&spec.name, &key)
             .detail(format!(
@@ -590,15 +589,14 @@ impl Served {
         &self,
         i: &Instance,
         key: &str,
-    ) -> Result<Result<Option<String>, Input>, String> {
+    ) -> Result<Result<Option<String>, Input>, ServeError> {
         let name = self.name(i.task);
         let mine = watch::mine(&self.run_id);
         let claimed = record::claim_or_take_over(&self.warehouse, name, key, &mine, watch::dead)
-            .map_err(|e| {
-                format!(
-                    "cannot claim {name} {key} to record it MISSED: {}",
-                    exec::chain(&e)
-                )
+            .map_err(|e| ServeError::ClaimMissed {
+                task: name.to_owned(),
+                key: key.to_owned(),
+                cause: e.into(),
             })?;
         Ok(match claimed {
             record::Claimed::Won => Ok(None),
@@ -803,7 +801,7 @@ impl Served {
     }
 
     /// SIGHUP: the manifest again; an invalid one keeps the old running.
-    fn reload(&mut self) -> Result<(), String> {
+    fn reload(&mut self) -> Result<(), ServeError> {
         let Some(mut fresh) = (self.loader)(&self.manifest.path) else {
             self.say.say(
                 "RELOAD",
@@ -1203,10 +1201,10 @@ fn open(
     settings: &exec::Settings,
     tx: mpsc::Sender<Wake>,
     format: LogFormat,
-) -> Result<Served, String> {
+) -> Result<Served, ServeError> {
     let warehouse = match Warehouse::open_for(&manifest.pipeline) {
         Ok(w) => w,
-        Err(e) => return Err(format!("cannot open the warehouse: {}", exec::chain(&e))),
+        Err(e) => return Err(ServeError::Warehouse { cause: e.into() }),
     };
     let specs = specs(&manifest);
     let stored = stored_progress(&warehouse, &specs)?;
@@ -1218,7 +1216,7 @@ fn open(
     let run_id = exec::new_run_id().replacen("run-", "serve-", 1);
     let log = match EventLog::open_in(&warehouse.events(), &run_id) {
         Ok(l) => l,
-        Err(e) => return Err(format!("cannot open serve's event log: {e}")),
+        Err(cause) => return Err(ServeError::OpenLog { cause }),
     };
     let notifier = crate::notify::Notifier::start(&manifest, &warehouse, &run_id, &settings.faults);
     let done = stored
@@ -1255,7 +1253,7 @@ fn open(
 fn serve_until_stopped(
     served: &mut Served,
     inbox: &mpsc::Receiver<Wake>,
-) -> (Result<bool, String>, Option<exec::interrupt::Signal>) {
+) -> (Result<bool, ServeError>, Option<exec::interrupt::Signal>) {
     let mut signal = None;
     let mut got: Vec<Wake> = Vec::new();
     let mut stopping = false;
@@ -1327,7 +1325,7 @@ fn serve_until_stopped(
 /// serve ended.
 fn finish(
     served: &mut Served,
-    stopped: Result<bool, String>,
+    stopped: Result<bool, ServeError>,
     signal: Option<exec::interrupt::Signal>,
 ) -> Ended {
     let (stopped, error) = match stopped {
@@ -1413,7 +1411,7 @@ pub fn serve(
                 t.join().unwrap_or_else(|_| Ended {
                     stopped: false,
                     signal: None,
-                    error: Some("serve's thread panicked".into()),
+                    error: Some(ServeError::Panicked),
                 })
             })
             .collect::<Vec<_>>()
