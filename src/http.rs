@@ -50,12 +50,14 @@ impl std::fmt::Debug for ResolvedEndpoint {
 
 /// Reads `endpoint`'s header values (`env:`/`file:` relative to `dir`).
 /// The error names the header and its reference, never a value.
-pub fn resolve(endpoint: &HttpEndpoint, dir: &Path) -> Result<ResolvedEndpoint, String> {
+pub fn resolve(endpoint: &HttpEndpoint, dir: &Path) -> Result<ResolvedEndpoint, HeaderError> {
     let mut headers = Vec::new();
     let mut secrets = Vec::new();
     for (name, value) in &endpoint.headers {
-        let (text, secret) =
-            read_value(value, dir).map_err(|why| format!("header `{name}`: {why}"))?;
+        let (text, secret) = read_value(value, dir).map_err(|why| HeaderError {
+            header: name.clone(),
+            why,
+        })?;
         if secret {
             secrets.push(text.clone());
         }
@@ -66,6 +68,16 @@ pub fn resolve(endpoint: &HttpEndpoint, dir: &Path) -> Result<ResolvedEndpoint, 
         headers,
         secrets: Secrets::new(secrets),
     })
+}
+
+/// A header of an endpoint whose value could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("header `{header}`: {why}")]
+pub struct HeaderError {
+    /// The header's name.
+    pub header: String,
+    /// Why its reference could not be read.
+    pub why: crate::secrets::ReferenceError,
 }
 
 /// POSTs `body` as `application/json` with `headers`; Ok on a 2xx status.

@@ -195,31 +195,72 @@ pub fn known_secrets(manifest: &Manifest) -> Secrets {
 /// written, `env:NAME` from this process's environment, `file:PATH` (relative
 /// to `dir`) without its final newline. With whether it is a secret. The
 /// error says which reference could not be read, never a value.
-pub fn read_value(value: &EnvValue, dir: &Path) -> Result<(String, bool), String> {
+pub fn read_value(value: &EnvValue, dir: &Path) -> Result<(String, bool), ReferenceError> {
     match value {
         EnvValue::Literal(v) => Ok((v.clone(), false)),
         EnvValue::Env(name) => match std::env::var(name) {
             Ok(v) => Ok((v, true)),
-            Err(std::env::VarError::NotPresent) => Err(format!("`env:{name}` is not set")),
-            Err(std::env::VarError::NotUnicode(_)) => Err(format!("`env:{name}` is not UTF-8")),
+            Err(std::env::VarError::NotPresent) => Err(ReferenceError::EnvNotSet(name.clone())),
+            Err(std::env::VarError::NotUnicode(_)) => Err(ReferenceError::EnvNotUtf8(name.clone())),
         },
         EnvValue::File(path) => {
-            let text = read_secret_file(&dir.join(path))
-                .map_err(|why| format!("`file:{}` cannot be read: {why}", path.display()))?;
+            let text = read_secret_file(&dir.join(path)).map_err(|why| ReferenceError::File {
+                path: path.clone(),
+                why,
+            })?;
             Ok((text, true))
         }
     }
 }
 
+/// A manifest reference ([`read_value`]) that could not be read; it names
+/// the reference, never a value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReferenceError {
+    /// `env:NAME` names a variable this process does not have.
+    #[error("`env:{0}` is not set")]
+    EnvNotSet(String),
+    /// `env:NAME` holds bytes that are not UTF-8.
+    #[error("`env:{0}` is not UTF-8")]
+    EnvNotUtf8(String),
+    /// `file:PATH` cannot be read.
+    #[error("`file:{}` cannot be read: {why}", path.display())]
+    File {
+        /// The path as the manifest gives it.
+        path: std::path::PathBuf,
+        /// Why.
+        why: SecretFileError,
+    },
+}
+
+/// Why a secret's file cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretFileError {
+    /// Its bytes are not UTF-8.
+    #[error("it is not UTF-8")]
+    NotUtf8,
+    /// It cannot be opened or read, or is not a regular file within the limit.
+    #[error("{text}")]
+    Unreadable {
+        /// The OS's kind of failure.
+        kind: std::io::ErrorKind,
+        /// The OS's reason.
+        text: String,
+    },
+}
+
 /// The secret a `file:` reference names, as `$(cat file)` reads it: its
 /// final newline is not part of the secret. Opened as a user's file, so a
 /// FIFO or a device named there can neither hang nor flood the read.
-pub fn read_secret_file(path: &Path) -> Result<String, String> {
+pub fn read_secret_file(path: &Path) -> Result<String, SecretFileError> {
     let text = user_file::read_limited(path, user_file::SECRET_LIMIT).map_err(|e| {
         // std's own UTF-8 error carries no inner error; the limit's does.
         match e.kind() {
-            std::io::ErrorKind::InvalidData if e.get_ref().is_none() => "it is not UTF-8".into(),
-            _ => e.to_string(),
+            std::io::ErrorKind::InvalidData if e.get_ref().is_none() => SecretFileError::NotUtf8,
+            kind => SecretFileError::Unreadable {
+                kind,
+                text: e.to_string(),
+            },
         }
     })?;
     Ok(text.trim_end_matches(['\n', '\r']).to_string())

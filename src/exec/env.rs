@@ -142,8 +142,8 @@ pub enum EnvError {
         var: String,
         /// The file, as resolved.
         path: String,
-        /// The OS's reason.
-        why: String,
+        /// Why.
+        why: crate::secrets::SecretFileError,
     },
 }
 
@@ -362,7 +362,7 @@ fn set_value(
         EnvValue::File(path) => {
             let path = dir.join(path);
             let path = std::path::absolute(&path).unwrap_or(path);
-            let unreadable = |why: String| EnvError::Unreadable {
+            let unreadable = |why| EnvError::Unreadable {
                 owner: owner.to_string(),
                 var: name.to_string(),
                 path: path.display().to_string(),

@@ -178,7 +178,7 @@ fn with_tail(tail: &str) -> String {
 }
 
 enum Endpoint {
-    Http(Result<ResolvedEndpoint, String>),
+    Http(Result<ResolvedEndpoint, crate::http::HeaderError>),
     Command(Vec<String>, Option<crate::manifest::EnvSpec>),
 }
 
@@ -359,7 +359,7 @@ impl Courier {
                         .map_err(SendError::Http)
                 }
                 Endpoint::Http(Err(why)) => {
-                    return (Err(SendError::Http(why.clone())), attempt + 1)
+                    return (Err(SendError::Http(why.to_string())), attempt + 1)
                 }
                 Endpoint::Command(argv, env) => {
                     let command = CommandTarget {
