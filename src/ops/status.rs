@@ -79,7 +79,8 @@ impl Status {
         warehouse: &Warehouse,
         check: bool,
     ) -> Result<Status, StatusError> {
-        let overview = Overview::gather(manifest, warehouse).map_err(StatusError::Engine)?;
+        let overview = Overview::gather(manifest, warehouse)
+            .map_err(|e| StatusError::Engine(crate::exec::chain(&e)))?;
         Status::of(manifest, warehouse, overview, check)
     }
 
@@ -336,7 +337,10 @@ pub struct Overview {
 
 impl Overview {
     /// Reads the commit logs, the instance marks and the external inputs.
-    pub fn gather(manifest: &Manifest, warehouse: &Warehouse) -> Result<Overview, String> {
+    pub fn gather(
+        manifest: &Manifest,
+        warehouse: &Warehouse,
+    ) -> Result<Overview, crate::store::StoreError> {
         let planned_now = crate::clock::now();
         let now = jiff::Timestamp::now().as_second();
         let mut published = Vec::new();
@@ -348,10 +352,7 @@ impl Overview {
         for task in manifest.tasks.values() {
             let dataset = &task.output.dataset;
             let mut seen = HashSet::new();
-            for partition in warehouse
-                .partitions(dataset)
-                .map_err(|e| crate::exec::chain(&e))?
-            {
+            for partition in warehouse.partitions(dataset)? {
                 let store = warehouse.partition(dataset, &partition);
                 match latest_of(task, &partition, &store, &mut views) {
                     Ok(Some(record)) => {
@@ -409,7 +410,7 @@ impl Overview {
         let mut marks = Vec::new();
         let mut released = Vec::new();
         let mut abandoned = Vec::new();
-        for m in state::all(warehouse).map_err(|e| crate::exec::chain(&e))? {
+        for m in state::all(warehouse)? {
             // The run's own test: a quarantine whose inputs or code changed
             // would be rerun, so paging on it would send a person for nothing.
             let changed = staleness.quarantine_released(manifest, warehouse, &m);
