@@ -340,21 +340,68 @@ impl Job<'_> {
         }
         // --force reruns the tasks asked for, never their upstream.
         if self.first && (!self.force || self.upstream_only) {
-            if let Some(latest) = latest {
+            if let Some(latest) = &latest {
                 if self.upstream_only
-                    || is_current(&latest, snapshot, &task.code_version, cx.fingerprint(task))
+                    || is_current(latest, snapshot, &task.code_version, cx.fingerprint(task))
                 {
                     self.say_current(
                         cx,
                         latest.generation,
                         &latest.code_version,
-                        already_published(&latest),
+                        already_published(latest),
                     );
                     return true;
                 }
             }
         }
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            let why = self.why_it_runs(cx, latest.as_ref(), snapshot);
+            tracing::debug!(task = %task.name, partition, "runs: {why}");
+        }
         false
+    }
+
+    /// Why this attempt runs rather than say the visible generation is
+    /// current, for `-v`: what differs from what `latest` was built of.
+    fn why_it_runs(
+        &self,
+        cx: &Context<'_>,
+        latest: Option<&CommitRecord>,
+        snapshot: &InputSnapshot,
+    ) -> String {
+        let task = self.task;
+        let Some(latest) = latest else {
+            return "nothing is published yet".into();
+        };
+        let g = latest.generation;
+        if !self.first {
+            return format!("attempt {} (generation {g} is visible)", self.attempt);
+        }
+        if self.force && !self.upstream_only {
+            return format!("forced (generation {g} is visible)");
+        }
+        if latest.code_version != task.code_version {
+            return format!(
+                "generation {g} was built by code_version {}, the manifest's is {}",
+                latest.code_version, task.code_version
+            );
+        }
+        let fingerprint = cx.fingerprint(task);
+        if latest
+            .code_fingerprint
+            .as_deref()
+            .is_some_and(|f| f != fingerprint)
+        {
+            return format!(
+                "the task's code changed since generation {g} (fingerprint {} → {fingerprint})",
+                latest.code_fingerprint.as_deref().unwrap_or_default()
+            );
+        }
+        format!(
+            "its inputs changed since generation {g} (input snapshot {} → {})",
+            latest.input_snapshot_digest,
+            snapshot.digest()
+        )
     }
 }
 

@@ -230,7 +230,10 @@ fn verbose_says_why_an_instance_was_skipped_and_the_default_does_not() {
     assert_eq!(loud.status.code(), Some(1), "{loud:?}");
     assert_eq!(
         debug_lines(&loud.stderr),
-        ["debug: weir::exec::scheduler: skipped: upstream `up` all did not publish task=down partition=all"],
+        [
+            "debug: weir::exec::job: runs: nothing is published yet task=up partition=all",
+            "debug: weir::exec::scheduler: skipped: upstream `up` all did not publish task=down partition=all"
+        ],
         "{}",
         String::from_utf8_lossy(&loud.stderr)
     );
@@ -243,6 +246,71 @@ fn verbose_says_why_an_instance_was_skipped_and_the_default_does_not() {
             .collect()
     };
     assert_eq!(rest(&loud), rest(&quiet));
+}
+
+const CHAIN: &str = r#"
+[pipeline]
+name = "chain"
+code_version = "1"
+warehouse = "wh"
+
+[tasks.up]
+partitioned_by = []
+command = ["sh", "-c", "printf 'a\n%s\n' \"$WEIR_RUN_ID\" > \"$WEIR_OUTPUT_DIR/x.csv\""]
+output = { dataset = "up", grain = ["a"] }
+
+[tasks.down]
+partitioned_by = []
+command = ["sh", "-c", "cp \"$WEIR_INPUT_UP\"/x.csv \"$WEIR_OUTPUT_DIR/x.csv\""]
+inputs = ["up"]
+output = { dataset = "down", grain = ["a"] }
+"#;
+
+/// The `runs:` and `not run:` lines of a verbose run, without the digests.
+fn run_decisions(out: &std::process::Output) -> Vec<String> {
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    debug_lines(&out.stderr)
+        .into_iter()
+        .filter(|l| l.contains("weir::exec::job"))
+        .map(|l| match l.find(" (input snapshot ") {
+            Some(at) => format!("{} …{}", &l[..at], &l[l.rfind(')').unwrap() + 1..]),
+            None => l,
+        })
+        .collect()
+}
+
+#[test]
+fn verbose_says_why_each_instance_runs_or_not() {
+    let sb = Sandbox::new(CHAIN);
+    let verbose = |args: &[&str]| {
+        let mut all = vec!["-v", "run", "m.toml"];
+        all.extend(args);
+        run_decisions(&sb.weir(&all).output().unwrap())
+    };
+    assert_eq!(
+        verbose(&[]),
+        [
+            "debug: weir::exec::job: runs: nothing is published yet task=up partition=all",
+            "debug: weir::exec::job: runs: nothing is published yet task=down partition=all",
+        ]
+    );
+    assert_eq!(
+        verbose(&["--task", "up", "--force"]),
+        ["debug: weir::exec::job: runs: forced (generation 1 is visible) task=up partition=all"]
+    );
+    assert_eq!(
+        verbose(&[]),
+        [
+            "debug: weir::exec::job: not run: generation 2 is current (code_version 1) task=up partition=all",
+            "debug: weir::exec::job: runs: its inputs changed since generation 1 … task=down partition=all",
+        ]
+    );
+    let bumped = CHAIN.replace("code_version = \"1\"", "code_version = \"2\"");
+    std::fs::write(sb.path().join("m.toml"), bumped).unwrap();
+    assert_eq!(
+        verbose(&["--task", "up"]),
+        ["debug: weir::exec::job: runs: generation 2 was built by code_version 1, the manifest's is 2 task=up partition=all"]
+    );
 }
 
 #[test]
