@@ -247,7 +247,7 @@ impl Job<'_> {
                 .latest_within(crate::store::LOOK_REUSE)
                 .map_err(cannot_read)?,
         };
-        Ok(self.nothing_to_do(cx, latest, snapshot))
+        Ok(self.nothing_to_do(cx, latest.as_ref(), snapshot))
     }
 
     /// Whether the newest generation's marker summary answers this first
@@ -312,7 +312,7 @@ impl Job<'_> {
     fn nothing_to_do(
         &self,
         cx: &Context<'_>,
-        latest: Option<CommitRecord>,
+        latest: Option<&CommitRecord>,
         snapshot: &InputSnapshot,
     ) -> bool {
         let (task, partition) = (self.task, self.partition);
@@ -322,7 +322,7 @@ impl Job<'_> {
             self.first,
             self.force && !self.upstream_only,
             self.resume_since,
-            &latest,
+            latest,
         ) {
             let at = latest.published_at.parse::<jiff::Timestamp>();
             if at.is_ok_and(|at| at.as_millisecond() >= since) {
@@ -340,7 +340,7 @@ impl Job<'_> {
         }
         // --force reruns the tasks asked for, never their upstream.
         if self.first && (!self.force || self.upstream_only) {
-            if let Some(latest) = &latest {
+            if let Some(latest) = latest {
                 if self.upstream_only
                     || is_current(latest, snapshot, &task.code_version, cx.fingerprint(task))
                 {
@@ -355,7 +355,7 @@ impl Job<'_> {
             }
         }
         if tracing::enabled!(tracing::Level::DEBUG) {
-            let why = self.why_it_runs(cx, latest.as_ref(), snapshot);
+            let why = self.why_it_runs(cx, latest, snapshot);
             tracing::debug!(task = %task.name, partition, "runs: {why}");
         }
         false
