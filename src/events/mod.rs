@@ -152,7 +152,7 @@ impl State {
     /// What the state says happened, for the reference.
     pub fn meaning(self) -> &'static str {
         match self {
-            State::RunStarted => "a run or backfill starts (`data`: scope, pipeline, code_version)",
+            State::RunStarted => "a run or backfill starts (`data`: scope, pipeline, code_version); serve's own log: `data.clock`, what serve's clock read then",
             State::RunFinished => "the run ends (`data.interrupted` names the signal of an interrupted run)",
             State::Queued => "an instance is planned and waits for its upstream and a pool slot",
             State::Running => "the command starts (`data.input_snapshot`; `data.job_id` for a Slurm job)",

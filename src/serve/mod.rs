@@ -1179,9 +1179,16 @@ pub fn serve_one(
         }
     };
     let run_id = served.run_id.clone();
+    // Serve's clock beside the event's real time: a pinned or offset clock
+    // (WEIR_NOW, WEIR_CLOCK_OFFSET) maps onto real time from this pair.
+    let clock = jiff::Timestamp::from_millisecond(crate::clock::now_ms())
+        .map(|t| format!("{t:.3}"))
+        .unwrap_or_default();
     let _ = served.emit(
         State::RunStarted,
-        Event::default().detail(format!("weir serve: {} tasks", served.manifest.tasks.len())),
+        Event::default()
+            .detail(format!("weir serve: {} tasks", served.manifest.tasks.len()))
+            .data(serde_json::json!({ "clock": clock })),
     );
     let tail = format!(
         " {} tasks, warehouse {}, events {run_id}",

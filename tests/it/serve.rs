@@ -245,6 +245,19 @@ fn partitions_publish_once_each_as_their_periods_end() {
     assert!(lines.last().unwrap().ends_with(" EXIT"), "{lines:#?}");
     // Nothing was missed: serve's first start adopts the newest period.
     assert!(serve_events(&sb, State::Missed).is_empty());
+    // RUN_STARTED pairs serve's clock (pinned at 11:59:58, a few ms on by
+    // then) with the real time of the event, for mapping one onto the other.
+    let started = serve_events(&sb, State::RunStarted);
+    let clock = started[0].data["clock"].as_str().unwrap_or_default();
+    let clock: jiff::Timestamp = clock.parse().expect("an RFC 3339 instant");
+    let pinned: jiff::Timestamp = "2026-09-20T11:59:58Z".parse().unwrap();
+    let on = clock.as_millisecond() - pinned.as_millisecond();
+    assert!((0..60_000).contains(&on), "serve's clock read {clock}");
+    assert!(
+        !started[0].ts.starts_with("2026-09-20"),
+        "{}",
+        started[0].ts
+    );
 }
 
 // Downtime is never caught up in a burst: the periods due while serve was
