@@ -38,7 +38,7 @@ const TEMPLATES: [(&str, &str); 9] = [
 
 /// A template environment holding the report's templates, escaping every
 /// value of a `*.html` template (minijinja's default, by name).
-pub fn environment() -> Environment<'static> {
+pub(crate) fn environment() -> Environment<'static> {
     let mut env = Environment::new();
     for (name, source) in TEMPLATES {
         env.add_template(name, source)

@@ -11,10 +11,12 @@
 //! chart of one run's attempts (RUNNING to SUCCESS or FAILED) in one lane
 //! per pool slot; and each partition's generation history. The page is
 //! plain HTML and CSS so that 730 partitions × 10 tasks (7,300 cells) is a
-//! table the browser lays out once, with nothing to run.
+//! table the browser lays out once, with nothing to run. The code computes
+//! each part's model; the templates of [`html`] lay it out, escaping every
+//! value.
 
 pub mod grid;
-pub mod html;
+pub(crate) mod html;
 pub mod plan;
 mod slo;
 
@@ -386,7 +388,7 @@ fn problems_view(
             let partition = p.partition.clone().unwrap_or_default();
             // A row is drawn unless the grid is summarised and it holds no problem cell.
             let drawn = !partition.is_empty()
-                && grid.keys.iter().any(|k| *k == partition)
+                && grid.keys.contains(&partition)
                 && (!summarised || grid.row_has_problem(&partition));
             ProblemRow {
                 kind: p.kind.as_str(),
@@ -458,4 +460,107 @@ pub fn write(manifest: &Manifest, run: Option<&str>, out: &PathBuf) -> Result<()
         path: out.clone(),
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Markup that would run or break out of an attribute, an entity that
+    /// must stay literal, and a quote.
+    const HOSTILE: &str = "<script>alert(1)</script>\"><img src=x onerror=alert(2)>&amp;'q";
+    const ESCAPED: &str = "&lt;script&gt;alert(1)&lt;&#x2f;script&gt;&quot;&gt;&lt;img src=x onerror=alert(2)&gt;&amp;amp;&#x27;q";
+
+    fn h() -> String {
+        HOSTILE.to_owned()
+    }
+
+    /// Every text a report shows, hostile (a manifest validates names and
+    /// keys today; the page does not count on it).
+    fn hostile_grid() -> grid::Grid {
+        let cell = grid::Cell {
+            state: CellState::Quarantined,
+            hover: h(),
+        };
+        grid::Grid {
+            tasks: vec![h()],
+            keys: vec![h()],
+            cells: HashMap::from([((h(), h()), cell)]),
+            histories: grid::Histories::new(),
+        }
+    }
+
+    #[test]
+    fn every_text_of_the_report_page_is_escaped() {
+        let grid = hostile_grid();
+        let page = Page {
+            title: h(),
+            code_version: HOSTILE,
+            warehouse: h(),
+            generated: h(),
+            problems: ProblemsView {
+                total: 1,
+                rows: vec![ProblemRow {
+                    kind: "QUARANTINED",
+                    task: h(),
+                    partition: h(),
+                    anchor: Some(grid::row_id(HOSTILE)),
+                    detail: h(),
+                    evidence: Some(h()),
+                    stderr_tail: Some(h()),
+                    recommendation: Some(h()),
+                    explain: Some(h()),
+                }],
+                more: vec![MoreRow {
+                    kind: "LATE",
+                    count: 2,
+                    task: Some(h()),
+                    first: Some(h()),
+                    last: Some(h()),
+                }],
+            },
+            grid: grid.view(),
+            gantt: GanttView {
+                run_id: Some(h()),
+                attempts: 1,
+                seconds: "1.0".into(),
+                lanes: vec![Lane {
+                    class: "lane",
+                    attr: "pool",
+                    key: h(),
+                    label: h(),
+                    bars: vec![BarView {
+                        class: "failed",
+                        style: html::place(1.0, 2.0, None),
+                        title: Some(h()),
+                    }],
+                }],
+            },
+            history: vec![HistoryRow {
+                dataset: HOSTILE,
+                partition: HOSTILE,
+                generation: 1,
+                kind: h(),
+                run_id: HOSTILE,
+                attempt: 1,
+                rows: 1,
+                code_version: HOSTILE,
+                digest: HOSTILE,
+                published_at: HOSTILE,
+            }],
+            slo: slo::SloView::hostile(HOSTILE),
+        };
+        let html = html::render("report/page.html", &page).unwrap();
+        for raw in ["<script>alert", "<img src=x", "\"><img", "&amp;'q"] {
+            assert!(!html.contains(raw), "raw `{raw}` in\n{html}");
+        }
+        // Each text above: 5 in the head, 8 in the problem and 3 in its
+        // `more`, the grid's column, row anchor, key and cell (task, key,
+        // hover), 4 in the Gantt chart, 7 in the history, 12 in the SLOs.
+        let copies = html.matches(ESCAPED).count();
+        assert_eq!(copies, 45, "escaped copies in\n{html}");
+        assert!(html.contains(&format!("<tr id=\"p-{ESCAPED}\"><th>{ESCAPED}</th>")));
+        assert!(html.contains(&format!("<a href=\"#p-{ESCAPED}\">{ESCAPED}</a>")));
+        assert!(html.contains(&format!("title=\"{ESCAPED}\"></td>")));
+    }
 }

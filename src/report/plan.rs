@@ -185,3 +185,47 @@ fn utilisation(plan: &Plan, estimate: &cost::Estimate, total: u64) -> Vec<Lane> 
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOSTILE: &str = "<script>alert(1)</script>\"><img src=x onerror=alert(2)>&amp;'q";
+    const ESCAPED: &str = "&lt;script&gt;alert(1)&lt;&#x2f;script&gt;&quot;&gt;&lt;img src=x onerror=alert(2)&gt;&amp;amp;&#x27;q";
+
+    fn lane(attr: &'static str) -> Lane {
+        Lane {
+            class: "lane",
+            attr,
+            key: HOSTILE.into(),
+            label: HOSTILE.into(),
+            bars: vec![Bar {
+                class: "planned",
+                style: place(0.0, 1.0, None),
+                title: Some(HOSTILE.into()),
+            }],
+        }
+    }
+
+    // A pipeline, task, pool or key reaches the plan's page as text, in
+    // both layouts of its pools.
+    #[test]
+    fn every_text_of_the_plan_page_is_escaped() {
+        for buckets in [0, BUCKETS] {
+            let page = PlanPage {
+                title: HOSTILE.into(),
+                instances: 1,
+                wall: HOSTILE.into(),
+                tasks: vec![lane("task")],
+                pools: vec![lane("pool")],
+                buckets,
+            };
+            let html = html::render("report/plan.html", &page).unwrap();
+            for raw in ["<script>alert", "<img src=x", "\"><img", "&amp;'q"] {
+                assert!(!html.contains(raw), "raw `{raw}` in\n{html}");
+            }
+            assert_eq!(html.matches(ESCAPED).count(), 9, "{html}");
+            assert!(html.contains(&format!("data-pool=\"{ESCAPED}\"")));
+        }
+    }
+}

@@ -100,3 +100,21 @@ pub(super) fn section(
         plans,
     })
 }
+
+#[cfg(test)]
+impl SloView {
+    /// A view whose every text is `text`.
+    pub(super) fn hostile(text: &str) -> SloView {
+        let row = || vec![vec![text.to_owned(); 3]];
+        SloView {
+            window: text.to_owned(),
+            now: text.to_owned(),
+            since: text.to_owned(),
+            task_head: vec!["task"],
+            tasks: row(),
+            pool_head: vec!["pool"],
+            pools: row(),
+            plans: row(),
+        }
+    }
+}
