@@ -5,7 +5,7 @@
 //! on the source: no page builds markup by hand again.
 
 use crate::layers::{code_lines, root, rust_files};
-use crate::support::{stderr, Sandbox};
+use crate::support::{chromium, stderr, Sandbox};
 
 /// Markup that would run or break out of an attribute, an entity that
 /// must stay literal, and a quote.
@@ -33,10 +33,10 @@ fn only_escaped(page: &str, at_least: usize, what: &str) {
     );
 }
 
-/// A run whose code_version, stderr and refused gate value are hostile,
+/// A run whose code_version, stderr and refused gate value are `hostile`,
 /// and whose event log names a hostile task and partition (an event log is
 /// a file anyone with the warehouse can append to).
-fn hostile_pipeline() -> Sandbox {
+fn hostile_pipeline(hostile: &str) -> Sandbox {
     let manifest = format!(
         r#"
 [pipeline]
@@ -58,17 +58,17 @@ inputs = ["up_out"]
 output = {{ dataset = "down_out", format = "csv", grain = ["id"] }}
 gates = [{{ check = "accepted_values", column = "status", values = ["ok"] }}]
 "#,
-        code = HOSTILE.replace('\\', "\\\\").replace('"', "\\\"")
+        code = hostile.replace('\\', "\\\\").replace('"', "\\\"")
     );
     let sb = Sandbox::new(&manifest);
     sb.script(
         "up.sh",
         &format!(
-            "if [ \"$WEIR_PARTITION\" = c ]; then cat >&2 <<'EOF'\n{HOSTILE}\nEOF\nexit 65; fi\n\
+            "if [ \"$WEIR_PARTITION\" = c ]; then cat >&2 <<'EOF'\n{hostile}\nEOF\nexit 65; fi\n\
              printf 'id\\n1\\n' > \"$WEIR_OUTPUT_DIR/out.csv\"\n"
         ),
     );
-    let csv_value = HOSTILE.replace('"', "\"\"");
+    let csv_value = hostile.replace('"', "\"\"");
     sb.script(
         "down.sh",
         &format!(
@@ -89,8 +89,8 @@ gates = [{{ check = "accepted_values", column = "status", values = ["ok"] }}]
             .find(|r| r["state"] == state && r["task"] == "up")
             .unwrap_or_else(|| panic!("no {state} of up in\n{text}"));
         let mut record = model.clone();
-        record["task"] = HOSTILE.into();
-        record["partition"] = HOSTILE.into();
+        record["task"] = hostile.into();
+        record["partition"] = hostile.into();
         lines.insert(lines.len() - 1, record.to_string());
     }
     std::fs::write(&log, lines.join("\n") + "\n").unwrap();
@@ -102,7 +102,7 @@ gates = [{{ check = "accepted_values", column = "status", values = ["ok"] }}]
 // task and partition in the run's Gantt chart are all text.
 #[test]
 fn hostile_text_reaches_the_report_only_escaped() {
-    let sb = hostile_pipeline();
+    let sb = hostile_pipeline(HOSTILE);
     let made = sb
         .weir(&["report", "m.toml", "--out", "r.html", "--run", "RUN-E1"])
         .output()
@@ -124,12 +124,42 @@ fn hostile_text_reaches_the_report_only_escaped() {
     );
 }
 
+// The same report in a browser: no element was made of the hostile text
+// (no script, no image), and nothing wrote to the console.
+#[cfg_attr(
+    not(any(weir_has_chromium, weir_ci)),
+    ignore = "needs Chromium: `chromium` on the PATH (.ci/run installs it)"
+)]
+#[test]
+fn hostile_text_makes_no_element_in_a_headless_browser() {
+    // Markup that marks the page if it runs (an alert would block the
+    // headless browser instead of failing the test).
+    let sb = hostile_pipeline(
+        "<script>document.body.setAttribute('data-pwned','1')</script>\"><img src=x onerror=\"document.body.setAttribute('data-pwned','2')\">&amp;'q",
+    );
+    let made = sb
+        .weir(&["report", "m.toml", "--out", "r.html", "--run", "RUN-E1"])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", stderr(&made));
+    let Some(browser) = chromium::or_skip() else {
+        return;
+    };
+    let url = format!("file://{}", sb.path().join("r.html").display());
+    let shown = chromium::load(browser, &url, 0);
+    assert!(shown.console().is_empty(), "{:?}", shown.console());
+    for element in ["<script", "<img", "data-pwned=\""] {
+        assert!(!shown.dom.contains(element), "{element} in\n{}", shown.dom);
+    }
+    assert!(shown.dom.contains("<h2>Run RUN-E1</h2>"), "{}", shown.dom);
+}
+
 // The console's pages (what needs a person, the grid, the instance, the
 // run with the report's Gantt chart) render the same hostile text as text.
 #[cfg(feature = "console")]
 #[test]
 fn hostile_text_reaches_the_console_only_escaped() {
-    let sb = hostile_pipeline();
+    let sb = hostile_pipeline(HOSTILE);
     let manifest = weir::manifest::Manifest::load(&sb.path().join("m.toml")).unwrap();
     let console = weir::console::serve("127.0.0.1:0".parse().unwrap(), vec![manifest], None)
         .expect("the console binds");
