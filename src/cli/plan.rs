@@ -35,8 +35,9 @@ pub(crate) fn run(args: &PlanArgs) -> Result<u8, CliError> {
     }
     if let Some(path) = &args.html {
         let plan = build(&manifest, &scope, &args.task)?;
-        std::fs::write(path, crate::report::plan::render(&plan))
-            .map_err(doing(format!("cannot write `{}`", path.display())))?;
+        let page = crate::report::plan::render(&plan)
+            .map_err(doing("cannot render the plan's HTML".to_owned()))?;
+        std::fs::write(path, page).map_err(doing(format!("cannot write `{}`", path.display())))?;
         println!("wrote {}", path.display());
         return Ok(exit::OK);
     }

@@ -35,10 +35,10 @@ pub(super) struct App {
 
 impl App {
     pub(super) fn new(manifests: Vec<Manifest>, token: Option<Token>) -> App {
-        let mut templates = Environment::new();
-        // Names ending in .html escape every value ({{ x }}) unless a
-        // value was built with Value::from_safe_string (the report's Gantt
-        // chart, escaped by the report).
+        // The report's environment: the same escaping (every value of a
+        // `*.html` template), and its fragments (`report/gantt.html`)
+        // included by name rather than pasted in as rendered markup.
+        let mut templates = crate::report::html::environment();
         for (name, source) in [
             ("base.html", include_str!("templates/base.html")),
             ("index.html", include_str!("templates/index.html")),
@@ -191,7 +191,7 @@ async fn style() -> Response {
         [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
         format!(
             "{}\n{}",
-            crate::report::STYLE,
+            crate::report::html::STYLE,
             include_str!("templates/console.css")
         ),
     )
@@ -323,7 +323,7 @@ async fn run(State(app): State<Arc<App>>, Path(id): Path<String>, Query(q): Q) -
         v.map(|x| {
             context! {
                 run => val(&x),
-                gantt => Value::from_safe_string(x.gantt.clone()),
+                gantt => val(&x.gantt),
             }
         }),
     )

@@ -414,9 +414,10 @@ pub(super) struct RunView {
     events: Vec<EventRecord>,
     /// Events before the ones listed.
     earlier: usize,
-    /// The report's chart, escaped by it.
+    /// The report's chart model, laid out by its `report/gantt.html`
+    /// (not in the `/api/` document, which lists the events themselves).
     #[serde(skip)]
-    pub(super) gantt: String,
+    pub(super) gantt: crate::report::GanttView,
 }
 
 pub(super) fn run(manifest: &Manifest, run_id: &str) -> Result<RunView, ViewError> {
@@ -430,8 +431,7 @@ pub(super) fn run(manifest: &Manifest, run_id: &str) -> Result<RunView, ViewErro
             "no run `{run_id}` in the warehouse"
         )));
     };
-    let mut gantt = String::new();
-    crate::report::gantt(&mut gantt, manifest, Some(run_id), &records);
+    let gantt = crate::report::gantt(manifest, Some(run_id), &records);
     let earlier = records.len().saturating_sub(MAX_RUN_EVENTS);
     Ok(RunView {
         pipeline: manifest.pipeline.name.clone(),

@@ -3,10 +3,10 @@
 //! console draw the same [`Grid`]; beyond [`SUMMARY_ROWS`] partitions both
 //! show a summary per task and only the rows with a problem cell.
 
+use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write as _;
 
-use super::{esc, CellState, ReportError};
+use super::{CellState, ReportError};
 use crate::events::{EventRecord, State};
 use crate::exec::sensed::Known;
 use crate::manifest::Manifest;
@@ -292,100 +292,111 @@ pub(crate) fn row_id(key: &str) -> String {
     format!("p-{key}")
 }
 
-/// Writes the grid's HTML: the legend, then every row, or beyond
-/// [`SUMMARY_ROWS`] a table of states per task and the rows that need a person.
-pub(crate) fn write_html(html: &mut String, grid: &Grid) {
-    let mut counts: BTreeMap<CellState, usize> = BTreeMap::new();
-    for cell in grid.cells.values() {
-        *counts.entry(cell.state).or_default() += 1;
-    }
-    html.push_str("<h2 id=\"partitions\">Partitions</h2>\n<p class=\"legend\">");
-    for state in CellState::ALL {
-        let _ = write!(
-            html,
-            "<span class=\"cell {0}\"></span> {0} {1} ",
-            state.as_str(),
-            counts.get(&state).copied().unwrap_or(0)
-        );
-    }
-    html.push_str("</p>\n");
-    let summarised = grid.keys.len() > SUMMARY_ROWS;
-    if summarised {
-        write_summary(html, grid);
-    }
-    let rows: Vec<&String> = if summarised {
-        grid.keys
-            .iter()
-            .filter(|k| grid.row_has_problem(k))
-            .collect()
-    } else {
-        grid.keys.iter().collect()
-    };
-    if summarised {
-        let _ = writeln!(
-            html,
-            "<p class=\"meta\">{} partitions: the {} with a held, quarantined or late cell are drawn below; the others are counted above.</p>",
-            grid.keys.len(),
-            rows.len()
-        );
-    }
-    html.push_str("<div class=\"scroll grid\"><table id=\"grid\"><thead><tr><th>partition</th>");
-    for task in &grid.tasks {
-        let _ = write!(html, "<th>{}</th>", esc(task));
-    }
-    html.push_str("</tr></thead><tbody>\n");
-    for key in rows {
-        let _ = write!(
-            html,
-            "<tr id=\"{}\"><th>{}</th>",
-            esc(&row_id(key)),
-            esc(key)
-        );
-        for task in &grid.tasks {
-            match grid.cells.get(&(task.clone(), key.clone())) {
-                Some(cell) => {
-                    let _ = write!(
-                        html,
-                        "<td class=\"cell {0}\" data-task=\"{1}\" data-partition=\"{2}\" data-state=\"{0}\" title=\"{3}\"></td>",
-                        cell.state.as_str(),
-                        esc(task),
-                        esc(key),
-                        esc(&cell.hover)
-                    );
-                }
-                None => html.push_str("<td class=\"none\"></td>"),
-            }
-        }
-        html.push_str("</tr>\n");
-    }
-    html.push_str("</tbody></table></div>\n");
+/// A state and how many cells (or a task's cells) are in it.
+#[derive(Serialize)]
+pub(crate) struct Count {
+    state: &'static str,
+    count: usize,
 }
 
-/// States per task, one row each.
-fn write_summary(html: &mut String, grid: &Grid) {
-    let counts = grid.counts();
-    html.push_str("<div class=\"scroll\"><table id=\"summary\"><thead><tr><th>task</th>");
-    for state in CellState::ALL {
-        let _ = write!(html, "<th>{}</th>", state.as_str());
-    }
-    html.push_str("</tr></thead><tbody>\n");
-    for task in &grid.tasks {
-        let _ = write!(html, "<tr data-task=\"{0}\"><th>{0}</th>", esc(task));
-        for state in CellState::ALL {
-            let n = counts
-                .get(task.as_str())
-                .and_then(|c| c.get(&state))
-                .copied()
-                .unwrap_or(0);
-            let _ = write!(
-                html,
-                "<td class=\"count\" data-state=\"{}\">{n}</td>",
-                state.as_str()
-            );
+/// A task's cells per state (a row of the summary).
+#[derive(Serialize)]
+pub(crate) struct SummaryRow {
+    task: String,
+    counts: Vec<Count>,
+}
+
+/// A drawn cell of the grid.
+#[derive(Serialize)]
+pub(crate) struct CellView<'a> {
+    state: &'static str,
+    task: &'a str,
+    hover: &'a str,
+}
+
+/// A drawn row: its anchor, its key, and a cell per task (none where the
+/// task has no such key).
+#[derive(Serialize)]
+pub(crate) struct RowView<'a> {
+    id: String,
+    key: &'a str,
+    cells: Vec<Option<CellView<'a>>>,
+}
+
+/// What `report/grid.html` draws: the legend, then every row, or beyond
+/// [`SUMMARY_ROWS`] a table of states per task and the rows that need a
+/// person.
+#[derive(Serialize)]
+pub(crate) struct GridView<'a> {
+    legend: Vec<Count>,
+    summarised: bool,
+    /// Empty unless summarised.
+    summary: Vec<SummaryRow>,
+    partitions: usize,
+    tasks: &'a [String],
+    rows: Vec<RowView<'a>>,
+}
+
+impl Grid {
+    /// The grid's page model.
+    pub(crate) fn view(&self) -> GridView<'_> {
+        let mut counts: BTreeMap<CellState, usize> = BTreeMap::new();
+        for cell in self.cells.values() {
+            *counts.entry(cell.state).or_default() += 1;
         }
-        html.push_str("</tr>\n");
+        let count = |counts: Option<&BTreeMap<CellState, usize>>| {
+            CellState::ALL
+                .iter()
+                .map(|&state| Count {
+                    state: state.as_str(),
+                    count: counts.and_then(|c| c.get(&state)).copied().unwrap_or(0),
+                })
+                .collect::<Vec<_>>()
+        };
+        let summarised = self.keys.len() > SUMMARY_ROWS;
+        let summary = if summarised {
+            let per_task = self.counts();
+            self.tasks
+                .iter()
+                .map(|task| SummaryRow {
+                    task: task.clone(),
+                    counts: count(per_task.get(task.as_str())),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let rows = self
+            .keys
+            .iter()
+            .filter(|k| !summarised || self.row_has_problem(k))
+            .map(|key| RowView {
+                id: row_id(key),
+                key,
+                cells: self
+                    .tasks
+                    .iter()
+                    .map(|task| {
+                        self.cells
+                            .get(&(task.clone(), key.clone()))
+                            .map(|cell| CellView {
+                                state: cell.state.as_str(),
+                                task,
+                                hover: &cell.hover,
+                            })
+                    })
+                    .collect(),
+            })
+            .collect();
+        GridView {
+            legend: count(Some(&counts)),
+            summarised,
+            summary,
+            partitions: self.keys.len(),
+            tasks: &self.tasks,
+            rows,
+        }
     }
-    html.push_str("</tbody></table></div>\n");
 }
 
 /// Instances with an attempt RUNNING and not ended in the run (none once

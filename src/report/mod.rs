@@ -11,15 +11,21 @@
 //! chart of one run's attempts (RUNNING to SUCCESS or FAILED) in one lane
 //! per pool slot; and each partition's generation history. The page is
 //! plain HTML and CSS so that 730 partitions × 10 tasks (7,300 cells) is a
-//! table the browser lays out once, with nothing to run.
+//! table the browser lays out once, with nothing to run. The code computes
+//! each part's model; the templates of [`html`] lay it out, escaping every
+//! value.
 
 pub mod grid;
+pub(crate) mod html;
 pub mod plan;
 mod slo;
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write as _;
 use std::path::PathBuf;
+
+use serde::Serialize;
+
+use html::{Bar as BarView, Lane};
 
 use crate::events::{self, EventRecord, State};
 use crate::manifest::Manifest;
@@ -86,6 +92,9 @@ pub enum ReportError {
     /// The status (commit logs, marks) could not be gathered.
     #[error("cannot read the warehouse's status: {0}")]
     Status(String),
+    /// A template did not render (a bug: tests render every page).
+    #[error("cannot render the report's HTML")]
+    Template(#[source] minijinja::Error),
 }
 
 /// One attempt in the Gantt chart.
@@ -120,20 +129,6 @@ pub fn render(manifest: &Manifest, run: Option<&str>) -> Result<String, ReportEr
         None => Vec::new(),
     };
 
-    let mut html = String::new();
-    let title = format!("weir report: {}", manifest.pipeline.name);
-    let _ = write!(
-        html,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width\">\
-         <title>{}</title><style>{STYLE}</style></head><body>\n<h1>{}</h1>\n\
-         <p class=\"meta\">code_version {} · warehouse {} · generated {}</p>\n",
-        esc(&title),
-        esc(&title),
-        esc(&manifest.pipeline.code_version),
-        esc(&warehouse.location()),
-        esc(&jiff::Timestamp::now().to_string()),
-    );
     let grid = grid::Grid::read(manifest, &warehouse, &records)?;
     // What needs a person first, each linked to its row of the grid: a
     // problem cell among thousands is otherwise a needle to find.
@@ -142,14 +137,33 @@ pub fn render(manifest: &Manifest, run: Option<&str>) -> Result<String, ReportEr
     let (all, _bad) = events::read_all_in(&store).map_err(ReportError::Warehouse)?;
     let (problems, more) = crate::ops::problems::gather(manifest, &warehouse, &status, &all);
     let total = crate::ops::problems::total(&problems, &more);
-    write_problems(&mut html, total, &problems, &more, &grid);
-    grid::write_html(&mut html, &grid);
-    gantt(&mut html, manifest, run_id.as_deref(), &records);
-    history(&mut html, &grid.histories);
     let known = run_id.as_deref().map(|id| (id, records.as_slice()));
-    slo::section(&mut html, manifest, &warehouse, &grid.histories, known)?;
-    html.push_str("</body></html>\n");
-    Ok(html)
+    let page = Page {
+        title: format!("weir report: {}", manifest.pipeline.name),
+        code_version: &manifest.pipeline.code_version,
+        warehouse: warehouse.location(),
+        generated: jiff::Timestamp::now().to_string(),
+        problems: problems_view(total, &problems, &more, &grid),
+        grid: grid.view(),
+        gantt: gantt(manifest, run_id.as_deref(), &records),
+        history: history(&grid.histories),
+        slo: slo::section(manifest, &warehouse, &grid.histories, known)?,
+    };
+    html::render("report/page.html", &page).map_err(ReportError::Template)
+}
+
+/// What `report/page.html` lays out.
+#[derive(Serialize)]
+struct Page<'a> {
+    title: String,
+    code_version: &'a str,
+    warehouse: String,
+    generated: String,
+    problems: ProblemsView,
+    grid: grid::GridView<'a>,
+    gantt: GanttView,
+    history: Vec<HistoryRow<'a>>,
+    slo: slo::SloView,
 }
 
 /// The run whose log was written last (none in a warehouse without runs).
@@ -168,29 +182,41 @@ fn seconds(ts: &str) -> Option<i64> {
         .map(|t| t.as_millisecond())
 }
 
+/// One run's attempts as `report/gantt.html` draws them (the report's
+/// and the console's run page alike).
+#[derive(Debug, Serialize)]
+pub(crate) struct GanttView {
+    /// None without a run.
+    run_id: Option<String>,
+    attempts: usize,
+    /// The run's span in seconds, one decimal.
+    seconds: String,
+    lanes: Vec<Lane>,
+}
+
+/// The Gantt chart of `run_id`'s attempts in `records`.
 pub(crate) fn gantt(
-    html: &mut String,
     manifest: &Manifest,
     run_id: Option<&str>,
     records: &[EventRecord],
-) {
+) -> GanttView {
     let Some(run_id) = run_id else {
-        html.push_str("<h2>Run</h2>\n<p>No run yet.</p>\n");
-        return;
+        return GanttView {
+            run_id: None,
+            attempts: 0,
+            seconds: String::new(),
+            lanes: Vec::new(),
+        };
     };
     let (mut bars, first, last) = attempt_bars(manifest, records);
     bars.sort_by_key(|b| (b.pool.clone(), b.start, b.end));
     let span = (last - first).max(1) as f64;
-    let _ = write!(
-        html,
-        "<h2>Run {}</h2>\n<p class=\"meta\">{} attempts over {:.1} s; one lane per pool slot</p>\n<div class=\"scroll\"><div id=\"gantt\">",
-        esc(run_id),
-        bars.len(),
-        span / 1000.0
-    );
-    let pools = lanes(&bars);
-    write_lanes(html, &pools, first, span);
-    html.push_str("</div></div>\n");
+    GanttView {
+        run_id: Some(run_id.to_owned()),
+        attempts: bars.len(),
+        seconds: format!("{:.1}", span / 1000.0),
+        lanes: lane_views(&lanes(&bars), first, span),
+    }
 }
 
 /// One bar per attempt of the run, in the pool whose slot it held, and
@@ -280,145 +306,148 @@ fn lanes(bars: &[Bar]) -> BTreeMap<&str, Vec<Vec<&Bar>>> {
     pools
 }
 
-/// The lanes as HTML, each bar placed on the run's time span.
-fn write_lanes(html: &mut String, pools: &BTreeMap<&str, Vec<Vec<&Bar>>>, first: i64, span: f64) {
+/// The lanes' models, each bar placed on the run's time span.
+fn lane_views(pools: &BTreeMap<&str, Vec<Vec<&Bar>>>, first: i64, span: f64) -> Vec<Lane> {
+    let mut out = Vec::new();
     for (pool, lanes) in pools {
         for (n, lane) in lanes.iter().enumerate() {
-            let _ = write!(
-                html,
-                "<div class=\"lane\" data-pool=\"{0}\"><span class=\"label\">{0} {1}</span><div class=\"track\">",
-                esc(pool),
-                n + 1
-            );
-            for bar in lane {
-                let left = (bar.start - first) as f64 / span * 100.0;
-                let width = ((bar.end - bar.start) as f64 / span * 100.0).max(0.3);
-                let _ = write!(
-                    html,
-                    "<div class=\"bar {}\" style=\"left:{left:.3}%;width:{width:.3}%\" title=\"{}\"></div>",
-                    bar.outcome,
-                    esc(&format!(
+            let bars = lane
+                .iter()
+                .map(|bar| BarView {
+                    class: bar.outcome,
+                    style: html::place(
+                        (bar.start - first) as f64 / span * 100.0,
+                        ((bar.end - bar.start) as f64 / span * 100.0).max(0.3),
+                        None,
+                    ),
+                    title: Some(format!(
                         "{} {} attempt {} · {} · {:.1} s",
                         bar.task,
                         bar.partition,
                         bar.attempt,
                         bar.outcome,
                         (bar.end - bar.start) as f64 / 1000.0
-                    ))
-                );
-            }
-            html.push_str("</div></div>\n");
+                    )),
+                })
+                .collect();
+            out.push(Lane {
+                class: "lane",
+                attr: "pool",
+                key: (*pool).to_owned(),
+                label: format!("{pool} {}", n + 1),
+                bars,
+            });
         }
     }
+    out
 }
 
-/// The problems list: kind, instance (linked to its grid row when drawn),
-/// what is wrong, the last attempt's evidence and the command to run.
-fn write_problems(
-    html: &mut String,
+/// The problems list's model.
+#[derive(Serialize)]
+struct ProblemsView {
+    total: usize,
+    rows: Vec<ProblemRow>,
+    more: Vec<MoreRow>,
+}
+
+/// A problem: kind, instance (its grid row's anchor when drawn), what is
+/// wrong, the last attempt's evidence and the command to run.
+#[derive(Serialize)]
+struct ProblemRow {
+    kind: &'static str,
+    task: String,
+    partition: String,
+    anchor: Option<String>,
+    detail: String,
+    evidence: Option<String>,
+    stderr_tail: Option<String>,
+    recommendation: Option<String>,
+    explain: Option<String>,
+}
+
+/// Problems of a kind counted rather than listed.
+#[derive(Serialize)]
+struct MoreRow {
+    kind: &'static str,
+    count: usize,
+    task: Option<String>,
+    first: Option<String>,
+    last: Option<String>,
+}
+
+fn problems_view(
     total: usize,
     problems: &[crate::ops::problems::Problem],
     more: &[crate::ops::problems::More],
     grid: &grid::Grid,
-) {
-    let _ = writeln!(html, "<h2 id=\"problems\">Needs a person ({total})</h2>");
-    if problems.is_empty() {
-        html.push_str("<p class=\"meta\">Nothing: no quarantined, held, late, missed, failing, undelivered or drifted partition.</p>\n");
-        return;
-    }
-    html.push_str("<div class=\"scroll\"><table id=\"problems-list\"><thead><tr><th>state</th><th>task</th><th>partition</th><th>what</th><th>do</th></tr></thead><tbody>\n");
+) -> ProblemsView {
     let summarised = grid.keys.len() > grid::SUMMARY_ROWS;
-    for p in problems {
-        let partition = p.partition.as_deref().unwrap_or("");
-        // A row is drawn unless the grid is summarised and it holds no problem cell.
-        let drawn = !partition.is_empty()
-            && grid.keys.iter().any(|k| k == partition)
-            && (!summarised || grid.row_has_problem(partition));
-        let cell = if drawn {
-            format!(
-                "<a href=\"#{}\">{}</a>",
-                esc(&grid::row_id(partition)),
-                esc(partition)
-            )
-        } else {
-            esc(partition)
-        };
-        let mut what = esc(&p.detail);
-        if let Some(e) = &p.evidence {
-            let _ = write!(what, "<br><span class=\"meta\">{}</span>", esc(e));
-        }
-        if let Some(tail) = &p.stderr_tail {
-            let _ = write!(what, "<pre>{}</pre>", esc(tail));
-        }
-        let mut todo = String::new();
-        if let Some(r) = &p.recommendation {
-            todo.push_str(&esc(r));
-        }
-        if let Some(x) = &p.explain {
-            let _ = write!(todo, "<br><code>{}</code>", esc(x));
-        }
-        let _ = writeln!(
-            html,
-            "<tr class=\"problem\" data-kind=\"{0}\"><td class=\"kind {1}\">{0}</td><td>{2}</td><td>{cell}</td><td>{what}</td><td>{todo}</td></tr>",
-            p.kind.as_str(),
-            p.kind.as_str().to_lowercase(),
-            esc(p.task.as_deref().unwrap_or("")),
-        );
-    }
-    html.push_str("</tbody></table></div>\n");
-    for m in more {
-        let _ = writeln!(
-            html,
-            "<p class=\"more\" data-kind=\"{0}\">and {1} more {0}{2}{3}</p>",
-            m.kind.as_str(),
-            m.count,
-            m.task
-                .as_deref()
-                .map(|t| format!(" of {}", esc(t)))
-                .unwrap_or_default(),
-            match (&m.first, &m.last) {
-                (Some(f), Some(l)) => format!(", {} to {}", esc(f), esc(l)),
-                _ => String::new(),
+    let rows = problems
+        .iter()
+        .map(|p| {
+            let partition = p.partition.clone().unwrap_or_default();
+            // A row is drawn unless the grid is summarised and it holds no problem cell.
+            let drawn = !partition.is_empty()
+                && grid.keys.contains(&partition)
+                && (!summarised || grid.row_has_problem(&partition));
+            ProblemRow {
+                kind: p.kind.as_str(),
+                task: p.task.clone().unwrap_or_default(),
+                anchor: drawn.then(|| grid::row_id(&partition)),
+                partition,
+                detail: p.detail.clone(),
+                evidence: p.evidence.clone(),
+                stderr_tail: p.stderr_tail.clone(),
+                recommendation: p.recommendation.clone(),
+                explain: p.explain.clone(),
             }
-        );
-    }
+        })
+        .collect();
+    let more = more
+        .iter()
+        .map(|m| MoreRow {
+            kind: m.kind.as_str(),
+            count: m.count,
+            task: m.task.clone(),
+            first: m.first.clone(),
+            last: m.last.clone(),
+        })
+        .collect();
+    ProblemsView { total, rows, more }
 }
 
-fn history(html: &mut String, histories: &grid::Histories) {
-    html.push_str("<h2>Generation history</h2>\n<div class=\"scroll\"><table id=\"history\"><thead><tr><th>dataset</th><th>partition</th><th>generation</th><th>kind</th><th>run</th><th>attempt</th><th>rows</th><th>code_version</th><th>digest</th><th>published</th></tr></thead><tbody>\n");
+/// A generation in the history table.
+#[derive(Serialize)]
+struct HistoryRow<'a> {
+    dataset: &'a str,
+    partition: &'a str,
+    generation: u64,
+    kind: String,
+    run_id: &'a str,
+    attempt: u32,
+    rows: u64,
+    code_version: &'a str,
+    digest: &'a str,
+    published_at: &'a str,
+}
+
+/// Every partition's generations, newest first.
+fn history(histories: &grid::Histories) -> Vec<HistoryRow<'_>> {
+    let mut out = Vec::new();
     for ((dataset, partition), records) in histories {
         for r in records.iter().rev() {
-            let _ = writeln!(
-                html,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"digest\">{}</td><td>{}</td></tr>",
-                esc(dataset),
-                esc(partition),
-                r.generation.get(),
-                esc(&format!("{:?}", r.kind).to_lowercase()),
-                esc(&r.run_id),
-                r.attempt,
-                r.rows,
-                esc(&r.code_version),
-                esc(&r.digest),
-                esc(&r.published_at)
-            );
-        }
-    }
-    html.push_str("</tbody></table></div>\n");
-}
-
-/// Escapes text for HTML content and attribute values.
-pub(crate) fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            '\n' => out.push_str("&#10;"),
-            _ => out.push(c),
+            out.push(HistoryRow {
+                dataset,
+                partition,
+                generation: r.generation.get(),
+                kind: format!("{:?}", r.kind).to_lowercase(),
+                run_id: &r.run_id,
+                attempt: r.attempt,
+                rows: r.rows,
+                code_version: &r.code_version,
+                digest: &r.digest,
+                published_at: &r.published_at,
+            });
         }
     }
     out
@@ -433,18 +462,105 @@ pub fn write(manifest: &Manifest, run: Option<&str>, out: &PathBuf) -> Result<()
     })
 }
 
-pub(crate) const STYLE: &str = "body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.5em;color:#1d2430}\
-h1{font-size:20px;margin:0}h2{font-size:16px;margin:1.4em 0 .4em}.meta{color:#5b6472;margin:.2em 0}\
-.scroll{max-height:70vh;overflow:auto;border:1px solid #d7dbe0}\
-table{border-collapse:collapse}th,td{padding:2px 6px;text-align:left;white-space:nowrap}\
-#grid th{position:sticky;background:#f4f5f7;font-weight:600}#grid thead th{top:0;z-index:2}#grid tbody th{left:0;z-index:1}\
-#grid td{width:34px;height:18px;border:1px solid #fff}\
-.legend .cell{display:inline-block;width:14px;height:14px;vertical-align:middle;margin-left:.8em}\
-.published{background:#2f9e44}.stale{background:#a9e34b}.running{background:#1c7ed6}.held{background:#f59f00}.quarantined{background:#e03131}\
-.late{background:#9c36b5}.waiting{background:#74c0fc}.missing{background:#ced4da}.none{background:#fff}\
-#gantt{min-width:900px;padding:4px}.lane{display:flex;align-items:center;height:22px}\
-.label{width:110px;flex:none;color:#5b6472;font-size:12px}.track{position:relative;flex:1;height:16px;background:#f4f5f7}\
-.bar{position:absolute;top:1px;height:14px;border-radius:2px}.bar.success{background:#2f9e44}.bar.failed{background:#e03131}\
-.bar.unknown{background:#f59f00}.bar.running{background:#1c7ed6}.bar.planned{background:#4c6ef5;border-radius:0;box-shadow:inset -1px 0 #fff}\
-.util .track{height:30px}\
-#history td{border-bottom:1px solid #eef0f2;font-size:12px}.digest{font-family:ui-monospace,monospace}";
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Markup that would run or break out of an attribute, an entity that
+    /// must stay literal, and a quote.
+    const HOSTILE: &str = "<script>alert(1)</script>\"><img src=x onerror=alert(2)>&amp;'q";
+    const ESCAPED: &str = "&lt;script&gt;alert(1)&lt;&#x2f;script&gt;&quot;&gt;&lt;img src=x onerror=alert(2)&gt;&amp;amp;&#x27;q";
+
+    fn h() -> String {
+        HOSTILE.to_owned()
+    }
+
+    /// Every text a report shows, hostile (a manifest validates names and
+    /// keys today; the page does not count on it).
+    fn hostile_grid() -> grid::Grid {
+        let cell = grid::Cell {
+            state: CellState::Quarantined,
+            hover: h(),
+        };
+        grid::Grid {
+            tasks: vec![h()],
+            keys: vec![h()],
+            cells: HashMap::from([((h(), h()), cell)]),
+            histories: grid::Histories::new(),
+        }
+    }
+
+    #[test]
+    fn every_text_of_the_report_page_is_escaped() {
+        let grid = hostile_grid();
+        let page = Page {
+            title: h(),
+            code_version: HOSTILE,
+            warehouse: h(),
+            generated: h(),
+            problems: ProblemsView {
+                total: 1,
+                rows: vec![ProblemRow {
+                    kind: "QUARANTINED",
+                    task: h(),
+                    partition: h(),
+                    anchor: Some(grid::row_id(HOSTILE)),
+                    detail: h(),
+                    evidence: Some(h()),
+                    stderr_tail: Some(h()),
+                    recommendation: Some(h()),
+                    explain: Some(h()),
+                }],
+                more: vec![MoreRow {
+                    kind: "LATE",
+                    count: 2,
+                    task: Some(h()),
+                    first: Some(h()),
+                    last: Some(h()),
+                }],
+            },
+            grid: grid.view(),
+            gantt: GanttView {
+                run_id: Some(h()),
+                attempts: 1,
+                seconds: "1.0".into(),
+                lanes: vec![Lane {
+                    class: "lane",
+                    attr: "pool",
+                    key: h(),
+                    label: h(),
+                    bars: vec![BarView {
+                        class: "failed",
+                        style: html::place(1.0, 2.0, None),
+                        title: Some(h()),
+                    }],
+                }],
+            },
+            history: vec![HistoryRow {
+                dataset: HOSTILE,
+                partition: HOSTILE,
+                generation: 1,
+                kind: h(),
+                run_id: HOSTILE,
+                attempt: 1,
+                rows: 1,
+                code_version: HOSTILE,
+                digest: HOSTILE,
+                published_at: HOSTILE,
+            }],
+            slo: slo::SloView::hostile(HOSTILE),
+        };
+        let html = html::render("report/page.html", &page).unwrap();
+        for raw in ["<script>alert", "<img src=x", "\"><img", "&amp;'q"] {
+            assert!(!html.contains(raw), "raw `{raw}` in\n{html}");
+        }
+        // Each text above: 5 in the head, 8 in the problem and 3 in its
+        // `more`, the grid's column, row anchor, key and cell (task, key,
+        // hover), 4 in the Gantt chart, 7 in the history, 12 in the SLOs.
+        let copies = html.matches(ESCAPED).count();
+        assert_eq!(copies, 45, "escaped copies in\n{html}");
+        assert!(html.contains(&format!("<tr id=\"p-{ESCAPED}\"><th>{ESCAPED}</th>")));
+        assert!(html.contains(&format!("<a href=\"#p-{ESCAPED}\">{ESCAPED}</a>")));
+        assert!(html.contains(&format!("title=\"{ESCAPED}\"></td>")));
+    }
+}

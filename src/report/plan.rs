@@ -8,9 +8,10 @@
 //! small whatever the plan.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
-use super::{esc, STYLE};
+use serde::Serialize;
+
+use super::html::{self, place, Bar, Lane};
 use crate::plan::render::human_duration;
 use crate::plan::{cost, Plan};
 
@@ -22,8 +23,22 @@ pub const MAX_BARS: usize = 5000;
 /// Columns of a pool's utilisation chart.
 const BUCKETS: usize = 240;
 
+/// What `report/plan.html` lays out.
+#[derive(Serialize)]
+struct PlanPage {
+    title: String,
+    instances: usize,
+    wall: String,
+    /// A lane per task, from its first start to its last end.
+    tasks: Vec<Lane>,
+    /// The pools' slot lanes, or their busy slots over time.
+    pools: Vec<Lane>,
+    /// Columns of the utilisation chart; 0 when the slots are drawn.
+    buckets: usize,
+}
+
 /// Renders the page of `plan`.
-pub fn render(plan: &Plan) -> String {
+pub fn render(plan: &Plan) -> Result<String, minijinja::Error> {
     let mut spans: Vec<(u64, u64, usize)> = vec![(u64::MAX, 0, 0); plan.tasks.len()];
     let mut bars: Vec<Slot> = Vec::new();
     let drawn = plan.instance_count() <= MAX_BARS;
@@ -42,55 +57,48 @@ pub fn render(plan: &Plan) -> String {
         .unwrap_or(u64::MAX)
         .max(1);
     let pct = |ms: u64| ms as f64 / total as f64 * 100.0;
-    let mut html = String::new();
-    let title = format!("weir plan: {}", plan.pipeline);
-    let _ = write!(
-        html,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{0}</title>\
-         <style>{STYLE}</style></head><body>\n<h1>{0}</h1>\n<p class=\"meta\">{1} instances · \
-         estimated wall time {2} · simulated with each task's expected_duration, pool slots, \
-         dependencies and depends_on_past</p>\n",
-        esc(&title),
-        plan.instance_count(),
-        esc(&human_duration(estimate.total)),
-    );
-    html.push_str("<h2>Tasks</h2>\n<div class=\"scroll\"><div id=\"gantt\">");
-    for (t, task) in plan.tasks.iter().enumerate() {
-        let (start, end, count) = spans[t];
-        let _ = write!(
-            html,
-            "<div class=\"lane\" data-task=\"{0}\"><span class=\"label\">{0}</span><div class=\"track\">",
-            esc(&task.name)
-        );
-        if count > 0 {
-            let _ = write!(
-                html,
-                "<div class=\"bar success\" style=\"left:{:.3}%;width:{:.3}%\" title=\"{}\"></div>",
-                pct(start),
-                pct(end - start).max(0.3),
-                esc(&format!(
-                    "{} · pool {} · {count} instances · {} to {}",
-                    task.name,
-                    task.pool,
-                    human_duration(std::time::Duration::from_millis(start)),
-                    human_duration(std::time::Duration::from_millis(end))
-                ))
-            );
-        }
-        html.push_str("</div></div>\n");
-    }
-    html.push_str("</div></div>\n");
-    if drawn {
-        lanes(&mut html, plan, &bars, &pct);
+    let tasks = plan
+        .tasks
+        .iter()
+        .zip(&spans)
+        .map(|(task, &(start, end, count))| Lane {
+            class: "lane",
+            attr: "task",
+            key: task.name.clone(),
+            label: task.name.clone(),
+            bars: (count > 0)
+                .then(|| Bar {
+                    class: "success",
+                    style: place(pct(start), pct(end - start).max(0.3), None),
+                    title: Some(format!(
+                        "{} · pool {} · {count} instances · {} to {}",
+                        task.name,
+                        task.pool,
+                        human_duration(std::time::Duration::from_millis(start)),
+                        human_duration(std::time::Duration::from_millis(end))
+                    )),
+                })
+                .into_iter()
+                .collect(),
+        })
+        .collect();
+    let (pools, buckets) = if drawn {
+        (lanes(plan, &bars, &pct), 0)
     } else {
-        utilisation(&mut html, plan, &estimate, total);
-    }
-    html.push_str("</body></html>\n");
-    html
+        (utilisation(plan, &estimate, total), BUCKETS)
+    };
+    let page = PlanPage {
+        title: format!("weir plan: {}", plan.pipeline),
+        instances: plan.instance_count(),
+        wall: human_duration(estimate.total),
+        tasks,
+        pools,
+        buckets,
+    };
+    html::render("report/plan.html", &page)
 }
 
-fn lanes(html: &mut String, plan: &Plan, bars: &[Slot], pct: &dyn Fn(u64) -> f64) {
-    html.push_str("<h2>Pools</h2>\n<div class=\"scroll\"><div id=\"lanes\">");
+fn lanes(plan: &Plan, bars: &[Slot], pct: &dyn Fn(u64) -> f64) -> Vec<Lane> {
     let mut pools: BTreeMap<&str, Vec<Vec<Slot>>> = BTreeMap::new();
     for &(id, start, end) in bars {
         let (t, _) = plan.locate(id);
@@ -103,38 +111,35 @@ fn lanes(html: &mut String, plan: &Plan, bars: &[Slot], pct: &dyn Fn(u64) -> f64
             None => lanes.push(vec![(id, start, end)]),
         }
     }
+    let mut out = Vec::new();
     for (pool, lanes) in &pools {
         for (n, lane) in lanes.iter().enumerate() {
-            let _ = write!(
-                html,
-                "<div class=\"lane\" data-pool=\"{0}\"><span class=\"label\">{0} {1}</span><div class=\"track\">",
-                esc(pool),
-                n + 1
-            );
-            for &(id, start, end) in lane {
-                let (t, i) = plan.locate(id);
-                let task = &plan.tasks[t];
-                let key = task.keys.get(i).map_or("", String::as_str);
-                let _ = write!(
-                    html,
-                    "<div class=\"bar planned\" style=\"left:{:.3}%;width:{:.3}%\" title=\"{}\"></div>",
-                    pct(start),
-                    pct(end - start).max(0.1),
-                    esc(&format!("{} {key}", task.name))
-                );
-            }
-            html.push_str("</div></div>\n");
+            let bars = lane
+                .iter()
+                .map(|&(id, start, end)| {
+                    let (t, i) = plan.locate(id);
+                    let task = &plan.tasks[t];
+                    let key = task.keys.get(i).map_or("", String::as_str);
+                    Bar {
+                        class: "planned",
+                        style: place(pct(start), pct(end - start).max(0.1), None),
+                        title: Some(format!("{} {key}", task.name)),
+                    }
+                })
+                .collect();
+            out.push(Lane {
+                class: "lane",
+                attr: "pool",
+                key: (*pool).to_owned(),
+                label: format!("{pool} {}", n + 1),
+                bars,
+            });
         }
     }
-    html.push_str("</div></div>\n");
+    out
 }
 
-fn utilisation(html: &mut String, plan: &Plan, estimate: &cost::Estimate, total: u64) {
-    let _ = write!(
-        html,
-        "<h2>Pools</h2>\n<p class=\"meta\">{} instances: each pool's busy slots over time in {BUCKETS} columns</p>\n",
-        plan.instance_count()
-    );
+fn utilisation(plan: &Plan, estimate: &cost::Estimate, total: u64) -> Vec<Lane> {
     // Busy slot-milliseconds per bucket and pool, from a second simulation.
     let width = total.div_ceil(BUCKETS as u64).max(1);
     let mut busy: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
@@ -151,23 +156,76 @@ fn utilisation(html: &mut String, plan: &Plan, estimate: &cost::Estimate, total:
             at = stop.max(at + 1);
         }
     });
-    for (pool, row) in &busy {
-        let slots = estimate.pools.get(*pool).map_or(1, |p| p.slots.max(1));
-        let _ = write!(
-            html,
-            "<div class=\"lane util\" data-pool=\"{0}\"><span class=\"label\">{0} ({slots})</span><div class=\"track\">",
-            esc(pool)
-        );
-        for (bucket, ms) in row.iter().enumerate() {
-            let used = *ms as f64 / (width as f64 * f64::from(slots)) * 100.0;
-            let _ = write!(
-                html,
-                "<div class=\"bar planned\" style=\"left:{:.3}%;width:{:.3}%;top:auto;bottom:0;height:{:.1}%\"></div>",
-                bucket as f64 / BUCKETS as f64 * 100.0,
-                100.0 / BUCKETS as f64,
-                used.min(100.0)
-            );
+    busy.iter()
+        .map(|(pool, row)| {
+            let slots = estimate.pools.get(*pool).map_or(1, |p| p.slots.max(1));
+            let bars = row
+                .iter()
+                .enumerate()
+                .map(|(bucket, ms)| {
+                    let used = *ms as f64 / (width as f64 * f64::from(slots)) * 100.0;
+                    Bar {
+                        class: "planned",
+                        style: place(
+                            bucket as f64 / BUCKETS as f64 * 100.0,
+                            100.0 / BUCKETS as f64,
+                            Some(used.min(100.0)),
+                        ),
+                        title: None,
+                    }
+                })
+                .collect();
+            Lane {
+                class: "lane util",
+                attr: "pool",
+                key: (*pool).to_owned(),
+                label: format!("{pool} ({slots})"),
+                bars,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOSTILE: &str = "<script>alert(1)</script>\"><img src=x onerror=alert(2)>&amp;'q";
+    const ESCAPED: &str = "&lt;script&gt;alert(1)&lt;&#x2f;script&gt;&quot;&gt;&lt;img src=x onerror=alert(2)&gt;&amp;amp;&#x27;q";
+
+    fn lane(attr: &'static str) -> Lane {
+        Lane {
+            class: "lane",
+            attr,
+            key: HOSTILE.into(),
+            label: HOSTILE.into(),
+            bars: vec![Bar {
+                class: "planned",
+                style: place(0.0, 1.0, None),
+                title: Some(HOSTILE.into()),
+            }],
         }
-        html.push_str("</div></div>\n");
+    }
+
+    // A pipeline, task, pool or key reaches the plan's page as text, in
+    // both layouts of its pools.
+    #[test]
+    fn every_text_of_the_plan_page_is_escaped() {
+        for buckets in [0, BUCKETS] {
+            let page = PlanPage {
+                title: HOSTILE.into(),
+                instances: 1,
+                wall: HOSTILE.into(),
+                tasks: vec![lane("task")],
+                pools: vec![lane("pool")],
+                buckets,
+            };
+            let html = html::render("report/plan.html", &page).unwrap();
+            for raw in ["<script>alert", "<img src=x", "\"><img", "&amp;'q"] {
+                assert!(!html.contains(raw), "raw `{raw}` in\n{html}");
+            }
+            assert_eq!(html.matches(ESCAPED).count(), 9, "{html}");
+            assert!(html.contains(&format!("data-pool=\"{ESCAPED}\"")));
+        }
     }
 }

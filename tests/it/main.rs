@@ -21,6 +21,7 @@ mod declared_commands;
 mod disk_full;
 mod engine_races;
 mod environment_reads;
+mod escaping;
 mod exit_codes;
 mod fencing;
 mod fingerprints_and_panics;

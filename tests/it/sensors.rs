@@ -135,8 +135,10 @@ fn without_wait_an_unready_input_is_waiting_and_exits_0() {
     // The report's cell says WAITING, and why.
     ok(&sb.weir_out(&["report", "m.toml", "--out", "r.html"]));
     let html = std::fs::read_to_string(sb.path().join("r.html")).unwrap();
+    // The hover's lines are kept as newlines, and `/` is written `&#x2f;`
+    // (the same text in a browser).
     assert!(
-        html.contains(&format!("data-task=\"load\" data-partition=\"{KEY}\" data-state=\"waiting\" title=\"load {KEY} · waiting&#10;no generation&#10;external input `raw` is not ready: raw/{KEY}/_SUCCESS does not exist\"")),
+        html.contains(&format!("data-task=\"load\" data-partition=\"{KEY}\" data-state=\"waiting\" title=\"load {KEY} · waiting\nno generation\nexternal input `raw` is not ready: raw&#x2f;{KEY}&#x2f;_SUCCESS does not exist\"")),
         "{html}"
     );
     assert!(html.contains(
