@@ -156,14 +156,16 @@ async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) -> Res
 }
 
 /// No inline script, no other origin, no framing; the token never leaves
-/// in a Referer.
+/// in a Referer. Style attributes alone are allowed inline (not `<style>`,
+/// not scripts): the Gantt chart places its bars with them, and their values
+/// are numbers the code computes (`report::html::place`), escaped besides.
 async fn headers(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
     let h = response.headers_mut();
     h.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(
-            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+            "default-src 'none'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; connect-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
         ),
     );
     h.insert(
