@@ -94,11 +94,11 @@ struct AuditedCandidate {
 }
 
 /// Removes the attempt's input copies when dropped.
-struct DiscardInputs(PathBuf);
+struct DiscardInputs<'a>(PathBuf, &'a InputSnapshot);
 
-impl Drop for DiscardInputs {
+impl Drop for DiscardInputs<'_> {
     fn drop(&mut self) {
-        inputs::discard(&self.0);
+        inputs::discard(&self.0, self.1);
     }
 }
 
@@ -246,7 +246,7 @@ fn steps(
     let data_dir = claim.dir.join(DATA_DIR);
     claim.logs = Some(create_logs(at, &claim.dir, token)?);
     // The task reads private copies; they go when this function returns.
-    let _discard = DiscardInputs(claim.dir.clone());
+    let _discard = DiscardInputs(claim.dir.clone(), snapshot);
     let (inputs, command) = prepare_command(at, snapshot, &claim.dir, &data_dir, token)?;
     // Everything above is the engine's; the slot is the command's.
     let (ending, elapsed_ms, launched, permit) = batch::command(
