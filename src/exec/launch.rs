@@ -463,6 +463,44 @@ env = { pass = ["PATH", "HOME", "ABSENT"], set = { LEVEL = "info", KEY = "env:AP
         );
     }
 
+    /// A launch handed its logs open writes into those very files and
+    /// opens nothing by path: here the paths lead nowhere.
+    #[test]
+    fn a_launch_given_open_logs_writes_into_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let argv = [
+            "sh".to_string(),
+            "-c".into(),
+            "echo out; echo err >&2".into(),
+        ];
+        let logs = OpenLogs {
+            stdout: File::create(dir.path().join("o")).unwrap(),
+            stderr: File::create(dir.path().join("e")).unwrap(),
+        };
+        let launch = Launch {
+            argv: &argv,
+            program: None,
+            cwd: dir.path(),
+            env: super::super::env::TaskEnv::exactly(vec![("PATH".into(), "/usr/bin:/bin".into())]),
+            stdout: dir.path().join("gone/stdout.log"),
+            stderr: dir.path().join("gone/stderr.log"),
+            opened: None,
+            timeout: Duration::from_secs(60),
+            tag: crate::process::tree::new_tag(),
+        }
+        .with_logs(Some(logs));
+        assert_eq!(run(&launch), Ending::Success);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("o")).unwrap(),
+            "out\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("e")).unwrap(),
+            "err\n"
+        );
+        assert!(!dir.path().join("gone").exists());
+    }
+
     /// A task searches the engine's PATH (looked up once) only when that
     /// PATH is its own.
     #[test]
