@@ -109,6 +109,7 @@ impl<'a> TaskLaunch<'a> {
             env: self.env.clone(),
             stdout: dir.join(LOGS[0]),
             stderr: dir.join(LOGS[1]),
+            opened: None,
             timeout: self.timeout,
             tag,
         }
@@ -158,11 +159,36 @@ pub struct Launch<'a> {
     pub stdout: PathBuf,
     /// Where stderr goes.
     pub stderr: PathBuf,
+    /// `stdout` and `stderr` as their creator left them open
+    /// ([`Launch::with_logs`]); `None`: [`run`] creates them.
+    pub opened: Option<OpenLogs>,
     /// Kill the process group after this long.
     pub timeout: Duration,
     /// The launch's process tag (`tree::new_tag`): every process of the task
     /// carries it, and it is what stops them all when the command exits.
     pub tag: String,
+}
+
+/// A launch's logs, created and still open: the attempt creates them
+/// before its command may start (failing to is the engine's failure) and
+/// hands them over, so they are not looked up and opened a second time.
+#[derive(Debug)]
+pub struct OpenLogs {
+    /// The open `stdout.log`.
+    pub stdout: File,
+    /// The open `stderr.log`.
+    pub stderr: File,
+}
+
+impl Launch<'_> {
+    /// The launch, its logs already created and open as `logs` (a local
+    /// command writes into those; an executor that names the paths to
+    /// another host's scheduler ignores them).
+    #[must_use]
+    pub fn with_logs(mut self, logs: Option<OpenLogs>) -> Self {
+        self.opened = logs;
+        self
+    }
 }
 
 /// Where `execvp(3)` would find `program` along the engine's PATH, if that
@@ -194,8 +220,17 @@ pub fn resolve(program: &str) -> Option<PathBuf> {
 /// the one launcher every manifest-declared command goes through
 /// (`command::supervise`), with stdout and stderr to the launch's logs.
 pub fn run(launch: &Launch<'_>) -> Ending {
-    let (Ok(out), Ok(err)) = (File::create(&launch.stdout), File::create(&launch.stderr)) else {
-        return Ending::SpawnFailed(format!("cannot create {}", launch.stdout.display()));
+    let created;
+    let (out, err) = match &launch.opened {
+        Some(logs) => (&logs.stdout, &logs.stderr),
+        None => {
+            let (Ok(out), Ok(err)) = (File::create(&launch.stdout), File::create(&launch.stderr))
+            else {
+                return Ending::SpawnFailed(format!("cannot create {}", launch.stdout.display()));
+            };
+            created = (out, err);
+            (&created.0, &created.1)
+        }
     };
     super::command::supervise(&super::command::Start {
         argv: launch.argv,
@@ -203,8 +238,8 @@ pub fn run(launch: &Launch<'_>) -> Ending {
         cwd: launch.cwd,
         env: &launch.env,
         stdin: None,
-        stdout: &out,
-        stderr: &err,
+        stdout: out,
+        stderr: err,
         timeout: launch.timeout,
         tag: &launch.tag,
     })
@@ -328,7 +363,7 @@ env = { pass = ["PATH", "HOME", "ABSENT"], set = { LEVEL = "info", KEY = "env:AP
                 token: 41,
             },
             "/wh/o/attempts/41/data",
-            "/wh/o/attempts/41/inputs/raw/raw.csv",
+            "/wh/o/attempts/41/input-raw/raw.csv",
         );
         let rerun = contract(
             Launcher::Rerun {
@@ -336,7 +371,7 @@ env = { pass = ["PATH", "HOME", "ABSENT"], set = { LEVEL = "info", KEY = "env:AP
                 code_version: "1",
             },
             "/wh/_scratch/verify-1/data",
-            "/wh/_scratch/verify-1/inputs/raw/raw.csv",
+            "/wh/_scratch/verify-1/input-raw/raw.csv",
         );
         let sh = Some(PathBuf::from("/bin/sh"));
         let run = TaskLaunch::new_from(&m, task, &attempt, sh.clone(), &engine()).unwrap();
@@ -364,8 +399,8 @@ env = { pass = ["PATH", "HOME", "ABSENT"], set = { LEVEL = "info", KEY = "env:AP
         assert_eq!(
             differ("WEIR_INPUT_RAW"),
             (
-                "/wh/o/attempts/41/inputs/raw/raw.csv",
-                "/wh/_scratch/verify-1/inputs/raw/raw.csv"
+                "/wh/o/attempts/41/input-raw/raw.csv",
+                "/wh/_scratch/verify-1/input-raw/raw.csv"
             )
         );
         let same = |env: &BTreeMap<String, String>| -> BTreeMap<String, String> {
@@ -426,6 +461,44 @@ env = { pass = ["PATH", "HOME", "ABSENT"], set = { LEVEL = "info", KEY = "env:AP
                 PathBuf::from("/a/stderr.log")
             )
         );
+    }
+
+    /// A launch handed its logs open writes into those very files and
+    /// opens nothing by path: here the paths lead nowhere.
+    #[test]
+    fn a_launch_given_open_logs_writes_into_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let argv = [
+            "sh".to_string(),
+            "-c".into(),
+            "echo out; echo err >&2".into(),
+        ];
+        let logs = OpenLogs {
+            stdout: File::create(dir.path().join("o")).unwrap(),
+            stderr: File::create(dir.path().join("e")).unwrap(),
+        };
+        let launch = Launch {
+            argv: &argv,
+            program: None,
+            cwd: dir.path(),
+            env: super::super::env::TaskEnv::exactly(vec![("PATH".into(), "/usr/bin:/bin".into())]),
+            stdout: dir.path().join("gone/stdout.log"),
+            stderr: dir.path().join("gone/stderr.log"),
+            opened: None,
+            timeout: Duration::from_secs(60),
+            tag: crate::process::tree::new_tag(),
+        }
+        .with_logs(Some(logs));
+        assert_eq!(run(&launch), Ending::Success);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("o")).unwrap(),
+            "out\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("e")).unwrap(),
+            "err\n"
+        );
+        assert!(!dir.path().join("gone").exists());
     }
 
     /// A task searches the engine's PATH (looked up once) only when that

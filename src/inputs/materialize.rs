@@ -2,9 +2,14 @@
 //! the published files or the live external file.
 //!
 //! ```text
-//!  upstream generation g ──copy (reflink if the filesystem can) + check sums──► attempts/<t>/inputs/<name>/<file>
-//!  external file          ──copy, SHA-256 while copying == pinned digest ────► attempts/<t>/inputs/<name>/<file name>
+//!  upstream generation g ──copy (reflink if the filesystem can) + check sums──► attempts/<t>/input-<name>/<file>
+//!  external file          ──copy, SHA-256 while copying == pinned digest ────► attempts/<t>/input-<name>/<file name>
 //! ```
+//!
+//! Each input's copies sit in a directory of their own directly in the
+//! attempt's ([`input_dir`]), not one level further down: a directory
+//! less to make and remove per attempt. The sums an upstream copy is
+//! checked against come from the commit record its pin read.
 //!
 //! Tasks may run as root, so file modes alone stop nothing: what keeps a
 //! downstream task from changing the generation it reads is that it holds
@@ -28,8 +33,18 @@ use crate::store::{CommitRecord, Drift, DriftKind, Generation, PartitionStore, W
 
 use super::{InputSnapshot, Pinned};
 
-/// The attempt's sub-directory holding its input copies.
-pub const INPUTS_DIR: &str = "inputs";
+/// What the name of the directory of an input's copies starts with, in
+/// an attempt's directory: no other name there (`data`, `batch`, the logs,
+/// `candidate.json`, `lease.json`, a Delta table's `<column>=<value>`)
+/// does.
+pub const INPUT_DIR_PREFIX: &str = "input-";
+
+/// The directory of input `name`'s copies in the attempt directory
+/// `attempt_dir` (or a rerun's scratch directory): `WEIR_INPUT_<NAME>`
+/// for an upstream input, the parent of that file for an external one.
+pub fn input_dir(attempt_dir: &Path, name: &str) -> PathBuf {
+    attempt_dir.join(format!("{INPUT_DIR_PREFIX}{name}"))
+}
 
 /// Why an input could not be handed to a task.
 #[derive(Debug, thiserror::Error)]
@@ -80,17 +95,16 @@ pub struct Materialized {
     pub watermark: Option<String>,
 }
 
-/// Copies every input of `snapshot` into `<attempt_dir>/inputs/<name>/`.
+/// Copies every input of `snapshot` into `<attempt_dir>/input-<name>/`.
 pub fn materialize(
     snapshot: &InputSnapshot,
     warehouse: &Warehouse,
     partition: &str,
     attempt_dir: &Path,
 ) -> Result<Vec<Materialized>, MaterializeError> {
-    let root = attempt_dir.join(INPUTS_DIR);
     let mut out = Vec::with_capacity(snapshot.inputs.len());
     for input in &snapshot.inputs {
-        let dest = root.join(&input.name);
+        let dest = input_dir(attempt_dir, &input.name);
         let format = input.data.as_ref().map(|d| d.format);
         match &input.pinned {
             Pinned::Upstream {
@@ -101,7 +115,9 @@ pub fn materialize(
                 // An input read at another partition than the task's own
                 // names it.
                 let key = read_at.as_deref().unwrap_or(partition);
-                let files = materialize_pinned(warehouse, &input.name, key, *generation, &dest)?;
+                let record = input.record(key, *generation);
+                let files =
+                    materialize_pinned(warehouse, &input.name, (key, *generation, record), &dest)?;
                 out.push(Materialized {
                     name: input.name.clone(),
                     location: dest,
@@ -114,7 +130,12 @@ pub fn materialize(
             }
             // Mapped to several partitions: a directory per key.
             Pinned::Mapped { partitions, .. } => {
-                let files = super::stage_partitions(warehouse, &input.name, partitions, &dest)?;
+                let files = super::stage_partitions(
+                    warehouse,
+                    &input.name,
+                    (partitions, Some(input)),
+                    &dest,
+                )?;
                 out.push(Materialized {
                     name: input.name.clone(),
                     location: dest,
@@ -144,15 +165,19 @@ pub fn materialize(
 }
 
 /// Copies generation `generation` of `dataset` at `partition` into `dest`
-/// (see [`materialize_generation`]).
+/// (see [`materialize_generation`]), checked against `record`: that
+/// generation's commit record as its pin read it (records are immutable),
+/// or `None` to read it now.
 pub fn materialize_pinned(
     warehouse: &Warehouse,
     dataset: &str,
-    partition: &str,
-    generation: u64,
+    (partition, generation, record): (&str, u64, Option<&CommitRecord>),
     dest: &Path,
 ) -> Result<Vec<PathBuf>, MaterializeError> {
     let store = warehouse.partition(dataset, partition);
+    if let Some(record) = record {
+        return materialize_generation(&store, record, dest);
+    }
     let record = store
         .record(Generation::from_raw(generation))
         .map_err(|e| MaterializeError::Store {
@@ -282,10 +307,13 @@ pub(crate) fn read_only(path: &Path) -> Result<(), MaterializeError> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o444)).map_err(io(path))
 }
 
-/// Removes an attempt's input copies (best effort: they are private, and gc
-/// removes the attempt's directory in the end anyway).
-pub fn discard(attempt_dir: &Path) {
-    let _ = std::fs::remove_dir_all(attempt_dir.join(INPUTS_DIR));
+/// Removes the copies of `snapshot`'s inputs from an attempt's directory
+/// (best effort: they are private, and gc removes the attempt's directory
+/// in the end anyway).
+pub fn discard(attempt_dir: &Path, snapshot: &InputSnapshot) {
+    for input in &snapshot.inputs {
+        let _ = std::fs::remove_dir_all(input_dir(attempt_dir, &input.name));
+    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ pub mod materialize;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
@@ -18,7 +19,7 @@ use sha2::{Digest as _, Sha256};
 use crate::audit::{Format, InputData};
 use crate::manifest::{InputSource, Manifest, Task};
 use crate::store::certs as certify;
-use crate::store::{Look, Warehouse};
+use crate::store::{CommitRecord, Look, Warehouse};
 use materialize::MaterializeError;
 
 /// One pinned input: its name and digest, and what was pinned of it, by
@@ -42,6 +43,12 @@ pub struct PinnedInput {
     pub location: PathBuf,
     /// Its files and format, for reconcile gates. Not stored.
     pub data: Option<InputData>,
+    /// The commit records the pin read of its upstream generations (each
+    /// names its partition and generation): the copies for the task are
+    /// checked against these, not against a second read of the same
+    /// immutable records. Not stored: empty for an external input, an
+    /// input pinned by digests alone and a snapshot read back.
+    pub(crate) records: Vec<Arc<CommitRecord>>,
 }
 
 /// What was pinned of one input.
@@ -86,6 +93,14 @@ impl PinnedInput {
             Pinned::External { watermark, .. } => watermark.as_deref(),
             _ => None,
         }
+    }
+
+    /// The record of `generation` of `partition` as the pin read it, if it did.
+    pub(crate) fn record(&self, partition: &str, generation: u64) -> Option<&CommitRecord> {
+        self.records
+            .iter()
+            .find(|r| r.generation.get() == generation && r.partition == partition)
+            .map(AsRef::as_ref)
     }
 }
 
@@ -219,6 +234,7 @@ impl TryFrom<StoredInput> for PinnedInput {
             digest: s.digest,
             location: PathBuf::new(),
             data: None,
+            records: Vec::new(),
         })
     }
 }
@@ -514,6 +530,7 @@ fn pin_external(manifest: &Manifest, name: &str, partition: &str) -> Result<Pinn
             files: vec![location.clone()],
         }),
         location,
+        records: Vec::new(),
     })
 }
 
@@ -547,6 +564,7 @@ fn pin_upstream(
     let mut files = Vec::new();
     let mut dirs = Vec::with_capacity(keys.len());
     let mut accepted = Vec::new();
+    let mut records = Vec::new();
     let mut complete = true;
     for key in keys {
         let (part, part_files, dir) = match pin_partition(
@@ -572,7 +590,10 @@ fn pin_upstream(
             Err(e) => return Err(e),
         };
         complete &= part_files.is_some();
-        files.extend(part_files.into_iter().flatten());
+        if let Some((part_files, record)) = part_files {
+            files.extend(part_files);
+            records.push(record);
+        }
         pinned.push(part);
         dirs.push(dir);
     }
@@ -590,6 +611,7 @@ fn pin_upstream(
             digest: one.digest,
             data,
             location: dirs.swap_remove(0),
+            records,
         });
     }
     Ok(PinnedInput {
@@ -604,6 +626,7 @@ fn pin_upstream(
         // The task gets its own copies, laid out per key
         // when the attempt starts (`stage_partitions`).
         location: warehouse.dataset_dir(dataset),
+        records,
     })
 }
 
@@ -642,15 +665,23 @@ fn mapped_digest(pinned: &[PinnedPartition], accepted: &[String]) -> String {
 const PIN_REUSE: std::time::Duration = crate::store::LOOK_REUSE;
 
 /// The latest generation of one upstream partition, if published and
-/// certified, its files (`None`: pinned by its marker's summary, with
-/// [`Reads::Digests`]) and their directory.
+/// certified, its files and record (`None`: pinned by its marker's
+/// summary, with [`Reads::Digests`]) and their directory.
+#[allow(clippy::type_complexity)]
 fn pin_partition(
     warehouse: &Warehouse,
     dataset: &str,
     partition: &str,
     allow_uncertified: bool,
     reads: Reads,
-) -> Result<(PinnedPartition, Option<Vec<PathBuf>>, PathBuf), PinError> {
+) -> Result<
+    (
+        PinnedPartition,
+        Option<(Vec<PathBuf>, Arc<CommitRecord>)>,
+        PathBuf,
+    ),
+    PinError,
+> {
     let store = warehouse.partition(dataset, partition);
     let look = match reads {
         Reads::Files => store
@@ -694,7 +725,7 @@ fn pin_partition(
         .first()
         .and_then(|f| f.parent().map(PathBuf::from))
         .unwrap_or_else(|| store.data_dir(&record));
-    Ok((pinned, Some(files), dir))
+    Ok((pinned, Some((files, Arc::from(record))), dir))
 }
 
 /// The name of the list of keys inside an input mapped to several
@@ -704,12 +735,13 @@ pub const KEYS_FILE: &str = "_keys.json";
 /// Lays out an input mapped to several partitions as the task reads it,
 /// in `dest` (created): `<dest>/<encoded key>/` per partition holding that
 /// generation's files, and [`KEYS_FILE`]. Every file is a private,
-/// read-only copy checked against its commit record (see [`materialize`]);
-/// returns the copies in the mapping's order.
+/// read-only copy checked against its commit record (see [`materialize`]):
+/// the one in `input` where its pin read it, else read now. Returns the
+/// copies in the mapping's order.
 pub(crate) fn stage_partitions(
     warehouse: &Warehouse,
     dataset: &str,
-    pinned: &[PinnedPartition],
+    (pinned, input): (&[PinnedPartition], Option<&PinnedInput>),
     dest: &Path,
 ) -> Result<Vec<PathBuf>, MaterializeError> {
     use crate::store::encode_partition;
@@ -719,10 +751,11 @@ pub(crate) fn stage_partitions(
     })?;
     let mut files = Vec::new();
     for p in pinned {
+        let record = input.and_then(|i| i.record(&p.partition, p.generation));
         files.extend(materialize(
             warehouse,
             dataset,
-            p,
+            (p, record),
             &dest.join(encode_partition(&p.partition)),
         )?);
     }
@@ -741,20 +774,20 @@ pub(crate) fn stage_partitions(
 }
 
 /// Makes a pinned generation's files appear at `dest`: private, read-only
-/// copies checked against the generation's commit record
-/// ([`materialize::materialize_pinned`]). The one place that decides how a task
-/// is handed a generation of an input mapped to several partitions.
+/// copies checked against the generation's commit record (`record`, as
+/// the pin read it, or read now: [`materialize::materialize_pinned`]). The
+/// one place that decides how a task is handed a generation of an input
+/// mapped to several partitions.
 pub(crate) fn materialize(
     warehouse: &Warehouse,
     dataset: &str,
-    pinned: &PinnedPartition,
+    (pinned, record): (&PinnedPartition, Option<&CommitRecord>),
     dest: &Path,
 ) -> Result<Vec<PathBuf>, MaterializeError> {
     materialize::materialize_pinned(
         warehouse,
         dataset,
-        &pinned.partition,
-        pinned.generation,
+        (&pinned.partition, pinned.generation, record),
         dest,
     )
 }

@@ -5,8 +5,11 @@
 //! instance, and when it wakes next. The decision log on stdout says what
 //! happened; this says what the machine was told and decided, including
 //! the steps that change nothing visible (a recheck, a claim still held).
+//!
+//! Each function returns at once unless its records are wanted: the
+//! default (quiet) serve builds no key, name or text for them.
 
-use tracing::debug;
+use tracing::{debug, enabled, Level};
 
 use super::due::Trigger;
 use super::machine::{Action, Elsewhere, Input, Instance, MissedWhy, Readiness, TaskSpec, WakeFor};
@@ -26,6 +29,9 @@ fn name(tasks: &[TaskSpec], task: usize) -> &str {
 
 /// What the machine hears, where it decides something.
 pub(super) fn input(tasks: &[TaskSpec], input: &Input) {
+    if !enabled!(Level::DEBUG) {
+        return;
+    }
     let of = |i: &Instance| (name(tasks, i.task), key(tasks, i.task, i.occurrence));
     match input {
         Input::Readiness(i, Readiness::NotYet { why, again_at }) => {
@@ -80,6 +86,9 @@ pub(super) fn input(tasks: &[TaskSpec], input: &Input) {
 
 /// What the machine decided.
 pub(super) fn action(tasks: &[TaskSpec], action: &Action) {
+    if !enabled!(Level::DEBUG) {
+        return;
+    }
     match action {
         Action::Start {
             lane,
@@ -135,6 +144,9 @@ pub(super) fn action(tasks: &[TaskSpec], action: &Action) {
 
 /// The next wake-up, and what for.
 pub(super) fn wake_up(tasks: &[TaskSpec], wake: Option<(i64, WakeFor)>) {
+    if !enabled!(Level::DEBUG) {
+        return;
+    }
     let Some((at, what)) = wake else {
         debug!("next wake-up: none until an upstream publishes");
         return;

@@ -174,8 +174,8 @@ fn verify_reruns_a_task_with_the_argv_cwd_and_environment_run_gave_it() {
     assert_eq!(
         differing("WEIR_INPUT_RAW"),
         (
-            attempt_dir.join("inputs/raw/raw.csv").to_str().unwrap(),
-            scratch.join("inputs/raw/raw.csv").to_str().unwrap()
+            attempt_dir.join("input-raw/raw.csv").to_str().unwrap(),
+            scratch.join("input-raw/raw.csv").to_str().unwrap()
         )
     );
     let (run_tag, rerun_tag) = differing("WEIR_PROCESS_TAG");

@@ -802,7 +802,8 @@ done
         std::path::Path::new(seen.trim()).starts_with(&attempt),
         "{seen}"
     );
-    assert!(!attempt.join("inputs").exists());
+    assert_eq!(seen.trim(), attempt.join("input-sales").to_str().unwrap());
+    assert!(!attempt.join("input-sales").exists());
 
     // A day whose published file drifted (same size, other bytes) is never
     // handed to the week: the attempt fails as the engine's, naming the file.

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use weir::events::State;
 
 use crate::support::{
-    exclusive, max_overlap, poll_until, stderr, stdout, Engine, Sandbox, Visible,
+    exclusive, max_overlap, ok, poll_until, stderr, stdout, Engine, Sandbox, Visible,
 };
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -209,9 +209,72 @@ printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/down.csv"
     let attempt = sb.store("downd", "p").attempt_dir(down.record.token);
     let seen = std::fs::read_to_string(attempt.join("input-path.txt")).unwrap();
     assert!(Path::new(seen.trim()).starts_with(&attempt), "{seen}");
-    assert!(!attempt.join("inputs").exists());
+    assert_eq!(seen.trim(), attempt.join("input-upd").to_str().unwrap());
+    assert!(!attempt.join("input-upd").exists());
     let check = sb.weir_out(&["status", "m.toml", "--check"]);
     assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
+}
+
+/// What a downstream task finds at `WEIR_INPUT_<NAME>`: a directory of
+/// its own right in its attempt's, holding read-only copies whose bytes
+/// hash to what the upstream's commit record holds; gone once the attempt
+/// ended, leaving no other input directory behind.
+#[test]
+fn a_downstream_input_is_a_read_only_checked_copy_in_its_attempt_and_gone_after() {
+    let sb = Sandbox::new(&manifest(
+        r#"
+[partitions.k]
+kind = "static"
+keys = ["p"]
+
+[tasks.up]
+command = ["sh", "up.sh"]
+output = { dataset = "upd", grain = ["id"] }
+
+[tasks.down]
+command = ["sh", "down.sh"]
+inputs = ["upd"]
+output = { dataset = "downd", grain = ["id"] }
+"#,
+    ));
+    sb.script(
+        "up.sh",
+        "printf 'id,v\\n1,a\\n' > \"$WEIR_OUTPUT_DIR/a.csv\"\nprintf 'id,v\\n2,b\\n' > \"$WEIR_OUTPUT_DIR/b.csv\"\n",
+    );
+    sb.script(
+        "down.sh",
+        r#"echo "$WEIR_INPUT_UPD" > "$WEIR_OUTPUT_DIR/../seen.txt"
+for f in "$WEIR_INPUT_UPD"/*; do
+  echo "$f $(stat -c '%a' "$f") sha256:$(sha256sum < "$f" | cut -d' ' -f1)" >> "$WEIR_OUTPUT_DIR/../seen.txt"
+done
+printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/down.csv"
+"#,
+    );
+    ok(&sb.run("r1", &[]));
+    let up = Visible::of(&sb.store("upd", "p")).record;
+    let down = Visible::of(&sb.store("downd", "p")).record;
+    let attempt = sb.store("downd", "p").attempt_dir(down.token);
+    let copies = attempt.join("input-upd");
+    let mut expected = vec![copies.display().to_string()];
+    for sum in &up.file_sums {
+        expected.push(format!(
+            "{} 444 {}",
+            copies.join(&sum.name).display(),
+            sum.sha256
+        ));
+    }
+    assert_eq!(up.file_sums.len(), 2, "{up:?}");
+    let seen = std::fs::read_to_string(attempt.join("seen.txt")).unwrap();
+    assert_eq!(seen.lines().collect::<Vec<_>>(), expected);
+    let left: Vec<String> = std::fs::read_dir(&attempt)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("input"))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "input copies left in the attempt: {left:?}"
+    );
 }
 
 /// A one-task manifest over `keys` whose script is `t.sh`.

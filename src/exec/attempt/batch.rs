@@ -396,7 +396,10 @@ fn run(
     };
     let ending = submit(
         at,
-        (token, &claim.dir, &claim.tag),
+        // The first command takes the runner's open logs; a later one (the
+        // runner's own comes last) creates them again, as every command
+        // starts with empty logs.
+        (token, &claim.dir, &claim.tag, claim.logs.take()),
         &mut claim.heartbeat,
         snapshot,
         &command,

@@ -94,11 +94,11 @@ struct AuditedCandidate {
 }
 
 /// Removes the attempt's input copies when dropped.
-struct DiscardInputs(PathBuf);
+struct DiscardInputs<'a>(PathBuf, &'a InputSnapshot);
 
-impl Drop for DiscardInputs {
+impl Drop for DiscardInputs<'_> {
     fn drop(&mut self) {
-        inputs::discard(&self.0);
+        inputs::discard(&self.0, self.1);
     }
 }
 
@@ -244,9 +244,9 @@ fn steps(
     let mut claim = claim(at, &store, snapshot, rerun)?;
     let token = claim.token;
     let data_dir = claim.dir.join(DATA_DIR);
-    create_logs(at, &claim.dir, token)?;
+    claim.logs = Some(create_logs(at, &claim.dir, token)?);
     // The task reads private copies; they go when this function returns.
-    let _discard = DiscardInputs(claim.dir.clone());
+    let _discard = DiscardInputs(claim.dir.clone(), snapshot);
     let (inputs, command) = prepare_command(at, snapshot, &claim.dir, &data_dir, token)?;
     // Everything above is the engine's; the slot is the command's.
     let (ending, elapsed_ms, launched, permit) = batch::command(
@@ -326,6 +326,8 @@ struct Claim {
     guard: lease::Guard,
     /// See [`Candidate::forced_over`].
     forced_over: Option<Option<Generation>>,
+    /// The logs `create_logs` left open, until a command takes them.
+    logs: Option<launch::OpenLogs>,
 }
 
 /// Takes a token for `record`. A Delta table output first: nothing is
@@ -440,28 +442,36 @@ fn claim(
         heartbeat,
         guard,
         forced_over,
+        logs: None,
     })
 }
 
 /// The logs are the engine's files: failing to create them (disk full,
-/// permissions) is the engine's failure, not the task's.
-fn create_logs(at: &Attempt<'_, '_>, dir: &std::path::Path, token: FencingToken) -> Step<()> {
-    for log in [layout::STDOUT_LOG, layout::STDERR_LOG] {
+/// permissions) is the engine's failure, not the task's. They stay open
+/// for the command, which writes into these very files.
+fn create_logs(
+    at: &Attempt<'_, '_>,
+    dir: &std::path::Path,
+    token: FencingToken,
+) -> Step<launch::OpenLogs> {
+    let create = |log: &str| {
         let path = dir.join(log);
-        let created = at
-            .cx
+        at.cx
             .faults
             .hit(Point::CreateLogs, &at.task.name, at.partition)
             .map_err(|_| std::io::Error::from_raw_os_error(libc::ENOSPC))
-            .and_then(|()| std::fs::File::create(&path));
-        if let Err(e) = created {
-            return Err(at.fail(
-                Some(token),
-                format!("cannot create {}: {e}", path.display()),
-            ));
-        }
-    }
-    Ok(())
+            .and_then(|()| std::fs::File::create(&path))
+            .map_err(|e| {
+                at.fail(
+                    Some(token),
+                    format!("cannot create {}: {e}", path.display()),
+                )
+            })
+    };
+    Ok(launch::OpenLogs {
+        stdout: create(layout::STDOUT_LOG)?,
+        stderr: create(layout::STDERR_LOG)?,
+    })
 }
 
 /// The task's private input copies, and its command: argv, environment,
@@ -612,7 +622,7 @@ fn execute(
         }
         (Ok(_), None) => submit(
             at,
-            (token, dir, &claim.tag),
+            (token, dir, &claim.tag, claim.logs.take()),
             &mut claim.heartbeat,
             snapshot,
             command,
@@ -626,7 +636,12 @@ fn execute(
 /// does not start (a scheduler's job already has).
 fn submit<E: std::fmt::Display>(
     at: &Attempt<'_, '_>,
-    (token, dir, tag): (FencingToken, &std::path::Path, &str),
+    (token, dir, tag, logs): (
+        FencingToken,
+        &std::path::Path,
+        &str,
+        Option<launch::OpenLogs>,
+    ),
     heartbeat: &mut lease::Heartbeat,
     snapshot: &InputSnapshot,
     command: &TaskLaunch<'_>,
@@ -635,7 +650,7 @@ fn submit<E: std::fmt::Display>(
     let (cx, task) = (at.cx, at.task);
     let executor = cx.executor(task);
     executor.record_basis(dir, snapshot, &cx.manifest.pipeline.code_version);
-    match executor.submit(command.command(dir, tag.to_string())) {
+    match executor.submit(command.command(dir, tag.to_string()).with_logs(logs)) {
         Ok(job) => {
             let id = job.id();
             if let Some(id) = &id {

@@ -337,7 +337,7 @@ fn repin(
     input: &StoredInput,
     scratch: &Path,
 ) -> Result<Repinned, VerifyError> {
-    let copies = scratch.join(inputs::INPUTS_DIR).join(&input.name);
+    let copies = inputs::input_dir(scratch, &input.name);
     // A pinned file that is gone is missing; one that changed is changed.
     let copy_failed = |e: inputs::MaterializeError| match e {
         inputs::MaterializeError::Drift(d) => match d.kind {
@@ -368,7 +368,7 @@ fn repin(
                 });
             }
             // Private copies, a directory per key, as the attempt had them.
-            crate::inputs::stage_partitions(warehouse, &input.name, &pinned, &copies)
+            crate::inputs::stage_partitions(warehouse, &input.name, (&pinned, None), &copies)
                 .map_err(copy_failed)?;
             Ok(Repinned {
                 name: input.name.clone(),
@@ -770,7 +770,7 @@ printf 'id\n1\n' > "$WEIR_OUTPUT_DIR/out.csv"
         // The attempt's environment contract, with attempt and token 0.
         let env = std::fs::read_to_string(scratch.join("env.txt")).unwrap();
         // A private copy of the pinned bytes, not the live file.
-        let raw = scratch.join("inputs/raw/raw_p.csv");
+        let raw = scratch.join("input-raw/raw_p.csv");
         for line in [
             "WEIR_ATTEMPT=0".to_string(),
             "WEIR_TOKEN=0".to_string(),

@@ -296,7 +296,6 @@ impl PartitionStore {
         self.check()?;
         let dir = self.attempt_dir(token);
         let data = dir.join(DATA_DIR);
-        remove_path(&dir)?;
         if self.remote.is_none() {
             // Its published-data name too (`move_to_published`), for the
             // same reason: a left-over there would fail the rename.
@@ -308,7 +307,16 @@ impl PartitionStore {
         // the data renamed to `data-<token>`, else these directories), and
         // an attempt lost in a crash before that is one nobody can read.
         // No fsync inside the pool slot.
-        match std::fs::create_dir(&dir) {
+        // Made first and cleared only if it was there: a fresh token's
+        // directory (the usual case) costs no look before the mkdir.
+        let made = match std::fs::create_dir(&dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                remove_path(&dir)?;
+                std::fs::create_dir(&dir)
+            }
+            made => made,
+        };
+        match made {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -1215,6 +1223,31 @@ mod tests {
             p.commit(sample(2)),
             Err(PublishError::Store(StoreError::Corrupt { .. }))
         ));
+    }
+
+    /// A left-over that is not a directory at a fresh token's attempt
+    /// name (a file, a link to elsewhere) is replaced by an empty attempt
+    /// directory; what a link pointed at is left alone.
+    #[test]
+    fn a_left_over_file_or_link_at_an_attempts_name_is_replaced() {
+        let (tmp, _wh, p) = setup();
+        let t = p.allocate_token(&owner(1)).unwrap();
+        std::fs::write(p.attempt_dir(t), b"x").unwrap();
+        let elsewhere = tmp.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::write(elsewhere.join("keep.csv"), b"k\n").unwrap();
+        let t2 = p.allocate_token(&owner(2)).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, p.attempt_dir(t2)).unwrap();
+        for t in [t, t2] {
+            let dir = p.prepare_attempt(t).unwrap();
+            assert!(std::fs::symlink_metadata(&dir).unwrap().is_dir());
+            let names: Vec<_> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert_eq!(names, [DATA_DIR]);
+        }
+        assert_eq!(std::fs::read(elsewhere.join("keep.csv")).unwrap(), b"k\n");
     }
 
     #[test]
