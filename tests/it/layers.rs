@@ -82,12 +82,6 @@ const ALLOWED_CIRCLES: &[(&str, &str, &str, &str)] = &[
         "its mod.rs and children name each other; being untangled",
     ),
     (
-        "report",
-        "*",
-        "*",
-        "its mod.rs and children name each other; being untangled",
-    ),
-    (
         "audit/read/parquet",
         "*",
         "*",
