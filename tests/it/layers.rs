@@ -76,12 +76,6 @@ const ALLOWED_CIRCLES: &[(&str, &str, &str, &str)] = &[
         "its mod.rs and children name each other; being untangled",
     ),
     (
-        "plan",
-        "*",
-        "*",
-        "its mod.rs and children name each other; being untangled",
-    ),
-    (
         "audit/read/parquet",
         "*",
         "*",
