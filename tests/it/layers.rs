@@ -58,12 +58,6 @@ const ALLOWED_CIRCLES: &[(&str, &str, &str, &str)] = &[
         "its mod.rs and children name each other; being untangled",
     ),
     (
-        "audit/read/parquet/render",
-        "*",
-        "*",
-        "its mod.rs and children name each other; being untangled",
-    ),
-    (
         "cli",
         "*",
         "*",
