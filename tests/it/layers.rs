@@ -46,12 +46,6 @@ const ALLOWED_CIRCLES: &[(&str, &str, &str, &str)] = &[
         "another change is moving these files; next",
     ),
     (
-        "cli",
-        "*",
-        "*",
-        "its mod.rs and children name each other; being untangled",
-    ),
-    (
         "manifest",
         "*",
         "*",
