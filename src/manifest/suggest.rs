@@ -61,3 +61,12 @@ mod tests {
         assert_eq!(edit_distance("kitten", "sitting"), 3);
     }
 }
+
+/// `a`, `b` and `c` → "`a`, `b`, `c`".
+pub fn ticked<S: AsRef<str>>(names: &[S]) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{}`", n.as_ref()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -46,12 +46,6 @@ const ALLOWED_CIRCLES: &[(&str, &str, &str, &str)] = &[
         "another change is moving these files; next",
     ),
     (
-        "manifest",
-        "*",
-        "*",
-        "its mod.rs and children name each other; being untangled",
-    ),
-    (
         "audit/read/parquet",
         "*",
         "*",
