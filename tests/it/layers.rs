@@ -46,12 +46,6 @@ const ALLOWED_CIRCLES: &[(&str, &str, &str, &str)] = &[
         "another change is moving these files; next",
     ),
     (
-        "audit/read/parquet",
-        "*",
-        "*",
-        "seen once mod.rs and names re-exported through it became nodes; next",
-    ),
-    (
         "exec",
         "*",
         "*",
