@@ -58,12 +58,6 @@ const ALLOWED_CIRCLES: &[(&str, &str, &str, &str)] = &[
         "seen once mod.rs and names re-exported through it became nodes; next",
     ),
     (
-        "notify",
-        "*",
-        "*",
-        "seen once mod.rs and names re-exported through it became nodes; next",
-    ),
-    (
         "ops/status",
         "*",
         "*",
