@@ -37,7 +37,6 @@ const ALLOWED_CIRCLES: &[(&str, &str, &str, &str)] = &[
     ("serve", "*", "*", "another change is moving these files; next"),
     ("exec", "*", "*", "job.rs and scheduler.rs are mod.rs's body split out (`use super::*`), and lease and attempt take mod.rs's `Context`; next"),
     ("exec/attempt", "*", "*", "audited.rs and publish.rs are mod.rs's body split out (`use super::*`), and batch calls mod.rs's steps; next"),
-    ("ops/verify", "*", "*", "differences.rs and error.rs are mod.rs's body split out (`use super::*`); next"),
     ("sim", "*", "*", "engine and report work on mod.rs's `Sim`; next"),
     ("store", "*", "*", "sibling circles seen through store's re-exports (log and file_sum, backend and file_sum, partition and epoch, fs, leases, summary); next"),
     ("store/delta", "*", "*", "replay.rs is mod.rs's body split out (`use super::*`, `use replay::*`); next"),
