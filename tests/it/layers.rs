@@ -745,6 +745,22 @@ fn the_path_reader_resolves_groups_and_relative_paths() {
     );
     assert_eq!(paths("use self::b::C;", &m("a")), vec![m("a::b::C")]);
     assert!(paths("my_crate::x::y", &module).is_empty());
+    // A `use` over lines is read whole, nested groups and renames too.
+    let joined = statements(
+        "pub(crate) use crate::{\n    store::{a, b as c},\n    exec::D,\n};\nfn f() {}\n",
+    );
+    assert_eq!(joined.len(), 2);
+    let (public, tree) = use_tree(&joined[0].1).unwrap();
+    assert!(public);
+    let leaves: Vec<(Vec<String>, String)> = use_leaves(tree);
+    assert_eq!(
+        leaves,
+        vec![
+            (m("crate::store::a"), "a".to_owned()),
+            (m("crate::store::b"), "c".to_owned()),
+            (m("crate::exec::D"), "D".to_owned()),
+        ]
+    );
     let skipped = code_lines("use a;\n#[cfg(test)]\nmod tests {\n    use crate::x;\n}\nuse b;\n");
     assert_eq!(
         skipped.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
