@@ -12,8 +12,10 @@
 //! Data flows manifest → plan → exec → audit → store → events; imports go
 //! the other way, down. Each module imports only from the layers below it,
 //! and modules on one layer do not import each other; inside a folder,
-//! files depend on each other one way only (a folder's `mod.rs` is their
-//! parent, not a sibling). `tests/it/layers.rs` reads this list and fails
+//! files depend on each other one way only, and a folder's `mod.rs` is
+//! one of them that may only declare, re-export and dispatch downward (a
+//! child naming what `mod.rs` defines while `mod.rs` names that child is
+//! a circle). `tests/it/layers.rs` reads this list and fails
 //! on an import back up or a circle, naming file and line. Where a lower
 //! layer needs something only a higher one knows, it declares what it needs
 //! and the higher one provides it: the store opens a `store::Location` and

@@ -30,98 +30,28 @@
 
 mod candidate;
 mod digest;
+mod error;
+mod format;
 mod gates;
+mod limits;
 mod read;
 pub mod words;
 
 use std::collections::HashMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 pub use candidate::{candidate_files, CandidateError};
 pub use digest::{Digest, DigestParseError};
+pub use error::AuditError;
+pub use format::{Format, InputData};
 pub use gates::{Aggregate, Gate, GateCheck, GateOutcome};
+pub use limits::{MAX_COLUMNS, MAX_FILES, MAX_NESTING, MAX_RECORD_BYTES, MAX_VALUE_BYTES};
 
 use digest::DigestFold;
 use gates::{CandidateFold, Places};
 use read::{Row, RowFold};
-
-/// The largest record the audit reads, in bytes (128 MiB): a CSV record or
-/// a JSON Lines line. A larger one fails the audit naming its file and line,
-/// before more of it is read, so a runaway field (a missing closing quote,
-/// a file of no newlines) costs bounded memory and fails the same way on
-/// every rerun. Far above real rows: BigQuery caps a row at 100 MB.
-pub const MAX_RECORD_BYTES: usize = 128 << 20;
-
-/// The largest value the audit reads, in bytes (64 MiB): a CSV field, the
-/// text of a JSON Lines value or of a Parquet value. A larger one fails the
-/// audit naming its file, line (Parquet: row) and column. Blobs this large
-/// belong in object storage, with their address in the table (Snowflake
-/// caps a value at 16 MB, Redshift's SUPER at 16 MB).
-pub const MAX_VALUE_BYTES: usize = 64 << 20;
-
-/// The deepest a JSON Lines value may nest (128 levels, the row's own
-/// object being level 1; serde_json's own limit, which every other JSON weir
-/// reads is held to). A deeper one fails the audit naming its file, line
-/// and column: the canonical text of a nested value is built level by
-/// level, and a line of 60 KB nested 30,000 deep once overflowed the
-/// stack and aborted the engine. BigQuery nests a record at most 15 deep.
-pub const MAX_NESTING: usize = 128;
-
-/// The most columns a candidate (or input) may have (100,000): a CSV
-/// header's, a Parquet schema's top-level columns, the keys of a JSON Lines
-/// candidate's objects all together. More fails the audit naming the file
-/// (and line): the audit keeps a little per column on every thread that
-/// reads, and a file of 2 million columns took 620 MB. Ten times
-/// BigQuery's 10,000 columns a table, three times SQL Server's 30,000 of a
-/// wide table.
-pub const MAX_COLUMNS: usize = 100_000;
-
-/// The most data files one candidate (or input) may have (100,000). More
-/// fails the audit before any is read; a partition of that many files is
-/// a writer's bug (one file per row), and would cost the store one object
-/// per file on every read.
-pub const MAX_FILES: usize = 100_000;
-
-/// The format of a candidate's or an input's data files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Format {
-    /// Comma-separated values with a header row.
-    Csv,
-    /// JSON Lines: one JSON object per line.
-    Jsonl,
-    /// Apache Parquet: typed columns in row groups.
-    Parquet,
-}
-
-impl Format {
-    /// The file name extension of the format, without the dot.
-    pub fn extension(self) -> &'static str {
-        match self {
-            Self::Csv => "csv",
-            Self::Jsonl => "jsonl",
-            Self::Parquet => "parquet",
-        }
-    }
-}
-
-impl fmt::Display for Format {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.extension())
-    }
-}
-
-/// An input a reconcile gate can read: its format and its files.
-#[derive(Debug, Clone)]
-pub struct InputData {
-    /// The format of every file.
-    pub format: Format,
-    /// The data files.
-    pub files: Vec<PathBuf>,
-}
 
 /// What to audit a candidate against.
 #[derive(Debug, Clone, Copy)]
@@ -178,161 +108,6 @@ impl AuditReport {
             }
         }
     }
-}
-
-/// Why data files could not be audited. A gate failing is not an error: it is
-/// an outcome in the [`AuditReport`].
-#[derive(Debug, thiserror::Error, miette::Diagnostic)]
-pub enum AuditError {
-    /// A file could not be opened or read.
-    #[error("cannot read `{}`", .path.display())]
-    #[diagnostic(code(weir::audit::io))]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// What the operating system said.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A file is not valid CSV or JSON Lines.
-    #[error("cannot parse `{}` at line {line}: {message}", .path.display())]
-    #[diagnostic(code(weir::audit::parse))]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// The 1-based line (0 if unknown).
-        line: u64,
-        /// What is wrong.
-        message: String,
-    },
-    /// A file is not a readable Parquet file.
-    #[error("`{}` is not a valid Parquet file: {message}", .path.display())]
-    #[diagnostic(code(weir::audit::parquet))]
-    ParquetInvalid {
-        /// The file.
-        path: PathBuf,
-        /// What the Parquet reader said.
-        message: String,
-    },
-    /// A Parquet column cannot be read as canonical values.
-    #[error("`{}` column `{column}`: {message}", .path.display())]
-    #[diagnostic(code(weir::audit::parquet_column))]
-    ParquetColumn {
-        /// The file.
-        path: PathBuf,
-        /// The column.
-        column: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// A Parquet file's schema differs from the candidate's first file.
-    #[error(
-        "`{}` column `{column}` is {found} but in the first file it is {expected}",
-        .path.display()
-    )]
-    #[diagnostic(
-        code(weir::audit::schema_mismatch),
-        help("every Parquet file of one candidate must have the same columns with the same types")
-    )]
-    SchemaMismatch {
-        /// The file that differs.
-        path: PathBuf,
-        /// The first column (by name) that differs.
-        column: String,
-        /// Its type in the first file, or `no such column`.
-        expected: String,
-        /// Its type in this file, or `no such column`.
-        found: String,
-    },
-    /// A record or a value is larger than the audit reads
-    /// ([`MAX_RECORD_BYTES`], [`MAX_VALUE_BYTES`]).
-    #[error(
-        "`{}` {place}: {what} is larger than {} MiB, the most the audit reads",
-        .path.display(),
-        .limit >> 20
-    )]
-    #[diagnostic(
-        code(weir::audit::too_large),
-        help("write large blobs to object storage and keep their address in the table")
-    )]
-    TooLarge {
-        /// The file.
-        path: PathBuf,
-        /// `line 2` (CSV, JSON Lines) or `row 6` (Parquet).
-        place: String,
-        /// `the record` or `the value of column `payload``.
-        what: String,
-        /// The limit it is over, in bytes.
-        limit: usize,
-    },
-    /// A JSON Lines value nests deeper than the audit reads ([`MAX_NESTING`]).
-    #[error(
-        "`{}` {place}: {what} is nested deeper than {limit} levels, the most the audit reads",
-        .path.display()
-    )]
-    #[diagnostic(
-        code(weir::audit::too_deep),
-        help("flatten the value, or write it as a JSON string")
-    )]
-    TooDeep {
-        /// The file.
-        path: PathBuf,
-        /// `line 2`.
-        place: String,
-        /// `the value of column `payload``.
-        what: String,
-        /// The limit it is over, in levels.
-        limit: usize,
-    },
-    /// More columns than the audit reads ([`MAX_COLUMNS`]).
-    #[error(
-        "`{}` {place}: more than {limit} columns, the most the audit reads",
-        .path.display()
-    )]
-    #[diagnostic(
-        code(weir::audit::too_wide),
-        help("split the table, or keep a wide record as one nested JSON value")
-    )]
-    TooWide {
-        /// The file.
-        path: PathBuf,
-        /// `line 1` (CSV's header, the JSON Lines line whose keys pass the
-        /// limit) or `schema` (Parquet).
-        place: String,
-        /// The limit.
-        limit: usize,
-    },
-    /// More data files than one audit reads ([`MAX_FILES`]).
-    #[error("{files} data files are more than the {limit} one audit reads")]
-    #[diagnostic(
-        code(weir::audit::too_many_files),
-        help("write fewer, larger files: one partition is read as one set of files")
-    )]
-    TooManyFiles {
-        /// The files found.
-        files: usize,
-        /// The limit.
-        limit: usize,
-    },
-    /// A file's columns differ from the candidate's first file.
-    #[error(
-        "`{}` has columns ({}) but the first file has ({})",
-        .path.display(),
-        .found.join(", "),
-        .expected.join(", ")
-    )]
-    #[diagnostic(
-        code(weir::audit::header_mismatch),
-        help("every data file of one candidate must have the same set of columns")
-    )]
-    HeaderMismatch {
-        /// The file that differs.
-        path: PathBuf,
-        /// The first file's columns, sorted.
-        expected: Vec<String>,
-        /// This file's columns, sorted.
-        found: Vec<String>,
-    },
 }
 
 /// Reads `files` (all in `spec.format`) and audits them.

@@ -10,7 +10,7 @@ use crate::store::marks::{self, Mark};
 
 /// `weir accept`.
 pub(crate) fn run(args: &AcceptArgs) -> Result<u8, CliError> {
-    let manifest = super::error::load(&args.manifest)?;
+    let manifest = super::load(&args.manifest)?;
     check_task(&manifest, &args.task)?;
     check_partition(&manifest, &args.task, &args.partition)?;
     let warehouse = super::error::open(&manifest)?;

@@ -68,7 +68,7 @@ pub(crate) fn run(args: &ConsoleArgs) -> Result<u8, CliError> {
     let manifests = args
         .manifests
         .iter()
-        .map(|m| super::error::load(m))
+        .map(|m| super::load(m))
         .collect::<Result<Vec<_>, _>>()?;
     let token = token(args.token.as_ref());
     // Signals are caught before the port opens: a SIGTERM right after the

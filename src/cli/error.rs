@@ -125,11 +125,6 @@ pub(crate) fn doing<E: Into<Source>>(what: impl Into<String>) -> impl FnOnce(E) 
     }
 }
 
-/// Loads a manifest; its diagnostics are printed where they are found.
-pub(crate) fn load(path: &std::path::Path) -> Result<crate::manifest::Manifest, CliError> {
-    super::load(path)
-}
-
 /// Opens the manifest's warehouse for a command that only reads it: a
 /// local warehouse that does not exist is not created, and reads as empty.
 pub(crate) fn open_to_read(

@@ -7,7 +7,7 @@ use crate::events::{read_all_in, read_run};
 use crate::store::events::EventStore;
 
 pub(crate) fn run(args: &EventsArgs) -> Result<u8, CliError> {
-    let manifest = super::error::load(&args.manifest)?;
+    let manifest = super::load(&args.manifest)?;
     // A filter naming no task or a key outside the scheme would print
     // nothing, as if nothing had happened: refused like `show` and
     // `explain` refuse them.

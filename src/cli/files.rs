@@ -31,7 +31,7 @@ struct Visible {
 }
 
 pub(crate) fn run(args: &FilesArgs) -> Result<u8, CliError> {
-    let manifest = super::error::load(&args.manifest)?;
+    let manifest = super::load(&args.manifest)?;
     super::checks::publisher_of(&manifest, &args.dataset)?;
     for partition in &args.partition {
         super::checks::producer_of(&manifest, &args.dataset, partition)?;
@@ -129,7 +129,7 @@ fn visible(store: &PartitionStore, record: &CommitRecord) -> Vec<Visible> {
 pub(crate) fn tables(args: &super::args::TablesArgs) -> Result<u8, CliError> {
     use crate::store::delta::{self, Followed};
     let super::args::TablesAction::Sync { manifest } = &args.action;
-    let manifest = super::error::load(manifest)?;
+    let manifest = super::load(manifest)?;
     let warehouse = super::error::open_to_read(&manifest)?;
     let mut failed = 0;
     let mut any = false;

@@ -8,7 +8,7 @@ use crate::store::certs as certify;
 use crate::store::CommitKind;
 
 pub(crate) fn run(args: &HistoryArgs) -> Result<u8, CliError> {
-    let manifest = super::error::load(&args.manifest)?;
+    let manifest = super::load(&args.manifest)?;
     let task = super::checks::producer_of(&manifest, &args.dataset, &args.partition)?;
     let warehouse = super::error::open_to_read(&manifest)?;
     let store = warehouse.partition(&args.dataset, &args.partition);

@@ -44,7 +44,7 @@ pub(crate) fn root<'m>(
 
 /// `weir impact`.
 pub(crate) fn run(args: &ImpactArgs) -> Result<u8, CliError> {
-    let manifest = super::error::load(&args.manifest)?;
+    let manifest = super::load(&args.manifest)?;
     let warehouse = super::error::open_to_read(&manifest)?;
     let (task, record) = root(
         &manifest,
@@ -138,7 +138,7 @@ fn abbreviate(digest: &str) -> &str {
 /// from it, announced by one durable operator event that lists them before
 /// any mark is written.
 pub(crate) fn uncertify_cascade(args: &CertifyArgs) -> Result<u8, CliError> {
-    let manifest = super::error::load(&args.manifest)?;
+    let manifest = super::load(&args.manifest)?;
     let warehouse = super::error::open(&manifest)?;
     let (task, record) = root(
         &manifest,

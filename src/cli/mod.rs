@@ -20,21 +20,24 @@ pub mod reference;
 mod repair;
 mod run;
 mod serve;
+mod settings;
 mod simulate;
 mod slo;
 pub(crate) mod status;
 mod steer;
+mod terminal;
+mod text;
 mod validate;
 
-use std::io::IsTerminal;
-use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Parser;
-use miette::{Diagnostic, GraphicalReportHandler, GraphicalTheme};
 
-use crate::manifest::Manifest;
 use args::{Cli, Command};
+
+pub(crate) use settings::{load, print_warnings, settings};
+pub(crate) use terminal::{color, report};
+pub(crate) use text::{aligned, fixed_ts, human_bytes, plural, short_digest};
 
 /// Entry point of the `weir` binary.
 pub fn main() -> ExitCode {
@@ -67,14 +70,14 @@ pub fn main() -> ExitCode {
         }
     }
     if let Some(location) = cli.warehouse {
-        let _ = WAREHOUSE.set(location);
+        let _ = settings::WAREHOUSE.set(location);
     }
     // The one read of weir's settings from the environment; a bad value
     // refuses every command before it does anything.
     match crate::exec::Settings::read(|name| std::env::var_os(name)) {
         Ok(settings) => {
             crate::process::tree::use_setting(settings.cgroups);
-            let _ = SETTINGS.set(settings);
+            let _ = settings::SETTINGS.set(settings);
         }
         Err(refused) => {
             return ExitCode::from(error::finish(Err(error::CliError::Usage(
@@ -165,82 +168,9 @@ fn doctor(args: &args::DoctorArgs) -> Result<u8, error::CliError> {
     }
 }
 
-/// Loads a manifest, printing its diagnostics on failure.
-pub(crate) fn load(path: &Path) -> Result<Manifest, error::CliError> {
-    // The default manifest absent: say that, not "not a valid manifest" of
-    // a file the user never named.
-    if path == Path::new(DEFAULT_MANIFEST) && std::fs::symlink_metadata(path).is_err() {
-        return Err(error::CliError::Usage(format!(
-            "no manifest given and no `{DEFAULT_MANIFEST}` in the current directory\n  help: name one: `weir status pipelines/marigold.toml`"
-        )));
-    }
-    let staging = settings().staging.as_deref();
-    let mut manifest = Manifest::load_with_staging(path, staging).map_err(|errors| {
-        let color = color();
-        eprint!("{}", errors.render(color, terminal_width()));
-        error::CliError::Manifest
-    })?;
-    if let Some(location) = WAREHOUSE.get() {
-        let here =
-            std::env::current_dir().map_err(error::doing("cannot read the current directory"))?;
-        manifest
-            .pipeline
-            .set_warehouse(location, &here, staging)
-            .map_err(|e| error::CliError::Usage(format!("--warehouse: {e}")))?;
-    }
-    Ok(manifest)
-}
-
-/// Prints a valid manifest's warnings on stderr (`validate`, `plan`, `run`
-/// and `backfill`: the commands that say what a manifest means).
-pub(crate) fn print_warnings(manifest: &Manifest) {
-    if !manifest.warnings.is_empty() {
-        eprint!(
-            "{}",
-            crate::manifest::render_warnings(&manifest.warnings, color(), terminal_width())
-        );
-    }
-}
-
-/// The manifest commands read when given none.
-const DEFAULT_MANIFEST: &str = "weir.toml";
-
-/// `--warehouse`, which every command applies to the manifest it loads.
-static WAREHOUSE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-
-/// What the environment said, read once by [`main`].
-static SETTINGS: std::sync::OnceLock<crate::exec::Settings> = std::sync::OnceLock::new();
-
-/// The settings [`main`] read (an unset environment's before it did).
-pub(crate) fn settings() -> &'static crate::exec::Settings {
-    SETTINGS.get_or_init(Default::default)
-}
-
-/// Prints any diagnostic the way miette renders it, without a backtrace.
-pub(crate) fn report(error: &dyn Diagnostic) {
-    let theme = if color() {
-        GraphicalTheme::unicode()
-    } else {
-        GraphicalTheme::unicode_nocolor()
-    };
-    let mut out = String::new();
-    let handler = GraphicalReportHandler::new_themed(theme).with_width(terminal_width());
-    if handler.render_report(&mut out, error).is_err() {
-        out = format!("error: {error}\n");
-    }
-    eprint!("{out}");
-}
-
-fn terminal_width() -> usize {
-    std::env::var("COLUMNS")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(100)
-}
-
 /// `weir report`.
 fn write_report(args: &args::ReportArgs) -> Result<u8, error::CliError> {
-    let manifest = error::load(&args.manifest)?;
+    let manifest = load(&args.manifest)?;
     // `_runs/<id>`: a path outside the warehouse is never read.
     if let Some(id) = &args.run {
         crate::events::check_run_id(id).map_err(|e| error::CliError::Usage(e.to_string()))?;
@@ -248,12 +178,6 @@ fn write_report(args: &args::ReportArgs) -> Result<u8, error::CliError> {
     crate::report::write(&manifest, args.run.as_deref(), &args.out)?;
     println!("wrote {}", args.out.display());
     Ok(exit::OK)
-}
-
-/// Whether stderr gets colors and other escape codes: only on a terminal,
-/// and never when `NO_COLOR` is set to anything non-empty (no-color.org).
-pub(crate) fn color() -> bool {
-    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 /// A reader that went away (`weir status | head -1`) ends weir quietly with
@@ -276,70 +200,6 @@ fn quiet_broken_pipe() {
         }
         default(info);
     }));
-}
-
-pub(crate) use crate::audit::words::plural;
-
-/// A table as every command prints one: a lowercase header, each column as
-/// wide as its widest cell, the `numeric` columns right-aligned and the
-/// others left-aligned, two spaces between columns, no trailing spaces.
-pub(crate) fn aligned(header: &[&str], rows: &[Vec<String>], numeric: &[usize]) -> Vec<String> {
-    let widths: Vec<usize> = (0..header.len())
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|cell| cell.chars().count())
-                .chain([header[c].chars().count()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let line = |cells: &mut dyn Iterator<Item = &str>| {
-        let mut out = String::new();
-        for (c, (cell, w)) in cells.zip(&widths).enumerate() {
-            if numeric.contains(&c) {
-                out.push_str(&format!("{cell:>w$}  "));
-            } else {
-                out.push_str(&format!("{cell:<w$}  "));
-            }
-        }
-        out.trim_end().to_string()
-    };
-    std::iter::once(line(&mut header.iter().copied()))
-        .chain(rows.iter().map(|r| line(&mut r.iter().map(String::as_str))))
-        .collect()
-}
-
-/// A digest as tables show it: `sha256:` and 12 hex digits, then `…`.
-pub(crate) fn short_digest(digest: &str) -> String {
-    if digest.len() <= 7 + 12 {
-        return digest.to_string();
-    }
-    digest.chars().take(7 + 12).collect::<String>() + "…"
-}
-
-/// A timestamp at one width: UTC to the millisecond
-/// (`2026-11-30T22:56:12.120Z`), whatever precision it was written with.
-pub(crate) fn fixed_ts(ts: &str) -> String {
-    ts.parse::<jiff::Timestamp>().map_or_else(
-        |_| ts.to_string(),
-        |t| t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
-    )
-}
-
-/// A size as people read it: `512 B`, `1.2 KiB`, `3.4 MiB`, `1.0 GiB`.
-pub(crate) fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut value = n as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use super::exit;
 use super::plural;
 
 pub(crate) fn run(args: &NotifyArgs) -> Result<u8, CliError> {
-    let manifest = super::error::load(&args.manifest)?;
+    let manifest = super::load(&args.manifest)?;
     let warehouse = super::error::open(&manifest)?;
     if manifest.notify.is_empty() {
         println!("no `[notify.NAME]` targets in {}", args.manifest.display());

@@ -15,7 +15,7 @@ use crate::store::Warehouse;
 
 /// The manifest and its warehouse.
 fn setup(path: &std::path::Path) -> Result<(Manifest, Warehouse), CliError> {
-    let manifest = super::error::load(path)?;
+    let manifest = super::load(path)?;
     let warehouse = super::error::open(&manifest)?;
     Ok((manifest, warehouse))
 }
@@ -23,7 +23,7 @@ fn setup(path: &std::path::Path) -> Result<(Manifest, Warehouse), CliError> {
 /// The manifest and its warehouse, for a command that only reads: nothing
 /// is created for a warehouse that does not exist.
 fn setup_to_read(path: &std::path::Path) -> Result<(Manifest, Warehouse), CliError> {
-    let manifest = super::error::load(path)?;
+    let manifest = super::load(path)?;
     let warehouse = super::error::open_to_read(&manifest)?;
     Ok((manifest, warehouse))
 }
@@ -283,7 +283,7 @@ pub(crate) fn rollback(args: &RollbackArgs) -> Result<u8, CliError> {
 /// `weir gc`: a dry run unless `--apply`.
 pub(crate) fn gc(args: &GcArgs) -> Result<u8, CliError> {
     use crate::ops::gc::{self, GcOptions};
-    let manifest = super::error::load(&args.manifest)?;
+    let manifest = super::load(&args.manifest)?;
     // A dry run only reads; --apply logs its deletions.
     let warehouse = if args.apply {
         super::error::open(&manifest)?

@@ -14,7 +14,7 @@ use crate::plan::{cost, render, Plan, Scope};
 use crate::store::Warehouse;
 
 pub(crate) fn run(args: &PlanArgs) -> Result<u8, CliError> {
-    let manifest = super::error::load(&args.manifest)?;
+    let manifest = super::load(&args.manifest)?;
     super::print_warnings(&manifest);
     let scope = match (&args.backfill, &args.from, &args.to) {
         (Some(name), _, _) => Scope::Backfill(name.clone()),

@@ -12,7 +12,7 @@ use crate::plan::Scope;
 
 /// `weir repair`.
 pub(crate) fn run(args: &RepairArgs) -> Result<u8, CliError> {
-    let manifest = super::error::load(&args.manifest)?;
+    let manifest = super::load(&args.manifest)?;
     super::print_warnings(&manifest);
     let pool = match &args.pool {
         Some(pool) => pool.clone(),

@@ -20,7 +20,7 @@ use crate::plan::Scope;
 use crate::store::steering::Steer;
 
 pub(crate) fn run(args: &RunArgs) -> Result<u8, CliError> {
-    let manifest = super::error::load(&args.manifest)?;
+    let manifest = super::load(&args.manifest)?;
     super::print_warnings(&manifest);
     let signed = match &args.plan {
         Some(path) => Some(super::plan::honour(&manifest, path, None)?),
@@ -61,7 +61,7 @@ pub(crate) fn run(args: &RunArgs) -> Result<u8, CliError> {
 /// is already published with the same input snapshot and code_version, or
 /// (forced, `--resume RUN`) what was published since RUN started.
 pub(crate) fn backfill(args: &BackfillArgs) -> Result<u8, CliError> {
-    let manifest = super::error::load(&args.manifest)?;
+    let manifest = super::load(&args.manifest)?;
     super::print_warnings(&manifest);
     let resume_run = match &args.resume {
         Some(None) if !args.force => return super::steer::steer(&manifest, args, None),

@@ -9,7 +9,7 @@ use super::exit;
 pub(crate) fn run(args: &ServeArgs) -> Result<u8, CliError> {
     let mut manifests = Vec::new();
     for path in &args.manifests {
-        let manifest = super::error::load(path)?;
+        let manifest = super::load(path)?;
         super::print_warnings(&manifest);
         manifests.push(manifest);
     }

@@ -59,7 +59,7 @@ fn config(args: &SimulateArgs) -> Result<Config, CliError> {
 
 pub(crate) fn run(args: &SimulateArgs) -> Result<u8, CliError> {
     let config = config(args)?;
-    let manifest = super::error::load(&args.manifest)?;
+    let manifest = super::load(&args.manifest)?;
     let mut model = Model::of(&manifest);
     // Recorded attempts, where the warehouse has them; a warehouse not made
     // yet (a plan for a new pipeline) has none.

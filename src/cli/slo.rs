@@ -7,7 +7,7 @@ use super::exit;
 use crate::ops::slo::{self, cells, span, whole, Window, MEASURE_COLUMNS};
 
 pub(crate) fn run(args: &SloArgs) -> Result<u8, CliError> {
-    let manifest = super::error::load(&args.manifest)?;
+    let manifest = super::load(&args.manifest)?;
     let since = match &args.since {
         Some(text) => crate::manifest::duration::parse(text).map_err(|why| {
             CliError::Usage(format!(

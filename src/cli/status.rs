@@ -17,7 +17,7 @@ use crate::store::marks::Mark;
 use crate::store::{Depth, Warehouse};
 
 pub(crate) fn status(args: &StatusArgs) -> Result<u8, CliError> {
-    let manifest = super::error::load(&args.manifest)?;
+    let manifest = super::load(&args.manifest)?;
     let warehouse = super::error::open_to_read(&manifest)?;
     let mut overview = Overview::gather(&manifest, &warehouse).map_err(CliError::engine)?;
     summary::narrow(&manifest, &mut overview, args)?;
@@ -362,7 +362,7 @@ fn print_lineage(warehouse: &Warehouse) {
 }
 
 pub(crate) fn show(args: &ShowArgs) -> Result<u8, CliError> {
-    let manifest = super::error::load(&args.manifest)?;
+    let manifest = super::load(&args.manifest)?;
     let task = producer_of(&manifest, &args.dataset, &args.partition)?;
     let warehouse = super::error::open_to_read(&manifest)?;
     let store = warehouse.partition(&args.dataset, &args.partition);

@@ -13,6 +13,7 @@
 
 mod backfills;
 mod de;
+mod entry;
 mod error;
 mod executors;
 pub mod fingerprint;
@@ -23,6 +24,7 @@ mod notify;
 mod partitions;
 pub mod raw;
 mod readiness;
+mod sections;
 mod suggest;
 mod task_env;
 mod tasks;
@@ -43,6 +45,11 @@ pub use error::{render_warnings, ManifestError, ManifestErrorKind, ManifestError
 pub use executors::{ClusterEnd, Executor, ExecutorKind, Resources, LOCAL_EXECUTOR};
 pub use model::*;
 pub use notify::{HttpEndpoint, NotifyKind, NotifySink, NotifyTarget};
+pub use suggest::ticked;
+pub use task_env::{EnvSpec, EnvValue};
+
+pub(crate) use entry::Entry;
+pub(crate) use sections::Sections;
 
 use locate::Locator;
 
@@ -59,29 +66,6 @@ const SECTIONS: [&str; 10] = [
     "lineage",
     "notify",
 ];
-
-/// One named entry of a section; `raw` is `None` when it failed to
-/// deserialize (its error is already reported, but its name still counts as
-/// declared so references to it do not cascade into more errors).
-pub(crate) struct Entry<T> {
-    pub(crate) name: String,
-    pub(crate) raw: Option<T>,
-}
-
-/// The raw sections of a manifest, as far as they deserialized.
-#[derive(Default)]
-pub(crate) struct Sections {
-    pub(crate) pipeline: Option<raw::RawPipeline>,
-    pub(crate) partitions: Vec<Entry<raw::RawPartitionScheme>>,
-    pub(crate) pools: Vec<Entry<raw::RawPool>>,
-    pub(crate) retry: Vec<Entry<raw::RawRetryClass>>,
-    pub(crate) datasets: Vec<Entry<raw::RawDataset>>,
-    pub(crate) executors: Vec<Entry<raw::RawExecutor>>,
-    pub(crate) tasks: Vec<Entry<raw::RawTask>>,
-    pub(crate) backfills: Vec<Entry<raw::RawBackfill>>,
-    pub(crate) lineage: Option<raw::RawLineage>,
-    pub(crate) notify: Vec<Entry<raw::RawNotifyTarget>>,
-}
 
 impl Manifest {
     /// Reads and validates the manifest at `path`; an S3 warehouse stages in
@@ -296,15 +280,6 @@ fn deserialize<T: DeserializeOwned>(
 /// "did you mean …" help for a task name the manifest does not declare.
 pub fn unknown_task_help(manifest: &Manifest, name: &str) -> String {
     suggest::unknown_help("task", name, manifest.tasks.keys().map(String::as_str))
-}
-
-/// `a`, `b` and `c` → "`a`, `b`, `c`".
-pub fn ticked<S: AsRef<str>>(names: &[S]) -> String {
-    names
-        .iter()
-        .map(|n| format!("`{}`", n.as_ref()))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// The JSON Schema of a manifest, generated from the raw types; committed as

@@ -9,6 +9,7 @@ use std::time::Duration;
 use indexmap::IndexMap;
 use serde::Serialize;
 
+use super::task_env::EnvSpec;
 use crate::audit::{Format, Gate};
 
 /// A validated pipeline manifest.
@@ -482,27 +483,6 @@ pub struct Task {
     /// Its declared environment; `None`: the engine's, minus the
     /// warehouse's store credentials (`exec/env.rs`).
     pub env: Option<EnvSpec>,
-}
-
-/// `env = { pass, set }` of a task, a sensor command or a notify command,
-/// validated.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct EnvSpec {
-    /// Names of the engine's variables the task gets.
-    pub pass: Vec<String>,
-    /// Variables set for the task, in declaration order.
-    pub set: Vec<(String, EnvValue)>,
-}
-
-/// A value of `env.set`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EnvValue {
-    /// Written in the manifest.
-    Literal(String),
-    /// `env:NAME`: the engine's variable, a secret.
-    Env(String),
-    /// `file:PATH`: a file's content (relative to the manifest), a secret.
-    File(PathBuf),
 }
 
 /// A declared backfill.

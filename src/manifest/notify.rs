@@ -6,8 +6,8 @@ use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::model::EnvValue;
 use super::suggest::unknown_help;
+use super::task_env::EnvValue;
 use super::validator::Validator;
 use super::ManifestError;
 use super::ManifestErrorKind;
@@ -125,7 +125,7 @@ pub struct NotifyTarget {
     pub tasks: Option<Vec<String>>,
     /// A `command` target's declared environment; `None`: the engine's,
     /// minus weir's secrets (`exec/env.rs`).
-    pub env: Option<super::model::EnvSpec>,
+    pub env: Option<super::task_env::EnvSpec>,
 }
 
 impl NotifyTarget {
@@ -262,7 +262,11 @@ impl Validator<'_, '_, '_, '_> {
 
     /// The environment of a `command` target (`env`), which a `url`
     /// target does not take.
-    fn notify_env(&mut self, name: &str, raw: &RawNotifyTarget) -> Option<super::model::EnvSpec> {
+    fn notify_env(
+        &mut self,
+        name: &str,
+        raw: &RawNotifyTarget,
+    ) -> Option<super::task_env::EnvSpec> {
         let env = raw.env.as_ref()?;
         if raw.command.is_none() {
             self.err(

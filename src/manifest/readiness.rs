@@ -7,9 +7,10 @@ use serde::Deserialize;
 
 use indexmap::IndexMap;
 
-use super::model::{EnvSpec, Ready};
+use super::model::{ExternalDataset, InputSource, Ready, Task};
+use super::task_env::EnvSpec;
 use super::validator::Validator;
-use super::{ExternalDataset, InputSource, ManifestError, ManifestErrorKind, Task};
+use super::{ManifestError, ManifestErrorKind};
 
 /// What `watermark_at_least` compares the watermark with.
 const MARKS: [&str; 1] = ["period_end"];

@@ -4,14 +4,36 @@
 //! "What a task can reach"). The environment itself is built in
 //! `exec/env.rs`.
 
+use std::path::PathBuf;
+
 use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::model::{EnvSpec, EnvValue};
 use super::validator::Validator;
 use super::ManifestError;
 use super::ManifestErrorKind;
+
+/// `env = { pass, set }` of a task, a sensor command or a notify command,
+/// validated.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnvSpec {
+    /// Names of the engine's variables the task gets.
+    pub pass: Vec<String>,
+    /// Variables set for the task, in declaration order.
+    pub set: Vec<(String, EnvValue)>,
+}
+
+/// A value of `env.set`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EnvValue {
+    /// Written in the manifest.
+    Literal(String),
+    /// `env:NAME`: the engine's variable, a secret.
+    Env(String),
+    /// `file:PATH`: a file's content (relative to the manifest), a secret.
+    File(PathBuf),
+}
 
 /// `env = { ... }` of a task, a sensor command or a notify command.
 #[derive(Debug, Deserialize, JsonSchema)]

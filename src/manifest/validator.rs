@@ -11,9 +11,8 @@ use std::time::Duration;
 use jiff::civil::Date;
 
 use super::locate::Locator;
-use super::model::*;
-use super::suggest::{closest, unknown_help};
-use super::{duration, ticked, ManifestError, ManifestErrorKind};
+use super::suggest::unknown_help;
+use super::{duration, ManifestError, ManifestErrorKind};
 
 pub(crate) struct Context<'a, 'b, 'i> {
     pub(crate) locator: &'a Locator<'b, 'i>,
@@ -23,8 +22,6 @@ pub(crate) struct Context<'a, 'b, 'i> {
     /// Where an S3 warehouse stages (`WEIR_STAGING`), if the loader says.
     pub(crate) staging: Option<&'a Path>,
 }
-
-const FAILURE_KINDS: [&str; 3] = ["transient", "deterministic", "operator"];
 
 pub(super) struct Validator<'c, 'a, 'b, 'i> {
     pub(super) cx: &'c Context<'a, 'b, 'i>,
@@ -199,44 +196,6 @@ impl Validator<'_, '_, '_, '_> {
             .help(unknown_help(what, name, known.iter().map(String::as_str))),
         );
         false
-    }
-
-    pub(super) fn failure_rule(
-        &mut self,
-        text: &str,
-        names: &Names,
-        path: &[&str],
-    ) -> Option<FailureRule> {
-        match text {
-            "transient" => Some(FailureRule::Transient),
-            "deterministic" => Some(FailureRule::Deterministic),
-            "operator" => Some(FailureRule::Operator),
-            class if names.retry.iter().any(|r| r == class) => {
-                Some(FailureRule::Class(class.to_string()))
-            }
-            other => {
-                let known: Vec<&str> = FAILURE_KINDS
-                    .iter()
-                    .copied()
-                    .chain(names.retry.iter().map(String::as_str))
-                    .collect();
-                self.err(
-                    ManifestError::new(
-                        ManifestErrorKind::UnknownFailureClass,
-                        format!("unknown failure class `{other}`"),
-                    )
-                    .at(self.value(path), "not a failure kind or retry class")
-                    .help(match closest(other, known.iter().copied()) {
-                        Some(s) => format!("did you mean `{s}`?"),
-                        None => format!(
-                            "use `transient`, `deterministic`, `operator` or a retry class ({})",
-                            ticked(&names.retry)
-                        ),
-                    }),
-                );
-                None
-            }
-        }
     }
 }
 

@@ -36,66 +36,20 @@
 //! sends `published` only.
 
 mod intent;
+mod notification;
 mod outbox;
 mod send;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-use sha2::{Digest as _, Sha256};
-
 use crate::events::{Event, State};
 use crate::manifest::{Manifest, NotifyKind, NotifyTarget};
 use crate::store::Warehouse;
 
+pub use notification::{key, Notification};
 pub use outbox::{Delivered, Intent, Outbox, Undelivered};
 pub use send::{FlushReport, Sender, TargetReport, BACKOFF, COMMAND_TIMEOUT, DRAIN, TRIES};
-
-/// One notification: the JSON body every target receives.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Notification {
-    /// Names the fact; also sent as the `Idempotency-Key` header.
-    pub idempotency_key: String,
-    /// What it announces.
-    pub event: NotifyKind,
-    /// The pipeline.
-    pub pipeline: String,
-    /// The task.
-    pub task: String,
-    /// Its output dataset.
-    pub dataset: String,
-    /// The partition.
-    pub partition: String,
-    /// The event state that recorded the fact (`PUBLISHED`, `HELD` …).
-    pub state: State,
-    /// The run that recorded it.
-    pub run_id: String,
-    /// The attempt, for a failure.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub attempt: Option<u32>,
-    /// The generation, for `published` and `recovered`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub generation: Option<u64>,
-    /// When the fact was recorded (RFC 3339 UTC).
-    pub at: String,
-    /// The event's detail.
-    pub detail: String,
-}
-
-/// The idempotency key of a fact: 32 hex digits of a SHA-256 over its parts.
-pub fn key(parts: &[&str]) -> String {
-    let mut hash = Sha256::new();
-    hash.update(b"weir.notify.v1\0");
-    for part in parts {
-        hash.update((part.len() as u64).to_le_bytes());
-        hash.update(part.as_bytes());
-    }
-    hash.finalize()[..16]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
 
 /// The fact an event records, if it is one a target may be told about:
 /// its kind and what tells it apart from other facts of that kind about

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use crate::manifest::Manifest;
 use crate::partition::readers;
 
-use super::{partitions, positions, upstream_in};
+use super::links::{positions, upstream_in};
+use super::partitions;
 
 /// In topological `order`, adds to each follower task's keys the
 /// partitions that read a key selected (so far) of an upstream task in the

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use indexmap::IndexMap;
 
-use super::{partition_help, partitions, PlanError, Scope};
+use super::scope::Scope;
+use super::{partition_help, partitions, PlanError};
 use crate::manifest::{Backfill, Manifest};
 
 /// Selected keys per task in `order`: the scope's keys for selected tasks

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::{partitions, Link, PlanError, Rows};
+use super::{partitions, PlanError};
 use crate::manifest::{InputSource, Manifest};
 use crate::partition::{map_keys, Dims, PartitionKey, Shift};
 
@@ -231,4 +231,54 @@ pub(super) fn needed(
         out.extend(keys.into_iter().filter(|k| seen.insert(k.clone())));
     }
     Ok(out)
+}
+
+/// Index lists in compressed rows: row `i` is `targets[starts[i]..starts[i + 1]]`.
+#[derive(Debug, Clone, Default)]
+pub struct Rows {
+    starts: Vec<u32>,
+    targets: Vec<u32>,
+}
+
+impl Rows {
+    pub(super) fn from_lists(lists: &[Vec<u32>]) -> Rows {
+        let mut rows = Rows {
+            starts: Vec::with_capacity(lists.len() + 1),
+            targets: Vec::new(),
+        };
+        rows.starts.push(0);
+        for l in lists {
+            rows.targets.extend_from_slice(l);
+            rows.starts.push(rows.targets.len() as u32);
+        }
+        rows
+    }
+
+    /// Row `i`.
+    pub fn row(&self, i: usize) -> &[u32] {
+        match (self.starts.get(i), self.starts.get(i + 1)) {
+            (Some(&a), Some(&b)) => &self.targets[a as usize..b as usize],
+            _ => &[],
+        }
+    }
+}
+
+/// How a task's instances depend on one upstream task in the plan.
+#[derive(Debug, Clone)]
+pub enum Link {
+    /// `(t, i)` needs `(u, i)`: same dimensions, same selected keys.
+    Identity,
+    /// `(t, i)` needs the upstream key indices of row `i`.
+    Mapped(Rows),
+}
+
+/// One upstream task of a planned task.
+#[derive(Debug, Clone)]
+pub struct UpstreamLink {
+    /// Index into `Plan::tasks`.
+    pub task: usize,
+    /// The inputs' overrides (`offset`, `window`); none for `depends_on`.
+    pub shifts: Vec<Shift>,
+    /// Which of its instances each of ours needs.
+    pub link: Link,
 }

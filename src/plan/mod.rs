@@ -27,6 +27,7 @@ mod links;
 mod order;
 pub mod partitions;
 pub mod render;
+mod scope;
 pub mod select;
 pub mod stale;
 
@@ -38,7 +39,7 @@ use indexmap::IndexMap;
 
 use crate::manifest::{Backfill, Manifest};
 use crate::partition::dims::SEPARATOR;
-use crate::partition::{Dims, PartitionKey, Shift};
+use crate::partition::{Dims, PartitionKey};
 
 pub(crate) use error::partition_help;
 use error::selects_nothing;
@@ -46,89 +47,9 @@ pub use error::PlanError;
 pub(crate) use keys::range;
 use keys::select_keys;
 use links::{add_unpublished, link, needed, past_links, positions, upstream_in};
-pub use links::{settled, shifts_of};
+pub use links::{settled, shifts_of, Link, Rows, UpstreamLink};
 pub(crate) use order::topological;
-
-/// What a command covers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Scope {
-    /// The latest complete partition of each scheme.
-    Latest,
-    /// Explicit partition keys.
-    Partitions(Vec<String>),
-    /// A declared backfill.
-    Backfill(String),
-    /// Exactly these instances (`weir repair`), in the backfill's pool and
-    /// under its name and reason: (task, keys) pairs.
-    Repair {
-        /// What it rebuilds, in words (runs are resumed by it).
-        name: String,
-        /// The pool every instance runs in.
-        pool: String,
-        /// Why.
-        reason: String,
-        /// The keys of each task.
-        instances: Vec<(String, Vec<String>)>,
-    },
-    /// An ad-hoc range (`weir run --from A --to B`): the partitions a
-    /// declared backfill over `from..=to` would cover, in the tasks' own pools.
-    Range {
-        /// First day (or static key).
-        from: String,
-        /// Last day (or static key).
-        to: String,
-    },
-}
-
-/// Index lists in compressed rows: row `i` is `targets[starts[i]..starts[i + 1]]`.
-#[derive(Debug, Clone, Default)]
-pub struct Rows {
-    starts: Vec<u32>,
-    targets: Vec<u32>,
-}
-
-impl Rows {
-    fn from_lists(lists: &[Vec<u32>]) -> Rows {
-        let mut rows = Rows {
-            starts: Vec::with_capacity(lists.len() + 1),
-            targets: Vec::new(),
-        };
-        rows.starts.push(0);
-        for l in lists {
-            rows.targets.extend_from_slice(l);
-            rows.starts.push(rows.targets.len() as u32);
-        }
-        rows
-    }
-
-    /// Row `i`.
-    pub fn row(&self, i: usize) -> &[u32] {
-        match (self.starts.get(i), self.starts.get(i + 1)) {
-            (Some(&a), Some(&b)) => &self.targets[a as usize..b as usize],
-            _ => &[],
-        }
-    }
-}
-
-/// How a task's instances depend on one upstream task in the plan.
-#[derive(Debug, Clone)]
-pub enum Link {
-    /// `(t, i)` needs `(u, i)`: same dimensions, same selected keys.
-    Identity,
-    /// `(t, i)` needs the upstream key indices of row `i`.
-    Mapped(Rows),
-}
-
-/// One upstream task of a planned task.
-#[derive(Debug, Clone)]
-pub struct UpstreamLink {
-    /// Index into `Plan::tasks`.
-    pub task: usize,
-    /// The inputs' overrides (`offset`, `window`); none for `depends_on`.
-    pub shifts: Vec<Shift>,
-    /// Which of its instances each of ours needs.
-    pub link: Link,
-}
+pub use scope::Scope;
 
 /// One task in a plan.
 #[derive(Debug, Clone)]

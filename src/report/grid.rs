@@ -6,12 +6,51 @@
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
-use super::{CellState, ReportError};
+use super::error::ReportError;
 use crate::events::{EventRecord, State};
 use crate::exec::sensed::Known;
 use crate::manifest::Manifest;
 use crate::store::marks::{self, Mark};
 use crate::store::{CommitRecord, Warehouse};
+
+/// A cell's state, as its CSS class and legend name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CellState {
+    /// The latest generation is visible.
+    Published,
+    /// Published, but built from an upstream generation that has since been
+    /// superseded, or by another code_version than the manifest's.
+    Stale,
+    /// An attempt of the chosen run is running.
+    Running,
+    /// Held for an operator.
+    Held,
+    /// Quarantined.
+    Quarantined,
+    /// Not published by its SLA deadline.
+    Late,
+    /// Expected, not published, not late, and its external inputs are not
+    /// ready (`exec::readiness`, without sensor commands).
+    Waiting,
+    /// Expected, not published, not late.
+    Missing,
+}
+
+impl CellState {
+    /// Its name (and CSS class).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Published => "published",
+            Self::Stale => "stale",
+            Self::Running => "running",
+            Self::Held => "held",
+            Self::Quarantined => "quarantined",
+            Self::Late => "late",
+            Self::Waiting => "waiting",
+            Self::Missing => "missing",
+        }
+    }
+}
 
 /// Partition rows a grid shows in full; a larger one is summarised per task.
 pub const SUMMARY_ROWS: usize = 300;

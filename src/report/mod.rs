@@ -15,6 +15,7 @@
 //! each part's model; the templates of [`html`] lay it out, escaping every
 //! value.
 
+mod error;
 pub mod grid;
 pub(crate) mod html;
 pub mod plan;
@@ -25,77 +26,14 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+pub use error::ReportError;
+pub use grid::CellState;
 use html::{Bar as BarView, Lane};
 
 use crate::events::{self, EventRecord, State};
 use crate::manifest::Manifest;
 use crate::store::events::EventStore;
 use crate::store::Warehouse;
-
-/// A cell's state, as its CSS class and legend name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum CellState {
-    /// The latest generation is visible.
-    Published,
-    /// Published, but built from an upstream generation that has since been
-    /// superseded, or by another code_version than the manifest's.
-    Stale,
-    /// An attempt of the chosen run is running.
-    Running,
-    /// Held for an operator.
-    Held,
-    /// Quarantined.
-    Quarantined,
-    /// Not published by its SLA deadline.
-    Late,
-    /// Expected, not published, not late, and its external inputs are not
-    /// ready (`exec::readiness`, without sensor commands).
-    Waiting,
-    /// Expected, not published, not late.
-    Missing,
-}
-
-impl CellState {
-    /// Its name (and CSS class).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Published => "published",
-            Self::Stale => "stale",
-            Self::Running => "running",
-            Self::Held => "held",
-            Self::Quarantined => "quarantined",
-            Self::Late => "late",
-            Self::Waiting => "waiting",
-            Self::Missing => "missing",
-        }
-    }
-}
-
-/// Why a report could not be written.
-#[derive(Debug, thiserror::Error)]
-pub enum ReportError {
-    /// The warehouse could not be read.
-    #[error("cannot read the warehouse")]
-    Warehouse(#[source] crate::store::StoreError),
-    /// The report file could not be written.
-    #[error("cannot write `{}`", path.display())]
-    Write {
-        /// The report's path.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// `--run` names no run.
-    #[error("no run `{0}` in the warehouse")]
-    NoRun(String),
-    /// The status (commit logs, marks) could not be gathered.
-    #[error("cannot read the warehouse's status: {0}")]
-    Status(String),
-    /// A template did not render (a bug: tests render every page).
-    #[error("cannot render the report's HTML")]
-    Template(#[source] minijinja::Error),
-}
 
 /// One attempt in the Gantt chart.
 struct Bar {

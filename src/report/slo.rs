@@ -5,8 +5,8 @@
 
 use serde::Serialize;
 
+use super::error::ReportError;
 use super::grid::Histories;
-use super::ReportError;
 use crate::events::EventRecord;
 use crate::manifest::Manifest;
 use crate::ops::slo::{self, cells, whole, Window, MEASURE_COLUMNS};

@@ -11,7 +11,11 @@ use super::support::weir_cmd;
 const READERS: &[(&str, &str)] = &[
     (
         "src/cli/mod.rs",
-        "the edge: weir's settings (`exec::Settings::read`), `WEIR_LOG` (what diagnostics show, cli/diag.rs), and `COLUMNS` and `NO_COLOR` for what it prints",
+        "the edge: weir's settings (`exec::Settings::read`) and `WEIR_LOG` (what diagnostics show, cli/diag.rs)",
+    ),
+    (
+        "src/cli/terminal.rs",
+        "the edge: `COLUMNS` and `NO_COLOR`, how wide and whether in color the CLI prints on stderr",
     ),
     (
         "src/cli/console.rs",

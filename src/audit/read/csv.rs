@@ -16,7 +16,7 @@ pub(super) fn fold_csv<F: RowFold>(
 ) -> Result<(Vec<String>, F), AuditError> {
     let (columns, mut records) = CsvRecords::open(path)?;
     let mut fold = make(&columns);
-    if pipeline && records.estimate.size >= PIPELINE_BYTES {
+    if pipeline && records.estimate.size() >= PIPELINE_BYTES {
         return Ok((columns, fold_pipelined(&mut records, fold)?));
     }
     let mut spans: Vec<Span> = Vec::with_capacity(columns.len());

@@ -13,9 +13,12 @@ use serde_json::Value;
 use super::super::{MAX_COLUMNS, MAX_NESTING, MAX_RECORD_BYTES, MAX_VALUE_BYTES};
 use super::compact::{compact, Compact};
 use super::{
-    io_error, open, parse_error, too_large, AuditError, Object, Row, RowEstimate, RowFold, Span,
-    BUFFER,
+    io_error, open, parse_error, too_large, AuditError, Row, RowEstimate, RowFold, Span, BUFFER,
 };
+
+/// A parsed JSON Lines row: each key's value as its raw JSON text (a
+/// repeated key keeps its last value, as serde_json's map does).
+type Object = std::collections::BTreeMap<String, Box<RawValue>>;
 
 /// The result of one pass over a JSON Lines file.
 pub(super) enum Pass<F> {

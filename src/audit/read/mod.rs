@@ -7,11 +7,9 @@
 //! never collected, so memory stays flat however large the file is.
 
 use std::collections::BTreeSet;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
-use serde_json::value::RawValue;
 
 use self::parquet::ParquetFile;
 use super::{AuditError, Format, MAX_COLUMNS, MAX_FILES};
@@ -20,89 +18,16 @@ use csv::fold_csv;
 pub(crate) use csv::fold_csv_pipelined;
 use jsonl::{fold_jsonl, jsonl_keys, Pass};
 
+pub(super) use file::{io_error, open, parse_error, too_large, RowEstimate, BUFFER};
+pub(crate) use row::{Batch, Row, RowFold, Span};
+
 mod compact;
 mod csv;
 mod csv_records;
+mod file;
 mod jsonl;
 mod parquet;
-
-/// Read buffer: large sequential reads keep syscalls off the profile of
-/// gigabyte files.
-pub(super) const BUFFER: usize = 1 << 20;
-
-/// A parsed JSON Lines row: each key's value as its raw JSON text (a
-/// repeated key keeps its last value, as serde_json's map does).
-type Object = std::collections::BTreeMap<String, Box<RawValue>>;
-
-/// Where a value lies in a row's byte buffer; `None` is null.
-pub(crate) type Span = Option<(usize, usize)>;
-
-/// One canonical row, borrowed from the reader's reused buffers.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Row<'a> {
-    /// The file line the row starts on (1-based; CSV line 1 is the header).
-    pub(crate) line: u64,
-    /// The bytes the spans point into.
-    data: &'a [u8],
-    /// One span per column, in sorted column order.
-    spans: &'a [Span],
-}
-
-impl<'a> Row<'a> {
-    /// The value of the `column`-th sorted column, or `None` when it is null.
-    pub(crate) fn get(&self, column: usize) -> Option<&'a [u8]> {
-        let (start, end) = self.spans.get(column).copied().flatten()?;
-        self.data.get(start..end)
-    }
-}
-
-/// An accumulator that one file's rows are folded into.
-pub(crate) trait RowFold: Sized + Send {
-    /// True for a fold that usually stops early ([`RowFold::satisfied`]
-    /// after a few rows, `weir show --limit`): its files are then read on
-    /// one thread each, where `satisfied` is consulted, instead of
-    /// pipelined, where the whole file would be parsed.
-    const STOPS_EARLY: bool = false;
-
-    /// Takes one row.
-    fn row(&mut self, row: &Row<'_>);
-
-    /// Called once early in a file with an estimate of its total rows (from
-    /// its size and the bytes per row so far), so storage can be sized once.
-    fn expect_rows(&mut self, _rows: u64) {}
-
-    /// True once more rows cannot change the result, so reading can stop.
-    fn satisfied(&self) -> bool {
-        false
-    }
-
-    /// Moves part of the work into another accumulator (a lane) that takes
-    /// the same rows on another thread; `None` if no more work divides off.
-    /// May be called repeatedly.
-    fn split(&mut self) -> Option<Self> {
-        None
-    }
-
-    /// Takes back the work a [`RowFold::split`] moved out. Lanes are joined
-    /// last split first.
-    fn join(&mut self, _lane: Self) {}
-
-    /// True for a fold that can take a file in parts: rows `a..b` folded
-    /// into one accumulator and rows `b..c` into another made the same way,
-    /// then [`RowFold::append`]ed, give the same result as folding `a..c`
-    /// into one. Parquet's row groups are then folded on separate threads.
-    const PARTS: bool = false;
-
-    /// Takes in the fold of the rows right after this one's: the next file
-    /// ([`fold_files`] merges files' accumulators so, and every fold given
-    /// to it implements this), or the next part of the file (only when
-    /// [`RowFold::PARTS`]). The default, for folds only ever given one file
-    /// whole ([`fold_file`]), takes nothing in.
-    fn append(&mut self, _later: Self) {}
-
-    /// Called after the file's last row, before the result is used.
-    fn finish(&mut self) {}
-}
+mod row;
 
 /// Folds every file (in parallel) into its own accumulator built by
 /// `make(file index, sorted columns of that file)`, and merges them in file
@@ -466,125 +391,6 @@ fn fold_one<R: Reader, F: RowFold>(
     let (columns, mut fold) = R::fold_rows(path, columns, pipeline, make)?;
     fold.finish();
     Ok((columns, fold))
-}
-
-/// Opens a file for reading, naming it in the error.
-pub(super) fn open(path: &Path) -> Result<File, AuditError> {
-    File::open(path).map_err(|source| io_error(path, source))
-}
-
-pub(super) fn io_error(path: &Path, source: std::io::Error) -> AuditError {
-    AuditError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
-/// A record or value of `path` at `place` over `limit` bytes.
-pub(super) fn too_large(path: &Path, place: String, what: String, limit: usize) -> AuditError {
-    AuditError::TooLarge {
-        path: path.to_path_buf(),
-        place,
-        what,
-        limit,
-    }
-}
-
-pub(super) fn parse_error(path: &Path, line: u64, message: String) -> AuditError {
-    AuditError::Parse {
-        path: path.to_path_buf(),
-        line,
-        message,
-    }
-}
-
-/// Parsed rows on their way from the parsing thread to the folding threads:
-/// all rows' bytes in one buffer, reused from batch to batch.
-pub(crate) struct Batch {
-    pub(crate) data: Vec<u8>,
-    /// `width` spans per row, row after row.
-    pub(crate) spans: Vec<Span>,
-    /// Each row's line (Parquet: its 1-based row in the file).
-    pub(crate) lines: Vec<u64>,
-    /// The file's estimated rows, passed on with the batch it was made in.
-    pub(crate) expect: Option<u64>,
-}
-
-impl Batch {
-    pub(crate) fn new() -> Self {
-        Self {
-            data: Vec::new(),
-            spans: Vec::new(),
-            lines: Vec::new(),
-            expect: None,
-        }
-    }
-
-    pub(crate) fn clear(&mut self) {
-        self.data.clear();
-        self.spans.clear();
-        self.lines.clear();
-        self.expect = None;
-    }
-
-    pub(crate) fn fold_into<F: RowFold>(&self, fold: &mut F) {
-        if let Some(rows) = self.expect {
-            fold.expect_rows(rows);
-        }
-        let width = self.spans.len() / self.lines.len().max(1);
-        for (index, &line) in self.lines.iter().enumerate() {
-            let spans = self
-                .spans
-                .get(index * width..(index + 1) * width)
-                .unwrap_or_default();
-            fold.row(&Row {
-                line,
-                data: &self.data,
-                spans,
-            });
-        }
-    }
-}
-
-/// Estimates a file's rows from its size once a sample of rows is read.
-pub(super) struct RowEstimate {
-    /// The file's size; 0 if unknown, which disables the estimate.
-    size: u64,
-    rows: u64,
-    /// The estimate, until taken.
-    ready: Option<u64>,
-}
-
-impl RowEstimate {
-    /// Rows read before estimating: enough to average out odd first rows.
-    const SAMPLE: u64 = 4096;
-
-    pub(super) fn new(file: &File) -> Self {
-        Self {
-            size: file.metadata().map_or(0, |m| m.len()),
-            rows: 0,
-            ready: None,
-        }
-    }
-
-    /// The file's size in bytes; 0 if unknown.
-    pub(super) fn size(&self) -> u64 {
-        self.size
-    }
-
-    /// Counts a row that ends `read` bytes into the file.
-    pub(super) fn row(&mut self, read: u64) {
-        self.rows += 1;
-        if self.rows == Self::SAMPLE && self.size > 0 && read > 0 {
-            let total = u128::from(self.size) * u128::from(self.rows) / u128::from(read);
-            self.ready = Some(u64::try_from(total).unwrap_or(u64::MAX));
-        }
-    }
-
-    /// The estimate, once.
-    pub(super) fn take(&mut self) -> Option<u64> {
-        self.ready.take()
-    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use std::time::Duration;
 use indexmap::IndexMap;
 
 use super::model::*;
+use super::suggest::closest;
 use super::validator::{Names, Validator};
 use super::{ticked, ManifestError, ManifestErrorKind};
 
@@ -695,5 +696,45 @@ fn rerun(raw: Option<raw::RawRerun>) -> Rerun {
     match raw {
         Some(raw::RawRerun::OnChange) => Rerun::OnChange,
         Some(raw::RawRerun::Always) | None => Rerun::Always,
+    }
+}
+
+/// The failure kinds every manifest has, besides its retry classes.
+const FAILURE_KINDS: [&str; 3] = ["transient", "deterministic", "operator"];
+
+impl Validator<'_, '_, '_, '_> {
+    /// The rule a failure class names in `on_timeout` or `on_exit`: a
+    /// failure kind or a declared retry class.
+    fn failure_rule(&mut self, text: &str, names: &Names, path: &[&str]) -> Option<FailureRule> {
+        match text {
+            "transient" => Some(FailureRule::Transient),
+            "deterministic" => Some(FailureRule::Deterministic),
+            "operator" => Some(FailureRule::Operator),
+            class if names.retry.iter().any(|r| r == class) => {
+                Some(FailureRule::Class(class.to_string()))
+            }
+            other => {
+                let known: Vec<&str> = FAILURE_KINDS
+                    .iter()
+                    .copied()
+                    .chain(names.retry.iter().map(String::as_str))
+                    .collect();
+                self.err(
+                    ManifestError::new(
+                        ManifestErrorKind::UnknownFailureClass,
+                        format!("unknown failure class `{other}`"),
+                    )
+                    .at(self.value(path), "not a failure kind or retry class")
+                    .help(match closest(other, known.iter().copied()) {
+                        Some(s) => format!("did you mean `{s}`?"),
+                        None => format!(
+                            "use `transient`, `deterministic`, `operator` or a retry class ({})",
+                            ticked(&names.retry)
+                        ),
+                    }),
+                );
+                None
+            }
+        }
     }
 }

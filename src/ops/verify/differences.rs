@@ -1,6 +1,10 @@
 //! The rows a rerun and its publication disagree on, as a person reads them.
 
-use super::*;
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use super::error::{audit, VerifyError};
+use crate::audit::{self, CanonicalRow, Format};
 
 /// How many rows only on one side a report lists.
 const MAX_DIFFERENCES: usize = 5;

@@ -1,6 +1,6 @@
 //! Why verify could not prove a publication, and what could not be checked.
 
-use super::*;
+use crate::store::Drift;
 
 /// Why an instance could not be verified.
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]

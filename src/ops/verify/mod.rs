@@ -24,17 +24,16 @@ use differences::differences;
 use error::{audit, not_understood, warehouse_failed};
 pub use error::{Unproven, VerifyError};
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::audit::{self, CanonicalRow, Format};
+use crate::audit::{self, Format};
 use crate::exec::classify::Ending;
 use crate::exec::launch::{self, Contract, ContractInput, Launcher, TaskLaunch};
 use crate::inputs::materialize as inputs;
 use crate::manifest::Manifest;
-use crate::store::{CommitRecord, Depth, Drift, DriftKind, Generation, Warehouse};
+use crate::store::{CommitRecord, Depth, DriftKind, Generation, Warehouse};
 
 /// Bytes of the rerun's stderr kept in [`VerifyError::TaskFailed`].
 const TAIL_BYTES: usize = 2048;

@@ -17,7 +17,7 @@ use std::io::{self, BufReader, Read};
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{ReadFrom, Shared};
+use super::shared::{ReadFrom, Shared};
 use crate::audit::{AuditError, MAX_COLUMNS, MAX_NESTING};
 
 /// Thrift compact types, as in a field or collection header.

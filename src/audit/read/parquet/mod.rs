@@ -35,8 +35,6 @@
 //!   intervals, unions) are refused, naming the column.
 
 use std::fs::File;
-use std::io::Read;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -47,14 +45,15 @@ use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
     RowSelectionPolicy, RowSelector,
 };
-use parquet::file::reader::{ChunkReader, Length};
 
 use super::{Batch, RowFold};
 use crate::audit::{AuditError, MAX_VALUE_BYTES};
 use render::{render_column, supported};
+use shared::Shared;
 
 mod depth;
 mod render;
+mod shared;
 #[cfg(test)]
 mod tests;
 
@@ -102,48 +101,6 @@ fn parts_of(groups: &[u64], target: u64) -> Vec<Part> {
         first += rows;
     }
     parts
-}
-
-/// A file read with positioned reads (`pread`), so threads share one handle
-/// without sharing a file offset.
-#[derive(Clone)]
-struct Shared(Arc<File>);
-
-impl Length for Shared {
-    fn len(&self) -> u64 {
-        self.0.metadata().map_or(0, |m| m.len())
-    }
-}
-
-/// A sequential reader over a [`Shared`] file from an offset.
-struct ReadFrom {
-    file: Arc<File>,
-    at: u64,
-}
-
-impl Read for ReadFrom {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let read = self.file.read_at(buf, self.at)?;
-        self.at += read as u64;
-        Ok(read)
-    }
-}
-
-impl ChunkReader for Shared {
-    type T = std::io::BufReader<ReadFrom>;
-
-    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
-        Ok(std::io::BufReader::new(ReadFrom {
-            file: Arc::clone(&self.0),
-            at: start,
-        }))
-    }
-
-    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<bytes::Bytes> {
-        let mut buffer = vec![0; length];
-        self.0.read_exact_at(&mut buffer, start)?;
-        Ok(buffer.into())
-    }
 }
 
 /// An open Parquet file: its footer and its columns in sorted order.

@@ -3,7 +3,7 @@
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrowPrimitiveType};
 
-use super::{unfit, UseWriter};
+use super::writer::{unfit, UseWriter};
 
 pub(super) fn integer<T, U>(array: &dyn Array, using: U) -> Result<(), String>
 where

@@ -9,7 +9,7 @@ use arrow_array::types::{
 use arrow_array::Array;
 use arrow_schema::{DataType, TimeUnit};
 
-use super::{unfit, UseWriter};
+use super::writer::{unfit, UseWriter};
 
 /// Nanoseconds per tick of a time unit.
 fn nanos(unit: TimeUnit) -> i128 {
@@ -242,7 +242,7 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
 }
 
 /// Hands `using` the writer of a date, time or timestamp array's values
-/// (see [`super::with_writer`]).
+/// (see [`super::value::with_writer`]).
 pub(super) fn time_writer<U: UseWriter>(array: &dyn Array, using: U) -> Result<(), String> {
     match array.data_type() {
         DataType::Date32 => {

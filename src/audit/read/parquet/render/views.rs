@@ -5,7 +5,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::Array;
 use arrow_schema::DataType;
 
-use super::{unfit, UseWriter};
+use super::writer::{unfit, UseWriter};
 
 /// Strings or binaries read as views (`Utf8View`, `BinaryView`): a value of
 /// up to 12 bytes is inside its view, a longer one in a data buffer (the
@@ -46,7 +46,7 @@ fn view_text(views: &[u128], buffers: &[&[u8]], row: usize, buf: &mut [u8]) -> O
 }
 
 /// Hands `using` the writer of a string or binary array's values (see
-/// [`super::with_writer`]).
+/// [`super::value::with_writer`]).
 pub(super) fn bytes_writer<U: UseWriter>(array: &dyn Array, using: U) -> Result<(), String> {
     match array.data_type() {
         DataType::Utf8 => {
