@@ -972,6 +972,13 @@ struct LaneInstance {
     why: String,
 }
 
+/// How many claims a lane makes at once.
+const CLAIMERS: usize = 8;
+
+/// A claim's outcome: won, and what the lane says of it (a word and its
+/// tail) when it is not a plain win.
+type Claim = (bool, Option<(&'static str, String)>);
+
 /// What a lane's thread needs.
 struct Lane {
     id: u64,
@@ -990,13 +997,14 @@ impl Lane {
     /// its downstream reads), then says the lane ended.
     fn run(self, work: &[LaneInstance]) {
         let mut groups: BTreeMap<(bool, Vec<String>), Vec<String>> = BTreeMap::new();
-        for i in work {
-            // Nothing is claimed once a stop is asked: a claim is a promise
-            // to run it.
-            if exec::interrupt::requested().is_some() {
-                break;
+        for (i, claimed) in work.iter().zip(self.claim_all(work)) {
+            let Some((won, said)) = claimed else {
+                continue;
+            };
+            if let Some((word, tail)) = said {
+                self.say.say(word, &i.task, &i.key, &tail);
             }
-            if self.claim(i) {
+            if won {
                 self.say
                     .say("START", &i.task, &i.key, &format!(" ({})", i.why));
                 // Time keys first: a static or unpartitioned task reads
@@ -1030,14 +1038,44 @@ impl Lane {
         }));
     }
 
-    /// Claims an instance for this serve: `false` when another live engine
-    /// runs it.
-    fn claim(&self, i: &LaneInstance) -> bool {
+    /// Claims every instance of the lane, up to [`CLAIMERS`] at once, in
+    /// the lane's order: each claim waits on its own fsyncs, which the
+    /// filesystem commits together when they come together (one by one, a
+    /// lane of 100 tasks started its run 0.19 s after its period ended).
+    /// `None` for an instance not claimed because a stop was asked.
+    fn claim_all(&self, work: &[LaneInstance]) -> Vec<Option<Claim>> {
+        // Nothing is claimed once a stop is asked: a claim is a promise to
+        // run it.
+        let claim = |i: &LaneInstance| {
+            exec::interrupt::requested()
+                .is_none()
+                .then(|| self.claim(i))
+        };
+        if work.len() < 2 {
+            return work.iter().map(claim).collect();
+        }
+        let per_thread = work.len().div_ceil(CLAIMERS);
+        let claimed: Vec<Option<Claim>> = std::thread::scope(|scope| {
+            let claimers: Vec<_> = work
+                .chunks(per_thread)
+                .map(|chunk| scope.spawn(move || chunk.iter().map(claim).collect::<Vec<_>>()))
+                .collect();
+            claimers
+                .into_iter()
+                .flat_map(|c| c.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        });
+        claimed
+    }
+
+    /// Claims an instance for this serve: whether it won (`false` when
+    /// another live engine runs it), and what to say when it did not.
+    fn claim(&self, i: &LaneInstance) -> Claim {
         let claim = watch::mine(&self.run_id);
         let (word, tail, won) =
             match record::claim_or_take_over(&self.warehouse, &i.task, &i.key, &claim, watch::dead)
             {
-                Ok(record::Claimed::Won) => return true,
+                Ok(record::Claimed::Won) => return (true, None),
                 // Its dead claimer, or whoever took it over from it, may
                 // have recorded it MISSED (a first claim cannot follow one:
                 // its recorder claims first).
@@ -1081,8 +1119,7 @@ impl Lane {
                     false,
                 ),
             };
-        self.say.say(word, &i.task, &i.key, &tail);
-        won
+        (won, Some((word, tail)))
     }
 
     /// One run over `keys` of `tasks`: the tasks that published, and
