@@ -31,7 +31,7 @@ use crate::audit::InputData;
 use crate::store::file_sum::{hash_file, hash_reader};
 use crate::store::{CommitRecord, Drift, DriftKind, Generation, PartitionStore, Warehouse};
 
-use super::{InputSnapshot, Pinned};
+use super::{InputSnapshot, Pinned, PinnedInput, PinnedPartition};
 
 /// What the name of the directory of an input's copies starts with, in
 /// an attempt's directory: no other name there (`data`, `batch`, the logs,
@@ -130,12 +130,8 @@ pub fn materialize(
             }
             // Mapped to several partitions: a directory per key.
             Pinned::Mapped { partitions, .. } => {
-                let files = super::stage_partitions(
-                    warehouse,
-                    &input.name,
-                    (partitions, Some(input)),
-                    &dest,
-                )?;
+                let files =
+                    stage_partitions(warehouse, &input.name, (partitions, Some(input)), &dest)?;
                 out.push(Materialized {
                     name: input.name.clone(),
                     location: dest,
@@ -314,6 +310,70 @@ pub fn discard(attempt_dir: &Path, snapshot: &InputSnapshot) {
     for input in &snapshot.inputs {
         let _ = std::fs::remove_dir_all(input_dir(attempt_dir, &input.name));
     }
+}
+
+/// The name of the list of keys inside an input mapped to several
+/// partitions: a JSON array of the keys, in the mapping's order.
+pub const KEYS_FILE: &str = "_keys.json";
+
+/// Lays out an input mapped to several partitions as the task reads it,
+/// in `dest` (created): `<dest>/<encoded key>/` per partition holding that
+/// generation's files, and [`KEYS_FILE`]. Every file is a private,
+/// read-only copy checked against its commit record (see [`materialize_partition`]):
+/// the one in `input` where its pin read it, else read now. Returns the
+/// copies in the mapping's order.
+pub(crate) fn stage_partitions(
+    warehouse: &Warehouse,
+    dataset: &str,
+    (pinned, input): (&[PinnedPartition], Option<&PinnedInput>),
+    dest: &Path,
+) -> Result<Vec<PathBuf>, MaterializeError> {
+    use crate::store::encode_partition;
+    std::fs::create_dir_all(dest).map_err(|source| MaterializeError::Io {
+        path: dest.to_path_buf(),
+        source,
+    })?;
+    let mut files = Vec::new();
+    for p in pinned {
+        let record = input.and_then(|i| i.record(&p.partition, p.generation));
+        files.extend(materialize_partition(
+            warehouse,
+            dataset,
+            (p, record),
+            &dest.join(encode_partition(&p.partition)),
+        )?);
+    }
+    let keys: Vec<&str> = pinned.iter().map(|p| p.partition.as_str()).collect();
+    let list = dest.join(KEYS_FILE);
+    std::fs::write(
+        &list,
+        serde_json::to_vec(&keys).expect("a list of strings serializes"),
+    )
+    .map_err(|source| MaterializeError::Io {
+        path: list.clone(),
+        source,
+    })?;
+    read_only(&list)?;
+    Ok(files)
+}
+
+/// Makes a pinned generation's files appear at `dest`: private, read-only
+/// copies checked against the generation's commit record (`record`, as
+/// the pin read it, or read now: [`materialize_pinned`]). The
+/// one place that decides how a task is handed a generation of an input
+/// mapped to several partitions.
+fn materialize_partition(
+    warehouse: &Warehouse,
+    dataset: &str,
+    (pinned, record): (&PinnedPartition, Option<&CommitRecord>),
+    dest: &Path,
+) -> Result<Vec<PathBuf>, MaterializeError> {
+    materialize_pinned(
+        warehouse,
+        dataset,
+        (&pinned.partition, pinned.generation, record),
+        dest,
+    )
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 pub mod materialize;
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -20,7 +20,8 @@ use crate::audit::{Format, InputData};
 use crate::manifest::{InputSource, Manifest, Task};
 use crate::store::certs as certify;
 use crate::store::{CommitRecord, Look, Warehouse};
-use materialize::MaterializeError;
+pub(crate) use materialize::stage_partitions;
+pub use materialize::KEYS_FILE;
 
 /// One pinned input: its name and digest, and what was pinned of it, by
 /// kind. Stored in commit records as one flat object with a `kind` field
@@ -726,70 +727,6 @@ fn pin_partition(
         .and_then(|f| f.parent().map(PathBuf::from))
         .unwrap_or_else(|| store.data_dir(&record));
     Ok((pinned, Some((files, Arc::from(record))), dir))
-}
-
-/// The name of the list of keys inside an input mapped to several
-/// partitions: a JSON array of the keys, in the mapping's order.
-pub const KEYS_FILE: &str = "_keys.json";
-
-/// Lays out an input mapped to several partitions as the task reads it,
-/// in `dest` (created): `<dest>/<encoded key>/` per partition holding that
-/// generation's files, and [`KEYS_FILE`]. Every file is a private,
-/// read-only copy checked against its commit record (see [`materialize`]):
-/// the one in `input` where its pin read it, else read now. Returns the
-/// copies in the mapping's order.
-pub(crate) fn stage_partitions(
-    warehouse: &Warehouse,
-    dataset: &str,
-    (pinned, input): (&[PinnedPartition], Option<&PinnedInput>),
-    dest: &Path,
-) -> Result<Vec<PathBuf>, MaterializeError> {
-    use crate::store::encode_partition;
-    std::fs::create_dir_all(dest).map_err(|source| MaterializeError::Io {
-        path: dest.to_path_buf(),
-        source,
-    })?;
-    let mut files = Vec::new();
-    for p in pinned {
-        let record = input.and_then(|i| i.record(&p.partition, p.generation));
-        files.extend(materialize(
-            warehouse,
-            dataset,
-            (p, record),
-            &dest.join(encode_partition(&p.partition)),
-        )?);
-    }
-    let keys: Vec<&str> = pinned.iter().map(|p| p.partition.as_str()).collect();
-    let list = dest.join(KEYS_FILE);
-    std::fs::write(
-        &list,
-        serde_json::to_vec(&keys).expect("a list of strings serializes"),
-    )
-    .map_err(|source| MaterializeError::Io {
-        path: list.clone(),
-        source,
-    })?;
-    materialize::read_only(&list)?;
-    Ok(files)
-}
-
-/// Makes a pinned generation's files appear at `dest`: private, read-only
-/// copies checked against the generation's commit record (`record`, as
-/// the pin read it, or read now: [`materialize::materialize_pinned`]). The
-/// one place that decides how a task is handed a generation of an input
-/// mapped to several partitions.
-pub(crate) fn materialize(
-    warehouse: &Warehouse,
-    dataset: &str,
-    (pinned, record): (&PinnedPartition, Option<&CommitRecord>),
-    dest: &Path,
-) -> Result<Vec<PathBuf>, MaterializeError> {
-    materialize::materialize_pinned(
-        warehouse,
-        dataset,
-        (&pinned.partition, pinned.generation, record),
-        dest,
-    )
 }
 
 /// SHA-256 of a file's bytes, as snapshots record external inputs.

@@ -128,6 +128,18 @@ impl Trigger {
     }
 }
 
+/// Seconds as the manifest writes durations ("10m", "1h30m").
+pub fn span(secs: i64) -> String {
+    crate::manifest::duration::render(std::time::Duration::from_secs(
+        u64::try_from(secs).unwrap_or(0),
+    ))
+}
+
+/// The instant as the decision log and records write it.
+pub fn instant(secs: i64) -> String {
+    jiff::Timestamp::from_second(secs).map_or_else(|_| secs.to_string(), |t| t.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

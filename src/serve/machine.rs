@@ -616,7 +616,7 @@ impl Machine {
                                 p.instance.clone(),
                                 format!(
                                     "superseded by the schedule's firing at {}",
-                                    super::instant(o)
+                                    super::due::instant(o)
                                 ),
                             ));
                         }
@@ -647,7 +647,7 @@ impl Machine {
                     why: MissedWhy::Waited(wait),
                 });
             } else {
-                let why = format!("gave up waiting after {}", super::span(wait));
+                let why = format!("gave up waiting after {}", super::due::span(wait));
                 out.push(Action::Dropped(i, why));
             }
             false

@@ -43,6 +43,7 @@ use crate::manifest::Manifest;
 use crate::plan::{Plan, Scope};
 use crate::store::Warehouse;
 use due::Trigger;
+pub use due::{instant, span};
 pub use error::ServeError;
 use machine::{Action, Input, Instance, Machine, MissedWhy, Readiness, TaskSpec, WakeFor, Why};
 
@@ -139,13 +140,6 @@ fn wait_bound(task: &crate::manifest::Task, trigger: &Trigger) -> i64 {
     period.max(3600)
 }
 
-/// Seconds as the manifest writes durations ("10m", "1h30m").
-pub fn span(secs: i64) -> String {
-    crate::manifest::duration::render(std::time::Duration::from_secs(
-        u64::try_from(secs).unwrap_or(0),
-    ))
-}
-
 /// A trigger's name in a progress record: progress counted under another
 /// trigger does not carry over.
 pub fn trigger_text(trigger: &Trigger) -> String {
@@ -197,11 +191,6 @@ pub fn progress_record(spec: &TaskSpec, done: i64, newest: i64, at: String) -> r
         trigger: trigger_text(&spec.trigger),
         at,
     }
-}
-
-/// The instant as the decision log and records write it.
-pub fn instant(secs: i64) -> String {
-    jiff::Timestamp::from_second(secs).map_or_else(|_| secs.to_string(), |t| t.to_string())
 }
 
 /// A readiness check's answer, as a check thread finds it.

@@ -97,7 +97,7 @@ pub fn lines(status: &ServeStatus, manifest: &Manifest) -> Vec<String> {
                 "{:<11} {} {what}: due at {}",
                 "NEXT",
                 n.task,
-                super::instant(at)
+                super::due::instant(at)
             ),
             None => format!(
                 "{:<11} {} : no period is due again (its scheme has ended)",
@@ -161,7 +161,7 @@ pub fn json(status: &ServeStatus) -> serde_json::Value {
         "next": status.next.iter().map(|n| serde_json::json!({
             "task": n.task,
             "partition": n.partition,
-            "due_at": n.at.map(super::instant),
+            "due_at": n.at.map(super::due::instant),
         })).collect::<Vec<_>>(),
         "missed": status.missed.iter().map(|m| serde_json::json!({
             "task": m.task,

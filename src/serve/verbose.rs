@@ -20,7 +20,7 @@ fn key(tasks: &[TaskSpec], task: usize, occurrence: i64) -> String {
     tasks[task]
         .trigger
         .key(occurrence)
-        .unwrap_or_else(|| format!("@{}", super::instant(occurrence)))
+        .unwrap_or_else(|| format!("@{}", super::due::instant(occurrence)))
 }
 
 fn name(tasks: &[TaskSpec], task: usize) -> &str {
@@ -36,7 +36,7 @@ pub(super) fn input(tasks: &[TaskSpec], input: &Input) {
     match input {
         Input::Readiness(i, Readiness::NotYet { why, again_at }) => {
             let (task, partition) = of(i);
-            let again = again_at.map(super::instant).unwrap_or_default();
+            let again = again_at.map(super::due::instant).unwrap_or_default();
             debug!(
                 task,
                 partition,
@@ -117,7 +117,10 @@ pub(super) fn action(tasks: &[TaskSpec], action: &Action) {
             let reason = match why {
                 MissedWhy::Down => "serve was down when it was due".to_string(),
                 MissedWhy::Waited(secs) => {
-                    format!("its inputs were not ready within {}", super::span(*secs))
+                    format!(
+                        "its inputs were not ready within {}",
+                        super::due::span(*secs)
+                    )
                 }
             };
             let task = name(tasks, *task);
@@ -151,7 +154,7 @@ pub(super) fn wake_up(tasks: &[TaskSpec], wake: Option<(i64, WakeFor)>) {
         debug!("next wake-up: none until an upstream publishes");
         return;
     };
-    let until = super::instant(at);
+    let until = super::due::instant(at);
     let (task, occurrence, what) = match what {
         WakeFor::Due(t) => {
             let occurrence = match &tasks[t].trigger {
