@@ -4,7 +4,7 @@
 use super::args::SloArgs;
 use super::error::{doing, CliError};
 use super::exit;
-use crate::ops::slo::{self, cells, span, whole, Window, MEASURE_COLUMNS};
+use crate::ops::slo::{self, span, whole, Window, MEASURE_COLUMNS};
 
 pub(crate) fn run(args: &SloArgs) -> Result<u8, CliError> {
     let manifest = super::load(&args.manifest)?;
@@ -55,30 +55,10 @@ pub(crate) fn render(pipeline: &str, report: &slo::SloReport) -> Vec<String> {
     out.push(String::new());
     let mut header = vec!["task", "pool", "sla"];
     header.extend_from_slice(&MEASURE_COLUMNS);
-    let rows: Vec<Vec<String>> = report
-        .tasks
-        .iter()
-        .map(|t| {
-            let mut row = vec![
-                t.task.clone(),
-                t.pool.clone(),
-                t.sla_ms.map_or_else(|| "-".into(), whole),
-            ];
-            row.extend(cells(&t.measures, t.slo));
-            row
-        })
-        .collect();
+    let rows = report.task_rows();
     out.extend(super::aligned(&header, &rows, &[4, 5, 6, 7, 8, 9, 10]));
     out.push(String::new());
-    let rows: Vec<Vec<String>> = report
-        .pools
-        .iter()
-        .map(|p| {
-            let mut row = vec![p.pool.clone()];
-            row.extend(cells(&p.measures, None));
-            row
-        })
-        .collect();
+    let rows = report.pool_rows();
     let mut header = vec!["pool"];
     header.extend_from_slice(&MEASURE_COLUMNS);
     out.extend(super::aligned(&header, &rows, &[2, 3, 4, 5, 6, 7, 8]));

@@ -578,6 +578,37 @@ pub const MEASURE_COLUMNS: [&str; 9] = [
     "error budget left",
 ];
 
+impl SloReport {
+    /// One row per task as the text and HTML tables show it: task, pool,
+    /// sla, then [`MEASURE_COLUMNS`].
+    pub fn task_rows(&self) -> Vec<Vec<String>> {
+        self.tasks
+            .iter()
+            .map(|t| {
+                let mut row = vec![
+                    t.task.clone(),
+                    t.pool.clone(),
+                    t.sla_ms.map_or_else(|| "-".into(), whole),
+                ];
+                row.extend(cells(&t.measures, t.slo));
+                row
+            })
+            .collect()
+    }
+
+    /// One row per pool: the pool, then [`MEASURE_COLUMNS`].
+    pub fn pool_rows(&self) -> Vec<Vec<String>> {
+        self.pools
+            .iter()
+            .map(|p| {
+                let mut row = vec![p.pool.clone()];
+                row.extend(cells(&p.measures, None));
+                row
+            })
+            .collect()
+    }
+}
+
 /// The measured columns as people read them: share, three spreads,
 /// retries, budget (`slo`: the task's target, named beside its budget).
 pub fn cells(m: &Measures, slo: Option<f64>) -> Vec<String> {

@@ -75,6 +75,19 @@ pub(crate) struct Lane {
     pub(crate) bars: Vec<Bar>,
 }
 
+impl Lane {
+    /// The `n`th (0-based) lane of `pool`: one per slot its bars need.
+    pub(crate) fn of_pool(pool: &str, n: usize, bars: Vec<Bar>) -> Lane {
+        Lane {
+            class: "lane",
+            attr: "pool",
+            key: pool.to_owned(),
+            label: format!("{pool} {}", n + 1),
+            bars,
+        }
+    }
+}
+
 /// A bar on a lane's track.
 #[derive(Debug, Serialize)]
 pub(crate) struct Bar {

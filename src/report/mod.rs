@@ -268,13 +268,7 @@ fn lane_views(pools: &BTreeMap<&str, Vec<Vec<&Bar>>>, first: i64, span: f64) -> 
                     )),
                 })
                 .collect();
-            out.push(Lane {
-                class: "lane",
-                attr: "pool",
-                key: (*pool).to_owned(),
-                label: format!("{pool} {}", n + 1),
-                bars,
-            });
+            out.push(Lane::of_pool(pool, n, bars));
         }
     }
     out

@@ -127,13 +127,7 @@ fn lanes(plan: &Plan, bars: &[Slot], pct: &dyn Fn(u64) -> f64) -> Vec<Lane> {
                     }
                 })
                 .collect();
-            out.push(Lane {
-                class: "lane",
-                attr: "pool",
-                key: (*pool).to_owned(),
-                label: format!("{pool} {}", n + 1),
-                bars,
-            });
+            out.push(Lane::of_pool(pool, n, bars));
         }
     }
     out

@@ -9,7 +9,7 @@ use super::error::ReportError;
 use super::grid::Histories;
 use crate::events::EventRecord;
 use crate::manifest::Manifest;
-use crate::ops::slo::{self, cells, whole, Window, MEASURE_COLUMNS};
+use crate::ops::slo::{self, whole, Window, MEASURE_COLUMNS};
 use crate::store::Warehouse;
 
 /// What `report/slo.html` lays out: the window, then rows of cells.
@@ -53,28 +53,8 @@ pub(super) fn section(
             .copied()
             .collect()
     };
-    let tasks = report
-        .tasks
-        .iter()
-        .map(|t| {
-            let mut row = vec![
-                t.task.clone(),
-                t.pool.clone(),
-                t.sla_ms.map_or_else(|| "-".into(), whole),
-            ];
-            row.extend(cells(&t.measures, t.slo));
-            row
-        })
-        .collect();
-    let pools = report
-        .pools
-        .iter()
-        .map(|p| {
-            let mut row = vec![p.pool.clone()];
-            row.extend(cells(&p.measures, None));
-            row
-        })
-        .collect();
+    let tasks = report.task_rows();
+    let pools = report.pool_rows();
     let plans = report
         .signed_plans
         .iter()
