@@ -387,14 +387,13 @@ impl Job<'_> {
             );
         }
         let fingerprint = cx.fingerprint(task);
-        if latest
+        if let Some(built) = latest
             .code_fingerprint
             .as_deref()
-            .is_some_and(|f| f != fingerprint)
+            .filter(|&f| f != fingerprint)
         {
             return format!(
-                "the task's code changed since generation {g} (fingerprint {} → {fingerprint})",
-                latest.code_fingerprint.as_deref().unwrap_or_default()
+                "the task's code changed since generation {g} (fingerprint {built} → {fingerprint})"
             );
         }
         format!(
