@@ -101,12 +101,36 @@ pub(crate) struct RowDigest {
     /// Each sorted column's encoded name (length + bytes) followed by the
     /// `0x01` of a value, all in one buffer: they are the same in every
     /// row, and one buffer read front to back is what a row's encoding
-    /// copies from.
+    /// copies from. [`WIDE`] zero bytes follow the last.
     heads: Vec<u8>,
     /// Where each column's head ends in `heads`.
     ends: Vec<usize>,
-    /// The row encoding, reused so hashing a row does not allocate.
+    /// The row encoding, reused so hashing a row does not allocate, with
+    /// [`WIDE`] bytes of room after it.
     buf: Vec<u8>,
+}
+
+/// Bytes a piece of a row's encoding (a head, a value) is copied in at
+/// once when it is no longer and both sides have the room: one fixed-size
+/// move where copying the piece's exact length called `memcpy` (two calls
+/// a column, a fifth of the digest's own time). The bytes past the piece
+/// are overwritten by the next one or are past the encoding's end.
+const WIDE: usize = 32;
+
+/// Copies `src[start..start + len]` to `buf[at..]`.
+#[inline(always)]
+fn put(buf: &mut [u8], at: usize, src: &[u8], start: usize, len: usize) {
+    if len <= WIDE {
+        let to = buf.get_mut(at..at + WIDE).map(<&mut [u8; WIDE]>::try_from);
+        let from = src.get(start..start + WIDE).map(<&[u8; WIDE]>::try_from);
+        if let (Some(Ok(to)), Some(Ok(from))) = (to, from) {
+            *to = *from;
+            return;
+        }
+    }
+    if let (Some(to), Some(from)) = (buf.get_mut(at..at + len), src.get(start..start + len)) {
+        to.copy_from_slice(from);
+    }
 }
 
 impl RowDigest {
@@ -119,6 +143,8 @@ impl RowDigest {
             heads.push(1);
             ends.push(heads.len());
         }
+        // Room for a head's window to be read whole (see [`put`]).
+        heads.resize(heads.len() + WIDE, 0);
         Self {
             sum: [0; 4],
             heads,
@@ -139,29 +165,40 @@ impl RowDigest {
 
     /// Adds one row's hash to the sum.
     pub(crate) fn add(&mut self, row: &Row<'_>) {
-        self.buf.clear();
-        self.buf.extend_from_slice(ROW_DOMAIN);
+        let mut len = ROW_DOMAIN.len() + self.heads.len().saturating_sub(WIDE);
+        for column in 0..self.ends.len() {
+            if let Some(value) = row.get(column) {
+                len += 4 + value.len();
+            }
+        }
+        if self.buf.len() < len + WIDE {
+            self.buf.resize(len + WIDE, 0);
+        }
+        let buf = self.buf.as_mut_slice();
+        put(buf, 0, ROW_DOMAIN, 0, ROW_DOMAIN.len());
+        let mut at = ROW_DOMAIN.len();
         let mut from = 0;
         for (column, &end) in self.ends.iter().enumerate() {
-            let head = self.heads.get(from..end).unwrap_or_default();
+            put(buf, at, &self.heads, from, end - from);
+            at += end - from;
             from = end;
-            match row.get(column) {
-                Some(value) => {
-                    self.buf.extend_from_slice(head);
-                    self.buf
-                        .extend_from_slice(&len_u32(value.len()).to_le_bytes());
-                    self.buf.extend_from_slice(value);
+            match row.place(column) {
+                Some((data, value)) => {
+                    let size = len_u32(value.len()).to_le_bytes();
+                    put(buf, at, &size, 0, size.len());
+                    at += size.len();
+                    put(buf, at, data, value.start, value.len());
+                    at += value.len();
                 }
+                // `0x00` in place of the head's `0x01`: null.
                 None => {
-                    // The name, and `0x00` in place of the value's `0x01`.
-                    self.buf.extend_from_slice(head);
-                    if let Some(tag) = self.buf.last_mut() {
+                    if let Some(tag) = buf.get_mut(at.saturating_sub(1)) {
                         *tag = 0;
                     }
                 }
             }
         }
-        let hash: [u8; 32] = Sha256::digest(&self.buf).into();
+        let hash: [u8; 32] = Sha256::digest(buf.get(..at).unwrap_or_default()).into();
         add_limbs(&mut self.sum, &limbs(&hash));
     }
 

@@ -87,6 +87,10 @@ pub(super) type StoredKeys = HashMap<u128, Vec<Vec<u8>>, BuildHasherDefault<Prin
 pub(super) struct KeyPrints {
     /// Empty until the first key, then [`BUCKETS`] buckets.
     buckets: Vec<Vec<u64>>,
+    /// The buckets of sets appended, per bucket: moved into it only when
+    /// it is sorted, one bucket at a time, so that appending the parts of
+    /// a file does not hold two copies of its prints at once.
+    appended: Vec<Vec<Vec<u64>>>,
     len: usize,
 }
 
@@ -129,14 +133,25 @@ impl KeyPrints {
         }
     }
 
-    /// Takes in the prints of another set.
-    pub(super) fn append(&mut self, mut other: Self) {
+    /// Takes in the prints of another set (without copying them yet).
+    pub(super) fn append(&mut self, other: Self) {
         if self.buckets.is_empty() {
             *self = other;
             return;
         }
-        for (mine, theirs) in self.buckets.iter_mut().zip(&mut other.buckets) {
-            mine.append(theirs);
+        if other.len == 0 {
+            return;
+        }
+        self.appended.resize_with(BUCKETS, Vec::new);
+        let theirs = other.buckets.into_iter().zip(
+            other
+                .appended
+                .into_iter()
+                .chain(std::iter::repeat_with(Vec::new)),
+        );
+        for (mine, (bucket, more)) in self.appended.iter_mut().zip(theirs) {
+            mine.push(bucket);
+            mine.extend(more);
         }
         self.len += other.len;
     }
@@ -144,17 +159,20 @@ impl KeyPrints {
     /// Sorts each bucket (in parallel, for enough keys to be worth waking
     /// the pool) and collects the prints that occur more than once.
     pub(super) fn repeats(&mut self) -> Repeats {
+        self.appended.resize_with(self.buckets.len(), Vec::new);
+        let buckets = self.buckets.iter_mut().zip(&mut self.appended);
         let found: Vec<Vec<(u128, u64)>> = if self.len < PARALLEL_SORT {
-            self.buckets
-                .iter_mut()
+            let mut scratch = Vec::new();
+            buckets
                 .enumerate()
-                .map(bucket_repeats)
+                .map(|bucket| bucket_repeats(&mut scratch, bucket))
                 .collect()
         } else {
-            self.buckets
-                .par_iter_mut()
+            let buckets: Vec<_> = buckets.collect();
+            buckets
+                .into_par_iter()
                 .enumerate()
-                .map(bucket_repeats)
+                .map_init(Vec::new, bucket_repeats)
                 .collect()
         };
         let mut repeats = Repeats::default();
@@ -174,9 +192,26 @@ impl KeyPrints {
 /// which then spin before they sleep again) costs more than the sort.
 const PARALLEL_SORT: usize = 1 << 16;
 
-/// One bucket's prints, sorted, and those that occur more than once with
-/// how many times more.
-fn bucket_repeats((bucket, prints): (usize, &mut Vec<u64>)) -> Vec<(u128, u64)> {
+/// One bucket's prints, with those appended to it, sorted, and those that
+/// occur more than once with how many times more. Appended prints are
+/// sorted together in `scratch`, reused from bucket to bucket: copying them
+/// into the bucket would, with the allocator keeping what is freed, leave
+/// the process holding them twice.
+fn bucket_repeats(
+    scratch: &mut Vec<u64>,
+    (bucket, (prints, appended)): (usize, (&mut Vec<u64>, &mut Vec<Vec<u64>>)),
+) -> Vec<(u128, u64)> {
+    let prints = if appended.is_empty() {
+        prints.as_mut_slice()
+    } else {
+        scratch.clear();
+        scratch.extend_from_slice(prints);
+        *prints = Vec::new();
+        for more in appended.drain(..) {
+            scratch.extend_from_slice(&more);
+        }
+        scratch.as_mut_slice()
+    };
     prints.sort_unstable();
     let mut repeated = Vec::new();
     let mut at = 0;

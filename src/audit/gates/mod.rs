@@ -1164,8 +1164,12 @@ A-1003,refunded,100
             read::fold_file(&file, Format::Csv, None, false, &make).expect("reads");
         let (_, mut piped) = read::fold_csv_pipelined(&file, &make).expect("reads");
         assert_eq!(piped.keys.len(), 4, "joined back");
+        // In byte ranges, each folded whole and appended: the duplicates
+        // of the first rows are in the last range.
+        let (_, ranged) = read::fold_csv_in_ranges(&file, 5, &make).expect("reads");
+        let mut ranged = ranged.expect("no quote: cut");
         let files = [file];
-        for fold in [&mut sequential, &mut piped] {
+        for fold in [&mut sequential, &mut piped, &mut ranged] {
             fold.locate_duplicates(&files, Format::Csv)
                 .expect("rereads");
         }
@@ -1173,8 +1177,11 @@ A-1003,refunded,100
         let outcomes =
             |fold: &CandidateFold| fold.outcomes(&gates, &columns, &places, &InputSides::new());
         assert_eq!(piped.rows(), 20_000);
+        assert_eq!(ranged.rows(), 20_000);
         assert_eq!(piped.digest(&columns), sequential.digest(&columns));
+        assert_eq!(ranged.digest(&columns), sequential.digest(&columns));
         assert_eq!(outcomes(&piped), outcomes(&sequential));
+        assert_eq!(outcomes(&ranged), outcomes(&sequential));
         let summary: Vec<(bool, String)> = outcomes(&piped)
             .into_iter()
             .map(|o| (o.passed, o.actual))
@@ -1213,12 +1220,19 @@ A-1003,refunded,100
         prints.push(spread(12));
         let mut other = KeyPrints::default();
         other.push(spread(40_000));
+        // A set appended to a set appended: its prints are found too.
+        let mut third = KeyPrints::default();
+        third.push(spread(45_000));
+        third.push(spread(7) ^ (1 << 126));
+        other.append(third);
         prints.append(other);
-        assert_eq!(prints.len(), 50_006);
+        assert_eq!(prints.len(), 50_008);
         let repeats = prints.repeats();
         let mut suspects: Vec<u128> = repeats.suspects.into_iter().collect();
         suspects.sort_unstable();
-        let mut expected: Vec<u128> = [11, 12, 40_000].map(|i| print_of(spread(i))).to_vec();
+        let mut expected: Vec<u128> = [11, 12, 40_000, 45_000]
+            .map(|i| print_of(spread(i)))
+            .to_vec();
         expected.sort_unstable();
         assert_eq!(suspects, expected);
         assert_eq!(repeats.unverified, 0);

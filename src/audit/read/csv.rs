@@ -1,11 +1,13 @@
 //! CSV files as rows, parsed and folded on one thread or, for a large file,
-//! in a pipeline of a parsing thread and folding threads.
+//! in ranges on several threads ([`super::csv_parts`]) or a pipeline of a
+//! parsing thread and folding threads.
 
 use std::path::Path;
 use std::sync::{mpsc, Arc};
 
-use super::csv_records::{CsvRecords, Field};
-use super::{parse_error, AuditError, Batch, Row, RowFold, Span};
+use super::csv_parts::fold_in_ranges;
+use super::csv_records::{push_spans, CsvRecords};
+use super::{parse_error, AuditError, Batch, RowFold};
 
 /// Streams a CSV file through `make(columns)`'s accumulator; with
 /// `pipeline`, parsing and folding run on separate threads.
@@ -15,40 +17,20 @@ pub(super) fn fold_csv<F: RowFold>(
     make: &dyn Fn(&[String]) -> F,
 ) -> Result<(Vec<String>, F), AuditError> {
     let (columns, mut records) = CsvRecords::open(path)?;
-    let mut fold = make(&columns);
-    if pipeline && records.estimate.size() >= PIPELINE_BYTES {
+    let size = records.estimate.size();
+    if pipeline && size >= PIPELINE_BYTES {
+        let threads = rayon::current_num_threads();
+        if F::PARTS && threads > 1 {
+            if let Some(fold) = fold_in_ranges(&records, threads, size, &columns, make)? {
+                return Ok((columns, fold));
+            }
+        }
+        let fold = make(&columns);
         return Ok((columns, fold_pipelined(&mut records, fold)?));
     }
-    let mut spans: Vec<Span> = Vec::with_capacity(columns.len());
-    let mut data = Vec::new();
-    while !fold.satisfied() {
-        data.clear();
-        let Some(line) = records.next_into(&mut data)? else {
-            break;
-        };
-        if let Some(rows) = records.estimate.take() {
-            fold.expect_rows(rows);
-        }
-        spans.clear();
-        push_spans(&mut spans, &records.fields, &records.order);
-        fold.row(&Row {
-            line,
-            data: &data,
-            spans: &spans,
-        });
-    }
+    let mut fold = make(&columns);
+    records.fold_into(&mut fold)?;
     Ok((columns, fold))
-}
-
-/// Appends a record's spans in sorted column order.
-fn push_spans(spans: &mut Vec<Span>, fields: &[Field], order: &[usize]) {
-    spans.extend(order.iter().map(|&position| {
-        // Quoted or not, an empty field is null, so `""` and `` agree.
-        fields
-            .get(position)
-            .copied()
-            .filter(|(start, end)| start < end)
-    }));
 }
 
 /// Files at least this large are parsed and folded on separate threads when

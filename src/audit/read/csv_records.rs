@@ -10,13 +10,13 @@
 //! record, blank lines skipped), so both paths read every file alike.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use csv_core::ReadRecordResult;
 
-use super::{io_error, open, parse_error, too_large, RowEstimate, BUFFER};
+use super::{io_error, open, parse_error, too_large, Row, RowEstimate, RowFold, Span, BUFFER};
 use crate::audit::{AuditError, MAX_COLUMNS, MAX_RECORD_BYTES, MAX_VALUE_BYTES};
 
 /// A field of the last record: where its bytes lie in the caller's buffer.
@@ -33,6 +33,9 @@ pub(super) struct CsvRecords<'p> {
     eof: bool,
     /// The file offset of `buf[start]`.
     offset: u64,
+    /// Records are read while they start before this offset (a part of
+    /// the file, [`CsvRecords::part`]); `u64::MAX` reads to the end.
+    limit: u64,
     /// Newlines before `buf[start]`.
     newlines: u64,
     core: csv_core::Reader,
@@ -79,7 +82,7 @@ impl<'p> CsvRecords<'p> {
                 limit: MAX_COLUMNS,
             });
         }
-        let mut file = reader.into_inner().into_inner();
+        let file = reader.into_inner().into_inner();
 
         let mut named = Vec::with_capacity(header.len());
         for (position, name) in header.iter().enumerate() {
@@ -103,8 +106,6 @@ impl<'p> CsvRecords<'p> {
         }
         let columns = named.iter().map(|(name, _)| name.clone()).collect();
         let newlines = newlines_before(&file, offset).map_err(|e| io_error(path, e))?;
-        file.seek(SeekFrom::Start(offset))
-            .map_err(|e| io_error(path, e))?;
         let estimate = RowEstimate::new(&file);
         // The records' bytes, and one more for the read that sees the end,
         // up to BUFFER: a small file (most partitions) is not given a
@@ -113,10 +114,6 @@ impl<'p> CsvRecords<'p> {
             .unwrap_or(BUFFER)
             .saturating_add(1)
             .clamp(4096, BUFFER);
-        let mut core = csv_core::Reader::new();
-        // csv_core strips a BOM from its first input: the header's, which
-        // the csv crate has read. A newline alone marks it as read.
-        let _ = core.read_record(b"\n", &mut [0; 1], &mut [0; 1]);
         let records = Self {
             path,
             file,
@@ -125,8 +122,9 @@ impl<'p> CsvRecords<'p> {
             end: 0,
             eof: false,
             offset,
+            limit: u64::MAX,
             newlines,
-            core,
+            core: record_reader(),
             order: named.iter().map(|&(_, position)| position).collect(),
             header,
             fields: Vec::with_capacity(named.len()),
@@ -136,11 +134,63 @@ impl<'p> CsvRecords<'p> {
         Ok((columns, records))
     }
 
+    /// The file offset of the first record not read yet.
+    pub(super) fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Reads the file's bytes at `at`, wherever the records are.
+    pub(super) fn read_at(&self, buf: &mut [u8], at: u64) -> std::io::Result<usize> {
+        loop {
+            match self.file.read_at(buf, at) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                done => return done,
+            }
+        }
+    }
+
+    /// The newlines before [`CsvRecords::offset`].
+    pub(super) fn newlines(&self) -> u64 {
+        self.newlines
+    }
+
+    /// A reader of the records that start in `from..to`, `from` being the
+    /// start of a record after `newlines` newlines; it estimates the rows of
+    /// `rows_in` bytes.
+    pub(super) fn part(
+        &self,
+        from: u64,
+        to: u64,
+        newlines: u64,
+        rows_in: u64,
+    ) -> Result<Self, AuditError> {
+        Ok(Self {
+            path: self.path,
+            file: self.file.try_clone().map_err(|e| io_error(self.path, e))?,
+            buf: vec![0; BUFFER],
+            start: 0,
+            end: 0,
+            eof: false,
+            offset: from,
+            limit: to,
+            newlines,
+            core: record_reader(),
+            order: self.order.clone(),
+            header: self.header.clone(),
+            fields: Vec::with_capacity(self.order.len()),
+            ends: Vec::new(),
+            estimate: RowEstimate::part(rows_in, from),
+        })
+    }
+
     /// Reads the next record: appends its field bytes to `data`, sets
     /// `self.fields` to where they lie there, and returns the line the
     /// record starts on.
     pub(super) fn next_into(&mut self, data: &mut Vec<u8>) -> Result<Option<u64>, AuditError> {
         loop {
+            if self.offset >= self.limit {
+                return Ok(None);
+            }
             let pending = self.buf.get(self.start..self.end).unwrap_or_default();
             let newline = memchr::memchr(b'\n', pending);
             if newline.is_none() && !self.eof {
@@ -171,6 +221,30 @@ impl<'p> CsvRecords<'p> {
             self.consume(taken, u64::from(newline.is_some()));
             return self.checked(number).map(Some);
         }
+    }
+
+    /// Folds the records into `fold` on this thread until they end or the
+    /// fold is satisfied.
+    pub(super) fn fold_into<F: RowFold>(&mut self, fold: &mut F) -> Result<(), AuditError> {
+        let mut spans: Vec<Span> = Vec::with_capacity(self.order.len());
+        let mut data = Vec::new();
+        while !fold.satisfied() {
+            data.clear();
+            let Some(line) = self.next_into(&mut data)? else {
+                break;
+            };
+            if let Some(rows) = self.estimate.take() {
+                fold.expect_rows(rows);
+            }
+            spans.clear();
+            push_spans(&mut spans, &self.fields, &self.order);
+            fold.row(&Row {
+                line,
+                data: &data,
+                spans: &spans,
+            });
+        }
+        Ok(())
     }
 
     /// Reads one record with `csv_core` from the start of a line.
@@ -299,10 +373,12 @@ impl<'p> CsvRecords<'p> {
         if self.end == self.buf.len() {
             self.buf.resize(self.buf.len() * 2, 0);
         }
+        // At an explicit offset: the parts of a file share its descriptor.
+        let at = self.offset + self.end as u64;
         let read = loop {
             match self
                 .file
-                .read(self.buf.get_mut(self.end..).unwrap_or_default())
+                .read_at(self.buf.get_mut(self.end..).unwrap_or_default(), at)
             {
                 Ok(read) => break read,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -377,6 +453,26 @@ fn bytes_equal(word: u64, needle: u8) -> u64 {
     const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
     let x = word ^ (u64::from(needle) * 0x0101_0101_0101_0101);
     !(((x & LOW7) + LOW7) | x | LOW7)
+}
+
+/// Appends a record's spans in sorted column order.
+pub(super) fn push_spans(spans: &mut Vec<Span>, fields: &[Field], order: &[usize]) {
+    spans.extend(order.iter().map(|&position| {
+        // Quoted or not, an empty field is null, so `""` and `` agree.
+        fields
+            .get(position)
+            .copied()
+            .filter(|(start, end)| start < end)
+    }));
+}
+
+/// A `csv_core` reader with the csv crate's settings, past the BOM.
+fn record_reader() -> csv_core::Reader {
+    let mut core = csv_core::Reader::new();
+    // csv_core strips a BOM from its first input: the header's, which
+    // the csv crate has read. A newline alone marks it as read.
+    let _ = core.read_record(b"\n", &mut [0; 1], &mut [0; 1]);
+    core
 }
 
 /// The newlines in a file's first `offset` bytes (its header).

@@ -47,8 +47,11 @@ pub(in crate::audit) fn parse_error(path: &Path, line: u64, message: String) -> 
 
 /// Estimates a file's rows from its size once a sample of rows is read.
 pub(in crate::audit) struct RowEstimate {
-    /// The file's size; 0 if unknown, which disables the estimate.
+    /// The bytes whose rows are estimated; 0 if unknown, which disables
+    /// the estimate.
     size: u64,
+    /// The file offset the rows are read from.
+    base: u64,
     rows: u64,
     /// The estimate, until taken.
     ready: Option<u64>,
@@ -61,6 +64,18 @@ impl RowEstimate {
     pub(in crate::audit) fn new(file: &File) -> Self {
         Self {
             size: file.metadata().map_or(0, |m| m.len()),
+            base: 0,
+            rows: 0,
+            ready: None,
+        }
+    }
+
+    /// The estimate of the rows in `size` bytes, from the rows read from
+    /// offset `base` on: a part of a file estimates its own rows.
+    pub(in crate::audit) fn part(size: u64, base: u64) -> Self {
+        Self {
+            size,
+            base,
             rows: 0,
             ready: None,
         }
@@ -74,6 +89,7 @@ impl RowEstimate {
     /// Counts a row that ends `read` bytes into the file.
     pub(in crate::audit) fn row(&mut self, read: u64) {
         self.rows += 1;
+        let read = read.saturating_sub(self.base);
         if self.rows == Self::SAMPLE && self.size > 0 && read > 0 {
             let total = u128::from(self.size) * u128::from(self.rows) / u128::from(read);
             self.ready = Some(u64::try_from(total).unwrap_or(u64::MAX));

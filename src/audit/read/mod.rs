@@ -16,6 +16,8 @@ use super::{AuditError, Format, MAX_COLUMNS, MAX_FILES};
 use csv::fold_csv;
 #[cfg(test)]
 pub(crate) use csv::fold_csv_pipelined;
+#[cfg(test)]
+pub(crate) use csv_parts::fold_csv_in_ranges;
 use jsonl::{fold_jsonl, jsonl_keys, Pass};
 
 pub(super) use file::{io_error, open, parse_error, too_large, RowEstimate, BUFFER};
@@ -23,6 +25,7 @@ pub(crate) use row::{Batch, Row, RowFold, Span};
 
 mod compact;
 mod csv;
+mod csv_parts;
 mod csv_records;
 mod file;
 mod jsonl;

@@ -21,6 +21,14 @@ impl<'a> Row<'a> {
         let (start, end) = self.spans.get(column).copied().flatten()?;
         self.data.get(start..end)
     }
+
+    /// Where the `column`-th value lies: the bytes it is in and its range
+    /// there, or `None` when it is null; for a reader that copies more
+    /// than the value at once.
+    pub(crate) fn place(&self, column: usize) -> Option<(&'a [u8], std::ops::Range<usize>)> {
+        let (start, end) = self.spans.get(column).copied().flatten()?;
+        (start <= end && end <= self.data.len()).then_some((self.data, start..end))
+    }
 }
 
 /// An accumulator that one file's rows are folded into.
