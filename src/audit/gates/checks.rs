@@ -550,6 +550,20 @@ impl RowFold for CandidateFold {
         self.merge(later);
     }
 
+    fn shift_lines(&mut self, lines: u64) {
+        for key in &mut self.keys {
+            key.offenses.shift(lines);
+        }
+        for check in &mut self.checks {
+            match check {
+                Check::NotNull(not_null) => not_null.offenses.shift(lines),
+                Check::Accepted(accepted) => accepted.offenses.shift(lines),
+                Check::Reconcile(output) => output.shift_lines(lines),
+                Check::RowCount | Check::Unique(_) => {}
+            }
+        }
+    }
+
     fn split(&mut self) -> Option<Self> {
         self.split_lane()
     }

@@ -256,6 +256,14 @@ impl Offenses {
         }
     }
 
+    /// Moves every row kept `lines` lines down the file: rows read from a
+    /// range before the lines in front of it were counted.
+    pub(super) fn shift(&mut self, lines: u64) {
+        for offense in &mut self.0 {
+            offense.line += lines;
+        }
+    }
+
     pub(super) fn merge(&mut self, other: Self) {
         self.0.extend(other.0);
         self.0.sort();
@@ -1167,7 +1175,7 @@ A-1003,refunded,100
         // In byte ranges, each folded whole and appended: the duplicates
         // of the first rows are in the last range.
         let (_, ranged) = read::fold_csv_in_ranges(&file, 5, &make).expect("reads");
-        let mut ranged = ranged.expect("no quote: cut");
+        let (mut ranged, _) = ranged.expect("cut");
         let files = [file];
         for fold in [&mut sequential, &mut piped, &mut ranged] {
             fold.locate_duplicates(&files, Format::Csv)

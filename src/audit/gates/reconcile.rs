@@ -30,6 +30,11 @@ pub(super) struct Aggregator {
 }
 
 impl Aggregator {
+    /// See [`Offenses::shift`].
+    pub(super) fn shift_lines(&mut self, lines: u64) {
+        self.offenses.shift(lines);
+    }
+
     pub(super) fn new(
         file: usize,
         columns: &[String],

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::{mpsc, Arc};
 
-use super::csv_parts::fold_in_ranges;
+use super::csv_parts::{fold_in_ranges, Ranged};
 use super::csv_records::{push_spans, CsvRecords};
 use super::{parse_error, AuditError, Batch, RowFold};
 
@@ -21,8 +21,12 @@ pub(super) fn fold_csv<F: RowFold>(
     if pipeline && size >= PIPELINE_BYTES {
         let threads = rayon::current_num_threads();
         if F::PARTS && threads > 1 {
-            if let Some(fold) = fold_in_ranges(&records, threads, size, &columns, make)? {
-                return Ok((columns, fold));
+            match fold_in_ranges(&records, threads, size, &columns, make)? {
+                Ranged::Done(fold) => return Ok((columns, fold)),
+                Ranged::ReadOn(mut rest, fold) => {
+                    return Ok((columns, fold_pipelined(&mut rest, fold)?));
+                }
+                Ranged::Whole => {}
             }
         }
         let fold = make(&columns);

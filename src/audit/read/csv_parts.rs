@@ -6,18 +6,19 @@
 //! every row is copied into a batch and read again on another core. Cut
 //! into ranges, every core parses and folds its own rows.
 //!
-//! A range must start where a record starts. Before any `"`, CSV has no
-//! quoted field, so every newline ends a record (`\r` too ends one, and the
-//! `\n` of `\r\n` then ends an empty line, which is skipped). The file is
-//! cut just after a newline, and the cuts are kept only if no `"` comes
-//! before the last one; a file with quotes there is pipelined instead. A
-//! range's first line number is the newlines before it, counted in the same
-//! parallel pass that looks for quotes.
+//! The file is cut just after a newline, which is where a record starts
+//! unless a quoted field spans it. Whether it does is known once the range
+//! before is read: that range stops at the first record starting at or
+//! after the cut, so it ends on the cut exactly when the cut is a record's
+//! start. A range's rows are numbered from its start, and moved down by the
+//! newlines before it once the ranges before are read. Where a quoted field
+//! spans a cut, the ranges from there on are dropped and the file is read
+//! on from where the range before it stopped.
 
 use rayon::prelude::*;
 
 use super::csv_records::CsvRecords;
-use super::{io_error, AuditError, RowFold, BUFFER};
+use super::{io_error, AuditError, RowFold};
 
 /// Bytes a range has at least: below this, a range's set-up (a buffer, a
 /// fold) is not repaid.
@@ -26,89 +27,76 @@ const MIN_RANGE: u64 = 4 << 20;
 /// (the kernel writing back the file the task just wrote) leaves the rest
 /// of its share to the others. In W4's `weir run` (10 M rows) one range a
 /// thread audited in 2.9× openssl's time and two in 2.5×; four were no
-/// better, and every cut but the last costs a look at the bytes before it
-/// (2026-12-07, interleaved runs).
+/// better (2026-12-07, interleaved runs).
 const RANGES_PER_THREAD: u64 = 2;
 
-/// Folds the records of `records` (just past the header) in ranges on up to
-/// `threads` threads, each range into its own `make(columns)`, and appends
-/// them in file order. `None`, having read no record, if the file cannot be
-/// cut: too small, or a `"` before the last cut.
-pub(super) fn fold_in_ranges<F: RowFold>(
-    records: &CsvRecords<'_>,
+/// What reading a file in ranges came to.
+pub(super) enum Ranged<'p, F> {
+    /// Every row, folded.
+    Done(F),
+    /// A quoted field spans a cut: the rows before `records`' offset are
+    /// folded, the rest are still to be read from there.
+    ReadOn(Box<CsvRecords<'p>>, F),
+    /// Too small to cut: nothing read.
+    Whole,
+}
+
+/// Folds the records of `records` (just past the header) in ranges on the
+/// rayon pool's `threads` threads, each range into its own `make(columns)`,
+/// and appends them in file order.
+pub(super) fn fold_in_ranges<'p, F: RowFold>(
+    records: &CsvRecords<'p>,
     threads: usize,
     size: u64,
     columns: &[String],
     make: &dyn Fn(&[String]) -> F,
-) -> Result<Option<F>, AuditError> {
+) -> Result<Ranged<'p, F>, AuditError> {
     let wanted =
         (threads as u64 * RANGES_PER_THREAD).min(size.saturating_sub(records.offset()) / MIN_RANGE);
-    fold_cut(records, wanted, threads, size, columns, make)
+    fold_cut(records, wanted, size, columns, make)
 }
 
+/// The columns, and the fold if the file could be cut, with whether a
+/// quoted field spanned a cut.
+#[cfg(test)]
+pub(crate) type InRanges<F> = (Vec<String>, Option<(F, bool)>);
+
 /// Reads a CSV file in about `wanted` ranges, whatever its size, for tests
-/// to compare with reading it whole: the columns, and the fold if the file
-/// could be cut.
+/// to compare with reading it whole.
 #[cfg(test)]
 pub(crate) fn fold_csv_in_ranges<F: RowFold>(
     path: &std::path::Path,
     wanted: u64,
     make: &dyn Fn(&[String]) -> F,
-) -> Result<(Vec<String>, Option<F>), AuditError> {
+) -> Result<InRanges<F>, AuditError> {
     let (columns, records) = CsvRecords::open(path)?;
     let size = records.estimate.size();
-    let fold = fold_cut(&records, wanted, 2, size, &columns, make)?;
+    let fold = match fold_cut(&records, wanted, size, &columns, make)? {
+        Ranged::Done(fold) => Some((fold, false)),
+        Ranged::ReadOn(mut rest, mut fold) => {
+            rest.fold_into(&mut fold)?;
+            Some((fold, true))
+        }
+        Ranged::Whole => None,
+    };
     Ok((columns, fold))
 }
 
 /// [`fold_in_ranges`] in about `wanted` ranges.
-fn fold_cut<F: RowFold>(
-    records: &CsvRecords<'_>,
+fn fold_cut<'p, F: RowFold>(
+    records: &CsvRecords<'p>,
     wanted: u64,
-    threads: usize,
     size: u64,
     columns: &[String],
     make: &dyn Fn(&[String]) -> F,
-) -> Result<Option<F>, AuditError> {
+) -> Result<Ranged<'p, F>, AuditError> {
     let from = records.offset();
     let cuts = cuts(records, from, size, wanted)?;
     if cuts.is_empty() {
-        return Ok(None);
+        return Ok(Ranged::Whole);
     }
-    // Each stretch between cuts (the last range excluded) is looked at in
-    // pieces, so the look is spread over every core whatever the ranges.
-    let mut pieces = Vec::new();
-    let mut start = from;
-    for &cut in &cuts {
-        let step = ((cut - start) / threads.max(1) as u64).max(BUFFER as u64);
-        let mut at = start;
-        while at < cut {
-            pieces.push((at, (at + step).min(cut)));
-            at += step;
-        }
-        start = cut;
-    }
-    let looks: Vec<std::io::Result<Look>> = pieces
-        .par_iter()
-        .map(|&(at, to)| look(records, at, to))
-        .collect();
-    let mut newlines = records.newlines();
-    let mut before = Vec::with_capacity(cuts.len());
-    let mut looks = looks.into_iter();
-    for (&(_, to), look) in pieces.iter().zip(&mut looks) {
-        let look = look.map_err(|e| io_error(records.path, e))?;
-        if look.quote {
-            return Ok(None);
-        }
-        newlines += look.newlines;
-        if cuts.contains(&to) {
-            before.push(newlines);
-        }
-    }
-    debug_assert_eq!(before.len(), cuts.len());
-
     let starts =
-        std::iter::once((from, records.newlines())).chain(cuts.iter().copied().zip(before));
+        std::iter::once((from, records.newlines())).chain(cuts.iter().map(|&cut| (cut, 0)));
     let ends = cuts.iter().copied().chain(std::iter::once(u64::MAX));
     let mut ranges = Vec::new();
     for ((start, newlines), end) in starts.zip(ends) {
@@ -117,23 +105,44 @@ fn fold_cut<F: RowFold>(
             make(columns),
         ));
     }
-    let folded: Vec<Result<F, AuditError>> = ranges
+    let read: Vec<(CsvRecords<'p>, Result<F, AuditError>)> = ranges
         .into_par_iter()
         .map(|(mut part, mut fold)| {
-            part.fold_into(&mut fold)?;
-            Ok(fold)
+            let done = part.fold_into(&mut fold).map(|()| fold);
+            (part, done)
         })
         .collect();
-    // Taken in file order, so an error reported is the file's first.
-    let mut folded = folded.into_iter();
-    let mut whole = match folded.next() {
-        Some(first) => first?,
-        None => return Ok(None),
+    let mut read = read.into_iter();
+    let Some((mut last, first)) = read.next() else {
+        return Ok(Ranged::Whole);
     };
-    for later in folded {
-        whole.append(later?);
+    // The first range's lines are the file's; its error is the file's first.
+    let mut whole = first?;
+    // The newlines before the range `last` (its lines start after them).
+    let mut before = 0;
+    for (&cut, (part, done)) in cuts.iter().zip(read) {
+        if last.offset() != cut {
+            // A quoted field spans the cut: read on from where the range
+            // before stopped, the ranges after it dropped.
+            last.read_on(before);
+            return Ok(Ranged::ReadOn(Box::new(last), whole));
+        }
+        before += last.newlines();
+        match done {
+            Ok(mut fold) => {
+                fold.shift_lines(before);
+                whole.append(fold);
+            }
+            // Read again with its lines counted, for the error's line.
+            Err(_) => {
+                let mut again = records.part(cut, u64::MAX, before, 0)?;
+                again.fold_into(&mut whole)?;
+                return Ok(Ranged::Done(whole));
+            }
+        }
+        last = part;
     }
-    Ok(Some(whole))
+    Ok(Ranged::Done(whole))
 }
 
 /// Up to `wanted - 1` offsets that cut `from..size` into about equal
@@ -173,39 +182,4 @@ fn cuts(
         }
     }
     Ok(cuts)
-}
-
-/// What one stretch of the file holds.
-struct Look {
-    newlines: u64,
-    /// A `"` somewhere in it (the newlines are then not counted to the end).
-    quote: bool,
-}
-
-/// Counts the newlines of `at..to` and looks for a `"` there.
-fn look(records: &CsvRecords<'_>, mut at: u64, to: u64) -> std::io::Result<Look> {
-    let mut buf = vec![0; BUFFER.min(usize::try_from(to - at).unwrap_or(BUFFER))];
-    let mut newlines = 0;
-    while at < to {
-        let want = usize::try_from(to - at)
-            .unwrap_or(usize::MAX)
-            .min(buf.len());
-        let read = records.read_at(buf.get_mut(..want).unwrap_or_default(), at)?;
-        let bytes = buf.get(..read).unwrap_or_default();
-        if read == 0 {
-            break;
-        }
-        if memchr::memchr(b'"', bytes).is_some() {
-            return Ok(Look {
-                newlines,
-                quote: true,
-            });
-        }
-        newlines += memchr::memchr_iter(b'\n', bytes).count() as u64;
-        at += read as u64;
-    }
-    Ok(Look {
-        newlines,
-        quote: false,
-    })
 }

@@ -149,6 +149,14 @@ impl<'p> CsvRecords<'p> {
         }
     }
 
+    /// Reads on past the range's end to the file's end, its lines (counted
+    /// from the range's start) moved down by the `before` newlines in front
+    /// of it.
+    pub(super) fn read_on(&mut self, before: u64) {
+        self.limit = u64::MAX;
+        self.newlines += before;
+    }
+
     /// The newlines before [`CsvRecords::offset`].
     pub(super) fn newlines(&self) -> u64 {
         self.newlines

@@ -75,6 +75,12 @@ pub(crate) trait RowFold: Sized + Send {
     /// whole ([`fold_file`]), takes nothing in.
     fn append(&mut self, _later: Self) {}
 
+    /// Adds `lines` to every line number the fold keeps: a part of a file
+    /// read before the lines in front of it were counted (a CSV range,
+    /// whose rows are numbered from its start). A fold that keeps line
+    /// numbers and takes parts ([`RowFold::PARTS`]) must implement it.
+    fn shift_lines(&mut self, _lines: u64) {}
+
     /// Called after the file's last row, before the result is used.
     fn finish(&mut self) {}
 }

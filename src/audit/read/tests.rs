@@ -14,6 +14,12 @@ impl RowFold for Collect {
         self.0.append(&mut later.0);
     }
 
+    fn shift_lines(&mut self, lines: u64) {
+        for (line, _) in &mut self.0 {
+            *line += lines;
+        }
+    }
+
     fn row(&mut self, row: &Row<'_>) {
         let values = (0..self.1)
             .map(|c| row.get(c).map(|v| String::from_utf8_lossy(v).into_owned()))
@@ -321,52 +327,57 @@ fn pipelined_csv_reads_exactly_what_sequential_reading_does() {
 fn csv_read_in_ranges_reads_exactly_what_sequential_reading_does() {
     let dir = tempfile::tempdir().expect("tempdir");
     // A BOM, CRLF and LF endings, blank lines, a lone `\r` ending a record,
-    // and no quote: every newline ends a record, so the file can be cut.
+    // and quoted fields (a comma, an escaped quote) on one line.
     let mut text = String::from("\u{feff}b,a\r\n");
     for i in 0..20_000 {
         match i % 997 {
             3 => text.push_str("\r\n\n"),
             5 => text.push_str(&format!("{i},\r{i},lone\n")),
+            8 => text.push_str(&format!("\"{i}, q\"\"\",v{i}\n")),
             _ => text.push_str(&format!("{i},v{i}\r\n")),
         }
     }
+    let make = |c: &[String]| Collect(Vec::new(), c.len());
+    let ranged = |path: &Path, wanted| {
+        let (_, ranged) = fold_csv_in_ranges(path, wanted, &make).expect("reads");
+        ranged.expect("cut")
+    };
     let path = write(dir.path(), "plain.csv", &text);
-    let (columns, sequential) = collect(&path, Format::Csv).expect("reads");
+    let (_, sequential) = collect(&path, Format::Csv).expect("reads");
     assert!(
         sequential.0.iter().any(|(_, row)| row[0] == s("lone")),
         "a lone \\r ends a record"
     );
-    let make = |c: &[String]| Collect(Vec::new(), c.len());
     for wanted in [2, 3, 7, 64] {
-        let (cut_columns, ranged) = fold_csv_in_ranges(&path, wanted, &make).expect("reads");
-        assert_eq!(cut_columns, columns);
-        let ranged = ranged.expect("a file without quotes is cut");
+        let (rows, read_on) = ranged(&path, wanted);
+        assert!(!read_on, "no quoted field spans a line");
         assert_eq!(
-            ranged.0, sequential.0,
+            rows.0, sequential.0,
             "{wanted} ranges: same rows, same lines"
         );
     }
 
-    // A quote before the last cut: a newline may lie inside a quoted field,
-    // so the file is not cut (and is read whole, as before).
-    let quoted = text.replacen("1,v1\r\n", "1,\"v\n1\"\r\n", 1);
-    let path = write(dir.path(), "quoted.csv", &quoted);
-    let (_, ranged) = fold_csv_in_ranges(&path, 4, &make).expect("reads");
-    assert!(
-        ranged.is_none(),
-        "a quote before the last cut keeps the file whole"
+    // A quoted field of many lines around the middle: the cut there falls
+    // inside it, the range before reads the field whole and past the cut,
+    // and the file is read on from there.
+    let half = text.len() / 2;
+    let at = half + text[half..].find('\n').expect("a line") + 1;
+    let spanning = format!(
+        "{}7,\"{}\"\n{}",
+        &text[..at],
+        "a long\nquoted\r\nfield\n".repeat(2_000),
+        &text[at..]
     );
-
-    // A quote only in the last range does not stop the cut, and the quoted
-    // record (a newline inside) is read with its line.
-    let tail = format!("{text}\"multi\nline\",\"q\"\"\"\n9,9\n");
-    let path = write(dir.path(), "tail.csv", &tail);
+    let path = write(dir.path(), "spanning.csv", &spanning);
     let (_, sequential) = collect(&path, Format::Csv).expect("reads");
-    let (_, ranged) = fold_csv_in_ranges(&path, 4, &make).expect("reads");
-    let ranged = ranged.expect("cut before the quote");
-    assert_eq!(ranged.0, sequential.0);
-    let last = sequential.0.last().expect("rows");
-    assert_eq!(last.1, vec![s("9"), s("9")]);
+    for wanted in [2, 4] {
+        let (rows, read_on) = ranged(&path, wanted);
+        assert!(read_on, "{wanted} ranges: a cut inside the quoted field");
+        assert_eq!(
+            rows.0, sequential.0,
+            "{wanted} ranges: same rows, same lines"
+        );
+    }
 
     // A malformed record in a later range is reported with its file line.
     let bad = text.replacen("19000,v19000", "19000,v19000,extra", 1);
@@ -377,7 +388,10 @@ fn csv_read_in_ranges_reads_exactly_what_sequential_reading_does() {
     };
     match fold_csv_in_ranges(&path, 4, &make) {
         Err(AuditError::Parse { line, .. }) => assert_eq!(line, expected),
-        other => panic!("unexpected {:?}", other.map(|(_, c)| c.map(|c| c.0.len()))),
+        other => panic!(
+            "unexpected {:?}",
+            other.map(|(_, c)| c.map(|c| c.0 .0.len()))
+        ),
     }
 }
 
