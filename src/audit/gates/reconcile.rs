@@ -142,6 +142,12 @@ impl RowFold for InputFold {
         }
     }
 
+    fn shift_lines(&mut self, lines: u64) {
+        for aggregator in &mut self.0 {
+            aggregator.shift_lines(lines);
+        }
+    }
+
     fn row(&mut self, row: &Row<'_>) {
         for aggregator in &mut self.0 {
             aggregator.row(row);
@@ -283,5 +289,50 @@ pub(super) fn reconcile_outcome(
         expected,
         actual,
         offending,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::Format;
+
+    // An input large enough to be read in ranges names its offending rows
+    // by their lines in the file, as when read whole.
+    #[test]
+    fn an_input_read_in_ranges_names_offending_rows_by_their_file_lines() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut text = String::from("amount,kind\n");
+        for i in 0..20_000 {
+            let amount = if i % 6_000 == 5_999 {
+                "n/a".to_owned()
+            } else {
+                i.to_string()
+            };
+            text.push_str(&format!("{amount},k{i}\n"));
+        }
+        let file = dir.path().join("input.csv");
+        std::fs::write(&file, text).expect("write");
+        let make = |columns: &[String]| {
+            InputFold(vec![Aggregator::new(
+                0,
+                columns,
+                "amount",
+                Aggregate::Sum,
+                &[],
+            )])
+        };
+        let lines = |fold: &InputFold| -> Vec<u64> {
+            fold.0
+                .iter()
+                .flat_map(|a| a.offenses.0.iter().map(|o| o.line))
+                .collect()
+        };
+        let (_, whole) = read::fold_file(&file, Format::Csv, None, false, &make).expect("reads");
+        assert_eq!(lines(&whole), [6_001, 12_001, 18_001]);
+        let (_, ranged) = read::fold_csv_in_ranges(&file, 5, &make).expect("reads");
+        let (ranged, _) = ranged.expect("cut");
+        assert_eq!(lines(&ranged), lines(&whole));
+        assert_eq!(ranged.0[0].bad, 3);
     }
 }
