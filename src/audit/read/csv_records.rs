@@ -141,12 +141,7 @@ impl<'p> CsvRecords<'p> {
 
     /// Reads the file's bytes at `at`, wherever the records are.
     pub(super) fn read_at(&self, buf: &mut [u8], at: u64) -> std::io::Result<usize> {
-        loop {
-            match self.file.read_at(buf, at) {
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                done => return done,
-            }
-        }
+        read_at(&self.file, buf, at)
     }
 
     /// Reads on past the range's end to the file's end, its lines (counted
@@ -383,16 +378,12 @@ impl<'p> CsvRecords<'p> {
         }
         // At an explicit offset: the parts of a file share its descriptor.
         let at = self.offset + self.end as u64;
-        let read = loop {
-            match self
-                .file
-                .read_at(self.buf.get_mut(self.end..).unwrap_or_default(), at)
-            {
-                Ok(read) => break read,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(io_error(self.path, e)),
-            }
-        };
+        let read = read_at(
+            &self.file,
+            self.buf.get_mut(self.end..).unwrap_or_default(),
+            at,
+        )
+        .map_err(|e| io_error(self.path, e))?;
         self.end += read;
         self.eof = read == 0;
         Ok(())
@@ -474,6 +465,16 @@ pub(super) fn push_spans(spans: &mut Vec<Span>, fields: &[Field], order: &[usize
     }));
 }
 
+/// `file`'s bytes at `at` into `buf`, read again when a signal interrupts.
+fn read_at(file: &File, buf: &mut [u8], at: u64) -> std::io::Result<usize> {
+    loop {
+        match file.read_at(buf, at) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            done => return done,
+        }
+    }
+}
+
 /// A `csv_core` reader with the csv crate's settings, past the BOM.
 fn record_reader() -> csv_core::Reader {
     let mut core = csv_core::Reader::new();
@@ -491,7 +492,7 @@ fn newlines_before(file: &File, offset: u64) -> std::io::Result<u64> {
         let want = usize::try_from(offset - at)
             .unwrap_or(usize::MAX)
             .min(buf.len());
-        let read = file.read_at(buf.get_mut(..want).unwrap_or_default(), at)?;
+        let read = read_at(file, buf.get_mut(..want).unwrap_or_default(), at)?;
         if read == 0 {
             break;
         }
