@@ -46,14 +46,14 @@ def main():
         got = {"A": [], "B": []}
         for rep in range(x.runs):
             for which in (["A", "B"] if rep % 2 == 0 else ["B", "A"]):
-                harness.rmtree(os.path.join(d, "warehouse"))
+                harness.discard(os.path.join(d, "warehouse"))
                 wall, _, code, cpu = harness.timed(
                     [bins[which], "run", "pipeline.toml"], d,
                     stdout=os.path.join(d, "out"), stderr=os.path.join(d, "err"))
                 harness.must(code == 0, f"{which} exited {code}", [os.path.join(d, "err")])
                 got[which].append((cpu, wall))
                 harness.log(f"run {rep + 1} {which}: {cpu:.3f} CPU-s, wall {wall:.3f} s")
-        harness.rmtree(os.path.join(d, "warehouse"))
+        harness.remove_set_aside()
     med = {k: (statistics.median(c for c, _ in v), statistics.median(w for _, w in v))
            for k, v in got.items()}
     print(f"{x.workload}, {instances:,} instances, {x.runs} interleaved runs each, load "

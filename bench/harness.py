@@ -173,6 +173,30 @@ def rmtree(path):
     shutil.rmtree(path, ignore_errors=True)
 
 
+# Trees of finished runs, set aside until the last measurement is taken.
+SET_ASIDE = []
+
+
+def discard(path):
+    """Moves a finished run's tree out of the way instead of deleting it.
+    ext4 skips inode numbers freed in the last 60 s (300 s while their
+    inode-table block is dirty) one by one, so deleting a run's tens of
+    thousands of inodes slows the creates of whichever run comes next, by a
+    third to a half (BENCHMARKS.md, "Where the time goes now: ext4 inode
+    allocation"). Every contender starts on a filesystem with none of the
+    benchmark's own deletions; R1 measures runs that follow a delete."""
+    if os.path.lexists(path):
+        aside = os.path.join(os.path.dirname(path), f".aside-{len(SET_ASIDE)}")
+        os.rename(path, aside)
+        SET_ASIDE.append(aside)
+
+
+def remove_set_aside():
+    for path in SET_ASIDE:
+        rmtree(path)
+    SET_ASIDE.clear()
+
+
 def median(xs):
     return statistics.median(xs)
 
@@ -238,7 +262,7 @@ class Runner:
         with only the filesystem work weir's invariants require, on a fresh
         root: (wall, rss)."""
         root = os.path.join(d, "floor")
-        rmtree(root)
+        discard(root)
         out, err = os.path.join(d, "floor.out"), os.path.join(d, "floor.err")
         argv = [self.floor, root, keys_file, str(SLOTS), *[cmd for cmd, _, _ in stages]]
         wall, rss, rc, _ = timed(argv, d, out, err)
@@ -252,7 +276,7 @@ class Runner:
         """`weir run MANIFEST` (on a fresh warehouse unless `fresh` is
         false; `--force` with `force`), checked: (wall, rss)."""
         if fresh:
-            rmtree(os.path.join(d, "warehouse"))
+            discard(os.path.join(d, "warehouse"))
         out, err = os.path.join(d, "run.out"), os.path.join(d, "run.err")
         argv = [self.weir, "run", manifest] + (["--force"] if force else [])
         wall, rss, rc, cpu = timed(argv, d, out, err, sync=sync)
@@ -315,7 +339,7 @@ def baseline_pipeline(d, keys_file, stages, n):
     """mkdir of every partition's fresh output dir, then each stage under
     xargs -P2 in turn; all inside the timed region. Returns (wall, rss)."""
     root = os.path.join(d, "xargs")
-    rmtree(root)
+    discard(root)
     os.makedirs(root)
     script = ["set -e"]
     for _, out_dir, _ in stages:
@@ -400,9 +424,8 @@ def w_write(r, sizes):
         }
         if floors and label == "W1":
             out[label]["floor_s"] = [x[0] for x in floors]
-        rmtree(os.path.join(d, "warehouse"))
-        rmtree(os.path.join(d, "xargs"))
-        rmtree(os.path.join(d, "floor"))
+        for tree in ("warehouse", "xargs", "floor"):
+            discard(os.path.join(d, tree))
     return out
 
 
@@ -430,11 +453,15 @@ def r1(r, n, reps=5):
     manifest = os.path.join(d, "pipeline.toml")
     static_manifest(manifest, "r1", keys, [("write", WRITE, [], "rows", [])])
     log(f"R1: {n:,} partitions, {reps} back-to-back runs per sequence")
+    warehouse = os.path.join(d, "warehouse")
     sequences = {
-        "xargs -P2, sync before each": lambda i: baseline_pipeline(
-            d, keys_file, [(WRITE, "rows", None)], n),
-        "weir, fresh warehouse, sync before each": lambda i: r.weir_run(d, manifest, n),
-        "weir, fresh warehouse, no sync": lambda i: r.weir_run(d, manifest, n, sync=False),
+        "xargs -P2, sync before each": lambda i: deleted_first(
+            os.path.join(d, "xargs"),
+            lambda: baseline_pipeline(d, keys_file, [(WRITE, "rows", None)], n)),
+        "weir, fresh warehouse, sync before each": lambda i: deleted_first(
+            warehouse, lambda: r.weir_run(d, manifest, n, fresh=False)),
+        "weir, fresh warehouse, no sync": lambda i: deleted_first(
+            warehouse, lambda: r.weir_run(d, manifest, n, fresh=False, sync=False)),
         "weir, one warehouse (--force after the first), sync before each":
             lambda i: r.weir_run(d, manifest, n, fresh=i == 0, force=i > 0),
         "weir, fresh warehouse, the previous one moved aside (not deleted), sync before each":
@@ -454,6 +481,13 @@ def r1(r, n, reps=5):
     rmtree(os.path.join(d, "xargs"))
     rmtree(os.path.join(d, "aside"))
     return {"instances": n, "sequences": out}
+
+
+def deleted_first(tree, run):
+    """R1's runs that follow an `rm -rf` of the previous run's tree, as a
+    deployment's would after a cleanup."""
+    rmtree(tree)
+    return run()
 
 
 def set_aside(d, i):
@@ -494,9 +528,8 @@ def w2(r, n):
             acc.append(fn())
         log(f"  W2 run {rep + 1}/{r.runs}: xargs {b[-1][0]:.3f} s, weir {w[-1][0]:.3f} s"
             + (f", floor {floors[-1][0]:.3f} s" if floors else ""))
-    rmtree(os.path.join(d, "warehouse"))
-    rmtree(os.path.join(d, "xargs"))
-    rmtree(os.path.join(d, "floor"))
+    for tree in ("warehouse", "xargs", "floor"):
+        discard(os.path.join(d, tree))
     out = {
         "instances": 3 * n,
         "baseline_s": [x[0] for x in b],
@@ -957,6 +990,7 @@ def main():
         res["W6"] = w6(r, sizes["w6"], os.path.abspath(args.gen_parquet))
     info["load_after"] = os.getloadavg()
     log(f"measured in {time.perf_counter() - started:.0f} s")
+    remove_set_aside()
     report(res, sizes, runs, args.quick)
     if args.json:
         with open(args.json, "w") as f:
