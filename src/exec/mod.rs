@@ -11,8 +11,10 @@
 //! ```
 //!
 //! One coordinator thread owns all scheduling state and admits a few
-//! instances per pool slot; each admitted attempt runs on its own thread (it
-//! spends its life blocked on a child process). A slot is the task command's
+//! instances per pool slot; each admitted attempt runs on a thread of its own
+//! while it lasts (it spends its life blocked on a child process), taken from
+//! the run's workers (`workers.rs`), which keep their threads from one
+//! attempt to the next. A slot is the task command's
 //! (`pool.rs`): the attempt takes one just before its command starts and
 //! gives it back when the command exits, so a pool never runs more commands
 //! than slots, while the engine's own work before (pinning, the token's
@@ -43,6 +45,7 @@ mod settings;
 pub mod slurm;
 mod steer;
 mod waiting;
+mod workers;
 
 use job::{panic_message, Job, Ran};
 use scheduler::Scheduler;

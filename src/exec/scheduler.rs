@@ -185,84 +185,100 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         self.interrupted = interrupt::requested();
         let stop = self.interrupted.is_some() || self.cx.log_failed();
         let mut actions = self.machine.begin(&dag, stop, ms());
-        std::thread::scope(|scope| loop {
-            let mut wait = None;
-            let (absent, certs) = self.pass_looks(&actions);
-            for action in std::mem::take(&mut actions) {
-                match action {
-                    machine::RunAction::Queue(id) => self.enqueue(id),
-                    machine::RunAction::Start(unit) => {
-                        if self
-                            .steer
-                            .holds(&self.cx.warehouse, &unit, self.interrupted.is_some())
-                        {
-                            continue;
+        std::thread::scope(|scope| {
+            let workers = workers::Workers::new(scope);
+            loop {
+                let mut wait = None;
+                let (absent, certs) = self.pass_looks(&actions);
+                for action in std::mem::take(&mut actions) {
+                    match action {
+                        machine::RunAction::Queue(id) => self.enqueue(id),
+                        machine::RunAction::Start(unit) => {
+                            if self.steer.holds(
+                                &self.cx.warehouse,
+                                &unit,
+                                self.interrupted.is_some(),
+                            ) {
+                                continue;
+                            }
+                            let slots = &pool_slots[machine::Graph::pool(&dag, unit[0])];
+                            self.start_unit(&workers, unit, &tx, slots, (&absent, &certs));
                         }
-                        let slots = &pool_slots[machine::Graph::pool(&dag, unit[0])];
-                        self.start_unit(scope, unit, &tx, slots, (&absent, &certs));
+                        machine::RunAction::Skip { instance, cause } => {
+                            self.skipped(instance, cause)
+                        }
+                        machine::RunAction::WaitUntil(at) => wait = Some(at),
+                        machine::RunAction::Finished => return,
                     }
-                    machine::RunAction::Skip { instance, cause } => self.skipped(instance, cause),
-                    machine::RunAction::WaitUntil(at) => wait = Some(at),
-                    machine::RunAction::Finished => return,
                 }
-            }
-            // Without evidence there is no run: admit nothing more once the
-            // event log refused a line, or once asked to stop (the running
-            // commands' watchdogs stop their trees).
-            if self.interrupted.is_none() {
-                self.interrupted = interrupt::requested();
-            }
-            let stopping = self.interrupted.is_some() || self.cx.log_failed();
-            for unit in self.steer.release(&self.cx.warehouse, stopping) {
-                let slots = &pool_slots[machine::Graph::pool(&dag, unit[0])];
-                self.start_unit(scope, unit, &tx, slots, (&HashSet::new(), &certs));
-            }
-            if !self.machine.stopping() && stopping {
-                actions = self.machine.step(&dag, machine::RunInput::Stop, ms());
-                continue;
-            }
-            let got = match self.steer.wait_until(wait.flatten(), ms()) {
-                Some(at) => rx.recv_timeout(Duration::from_millis(at.saturating_sub(ms()))),
-                None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
-            };
-            let input = match got {
-                Ok(Some(report)) => self.report(report, ms()),
-                // Woken by a stop request, or a retry is due.
-                Ok(None) | Err(mpsc::RecvTimeoutError::Timeout) => machine::RunInput::Clock,
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    unreachable!("the scheduler holds a sender")
+                // Without evidence there is no run: admit nothing more once the
+                // event log refused a line, or once asked to stop (the running
+                // commands' watchdogs stop their trees).
+                if self.interrupted.is_none() {
+                    self.interrupted = interrupt::requested();
                 }
-            };
-            // A report that lost the event log, or a stop that came with
-            // it, admits nothing after it.
-            if self.interrupted.is_none() {
-                self.interrupted = interrupt::requested();
-            }
-            if !self.machine.stopping() && (self.interrupted.is_some() || self.cx.log_failed()) {
-                // Attempts are running (this report's among them): no
-                // action but a wait can come of it.
-                let _ = self.machine.step(&dag, machine::RunInput::Stop, ms());
-            }
-            actions = self.machine.step(&dag, input, ms());
-            // The reports already in, decided in the same pass: the
-            // instances they free start together, and their markers are
-            // read in one listing (`markers_absent`). Each step ends with
-            // the machine's whole state (`WaitUntil`), so the last one's is
-            // what the loop waits for.
-            // A stop request or a lost event log ends the draining: the
-            // loop's head then stops the machine before admitting more.
-            while !self.machine.stopping()
-                && !actions.contains(&machine::RunAction::Finished)
-                && interrupt::requested().is_none()
-                && !self.cx.log_failed()
-            {
-                let Ok(Some(report)) = rx.try_recv() else {
-                    break;
+                let stopping = self.interrupted.is_some() || self.cx.log_failed();
+                for unit in self.steer.release(&self.cx.warehouse, stopping) {
+                    let slots = &pool_slots[machine::Graph::pool(&dag, unit[0])];
+                    self.start_unit(&workers, unit, &tx, slots, (&HashSet::new(), &certs));
+                }
+                if !self.machine.stopping() && stopping {
+                    actions = self.machine.step(&dag, machine::RunInput::Stop, ms());
+                    continue;
+                }
+                let got = match self.steer.wait_until(wait.flatten(), ms()) {
+                    Some(at) => rx.recv_timeout(Duration::from_millis(at.saturating_sub(ms()))),
+                    None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
                 };
-                let input = self.report(report, ms());
-                actions.extend(self.machine.step(&dag, input, ms()));
+                let input = match got {
+                    Ok(Some(report)) => self.report(report, ms()),
+                    // Woken by a stop request, or a retry is due.
+                    Ok(None) | Err(mpsc::RecvTimeoutError::Timeout) => machine::RunInput::Clock,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => {
+                        unreachable!("the scheduler holds a sender")
+                    }
+                };
+                // A report that lost the event log, or a stop that came with
+                // it, admits nothing after it.
+                if self.interrupted.is_none() {
+                    self.interrupted = interrupt::requested();
+                }
+                if !self.machine.stopping() && (self.interrupted.is_some() || self.cx.log_failed())
+                {
+                    // Attempts are running (this report's among them): no
+                    // action but a wait can come of it.
+                    let _ = self.machine.step(&dag, machine::RunInput::Stop, ms());
+                }
+                actions = self.machine.step(&dag, input, ms());
+                self.take_reports_in(&rx, &dag, &mut actions, &ms);
             }
         });
+    }
+
+    /// The reports already in, decided in the same pass: the instances they
+    /// free start together, and their markers are read in one listing
+    /// (`markers_absent`). Each step ends with the machine's whole state
+    /// (`WaitUntil`), so the last one's is what the loop waits for. A stop
+    /// request or a lost event log ends the draining: the loop's head then
+    /// stops the machine before admitting more.
+    fn take_reports_in(
+        &mut self,
+        rx: &mpsc::Receiver<Option<Report>>,
+        dag: &Dag<'_>,
+        actions: &mut Vec<machine::RunAction>,
+        ms: &impl Fn() -> u64,
+    ) {
+        while !self.machine.stopping()
+            && !actions.contains(&machine::RunAction::Finished)
+            && interrupt::requested().is_none()
+            && !self.cx.log_failed()
+        {
+            let Ok(Some(report)) = rx.try_recv() else {
+                break;
+            };
+            let input = self.report(report, ms());
+            actions.extend(self.machine.step(dag, input, ms()));
+        }
     }
 
     /// The machine's input for a report (its events and markers written).
@@ -380,7 +396,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
     /// members meet before one command (`attempt::batch`), in key order.
     fn start_unit<'s>(
         &mut self,
-        scope: &'s std::thread::Scope<'s, '_>,
+        workers: &workers::Workers<'s, '_>,
         mut unit: Vec<usize>,
         tx: &mpsc::Sender<Option<Report>>,
         slots: &'s pool::Slots,
@@ -399,13 +415,13 @@ impl<'c, 'a> Scheduler<'c, 'a> {
         .into_iter();
         for id in unit {
             let looks = (absent.contains(&id), Arc::clone(certs));
-            self.start(scope, id, tx.clone(), slots, looks, seats.next());
+            self.start(workers, id, tx.clone(), slots, looks, seats.next());
         }
     }
 
     pub(super) fn start<'s>(
         &mut self,
-        scope: &'s std::thread::Scope<'s, '_>,
+        workers: &workers::Workers<'s, '_>,
         id: usize,
         tx: mpsc::Sender<Option<Report>>,
         slots: &'s pool::Slots,
@@ -441,7 +457,7 @@ impl<'c, 'a> Scheduler<'c, 'a> {
             seat,
         };
         let cx = self.cx;
-        scope.spawn(move || {
+        workers.run(move || {
             let on_its_way = slots.on_its_way();
             // A panic here (a bug in weir or a library, in this thread or a
             // rayon worker of its audit) ends the instance, never the run:
