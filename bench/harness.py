@@ -465,7 +465,7 @@ def r1(r, n, reps=5):
         "weir, one warehouse (--force after the first), sync before each":
             lambda i: r.weir_run(d, manifest, n, fresh=i == 0, force=i > 0),
         "weir, fresh warehouse, the previous one moved aside (not deleted), sync before each":
-            lambda i: (set_aside(d, i), r.weir_run(d, manifest, n, fresh=False))[1],
+            lambda i: r.weir_run(d, manifest, n),
     }
     out = {}
     for name, run in sequences.items():
@@ -479,7 +479,6 @@ def r1(r, n, reps=5):
         out[name] = {"wall_s": walls, "dirty_kib_before": dirty}
     rmtree(os.path.join(d, "warehouse"))
     rmtree(os.path.join(d, "xargs"))
-    rmtree(os.path.join(d, "aside"))
     return {"instances": n, "sequences": out}
 
 
@@ -488,18 +487,6 @@ def deleted_first(tree, run):
     deployment's would after a cleanup."""
     rmtree(tree)
     return run()
-
-
-def set_aside(d, i):
-    """Renames the last run's warehouse out of the way instead of deleting
-    it: on ext4 without a journal, inodes freed in the last 60 s (300 s if
-    their inode table block is dirty) are skipped by the inode allocator one
-    by one, so a run right after an `rm -rf` of the previous one's ~14,000
-    inodes pays for them (see BENCHMARKS.md, "Repeated runs")."""
-    old = os.path.join(d, "warehouse")
-    if os.path.exists(old):
-        os.makedirs(os.path.join(d, "aside"), exist_ok=True)
-        os.rename(old, os.path.join(d, "aside", str(i)))
 
 
 def w2(r, n):
